@@ -1,0 +1,42 @@
+"""``concept-grounding``: the command line.
+
+Each sub-command lives in ``concept_grounding.commands.<name>`` and exposes
+``add_arguments(parser)`` and ``run(args) -> int``. Command modules import their heavy
+dependencies inside ``run`` so that ``--help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+__all__ = ["main", "build_parser"]
+
+#: sub-command -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "world": ("concept_grounding.commands.world", "render the bird world, export it, draw a contact sheet"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="concept-grounding",
+        description="Do interpretable vision models really see the concepts they claim?",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module, help_text) in COMMANDS.items():
+        cmd = sub.add_parser(name, help=help_text, description=help_text)
+        mod = importlib.import_module(module)
+        mod.add_arguments(cmd)
+        cmd.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args._run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Sub-commands of the ``concept-grounding`` CLI, one module each."""

@@ -8,7 +8,7 @@ attribute CUB calls ``i + 1``.
 >>> vocab.num_attributes, vocab.num_parts, vocab.num_classes
 (312, 15, 200)
 >>> vocab.attribute_index("has_crown_color::yellow")
-155
+299
 >>> vocab.group_of("has_crown_color::yellow")
 'crown_color'
 >>> vocab.parts_of("has_eye_color::blue")

@@ -1,0 +1,32 @@
+"""Loaders for CUB-200-2011 and SUB, and the CBM class-level labels.
+
+>>> from concept_grounding.loaders import load_cub, write_cub, load_sub, write_sub, class_level_labels
+
+* :func:`load_cub` / :func:`write_cub`: the official ``CUB_200_2011`` folder layout <->
+  ``datasets.DatasetDict`` in :func:`~concept_grounding.schema.cub_features`.
+* :func:`load_sub` / :func:`write_sub`: SUB from the Hub or a local copy <-> a
+  ``datasets.Dataset`` in :func:`~concept_grounding.schema.sub_features`.
+* :func:`class_level_labels`: Koh et al.'s majority vote and 10-class keep rule.
+
+``datasets`` and PIL are imported inside the functions that need them.
+"""
+
+from .cub import CUBTables, load_cub, read_cub_tables, write_cub
+from .errors import CUBFormatError, DatasetFormatError, HubUnavailableError, SUBFormatError
+from .labels import class_level_labels
+from .sub import DEFAULT_SUB_COLUMNS, load_sub, write_sub
+
+__all__ = [
+    "load_cub",
+    "write_cub",
+    "read_cub_tables",
+    "CUBTables",
+    "load_sub",
+    "write_sub",
+    "DEFAULT_SUB_COLUMNS",
+    "class_level_labels",
+    "DatasetFormatError",
+    "CUBFormatError",
+    "SUBFormatError",
+    "HubUnavailableError",
+]

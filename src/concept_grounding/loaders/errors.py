@@ -1,0 +1,47 @@
+"""Exceptions raised by the CUB and SUB loaders.
+
+Every error names the file (and, where it applies, the 1-based line) at fault, so that
+a broken download can be fixed by looking at one place:
+
+>>> err = CUBFormatError("expected 2 columns, found 3", file="images.txt", line=7)
+>>> str(err)
+'images.txt, line 7: expected 2 columns, found 3'
+>>> isinstance(err, ValueError), err.line
+(True, 7)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["DatasetFormatError", "CUBFormatError", "SUBFormatError", "HubUnavailableError"]
+
+
+class DatasetFormatError(ValueError):
+    """A dataset on disk is missing files or has malformed content.
+
+    Attributes:
+        file: the offending file (or folder), or ``None`` when no single file is at fault.
+        line: 1-based line number inside ``file``, or ``None``.
+    """
+
+    def __init__(self, message: str, *, file: str | Path | None = None, line: int | None = None):
+        self.file = None if file is None else str(file)
+        self.line = line
+        self.reason = message
+        where = ""
+        if self.file is not None:
+            where = self.file if line is None else f"{self.file}, line {line}"
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class CUBFormatError(DatasetFormatError):
+    """A CUB_200_2011 folder is incomplete or one of its files is malformed."""
+
+
+class SUBFormatError(DatasetFormatError):
+    """A SUB-style source lacks a needed column or holds values we cannot map."""
+
+
+class HubUnavailableError(ConnectionError):
+    """The Hugging Face Hub cannot be reached (offline mode, no network, or no access)."""

@@ -1,0 +1,24 @@
+"""Every ```python block of the README runs, in order, in one namespace."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BLOCKS = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+
+
+def test_readme_has_examples():
+    assert BLOCKS, "README.md should show runnable python examples"
+
+
+@pytest.mark.slow
+def test_readme_examples_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    for i, block in enumerate(BLOCKS):
+        try:
+            exec(compile(block, f"README.md block {i}", "exec"), namespace)
+        except Exception as err:  # pragma: no cover - the message is the point
+            raise AssertionError(f"README python block {i} failed:\n{block}") from err

@@ -15,7 +15,11 @@ __all__ = ["main", "build_parser"]
 
 #: sub-command -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
+    "space": ("concept_grounding.commands.space", "launch the Gradio Space (TDG, SUB, CCI, concepts, metrics) locally"),
     "world": ("concept_grounding.commands.world", "render the bird world, export it, draw a contact sheet"),
+    "demo": ("concept_grounding.commands.demo", "run the main job on the bird world and write a report"),
+    "generate": ("concept_grounding.commands.generate", "generate SUB-style TDG images as a resumable image folder"),
+    "filter": ("concept_grounding.commands.filter", "VQA-filter generated images (keep the top 10 %% per pairing) and report"),
 }
 
 

@@ -1,0 +1,129 @@
+"""Export the bird world as ``datasets`` objects with the package's shared Features.
+
+``to_dataset_dict`` gives CUB-layout ``train`` / ``test`` splits
+(:func:`concept_grounding.schema.cub_features`); ``sub_dataset`` gives a SUB-schema set
+of counterfactuals (:func:`concept_grounding.schema.sub_features`).
+
+Sample ``k * num_classes + c`` is the ``k``-th image of class ``c``; train uses
+``k < train_per_class``, test the next ``test_per_class``. ``image_id`` is the sample
+index + 1 (unique across splits) and ``file_name`` is
+``"<class folder>/<Class>_<index:04d>.png"``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from ..schema import cub_features, sub_features
+from ..vocabulary import split_attribute
+from .counterfactual import parse_target
+
+if TYPE_CHECKING:
+    import datasets
+
+    from .sample import BirdSample
+    from .world import BirdWorld
+
+__all__ = ["world_dataset_dict", "world_sub_dataset", "sample_row", "file_name"]
+
+
+def file_name(class_folder: str, index: int) -> str:
+    """``file_name("017.Cardinal", 7) -> "017.Cardinal/Cardinal_0007.png"``.
+
+    >>> file_name("017.Cardinal", 7)
+    '017.Cardinal/Cardinal_0007.png'
+    """
+    return f"{class_folder}/{class_folder.split('.', 1)[-1]}_{index:04d}.png"
+
+
+def sample_row(world: "BirdWorld", s: "BirdSample", is_train: bool) -> dict:
+    """One ``cub_features`` row of a sample (images as PIL)."""
+    from PIL import Image
+
+    return {
+        "image_id": s.index + 1,
+        "file_name": file_name(world.class_names[s.label], s.index),
+        "image": Image.fromarray(s.image),
+        "label": s.label,
+        "attributes": s.attributes.tolist(),
+        "certainty": [4] * world.vocab.num_attributes,
+        "class_attributes": world.class_attributes[s.label].tolist(),
+        "part_xy": s.part_xy.astype(np.float32).tolist(),
+        "part_visible": s.part_visible.tolist(),
+        "bbox": list(s.bbox),
+        "mask": Image.fromarray(s.mask.astype(np.uint8) * 255),
+        "part_map": Image.fromarray(s.part_map),
+        "is_train": bool(is_train),
+    }
+
+
+def _check_count(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+    return int(value)
+
+
+def _split(world: "BirdWorld", start: int, count: int, is_train: bool, desc: str) -> "datasets.Dataset":
+    import datasets
+
+    features = cub_features(world.class_names, world.vocab)
+    indices = [c + k * world.num_classes for k in range(start, start + count) for c in range(world.num_classes)]
+    rows = [sample_row(world, s, is_train) for s in tqdm(world.samples(indices), total=len(indices), desc=desc, leave=False)]
+    columns = {name: [r[name] for r in rows] for name in features}
+    return datasets.Dataset.from_dict(columns, features=features)
+
+
+def world_dataset_dict(world: "BirdWorld", train_per_class: int = 10, test_per_class: int = 5) -> "datasets.DatasetDict":
+    """Render ``train_per_class`` + ``test_per_class`` images per class into a DatasetDict."""
+    import datasets
+
+    train_per_class = _check_count("train_per_class", train_per_class)
+    test_per_class = _check_count("test_per_class", test_per_class)
+    return datasets.DatasetDict(
+        {
+            "train": _split(world, 0, train_per_class, True, "world train"),
+            "test": _split(world, train_per_class, test_per_class, False, "world test"),
+        }
+    )
+
+
+def world_sub_dataset(
+    world: "BirdWorld", per_pairing: int = 2, pairings: list[tuple[str, str]] | None = None
+) -> "datasets.Dataset":
+    """SUB-schema counterfactuals: ``per_pairing`` edited birds per (class, S+) pairing.
+
+    Sources are the class's samples ``c, c + C, c + 2C, ...`` in order, skipping any
+    bird that already shows the target everywhere in its group (its edit would be a no-op).
+    ``removed_attributes`` is S-: the source's values of the group that were switched off.
+    """
+    import datasets
+    from PIL import Image
+
+    per_pairing = _check_count("per_pairing", per_pairing)
+    pairings = world.default_pairings() if pairings is None else list(pairings)
+    rows: dict[str, list] = {name: [] for name in sub_features()}
+    for class_name, attribute in tqdm(pairings, desc="world SUB", leave=False):
+        if class_name not in world.class_names:
+            raise ValueError(f"pairings: class {class_name!r} is not in this world's class_names")
+        parse_target(world, attribute)
+        label = world.class_names.index(class_name)
+        made, k = 0, 0
+        while made < per_pairing:
+            if k > 50 + 10 * per_pairing:
+                raise ValueError(f"pairings: no source bird of {class_name!r} can take {attribute!r}")
+            cf = world.counterfactual(world.sample(label + k * world.num_classes), attribute)
+            k += 1
+            if not cf.changed_parts:
+                continue
+            rows["image"].append(Image.fromarray(cf.edited.image))
+            rows["reference_class"].append(class_name)
+            rows["target_attribute"].append(attribute)
+            rows["removed_attributes"].append(list(cf.removed_attributes))
+            rows["group"].append(split_attribute(attribute)[0])
+            rows["source_id"].append(cf.original.index)
+            rows["seed"].append(int(world.config.seed))
+            made += 1
+    return datasets.Dataset.from_dict(rows, features=sub_features())

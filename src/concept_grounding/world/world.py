@@ -1,0 +1,131 @@
+"""``BirdWorld``: species, samples and counterfactuals of the procedural bird world."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..vocabulary import Vocabulary, load_vocabulary
+from .config import WorldConfig, sample_pose
+from .counterfactual import make_counterfactual
+from .render import render_bird
+from .sample import BirdSample, Counterfactual
+from .species import RENDERED_VALUES, class_traits, deviate, trait_labels
+
+if TYPE_CHECKING:
+    import datasets
+
+__all__ = ["BirdWorld"]
+
+
+class BirdWorld:
+    """A procedural world of birds whose every concept is known (SPEC.md section 6).
+
+    Sample ``index`` belongs to class ``index % num_classes``; its pose, per-image
+    deviations from the class traits and noise are drawn from ``(config.seed, index)``.
+
+    >>> world = BirdWorld(WorldConfig(image_size=64, class_names=("017.Cardinal", "073.Blue_Jay")))
+    >>> s = world.sample(3)
+    >>> s.label, s.image.shape, s.part_xy.shape, int(s.attributes.sum()) > 10
+    (1, (64, 64, 3), (15, 2), True)
+    >>> cf = world.counterfactual(s, "has_crown_color::pink")
+    >>> cf.changed_parts, int(cf.edited.attributes[world.vocab.attribute_index("has_crown_color::pink")])
+    (('crown',), 1)
+    """
+
+    def __init__(self, config: WorldConfig = WorldConfig(), vocab: Vocabulary | None = None):
+        self.config = config
+        self.vocab = vocab or load_vocabulary()
+        names = tuple(config.class_names) if config.class_names is not None else tuple(self.vocab.sub_classes)
+        unknown = [c for c in names if c not in self.vocab.classes]
+        if unknown:
+            raise ValueError(f"class_names: not CUB class folder names: {unknown} (e.g. '017.Cardinal')")
+        if len(set(names)) != len(names):
+            raise ValueError(f"class_names must be unique, got {names}")
+        self.class_names: tuple[str, ...] = names
+        self.class_traits: tuple[dict[str, str], ...] = tuple(class_traits(c, config.seed) for c in names)
+        self.class_attributes: np.ndarray = np.stack([trait_labels(t, self.vocab) for t in self.class_traits])
+        self.rendered_groups: tuple[str, ...] = tuple(g for g in self.vocab.groups if g in RENDERED_VALUES)
+        self.rendered_attributes: tuple[int, ...] = tuple(
+            sorted(self.vocab.attribute_index(f"has_{g}::{v}") for g in self.rendered_groups for v in RENDERED_VALUES[g])
+        )
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+    @cached_property
+    def _rendered_set(self) -> frozenset[int]:
+        return frozenset(self.rendered_attributes)
+
+    def __repr__(self) -> str:
+        return f"BirdWorld({self.config!r}, num_classes={self.num_classes})"
+
+    # ------------------------------------------------------------------- samples
+    def sample(self, index: int) -> BirdSample:
+        """Render sample ``index`` (>= 0); deterministic in (config.seed, index)."""
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+            raise ValueError(f"index must be a non-negative int, got {index!r}")
+        if index < 0:
+            raise ValueError(f"index must be >= 0, got {index}")
+        index = int(index)
+        label = index % self.num_classes
+        rng = np.random.default_rng([self.config.seed, index])
+        pose = sample_pose(rng, self.config.image_size)
+        traits = deviate(self.class_traits[label], self.config.deviation_rate, rng)
+        noise_seed = int(rng.integers(2**31 - 1))
+        r = render_bird(traits, pose, self.config.image_size, noise_seed)
+        return BirdSample(
+            index=index,
+            label=label,
+            image=r.image,
+            mask=r.mask,
+            part_map=r.part_map,
+            part_xy=r.part_xy,
+            part_visible=r.part_visible,
+            attributes=trait_labels(traits, self.vocab),
+            pose=pose,
+            traits=traits,
+            noise_seed=noise_seed,
+        )
+
+    def samples(self, indices: Iterable[int]) -> Iterator[BirdSample]:
+        """Render several samples lazily."""
+        for i in indices:
+            yield self.sample(i)
+
+    def class_indices(self, label: int, count: int, start: int = 0) -> list[int]:
+        """Sample indices ``start .. start + count - 1`` of class ``label``."""
+        return [label + k * self.num_classes for k in range(start, start + count)]
+
+    # ------------------------------------------------------------ counterfactuals
+    def counterfactual(self, sample: BirdSample, target_attribute: str) -> Counterfactual:
+        """The same bird with ``target_attribute`` (S+) substituted; see :mod:`.counterfactual`."""
+        return make_counterfactual(self, sample, target_attribute)
+
+    # ------------------------------------------------------------------- exports
+    def to_dataset_dict(self, train_per_class: int = 10, test_per_class: int = 5) -> "datasets.DatasetDict":
+        """``"train"``/``"test"`` splits with :func:`concept_grounding.schema.cub_features`."""
+        from .dataset import world_dataset_dict
+
+        return world_dataset_dict(self, train_per_class, test_per_class)
+
+    def sub_dataset(self, per_pairing: int = 2, pairings: list[tuple[str, str]] | None = None) -> "datasets.Dataset":
+        """SUB-schema counterfactual set (:func:`concept_grounding.schema.sub_features`)."""
+        from .dataset import world_sub_dataset
+
+        return world_sub_dataset(self, per_pairing, pairings)
+
+    def default_pairings(self) -> list[tuple[str, str]]:
+        """Each class x each SUB substitution the class does not already have (per
+        ``class_attributes``) and that the world renders, in SUB's order."""
+        out = []
+        for c, name in enumerate(self.class_names):
+            for attr in self.vocab.sub_substitutions.values():
+                i = self.vocab.attribute_index(attr)
+                if i in self._rendered_set and self.class_attributes[c, i] == 0:
+                    out.append((name, attr))
+        return out

@@ -1,0 +1,323 @@
+"""The VQA filter of SUB (Bader et al.), Sec. 4.2, over a small scorer interface.
+
+Each generated image is asked the multiple-choice question of its target attribute's
+group::
+
+    What type of {group} does this bird have? Please pick between A) {a1} B) {a2} ... X) Other
+
+(options: every value of the group in CUB order, then "Other"). Images whose most
+probable answer is not the target are discarded; the rest are ranked by the target's
+probability and the top ``keep_fraction`` (10 %) of the *generated* count is kept
+(50 of 500). A pairing with fewer correct images than that is dropped entirely.
+
+:func:`select_pairing` is that rule as a pure function. Scorers turn images into option
+probabilities: :class:`VisionLanguageScorer` (a transformers VLM's option-letter logits),
+:class:`CLIPScorer` (open_clip image-text similarity) and :class:`AttributeOracleScorer`
+(any per-attribute probability function, e.g. a classifier trained on the bird world).
+
+>>> import numpy as np
+>>> probs = np.array([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4], [0.7, 0.3]])
+>>> select_pairing(probs, target=0, keep_fraction=0.5).tolist()   # keep 2 of 4, best first
+[0, 3]
+>>> select_pairing(probs, target=1, keep_fraction=0.5).tolist()   # only 1 correct < 2: dropped
+[]
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import string
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..vocabulary import Vocabulary, load_vocabulary, split_attribute
+
+__all__ = [
+    "OptionScorer",
+    "group_options",
+    "vqa_question",
+    "keep_count",
+    "select_pairing",
+    "FilterResult",
+    "filter_records",
+    "write_report",
+    "VisionLanguageScorer",
+    "CLIPScorer",
+    "AttributeOracleScorer",
+]
+
+OTHER = "Other"
+
+
+class OptionScorer(Protocol):
+    """Maps N images and one multiple-choice question to (N, len(options)) probabilities."""
+
+    def score(self, images: Sequence[Any], question: str, options: Sequence[str], group: str) -> np.ndarray: ...
+
+
+def group_options(group: str, vocab: Vocabulary | None = None) -> list[str]:
+    """Answer options of a group: its values (underscores as spaces), then ``"Other"``.
+
+    >>> group_options("tail_pattern")
+    ['solid', 'spotted', 'striped', 'multi-colored', 'Other']
+    """
+    vocab = vocab or load_vocabulary()
+    return [v.replace("_", " ") for v in vocab.group_values(group)] + [OTHER]
+
+
+def vqa_question(group: str, options: Sequence[str]) -> str:
+    """SUB's multiple-choice question (Sec. 4.2), letters A, B, ...
+
+    >>> vqa_question("eye_color", ["red", "black", "Other"])
+    'What type of eye color does this bird have? Please pick between A) red B) black C) Other'
+    """
+    if len(options) > len(string.ascii_uppercase):
+        raise ValueError(f"options: at most 26, got {len(options)}")
+    choices = " ".join(f"{string.ascii_uppercase[i]}) {o}" for i, o in enumerate(options))
+    return f"What type of {group.replace('_', ' ')} does this bird have? Please pick between {choices}"
+
+
+def keep_count(num_generated: int, keep_fraction: float = 0.1) -> int:
+    """Images kept per pairing: ``keep_fraction`` of those generated, rounded half up, >= 1.
+
+    >>> keep_count(500), keep_count(20), keep_count(4)
+    (50, 2, 1)
+    """
+    if not 0 < keep_fraction <= 1:
+        raise ValueError(f"keep_fraction must lie in (0, 1], got {keep_fraction}")
+    return max(1, math.floor(keep_fraction * num_generated + 0.5))
+
+
+def select_pairing(probs: np.ndarray, target: int, keep_fraction: float = 0.1) -> np.ndarray:
+    """Indices of the images SUB keeps for one pairing, best first (SUB Sec. 4.2).
+
+    Args:
+        probs: (N, K) option probabilities of the N generated images.
+        target: column of the target answer.
+    Returns:
+        the top ``keep_count(N)`` correctly answered images by target probability (ties by
+        index), or an empty array when fewer than that many are correct.
+    """
+    probs = np.asarray(probs, dtype=np.float64)
+    if probs.ndim != 2 or not 0 <= target < probs.shape[1]:
+        raise ValueError(f"probs must be (N, K) with 0 <= target < K, got shape {probs.shape}, target {target}")
+    correct = np.flatnonzero(probs.argmax(axis=1) == target)
+    n_keep = keep_count(probs.shape[0], keep_fraction)
+    if correct.size < n_keep:
+        return np.zeros(0, dtype=np.int64)
+    order = np.lexsort((correct, -probs[correct, target]))
+    return correct[order][:n_keep].astype(np.int64)
+
+
+@dataclass
+class FilterResult:
+    """Outcome of the filter: kept records (with ``target_probability``) and the report."""
+
+    kept: list[dict]
+    report: dict[str, Any]
+
+
+def filter_records(
+    records: Sequence[dict],
+    probs_for: Callable[[list[dict], str, list[str]], np.ndarray],
+    keep_fraction: float = 0.1,
+    vocab: Vocabulary | None = None,
+) -> FilterResult:
+    """Filter metadata records (``reference_class``, ``target_attribute``, ...) pairing by pairing.
+
+    Args:
+        records: one dict per generated image (``metadata.jsonl`` rows).
+        probs_for: ``(records of one pairing, question, options) -> (N, K)`` probabilities.
+    """
+    vocab = vocab or load_vocabulary()
+    by_pairing: dict[tuple[str, str], list[dict]] = {}
+    for r in records:
+        by_pairing.setdefault((r["reference_class"], r["target_attribute"]), []).append(r)
+    kept: list[dict] = []
+    pairings = []
+    for (cls, attribute), rows in by_pairing.items():
+        group, value = split_attribute(attribute)
+        options = group_options(group, vocab)
+        probs = np.asarray(probs_for(rows, vqa_question(group, options), options))
+        target = options.index(value.replace("_", " "))
+        chosen = select_pairing(probs, target, keep_fraction)
+        n_correct = int((probs.argmax(axis=1) == target).sum())
+        for i in chosen:
+            kept.append({**rows[i], "target_probability": float(probs[i, target])})
+        pairings.append(
+            {
+                "reference_class": cls,
+                "target_attribute": attribute,
+                "generated": len(rows),
+                "correct": n_correct,
+                "kept": int(chosen.size),
+                "dropped": chosen.size == 0,
+            }
+        )
+    per_attribute = Counter()
+    for p in pairings:
+        per_attribute[p["target_attribute"]] += p["kept"]
+    report = {
+        "keep_fraction": keep_fraction,
+        "pairings": pairings,
+        "kept_per_attribute": dict(sorted(per_attribute.items())),
+        "total_generated": len(records),
+        "total_kept": len(kept),
+        "pairings_kept": sum(not p["dropped"] for p in pairings),
+        "pairings_dropped": sum(p["dropped"] for p in pairings),
+    }
+    return FilterResult(kept, report)
+
+
+def write_report(report: dict[str, Any], out_dir: str | Path) -> tuple[Path, Path]:
+    """Write ``filter_report.json`` and ``filter_report.md`` (per-pairing and per-attribute counts)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path, md_path = out_dir / "filter_report.json", out_dir / "filter_report.md"
+    json_path.write_text(json.dumps(report, indent=2))
+    lines = [
+        "# VQA filter report",
+        "",
+        f"Kept {report['total_kept']} of {report['total_generated']} images; "
+        f"{report['pairings_kept']} pairings kept, {report['pairings_dropped']} dropped "
+        f"(keep fraction {report['keep_fraction']}).",
+        "",
+        "| reference class | target attribute | generated | correct | kept |",
+        "|---|---|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {p['reference_class']} | {p['target_attribute']} | {p['generated']} | {p['correct']} | {p['kept']} |"
+        for p in report["pairings"]
+    ]
+    lines += ["", "| target attribute | kept |", "|---|---:|"]
+    lines += [f"| {a} | {n} |" for a, n in report["kept_per_attribute"].items()]
+    md_path.write_text("\n".join(lines) + "\n")
+    return json_path, md_path
+
+
+# ---------------------------------------------------------------------------- scorers
+
+
+class VisionLanguageScorer:
+    """Option-letter probabilities from a transformers vision-language model (SUB used InternVL-2.5-8B).
+
+    The question is sent as one user turn with the image (through the processor's chat
+    template when it has one); the next-token logits of the letters ``A``, ``B``, ... are
+    softmaxed over the options.
+
+    Args:
+        model: an ``AutoModelForImageTextToText`` / LLaVA-style model returning ``logits``.
+        processor: its ``AutoProcessor``.
+    """
+
+    def __init__(self, model: Any, processor: Any, suffix: str = " Answer with the option's letter.") -> None:
+        self.model, self.processor, self.suffix = model, processor, suffix
+
+    def _prompt(self, question: str) -> str:
+        text = question + self.suffix
+        if getattr(self.processor, "chat_template", None):
+            messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
+            return self.processor.apply_chat_template(messages, add_generation_prompt=True)
+        return text
+
+    def _letter_ids(self, n: int) -> list[int]:
+        tokenizer = getattr(self.processor, "tokenizer", self.processor)
+        ids = []
+        for letter in string.ascii_uppercase[:n]:
+            pieces = tokenizer.encode(letter, add_special_tokens=False)
+            ids.append(pieces[-1])
+        return ids
+
+    def score(self, images: Sequence[Any], question: str, options: Sequence[str], group: str = "") -> np.ndarray:
+        import torch
+
+        prompt, letter_ids = self._prompt(question), self._letter_ids(len(options))
+        rows = []
+        for image in images:
+            inputs = self.processor(images=image, text=prompt, return_tensors="pt").to(self.model.device)
+            with torch.no_grad():
+                logits = self.model(**inputs).logits[0, -1].float()
+            rows.append(torch.softmax(logits[letter_ids], dim=-1).cpu().numpy())
+        return np.stack(rows)
+
+
+class CLIPScorer:
+    """Softmax over options of open_clip image-text similarities (logit scale included).
+
+    Option texts: ``template.format(option=..., group=...)``; "Other" reads ``other_text``.
+
+    Args:
+        model: an open_clip ``CLIP`` model.
+        preprocess: its image transform (PIL -> tensor).
+        tokenizer: its tokenizer (list[str] -> token tensor).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        preprocess: Callable[[Any], Any],
+        tokenizer: Callable[[list[str]], Any],
+        template: str = "a photo of a bird with {option} {group}",
+        other_text: str = "a photo of a bird",
+    ) -> None:
+        self.model, self.preprocess, self.tokenizer = model, preprocess, tokenizer
+        self.template, self.other_text = template, other_text
+
+    def score(self, images: Sequence[Any], question: str, options: Sequence[str], group: str = "") -> np.ndarray:
+        import torch
+
+        group_text = group.replace("_", " ")
+        texts = [self.other_text if o == OTHER else self.template.format(option=o, group=group_text) for o in options]
+        device = next(self.model.parameters()).device
+        with torch.no_grad():
+            pixels = torch.stack([self.preprocess(im) for im in images]).to(device)
+            img = torch.nn.functional.normalize(self.model.encode_image(pixels).float(), dim=-1)
+            txt = torch.nn.functional.normalize(self.model.encode_text(self.tokenizer(texts).to(device)).float(), dim=-1)
+            logits = self.model.logit_scale.exp().float() * img @ txt.T
+        return torch.softmax(logits, dim=-1).cpu().numpy()
+
+
+class AttributeOracleScorer:
+    """Option probabilities from per-attribute probabilities (an attribute oracle).
+
+    ``predict_proba(images) -> (N, 312)`` independent presence probabilities. For a group
+    with values ``v_1..v_k``: scores ``p(v_i)`` and, for "Other", ``prod_i (1 - p(v_i))``,
+    normalised to sum to 1.
+    """
+
+    def __init__(self, predict_proba: Callable[[Sequence[Any]], np.ndarray], vocab: Vocabulary | None = None) -> None:
+        self.predict_proba, self.vocab = predict_proba, vocab or load_vocabulary()
+
+    def score(self, images: Sequence[Any], question: str, options: Sequence[str], group: str) -> np.ndarray:
+        p = np.asarray(self.predict_proba(images), dtype=np.float64)[:, list(self.vocab.groups[group])]
+        scores = np.concatenate([p, np.prod(1 - p, axis=1, keepdims=True)], axis=1)
+        if len(options) != scores.shape[1]:
+            raise ValueError(f"options must be the group's {scores.shape[1] - 1} values plus 'Other', got {options}")
+        return scores / np.clip(scores.sum(axis=1, keepdims=True), 1e-12, None)
+
+
+def tiny_clip_scorer(seed: int = 0, image_size: int = 32) -> CLIPScorer:
+    """A :class:`CLIPScorer` over a tiny random-weight open_clip CLIP (offline plumbing, tests, demo).
+
+    Its answers are meaningless; use a pretrained model for real filtering.
+    """
+    import open_clip
+    import torch
+
+    torch.manual_seed(seed)
+    model = open_clip.CLIP(
+        embed_dim=16,
+        vision_cfg=open_clip.CLIPVisionCfg(layers=1, width=32, head_width=16, patch_size=8, image_size=image_size),
+        text_cfg=open_clip.CLIPTextCfg(context_length=77, vocab_size=49408, width=32, heads=2, layers=1),
+    ).eval()
+    preprocess = open_clip.image_transform(image_size, is_train=False)
+    return CLIPScorer(model, preprocess, open_clip.get_tokenizer("ViT-B-32"))
+
+
+__all__ += ["tiny_clip_scorer"]

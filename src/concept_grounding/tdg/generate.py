@@ -1,0 +1,340 @@
+"""Plan SUB pairings and write TDG images as a resumable ``datasets`` image folder (SUB Sec. 4.2).
+
+Planning. A *pairing* is (reference class, target attribute ``S+``). The default plan is
+SUB's 33 classes x 32 substitution attributes, minus the attributes a class already has
+by its class-level labels (the paper's ``S+ != S-``). ``removed_attributes`` (``S-``) are
+the class's positive class-level attributes in the target's group.
+
+Seeds. Image ``i`` of a pairing gets
+``seed = int(sha256(f"{base_seed}|{class}|{attribute}|{i}")[:8 bytes]) & (2**63 - 1)``,
+so an image's seed depends on nothing but its own identity: not on the plan, the order,
+the batch or the shard.
+
+Writing. Images are PNG files ``<out>/<class folder>/<group>-<value>_<i:04d>.png`` written
+to a temporary name and moved into place with ``os.replace`` (atomic), then a sidecar JSON
+with the image's metadata goes to ``<out>/.tdg_parts/`` the same way. A job counts as done
+only once its sidecar exists, so a killed run that is restarted regenerates exactly the
+missing images. Jobs are grouped into fixed *chunks* (consecutive images of one pairing,
+one pipeline call each); a chunk is redone whole, so batch composition, and with it every
+pixel, is the same as in an uninterrupted run. ``finalize`` merges the sidecars, in plan
+order, into ``metadata.jsonl``, which ``datasets.load_dataset("imagefolder", data_dir=out)``
+reads (hidden folders are ignored by it).
+
+>>> image_seed(0, "073.Blue_Jay", "has_crown_color::yellow", 0) == image_seed(0, "073.Blue_Jay", "has_crown_color::yellow", 0)
+True
+>>> image_file_name("073.Blue_Jay", "has_bill_shape::curved_(up_or_down)", 7)
+'073.Blue_Jay/bill_shape-curved_up_or_down_0007.png'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..vocabulary import Vocabulary, load_vocabulary, split_attribute
+from .prompts import tdg_prompts
+from .schedule import EtaSchedule, schedule_for_attribute
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = [
+    "Pairing",
+    "GenerationJob",
+    "image_seed",
+    "image_file_name",
+    "plan_pairings",
+    "read_pairings",
+    "plan_jobs",
+    "chunk_jobs",
+    "generate_images",
+    "finalize",
+    "PARTS_DIR",
+]
+
+PARTS_DIR = ".tdg_parts"
+Method = Literal["tdg", "prompting"]
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """One (reference class, target attribute) substitution."""
+
+    reference_class: str
+    target_attribute: str
+    removed_attributes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class GenerationJob:
+    """One image to generate."""
+
+    pairing: Pairing
+    image_index: int
+    seed: int
+    file_name: str
+
+
+def image_seed(base_seed: int, reference_class: str, attribute: str, image_index: int) -> int:
+    """Deterministic per-image seed in [0, 2**63) from the image's identity (see module docstring)."""
+    key = f"{base_seed}|{reference_class}|{attribute}|{image_index}".encode()
+    return int.from_bytes(hashlib.sha256(key).digest()[:8], "big") & (2**63 - 1)
+
+
+def image_file_name(reference_class: str, attribute: str, image_index: int) -> str:
+    """Relative PNG path of an image: ``<class folder>/<group>-<value>_<i:04d>.png``."""
+    group, value = split_attribute(attribute)
+    slug = re.sub(r"[^A-Za-z0-9.-]+", "_", f"{group}-{value}").strip("_")
+    return f"{reference_class}/{slug}_{image_index:04d}.png"
+
+
+def plan_pairings(
+    class_names: Sequence[str],
+    class_attributes: np.ndarray,
+    attributes: Sequence[str] | None = None,
+    vocab: Vocabulary | None = None,
+) -> list[Pairing]:
+    """Every (class, attribute) with the attribute absent from the class's class-level labels.
+
+    Args:
+        class_names: C CUB class folder names (rows of ``class_attributes``).
+        class_attributes: (C, 312) binary class-level attribute matrix.
+        attributes: target attributes; default SUB's 32 substitutions.
+    Returns:
+        pairings in class-major order.
+    """
+    import numpy as np
+
+    vocab = vocab or load_vocabulary()
+    matrix = np.asarray(class_attributes)
+    if matrix.shape != (len(class_names), vocab.num_attributes):
+        raise ValueError(
+            f"class_attributes must have shape ({len(class_names)}, {vocab.num_attributes}), got {matrix.shape}"
+        )
+    targets = list(attributes) if attributes is not None else list(vocab.sub_substitutions.values())
+    out = []
+    for c, name in enumerate(class_names):
+        vocab.class_index(name)
+        for attribute in targets:
+            j = vocab.attribute_index(attribute)
+            if matrix[c, j]:
+                continue
+            group = vocab.group_of(j)
+            removed = tuple(vocab.attributes[i] for i in vocab.groups[group] if matrix[c, i])
+            out.append(Pairing(name, attribute, removed))
+    return out
+
+
+def read_pairings(path: str | Path, vocab: Vocabulary | None = None) -> list[Pairing]:
+    """Pairings from a file: JSON lines with ``reference_class``, ``target_attribute`` and
+    optional ``removed_attributes``, or text lines ``class,attribute`` (``#`` comments)."""
+    vocab = vocab or load_vocabulary()
+    out = []
+    for n, line in enumerate(Path(path).read_text().splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("{"):
+            row = json.loads(line)
+            pairing = Pairing(row["reference_class"], row["target_attribute"], tuple(row.get("removed_attributes", ())))
+        else:
+            parts = [p.strip() for p in line.split(",")]
+            if len(parts) != 2:
+                raise ValueError(f"{path}:{n}: expected 'class,attribute', got {line!r}")
+            pairing = Pairing(parts[0], parts[1])
+        try:
+            cls = vocab.classes[vocab.class_index(pairing.reference_class)]
+            vocab.attribute_index(pairing.target_attribute)
+        except KeyError as err:
+            raise ValueError(f"{path}:{n}: {err.args[0]}") from None
+        out.append(Pairing(cls, pairing.target_attribute, pairing.removed_attributes))
+    return out
+
+
+def plan_jobs(pairings: Sequence[Pairing], images_per_pairing: int, base_seed: int = 0) -> list[GenerationJob]:
+    """``images_per_pairing`` jobs per pairing (paper: N = 500), pairing-major."""
+    if images_per_pairing <= 0:
+        raise ValueError(f"images_per_pairing must be > 0, got {images_per_pairing}")
+    return [
+        GenerationJob(
+            p,
+            i,
+            image_seed(base_seed, p.reference_class, p.target_attribute, i),
+            image_file_name(p.reference_class, p.target_attribute, i),
+        )
+        for p in pairings
+        for i in range(images_per_pairing)
+    ]
+
+
+def chunk_jobs(jobs: Sequence[GenerationJob], batch_size: int) -> list[list[GenerationJob]]:
+    """Fixed chunks of at most ``batch_size`` consecutive jobs of one pairing."""
+    if batch_size <= 0:
+        raise ValueError(f"batch_size must be > 0, got {batch_size}")
+    chunks: list[list[GenerationJob]] = []
+    for job in jobs:
+        if chunks and chunks[-1][0].pairing == job.pairing and len(chunks[-1]) < batch_size:
+            chunks[-1].append(job)
+        else:
+            chunks.append([job])
+    return chunks
+
+
+def _part_path(out_dir: Path, job: GenerationJob) -> Path:
+    return out_dir / PARTS_DIR / (job.file_name.replace("/", "__") + ".json")
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def is_done(out_dir: str | Path, job: GenerationJob) -> bool:
+    """A job is done when its sidecar exists (written after its image)."""
+    out_dir = Path(out_dir)
+    return _part_path(out_dir, job).exists() and (out_dir / job.file_name).exists()
+
+
+@dataclass
+class GenerationSettings:
+    """How images are generated; recorded in every image's metadata."""
+
+    method: Method = "tdg"
+    num_inference_steps: int = 28
+    guidance_scale: float = 3.5
+    height: int = 1024
+    width: int = 1024
+    max_sequence_length: int = 512
+    schedule: EtaSchedule | None = None  # None: the paper's schedule per attribute category
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _generate_chunk(pipe: Any, chunk: list[GenerationJob], settings: GenerationSettings) -> list[tuple[Any, dict]]:
+    import torch
+    from diffusers import FluxPipeline
+
+    pairing = chunk[0].pairing
+    prompts = tdg_prompts(pairing.reference_class, pairing.target_attribute)
+    schedule = settings.schedule or schedule_for_attribute(pairing.target_attribute)
+    device = getattr(pipe, "_execution_device", "cpu")
+    generators = [torch.Generator(device=device).manual_seed(job.seed) for job in chunk]
+    common = dict(
+        num_inference_steps=settings.num_inference_steps,
+        guidance_scale=settings.guidance_scale,
+        height=settings.height,
+        width=settings.width,
+        max_sequence_length=settings.max_sequence_length,
+        generator=generators,
+        output_type="pil",
+        **settings.extra,
+    )
+    if settings.method == "tdg":
+        images = pipe(prompts.reference, prompts.guide, eta_schedule=schedule, num_images_per_prompt=len(chunk), **common)
+        images = images.reference_images
+        guide_prompt, schedule_meta = prompts.guide, asdict(schedule)
+    elif settings.method == "prompting":
+        images = FluxPipeline.__call__(pipe, prompt=prompts.reference, num_images_per_prompt=len(chunk), **common).images
+        guide_prompt, schedule_meta = None, None
+    else:
+        raise ValueError(f"method must be 'tdg' or 'prompting', got {settings.method!r}")
+    vocab = load_vocabulary()
+    out = []
+    for job, image in zip(chunk, images):
+        meta = {
+            "file_name": job.file_name,
+            "reference_class": pairing.reference_class,
+            "target_attribute": pairing.target_attribute,
+            "removed_attributes": list(pairing.removed_attributes),
+            "group": vocab.group_of(pairing.target_attribute),
+            "image_index": job.image_index,
+            "seed": job.seed,
+            "method": settings.method,
+            "reference_prompt": prompts.reference,
+            "guide_prompt": guide_prompt,
+            "guide_bird": prompts.guide_bird,
+            "schedule": schedule_meta,
+            "num_inference_steps": settings.num_inference_steps,
+            "guidance_scale": settings.guidance_scale,
+            "height": settings.height,
+            "width": settings.width,
+        }
+        out.append((image, meta))
+    return out
+
+
+def generate_images(
+    pipe: Any,
+    jobs: Sequence[GenerationJob],
+    out_dir: str | Path,
+    settings: GenerationSettings | None = None,
+    *,
+    batch_size: int = 4,
+    process_index: int = 0,
+    num_processes: int = 1,
+    max_images: int | None = None,
+    progress: bool = True,
+) -> int:
+    """Generate the jobs of this process's shard that are not done yet; returns images written.
+
+    Args:
+        pipe: a :class:`TiedDiffusionPipeline` (also used for ``method="prompting"``).
+        jobs: from :func:`plan_jobs`.
+        batch_size: images per pipeline call (one pairing per call).
+        process_index, num_processes: chunk ``i`` belongs to process ``i % num_processes``
+            (accelerate's ``PartialState`` gives both).
+        max_images: stop after writing this many images (a bounded run; resume later).
+    """
+    import io
+
+    from tqdm.auto import tqdm
+
+    settings = settings or GenerationSettings()
+    out_dir = Path(out_dir)
+    if not 0 <= process_index < num_processes:
+        raise ValueError(f"process_index must lie in [0, num_processes={num_processes}), got {process_index}")
+    mine = [c for i, c in enumerate(chunk_jobs(jobs, batch_size)) if i % num_processes == process_index]
+    todo = [c for c in mine if not all(is_done(out_dir, j) for j in c)]
+    total = sum(len(c) for c in todo)
+    written = 0
+    with tqdm(total=total, desc=f"TDG images [{process_index}/{num_processes}]", disable=not progress, unit="img") as bar:
+        for chunk in todo:
+            if max_images is not None and written >= max_images:
+                break
+            for job, (image, meta) in zip(chunk, _generate_chunk(pipe, chunk, settings)):
+                buffer = io.BytesIO()
+                image.save(buffer, format="PNG")
+                _atomic_write_bytes(out_dir / job.file_name, buffer.getvalue())
+                _atomic_write_bytes(_part_path(out_dir, job), json.dumps(meta, sort_keys=True).encode())
+                written += 1
+                bar.update(1)
+    return written
+
+
+def finalize(out_dir: str | Path, jobs: Sequence[GenerationJob]) -> Path:
+    """Merge the sidecars of all done jobs, in plan order, into ``<out>/metadata.jsonl`` (atomic).
+
+    Warns (``warnings``) when jobs are still missing; those are left out.
+    """
+    import warnings
+
+    out_dir = Path(out_dir)
+    lines, missing = [], 0
+    for job in jobs:
+        part = _part_path(out_dir, job)
+        if part.exists() and (out_dir / job.file_name).exists():
+            lines.append(part.read_text())
+        else:
+            missing += 1
+    if missing:
+        warnings.warn(f"{missing} of {len(jobs)} images are not generated yet; metadata.jsonl lists the others")
+    path = out_dir / "metadata.jsonl"
+    _atomic_write_bytes(path, "".join(line + "\n" for line in lines).encode())
+    return path

@@ -1,0 +1,227 @@
+"""``TiedDiffusionPipeline``: FLUX with Tied Diffusion Guidance (SUB, Bader et al., Sec. 3).
+
+The pipeline subclasses diffusers' ``FluxPipeline`` and changes only what TDG changes:
+
+1. the reference prompts ``c_R`` and guide prompts ``c_G`` run as one batch
+   ``[R_1..R_n, G_1..G_n]`` (each repeated ``num_images_per_prompt`` times), and every
+   guide image starts from the same initial latents as its reference image;
+2. at each step, the final guided prediction (after FLUX's distilled guidance and, if
+   used, true classifier-free guidance) is tied per pair before the scheduler step
+   (SUB Eqs. 3-6; :func:`~concept_grounding.tdg.tie.tie_pair`), with ``eta`` from the
+   schedule of Eq. 4 at ``t = timestep / 1000``.
+
+Step 2 wraps ``scheduler.step`` for the duration of the call (:func:`tied_scheduler_step`):
+``scheduler.step`` is the one place that receives the final guided ``noise_pred`` on both
+of FluxPipeline's guidance paths. Encoding, latents, timesteps and decoding are
+FluxPipeline's own.
+
+Load it from the package or as a diffusers custom pipeline::
+
+    from concept_grounding.tdg import TiedDiffusionPipeline
+    pipe = TiedDiffusionPipeline.from_pretrained("black-forest-labs/FLUX.1-dev", torch_dtype=torch.bfloat16)
+    # or
+    pipe = DiffusionPipeline.from_pretrained(
+        "black-forest-labs/FLUX.1-dev", custom_pipeline="pipelines/tied_diffusion", trust_remote_code=True
+    )
+    out = pipe("A photo of a Blue Jay with yellow colored feathers on the crown of its head",
+               "A photo of a bird with yellow colored feathers on the crown of its head",
+               t_min=0.2, t_max=0.9, k=10, guidance_scale=3.5, num_inference_steps=28)
+    out.reference_images[0].save("blue_jay_yellow_crown.png")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+from diffusers import FluxPipeline
+from diffusers.utils.torch_utils import randn_tensor
+
+from .pipeline_output import TiedDiffusionPipelineOutput
+from .schedule import EtaSchedule, Schedule
+from .tie import Granularity, tie_pair
+
+__all__ = ["TiedDiffusionPipeline", "tied_scheduler_step"]
+
+_OWN_ARGUMENTS = ("prompt", "prompt_2", "prompt_embeds", "pooled_prompt_embeds")
+
+
+@contextmanager
+def tied_scheduler_step(
+    scheduler: Any, schedule: Schedule, granularity: Granularity = "element"
+) -> Iterator[list[tuple[float, float]]]:
+    """Tie the two halves of every ``scheduler.step`` model output while the block runs.
+
+    The batch given to ``scheduler.step`` must be ``[references; guides]``: row ``i`` of the
+    first half pairs with row ``i`` of the second. Yields a list that receives
+    ``(t, eta)`` per step. The original ``step`` is restored on exit, also on error.
+    """
+    original = scheduler.step
+    had_instance_attr = "step" in vars(scheduler)
+    num_train = float(scheduler.config.num_train_timesteps)
+    record: list[tuple[float, float]] = []
+
+    def step(model_output: torch.Tensor, timestep: Any, sample: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        if model_output.shape[0] % 2:
+            raise ValueError(f"TDG needs an even batch [references; guides], got {model_output.shape[0]} rows")
+        t = float(timestep) / num_train
+        eta = float(schedule(t))
+        e_r, e_g = model_output.chunk(2)
+        e_r, e_g = tie_pair(e_r, e_g, eta, granularity)
+        record.append((t, eta))
+        return original(torch.cat([e_r, e_g]), timestep, sample, *args, **kwargs)
+
+    scheduler.step = step
+    try:
+        yield record
+    finally:
+        if had_instance_attr:
+            scheduler.step = original
+        else:
+            del scheduler.step
+
+
+def _as_list(prompt: str | list[str], name: str) -> list[str]:
+    if isinstance(prompt, str):
+        return [prompt]
+    if not isinstance(prompt, (list, tuple)) or not prompt or not all(isinstance(p, str) for p in prompt):
+        raise ValueError(f"{name} must be a string or a non-empty list of strings, got {prompt!r}")
+    return list(prompt)
+
+
+class TiedDiffusionPipeline(FluxPipeline):
+    """FLUX text-to-image with Tied Diffusion Guidance; see the module docstring."""
+
+    def check_tdg_inputs(
+        self,
+        reference_prompt: str | list[str],
+        guide_prompt: str | list[str],
+        granularity: str,
+        flux_kwargs: dict[str, Any],
+    ) -> tuple[list[str], list[str]]:
+        """Validate TDG's own arguments; FluxPipeline.check_inputs checks the rest."""
+        reference = _as_list(reference_prompt, "reference_prompt")
+        guide = _as_list(guide_prompt, "guide_prompt")
+        if len(reference) != len(guide):
+            raise ValueError(
+                f"reference_prompt and guide_prompt must have the same length, got {len(reference)} and {len(guide)}"
+            )
+        if granularity not in ("element", "token"):
+            raise ValueError(f"granularity must be 'element' or 'token', got {granularity!r}")
+        clash = [name for name in _OWN_ARGUMENTS if name in flux_kwargs]
+        if clash:
+            raise ValueError(f"pass prompts as reference_prompt / guide_prompt, not {clash}")
+        return reference, guide
+
+    def prepare_tied_latents(
+        self,
+        num_references: int,
+        height: int,
+        width: int,
+        generator: torch.Generator | list[torch.Generator] | None,
+        latents: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Packed initial latents (2 * num_references, seq, channels): guides copy references.
+
+        ``generator`` is one generator or one per reference image (the G half reuses it).
+        ``latents``, if given, are the reference half (num_references, seq, channels).
+        """
+        if latents is None:
+            num_channels = self.transformer.config.in_channels // 4
+            dtype = self.text_encoder_2.dtype if self.text_encoder_2 is not None else self.transformer.dtype
+            latents, _ = self.prepare_latents(
+                num_references, num_channels, height, width, dtype, self._execution_device, generator
+            )
+        elif latents.shape[0] != num_references:
+            raise ValueError(
+                f"latents must hold the reference half ({num_references} rows), got shape {tuple(latents.shape)}"
+            )
+        return torch.cat([latents, latents])
+
+    def split_pair_output(self, images: Any, num_references: int) -> tuple[Any, Any]:
+        """Split FluxPipeline's image batch into (reference images, guide images)."""
+        return images[:num_references], images[num_references:]
+
+    @torch.no_grad()
+    def __call__(
+        self,
+        reference_prompt: str | list[str],
+        guide_prompt: str | list[str],
+        *,
+        eta_schedule: Schedule | None = None,
+        t_min: float = 0.2,
+        t_max: float = 0.9,
+        k: float = 10.0,
+        granularity: Granularity = "element",
+        num_images_per_prompt: int = 1,
+        height: int | None = None,
+        width: int | None = None,
+        generator: torch.Generator | list[torch.Generator] | None = None,
+        latents: torch.Tensor | None = None,
+        negative_prompt: str | list[str] | None = None,
+        output_type: str = "pil",
+        return_dict: bool = True,
+        **flux_kwargs: Any,
+    ) -> TiedDiffusionPipelineOutput | tuple[Any, Any, list[float]]:
+        """Generate tied (reference, guide) image pairs.
+
+        Args:
+            reference_prompt: ``c_R``, one string or n strings.
+            guide_prompt: ``c_G``, same count as ``reference_prompt``.
+            eta_schedule: any ``t -> eta`` callable; default ``EtaSchedule(t_min, t_max, k)``
+                (SUB Eq. 4; paper: k = 10, t_min = 0.2, t_max = 0.9 colour/shape, 0.6 pattern).
+            granularity: ``"element"`` (paper) or ``"token"`` (ties whole latent tokens).
+            num_images_per_prompt: images per pair.
+            generator: one generator, or ``n * num_images_per_prompt`` (one per reference image;
+                the guide image reuses its reference's initial latents).
+            latents: packed initial latents of the reference half, ``(n * num_images_per_prompt, seq, 64)``.
+            negative_prompt: enables FluxPipeline's true CFG with ``true_cfg_scale > 1``; one
+                string or one per pair. The tie acts after the CFG combination.
+            flux_kwargs: passed to ``FluxPipeline.__call__`` (``guidance_scale``,
+                ``num_inference_steps``, ``true_cfg_scale``, ``max_sequence_length``, ...).
+        Returns:
+            :class:`TiedDiffusionPipelineOutput`, or ``(reference_images, guide_images,
+            eta_per_step)`` when ``return_dict=False``.
+        """
+        # 1. Check inputs
+        reference, guide = self.check_tdg_inputs(reference_prompt, guide_prompt, granularity, flux_kwargs)
+        schedule = eta_schedule if eta_schedule is not None else EtaSchedule(t_min=t_min, t_max=t_max, k=k)
+        num_references = len(reference) * num_images_per_prompt
+        height = height or self.default_sample_size * self.vae_scale_factor
+        width = width or self.default_sample_size * self.vae_scale_factor
+        if negative_prompt is not None:
+            negative = _as_list(negative_prompt, "negative_prompt")
+            if len(negative) not in (1, len(reference)):
+                raise ValueError(f"negative_prompt must be one string or one per pair, got {len(negative)}")
+            negative_prompt = (negative * len(reference) if len(negative) == 1 else negative) * 2
+
+        # 2. Shared initial latents: guide i starts where reference i starts
+        tied_latents = self.prepare_tied_latents(num_references, height, width, generator, latents)
+
+        # 3. FluxPipeline's own denoising, with the tie applied in scheduler.step
+        with tied_scheduler_step(self.scheduler, schedule, granularity) as record:
+            images = super().__call__(
+                prompt=reference + guide,
+                negative_prompt=negative_prompt,
+                num_images_per_prompt=num_images_per_prompt,
+                height=height,
+                width=width,
+                latents=tied_latents,
+                output_type=output_type,
+                return_dict=False,
+                **flux_kwargs,
+            )[0]
+
+        # 4. Split the pair
+        reference_images, guide_images = self.split_pair_output(images, num_references)
+        eta_per_step = [eta for _, eta in record]
+        if not return_dict:
+            return reference_images, guide_images, eta_per_step
+        return TiedDiffusionPipelineOutput(
+            reference_images=reference_images,
+            guide_images=guide_images,
+            eta_per_step=eta_per_step,
+            t_per_step=[t for t, _ in record],
+        )

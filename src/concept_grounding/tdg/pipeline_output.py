@@ -1,0 +1,30 @@
+"""Output of :class:`~concept_grounding.tdg.pipeline.TiedDiffusionPipeline`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from diffusers.utils import BaseOutput
+
+__all__ = ["TiedDiffusionPipelineOutput"]
+
+
+@dataclass
+class TiedDiffusionPipelineOutput(BaseOutput):
+    """Reference and guide images of a TDG call, and the tie actually applied.
+
+    Args:
+        reference_images: ``n * num_images_per_prompt`` images for the reference prompts
+            (PIL list, (N, H, W, 3) numpy, (N, 3, H, W) torch, or packed latents), in
+            prompt-major order: prompt ``i``'s ``j``-th image is at ``i * num_images_per_prompt + j``.
+            SUB keeps these.
+        guide_images: the guide images, same layout (SUB discards them).
+        eta_per_step: the ``eta`` used at each denoising step, in step order.
+        t_per_step: normalised time ``t = timestep / num_train_timesteps`` of each step.
+    """
+
+    reference_images: Any
+    guide_images: Any
+    eta_per_step: list[float]
+    t_per_step: list[float]

@@ -1,0 +1,153 @@
+"""The tie of Tied Diffusion Guidance: SUB (Bader et al.), Sec. 3, Eqs. 3, 5 and 6.
+
+Two guided noise (velocity) predictions ``e1``, ``e2`` of one image pair are compared
+element-wise, ``d = |e1 - e2|``. Where ``d`` is at or below the ``eta``-th percentile
+``q`` of ``d`` (taken per pair over all latent elements), both images get the mean
+prediction; elsewhere each keeps its own (Eq. 3). Applying it both ways (Eqs. 5-6) is
+:func:`tie_pair`.
+
+Percentile convention (pinned by ``tests/test_tdg_tie.py``)
+-----------------------------------------------------------
+``q`` is the ``k``-th smallest value of ``d`` (1-based) with ``k = ceil(eta * N)``, ``N``
+the number of elements per pair: the smallest ``d`` such that at least a fraction
+``eta`` of the elements lie at or below it. This is numpy's
+``percentile(..., method="inverted_cdf")``; it always lies between
+``torch.quantile(d, eta, interpolation="lower")`` and ``interpolation="higher"`` (those
+index the sorted values at ``eta * (N - 1)``). Consequences:
+
+* ``eta = 0`` gives ``k = 0``: nothing is tied (SPEC *decision*; the literal 0th
+  percentile would still tie the single smallest element).
+* ``eta = 1`` gives ``k = N``, ``q = max(d)``: every element is averaged and the pair
+  moves identically.
+* Equal values of ``d`` (ties in ``|d|``): every element ``<= q`` is averaged, so more
+  than ``k`` elements may be tied.
+
+``torch.kthvalue`` computes ``q``: unlike ``torch.quantile`` it accepts bf16/fp16 and has
+no input-size cap, so it works on 1024 x 1024 FLUX latents and large batches.
+
+>>> import torch
+>>> e1 = torch.tensor([[0.0, 1.0, 2.0, 3.0]])
+>>> e2 = torch.tensor([[0.0, 0.0, 0.0, 0.0]])
+>>> tie(e1, e2, 0.5)      # d = [0, 1, 2, 3]; k = 2, q = 1: the two smallest are averaged
+tensor([[0.0000, 0.5000, 2.0000, 3.0000]])
+>>> tie(e1, e2, 0.0)
+tensor([[0., 1., 2., 3.]])
+>>> r, g = tie_pair(e1, e2, 1.0)
+>>> bool(torch.equal(r, g))
+True
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["Granularity", "percentile_rank", "percentile_threshold", "tie_mask", "tie", "tie_pair"]
+
+Granularity = Literal["element", "token"]
+_GRANULARITIES = ("element", "token")
+
+
+def _check_eta(eta: float) -> float:
+    eta = float(eta)
+    if not 0.0 <= eta <= 1.0 or math.isnan(eta):
+        raise ValueError(f"eta must lie in [0, 1], got {eta!r}")
+    return eta
+
+
+def percentile_rank(eta: float, n: int) -> int:
+    """1-based rank ``k = ceil(eta * n)`` of the ``eta``-th percentile of ``n`` values.
+
+    0 means "below every value" (nothing tied). A ``1e-7`` slack absorbs float error in
+    ``eta * n`` (``0.3 * 10`` is ``3.0000000000000004``).
+
+    >>> percentile_rank(0.3, 10), percentile_rank(0.0, 10), percentile_rank(1.0, 10), percentile_rank(0.01, 10)
+    (3, 0, 10, 1)
+    """
+    eta = _check_eta(eta)
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    return min(n, max(0, math.ceil(eta * n - 1e-7)))
+
+
+def _differences(e1: torch.Tensor, e2: torch.Tensor, granularity: Granularity) -> torch.Tensor:
+    """``|e1 - e2|`` per comparison unit: (P, N) elements or (P, T) token means."""
+    if granularity not in _GRANULARITIES:
+        raise ValueError(f"granularity must be one of {_GRANULARITIES}, got {granularity!r}")
+    if e1.shape != e2.shape:
+        raise ValueError(f"e1 and e2 must have the same shape, got {tuple(e1.shape)} and {tuple(e2.shape)}")
+    if e1.ndim < 2:
+        raise ValueError(f"expected a pair axis first, shape (P, ...), got shape {tuple(e1.shape)}")
+    d = (e1 - e2).abs()
+    if granularity == "token":
+        if e1.ndim != 3:
+            raise ValueError(f"granularity='token' needs packed latents (P, T, C), got shape {tuple(e1.shape)}")
+        return d.mean(dim=-1)
+    return d.reshape(d.shape[0], -1)
+
+
+def percentile_threshold(d: torch.Tensor, eta: float) -> torch.Tensor | None:
+    """Per-row ``eta``-th percentile of ``d`` (P, N) -> (P,), or ``None`` when ``eta * N`` rounds to 0.
+
+    Same dtype as ``d`` (bf16 works). See the module docstring for the rank convention.
+    """
+    import torch
+
+    k = percentile_rank(eta, d.shape[-1])
+    if k == 0:
+        return None
+    return torch.kthvalue(d, k, dim=-1).values
+
+
+def tie_mask(
+    e1: torch.Tensor, e2: torch.Tensor, eta: float, granularity: Granularity = "element"
+) -> torch.Tensor | None:
+    """Boolean mask, shape of ``e1``, of the elements to average; ``None`` if none are.
+
+    Args:
+        e1, e2: predictions (P, ...), pair axis first; (P, T, C) for ``granularity="token"``.
+        eta: percentile in [0, 1].
+        granularity: ``"element"`` thresholds every latent element (the paper);
+            ``"token"`` thresholds the per-token mean of ``d`` and ties whole tokens.
+    """
+    d = _differences(e1, e2, granularity)
+    q = percentile_threshold(d, eta)
+    if q is None:
+        return None
+    mask = d <= q.unsqueeze(-1)
+    if granularity == "token":
+        return mask.unsqueeze(-1).expand_as(e1)
+    return mask.reshape(e1.shape)
+
+
+def tie(e1: torch.Tensor, e2: torch.Tensor, eta: float, granularity: Granularity = "element") -> torch.Tensor:
+    """``mu(e1, e2, eta)`` of SUB Eq. 3: mean of the pair where ``d <= q``, ``e1`` elsewhere.
+
+    Args:
+        e1, e2: (P, ...) predictions of P pairs; each pair gets its own percentile.
+        eta: percentile in [0, 1]; 0 returns ``e1`` unchanged.
+    Returns:
+        a tensor shaped and typed like ``e1``.
+    """
+    return tie_pair(e1, e2, eta, granularity)[0]
+
+
+def tie_pair(
+    e_r: torch.Tensor, e_g: torch.Tensor, eta: float, granularity: Granularity = "element"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """SUB Eqs. 5-6: ``(mu(e_r, e_g, eta), mu(e_g, e_r, eta))``, one percentile per pair.
+
+    ``d`` is symmetric, so one mask serves both sides. At ``eta = 1`` both outputs are the
+    same tensor values (the mean); at ``eta = 0`` the inputs are returned unchanged.
+    """
+    import torch
+
+    eta = _check_eta(eta)
+    mask = tie_mask(e_r, e_g, eta, granularity)
+    if mask is None:
+        return e_r, e_g
+    mean = (e_r + e_g) / 2
+    return torch.where(mask, mean, e_r), torch.where(mask, mean, e_g)

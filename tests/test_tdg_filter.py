@@ -1,0 +1,103 @@
+"""SUB's VQA filter (Sec. 4.2): the pure selection rule with known answers, and the scorers."""
+
+import numpy as np
+import pytest
+
+from concept_grounding import load_vocabulary
+from concept_grounding.tdg.filter import (
+    AttributeOracleScorer,
+    filter_records,
+    group_options,
+    keep_count,
+    select_pairing,
+    tiny_clip_scorer,
+    vqa_question,
+    write_report,
+)
+
+VOCAB = load_vocabulary()
+
+
+def test_question_format():
+    options = group_options("bill_shape")
+    assert options[-1] == "Other" and "curved (up or down)" in options
+    q = vqa_question("bill_shape", options)
+    assert q.startswith("What type of bill shape does this bird have? Please pick between A) curved (up or down) B) dagger")
+    assert q.endswith("J) Other")
+
+
+def test_keep_count_paper_numbers():
+    assert keep_count(500) == 50 and keep_count(10) == 1 and keep_count(25) == 3
+
+
+def test_select_discards_wrong_ranks_and_keeps_top_fraction():
+    rng = np.random.default_rng(0)
+    probs = rng.dirichlet(np.ones(3), size=20)
+    probs[:, 0] = 0.0
+    # 5 correct images (target 1) with known probabilities; the rest answer 2
+    correct = {3: 0.90, 7: 0.95, 11: 0.60, 12: 0.95, 19: 0.80}
+    for i in range(20):
+        probs[i] = [0.0, 0.1, 0.9]
+    for i, p in correct.items():
+        probs[i] = [0.0, p, 1 - p]
+    assert select_pairing(probs, 1).tolist() == [7, 12]  # keep 2 of 20; tie 0.95 broken by index
+    assert select_pairing(probs, 1, keep_fraction=0.25).tolist() == [7, 12, 3, 19, 11]
+    assert select_pairing(probs, 1, keep_fraction=0.3).tolist() == []  # 5 correct < 6 needed: dropped
+    with pytest.raises(ValueError):
+        select_pairing(probs, 3)
+
+
+def test_filter_records_report_counts(tmp_path):
+    records = [{"reference_class": "073.Blue_Jay", "target_attribute": "has_eye_color::red", "i": i} for i in range(10)]
+    records += [{"reference_class": "017.Cardinal", "target_attribute": "has_eye_color::red", "i": i} for i in range(10)]
+    red = group_options("eye_color").index("red")
+
+    def probs_for(rows, question, options):
+        assert question.startswith("What type of eye color")
+        p = np.full((len(rows), len(options)), 0.01)
+        for k, r in enumerate(rows):
+            right = r["reference_class"] == "073.Blue_Jay" and r["i"] < 4
+            p[k, red if right else 0] = 0.5 + 0.01 * r["i"]
+        return p
+
+    result = filter_records(records, probs_for, keep_fraction=0.2)
+    assert [r["i"] for r in result.kept] == [3, 2]
+    pairings = {p["reference_class"]: p for p in result.report["pairings"]}
+    assert pairings["073.Blue_Jay"] == {"reference_class": "073.Blue_Jay", "target_attribute": "has_eye_color::red",
+                                        "generated": 10, "correct": 4, "kept": 2, "dropped": False}
+    assert pairings["017.Cardinal"]["dropped"] and pairings["017.Cardinal"]["kept"] == 0
+    assert result.report["kept_per_attribute"] == {"has_eye_color::red": 2}
+    json_path, md_path = write_report(result.report, tmp_path)
+    assert "| 073.Blue_Jay | has_eye_color::red | 10 | 4 | 2 |" in md_path.read_text()
+
+
+def test_attribute_oracle_scorer_known_answer():
+    group = "tail_pattern"
+    idx = VOCAB.groups[group]
+
+    def predict(images):
+        p = np.zeros((len(images), 312))
+        p[:, idx[0]] = 0.5  # solid
+        p[:, idx[2]] = 0.5  # striped
+        return p
+
+    probs = AttributeOracleScorer(predict).score([None], "q", group_options(group), group)
+    # scores [0.5, 0, 0.5, 0, other = 0.25] / 1.25
+    np.testing.assert_allclose(probs, [[0.4, 0.0, 0.4, 0.0, 0.2]])
+
+
+def test_tiny_clip_scorer_probabilities():
+    from PIL import Image
+
+    scorer = tiny_clip_scorer()
+    images = [Image.new("RGB", (32, 32), c) for c in ("red", "blue")]
+    options = group_options("wing_color")
+    probs = scorer.score(images, vqa_question("wing_color", options), options, "wing_color")
+    assert probs.shape == (2, len(options))
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
+    assert not np.allclose(probs[0], probs[1])
+
+
+@pytest.mark.network
+def test_vision_language_scorer_real_model():
+    pytest.skip("needs a pretrained VLM from the Hub (offline here)")

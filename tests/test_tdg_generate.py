@@ -1,0 +1,157 @@
+"""Pairing planner, per-image seeds, and resumable writing of the TDG generation job."""
+
+import json
+
+import numpy as np
+import pytest
+
+from concept_grounding import load_vocabulary
+from concept_grounding.tdg.generate import (
+    GenerationSettings,
+    Pairing,
+    chunk_jobs,
+    finalize,
+    generate_images,
+    image_seed,
+    plan_jobs,
+    plan_pairings,
+    read_pairings,
+)
+
+VOCAB = load_vocabulary()
+
+
+def test_plan_excludes_attributes_the_class_has():
+    names = ["073.Blue_Jay", "017.Cardinal"]
+    matrix = np.zeros((2, 312), dtype=np.uint8)
+    crown = VOCAB.attribute_index("has_crown_color::black")
+    blue_crown = VOCAB.attribute_index("has_crown_color::blue")
+    matrix[0, crown] = 1  # Blue Jay already has a black crown
+    matrix[0, blue_crown] = 1
+    pairings = plan_pairings(names, matrix)
+    assert len(pairings) == 2 * 32 - 1
+    assert Pairing("073.Blue_Jay", "has_crown_color::black") not in pairings
+    pink = next(p for p in pairings if p.reference_class == "073.Blue_Jay" and p.target_attribute == "has_crown_color::pink")
+    assert pink.removed_attributes == ("has_crown_color::blue", "has_crown_color::black")
+    with pytest.raises(ValueError, match="shape"):
+        plan_pairings(names, matrix[:, :10])
+    with pytest.raises(KeyError):
+        plan_pairings(["999.Dodo", "017.Cardinal"], matrix)
+
+
+def test_world_default_plan():
+    from concept_grounding.world import BirdWorld
+
+    world = BirdWorld()
+    pairings = plan_pairings(world.class_names, world.class_attributes)
+    assert len(world.class_names) == 33
+    for p in pairings:
+        c = world.class_names.index(p.reference_class)
+        assert world.class_attributes[c, VOCAB.attribute_index(p.target_attribute)] == 0
+    assert 0 < len(pairings) <= 33 * 32
+
+
+def test_read_pairings_file(tmp_path):
+    f = tmp_path / "pairs.txt"
+    f.write_text("# comment\nBlue Jay,has_crown_color::yellow\n"
+                 '{"reference_class": "017.Cardinal", "target_attribute": "has_bill_shape::needle"}\n')
+    assert [(p.reference_class, p.target_attribute) for p in read_pairings(f)] == [
+        ("073.Blue_Jay", "has_crown_color::yellow"),
+        ("017.Cardinal", "has_bill_shape::needle"),
+    ]
+    f.write_text("Blue Jay,has_crown_color::plaid\n")
+    with pytest.raises(ValueError, match="plaid"):
+        read_pairings(f)
+
+
+def test_seeds_are_per_image_and_deterministic():
+    a = image_seed(0, "073.Blue_Jay", "has_crown_color::yellow", 3)
+    assert a == image_seed(0, "073.Blue_Jay", "has_crown_color::yellow", 3)
+    assert len({image_seed(s, "073.Blue_Jay", "has_crown_color::yellow", i) for s in (0, 1) for i in range(50)}) == 100
+    assert 0 <= a < 2**63
+    jobs = plan_jobs([Pairing("073.Blue_Jay", "has_crown_color::yellow")], 3, base_seed=0)
+    assert [j.seed for j in jobs] == [image_seed(0, "073.Blue_Jay", "has_crown_color::yellow", i) for i in range(3)]
+
+
+def test_chunks_never_mix_pairings():
+    jobs = plan_jobs([Pairing("073.Blue_Jay", "has_crown_color::yellow"), Pairing("017.Cardinal", "has_tail_pattern::solid")], 3)
+    assert [len(c) for c in chunk_jobs(jobs, 2)] == [2, 1, 2, 1]
+
+
+JOBS = plan_jobs(
+    [Pairing("073.Blue_Jay", "has_crown_color::yellow"), Pairing("017.Cardinal", "has_tail_pattern::solid", ("has_tail_pattern::striped",))],
+    3,
+    base_seed=7,
+)
+SETTINGS = GenerationSettings(num_inference_steps=2, height=16, width=16, max_sequence_length=32)
+
+
+def _files(root):
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def pipe():
+    from concept_grounding.tdg import tiny_flux_pipeline
+
+    return tiny_flux_pipeline()
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(pipe, tmp_path_factory):
+    root = tmp_path_factory.mktemp("full")
+    assert generate_images(pipe, JOBS, root, SETTINGS, batch_size=2, progress=False) == 6
+    finalize(root, JOBS)
+    return root
+
+
+def test_resume_after_kill_gives_identical_files(pipe, uninterrupted, tmp_path):
+    assert generate_images(pipe, JOBS, tmp_path, SETTINGS, batch_size=2, max_images=2, progress=False) == 2
+    # a crash between an image and its sidecar: the sidecar is missing, the image half-written
+    part = next((tmp_path / ".tdg_parts").iterdir())
+    image = tmp_path / json.loads(part.read_text())["file_name"]
+    part.unlink()
+    image.write_bytes(b"truncated")
+    with pytest.warns(UserWarning, match="not generated yet"):
+        finalize(tmp_path, JOBS)
+    # the broken chunk (2 images) is redone whole, plus the 4 never started
+    assert generate_images(pipe, JOBS, tmp_path, SETTINGS, batch_size=2, progress=False) == 2 + 4
+    finalize(tmp_path, JOBS)
+    assert _files(tmp_path) == _files(uninterrupted)
+    assert generate_images(pipe, JOBS, tmp_path, SETTINGS, batch_size=2, progress=False) == 0
+
+
+def test_shards_cover_the_plan_once(pipe, uninterrupted, tmp_path):
+    written = [generate_images(pipe, JOBS, tmp_path, SETTINGS, batch_size=2, process_index=i, num_processes=2, progress=False) for i in range(2)]
+    assert sum(written) == 6 and min(written) > 0
+    finalize(tmp_path, JOBS)
+    assert _files(tmp_path) == _files(uninterrupted)
+
+
+def test_metadata_and_imagefolder(uninterrupted):
+    import datasets
+
+    rows = [json.loads(line) for line in (uninterrupted / "metadata.jsonl").read_text().splitlines()]
+    assert [r["file_name"] for r in rows] == [j.file_name for j in JOBS]
+    r = rows[3]
+    assert r["reference_prompt"] == "A photo of a Cardinal with a solid tail like a Gray Catbird"
+    assert r["schedule"] == {"t_min": 0.2, "t_max": 0.6, "k": 10.0}
+    assert r["removed_attributes"] == ["has_tail_pattern::striped"] and r["seed"] == JOBS[3].seed
+    ds = datasets.load_dataset("imagefolder", data_dir=str(uninterrupted), split="train")
+    assert len(ds) == 6 and ds[0]["image"].size == (16, 16)
+    assert set(ds.column_names) >= {"image", "reference_class", "target_attribute", "seed"}
+
+
+def test_prompting_baseline_matches_plain_flux(pipe, tmp_path):
+    import torch
+    from diffusers import FluxPipeline
+
+    settings = GenerationSettings(method="prompting", num_inference_steps=2, height=16, width=16, max_sequence_length=32)
+    generate_images(pipe, JOBS[:1], tmp_path, settings, progress=False)
+    row = json.loads(next((tmp_path / ".tdg_parts").iterdir()).read_text())
+    assert row["guide_prompt"] is None and row["method"] == "prompting"
+    out = FluxPipeline.__call__(pipe, prompt=row["reference_prompt"], num_inference_steps=2, height=16, width=16,
+                                max_sequence_length=32, generator=torch.Generator().manual_seed(JOBS[0].seed)).images[0]
+    from PIL import Image
+
+    assert np.array_equal(np.asarray(Image.open(tmp_path / JOBS[0].file_name)), np.asarray(out))

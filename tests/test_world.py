@@ -264,3 +264,12 @@ def test_world_command_writes_export(tmp_path):
 
     dd = datasets.load_from_disk(str(out / "hf"))
     assert dd["train"].features == cub_features(["017.Cardinal", "073.Blue_Jay"])
+
+
+def test_labels_without_rendering_match_the_renders():
+    world = BirdWorld(WorldConfig(image_size=48, seed=3, deviation_rate=0.3))
+    for index, target in [(0, None), (5, "has_crown_color::black"), (7, "has_underparts_color::red"),
+                          (11, "has_bill_shape::needle")]:
+        sample = world.sample(index)
+        expected = sample.attributes if target is None else world.counterfactual(sample, target).edited.attributes
+        np.testing.assert_array_equal(world.labels(index, target), expected)

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..vocabulary import Vocabulary, load_vocabulary
-from .config import WorldConfig, sample_pose
-from .counterfactual import make_counterfactual
+from .config import Pose, WorldConfig, sample_pose
+from .counterfactual import make_counterfactual, parse_target
 from .render import render_bird
 from .sample import BirdSample, Counterfactual
-from .species import RENDERED_VALUES, class_traits, deviate, trait_labels
+from .species import RENDERED_VALUES, class_traits, deviate, substitute, trait_labels
 
 if TYPE_CHECKING:
     import datasets
@@ -65,21 +65,24 @@ class BirdWorld:
         return f"BirdWorld({self.config!r}, num_classes={self.num_classes})"
 
     # ------------------------------------------------------------------- samples
-    def sample(self, index: int) -> BirdSample:
-        """Render sample ``index`` (>= 0); deterministic in (config.seed, index)."""
+    def _draw(self, index: int) -> tuple[int, Pose, dict[str, str], int]:
+        """(label, pose, traits, noise seed) of sample ``index``: everything but the pixels."""
         if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
             raise ValueError(f"index must be a non-negative int, got {index!r}")
         if index < 0:
             raise ValueError(f"index must be >= 0, got {index}")
-        index = int(index)
-        label = index % self.num_classes
-        rng = np.random.default_rng([self.config.seed, index])
+        label = int(index) % self.num_classes
+        rng = np.random.default_rng([self.config.seed, int(index)])
         pose = sample_pose(rng, self.config.image_size)
         traits = deviate(self.class_traits[label], self.config.deviation_rate, rng)
-        noise_seed = int(rng.integers(2**31 - 1))
+        return label, pose, traits, int(rng.integers(2**31 - 1))
+
+    def sample(self, index: int) -> BirdSample:
+        """Render sample ``index`` (>= 0); deterministic in (config.seed, index)."""
+        label, pose, traits, noise_seed = self._draw(index)
         r = render_bird(traits, pose, self.config.image_size, noise_seed)
         return BirdSample(
-            index=index,
+            index=int(index),
             label=label,
             image=r.image,
             mask=r.mask,
@@ -91,6 +94,15 @@ class BirdWorld:
             traits=traits,
             noise_seed=noise_seed,
         )
+
+    def labels(self, index: int, target_attribute: str | None = None) -> np.ndarray:
+        """``(312,)`` exact labels of sample ``index`` (after substituting ``target_attribute``,
+        if given) without rendering it; equal to ``sample(index).attributes`` and to
+        ``counterfactual(sample(index), target_attribute).edited.attributes``."""
+        traits = self._draw(index)[2]
+        if target_attribute is not None:
+            traits = substitute(traits, *parse_target(self, target_attribute))
+        return trait_labels(traits, self.vocab)
 
     def samples(self, indices: Iterable[int]) -> Iterator[BirdSample]:
         """Render several samples lazily."""

@@ -1,0 +1,211 @@
+"""Small image backbones for 32-128 px images that also expose their pre-pooling features.
+
+Both return a :class:`BackboneOutput`: ``pooled`` ``(B, d)`` embeddings (what CAVs and
+concept heads read) and ``features``, the map the pooled vector came from: ``(B, d, h, w)``
+for :class:`SmallCNN` (CoAM's ``E_i``, Aysel et al. Sec. 3) and the patch-token grid
+``(B, N, d)`` for :class:`SmallViT`.
+
+>>> import torch
+>>> out = SmallCNN()(torch.rand(2, 3, 64, 64))
+>>> tuple(out.pooled.shape), tuple(out.features.shape)
+((2, 64), (2, 64, 8, 8))
+>>> out = SmallViT(image_size=64, patch_size=8)(torch.rand(2, 3, 64, 64))
+>>> tuple(out.pooled.shape), tuple(out.features.shape), out.grid_size
+((2, 64), (2, 64, 64), (8, 8))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from huggingface_hub import PyTorchModelHubMixin
+from torch import nn
+
+from .base import HUB_KWARGS, seeded
+from .training import fit
+
+__all__ = ["BackboneOutput", "SmallCNN", "SmallViT", "build_backbone", "backbone_config", "train_backbone"]
+
+
+@dataclass
+class BackboneOutput:
+    """``pooled`` ``(B, d)``; ``features`` ``(B, d, h, w)`` (CNN) or ``(B, N, d)`` (ViT);
+    ``grid_size`` ``(h, w)`` of the feature map / patch grid."""
+
+    pooled: torch.Tensor
+    features: torch.Tensor
+    grid_size: tuple[int, int]
+
+
+class SmallCNN(nn.Module, PyTorchModelHubMixin, **HUB_KWARGS, tags=["backbone"]):
+    """A plain conv net: per layer 3x3 conv (stride from ``strides``), GroupNorm, ReLU; then
+    global average pooling (GAP).
+
+    With ``groups = G > 1`` every layer is a grouped convolution: the network is ``G``
+    independent sub-networks of ``channels[i] / G`` channels that share no weight (the
+    per-concept CBM uses one group per concept). The input is repeated ``G`` times.
+
+    Args:
+        channels: output channels of each conv layer (all divisible by ``groups``).
+        strides: stride of each layer; the default maps 64 px to an 8 x 8 grid.
+        groups: number of weight-independent sub-networks.
+    """
+
+    kind = "cnn"
+
+    def __init__(
+        self,
+        channels: Sequence[int] = (32, 32, 64, 64),
+        strides: Sequence[int] = (2, 2, 2, 1),
+        groups: int = 1,
+    ) -> None:
+        super().__init__()
+        channels, strides = [int(c) for c in channels], [int(s) for s in strides]
+        if len(channels) != len(strides) or not channels:
+            raise ValueError(f"channels and strides must be non-empty and equally long, got {channels}, {strides}")
+        if groups < 1 or any(c % groups for c in channels):
+            raise ValueError(f"every entry of channels {channels} must be divisible by groups={groups}")
+        self.groups = int(groups)
+        self.embed_dim = channels[-1]
+        layers: list[nn.Module] = []
+        previous = 3 * self.groups
+        for c, s in zip(channels, strides):
+            layers += [
+                nn.Conv2d(previous, c, 3, stride=s, padding=1, groups=self.groups),
+                nn.GroupNorm(self.groups, c),
+                nn.ReLU(inplace=True),
+            ]
+            previous = c
+        self.layers = nn.Sequential(*layers)
+        self._config = {"kind": "cnn", "channels": channels, "strides": strides, "groups": self.groups}
+
+    def get_config(self) -> dict[str, Any]:
+        """JSON config such that ``build_backbone(config)`` rebuilds this architecture."""
+        return dict(self._config)
+
+    def forward(self, images: torch.Tensor) -> BackboneOutput:
+        """images ``(B, 3, H, W)`` in [0, 1] -> pooled ``(B, d)``, features ``(B, d, h, w)``."""
+        x = (images - 0.5) / 0.25
+        if self.groups > 1:
+            x = x.repeat(1, self.groups, 1, 1)
+        features = self.layers(x)
+        return BackboneOutput(features.mean(dim=(2, 3)), features, (features.shape[2], features.shape[3]))
+
+
+class SmallViT(nn.Module, PyTorchModelHubMixin, **HUB_KWARGS, tags=["backbone"]):
+    """A small pre-norm Vision Transformer: patch embedding, a CLS token, learned positions,
+    ``depth`` encoder layers, final LayerNorm; ``pooled`` is the CLS token and ``features``
+    the ``N = (image_size / patch_size)^2`` patch tokens after the final norm.
+    """
+
+    kind = "vit"
+
+    def __init__(
+        self, image_size: int = 64, patch_size: int = 8, width: int = 64, depth: int = 2, heads: int = 4, mlp_ratio: float = 2.0
+    ) -> None:
+        super().__init__()
+        if image_size % patch_size:
+            raise ValueError(f"image_size {image_size} must be divisible by patch_size {patch_size}")
+        if width % heads:
+            raise ValueError(f"width {width} must be divisible by heads {heads}")
+        self.image_size, self.patch_size = int(image_size), int(patch_size)
+        self.grid = self.image_size // self.patch_size
+        self.embed_dim = int(width)
+        self.patch_embed = nn.Conv2d(3, width, patch_size, stride=patch_size)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, width))
+        self.pos_embed = nn.Parameter(torch.randn(1, self.grid * self.grid + 1, width) * 0.02)
+        layer = nn.TransformerEncoderLayer(
+            width, heads, int(width * mlp_ratio), dropout=0.0, activation="gelu", batch_first=True, norm_first=True
+        )
+        self.encoder = nn.TransformerEncoder(layer, depth, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(width)
+        self._config = {
+            "kind": "vit", "image_size": self.image_size, "patch_size": self.patch_size, "width": self.embed_dim,
+            "depth": int(depth), "heads": int(heads), "mlp_ratio": float(mlp_ratio),
+        }
+
+    def get_config(self) -> dict[str, Any]:
+        """JSON config such that ``build_backbone(config)`` rebuilds this architecture."""
+        return dict(self._config)
+
+    def forward(self, images: torch.Tensor) -> BackboneOutput:
+        """images ``(B, 3, S, S)`` in [0, 1], ``S = image_size`` -> pooled ``(B, d)``, patches ``(B, N, d)``."""
+        if images.shape[-2:] != (self.image_size, self.image_size):
+            raise ValueError(f"SmallViT expects {self.image_size} px images, got {tuple(images.shape[-2:])}")
+        x = self.patch_embed((images - 0.5) / 0.25).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embed
+        x = self.norm(self.encoder(x))
+        return BackboneOutput(x[:, 0], x[:, 1:], (self.grid, self.grid))
+
+
+_KINDS = {"cnn": SmallCNN, "vit": SmallViT}
+
+
+def backbone_config(backbone: str | dict[str, Any] | None = None, image_size: int = 64, **overrides: Any) -> dict[str, Any]:
+    """Normalise ``"cnn"`` / ``"vit"`` / a config dict / ``None`` (= ``"cnn"``) into a full config dict.
+
+    >>> backbone_config("vit", image_size=32)["image_size"]
+    32
+    """
+    if backbone is None:
+        backbone = "cnn"
+    config = {"kind": backbone} if isinstance(backbone, str) else dict(backbone)
+    kind = config.get("kind", "cnn")
+    if kind not in _KINDS:
+        raise ValueError(f"unknown backbone kind {kind!r}; choose one of {sorted(_KINDS)}")
+    if kind == "vit":
+        config.setdefault("image_size", int(image_size))
+    config.update(overrides)
+    return build_backbone(config).get_config()
+
+
+def build_backbone(config: dict[str, Any] | str | None = None) -> SmallCNN | SmallViT:
+    """A fresh (randomly initialised) backbone from a config dict ``{"kind": "cnn"|"vit", ...}``."""
+    if config is None or isinstance(config, str):
+        config = {"kind": config or "cnn"}
+    config = dict(config)
+    kind = config.pop("kind", "cnn")
+    if kind not in _KINDS:
+        raise ValueError(f"unknown backbone kind {kind!r}; choose one of {sorted(_KINDS)}")
+    return _KINDS[kind](**config)
+
+
+class _BackboneClassifier(nn.Module):
+    def __init__(self, backbone: nn.Module, num_classes: int) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.head = nn.Linear(backbone.embed_dim, num_classes)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.head(self.backbone(images).pooled)
+
+
+def train_backbone(
+    train_tensors,
+    backbone: str | dict[str, Any] | None = "cnn",
+    *,
+    epochs: int = 10,
+    batch_size: int = 64,
+    lr: float = 2e-3,
+    seed: int = 0,
+    progress: bool = True,
+) -> SmallCNN | SmallViT:
+    """Train a backbone + linear head as a plain (black-box) classifier on the class labels,
+    and return the backbone: the frozen ``f`` a post-hoc CBM explains (Aysel et al. use a
+    CUB-trained ResNet). ``train_tensors`` is a :class:`~.data.ConceptTensors` (or any
+    ``(images, concepts, labels)`` triple); the history is kept in ``backbone.history``.
+    """
+    images, _, labels = tuple(train_tensors)
+    config = backbone_config(backbone, image_size=images.shape[-1])
+    num_classes = getattr(train_tensors, "num_classes", int(labels.max()) + 1)
+    with seeded(seed):
+        model = _BackboneClassifier(build_backbone(config), num_classes)
+    loss = lambda b: nn.functional.cross_entropy(model(b[0]), b[1])  # noqa: E731
+    history = fit(loss, model.parameters(), (images, labels), epochs=epochs, batch_size=batch_size, lr=lr,
+                  seed=seed, module=model, desc="backbone", progress=progress)
+    model.backbone.history = history
+    return model.backbone.eval()
+

@@ -1,0 +1,145 @@
+"""Concept Embedding Models (Zarlenga et al. 2022, "Concept Embedding Models", NeurIPS).
+
+For each concept ``j`` the backbone embedding ``h = f(x)`` ``(B, d)`` gives two embeddings
+``c_j^+ = LeakyReLU(W_j^+ h + b_j^+)`` and ``c_j^- = LeakyReLU(W_j^- h + b_j^-)`` of size
+``m``; a scoring function ``s`` shared by all concepts gives the probability
+``p_j = sigmoid(s([c_j^+; c_j^-]))``; the concept's embedding is the mixture
+``c_j = p_j c_j^+ + (1 - p_j) c_j^-`` (Zarlenga et al. Eq. 1), and the label predictor
+reads the concatenation ``[c_1, ..., c_L]`` ``(B, L m)``.
+
+Loss: ``CE(y_hat, y) + alpha * BCE(p, c)`` (``alpha = concept_loss_weight``). RandInt
+(Sec. 3): during training each ``p_j`` is replaced by the true concept label with
+probability ``intervention_prob``, which teaches the model to respond to interventions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from huggingface_hub import PyTorchModelHubMixin
+from torch import nn
+from torch.nn import functional as F
+
+from .backbone import backbone_config, build_backbone
+from .base import HUB_KWARGS, ConceptModelMixin, ConceptModelOutput, seeded
+from .data import ConceptTensors
+from .training import fit
+
+__all__ = ["ConceptEmbeddingModel", "train_cem"]
+
+
+class ConceptEmbeddingModel(nn.Module, ConceptModelMixin, PyTorchModelHubMixin, **HUB_KWARGS,
+                            tags=["concept-embedding-model"]):
+    """A CEM: images ``(B, 3, H, W)`` in [0, 1] -> :class:`~.base.ConceptModelOutput`.
+
+    Args:
+        num_concepts: ``L``.
+        num_classes: ``K``.
+        backbone: backbone config (``"cnn"``, ``"vit"`` or a dict).
+        concept_names: the ``L`` attribute names.
+        embedding_size: ``m``, the size of each of the two embeddings per concept
+            (Zarlenga et al. use 16).
+        concept_loss_weight: ``alpha`` of the training loss (recorded in the config).
+        intervention_prob: RandInt's ``p_int`` (0 disables RandInt; the paper uses 0.25).
+    """
+
+    def __init__(
+        self,
+        num_concepts: int,
+        num_classes: int,
+        backbone: str | dict[str, Any] | None = None,
+        concept_names: Sequence[str] | None = None,
+        embedding_size: int = 16,
+        concept_loss_weight: float = 1.0,
+        intervention_prob: float = 0.25,
+    ) -> None:
+        super().__init__()
+        self.num_concepts, self.num_classes = int(num_concepts), int(num_classes)
+        self.concept_names = list(concept_names) if concept_names is not None else None
+        self._validate_names()
+        if not 0.0 <= intervention_prob <= 1.0:
+            raise ValueError(f"intervention_prob must be in [0, 1], got {intervention_prob}")
+        if embedding_size < 1:
+            raise ValueError(f"embedding_size must be >= 1, got {embedding_size}")
+        self.embedding_size = int(embedding_size)
+        self.concept_loss_weight, self.intervention_prob = float(concept_loss_weight), float(intervention_prob)
+        self.backbone = build_backbone(backbone_config(backbone))
+        self.embedding_generator = nn.Linear(self.backbone.embed_dim, 2 * self.num_concepts * self.embedding_size)
+        self.scoring = nn.Linear(2 * self.embedding_size, 1)
+        self.label_predictor = nn.Linear(self.num_concepts * self.embedding_size, self.num_classes)
+
+    def concept_embeddings(self, pooled: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """pooled ``(B, d)`` -> ``(c_plus, c_minus)``, each ``(B, L, m)``."""
+        both = F.leaky_relu(self.embedding_generator(pooled))
+        both = both.view(pooled.shape[0], self.num_concepts, 2, self.embedding_size)
+        return both[:, :, 0], both[:, :, 1]
+
+    def forward(
+        self,
+        images: torch.Tensor,
+        concepts: torch.Tensor | None = None,
+        intervention_mask: torch.Tensor | None = None,
+    ) -> ConceptModelOutput:
+        """images ``(B, 3, H, W)`` -> output. ``concepts`` ``(B, L)`` with a boolean
+        ``intervention_mask`` ``(B, L)`` replaces the masked ``p_j`` by the given values
+        (a test-time intervention; RandInt draws the mask itself in training)."""
+        out = self.backbone(images)
+        c_plus, c_minus = self.concept_embeddings(out.pooled)
+        logits = self.scoring(torch.cat([c_plus, c_minus], dim=-1)).squeeze(-1)
+        probs = torch.sigmoid(logits)
+        mix_probs = probs
+        if intervention_mask is not None:
+            if concepts is None:
+                raise ValueError("intervention_mask needs the concepts to intervene with")
+            mix_probs = torch.where(intervention_mask.bool(), concepts.to(probs.dtype), probs)
+        mixed = mix_probs.unsqueeze(-1) * c_plus + (1 - mix_probs.unsqueeze(-1)) * c_minus
+        class_logits = self.label_predictor(mixed.flatten(1))
+        return ConceptModelOutput(logits, probs, class_logits, mix_probs, out.pooled, out.features)
+
+
+def train_cem(
+    train_tensors: ConceptTensors,
+    concept_loss_weight: float = 1.0,
+    epochs: int = 10,
+    seed: int = 0,
+    *,
+    backbone: str | dict[str, Any] | None = None,
+    embedding_size: int = 16,
+    intervention_prob: float = 0.25,
+    batch_size: int = 64,
+    lr: float = 2e-3,
+    val_tensors: ConceptTensors | None = None,
+    patience: int | None = None,
+    progress: bool = True,
+) -> ConceptEmbeddingModel:
+    """Train a :class:`ConceptEmbeddingModel` jointly with RandInt (module docstring).
+
+    Returns the model in eval mode; ``model.history["joint"]`` is its :class:`~.training.TrainHistory`.
+    """
+    if concept_loss_weight < 0:
+        raise ValueError(f"concept_loss_weight must be >= 0, got {concept_loss_weight}")
+    images, concepts, labels = tuple(train_tensors)
+    names = list(getattr(train_tensors, "concept_names", ()) or ()) or None
+    num_classes = getattr(train_tensors, "num_classes", int(labels.max()) + 1)
+    with seeded(seed):
+        model = ConceptEmbeddingModel(concepts.shape[1], num_classes, backbone_config(backbone, image_size=images.shape[-1]),
+                                      names, embedding_size, concept_loss_weight, intervention_prob)
+
+    def loss(batch, randint: bool = True):
+        mask = None
+        if randint and model.intervention_prob > 0:
+            mask = torch.rand(batch[1].shape) < model.intervention_prob
+        out = model(batch[0], batch[1], mask)
+        return F.cross_entropy(out.class_logits, batch[2]) + concept_loss_weight * \
+            F.binary_cross_entropy_with_logits(out.concept_logits, batch[1])
+
+    val_fn = None
+    if val_tensors is not None:
+        model.check_data(val_tensors)
+        val_fn = lambda: float(loss(tuple(val_tensors), randint=False))  # noqa: E731
+    model.history = {"joint": fit(loss, model.parameters(), (images, concepts, labels), epochs=epochs,
+                                  batch_size=batch_size, lr=lr, seed=seed, module=model, val_fn=val_fn,
+                                  patience=patience, desc="CEM", progress=progress)}
+    return model.eval()

@@ -1,0 +1,379 @@
+"""Post-hoc CBMs (Yuksekgonul et al. 2023, as reproduced by Aysel et al.).
+
+1. A frozen backbone ``f`` gives embeddings ``f(X) in R^d``.
+2. Concept activation vectors (Kim et al. 2018): for concept ``j`` a linear SVM separates
+   the embeddings of ``N_p`` images with the concept from ``N_n`` random images without
+   it; its normal ``c_j`` is the CAV (:func:`learn_cavs`; paper: ``N_p = N_n = 100``,
+   ``C = 1``). The ``L`` CAVs form the concept bank ``C`` (``L x d``, :class:`ConceptBank`).
+3. Concept scores ``u = C f(X)`` (Aysel et al. Sec. 3; ``score="margin"`` instead uses
+   Yuksekgonul et al.'s code's signed distance ``(c_j . f + b_j) / ||c_j||``).
+4. A sparse linear classifier ``h(u) = theta^T u + b``, ``theta`` ``L x K``, trained with
+   the elastic-net penalty of Yuksekgonul et al.
+   (:func:`fit_sparse_classifier`): mean cross-entropy
+   ``+ lam * (l1_ratio * |theta|_1 + (1 - l1_ratio) / 2 * |theta|_2^2)`` with their CUB
+   values ``lam = 2e-4``, ``l1_ratio = 0.99``. They fit sklearn's one-vs-rest
+   ``SGDClassifier`` (``solver="sklearn"`` does that); the default ``solver="fista"`` fits
+   the multinomial (softmax) version of the same objective by accelerated proximal
+   gradient, which is deterministic, fast and gives exact zeros.
+
+CoAM maps come from :mod:`.coam` through :meth:`PostHocCBM.concept_activation_maps`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from huggingface_hub import PyTorchModelHubMixin
+from torch import nn
+
+from .backbone import SmallCNN, SmallViT, backbone_config, build_backbone
+from .base import HUB_KWARGS, ConceptModelMixin, ConceptModelOutput
+from .coam import concept_activation_maps, upsample_maps
+
+__all__ = [
+    "ConceptBank", "learn_cavs", "embed_images", "fit_sparse_classifier", "PostHocCBM", "train_posthoc_cbm",
+]
+
+logger = logging.getLogger(__name__)
+
+
+# ------------------------------------------------------------------ concept bank
+@dataclass
+class ConceptBank:
+    """``L`` CAVs: ``vectors`` ``(L, d)``, SVM ``intercepts`` ``(L,)``, ``names``, and each SVM's
+    training accuracy ``train_accuracy`` ``(L,)`` (NaN where a concept had no positives or
+    negatives and got a zero vector). Saved as one safetensors file, names in its metadata."""
+
+    vectors: torch.Tensor
+    intercepts: torch.Tensor
+    names: tuple[str, ...] = ()
+    train_accuracy: torch.Tensor | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.vectors.ndim != 2:
+            raise ValueError(f"vectors must be (L, d), got {tuple(self.vectors.shape)}")
+        if self.intercepts.shape != (self.vectors.shape[0],):
+            raise ValueError(f"intercepts must be (L={self.vectors.shape[0]},), got {tuple(self.intercepts.shape)}")
+        if self.names and len(self.names) != self.vectors.shape[0]:
+            raise ValueError(f"{len(self.names)} names for {self.vectors.shape[0]} concept vectors")
+        if self.train_accuracy is None:
+            self.train_accuracy = torch.full((self.vectors.shape[0],), float("nan"))
+
+    @property
+    def num_concepts(self) -> int:
+        return int(self.vectors.shape[0])
+
+    def scores(self, embeddings: torch.Tensor) -> torch.Tensor:
+        """``u = C f(X)``: embeddings ``(N, d)`` -> ``(N, L)``."""
+        return embeddings @ self.vectors.T.to(embeddings.dtype)
+
+    def save(self, path: str | Path) -> Path:
+        """Write a ``.safetensors`` file (tensors + JSON metadata; never pickle)."""
+        from safetensors.torch import save_file
+
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        meta = {"format": "concept-grounding/concept-bank", "names": json.dumps(list(self.names)),
+                "metadata": json.dumps(self.metadata)}
+        save_file({"vectors": self.vectors.contiguous(), "intercepts": self.intercepts.contiguous(),
+                   "train_accuracy": self.train_accuracy.contiguous()}, str(path), metadata=meta)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "ConceptBank":
+        """Read a file written by :meth:`save`."""
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as f:
+            meta = f.metadata() or {}
+            if meta.get("format") != "concept-grounding/concept-bank":
+                raise ValueError(f"{path} is not a concept bank written by ConceptBank.save")
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+        return cls(tensors["vectors"], tensors["intercepts"], tuple(json.loads(meta["names"])),
+                   tensors["train_accuracy"], json.loads(meta.get("metadata", "{}")))
+
+
+def learn_cavs(
+    embeddings: torch.Tensor | np.ndarray,
+    concepts: torch.Tensor | np.ndarray,
+    n_pos: int = 100,
+    n_neg: int = 100,
+    C: float = 1.0,
+    seed: int = 0,
+    concept_names: Sequence[str] = (),
+    max_iter: int = 10000,
+    progress: bool = True,
+) -> ConceptBank:
+    """One linear-SVM CAV per concept (Kim et al. 2018; Aysel et al. Sec. 3).
+
+    Args:
+        embeddings: ``(N, d)`` backbone embeddings ``f(X)``.
+        concepts: ``(N, L)`` concept labels; > 0.5 counts as present.
+        n_pos, n_neg: ``N_p`` positives and ``N_n`` negatives drawn at random (all of
+            them when fewer exist).
+        C: the SVM's regularisation parameter (``sklearn.svm.LinearSVC(C=C)``).
+        seed: seeds the sampling and the solver.
+
+    Returns:
+        :class:`ConceptBank` with ``vectors = coef_`` and ``intercepts = intercept_``. A concept
+        with no positive or no negative example gets a zero vector, an intercept of -1 / +1
+        (always absent / present) and a warning.
+    """
+    from sklearn.svm import LinearSVC
+    from tqdm.auto import tqdm
+
+    x = np.asarray(embeddings.detach().cpu() if isinstance(embeddings, torch.Tensor) else embeddings, dtype=np.float64)
+    y = np.asarray(concepts.detach().cpu() if isinstance(concepts, torch.Tensor) else concepts) > 0.5
+    if x.ndim != 2 or y.ndim != 2 or x.shape[0] != y.shape[0]:
+        raise ValueError(f"embeddings (N, d) and concepts (N, L) must share N, got {x.shape} and {y.shape}")
+    if n_pos < 1 or n_neg < 1 or C <= 0:
+        raise ValueError(f"need n_pos >= 1, n_neg >= 1 and C > 0, got {n_pos}, {n_neg}, {C}")
+    rng = np.random.default_rng(seed)
+    L, d = y.shape[1], x.shape[1]
+    vectors, intercepts, accuracy = np.zeros((L, d)), np.zeros(L), np.full(L, np.nan)
+    skipped: list = []
+    for j in tqdm(range(L), desc="CAVs", disable=not progress, leave=False):
+        pos, neg = np.flatnonzero(y[:, j]), np.flatnonzero(~y[:, j])
+        if len(pos) == 0 or len(neg) == 0:
+            skipped.append(concept_names[j] if concept_names else j)
+            intercepts[j] = -1.0 if len(pos) == 0 else 1.0
+            continue
+        pos = rng.choice(pos, min(n_pos, len(pos)), replace=False)
+        neg = rng.choice(neg, min(n_neg, len(neg)), replace=False)
+        xs = np.concatenate([x[pos], x[neg]])
+        ys = np.concatenate([np.ones(len(pos)), np.zeros(len(neg))])
+        svm = LinearSVC(C=C, max_iter=max_iter, random_state=seed)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*converge.*")
+            svm.fit(xs, ys)
+        vectors[j], intercepts[j], accuracy[j] = svm.coef_[0], svm.intercept_[0], svm.score(xs, ys)
+    if skipped:
+        warnings.warn(f"{len(skipped)} concept(s) have no positive or no negative image, so no CAV "
+                      f"(zero vector): {skipped[:5]}{' ...' if len(skipped) > 5 else ''}", stacklevel=2)
+    meta = {"n_pos": int(n_pos), "n_neg": int(n_neg), "C": float(C), "seed": int(seed)}
+    return ConceptBank(torch.tensor(vectors, dtype=torch.float32), torch.tensor(intercepts, dtype=torch.float32),
+                       tuple(concept_names), torch.tensor(accuracy, dtype=torch.float32), meta)
+
+
+@torch.no_grad()
+def embed_images(backbone: nn.Module, images: torch.Tensor, batch_size: int = 256) -> torch.Tensor:
+    """Pooled embeddings ``(N, d)`` of images ``(N, 3, H, W)`` (eval mode, no grad)."""
+    was = backbone.training
+    backbone.eval()
+    try:
+        return torch.cat([backbone(images[i : i + batch_size]).pooled for i in range(0, len(images), batch_size)])
+    finally:
+        backbone.train(was)
+
+
+# --------------------------------------------------------------- sparse classifier
+def _soft_threshold(w: torch.Tensor, t: float) -> torch.Tensor:
+    return torch.sign(w) * torch.clamp(w.abs() - t, min=0.0)
+
+
+def fit_sparse_classifier(
+    scores: torch.Tensor,
+    labels: torch.Tensor,
+    num_classes: int,
+    lam: float = 2e-4,
+    l1_ratio: float = 0.99,
+    solver: Literal["fista", "sklearn"] = "fista",
+    max_iter: int = 500,
+    seed: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Elastic-net logistic regression on concept scores (module docstring, step 4).
+
+    The scores are standardised for the fit and the scaling is folded back, so the
+    returned ``(theta, b)`` act on raw ``u``: ``logits = u @ theta + b``.
+
+    Args:
+        scores: ``u`` ``(N, L)``.
+        labels: ``(N,)`` class indices in ``[0, num_classes)``.
+        lam, l1_ratio: the penalty ``lam * (l1_ratio |theta|_1 + (1 - l1_ratio)/2 |theta|_2^2)``.
+        solver: ``"fista"`` (multinomial) or ``"sklearn"`` (``SGDClassifier``, one-vs-rest,
+            as Yuksekgonul et al.). Classes absent from ``labels`` get bias -1e4 there.
+
+    Returns:
+        ``theta`` ``(L, K)`` and ``b`` ``(K,)``.
+    """
+    u = scores.detach().double()
+    y = labels.detach().long()
+    n, L = u.shape
+    mean, std = u.mean(0), u.std(0, unbiased=False).clamp_min(1e-8)
+    z = (u - mean) / std
+    if solver == "sklearn":
+        from sklearn.linear_model import SGDClassifier
+
+        clf = SGDClassifier(loss="log_loss", penalty="elasticnet", alpha=lam, l1_ratio=l1_ratio,
+                            max_iter=max_iter * 20, random_state=seed, tol=1e-6)
+        clf.fit(z.numpy(), y.numpy())
+        w = torch.zeros(L, num_classes, dtype=torch.float64)
+        b = torch.full((num_classes,), -1e4, dtype=torch.float64)
+        coef, inter = torch.as_tensor(clf.coef_), torch.as_tensor(clf.intercept_)
+        classes = torch.as_tensor(clf.classes_).long()
+        if len(classes) == 2:  # sklearn keeps one vector for two classes: softmax([0, z]) = sigmoid(z)
+            w[:, classes[1]], b[classes[0]], b[classes[1]] = coef[0], 0.0, inter[0]
+        else:
+            w[:, classes], b[classes] = coef.T, inter
+    elif solver == "fista":
+        onehot = torch.nn.functional.one_hot(y, num_classes).double()
+        seen = onehot.sum(0) > 0
+        lipschitz = 0.5 * (torch.linalg.matrix_norm(z, 2) ** 2 + n) / n + lam * (1 - l1_ratio)
+        step = 1.0 / float(lipschitz)
+        w = torch.zeros(L, num_classes, dtype=torch.float64)
+        b = torch.zeros(num_classes, dtype=torch.float64)
+        wy, by, t = w.clone(), b.clone(), 1.0
+        for _ in range(max_iter):
+            logits = z @ wy + by
+            logits[:, ~seen] = -1e4
+            g = (torch.softmax(logits, 1) - onehot) / n
+            w_new = _soft_threshold(wy - step * (z.T @ g + lam * (1 - l1_ratio) * wy), step * lam * l1_ratio)
+            b_new = by - step * g.sum(0)
+            t_new = (1 + (1 + 4 * t * t) ** 0.5) / 2
+            wy = w_new + (t - 1) / t_new * (w_new - w)
+            by = b_new + (t - 1) / t_new * (b_new - b)
+            converged = float((w_new - w).abs().max()) < 1e-7
+            w, b, t = w_new, b_new, t_new
+            if converged:
+                break
+        b = torch.where(seen, b, torch.full_like(b, -1e4))
+    else:
+        raise ValueError(f"solver must be 'fista' or 'sklearn', got {solver!r}")
+    theta = w / std[:, None]
+    bias = b - (mean / std) @ w
+    return theta.float(), bias.float()
+
+
+# ------------------------------------------------------------------------ model
+class PostHocCBM(nn.Module, ConceptModelMixin, PyTorchModelHubMixin, **HUB_KWARGS, tags=["post-hoc-cbm"]):
+    """Backbone ``f`` + concept bank ``C`` + linear classifier ``h`` (module docstring).
+
+    ``forward`` gives ``concept_scores = u`` (what ``h`` reads), ``concept_logits = u + b_svm``
+    (the SVM decision values; ``concept_probs = sigmoid`` of them, > 0.5 where the CAV's
+    SVM says "present") and ``class_logits = h(u)``. ``classifier.weight`` is ``theta^T``
+    (``K x L``); :attr:`theta` returns ``theta`` ``(L, K)`` for CGIM / CEM.
+
+    Args:
+        num_concepts, num_classes: ``L``, ``K``.
+        backbone: the backbone's config (weights are in the state dict).
+        concept_names: ``L`` attribute names.
+        score: ``"dot"`` (``u = C f``) or ``"margin"`` (``(C f + b) / ||c||``).
+    """
+
+    def __init__(
+        self,
+        num_concepts: int,
+        num_classes: int,
+        backbone: str | dict[str, Any] | None = None,
+        concept_names: Sequence[str] | None = None,
+        score: Literal["dot", "margin"] = "dot",
+    ) -> None:
+        super().__init__()
+        self.num_concepts, self.num_classes = int(num_concepts), int(num_classes)
+        self.concept_names = list(concept_names) if concept_names is not None else None
+        self._validate_names()
+        if score not in ("dot", "margin"):
+            raise ValueError(f"score must be 'dot' or 'margin', got {score!r}")
+        self.score = score
+        self.backbone = build_backbone(backbone_config(backbone))
+        d = self.backbone.embed_dim
+        self.register_buffer("concept_vectors", torch.zeros(self.num_concepts, d))
+        self.register_buffer("concept_intercepts", torch.zeros(self.num_concepts))
+        self.classifier = nn.Linear(self.num_concepts, self.num_classes)
+
+    @property
+    def theta(self) -> torch.Tensor:
+        """``theta`` ``(L, K)``: the classifier's weights, global importance of concept ``j`` for class ``k``."""
+        return self.classifier.weight.detach().T
+
+    @property
+    def concept_bank(self) -> ConceptBank:
+        return ConceptBank(self.concept_vectors.clone(), self.concept_intercepts.clone(), tuple(self.concept_names or ()))
+
+    def set_concept_bank(self, bank: ConceptBank) -> None:
+        """Copy a bank's CAVs in (``ValueError`` if its size does not match)."""
+        if tuple(bank.vectors.shape) != tuple(self.concept_vectors.shape):
+            raise ValueError(f"concept bank is {tuple(bank.vectors.shape)}, the model needs {tuple(self.concept_vectors.shape)}")
+        if bank.names and self.concept_names:
+            self.check_concepts(bank.num_concepts, bank.names, "concept bank")
+        self.concept_vectors.copy_(bank.vectors)
+        self.concept_intercepts.copy_(bank.intercepts)
+
+    def concept_scores(self, pooled: torch.Tensor) -> torch.Tensor:
+        """``u`` ``(B, L)`` from pooled embeddings ``(B, d)``."""
+        u = pooled @ self.concept_vectors.T
+        if self.score == "margin":
+            u = (u + self.concept_intercepts) / self.concept_vectors.norm(dim=1).clamp_min(1e-12)
+        return u
+
+    def forward(self, images: torch.Tensor) -> ConceptModelOutput:
+        out = self.backbone(images)
+        u = self.concept_scores(out.pooled)
+        logits = u + self.concept_intercepts if self.score == "dot" else u
+        return ConceptModelOutput(logits, torch.sigmoid(logits), self.classifier(u), u, out.pooled, out.features)
+
+    @torch.no_grad()
+    def concept_activation_maps(self, images: torch.Tensor, upsample: bool = True) -> torch.Tensor:
+        """CoAM ``(B, L, H, W)`` (``upsample``) or on the feature grid ``(B, L, h, w)`` (Aysel et al. Eq. 6)."""
+        was = self.training
+        self.eval()
+        try:
+            out = self.backbone(images)
+        finally:
+            self.train(was)
+        maps = concept_activation_maps(out.features, self.concept_vectors, out.grid_size)
+        return upsample_maps(maps, tuple(images.shape[-2:])) if upsample else maps
+
+
+def train_posthoc_cbm(
+    backbone: SmallCNN | SmallViT,
+    train_tensors,
+    *,
+    n_pos: int = 100,
+    n_neg: int = 100,
+    C: float = 1.0,
+    lam: float = 2e-4,
+    l1_ratio: float = 0.99,
+    solver: Literal["fista", "sklearn"] = "fista",
+    score: Literal["dot", "margin"] = "dot",
+    concept_bank: ConceptBank | None = None,
+    seed: int = 0,
+    batch_size: int = 256,
+    progress: bool = True,
+) -> PostHocCBM:
+    """Build a :class:`PostHocCBM` on a trained, frozen ``backbone`` (e.g. from :func:`~.backbone.train_backbone`).
+
+    Embeds the training images once (the embedding cache), learns the CAVs
+    (:func:`learn_cavs`, unless a ``concept_bank`` is given), and fits the sparse classifier
+    on ``u`` (:func:`fit_sparse_classifier`). ``model.history`` holds the bank's
+    per-concept SVM training accuracy and the classifier's training accuracy and sparsity.
+    """
+    images, concepts, labels = tuple(train_tensors)
+    names = tuple(getattr(train_tensors, "concept_names", ()) or ())
+    num_classes = getattr(train_tensors, "num_classes", int(labels.max()) + 1)
+    embeddings = embed_images(backbone, images, batch_size)
+    if concept_bank is None:
+        concept_bank = learn_cavs(embeddings, concepts, n_pos, n_neg, C, seed, names, progress=progress)
+    elif concept_bank.num_concepts != concepts.shape[1]:
+        raise ValueError(f"concept_bank has {concept_bank.num_concepts} concepts, the data {concepts.shape[1]}")
+    model = PostHocCBM(concepts.shape[1], num_classes, backbone.get_config(), list(names) or None, score)
+    model.backbone.load_state_dict(backbone.state_dict())
+    model.set_concept_bank(concept_bank)
+    with torch.no_grad():
+        u = model.concept_scores(embeddings)
+        theta, bias = fit_sparse_classifier(u, labels, num_classes, lam, l1_ratio, solver, seed=seed)
+        model.classifier.weight.copy_(theta.T)
+        model.classifier.bias.copy_(bias)
+        accuracy = float((model.classifier(u).argmax(1) == labels).float().mean())
+    model.history = {"cav_train_accuracy": concept_bank.train_accuracy, "train_accuracy": accuracy,
+                     "sparsity": float((theta == 0).float().mean())}
+    return model.eval()

@@ -1,0 +1,84 @@
+"""Configuration of ``concept-grounding bench``, saved beside its results."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+__all__ = ["BenchConfig", "MODEL_VARIANTS"]
+
+#: Binary concept models of the SUB paper's Table 1: name -> how it is trained.
+#: ``labels``: class-level (CBM majority vote) or per-image concept supervision;
+#: ``bottleneck``: soft probabilities or hard 0/1 concepts feed the label predictor.
+MODEL_VARIANTS: dict[str, dict[str, object]] = {
+    "CBM (ind.)": {"family": "cbm", "mode": "independent", "labels": "class", "bottleneck": "hard"},
+    "CBM (seq.)": {"family": "cbm", "mode": "sequential", "labels": "class", "bottleneck": "hard"},
+    "CBM (joint)": {"family": "cbm", "mode": "joint", "labels": "class", "bottleneck": "soft"},
+    "CBM (per c.)": {"family": "cbm", "mode": "independent", "labels": "class", "bottleneck": "hard", "per_concept": True},
+    "CEM": {"family": "cem", "labels": "class"},
+    "CBM (ind., per-img.)": {"family": "cbm", "mode": "independent", "labels": "image", "bottleneck": "hard"},
+    "CBM (joint, per-img.)": {"family": "cbm", "mode": "joint", "labels": "image", "bottleneck": "soft"},
+}
+
+
+@dataclass
+class BenchConfig:
+    """Everything a bench run depends on.
+
+    Attributes:
+        image_size: side (px) the models see; the world is rendered at this size.
+        train_per_class, test_per_class: world images per class and split.
+        sub_per_pairing: world counterfactuals per (class, substituted attribute).
+        concepts: the concept set, ``"cbm_112"`` (Koh et al.'s 112; on the world, those it
+            renders) or ``"rendered"`` (every attribute the world draws) or ``"all"``.
+        epochs: image-side training epochs of every concept model.
+        concept_loss_weight: ``lambda`` of joint CBMs and CEMs.
+        models: keys of :data:`MODEL_VARIANTS` to train.
+        posthoc, clip: also run the post-hoc CBM analysis (Aysel et al.) and the
+            open-vocabulary evaluation (SUB Table 2).
+        cub_root, sub: real data (``load_cub`` / ``load_sub`` sources) instead of the world.
+        min_class_count: CBM rule on real data: keep class-level attributes on for at least
+            this many classes (``None`` keeps all; use it for small class subsets).
+        clip_model: a named open_clip / transformers model (or local path) to evaluate in
+            Table 2 beside the small world CLIP.
+        seed, deviation_rate: world and training seeds; the world's label noise.
+    """
+
+    image_size: int = 64
+    train_per_class: int = 24
+    test_per_class: int = 8
+    sub_per_pairing: int = 1
+    concepts: str = "cbm_112"
+    epochs: int = 12
+    concept_loss_weight: float = 1.0
+    models: tuple[str, ...] = tuple(MODEL_VARIANTS)
+    posthoc: bool = True
+    clip: bool = True
+    clip_epochs: int = 30
+    cub_root: str | None = None
+    sub: str | None = None
+    min_class_count: int | None = 10
+    clip_model: str | None = None
+    seed: int = 0
+    deviation_rate: float = 0.1
+    extra: dict[str, object] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        unknown = [m for m in self.models if m not in MODEL_VARIANTS]
+        if unknown:
+            raise ValueError(f"models: unknown variant(s) {unknown}; known: {list(MODEL_VARIANTS)}")
+        if self.concepts not in ("cbm_112", "rendered", "all"):
+            raise ValueError(f"concepts must be 'cbm_112', 'rendered' or 'all', got {self.concepts!r}")
+        for name in ("image_size", "train_per_class", "test_per_class", "sub_per_pairing", "epochs"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        self.models = tuple(self.models)
+
+    @property
+    def on_world(self) -> bool:
+        return self.cub_root is None
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(asdict(self), indent=2))

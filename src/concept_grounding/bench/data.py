@@ -1,0 +1,113 @@
+"""The data a bench run evaluates on: the bird world by default, or CUB + SUB."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..vocabulary import Vocabulary, load_vocabulary
+from .config import BenchConfig
+
+if TYPE_CHECKING:
+    import datasets
+    import torch
+
+__all__ = ["BenchData", "load_bench_data", "concept_columns", "image_tensor", "class_matrix"]
+
+
+@dataclass
+class BenchData:
+    """Train / test splits in :func:`~concept_grounding.schema.cub_features`, a SUB set in
+    :func:`~concept_grounding.schema.sub_features`, and the class-level truth.
+
+    Attributes:
+        class_attributes: ``(K, 312)`` uint8 class-level labels (the CBM majority vote on
+            CUB; the species vectors on the world).
+        sub_true_attributes: ``(N_sub, 312)`` exact labels of every SUB image: known on the
+            world only (``None`` on real SUB).
+        rendered: 0-based attributes the world can draw (``None`` on real data).
+    """
+
+    train: "datasets.Dataset"
+    test: "datasets.Dataset"
+    sub: "datasets.Dataset"
+    class_names: tuple[str, ...]
+    class_attributes: np.ndarray
+    source: str
+    sub_true_attributes: np.ndarray | None = None
+    rendered: tuple[int, ...] | None = None
+
+
+def class_matrix(split: "datasets.Dataset", num_classes: int, num_attributes: int) -> np.ndarray:
+    """``(K, A)`` class-level labels read off the rows' ``class_attributes`` column."""
+    out = np.zeros((num_classes, num_attributes), np.uint8)
+    labels = np.asarray(split["label"])
+    rows = np.asarray(split["class_attributes"], np.uint8)
+    out[labels] = rows
+    return out
+
+
+def _world_data(config: BenchConfig) -> BenchData:
+    from ..world import BirdWorld, WorldConfig
+
+    world = BirdWorld(WorldConfig(image_size=config.image_size, seed=config.seed, deviation_rate=config.deviation_rate))
+    dd = world.to_dataset_dict(config.train_per_class, config.test_per_class)
+    sub = world.sub_dataset(per_pairing=config.sub_per_pairing)
+    # The exact labels of each counterfactual, re-derived from the world (SUB's schema has no column for them).
+    truth = np.stack([world.labels(int(src), target) for src, target in zip(sub["source_id"], sub["target_attribute"])])
+    return BenchData(
+        train=dd["train"], test=dd["test"], sub=sub, class_names=world.class_names,
+        class_attributes=world.class_attributes, source="world", sub_true_attributes=truth,
+        rendered=world.rendered_attributes,
+    )
+
+
+def _real_data(config: BenchConfig, vocab: Vocabulary) -> BenchData:
+    from ..loaders import load_cub, load_sub
+
+    dd = load_cub(config.cub_root, vocab=vocab, min_class_count=config.min_class_count)
+    names = tuple(dd["train"].features["label"].names)
+    V = class_matrix(dd["train"], len(names), vocab.num_attributes)
+    if config.sub is None:
+        raise ValueError("--cub-root needs --sub (a SUB source: the Hub name or a local copy) to build the SUB evaluation")
+    sub = load_sub(config.sub, vocab=vocab, class_attributes=V, class_names=names)
+    return BenchData(train=dd["train"], test=dd["test"], sub=sub, class_names=names, class_attributes=V, source="cub")
+
+
+def load_bench_data(config: BenchConfig, vocab: Vocabulary | None = None) -> BenchData:
+    """The world (``config.cub_root is None``) or CUB from ``config.cub_root`` + SUB from ``config.sub``."""
+    vocab = vocab or load_vocabulary()
+    return _world_data(config) if config.on_world else _real_data(config, vocab)
+
+
+def concept_columns(config: BenchConfig, data: BenchData, vocab: Vocabulary) -> tuple[int, ...]:
+    """The concept set's 0-based attribute indices.
+
+    ``"cbm_112"`` keeps Koh et al.'s 112 (on the world: those it renders, so that no
+    concept is constant by construction); ``"rendered"`` every attribute the world
+    draws; ``"all"`` all 312. Concepts never positive in the training split are dropped.
+    """
+    if config.concepts == "all":
+        idx = range(vocab.num_attributes)
+    elif config.concepts == "rendered":
+        if data.rendered is None:
+            raise ValueError("concepts='rendered' needs the world (real data has no renderer)")
+        idx = data.rendered
+    else:
+        idx = vocab.cbm_112 if data.rendered is None else [i for i in vocab.cbm_112 if i in set(data.rendered)]
+    seen = np.asarray(data.train["class_attributes"], np.uint8).any(axis=0) | np.asarray(
+        data.train["attributes"], np.uint8
+    ).any(axis=0)
+    return tuple(int(i) for i in idx if seen[i])
+
+
+def image_tensor(images, image_size: int) -> "torch.Tensor":
+    """``(N, 3, S, S)`` float tensor in [0, 1] from PIL images / arrays (bilinear resize)."""
+    import torch
+
+    from ..models.data import _image_to_array
+
+    arr = np.stack([_image_to_array(im, int(image_size)) for im in images])
+    return torch.from_numpy(arr).permute(0, 3, 1, 2).float().div_(255.0).contiguous()

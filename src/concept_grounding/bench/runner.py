@@ -1,0 +1,410 @@
+"""``concept-grounding bench``: the SUB benchmark and the Aysel et al. analysis.
+
+One run, in numbered steps:
+
+1. data: the bird world (train / test / exact counterfactuals) or CUB + SUB;
+2. Table 1: every binary concept model of :data:`~.config.MODEL_VARIANTS` trained on the
+   train split, scored for s+ / s- on SUB and for concept accuracy on the test split,
+   beside reference rows (random chance; on the world an oracle that reads the true
+   concepts and a class prior that recites the class-level vector);
+3. the post-hoc CBM (Yuksekgonul et al.): CGIM, concept existence, concept location and
+   CoAM galleries (Aysel et al.);
+4. Table 2: open-vocabulary models in SUB's group mode (a small CLIP trained on the
+   world, and any named model);
+5. the report: ``report.md``, ``results.json``, PNGs, the saved models and ``config.json``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..vocabulary import Vocabulary, load_vocabulary
+from .config import MODEL_VARIANTS, BenchConfig
+from .data import BenchData, concept_columns, image_tensor, load_bench_data
+from .report import HUMAN_ROWS, TABLE_COLUMNS, markdown_table, percent, write_json
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["run_bench"]
+
+#: Extra Table 1 columns that only the world can fill, and the class accuracy.
+WORLD_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("concept_accuracy_exact", "acc. vs exact labels"),
+    ("class_accuracy", "class acc."),
+)
+
+
+def _slug(name: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-").replace("--", "-")
+
+
+class _Split:
+    """Tensors of one split for every label source, decoded once."""
+
+    def __init__(self, dataset, columns: tuple[int, ...], image_size: int) -> None:
+        import torch
+
+        self.images = image_tensor(dataset["image"], image_size)
+        self.labels = torch.as_tensor(np.asarray(dataset["label"]), dtype=torch.long)
+        self.image_concepts = np.asarray(dataset["attributes"], np.uint8)[:, list(columns)]
+        self.class_concepts = np.asarray(dataset["class_attributes"], np.uint8)[:, list(columns)]
+
+    def tensors(self, labels: str, columns: tuple[int, ...], vocab: Vocabulary):
+        import torch
+
+        from ..models.data import ConceptTensors
+
+        concepts = self.image_concepts if labels == "image" else self.class_concepts
+        return ConceptTensors(
+            self.images, torch.from_numpy(concepts.astype(np.float32)), self.labels,
+            concept_indices=columns, concept_names=tuple(vocab.attributes[i] for i in columns),
+        )
+
+
+def _train_variant(name: str, split: _Split, columns, vocab, config: BenchConfig, cache: dict):
+    """Train one Table 1 model. Independent and per-image variants share nothing; a
+    sequential CBM reuses the independent CBM's concept predictor, as Koh et al. do."""
+    from ..models import train_cbm, train_cem
+
+    spec = MODEL_VARIANTS[name]
+    tensors = split.tensors(str(spec["labels"]), columns, vocab)
+    common = dict(epochs=config.epochs, seed=config.seed)
+    if spec["family"] == "cem":
+        return train_cem(tensors, concept_loss_weight=config.concept_loss_weight, **common)
+    reuse = cache.get(("concepts", spec["labels"])) if spec["mode"] == "sequential" else None
+    model = train_cbm(
+        tensors, mode=str(spec["mode"]), concept_loss_weight=config.concept_loss_weight,
+        bottleneck=str(spec.get("bottleneck", "soft")), per_concept=bool(spec.get("per_concept", False)),
+        concept_model=reuse, **common,
+    )
+    if spec["mode"] == "independent" and not spec.get("per_concept"):
+        cache[("concepts", spec["labels"])] = model
+    return model
+
+
+def _concept_accuracies(probs: np.ndarray, test: _Split, sub_cols: list[int]) -> dict[str, float]:
+    from ..metrics import concept_accuracy
+
+    return {
+        "concept_accuracy": concept_accuracy(probs, test.class_concepts),
+        "concept_accuracy_sub": concept_accuracy(probs, test.class_concepts, columns=sub_cols) if sub_cols else float("nan"),
+        "concept_accuracy_exact": concept_accuracy(probs, test.image_concepts),
+    }
+
+
+def _sub_row(name: str, probs_sub: np.ndarray, data: BenchData, names: list[str], mode: str = "binary", **kw) -> dict:
+    from ..metrics import sub_accuracy
+
+    res = sub_accuracy(
+        probs_sub, data.sub["target_attribute"], data.sub["removed_attributes"], concept_names=names,
+        reference_classes=data.sub["reference_class"], mode=mode, **kw,
+    )
+    return {"name": name, **{k: res[k] for k in ("s_plus", "s_minus", "chance_s_plus", "chance_s_minus",
+                                               "n_s_plus", "n_s_minus")}, "breakdown": res["breakdown"]}
+
+
+# ---------------------------------------------------------------------------- step 2
+def table1(data: BenchData, train: _Split, test: _Split, sub_images, columns, vocab, config, out: Path) -> list[dict]:
+    """Rows of Table 1: reference rows, then every trained binary concept model."""
+    from ..models import predict
+
+    names = [vocab.attributes[i] for i in columns]
+    sub_cols = [j for j, i in enumerate(columns) if i in set(vocab.sub_attribute_indices)]
+    ref_idx = np.array([data.class_names.index(c) for c in data.sub["reference_class"]])
+    rows: list[dict] = []
+    if data.sub_true_attributes is not None:
+        oracle = _sub_row("oracle: true concepts", data.sub_true_attributes[:, list(columns)].astype(float), data, names)
+        rows.append({**oracle, **_concept_accuracies(test.image_concepts.astype(float), test, sub_cols), "reference": True})
+    prior = _sub_row("class prior: recites class-level labels",
+                     data.class_attributes[ref_idx][:, list(columns)].astype(float), data, names)
+    rows.append({**prior, **_concept_accuracies(test.class_concepts.astype(float), test, sub_cols), "reference": True})
+
+    cache: dict = {}
+    for name in config.models:
+        start = time.perf_counter()
+        model = _train_variant(name, train, columns, vocab, config, cache)
+        model.save_pretrained(out / "models" / _slug(name))
+        pred_test = predict(model, test.images)
+        probs = pred_test.concept_probs.numpy()
+        row = _sub_row(name, predict(model, sub_images).concept_probs.numpy(), data, names)
+        row.update(_concept_accuracies(probs, test, sub_cols))
+        row["class_accuracy"] = float((pred_test.class_logits.argmax(1) == test.labels).float().mean())
+        row["train_seconds"] = round(time.perf_counter() - start, 1)
+        rows.append(row)
+        logger.info("%s: s+ %.3f  s- %.3f  acc %.3f", name, row["s_plus"], row["s_minus"], row["concept_accuracy"])
+    return rows
+
+
+# ---------------------------------------------------------------------------- step 3
+def posthoc_analysis(data: BenchData, train: _Split, test: _Split, sub_images, columns, vocab, config,
+                     out: Path) -> dict[str, Any]:
+    """Post-hoc CBM (Yuksekgonul et al.) with Aysel et al.'s CGIM, CEM and CLM."""
+    import torch
+
+    from ..metrics import concept_existence, concept_global_importance, concept_location
+    from ..models import predict, train_backbone, train_posthoc_cbm
+    from ..models.coam import save_coam_gallery
+
+    names = [vocab.attributes[i] for i in columns]
+    backbone = train_backbone(train.tensors("class", columns, vocab), "cnn", epochs=config.epochs, seed=config.seed)
+    model = train_posthoc_cbm(backbone, train.tensors("image", columns, vocab), seed=config.seed)
+    model.save_pretrained(out / "models" / "posthoc-cbm")
+    pred = predict(model, test.images)
+    u = pred.concept_scores.numpy()
+    predicted = pred.class_logits.argmax(1).numpy()
+    labels = test.labels.numpy()
+    theta = model.theta.numpy()
+    V = data.class_attributes[:, list(columns)].T.astype(float)
+    cgim = concept_global_importance(theta, V, u, predicted, labels)
+    existence = concept_existence(theta, u, predicted, test.image_concepts, labels)
+    maps = model.concept_activation_maps(test.images, upsample=False).numpy()
+    size = config.image_size
+    part_xy, visible = _parts_at(data.test, size)
+    location = concept_location(
+        maps, part_xy, visible, theta=theta, concept_scores=u, predictions=predicted, references=labels,
+        concept_names=names, image_size=(size, size),
+    )
+    sub_row = _sub_row("post-hoc CBM", predict(model, sub_images).concept_probs.numpy(), data, names)
+    sub_row.update(_concept_accuracies(pred.concept_probs.numpy(), test, [j for j, i in enumerate(columns)
+                                                                          if i in set(vocab.sub_attribute_indices)]))
+    sub_row["class_accuracy"] = float((predicted == labels).mean())
+
+    # CoAM gallery: each of 6 test images with its top-4 concepts by theta * u.
+    k = min(4, len(columns))
+    top = existence["top_concepts"][:6, :k]
+    full = model.concept_activation_maps(test.images[:6], upsample=True)
+    picked = torch.stack([full[i, top[i]] for i in range(len(top))])
+    save_coam_gallery(
+        [test.images[i] for i in range(len(top))], picked, out / "coam_gallery.png",
+        concept_names=[[names[j].removeprefix("has_") for j in row] for row in top],
+        row_titles=[data.class_names[int(labels[i])].split(".", 1)[-1] for i in range(len(top))],
+    )
+    from ..plotting import cgim_histograms
+
+    cgim_histograms(cgim, out / "cgim_histograms.png", title="post-hoc CBM")
+    return {"cgim": cgim, "existence": existence, "location": location, "sub_row": sub_row,
+            "class_accuracy": sub_row["class_accuracy"]}
+
+
+def _parts_at(split, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Part centres rescaled from each image's own size to ``size x size``."""
+    xy = np.asarray(split["part_xy"], np.float32)
+    sizes = np.array([im.size for im in split["image"]], np.float32)  # (N, 2) as (W, H)
+    return xy * (size / sizes)[:, None, :], np.asarray(split["part_visible"], bool)
+
+
+# ---------------------------------------------------------------------------- step 4
+def _group_columns(groups, vocab) -> list[int]:
+    return [i for g in groups for i in vocab.groups[g]]
+
+
+def _group_scores(model, tokenizer, images, groups, vocab, preprocess=None) -> np.ndarray:
+    """``(N, M)`` image-text similarities for the ``M`` attributes of ``groups``, in
+    :func:`_group_columns` order."""
+    from ..models.clip import clip_group_scores
+
+    return np.concatenate(
+        [clip_group_scores(model, tokenizer, images, g, vocab, preprocess=preprocess).numpy() for g in groups], axis=1
+    )
+
+
+def _group_accuracy(scores: np.ndarray, groups, test: _Split, columns, vocab, sub_cols) -> dict[str, float]:
+    """Concept accuracy of group-mode predictions (argmax within each group is 'present')."""
+    pred = np.zeros((len(scores), vocab.num_attributes), np.float32)
+    start = 0
+    for group in groups:
+        cols = np.array(vocab.groups[group])
+        block = scores[:, start:start + len(cols)]
+        pred[np.arange(len(scores)), cols[block.argmax(1)]] = 1.0
+        start += len(cols)
+    return _concept_accuracies(pred[:, list(columns)], test, sub_cols)
+
+
+def table2(data: BenchData, train: _Split, test: _Split, sub_images, columns, vocab, config, out: Path) -> list[dict]:
+    """Rows of Table 2: the world CLIP (trained here) and any named CLIP-like model."""
+    from ..models.clip import load_clip, train_world_clip
+
+    sub_cols = [j for j, i in enumerate(columns) if i in set(vocab.sub_attribute_indices)]
+    groups = sorted({vocab.group_of(t) for t in data.sub["target_attribute"]} | {vocab.group_of(i) for i in columns})
+    names = [vocab.attributes[i] for i in _group_columns(groups, vocab)]
+    rows = []
+    models = []
+    if data.source == "world":
+        clip, tokenizer = train_world_clip(data.train, image_size=config.image_size, epochs=config.clip_epochs,
+                                           seed=config.seed)
+        clip.save_pretrained(out / "models" / "world-clip")
+        models.append(("world CLIP (trained here)", clip, tokenizer, None, sub_images, test.images))
+    if config.clip_model:
+        bundle = load_clip(config.clip_model)
+        models.append((config.clip_model, bundle.model, bundle.tokenizer, bundle.preprocess,
+                       list(data.sub["image"]), list(data.test["image"])))
+    for name, model, tokenizer, preprocess, sub_in, test_in in models:
+        sub_scores = _group_scores(model, tokenizer, sub_in, groups, vocab, preprocess)
+        row = _sub_row(name, sub_scores, data, names, mode="group")
+        test_scores = _group_scores(model, tokenizer, test_in, groups, vocab, preprocess)
+        row.update(_group_accuracy(test_scores, groups, test, columns, vocab, sub_cols))
+        rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------------------- step 5
+def _finding(rows: list[dict]) -> str:
+    cbms = [r for r in rows if not r.get("reference") and r["name"].startswith(("CBM", "CEM"))]
+    if not cbms:
+        return "No CBM was trained, so the SUB paper's finding cannot be checked."
+    mean_plus = float(np.nanmean([r["s_plus"] for r in cbms]))
+    below = [r["name"] for r in cbms if r["s_plus"] < r["chance_s_plus"]]
+    verdict = "reproduces" if len(below) > len(cbms) / 2 else "does not reproduce"
+    return (
+        f"SUB paper's finding (CBMs detect substituted attributes below chance): **{verdict}** here. "
+        f"{len(below)} of {len(cbms)} CBM/CEM variants score s+ below chance (50 %); their mean s+ is "
+        f"{percent(mean_plus)} %."
+    )
+
+
+def _write_report(out: Path, config: BenchConfig, data: BenchData, columns, t1, t2, posthoc, timings,
+                  plots: list[tuple[str, str]]) -> None:
+    cols1 = TABLE_COLUMNS + (WORLD_COLUMNS if data.source == "world" else (("class_accuracy", "class acc."),))
+    chance1 = {"name": "random chance", "s_plus": 0.5, "s_minus": 0.5, "concept_accuracy": 0.5,
+               "concept_accuracy_sub": 0.5}
+    rows1 = [chance1, *t1] + ([{"name": "human (SUB paper, real images)", **{k: v / 100 for k, v in
+                                                                            HUMAN_ROWS["table1"].items()}}]
+                               if data.source != "world" else [])
+    lines = [
+        f"# SUB benchmark on the {'bird world' if data.source == 'world' else 'CUB + SUB'}",
+        "",
+        f"{data.train.num_rows} train / {data.test.num_rows} test images of {len(data.class_names)} classes;"
+        f" {data.sub.num_rows} SUB images; {len(columns)} concepts ({config.concepts}); image size"
+        f" {config.image_size} px; seed {config.seed}. Configuration: [config.json](config.json); every number:"
+        " [results.json](results.json).",
+        "",
+        "## Table 1: binary concept models",
+        "",
+        "s+: share of SUB images whose substituted attribute S+ is predicted present (p > 0.5); s-: share of"
+        " removed attributes S- predicted absent. Concept accuracy on the test split against class-level labels"
+        " (the CBM convention), on all concepts and on the SUB attributes among them"
+        + ("; on the world also against the exact per-image labels." if data.source == "world" else "."),
+        "",
+        markdown_table(rows1, cols1),
+        "",
+        _finding(t1),
+        "",
+        *(f"![{name}: s+ / s- per attribute]({file})" for name, file in plots[:1]),
+        "",
+        "Per-attribute s+ / s- of every model: " + ", ".join(f"[{name}]({file})" for name, file in plots) + ".",
+        "",
+    ]
+    if t2:
+        chance2 = {"name": "random chance", "s_plus": t2[0]["chance_s_plus"], "s_minus": t2[0]["chance_s_minus"]}
+        lines += [
+            "## Table 2: open-vocabulary models (group mode)",
+            "",
+            "Within S+'s attribute group, the value with the highest image-text similarity is predicted present."
+            " Chance follows SUB appendix F.",
+            "",
+            markdown_table([chance2, *t2], TABLE_COLUMNS + (("concept_accuracy_exact", "acc. vs exact labels"),)),
+            "",
+        ]
+    if posthoc:
+        ex, loc, cg = posthoc["existence"], posthoc["location"], posthoc["cgim"]
+        ls = (1, 3, 5)
+        lines += [
+            "## Post-hoc CBM (Aysel et al.)",
+            "",
+            f"Backbone class accuracy through the concept bottleneck: {percent(posthoc['class_accuracy'])} %.",
+            "",
+            "### CGIM (concept global importance, cosine similarity with the class-level truth)",
+            "",
+            markdown_table(
+                [{"name": level, **{f"t{t}": cg.get(f"{level}_type{t}") for t in (1, 2, 3)}} for level in
+                 ("concept", "class")],
+                [("t1", "type 1 (theta)"), ("t2", "type 2 (U*)"), ("t3", "type 3 (theta * U*)")],
+                first=("name", "per"), fractions=False,
+            ),
+            "",
+            "![CGIM histograms](cgim_histograms.png)",
+            "",
+            "### Concept existence (top-l concepts by theta * u that are truly present)",
+            "",
+            markdown_table(
+                [{"name": subset, **{f"l{l}": ex.get(f"existence@{l}{suffix}") for l in ls}}
+                 for subset, suffix in (("all test images", ""), ("correctly classified", "_correct"))],
+                [(f"l{l}", f"l = {l}") for l in ls], first=("name", "images"),
+            ),
+            "",
+            "### Concept location (part centre inside the alpha-scaled top region of the CoAM)",
+            "",
+            markdown_table(
+                [{"name": f"alpha = {a}", **{f"l{l}": loc.get(f"location@{l}_alpha{a}") for l in ls}} for a in (1, 3, 6)],
+                [(f"l{l}", f"l = {l}") for l in ls], first=("name", "region"),
+            ),
+            "",
+            "![CoAM gallery](coam_gallery.png)",
+            "",
+        ]
+    lines += ["## Run time", "", ", ".join(f"{k}: {v:.0f} s" for k, v in timings.items()), ""]
+    (out / "report.md").write_text("\n".join(lines))
+
+
+def _plot_breakdowns(rows: list[dict], out: Path) -> list[tuple[str, str]]:
+    """One per-attribute s+ / s- bar chart per evaluated model; returns (model, file) pairs."""
+    from ..plotting import sub_bars
+
+    written = []
+    for row in rows:
+        if row.get("reference"):
+            continue
+        name = f"sub_{_slug(row['name'])}.png"
+        sub_bars(row, out / name, title=f"{row['name']}: s+ / s- per substituted attribute")
+        written.append((row["name"], name))
+    return written
+
+
+def run_bench(config: BenchConfig, out: str | Path) -> dict[str, Any]:
+    """Run the benchmark and write its report folder; returns everything ``results.json`` holds."""
+    import torch
+
+    vocab = load_vocabulary()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    config.save(out / "config.json")
+    torch.manual_seed(config.seed)
+    timings: dict[str, float] = {}
+
+    def timed(name: str, fn, *args):
+        start = time.perf_counter()
+        logger.info("bench: %s", name)
+        result = fn(*args)
+        timings[name] = time.perf_counter() - start
+        return result
+
+    # 1. data
+    data = timed("data", load_bench_data, config, vocab)
+    columns = concept_columns(config, data, vocab)
+    if not columns:
+        raise ValueError("no concept of the chosen set is ever positive in the training split")
+    train = _Split(data.train, columns, config.image_size)
+    test = _Split(data.test, columns, config.image_size)
+    sub_images = image_tensor(data.sub["image"], config.image_size)
+    args = (data, train, test, sub_images, columns, vocab, config, out)
+    # 2-4. models
+    t1 = timed("table 1 models", table1, *args) if config.models else []
+    posthoc = timed("post-hoc CBM", posthoc_analysis, *args) if config.posthoc else None
+    if posthoc:
+        t1.append(posthoc["sub_row"])
+    t2 = timed("table 2 models", table2, *args) if config.clip else []
+    # 5. report
+    plots = _plot_breakdowns(t1 + t2, out)
+    results = {
+        "source": data.source, "concepts": [vocab.attributes[i] for i in columns], "table1": t1, "table2": t2,
+        "posthoc": {k: v for k, v in (posthoc or {}).items() if k != "sub_row"}, "timings_seconds": timings,
+    }
+    write_json(out / "results.json", results)
+    _write_report(out, config, data, columns, t1, t2, posthoc, timings, plots)
+    logger.info("bench report: %s", out / "report.md")
+    return results

@@ -1,0 +1,56 @@
+"""``concept-grounding bench``: train or load concept models and score them on SUB.
+
+With no arguments it runs on the bird world: renders train / test images and the exact
+counterfactuals, trains the CBM family, a CEM, a post-hoc CBM and a small CLIP, and
+writes ``report.md``, ``results.json``, plots, the models and ``config.json`` to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from concept_grounding.bench.config import MODEL_VARIANTS, BenchConfig
+
+    d = BenchConfig()
+    parser.add_argument("--out", type=Path, default=Path("reports/bench"), help="report folder")
+    parser.add_argument("--image-size", type=int, default=d.image_size)
+    parser.add_argument("--train-per-class", type=int, default=d.train_per_class)
+    parser.add_argument("--test-per-class", type=int, default=d.test_per_class)
+    parser.add_argument("--sub-per-pairing", type=int, default=d.sub_per_pairing)
+    parser.add_argument("--concepts", choices=("cbm_112", "rendered", "all"), default=d.concepts)
+    parser.add_argument("--epochs", type=int, default=d.epochs)
+    parser.add_argument("--clip-epochs", type=int, default=d.clip_epochs)
+    parser.add_argument("--concept-loss-weight", type=float, default=d.concept_loss_weight)
+    parser.add_argument("--models", nargs="*", default=list(d.models), metavar="NAME",
+                        help=f"Table 1 variants (default: all of {list(MODEL_VARIANTS)})")
+    parser.add_argument("--no-posthoc", action="store_true", help="skip the post-hoc CBM analysis")
+    parser.add_argument("--no-clip", action="store_true", help="skip Table 2 (open-vocabulary models)")
+    parser.add_argument("--cub-root", default=None, help="a CUB_200_2011 folder (load_cub) instead of the world")
+    parser.add_argument("--sub", default=None, help="SUB source for --cub-root: 'Jessica-bader/SUB' or a local copy")
+    parser.add_argument("--min-class-count", type=int, default=d.min_class_count,
+                        help="with --cub-root: keep class-level attributes on for >= this many classes (CBM rule)")
+    parser.add_argument("--model", dest="clip_model", default=None,
+                        help="also evaluate a named open_clip / transformers model or local path in Table 2")
+    parser.add_argument("--seed", type=int, default=d.seed)
+
+
+def run(args: argparse.Namespace) -> int:
+    from concept_grounding.bench import BenchConfig, run_bench
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    config = BenchConfig(
+        image_size=args.image_size, train_per_class=args.train_per_class, test_per_class=args.test_per_class,
+        sub_per_pairing=args.sub_per_pairing, concepts=args.concepts, epochs=args.epochs,
+        clip_epochs=args.clip_epochs, concept_loss_weight=args.concept_loss_weight, models=tuple(args.models),
+        posthoc=not args.no_posthoc, clip=not args.no_clip, cub_root=args.cub_root, sub=args.sub, min_class_count=args.min_class_count,
+        clip_model=args.clip_model, seed=args.seed,
+    )
+    run_bench(config, args.out)
+    print(f"wrote {args.out / 'report.md'}")
+    return 0

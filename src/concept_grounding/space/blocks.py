@@ -1,0 +1,290 @@
+"""The Gradio layout: five tabs wired to the plain handler functions of ``tab_*``.
+
+Everything Gradio-specific lives here. :func:`guarded` turns the handlers' friendly
+errors (:class:`~.inputs.UserInputError`, :class:`~.resources.FeatureUnavailable`) into
+``gr.Error`` messages shown in the page; any other exception is logged with its stack
+and the page gets a one-line message, never a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .env import artifacts_dir, configure_environment
+from .inputs import UserInputError
+from .resources import FeatureUnavailable, ResourceStore
+
+__all__ = ["build_demo", "guarded", "CONCURRENCY_LIMIT"]
+
+logger = logging.getLogger(__name__)
+
+#: Requests of one event run at once; the rest wait in the queue.
+CONCURRENCY_LIMIT = 4
+
+INTRO = """# concept-grounding: do interpretable vision models see the concepts they claim?
+
+Make a counterfactual (**Tied Diffusion**), watch a concept model meet it (**SUB explorer**),
+see where a CLIP model looked (**Explain**), check a post-hoc CBM's concepts against the
+truth (**Concepts**), and score your own predictions (**Metrics**). Everything runs on CPU,
+offline, on the procedurally drawn *bird world* whose every concept is known. Models load
+on first use of a tab (a few seconds), and the status line says what is loaded.
+"""
+
+
+def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a handler so that errors reach the page as ``gr.Error`` text."""
+    import gradio as gr
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except gr.Error:
+            raise
+        except (UserInputError, FeatureUnavailable) as err:
+            raise gr.Error(str(err), print_exception=False) from None
+        except Exception as err:  # noqa: BLE001 - the page gets one line, the log the stack
+            logger.exception("space: %s failed", getattr(fn, "__name__", "handler"))
+            raise gr.Error(f"Something went wrong ({type(err).__name__}: {err}).", print_exception=False) from None
+
+    return wrapper
+
+
+def build_demo(artifacts: str | Path | None = None, store: ResourceStore | None = None) -> Any:
+    """The Space as a ``gr.Blocks`` (not launched, no queue set).
+
+    Args:
+        artifacts: folder with trained models (``make demo``); default
+            ``$CONCEPT_GROUNDING_ARTIFACTS`` or ``./artifacts`` when it exists.
+        store: a prepared :class:`ResourceStore` (tests pass one to share models).
+    """
+    configure_environment()
+    import gradio as gr
+
+    from . import tab_concepts, tab_explain, tab_metrics, tab_sub, tab_tdg
+
+    store = store or ResourceStore(artifacts_dir(artifacts))
+    with gr.Blocks(title="concept-grounding", analytics_enabled=False) as demo:
+        gr.Markdown(INTRO)
+        status = gr.Markdown(store.status_markdown(), elem_id="status")
+        with gr.Tabs():
+            with gr.Tab("Tied Diffusion", id="tdg"):
+                tab_tdg_ui(gr, store, tab_tdg, status)
+            with gr.Tab("SUB explorer", id="sub"):
+                tab_sub_ui(gr, store, tab_sub, status)
+            with gr.Tab("Explain", id="explain"):
+                tab_explain_ui(gr, store, tab_explain, status)
+            with gr.Tab("Concepts", id="concepts"):
+                tab_concepts_ui(gr, store, tab_concepts, status)
+            with gr.Tab("Metrics", id="metrics"):
+                tab_metrics_ui(gr, tab_metrics)
+    return demo
+
+
+def _big(image: Any, min_side: int = 256) -> Any:
+    """Nearest-neighbour upscale of a small ``(H, W, 3)`` image so the page shows its pixels."""
+    import numpy as np
+
+    if image is None:
+        return None
+    factor = max(1, -(-min_side // max(1, min(image.shape[:2]))))
+    return np.repeat(np.repeat(image, factor, axis=0), factor, axis=1) if factor > 1 else image
+
+
+def _status(store: ResourceStore) -> Callable[[], str]:
+    return lambda: store.status_markdown()
+
+
+def tab_tdg_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None:
+    classes, attributes = tab.choices()
+    gr.Markdown(
+        "Tied Diffusion Guidance (SUB, Sec. 3) makes a reference bird carry a target attribute by "
+        "tying its denoising to a *guide* image's. **The default model is a tiny, randomly "
+        "initialised Flux, so its images are noise-like**: it shows the mechanics (same "
+        f"start latents, tied predictions, eta schedule), not real birds. Set `{tab.MODEL_ENV}` "
+        "to a local Flux folder to use a real model."
+    )
+    with gr.Row():
+        ref = gr.Dropdown(classes, value="017.Cardinal", label="Reference class", elem_id="tdg-class")
+        attr = gr.Dropdown(attributes, value="has_crown_color::black", label="Target attribute", elem_id="tdg-attr")
+        model = gr.Dropdown(tab.model_choices(), value=tab.TINY_MODEL, label="Model", elem_id="tdg-model")
+    with gr.Row():
+        steps = gr.Slider(1, 50, value=4, step=1, label="Steps")
+        seed = gr.Number(0, precision=0, label="Seed")
+    with gr.Row():
+        c_r = gr.Textbox(label="Reference prompt c_R", elem_id="tdg-cr", interactive=False)
+        c_g = gr.Textbox(label="Guide prompt c_G", elem_id="tdg-cg", interactive=False)
+    eta = gr.Image(label="eta(t) schedule", type="numpy", elem_id="tdg-eta", interactive=False)
+    button = gr.Button("Generate", variant="primary", elem_id="tdg-run")
+    with gr.Row():
+        out_ref = gr.Image(label="TDG reference", type="numpy", elem_id="tdg-ref", interactive=False)
+        out_guide = gr.Image(label="TDG guide", type="numpy", elem_id="tdg-guide", interactive=False)
+        out_base = gr.Image(label="Prompting only (no tie)", type="numpy", elem_id="tdg-base", interactive=False)
+
+    @guarded
+    def describe(reference_class: str, target_attribute: str, n_steps: float = 4) -> tuple[str, str, Any]:
+        r, g, _ = tab.prompts(reference_class, target_attribute)
+        return r, g, tab.eta_figure(target_attribute, steps=int(n_steps))
+
+    @guarded
+    def run(reference_class: str, target_attribute: str, model_name: str, n_steps: float, seed_value: float):
+        if not store.is_ready(f"tdg:{model_name}" if model_name != tab.TINY_MODEL else "tdg:tiny"):
+            gr.Info("Loading the diffusion model (first use)...", duration=4)
+        images = tab.generate(store, reference_class, target_attribute, model=model_name, steps=int(n_steps), seed=int(seed_value or 0))
+        return tuple(_big(im) for im in images)
+
+    for dropdown in (ref, attr):
+        dropdown.change(describe, [ref, attr, steps], [c_r, c_g, eta], api_name=False)
+    button.click(describe, [ref, attr, steps], [c_r, c_g, eta], api_name="tdg_prompts").then(
+        run, [ref, attr, model, steps, seed], [out_ref, out_guide, out_base], api_name="tdg_generate"
+    ).then(_status(store), None, status, api_name=False)
+
+
+def tab_sub_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None:
+    gr.Markdown(
+        "SUB substitutions in the bird world: the same bird before and after one attribute is "
+        "substituted (S+ added, S- removed), and a concept model's probabilities for S+ and S-. "
+        "s+ is the fraction of the pairing's images where p(S+) > 0.5; s- where p(S-) <= 0.5 "
+        "(SUB Sec. 5.5). The model is loaded from the artifacts folder (`make demo`) or, without "
+        "one, a small joint CBM is trained on the world on first use (a few seconds): that quick "
+        "model is weakly trained, so expect it to miss many concepts."
+    )
+    pairings = tab.pairing_choices()
+    with gr.Row():
+        values = [v for _, v in pairings]
+        default = tab.DEFAULT_PAIRING if tab.DEFAULT_PAIRING in values else (values[0] if values else None)
+        pairing = gr.Dropdown(pairings, value=default, label="Pairing (class | S+)", elem_id="sub-pairing")
+        index = gr.Slider(0, tab.PER_PAIRING - 1, value=0, step=1, label="Image of the pairing", elem_id="sub-index")
+    button = gr.Button("Show", variant="primary", elem_id="sub-run")
+    with gr.Row():
+        original = gr.Image(label="Original", type="numpy", elem_id="sub-original", interactive=False)
+        edited = gr.Image(label="Counterfactual", type="numpy", elem_id="sub-edited", interactive=False)
+    table = gr.Dataframe(headers=["attribute", "role", "p(original)", "p(counterfactual)", "counted as correct"],
+                         label="Concept model predictions", elem_id="sub-table", interactive=False)
+    tallies = gr.Markdown(elem_id="sub-tallies")
+
+    @guarded
+    def show(pairing_value: str, i: float):
+        if not store.is_ready("concept_model"):
+            gr.Info("Training the concept model on the bird world (first use, a few seconds)...", duration=4)
+        out = tab.explore(store, pairing_value, int(i))
+        return _big(out["original"]), _big(out["edited"]), out["table"], out["summary"]
+
+    button.click(show, [pairing, index], [original, edited, table, tallies], api_name="sub_explore").then(
+        _status(store), None, status, api_name=False
+    )
+
+
+def tab_explain_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None:
+    gr.Markdown(
+        "Concept Cluster Importance (CCI): the image's patch tokens are clustered (K-means), each "
+        "cluster is cut out of every attention layer in turn, and the drop in image-text "
+        "similarity is the cluster's importance. Upload an image (PNG/JPEG/WebP; large images "
+        "are downscaled to 512 px, grayscale/RGBA converted) or leave it empty to use a world "
+        "bird. The default model is a small CLIP trained on the bird world."
+    )
+    with gr.Row():
+        upload = gr.File(label="Image (optional)", file_count="single", elem_id="explain-upload")
+        world_index = gr.Number(0, precision=0, label="...or world bird #", elem_id="explain-index")
+    texts = gr.Textbox("a photo of a bird with a black crown\na photo of a bird", lines=3, label="Texts (one per line)", elem_id="explain-texts")
+    with gr.Row():
+        clusters = gr.Slider(2, 12, value=7, step=1, label="Clusters K")
+        baselines = gr.CheckboxGroup(tab.BASELINES, value=list(tab.BASELINES), label="Baselines")
+    button = gr.Button("Explain", variant="primary", elem_id="explain-run")
+    with gr.Row():
+        shown = gr.Image(label="Input (as used)", type="numpy", elem_id="explain-input", interactive=False)
+        cluster_map = gr.Image(label="Cluster map", type="numpy", elem_id="explain-clusters", interactive=False)
+    overlays = gr.Gallery(label="CCI importance overlays (one per text) and baselines", elem_id="explain-gallery", columns=5)
+    scores = gr.Dataframe(headers=["text", "cluster k", "weight w_k", "drop Δs_k"],
+                          label="Per-cluster similarity drops", elem_id="explain-table", interactive=False)
+
+    @guarded
+    def explain(file: Any, idx: float, text: str, k: float, chosen: list[str]):
+        if not store.is_ready("world_clip"):
+            gr.Info("Preparing the world CLIP model (first use)...", duration=4)
+        out = tab.explain(store, _path(file), int(idx or 0), text, clusters=int(k), baselines=chosen)
+        for note in out["notes"]:
+            gr.Warning(note, duration=6)
+        gallery = [(_big(im), caption) for im, caption in out["gallery"]]
+        return _big(out["image"]), _big(out["cluster_map"]), gallery, out["table"]
+
+    button.click(explain, [upload, world_index, texts, clusters, baselines], [shown, cluster_map, overlays, scores],
+                 api_name="explain").then(_status(store), None, status, api_name=False)
+
+
+def tab_concepts_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None:
+    gr.Markdown(
+        "A post-hoc concept bottleneck model (CAVs on a backbone, Aysel et al.) names the top "
+        "concepts of an image with their concept activation maps (CoAM). On a world bird the "
+        "truth is known, so each concept is checked: does it **exist** in the image, and does "
+        "its map's top region contain the part's centre (**located**, CLM with alpha = 3)?"
+    )
+    with gr.Row():
+        upload = gr.File(label="Image (optional)", file_count="single", elem_id="concepts-upload")
+        world_index = gr.Number(0, precision=0, label="...or world bird #", elem_id="concepts-index")
+        top = gr.Slider(1, 10, value=5, step=1, label="Top concepts")
+    button = gr.Button("Find concepts", variant="primary", elem_id="concepts-run")
+    shown = gr.Image(label="Input (as used)", type="numpy", elem_id="concepts-input", interactive=False)
+    maps = gr.Gallery(label="CoAM maps of the top concepts", elem_id="concepts-gallery", columns=5)
+    table = gr.Dataframe(headers=["rank", "concept", "importance θ·u", "u", "exists", "located"],
+                         label="Top concepts", elem_id="concepts-table", interactive=False)
+    summary = gr.Markdown(elem_id="concepts-summary")
+
+    @guarded
+    def run(file: Any, idx: float, k: float):
+        if not store.is_ready("posthoc_cbm"):
+            gr.Info("Preparing the post-hoc CBM (first use)...", duration=4)
+        out = tab.concepts(store, _path(file), int(idx or 0), top=int(k))
+        gallery = [(_big(im), caption) for im, caption in out["gallery"]]
+        return _big(out["image"]), gallery, out["table"], out["summary"]
+
+    button.click(run, [upload, world_index, top], [shown, maps, table, summary], api_name="concepts").then(
+        _status(store), None, status, api_name=False
+    )
+
+
+def tab_metrics_ui(gr: Any, tab: Any) -> None:
+    gr.Markdown(
+        "Upload predictions and compute a metric. **JSON** works for every metric: an object whose "
+        "keys are the metric's arguments (arrays as nested lists). **CSV** (one row per image) "
+        "works where the columns below say so. The expected inputs of the chosen metric:"
+    )
+    names = list(tab.METRICS)
+    metric = gr.Dropdown([(tab.METRICS[n].title, n) for n in names], value=names[0], label="Metric", elem_id="metrics-name")
+    help_md = gr.Markdown(tab.metric_help(names[0]), elem_id="metrics-help")
+    upload = gr.File(label="Predictions (.csv or .json)", file_count="single", elem_id="metrics-upload")
+    button = gr.Button("Compute", variant="primary", elem_id="metrics-run")
+    result = gr.JSON(label="Result", elem_id="metrics-result")
+    plot = gr.Image(label="Plot", type="numpy", elem_id="metrics-plot", interactive=False)
+
+    @guarded
+    def compute(name: str, file: Any):
+        scalars, image = tab.compute_metric(name, _path(file))
+        return scalars, image
+
+    metric.change(lambda n: tab.metric_help(n), metric, help_md, api_name=False)
+    button.click(compute, [metric, upload], [result, plot], api_name="metrics")
+
+
+def _path(file: Any) -> str | None:
+    """The local path of a ``gr.File`` value, checked to lie in Gradio's upload folder."""
+    from .inputs import check_upload_path
+
+    if file is None:
+        return None
+    path = getattr(file, "name", None) or getattr(file, "path", None) or (file.get("path") if isinstance(file, dict) else file)
+    if not path:
+        return None
+    return str(check_upload_path(path, _upload_roots()))
+
+
+def _upload_roots() -> tuple[str, ...]:
+    import os
+    import tempfile
+
+    root = os.environ.get("GRADIO_TEMP_DIR") or str(Path(tempfile.gettempdir()) / "gradio")
+    return (root,)

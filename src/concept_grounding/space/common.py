@@ -1,0 +1,89 @@
+"""Pieces several tabs share: the world, figures as images, heat-map overlays."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import numpy as np
+
+from .resources import ResourceStore, require
+
+__all__ = ["build_world", "get_world", "figure_to_image", "class_label", "attribute_label"]
+
+
+def build_world(store: ResourceStore) -> tuple[Any, str]:
+    """The bird world of the Space: ``BirdWorld(WorldConfig(image_size, seed))``."""
+    world_mod = require("concept_grounding.world", "BirdWorld", "WorldConfig")
+    world = world_mod.BirdWorld(world_mod.WorldConfig(image_size=store.image_size, seed=store.seed))
+    return world, f"bird world, {store.image_size} px, seed {store.seed}"
+
+
+def get_world(store: ResourceStore) -> Any:
+    return store.get("world", build_world)
+
+
+def figure_to_image(fig: Any, dpi: int = 96) -> np.ndarray:
+    """Render a Matplotlib figure to an ``(H, W, 3)`` uint8 array and close it."""
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
+    buffer.seek(0)
+    return np.asarray(Image.open(buffer).convert("RGB"))
+
+
+def png_to_image(png: Any) -> np.ndarray:
+    """A PNG given as bytes, a path or a PIL image -> ``(H, W, 3)`` uint8."""
+    from PIL import Image
+
+    if isinstance(png, Image.Image):
+        return np.asarray(png.convert("RGB"))
+    if isinstance(png, (bytes, bytearray)):
+        return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+    if isinstance(png, np.ndarray):
+        return png
+    return np.asarray(Image.open(png).convert("RGB"))
+
+
+def class_label(folder: str) -> str:
+    """``"017.Cardinal"`` -> ``"Cardinal"`` (the name shown in dropdowns)."""
+    from ..vocabulary import class_display_name
+
+    return class_display_name(folder)
+
+
+def attribute_label(name: str) -> str:
+    """``"has_crown_color::black"`` -> ``"black crown color"``."""
+    from ..vocabulary import attribute_phrase
+
+    return attribute_phrase(name)
+
+
+def overlay_heatmap(image: np.ndarray, heat: Any, alpha: float = 0.5, cmap: str = "jet") -> np.ndarray:
+    """:func:`concept_grounding.models.coam.overlay_heatmap` as an ``(H, W, 3)`` uint8 array."""
+    from ..models.coam import overlay_heatmap as coam_overlay
+
+    heat = heat.detach().cpu().numpy() if hasattr(heat, "detach") else np.asarray(heat)
+    return np.asarray(coam_overlay(image, heat.astype(np.float32), alpha=alpha, cmap=cmap))
+
+
+def label_overlay(image: np.ndarray, labels: np.ndarray, alpha: float = 0.55) -> np.ndarray:
+    """Colour an integer ``(h, w)`` label grid (nearest-upsampled) over the image. Display only."""
+    import matplotlib
+
+    grid = _resize_map(np.asarray(labels, dtype=np.float64), image.shape[:2], nearest=True).astype(int)
+    colours = np.asarray(matplotlib.colormaps["tab10"].colors)[grid % 10] * 255.0
+    return np.clip((1 - alpha) * image + alpha * colours, 0, 255).astype(np.uint8)
+
+
+def _resize_map(values: np.ndarray, size: tuple[int, int], nearest: bool) -> np.ndarray:
+    from PIL import Image
+
+    if values.shape == tuple(size):
+        return values
+    resample = Image.Resampling.NEAREST if nearest else Image.Resampling.BILINEAR
+    pil = Image.fromarray(values.astype(np.float32), mode="F").resize((size[1], size[0]), resample)
+    return np.asarray(pil, dtype=np.float64)

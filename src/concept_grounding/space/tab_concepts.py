@@ -1,0 +1,124 @@
+"""Concepts tab: a post-hoc CBM's top concepts for an image, with CoAM maps, checked.
+
+The model is ``<artifacts>/posthoc_cbm`` when present, else a post-hoc CBM built in a
+few seconds on the bird world (:func:`concept_grounding.models.backbone.train_backbone`
+then :func:`concept_grounding.models.posthoc.train_posthoc_cbm`, CBM-112 concepts).
+Concepts are ranked by local importance ``theta_jk * u_j`` for the predicted class ``k``
+(:func:`concept_grounding.metrics.concept_existence.local_importance`). On a world bird
+each top concept is checked against the truth: it **exists** when the image's label is
+1, and it is **located** when its part's centre lies in the top ``alpha M1 M2 / 12``
+pixels of its CoAM (:func:`concept_grounding.metrics.concept_location`, alpha = 3).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .common import attribute_label, class_label, get_world, overlay_heatmap
+from .inputs import UserInputError
+from .resources import ResourceStore, require
+from .tab_explain import input_image
+
+__all__ = ["ALPHA", "MODEL_SIZE", "build_posthoc", "concepts"]
+
+#: CLM region scale used for "located".
+ALPHA = 3
+#: Input side (px) of the quick post-hoc CBM.
+MODEL_SIZE = 32
+#: World birds per class used for the quick build.
+TRAIN_PER_CLASS = 4
+
+
+def _tensors(images: list[np.ndarray], size: int) -> Any:
+    from .tab_sub import _tensors as to_batch
+
+    return to_batch(images, size)
+
+
+def build_posthoc(store: ResourceStore) -> tuple[Any, str]:
+    """``((PostHocCBM in eval mode, input side in px), where it came from)``."""
+    posthoc = require("concept_grounding.models.posthoc", "PostHocCBM", "train_posthoc_cbm")
+    folder = store.find_artifact("posthoc_cbm", "posthoc-cbm")
+    if folder is not None:
+        model = posthoc.PostHocCBM.from_pretrained(str(folder))
+        return (model.eval(), store.image_size), f"loaded from {folder}"
+    backbone_mod = require("concept_grounding.models.backbone", "train_backbone")
+    data = require("concept_grounding.models.data", "ConceptTensors")
+    import torch
+
+    from ..vocabulary import load_vocabulary
+
+    vocab = load_vocabulary()
+    world = get_world(store)
+    columns = list(vocab.cbm_112)
+    samples = [world.sample(i) for i in range(TRAIN_PER_CLASS * world.num_classes)]
+    tensors = data.ConceptTensors(
+        images=_tensors([s.image for s in samples], MODEL_SIZE),
+        concepts=torch.from_numpy(np.stack([s.attributes[columns] for s in samples]).astype(np.float32)),
+        labels=torch.as_tensor([s.label for s in samples], dtype=torch.long),
+        concept_indices=tuple(columns),
+        concept_names=tuple(vocab.attributes[i] for i in columns),
+        class_names=tuple(world.class_names),
+    )
+    backbone = backbone_mod.train_backbone(tensors, "cnn", epochs=3, seed=store.seed, progress=False)
+    model = posthoc.train_posthoc_cbm(backbone, tensors, n_pos=30, n_neg=30, seed=store.seed, progress=False)
+    return (model.eval(), MODEL_SIZE), f"post-hoc CBM (CBM-112 CAVs) on a CNN trained on {len(samples)} world birds, {MODEL_SIZE} px"
+
+
+def concepts(store: ResourceStore, path: str | None, world_index: int, top: int = 5) -> dict[str, Any]:
+    """Top concepts of the image with CoAM overlays; ground-truth checks on world birds.
+
+    Returns:
+        dict with ``image`` (as used), ``gallery`` (``(overlay, caption)`` per concept),
+        ``table`` (rows ``[rank, concept, importance, u, exists, located]``; the last two
+        ``None`` for uploads), ``summary`` (Markdown) and ``predicted_class``.
+    """
+    top = int(top)
+    if not 1 <= top <= 10:
+        raise UserInputError("Top concepts must be between 1 and 10.")
+    image, sample = input_image(store, path, world_index)
+    model, size = store.get("posthoc_cbm", build_posthoc)
+    existence = require("concept_grounding.metrics.concept_existence", "local_importance", "rank_concepts")
+    import torch
+
+    px = _tensors([image], size)
+    with torch.no_grad():
+        out = model(px)
+        maps = model.concept_activation_maps(px, upsample=False).numpy()
+    theta = model.theta.numpy()
+    u = out.concept_scores.numpy()
+    predicted = out.class_logits.argmax(1).numpy()
+    importance = existence.local_importance(theta, u, predicted)
+    ranked = existence.rank_concepts(importance, top)[0]
+    names = list(model.concept_names or [f"concept {j}" for j in range(u.shape[1])])
+    exists = located = None
+    if sample is not None:
+        from ..vocabulary import load_vocabulary
+
+        vocab = load_vocabulary()
+        exists = [bool(sample.attributes[vocab.attribute_index(names[j])]) for j in ranked]
+        clm = require("concept_grounding.metrics.concept_location", "concept_location").concept_location(
+            maps, sample.part_xy[None], sample.part_visible[None], top_concepts=ranked[None],
+            concept_names=names, image_size=tuple(sample.image.shape[:2]), alphas=(ALPHA,), top_l=(top,),
+        )
+        located = [bool(clm["hits"][0, r, 0]) if clm["evaluated"][0, r] else None for r in range(top)]
+    gallery, table = [], []
+    for r, j in enumerate(ranked):
+        gallery.append((overlay_heatmap(image, maps[0, j]), f"{r + 1}. {attribute_label(names[j])}"))
+        table.append([r + 1, names[j], round(float(importance[0, j]), 4), round(float(u[0, j]), 4),
+                      None if exists is None else ("yes" if exists[r] else "no"),
+                      None if located is None else ("n/a (no visible part)" if located[r] is None else ("yes" if located[r] else "no"))])
+    world = get_world(store)
+    label = class_label(world.class_names[int(predicted[0])]) if int(predicted[0]) < world.num_classes else str(int(predicted[0]))
+    summary = f"Predicted class: **{label}**."
+    if sample is not None:
+        n_exist = sum(exists)
+        evaluated = [x for x in located if x is not None]
+        summary += (f" True class: **{class_label(world.class_names[sample.label])}**. Of the top {top} concepts, "
+                    f"**{n_exist} exist** in the image and **{sum(evaluated)} of {len(evaluated)}** with a visible "
+                    f"part are **located** (CLM, alpha = {ALPHA}).")
+    else:
+        summary += " (Uploaded image: no ground truth, so existence and location are not checked.)"
+    return {"image": image, "gallery": gallery, "table": table, "summary": summary, "predicted_class": label}

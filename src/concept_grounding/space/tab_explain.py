@@ -1,0 +1,164 @@
+"""Explain tab: Concept Cluster Importance (CCI) of an image for a few texts.
+
+The model is ``<artifacts>/world_clip`` when present, else the world CLIP trained by
+:func:`concept_grounding.models.train_world_clip` when this build has it, else a tiny
+randomly initialised open_clip model (said so in the status line: its maps show the
+mechanics, not a trained model's attention). CCI itself is
+:class:`concept_grounding.cci.ConceptClusterImportance`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .common import get_world, label_overlay, overlay_heatmap
+from .inputs import UserInputError, load_image, parse_texts, to_rgb
+from .resources import FeatureUnavailable, ResourceStore, require
+
+__all__ = ["BASELINES", "ExplainModel", "build_clip", "input_image", "explain"]
+
+#: Baseline explanations offered beside CCI (computed by :mod:`concept_grounding.cci.baselines`).
+BASELINES: tuple[str, ...] = ("random", "gradcam", "rollout")
+#: Input side (px) of the fallback tiny CLIP.
+TINY_CLIP_SIZE = 64
+#: World birds per class and epochs of the quick world-CLIP build.
+CLIP_TRAIN_PER_CLASS = 4
+CLIP_EPOCHS = 4
+
+
+@dataclass(frozen=True)
+class ExplainModel:
+    """A CLIP ready for CCI: the open_clip ``CLIP`` CCI hooks into, its tokenizer, and
+    the pixel normalisation ``(x - mean) / std`` its image tower expects ([0, 1] input)."""
+
+    clip: Any
+    tokenizer: Any
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+
+
+def _from_world_clip(world_clip: Any) -> ExplainModel:
+    # WorldCLIP.encode_image normalises with (x - 0.5) / 0.25 before its open_clip tower.
+    return ExplainModel(world_clip.clip.eval(), world_clip.tokenizer, (0.5,) * 3, (0.25,) * 3)
+
+
+def build_clip(store: ResourceStore) -> tuple[ExplainModel, str]:
+    """The Explain tab's model and where it came from; see the module docstring."""
+    folder = store.find_artifact("world_clip", "world-clip")
+    if folder is not None:
+        models = require("concept_grounding.models.clip", "load_clip")
+        bundle = models.load_clip(folder, backend="world")
+        return _from_world_clip(bundle.model), f"world CLIP loaded from {folder}"
+    try:
+        models = require("concept_grounding.models.clip", "train_world_clip")
+    except FeatureUnavailable:
+        tiny = require("concept_grounding.cci.tiny", "tiny_open_clip")
+        from open_clip.constants import OPENAI_DATASET_MEAN, OPENAI_DATASET_STD
+
+        model = tiny.tiny_open_clip(image_size=TINY_CLIP_SIZE, patch_size=8, width=32, layers=2, heads=4,
+                                    embed_dim=32, seed=store.seed)
+        return (ExplainModel(model.eval(), None, OPENAI_DATASET_MEAN, OPENAI_DATASET_STD),
+                "tiny open_clip with RANDOM weights (no world CLIP in this build): maps show mechanics only")
+    world = get_world(store)
+    data = world.to_dataset_dict(train_per_class=CLIP_TRAIN_PER_CLASS, test_per_class=1)
+    model, _ = models.train_world_clip(data["train"], image_size=store.image_size, epochs=CLIP_EPOCHS,
+                                       seed=store.seed, progress=False)
+    return _from_world_clip(model), (f"world CLIP trained on {CLIP_TRAIN_PER_CLASS * world.num_classes} world birds "
+                                     f"({CLIP_EPOCHS} epochs, quick build)")
+
+
+def input_image(store: ResourceStore, path: str | None, world_index: int) -> tuple[np.ndarray, Any]:
+    """The uploaded image (sanitised), or world bird ``world_index`` with its sample."""
+    if path:
+        return load_image(path), None
+    if not 0 <= int(world_index) < 100_000:
+        raise UserInputError("World bird # must be between 0 and 99999.")
+    sample = get_world(store).sample(int(world_index))
+    return to_rgb(sample.image), sample
+
+
+def _pixels(image: np.ndarray, size: tuple[int, int], model: ExplainModel) -> Any:
+    """``(1, 3, *size)`` normalised pixels of an ``(H, W, 3)`` uint8 image."""
+    import torch
+    import torch.nn.functional as F
+
+    x = torch.from_numpy(image).permute(2, 0, 1)[None].float() / 255.0
+    x = F.interpolate(x, size=size, mode="bilinear", align_corners=False, antialias=True)
+    mean = torch.tensor(model.mean).view(1, 3, 1, 1)
+    std = torch.tensor(model.std).view(1, 3, 1, 1)
+    return (x - mean) / std
+
+
+def explain(
+    store: ResourceStore,
+    path: str | None,
+    world_index: int,
+    text: str,
+    *,
+    clusters: int = 7,
+    baselines: list[str] | tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """CCI cluster map and one importance overlay per text (plus the chosen baselines).
+
+    Returns:
+        dict with ``image`` (the input as used, ``(H, W, 3)`` uint8), ``cluster_map``,
+        ``gallery`` (list of ``(overlay, caption)``), ``table`` (rows ``[text, cluster,
+        weight w_k, drop Δs_k]``), ``similarity`` (one cosine per text) and ``notes``
+        (baselines this build cannot compute).
+    """
+    texts = parse_texts(text)
+    image, _ = input_image(store, path, world_index)
+    unknown = sorted(set(baselines) - set(BASELINES))
+    if unknown:
+        raise UserInputError(f"Unknown baseline(s) {unknown}; choose from {list(BASELINES)}.")
+    model: ExplainModel = store.get("world_clip", build_clip)
+    cci_mod = require("concept_grounding.cci.importance", "ConceptClusterImportance", "ClusterEmbeddings")
+    import torch
+
+    try:
+        cci = cci_mod.ConceptClusterImportance(model.clip, num_clusters=int(clusters), seed=store.seed,
+                                               tokenizer=model.tokenizer)
+    except ValueError as err:
+        raise UserInputError(str(err)) from None
+    px = _pixels(image, cci.backend.image_size, model)
+    with torch.inference_mode():
+        emb = cci.embed(px)
+        text_embeds = cci.backend.encode_text(texts)
+    t = len(texts)
+    repeated = cci_mod.ClusterEmbeddings(
+        image_embeds=emb.image_embeds.expand(t, -1), masked_embeds=emb.masked_embeds.expand(t, -1, -1),
+        labels=emb.labels.expand(t, -1), grid_size=emb.grid_size, image_size=emb.image_size,
+    )
+    out = cci.explain_embeddings(repeated, text_embeds)
+    gh, gw = emb.grid_size
+    cluster_map = label_overlay(image, emb.labels[0].reshape(gh, gw).numpy())
+    gallery = [
+        (overlay_heatmap(image, out.maps[i].numpy()), f"CCI: {texts[i]} (cos {float(out.similarity[i]):.3f})")
+        for i in range(t)
+    ]
+    notes = []
+    for name in baselines:
+        try:
+            gallery.append(_baseline(name, model.clip, px, text_embeds[:1], image, texts[0], store.seed))
+        except FeatureUnavailable as err:
+            notes.append(str(err))
+    table = [
+        [texts[i], k, round(float(out.weights[i, k]), 4), round(float(out.drops[i, k]), 5)]
+        for i in range(t) for k in range(out.weights.shape[1])
+    ]
+    return {"image": image, "cluster_map": cluster_map, "gallery": gallery, "table": table,
+            "similarity": [float(s) for s in out.similarity], "notes": notes}
+
+
+def _baseline(name: str, model: Any, px: Any, text_embeds: Any, image: np.ndarray, text: str, seed: int) -> tuple[np.ndarray, str]:
+    """One baseline map of :data:`concept_grounding.cci.baselines.BASELINES` as ``(overlay, caption)``."""
+    baselines = require("concept_grounding.cci.baselines", "BASELINES")
+    func = baselines.BASELINES.get(name)
+    if func is None:
+        raise FeatureUnavailable(f"`concept_grounding.cci.baselines` has no {name} baseline in this build.")
+    heat = func(model, px, text_embeds)[0]
+    caption = {"random": "random (floor)", "gradcam": f"Grad-CAM: {text}", "rollout": "attention rollout (text-free)"}[name]
+    return overlay_heatmap(image, heat), caption

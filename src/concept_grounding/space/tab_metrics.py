@@ -1,0 +1,258 @@
+"""Metrics tab: upload predictions (CSV or JSON), compute one of our metrics, plot it.
+
+JSON works for every metric: an object whose keys are the metric function's keyword
+arguments (arrays as nested lists), e.g. ``{"theta": [[...]], "class_attributes":
+[[...]]}`` for CGIM. CSV (one row per image) works for the metrics whose inputs are
+per-image rows; :data:`METRICS` documents the columns. The handlers are plain functions.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .common import figure_to_image, png_to_image
+from .inputs import UserInputError, read_table
+from .resources import FeatureUnavailable
+
+__all__ = ["METRICS", "MetricSpec", "load_inputs", "compute_metric", "metric_help", "scalar_results"]
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """How the tab calls one metric.
+
+    Attributes:
+        function: ``"module:function"`` of the metric.
+        title: name shown in the dropdown.
+        csv_help: Markdown describing the CSV columns (empty: JSON only).
+        plot: ``"module:function"`` of a plotting helper taking the result dict (optional).
+    """
+
+    function: str
+    title: str
+    csv_help: str = ""
+    plot: str = ""
+
+
+METRICS: dict[str, MetricSpec] = {
+    "concept_confidence_deviation": MetricSpec(
+        "concept_grounding.metrics.concept_confidence_deviation:concept_confidence_deviation",
+        "Concept Confidence Deviation (CCD, ConceptBed)",
+        "one row per image: `split` (`generated` or `real`), `label` (concept id), and either "
+        "`p_yes` (VQA mode) or the oracle's softmax columns `p_0`, `p_1`, ... (classifier mode).",
+    ),
+    "sub_accuracy": MetricSpec(
+        "concept_grounding.metrics.sub_accuracy:sub_accuracy",
+        "SUB accuracy (s+ / s-)",
+        "one row per SUB image: `target_attribute` (S+, a CUB name such as `has_crown_color::black`), "
+        "`removed_attributes` (S-, `;`-separated, may be empty), optional `reference_class`, and one "
+        "column per concept the model predicts, named by its CUB attribute (`has_crown_color::black`, ...) "
+        "and holding the predicted probability (binary mode).",
+        plot="concept_grounding.plotting:sub_bars",
+    ),
+    "concept_global_importance": MetricSpec(
+        "concept_grounding.metrics.concept_global_importance:concept_global_importance",
+        "Concept Global Importance (CGIM types 1-3)",
+        plot="concept_grounding.plotting:cgim_histograms",
+    ),
+    "concept_existence": MetricSpec(
+        "concept_grounding.metrics.concept_existence:concept_existence",
+        "Concept Existence (CEM @ l)",
+    ),
+    "concept_location": MetricSpec(
+        "concept_grounding.metrics.concept_location:concept_location",
+        "Concept Location (CLM @ l, alpha)",
+    ),
+}
+
+
+def _import(target: str) -> Any:
+    module, name = target.split(":")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as err:
+        raise FeatureUnavailable(f"`{target.replace(':', '.')}` is not in this build ({err}).") from None
+
+
+def metric_help(name: str) -> str:
+    """Markdown: the metric's inputs, from its docstring's Args section and the CSV spec."""
+    spec = _spec(name)
+    lines = [f"### {spec.title}"]
+    try:
+        func = _import(spec.function)
+    except FeatureUnavailable as err:
+        return "\n\n".join(lines + [str(err)])
+    params = [p for p in inspect.signature(func).parameters.values() if p.kind != p.VAR_KEYWORD]
+    required = [p.name for p in params if p.default is p.empty]
+    optional = [p.name for p in params if p.default is not p.empty]
+    lines.append(f"**JSON keys** (the function's arguments): required `{'`, `'.join(required)}`"
+                 + (f"; optional `{'`, `'.join(optional)}`" if optional else "") + ".")
+    lines.append(f"**CSV columns:** {spec.csv_help}" if spec.csv_help else "**CSV:** not supported; use JSON.")
+    doc = inspect.getdoc(func) or ""
+    if "Args:" in doc:
+        args = doc.split("Args:", 1)[1].split("Returns:", 1)[0]
+        lines.append("```text\n" + inspect.cleandoc(args) + "\n```")
+    return "\n\n".join(lines)
+
+
+def _spec(name: str) -> MetricSpec:
+    if name not in METRICS:
+        raise UserInputError(f"Unknown metric {name!r}; pick one of {sorted(METRICS)}.")
+    return METRICS[name]
+
+
+def _numbers(values: list[Any], column: str) -> np.ndarray:
+    try:
+        return np.asarray([float(v) for v in values], dtype=np.float64)
+    except (TypeError, ValueError):
+        raise UserInputError(f"Column `{column}` must hold numbers only.") from None
+
+
+def _wide(table: dict[str, list[Any]], prefix: str) -> np.ndarray | None:
+    cols = sorted((c for c in table if c.startswith(prefix) and c[len(prefix):].isdigit()), key=lambda c: int(c[len(prefix):]))
+    if not cols:
+        return None
+    if [int(c[len(prefix):]) for c in cols] != list(range(len(cols))):
+        raise UserInputError(f"Columns `{prefix}0`, `{prefix}1`, ... must be numbered without gaps.")
+    return np.stack([_numbers(table[c], c) for c in cols], axis=1)
+
+
+def _need(table: dict[str, Any], columns: list[str], metric: str) -> None:
+    missing = [c for c in columns if c not in table]
+    if missing:
+        raise UserInputError(
+            f"The file is missing column(s) {missing} needed by {metric}; it has {sorted(table)[:12]}."
+        )
+
+
+def _csv_kwargs(name: str, table: dict[str, list[Any]]) -> dict[str, Any]:
+    """Turn CSV columns into the metric's keyword arguments."""
+    if name == "concept_confidence_deviation":
+        _need(table, ["split", "label"], name)
+        split = np.asarray([str(s).strip().lower() for s in table["split"]])
+        bad = sorted(set(split) - {"generated", "real"})
+        if bad:
+            raise UserInputError(f"Column `split` must be 'generated' or 'real'; found {bad[:3]}.")
+        labels = _numbers(table["label"], "label").astype(np.int64)
+        if "p_yes" in table:
+            probs, mode = _numbers(table["p_yes"], "p_yes"), "vqa"
+        else:
+            probs, mode = _wide(table, "p_"), "classifier"
+            if probs is None:
+                raise UserInputError("CCD needs a `p_yes` column (VQA) or `p_0`, `p_1`, ... columns (classifier).")
+        gen, real = split == "generated", split == "real"
+        if not gen.any() or not real.any():
+            raise UserInputError("CCD needs both `generated` and `real` rows.")
+        return {"generated_probabilities": probs[gen], "generated_labels": labels[gen],
+                "real_probabilities": probs[real], "real_labels": labels[real], "mode": mode}
+    if name == "sub_accuracy":
+        _need(table, ["target_attribute", "removed_attributes"], name)
+        concept_columns = [c for c in table if c.startswith("has_") and "::" in c]
+        if not concept_columns:
+            raise UserInputError("SUB accuracy needs one probability column per concept, named like `has_crown_color::black`.")
+        kwargs = {
+            "scores": np.stack([_numbers(table[c], c) for c in concept_columns], axis=1),
+            "target_attributes": [str(v).strip() for v in table["target_attribute"]],
+            "removed_attributes": [[a.strip() for a in str(v).split(";") if a.strip()] for v in table["removed_attributes"]],
+            "concept_names": concept_columns,
+        }
+        if "reference_class" in table:
+            kwargs["reference_classes"] = [str(v) for v in table["reference_class"]]
+        return kwargs
+    raise UserInputError(f"{METRICS[name].title} takes JSON only (its inputs are matrices).")
+
+
+def _json_kwargs(func: Any, data: dict[str, Any]) -> dict[str, Any]:
+    params = inspect.signature(func).parameters
+    unknown = sorted(set(data) - set(params))
+    if unknown:
+        raise UserInputError(f"Unknown key(s) {unknown}; this metric accepts {list(params)}.")
+    required = [n for n, p in params.items() if p.default is p.empty and p.kind != p.VAR_KEYWORD]
+    missing = [n for n in required if n not in data]
+    if missing:
+        raise UserInputError(f"The JSON is missing key(s) {missing}; required: {required}.")
+    out = {}
+    for key, value in data.items():
+        if isinstance(value, list) and key not in ("concept_names", "concept_parts", "target_attributes",
+                                                   "removed_attributes", "reference_classes"):
+            try:
+                value = np.asarray(value, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise UserInputError(f"Key `{key}` must be a (nested) list of numbers of equal lengths.") from None
+        if isinstance(value, list) and key in ("top_l", "alphas"):
+            value = tuple(value)
+        out[key] = value
+    for key in ("top_l", "alphas"):
+        if key in out and isinstance(out[key], np.ndarray):
+            out[key] = tuple(out[key].astype(int if key == "top_l" else float).tolist())
+    return out
+
+
+def load_inputs(name: str, path: str) -> dict[str, Any]:
+    """Read an uploaded file and return the metric's keyword arguments."""
+    spec = _spec(name)
+    func = _import(spec.function)
+    table = read_table(path)
+    is_csv = all(isinstance(v, list) and all(isinstance(x, str) for x in v) for v in table.values()) and not str(path).lower().endswith(".json")
+    return _csv_kwargs(name, table) if is_csv else _json_kwargs(func, table)
+
+
+def scalar_results(result: dict[str, Any]) -> dict[str, float]:
+    """The scalar entries of a metric's result dict (NaN kept as None for JSON)."""
+    out: dict[str, float] = {}
+    for key, value in result.items():
+        if isinstance(value, (bool, np.bool_)):
+            continue
+        if isinstance(value, (int, float, np.integer, np.floating)) or (isinstance(value, np.ndarray) and value.ndim == 0):
+            number = float(value)
+            out[key] = None if math.isnan(number) else round(number, 6)  # type: ignore[assignment]
+    return out
+
+
+def _default_plot(name: str, scalars: dict[str, float]) -> np.ndarray:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    items = [(k, v) for k, v in scalars.items() if v is not None]
+    fig, ax = plt.subplots(figsize=(6, 0.35 * max(len(items), 3) + 1))
+    ax.barh([k for k, _ in items][::-1], [v for _, v in items][::-1], color="#4a7fb5")
+    ax.set_title(METRICS[name].title)
+    ax.set_xlabel("value")
+    fig.tight_layout()
+    return figure_to_image(fig)
+
+
+def compute_metric(name: str, path: str | None) -> tuple[dict[str, float], np.ndarray]:
+    """Compute metric ``name`` on the uploaded file at ``path``.
+
+    Returns:
+        (scalar results, plot as ``(H, W, 3)`` uint8). The plot is the metric's own
+        plotting helper when the package has one, else a bar chart of the scalars.
+    """
+    if not path:
+        raise UserInputError("Please upload a CSV or JSON file of predictions.")
+    spec = _spec(name)
+    kwargs = load_inputs(name, path)
+    func = _import(spec.function)
+    try:
+        result = func(**kwargs)
+    except (ValueError, KeyError, IndexError, TypeError) as err:
+        raise UserInputError(f"{spec.title} rejected the inputs: {err}") from None
+    scalars = scalar_results(result)
+    if not scalars:
+        raise UserInputError(f"{spec.title} returned no scalar result for these inputs.")
+    image = None
+    if spec.plot:
+        try:
+            image = png_to_image(_import(spec.plot)(result))
+        except (FeatureUnavailable, TypeError, ValueError, KeyError):
+            image = None
+    return scalars, image if image is not None else _default_plot(name, scalars)

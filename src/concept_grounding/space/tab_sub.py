@@ -1,0 +1,169 @@
+"""SUB explorer tab: world substitutions and a concept model's s+ / s- on them.
+
+For a pairing (reference class, S+) the tab draws :data:`PER_PAIRING` held-out birds of
+the class, substitutes S+ in each (exact world counterfactuals: S- are the class's
+values of the same group, now absent), and reads a concept bottleneck model's concept
+probabilities. The tallies are :func:`concept_grounding.metrics.sub_accuracy` (SUB
+Sec. 5.5): s+ = share of images with p(S+) > 0.5, s- = share of (image, S-) pairs with
+p(S-) <= 0.5.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .common import attribute_label, class_label, get_world
+from .inputs import UserInputError
+from .resources import ResourceStore, require
+
+__all__ = ["PER_PAIRING", "TRAIN_PER_CLASS", "pairing_choices", "concept_names", "explore", "build_concept_model"]
+
+#: Pairing shown first (a visible change: a black crown on a Cardinal).
+DEFAULT_PAIRING = "017.Cardinal|has_crown_color::black"
+#: Images per pairing shown and tallied.
+PER_PAIRING = 8
+#: World images per class used to train the quick concept model.
+TRAIN_PER_CLASS = 8
+#: Training image side (px) of the quick concept model.
+MODEL_SIZE = 32
+#: Artifact folders tried, in order (``concept-grounding bench`` slugs after ours).
+ARTIFACT_NAMES = ("concept_model", "cbm-joint-per-img", "cbm-joint", "cbm-ind-per-img", "cbm-ind")
+#: First world index (in units of the class count) of the explorer's held-out birds.
+HELD_OUT_START = 1000
+
+
+def _vocab() -> Any:
+    from ..vocabulary import load_vocabulary
+
+    return load_vocabulary()
+
+
+def concept_names() -> tuple[str, ...]:
+    """The concept model's concepts: every value of every group SUB substitutes (181),
+    so that both S+ and the removed S- have a column.
+
+    >>> names = concept_names()
+    >>> len(names), "has_crown_color::black" in names
+    (181, True)
+    """
+    vocab = _vocab()
+    groups = {vocab.group_of(a) for a in vocab.sub_substitutions.values()}
+    return tuple(vocab.attributes[i] for g in sorted(groups) for i in vocab.groups[g])
+
+
+def pairing_choices() -> list[tuple[str, str]]:
+    """Dropdown ``(label, value)`` of the world's pairings; value ``"<class>|<attribute>"``."""
+    from ..world import BirdWorld, WorldConfig
+
+    world = BirdWorld(WorldConfig(image_size=32))
+    return [(f"{class_label(c)} | {attribute_label(a)}", f"{c}|{a}") for c, a in world.default_pairings()]
+
+
+def _tensors(images: list[np.ndarray], size: int) -> Any:
+    import torch
+    import torch.nn.functional as F
+
+    batch = torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2).float() / 255.0
+    if batch.shape[-1] != size:
+        batch = F.interpolate(batch, size=(size, size), mode="bilinear", align_corners=False, antialias=True)
+    return batch
+
+
+def build_concept_model(store: ResourceStore) -> tuple[Any, str]:
+    """``((CBM, input side in px), source)``: the first of :data:`ARTIFACT_NAMES` found in
+    the artifacts folder, else a joint CBM trained on :data:`TRAIN_PER_CLASS` world birds
+    per class (a few seconds)."""
+    cbm = require("concept_grounding.models.cbm", "ConceptBottleneckModel", "train_cbm")
+    folder = store.find_artifact(*ARTIFACT_NAMES)
+    if folder is not None:
+        model = cbm.ConceptBottleneckModel.from_pretrained(str(folder))
+        return (model.eval(), store.image_size), f"loaded from {folder}"
+    data = require("concept_grounding.models.data", "ConceptTensors")
+    import torch
+
+    world = get_world(store)
+    vocab = _vocab()
+    names = concept_names()
+    columns = [vocab.attribute_index(n) for n in names]
+    samples = [world.sample(i) for i in range(TRAIN_PER_CLASS * world.num_classes)]
+    tensors = data.ConceptTensors(
+        images=_tensors([s.image for s in samples], MODEL_SIZE),
+        concepts=torch.from_numpy(np.stack([s.attributes[columns] for s in samples]).astype(np.float32)),
+        labels=torch.as_tensor([s.label for s in samples], dtype=torch.long),
+        concept_indices=tuple(columns),
+        concept_names=names,
+        class_names=tuple(world.class_names),
+    )
+    model = cbm.train_cbm(tensors, mode="joint", epochs=6, seed=store.seed, progress=False)
+    return (model.eval(), MODEL_SIZE), f"joint CBM trained on {len(samples)} world birds ({MODEL_SIZE} px, 6 epochs)"
+
+
+def _parse_pairing(value: str) -> tuple[str, str]:
+    if not value or "|" not in value:
+        raise UserInputError("Pick a pairing (reference class | target attribute).")
+    reference_class, attribute = value.split("|", 1)
+    return reference_class, attribute
+
+
+def explore(store: ResourceStore, pairing: str, index: int = 0) -> dict[str, Any]:
+    """One pairing: image ``index`` before/after the substitution and the pairing's tallies.
+
+    Returns:
+        dict with ``original`` / ``edited`` ``(H, W, 3)`` uint8, ``table`` (list of rows
+        ``[attribute, role, p(original), p(counterfactual), counted as correct]``),
+        ``summary`` (Markdown with s+, s- and chance), and ``result`` (the
+        :func:`~concept_grounding.metrics.sub_accuracy` dict of the pairing's images).
+    """
+    reference_class, attribute = _parse_pairing(pairing)
+    if not 0 <= int(index) < PER_PAIRING:
+        raise UserInputError(f"Image index must be in [0, {PER_PAIRING - 1}].")
+    world = get_world(store)
+    if reference_class not in world.class_names:
+        raise UserInputError(f"{reference_class!r} is not a class of the bird world.")
+    label = list(world.class_names).index(reference_class)
+    pairs = []
+    for i in world.class_indices(label, PER_PAIRING, start=HELD_OUT_START):
+        try:
+            pairs.append(world.counterfactual(world.sample(i), attribute))
+        except ValueError as err:
+            raise UserInputError(f"The world cannot make this substitution: {err}") from None
+    model, size = store.get("concept_model", build_concept_model)
+    import torch
+
+    with torch.no_grad():
+        edited_probs = model(_tensors([p.edited.image for p in pairs], size)).concept_probs.numpy()
+        original_probs = model(_tensors([p.original.image for p in pairs], size)).concept_probs.numpy()
+    names = list(getattr(model, "concept_names", None) or concept_names())
+    metrics = require("concept_grounding.metrics.sub_accuracy", "sub_accuracy")
+    result = metrics.sub_accuracy(
+        edited_probs,
+        [p.target_attribute for p in pairs],
+        [list(p.removed_attributes) for p in pairs],
+        concept_names=names,
+        reference_classes=[reference_class] * len(pairs),
+    )
+    shown = pairs[int(index)]
+    rows = []
+    for role, attrs in (("S+", [shown.target_attribute]), ("S-", list(shown.removed_attributes))):
+        for a in attrs:
+            if a not in names:
+                rows.append([a, role, None, None, "model lacks this concept"])
+                continue
+            j = names.index(a)
+            p_orig, p_edit = float(original_probs[index, j]), float(edited_probs[index, j])
+            ok = p_edit > 0.5 if role == "S+" else p_edit <= 0.5
+            rows.append([a, role, round(p_orig, 3), round(p_edit, 3), "yes" if ok else "no"])
+
+    def fmt(x: float) -> str:
+        return "n/a" if x is None or np.isnan(x) else f"{x:.2f}"
+
+    summary = (
+        f"**{class_label(reference_class)} with {attribute_label(attribute)}** "
+        f"(removed: {', '.join(attribute_label(a) for a in shown.removed_attributes) or 'none'}) over "
+        f"{len(pairs)} birds: **s+ = {fmt(result['s_plus'])}** (chance {fmt(result['chance_s_plus'])}), "
+        f"**s- = {fmt(result['s_minus'])}** (chance {fmt(result['chance_s_minus'])})."
+    )
+    return {"original": shown.original.image, "edited": shown.edited.image, "table": rows,
+            "summary": summary, "result": result}

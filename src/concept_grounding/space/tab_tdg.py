@@ -1,0 +1,174 @@
+"""Tied Diffusion tab: the two prompts, the eta schedule and a generated pair.
+
+The default model is the tiny, randomly initialised Flux of
+:mod:`concept_grounding.tdg.tiny`: it runs offline in about a second, and its images are
+noise-like because it is untrained. Set ``CONCEPT_GROUNDING_TDG_MODEL`` to a local
+Flux folder (or a Hub id when online) to use a real model.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from .common import attribute_label, class_label, figure_to_image
+from .inputs import UserInputError
+from .resources import FeatureUnavailable, ResourceStore, require
+
+__all__ = ["TINY_MODEL", "MODEL_ENV", "choices", "prompts", "eta_figure", "generate", "model_choices"]
+
+#: Name of the built-in tiny model in the model dropdown.
+TINY_MODEL = "tiny (built-in, random weights)"
+#: Environment variable naming an extra Flux model (local folder or Hub id).
+MODEL_ENV = "CONCEPT_GROUNDING_TDG_MODEL"
+#: Output side (px) of the tiny model; real models use 512.
+TINY_SIZE = 32
+
+
+def model_choices() -> list[str]:
+    """The model dropdown: the tiny model, plus ``$CONCEPT_GROUNDING_TDG_MODEL`` if set."""
+    extra = os.environ.get(MODEL_ENV, "").strip()
+    return [TINY_MODEL] + ([extra] if extra else [])
+
+
+def choices() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(reference classes, target attributes) as ``(label, value)`` pairs: SUB's 33
+    classes and its 32 substitution attributes, from the packaged vocabulary.
+
+    >>> classes, attributes = choices()
+    >>> len(classes), len(attributes), attributes[0][1].startswith("has_")
+    (33, 32, True)
+    """
+    from ..vocabulary import load_vocabulary
+
+    vocab = load_vocabulary()
+    classes = [(class_label(c), c) for c in vocab.sub_classes]
+    attributes = [(attribute_label(a), a) for a in vocab.sub_substitutions.values()]
+    return classes, attributes
+
+
+def prompts(reference_class: str, target_attribute: str) -> tuple[str, str, str]:
+    """``(c_R, c_G, category)`` of SUB Sec. 4.1 for the chosen pair.
+
+    >>> c_r, c_g, category = prompts("017.Cardinal", "has_crown_color::black")
+    >>> c_g, category
+    ('A photo of a bird with black colored feathers on the crown of its head', 'colour')
+    """
+    if not reference_class or not target_attribute:
+        raise UserInputError("Pick a reference class and a target attribute.")
+    mod = require("concept_grounding.tdg.prompts", "tdg_prompts")
+    try:
+        pair = mod.tdg_prompts(reference_class, target_attribute)
+    except ValueError as err:
+        raise UserInputError(str(err)) from None
+    return pair.reference, pair.guide, pair.category
+
+
+def eta_figure(target_attribute: str, steps: int = 28) -> np.ndarray:
+    """The attribute's eta(t) schedule (SUB Eq. 4) as a plot, ``(H, W, 3)`` uint8, with
+    the normalised times of a ``steps``-step Flux sampler marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    mod = require("concept_grounding.tdg.schedule", "schedule_for_attribute")
+    try:
+        schedule = mod.schedule_for_attribute(target_attribute)
+    except ValueError as err:
+        raise UserInputError(str(err)) from None
+    t = np.linspace(0.0, 1.0, 401)
+    fig, ax = plt.subplots(figsize=(4.8, 2.8))
+    ax.plot(t, [schedule(x) for x in t], color="#2b6cb0", lw=2)
+    step_t = np.linspace(1.0, 1.0 / steps, steps)
+    ax.scatter(step_t, [schedule(x) for x in step_t], s=10, color="#c05621", zorder=3, label=f"{steps} sampler steps")
+    ax.set_xlabel("t (1 = pure noise)")
+    ax.set_ylabel("eta(t)")
+    ax.set_xlim(1.0, 0.0)
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_title(f"eta schedule: t_min={schedule.t_min:g}, t_max={schedule.t_max:g}, k={schedule.k:g}", fontsize=9)
+    ax.legend(fontsize=8, loc="lower left")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return figure_to_image(fig)
+
+
+def _build_tiny(store: ResourceStore) -> tuple[Any, str]:
+    tiny = require("concept_grounding.tdg.tiny", "tiny_flux_pipeline")
+    return tiny.tiny_flux_pipeline(seed=store.seed), "tiny random Flux (1+1 blocks), built in memory"
+
+
+def _build_named(name: str) -> Any:
+    def builder(store: ResourceStore) -> tuple[Any, str]:
+        pipeline = require("concept_grounding.tdg.pipeline", "TiedDiffusionPipeline")
+        from .env import is_offline
+
+        try:
+            pipe = pipeline.TiedDiffusionPipeline.from_pretrained(name, local_files_only=is_offline())
+        except (OSError, ValueError) as err:
+            raise UserInputError(f"Could not load the Flux model {name!r}: {err}") from None
+        return pipe, f"{name} (from_pretrained)"
+
+    return builder
+
+
+def get_pipeline(store: ResourceStore, model: str) -> Any:
+    if model in (None, "", TINY_MODEL):
+        return store.get("tdg:tiny", _build_tiny)
+    if model not in model_choices():
+        raise UserInputError(f"Unknown model {model!r}; set {MODEL_ENV} to offer another one.")
+    return store.get(f"tdg:{model}", _build_named(model))
+
+
+def _to_uint8(images: Any) -> list[np.ndarray]:
+    out = []
+    for image in images:
+        arr = np.asarray(image)
+        if arr.dtype != np.uint8:
+            arr = np.clip(np.rint(arr * 255.0), 0, 255).astype(np.uint8)
+        out.append(arr)
+    return out
+
+
+def generate(
+    store: ResourceStore,
+    reference_class: str,
+    target_attribute: str,
+    *,
+    model: str = TINY_MODEL,
+    steps: int = 4,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Generate the TDG pair and the prompting-only baseline from the same seed.
+
+    Returns:
+        (reference, guide, prompting-only) images, each ``(H, W, 3)`` uint8. On the tiny
+        model ``H = W = 32`` and the images are noise-like (random weights).
+    """
+    steps = int(steps)
+    if not 1 <= steps <= 50:
+        raise UserInputError("Steps must be between 1 and 50.")
+    c_r, c_g, _ = prompts(reference_class, target_attribute)
+    pipe = get_pipeline(store, model)
+    schedule = require("concept_grounding.tdg.schedule", "schedule_for_attribute").schedule_for_attribute(target_attribute)
+    import torch
+
+    tiny = model in (None, "", TINY_MODEL)
+    size = TINY_SIZE if tiny else 512
+    common: dict[str, Any] = {"height": size, "width": size, "num_inference_steps": steps, "output_type": "np"}
+    if tiny:
+        common["max_sequence_length"] = 32
+    tdg = require("concept_grounding.tdg", "ConstantEta", "prompting_only_prompt")
+    baseline_prompt = tdg.prompting_only_prompt(reference_class, target_attribute)
+    try:
+        tied = pipe(c_r, c_g, eta_schedule=schedule, generator=torch.Generator().manual_seed(int(seed)), **common)
+        # Prompting only (SUB Fig. 4): c_R from the same start latents with no tie (eta = 0).
+        plain = pipe(baseline_prompt, baseline_prompt, eta_schedule=tdg.ConstantEta(0.0),
+                     generator=torch.Generator().manual_seed(int(seed)), **common)
+    except TypeError as err:
+        raise FeatureUnavailable(f"The Tied Diffusion pipeline in this build has another call signature: {err}") from None
+    reference, guide = _to_uint8(tied.reference_images)[0], _to_uint8(tied.guide_images)[0]
+    baseline = _to_uint8(plain.reference_images)[0]
+    return reference, guide, baseline

@@ -1,0 +1,239 @@
+"""The Space end to end: launched in a subprocess on 127.0.0.1, driven through
+gradio_client (API, 10 concurrent requests) and a real Chromium (Playwright).
+
+The browser test needs Debian's ``/usr/bin/chromium`` (``apt-get install -y chromium``)
+and is skipped, saying so, when it is missing. ``SAVE_SCREENSHOTS=docs/screenshots``
+makes it write one PNG per tab there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = ROOT / "spaces" / "concept-grounding" / "app.py"
+CHROMIUM = "/usr/bin/chromium"
+STARTUP_LIMIT_S = 30.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """Launch app.py; yield (url, start-up seconds until the first HTTP 200)."""
+    port = _free_port()
+    log = tmp_path_factory.mktemp("space") / "server.log"
+    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
+           "HF_HUB_OFFLINE": "1", "CONCEPT_GROUNDING_ARTIFACTS": str(tmp_path_factory.mktemp("no_artifacts") / "none")}
+    start = time.perf_counter()
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, str(APP)], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    elapsed = None
+    try:
+        while time.perf_counter() - start < 120:
+            if proc.poll() is not None:
+                pytest.fail(f"the Space exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    if response.status == 200:
+                        elapsed = time.perf_counter() - start
+                        break
+            except OSError:
+                time.sleep(0.2)
+        if elapsed is None:
+            pytest.fail(f"no HTTP 200 within 120 s:\n{log.read_text()[-3000:]}")
+        print(f"\nSpace start-up: HTTP 200 after {elapsed:.2f} s")
+        yield url, elapsed, log
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    from gradio_client import Client
+
+    return Client(server[0], verbose=False, analytics_enabled=False, download_files=False)
+
+
+def _ccd_csv(path: Path) -> Path:
+    path.write_text("split,label,p_0,p_1\ngenerated,0,0.9,0.1\ngenerated,0,0.7,0.3\ngenerated,1,0.2,0.8\n"
+                    "real,0,0.9,0.1\nreal,1,0.1,0.9\n")
+    return path
+
+
+def test_startup_under_30_seconds(server):
+    _, elapsed, _ = server
+    assert elapsed < STARTUP_LIMIT_S, f"start-up took {elapsed:.1f} s"
+
+
+def test_api_metrics_known_answer(client, tmp_path):
+    from gradio_client import handle_file
+
+    result, _plot = client.predict("concept_confidence_deviation", handle_file(str(_ccd_csv(tmp_path / "p.csv"))), api_name="/metrics")
+    result = result if isinstance(result, dict) else json.loads(result)
+    assert result["ccd"] == pytest.approx(0.1)
+
+
+def test_api_bad_input_gives_friendly_messages(client, tmp_path):
+    from gradio_client import handle_file
+    from gradio_client.exceptions import AppError
+
+    bad_csv = tmp_path / "bad.csv"
+    bad_csv.write_text("label,p_0\n0,0.5\n")
+    with pytest.raises(AppError, match=r"missing column\(s\) \['split'\]"):
+        client.predict("concept_confidence_deviation", handle_file(str(bad_csv)), api_name="/metrics")
+    not_image = tmp_path / "notes.txt"
+    not_image.write_text("hello, I am not a picture")
+    with pytest.raises(AppError, match="not an image we can read"):
+        client.predict(handle_file(str(not_image)), 0, "a bird", 3, [], api_name="/explain")
+    with pytest.raises(AppError, match="at least one text"):
+        client.predict(None, 0, "   ", 3, [], api_name="/explain")
+
+
+def test_ten_concurrent_requests_all_succeed(client):
+    """Ten visitors open the SUB explorer at once, before its model exists: the model is
+    built once (the store's lock) and every request gets the same, correct tallies."""
+    pairing = "017.Cardinal|has_crown_color::black"
+
+    def call(i: int):
+        start = time.perf_counter()
+        out = client.predict(pairing, i % 8, api_name="/sub_explore")
+        return out, time.perf_counter() - start
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=10) as pool:
+        results = list(pool.map(call, range(10)))
+    wall = time.perf_counter() - start
+    summaries = {r[0][3] for r in results}
+    print(f"\n10 concurrent /sub_explore: all succeeded in {wall:.2f} s wall "
+          f"(slowest {max(r[1] for r in results):.2f} s, fastest {min(r[1] for r in results):.2f} s)")
+    assert len(results) == 10
+    assert len(summaries) == 1 and "s+ =" in summaries.pop()
+    for (original, edited, table, _), _ in results:
+        assert original is not None and edited is not None
+        assert table["data"][0][0] == "has_crown_color::black" and table["data"][0][1] == "S+"
+
+
+def _world_png(path: Path) -> Path:
+    from concept_grounding.world import BirdWorld, WorldConfig
+
+    image = BirdWorld(WorldConfig(image_size=96, seed=1)).sample(5).image
+    Image.fromarray(np.dstack([image, np.full(image.shape[:2], 255, np.uint8)]), mode="RGBA").save(path)
+    return path
+
+
+def _screenshot(page, path: Path) -> None:
+    """Full-page screenshot with Gradio's notification toasts hidden (not removed: the
+    page keeps using their container)."""
+    page.evaluate("""() => { const s = document.createElement('style'); s.id = 'hide-toasts';
+        s.textContent = '[class*=toast] { visibility: hidden !important; }'; document.head.appendChild(s); }""")
+    page.screenshot(path=str(path), full_page=True)
+    page.evaluate("() => document.getElementById('hide-toasts').remove()")
+    # 128-colour palette PNG: a few hundred kB at most, fine for docs/
+    Image.open(path).convert("RGB").quantize(128, method=Image.Quantize.MEDIANCUT).save(path, optimize=True)
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (apt-get install -y chromium)")
+def test_browser_every_tab(server, tmp_path):
+    pytest.importorskip("playwright.sync_api", reason="playwright (Python package) is not installed")
+    from playwright.sync_api import expect, sync_playwright
+
+    url, _, log = server
+    shots = os.environ.get("SAVE_SCREENSHOTS")
+    shot_dir = Path(shots) if shots else tmp_path / "shots"
+    shot_dir.mkdir(parents=True, exist_ok=True)
+    upload = _world_png(tmp_path / "bird.png")
+    not_image = tmp_path / "notes.txt"
+    not_image.write_text("not an image")
+    csv_path = _ccd_csv(tmp_path / "preds.csv")
+    timeout = 60_000
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"])
+        page = browser.new_page(viewport={"width": 1280, "height": 1000})
+        try:
+            page.goto(url, wait_until="domcontentloaded")
+            expect(page.get_by_text("do interpretable vision models see the concepts they claim?")).to_be_visible(timeout=timeout)
+
+            # 1. Tied Diffusion: prompts, eta plot, the generated pair and the baseline
+            expect(page.get_by_text("tiny, randomly initialised Flux")).to_be_visible()
+            page.locator("#tdg-run").click()
+            expect(page.locator("#tdg-cg textarea")).to_have_value(
+                "A photo of a bird with black colored feathers on the crown of its head", timeout=timeout)
+            for elem in ("#tdg-eta", "#tdg-ref", "#tdg-guide", "#tdg-base"):
+                expect(page.locator(f"{elem} img")).to_be_visible(timeout=timeout)
+            _screenshot(page, shot_dir / "tied_diffusion.png")
+
+            # 2. SUB explorer
+            page.get_by_role("tab", name="SUB explorer").click()
+            page.locator("#sub-run").click()
+            expect(page.locator("#sub-tallies")).to_contain_text("s+ =", timeout=timeout)
+            expect(page.locator("#sub-table")).to_contain_text("p(counterfactual)")
+            expect(page.locator("#sub-table")).to_contain_text("S+")
+            expect(page.locator("#sub-edited img")).to_be_visible()
+            _screenshot(page, shot_dir / "sub_explorer.png")
+
+            # 3. Explain: a non-image upload gets a message, then an RGBA image works
+            page.get_by_role("tab", name="Explain").click()
+            page.locator("#explain-upload input[type=file]").set_input_files(str(not_image))
+            page.locator("#explain-run").click()
+            expect(page.get_by_text("is not an image we can read").first).to_be_visible(timeout=timeout)
+            page.locator("#explain-upload button[aria-label='Clear']").first.click()
+            page.locator("#explain-upload input[type=file]").set_input_files(str(upload))
+            page.locator("#explain-run").click()
+            expect(page.locator("#explain-clusters img")).to_be_visible(timeout=timeout)
+            expect(page.locator("#explain-gallery")).to_contain_text("CCI: a photo of a bird with a black crown", timeout=timeout)
+            expect(page.locator("#explain-gallery")).to_contain_text("Grad-CAM: a photo of a bird")
+            expect(page.locator("#explain-table")).to_contain_text("a photo of a bird")
+            _screenshot(page, shot_dir / "explain.png")
+
+            # 4. Concepts on world bird #3: existence and location are checked
+            page.get_by_role("tab", name="Concepts").click()
+            page.locator("#concepts-run").click()
+            expect(page.locator("#concepts-summary")).to_contain_text("Predicted class", timeout=timeout)
+            expect(page.locator("#concepts-summary")).to_contain_text("exist")
+            expect(page.locator("#concepts-table")).to_contain_text("has_")
+            _screenshot(page, shot_dir / "concepts.png")
+
+            # 5. Metrics: a CCD CSV -> the hand-computed 0.1
+            page.get_by_role("tab", name="Metrics").click()
+            expect(page.locator("#metrics-help")).to_contain_text("JSON keys")
+            page.locator("#metrics-upload input[type=file]").set_input_files(str(csv_path))
+            page.locator("#metrics-run").click()
+            expect(page.locator("#metrics-result")).to_contain_text("0.1", timeout=timeout)
+            expect(page.locator("#metrics-plot img")).to_be_visible(timeout=timeout)
+            _screenshot(page, shot_dir / "metrics.png")
+            assert "Traceback" not in page.content()
+        except Exception:
+            page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
+            print(f"failure screenshot: {tmp_path / 'failure.png'}")
+            print(log.read_text()[-4000:])
+            raise
+        finally:
+            browser.close()
+    assert sorted(p.name for p in shot_dir.glob("*.png")) == [
+        "concepts.png", "explain.png", "metrics.png", "sub_explorer.png", "tied_diffusion.png"]

@@ -1,0 +1,115 @@
+"""The Space's tab handlers called directly (no server): each returns what the package
+computes, checked against known answers."""
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from concept_grounding.space import tab_concepts, tab_explain, tab_sub, tab_tdg
+from concept_grounding.space.inputs import MAX_IMAGE_SIDE, UserInputError
+from concept_grounding.space.resources import ResourceStore
+
+
+@pytest.fixture(scope="module")
+def store():
+    return ResourceStore(artifacts=None, image_size=64, seed=0)
+
+
+def test_tdg_prompts_follow_sub_templates():
+    c_r, c_g, category = tab_tdg.prompts("073.Blue_Jay", "has_bill_shape::needle")
+    assert (c_r, c_g, category) == ("A photo of a Blue Jay with the body of a Blue Jay and a beak like a Hummingbird",
+                                    "A photo of a Hummingbird", "shape")
+    with pytest.raises(UserInputError, match="no TDG prompt template"):
+        tab_tdg.prompts("073.Blue_Jay", "has_size::small_(5_-_9_in)")
+    with pytest.raises(UserInputError, match="Pick a reference class"):
+        tab_tdg.prompts("", "has_bill_shape::needle")
+
+
+def test_tdg_eta_plot_and_pair(store):
+    assert tab_tdg.eta_figure("has_tail_pattern::solid", steps=4).ndim == 3
+    kwargs = dict(steps=2, seed=3)
+    ref, guide, base = tab_tdg.generate(store, "017.Cardinal", "has_crown_color::black", **kwargs)
+    ref2, _, base2 = tab_tdg.generate(store, "017.Cardinal", "has_crown_color::black", **kwargs)
+    assert ref.shape == (tab_tdg.TINY_SIZE, tab_tdg.TINY_SIZE, 3) and ref.dtype == np.uint8
+    assert np.array_equal(ref, ref2) and np.array_equal(base, base2)  # seeded
+    # eta(t=1) = 1 for colour attributes, so the tied reference moves away from the
+    # untied prompting-only image that starts from the same latents.
+    assert not np.array_equal(ref, base) and not np.array_equal(ref, guide)
+    with pytest.raises(UserInputError, match="Steps"):
+        tab_tdg.generate(store, "017.Cardinal", "has_crown_color::black", steps=0)
+
+
+def test_sub_explorer_tallies_match_the_probabilities(store):
+    out = tab_sub.explore(store, "017.Cardinal|has_crown_color::black", 2)
+    s_plus_row = out["table"][0]
+    assert s_plus_row[:2] == ["has_crown_color::black", "S+"]
+    assert out["original"].shape == out["edited"].shape and not np.array_equal(out["original"], out["edited"])
+    # recompute s+ by hand from the model's probabilities on the pairing's counterfactuals
+    world = store.get("world", None)
+    model, size = store.get("concept_model", None)
+    label = list(world.class_names).index("017.Cardinal")
+    pairs = [world.counterfactual(world.sample(i), "has_crown_color::black")
+             for i in world.class_indices(label, tab_sub.PER_PAIRING, start=tab_sub.HELD_OUT_START)]
+    import torch
+
+    with torch.no_grad():
+        probs = model(tab_sub._tensors([p.edited.image for p in pairs], size)).concept_probs.numpy()
+    j = list(model.concept_names).index("has_crown_color::black")
+    assert out["result"]["s_plus"] == pytest.approx(float((probs[:, j] > 0.5).mean()))
+    assert s_plus_row[3] == pytest.approx(float(probs[2, j]), abs=1e-3)
+    with pytest.raises(UserInputError, match="Pick a pairing"):
+        tab_sub.explore(store, "", 0)
+
+
+def test_explain_on_an_uploaded_rgba_image(store, tmp_path):
+    path = tmp_path / "big.png"
+    rgba = np.zeros((900, 700, 4), np.uint8)
+    rgba[..., 2] = 255
+    rgba[100:400, 100:400, 3] = 255
+    Image.fromarray(rgba, mode="RGBA").save(path)
+    out = tab_explain.explain(store, str(path), 0, "a bird\na photo of a bird with a red breast", clusters=4,
+                              baselines=["random", "gradcam", "rollout"])
+    assert max(out["image"].shape[:2]) == MAX_IMAGE_SIDE and out["image"].shape[2] == 3
+    assert len(out["gallery"]) == 2 + 3 and out["notes"] == []
+    assert len(out["table"]) == 2 * 4
+    # weights w_k = drop_k / sum_j drop_j (paper rule) sum to 1 per text, when the drops do not cancel
+    for t in range(2):
+        rows = [r for r in out["table"] if r[0] == out["table"][t * 4][0]]
+        drops = np.array([r[3] for r in rows])
+        if drops.sum() > 1e-4:
+            assert sum(r[2] for r in rows) == pytest.approx(1.0, abs=1e-2)
+    with pytest.raises(UserInputError, match="Unknown baseline"):
+        tab_explain.explain(store, None, 0, "a bird", baselines=["lime"])
+
+
+def test_concepts_on_a_world_bird_are_checked_against_the_truth(store, tmp_path):
+    out = tab_concepts.concepts(store, None, 7, top=4)
+    world = store.get("world", None)
+    sample = world.sample(7)
+    from concept_grounding.vocabulary import load_vocabulary
+
+    vocab = load_vocabulary()
+    assert [r[0] for r in out["table"]] == [1, 2, 3, 4]
+    importances = [r[2] for r in out["table"]]
+    assert importances == sorted(importances, reverse=True)
+    for row in out["table"]:
+        assert row[4] == ("yes" if sample.attributes[vocab.attribute_index(row[1])] else "no")
+    assert len(out["gallery"]) == 4 and "True class" in out["summary"]
+    path = tmp_path / "bird.png"
+    Image.fromarray(sample.image).convert("L").save(path)  # grayscale upload: no ground truth
+    uploaded = tab_concepts.concepts(store, str(path), 0, top=1)
+    assert len(uploaded["table"]) == 1 and uploaded["table"][0][4:] == [None, None]
+    assert "no ground truth" in uploaded["summary"]
+
+
+def test_models_are_loaded_from_an_artifacts_folder(store, tmp_path):
+    """A bench-style folder (``models/<slug>``) is used instead of a quick build."""
+    model, size = store.get("concept_model", tab_sub.build_concept_model)
+    model.save_pretrained(tmp_path / "models" / "cbm-joint")
+    other = ResourceStore(artifacts=tmp_path, image_size=32)
+    loaded, loaded_size = other.get("concept_model", tab_sub.build_concept_model)
+    assert loaded_size == 32 and other.status()["concept_model"][0].startswith("loaded from")
+    out_a = tab_sub.explore(store, "017.Cardinal|has_crown_color::black", 0)
+    other.get("world", lambda _: store.get("world", None))  # same 64 px world, model fed 32 px
+    out_b = tab_sub.explore(other, "017.Cardinal|has_crown_color::black", 0)
+    assert out_a["table"] == out_b["table"]

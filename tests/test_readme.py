@@ -15,7 +15,7 @@ def test_readme_has_examples():
 
 @pytest.mark.slow
 def test_readme_examples_run(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(ROOT)  # examples load metrics/ and pipelines/ by relative path
     namespace: dict = {}
     for i, block in enumerate(BLOCKS):
         try:

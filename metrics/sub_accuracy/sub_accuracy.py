@@ -1,0 +1,100 @@
+"""SUB accuracy (Bader et al., 2025): does a concept model see a substituted attribute, and stop seeing the removed one?"""
+
+from typing import ClassVar, Literal
+
+import datasets
+import evaluate
+import numpy as np
+
+from concept_grounding.metrics import sub_accuracy
+
+_DESCRIPTION = """\
+SUB accuracy (Bader et al., 2025, Sec. 5.5-5.6, App. F) on synthetic attribute substitutions.
+Config "binary" (CBMs, CEMs, probes): predictions are concept probabilities; s+ = fraction of
+images with P(S+) > 0.5, s- = fraction of (image, removed attribute) pairs with P(S-) <= 0.5;
+attributes the model does not know are skipped and counted; chance is 50 %.
+Configs "group" / "group_with_none" (CLIP-like): predictions are image-text similarities; the
+argmax within S+'s attribute group (plus "none" when a none_scores column is given) is the
+prediction; s+ = argmax is S+, s- = argmax is not S-. Chance: 1 / (|A| + 1) and
+1 - 1 / (|A| + 1) with the "none" option (App. F), 1 / |A| without.
+Breakdowns per target attribute, attribute group and reference class. Higher is better.
+"""
+
+_KWARGS_DESCRIPTION = """
+Args:
+    predictions (`list` of `list` of `float`): concept probabilities / similarities per image,
+        one per entry of concept_names.
+    target_attributes (`list` of `str`): S+ attribute name of each image.
+    removed_attributes (`list` of `list` of `str`): S- attribute names of each image.
+    reference_classes (`list` of `str`): reference class of each image.
+    none_scores (`list` of `float`, "group_with_none" only): similarity of the "none" option.
+    concept_names (`list` of `str`): CUB attribute names of the prediction columns.
+Returns:
+    `s_plus`, `s_minus`, `chance_s_plus`, `chance_s_minus`, `n_s_plus`, `n_s_minus`,
+    `skipped_target`, `skipped_removed` and `breakdown` (per attribute, group, class).
+Examples:
+    >>> import evaluate
+    >>> metric = evaluate.load("metrics/sub_accuracy")
+    >>> names = ["has_bill_shape::dagger", "has_bill_shape::needle"]
+    >>> out = metric.compute(predictions=[[0.2, 0.9], [0.7, 0.4]],
+    ...                      target_attributes=["has_bill_shape::needle"] * 2,
+    ...                      removed_attributes=[["has_bill_shape::dagger"]] * 2,
+    ...                      reference_classes=["017.Cardinal", "073.Blue_Jay"], concept_names=names)
+    >>> out["s_plus"], out["s_minus"], out["chance_s_plus"]
+    (0.5, 0.5, 0.5)
+    >>> clip = evaluate.load("metrics/sub_accuracy", "group_with_none")
+    >>> out = clip.compute(predictions=[[0.1, 0.3], [0.3, 0.1]], none_scores=[0.2, 0.2],
+    ...                    target_attributes=["has_bill_shape::needle"] * 2,
+    ...                    removed_attributes=[["has_bill_shape::dagger"]] * 2,
+    ...                    reference_classes=["017.Cardinal", "073.Blue_Jay"], concept_names=names)
+    >>> out["s_plus"], out["s_minus"], round(out["chance_s_plus"], 4)
+    (0.5, 0.5, 0.3333)
+"""
+
+_CITATION = """\
+@inproceedings{bader2025sub,
+  title     = {SUB: Benchmarking CBM Generalization via Synthetic Attribute Substitutions},
+  author    = {Bader, Jessica and Girrbach, Leander and Alaniz, Stephan and Akata, Zeynep},
+  year      = {2025},
+  url       = {https://github.com/ExplainableML/sub}
+}
+"""
+
+_CONFIGS = ("binary", "group", "group_with_none")
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class SubAccuracy(evaluate.Metric):
+    """Thin shell over :func:`concept_grounding.metrics.sub_accuracy`."""
+
+    score_direction: ClassVar[Literal["higher", "lower"]] = "higher"
+    score_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
+    category: ClassVar[str] = "concept robustness (counterfactual)"
+
+    def _info(self) -> evaluate.MetricInfo:
+        if self.config_name not in ("default",) + _CONFIGS:
+            raise ValueError(f"config_name must be one of {_CONFIGS}, got {self.config_name!r}")
+        features = {
+            "predictions": datasets.Sequence(datasets.Value("float64")),
+            "target_attributes": datasets.Value("string"),
+            "removed_attributes": datasets.Sequence(datasets.Value("string")),
+            "reference_classes": datasets.Value("string"),
+        }
+        if self.config_name == "group_with_none":
+            features["none_scores"] = datasets.Value("float64")
+        return evaluate.MetricInfo(
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=datasets.Features(features),
+            reference_urls=["https://github.com/ExplainableML/sub", "https://huggingface.co/datasets/Jessica-bader/SUB"],
+        )
+
+    def _compute(self, predictions, target_attributes, removed_attributes, reference_classes, none_scores=None,
+                 concept_names=None):
+        if concept_names is None:
+            raise ValueError("concept_names (the CUB attribute name of every prediction column) is required")
+        mode = "binary" if self.config_name in ("default", "binary") else "group"
+        return sub_accuracy(np.asarray(predictions), list(target_attributes), [list(r) for r in removed_attributes],
+                            concept_names=list(concept_names), reference_classes=list(reference_classes), mode=mode,
+                            none_scores=None if none_scores is None else np.asarray(none_scores))

@@ -1,0 +1,184 @@
+"""Every folder in metrics/ is an evaluate module that loads offline, runs its own examples,
+and agrees with the package function it wraps (evaluate tests/test_metric_common.py in spirit)."""
+
+import os
+
+os.environ.setdefault("HF_EVALUATE_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import doctest  # noqa: E402
+import re  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+evaluate = pytest.importorskip("evaluate")
+
+from concept_grounding import load_vocabulary  # noqa: E402
+from concept_grounding.metrics import (  # noqa: E402
+    concept_confidence_deviation,
+    concept_existence,
+    concept_global_importance,
+    concept_location,
+    sub_accuracy,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+METRICS = sorted(p.name for p in (ROOT / "metrics").iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
+
+
+@pytest.fixture(autouse=True)
+def _offline_at_repo_root(monkeypatch):
+    monkeypatch.setattr(evaluate.config, "HF_EVALUATE_OFFLINE", True, raising=False)
+    monkeypatch.setattr(evaluate.config, "HF_HUB_OFFLINE", True, raising=False)
+    monkeypatch.chdir(ROOT)
+
+
+def load(name: str, config: str | None = None):
+    return evaluate.load(str(ROOT / "metrics" / name), config, keep_in_memory=True)
+
+
+def test_the_five_metrics_are_there():
+    assert METRICS == ["concept_confidence_deviation", "concept_existence", "concept_global_importance",
+                       "concept_location", "sub_accuracy"]
+
+
+@pytest.mark.parametrize("name", METRICS)
+def test_folder_layout_and_metadata(name):
+    folder = ROOT / "metrics" / name
+    for file in (f"{name}.py", "README.md", "app.py", "requirements.txt"):
+        assert (folder / file).is_file(), file
+    assert "launch_gradio_widget" in (folder / "app.py").read_text()
+    compile((folder / "app.py").read_text(), str(folder / "app.py"), "exec")
+    card = (folder / "README.md").read_text()
+    for section in ("### Inputs", "### Output values", "## Limitations", "## Citation"):
+        assert section in card, section
+    metric = load(name)
+    assert isinstance(metric, evaluate.Metric)
+    assert type(metric).score_direction in ("higher", "lower")
+    assert isinstance(type(metric).category, str) and len(type(metric).score_range) == 2
+    assert metric.citation.strip().startswith("@") and metric.description.strip()
+    assert "Examples:" in metric.inputs_description
+
+
+@pytest.mark.parametrize("name", METRICS)
+def test_docstring_examples_run(name):
+    metric = load(name)
+    test = doctest.DocTestParser().get_doctest(metric.inputs_description, {}, name, None, 0)
+    assert test.examples, "no >>> examples in _KWARGS_DESCRIPTION"
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    runner.run(test)
+    assert runner.failures == 0
+
+
+@pytest.mark.parametrize("name", METRICS)
+def test_card_code_blocks_run(name):
+    card = (ROOT / "metrics" / name / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", card, flags=re.S)
+    assert blocks, "no python code block in the card"
+    for block in blocks:
+        exec(compile(block, f"{name}/README.md", "exec"), {})
+
+
+# ----------------------------------------------------------------- module == package function
+def _assert_same(a: dict, b: dict):
+    assert a.keys() == b.keys()
+    for key in a:
+        if isinstance(a[key], dict):
+            _assert_same(a[key], b[key])
+        elif isinstance(a[key], np.ndarray) and a[key].dtype.kind in "US":
+            assert a[key].tolist() == b[key].tolist(), key
+        else:
+            np.testing.assert_allclose(np.asarray(a[key], float), np.asarray(b[key], float), equal_nan=True,
+                                       err_msg=key)
+
+
+def _batched(metric, n: int, batch: int = 4, **columns):
+    for s in range(0, n, batch):
+        metric.add_batch(**{k: list(v[s : s + batch]) for k, v in columns.items()})
+
+
+RNG = np.random.default_rng(0)
+N, L, K = 10, 6, 3
+THETA, U = RNG.normal(size=(L, K)), RNG.normal(size=(N, L))
+REF = RNG.integers(0, K, N)
+PRED = np.where(RNG.random(N) < 0.6, REF, RNG.integers(0, K, N))
+
+
+def test_existence_module_agrees_with_function():
+    labels = (RNG.random((N, L)) < 0.5).astype(int)
+    metric = load("concept_existence")
+    _batched(metric, N, predictions=PRED, references=REF, concept_scores=U, concept_labels=labels)
+    got = metric.compute(theta=THETA, top_l=(1, 3), ranking="theta")
+    _assert_same(got, concept_existence(THETA, U, PRED, labels, REF, top_l=(1, 3), ranking="theta"))
+
+
+def test_cgim_module_agrees_with_function():
+    V = (RNG.random((L, K)) < 0.5).astype(float)
+    metric = load("concept_global_importance")
+    _batched(metric, N, predictions=PRED, references=REF, concept_scores=U)
+    _assert_same(metric.compute(theta=THETA, class_attributes=V), concept_global_importance(THETA, V, U, PRED, REF))
+
+
+@pytest.mark.parametrize("config", ["classifier", "vqa"])
+def test_ccd_module_agrees_with_function(config):
+    if config == "vqa":
+        gen, real = RNG.random(N), RNG.random(8)
+    else:
+        gen, real = RNG.dirichlet(np.ones(K), N), RNG.dirichlet(np.ones(K), 8)
+    gy, ry = RNG.integers(0, K, N), np.r_[np.arange(K), RNG.integers(0, K, 8 - K)]
+    metric = load("concept_confidence_deviation", config)
+    _batched(metric, N, predictions=gen, references=gy)
+    got = metric.compute(real_probabilities=real, real_labels=ry, reduction="pooled")
+    _assert_same(got, concept_confidence_deviation(gen, gy, real, ry, mode=config, reduction="pooled"))
+
+
+def test_location_module_agrees_with_function():
+    vocab = load_vocabulary()
+    names = [vocab.attributes[i] for i in vocab.cbm_112[:L]]
+    maps = RNG.normal(size=(N, L, 3, 3)).astype(np.float32)
+    xy = RNG.uniform(0, 12, size=(N, vocab.num_parts, 2)).astype(np.float32)
+    visible = RNG.random((N, vocab.num_parts)) < 0.7
+    metric = load("concept_location")
+    _batched(metric, N, predictions=PRED, references=REF, concept_scores=U, concept_maps=maps, part_xy=xy,
+             part_visible=visible)
+    kw = dict(concept_names=names, image_size=(12, 12), alphas=(1, 3), top_l=(1, 2))
+    got = metric.compute(theta=THETA, **kw)
+    want = concept_location(maps, xy, visible, theta=THETA, concept_scores=U, predictions=PRED, references=REF, **kw)
+    _assert_same(got, want)
+
+
+@pytest.mark.parametrize("config", ["binary", "group_with_none"])
+def test_sub_module_agrees_with_function(config):
+    vocab = load_vocabulary()
+    names = [vocab.attributes[i] for i in vocab.groups["bill_shape"] + vocab.groups["crown_color"]]
+    targets = list(RNG.choice(names, N))
+    removed = [[n for n in names if vocab.group_of(n) == vocab.group_of(t) and n != t][: RNG.integers(0, 3)] for t in targets]
+    classes = list(RNG.choice(["017.Cardinal", "073.Blue_Jay", "036.Northern_Flicker"], N))
+    scores, none = RNG.random((N, len(names))), RNG.random(N)
+    metric = load("sub_accuracy", config)
+    columns = dict(predictions=scores, target_attributes=targets, removed_attributes=removed,
+                   reference_classes=classes)
+    if config == "group_with_none":
+        columns["none_scores"] = none
+    _batched(metric, N, **columns)
+    got = metric.compute(concept_names=names)
+    want = sub_accuracy(scores, targets, removed, concept_names=names, reference_classes=classes,
+                        mode="binary" if config == "binary" else "group",
+                        none_scores=none if config == "group_with_none" else None)
+    _assert_same(got, want)
+
+
+def test_module_bad_input_raises_value_error():
+    metric = load("concept_existence")
+    with pytest.raises(ValueError, match="theta"):
+        metric.compute(predictions=[0], references=[0], concept_scores=[[1.0]], concept_labels=[[1]])
+    with pytest.raises(ValueError):
+        load("concept_existence").add_batch(predictions=[0, 1], references=[0], concept_scores=[[1.0]],
+                                            concept_labels=[[1]])
+    with pytest.raises(ValueError, match="probabilities"):
+        load("concept_confidence_deviation", "vqa").compute(predictions=[1.5], references=[0],
+                                                            real_probabilities=[0.5], real_labels=[0])
+    with pytest.raises(ValueError, match="config_name"):
+        load("sub_accuracy", "multiclass")

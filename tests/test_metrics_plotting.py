@@ -1,0 +1,48 @@
+"""The PNG helpers draw real figures from metric outputs."""
+
+import numpy as np
+import pytest
+
+from concept_grounding.metrics import concept_global_importance, sub_accuracy
+from concept_grounding.plotting import cgim_histograms, clm_hit_map, sub_bars
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def test_cgim_histograms(tmp_path):
+    rng = np.random.default_rng(0)
+    out = concept_global_importance(rng.normal(size=(8, 4)), (rng.random((8, 4)) < 0.5).astype(float),
+                                    rng.normal(size=(12, 8)), np.arange(12) % 4, np.arange(12) % 4)
+    path = cgim_histograms(out, tmp_path / "cgim.png", title="test")
+    data = path.read_bytes()
+    assert data.startswith(PNG) and _png_size(data) == (800, 690)
+    with pytest.raises(ValueError, match="concept_global_importance"):
+        cgim_histograms({}, tmp_path / "x.png")
+
+
+def test_sub_bars(tmp_path):
+    names = ["has_bill_shape::dagger", "has_bill_shape::cone", "has_crown_color::blue", "has_crown_color::brown"]
+    out = sub_accuracy(np.array([[0.9, 0.2, 0.1, 0.1], [0.1, 0.1, 0.8, 0.7]]), [names[0], names[2]],
+                       [[names[1]], [names[3]]], concept_names=names, reference_classes=["017.Cardinal", "073.Blue_Jay"])
+    for level in ("attribute", "group", "class"):
+        data = sub_bars(out, None, level=level)
+        assert data.startswith(PNG)
+    assert sub_bars(out, tmp_path / "sub.png").is_file()
+    with pytest.raises(ValueError, match="level must be one of"):
+        sub_bars(out, None, level="part")
+
+
+def test_clm_hit_map_hit_and_miss(tmp_path):
+    fmap = np.zeros((4, 4))
+    fmap[0, 0] = 1.0
+    hit = clm_hit_map(fmap, [2.0, 2.0], None, image_size=(32, 32), alpha=1, title=None)
+    miss = clm_hit_map(fmap, [[30.0, 30.0], [2.0, 2.0]], None, image_size=(32, 32), part_visible=[True, False])
+    assert hit.startswith(PNG) and miss.startswith(PNG) and hit != miss
+    image = np.full((32, 32, 3), 200, np.uint8)
+    assert clm_hit_map(fmap, [2.0, 2.0], tmp_path / "clm.png", image=image).is_file()
+    with pytest.raises(ValueError, match="part_visible must have 2"):
+        clm_hit_map(fmap, [[1.0, 1.0], [2.0, 2.0]], None, part_visible=[True])

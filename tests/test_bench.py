@@ -10,12 +10,13 @@ from concept_grounding.bench import BenchConfig, run_bench
 from concept_grounding.world import BirdWorld, WorldConfig
 
 TINY = dict(image_size=32, train_per_class=2, test_per_class=1, epochs=1, clip_epochs=1)
+CLASSES = ("017.Cardinal", "073.Blue_Jay", "019.Gray_Catbird", "129.Song_Sparrow", "186.Cedar_Waxwing")
 
 
 @pytest.fixture(scope="module")
 def world_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
-    config = BenchConfig(models=("CBM (ind.)", "CBM (joint)", "CEM"), **TINY)
+    config = BenchConfig(models=("CBM (ind.)", "CBM (joint)", "CEM"), classes=CLASSES, **TINY)
     return out, run_bench(config, out)
 
 
@@ -41,6 +42,8 @@ def test_known_answers_on_the_world(world_run):
         assert 0.0 <= rows[name]["s_plus"] <= 1.0 and 0.0 <= rows[name]["s_minus"] <= 1.0
     (clip_row,) = results["table2"]
     assert 0.0 < clip_row["chance_s_plus"] < 0.2
+    assert results["ccd"]["oracle"] == "CBM (joint)"
+    assert -1.0 <= results["ccd"]["per_concept"]["ccd"] <= 1.0
 
 
 def test_real_data_path_on_the_world_exports(tmp_path):

@@ -43,6 +43,7 @@ class BenchConfig:
         clip_model: a named open_clip / transformers model (or local path) to evaluate in
             Table 2 beside the small world CLIP.
         seed, deviation_rate: world and training seeds; the world's label noise.
+        classes: the world's classes (CUB folder names); ``None``: SUB's 33.
     """
 
     image_size: int = 64
@@ -62,6 +63,7 @@ class BenchConfig:
     clip_model: str | None = None
     seed: int = 0
     deviation_rate: float = 0.1
+    classes: tuple[str, ...] | None = None
     extra: dict[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

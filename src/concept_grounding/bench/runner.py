@@ -109,8 +109,9 @@ def _sub_row(name: str, probs_sub: np.ndarray, data: BenchData, names: list[str]
 
 
 # ---------------------------------------------------------------------------- step 2
-def table1(data: BenchData, train: _Split, test: _Split, sub_images, columns, vocab, config, out: Path) -> list[dict]:
-    """Rows of Table 1: reference rows, then every trained binary concept model."""
+def table1(data: BenchData, train: _Split, test: _Split, sub_images, columns, vocab, config,
+           out: Path) -> tuple[list[dict], dict[str, Any]]:
+    """Rows of Table 1 (reference rows, then every trained binary concept model) and the models."""
     from ..models import predict
 
     names = [vocab.attributes[i] for i in columns]
@@ -125,9 +126,10 @@ def table1(data: BenchData, train: _Split, test: _Split, sub_images, columns, vo
     rows.append({**prior, **_concept_accuracies(test.class_concepts.astype(float), test, sub_cols), "reference": True})
 
     cache: dict = {}
+    models: dict[str, Any] = {}
     for name in config.models:
         start = time.perf_counter()
-        model = _train_variant(name, train, columns, vocab, config, cache)
+        model = models[name] = _train_variant(name, train, columns, vocab, config, cache)
         model.save_pretrained(out / "models" / _slug(name))
         pred_test = predict(model, test.images)
         probs = pred_test.concept_probs.numpy()
@@ -137,7 +139,29 @@ def table1(data: BenchData, train: _Split, test: _Split, sub_images, columns, vo
         row["train_seconds"] = round(time.perf_counter() - start, 1)
         rows.append(row)
         logger.info("%s: s+ %.3f  s- %.3f  acc %.3f", name, row["s_plus"], row["s_minus"], row["concept_accuracy"])
-    return rows
+    return rows, models
+
+
+def ccd_analysis(oracle_name: str, oracle, data: BenchData, test: _Split, sub_images) -> dict[str, Any]:
+    """ConceptBed's CCD of the SUB images against real test images, per reference class.
+
+    The oracle is a trained concept model's class softmax: ``f(y_c | x)`` for the reference
+    class ``c``. CCD > 0 means the counterfactuals look less like their class to the oracle
+    than real birds of that class do (they deviate); 0 means no difference.
+    """
+    import torch
+
+    from ..metrics import concept_confidence_deviation
+    from ..models import predict
+
+    gen = torch.softmax(predict(oracle, sub_images).class_logits, dim=1).numpy()
+    real = torch.softmax(predict(oracle, test.images).class_logits, dim=1).numpy()
+    gen_labels = np.array([data.class_names.index(c) for c in data.sub["reference_class"]])
+    out = {"oracle": oracle_name}
+    for reduction in ("per_concept", "pooled"):
+        res = concept_confidence_deviation(gen, gen_labels, real, test.labels.numpy(), reduction=reduction)
+        out[reduction] = {k: res[k] for k in ("ccd", "accuracy", "msp", "ece", "real_accuracy")}
+    return out
 
 
 # ---------------------------------------------------------------------------- step 3
@@ -225,9 +249,11 @@ def _group_accuracy(scores: np.ndarray, groups, test: _Split, columns, vocab, su
     return _concept_accuracies(pred[:, list(columns)], test, sub_cols)
 
 
-def table2(data: BenchData, train: _Split, test: _Split, sub_images, columns, vocab, config, out: Path) -> list[dict]:
-    """Rows of Table 2: the world CLIP (trained here) and any named CLIP-like model."""
-    from ..models.clip import load_clip, train_world_clip
+def table2(data: BenchData, train: _Split, test: _Split, sub_images, columns, vocab, config, out: Path,
+           bundle=None) -> list[dict]:
+    """Rows of Table 2: the world CLIP (trained here) and the named CLIP-like model ``bundle``
+    (a :class:`~concept_grounding.models.clip.ClipBundle`), if any."""
+    from ..models.clip import train_world_clip
 
     sub_cols = [j for j, i in enumerate(columns) if i in set(vocab.sub_attribute_indices)]
     groups = sorted({vocab.group_of(t) for t in data.sub["target_attribute"]} | {vocab.group_of(i) for i in columns})
@@ -239,8 +265,7 @@ def table2(data: BenchData, train: _Split, test: _Split, sub_images, columns, vo
                                            seed=config.seed)
         clip.save_pretrained(out / "models" / "world-clip")
         models.append(("world CLIP (trained here)", clip, tokenizer, None, sub_images, test.images))
-    if config.clip_model:
-        bundle = load_clip(config.clip_model)
+    if bundle is not None:
         models.append((config.clip_model, bundle.model, bundle.tokenizer, bundle.preprocess,
                        list(data.sub["image"]), list(data.test["image"])))
     for name, model, tokenizer, preprocess, sub_in, test_in in models:
@@ -268,7 +293,7 @@ def _finding(rows: list[dict]) -> str:
 
 
 def _write_report(out: Path, config: BenchConfig, data: BenchData, columns, t1, t2, posthoc, timings,
-                  plots: list[tuple[str, str]]) -> None:
+                  plots: list[tuple[str, str]], ccd: dict[str, Any] | None = None) -> None:
     cols1 = TABLE_COLUMNS + (WORLD_COLUMNS if data.source == "world" else (("class_accuracy", "class acc."),))
     chance1 = {"name": "random chance", "s_plus": 0.5, "s_minus": 0.5, "concept_accuracy": 0.5,
                "concept_accuracy_sub": 0.5}
@@ -347,6 +372,21 @@ def _write_report(out: Path, config: BenchConfig, data: BenchData, columns, t1, 
             "![CoAM gallery](coam_gallery.png)",
             "",
         ]
+    if ccd:
+        lines += [
+            "## Concept Confidence Deviation (ConceptBed) of the SUB images",
+            "",
+            f"Oracle: the class softmax of {ccd['oracle']}; concept = reference class; real = test images of that"
+            " class. CCD > 0: the counterfactuals look less like their class to the oracle than real birds do.",
+            "",
+            markdown_table(
+                [{"name": r, **ccd[r]} for r in ("per_concept", "pooled")],
+                [("ccd", "CCD"), ("accuracy", "oracle acc. (SUB)"), ("real_accuracy", "oracle acc. (real)"),
+                 ("msp", "MSP"), ("ece", "ECE")],
+                first=("name", "reduction"), fractions=False,
+            ),
+            "",
+        ]
     lines += ["## Run time", "", ", ".join(f"{k}: {v:.0f} s" for k, v in timings.items()), ""]
     (out / "report.md").write_text("\n".join(lines))
 
@@ -383,6 +423,12 @@ def run_bench(config: BenchConfig, out: str | Path) -> dict[str, Any]:
         timings[name] = time.perf_counter() - start
         return result
 
+    # 0. a named model is loaded first, so that a bad name fails before any training
+    bundle = None
+    if config.clip_model:
+        from ..models.clip import load_clip
+
+        bundle = load_clip(config.clip_model)
     # 1. data
     data = timed("data", load_bench_data, config, vocab)
     columns = concept_columns(config, data, vocab)
@@ -393,18 +439,23 @@ def run_bench(config: BenchConfig, out: str | Path) -> dict[str, Any]:
     sub_images = image_tensor(data.sub["image"], config.image_size)
     args = (data, train, test, sub_images, columns, vocab, config, out)
     # 2-4. models
-    t1 = timed("table 1 models", table1, *args) if config.models else []
+    t1, models = timed("table 1 models", table1, *args) if config.models else ([], {})
+    ccd = None
+    if models:
+        oracle = "CBM (joint)" if "CBM (joint)" in models else next(iter(models))
+        ccd = ccd_analysis(oracle, models[oracle], data, test, sub_images)
     posthoc = timed("post-hoc CBM", posthoc_analysis, *args) if config.posthoc else None
     if posthoc:
         t1.append(posthoc["sub_row"])
-    t2 = timed("table 2 models", table2, *args) if config.clip else []
+    t2 = timed("table 2 models", table2, *args, bundle) if (config.clip or bundle is not None) else []
     # 5. report
     plots = _plot_breakdowns(t1 + t2, out)
     results = {
         "source": data.source, "concepts": [vocab.attributes[i] for i in columns], "table1": t1, "table2": t2,
-        "posthoc": {k: v for k, v in (posthoc or {}).items() if k != "sub_row"}, "timings_seconds": timings,
+        "posthoc": {k: v for k, v in (posthoc or {}).items() if k != "sub_row"}, "ccd": ccd,
+        "timings_seconds": timings,
     }
     write_json(out / "results.json", results)
-    _write_report(out, config, data, columns, t1, t2, posthoc, timings, plots)
+    _write_report(out, config, data, columns, t1, t2, posthoc, timings, plots, ccd)
     logger.info("bench report: %s", out / "report.md")
     return results

@@ -37,6 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --cub-root: keep class-level attributes on for >= this many classes (CBM rule)")
     parser.add_argument("--model", dest="clip_model", default=None,
                         help="also evaluate a named open_clip / transformers model or local path in Table 2")
+    parser.add_argument("--classes", nargs="*", default=None, help="world classes (CUB folder names; default SUB's 33)")
     parser.add_argument("--seed", type=int, default=d.seed)
 
 
@@ -50,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
         clip_epochs=args.clip_epochs, concept_loss_weight=args.concept_loss_weight, models=tuple(args.models),
         posthoc=not args.no_posthoc, clip=not args.no_clip, cub_root=args.cub_root, sub=args.sub, min_class_count=args.min_class_count,
         clip_model=args.clip_model, seed=args.seed,
+        classes=tuple(args.classes) if args.classes else None,
     )
     run_bench(config, args.out)
     print(f"wrote {args.out / 'report.md'}")

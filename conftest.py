@@ -1,0 +1,19 @@
+"""Test-wide settings: the suite never touches the network (no weights or datasets can be
+downloaded on our machines), and torch uses one thread per xdist worker."""
+
+import os
+
+for _name, _value in {
+    "HF_HUB_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "HF_EVALUATE_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "GRADIO_ANALYTICS_ENABLED": "False",
+    "MPLBACKEND": "Agg",
+}.items():
+    os.environ.setdefault(_name, _value)
+
+import torch  # noqa: E402
+
+torch.set_num_threads(1)

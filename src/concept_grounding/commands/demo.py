@@ -18,6 +18,9 @@ logger = logging.getLogger(__name__)
 
 Stage = Callable[[Path, argparse.Namespace], str]
 
+#: the world classes of ``--quick`` runs (tests, smoke runs)
+QUICK_CLASSES: tuple[str, ...] = ("017.Cardinal", "073.Blue_Jay", "019.Gray_Catbird", "129.Song_Sparrow")
+
 
 def _command(argv: list[str]) -> None:
     """Run another sub-command in-process; a non-zero exit stops the demo."""
@@ -29,13 +32,13 @@ def _command(argv: list[str]) -> None:
 
 
 def _stage_world(out: Path, args: argparse.Namespace) -> str:
-    _command(
-        [
-            "world", "--out", str(out), "--size", str(args.size), "--seed", str(args.seed),
-            "--train-per-class", str(args.train_per_class), "--test-per-class", str(args.test_per_class),
-            "--format", "all",
-        ]
-    )
+    argv = ["world", "--out", str(out), "--seed", str(args.seed), "--format", "all"]
+    if args.quick:
+        argv += ["--size", "48", "--train-per-class", "1", "--test-per-class", "1", "--classes", *QUICK_CLASSES]
+    else:
+        argv += ["--size", str(args.size), "--train-per-class", str(args.train_per_class),
+                 "--test-per-class", str(args.test_per_class)]
+    _command(argv)
     summary = json.loads((out / "summary.json").read_text())
     return (
         f"[bird world](world/summary.md): {summary['train_images']} train / {summary['test_images']} test"
@@ -47,7 +50,7 @@ def _stage_bench(out: Path, args: argparse.Namespace) -> str:
     argv = ["bench", "--out", str(out), "--seed", str(args.seed)]
     if args.quick:
         argv += ["--image-size", "32", "--train-per-class", "2", "--test-per-class", "1", "--epochs", "1",
-                 "--clip-epochs", "1", "--models", "CBM (ind.)", "CBM (joint)", "CEM"]
+                 "--clip-epochs", "1", "--models", "CBM (ind.)", "CBM (joint)", "--classes", *QUICK_CLASSES]
     _command(argv)
     results = json.loads((out / "results.json").read_text())
     trained = [r for r in results["table1"] if not r.get("reference")]
@@ -60,13 +63,12 @@ def _stage_bench(out: Path, args: argparse.Namespace) -> str:
 
 def _stage_tdg(out: Path, args: argparse.Namespace) -> str:
     images = out / "images"
-    _command(
-        [
-            "generate", "--out", str(images), "--tiny", "--seed", str(args.seed), "--images-per-pairing", "4",
-            "--classes", "073.Blue_Jay", "017.Cardinal",
-            "--attributes", "has_crown_color::black", "has_breast_pattern::spotted", "has_bill_shape::needle",
-        ]
-    )
+    argv = ["generate", "--out", str(images), "--tiny", "--seed", str(args.seed), "--classes", "073.Blue_Jay",
+            "017.Cardinal", "--attributes", "has_crown_color::black", "has_breast_pattern::spotted",
+            "has_bill_shape::needle"]
+    argv += ["--images-per-pairing", "1", "--steps", "2", "--size", "32"] if args.quick else [
+        "--images-per-pairing", "4", "--steps", "8", "--size", "64"]
+    _command(argv)
     _command(["filter", "--in", str(images), "--out", str(out / "filter"), "--scorer", "tiny-clip"])
     count = sum(1 for p in images.rglob("*.png"))
     return (
@@ -89,6 +91,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--test-per-class", type=int, default=6)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="tiny settings everywhere (tests, smoke runs)")
+    parser.add_argument("--resume", action="store_true", help="skip stages that finished in an earlier run")
     parser.add_argument(
         "--stages",
         default=",".join(STAGES),
@@ -106,10 +109,18 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     lines, timings = [], {}
     for name in stages:
+        done = out / name / ".done"
+        if args.resume and done.is_file():
+            logger.info("== %s == (done in an earlier run, skipped)", name)
+            line, timings[name] = json.loads(done.read_text())
+            lines.append(f"- {line}")
+            continue
         logger.info("== %s ==", name)
         start = time.perf_counter()
-        lines.append(f"- {STAGES[name](out / name, args)}")
+        line = STAGES[name](out / name, args)
         timings[name] = round(time.perf_counter() - start, 2)
+        done.write_text(json.dumps([line, timings[name]]))
+        lines.append(f"- {line}")
         logger.info("%s done in %.1f s", name, timings[name])
     (out / "timings.json").write_text(json.dumps(timings, indent=2))
     (out / "README.md").write_text(
@@ -117,4 +128,6 @@ def run(args: argparse.Namespace) -> int:
         + ", ".join(f"{k} {v}" for k, v in timings.items()) + "\n"
     )
     logger.info("report written to %s", out / "README.md")
+    if "bench" in stages:
+        logger.info("try the Space on these models: concept-grounding space --artifacts %s", out / "bench")
     return 0

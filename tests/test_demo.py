@@ -1,0 +1,23 @@
+"""`make demo`'s job, at quick settings: every stage writes its report and the index links it."""
+
+import json
+
+from concept_grounding.cli import main
+
+
+def test_quick_demo_writes_every_stage_and_resumes(tmp_path):
+    out = tmp_path / "demo"
+    assert main(["demo", "--quick", "--out", str(out)]) == 0
+    index = (out / "README.md").read_text()
+    for link in ("world/summary.md", "bench/report.md", "tdg/filter/"):
+        assert link in index
+    assert (out / "world" / "CUB_200_2011" / "images.txt").is_file()
+    assert (out / "world" / "SUB" / "metadata.jsonl").is_file()
+    assert (out / "bench" / "results.json").is_file()
+    assert any((out / "tdg" / "images").rglob("*.png"))
+    timings = json.loads((out / "timings.json").read_text())
+    # A second run with --resume skips every finished stage and rewrites the same index.
+    (out / "bench" / "report.md").write_text("kept")
+    assert main(["demo", "--quick", "--resume", "--out", str(out)]) == 0
+    assert (out / "bench" / "report.md").read_text() == "kept"
+    assert json.loads((out / "timings.json").read_text()) == timings

@@ -1,0 +1,362 @@
+"""Thin adapters that expose a CLIP ViT image tower through one interface.
+
+CCI needs the same few handles from every CLIP implementation: the token embedding
+(patches + CLS + positional embedding + pre-norm), the encoder module whose forward
+accepts an additive attention mask (the hook target), the per-block linear maps (for the
+exact fast path), and the pooling head (final norm on CLS + projection). Two families are
+supported:
+
+* transformers ``CLIPModel``, ``CLIPVisionModel`` and ``CLIPVisionModelWithProjection``:
+  the mask is passed through the ``attention_mask`` argument that ``CLIPEncoder.forward``
+  already accepts (additive, broadcast to ``(B, heads, T, T)`` by every attention
+  function in ``ALL_ATTENTION_FUNCTIONS``).
+* open_clip ``CLIP`` / ``CustomTextCLIP`` (through ``.visual``) or a bare
+  ``open_clip.transformer.VisionTransformer``: the mask is the ``attn_mask`` argument of
+  ``visual.transformer``; it is given as a float additive mask of shape
+  ``(B * heads, T, T)`` because open_clip casts a bool mask to 0/1 floats.
+
+A module that wraps an open_clip CLIP as ``.clip`` (the world's ``WorldCLIP``) is explained
+through that inner model. Anything else (a ResNet tower, a model with attention pooling or average pooling) raises
+a ``ValueError`` naming the problem.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+    from torch import nn
+
+__all__ = ["BlockOps", "VisionBackend", "TransformersCLIPBackend", "OpenCLIPBackend", "get_backend"]
+
+
+@dataclass(frozen=True)
+class BlockOps:
+    """The pieces of one pre-norm transformer block, as callables on ``(..., D)`` tensors.
+
+    ``x <- x + ls1(out(attn(q, k, v)))`` with ``q, k, v`` from ``qkv(norm1(x))``, then
+    ``x <- x + ls2(mlp(norm2(x)))``. ``q_proj`` and ``kv_proj`` compute the query alone and
+    the key/value pair alone (used by the CLS-only last layer of the fast path).
+    """
+
+    norm1: Callable[[Any], Any]
+    qkv: Callable[[Any], tuple[Any, Any, Any]]
+    q_proj: Callable[[Any], Any]
+    kv_proj: Callable[[Any], tuple[Any, Any]]
+    out: Callable[[Any], Any]
+    norm2: Callable[[Any], Any]
+    mlp: Callable[[Any], Any]
+    ls1: Callable[[Any], Any]
+    ls2: Callable[[Any], Any]
+    num_heads: int
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
+class VisionBackend:
+    """Common interface over a CLIP ViT image tower.
+
+    Attributes:
+        model: the user's model (root module; its ``training`` flag is checked).
+        encoder: the module whose forward takes the additive attention mask (hook target).
+        num_heads: attention heads per layer.
+        grid_size: ``(gh, gw)`` patch grid; ``num_tokens = 1 + gh * gw``.
+        image_size: ``(H, W)`` input size in pixels.
+    """
+
+    name = "base"
+    model: "nn.Module"
+    encoder: "nn.Module"
+    num_heads: int
+    grid_size: tuple[int, int]
+    image_size: tuple[int, int]
+
+    @property
+    def num_patches(self) -> int:
+        return self.grid_size[0] * self.grid_size[1]
+
+    @property
+    def num_tokens(self) -> int:
+        return 1 + self.num_patches
+
+    # -- model pieces --------------------------------------------------------------
+    def embed(self, pixel_values: "torch.Tensor") -> "torch.Tensor":
+        """``(B, 3, H, W)`` pixels -> ``(B, T, D)`` encoder input (pos-embedded, pre-normed)."""
+        raise NotImplementedError
+
+    def run_encoder(self, tokens: "torch.Tensor") -> "torch.Tensor":
+        """Run the model's own encoder module on ``(B, T', D)`` tokens (any ``T'``)."""
+        raise NotImplementedError
+
+    def blocks(self) -> list[BlockOps]:
+        """Per-layer :class:`BlockOps`, first layer first."""
+        raise NotImplementedError
+
+    def final_norm(self, tokens: "torch.Tensor") -> "torch.Tensor":
+        """The final LayerNorm applied token-wise, ``(..., D) -> (..., D)``."""
+        raise NotImplementedError
+
+    def project(self, pooled: "torch.Tensor") -> "torch.Tensor":
+        """Projection of the normalised CLS token into the joint space, ``(..., D) -> (..., E)``."""
+        raise NotImplementedError
+
+    def pool(self, tokens: "torch.Tensor") -> "torch.Tensor":
+        """Image embedding from final encoder tokens ``(B, T, D) -> (B, E)`` (CLS pooling)."""
+        return self.project(self.final_norm(tokens[:, 0]))
+
+    def encode_image(self, pixel_values: "torch.Tensor") -> "torch.Tensor":
+        """The user's own image forward, ``(B, 3, H, W) -> (B, E)`` (hooks apply)."""
+        raise NotImplementedError
+
+    def inject_mask(self, args: tuple, kwargs: dict, bias: "torch.Tensor") -> tuple[tuple, dict]:
+        """Return encoder ``(args, kwargs)`` with the additive ``(V, 1, T, T)`` bias added."""
+        raise NotImplementedError
+
+    def encoder_input(self, args: tuple, kwargs: dict) -> "torch.Tensor":
+        """The ``(V, T, D)`` token tensor the encoder is being called with."""
+        raise NotImplementedError
+
+    def encode_text(self, texts: Any) -> "torch.Tensor":
+        """Text embeddings ``(C, E)`` for a list of strings or a token-id tensor."""
+        raise NotImplementedError
+
+    def check_eval(self) -> None:
+        """Raise ``ValueError`` if any module is in train mode (dropout breaks exactness)."""
+        if any(m.training for m in self.model.modules()):
+            raise ValueError(
+                "model is in train mode (models built from configs start that way); "
+                "call model.eval() before explaining it"
+            )
+
+
+# ----------------------------------------------------------------------------- transformers
+class TransformersCLIPBackend(VisionBackend):
+    """Adapter for transformers ``CLIPModel`` / ``CLIPVisionModel[WithProjection]``."""
+
+    name = "transformers"
+
+    def __init__(self, model: "nn.Module", tokenizer: Callable | None = None) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        vision = model.vision_model if hasattr(model, "vision_model") else model
+        # transformers < 5 nests a CLIPVisionTransformer one level deeper
+        if not hasattr(vision, "encoder") and hasattr(vision, "vision_model"):
+            vision = vision.vision_model
+        for attr in ("embeddings", "pre_layrnorm", "encoder", "post_layernorm"):
+            if not hasattr(vision, attr):
+                raise ValueError(f"model: transformers vision tower lacks {attr!r}; not a CLIP ViT")
+        self.vision = vision
+        self.encoder = vision.encoder
+        self.projection = getattr(model, "visual_projection", None)
+        cfg = vision.config if hasattr(vision, "config") else model.config.vision_config
+        self.num_heads = int(cfg.num_attention_heads)
+        side = int(cfg.image_size) // int(cfg.patch_size)
+        self.grid_size = (side, side)
+        self.image_size = (int(cfg.image_size), int(cfg.image_size))
+
+    def embed(self, pixel_values):
+        return self.vision.pre_layrnorm(self.vision.embeddings(pixel_values))
+
+    def run_encoder(self, tokens):
+        out = self.encoder(inputs_embeds=tokens)
+        return out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+
+    def blocks(self) -> list[BlockOps]:
+        ops = []
+        for layer in self.encoder.layers:
+            att = layer.self_attn
+
+            def qkv(x, att=att):
+                return att.q_proj(x), att.k_proj(x), att.v_proj(x)
+
+            def kv(x, att=att):
+                return att.k_proj(x), att.v_proj(x)
+
+            ops.append(
+                BlockOps(
+                    norm1=layer.layer_norm1, qkv=qkv, q_proj=att.q_proj, kv_proj=kv, out=att.out_proj,
+                    norm2=layer.layer_norm2, mlp=layer.mlp, ls1=_identity, ls2=_identity,
+                    num_heads=int(att.num_heads),
+                )
+            )
+        return ops
+
+    def final_norm(self, tokens):
+        return self.vision.post_layernorm(tokens)
+
+    def project(self, pooled):
+        return self.projection(pooled) if self.projection is not None else pooled
+
+    def encode_image(self, pixel_values):
+        if hasattr(self.model, "get_image_features"):
+            out = self.model.get_image_features(pixel_values=pixel_values)
+        else:
+            out = self.model(pixel_values=pixel_values)
+        if hasattr(out, "image_embeds"):
+            return out.image_embeds
+        if hasattr(out, "pooler_output"):
+            return out.pooler_output
+        return out
+
+    def encoder_input(self, args, kwargs):
+        return kwargs["inputs_embeds"] if "inputs_embeds" in kwargs else args[0]
+
+    def inject_mask(self, args, kwargs, bias):
+        kwargs = dict(kwargs)
+        if kwargs.get("attention_mask") is not None:
+            bias = bias + kwargs["attention_mask"]
+        kwargs["attention_mask"] = bias
+        return args, kwargs
+
+    def encode_text(self, texts):
+        import torch
+
+        if not hasattr(self.model, "get_text_features"):
+            raise ValueError("model: this transformers model has no text tower; pass text embeddings")
+        if isinstance(texts, torch.Tensor):
+            ids = texts
+        elif self.tokenizer is None:
+            raise ValueError("texts: pass token ids or text embeddings (no tokenizer was given)")
+        else:
+            ids = self.tokenizer(list(texts), padding=True, return_tensors="pt")["input_ids"]
+        out = self.model.get_text_features(input_ids=ids.to(next(self.model.parameters()).device))
+        return out.pooler_output if hasattr(out, "pooler_output") else out
+
+
+# ----------------------------------------------------------------------------- open_clip
+class OpenCLIPBackend(VisionBackend):
+    """Adapter for an open_clip ``VisionTransformer`` (``model.visual``) with CLS pooling."""
+
+    name = "open_clip"
+
+    def __init__(self, model: "nn.Module", tokenizer: Callable | None = None) -> None:
+        from open_clip.transformer import VisionTransformer
+
+        visual = getattr(model, "visual", model)
+        if not isinstance(visual, VisionTransformer):
+            raise ValueError(
+                f"model: open_clip image tower is {type(visual).__name__}, not a VisionTransformer; "
+                "CCI needs a ViT"
+            )
+        if getattr(visual, "attn_pool", None) is not None or getattr(visual, "pool_type", "tok") != "tok":
+            raise ValueError("model: CCI needs CLS-token pooling (pool_type='tok', no attentional pooler)")
+        self.model = model
+        self.visual = visual
+        self.tokenizer = tokenizer
+        self.encoder = visual.transformer
+        first = visual.transformer.resblocks[0]
+        attn = getattr(first, "attn", None)
+        self.num_heads = int(attn.num_heads)
+        self.grid_size = tuple(int(g) for g in visual.grid_size)
+        self.image_size = tuple(int(s) for s in visual.image_size)
+
+    def embed(self, pixel_values):
+        return self.visual._embeds(pixel_values)
+
+    def run_encoder(self, tokens):
+        return self.encoder(tokens)
+
+    def blocks(self) -> list[BlockOps]:
+        import torch
+        import torch.nn.functional as F
+
+        ops = []
+        for blk in self.encoder.resblocks:
+            att = blk.attn
+            if not isinstance(att, torch.nn.MultiheadAttention) or not att._qkv_same_embed_dim:
+                raise ValueError(
+                    f"model: block type {type(blk).__name__} is not supported by the fast path; use method='hook'"
+                )
+            if att.bias_k is not None or att.add_zero_attn or hasattr(blk, "ln_1_kv"):
+                raise ValueError("model: attention with bias_k/add_zero_attn is not supported; use method='hook'")
+            d = att.embed_dim
+            w, b = att.in_proj_weight, att.in_proj_bias
+
+            def qkv(x, w=w, b=b):
+                return F.linear(x, w, b).chunk(3, dim=-1)
+
+            def q_proj(x, w=w, b=b, d=d):
+                return F.linear(x, w[:d], None if b is None else b[:d])
+
+            def kv(x, w=w, b=b, d=d):
+                return F.linear(x, w[d:], None if b is None else b[d:]).chunk(2, dim=-1)
+
+            ops.append(
+                BlockOps(
+                    norm1=blk.ln_1, qkv=qkv, q_proj=q_proj, kv_proj=kv, out=att.out_proj,
+                    norm2=blk.ln_2, mlp=blk.mlp, ls1=blk.ls_1, ls2=blk.ls_2, num_heads=int(att.num_heads),
+                )
+            )
+        return ops
+
+    def final_norm(self, tokens):
+        return self.visual.ln_post(tokens)
+
+    def project(self, pooled):
+        return pooled @ self.visual.proj if self.visual.proj is not None else pooled
+
+    def encode_image(self, pixel_values):
+        out = self.model.encode_image(pixel_values) if hasattr(self.model, "encode_image") else self.visual(pixel_values)
+        return out[0] if isinstance(out, tuple) else out
+
+    def encoder_input(self, args, kwargs):
+        return args[0] if args else kwargs["x"]
+
+    def inject_mask(self, args, kwargs, bias):
+        v, _, t, _ = bias.shape
+        # nn.MultiheadAttention wants (V * heads, T, T); a float mask is added to the logits.
+        full = bias.expand(v, self.num_heads, t, t).reshape(v * self.num_heads, t, t)
+        kwargs = dict(kwargs)
+        if kwargs.get("attn_mask") is not None:
+            raise ValueError("model: the image encoder already receives an attn_mask; cannot combine")
+        kwargs["attn_mask"] = full
+        return args, kwargs
+
+    def encode_text(self, texts):
+        import torch
+
+        if isinstance(texts, torch.Tensor):
+            ids = texts
+        else:
+            tok = self.tokenizer
+            if tok is None:
+                import open_clip
+
+                tok = open_clip.get_tokenizer("ViT-B-16")
+            ids = tok(list(texts))
+            ctx = getattr(self.model, "context_length", ids.shape[-1])
+            ids = ids[:, :ctx]
+        if not hasattr(self.model, "encode_text"):
+            raise ValueError("model: this open_clip module has no text tower; pass text embeddings")
+        return self.model.encode_text(ids.to(next(self.model.parameters()).device))
+
+
+def get_backend(model: Any, tokenizer: Callable | None = None) -> VisionBackend:
+    """Pick the adapter for ``model`` (a backend is returned unchanged).
+
+    Raises:
+        ValueError: ``model`` is neither a transformers CLIP nor an open_clip ViT.
+    """
+    if isinstance(model, VisionBackend):
+        return model
+    module = type(model).__module__
+    if module.startswith("transformers."):
+        if "clip" not in module:
+            raise ValueError(f"model: {type(model).__name__} is not a transformers CLIP model")
+        return TransformersCLIPBackend(model, tokenizer)
+    inner = getattr(model, "clip", None)
+    if inner is not None and type(getattr(inner, "visual", None)).__module__.startswith("open_clip"):
+        # a wrapper around an open_clip CLIP (e.g. the world's WorldCLIP): explain the inner
+        # model; pixel values are then the inner model's (normalised) inputs
+        return OpenCLIPBackend(inner, tokenizer or getattr(model, "tokenizer", None))
+    visual = getattr(model, "visual", model)
+    if type(visual).__module__.startswith("open_clip"):
+        return OpenCLIPBackend(model, tokenizer)
+    raise ValueError(
+        f"model: {type(model).__name__} is not a supported CLIP ViT "
+        "(transformers CLIPModel/CLIPVisionModel or open_clip CLIP with a VisionTransformer)"
+    )

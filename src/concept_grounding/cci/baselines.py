@@ -1,0 +1,104 @@
+"""Baseline saliency maps for a CLIP ViT, to compare against CCI on the same images.
+
+* :func:`random_maps` — seeded uniform noise (the floor any method must beat);
+* :func:`gradcam_maps` — Grad-CAM (Selvaraju et al. 2017) on the last block, ViT style:
+  activations are the last block's normalised input tokens ``h = norm1(x)`` (as
+  pytorch-grad-cam does with ``blocks[-1].norm1``, since the last block's *output* patch
+  tokens do not reach the CLS token), channel weights are the patch-averaged gradients of
+  ``cos(z, t)``, the map is ``ReLU(Σ_c α_c h_c)`` on the patch grid;
+* :func:`rollout_maps` — attention rollout (Abnar & Zuidema 2020): ``Â_l = ½(A_l + I)``
+  with ``A_l`` the head-averaged attention, rows renormalised, ``R = Â_L … Â_1``; the map is
+  the CLS row over the patches (text-independent).
+
+All maps are ``(B, H, W)``, bilinearly upsampled from the ``(gh, gw)`` patch grid.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .backends import get_backend
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+__all__ = ["random_maps", "gradcam_maps", "rollout_maps", "BASELINES"]
+
+
+def _upsample(patch: "torch.Tensor", image_size: tuple[int, int]) -> "torch.Tensor":
+    import torch.nn.functional as F
+
+    return F.interpolate(patch[:, None].float(), size=tuple(image_size), mode="bilinear", align_corners=False)[:, 0]
+
+
+def random_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: Any = None, seed: int = 0) -> "torch.Tensor":
+    """Seeded uniform random maps, ``(B, H, W)``."""
+    import torch
+
+    b, _, h, w = pixel_values.shape
+    return torch.rand(b, h, w, generator=torch.Generator().manual_seed(seed)).to(pixel_values.device)
+
+
+def gradcam_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: "torch.Tensor") -> "torch.Tensor":
+    """Grad-CAM on the last block for the score ``cos(z, t)``.
+
+    Args:
+        model: CLIP model or backend.
+        pixel_values: ``(B, 3, H, W)``.
+        text_embeds: ``(B, E)`` or ``(E,)``.
+
+    Returns:
+        ``(B, H, W)`` non-negative maps.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    from .fast import _block
+
+    be = get_backend(model)
+    be.check_eval()
+    ops = be.blocks()
+    t = text_embeds if text_embeds.ndim == 2 else text_embeds[None]
+    with torch.no_grad():
+        x = be.embed(pixel_values)
+        for op in ops[:-1]:
+            x = _block(op, x)
+    with torch.enable_grad():
+        h = ops[-1].norm1(x).detach().requires_grad_(True)
+        out = _block(ops[-1], x.detach(), qkv=ops[-1].qkv(h))
+        score = F.cosine_similarity(be.pool(out), t.to(out), dim=-1).sum()
+        (grad,) = torch.autograd.grad(score, h)
+    alpha = grad[:, 1:].mean(1, keepdim=True)  # (B, 1, D)
+    cam = torch.relu((alpha * h.detach()[:, 1:]).sum(-1))
+    return _upsample(cam.view(-1, *be.grid_size), be.image_size)
+
+
+def rollout_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: Any = None) -> "torch.Tensor":
+    """Attention rollout maps ``(B, H, W)`` (text is ignored)."""
+    import torch
+
+    from .fast import _block
+
+    be = get_backend(model)
+    be.check_eval()
+    with torch.no_grad():
+        x = be.embed(pixel_values)
+        b, t, d = x.shape
+        rollout = torch.eye(t, device=x.device).expand(b, t, t)
+        eye = torch.eye(t, device=x.device)
+        for op in be.blocks():
+            q, k, v = op.qkv(op.norm1(x))
+            hd = d // op.num_heads
+            qh = q.view(b, t, op.num_heads, hd).transpose(1, 2)
+            kh = k.view(b, t, op.num_heads, hd).transpose(1, 2)
+            att = torch.softmax(qh @ kh.transpose(-1, -2) * hd**-0.5, dim=-1).mean(1)
+            att = 0.5 * att + 0.5 * eye
+            att = att / att.sum(-1, keepdim=True)
+            rollout = att @ rollout
+            x = _block(op, x, qkv=(q, k, v))
+        cls = rollout[:, 0, 1:]
+    return _upsample(cls.reshape(b, *be.grid_size), be.image_size)
+
+
+#: name -> map function ``(model, pixel_values, text_embeds) -> (B, H, W)``
+BASELINES = {"random": random_maps, "gradcam": gradcam_maps, "rollout": rollout_maps}

@@ -1,0 +1,105 @@
+"""Tiny CLIP models built from configs (random weights, no download) for tests and demos.
+
+All builders return models in eval mode with a seeded initialisation.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torch import nn
+
+__all__ = [
+    "tiny_open_clip",
+    "tiny_transformers_clip",
+    "vit_b16_open_clip_visual",
+    "known_answer_open_clip",
+]
+
+
+def tiny_open_clip(
+    image_size: int = 32, patch_size: int = 8, width: int = 32, layers: int = 2, heads: int = 4,
+    embed_dim: int = 16, seed: int = 0, with_text: bool = True,
+) -> "nn.Module":
+    """An open_clip ``CLIP`` (or its ``VisionTransformer`` alone when ``with_text=False``).
+
+    The text tower uses open_clip's bundled BPE vocabulary (49408 tokens, context 77), so
+    ``open_clip.get_tokenizer("ViT-B-16")`` tokenises for it offline.
+    """
+    import torch
+    from open_clip.model import CLIP, CLIPTextCfg, CLIPVisionCfg, _build_vision_tower
+
+    torch.manual_seed(seed)
+    vision = CLIPVisionCfg(layers=layers, width=width, head_width=width // heads, image_size=image_size,
+                           patch_size=patch_size)
+    if not with_text:
+        return _build_vision_tower(embed_dim, vision).eval()
+    text = CLIPTextCfg(context_length=77, vocab_size=49408, width=width, heads=heads, layers=1)
+    return CLIP(embed_dim, vision, text).eval()
+
+
+def vit_b16_open_clip_visual(seed: int = 0) -> "nn.Module":
+    """The ViT-B/16 image tower geometry (224 px, 197 tokens, 12 layers, width 768), random."""
+    return tiny_open_clip(224, 16, 768, 12, 12, 512, seed=seed, with_text=False)
+
+
+def tiny_transformers_clip(
+    image_size: int = 32, patch_size: int = 8, width: int = 32, layers: int = 2, heads: int = 4,
+    embed_dim: int = 16, seed: int = 0, vision_only: bool = False,
+) -> "nn.Module":
+    """A transformers ``CLIPModel`` (or ``CLIPVisionModelWithProjection``), random, eval mode."""
+    import torch
+    from transformers import CLIPConfig, CLIPModel, CLIPVisionConfig, CLIPVisionModelWithProjection
+
+    torch.manual_seed(seed)
+    vcfg = dict(hidden_size=width, intermediate_size=4 * width, num_hidden_layers=layers,
+                num_attention_heads=heads, image_size=image_size, patch_size=patch_size,
+                projection_dim=embed_dim)
+    if vision_only:
+        return CLIPVisionModelWithProjection(CLIPVisionConfig(**vcfg)).eval()
+    tcfg = dict(hidden_size=width, intermediate_size=4 * width, num_hidden_layers=1, num_attention_heads=heads,
+                vocab_size=1000, max_position_embeddings=32, projection_dim=embed_dim,
+                bos_token_id=998, eos_token_id=999, pad_token_id=1)
+    return CLIPModel(CLIPConfig(text_config=tcfg, vision_config=vcfg, projection_dim=embed_dim)).eval()
+
+
+def known_answer_open_clip(image_size: int = 16, patch_size: int = 4, gain: float = 10.0) -> "nn.Module":
+    """A one-layer open_clip ViT whose CLS output depends only on *red* patches.
+
+    Width 4, one head. Red pixels (channel 0) embed to ``r = [1, 1, -1, -1]``, blue pixels
+    (channel 2) to ``b = [1, -1, 1, -1]``; the class token is ``c = [1, -1, -1, 1]`` and the
+    positional embeddings are 0 (all three are zero-mean, unit-variance, so the LayerNorms
+    are near identities). The CLS query meets a key ``gain * c`` on red tokens only (logit
+    ``2 * gain``, vs 0 elsewhere), and only red tokens carry a value (``b``); the MLP is
+    zero. So the CLS output is ``≈ c + b`` with red patches present and ``c`` with them cut
+    out: with the text ``t = z`` the red cluster's drop is ``1 - cos(c, c + b) ≈ 0.29`` and
+    the blue cluster's drop is ``O(e^{-2 gain})``; CCI's map must be the red indicator.
+    """
+    import torch
+
+    model = tiny_open_clip(image_size, patch_size, width=4, layers=1, heads=1, embed_dim=4, with_text=False)
+    r = torch.tensor([1.0, 1.0, -1.0, -1.0])
+    b = torch.tensor([1.0, -1.0, 1.0, -1.0])
+    c = torch.tensor([1.0, -1.0, -1.0, 1.0])
+    p2 = float(patch_size * patch_size)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+        w = torch.zeros(4, 3, patch_size, patch_size)
+        w[:, 0] = r[:, None, None] / p2
+        w[:, 2] = b[:, None, None] / p2
+        model.conv1.weight.copy_(w)
+        model.class_embedding.copy_(c)
+        for ln in (model.ln_pre, model.ln_post):
+            ln.weight.fill_(1.0)
+        blk = model.transformer.resblocks[0]
+        blk.ln_1.weight.fill_(1.0)
+        blk.ln_2.weight.fill_(1.0)
+        wq = torch.outer(c, c) / 4  # q(c) = c, q(r) = q(b) = 0
+        wk = gain * torch.outer(c, r) / 4  # k(r) = gain * c, k(b) = k(c) = 0
+        wv = torch.outer(b, r) / 4  # v(r) = b, v(b) = v(c) = 0
+        blk.attn.in_proj_weight.copy_(torch.cat([wq, wk, wv]))
+        blk.attn.out_proj.weight.copy_(torch.eye(4))
+        model.proj.copy_(torch.eye(4))
+    return model.eval()

@@ -1,0 +1,47 @@
+"""`concept-grounding explain` and `concept-grounding covar` end to end on tiny settings."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("concept_grounding.world")
+
+from concept_grounding.cli import main  # noqa: E402
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_explain_command(tmp_path):
+    assert main(["explain", "--out", str(tmp_path), "--num", "2", "--size", "32", "--clusters", "3",
+                 "--baselines"]) == 0
+    rec = json.loads((tmp_path / "explain.json").read_text())
+    assert len(rec["images"]) == 2 and len(rec["images"][0]["weights"]) == 3
+    assert 0.0 <= rec["images"][0]["foreground_share"] <= 1.0
+    assert (tmp_path / "explain.png").stat().st_size > 1000 and "explain.png" in (tmp_path / "report.md").read_text()
+
+
+def test_explain_command_rejects_text_mismatch(tmp_path):
+    with pytest.raises(ValueError, match="texts"):
+        main(["explain", "--out", str(tmp_path), "--num", "3", "--size", "32", "--clusters", "2",
+              "--texts", "a", "b"])
+
+
+def test_covar_command(tmp_path):
+    assert main(["covar", "--out", str(tmp_path), "--objects", "1", "--backgrounds", "1", "--size", "32",
+                 "--clusters", "3", "--steps", "2"]) == 0
+    summary = json.loads((tmp_path / "covar.json").read_text())
+    assert summary["rows"] == 12
+    assert set(summary["per_transform"]) >= {"all", "identity", "crop"}
+    assert set(summary["truth"]) == {"CCI", "random", "gradcam", "rollout"}
+    assert {"foreground_share", "pointing_game", "Del@1", "Ins@5"} <= set(summary["truth"]["CCI"])
+    for name in ("accuracy_bg_er.png", "shares.png", "overlays.png", "report.md"):
+        assert (tmp_path / name).exists()

@@ -1,0 +1,149 @@
+"""Deletion/Insertion curves, replacements and baseline maps (known answers)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from concept_grounding.cci.baselines import BASELINES, gradcam_maps, random_maps, rollout_maps  # noqa: E402
+from concept_grounding.cci.faithfulness import (  # noqa: E402
+    Replacement,
+    classification_curves,
+    perturbed,
+    pixel_order,
+    retrieval_curves,
+)
+from concept_grounding.cci.tiny import known_answer_open_clip, tiny_open_clip  # noqa: E402
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _object_image():
+    """1x1x4x4 image, 1 on a 4-pixel object R (top-left block), 0 elsewhere."""
+    img = torch.zeros(1, 1, 4, 4)
+    img[0, 0, :2, :2] = 1.0
+    return img
+
+
+def _score(x):
+    """Class 0 logit = evidence summed over R; class 1 logit = 1.5."""
+    ev = x[:, 0, :2, :2].sum((1, 2))
+    return torch.stack([ev, torch.full_like(ev, 1.5)], dim=1)
+
+
+def test_deletion_auc_known_answer():
+    img = _object_image()
+    oracle = img[:, 0].clone()  # R first
+    reverse = 1 - oracle  # R last
+    rep = Replacement("mean")  # replacement value 0.25 everywhere
+    good = classification_curves(_score, img, oracle, torch.tensor([0]), steps=16, replacement=rep)
+    bad = classification_curves(_score, img, reverse, torch.tensor([0]), steps=16, replacement=rep)
+    # oracle: R pixels deleted at k=1..4, evidence 4 - 0.75k > 1.5 until k = 4 -> curve 1,1,1,1,0,...
+    assert good.curves["Del@1"].tolist() == [1.0] * 4 + [0.0] * 13
+    assert good.aucs["Del@1"] == pytest.approx(3.5 / 16)
+    assert bad.aucs["Del@1"] == pytest.approx(15.5 / 16)
+    assert good.aucs["Del@5"] == pytest.approx(1.0)  # two classes: top-5 always right
+    # insertion from the mean image: R revealed first -> right once 0.25*4 + 0.75k > 1.5, k >= 1
+    assert good.curves["Ins@1"].tolist() == [0.0] + [1.0] * 16
+    assert good.aucs["Ins@1"] > bad.aucs["Ins@1"]
+
+
+def test_perturbed_endpoints_and_order():
+    img = torch.arange(16.0).view(1, 1, 4, 4)
+    base = torch.full_like(img, -1.0)
+    rank = pixel_order(img[:, 0])
+    assert rank[0, 3, 3] == 0 and rank[0, 0, 0] == 15
+    assert torch.equal(perturbed(img, base, rank, 0.0, "deletion"), img)
+    assert torch.equal(perturbed(img, base, rank, 1.0, "deletion"), base)
+    half = perturbed(img, base, rank, 0.5, "insertion")
+    assert (half[0, 0, 2:] >= 8).all() and (half[0, 0, :2] == -1).all()
+    with pytest.raises(ValueError, match="mode"):
+        perturbed(img, base, rank, 0.5, "erase")
+
+
+def test_replacements():
+    img = torch.rand(2, 3, 8, 8, generator=torch.Generator().manual_seed(0))
+    mean = Replacement("mean")(img)
+    assert torch.allclose(mean, img.mean((2, 3), keepdim=True).expand_as(img))
+    const = torch.full((1, 3, 8, 8), 0.3)
+    assert torch.allclose(Replacement("blur", sigma=2.0)(const), const, atol=1e-6)
+    blurred = Replacement("blur", sigma=2.0)(img)
+    assert blurred.std() < img.std()
+    a, b = Replacement("noise", seed=3)(img), Replacement("noise", seed=3)(img)
+    assert torch.equal(a, b) and not torch.allclose(a, img)
+    with pytest.raises(ValueError, match="kind"):
+        Replacement("zeros")
+
+
+def test_retrieval_curves():
+    gen = torch.Generator().manual_seed(0)
+    imgs = torch.rand(4, 3, 8, 8, generator=gen)
+    embed = lambda x: x.flatten(1)  # noqa: E731
+    out = retrieval_curves(embed, imgs.flatten(1), imgs, torch.rand(4, 8, 8, generator=gen), steps=4,
+                           replacement=Replacement("mean"))
+    assert set(out.curves) == {f"{m}-{d}@{k}" for m in ("Del", "Ins") for d in ("TR", "IR") for k in (1, 5)}
+    assert out.curves["Del-TR@1"][0] == 1.0 and out.curves["Ins-IR@1"][-1] == 1.0
+    assert out.curves["Del-TR@5"].eq(1.0).all()  # 4 candidates: top-5 always hits
+    with pytest.raises(ValueError, match="text_embeds"):
+        retrieval_curves(embed, imgs.flatten(1)[:3], imgs, torch.rand(4, 8, 8))
+    with pytest.raises(ValueError, match="maps"):
+        classification_curves(_score, imgs, torch.rand(4, 4, 4), torch.zeros(4, dtype=torch.long))
+
+
+def _red_left():
+    img = torch.zeros(1, 3, 16, 16)
+    img[:, 0, :, :8] = 1.0
+    img[:, 2, :, 8:] = 1.0
+    return img
+
+
+def test_rollout_follows_the_attended_patches():
+    model = known_answer_open_clip()
+    maps = rollout_maps(model, _red_left())
+    assert maps.shape == (1, 16, 16)
+    assert maps[0, :, :6].min() > 10 * maps[0, :, 10:].max()
+
+
+def test_gradcam_and_random_maps():
+    model = tiny_open_clip()
+    px = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(1))
+    text = torch.randn(2, 16, generator=torch.Generator().manual_seed(2))
+    cam = gradcam_maps(model, px, text)
+    assert cam.shape == (2, 32, 32) and torch.isfinite(cam).all() and (cam >= 0).all() and cam.max() > 0
+    assert all(p.grad is None for p in model.parameters())
+    assert torch.equal(random_maps(model, px, seed=4), random_maps(model, px, seed=4))
+    assert set(BASELINES) == {"random", "gradcam", "rollout"}
+
+
+def test_cci_beats_random_on_known_answer_model():
+    """Deleting the red object (CCI's map) kills the class faster than random deletion."""
+    import torch.nn.functional as F
+
+    from concept_grounding.cci import ConceptClusterImportance
+
+    model = known_answer_open_clip()
+    img = _red_left()
+    cci = ConceptClusterImportance(model, num_clusters=2, upsample="nearest")
+    emb = cci.embed(img)
+    classes = torch.stack([emb.image_embeds[0], emb.masked_embeds[0, int(emb.labels[0, 0])]])
+    out = cci.explain_embeddings(emb, classes[:1])
+
+    def score(x):
+        with torch.no_grad():
+            return F.normalize(model(x), dim=-1) @ F.normalize(classes, dim=-1).T
+
+    label = torch.tensor([0])
+    rep = torch.zeros_like  # black: the red evidence is really gone
+    ours = classification_curves(score, img, out.maps, label, steps=8, replacement=rep).aucs["Del@1"]
+    rand = classification_curves(score, img, random_maps(model, img), label, steps=8, replacement=rep).aucs["Del@1"]
+    # CCI's map is the red half: class 0 survives f = 0 .. 3/8 and dies at f = 1/2 when the
+    # last red patch is gone -> trapezoid AUC (3 + 0.5) / 8. Random pixels leave every red
+    # patch partly intact (LayerNorm restores its direction) until f is close to 1.
+    assert ours == pytest.approx(3.5 / 8) and rand > 0.8

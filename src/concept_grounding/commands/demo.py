@@ -77,10 +77,28 @@ def _stage_tdg(out: Path, args: argparse.Namespace) -> str:
     )
 
 
+def _stage_cci(out: Path, args: argparse.Namespace) -> str:
+    """CCI maps and COVAR on the CLIP the bench stage trained (a random tiny CLIP without it)."""
+    clip = out.parent / "bench" / "models" / "world-clip"
+    model = ["--model", str(clip)] if clip.is_dir() else []
+    size = json.loads((clip / "config.json").read_text())["image_size"] if clip.is_dir() else 64
+    n, objects, backgrounds = (2, 2, 2) if args.quick else (6, 8, 5)
+    _command(["explain", "--out", str(out / "explain"), "--num", str(n), "--size", str(size), "--baselines",
+              "--seed", str(args.seed), *model])
+    _command(["covar", "--out", str(out / "covar"), "--objects", str(objects), "--backgrounds", str(backgrounds),
+              "--size", str(size), "--seed", str(args.seed), *model])
+    which = "the world CLIP trained by the bench stage" if model else "a random tiny CLIP (no bench stage ran)"
+    return (
+        f"[CCI explanations](cci/explain/report.md) and [COVAR diagnosis](cci/covar/report.md) on {which}:"
+        " cluster maps beside Grad-CAM and rollout, accuracy and BG-Er / FG-Er per transform"
+    )
+
+
 STAGES: dict[str, Stage] = {
     "world": _stage_world,
     "bench": _stage_bench,
     "tdg": _stage_tdg,
+    "cci": _stage_cci,
 }
 
 

@@ -17,6 +17,7 @@ One run, in numbered steps:
 from __future__ import annotations
 
 import logging
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,12 @@ WORLD_COLUMNS: tuple[tuple[str, str], ...] = (
 
 
 def _slug(name: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-").replace("--", "-")
+    """Folder name of a model: ``"CBM (ind., per-img.)"`` -> ``"cbm-ind-per-img"``.
+
+    >>> _slug("CBM (ind., per-img.)")
+    'cbm-ind-per-img'
+    """
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
 class _Split:

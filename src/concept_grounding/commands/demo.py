@@ -50,7 +50,8 @@ def _stage_bench(out: Path, args: argparse.Namespace) -> str:
     argv = ["bench", "--out", str(out), "--seed", str(args.seed)]
     if args.quick:
         argv += ["--image-size", "32", "--train-per-class", "2", "--test-per-class", "1", "--epochs", "1",
-                 "--clip-epochs", "1", "--models", "CBM (ind.)", "CBM (joint)", "--classes", *QUICK_CLASSES]
+                 "--clip-epochs", "1", "--models", "CBM (ind.)", "CBM (joint)", "CBM (ind., per-img.)",
+                 "--classes", *QUICK_CLASSES]
     _command(argv)
     results = json.loads((out / "results.json").read_text())
     trained = [r for r in results["table1"] if not r.get("reference")]
@@ -69,11 +70,15 @@ def _stage_tdg(out: Path, args: argparse.Namespace) -> str:
     argv += ["--images-per-pairing", "1", "--steps", "2", "--size", "32"] if args.quick else [
         "--images-per-pairing", "4", "--steps", "8", "--size", "64"]
     _command(argv)
-    _command(["filter", "--in", str(images), "--out", str(out / "filter"), "--scorer", "tiny-clip"])
+    oracle = out.parent / "bench" / "models" / "cbm-ind-per-img"
+    scorer = ["--scorer", "oracle", "--oracle", str(oracle)] if oracle.is_dir() else ["--scorer", "tiny-clip"]
+    _command(["filter", "--in", str(images), "--out", str(out / "filter"), *scorer])
     count = sum(1 for p in images.rglob("*.png"))
+    judge = "the world attribute oracle (the bench's per-image CBM)" if oracle.is_dir() else "a random tiny CLIP"
     return (
-        f"[Tied Diffusion](tdg/filter/): {count} counterfactual images from the tiny offline FLUX"
-        " (random weights: the images are noise, the pipeline and files are real) and the VQA filter report"
+        f"[Tied Diffusion](tdg/filter/filter_report.md): {count} counterfactual images from the tiny offline FLUX"
+        f" (random weights: the images are noise, the pipeline and files are real) and the VQA filter report,"
+        f" judged by {judge}"
     )
 
 

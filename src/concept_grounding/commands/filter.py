@@ -9,6 +9,7 @@ multiple-choice question, keeps the top 10 % per pairing, and writes ``<out>/met
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -18,7 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vlm-model", default="OpenGVLab/InternVL2_5-8B", help="transformers VLM id (--scorer vlm)")
     parser.add_argument("--clip-model", default="ViT-B-32", help="open_clip architecture (--scorer clip)")
     parser.add_argument("--clip-pretrained", default="openai", help="open_clip weights tag (--scorer clip)")
-    parser.add_argument("--oracle", help="'module:function' mapping a list of PIL images to (N, 312) probabilities")
+    parser.add_argument("--oracle", help="a concept model folder saved by `bench` (the world's attribute oracle), or"
+                        " 'module:function' mapping a list of PIL images to (N, 312) probabilities")
     parser.add_argument("--keep-fraction", type=float, default=0.1)
 
 
@@ -33,8 +35,12 @@ def _scorer(args: argparse.Namespace):
         model, _, preprocess = open_clip.create_model_and_transforms(args.clip_model, pretrained=args.clip_pretrained)
         return f.CLIPScorer(model.eval(), preprocess, open_clip.get_tokenizer(args.clip_model))
     if args.scorer == "oracle":
+        if args.oracle and Path(args.oracle).is_dir():
+            from concept_grounding.models.loading import concept_probability_oracle
+
+            return f.AttributeOracleScorer(concept_probability_oracle(args.oracle))
         if not args.oracle or ":" not in args.oracle:
-            raise ValueError("--oracle must be 'module:function' with --scorer oracle")
+            raise ValueError("--oracle must be a saved concept model folder or 'module:function' with --scorer oracle")
         import importlib
 
         module, name = args.oracle.split(":", 1)

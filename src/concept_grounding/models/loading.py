@@ -1,0 +1,63 @@
+"""Load any saved concept model by what its ``config.json`` says it is."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["load_concept_model", "concept_probability_oracle"]
+
+
+def load_concept_model(path: str | Path):
+    """A :class:`ConceptBottleneckModel`, :class:`ConceptEmbeddingModel` or :class:`PostHocCBM`
+    saved with ``save_pretrained`` (e.g. by ``concept-grounding bench`` under ``models/``).
+
+    Raises:
+        ValueError: ``path`` has no ``config.json`` or it is not a concept model's.
+    """
+    from .cbm import ConceptBottleneckModel
+    from .cem import ConceptEmbeddingModel
+    from .posthoc import PostHocCBM
+
+    config_file = Path(path) / "config.json"
+    if not config_file.is_file():
+        raise ValueError(f"{path}: not a saved model folder (no config.json)")
+    keys = set(json.loads(config_file.read_text()))
+    for cls, marker in ((ConceptBottleneckModel, "training_mode"), (ConceptEmbeddingModel, "embedding_size"),
+                        (PostHocCBM, "score")):
+        if marker in keys and "num_concepts" in keys:
+            return cls.from_pretrained(str(path)).eval()
+    raise ValueError(f"{path}: config.json is not a CBM, CEM or post-hoc CBM config (keys: {sorted(keys)})")
+
+
+def concept_probability_oracle(path: str | Path, image_size: int = 64) -> Callable[[Sequence[Any]], np.ndarray]:
+    """``images -> (N, 312)`` attribute probabilities from a saved concept model: its
+    concepts' probabilities in their vocabulary columns, 0.5 (no opinion) elsewhere.
+
+    This is the bird world's attribute oracle for the TDG filter.
+    """
+    import torch
+
+    from ..vocabulary import load_vocabulary
+    from .base import predict_concepts
+    from .data import _image_to_array
+
+    model = load_concept_model(path)
+    vocab = load_vocabulary()
+    names = list(model.concept_names or ())
+    if not names:
+        raise ValueError(f"{path}: the model does not record its concept names")
+    columns = vocab.attribute_indices(names)
+
+    def predict_proba(images: Sequence[Any]) -> np.ndarray:
+        arr = np.stack([_image_to_array(im, image_size) for im in images])
+        x = torch.from_numpy(arr).permute(0, 3, 1, 2).float().div_(255.0)
+        out = np.full((len(images), vocab.num_attributes), 0.5)
+        out[:, columns] = predict_concepts(model, x).numpy()
+        return out
+
+    return predict_proba

@@ -103,7 +103,8 @@ def test_word_tokenizer_covers_every_prompt():
 
 def test_world_clip_learns_colours_and_round_trips(tmp_path):
     ds = toy_concept_dataset(n_per_class=8, image_size=32, seed=0)
-    model, tok = train_world_clip(ds, image_size=32, epochs=12, batch_size=32, progress=False,
+    # plain InfoNCE (one positive per row), whose loss can fall towards 0
+    model, tok = train_world_clip(ds, image_size=32, epochs=24, batch_size=32, progress=False, multi_positive=False,
                                   model_kwargs=dict(embed_dim=32, vision_width=32, text_width=32, vision_layers=1,
                                                     text_layers=1, head_width=16))
     losses = model.history.losses
@@ -149,3 +150,21 @@ def test_tiny_world_clip_loss_decreases():
                                                     text_layers=1, head_width=16))
     assert model.history.losses[-1] < model.history.losses[0]
     assert clip_group_scores(model, tok, to_tensors(dd["test"], None, 64).images, "crown_color").shape == (2, 15)
+
+
+def test_multi_positive_clip_loss_treats_matching_captions_as_positives():
+    from concept_grounding.models.clip import caption_matches, clip_loss
+
+    attributes = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 1.0], [0.0, 0.0, 1.0]])
+    named = torch.tensor([[True, False, False], [False, False, True], [False, False, True]])
+    matches = caption_matches(attributes, named)
+    # caption 0 names attribute 0 (images 0, 1 have it); captions 1, 2 name attribute 2 (images 1, 2)
+    assert matches.tolist() == [[True, False, False], [True, True, True], [False, True, True]]
+    logits = torch.zeros(3, 3)
+    assert torch.isclose(clip_loss(logits), torch.log(torch.tensor(3.0)))
+    # uniform logits: the multi-positive CE equals log 3 too (cross-entropy against any target distribution)
+    assert torch.isclose(clip_loss(logits, matches), torch.log(torch.tensor(3.0)))
+    # logits that put all mass on the positives score lower than logits that put it on the diagonal only
+    good = torch.where(matches, 5.0, -5.0)
+    diagonal = torch.eye(3) * 10 - 5
+    assert clip_loss(good, matches) < clip_loss(diagonal, matches)

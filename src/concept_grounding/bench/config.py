@@ -47,16 +47,16 @@ class BenchConfig:
     """
 
     image_size: int = 64
-    train_per_class: int = 24
+    train_per_class: int = 96
     test_per_class: int = 8
     sub_per_pairing: int = 1
     concepts: str = "cbm_112"
-    epochs: int = 12
+    epochs: int = 8
     concept_loss_weight: float = 1.0
     models: tuple[str, ...] = tuple(MODEL_VARIANTS)
     posthoc: bool = True
     clip: bool = True
-    clip_epochs: int = 30
+    clip_epochs: int = 10
     cub_root: str | None = None
     sub: str | None = None
     min_class_count: int | None = 10

@@ -10,8 +10,14 @@ Training (:func:`train_cbm`, Koh et al. Sec. 3):
 * ``independent``: ``f`` minimises concept BCE; ``g`` is trained on the *true* concepts;
   at test time ``g`` reads ``f``'s predictions.
 * ``sequential``: ``f`` as above, then ``g`` is trained on ``f``'s (frozen) predictions.
-* ``joint``: ``L = CE(g(c_hat), y) + lambda * BCE(f(x), c)`` end to end,
-  ``lambda = concept_loss_weight``.
+* ``joint``: ``L = CE(g(c_hat), y) + lambda * sum_j BCE(f_j(x), c_j)`` end to end,
+  ``lambda = concept_loss_weight`` (Koh et al.'s ``L_Y + lambda sum_j L_Cj``: the concept
+  losses are summed over the ``L`` concepts, averaged over the batch; a mean over concepts
+  would make the concept term ``L`` times weaker than the class term and the bottleneck
+  would stop tracking the concepts).
+
+Every image-side stage trains with Adam under a one-cycle learning-rate schedule, with
+random horizontal flips of the images (the attributes are mirror-invariant).
 
 Independent and sequential CBMs share ``f``: pass an already trained model as
 ``concept_model`` and only ``g`` is trained (on cached concept predictions, in seconds).
@@ -36,9 +42,9 @@ from torch.nn import functional as F
 from .backbone import backbone_config, build_backbone
 from .base import HUB_KWARGS, ConceptModelMixin, ConceptModelOutput, seeded
 from .data import ConceptTensors
-from .training import TrainHistory, fit
+from .training import TrainHistory, fit, random_hflip
 
-__all__ = ["ConceptBottleneckModel", "train_cbm", "CBM_MODES"]
+__all__ = ["ConceptBottleneckModel", "train_cbm", "concept_bce", "CBM_MODES"]
 
 CBM_MODES = ("independent", "sequential", "joint")
 
@@ -60,13 +66,17 @@ class ConceptBottleneckModel(nn.Module, ConceptModelMixin, PyTorchModelHubMixin,
         concept_names: the ``L`` attribute names (checked against data and vocabulary).
         per_concept: one weight-independent CNN per concept (Heidemann et al.); then
             ``backbone`` must be a CNN (its strides are kept) and every concept's CNN has
-            ``per_concept_channels`` channels per layer. Costs about ``L / 8`` times the
-            shared CNN's compute: use it on a few concepts (e.g. the 17 SUB ones).
+            ``per_concept_channels`` channels per layer on the input downsampled by
+            ``per_concept_downsample``. With the defaults it costs about ``L / 10`` times the
+            shared CNN's time per image.
         bottleneck: ``"soft"`` (probabilities) or ``"hard"`` (0/1) into the label predictor.
         label_hidden: hidden width of the label predictor; 0 = linear (Koh et al.'s choice on CUB).
         training_mode: how it was (or will be) trained, one of :data:`CBM_MODES` (recorded in the config).
         concept_loss_weight: ``lambda`` of joint training (recorded in the config).
         per_concept_channels: channels of each concept's CNN (``per_concept`` only).
+        per_concept_downsample: each concept's CNN sees the image average-pooled by this
+            factor (``per_concept`` only; 2 = a quarter of the pixels, what makes ``L`` CNNs
+            affordable on a CPU).
     """
 
     def __init__(
@@ -80,7 +90,8 @@ class ConceptBottleneckModel(nn.Module, ConceptModelMixin, PyTorchModelHubMixin,
         label_hidden: int = 0,
         training_mode: Literal["independent", "sequential", "joint"] = "joint",
         concept_loss_weight: float = 1.0,
-        per_concept_channels: Sequence[int] = (8, 8, 16, 16),
+        per_concept_channels: Sequence[int] = (4, 4, 8, 8),
+        per_concept_downsample: int = 2,
     ) -> None:
         super().__init__()
         self.num_concepts, self.num_classes = int(num_concepts), int(num_classes)
@@ -101,7 +112,8 @@ class ConceptBottleneckModel(nn.Module, ConceptModelMixin, PyTorchModelHubMixin,
             if len(strides) != len(channels):
                 raise ValueError(f"per_concept_channels {list(per_concept_channels)} must have one entry per "
                                  f"backbone layer ({len(strides)})")
-            config = {"kind": "cnn", "channels": channels, "strides": strides, "groups": self.num_concepts}
+            config = {**config, "channels": channels, "strides": strides, "groups": self.num_concepts,
+                      "downsample": int(per_concept_downsample)}
         self.backbone = build_backbone(config)
         d = self.backbone.embed_dim
         if self.per_concept:
@@ -154,10 +166,16 @@ class ConceptBottleneckModel(nn.Module, ConceptModelMixin, PyTorchModelHubMixin,
 
 
 # ---------------------------------------------------------------------- training
+def concept_bce(logits: torch.Tensor, concepts: torch.Tensor) -> torch.Tensor:
+    """``sum_j BCE(logits_j, c_j)`` averaged over the batch: logits, concepts ``(B, L)`` -> scalar
+    (Koh et al.'s ``sum_j L_Cj``; concepts may be soft, in [0, 1])."""
+    return F.binary_cross_entropy_with_logits(logits, concepts, reduction="sum") / max(int(logits.shape[0]), 1)
+
+
 def _train_concept_predictor(model: ConceptBottleneckModel, images, concepts, **kw) -> TrainHistory:
     def loss(batch):
         out = model.backbone(batch[0])
-        return F.binary_cross_entropy_with_logits(model.concept_logits_from_embeddings(out.pooled), batch[1])
+        return concept_bce(model.concept_logits_from_embeddings(out.pooled), batch[1])
 
     return fit(loss, model.concept_parameters(), (images, concepts), module=model, desc="CBM concepts", **kw)
 
@@ -187,14 +205,18 @@ def train_cbm(
     *,
     backbone: str | dict[str, Any] | None = None,
     per_concept: bool = False,
-    per_concept_channels: Sequence[int] = (8, 8, 16, 16),
+    per_concept_channels: Sequence[int] = (4, 4, 8, 8),
+    per_concept_downsample: int = 2,
     bottleneck: Literal["soft", "hard"] = "soft",
     label_hidden: int = 0,
     label_epochs: int | None = None,
     concept_model: ConceptBottleneckModel | None = None,
-    batch_size: int = 64,
-    lr: float = 2e-3,
+    batch_size: int = 32,
+    lr: float | None = None,
     label_lr: float = 1e-2,
+    schedule: str = "onecycle",
+    augment: bool = True,
+    weight_decay: float = 0.0,
     val_tensors: ConceptTensors | None = None,
     patience: int | None = None,
     progress: bool = True,
@@ -207,11 +229,16 @@ def train_cbm(
         concept_loss_weight: ``lambda`` in ``CE + lambda * BCE`` (joint only).
         epochs: epochs of the image-side training (concept predictor, or everything for joint).
         seed: seeds initialisation and shuffling.
-        backbone, per_concept, bottleneck, label_hidden: see :class:`ConceptBottleneckModel`.
+        backbone, per_concept, per_concept_channels, per_concept_downsample, bottleneck, label_hidden: see :class:`ConceptBottleneckModel`.
         label_epochs: epochs of the label predictor alone (independent / sequential;
             default ``max(30, 3 * epochs)``, cheap: it trains on cached concept vectors).
         concept_model: a trained CBM whose concept predictor is reused (copied, not retrained)
             for independent / sequential training.
+        batch_size, lr, weight_decay: of the image-side training (Adam; ``lr`` is the peak rate;
+            default 3e-3, or 3e-2 for ``per_concept``, whose many tiny CNNs learn slowly otherwise).
+        label_lr: constant Adam rate of the label predictor alone.
+        schedule: learning-rate schedule of the image-side training (see :func:`~.training.fit`).
+        augment: random horizontal flips of the training images (:func:`~.training.random_hflip`).
         val_tensors, patience: early stopping on the validation loss.
 
     Returns:
@@ -225,6 +252,9 @@ def train_cbm(
     names = list(getattr(train_tensors, "concept_names", ()) or ()) or None
     num_classes = getattr(train_tensors, "num_classes", int(labels.max()) + 1)
     common = dict(batch_size=batch_size, seed=seed, progress=progress)
+    if lr is None:
+        lr = 3e-2 if per_concept and concept_model is None else 3e-3
+    image_side = dict(schedule=schedule, augment=random_hflip if augment else None, weight_decay=weight_decay)
     history: dict[str, TrainHistory] = {}
 
     if concept_model is not None:
@@ -245,6 +275,7 @@ def train_cbm(
             model = ConceptBottleneckModel(
                 concepts.shape[1], num_classes, backbone_config(backbone, image_size=images.shape[-1]), names,
                 per_concept, bottleneck, label_hidden, mode, concept_loss_weight, list(per_concept_channels),
+                per_concept_downsample,
             )
     val_fn = None
     if val_tensors is not None:
@@ -255,19 +286,20 @@ def train_cbm(
         def loss(batch):
             out = model(batch[0])
             return F.cross_entropy(out.class_logits, batch[2]) + concept_loss_weight * \
-                F.binary_cross_entropy_with_logits(out.concept_logits, batch[1])
+                concept_bce(out.concept_logits, batch[1])
 
         if val_tensors is not None:
             val_fn = lambda: float(loss((v_images, v_concepts, v_labels)))  # noqa: E731
         history["joint"] = fit(loss, model.parameters(), (images, concepts, labels), epochs=epochs, lr=lr,
-                               module=model, val_fn=val_fn, patience=patience, desc="CBM joint", **common)
+                               module=model, val_fn=val_fn, patience=patience, desc="CBM joint", **common,
+                               **image_side)
     else:
         if concept_model is None:
             if val_tensors is not None:
-                val_fn = lambda: float(F.binary_cross_entropy_with_logits(  # noqa: E731
+                val_fn = lambda: float(concept_bce(  # noqa: E731
                     model.concept_logits_from_embeddings(model.backbone(v_images).pooled), v_concepts))
             history["concepts"] = _train_concept_predictor(model, images, concepts, epochs=epochs, lr=lr,
-                                                           val_fn=val_fn, patience=patience, **common)
+                                                           val_fn=val_fn, patience=patience, **common, **image_side)
         inputs = concepts if mode == "independent" else _predicted_probs(model, images)
         history["labels"] = _train_label_predictor(model, inputs, labels, lr=label_lr,
                                                    epochs=label_epochs or max(30, 3 * epochs), **common)

@@ -7,7 +7,9 @@ For each concept ``j`` the backbone embedding ``h = f(x)`` ``(B, d)`` gives two 
 ``c_j = p_j c_j^+ + (1 - p_j) c_j^-`` (Zarlenga et al. Eq. 1), and the label predictor
 reads the concatenation ``[c_1, ..., c_L]`` ``(B, L m)``.
 
-Loss: ``CE(y_hat, y) + alpha * BCE(p, c)`` (``alpha = concept_loss_weight``). RandInt
+Loss: ``CE(y_hat, y) + alpha * sum_j BCE(p_j, c_j)`` (``alpha = concept_loss_weight``; the
+concept term sums over concepts as in the joint CBM, :func:`~.cbm.concept_bce`). Training uses
+Adam with a one-cycle schedule and random horizontal flips, as the CBMs. RandInt
 (Sec. 3): during training each ``p_j`` is replaced by the true concept label with
 probability ``intervention_prob``, which teaches the model to respond to interventions.
 """
@@ -25,7 +27,8 @@ from torch.nn import functional as F
 from .backbone import backbone_config, build_backbone
 from .base import HUB_KWARGS, ConceptModelMixin, ConceptModelOutput, seeded
 from .data import ConceptTensors
-from .training import fit
+from .cbm import concept_bce
+from .training import fit, random_hflip
 
 __all__ = ["ConceptEmbeddingModel", "train_cem"]
 
@@ -108,15 +111,19 @@ def train_cem(
     backbone: str | dict[str, Any] | None = None,
     embedding_size: int = 16,
     intervention_prob: float = 0.25,
-    batch_size: int = 64,
-    lr: float = 2e-3,
+    batch_size: int = 32,
+    lr: float = 3e-3,
+    schedule: str = "onecycle",
+    augment: bool = True,
+    weight_decay: float = 0.0,
     val_tensors: ConceptTensors | None = None,
     patience: int | None = None,
     progress: bool = True,
 ) -> ConceptEmbeddingModel:
     """Train a :class:`ConceptEmbeddingModel` jointly with RandInt (module docstring).
 
-    Returns the model in eval mode; ``model.history["joint"]`` is its :class:`~.training.TrainHistory`.
+    ``batch_size``, ``lr`` (peak), ``schedule``, ``weight_decay``: see :func:`~.training.fit`;
+    ``augment``: random horizontal flips of the training images. Returns the model in eval mode; ``model.history["joint"]`` is its :class:`~.training.TrainHistory`.
     """
     if concept_loss_weight < 0:
         raise ValueError(f"concept_loss_weight must be >= 0, got {concept_loss_weight}")
@@ -133,7 +140,7 @@ def train_cem(
             mask = torch.rand(batch[1].shape) < model.intervention_prob
         out = model(batch[0], batch[1], mask)
         return F.cross_entropy(out.class_logits, batch[2]) + concept_loss_weight * \
-            F.binary_cross_entropy_with_logits(out.concept_logits, batch[1])
+            concept_bce(out.concept_logits, batch[1])
 
     val_fn = None
     if val_tensors is not None:
@@ -141,5 +148,6 @@ def train_cem(
         val_fn = lambda: float(loss(tuple(val_tensors), randint=False))  # noqa: E731
     model.history = {"joint": fit(loss, model.parameters(), (images, concepts, labels), epochs=epochs,
                                   batch_size=batch_size, lr=lr, seed=seed, module=model, val_fn=val_fn,
-                                  patience=patience, desc="CEM", progress=progress)}
+                                  patience=patience, desc="CEM", progress=progress, schedule=schedule,
+                                  augment=random_hflip if augment else None, weight_decay=weight_decay)}
     return model.eval()

@@ -41,7 +41,7 @@ from torch.nn import functional as F
 
 from ..vocabulary import Vocabulary, load_vocabulary, split_attribute
 from .base import HUB_KWARGS, seeded
-from .training import fit
+from .training import fit, random_hflip
 
 if TYPE_CHECKING:
     import datasets
@@ -327,23 +327,53 @@ class WorldCLIP(nn.Module, PyTorchModelHubMixin, **HUB_KWARGS, tags=["clip", "op
         return self.clip.logit_scale.exp() * image @ text.T
 
 
-def _sample_captions(attributes: torch.Tensor, vocab: Vocabulary, max_phrases: int) -> list[str]:
+def _sample_captions(attributes: torch.Tensor, vocab: Vocabulary, max_phrases: int,
+                     min_phrases: int = 1) -> tuple[list[str], torch.Tensor]:
+    """Captions of ``min_phrases..max_phrases`` random present attributes per row of
+    ``attributes`` ``(B, A)``, and the ``(B, A)`` 0/1 mask of the attributes each names."""
     captions = []
-    for row in attributes:
+    named = torch.zeros(attributes.shape, dtype=torch.bool)
+    for r, row in enumerate(attributes):
         present = torch.nonzero(row > 0.5).flatten()
         if len(present) == 0:
             captions.append(NONE_PROMPT)
             continue
-        k = int(torch.randint(1, max_phrases + 1, ()).item())
+        low = min(max(int(min_phrases), 1), int(max_phrases))
+        k = int(torch.randint(low, max_phrases + 1, ()).item())
         chosen = present[torch.randperm(len(present))[:k]].sort().values
+        named[r, chosen] = True
         captions.append(caption_for_attributes([vocab.attributes[int(i)] for i in chosen]))
-    return captions
+    return captions, named
 
 
-def clip_loss(logits: torch.Tensor) -> torch.Tensor:
-    """Symmetric InfoNCE of Radford et al. (2021): mean of image->text and text->image CE."""
-    target = torch.arange(logits.shape[0])
-    return (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)) / 2
+def caption_matches(attributes: torch.Tensor, named: torch.Tensor) -> torch.Tensor:
+    """``(B, B)`` bool: image ``i`` (``attributes[i]`` > 0.5) has every attribute caption ``j`` names.
+
+    >>> caption_matches(torch.tensor([[1., 1.], [1., 0.]]), torch.tensor([[False, True], [True, False]])).tolist()
+    [[True, True], [False, True]]
+    """
+    present = (attributes > 0.5).float()
+    named = named.float()
+    return (present @ named.T) >= named.sum(1)[None, :] - 0.5
+
+
+def clip_loss(logits: torch.Tensor, positives: torch.Tensor | None = None) -> torch.Tensor:
+    """Symmetric InfoNCE of Radford et al. (2021): mean of image->text and text->image CE.
+
+    ``logits`` ``(B, B)`` image-to-text. Without ``positives`` the target of row / column
+    ``i`` is ``i``. With a bool ``positives`` ``(B, B)`` (true on the diagonal), every
+    matching pair is a positive: the target of each row / column is uniform over its
+    positives (multi-positive InfoNCE; a caption naming "a black crown" describes every
+    black-crowned image in the batch, which plain InfoNCE would push away).
+    """
+    if positives is None:
+        target = torch.arange(logits.shape[0])
+        return (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)) / 2
+    positives = positives.float() + torch.eye(logits.shape[0])
+    positives = positives.clamp(max=1.0)
+    rows = positives / positives.sum(1, keepdim=True)
+    cols = positives.T / positives.T.sum(1, keepdim=True)
+    return (F.cross_entropy(logits, rows) + F.cross_entropy(logits.T, cols)) / 2
 
 
 def train_world_clip(
@@ -355,15 +385,23 @@ def train_world_clip(
     lr: float = 1e-3,
     seed: int = 0,
     max_phrases: int = 3,
+    min_phrases: int = 1,
+    multi_positive: bool = True,
+    schedule: str = "onecycle",
+    augment: bool = True,
+    weight_decay: float = 0.0,
     vocab: Vocabulary | None = None,
     model_kwargs: dict[str, Any] | None = None,
     progress: bool = True,
 ) -> tuple[WorldCLIP, WordTokenizer]:
     """Train a :class:`WorldCLIP` contrastively on a split in the ``cub_features`` schema.
 
-    Each step captions every image afresh with 1..``max_phrases`` of its true per-image
-    attributes (:func:`caption_for_attributes`), e.g. "a photo of a bird with a black crown
-    and a red breast", and minimises :func:`clip_loss`.
+    Each step captions every image afresh with ``min_phrases..max_phrases`` of its true
+    per-image attributes (:func:`caption_for_attributes`), e.g. "a photo of a bird with a
+    black crown and a red breast", and minimises :func:`clip_loss`; with ``multi_positive``
+    every image that has all of a caption's attributes counts as its positive
+    (:func:`caption_matches`). Adam with a ``schedule`` (peak ``lr``, see
+    :func:`~.training.fit`) and random horizontal flips of the images (``augment``).
 
     Returns:
         ``(model, tokenizer)``, model in eval mode; ``model.history`` is the
@@ -382,12 +420,17 @@ def train_world_clip(
         model = WorldCLIP(tokenizer.words, image_size=image_size, **(model_kwargs or {}))
     tokenizer = model.tokenizer
 
+    if not 1 <= min_phrases <= max_phrases:
+        raise ValueError(f"need 1 <= min_phrases <= max_phrases, got {min_phrases}, {max_phrases}")
+
     def loss(batch):
-        tokens = tokenizer(_sample_captions(batch[1], vocab, max_phrases))
-        return clip_loss(model(batch[0], tokens))
+        captions, named = _sample_captions(batch[1], vocab, max_phrases, min_phrases)
+        positives = caption_matches(batch[1], named) if multi_positive else None
+        return clip_loss(model(batch[0], tokenizer(captions)), positives)
 
     model.history = fit(loss, model.parameters(), (images, attributes), epochs=epochs, batch_size=batch_size,
-                        lr=lr, seed=seed, module=model, desc="world CLIP", progress=progress)
+                        lr=lr, seed=seed, module=model, desc="world CLIP", progress=progress, schedule=schedule,
+                        augment=random_hflip if augment else None, weight_decay=weight_decay)
     return model.eval(), tokenizer
 
 

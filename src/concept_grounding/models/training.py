@@ -1,4 +1,5 @@
-"""The one training loop every model here uses: minibatches, Adam, tqdm, seeds, early stop.
+"""The one training loop every model here uses: minibatches, Adam, a learning-rate schedule,
+optional augmentation, tqdm, seeds, early stop.
 
 >>> import torch
 >>> w = torch.nn.Parameter(torch.zeros(1))
@@ -19,11 +20,43 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-__all__ = ["fit", "TrainHistory"]
+__all__ = ["fit", "TrainHistory", "random_hflip", "SCHEDULES"]
+
+#: learning-rate schedules of :func:`fit`.
+SCHEDULES = ("constant", "onecycle", "cosine")
 
 logger = logging.getLogger(__name__)
 
 LossFn = Callable[[tuple[torch.Tensor, ...]], torch.Tensor]
+
+
+def random_hflip(images: torch.Tensor, p: float = 0.5) -> torch.Tensor:
+    """Mirror each image ``(B, C, H, W)`` left-right with probability ``p`` (torch's global RNG).
+
+    Label-preserving for the world's attributes (colours, patterns, shapes); not for
+    left/right part identities (part visibility, part coordinates), which callers must
+    not train on with it.
+
+    >>> x = torch.arange(4.0).view(1, 1, 1, 4)
+    >>> random_hflip(x, p=1.0).flatten().tolist(), random_hflip(x, p=0.0).flatten().tolist()
+    ([3.0, 2.0, 1.0, 0.0], [0.0, 1.0, 2.0, 3.0])
+    """
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"p must be in [0, 1], got {p}")
+    flip = torch.rand(images.shape[0], device=images.device) < p
+    return torch.where(flip.view(-1, *([1] * (images.ndim - 1))), images.flip(-1), images)
+
+
+def _scheduler(optimiser: torch.optim.Optimizer, schedule: str, lr: float, total_steps: int):
+    if schedule == "constant":
+        return None
+    if schedule == "onecycle":
+        total = max(int(total_steps), 4)  # OneCycleLR needs >= 1 step in each phase
+        return torch.optim.lr_scheduler.OneCycleLR(optimiser, max_lr=lr, total_steps=total,
+                                                   pct_start=max(0.25, 2.0 / total))
+    if schedule == "cosine":
+        return torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, T_max=max(total_steps, 1))
+    raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
 
 
 @dataclass
@@ -47,6 +80,8 @@ def fit(
     batch_size: int = 64,
     lr: float = 1e-3,
     weight_decay: float = 0.0,
+    schedule: str = "constant",
+    augment: Callable[[torch.Tensor], torch.Tensor] | None = None,
     seed: int = 0,
     module: nn.Module | None = None,
     val_fn: Callable[[], float] | None = None,
@@ -61,6 +96,13 @@ def fit(
         params: the parameters to train (others stay as they are).
         tensors: tensors sharing their first dimension ``N``.
         epochs: passes over the data.
+        lr: Adam's learning rate (the peak rate for ``"onecycle"``, the start for ``"cosine"``).
+        weight_decay: Adam's L2 penalty.
+        schedule: per-step learning-rate schedule, one of :data:`SCHEDULES`: ``"constant"``;
+            ``"onecycle"`` (Smith & Topin 2019: warm up to ``lr`` over the first 25 % of the
+            steps, then anneal to ~0); ``"cosine"`` (cosine decay from ``lr`` to 0).
+        augment: applied to the first tensor of every training batch (e.g. :func:`random_hflip`
+            on the images), never to validation.
         seed: seeds the shuffling and torch's RNG inside the loop (dropout, RandInt);
             the caller's RNG state is restored afterwards.
         module: put in ``train()`` mode for the loop (and ``eval()`` for ``val_fn``); with
@@ -86,8 +128,11 @@ def fit(
         raise ValueError("fit: no training rows")
     if patience is not None and val_fn is None:
         raise ValueError("fit: patience needs val_fn")
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
     history = TrainHistory()
     optimiser = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+    scheduler = _scheduler(optimiser, schedule, lr, int(epochs) * math.ceil(n / batch_size))
     generator = torch.Generator().manual_seed(int(seed))
     best, best_state, bad_epochs = math.inf, None, 0
     with torch.random.fork_rng(devices=[]):
@@ -100,10 +145,15 @@ def fit(
             total = 0.0
             for start in range(0, n, batch_size):
                 idx = order[start : start + batch_size]
-                loss = loss_fn(tuple(t[idx] for t in tensors))
+                batch = tuple(t[idx] for t in tensors)
+                if augment is not None:
+                    batch = (augment(batch[0]), *batch[1:])
+                loss = loss_fn(batch)
                 optimiser.zero_grad(set_to_none=True)
                 loss.backward()
                 optimiser.step()
+                if scheduler is not None:
+                    scheduler.step()
                 history.step_losses.append(float(loss.detach()))
                 total += float(loss.detach()) * len(idx)
             history.losses.append(total / n)

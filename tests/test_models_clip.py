@@ -104,7 +104,7 @@ def test_word_tokenizer_covers_every_prompt():
 def test_world_clip_learns_colours_and_round_trips(tmp_path):
     ds = toy_concept_dataset(n_per_class=8, image_size=32, seed=0)
     # plain InfoNCE (one positive per row), whose loss can fall towards 0
-    model, tok = train_world_clip(ds, image_size=32, epochs=24, batch_size=32, progress=False, multi_positive=False,
+    model, tok = train_world_clip(ds, image_size=32, epochs=24, batch_size=32, progress=False, multi_positive=False, class_caption_rate=0.0,
                                   model_kwargs=dict(embed_dim=32, vision_width=32, text_width=32, vision_layers=1,
                                                     text_layers=1, head_width=16))
     losses = model.history.losses
@@ -134,9 +134,9 @@ def test_unknown_model_names_are_clear_errors(tmp_path):
 def test_tiny_open_clip_architecture_works_with_group_scores():
     import open_clip
 
-    model = open_clip.CLIP(16, vision_cfg=dict(layers=1, width=16, head_width=8, patch_size=8, image_size=16),
-                           text_cfg=dict(context_length=16, vocab_size=200, width=16, heads=2, layers=1))
     tok = WordTokenizer.from_vocabulary(context_length=16)
+    model = open_clip.CLIP(16, vision_cfg=dict(layers=1, width=16, head_width=8, patch_size=8, image_size=16),
+                           text_cfg=dict(context_length=16, vocab_size=tok.vocab_size, width=16, heads=2, layers=1))
     scores = clip_group_scores(model, tok, torch.rand(2, 3, 16, 16), "eye_color", include_none=True)
     assert scores.shape == (2, 15) and (scores.abs() <= 1 + 1e-6).all()
 
@@ -168,3 +168,18 @@ def test_multi_positive_clip_loss_treats_matching_captions_as_positives():
     good = torch.where(matches, 5.0, -5.0)
     diagonal = torch.eye(3) * 10 - 5
     assert clip_loss(good, matches) < clip_loss(diagonal, matches)
+
+
+def test_class_captions_take_the_class_as_their_positives():
+    import torch
+
+    from concept_grounding.models.clip import _with_class_captions, class_caption
+
+    torch.manual_seed(0)
+    labels = torch.tensor([0, 1, 0])
+    attr_pos = torch.eye(3, dtype=torch.bool)
+    captions, pos = _with_class_captions(["a", "b", "c"], None, attr_pos, labels, ["017.Cardinal", "073.Blue_Jay"], 1.0)
+    assert captions == [class_caption("017.Cardinal"), class_caption("073.Blue_Jay"), class_caption("017.Cardinal")]
+    assert pos.tolist() == [[True, False, True], [False, True, False], [True, False, True]]
+    captions, pos = _with_class_captions(["a", "b", "c"], None, attr_pos, labels, ["017.Cardinal", "073.Blue_Jay"], 0.0)
+    assert captions == ["a", "b", "c"] and pos.tolist() == attr_pos.tolist()

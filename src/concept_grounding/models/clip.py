@@ -39,7 +39,7 @@ from huggingface_hub import PyTorchModelHubMixin
 from torch import nn
 from torch.nn import functional as F
 
-from ..vocabulary import Vocabulary, load_vocabulary, split_attribute
+from ..vocabulary import Vocabulary, class_display_name, load_vocabulary, split_attribute
 from .base import HUB_KWARGS, seeded
 from .training import fit, random_hflip
 
@@ -257,6 +257,7 @@ class WordTokenizer:
         """Every word of every attribute prompt, training caption and the none prompt."""
         vocab = vocab or load_vocabulary()
         texts = [attribute_prompt(a) for a in vocab.attributes] + [NONE_PROMPT, "and", "with an"]
+        texts += [class_caption(c) for c in vocab.classes]
         words = sorted({w for t in texts for w in _WORD.findall(t.lower())})
         return cls(words, context_length)
 
@@ -346,6 +347,25 @@ def _sample_captions(attributes: torch.Tensor, vocab: Vocabulary, max_phrases: i
     return captions, named
 
 
+def class_caption(class_name: str) -> str:
+    """The zero-shot class prompt the world CLIP also trains on (CCI / COVAR classify with it).
+
+    >>> class_caption("073.Blue_Jay")
+    'a photo of a blue jay.'
+    """
+    return f"a photo of a {class_display_name(class_name).lower()}."
+
+
+def _with_class_captions(captions: list[str], named: torch.Tensor, attr_positives: torch.Tensor,
+                         labels: torch.Tensor, class_names: Sequence[str], rate: float) -> tuple[list[str], torch.Tensor]:
+    """Swap a random ``rate`` of the captions for :func:`class_caption`; their positives are
+    the images of that class (every other caption keeps ``attr_positives``)."""
+    swap = torch.rand(len(captions)) < rate
+    captions = [class_caption(class_names[int(labels[i])]) if swap[i] else c for i, c in enumerate(captions)]
+    same_class = labels[:, None] == labels[None, :]
+    return captions, torch.where(swap[None, :], same_class, attr_positives)
+
+
 def caption_matches(attributes: torch.Tensor, named: torch.Tensor) -> torch.Tensor:
     """``(B, B)`` bool: image ``i`` (``attributes[i]`` > 0.5) has every attribute caption ``j`` names.
 
@@ -387,6 +407,7 @@ def train_world_clip(
     max_phrases: int = 3,
     min_phrases: int = 1,
     multi_positive: bool = True,
+    class_caption_rate: float = 0.25,
     schedule: str = "onecycle",
     augment: bool = True,
     weight_decay: float = 0.0,
@@ -400,7 +421,9 @@ def train_world_clip(
     per-image attributes (:func:`caption_for_attributes`), e.g. "a photo of a bird with a
     black crown and a red breast", and minimises :func:`clip_loss`; with ``multi_positive``
     every image that has all of a caption's attributes counts as its positive
-    (:func:`caption_matches`). Adam with a ``schedule`` (peak ``lr``, see
+    (:func:`caption_matches`). A ``class_caption_rate`` share of the captions name the class
+    instead (:func:`class_caption`, e.g. "a photo of a blue jay."), so that the model also
+    classifies zero-shot, as CCI and COVAR use it. Adam with a ``schedule`` (peak ``lr``, see
     :func:`~.training.fit`) and random horizontal flips of the images (``augment``).
 
     Returns:
@@ -414,7 +437,11 @@ def train_world_clip(
         if "train" not in dataset:
             raise ValueError(f"train_world_clip needs a 'train' split, got {list(dataset.keys())}")
         dataset = dataset["train"]
-    images, attributes, _ = tuple(to_tensors(dataset, None, image_size, "image", vocab))
+    data = to_tensors(dataset, None, image_size, "image", vocab)
+    images, attributes, labels = tuple(data)
+    class_names = data.class_names or tuple(vocab.classes)
+    if not 0.0 <= class_caption_rate <= 1.0:
+        raise ValueError(f"class_caption_rate must be in [0, 1], got {class_caption_rate}")
     tokenizer = WordTokenizer.from_vocabulary(vocab, (model_kwargs or {}).get("context_length", 32))
     with seeded(seed):
         model = WorldCLIP(tokenizer.words, image_size=image_size, **(model_kwargs or {}))
@@ -426,9 +453,13 @@ def train_world_clip(
     def loss(batch):
         captions, named = _sample_captions(batch[1], vocab, max_phrases, min_phrases)
         positives = caption_matches(batch[1], named) if multi_positive else None
+        if class_caption_rate > 0:
+            base = positives if positives is not None else torch.eye(len(captions), dtype=torch.bool)
+            captions, positives = _with_class_captions(captions, named, base, batch[2], class_names,
+                                                       class_caption_rate)
         return clip_loss(model(batch[0], tokenizer(captions)), positives)
 
-    model.history = fit(loss, model.parameters(), (images, attributes), epochs=epochs, batch_size=batch_size,
+    model.history = fit(loss, model.parameters(), (images, attributes, labels), epochs=epochs, batch_size=batch_size,
                         lr=lr, seed=seed, module=model, desc="world CLIP", progress=progress, schedule=schedule,
                         augment=random_hflip if augment else None, weight_decay=weight_decay)
     return model.eval(), tokenizer

@@ -3,7 +3,6 @@ world's CUB_200_2011 / SUB exports."""
 
 import json
 
-import numpy as np
 import pytest
 
 from concept_grounding.bench import BenchConfig, run_bench

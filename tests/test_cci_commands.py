@@ -12,13 +12,6 @@ pytest.importorskip("concept_grounding.world")
 from concept_grounding.cli import main  # noqa: E402
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 def test_explain_command(tmp_path):
     assert main(["explain", "--out", str(tmp_path), "--num", "2", "--size", "32", "--clusters", "3",

@@ -17,13 +17,6 @@ from concept_grounding.cci.faithfulness import (  # noqa: E402
 from concept_grounding.cci.tiny import known_answer_open_clip, tiny_open_clip  # noqa: E402
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 def _object_image():
     """1x1x4x4 image, 1 on a 4-pixel object R (top-left block), 0 elsewhere."""

@@ -11,13 +11,6 @@ NAMES = ["has_primary_color::red", "has_primary_color::blue", "has_primary_color
 FAST = dict(epochs=6, batch_size=16, progress=False)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 @pytest.fixture(scope="module")
 def toy():

@@ -10,13 +10,6 @@ from concept_grounding.models.clip import (NONE_PROMPT, attribute_prompt, captio
 from concept_grounding.models.data import to_tensors
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 class FakeClip(torch.nn.Module):
     """Image i's embedding is a basis vector; each prompt's embedding is set by a table."""

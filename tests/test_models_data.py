@@ -8,13 +8,6 @@ from concept_grounding import load_vocabulary
 from concept_grounding.models.data import TOY_COLOURS, ConceptTensors, to_tensors, toy_concept_dataset
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 @pytest.fixture(scope="module")
 def toy():

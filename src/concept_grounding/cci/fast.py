@@ -128,7 +128,6 @@ def masked_embeddings_fast(
     v = b * k
     img, tok, var, pos, lengths = _pack(labels, k)
     lmax = int(lengths.max())
-    d = trace.x0.shape[-1]
     dtype, dev = trace.x0.dtype, trace.x0.device
     bias = torch.zeros(v, lmax, dtype=dtype, device=dev)
     bias.masked_fill_(torch.arange(lmax, device=dev)[None, :] >= lengths[:, None], float("-inf"))

@@ -37,7 +37,6 @@ from typing import Any
 
 import torch
 from diffusers import FluxPipeline
-from diffusers.utils.torch_utils import randn_tensor
 
 from .pipeline_output import TiedDiffusionPipelineOutput
 from .schedule import EtaSchedule, Schedule

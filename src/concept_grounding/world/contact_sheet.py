@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .render import PART_NAMES
 
 if TYPE_CHECKING:
     from PIL import Image

@@ -73,3 +73,16 @@ def test_foreground_share_and_pointing_game():
     xy = torch.tensor([[[7.0, 3.0], [0.0, 0.0]], [[0.0, 0.0], [9.0, 9.0]], [[7.0, 2.0], [0.0, 0.0]]])
     vis = torch.tensor([[True, False], [True, True], [False, False]])
     assert pointing_game(m, xy, vis, radius=1.5).tolist() == [True, False, False]
+
+
+def test_judge_default_threshold_is_the_90th_percentile_of_class_pairs():
+    import torch
+
+    from concept_grounding.cci.diagnosis import AttributeJudge
+
+    # pair cosines: (0,1) 0.994, (2,3) 0.8, (3,4) 0.6, (1,2) 0.11, the rest 0; their 90th
+    # percentile (numpy's linear rule over both orders of each pair) is 0.8 + 0.1 * 0.194
+    vectors = torch.tensor([[1, 0, 0], [0.9, 0.1, 0], [0, 1, 0], [0, 0.8, 0.6], [0, 0, 1]])
+    judge = AttributeJudge(vectors, threshold=None)
+    assert abs(judge.threshold - 0.8194) < 1e-3
+    assert judge(0, 1) and judge(1, 0) and not judge(0, 0) and not judge(2, 3) and not judge(3, 4)

@@ -44,13 +44,22 @@ CATEGORIES = ("correct", "BG-Er", "Fine-Er", "FG-Er")
 
 
 class _CosineJudge:
-    def __init__(self, vectors: "torch.Tensor | np.ndarray", threshold: float) -> None:
+    """Two classes are "visually similar" when the cosine of their vectors is ``>= threshold``.
+
+    ``threshold=None`` takes the 90th percentile of the off-diagonal similarities: the
+    most similar tenth of class pairs count as similar, whatever the vectors' scale.
+    """
+
+    def __init__(self, vectors: "torch.Tensor | np.ndarray", threshold: float | None) -> None:
         import torch
 
         v = torch.as_tensor(vectors, dtype=torch.float32)
         if v.ndim != 2:
             raise ValueError(f"vectors: expected (C, dim), got shape {tuple(v.shape)}")
         self.similarity = torch.nn.functional.normalize(v, dim=-1) @ torch.nn.functional.normalize(v, dim=-1).T
+        if threshold is None:
+            off = ~torch.eye(v.shape[0], dtype=torch.bool)
+            threshold = float(torch.quantile(self.similarity[off], 0.9)) if v.shape[0] > 1 else 1.0
         self.threshold = float(threshold)
 
     def __call__(self, pred: int, true: int) -> bool:

@@ -29,7 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(default: tiny config-built open_clip CLIP, random weights)")
     parser.add_argument("--clusters", type=int, default=7)
     parser.add_argument("--judge", choices=("attributes", "text"), default="attributes", help="Fine-Er judge")
-    parser.add_argument("--judge-threshold", type=float, default=0.8)
+    parser.add_argument("--judge-threshold", type=float, default=None,
+                        help="cosine above which two classes are similar (default: the 90th percentile of class pairs)")
     parser.add_argument("--threshold", type=float, default=0.5, help="map binarisation, fraction of the maximum")
     parser.add_argument("--steps", type=int, default=10, help="Deletion/Insertion steps")
     parser.add_argument("--seed", type=int, default=0)

@@ -14,7 +14,8 @@ def test_quick_demo_writes_every_stage_and_resumes(tmp_path):
     assert (out / "world" / "CUB_200_2011" / "images.txt").is_file()
     assert (out / "world" / "SUB" / "metadata.jsonl").is_file()
     assert (out / "bench" / "results.json").is_file()
-    assert any((out / "tdg" / "images").rglob("*.png"))
+    assert any((out / "tdg" / "images").rglob("*.png")) and (out / "tdg" / "pairs.png").is_file()
+    assert any((out / "tdg" / "images" / ".guides").rglob("*.png"))
     assert "world CLIP trained by the bench stage" in index and "world attribute oracle" in index
     timings = json.loads((out / "timings.json").read_text())
     # A second run with --resume skips every finished stage and rewrites the same index.

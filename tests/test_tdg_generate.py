@@ -155,3 +155,19 @@ def test_prompting_baseline_matches_plain_flux(pipe, tmp_path):
     from PIL import Image
 
     assert np.array_equal(np.asarray(Image.open(tmp_path / JOBS[0].file_name)), np.asarray(out))
+
+
+def test_saved_guides_stay_out_of_the_imagefolder(pipe, uninterrupted, tmp_path):
+    import dataclasses
+
+    import datasets
+
+    settings = dataclasses.replace(SETTINGS, save_guides=True)
+    generate_images(pipe, JOBS, tmp_path, settings, batch_size=2, progress=False)
+    finalize(tmp_path, JOBS)
+    rows = [json.loads(line) for line in (tmp_path / "metadata.jsonl").read_text().splitlines()]
+    assert all((tmp_path / r["guide_file_name"]).is_file() for r in rows)
+    # the references are the very images an ordinary run makes
+    for job in JOBS:
+        assert (tmp_path / job.file_name).read_bytes() == (uninterrupted / job.file_name).read_bytes()
+    assert len(datasets.load_dataset("imagefolder", data_dir=str(tmp_path), split="train")) == len(JOBS)

@@ -62,9 +62,28 @@ def _stage_bench(out: Path, args: argparse.Namespace) -> str:
     )
 
 
+def _tdg_pairs(images: Path, path: Path) -> list[dict]:
+    """A sheet of (reference | guide) pairs, one row per generated image; returns the records."""
+    from PIL import Image, ImageDraw
+
+    records = [json.loads(line) for line in (images / "metadata.jsonl").read_text().splitlines() if line.strip()]
+    tiles = [(Image.open(images / r["file_name"]).convert("RGB"), Image.open(images / r["guide_file_name"]).convert("RGB"),
+              f"{r['reference_class'].split('.', 1)[-1]} + {r['target_attribute'].split('::')[-1]}") for r in records]
+    side, label = 96, 160
+    sheet = Image.new("RGB", (label + 2 * side, side * max(1, len(tiles))), "white")
+    draw = ImageDraw.Draw(sheet)
+    for row, (ref, guide, text) in enumerate(tiles):
+        draw.text((4, row * side + side // 2 - 6), text, fill="black")
+        sheet.paste(ref.resize((side, side)), (label, row * side))
+        sheet.paste(guide.resize((side, side)), (label + side, row * side))
+    sheet.save(path)
+    return records
+
+
 def _stage_tdg(out: Path, args: argparse.Namespace) -> str:
     images = out / "images"
-    argv = ["generate", "--out", str(images), "--tiny", "--seed", str(args.seed), "--classes", "073.Blue_Jay",
+    argv = ["generate", "--out", str(images), "--tiny", "--save-guides", "--seed", str(args.seed),
+            "--classes", "073.Blue_Jay",
             "017.Cardinal", "--attributes", "has_crown_color::black", "has_breast_pattern::spotted",
             "has_bill_shape::needle"]
     argv += ["--images-per-pairing", "1", "--steps", "2", "--size", "32"] if args.quick else [
@@ -73,10 +92,11 @@ def _stage_tdg(out: Path, args: argparse.Namespace) -> str:
     oracle = out.parent / "bench" / "models" / "cbm-ind-per-img"
     scorer = ["--scorer", "oracle", "--oracle", str(oracle)] if oracle.is_dir() else ["--scorer", "tiny-clip"]
     _command(["filter", "--in", str(images), "--out", str(out / "filter"), *scorer])
-    count = sum(1 for p in images.rglob("*.png"))
+    count = len(_tdg_pairs(images, out / "pairs.png"))
     judge = "the world attribute oracle (the bench's per-image CBM)" if oracle.is_dir() else "a random tiny CLIP"
     return (
-        f"[Tied Diffusion](tdg/filter/filter_report.md): {count} counterfactual images from the tiny offline FLUX"
+        f"[Tied Diffusion](tdg/filter/filter_report.md): {count} tied pairs ([reference | guide](tdg/pairs.png))"
+        " from the tiny offline FLUX"
         f" (random weights: the images are noise, the pipeline and files are real) and the VQA filter report,"
         f" judged by {judge}"
     )

@@ -31,6 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--max-images", type=int, default=None, help="stop after this many new images")
     parser.add_argument("--dtype", choices=("bfloat16", "float16", "float32"), default="bfloat16")
+    parser.add_argument("--save-guides", action="store_true",
+                        help="also write each guide image to .guides/ (SUB itself keeps only the reference images)")
 
 
 def _pairings(args: argparse.Namespace):
@@ -92,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
         width=size,
         max_sequence_length=max_len,
         schedule=schedule,
+        save_guides=args.save_guides,
     )
     written = generate_images(
         pipe,

@@ -214,10 +214,13 @@ class GenerationSettings:
     width: int = 1024
     max_sequence_length: int = 512
     schedule: EtaSchedule | None = None  # None: the paper's schedule per attribute category
+    save_guides: bool = False  # also write each guide image to .guides/<file_name> (SUB keeps only references)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _generate_chunk(pipe: Any, chunk: list[GenerationJob], settings: GenerationSettings) -> list[tuple[Any, dict]]:
+def _generate_chunk(pipe: Any, chunk: list[GenerationJob],
+                    settings: GenerationSettings) -> list[tuple[Any, Any, dict]]:
+    """``(reference image, guide image or None, metadata)`` per job of one pairing."""
     import torch
     from diffusers import FluxPipeline
 
@@ -237,17 +240,18 @@ def _generate_chunk(pipe: Any, chunk: list[GenerationJob], settings: GenerationS
         **settings.extra,
     )
     if settings.method == "tdg":
-        images = pipe(prompts.reference, prompts.guide, eta_schedule=schedule, num_images_per_prompt=len(chunk), **common)
-        images = images.reference_images
+        output = pipe(prompts.reference, prompts.guide, eta_schedule=schedule, num_images_per_prompt=len(chunk), **common)
+        images, guides = output.reference_images, output.guide_images
         guide_prompt, schedule_meta = prompts.guide, asdict(schedule)
     elif settings.method == "prompting":
         images = FluxPipeline.__call__(pipe, prompt=prompts.reference, num_images_per_prompt=len(chunk), **common).images
+        guides = [None] * len(images)
         guide_prompt, schedule_meta = None, None
     else:
         raise ValueError(f"method must be 'tdg' or 'prompting', got {settings.method!r}")
     vocab = load_vocabulary()
     out = []
-    for job, image in zip(chunk, images):
+    for job, image, guide in zip(chunk, images, guides):
         meta = {
             "file_name": job.file_name,
             "reference_class": pairing.reference_class,
@@ -266,8 +270,18 @@ def _generate_chunk(pipe: Any, chunk: list[GenerationJob], settings: GenerationS
             "height": settings.height,
             "width": settings.width,
         }
-        out.append((image, meta))
+        if settings.save_guides and guide is not None:
+            meta["guide_file_name"] = f".guides/{job.file_name}"  # hidden: imagefolder skips it
+        out.append((image, guide, meta))
     return out
+
+
+def _png_bytes(image: Any) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
 
 
 def generate_images(
@@ -292,8 +306,6 @@ def generate_images(
             (accelerate's ``PartialState`` gives both).
         max_images: stop after writing this many images (a bounded run; resume later).
     """
-    import io
-
     from tqdm.auto import tqdm
 
     settings = settings or GenerationSettings()
@@ -308,10 +320,10 @@ def generate_images(
         for chunk in todo:
             if max_images is not None and written >= max_images:
                 break
-            for job, (image, meta) in zip(chunk, _generate_chunk(pipe, chunk, settings)):
-                buffer = io.BytesIO()
-                image.save(buffer, format="PNG")
-                _atomic_write_bytes(out_dir / job.file_name, buffer.getvalue())
+            for job, (image, guide, meta) in zip(chunk, _generate_chunk(pipe, chunk, settings)):
+                if "guide_file_name" in meta:
+                    _atomic_write_bytes(out_dir / meta["guide_file_name"], _png_bytes(guide))
+                _atomic_write_bytes(out_dir / job.file_name, _png_bytes(image))
                 _atomic_write_bytes(_part_path(out_dir, job), json.dumps(meta, sort_keys=True).encode())
                 written += 1
                 bar.update(1)

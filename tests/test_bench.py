@@ -21,7 +21,8 @@ def world_run(tmp_path_factory):
 
 def test_report_folder(world_run):
     out, results = world_run
-    for name in ("report.md", "results.json", "config.json", "coam_gallery.png"):
+    for name in ("report.md", "results.json", "config.json", "coam_gallery.png", "cgim_histograms.png",
+                 "sub_cbm-ind.png", "sub_cbm-ind_per_group.png", "sub_cbm-ind_per_class.png"):
         assert (out / name).is_file(), name
     assert json.loads((out / "config.json").read_text())["train_per_class"] == 2
     report = (out / "report.md").read_text()

@@ -327,7 +327,7 @@ def _write_report(out: Path, config: BenchConfig, data: BenchData, columns, t1, 
         "",
         *(f"![{name}: s+ / s- per attribute]({file})" for name, file in plots[:1]),
         "",
-        "Per-attribute s+ / s- of every model: " + ", ".join(f"[{name}]({file})" for name, file in plots) + ".",
+        "s+ / s- breakdowns: " + ", ".join(f"[{name}]({file})" for name, file in plots) + ".",
         "",
     ]
     if t2:
@@ -398,16 +398,20 @@ def _write_report(out: Path, config: BenchConfig, data: BenchData, columns, t1, 
 
 
 def _plot_breakdowns(rows: list[dict], out: Path) -> list[tuple[str, str]]:
-    """One per-attribute s+ / s- bar chart per evaluated model; returns (model, file) pairs."""
+    """Per-attribute s+ / s- bars for every evaluated model, plus per-group and per-class
+    bars for the first one; returns (title, file) pairs in report order."""
     from ..plotting import sub_bars
 
     written = []
-    for row in rows:
-        if row.get("reference"):
-            continue
+    models = [r for r in rows if not r.get("reference")]
+    for row in models:
         name = f"sub_{_slug(row['name'])}.png"
         sub_bars(row, out / name, title=f"{row['name']}: s+ / s- per substituted attribute")
         written.append((row["name"], name))
+    for level in ("group", "class") if models else ():
+        name = f"sub_{_slug(models[0]['name'])}_per_{level}.png"
+        sub_bars(models[0], out / name, level=level, title=f"{models[0]['name']}: s+ / s- per {level}")
+        written.append((f"{models[0]['name']} per {level}", name))
     return written
 
 

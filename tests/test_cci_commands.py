@@ -6,11 +6,7 @@ import json
 
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("concept_grounding.world")
-
-from concept_grounding.cli import main  # noqa: E402
-
+from concept_grounding.cli import main
 
 
 def test_explain_command(tmp_path):

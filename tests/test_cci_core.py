@@ -7,22 +7,25 @@ import math
 import tracemalloc
 
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-
-from concept_grounding.cci import ClusterMask, ConceptClusterImportance, get_backend, kmeans  # noqa: E402
-from concept_grounding.cci.fast import (  # noqa: E402
+from concept_grounding.cci import (
+    ClusterMask,
+    ConceptClusterImportance,
+    get_backend,
+    kmeans,
+)
+from concept_grounding.cci.fast import (
     cluster_key_mask,
     masked_embeddings_fast,
     masked_embeddings_hook,
     unmasked_trace,
 )
-from concept_grounding.cci.tiny import (  # noqa: E402
+from concept_grounding.cci.tiny import (
     known_answer_open_clip,
     tiny_open_clip,
     tiny_transformers_clip,
 )
-
 
 
 @pytest.fixture(scope="module")
@@ -262,7 +265,7 @@ def test_identical_patches_give_an_empty_cluster_and_no_nan():
 
 
 def test_world_clip_wrapper_is_explained_through_its_inner_clip():
-    clip_mod = pytest.importorskip("concept_grounding.models.clip")
+    import concept_grounding.models.clip as clip_mod
     model = clip_mod.WorldCLIP(["a", "bird"], image_size=32, patch_size=8, vision_width=32, vision_layers=1,
                                text_width=32, text_layers=1, head_width=16, embed_dim=8).eval()
     backend = get_backend(model)

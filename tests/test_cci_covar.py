@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-
-from concept_grounding.cci.covar import (  # noqa: E402
+from concept_grounding.cci.covar import (
     TRANSFORMS,
     StructuralTransform,
     apply_transform,
@@ -97,7 +96,7 @@ def test_build_covar_dataset_columns():
 
 
 def test_covar_on_the_world_and_evaluation():
-    pytest.importorskip("concept_grounding.world")
+    import concept_grounding.world  # noqa: F401
     from concept_grounding.cci import ConceptClusterImportance
     from concept_grounding.cci.covar import evaluate_covar
     from concept_grounding.cci.tiny import tiny_open_clip

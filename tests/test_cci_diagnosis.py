@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-
-from concept_grounding.cci.diagnosis import (  # noqa: E402
+from concept_grounding.cci.diagnosis import (
     AttributeJudge,
     TextEmbeddingJudge,
     binarize,

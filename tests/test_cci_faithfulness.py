@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-
-from concept_grounding.cci.baselines import BASELINES, gradcam_maps, random_maps, rollout_maps  # noqa: E402
-from concept_grounding.cci.faithfulness import (  # noqa: E402
+from concept_grounding.cci.baselines import (
+    BASELINES,
+    gradcam_maps,
+    random_maps,
+    rollout_maps,
+)
+from concept_grounding.cci.faithfulness import (
     Replacement,
     classification_curves,
     perturbed,
     pixel_order,
     retrieval_curves,
 )
-from concept_grounding.cci.tiny import known_answer_open_clip, tiny_open_clip  # noqa: E402
-
+from concept_grounding.cci.tiny import known_answer_open_clip, tiny_open_clip
 
 
 def _object_image():

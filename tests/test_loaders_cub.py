@@ -15,7 +15,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from concept_grounding.loaders import CUBFormatError, class_level_labels, load_cub, read_cub_tables, write_cub
+from concept_grounding.loaders import (
+    CUBFormatError,
+    class_level_labels,
+    load_cub,
+    read_cub_tables,
+    write_cub,
+)
 from concept_grounding.vocabulary import load_vocabulary
 
 VOCAB = load_vocabulary()

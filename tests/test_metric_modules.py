@@ -6,17 +6,16 @@ import os
 os.environ.setdefault("HF_EVALUATE_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import doctest  # noqa: E402
-import re  # noqa: E402
-from pathlib import Path  # noqa: E402
+import doctest
+import re
+from pathlib import Path
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import evaluate as evaluate
+import numpy as np
+import pytest
 
-evaluate = pytest.importorskip("evaluate")
-
-from concept_grounding import load_vocabulary  # noqa: E402
-from concept_grounding.metrics import (  # noqa: E402
+from concept_grounding import load_vocabulary
+from concept_grounding.metrics import (
     concept_confidence_deviation,
     concept_existence,
     concept_global_importance,

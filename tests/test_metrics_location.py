@@ -8,7 +8,13 @@ from hypothesis.extra.numpy import arrays
 
 from concept_grounding import load_vocabulary
 from concept_grounding.metrics import concept_location
-from concept_grounding.metrics.concept_location import centre_pixels, centre_ranks, concept_part_table, region_size, top_region
+from concept_grounding.metrics.concept_location import (
+    centre_pixels,
+    centre_ranks,
+    concept_part_table,
+    region_size,
+    top_region,
+)
 
 RAMP = np.arange(12.0).reshape(3, 4)  # a 3x4 "image": |Omega| = 1, 3, 6 pixels for alpha = 1, 3, 6
 
@@ -147,7 +153,7 @@ def test_bad_input(kwargs, match):
 @given(arrays(np.float64, (3, 3, 4), elements=st.floats(-2, 2).map(lambda v: round(v, 1))),
        st.integers(3, 17), st.integers(3, 19))
 def test_centre_ranks_match_full_upsampling(maps, M1, M2):
-    torch = pytest.importorskip("torch")
+    import torch
     centres = np.arange(3) * 7 % (M1 * M2)
     up = torch.nn.functional.interpolate(torch.from_numpy(maps)[:, None], size=(M1, M2), mode="bilinear",
                                          align_corners=False)[:, 0].reshape(3, -1).numpy()

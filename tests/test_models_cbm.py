@@ -4,8 +4,16 @@ import pytest
 import torch
 
 from concept_grounding import load_vocabulary
-from concept_grounding.models import (ConceptBottleneckModel, ConceptEmbeddingModel, predict_classes,
-                                      predict_concepts, to_tensors, toy_concept_dataset, train_cbm, train_cem)
+from concept_grounding.models import (
+    ConceptBottleneckModel,
+    ConceptEmbeddingModel,
+    predict_classes,
+    predict_concepts,
+    to_tensors,
+    toy_concept_dataset,
+    train_cbm,
+    train_cem,
+)
 
 NAMES = ["has_primary_color::red", "has_primary_color::blue", "has_primary_color::yellow", "has_primary_color::green"]
 FAST = dict(epochs=6, batch_size=16, progress=False)
@@ -141,7 +149,7 @@ def test_cem_mixes_the_two_embeddings_by_probability(toy):
 
 
 def test_tiny_world_cbm_and_cem_train():
-    world_mod = pytest.importorskip("concept_grounding.world")
+    import concept_grounding.world as world_mod
     world = world_mod.BirdWorld(world_mod.WorldConfig(image_size=64, class_names=("017.Cardinal", "073.Blue_Jay")))
     train = to_tensors(world.to_dataset_dict(6, 1)["train"], load_vocabulary().sub_attribute_indices, 64)
     cbm = train_cbm(train, "joint", epochs=4, batch_size=4, progress=False)
@@ -152,7 +160,11 @@ def test_tiny_world_cbm_and_cem_train():
 
 # ----------------------------------------------------------- training knobs
 def test_backbone_norm_pool_and_downsample_round_trip(tmp_path):
-    from concept_grounding.models.backbone import SmallCNN, backbone_config, build_backbone
+    from concept_grounding.models.backbone import (
+        SmallCNN,
+        backbone_config,
+        build_backbone,
+    )
 
     assert backbone_config("cnn")["norm"] == "batch" and backbone_config("cnn")["pool"] == "max"
     net = SmallCNN(channels=(8, 8), strides=(2, 1), norm="group", pool="avg", downsample=2).eval()
@@ -198,8 +210,9 @@ def test_joint_concept_loss_sums_over_concepts():
 
 def test_cbm_learns_concepts_on_a_tiny_world():
     """Pins learning: a few seconds of training beat the majority baseline by a clear margin."""
-    np = pytest.importorskip("numpy")
-    world_mod = pytest.importorskip("concept_grounding.world")
+    import numpy as np
+
+    import concept_grounding.world as world_mod
     classes = ("017.Cardinal", "073.Blue_Jay", "047.American_Goldfinch", "029.American_Crow")
     world = world_mod.BirdWorld(world_mod.WorldConfig(image_size=64, class_names=classes))
     dd = world.to_dataset_dict(32, 8)

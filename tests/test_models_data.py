@@ -5,8 +5,12 @@ import pytest
 import torch
 
 from concept_grounding import load_vocabulary
-from concept_grounding.models.data import TOY_COLOURS, ConceptTensors, to_tensors, toy_concept_dataset
-
+from concept_grounding.models.data import (
+    TOY_COLOURS,
+    ConceptTensors,
+    to_tensors,
+    toy_concept_dataset,
+)
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +71,7 @@ def test_concept_tensors_validates_shapes():
 
 
 def test_tiny_world_to_tensors():
-    world_mod = pytest.importorskip("concept_grounding.world")
+    import concept_grounding.world as world_mod
     world = world_mod.BirdWorld(world_mod.WorldConfig(image_size=64, class_names=("017.Cardinal", "073.Blue_Jay")))
     dd = world.to_dataset_dict(2, 1)
     t = to_tensors(dd["train"], "cbm_112", image_size=32)

@@ -6,7 +6,10 @@ from PIL import Image
 
 from concept_grounding.models import train_cbm, train_cem
 from concept_grounding.models.data import to_tensors, toy_concept_dataset
-from concept_grounding.models.loading import concept_probability_oracle, load_concept_model
+from concept_grounding.models.loading import (
+    concept_probability_oracle,
+    load_concept_model,
+)
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,22 @@ import numpy as np
 import pytest
 import torch
 
-from concept_grounding.models import (ConceptBank, PostHocCBM, concept_activation_maps, fit_sparse_classifier,
-                                      learn_cavs, overlay_heatmap, predict_classes, predict_concepts,
-                                      save_coam_gallery, to_tensors, toy_concept_dataset, train_backbone,
-                                      train_posthoc_cbm, upsample_maps)
+from concept_grounding.models import (
+    ConceptBank,
+    PostHocCBM,
+    concept_activation_maps,
+    fit_sparse_classifier,
+    learn_cavs,
+    overlay_heatmap,
+    predict_classes,
+    predict_concepts,
+    save_coam_gallery,
+    to_tensors,
+    toy_concept_dataset,
+    train_backbone,
+    train_posthoc_cbm,
+    upsample_maps,
+)
 
 NAMES = ["has_primary_color::red", "has_primary_color::blue", "has_primary_color::yellow", "has_primary_color::green"]
 

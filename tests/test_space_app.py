@@ -157,7 +157,6 @@ def _screenshot(page, path: Path) -> None:
 @pytest.mark.browser
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (apt-get install -y chromium)")
 def test_browser_every_tab(server, tmp_path):
-    pytest.importorskip("playwright.sync_api", reason="playwright (Python package) is not installed")
     from playwright.sync_api import expect, sync_playwright
 
     url, _, log = server

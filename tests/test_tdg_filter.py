@@ -97,7 +97,3 @@ def test_tiny_clip_scorer_probabilities():
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
     assert not np.allclose(probs[0], probs[1])
 
-
-@pytest.mark.network
-def test_vision_language_scorer_real_model():
-    pytest.skip("needs a pretrained VLM from the Hub (offline here)")

@@ -3,7 +3,11 @@
 import pytest
 
 from concept_grounding import load_vocabulary
-from concept_grounding.tdg.prompts import attribute_category, prompting_only_prompt, tdg_prompts
+from concept_grounding.tdg.prompts import (
+    attribute_category,
+    prompting_only_prompt,
+    tdg_prompts,
+)
 
 APP_D = [
     (

@@ -8,8 +8,19 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from concept_grounding.tdg.schedule import ConstantEta, EtaSchedule, paper_schedule, schedule_for_attribute
-from concept_grounding.tdg.tie import percentile_rank, percentile_threshold, tie, tie_mask, tie_pair
+from concept_grounding.tdg.schedule import (
+    ConstantEta,
+    EtaSchedule,
+    paper_schedule,
+    schedule_for_attribute,
+)
+from concept_grounding.tdg.tie import (
+    percentile_rank,
+    percentile_threshold,
+    tie,
+    tie_mask,
+    tie_pair,
+)
 
 
 def test_tie_known_answer_small_tensor():

@@ -5,7 +5,12 @@ import sys
 
 import pytest
 
-from concept_grounding.vocabulary import Vocabulary, attribute_phrase, load_vocabulary, split_attribute
+from concept_grounding.vocabulary import (
+    Vocabulary,
+    attribute_phrase,
+    load_vocabulary,
+    split_attribute,
+)
 
 
 @pytest.fixture(scope="module")

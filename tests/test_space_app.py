@@ -106,9 +106,9 @@ def test_api_bad_input_gives_friendly_messages(client, tmp_path):
     not_image = tmp_path / "notes.txt"
     not_image.write_text("hello, I am not a picture")
     with pytest.raises(AppError, match="not an image we can read"):
-        client.predict(handle_file(str(not_image)), 0, "a bird", 3, [], api_name="/explain")
+        client.predict(handle_file(str(not_image)), 0, "a bird", 3, [], "", api_name="/explain")
     with pytest.raises(AppError, match="at least one text"):
-        client.predict(None, 0, "   ", 3, [], api_name="/explain")
+        client.predict(None, 0, "   ", 3, [], "", api_name="/explain")
 
 
 def test_ten_concurrent_requests_all_succeed(client):

@@ -113,3 +113,16 @@ def test_models_are_loaded_from_an_artifacts_folder(store, tmp_path):
     other.get("world", lambda _: store.get("world", None))  # same 64 px world, model fed 32 px
     out_b = tab_sub.explore(other, "017.Cardinal|has_crown_color::black", 0)
     assert out_a["table"] == out_b["table"]
+
+
+def test_explain_on_a_named_local_clip_and_a_bad_name(store, tmp_path):
+    from concept_grounding.models.clip import WordTokenizer, WorldCLIP
+
+    folder = tmp_path / "my-clip"
+    WorldCLIP(WordTokenizer.from_vocabulary().words, image_size=32, patch_size=8, vision_width=32, text_width=32,
+              vision_layers=1, text_layers=1, head_width=16).save_pretrained(folder)
+    out = tab_explain.explain(store, None, 3, "a photo of a bird", clusters=3, model_name=str(folder))
+    assert len(out["gallery"]) == 1 and len(out["table"]) == 3
+    assert store.is_ready(f"clip:{folder}") and -1.0 <= out["similarity"][0] <= 1.0
+    with pytest.raises(UserInputError, match="Cannot load the model"):
+        tab_explain.explain(store, None, 0, "a bird", model_name=str(tmp_path / "nothing-here"))

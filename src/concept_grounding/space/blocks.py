@@ -185,7 +185,8 @@ def tab_explain_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None
         "cluster is cut out of every attention layer in turn, and the drop in image-text "
         "similarity is the cluster's importance. Upload an image (PNG/JPEG/WebP; large images "
         "are downscaled to 512 px, grayscale/RGBA converted) or leave it empty to use a world "
-        "bird. The default model is a small CLIP trained on the bird world."
+        "bird. The default model is a small CLIP trained on the bird world; name another CLIP "
+        "(an open_clip name, a transformers id or a local folder; offline, only local or cached ones load)."
     )
     with gr.Row():
         upload = gr.File(label="Image (optional)", file_count="single", elem_id="explain-upload")
@@ -194,6 +195,8 @@ def tab_explain_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None
     with gr.Row():
         clusters = gr.Slider(2, 12, value=7, step=1, label="Clusters K")
         baselines = gr.CheckboxGroup(tab.BASELINES, value=list(tab.BASELINES), label="Baselines")
+    model_name = gr.Textbox("", label="CLIP model (empty: the world CLIP)", elem_id="explain-model",
+                            placeholder="e.g. openai/clip-vit-base-patch32 or a local folder")
     button = gr.Button("Explain", variant="primary", elem_id="explain-run")
     with gr.Row():
         shown = gr.Image(label="Input (as used)", type="numpy", elem_id="explain-input", interactive=False)
@@ -203,16 +206,19 @@ def tab_explain_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None
                           label="Per-cluster similarity drops", elem_id="explain-table", interactive=False)
 
     @guarded
-    def explain(file: Any, idx: float, text: str, k: float, chosen: list[str]):
-        if not store.is_ready("world_clip"):
-            gr.Info("Preparing the world CLIP model (first use)...", duration=4)
-        out = tab.explain(store, _path(file), int(idx or 0), text, clusters=int(k), baselines=chosen)
+    def explain(file: Any, idx: float, text: str, k: float, chosen: list[str], name: str = ""):
+        key = f"clip:{name.strip()}" if (name or "").strip() else "world_clip"
+        if not store.is_ready(key):
+            gr.Info("Loading the CLIP model (first use)...", duration=4)
+        out = tab.explain(store, _path(file), int(idx or 0), text, clusters=int(k), baselines=chosen,
+                          model_name=name or "")
         for note in out["notes"]:
             gr.Warning(note, duration=6)
         gallery = [(_big(im), caption) for im, caption in out["gallery"]]
         return _big(out["image"]), _big(out["cluster_map"]), gallery, out["table"]
 
-    button.click(explain, [upload, world_index, texts, clusters, baselines], [shown, cluster_map, overlays, scores],
+    button.click(explain, [upload, world_index, texts, clusters, baselines, model_name],
+                 [shown, cluster_map, overlays, scores],
                  api_name="explain").then(_status(store), None, status, api_name=False)
 
 

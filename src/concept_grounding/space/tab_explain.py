@@ -1,10 +1,12 @@
 """Explain tab: Concept Cluster Importance (CCI) of an image for a few texts.
 
-The model is ``<artifacts>/world_clip`` when present, else the world CLIP trained by
+The default model is ``<artifacts>/world_clip`` when present, else the world CLIP trained by
 :func:`concept_grounding.models.train_world_clip` when this build has it, else a tiny
 randomly initialised open_clip model (said so in the status line: its maps show the
-mechanics, not a trained model's attention). CCI itself is
-:class:`concept_grounding.cci.ConceptClusterImportance`.
+mechanics, not a trained model's attention). A named model (an open_clip name, a
+transformers id or a local folder, loaded by
+:func:`concept_grounding.cci.loading.load_explainable_clip`) replaces it when given. CCI
+itself is :class:`concept_grounding.cci.ConceptClusterImportance`.
 """
 
 from __future__ import annotations
@@ -31,13 +33,32 @@ CLIP_EPOCHS = 4
 
 @dataclass(frozen=True)
 class ExplainModel:
-    """A CLIP ready for CCI: the open_clip ``CLIP`` CCI hooks into, its tokenizer, and
-    the pixel normalisation ``(x - mean) / std`` its image tower expects ([0, 1] input)."""
+    """A CLIP ready for CCI: the model CCI hooks into, its tokenizer, and the pixel
+    normalisation ``(x - mean) / std`` its image tower expects ([0, 1] input). A named
+    model brings its own ``pixels`` (list of uint8 images -> input tensor) and
+    ``encode_text`` instead."""
 
     clip: Any
     tokenizer: Any
-    mean: tuple[float, float, float]
-    std: tuple[float, float, float]
+    mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    std: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    pixels: Any = None
+    encode_text: Any = None
+
+
+def build_named_clip(name: str):
+    """A :meth:`ResourceStore.get` builder for a named CLIP (offline: a local folder or a
+    model already in the Hugging Face cache)."""
+
+    def builder(store: ResourceStore) -> tuple[ExplainModel, str]:
+        loading = require("concept_grounding.cci.loading", "load_explainable_clip")
+        try:
+            clip = loading.load_explainable_clip(name, image_size=store.image_size)
+        except (ValueError, OSError) as err:
+            raise UserInputError(f"Cannot load the model {name!r}: {err}") from None
+        return ExplainModel(clip.model, None, pixels=clip.pixels, encode_text=clip.encode_text), clip.description
+
+    return builder
 
 
 def _from_world_clip(world_clip: Any) -> ExplainModel:
@@ -100,8 +121,10 @@ def explain(
     *,
     clusters: int = 7,
     baselines: list[str] | tuple[str, ...] = (),
+    model_name: str = "",
 ) -> dict[str, Any]:
-    """CCI cluster map and one importance overlay per text (plus the chosen baselines).
+    """CCI cluster map and one importance overlay per text (plus the chosen baselines), on
+    the default model or the named CLIP ``model_name``.
 
     Returns:
         dict with ``image`` (the input as used, ``(H, W, 3)`` uint8), ``cluster_map``,
@@ -114,7 +137,9 @@ def explain(
     unknown = sorted(set(baselines) - set(BASELINES))
     if unknown:
         raise UserInputError(f"Unknown baseline(s) {unknown}; choose from {list(BASELINES)}.")
-    model: ExplainModel = store.get("world_clip", build_clip)
+    name = (model_name or "").strip()
+    model: ExplainModel = store.get(f"clip:{name}", build_named_clip(name)) if name else store.get("world_clip",
+                                                                                                   build_clip)
     cci_mod = require("concept_grounding.cci.importance", "ConceptClusterImportance", "ClusterEmbeddings")
     import torch
 
@@ -123,10 +148,10 @@ def explain(
                                                tokenizer=model.tokenizer)
     except ValueError as err:
         raise UserInputError(str(err)) from None
-    px = _pixels(image, cci.backend.image_size, model)
+    px = model.pixels([image]) if model.pixels else _pixels(image, cci.backend.image_size, model)
     with torch.inference_mode():
         emb = cci.embed(px)
-        text_embeds = cci.backend.encode_text(texts)
+        text_embeds = model.encode_text(texts) if model.encode_text else cci.backend.encode_text(texts)
     t = len(texts)
     repeated = cci_mod.ClusterEmbeddings(
         image_embeds=emb.image_embeds.expand(t, -1), masked_embeds=emb.masked_embeds.expand(t, -1, -1),

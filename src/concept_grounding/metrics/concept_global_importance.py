@@ -44,26 +44,32 @@ def cosine_similarity_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     Rows may contain NaN to mark missing entries: those positions are dropped from
     both vectors.
     """
-    keep = ~(np.isnan(a) | np.isnan(b))
-    a0, b0 = np.where(keep, a, 0.0), np.where(keep, b, 0.0)
-    denom = np.linalg.norm(a0, axis=1) * np.linalg.norm(b0, axis=1)
+    missing = np.isnan(a) | np.isnan(b)
+    if missing.any():
+        a, b = np.where(missing, 0.0, a), np.where(missing, 0.0, b)
+    denom = np.sqrt(np.einsum("ij,ij->i", a, a) * np.einsum("ij,ij->i", b, b))
     with np.errstate(invalid="ignore", divide="ignore"):
-        sim = (a0 * b0).sum(axis=1) / denom
+        sim = np.einsum("ij,ij->i", a, b) / denom
     return np.where(denom > 0, np.clip(sim, -1.0, 1.0), np.nan)
 
 
 def class_mean_concepts(concept_scores: np.ndarray, predictions: np.ndarray, references: np.ndarray, num_classes: int) -> np.ndarray:
     """``U*`` of Eq. 4: ``(L, K)`` mean concept vector of the correctly classified images
-    of each class; NaN columns for classes with none."""
-    correct = predictions == references
+    of each class; NaN columns for classes with none.
+
+    The class sums are one sparse ``(K, N) @ (N, L)`` product with a 1 at
+    ``(class of image i, i)`` for every correctly classified image ``i``.
+    """
+    from scipy.sparse import csr_matrix
+
+    correct = np.flatnonzero(predictions == references)
     cls = references[correct]
-    order = np.argsort(cls, kind="stable")
-    cls = cls[order]
-    present, first, counts = np.unique(cls, return_index=True, return_counts=True)
-    means = np.full((num_classes, concept_scores.shape[1]), np.nan)
-    if present.size:
-        sums = np.add.reduceat(concept_scores[correct][order], first, axis=0)
-        means[present] = sums / counts[:, None]
+    selector = csr_matrix((np.ones(correct.size), (cls, correct)), shape=(num_classes, len(references)))
+    sums = np.asarray(selector @ concept_scores)
+    counts = np.bincount(cls, minlength=num_classes)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = sums / counts[:, None]
+    means[counts == 0] = np.nan
     return means.T
 
 

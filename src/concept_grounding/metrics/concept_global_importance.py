@@ -47,10 +47,17 @@ def cosine_similarity_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     missing = np.isnan(a) | np.isnan(b)
     if missing.any():
         a, b = np.where(missing, 0.0, a), np.where(missing, 0.0, b)
+    a, b = _unit_max(a), _unit_max(b)  # cosine is scale-free; this keeps tiny or huge rows from under/overflowing
     denom = np.sqrt(np.einsum("ij,ij->i", a, a) * np.einsum("ij,ij->i", b, b))
     with np.errstate(invalid="ignore", divide="ignore"):
         sim = np.einsum("ij,ij->i", a, b) / denom
     return np.where(denom > 0, np.clip(sim, -1.0, 1.0), np.nan)
+
+
+def _unit_max(x: np.ndarray) -> np.ndarray:
+    """Rows divided by their largest magnitude (zero rows unchanged)."""
+    peak = np.abs(x).max(axis=1, keepdims=True)
+    return x / np.where(peak > 0, peak, 1.0)
 
 
 def class_mean_concepts(concept_scores: np.ndarray, predictions: np.ndarray, references: np.ndarray, num_classes: int) -> np.ndarray:

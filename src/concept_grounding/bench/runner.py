@@ -17,7 +17,6 @@ One run, in numbered steps:
 from __future__ import annotations
 
 import logging
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -27,27 +26,11 @@ import numpy as np
 from ..vocabulary import Vocabulary, load_vocabulary
 from .config import MODEL_VARIANTS, BenchConfig
 from .data import BenchData, concept_columns, image_tensor, load_bench_data
-from .report import HUMAN_ROWS, TABLE_COLUMNS, markdown_table, percent, write_json
+from .report import plot_breakdowns, slug, write_json, write_report
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["run_bench"]
-
-#: Extra Table 1 columns that only the world can fill, and the class accuracy.
-WORLD_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("concept_accuracy_exact", "acc. vs exact labels"),
-    ("class_accuracy", "class acc."),
-)
-
-
-def _slug(name: str) -> str:
-    """Folder name of a model: ``"CBM (ind., per-img.)"`` -> ``"cbm-ind-per-img"``.
-
-    >>> _slug("CBM (ind., per-img.)")
-    'cbm-ind-per-img'
-    """
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-
 
 class _Split:
     """Tensors of one split for every label source, decoded once."""
@@ -136,7 +119,7 @@ def table1(data: BenchData, train: _Split, test: _Split, sub_images, columns, vo
     for name in config.models:
         start = time.perf_counter()
         model = models[name] = _train_variant(name, train, columns, vocab, config, cache)
-        model.save_pretrained(out / "models" / _slug(name))
+        model.save_pretrained(out / "models" / slug(name))
         pred_test = predict(model, test.images)
         probs = pred_test.concept_probs.numpy()
         row = _sub_row(name, predict(model, sub_images).concept_probs.numpy(), data, names)
@@ -283,138 +266,6 @@ def table2(data: BenchData, train: _Split, test: _Split, sub_images, columns, vo
     return rows
 
 
-# ---------------------------------------------------------------------------- step 5
-def _finding(rows: list[dict]) -> str:
-    cbms = [r for r in rows if not r.get("reference") and r["name"].startswith(("CBM", "CEM"))]
-    if not cbms:
-        return "No CBM was trained, so the SUB paper's finding cannot be checked."
-    mean_plus = float(np.nanmean([r["s_plus"] for r in cbms]))
-    below = [r["name"] for r in cbms if r["s_plus"] < r["chance_s_plus"]]
-    verdict = "reproduces" if len(below) > len(cbms) / 2 else "does not reproduce"
-    return (
-        f"SUB paper's finding (CBMs detect substituted attributes below chance): **{verdict}** here. "
-        f"{len(below)} of {len(cbms)} CBM/CEM variants score s+ below chance (50 %); their mean s+ is "
-        f"{percent(mean_plus)} %."
-    )
-
-
-def _write_report(out: Path, config: BenchConfig, data: BenchData, columns, t1, t2, posthoc, timings,
-                  plots: list[tuple[str, str]], ccd: dict[str, Any] | None = None) -> None:
-    cols1 = TABLE_COLUMNS + (WORLD_COLUMNS if data.source == "world" else (("class_accuracy", "class acc."),))
-    chance1 = {"name": "random chance", "s_plus": 0.5, "s_minus": 0.5, "concept_accuracy": 0.5,
-               "concept_accuracy_sub": 0.5}
-    rows1 = [chance1, *t1] + ([{"name": "human (SUB paper, real images)", **{k: v / 100 for k, v in
-                                                                            HUMAN_ROWS["table1"].items()}}]
-                               if data.source != "world" else [])
-    lines = [
-        f"# SUB benchmark on the {'bird world' if data.source == 'world' else 'CUB + SUB'}",
-        "",
-        f"{data.train.num_rows} train / {data.test.num_rows} test images of {len(data.class_names)} classes;"
-        f" {data.sub.num_rows} SUB images; {len(columns)} concepts ({config.concepts}); image size"
-        f" {config.image_size} px; seed {config.seed}. Configuration: [config.json](config.json); every number:"
-        " [results.json](results.json).",
-        "",
-        "## Table 1: binary concept models",
-        "",
-        "s+: share of SUB images whose substituted attribute S+ is predicted present (p > 0.5); s-: share of"
-        " removed attributes S- predicted absent. Concept accuracy on the test split against class-level labels"
-        " (the CBM convention), on all concepts and on the SUB attributes among them"
-        + ("; on the world also against the exact per-image labels." if data.source == "world" else "."),
-        "",
-        markdown_table(rows1, cols1),
-        "",
-        _finding(t1),
-        "",
-        *(f"![{name}: s+ / s- per attribute]({file})" for name, file in plots[:1]),
-        "",
-        "s+ / s- breakdowns: " + ", ".join(f"[{name}]({file})" for name, file in plots) + ".",
-        "",
-    ]
-    if t2:
-        chance2 = {"name": "random chance", "s_plus": t2[0]["chance_s_plus"], "s_minus": t2[0]["chance_s_minus"]}
-        lines += [
-            "## Table 2: open-vocabulary models (group mode)",
-            "",
-            "Within S+'s attribute group, the value with the highest image-text similarity is predicted present."
-            " Chance follows SUB appendix F.",
-            "",
-            markdown_table([chance2, *t2], TABLE_COLUMNS + (("concept_accuracy_exact", "acc. vs exact labels"),)),
-            "",
-        ]
-    if posthoc:
-        ex, loc, cg = posthoc["existence"], posthoc["location"], posthoc["cgim"]
-        ls = (1, 3, 5)
-        lines += [
-            "## Post-hoc CBM (Aysel et al.)",
-            "",
-            f"Backbone class accuracy through the concept bottleneck: {percent(posthoc['class_accuracy'])} %.",
-            "",
-            "### CGIM (concept global importance, cosine similarity with the class-level truth)",
-            "",
-            markdown_table(
-                [{"name": level, **{f"t{t}": cg.get(f"{level}_type{t}") for t in (1, 2, 3)}} for level in
-                 ("concept", "class")],
-                [("t1", "type 1 (theta)"), ("t2", "type 2 (U*)"), ("t3", "type 3 (theta * U*)")],
-                first=("name", "per"), fractions=False,
-            ),
-            "",
-            "![CGIM histograms](cgim_histograms.png)",
-            "",
-            "### Concept existence (top-l concepts by theta * u that are truly present)",
-            "",
-            markdown_table(
-                [{"name": subset, **{f"l{l}": ex.get(f"existence@{l}{suffix}") for l in ls}}
-                 for subset, suffix in (("all test images", ""), ("correctly classified", "_correct"))],
-                [(f"l{l}", f"l = {l}") for l in ls], first=("name", "images"),
-            ),
-            "",
-            "### Concept location (part centre inside the alpha-scaled top region of the CoAM)",
-            "",
-            markdown_table(
-                [{"name": f"alpha = {a}", **{f"l{l}": loc.get(f"location@{l}_alpha{a}") for l in ls}} for a in (1, 3, 6)],
-                [(f"l{l}", f"l = {l}") for l in ls], first=("name", "region"),
-            ),
-            "",
-            "![CoAM gallery](coam_gallery.png)",
-            "",
-        ]
-    if ccd:
-        lines += [
-            "## Concept Confidence Deviation (ConceptBed) of the SUB images",
-            "",
-            f"Oracle: the class softmax of {ccd['oracle']}; concept = reference class; real = test images of that"
-            " class. CCD > 0: the counterfactuals look less like their class to the oracle than real birds do.",
-            "",
-            markdown_table(
-                [{"name": r, **ccd[r]} for r in ("per_concept", "pooled")],
-                [("ccd", "CCD"), ("accuracy", "oracle acc. (SUB)"), ("real_accuracy", "oracle acc. (real)"),
-                 ("msp", "MSP"), ("ece", "ECE")],
-                first=("name", "reduction"), fractions=False,
-            ),
-            "",
-        ]
-    lines += ["## Run time", "", ", ".join(f"{k}: {v:.0f} s" for k, v in timings.items()), ""]
-    (out / "report.md").write_text("\n".join(lines))
-
-
-def _plot_breakdowns(rows: list[dict], out: Path) -> list[tuple[str, str]]:
-    """Per-attribute s+ / s- bars for every evaluated model, plus per-group and per-class
-    bars for the first one; returns (title, file) pairs in report order."""
-    from ..plotting import sub_bars
-
-    written = []
-    models = [r for r in rows if not r.get("reference")]
-    for row in models:
-        name = f"sub_{_slug(row['name'])}.png"
-        sub_bars(row, out / name, title=f"{row['name']}: s+ / s- per substituted attribute")
-        written.append((row["name"], name))
-    for level in ("group", "class") if models else ():
-        name = f"sub_{_slug(models[0]['name'])}_per_{level}.png"
-        sub_bars(models[0], out / name, level=level, title=f"{models[0]['name']}: s+ / s- per {level}")
-        written.append((f"{models[0]['name']} per {level}", name))
-    return written
-
-
 def run_bench(config: BenchConfig, out: str | Path) -> dict[str, Any]:
     """Run the benchmark and write its report folder; returns everything ``results.json`` holds."""
     import torch
@@ -459,13 +310,13 @@ def run_bench(config: BenchConfig, out: str | Path) -> dict[str, Any]:
         t1.append(posthoc["sub_row"])
     t2 = timed("table 2 models", table2, *args, bundle) if (config.clip or bundle is not None) else []
     # 5. report
-    plots = _plot_breakdowns(t1 + t2, out)
+    plots = plot_breakdowns(t1 + t2, out)
     results = {
         "source": data.source, "concepts": [vocab.attributes[i] for i in columns], "table1": t1, "table2": t2,
         "posthoc": {k: v for k, v in (posthoc or {}).items() if k != "sub_row"}, "ccd": ccd,
         "timings_seconds": timings,
     }
     write_json(out / "results.json", results)
-    _write_report(out, config, data, columns, t1, t2, posthoc, timings, plots, ccd)
+    write_report(out, config, data, columns, t1, t2, posthoc, timings, plots, ccd)
     logger.info("bench report: %s", out / "report.md")
     return results

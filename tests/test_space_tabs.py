@@ -106,11 +106,11 @@ def test_models_are_loaded_from_an_artifacts_folder(store, tmp_path):
     """A bench-style folder (``models/<slug>``) is used instead of a quick build."""
     model, size = store.get("concept_model", tab_sub.build_concept_model)
     model.save_pretrained(tmp_path / "models" / "cbm-joint")
-    other = ResourceStore(artifacts=tmp_path, image_size=32)
+    other = ResourceStore(artifacts=tmp_path, image_size=tab_sub.MODEL_SIZE)
     loaded, loaded_size = other.get("concept_model", tab_sub.build_concept_model)
-    assert loaded_size == 32 and other.status()["concept_model"][0].startswith("loaded from")
+    assert loaded_size == size == tab_sub.MODEL_SIZE and other.status()["concept_model"][0].startswith("loaded from")
     out_a = tab_sub.explore(store, "017.Cardinal|has_crown_color::black", 0)
-    other.get("world", lambda _: store.get("world", None))  # same 64 px world, model fed 32 px
+    other.get("world", lambda _: store.get("world", None))  # the same world, the model fed MODEL_SIZE px
     out_b = tab_sub.explore(other, "017.Cardinal|has_crown_color::black", 0)
     assert out_a["table"] == out_b["table"]
 

@@ -150,8 +150,8 @@ def tab_sub_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None:
         "substituted (S+ added, S- removed), and a concept model's probabilities for S+ and S-. "
         "s+ is the fraction of the pairing's images where p(S+) > 0.5; s- where p(S-) <= 0.5 "
         "(SUB Sec. 5.5). The model is loaded from the artifacts folder (`make demo`) or, without "
-        "one, a small joint CBM is trained on the world on first use (a few seconds): that quick "
-        "model is weakly trained, so expect it to miss many concepts."
+        "one, a small joint CBM is trained on the world on first use (about ten seconds; it gets "
+        "about 96 % of concepts right on ordinary world birds)."
     )
     pairings = tab.pairing_choices()
     with gr.Row():

@@ -74,7 +74,8 @@ def test_bad_input(args, match):
         concept_global_importance(*args)
 
 
-finite = st.floats(-10, 10, allow_nan=False, width=64)
+# rounded to 1e-6: products of tiny values underflow into subnormals, where no float formula is scale-invariant
+finite = st.floats(-10, 10, allow_nan=False, width=64).map(lambda v: round(v, 6))
 
 
 @settings(max_examples=40, deadline=None)

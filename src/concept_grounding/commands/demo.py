@@ -66,9 +66,11 @@ def _tdg_pairs(images: Path, path: Path) -> list[dict]:
     """A sheet of (reference | guide) pairs, one row per generated image; returns the records."""
     from PIL import Image, ImageDraw
 
+    from concept_grounding.vocabulary import class_display_name
+
     records = [json.loads(line) for line in (images / "metadata.jsonl").read_text().splitlines() if line.strip()]
     tiles = [(Image.open(images / r["file_name"]).convert("RGB"), Image.open(images / r["guide_file_name"]).convert("RGB"),
-              f"{r['reference_class'].split('.', 1)[-1]} + {r['target_attribute'].split('::')[-1]}") for r in records]
+              f"{class_display_name(r['reference_class'])} + {r['target_attribute'].split('::')[-1]}") for r in records]
     side, label = 96, 160
     sheet = Image.new("RGB", (label + 2 * side, side * max(1, len(tiles))), "white")
     draw = ImageDraw.Draw(sheet)

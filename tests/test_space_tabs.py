@@ -6,6 +6,7 @@ import pytest
 from PIL import Image
 
 from concept_grounding.space import tab_concepts, tab_explain, tab_sub, tab_tdg
+from concept_grounding.space.common import to_batch
 from concept_grounding.space.inputs import MAX_IMAGE_SIDE, UserInputError
 from concept_grounding.space.resources import ResourceStore
 
@@ -53,7 +54,7 @@ def test_sub_explorer_tallies_match_the_probabilities(store):
     import torch
 
     with torch.no_grad():
-        probs = model(tab_sub._tensors([p.edited.image for p in pairs], size)).concept_probs.numpy()
+        probs = model(to_batch([p.edited.image for p in pairs], size)).concept_probs.numpy()
     j = list(model.concept_names).index("has_crown_color::black")
     assert out["result"]["s_plus"] == pytest.approx(float((probs[:, j] > 0.5).mean()))
     assert s_plus_row[3] == pytest.approx(float(probs[2, j]), abs=1e-3)

@@ -12,9 +12,8 @@ from .config import BenchConfig
 
 if TYPE_CHECKING:
     import datasets
-    import torch
 
-__all__ = ["BenchData", "load_bench_data", "concept_columns", "image_tensor", "class_matrix"]
+__all__ = ["BenchData", "load_bench_data", "concept_columns", "class_matrix"]
 
 
 @dataclass
@@ -104,13 +103,3 @@ def concept_columns(config: BenchConfig, data: BenchData, vocab: Vocabulary) -> 
         data.train["attributes"], np.uint8
     ).any(axis=0)
     return tuple(int(i) for i in idx if seen[i])
-
-
-def image_tensor(images, image_size: int) -> "torch.Tensor":
-    """``(N, 3, S, S)`` float tensor in [0, 1] from PIL images / arrays (bilinear resize)."""
-    import torch
-
-    from ..models.data import _image_to_array
-
-    arr = np.stack([_image_to_array(im, int(image_size)) for im in images])
-    return torch.from_numpy(arr).permute(0, 3, 1, 2).float().div_(255.0).contiguous()

@@ -25,7 +25,8 @@ import numpy as np
 
 from ..vocabulary import Vocabulary, load_vocabulary
 from .config import MODEL_VARIANTS, BenchConfig
-from .data import BenchData, concept_columns, image_tensor, load_bench_data
+from ..models.data import images_to_tensor
+from .data import BenchData, concept_columns, load_bench_data
 from .report import plot_breakdowns, slug, write_json, write_report
 
 logger = logging.getLogger(__name__)
@@ -38,7 +39,7 @@ class _Split:
     def __init__(self, dataset, columns: tuple[int, ...], image_size: int) -> None:
         import torch
 
-        self.images = image_tensor(dataset["image"], image_size)
+        self.images = images_to_tensor(dataset["image"], image_size)
         self.labels = torch.as_tensor(np.asarray(dataset["label"]), dtype=torch.long)
         self.image_concepts = np.asarray(dataset["attributes"], np.uint8)[:, list(columns)]
         self.class_concepts = np.asarray(dataset["class_attributes"], np.uint8)[:, list(columns)]
@@ -297,7 +298,7 @@ def run_bench(config: BenchConfig, out: str | Path) -> dict[str, Any]:
         raise ValueError("no concept of the chosen set is ever positive in the training split")
     train = _Split(data.train, columns, config.image_size)
     test = _Split(data.test, columns, config.image_size)
-    sub_images = image_tensor(data.sub["image"], config.image_size)
+    sub_images = images_to_tensor(data.sub["image"], config.image_size)
     args = (data, train, test, sub_images, columns, vocab, config, out)
     # 2-4. models
     t1, models = timed("table 1 models", table1, *args) if config.models else ([], {})

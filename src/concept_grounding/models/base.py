@@ -69,6 +69,12 @@ class ConceptModelMixin:
     num_classes: int
     concept_names: list[str] | None
 
+    def _init_concepts(self, num_concepts: int, num_classes: int, concept_names: Sequence[str] | None) -> None:
+        """Set and check ``num_concepts``, ``num_classes`` and ``concept_names``."""
+        self.num_concepts, self.num_classes = int(num_concepts), int(num_classes)
+        self.concept_names = list(concept_names) if concept_names is not None else None
+        self._validate_names()
+
     def _validate_names(self) -> None:
         if self.num_concepts < 1:
             raise ValueError(f"num_concepts must be >= 1, got {self.num_concepts}")

@@ -94,9 +94,7 @@ class ConceptBottleneckModel(nn.Module, ConceptModelMixin, PyTorchModelHubMixin,
         per_concept_downsample: int = 2,
     ) -> None:
         super().__init__()
-        self.num_concepts, self.num_classes = int(num_concepts), int(num_classes)
-        self.concept_names = list(concept_names) if concept_names is not None else None
-        self._validate_names()
+        self._init_concepts(num_concepts, num_classes, concept_names)
         if bottleneck not in ("soft", "hard"):
             raise ValueError(f"bottleneck must be 'soft' or 'hard', got {bottleneck!r}")
         if training_mode not in CBM_MODES:

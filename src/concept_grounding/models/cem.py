@@ -59,9 +59,7 @@ class ConceptEmbeddingModel(nn.Module, ConceptModelMixin, PyTorchModelHubMixin, 
         intervention_prob: float = 0.25,
     ) -> None:
         super().__init__()
-        self.num_concepts, self.num_classes = int(num_concepts), int(num_classes)
-        self.concept_names = list(concept_names) if concept_names is not None else None
-        self._validate_names()
+        self._init_concepts(num_concepts, num_classes, concept_names)
         if not 0.0 <= intervention_prob <= 1.0:
             raise ValueError(f"intervention_prob must be in [0, 1], got {intervention_prob}")
         if embedding_size < 1:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
@@ -24,7 +24,7 @@ from ..vocabulary import Vocabulary, load_vocabulary
 if TYPE_CHECKING:
     import datasets
 
-__all__ = ["ConceptTensors", "to_tensors", "toy_concept_dataset", "TOY_COLOURS", "resolve_concept_indices"]
+__all__ = ["ConceptTensors", "images_to_tensor", "to_tensors", "toy_concept_dataset", "TOY_COLOURS", "resolve_concept_indices"]
 
 #: colour name -> RGB of the toy squares; each is a value of CUB's ``has_primary_color`` group.
 TOY_COLOURS: dict[str, tuple[int, int, int]] = {
@@ -134,6 +134,13 @@ def _image_to_array(image, image_size: int) -> np.ndarray:
     return np.asarray(image, dtype=np.uint8)
 
 
+def images_to_tensor(images: Sequence[Any], image_size: int) -> torch.Tensor:
+    """``(N, 3, image_size, image_size)`` float32 in [0, 1] from PIL images or ``(H, W, 3)``
+    uint8 arrays (converted to RGB, bilinear resize)."""
+    arr = np.stack([_image_to_array(im, int(image_size)) for im in images])
+    return torch.from_numpy(arr).permute(0, 3, 1, 2).float().div_(255.0).contiguous()
+
+
 def to_tensors(
     dataset: "datasets.Dataset",
     concept_indices: Sequence[int] | Sequence[str] | str | None = None,
@@ -181,8 +188,7 @@ def to_tensors(
         raise ValueError(
             f"column {concept_column!r} must hold {vocab.num_attributes} labels per row, got shape {concepts_all.shape}"
         )
-    images = np.stack([_image_to_array(im, int(image_size)) for im in dataset["image"]])
-    images_t = torch.from_numpy(images).permute(0, 3, 1, 2).float().div_(255.0).contiguous()
+    images_t = images_to_tensor(dataset["image"], image_size)
     label_feature = dataset.features.get("label") if hasattr(dataset, "features") else None
     class_names = tuple(getattr(label_feature, "names", ()) or ())
     return ConceptTensors(

@@ -40,11 +40,10 @@ def concept_probability_oracle(path: str | Path, image_size: int = 64) -> Callab
 
     This is the bird world's attribute oracle for the TDG filter.
     """
-    import torch
 
     from ..vocabulary import load_vocabulary
     from .base import predict_concepts
-    from .data import _image_to_array
+    from .data import images_to_tensor
 
     model = load_concept_model(path)
     vocab = load_vocabulary()
@@ -54,8 +53,7 @@ def concept_probability_oracle(path: str | Path, image_size: int = 64) -> Callab
     columns = vocab.attribute_indices(names)
 
     def predict_proba(images: Sequence[Any]) -> np.ndarray:
-        arr = np.stack([_image_to_array(im, image_size) for im in images])
-        x = torch.from_numpy(arr).permute(0, 3, 1, 2).float().div_(255.0)
+        x = images_to_tensor(images, image_size)
         out = np.full((len(images), vocab.num_attributes), 0.5)
         out[:, columns] = predict_concepts(model, x).numpy()
         return out

@@ -278,9 +278,7 @@ class PostHocCBM(nn.Module, ConceptModelMixin, PyTorchModelHubMixin, **HUB_KWARG
         score: Literal["dot", "margin"] = "dot",
     ) -> None:
         super().__init__()
-        self.num_concepts, self.num_classes = int(num_concepts), int(num_classes)
-        self.concept_names = list(concept_names) if concept_names is not None else None
-        self._validate_names()
+        self._init_concepts(num_concepts, num_classes, concept_names)
         if score not in ("dot", "margin"):
             raise ValueError(f"score must be 'dot' or 'margin', got {score!r}")
         self.score = score

@@ -87,3 +87,28 @@ def _resize_map(values: np.ndarray, size: tuple[int, int], nearest: bool) -> np.
     resample = Image.Resampling.NEAREST if nearest else Image.Resampling.BILINEAR
     pil = Image.fromarray(values.astype(np.float32), mode="F").resize((size[1], size[0]), resample)
     return np.asarray(pil, dtype=np.float64)
+
+
+def to_batch(images: list[np.ndarray], size: int) -> Any:
+    """``(N, 3, size, size)`` model input in [0, 1] from ``(H, W, 3)`` uint8 images."""
+    return require("concept_grounding.models.data", "images_to_tensor").images_to_tensor(images, size)
+
+
+def world_concept_tensors(world: Any, per_class: int, columns: list[int], size: int) -> Any:
+    """A :class:`~concept_grounding.models.data.ConceptTensors` of the world's first
+    ``per_class`` birds of every class, with exact labels for the attribute ``columns``."""
+    import torch
+
+    from ..vocabulary import load_vocabulary
+
+    data = require("concept_grounding.models.data", "ConceptTensors")
+    samples = [world.sample(i) for i in range(per_class * world.num_classes)]
+    vocab = load_vocabulary()
+    return data.ConceptTensors(
+        images=to_batch([s.image for s in samples], size),
+        concepts=torch.from_numpy(np.stack([s.attributes[columns] for s in samples]).astype(np.float32)),
+        labels=torch.as_tensor([s.label for s in samples], dtype=torch.long),
+        concept_indices=tuple(columns),
+        concept_names=tuple(vocab.attributes[i] for i in columns),
+        class_names=tuple(world.class_names),
+    )

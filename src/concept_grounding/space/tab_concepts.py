@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 
-from .common import attribute_label, class_label, get_world, overlay_heatmap
+from .common import attribute_label, class_label, get_world, overlay_heatmap, to_batch, world_concept_tensors
 from .inputs import UserInputError
 from .resources import ResourceStore, require
 from .tab_explain import input_image
@@ -31,12 +30,6 @@ MODEL_SIZE = 32
 TRAIN_PER_CLASS = 4
 
 
-def _tensors(images: list[np.ndarray], size: int) -> Any:
-    from .tab_sub import _tensors as to_batch
-
-    return to_batch(images, size)
-
-
 def build_posthoc(store: ResourceStore) -> tuple[Any, str]:
     """``((PostHocCBM in eval mode, input side in px), where it came from)``."""
     posthoc = require("concept_grounding.models.posthoc", "PostHocCBM", "train_posthoc_cbm")
@@ -45,26 +38,12 @@ def build_posthoc(store: ResourceStore) -> tuple[Any, str]:
         model = posthoc.PostHocCBM.from_pretrained(str(folder))
         return (model.eval(), store.image_size), f"loaded from {folder}"
     backbone_mod = require("concept_grounding.models.backbone", "train_backbone")
-    data = require("concept_grounding.models.data", "ConceptTensors")
-    import torch
-
     from ..vocabulary import load_vocabulary
 
-    vocab = load_vocabulary()
-    world = get_world(store)
-    columns = list(vocab.cbm_112)
-    samples = [world.sample(i) for i in range(TRAIN_PER_CLASS * world.num_classes)]
-    tensors = data.ConceptTensors(
-        images=_tensors([s.image for s in samples], MODEL_SIZE),
-        concepts=torch.from_numpy(np.stack([s.attributes[columns] for s in samples]).astype(np.float32)),
-        labels=torch.as_tensor([s.label for s in samples], dtype=torch.long),
-        concept_indices=tuple(columns),
-        concept_names=tuple(vocab.attributes[i] for i in columns),
-        class_names=tuple(world.class_names),
-    )
+    tensors = world_concept_tensors(get_world(store), TRAIN_PER_CLASS, list(load_vocabulary().cbm_112), MODEL_SIZE)
     backbone = backbone_mod.train_backbone(tensors, "cnn", epochs=3, seed=store.seed, progress=False)
     model = posthoc.train_posthoc_cbm(backbone, tensors, n_pos=30, n_neg=30, seed=store.seed, progress=False)
-    return (model.eval(), MODEL_SIZE), f"post-hoc CBM (CBM-112 CAVs) on a CNN trained on {len(samples)} world birds, {MODEL_SIZE} px"
+    return (model.eval(), MODEL_SIZE), f"post-hoc CBM (CBM-112 CAVs) on a CNN trained on {len(tensors)} world birds, {MODEL_SIZE} px"
 
 
 def concepts(store: ResourceStore, path: str | None, world_index: int, top: int = 5) -> dict[str, Any]:
@@ -83,7 +62,7 @@ def concepts(store: ResourceStore, path: str | None, world_index: int, top: int 
     existence = require("concept_grounding.metrics.concept_existence", "local_importance", "rank_concepts")
     import torch
 
-    px = _tensors([image], size)
+    px = to_batch([image], size)
     with torch.no_grad():
         out = model(px)
         maps = model.concept_activation_maps(px, upsample=False).numpy()

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .common import attribute_label, class_label, get_world
+from .common import attribute_label, class_label, get_world, to_batch, world_concept_tensors
 from .inputs import UserInputError
 from .resources import ResourceStore, require
 
@@ -63,16 +63,6 @@ def pairing_choices() -> list[tuple[str, str]]:
     return [(f"{class_label(c)} | {attribute_label(a)}", f"{c}|{a}") for c, a in world.default_pairings()]
 
 
-def _tensors(images: list[np.ndarray], size: int) -> Any:
-    import torch
-    import torch.nn.functional as F
-
-    batch = torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2).float() / 255.0
-    if batch.shape[-1] != size:
-        batch = F.interpolate(batch, size=(size, size), mode="bilinear", align_corners=False, antialias=True)
-    return batch
-
-
 def build_concept_model(store: ResourceStore) -> tuple[Any, str]:
     """``((CBM, input side in px), source)``: the first of :data:`ARTIFACT_NAMES` found in
     the artifacts folder, else a joint CBM trained on :data:`TRAIN_PER_CLASS` world birds
@@ -82,24 +72,10 @@ def build_concept_model(store: ResourceStore) -> tuple[Any, str]:
     if folder is not None:
         model = cbm.ConceptBottleneckModel.from_pretrained(str(folder))
         return (model.eval(), store.image_size), f"loaded from {folder}"
-    data = require("concept_grounding.models.data", "ConceptTensors")
-    import torch
-
-    world = get_world(store)
-    vocab = _vocab()
-    names = concept_names()
-    columns = [vocab.attribute_index(n) for n in names]
-    samples = [world.sample(i) for i in range(TRAIN_PER_CLASS * world.num_classes)]
-    tensors = data.ConceptTensors(
-        images=_tensors([s.image for s in samples], MODEL_SIZE),
-        concepts=torch.from_numpy(np.stack([s.attributes[columns] for s in samples]).astype(np.float32)),
-        labels=torch.as_tensor([s.label for s in samples], dtype=torch.long),
-        concept_indices=tuple(columns),
-        concept_names=names,
-        class_names=tuple(world.class_names),
-    )
+    columns = [_vocab().attribute_index(n) for n in concept_names()]
+    tensors = world_concept_tensors(get_world(store), TRAIN_PER_CLASS, columns, MODEL_SIZE)
     model = cbm.train_cbm(tensors, mode="joint", epochs=QUICK_EPOCHS, seed=store.seed, progress=False)
-    return (model.eval(), MODEL_SIZE), (f"joint CBM trained on {len(samples)} world birds ({MODEL_SIZE} px,"
+    return (model.eval(), MODEL_SIZE), (f"joint CBM trained on {len(tensors)} world birds ({MODEL_SIZE} px,"
                                         f" {QUICK_EPOCHS} epochs)")
 
 
@@ -136,8 +112,8 @@ def explore(store: ResourceStore, pairing: str, index: int = 0) -> dict[str, Any
     import torch
 
     with torch.no_grad():
-        edited_probs = model(_tensors([p.edited.image for p in pairs], size)).concept_probs.numpy()
-        original_probs = model(_tensors([p.original.image for p in pairs], size)).concept_probs.numpy()
+        edited_probs = model(to_batch([p.edited.image for p in pairs], size)).concept_probs.numpy()
+        original_probs = model(to_batch([p.original.image for p in pairs], size)).concept_probs.numpy()
     names = list(getattr(model, "concept_names", None) or concept_names())
     metrics = require("concept_grounding.metrics.sub_accuracy", "sub_accuracy")
     result = metrics.sub_accuracy(

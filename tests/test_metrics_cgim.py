@@ -51,6 +51,24 @@ def test_histograms_count_every_finite_score():
     assert counts[0, 1, -1] == 2  # both type-2 concept scores are 1 -> last bin [0.9, 1]
 
 
+@pytest.mark.parametrize("scale", [1e-170, 1e170])
+def test_extreme_scales_neither_underflow_nor_overflow(scale):
+    """Squares of 1e-170 underflow to 0 and of 1e170 overflow: the matrices are rescaled first."""
+    ref = concept_global_importance(THETA, V, U, PRED, REF)
+    out = concept_global_importance(scale * THETA, V, scale * U, PRED, REF)
+    for key in ("per_concept_type1", "per_class_type1", "per_concept_type2", "per_class_type2"):
+        np.testing.assert_allclose(out[key], ref[key], rtol=1e-12, equal_nan=True)
+
+
+@pytest.mark.parametrize("values", [[-1.0, -0.95, -0.9, 0.0, 0.1, 0.3, 0.9999, 1.0], [np.nan, 0.2, 0.2, -0.35]])
+def test_score_histograms_match_numpy(values):
+    from concept_grounding.metrics.concept_global_importance import HISTOGRAM_EDGES, score_histograms
+
+    v = np.array(values)
+    expected = np.histogram(v[~np.isnan(v)], bins=HISTOGRAM_EDGES)[0]
+    np.testing.assert_array_equal(score_histograms([v, v[::-1]]), [expected, expected])
+
+
 def test_negative_alignment():
     out = concept_global_importance(-2 * np.ones_like(V), np.ones_like(V))
     assert out["concept_type1"] == pytest.approx(-1.0) and out["class_type1"] == pytest.approx(-1.0)

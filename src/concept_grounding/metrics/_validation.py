@@ -71,10 +71,14 @@ def as_array(
 
 def as_labels(x: Any, name: str, *, num_classes: int | None = None, ndim: int = 1) -> np.ndarray:
     """Integer labels in ``[0, num_classes)``; floats are accepted only if integral."""
-    raw = as_array(x, name, ndim=ndim, dtype=np.float64)
-    if not np.all(raw == np.round(raw)):
-        raise ValueError(f"{name} must hold integer labels")
-    arr = raw.astype(np.int64)
+    raw = _to_numpy(x)
+    if np.issubdtype(raw.dtype, np.integer) and raw.ndim == ndim and raw.size:
+        arr = raw.astype(np.int64, copy=False)
+    else:
+        raw = as_array(raw, name, ndim=ndim, dtype=np.float64)
+        if not np.all(raw == np.round(raw)):
+            raise ValueError(f"{name} must hold integer labels")
+        arr = raw.astype(np.int64)
     if arr.min() < 0:
         raise ValueError(f"{name} must be >= 0, found {arr.min()}")
     if num_classes is not None and arr.max() >= num_classes:

@@ -32,32 +32,61 @@ import numpy as np
 
 from ._validation import as_array, as_labels, check_same_length
 
-__all__ = ["concept_global_importance", "cosine_similarity_rows", "class_mean_concepts", "HISTOGRAM_EDGES"]
+__all__ = ["concept_global_importance", "cosine_similarity_rows_and_columns", "class_mean_concepts", "score_histograms", "HISTOGRAM_EDGES"]
 
 #: Histogram bin edges for CGIM scores: 20 bins of width 0.1 on [-1, 1] (Aysel et al. Fig. 2).
 HISTOGRAM_EDGES = np.linspace(-1.0, 1.0, 21)
 
 
-def cosine_similarity_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise cosine similarity of two ``(R, D)`` arrays; NaN where a row is zero.
+def cosine_similarity_rows_and_columns(stack: np.ndarray, V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Cosine similarity of every row and every column of each ``(L, K)`` matrix in
+    ``stack`` (``(T, L, K)``) with the same row / column of ``V`` (``(L, K)``).
 
-    Rows may contain NaN to mark missing entries: those positions are dropped from
-    both vectors.
+    Returns ``(rows, columns)`` of shapes ``(T, L)`` and ``(T, K)``; NaN where a vector
+    is zero. A column of ``stack[t]`` that is all NaN (a class with no ``U*``) is
+    dropped from that matrix's row vectors, in both operands, and its column score
+    is NaN. All sums are einsum reductions over the stack, so no temporary of the
+    stack's size is built on the common path.
+
+    >>> m = np.array([[[1.0, np.nan], [1.0, np.nan]]])  # column 1 missing
+    >>> rows, cols = cosine_similarity_rows_and_columns(m, np.array([[1.0, 1.0], [0.0, 1.0]]))
+    >>> rows, cols.round(4)  # row 1 of V is zero once column 1 is dropped
+    (array([[ 1., nan]]), array([[0.7071,    nan]]))
     """
-    missing = np.isnan(a) | np.isnan(b)
+    missing = np.isnan(stack[:, 0, :])  # (T, K)
     if missing.any():
-        a, b = np.where(missing, 0.0, a), np.where(missing, 0.0, b)
-    a, b = _unit_max(a), _unit_max(b)  # cosine is scale-free; this keeps tiny or huge rows from under/overflowing
-    denom = np.sqrt(np.einsum("ij,ij->i", a, a) * np.einsum("ij,ij->i", b, b))
+        stack = np.where(missing[:, None, :], 0.0, stack)
+    stack, V = _rescaled(stack), _rescaled(V[None])[0]
+    V2 = V * V
+    rows = _cosine(
+        np.einsum("tij,ij->ti", stack, V),
+        np.einsum("tij,tij->ti", stack, stack),
+        (V2 @ (~missing).T).T,  # |V row|^2 over the columns each matrix has
+    )
+    cols = _cosine(np.einsum("tij,ij->tj", stack, V), np.einsum("tij,tij->tj", stack, stack), V2.sum(axis=0))
+    cols[missing] = np.nan
+    return rows, cols
+
+
+def _cosine(dot: np.ndarray, sq_a: np.ndarray, sq_b: np.ndarray) -> np.ndarray:
+    denom = np.sqrt(sq_a * sq_b)
     with np.errstate(invalid="ignore", divide="ignore"):
-        sim = np.einsum("ij,ij->i", a, b) / denom
+        sim = dot / denom
     return np.where(denom > 0, np.clip(sim, -1.0, 1.0), np.nan)
 
 
-def _unit_max(x: np.ndarray) -> np.ndarray:
-    """Rows divided by their largest magnitude (zero rows unchanged)."""
-    peak = np.abs(x).max(axis=1, keepdims=True)
-    return x / np.where(peak > 0, peak, 1.0)
+#: Peak magnitudes outside this range are rescaled to 1 before squaring (cosine is
+#: scale-free), so tiny or huge inputs neither underflow nor overflow.
+_SAFE_PEAK = (1e-100, 1e100)
+
+
+def _rescaled(stack: np.ndarray) -> np.ndarray:
+    """Each ``stack[t]`` divided by its peak magnitude where that lies outside ``_SAFE_PEAK``."""
+    peak = np.maximum(stack.max(axis=(1, 2)), -stack.min(axis=(1, 2)))
+    unsafe = (peak > 0) & ((peak < _SAFE_PEAK[0]) | (peak > _SAFE_PEAK[1]))
+    if unsafe.any():
+        return stack / np.where(unsafe, peak, 1.0)[:, None, None]
+    return stack
 
 
 def class_mean_concepts(concept_scores: np.ndarray, predictions: np.ndarray, references: np.ndarray, num_classes: int) -> np.ndarray:
@@ -80,8 +109,21 @@ def class_mean_concepts(concept_scores: np.ndarray, predictions: np.ndarray, ref
     return means.T
 
 
-def _histograms(scores: dict[str, np.ndarray]) -> np.ndarray:
-    return np.stack([np.histogram(v[~np.isnan(v)], bins=HISTOGRAM_EDGES)[0] for v in scores.values()])
+def score_histograms(scores: list[np.ndarray]) -> np.ndarray:
+    """Counts of each score vector over :data:`HISTOGRAM_EDGES`: ``(len(scores), 20)``.
+
+    The bins of ``np.histogram`` (half-open, the last one closed; NaN left out),
+    found for all vectors in one ``searchsorted`` and one ``bincount``.
+
+    >>> score_histograms([np.array([-1.0, 0.05, 1.0, np.nan])])[0].nonzero()[0]
+    array([ 0, 10, 19])
+    """
+    n_bins = len(HISTOGRAM_EDGES) - 1
+    values = np.concatenate(scores)
+    which = np.repeat(np.arange(len(scores)), [len(v) for v in scores])
+    keep = ~np.isnan(values)
+    bins = np.minimum(np.searchsorted(HISTOGRAM_EDGES, values[keep], side="right") - 1, n_bins - 1)
+    return np.bincount(which[keep] * n_bins + bins, minlength=len(scores) * n_bins).reshape(len(scores), n_bins)
 
 
 def concept_global_importance(
@@ -111,7 +153,7 @@ def concept_global_importance(
     if V.shape != th.shape:
         raise ValueError(f"class_attributes must have the shape of theta {th.shape}, got {V.shape}")
     L, K = th.shape
-    matrices = {"type1": th}
+    types = ["type1"]
     out: dict[str, Any] = {}
     given = [x is not None for x in (concept_scores, predictions, references)]
     if any(given) and not all(given):
@@ -123,21 +165,25 @@ def concept_global_importance(
         pred = as_labels(predictions, "predictions", num_classes=K)
         ref = as_labels(references, "references", num_classes=K)
         check_same_length(concept_scores=u, predictions=pred, references=ref)
-        u_star = class_mean_concepts(u, pred, ref, K)
-        matrices["type2"] = u_star
-        matrices["type3"] = th * u_star
-        out["classes_without_correct"] = int(np.isnan(u_star[0]).sum())
-    per_concept = {t: cosine_similarity_rows(m, V) for t, m in matrices.items()}
-    per_class = {t: cosine_similarity_rows(m.T, V.T) for t, m in matrices.items()}
-    for t in matrices:
-        out[f"per_concept_{t}"] = per_concept[t]
-        out[f"per_class_{t}"] = per_class[t]
-        out[f"concept_{t}"] = _nanmean(per_concept[t])
-        out[f"class_{t}"] = _nanmean(per_class[t])
+        types += ["type2", "type3"]
+        stack = np.empty((3, L, K))
+        stack[0] = th
+        stack[1] = class_mean_concepts(u, pred, ref, K)
+        np.multiply(th, stack[1], out=stack[2])
+        out["classes_without_correct"] = int(np.isnan(stack[1, 0]).sum())
+    else:
+        stack = th[None]
+    per_concept, per_class = cosine_similarity_rows_and_columns(stack, V)
+    for t, concept_scores_t, class_scores_t in zip(types, per_concept, per_class):
+        out[f"per_concept_{t}"] = concept_scores_t
+        out[f"per_class_{t}"] = class_scores_t
+        out[f"concept_{t}"] = _nanmean(concept_scores_t)
+        out[f"class_{t}"] = _nanmean(class_scores_t)
     out["histogram_edges"] = HISTOGRAM_EDGES.copy()
-    out["histogram_counts"] = np.stack([_histograms(per_concept), _histograms(per_class)])
+    out["histogram_counts"] = score_histograms([*per_concept, *per_class]).reshape(2, len(types), -1)
     return out
 
 
 def _nanmean(x: np.ndarray) -> float:
-    return float(np.nanmean(x)) if np.isfinite(x).any() else float("nan")
+    kept = x[~np.isnan(x)]
+    return float(kept.mean()) if kept.size else float("nan")

@@ -7,7 +7,8 @@ random weights built from an open_clip config (no download), K = 7 by default.
   batch 1 each, with cluster k's keys masked through :class:`ClusterMask` (the reference
   hook on the model's own forward);
 * fast: :meth:`ConceptClusterImportance.embed` with ``method="fast"`` (token deletion,
-  shared first projection, CLS-only last layer, packed variants);
+  shared first projection, CLS-only last layer with keys and values folded away, variants
+  packed in groups of ~512 tokens on the CPU);
 * hook-batched: the reference path with the K variants stacked into one batch;
 * floor: K + 1 plain unmasked forwards of the model (no mask, no k-means), the least any
   pass-per-variant method can cost.
@@ -60,7 +61,7 @@ def naive_masked_embeddings(cci, pixel_values):
     return torch.stack(out)
 
 
-def flop_ratio(t: int, n: int, d: int, layers: int, k: int) -> float:
+def flop_ratio(t: int, n: int, d: int, layers: int, k: int, heads: int = 12) -> float:
     """Analytic multiply-add ratio fast / naive (linear maps + attention), even clusters."""
     lin = 12 * d * d  # qkv 3, out 1, mlp 8 (per token, per layer)
     att = lambda length: 2 * length * d  # noqa: E731  (QK^T and AV, per query)
@@ -70,7 +71,9 @@ def flop_ratio(t: int, n: int, d: int, layers: int, k: int) -> float:
     for length in lens:
         fast += length * (9 * d * d + att(length))  # layer 1 without qkv
         fast += (layers - 2) * length * (lin + att(length))
-        fast += length * 2 * d * d + (10 * d * d + att(length))  # last: k, v for all; CLS only
+        # last layer: CLS q, out, mlp (10 d^2) + keys/values folded into q and the weights (2 d^2),
+        # then 2 H d per token for the logits and the weighted token sums
+        fast += 12 * d * d + length * 2 * heads * d
     return fast / naive
 
 

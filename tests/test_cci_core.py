@@ -28,12 +28,23 @@ from concept_grounding.cci.tiny import (
 )
 
 
+def _random_biases(model):
+    """Config-built models start with zero attention biases; the fast path folds the key
+    bias away and moves the value bias, so the tests need them non-zero."""
+    gen = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.copy_(0.1 * torch.randn(p.shape, generator=gen))
+    return model
+
+
 @pytest.fixture(scope="module")
 def models():
     return {
-        "open_clip": tiny_open_clip(layers=3),
-        "transformers": tiny_transformers_clip(layers=3),
-        "transformers_vision": tiny_transformers_clip(layers=2, vision_only=True),
+        "open_clip": _random_biases(tiny_open_clip(layers=3)),
+        "transformers": _random_biases(tiny_transformers_clip(layers=3)),
+        "transformers_vision": _random_biases(tiny_transformers_clip(layers=2, vision_only=True)),
     }
 
 
@@ -48,8 +59,12 @@ def _deleted_reference(backend, px, labels, k):
     return torch.cat(rows).view(px.shape[0], k, -1)
 
 
+@pytest.mark.parametrize(
+    "padded, group_tokens", [(False, None), (True, None), (False, 1), (True, 12)],
+    ids=["per-variant", "padded", "one-variant-groups", "padded-groups"],
+)
 @pytest.mark.parametrize("name", ["open_clip", "transformers", "transformers_vision"])
-def test_masked_equals_deleted_on_both_backends(models, name):
+def test_masked_equals_deleted_on_both_backends(models, name, padded, group_tokens):
     backend = get_backend(models[name])
     gen = torch.Generator().manual_seed(1)
     px = torch.randn(2, 3, 32, 32, generator=gen)
@@ -57,7 +72,7 @@ def test_masked_equals_deleted_on_both_backends(models, name):
     with torch.no_grad():
         hooked = masked_embeddings_hook(backend, px, labels, 3)
         deleted = _deleted_reference(backend, px, labels, 3)
-        fast = masked_embeddings_fast(backend, unmasked_trace(backend, px), labels, 3)
+        fast = masked_embeddings_fast(backend, unmasked_trace(backend, px), labels, 3, padded, group_tokens)
         unmasked = backend.encode_image(px)
     assert torch.allclose(hooked, deleted, atol=1e-5, rtol=0)
     assert torch.allclose(fast, deleted, atol=1e-5, rtol=0)

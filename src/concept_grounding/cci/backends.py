@@ -37,14 +37,16 @@ class BlockOps:
     """The pieces of one pre-norm transformer block, as callables on ``(..., D)`` tensors.
 
     ``x <- x + ls1(out(attn(q, k, v)))`` with ``q, k, v`` from ``qkv(norm1(x))``, then
-    ``x <- x + ls2(mlp(norm2(x)))``. ``q_proj`` and ``kv_proj`` compute the query alone and
-    the key/value pair alone (used by the CLS-only last layer of the fast path).
+    ``x <- x + ls2(mlp(norm2(x)))``. ``q_proj`` computes the query alone, and
+    ``key_value`` holds the key and value maps as ``(W_k, b_k, W_v, b_v)`` (``(D, D)``
+    weights, ``(D,)`` biases or None); the CLS-only last layer of the fast path folds
+    them into the query and the attention weights instead of projecting every token.
     """
 
     norm1: Callable[[Any], Any]
     qkv: Callable[[Any], tuple[Any, Any, Any]]
     q_proj: Callable[[Any], Any]
-    kv_proj: Callable[[Any], tuple[Any, Any]]
+    key_value: tuple[Any, Any, Any, Any]
     out: Callable[[Any], Any]
     norm2: Callable[[Any], Any]
     mlp: Callable[[Any], Any]
@@ -173,12 +175,10 @@ class TransformersCLIPBackend(VisionBackend):
             def qkv(x, att=att):
                 return att.q_proj(x), att.k_proj(x), att.v_proj(x)
 
-            def kv(x, att=att):
-                return att.k_proj(x), att.v_proj(x)
-
+            kv = (att.k_proj.weight, att.k_proj.bias, att.v_proj.weight, att.v_proj.bias)
             ops.append(
                 BlockOps(
-                    norm1=layer.layer_norm1, qkv=qkv, q_proj=att.q_proj, kv_proj=kv, out=att.out_proj,
+                    norm1=layer.layer_norm1, qkv=qkv, q_proj=att.q_proj, key_value=kv, out=att.out_proj,
                     norm2=layer.layer_norm2, mlp=layer.mlp, ls1=_identity, ls2=_identity,
                     num_heads=int(att.num_heads),
                 )
@@ -282,12 +282,10 @@ class OpenCLIPBackend(VisionBackend):
             def q_proj(x, w=w, b=b, d=d):
                 return F.linear(x, w[:d], None if b is None else b[:d])
 
-            def kv(x, w=w, b=b, d=d):
-                return F.linear(x, w[d:], None if b is None else b[d:]).chunk(2, dim=-1)
-
+            kv = (w[d : 2 * d], None if b is None else b[d : 2 * d], w[2 * d :], None if b is None else b[2 * d :])
             ops.append(
                 BlockOps(
-                    norm1=blk.ln_1, qkv=qkv, q_proj=q_proj, kv_proj=kv, out=att.out_proj,
+                    norm1=blk.ln_1, qkv=qkv, q_proj=q_proj, key_value=kv, out=att.out_proj,
                     norm2=blk.ln_2, mlp=blk.mlp, ls1=blk.ls_1, ls2=blk.ls_2, num_heads=int(att.num_heads),
                 )
             )

@@ -11,12 +11,16 @@ exploits that and three further exact savings:
 2. **Shared first projection.** Every variant's layer-1 input is the unmasked input, so the
    layer-1 ``q, k, v`` are taken from the unmasked pass (which CCI runs anyway to get the
    tokens it clusters); variants diverge only inside the first attention.
-3. **CLS-only last layer.** In the last layer only the CLS query, its attention output and
-   its MLP are computed; the other tokens are only needed as keys and values.
+3. **CLS-only last layer.** In the last layer only the CLS query matters. Its attention
+   over the other tokens needs no key or value projection of them: per head ``h``,
+   ``q_h . (W_k^h x_j + b_k^h) = (W_k^h^T q_h) . x_j + const`` (the constant cancels in
+   the softmax) and ``sum_j p_j (W_v^h x_j + b_v^h) = W_v^h (sum_j p_j x_j) + b_v^h``,
+   so the ``2 D^2`` per token of the keys and values shrink to ``2 H D`` per token.
 4. **Packing.** All variants of all images in a chunk are packed into one ``(P, D)`` token
    matrix for the token-wise maps (norms, projections, MLPs), so each layer is a few large
-   matrix products; only the attention itself is run on a padded ``(V, heads, L, d)``
-   layout with the padding keys at ``-inf``.
+   matrix products. On the CPU the attention runs variant by variant on contiguous slices
+   of that matrix (no padding, no mask); on an accelerator it runs once on a padded
+   ``(V, heads, L, d)`` layout with the padding keys at ``-inf``.
 """
 
 from __future__ import annotations
@@ -106,8 +110,90 @@ def _pack(labels: "torch.Tensor", k: int):
     return img, tok, var, pos, keep.sum(1)
 
 
+@dataclass
+class _Packing:
+    """Where each variant's tokens sit in the packed ``(P, D)`` matrix.
+
+    Packed rows are ordered by variant, then by position, so variant ``v`` is the
+    contiguous slice ``lengths[:v].sum() : lengths[:v + 1].sum()``.
+    """
+
+    var: "torch.Tensor"  # (P,) variant of each packed token
+    pos: "torch.Tensor"  # (P,) position within its variant
+    lengths: list[int]  # (V,) tokens per variant
+    cls_rows: "torch.Tensor"  # (V,) packed row of each variant's CLS
+    bias: "torch.Tensor"  # (V, 1, 1, Lmax) additive key mask of the padded layout
+    padded: bool  # attend on the padded layout (one call) instead of slice by slice
+
+    @classmethod
+    def build(cls, var: "torch.Tensor", pos: "torch.Tensor", lengths: "torch.Tensor", dtype, padded: bool) -> "_Packing":
+        import torch
+
+        lmax = int(lengths.max())
+        bias = torch.zeros(len(lengths), lmax, dtype=dtype, device=var.device)
+        bias.masked_fill_(torch.arange(lmax, device=var.device)[None, :] >= lengths[:, None], float("-inf"))
+        cls_rows = (pos == 0).nonzero(as_tuple=True)[0]
+        return cls(var, pos, lengths.tolist(), cls_rows, bias[:, None, None, :], padded)
+
+    def pad(self, t: "torch.Tensor") -> "torch.Tensor":
+        """``(P, D)`` packed -> ``(V, Lmax, D)`` padded with zeros."""
+        out = t.new_zeros(len(self.lengths), self.bias.shape[-1], t.shape[-1])
+        out[self.var, self.pos] = t
+        return out
+
+    def attend(self, q, k, v, heads: int) -> "torch.Tensor":
+        """Each variant's tokens attend to their own variant: ``(P, D)`` -> ``(P, D)``."""
+        import torch
+
+        if not self.padded:  # one unmasked attention per contiguous variant slice
+            parts = zip(q.split(self.lengths), k.split(self.lengths), v.split(self.lengths))
+            return torch.cat([_attention(qi[None], ki[None], vi[None], heads)[0] for qi, ki, vi in parts])
+        o = _attention(self.pad(q), self.pad(k), self.pad(v), heads, self.bias)
+        return o[self.var, self.pos]
+
+
+def _cls_attention(op: BlockOps, h: "torch.Tensor", packing: _Packing) -> "torch.Tensor":
+    """Attention output of each variant's CLS query over its variant, without projecting
+    the keys and values of the other tokens (module doc, point 3).
+
+    Args:
+        op: the last block.
+        h: ``(P, D)`` packed tokens after the block's first norm.
+        packing: the layout of ``h``.
+
+    Returns:
+        ``(V, D)`` attention outputs (before the output projection).
+    """
+    import torch
+
+    w_k, _, w_v, b_v = op.key_value  # b_k adds the same logit to every key: it cancels
+    heads = op.num_heads
+    nv, d = len(packing.lengths), h.shape[-1]
+    hd = d // heads
+    q = op.q_proj(h[packing.cls_rows]).view(nv, heads, hd)
+    query_in_x = torch.einsum("vhe,hed->vhd", q, w_k.view(heads, hd, d)) * hd**-0.5  # (V, H, D)
+    hp = packing.pad(h)  # (V, Lmax, D)
+    weights = torch.softmax(torch.bmm(query_in_x, hp.transpose(1, 2)) + packing.bias[:, 0], dim=-1)  # (V, H, Lmax)
+    mixed = torch.bmm(weights, hp)  # (V, H, D): sum_j p_j x_j per head
+    o = torch.einsum("vhd,hed->vhe", mixed, w_v.view(heads, hd, d))
+    if b_v is not None:
+        o = o + b_v.view(heads, hd)
+    return o.reshape(nv, d)
+
+
+#: Packed tokens per group on the CPU. One variant of a ViT-B/16 is ~170 tokens; a group of
+#: a few keeps every activation (``tokens x 4D`` floats in the MLP) a few MB, which the
+#: allocator reuses, where one pack of all variants needs fresh pages on every layer.
+CPU_GROUP_TOKENS = 512
+
+
 def masked_embeddings_fast(
-    backend: VisionBackend, trace: UnmaskedTrace, labels: "torch.Tensor", num_clusters: int
+    backend: VisionBackend,
+    trace: UnmaskedTrace,
+    labels: "torch.Tensor",
+    num_clusters: int,
+    padded_attention: bool | None = None,
+    group_tokens: int | None = None,
 ) -> "torch.Tensor":
     """Image embeddings with each cluster cut out, by exact deletion (see module doc).
 
@@ -116,6 +202,12 @@ def masked_embeddings_fast(
         trace: the unmasked pass of the same images (:func:`unmasked_trace`).
         labels: ``(B, N)`` cluster of each patch, in ``[0, K)``.
         num_clusters: ``K``.
+        padded_attention: run each layer's attention once on a padded layout (default on
+            accelerators, where one large kernel beats many small ones) instead of one
+            call per variant (default on the CPU). Both are exact.
+        group_tokens: run the variants in consecutive groups of at most this many packed
+            tokens (a variant longer than that runs alone); default
+            :data:`CPU_GROUP_TOKENS` on the CPU, everything in one group elsewhere.
 
     Returns:
         ``(B, K, E)`` embeddings ``z_k`` (CCI ``hat z_CLS,k`` after the projection).
@@ -123,47 +215,48 @@ def masked_embeddings_fast(
     import torch
 
     ops = backend.blocks()
+    if not ops:
+        raise ValueError("model: the image encoder has no layers")
+    on_cpu = labels.device.type == "cpu"
+    padded_attention = not on_cpu if padded_attention is None else padded_attention
+    group_tokens = (CPU_GROUP_TOKENS if on_cpu else None) if group_tokens is None else group_tokens
     b = labels.shape[0]
-    k = num_clusters
-    v = b * k
-    img, tok, var, pos, lengths = _pack(labels, k)
-    lmax = int(lengths.max())
-    dtype, dev = trace.x0.dtype, trace.x0.device
-    bias = torch.zeros(v, lmax, dtype=dtype, device=dev)
-    bias.masked_fill_(torch.arange(lmax, device=dev)[None, :] >= lengths[:, None], float("-inf"))
-    bias = bias[:, None, None, :]
-    cls_rows = (pos == 0).nonzero(as_tuple=True)[0]  # packed index of each variant's CLS, in variant order
+    img, tok, var, pos, lengths = _pack(labels, num_clusters)
+    cls_states = []
+    for first, stop, row0, row1 in _variant_groups(lengths.tolist(), group_tokens):
+        rows = slice(row0, row1)
+        packing = _Packing.build(var[rows] - first, pos[rows], lengths[first:stop], trace.x0.dtype, padded_attention)
+        cls_states.append(_cls_states(ops, trace, img[rows], tok[rows], packing))
+    return backend.pool(torch.cat(cls_states)[:, None, :]).view(b, num_clusters, -1)
 
-    def pad(t):
-        out = t.new_zeros(v, lmax, t.shape[-1])
-        out[var, pos] = t
-        return out
 
-    def attend_all(q, kk, vv, op):
-        o = _attention(pad(q), pad(kk), pad(vv), op.num_heads, bias)
-        return o[var, pos]
+def _variant_groups(lengths: list[int], max_tokens: int | None) -> list[tuple[int, int, int, int]]:
+    """Consecutive variant groups ``(first, stop, first_row, stop_row)`` of at most
+    ``max_tokens`` packed rows each (one group when ``max_tokens`` is None).
 
+    >>> _variant_groups([3, 2, 4], 5)
+    [(0, 2, 0, 5), (2, 3, 5, 9)]
+    """
+    groups, first, row0, rows = [], 0, 0, 0
+    for v, n in enumerate(lengths):
+        if max_tokens is not None and v > first and rows + n > max_tokens:
+            groups.append((first, v, row0, row0 + rows))
+            first, row0, rows = v, row0 + rows, 0
+        rows += n
+    groups.append((first, len(lengths), row0, row0 + rows))
+    return groups
+
+
+def _cls_states(ops: list[BlockOps], trace: UnmaskedTrace, img, tok, packing: _Packing) -> "torch.Tensor":
+    """Run one packed group of variants through the blocks; ``(V, D)`` final CLS states."""
     x = trace.x0[img, tok]  # (P, D)
-    last = len(ops) - 1
-    for i, op in enumerate(ops):
-        if i == 0:
-            q, kk, vv = (t[img, tok] for t in trace.qkv0)
-        else:
-            h = op.norm1(x)
-            if i == last:
-                kk, vv = op.kv_proj(h)
-                q = op.q_proj(h[cls_rows])
-            else:
-                q, kk, vv = op.qkv(h)
-        if i == last:
-            q = q[cls_rows] if i == 0 else q
-            o = _attention(q[:, None, :], pad(kk), pad(vv), op.num_heads, bias)[:, 0]
-            xc = x[cls_rows] + op.ls1(op.out(o))
-            xc = xc + op.ls2(op.mlp(op.norm2(xc)))
-            return backend.pool(xc[:, None, :]).view(b, k, -1)
-        x = x + op.ls1(op.out(attend_all(q, kk, vv, op)))
+    *body, last = ops
+    for i, op in enumerate(body):
+        q, k, v = (t[img, tok] for t in trace.qkv0) if i == 0 else op.qkv(op.norm1(x))
+        x = x + op.ls1(op.out(packing.attend(q, k, v, op.num_heads)))
         x = x + op.ls2(op.mlp(op.norm2(x)))
-    raise ValueError("model: the image encoder has no layers")  # pragma: no cover
+    xc = x[packing.cls_rows] + last.ls1(last.out(_cls_attention(last, last.norm1(x), packing)))
+    return xc + last.ls2(last.mlp(last.norm2(xc)))
 
 
 def cluster_key_mask(labels: "torch.Tensor", num_clusters: int) -> "torch.Tensor":

@@ -16,6 +16,7 @@ from concept_grounding.loaders import (
     load_sub,
     write_sub,
 )
+from concept_grounding.loaders.sub import normalise_attribute
 from concept_grounding.schema import sub_features
 from concept_grounding.vocabulary import load_vocabulary
 
@@ -121,6 +122,29 @@ def test_hub_layout_with_default_column_map_and_derived_s_minus(tmp_path):
     assert ds["removed_attributes"] == [["has_crown_color::red"], [], ["has_crown_color::blue"]]
     assert ds["source_id"] == [-1, -1, -1] and ds["seed"] == [-1, -1, -1]
     assert same_pixels(ds[2]["image"], src[2]["image"])
+
+
+#: ``attr_label`` names of the Hub card of Jessica-bader/SUB (its README's dataset_info YAML).
+HUB_CARD_ATTR_LABELS = [
+    f"has_{name}" for name in (
+        "back_color--grey belly_pattern--striped bill_color--grey bill_shape--needle breast_color--blue "
+        "breast_color--red breast_color--white breast_pattern--spotted crown_color--black crown_color--grey "
+        "crown_color--pink crown_color--white eye_color--blue eye_color--white eye_color--yellow "
+        "forehead_color--grey leg_color--black leg_color--grey leg_color--pink primary_color--blue "
+        "primary_color--brown primary_color--green primary_color--orange tail_pattern--multi-colored "
+        "tail_pattern--solid throat_color--blue throat_color--yellow underparts_color--green "
+        "underparts_color--red upperparts_color--yellow wing_color--black wing_color--grey wing_color--white"
+    ).split()
+]
+
+
+def test_every_attr_label_of_the_hub_card_normalises():
+    names = [normalise_attribute(n, VOCAB) for n in HUB_CARD_ATTR_LABELS]
+    assert len(set(names)) == 33 and all(n in VOCAB.attributes for n in names)
+    # the card and the vocabulary's 32 substitutions differ in two names (see loaders/sub.py)
+    assert set(names) - set(VOCAB.sub_substitutions.values()) == {
+        "has_belly_pattern::striped", "has_upperparts_color::yellow"}
+    assert set(VOCAB.sub_substitutions.values()) - set(names) == {"has_breast_pattern::striped"}
 
 
 def test_class_attributes_with_their_own_class_names(tmp_path):

@@ -1,13 +1,15 @@
 """SUB (Bader et al., ICCV 2025) from the Hub or a local copy, in our SUB schema.
 
-SUB's Hub copy is ``Jessica-bader/SUB``. Our machines cannot reach the Hub, so we could
-not read its card; what we know of its layout comes from public code that loads it
-(``load_dataset("Jessica-bader/SUB")["test"]`` with ``ClassLabel`` columns
-``bird_label`` and ``attr_label``, attribute names spelled ``has_breast_color--red``) and
-from the authors' evaluation scripts (CSV rows ``file, changed_attr, bird``). The
-mapping below is therefore our best reading, not a checked fact: override it with
-``column_map`` if the Hub's columns differ, and :func:`load_sub` says exactly which
-columns it found when one is missing.
+SUB's Hub copy is ``Jessica-bader/SUB``. Our machines cannot reach the Hub; its dataset
+card (the README's ``dataset_info``, read through a public mirror) gives one ``test``
+split with the features ``image`` (Image), ``attr_label`` (ClassLabel of 33 names spelled
+``has_back_color--grey``) and ``bird_label`` (ClassLabel; its names were cut off in the
+copy we read, so every spelling of a class name below is accepted). The card's 33
+attribute labels are the vocabulary's 32 substitutions with ``has_belly_pattern--striped``
+and ``has_upperparts_color--yellow`` in place of ``has_breast_pattern::striped``
+(``tests/test_loaders_sub.py`` pins all 33). Never loaded for real from here: override
+the mapping with ``column_map`` if the Hub's columns differ, and :func:`load_sub` says
+exactly which columns it found when one is missing.
 
 Values are normalised, whatever their spelling:
 

@@ -12,11 +12,18 @@ import argparse
 from pathlib import Path
 
 
+#: SUB filtered with InternVL-2.5-8B, whose Hub repository ships its own modelling code
+#: (``AutoModel`` + ``trust_remote_code``, no logits API that AutoModelForImageTextToText
+#: loads). The default is the same family's native transformers checkpoint.
+DEFAULT_VLM = "OpenGVLab/InternVL3-8B-hf"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--in", dest="input", required=True, help="generated image folder")
     parser.add_argument("--out", required=True, help="folder for the kept list and the report")
     parser.add_argument("--scorer", choices=("vlm", "clip", "tiny-clip", "oracle"), default="vlm")
-    parser.add_argument("--vlm-model", default="OpenGVLab/InternVL2_5-8B", help="transformers VLM id (--scorer vlm)")
+    parser.add_argument("--vlm-model", default=DEFAULT_VLM,
+                        help="a VLM that AutoModelForImageTextToText loads: Hub id or local folder (--scorer vlm)")
     parser.add_argument("--clip-model", default="ViT-B-32", help="open_clip architecture (--scorer clip)")
     parser.add_argument("--clip-pretrained", default="openai", help="open_clip weights tag (--scorer clip)")
     parser.add_argument("--oracle", help="a concept model folder saved by `bench` (the world's attribute oracle), or"

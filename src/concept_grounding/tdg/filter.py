@@ -208,8 +208,8 @@ class VisionLanguageScorer:
     """Option-letter probabilities from a transformers vision-language model (SUB used InternVL-2.5-8B).
 
     The question is sent as one user turn with the image (through the processor's chat
-    template when it has one); the next-token logits of the letters ``A``, ``B``, ... are
-    softmaxed over the options.
+    template when it has one, else as ``"<image token>\\n" + question``); the next-token
+    logits of the letters ``A``, ``B``, ... are softmaxed over the options.
 
     Args:
         model: an ``AutoModelForImageTextToText`` / LLaVA-style model returning ``logits``.
@@ -224,7 +224,8 @@ class VisionLanguageScorer:
         if getattr(self.processor, "chat_template", None):
             messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
             return self.processor.apply_chat_template(messages, add_generation_prompt=True)
-        return text
+        image_token = getattr(self.processor, "image_token", None)
+        return f"{image_token}\n{text}" if image_token else text
 
     def _letter_ids(self, n: int) -> list[int]:
         tokenizer = getattr(self.processor, "tokenizer", self.processor)
@@ -232,6 +233,9 @@ class VisionLanguageScorer:
         for letter in string.ascii_uppercase[:n]:
             pieces = tokenizer.encode(letter, add_special_tokens=False)
             ids.append(pieces[-1])
+        unk = getattr(tokenizer, "unk_token_id", None)
+        if len(set(ids)) < n or (unk is not None and unk in ids):
+            raise ValueError(f"the tokenizer has no distinct token for each of the letters A..{string.ascii_uppercase[n - 1]}")
         return ids
 
     def score(self, images: Sequence[Any], question: str, options: Sequence[str], group: str = "") -> np.ndarray:

@@ -23,15 +23,17 @@ crop           scene-level crop of the central 60% (object and background), resi
 Object transforms move the object layer (image and mask with the *same* sampling grid,
 nearest-neighbour, so they stay pixel-aligned) and then composite it on the background;
 the crop acts on the composite (image and mask alike). :func:`inpaint_backgrounds` is an
-optional generative path through diffusers' ``AutoPipelineForInpainting`` (needs weights;
-not run offline).
+optional generative path through diffusers' ``AutoPipelineForInpainting`` (real checkpoints
+need downloaded weights; the tests run the tiny random pipeline of :mod:`.tiny_inpaint`).
 """
 
 from __future__ import annotations
 
+import inspect
 import math
+import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -273,29 +275,63 @@ def inpaint_backgrounds(
     image: np.ndarray,
     mask: np.ndarray,
     prompts: Sequence[str],
-    model: str,
+    model: str | os.PathLike[str] | Any,
     seed: int = 0,
-    **pipeline_kwargs: Any,
-) -> list[np.ndarray]:  # pragma: no cover - needs downloaded weights
+    *,
+    load_kwargs: Mapping[str, Any] | None = None,
+    **call_kwargs: Any,
+) -> list[np.ndarray]:
     """Generative backgrounds: repaint everything outside ``mask`` once per prompt.
 
+    The object stays in every output at its original place: in :func:`build_covar` rows
+    whose transform moves the object, the background still shows it there as well.
+
     Args:
-        image: ``(H, W, 3) uint8``; mask: ``(H, W) bool`` (kept).
+        image: ``(H, W, 3) uint8``.
+        mask: ``(H, W) bool``, true on the object; those pixels of ``image`` are copied
+            into every output unchanged (the pipeline's VAE would alter them).
         prompts: one background description per output.
-        model: a diffusers inpainting checkpoint name or path (``AutoPipelineForInpainting``).
+        model: a diffusers inpainting checkpoint name or folder, loaded with
+            ``AutoPipelineForInpainting.from_pretrained(model, **load_kwargs)``, or an
+            already built pipeline (reuse one over many objects).
+        seed: output ``i`` uses ``torch.Generator().manual_seed(seed + i)``.
+        load_kwargs: ``from_pretrained`` keyword arguments (``torch_dtype``, ``variant``,
+            ``local_files_only``, ...); only with a name or folder.
+        **call_kwargs: passed to every pipeline call (``num_inference_steps``, ``height``,
+            ``width``, ``guidance_scale``, ``strength``, ``negative_prompt``, ...); a name
+            the pipeline's ``__call__`` does not list raises ``TypeError``.
+
+    Returns:
+        ``len(prompts)`` arrays ``(H, W, 3) uint8``: the generated image (resized back to
+        ``H x W`` when ``height``/``width`` differ) with ``image`` where ``mask`` is set;
+        usable as ``build_covar(backgrounds=...)``.
     """
     import torch
-    from diffusers import AutoPipelineForInpainting
     from PIL import Image
 
-    pipe = AutoPipelineForInpainting.from_pretrained(model, **pipeline_kwargs)
+    m = mask.astype(bool)
+    if image.shape[:2] != m.shape:
+        raise ValueError(f"mask: shape {m.shape} differs from image {image.shape[:2]}")
+    if isinstance(model, (str, os.PathLike)):
+        from diffusers import AutoPipelineForInpainting
+
+        pipe = AutoPipelineForInpainting.from_pretrained(model, **(load_kwargs or {}))
+    elif load_kwargs:
+        raise ValueError("load_kwargs: only with a model name or folder, not a built pipeline")
+    else:
+        pipe = model
+    # diffusers pipelines take **kwargs and ignore unknown names: reject them (typos, load arguments)
+    params = inspect.signature(pipe).parameters.values()
+    named = {p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    if named and set(call_kwargs) - named:
+        raise TypeError(f"call_kwargs: the pipeline takes no {sorted(set(call_kwargs) - named)}")
     init = Image.fromarray(image)
-    repaint = Image.fromarray((~mask.astype(bool)).astype(np.uint8) * 255)
+    repaint = Image.fromarray((~m).astype(np.uint8) * 255)  # white = repaint
     out = []
     for i, prompt in enumerate(prompts):
         gen = torch.Generator().manual_seed(seed + i)
-        res = pipe(prompt=prompt, image=init, mask_image=repaint, generator=gen).images[0]
-        out.append(np.asarray(res.convert("RGB").resize(init.size)))
+        res = pipe(prompt=prompt, image=init, mask_image=repaint, generator=gen, **call_kwargs).images[0]
+        out.append(np.where(m[..., None], image, np.asarray(res.convert("RGB").resize(init.size))).astype(np.uint8))
     return out
 
 

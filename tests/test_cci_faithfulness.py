@@ -7,6 +7,7 @@ import torch
 
 from concept_grounding.cci.baselines import (
     BASELINES,
+    grad_eclip_maps,
     gradcam_maps,
     random_maps,
     rollout_maps,
@@ -107,6 +108,62 @@ def test_rollout_follows_the_attended_patches():
     assert maps[0, :, :6].min() > 10 * maps[0, :, 10:].max()
 
 
+def test_grad_eclip_falls_on_the_only_tokens_that_carry_a_value():
+    """Known-answer model: only red patches have a value, so Grad-ECLIP's map is zero on the
+    blue half and the same positive number on every red patch (same value, key and weight).
+    The text is the red value direction, so more red raises the score (at t = z the gradient
+    of the cosine would vanish)."""
+    model = known_answer_open_clip()
+    red_value = torch.tensor([1.0, -1.0, 1.0, -1.0])
+    for key_similarity in (True, False):
+        maps = grad_eclip_maps(model, _red_left(), red_value, key_similarity=key_similarity)
+        assert maps.shape == (1, 16, 16)
+        red, blue = maps[0, :, :6], maps[0, :, 10:]
+        assert blue.abs().max() == 0 and red.min() > 0
+        assert torch.allclose(red, red[0, 0].expand_as(red))
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_grad_eclip_matches_a_gradient_through_open_clips_own_forward():
+    """Without the key weighting the map is ``ReLU(w . v_i)``, ``w = ∂cos/∂o_CLS``. Reference:
+    hooks on open_clip's last attention module (its input is ``ln_1(x)``, its output is
+    ``W_o o + b_o``, so ``∂cos/∂o = W_o^T ∂cos/∂output``) and autograd through ``encode_image``."""
+    import torch.nn.functional as F
+
+    from concept_grounding.cci.backends import get_backend
+
+    model = tiny_open_clip(layers=2)
+    px = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(3))
+    text = torch.randn(16, generator=torch.Generator().manual_seed(4))
+    ours = grad_eclip_maps(model, px, text, key_similarity=False)
+
+    attn = model.visual.transformer.resblocks[-1].attn
+    seen = {}
+
+    def keep_output(module, args, out):
+        out[0].retain_grad()
+        seen["a"] = out[0]
+
+    hooks = [
+        attn.register_forward_pre_hook(lambda m, args: seen.update(h=args[0].detach())),
+        attn.register_forward_hook(keep_output),
+    ]
+    try:
+        with torch.enable_grad():
+            F.cosine_similarity(model.encode_image(px), text[None], dim=-1).sum().backward()
+    finally:
+        for h in hooks:
+            h.remove()
+        model.zero_grad(set_to_none=True)
+    d = seen["h"].shape[-1]
+    w = seen["a"].grad[:, 0] @ attn.out_proj.weight  # (1, D)
+    v = seen["h"] @ attn.in_proj_weight[2 * d :].T + attn.in_proj_bias[2 * d :]  # (1, T, D)
+    patch = torch.relu((w[:, None] * v[:, 1:]).sum(-1)).view(1, *get_backend(model).grid_size)
+    reference = F.interpolate(patch[:, None], size=(32, 32), mode="bilinear", align_corners=False)[:, 0]
+    assert reference.max() > 0
+    assert torch.allclose(ours, reference, atol=1e-6, rtol=1e-4)
+
+
 def test_gradcam_and_random_maps():
     model = tiny_open_clip()
     px = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(1))
@@ -115,7 +172,7 @@ def test_gradcam_and_random_maps():
     assert cam.shape == (2, 32, 32) and torch.isfinite(cam).all() and (cam >= 0).all() and cam.max() > 0
     assert all(p.grad is None for p in model.parameters())
     assert torch.equal(random_maps(model, px, seed=4), random_maps(model, px, seed=4))
-    assert set(BASELINES) == {"random", "gradcam", "rollout"}
+    assert set(BASELINES) == {"random", "gradcam", "grad-eclip", "rollout"}
 
 
 def test_cci_beats_random_on_known_answer_model():

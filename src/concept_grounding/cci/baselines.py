@@ -6,6 +6,13 @@
   pytorch-grad-cam does with ``blocks[-1].norm1``, since the last block's *output* patch
   tokens do not reach the CLS token), channel weights are the patch-averaged gradients of
   ``cos(z, t)``, the map is ``ReLU(Σ_c α_c h_c)`` on the patch grid;
+* :func:`grad_eclip_maps` — Grad-ECLIP (Zhao et al., ICML 2024), the runner-up to CCI in the
+  CCI paper's faithfulness table: with ``o`` the last block's attention output (before
+  the output projection), ``w = ∂cos(z, t)/∂o_CLS`` the channel weights, ``v_i`` the
+  last block's values and ``λ_i`` the "loosened attention" (the cosine of the CLS query
+  and key ``i`` after the output projection, min-max normalised over the patches, as in
+  the authors' code), the map is ``ReLU(Σ_c w_c v_ic λ_i)``. The authors' code recomputes
+  the last block with a single head; here the gradient is the model's own (multi-head);
 * :func:`rollout_maps` — attention rollout (Abnar & Zuidema 2020): ``Â_l = ½(A_l + I)``
   with ``A_l`` the head-averaged attention, rows renormalised, ``R = Â_L … Â_1``; the map is
   the CLS row over the patches (text-independent).
@@ -22,7 +29,7 @@ from .backends import get_backend
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-__all__ = ["random_maps", "gradcam_maps", "rollout_maps", "BASELINES"]
+__all__ = ["random_maps", "gradcam_maps", "grad_eclip_maps", "rollout_maps", "BASELINES"]
 
 
 def _upsample(patch: "torch.Tensor", image_size: tuple[int, int]) -> "torch.Tensor":
@@ -73,6 +80,55 @@ def gradcam_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: "torch.T
     return _upsample(cam.view(-1, *be.grid_size), be.image_size)
 
 
+def grad_eclip_maps(
+    model: Any, pixel_values: "torch.Tensor", text_embeds: "torch.Tensor", key_similarity: bool = True
+) -> "torch.Tensor":
+    """Grad-ECLIP maps for the score ``cos(z, t)`` (module docstring).
+
+    Args:
+        model: CLIP model or backend.
+        pixel_values: ``(B, 3, H, W)``.
+        text_embeds: ``(B, E)`` or ``(E,)``.
+        key_similarity: weight each patch by the loosened attention ``λ_i`` (the paper's
+            default); False drops it (the authors' "wo-ksim" variant). Where all patches are
+            equally similar to the query (min = max), ``λ_i = 1``.
+
+    Returns:
+        ``(B, H, W)`` non-negative maps.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    from .fast import _attention, _block
+
+    be = get_backend(model)
+    be.check_eval()
+    *body, last = be.blocks()
+    t = text_embeds if text_embeds.ndim == 2 else text_embeds[None]
+    with torch.no_grad():
+        x = be.embed(pixel_values)
+        for op in body:
+            x = _block(op, x)
+        q, k, v = last.qkv(last.norm1(x))
+        o = _attention(q, k, v, last.num_heads)
+    with torch.enable_grad():
+        o = o.detach().requires_grad_(True)
+        y = x + last.ls1(last.out(o))
+        y = y + last.ls2(last.mlp(last.norm2(y)))
+        score = F.cosine_similarity(be.pool(y), t.to(y), dim=-1).sum()
+        (grad,) = torch.autograd.grad(score, o)
+    with torch.no_grad():
+        contribution = grad[:, :1] * v[:, 1:]  # (B, N, D)
+        if key_similarity:
+            sim = F.cosine_similarity(last.out(q[:, :1]), last.out(k[:, 1:]), dim=-1)  # (B, N)
+            low, spread = sim.amin(1, keepdim=True), sim.amax(1, keepdim=True) - sim.amin(1, keepdim=True)
+            flat = spread <= 1e-6  # every key equally similar: no spatial weighting (the reference divides 0 by 0)
+            weight = torch.where(flat, torch.ones_like(sim), (sim - low) / spread.clamp_min(1e-12))
+            contribution = contribution * weight[..., None]
+        cam = torch.relu(contribution.sum(-1))
+    return _upsample(cam.view(-1, *be.grid_size), be.image_size)
+
+
 def rollout_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: Any = None) -> "torch.Tensor":
     """Attention rollout maps ``(B, H, W)`` (text is ignored)."""
     import torch
@@ -101,4 +157,4 @@ def rollout_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: Any = No
 
 
 #: name -> map function ``(model, pixel_values, text_embeds) -> (B, H, W)``
-BASELINES = {"random": random_maps, "gradcam": gradcam_maps, "rollout": rollout_maps}
+BASELINES = {"random": random_maps, "gradcam": gradcam_maps, "grad-eclip": grad_eclip_maps, "rollout": rollout_maps}

@@ -23,7 +23,7 @@ from .resources import FeatureUnavailable, ResourceStore, require
 __all__ = ["BASELINES", "ExplainModel", "build_clip", "input_image", "explain"]
 
 #: Baseline explanations offered beside CCI (computed by :mod:`concept_grounding.cci.baselines`).
-BASELINES: tuple[str, ...] = ("random", "gradcam", "rollout")
+BASELINES: tuple[str, ...] = ("random", "gradcam", "grad-eclip", "rollout")
 #: Input side (px) of the fallback tiny CLIP.
 TINY_CLIP_SIZE = 64
 #: World birds per class and epochs of the quick world-CLIP build.
@@ -185,5 +185,6 @@ def _baseline(name: str, model: Any, px: Any, text_embeds: Any, image: np.ndarra
     if func is None:
         raise FeatureUnavailable(f"`concept_grounding.cci.baselines` has no {name} baseline in this build.")
     heat = func(model, px, text_embeds)[0]
-    caption = {"random": "random (floor)", "gradcam": f"Grad-CAM: {text}", "rollout": "attention rollout (text-free)"}[name]
+    caption = {"random": "random (floor)", "gradcam": f"Grad-CAM: {text}", "grad-eclip": f"Grad-ECLIP: {text}",
+               "rollout": "attention rollout (text-free)"}[name]
     return overlay_heatmap(image, heat), caption

@@ -12,6 +12,7 @@ from concept_grounding.cci.tiny_inpaint import TINY_INPAINT_WORDS, save_tiny_inp
 
 PROMPTS = ["a photo of a forest", "a sunny beach", "a zebra on the snow"]  # "zebra" is not in the vocab
 STEPS = {"num_inference_steps": 2}
+KEEP = {"keep_object": True, **STEPS}  # scenes drawn around the object
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +43,7 @@ def scene():
 
 @pytest.fixture(scope="module")
 def outputs(folder, scene):
-    return inpaint_backgrounds(*scene, PROMPTS, model=str(folder), seed=0, **STEPS)
+    return inpaint_backgrounds(*scene, PROMPTS, model=str(folder), seed=0, **KEEP)
 
 
 def test_tiny_pipeline_files_and_tokenizer(folder, pipe, tmp_path):
@@ -78,15 +79,15 @@ def test_one_uint8_image_per_prompt_with_the_object_kept(outputs, scene):
 
 def test_seeds_and_pipeline_object(outputs, scene, pipe):
     img, mask = scene
-    same = inpaint_backgrounds(img, mask, PROMPTS, model=pipe, seed=0, **STEPS)  # the object, not the path
+    same = inpaint_backgrounds(img, mask, PROMPTS, model=pipe, seed=0, **KEEP)  # the object, not the path
     assert all(np.array_equal(a, b) for a, b in zip(outputs, same, strict=True))
-    other = inpaint_backgrounds(img, mask, PROMPTS, model=pipe, seed=5, **STEPS)
+    other = inpaint_backgrounds(img, mask, PROMPTS, model=pipe, seed=5, **KEEP)
     for a, b in zip(outputs, other, strict=True):
         assert not np.array_equal(a[~mask], b[~mask]) and np.array_equal(a[mask], b[mask])
     # output i uses seed + i
-    shifted = inpaint_backgrounds(img, mask, [PROMPTS[0]] * 2, model=pipe, seed=0, **STEPS)
+    shifted = inpaint_backgrounds(img, mask, [PROMPTS[0]] * 2, model=pipe, seed=0, **KEEP)
     assert np.array_equal(shifted[0], outputs[0])
-    assert np.array_equal(shifted[1], inpaint_backgrounds(img, mask, [PROMPTS[0]], model=pipe, seed=1, **STEPS)[0])
+    assert np.array_equal(shifted[1], inpaint_backgrounds(img, mask, [PROMPTS[0]], model=pipe, seed=1, **KEEP)[0])
 
 
 class _Spy:
@@ -106,7 +107,7 @@ def test_call_kwargs_reach_the_pipeline(scene, pipe):
     img, mask = scene
     spy = _Spy(pipe)
     outs = inpaint_backgrounds(img, mask, PROMPTS[:2], model=spy, seed=3, height=16, width=24, guidance_scale=1.0,
-                               **STEPS)
+                               **KEEP)
     assert [c["prompt"] for c in spy.calls] == PROMPTS[:2]
     assert [c["generator"].initial_seed() for c in spy.calls] == [3, 4]
     for c in spy.calls:
@@ -121,7 +122,7 @@ def test_load_kwargs_and_errors(folder, scene, pipe, outputs):
     import torch
 
     img, mask = scene
-    out = inpaint_backgrounds(img, mask, PROMPTS[:1], model=folder, load_kwargs={"local_files_only": True}, **STEPS)
+    out = inpaint_backgrounds(img, mask, PROMPTS[:1], model=folder, load_kwargs={"local_files_only": True}, **KEEP)
     assert np.array_equal(out[0], outputs[0])  # a Path works too
     with pytest.raises(ValueError, match="load_kwargs"):
         inpaint_backgrounds(img, mask, PROMPTS[:1], model=pipe, load_kwargs={"local_files_only": True})
@@ -132,6 +133,24 @@ def test_load_kwargs_and_errors(folder, scene, pipe, outputs):
         inpaint_backgrounds(img, mask, PROMPTS[:1], model=pipe, torch_dtype=torch.float32)
     with pytest.raises(TypeError, match="num_inference_step"):
         inpaint_backgrounds(img, mask, PROMPTS[:1], model=folder, num_inference_step=2)
+
+
+def test_object_free_backgrounds_by_default(scene, pipe, outputs):
+    """Default: the whole frame is repainted (all-white mask), nothing is copied back, and in
+    build_covar the moved object leaves no copy behind."""
+    img, mask = scene
+    spy = _Spy(pipe)
+    backgrounds = inpaint_backgrounds(img, mask, PROMPTS[:2], model=spy, seed=0, **STEPS)
+    assert all(np.array_equal(np.asarray(c["mask_image"]), np.full(mask.shape, 255)) for c in spy.calls)
+    assert all(not np.array_equal(b[mask], img[mask]) for b in backgrounds)
+    assert not np.array_equal(backgrounds[0], outputs[0])
+    ds = build_covar([(img, mask, 1)], backgrounds=backgrounds)
+    translate = next(t for t in TRANSFORMS if t.name == "translate")
+    moved, moved_mask = apply_transform(img, mask, translate)
+    row = next(r for r in ds if r["transform"] == "translate" and r["background"] == 0)
+    shifted = np.asarray(row["image"])
+    assert np.array_equal(shifted[moved_mask], moved[moved_mask])
+    assert np.array_equal(shifted[~moved_mask], backgrounds[0][~moved_mask])  # no ghost: pure background
 
 
 def test_inpainted_backgrounds_plug_into_build_covar(outputs, scene):
@@ -150,6 +169,6 @@ def test_inpainted_backgrounds_plug_into_build_covar(outputs, scene):
         shifted = np.asarray(rows["translate"]["image"])
         assert np.array_equal(np.asarray(rows["translate"]["mask"]) > 127, moved_mask)
         assert np.array_equal(shifted[moved_mask], moved[moved_mask])
-        # documented caveat: the background still shows the object at its original place
+        # keep_object=True: the background still shows the object at its original place
         ghost = mask & ~moved_mask
         assert ghost.any() and np.array_equal(shifted[ghost], img[ghost])

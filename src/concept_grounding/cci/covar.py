@@ -278,18 +278,24 @@ def inpaint_backgrounds(
     model: str | os.PathLike[str] | Any,
     seed: int = 0,
     *,
+    keep_object: bool = False,
     load_kwargs: Mapping[str, Any] | None = None,
     **call_kwargs: Any,
 ) -> list[np.ndarray]:
-    """Generative backgrounds: repaint everything outside ``mask`` once per prompt.
+    """Generative backgrounds, one per prompt, from a diffusers inpainting pipeline.
 
-    The object stays in every output at its original place: in :func:`build_covar` rows
-    whose transform moves the object, the background still shows it there as well.
+    * ``keep_object=False`` (default): the whole frame is repainted, so the output is an
+      object-free scene that :func:`build_covar` can put the object on under every
+      transform (``image`` only sets the size and the pipeline's starting point).
+    * ``keep_object=True``: only the pixels outside ``mask`` are repainted, so the scene
+      is drawn around the object, which stays at its place with its exact pixels. Such
+      an output is a finished variant; as a ``build_covar`` background it shows the
+      object a second time in rows whose transform moves the object.
 
     Args:
         image: ``(H, W, 3) uint8``.
-        mask: ``(H, W) bool``, true on the object; those pixels of ``image`` are copied
-            into every output unchanged (the pipeline's VAE would alter them).
+        mask: ``(H, W) bool``, true on the object; with ``keep_object`` those pixels of
+            ``image`` are copied into every output unchanged (the VAE would alter them).
         prompts: one background description per output.
         model: a diffusers inpainting checkpoint name or folder, loaded with
             ``AutoPipelineForInpainting.from_pretrained(model, **load_kwargs)``, or an
@@ -303,8 +309,8 @@ def inpaint_backgrounds(
 
     Returns:
         ``len(prompts)`` arrays ``(H, W, 3) uint8``: the generated image (resized back to
-        ``H x W`` when ``height``/``width`` differ) with ``image`` where ``mask`` is set;
-        usable as ``build_covar(backgrounds=...)``.
+        ``H x W`` when ``height``/``width`` differ), with ``image`` where ``mask`` is set
+        if ``keep_object``; usable as ``build_covar(backgrounds=...)``.
     """
     import torch
     from PIL import Image
@@ -326,12 +332,13 @@ def inpaint_backgrounds(
     if named and set(call_kwargs) - named:
         raise TypeError(f"call_kwargs: the pipeline takes no {sorted(set(call_kwargs) - named)}")
     init = Image.fromarray(image)
-    repaint = Image.fromarray((~m).astype(np.uint8) * 255)  # white = repaint
+    keep = m if keep_object else np.zeros_like(m)
+    repaint = Image.fromarray((~keep).astype(np.uint8) * 255)  # white = repaint
     out = []
     for i, prompt in enumerate(prompts):
         gen = torch.Generator().manual_seed(seed + i)
         res = pipe(prompt=prompt, image=init, mask_image=repaint, generator=gen, **call_kwargs).images[0]
-        out.append(np.where(m[..., None], image, np.asarray(res.convert("RGB").resize(init.size))).astype(np.uint8))
+        out.append(np.where(keep[..., None], image, np.asarray(res.convert("RGB").resize(init.size))).astype(np.uint8))
     return out
 
 

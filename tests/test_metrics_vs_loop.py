@@ -96,6 +96,14 @@ def test_sub_binary_equals_loop(data):
     names = [vocab.attributes[i] for i in vocab.cbm_112]
     targets = [vocab.attributes[i] for i in rng.choice(vocab.sub_attribute_indices, 50)]
     removed = [[vocab.attributes[vocab.groups[vocab.group_of(t)][k]] for k in range(rng.integers(0, 3))] for t in targets]
+    classes = [vocab.classes[i] for i in rng.integers(0, 5, 50)]
     probs = rng.random((50, len(names)))
-    out = sub_accuracy(probs, targets, removed, concept_names=names)
-    assert (out["s_plus"], out["s_minus"]) == pytest.approx(bench.loop_sub_accuracy_binary(probs, targets, removed, names))
+    out = sub_accuracy(probs, targets, removed, concept_names=names, reference_classes=classes)
+    ref = bench.loop_sub_accuracy_binary(probs, targets, removed, names, classes, vocab.group_of)
+    for key in ("s_plus", "s_minus", "chance_s_plus", "chance_s_minus"):
+        assert out[key] == pytest.approx(ref[key], nan_ok=True)
+    for level, per_key in ref["breakdown"].items():
+        got = out["breakdown"][level]
+        assert sorted(per_key) == got["names"].tolist()
+        for j, name in enumerate(got["names"]):
+            assert (got["s_plus"][j], got["s_minus"][j]) == pytest.approx(per_key[name], nan_ok=True)

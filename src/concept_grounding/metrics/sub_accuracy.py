@@ -71,18 +71,32 @@ def _column_index(concept_names: Sequence[str], vocab: Vocabulary) -> dict[str, 
     return {n: j for j, n in enumerate(names)}
 
 
-def _lookup(names: list[str], columns: dict[str, int], vocab: Vocabulary, arg: str) -> np.ndarray:
-    """Column of each name, -1 for vocabulary attributes the model lacks; unknown names raise."""
-    known = set(vocab.attributes)
-    unknown = sorted({n for n in names if n not in known})
+def _factorize(values: Sequence[str]) -> tuple[np.ndarray, list[str]]:
+    """``(codes, names)``: ``names`` the sorted distinct values, ``values[i] == names[codes[i]]``.
+
+    One dict pass over the strings; everything after works on the integer codes.
+
+    >>> _factorize(["b", "a", "b"])
+    (array([1, 0, 1]), ['a', 'b'])
+    """
+    names = sorted(set(values))
+    index = {n: i for i, n in enumerate(names)}
+    return np.fromiter(map(index.__getitem__, values), np.int64, len(values)), names
+
+
+def _lookup(codes: np.ndarray, names: list[str], columns: dict[str, int], vocab: Vocabulary, arg: str) -> np.ndarray:
+    """Column of each factorized name, -1 for vocabulary attributes the model lacks; unknown names raise."""
+    known = vocab._attribute_ids
+    unknown = [n for n in names if n not in known]
     if unknown:
         raise ValueError(f"{arg} has unknown attribute name(s): {unknown[:5]}")
-    return np.array([columns.get(n, -1) for n in names], dtype=np.int64)
+    return np.array([columns.get(n, -1) for n in names], dtype=np.int64)[codes]
 
 
-def _breakdown(keys: np.ndarray, plus_ok: np.ndarray, plus_used: np.ndarray, plus_chance: np.ndarray,
-               pair_img: np.ndarray, minus_ok: np.ndarray, minus_chance: np.ndarray) -> dict[str, np.ndarray]:
-    names, inv = np.unique(keys, return_inverse=True)
+def _breakdown(factorized: tuple[np.ndarray, list[str]], plus_ok: np.ndarray, plus_used: np.ndarray,
+               plus_chance: np.ndarray, pair_img: np.ndarray, minus_ok: np.ndarray,
+               minus_chance: np.ndarray) -> dict[str, np.ndarray]:
+    inv, names = factorized
     G = len(names)
 
     def mean(idx: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -94,7 +108,7 @@ def _breakdown(keys: np.ndarray, plus_ok: np.ndarray, plus_used: np.ndarray, plu
     c_plus, _ = mean(inv[plus_used], plus_chance[plus_used])
     s_minus, n_minus = mean(inv[pair_img], minus_ok)
     c_minus, _ = mean(inv[pair_img], minus_chance)
-    return {"names": names, "s_plus": s_plus, "s_minus": s_minus, "chance_s_plus": c_plus,
+    return {"names": np.array(names), "s_plus": s_plus, "s_minus": s_minus, "chance_s_plus": c_plus,
             "chance_s_minus": c_minus, "n_s_plus": n_plus, "n_s_minus": n_minus}
 
 
@@ -150,9 +164,15 @@ def sub_accuracy(
         check_same_length(scores=S, reference_classes=classes)
 
     N = len(targets)
-    t_col = _lookup(targets, columns, vocab, "target_attributes")
+    target_codes, target_names = _factorize(targets)
+    t_col = _lookup(target_codes, target_names, columns, vocab, "target_attributes")
+    group_of_name = [vocab.group_of(n) for n in target_names]
+    group_codes, group_names = _factorize(group_of_name)
+    target_groups = np.array(group_of_name)[target_codes]
     pair_img = np.repeat(np.arange(N), [len(r) for r in removed])
-    pair_col = _lookup([n for r in removed for n in r], columns, vocab, "removed_attributes")
+    pair_names = [n for r in removed for n in r]
+    pair_codes, pair_uniques = _factorize(pair_names)
+    pair_col = _lookup(pair_codes, pair_uniques, columns, vocab, "removed_attributes")
     if mode == "binary":
         used = t_col >= 0
         plus_ok = np.zeros(N, bool)
@@ -164,9 +184,9 @@ def sub_accuracy(
         minus_chance = np.full(len(pair_img), 0.5)
     else:
         col_group = np.array([vocab.group_of(n) for n in columns])
-        target_group = np.array([vocab.group_of(n) for n in targets])
-        pair_names = [n for r in removed for n in r]
-        bad = sorted({n for n, i in zip(pair_names, pair_img) if vocab.group_of(n) != target_group[i]})
+        target_group = target_groups
+        pair_group = np.array([vocab.group_of(n) for n in pair_uniques], dtype=object)[pair_codes]
+        bad = sorted({pair_names[j] for j in np.flatnonzero(pair_group != target_group[pair_img])})
         if bad:
             raise ValueError(f"removed_attributes must lie in the group of the target attribute; offending: {bad[:5]}")
         used = t_col >= 0
@@ -189,13 +209,13 @@ def sub_accuracy(
     def _mean(x: np.ndarray) -> float:
         return float(x.mean()) if x.size else float("nan")
 
-    target_groups = np.array([vocab.group_of(n) for n in targets])
+    rates = (plus_ok, used, plus_chance, pair_img, minus_ok, minus_chance)
     breakdown = {
-        "attribute": _breakdown(np.array(targets), plus_ok, used, plus_chance, pair_img, minus_ok, minus_chance),
-        "group": _breakdown(target_groups, plus_ok, used, plus_chance, pair_img, minus_ok, minus_chance),
+        "attribute": _breakdown((target_codes, target_names), *rates),
+        "group": _breakdown((group_codes[target_codes], group_names), *rates),
     }
     if classes is not None:
-        breakdown["class"] = _breakdown(np.array(classes), plus_ok, used, plus_chance, pair_img, minus_ok, minus_chance)
+        breakdown["class"] = _breakdown(_factorize(classes), *rates)
     return {
         "s_plus": _mean(plus_ok[used]),
         "s_minus": _mean(minus_ok),

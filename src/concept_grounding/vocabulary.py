@@ -96,6 +96,10 @@ class Vocabulary:
     def _attribute_ids(self) -> dict[str, int]:
         return {name: i for i, name in enumerate(self.attributes)}
 
+    def is_attribute(self, name: str) -> bool:
+        """Whether ``name`` is one of the 312 CUB attribute names (a dict lookup)."""
+        return name in self._attribute_ids
+
     def attribute_index(self, name: str) -> int:
         """0-based index of an attribute name; raises ``KeyError`` naming close matches."""
         try:

@@ -88,7 +88,7 @@ def normalise_attribute(name: str, vocab: Vocabulary) -> str:
     ('has_crown_color::black', 'has_bill_shape::needle')
     """
     text = str(name).strip().replace("--", "::")
-    if text in vocab._attribute_ids:
+    if vocab.is_attribute(text):
         return text
     if text in vocab.sub_substitutions:
         return vocab.sub_substitutions[text]

@@ -86,8 +86,7 @@ def _factorize(values: Sequence[str]) -> tuple[np.ndarray, list[str]]:
 
 def _lookup(codes: np.ndarray, names: list[str], columns: dict[str, int], vocab: Vocabulary, arg: str) -> np.ndarray:
     """Column of each factorized name, -1 for vocabulary attributes the model lacks; unknown names raise."""
-    known = vocab._attribute_ids
-    unknown = [n for n in names if n not in known]
+    unknown = [n for n in names if not vocab.is_attribute(n)]
     if unknown:
         raise ValueError(f"{arg} has unknown attribute name(s): {unknown[:5]}")
     return np.array([columns.get(n, -1) for n in names], dtype=np.int64)[codes]

@@ -34,3 +34,23 @@ def test_covar_command(tmp_path):
     assert {"foreground_share", "pointing_game", "Del@1", "Ins@5"} <= set(summary["truth"]["CCI"])
     for name in ("accuracy_bg_er.png", "shares.png", "overlays.png", "report.md"):
         assert (tmp_path / name).exists()
+
+
+def test_covar_command_with_generated_backgrounds(tmp_path):
+    """--inpaint-model: the backgrounds come from a (tiny, saved) diffusers inpainting pipeline."""
+    from concept_grounding.cci.tiny_inpaint import save_tiny_inpainting_pipeline
+
+    folder = save_tiny_inpainting_pipeline(tmp_path / "inpaint")
+    out = tmp_path / "covar"
+    assert main(["covar", "--out", str(out), "--objects", "1", "--size", "32", "--clusters", "3", "--steps", "2",
+                 "--inpaint-model", str(folder), "--inpaint-prompts", "a forest", "a beach",
+                 "--inpaint-size", "32", "--inpaint-steps", "2", "--save-dataset"]) == 0
+    summary = json.loads((out / "covar.json").read_text())
+    assert summary["rows"] == 2 * 12
+    assert "2 generated backgrounds" in (out / "report.md").read_text()
+    import datasets
+    import numpy as np
+
+    ds = datasets.load_from_disk(str(out / "dataset"))
+    identity = [np.asarray(r["image"]) for r in ds if r["transform"] == "identity"]
+    assert len(identity) == 2 and not np.array_equal(identity[0], identity[1])  # two different scenes

@@ -1,7 +1,8 @@
 """``concept-grounding covar``: build COVAR on the world, evaluate a CLIP, diagnose errors.
 
 Steps: (1) render ``--objects`` world birds (image, mask, label) and build their COVAR
-variants (``--backgrounds`` x identity + 11 transforms); (2) zero-shot classify every
+variants (``--backgrounds`` procedural backgrounds, or one generated background per
+``--inpaint-prompts`` with ``--inpaint-model``, x identity + 11 transforms); (2) zero-shot classify every
 variant with class prompts; (3) explain the predicted class with CCI and split the errors
 into BG-Er / Fine-Er / FG-Er (judge: the world's class attribute vectors, or the prompts'
 text embeddings); (4) on the untransformed birds, the known-truth checks for CCI and the
@@ -35,6 +36,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=10, help="Deletion/Insertion steps")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--save-dataset", action="store_true", help="save the COVAR dataset with save_to_disk")
+    parser.add_argument("--inpaint-model", default=None,
+                        help="diffusers inpainting checkpoint (Hub id or folder): generate object-free backgrounds "
+                        "from --inpaint-prompts instead of the procedural ones (--backgrounds is then ignored)")
+    parser.add_argument("--inpaint-prompts", nargs="+", default=list(INPAINT_PROMPTS), metavar="PROMPT",
+                        help="one generated background per prompt (--inpaint-model)")
+    parser.add_argument("--inpaint-size", type=int, default=512, help="generation side in pixels (--inpaint-model)")
+    parser.add_argument("--inpaint-steps", type=int, default=30, help="denoising steps (--inpaint-model)")
+
+
+#: Default scenes for ``--inpaint-model``.
+INPAINT_PROMPTS = ("a photo of a forest", "a photo of a sandy beach", "a photo of a snowy field",
+                   "a photo of a city street", "a photo of a lake shore")
+
+
+def _backgrounds(args: argparse.Namespace, sample) -> list | None:
+    """Generated backgrounds (``--inpaint-model``), or None for the procedural ones."""
+    if args.inpaint_model is None:
+        return None
+    from concept_grounding.cci.covar import inpaint_backgrounds
+
+    return inpaint_backgrounds(sample.image, sample.mask, args.inpaint_prompts, args.inpaint_model, seed=args.seed,
+                               num_inference_steps=args.inpaint_steps, height=args.inpaint_size,
+                               width=args.inpaint_size)
 
 
 def _truth_checks(cci, clip, samples, class_embeds, steps: int) -> dict[str, dict[str, float]]:
@@ -88,8 +112,10 @@ def run(args: argparse.Namespace) -> int:
     # 1. objects and variants
     world = BirdWorld(WorldConfig(image_size=args.size, seed=args.seed))
     samples = [world.sample(i) for i in range(args.objects)]
-    ds = build_covar(((s.image, s.mask, s.label) for s in samples), num_backgrounds=args.backgrounds,
-                     class_names=list(world.class_names), seed=args.seed)
+    backgrounds = _backgrounds(args, samples[0])
+    n_backgrounds = len(backgrounds) if backgrounds is not None else args.backgrounds
+    ds = build_covar(((s.image, s.mask, s.label) for s in samples), num_backgrounds=n_backgrounds,
+                     class_names=list(world.class_names), seed=args.seed, backgrounds=backgrounds)
     if args.save_dataset:
         ds.save_to_disk(str(args.out / "dataset"))
 
@@ -117,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     save_bar_chart({c: {k: v[c] for k, v in per_t.items()} for c in ("BG-Er", "Fine-Er", "FG-Er")},
                    args.out / "shares.png", "error sources per transform (share of errors)", "share")
     rows = []
-    picks = [i for i in range(len(ds)) if i % (12 * args.backgrounds) < 12][:12]  # background 0
+    picks = [i for i in range(len(ds)) if i % (12 * n_backgrounds) < 12][:12]  # background 0
     for i in picks[:12]:
         img = np.asarray(ds[i]["image"])
         px = clip.pixels([img])
@@ -135,7 +161,8 @@ def run(args: argparse.Namespace) -> int:
                "fg_share_mean": float(ev.fg_share.mean())}
     (args.out / "covar.json").write_text(json.dumps(summary, indent=2))
     lines = [f"# COVAR on the bird world\n\nModel: {clip.description}. {args.objects} birds x "
-             f"{args.backgrounds} backgrounds x 12 variants = {len(ds)} images; K = {args.clusters}; "
+             f"{n_backgrounds} {'generated' if backgrounds is not None else 'procedural'} backgrounds x 12 variants"
+             f" = {len(ds)} images; K = {args.clusters}; "
              f"judge: {args.judge}.\n", "| transform | accuracy | errors | BG-Er | Fine-Er | FG-Er |",
              "|---|---|---|---|---|---|"]
     for name, v in [*per_t.items(), ("all", ev.shares["all"])]:

@@ -173,6 +173,10 @@ def test_gradcam_and_random_maps():
     assert all(p.grad is None for p in model.parameters())
     assert torch.equal(random_maps(model, px, seed=4), random_maps(model, px, seed=4))
     assert set(BASELINES) == {"random", "gradcam", "grad-eclip", "rollout"}
+    from concept_grounding.cci.baselines import BASELINE_TITLES
+    from concept_grounding.space.tab_explain import BASELINES as SPACE_BASELINES
+
+    assert tuple(BASELINES) == SPACE_BASELINES == tuple(BASELINE_TITLES)  # the Space lists them without importing torch
 
 
 def test_cci_beats_random_on_known_answer_model():

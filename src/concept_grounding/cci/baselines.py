@@ -29,7 +29,7 @@ from .backends import get_backend
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-__all__ = ["random_maps", "gradcam_maps", "grad_eclip_maps", "rollout_maps", "BASELINES"]
+__all__ = ["random_maps", "gradcam_maps", "grad_eclip_maps", "rollout_maps", "BASELINES", "BASELINE_TITLES"]
 
 
 def _upsample(patch: "torch.Tensor", image_size: tuple[int, int]) -> "torch.Tensor":
@@ -158,3 +158,5 @@ def rollout_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: Any = No
 
 #: name -> map function ``(model, pixel_values, text_embeds) -> (B, H, W)``
 BASELINES = {"random": random_maps, "gradcam": gradcam_maps, "grad-eclip": grad_eclip_maps, "rollout": rollout_maps}
+#: name -> title for figures and reports
+BASELINE_TITLES = {"random": "random", "gradcam": "Grad-CAM", "grad-eclip": "Grad-ECLIP", "rollout": "rollout"}

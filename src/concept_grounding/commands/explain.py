@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from concept_grounding.cci import ConceptClusterImportance
-    from concept_grounding.cci.baselines import grad_eclip_maps, gradcam_maps, rollout_maps
+    from concept_grounding.cci.baselines import BASELINE_TITLES, BASELINES
     from concept_grounding.cci.diagnosis import foreground_share
     from concept_grounding.cci.loading import load_explainable_clip
     from concept_grounding.cci.plots import overlay, save_panel_grid
@@ -78,8 +78,7 @@ def run(args: argparse.Namespace) -> int:
     extra = {}
     if args.baselines:
         t = text_embeds.expand(len(images), -1) if text_embeds.shape[0] == 1 else text_embeds
-        extra = {"Grad-CAM": resize(gradcam_maps(clip.model, px, t)), "Grad-ECLIP": resize(grad_eclip_maps(clip.model, px, t)),
-                 "rollout": resize(rollout_maps(clip.model, px))}
+        extra = {BASELINE_TITLES[name]: resize(fn(clip.model, px, t)) for name, fn in BASELINES.items() if name != "random"}
 
     # 3. figure
     rows = []

@@ -167,7 +167,6 @@ def sub_accuracy(
     t_col = _lookup(target_codes, target_names, columns, vocab, "target_attributes")
     group_of_name = [vocab.group_of(n) for n in target_names]
     group_codes, group_names = _factorize(group_of_name)
-    target_groups = np.array(group_of_name)[target_codes]
     pair_img = np.repeat(np.arange(N), [len(r) for r in removed])
     pair_names = [n for r in removed for n in r]
     pair_codes, pair_uniques = _factorize(pair_names)
@@ -183,7 +182,7 @@ def sub_accuracy(
         minus_chance = np.full(len(pair_img), 0.5)
     else:
         col_group = np.array([vocab.group_of(n) for n in columns])
-        target_group = target_groups
+        target_group = np.array(group_of_name)[target_codes]
         pair_group = np.array([vocab.group_of(n) for n in pair_uniques], dtype=object)[pair_codes]
         bad = sorted({pair_names[j] for j in np.flatnonzero(pair_group != target_group[pair_img])})
         if bad:

@@ -3,15 +3,43 @@
 Each sub-command lives in ``concept_grounding.commands.<name>`` and exposes
 ``add_arguments(parser)`` and ``run(args) -> int``. Command modules import their heavy
 dependencies inside ``run`` so that ``--help`` stays instant.
+
+Errors. :func:`main` is the one error boundary:
+
+* bad values are refused at parse time by the ``type=`` validators of
+  :mod:`concept_grounding.commands._types` (``positive_int``, ``unit_interval``,
+  ``multiple_of(16)``, ``class_name``, ...): usage line, then
+  ``concept-grounding: error: <command>: argument --x: <what is accepted>``, exit 2;
+* expected errors raised while running (see :func:`concept_grounding.errors.user_message`:
+  :class:`~concept_grounding.errors.UsageError`, the loaders' format errors, missing or
+  unreadable files, ``ValueError`` from validation, models that cannot be loaded) print
+  ``concept-grounding: error: <message>`` and exit 2;
+* anything else is a bug: one line ``concept-grounding: internal error: ...`` with
+  "rerun with --debug", exit 1.
+
+``--debug`` (before or after the command) or ``CONCEPT_GROUNDING_DEBUG=1`` prints the
+traceback as well.
+
+How to raise a user error in a new command: validate arguments with ``type=`` from
+``commands/_types.py`` where you can, and raise
+``concept_grounding.errors.UsageError("what is wrong", argument="--x", hint="what to do")``
+(or ``file=path, line=n``) before any expensive work; never ``print`` and ``return 2``,
+never ``sys.exit`` from ``run``.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import traceback
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "dispatch", "PROG", "DEBUG_ENV"]
+
+PROG = "concept-grounding"
+#: environment variable that turns on tracebacks (like ``--debug``)
+DEBUG_ENV = "CONCEPT_GROUNDING_DEBUG"
 
 #: sub-command -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -26,23 +54,69 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the project's error line: ``concept-grounding: error: <command>: <message>``."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        command = self.prog[len(PROG):].strip()
+        self.exit(2, f"{PROG}: error: {command + ': ' if command else ''}{message}\n")
+
+
+def _add_debug(parser: argparse.ArgumentParser, default) -> None:
+    parser.add_argument("--debug", action="store_true", default=default,
+                        help=f"show the Python traceback of an error (or set {DEBUG_ENV}=1)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="concept-grounding",
-        description="Do interpretable vision models really see the concepts they claim?",
-    )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser = _Parser(prog=PROG, description="Do interpretable vision models really see the concepts they claim?")
+    _add_debug(parser, False)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     for name, (module, help_text) in COMMANDS.items():
         cmd = sub.add_parser(name, help=help_text, description=help_text.replace("%%", "%"))
         mod = importlib.import_module(module)
         mod.add_arguments(cmd)
+        _add_debug(cmd, argparse.SUPPRESS)  # SUPPRESS: a sub-command default must not reset a top-level --debug
         cmd.set_defaults(_run=mod.run)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def dispatch(argv: list[str]) -> int:
+    """Parse ``argv`` and run the command with no error boundary (exceptions propagate);
+    for commands that run other commands in-process (``demo``)."""
     args = build_parser().parse_args(argv)
     return int(args._run(args) or 0)
+
+
+def _debug_requested(argv: list[str]) -> bool:
+    return "--debug" in argv or os.environ.get(DEBUG_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit status (0 ok, 2 user error, 1 bug, 130 interrupted)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = _debug_requested(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as done:  # --help, or a usage error argparse already printed
+        return done.code if isinstance(done.code, int) else (0 if done.code is None else 2)
+    from .errors import user_message
+
+    try:
+        return int(args._run(args) or 0)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - this is the error boundary
+        if debug:
+            traceback.print_exc()
+        message = user_message(exc)
+        if message is not None:
+            print(f"{PROG}: error: {message}", file=sys.stderr)
+            return 2
+        print(f"{PROG}: internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+              + ("" if debug else " (a bug: rerun with --debug for the traceback and report it)"), file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -104,6 +104,36 @@ def test_return_tuple_and_scheduler_restored(pipe):
     assert "step" not in vars(pipe.scheduler)
 
 
+def test_concurrent_calls_from_threads_equal_the_calls_alone(pipe):
+    """One shared pipeline, six calls at once (different prompts, seeds, step counts,
+    schedules and T5 lengths): each gets exactly its sequential images and etas. Before the
+    per-call scheduler, calls patched the shared ``scheduler.step`` and overwrote each
+    other's step index (IndexError or wrong images in every round)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = [(f"a photo of bird number {i}", G, 2 + i % 3, 100 + i, 16 + 16 * (i % 2), EtaSchedule(0.2, 0.9, 1 + i))
+            for i in range(6)]
+
+    def call(job, barrier=None):
+        ref, guide, steps, seed, length, schedule = job
+        if barrier is not None:
+            barrier.wait(timeout=30)
+        kw = dict(KW, num_inference_steps=steps, max_sequence_length=length)
+        return pipe(ref, guide, eta_schedule=schedule, generator=_gen(seed), **kw)
+
+    alone = [call(job) for job in jobs]
+    scheduler = pipe.scheduler
+    for _ in range(2):
+        barrier = threading.Barrier(len(jobs))
+        with ThreadPoolExecutor(len(jobs)) as pool:
+            together = list(pool.map(lambda job: call(job, barrier), jobs))
+        for a, b in zip(alone, together):
+            assert torch.equal(a.reference_images, b.reference_images) and torch.equal(a.guide_images, b.guide_images)
+            assert a.eta_per_step == b.eta_per_step and a.t_per_step == b.t_per_step
+    assert pipe.scheduler is scheduler and "step" not in vars(scheduler)
+
+
 def test_save_and_custom_pipeline_reload(pipe, tmp_path):
     pipe.save_pretrained(tmp_path / "tiny")
     loaded = DiffusionPipeline.from_pretrained(

@@ -77,8 +77,8 @@ def test_token_granularity_ties_whole_tokens():
 def test_rank_convention_is_inverted_cdf_between_quantile_lower_and_higher(n, eta, seed):
     d = torch.rand(1, n, generator=torch.Generator().manual_seed(seed))
     q = percentile_threshold(d, eta)
-    if math.ceil(eta * n - 1e-7) <= 0:
-        assert q is None  # eta * n rounds to 0: nothing tied
+    if eta == 0.0:
+        assert q is None  # eta = 0: nothing tied
         return
     expected = np.percentile(d.numpy()[0].astype(np.float64), 100 * eta, method="inverted_cdf")
     assert q.item() == pytest.approx(float(expected), abs=0)
@@ -94,6 +94,27 @@ def test_rank_convention_pinned_example():
     assert percentile_threshold(d, 0.9).item() == pytest.approx(0.4)
     assert torch.quantile(d[0], 0.9, interpolation="lower").item() == pytest.approx(0.3)
     assert percentile_rank(0.3, 10) == 3  # float error in 0.3 * 10 is absorbed
+
+
+def test_any_positive_eta_ties_at_least_one_element():
+    """eta > 0 ties >= 1 element however small eta * N is (an absolute 1e-7 slack gave 0
+    for eta * N <= 1e-7)."""
+    for eta, n in ((1e-9, 10), (1e-8, 10), (5e-324, 1), (1e-300, 10**6), (1e-7, 1)):
+        assert percentile_rank(eta, n) == 1, (eta, n)
+    e1, e2 = torch.tensor([[3.0, 1.0, 2.0]]), torch.zeros(1, 3)
+    assert tie_mask(e1, e2, 1e-12).tolist() == [[False, True, False]]
+    assert percentile_rank(0.0, 10) == 0 and percentile_rank(0.5, 0) == 0
+
+
+def test_rank_slack_is_relative():
+    """The slack scales with eta * N: on 10^8 elements, eta * N = 5 + 5e-8 needs a 6th
+    element to cover a fraction eta (an absolute 1e-7 slack gave 5), while float error in
+    eta * N (a few ulps) is still absorbed at every scale."""
+    assert percentile_rank(5.00000005e-8, 10**8) == 6
+    assert percentile_rank(0.7, 262_144) == math.ceil(0.7 * 262_144) == 183_501
+    for n in (3, 10, 49, 1000, 262_144, 10**9):
+        for j in (1, 2, n // 3, n - 1, n):
+            assert percentile_rank(j / n, n) == j, (j, n)
 
 
 def test_bf16_works_and_matches_float32():

@@ -10,10 +10,17 @@ The pipeline subclasses diffusers' ``FluxPipeline`` and changes only what TDG ch
    (SUB Eqs. 3-6; :func:`~concept_grounding.tdg.tie.tie_pair`), with ``eta`` from the
    schedule of Eq. 4 at ``t = timestep / 1000``.
 
-Step 2 wraps ``scheduler.step`` for the duration of the call (:func:`tied_scheduler_step`):
-``scheduler.step`` is the one place that receives the final guided ``noise_pred`` on both
-of FluxPipeline's guidance paths. Encoding, latents, timesteps and decoding are
-FluxPipeline's own.
+Step 2 happens in ``scheduler.step``, the one place that receives the final guided
+``noise_pred`` on both of FluxPipeline's guidance paths. Each call runs FluxPipeline's own
+loop on a *per-call view* of the pipeline (:meth:`TiedDiffusionPipeline.call_view`): a
+shallow copy that shares every model (no extra memory) but owns a private copy of the
+scheduler whose ``step`` ties the pair (:func:`tied_scheduler`), and owns FluxPipeline's
+per-call attributes (``_guidance_scale``, ``_interrupt``, ``_current_timestep``, ...). The
+shared pipeline is never patched, so one pipeline can serve concurrent calls from threads,
+each giving exactly the images it gives alone. Prompt encoding is serialised per pipeline
+(fast tokenizers switch their padding settings in place between calls); the denoising
+steps run in parallel. Encoding, latents, timesteps and decoding are FluxPipeline's own.
+Not thread-safe: model CPU offloading (its hooks move shared modules between devices).
 
 Load it from the package or as a diffusers custom pipeline::
 
@@ -31,8 +38,8 @@ Load it from the package or as a diffusers custom pipeline::
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+import copy
+import threading
 from typing import Any
 
 import torch
@@ -42,24 +49,32 @@ from .pipeline_output import TiedDiffusionPipelineOutput
 from .schedule import EtaSchedule, Schedule
 from .tie import Granularity, tie_pair
 
-__all__ = ["TiedDiffusionPipeline", "tied_scheduler_step"]
+__all__ = ["TiedDiffusionPipeline", "tied_scheduler"]
 
 _OWN_ARGUMENTS = ("prompt", "prompt_2", "prompt_embeds", "pooled_prompt_embeds")
 
 
-@contextmanager
-def tied_scheduler_step(
+def tied_scheduler(
     scheduler: Any, schedule: Schedule, granularity: Granularity = "element"
-) -> Iterator[list[tuple[float, float]]]:
-    """Tie the two halves of every ``scheduler.step`` model output while the block runs.
+) -> tuple[Any, list[tuple[float, float]]]:
+    """A private copy of ``scheduler`` whose ``step`` ties the pair, and its step record.
 
-    The batch given to ``scheduler.step`` must be ``[references; guides]``: row ``i`` of the
-    first half pairs with row ``i`` of the second. Yields a list that receives
-    ``(t, eta)`` per step. The original ``step`` is restored on exit, also on error.
+    The batch given to ``step`` must be ``[references; guides]``: row ``i`` of the first
+    half pairs with row ``i`` of the second (SUB Eqs. 5-6, :func:`~.tie.tie_pair`) at
+    ``eta = schedule(t)``, ``t = timestep / num_train_timesteps``. The returned list
+    receives ``(t, eta)`` per step. ``scheduler`` itself is left untouched, so calls that
+    each build their own copy cannot disturb one another.
+
+    >>> from diffusers import FlowMatchEulerDiscreteScheduler
+    >>> from concept_grounding.tdg import ConstantEta
+    >>> shared = FlowMatchEulerDiscreteScheduler()
+    >>> tied, record = tied_scheduler(shared, ConstantEta(1.0))
+    >>> tied is shared, "step" in vars(shared), record
+    (False, False, [])
     """
-    original = scheduler.step
-    had_instance_attr = "step" in vars(scheduler)
-    num_train = float(scheduler.config.num_train_timesteps)
+    tied = copy.deepcopy(scheduler)
+    original = tied.step
+    num_train = float(tied.config.num_train_timesteps)
     record: list[tuple[float, float]] = []
 
     def step(model_output: torch.Tensor, timestep: Any, sample: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
@@ -72,14 +87,8 @@ def tied_scheduler_step(
         record.append((t, eta))
         return original(torch.cat([e_r, e_g]), timestep, sample, *args, **kwargs)
 
-    scheduler.step = step
-    try:
-        yield record
-    finally:
-        if had_instance_attr:
-            scheduler.step = original
-        else:
-            del scheduler.step
+    tied.step = step
+    return tied, record
 
 
 def _as_list(prompt: str | list[str], name: str) -> list[str]:
@@ -138,6 +147,33 @@ class TiedDiffusionPipeline(FluxPipeline):
                 f"latents must hold the reference half ({num_references} rows), got shape {tuple(latents.shape)}"
             )
         return torch.cat([latents, latents])
+
+    def call_view(self, scheduler: Any) -> "TiedDiffusionPipeline":
+        """A per-call shallow copy of the pipeline that runs with ``scheduler``.
+
+        It shares every model, tokenizer and the prompt lock with ``self`` and owns its
+        scheduler and FluxPipeline's per-call attributes, so a call on the view never
+        writes to state another call reads. Callbacks receive the view as ``pipeline``.
+        """
+        self._prompt_lock()  # created on the shared pipeline first, so every view holds the same lock
+        view = copy.copy(self)
+        # Bypass DiffusionPipeline.__setattr__: the view's config keeps naming the scheduler class.
+        vars(view)["scheduler"] = scheduler
+        return view
+
+    def _prompt_lock(self) -> threading.Lock:
+        return vars(self).setdefault("_tdg_prompt_lock", threading.Lock())
+
+    def encode_prompt(self, *args: Any, **kwargs: Any) -> Any:
+        """FluxPipeline's ``encode_prompt``, one call at a time per pipeline.
+
+        Fast tokenizers keep padding and truncation as mutable state that FluxPipeline
+        changes between its two T5 tokenizations, so concurrent encodings could read each
+        other's settings. The text encoders are a small part of a call; the denoising loop
+        is not serialised.
+        """
+        with self._prompt_lock():
+            return super().encode_prompt(*args, **kwargs)
 
     def split_pair_output(self, images: Any, num_references: int) -> tuple[Any, Any]:
         """Split FluxPipeline's image batch into (reference images, guide images)."""
@@ -199,19 +235,19 @@ class TiedDiffusionPipeline(FluxPipeline):
         # 2. Shared initial latents: guide i starts where reference i starts
         tied_latents = self.prepare_tied_latents(num_references, height, width, generator, latents)
 
-        # 3. FluxPipeline's own denoising, with the tie applied in scheduler.step
-        with tied_scheduler_step(self.scheduler, schedule, granularity) as record:
-            images = super().__call__(
-                prompt=reference + guide,
-                negative_prompt=negative_prompt,
-                num_images_per_prompt=num_images_per_prompt,
-                height=height,
-                width=width,
-                latents=tied_latents,
-                output_type=output_type,
-                return_dict=False,
-                **flux_kwargs,
-            )[0]
+        # 3. FluxPipeline's own denoising on a per-call view whose private scheduler ties the pair
+        scheduler, record = tied_scheduler(self.scheduler, schedule, granularity)
+        images = super(TiedDiffusionPipeline, self.call_view(scheduler)).__call__(
+            prompt=reference + guide,
+            negative_prompt=negative_prompt,
+            num_images_per_prompt=num_images_per_prompt,
+            height=height,
+            width=width,
+            latents=tied_latents,
+            output_type=output_type,
+            return_dict=False,
+            **flux_kwargs,
+        )[0]
 
         # 4. Split the pair
         reference_images, guide_images = self.split_pair_output(images, num_references)

@@ -16,7 +16,8 @@ the number of elements per pair: the smallest ``d`` such that at least a fractio
 index the sorted values at ``eta * (N - 1)``). Consequences:
 
 * ``eta = 0`` gives ``k = 0``: nothing is tied (SPEC *decision*; the literal 0th
-  percentile would still tie the single smallest element).
+  percentile would still tie the single smallest element). Any ``eta > 0`` gives
+  ``k >= 1``, however small ``eta * N`` is.
 * ``eta = 1`` gives ``k = N``, ``q = max(d)``: every element is averaged and the pair
   moves identically.
 * Equal values of ``d`` (ties in ``|d|``): every element ``<= q`` is averaged, so more
@@ -45,7 +46,7 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["Granularity", "percentile_rank", "percentile_threshold", "tie_mask", "tie", "tie_pair"]
+__all__ = ["Granularity", "RANK_RELATIVE_SLACK", "percentile_rank", "percentile_threshold", "tie_mask", "tie", "tie_pair"]
 
 Granularity = Literal["element", "token"]
 _GRANULARITIES = ("element", "token")
@@ -58,19 +59,33 @@ def _check_eta(eta: float) -> float:
     return eta
 
 
+#: Relative slack of :func:`percentile_rank`: far above the float error of ``eta * n``
+#: (a few ulps, ~1e-16 relative), far below any intended difference between two etas.
+RANK_RELATIVE_SLACK = 1e-12
+
+
 def percentile_rank(eta: float, n: int) -> int:
     """1-based rank ``k = ceil(eta * n)`` of the ``eta``-th percentile of ``n`` values.
 
-    0 means "below every value" (nothing tied). A ``1e-7`` slack absorbs float error in
-    ``eta * n`` (``0.3 * 10`` is ``3.0000000000000004``).
+    0 means "below every value" (nothing tied), which happens only for ``eta = 0`` or
+    ``n = 0``: any ``eta > 0`` ties at least one element. The product is shrunk by the
+    *relative* slack :data:`RANK_RELATIVE_SLACK` before the ceiling, which absorbs float
+    error in ``eta * n`` (``0.3 * 10`` is ``3.0000000000000004``) at every scale: an
+    absolute slack would round ``eta * n <= slack`` down to 0 and, on large latents,
+    swallow real fractions of an element.
 
     >>> percentile_rank(0.3, 10), percentile_rank(0.0, 10), percentile_rank(1.0, 10), percentile_rank(0.01, 10)
     (3, 0, 10, 1)
+    >>> percentile_rank(1e-9, 10)   # eta * n = 1e-8 > 0: one element is tied
+    1
     """
     eta = _check_eta(eta)
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
-    return min(n, max(0, math.ceil(eta * n - 1e-7)))
+    if eta == 0.0 or n == 0:
+        return 0
+    product = eta * n
+    return min(n, max(1, math.ceil(product - product * RANK_RELATIVE_SLACK)))
 
 
 def _differences(e1: torch.Tensor, e2: torch.Tensor, granularity: Granularity) -> torch.Tensor:
@@ -90,7 +105,7 @@ def _differences(e1: torch.Tensor, e2: torch.Tensor, granularity: Granularity) -
 
 
 def percentile_threshold(d: torch.Tensor, eta: float) -> torch.Tensor | None:
-    """Per-row ``eta``-th percentile of ``d`` (P, N) -> (P,), or ``None`` when ``eta * N`` rounds to 0.
+    """Per-row ``eta``-th percentile of ``d`` (P, N) -> (P,), or ``None`` when ``eta = 0`` (or N = 0).
 
     Same dtype as ``d`` (bf16 works). See the module docstring for the rank convention.
     """

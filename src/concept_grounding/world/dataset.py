@@ -8,26 +8,51 @@ Sample ``k * num_classes + c`` is the ``k``-th image of class ``c``; train uses
 ``k < train_per_class``, test the next ``test_per_class``. ``image_id`` is the sample
 index + 1 (unique across splits) and ``file_name`` is
 ``"<class folder>/<Class>_<index:04d>.png"``.
+
+The exporters take any object with the few members of :class:`ExportableWorld` (a
+:class:`~.world.BirdWorld` has them all), so this module does not import the world that
+calls it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from ..schema import cub_features, sub_features
-from ..vocabulary import split_attribute
-from .counterfactual import parse_target
+from ..vocabulary import Vocabulary, split_attribute
+from .config import WorldConfig
+from .sample import BirdSample, Counterfactual
+from .species import RenderedVocabulary
 
 if TYPE_CHECKING:
     import datasets
 
-    from .sample import BirdSample
-    from .world import BirdWorld
+__all__ = ["ExportableWorld", "world_dataset_dict", "world_sub_dataset", "sample_row", "file_name"]
 
-__all__ = ["world_dataset_dict", "world_sub_dataset", "sample_row", "file_name"]
+
+class ExportableWorld(Protocol):
+    """What the exporters read from a world (:class:`~.world.BirdWorld` provides it)."""
+
+    config: WorldConfig
+    vocab: Vocabulary
+    rendered: RenderedVocabulary
+    class_names: tuple[str, ...]
+    class_attributes: np.ndarray
+
+    @property
+    def num_classes(self) -> int: ...
+
+    def sample(self, index: int) -> BirdSample: ...
+
+    def samples(self, indices: Iterable[int]) -> Iterator[BirdSample]: ...
+
+    def counterfactual(self, sample: BirdSample, target_attribute: str) -> Counterfactual: ...
+
+    def default_pairings(self) -> list[tuple[str, str]]: ...
 
 
 def file_name(class_folder: str, index: int) -> str:
@@ -39,7 +64,7 @@ def file_name(class_folder: str, index: int) -> str:
     return f"{class_folder}/{class_folder.split('.', 1)[-1]}_{index:04d}.png"
 
 
-def sample_row(world: "BirdWorld", s: "BirdSample", is_train: bool) -> dict:
+def sample_row(world: ExportableWorld, s: BirdSample, is_train: bool) -> dict:
     """One ``cub_features`` row of a sample (images as PIL)."""
     from PIL import Image
 
@@ -66,7 +91,7 @@ def _check_count(name: str, value: int) -> int:
     return int(value)
 
 
-def _split(world: "BirdWorld", start: int, count: int, is_train: bool, desc: str) -> "datasets.Dataset":
+def _split(world: ExportableWorld, start: int, count: int, is_train: bool, desc: str) -> "datasets.Dataset":
     import datasets
 
     features = cub_features(world.class_names, world.vocab)
@@ -76,7 +101,7 @@ def _split(world: "BirdWorld", start: int, count: int, is_train: bool, desc: str
     return datasets.Dataset.from_dict(columns, features=features)
 
 
-def world_dataset_dict(world: "BirdWorld", train_per_class: int = 10, test_per_class: int = 5) -> "datasets.DatasetDict":
+def world_dataset_dict(world: ExportableWorld, train_per_class: int = 10, test_per_class: int = 5) -> "datasets.DatasetDict":
     """Render ``train_per_class`` + ``test_per_class`` images per class into a DatasetDict."""
     import datasets
 
@@ -91,7 +116,7 @@ def world_dataset_dict(world: "BirdWorld", train_per_class: int = 10, test_per_c
 
 
 def world_sub_dataset(
-    world: "BirdWorld", per_pairing: int = 2, pairings: list[tuple[str, str]] | None = None
+    world: ExportableWorld, per_pairing: int = 2, pairings: list[tuple[str, str]] | None = None
 ) -> "datasets.Dataset":
     """SUB-schema counterfactuals: ``per_pairing`` edited birds per (class, S+) pairing.
 
@@ -108,7 +133,7 @@ def world_sub_dataset(
     for class_name, attribute in tqdm(pairings, desc="world SUB", leave=False):
         if class_name not in world.class_names:
             raise ValueError(f"pairings: class {class_name!r} is not in this world's class_names")
-        parse_target(world, attribute)
+        world.rendered.parse(attribute)
         label = world.class_names.index(class_name)
         made, k = 0, 0
         while made < per_pairing:

@@ -31,10 +31,11 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..vocabulary import Vocabulary
+from ..vocabulary import Vocabulary, split_attribute
 
 __all__ = [
     "COLORS",
@@ -43,6 +44,7 @@ __all__ = [
     "BASE_GROUPS",
     "DERIVED_GROUPS",
     "RENDERED_VALUES",
+    "RenderedVocabulary",
     "substitute",
     "trait_labels",
     "class_traits",
@@ -139,6 +141,55 @@ RENDERED_VALUES: dict[str, tuple[str, ...]] = {
     **{g: _PATTERNS for g in PATTERN_GROUPS},
     **{g: _COLOR_NAMES for g in DERIVED_GROUPS},
 }
+
+
+@dataclass(frozen=True)
+class RenderedVocabulary:
+    """The part of a CUB vocabulary the world draws, and the check of an edit target.
+
+    Attributes:
+        vocab: the full vocabulary (312 attributes).
+        groups: the vocabulary's groups the world renders, in vocabulary order.
+        attributes: sorted indices of the rendered ``has_<group>::<value>`` attributes.
+
+    >>> from concept_grounding.vocabulary import load_vocabulary
+    >>> rv = RenderedVocabulary.of(load_vocabulary())
+    >>> rv.parse("has_crown_color::pink"), len(rv.groups) == len(RENDERED_VALUES)
+    (('crown_color', 'pink'), True)
+    """
+
+    vocab: Vocabulary
+    groups: tuple[str, ...]
+    attributes: tuple[int, ...]
+
+    @classmethod
+    def of(cls, vocab: Vocabulary) -> "RenderedVocabulary":
+        """The rendered subset of ``vocab`` (per :data:`RENDERED_VALUES`)."""
+        groups = tuple(g for g in vocab.groups if g in RENDERED_VALUES)
+        indices = sorted(vocab.attribute_index(f"has_{g}::{v}") for g in groups for v in RENDERED_VALUES[g])
+        return cls(vocab, groups, tuple(indices))
+
+    def parse(self, target_attribute: str) -> tuple[str, str]:
+        """Validate a CUB attribute name as an edit target; return ``(group, value)``.
+
+        Raises:
+            ValueError: not a string, not a CUB attribute, or not drawn by the world.
+        """
+        if not isinstance(target_attribute, str):
+            raise ValueError(f"target_attribute must be a CUB attribute name, got {target_attribute!r}")
+        try:
+            index = self.vocab.attribute_index(target_attribute)
+        except KeyError as err:
+            raise ValueError(f"unknown target_attribute: {err.args[0]}") from None
+        group, value = split_attribute(target_attribute)
+        if group not in self.groups:
+            raise ValueError(
+                f"target_attribute {target_attribute!r}: group {group!r} is not rendered by the bird world; "
+                f"rendered groups: {list(self.groups)}"
+            )
+        if index not in self.attributes:
+            raise ValueError(f"target_attribute {target_attribute!r}: value {value!r} is not drawn by the bird world")
+        return group, value
 
 
 def substitute(traits: Mapping[str, str], group: str, value: str) -> dict[str, str]:

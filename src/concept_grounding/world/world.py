@@ -10,10 +10,10 @@ import numpy as np
 
 from ..vocabulary import Vocabulary, load_vocabulary
 from .config import Pose, WorldConfig, sample_pose
-from .counterfactual import make_counterfactual, parse_target
+from .counterfactual import make_counterfactual
 from .render import render_bird
 from .sample import BirdSample, Counterfactual
-from .species import RENDERED_VALUES, class_traits, deviate, substitute, trait_labels
+from .species import RenderedVocabulary, class_traits, deviate, substitute, trait_labels
 
 if TYPE_CHECKING:
     import datasets
@@ -48,10 +48,9 @@ class BirdWorld:
         self.class_names: tuple[str, ...] = names
         self.class_traits: tuple[dict[str, str], ...] = tuple(class_traits(c, config.seed) for c in names)
         self.class_attributes: np.ndarray = np.stack([trait_labels(t, self.vocab) for t in self.class_traits])
-        self.rendered_groups: tuple[str, ...] = tuple(g for g in self.vocab.groups if g in RENDERED_VALUES)
-        self.rendered_attributes: tuple[int, ...] = tuple(
-            sorted(self.vocab.attribute_index(f"has_{g}::{v}") for g in self.rendered_groups for v in RENDERED_VALUES[g])
-        )
+        self.rendered: RenderedVocabulary = RenderedVocabulary.of(self.vocab)
+        self.rendered_groups: tuple[str, ...] = self.rendered.groups
+        self.rendered_attributes: tuple[int, ...] = self.rendered.attributes
 
     @property
     def num_classes(self) -> int:
@@ -101,7 +100,7 @@ class BirdWorld:
         ``counterfactual(sample(index), target_attribute).edited.attributes``."""
         traits = self._draw(index)[2]
         if target_attribute is not None:
-            traits = substitute(traits, *parse_target(self, target_attribute))
+            traits = substitute(traits, *self.rendered.parse(target_attribute))
         return trait_labels(traits, self.vocab)
 
     def samples(self, indices: Iterable[int]) -> Iterator[BirdSample]:
@@ -116,7 +115,7 @@ class BirdWorld:
     # ------------------------------------------------------------ counterfactuals
     def counterfactual(self, sample: BirdSample, target_attribute: str) -> Counterfactual:
         """The same bird with ``target_attribute`` (S+) substituted; see :mod:`.counterfactual`."""
-        return make_counterfactual(self, sample, target_attribute)
+        return make_counterfactual(self.rendered, sample, target_attribute, self.config.image_size)
 
     # ------------------------------------------------------------------- exports
     def to_dataset_dict(self, train_per_class: int = 10, test_per_class: int = 5) -> "datasets.DatasetDict":

@@ -51,6 +51,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("concept_grounding.commands.demo", "run the main job on the bird world and write a report"),
     "generate": ("concept_grounding.commands.generate", "generate SUB-style TDG images as a resumable image folder"),
     "filter": ("concept_grounding.commands.filter", "VQA-filter generated images (keep the top 10 %% per pairing) and report"),
+    "sub": ("concept_grounding.commands.sub", "SUB s+ / s- of your own model (concept model, CLIP, saved folder) with report"),
 }
 
 

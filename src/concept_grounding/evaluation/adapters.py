@@ -1,0 +1,340 @@
+"""Adapters: any concept model or CLIP-like model behind one small protocol SUB can score.
+
+A :class:`SubModel` turns a batch of PIL images into a score matrix:
+
+* :class:`BinaryConceptModel` (``mode = "binary"``): a callable / ``nn.Module`` mapping a
+  ``(B, 3, H, W)`` batch to ``(B, C)`` concept logits or probabilities, the ``C`` concept
+  names (:func:`~.concepts.resolve_concept_names`) and its preprocessing
+  (:func:`~.preprocessing.make_preprocess`). Outputs that are tuples, dicts or dataclasses
+  (``(concepts, classes)``, :class:`~concept_grounding.models.ConceptModelOutput`) are
+  picked by a declared key or index (``output=``). Scores are probabilities
+  ``sigmoid(logit)`` (or the model's own probabilities).
+* :class:`OpenVocabularyModel` (``mode = "group"``): one handle carrying a CLIP-like
+  model (open_clip, transformers CLIP / SigLIP, :class:`~concept_grounding.models.WorldCLIP`),
+  its tokenizer and its preprocessing (the normalisation lives there). Scores are the
+  cosine similarities of each image with the SUB group prompts
+  (:func:`~concept_grounding.models.clip.group_prompts`), one column per attribute of
+  the groups asked for, plus the "none" prompt when wanted (SUB group mode, SPEC 2).
+  It has the fields of :class:`~concept_grounding.models.ClipBundle`, so it goes
+  wherever a bundle goes.
+
+:func:`as_sub_model` wraps whatever it is given: an adapter (returned as is), a
+``ClipBundle``, one of the project's concept models (``load_concept_model``), a CLIP-like
+model plus ``tokenizer=``, or any callable plus ``concept_names=``.
+
+>>> import torch
+>>> net = torch.nn.Linear(3, 2)            # a "model" reading the mean colour
+>>> m = BinaryConceptModel(lambda x: net(x.mean(dim=(2, 3))), ["has_crown_color::black", "has_crown_color--blue"],
+...                        size=8)
+>>> m.mode, m.concept_names
+('binary', ('has_crown_color::black', 'has_crown_color::blue'))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import torch
+from torch import nn
+
+from ..vocabulary import Vocabulary
+from .concepts import resolve_concept_names
+from .preprocessing import Preprocess, make_preprocess
+
+__all__ = [
+    "SubModel", "BinaryConceptModel", "OpenVocabularyModel", "as_sub_model", "project_concept_model", "pick_output",
+    "model_device", "DTYPES",
+]
+
+#: torch dtypes by the names ``--dtype`` takes.
+DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@runtime_checkable
+class SubModel(Protocol):
+    """What :func:`~.sub.evaluate_sub` needs of a model.
+
+    ``preprocess`` turns PIL images into a batch, ``forward`` a batch into ``(B, C)``
+    float32 CPU scores plus ``(B,)`` "none" scores (group mode with a none option) or
+    ``None``; ``prepare`` is called once before with the attribute groups to score and
+    returns the ``C`` column names (also kept as ``columns``).
+    """
+
+    mode: str
+    columns: tuple[str, ...]
+    preprocess: Preprocess
+
+    def prepare(self, groups: Sequence[str], vocab: Vocabulary) -> tuple[str, ...]: ...
+
+    def forward(self, pixels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]: ...
+
+    def to(self, device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> "SubModel": ...
+
+
+def model_device(model: Any) -> torch.device:
+    """Device of a module's first parameter (CPU for callables without parameters)."""
+    try:
+        return next(model.parameters()).device
+    except (StopIteration, AttributeError, TypeError):
+        return torch.device("cpu")
+
+
+def pick_output(output: Any, key: str | int | None) -> torch.Tensor:
+    """The concept tensor of a model's output.
+
+    ``key`` ``None``: a tensor is itself; an object with ``concept_logits`` (the project's
+    :class:`~concept_grounding.models.ConceptModelOutput`) gives that. An ``int`` indexes a
+    tuple / list; a ``str`` looks up a mapping key or an attribute (dataclasses, HF
+    ``ModelOutput``).
+
+    >>> pick_output((torch.zeros(1, 2), torch.ones(1, 5)), 0).shape
+    torch.Size([1, 2])
+    >>> pick_output({"concepts": torch.ones(1, 3)}, "concepts").shape
+    torch.Size([1, 3])
+    """
+    if key is None:
+        if isinstance(output, torch.Tensor):
+            return output
+        if getattr(output, "concept_logits", None) is not None:
+            return output.concept_logits
+        raise ValueError(
+            f"the model returns a {type(output).__name__}, not a tensor: declare which part holds the concepts "
+            "with output= (an index for tuples, a key or attribute name for dicts and dataclasses)"
+        )
+    try:
+        if isinstance(key, int) and not isinstance(output, (Mapping, torch.Tensor)):
+            value = output[key]
+        elif isinstance(output, Mapping):
+            value = output[key]
+        else:
+            value = getattr(output, str(key))
+    except (KeyError, IndexError, AttributeError, TypeError):
+        raise ValueError(f"output={key!r}: the model's {type(output).__name__} output has no such part") from None
+    if not isinstance(value, torch.Tensor):
+        raise ValueError(f"output={key!r} is a {type(value).__name__}, not a tensor of concept scores")
+    return value
+
+
+def _check_names(names: tuple[str, ...]) -> tuple[str, ...]:
+    seen: set[str] = set()
+    dupes = [n for n in names if n in seen or seen.add(n)]
+    if dupes:
+        raise ValueError(f"concept_names names an attribute twice: {dupes[:3]}")
+    return names
+
+
+@dataclass
+class BinaryConceptModel:
+    """A binary concept model behind the :class:`SubModel` protocol (module docstring).
+
+    Args:
+        model: ``(B, 3, H, W)`` tensor -> ``(B, C)`` tensor (or a tuple / dict / dataclass holding it).
+        concept_names: the ``C`` column names (a named set or a list, see
+            :func:`~.concepts.resolve_concept_names`).
+        preprocess: PIL images -> batch; or build one from ``transform`` / ``processor`` /
+            ``size`` + ``mean`` / ``std`` (:func:`~.preprocessing.make_preprocess`).
+        output: which part of a structured output holds the concepts (:func:`pick_output`).
+        outputs: ``"logits"`` (scores are ``sigmoid`` of them) or ``"probabilities"``.
+        index_base: what integer concept names index (``"cub_312"`` or ``"cbm_112"``).
+    """
+
+    model: Callable[[torch.Tensor], Any]
+    concept_names: Sequence[str | int] | str
+    preprocess: Preprocess | None = None
+    transform: Callable | None = None
+    processor: Any | None = None
+    size: int | None = None
+    mean: Sequence[float] | None = None
+    std: Sequence[float] | None = None
+    output: str | int | None = None
+    outputs: Literal["logits", "probabilities"] = "logits"
+    index_base: str = "cub_312"
+    device: torch.device = field(default=None)  # type: ignore[assignment]
+    dtype: torch.dtype = torch.float32
+    mode: str = field(default="binary", init=False)
+
+    def __post_init__(self) -> None:
+        if not callable(self.model):
+            raise ValueError(f"model must be callable (images -> concept scores), got {type(self.model).__name__}")
+        if self.outputs not in ("logits", "probabilities"):
+            raise ValueError(f"outputs must be 'logits' or 'probabilities', got {self.outputs!r}")
+        self.concept_names = _check_names(resolve_concept_names(self.concept_names, index_base=self.index_base))
+        if self.preprocess is None:
+            self.preprocess = make_preprocess(self.transform, processor=self.processor, size=self.size, mean=self.mean,
+                                              std=self.std)
+        elif any(v is not None for v in (self.transform, self.processor, self.size, self.mean, self.std)):
+            raise ValueError("pass preprocess= or transform= / processor= / size= / mean= / std=, not both")
+        self.device = torch.device(self.device) if self.device is not None else model_device(self.model)
+
+    def to(self, device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> "BinaryConceptModel":
+        if device is not None:
+            self.device = torch.device(device)
+        if dtype is not None:
+            self.dtype = dtype
+        if isinstance(self.model, nn.Module):
+            self.model.to(device=self.device, dtype=self.dtype)
+        return self
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(self.concept_names)
+
+    def prepare(self, groups: Sequence[str], vocab: Vocabulary) -> tuple[str, ...]:
+        """The model's own concept columns (a binary model scores every image on all of them)."""
+        return self.columns
+
+    def forward(self, pixels: torch.Tensor) -> tuple[torch.Tensor, None]:
+        """``(B, 3, H, W)`` preprocessed batch -> ``(B, C)`` float32 probabilities on the CPU (and ``None``)."""
+        with torch.inference_mode():
+            out = pick_output(self.model(pixels.to(self.device, self.dtype)), self.output)
+        if out.ndim != 2 or out.shape[1] != len(self.concept_names):
+            raise ValueError(f"the model's concept output is {tuple(out.shape)}; expected (B, {len(self.concept_names)}) "
+                             "for the declared concept_names")
+        out = out.float()
+        return (torch.sigmoid(out) if self.outputs == "logits" else out).cpu(), None
+
+    def scores(self, images: Sequence[Any]) -> tuple[torch.Tensor, None]:
+        """PIL images -> :meth:`forward` of their preprocessed batch."""
+        return self.forward(self.preprocess(images))
+
+
+@dataclass
+class OpenVocabularyModel:
+    """One handle for a CLIP-like model: ``model``, ``tokenizer``, ``preprocess`` (PIL images
+    -> the model's normalised input), ``backend`` (``"open_clip"``, ``"transformers"``,
+    ``"world"`` or ``"custom"``). Scores SUB's group prompts (module docstring).
+
+    Args:
+        include_none: add the "none" prompt (:data:`~concept_grounding.models.clip.NONE_PROMPT`)
+            as an option beside each group's values (SUB's paper rule; the official code has none).
+    """
+
+    model: Any
+    tokenizer: Callable
+    preprocess: Preprocess
+    backend: str = "custom"
+    include_none: bool = False
+    device: torch.device = field(default=None)  # type: ignore[assignment]
+    dtype: torch.dtype = torch.float32
+    mode: str = field(default="group", init=False)
+
+    def __post_init__(self) -> None:
+        has_towers = (hasattr(self.model, "encode_image") and hasattr(self.model, "encode_text")) or (
+            hasattr(self.model, "get_image_features") and hasattr(self.model, "get_text_features"))
+        if not has_towers:
+            raise ValueError(f"{type(self.model).__name__} is not CLIP-like: it needs encode_image / encode_text "
+                             "(open_clip) or get_image_features / get_text_features (transformers)")
+        self.device = torch.device(self.device) if self.device is not None else model_device(self.model)
+        self._text: torch.Tensor | None = None
+        self._none: torch.Tensor | None = None
+        self.columns: tuple[str, ...] = ()
+
+    @classmethod
+    def from_bundle(cls, bundle: Any, include_none: bool = False) -> "OpenVocabularyModel":
+        """From a :class:`~concept_grounding.models.ClipBundle` (what ``load_clip`` returns)."""
+        return cls(bundle.model, bundle.tokenizer, bundle.preprocess, bundle.backend, include_none)
+
+    def to(self, device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> "OpenVocabularyModel":
+        if device is not None:
+            self.device = torch.device(device)
+        if dtype is not None:
+            self.dtype = dtype
+        if isinstance(self.model, nn.Module):
+            self.model.to(device=self.device, dtype=self.dtype)
+        self._text = None
+        return self
+
+    def prepare(self, groups: Sequence[str], vocab: Vocabulary) -> tuple[str, ...]:
+        """Embed the prompts of every attribute of ``groups`` once; the columns are those attributes."""
+        from ..models.clip import NONE_PROMPT, encode_texts, group_prompts
+
+        if hasattr(self.model, "eval"):
+            self.model.eval()
+        prompts = [p for g in groups for p in group_prompts(g, vocab)]
+        names = tuple(vocab.attributes[i] for g in groups for i in vocab.groups[g])
+        with torch.inference_mode():
+            self._text = encode_texts(self.model, self.tokenizer, prompts + [NONE_PROMPT]).cpu()
+        self._text, self._none = self._text[:-1], self._text[-1]
+        self.columns = names
+        return names
+
+    def image_embeddings(self, pixels: torch.Tensor) -> torch.Tensor:
+        """``(B, D)`` L2-normalised float32 image embeddings of a preprocessed batch (on the CPU)."""
+        from ..models.clip import encode_images
+
+        with torch.inference_mode():
+            return encode_images(self.model, pixels.to(self.dtype), batch_size=max(len(pixels), 1))
+
+    def forward(self, pixels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(B, M)`` cosine similarities with the prepared prompts and ``(B,)`` with the "none"
+        prompt (``None`` without ``include_none``)."""
+        if self._text is None:
+            raise RuntimeError("call prepare(groups, vocab) before forward()")
+        image = self.image_embeddings(pixels)
+        return image @ self._text.T, (image @ self._none if self.include_none else None)
+
+    def scores(self, images: Sequence[Any]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """PIL images -> :meth:`forward` of their preprocessed batch."""
+        return self.forward(self.preprocess(images))
+
+
+def _is_clip_like(obj: Any) -> bool:
+    return (hasattr(obj, "encode_image") and hasattr(obj, "encode_text")) or (
+        hasattr(obj, "get_image_features") and hasattr(obj, "get_text_features"))
+
+
+def project_concept_model(model: nn.Module, image_size: int = 64) -> BinaryConceptModel:
+    """A saved / trained project model (CBM, CEM, post-hoc CBM): [0, 1] images at
+    ``image_size`` px, concept logits from its :class:`~concept_grounding.models.ConceptModelOutput`."""
+    if not model.concept_names:
+        raise ValueError(f"this {type(model).__name__} does not record its concept_names; pass concept_names=")
+    return BinaryConceptModel(model.eval(), list(model.concept_names), size=int(image_size), output="concept_logits")
+
+
+def as_sub_model(
+    model: Any,
+    *,
+    concept_names: Sequence[str | int] | str | None = None,
+    tokenizer: Callable | None = None,
+    preprocess: Preprocess | None = None,
+    image_size: int | None = None,
+    include_none: bool = False,
+    **kwargs: Any,
+) -> SubModel:
+    """Wrap ``model`` for :func:`~.sub.evaluate_sub` (module docstring).
+
+    ``kwargs`` go to :class:`BinaryConceptModel` (``transform``, ``processor``, ``mean``,
+    ``std``, ``output``, ``outputs``, ``index_base``).
+    """
+    from ..models.base import ConceptModelMixin
+    from ..models.clip import ClipBundle
+
+    if isinstance(model, (BinaryConceptModel, OpenVocabularyModel)):
+        if isinstance(model, OpenVocabularyModel) and include_none:
+            model.include_none = True
+        return model
+    if isinstance(model, ClipBundle):
+        return OpenVocabularyModel.from_bundle(model, include_none)
+    if _is_clip_like(model) and concept_names is None:
+        from ..models.clip import WorldCLIP
+
+        world = isinstance(model, WorldCLIP)
+        tokenizer = tokenizer or (model.tokenizer if world else None)
+        if tokenizer is None or (preprocess is None and not world):
+            raise ValueError(f"{type(model).__name__} is CLIP-like: pass tokenizer= and preprocess= "
+                             "(or a ClipBundle from concept_grounding.models.load_clip)")
+        if preprocess is None:  # WorldCLIP: [0, 1] images, normalised inside
+            preprocess = make_preprocess(size=image_size or model.image_size)
+        return OpenVocabularyModel(model, tokenizer, preprocess, "world" if world else "custom", include_none)
+    if isinstance(model, ConceptModelMixin) and concept_names is None and preprocess is None and not kwargs:
+        return project_concept_model(model, image_size or 64)
+    if concept_names is None:
+        concept_names = getattr(model, "concept_names", None)
+    if concept_names is None:
+        raise ValueError(f"{type(model).__name__}: pass concept_names= (a named set like 'cbm_112', or one name per "
+                         "output column)")
+    if preprocess is None and "transform" not in kwargs and "processor" not in kwargs:
+        kwargs["size"] = image_size
+    return BinaryConceptModel(model, concept_names, preprocess, **kwargs)

@@ -1,0 +1,145 @@
+"""``--model``: a saved folder, a factory in a file or module, or a named CLIP.
+
+:func:`load_model` resolves, in this order:
+
+1. a folder with a ``config.json`` of the project's concept models (``load_concept_model``:
+   CBM, CEM, post-hoc CBM) -> :class:`~.adapters.BinaryConceptModel`;
+2. ``path/to/file.py:factory`` or ``package.module:factory`` -> whatever ``factory()``
+   returns (see :func:`from_factory_result`);
+3. anything else -> :func:`~concept_grounding.models.clip.load_clip`: a saved
+   :class:`~concept_grounding.models.WorldCLIP` folder, an open_clip architecture or
+   ``hf-hub:`` id, a transformers CLIP / SigLIP id or local folder -> an
+   :class:`~.adapters.OpenVocabularyModel`.
+
+A factory may return the model alone, ``(model, transform)``, ``(model, transform,
+concept_names)``, a dict with keys among ``model``, ``transform``, ``preprocess``,
+``processor``, ``concept_names``, ``output``, ``outputs``, ``tokenizer``, ``image_size``,
+``mean``, ``std``, or a ready adapter / ``ClipBundle``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .adapters import SubModel, as_sub_model
+
+__all__ = ["load_model", "load_factory", "from_factory_result", "saved_image_size"]
+
+_FACTORY_KEYS = ("model", "transform", "preprocess", "processor", "concept_names", "output", "outputs", "tokenizer",
+                 "image_size", "mean", "std", "index_base", "include_none")
+
+
+def load_factory(spec: str):
+    """The callable named by ``"path/to/file.py:name"`` or ``"package.module:name"``.
+
+    Raises:
+        ValueError: no ``:``, a missing file, a module that does not import, or no such name.
+    """
+    target, sep, name = spec.rpartition(":")
+    if not sep or not target or not name.isidentifier():
+        raise ValueError(f"--model {spec!r}: expected 'file.py:factory' or 'package.module:factory'")
+    if target.endswith(".py"):
+        path = Path(target).expanduser().resolve()
+        if not path.is_file():
+            raise ValueError(f"--model {spec!r}: no such file {path}")
+        module_name = f"_concept_grounding_user_{path.stem}_{abs(hash(str(path)))}"
+        module_spec = importlib.util.spec_from_file_location(module_name, path)
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[module_name] = module
+        try:
+            module_spec.loader.exec_module(module)
+        except Exception as err:
+            del sys.modules[module_name]
+            raise ValueError(f"--model {spec!r}: importing {path} failed: {type(err).__name__}: {err}") from err
+    else:
+        try:
+            module = importlib.import_module(target)
+        except ImportError as err:
+            raise ValueError(f"--model {spec!r}: cannot import {target!r}: {err}") from err
+    factory = getattr(module, name, None)
+    if not callable(factory):
+        raise ValueError(f"--model {spec!r}: {target} has no callable {name!r}")
+    return factory
+
+
+def from_factory_result(result: Any, **overrides: Any) -> SubModel:
+    """Wrap what a factory returned (module docstring); ``overrides`` (not ``None``) win."""
+    options: dict[str, Any] = {}
+    if isinstance(result, Mapping):
+        unknown = sorted(set(result) - set(_FACTORY_KEYS))
+        if unknown or "model" not in result:
+            raise ValueError(f"factory dict needs 'model' and only keys among {_FACTORY_KEYS}; got {sorted(result)}")
+        options = dict(result)
+        model = options.pop("model")
+    elif isinstance(result, tuple):
+        if not 1 <= len(result) <= 3:
+            raise ValueError(f"factory tuple must be (model[, transform[, concept_names]]), got {len(result)} items")
+        model, *rest = result
+        options = dict(zip(("transform", "concept_names"), rest))
+    else:
+        model = result
+    options.update({k: v for k, v in overrides.items() if v is not None})
+    options = {k: v for k, v in options.items() if v is not None}
+    return as_sub_model(model, **options)
+
+
+def saved_image_size(folder: Path, default: int = 64) -> int:
+    """Input size of a saved project model: its bench run's ``config.json`` (two levels up,
+    ``<run>/models/<name>``) says ``image_size``; a ViT backbone knows its own."""
+    config = json.loads((folder / "config.json").read_text())
+    backbone = config.get("backbone") or {}
+    if isinstance(backbone, Mapping) and backbone.get("image_size"):
+        return int(backbone["image_size"])
+    run = folder.parent.parent / "config.json"
+    if run.is_file():
+        size = json.loads(run.read_text()).get("image_size")
+        if size:
+            return int(size)
+    return int(default)
+
+
+def _is_concept_model_folder(path: Path) -> bool:
+    config = path / "config.json"
+    if not config.is_file():
+        return False
+    keys = set(json.loads(config.read_text()))
+    return "num_concepts" in keys and bool(keys & {"training_mode", "embedding_size", "score"})
+
+
+def load_model(
+    spec: str | Path,
+    *,
+    image_size: int | None = None,
+    include_none: bool = False,
+    device: str | None = None,
+    **overrides: Any,
+) -> SubModel:
+    """A :class:`~.adapters.SubModel` from a ``--model`` string (module docstring).
+
+    ``overrides`` (``concept_names``, ``output``, ``outputs``, ``mean``, ``std``, ...) replace
+    what a factory returned. Raises ``ValueError`` naming ``spec`` when nothing can load it.
+    """
+    from ..models.loading import load_concept_model
+
+    text = str(spec)
+    path = Path(text).expanduser()
+    if path.is_dir() and _is_concept_model_folder(path):
+        model = load_concept_model(path)
+        size = image_size or saved_image_size(path)
+        return as_sub_model(model, image_size=size, **{k: v for k, v in overrides.items() if v is not None})
+    if ":" in text and not path.exists() and not text.startswith("hf-hub:"):
+        factory = load_factory(text)
+        return from_factory_result(factory(), image_size=image_size, include_none=include_none or None, **overrides)
+    from ..models.clip import load_clip
+
+    given = sorted(k for k, v in overrides.items() if v is not None)
+    if given:
+        raise ValueError(f"--model {text!r} loads as an open-vocabulary model; {given} apply to binary models only")
+    bundle = load_clip(text, device=device or "cpu")
+    return as_sub_model(bundle, include_none=include_none)

@@ -1,0 +1,315 @@
+"""Bring your own model: SUB accuracy through ``evaluate_sub`` and ``concept-grounding sub``
+equals predictions computed by hand and scored by the ``sub_accuracy`` evaluate module."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import evaluate
+import numpy as np
+import pytest
+import torch
+
+from concept_grounding.cli import main
+from concept_grounding.evaluation import BinaryConceptModel, OpenVocabularyModel, evaluate_sub, load_sub_source
+from concept_grounding.vocabulary import load_vocabulary
+
+ROOT = Path(__file__).resolve().parents[1]
+CLASSES = ["017.Cardinal", "073.Blue_Jay", "020.Yellow_breasted_Chat"]
+SIZE = 32
+WORLD_ARGS = ["--world-size", str(SIZE), "--classes", *CLASSES, "--no-progress"]
+
+#: a user's model file: plain torch, no project classes; returns (concepts, classes).
+USER_MODEL = '''
+import torch
+from torch import nn
+from torchvision import transforms
+
+
+class TinyConceptNet(nn.Module):
+    def __init__(self, num_concepts=112, num_classes=200):
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.ReLU(),
+                                      nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.ReLU(),
+                                      nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        self.concepts = nn.Linear(16, num_concepts)
+        self.classes = nn.Linear(num_concepts, num_classes)
+
+    def forward(self, x):
+        c = self.concepts(self.features(x)) * 20.0
+        return c, self.classes(torch.sigmoid(c))
+
+
+TRANSFORM = transforms.Compose([transforms.ToTensor(), transforms.Normalize([0.5] * 3, [0.25] * 3)])
+
+
+def build():
+    torch.manual_seed(0)
+    return TinyConceptNet().eval(), TRANSFORM, "cbm_112"
+'''
+
+
+@pytest.fixture(scope="module")
+def sub():
+    return load_sub_source(image_size=SIZE, classes=CLASSES)
+
+
+@pytest.fixture(scope="module")
+def user_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("user") / "my_model.py"
+    path.write_text(textwrap.dedent(USER_MODEL))
+    return path
+
+
+def _user_module(path: Path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("user_model_by_hand", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _metric(config: str, predictions, sub, names, **extra):
+    metric = evaluate.load(str(ROOT / "metrics" / "sub_accuracy"), config)
+    return metric.compute(predictions=np.asarray(predictions).tolist(), target_attributes=list(sub["target_attribute"]),
+                          removed_attributes=[list(r) for r in sub["removed_attributes"]],
+                          reference_classes=list(sub["reference_class"]), concept_names=list(names), **extra)
+
+
+def _same(result, expected):
+    for key in ("s_plus", "s_minus", "chance_s_plus", "chance_s_minus", "n_s_plus", "n_s_minus"):
+        assert getattr(result, key) == pytest.approx(expected[key], nan_ok=True), key
+
+
+def _by_hand_binary(user_file, sub):
+    module = _user_module(user_file)
+    model, transform, _ = module.build()
+    images = torch.stack([transform(im.convert("RGB")) for im in sub["image"]])
+    with torch.no_grad():
+        probs = torch.sigmoid(model(images)[0]).numpy()
+    names = [load_vocabulary().attributes[i] for i in load_vocabulary().cbm_112]
+    return probs, names
+
+
+def test_plain_module_via_evaluate_sub_equals_hand_and_metric_module(user_file, sub):
+    probs, names = _by_hand_binary(user_file, sub)
+    expected = _metric("binary", probs, sub, names)
+    assert 0 < expected["n_s_plus"] and 0 < expected["n_s_minus"]
+    module = _user_module(user_file)
+    model, transform, concept_names = module.build()
+    result = evaluate_sub(model, sub, concept_names=concept_names, transform=transform, output=0, batch_size=7,
+                          progress=False)
+    _same(result, expected)
+    np.testing.assert_allclose(result.scores, probs, atol=1e-6)
+    assert result.mode == "binary" and result.concept_names == tuple(names)
+    for name, row in result.by_class.items():
+        i = list(expected["breakdown"]["class"]["names"]).index(name)
+        assert row["s_plus"] == pytest.approx(expected["breakdown"]["class"]["s_plus"][i], nan_ok=True)
+
+
+def test_plain_module_via_the_cli_equals_hand_and_metric_module(user_file, sub, tmp_path, capsys):
+    probs, names = _by_hand_binary(user_file, sub)
+    expected = _metric("binary", probs, sub, names)
+    out = tmp_path / "report"
+    assert main(["sub", "--model", f"{user_file}:build", "--output", "0", "--out", str(out), "--batch-size", "16",
+                 *WORLD_ARGS]) == 0
+    saved = json.loads((out / "results.json").read_text())
+    for key in ("s_plus", "s_minus", "chance_s_plus", "n_s_plus", "n_s_minus"):
+        assert saved[key] == pytest.approx(expected[key]), key
+    assert saved["num_images"] == len(sub)
+    assert {"sub_per_group.png", "sub_per_attribute.png", "sub_per_class.png", "report.md"} <= {p.name for p in out.iterdir()}
+    assert set(saved["by_group"]) == set(expected["breakdown"]["group"]["names"])
+    assert "s+" in capsys.readouterr().out
+
+
+def test_tuple_output_without_a_declared_part_is_a_clear_error(user_file, sub):
+    module = _user_module(user_file)
+    model, transform, names = module.build()
+    with pytest.raises(ValueError, match="output="):
+        evaluate_sub(model, sub.select(range(4)), concept_names=names, transform=transform, progress=False)
+
+
+def test_wrong_column_count_and_unknown_names_are_clear_errors(user_file, sub):
+    module = _user_module(user_file)
+    model, transform, _ = module.build()
+    with pytest.raises(ValueError, match=r"expected \(B, 32\)"):
+        evaluate_sub(model, sub.select(range(4)), concept_names="sub", transform=transform, output=0, progress=False)
+    with pytest.raises(ValueError, match="concept_names\\[0\\]"):
+        BinaryConceptModel(model, ["has_wings::purple"], transform=transform)
+    with pytest.raises(ValueError, match="protocol"):
+        evaluate_sub(model, sub, protocol="mine", concept_names="cbm_112", output=0)
+
+
+def test_project_saved_model_goes_through_the_same_path(tmp_path, sub):
+    from concept_grounding.models import ConceptBottleneckModel, predict_concepts
+    from concept_grounding.models.data import images_to_tensor
+
+    names = [load_vocabulary().attributes[i] for i in load_vocabulary().cbm_112]
+    torch.manual_seed(0)
+    model = ConceptBottleneckModel(len(names), 3, concept_names=names).eval()
+    model.save_pretrained(tmp_path / "cbm")
+    probs = predict_concepts(model, images_to_tensor(sub["image"], SIZE)).numpy()
+    expected = _metric("binary", probs, sub, names)
+    out = tmp_path / "report"
+    assert main(["sub", "--model", str(tmp_path / "cbm"), "--image-size", str(SIZE), "--out", str(out), *WORLD_ARGS]) == 0
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["s_plus"] == pytest.approx(expected["s_plus"]) and saved["s_minus"] == pytest.approx(expected["s_minus"])
+    result = evaluate_sub(model, sub, image_size=SIZE, progress=False)
+    _same(result, expected)
+
+
+# ------------------------------------------------------------------ open vocabulary
+def _group_by_hand(model, tokenizer, pixels, sub, include_none=False):
+    from concept_grounding.models.clip import clip_group_scores
+
+    vocab = load_vocabulary()
+    groups = sorted({vocab.group_of(t) for t in sub["target_attribute"]})
+    blocks = [clip_group_scores(model, tokenizer, pixels, g, vocab).numpy() for g in groups]
+    names = [vocab.attributes[i] for g in groups for i in vocab.groups[g]]
+    return np.concatenate(blocks, axis=1), names
+
+
+OPEN_CLIP_MODEL = '''
+import open_clip
+from concept_grounding.cci.tiny import tiny_open_clip
+from concept_grounding.evaluation import make_preprocess
+
+
+def build():
+    model = tiny_open_clip(image_size=32)
+    return {"model": model, "tokenizer": open_clip.get_tokenizer("ViT-B-16"),
+            "preprocess": make_preprocess(size=32, mean=(0.48145466, 0.4578275, 0.40821073),
+                                          std=(0.26862954, 0.26130258, 0.27577711))}
+'''
+
+
+def test_tiny_open_clip_in_group_mode(tmp_path, sub):
+    import open_clip
+
+    from concept_grounding.cci.tiny import tiny_open_clip
+    from concept_grounding.evaluation import make_preprocess
+
+    mean, std = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
+    model, tokenizer = tiny_open_clip(image_size=SIZE), open_clip.get_tokenizer("ViT-B-16")
+    preprocess = make_preprocess(size=SIZE, mean=mean, std=std)
+    pixels = (torch.stack([torch.from_numpy(np.asarray(im.convert("RGB"), np.float32) / 255).permute(2, 0, 1)
+                           for im in sub["image"]]) - torch.tensor(mean).view(1, 3, 1, 1)) / torch.tensor(std).view(1, 3, 1, 1)
+    scores, names = _group_by_hand(model, tokenizer, pixels, sub)
+    expected = _metric("group", scores, sub, names)
+    result = evaluate_sub(OpenVocabularyModel(model, tokenizer, preprocess, "open_clip"), sub, batch_size=10,
+                          progress=False)
+    _same(result, expected)
+    np.testing.assert_allclose(result.scores, scores, atol=1e-5)
+    assert result.mode == "group" and result.chance_s_plus < 0.5
+
+    path = tmp_path / "clip_factory.py"
+    path.write_text(textwrap.dedent(OPEN_CLIP_MODEL))
+    out = tmp_path / "report"
+    assert main(["sub", "--model", f"{path}:build", "--out", str(out), *WORLD_ARGS]) == 0
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["mode"] == "group"
+    assert saved["s_plus"] == pytest.approx(expected["s_plus"]) and saved["s_minus"] == pytest.approx(expected["s_minus"])
+
+
+def _save_tiny_transformers_clip(folder: Path) -> None:
+    """A config-built transformers CLIP with a CLIPProcessor whose tokenizer files are
+    open_clip's bundled BPE (the real CLIP vocabulary), saved like a Hub checkpoint."""
+    from open_clip.tokenizer import SimpleTokenizer
+    from transformers import CLIPImageProcessor, CLIPProcessor, CLIPTokenizer
+
+    from concept_grounding.cci.tiny import tiny_transformers_clip
+
+    bpe = SimpleTokenizer()
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = {{"<start_of_text>": "<|startoftext|>", "<end_of_text>": "<|endoftext|>"}.get(k, k): v
+             for k, v in bpe.encoder.items()}
+    (folder / "vocab.json").write_text(json.dumps(vocab))
+    merges = sorted(bpe.bpe_ranks, key=bpe.bpe_ranks.get)
+    (folder / "merges.txt").write_text("#version: 0.2\n" + "\n".join(" ".join(m) for m in merges) + "\n")
+    tokenizer = CLIPTokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"), model_max_length=32)
+    processor = CLIPProcessor(image_processor=CLIPImageProcessor(size={"shortest_edge": SIZE},
+                                                                 crop_size={"height": SIZE, "width": SIZE}),
+                              tokenizer=tokenizer)
+    model = tiny_transformers_clip(image_size=SIZE)
+    model.config.text_config.vocab_size = len(bpe.encoder)
+    model.text_model.embeddings.token_embedding = torch.nn.Embedding(len(bpe.encoder), model.config.text_config.hidden_size)
+    model.config.text_config.eos_token_id = vocab["<|endoftext|>"]
+    model.config.text_config.bos_token_id = vocab["<|startoftext|>"]
+    torch.manual_seed(1)
+    torch.nn.init.normal_(model.text_model.embeddings.token_embedding.weight, std=0.02)
+    model.save_pretrained(folder)
+    processor.save_pretrained(folder)
+
+
+def test_tiny_transformers_clip_in_group_mode(tmp_path, sub):
+    from concept_grounding.models.clip import load_clip
+
+    folder = tmp_path / "tiny-hf-clip"
+    _save_tiny_transformers_clip(folder)
+    bundle = load_clip(str(folder), local_files_only=True)
+    assert bundle.backend == "transformers"
+    pixels = bundle.preprocess(list(sub["image"]))
+    scores, names = _group_by_hand(bundle.model, bundle.tokenizer, pixels, sub)
+    expected = _metric("group", scores, sub, names)
+    result = evaluate_sub(bundle, sub, progress=False)
+    _same(result, expected)
+    out = tmp_path / "report"
+    assert main(["sub", "--model", str(folder), "--out", str(out), *WORLD_ARGS]) == 0
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["s_plus"] == pytest.approx(expected["s_plus"]) and saved["s_minus"] == pytest.approx(expected["s_minus"])
+
+
+def test_none_option_adds_a_column_and_changes_chance(sub):
+    import open_clip
+
+    from concept_grounding.cci.tiny import tiny_open_clip
+    from concept_grounding.evaluation import make_preprocess
+
+    handle = OpenVocabularyModel(tiny_open_clip(image_size=SIZE), open_clip.get_tokenizer("ViT-B-16"),
+                                 make_preprocess(size=SIZE), "open_clip")
+    without = evaluate_sub(handle, sub, progress=False)
+    with_none = evaluate_sub(handle, sub, include_none=True, progress=False)
+    assert with_none.none_scores.shape == (len(sub),)
+    assert with_none.chance_s_plus < without.chance_s_plus
+    with pytest.raises(ValueError, match="none"):
+        evaluate_sub(handle, sub, include_none=True, protocol="official", progress=False)
+
+
+# ------------------------------------------------------------------ Hub-format SUB
+def test_hub_format_sub_fixture_loads_through_datasets_and_evaluates(tmp_path, sub, user_file):
+    import datasets
+
+    from concept_grounding.world import BirdWorld, WorldConfig
+
+    world = BirdWorld(WorldConfig(image_size=SIZE, class_names=tuple(CLASSES)))
+    birds = [c.split(".", 1)[1] for c in CLASSES]
+    attrs = sorted({t.replace("::", "--") for t in sub["target_attribute"]})
+    features = datasets.Features({"image": datasets.Image(), "bird_label": datasets.ClassLabel(names=birds),
+                                  "attr_label": datasets.ClassLabel(names=attrs)})
+    hub = datasets.Dataset.from_dict(
+        {"image": list(sub["image"]), "bird_label": [CLASSES.index(c) for c in sub["reference_class"]],
+         "attr_label": [attrs.index(t.replace("::", "--")) for t in sub["target_attribute"]]}, features=features)
+    (tmp_path / "SUB" / "data").mkdir(parents=True)
+    hub.to_parquet(str(tmp_path / "SUB" / "data" / "test-00000-of-00001.parquet"))
+
+    module = _user_module(user_file)
+    model, transform, names = module.build()
+    result = evaluate_sub(model, str(tmp_path / "SUB"), concept_names=names, transform=transform, output=0,
+                          source_options={"class_attributes": world.class_attributes, "class_names": CLASSES},
+                          progress=False)
+    loaded = datasets.load_dataset("parquet", data_dir=str(tmp_path / "SUB"))["test"]
+    assert loaded.num_rows == result.num_images == len(sub)
+    probs, hand_names = _by_hand_binary(user_file, sub)
+    # S- derived from the class-level vectors: the class's positives in S+'s group, S+ excluded
+    vocab = load_vocabulary()
+    removed = [[vocab.attributes[j] for j in vocab.groups[vocab.group_of(t)]
+                if world.class_attributes[CLASSES.index(c), j] and vocab.attributes[j] != t]
+               for c, t in zip(sub["reference_class"], sub["target_attribute"])]
+    metric = evaluate.load(str(ROOT / "metrics" / "sub_accuracy"))
+    expected = metric.compute(predictions=probs.tolist(), target_attributes=list(sub["target_attribute"]),
+                              removed_attributes=removed, reference_classes=list(sub["reference_class"]),
+                              concept_names=hand_names)
+    _same(result, expected)

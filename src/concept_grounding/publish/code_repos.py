@@ -1,0 +1,114 @@
+"""The repos that carry code: the five metric Spaces, the custom pipeline and the Space.
+
+Each is the project's own folder (see :mod:`.sources`) as uploaded: local paths in the
+text (``evaluate.load("metrics/sub_accuracy")``, ``custom_pipeline="pipelines/tied_diffusion"``)
+become Hub ids, the card's YAML is re-written through ``SpaceCard`` / ``ModelCard``, and
+``requirements.txt`` pins the package at the version being released.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+from .cards import make_card, rewrite_local_paths, save_card
+
+__all__ = ["build_metric_space", "build_pipeline_repo", "build_space", "requirement"]
+
+_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".*")
+
+
+def requirement(version: str, extra: str | None = None) -> str:
+    """The pinned requirement line of the package.
+
+    >>> requirement("0.1.0", "space")
+    'concept-grounding[space]==0.1.0'
+    """
+    return f"concept-grounding{f'[{extra}]' if extra else ''}=={version}"
+
+
+def _copy_tree(source: Path, folder: Path, skip: tuple[str, ...] = ()) -> None:
+    if not source.is_dir():
+        raise FileNotFoundError(f"{source}: the Hub repo source folder is missing")
+    shutil.copytree(source, folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*", *skip),
+                    dirs_exist_ok=True)
+
+
+def _requirements(folder: Path, lines: list[str]) -> None:
+    (folder / "requirements.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def build_metric_space(source: Path, folder: Path, namespace: str, version: str) -> None:
+    """``metrics/<name>/`` as an ``evaluate`` metric Space: module, ``app.py``, card, requirements.
+
+    ``evaluate.load("<namespace>/<name>")`` then loads it from the Hub, and
+    ``evaluate.load(<folder>)`` from disk; the module needs the package, which
+    ``requirements.txt`` installs at ``version``.
+    """
+    from huggingface_hub import SpaceCard
+
+    name = source.name
+    _copy_tree(source, folder, skip=("requirements.txt", "README.md"))
+    paths = {f'"metrics/{name}"': f'"{namespace}/{name}"', f"'metrics/{name}'": f"'{namespace}/{name}'"}
+    for py in folder.glob("*.py"):
+        py.write_text(rewrite_local_paths(py.read_text(encoding="utf-8"), paths), encoding="utf-8")
+    card = SpaceCard.load(source / "README.md")
+    data = card.data
+    data.sdk, data.app_file = data.sdk or "gradio", data.app_file or "app.py"
+    data.tags = sorted(set(data.tags or []) | {"evaluate", "metric"})
+    data.license = data.license or "apache-2.0"
+    save_card(make_card(SpaceCard, data, rewrite_local_paths(card.text, paths)), folder)
+    _requirements(folder, [requirement(version), "evaluate>=0.4.3", "gradio>=5.0"])
+
+
+def build_pipeline_repo(source: Path, folder: Path, namespace: str, name: str, version: str) -> None:
+    """``pipelines/tied_diffusion/`` as a diffusers custom-pipeline repo.
+
+    ``DiffusionPipeline.from_pretrained(<flux>, custom_pipeline="<namespace>/<name>")``
+    downloads its ``pipeline.py``; that file imports the package, so the card says to
+    install it first.
+    """
+    from huggingface_hub import ModelCard, ModelCardData
+
+    _copy_tree(source, folder, skip=("README.md",))
+    hub = f"{namespace}/{name}"
+    text = (source / "README.md").read_text(encoding="utf-8")
+    text = re.sub(r'custom_pipeline="pipelines/tied_diffusion",?\s*(#[^\n]*)?',
+                  f'custom_pipeline="{hub}",', text)
+    text = text.replace("(install this repository: `pip install -e .`)",
+                        f"(install the package first: `pip install {requirement(version)}`)")
+    data = ModelCardData(library_name="diffusers", license="apache-2.0", pipeline_tag="text-to-image",
+                         tags=["diffusers", "custom-pipeline", "flux", "tied-diffusion-guidance", "counterfactual"])
+    save_card(make_card(ModelCard, data, text), folder)
+    _requirements(folder, [requirement(version)])
+
+
+def _space_links(text: str) -> str:
+    """The Space README's checkout links (``../../docs/screenshots/x.png``) as repo-relative ones."""
+    return text.replace("../../docs/screenshots/", "screenshots/")
+
+
+def build_space(source: Path, screenshots: Path | None, folder: Path, version: str, models: list[str],
+                datasets: list[str]) -> None:
+    """``spaces/concept-grounding/`` as the Space repo, requirements pinned to ``version``.
+
+    ``models`` / ``datasets``: Hub ids the Space card links (the published bench models and world).
+    """
+    from huggingface_hub import SpaceCard
+
+    _copy_tree(source, folder, skip=("requirements.txt", "README.md", "screenshots"))
+    if screenshots is not None:
+        _copy_tree(screenshots, folder / "screenshots")
+    card = SpaceCard.load(source / "README.md")
+    data = card.data
+    data.models = sorted(set(data.models or []) | set(models)) or None
+    data.datasets = sorted(set(data.datasets or []) | set(datasets)) or None
+    text = _space_links(card.text)
+    if screenshots is None:
+        text = re.sub(r"(?s)## Screenshots.*?(?=\n## |\Z)", "", text)
+    save_card(make_card(SpaceCard, data, text), folder)
+    _requirements(folder, [
+        "# the Space runs the released package (its Gradio extra); nothing else is needed",
+        requirement(version, "space"),
+    ])

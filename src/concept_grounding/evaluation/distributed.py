@@ -32,12 +32,14 @@ class ProcessInfo:
 
 def process_info() -> ProcessInfo:
     """This process's rank and the world size; starts accelerate's state only under a launcher
-    (``WORLD_SIZE`` > 1), so a plain run pays nothing."""
+    (``WORLD_SIZE`` > 1: ``accelerate launch``, ``torchrun``), so a plain run pays nothing.
+    Without CUDA the processes talk over gloo on the CPU."""
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
         return ProcessInfo()
+    import torch
     from accelerate import PartialState
 
-    state = PartialState()
+    state = PartialState(cpu=not torch.cuda.is_available())
     return ProcessInfo(state.process_index, state.num_processes)
 
 

@@ -159,7 +159,8 @@ class SubEvaluation:
         mode: ``"binary"`` or ``"group"``; protocol: ``"paper"`` or ``"official"``.
         concept_names: the ``C`` score columns; scores ``(N, C)``: probabilities (binary) or
             cosine similarities (group); none_scores ``(N,)`` or ``None``.
-        seconds, images_per_second: wall time of step 3 (inference) on this process.
+        seconds, images_per_second: wall time of step 3 (inference, gather included).
+        processes: how many processes shared the inference (``accelerate launch``).
         metric: the raw dict of :func:`~concept_grounding.metrics.sub_accuracy`.
     """
 
@@ -182,6 +183,7 @@ class SubEvaluation:
     none_scores: np.ndarray | None = field(default=None, repr=False)
     seconds: float = 0.0
     images_per_second: float = float("nan")
+    processes: int = 1
     model: str = ""
     source: str = ""
     metric: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -189,7 +191,8 @@ class SubEvaluation:
     def summary(self) -> dict[str, Any]:
         """Headline numbers, breakdowns and provenance as JSON-ready values (no score matrix)."""
         keys = ("s_plus", "s_minus", "chance_s_plus", "chance_s_minus", "n_s_plus", "n_s_minus", "skipped_target",
-                "skipped_removed", "mode", "protocol", "num_images", "seconds", "images_per_second", "model", "source")
+                "skipped_removed", "mode", "protocol", "num_images", "seconds", "images_per_second", "processes", "model",
+                "source")
         out = {k: getattr(self, k) for k in keys}
         out.update(by_group=self.by_group, by_attribute=self.by_attribute, by_class=self.by_class,
                    concept_names=list(self.concept_names))
@@ -276,8 +279,9 @@ def evaluate_sub(
     if device is not None or dtype is not None:
         adapter.to(device, dtype)
     names = adapter.prepare(groups, vocab)
+    info = process_info()
     start = time.perf_counter()
-    scores, none_scores = predict_scores(adapter, data, batch_size=int(batch_size), progress=progress)
+    scores, none_scores = predict_scores(adapter, data, batch_size=int(batch_size), progress=progress, info=info)
     seconds = time.perf_counter() - start
     res = _sub_accuracy(scores, data, names, adapter.mode, none_scores, protocol, vocab)
     b = res["breakdown"]
@@ -287,6 +291,7 @@ def evaluate_sub(
         by_group=_table(b["group"]), by_attribute=_table(b["attribute"]), by_class=_table(b["class"]),
         mode=adapter.mode, protocol=protocol, num_images=len(data), concept_names=tuple(names), scores=scores,
         none_scores=none_scores, seconds=seconds, images_per_second=len(data) / seconds if seconds > 0 else float("nan"),
+        processes=info.count,
         model=_describe(model), source=_describe(dataset) if dataset is not None else "bird world SUB export",
         metric=res,
     )

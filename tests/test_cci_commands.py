@@ -18,10 +18,18 @@ def test_explain_command(tmp_path):
     assert (tmp_path / "explain.png").stat().st_size > 1000 and "explain.png" in (tmp_path / "report.md").read_text()
 
 
-def test_explain_command_rejects_text_mismatch(tmp_path):
-    with pytest.raises(ValueError, match="texts"):
-        main(["explain", "--out", str(tmp_path), "--num", "3", "--size", "32", "--clusters", "2",
-              "--texts", "a", "b"])
+def test_explain_command_rejects_text_mismatch(tmp_path, capsys):
+    assert main(["explain", "--out", str(tmp_path), "--num", "3", "--size", "32", "--clusters", "2",
+                 "--texts", "a", "b"]) == 2
+    assert "error: --texts: 2 texts for 3 images" in capsys.readouterr().err
+    assert not (tmp_path / "explain.png").exists()
+
+
+def test_covar_threshold_is_a_fraction(tmp_path, capsys):
+    """covar --threshold 2 used to run (a map threshold above the maximum): now refused at parse time."""
+    assert main(["covar", "--out", str(tmp_path), "--threshold", "2"]) == 2
+    assert "argument --threshold: must be a number in [0, 1], got '2'" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
 
 
 def test_covar_command(tmp_path):

@@ -243,6 +243,16 @@ def test_missing_files_are_all_listed(cub):
         ("attributes/attributes.txt", 2, "2 has_bill_shape::spoon", "the vocabulary has 'has_bill_shape::dagger'"),
         ("parts/parts.txt", 7, "7 third eye", "part 7 is 'third eye'"),
         ("classes.txt", 2, "5 017.Cardinal", "class ids must be 1..3"),
+        # NaN, inf and off-image coordinates (issue 12.5): the loader used to accept them
+        ("parts/part_locs.txt", 1, "1 1 nan 5.0 1", "x must be a finite number, found 'nan'"),
+        ("parts/part_locs.txt", 2, "1 2 0.0 inf 0", "y must be a finite number, found 'inf'"),
+        ("parts/part_locs.txt", 1, "1 1 14.0 5.0 1", "visible part 1 of image id 1 at (14, 5) lies outside its image"
+                                                     " (13 x 10 px"),
+        ("parts/part_locs.txt", 7, "1 7 3.5 -0.5 1", "visible part 7 of image id 1 at (3.5, -0.5) lies outside"),
+        ("bounding_boxes.txt", 3, "3 NaN 1.0 2.0 3.0", "x must be a finite number"),
+        ("bounding_boxes.txt", 4, "4 1.0 1.0 -2.0 3.0", "x, y, width and height must be >= 0"),
+        ("attributes/class_attribute_labels_continuous.txt", 2, " ".join(["nan"] * 312),
+         "percentage must be a finite number"),
     ],
 )
 def test_bad_lines_name_file_and_line(cub, rel, line, text, message):
@@ -318,7 +328,7 @@ def make_dataset_dict(with_extras: bool):
                 "attributes": attributes,
                 "certainty": rng.integers(1, 5, 312).astype(np.uint8),
                 "class_attributes": np.zeros(312, np.uint8),
-                "part_xy": (rng.random((15, 2)) * 12.3).astype(np.float32),
+                "part_xy": (rng.random((15, 2)) * 11.7).astype(np.float32),  # on the 12 px high image
                 "part_visible": rng.random(15) < 0.7,
                 "bbox": np.array([1.25, 2.5, 10.0, 8.125], np.float32),
                 "mask": Image.fromarray((rng.random((12, size[0])) < 0.5).astype(np.uint8) * 255) if with_extras else None,
@@ -412,3 +422,30 @@ def test_world_export_round_trips(tmp_path):
                     assert rb[col] is None
                 else:
                     np.testing.assert_array_equal(np.asarray(ra[col]), np.asarray(rb[col]))
+
+
+def test_off_image_coordinates_of_invisible_parts_are_kept(cub):
+    """Only visible parts must lie on the image (real CUB stores invisible ones as 0 0 0)."""
+    _replace_line(cub / "parts/part_locs.txt", 2, "1 2 99.0 99.0 0")
+    tables = read_cub_tables(cub)
+    assert tables.part_xy[0, 1].tolist() == [99.0, 99.0] and not tables.part_visible[0, 1]
+
+
+def test_off_image_check_without_image_headers_keeps_the_sign_check(cub):
+    _replace_line(cub / "parts/part_locs.txt", 1, "1 1 14.0 5.0 1")
+    assert read_cub_tables(cub, check_images=False).part_xy[0, 0, 0] == 14.0  # image size unknown: not checked
+    _replace_line(cub / "parts/part_locs.txt", 1, "1 1 -1.0 5.0 1")
+    with pytest.raises(CUBFormatError, match="lies outside its image") as err:
+        read_cub_tables(cub, check_images=False)
+    assert err.value.line == 1
+
+
+@pytest.mark.parametrize("rel", ["images.txt", "attributes/image_attribute_labels.txt", "classes.txt"])
+def test_non_utf8_files_name_the_file_and_line(cub, rel):
+    path = cub / rel
+    lines = path.read_bytes().split(b"\n")
+    lines[2] = lines[2] + b" \xff\xfe"
+    path.write_bytes(b"\n".join(lines))
+    with pytest.raises(CUBFormatError, match="not UTF-8 text") as err:
+        load_cub(cub, progress=False)
+    assert err.value.file == rel and err.value.line == 3

@@ -17,10 +17,12 @@ everything else is a bug and keeps its traceback behind ``--debug``.
 
 from __future__ import annotations
 
+import difflib
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["UsageError", "ModelUnavailableError", "user_message", "read_text_file"]
+__all__ = ["UsageError", "ModelUnavailableError", "user_message", "read_text_file", "suggest"]
 
 
 class UsageError(ValueError):
@@ -54,6 +56,17 @@ class UsageError(ValueError):
 
 class ModelUnavailableError(UsageError):
     """A named model or dataset cannot be loaded: not a local folder, not cached, Hub unreachable."""
+
+
+def suggest(value: str, known: Iterable[str], n: int = 3) -> str:
+    """`` (did you mean 'a', 'b'?)`` with difflib's close matches (case-insensitive), or ``""``.
+
+    >>> suggest("Blue Jey", ["Blue Jay", "Cardinal"])
+    " (did you mean 'Blue Jay'?)"
+    """
+    lowered = {k.lower(): k for k in known}
+    close = [lowered[m] for m in difflib.get_close_matches(value.lower(), list(lowered), n=n, cutoff=0.6)]
+    return f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
 
 
 def read_text_file(path: str | os.PathLike[str], argument: str | None = None) -> str:

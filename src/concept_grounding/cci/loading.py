@@ -3,8 +3,9 @@
 ``--model`` may be empty (a tiny config-built open_clip CLIP, random weights: the
 mechanics run, the explanations mean nothing), a folder saved by ``WorldCLIP`` (the
 world CLIP of the benchmark), an open_clip architecture name or a transformers id/path
-(through :func:`concept_grounding.models.clip.load_clip`; pretrained weights need a
-download, so offline only local folders work).
+(through :func:`concept_grounding.models.clip.load_clip`, after
+:func:`concept_grounding.hub.resolve_clip` checked that it is a local folder, cached, or
+reachable: an unavailable name fails within seconds with a message saying how to get it).
 """
 
 from __future__ import annotations
@@ -68,8 +69,10 @@ def load_explainable_clip(name: str | None = None, image_size: int = 64, device:
 
         return ExplainableCLIP(model, encode, lambda ims: to_pixel_values(ims, backend.image_size).to(device),
                                f"tiny config-built open_clip ViT ({image_size} px, random weights)")
+    from concept_grounding.hub import resolve_clip
     from concept_grounding.models.clip import load_clip
 
+    name = resolve_clip(name, "--model")
     bundle = load_clip(name, device=device)
     model = bundle.model
     scale = bundle.backend == "world"  # WorldCLIP normalises inside encode_image; CCI runs the inner CLIP

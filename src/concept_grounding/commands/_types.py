@@ -19,10 +19,11 @@ argparse.ArgumentTypeError: must be a number in [0, 1], got 'nan'
 from __future__ import annotations
 
 import argparse
-import difflib
 import math
 from collections.abc import Callable, Iterable
 from pathlib import Path
+
+from concept_grounding.errors import suggest
 
 __all__ = [
     "int_at_least",
@@ -135,18 +136,6 @@ def existing_dir(text: str) -> Path:
     if not path.is_dir():
         raise _Error(f"not a folder: {text!r}")
     return path
-
-
-def suggest(value: str, known: Iterable[str], n: int = 3) -> str:
-    """`` (did you mean 'a', 'b'?)`` with difflib's close matches, or ``""``.
-
-    >>> suggest("Blue Jey", ["Blue Jay", "Cardinal"])
-    " (did you mean 'Blue Jay'?)"
-    """
-    known = list(known)
-    lowered = {k.lower(): k for k in known}
-    close = [lowered[m] for m in difflib.get_close_matches(value.lower(), list(lowered), n=n, cutoff=0.6)]
-    return f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
 
 
 def choice_of(known: Iterable[str], what: str) -> Callable[[str], str]:

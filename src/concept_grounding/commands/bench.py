@@ -11,6 +11,16 @@ import argparse
 import logging
 from pathlib import Path
 
+from concept_grounding.commands._types import (
+    choice_of,
+    class_name,
+    existing_dir,
+    int_at_least,
+    nonnegative_float,
+    nonnegative_int,
+    positive_int,
+)
+
 __all__ = ["add_arguments", "run"]
 
 
@@ -19,30 +29,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     d = BenchConfig()
     parser.add_argument("--out", type=Path, default=Path("reports/bench"), help="report folder")
-    parser.add_argument("--image-size", type=int, default=d.image_size)
-    parser.add_argument("--train-per-class", type=int, default=d.train_per_class)
-    parser.add_argument("--test-per-class", type=int, default=d.test_per_class)
-    parser.add_argument("--sub-per-pairing", type=int, default=d.sub_per_pairing)
+    parser.add_argument("--image-size", type=int_at_least(32), default=d.image_size)
+    parser.add_argument("--train-per-class", type=positive_int, default=d.train_per_class)
+    parser.add_argument("--test-per-class", type=positive_int, default=d.test_per_class)
+    parser.add_argument("--sub-per-pairing", type=positive_int, default=d.sub_per_pairing)
     parser.add_argument("--concepts", choices=("cbm_112", "rendered", "all"), default=d.concepts)
-    parser.add_argument("--epochs", type=int, default=d.epochs)
-    parser.add_argument("--clip-epochs", type=int, default=d.clip_epochs)
-    parser.add_argument("--concept-loss-weight", type=float, default=d.concept_loss_weight)
-    parser.add_argument("--models", nargs="*", default=list(d.models), metavar="NAME",
+    parser.add_argument("--epochs", type=positive_int, default=d.epochs)
+    parser.add_argument("--clip-epochs", type=positive_int, default=d.clip_epochs)
+    parser.add_argument("--concept-loss-weight", type=nonnegative_float, default=d.concept_loss_weight)
+    parser.add_argument("--models", nargs="*", type=choice_of(MODEL_VARIANTS, "model variant"), default=list(d.models),
+                        metavar="NAME",
                         help=f"Table 1 variants (default: all of {list(MODEL_VARIANTS)})")
     parser.add_argument("--no-posthoc", action="store_true", help="skip the post-hoc CBM analysis")
     parser.add_argument("--no-clip", action="store_true", help="skip Table 2 (open-vocabulary models)")
-    parser.add_argument("--cub-root", default=None, help="a CUB_200_2011 folder (load_cub) instead of the world")
+    parser.add_argument("--cub-root", type=existing_dir, default=None, help="a CUB_200_2011 folder (load_cub) instead of the world")
     parser.add_argument("--sub", default=None, help="SUB source for --cub-root: 'Jessica-bader/SUB' or a local copy")
-    parser.add_argument("--min-class-count", type=int, default=d.min_class_count,
+    parser.add_argument("--min-class-count", type=nonnegative_int, default=d.min_class_count,
                         help="with --cub-root: keep class-level attributes on for >= this many classes (CBM rule)")
     parser.add_argument("--model", dest="clip_model", default=None,
                         help="also evaluate a named open_clip / transformers model or local path in Table 2")
-    parser.add_argument("--classes", nargs="*", default=None, help="world classes (CUB folder names; default SUB's 33)")
+    parser.add_argument("--classes", nargs="*", type=class_name, default=None, help="world classes (CUB folder names; default SUB's 33)")
     parser.add_argument("--seed", type=int, default=d.seed)
 
 
 def run(args: argparse.Namespace) -> int:
     from concept_grounding.bench import BenchConfig, run_bench
+    from concept_grounding.errors import UsageError
+    from concept_grounding.hub import resolve_clip, resolve_model
+
+    # 1. argument combinations and named models / datasets, before any training
+    if args.cub_root and not args.sub:
+        raise UsageError("--cub-root needs a SUB source to build the SUB evaluation", argument="--sub",
+                         hint="pass --sub Jessica-bader/SUB or a local copy")
+    if args.sub and not args.cub_root:
+        raise UsageError("is read only with --cub-root (the world makes its own SUB)", argument="--sub")
+    if args.sub:
+        args.sub = resolve_model(args.sub, "--sub", repo_type="dataset")
+    if args.clip_model:
+        args.clip_model = resolve_clip(args.clip_model, "--model")
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     config = BenchConfig(

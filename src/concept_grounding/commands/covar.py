@@ -18,22 +18,30 @@ import argparse
 import json
 from pathlib import Path
 
+from concept_grounding.commands._types import closed_unit_interval, float_range, multiple_of, positive_int
+
+#: world renders >= 32 px; the tiny CLIP uses patches of size // 8
+WORLD_SIZE = multiple_of(8, low=32, why="world images are >= 32 px and the tiny CLIP cuts 8 x 8 patches")
+COSINE = float_range(-1.0, 1.0)
+
+
 __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=Path, help="output folder")
-    parser.add_argument("--objects", type=int, default=4, help="world birds to vary")
-    parser.add_argument("--backgrounds", type=int, default=20, help="backgrounds per bird")
-    parser.add_argument("--size", type=int, default=64, help="world image side in pixels")
+    parser.add_argument("--objects", type=positive_int, default=4, help="world birds to vary")
+    parser.add_argument("--backgrounds", type=positive_int, default=20, help="backgrounds per bird")
+    parser.add_argument("--size", type=WORLD_SIZE, default=64, help="world image side in pixels (a multiple of 8, >= 32)")
     parser.add_argument("--model", default=None, help="WorldCLIP folder, open_clip name or transformers id/path "
                         "(default: tiny config-built open_clip CLIP, random weights)")
-    parser.add_argument("--clusters", type=int, default=7)
+    parser.add_argument("--clusters", type=positive_int, default=7)
     parser.add_argument("--judge", choices=("attributes", "text"), default="attributes", help="Fine-Er judge")
-    parser.add_argument("--judge-threshold", type=float, default=None,
+    parser.add_argument("--judge-threshold", type=COSINE, default=None,
                         help="cosine above which two classes are similar (default: the 90th percentile of class pairs)")
-    parser.add_argument("--threshold", type=float, default=0.5, help="map binarisation, fraction of the maximum")
-    parser.add_argument("--steps", type=int, default=10, help="Deletion/Insertion steps")
+    parser.add_argument("--threshold", type=closed_unit_interval, default=0.5,
+                        help="map binarisation, fraction of the maximum, in [0, 1]")
+    parser.add_argument("--steps", type=positive_int, default=10, help="Deletion/Insertion steps")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--save-dataset", action="store_true", help="save the COVAR dataset with save_to_disk")
     parser.add_argument("--inpaint-model", default=None,
@@ -41,8 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "from --inpaint-prompts instead of the procedural ones (--backgrounds is then ignored)")
     parser.add_argument("--inpaint-prompts", nargs="+", default=list(INPAINT_PROMPTS), metavar="PROMPT",
                         help="one generated background per prompt (--inpaint-model)")
-    parser.add_argument("--inpaint-size", type=int, default=512, help="generation side in pixels (--inpaint-model)")
-    parser.add_argument("--inpaint-steps", type=int, default=30, help="denoising steps (--inpaint-model)")
+    parser.add_argument("--inpaint-size", type=multiple_of(8, why="the VAE downsamples by 8"), default=512, help="generation side in pixels (--inpaint-model)")
+    parser.add_argument("--inpaint-steps", type=positive_int, default=30, help="denoising steps (--inpaint-model)")
 
 
 #: Default scenes for ``--inpaint-model``.
@@ -108,6 +116,13 @@ def run(args: argparse.Namespace) -> int:
     from concept_grounding.cci.plots import overlay, save_bar_chart, save_panel_grid
     from concept_grounding.world import BirdWorld, WorldConfig
 
+    from concept_grounding.hub import resolve_clip, resolve_model
+
+    # 0. named models first: a model that cannot be loaded fails before any rendering
+    if args.model:
+        args.model = resolve_clip(args.model, "--model")
+    if args.inpaint_model:
+        args.inpaint_model = resolve_model(args.inpaint_model, "--inpaint-model")
     args.out.mkdir(parents=True, exist_ok=True)
     # 1. objects and variants
     world = BirdWorld(WorldConfig(image_size=args.size, seed=args.seed))

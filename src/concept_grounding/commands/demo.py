@@ -14,6 +14,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from concept_grounding.commands._types import int_at_least, positive_int
+from concept_grounding.errors import UsageError
+
 logger = logging.getLogger(__name__)
 
 Stage = Callable[[Path, argparse.Namespace], str]
@@ -23,12 +26,10 @@ QUICK_CLASSES: tuple[str, ...] = ("017.Cardinal", "073.Blue_Jay", "019.Gray_Catb
 
 
 def _command(argv: list[str]) -> None:
-    """Run another sub-command in-process; a non-zero exit stops the demo."""
-    from concept_grounding.cli import main
+    """Run another sub-command in-process; its error propagates (and stops the demo)."""
+    from concept_grounding.cli import dispatch
 
-    code = main(argv)
-    if code:
-        raise SystemExit(f"`concept-grounding {' '.join(argv)}` exited with {code}")
+    dispatch(argv)
 
 
 def _stage_world(out: Path, args: argparse.Namespace) -> str:
@@ -131,9 +132,9 @@ STAGES: dict[str, Stage] = {
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("reports/demo"), help="report folder")
-    parser.add_argument("--size", type=int, default=128, help="image size of the bird world (px)")
-    parser.add_argument("--train-per-class", type=int, default=12)
-    parser.add_argument("--test-per-class", type=int, default=6)
+    parser.add_argument("--size", type=int_at_least(32), default=128, help="image size of the bird world (px)")
+    parser.add_argument("--train-per-class", type=positive_int, default=12)
+    parser.add_argument("--test-per-class", type=positive_int, default=6)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="tiny settings everywhere (tests, smoke runs)")
     parser.add_argument("--resume", action="store_true", help="skip stages that finished in an earlier run")
@@ -149,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
     stages = [s.strip() for s in args.stages.split(",") if s.strip()]
     unknown = sorted(set(stages) - set(STAGES))
     if unknown:
-        raise SystemExit(f"--stages: unknown stage(s) {unknown}; known: {list(STAGES)}")
+        raise UsageError(f"unknown stage(s) {unknown}; known: {list(STAGES)}", argument="--stages")
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     lines, timings = [], {}

@@ -13,21 +13,39 @@ import argparse
 import json
 from pathlib import Path
 
+from concept_grounding.commands._types import existing_file, positive_int
+from concept_grounding.commands.covar import WORLD_SIZE
+from concept_grounding.errors import UsageError
+
+
 __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=Path, help="output folder")
-    parser.add_argument("--images", nargs="*", type=Path, default=None, help="image files (default: world samples)")
+    parser.add_argument("--images", nargs="*", type=existing_file, default=None, help="image files (default: world samples)")
     parser.add_argument("--texts", nargs="*", default=None, help="one text per image, or one for all")
-    parser.add_argument("--num", type=int, default=4, help="world samples when --images is not given")
-    parser.add_argument("--size", type=int, default=64, help="world image side / tiny model input size")
+    parser.add_argument("--num", type=positive_int, default=4, help="world samples when --images is not given")
+    parser.add_argument("--size", type=WORLD_SIZE, default=64,
+                        help="world image side / tiny model input size (a multiple of 8, >= 32)")
     parser.add_argument("--model", default=None, help="WorldCLIP folder, open_clip name or transformers id/path "
                         "(default: tiny config-built open_clip CLIP, random weights)")
-    parser.add_argument("--clusters", type=int, default=7, help="K of the k-means")
+    parser.add_argument("--clusters", type=positive_int, default=7, help="K of the k-means")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--method", choices=("fast", "hook"), default="fast")
     parser.add_argument("--baselines", action="store_true", help="also draw Grad-CAM and attention rollout")
+
+
+def _read_image(path: Path):
+    """``(H, W, 3) uint8`` of an image file; an unreadable one is a :class:`UsageError` naming it."""
+    import numpy as np
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as im:
+            return np.asarray(im.convert("RGB"))
+    except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as err:
+        raise UsageError(f"not an image PIL can read ({type(err).__name__})", argument="--images", file=path) from None
 
 
 def _inputs(args: argparse.Namespace):
@@ -38,9 +56,9 @@ def _inputs(args: argparse.Namespace):
     from concept_grounding.cci.loading import class_prompt
 
     if args.images:
-        images = [np.asarray(Image.open(p).convert("RGB")) for p in args.images]
         if not args.texts:
-            raise ValueError("--texts: give one text per image (or one for all) with --images")
+            raise UsageError("give one text per image (or one for all) with --images", argument="--texts")
+        images = [_read_image(p) for p in args.images]
         return images, list(args.texts), None
     from concept_grounding.world import BirdWorld, WorldConfig
 
@@ -60,10 +78,16 @@ def run(args: argparse.Namespace) -> int:
     from concept_grounding.cci.loading import load_explainable_clip
     from concept_grounding.cci.plots import overlay, save_panel_grid
 
+    from concept_grounding.hub import resolve_clip
+
     # 1. inputs and model
+    if args.model:
+        args.model = resolve_clip(args.model, "--model")
+    n_images = len(args.images) if args.images else args.num
+    if args.texts and len(args.texts) not in (1, n_images):
+        raise UsageError(f"{len(args.texts)} texts for {n_images} images; give one per image or one for all",
+                         argument="--texts")
     images, texts, masks = _inputs(args)
-    if len(texts) not in (1, len(images)):
-        raise ValueError(f"--texts: {len(texts)} texts for {len(images)} images; give one per image or one for all")
     clip = load_explainable_clip(args.model, image_size=args.size)
     cci = ConceptClusterImportance(clip.model, num_clusters=args.clusters, seed=args.seed, method=args.method)
     px = clip.pixels(images)

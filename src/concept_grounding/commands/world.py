@@ -12,18 +12,21 @@ import json
 import time
 from pathlib import Path
 
+from concept_grounding.commands._types import class_name, closed_unit_interval, int_at_least, nonnegative_int, positive_int
+
+
 __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=Path, help="output folder")
-    parser.add_argument("--size", type=int, default=128, help="image side in pixels (>= 32)")
-    parser.add_argument("--train-per-class", type=int, default=10)
-    parser.add_argument("--test-per-class", type=int, default=5)
+    parser.add_argument("--size", type=int_at_least(32), default=128, help="image side in pixels (>= 32)")
+    parser.add_argument("--train-per-class", type=nonnegative_int, default=10)
+    parser.add_argument("--test-per-class", type=nonnegative_int, default=5)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--deviation-rate", type=float, default=0.1, help="per-image, per-group label deviation rate")
-    parser.add_argument("--classes", nargs="*", default=None, help="CUB class folder names (default: SUB's 33)")
-    parser.add_argument("--per-pairing", type=int, default=1, help="SUB images per (class, attribute) pairing")
+    parser.add_argument("--deviation-rate", type=closed_unit_interval, default=0.1, help="per-image, per-group label deviation rate")
+    parser.add_argument("--classes", nargs="*", type=class_name, default=None, help="CUB class folder names (default: SUB's 33)")
+    parser.add_argument("--per-pairing", type=positive_int, default=1, help="SUB images per (class, attribute) pairing")
     parser.add_argument("--format", choices=("hf", "cub", "sub", "all"), default="hf")
 
 

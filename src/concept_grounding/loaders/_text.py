@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
 from .errors import CUBFormatError
 
-__all__ = ["read_rows", "parse_number", "index_images", "index_pairs", "show_path"]
+__all__ = ["read_rows", "utf8_errors_named", "parse_number", "index_images", "index_pairs", "show_path"]
 
 
 def show_path(path: Path, root: Path) -> str:
@@ -30,7 +32,7 @@ def read_rows(
     spaces). A line with fewer than ``columns`` fields, or more when ``allow_more`` is
     false, raises :class:`CUBFormatError` naming ``label`` and the line.
     """
-    with open(path, encoding="utf-8") as fh:
+    with utf8_errors_named(path, label), open(path, encoding="utf-8") as fh:
         for number, line in enumerate(fh, start=1):
             fields = line.split(None, maxsplit) if maxsplit is not None else line.split()
             if not fields:
@@ -42,12 +44,34 @@ def read_rows(
             yield number, fields
 
 
-def parse_number(token: str, kind: Callable[[str], int | float], label: str, line: int, what: str) -> int | float:
-    """``kind(token)`` or a :class:`CUBFormatError` naming the column ``what``."""
+@contextmanager
+def utf8_errors_named(path: Path, label: str) -> Iterator[None]:
+    """Turn a ``UnicodeDecodeError`` while reading ``path`` into a :class:`CUBFormatError` with
+    the file and the line of the first bad byte (found by re-reading the bytes, on error only)."""
     try:
-        return kind(token)
+        yield
+    except UnicodeDecodeError:
+        data = Path(path).read_bytes()
+        try:
+            data.decode("utf-8")
+            start = 0
+        except UnicodeDecodeError as err:
+            start = err.start
+        raise CUBFormatError(
+            f"not UTF-8 text (byte 0x{data[start]:02x} at offset {start}); save the file as UTF-8",
+            file=label, line=data[:start].count(b"\n") + 1,
+        ) from None
+
+
+def parse_number(token: str, kind: Callable[[str], int | float], label: str, line: int, what: str) -> int | float:
+    """``kind(token)`` or a :class:`CUBFormatError` naming the column ``what``; floats must be finite."""
+    try:
+        value = kind(token)
     except ValueError:
         raise CUBFormatError(f"{what} must be {kind.__name__}, found {token!r}", file=label, line=line) from None
+    if kind is float and not math.isfinite(value):
+        raise CUBFormatError(f"{what} must be a finite number, found {token!r}", file=label, line=line)
+    return value
 
 
 def _lookup_rows(ids: np.ndarray, lines: np.ndarray, id_to_row: np.ndarray, label: str, source: str) -> np.ndarray:

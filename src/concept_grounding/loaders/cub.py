@@ -31,7 +31,10 @@ Choices this module makes, so that they are written down once:
   convention; we take them as they are, as 0-based pixel coordinates ``(x, y)`` of the
   image, which is how the CBM, ProtoPNet and Aysel et al. code use them. Parts that are
   not visible are stored as ``0 0 0`` in real CUB and come back as ``(0, 0)`` with
-  ``part_visible = False``.
+  ``part_visible = False``. Every coordinate must be a finite number; a visible part
+  must lie on its image (``0 <= x <= width``, ``0 <= y <= height``, checked against the
+  image header when ``check_images``); boxes need ``x, y, width, height >= 0`` (their
+  extent is not checked against the image). Text files must be UTF-8.
 * Optional extras, read when present: ``segmentations/<class>/<stem>.png`` (the CUB-200
   segmentation release; our ``mask`` column) and ``part_maps/<class>/<stem>.png`` (our
   own per-pixel part ids, ``part_map``). If such a folder exists every image must have
@@ -59,7 +62,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..vocabulary import Vocabulary, load_vocabulary
-from ._text import index_images, index_pairs, parse_number, read_rows, show_path
+from ._text import index_images, index_pairs, parse_number, read_rows, show_path, utf8_errors_named
 from .errors import CUBFormatError
 from .labels import class_level_labels
 
@@ -219,7 +222,7 @@ def _read_attribute_labels(path: Path, label: str) -> tuple[np.ndarray, list[int
     irregular line numbers (more than 5 fields; the first four are used)."""
     rows: list[tuple[int, int, int, int, int]] = []
     irregular: list[int] = []
-    with open(path, encoding="utf-8") as fh:
+    with utf8_errors_named(path, label), open(path, encoding="utf-8") as fh:
         for number, line in enumerate(fh, start=1):
             fields = line.split()
             n = len(fields)
@@ -269,8 +272,8 @@ def _read_continuous(path: Path, label: str, n_classes: int, n_attributes: int) 
     return out
 
 
-def _check_images(tables: CUBTables, progress: bool) -> None:
-    """Every image exists and PIL can read its header; errors name the file."""
+def _check_images(tables: CUBTables, progress: bool) -> np.ndarray:
+    """Every image exists and PIL can read its header; errors name the file. Returns (N, 2) ``(width, height)``."""
     from PIL import Image, UnidentifiedImageError
     from tqdm.auto import tqdm
 
@@ -279,13 +282,31 @@ def _check_images(tables: CUBTables, progress: bool) -> None:
         raise CUBFormatError(
             f"{len(missing)} image file(s) listed in images.txt are missing, e.g. {missing[:5]}", file=tables.root / "images"
         )
+    sizes = np.zeros((len(tables.file_names), 2), dtype=np.float64)
     for i in tqdm(range(len(tables.file_names)), desc="checking CUB images", disable=not progress, leave=False):
         path = tables.image_path(i)
         try:
             with Image.open(path) as im:
-                im.size  # noqa: B018 - reading the header is the check
+                sizes[i] = im.size  # reading the header is the check
         except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
             raise CUBFormatError(f"unreadable image: {exc}", file=path) from None
+    return sizes
+
+
+def _check_part_bounds(tables: CUBTables, part_lines: np.ndarray, label: str, sizes: np.ndarray | None) -> None:
+    """Visible part centres lie on their image: ``0 <= x <= width``, ``0 <= y <= height``
+    (only ``>= 0`` when the image sizes are unknown); the first offender names its line."""
+    x, y = tables.part_xy[..., 0], tables.part_xy[..., 1]
+    bad = (x < 0) | (y < 0)
+    if sizes is not None:
+        bad |= (x > sizes[:, None, 0]) | (y > sizes[:, None, 1])
+    bad &= tables.part_visible
+    if bad.any():
+        i, k = np.argwhere(bad)[np.argmin(part_lines[bad])]
+        size = f"{int(sizes[i, 0])} x {int(sizes[i, 1])} px, " if sizes is not None else ""
+        raise CUBFormatError(
+            f"visible part {k + 1} of image id {int(tables.image_ids[i])} at ({x[i, k]:g}, {y[i, k]:g}) lies outside"
+            f" its image ({size}{tables.file_names[i]})", file=label, line=int(part_lines[i, k]))
 
 
 def _extra_files(root: Path, folder: str, file_names: list[str]) -> list[str] | None:
@@ -352,6 +373,9 @@ def read_cub_tables(
 
     ids, lines, *box = _read_image_table(paths["bboxes"], label["bboxes"], 5, ("x", "y", "width", "height"), float)
     rows = index_images(ids, lines, id_to_row, n, label["bboxes"])
+    bad = np.flatnonzero((box[2] < 0) | (box[3] < 0) | (box[0] < 0) | (box[1] < 0))
+    if bad.size:
+        raise CUBFormatError("x, y, width and height must be >= 0", file=label["bboxes"], line=int(lines[bad[0]]))
     bbox = np.zeros((n, 4), dtype=np.float32)
     bbox[rows] = np.stack(box, axis=1)
 
@@ -376,6 +400,8 @@ def read_cub_tables(
     part_xy[r, c, 1] = loc_y
     part_visible = np.zeros((n, P), dtype=bool)
     part_visible[r, c] = np.asarray(loc_vis) == 1
+    part_lines = np.zeros((n, P), dtype=np.int64)
+    part_lines[r, c] = loc_lines
 
     table, irregular = _read_attribute_labels(paths["attribute_labels"], label["attribute_labels"])
     r, c = index_pairs(table[:, 0], table[:, 1], table[:, 4], id_to_row, n, A, label["attribute_labels"], "attribute")
@@ -397,8 +423,8 @@ def read_cub_tables(
         mask_files=_extra_files(root, _EXTRA_FOLDERS["mask"], file_names),
         part_map_files=_extra_files(root, _EXTRA_FOLDERS["part_map"], file_names),
     )  # fmt: skip
-    if check_images:
-        _check_images(tables, progress)
+    sizes = _check_images(tables, progress) if check_images else None
+    _check_part_bounds(tables, part_lines, lbl, sizes)
     return tables
 
 

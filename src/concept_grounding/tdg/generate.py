@@ -20,6 +20,14 @@ pixel, is the same as in an uninterrupted run. ``finalize`` merges the sidecars,
 order, into ``metadata.jsonl``, which ``datasets.load_dataset("imagefolder", data_dir=out)``
 reads (hidden folders are ignored by it).
 
+Manifest. Before the first image, ``<out>/.tdg_manifest.json`` records everything that
+decides the pixels (:func:`generation_manifest`: method, steps, guidance, size, sequence
+length, schedule, batch size, the pairing list with its image counts, and what the
+caller adds: model, dtype, seed). A later run into the same folder compares its own
+manifest first (:func:`check_manifest`) and stops with
+:class:`ManifestMismatchError` listing each differing setting and its two values, so a
+resume never mixes images made under other settings.
+
 >>> image_seed(0, "073.Blue_Jay", "has_crown_color::yellow", 0) == image_seed(0, "073.Blue_Jay", "has_crown_color::yellow", 0)
 True
 >>> image_file_name("073.Blue_Jay", "has_bill_shape::curved_(up_or_down)", 7)
@@ -37,6 +45,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..errors import UsageError, read_text_file
 from ..vocabulary import Vocabulary, load_vocabulary, split_attribute
 from .prompts import tdg_prompts
 from .schedule import EtaSchedule, schedule_for_attribute
@@ -55,10 +64,16 @@ __all__ = [
     "chunk_jobs",
     "generate_images",
     "finalize",
+    "generation_manifest",
+    "check_manifest",
+    "ManifestMismatchError",
     "PARTS_DIR",
+    "MANIFEST_FILE",
 ]
 
 PARTS_DIR = ".tdg_parts"
+MANIFEST_FILE = ".tdg_manifest.json"
+MANIFEST_FORMAT = 1
 Method = Literal["tdg", "prompting"]
 
 
@@ -133,26 +148,41 @@ def plan_pairings(
 
 def read_pairings(path: str | Path, vocab: Vocabulary | None = None) -> list[Pairing]:
     """Pairings from a file: JSON lines with ``reference_class``, ``target_attribute`` and
-    optional ``removed_attributes``, or text lines ``class,attribute`` (``#`` comments)."""
+    optional ``removed_attributes``, or text lines ``class,attribute`` (``#`` comments).
+
+    Raises:
+        UsageError: the file is missing, not UTF-8, or a line is malformed or names an
+            unknown class or attribute (the message gives the file and line).
+    """
+    from ..errors import suggest
+
     vocab = vocab or load_vocabulary()
     out = []
-    for n, line in enumerate(Path(path).read_text().splitlines(), 1):
+    for n, line in enumerate(read_text_file(path, argument="--pairings").splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
         if line.startswith("{"):
-            row = json.loads(line)
-            pairing = Pairing(row["reference_class"], row["target_attribute"], tuple(row.get("removed_attributes", ())))
+            try:
+                row = json.loads(line)
+                pairing = Pairing(row["reference_class"], row["target_attribute"],
+                                  tuple(row.get("removed_attributes", ())))
+            except (json.JSONDecodeError, KeyError, TypeError) as err:
+                raise UsageError(f"expected a JSON object with reference_class and target_attribute ({err})",
+                                 file=path, line=n) from None
         else:
             parts = [p.strip() for p in line.split(",")]
             if len(parts) != 2:
-                raise ValueError(f"{path}:{n}: expected 'class,attribute', got {line!r}")
+                raise UsageError(f"expected 'class,attribute', got {line!r}", file=path, line=n)
             pairing = Pairing(parts[0], parts[1])
         try:
             cls = vocab.classes[vocab.class_index(pairing.reference_class)]
-            vocab.attribute_index(pairing.target_attribute)
-        except KeyError as err:
-            raise ValueError(f"{path}:{n}: {err.args[0]}") from None
+        except KeyError:
+            raise UsageError(f"unknown CUB class {pairing.reference_class!r}"
+                             f"{suggest(pairing.reference_class, vocab.classes)}", file=path, line=n) from None
+        if not vocab.is_attribute(pairing.target_attribute):
+            raise UsageError(f"unknown CUB attribute {pairing.target_attribute!r}"
+                             f"{suggest(pairing.target_attribute, vocab.attributes)}", file=path, line=n)
         out.append(Pairing(cls, pairing.target_attribute, pairing.removed_attributes))
     return out
 
@@ -216,6 +246,121 @@ class GenerationSettings:
     schedule: EtaSchedule | None = None  # None: the paper's schedule per attribute category
     save_guides: bool = False  # also write each guide image to .guides/<file_name> (SUB keeps only references)
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+class ManifestMismatchError(UsageError):
+    """A resume whose settings differ from the folder's manifest.
+
+    Attributes:
+        differences: ``(setting, value in the folder, value now)`` per differing setting.
+    """
+
+    def __init__(self, out_dir: Path, differences: list[tuple[str, Any, Any]],
+                 labels: dict[str, str] | None = None) -> None:
+        self.differences = differences
+        labels = labels or {}
+        listed = "; ".join(_describe_difference(k + (f" ({labels[k]})" if k in labels else ""), old, new)
+                           for k, old, new in differences)
+        super().__init__(
+            f"the folder was generated with other settings, and resuming would mix datasets. Differing: {listed}",
+            file=out_dir, hint="rerun with the folder's settings, or write to another output folder")
+
+
+def _describe_difference(key: str, old: Any, new: Any) -> str:
+    if key.startswith("pairings") and isinstance(old, list) and isinstance(new, list):
+        as_key = lambda p: f"{p['reference_class']} + {p['target_attribute']} x{p['images']}"  # noqa: E731
+        before, now = [as_key(p) for p in old], [as_key(p) for p in new]
+        added, removed = [p for p in now if p not in set(before)], [p for p in before if p not in set(now)]
+        parts = [f"{len(before)} in the folder, {len(now)} now"]
+        if added:
+            parts.append(f"{len(added)} new, e.g. {added[0]!r}")
+        if removed:
+            parts.append(f"{len(removed)} gone, e.g. {removed[0]!r}")
+        if not added and not removed:
+            parts.append("same pairings in another order")
+        return f"{key}: {', '.join(parts)}"
+    return f"{key}: {json.dumps(old)} in the folder, {json.dumps(new)} now"
+
+
+def generation_manifest(
+    jobs: Sequence[GenerationJob],
+    settings: GenerationSettings,
+    batch_size: int,
+    run_info: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The settings that decide every pixel of a run, as plain JSON values.
+
+    Args:
+        jobs: the planned jobs (their pairings and per-pairing image counts are recorded).
+        settings: how images are made.
+        batch_size: images per pipeline call (batching changes the numerics).
+        run_info: what the caller resolved: e.g. ``{"model": ..., "dtype": ..., "seed": ...}``.
+    """
+    counts: dict[Pairing, int] = {}
+    for job in jobs:
+        counts[job.pairing] = counts.get(job.pairing, 0) + 1
+    seeds = hashlib.sha256(",".join(str(j.seed) for j in jobs).encode()).hexdigest()[:16]
+    manifest: dict[str, Any] = {
+        "format": MANIFEST_FORMAT,
+        **(run_info or {}),
+        "method": settings.method,
+        "num_inference_steps": settings.num_inference_steps,
+        "guidance_scale": settings.guidance_scale,
+        "height": settings.height,
+        "width": settings.width,
+        "max_sequence_length": settings.max_sequence_length,
+        "schedule": asdict(settings.schedule) if settings.schedule is not None else "per attribute (paper)",
+        "save_guides": settings.save_guides,
+        "extra": settings.extra,
+        "batch_size": batch_size,
+        "image_seeds": seeds,
+        "pairings": [
+            {"reference_class": p.reference_class, "target_attribute": p.target_attribute,
+             "removed_attributes": list(p.removed_attributes), "images": n}
+            for p, n in counts.items()
+        ],
+    }
+    return json.loads(json.dumps(manifest, sort_keys=True))
+
+
+def check_manifest(out_dir: str | Path, manifest: dict[str, Any], labels: dict[str, str] | None = None) -> bool:
+    """Compare ``manifest`` with the folder's; returns whether the folder has one.
+
+    ``labels`` names, per setting, what sets it (``{"num_inference_steps": "--steps"}``)
+    for the error message.
+
+    Raises:
+        ManifestMismatchError: a setting differs (each is listed with both values).
+        UsageError: the folder holds generated images but no manifest (made by an older
+            version): their settings cannot be checked.
+    """
+    out_dir = Path(out_dir)
+    path = out_dir / MANIFEST_FILE
+    if not path.is_file():
+        parts = out_dir / PARTS_DIR
+        if parts.is_dir() and any(parts.iterdir()):
+            raise UsageError("holds generated images but no manifest of their settings (an older version made "
+                             "them), so a resume cannot be checked", file=out_dir,
+                             hint="write to another output folder")
+        return False
+    try:
+        found = json.loads(read_text_file(path))
+    except json.JSONDecodeError as err:
+        raise UsageError(f"not valid JSON ({err.msg})", file=path, line=err.lineno,
+                         hint="restore it or write to another output folder") from None
+    differences = [(k, found.get(k), manifest.get(k)) for k in sorted(set(found) | set(manifest))
+                   if found.get(k) != manifest.get(k)]
+    if "seed" in found and "seed" in manifest:  # image_seeds follow from the base seed and the pairings
+        differences = [d for d in differences if d[0] != "image_seeds"]
+    if differences:
+        raise ManifestMismatchError(out_dir, differences, labels)
+    return True
+
+
+def _write_manifest(out_dir: Path, manifest: dict[str, Any]) -> None:
+    """Check the folder's manifest, or write it when there is none (before the first image)."""
+    if not check_manifest(out_dir, manifest):
+        _atomic_write_bytes(out_dir / MANIFEST_FILE, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
 
 
 def _generate_chunk(pipe: Any, chunk: list[GenerationJob],
@@ -295,6 +440,7 @@ def generate_images(
     num_processes: int = 1,
     max_images: int | None = None,
     progress: bool = True,
+    run_info: dict[str, Any] | None = None,
 ) -> int:
     """Generate the jobs of this process's shard that are not done yet; returns images written.
 
@@ -305,6 +451,11 @@ def generate_images(
         process_index, num_processes: chunk ``i`` belongs to process ``i % num_processes``
             (accelerate's ``PartialState`` gives both).
         max_images: stop after writing this many images (a bounded run; resume later).
+        run_info: recorded in the folder's manifest next to ``settings`` (model, dtype,
+            seed, ...); a resume must give the same (see :func:`check_manifest`).
+
+    Raises:
+        ManifestMismatchError: ``out_dir`` was generated with other settings.
     """
     from tqdm.auto import tqdm
 
@@ -313,6 +464,7 @@ def generate_images(
     if not 0 <= process_index < num_processes:
         raise ValueError(f"process_index must lie in [0, num_processes={num_processes}), got {process_index}")
     mine = [c for i, c in enumerate(chunk_jobs(jobs, batch_size)) if i % num_processes == process_index]
+    _write_manifest(out_dir, generation_manifest(jobs, settings, batch_size, run_info))
     todo = [c for c in mine if not all(is_done(out_dir, j) for j in c)]
     total = sum(len(c) for c in todo)
     written = 0

@@ -1,0 +1,244 @@
+"""One resolution step for every named model or dataset a command loads: local, cached, or fail fast.
+
+Without this, a named model that is not cached, on a machine without network and with
+``HF_HUB_OFFLINE`` unset, makes ``from_pretrained`` retry the Hub for 29-145 s before it
+fails. :func:`resolve_model` decides within seconds:
+
+1. an existing local folder or file: used as it is (absolute path);
+2. something that can only be a path (``./x``, ``/x``, ``~/x``, ``a/b/c``) but does not
+   exist: :class:`~concept_grounding.errors.ModelUnavailableError`;
+3. a Hub id: looked up in the local cache (``snapshot_download(local_files_only=True)``);
+4. ``HF_HUB_OFFLINE=1``: cached -> used from the cache; not cached -> error at once;
+5. otherwise one probe of ``{HF_ENDPOINT}/api/{models|datasets}/{id}`` in a daemon thread
+   with a deadline of :func:`probe_timeout` seconds (default 5, ``CONCEPT_GROUNDING_HUB_TIMEOUT``;
+   the thread also bounds DNS). No answer: the process switches to offline mode
+   (``huggingface_hub`` / ``datasets`` constants and ``HF_HUB_OFFLINE=1``) so that the
+   libraries read the cache without waiting, and a model that is not cached fails with a
+   message saying how to get it. A 404 / 401 answer fails too (no such repository, or a
+   private one without a token). An answer with the repository: the library downloads it.
+
+The probe result is kept per endpoint for the life of the process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from .errors import ModelUnavailableError, suggest
+
+__all__ = ["resolve_model", "resolve_open_clip", "resolve_clip", "probe_hub", "probe_timeout", "hub_offline", "go_offline",
+           "HubProbe", "TIMEOUT_ENV"]
+
+logger = logging.getLogger(__name__)
+
+#: seconds the Hub probe may take before the Hub counts as unreachable
+TIMEOUT_ENV = "CONCEPT_GROUNDING_HUB_TIMEOUT"
+_DEFAULT_TIMEOUT = 5.0
+RepoType = Literal["model", "dataset"]
+
+
+def probe_timeout() -> float:
+    """The probe deadline in seconds: ``$CONCEPT_GROUNDING_HUB_TIMEOUT`` or 5."""
+    try:
+        value = float(os.environ.get(TIMEOUT_ENV, _DEFAULT_TIMEOUT))
+    except ValueError:
+        raise ModelUnavailableError(f"must be a number of seconds, got {os.environ[TIMEOUT_ENV]!r}",
+                                    argument=TIMEOUT_ENV) from None
+    return value if value > 0 else _DEFAULT_TIMEOUT
+
+
+def hub_offline() -> bool:
+    """Whether Hugging Face offline mode is on (``HF_HUB_OFFLINE``, read by huggingface_hub)."""
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def go_offline() -> None:
+    """Switch this process to Hugging Face offline mode: cache only, no network waits."""
+    from huggingface_hub import constants
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    constants.HF_HUB_OFFLINE = True
+    try:
+        import datasets.config as dconfig
+    except ImportError:  # pragma: no cover - datasets is a dependency
+        return
+    dconfig.HF_HUB_OFFLINE = dconfig.HF_DATASETS_OFFLINE = True
+
+
+@dataclass(frozen=True)
+class HubProbe:
+    """Outcome of one probe: ``status`` is the HTTP status, or ``None`` when nothing answered."""
+
+    endpoint: str
+    status: int | None
+    reason: str
+
+
+_PROBES: dict[str, HubProbe] = {}
+
+
+def probe_hub(repo_id: str, repo_type: RepoType = "model", timeout: float | None = None) -> HubProbe:
+    """Ask the Hub about one repository, giving up after ``timeout`` seconds (connect, DNS and read)."""
+    from huggingface_hub import constants
+
+    endpoint = constants.ENDPOINT.rstrip("/")
+    timeout = probe_timeout() if timeout is None else timeout
+    unreachable = _PROBES.get(endpoint)
+    if unreachable is not None:
+        return unreachable
+    url = f"{endpoint}/api/{repo_type}s/{repo_id}"
+    result: list[HubProbe] = []
+
+    def ask() -> None:
+        request = urllib.request.Request(url, method="GET", headers={"User-Agent": "concept-grounding"})
+        token = _token()
+        if token:
+            request.add_header("Authorization", f"Bearer {token}")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - the configured endpoint
+                result.append(HubProbe(endpoint, response.status, "ok"))
+        except urllib.error.HTTPError as err:
+            result.append(HubProbe(endpoint, err.code, str(err.reason)))
+        except (OSError, ValueError) as err:
+            result.append(HubProbe(endpoint, None, str(getattr(err, "reason", err))))
+
+    thread = threading.Thread(target=ask, name="hub-probe", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    probe = result[0] if result else HubProbe(endpoint, None, f"no answer within {timeout:g} s")
+    if probe.status is None:
+        _PROBES[endpoint] = probe  # unreachable stays unreachable for this process
+    return probe
+
+
+def _token() -> str | None:
+    try:
+        from huggingface_hub import get_token
+
+        return get_token()
+    except Exception:  # noqa: BLE001 - no token is fine
+        return None
+
+
+def _looks_like_path(name: str) -> bool:
+    return name.startswith((".", "/", "~")) or "\\" in name or name.count("/") > 1 or name.endswith("/")
+
+
+def _cached_snapshot(repo_id: str, repo_type: RepoType) -> Path | None:
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(repo_id, repo_type=repo_type, local_files_only=True))
+    except Exception:  # noqa: BLE001 - LocalEntryNotFoundError and friends: not cached
+        return None
+
+
+def _how_to_get(repo_id: str, repo_type: RepoType) -> str:
+    kind = " --repo-type dataset" if repo_type == "dataset" else ""
+    return (f"download it where there is network (`hf download {repo_id}{kind}`) and copy the Hugging Face cache "
+            f"(HF_HOME) here, or pass a local folder")
+
+
+def resolve_model(name: str | os.PathLike[str], argument: str = "--model", repo_type: RepoType = "model") -> str:
+    """A local path, or a Hub id that can be loaded now (see the module docstring).
+
+    Args:
+        name: a local folder/file or a Hub id (``org/name``).
+        argument: the command-line argument it came from, for messages.
+        repo_type: ``"model"`` or ``"dataset"``.
+    Returns:
+        the absolute local path, or ``name`` (a Hub id: cached, or the Hub answered).
+    Raises:
+        ModelUnavailableError: within :func:`probe_timeout` seconds when it cannot be loaded.
+    """
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    text = str(name)
+    path = Path(text).expanduser()
+    if path.exists():
+        return str(path.resolve())
+    what = "dataset" if repo_type == "dataset" else "model"
+    if _looks_like_path(text):
+        raise ModelUnavailableError(f"no such folder or file {text!r}", argument=argument,
+                                    hint=f"pass an existing folder or a Hub {what} id like 'org/name'")
+    try:
+        validate_repo_id(text)
+    except HFValidationError:
+        raise ModelUnavailableError(f"{text!r} is neither an existing folder nor a valid Hub id ('org/name')",
+                                    argument=argument) from None
+    cached = _cached_snapshot(text, repo_type)
+    if hub_offline():
+        if cached is not None:
+            return text
+        raise ModelUnavailableError(
+            f"{what} {text!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE=1 forbids downloading it",
+            argument=argument, hint=_how_to_get(text, repo_type))
+    probe = probe_hub(text, repo_type)
+    if probe.status is None:
+        go_offline()
+        if cached is not None:
+            logger.warning("the Hugging Face Hub at %s does not answer (%s): using the cached copy of %s offline",
+                           probe.endpoint, probe.reason, text)
+            return text
+        raise ModelUnavailableError(
+            f"{what} {text!r} is not cached here and the Hugging Face Hub at {probe.endpoint} does not answer "
+            f"({probe.reason})", argument=argument,
+            hint=_how_to_get(text, repo_type) + "; set HF_HUB_OFFLINE=1 to skip the network check")
+    if probe.status in (401, 403, 404) and cached is None:
+        raise ModelUnavailableError(
+            f"the Hub has no {what} {text!r} that this machine may read (HTTP {probe.status})", argument=argument,
+            hint="check the id; for a private or gated repository log in with `hf auth login`")
+    return text
+
+
+def resolve_open_clip(name: str, pretrained: str | None, argument: str = "--clip-model") -> None:
+    """Check that an open_clip architecture and weights tag can be loaded now.
+
+    ``hf-hub:org/name`` and tags whose weights live on the Hub go through
+    :func:`resolve_model`; an architecture with no tag (random weights) needs nothing.
+    """
+    import open_clip
+
+    if name.startswith("hf-hub:"):
+        resolve_model(name[len("hf-hub:"):], argument)
+        return
+    if name not in open_clip.list_models():
+        raise ModelUnavailableError(f"unknown open_clip architecture {name!r}{suggest(name, open_clip.list_models())}",
+                                    argument=argument)
+    if not pretrained:
+        return
+    if Path(pretrained).expanduser().is_file():
+        return
+    cfg = open_clip.get_pretrained_cfg(name, pretrained)
+    if not cfg:
+        tags = [t for m, t in open_clip.list_pretrained() if m == name]
+        raise ModelUnavailableError(f"open_clip has no weights {pretrained!r} for {name}; known tags: {tags}",
+                                    argument="--clip-pretrained")
+    if cfg.get("hf_hub"):
+        resolve_model(os.path.split(cfg["hf_hub"])[0], argument)
+
+
+def resolve_clip(name: str, argument: str = "--model", pretrained: str | None = None) -> str:
+    """A CLIP-like model name for :func:`~concept_grounding.models.clip.load_clip`, checked the same way.
+
+    A local folder comes back as an absolute path; an open_clip architecture (random
+    weights unless ``pretrained``) or ``hf-hub:`` name goes through :func:`resolve_open_clip`;
+    anything else is a transformers id for :func:`resolve_model`.
+    """
+    if Path(name).expanduser().exists():
+        return str(Path(name).expanduser().resolve())
+    import open_clip
+
+    if name.startswith("hf-hub:") or name in open_clip.list_models():
+        resolve_open_clip(name, pretrained, argument)
+        return name
+    return resolve_model(name, argument)

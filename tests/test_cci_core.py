@@ -15,12 +15,9 @@ from concept_grounding.cci import (
     get_backend,
     kmeans,
 )
-from concept_grounding.cci.fast import (
-    cluster_key_mask,
-    masked_embeddings_fast,
-    masked_embeddings_hook,
-    unmasked_trace,
-)
+from concept_grounding.cci.attention import CLUSTER_MASK_ATTENTION
+from concept_grounding.cci.fast import masked_embeddings_fast, unmasked_trace
+from concept_grounding.cci.masking import cluster_key_mask, masked_embeddings_reference
 from concept_grounding.cci.tiny import (
     known_answer_open_clip,
     tiny_open_clip,
@@ -70,7 +67,7 @@ def test_masked_equals_deleted_on_both_backends(models, name, padded, group_toke
     px = torch.randn(2, 3, 32, 32, generator=gen)
     labels = torch.randint(0, 3, (2, backend.num_patches), generator=gen)
     with torch.no_grad():
-        hooked = masked_embeddings_hook(backend, px, labels, 3)
+        hooked = masked_embeddings_reference(backend, px, labels, 3)
         deleted = _deleted_reference(backend, px, labels, 3)
         fast = masked_embeddings_fast(backend, unmasked_trace(backend, px), labels, 3, padded, group_tokens)
         unmasked = backend.encode_image(px)
@@ -161,13 +158,100 @@ def test_hooks_removed_after_exception(models):
     assert torch.equal(before, after) and not torch.allclose(before, masked)
 
 
-def test_transformers_hook_removed_after_exception(models):
-    backend = get_backend(models["transformers"])
+@pytest.mark.parametrize("name", ["transformers", "transformers_vision"])
+def test_transformers_mask_goes_through_the_attention_interface(models, name):
+    """The vision tower dispatches to "cci_cluster_mask" inside the block only, the text
+    tower never, and the previous implementation comes back, also after an exception."""
+    model = models[name]
+    backend = get_backend(model)
+    config = backend.attention_config
+    text_config = getattr(model.config, "text_config", None)
     mask = torch.zeros(1, backend.num_tokens, dtype=torch.bool)
-    with pytest.raises(KeyError):
-        with ClusterMask(models["transformers"], mask):
-            raise KeyError("x")
-    assert len(backend.encoder._forward_pre_hooks) == 0
+    mask[0, 2:5] = True
+    before = config._attn_implementation
+    assert before == "sdpa"
+    px = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(8))
+    with torch.no_grad():
+        plain = backend.encode_image(px)
+        with ClusterMask(model, mask) as ctx:
+            assert ctx.active and config._attn_implementation == CLUSTER_MASK_ATTENTION
+            if text_config is not None:
+                assert text_config._attn_implementation == "sdpa"
+            masked = backend.encode_image(px)
+        assert config._attn_implementation == before and not ctx.active
+        with pytest.raises(KeyError):
+            with ClusterMask(model, mask):
+                raise KeyError("x")
+        assert config._attn_implementation == before
+        # a batch that does not match the mask fails inside the forward; the switch still goes back
+        with pytest.raises(ValueError, match="key_mask"):
+            with ClusterMask(model, mask):
+                backend.encode_image(torch.zeros(2, 3, 32, 32))
+        assert config._attn_implementation == before
+        assert torch.equal(backend.encode_image(px), plain) and not torch.allclose(plain, masked, atol=1e-4)
+    assert all(len(m._forward_pre_hooks) == 0 for m in model.modules())
+
+
+def test_transformers_mask_is_exact_with_eager_attention():
+    """Delegating to the eager implementation gives the same masked embedding as sdpa, and
+    both equal the deleted-token forward."""
+    model = _random_biases(tiny_transformers_clip(layers=2, vision_only=True))
+    backend = get_backend(model)
+    gen = torch.Generator().manual_seed(9)
+    px = torch.randn(2, 3, 32, 32, generator=gen)
+    labels = torch.randint(0, 2, (2, backend.num_patches), generator=gen)
+    with torch.no_grad():
+        sdpa = masked_embeddings_reference(backend, px, labels, 2)
+        model.set_attn_implementation("eager")
+        try:
+            eager = masked_embeddings_reference(backend, px, labels, 2)
+            fast_eager = masked_embeddings_fast(backend, unmasked_trace(backend, px), labels, 2, True)
+            assert backend.attention_config._attn_implementation == "eager"
+        finally:
+            model.set_attn_implementation("sdpa")
+        deleted = _deleted_reference(backend, px, labels, 2)
+    assert torch.allclose(sdpa, deleted, atol=1e-5, rtol=0)
+    assert torch.allclose(eager, deleted, atol=1e-5, rtol=0)
+    assert torch.allclose(fast_eager, deleted, atol=1e-5, rtol=0)
+
+
+def test_transformers_mask_is_per_context(models):
+    """A thread that runs the same model while another thread holds the mask is not masked."""
+    import threading
+
+    model = models["transformers"]
+    backend = get_backend(model)
+    mask = torch.zeros(1, backend.num_tokens, dtype=torch.bool)
+    mask[0, 1:9] = True
+    px = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(10))
+    results = {}
+    with torch.no_grad():
+        plain = backend.encode_image(px)
+        with ClusterMask(model, mask):
+            worker = threading.Thread(target=lambda: results.update(other=backend.encode_image(px)))
+            worker.start()
+            worker.join()
+            masked = backend.encode_image(px)
+    assert torch.allclose(results["other"], plain, atol=1e-6)
+    assert not torch.allclose(masked, plain, atol=1e-4)
+
+
+def test_transformers_mask_refuses_flash_and_nesting(models):
+    model = models["transformers_vision"]
+    backend = get_backend(model)
+    mask = torch.zeros(1, backend.num_tokens, dtype=torch.bool)
+    with ClusterMask(model, mask):
+        with pytest.raises(RuntimeError, match="re-entrant"):
+            with ClusterMask(model, mask):
+                pass
+    assert backend.attention_config._attn_implementation == "sdpa"
+    backend.attention_config._attn_implementation = "flash_attention_2"  # as if loaded that way
+    try:
+        with pytest.raises(ValueError, match="sdpa"):
+            with ClusterMask(model, mask):
+                pass
+    finally:
+        backend.attention_config._attn_implementation = "sdpa"
 
 
 def test_cls_key_cannot_be_masked(models):
@@ -289,3 +373,22 @@ def test_world_clip_wrapper_is_explained_through_its_inner_clip():
         assert torch.allclose(backend.encode_image((x - 0.5) / 0.25), model.encode_image(x), atol=1e-6)
     out = ConceptClusterImportance(model, num_clusters=3)((x - 0.5) / 0.25, ["a bird"])
     assert out.maps.shape == (2, 32, 32)
+
+
+def test_transformers_without_attention_interface(models, monkeypatch):
+    """On a transformers release without AttentionInterface, masking the model's own forward
+    raises one clear error and the fast path falls back to the same attention formula."""
+    import transformers
+
+    backend = get_backend(models["transformers"])
+    gen = torch.Generator().manual_seed(11)
+    px = torch.randn(1, 3, 32, 32, generator=gen)
+    labels = torch.randint(0, 2, (1, backend.num_patches), generator=gen)
+    with torch.no_grad():
+        expected = _deleted_reference(backend, px, labels, 2)
+        monkeypatch.setattr(transformers, "AttentionInterface", None)  # as on a release without it
+        with pytest.raises(ValueError, match="AttentionInterface"):
+            masked_embeddings_reference(backend, px, labels, 2)
+        assert backend.attention_config._attn_implementation == "sdpa"
+        fast = masked_embeddings_fast(backend, unmasked_trace(backend, px), labels, 2)
+    assert torch.allclose(fast, expected, atol=1e-5, rtol=0)

@@ -4,8 +4,10 @@ CVPR 2026 "Concept Regions Matter: Benchmarking CLIP with a New Cluster-Importan
 Approach"; SPEC section 5. Sub-modules import torch lazily, so importing this package is
 cheap.
 
+* :mod:`.attention` — the key mask, multi-head attention, and the ``"cci_cluster_mask"``
+  function registered in transformers' ``AttentionInterface``;
 * :mod:`.backends` — adapters for transformers CLIP and open_clip ViT towers;
-* :mod:`.hook` — :class:`ClusterMask`, the attention key-mask context manager;
+* :mod:`.masking` — :class:`ClusterMask`, the model's own forward with keys cut out (the reference);
 * :mod:`.clusters` — deterministic batched k-means;
 * :mod:`.fast` — the exact token-deletion fast path;
 * :mod:`.importance` — :class:`ConceptClusterImportance`, drops, weights, maps;
@@ -25,7 +27,7 @@ _EXPORTS = {
     "cluster_weights": ".importance",
     "importance_map": ".importance",
     "similarity_drops": ".importance",
-    "ClusterMask": ".hook",
+    "ClusterMask": ".masking",
     "get_backend": ".backends",
     "kmeans": ".clusters",
 }

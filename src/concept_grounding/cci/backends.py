@@ -1,19 +1,21 @@
 """Thin adapters that expose a CLIP ViT image tower through one interface.
 
 CCI needs the same few handles from every CLIP implementation: the token embedding
-(patches + CLS + positional embedding + pre-norm), the encoder module whose forward
-accepts an additive attention mask (the hook target), the per-block linear maps (for the
-exact fast path), and the pooling head (final norm on CLS + projection). Two families are
-supported:
+(patches + CLS + positional embedding + pre-norm), a way to run the model's own forward
+with keys cut out of every attention (:meth:`VisionBackend.mask_keys`), the per-block
+maps (for the exact fast path), and the pooling head (final norm on CLS + projection).
+Two families are supported, each masked through its own library's extension point
+(:mod:`.attention`):
 
 * transformers ``CLIPModel``, ``CLIPVisionModel`` and ``CLIPVisionModelWithProjection``:
-  the mask is passed through the ``attention_mask`` argument that ``CLIPEncoder.forward``
-  already accepts (additive, broadcast to ``(B, heads, T, T)`` by every attention
-  function in ``ALL_ATTENTION_FUNCTIONS``).
+  the vision tower is switched to the ``"cci_cluster_mask"`` function registered in
+  transformers' ``AttentionInterface``, which adds the key bias and delegates to the
+  tower's ``sdpa`` or ``eager`` implementation; the fast path's attention is that same
+  implementation (:func:`~.attention.library_attention`).
 * open_clip ``CLIP`` / ``CustomTextCLIP`` (through ``.visual``) or a bare
   ``open_clip.transformer.VisionTransformer``: the mask is the ``attn_mask`` argument of
-  ``visual.transformer``; it is given as a float additive mask of shape
-  ``(B * heads, T, T)`` because open_clip casts a bool mask to 0/1 floats.
+  ``visual.transformer``, passed in by a forward pre-hook as a float additive mask of
+  shape ``(B * heads, T, T)`` (open_clip casts a bool mask to 0/1 floats).
 
 A module that wraps an open_clip CLIP as ``.clip`` (the world's ``WorldCLIP``) is explained
 through that inner model. Anything else (a ResNet tower, a model with attention pooling or average pooling) raises
@@ -22,8 +24,13 @@ a ``ValueError`` naming the problem.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any, Callable, ContextManager
+
+from .attention import check_batch, key_bias, library_attention, multihead_attention, transformers_key_mask
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -36,8 +43,10 @@ __all__ = ["BlockOps", "VisionBackend", "TransformersCLIPBackend", "OpenCLIPBack
 class BlockOps:
     """The pieces of one pre-norm transformer block, as callables on ``(..., D)`` tensors.
 
-    ``x <- x + ls1(out(attn(q, k, v)))`` with ``q, k, v`` from ``qkv(norm1(x))``, then
-    ``x <- x + ls2(mlp(norm2(x)))``. ``q_proj`` computes the query alone, and
+    ``x <- x + ls1(out(attend(q, k, v)))`` with ``q, k, v`` from ``qkv(norm1(x))``, then
+    ``x <- x + ls2(mlp(norm2(x)))``. ``attend(q, k, v, bias=None)`` is the library's
+    multi-head attention on ``(V, L, D)`` tensors with an optional additive bias
+    broadcastable to ``(V, heads, Lq, Lk)``. ``q_proj`` computes the query alone, and
     ``key_value`` holds the key and value maps as ``(W_k, b_k, W_v, b_v)`` (``(D, D)``
     weights, ``(D,)`` biases or None); the CLS-only last layer of the fast path folds
     them into the query and the attention weights instead of projecting every token.
@@ -47,12 +56,25 @@ class BlockOps:
     qkv: Callable[[Any], tuple[Any, Any, Any]]
     q_proj: Callable[[Any], Any]
     key_value: tuple[Any, Any, Any, Any]
+    attend: Callable[..., Any]
     out: Callable[[Any], Any]
     norm2: Callable[[Any], Any]
     mlp: Callable[[Any], Any]
     ls1: Callable[[Any], Any]
     ls2: Callable[[Any], Any]
     num_heads: int
+
+    def forward(self, x: "torch.Tensor", qkv: tuple | None = None, bias: "torch.Tensor | None" = None) -> "torch.Tensor":
+        """The whole block on ``(V, L, D)`` tokens -> ``(V, L, D)``.
+
+        Args:
+            x: block input.
+            qkv: precomputed ``(q, k, v)`` of ``norm1(x)``, each ``(V, L, D)``, if given.
+            bias: optional additive attention bias broadcastable to ``(V, heads, L, L)``.
+        """
+        q, k, v = qkv if qkv is not None else self.qkv(self.norm1(x))
+        x = x + self.ls1(self.out(self.attend(q, k, v, bias)))
+        return x + self.ls2(self.mlp(self.norm2(x)))
 
 
 def _identity(x: Any) -> Any:
@@ -64,7 +86,7 @@ class VisionBackend:
 
     Attributes:
         model: the user's model (root module; its ``training`` flag is checked).
-        encoder: the module whose forward takes the additive attention mask (hook target).
+        encoder: the image encoder module (the layer stack run by :meth:`run_encoder`).
         num_heads: attention heads per layer.
         grid_size: ``(gh, gw)`` patch grid; ``num_tokens = 1 + gh * gw``.
         image_size: ``(H, W)`` input size in pixels.
@@ -111,15 +133,17 @@ class VisionBackend:
         return self.project(self.final_norm(tokens[:, 0]))
 
     def encode_image(self, pixel_values: "torch.Tensor") -> "torch.Tensor":
-        """The user's own image forward, ``(B, 3, H, W) -> (B, E)`` (hooks apply)."""
+        """The user's own image forward, ``(B, 3, H, W) -> (B, E)`` (key masks apply)."""
         raise NotImplementedError
 
-    def inject_mask(self, args: tuple, kwargs: dict, bias: "torch.Tensor") -> tuple[tuple, dict]:
-        """Return encoder ``(args, kwargs)`` with the additive ``(V, 1, T, T)`` bias added."""
-        raise NotImplementedError
+    def mask_keys(self, key_mask: "torch.Tensor") -> ContextManager[None]:
+        """Context in which the model's own image forwards cut ``key_mask``'s keys out of
+        every layer's and head's attention.
 
-    def encoder_input(self, args: tuple, kwargs: dict) -> "torch.Tensor":
-        """The ``(V, T, D)`` token tensor the encoder is being called with."""
+        Args:
+            key_mask: ``(V, T)`` bool (validated by the caller, :class:`~.masking.ClusterMask`);
+                every encoder call inside must have batch ``V``, or it raises ``ValueError``.
+        """
         raise NotImplementedError
 
     def encode_text(self, texts: Any) -> "torch.Tensor":
@@ -153,6 +177,8 @@ class TransformersCLIPBackend(VisionBackend):
                 raise ValueError(f"model: transformers vision tower lacks {attr!r}; not a CLIP ViT")
         self.vision = vision
         self.encoder = vision.encoder
+        #: the config object every vision attention module dispatches on
+        self.attention_config = vision.encoder.layers[0].self_attn.config if len(vision.encoder.layers) else None
         self.projection = getattr(model, "visual_projection", None)
         cfg = vision.config if hasattr(vision, "config") else model.config.vision_config
         self.num_heads = int(cfg.num_attention_heads)
@@ -178,7 +204,8 @@ class TransformersCLIPBackend(VisionBackend):
             kv = (att.k_proj.weight, att.k_proj.bias, att.v_proj.weight, att.v_proj.bias)
             ops.append(
                 BlockOps(
-                    norm1=layer.layer_norm1, qkv=qkv, q_proj=att.q_proj, key_value=kv, out=att.out_proj,
+                    norm1=layer.layer_norm1, qkv=qkv, q_proj=att.q_proj, key_value=kv,
+                    attend=partial(library_attention, att), out=att.out_proj,
                     norm2=layer.layer_norm2, mlp=layer.mlp, ls1=_identity, ls2=_identity,
                     num_heads=int(att.num_heads),
                 )
@@ -202,15 +229,14 @@ class TransformersCLIPBackend(VisionBackend):
             return out.pooler_output
         return out
 
-    def encoder_input(self, args, kwargs):
-        return kwargs["inputs_embeds"] if "inputs_embeds" in kwargs else args[0]
-
-    def inject_mask(self, args, kwargs, bias):
-        kwargs = dict(kwargs)
-        if kwargs.get("attention_mask") is not None:
-            bias = bias + kwargs["attention_mask"]
-        kwargs["attention_mask"] = bias
-        return args, kwargs
+    def mask_keys(self, key_mask):
+        """Through transformers' ``AttentionInterface`` (:func:`~.attention.transformers_key_mask`)."""
+        if not hasattr(self.model, "set_attn_implementation") or self.attention_config is None:
+            raise ValueError(
+                f"model: {type(self.model).__name__} cannot switch its attention implementation; "
+                "pass the CLIPModel or CLIPVisionModel[WithProjection] itself"
+            )
+        return transformers_key_mask(self.model, self.attention_config, key_mask)
 
     def encode_text(self, texts):
         import torch
@@ -282,10 +308,13 @@ class OpenCLIPBackend(VisionBackend):
             def q_proj(x, w=w, b=b, d=d):
                 return F.linear(x, w[:d], None if b is None else b[:d])
 
+            def attend(q, k, v, bias=None, heads=int(att.num_heads)):
+                return multihead_attention(q, k, v, heads, bias)
+
             kv = (w[d : 2 * d], None if b is None else b[d : 2 * d], w[2 * d :], None if b is None else b[2 * d :])
             ops.append(
                 BlockOps(
-                    norm1=blk.ln_1, qkv=qkv, q_proj=q_proj, key_value=kv, out=att.out_proj,
+                    norm1=blk.ln_1, qkv=qkv, q_proj=q_proj, key_value=kv, attend=attend, out=att.out_proj,
                     norm2=blk.ln_2, mlp=blk.mlp, ls1=blk.ls_1, ls2=blk.ls_2, num_heads=int(att.num_heads),
                 )
             )
@@ -301,18 +330,27 @@ class OpenCLIPBackend(VisionBackend):
         out = self.model.encode_image(pixel_values) if hasattr(self.model, "encode_image") else self.visual(pixel_values)
         return out[0] if isinstance(out, tuple) else out
 
-    def encoder_input(self, args, kwargs):
-        return args[0] if args else kwargs["x"]
+    @contextlib.contextmanager
+    def mask_keys(self, key_mask) -> Iterator[None]:
+        """A forward pre-hook on ``visual.transformer`` passes the key bias as ``attn_mask``;
+        the hook is removed on exit, also when the body raises."""
+        heads = self.num_heads
 
-    def inject_mask(self, args, kwargs, bias):
-        v, _, t, _ = bias.shape
-        # nn.MultiheadAttention wants (V * heads, T, T); a float mask is added to the logits.
-        full = bias.expand(v, self.num_heads, t, t).reshape(v * self.num_heads, t, t)
-        kwargs = dict(kwargs)
-        if kwargs.get("attn_mask") is not None:
-            raise ValueError("model: the image encoder already receives an attn_mask; cannot combine")
-        kwargs["attn_mask"] = full
-        return args, kwargs
+        def add_key_bias(module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+            x = args[0] if args else kwargs["x"]  # (V, T, D), batch first
+            check_batch(key_mask, x.shape[0], x.shape[1])
+            if kwargs.get("attn_mask") is not None:
+                raise ValueError("model: the image encoder already receives an attn_mask; cannot combine")
+            v, t = key_mask.shape
+            # nn.MultiheadAttention wants (V * heads, T, T); a float mask is added to the logits
+            bias = key_bias(key_mask.to(x.device), x.dtype).expand(v, heads, t, t).reshape(v * heads, t, t)
+            return args, {**kwargs, "attn_mask": bias}
+
+        handle = self.encoder.register_forward_pre_hook(add_key_bias, with_kwargs=True)
+        try:
+            yield
+        finally:
+            handle.remove()
 
     def encode_text(self, texts):
         import torch

@@ -60,8 +60,6 @@ def gradcam_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: "torch.T
     import torch
     import torch.nn.functional as F
 
-    from .fast import _block
-
     be = get_backend(model)
     be.check_eval()
     ops = be.blocks()
@@ -69,10 +67,10 @@ def gradcam_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: "torch.T
     with torch.no_grad():
         x = be.embed(pixel_values)
         for op in ops[:-1]:
-            x = _block(op, x)
+            x = op.forward(x)
     with torch.enable_grad():
         h = ops[-1].norm1(x).detach().requires_grad_(True)
-        out = _block(ops[-1], x.detach(), qkv=ops[-1].qkv(h))
+        out = ops[-1].forward(x.detach(), qkv=ops[-1].qkv(h))
         score = F.cosine_similarity(be.pool(out), t.to(out), dim=-1).sum()
         (grad,) = torch.autograd.grad(score, h)
     alpha = grad[:, 1:].mean(1, keepdim=True)  # (B, 1, D)
@@ -99,8 +97,6 @@ def grad_eclip_maps(
     import torch
     import torch.nn.functional as F
 
-    from .fast import _attention, _block
-
     be = get_backend(model)
     be.check_eval()
     *body, last = be.blocks()
@@ -108,9 +104,9 @@ def grad_eclip_maps(
     with torch.no_grad():
         x = be.embed(pixel_values)
         for op in body:
-            x = _block(op, x)
+            x = op.forward(x)
         q, k, v = last.qkv(last.norm1(x))
-        o = _attention(q, k, v, last.num_heads)
+        o = last.attend(q, k, v)
     with torch.enable_grad():
         o = o.detach().requires_grad_(True)
         y = x + last.ls1(last.out(o))
@@ -133,8 +129,6 @@ def rollout_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: Any = No
     """Attention rollout maps ``(B, H, W)`` (text is ignored)."""
     import torch
 
-    from .fast import _block
-
     be = get_backend(model)
     be.check_eval()
     with torch.no_grad():
@@ -151,7 +145,7 @@ def rollout_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: Any = No
             att = 0.5 * att + 0.5 * eye
             att = att / att.sum(-1, keepdim=True)
             rollout = att @ rollout
-            x = _block(op, x, qkv=(q, k, v))
+            x = op.forward(x, qkv=(q, k, v))
         cls = rollout[:, 0, 1:]
     return _upsample(cls.reshape(b, *be.grid_size), be.image_size)
 

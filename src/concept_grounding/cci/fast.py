@@ -3,7 +3,8 @@
 Masking the keys of a token set ``C_k`` in every layer is the same computation as deleting
 those tokens from the sequence after the positional embedding: nobody attends to them, so
 their own states never reach any other token, and the CLS output is unchanged (the
-exactness test checks this against the model's own masked forward to 1e-5). This module
+exactness test checks this against the model's own masked forward,
+:func:`~.masking.masked_embeddings_reference`, to 1e-5). This module
 exploits that and three further exact savings:
 
 1. **Deletion.** Variant ``k`` carries ``T - |C_k|`` tokens; the K variants together carry
@@ -20,7 +21,8 @@ exploits that and three further exact savings:
    matrix for the token-wise maps (norms, projections, MLPs), so each layer is a few large
    matrix products. On the CPU the attention runs variant by variant on contiguous slices
    of that matrix (no padding, no mask); on an accelerator it runs once on a padded
-   ``(V, heads, L, d)`` layout with the padding keys at ``-inf``.
+   ``(V, heads, L, d)`` layout with the padding keys at ``-inf``. Either way the attention
+   is the library's own (:attr:`~.backends.BlockOps.attend`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from .backends import BlockOps, VisionBackend
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-__all__ = ["UnmaskedTrace", "unmasked_trace", "masked_embeddings_fast", "masked_embeddings_hook"]
+__all__ = ["CPU_GROUP_TOKENS", "UnmaskedTrace", "unmasked_trace", "masked_embeddings_fast"]
 
 
 @dataclass
@@ -53,27 +55,6 @@ class UnmaskedTrace:
     image_embeds: "torch.Tensor"
 
 
-def _attention(q, k, v, heads: int, bias=None):
-    """Multi-head SDPA on ``(V, Lq, D)``/``(V, Lk, D)`` inputs with optional ``(V,1,1,Lk)`` bias."""
-    import torch.nn.functional as F
-
-    vb, lq, d = q.shape
-    lk = k.shape[1]
-    hd = d // heads
-    qh = q.view(vb, lq, heads, hd).transpose(1, 2)
-    kh = k.view(vb, lk, heads, hd).transpose(1, 2)
-    vh = v.view(vb, lk, heads, hd).transpose(1, 2)
-    o = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=bias)
-    return o.transpose(1, 2).reshape(vb, lq, d)
-
-
-def _block(op: BlockOps, x, qkv=None, bias=None):
-    """One full block on ``(V, L, D)`` tokens (``qkv`` precomputed if given)."""
-    q, k, v = qkv if qkv is not None else op.qkv(op.norm1(x))
-    x = x + op.ls1(op.out(_attention(q, k, v, op.num_heads, bias)))
-    return x + op.ls2(op.mlp(op.norm2(x)))
-
-
 def unmasked_trace(backend: VisionBackend, pixel_values: "torch.Tensor") -> UnmaskedTrace:
     """The unmasked forward through :meth:`VisionBackend.blocks`, keeping layer-1 ``q, k, v``.
 
@@ -84,9 +65,9 @@ def unmasked_trace(backend: VisionBackend, pixel_values: "torch.Tensor") -> Unma
     ops = backend.blocks()
     x0 = backend.embed(pixel_values)
     qkv0 = tuple(ops[0].qkv(ops[0].norm1(x0)))
-    x = _block(ops[0], x0, qkv=qkv0)
+    x = ops[0].forward(x0, qkv=qkv0)
     for op in ops[1:]:
-        x = _block(op, x)
+        x = op.forward(x)
     return UnmaskedTrace(x0=x0, qkv0=qkv0, tokens=x, image_embeds=backend.pool(x))
 
 
@@ -141,14 +122,14 @@ class _Packing:
         out[self.var, self.pos] = t
         return out
 
-    def attend(self, q, k, v, heads: int) -> "torch.Tensor":
-        """Each variant's tokens attend to their own variant: ``(P, D)`` -> ``(P, D)``."""
+    def attend(self, op: BlockOps, q, k, v) -> "torch.Tensor":
+        """Each variant's tokens attend to their own variant with ``op.attend``: ``(P, D)`` -> ``(P, D)``."""
         import torch
 
         if not self.padded:  # one unmasked attention per contiguous variant slice
             parts = zip(q.split(self.lengths), k.split(self.lengths), v.split(self.lengths))
-            return torch.cat([_attention(qi[None], ki[None], vi[None], heads)[0] for qi, ki, vi in parts])
-        o = _attention(self.pad(q), self.pad(k), self.pad(v), heads, self.bias)
+            return torch.cat([op.attend(qi[None], ki[None], vi[None])[0] for qi, ki, vi in parts])
+        o = op.attend(self.pad(q), self.pad(k), self.pad(v), self.bias)
         return o[self.var, self.pos]
 
 
@@ -253,37 +234,7 @@ def _cls_states(ops: list[BlockOps], trace: UnmaskedTrace, img, tok, packing: _P
     *body, last = ops
     for i, op in enumerate(body):
         q, k, v = (t[img, tok] for t in trace.qkv0) if i == 0 else op.qkv(op.norm1(x))
-        x = x + op.ls1(op.out(packing.attend(q, k, v, op.num_heads)))
+        x = x + op.ls1(op.out(packing.attend(op, q, k, v)))
         x = x + op.ls2(op.mlp(op.norm2(x)))
     xc = x[packing.cls_rows] + last.ls1(last.out(_cls_attention(last, last.norm1(x), packing)))
     return xc + last.ls2(last.mlp(last.norm2(xc)))
-
-
-def cluster_key_mask(labels: "torch.Tensor", num_clusters: int) -> "torch.Tensor":
-    """``(B, N)`` labels -> ``(B*K, T)`` bool key mask, row ``b*K + k`` masks cluster ``k``."""
-    import torch
-
-    b, n = labels.shape
-    cluster = torch.arange(num_clusters, device=labels.device)
-    m = labels[:, None, :] == cluster[None, :, None]
-    cls = torch.zeros(b, num_clusters, 1, dtype=torch.bool, device=labels.device)
-    return torch.cat([cls, m], dim=2).view(b * num_clusters, n + 1)
-
-
-def masked_embeddings_hook(
-    backend: VisionBackend, pixel_values: "torch.Tensor", labels: "torch.Tensor", num_clusters: int
-) -> "torch.Tensor":
-    """Reference path: the user's own image forward under :class:`~.hook.ClusterMask`.
-
-    The K variants of each image are stacked into one batch of ``B*K`` images.
-
-    Returns:
-        ``(B, K, E)`` masked embeddings.
-    """
-    from .hook import ClusterMask
-
-    b = pixel_values.shape[0]
-    rep = pixel_values.repeat_interleave(num_clusters, dim=0)
-    with ClusterMask(backend, cluster_key_mask(labels, num_clusters)):
-        z = backend.encode_image(rep)
-    return z.view(b, num_clusters, -1)

@@ -193,7 +193,7 @@ class ConceptClusterImportance:
         num_clusters: ``K`` (paper default 7).
         seed: k-means++ seed.
         method: ``"fast"`` (exact deletion path, default) or ``"hook"`` (the model's own
-            forward under :class:`~.hook.ClusterMask`; the reference).
+            forward under :class:`~.masking.ClusterMask`; the reference).
         kmeans_iters: Lloyd iterations at most.
         batch_size: images per chunk (the chunk runs ``batch_size * K`` variants at once).
         upsample: interpolation of the map to the image size.
@@ -249,7 +249,8 @@ class ConceptClusterImportance:
         import torch
 
         from .clusters import kmeans
-        from .fast import masked_embeddings_fast, masked_embeddings_hook, unmasked_trace
+        from .fast import masked_embeddings_fast, unmasked_trace
+        from .masking import masked_embeddings_reference
 
         self.check_inputs(pixel_values)
         zs, zks, labs = [], [], []
@@ -267,7 +268,7 @@ class ConceptClusterImportance:
                 if self.method == "fast":
                     zk = masked_embeddings_fast(self.backend, trace, labels, self.num_clusters)
                 else:
-                    zk = masked_embeddings_hook(self.backend, px, labels, self.num_clusters)
+                    zk = masked_embeddings_reference(self.backend, px, labels, self.num_clusters)
                 zs.append(z)
                 zks.append(zk)
                 labs.append(labels)

@@ -1,0 +1,193 @@
+"""Captions, held-out combinations and word-level tokenizers of the world-trained Flux.
+
+Captions name the species and attributes the image really shows, in the forms SUB and
+TDG prompt with (lower-cased by the tokenizers, so ``"A photo"`` == ``"a photo"``):
+
+==================================================================== ===========
+form                                                                 probability
+==================================================================== ===========
+``a photo of a {name}``                                              0.25
+``a photo of a {name} with {S}`` (one or two attribute phrases)      0.30
+``a photo of a bird with {S}`` (TDG's colour guide prompt)           0.20
+``a photo of a {name} with a {P}`` (TDG's pattern guide prompt)      0.10
+``a photo of a {name} with the body of a {name} and a beak like a {G}`` 0.08
+``a photo of a {name} with a {P} like a {G}`` (TDG pattern reference) 0.07
+==================================================================== ===========
+
+``{S}`` is :func:`~concept_grounding.tdg.prompts.attribute_text` of an attribute the image
+shows, ``{P}`` of a pattern it shows, ``{G}`` a species whose class-level traits share
+that bill shape / pattern. Forms that need a pattern fall back to the first form when the
+image has none to name.
+
+**Held out** (SUB's substitutions are unseen combinations): for every SUB pairing
+``(species c, S+)`` of :meth:`BirdWorld.default_pairings` (the class lacks S+ at class
+level), no training image of ``c`` has S+ among its exact per-image labels. Images whose
+per-image deviations would show such an S+ are skipped (:func:`is_held_out_free`), so
+neither the pixels nor the captions of species ``c`` ever show S+.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..tdg.prompts import attribute_text, tdg_prompts
+from ..vocabulary import class_display_name
+
+if TYPE_CHECKING:
+    from ..world import BirdWorld
+
+__all__ = [
+    "SPECIALS",
+    "held_out_matrix",
+    "is_held_out_free",
+    "phrase_attributes",
+    "make_caption",
+    "caption_vocabulary",
+    "word_tokenizers",
+]
+
+#: pad, bos, unk, eos (eos != 2 so CLIPTextModel pools at the first eos, not argmax id).
+SPECIALS: tuple[str, ...] = ("<pad>", "<bos>", "<unk>", "<eos>")
+
+_PHRASE_GROUPS = (
+    "crown_color", "forehead_color", "nape_color", "throat_color", "breast_color", "belly_color",
+    "back_color", "wing_color", "upper_tail_color", "leg_color", "bill_color", "eye_color",
+    "primary_color", "underparts_color", "upperparts_color",
+    "breast_pattern", "wing_pattern", "tail_pattern",
+)  # fmt: skip
+_PATTERN_GROUPS = ("breast_pattern", "wing_pattern", "tail_pattern")
+
+
+def held_out_matrix(world: "BirdWorld") -> np.ndarray:
+    """(C, 312) bool: ``True`` at (class, attribute) for every SUB pairing of the world."""
+    out = np.zeros((world.num_classes, world.vocab.num_attributes), bool)
+    for name, attribute in world.default_pairings():
+        out[world.class_names.index(name), world.vocab.attribute_index(attribute)] = True
+    return out
+
+
+def is_held_out_free(labels: np.ndarray, label: int, held_out: np.ndarray) -> bool:
+    """``True`` if an image of class ``label`` with (312,) ``labels`` shows no held-out S+."""
+    return not bool(np.any(held_out[label] & (np.asarray(labels) > 0)))
+
+
+def phrase_attributes(labels: np.ndarray, world: "BirdWorld") -> list[str]:
+    """CUB attribute names the image shows that have a TDG phrase, in vocabulary order."""
+    vocab = world.vocab
+    out = []
+    for group in _PHRASE_GROUPS:
+        for i in vocab.groups[group]:
+            if labels[i]:
+                out.append(vocab.attributes[i])
+    return out
+
+
+def _species_with(world: "BirdWorld", attribute: str) -> list[str]:
+    j = world.vocab.attribute_index(attribute)
+    return [class_display_name(c) for c, row in zip(world.class_names, world.class_attributes) if row[j]]
+
+
+def make_caption(labels: np.ndarray, label: int, world: "BirdWorld", rng: np.random.Generator) -> str:
+    """One caption for an image of class ``label`` with (312,) exact ``labels`` (see module doc)."""
+    name = class_display_name(world.class_names[label])
+    attrs = phrase_attributes(labels, world)
+    patterns = [a for a in attrs if a.split("::")[0].removeprefix("has_") in _PATTERN_GROUPS]
+    u = float(rng.random())
+    if u < 0.25 or not attrs:
+        return f"a photo of a {name}"
+    if u < 0.55:
+        k = 1 if rng.random() < 0.6 or len(attrs) < 2 else 2
+        picks = rng.choice(len(attrs), size=k, replace=False)
+        return f"a photo of a {name} with " + " and ".join(_phrase(attrs[int(i)]) for i in picks)
+    if u < 0.75:
+        return f"a photo of a bird with {_phrase(attrs[int(rng.integers(len(attrs)))])}"
+    if u < 0.85 and patterns:
+        return f"a photo of a {name} with a {attribute_text(patterns[int(rng.integers(len(patterns)))])}"
+    if u < 0.93:
+        shape = [world.vocab.attributes[i] for i in world.vocab.groups["bill_shape"] if labels[i]]
+        guides = _species_with(world, shape[0]) if shape else []
+        if guides:
+            guide = guides[int(rng.integers(len(guides)))]
+            return f"a photo of a {name} with the body of a {name} and a beak like a {guide}"
+        return f"a photo of a {name}"
+    if patterns:
+        pattern = patterns[int(rng.integers(len(patterns)))]
+        guides = _species_with(world, pattern)
+        if guides:
+            guide = guides[int(rng.integers(len(guides)))]
+            return f"a photo of a {name} with a {attribute_text(pattern)} like a {guide}"
+    return f"a photo of a {name}"
+
+
+def _phrase(attribute: str) -> str:
+    group = attribute.split("::")[0].removeprefix("has_")
+    text = attribute_text(attribute)
+    return f"a {text}" if group in _PATTERN_GROUPS else text
+
+
+def _words(text: str) -> list[str]:
+    from tokenizers.pre_tokenizers import Whitespace
+
+    return [w for w, _ in Whitespace().pre_tokenize_str(text.lower())]
+
+
+def caption_vocabulary(world: "BirdWorld") -> list[str]:
+    """Every word a caption or a TDG prompt of the world's pairings can contain, sorted."""
+    words: set[str] = set(_words("a photo of a bird with the body of and beak like"))
+    for c in world.class_names:
+        words.update(_words(class_display_name(c)))
+    for group in _PHRASE_GROUPS:
+        for i in world.vocab.groups[group]:
+            words.update(_words(attribute_text(world.vocab.attributes[i])))
+    for guide in world.vocab.sub_guidance_birds.values():
+        words.update(_words(guide))
+    for c, attribute in world.default_pairings():
+        try:
+            p = tdg_prompts(c, attribute, vocab=world.vocab)
+        except ValueError:
+            continue
+        words.update(_words(p.reference) + _words(p.guide))
+    return sorted(words)
+
+
+def word_tokenizers(words: Sequence[str], max_length: int) -> tuple[Any, Any]:
+    """(CLIP-style, T5-style) word-level ``PreTrainedTokenizerFast`` with ``model_max_length``.
+
+    CLIP-style adds ``<bos> ... <eos>``; T5-style appends ``<eos>`` only. Both lower-case,
+    split on whitespace and punctuation, and pad with ``<pad>`` (id 0).
+
+    >>> clip, t5 = word_tokenizers(["a", "photo"], 6)
+    >>> clip("A photo", padding="max_length", max_length=6).input_ids
+    [1, 4, 5, 3, 0, 0]
+    >>> t5("a photo").input_ids
+    [4, 5, 3]
+    """
+    from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors
+    from tokenizers.models import WordLevel
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {tok: i for i, tok in enumerate(SPECIALS)}
+    for w in words:
+        vocab.setdefault(w, len(vocab))
+    out = []
+    for template in ("<bos> $A <eos>", "$A <eos>"):
+        tok = Tokenizer(WordLevel(vocab, unk_token="<unk>"))
+        tok.normalizer = normalizers.Lowercase()
+        tok.pre_tokenizer = pre_tokenizers.Whitespace()
+        tok.post_processor = processors.TemplateProcessing(
+            single=template, special_tokens=[("<bos>", vocab["<bos>"]), ("<eos>", vocab["<eos>"])]
+        )
+        out.append(
+            PreTrainedTokenizerFast(
+                tokenizer_object=tok,
+                bos_token="<bos>" if template.startswith("<bos>") else None,
+                eos_token="<eos>",
+                pad_token="<pad>",
+                unk_token="<unk>",
+                model_max_length=max_length,
+            )
+        )
+    return out[0], out[1]

@@ -1,0 +1,58 @@
+"""Find and load the shipped world-trained Flux pipeline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+__all__ = ["WORLD_FLUX_DIR", "world_flux_path", "load_world_flux", "world_flux_call_kwargs"]
+
+#: The shipped pipeline folder (package data).
+WORLD_FLUX_DIR = Path(__file__).resolve().parent.parent / "assets" / "world_flux"
+
+
+def world_flux_path() -> Path:
+    """The shipped pipeline folder; raises ``FileNotFoundError`` if the weights are missing."""
+    if not (WORLD_FLUX_DIR / "model_index.json").is_file():
+        raise FileNotFoundError(f"world Flux weights not found in {WORLD_FLUX_DIR} (train them with `concept-grounding train-flux`)")
+    return WORLD_FLUX_DIR
+
+
+def load_world_flux(path: str | Path | None = None, pipeline_cls: type | None = None, torch_dtype: Any = None) -> Any:
+    """Load a world-Flux folder (default: the shipped one) as ``pipeline_cls``.
+
+    ``pipeline_cls`` defaults to :class:`~concept_grounding.tdg.TiedDiffusionPipeline`;
+    weights are cast to ``torch_dtype`` (default float32: CPU half precision is slow).
+    ``default_sample_size`` is set from the VAE so ``height``/``width`` default to the
+    trained resolution instead of FluxPipeline's 1024 px.
+    """
+    import torch
+
+    if pipeline_cls is None:
+        from ..tdg.pipeline import TiedDiffusionPipeline
+
+        pipeline_cls = TiedDiffusionPipeline
+    folder = Path(path) if path is not None else world_flux_path()
+    if not (folder / "model_index.json").is_file():
+        raise FileNotFoundError(f"path: {folder} is not a diffusers pipeline folder (no model_index.json)")
+    pipe = pipeline_cls.from_pretrained(folder, dtype=torch_dtype or torch.float32)
+    pipe.default_sample_size = int(pipe.vae.config.sample_size) // int(pipe.vae_scale_factor)
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
+def world_flux_call_kwargs(pipe: Any, true_cfg_scale: float = 4.0, num_inference_steps: int = 20) -> dict[str, Any]:
+    """Keyword arguments a world-Flux call needs: the trained prompt length, the trained
+    resolution and true classifier-free guidance against the empty prompt.
+
+    Returns ``height``, ``width``, ``max_sequence_length``, ``true_cfg_scale``,
+    ``num_inference_steps`` (``negative_prompt=""`` must be passed beside them).
+    """
+    size = int(pipe.vae.config.sample_size)
+    return {
+        "height": size,
+        "width": size,
+        "max_sequence_length": int(pipe.tokenizer_2.model_max_length),
+        "true_cfg_scale": float(true_cfg_scale),
+        "num_inference_steps": int(num_inference_steps),
+    }

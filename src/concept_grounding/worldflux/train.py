@@ -1,0 +1,461 @@
+"""Train a small Flux-architecture text-to-image pipeline on the bird world (resumable).
+
+Stages, each resumable from ``work_dir`` (a finished stage is skipped on restart):
+
+1. **data** (``data.npz``): ``per_class`` renders per species at ``image_size`` px, skipping
+   images that show a held-out SUB combination (:mod:`.captions`); sample indices
+   ``c + k * C`` of :class:`~concept_grounding.world.BirdWorld` for ``k = 0, 1, ...`` in order.
+2. **vae** (``vae.pt``): an ``AutoencoderKL`` fitted with ``L1 + MSE + kl_weight * KL`` on the
+   renders and their mirror images (a horizontal flip only changes the facing, which no
+   caption names), AdamW + cosine. Its ``shift_factor`` / ``scaling_factor`` are set to the
+   mean and 1/std of the latents' means, as FluxPipeline decodes ``z / scaling + shift``.
+3. **latents** (``latents.pt``): posterior mean and std of every render and its mirror image.
+4. **flux** (``flux.pt``): both text encoders and the ``FluxTransformer2DModel`` trained jointly
+   with the rectified-flow loss of FluxPipeline's convention
+   ``x_t = (1 - t) x_0 + t eps``, target ``eps - x_0``, ``t = sigmoid(N(0, 1))`` (logit-normal),
+   the transformer called with ``timestep = t`` exactly as the pipeline calls it. Latents are
+   sampled from the posterior each step; a random one of the image and its mirror image is
+   used; captions are drawn fresh each step (:func:`make_caption`) and replaced by ``""``
+   with ``caption_dropout``. AdamW, linear warm-up then cosine, EMA of every trained weight.
+5. **export**: the EMA weights as a ``FluxPipeline`` folder in float16 safetensors, a loss
+   curve PNG, a sample sheet and ``train_log.json`` (config, sizes, wall times).
+
+Batches are drawn from ``torch.Generator`` seeded with ``(seed, step)``, so a resumed run
+draws the same batches as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from .captions import caption_vocabulary, held_out_matrix, is_held_out_free, make_caption, word_tokenizers
+from .components import FluxTrainConfig, build_scheduler, build_text_encoders, build_transformer, build_vae
+
+__all__ = ["train_world_flux", "render_training_set", "cosine_lr", "flow_matching_loss"]
+
+
+# ----------------------------------------------------------------------------- helpers
+def _world(cfg: FluxTrainConfig) -> Any:
+    from ..world import BirdWorld, WorldConfig
+
+    return BirdWorld(WorldConfig(image_size=cfg.image_size, class_names=cfg.class_names, seed=cfg.seed))
+
+
+def _atomic_save(obj: Any, path: Path) -> None:
+    import torch
+
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def cosine_lr(step: int, total: int, base: float, warmup: int) -> float:
+    """Linear warm-up over ``warmup`` steps, then cosine decay to 0 at ``total``.
+
+    >>> cosine_lr(0, 100, 1.0, 10), cosine_lr(10, 100, 1.0, 10), round(cosine_lr(100, 100, 1.0, 10), 6)
+    (0.1, 1.0, 0.0)
+    """
+    warmup = min(warmup, max(total // 10, 1))
+    if step < warmup:
+        return base * (step + 1) / warmup
+    frac = min(1.0, (step - warmup) / max(1, total - warmup))
+    return base * 0.5 * (1.0 + math.cos(math.pi * frac))
+
+
+def render_training_set(cfg: FluxTrainConfig, progress: bool = True) -> dict[str, np.ndarray]:
+    """``images`` (N, H, W, 3) uint8, ``labels`` (N,) int, ``attributes`` (N, 312) uint8,
+    ``indices`` (N,) world sample indices: ``per_class`` held-out-free renders per class."""
+    world = _world(cfg)
+    held = held_out_matrix(world)
+    C = world.num_classes
+    chosen: list[int] = []
+    for c in range(C):
+        k, got = 0, 0
+        while got < cfg.per_class:
+            i = c + k * C
+            if is_held_out_free(world.labels(i), c, held):
+                chosen.append(i)
+                got += 1
+            k += 1
+    chosen.sort()
+    images, labels, attrs = [], [], []
+    for s in tqdm(world.samples(chosen), total=len(chosen), desc="render", disable=not progress):
+        images.append(s.image)
+        labels.append(s.label)
+        attrs.append(s.attributes)
+    return {
+        "images": np.stack(images),
+        "labels": np.asarray(labels, np.int64),
+        "attributes": np.stack(attrs).astype(np.uint8),
+        "indices": np.asarray(chosen, np.int64),
+    }
+
+
+def _to_tensor(images: np.ndarray) -> Any:
+    import torch
+
+    return torch.from_numpy(images).permute(0, 3, 1, 2).float().div(127.5).sub(1.0)
+
+
+# ----------------------------------------------------------------------------- VAE
+def _train_vae(cfg: FluxTrainConfig, data: dict[str, np.ndarray], work: Path, progress: bool, log: Callable) -> Any:
+    import torch
+
+    path = work / "vae.pt"
+    torch.manual_seed(cfg.seed)
+    vae = build_vae(cfg)
+    opt = torch.optim.AdamW(vae.parameters(), lr=cfg.vae_lr, weight_decay=0.0)
+    start, losses = 0, []
+    if path.exists():
+        state = torch.load(path, weights_only=False)
+        vae.load_state_dict(state["model"])
+        if state["done"]:
+            vae.register_to_config(shift_factor=state["shift"], scaling_factor=state["scale"])
+            return vae
+        opt.load_state_dict(state["opt"])
+        start, losses = state["step"], state["losses"]
+    x_all = _to_tensor(data["images"])
+    n = x_all.shape[0]
+    vae.train()
+    bar = tqdm(range(start, cfg.vae_steps), desc="vae", disable=not progress, initial=start, total=cfg.vae_steps)
+    for step in bar:
+        g = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
+        idx = torch.randint(n, (cfg.vae_batch,), generator=g)
+        x = x_all[idx]
+        flip = torch.rand(cfg.vae_batch, generator=g) < 0.5
+        x = torch.where(flip[:, None, None, None], x.flip(-1), x)
+        for group in opt.param_groups:
+            group["lr"] = cosine_lr(step, cfg.vae_steps, cfg.vae_lr, 50)
+        post = vae.encode(x).latent_dist
+        rec = vae.decode(post.sample(generator=g)).sample
+        l1 = (rec - x).abs().mean()
+        mse = ((rec - x) ** 2).mean()
+        kl = post.kl().mean()
+        loss = l1 + mse + cfg.kl_weight * kl
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(vae.parameters(), 1.0)
+        opt.step()
+        losses.append([step, l1.item(), mse.item(), kl.item()])
+        bar.set_postfix(l1=f"{float(l1):.4f}", mse=f"{float(mse):.4f}")
+        if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.vae_steps:
+            _atomic_save({"model": vae.state_dict(), "opt": opt.state_dict(), "step": step + 1, "losses": losses, "done": False}, path)
+    vae.eval()
+    with torch.no_grad():
+        means = torch.cat([vae.encode(x_all[i : i + 256]).latent_dist.mean for i in range(0, min(n, 2048), 256)])
+    shift, scale = float(means.mean()), float(1.0 / means.std())
+    vae.register_to_config(shift_factor=shift, scaling_factor=scale)
+    _atomic_save({"model": vae.state_dict(), "step": cfg.vae_steps, "losses": losses, "done": True, "shift": shift, "scale": scale}, path)
+    log("vae", {"steps": cfg.vae_steps, "shift_factor": shift, "scaling_factor": scale, "final_l1": losses[-1][1] if losses else None})
+    return vae
+
+
+def _encode_latents(vae: Any, data: dict[str, np.ndarray], work: Path, progress: bool) -> dict[str, Any]:
+    import torch
+
+    path = work / "latents.pt"
+    if path.exists():
+        return torch.load(path, weights_only=False)
+    x_all = _to_tensor(data["images"])
+    out: dict[str, list] = {"mean": [], "std": [], "mean_flip": [], "std_flip": []}
+    with torch.no_grad():
+        for i in tqdm(range(0, x_all.shape[0], 256), desc="latents", disable=not progress):
+            x = x_all[i : i + 256]
+            for suffix, xx in (("", x), ("_flip", x.flip(-1))):
+                d = vae.encode(xx).latent_dist
+                out["mean" + suffix].append(d.mean)
+                out["std" + suffix].append(d.std)
+    lat = {k: torch.cat(v) for k, v in out.items()}
+    _atomic_save(lat, path)
+    return lat
+
+
+# ----------------------------------------------------------------------------- Flux
+def flow_matching_loss(
+    transformer: Any, x0: Any, noise: Any, t: Any, prompt_embeds: Any, pooled: Any, img_ids: Any, txt_ids: Any
+) -> Any:
+    """Rectified-flow MSE in FluxPipeline's convention.
+
+    Args:
+        x0: (B, C, h, w) normalised latents ``(z - shift) * scaling``.
+        noise: like ``x0``; t: (B,) in (0, 1).
+        prompt_embeds: (B, L, D) T5 states; pooled: (B, D) CLIP pooled output.
+    Returns:
+        scalar ``mean((v_theta(x_t, t) - (noise - x0))**2)`` on packed 2x2 latent tokens.
+    """
+    from diffusers import FluxPipeline
+
+    b, c, h, w = x0.shape
+    tt = t.view(b, 1, 1, 1)
+    xt = (1.0 - tt) * x0 + tt * noise
+    target = noise - x0
+    packed = FluxPipeline._pack_latents(xt, b, c, h, w)
+    pred = transformer(
+        hidden_states=packed,
+        timestep=t,
+        guidance=None,
+        pooled_projections=pooled,
+        encoder_hidden_states=prompt_embeds,
+        txt_ids=txt_ids,
+        img_ids=img_ids,
+        return_dict=False,
+    )[0]
+    return ((pred - FluxPipeline._pack_latents(target, b, c, h, w)) ** 2).mean()
+
+
+def encode_prompts(tokenizers: tuple[Any, Any], encoders: tuple[Any, Any], prompts: list[str], max_length: int) -> tuple[Any, Any]:
+    """(T5 states (B, L, D), CLIP pooled (B, D)) exactly as FluxPipeline.encode_prompt computes them."""
+    clip_tok, t5_tok = tokenizers
+    clip, t5 = encoders
+    ids = clip_tok(prompts, padding="max_length", max_length=clip_tok.model_max_length, truncation=True, return_tensors="pt").input_ids
+    pooled = clip(ids, output_hidden_states=False).pooler_output
+    ids2 = t5_tok(prompts, padding="max_length", max_length=max_length, truncation=True, return_tensors="pt").input_ids
+    states = t5(ids2, output_hidden_states=False)[0]
+    return states, pooled
+
+
+def _train_flux(
+    cfg: FluxTrainConfig,
+    data: dict[str, np.ndarray],
+    lat: dict[str, Any],
+    vae: Any,
+    tokenizers: tuple[Any, Any],
+    work: Path,
+    progress: bool,
+    log: Callable,
+) -> tuple[Any, Any, Any, dict]:
+    import torch
+    from diffusers import FluxPipeline
+
+    world = _world(cfg)
+    path = work / "flux.pt"
+    torch.manual_seed(cfg.seed + 1)
+    clip, t5 = build_text_encoders(cfg, len(tokenizers[0]))
+    torch.manual_seed(cfg.seed + 2)
+    transformer = build_transformer(cfg)
+    modules = torch.nn.ModuleDict({"transformer": transformer, "clip": clip, "t5": t5})
+    ema = {k: v.detach().clone() for k, v in modules.state_dict().items()}
+    opt = torch.optim.AdamW(modules.parameters(), lr=cfg.lr, weight_decay=0.01)
+    state: dict[str, Any] = {"step": 0, "losses": [], "total": cfg.steps, "seconds": 0.0}
+    if path.exists():
+        ck = torch.load(path, weights_only=False)
+        modules.load_state_dict(ck["model"])
+        ema = ck["ema"]
+        opt.load_state_dict(ck["opt"])
+        state = ck["state"]
+        if state.get("done"):
+            modules.load_state_dict(ema)
+            return transformer, clip, t5, state
+    shift, scale = float(vae.config.shift_factor), float(vae.config.scaling_factor)
+    n = lat["mean"].shape[0]
+    h = lat["mean"].shape[-1]
+    img_ids = FluxPipeline._prepare_latent_image_ids(1, h // 2, h // 2, "cpu", torch.float32)
+    txt_ids = torch.zeros(cfg.max_length, 3)
+    labels, attrs = data["labels"], data["attributes"]
+    modules.train()
+    step = state["step"]
+    t_start = time.perf_counter() - state["seconds"]
+    bar = tqdm(desc="flux", disable=not progress, initial=step, total=state["total"])
+    while state["total"] is None or step < state["total"]:
+        g = torch.Generator().manual_seed(cfg.seed * 1_000_003 + 7 + step)
+        rng = np.random.default_rng([cfg.seed, 7, step])
+        idx = torch.randint(n, (cfg.batch,), generator=g)
+        flip = (torch.rand(cfg.batch, generator=g) < 0.5)[:, None, None, None]
+        mean = torch.where(flip, lat["mean_flip"][idx], lat["mean"][idx])
+        std = torch.where(flip, lat["std_flip"][idx], lat["std"][idx])
+        z = mean + std * torch.randn(mean.shape, generator=g)
+        x0 = (z - shift) * scale
+        noise = torch.randn(x0.shape, generator=g)
+        t = torch.sigmoid(torch.randn(cfg.batch, generator=g))
+        prompts = [
+            "" if rng.random() < cfg.caption_dropout else make_caption(attrs[i], int(labels[i]), world, rng)
+            for i in idx.tolist()
+        ]
+        total_for_lr = state["total"] if state["total"] is not None else 10**9
+        for group in opt.param_groups:
+            group["lr"] = cosine_lr(step, total_for_lr, cfg.lr, cfg.warmup)
+        states, pooled = encode_prompts(tokenizers, (clip, t5), prompts, cfg.max_length)
+        loss = flow_matching_loss(transformer, x0, noise, t, states, pooled, img_ids, txt_ids)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(modules.parameters(), 1.0)
+        opt.step()
+        decay = min(cfg.ema, (1 + step) / (10 + step))
+        with torch.no_grad():
+            for k, v in modules.state_dict().items():
+                if v.dtype.is_floating_point:
+                    ema[k].mul_(decay).add_(v.detach(), alpha=1 - decay)
+                else:
+                    ema[k].copy_(v)
+        step += 1
+        state["losses"].append([step, loss.item()])
+        state["seconds"] = time.perf_counter() - t_start
+        bar.update(1)
+        bar.set_postfix(loss=f"{float(loss):.3f}")
+        if state["total"] is None and step == 20:
+            per_step = state["seconds"] / step
+            state["total"] = max(step + 1, int(cfg.minutes * 60 / per_step))
+            bar.total = state["total"]
+            log("calibration", {"seconds_per_step": per_step, "steps": state["total"]})
+        state["step"] = step
+        if step % cfg.checkpoint_every == 0 and step < (state["total"] or 0):
+            _atomic_save({"model": modules.state_dict(), "ema": ema, "opt": opt.state_dict(), "state": state}, path)
+    bar.close()
+    state["done"] = True
+    _atomic_save({"model": modules.state_dict(), "ema": ema, "opt": opt.state_dict(), "state": state}, path)
+    modules.load_state_dict(ema)
+    return transformer, clip, t5, state
+
+
+# ----------------------------------------------------------------------------- export
+def _plot_losses(losses: list, vae_losses: list, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
+    if losses:
+        a = np.asarray(losses, float)
+        k = max(1, len(a) // 100)
+        smooth = np.convolve(a[:, 1], np.ones(k) / k, mode="valid")
+        axes[0].plot(a[:, 0], a[:, 1], alpha=0.25, lw=0.5)
+        axes[0].plot(a[k - 1 :, 0], smooth, lw=1.5)
+    axes[0].set(title="Flux rectified-flow loss", xlabel="step", ylabel="MSE", yscale="log")
+    if vae_losses:
+        v = np.asarray(vae_losses, float)
+        axes[1].plot(v[:, 0], v[:, 1], label="L1")
+        axes[1].plot(v[:, 0], v[:, 2], label="MSE")
+        axes[1].legend()
+    axes[1].set(title="VAE reconstruction", xlabel="step", yscale="log")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def export_pipeline(components: dict[str, Any], out_dir: Path) -> int:
+    """Save a float16 ``FluxPipeline`` folder; return its size on disk in bytes."""
+    import torch
+    from diffusers import FluxPipeline
+
+    pipe = FluxPipeline(**components)
+    pipe.to(torch.float16)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pipe.save_pretrained(out_dir, safe_serialization=True)
+    return sum(p.stat().st_size for p in out_dir.rglob("*") if p.is_file())
+
+
+def _sample_sheet(out_dir: Path, world: Any, path: Path, max_length: int, seed: int) -> None:
+    import torch
+    from PIL import Image
+
+    from diffusers import FluxPipeline
+
+    from .loader import load_world_flux
+
+    pipe = load_world_flux(out_dir, pipeline_cls=FluxPipeline)
+    names = [c.split(".", 1)[-1].replace("_", " ") for c in world.class_names][:12]
+    prompts = [f"a photo of a {n}" for n in names]
+    g = [torch.Generator().manual_seed(seed + i) for i in range(len(prompts))]
+    ims = pipe(prompts, negative_prompt=[""] * len(prompts), true_cfg_scale=4.0, num_inference_steps=20, height=world.config.image_size,
+               width=world.config.image_size, max_sequence_length=max_length, generator=g).images
+    s = world.config.image_size
+    sheet = Image.new("RGB", (s * len(ims), s))
+    for i, im in enumerate(ims):
+        sheet.paste(im, (i * s, 0))
+    sheet.resize((sheet.width * 3, sheet.height * 3), Image.NEAREST).save(path)
+
+
+# ----------------------------------------------------------------------------- entry
+def train_world_flux(cfg: FluxTrainConfig, out_dir: str | Path, work_dir: str | Path, progress: bool = True, threads: int | None = None) -> dict[str, Any]:
+    """Run every stage (see module docstring); return the training log dict.
+
+    ``out_dir`` receives the pipeline folder, ``loss_curve.png``, ``samples.png`` and
+    ``train_log.json``; ``work_dir`` the resumable stage files.
+    """
+    import torch
+
+    if threads:
+        torch.set_num_threads(int(threads))
+    out, work = Path(out_dir), Path(work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    cfg_path = work / "config.json"
+    if cfg_path.exists():
+        old = FluxTrainConfig.from_dict(json.loads(cfg_path.read_text()))
+        if old.to_dict() != cfg.to_dict():
+            raise ValueError(f"work_dir: {work} holds a run with another config; use a fresh --work-dir or the same settings")
+    else:
+        cfg_path.write_text(json.dumps(cfg.to_dict(), indent=1))
+    log_path = work / "log.json"
+    record: dict[str, Any] = json.loads(log_path.read_text()) if log_path.exists() else {"stages": {}}
+
+    def log(stage: str, info: dict) -> None:
+        record["stages"][stage] = info
+        log_path.write_text(json.dumps(record, indent=1))
+
+    t0 = time.perf_counter()
+    data_path = work / "data.npz"
+    if data_path.exists():
+        with np.load(data_path) as z:
+            data = {k: z[k] for k in z.files}
+    else:
+        data = render_training_set(cfg, progress)
+        np.savez(data_path, **data)
+        log("data", {"images": int(len(data["labels"])), "seconds": time.perf_counter() - t0})
+    t1 = time.perf_counter()
+    vae = _train_vae(cfg, data, work, progress, log)
+    vae.eval()
+    lat = _encode_latents(vae, data, work, progress)
+    t2 = time.perf_counter()
+    world = _world(cfg)
+    tokenizers = word_tokenizers(caption_vocabulary(world), cfg.max_length)
+    transformer, clip, t5, state = _train_flux(cfg, data, lat, vae, tokenizers, work, progress, log)
+    t3 = time.perf_counter()
+    for m in (transformer, clip, t5):
+        m.eval()
+    size = export_pipeline(
+        {
+            "scheduler": build_scheduler(),
+            "vae": vae,
+            "text_encoder": clip,
+            "tokenizer": tokenizers[0],
+            "text_encoder_2": t5,
+            "tokenizer_2": tokenizers[1],
+            "transformer": transformer,
+        },
+        out,
+    )
+    vae_state = torch.load(work / "vae.pt", weights_only=False)
+    _plot_losses(state["losses"], vae_state.get("losses", []), out / "loss_curve.png")
+    _sample_sheet(out, world, out / "samples.png", cfg.max_length, cfg.seed)
+    params = {
+        "transformer": sum(p.numel() for p in transformer.parameters()),
+        "vae": sum(p.numel() for p in vae.parameters()),
+        "text_encoder": sum(p.numel() for p in clip.parameters()),
+        "text_encoder_2": sum(p.numel() for p in t5.parameters()),
+    }
+    record.update(
+        config=cfg.to_dict(),
+        parameters=params,
+        bytes_on_disk=size,
+        flux_steps=state["step"],
+        flux_seconds=state["seconds"],
+        final_loss_mean_last_100=float(np.mean([l for _, l in state["losses"][-100:]])) if state["losses"] else None,
+        vocabulary_size=len(tokenizers[0]),
+        session_seconds={"data": t1 - t0, "vae_and_latents": t2 - t1, "flux": t3 - t2, "export": time.perf_counter() - t3},
+        torch_threads=torch.get_num_threads(),
+    )
+    log_path.write_text(json.dumps(record, indent=1))
+    slim = {k: v for k, v in record.items()}
+    (out / "train_log.json").write_text(json.dumps(slim, indent=1))
+    (out / "loss_history.json").write_text(json.dumps({"flux": state["losses"][:: max(1, len(state["losses"]) // 500)], "vae": vae_state.get("losses", [])[:: max(1, len(vae_state.get("losses", [])) // 200)]}))
+    return record

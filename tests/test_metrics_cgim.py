@@ -108,3 +108,77 @@ def test_invariant_to_positive_scaling_of_theta(theta, V, c, u):
     for key in ("per_concept_type1", "per_class_type1", "per_concept_type2", "per_concept_type3"):
         v = a[key][~np.isnan(a[key])]
         assert ((v >= -1) & (v <= 1)).all()
+
+
+# ------------------------------------------------------------- issue 12.8(b): row / column scale
+def _cos(a, b):
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    return a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
+
+
+@pytest.mark.parametrize("scale", [1e-200, 1e-160, 1e160, 1e200])
+def test_a_row_tiny_or_huge_next_to_the_others_keeps_its_score(scale):
+    """The old code rescaled whole matrices only: a row of 1e-200 among rows of ~1 squared
+    to 0 and scored NaN; a row of 1e200 overflowed."""
+    theta = np.array([[1.0, 2.0, 0.0], [1.0, -1.0, 0.5], [0.0, 3.0, 1.0]])
+    V = np.array([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 1.0]])
+    theta[0] *= scale
+    out = concept_global_importance(theta, V)
+    want = [_cos([1, 2, 0], V[0]), _cos(theta[1], V[1]), _cos(theta[2], V[2])]
+    np.testing.assert_allclose(out["per_concept_type1"], want, rtol=1e-12)
+    # a column whose entries are all tiny keeps its score too
+    theta_cols = np.array([[1e-200, 1.0], [2e-200, 1.0]])
+    out = concept_global_importance(theta_cols, np.array([[1.0, 1.0], [0.0, 1.0]]))
+    np.testing.assert_allclose(out["per_class_type1"], [_cos([1, 2], [1, 0]), 1.0], rtol=1e-12)
+
+
+def test_a_tiny_concept_row_keeps_its_type2_and_type3_scores():
+    u = U.copy()
+    u[:, 1] *= 1e-200  # concept 1's scores are tiny: its U* row is 1e-200 * (1, 1)
+    out = concept_global_importance(THETA, V, u, PRED, REF)
+    ref = concept_global_importance(THETA, V, U, PRED, REF)
+    for key in ("per_concept_type2", "per_concept_type3"):
+        np.testing.assert_allclose(out[key], ref[key], rtol=1e-12)
+
+
+def test_exactly_zero_rows_and_columns_score_nan_and_are_left_out():
+    """Defined convention: an all-zero vector has no direction -> NaN, skipped by the means
+    and the histograms (a V row of zeros too)."""
+    theta = np.array([[1.0, 1.0], [0.0, 0.0], [1.0, 0.0]])
+    V = np.array([[1.0, 1.0], [1.0, 0.0], [0.0, 0.0]])
+    out = concept_global_importance(theta, V)
+    assert out["per_concept_type1"][0] == pytest.approx(1.0)
+    assert np.isnan(out["per_concept_type1"][1]) and np.isnan(out["per_concept_type1"][2])
+    assert out["concept_type1"] == pytest.approx(1.0)
+    assert out["histogram_counts"][0, 0].sum() == 1
+
+
+@pytest.mark.parametrize("scale", [1e-170, 1e170])
+def test_type3_survives_products_beyond_float_range(scale):
+    """theta * U* of 1e170-scale factors overflowed to inf (NaN scores); of 1e-170, underflowed."""
+    ref = concept_global_importance(THETA, V, U, PRED, REF)
+    out = concept_global_importance(scale * THETA, V, scale * U, PRED, REF)
+    for key in ("per_concept_type3", "per_class_type3"):
+        np.testing.assert_allclose(out[key], ref[key], rtol=1e-12, equal_nan=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(arrays(np.float64, (4, 5), elements=finite), arrays(np.float64, (4, 5), elements=st.sampled_from([0.0, 1.0])),
+       st.lists(st.integers(-250, 250), min_size=4, max_size=4), st.lists(st.integers(-250, 250), min_size=5, max_size=5))
+def test_scores_invariant_to_scaling_each_row_or_column(theta, V, row_exp, col_exp):
+    """Cosine is scale-free per vector: scaling concept j's row of theta by 10^e_j leaves
+    rho_j unchanged, and scaling class k's column leaves rho_k unchanged, for factors from
+    1e-250 to 1e250; every row / column with a non-zero entry (and a non-zero partner in
+    V) gets a finite score."""
+    base = concept_global_importance(theta, V)
+    rows = concept_global_importance(theta * 10.0 ** np.array(row_exp, float)[:, None], V)
+    cols = concept_global_importance(theta * 10.0 ** np.array(col_exp, float)[None, :], V)
+    np.testing.assert_allclose(rows["per_concept_type1"], base["per_concept_type1"], rtol=1e-9, atol=1e-12,
+                               equal_nan=True)
+    np.testing.assert_allclose(cols["per_class_type1"], base["per_class_type1"], rtol=1e-9, atol=1e-12, equal_nan=True)
+    defined_rows = (theta != 0).any(axis=1) & (V != 0).any(axis=1)
+    assert np.isfinite(rows["per_concept_type1"][defined_rows]).all()
+    assert np.isnan(rows["per_concept_type1"][~defined_rows]).all()
+    defined_cols = (theta != 0).any(axis=0) & (V != 0).any(axis=0)
+    assert np.isfinite(cols["per_class_type1"][defined_cols]).all()
+    assert np.isnan(cols["per_class_type1"][~defined_cols]).all()

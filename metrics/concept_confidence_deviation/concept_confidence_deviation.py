@@ -2,11 +2,10 @@
 
 from typing import ClassVar, Literal
 
-import datasets
 import evaluate
-import numpy as np
 
 from concept_grounding.metrics import concept_confidence_deviation
+from concept_grounding.metrics.module_inputs import CheckedInputs, InputField
 
 _DESCRIPTION = """\
 CCD (ConceptBed, Patel et al., 2023, Eq. 3):
@@ -55,23 +54,25 @@ _CITATION = """\
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class ConceptConfidenceDeviation(evaluate.Metric):
+class ConceptConfidenceDeviation(CheckedInputs, evaluate.Metric):
     """Thin shell over :func:`concept_grounding.metrics.concept_confidence_deviation`."""
 
     score_direction: ClassVar[Literal["higher", "lower"]] = "lower"
     score_range: ClassVar[tuple[float, float]] = (-1.0, 1.0)
     category: ClassVar[str] = "generation fidelity (oracle confidence)"
 
+    def _input_fields(self) -> dict[str, InputField]:
+        vqa = self.config_name == "vqa"
+        return {"predictions": InputField("probability", row_ndim=0 if vqa else 1), "references": InputField("label")}
+
     def _info(self) -> evaluate.MetricInfo:
         if self.config_name not in ("default", "classifier", "vqa"):
             raise ValueError(f"config_name must be 'classifier' or 'vqa', got {self.config_name!r}")
-        vqa = self.config_name == "vqa"
-        prediction = datasets.Value("float64") if vqa else datasets.Sequence(datasets.Value("float64"))
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features({"predictions": prediction, "references": datasets.Value("int64")}),
+            features=self._features(),
             reference_urls=["https://conceptbed.github.io"],
         )
 
@@ -80,6 +81,6 @@ class ConceptConfidenceDeviation(evaluate.Metric):
         if real_probabilities is None or real_labels is None:
             raise ValueError("real_probabilities and real_labels are required")
         mode = "vqa" if self.config_name == "vqa" else "classifier"
-        return concept_confidence_deviation(np.asarray(predictions), np.asarray(references),
-                                            np.asarray(real_probabilities), np.asarray(real_labels),
+        c = self._checked(predictions=predictions, references=references)
+        return concept_confidence_deviation(c["predictions"], c["references"], real_probabilities, real_labels,
                                             mode=mode, reduction=reduction, n_bins=n_bins)

@@ -2,11 +2,10 @@
 
 from typing import ClassVar, Literal
 
-import datasets
 import evaluate
-import numpy as np
 
 from concept_grounding.metrics import concept_existence
+from concept_grounding.metrics.module_inputs import CheckedInputs, InputField
 
 _DESCRIPTION = """\
 Concept existence (the "CEM" of Aysel et al., 2025, Eq. 9): for each test image predicted as
@@ -50,26 +49,27 @@ _CITATION = """\
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class ConceptExistence(evaluate.Metric):
+class ConceptExistence(CheckedInputs, evaluate.Metric):
     """Thin shell over :func:`concept_grounding.metrics.concept_existence`."""
 
     score_direction: ClassVar[Literal["higher", "lower"]] = "higher"
     score_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
     category: ClassVar[str] = "concept faithfulness (local)"
 
+    def _input_fields(self) -> dict[str, InputField]:
+        return {
+            "predictions": InputField("label"),
+            "references": InputField("label"),
+            "concept_scores": InputField("value", row_ndim=1),
+            "concept_labels": InputField("flag", row_ndim=1),
+        }
+
     def _info(self) -> evaluate.MetricInfo:
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features(
-                {
-                    "predictions": datasets.Value("int64"),
-                    "references": datasets.Value("int64"),
-                    "concept_scores": datasets.Sequence(datasets.Value("float64")),
-                    "concept_labels": datasets.Sequence(datasets.Value("int8")),
-                }
-            ),
+            features=self._features(),
             reference_urls=[],
         )
 
@@ -77,6 +77,7 @@ class ConceptExistence(evaluate.Metric):
                  ranking="theta_u", by_magnitude=False):
         if theta is None:
             raise ValueError("theta (the L x K concept-to-class weights) is required")
-        return concept_existence(np.asarray(theta), np.asarray(concept_scores), np.asarray(predictions),
-                                 np.asarray(concept_labels), np.asarray(references), top_l=tuple(top_l),
-                                 ranking=ranking, by_magnitude=by_magnitude)
+        c = self._checked(predictions=predictions, references=references, concept_scores=concept_scores,
+                          concept_labels=concept_labels)
+        return concept_existence(theta, c["concept_scores"], c["predictions"], c["concept_labels"], c["references"],
+                                 top_l=tuple(top_l), ranking=ranking, by_magnitude=by_magnitude)

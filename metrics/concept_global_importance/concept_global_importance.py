@@ -2,11 +2,10 @@
 
 from typing import ClassVar, Literal
 
-import datasets
 import evaluate
-import numpy as np
 
 from concept_grounding.metrics import concept_global_importance
+from concept_grounding.metrics.module_inputs import CheckedInputs, InputField
 
 _DESCRIPTION = """\
 CGIM (Aysel et al., 2025, Eqs. 3-8): the cosine similarity, per concept (rows) and per class
@@ -49,30 +48,32 @@ _CITATION = """\
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class ConceptGlobalImportance(evaluate.Metric):
+class ConceptGlobalImportance(CheckedInputs, evaluate.Metric):
     """Thin shell over :func:`concept_grounding.metrics.concept_global_importance`."""
 
     score_direction: ClassVar[Literal["higher", "lower"]] = "higher"
     score_range: ClassVar[tuple[float, float]] = (-1.0, 1.0)
     category: ClassVar[str] = "concept faithfulness (global)"
 
+    def _input_fields(self) -> dict[str, InputField]:
+        return {
+            "predictions": InputField("label"),
+            "references": InputField("label"),
+            "concept_scores": InputField("value", row_ndim=1),
+        }
+
     def _info(self) -> evaluate.MetricInfo:
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features(
-                {
-                    "predictions": datasets.Value("int64"),
-                    "references": datasets.Value("int64"),
-                    "concept_scores": datasets.Sequence(datasets.Value("float64")),
-                }
-            ),
+            features=self._features(),
             reference_urls=[],
         )
 
     def _compute(self, predictions, references, concept_scores, theta=None, class_attributes=None):
         if theta is None or class_attributes is None:
             raise ValueError("theta and class_attributes (both L x K) are required")
-        return concept_global_importance(np.asarray(theta), np.asarray(class_attributes), np.asarray(concept_scores),
-                                         np.asarray(predictions), np.asarray(references))
+        c = self._checked(predictions=predictions, references=references, concept_scores=concept_scores)
+        return concept_global_importance(theta, class_attributes, c["concept_scores"], c["predictions"],
+                                         c["references"])

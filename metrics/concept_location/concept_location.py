@@ -2,11 +2,10 @@
 
 from typing import ClassVar, Literal
 
-import datasets
 import evaluate
-import numpy as np
 
 from concept_grounding.metrics import concept_location
+from concept_grounding.metrics.module_inputs import CheckedInputs, InputField
 
 _DESCRIPTION = """\
 CLM (Aysel et al., 2025, Eq. 11): for the top-l concepts of each image (ranked by theta[j, k] *
@@ -58,28 +57,29 @@ _CITATION = """\
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class ConceptLocation(evaluate.Metric):
+class ConceptLocation(CheckedInputs, evaluate.Metric):
     """Thin shell over :func:`concept_grounding.metrics.concept_location`."""
 
     score_direction: ClassVar[Literal["higher", "lower"]] = "higher"
     score_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
     category: ClassVar[str] = "concept localisation"
 
+    def _input_fields(self) -> dict[str, InputField]:
+        return {
+            "predictions": InputField("label"),
+            "references": InputField("label"),
+            "concept_scores": InputField("value", row_ndim=1),
+            "concept_maps": InputField("value", row_ndim=3, dtype="float32"),
+            "part_xy": InputField("value", row_ndim=2, dtype="float32"),
+            "part_visible": InputField("flag", row_ndim=1),
+        }
+
     def _info(self) -> evaluate.MetricInfo:
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features(
-                {
-                    "predictions": datasets.Value("int64"),
-                    "references": datasets.Value("int64"),
-                    "concept_scores": datasets.Sequence(datasets.Value("float64")),
-                    "concept_maps": datasets.Sequence(datasets.Sequence(datasets.Sequence(datasets.Value("float32")))),
-                    "part_xy": datasets.Sequence(datasets.Sequence(datasets.Value("float32"))),
-                    "part_visible": datasets.Sequence(datasets.Value("bool")),
-                }
-            ),
+            features=self._features(),
             reference_urls=[],
         )
 
@@ -88,10 +88,12 @@ class ConceptLocation(evaluate.Metric):
                  ranking="theta_u", by_magnitude=False, rank_within_part_concepts=False, return_ranks=False):
         if theta is None:
             raise ValueError("theta (the L x K concept-to-class weights) is required")
+        c = self._checked(predictions=predictions, references=references, concept_scores=concept_scores,
+                          concept_maps=concept_maps, part_xy=part_xy, part_visible=part_visible)
         return concept_location(
-            np.asarray(concept_maps, dtype=np.float32), np.asarray(part_xy), np.asarray(part_visible),
-            theta=np.asarray(theta), concept_scores=np.asarray(concept_scores), predictions=np.asarray(predictions),
-            references=np.asarray(references), concept_names=concept_names, concept_parts=concept_parts,
+            c["concept_maps"], c["part_xy"], c["part_visible"],
+            theta=theta, concept_scores=c["concept_scores"], predictions=c["predictions"],
+            references=c["references"], concept_names=concept_names, concept_parts=concept_parts,
             image_size=image_size, alphas=tuple(alphas), top_l=tuple(top_l), ranking=ranking,
             by_magnitude=by_magnitude, rank_within_part_concepts=rank_within_part_concepts,
             return_ranks=return_ranks,

@@ -2,11 +2,10 @@
 
 from typing import ClassVar, Literal
 
-import datasets
 import evaluate
-import numpy as np
 
 from concept_grounding.metrics import sub_accuracy
+from concept_grounding.metrics.module_inputs import CheckedInputs, InputField
 
 _DESCRIPTION = """\
 SUB accuracy (Bader et al., 2025, Sec. 5.5-5.6, App. F) on synthetic attribute substitutions.
@@ -18,6 +17,23 @@ argmax within S+'s attribute group (plus "none" when a none_scores column is giv
 prediction; s+ = argmax is S+, s- = argmax is not S-. Chance: 1 / (|A| + 1) and
 1 - 1 / (|A| + 1) with the "none" option (App. F), 1 / |A| without.
 Breakdowns per target attribute, attribute group and reference class. Higher is better.
+
+protocol="paper" (default) follows the paper's text as above; protocol="official" reproduces
+SUB's published evaluation code (github.com/ExplainableML/sub, CBM_testing/):
+
+    rule                 "paper"                              "official"
+    s+ hit (binary)      P(S+) > 0.5                          P(S+) >= 0.5  (sigmoid(logit) >= 0.5)
+    s- hit (binary)      P(S-) <= 0.5                         P(S-) < 0.5
+    which S- count       every (image, S-) pair whose S- is   one per image: its S- in the lowest
+                         a column                             column (the first class-level positive
+                                                              attribute of the group in the model's
+                                                              list); images with none are dropped
+    images for s-        binary: all; group: S+ is a column   only images whose S+ counts for s+
+    group options        the group, plus "none" with          the group only; none_scores rejected
+                         none_scores ("group_with_none")
+    group S+ / S-        any column                           CBM-112 attributes only (the notebook
+                                                              skips images whose S+ is not in CBM-112)
+    chance               App. F                               0.5 (binary); 1/|A|, 1 - 1/|A| (group)
 """
 
 _KWARGS_DESCRIPTION = """
@@ -29,6 +45,7 @@ Args:
     reference_classes (`list` of `str`): reference class of each image.
     none_scores (`list` of `float`, "group_with_none" only): similarity of the "none" option.
     concept_names (`list` of `str`): CUB attribute names of the prediction columns.
+    protocol (`str`, defaults to "paper"): "paper" or "official" (see the description).
 Returns:
     `s_plus`, `s_minus`, `chance_s_plus`, `chance_s_minus`, `n_s_plus`, `n_s_minus`,
     `skipped_target`, `skipped_removed` and `breakdown` (per attribute, group, class).
@@ -49,6 +66,14 @@ Examples:
     ...                    reference_classes=["017.Cardinal", "073.Blue_Jay"], concept_names=names)
     >>> out["s_plus"], out["s_minus"], round(out["chance_s_plus"], 4)
     (0.5, 0.5, 0.3333)
+    >>> official = evaluate.load("metrics/sub_accuracy")
+    >>> out = official.compute(predictions=[[0.2, 0.5], [0.5, 0.4]],
+    ...                        target_attributes=["has_bill_shape::needle"] * 2,
+    ...                        removed_attributes=[["has_bill_shape::dagger"]] * 2,
+    ...                        reference_classes=["017.Cardinal", "073.Blue_Jay"], concept_names=names,
+    ...                        protocol="official")
+    >>> out["s_plus"], out["s_minus"]   # "paper" gives (0.0, 1.0): 0.5 is not > 0.5 but is <= 0.5
+    (0.5, 0.5)
 """
 
 _CITATION = """\
@@ -64,37 +89,46 @@ _CONFIGS = ("binary", "group", "group_with_none")
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class SubAccuracy(evaluate.Metric):
+class SubAccuracy(CheckedInputs, evaluate.Metric):
     """Thin shell over :func:`concept_grounding.metrics.sub_accuracy`."""
 
     score_direction: ClassVar[Literal["higher", "lower"]] = "higher"
     score_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
     category: ClassVar[str] = "concept robustness (counterfactual)"
 
+    def _input_fields(self) -> dict[str, InputField]:
+        binary = self.config_name in ("default", "binary")
+        fields = {
+            "predictions": InputField("probability" if binary else "value", row_ndim=1),
+            "target_attributes": InputField("name"),
+            "removed_attributes": InputField("names"),
+            "reference_classes": InputField("name"),
+        }
+        if self.config_name == "group_with_none":
+            fields["none_scores"] = InputField("value")
+        return fields
+
     def _info(self) -> evaluate.MetricInfo:
         if self.config_name not in ("default",) + _CONFIGS:
             raise ValueError(f"config_name must be one of {_CONFIGS}, got {self.config_name!r}")
-        features = {
-            "predictions": datasets.Sequence(datasets.Value("float64")),
-            "target_attributes": datasets.Value("string"),
-            "removed_attributes": datasets.Sequence(datasets.Value("string")),
-            "reference_classes": datasets.Value("string"),
-        }
-        if self.config_name == "group_with_none":
-            features["none_scores"] = datasets.Value("float64")
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features(features),
+            features=self._features(),
             reference_urls=["https://github.com/ExplainableML/sub", "https://huggingface.co/datasets/Jessica-bader/SUB"],
         )
 
     def _compute(self, predictions, target_attributes, removed_attributes, reference_classes, none_scores=None,
-                 concept_names=None):
+                 concept_names=None, protocol="paper"):
         if concept_names is None:
             raise ValueError("concept_names (the CUB attribute name of every prediction column) is required")
         mode = "binary" if self.config_name in ("default", "binary") else "group"
-        return sub_accuracy(np.asarray(predictions), list(target_attributes), [list(r) for r in removed_attributes],
-                            concept_names=list(concept_names), reference_classes=list(reference_classes), mode=mode,
-                            none_scores=None if none_scores is None else np.asarray(none_scores))
+        columns = dict(predictions=predictions, target_attributes=target_attributes,
+                       removed_attributes=removed_attributes, reference_classes=reference_classes)
+        if self.config_name == "group_with_none":
+            columns["none_scores"] = none_scores
+        c = self._checked(**columns)
+        return sub_accuracy(c["predictions"], c["target_attributes"], c["removed_attributes"],
+                            concept_names=concept_names, reference_classes=c["reference_classes"], mode=mode,
+                            protocol=protocol, none_scores=c.get("none_scores"))

@@ -14,7 +14,15 @@ Scores lie in [-1, 1]; higher is better. Conventions the paper leaves open:
 * a class with no correctly classified test image has no ``U*`` column: its per-class
   type 2/3 scores are NaN and it is left out of the per-concept type 2/3 vectors
   (counted in ``classes_without_correct``);
-* a zero vector has no direction, so its cosine similarity is NaN; means use ``nanmean``.
+* a vector that is exactly zero (every entry 0: a concept the classifier ignores, a
+  class no concept describes, a concept no class has in ``V``, or a ``V`` row whose
+  non-zero entries all fall in dropped classes) has no direction: its score is NaN,
+  left out of the means (``nanmean``) and of the histograms;
+* every other vector gets a finite score whatever its scale, also when it is tiny or
+  huge next to the rest of the matrix (a row of ``1e-200`` among rows of ``1``): the
+  cosine is scale-free, so a row / column whose squared norm would leave
+  ``[1e-200, 1e200]`` (underflow to 0, subnormals, overflow) is recomputed after
+  dividing it, and its partner in ``V``, by its own peak magnitude.
 
 >>> import numpy as np
 >>> theta = np.array([[1.0, -1.0], [0.5, 0.5]])
@@ -43,50 +51,80 @@ def cosine_similarity_rows_and_columns(stack: np.ndarray, V: np.ndarray) -> tupl
     ``stack`` (``(T, L, K)``) with the same row / column of ``V`` (``(L, K)``).
 
     Returns ``(rows, columns)`` of shapes ``(T, L)`` and ``(T, K)``; NaN where a vector
-    is zero. A column of ``stack[t]`` that is all NaN (a class with no ``U*``) is
+    is exactly zero. A column of ``stack[t]`` that is all NaN (a class with no ``U*``) is
     dropped from that matrix's row vectors, in both operands, and its column score
     is NaN. All sums are einsum reductions over the stack, so no temporary of the
-    stack's size is built on the common path.
+    stack's size is built on the common path; vectors whose squared norms leave the
+    safe range are recomputed per vector by :func:`_peak_scaled_cosine`.
 
     >>> m = np.array([[[1.0, np.nan], [1.0, np.nan]]])  # column 1 missing
     >>> rows, cols = cosine_similarity_rows_and_columns(m, np.array([[1.0, 1.0], [0.0, 1.0]]))
     >>> rows, cols.round(4)  # row 1 of V is zero once column 1 is dropped
     (array([[ 1., nan]]), array([[0.7071,    nan]]))
+    >>> tiny = np.array([[[1e-200, 1e-200], [1.0, 0.0]]])  # row 0 squares to 0 in float64
+    >>> cosine_similarity_rows_and_columns(tiny, np.ones((2, 2)))[0].round(4)
+    array([[1.    , 0.7071]])
     """
-    missing = np.isnan(stack[:, 0, :])  # (T, K)
-    if missing.any():
-        stack = np.where(missing[:, None, :], 0.0, stack)
-    stack, V = _rescaled(stack), _rescaled(V[None])[0]
+    present = ~np.isnan(stack[:, 0, :])  # (T, K)
+    if not present.all():
+        stack = np.where(present[:, None, :], stack, 0.0)
     V2 = V * V
-    rows = _cosine(
-        np.einsum("tij,ij->ti", stack, V),
-        np.einsum("tij,tij->ti", stack, stack),
-        (V2 @ (~missing).T).T,  # |V row|^2 over the columns each matrix has
-    )
-    cols = _cosine(np.einsum("tij,ij->tj", stack, V), np.einsum("tij,tij->tj", stack, stack), V2.sum(axis=0))
-    cols[missing] = np.nan
+    row_sq, row_v_sq = np.einsum("tij,tij->ti", stack, stack), (V2 @ present.T).T  # |V row|^2 over kept columns
+    rows = _cosine(np.einsum("tij,ij->ti", stack, V), row_sq, row_v_sq)
+    col_sq, col_v_sq = np.einsum("tij,tij->tj", stack, stack), V2.sum(axis=0)
+    cols = _cosine(np.einsum("tij,ij->tj", stack, V), col_sq, col_v_sq)
+    t, j = np.nonzero(_outside_safe_range(row_sq) | _outside_safe_range(row_v_sq))
+    if t.size:
+        rows[t, j] = _peak_scaled_cosine(stack[t, j, :], V[j, :] * present[t])
+    t, k = np.nonzero(_outside_safe_range(col_sq) | _outside_safe_range(col_v_sq)[None, :])
+    if t.size:
+        cols[t, k] = _peak_scaled_cosine(stack[t, :, k], V[:, k].T)
+    cols[~present] = np.nan
     return rows, cols
 
 
 def _cosine(dot: np.ndarray, sq_a: np.ndarray, sq_b: np.ndarray) -> np.ndarray:
-    denom = np.sqrt(sq_a * sq_b)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # out-of-range vectors are redone
+        denom = np.sqrt(sq_a * sq_b)
         sim = dot / denom
     return np.where(denom > 0, np.clip(sim, -1.0, 1.0), np.nan)
 
 
-#: Peak magnitudes outside this range are rescaled to 1 before squaring (cosine is
-#: scale-free), so tiny or huge inputs neither underflow nor overflow.
-_SAFE_PEAK = (1e-100, 1e100)
+#: Squared norms inside this range neither lost precision to underflow nor overflowed.
+_SAFE_SQUARED_NORM = (1e-200, 1e200)
 
 
-def _rescaled(stack: np.ndarray) -> np.ndarray:
-    """Each ``stack[t]`` divided by its peak magnitude where that lies outside ``_SAFE_PEAK``."""
-    peak = np.maximum(stack.max(axis=(1, 2)), -stack.min(axis=(1, 2)))
-    unsafe = (peak > 0) & ((peak < _SAFE_PEAK[0]) | (peak > _SAFE_PEAK[1]))
-    if unsafe.any():
-        return stack / np.where(unsafe, peak, 1.0)[:, None, None]
-    return stack
+def _outside_safe_range(sq: np.ndarray) -> np.ndarray:
+    """Where a squared norm is 0, subnormal-prone, huge or non-finite."""
+    return ~((sq >= _SAFE_SQUARED_NORM[0]) & (sq <= _SAFE_SQUARED_NORM[1]))
+
+
+def _peak_scaled_cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise cosine of ``a`` and ``b`` (``(M, n)`` each), each row first divided by its
+    own peak magnitude, so its squared norm lies in ``[1, n]``; NaN where a row is zero.
+
+    >>> _peak_scaled_cosine(np.array([[3e-300, 4e-300], [0.0, 0.0]]), np.array([[1.0, 0.0], [1.0, 1.0]]))
+    array([0.6, nan])
+    """
+    peak_a = np.abs(a).max(axis=1, keepdims=True)
+    peak_b = np.abs(b).max(axis=1, keepdims=True)
+    a = a / np.where(peak_a > 0, peak_a, 1.0)
+    b = b / np.where(peak_b > 0, peak_b, 1.0)
+    return _cosine((a * b).sum(axis=1), (a * a).sum(axis=1), (b * b).sum(axis=1))
+
+
+def _type3_matrix(theta: np.ndarray, u_star: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``theta * U*`` up to one positive factor: each operand divided by its peak
+    magnitude first, so the product neither overflows (``1e170 * 1e170``) nor underflows
+    (``1e-170 * 1e-170``); cosines are scale-free, so the scores are those of Eq. 8.
+    Entries of a product still below ~1e-308 of the peak count as 0."""
+    a, b = (m / peak if peak > 0 else m for m, peak in ((m, _peak(m)) for m in (theta, u_star)))
+    return np.multiply(a, b, out=out)
+
+
+def _peak(m: np.ndarray) -> float:
+    """Largest finite magnitude of ``m`` (NaN columns ignored); 0 when there is none."""
+    return float(np.fmax.reduce(np.abs(m), axis=None, initial=0.0))
 
 
 def class_mean_concepts(concept_scores: np.ndarray, predictions: np.ndarray, references: np.ndarray, num_classes: int) -> np.ndarray:
@@ -169,7 +207,7 @@ def concept_global_importance(
         stack = np.empty((3, L, K))
         stack[0] = th
         stack[1] = class_mean_concepts(u, pred, ref, K)
-        np.multiply(th, stack[1], out=stack[2])
+        _type3_matrix(th, stack[1], out=stack[2])
         out["classes_without_correct"] = int(np.isnan(stack[1, 0]).sum())
     else:
         stack = th[None]

@@ -24,8 +24,35 @@ Each SUB image carries its reference class, the substituted-in target attribute 
   option (without ``none_scores`` the chance is ``1/|A|`` and ``1 - 1/|A|``); averaged
   over the same images / pairs as the score.
 
-Every score comes with its chance and with breakdowns by target attribute, attribute
-group and reference class. Higher is better.
+Two rule sets (SPEC Sec. 2, *compatibility*): ``protocol="paper"`` (default) is the
+text of the paper, as above; ``protocol="official"`` reproduces SUB's published
+evaluation code (github.com/ExplainableML/sub, ``CBM_testing/test_ind_cbm_example.py``
+for binary models, ``CBM_testing/process_clip_outputs_ours.ipynb`` for CLIP):
+
+=====================  ====================================  ==========================================
+rule                   ``"paper"``                           ``"official"``
+=====================  ====================================  ==========================================
+s+ hit (binary)        ``P(S+) > 0.5``                       ``P(S+) >= 0.5`` (``sigmoid(logit) >= 0.5``)
+s- hit (binary)        ``P(S-) <= 0.5``                      ``P(S-) < 0.5``
+which S- count         every (image, S-) pair whose S- is    one per image: of its S- that are columns,
+                       a column                              the one in the lowest column (the code
+                                                             walks the model's attribute list and takes
+                                                             the first class-level positive one of the
+                                                             group); images with none are dropped
+images counted for s-  binary: every image; group: images    only images whose S+ counts for s+
+                       whose S+ is a column
+group-mode options     the group's columns, plus "none"      the group's columns, no "none"
+                       when ``none_scores`` is given         (``none_scores`` is rejected)
+group-mode S+ and S-   any column                            only CBM-112 attributes (Koh et al.): the
+                                                             notebook looks S+ and S- up in the
+                                                             CBM-112 list and skips images whose S+
+                                                             is not there
+chance                 App. F, as above                      0.5 (binary); ``1/|A|``, ``1 - 1/|A|`` (group)
+=====================  ====================================  ==========================================
+
+Both protocols break argmax ties towards the lower column (the published notebook keeps
+the first column on ties too). Every score comes with its chance and with breakdowns by
+target attribute, attribute group and reference class. Higher is better.
 
 >>> import numpy as np
 >>> names = ["has_bill_shape::dagger", "has_bill_shape::needle", "has_crown_color::blue"]
@@ -44,24 +71,25 @@ from typing import Any
 import numpy as np
 
 from ..vocabulary import Vocabulary, load_vocabulary
-from ._validation import as_array, as_mask, check_choice, check_probabilities, check_same_length
+from ._validation import (
+    as_array,
+    as_mask,
+    as_name_lists,
+    as_names,
+    check_choice,
+    check_probabilities,
+    check_same_length,
+)
 
-__all__ = ["sub_accuracy", "concept_accuracy", "MODES"]
+__all__ = ["sub_accuracy", "concept_accuracy", "MODES", "PROTOCOLS"]
 
 MODES = ("binary", "group")
-
-
-def _names(x: Any, name: str) -> list[str]:
-    if isinstance(x, str):
-        raise ValueError(f"{name} must be a sequence of attribute names, not a single string")
-    out = [str(v) for v in x]
-    if not out:
-        raise ValueError(f"{name} is empty")
-    return out
+#: ``"paper"``: the paper's rules (SPEC Sec. 2); ``"official"``: SUB's published evaluation code.
+PROTOCOLS = ("paper", "official")
 
 
 def _column_index(concept_names: Sequence[str], vocab: Vocabulary) -> dict[str, int]:
-    names = _names(concept_names, "concept_names")
+    names = as_names(concept_names, "concept_names")
     known = set(vocab.attributes)
     unknown = [n for n in names if n not in known]
     if unknown:
@@ -111,6 +139,49 @@ def _breakdown(factorized: tuple[np.ndarray, list[str]], plus_ok: np.ndarray, pl
             "chance_s_minus": c_minus, "n_s_plus": n_plus, "n_s_minus": n_minus}
 
 
+def _check_removed_in_target_group(pair_names: list[str], pair_codes: np.ndarray, pair_uniques: list[str],
+                                   pair_img: np.ndarray, target_group: np.ndarray, vocab: Vocabulary) -> None:
+    """Group mode: every S- must lie in its image's S+ group (it is scored against that group's argmax)."""
+    pair_group = np.array([vocab.group_of(n) for n in pair_uniques], dtype=object)[pair_codes]
+    bad = sorted({pair_names[j] for j in np.flatnonzero(pair_group != target_group[pair_img])})
+    if bad:
+        raise ValueError(f"removed_attributes must lie in the group of the target attribute; offending: {bad[:5]}")
+
+
+def _in_cbm_112(names: list[str], vocab: Vocabulary) -> np.ndarray:
+    """Whether each name is one of Koh et al.'s 112 CBM attributes."""
+    return np.isin(np.array(vocab.attribute_indices(names), dtype=np.int64), np.array(vocab.cbm_112, dtype=np.int64))
+
+
+def _first_per_image(pair_img: np.ndarray, pair_col: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Keep each image's pair with the lowest column: the first class-level positive
+    attribute the published code finds walking the model's attribute list.
+
+    >>> _first_per_image(np.array([0, 0, 2, 2]), np.array([5, 3, 1, 4]))
+    (array([0, 2]), array([3, 1]))
+    """
+    order = np.lexsort((pair_col, pair_img))
+    pair_img, pair_col = pair_img[order], pair_col[order]
+    first = np.r_[True, pair_img[1:] != pair_img[:-1]] if pair_img.size else np.zeros(0, bool)
+    return pair_img[first], pair_col[first]
+
+
+def _group_argmax(S: np.ndarray, columns: dict[str, int], vocab: Vocabulary, target_group: np.ndarray,
+                  none_scores: Any | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per image, the column with the highest score within S+'s group (the lowest column
+    on ties; ``-1`` when "none" is strictly higher) and the number of options."""
+    col_group = np.array([vocab.group_of(n) for n in columns])
+    in_group = col_group[None, :] == target_group[:, None]
+    masked = np.where(in_group, S, -np.inf)
+    best = masked.argmax(axis=1)
+    n_options = in_group.sum(axis=1) + (none_scores is not None)
+    if none_scores is not None:
+        ns = as_array(none_scores, "none_scores", ndim=1)
+        check_same_length(scores=S, none_scores=ns)
+        best = np.where(ns > masked.max(axis=1), -1, best)
+    return best, n_options
+
+
 def sub_accuracy(
     scores: Any,
     target_attributes: Sequence[str],
@@ -119,47 +190,53 @@ def sub_accuracy(
     concept_names: Sequence[str],
     reference_classes: Sequence[str] | None = None,
     mode: str = "binary",
+    protocol: str = "paper",
     none_scores: Any | None = None,
     vocabulary: Vocabulary | None = None,
 ) -> dict[str, Any]:
     """s+ / s- of a concept model on SUB images, with chance and breakdowns.
 
     Args:
-        scores: ``(N, C)`` concept probabilities in [0, 1] (binary) or image-text
-            similarities (group), one column per name in ``concept_names``.
+        scores: ``(N, C)`` concept probabilities in [0, 1] (binary; ``sigmoid`` of the
+            logits) or image-text similarities (group), one column per name in
+            ``concept_names``.
         target_attributes: ``(N,)`` S+ attribute name per image (CUB names).
-        removed_attributes: ``N`` lists of S- attribute names (possibly empty).
+        removed_attributes: ``N`` lists of S- attribute names (possibly empty): the
+            reference class's class-level positive attributes of S+'s group.
         concept_names: ``(C,)`` CUB attribute names of the columns of ``scores``.
         reference_classes: ``(N,)`` reference class names, for the per-class breakdown.
         mode: ``"binary"`` or ``"group"``.
-        none_scores: ``(N,)`` group mode only: similarity of the "none" option.
+        protocol: ``"paper"`` (default) or ``"official"`` (module docstring table).
+        none_scores: ``(N,)`` group mode, paper protocol only: similarity of the "none" option.
 
     Returns:
         dict with ``s_plus``, ``s_minus`` (NaN when nothing counts), ``chance_s_plus``,
-        ``chance_s_minus``, ``n_s_plus`` (images), ``n_s_minus`` (pairs),
-        ``skipped_target`` / ``skipped_removed`` (attributes the model lacks), and
+        ``chance_s_minus``, ``n_s_plus`` (images), ``n_s_minus`` ((image, S-) pairs; one
+        per image under ``"official"``), ``skipped_target`` (images whose S+ does not
+        count) / ``skipped_removed`` (S- entries that do not count), and
         ``breakdown`` = ``{"attribute" | "group" | "class": {"names", "s_plus",
         "s_minus", "chance_s_plus", "chance_s_minus", "n_s_plus", "n_s_minus"}}``
         (arrays aligned with ``names``; ``class`` only with ``reference_classes``).
     """
     check_choice(mode, "mode", MODES)
+    check_choice(protocol, "protocol", PROTOCOLS)
     vocab = vocabulary or load_vocabulary()
     S = as_array(scores, "scores", ndim=2)
     if mode == "binary":
         check_probabilities(S, "scores")
         if none_scores is not None:
             raise ValueError("none_scores is only used with mode='group'")
+    elif none_scores is not None and protocol == "official":
+        raise ValueError("none_scores is not used with protocol='official' (the published code has no 'none' option)")
     columns = _column_index(concept_names, vocab)
     if S.shape[1] != len(columns):
         raise ValueError(f"scores has {S.shape[1]} columns but concept_names has {len(columns)} names")
-    targets = _names(target_attributes, "target_attributes")
-    if isinstance(removed_attributes, str) or any(isinstance(r, str) for r in removed_attributes):
-        raise ValueError("removed_attributes must be a list of lists of attribute names (one list per image)")
-    removed = [list(r) for r in removed_attributes]
+    targets = as_names(target_attributes, "target_attributes")
+    removed = as_name_lists(removed_attributes, "removed_attributes")
     check_same_length(scores=S, target_attributes=targets, removed_attributes=removed)
     classes = None
     if reference_classes is not None:
-        classes = _names(reference_classes, "reference_classes")
+        classes = as_names(reference_classes, "reference_classes")
         check_same_length(scores=S, reference_classes=classes)
 
     N = len(targets)
@@ -167,41 +244,44 @@ def sub_accuracy(
     t_col = _lookup(target_codes, target_names, columns, vocab, "target_attributes")
     group_of_name = [vocab.group_of(n) for n in target_names]
     group_codes, group_names = _factorize(group_of_name)
+    target_group = np.array(group_of_name)[target_codes]
     pair_img = np.repeat(np.arange(N), [len(r) for r in removed])
     pair_names = [n for r in removed for n in r]
     pair_codes, pair_uniques = _factorize(pair_names)
     pair_col = _lookup(pair_codes, pair_uniques, columns, vocab, "removed_attributes")
+    official = protocol == "official"
+
+    # 1. which images count for s+, which (image, S-) pairs for s-
+    used = t_col >= 0
+    keep = pair_col >= 0
+    if mode == "group":
+        _check_removed_in_target_group(pair_names, pair_codes, pair_uniques, pair_img, target_group, vocab)
+    if mode == "group" and official:  # the notebook looks S+ and S- up in the CBM-112 list
+        used &= _in_cbm_112(target_names, vocab)[target_codes]
+        keep &= _in_cbm_112(pair_uniques, vocab)[pair_codes]
+    if mode == "group" or official:
+        keep &= used[pair_img]
+    pair_img, pair_col = pair_img[keep], pair_col[keep]
+    if official:
+        pair_img, pair_col = _first_per_image(pair_img, pair_col)
+
+    # 2. hits and chance
     if mode == "binary":
-        used = t_col >= 0
         plus_ok = np.zeros(N, bool)
-        plus_ok[used] = S[used, t_col[used]] > 0.5
+        if official:
+            plus_ok[used] = S[used, t_col[used]] >= 0.5
+            minus_ok = S[pair_img, pair_col] < 0.5
+        else:
+            plus_ok[used] = S[used, t_col[used]] > 0.5
+            minus_ok = S[pair_img, pair_col] <= 0.5
         plus_chance = np.full(N, 0.5)
-        keep = pair_col >= 0
-        pair_img, pair_col = pair_img[keep], pair_col[keep]
-        minus_ok = S[pair_img, pair_col] <= 0.5
         minus_chance = np.full(len(pair_img), 0.5)
     else:
-        col_group = np.array([vocab.group_of(n) for n in columns])
-        target_group = np.array(group_of_name)[target_codes]
-        pair_group = np.array([vocab.group_of(n) for n in pair_uniques], dtype=object)[pair_codes]
-        bad = sorted({pair_names[j] for j in np.flatnonzero(pair_group != target_group[pair_img])})
-        if bad:
-            raise ValueError(f"removed_attributes must lie in the group of the target attribute; offending: {bad[:5]}")
-        used = t_col >= 0
-        in_group = col_group[None, :] == target_group[:, None]
-        masked = np.where(in_group, S, -np.inf)
-        best = masked.argmax(axis=1)
-        n_options = in_group.sum(axis=1) + (none_scores is not None)
-        if none_scores is not None:
-            ns = as_array(none_scores, "none_scores", ndim=1)
-            check_same_length(scores=S, none_scores=ns)
-            best = np.where(ns > masked.max(axis=1), -1, best)
+        best, n_options = _group_argmax(S, columns, vocab, target_group, none_scores)
         plus_ok = used & (best == t_col)
+        minus_ok = best[pair_img] != pair_col
         with np.errstate(divide="ignore"):
             plus_chance = np.where(n_options > 0, 1.0 / n_options, np.nan)
-        keep = (pair_col >= 0) & used[pair_img]
-        pair_img, pair_col = pair_img[keep], pair_col[keep]
-        minus_ok = best[pair_img] != pair_col
         minus_chance = 1.0 - plus_chance[pair_img]
 
     def _mean(x: np.ndarray) -> float:
@@ -222,7 +302,7 @@ def sub_accuracy(
         "n_s_plus": int(used.sum()),
         "n_s_minus": int(len(pair_img)),
         "skipped_target": int((~used).sum()),
-        "skipped_removed": int(sum(len(r) for r in removed) - len(pair_img)),
+        "skipped_removed": int(len(pair_names) - len(pair_img)),
         "breakdown": breakdown,
     }
 

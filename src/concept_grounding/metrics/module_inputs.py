@@ -1,0 +1,79 @@
+"""Checked inputs for the ``evaluate`` modules in the repository's ``metrics/`` folder.
+
+``evaluate`` casts every input column to the module's ``datasets.Features`` on the way
+in, and that cast is lossy: ``int(1.7)`` stores a class id of 1, ``"3"`` becomes 3, NaN
+in an integer column fails with a message that names no argument. The modules therefore
+declare their inputs once, as :class:`~._validation.InputField` objects, and mix in
+:class:`CheckedInputs`, which runs the same checks as the plain functions
+(:mod:`._validation`) on every ``add``, ``add_batch`` and ``compute`` input *before*
+``evaluate`` sees it, and builds the ``Features`` from the same declaration so a checked
+column is stored losslessly. ``compute``-only arguments (``theta``, ...) and the
+``_compute`` checks the stored rows once more with :meth:`CheckedInputs._checked` (rows
+of different widths from different batches) and hands the converted arrays to the plain
+function, which checks what needs the compute-only arguments (labels below ``K``, ...).
+
+A module is then::
+
+    class ConceptExistence(CheckedInputs, evaluate.Metric):
+        def _input_fields(self):
+            return {"predictions": InputField("label"), ...}
+
+        def _info(self):
+            return evaluate.MetricInfo(..., features=self._features())
+
+        def _compute(self, predictions, references, ..., theta=None):
+            c = self._checked(predictions=predictions, references=references, ...)
+            return concept_existence(theta, c["concept_scores"], c["predictions"], ...)
+
+This file does not import ``evaluate``; the mixin only calls ``super()``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._validation import InputField, check_columns
+
+__all__ = ["CheckedInputs", "InputField"]
+
+
+class CheckedInputs:
+    """Mixin for ``evaluate.Metric`` subclasses (list it first): validate inputs before
+    ``evaluate`` casts them. Subclasses implement :meth:`_input_fields`."""
+
+    def _input_fields(self) -> dict[str, InputField]:
+        """The module's input columns (may depend on ``self.config_name``)."""
+        raise NotImplementedError
+
+    def _features(self) -> Any:
+        """``datasets.Features`` built from :meth:`_input_fields`."""
+        import datasets
+
+        return datasets.Features({name: field.feature() for name, field in self._input_fields().items()})
+
+    def _checked(self, **columns: Any) -> dict[str, Any]:
+        """All stored rows, checked and converted (numpy arrays, lists of names)."""
+        return check_columns(columns, self._input_fields())
+
+    def add_batch(self, *, predictions=None, references=None, **kwargs):
+        """Check a batch (one row per image in every column), then store it."""
+        check_columns({"predictions": predictions, "references": references, **kwargs}, self._input_fields())
+        return super().add_batch(predictions=predictions, references=references, **kwargs)
+
+    def add(self, *, prediction=None, reference=None, **kwargs):
+        """Check one row, then store it."""
+        row = {"predictions": prediction, "references": reference, **kwargs}
+        check_columns({k: None if v is None else [v] for k, v in row.items()}, self._input_fields())
+        return super().add(prediction=prediction, reference=reference, **kwargs)
+
+    def compute(self, *, predictions=None, references=None, **kwargs):
+        """Check the inputs given here (``add_batch`` does, as ``evaluate`` routes them
+        through it) and refuse to compute on nothing."""
+        fields = self._input_fields()
+        given = {"predictions": predictions, "references": references, **kwargs}
+        nothing_added = getattr(self, "writer", None) is None and getattr(self, "num_process", 1) == 1
+        if nothing_added and all(given.get(name) is None for name in fields):
+            first = next(iter(fields))
+            raise ValueError(f"{first} is empty: nothing was added; pass the inputs to compute() or call "
+                             "add() / add_batch() first")
+        return super().compute(predictions=predictions, references=references, **kwargs)

@@ -22,3 +22,15 @@ def test_readme_examples_run(tmp_path, monkeypatch):
             exec(compile(block, f"README.md block {i}", "exec"), namespace)
         except Exception as err:  # pragma: no cover - the message is the point
             raise AssertionError(f"README python block {i} failed:\n{block}") from err
+
+
+def test_install_and_publish_sections_show_the_commands_the_wheel_test_runs():
+    """tests/test_wheel.py runs these blocks in a fresh environment with the built wheel."""
+    from test_wheel import readme_commands
+
+    install = readme_commands("Install")
+    assert "pip install concept-grounding" in install and "python -m build" in install
+    assert any(c.startswith("concept-grounding demo --quick") for c in install)
+    publish = readme_commands("Publish to the Hub")
+    built = [c for c in publish if c.startswith("concept-grounding publish") and "--push" not in c]
+    assert built and any("--push" in c for c in publish)

@@ -6,7 +6,7 @@ PIP    := $(BIN)/pip --disable-pip-version-check
 REPORT ?= reports/demo
 PYTEST_ARGS ?= -n 2
 
-.PHONY: demo test venv venv-dev clean
+.PHONY: demo test dist venv venv-dev clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,5 +31,11 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# The release files: wheel + sdist in dist/, checked as PyPI would.
+dist: $(VENV)/.installed-dev
+	rm -rf dist
+	$(BIN)/python -m build
+	$(BIN)/twine check --strict dist/*
+
 clean:
-	rm -rf $(VENV) reports build *.egg-info
+	rm -rf $(VENV) reports build dist *.egg-info

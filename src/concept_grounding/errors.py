@@ -113,6 +113,8 @@ def user_message(exc: BaseException) -> str | None:
     a missing optional dependency; running out of (GPU) memory. Anything else
     (``TypeError``, ``KeyError``, ``ZeroDivisionError``, ...) is a bug.
     """
+    if isinstance(exc, UsageError):
+        return " ".join(str(exc).split())
     if isinstance(exc, UnicodeDecodeError):
         return _one_line(f"a file is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8 "
                          "(rerun with --debug to see where it was read)")

@@ -38,6 +38,7 @@ __all__ = [
     "multiple_of",
     "existing_file",
     "existing_dir",
+    "output_dir",
     "class_name",
     "attribute_name",
     "choice_of",
@@ -125,6 +126,16 @@ def existing_file(text: str) -> Path:
         raise _Error(f"no such file: {text!r}")
     if not path.is_file():
         raise _Error(f"not a file: {text!r}")
+    return path
+
+
+def output_dir(text: str) -> Path:
+    """A folder to write into: it may exist (as a folder) or not; an existing file is refused."""
+    path = Path(text).expanduser()
+    if path.exists() and not path.is_dir():
+        raise _Error(f"exists and is not a folder: {text!r}")
+    if not text.strip():
+        raise _Error("must name a folder, got an empty string")
     return path
 
 

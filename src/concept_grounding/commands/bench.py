@@ -18,6 +18,7 @@ from concept_grounding.commands._types import (
     int_at_least,
     nonnegative_float,
     nonnegative_int,
+    output_dir,
     positive_int,
 )
 
@@ -28,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from concept_grounding.bench.config import MODEL_VARIANTS, BenchConfig
 
     d = BenchConfig()
-    parser.add_argument("--out", type=Path, default=Path("reports/bench"), help="report folder")
+    parser.add_argument("--out", type=output_dir, default=Path("reports/bench"), help="report folder")
     parser.add_argument("--image-size", type=int_at_least(32), default=d.image_size)
     parser.add_argument("--train-per-class", type=positive_int, default=d.train_per_class)
     parser.add_argument("--test-per-class", type=positive_int, default=d.test_per_class)

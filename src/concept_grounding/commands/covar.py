@@ -18,7 +18,7 @@ import argparse
 import json
 from pathlib import Path
 
-from concept_grounding.commands._types import closed_unit_interval, float_range, multiple_of, positive_int
+from concept_grounding.commands._types import closed_unit_interval, float_range, multiple_of, output_dir, positive_int
 
 #: world renders >= 32 px; the tiny CLIP uses patches of size // 8
 WORLD_SIZE = multiple_of(8, low=32, why="world images are >= 32 px and the tiny CLIP cuts 8 x 8 patches")
@@ -29,7 +29,7 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", required=True, type=Path, help="output folder")
+    parser.add_argument("--out", required=True, type=output_dir, help="output folder")
     parser.add_argument("--objects", type=positive_int, default=4, help="world birds to vary")
     parser.add_argument("--backgrounds", type=positive_int, default=20, help="backgrounds per bird")
     parser.add_argument("--size", type=WORLD_SIZE, default=64, help="world image side in pixels (a multiple of 8, >= 32)")

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from concept_grounding.commands._types import int_at_least, positive_int
+from concept_grounding.commands._types import int_at_least, output_dir, positive_int
 from concept_grounding.errors import UsageError
 
 logger = logging.getLogger(__name__)
@@ -131,7 +131,7 @@ STAGES: dict[str, Stage] = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, default=Path("reports/demo"), help="report folder")
+    parser.add_argument("--out", type=output_dir, default=Path("reports/demo"), help="report folder")
     parser.add_argument("--size", type=int_at_least(32), default=128, help="image size of the bird world (px)")
     parser.add_argument("--train-per-class", type=positive_int, default=12)
     parser.add_argument("--test-per-class", type=positive_int, default=6)

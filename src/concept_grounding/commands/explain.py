@@ -13,7 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
-from concept_grounding.commands._types import existing_file, positive_int
+from concept_grounding.commands._types import existing_file, output_dir, positive_int
 from concept_grounding.commands.covar import WORLD_SIZE
 from concept_grounding.errors import UsageError
 
@@ -22,7 +22,7 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", required=True, type=Path, help="output folder")
+    parser.add_argument("--out", required=True, type=output_dir, help="output folder")
     parser.add_argument("--images", nargs="*", type=existing_file, default=None, help="image files (default: world samples)")
     parser.add_argument("--texts", nargs="*", default=None, help="one text per image, or one for all")
     parser.add_argument("--num", type=positive_int, default=4, help="world samples when --images is not given")

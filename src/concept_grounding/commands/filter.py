@@ -12,7 +12,7 @@ import argparse
 import json
 from pathlib import Path
 
-from concept_grounding.commands._types import existing_dir, unit_interval
+from concept_grounding.commands._types import existing_dir, output_dir, unit_interval
 
 
 #: SUB filtered with InternVL-2.5-8B, whose Hub repository ships its own modelling code
@@ -24,7 +24,7 @@ DEFAULT_VLM = "OpenGVLab/InternVL3-8B-hf"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--in", dest="input", required=True, type=existing_dir,
                         help="generated image folder (with metadata.jsonl)")
-    parser.add_argument("--out", required=True, help="folder for the kept list and the report")
+    parser.add_argument("--out", required=True, type=output_dir, help="folder for the kept list and the report")
     parser.add_argument("--scorer", choices=("vlm", "clip", "tiny-clip", "oracle"), default="vlm")
     parser.add_argument("--vlm-model", default=DEFAULT_VLM,
                         help="a VLM that AutoModelForImageTextToText loads: Hub id or local folder (--scorer vlm)")

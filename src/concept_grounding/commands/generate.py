@@ -17,6 +17,7 @@ from concept_grounding.commands._types import (
     existing_file,
     multiple_of,
     nonnegative_float,
+    output_dir,
     positive_float,
     positive_int,
 )
@@ -27,7 +28,7 @@ TINY_MODEL = "tiny_flux_pipeline(seed=0)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", required=True, help="output folder (an imagefolder dataset)")
+    parser.add_argument("--out", required=True, type=output_dir, help="output folder (an imagefolder dataset)")
     parser.add_argument("--model", default="black-forest-labs/FLUX.1-dev", help="FLUX model id or folder")
     parser.add_argument("--tiny", action="store_true", help="use a tiny random FLUX built offline (tests, demo)")
     source = parser.add_mutually_exclusive_group()

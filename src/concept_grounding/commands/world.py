@@ -12,14 +12,21 @@ import json
 import time
 from pathlib import Path
 
-from concept_grounding.commands._types import class_name, closed_unit_interval, int_at_least, nonnegative_int, positive_int
+from concept_grounding.commands._types import (
+    class_name,
+    closed_unit_interval,
+    int_at_least,
+    nonnegative_int,
+    output_dir,
+    positive_int,
+)
 
 
 __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", required=True, type=Path, help="output folder")
+    parser.add_argument("--out", required=True, type=output_dir, help="output folder")
     parser.add_argument("--size", type=int_at_least(32), default=128, help="image side in pixels (>= 32)")
     parser.add_argument("--train-per-class", type=nonnegative_int, default=10)
     parser.add_argument("--test-per-class", type=nonnegative_int, default=5)

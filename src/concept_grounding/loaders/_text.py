@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import CUBFormatError
+from .errors import CUBFormatError, DatasetFormatError
 
 __all__ = ["read_rows", "utf8_errors_named", "parse_number", "index_images", "index_pairs", "show_path"]
 
@@ -45,9 +45,9 @@ def read_rows(
 
 
 @contextmanager
-def utf8_errors_named(path: Path, label: str) -> Iterator[None]:
-    """Turn a ``UnicodeDecodeError`` while reading ``path`` into a :class:`CUBFormatError` with
-    the file and the line of the first bad byte (found by re-reading the bytes, on error only)."""
+def utf8_errors_named(path: Path, label: str, error: type[DatasetFormatError] = CUBFormatError) -> Iterator[None]:
+    """Turn a ``UnicodeDecodeError`` while reading ``path`` into ``error`` (a :class:`CUBFormatError`)
+    with the file and the line of the first bad byte (found by re-reading the bytes, on error only)."""
     try:
         yield
     except UnicodeDecodeError:
@@ -57,7 +57,7 @@ def utf8_errors_named(path: Path, label: str) -> Iterator[None]:
             start = 0
         except UnicodeDecodeError as err:
             start = err.start
-        raise CUBFormatError(
+        raise error(
             f"not UTF-8 text (byte 0x{data[start]:02x} at offset {start}); save the file as UTF-8",
             file=label, line=data[:start].count(b"\n") + 1,
         ) from None

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..vocabulary import Vocabulary, attribute_phrase, class_display_name, load_vocabulary
+from ._text import utf8_errors_named
 from .cub import _atomic_write_bytes, encoded_image_bytes
 from .errors import HubUnavailableError, SUBFormatError
 
@@ -155,7 +156,7 @@ def _read_csv(path: Path, image_column: str | None) -> "datasets.Dataset":
     """
     import datasets
 
-    with open(path, newline="", encoding="utf-8") as fh:
+    with utf8_errors_named(path, str(path), SUBFormatError), open(path, newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
         rows = list(reader)
         header = list(reader.fieldnames or [])
@@ -215,6 +216,13 @@ def _open_source(source: str | Path, split: str | None, image_column: str | None
         raise SUBFormatError("no such file or folder", file=path)
     if _offline():
         raise _hub_error(text, f"HF_HUB_OFFLINE / HF_DATASETS_OFFLINE is set, and no local path {text!r} exists")
+    from ..errors import ModelUnavailableError
+    from ..hub import resolve_model
+
+    try:  # cached, or the Hub answers within seconds; else fail now rather than after minutes of retries
+        resolve_model(text, "sub", repo_type="dataset")
+    except ModelUnavailableError as exc:
+        raise _hub_error(text, exc.reason) from exc
     import datasets
 
     try:

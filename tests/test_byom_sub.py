@@ -125,6 +125,24 @@ def test_plain_module_via_the_cli_equals_hand_and_metric_module(user_file, sub, 
     assert "s+" in capsys.readouterr().out
 
 
+def test_official_protocol_is_passed_through_and_differs_from_the_paper_rules(user_file, sub, tmp_path):
+    probs, names = _by_hand_binary(user_file, sub)
+    expected = _metric("binary", probs, sub, names, protocol="official")
+    paper = _metric("binary", probs, sub, names)
+    assert expected["n_s_minus"] != paper["n_s_minus"]  # one S- per image, not one per pair
+    module = _user_module(user_file)
+    model, transform, concept_names = module.build()
+    result = evaluate_sub(model, sub, protocol="official", concept_names=concept_names, transform=transform, output=0,
+                          progress=False)
+    _same(result, expected)
+    assert result.protocol == "official"
+    out = tmp_path / "report"
+    assert main(["sub", "--model", f"{user_file}:build", "--output", "0", "--protocol", "official", "--out", str(out),
+                 *WORLD_ARGS]) == 0
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["protocol"] == "official" and saved["n_s_minus"] == expected["n_s_minus"]
+
+
 def test_tuple_output_without_a_declared_part_is_a_clear_error(user_file, sub):
     module = _user_module(user_file)
     model, transform, names = module.build()
@@ -204,6 +222,9 @@ def test_tiny_open_clip_in_group_mode(tmp_path, sub):
     _same(result, expected)
     np.testing.assert_allclose(result.scores, scores, atol=1e-5)
     assert result.mode == "group" and result.chance_s_plus < 0.5
+    official = evaluate_sub(OpenVocabularyModel(model, tokenizer, preprocess, "open_clip"), sub, protocol="official",
+                            progress=False)
+    _same(official, _metric("group", scores, sub, names, protocol="official"))
 
     path = tmp_path / "clip_factory.py"
     path.write_text(textwrap.dedent(OPEN_CLIP_MODEL))

@@ -17,7 +17,6 @@ Markdown report and PNG bar charts.
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -215,14 +214,9 @@ def _table(breakdown: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
 def _sub_accuracy(scores, dataset, names, mode, none_scores, protocol, vocab) -> dict[str, Any]:
     from ..metrics import sub_accuracy
 
-    kwargs: dict[str, Any] = {}
-    if "protocol" in inspect.signature(sub_accuracy).parameters:
-        kwargs["protocol"] = protocol
-    elif protocol != "paper":
-        raise NotImplementedError("protocol='official' needs concept_grounding.metrics.sub_accuracy(protocol=...)")
     return sub_accuracy(scores, list(dataset["target_attribute"]), [list(r) for r in dataset["removed_attributes"]],
                         concept_names=list(names), reference_classes=list(dataset["reference_class"]), mode=mode,
-                        none_scores=none_scores, vocabulary=vocab, **kwargs)
+                        protocol=protocol, none_scores=none_scores, vocabulary=vocab)
 
 
 # ----------------------------------------------------------------------- entry

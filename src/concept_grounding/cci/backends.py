@@ -293,7 +293,7 @@ class OpenCLIPBackend(VisionBackend):
         ops = []
         for blk in self.encoder.resblocks:
             att = blk.attn
-            if not isinstance(att, torch.nn.MultiheadAttention) or not att._qkv_same_embed_dim:
+            if not isinstance(att, torch.nn.MultiheadAttention) or att.in_proj_weight is None:  # separate q/k/v weights
                 raise ValueError(
                     f"model: block type {type(blk).__name__} is not supported by the fast path; use method='hook'"
                 )

@@ -118,10 +118,6 @@ MANIFEST_ARGUMENTS = {
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
-    from accelerate import PartialState
-
-    from concept_grounding.tdg import TiedDiffusionPipeline, tiny_flux_pipeline
     from concept_grounding.tdg.generate import (
         GenerationSettings,
         check_manifest,
@@ -131,8 +127,7 @@ def run(args: argparse.Namespace) -> int:
         plan_jobs,
     )
 
-    # 1. everything cheap first: arguments, pairings, the folder's manifest, the model's availability
-    state = PartialState()
+    # 1. everything cheap first (no torch yet): arguments, pairings, the model's availability, the manifest
     schedule = _schedule(args)
     jobs = plan_jobs(_pairings(args), args.images_per_pairing, args.seed)
     if args.tiny:
@@ -155,6 +150,12 @@ def run(args: argparse.Namespace) -> int:
     check_manifest(args.out, generation_manifest(jobs, settings, args.batch_size, run_info), MANIFEST_ARGUMENTS)
 
     # 2. the pipeline
+    import torch
+    from accelerate import PartialState
+
+    from concept_grounding.tdg import TiedDiffusionPipeline, tiny_flux_pipeline
+
+    state = PartialState()
     if args.tiny:
         pipe = tiny_flux_pipeline()
     else:

@@ -114,11 +114,14 @@ def _peak_scaled_cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _type3_matrix(theta: np.ndarray, u_star: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """``theta * U*`` up to one positive factor: each operand divided by its peak
-    magnitude first, so the product neither overflows (``1e170 * 1e170``) nor underflows
-    (``1e-170 * 1e-170``); cosines are scale-free, so the scores are those of Eq. 8.
-    Entries of a product still below ~1e-308 of the peak count as 0."""
-    a, b = (m / peak if peak > 0 else m for m, peak in ((m, _peak(m)) for m in (theta, u_star)))
+    """``theta * U*`` (Eq. 8), or, when the product of the two peak magnitudes leaves
+    ``[1e-100, 1e100]``, the product of the operands each divided by its peak first, so it
+    neither overflows (``1e170 * 1e170``) nor underflows (``1e-170 * 1e-170``); cosines are
+    scale-free, so the scores are the same. Entries still below ~1e-308 of the peak count as 0."""
+    peaks = [_peak(theta), _peak(u_star)]
+    if 1e-100 <= peaks[0] * peaks[1] <= 1e100:
+        return np.multiply(theta, u_star, out=out)
+    a, b = (m / peak if peak > 0 else m for m, peak in zip((theta, u_star), peaks))
     return np.multiply(a, b, out=out)
 
 

@@ -88,3 +88,38 @@ def test_unknown_clip_model_is_a_clear_error(tmp_path):
     config = BenchConfig(models=(), posthoc=False, clip_model="no-such-model-anywhere", **TINY)
     with pytest.raises((ValueError, OSError), match="no-such-model"):
         run_bench(config, tmp_path / "out")
+
+
+def _run_with_ambient_threads(threads: int, config: BenchConfig, out):
+    """``run_bench`` from a process whose torch uses ``threads`` threads (as a fresh process
+    on a machine with that many cores would); returns the thread count it left behind."""
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads)
+        run_bench(config, out)
+        return torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.slow
+def test_same_seed_writes_identical_results(tmp_path):
+    """Two runs with one seed write the same results.json and the same model weights, byte for
+    byte, although the callers' thread counts differ (1 vs 3); the caller's count is restored."""
+    config = BenchConfig(models=("CBM (ind.)", "CEM"), classes=CLASSES[:3], **{**TINY, "epochs": 2})
+    assert _run_with_ambient_threads(1, config, tmp_path / "a") == 1
+    assert _run_with_ambient_threads(3, config, tmp_path / "b") == 3
+    first, second = (tmp_path / "a" / "results.json").read_bytes(), (tmp_path / "b" / "results.json").read_bytes()
+    assert first == second
+    for weights in sorted((tmp_path / "a" / "models").glob("*/model.safetensors")):
+        assert weights.read_bytes() == (tmp_path / "b" / weights.relative_to(tmp_path / "a")).read_bytes(), weights
+    timings = json.loads((tmp_path / "a" / "timings.json").read_text())
+    assert timings["environment"]["torch_threads"] == config.threads
+    assert set(timings["model_seconds"]) == set(config.models)
+
+
+def test_threads_must_be_positive():
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        BenchConfig(threads=0)

@@ -6,6 +6,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..models.training import DEFAULT_THREADS
+
 __all__ = ["BenchConfig", "MODEL_VARIANTS"]
 
 #: Binary concept models of the SUB paper's Table 1: name -> how it is trained.
@@ -44,6 +46,9 @@ class BenchConfig:
             Table 2 beside the small world CLIP.
         seed, deviation_rate: world and training seeds; the world's label noise.
         classes: the world's classes (CUB folder names); ``None``: SUB's 33.
+        threads: CPU threads of the whole run (torch and BLAS), fixed rather than the
+            machine's core count so that the same seed gives the same ``results.json``
+            (see :func:`~concept_grounding.models.training.reproducible`).
     """
 
     image_size: int = 64
@@ -64,6 +69,7 @@ class BenchConfig:
     seed: int = 0
     deviation_rate: float = 0.1
     classes: tuple[str, ...] | None = None
+    threads: int = DEFAULT_THREADS
     extra: dict[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -72,7 +78,7 @@ class BenchConfig:
             raise ValueError(f"models: unknown variant(s) {unknown}; known: {list(MODEL_VARIANTS)}")
         if self.concepts not in ("cbm_112", "rendered", "all"):
             raise ValueError(f"concepts must be 'cbm_112', 'rendered' or 'all', got {self.concepts!r}")
-        for name in ("image_size", "train_per_class", "test_per_class", "sub_per_pairing", "epochs"):
+        for name in ("image_size", "train_per_class", "test_per_class", "sub_per_pairing", "epochs", "threads"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         self.models = tuple(self.models)

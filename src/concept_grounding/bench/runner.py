@@ -12,6 +12,12 @@ One run, in numbered steps:
 4. Table 2: open-vocabulary models in SUB's group mode (a small CLIP trained on the
    world, and any named model);
 5. the report: ``report.md``, ``results.json``, PNGs, the saved models and ``config.json``.
+
+The whole run sits inside :func:`~concept_grounding.models.training.reproducible`
+(``config.threads`` CPU threads, deterministic kernels, seeded), so the same
+configuration on the same machine writes the same ``results.json`` byte for byte; what
+depends on the moment and the machine (wall times, library versions, CPU) goes to
+``timings.json``.
 """
 
 from __future__ import annotations
@@ -100,8 +106,9 @@ def _sub_row(name: str, probs_sub: np.ndarray, data: BenchData, names: list[str]
 
 # ---------------------------------------------------------------------------- step 2
 def table1(data: BenchData, train: _Split, test: _Split, sub_images, columns, vocab, config,
-           out: Path) -> tuple[list[dict], dict[str, Any]]:
-    """Rows of Table 1 (reference rows, then every trained binary concept model) and the models."""
+           out: Path, seconds: dict[str, float] | None = None) -> tuple[list[dict], dict[str, Any]]:
+    """Rows of Table 1 (reference rows, then every trained binary concept model) and the models;
+    each model's training and scoring time (s) goes into ``seconds``, not into its row."""
     from ..models import predict
 
     names = [vocab.attributes[i] for i in columns]
@@ -117,6 +124,7 @@ def table1(data: BenchData, train: _Split, test: _Split, sub_images, columns, vo
 
     cache: dict = {}
     models: dict[str, Any] = {}
+    seconds = {} if seconds is None else seconds
     for name in config.models:
         start = time.perf_counter()
         model = models[name] = _train_variant(name, train, columns, vocab, config, cache)
@@ -126,8 +134,8 @@ def table1(data: BenchData, train: _Split, test: _Split, sub_images, columns, vo
         row = _sub_row(name, predict(model, sub_images).concept_probs.numpy(), data, names)
         row.update(_concept_accuracies(probs, test, sub_cols))
         row["class_accuracy"] = float((pred_test.class_logits.argmax(1) == test.labels).float().mean())
-        row["train_seconds"] = round(time.perf_counter() - start, 1)
         rows.append(row)
+        seconds[name] = round(time.perf_counter() - start, 1)
         logger.info("%s: s+ %.3f  s- %.3f  acc %.3f", name, row["s_plus"], row["s_minus"], row["concept_accuracy"])
     return rows, models
 
@@ -268,15 +276,35 @@ def table2(data: BenchData, train: _Split, test: _Split, sub_images, columns, vo
 
 
 def run_bench(config: BenchConfig, out: str | Path) -> dict[str, Any]:
-    """Run the benchmark and write its report folder; returns everything ``results.json`` holds."""
+    """Run the benchmark and write its report folder; returns everything ``results.json`` holds.
+
+    Runs inside :func:`~concept_grounding.models.training.reproducible` with
+    ``config.seed`` and ``config.threads``: the caller's thread count, RNG state and
+    deterministic-algorithm setting are restored afterwards.
+    """
+    from ..models.training import reproducible
+
+    with reproducible(config.seed, config.threads):
+        return _run(config, Path(out))
+
+
+def _environment() -> dict[str, Any]:
+    """What makes another machine's floats differ: library versions, CPU, threads."""
+    import platform
+
     import torch
 
+    return {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
+            "cpu": platform.processor() or platform.machine(), "torch_threads": torch.get_num_threads(),
+            "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+
+
+def _run(config: BenchConfig, out: Path) -> dict[str, Any]:
     vocab = load_vocabulary()
-    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     config.save(out / "config.json")
-    torch.manual_seed(config.seed)
     timings: dict[str, float] = {}
+    model_seconds: dict[str, float] = {}
 
     def timed(name: str, fn, *args):
         start = time.perf_counter()
@@ -301,7 +329,7 @@ def run_bench(config: BenchConfig, out: str | Path) -> dict[str, Any]:
     sub_images = images_to_tensor(data.sub["image"], config.image_size)
     args = (data, train, test, sub_images, columns, vocab, config, out)
     # 2-4. models
-    t1, models = timed("table 1 models", table1, *args) if config.models else ([], {})
+    t1, models = timed("table 1 models", table1, *args, model_seconds) if config.models else ([], {})
     ccd = None
     if models:
         oracle = "CBM (joint)" if "CBM (joint)" in models else next(iter(models))
@@ -315,9 +343,10 @@ def run_bench(config: BenchConfig, out: str | Path) -> dict[str, Any]:
     results = {
         "source": data.source, "concepts": [vocab.attributes[i] for i in columns], "table1": t1, "table2": t2,
         "posthoc": {k: v for k, v in (posthoc or {}).items() if k != "sub_row"}, "ccd": ccd,
-        "timings_seconds": timings,
     }
     write_json(out / "results.json", results)
+    write_json(out / "timings.json", {"steps_seconds": timings, "model_seconds": model_seconds,
+                                      "environment": _environment()})
     write_report(out, config, data, columns, t1, t2, posthoc, timings, plots, ccd)
     logger.info("bench report: %s", out / "report.md")
     return results

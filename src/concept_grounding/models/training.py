@@ -1,5 +1,6 @@
 """The one training loop every model here uses: minibatches, Adam, a learning-rate schedule,
-optional augmentation, tqdm, seeds, early stop.
+optional augmentation, tqdm, seeds, early stop; and :func:`reproducible`, the block that
+makes a whole run (data, training, scoring) repeat bit for bit on one machine.
 
 >>> import torch
 >>> w = torch.nn.Parameter(torch.zeros(1))
@@ -14,13 +15,14 @@ from __future__ import annotations
 import copy
 import logging
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
-__all__ = ["fit", "TrainHistory", "random_hflip", "SCHEDULES"]
+__all__ = ["fit", "TrainHistory", "random_hflip", "reproducible", "SCHEDULES", "DEFAULT_THREADS"]
 
 #: learning-rate schedules of :func:`fit`.
 SCHEDULES = ("constant", "onecycle", "cosine")
@@ -28,6 +30,69 @@ SCHEDULES = ("constant", "onecycle", "cosine")
 logger = logging.getLogger(__name__)
 
 LossFn = Callable[[tuple[torch.Tensor, ...]], torch.Tensor]
+
+#: CPU threads of a :func:`reproducible` block unless told otherwise. Fixed, not the
+#: machine's core count, because a float sum split over another number of threads rounds
+#: differently and training amplifies the difference. One thread: the same split on every
+#: machine, and on a busy shared 2-core machine a small bench ran 2-4x faster in wall time
+#: with 1 thread than with 2 (OpenMP threads spin while they wait for a core).
+DEFAULT_THREADS = 1
+
+
+@contextmanager
+def reproducible(seed: int, threads: int = DEFAULT_THREADS) -> Iterator[None]:
+    """Run a block so that the same ``seed`` on the same machine gives the same bits.
+
+    Inside the block:
+
+    * torch's global RNG is seeded with ``seed`` (the caller's RNG state is restored after);
+    * torch's intra-op thread pool and the BLAS / OpenMP pools of numpy, scipy and
+      scikit-learn (through ``threadpoolctl``) use exactly ``threads`` threads, whatever
+      the machine's core count;
+    * ``torch.use_deterministic_algorithms(True, warn_only=True)``: torch picks its
+      deterministic kernels and warns where an op has none; oneDNN's deterministic mode
+      is on and cuDNN's autotuner is off.
+
+    Every setting is put back on exit, so a user's process keeps its own. What stays
+    machine-dependent: the CPU's instruction set and the BLAS build pick different
+    kernels (AVX2 vs AVX-512 sum in another order), so another machine gives other
+    last bits and, after training amplifies them, slightly other scores. On CUDA,
+    cuBLAS is deterministic only with ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` set before
+    start-up (not set here; the bench trains on the CPU).
+
+    Args:
+        seed: torch's global seed inside the block.
+        threads: CPU threads (>= 1).
+
+    >>> before = torch.get_num_threads()
+    >>> with reproducible(0, threads=1):
+    ...     torch.get_num_threads(), torch.are_deterministic_algorithms_enabled(), round(float(torch.rand(1)), 4)
+    (1, True, 0.4963)
+    >>> torch.get_num_threads() == before, torch.are_deterministic_algorithms_enabled()
+    (True, False)
+    """
+    from threadpoolctl import threadpool_limits
+
+    if int(threads) < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    old_threads = torch.get_num_threads()
+    old_deterministic = torch.are_deterministic_algorithms_enabled()
+    old_warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    old_mkldnn = torch.backends.mkldnn.deterministic
+    old_benchmark = torch.backends.cudnn.benchmark
+    with threadpool_limits(limits=int(threads)), torch.random.fork_rng(devices=[]):
+        try:
+            torch.set_num_threads(int(threads))
+            torch.use_deterministic_algorithms(True, warn_only=True)
+            torch.backends.mkldnn.deterministic = True
+            torch.backends.cudnn.benchmark = False
+            torch.manual_seed(int(seed))
+            yield
+        finally:
+            torch.backends.cudnn.benchmark = old_benchmark
+            torch.backends.mkldnn.deterministic = old_mkldnn
+            torch.use_deterministic_algorithms(old_deterministic, warn_only=old_warn_only)
+            torch.set_num_threads(old_threads)
 
 
 def random_hflip(images: torch.Tensor, p: float = 0.5) -> torch.Tensor:

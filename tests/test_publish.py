@@ -326,3 +326,36 @@ def test_push_repos_passes_folders_exactly_as_built(tmp_path):
     assert [r.repo_id for r in results] == [f"cg-test/{r.name}" for r in repos]
     for repo, (_, changed) in zip(repos, hub.uploaded):
         assert changed == sorted(file_hashes(repo.folder(config.out)))
+
+
+def test_world_flux_is_published_with_its_card_when_shipped(tmp_path):
+    """A shipped world Flux (here a tiny one) becomes a model repo that loads as Flux and with TDG."""
+    from dataclasses import replace
+
+    from diffusers import DiffusionPipeline, FluxPipeline
+    from huggingface_hub import ModelCard
+
+    from concept_grounding.publish.sources import find_sources
+    from concept_grounding.tdg import tiny_flux_pipeline
+
+    flux = tmp_path / "world_flux"
+    tiny_flux_pipeline(FluxPipeline).save_pretrained(flux)
+    (flux / "README.md").write_text("---\nlicense: apache-2.0\n---\n# World Flux\n\nTrained with `concept-grounding "
+                                    "train-flux --seed 0`; species agreement 12 %.\n")
+    sources = replace(find_sources(), world_flux=flux)
+    config = PublishConfig("cg-test", tmp_path / "hub", WorldSpec(size=32, train_per_class=1, test_per_class=1,
+                                                                  classes=CLASSES))
+    plan = [p for p in plan_repos(config, sources) if p.repo.name in ("world-flux", "tied_diffusion", "concept-grounding")]
+    build_repos(config, plan)
+    folder = tmp_path / "hub" / "models" / "world-flux"
+    shipped = {k: v for k, v in file_hashes(flux).items() if k != "README.md"}
+    assert {k: v for k, v in file_hashes(folder).items() if k != "README.md"} == shipped
+    card = ModelCard.load(folder / "README.md")
+    assert card.data.library_name == "diffusers" and card.data.pipeline_tag == "text-to-image"
+    assert "train-flux --seed 0" in card.text and 'custom_pipeline="cg-test/tied_diffusion"' in card.text
+    space = (tmp_path / "hub" / "spaces" / "concept-grounding" / "README.md").read_text()
+    assert "cg-test/world-flux" in space
+    assert type(DiffusionPipeline.from_pretrained(folder)).__name__ == "FluxPipeline"
+    tdg = DiffusionPipeline.from_pretrained(folder, custom_pipeline=str(tmp_path / "hub" / "models" / "tied_diffusion"),
+                                         trust_remote_code=True)
+    assert type(tdg).__name__ == "TiedDiffusionPipeline"

@@ -215,6 +215,7 @@ def build_world_flux(source: Path, folder: Path, repo_id: str, pipeline_id: str,
     usage = "\n".join([
         "", "## Load it", "", "```python", "from diffusers import DiffusionPipeline", "",
         f'pipe = DiffusionPipeline.from_pretrained("{repo_id}")                       # plain Flux',
-        f'tdg = DiffusionPipeline.from_pretrained("{repo_id}", custom_pipeline="{pipeline_id}")  # Tied Diffusion Guidance',
+        f'tdg = DiffusionPipeline.from_pretrained("{repo_id}", custom_pipeline="{pipeline_id}",',
+        "                                        trust_remote_code=True)             # Tied Diffusion Guidance",
         "```", "", f"The custom pipeline needs `pip install concept-grounding=={version}`.", ""])
     save_card(make_card(ModelCard, data, text.rstrip() + "\n" + usage), folder)

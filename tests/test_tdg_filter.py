@@ -97,3 +97,36 @@ def test_tiny_clip_scorer_probabilities():
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
     assert not np.allclose(probs[0], probs[1])
 
+
+
+def _image_folder(root, n=4):
+    import json
+
+    from PIL import Image
+
+    root.mkdir()
+    rows = []
+    for i in range(n):
+        Image.new("RGB", (8, 8), (40 * i, 0, 0)).save(root / f"{i}.png")
+        rows.append({"file_name": f"{i}.png", "reference_class": "017.Cardinal", "target_attribute": "has_eye_color::red"})
+    (root / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return root
+
+
+@pytest.mark.parametrize("fraction", ["0", "1.5", "nan", "-0.1"])
+def test_cli_keep_fraction_is_checked_before_any_image_is_scored(tmp_path, monkeypatch, capsys, fraction):
+    """The old command scored every image, then failed in keep_count (issue 12.5)."""
+    import sys
+    import types
+
+    from concept_grounding.cli import main
+
+    calls = []
+    monkeypatch.setitem(sys.modules, "spy_oracle", types.SimpleNamespace(
+        predict=lambda images: calls.append(len(images)) or np.full((len(images), 312), 0.5)))
+    argv = ["filter", "--in", str(_image_folder(tmp_path / "in")), "--out", str(tmp_path / "out"),
+            "--scorer", "oracle", "--oracle", "spy_oracle:predict", "--keep-fraction", fraction]
+    assert main(argv) == 2
+    assert f"argument --keep-fraction: must be a number in (0, 1], got '{fraction}'" in capsys.readouterr().err
+    assert calls == [] and not (tmp_path / "out").exists()
+    assert main(argv[:-1] + ["0.5"]) == 0 and calls == [4]  # the same call with a valid fraction scores once

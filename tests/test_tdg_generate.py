@@ -9,9 +9,11 @@ from concept_grounding import load_vocabulary
 from concept_grounding.tdg.generate import (
     GenerationSettings,
     Pairing,
+    check_manifest,
     chunk_jobs,
     finalize,
     generate_images,
+    generation_manifest,
     image_seed,
     plan_jobs,
     plan_pairings,
@@ -171,3 +173,73 @@ def test_saved_guides_stay_out_of_the_imagefolder(pipe, uninterrupted, tmp_path)
     for job in JOBS:
         assert (tmp_path / job.file_name).read_bytes() == (uninterrupted / job.file_name).read_bytes()
     assert len(datasets.load_dataset("imagefolder", data_dir=str(tmp_path), split="train")) == len(JOBS)
+
+
+# ------------------------------------------------------------------ resume manifest (issue 12.3)
+def test_resume_with_other_settings_stops_and_names_each_difference(pipe, uninterrupted, tmp_path):
+    import dataclasses
+    import shutil
+
+    from concept_grounding.tdg.generate import MANIFEST_FILE, ManifestMismatchError
+
+    folder = tmp_path / "run"
+    shutil.copytree(uninterrupted, folder)
+    before = _files(folder)
+    assert json.loads((folder / MANIFEST_FILE).read_text())["num_inference_steps"] == 2
+    other = dataclasses.replace(SETTINGS, num_inference_steps=3, guidance_scale=5.0)
+    with pytest.raises(ManifestMismatchError) as err:
+        generate_images(pipe, JOBS, folder, other, batch_size=2, progress=False)
+    message = str(err.value)
+    assert "num_inference_steps: 2 in the folder, 3 now" in message
+    assert "guidance_scale: 3.5 in the folder, 5.0 now" in message
+    assert {k for k, _, _ in err.value.differences} == {"num_inference_steps", "guidance_scale"}
+    # other seeds, another batch size, another pairing list: each named
+    with pytest.raises(ManifestMismatchError, match="image_seeds") as err:
+        generate_images(pipe, plan_jobs([j.pairing for j in JOBS[::3]], 3, base_seed=8), folder, SETTINGS,
+                        batch_size=2, progress=False)
+    with pytest.raises(ManifestMismatchError, match="batch_size: 2 in the folder, 3 now"):
+        generate_images(pipe, JOBS, folder, SETTINGS, batch_size=3, progress=False)
+    with pytest.raises(ManifestMismatchError, match=r"pairings: 2 in the folder, 1 now, 1 gone"):
+        generate_images(pipe, JOBS[:3], folder, SETTINGS, batch_size=2, progress=False)
+    with pytest.raises(ManifestMismatchError, match=r'model: null in the folder, "b" now'):
+        check_manifest(folder, generation_manifest(JOBS, SETTINGS, 2, {"model": "b"}))  # run_info is compared too
+    assert _files(folder) == before  # nothing was written
+
+
+def test_a_folder_without_manifest_cannot_be_resumed(pipe, uninterrupted, tmp_path):
+    import shutil
+
+    from concept_grounding.errors import UsageError
+    from concept_grounding.tdg.generate import MANIFEST_FILE
+
+    shutil.copytree(uninterrupted, tmp_path / "old")
+    (tmp_path / "old" / MANIFEST_FILE).unlink()  # as written by the code before the manifest
+    with pytest.raises(UsageError, match="holds generated images but no manifest"):
+        generate_images(pipe, JOBS, tmp_path / "old", SETTINGS, batch_size=2, progress=False)
+
+
+def test_cli_resume_checks_the_manifest_before_loading_the_model(tmp_path, capsys, monkeypatch):
+    """Through the command: the manifest holds the resolved model and dtype; a changed
+    --seed / --steps / --size stops with both values, same settings add nothing."""
+    from concept_grounding.cli import main
+    from concept_grounding.tdg.generate import MANIFEST_FILE
+
+    out = tmp_path / "gen"
+    argv = ["generate", "--out", str(out), "--tiny", "--classes", "Cardinal", "--attributes", "has_crown_color::black",
+            "--images-per-pairing", "2", "--steps", "2", "--size", "32"]
+    assert main(argv) == 0
+    manifest = json.loads((out / MANIFEST_FILE).read_text())
+    assert manifest["model"] == "tiny_flux_pipeline(seed=0)" and manifest["dtype"] == "float32"
+    assert manifest["seed"] == 0 and manifest["pairings"][0]["images"] == 2
+    capsys.readouterr()
+    import concept_grounding.tdg as tdg
+
+    monkeypatch.setattr(tdg, "tiny_flux_pipeline", lambda: pytest.fail("the model must not load"), raising=False)
+    assert main(argv[:-4] + ["--steps", "3", "--size", "48", "--seed", "4"]) == 2
+    err = capsys.readouterr().err
+    assert "seed (--seed): 0 in the folder, 4 now" in err
+    assert "num_inference_steps (--steps): 2 in the folder, 3 now" in err
+    assert "height (--size): 32 in the folder, 48 now" in err and "width (--size)" in err
+    monkeypatch.undo()
+    assert main(argv) == 0
+    assert "wrote 0 new images" in capsys.readouterr().out

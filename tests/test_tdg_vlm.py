@@ -154,3 +154,28 @@ def test_filter_cli_with_vlm_scorer(vlm_dir, loaded, tmp_path):
     assert report["pairings_kept"] == 1 and report["pairings_dropped"] == 1  # seed 0: red and blue answer "solid"
     assert [r["file_name"] for r in kept] == [str((src / n).resolve()) for n, _ in expected]
     np.testing.assert_allclose([r["target_probability"] for r in kept], [p for _, p in expected], rtol=1e-5)
+
+
+@pytest.mark.parametrize("flag, expected", [([], False), (["--trust-remote-code"], True)])
+def test_filter_cli_runs_remote_code_only_on_request(vlm_dir, tmp_path, monkeypatch, flag, expected):
+    """--vlm-model used to be loaded with trust_remote_code=True, hard-coded (issue 12.7)."""
+    import transformers
+
+    from concept_grounding.cli import main
+
+    seen = []
+    for cls in (transformers.AutoProcessor, transformers.AutoModelForImageTextToText):
+        original = cls.from_pretrained.__func__
+
+        def spy(klass, name, *args, _original=original, **kwargs):
+            seen.append(kwargs.get("trust_remote_code"))
+            return _original(klass, name, *args, **kwargs)
+
+        monkeypatch.setattr(cls, "from_pretrained", classmethod(spy))
+    src = tmp_path / "images"
+    src.mkdir()
+    Image.new("RGB", (16, 16), "red").save(src / "a.png")
+    row = {"file_name": "a.png", "reference_class": "017.Cardinal", "target_attribute": "has_tail_pattern::solid"}
+    (src / "metadata.jsonl").write_text(json.dumps(row) + "\n")
+    assert main(["filter", "--in", str(src), "--out", str(tmp_path / "out"), "--vlm-model", str(vlm_dir), *flag]) == 0
+    assert seen == [expected, expected]

@@ -2,8 +2,10 @@
 
 Re-running is safe and cheap. ``create_repo(exist_ok=True)`` keeps a repo that exists;
 ``upload_folder`` makes one commit per repo, and ``HfApi.create_commit`` drops every
-file whose content hash equals the one already on the Hub ("Skipping upload for ... as
-the file has not changed"; no commit at all when nothing changed). A rebuild with the
+file whose content hash equals the one already on the Hub (SHA-256 for LFS files, the
+git SHA-1 for small ones: "Skipping upload for ... as the file has not changed"; no
+commit at all when nothing changed; checked in ``huggingface_hub`` 2.4's
+``create_commit``; LFS blobs already on the Hub are not sent again). A rebuild with the
 same settings writes byte-identical files (rendering, Parquet and cards are
 deterministic), so a second push uploads only what changed, and a push interrupted
 part-way is finished by running the same command again: the repos already done

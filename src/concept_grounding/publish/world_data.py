@@ -130,7 +130,7 @@ def write_parquet_splits(splits: dict[str, "datasets.Dataset"], folder: Path) ->
     split_dict = datasets.SplitDict()
     features, download = None, 0
     for name, ds in splits.items():
-        nbytes = ds._estimate_nbytes()
+        nbytes = ds.data.nbytes  # Arrow bytes (images embedded), as the Hub reports dataset_size
         num_shards = int(nbytes / _MAX_SHARD) + 1
         for index in range(num_shards):
             shard = ds.shard(num_shards=num_shards, index=index, contiguous=True).with_format("arrow")

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from concept_grounding.commands._types import closed_unit_interval, float_range, multiple_of, output_dir, positive_int
 

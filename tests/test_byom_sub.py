@@ -334,3 +334,15 @@ def test_hub_format_sub_fixture_loads_through_datasets_and_evaluates(tmp_path, s
                               removed_attributes=removed, reference_classes=list(sub["reference_class"]),
                               concept_names=hand_names)
     _same(result, expected)
+
+
+def test_device_and_dtype_options(user_file, sub):
+    module = _user_module(user_file)
+    model, transform, names = module.build()
+    full = evaluate_sub(model, sub, concept_names=names, transform=transform, output=0, progress=False)
+    half = evaluate_sub(model, sub, concept_names=names, transform=transform, output=0, device="cpu", dtype="bfloat16",
+                        progress=False)
+    assert half.scores.dtype == np.float32 and next(model.parameters()).dtype == torch.bfloat16
+    assert np.abs(half.scores - full.scores).max() < 0.1
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        evaluate_sub(model, sub, concept_names=names, transform=transform, output=0, dtype="int8")

@@ -125,8 +125,26 @@ def _check_names(names: tuple[str, ...]) -> tuple[str, ...]:
     return names
 
 
+class _Placed:
+    """``device`` / ``dtype`` of an adapter, moved together with its ``model``."""
+
+    model: Any
+    device: torch.device
+    dtype: torch.dtype
+
+    def to(self, device: str | torch.device | None = None, dtype: torch.dtype | None = None):
+        """Move the model (when it is an ``nn.Module``) and its inputs to ``device`` / ``dtype``."""
+        if device is not None:
+            self.device = torch.device(device)
+        if dtype is not None:
+            self.dtype = dtype
+        if isinstance(self.model, nn.Module):
+            self.model.to(device=self.device, dtype=self.dtype)
+        return self
+
+
 @dataclass
-class BinaryConceptModel:
+class BinaryConceptModel(_Placed):
     """A binary concept model behind the :class:`SubModel` protocol (module docstring).
 
     Args:
@@ -168,15 +186,6 @@ class BinaryConceptModel:
             raise ValueError("pass preprocess= or transform= / processor= / size= / mean= / std=, not both")
         self.device = torch.device(self.device) if self.device is not None else model_device(self.model)
 
-    def to(self, device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> "BinaryConceptModel":
-        if device is not None:
-            self.device = torch.device(device)
-        if dtype is not None:
-            self.dtype = dtype
-        if isinstance(self.model, nn.Module):
-            self.model.to(device=self.device, dtype=self.dtype)
-        return self
-
     @property
     def columns(self) -> tuple[str, ...]:
         return tuple(self.concept_names)
@@ -201,7 +210,7 @@ class BinaryConceptModel:
 
 
 @dataclass
-class OpenVocabularyModel:
+class OpenVocabularyModel(_Placed):
     """One handle for a CLIP-like model: ``model``, ``tokenizer``, ``preprocess`` (PIL images
     -> the model's normalised input), ``backend`` (``"open_clip"``, ``"transformers"``,
     ``"world"`` or ``"custom"``). Scores SUB's group prompts (module docstring).
@@ -237,14 +246,9 @@ class OpenVocabularyModel:
         return cls(bundle.model, bundle.tokenizer, bundle.preprocess, bundle.backend, include_none)
 
     def to(self, device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> "OpenVocabularyModel":
-        if device is not None:
-            self.device = torch.device(device)
-        if dtype is not None:
-            self.dtype = dtype
-        if isinstance(self.model, nn.Module):
-            self.model.to(device=self.device, dtype=self.dtype)
+        """Move the model; the prompts are embedded again by the next :meth:`prepare`."""
         self._text = None
-        return self
+        return super().to(device, dtype)
 
     def prepare(self, groups: Sequence[str], vocab: Vocabulary) -> tuple[str, ...]:
         """Embed the prompts of every attribute of ``groups`` once; the columns are those attributes."""

@@ -92,19 +92,21 @@ def dispatch(argv: list[str]) -> int:
     return int(args._run(args) or 0)
 
 
-def _debug_requested(argv: list[str]) -> bool:
-    return "--debug" in argv or os.environ.get(DEBUG_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+def _debug_requested(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "debug", False)) or os.environ.get(DEBUG_ENV, "").strip().lower() in (
+        "1", "true", "yes", "on")
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 ok, 2 user error, 1 bug, 130 interrupted)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    debug = _debug_requested(argv)
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as done:  # --help, or a usage error argparse already printed
         return done.code if isinstance(done.code, int) else (0 if done.code is None else 2)
     from .errors import user_message
+
+    debug = _debug_requested(args)
 
     try:
         return int(args._run(args) or 0)

@@ -1,5 +1,6 @@
 """The Space end to end: launched in a subprocess on 127.0.0.1, driven through
-gradio_client (API, 10 concurrent requests) and a real Chromium (Playwright).
+gradio_client (API, concurrent requests equal to sequential ones, the model policy) and a
+real Chromium (Playwright).
 
 The browser test needs Debian's ``/usr/bin/chromium`` (``apt-get install -y chromium``)
 and is skipped, saying so, when it is missing. ``SAVE_SCREENSHOTS=docs/screenshots``
@@ -134,6 +135,70 @@ def test_ten_concurrent_requests_all_succeed(client):
     for (original, edited, table, _), _ in results:
         assert original is not None and edited is not None
         assert table["data"][0][0] == "has_crown_color::black" and table["data"][0][1] == "S+"
+
+
+@pytest.fixture(scope="module")
+def file_client(server, tmp_path_factory):
+    """A client that downloads the images the Space returns, to compare their pixels."""
+    from gradio_client import Client
+
+    return Client(server[0], verbose=False, analytics_enabled=False,
+                  download_files=str(tmp_path_factory.mktemp("downloads")))
+
+
+def _pixels(value) -> np.ndarray:
+    path = value if isinstance(value, (str, Path)) else (value.get("path") or value.get("url"))
+    return np.asarray(Image.open(path).convert("RGB"))
+
+
+def test_concurrent_tdg_and_sub_requests_equal_sequential(file_client):
+    """Four Tied Diffusion requests (different attributes, steps and seeds) and four SUB
+    explorer requests sent at once, each getting exactly what it gets alone. The TDG tab
+    shares one pipeline; before each call had its own scheduler, concurrent calls patched
+    the shared ``scheduler.step`` and failed (IndexError in the step index) or returned
+    another call's images."""
+    import threading
+
+    from concept_grounding.space import tab_tdg
+
+    _, attributes = tab_tdg.choices()
+    picked = [attributes[i][1] for i in (0, 9, 18, 27)]
+    jobs = [("/tdg_generate", ("017.Cardinal", attr, tab_tdg.TINY_MODEL, 2 + i % 3, 10 + i))
+            for i, attr in enumerate(picked)]
+    jobs += [("/sub_explore", ("017.Cardinal|has_crown_color::black", 2 * i)) for i in range(4)]
+
+    def call(job, barrier=None):
+        api_name, args = job
+        if barrier is not None:
+            barrier.wait(timeout=60)
+        out = file_client.predict(*args, api_name=api_name)
+        if api_name == "/tdg_generate":
+            return [_pixels(image) for image in out]
+        original, edited, table, summary = out
+        return [_pixels(original), _pixels(edited), table["data"], summary]
+
+    alone = [call(job) for job in jobs]
+    barrier = threading.Barrier(len(jobs))
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        together = list(pool.map(lambda job: call(job, barrier), jobs))
+    for (api_name, args), a, b in zip(jobs, alone, together):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            if isinstance(x, np.ndarray):
+                assert x.shape == y.shape and np.array_equal(x, y), (api_name, args)
+            else:
+                assert x == y, (api_name, args)
+    tdg = [r for (api_name, _), r in zip(jobs, alone) if api_name == "/tdg_generate"]
+    assert not np.array_equal(tdg[0][0], tdg[1][0])  # different requests, different images
+
+
+def test_api_refuses_a_model_not_listed_at_launch(client):
+    from gradio_client.exceptions import AppError
+
+    with pytest.raises(AppError, match="not in the list of choices|does not load"):
+        client.predict(None, 0, "a bird", 3, [], "/etc", api_name="/explain")
+    with pytest.raises(AppError, match="not in the list of choices|does not load"):
+        client.predict("017.Cardinal", "has_crown_color::black", "/tmp", 2, 0, api_name="/tdg_generate")
 
 
 def _world_png(path: Path) -> Path:

@@ -118,12 +118,21 @@ def test_models_are_loaded_from_an_artifacts_folder(store, tmp_path):
 
 def test_explain_on_a_named_local_clip_and_a_bad_name(store, tmp_path):
     from concept_grounding.models.clip import WordTokenizer, WorldCLIP
+    from concept_grounding.space.policy import ModelPolicy
 
     folder = tmp_path / "my-clip"
     WorldCLIP(WordTokenizer.from_vocabulary().words, image_size=32, patch_size=8, vision_width=32, text_width=32,
               vision_layers=1, text_layers=1, head_width=16).save_pretrained(folder)
-    out = tab_explain.explain(store, None, 3, "a photo of a bird", clusters=3, model_name=str(folder))
+    missing = str(tmp_path / "nothing-here")
+    # the store's default policy offers no named model: the folder is refused before any load
+    with pytest.raises(UserInputError, match="does not load the CLIP model"):
+        tab_explain.explain(store, None, 3, "a photo of a bird", clusters=3, model_name=str(folder))
+    assert not store.is_ready(f"clip:{folder}")
+    listed = ResourceStore(artifacts=None, image_size=64, seed=0, policy=ModelPolicy(clip_models=(str(folder), missing)))
+    listed.get("world", lambda _: store.get("world", None))
+    out = tab_explain.explain(listed, None, 3, "a photo of a bird", clusters=3, model_name=str(folder))
     assert len(out["gallery"]) == 1 and len(out["table"]) == 3
-    assert store.is_ready(f"clip:{folder}") and -1.0 <= out["similarity"][0] <= 1.0
+    assert listed.is_ready(f"clip:{folder}") and -1.0 <= out["similarity"][0] <= 1.0
+    assert listed.cached_models() == [f"clip:{folder}"]
     with pytest.raises(UserInputError, match="Cannot load the model"):
-        tab_explain.explain(store, None, 0, "a bird", model_name=str(tmp_path / "nothing-here"))
+        tab_explain.explain(listed, None, 0, "a bird", model_name=missing)

@@ -1,14 +1,26 @@
-"""Hugging Face Space entry point: a thin shell over ``concept_grounding.space``."""
+"""Hugging Face Space entry point: a thin shell over ``concept_grounding.space``.
+
+Model policy (which models visitors may load, how many stay loaded) comes from the same
+flags as ``concept-grounding space`` (``--tdg-model``, ``--clip-model``,
+``--allow-any-model``, ``--model-cache``) or, on a hosted Space, their environment
+variables (see ``concept_grounding.space.policy``).
+"""
+
+import argparse
+import os
+import sys
 
 from concept_grounding.space.env import configure_environment
 
 configure_environment()  # offline / no-telemetry defaults, before Gradio is imported
 
+from concept_grounding.commands.space import add_model_arguments, policy_from_args  # noqa: E402
 from concept_grounding.space import build_demo, launch  # noqa: E402
 
-demo = build_demo()
+_parser = argparse.ArgumentParser(description="concept-grounding Space")
+add_model_arguments(_parser)
+_args, _ = _parser.parse_known_args(sys.argv[1:])  # `gradio app.py` passes its own arguments
+demo = build_demo(policy=policy_from_args(_args))
 
 if __name__ == "__main__":
-    import os
-
     launch(demo, host=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"), port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))

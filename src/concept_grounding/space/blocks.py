@@ -16,13 +16,17 @@ from typing import Any
 
 from .env import artifacts_dir, configure_environment
 from .inputs import UserInputError
+from .policy import ModelPolicy
 from .resources import FeatureUnavailable, ResourceStore
 
 __all__ = ["build_demo", "guarded", "CONCURRENCY_LIMIT"]
 
 logger = logging.getLogger(__name__)
 
-#: Requests of one event run at once; the rest wait in the queue.
+#: Requests of one event run at once (in parallel threads); the rest wait in the queue.
+#: Parallel is safe: handlers only read their models and the TDG pipeline gives each call
+#: its own scheduler, so a request gets the same result as alone (no per-model lock needed,
+#: and a slow TDG request does not hold up a SUB explorer one).
 CONCURRENCY_LIMIT = 4
 
 INTRO = """# concept-grounding: do interpretable vision models see the concepts they claim?
@@ -54,20 +58,24 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def build_demo(artifacts: str | Path | None = None, store: ResourceStore | None = None) -> Any:
+def build_demo(
+    artifacts: str | Path | None = None, store: ResourceStore | None = None, policy: ModelPolicy | None = None
+) -> Any:
     """The Space as a ``gr.Blocks`` (not launched, no queue set).
 
     Args:
         artifacts: folder with trained models (``make demo``); default
             ``$CONCEPT_GROUNDING_ARTIFACTS`` or ``./artifacts`` when it exists.
         store: a prepared :class:`ResourceStore` (tests pass one to share models).
+        policy: the models visitors may choose and how many stay loaded; default
+            :meth:`ModelPolicy.from_env` (ignored when ``store`` is given: the store's own).
     """
     configure_environment()
     import gradio as gr
 
     from . import tab_concepts, tab_explain, tab_metrics, tab_sub, tab_tdg
 
-    store = store or ResourceStore(artifacts_dir(artifacts))
+    store = store or ResourceStore(artifacts_dir(artifacts), policy=policy or ModelPolicy.from_env())
     with gr.Blocks(title="concept-grounding", analytics_enabled=False) as demo:
         gr.Markdown(INTRO)
         status = gr.Markdown(store.status_markdown(), elem_id="status")
@@ -105,13 +113,14 @@ def tab_tdg_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None:
         "Tied Diffusion Guidance (SUB, Sec. 3) makes a reference bird carry a target attribute by "
         "tying its denoising to a *guide* image's. **The default model is a tiny, randomly "
         "initialised Flux, so its images are noise-like**: it shows the mechanics (same "
-        f"start latents, tied predictions, eta schedule), not real birds. Set `{tab.MODEL_ENV}` "
-        "to a local Flux folder to use a real model."
+        "start latents, tied predictions, eta schedule), not real birds. The operator can offer "
+        f"real Flux models at launch (`--tdg-model` or `{tab.MODEL_ENV}`)."
     )
     with gr.Row():
         ref = gr.Dropdown(classes, value="017.Cardinal", label="Reference class", elem_id="tdg-class")
         attr = gr.Dropdown(attributes, value="has_crown_color::black", label="Target attribute", elem_id="tdg-attr")
-        model = gr.Dropdown(tab.model_choices(), value=tab.TINY_MODEL, label="Model", elem_id="tdg-model")
+        model = gr.Dropdown(tab.model_choices(store.policy), value=tab.TINY_MODEL, label="Model", elem_id="tdg-model",
+                            allow_custom_value=store.policy.allow_any)
     with gr.Row():
         steps = gr.Slider(1, 50, value=4, step=1, label="Steps")
         seed = gr.Number(0, precision=0, label="Seed")
@@ -132,7 +141,7 @@ def tab_tdg_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None:
 
     @guarded
     def run(reference_class: str, target_attribute: str, model_name: str, n_steps: float, seed_value: float):
-        if not store.is_ready(f"tdg:{model_name}" if model_name != tab.TINY_MODEL else "tdg:tiny"):
+        if not store.is_ready(f"tdg:{(model_name or '').strip()}" if model_name != tab.TINY_MODEL else "tdg:tiny"):
             gr.Info("Loading the diffusion model (first use)...", duration=4)
         images = tab.generate(store, reference_class, target_attribute, model=model_name, steps=int(n_steps), seed=int(seed_value or 0))
         return tuple(_big(im) for im in images)
@@ -185,8 +194,8 @@ def tab_explain_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None
         "cluster is cut out of every attention layer in turn, and the drop in image-text "
         "similarity is the cluster's importance. Upload an image (PNG/JPEG/WebP; large images "
         "are downscaled to 512 px, grayscale/RGBA converted) or leave it empty to use a world "
-        "bird. The default model is a small CLIP trained on the bird world; name another CLIP "
-        "(an open_clip name, a transformers id or a local folder; offline, only local or cached ones load)."
+        "bird. The default model is a small CLIP trained on the bird world; the operator can offer "
+        "other CLIPs at launch (`--clip-model`: an open_clip name, a transformers id or a local folder)."
     )
     with gr.Row():
         upload = gr.File(label="Image (optional)", file_count="single", elem_id="explain-upload")
@@ -195,8 +204,8 @@ def tab_explain_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None
     with gr.Row():
         clusters = gr.Slider(2, 12, value=7, step=1, label="Clusters K")
         baselines = gr.CheckboxGroup(tab.BASELINES, value=list(tab.BASELINES), label="Baselines")
-    model_name = gr.Textbox("", label="CLIP model (empty: the world CLIP)", elem_id="explain-model",
-                            placeholder="e.g. openai/clip-vit-base-patch32 or a local folder")
+    model_name = gr.Dropdown(tab.model_choices(store), value="", label="CLIP model", elem_id="explain-model",
+                             allow_custom_value=store.policy.allow_any)
     button = gr.Button("Explain", variant="primary", elem_id="explain-run")
     with gr.Row():
         shown = gr.Image(label="Input (as used)", type="numpy", elem_id="explain-input", interactive=False)

@@ -24,13 +24,15 @@ def get_world(store: ResourceStore) -> Any:
 
 
 def figure_to_image(fig: Any, dpi: int = 96) -> np.ndarray:
-    """Render a Matplotlib figure to an ``(H, W, 3)`` uint8 array and close it."""
-    import matplotlib.pyplot as plt
+    """Render a Matplotlib figure to an ``(H, W, 3)`` uint8 array.
+
+    Figures should be ``matplotlib.figure.Figure`` objects, not pyplot ones: pyplot's
+    global figure registry is not safe from the Space's concurrent request threads.
+    """
     from PIL import Image
 
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
-    plt.close(fig)
     buffer.seek(0)
     return np.asarray(Image.open(buffer).convert("RGB"))
 

@@ -5,6 +5,17 @@ first use (``store.get("world", build_world)``), the store builds it once under 
 (concurrent first requests wait for the same build instead of racing) and keeps it.
 Each build is timed and logged, and :meth:`ResourceStore.status_markdown` tells the
 page what is loaded, from where, and how long it took.
+
+The built-in resources (the world, the tiny Flux, the tabs' default models) are few and
+kept for the life of the process. Models a visitor chose by name (``evictable=True``)
+live in a least-recently-used cache of ``policy.cache_size`` entries: building one more
+drops the one used longest ago. A request still using a dropped model keeps its
+reference until it finishes; the next request for it builds it again. Which names may be
+built at all is the store's :class:`~.policy.ModelPolicy`.
+
+Concurrency: every handler only reads the models it gets from the store (eval mode,
+no hooks left behind; the TDG pipeline gives each call its own scheduler), so requests run
+in parallel threads without a per-model lock; Gradio's queue bounds how many run at once.
 """
 
 from __future__ import annotations
@@ -12,10 +23,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from .policy import ModelPolicy
 
 __all__ = ["FeatureUnavailable", "ResourceStore", "require"]
 
@@ -63,13 +77,19 @@ class ResourceStore:
             ``None``); builders look there first and build small models otherwise.
         image_size: side (px) of world images used by the Space's quick builds.
         seed: seed of the world and of every quick build.
+        policy: the models visitors may choose and the size of their LRU cache
+            (default: nothing beyond the built-in models, 2 cached).
     """
 
-    def __init__(self, artifacts: Path | None = None, image_size: int = 64, seed: int = 0) -> None:
+    def __init__(
+        self, artifacts: Path | None = None, image_size: int = 64, seed: int = 0, policy: ModelPolicy | None = None
+    ) -> None:
         self.artifacts = artifacts
         self.image_size = int(image_size)
         self.seed = int(seed)
+        self.policy = policy if policy is not None else ModelPolicy()
         self._entries: dict[str, _Entry] = {}
+        self._recent: OrderedDict[str, None] = OrderedDict()  # evictable ready entries, least recent first
         self._guard = threading.Lock()
 
     def _entry(self, name: str) -> _Entry:
@@ -88,29 +108,50 @@ class ResourceStore:
         return None
 
     def is_ready(self, name: str) -> bool:
-        return self._entry(name).ready
+        with self._guard:
+            entry = self._entries.get(name)
+        return entry is not None and entry.ready
 
-    def get(self, name: str, builder: Callable[["ResourceStore"], Any]) -> Any:
+    def get(self, name: str, builder: Callable[["ResourceStore"], Any], *, evictable: bool = False) -> Any:
         """The resource ``name``, calling ``builder(self)`` the first time.
 
         ``builder`` may return ``(value, source)`` to say where the value came from
         ("artifacts/world_clip", "built: 2 epochs"); a bare value counts as "built".
-        A failed build is not cached: the next call tries again.
+        A failed build is not cached: the next call tries again. ``evictable=True`` puts
+        the resource in the LRU cache of visitor-chosen models (module docstring).
         """
         entry = self._entry(name)
-        if entry.ready:
-            return entry.value
-        with entry.lock:
-            if not entry.ready:
-                logger.info("space: building %s ...", name)
-                start = time.perf_counter()
-                out = builder(self)
-                value, source = out if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], str) else (out, "built")
-                entry.value, entry.source = value, source
-                entry.seconds = time.perf_counter() - start
-                entry.ready = True
-                logger.info("space: %s ready in %.1f s (%s)", name, entry.seconds, source)
+        if not entry.ready:
+            with entry.lock:
+                if not entry.ready:
+                    logger.info("space: building %s ...", name)
+                    start = time.perf_counter()
+                    out = builder(self)
+                    value, source = out if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], str) else (out, "built")
+                    entry.value, entry.source = value, source
+                    entry.seconds = time.perf_counter() - start
+                    entry.ready = True
+                    logger.info("space: %s ready in %.1f s (%s)", name, entry.seconds, source)
+        if evictable:
+            self._touch(name, entry)
         return entry.value
+
+    def _touch(self, name: str, entry: _Entry) -> None:
+        """Mark ``name`` most recently used; drop the least recent beyond ``policy.cache_size``."""
+        with self._guard:
+            if self._entries.get(name) is not entry:
+                return  # dropped meanwhile: this request keeps its value, the store does not
+            self._recent[name] = None
+            self._recent.move_to_end(name)
+            while len(self._recent) > self.policy.cache_size:
+                old, _ = self._recent.popitem(last=False)
+                self._entries.pop(old, None)
+                logger.info("space: dropped %s from the model cache (%d kept)", old, self.policy.cache_size)
+
+    def cached_models(self) -> list[str]:
+        """The visitor-chosen models loaded now, least recently used first."""
+        with self._guard:
+            return list(self._recent)
 
     def status(self) -> dict[str, tuple[str, float]]:
         """name -> (source, seconds) of every resource built so far."""
@@ -125,4 +166,8 @@ class ResourceStore:
             lines.append("No model loaded yet: each tab loads what it needs on first use.")
         for name, (source, seconds) in sorted(rows.items()):
             lines.append(f"- `{name}`: {source} ({seconds:.1f} s)")
+        cached = self.cached_models()
+        if cached:
+            lines.append(f"\nVisitor-chosen models loaded: {len(cached)} of at most {self.policy.cache_size} "
+                         "(the least recently used is dropped first).")
         return "\n".join(lines)

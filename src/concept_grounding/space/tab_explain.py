@@ -5,8 +5,10 @@ The default model is ``<artifacts>/world_clip`` when present, else the world CLI
 randomly initialised open_clip model (said so in the status line: its maps show the
 mechanics, not a trained model's attention). A named model (an open_clip name, a
 transformers id or a local folder, loaded by
-:func:`concept_grounding.cci.loading.load_explainable_clip`) replaces it when given. CCI
-itself is :class:`concept_grounding.cci.ConceptClusterImportance`.
+:func:`concept_grounding.cci.loading.load_explainable_clip`) replaces it when given, if the
+operator offered it at launch (``--clip-model``, :mod:`.policy`); named models share the
+store's LRU cache of visitor-chosen models. CCI itself is
+:class:`concept_grounding.cci.ConceptClusterImportance`.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from .common import get_world, label_overlay, overlay_heatmap
 from .inputs import UserInputError, load_image, parse_texts, to_rgb
 from .resources import FeatureUnavailable, ResourceStore, require
 
-__all__ = ["BASELINES", "ExplainModel", "build_clip", "input_image", "explain"]
+__all__ = ["BASELINES", "ExplainModel", "build_clip", "get_model", "model_choices", "input_image", "explain"]
 
 #: Baseline explanations offered beside CCI (computed by :mod:`concept_grounding.cci.baselines`).
 BASELINES: tuple[str, ...] = ("random", "gradcam", "grad-eclip", "rollout")
@@ -91,6 +93,25 @@ def build_clip(store: ResourceStore) -> tuple[ExplainModel, str]:
                                      f"({CLIP_EPOCHS} epochs, quick build)")
 
 
+def model_choices(store: ResourceStore) -> list[tuple[str, str]]:
+    """The CLIP dropdown as ``(label, value)``: the default (value ``""``), then the
+    models the store's policy offers."""
+    return [("world CLIP (default)", "")] + [(name, name) for name in store.policy.offered("clip")]
+
+
+def get_model(store: ResourceStore, model_name: str = "") -> ExplainModel:
+    """The default CLIP for an empty ``model_name``, else the named one if the store's
+    policy allows it (built on first use, kept in the LRU cache).
+
+    Raises:
+        UserInputError: the model is not offered by this Space, or cannot be loaded.
+    """
+    if not (model_name or "").strip():
+        return store.get("world_clip", build_clip)
+    name = store.policy.check("clip", model_name)
+    return store.get(f"clip:{name}", build_named_clip(name), evictable=True)
+
+
 def input_image(store: ResourceStore, path: str | None, world_index: int) -> tuple[np.ndarray, Any]:
     """The uploaded image (sanitised), or world bird ``world_index`` with its sample."""
     if path:
@@ -137,9 +158,7 @@ def explain(
     unknown = sorted(set(baselines) - set(BASELINES))
     if unknown:
         raise UserInputError(f"Unknown baseline(s) {unknown}; choose from {list(BASELINES)}.")
-    name = (model_name or "").strip()
-    model: ExplainModel = store.get(f"clip:{name}", build_named_clip(name)) if name else store.get("world_clip",
-                                                                                                   build_clip)
+    model = get_model(store, model_name)
     cci_mod = require("concept_grounding.cci.importance", "ConceptClusterImportance", "ClusterEmbeddings")
     import torch
 

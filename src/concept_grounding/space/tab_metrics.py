@@ -216,13 +216,11 @@ def scalar_results(result: dict[str, Any]) -> dict[str, float]:
 
 
 def _default_plot(name: str, scalars: dict[str, float]) -> np.ndarray:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     items = [(k, v) for k, v in scalars.items() if v is not None]
-    fig, ax = plt.subplots(figsize=(6, 0.35 * max(len(items), 3) + 1))
+    fig = Figure(figsize=(6, 0.35 * max(len(items), 3) + 1))  # not pyplot: concurrent requests
+    ax = fig.subplots()
     ax.barh([k for k, _ in items][::-1], [v for _, v in items][::-1], color="#4a7fb5")
     ax.set_title(METRICS[name].title)
     ax.set_xlabel("value")

@@ -1,36 +1,46 @@
 """Tied Diffusion tab: the two prompts, the eta schedule and a generated pair.
 
-The default model is the tiny, randomly initialised Flux of
-:mod:`concept_grounding.tdg.tiny`: it runs offline in about a second, and its images are
-noise-like because it is untrained. Set ``CONCEPT_GROUNDING_TDG_MODEL`` to a local
-Flux folder (or a Hub id when online) to use a real model.
+The default model is built by :func:`build_default_pipeline`: the tiny, randomly
+initialised Flux of :mod:`concept_grounding.tdg.tiny`, which runs offline in about a
+second and whose images are noise-like because it is untrained. Other Flux models (a
+local folder, or a Hub id when online) are offered only when the operator lists them at
+launch (``--tdg-model`` / ``CONCEPT_GROUNDING_TDG_MODEL``, :mod:`.policy`); they share the
+store's LRU cache of visitor-chosen models.
+
+Concurrent visitors share one pipeline per model: ``TiedDiffusionPipeline`` gives every
+call its own scheduler, so simultaneous requests each get exactly the images they get
+alone (``tests/test_space_app.py``).
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
 
 from .common import attribute_label, class_label, figure_to_image
 from .inputs import UserInputError
+from .policy import TDG_MODELS_ENV, ModelPolicy
 from .resources import FeatureUnavailable, ResourceStore, require
 
-__all__ = ["TINY_MODEL", "MODEL_ENV", "choices", "prompts", "eta_figure", "generate", "model_choices"]
+__all__ = ["TINY_MODEL", "MODEL_ENV", "choices", "prompts", "eta_figure", "generate", "model_choices",
+           "build_default_pipeline", "get_pipeline"]
 
 #: Name of the built-in tiny model in the model dropdown.
 TINY_MODEL = "tiny (built-in, random weights)"
-#: Environment variable naming an extra Flux model (local folder or Hub id).
-MODEL_ENV = "CONCEPT_GROUNDING_TDG_MODEL"
+#: Environment variable naming extra Flux models (comma-separated local folders or Hub ids), read at launch.
+MODEL_ENV = TDG_MODELS_ENV
 #: Output side (px) of the tiny model; real models use 512.
 TINY_SIZE = 32
 
 
-def model_choices() -> list[str]:
-    """The model dropdown: the tiny model, plus ``$CONCEPT_GROUNDING_TDG_MODEL`` if set."""
-    extra = os.environ.get(MODEL_ENV, "").strip()
-    return [TINY_MODEL] + ([extra] if extra else [])
+def model_choices(policy: ModelPolicy | None = None) -> list[str]:
+    """The model dropdown: the built-in model, then the Flux models ``policy`` offers.
+
+    >>> model_choices(ModelPolicy(tdg_models=("my/flux",)))
+    ['tiny (built-in, random weights)', 'my/flux']
+    """
+    return [TINY_MODEL, *(policy or ModelPolicy()).offered("tdg")]
 
 
 def choices() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
@@ -69,10 +79,7 @@ def prompts(reference_class: str, target_attribute: str) -> tuple[str, str, str]
 def eta_figure(target_attribute: str, steps: int = 28) -> np.ndarray:
     """The attribute's eta(t) schedule (SUB Eq. 4) as a plot, ``(H, W, 3)`` uint8, with
     the normalised times of a ``steps``-step Flux sampler marked."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     mod = require("concept_grounding.tdg.schedule", "schedule_for_attribute")
     try:
@@ -80,7 +87,8 @@ def eta_figure(target_attribute: str, steps: int = 28) -> np.ndarray:
     except ValueError as err:
         raise UserInputError(str(err)) from None
     t = np.linspace(0.0, 1.0, 401)
-    fig, ax = plt.subplots(figsize=(4.8, 2.8))
+    fig = Figure(figsize=(4.8, 2.8))  # not pyplot: its global figure registry is not thread-safe
+    ax = fig.subplots()
     ax.plot(t, [schedule(x) for x in t], color="#2b6cb0", lw=2)
     step_t = np.linspace(1.0, 1.0 / steps, steps)
     ax.scatter(step_t, [schedule(x) for x in step_t], s=10, color="#c05621", zorder=3, label=f"{steps} sampler steps")
@@ -95,7 +103,8 @@ def eta_figure(target_attribute: str, steps: int = 28) -> np.ndarray:
     return figure_to_image(fig)
 
 
-def _build_tiny(store: ResourceStore) -> tuple[Any, str]:
+def build_default_pipeline(store: ResourceStore) -> tuple[Any, str]:
+    """The tab's default model (``TINY_MODEL`` in the dropdown) and where it came from."""
     tiny = require("concept_grounding.tdg.tiny", "tiny_flux_pipeline")
     return tiny.tiny_flux_pipeline(seed=store.seed), "tiny random Flux (1+1 blocks), built in memory"
 
@@ -115,11 +124,16 @@ def _build_named(name: str) -> Any:
 
 
 def get_pipeline(store: ResourceStore, model: str) -> Any:
+    """The pipeline for the dropdown value ``model``: the default one, or a Flux model the
+    store's policy allows (built on first use, kept in the LRU cache).
+
+    Raises:
+        UserInputError: ``model`` is not offered by this Space, or cannot be loaded.
+    """
     if model in (None, "", TINY_MODEL):
-        return store.get("tdg:tiny", _build_tiny)
-    if model not in model_choices():
-        raise UserInputError(f"Unknown model {model!r}; set {MODEL_ENV} to offer another one.")
-    return store.get(f"tdg:{model}", _build_named(model))
+        return store.get("tdg:tiny", build_default_pipeline)
+    name = store.policy.check("tdg", model)
+    return store.get(f"tdg:{name}", _build_named(name), evictable=True)
 
 
 def _to_uint8(images: Any) -> list[np.ndarray]:

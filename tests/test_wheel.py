@@ -66,13 +66,11 @@ def _run(cmd: list[str] | str, cwd: Path, env: dict[str, str], timeout: int = 60
     return proc
 
 
-@pytest.fixture(scope="module")
-def release(tmp_path_factory):
+def make_release(base: Path):
     """(dist folder, fresh venv bin folder, env, work folder) after the README's Install block."""
-    base = tmp_path_factory.mktemp("wheel")
     source = _copy_checkout(base / "clone")
     work = base / "work"
-    work.mkdir()
+    work.mkdir(parents=True)
     venv = base / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], base, dict(os.environ))
     purelib = Path(subprocess.run([str(venv / "bin" / "python"), "-c",
@@ -102,7 +100,7 @@ def release(tmp_path_factory):
     return work / "dist", venv / "bin", env, work
 
 
-def test_wheel_and_sdist_are_complete_and_versioned(release):
+def check_wheel_and_sdist_are_complete_and_versioned(release):
     from concept_grounding import __version__
 
     dist, _, _, _ = release
@@ -128,7 +126,7 @@ def test_wheel_and_sdist_are_complete_and_versioned(release):
     assert "concept-grounding = concept_grounding.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
 
-def test_installed_package_is_the_wheel_not_the_checkout(release):
+def check_installed_package_is_the_wheel_not_the_checkout(release):
     from concept_grounding import __version__
 
     _, bin_dir, env, work = release
@@ -140,7 +138,7 @@ def test_installed_package_is_the_wheel_not_the_checkout(release):
     assert not [p for p in path if p.startswith(str(ROOT / "src")) or p == str(ROOT)]
 
 
-def test_every_command_help(release):
+def check_every_command_help(release):
     """``concept-grounding --help`` through the installed script, then each command's ``--help``
     through the installed ``cli.main`` (one process: the parser is the same)."""
     _, bin_dir, env, work = release
@@ -165,14 +163,14 @@ print(json.dumps(helps))
         assert name in top and f"concept-grounding {name}" in text and "--help" in text, name
 
 
-def test_quick_demo_ran_from_the_wheel(release):
+def check_quick_demo_ran_from_the_wheel(release):
     _, _, _, work = release
     report = work / "reports" / "demo"
     assert (report / "README.md").is_file()
     assert (report / "bench" / "results.json").is_file() and any((report / "bench" / "models").glob("*/model.safetensors"))
 
 
-def test_published_forms_load_the_way_users_load_them(release, tmp_path):
+def check_published_forms_load_the_way_users_load_them(release, tmp_path):
     """README publish commands, then evaluate.load, custom_pipeline and load_dataset on the folders."""
     _, bin_dir, env, work = release
     for line in readme_commands("Publish to the Hub"):
@@ -214,3 +212,15 @@ print("ok")
     assert _run([str(bin_dir / "python"), str(script)], tmp_path, env).stdout.strip().endswith("ok")
     marker = json.loads((hub / ".concept-grounding-publish.json").read_text())
     assert any(r["name"].startswith("world-cbm") for r in marker["repos"])  # the demo's bench models
+
+
+def test_release_as_a_new_user_gets_it(tmp_path):
+    """One build for every check (a module fixture would be built once per xdist worker)."""
+    release = make_release(tmp_path / "release")
+    check_wheel_and_sdist_are_complete_and_versioned(release)
+    check_installed_package_is_the_wheel_not_the_checkout(release)
+    check_every_command_help(release)
+    check_quick_demo_ran_from_the_wheel(release)
+    uses = tmp_path / "uses"
+    uses.mkdir()
+    check_published_forms_load_the_way_users_load_them(release, uses)

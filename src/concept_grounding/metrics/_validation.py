@@ -19,7 +19,8 @@ ValueError: scores contains NaN or inf
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -197,9 +198,7 @@ def as_names(x: Any, name: str) -> list[str]:
     out = list(x)
     if not out:
         raise ValueError(f"{name} is empty")
-    for v in out:
-        if not isinstance(v, str):
-            raise ValueError(f"{name} must hold strings, got {type(v).__name__} {v!r}")
+    _check_strings(out, name)
     return out
 
 
@@ -208,19 +207,30 @@ def as_name_lists(x: Any, name: str) -> list[list[str]]:
 
     >>> as_name_lists([["has_bill_shape::dagger"], []], "removed_attributes")
     [['has_bill_shape::dagger'], []]
+    >>> as_name_lists(["has_bill_shape::dagger"], "removed_attributes")
+    Traceback (most recent call last):
+    ...
+    ValueError: removed_attributes must be a list of lists of names (one list per image)
     """
     if x is None:
         raise ValueError(f"{name} is required")
-    if isinstance(x, str) or any(isinstance(r, str) or not hasattr(r, "__iter__") for r in x):
+    rows = [x] if isinstance(x, str) else list(x)
+    if any(issubclass(t, (str, bytes)) or not hasattr(t, "__iter__") for t in set(map(type, rows))):
         raise ValueError(f"{name} must be a list of lists of names (one list per image)")
-    out = [list(r) for r in x]
+    out = [list(r) for r in rows]
     if not out:
         raise ValueError(f"{name} is empty")
-    for row in out:
-        for v in row:
-            if not isinstance(v, str):
-                raise ValueError(f"{name} must hold strings, got {type(v).__name__} {v!r}")
+    _check_strings(chain.from_iterable(out), name)
     return out
+
+
+def _check_strings(values: Iterable[Any], name: str) -> None:
+    """Raise unless every value is a ``str`` (one pass over the types, then the culprit)."""
+    values = values if isinstance(values, list) else list(values)
+    if all(issubclass(t, str) for t in set(map(type, values))):
+        return
+    bad = next(v for v in values if not isinstance(v, str))
+    raise ValueError(f"{name} must hold strings, got {type(bad).__name__} {bad!r}")
 
 
 @dataclass(frozen=True)

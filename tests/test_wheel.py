@@ -207,6 +207,10 @@ for name, split in (("bird-world", None), ("bird-world-sub", "test")):
     declared = datasets.Features._from_yaml_list(card.data.dataset_info["features"])
     for part in (ds.values() if split is None else [ds]):
         assert part.features == declared, (name, part.features, declared)
+
+import runpy  # the published Space's app.py builds its page from the installed package alone
+space = runpy.run_path(hub + "/spaces/concept-grounding/app.py", run_name="published_space")
+assert type(space["demo"]).__name__ == "Blocks"
 print("ok")
 ''')
     assert _run([str(bin_dir / "python"), str(script)], tmp_path, env).stdout.strip().endswith("ok")

@@ -96,3 +96,47 @@ def test_cbm_trains_on_the_tiny_cub_fixture_with_a_resnet_and_round_trips(tmp_pa
     (tmp_path / "init.safetensors").unlink()  # the saved model must not need the initial weights
     loaded = ConceptBottleneckModel.from_pretrained(str(tmp_path / "cbm")).eval()
     assert torch.allclose(predict_concepts(model, train.images), predict_concepts(loaded, train.images), atol=1e-6)
+
+
+@pytest.mark.slow
+def test_bench_trains_table1_models_on_cub_with_a_resnet_and_sub_evaluates_them(tmp_path):
+    """bench --backbone resnet18 on the tiny CUB + SUB fixture (random init, then from a weights
+    file); the saved CBM goes through `concept-grounding sub` like any other saved model."""
+    import json
+
+    from safetensors.torch import save_file
+
+    from concept_grounding.cli import main
+    from concept_grounding.loaders import write_cub, write_sub
+    from concept_grounding.world import BirdWorld, WorldConfig
+
+    world = BirdWorld(WorldConfig(image_size=32, class_names=("017.Cardinal", "073.Blue_Jay")))
+    write_cub(world.to_dataset_dict(3, 1), tmp_path / "CUB_200_2011", progress=False)
+    write_sub(world.sub_dataset(per_pairing=1), tmp_path / "SUB")
+    init = StandardBackbone("resnet18", crop_size=32)
+    save_file({k: v.contiguous() for k, v in init.net.state_dict().items()}, str(tmp_path / "init.safetensors"))
+    common = ["bench", "--cub-root", str(tmp_path / "CUB_200_2011"), "--sub", str(tmp_path / "SUB"),
+              "--min-class-count", "0", "--concepts", "all", "--backbone", "resnet18", "--crop-size", "32",
+              "--image-size", "36", "--epochs", "1", "--models", "CBM (joint)", "--no-clip", "--train-per-class", "3"]
+    assert main([*common, "--no-posthoc", "--out", str(tmp_path / "random")]) == 0
+    assert main([*common, "--backbone-weights", str(tmp_path / "init.safetensors"), "--out", str(tmp_path / "init")]) == 0
+    for run in ("random", "init"):
+        results = json.loads((tmp_path / run / "results.json").read_text())
+        assert [r["name"] for r in results["table1"] if not r.get("reference")][0] == "CBM (joint)"
+        saved = json.loads((tmp_path / run / "models" / "cbm-joint" / "config.json").read_text())
+        assert saved["backbone"]["kind"] == "resnet18" and "weights" not in saved["backbone"]
+    assert (tmp_path / "init" / "models" / "posthoc-cbm" / "config.json").is_file()
+    (tmp_path / "init.safetensors").unlink()
+    assert main(["sub", "--model", str(tmp_path / "init" / "models" / "cbm-joint"), "--sub", str(tmp_path / "SUB"),
+                 "--out", str(tmp_path / "sub"), "--no-progress"]) == 0
+    assert json.loads((tmp_path / "sub" / "results.json").read_text())["n_s_plus"] > 0
+
+
+def test_bench_config_rejects_a_per_concept_cbm_on_a_standard_backbone():
+    from concept_grounding.bench import BenchConfig
+
+    with pytest.raises(ValueError, match="per-concept CBM needs the small CNN"):
+        BenchConfig(backbone="resnet50")
+    with pytest.raises(ValueError, match="resnet18"):
+        BenchConfig(backbone="resnet7", models=("CBM (joint)",))
+    assert BenchConfig(backbone={"kind": "inception_v3", "crop_size": 96}, models=("CEM",)).backbone["kind"] == "inception_v3"

@@ -46,6 +46,12 @@ class BenchConfig:
             Table 2 beside the small world CLIP.
         seed, deviation_rate: world and training seeds; the world's label noise.
         classes: the world's classes (CUB folder names); ``None``: SUB's 33.
+        backbone: backbone of every concept model and of the post-hoc CBM: ``"cnn"`` (the
+            small CNN), or a standard CUB backbone ``"resnet18"``, ``"resnet50"``,
+            ``"inception_v3"``, ``"timm:<name>"`` (Koh et al.'s augmentation and 224 / 299 px
+            crops inside; give ``image_size`` about 8/7 of the crop), or such a config dict
+            (``{"kind": "resnet18", "crop_size": 112}``), initialised from
+            ``backbone_weights`` (a local file or Hub id) or at random.
         threads: CPU threads of the whole run (torch and BLAS), fixed rather than the
             machine's core count so that the same seed gives the same ``results.json``
             (see :func:`~concept_grounding.models.training.reproducible`).
@@ -67,6 +73,8 @@ class BenchConfig:
     min_class_count: int | None = 10
     clip_model: str | None = None
     seed: int = 0
+    backbone: str | dict = "cnn"
+    backbone_weights: str | None = None
     deviation_rate: float = 0.1
     classes: tuple[str, ...] | None = None
     threads: int = DEFAULT_THREADS
@@ -76,6 +84,14 @@ class BenchConfig:
         unknown = [m for m in self.models if m not in MODEL_VARIANTS]
         if unknown:
             raise ValueError(f"models: unknown variant(s) {unknown}; known: {list(MODEL_VARIANTS)}")
+        kind = self.backbone.get("kind", "cnn") if isinstance(self.backbone, dict) else self.backbone
+        if kind not in ("cnn", "vit"):
+            from ..models.backbone import backbone_config
+
+            backbone_config(self.backbone)  # ValueError naming an unknown kind (standard kinds build nothing)
+            if any(MODEL_VARIANTS[m].get("per_concept") for m in self.models):
+                raise ValueError(f"backbone {self.backbone!r}: the per-concept CBM needs the small CNN (one grouped conv "
+                                 "per concept); leave 'CBM (per c.)' out of models")
         if self.concepts not in ("cbm_112", "rendered", "all"):
             raise ValueError(f"concepts must be 'cbm_112', 'rendered' or 'all', got {self.concepts!r}")
         for name in ("image_size", "train_per_class", "test_per_class", "sub_per_pairing", "epochs", "threads"):

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..vocabulary import Vocabulary, load_vocabulary
 from .config import MODEL_VARIANTS, BenchConfig
+from ..models.backbone import drop_init_weights
 from ..models.data import images_to_tensor
 from .data import BenchData, concept_columns, load_bench_data
 from .report import plot_breakdowns, slug, write_json, write_report
@@ -62,6 +63,14 @@ class _Split:
         )
 
 
+def _backbone(config: BenchConfig) -> str | dict[str, Any]:
+    """The concept models' backbone config (:func:`~concept_grounding.models.backbone.build_backbone`)."""
+    spec = dict(config.backbone) if isinstance(config.backbone, dict) else {"kind": config.backbone}
+    if config.backbone_weights:
+        spec["weights"] = config.backbone_weights
+    return spec if len(spec) > 1 else spec["kind"]
+
+
 def _train_variant(name: str, split: _Split, columns, vocab, config: BenchConfig, cache: dict):
     """Train one Table 1 model. Independent and per-image variants share nothing; a
     sequential CBM reuses the independent CBM's concept predictor, as Koh et al. do."""
@@ -69,7 +78,7 @@ def _train_variant(name: str, split: _Split, columns, vocab, config: BenchConfig
 
     spec = MODEL_VARIANTS[name]
     tensors = split.tensors(str(spec["labels"]), columns, vocab)
-    common = dict(epochs=config.epochs, seed=config.seed)
+    common = dict(epochs=config.epochs, seed=config.seed, backbone=_backbone(config))
     if spec["family"] == "cem":
         return train_cem(tensors, concept_loss_weight=config.concept_loss_weight, **common)
     reuse = cache.get(("concepts", spec["labels"])) if spec["mode"] == "sequential" else None
@@ -128,7 +137,7 @@ def table1(data: BenchData, train: _Split, test: _Split, sub_images, columns, vo
     for name in config.models:
         start = time.perf_counter()
         model = models[name] = _train_variant(name, train, columns, vocab, config, cache)
-        model.save_pretrained(out / "models" / slug(name))
+        drop_init_weights(model).save_pretrained(out / "models" / slug(name))
         pred_test = predict(model, test.images)
         probs = pred_test.concept_probs.numpy()
         row = _sub_row(name, predict(model, sub_images).concept_probs.numpy(), data, names)
@@ -173,7 +182,8 @@ def posthoc_analysis(data: BenchData, train: _Split, test: _Split, sub_images, c
     from ..models.coam import save_coam_gallery
 
     names = [vocab.attributes[i] for i in columns]
-    backbone = train_backbone(train.tensors("class", columns, vocab), "cnn", epochs=config.epochs, seed=config.seed)
+    backbone = train_backbone(train.tensors("class", columns, vocab), _backbone(config), epochs=config.epochs,
+                              seed=config.seed)
     model = train_posthoc_cbm(backbone, train.tensors("image", columns, vocab), seed=config.seed)
     model.save_pretrained(out / "models" / "posthoc-cbm")
     pred = predict(model, test.images)

@@ -51,6 +51,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also evaluate a named open_clip / transformers model or local path in Table 2")
     parser.add_argument("--classes", nargs="*", type=class_name, default=None, help="world classes (CUB folder names; default SUB's 33)")
     parser.add_argument("--seed", type=int, default=d.seed)
+    parser.add_argument("--backbone", default=d.backbone,
+                        help="cnn (small CNN), resnet18, resnet50, inception_v3 or timm:<name> (CUB augmentation inside)")
+    parser.add_argument("--crop-size", type=int, default=None,
+                        help="standard backbones: crop side in px (default 224, Inception-v3 299)")
+    parser.add_argument("--backbone-weights", default=None, help="initial backbone weights: a local file or Hub id")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,9 +79,11 @@ def run(args: argparse.Namespace) -> int:
         image_size=args.image_size, train_per_class=args.train_per_class, test_per_class=args.test_per_class,
         sub_per_pairing=args.sub_per_pairing, concepts=args.concepts, epochs=args.epochs,
         clip_epochs=args.clip_epochs, concept_loss_weight=args.concept_loss_weight, models=tuple(args.models),
-        posthoc=not args.no_posthoc, clip=not args.no_clip, cub_root=args.cub_root, sub=args.sub, min_class_count=args.min_class_count,
+        posthoc=not args.no_posthoc, clip=not args.no_clip, cub_root=str(args.cub_root) if args.cub_root else None, sub=args.sub, min_class_count=args.min_class_count,
         clip_model=args.clip_model, seed=args.seed,
         classes=tuple(args.classes) if args.classes else None,
+        backbone={"kind": args.backbone, "crop_size": args.crop_size} if args.crop_size else args.backbone,
+        backbone_weights=args.backbone_weights,
     )
     run_bench(config, args.out)
     print(f"wrote {args.out / 'report.md'}")

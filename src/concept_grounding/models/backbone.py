@@ -407,7 +407,8 @@ def backbone_config(backbone: str | dict[str, Any] | None = None, image_size: in
             config.setdefault("crop_size", STANDARD_ARCHITECTURES[kind][1])
         return config
     if kind not in _KINDS:
-        raise ValueError(f"unknown backbone kind {kind!r}; choose one of {sorted(_KINDS)}")
+        raise ValueError(f"unknown backbone kind {kind!r}; choose one of {sorted(_KINDS)}, "
+                         f"{sorted(STANDARD_ARCHITECTURES)} or 'timm:<name>'")
     if kind == "vit":
         config.setdefault("image_size", int(image_size))
     config.update(overrides)

@@ -300,12 +300,10 @@ def test_none_option_adds_a_column_and_changes_chance(sub):
 
 
 # ------------------------------------------------------------------ Hub-format SUB
-def test_hub_format_sub_fixture_loads_through_datasets_and_evaluates(tmp_path, sub, user_file):
+def _hub_fixture(tmp_path, sub):
+    """SUB's Hub layout: data/test-*.parquet with image, bird_label and attr_label (``has_x--y``)."""
     import datasets
 
-    from concept_grounding.world import BirdWorld, WorldConfig
-
-    world = BirdWorld(WorldConfig(image_size=SIZE, class_names=tuple(CLASSES)))
     birds = [c.split(".", 1)[1] for c in CLASSES]
     attrs = sorted({t.replace("::", "--") for t in sub["target_attribute"]})
     features = datasets.Features({"image": datasets.Image(), "bird_label": datasets.ClassLabel(names=birds),
@@ -315,7 +313,30 @@ def test_hub_format_sub_fixture_loads_through_datasets_and_evaluates(tmp_path, s
          "attr_label": [attrs.index(t.replace("::", "--")) for t in sub["target_attribute"]]}, features=features)
     (tmp_path / "SUB" / "data").mkdir(parents=True)
     hub.to_parquet(str(tmp_path / "SUB" / "data" / "test-00000-of-00001.parquet"))
+    return tmp_path / "SUB"
 
+
+def test_hub_format_sub_with_cub_class_labels_via_the_cli(tmp_path, sub, user_file):
+    from concept_grounding.loaders import write_cub
+    from concept_grounding.world import BirdWorld, WorldConfig
+
+    folder = _hub_fixture(tmp_path, sub)
+    write_cub(BirdWorld(WorldConfig(image_size=SIZE, class_names=tuple(CLASSES))).to_dataset_dict(2, 1),
+              tmp_path / "CUB_200_2011", progress=False)
+    out = tmp_path / "report"
+    assert main(["sub", "--model", f"{user_file}:build", "--output", "0", "--sub", str(folder), "--cub-root",
+                 str(tmp_path / "CUB_200_2011"), "--out", str(out), "--no-progress"]) == 0
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["num_images"] == len(sub) and saved["n_s_minus"] > 0  # S- derived from the CUB class labels
+
+
+def test_hub_format_sub_fixture_loads_through_datasets_and_evaluates(tmp_path, sub, user_file):
+    import datasets
+
+    from concept_grounding.world import BirdWorld, WorldConfig
+
+    world = BirdWorld(WorldConfig(image_size=SIZE, class_names=tuple(CLASSES)))
+    _hub_fixture(tmp_path, sub)
     module = _user_module(user_file)
     model, transform, names = module.build()
     result = evaluate_sub(model, str(tmp_path / "SUB"), concept_names=names, transform=transform, output=0,

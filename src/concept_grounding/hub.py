@@ -10,7 +10,7 @@ fails. :func:`resolve_model` decides within seconds:
 3. a Hub id: looked up in the local cache (``snapshot_download(local_files_only=True)``);
 4. ``HF_HUB_OFFLINE=1``: cached -> used from the cache; not cached -> error at once;
 5. otherwise one probe of ``{HF_ENDPOINT}/api/{models|datasets}/{id}`` in a daemon thread
-   with a deadline of :func:`probe_timeout` seconds (default 5, ``CONCEPT_GROUNDING_HUB_TIMEOUT``;
+   with a deadline of :func:`probe_timeout` seconds (default 4, ``CONCEPT_GROUNDING_HUB_TIMEOUT``;
    the thread also bounds DNS). No answer: the process switches to offline mode
    (``huggingface_hub`` / ``datasets`` constants and ``HF_HUB_OFFLINE=1``) so that the
    libraries read the cache without waiting, and a model that is not cached fails with a
@@ -40,12 +40,12 @@ logger = logging.getLogger(__name__)
 
 #: seconds the Hub probe may take before the Hub counts as unreachable
 TIMEOUT_ENV = "CONCEPT_GROUNDING_HUB_TIMEOUT"
-_DEFAULT_TIMEOUT = 5.0
+_DEFAULT_TIMEOUT = 4.0
 RepoType = Literal["model", "dataset"]
 
 
 def probe_timeout() -> float:
-    """The probe deadline in seconds: ``$CONCEPT_GROUNDING_HUB_TIMEOUT`` or 5."""
+    """The probe deadline in seconds: ``$CONCEPT_GROUNDING_HUB_TIMEOUT`` or 4."""
     try:
         value = float(os.environ.get(TIMEOUT_ENV, _DEFAULT_TIMEOUT))
     except ValueError:
@@ -206,11 +206,11 @@ def resolve_open_clip(name: str, pretrained: str | None, argument: str = "--clip
     ``hf-hub:org/name`` and tags whose weights live on the Hub go through
     :func:`resolve_model`; an architecture with no tag (random weights) needs nothing.
     """
-    import open_clip
-
     if name.startswith("hf-hub:"):
         resolve_model(name[len("hf-hub:"):], argument)
         return
+    import open_clip
+
     if name not in open_clip.list_models():
         raise ModelUnavailableError(f"unknown open_clip architecture {name!r}{suggest(name, open_clip.list_models())}",
                                     argument=argument)
@@ -236,9 +236,14 @@ def resolve_clip(name: str, argument: str = "--model", pretrained: str | None = 
     """
     if Path(name).expanduser().exists():
         return str(Path(name).expanduser().resolve())
+    if name.startswith("hf-hub:"):
+        resolve_open_clip(name, pretrained, argument)
+        return name
+    if "/" in name:  # an org/name id: open_clip architectures have no "/"
+        return resolve_model(name, argument)
     import open_clip
 
-    if name.startswith("hf-hub:") or name in open_clip.list_models():
+    if name in open_clip.list_models():
         resolve_open_clip(name, pretrained, argument)
         return name
     return resolve_model(name, argument)

@@ -59,7 +59,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from concept_grounding.bench import BenchConfig, run_bench
     from concept_grounding.errors import UsageError
     from concept_grounding.hub import resolve_clip, resolve_model
 
@@ -73,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
         args.sub = resolve_model(args.sub, "--sub", repo_type="dataset")
     if args.clip_model:
         args.clip_model = resolve_clip(args.clip_model, "--model")
+
+    from concept_grounding.bench import BenchConfig, run_bench
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     config = BenchConfig(

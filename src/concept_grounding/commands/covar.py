@@ -105,6 +105,13 @@ def _truth_checks(cci, clip, samples, class_embeds, steps: int) -> dict[str, dic
 
 
 def run(args: argparse.Namespace) -> int:
+    from concept_grounding.hub import resolve_clip, resolve_model
+
+    # 0. named models first (before torch): a model that cannot be loaded fails within seconds
+    if args.model:
+        args.model = resolve_clip(args.model, "--model")
+    if args.inpaint_model:
+        args.inpaint_model = resolve_model(args.inpaint_model, "--inpaint-model")
     import numpy as np
     import torch
 
@@ -115,13 +122,6 @@ def run(args: argparse.Namespace) -> int:
     from concept_grounding.cci.plots import overlay, save_bar_chart, save_panel_grid
     from concept_grounding.world import BirdWorld, WorldConfig
 
-    from concept_grounding.hub import resolve_clip, resolve_model
-
-    # 0. named models first: a model that cannot be loaded fails before any rendering
-    if args.model:
-        args.model = resolve_clip(args.model, "--model")
-    if args.inpaint_model:
-        args.inpaint_model = resolve_model(args.inpaint_model, "--inpaint-model")
     args.out.mkdir(parents=True, exist_ok=True)
     # 1. objects and variants
     world = BirdWorld(WorldConfig(image_size=args.size, seed=args.seed))

@@ -69,6 +69,10 @@ def _inputs(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    from concept_grounding.hub import resolve_clip
+
+    if args.model:  # first, before torch: a model that cannot be loaded fails within seconds
+        args.model = resolve_clip(args.model, "--model")
     import numpy as np
     import torch
 
@@ -78,11 +82,7 @@ def run(args: argparse.Namespace) -> int:
     from concept_grounding.cci.loading import load_explainable_clip
     from concept_grounding.cci.plots import overlay, save_panel_grid
 
-    from concept_grounding.hub import resolve_clip
-
     # 1. inputs and model
-    if args.model:
-        args.model = resolve_clip(args.model, "--model")
     n_images = len(args.images) if args.images else args.num
     if args.texts and len(args.texts) not in (1, n_images):
         raise UsageError(f"{len(args.texts)} texts for {n_images} images; give one per image or one for all",

@@ -47,11 +47,11 @@ def _scorer(args: argparse.Namespace):
     if args.scorer == "tiny-clip":
         return f.tiny_clip_scorer()
     if args.scorer == "clip":
-        import open_clip
-
         from concept_grounding.hub import resolve_open_clip
 
         resolve_open_clip(args.clip_model, args.clip_pretrained, "--clip-model")
+        import open_clip
+
         model, _, preprocess = open_clip.create_model_and_transforms(args.clip_model, pretrained=args.clip_pretrained)
         return f.CLIPScorer(model.eval(), preprocess, open_clip.get_tokenizer(args.clip_model))
     if args.scorer == "oracle":
@@ -69,11 +69,11 @@ def _scorer(args: argparse.Namespace):
             return f.AttributeOracleScorer(getattr(importlib.import_module(module), name))
         except (ImportError, AttributeError) as err:
             raise UsageError(f"cannot import {args.oracle!r}: {err}", argument="--oracle") from None
-    from transformers import AutoModelForImageTextToText, AutoProcessor
-
     from concept_grounding.hub import resolve_model
 
-    name = resolve_model(args.vlm_model, "--vlm-model")
+    name = resolve_model(args.vlm_model, "--vlm-model")  # before importing transformers: fail fast
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
     remote = bool(args.trust_remote_code)
     processor = AutoProcessor.from_pretrained(name, trust_remote_code=remote)
     model = AutoModelForImageTextToText.from_pretrained(name, trust_remote_code=remote).eval()

@@ -153,10 +153,12 @@ def _pixels(value) -> np.ndarray:
 
 def test_concurrent_tdg_and_sub_requests_equal_sequential(file_client):
     """Four Tied Diffusion requests (different attributes, steps and seeds) and four SUB
-    explorer requests sent at once, each getting exactly what it gets alone. The TDG tab
-    shares one pipeline; before each call had its own scheduler, concurrent calls patched
-    the shared ``scheduler.step`` and failed (IndexError in the step index) or returned
-    another call's images."""
+    explorer requests sent at once, each getting exactly what it gets alone; then the same
+    request four times at once per tab. The TDG tab shares one pipeline; before each call
+    had its own scheduler, concurrent calls patched the shared ``scheduler.step`` and
+    failed (IndexError in the step index) or returned another call's images. Identical
+    concurrent requests once got a half-written image file from Gradio's cache (fixed by
+    ``blocks.served_png``)."""
     import threading
 
     from concept_grounding.space import tab_tdg
@@ -178,18 +180,20 @@ def test_concurrent_tdg_and_sub_requests_equal_sequential(file_client):
         return [_pixels(original), _pixels(edited), table["data"], summary]
 
     alone = [call(job) for job in jobs]
-    barrier = threading.Barrier(len(jobs))
-    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
-        together = list(pool.map(lambda job: call(job, barrier), jobs))
-    for (api_name, args), a, b in zip(jobs, alone, together):
-        assert len(a) == len(b)
-        for x, y in zip(a, b):
-            if isinstance(x, np.ndarray):
-                assert x.shape == y.shape and np.array_equal(x, y), (api_name, args)
-            else:
-                assert x == y, (api_name, args)
     tdg = [r for (api_name, _), r in zip(jobs, alone) if api_name == "/tdg_generate"]
     assert not np.array_equal(tdg[0][0], tdg[1][0])  # different requests, different images
+    for batch in (jobs, [jobs[0]] * 4 + [jobs[4]] * 4):
+        barrier = threading.Barrier(len(batch))
+        with ThreadPoolExecutor(max_workers=len(batch)) as pool:
+            together = list(pool.map(lambda job: call(job, barrier), batch))
+        for (api_name, args), b in zip(batch, together):
+            a = alone[jobs.index((api_name, args))]
+            assert len(a) == len(b)
+            for x, y in zip(a, b):
+                if isinstance(x, np.ndarray):
+                    assert x.shape == y.shape and np.array_equal(x, y), (api_name, args)
+                else:
+                    assert x == y, (api_name, args)
 
 
 def test_api_refuses_a_model_not_listed_at_launch(client):

@@ -136,3 +136,26 @@ def test_explain_on_a_named_local_clip_and_a_bad_name(store, tmp_path):
     assert listed.cached_models() == [f"clip:{folder}"]
     with pytest.raises(UserInputError, match="Cannot load the model"):
         tab_explain.explain(listed, None, 0, "a bird", model_name=missing)
+
+
+def test_explain_and_concepts_handlers_are_safe_from_concurrent_threads(store):
+    """The Space runs up to 4 requests of a tab at once in threads over one store: four
+    Explain (CCI + gradient baselines on the shared CLIP) and four Concepts (CoAM on the
+    shared post-hoc CBM) requests started together give exactly their sequential results."""
+    import pickle
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = [lambda i=i: tab_explain.explain(store, None, i, "a bird\na photo of a bird with a black crown",
+                                            clusters=3 + i % 2, baselines=["gradcam", "grad-eclip", "rollout"])
+            for i in range(4)]
+    jobs += [lambda i=i: tab_concepts.concepts(store, None, 10 + i, top=3) for i in range(4)]
+    alone = [pickle.dumps(job()) for job in jobs]
+    barrier = threading.Barrier(len(jobs))
+
+    def together(job):
+        barrier.wait(timeout=60)
+        return pickle.dumps(job())
+
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        assert list(pool.map(together, jobs)) == alone

@@ -93,14 +93,55 @@ def build_demo(
     return demo
 
 
-def _big(image: Any, min_side: int = 256) -> Any:
-    """Nearest-neighbour upscale of a small ``(H, W, 3)`` image so the page shows its pixels."""
+def _big(image: Any, min_side: int = 256) -> str | None:
+    """A small ``(H, W, 3)`` uint8 image, nearest-neighbour upscaled so the page shows its
+    pixels, as a PNG file in Gradio's cache (:func:`served_png`)."""
     import numpy as np
 
     if image is None:
         return None
     factor = max(1, -(-min_side // max(1, min(image.shape[:2]))))
-    return np.repeat(np.repeat(image, factor, axis=0), factor, axis=1) if factor > 1 else image
+    return served_png(np.repeat(np.repeat(image, factor, axis=0), factor, axis=1) if factor > 1 else image)
+
+
+def served_png(image: Any) -> str | None:
+    """Write an ``(H, W, 3)`` uint8 image as a PNG into Gradio's file cache; return its path
+    (``None`` for ``None``).
+
+    Handlers return images as these paths, not arrays. For an array, Gradio 6 rewrites
+    ``<cache>/<content hash>/image.webp`` in place on every request, so when two
+    concurrent requests produce the same image, one visitor can be served a half-written
+    file (``benchmarks/bench_space.py`` got an empty one). Here the file is written under a
+    temporary name and renamed into place, so it is always whole; Gradio's own copy-to-cache
+    step then finds it under the same content hash and serves it as is. PNG is lossless,
+    so the page shows the exact pixels.
+    """
+    import io
+    import os
+    import tempfile
+
+    from gradio.processing_utils import hash_bytes
+    from gradio.utils import get_upload_folder
+    from PIL import Image
+
+    if image is None:
+        return None
+    buffer = io.BytesIO()
+    Image.fromarray(image).save(buffer, format="png")
+    data = buffer.getvalue()
+    folder = Path(get_upload_folder()) / hash_bytes(data)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "image.png"
+    if not path.exists():
+        fd, staging = tempfile.mkstemp(dir=folder, prefix=".image.png.")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            os.replace(staging, path)
+        except BaseException:
+            Path(staging).unlink(missing_ok=True)
+            raise
+    return str(path)
 
 
 def _status(store: ResourceStore) -> Callable[[], str]:
@@ -137,7 +178,7 @@ def tab_tdg_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None:
     @guarded
     def describe(reference_class: str, target_attribute: str, n_steps: float = 4) -> tuple[str, str, Any]:
         r, g, _ = tab.prompts(reference_class, target_attribute)
-        return r, g, tab.eta_figure(target_attribute, steps=int(n_steps))
+        return r, g, served_png(tab.eta_figure(target_attribute, steps=int(n_steps)))
 
     @guarded
     def run(reference_class: str, target_attribute: str, model_name: str, n_steps: float, seed_value: float):
@@ -279,7 +320,7 @@ def tab_metrics_ui(gr: Any, tab: Any) -> None:
     @guarded
     def compute(name: str, file: Any):
         scalars, image = tab.compute_metric(name, _path(file))
-        return scalars, image
+        return scalars, served_png(image)
 
     metric.change(lambda n: tab.metric_help(n), metric, help_md, api_name=False)
     button.click(compute, [metric, upload], [result, plot], api_name="metrics")

@@ -17,7 +17,7 @@ configure_environment()  # offline / no-telemetry defaults, before Gradio is imp
 from concept_grounding.commands.space import add_model_arguments, policy_from_args  # noqa: E402
 from concept_grounding.space import build_demo, launch  # noqa: E402
 
-_parser = argparse.ArgumentParser(description="concept-grounding Space")
+_parser = argparse.ArgumentParser(description="concept-grounding Space", add_help=False, allow_abbrev=False)
 add_model_arguments(_parser)
 _args, _ = _parser.parse_known_args(sys.argv[1:])  # `gradio app.py` passes its own arguments
 demo = build_demo(policy=policy_from_args(_args))

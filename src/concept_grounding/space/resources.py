@@ -10,7 +10,9 @@ The built-in resources (the world, the tiny Flux, the tabs' default models) are 
 kept for the life of the process. Models a visitor chose by name (``evictable=True``)
 live in a least-recently-used cache of ``policy.cache_size`` entries: building one more
 drops the one used longest ago. A request still using a dropped model keeps its
-reference until it finishes; the next request for it builds it again. Which names may be
+reference until it finishes; the next request for it builds it again. So memory holds at
+most ``cache_size`` visitor models plus those being built or still in use by running
+requests (Gradio's queue runs at most ``CONCURRENCY_LIMIT`` per tab). Which names may be
 built at all is the store's :class:`~.policy.ModelPolicy`.
 
 Concurrency: every handler only reads the models it gets from the store (eval mode,

@@ -16,7 +16,10 @@ machine fall on both), after one untimed warm-up batch; the median of the per-ro
 ratios is printed beside the ratio of the sums.
 
 The ratio (sum of evaluate_sub times) / (sum of forward times) is the harness overhead
-plus one; the target is <= 1.10. Images/s of ``evaluate_sub`` are printed too.
+plus one; the target is <= 1.10. Images/s of ``evaluate_sub`` are printed too. Both wall
+time and this process's CPU time (all its threads, ``time.process_time``) are taken: on a
+machine shared with other jobs the wall ratio swings with their load, the CPU ratio much
+less (it counts the work the harness adds, even where a thread hides it from the wall clock).
 
     python benchmarks/bench_sub.py                  # 2,000 images, batch 64, 16 rounds
     python benchmarks/bench_sub.py --n 256 --rounds 2
@@ -68,32 +71,31 @@ def main() -> None:
     with torch.inference_mode():  # warm-up: oneDNN builds its kernels on the first call of a shape
         model(preprocess(data[: args.batch_size]["image"]))
     bounds = [round(i * len(data) / args.rounds) for i in range(args.rounds + 1)]
-    forward_s = evaluate_s = 0.0
+    forward_s = evaluate_s = forward_cpu = evaluate_cpu = 0.0
     per_round: list[float] = []
 
-    def forward_only(chunk) -> float:
+    def forward_only(chunk) -> tuple[float, float]:
         batches = [preprocess(chunk[i : i + args.batch_size]["image"]) for i in range(0, len(chunk), args.batch_size)]
         with torch.inference_mode():
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             for batch in batches:
                 model(batch)
-            return time.perf_counter() - t0
+            return time.perf_counter() - t0, time.process_time() - c0
 
-    def harness(chunk) -> float:
-        t0 = time.perf_counter()
+    def harness(chunk) -> tuple[float, float]:
+        t0, c0 = time.perf_counter(), time.process_time()
         evaluate_sub(model, chunk, concept_names="cbm_112", preprocess=preprocess, batch_size=args.batch_size,
                      progress=False)
-        return time.perf_counter() - t0
+        return time.perf_counter() - t0, time.process_time() - c0
 
     for r in range(args.rounds):
         chunk = data.select(range(bounds[r], bounds[r + 1]))
         if r % 2 == 0:
-            f = forward_only(chunk)
-            e = harness(chunk)
+            (f, fc), (e, ec) = forward_only(chunk), harness(chunk)
         else:
-            e = harness(chunk)
-            f = forward_only(chunk)
+            (e, ec), (f, fc) = harness(chunk), forward_only(chunk)
         forward_s, evaluate_s = forward_s + f, evaluate_s + e
+        forward_cpu, evaluate_cpu = forward_cpu + fc, evaluate_cpu + ec
         per_round.append(e / f)
         print(f"  round {r + 1}/{args.rounds}: {len(chunk)} images, forward {forward_s:.1f} s, "
               f"evaluate_sub {evaluate_s:.1f} s so far")
@@ -101,8 +103,10 @@ def main() -> None:
     median = statistics.median(per_round)
     print(f"forward only:  {forward_s:.1f} s ({len(data) / forward_s:.1f} images/s)")
     print(f"evaluate_sub:  {evaluate_s:.1f} s ({len(data) / evaluate_s:.1f} images/s)")
-    print(f"ratio evaluate_sub / forward = {ratio:.3f} (sums), {median:.3f} (median of {len(per_round)} rounds); "
-          f"target <= 1.10: {'PASS' if ratio <= 1.10 else 'FAIL'}")
+    cpu_ratio = evaluate_cpu / forward_cpu
+    print(f"CPU time:      forward {forward_cpu:.1f} s, evaluate_sub {evaluate_cpu:.1f} s")
+    print(f"ratio evaluate_sub / forward: wall {ratio:.3f} (sums), {median:.3f} (median of {len(per_round)} rounds); "
+          f"CPU {cpu_ratio:.3f}; target <= 1.10: {'PASS' if max(ratio, cpu_ratio) <= 1.10 else 'FAIL'}")
 
 
 if __name__ == "__main__":

@@ -138,11 +138,9 @@ def clm_hit_map(
         alpha: region scale; ``Omega`` holds ``floor(alpha * M1 * M2 / 12)`` pixels.
         part_visible: ``(P,)`` visibility; hidden centres are drawn hollow and never hit.
     """
-    from .metrics._validation import as_array
-    from .metrics.concept_location import centre_pixels, region_size, top_region
+    from .metrics.concept_location import centre_pixels, check_map_and_centres, region_size, top_region
 
-    fmap = as_array(concept_map, "concept_map", ndim=2)
-    xy = as_array(part_xy, "part_xy").reshape(-1, 2)
+    fmap, xy = check_map_and_centres(concept_map, part_xy)
     vis = np.ones(len(xy), bool) if part_visible is None else np.asarray(part_visible, bool).reshape(-1)
     if len(vis) != len(xy):
         raise ValueError(f"part_visible must have {len(xy)} entries (one per centre), got {len(vis)}")

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from .sub import SubEvaluation
 
 __all__ = ["write_sub_report", "BREAKDOWN_LEVELS"]
 
@@ -25,8 +22,10 @@ def _rows(table: dict[str, dict[str, float]]) -> list[dict]:
     return [{"name": name, **values, "n": f"{values['n_s_plus']} / {values['n_s_minus']}"} for name, values in table.items()]
 
 
-def write_sub_report(result: "SubEvaluation", out: Path, *, scores: bool = False) -> Path:
-    """``results.json`` (:meth:`SubEvaluation.summary`), ``report.md`` (headline and every
+def write_sub_report(result: Any, out: Path, *, scores: bool = False) -> Path:
+    """Write the report folder of ``result``, a :class:`~.sub.SubEvaluation` (read by its
+    attributes only, so this module does not import :mod:`.sub`, which calls it):
+    ``results.json`` (:meth:`SubEvaluation.summary`), ``report.md`` (headline and every
     breakdown, percent) and ``sub_per_<level>.png`` for group, attribute and class."""
     from ..bench.report import markdown_table, percent, write_json
     from ..plotting import sub_bars

@@ -51,9 +51,7 @@ and ``line``; nothing partial is returned.
 
 from __future__ import annotations
 
-import io
 import logging
-import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -61,6 +59,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..fileio import FORMAT_OF_SUFFIX, atomic_write_bytes, atomic_write_lines, encoded_image_bytes
 from ..vocabulary import Vocabulary, load_vocabulary
 from ._text import index_images, index_pairs, parse_number, read_rows, show_path, utf8_errors_named
 from .errors import CUBFormatError
@@ -504,50 +503,9 @@ def load_cub(
 
 
 # --------------------------------------------------------------------------- writing
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
-
-
-def _atomic_write_lines(path: Path, lines: list[str]) -> None:
-    _atomic_write_bytes(path, ("\n".join(lines) + "\n").encode("utf-8"))
-
-
 def _fmt(value: float) -> str:
     """Shortest text that reads back to the same float32."""
     return np.format_float_positional(np.float32(value), unique=True, trim="-")
-
-
-_FORMAT_OF_SUFFIX = {".jpg": "JPEG", ".jpeg": "JPEG", ".png": "PNG"}
-
-
-def encoded_image_bytes(raw: dict | None, target_format: str) -> bytes | None:
-    """The bytes of a ``datasets.Image(decode=False)`` value in ``target_format``.
-
-    Bytes already in that format are returned unchanged (byte-identical files); others
-    are decoded and re-encoded (PNG is lossless, JPEG quality 95 is not).
-    """
-    from PIL import Image
-
-    if raw is None:
-        return None
-    data = raw.get("bytes")
-    if data is None:
-        if not raw.get("path"):
-            return None
-        data = Path(raw["path"]).read_bytes()
-    with Image.open(io.BytesIO(data)) as im:
-        if im.format == target_format:
-            return data
-        im.load()
-        if target_format == "JPEG" and im.mode not in ("RGB", "L"):
-            im = im.convert("RGB")
-        buf = io.BytesIO()
-        im.save(buf, format=target_format, **({"quality": 95} if target_format == "JPEG" else {}))
-        return buf.getvalue()
 
 
 def write_cub(dataset_dict: "datasets.DatasetDict", root: str | Path, *, progress: bool = True) -> Path:
@@ -589,7 +547,7 @@ def write_cub(dataset_dict: "datasets.DatasetDict", root: str | Path, *, progres
     names: list[str] = list(raw["file_name"])
     for name in names:
         p = PurePosixPath(name)
-        if p.is_absolute() or ".." in p.parts or p.suffix.lower() not in _FORMAT_OF_SUFFIX:
+        if p.is_absolute() or ".." in p.parts or p.suffix.lower() not in FORMAT_OF_SUFFIX:
             raise ValueError(f"file_name must be a relative .jpg/.jpeg/.png path, got {name!r}")
     if len(set(names)) != len(names):
         raise ValueError("file_name must be unique across all splits of dataset_dict")
@@ -641,15 +599,15 @@ def write_cub(dataset_dict: "datasets.DatasetDict", root: str | Path, *, progres
     for i in tqdm(order, desc="writing CUB images", disable=not progress, leave=False):
         name = names[i]
         suffix = PurePosixPath(name).suffix.lower()
-        data = encoded_image_bytes(images[i], _FORMAT_OF_SUFFIX[suffix])
+        data = encoded_image_bytes(images[i], FORMAT_OF_SUFFIX[suffix])
         if data is None:
             raise ValueError(f"row with image_id {ids[i]} ({name}) has no image")
-        _atomic_write_bytes(root / "images" / name, data)
+        atomic_write_bytes(root / "images" / name, data)
         for col, values in (("mask", masks), ("part_map", part_maps)):
             data = encoded_image_bytes(values[i], "PNG")
             if data is not None:
                 rel = PurePosixPath(name).with_suffix(".png")
-                _atomic_write_bytes(root / _EXTRA_FOLDERS[col] / rel, data)
+                atomic_write_bytes(root / _EXTRA_FOLDERS[col] / rel, data)
     for rel, lines in files.items():
-        _atomic_write_lines(root / rel, lines)
+        atomic_write_lines(root / rel, lines)
     return root

@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..fileio import atomic_write_bytes, encoded_image_bytes
 from ..vocabulary import Vocabulary, attribute_phrase, class_display_name, load_vocabulary
 from ._text import utf8_errors_named
-from .cub import _atomic_write_bytes, encoded_image_bytes
 from .errors import HubUnavailableError, SUBFormatError
 
 if TYPE_CHECKING:
@@ -387,10 +387,10 @@ def write_sub(dataset: "datasets.Dataset", root: str | Path) -> Path:
         if data is None:
             raise ValueError(f"row {i} has no image")
         rel = f"images/{i:06d}.png"
-        _atomic_write_bytes(root / rel, data)
+        atomic_write_bytes(root / rel, data)
         record = {"file_name": rel}
         record.update({c: row[c] for c in ("reference_class", "target_attribute", *_OPTIONAL)})
         record["removed_attributes"] = list(record["removed_attributes"] or [])
         lines.append(json.dumps(record))
-    _atomic_write_bytes(root / "metadata.jsonl", ("\n".join(lines) + "\n").encode("utf-8"))
+    atomic_write_bytes(root / "metadata.jsonl", ("\n".join(lines) + "\n").encode("utf-8"))
     return root

@@ -31,7 +31,7 @@ import numpy as np
 
 from ._validation import as_array, as_labels, as_mask, check_choice, check_positive_ints, check_same_length
 
-__all__ = ["concept_existence", "local_importance", "rank_concepts", "RANKINGS"]
+__all__ = ["concept_existence", "local_importance", "rank_concepts", "RANKINGS", "check_ranking_inputs"]
 
 RANKINGS = ("theta_u", "theta", "u")
 
@@ -76,7 +76,9 @@ def rank_concepts(importance: np.ndarray, top: int, *, by_magnitude: bool = Fals
     return np.take_along_axis(cols, order, axis=1)
 
 
-def _check_ranking_inputs(theta: Any, concept_scores: Any, predictions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def check_ranking_inputs(theta: Any, concept_scores: Any, predictions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``theta`` ``(L, K)``, ``concept_scores`` ``(N, L)`` float64 and ``predictions`` ``(N,)``
+    class ids in ``[0, K)``, checked against each other (``ValueError`` naming the argument)."""
     th = as_array(theta, "theta", ndim=2)
     u = as_array(concept_scores, "concept_scores", ndim=2)
     if u.shape[1] != th.shape[0]:
@@ -115,7 +117,7 @@ def concept_existence(
         ``existence@l_correct`` (NaN if no image is correct) and ``num_correct``;
         ``per_image`` ``(N, len(top_l))``; ``top_concepts`` ``(N, max(top_l))``.
     """
-    th, u, pred = _check_ranking_inputs(theta, concept_scores, predictions)
+    th, u, pred = check_ranking_inputs(theta, concept_scores, predictions)
     lab = as_mask(concept_labels, "concept_labels", ndim=2)
     if lab.shape != u.shape:
         raise ValueError(f"concept_labels must have the shape of concept_scores {u.shape}, got {lab.shape}")

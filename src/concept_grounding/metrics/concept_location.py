@@ -49,9 +49,10 @@ import numpy as np
 
 from ..vocabulary import Vocabulary, load_vocabulary
 from ._validation import as_array, as_labels, as_mask, check_positive_ints, check_same_length
-from .concept_existence import _check_ranking_inputs, local_importance, rank_concepts
+from .concept_existence import check_ranking_inputs, local_importance, rank_concepts
 
-__all__ = ["concept_location", "concept_part_table", "region_size", "centre_pixels", "centre_ranks", "top_region"]
+__all__ = ["concept_location", "concept_part_table", "region_size", "centre_pixels", "centre_ranks", "top_region",
+           "check_map_and_centres"]
 
 
 def region_size(alpha: float, image_size: tuple[int, int]) -> int:
@@ -109,6 +110,17 @@ def centre_pixels(part_xy: np.ndarray, image_size: tuple[int, int]) -> np.ndarra
     rows = np.clip(np.floor(part_xy[..., 1]).astype(np.int64), 0, image_size[0] - 1)
     cols = np.clip(np.floor(part_xy[..., 0]).astype(np.int64), 0, image_size[1] - 1)
     return rows * image_size[1] + cols
+
+
+def check_map_and_centres(concept_map: Any, part_xy: Any) -> tuple[np.ndarray, np.ndarray]:
+    """One concept map ``(H, W)`` and its part centres as ``(P, 2)`` (x, y) float64 arrays,
+    checked (finite, numeric, a 2-D map); raises ``ValueError`` naming the argument.
+
+    >>> fmap, xy = check_map_and_centres([[0.0, 1.0]], [3, 4])
+    >>> fmap.shape, xy.tolist()
+    ((1, 2), [[3.0, 4.0]])
+    """
+    return as_array(concept_map, "concept_map", ndim=2), as_array(part_xy, "part_xy").reshape(-1, 2)
 
 
 def top_region(concept_map: Any, image_size: tuple[int, int], alpha: float, *, rtol: float = 1e-9) -> tuple[np.ndarray, np.ndarray]:
@@ -373,7 +385,7 @@ def _top_concepts(top_concepts, theta, concept_scores, predictions, N, L, top, r
         return t[:, :top]
     if theta is None or concept_scores is None or predictions is None:
         raise ValueError("give theta, concept_scores and predictions (or top_concepts) to rank the concepts")
-    th, u, pred = _check_ranking_inputs(theta, concept_scores, predictions)
+    th, u, pred = check_ranking_inputs(theta, concept_scores, predictions)
     if u.shape != (N, L):
         raise ValueError(f"concept_scores must have shape ({N}, {L}) to match concept_maps, got {u.shape}")
     key = local_importance(th, u, pred, ranking)

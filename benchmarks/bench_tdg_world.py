@@ -65,6 +65,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--limit-pairings", type=int, default=None, help="debug: only the first N pairings")
+    p.add_argument("--judges-only", action="store_true", help="train and cache the judges (under --out), then stop")
+    p.add_argument("--size", type=int, default=32, help="judge resolution with --judges-only (else the pipeline's)")
     args = p.parse_args(argv)
     for name in ("images", "quality_images", "steps", "judge_train", "judge_test", "judge_epochs", "batch", "threads"):
         if getattr(args, name) <= 0:
@@ -164,6 +166,18 @@ def train_judges(world: Any, args: argparse.Namespace) -> dict[str, Any]:
     return {"cbm": cbm, "columns": columns, "clip": clip, "clip_tokenizer": tokenizer, "test": test}
 
 
+def cached_judges(world: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """:func:`train_judges`, cached in ``<out>/judges-<settings>.pt`` (pickled modules)."""
+    import torch
+
+    path = args.out / f"judges-s{world.config.image_size}-n{args.judge_train}-t{args.judge_test}-e{args.judge_epochs}-seed{args.seed}.pt"
+    if path.is_file():
+        return torch.load(path, weights_only=False)
+    judges = train_judges(world, args)
+    torch.save(judges, path)
+    return judges
+
+
 def judge(judges: dict[str, Any], images: Any, num_attributes: int) -> tuple[np.ndarray, np.ndarray]:
     """(species argmax (N,), attribute probabilities (N, 312), 0.5 off the judged columns)."""
     from concept_grounding.models.base import predict
@@ -238,6 +252,16 @@ def run_tdg(tdg: Any, refs: list[str], guides: list[str], seeds: list[int], sche
     return r_out, g_out
 
 
+def vae_roundtrip(vae: Any, images: np.ndarray) -> np.ndarray:
+    """uint8 (N,H,W,3) -> the VAE's reconstruction of the posterior mean, uint8 (N,H,W,3)."""
+    import torch
+
+    x = torch.from_numpy(images).permute(0, 3, 1, 2).float().div(127.5).sub(1.0).to(vae.dtype)
+    with torch.no_grad():
+        rec = torch.cat([vae.decode(vae.encode(x[i : i + 128]).latent_dist.mean).sample for i in range(0, len(x), 128)])
+    return ((rec.float().clamp(-1, 1) + 1) * 127.5).round().byte().permute(0, 2, 3, 1).numpy()
+
+
 # ----------------------------------------------------------------------------- stages
 def quality(world: Any, flux: Any, judges: dict, kw: dict, args: argparse.Namespace) -> tuple[dict, list]:
     from concept_grounding.tdg.generate import image_seed
@@ -271,7 +295,11 @@ def quality(world: Any, flux: Any, judges: dict, kw: dict, args: argparse.Namesp
     real_found = [
         float(np.mean(rprobs[test["labels"] == c, j] > 0.5)) for c, j in zip(attr_labels, attr_targets)
     ]
+    rec_species, rec_probs = judge(judges, vae_roundtrip(flux.vae, test["images"]), world.vocab.num_attributes)
+    rec_found = [float(np.mean(rec_probs[test["labels"] == c, j] > 0.5)) for c, j in zip(attr_labels, attr_targets)]
     res = {
+        "species_accuracy_vae_reconstructions": float(np.mean(rec_species == test["labels"])),
+        "attribute_agreement_vae_reconstructions": float(np.mean(rec_found)),
         "species_agreement_generated": float(np.mean(species == np.asarray(labels))),
         "species_agreement_generated_attribute_prompts": float(np.mean(aspecies == np.asarray(attr_labels))),
         "attribute_agreement_generated": float(np.mean(found)),
@@ -482,6 +510,8 @@ def write_report(results: dict, path: Path, vocab: Any) -> None:
         f"| generated ({q['n_species_images']} + {q['n_attribute_images']} images) | {100 * q['species_agreement_generated']:.1f} % "
         f"| {100 * q['attribute_agreement_generated']:.1f} % |",
         f"| real held-out renders ({q['n_real_images']}) | {100 * q['species_accuracy_real']:.1f} % | {100 * q['attribute_agreement_real']:.1f} % |",
+        f"| VAE reconstructions of those renders (the decoder's ceiling) | {100 * q['species_accuracy_vae_reconstructions']:.1f} % "
+        f"| {100 * q['attribute_agreement_vae_reconstructions']:.1f} % |",
         "",
         f"Quality bar (issue 15): species >= 50 %, attributes >= 75 %: "
         f"**{'met' if q['species_agreement_generated'] >= 0.5 and q['attribute_agreement_generated'] >= 0.75 else 'NOT met'}**.",
@@ -524,13 +554,17 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(args.seed)
     t0 = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.judges_only:
+        world = BirdWorld(WorldConfig(image_size=args.size, seed=0))
+        cached_judges(world, args)
+        return 0
     tdg = load_world_flux(args.pipeline, pipeline_cls=TiedDiffusionPipeline)
     flux = FluxPipeline(**{k: v for k, v in tdg.components.items()})
     flux.set_progress_bar_config(disable=True)
     kw = call_kwargs(tdg, args)
     world = BirdWorld(WorldConfig(image_size=kw["height"], seed=0))
     print("training judges ...", flush=True)
-    judges = train_judges(world, args)
+    judges = cached_judges(world, args)
     print("quality ...", flush=True)
     q, q_ims = quality(world, flux, judges, kw, args)
     print(json.dumps(q), flush=True)

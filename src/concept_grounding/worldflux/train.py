@@ -146,7 +146,7 @@ def _train_vae(cfg: FluxTrainConfig, data: dict[str, np.ndarray], work: Path, pr
         torch.nn.utils.clip_grad_norm_(vae.parameters(), 1.0)
         opt.step()
         losses.append([step, l1.item(), mse.item(), kl.item()])
-        bar.set_postfix(l1=f"{float(l1):.4f}", mse=f"{float(mse):.4f}")
+        bar.set_postfix(l1=f"{losses[-1][1]:.4f}", mse=f"{losses[-1][2]:.4f}")
         if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.vae_steps:
             _atomic_save({"model": vae.state_dict(), "opt": opt.state_dict(), "step": step + 1, "losses": losses, "done": False}, path)
     vae.eval()
@@ -376,6 +376,13 @@ def _sample_sheet(out_dir: Path, world: Any, path: Path, max_length: int, seed: 
 
 
 # ----------------------------------------------------------------------------- entry
+#: Settings a resumed run may change: the wall-time budget (used only until the step count
+#: is calibrated and stored in the checkpoint), the checkpoint interval and the VAE step
+#: count (the cosine schedule continues on the new length from the checkpointed step; to
+#: shorten a run on a machine slower than planned).
+_RESUME_FREE = ("minutes", "checkpoint_every", "vae_steps")
+
+
 def train_world_flux(cfg: FluxTrainConfig, out_dir: str | Path, work_dir: str | Path, progress: bool = True, threads: int | None = None) -> dict[str, Any]:
     """Run every stage (see module docstring); return the training log dict.
 
@@ -390,8 +397,11 @@ def train_world_flux(cfg: FluxTrainConfig, out_dir: str | Path, work_dir: str | 
     work.mkdir(parents=True, exist_ok=True)
     cfg_path = work / "config.json"
     if cfg_path.exists():
-        old = FluxTrainConfig.from_dict(json.loads(cfg_path.read_text()))
-        if old.to_dict() != cfg.to_dict():
+        old = FluxTrainConfig.from_dict(json.loads(cfg_path.read_text())).to_dict()
+        new = cfg.to_dict()
+        for free in _RESUME_FREE:  # may change between a run and its resumption
+            old.pop(free), new.pop(free)
+        if old != new:
             raise ValueError(f"work_dir: {work} holds a run with another config; use a fresh --work-dir or the same settings")
     else:
         cfg_path.write_text(json.dumps(cfg.to_dict(), indent=1))

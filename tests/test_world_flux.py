@@ -1,0 +1,173 @@
+"""The world-trained Flux (issue 15): held-out data, tokenizers, smoke training, shipped weights."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from concept_grounding.world import BirdWorld, WorldConfig
+from concept_grounding.worldflux import WORLD_FLUX_DIR, FluxTrainConfig, load_world_flux, world_flux_call_kwargs
+from concept_grounding.worldflux.captions import (
+    held_out_matrix,
+    is_held_out_free,
+    make_caption,
+    phrase_attributes,
+    word_tokenizers,
+)
+from concept_grounding.worldflux.train import cosine_lr, render_training_set
+
+REPO = Path(__file__).resolve().parents[1]
+TWO = ("017.Cardinal", "073.Blue_Jay")
+
+
+@pytest.fixture(scope="module")
+def world2() -> BirdWorld:
+    return BirdWorld(WorldConfig(image_size=32, class_names=TWO))
+
+
+# ----------------------------------------------------------------------------- data
+def test_held_out_matrix_is_exactly_the_sub_pairings(world2):
+    held = held_out_matrix(world2)
+    pairs = {(world2.class_names[c], world2.vocab.attributes[j]) for c, j in zip(*np.nonzero(held))}
+    assert pairs == set(world2.default_pairings())
+
+
+def test_is_held_out_free_known_answer(world2):
+    held = held_out_matrix(world2)
+    c, j = next((c, j) for c, j in zip(*np.nonzero(held)))
+    labels = np.zeros(world2.vocab.num_attributes, np.uint8)
+    assert is_held_out_free(labels, int(c), held)
+    labels[j] = 1
+    assert not is_held_out_free(labels, int(c), held)
+    assert is_held_out_free(labels, 1 - int(c), held) == (not held[1 - int(c), j])
+
+
+def test_training_set_never_shows_a_held_out_combination(world2):
+    cfg = FluxTrainConfig(per_class=30, class_names=TWO)
+    data = render_training_set(cfg, progress=False)
+    held = held_out_matrix(world2)
+    assert data["images"].shape == (60, 32, 32, 3)
+    assert np.bincount(data["labels"]).tolist() == [30, 30]
+    assert not np.any(held[data["labels"]] & (data["attributes"] > 0))
+    # and the filter did skip something: deviations do produce held-out combinations
+    all_first = [world2.labels(c + k * 2) for k in range(int(data["indices"].max()) // 2 + 1) for c in range(2)]
+    assert len(all_first) > 60
+
+
+def test_captions_name_only_what_the_image_shows(world2):
+    rng = np.random.default_rng(0)
+    vocab = world2.vocab
+    for i in range(200):
+        labels = world2.labels(i)
+        cap = make_caption(labels, i % 2, world2, rng)
+        assert cap.startswith("a photo of a ")
+        shown = set(phrase_attributes(labels, world2))
+        for group in ("crown_color", "breast_color", "wing_color"):
+            for j in vocab.groups[group]:
+                value = vocab.attributes[j].split("::")[1]
+                if f"{value} colored {group.split('_')[0]}" in cap and vocab.attributes[j] not in shown:
+                    pytest.fail(f"caption {cap!r} names {vocab.attributes[j]} that the image does not show")
+
+
+def test_word_tokenizers_pad_to_the_trained_length():
+    clip, t5 = word_tokenizers(["a", "photo", "of", "bird"], 8)
+    assert clip.model_max_length == t5.model_max_length == 8
+    ids = t5("A photo of a Dodo", padding="max_length", max_length=8).input_ids
+    assert ids == [4, 5, 6, 4, 2, 3, 0, 0]  # "dodo" is <unk> (2), then <eos> (3) and <pad> (0)
+    assert clip("a bird").input_ids == [1, 4, 7, 3]
+
+
+def test_cosine_lr_warms_up_and_decays():
+    lrs = [cosine_lr(s, 100, 1.0, 10) for s in range(101)]
+    assert lrs[9] == pytest.approx(1.0) and lrs[0] == pytest.approx(0.1)
+    assert all(a >= b for a, b in zip(lrs[10:], lrs[11:]))
+    assert lrs[100] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_config_rejects_bad_sizes():
+    with pytest.raises(ValueError, match="image_size"):
+        FluxTrainConfig(image_size=36)
+    with pytest.raises(ValueError, match="caption_dropout"):
+        FluxTrainConfig(caption_dropout=1.0)
+
+
+# ----------------------------------------------------------------------------- training
+def test_train_flux_command_smoke_and_resume(tmp_path, capsys):
+    from concept_grounding.cli import main
+
+    out, work = tmp_path / "out", tmp_path / "work"
+    argv = ["train-flux", "--tiny", "--out", str(out), "--work-dir", str(work), "--no-progress"]
+    assert main(argv) == 0
+    log = json.loads((out / "train_log.json").read_text())
+    assert log["flux_steps"] == 2 and (out / "loss_curve.png").stat().st_size > 0
+    assert json.loads((out / "tokenizer_2" / "tokenizer_config.json").read_text())["model_max_length"] == 24
+    weights = (out / "transformer" / "diffusion_pytorch_model.safetensors").read_bytes()
+    # a second run resumes from the finished checkpoints and exports the same weights
+    assert main(argv) == 0
+    assert (out / "transformer" / "diffusion_pytorch_model.safetensors").read_bytes() == weights
+    # a different config in the same work dir is refused before any work
+    assert main(argv + ["--seed", "1"]) != 0
+    assert "work_dir" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- shipped weights
+@pytest.fixture(scope="module")
+def shipped():
+    return load_world_flux()
+
+
+def test_shipped_weights_are_small_fp16_safetensors():
+    files = [p for p in WORLD_FLUX_DIR.rglob("*") if p.is_file()]
+    assert sum(p.stat().st_size for p in files) <= 40 * 2**20
+    assert not [p for p in files if p.suffix in (".bin", ".pt", ".pth")]
+    from safetensors import safe_open
+
+    with safe_open(str(WORLD_FLUX_DIR / "transformer" / "diffusion_pytorch_model.safetensors"), "pt") as f:
+        assert f.get_tensor(next(iter(f.keys()))).dtype == torch.float16
+
+
+def test_shipped_pipeline_loads_through_both_entry_points():
+    from diffusers import DiffusionPipeline, FluxPipeline
+
+    flux = FluxPipeline.from_pretrained(WORLD_FLUX_DIR, dtype=torch.float32)
+    assert type(flux).__name__ == "FluxPipeline"
+    tdg = DiffusionPipeline.from_pretrained(
+        WORLD_FLUX_DIR, custom_pipeline=str(REPO / "pipelines" / "tied_diffusion"), trust_remote_code=True,
+        dtype=torch.float32,
+    )
+    assert type(tdg).__name__ == "TiedDiffusionPipeline"
+    assert tdg.tokenizer_2.model_max_length == flux.tokenizer_2.model_max_length <= 64
+
+
+def test_generation_is_deterministic_per_seed(shipped):
+    kw = world_flux_call_kwargs(shipped, num_inference_steps=4)
+
+    def pair(seed: int) -> np.ndarray:
+        out = shipped("a photo of a Blue Jay", "a photo of a bird with a red colored breast", negative_prompt="",
+                      generator=torch.Generator().manual_seed(seed), output_type="np", **kw)
+        return np.concatenate([out.reference_images, out.guide_images])
+
+    a, b, c = pair(0), pair(0), pair(1)
+    assert a.shape == (2, 32, 32, 3)
+    assert np.array_equal(a, b)
+    assert not np.allclose(a, c)
+
+
+def test_tdg_defaults_to_the_trained_prompt_length(shipped):
+    kw = world_flux_call_kwargs(shipped, num_inference_steps=3)
+    assert shipped.default_max_sequence_length() == kw["max_sequence_length"] < 512
+
+    def run(**extra) -> np.ndarray:
+        out = shipped("a photo of a Cardinal", "a photo of a bird", negative_prompt="", output_type="np",
+                      generator=torch.Generator().manual_seed(3), **extra)
+        return np.asarray(out.reference_images)
+
+    explicit = run(**kw)
+    kw.pop("max_sequence_length")
+    kw.pop("height"), kw.pop("width")  # the loader also makes the trained resolution the default
+    assert np.array_equal(run(**kw), explicit)
+    assert not np.array_equal(run(**kw, max_sequence_length=64), explicit)

@@ -175,6 +175,14 @@ class TiedDiffusionPipeline(FluxPipeline):
         with self._prompt_lock():
             return super().encode_prompt(*args, **kwargs)
 
+    def default_max_sequence_length(self) -> int:
+        """T5 prompt length when the caller gives none: the T5 tokenizer's ``model_max_length``
+        capped at FluxPipeline's 512 (a model trained on short prompts, such as the world
+        Flux, records its trained length there; padding it to 512 would leave the prompts
+        out of distribution)."""
+        length = getattr(self.tokenizer_2, "model_max_length", 512) if self.tokenizer_2 is not None else 512
+        return int(min(512, length)) if isinstance(length, int) and length > 0 else 512
+
     def split_pair_output(self, images: Any, num_references: int) -> tuple[Any, Any]:
         """Split FluxPipeline's image batch into (reference images, guide images)."""
         return images[:num_references], images[num_references:]
@@ -224,6 +232,7 @@ class TiedDiffusionPipeline(FluxPipeline):
         reference, guide = self.check_tdg_inputs(reference_prompt, guide_prompt, granularity, flux_kwargs)
         schedule = eta_schedule if eta_schedule is not None else EtaSchedule(t_min=t_min, t_max=t_max, k=k)
         num_references = len(reference) * num_images_per_prompt
+        flux_kwargs.setdefault("max_sequence_length", self.default_max_sequence_length())
         height = height or self.default_sample_size * self.vae_scale_factor
         width = width or self.default_sample_size * self.vae_scale_factor
         if negative_prompt is not None:

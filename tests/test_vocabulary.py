@@ -1,4 +1,4 @@
-"""The packaged CUB/SUB facts, and the checks SPEC.md names."""
+"""The packaged CUB/SUB facts, and the checks docs/README.md names."""
 
 import subprocess
 import sys

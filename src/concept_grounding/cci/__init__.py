@@ -1,7 +1,7 @@
 """Concept Cluster Importance (CCI) for CLIP, faithfulness curves, error diagnosis, COVAR.
 
 CVPR 2026 "Concept Regions Matter: Benchmarking CLIP with a New Cluster-Importance
-Approach"; SPEC section 5. Sub-modules import torch lazily, so importing this package is
+Approach"; docs/cci.md. Sub-modules import torch lazily, so importing this package is
 cheap.
 
 * :mod:`.attention` — the key mask, multi-head attention, and the ``"cci_cluster_mask"``

@@ -1,6 +1,6 @@
 """Three-way error diagnosis: background-driven, fine-grained, other foreground errors.
 
-CVPR 2026 CCI, "Three-way error diagnosis" (SPEC section 5): for a misclassified image,
+CVPR 2026 CCI, "Three-way error diagnosis" (docs/cci.md): for a misclassified image,
 threshold the importance map of the *predicted* class and compare it with the foreground
 and background masks by IoU. More overlap with the background -> **BG-Er**; otherwise a
 foreground-driven error, which is **Fine-Er** when a judge finds the predicted and true

@@ -1,6 +1,6 @@
 """Concept Cluster Importance (CCI): similarity drops, weights and maps.
 
-CVPR 2026 "Concept Regions Matter", Sec. 3 (SPEC section 5):
+CVPR 2026 "Concept Regions Matter", Sec. 3 (docs/cci.md):
 
 * ``s = cos(z_CLS, t)``; ``s_k = cos(hat z_CLS,k, t)`` with cluster ``k`` cut out of every
   layer's and head's attention; ``Δs_k = s - s_k``;
@@ -8,7 +8,7 @@ CVPR 2026 "Concept Regions Matter", Sec. 3 (SPEC section 5):
 * ``S = Σ_k w_k m_k`` on the patch grid (``m_k`` the cluster's indicator), upsampled to
   the image size.
 
-*Normalisation of negative drops* (SPEC decision "report negative drops as they are"):
+*Normalisation of negative drops* (docs/cci.md, decision "report negative drops as they are"):
 ``drops`` are returned unchanged, signs included. When ``Σ_j Δs_j > eps`` the weights are
 the paper's ``Δs_k / Σ_j Δs_j`` (a cluster whose removal *raises* the similarity gets a
 negative weight). When the sum is ``<= eps`` (all removals help, or they cancel) the

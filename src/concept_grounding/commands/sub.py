@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="CUB_200_2011 folder whose class-level labels give S- to sources without it (SUB's Hub copy)")
     parser.add_argument("--out", type=Path, default=Path("reports/sub"), help="report folder")
     parser.add_argument("--protocol", choices=("paper", "official"), default="paper",
-                        help="'paper' (SPEC 2) or 'official' (SUB's published evaluation code)")
+                        help="'paper' (docs/sub_accuracy.md) or 'official' (SUB's published evaluation code)")
     parser.add_argument("--concept-names", default=None,
                         help="the model's columns: cub_312, cbm_112, sub, or a file with one name (or index) per line")
     parser.add_argument("--index-base", choices=("cub_312", "cbm_112"), default="cub_312",

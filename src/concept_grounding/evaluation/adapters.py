@@ -14,7 +14,7 @@ A :class:`SubModel` turns a batch of PIL images into a score matrix:
   its tokenizer and its preprocessing (the normalisation lives there). Scores are the
   cosine similarities of each image with the SUB group prompts
   (:func:`~concept_grounding.models.clip.group_prompts`), one column per attribute of
-  the groups asked for, plus the "none" prompt when wanted (SUB group mode, SPEC 2).
+  the groups asked for, plus the "none" prompt when wanted (SUB group mode, docs/sub_accuracy.md).
   It has the fields of :class:`~concept_grounding.models.ClipBundle`, so it goes
   wherever a bundle goes.
 

@@ -9,7 +9,7 @@
    preprocessed in a thread while the model runs; under ``accelerate launch`` each process
    takes a contiguous block and the blocks are gathered in order);
 4. :func:`~concept_grounding.metrics.sub_accuracy` scores the matrix under the chosen
-   ``protocol`` (``"paper"``, SPEC 2, or ``"official"``, SUB's published code).
+   ``protocol`` (``"paper"``, docs/sub_accuracy.md, or ``"official"``, SUB's published code).
 
 The result is a :class:`SubEvaluation`; :meth:`SubEvaluation.save` writes JSON, a
 Markdown report and PNG bar charts.
@@ -240,7 +240,7 @@ def evaluate_sub(
             (callable / ``nn.Module``; pass ``concept_names=`` and its preprocessing), a
             ``ClipBundle`` / :class:`~.adapters.OpenVocabularyModel`, or a project model.
         dataset: SUB source (:func:`load_sub_source`); ``None``: the world's SUB export.
-        protocol: ``"paper"`` (SPEC 2) or ``"official"`` (SUB's published evaluation code).
+        protocol: ``"paper"`` (docs/sub_accuracy.md) or ``"official"`` (SUB's published evaluation code).
         batch_size: images per forward pass.
         device, dtype: where and in which precision the model runs (``"float32"``,
             ``"bfloat16"``, ``"float16"``); scores are float32.

@@ -17,7 +17,7 @@ Two modes:
   is always yes; ``*_labels`` group the questions (one id per prompt / concept).
   ``f = P(yes)``; the predicted answer is "yes" when ``P(yes) > 0.5``.
 
-Two reductions (SPEC Sec. 4, *decision*):
+Two reductions (docs/ccd.md, *decision*):
 
 * ``"per_concept"`` (default, Eq. 3 as written): each concept's generated mean minus
   that concept's real mean, averaged over the concepts present in the generated set.

@@ -9,7 +9,7 @@ highest pixels. With ``p_ij`` the centre of the body part concept ``j`` lives on
 
 Paper settings: alpha = 1, 3, 6; l = 1, 3, 5. Higher is better.
 
-Conventions (the paper leaves them open; SPEC Sec. 3):
+Conventions (the paper leaves them open; docs/concept_metrics.md):
 
 * Concepts with no body part (size, shape, ...) are skipped; so are concepts whose
   parts are all invisible in the image. The per-image score divides by the number of

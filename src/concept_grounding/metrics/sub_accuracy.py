@@ -24,7 +24,7 @@ Each SUB image carries its reference class, the substituted-in target attribute 
   option (without ``none_scores`` the chance is ``1/|A|`` and ``1 - 1/|A|``); averaged
   over the same images / pairs as the score.
 
-Two rule sets (SPEC Sec. 2, *compatibility*): ``protocol="paper"`` (default) is the
+Two rule sets (docs/sub_accuracy.md, *compatibility*): ``protocol="paper"`` (default) is the
 text of the paper, as above; ``protocol="official"`` reproduces SUB's published
 evaluation code (github.com/ExplainableML/sub, ``CBM_testing/test_ind_cbm_example.py``
 for binary models, ``CBM_testing/process_clip_outputs_ours.ipynb`` for CLIP):
@@ -84,7 +84,7 @@ from ._validation import (
 __all__ = ["sub_accuracy", "concept_accuracy", "MODES", "PROTOCOLS"]
 
 MODES = ("binary", "group")
-#: ``"paper"``: the paper's rules (SPEC Sec. 2); ``"official"``: SUB's published evaluation code.
+#: ``"paper"``: the paper's rules (docs/sub_accuracy.md); ``"official"``: SUB's published evaluation code.
 PROTOCOLS = ("paper", "official")
 
 

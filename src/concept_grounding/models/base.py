@@ -151,7 +151,7 @@ def predict(model: nn.Module, images: torch.Tensor, batch_size: int = 256) -> Co
 def predict_concepts(model: nn.Module, images: torch.Tensor, batch_size: int = 256) -> torch.Tensor:
     """``(N, L)`` predicted concept probabilities of any concept model for images ``(N, 3, H, W)`` in [0, 1].
 
-    SUB's binary rule (SPEC 2) reads these: present iff probability > 0.5. For a post-hoc
+    SUB's binary rule (docs/sub_accuracy.md) reads these: present iff probability > 0.5. For a post-hoc
     CBM the probability is ``sigmoid`` of the CAV's SVM decision value ``c_j . f(x) + b_j``,
     so > 0.5 exactly where the SVM says "present".
     """

@@ -15,7 +15,7 @@ the number of elements per pair: the smallest ``d`` such that at least a fractio
 ``torch.quantile(d, eta, interpolation="lower")`` and ``interpolation="higher"`` (those
 index the sorted values at ``eta * (N - 1)``). Consequences:
 
-* ``eta = 0`` gives ``k = 0``: nothing is tied (SPEC *decision*; the literal 0th
+* ``eta = 0`` gives ``k = 0``: nothing is tied (*decision*, docs/tdg.md; the literal 0th
   percentile would still tie the single smallest element). Any ``eta > 0`` gives
   ``k >= 1``, however small ``eta * N`` is.
 * ``eta = 1`` gives ``k = N``, ``q = max(d)``: every element is averaged and the pair

@@ -1,4 +1,4 @@
-"""The bird world: a procedural renderer whose every concept is known (SPEC.md section 6).
+"""The bird world: a procedural renderer whose every concept is known (docs/world.md).
 
 >>> from concept_grounding.world import BirdWorld, WorldConfig
 >>> world = BirdWorld(WorldConfig(image_size=64, class_names=("017.Cardinal",)))

@@ -22,7 +22,7 @@ __all__ = ["BirdWorld"]
 
 
 class BirdWorld:
-    """A procedural world of birds whose every concept is known (SPEC.md section 6).
+    """A procedural world of birds whose every concept is known (docs/world.md).
 
     Sample ``index`` belongs to class ``index % num_classes``; its pose, per-image
     deviations from the class traits and noise are drawn from ``(config.seed, index)``.

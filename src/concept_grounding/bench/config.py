@@ -3,25 +3,48 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal
 
-from ..models.training import DEFAULT_THREADS
+from ..models.training import DEFAULT_THREADS, TrainConfig
 
-__all__ = ["BenchConfig", "MODEL_VARIANTS"]
+__all__ = ["BenchConfig", "MODEL_VARIANTS", "ModelVariant"]
+
+
+@dataclass(frozen=True)
+class ModelVariant:
+    """How one binary concept model of the SUB paper's Table 1 is trained.
+
+    Attributes:
+        family: ``"cbm"`` (Koh et al.) or ``"cem"`` (Zarlenga et al.).
+        labels: ``"class"`` (class-level CBM majority vote) or ``"image"`` (per-image
+            concept supervision).
+        mode: CBM training mode, ``"independent"``, ``"sequential"`` or ``"joint"``
+            (``None`` for a CEM).
+        bottleneck: ``"soft"`` probabilities or ``"hard"`` 0/1 concepts feed the label predictor.
+        per_concept: one grouped-conv concept predictor per concept (the small CNN only).
+    """
+
+    family: Literal["cbm", "cem"]
+    labels: Literal["class", "image"]
+    mode: Literal["independent", "sequential", "joint"] | None = None
+    bottleneck: Literal["soft", "hard"] = "soft"
+    per_concept: bool = False
+
 
 #: Binary concept models of the SUB paper's Table 1: name -> how it is trained.
-#: ``labels``: class-level (CBM majority vote) or per-image concept supervision;
-#: ``bottleneck``: soft probabilities or hard 0/1 concepts feed the label predictor.
-MODEL_VARIANTS: dict[str, dict[str, object]] = {
-    "CBM (ind.)": {"family": "cbm", "mode": "independent", "labels": "class", "bottleneck": "hard"},
-    "CBM (seq.)": {"family": "cbm", "mode": "sequential", "labels": "class", "bottleneck": "hard"},
-    "CBM (joint)": {"family": "cbm", "mode": "joint", "labels": "class", "bottleneck": "soft"},
-    "CBM (per c.)": {"family": "cbm", "mode": "independent", "labels": "class", "bottleneck": "hard", "per_concept": True},
-    "CEM": {"family": "cem", "labels": "class"},
-    "CBM (ind., per-img.)": {"family": "cbm", "mode": "independent", "labels": "image", "bottleneck": "hard"},
-    "CBM (joint, per-img.)": {"family": "cbm", "mode": "joint", "labels": "image", "bottleneck": "soft"},
-}
+MODEL_VARIANTS: Mapping[str, ModelVariant] = MappingProxyType({
+    "CBM (ind.)": ModelVariant("cbm", "class", "independent", "hard"),
+    "CBM (seq.)": ModelVariant("cbm", "class", "sequential", "hard"),
+    "CBM (joint)": ModelVariant("cbm", "class", "joint", "soft"),
+    "CBM (per c.)": ModelVariant("cbm", "class", "independent", "hard", per_concept=True),
+    "CEM": ModelVariant("cem", "class"),
+    "CBM (ind., per-img.)": ModelVariant("cbm", "image", "independent", "hard"),
+    "CBM (joint, per-img.)": ModelVariant("cbm", "image", "joint", "soft"),
+})
 
 
 @dataclass
@@ -89,7 +112,7 @@ class BenchConfig:
             from ..models.backbone import backbone_config
 
             backbone_config(self.backbone)  # ValueError naming an unknown kind (standard kinds build nothing)
-            if any(MODEL_VARIANTS[m].get("per_concept") for m in self.models):
+            if any(MODEL_VARIANTS[m].per_concept for m in self.models):
                 raise ValueError(f"backbone {self.backbone!r}: the per-concept CBM needs the small CNN (one grouped conv "
                                  "per concept); leave 'CBM (per c.)' out of models")
         if self.concepts not in ("cbm_112", "rendered", "all"):
@@ -102,6 +125,21 @@ class BenchConfig:
     @property
     def on_world(self) -> bool:
         return self.cub_root is None
+
+    @property
+    def train(self) -> TrainConfig:
+        """The training knobs every concept model of the run shares (image-side epochs, seed,
+        threads); each model keeps its own learning rate and batch size unless given here."""
+        return TrainConfig(epochs=int(self.epochs), seed=int(self.seed), threads=int(self.threads))
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> "BenchConfig":
+        """The config :meth:`save` wrote (JSON lists back to tuples; unknown keys refused)."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"config.json: unknown key(s) {unknown}")
+        return cls(**{k: tuple(v) if k in ("models", "classes") and v is not None else v for k, v in values.items()})
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)

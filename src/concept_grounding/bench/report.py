@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from .artifacts import BenchArtifacts, model_slug
 
 if TYPE_CHECKING:
     from .config import BenchConfig
@@ -53,7 +54,7 @@ def slug(name: str) -> str:
     >>> slug("CBM (ind., per-img.)")
     'cbm-ind-per-img'
     """
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    return model_slug(name)
 
 
 def percent(value: float | None, digits: int = 1) -> str:
@@ -232,7 +233,7 @@ def write_report(out: Path, config: "BenchConfig", data: "BenchData", columns, t
             "",
         ]
     lines += ["## Run time", "", ", ".join(f"{k}: {v:.0f} s" for k, v in timings.items()), ""]
-    (out / "report.md").write_text("\n".join(lines))
+    BenchArtifacts(out).report_md.write_text("\n".join(lines))
 
 
 def plot_breakdowns(rows: list[dict], out: Path) -> list[tuple[str, str]]:
@@ -240,14 +241,15 @@ def plot_breakdowns(rows: list[dict], out: Path) -> list[tuple[str, str]]:
     bars for the first one; returns (title, file) pairs in report order."""
     from ..plotting import sub_bars
 
+    files = BenchArtifacts(out)
     written = []
     models = [r for r in rows if not r.get("reference")]
     for row in models:
-        name = f"sub_{slug(row['name'])}.png"
-        sub_bars(row, out / name, title=f"{row['name']}: s+ / s- per substituted attribute")
-        written.append((row["name"], name))
+        path = files.breakdown_plot(row["name"])
+        sub_bars(row, path, title=f"{row['name']}: s+ / s- per substituted attribute")
+        written.append((row["name"], path.name))
     for level in ("group", "class") if models else ():
-        name = f"sub_{slug(models[0]['name'])}_per_{level}.png"
-        sub_bars(models[0], out / name, level=level, title=f"{models[0]['name']}: s+ / s- per {level}")
-        written.append((f"{models[0]['name']} per {level}", name))
+        path = files.breakdown_plot(models[0]["name"], level)
+        sub_bars(models[0], path, level=level, title=f"{models[0]['name']}: s+ / s- per {level}")
+        written.append((f"{models[0]['name']} per {level}", path.name))
     return written

@@ -30,11 +30,13 @@ from typing import Any
 import numpy as np
 
 from ..vocabulary import Vocabulary, load_vocabulary
+from .artifacts import POSTHOC_MODEL, BenchArtifacts
 from .config import MODEL_VARIANTS, BenchConfig
+from .models import train_posthoc, train_variant
 from ..models.backbone import drop_init_weights
 from ..models.data import images_to_tensor
 from .data import BenchData, concept_columns, load_bench_data
-from .report import plot_breakdowns, slug, write_json, write_report
+from .report import plot_breakdowns, write_json, write_report
 
 logger = logging.getLogger(__name__)
 
@@ -74,22 +76,9 @@ def _backbone(config: BenchConfig) -> str | dict[str, Any]:
 def _train_variant(name: str, split: _Split, columns, vocab, config: BenchConfig, cache: dict):
     """Train one Table 1 model. Independent and per-image variants share nothing; a
     sequential CBM reuses the independent CBM's concept predictor, as Koh et al. do."""
-    from ..models import train_cbm, train_cem
-
-    spec = MODEL_VARIANTS[name]
-    tensors = split.tensors(str(spec["labels"]), columns, vocab)
-    common = dict(epochs=config.epochs, seed=config.seed, backbone=_backbone(config))
-    if spec["family"] == "cem":
-        return train_cem(tensors, concept_loss_weight=config.concept_loss_weight, **common)
-    reuse = cache.get(("concepts", spec["labels"])) if spec["mode"] == "sequential" else None
-    model = train_cbm(
-        tensors, mode=str(spec["mode"]), concept_loss_weight=config.concept_loss_weight,
-        bottleneck=str(spec.get("bottleneck", "soft")), per_concept=bool(spec.get("per_concept", False)),
-        concept_model=reuse, **common,
-    )
-    if spec["mode"] == "independent" and not spec.get("per_concept"):
-        cache[("concepts", spec["labels"])] = model
-    return model
+    tensors = split.tensors(MODEL_VARIANTS[name].labels, columns, vocab)
+    return train_variant(name, tensors, config.train, concept_loss_weight=config.concept_loss_weight,
+                         backbone=_backbone(config), cache=cache)
 
 
 def _concept_accuracies(probs: np.ndarray, test: _Split, sub_cols: list[int]) -> dict[str, float]:
@@ -137,7 +126,7 @@ def table1(data: BenchData, train: _Split, test: _Split, sub_images, columns, vo
     for name in config.models:
         start = time.perf_counter()
         model = models[name] = _train_variant(name, train, columns, vocab, config, cache)
-        drop_init_weights(model).save_pretrained(out / "models" / slug(name))
+        drop_init_weights(model).save_pretrained(BenchArtifacts(out).model_dir(name))
         pred_test = predict(model, test.images)
         probs = pred_test.concept_probs.numpy()
         row = _sub_row(name, predict(model, sub_images).concept_probs.numpy(), data, names)
@@ -178,14 +167,13 @@ def posthoc_analysis(data: BenchData, train: _Split, test: _Split, sub_images, c
     import torch
 
     from ..metrics import concept_existence, concept_global_importance, concept_location
-    from ..models import predict, train_backbone, train_posthoc_cbm
+    from ..models import predict
     from ..models.coam import save_coam_gallery
 
     names = [vocab.attributes[i] for i in columns]
-    backbone = train_backbone(train.tensors("class", columns, vocab), _backbone(config), epochs=config.epochs,
-                              seed=config.seed)
-    model = train_posthoc_cbm(backbone, train.tensors("image", columns, vocab), seed=config.seed)
-    model.save_pretrained(out / "models" / "posthoc-cbm")
+    model = train_posthoc(train.tensors("class", columns, vocab), train.tensors("image", columns, vocab),
+                          config.train, backbone=_backbone(config))
+    model.save_pretrained(BenchArtifacts(out).model_dir(POSTHOC_MODEL))
     pred = predict(model, test.images)
     u = pred.concept_scores.numpy()
     predicted = pred.class_logits.argmax(1).numpy()
@@ -212,13 +200,13 @@ def posthoc_analysis(data: BenchData, train: _Split, test: _Split, sub_images, c
     full = model.concept_activation_maps(test.images[:6], upsample=True)
     picked = torch.stack([full[i, top[i]] for i in range(len(top))])
     save_coam_gallery(
-        [test.images[i] for i in range(len(top))], picked, out / "coam_gallery.png",
+        [test.images[i] for i in range(len(top))], picked, BenchArtifacts(out).plot("coam_gallery.png"),
         concept_names=[[names[j].removeprefix("has_") for j in row] for row in top],
         row_titles=[data.class_names[int(labels[i])].split(".", 1)[-1] for i in range(len(top))],
     )
     from ..plotting import cgim_histograms
 
-    cgim_histograms(cgim, out / "cgim_histograms.png", title="post-hoc CBM")
+    cgim_histograms(cgim, BenchArtifacts(out).plot("cgim_histograms.png"), title="post-hoc CBM")
     return {"cgim": cgim, "existence": existence, "location": location, "sub_row": sub_row,
             "class_accuracy": sub_row["class_accuracy"]}
 
@@ -312,7 +300,8 @@ def _environment() -> dict[str, Any]:
 def _run(config: BenchConfig, out: Path) -> dict[str, Any]:
     vocab = load_vocabulary()
     out.mkdir(parents=True, exist_ok=True)
-    config.save(out / "config.json")
+    files = BenchArtifacts(out)
+    config.save(files.config_json)
     timings: dict[str, float] = {}
     model_seconds: dict[str, float] = {}
 
@@ -354,9 +343,9 @@ def _run(config: BenchConfig, out: Path) -> dict[str, Any]:
         "source": data.source, "concepts": [vocab.attributes[i] for i in columns], "table1": t1, "table2": t2,
         "posthoc": {k: v for k, v in (posthoc or {}).items() if k != "sub_row"}, "ccd": ccd,
     }
-    write_json(out / "results.json", results)
-    write_json(out / "timings.json", {"steps_seconds": timings, "model_seconds": model_seconds,
+    write_json(files.results_json, results)
+    write_json(files.timings_json, {"steps_seconds": timings, "model_seconds": model_seconds,
                                       "environment": _environment()})
     write_report(out, config, data, columns, t1, t2, posthoc, timings, plots, ccd)
-    logger.info("bench report: %s", out / "report.md")
+    logger.info("bench report: %s", files.report_md)
     return results

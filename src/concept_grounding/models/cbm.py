@@ -42,7 +42,7 @@ from torch.nn import functional as F
 from .backbone import backbone_config, build_backbone
 from .base import HUB_KWARGS, ConceptModelMixin, ConceptModelOutput, seeded
 from .data import ConceptTensors
-from .training import TrainHistory, fit, random_hflip
+from .training import TrainConfig, TrainHistory, fit, random_hflip
 
 __all__ = ["ConceptBottleneckModel", "train_cbm", "concept_bce", "CBM_MODES"]
 
@@ -218,6 +218,7 @@ def train_cbm(
     val_tensors: ConceptTensors | None = None,
     patience: int | None = None,
     progress: bool = True,
+    train: TrainConfig | None = None,
 ) -> ConceptBottleneckModel:
     """Train a :class:`ConceptBottleneckModel` in one of Koh et al.'s three ways.
 
@@ -238,12 +239,17 @@ def train_cbm(
         schedule: learning-rate schedule of the image-side training (see :func:`~.training.fit`).
         augment: random horizontal flips of the training images (:func:`~.training.random_hflip`).
         val_tensors, patience: early stopping on the validation loss.
+        train: a :class:`~.training.TrainConfig`; when given, its epochs, seed, progress and
+            (where set) batch size and learning rate replace the loose arguments.
 
     Returns:
         The trained model in eval mode; ``model.history`` maps stage -> :class:`~.training.TrainHistory`.
     """
     if mode not in CBM_MODES:
         raise ValueError(f"mode must be one of {CBM_MODES}, got {mode!r}")
+    if train is not None:
+        knobs = train.resolve(batch_size=batch_size, lr=lr)
+        epochs, seed, batch_size, lr, progress = (knobs[k] for k in ("epochs", "seed", "batch_size", "lr", "progress"))
     if concept_loss_weight < 0:
         raise ValueError(f"concept_loss_weight must be >= 0, got {concept_loss_weight}")
     images, concepts, labels = tuple(train_tensors)

@@ -28,7 +28,7 @@ from .backbone import backbone_config, build_backbone
 from .base import HUB_KWARGS, ConceptModelMixin, ConceptModelOutput, seeded
 from .data import ConceptTensors
 from .cbm import concept_bce
-from .training import fit, random_hflip
+from .training import TrainConfig, fit, random_hflip
 
 __all__ = ["ConceptEmbeddingModel", "train_cem"]
 
@@ -117,12 +117,18 @@ def train_cem(
     val_tensors: ConceptTensors | None = None,
     patience: int | None = None,
     progress: bool = True,
+    train: TrainConfig | None = None,
 ) -> ConceptEmbeddingModel:
     """Train a :class:`ConceptEmbeddingModel` jointly with RandInt (module docstring).
 
     ``batch_size``, ``lr`` (peak), ``schedule``, ``weight_decay``: see :func:`~.training.fit`;
-    ``augment``: random horizontal flips of the training images. Returns the model in eval mode; ``model.history["joint"]`` is its :class:`~.training.TrainHistory`.
+    ``augment``: random horizontal flips of the training images; ``train``: a
+    :class:`~.training.TrainConfig` whose epochs, seed, progress and (where set) batch size
+    and learning rate replace the loose arguments. Returns the model in eval mode; ``model.history["joint"]`` is its :class:`~.training.TrainHistory`.
     """
+    if train is not None:
+        knobs = train.resolve(batch_size=batch_size, lr=lr)
+        epochs, seed, batch_size, lr, progress = (knobs[k] for k in ("epochs", "seed", "batch_size", "lr", "progress"))
     if concept_loss_weight < 0:
         raise ValueError(f"concept_loss_weight must be >= 0, got {concept_loss_weight}")
     images, concepts, labels = tuple(train_tensors)

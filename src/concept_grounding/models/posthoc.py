@@ -37,6 +37,7 @@ from torch import nn
 from .backbone import SmallCNN, SmallViT, backbone_config, build_backbone
 from .base import HUB_KWARGS, ConceptModelMixin, ConceptModelOutput
 from .coam import concept_activation_maps, upsample_maps
+from .training import TrainConfig
 
 __all__ = [
     "ConceptBank", "learn_cavs", "embed_images", "fit_sparse_classifier", "PostHocCBM", "train_posthoc_cbm",
@@ -347,6 +348,7 @@ def train_posthoc_cbm(
     seed: int = 0,
     batch_size: int = 256,
     progress: bool = True,
+    train: TrainConfig | None = None,
 ) -> PostHocCBM:
     """Build a :class:`PostHocCBM` on a trained, frozen ``backbone`` (e.g. from :func:`~.backbone.train_backbone`).
 
@@ -354,7 +356,12 @@ def train_posthoc_cbm(
     (:func:`learn_cavs`, unless a ``concept_bank`` is given), and fits the sparse classifier
     on ``u`` (:func:`fit_sparse_classifier`). ``model.history`` holds the bank's
     per-concept SVM training accuracy and the classifier's training accuracy and sparsity.
+    ``train``: a :class:`~.training.TrainConfig` whose seed, progress and (where set) batch
+    size replace the loose arguments (nothing here trains by epochs).
     """
+    if train is not None:
+        seed, progress = int(train.seed), bool(train.progress)
+        batch_size = batch_size if train.batch_size is None else int(train.batch_size)
     images, concepts, labels = tuple(train_tensors)
     names = tuple(getattr(train_tensors, "concept_names", ()) or ())
     num_classes = getattr(train_tensors, "num_classes", int(labels.max()) + 1)

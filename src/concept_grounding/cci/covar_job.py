@@ -1,0 +1,291 @@
+"""The ``covar`` job: build COVAR on the world, evaluate a CLIP, diagnose errors; and its report.
+
+Steps of :func:`run_covar`: (1) render ``objects`` world birds (image, mask, label) and
+build their COVAR variants (``backgrounds`` procedural backgrounds, or one generated
+background per ``inpaint_prompts`` with ``inpaint_model``, x identity + 11 transforms);
+(2) zero-shot classify every variant with class prompts; (3) explain the predicted class
+with CCI and split the errors into BG-Er / Fine-Er / FG-Er (judge: the world's class
+attribute vectors, or the prompts' text embeddings); (4) on the untransformed birds, the
+known-truth checks for CCI and the baselines: share of importance inside the bird mask
+and the pointing game against the visible parts, plus Deletion/Insertion AUCs.
+
+:func:`write_covar_report` writes ``accuracy_bg_er.png``, ``shares.png``,
+``overlays.png``, ``covar.json``, ``report.md`` (and ``dataset/`` with ``save_dataset``).
+
+>>> CovarConfig(objects=1, backgrounds=2).num_backgrounds
+2
+>>> CovarConfig(judge="magic")
+Traceback (most recent call last):
+...
+ValueError: judge must be one of ('attributes', 'text'), got 'magic'
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["CovarConfig", "CovarResult", "run_covar", "write_covar_report", "truth_checks", "INPAINT_PROMPTS"]
+
+#: Default scenes for ``inpaint_model``.
+INPAINT_PROMPTS = ("a photo of a forest", "a photo of a sandy beach", "a photo of a snowy field",
+                   "a photo of a city street", "a photo of a lake shore")
+JUDGES = ("attributes", "text")
+#: COVAR variants per (object, background): identity + 11 structural transforms
+VARIANTS = 12
+
+
+@dataclass(frozen=True)
+class CovarConfig:
+    """What to build and evaluate.
+
+    Args:
+        objects: world birds to vary.
+        backgrounds: procedural backgrounds per bird (ignored with ``inpaint_model``).
+        size: world image side in pixels (a multiple of 8, >= 32).
+        model: a resolved CLIP name or folder; ``None`` builds the tiny random open_clip CLIP.
+        clusters: K of the k-means.
+        judge: Fine-Er judge, ``"attributes"`` (world class attribute vectors) or ``"text"``.
+        judge_threshold: cosine in [-1, 1] above which two classes are similar (``None``: the
+            90th percentile of class pairs).
+        threshold: map binarisation, fraction of the maximum, in [0, 1].
+        steps: Deletion/Insertion steps.
+        seed: world, background and k-means seed.
+        inpaint_model: a resolved diffusers inpainting checkpoint: generate the backgrounds
+            from ``inpaint_prompts`` instead of the procedural ones.
+        inpaint_prompts, inpaint_size, inpaint_steps: one generated background per prompt, its
+            side in pixels (a multiple of 8) and denoising steps.
+    """
+
+    objects: int = 4
+    backgrounds: int = 20
+    size: int = 64
+    model: str | None = None
+    clusters: int = 7
+    judge: str = "attributes"
+    judge_threshold: float | None = None
+    threshold: float = 0.5
+    steps: int = 10
+    seed: int = 0
+    inpaint_model: str | None = None
+    inpaint_prompts: Sequence[str] = INPAINT_PROMPTS
+    inpaint_size: int = 512
+    inpaint_steps: int = 30
+
+    def __post_init__(self) -> None:
+        for name in ("objects", "backgrounds", "clusters", "steps", "inpaint_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)}")
+        if self.size < 32 or self.size % 8:
+            raise ValueError(f"size must be a multiple of 8 that is >= 32, got {self.size}")
+        if self.inpaint_size < 8 or self.inpaint_size % 8:
+            raise ValueError(f"inpaint_size must be a multiple of 8, got {self.inpaint_size}")
+        if self.judge not in JUDGES:
+            raise ValueError(f"judge must be one of {JUDGES}, got {self.judge!r}")
+        if not 0.0 <= self.threshold <= 1.0:
+            raise ValueError(f"threshold must be in [0, 1], got {self.threshold}")
+        if self.judge_threshold is not None and not -1.0 <= self.judge_threshold <= 1.0:
+            raise ValueError(f"judge_threshold must be in [-1, 1], got {self.judge_threshold}")
+        if self.inpaint_model is not None and not self.inpaint_prompts:
+            raise ValueError("inpaint_prompts: give at least one prompt with inpaint_model")
+
+    @property
+    def num_backgrounds(self) -> int:
+        """Backgrounds per bird: one per prompt when generating, else ``backgrounds``."""
+        return len(self.inpaint_prompts) if self.inpaint_model is not None else self.backgrounds
+
+
+@dataclass
+class CovarResult:
+    """What :func:`run_covar` computed.
+
+    Attributes:
+        config: the job's configuration.
+        model: the CLIP's description.
+        dataset: the COVAR ``datasets.Dataset`` (``objects x num_backgrounds x 12`` rows).
+        shares: per transform and ``"all"``: accuracy, errors, BG-Er, Fine-Er, FG-Er shares.
+        truth: per method (CCI and baselines): foreground share, pointing game, Deletion/Insertion AUCs.
+        fg_share_mean: mean foreground share of the CCI maps over the dataset.
+        num_backgrounds: backgrounds per bird actually used.
+        overlays: panel rows (image, CCI of the predicted class, mask) for background 0, up to 12 images.
+    """
+
+    config: CovarConfig
+    model: str
+    dataset: Any
+    shares: dict[str, dict[str, float]]
+    truth: dict[str, dict[str, float]]
+    fg_share_mean: float
+    num_backgrounds: int
+    overlays: list[list[tuple[str, np.ndarray]]] = field(default_factory=list)
+
+    @property
+    def per_transform(self) -> dict[str, dict[str, float]]:
+        """``shares`` without the ``"all"`` row."""
+        return {k: v for k, v in self.shares.items() if k != "all"}
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON summary written as ``covar.json``."""
+        return {"model": self.model, "rows": len(self.dataset), "per_transform": self.shares, "truth": self.truth,
+                "fg_share_mean": self.fg_share_mean}
+
+
+def _backgrounds(config: CovarConfig, sample) -> list | None:
+    """Generated backgrounds (``inpaint_model``), or None for the procedural ones."""
+    if config.inpaint_model is None:
+        return None
+    from concept_grounding.cci.covar import inpaint_backgrounds
+
+    return inpaint_backgrounds(sample.image, sample.mask, list(config.inpaint_prompts), config.inpaint_model,
+                               seed=config.seed, num_inference_steps=config.inpaint_steps,
+                               height=config.inpaint_size, width=config.inpaint_size)
+
+
+def truth_checks(cci, clip, samples, class_embeds, steps: int) -> dict[str, dict[str, float]]:
+    """Foreground share, pointing game (radius 0.1 x width) and Deletion/Insertion AUCs (blur
+    replacement, ``steps`` steps) per method on the world birds ``samples``.
+
+    Args:
+        cci: a :class:`~concept_grounding.cci.ConceptClusterImportance` on ``clip.model``.
+        clip: the explainable CLIP (``model``, ``pixels``).
+        samples: world birds (``image``, ``mask``, ``label``, ``part_xy``, ``part_visible``).
+        class_embeds: ``(C, E)`` class prompt embeddings.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    from concept_grounding.cci.baselines import BASELINES
+    from concept_grounding.cci.diagnosis import foreground_share, pointing_game
+    from concept_grounding.cci.faithfulness import Replacement, classification_curves
+
+    px = clip.pixels([s.image for s in samples])
+    labels = torch.tensor([s.label for s in samples])
+    text = class_embeds[labels]
+    h, w = samples[0].image.shape[:2]
+    fg = torch.from_numpy(np.stack([s.mask for s in samples]))
+    xy = torch.from_numpy(np.stack([s.part_xy for s in samples])).float()
+    vis = torch.from_numpy(np.stack([s.part_visible for s in samples]))
+    t = F.normalize(class_embeds.float(), dim=-1)
+
+    def score(x):
+        return F.normalize(cci.backend.encode_image(x).float(), dim=-1) @ t.T
+
+    methods = {"CCI": cci(px, text).maps}
+    methods.update({name: fn(clip.model, px, text) for name, fn in BASELINES.items()})
+    result = {}
+    for name, maps in methods.items():
+        at_image = F.interpolate(maps[:, None].float(), size=(h, w), mode="bilinear", align_corners=False)[:, 0]
+        aucs = classification_curves(score, px, maps, labels, steps=steps, replacement=Replacement("blur")).aucs
+        result[name] = {
+            "foreground_share": float(foreground_share(at_image, fg).mean()),
+            "pointing_game": float(pointing_game(at_image, xy, vis, radius=0.1 * w).float().mean()),
+            **aucs,
+        }
+    return result
+
+
+def _overlay_rows(cci, clip, ds, ev, class_embeds, n_backgrounds: int) -> list[list[tuple[str, np.ndarray]]]:
+    """(transform | CCI of the predicted class | mask) for the variants of background 0, at most 12."""
+    import torch
+
+    from concept_grounding.cci.plots import overlay
+
+    rows = []
+    picks = [i for i in range(len(ds)) if i % (VARIANTS * n_backgrounds) < VARIANTS][:12]  # background 0
+    for i in picks:
+        img = np.asarray(ds[i]["image"])
+        emb = cci.embed(clip.pixels([img]))
+        out = cci.explain_embeddings(emb, class_embeds[ev.preds[i : i + 1]])
+        heat = torch.nn.functional.interpolate(out.maps[:, None], size=img.shape[:2], mode="bilinear",
+                                               align_corners=False)[0, 0].numpy()
+        rows.append([(ev.transforms[i], img), (ev.categories[i], overlay(img, heat)),
+                     ("mask", np.asarray(ds[i]["mask"]))])
+    return rows
+
+
+def run_covar(config: CovarConfig) -> CovarResult:
+    """Build COVAR on the world, classify, explain and diagnose, and run the truth checks; nothing is written."""
+    from concept_grounding.cci import ConceptClusterImportance
+    from concept_grounding.cci.covar import build_covar, evaluate_covar
+    from concept_grounding.cci.diagnosis import AttributeJudge, TextEmbeddingJudge
+    from concept_grounding.cci.loading import load_explainable_clip
+    from concept_grounding.models.clip import class_caption
+    from concept_grounding.world import BirdWorld, WorldConfig
+
+    # 1. objects and variants
+    world = BirdWorld(WorldConfig(image_size=config.size, seed=config.seed))
+    samples = [world.sample(i) for i in range(config.objects)]
+    backgrounds = _backgrounds(config, samples[0])
+    n_backgrounds = len(backgrounds) if backgrounds is not None else config.backgrounds
+    ds = build_covar(((s.image, s.mask, s.label) for s in samples), num_backgrounds=n_backgrounds,
+                     class_names=list(world.class_names), seed=config.seed, backgrounds=backgrounds)
+
+    # 2. model, prompts, judge
+    clip = load_explainable_clip(config.model, image_size=config.size)
+    cci = ConceptClusterImportance(clip.model, num_clusters=config.clusters, seed=config.seed)
+    class_embeds = clip.encode_text([class_caption(n) for n in world.class_names])
+    if config.judge == "attributes":
+        judge = AttributeJudge(world.class_attributes, threshold=config.judge_threshold)
+    else:
+        judge = TextEmbeddingJudge(class_embeds, threshold=config.judge_threshold)
+
+    # 3. classify, explain, diagnose (COVAR images are fed through the model's own pixel pipe)
+    ev = evaluate_covar(cci, ds, class_embeds, judge=judge, threshold=config.threshold,
+                        pixels=lambda ims: clip.pixels([np.asarray(im.convert("RGB")) for im in ims]))
+
+    # 4. truth checks on the untransformed birds
+    truth = truth_checks(cci, clip, samples, class_embeds, config.steps)
+
+    # 5. overlays for the figure
+    overlays = _overlay_rows(cci, clip, ds, ev, class_embeds, n_backgrounds)
+    return CovarResult(config, clip.description, ds, ev.shares, truth, float(ev.fg_share.mean()), n_backgrounds,
+                      overlays)
+
+
+def report_markdown(result: CovarResult) -> str:
+    """The Markdown report: settings, the per-transform table, the truth table, the figures."""
+    c, ev_all = result.config, result.shares["all"]
+    kind = "generated" if c.inpaint_model is not None else "procedural"
+    lines = [f"# COVAR on the bird world\n\nModel: {result.model}. {c.objects} birds x "
+             f"{result.num_backgrounds} {kind} backgrounds x {VARIANTS} variants"
+             f" = {len(result.dataset)} images; K = {c.clusters}; "
+             f"judge: {c.judge}.\n", "| transform | accuracy | errors | BG-Er | Fine-Er | FG-Er |",
+             "|---|---|---|---|---|---|"]
+    for name, v in [*result.per_transform.items(), ("all", ev_all)]:
+        lines.append(f"| {name} | {v['accuracy']:.3f} | {int(v['errors'])} | {v['BG-Er']:.3f} | "
+                     f"{v['Fine-Er']:.3f} | {v['FG-Er']:.3f} |")
+    keys = list(next(iter(result.truth.values())))
+    lines += ["\n## Known truth on the untransformed birds\n", "| method | " + " | ".join(keys) + " |",
+              "|---" * (len(keys) + 1) + "|"]
+    lines += [f"| {m} | " + " | ".join(f"{v[k]:.3f}" for k in keys) + " |" for m, v in result.truth.items()]
+    lines += ["\n![accuracy and BG-Er](accuracy_bg_er.png)\n", "![shares](shares.png)\n", "![overlays](overlays.png)\n"]
+    return "\n".join(lines)
+
+
+def write_covar_report(result: CovarResult, out: str | Path, *, save_dataset: bool = False) -> Path:
+    """Write the figures, ``covar.json`` and ``report.md`` under ``out`` (and ``dataset/`` with
+    ``save_dataset``, via ``save_to_disk``); returns the report's path."""
+    from concept_grounding.cci.plots import save_bar_chart, save_panel_grid
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if save_dataset:
+        result.dataset.save_to_disk(str(out / "dataset"))
+    per_t = result.per_transform
+    save_bar_chart({"accuracy": {k: v["accuracy"] for k, v in per_t.items()},
+                    "BG-Er share": {k: v["BG-Er"] for k, v in per_t.items()}},
+                   out / "accuracy_bg_er.png", f"COVAR per transform ({result.model})", "fraction")
+    save_bar_chart({c: {k: v[c] for k, v in per_t.items()} for c in ("BG-Er", "Fine-Er", "FG-Er")},
+                   out / "shares.png", "error sources per transform (share of errors)", "share")
+    rows = result.overlays
+    save_panel_grid([sum(rows[j : j + 3], []) for j in range(0, len(rows), 3)], out / "overlays.png",
+                    title="COVAR variants: image, CCI of the predicted class, mask")
+    (out / "covar.json").write_text(json.dumps(result.summary(), indent=2))
+    report = out / "report.md"
+    report.write_text(report_markdown(result))
+    return report

@@ -1,0 +1,206 @@
+"""The ``explain`` job: CCI maps (and baselines) for images and texts, and its report.
+
+:func:`run_explain` computes; :func:`write_explain_report` writes ``explain.png`` (image,
+CCI overlay, clusters, and with ``baselines`` Grad-CAM and rollout overlays),
+``explain.json`` (drops, weights, similarities per image) and ``report.md``. The command
+``concept-grounding explain`` parses and validates its arguments, then calls both.
+
+>>> from concept_grounding.cci.explain_job import ExplainConfig, check_text_count
+>>> ExplainConfig(num=2, size=32, clusters=3).num_images
+2
+>>> check_text_count(2, 3)
+Traceback (most recent call last):
+...
+ValueError: 2 texts for 3 images; give one per image or one for all
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ExplainConfig", "ExplainResult", "run_explain", "write_explain_report", "check_text_count"]
+
+METHODS = ("fast", "hook")
+
+
+def check_text_count(n_texts: int, n_images: int) -> None:
+    """Raise ``ValueError`` unless there is one text per image or one text for all."""
+    if n_texts not in (1, n_images):
+        raise ValueError(f"{n_texts} texts for {n_images} images; give one per image or one for all")
+
+
+@dataclass(frozen=True)
+class ExplainConfig:
+    """What to explain and how.
+
+    Args:
+        images: ``(H, W, 3) uint8`` images, all the same size; ``None`` renders ``num`` world birds.
+        texts: one text per image or one for all; ``None`` (world images only) uses each bird's class prompt.
+        num: world birds rendered when ``images`` is ``None``.
+        size: world image side and tiny-model input size in pixels (a multiple of 8, >= 32).
+        model: a resolved CLIP name or folder (see :func:`concept_grounding.hub.resolve_clip`);
+            ``None`` builds the tiny random open_clip CLIP.
+        clusters: K of the k-means.
+        seed: world and k-means seed.
+        method: ``"fast"`` (token deletion) or ``"hook"`` (masked attention).
+        baselines: also compute Grad-CAM and attention rollout.
+    """
+
+    images: Sequence[np.ndarray] | None = None
+    texts: Sequence[str] | None = None
+    num: int = 4
+    size: int = 64
+    model: str | None = None
+    clusters: int = 7
+    seed: int = 0
+    method: str = "fast"
+    baselines: bool = False
+
+    def __post_init__(self) -> None:
+        if self.images is not None and not self.texts:
+            raise ValueError("texts: give one text per image (or one for all) with images")
+        if self.num < 1 or self.clusters < 1:
+            raise ValueError(f"num and clusters must be >= 1, got num={self.num}, clusters={self.clusters}")
+        if self.size < 32 or self.size % 8:
+            raise ValueError(f"size must be a multiple of 8 that is >= 32, got {self.size}")
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
+        if self.texts:
+            check_text_count(len(self.texts), self.num_images)
+
+    @property
+    def num_images(self) -> int:
+        """How many images the job explains."""
+        return len(self.images) if self.images is not None else self.num
+
+
+@dataclass
+class ExplainResult:
+    """What :func:`run_explain` computed, per image ``i``.
+
+    Attributes:
+        config: the job's configuration.
+        model: the model's description.
+        images: ``(H, W, 3) uint8`` inputs.
+        texts: the text of each image (length 1 or ``len(images)``).
+        maps: ``(N, H, W)`` CCI maps at image resolution.
+        labels: ``(N, gh, gw)`` cluster index per patch.
+        baselines: ``{title: (N, H, W) map}`` (empty without ``config.baselines``).
+        records: per image ``text``, ``similarity``, ``drops`` (K), ``weights`` (K), ``normalizer``,
+            and ``foreground_share`` in [0, 1] for world birds.
+    """
+
+    config: ExplainConfig
+    model: str
+    images: list[np.ndarray]
+    texts: list[str]
+    maps: np.ndarray
+    labels: np.ndarray
+    baselines: dict[str, np.ndarray] = field(default_factory=dict)
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    def text(self, i: int) -> str:
+        """The text explained for image ``i``."""
+        return self.texts[i if len(self.texts) > 1 else 0]
+
+
+def _world_inputs(config: ExplainConfig) -> tuple[list[np.ndarray], list[str], list[np.ndarray]]:
+    """``num`` world birds: images, texts (given, or class prompts) and foreground masks."""
+    from concept_grounding.models.clip import class_caption
+    from concept_grounding.world import BirdWorld, WorldConfig
+
+    world = BirdWorld(WorldConfig(image_size=config.size, seed=config.seed))
+    samples = [world.sample(i) for i in range(config.num)]
+    texts = list(config.texts) if config.texts else [class_caption(world.class_names[s.label]) for s in samples]
+    return [s.image for s in samples], texts, [s.mask for s in samples]
+
+
+def run_explain(config: ExplainConfig) -> ExplainResult:
+    """CCI (and baselines) for the configured images and texts; nothing is written.
+
+    Steps: (1) inputs and model; (2) CCI and baselines, maps resized to the image;
+    (3) per-image numbers (similarity, drops, weights, foreground share of world birds).
+    """
+    import torch
+
+    from concept_grounding.cci import ConceptClusterImportance
+    from concept_grounding.cci.baselines import BASELINE_TITLES, BASELINES
+    from concept_grounding.cci.diagnosis import foreground_share
+    from concept_grounding.cci.loading import load_explainable_clip
+
+    # 1. inputs and model
+    if config.images is not None:
+        images, texts, masks = list(config.images), list(config.texts or ()), None
+    else:
+        images, texts, masks = _world_inputs(config)
+    clip = load_explainable_clip(config.model, image_size=config.size)
+    cci = ConceptClusterImportance(clip.model, num_clusters=config.clusters, seed=config.seed, method=config.method)
+    px = clip.pixels(images)
+    text_embeds = clip.encode_text(texts)
+
+    # 2. CCI (and baselines)
+    out = cci(px, text_embeds)
+    h, w = images[0].shape[:2]
+
+    def resize(m: torch.Tensor) -> np.ndarray:
+        return torch.nn.functional.interpolate(m[:, None].float(), size=(h, w), mode="bilinear",
+                                               align_corners=False)[:, 0].numpy()
+
+    maps = resize(out.maps)
+    extra = {}
+    if config.baselines:
+        t = text_embeds.expand(len(images), -1) if text_embeds.shape[0] == 1 else text_embeds
+        extra = {BASELINE_TITLES[name]: resize(fn(clip.model, px, t)) for name, fn in BASELINES.items() if name != "random"}
+    labels = out.labels.view(len(images), *cci.backend.grid_size).numpy()
+
+    # 3. numbers
+    result = ExplainResult(config, clip.description, images, texts, maps, labels, extra)
+    for i in range(len(images)):
+        rec = {
+            "text": result.text(i),
+            "similarity": float(out.similarity[i]),
+            "drops": out.drops[i].tolist(),
+            "weights": out.weights[i].tolist(),
+            "normalizer": int(out.normalizer[i]),
+        }
+        if masks is not None:
+            rec["foreground_share"] = float(foreground_share(torch.from_numpy(maps[i : i + 1]),
+                                                             torch.from_numpy(np.asarray(masks[i])[None])))
+        result.records.append(rec)
+    return result
+
+
+def report_markdown(result: ExplainResult) -> str:
+    """The Markdown report: settings, the figure, one table row per image."""
+    c = result.config
+    lines = [f"# CCI explanations\n\nModel: {result.model}. K = {c.clusters}, seed {c.seed}, "
+             f"method {c.method}.\n\n![explanations](explain.png)\n\n| # | text | s | largest drop | FG share |",
+             "|---|---|---|---|---|"]
+    for i, rec in enumerate(result.records):
+        fg = f"{rec['foreground_share']:.2f}" if "foreground_share" in rec else "-"
+        lines.append(f"| {i} | {rec['text']} | {rec['similarity']:.3f} | {max(rec['drops']):.4f} | {fg} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_explain_report(result: ExplainResult, out: str | Path) -> Path:
+    """Write ``explain.png``, ``explain.json`` and ``report.md`` under ``out``; returns the report's path."""
+    from concept_grounding.cci.plots import overlay, save_panel_grid
+
+    out = Path(out)
+    rows = []
+    for i, img in enumerate(result.images):
+        row = [(result.text(i)[:28], img), ("CCI", overlay(img, result.maps[i])), ("clusters", result.labels[i])]
+        row += [(name, overlay(img, m[i])) for name, m in result.baselines.items()]
+        rows.append(row)
+    out.mkdir(parents=True, exist_ok=True)
+    save_panel_grid(rows, out / "explain.png", title=f"CCI, K={result.config.clusters}: {result.model}")
+    (out / "explain.json").write_text(json.dumps({"model": result.model, "images": result.records}, indent=2))
+    report = out / "report.md"
+    report.write_text(report_markdown(result))
+    return report

@@ -1,0 +1,220 @@
+"""The ``world`` job: render the bird world, export it, draw a contact sheet; and its summary.
+
+:func:`run_world_export` renders and writes the exports under ``out``: ``hf/`` (the
+``DatasetDict``, ``save_to_disk``), and with ``formats`` ``"cub"`` / ``"sub"`` / ``"all"``
+the ``CUB_200_2011/`` folder and the SUB-layout ``SUB/`` folder; it returns a
+:class:`WorldExport`. :func:`write_world_summary` writes ``contact_sheet.png``,
+``summary.json`` and ``summary.md``. The command ``concept-grounding world`` parses its
+arguments, calls both and prints one line.
+
+>>> WorldExportConfig(size=48, formats="all").writes_cub
+True
+>>> WorldExportConfig(formats="png")
+Traceback (most recent call last):
+...
+ValueError: formats must be one of ('hf', 'cub', 'sub', 'all'), got 'png'
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .config import WorldConfig
+from .world import BirdWorld
+
+__all__ = ["WorldExportConfig", "WorldExport", "run_world_export", "write_world_summary", "showcase_pairs"]
+
+FORMATS = ("hf", "cub", "sub", "all")
+#: SUB targets drawn on the contact sheet, in order
+SHOWCASE_TARGETS = (
+    "has_crown_color::pink", "has_bill_shape::needle", "has_underparts_color::red",
+    "has_breast_pattern::spotted", "has_wing_color::white", "has_tail_pattern::multi-colored",
+    "has_eye_color::yellow", "has_primary_color::blue", "has_throat_color::yellow",
+)
+#: birds rendered to measure the render speed (and drawn on the sheet, the first 18)
+PROBE_IMAGES = 60
+
+
+@dataclass(frozen=True)
+class WorldExportConfig:
+    """What to render and export.
+
+    Args:
+        size: image side in pixels (>= 32).
+        train_per_class, test_per_class: images per class in each split (>= 0).
+        seed: the world's seed.
+        deviation_rate: per-image, per-group label deviation rate in [0, 1].
+        classes: CUB class folder names (``None``: SUB's 33).
+        per_pairing: SUB images per (class, attribute) pairing.
+        formats: ``"hf"`` (the DatasetDict only), ``"cub"``, ``"sub"`` or ``"all"``.
+    """
+
+    size: int = 128
+    train_per_class: int = 10
+    test_per_class: int = 5
+    seed: int = 0
+    deviation_rate: float = 0.1
+    classes: Sequence[str] | None = None
+    per_pairing: int = 1
+    formats: str = "hf"
+
+    def __post_init__(self) -> None:
+        if self.formats not in FORMATS:
+            raise ValueError(f"formats must be one of {FORMATS}, got {self.formats!r}")
+        if self.train_per_class < 0 or self.test_per_class < 0:
+            raise ValueError("train_per_class and test_per_class must be >= 0, "
+                             f"got {self.train_per_class} and {self.test_per_class}")
+        if self.per_pairing < 1:
+            raise ValueError(f"per_pairing must be >= 1, got {self.per_pairing}")
+
+    @property
+    def writes_cub(self) -> bool:
+        return self.formats in ("cub", "all")
+
+    @property
+    def writes_sub(self) -> bool:
+        return self.formats in ("sub", "all")
+
+    def world_config(self) -> WorldConfig:
+        """The renderer's :class:`WorldConfig` (which validates size, rate and classes)."""
+        return WorldConfig(image_size=self.size, class_names=tuple(self.classes) if self.classes else None,
+                           deviation_rate=self.deviation_rate, seed=self.seed)
+
+
+@dataclass
+class WorldExport:
+    """What :func:`run_world_export` rendered and wrote.
+
+    Attributes:
+        config: the job's configuration.
+        world: the renderer.
+        out: the folder written.
+        dataset: the ``DatasetDict`` (``train`` / ``test``).
+        sheet: the contact sheet (PIL image).
+        sub_images: rows of the SUB export, or ``None`` without it.
+        render_rate: images per second measured here (rendering only).
+        deviating: fraction of train images with at least one label that deviates from the class.
+    """
+
+    config: WorldExportConfig
+    world: BirdWorld
+    out: Path
+    dataset: Any
+    sheet: Any
+    sub_images: int | None
+    render_rate: float
+    deviating: float
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON summary written as ``summary.json``."""
+        world, wc = self.world, self.world.config
+        return {
+            "image_size": wc.image_size,
+            "seed": wc.seed,
+            "deviation_rate": wc.deviation_rate,
+            "num_classes": world.num_classes,
+            "classes": list(world.class_names),
+            "train_images": self.dataset["train"].num_rows,
+            "test_images": self.dataset["test"].num_rows,
+            "sub_images": self.sub_images,
+            "rendered_groups": list(world.rendered_groups),
+            "rendered_attributes": len(world.rendered_attributes),
+            "images_with_a_deviating_label": self.deviating,
+            "render_images_per_second": round(self.render_rate, 1),
+            "format": self.config.formats,
+        }
+
+
+def showcase_pairs(world: BirdWorld, count: int = 6) -> list:
+    """Counterfactual pairs for the sheet: varied SUB targets (:data:`SHOWCASE_TARGETS`), only
+    real changes (up to 10 birds tried per target)."""
+    pairs, k = [], 0
+    for target in SHOWCASE_TARGETS:
+        for _ in range(10):
+            cf = world.counterfactual(world.sample(k), target)
+            k += 1
+            if cf.changed_parts:
+                pairs.append(cf)
+                break
+        if len(pairs) == count:
+            break
+    return pairs
+
+
+def deviating_fraction(world: BirdWorld, split) -> float:
+    """Fraction of the rows of ``split`` whose attribute vector differs from their class's."""
+    labels = np.asarray(split["attributes"], dtype=np.uint8)
+    cls = np.asarray(split["label"])
+    return float((labels != world.class_attributes[cls]).any(axis=1).mean()) if len(cls) else 0.0
+
+
+def run_world_export(config: WorldExportConfig, out: str | Path) -> WorldExport:
+    """Render the world and write its exports under ``out`` (see the module docstring)."""
+    from concept_grounding import loaders
+
+    from .contact_sheet import contact_sheet
+
+    world = BirdWorld(config.world_config())
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    # 1. render speed (images/s on this machine, rendering only)
+    t0 = time.perf_counter()
+    probe = list(world.samples(range(PROBE_IMAGES)))
+    rate = len(probe) / (time.perf_counter() - t0)
+
+    # 2. the CUB-layout DatasetDict
+    dd = world.to_dataset_dict(config.train_per_class, config.test_per_class)
+    dd.save_to_disk(str(out / "hf"))
+
+    # 3. contact sheet
+    sheet = contact_sheet(probe[:18], showcase_pairs(world), columns=6, class_names=world.class_names)
+
+    # 4. optional folder exports
+    sub_rows = None
+    if config.writes_cub:
+        loaders.write_cub(dd, out / "CUB_200_2011")
+    if config.writes_sub:
+        sub = world.sub_dataset(per_pairing=config.per_pairing)
+        sub_rows = sub.num_rows
+        loaders.write_sub(sub, out / "SUB")
+    return WorldExport(config, world, out, dd, sheet, sub_rows, rate, deviating_fraction(world, dd["train"]))
+
+
+def summary_markdown(export: WorldExport) -> str:
+    """The Markdown summary: counts, settings, rendered groups, speed, the contact sheet."""
+    s, world = export.summary(), export.world
+    lines = [
+        "# Bird world export",
+        "",
+        f"- classes: {world.num_classes}; train images: {s['train_images']}; test images: {s['test_images']}"
+        + (f"; SUB images: {export.sub_images}" if export.sub_images is not None else ""),
+        f"- image size: {s['image_size']} px; seed: {s['seed']}; deviation rate: {s['deviation_rate']}"
+        f" (train images with at least one deviating label: {export.deviating:.0%})",
+        f"- rendered groups ({len(world.rendered_groups)}): {', '.join(world.rendered_groups)}",
+        f"- rendered attributes: {len(world.rendered_attributes)} of {world.vocab.num_attributes}",
+        f"- render speed measured here: {export.render_rate:.0f} images/s",
+        "",
+        "![contact sheet](contact_sheet.png)",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_world_summary(export: WorldExport, out: str | Path | None = None) -> Path:
+    """Write ``contact_sheet.png``, ``summary.json`` and ``summary.md`` under ``out`` (default:
+    the export's folder); returns the path of ``summary.md``."""
+    out = export.out if out is None else Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    export.sheet.save(out / "contact_sheet.png")
+    (out / "summary.json").write_text(json.dumps(export.summary(), indent=2))
+    path = out / "summary.md"
+    path.write_text(summary_markdown(export))
+    return path

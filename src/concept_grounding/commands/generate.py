@@ -8,6 +8,7 @@ arguments to resume; launch it with ``accelerate launch`` to shard across proces
 from __future__ import annotations
 
 import argparse
+import json
 
 from concept_grounding.commands._types import (
     attribute_name,
@@ -25,11 +26,19 @@ from concept_grounding.commands._types import (
 #: FLUX's VAE downsamples by 8 and the transformer packs 2 x 2 latents into a token.
 SIZE_MULTIPLE = 16
 TINY_MODEL = "tiny_flux_pipeline(seed=0)"
+#: ``--model`` value of the world-trained Flux shipped with the package (the default).
+WORLD_MODEL = "world"
+#: How the world Flux is sampled: true classifier-free guidance against the empty prompt
+#: (it was trained with 10 % caption dropout and has no distilled guidance embedding).
+WORLD_EXTRA = {"true_cfg_scale": 4.0, "negative_prompt": ""}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=output_dir, help="output folder (an imagefolder dataset)")
-    parser.add_argument("--model", default="black-forest-labs/FLUX.1-dev", help="FLUX model id or folder")
+    parser.add_argument("--model", default=WORLD_MODEL,
+                        help="'world' (default): the small Flux trained on the bird world, shipped with the package "
+                             "(32 px, float32, true CFG 4; see concept_grounding/assets/world_flux/README.md); "
+                             "or a FLUX model id or folder, e.g. black-forest-labs/FLUX.1-dev")
     parser.add_argument("--tiny", action="store_true", help="use a tiny random FLUX built offline (tests, demo)")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--cub-root", type=existing_dir, help="take class-level labels from a CUB_200_2011 folder")
@@ -42,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=positive_int, default=28)
     parser.add_argument("--guidance-scale", type=nonnegative_float, default=3.5)
     parser.add_argument("--size", type=multiple_of(SIZE_MULTIPLE, why="FLUX: VAE factor 8 x 2 x 2 latent packing"),
-                        default=None, help=f"image side, a multiple of {SIZE_MULTIPLE} (default 1024; 32 with --tiny)")
+                        default=None, help=f"image side, a multiple of {SIZE_MULTIPLE} (default 32 for the world model and --tiny, else 1024)")
     parser.add_argument("--t-min", type=closed_unit_interval, default=None,
                         help="override the paper's schedule (with --t-max, --k)")
     parser.add_argument("--t-max", type=closed_unit_interval, default=None)
@@ -130,8 +139,14 @@ def run(args: argparse.Namespace) -> int:
     # 1. everything cheap first (no torch yet): arguments, pairings, the model's availability, the manifest
     schedule = _schedule(args)
     jobs = plan_jobs(_pairings(args), args.images_per_pairing, args.seed)
+    extra: dict = {}
     if args.tiny:
         model, dtype, size, max_len = TINY_MODEL, "float32", args.size or 32, 32
+    elif args.model == WORLD_MODEL:
+        from concept_grounding.worldflux import world_flux_path
+
+        max_len = json.loads((world_flux_path() / "tokenizer_2" / "tokenizer_config.json").read_text())["model_max_length"]
+        model, dtype, size, extra = WORLD_MODEL, "float32", args.size or 32, dict(WORLD_EXTRA)
     else:
         from concept_grounding.hub import resolve_model
 
@@ -145,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
         max_sequence_length=max_len,
         schedule=schedule,
         save_guides=args.save_guides,
+        extra=extra,
     )
     run_info = {"model": model, "dtype": dtype, "seed": args.seed}
     check_manifest(args.out, generation_manifest(jobs, settings, args.batch_size, run_info), MANIFEST_ARGUMENTS)
@@ -158,6 +174,10 @@ def run(args: argparse.Namespace) -> int:
     state = PartialState()
     if args.tiny:
         pipe = tiny_flux_pipeline()
+    elif model == WORLD_MODEL:
+        from concept_grounding.worldflux import load_world_flux
+
+        pipe = load_world_flux(pipeline_cls=TiedDiffusionPipeline)
     else:
         pipe = TiedDiffusionPipeline.from_pretrained(model, torch_dtype=getattr(torch, dtype))
     pipe.to(state.device)

@@ -122,7 +122,7 @@ def test_tdg_tab_refuses_unlisted_models_before_loading(tmp_path):
     assert store.status() == {}
     with pytest.raises(UserInputError, match="Could not load the Flux model"):
         tab_tdg.get_pipeline(store, str(tmp_path / "listed-but-missing"))
-    assert tab_tdg.model_choices(store.policy) == [tab_tdg.TINY_MODEL, str(tmp_path / "listed-but-missing")]
+    assert tab_tdg.model_choices(store.policy) == [tab_tdg.WORLD_MODEL, tab_tdg.TINY_MODEL, str(tmp_path / "listed-but-missing")]
 
 
 def test_named_clips_share_the_lru_cache(tmp_path):

@@ -1,8 +1,10 @@
 """Tied Diffusion tab: the two prompts, the eta schedule and a generated pair.
 
-The default model is built by :func:`build_default_pipeline`: the tiny, randomly
-initialised Flux of :mod:`concept_grounding.tdg.tiny`, which runs offline in about a
-second and whose images are noise-like because it is untrained. Other Flux models (a
+The default model is the world-trained Flux shipped with the package
+(:func:`build_world_pipeline`, ``concept_grounding/assets/world_flux``): 32 px bird-world
+birds, sampled with true classifier-free guidance at its trained prompt length. The tiny,
+randomly initialised Flux of :mod:`concept_grounding.tdg.tiny` (:func:`build_default_pipeline`,
+noise-like images) stays in the dropdown for the mechanics. Other Flux models (a
 local folder, or a Hub id when online) are offered only when the operator lists them at
 launch (``--tdg-model`` / ``CONCEPT_GROUNDING_TDG_MODEL``, :mod:`.policy`); they share the
 store's LRU cache of visitor-chosen models.
@@ -23,11 +25,14 @@ from .inputs import UserInputError
 from .policy import TDG_MODELS_ENV, ModelPolicy
 from .resources import FeatureUnavailable, ResourceStore, require
 
-__all__ = ["TINY_MODEL", "MODEL_ENV", "choices", "prompts", "eta_figure", "generate", "model_choices",
+__all__ = ["TINY_MODEL", "WORLD_MODEL", "DEFAULT_MODEL", "MODEL_ENV", "build_world_pipeline", "pipeline_key", "choices", "prompts", "eta_figure", "generate", "model_choices",
            "build_default_pipeline", "get_pipeline"]
 
 #: Name of the built-in tiny model in the model dropdown.
 TINY_MODEL = "tiny (built-in, random weights)"
+#: Name of the shipped world-trained Flux in the model dropdown (the default).
+WORLD_MODEL = "world Flux (trained on the bird world)"
+DEFAULT_MODEL = WORLD_MODEL
 #: Environment variable naming extra Flux models (comma-separated local folders or Hub ids), read at launch.
 MODEL_ENV = TDG_MODELS_ENV
 #: Output side (px) of the tiny model; real models use 512.
@@ -38,9 +43,9 @@ def model_choices(policy: ModelPolicy | None = None) -> list[str]:
     """The model dropdown: the built-in model, then the Flux models ``policy`` offers.
 
     >>> model_choices(ModelPolicy(tdg_models=("my/flux",)))
-    ['tiny (built-in, random weights)', 'my/flux']
+    ['world Flux (trained on the bird world)', 'tiny (built-in, random weights)', 'my/flux']
     """
-    return [TINY_MODEL, *(policy or ModelPolicy()).offered("tdg")]
+    return [WORLD_MODEL, TINY_MODEL, *(policy or ModelPolicy()).offered("tdg")]
 
 
 def choices() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
@@ -109,6 +114,21 @@ def build_default_pipeline(store: ResourceStore) -> tuple[Any, str]:
     return tiny.tiny_flux_pipeline(seed=store.seed), "tiny random Flux (1+1 blocks), built in memory"
 
 
+def build_world_pipeline(store: ResourceStore) -> tuple[Any, str]:
+    """The shipped world-trained Flux (``WORLD_MODEL`` in the dropdown)."""
+    loader = require("concept_grounding.worldflux", "load_world_flux")
+    return loader.load_world_flux(), "world Flux (package data, trained on the bird world)"
+
+
+def pipeline_key(model: str | None) -> str:
+    """The store key of a dropdown value (``tdg:world``, ``tdg:tiny`` or ``tdg:<name>``)."""
+    if model == WORLD_MODEL:
+        return "tdg:world"
+    if model in (None, "", TINY_MODEL):
+        return "tdg:tiny"
+    return f"tdg:{model.strip()}"
+
+
 def _build_named(name: str) -> Any:
     def builder(store: ResourceStore) -> tuple[Any, str]:
         pipeline = require("concept_grounding.tdg.pipeline", "TiedDiffusionPipeline")
@@ -130,6 +150,8 @@ def get_pipeline(store: ResourceStore, model: str) -> Any:
     Raises:
         UserInputError: ``model`` is not offered by this Space, or cannot be loaded.
     """
+    if model == WORLD_MODEL:
+        return store.get("tdg:world", build_world_pipeline)
     if model in (None, "", TINY_MODEL):
         return store.get("tdg:tiny", build_default_pipeline)
     name = store.policy.check("tdg", model)
@@ -151,15 +173,15 @@ def generate(
     reference_class: str,
     target_attribute: str,
     *,
-    model: str = TINY_MODEL,
+    model: str = DEFAULT_MODEL,
     steps: int = 4,
     seed: int = 0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Generate the TDG pair and the prompting-only baseline from the same seed.
 
     Returns:
-        (reference, guide, prompting-only) images, each ``(H, W, 3)`` uint8. On the tiny
-        model ``H = W = 32`` and the images are noise-like (random weights).
+        (reference, guide, prompting-only) images, each ``(H, W, 3)`` uint8. On the world
+        and tiny models ``H = W = 32``; the tiny model's images are noise-like (random weights).
     """
     steps = int(steps)
     if not 1 <= steps <= 50:
@@ -174,6 +196,9 @@ def generate(
     common: dict[str, Any] = {"height": size, "width": size, "num_inference_steps": steps, "output_type": "np"}
     if tiny:
         common["max_sequence_length"] = 32
+    if model == WORLD_MODEL:  # its trained size and prompt length, true CFG against ""
+        world_kwargs = require("concept_grounding.worldflux", "world_flux_call_kwargs").world_flux_call_kwargs
+        common = {**world_kwargs(pipe, num_inference_steps=steps), "output_type": "np", "negative_prompt": ""}
     tdg = require("concept_grounding.tdg", "ConstantEta", "prompting_only_prompt")
     baseline_prompt = tdg.prompting_only_prompt(reference_class, target_attribute)
     try:

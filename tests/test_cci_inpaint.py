@@ -16,8 +16,9 @@ KEEP = {"keep_object": True, **STEPS}  # scenes drawn around the object
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    return save_tiny_inpainting_pipeline(tmp_path_factory.mktemp("tiny_inpaint"))
+def folder(tiny_inpaint_dir):
+    """The session's saved tiny inpainting pipeline (conftest ``tiny_inpaint_dir``)."""
+    return tiny_inpaint_dir
 
 
 @pytest.fixture(scope="module")

@@ -21,8 +21,10 @@ FAST = dict(epochs=6, batch_size=16, progress=False)
 
 
 @pytest.fixture(scope="module")
-def toy():
-    return to_tensors(toy_concept_dataset(n_per_class=8, image_size=32, seed=0), NAMES, image_size=32)
+def toy(toy_concepts):
+    """The session's toy concept tensors (conftest), whose concepts are :data:`NAMES`."""
+    assert toy_concepts.concept_names == tuple(NAMES)
+    return toy_concepts
 
 
 @pytest.fixture(scope="module")

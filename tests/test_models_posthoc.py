@@ -17,8 +17,6 @@ from concept_grounding.models import (
     predict_classes,
     predict_concepts,
     save_coam_gallery,
-    to_tensors,
-    toy_concept_dataset,
     train_backbone,
     train_posthoc_cbm,
     upsample_maps,
@@ -29,8 +27,10 @@ NAMES = ["has_primary_color::red", "has_primary_color::blue", "has_primary_color
 
 
 @pytest.fixture(scope="module")
-def toy():
-    return to_tensors(toy_concept_dataset(n_per_class=8, image_size=32, seed=0), NAMES, image_size=32)
+def toy(toy_concepts):
+    """The session's toy concept tensors (conftest), whose concepts are :data:`NAMES`."""
+    assert toy_concepts.concept_names == tuple(NAMES)
+    return toy_concepts
 
 
 @pytest.fixture(scope="module")

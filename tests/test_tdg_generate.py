@@ -93,10 +93,9 @@ def _files(root):
 
 
 @pytest.fixture(scope="module")
-def pipe():
-    from concept_grounding.tdg import tiny_flux_pipeline
-
-    return tiny_flux_pipeline()
+def pipe(tiny_flux):
+    """The session's tiny TiedDiffusionPipeline (conftest ``tiny_flux``, seed 0)."""
+    return tiny_flux
 
 
 @pytest.fixture(scope="module")

@@ -19,8 +19,9 @@ R, G = "a photo of a blue jay with a yellow crown", "a photo of a bird with a ye
 
 
 @pytest.fixture(scope="module")
-def pipe():
-    return tiny_flux_pipeline(seed=0)
+def pipe(tiny_flux):
+    """The session's tiny TiedDiffusionPipeline (conftest ``tiny_flux``, seed 0)."""
+    return tiny_flux
 
 
 def _gen(seed):

@@ -273,3 +273,20 @@ def test_labels_without_rendering_match_the_renders():
         sample = world.sample(index)
         expected = sample.attributes if target is None else world.counterfactual(sample, target).edited.attributes
         np.testing.assert_array_equal(world.labels(index, target), expected)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(formats="png"), "formats must be one of"),
+        (dict(train_per_class=-1), "train_per_class and test_per_class must be >= 0"),
+        (dict(per_pairing=0), "per_pairing must be >= 1"),
+    ],
+)
+def test_world_export_config_refuses_bad_values(kwargs, message):
+    from concept_grounding.world.export import WorldExportConfig
+
+    with pytest.raises(ValueError, match=message):
+        WorldExportConfig(**kwargs)
+    with pytest.raises(ValueError, match="image_size"):  # the renderer's own check
+        WorldExportConfig(size=16).world_config()

@@ -3,7 +3,9 @@
 >>> from concept_grounding.loaders import load_cub, write_cub, load_sub, write_sub, class_level_labels
 
 * :func:`load_cub` / :func:`write_cub`: the official ``CUB_200_2011`` folder layout <->
-  ``datasets.DatasetDict`` in :func:`~concept_grounding.schema.cub_features`.
+  ``datasets.DatasetDict`` in :func:`~concept_grounding.schema.cub_features`
+  (:mod:`.cub`: assembly and choices; :mod:`.cub_files`: the text files' parsers;
+  :mod:`.cub_checks`: image and part checks; :mod:`.cub_write`: writing).
 * :func:`load_sub` / :func:`write_sub`: SUB from the Hub or a local copy <-> a
   ``datasets.Dataset`` in :func:`~concept_grounding.schema.sub_features`.
 * :func:`class_level_labels`: Koh et al.'s majority vote and 10-class keep rule.
@@ -11,7 +13,9 @@
 ``datasets`` and PIL are imported inside the functions that need them.
 """
 
-from .cub import CUBTables, load_cub, read_cub_tables, write_cub
+from .cub import load_cub, read_cub_tables
+from .cub_files import CUBTables
+from .cub_write import write_cub
 from .errors import CUBFormatError, DatasetFormatError, HubUnavailableError, SUBFormatError
 from .labels import class_level_labels
 from .sub import DEFAULT_SUB_COLUMNS, load_sub, write_sub

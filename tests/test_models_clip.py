@@ -116,14 +116,14 @@ def test_world_clip_learns_colours_and_round_trips(tmp_path):
     images = to_tensors(ds, None, 32).images
     scores = clip_group_scores(model, tok, images, "primary_color")
     model.save_pretrained(tmp_path)
-    bundle = load_clip(tmp_path)
-    assert bundle.backend == "world" and isinstance(bundle.model, WorldCLIP)
-    for (name, a), (_, b) in zip(model.state_dict().items(), bundle.model.state_dict().items()):
+    handle = load_clip(tmp_path)
+    assert handle.backend == "world" and isinstance(handle.model, WorldCLIP)
+    for (name, a), (_, b) in zip(model.state_dict().items(), handle.model.state_dict().items()):
         assert torch.equal(a, b), name
-    assert torch.equal(clip_group_scores(bundle.model, bundle.tokenizer, images, "primary_color"), scores)
+    assert torch.equal(clip_group_scores(handle.model, handle.tokenizer, images, "primary_color"), scores)
     pil = [ds[i]["image"] for i in range(2)]
-    assert torch.allclose(clip_group_scores(bundle.model, bundle.tokenizer, pil, "primary_color",
-                                            preprocess=bundle.preprocess), scores[:2], atol=1e-6)
+    assert torch.allclose(clip_group_scores(handle.model, handle.tokenizer, pil, "primary_color",
+                                            preprocess=handle.preprocess), scores[:2], atol=1e-6)
 
 
 def test_unknown_model_names_are_clear_errors(tmp_path):
@@ -177,13 +177,14 @@ def test_multi_positive_clip_loss_treats_matching_captions_as_positives():
 def test_class_captions_take_the_class_as_their_positives():
     import torch
 
-    from concept_grounding.models.clip import _with_class_captions, class_caption
+    from concept_grounding.models.clip import class_caption
+    from concept_grounding.models.clip.world import with_class_captions
 
     torch.manual_seed(0)
     labels = torch.tensor([0, 1, 0])
     attr_pos = torch.eye(3, dtype=torch.bool)
-    captions, pos = _with_class_captions(["a", "b", "c"], None, attr_pos, labels, ["017.Cardinal", "073.Blue_Jay"], 1.0)
+    captions, pos = with_class_captions(["a", "b", "c"], None, attr_pos, labels, ["017.Cardinal", "073.Blue_Jay"], 1.0)
     assert captions == [class_caption("017.Cardinal"), class_caption("073.Blue_Jay"), class_caption("017.Cardinal")]
     assert pos.tolist() == [[True, False, True], [False, True, False], [True, False, True]]
-    captions, pos = _with_class_captions(["a", "b", "c"], None, attr_pos, labels, ["017.Cardinal", "073.Blue_Jay"], 0.0)
+    captions, pos = with_class_captions(["a", "b", "c"], None, attr_pos, labels, ["017.Cardinal", "073.Blue_Jay"], 0.0)
     assert captions == ["a", "b", "c"] and pos.tolist() == attr_pos.tolist()

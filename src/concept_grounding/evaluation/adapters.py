@@ -9,17 +9,16 @@ A :class:`SubModel` turns a batch of PIL images into a score matrix:
   (``(concepts, classes)``, :class:`~concept_grounding.models.ConceptModelOutput`) are
   picked by a declared key or index (``output=``). Scores are probabilities
   ``sigmoid(logit)`` (or the model's own probabilities).
-* :class:`OpenVocabularyModel` (``mode = "group"``): one handle carrying a CLIP-like
-  model (open_clip, transformers CLIP / SigLIP, :class:`~concept_grounding.models.WorldCLIP`),
-  its tokenizer and its preprocessing (the normalisation lives there). Scores are the
-  cosine similarities of each image with the SUB group prompts
+* :class:`OpenVocabularyModel` (``mode = "group"``): SUB's group mode over the one CLIP
+  handle, :class:`~concept_grounding.models.clip.ClipHandle` (a CLIP-like model: open_clip,
+  transformers CLIP / SigLIP, :class:`~concept_grounding.models.WorldCLIP`; its tokenizer
+  and its preprocessing, where the normalisation lives). Scores are the cosine
+  similarities of each image with the SUB group prompts
   (:func:`~concept_grounding.models.clip.group_prompts`), one column per attribute of
   the groups asked for, plus the "none" prompt when wanted (SUB group mode, docs/sub_accuracy.md).
-  It has the fields of :class:`~concept_grounding.models.ClipBundle`, so it goes
-  wherever a bundle goes.
 
 :func:`as_sub_model` wraps whatever it is given: an adapter (returned as is), a
-``ClipBundle``, one of the project's concept models (``load_concept_model``), a CLIP-like
+``ClipHandle``, one of the project's concept models (``load_concept_model``), a CLIP-like
 model plus ``tokenizer=``, or any callable plus ``concept_names=``.
 
 >>> import torch
@@ -39,6 +38,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import torch
 from torch import nn
 
+from ..models.clip import NONE_PROMPT, ClipHandle, WorldCLIP, group_prompts, model_device
 from ..vocabulary import Vocabulary
 from .concepts import resolve_concept_names
 from .preprocessing import Preprocess, make_preprocess
@@ -71,14 +71,6 @@ class SubModel(Protocol):
     def forward(self, pixels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]: ...
 
     def to(self, device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> "SubModel": ...
-
-
-def model_device(model: Any) -> torch.device:
-    """Device of a module's first parameter (CPU for callables without parameters)."""
-    try:
-        return next(model.parameters()).device
-    except (StopIteration, AttributeError, TypeError):
-        return torch.device("cpu")
 
 
 def pick_output(output: Any, key: str | int | None) -> torch.Tensor:
@@ -211,9 +203,9 @@ class BinaryConceptModel(_Placed):
 
 @dataclass
 class OpenVocabularyModel(_Placed):
-    """One handle for a CLIP-like model: ``model``, ``tokenizer``, ``preprocess`` (PIL images
-    -> the model's normalised input), ``backend`` (``"open_clip"``, ``"transformers"``,
-    ``"world"`` or ``"custom"``). Scores SUB's group prompts (module docstring).
+    """SUB's group mode over a :class:`~concept_grounding.models.clip.ClipHandle` (built from
+    ``model``, ``tokenizer``, ``preprocess`` and ``backend``, or :meth:`from_handle`; kept as
+    :attr:`clip`). Scores SUB's group prompts (module docstring).
 
     Args:
         include_none: add the "none" prompt (:data:`~concept_grounding.models.clip.NONE_PROMPT`)
@@ -236,14 +228,15 @@ class OpenVocabularyModel(_Placed):
             raise ValueError(f"{type(self.model).__name__} is not CLIP-like: it needs encode_image / encode_text "
                              "(open_clip) or get_image_features / get_text_features (transformers)")
         self.device = torch.device(self.device) if self.device is not None else model_device(self.model)
+        self.clip = ClipHandle(self.model, self.tokenizer, self.preprocess, self.backend)
         self._text: torch.Tensor | None = None
         self._none: torch.Tensor | None = None
         self.columns: tuple[str, ...] = ()
 
     @classmethod
-    def from_bundle(cls, bundle: Any, include_none: bool = False) -> "OpenVocabularyModel":
-        """From a :class:`~concept_grounding.models.ClipBundle` (what ``load_clip`` returns)."""
-        return cls(bundle.model, bundle.tokenizer, bundle.preprocess, bundle.backend, include_none)
+    def from_handle(cls, handle: ClipHandle, include_none: bool = False) -> "OpenVocabularyModel":
+        """From a :class:`~concept_grounding.models.clip.ClipHandle` (what ``load_clip`` returns)."""
+        return cls(handle.model, handle.tokenizer, handle.preprocess, handle.backend, include_none)
 
     def to(self, device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> "OpenVocabularyModel":
         """Move the model; the prompts are embedded again by the next :meth:`prepare`."""
@@ -252,24 +245,20 @@ class OpenVocabularyModel(_Placed):
 
     def prepare(self, groups: Sequence[str], vocab: Vocabulary) -> tuple[str, ...]:
         """Embed the prompts of every attribute of ``groups`` once; the columns are those attributes."""
-        from ..models.clip import NONE_PROMPT, encode_texts, group_prompts
-
         if hasattr(self.model, "eval"):
             self.model.eval()
         prompts = [p for g in groups for p in group_prompts(g, vocab)]
         names = tuple(vocab.attributes[i] for g in groups for i in vocab.groups[g])
         with torch.inference_mode():
-            self._text = encode_texts(self.model, self.tokenizer, prompts + [NONE_PROMPT]).cpu()
+            self._text = self.clip.encode_texts(prompts + [NONE_PROMPT]).cpu()
         self._text, self._none = self._text[:-1], self._text[-1]
         self.columns = names
         return names
 
     def image_embeddings(self, pixels: torch.Tensor) -> torch.Tensor:
         """``(B, D)`` L2-normalised float32 image embeddings of a preprocessed batch (on the CPU)."""
-        from ..models.clip import encode_images
-
         with torch.inference_mode():
-            return encode_images(self.model, pixels.to(self.dtype), batch_size=max(len(pixels), 1))
+            return self.clip.encode_images(pixels.to(self.dtype), batch_size=max(len(pixels), 1))
 
     def forward(self, pixels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``(B, M)`` cosine similarities with the prepared prompts and ``(B,)`` with the "none"
@@ -313,22 +302,19 @@ def as_sub_model(
     ``std``, ``output``, ``outputs``, ``index_base``).
     """
     from ..models.base import ConceptModelMixin
-    from ..models.clip import ClipBundle
 
     if isinstance(model, (BinaryConceptModel, OpenVocabularyModel)):
         if isinstance(model, OpenVocabularyModel) and include_none:
             model.include_none = True
         return model
-    if isinstance(model, ClipBundle):
-        return OpenVocabularyModel.from_bundle(model, include_none)
+    if isinstance(model, ClipHandle):
+        return OpenVocabularyModel.from_handle(model, include_none)
     if _is_clip_like(model) and concept_names is None:
-        from ..models.clip import WorldCLIP
-
         world = isinstance(model, WorldCLIP)
         tokenizer = tokenizer or (model.tokenizer if world else None)
         if tokenizer is None or (preprocess is None and not world):
             raise ValueError(f"{type(model).__name__} is CLIP-like: pass tokenizer= and preprocess= "
-                             "(or a ClipBundle from concept_grounding.models.load_clip)")
+                             "(or a ClipHandle from concept_grounding.models.load_clip)")
         if preprocess is None:  # WorldCLIP: [0, 1] images, normalised inside
             preprocess = make_preprocess(size=image_size or model.image_size)
         return OpenVocabularyModel(model, tokenizer, preprocess, "world" if world else "custom", include_none)

@@ -14,7 +14,7 @@
 A factory may return the model alone, ``(model, transform)``, ``(model, transform,
 concept_names)``, a dict with keys among ``model``, ``transform``, ``preprocess``,
 ``processor``, ``concept_names``, ``output``, ``outputs``, ``tokenizer``, ``image_size``,
-``mean``, ``std``, or a ready adapter / ``ClipBundle``.
+``mean``, ``std``, or a ready adapter / ``ClipHandle``.
 """
 
 from __future__ import annotations

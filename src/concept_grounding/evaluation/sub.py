@@ -238,7 +238,7 @@ def evaluate_sub(
     Args:
         model: anything :func:`~.adapters.as_sub_model` wraps: a binary concept model
             (callable / ``nn.Module``; pass ``concept_names=`` and its preprocessing), a
-            ``ClipBundle`` / :class:`~.adapters.OpenVocabularyModel`, or a project model.
+            ``ClipHandle`` / :class:`~.adapters.OpenVocabularyModel`, or a project model.
         dataset: SUB source (:func:`load_sub_source`); ``None``: the world's SUB export.
         protocol: ``"paper"`` (docs/sub_accuracy.md) or ``"official"`` (SUB's published evaluation code).
         batch_size: images per forward pass.

@@ -16,8 +16,9 @@ The API the benchmark builds on::
 * :mod:`.cem`: :class:`ConceptEmbeddingModel`, :func:`train_cem` (RandInt).
 * :mod:`.posthoc`: :func:`learn_cavs`, :class:`ConceptBank`, :class:`PostHocCBM`,
   :func:`train_posthoc_cbm`; :mod:`.coam`: CoAM maps and overlays.
-* :mod:`.clip`: :func:`clip_group_scores`, :func:`load_clip`, :class:`WorldCLIP`,
-  :func:`train_world_clip`.
+* :mod:`.clip` (a package): :class:`ClipHandle` (the one CLIP handle), :func:`clip_group_scores`,
+  :func:`load_clip`, :class:`WorldCLIP`, :func:`train_world_clip`.
+* :mod:`.pixels`: :func:`normalize_pixels`, the ``[0, 1]`` pixel convention of the project's models.
 
 Every model is an ``nn.Module`` with huggingface_hub's ``PyTorchModelHubMixin``:
 ``save_pretrained`` / ``from_pretrained`` / ``push_to_hub`` (safetensors + config.json).
@@ -27,7 +28,7 @@ from .backbone import BackboneOutput, SmallCNN, SmallViT, build_backbone, train_
 from .base import ConceptModelOutput, predict, predict_classes, predict_concepts
 from .cbm import ConceptBottleneckModel, train_cbm
 from .cem import ConceptEmbeddingModel, train_cem
-from .clip import (ClipBundle, WordTokenizer, WorldCLIP, attribute_prompt, clip_group_predict, clip_group_scores,
+from .clip import (ClipHandle, WordTokenizer, WorldCLIP, attribute_prompt, clip_group_predict, clip_group_scores,
                    group_prompts, load_clip, train_world_clip)
 from .coam import concept_activation_maps, overlay_heatmap, save_coam_gallery, upsample_maps
 from .data import ConceptTensors, to_tensors, toy_concept_dataset
@@ -38,7 +39,7 @@ __all__ = [
     "BackboneOutput", "SmallCNN", "SmallViT", "build_backbone", "train_backbone",
     "ConceptModelOutput", "predict", "predict_classes", "predict_concepts",
     "ConceptBottleneckModel", "train_cbm", "ConceptEmbeddingModel", "train_cem",
-    "ClipBundle", "WordTokenizer", "WorldCLIP", "attribute_prompt", "clip_group_predict", "clip_group_scores",
+    "ClipHandle", "WordTokenizer", "WorldCLIP", "attribute_prompt", "clip_group_predict", "clip_group_scores",
     "group_prompts", "load_clip", "train_world_clip",
     "concept_activation_maps", "overlay_heatmap", "save_coam_gallery", "upsample_maps",
     "ConceptTensors", "to_tensors", "toy_concept_dataset",

@@ -40,6 +40,7 @@ from huggingface_hub import PyTorchModelHubMixin
 from torch import nn
 
 from .base import HUB_KWARGS, seeded
+from .pixels import normalize_pixels
 from .training import fit, random_hflip
 
 __all__ = [
@@ -142,7 +143,7 @@ class SmallCNN(nn.Module, PyTorchModelHubMixin, **HUB_KWARGS, tags=["backbone"])
 
     def forward(self, images: torch.Tensor) -> BackboneOutput:
         """images ``(B, 3, H, W)`` in [0, 1] -> pooled ``(B, d)``, features ``(B, d, h, w)``."""
-        x = (images - 0.5) / 0.25
+        x = normalize_pixels(images)
         if self.downsample > 1:
             x = nn.functional.avg_pool2d(x, self.downsample, ceil_mode=True)
         if self.groups > 1:  # grouped convs run about twice as fast channels-last on CPU
@@ -192,7 +193,7 @@ class SmallViT(nn.Module, PyTorchModelHubMixin, **HUB_KWARGS, tags=["backbone"])
         """images ``(B, 3, S, S)`` in [0, 1], ``S = image_size`` -> pooled ``(B, d)``, patches ``(B, N, d)``."""
         if images.shape[-2:] != (self.image_size, self.image_size):
             raise ValueError(f"SmallViT expects {self.image_size} px images, got {tuple(images.shape[-2:])}")
-        x = self.patch_embed((images - 0.5) / 0.25).flatten(2).transpose(1, 2)
+        x = self.patch_embed(normalize_pixels(images)).flatten(2).transpose(1, 2)
         x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embed
         x = self.norm(self.encoder(x))
         return BackboneOutput(x[:, 0], x[:, 1:], (self.grid, self.grid))

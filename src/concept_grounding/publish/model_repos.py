@@ -128,7 +128,7 @@ def _usage(model: BenchModel, repo_id: str) -> str:
     if model.kind == "clip":
         return "\n".join([
             "```python", "from huggingface_hub import snapshot_download", "from concept_grounding.models import load_clip",
-            "", f'clip = load_clip(snapshot_download("{repo_id}"))   # ClipBundle: model, tokenizer, preprocess',
+            "", f'clip = load_clip(snapshot_download("{repo_id}"))   # ClipHandle: model, tokenizer, preprocess',
             "```"])
     return "\n".join([
         "```python", "from huggingface_hub import snapshot_download", "from concept_grounding.models.loading import load_concept_model",

@@ -1,8 +1,10 @@
 """Explain tab: Concept Cluster Importance (CCI) of an image for a few texts.
 
-The default model is ``<artifacts>/world_clip`` when present, else the world CLIP trained by
-:func:`concept_grounding.models.train_world_clip` when this build has it, else a tiny
-randomly initialised open_clip model (said so in the status line: its maps show the
+Every model here is a :class:`concept_grounding.models.clip.ClipHandle` (the one CLIP
+handle: the model CCI explains, its tokenizer, and its preprocessing with the pixel
+normalisation). The default is ``<artifacts>/world_clip`` when present, else the world CLIP
+trained by :func:`concept_grounding.models.train_world_clip` when this build has it, else a
+tiny randomly initialised open_clip model (said so in the status line: its maps show the
 mechanics, not a trained model's attention). A named model (an open_clip name, a
 transformers id or a local folder, loaded by
 :func:`concept_grounding.cci.loading.load_explainable_clip`) replaces it when given, if the
@@ -13,8 +15,7 @@ store's LRU cache of visitor-chosen models. CCI itself is
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,7 +23,10 @@ from .common import get_world, label_overlay, overlay_heatmap
 from .inputs import UserInputError, load_image, parse_texts, to_rgb
 from .resources import FeatureUnavailable, ResourceStore, require
 
-__all__ = ["BASELINES", "ExplainModel", "build_clip", "get_model", "model_choices", "input_image", "explain"]
+if TYPE_CHECKING:  # pragma: no cover
+    from ..models.clip import ClipHandle
+
+__all__ = ["BASELINES", "build_clip", "get_model", "model_choices", "input_image", "explain"]
 
 #: Baseline explanations offered beside CCI (computed by :mod:`concept_grounding.cci.baselines`).
 BASELINES: tuple[str, ...] = ("random", "gradcam", "grad-eclip", "rollout")
@@ -33,64 +37,41 @@ CLIP_TRAIN_PER_CLASS = 4
 CLIP_EPOCHS = 4
 
 
-@dataclass(frozen=True)
-class ExplainModel:
-    """A CLIP ready for CCI: the model CCI hooks into, its tokenizer, and the pixel
-    normalisation ``(x - mean) / std`` its image tower expects ([0, 1] input). A named
-    model brings its own ``pixels`` (list of uint8 images -> input tensor) and
-    ``encode_text`` instead."""
-
-    clip: Any
-    tokenizer: Any
-    mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
-    std: tuple[float, float, float] = (1.0, 1.0, 1.0)
-    pixels: Any = None
-    encode_text: Any = None
-
-
 def build_named_clip(name: str):
     """A :meth:`ResourceStore.get` builder for a named CLIP (offline: a local folder or a
     model already in the Hugging Face cache)."""
 
-    def builder(store: ResourceStore) -> tuple[ExplainModel, str]:
+    def builder(store: ResourceStore) -> tuple["ClipHandle", str]:
         loading = require("concept_grounding.cci.loading", "load_explainable_clip")
         try:
             clip = loading.load_explainable_clip(name, image_size=store.image_size)
         except (ValueError, OSError) as err:
             raise UserInputError(f"Cannot load the model {name!r}: {err}") from None
-        return ExplainModel(clip.model, None, pixels=clip.pixels, encode_text=clip.encode_text), clip.description
+        return clip, clip.description
 
     return builder
 
 
-def _from_world_clip(world_clip: Any) -> ExplainModel:
-    # WorldCLIP.encode_image normalises with (x - 0.5) / 0.25 before its open_clip tower.
-    return ExplainModel(world_clip.clip.eval(), world_clip.tokenizer, (0.5,) * 3, (0.25,) * 3)
-
-
-def build_clip(store: ResourceStore) -> tuple[ExplainModel, str]:
+def build_clip(store: ResourceStore) -> tuple["ClipHandle", str]:
     """The Explain tab's model and where it came from; see the module docstring."""
     folder = store.find_artifact("world_clip", "world-clip")
     if folder is not None:
         models = require("concept_grounding.models.clip", "load_clip")
-        bundle = models.load_clip(folder, backend="world")
-        return _from_world_clip(bundle.model), f"world CLIP loaded from {folder}"
+        return models.load_clip(folder, backend="world"), f"world CLIP loaded from {folder}"
     try:
-        models = require("concept_grounding.models.clip", "train_world_clip")
+        models = require("concept_grounding.models.clip", "train_world_clip", "world_clip_handle")
     except FeatureUnavailable:
-        tiny = require("concept_grounding.cci.tiny", "tiny_open_clip")
-        from open_clip.constants import OPENAI_DATASET_MEAN, OPENAI_DATASET_STD
-
-        model = tiny.tiny_open_clip(image_size=TINY_CLIP_SIZE, patch_size=8, width=32, layers=2, heads=4,
-                                    embed_dim=32, seed=store.seed)
-        return (ExplainModel(model.eval(), None, OPENAI_DATASET_MEAN, OPENAI_DATASET_STD),
-                "tiny open_clip with RANDOM weights (no world CLIP in this build): maps show mechanics only")
+        loading = require("concept_grounding.cci.loading", "tiny_open_clip_handle")
+        handle = loading.tiny_open_clip_handle(TINY_CLIP_SIZE, patch_size=8, width=32, layers=2, heads=4,
+                                               embed_dim=32, seed=store.seed)
+        return handle, "tiny open_clip with RANDOM weights (no world CLIP in this build): maps show mechanics only"
     world = get_world(store)
     data = world.to_dataset_dict(train_per_class=CLIP_TRAIN_PER_CLASS, test_per_class=1)
     model, _ = models.train_world_clip(data["train"], image_size=store.image_size, epochs=CLIP_EPOCHS,
                                        seed=store.seed, progress=False)
-    return _from_world_clip(model), (f"world CLIP trained on {CLIP_TRAIN_PER_CLASS * world.num_classes} world birds "
-                                     f"({CLIP_EPOCHS} epochs, quick build)")
+    note = (f"world CLIP trained on {CLIP_TRAIN_PER_CLASS * world.num_classes} world birds "
+            f"({CLIP_EPOCHS} epochs, quick build)")
+    return models.world_clip_handle(model, note), note
 
 
 def model_choices(store: ResourceStore) -> list[tuple[str, str]]:
@@ -99,7 +80,7 @@ def model_choices(store: ResourceStore) -> list[tuple[str, str]]:
     return [("world CLIP (default)", "")] + [(name, name) for name in store.policy.offered("clip")]
 
 
-def get_model(store: ResourceStore, model_name: str = "") -> ExplainModel:
+def get_model(store: ResourceStore, model_name: str = "") -> "ClipHandle":
     """The default CLIP for an empty ``model_name``, else the named one if the store's
     policy allows it (built on first use, kept in the LRU cache).
 
@@ -120,18 +101,6 @@ def input_image(store: ResourceStore, path: str | None, world_index: int) -> tup
         raise UserInputError("World bird # must be between 0 and 99999.")
     sample = get_world(store).sample(int(world_index))
     return to_rgb(sample.image), sample
-
-
-def _pixels(image: np.ndarray, size: tuple[int, int], model: ExplainModel) -> Any:
-    """``(1, 3, *size)`` normalised pixels of an ``(H, W, 3)`` uint8 image."""
-    import torch
-    import torch.nn.functional as F
-
-    x = torch.from_numpy(image).permute(2, 0, 1)[None].float() / 255.0
-    x = F.interpolate(x, size=size, mode="bilinear", align_corners=False, antialias=True)
-    mean = torch.tensor(model.mean).view(1, 3, 1, 1)
-    std = torch.tensor(model.std).view(1, 3, 1, 1)
-    return (x - mean) / std
 
 
 def explain(
@@ -163,14 +132,14 @@ def explain(
     import torch
 
     try:
-        cci = cci_mod.ConceptClusterImportance(model.clip, num_clusters=int(clusters), seed=store.seed,
+        cci = cci_mod.ConceptClusterImportance(model.model, num_clusters=int(clusters), seed=store.seed,
                                                tokenizer=model.tokenizer)
     except ValueError as err:
         raise UserInputError(str(err)) from None
-    px = model.pixels([image]) if model.pixels else _pixels(image, cci.backend.image_size, model)
+    px = model.pixels([image])
     with torch.inference_mode():
         emb = cci.embed(px)
-        text_embeds = model.encode_text(texts) if model.encode_text else cci.backend.encode_text(texts)
+        text_embeds = model.encode_text(texts)
     t = len(texts)
     repeated = cci_mod.ClusterEmbeddings(
         image_embeds=emb.image_embeds.expand(t, -1), masked_embeds=emb.masked_embeds.expand(t, -1, -1),
@@ -186,7 +155,7 @@ def explain(
     notes = []
     for name in baselines:
         try:
-            gallery.append(_baseline(name, model.clip, px, text_embeds[:1], image, texts[0], store.seed))
+            gallery.append(_baseline(name, model.model, px, text_embeds[:1], image, texts[0], store.seed))
         except FeatureUnavailable as err:
             notes.append(str(err))
     table = [

@@ -1,8 +1,39 @@
-"""Fixtures several test files share, built once per test session (per xdist worker)."""
+"""Fixtures several test files share, built once per test session (per xdist worker).
+
+* ``tiny_space_store``: a Space :class:`ResourceStore` whose own model builds are
+  :meth:`SpaceBuild.tiny` (a second each instead of ~50 s); the tab handlers' checks
+  recompute their answers from whatever model the store holds, so size does not matter.
+* ``bench_run``: one small seeded ``run_bench`` on five world classes (CBM ind. / joint, a
+  CEM, the post-hoc CBM and the world CLIP): ``.config``, ``.files`` (its
+  :class:`BenchArtifacts`) and ``.results``; read-only.
+"""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
+
+
+@pytest.fixture(scope="session")
+def tiny_space_store():
+    from concept_grounding.space.builds import SpaceBuild
+    from concept_grounding.space.resources import ResourceStore
+
+    return ResourceStore(artifacts=None, image_size=64, seed=0, build=SpaceBuild.tiny())
+
+
+@pytest.fixture(scope="session")
+def bench_run(tmp_path_factory):
+    from concept_grounding.bench import BenchConfig, run_bench
+    from concept_grounding.bench.artifacts import BenchArtifacts
+
+    out = tmp_path_factory.mktemp("bench")
+    config = BenchConfig(
+        models=("CBM (ind.)", "CBM (joint)", "CEM"), image_size=32, train_per_class=2, test_per_class=1, epochs=1,
+        clip_epochs=1, classes=("017.Cardinal", "073.Blue_Jay", "019.Gray_Catbird", "129.Song_Sparrow", "186.Cedar_Waxwing"),
+    )
+    return SimpleNamespace(config=config, files=BenchArtifacts(out), results=run_bench(config, out))
 
 
 # ---- shared by the model, TDG and CCI tests (read-only; each checks or documents why sharing is safe)

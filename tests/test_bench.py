@@ -13,10 +13,9 @@ CLASSES = ("017.Cardinal", "073.Blue_Jay", "019.Gray_Catbird", "129.Song_Sparrow
 
 
 @pytest.fixture(scope="module")
-def world_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("bench")
-    config = BenchConfig(models=("CBM (ind.)", "CBM (joint)", "CEM"), classes=CLASSES, **TINY)
-    return out, run_bench(config, out)
+def world_run(bench_run):
+    """The session's small bench run (tests/conftest.py): its folder and results."""
+    return bench_run.files.root, bench_run.results
 
 
 def test_report_folder(world_run):
@@ -123,3 +122,65 @@ def test_same_seed_writes_identical_results(tmp_path):
 def test_threads_must_be_positive():
     with pytest.raises(ValueError, match="threads must be >= 1"):
         BenchConfig(threads=0)
+
+
+def test_artifacts_contract_reads_back_the_run(world_run):
+    """BenchArtifacts names every output of the run and loads it back: the config equals
+    the one that ran, results.json the returned results, each saved model its predictions."""
+    from concept_grounding.bench.artifacts import POSTHOC_MODEL, BenchArtifacts
+    from concept_grounding.models import predict
+
+    out, results = world_run
+    files = BenchArtifacts(out)
+    assert files.exists() and files.report_md.is_file() and files.timings_json.is_file()
+    assert files.load_config() == BenchConfig(models=("CBM (ind.)", "CBM (joint)", "CEM"), classes=CLASSES, **TINY)
+    saved = files.load_results()
+    assert [(r["name"], r["s_plus"], r["s_minus"]) for r in saved["table1"]] == [
+        (r["name"], r["s_plus"], r["s_minus"]) for r in results["table1"]]
+    assert saved["concepts"] == results["concepts"]
+    assert files.saved_models() == ["cbm-ind", "cbm-joint", "cem", POSTHOC_MODEL, "world-clip"]
+    assert files.breakdown_plot("CBM (ind.)", "group").is_file() and files.plot("coam_gallery.png").is_file()
+    assert files.first_model("CBM (seq.)", "CBM (joint)") == "CBM (joint)"
+    model = files.load_model("CBM (joint)")
+    assert type(model).__name__ == "ConceptBottleneckModel" and not model.training
+    import torch
+
+    images = torch.rand(2, 3, files.image_size(), files.image_size())
+    assert predict(model, images).concept_probs.shape == (2, len(results["concepts"]))
+    with pytest.raises(FileNotFoundError, match="no saved model 'CBM \\(seq.\\)'"):
+        files.load_model("CBM (seq.)")
+    with pytest.raises(FileNotFoundError, match="not a `concept-grounding bench` output folder|not found"):
+        BenchArtifacts(out / "nowhere").load_results()
+
+
+def test_model_variants_are_frozen_dataclasses():
+    from dataclasses import FrozenInstanceError
+
+    from concept_grounding.bench.config import MODEL_VARIANTS
+
+    spec = MODEL_VARIANTS["CBM (per c.)"]
+    assert (spec.family, spec.mode, spec.labels, spec.bottleneck, spec.per_concept) == (
+        "cbm", "independent", "class", "hard", True)
+    assert MODEL_VARIANTS["CEM"].mode is None
+    with pytest.raises(FrozenInstanceError):
+        spec.mode = "joint"
+    with pytest.raises(TypeError):
+        MODEL_VARIANTS["new"] = spec
+
+
+def test_the_space_loads_the_saved_run_at_its_own_image_size(bench_run):
+    """A real ``concept-grounding bench`` folder: the Space finds its models through
+    BenchArtifacts and feeds them the run's image size (config.json), not the store's."""
+    from concept_grounding.space import tab_concepts, tab_sub
+    from concept_grounding.space.builds import SpaceBuild
+    from concept_grounding.space.resources import ResourceStore
+
+    files = bench_run.files
+    assert files.image_size() == 32
+    other = ResourceStore(artifacts=files.root, image_size=64, build=SpaceBuild.tiny())
+    model, size = other.get("concept_model", tab_sub.build_concept_model)
+    assert size == 32 and other.status()["concept_model"][0] == f"loaded from {files.model_dir('CBM (joint)')}"
+    assert list(model.concept_names) == list(files.load_model("CBM (joint)").concept_names)
+    posthoc, posthoc_size = other.get("posthoc_cbm", tab_concepts.build_posthoc)
+    assert posthoc_size == 32 and posthoc.theta.shape[1] == 5  # the bench's five classes
+

@@ -38,7 +38,8 @@ def server(tmp_path_factory):
     port = _free_port()
     log = tmp_path_factory.mktemp("space") / "server.log"
     env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
-           "HF_HUB_OFFLINE": "1", "CONCEPT_GROUNDING_ARTIFACTS": str(tmp_path_factory.mktemp("no_artifacts") / "none")}
+           "HF_HUB_OFFLINE": "1", "CONCEPT_GROUNDING_ARTIFACTS": str(tmp_path_factory.mktemp("no_artifacts") / "none"),
+           "CONCEPT_GROUNDING_SPACE_BUILD": "tiny"}  # the Space's own model builds at tiny sizes (a second each)
     start = time.perf_counter()
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, str(APP)], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -249,7 +250,7 @@ def test_browser_every_tab(server, tmp_path):
             expect(page.get_by_text("do interpretable vision models see the concepts they claim?")).to_be_visible(timeout=timeout)
 
             # 1. Tied Diffusion: prompts, eta plot, the generated pair and the baseline
-            expect(page.get_by_text("tiny, randomly initialised Flux")).to_be_visible()
+            expect(page.get_by_text("small Flux trained on the bird world")).to_be_visible()
             page.locator("#tdg-run").click()
             expect(page.locator("#tdg-cg textarea")).to_have_value(
                 "A photo of a bird with black colored feathers on the crown of its head", timeout=timeout)

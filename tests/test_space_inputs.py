@@ -104,6 +104,26 @@ def test_metrics_tab_ccd_from_csv_known_answer(tmp_path):
     assert plot.ndim == 3 and plot.shape[2] == 3
 
 
+def test_metrics_tab_refuses_fractional_labels_instead_of_flooring_them(tmp_path):
+    """A label 1.7 used to be floored to concept 1 (and scored); the metric's own validation
+    refuses it, and the tab says which column and value."""
+    path = tmp_path / "ccd.csv"
+    path.write_text(_ccd_csv(tmp_path / "ok.csv").read_text().replace("generated,1,", "generated,1.7,"))
+    with pytest.raises(UserInputError, match=r"rejected the inputs: generated_labels must hold integer labels, found 1.7"):
+        compute_metric("concept_confidence_deviation", str(path))
+    path.write_text(_ccd_csv(tmp_path / "ok.csv").read_text().replace("generated,1,", "generated,1.0,"))
+    assert compute_metric("concept_confidence_deviation", str(path))[0]["ccd"] == pytest.approx(0.1)
+
+
+def test_metric_list_is_the_metrics_package(tmp_path):
+    """The tab calls the package's own functions (no copied names or import strings)."""
+    from concept_grounding import metrics, plotting
+
+    assert METRICS["sub_accuracy"].function is metrics.sub_accuracy
+    assert METRICS["concept_global_importance"].plot is plotting.cgim_histograms
+    assert set(METRICS) <= set(metrics.__all__) and all(n == s.function.__name__ for n, s in METRICS.items())
+
+
 def test_metrics_tab_cgim_from_json_known_answer(tmp_path):
     path = tmp_path / "cgim.json"
     path.write_text(json.dumps({"theta": [[1.0, -1.0], [0.5, 0.5]], "class_attributes": [[1, 0], [1, 1]]}))

@@ -12,8 +12,9 @@ from concept_grounding.space.resources import ResourceStore
 
 
 @pytest.fixture(scope="module")
-def store():
-    return ResourceStore(artifacts=None, image_size=64, seed=0)
+def store(tiny_space_store):
+    """The session's Space store with tiny quick builds (tests/conftest.py)."""
+    return tiny_space_store
 
 
 def test_tdg_prompts_follow_sub_templates():
@@ -107,11 +108,12 @@ def test_models_are_loaded_from_an_artifacts_folder(store, tmp_path):
     """A bench-style folder (``models/<slug>``) is used instead of a quick build."""
     model, size = store.get("concept_model", tab_sub.build_concept_model)
     model.save_pretrained(tmp_path / "models" / "cbm-joint")
-    other = ResourceStore(artifacts=tmp_path, image_size=tab_sub.MODEL_SIZE)
+    other = ResourceStore(artifacts=tmp_path, image_size=store.build.concept_size)
     loaded, loaded_size = other.get("concept_model", tab_sub.build_concept_model)
-    assert loaded_size == size == tab_sub.MODEL_SIZE and other.status()["concept_model"][0].startswith("loaded from")
+    assert loaded_size == size == store.build.concept_size
+    assert other.status()["concept_model"][0].startswith("loaded from")
     out_a = tab_sub.explore(store, "017.Cardinal|has_crown_color::black", 0)
-    other.get("world", lambda _: store.get("world", None))  # the same world, the model fed MODEL_SIZE px
+    other.get("world", lambda _: store.get("world", None))  # the same world, the model fed the same px
     out_b = tab_sub.explore(other, "017.Cardinal|has_crown_color::black", 0)
     assert out_a["table"] == out_b["table"]
 
@@ -159,3 +161,23 @@ def test_explain_and_concepts_handlers_are_safe_from_concurrent_threads(store):
 
     with ThreadPoolExecutor(len(jobs)) as pool:
         assert list(pool.map(together, jobs)) == alone
+
+
+def test_the_quick_build_trains_the_bench_variant():
+    """Without artifacts the SUB tab trains bench.models.train_variant's QUICK_VARIANT at the
+    store's build sizes: the same weights as calling the bench function directly."""
+    import torch
+
+    from concept_grounding.bench.models import train_variant
+    from concept_grounding.space.builds import SpaceBuild
+    from concept_grounding.space.common import get_world, world_concept_tensors
+    from concept_grounding.vocabulary import load_vocabulary
+
+    store = ResourceStore(artifacts=None, image_size=32, seed=3, build=SpaceBuild.tiny())
+    model, size = store.get("concept_model", tab_sub.build_concept_model)
+    vocab = load_vocabulary()
+    tensors = world_concept_tensors(get_world(store), 2, [vocab.attribute_index(n) for n in tab_sub.concept_names()], 32)
+    direct = train_variant(tab_sub.QUICK_VARIANT, tensors, store.build.concept_training())
+    assert size == 32 and store.build.concept_training().seed == 3
+    for (name, a), b in zip(model.state_dict().items(), direct.state_dict().values()):
+        assert torch.equal(a, b), name

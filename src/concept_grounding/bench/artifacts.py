@@ -100,6 +100,15 @@ class BenchArtifacts:
         """The first of ``names`` whose model was saved, or ``None``."""
         return next((n for n in names if self.has_model(n)), None)
 
+    def find_model_dir(self, *names: str) -> Path | None:
+        """The first existing folder ``<root>/<name>`` or ``<root>/models/<name>`` of
+        ``names`` (the first form is an older demo layout), or ``None``."""
+        for name in names:
+            for folder in (self.root / name, self.models_dir / name):
+                if folder.is_dir():
+                    return folder
+        return None
+
     def saved_models(self) -> list[str]:
         """Slugs of every saved model, sorted."""
         return sorted(p.parent.name for p in self.models_dir.glob("*/config.json"))

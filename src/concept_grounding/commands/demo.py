@@ -3,6 +3,13 @@
 Runs each stage into its own sub-folder of ``--out`` and writes an index
 ``README.md`` that links them. A stage that fails stops the demo with its error; stages
 already written stay on disk.
+
+The world, bench and CCI stages call the package's jobs directly
+(:func:`~concept_grounding.world.export.run_world_export`,
+:func:`~concept_grounding.bench.run_bench`, :func:`~concept_grounding.cci.explain_job.run_explain`,
+:func:`~concept_grounding.cci.covar_job.run_covar`) and read their result objects and the
+bench's :class:`~concept_grounding.bench.artifacts.BenchArtifacts`; the TDG stage still runs
+the ``generate`` and ``filter`` commands, whose jobs live in their command modules.
 """
 
 from __future__ import annotations
@@ -14,8 +21,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
+from concept_grounding.bench.artifacts import WORLD_CLIP_MODEL, BenchArtifacts
 from concept_grounding.commands._types import int_at_least, output_dir, positive_int
 from concept_grounding.errors import UsageError
+
+if TYPE_CHECKING:  # torch and the renderer load when a stage runs, not when the CLI parses
+    from concept_grounding.bench.config import BenchConfig
+    from concept_grounding.world.export import WorldExportConfig
 
 logger = logging.getLogger(__name__)
 
@@ -32,15 +46,35 @@ def _command(argv: list[str]) -> None:
     dispatch(argv)
 
 
-def _stage_world(out: Path, args: argparse.Namespace) -> str:
-    argv = ["world", "--out", str(out), "--seed", str(args.seed), "--format", "all"]
+def world_config(args: argparse.Namespace) -> WorldExportConfig:
+    """The world stage's export: ``--quick``: 48 px, one bird per class and split, 4 classes."""
+    from concept_grounding.world.export import WorldExportConfig
+
     if args.quick:
-        argv += ["--size", "48", "--train-per-class", "1", "--test-per-class", "1", "--classes", *QUICK_CLASSES]
-    else:
-        argv += ["--size", str(args.size), "--train-per-class", str(args.train_per_class),
-                 "--test-per-class", str(args.test_per_class)]
-    _command(argv)
-    summary = json.loads((out / "summary.json").read_text())
+        return WorldExportConfig(size=48, train_per_class=1, test_per_class=1, seed=args.seed, classes=QUICK_CLASSES,
+                                 formats="all")
+    return WorldExportConfig(size=args.size, train_per_class=args.train_per_class, test_per_class=args.test_per_class,
+                             seed=args.seed, formats="all")
+
+
+def bench_config(args: argparse.Namespace) -> BenchConfig:
+    """The bench stage's config: the defaults, or with ``--quick`` a 32 px, one-epoch run of
+    three Table 1 models on :data:`QUICK_CLASSES`."""
+    from concept_grounding.bench.config import BenchConfig
+
+    if args.quick:
+        return BenchConfig(image_size=32, train_per_class=2, test_per_class=1, epochs=1, clip_epochs=1,
+                           models=("CBM (ind.)", "CBM (joint)", "CBM (ind., per-img.)"), classes=QUICK_CLASSES,
+                           seed=args.seed)
+    return BenchConfig(seed=args.seed)
+
+
+def _stage_world(out: Path, args: argparse.Namespace) -> str:
+    from concept_grounding.world.export import run_world_export, write_world_summary
+
+    export = run_world_export(world_config(args), out)
+    write_world_summary(export)
+    summary = export.summary()
     return (
         f"[bird world](world/summary.md): {summary['train_images']} train / {summary['test_images']} test"
         f" images, {summary['sub_images']} SUB counterfactuals, exported as datasets, CUB_200_2011 and SUB folders"
@@ -48,13 +82,9 @@ def _stage_world(out: Path, args: argparse.Namespace) -> str:
 
 
 def _stage_bench(out: Path, args: argparse.Namespace) -> str:
-    argv = ["bench", "--out", str(out), "--seed", str(args.seed)]
-    if args.quick:
-        argv += ["--image-size", "32", "--train-per-class", "2", "--test-per-class", "1", "--epochs", "1",
-                 "--clip-epochs", "1", "--models", "CBM (ind.)", "CBM (joint)", "CBM (ind., per-img.)",
-                 "--classes", *QUICK_CLASSES]
-    _command(argv)
-    results = json.loads((out / "results.json").read_text())
+    from concept_grounding.bench import run_bench
+
+    results = run_bench(bench_config(args), out)
     trained = [r for r in results["table1"] if not r.get("reference")]
     below = sum(r["s_plus"] < 0.5 for r in trained)
     return (
@@ -92,7 +122,8 @@ def _stage_tdg(out: Path, args: argparse.Namespace) -> str:
     argv += ["--images-per-pairing", "1", "--steps", "4", "--size", "32"] if args.quick else [
         "--images-per-pairing", "4", "--steps", "20", "--size", "32"]
     _command(argv)
-    oracle = out.parent / "bench" / "models" / "cbm-ind-per-img"
+    bench = BenchArtifacts(out.parent / "bench")
+    oracle = bench.model_dir("CBM (ind., per-img.)")
     scorer = ["--scorer", "oracle", "--oracle", str(oracle)] if oracle.is_dir() else ["--scorer", "tiny-clip"]
     _command(["filter", "--in", str(images), "--out", str(out / "filter"), *scorer])
     count = len(_tdg_pairs(images, out / "pairs.png"))
@@ -107,14 +138,17 @@ def _stage_tdg(out: Path, args: argparse.Namespace) -> str:
 
 def _stage_cci(out: Path, args: argparse.Namespace) -> str:
     """CCI maps and COVAR on the CLIP the bench stage trained (a random tiny CLIP without it)."""
-    clip = out.parent / "bench" / "models" / "world-clip"
-    model = ["--model", str(clip)] if clip.is_dir() else []
-    size = json.loads((clip / "config.json").read_text())["image_size"] if clip.is_dir() else 64
+    from concept_grounding.cci.covar_job import CovarConfig, run_covar, write_covar_report
+    from concept_grounding.cci.explain_job import ExplainConfig, run_explain, write_explain_report
+
+    clip = BenchArtifacts(out.parent / "bench").model_dir(WORLD_CLIP_MODEL)
+    model = str(clip) if clip.is_dir() else None
+    size = json.loads((clip / "config.json").read_text())["image_size"] if model else 64
     n, objects, backgrounds = (2, 2, 2) if args.quick else (6, 8, 5)
-    _command(["explain", "--out", str(out / "explain"), "--num", str(n), "--size", str(size), "--baselines",
-              "--seed", str(args.seed), *model])
-    _command(["covar", "--out", str(out / "covar"), "--objects", str(objects), "--backgrounds", str(backgrounds),
-              "--size", str(size), "--seed", str(args.seed), *model])
+    write_explain_report(run_explain(ExplainConfig(num=n, size=size, model=model, seed=args.seed, baselines=True)),
+                         out / "explain")
+    write_covar_report(run_covar(CovarConfig(objects=objects, backgrounds=backgrounds, size=size, model=model,
+                                             seed=args.seed)), out / "covar")
     which = "the world CLIP trained by the bench stage" if model else "a random tiny CLIP (no bench stage ran)"
     return (
         f"[CCI explanations](cci/explain/report.md) and [COVAR diagnosis](cci/covar/report.md) on {which}:"

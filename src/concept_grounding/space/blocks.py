@@ -17,6 +17,7 @@ from typing import Any
 from .env import artifacts_dir, configure_environment
 from .inputs import UserInputError
 from .policy import ModelPolicy
+from .builds import SpaceBuild
 from .resources import FeatureUnavailable, ResourceStore
 
 __all__ = ["build_demo", "guarded", "CONCURRENCY_LIMIT"]
@@ -59,7 +60,8 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def build_demo(
-    artifacts: str | Path | None = None, store: ResourceStore | None = None, policy: ModelPolicy | None = None
+    artifacts: str | Path | None = None, store: ResourceStore | None = None, policy: ModelPolicy | None = None,
+    build: SpaceBuild | None = None,
 ) -> Any:
     """The Space as a ``gr.Blocks`` (not launched, no queue set).
 
@@ -69,13 +71,16 @@ def build_demo(
         store: a prepared :class:`ResourceStore` (tests pass one to share models).
         policy: the models visitors may choose and how many stay loaded; default
             :meth:`ModelPolicy.from_env` (ignored when ``store`` is given: the store's own).
+        build: sizes of the models the Space trains when the artifacts have none; default
+            :meth:`SpaceBuild.from_env` (``CONCEPT_GROUNDING_SPACE_BUILD=tiny`` for tests).
     """
     configure_environment()
     import gradio as gr
 
     from . import tab_concepts, tab_explain, tab_metrics, tab_sub, tab_tdg
 
-    store = store or ResourceStore(artifacts_dir(artifacts), policy=policy or ModelPolicy.from_env())
+    store = store or ResourceStore(artifacts_dir(artifacts), policy=policy or ModelPolicy.from_env(),
+                                   build=build or SpaceBuild.from_env())
     with gr.Blocks(title="concept-grounding", analytics_enabled=False) as demo:
         gr.Markdown(INTRO)
         status = gr.Markdown(store.status_markdown(), elem_id="status")

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..bench.artifacts import BenchArtifacts
+from .builds import SpaceBuild
 from .policy import ModelPolicy
 
 __all__ = ["FeatureUnavailable", "ResourceStore", "require"]
@@ -81,14 +83,21 @@ class ResourceStore:
         seed: seed of the world and of every quick build.
         policy: the models visitors may choose and the size of their LRU cache
             (default: nothing beyond the built-in models, 2 cached).
+        build: sizes of the models the Space trains itself when the artifacts folder has
+            none (default :class:`~.builds.SpaceBuild`; tests inject ``SpaceBuild.tiny()``);
+            their training is seeded with ``seed``.
     """
 
     def __init__(
-        self, artifacts: Path | None = None, image_size: int = 64, seed: int = 0, policy: ModelPolicy | None = None
+        self, artifacts: Path | None = None, image_size: int = 64, seed: int = 0, policy: ModelPolicy | None = None,
+        build: SpaceBuild | None = None,
     ) -> None:
         self.artifacts = artifacts
+        #: the bench run in the artifacts folder (paths and loaders), or ``None``
+        self.bench = BenchArtifacts(Path(artifacts)) if artifacts is not None else None
         self.image_size = int(image_size)
         self.seed = int(seed)
+        self.build = (build if build is not None else SpaceBuild()).seeded(self.seed)
         self.policy = policy if policy is not None else ModelPolicy()
         self._entries: dict[str, _Entry] = {}
         self._recent: OrderedDict[str, None] = OrderedDict()  # evictable ready entries, least recent first
@@ -99,15 +108,14 @@ class ResourceStore:
             return self._entries.setdefault(name, _Entry())
 
     def find_artifact(self, *names: str) -> Path | None:
-        """The first folder ``<artifacts>/<name>`` or ``<artifacts>/models/<name>`` that
-        exists (``concept-grounding bench`` saves its models under ``models/<slug>``)."""
-        if self.artifacts is None:
-            return None
-        for name in names:
-            for folder in (self.artifacts / name, self.artifacts / "models" / name):
-                if folder.is_dir():
-                    return folder
-        return None
+        """The first saved model folder of ``names`` in the artifacts folder
+        (:meth:`~concept_grounding.bench.artifacts.BenchArtifacts.find_model_dir`)."""
+        return self.bench.find_model_dir(*names) if self.bench is not None else None
+
+    def artifact_image_size(self) -> int:
+        """Input side (px) of the models found in the artifacts folder: the bench run's
+        ``image_size`` when its ``config.json`` is there, else the store's ``image_size``."""
+        return self.bench.image_size() if self.bench is not None and self.bench.config_json.is_file() else self.image_size
 
     def is_ready(self, name: str) -> bool:
         with self._guard:

@@ -17,33 +17,32 @@ from typing import Any
 
 from .common import attribute_label, class_label, get_world, overlay_heatmap, to_batch, world_concept_tensors
 from .inputs import UserInputError
+from ..bench.artifacts import POSTHOC_MODEL
 from .resources import ResourceStore, require
 from .tab_explain import input_image
 
-__all__ = ["ALPHA", "MODEL_SIZE", "build_posthoc", "concepts"]
+__all__ = ["ALPHA", "build_posthoc", "concepts"]
 
 #: CLM region scale used for "located".
 ALPHA = 3
-#: Input side (px) of the quick post-hoc CBM.
-MODEL_SIZE = 32
-#: World birds per class used for the quick build.
-TRAIN_PER_CLASS = 4
 
 
 def build_posthoc(store: ResourceStore) -> tuple[Any, str]:
     """``((PostHocCBM in eval mode, input side in px), where it came from)``."""
-    posthoc = require("concept_grounding.models.posthoc", "PostHocCBM", "train_posthoc_cbm")
-    folder = store.find_artifact("posthoc_cbm", "posthoc-cbm")
+    posthoc = require("concept_grounding.models.posthoc", "PostHocCBM")
+    folder = store.find_artifact("posthoc_cbm", POSTHOC_MODEL)
     if folder is not None:
         model = posthoc.PostHocCBM.from_pretrained(str(folder))
-        return (model.eval(), store.image_size), f"loaded from {folder}"
-    backbone_mod = require("concept_grounding.models.backbone", "train_backbone")
+        return (model.eval(), store.artifact_image_size()), f"loaded from {folder}"
+    bench_models = require("concept_grounding.bench.models", "train_posthoc")
     from ..vocabulary import load_vocabulary
 
-    tensors = world_concept_tensors(get_world(store), TRAIN_PER_CLASS, list(load_vocabulary().cbm_112), MODEL_SIZE)
-    backbone = backbone_mod.train_backbone(tensors, "cnn", epochs=3, seed=store.seed, progress=False)
-    model = posthoc.train_posthoc_cbm(backbone, tensors, n_pos=30, n_neg=30, seed=store.seed, progress=False)
-    return (model.eval(), MODEL_SIZE), f"post-hoc CBM (CBM-112 CAVs) on a CNN trained on {len(tensors)} world birds, {MODEL_SIZE} px"
+    build = store.build
+    size = build.posthoc_size
+    tensors = world_concept_tensors(get_world(store), build.posthoc_per_class, list(load_vocabulary().cbm_112), size)
+    model = bench_models.train_posthoc(tensors, tensors, build.posthoc_training(), n_pos=build.posthoc_cavs,
+                                       n_neg=build.posthoc_cavs)
+    return (model.eval(), size), f"post-hoc CBM (CBM-112 CAVs) on a CNN trained on {len(tensors)} world birds, {size} px"
 
 
 def concepts(store: ResourceStore, path: str | None, world_index: int, top: int = 5) -> dict[str, Any]:

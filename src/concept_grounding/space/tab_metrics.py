@@ -8,17 +8,17 @@ per-image rows; :data:`METRICS` documents the columns. The handlers are plain fu
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from .. import metrics, plotting
 from .common import figure_to_image, png_to_image
 from .inputs import UserInputError, read_table
-from .resources import FeatureUnavailable
 
 __all__ = ["METRICS", "MetricSpec", "load_inputs", "compute_metric", "metric_help", "scalar_results"]
 
@@ -28,66 +28,58 @@ class MetricSpec:
     """How the tab calls one metric.
 
     Attributes:
-        function: ``"module:function"`` of the metric.
+        function: the metric (from :mod:`concept_grounding.metrics`).
         title: name shown in the dropdown.
         csv_help: Markdown describing the CSV columns (empty: JSON only).
-        plot: ``"module:function"`` of a plotting helper taking the result dict (optional).
+        plot: a :mod:`concept_grounding.plotting` helper taking the result dict (optional).
     """
 
-    function: str
+    function: Callable[..., dict[str, Any]]
     title: str
     csv_help: str = ""
-    plot: str = ""
+    plot: Callable[[dict[str, Any]], Any] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.function.__name__
 
 
-METRICS: dict[str, MetricSpec] = {
-    "concept_confidence_deviation": MetricSpec(
-        "concept_grounding.metrics.concept_confidence_deviation:concept_confidence_deviation",
+def _specs(*specs: MetricSpec) -> dict[str, MetricSpec]:
+    """name -> spec; every metric the package exports (``metrics.__all__``) that the tab offers."""
+    unknown = [s.name for s in specs if s.name not in metrics.__all__]
+    if unknown:  # pragma: no cover - a programming error, caught by the tests
+        raise ImportError(f"not metrics of concept_grounding.metrics: {unknown}")
+    return {s.name: s for s in specs}
+
+
+METRICS: dict[str, MetricSpec] = _specs(
+    MetricSpec(
+        metrics.concept_confidence_deviation,
         "Concept Confidence Deviation (CCD, ConceptBed)",
         "one row per image: `split` (`generated` or `real`), `label` (concept id), and either "
         "`p_yes` (VQA mode) or the oracle's softmax columns `p_0`, `p_1`, ... (classifier mode).",
     ),
-    "sub_accuracy": MetricSpec(
-        "concept_grounding.metrics.sub_accuracy:sub_accuracy",
+    MetricSpec(
+        metrics.sub_accuracy,
         "SUB accuracy (s+ / s-)",
         "one row per SUB image: `target_attribute` (S+, a CUB name such as `has_crown_color::black`), "
         "`removed_attributes` (S-, `;`-separated, may be empty), optional `reference_class`, and one "
         "column per concept the model predicts, named by its CUB attribute (`has_crown_color::black`, ...) "
         "and holding the predicted probability (binary mode).",
-        plot="concept_grounding.plotting:sub_bars",
+        plot=plotting.sub_bars,
     ),
-    "concept_global_importance": MetricSpec(
-        "concept_grounding.metrics.concept_global_importance:concept_global_importance",
-        "Concept Global Importance (CGIM types 1-3)",
-        plot="concept_grounding.plotting:cgim_histograms",
-    ),
-    "concept_existence": MetricSpec(
-        "concept_grounding.metrics.concept_existence:concept_existence",
-        "Concept Existence (CEM @ l)",
-    ),
-    "concept_location": MetricSpec(
-        "concept_grounding.metrics.concept_location:concept_location",
-        "Concept Location (CLM @ l, alpha)",
-    ),
-}
-
-
-def _import(target: str) -> Any:
-    module, name = target.split(":")
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as err:
-        raise FeatureUnavailable(f"`{target.replace(':', '.')}` is not in this build ({err}).") from None
+    MetricSpec(metrics.concept_global_importance, "Concept Global Importance (CGIM types 1-3)",
+               plot=plotting.cgim_histograms),
+    MetricSpec(metrics.concept_existence, "Concept Existence (CEM @ l)"),
+    MetricSpec(metrics.concept_location, "Concept Location (CLM @ l, alpha)"),
+)
 
 
 def metric_help(name: str) -> str:
     """Markdown: the metric's inputs, from its docstring's Args section and the CSV spec."""
     spec = _spec(name)
     lines = [f"### {spec.title}"]
-    try:
-        func = _import(spec.function)
-    except FeatureUnavailable as err:
-        return "\n\n".join(lines + [str(err)])
+    func = spec.function
     params = [p for p in inspect.signature(func).parameters.values() if p.kind != p.VAR_KEYWORD]
     required = [p.name for p in params if p.default is p.empty]
     optional = [p.name for p in params if p.default is not p.empty]
@@ -139,7 +131,7 @@ def _csv_kwargs(name: str, table: dict[str, list[Any]]) -> dict[str, Any]:
         bad = sorted(set(split) - {"generated", "real"})
         if bad:
             raise UserInputError(f"Column `split` must be 'generated' or 'real'; found {bad[:3]}.")
-        labels = _numbers(table["label"], "label").astype(np.int64)
+        labels = _numbers(table["label"], "label")  # the metric refuses non-integral labels (1.7), naming them
         if "p_yes" in table:
             probs, mode = _numbers(table["p_yes"], "p_yes"), "vqa"
         else:
@@ -197,7 +189,7 @@ def _json_kwargs(func: Any, data: dict[str, Any]) -> dict[str, Any]:
 def load_inputs(name: str, path: str) -> dict[str, Any]:
     """Read an uploaded file and return the metric's keyword arguments."""
     spec = _spec(name)
-    func = _import(spec.function)
+    func = spec.function
     table = read_table(path)
     is_csv = all(isinstance(v, list) and all(isinstance(x, str) for x in v) for v in table.values()) and not str(path).lower().endswith(".json")
     return _csv_kwargs(name, table) if is_csv else _json_kwargs(func, table)
@@ -239,18 +231,17 @@ def compute_metric(name: str, path: str | None) -> tuple[dict[str, float], np.nd
         raise UserInputError("Please upload a CSV or JSON file of predictions.")
     spec = _spec(name)
     kwargs = load_inputs(name, path)
-    func = _import(spec.function)
     try:
-        result = func(**kwargs)
+        result = spec.function(**kwargs)
     except (ValueError, KeyError, IndexError, TypeError) as err:
         raise UserInputError(f"{spec.title} rejected the inputs: {err}") from None
     scalars = scalar_results(result)
     if not scalars:
         raise UserInputError(f"{spec.title} returned no scalar result for these inputs.")
     image = None
-    if spec.plot:
+    if spec.plot is not None:
         try:
-            image = png_to_image(_import(spec.plot)(result))
-        except (FeatureUnavailable, TypeError, ValueError, KeyError):
+            image = png_to_image(spec.plot(result))
+        except (TypeError, ValueError, KeyError):
             image = None
     return scalars, image if image is not None else _default_plot(name, scalars)

@@ -16,22 +16,20 @@ import numpy as np
 
 from .common import attribute_label, class_label, get_world, to_batch, world_concept_tensors
 from .inputs import UserInputError
+from ..bench.artifacts import model_slug
 from .resources import ResourceStore, require
 
-__all__ = ["PER_PAIRING", "TRAIN_PER_CLASS", "pairing_choices", "concept_names", "explore", "build_concept_model"]
+__all__ = ["PER_PAIRING", "QUICK_VARIANT", "pairing_choices", "concept_names", "explore", "build_concept_model"]
 
 #: Pairing shown first (a visible change: a black crown on a Cardinal).
 DEFAULT_PAIRING = "017.Cardinal|has_crown_color::black"
 #: Images per pairing shown and tallied.
 PER_PAIRING = 8
-#: World images per class used to train the quick concept model.
-TRAIN_PER_CLASS = 48
-#: Training image side (px) of the quick concept model.
-MODEL_SIZE = 64
-#: Epochs of the quick concept model (about 10 s on a 2-core CPU; 96 % concept accuracy vs 92 % majority).
-QUICK_EPOCHS = 10
+#: The bench variant the quick build trains (per-image concepts, joint, soft bottleneck).
+QUICK_VARIANT = "CBM (joint, per-img.)"
 #: Artifact folders tried, in order (``concept-grounding bench`` slugs after ours).
-ARTIFACT_NAMES = ("concept_model", "cbm-joint-per-img", "cbm-joint", "cbm-ind-per-img", "cbm-ind")
+ARTIFACT_NAMES = ("concept_model", *(model_slug(v) for v in (QUICK_VARIANT, "CBM (joint)", "CBM (ind., per-img.)",
+                                                                "CBM (ind.)")))
 #: First world index (in units of the class count) of the explorer's held-out birds.
 HELD_OUT_START = 1000
 
@@ -65,18 +63,21 @@ def pairing_choices() -> list[tuple[str, str]]:
 
 def build_concept_model(store: ResourceStore) -> tuple[Any, str]:
     """``((CBM, input side in px), source)``: the first of :data:`ARTIFACT_NAMES` found in
-    the artifacts folder, else a joint CBM trained on :data:`TRAIN_PER_CLASS` world birds
-    per class (a few seconds)."""
-    cbm = require("concept_grounding.models.cbm", "ConceptBottleneckModel", "train_cbm")
+    the artifacts folder, else the bench's :data:`QUICK_VARIANT` trained through
+    :func:`~concept_grounding.bench.models.train_variant` on ``store.build``'s world birds
+    (a few seconds at the default sizes)."""
+    cbm = require("concept_grounding.models.cbm", "ConceptBottleneckModel")
     folder = store.find_artifact(*ARTIFACT_NAMES)
     if folder is not None:
         model = cbm.ConceptBottleneckModel.from_pretrained(str(folder))
-        return (model.eval(), store.image_size), f"loaded from {folder}"
+        return (model.eval(), store.artifact_image_size()), f"loaded from {folder}"
+    bench_models = require("concept_grounding.bench.models", "train_variant")
+    build = store.build
     columns = [_vocab().attribute_index(n) for n in concept_names()]
-    tensors = world_concept_tensors(get_world(store), TRAIN_PER_CLASS, columns, MODEL_SIZE)
-    model = cbm.train_cbm(tensors, mode="joint", epochs=QUICK_EPOCHS, seed=store.seed, progress=False)
-    return (model.eval(), MODEL_SIZE), (f"joint CBM trained on {len(tensors)} world birds ({MODEL_SIZE} px,"
-                                        f" {QUICK_EPOCHS} epochs)")
+    tensors = world_concept_tensors(get_world(store), build.concept_per_class, columns, build.concept_size)
+    model = bench_models.train_variant(QUICK_VARIANT, tensors, build.concept_training())
+    return (model.eval(), build.concept_size), (f"joint CBM trained on {len(tensors)} world birds ({build.concept_size}"
+                                                f" px, {build.concept_epochs} epochs)")
 
 
 def _parse_pairing(value: str) -> tuple[str, str]:

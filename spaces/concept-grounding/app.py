@@ -3,7 +3,9 @@
 Model policy (which models visitors may load, how many stay loaded) comes from the same
 flags as ``concept-grounding space`` (``--tdg-model``, ``--clip-model``,
 ``--allow-any-model``, ``--model-cache``) or, on a hosted Space, their environment
-variables (see ``concept_grounding.space.policy``).
+variables (see ``concept_grounding.space.policy``). Models come from a bench run in
+``$CONCEPT_GROUNDING_ARTIFACTS`` or are trained at first use at the sizes of
+``$CONCEPT_GROUNDING_SPACE_BUILD`` (``default`` or ``tiny``; ``concept_grounding.space.builds``).
 """
 
 import argparse

@@ -74,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
         args.clip_model = resolve_clip(args.clip_model, "--model")
 
     from concept_grounding.bench import BenchConfig, run_bench
+    from concept_grounding.bench.artifacts import BenchArtifacts
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     config = BenchConfig(
@@ -87,5 +88,5 @@ def run(args: argparse.Namespace) -> int:
         backbone_weights=args.backbone_weights,
     )
     run_bench(config, args.out)
-    print(f"wrote {args.out / 'report.md'}")
+    print(f"wrote {BenchArtifacts(args.out).report_md}")
     return 0

@@ -223,13 +223,18 @@ def _group_columns(groups, vocab) -> list[int]:
     return [i for g in groups for i in vocab.groups[g]]
 
 
-def _group_scores(model, tokenizer, images, groups, vocab, preprocess=None) -> np.ndarray:
-    """``(N, M)`` image-text similarities for the ``M`` attributes of ``groups``, in
-    :func:`_group_columns` order."""
+def _group_scores(clip, images, groups, vocab) -> np.ndarray:
+    """``(N, M)`` image-text similarities of a :class:`~concept_grounding.models.clip.ClipHandle`
+    for the ``M`` attributes of ``groups``, in :func:`_group_columns` order. ``images``: a
+    tensor already in the model's input format, or PIL images (run through ``clip.preprocess``)."""
+    import torch
+
     from ..models.clip import clip_group_scores
 
+    preprocess = None if isinstance(images, torch.Tensor) else clip.preprocess
     return np.concatenate(
-        [clip_group_scores(model, tokenizer, images, g, vocab, preprocess=preprocess).numpy() for g in groups], axis=1
+        [clip_group_scores(clip.model, clip.tokenizer, images, g, vocab, preprocess=preprocess).numpy()
+         for g in groups], axis=1
     )
 
 
@@ -246,10 +251,10 @@ def _group_accuracy(scores: np.ndarray, groups, test: _Split, columns, vocab, su
 
 
 def table2(data: BenchData, train: _Split, test: _Split, sub_images, columns, vocab, config, out: Path,
-           bundle=None) -> list[dict]:
-    """Rows of Table 2: the world CLIP (trained here) and the named CLIP-like model ``bundle``
-    (a :class:`~concept_grounding.models.clip.ClipBundle`), if any."""
-    from ..models.clip import train_world_clip
+           clip=None) -> list[dict]:
+    """Rows of Table 2: the world CLIP (trained here) and the named CLIP-like model ``clip``
+    (a :class:`~concept_grounding.models.clip.ClipHandle`), if any."""
+    from ..models.clip import train_world_clip, world_clip_handle
 
     sub_cols = [j for j, i in enumerate(columns) if i in set(vocab.sub_attribute_indices)]
     groups = sorted({vocab.group_of(t) for t in data.sub["target_attribute"]} | {vocab.group_of(i) for i in columns})
@@ -257,17 +262,16 @@ def table2(data: BenchData, train: _Split, test: _Split, sub_images, columns, vo
     rows = []
     models = []
     if data.source == "world":
-        clip, tokenizer = train_world_clip(data.train, image_size=config.image_size, epochs=config.clip_epochs,
-                                           seed=config.seed)
-        clip.save_pretrained(out / "models" / "world-clip")
-        models.append(("world CLIP (trained here)", clip, tokenizer, None, sub_images, test.images))
-    if bundle is not None:
-        models.append((config.clip_model, bundle.model, bundle.tokenizer, bundle.preprocess,
-                       list(data.sub["image"]), list(data.test["image"])))
-    for name, model, tokenizer, preprocess, sub_in, test_in in models:
-        sub_scores = _group_scores(model, tokenizer, sub_in, groups, vocab, preprocess)
+        world_clip, _ = train_world_clip(data.train, image_size=config.image_size, epochs=config.clip_epochs,
+                                         seed=config.seed)
+        world_clip.save_pretrained(out / "models" / "world-clip")
+        models.append(("world CLIP (trained here)", world_clip_handle(world_clip), sub_images, test.images))
+    if clip is not None:
+        models.append((config.clip_model, clip, list(data.sub["image"]), list(data.test["image"])))
+    for name, handle, sub_in, test_in in models:
+        sub_scores = _group_scores(handle, sub_in, groups, vocab)
         row = _sub_row(name, sub_scores, data, names, mode="group")
-        test_scores = _group_scores(model, tokenizer, test_in, groups, vocab, preprocess)
+        test_scores = _group_scores(handle, test_in, groups, vocab)
         row.update(_group_accuracy(test_scores, groups, test, columns, vocab, sub_cols))
         rows.append(row)
     return rows
@@ -313,11 +317,11 @@ def _run(config: BenchConfig, out: Path) -> dict[str, Any]:
         return result
 
     # 0. a named model is loaded first, so that a bad name fails before any training
-    bundle = None
+    clip = None
     if config.clip_model:
         from ..models.clip import load_clip
 
-        bundle = load_clip(config.clip_model)
+        clip = load_clip(config.clip_model)
     # 1. data
     data = timed("data", load_bench_data, config, vocab)
     columns = concept_columns(config, data, vocab)
@@ -336,7 +340,7 @@ def _run(config: BenchConfig, out: Path) -> dict[str, Any]:
     posthoc = timed("post-hoc CBM", posthoc_analysis, *args) if config.posthoc else None
     if posthoc:
         t1.append(posthoc["sub_row"])
-    t2 = timed("table 2 models", table2, *args, bundle) if (config.clip or bundle is not None) else []
+    t2 = timed("table 2 models", table2, *args, clip) if (config.clip or clip is not None) else []
     # 5. report
     plots = plot_breakdowns(t1 + t2, out)
     results = {

@@ -141,9 +141,10 @@ def _stage_cci(out: Path, args: argparse.Namespace) -> str:
     from concept_grounding.cci.covar_job import CovarConfig, run_covar, write_covar_report
     from concept_grounding.cci.explain_job import ExplainConfig, run_explain, write_explain_report
 
-    clip = BenchArtifacts(out.parent / "bench").model_dir(WORLD_CLIP_MODEL)
+    bench = BenchArtifacts(out.parent / "bench")
+    clip = bench.model_dir(WORLD_CLIP_MODEL)
     model = str(clip) if clip.is_dir() else None
-    size = json.loads((clip / "config.json").read_text())["image_size"] if model else 64
+    size = bench.image_size() if model else 64  # the world CLIP was trained at the bench's image size
     n, objects, backgrounds = (2, 2, 2) if args.quick else (6, 8, 5)
     write_explain_report(run_explain(ExplainConfig(num=n, size=size, model=model, seed=args.seed, baselines=True)),
                          out / "explain")

@@ -13,6 +13,7 @@ import socket
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -193,3 +194,17 @@ def test_local_folders_and_paths(tmp_path):
         hub.resolve_model("./gone", "--vlm-model")
     with pytest.raises(ModelUnavailableError, match="neither an existing folder nor a valid Hub id"):
         hub.resolve_model("two words")
+
+
+def test_space_named_models_fail_within_10_s_when_the_hub_does_not_answer(online, silent_endpoint):
+    """The Space's TDG and Explain tabs resolve visitor-chosen models through the same fast check."""
+    import concept_grounding.tdg.pipeline  # noqa: F401  (imports outside the clock, as above)
+    from concept_grounding.space import tab_explain, tab_tdg
+    from concept_grounding.space.inputs import UserInputError
+
+    online(silent_endpoint)
+    for builder in (tab_tdg._build_named("someone/flux-not-here"), tab_explain.build_named_clip("someone/clip")):
+        start = time.monotonic()
+        with pytest.raises((UserInputError, ModelUnavailableError), match="not cached here|not in the local Hugging Face cache"):
+            builder(SimpleNamespace(image_size=32))
+        assert time.monotonic() - start < 10

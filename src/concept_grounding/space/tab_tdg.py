@@ -132,10 +132,13 @@ def pipeline_key(model: str | None) -> str:
 def _build_named(name: str) -> Any:
     def builder(store: ResourceStore) -> tuple[Any, str]:
         pipeline = require("concept_grounding.tdg.pipeline", "TiedDiffusionPipeline")
+        from ..hub import resolve_model
         from .env import is_offline
 
         try:
-            pipe = pipeline.TiedDiffusionPipeline.from_pretrained(name, local_files_only=is_offline())
+            # Fails within seconds for an uncached model when the Hub does not answer (issue 12.6).
+            source = resolve_model(name, argument="model")
+            pipe = pipeline.TiedDiffusionPipeline.from_pretrained(source, local_files_only=is_offline())
         except (OSError, ValueError) as err:
             raise UserInputError(f"Could not load the Flux model {name!r}: {err}") from None
         return pipe, f"{name} (from_pretrained)"

@@ -395,15 +395,20 @@ def eta_sweep(world: Any, flux: Any, tdg: Any, judges: dict, kw: dict, args: arg
     subset = pairings[::step][: args.sweep_pairings]
     settings: list[tuple[str, Any]] = [(f"constant eta={e:g}", e) for e in args.sweep_etas] + [("paper schedule", None)]
     results = {}
+    prompts = {(c, a): tdg_prompts(c, a, guide_bird=world_guide(world, c, a) or None, vocab=vocab) for c, a in subset}
     for label, eta in settings:
-        hits, clusters = [], []
+        # one batched call per schedule (a constant eta is one schedule; the paper's depends on the category)
+        groups: dict[Any, list] = defaultdict(list)
         for c, a in subset:
-            p = tdg_prompts(c, a, guide_bird=world_guide(world, c, a) or None, vocab=vocab)
-            sched = ConstantEta(eta) if eta is not None else schedule_for_attribute(a)
-            ims, _ = run_tdg(tdg, [p.reference], [p.guide], [image_seed(args.seed, c, a, 0)], sched, kw, 2)
+            groups[ConstantEta(eta) if eta is not None else schedule_for_attribute(a)].append((c, a))
+        hits, clusters = [], []
+        for sched, pairs in groups.items():
+            ims, _ = run_tdg(tdg, [prompts[p].reference for p in pairs], [prompts[p].guide for p in pairs],
+                             [image_seed(args.seed, c, a, 0) for c, a in pairs], sched, kw, args.batch)
             species, probs = judge(judges, ims, vocab.num_attributes)
-            hits.append(float(probs[0, vocab.attribute_index(a)] > 0.5 and species[0] == world.class_names.index(c)))
-            clusters.append(f"{c}|{a}")
+            for (c, a), sp, pr in zip(pairs, species, probs):
+                hits.append(float(pr[vocab.attribute_index(a)] > 0.5 and sp == world.class_names.index(c)))
+                clusters.append(f"{c}|{a}")
         results[label] = summarise(np.array(hits), np.array(clusters), args.bootstrap, args.seed)
     return {"pairings": len(subset), "results": results}
 

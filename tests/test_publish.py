@@ -13,7 +13,7 @@ import pytest
 from concept_grounding import __version__
 from concept_grounding.commands import publish as publish_command
 from concept_grounding.publish import MARKER, PublishConfig, WorldSpec, build_repos, plan_repos, push_repos
-from concept_grounding.publish.sources import METRIC_NAMES
+from concept_grounding.publish.sources import METRIC_NAMES, find_sources
 from concept_grounding.vocabulary import load_vocabulary
 
 CLASSES = ("017.Cardinal", "073.Blue_Jay")
@@ -21,6 +21,8 @@ TINY = ["--size", "32", "--train-per-class", "1", "--test-per-class", "1", "--cl
 CORE_REPOS = {
     ("dataset", "bird-world"), ("dataset", "bird-world-sub"), ("model", "tied_diffusion"), ("space", "concept-grounding"),
     *(("space", m) for m in METRIC_NAMES),
+    # The world Flux repo is built whenever its weights ship with the package (they do since issue 15).
+    *((("model", "world-flux"),) if find_sources().world_flux is not None else ()),
 }
 
 

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..vocabulary import Vocabulary, load_vocabulary
-from .artifacts import POSTHOC_MODEL, BenchArtifacts
+from .artifacts import POSTHOC_MODEL, WORLD_CLIP_MODEL, BenchArtifacts
 from .config import MODEL_VARIANTS, BenchConfig
 from .models import train_posthoc, train_variant
 from ..models.backbone import drop_init_weights
@@ -264,7 +264,7 @@ def table2(data: BenchData, train: _Split, test: _Split, sub_images, columns, vo
     if data.source == "world":
         world_clip, _ = train_world_clip(data.train, image_size=config.image_size, epochs=config.clip_epochs,
                                          seed=config.seed)
-        world_clip.save_pretrained(out / "models" / "world-clip")
+        world_clip.save_pretrained(BenchArtifacts(out).model_dir(WORLD_CLIP_MODEL))
         models.append(("world CLIP (trained here)", world_clip_handle(world_clip), sub_images, test.images))
     if clip is not None:
         models.append((config.clip_model, clip, list(data.sub["image"]), list(data.test["image"])))

@@ -21,6 +21,7 @@ import numpy as np
 
 from .common import get_world, label_overlay, overlay_heatmap
 from .inputs import UserInputError, load_image, parse_texts, to_rgb
+from ..bench.artifacts import WORLD_CLIP_MODEL
 from .resources import FeatureUnavailable, ResourceStore, require
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -54,7 +55,7 @@ def build_named_clip(name: str):
 
 def build_clip(store: ResourceStore) -> tuple["ClipHandle", str]:
     """The Explain tab's model and where it came from; see the module docstring."""
-    folder = store.find_artifact("world_clip", "world-clip")
+    folder = store.find_artifact("world_clip", WORLD_CLIP_MODEL)
     if folder is not None:
         models = require("concept_grounding.models.clip", "load_clip")
         return models.load_clip(folder, backend="world"), f"world CLIP loaded from {folder}"

@@ -262,3 +262,63 @@ def test_checker_sees_private_imports_and_attribute_reaches(tmp_path):
     found = private_reaches(module_files(root))
     p = PACKAGE
     assert found == {(f"{p}.a", f"{p}.m:_hidden"), (f"{p}.b", f"{p}.m:_hidden"), (f"{p}.outsider", f"{p}.pkg:_util")}
+
+
+#: Which project packages each top-level package may import (the README's "newcomer's map").
+BASE = {"vocabulary", "schema", "errors", "fileio", "hub"}
+ALLOWED_IMPORTS: dict[str, set[str]] = {
+    **{name: BASE for name in BASE},
+    "__init__": BASE,
+    "world": BASE,
+    "metrics": {"vocabulary"},
+    "plotting": {"metrics"},
+    "loaders": BASE,
+    "models": BASE,
+    "tdg": BASE,
+    "worldflux": BASE | {"tdg", "world"},
+    "cci": BASE | {"models", "world"},
+    "bench": BASE | {"world", "loaders", "metrics", "plotting", "models"},
+    "evaluation": BASE | {"world", "loaders", "metrics", "plotting", "models", "bench"},
+    "publish": BASE | {"world"},
+    "space": BASE | {"bench", "models", "world"},
+}
+
+
+def package_imports(src: Path = SRC / PACKAGE) -> dict[str, set[str]]:
+    """Top-level project package -> the other top-level packages its modules import
+    (every import statement, relative or absolute, anywhere in a module)."""
+    graph: dict[str, set[str]] = {}
+    for path in src.rglob("*.py"):
+        parts = list(path.relative_to(src).with_suffix("").parts)
+        me = parts[0]
+        package = parts[:-1]  # the package a relative import starts from
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[list[str]] = []
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+                targets.append(base + (node.module.split(".") if node.module else []))
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PACKAGE + "."):
+                targets.append(node.module.split(".")[1:])
+            elif isinstance(node, ast.Import):
+                targets += [a.name.split(".")[1:] for a in node.names if a.name.startswith(PACKAGE + ".")]
+            for target in targets:
+                if target and target[0] != me:
+                    graph.setdefault(me, set()).add(target[0])
+    return graph
+
+
+def test_package_imports_follow_the_readme_map():
+    graph = package_imports()
+    shells = {"commands", "cli"}
+    unexpected = {pkg: sorted(deps - ALLOWED_IMPORTS.get(pkg, set()))
+                  for pkg, deps in graph.items() if pkg not in shells}
+    assert {pkg: deps for pkg, deps in unexpected.items() if deps} == {}
+
+
+def test_package_map_checker_sees_relative_and_absolute_imports(tmp_path):
+    root = tmp_path / PACKAGE
+    (root / "low").mkdir(parents=True)
+    (root / "high").mkdir()
+    (root / "low" / "a.py").write_text("from ..high import b\n")
+    (root / "high" / "b.py").write_text("import concept_grounding.vocabulary\nfrom . import c\n")
+    assert package_imports(root) == {"low": {"high"}, "high": {"vocabulary"}}

@@ -100,3 +100,14 @@ def test_bad_backend_is_a_clear_error(world_handle):
         ClipHandle(world_handle.model, world_handle.tokenizer, world_handle.preprocess, "jax")
     with pytest.raises(ValueError, match="no tokenizer"):
         ClipHandle(world_handle.model, None, world_handle.preprocess, "world").encode_text(["a bird"])
+
+
+def test_cci_takes_the_handle_itself():
+    """CCI's backend picker accepts the one CLIP handle and explains the model it carries."""
+    from concept_grounding.cci.backends import OpenCLIPBackend, get_backend
+    from concept_grounding.models.clip.tiny import tiny_clip_handle
+
+    handle = tiny_clip_handle()
+    backend = get_backend(handle)
+    assert isinstance(backend, OpenCLIPBackend)
+    assert type(get_backend(handle.model)) is type(backend)

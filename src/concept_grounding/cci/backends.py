@@ -372,13 +372,18 @@ class OpenCLIPBackend(VisionBackend):
 
 
 def get_backend(model: Any, tokenizer: Callable | None = None) -> VisionBackend:
-    """Pick the adapter for ``model`` (a backend is returned unchanged).
+    """Pick the adapter for ``model``: a transformers or open_clip CLIP, or a
+    :class:`~concept_grounding.models.clip.ClipHandle` (a backend is returned unchanged).
 
     Raises:
         ValueError: ``model`` is neither a transformers CLIP nor an open_clip ViT.
     """
     if isinstance(model, VisionBackend):
         return model
+    from ..models.clip.handle import ClipHandle
+
+    if isinstance(model, ClipHandle):  # the project's one CLIP handle: its model and tokenizer
+        model, tokenizer = model.model, tokenizer or model.tokenizer
     module = type(model).__module__
     if module.startswith("transformers."):
         if "clip" not in module:

@@ -167,14 +167,20 @@ def train_judges(world: Any, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cached_judges(world: Any, args: argparse.Namespace) -> dict[str, Any]:
-    """:func:`train_judges`, cached in ``<out>/judges-<settings>.pt`` (pickled modules)."""
-    import torch
+    """:func:`train_judges`, cached as ``save_pretrained`` folders (safetensors, no pickles) in
+    ``<out>/judges-<settings>/``; the columns and the test split are rebuilt from the world."""
+    from concept_grounding.models import ConceptBottleneckModel
+    from concept_grounding.models.clip import WorldCLIP
 
-    path = args.out / f"judges-s{world.config.image_size}-n{args.judge_train}-t{args.judge_test}-e{args.judge_epochs}-seed{args.seed}.pt"
-    if path.is_file():
-        return torch.load(path, weights_only=False)
+    folder = args.out / f"judges-s{world.config.image_size}-n{args.judge_train}-t{args.judge_test}-e{args.judge_epochs}-seed{args.seed}"
+    if (folder / "cbm").is_dir() and (folder / "clip").is_dir():
+        clip = WorldCLIP.from_pretrained(folder / "clip").eval()
+        return {"cbm": ConceptBottleneckModel.from_pretrained(folder / "cbm").eval(),
+                "columns": tuple(world.rendered_attributes), "clip": clip, "clip_tokenizer": clip.tokenizer,
+                "test": real_split(world, 1000 + args.judge_train, args.judge_test)}
     judges = train_judges(world, args)
-    torch.save(judges, path)
+    judges["cbm"].save_pretrained(folder / "cbm")
+    judges["clip"].save_pretrained(folder / "clip")
     return judges
 
 

@@ -116,7 +116,7 @@ def _train_vae(cfg: FluxTrainConfig, data: dict[str, np.ndarray], work: Path, pr
     opt = torch.optim.AdamW(vae.parameters(), lr=cfg.vae_lr, weight_decay=0.0)
     start, losses = 0, []
     if path.exists():
-        state = torch.load(path, weights_only=False)
+        state = torch.load(path, weights_only=True)
         vae.load_state_dict(state["model"])
         if state["done"]:
             vae.register_to_config(shift_factor=state["shift"], scaling_factor=state["scale"])
@@ -164,7 +164,7 @@ def _encode_latents(vae: Any, data: dict[str, np.ndarray], work: Path, progress:
 
     path = work / "latents.pt"
     if path.exists():
-        return torch.load(path, weights_only=False)
+        return torch.load(path, weights_only=True)
     x_all = _to_tensor(data["images"])
     out: dict[str, list] = {"mean": [], "std": [], "mean_flip": [], "std_flip": []}
     with torch.no_grad():
@@ -247,7 +247,7 @@ def _train_flux(
     opt = torch.optim.AdamW(modules.parameters(), lr=cfg.lr, weight_decay=0.01)
     state: dict[str, Any] = {"step": 0, "losses": [], "total": cfg.steps, "seconds": 0.0}
     if path.exists():
-        ck = torch.load(path, weights_only=False)
+        ck = torch.load(path, weights_only=True)
         modules.load_state_dict(ck["model"])
         ema = ck["ema"]
         opt.load_state_dict(ck["opt"])
@@ -444,7 +444,7 @@ def train_world_flux(cfg: FluxTrainConfig, out_dir: str | Path, work_dir: str | 
         },
         out,
     )
-    vae_state = torch.load(work / "vae.pt", weights_only=False)
+    vae_state = torch.load(work / "vae.pt", weights_only=True)
     _plot_losses(state["losses"], vae_state.get("losses", []), out / "loss_curve.png")
     _sample_sheet(out, world, out / "samples.png", cfg.max_length, cfg.seed)
     params = {

@@ -21,10 +21,10 @@ same settings writes identical files (what lets a re-push upload nothing).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..world.export import WorldExportConfig
 from .cards import make_card, markdown_table, save_card
 
 if TYPE_CHECKING:
@@ -42,41 +42,15 @@ _ROW_GROUP = 200
 _MAX_SHARD = 500 << 20
 
 
-@dataclass(frozen=True)
-class WorldSpec:
-    """The bird world a publish renders (the ``concept-grounding world`` settings).
-
-    Attributes:
-        size: image side (px). train_per_class, test_per_class: images per class and split.
-        per_pairing: SUB-style counterfactuals per (class, substituted attribute) pairing.
-        seed: world seed. deviation_rate: per-image label deviation rate.
-        classes: CUB class folder names; ``None``: SUB's 33.
-    """
-
-    size: int = 128
-    train_per_class: int = 10
-    test_per_class: int = 5
-    per_pairing: int = 1
-    seed: int = 0
-    deviation_rate: float = 0.1
-    classes: tuple[str, ...] | None = None
-
-    def world_command(self) -> str:
-        """The ``concept-grounding world`` command that renders the same birds."""
-        parts = ["concept-grounding world --out world", f"--size {self.size}",
-                 f"--train-per-class {self.train_per_class}", f"--test-per-class {self.test_per_class}",
-                 f"--per-pairing {self.per_pairing}", f"--seed {self.seed}", f"--deviation-rate {self.deviation_rate}"]
-        if self.classes:
-            parts.append("--classes " + " ".join(self.classes))
-        return " ".join(parts) + " --format all"
+#: The bird world a publish renders: the ``concept-grounding world`` job's own settings.
+WorldSpec = WorldExportConfig
 
 
 def build_world(spec: WorldSpec) -> "BirdWorld":
     """The :class:`~concept_grounding.world.BirdWorld` of ``spec``."""
-    from ..world import BirdWorld, WorldConfig
+    from ..world import BirdWorld
 
-    return BirdWorld(WorldConfig(image_size=spec.size, class_names=spec.classes, deviation_rate=spec.deviation_rate,
-                                 seed=spec.seed))
+    return BirdWorld(spec.world_config())
 
 
 def hub_attribute_name(name: str) -> str:
@@ -169,7 +143,7 @@ def _how_made(command: str, spec: WorldSpec, version: str) -> str:
         f"```bash\n{command}\n```\n\n"
         f"World settings: {spec.size} px, {spec.train_per_class} train + {spec.test_per_class} test images per class, "
         f"{spec.per_pairing} counterfactual(s) per (class, substituted attribute) pairing, label deviation rate "
-        f"{spec.deviation_rate}, classes: {classes}. The same birds as files: `{spec.world_command()}`.\n"
+        f"{spec.deviation_rate}, classes: {classes}. The same birds as files: `{spec.command()}`.\n"
     )
 
 

@@ -82,6 +82,20 @@ class WorldExportConfig:
     def writes_sub(self) -> bool:
         return self.formats in ("sub", "all")
 
+    def command(self) -> str:
+        """The ``concept-grounding world`` command that renders the same birds (every format).
+
+        >>> WorldExportConfig(size=64, classes=("017.Cardinal",)).command()  # doctest: +NORMALIZE_WHITESPACE
+        'concept-grounding world --out world --size 64 --train-per-class 10 --test-per-class 5 --per-pairing 1
+         --seed 0 --deviation-rate 0.1 --classes 017.Cardinal --format all'
+        """
+        parts = ["concept-grounding world --out world", f"--size {self.size}",
+                 f"--train-per-class {self.train_per_class}", f"--test-per-class {self.test_per_class}",
+                 f"--per-pairing {self.per_pairing}", f"--seed {self.seed}", f"--deviation-rate {self.deviation_rate}"]
+        if self.classes:
+            parts.append("--classes " + " ".join(self.classes))
+        return " ".join(parts) + " --format all"
+
     def world_config(self) -> WorldConfig:
         """The renderer's :class:`WorldConfig` (which validates size, rate and classes)."""
         return WorldConfig(image_size=self.size, class_names=tuple(self.classes) if self.classes else None,

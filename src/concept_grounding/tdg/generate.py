@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -46,6 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import UsageError, read_text_file
+from ..fileio import atomic_write_bytes
 from ..vocabulary import Vocabulary, load_vocabulary, split_attribute
 from .prompts import tdg_prompts
 from .schedule import EtaSchedule, schedule_for_attribute
@@ -220,13 +220,6 @@ def _part_path(out_dir: Path, job: GenerationJob) -> Path:
     return out_dir / PARTS_DIR / (job.file_name.replace("/", "__") + ".json")
 
 
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 def is_done(out_dir: str | Path, job: GenerationJob) -> bool:
     """A job is done when its sidecar exists (written after its image)."""
     out_dir = Path(out_dir)
@@ -360,7 +353,7 @@ def check_manifest(out_dir: str | Path, manifest: dict[str, Any], labels: dict[s
 def _write_manifest(out_dir: Path, manifest: dict[str, Any]) -> None:
     """Check the folder's manifest, or write it when there is none (before the first image)."""
     if not check_manifest(out_dir, manifest):
-        _atomic_write_bytes(out_dir / MANIFEST_FILE, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
+        atomic_write_bytes(out_dir / MANIFEST_FILE, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
 
 
 def _generate_chunk(pipe: Any, chunk: list[GenerationJob],
@@ -474,9 +467,9 @@ def generate_images(
                 break
             for job, (image, guide, meta) in zip(chunk, _generate_chunk(pipe, chunk, settings)):
                 if "guide_file_name" in meta:
-                    _atomic_write_bytes(out_dir / meta["guide_file_name"], _png_bytes(guide))
-                _atomic_write_bytes(out_dir / job.file_name, _png_bytes(image))
-                _atomic_write_bytes(_part_path(out_dir, job), json.dumps(meta, sort_keys=True).encode())
+                    atomic_write_bytes(out_dir / meta["guide_file_name"], _png_bytes(guide))
+                atomic_write_bytes(out_dir / job.file_name, _png_bytes(image))
+                atomic_write_bytes(_part_path(out_dir, job), json.dumps(meta, sort_keys=True).encode())
                 written += 1
                 bar.update(1)
     return written
@@ -500,5 +493,5 @@ def finalize(out_dir: str | Path, jobs: Sequence[GenerationJob]) -> Path:
     if missing:
         warnings.warn(f"{missing} of {len(jobs)} images are not generated yet; metadata.jsonl lists the others")
     path = out_dir / "metadata.jsonl"
-    _atomic_write_bytes(path, "".join(line + "\n" for line in lines).encode())
+    atomic_write_bytes(path, "".join(line + "\n" for line in lines).encode())
     return path

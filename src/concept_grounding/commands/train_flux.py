@@ -22,14 +22,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tiny", action="store_true", help="2 classes, 8 images, 2 steps per stage: a smoke test")
     parser.add_argument("--size", type=int, default=32, help="image side in pixels")
     parser.add_argument("--per-class", type=int, default=400, help="training renders per species")
+    parser.add_argument("--vae-blocks", type=_channel_list, default=(16, 32, 64), help="AutoencoderKL block widths, e.g. 32,64,128")
     parser.add_argument("--latent-channels", type=int, default=8)
     parser.add_argument("--vae-steps", type=int, default=800)
+    parser.add_argument("--vae-batch", type=int, default=32)
     parser.add_argument("--steps", type=int, default=None, help="transformer steps (default: fit --minutes)")
     parser.add_argument("--minutes", type=float, default=42.0, help="transformer wall-time budget when --steps is not given")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--lr", type=float, default=8e-4)
     parser.add_argument("--layers", type=int, default=2, help="double-stream transformer blocks")
     parser.add_argument("--single-layers", type=int, default=4, help="single-stream transformer blocks")
+    parser.add_argument("--heads", type=int, default=4, help="transformer attention heads")
+    parser.add_argument("--head-dim", type=int, default=32, help="transformer width per head (multiple of 4)")
     parser.add_argument("--checkpoint-every", type=int, default=200)
     parser.add_argument(
         "--threads", type=int, default=1,
@@ -37,6 +41,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-progress", action="store_true")
+
+
+def _channel_list(text: str) -> tuple[int, ...]:
+    """``"32,64,128"`` -> ``(32, 64, 128)`` (argparse type of ``--vae-blocks``).
+
+    >>> _channel_list("32, 64,128")
+    (32, 64, 128)
+    """
+    try:
+        widths = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not widths or min(widths) <= 0:
+        raise argparse.ArgumentTypeError(f"expected positive widths, got {text!r}")
+    return widths
 
 
 def config_from_args(args: argparse.Namespace):
@@ -52,14 +71,18 @@ def config_from_args(args: argparse.Namespace):
     return FluxTrainConfig(
         image_size=args.size,
         per_class=args.per_class,
+        vae_blocks=tuple(args.vae_blocks),
         latent_channels=args.latent_channels,
         vae_steps=args.vae_steps,
+        vae_batch=args.vae_batch,
         steps=args.steps,
         minutes=args.minutes,
         batch=args.batch,
         lr=args.lr,
         layers=args.layers,
         single_layers=args.single_layers,
+        heads=args.heads,
+        head_dim=args.head_dim,
         checkpoint_every=args.checkpoint_every,
         seed=args.seed,
     )

@@ -4,12 +4,15 @@ Runs each stage into its own sub-folder of ``--out`` and writes an index
 ``README.md`` that links them. A stage that fails stops the demo with its error; stages
 already written stay on disk.
 
-The world, bench and CCI stages call the package's jobs directly
+Every stage calls the package's jobs directly
 (:func:`~concept_grounding.world.export.run_world_export`,
-:func:`~concept_grounding.bench.run_bench`, :func:`~concept_grounding.cci.explain_job.run_explain`,
-:func:`~concept_grounding.cci.covar_job.run_covar`) and read their result objects and the
-bench's :class:`~concept_grounding.bench.artifacts.BenchArtifacts`; the TDG stage still runs
-the ``generate`` and ``filter`` commands, whose jobs live in their command modules.
+:func:`~concept_grounding.bench.run_bench`,
+:func:`~concept_grounding.tdg.generate_job.run_generate`,
+:func:`~concept_grounding.tdg.filter_job.run_filter`,
+:func:`~concept_grounding.cci.explain_job.run_explain`,
+:func:`~concept_grounding.cci.covar_job.run_covar`) and reads their result objects and the
+bench's :class:`~concept_grounding.bench.artifacts.BenchArtifacts`; no stage goes through the
+command line.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from concept_grounding.errors import UsageError
 
 if TYPE_CHECKING:  # torch and the renderer load when a stage runs, not when the CLI parses
     from concept_grounding.bench.config import BenchConfig
+    from concept_grounding.tdg.filter_job import FilterConfig
+    from concept_grounding.tdg.generate_job import GenerateConfig
     from concept_grounding.world.export import WorldExportConfig
 
 logger = logging.getLogger(__name__)
@@ -37,13 +42,11 @@ Stage = Callable[[Path, argparse.Namespace], str]
 
 #: the world classes of ``--quick`` runs (tests, smoke runs)
 QUICK_CLASSES: tuple[str, ...] = ("017.Cardinal", "073.Blue_Jay", "019.Gray_Catbird", "129.Song_Sparrow")
-
-
-def _command(argv: list[str]) -> None:
-    """Run another sub-command in-process; its error propagates (and stops the demo)."""
-    from concept_grounding.cli import dispatch
-
-    dispatch(argv)
+#: the TDG stage's pairings: these classes x these target attributes (the ones they lack)
+TDG_CLASSES: tuple[str, ...] = ("073.Blue_Jay", "017.Cardinal")
+TDG_ATTRIBUTES: tuple[str, ...] = ("has_crown_color::black", "has_breast_pattern::spotted", "has_bill_shape::needle")
+#: the bench model that judges the TDG images when the bench stage ran (the world attribute oracle)
+TDG_ORACLE = "CBM (ind., per-img.)"
 
 
 def world_config(args: argparse.Namespace) -> WorldExportConfig:
@@ -113,19 +116,41 @@ def _tdg_pairs(images: Path, path: Path) -> list[dict]:
     return records
 
 
+def generate_config(images: Path, args: argparse.Namespace) -> GenerateConfig:
+    """The TDG stage's generation: the shipped world Flux at 32 px on :data:`TDG_CLASSES` x
+    :data:`TDG_ATTRIBUTES`, guides saved; ``--quick``: 1 image per pairing and 4 steps, else 4 and 20."""
+    from concept_grounding.tdg.generate_job import GenerateConfig
+    from concept_grounding.worldflux.source import WorldFlux, world_pairings
+
+    per_pairing, steps = (1, 4) if args.quick else (4, 20)
+    return GenerateConfig(out=images, model=WorldFlux(), pairings=world_pairings(), classes=TDG_CLASSES,
+                          attributes=TDG_ATTRIBUTES, images_per_pairing=per_pairing, seed=args.seed, steps=steps,
+                          size=32, save_guides=True)
+
+
+def filter_config(images: Path, out: Path, oracle: Path) -> FilterConfig:
+    """The TDG stage's VQA filter: judged by the bench's :data:`TDG_ORACLE` when ``oracle`` is its
+    saved folder, else by a random tiny CLIP."""
+    from concept_grounding.tdg.filter_job import FilterConfig
+
+    if not oracle.is_dir():
+        return FilterConfig(input=images, out=out, scorer="tiny-clip")
+    from concept_grounding.models.loading import concept_probability_oracle
+
+    return FilterConfig(input=images, out=out, scorer="oracle", oracle=str(oracle),
+                        oracle_loader=concept_probability_oracle)
+
+
 def _stage_tdg(out: Path, args: argparse.Namespace) -> str:
+    from concept_grounding.tdg.filter_job import run_filter
+    from concept_grounding.tdg.generate_job import run_generate
+
     images = out / "images"
-    argv = ["generate", "--out", str(images), "--save-guides", "--seed", str(args.seed),  # the shipped world Flux
-            "--classes", "073.Blue_Jay",
-            "017.Cardinal", "--attributes", "has_crown_color::black", "has_breast_pattern::spotted",
-            "has_bill_shape::needle"]
-    argv += ["--images-per-pairing", "1", "--steps", "4", "--size", "32"] if args.quick else [
-        "--images-per-pairing", "4", "--steps", "20", "--size", "32"]
-    _command(argv)
-    bench = BenchArtifacts(out.parent / "bench")
-    oracle = bench.model_dir("CBM (ind., per-img.)")
-    scorer = ["--scorer", "oracle", "--oracle", str(oracle)] if oracle.is_dir() else ["--scorer", "tiny-clip"]
-    _command(["filter", "--in", str(images), "--out", str(out / "filter"), *scorer])
+    generated = run_generate(generate_config(images, args))
+    logger.info("wrote %d new images (%d planned)", generated.written, generated.planned)
+    oracle = BenchArtifacts(out.parent / "bench").model_dir(TDG_ORACLE)
+    filtered = run_filter(filter_config(images, out / "filter", oracle))
+    logger.info("kept %d of %d images", len(filtered.kept), filtered.generated)
     count = len(_tdg_pairs(images, out / "pairs.png"))
     judge = "the world attribute oracle (the bench's per-image CBM)" if oracle.is_dir() else "a random tiny CLIP"
     return (

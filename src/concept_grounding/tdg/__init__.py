@@ -1,7 +1,8 @@
 """Tied Diffusion Guidance (SUB, Bader et al., Sec. 3-4): tie, schedule, prompts, pipeline.
 
 The tie, schedule and prompt builders import no heavy library at import time; the
-pipeline classes (which import diffusers) load on first attribute access.
+pipeline classes (which import diffusers) and the ``generate`` / ``filter`` jobs
+(:func:`run_generate`, :func:`run_filter`) load on first attribute access.
 
 >>> from concept_grounding.tdg import tdg_prompts, EtaSchedule
 >>> tdg_prompts("Downy Woodpecker", "has_breast_color::red").reference
@@ -21,6 +22,12 @@ _LAZY = {
     "TiedDiffusionPipeline": ".pipeline",
     "TiedDiffusionPipelineOutput": ".pipeline_output",
     "tiny_flux_pipeline": ".tiny",
+    "GenerateConfig": ".generate_job",
+    "GenerateResult": ".generate_job",
+    "run_generate": ".generate_job",
+    "FilterConfig": ".filter_job",
+    "FilterJobResult": ".filter_job",
+    "run_filter": ".filter_job",
 }
 
 __all__ = [

@@ -1,0 +1,209 @@
+"""The ``filter`` job: SUB's VQA filter over a generated image folder, and its report (SUB Sec. 4.2).
+
+:func:`run_filter` (1) reads ``<in>/metadata.jsonl`` (from the ``generate`` job) and checks
+every row, (2) builds the scorer (a named model is resolved before its library loads),
+(3) scores every image's multiple-choice question pairing by pairing and keeps the top
+``keep_fraction`` per pairing (:func:`~concept_grounding.tdg.filter.filter_records`), and
+(4) writes ``<out>/metadata.jsonl`` (kept rows, with ``target_probability``; ``file_name``
+is the absolute path of the image in ``<in>``) plus ``filter_report.json`` /
+``filter_report.md``. It returns a :class:`FilterJobResult`. The command
+``concept-grounding filter`` maps its arguments onto a :class:`FilterConfig` and prints one
+line; the demo builds the config directly.
+
+Scorers (``FilterConfig.scorer``): ``"vlm"`` (a transformers VLM), ``"clip"`` (open_clip),
+``"tiny-clip"`` (random, offline plumbing) and ``"oracle"`` (``oracle``: a
+``'module:function'`` mapping PIL images to (N, 312) probabilities, or a folder that
+``oracle_loader`` turns into such a function; the command passes the ``models`` package's
+``concept_probability_oracle``, which ``tdg`` may not import itself).
+
+Errors name the command-line argument behind each setting (``--in``, ``--oracle``, ...),
+because this job is what that command runs.
+
+>>> FilterConfig(input=Path("gen"), out=Path("kept"), scorer="tiny-clip").keep_fraction
+0.1
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import UsageError, read_text_file
+from .filter import (
+    AttributeOracleScorer,
+    CLIPScorer,
+    OptionScorer,
+    VisionLanguageScorer,
+    filter_records,
+    tiny_clip_scorer,
+    write_report,
+)
+
+__all__ = ["DEFAULT_VLM", "SCORERS", "FilterConfig", "FilterJobResult", "read_generated_records", "build_scorer",
+           "run_filter"]
+
+#: SUB filtered with InternVL-2.5-8B, whose Hub repository ships its own modelling code
+#: (``AutoModel`` + ``trust_remote_code``, no logits API that AutoModelForImageTextToText
+#: loads). The default is the same family's native transformers checkpoint.
+DEFAULT_VLM = "OpenGVLab/InternVL3-8B-hf"
+SCORERS = ("vlm", "clip", "tiny-clip", "oracle")
+#: An attribute oracle: N PIL images -> (N, 312) independent presence probabilities.
+Oracle = Callable[[Sequence[Any]], np.ndarray]
+
+
+@dataclass(frozen=True)
+class FilterConfig:
+    """What to filter, where to write, and with which scorer.
+
+    Args:
+        input: the generated image folder (with ``metadata.jsonl``).
+        out: folder for the kept list and the report.
+        scorer: one of :data:`SCORERS`.
+        vlm_model: Hub id or folder that ``AutoModelForImageTextToText`` loads (``"vlm"``).
+        trust_remote_code: let ``vlm_model``'s repository run its own modelling code.
+        clip_model, clip_pretrained: open_clip architecture and weights tag (``"clip"``).
+        oracle: ``'module:function'`` or a folder for ``oracle_loader`` (``"oracle"``).
+        keep_fraction: fraction of the generated images kept per pairing, in (0, 1] (SUB: 0.1).
+        oracle_loader: folder -> :data:`Oracle` (e.g. ``models.loading.concept_probability_oracle``).
+    """
+
+    input: Path
+    out: Path
+    scorer: str = "vlm"
+    vlm_model: str = DEFAULT_VLM
+    trust_remote_code: bool = False
+    clip_model: str = "ViT-B-32"
+    clip_pretrained: str = "openai"
+    oracle: str | None = None
+    keep_fraction: float = 0.1
+    oracle_loader: Callable[[str], Oracle] | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.scorer not in SCORERS:
+            raise ValueError(f"scorer must be one of {SCORERS}, got {self.scorer!r}")
+
+
+@dataclass(frozen=True)
+class FilterJobResult:
+    """What :func:`run_filter` kept and wrote.
+
+    Attributes:
+        generated: rows read from ``<in>/metadata.jsonl``.
+        kept: rows written to ``<out>/metadata.jsonl`` (absolute ``file_name``, ``target_probability``).
+        report: the filter report (per-pairing and per-attribute counts).
+        metadata, report_json, report_md: the files written.
+    """
+
+    generated: int
+    kept: list[dict]
+    report: dict[str, Any]
+    metadata: Path
+    report_json: Path
+    report_md: Path
+
+
+def read_generated_records(src: Path) -> list[dict]:
+    """Rows of ``<src>/metadata.jsonl``; a missing file, bad JSON, missing keys or images name the line."""
+    path = src / "metadata.jsonl"
+    if not path.is_file():
+        raise UsageError("no metadata.jsonl here", argument="--in", file=src,
+                         hint="point --in at a folder written by `concept-grounding generate`")
+    records = []
+    for n, line in enumerate(read_text_file(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise UsageError(f"not valid JSON ({err.msg})", file=path, line=n) from None
+        missing = [k for k in ("file_name", "reference_class", "target_attribute") if not isinstance(row, dict)
+                   or k not in row]
+        if missing:
+            raise UsageError(f"row lacks {missing}", file=path, line=n)
+        if not (src / row["file_name"]).is_file():
+            raise UsageError(f"image {row['file_name']!r} not found in {src}", file=path, line=n)
+        records.append(row)
+    if not records:
+        raise UsageError("lists no images", file=path)
+    return records
+
+
+def _oracle_scorer(config: FilterConfig) -> OptionScorer:
+    """The attribute-oracle scorer of ``config.oracle`` (a folder, or ``'module:function'``)."""
+    if config.oracle and Path(config.oracle).is_dir():
+        if config.oracle_loader is None:
+            raise ValueError(f"oracle_loader: needed to load the concept model folder {config.oracle}")
+        return AttributeOracleScorer(config.oracle_loader(config.oracle))
+    if not config.oracle or ":" not in config.oracle:
+        raise UsageError("must be a saved concept model folder or 'module:function' with --scorer oracle, got "
+                         f"{config.oracle!r}", argument="--oracle")
+    import importlib
+
+    module, name = config.oracle.split(":", 1)
+    try:
+        return AttributeOracleScorer(getattr(importlib.import_module(module), name))
+    except (ImportError, AttributeError) as err:
+        raise UsageError(f"cannot import {config.oracle!r}: {err}", argument="--oracle") from None
+
+
+def build_scorer(config: FilterConfig) -> OptionScorer:
+    """The configured scorer; named models are resolved (local, cached, or a fast clear error) before loading."""
+    if config.scorer == "tiny-clip":
+        return tiny_clip_scorer()
+    if config.scorer == "clip":
+        from ..hub import resolve_open_clip
+
+        resolve_open_clip(config.clip_model, config.clip_pretrained, "--clip-model")
+        import open_clip
+
+        model, _, preprocess = open_clip.create_model_and_transforms(config.clip_model,
+                                                                     pretrained=config.clip_pretrained)
+        return CLIPScorer(model.eval(), preprocess, open_clip.get_tokenizer(config.clip_model))
+    if config.scorer == "oracle":
+        return _oracle_scorer(config)
+    from ..hub import resolve_model
+
+    name = resolve_model(config.vlm_model, "--vlm-model")  # before importing transformers: fail fast
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    remote = bool(config.trust_remote_code)
+    processor = AutoProcessor.from_pretrained(name, trust_remote_code=remote)
+    model = AutoModelForImageTextToText.from_pretrained(name, trust_remote_code=remote).eval()
+    return VisionLanguageScorer(model, processor)
+
+
+def run_filter(config: FilterConfig) -> FilterJobResult:
+    """Filter ``config.input`` into ``config.out`` (steps in the module docstring)."""
+    from PIL import Image
+    from tqdm.auto import tqdm
+
+    # 1. inputs and scorer, checked before any image is scored
+    src, out = Path(config.input), Path(config.out)
+    records = read_generated_records(src)
+    scorer = build_scorer(config)
+
+    # 2. score pairing by pairing, keep the top fraction
+    bar = tqdm(total=len(records), desc="VQA filter", unit="img")
+
+    def probs_for(rows: list[dict], question: str, options: list[str]) -> np.ndarray:
+        images = [Image.open(src / r["file_name"]).convert("RGB") for r in rows]
+        group = rows[0]["group"] if "group" in rows[0] else rows[0]["target_attribute"].split("::")[0][4:]
+        probs = scorer.score(images, question, options, group)
+        bar.update(len(rows))
+        return probs
+
+    result = filter_records(records, probs_for, config.keep_fraction)
+    bar.close()
+
+    # 3. kept list and report
+    out.mkdir(parents=True, exist_ok=True)
+    kept = [{**r, "file_name": str((src / r["file_name"]).resolve())} for r in result.kept]
+    metadata = out / "metadata.jsonl"
+    metadata.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
+    json_path, md_path = write_report(result.report, out)
+    return FilterJobResult(len(records), kept, result.report, metadata, json_path, md_path)

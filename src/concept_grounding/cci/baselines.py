@@ -18,6 +18,9 @@
   the CLS row over the patches (text-independent).
 
 All maps are ``(B, H, W)``, bilinearly upsampled from the ``(gh, gw)`` patch grid.
+:data:`BASELINES` (name -> function), :data:`BASELINE_TITLES` and :func:`baseline_caption`
+are the one list of baselines: the explain job, COVAR and the Space's Explain tab take
+theirs from here (this module imports no torch until a map is computed).
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from .backends import get_backend
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-__all__ = ["random_maps", "gradcam_maps", "grad_eclip_maps", "rollout_maps", "BASELINES", "BASELINE_TITLES"]
+__all__ = ["random_maps", "gradcam_maps", "grad_eclip_maps", "rollout_maps", "BASELINES", "BASELINE_TITLES",
+           "TEXT_FREE_BASELINES", "baseline_caption"]
 
 
 def _upsample(patch: "torch.Tensor", image_size: tuple[int, int]) -> "torch.Tensor":
@@ -154,3 +158,18 @@ def rollout_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: Any = No
 BASELINES = {"random": random_maps, "gradcam": gradcam_maps, "grad-eclip": grad_eclip_maps, "rollout": rollout_maps}
 #: name -> title for figures and reports
 BASELINE_TITLES = {"random": "random", "gradcam": "Grad-CAM", "grad-eclip": "Grad-ECLIP", "rollout": "rollout"}
+#: the baselines whose map ignores the text -> what their caption says instead of the text
+TEXT_FREE_BASELINES = {"random": "floor", "rollout": "text-free"}
+
+
+def baseline_caption(name: str, text: str) -> str:
+    """Caption of baseline ``name``'s map for ``text`` (the Space's gallery): the title and the
+    text, or for a text-free baseline what it is instead.
+
+    >>> baseline_caption("gradcam", "a photo of a bird")
+    'Grad-CAM: a photo of a bird'
+    >>> baseline_caption("rollout", "a photo of a bird")
+    'rollout (text-free)'
+    """
+    title = BASELINE_TITLES[name]
+    return f"{title} ({TEXT_FREE_BASELINES[name]})" if name in TEXT_FREE_BASELINES else f"{title}: {text}"

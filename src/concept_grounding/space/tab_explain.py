@@ -29,8 +29,17 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["BASELINES", "build_clip", "get_model", "model_choices", "input_image", "explain"]
 
-#: Baseline explanations offered beside CCI (computed by :mod:`concept_grounding.cci.baselines`).
-BASELINES: tuple[str, ...] = ("random", "gradcam", "grad-eclip", "rollout")
+
+def _baselines_module() -> Any:
+    """:mod:`concept_grounding.cci.baselines` (no torch at import), or ``None`` in a build without it."""
+    try:
+        return require("concept_grounding.cci.baselines", "BASELINES", "baseline_caption")
+    except FeatureUnavailable:
+        return None
+
+
+#: Baseline explanations offered beside CCI: the names of :data:`concept_grounding.cci.baselines.BASELINES`.
+BASELINES: tuple[str, ...] = tuple(getattr(_baselines_module(), "BASELINES", ()))
 #: Input side (px) of the fallback tiny CLIP.
 TINY_CLIP_SIZE = 64
 #: World birds per class and epochs of the quick world-CLIP build.
@@ -168,12 +177,11 @@ def explain(
 
 
 def _baseline(name: str, model: Any, px: Any, text_embeds: Any, image: np.ndarray, text: str, seed: int) -> tuple[np.ndarray, str]:
-    """One baseline map of :data:`concept_grounding.cci.baselines.BASELINES` as ``(overlay, caption)``."""
-    baselines = require("concept_grounding.cci.baselines", "BASELINES")
+    """One baseline map of :data:`concept_grounding.cci.baselines.BASELINES` as ``(overlay, caption)``
+    (caption: :func:`concept_grounding.cci.baselines.baseline_caption`)."""
+    baselines = require("concept_grounding.cci.baselines", "BASELINES", "baseline_caption")
     func = baselines.BASELINES.get(name)
     if func is None:
         raise FeatureUnavailable(f"`concept_grounding.cci.baselines` has no {name} baseline in this build.")
     heat = func(model, px, text_embeds)[0]
-    caption = {"random": "random (floor)", "gradcam": f"Grad-CAM: {text}", "grad-eclip": f"Grad-ECLIP: {text}",
-               "rollout": "attention rollout (text-free)"}[name]
-    return overlay_heatmap(image, heat), caption
+    return overlay_heatmap(image, heat), baselines.baseline_caption(name, text)

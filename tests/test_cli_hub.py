@@ -3,6 +3,12 @@
 The Hub is replaced by local sockets: one that accepts connections and never answers,
 one that answers 404. ``huggingface_hub``'s endpoint, cache and offline switch are
 patched for each test and restored after it.
+
+Only :func:`test_uncached_model_fails_within_10_s_when_the_hub_does_not_answer` waits for
+the default probe deadline (4 s), which is what it pins; the other tests against the
+silent endpoint set ``CONCEPT_GROUNDING_HUB_TIMEOUT`` to :data:`SHORT_TIMEOUT`: a socket
+that never answers gives the same "does not answer" at any deadline, and the tests stay
+bounded by their own 10 s limits (a path that bypassed the probe would wait far longer).
 """
 
 from __future__ import annotations
@@ -21,6 +27,9 @@ from concept_grounding import hub
 from concept_grounding.cli import main
 from concept_grounding.errors import ModelUnavailableError
 
+#: Probe deadline (seconds) for the tests that do not pin the default one.
+SHORT_TIMEOUT = "0.25"
+
 
 @pytest.fixture()
 def silent_endpoint():
@@ -32,7 +41,7 @@ def silent_endpoint():
     stop = threading.Event()
 
     def accept() -> None:
-        server.settimeout(0.2)
+        server.settimeout(0.05)
         while not stop.is_set():
             try:
                 held.append(server.accept()[0])
@@ -62,7 +71,7 @@ def not_found_endpoint():
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
@@ -142,7 +151,7 @@ def test_uncached_model_fails_within_10_s_when_the_hub_does_not_answer(online, s
 )
 def test_every_model_argument_goes_through_the_fast_check(online, silent_endpoint, tmp_path, monkeypatch, capsys,
                                                           argv, argument):
-    monkeypatch.setenv(hub.TIMEOUT_ENV, "1")
+    monkeypatch.setenv(hub.TIMEOUT_ENV, SHORT_TIMEOUT)
     online(silent_endpoint)
     images = tmp_path / "images"
     images.mkdir()
@@ -158,10 +167,11 @@ def test_every_model_argument_goes_through_the_fast_check(online, silent_endpoin
     assert f"error: {argument}: model 'someone/" in err and "does not answer" in err
 
 
-def test_cached_model_is_used_offline_when_the_hub_does_not_answer(online, silent_endpoint, tmp_path):
+def test_cached_model_is_used_offline_when_the_hub_does_not_answer(online, silent_endpoint, tmp_path, monkeypatch):
     from huggingface_hub import constants
 
     online(silent_endpoint)
+    monkeypatch.setenv(hub.TIMEOUT_ENV, SHORT_TIMEOUT)
     _fake_cached(Path(constants.HF_HUB_CACHE), "someone/cached")
     start = time.monotonic()
     assert hub.resolve_model("someone/cached") == "someone/cached"
@@ -196,13 +206,14 @@ def test_local_folders_and_paths(tmp_path):
         hub.resolve_model("two words")
 
 
-def test_space_named_models_fail_within_10_s_when_the_hub_does_not_answer(online, silent_endpoint):
+def test_space_named_models_fail_within_10_s_when_the_hub_does_not_answer(online, silent_endpoint, monkeypatch):
     """The Space's TDG and Explain tabs resolve visitor-chosen models through the same fast check."""
     import concept_grounding.tdg.pipeline  # noqa: F401  (imports outside the clock, as above)
     from concept_grounding.space import tab_explain, tab_tdg
     from concept_grounding.space.inputs import UserInputError
 
     online(silent_endpoint)
+    monkeypatch.setenv(hub.TIMEOUT_ENV, SHORT_TIMEOUT)
     for builder in (tab_tdg._build_named("someone/flux-not-here"), tab_explain.build_named_clip("someone/clip")):
         start = time.monotonic()
         with pytest.raises((UserInputError, ModelUnavailableError), match="not cached here|not in the local Hugging Face cache"):

@@ -214,15 +214,15 @@ def _world_png(path: Path) -> Path:
     return path
 
 
-def _screenshot(page, path: Path) -> None:
+def _screenshot(page, path: Path, for_docs: bool) -> None:
     """Full-page screenshot with Gradio's notification toasts hidden (not removed: the
-    page keeps using their container)."""
+    page keeps using their container); ``for_docs`` (``SAVE_SCREENSHOTS``) also shrinks it."""
     page.evaluate("""() => { const s = document.createElement('style'); s.id = 'hide-toasts';
         s.textContent = '[class*=toast] { visibility: hidden !important; }'; document.head.appendChild(s); }""")
     page.screenshot(path=str(path), full_page=True)
     page.evaluate("() => document.getElementById('hide-toasts').remove()")
-    # 128-colour palette PNG: a few hundred kB at most, fine for docs/
-    Image.open(path).convert("RGB").quantize(128, method=Image.Quantize.MEDIANCUT).save(path, optimize=True)
+    if for_docs:  # 128-colour palette PNG: a few hundred kB at most, fine for docs/ (~0.4 s a shot)
+        Image.open(path).convert("RGB").quantize(128, method=Image.Quantize.MEDIANCUT).save(path, optimize=True)
 
 
 @pytest.mark.browser
@@ -256,7 +256,7 @@ def test_browser_every_tab(server, tmp_path):
                 "A photo of a bird with black colored feathers on the crown of its head", timeout=timeout)
             for elem in ("#tdg-eta", "#tdg-ref", "#tdg-guide", "#tdg-base"):
                 expect(page.locator(f"{elem} img")).to_be_visible(timeout=timeout)
-            _screenshot(page, shot_dir / "tied_diffusion.png")
+            _screenshot(page, shot_dir / "tied_diffusion.png", for_docs=bool(shots))
 
             # 2. SUB explorer
             page.get_by_role("tab", name="SUB explorer").click()
@@ -265,7 +265,7 @@ def test_browser_every_tab(server, tmp_path):
             expect(page.locator("#sub-table")).to_contain_text("p(counterfactual)")
             expect(page.locator("#sub-table")).to_contain_text("S+")
             expect(page.locator("#sub-edited img")).to_be_visible()
-            _screenshot(page, shot_dir / "sub_explorer.png")
+            _screenshot(page, shot_dir / "sub_explorer.png", for_docs=bool(shots))
 
             # 3. Explain: a non-image upload gets a message, then an RGBA image works
             page.get_by_role("tab", name="Explain").click()
@@ -279,7 +279,7 @@ def test_browser_every_tab(server, tmp_path):
             expect(page.locator("#explain-gallery")).to_contain_text("CCI: a photo of a bird with a black crown", timeout=timeout)
             expect(page.locator("#explain-gallery")).to_contain_text("Grad-CAM: a photo of a bird")
             expect(page.locator("#explain-table")).to_contain_text("a photo of a bird")
-            _screenshot(page, shot_dir / "explain.png")
+            _screenshot(page, shot_dir / "explain.png", for_docs=bool(shots))
 
             # 4. Concepts on world bird #3: existence and location are checked
             page.get_by_role("tab", name="Concepts").click()
@@ -287,7 +287,7 @@ def test_browser_every_tab(server, tmp_path):
             expect(page.locator("#concepts-summary")).to_contain_text("Predicted class", timeout=timeout)
             expect(page.locator("#concepts-summary")).to_contain_text("exist")
             expect(page.locator("#concepts-table")).to_contain_text("has_")
-            _screenshot(page, shot_dir / "concepts.png")
+            _screenshot(page, shot_dir / "concepts.png", for_docs=bool(shots))
 
             # 5. Metrics: a CCD CSV -> the hand-computed 0.1
             page.get_by_role("tab", name="Metrics").click()
@@ -296,7 +296,7 @@ def test_browser_every_tab(server, tmp_path):
             page.locator("#metrics-run").click()
             expect(page.locator("#metrics-result")).to_contain_text("0.1", timeout=timeout)
             expect(page.locator("#metrics-plot img")).to_be_visible(timeout=timeout)
-            _screenshot(page, shot_dir / "metrics.png")
+            _screenshot(page, shot_dir / "metrics.png", for_docs=bool(shots))
             assert "Traceback" not in page.content()
         except Exception:
             page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)

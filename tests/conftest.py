@@ -10,9 +10,20 @@
 
 from __future__ import annotations
 
+import os
 from types import SimpleNamespace
 
 import pytest
+
+# ---- one thread per process, subprocesses included
+
+# The processes the tests start (the wheel's fresh venv running the README's demo and publish,
+# the Space server, CLI runs) get one torch / BLAS thread, like the xdist workers themselves
+# (root conftest.py). With 2 workers on 2 cores their default, a thread per core, oversubscribes
+# the CPU and OpenMP's spin-waiting burns the difference: test_wheel took 117-122 s of CPU with
+# the default and 44-50 s with one thread (same machine, serial). A value set by the caller wins.
+for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")
 
 # ---- run order: the longest modules first, so that both xdist workers finish together
 

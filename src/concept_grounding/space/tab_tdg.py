@@ -177,7 +177,7 @@ def generate(
     target_attribute: str,
     *,
     model: str = DEFAULT_MODEL,
-    steps: int = 4,
+    steps: int = 20,
     seed: int = 0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Generate the TDG pair and the prompting-only baseline from the same seed.

@@ -324,9 +324,10 @@ def run_generate(config: GenerateConfig) -> GenerateResult:
     # 1. everything cheap first (no torch yet): schedule, pairings, the model's settings, the manifest
     schedule = config.eta_schedule()
     planned = config.pairings.plan(config.attributes)
-    jobs = plan_jobs(select_pairings(planned, config.classes, config.attributes), config.images_per_pairing,
-                     config.seed)
+    pairings = select_pairings(planned, config.classes, config.attributes)
     model = config.model.resolve()
+    # expanding every (pairing, image) job takes seconds at the paper's N = 500: after the checks
+    jobs = plan_jobs(pairings, config.images_per_pairing, config.seed)
     size = config.size or model.default_size
     settings = GenerationSettings(
         method=config.method,

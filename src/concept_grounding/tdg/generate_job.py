@@ -31,7 +31,7 @@ True
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -229,13 +229,15 @@ def select_pairings(planned: PlannedPairings, classes: Sequence[str] | None,
     """
     pairings, names, source = planned.pairings, planned.class_names, planned.description
     if classes:
-        missing = [c for c in classes if c not in set(names)]
+        known, chosen = set(names), set(classes)
+        missing = [c for c in classes if c not in known]
         if missing:
             raise UsageError(f"{missing} not among the classes of {source}", argument="--classes",
                              hint=f"choose from {list(names)[:6]}...")
-        pairings = [p for p in pairings if p.reference_class in set(classes)]
+        pairings = [p for p in pairings if p.reference_class in chosen]
     if attributes:
-        pairings = [p for p in pairings if p.target_attribute in set(attributes)]
+        targets = set(attributes)
+        pairings = [p for p in pairings if p.target_attribute in targets]
     if not pairings:
         raise UsageError(f"no (class, attribute) pairing is left to generate from {source}: every selected class "
                          "already has every selected attribute", argument="--classes/--attributes",
@@ -291,13 +293,15 @@ class GenerateConfig:
         Raises:
             UsageError: ``t_min`` above ``t_max``.
         """
-        if all(v is None for v in (self.t_min, self.t_max, self.k)):
+        given = {name: value for name, value in (("t_min", self.t_min), ("t_max", self.t_max), ("k", self.k))
+                 if value is not None}
+        if not given:
             return None
-        t_min = 0.2 if self.t_min is None else self.t_min
-        t_max = 0.9 if self.t_max is None else self.t_max
+        paper = EtaSchedule()  # the settings not given keep the paper's values
+        t_min, t_max = given.get("t_min", paper.t_min), given.get("t_max", paper.t_max)
         if t_min > t_max:
             raise UsageError(f"--t-min {t_min} is above --t-max {t_max}", argument="--t-min/--t-max")
-        return EtaSchedule(t_min=t_min, t_max=t_max, k=10.0 if self.k is None else self.k)
+        return replace(paper, **given)
 
 
 @dataclass(frozen=True)

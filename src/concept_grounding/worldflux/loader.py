@@ -5,10 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["WORLD_FLUX_DIR", "world_flux_path", "load_world_flux", "world_flux_call_kwargs"]
+__all__ = ["WORLD_FLUX_DIR", "WORLD_TRUE_CFG", "WORLD_STEPS", "world_flux_path", "load_world_flux", "world_flux_call_kwargs"]
 
 #: The shipped pipeline folder (package data).
 WORLD_FLUX_DIR = Path(__file__).resolve().parent.parent / "assets" / "world_flux"
+#: True classifier-free guidance scale against the empty prompt, and the sampling steps, at
+#: which the world Flux was measured (model card); the transformer has no guidance embedding.
+WORLD_TRUE_CFG = 4.0
+WORLD_STEPS = 20
 
 
 def world_flux_path() -> Path:
@@ -41,7 +45,7 @@ def load_world_flux(path: str | Path | None = None, pipeline_cls: type | None = 
     return pipe
 
 
-def world_flux_call_kwargs(pipe: Any, true_cfg_scale: float = 4.0, num_inference_steps: int = 20) -> dict[str, Any]:
+def world_flux_call_kwargs(pipe: Any, true_cfg_scale: float = WORLD_TRUE_CFG, num_inference_steps: int = WORLD_STEPS) -> dict[str, Any]:
     """Keyword arguments a world-Flux call needs: the trained prompt length, the trained
     resolution and true classifier-free guidance against the empty prompt.
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..tdg.generate_job import ClassTablePairings, FluxModel
+from .loader import WORLD_TRUE_CFG
 
 __all__ = ["WORLD_MODEL", "WORLD_EXTRA", "WorldFlux", "world_pairings"]
 
@@ -23,7 +24,7 @@ __all__ = ["WORLD_MODEL", "WORLD_EXTRA", "WorldFlux", "world_pairings"]
 WORLD_MODEL = "world"
 #: How the world Flux is sampled: true classifier-free guidance against the empty prompt
 #: (it was trained with 10 % caption dropout and has no distilled guidance embedding).
-WORLD_EXTRA = {"true_cfg_scale": 4.0, "negative_prompt": ""}
+WORLD_EXTRA = {"true_cfg_scale": WORLD_TRUE_CFG, "negative_prompt": ""}
 
 
 def _load_world_tdg() -> Any:
@@ -35,14 +36,15 @@ def _load_world_tdg() -> Any:
 
 @dataclass(frozen=True)
 class WorldFlux:
-    """The shipped world Flux: float32, 32 px, its tokenizer's prompt length, true CFG 4."""
+    """The shipped world Flux: float32, at its VAE's trained size and its tokenizer's prompt length, true CFG."""
 
     def resolve(self) -> FluxModel:
         from .loader import world_flux_path
 
-        config = (world_flux_path() / "tokenizer_2" / "tokenizer_config.json").read_text()
-        return FluxModel(WORLD_MODEL, "float32", 32, json.loads(config)["model_max_length"], _load_world_tdg,
-                         dict(WORLD_EXTRA))
+        folder = world_flux_path()
+        size = json.loads((folder / "vae" / "config.json").read_text())["sample_size"]  # the trained side
+        tokens = json.loads((folder / "tokenizer_2" / "tokenizer_config.json").read_text())["model_max_length"]
+        return FluxModel(WORLD_MODEL, "float32", int(size), int(tokens), _load_world_tdg, dict(WORLD_EXTRA))
 
 
 def _bird_world() -> Any:

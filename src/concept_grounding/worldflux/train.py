@@ -354,20 +354,19 @@ def export_pipeline(components: dict[str, Any], out_dir: Path) -> int:
     return sum(p.stat().st_size for p in out_dir.rglob("*") if p.is_file())
 
 
-def _sample_sheet(out_dir: Path, world: Any, path: Path, max_length: int, seed: int) -> None:
+def _sample_sheet(out_dir: Path, world: Any, path: Path, seed: int) -> None:
     import torch
     from PIL import Image
 
     from diffusers import FluxPipeline
 
-    from .loader import load_world_flux
+    from .loader import load_world_flux, world_flux_call_kwargs
 
     pipe = load_world_flux(out_dir, pipeline_cls=FluxPipeline)
     names = [c.split(".", 1)[-1].replace("_", " ") for c in world.class_names][:12]
     prompts = [f"a photo of a {n}" for n in names]
     g = [torch.Generator().manual_seed(seed + i) for i in range(len(prompts))]
-    ims = pipe(prompts, negative_prompt=[""] * len(prompts), true_cfg_scale=4.0, num_inference_steps=20, height=world.config.image_size,
-               width=world.config.image_size, max_sequence_length=max_length, generator=g).images
+    ims = pipe(prompts, negative_prompt=[""] * len(prompts), generator=g, **world_flux_call_kwargs(pipe)).images
     s = world.config.image_size
     sheet = Image.new("RGB", (s * len(ims), s))
     for i, im in enumerate(ims):
@@ -446,7 +445,7 @@ def train_world_flux(cfg: FluxTrainConfig, out_dir: str | Path, work_dir: str | 
     )
     vae_state = torch.load(work / "vae.pt", weights_only=True)
     _plot_losses(state["losses"], vae_state.get("losses", []), out / "loss_curve.png")
-    _sample_sheet(out, world, out / "samples.png", cfg.max_length, cfg.seed)
+    _sample_sheet(out, world, out / "samples.png", cfg.seed)
     params = {
         "transformer": sum(p.numel() for p in transformer.parameters()),
         "vae": sum(p.numel() for p in vae.parameters()),

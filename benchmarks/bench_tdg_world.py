@@ -46,6 +46,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from concept_grounding.worldflux.loader import WORLD_STEPS, WORLD_TRUE_CFG  # noqa: E402  (no torch at import)
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -53,8 +55,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--pipeline", type=Path, default=None, help="world Flux folder (default: the shipped one)")
     p.add_argument("--images", type=int, default=1, help="images per SUB pairing and method")
     p.add_argument("--quality-images", type=int, default=4, help="images per species for the quality prompts")
-    p.add_argument("--steps", type=int, default=20, help="sampling steps (both methods)")
-    p.add_argument("--cfg", type=float, default=4.0, help="true CFG scale against the empty prompt (both methods)")
+    p.add_argument("--steps", type=int, default=WORLD_STEPS, help="sampling steps (both methods)")
+    p.add_argument("--cfg", type=float, default=WORLD_TRUE_CFG, help="true CFG scale against the empty prompt (both methods)")
     p.add_argument("--sweep-pairings", type=int, default=96, help="pairings in the eta sweep")
     p.add_argument("--sweep-etas", type=float, nargs="*", default=[0.0, 0.5, 0.8, 0.95, 1.0])
     p.add_argument("--judge-train", type=int, default=80, help="real renders per species to train the judges")

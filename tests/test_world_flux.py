@@ -171,3 +171,17 @@ def test_tdg_defaults_to_the_trained_prompt_length(shipped):
     kw.pop("height"), kw.pop("width")  # the loader also makes the trained resolution the default
     assert np.array_equal(run(**kw), explicit)
     assert not np.array_equal(run(**kw, max_sequence_length=64), explicit)
+
+
+def test_sampling_settings_are_the_measured_ones_everywhere():
+    """The Space's default steps, the generate job's world source and the call kwargs all use
+    the settings the model card measured (20 steps, true CFG 4, 32 px, 24 tokens)."""
+    from concept_grounding.space import tab_tdg
+    from concept_grounding.worldflux.loader import WORLD_STEPS, WORLD_TRUE_CFG
+    from concept_grounding.worldflux.source import WORLD_EXTRA, WorldFlux
+
+    assert (WORLD_STEPS, WORLD_TRUE_CFG) == (20, 4.0)
+    assert tab_tdg.DEFAULT_STEPS == WORLD_STEPS
+    assert WORLD_EXTRA["true_cfg_scale"] == WORLD_TRUE_CFG
+    model = WorldFlux().resolve()
+    assert (model.default_size, model.max_sequence_length) == (32, 24)

@@ -168,7 +168,8 @@ def tab_tdg_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None:
         model = gr.Dropdown(tab.model_choices(store.policy), value=tab.DEFAULT_MODEL, label="Model", elem_id="tdg-model",
                             allow_custom_value=store.policy.allow_any)
     with gr.Row():
-        steps = gr.Slider(1, 50, value=20, step=1, label="Steps", info="20: how the world Flux was measured (model card)")
+        steps = gr.Slider(1, 50, value=tab.DEFAULT_STEPS, step=1, label="Steps",
+                          info=f"{tab.DEFAULT_STEPS}: how the world Flux was measured (model card)")
         seed = gr.Number(0, precision=0, label="Seed")
     with gr.Row():
         c_r = gr.Textbox(label="Reference prompt c_R", elem_id="tdg-cr", interactive=False)

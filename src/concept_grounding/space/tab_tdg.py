@@ -32,6 +32,9 @@ __all__ = ["TINY_MODEL", "WORLD_MODEL", "DEFAULT_MODEL", "MODEL_ENV", "build_wor
 TINY_MODEL = "tiny (built-in, random weights)"
 #: Name of the shipped world-trained Flux in the model dropdown (the default).
 WORLD_MODEL = "world Flux (trained on the bird world)"
+#: Default sampling steps: ``concept_grounding.worldflux.loader.WORLD_STEPS``, the setting the world
+#: Flux was measured at (model card); a test keeps the two equal.
+DEFAULT_STEPS = 20
 DEFAULT_MODEL = WORLD_MODEL
 #: Environment variable naming extra Flux models (comma-separated local folders or Hub ids), read at launch.
 MODEL_ENV = TDG_MODELS_ENV
@@ -177,7 +180,7 @@ def generate(
     target_attribute: str,
     *,
     model: str = DEFAULT_MODEL,
-    steps: int = 20,
+    steps: int = DEFAULT_STEPS,
     seed: int = 0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Generate the TDG pair and the prompting-only baseline from the same seed.

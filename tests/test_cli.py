@@ -25,3 +25,19 @@ def test_subcommand_help(name, capsys):
 def test_console_script_is_installed():
     out = subprocess.run([sys.executable, "-m", "concept_grounding.cli", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "COMMAND" in out.stdout
+
+
+def test_parsing_every_command_imports_no_heavy_library():
+    """``--help`` and argument errors answer before torch & co. are imported (~2 s each):
+    every command's parser is built from torch-free modules (``models.train_config``, the
+    job configs), and the heavy imports happen in ``run``."""
+    code = (
+        "import sys; from concept_grounding.cli import COMMANDS, build_parser; p = build_parser();"
+        "print([m for m in ('torch', 'transformers', 'diffusers', 'datasets', 'gradio', 'sklearn', 'matplotlib',"
+        " 'open_clip') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    missing = subprocess.run([sys.executable, "-m", "concept_grounding.cli", "bench", "--epochs", "zero"],
+                             capture_output=True, text=True)
+    assert missing.returncode == 2 and "--epochs" in missing.stderr and "Traceback" not in missing.stderr

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
-from ..models.training import DEFAULT_THREADS, TrainConfig
+from ..models.train_config import DEFAULT_THREADS, TrainConfig
 
 __all__ = ["BenchConfig", "MODEL_VARIANTS", "ModelVariant"]
 

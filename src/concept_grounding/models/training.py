@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from .train_config import DEFAULT_THREADS, TrainConfig
+
 __all__ = ["fit", "TrainConfig", "TrainHistory", "random_hflip", "reproducible", "SCHEDULES", "DEFAULT_THREADS"]
 
 #: learning-rate schedules of :func:`fit`.
@@ -30,62 +32,6 @@ SCHEDULES = ("constant", "onecycle", "cosine")
 logger = logging.getLogger(__name__)
 
 LossFn = Callable[[tuple[torch.Tensor, ...]], torch.Tensor]
-
-#: CPU threads of a :func:`reproducible` block unless told otherwise. Fixed, not the
-#: machine's core count, because a float sum split over another number of threads rounds
-#: differently and training amplifies the difference. One thread: the same split on every
-#: machine, and on a busy shared 2-core machine a small bench ran 2-4x faster in wall time
-#: with 1 thread than with 2 (OpenMP threads spin while they wait for a core).
-DEFAULT_THREADS = 1
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """The training knobs every trainer here shares, in one place.
-
-    ``train_cbm``, ``train_cem`` and ``train_posthoc_cbm`` take one as ``train=``; the
-    bench builds it from its :class:`~concept_grounding.bench.config.BenchConfig` and the
-    Space from its build settings. ``None`` for ``batch_size`` / ``lr`` keeps each
-    trainer's own default (they differ: a CBM's image side trains at batch 32 and
-    ``3e-3``, the post-hoc CBM embeds at batch 256).
-
-    Attributes:
-        epochs: passes over the data of the image-side training.
-        seed: seeds initialisation, shuffling and sampling.
-        batch_size: minibatch size, or ``None`` for the trainer's default.
-        lr: (peak) Adam learning rate, or ``None`` for the trainer's default.
-        threads: CPU threads of a :func:`reproducible` block around the training.
-        progress: show tqdm bars.
-
-    >>> TrainConfig(epochs=2).resolve(batch_size=32, lr=3e-3)
-    {'epochs': 2, 'seed': 0, 'batch_size': 32, 'lr': 0.003, 'progress': True}
-    >>> TrainConfig(epochs=0)
-    Traceback (most recent call last):
-    ...
-    ValueError: epochs must be >= 1, got 0
-    """
-
-    epochs: int = 10
-    seed: int = 0
-    batch_size: int | None = None
-    lr: float | None = None
-    threads: int = DEFAULT_THREADS
-    progress: bool = True
-
-    def __post_init__(self) -> None:
-        for name in ("epochs", "threads", "batch_size"):
-            value = getattr(self, name)
-            if value is not None and int(value) < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
-        if self.lr is not None and not float(self.lr) > 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-
-    def resolve(self, *, batch_size: int | None, lr: float | None) -> dict[str, object]:
-        """Keyword arguments of one trainer: this config's values, the trainer's defaults
-        ``batch_size`` / ``lr`` where this config leaves them ``None``."""
-        return {"epochs": int(self.epochs), "seed": int(self.seed),
-                "batch_size": batch_size if self.batch_size is None else int(self.batch_size),
-                "lr": lr if self.lr is None else float(self.lr), "progress": bool(self.progress)}
 
 
 @contextmanager

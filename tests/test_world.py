@@ -107,6 +107,20 @@ def test_counterfactual_is_local_for_every_sub_attribute(world, attribute):
     # the changed parts belong to the group (or the base groups of a derived group)
     bases = DERIVED_GROUPS.get(group, (group,))
     assert set(cf.changed_parts) <= {p for b in bases for p in VOCAB.group_parts[b]}
+    # world.edited: the same edit without rendering the original (what the SUB exports use)
+    edited, removed = world.edited(s.index, attribute)
+    assert removed == cf.removed_attributes and edited.traits == cf.edited.traits
+    for name in ("image", "mask", "part_map", "part_xy", "part_visible", "attributes"):
+        assert np.array_equal(getattr(edited, name), getattr(cf.edited, name)), name
+
+
+def test_edited_is_none_and_renders_nothing_when_the_bird_already_shows_the_target(world, monkeypatch):
+    s = world.sample(0)
+    crown = list(VOCAB.groups["crown_color"])
+    shown = VOCAB.attributes[crown[int(np.flatnonzero(s.attributes[crown])[0])]]
+    assert world.counterfactual(s, shown).changed_parts == ()
+    monkeypatch.setattr("concept_grounding.world.counterfactual.render_bird", lambda *a, **k: pytest.fail("rendered"))
+    assert world.edited(0, shown) == (None, ())
 
 
 def test_derived_substitution_updates_every_label(world):

@@ -52,6 +52,8 @@ class ExportableWorld(Protocol):
 
     def counterfactual(self, sample: BirdSample, target_attribute: str) -> Counterfactual: ...
 
+    def edited(self, index: int, target_attribute: str) -> tuple[BirdSample | None, tuple[str, ...]]: ...
+
     def default_pairings(self) -> list[tuple[str, str]]: ...
 
 
@@ -139,16 +141,17 @@ def world_sub_dataset(
         while made < per_pairing:
             if k > 50 + 10 * per_pairing:
                 raise ValueError(f"pairings: no source bird of {class_name!r} can take {attribute!r}")
-            cf = world.counterfactual(world.sample(label + k * world.num_classes), attribute)
+            source = label + k * world.num_classes
+            edited, removed = world.edited(source, attribute)
             k += 1
-            if not cf.changed_parts:
+            if edited is None:
                 continue
-            rows["image"].append(Image.fromarray(cf.edited.image))
+            rows["image"].append(Image.fromarray(edited.image))
             rows["reference_class"].append(class_name)
             rows["target_attribute"].append(attribute)
-            rows["removed_attributes"].append(list(cf.removed_attributes))
+            rows["removed_attributes"].append(list(removed))
             rows["group"].append(split_attribute(attribute)[0])
-            rows["source_id"].append(cf.original.index)
+            rows["source_id"].append(source)
             rows["seed"].append(int(world.config.seed))
             made += 1
     return datasets.Dataset.from_dict(rows, features=sub_features())

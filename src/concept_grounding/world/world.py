@@ -10,8 +10,7 @@ import numpy as np
 
 from ..vocabulary import Vocabulary, load_vocabulary
 from .config import Pose, WorldConfig, sample_pose
-from .counterfactual import make_counterfactual
-from .render import render_bird
+from .counterfactual import make_counterfactual, render_sample, substitution
 from .sample import BirdSample, Counterfactual
 from .species import RenderedVocabulary, class_traits, deviate, substitute, trait_labels
 
@@ -79,20 +78,7 @@ class BirdWorld:
     def sample(self, index: int) -> BirdSample:
         """Render sample ``index`` (>= 0); deterministic in (config.seed, index)."""
         label, pose, traits, noise_seed = self._draw(index)
-        r = render_bird(traits, pose, self.config.image_size, noise_seed)
-        return BirdSample(
-            index=int(index),
-            label=label,
-            image=r.image,
-            mask=r.mask,
-            part_map=r.part_map,
-            part_xy=r.part_xy,
-            part_visible=r.part_visible,
-            attributes=trait_labels(traits, self.vocab),
-            pose=pose,
-            traits=traits,
-            noise_seed=noise_seed,
-        )
+        return render_sample(self.rendered, index, label, traits, pose, self.config.image_size, noise_seed)
 
     def labels(self, index: int, target_attribute: str | None = None) -> np.ndarray:
         """``(312,)`` exact labels of sample ``index`` (after substituting ``target_attribute``,
@@ -116,6 +102,24 @@ class BirdWorld:
     def counterfactual(self, sample: BirdSample, target_attribute: str) -> Counterfactual:
         """The same bird with ``target_attribute`` (S+) substituted; see :mod:`.counterfactual`."""
         return make_counterfactual(self.rendered, sample, target_attribute, self.config.image_size)
+
+    def edited(self, index: int, target_attribute: str) -> tuple[BirdSample | None, tuple[str, ...]]:
+        """``(edited, removed)``: ``counterfactual(sample(index), target_attribute)``'s
+        ``edited`` sample and ``removed_attributes`` (S-), without rendering the original (half
+        the work, for exports that keep only the edit). ``edited`` is ``None``, and nothing is
+        rendered, where the edit would change no part (the bird already shows the target).
+
+        >>> world = BirdWorld()
+        >>> edited, removed = world.edited(0, "has_crown_color::pink")
+        >>> cf = world.counterfactual(world.sample(0), "has_crown_color::pink")
+        >>> bool((edited.image == cf.edited.image).all()), removed == cf.removed_attributes
+        (True, True)
+        """
+        label, pose, traits, noise_seed = self._draw(index)
+        traits, removed, changed = substitution(self.rendered, traits, target_attribute)
+        if not changed:
+            return None, removed
+        return render_sample(self.rendered, index, label, traits, pose, self.config.image_size, noise_seed), removed
 
     # ------------------------------------------------------------------- exports
     def to_dataset_dict(self, train_per_class: int = 10, test_per_class: int = 5) -> "datasets.DatasetDict":

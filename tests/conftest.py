@@ -27,30 +27,29 @@ for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 
 # ---- run order: the longest modules first, so that both xdist workers finish together
 
-#: Test modules taking 2 s or more, longest first (seconds of one serial run on the 2-core
-#: dev machine, Nov 2026). pyproject's ``--dist loadfile --no-loadscope-reorder`` hands
-#: whole modules (module fixtures built once) to whichever worker is free, in collection
-#: order; with the long ones first, a late 50 s module cannot leave the other worker idle.
-#: Every other module keeps its place after these. Only the order changes, never the set.
+#: Test modules taking 2 s or more, longest first (seconds inside a ``make test`` run with
+#: 2 workers on the 2-core dev machine, Nov 2026). pyproject's ``--dist loadfile
+#: --no-loadscope-reorder`` hands whole modules (module fixtures built once) to whichever
+#: worker is free, in collection order; with the long ones first, a late 48 s module cannot
+#: leave the other worker idle. Every other module keeps its place after these. Only the
+#: order changes, never the set.
 LONGEST_FIRST = (
-    "test_wheel.py",           # 50 s: build, install, demo --quick and publish in a fresh venv
-    "test_space_app.py",       # 27 s: the Space in a subprocess, gradio_client and Chromium
-    "test_cli_fuzz.py",        # 22 s: 129 rows, four in real processes
-    "test_bench.py",           # 14 s
+    "test_wheel.py",           # 48 s: build, install, demo --quick and publish in a fresh venv
+    "test_space_app.py",       # 29 s: the Space in a subprocess, gradio_client and Chromium
+    "test_bench.py",           # 12 s
     "test_byom_distributed.py",  # 9 s: torch.distributed.run with 2 processes
-    "test_byom_sub.py",        # 9 s
-    "test_byom_backbones.py",  # 7 s
+    "test_byom_backbones.py",  # 8 s
+    "test_byom_sub.py",        # 7 s
     "test_demo.py",            # 7 s
+    "test_cli_hub.py",         # 6 s: one test waits out the 4 s Hub deadline
+    "test_cli_fuzz.py",        # 5 s: 129 rows, four in real processes
     "test_cci_commands.py",    # 5 s
-    "test_cli_errors.py",      # 5 s
-    "test_byom_analyse.py",    # 5 s
-    "test_cli_hub.py",         # 4 s
+    "test_byom_analyse.py",    # 4 s
     "test_space_tabs.py",      # 3 s
-    "test_publish.py",         # 3 s
     "test_models_cbm.py",      # 3 s
-    "test_cli.py",             # 3 s
-    "test_world_flux.py",      # 2 s
-    "test_cci_core.py",        # 2 s
+    "test_world_flux.py",      # 3 s
+    "test_publish.py",         # 2 s
+    "test_loaders_cub.py",     # 2 s
 )
 
 

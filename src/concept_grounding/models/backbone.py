@@ -40,6 +40,7 @@ from huggingface_hub import PyTorchModelHubMixin
 from torch import nn
 
 from .base import HUB_KWARGS, seeded
+from .data import training_tensors
 from .pixels import normalize_pixels
 from .training import fit, random_hflip
 
@@ -460,9 +461,8 @@ def train_backbone(
     ``(images, concepts, labels)`` triple); the history is kept in ``backbone.history``.
     Adam with a ``schedule`` (peak ``lr``) and random horizontal flips (``augment``), as the CBMs.
     """
-    images, _, labels = tuple(train_tensors)
+    images, _, labels, _, num_classes = training_tensors(train_tensors)
     config = backbone_config(backbone, image_size=images.shape[-1])
-    num_classes = getattr(train_tensors, "num_classes", int(labels.max()) + 1)
     with seeded(seed):
         model = _BackboneClassifier(build_backbone(config), num_classes)
     loss = lambda b: nn.functional.cross_entropy(model(b[0]), b[1])  # noqa: E731

@@ -41,8 +41,9 @@ from torch.nn import functional as F
 
 from .backbone import backbone_config, build_backbone
 from .base import HUB_KWARGS, ConceptModelMixin, ConceptModelOutput, seeded
-from .data import ConceptTensors
-from .training import TrainConfig, TrainHistory, fit, random_hflip
+from .data import ConceptTensors, training_tensors
+from .train_config import TrainConfig, trainer_knobs
+from .training import TrainHistory, fit, random_hflip
 
 __all__ = ["ConceptBottleneckModel", "train_cbm", "concept_bce", "CBM_MODES"]
 
@@ -247,14 +248,12 @@ def train_cbm(
     """
     if mode not in CBM_MODES:
         raise ValueError(f"mode must be one of {CBM_MODES}, got {mode!r}")
-    if train is not None:
-        knobs = train.resolve(batch_size=batch_size, lr=lr)
-        epochs, seed, batch_size, lr, progress = (knobs[k] for k in ("epochs", "seed", "batch_size", "lr", "progress"))
+    epochs, seed, batch_size, lr, progress = trainer_knobs(train, epochs=epochs, seed=seed, batch_size=batch_size,
+                                                           lr=lr, progress=progress)
     if concept_loss_weight < 0:
         raise ValueError(f"concept_loss_weight must be >= 0, got {concept_loss_weight}")
-    images, concepts, labels = tuple(train_tensors)
-    names = list(getattr(train_tensors, "concept_names", ()) or ()) or None
-    num_classes = getattr(train_tensors, "num_classes", int(labels.max()) + 1)
+    images, concepts, labels, names, num_classes = training_tensors(train_tensors)
+    names = list(names) or None
     common = dict(batch_size=batch_size, seed=seed, progress=progress)
     if lr is None:
         lr = 3e-2 if per_concept and concept_model is None else 3e-3

@@ -26,9 +26,10 @@ from torch.nn import functional as F
 
 from .backbone import backbone_config, build_backbone
 from .base import HUB_KWARGS, ConceptModelMixin, ConceptModelOutput, seeded
-from .data import ConceptTensors
 from .cbm import concept_bce
-from .training import TrainConfig, fit, random_hflip
+from .data import ConceptTensors, training_tensors
+from .train_config import TrainConfig, trainer_knobs
+from .training import fit, random_hflip
 
 __all__ = ["ConceptEmbeddingModel", "train_cem"]
 
@@ -126,14 +127,12 @@ def train_cem(
     :class:`~.training.TrainConfig` whose epochs, seed, progress and (where set) batch size
     and learning rate replace the loose arguments. Returns the model in eval mode; ``model.history["joint"]`` is its :class:`~.training.TrainHistory`.
     """
-    if train is not None:
-        knobs = train.resolve(batch_size=batch_size, lr=lr)
-        epochs, seed, batch_size, lr, progress = (knobs[k] for k in ("epochs", "seed", "batch_size", "lr", "progress"))
+    epochs, seed, batch_size, lr, progress = trainer_knobs(train, epochs=epochs, seed=seed, batch_size=batch_size,
+                                                           lr=lr, progress=progress)
     if concept_loss_weight < 0:
         raise ValueError(f"concept_loss_weight must be >= 0, got {concept_loss_weight}")
-    images, concepts, labels = tuple(train_tensors)
-    names = list(getattr(train_tensors, "concept_names", ()) or ()) or None
-    num_classes = getattr(train_tensors, "num_classes", int(labels.max()) + 1)
+    images, concepts, labels, names, num_classes = training_tensors(train_tensors)
+    names = list(names) or None
     with seeded(seed):
         model = ConceptEmbeddingModel(concepts.shape[1], num_classes, backbone_config(backbone, image_size=images.shape[-1]),
                                       names, embedding_size, concept_loss_weight, intervention_prob)

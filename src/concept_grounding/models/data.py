@@ -24,7 +24,7 @@ from ..vocabulary import Vocabulary, load_vocabulary
 if TYPE_CHECKING:
     import datasets
 
-__all__ = ["ConceptTensors", "images_to_tensor", "to_tensors", "toy_concept_dataset", "TOY_COLOURS", "resolve_concept_indices"]
+__all__ = ["ConceptTensors", "training_tensors", "images_to_tensor", "to_tensors", "toy_concept_dataset", "TOY_COLOURS", "resolve_concept_indices"]
 
 #: colour name -> RGB of the toy squares; each is a value of CUB's ``has_primary_color`` group.
 TOY_COLOURS: dict[str, tuple[int, int, int]] = {
@@ -94,6 +94,24 @@ class ConceptTensors:
             self.images[index], self.concepts[index], self.labels[index],
             self.concept_indices, self.concept_names, self.class_names,
         )
+
+
+def training_tensors(
+    tensors: ConceptTensors | Sequence[torch.Tensor],
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[str, ...], int]:
+    """``(images, concepts, labels, concept_names, num_classes)`` of what a trainer takes: a
+    :class:`ConceptTensors`, or a plain ``(images, concepts, labels)`` triple (names ``()``,
+    ``K = max(label) + 1``).
+
+    >>> images, concepts, labels = torch.zeros(4, 3, 8, 8), torch.zeros(4, 2), torch.tensor([0, 2, 1, 2])
+    >>> training_tensors((images, concepts, labels))[3:]
+    ((), 3)
+    >>> training_tensors(ConceptTensors(images, concepts, labels, (5, 9), ("a", "b"), ("x", "y", "z", "w")))[3:]
+    (('a', 'b'), 4)
+    """
+    images, concepts, labels = tuple(tensors)
+    names = tuple(getattr(tensors, "concept_names", ()) or ())
+    return images, concepts, labels, names, getattr(tensors, "num_classes", int(labels.max()) + 1)
 
 
 def resolve_concept_indices(

@@ -37,7 +37,8 @@ from torch import nn
 from .backbone import SmallCNN, SmallViT, backbone_config, build_backbone
 from .base import HUB_KWARGS, ConceptModelMixin, ConceptModelOutput
 from .coam import concept_activation_maps, upsample_maps
-from .training import TrainConfig
+from .data import training_tensors
+from .train_config import TrainConfig
 
 __all__ = [
     "ConceptBank", "learn_cavs", "embed_images", "fit_sparse_classifier", "PostHocCBM", "train_posthoc_cbm",
@@ -362,9 +363,7 @@ def train_posthoc_cbm(
     if train is not None:
         seed, progress = int(train.seed), bool(train.progress)
         batch_size = batch_size if train.batch_size is None else int(train.batch_size)
-    images, concepts, labels = tuple(train_tensors)
-    names = tuple(getattr(train_tensors, "concept_names", ()) or ())
-    num_classes = getattr(train_tensors, "num_classes", int(labels.max()) + 1)
+    images, concepts, labels, names, num_classes = training_tensors(train_tensors)
     embeddings = embed_images(backbone, images, batch_size)
     if concept_bank is None:
         concept_bank = learn_cavs(embeddings, concepts, n_pos, n_neg, C, seed, names, progress=progress)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_THREADS", "TrainConfig"]
+__all__ = ["DEFAULT_THREADS", "TrainConfig", "trainer_knobs"]
 
 #: CPU threads of a :func:`reproducible` block unless told otherwise. Fixed, not the
 #: machine's core count, because a float sum split over another number of threads rounds
@@ -65,3 +65,21 @@ class TrainConfig:
         return {"epochs": int(self.epochs), "seed": int(self.seed),
                 "batch_size": batch_size if self.batch_size is None else int(self.batch_size),
                 "lr": lr if self.lr is None else float(self.lr), "progress": bool(self.progress)}
+
+
+def trainer_knobs(
+    train: TrainConfig | None, *, epochs: int, seed: int, batch_size: int | None, lr: float | None, progress: bool
+) -> tuple[int, int, int | None, float | None, bool]:
+    """``(epochs, seed, batch_size, lr, progress)`` of one trainer call: its loose arguments,
+    or ``train``'s values where a :class:`TrainConfig` is given (:meth:`TrainConfig.resolve`:
+    its batch size and learning rate only where set).
+
+    >>> trainer_knobs(None, epochs=3, seed=1, batch_size=32, lr=None, progress=False)
+    (3, 1, 32, None, False)
+    >>> trainer_knobs(TrainConfig(epochs=2, lr=0.1), epochs=3, seed=1, batch_size=32, lr=None, progress=False)
+    (2, 0, 32, 0.1, True)
+    """
+    if train is None:
+        return epochs, seed, batch_size, lr, progress
+    knobs = train.resolve(batch_size=batch_size, lr=lr)
+    return knobs["epochs"], knobs["seed"], knobs["batch_size"], knobs["lr"], knobs["progress"]

@@ -38,6 +38,6 @@ def test_parsing_every_command_imports_no_heavy_library():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
-    missing = subprocess.run([sys.executable, "-m", "concept_grounding.cli", "bench", "--epochs", "zero"],
-                             capture_output=True, text=True)
-    assert missing.returncode == 2 and "--epochs" in missing.stderr and "Traceback" not in missing.stderr
+    bad = subprocess.run([sys.executable, "-m", "concept_grounding.cli", "bench", "--epochs", "zero"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "--epochs" in bad.stderr and "Traceback" not in bad.stderr

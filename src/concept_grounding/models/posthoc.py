@@ -38,7 +38,7 @@ from .backbone import SmallCNN, SmallViT, backbone_config, build_backbone
 from .base import HUB_KWARGS, ConceptModelMixin, ConceptModelOutput
 from .coam import concept_activation_maps, upsample_maps
 from .data import training_tensors
-from .train_config import TrainConfig
+from .train_config import TrainConfig, trainer_knobs
 
 __all__ = [
     "ConceptBank", "learn_cavs", "embed_images", "fit_sparse_classifier", "PostHocCBM", "train_posthoc_cbm",
@@ -360,9 +360,7 @@ def train_posthoc_cbm(
     ``train``: a :class:`~.training.TrainConfig` whose seed, progress and (where set) batch
     size replace the loose arguments (nothing here trains by epochs).
     """
-    if train is not None:
-        seed, progress = int(train.seed), bool(train.progress)
-        batch_size = batch_size if train.batch_size is None else int(train.batch_size)
+    seed, batch_size, progress = trainer_knobs(train, seed=seed, batch_size=batch_size, progress=progress)
     images, concepts, labels, names, num_classes = training_tensors(train_tensors)
     embeddings = embed_images(backbone, images, batch_size)
     if concept_bank is None:

@@ -7,6 +7,7 @@ count, in a module without torch: the command line builds its parsers from them,
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["DEFAULT_THREADS", "TrainConfig", "trainer_knobs"]
 
@@ -17,7 +18,6 @@ __all__ = ["DEFAULT_THREADS", "TrainConfig", "trainer_knobs"]
 #: with 1 thread than with 2 (OpenMP threads spin while they wait for a core).
 DEFAULT_THREADS = 1
 
-
 @dataclass(frozen=True)
 class TrainConfig:
     """The training knobs every trainer here shares, in one place.
@@ -26,7 +26,7 @@ class TrainConfig:
     bench builds it from its :class:`~concept_grounding.bench.config.BenchConfig` and the
     Space from its build settings. ``None`` for ``batch_size`` / ``lr`` keeps each
     trainer's own default (they differ: a CBM's image side trains at batch 32 and
-    ``3e-3``, the post-hoc CBM embeds at batch 256).
+    ``3e-3``, the post-hoc CBM embeds at batch 256); :func:`trainer_knobs` applies it.
 
     Attributes:
         epochs: passes over the data of the image-side training.
@@ -36,8 +36,6 @@ class TrainConfig:
         threads: CPU threads of a :func:`reproducible` block around the training.
         progress: show tqdm bars.
 
-    >>> TrainConfig(epochs=2).resolve(batch_size=32, lr=3e-3)
-    {'epochs': 2, 'seed': 0, 'batch_size': 32, 'lr': 0.003, 'progress': True}
     >>> TrainConfig(epochs=0)
     Traceback (most recent call last):
     ...
@@ -59,27 +57,22 @@ class TrainConfig:
         if self.lr is not None and not float(self.lr) > 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
 
-    def resolve(self, *, batch_size: int | None, lr: float | None) -> dict[str, object]:
-        """Keyword arguments of one trainer: this config's values, the trainer's defaults
-        ``batch_size`` / ``lr`` where this config leaves them ``None``."""
-        return {"epochs": int(self.epochs), "seed": int(self.seed),
-                "batch_size": batch_size if self.batch_size is None else int(self.batch_size),
-                "lr": lr if self.lr is None else float(self.lr), "progress": bool(self.progress)}
 
+def trainer_knobs(train: TrainConfig | None, **loose: Any) -> tuple[Any, ...]:
+    """The values of one trainer call's knobs, in the order given: its own (``loose``)
+    arguments, replaced by ``train``'s where a :class:`TrainConfig` is given (its
+    ``batch_size`` / ``lr`` only where set; ``None`` keeps the trainer's default).
 
-def trainer_knobs(
-    train: TrainConfig | None, *, epochs: int, seed: int, batch_size: int | None, lr: float | None, progress: bool
-) -> tuple[int, int, int | None, float | None, bool]:
-    """``(epochs, seed, batch_size, lr, progress)`` of one trainer call: its loose arguments,
-    or ``train``'s values where a :class:`TrainConfig` is given (:meth:`TrainConfig.resolve`:
-    its batch size and learning rate only where set).
+    ``loose`` names a subset of ``epochs``, ``seed``, ``batch_size``, ``lr`` and ``progress``
+    (the post-hoc CBM, which trains by no epochs, passes three).
 
-    >>> trainer_knobs(None, epochs=3, seed=1, batch_size=32, lr=None, progress=False)
-    (3, 1, 32, None, False)
-    >>> trainer_knobs(TrainConfig(epochs=2, lr=0.1), epochs=3, seed=1, batch_size=32, lr=None, progress=False)
+    >>> trainer_knobs(None, epochs=3, seed=1, batch_size=32, lr=None)
+    (3, 1, 32, None)
+    >>> trainer_knobs(TrainConfig(epochs=2, lr=0.1), epochs=3, seed=1, batch_size=32, lr=3e-3, progress=False)
     (2, 0, 32, 0.1, True)
+    >>> trainer_knobs(TrainConfig(epochs=2), epochs=10, seed=0, batch_size=32, lr=3e-3, progress=False)
+    (2, 0, 32, 0.003, True)
     """
     if train is None:
-        return epochs, seed, batch_size, lr, progress
-    knobs = train.resolve(batch_size=batch_size, lr=lr)
-    return knobs["epochs"], knobs["seed"], knobs["batch_size"], knobs["lr"], knobs["progress"]
+        return tuple(loose.values())
+    return tuple(value if (own := getattr(train, name)) is None else own for name, value in loose.items())

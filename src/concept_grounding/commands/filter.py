@@ -3,7 +3,10 @@
 Reads ``<in>/metadata.jsonl`` (from ``concept-grounding generate``), scores every image's
 multiple-choice question, keeps the top 10 % per pairing, and writes ``<out>/metadata.jsonl``
 (kept rows, with ``target_probability``; ``file_name`` is the absolute path of the image in ``<in>``) plus
-``filter_report.json`` / ``filter_report.md``. The job lives in
+``filter_report.json`` / ``filter_report.md``. ``--validate-on-world`` first measures the
+scorer on the bird world's exact counterfactuals (AUROC of p(S+) on edits vs originals, S+
+accuracy; :func:`concept_grounding.judge.validate_scorer_on_world`) and writes
+``scorer_validation.json`` / ``.md``; without ``--in`` it only validates. The job lives in
 :mod:`concept_grounding.tdg.filter_job` (``FilterConfig``, ``run_filter``); this module
 parses the arguments, maps them onto the config and prints.
 """
@@ -12,13 +15,14 @@ from __future__ import annotations
 
 import argparse
 
-from concept_grounding.commands._types import existing_dir, output_dir, unit_interval
-from concept_grounding.tdg.filter_job import DEFAULT_VLM, SCORERS, FilterConfig, run_filter
+from concept_grounding.commands._types import existing_dir, output_dir, positive_int, unit_interval
+from concept_grounding.errors import UsageError
+from concept_grounding.tdg.filter_job import DEFAULT_VLM, SCORERS, FilterConfig, build_scorer, run_filter
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--in", dest="input", required=True, type=existing_dir,
-                        help="generated image folder (with metadata.jsonl)")
+    parser.add_argument("--in", dest="input", type=existing_dir, default=None,
+                        help="generated image folder (with metadata.jsonl); optional with --validate-on-world")
     parser.add_argument("--out", required=True, type=output_dir, help="folder for the kept list and the report")
     parser.add_argument("--scorer", choices=SCORERS, default="vlm")
     parser.add_argument("--vlm-model", default=DEFAULT_VLM,
@@ -32,6 +36,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         " 'module:function' mapping a list of PIL images to (N, 312) probabilities")
     parser.add_argument("--keep-fraction", type=unit_interval, default=0.1,
                         help="fraction of the generated images kept per pairing, in (0, 1] (SUB: 0.1)")
+    parser.add_argument("--validate-on-world", type=positive_int, nargs="?", const=1, default=0, metavar="N",
+                        help="first validate the scorer on N exact bird-world edits per SUB pairing (default N: 1)"
+                        " and their originals: AUROC and S+ accuracy (default: off)")
+    parser.add_argument("--world-size", type=positive_int, default=128,
+                        help="image side of the validation world in pixels (--validate-on-world)")
 
 
 def _concept_model_oracle(folder: str):
@@ -49,7 +58,32 @@ def config_from_args(args: argparse.Namespace) -> FilterConfig:
                         oracle_loader=_concept_model_oracle)
 
 
+def validate_scorer(scorer, args: argparse.Namespace) -> None:
+    """Validate ``scorer`` on the world (``--validate-on-world``), write and print the table."""
+    import json
+
+    from concept_grounding.fileio import atomic_write_lines
+    from concept_grounding.judge import validate_scorer_on_world
+    from concept_grounding.world import BirdWorld, WorldConfig
+
+    world = BirdWorld(WorldConfig(image_size=args.world_size))
+    report = validate_scorer_on_world(scorer, world, per_pairing=args.validate_on_world)
+    args.out.mkdir(parents=True, exist_ok=True)
+    atomic_write_lines(args.out / "scorer_validation.json", [json.dumps(report.to_dict(), indent=1)])
+    atomic_write_lines(args.out / "scorer_validation.md", [report.to_markdown()])
+    print(report.to_markdown())
+
+
 def run(args: argparse.Namespace) -> int:
-    result = run_filter(config_from_args(args))
+    if args.input is None and not args.validate_on_world:
+        raise UsageError("is required (or pass --validate-on-world to validate the scorer only)", argument="--in")
+    config = config_from_args(args)
+    scorer = None
+    if args.validate_on_world:
+        scorer = build_scorer(config)
+        validate_scorer(scorer, args)
+    if args.input is None:
+        return 0
+    result = run_filter(config, scorer)
     print(f"kept {len(result.kept)} of {result.generated} images; report: {result.report_md}")
     return 0

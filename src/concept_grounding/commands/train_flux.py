@@ -39,6 +39,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--threads", type=int, default=1,
         help="torch CPU threads (1: on a shared 2-core machine one thread ran 5x faster than two)",
     )
+    parser.add_argument("--pose", choices=("canonical", "varied"), default="canonical",
+                        help="pose of the training renders (WorldConfig.pose)")
+    parser.add_argument("--zoom", type=float, default=1.0, help="bird size factor of the training renders (WorldConfig.zoom)")
+    parser.add_argument("--scene", choices=("plain", "varied"), default="plain",
+                        help="background of the training renders (WorldConfig.scene)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-progress", action="store_true")
 
@@ -85,6 +90,9 @@ def config_from_args(args: argparse.Namespace):
         head_dim=args.head_dim,
         checkpoint_every=args.checkpoint_every,
         seed=args.seed,
+        pose=args.pose,
+        zoom=args.zoom,
+        scene=args.scene,
     )
 
 

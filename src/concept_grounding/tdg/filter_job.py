@@ -177,15 +177,16 @@ def build_scorer(config: FilterConfig) -> OptionScorer:
     return VisionLanguageScorer(model, processor)
 
 
-def run_filter(config: FilterConfig) -> FilterJobResult:
-    """Filter ``config.input`` into ``config.out`` (steps in the module docstring)."""
+def run_filter(config: FilterConfig, scorer: OptionScorer | None = None) -> FilterJobResult:
+    """Filter ``config.input`` into ``config.out`` (steps in the module docstring), with
+    ``scorer`` if given (e.g. one already validated), else :func:`build_scorer`'s."""
     from PIL import Image
     from tqdm.auto import tqdm
 
     # 1. inputs and scorer, checked before any image is scored
     src, out = Path(config.input), Path(config.out)
     records = read_generated_records(src)
-    scorer = build_scorer(config)
+    scorer = scorer if scorer is not None else build_scorer(config)
 
     # 2. score pairing by pairing, keep the top fraction
     bar = tqdm(total=len(records), desc="VQA filter", unit="img")

@@ -8,9 +8,9 @@
 Only numpy is imported here; ``datasets`` is imported by the export methods.
 """
 
-from .config import BACKGROUNDS, Pose, WorldConfig
+from .config import BACKGROUNDS, SCENES, Pose, WorldConfig
 from .sample import BirdSample, Counterfactual
 from .world import BirdWorld
 
-__all__ = ["BirdWorld", "WorldConfig", "BirdSample", "Counterfactual", "Pose", "BACKGROUNDS"]
+__all__ = ["BirdWorld", "WorldConfig", "BirdSample", "Counterfactual", "Pose", "BACKGROUNDS", "SCENES"]
 

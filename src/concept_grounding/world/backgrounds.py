@@ -1,4 +1,5 @@
-"""Procedural background scenes: sky, foliage, water, ground and reeds, with texture.
+"""Procedural background scenes: sky, foliage, water, ground and reeds, with texture, and a
+plain pale backdrop (``WorldConfig(scene="plain")``).
 
 Each scene is a float32 (H, W, 3) image in 0-255 drawn from smooth random fields
 (bilinear upsampling of a coarse random grid) plus per-pixel grain. Scenes with a
@@ -17,7 +18,10 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["draw_background", "smooth_field"]
+__all__ = ["draw_background", "smooth_field", "PLAIN_RGB"]
+
+#: The plain scene's colour: a pale grey-blue no bird part is painted in.
+PLAIN_RGB: tuple[int, int, int] = (214, 220, 226)
 
 
 @lru_cache(maxsize=32)
@@ -128,6 +132,8 @@ def draw_background(
         img = _ground(h, w, rng, feet[1] if feet else h * 0.75)
     elif scene == "reeds":
         img = _reeds(h, w, rng)
+    elif scene == "plain":
+        img = np.broadcast_to(np.asarray(PLAIN_RGB, np.float32), (h, w, 3))
     else:
         raise ValueError(f"unknown background scene {scene!r}")
     if feet is not None and scene in ("sky", "foliage", "reeds"):

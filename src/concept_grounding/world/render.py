@@ -32,7 +32,7 @@ import numpy as np
 
 from . import shapes
 from .backgrounds import draw_background
-from .config import BACKGROUNDS, Pose
+from .config import Pose
 from .species import ACCENT, COLORS
 
 __all__ = ["Rendering", "render_bird", "PART_NAMES", "pixels_per_unit"]
@@ -113,7 +113,7 @@ _BOXES = {
 def pixels_per_unit(pose: Pose, image_size: int) -> float:
     """Pixels per canonical unit: the nominal bird (tail tip to needle tip, about 4.4
     units) spans about 90 % of the image at ``scale = 1``."""
-    return pose.scale * image_size / 4.7
+    return pose.scale * image_size / 4.7  # (config.pose_for's canonical centring uses the same)
 
 
 @dataclass(frozen=True)
@@ -402,7 +402,7 @@ def render_bird(traits: Mapping[str, str], pose: Pose, image_size: int, noise_se
     cv = _Canvas(pose, size, grain)
     fx, fy = cv.to_pixels(np.array([0.05]), np.array([1.1]))
     feet = (float(fx[0]), float(fy[0]), np.deg2rad(pose.angle), cv.s)
-    background = draw_background(BACKGROUNDS[pose.background], size, size, rng, grain, feet)
+    background = draw_background(pose.background_name, size, size, rng, grain, feet)
 
     # 2. the bird, front to back (each layer goes under the ones before it)
     _draw_eye(cv, traits, _P[f"{near} eye"])

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..vocabulary import Vocabulary, load_vocabulary
-from .config import Pose, WorldConfig, sample_pose
+from .config import Pose, WorldConfig, pose_for, sample_pose
 from .counterfactual import make_counterfactual, render_sample, substitution
 from .sample import BirdSample, Counterfactual
 from .species import RenderedVocabulary, class_traits, deviate, substitute, trait_labels
@@ -71,7 +71,7 @@ class BirdWorld:
             raise ValueError(f"index must be >= 0, got {index}")
         label = int(index) % self.num_classes
         rng = np.random.default_rng([self.config.seed, int(index)])
-        pose = sample_pose(rng, self.config.image_size)
+        pose = pose_for(self.config, sample_pose(rng, self.config.image_size))
         traits = deviate(self.class_traits[label], self.config.deviation_rate, rng)
         return label, pose, traits, int(rng.integers(2**31 - 1))
 

@@ -30,6 +30,10 @@ class FluxTrainConfig:
             caption replaced by "" with this probability for classifier-free guidance).
         checkpoint_every: steps between resumable checkpoints.
         seed: seeds the world (renders), captions, initialisation and batches.
+        pose / zoom / scene: the training world's drawing settings
+            (:class:`~concept_grounding.world.WorldConfig`); a canonical pose on a plain
+            scene puts every part at the same pixels, so small parts (eyes, legs, bill)
+            survive the VAE and the generator spends no capacity on backgrounds.
     """
 
     image_size: int = 32
@@ -57,6 +61,9 @@ class FluxTrainConfig:
     caption_dropout: float = 0.1
     checkpoint_every: int = 200
     seed: int = 0
+    pose: str = "canonical"
+    zoom: float = 1.0
+    scene: str = "plain"
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -72,6 +79,20 @@ class FluxTrainConfig:
             raise ValueError(f"caption_dropout must be in [0, 1), got {self.caption_dropout}")
         if self.head_dim % 4:
             raise ValueError(f"head_dim must be a multiple of 4, got {self.head_dim}")
+        self.world_config()  # validates pose / zoom / scene
+
+    @property
+    def mirror_augment(self) -> bool:
+        """Whether training mirrors images at random: only a varied pose faces both ways
+        (a mirrored canonical bird would face left, which the canonical world never draws)."""
+        return self.pose == "varied"
+
+    def world_config(self) -> Any:
+        """The :class:`~concept_grounding.world.WorldConfig` of the training renders."""
+        from ..world import WorldConfig
+
+        return WorldConfig(image_size=self.image_size, class_names=self.class_names, seed=self.seed,
+                           pose=self.pose, zoom=self.zoom, scene=self.scene)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -81,8 +102,10 @@ class FluxTrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "FluxTrainConfig":
+        """Inverse of :meth:`to_dict`; a log written before the world settings existed was
+        trained on the varied world."""
         known = {f.name for f in fields(cls)}
-        d = {k: v for k, v in d.items() if k in known}
+        d = {"pose": "varied", "scene": "varied", **{k: v for k, v in d.items() if k in known}}
         d["vae_blocks"] = tuple(d.get("vae_blocks", cls.vae_blocks))
         if d.get("class_names") is not None:
             d["class_names"] = tuple(d["class_names"])

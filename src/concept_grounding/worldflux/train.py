@@ -6,16 +6,16 @@ Stages, each resumable from ``work_dir`` (a finished stage is skipped on restart
    images that show a held-out SUB combination (:mod:`.captions`); sample indices
    ``c + k * C`` of :class:`~concept_grounding.world.BirdWorld` for ``k = 0, 1, ...`` in order.
 2. **vae** (``vae.pt``): an ``AutoencoderKL`` fitted with ``L1 + MSE + kl_weight * KL`` on the
-   renders and their mirror images (a horizontal flip only changes the facing, which no
-   caption names), AdamW + cosine. Its ``shift_factor`` / ``scaling_factor`` are set to the
+   renders and, for a varied pose, their mirror images (a horizontal flip only changes the
+   facing, which no caption names; a canonical world always faces right), AdamW + cosine. Its ``shift_factor`` / ``scaling_factor`` are set to the
    mean and 1/std of the latents' means, as FluxPipeline decodes ``z / scaling + shift``.
 3. **latents** (``latents.pt``): posterior mean and std of every render and its mirror image.
 4. **flux** (``flux.pt``): both text encoders and the ``FluxTransformer2DModel`` trained jointly
    with the rectified-flow loss of FluxPipeline's convention
    ``x_t = (1 - t) x_0 + t eps``, target ``eps - x_0``, ``t = sigmoid(N(0, 1))`` (logit-normal),
    the transformer called with ``timestep = t`` exactly as the pipeline calls it. Latents are
-   sampled from the posterior each step; a random one of the image and its mirror image is
-   used; captions are drawn fresh each step (:func:`make_caption`) and replaced by ``""``
+   sampled from the posterior each step; for a varied pose a random one of the image and its
+   mirror image is used; captions are drawn fresh each step (:func:`make_caption`) and replaced by ``""``
    with ``caption_dropout``. AdamW, linear warm-up then cosine, EMA of every trained weight.
 5. **export**: the EMA weights as a ``FluxPipeline`` folder in float16 safetensors, a loss
    curve PNG, a sample sheet and ``train_log.json`` (config, sizes, wall times).
@@ -45,9 +45,9 @@ __all__ = ["train_world_flux", "render_training_set", "cosine_lr", "flow_matchin
 
 # ----------------------------------------------------------------------------- helpers
 def _world(cfg: FluxTrainConfig) -> Any:
-    from ..world import BirdWorld, WorldConfig
+    from ..world import BirdWorld
 
-    return BirdWorld(WorldConfig(image_size=cfg.image_size, class_names=cfg.class_names, seed=cfg.seed))
+    return BirdWorld(cfg.world_config())
 
 
 def _atomic_save(obj: Any, path: Path) -> None:
@@ -131,7 +131,7 @@ def _train_vae(cfg: FluxTrainConfig, data: dict[str, np.ndarray], work: Path, pr
         g = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
         idx = torch.randint(n, (cfg.vae_batch,), generator=g)
         x = x_all[idx]
-        flip = torch.rand(cfg.vae_batch, generator=g) < 0.5
+        flip = (torch.rand(cfg.vae_batch, generator=g) < 0.5) & cfg.mirror_augment
         x = torch.where(flip[:, None, None, None], x.flip(-1), x)
         for group in opt.param_groups:
             group["lr"] = cosine_lr(step, cfg.vae_steps, cfg.vae_lr, 50)
@@ -269,7 +269,7 @@ def _train_flux(
         g = torch.Generator().manual_seed(cfg.seed * 1_000_003 + 7 + step)
         rng = np.random.default_rng([cfg.seed, 7, step])
         idx = torch.randint(n, (cfg.batch,), generator=g)
-        flip = (torch.rand(cfg.batch, generator=g) < 0.5)[:, None, None, None]
+        flip = ((torch.rand(cfg.batch, generator=g) < 0.5) & cfg.mirror_augment)[:, None, None, None]
         mean = torch.where(flip, lat["mean_flip"][idx], lat["mean"][idx])
         std = torch.where(flip, lat["std_flip"][idx], lat["std"][idx])
         z = mean + std * torch.randn(mean.shape, generator=g)

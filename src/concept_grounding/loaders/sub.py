@@ -17,11 +17,15 @@ Values are normalised, whatever their spelling:
   display name (``"Blue Jay"``, any case) -> CUB folder name;
 * target attribute: CUB name (``"has_crown_color::black"``), SUB's Hub spelling
   (``"has_crown_color--black"``), a SUB phrase (``"black crown color"``, the keys of
-  ``vocab.sub_substitutions``) or any attribute's phrase -> CUB attribute name;
+  ``vocab.sub_substitutions``) or any attribute's phrase, in any case -> CUB attribute name;
 * ``removed_attributes`` (S-): taken from the source when it has them; otherwise derived,
   as SUB defines them, as the reference class's class-level attributes in S+'s group
   (S+ itself excluded), which needs ``class_attributes`` (e.g. the CBM majority vote of
   :func:`~concept_grounding.loaders.load_cub`). Without it S- is left empty, with a warning.
+
+What stays an error, naming the row or file: a class or attribute in no spelling above, a
+``group`` that contradicts its attribute, a missing column or image file. Each means a
+different dataset or a broken copy, not a messy one, so nothing here is repaired.
 """
 
 from __future__ import annotations
@@ -85,10 +89,10 @@ def normalise_attribute(name: str, vocab: Vocabulary) -> str:
     """CUB attribute name of an attribute given as a CUB name, Hub name or SUB phrase.
 
     >>> v = load_vocabulary()
-    >>> normalise_attribute("black crown color", v), normalise_attribute("has_bill_shape--needle", v)
+    >>> normalise_attribute("black crown color", v), normalise_attribute("Has_Bill_Shape--Needle", v)
     ('has_crown_color::black', 'has_bill_shape::needle')
     """
-    text = str(name).strip().replace("--", "::")
+    text = str(name).strip().replace("--", "::").lower()  # every CUB name is lower case
     if vocab.is_attribute(text):
         return text
     if text in vocab.sub_substitutions:

@@ -89,7 +89,7 @@ def test_factory_tuple_parts_are_told_apart_by_type():
     net, names, to_tensor = torch.nn.Linear(3, 2), ["has_crown_color::black", "has_crown_color::blue"], transforms.ToTensor()
     for result in ((net, names), (net, tuple(names)), (net, to_tensor, names), (net, names, to_tensor),
                    (net, None, names)):
-        adapter = from_factory_result(result, normalize=False if len(result) == 2 or result[1] is None else None)
+        adapter = from_factory_result(result, normalize=False)  # read only without a transform
         assert adapter.concept_names == tuple(names) and adapter.model is net
     assert len(from_factory_result((net, "sub"), normalize=False).concept_names) == 32
     assert from_factory_result((net, [0, 1]), normalize=False).concept_names == load_vocabulary().attributes[:2]
@@ -198,3 +198,24 @@ def test_tiny_siglip_from_config_scores_group_prompts():
     pixels = make_preprocess(size=16, mean=(0.5,) * 3, std=(0.5,) * 3)(images)
     expected = torch.cat([clip_group_scores(model, tokenizer, pixels, g, vocab) for g in ("crown_color", "bill_shape")], 1)
     assert none is None and scores.shape == (4, len(columns)) and torch.allclose(scores, expected, atol=1e-5)
+
+
+def test_pytorch_concepts_labels_that_are_not_cub_names_ask_for_concept_names():
+    """Issue 22.3: a PyC model's own labels name its columns where they are CUB names; else one clear line."""
+    pytest.importorskip("torch_concepts")
+    from torch_concepts import Annotations
+    from torch_concepts.nn import ConceptBottleneckModel
+
+    def pyc(labels, types=None):
+        annotations = Annotations(labels=[*labels, "y"], cardinalities=[1] * (len(labels) + 1),
+                                  types=types or ["binary"] * (len(labels) + 1))
+        return ConceptBottleneckModel(input_size=4, annotations=annotations, task_names=["y"]).eval()
+
+    with pytest.raises(UsageError, match="ConceptBottleneckModel's concept labels are not all CUB attribute names: "
+                                         "unknown attribute 'wings' .*; pass concept_names= with one CUB name"):
+        as_sub_model(pyc(["has_crown_color--black", "wings"]), normalize=False)
+    named = as_sub_model(pyc(["c0", "c1"]), concept_names=["has_crown_color::black", 5], normalize=False)
+    assert named.concept_names == ("has_crown_color::black", load_vocabulary().attributes[5])
+    assert named.forward(torch.zeros(3, 4))[0].shape == (3, 2)
+    with pytest.raises(UsageError, match=r"concepts \['c1 \(continuous\)'\] are not binary"):
+        as_sub_model(pyc(["c0", "c1"], ["binary", "continuous", "binary"]), concept_names="sub", normalize=False)

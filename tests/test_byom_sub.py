@@ -279,6 +279,8 @@ def test_pytorch_concepts_model_as_it_comes(tmp_path, sub):
         probs = torch.sigmoid(model(query=module.CONCEPTS, input=pixels).logits.tensor).numpy()
     expected = _metric("binary", probs, sub, module.CONCEPTS)
     assert expected["n_s_plus"] > 0
+    with pytest.raises(UsageError, match="ConceptBottleneckModel comes with no preprocessing"):
+        evaluate_sub(model, sub, progress=False)
     result = evaluate_sub(model, sub, image_size=SIZE, mean=(0.5,) * 3, std=(0.25,) * 3, progress=False)
     _same(result, expected)
     np.testing.assert_allclose(result.scores, probs, atol=1e-6)

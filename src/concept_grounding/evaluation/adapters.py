@@ -206,8 +206,9 @@ class BinaryConceptModel(_Placed):
         if stated and not self.normalize:
             raise UsageError(f"{option('normalize', False)} contradicts {option('mean')} / {option('std')}; pass one")
         if not stated and self.normalize:
+            model = self.model.model if isinstance(self.model, PyCConcepts) else self.model
             raise UsageError(
-                f"{type(self.model).__name__} comes with no preprocessing: pass {option('mean')} and {option('std')} "
+                f"{type(model).__name__} comes with no preprocessing: pass {option('mean')} and {option('std')} "
                 f"(the normalisation it was trained with), {option('transform')} or {option('processor')}, or "
                 f"{option('normalize', False)} to feed it [0, 1] pixels")
 
@@ -358,7 +359,7 @@ def as_sub_model(
         return project_concept_model(model, image_size or 64)
     if is_pyc_model(model):
         model = PyCConcepts(model)
-        concept_names = model.labels if concept_names is None else concept_names
+        concept_names = model.concept_names() if concept_names is None else concept_names
         kwargs.setdefault("output", "logits")
     if concept_names is None:
         concept_names = getattr(model, "concept_names", None)

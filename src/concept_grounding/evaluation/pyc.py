@@ -7,9 +7,10 @@ return an ``InferenceOutput`` whose ``logits`` is an ``AnnotatedTensor``: one co
 queried concept, labelled by the model's ``Annotations``. :class:`PyCConcepts` asks such a
 model for its concepts (every annotation label but its ``task_names``), in annotation
 order; the adapters read ``output="logits"`` of the answer as a plain ``(B, C)`` tensor
-(:func:`plain_tensor`), and the labels are the concept names unless the caller declares
-others. Only binary concepts can be scored one column each; a categorical or continuous
-concept is refused by name.
+(:func:`plain_tensor`). The labels are the concept names unless the caller declares
+others, so they must then be CUB names or SUB spellings (else the error asks for
+``concept_names``). Only binary concepts can be scored one column each; a categorical or
+continuous concept is refused by name.
 
 Nothing here imports ``torch_concepts``: a PyC model or tensor can only exist once it is
 imported, so :func:`is_pyc_model` and :func:`plain_tensor` look it up in ``sys.modules``.
@@ -23,7 +24,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..errors import UsageError
+from ..errors import UsageError, option
+from .concepts import resolve_concept_names
 
 __all__ = ["PyCConcepts", "is_pyc_model", "plain_tensor"]
 
@@ -58,6 +60,15 @@ class PyCConcepts(nn.Module):
         if other:
             raise UsageError(f"{type(model).__name__}: SUB scores binary concepts, one column each; this model's "
                              f"concepts {other[:3]} are not binary (declare each CUB attribute as a binary concept)")
+
+    def concept_names(self) -> tuple[str, ...]:
+        """The labels as CUB attribute names; labels that are none say to declare names instead."""
+        try:
+            return resolve_concept_names(self.labels)
+        except UsageError as err:
+            raise UsageError(f"{type(self.model).__name__}'s concept labels are not all CUB attribute names: "
+                             f"{err.reason}; pass {option('concept_names')} with one CUB name per concept, in "
+                             "annotation order") from None
 
     def forward(self, pixels: torch.Tensor) -> Any:
         return self.model(query=list(self.labels), input=pixels)

@@ -229,6 +229,12 @@ def test_cli_errors_name_flags_and_the_python_api_names_keywords(user_file, sub,
     assert "TinyConceptNet: pass --concept-names (a named set" in err and "concept_names=" not in err
     assert main(["sub", "--model", f"{user_file}:build", "--output", "classes", "--out", out, *WORLD_ARGS]) == 2
     assert "--output classes: the model's tuple output has no such part" in capsys.readouterr().err
+    import datasets
+
+    datasets.DatasetDict({"a": sub.select(range(2)), "b": sub.select(range(2))}).save_to_disk(str(tmp_path / "two"))
+    assert main(["sub", "--model", f"{user_file}:build", "--output", "0", "--sub", str(tmp_path / "two"), "--out", out,
+                 "--no-progress"]) == 2
+    assert "several splits ['a', 'b']; pass --split" in capsys.readouterr().err
     module = _user_module(user_file)
     with pytest.raises(UsageError, match="pass concept_names= "):
         evaluate_sub(module.build_bare(), sub, normalize=False, progress=False)

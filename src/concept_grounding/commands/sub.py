@@ -23,7 +23,7 @@ FLAGS: dict[str, str] = {
     "concept_names": "--concept-names", "index_base": "--index-base", "output": "--output", "outputs": "--outputs",
     "image_size": "--image-size", "size": "--image-size", "mean": "--mean", "std": "--std",
     "normalize=False": "--no-normalize", "include_none": "--include-none", "include_none=True": "--include-none",
-    "protocol": "--protocol", "batch_size": "--batch-size", "dtype": "--dtype", "device": "--device",
+    "protocol": "--protocol", "batch_size": "--batch-size", "dtype": "--dtype", "device": "--device", "split": "--split",
     "transform": "a transform", "processor": "a processor returned by the --model factory",
     "preprocess": "a preprocess returned by the --model factory",
     "tokenizer": "a tokenizer returned by the --model factory",

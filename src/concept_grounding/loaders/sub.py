@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..errors import option
 from ..fileio import atomic_write_bytes, encoded_image_bytes
 from ..vocabulary import Vocabulary, attribute_phrase, class_display_name, load_vocabulary
 from ._text import utf8_errors_named
@@ -146,7 +147,7 @@ def _pick_split(obj, split: str | None, where: str) -> "datasets.Dataset":
             return obj[names[0]]
         if "test" in names:  # SUB is published as a single "test" split
             return obj["test"]
-        raise SUBFormatError(f"several splits {names}; pass split=", file=where)
+        raise SUBFormatError(f"several splits {names}; pass {option('split')}", file=where)
     if split not in names:
         raise SUBFormatError(f"no split {split!r}; found {names}", file=where)
     return obj[split]

@@ -57,19 +57,17 @@ def check_part_bounds(tables: CUBTables, part_lines: np.ndarray, label: str, siz
     """
     xy = tables.part_xy
     high = sizes[:, None, :] if sizes is not None else np.full((1, 1, 2), np.inf)
-    visible = tables.part_visible[..., None]
-    far = ((xy < -PART_MARGIN * high) | (xy > (1 + PART_MARGIN) * high)) & visible
+    far = ((xy < -PART_MARGIN * high) | (xy > (1 + PART_MARGIN) * high)).any(-1) & tables.part_visible
     if far.any():
-        i, k = np.argwhere(far.any(-1))[np.argmin(part_lines[far.any(-1)])]
+        i, k = np.argwhere(far)[np.argmin(part_lines[far])]
         raise CUBFormatError(
             f"visible part {k + 1} of image id {int(tables.image_ids[i])} at ({xy[i, k, 0]:g}, {xy[i, k, 1]:g}) lies"
             f" more than {PART_MARGIN:g} x its side outside its image ({int(sizes[i, 0])} x {int(sizes[i, 1])} px,"
             f" {tables.file_names[i]})", file=label, line=int(part_lines[i, k]))
-    off = ((xy < 0) | (xy > high)) & visible
+    off = ((xy < 0) | (xy > high)).any(-1) & tables.part_visible
     if off.any():
-        np.clip(xy, 0, high, out=xy, where=off)
-        warn_repaired(label, part_lines[off.any(-1)].tolist(),
-                      "visible part centre(s) past their image's border clipped onto it")
+        np.clip(xy, 0, high, out=xy, where=off[..., None])
+        warn_repaired(label, part_lines[off].tolist(), "visible part centre(s) past their image's border clipped onto it")
 
 
 def extra_files(root: Path, folder: str, file_names: list[str]) -> list[str] | None:

@@ -11,6 +11,7 @@ import pytest
 import torch
 from PIL import Image
 
+from concept_grounding.errors import UsageError
 from concept_grounding.evaluation import BinaryConceptModel, as_sub_model, make_preprocess, resolve_concept_names
 from concept_grounding.evaluation.adapters import pick_output
 from concept_grounding.evaluation.loading import from_factory_result, load_factory, load_model
@@ -30,6 +31,12 @@ def test_concept_names_in_every_form():
     assert resolve_concept_names(["has_belly_pattern--striped", 0]) == ("has_belly_pattern::striped", vocab.attributes[0])
     with pytest.raises(ValueError, match="index 112 is outside cbm_112"):
         resolve_concept_names([112], index_base="cbm_112")
+    # CUB's own attribute ids (attributes.txt) are 1-based: an explicit choice (issue 22.5)
+    assert resolve_concept_names([1, 312], index_base="cub_id") == (vocab.attributes[0], vocab.attributes[311])
+    with pytest.raises(UsageError, match=r"index 0 is outside cub_id \(1\.\.312\)"):
+        resolve_concept_names([0], index_base="cub_id")
+    with pytest.raises(UsageError, match="1-based attribute ids .* need index_base='cub_id'"):
+        resolve_concept_names([5, 312])
     with pytest.raises(ValueError, match="unknown named set"):
         resolve_concept_names("koh")
     with pytest.raises(ValueError, match="twice"):
@@ -55,6 +62,43 @@ def test_preprocessing_kinds_agree_on_the_same_pixels():
         make_preprocess(mean=(0.5,))
 
 
+def test_a_plain_module_must_state_its_normalisation():
+    """No mean / std, transform or processor: refused, never fed [0, 1] pixels silently (issue 22.2)."""
+    from torchvision import transforms
+
+    net, names = torch.nn.Linear(3, 2), ["has_crown_color::black", "has_crown_color::blue"]
+    with pytest.raises(UsageError) as err:
+        BinaryConceptModel(net, names, size=8)
+    assert str(err.value) == ("Linear comes with no preprocessing: pass mean= and std= (the normalisation it was "
+                              "trained with), transform= or processor=, or normalize=False to feed it [0, 1] pixels")
+    with pytest.raises(UsageError, match="normalize=False contradicts mean= / std="):
+        BinaryConceptModel(net, names, size=8, mean=(0.5,) * 3, std=(0.5,) * 3, normalize=False)
+    images = _images(1)
+    assert BinaryConceptModel(net, names, size=12, normalize=False).preprocess(images).min() >= 0
+    stated = BinaryConceptModel(net, names, size=12, mean=(0.5,) * 3, std=(0.25,) * 3).preprocess(images)
+    assert torch.allclose(stated, (make_preprocess(size=12)(images) - 0.5) / 0.25)
+    BinaryConceptModel(net, names, transform=transforms.ToTensor())  # a transform states its own
+    with pytest.raises(UsageError, match="pass mean= and std="):
+        as_sub_model(net, concept_names=names, image_size=8)
+
+
+def test_factory_tuple_parts_are_told_apart_by_type():
+    """(model, concept_names) used to be read as (model, transform) (issue 22.4)."""
+    from torchvision import transforms
+
+    net, names, to_tensor = torch.nn.Linear(3, 2), ["has_crown_color::black", "has_crown_color::blue"], transforms.ToTensor()
+    for result in ((net, names), (net, tuple(names)), (net, to_tensor, names), (net, names, to_tensor),
+                   (net, None, names)):
+        adapter = from_factory_result(result, normalize=False)  # read only without a transform
+        assert adapter.concept_names == tuple(names) and adapter.model is net
+    assert len(from_factory_result((net, "sub"), normalize=False).concept_names) == 32
+    assert from_factory_result((net, [0, 1]), normalize=False).concept_names == load_vocabulary().attributes[:2]
+    with pytest.raises(UsageError, match="items 1 and 2 after the model are both transform"):
+        from_factory_result((net, to_tensor, to_tensor))
+    with pytest.raises(UsageError, match="item 1 after the model is a float, neither concept names"):
+        from_factory_result((net, 0.5))
+
+
 @dataclasses.dataclass
 class _Out:
     concepts: torch.Tensor
@@ -75,8 +119,9 @@ def test_structured_outputs_are_picked_by_key_or_index():
 def test_probabilities_are_not_squashed_twice():
     names = ["has_crown_color::black", "has_crown_color::blue"]
     probs = torch.tensor([[0.2, 0.9]])
-    as_probs = BinaryConceptModel(lambda x: probs.expand(len(x), -1), names, size=4, outputs="probabilities")
-    as_logits = BinaryConceptModel(lambda x: probs.expand(len(x), -1), names, size=4)
+    as_probs = BinaryConceptModel(lambda x: probs.expand(len(x), -1), names, size=4, normalize=False,
+                                  outputs="probabilities")
+    as_logits = BinaryConceptModel(lambda x: probs.expand(len(x), -1), names, size=4, normalize=False)
     assert torch.equal(as_probs.scores(_images(1))[0], probs)
     assert torch.allclose(as_logits.scores(_images(1))[0], torch.sigmoid(probs))
 
@@ -84,9 +129,9 @@ def test_probabilities_are_not_squashed_twice():
 def test_factory_results_and_model_strings(tmp_path):
     net = torch.nn.Linear(3, 2)
     names = ["has_crown_color::black", "has_crown_color::blue"]
-    adapter = from_factory_result({"model": net, "concept_names": names, "image_size": 8})
+    adapter = from_factory_result({"model": net, "concept_names": names, "image_size": 8, "normalize": False})
     assert adapter.concept_names == tuple(names)
-    adapter = from_factory_result((net, None, names), concept_names="sub")  # overrides win
+    adapter = from_factory_result((net, None, names), concept_names="sub", normalize=False)  # overrides win
     assert len(adapter.concept_names) == 32
     with pytest.raises(ValueError, match="only keys among"):
         from_factory_result({"model": net, "names": names})
@@ -153,3 +198,24 @@ def test_tiny_siglip_from_config_scores_group_prompts():
     pixels = make_preprocess(size=16, mean=(0.5,) * 3, std=(0.5,) * 3)(images)
     expected = torch.cat([clip_group_scores(model, tokenizer, pixels, g, vocab) for g in ("crown_color", "bill_shape")], 1)
     assert none is None and scores.shape == (4, len(columns)) and torch.allclose(scores, expected, atol=1e-5)
+
+
+def test_pytorch_concepts_labels_that_are_not_cub_names_ask_for_concept_names():
+    """Issue 22.3: a PyC model's own labels name its columns where they are CUB names; else one clear line."""
+    pytest.importorskip("torch_concepts")
+    from torch_concepts import Annotations
+    from torch_concepts.nn import ConceptBottleneckModel
+
+    def pyc(labels, types=None):
+        annotations = Annotations(labels=[*labels, "y"], cardinalities=[1] * (len(labels) + 1),
+                                  types=types or ["binary"] * (len(labels) + 1))
+        return ConceptBottleneckModel(input_size=4, annotations=annotations, task_names=["y"]).eval()
+
+    with pytest.raises(UsageError, match="ConceptBottleneckModel's concept labels are not all CUB attribute names: "
+                                         "unknown attribute 'wings' .*; pass concept_names= with one CUB name"):
+        as_sub_model(pyc(["has_crown_color--black", "wings"]), normalize=False)
+    named = as_sub_model(pyc(["c0", "c1"]), concept_names=["has_crown_color::black", 5], normalize=False)
+    assert named.concept_names == ("has_crown_color::black", load_vocabulary().attributes[5])
+    assert named.forward(torch.zeros(3, 4))[0].shape == (3, 2)
+    with pytest.raises(UsageError, match=r"concepts \['c1 \(continuous\)'\] are not binary"):
+        as_sub_model(pyc(["c0", "c1"], ["binary", "continuous", "binary"]), concept_names="sub", normalize=False)

@@ -28,7 +28,7 @@ def build():
     return net.eval(), None, "sub"
 '''
 ARGS = ["--world-size", "32", "--classes", "017.Cardinal", "073.Blue_Jay", "--no-progress", "--batch-size", "8",
-        "--save-scores"]
+        "--no-normalize", "--save-scores"]
 
 
 def test_shards_cover_every_row_once_in_order():

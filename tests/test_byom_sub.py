@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from concept_grounding.cli import main
+from concept_grounding.errors import UsageError
 from concept_grounding.evaluation import BinaryConceptModel, OpenVocabularyModel, evaluate_sub, load_sub_source
 from concept_grounding.vocabulary import load_vocabulary
 
@@ -48,6 +49,37 @@ TRANSFORM = transforms.Compose([transforms.ToTensor(), transforms.Normalize([0.5
 def build():
     torch.manual_seed(0)
     return TinyConceptNet().eval(), TRANSFORM, "cbm_112"
+
+
+def build_plain():  # no transform: the command line must state the normalisation
+    torch.manual_seed(0)
+    return TinyConceptNet().eval(), "cbm_112"
+
+
+def build_bare():  # neither transform nor names
+    torch.manual_seed(0)
+    return TinyConceptNet().eval()
+'''
+
+#: a pytorch-concepts CBM as PyC users build it: CUB attributes as binary concepts and a categorical task.
+PYC_MODEL = '''
+import torch
+from torch_concepts import Annotations
+from torch_concepts.nn import ConceptBottleneckModel
+
+from concept_grounding.vocabulary import load_vocabulary
+
+CONCEPTS = list(load_vocabulary().sub_substitutions.values())
+
+
+def build():
+    torch.manual_seed(0)
+    annotations = Annotations(labels=CONCEPTS + ["species"], cardinalities=[1] * len(CONCEPTS) + [3],
+                              types=["binary"] * len(CONCEPTS) + ["categorical"])
+    backbone = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, stride=2), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+                                   torch.nn.Flatten(), torch.nn.Linear(8, 8))
+    return ConceptBottleneckModel(input_size=(3, 32, 32), annotations=annotations, task_names=["species"],
+                                  backbone=backbone, latent_size=8).eval()
 '''
 
 
@@ -159,6 +191,114 @@ def test_wrong_column_count_and_unknown_names_are_clear_errors(user_file, sub):
         BinaryConceptModel(model, ["has_wings::purple"], transform=transform)
     with pytest.raises(ValueError, match="protocol"):
         evaluate_sub(model, sub, protocol="mine", concept_names="cbm_112", output=0)
+
+
+def test_a_plain_module_without_a_normalisation_choice_is_refused(user_file, sub, tmp_path, capsys):
+    """It used to be fed [0, 1] pixels without a word (issue 22.2); a factory's (model, names)
+    used to be read as (model, transform) (issue 22.4)."""
+    module = _user_module(user_file)
+    model, names = module.build_plain()
+    with pytest.raises(UsageError, match="pass mean= and std= .*, or normalize=False"):
+        evaluate_sub(model, sub, concept_names=names, output=0, progress=False)
+    out = tmp_path / "report"
+    assert main(["sub", "--model", f"{user_file}:build_plain", "--output", "0", "--out", str(out), *WORLD_ARGS]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert ("pass --mean and --std (the normalisation it was trained with), a transform or a processor returned by "
+            "the --model factory, or --no-normalize to feed it [0, 1] pixels") in err and "normalize=False" not in err
+    assert not out.exists()
+    assert main(["sub", "--model", f"{user_file}:build_plain", "--output", "0", "--no-normalize", "--out", str(out),
+                 *WORLD_ARGS]) == 0
+    unnormalised = evaluate_sub(model, sub, concept_names=names, output=0, normalize=False, progress=False)
+    assert json.loads((out / "results.json").read_text())["s_plus"] == pytest.approx(unnormalised.s_plus)
+    assert main(["sub", "--model", f"{user_file}:build_plain", "--output", "0", "--mean", "0.5,0.5,0.5", "--std",
+                 "0.25,0.25,0.25", "--out", str(out), *WORLD_ARGS]) == 0
+    model, transform, _ = module.build()  # TRANSFORM normalises with mean 0.5, std 0.25
+    _same(evaluate_sub(model, sub, concept_names=names, transform=transform, output=0, progress=False),
+          json.loads((out / "results.json").read_text()))
+
+
+def test_cli_errors_name_flags_and_the_python_api_names_keywords(user_file, sub, tmp_path, capsys):
+    """Issue 22.6: `pass concept_names=` / `with output=` on the command line named Python keywords."""
+    out = str(tmp_path / "report")
+    assert main(["sub", "--model", f"{user_file}:build", "--out", out, *WORLD_ARGS]) == 2
+    err = capsys.readouterr().err
+    assert "declare which part holds the concepts with --output" in err and "output=" not in err
+    assert main(["sub", "--model", f"{user_file}:build_bare", "--no-normalize", "--out", out, *WORLD_ARGS]) == 2
+    err = capsys.readouterr().err
+    assert "TinyConceptNet: pass --concept-names (a named set" in err and "concept_names=" not in err
+    assert main(["sub", "--model", f"{user_file}:build", "--output", "classes", "--out", out, *WORLD_ARGS]) == 2
+    assert "--output classes: the model's tuple output has no such part" in capsys.readouterr().err
+    import datasets
+
+    datasets.DatasetDict({"a": sub.select(range(2)), "b": sub.select(range(2))}).save_to_disk(str(tmp_path / "two"))
+    assert main(["sub", "--model", f"{user_file}:build", "--output", "0", "--sub", str(tmp_path / "two"), "--out", out,
+                 "--no-progress"]) == 2
+    assert "several splits ['a', 'b']; pass --split" in capsys.readouterr().err
+    module = _user_module(user_file)
+    with pytest.raises(UsageError, match="pass concept_names= "):
+        evaluate_sub(module.build_bare(), sub, normalize=False, progress=False)
+    model, transform, _ = module.build()
+    with pytest.raises(UsageError, match="output='classes': the model's tuple output has no such part"):
+        evaluate_sub(model, sub.select(range(2)), concept_names="cbm_112", transform=transform, output="classes",
+                     progress=False)
+
+
+def test_integer_concept_names_are_0_based_and_cub_ids_an_explicit_choice(user_file, sub, tmp_path, capsys):
+    """Issue 22.5: integers index CUB's 312 from 0; CUB's 1-based attributes.txt ids need --index-base cub_id."""
+    vocab = load_vocabulary()
+    ids = tmp_path / "ids.txt"
+    ids.write_text("\n".join(str(i + 1) for i in vocab.cbm_112) + "\n")  # CUB's own ids of the 112
+    zero_based = tmp_path / "indices.txt"
+    zero_based.write_text("\n".join(str(i) for i in vocab.cbm_112) + "\n")
+    args = ["sub", "--model", f"{user_file}:build", "--output", "0", *WORLD_ARGS]
+    assert main([*args, "--concept-names", str(ids), "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err
+    line = [i + 1 for i in vocab.cbm_112].index(312) + 1
+    assert (f"--concept-names: {ids}, line {line}: index 312 is outside cub_312 (0..311); CUB's own 1-based "
+            "attribute ids (attributes.txt) need --index-base cub_id") in err
+    reports = {}
+    for name, extra in (("named", ["--concept-names", "cbm_112"]), ("indices", ["--concept-names", str(zero_based)]),
+                        ("ids", ["--concept-names", str(ids), "--index-base", "cub_id"])):
+        assert main([*args, *extra, "--out", str(tmp_path / name)]) == 0, name
+        reports[name] = json.loads((tmp_path / name / "results.json").read_text())
+    assert reports["named"]["concept_names"] == reports["indices"]["concept_names"] == reports["ids"]["concept_names"]
+    assert reports["named"]["s_plus"] == reports["ids"]["s_plus"]
+    assert main(["sub", "--help"]) == 0
+    helptext = " ".join(capsys.readouterr().out.split())
+    assert "integers are 0-based indices into CUB's 312 attributes" in helptext
+    assert "cub_id, CUB's own 1-based attribute ids as written in attributes.txt" in helptext
+
+
+def test_pytorch_concepts_model_as_it_comes(tmp_path, sub):
+    """A PyC ConceptBottleneckModel (forward(query=..., input=...) -> AnnotatedTensor logits), names from
+    its annotations, through evaluate_sub and the command line (issue 22.3)."""
+    pytest.importorskip("torch_concepts")
+    from concept_grounding.models.data import images_to_tensor
+
+    path = tmp_path / "pyc_model.py"
+    path.write_text(textwrap.dedent(PYC_MODEL))
+    module = _user_module(path)
+    model = module.build()
+    with torch.no_grad():
+        pixels = (images_to_tensor(sub["image"], SIZE) - 0.5) / 0.25
+        probs = torch.sigmoid(model(query=module.CONCEPTS, input=pixels).logits.tensor).numpy()
+    expected = _metric("binary", probs, sub, module.CONCEPTS)
+    assert expected["n_s_plus"] > 0
+    with pytest.raises(UsageError, match="ConceptBottleneckModel comes with no preprocessing"):
+        evaluate_sub(model, sub, progress=False)
+    result = evaluate_sub(model, sub, image_size=SIZE, mean=(0.5,) * 3, std=(0.25,) * 3, progress=False)
+    _same(result, expected)
+    np.testing.assert_allclose(result.scores, probs, atol=1e-6)
+    assert result.concept_names == tuple(module.CONCEPTS)  # the task "species" is not a concept column
+    # a callable returning PyC's InferenceOutput, its AnnotatedTensor picked with output="logits"
+    by_hand = evaluate_sub(lambda x: model(query=module.CONCEPTS, input=x), sub, concept_names=module.CONCEPTS,
+                           output="logits", image_size=SIZE, mean=(0.5,) * 3, std=(0.25,) * 3, progress=False)
+    _same(by_hand, expected)
+    out = tmp_path / "report"
+    assert main(["sub", "--model", f"{path}:build", "--mean", "0.5,0.5,0.5", "--std", "0.25,0.25,0.25", "--out",
+                 str(out), *WORLD_ARGS]) == 0
+    _same(result, json.loads((out / "results.json").read_text()))
 
 
 def test_project_saved_model_goes_through_the_same_path(tmp_path, sub):

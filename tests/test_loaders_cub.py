@@ -8,7 +8,6 @@ on attributes 1-7 (1-based, as in the files) so that every number below is hand-
 from __future__ import annotations
 
 import io
-import logging
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +16,7 @@ from PIL import Image
 
 from concept_grounding.loaders import (
     CUBFormatError,
+    DatasetWarning,
     class_level_labels,
     load_cub,
     read_cub_tables,
@@ -117,8 +117,8 @@ def cub(tmp_path) -> Path:
 
 
 # ------------------------------------------------------------------ exact values
-def test_tables_hold_the_exact_values(cub, caplog):
-    with caplog.at_level(logging.WARNING):
+def test_tables_hold_the_exact_values(cub):
+    with pytest.warns(DatasetWarning) as seen:
         t = read_cub_tables(cub)
     assert t.image_ids.tolist() == [1, 2, 3, 4, 5, 6, 7]
     assert t.file_names == list(FILES.values())
@@ -132,7 +132,8 @@ def test_tables_hold_the_exact_values(cub, caplog):
     assert t.attributes[2, 7] == 0 and t.certainty[2, 7] == 3  # the doubled-space line
     assert t.attributes.sum() == sum(p for p, _ in LABELS.values())
     assert t.irregular_lines == [312 + 7]  # image 2's block starts after image 1's 312 lines
-    assert "1 line(s) with extra fields" in caplog.text and "319" in caplog.text
+    assert [str(w.message) for w in seen] == [
+        "attributes/image_attribute_labels.txt: 1 line(s) with extra fields (the first four used), e.g. line(s) [319]"]
     np.testing.assert_array_equal(t.part_xy[0, 0], [10.0, 5.0])
     np.testing.assert_array_equal(t.part_xy[0, 6], [3.5, 2.0])  # part 7 = left eye
     assert t.part_visible[0].nonzero()[0].tolist() == [0, 6]
@@ -243,16 +244,19 @@ def test_missing_files_are_all_listed(cub):
         ("attributes/attributes.txt", 2, "2 has_bill_shape::spoon", "the vocabulary has 'has_bill_shape::dagger'"),
         ("parts/parts.txt", 7, "7 third eye", "part 7 is 'third eye'"),
         ("classes.txt", 2, "5 017.Cardinal", "class ids must be 1..3"),
-        # NaN, inf and off-image coordinates (issue 12.5): the loader used to accept them
+        # NaN, inf and far off-image coordinates (issue 12.5): the loader used to accept them
         ("parts/part_locs.txt", 1, "1 1 nan 5.0 1", "x must be a finite number, found 'nan'"),
         ("parts/part_locs.txt", 2, "1 2 0.0 inf 0", "y must be a finite number, found 'inf'"),
-        ("parts/part_locs.txt", 1, "1 1 14.0 5.0 1", "visible part 1 of image id 1 at (14, 5) lies outside its image"
-                                                     " (13 x 10 px"),
-        ("parts/part_locs.txt", 7, "1 7 3.5 -0.5 1", "visible part 7 of image id 1 at (3.5, -0.5) lies outside"),
+        ("parts/part_locs.txt", 1, "1 1 20.0 5.0 1", "visible part 1 of image id 1 at (20, 5) lies more than 0.5 x its"
+                                                     " side outside its image (13 x 10 px"),
+        ("parts/part_locs.txt", 7, "1 7 3.5 -5.5 1", "visible part 7 of image id 1 at (3.5, -5.5) lies more than"),
         ("bounding_boxes.txt", 3, "3 NaN 1.0 2.0 3.0", "x must be a finite number"),
-        ("bounding_boxes.txt", 4, "4 1.0 1.0 -2.0 3.0", "x, y, width and height must be >= 0"),
+        ("bounding_boxes.txt", 4, "4 1.0 1.0 -2.0 3.0", "width and height must be >= 0 and the box must reach the image"),
+        ("bounding_boxes.txt", 5, "5 -9.0 1.0 8.0 3.0", "the box must reach the image, found -9 1 8 3"),
         ("attributes/class_attribute_labels_continuous.txt", 2, " ".join(["nan"] * 312),
          "percentage must be a finite number"),
+        ("attributes/class_attribute_labels_continuous.txt", 3, " ".join(["101.0"] * 312),
+         "percentages must lie in 0..100, found 101..101"),
     ],
 )
 def test_bad_lines_name_file_and_line(cub, rel, line, text, message):
@@ -431,13 +435,42 @@ def test_off_image_coordinates_of_invisible_parts_are_kept(cub):
     assert tables.part_xy[0, 1].tolist() == [99.0, 99.0] and not tables.part_visible[0, 1]
 
 
-def test_off_image_check_without_image_headers_keeps_the_sign_check(cub):
+def test_visible_parts_just_past_the_border_are_clipped_onto_it_with_one_counting_warning(cub):
+    """Real CUB's part_locs.txt has visible centres a pixel or two off the image (issue 22.1):
+    they load, clipped onto the border, and one warning counts them."""
+    _replace_line(cub / "parts/part_locs.txt", 1, "1 1 14.0 5.0 1")   # image 1 is 13 x 10 px: one past the right
+    _replace_line(cub / "parts/part_locs.txt", 7, "1 7 3.5 -0.5 1")   # half a pixel above the top
+    with pytest.warns(DatasetWarning) as seen:
+        dd = load_cub(cub, progress=False)
+    parts = [str(w.message) for w in seen if "part" in str(w.message)]
+    assert parts == ["parts/part_locs.txt: 2 visible part centre(s) past their image's border clipped onto it,"
+                     " e.g. line(s) [1, 7]"]
+    row = dd["train"][0]
+    assert row["part_xy"][0] == [13.0, 5.0] and row["part_xy"][6] == [3.5, 0.0]
+    assert row["part_visible"][0] and row["part_visible"][6]
+
+
+def test_off_image_check_without_image_headers_clips_only_negatives(cub):
     _replace_line(cub / "parts/part_locs.txt", 1, "1 1 14.0 5.0 1")
     assert read_cub_tables(cub, check_images=False).part_xy[0, 0, 0] == 14.0  # image size unknown: not checked
     _replace_line(cub / "parts/part_locs.txt", 1, "1 1 -1.0 5.0 1")
-    with pytest.raises(CUBFormatError, match="lies outside its image") as err:
-        read_cub_tables(cub, check_images=False)
-    assert err.value.line == 1
+    with pytest.warns(DatasetWarning, match="1 visible part centre"):
+        assert read_cub_tables(cub, check_images=False).part_xy[0, 0].tolist() == [0.0, 5.0]
+
+
+def test_boxes_and_percentages_slightly_off_are_repaired_with_counting_warnings(cub):
+    _replace_line(cub / "bounding_boxes.txt", 1, "1 -1.5 -2.0 8.0 6.0")
+    _replace_line(cub / "bounding_boxes.txt", 2, "2 -0.5 1.0 8.0 6.0")
+    _replace_line(cub / "attributes/class_attribute_labels_continuous.txt", 2, " ".join(["100.2"] * 312))
+    with pytest.warns(DatasetWarning) as seen:
+        t = read_cub_tables(cub)
+    messages = [str(w.message) for w in seen]
+    assert "bounding_boxes.txt: 2 box(es) starting left of or above the image cut at its edge, e.g. line(s) [1, 2]" \
+        in messages
+    assert any(m.startswith("attributes/class_attribute_labels_continuous.txt: 1 line(s) with percentages")
+               for m in messages)
+    np.testing.assert_array_equal(t.bbox[:2], [[0.0, 0.0, 6.5, 4.0], [0.0, 1.0, 7.5, 6.0]])
+    assert t.class_attributes_continuous[1].max() == 100.0
 
 
 @pytest.mark.parametrize("rel", ["images.txt", "attributes/image_attribute_labels.txt", "classes.txt"])

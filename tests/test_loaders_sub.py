@@ -147,6 +147,13 @@ def test_every_attr_label_of_the_hub_card_normalises():
     assert set(VOCAB.sub_substitutions.values()) - set(names) == {"has_breast_pattern::striped"}
 
 
+def test_attribute_names_in_another_case_normalise():
+    """A re-typed copy's capitals are a spelling, not another attribute (issue 22.1)."""
+    assert normalise_attribute("Has_Crown_Color::Black", VOCAB) == "has_crown_color::black"
+    assert normalise_attribute("HAS_CROWN_COLOR--BLACK", VOCAB) == "has_crown_color::black"
+    assert normalise_attribute("Black Crown Color", VOCAB) == "has_crown_color::black"
+
+
 def test_class_attributes_with_their_own_class_names(tmp_path):
     root, _ = hub_like_parquet(tmp_path, ["Cardinal", "Blue Jay"], ["has_breast_color--white", "has_crown_color--black"])
     ca = np.zeros((2, 312), np.uint8)

@@ -34,3 +34,21 @@ def test_install_and_publish_sections_show_the_commands_the_wheel_test_runs():
     publish = readme_commands("Publish to the Hub")
     built = [c for c in publish if c.startswith("concept-grounding publish") and "--push" not in c]
     assert built and any("--push" in c for c in publish)
+
+
+def test_sub_command_lines_parse_and_state_their_preprocessing():
+    """Every `concept-grounding sub` line of the README parses, and each factory model (a plain
+    module) states its normalisation: --mean and --std, or --no-normalize (issue 22.2)."""
+    import shlex
+
+    from concept_grounding.cli import build_parser
+
+    section = re.search(r"^## Evaluate your own model\n(.*?)(?=^## )", (ROOT / "README.md").read_text(), re.S | re.M)
+    blocks = re.findall(r"```bash\n(.*?)```", section.group(1), flags=re.S)
+    lines = [re.sub(r"\s+#.*$", "", line) for block in blocks for line in block.replace("\\\n", " ").splitlines()]
+    commands = [shlex.split(line) for line in lines if " sub " in line]
+    assert len(commands) >= 4
+    for argv in commands:
+        args = build_parser().parse_args(argv[argv.index("sub"):])
+        if ".py:" in args.model:
+            assert (args.mean and args.std) or args.normalize is False, " ".join(argv)

@@ -13,16 +13,27 @@ prints ``concept-grounding: error: <message>`` and exits with status 2.
 
 :func:`user_message` decides which exceptions count as user errors (see its docstring);
 everything else is a bug and keeps its traceback behind ``--debug``.
+
+A message that tells the user what to pass names the option with :func:`option`: the
+Python keyword (``concept_names=``) from the Python API, the command-line flag
+(``--concept-names``) when a command runs the same code inside :func:`options_as_flags`.
 """
 
 from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
+from typing import Any
 
-__all__ = ["UsageError", "ModelUnavailableError", "user_message", "read_text_file", "suggest"]
+__all__ = ["UsageError", "ModelUnavailableError", "user_message", "read_text_file", "suggest", "option",
+           "options_as_flags"]
+
+_FLAGS: ContextVar[Mapping[str, str]] = ContextVar("concept_grounding_flags", default={})
+_NO_VALUE = object()
 
 
 class UsageError(ValueError):
@@ -56,6 +67,37 @@ class UsageError(ValueError):
 
 class ModelUnavailableError(UsageError):
     """A named model or dataset cannot be loaded: not a local folder, not cached, Hub unreachable."""
+
+
+def option(name: str, value: Any = _NO_VALUE) -> str:
+    """How a message names the option ``name`` (set to ``value``): as a Python keyword, or as
+    the command line's flag inside :func:`options_as_flags`.
+
+    >>> option("concept_names"), option("output", 0), option("normalize", False)
+    ('concept_names=', 'output=0', 'normalize=False')
+    >>> with options_as_flags({"concept_names": "--concept-names", "output": "--output",
+    ...                        "normalize=False": "--no-normalize"}):
+    ...     option("concept_names"), option("output", 0), option("normalize", False), option("tokenizer")
+    ('--concept-names', '--output 0', '--no-normalize', 'tokenizer=')
+    """
+    keyword = f"{name}=" if value is _NO_VALUE else f"{name}={value!r}"
+    flags = _FLAGS.get()
+    if keyword in flags:
+        return flags[keyword]
+    if name in flags:
+        return flags[name] if value is _NO_VALUE else f"{flags[name]} {value}"
+    return keyword
+
+
+@contextmanager
+def options_as_flags(flags: Mapping[str, str]) -> Iterator[None]:
+    """Inside the block, :func:`option` spells a keyword (``"output"``) or a keyword with its
+    value (``"normalize=False"``) as its flag in ``flags``; keywords not in it stay keywords."""
+    token = _FLAGS.set(dict(flags))
+    try:
+        yield
+    finally:
+        _FLAGS.reset(token)
 
 
 def suggest(value: str, known: Iterable[str], n: int = 3) -> str:

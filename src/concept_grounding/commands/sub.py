@@ -2,9 +2,12 @@
 
 ``--model`` takes a saved project model folder, ``path/to/file.py:factory`` or
 ``package.module:factory`` (returning the model, optionally with its transform and concept
-names), or an open_clip / transformers CLIP name or path. ``--sub`` takes a local SUB copy
-or the Hub id; without it the bird world's SUB export is used. Under ``accelerate launch``
-the images are split across the processes; the main process writes the report.
+names; a pytorch-concepts model names its own concepts), or an open_clip / transformers
+CLIP name or path. A plain module needs its preprocessing stated: ``--mean`` and
+``--std``, a transform from the factory, or ``--no-normalize``. ``--sub`` takes a local
+SUB copy or the Hub id; without it the bird world's SUB export is used. Under
+``accelerate launch`` the images are split across the processes; the main process writes
+the report. Errors name these flags, not the Python keywords behind them (:data:`FLAGS`).
 """
 
 from __future__ import annotations
@@ -12,7 +15,19 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["add_arguments", "run", "FLAGS"]
+
+#: how an error raised by the Python API names each keyword when this command runs it
+#: (:func:`concept_grounding.errors.options_as_flags`).
+FLAGS: dict[str, str] = {
+    "concept_names": "--concept-names", "index_base": "--index-base", "output": "--output", "outputs": "--outputs",
+    "image_size": "--image-size", "size": "--image-size", "mean": "--mean", "std": "--std",
+    "normalize=False": "--no-normalize", "include_none": "--include-none", "include_none=True": "--include-none",
+    "protocol": "--protocol", "batch_size": "--batch-size", "dtype": "--dtype", "device": "--device", "split": "--split",
+    "transform": "a transform", "processor": "a processor returned by the --model factory",
+    "preprocess": "a preprocess returned by the --model factory",
+    "tokenizer": "a tokenizer returned by the --model factory",
+}
 
 
 def _floats(text: str) -> tuple[float, ...]:
@@ -33,15 +48,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--protocol", choices=("paper", "official"), default="paper",
                         help="'paper' (docs/sub_accuracy.md) or 'official' (SUB's published evaluation code)")
     parser.add_argument("--concept-names", default=None,
-                        help="the model's columns: cub_312, cbm_112, sub, or a file with one name (or index) per line")
-    parser.add_argument("--index-base", choices=("cub_312", "cbm_112"), default="cub_312",
-                        help="what integer concept names index")
+                        help="the model's columns: cub_312, cbm_112, sub, or a file with one CUB attribute name or "
+                             "integer per line; integers are 0-based indices into CUB's 312 attributes in "
+                             "attributes.txt order (0 = has_bill_shape::curved_(up_or_down)) unless --index-base "
+                             "says otherwise (default: the factory's names, or a pytorch-concepts model's own)")
+    parser.add_argument("--index-base", choices=("cub_312", "cbm_112", "cub_id"), default="cub_312",
+                        help="what integer concept names are: cub_312, 0-based indices into CUB's 312 attributes; "
+                             "cbm_112, 0-based indices into Koh et al.'s 112; cub_id, CUB's own 1-based attribute "
+                             "ids as written in attributes.txt (default: %(default)s)")
     parser.add_argument("--output", default=None, help="which part of a tuple / dict / dataclass output holds the concepts")
     parser.add_argument("--outputs", choices=("logits", "probabilities"), default=None,
                         help="the concept output is logits (default) or probabilities")
     parser.add_argument("--image-size", type=int, default=None, help="resize images to this side (px)")
-    parser.add_argument("--mean", type=_floats, default=None, help="per-channel mean, e.g. 0.485,0.456,0.406")
+    parser.add_argument("--mean", type=_floats, default=None,
+                        help="per-channel mean the model was trained with, e.g. 0.485,0.456,0.406 (a plain module "
+                             "needs --mean and --std, a transform from its factory, or --no-normalize)")
     parser.add_argument("--std", type=_floats, default=None, help="per-channel std, e.g. 0.229,0.224,0.225")
+    parser.add_argument("--no-normalize", dest="normalize", action="store_const", const=False, default=None,
+                        help="feed a plain module [0, 1] pixels, unnormalised (the explicit choice instead of "
+                             "--mean/--std)")
     parser.add_argument("--include-none", action="store_true", help="open-vocabulary: add the 'none' prompt (paper)")
     parser.add_argument("--device", default=None, help="e.g. cpu, cuda, cuda:1 (default: where the model is)")
     parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default=None)
@@ -54,14 +79,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true")
 
 
-def _concept_names(text: str | None):
-    if text is None or text in ("cub_312", "all", "cbm_112", "sub"):
+def _concept_names(text: str | None, index_base: str):
+    """A named set as it is; a file's lines as CUB names, each error naming its line."""
+    from concept_grounding.errors import UsageError, read_text_file
+    from concept_grounding.evaluation.concepts import NAMED_SETS, resolve_concept_names
+
+    if text is None or text in NAMED_SETS:
         return text
     path = Path(text)
     if not path.is_file():
-        raise ValueError(f"--concept-names {text!r}: not a named set (cub_312, cbm_112, sub) or a file")
-    lines = [line.strip() for line in path.read_text().splitlines() if line.strip()]
-    return [int(v) if v.isdigit() else v for v in lines]
+        raise UsageError(f"{text!r} is not a named set ({', '.join(NAMED_SETS)}) or a file", argument="--concept-names")
+    names = []
+    for line, item in enumerate(read_text_file(path, "--concept-names").splitlines(), start=1):
+        item = item.strip()
+        if not item:
+            continue
+        try:
+            names += resolve_concept_names([int(item) if item.isdigit() else item], index_base=index_base)
+        except UsageError as err:
+            raise UsageError(err.reason, argument="--concept-names", file=path, line=line, hint=err.hint) from None
+    return names
 
 
 def _source_options(args: argparse.Namespace) -> dict:
@@ -82,13 +119,20 @@ def _source_options(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    from concept_grounding.errors import options_as_flags
+
+    with options_as_flags(FLAGS):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from concept_grounding.evaluation import evaluate_sub, load_model
     from concept_grounding.evaluation.distributed import process_info
 
     if args.batch_size < 1:
         raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
-    overrides = dict(concept_names=_concept_names(args.concept_names), output=args.output, outputs=args.outputs,
-                     mean=args.mean, std=args.std)
+    overrides = dict(concept_names=_concept_names(args.concept_names, args.index_base), output=args.output,
+                     outputs=args.outputs, mean=args.mean, std=args.std, normalize=args.normalize)
     if args.index_base != "cub_312":
         overrides["index_base"] = args.index_base
     output = args.output

@@ -5,10 +5,13 @@ A :class:`SubModel` turns a batch of PIL images into a score matrix:
 * :class:`BinaryConceptModel` (``mode = "binary"``): a callable / ``nn.Module`` mapping a
   ``(B, 3, H, W)`` batch to ``(B, C)`` concept logits or probabilities, the ``C`` concept
   names (:func:`~.concepts.resolve_concept_names`) and its preprocessing
-  (:func:`~.preprocessing.make_preprocess`). Outputs that are tuples, dicts or dataclasses
-  (``(concepts, classes)``, :class:`~concept_grounding.models.ConceptModelOutput`) are
-  picked by a declared key or index (``output=``). Scores are probabilities
-  ``sigmoid(logit)`` (or the model's own probabilities).
+  (:func:`~.preprocessing.make_preprocess`), which must be stated: ``mean`` / ``std``, a
+  transform or processor, or ``normalize=False`` for [0, 1] pixels (a model fed pixels it
+  was not trained on scores wrong without a word). Outputs that are tuples, dicts or
+  dataclasses (``(concepts, classes)``, :class:`~concept_grounding.models.ConceptModelOutput`,
+  pytorch-concepts' ``InferenceOutput`` of ``AnnotatedTensor``) are picked by a declared
+  key or index (``output=``). Scores are probabilities ``sigmoid(logit)`` (or the model's
+  own probabilities).
 * :class:`OpenVocabularyModel` (``mode = "group"``): SUB's group mode over the one CLIP
   handle, :class:`~concept_grounding.models.clip.ClipHandle` (a CLIP-like model: open_clip,
   transformers CLIP / SigLIP, :class:`~concept_grounding.models.WorldCLIP`; its tokenizer
@@ -18,13 +21,14 @@ A :class:`SubModel` turns a batch of PIL images into a score matrix:
   the groups asked for, plus the "none" prompt when wanted (SUB group mode, docs/sub_accuracy.md).
 
 :func:`as_sub_model` wraps whatever it is given: an adapter (returned as is), a
-``ClipHandle``, one of the project's concept models (``load_concept_model``), a CLIP-like
+``ClipHandle``, one of the project's concept models (``load_concept_model``), a
+pytorch-concepts model (:mod:`.pyc`; concept names from its annotations), a CLIP-like
 model plus ``tokenizer=``, or any callable plus ``concept_names=``.
 
 >>> import torch
 >>> net = torch.nn.Linear(3, 2)            # a "model" reading the mean colour
 >>> m = BinaryConceptModel(lambda x: net(x.mean(dim=(2, 3))), ["has_crown_color::black", "has_crown_color--blue"],
-...                        size=8)
+...                        size=8, normalize=False)
 >>> m.mode, m.concept_names
 ('binary', ('has_crown_color::black', 'has_crown_color::blue'))
 """
@@ -38,10 +42,12 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import torch
 from torch import nn
 
+from ..errors import UsageError, option
 from ..models.clip import NONE_PROMPT, ClipHandle, WorldCLIP, group_prompts, model_device
 from ..vocabulary import Vocabulary
 from .concepts import resolve_concept_names
 from .preprocessing import Preprocess, make_preprocess
+from .pyc import PyCConcepts, is_pyc_model, plain_tensor
 
 __all__ = [
     "SubModel", "BinaryConceptModel", "OpenVocabularyModel", "as_sub_model", "project_concept_model", "pick_output",
@@ -79,21 +85,23 @@ def pick_output(output: Any, key: str | int | None) -> torch.Tensor:
     ``key`` ``None``: a tensor is itself; an object with ``concept_logits`` (the project's
     :class:`~concept_grounding.models.ConceptModelOutput`) gives that. An ``int`` indexes a
     tuple / list; a ``str`` looks up a mapping key or an attribute (dataclasses, HF
-    ``ModelOutput``).
+    ``ModelOutput``, pytorch-concepts' ``InferenceOutput``). A pytorch-concepts
+    ``AnnotatedTensor`` gives its tensor.
 
     >>> pick_output((torch.zeros(1, 2), torch.ones(1, 5)), 0).shape
     torch.Size([1, 2])
     >>> pick_output({"concepts": torch.ones(1, 3)}, "concepts").shape
     torch.Size([1, 3])
     """
+    output = plain_tensor(output)
     if key is None:
         if isinstance(output, torch.Tensor):
             return output
         if getattr(output, "concept_logits", None) is not None:
             return output.concept_logits
-        raise ValueError(
+        raise UsageError(
             f"the model returns a {type(output).__name__}, not a tensor: declare which part holds the concepts "
-            "with output= (an index for tuples, a key or attribute name for dicts and dataclasses)"
+            f"with {option('output')} (an index for tuples, a key or attribute name for dicts and dataclasses)"
         )
     try:
         if isinstance(key, int) and not isinstance(output, (Mapping, torch.Tensor)):
@@ -103,9 +111,10 @@ def pick_output(output: Any, key: str | int | None) -> torch.Tensor:
         else:
             value = getattr(output, str(key))
     except (KeyError, IndexError, AttributeError, TypeError):
-        raise ValueError(f"output={key!r}: the model's {type(output).__name__} output has no such part") from None
+        raise UsageError(f"{option('output', key)}: the model's {type(output).__name__} output has no such part") from None
+    value = plain_tensor(value)
     if not isinstance(value, torch.Tensor):
-        raise ValueError(f"output={key!r} is a {type(value).__name__}, not a tensor of concept scores")
+        raise UsageError(f"{option('output', key)} is a {type(value).__name__}, not a tensor of concept scores")
     return value
 
 
@@ -113,7 +122,7 @@ def _check_names(names: tuple[str, ...]) -> tuple[str, ...]:
     seen: set[str] = set()
     dupes = [n for n in names if n in seen or seen.add(n)]
     if dupes:
-        raise ValueError(f"concept_names names an attribute twice: {dupes[:3]}")
+        raise UsageError(f"{option('concept_names')} names an attribute twice: {dupes[:3]}")
     return names
 
 
@@ -145,9 +154,18 @@ class BinaryConceptModel(_Placed):
             :func:`~.concepts.resolve_concept_names`).
         preprocess: PIL images -> batch; or build one from ``transform`` / ``processor`` /
             ``size`` + ``mean`` / ``std`` (:func:`~.preprocessing.make_preprocess`).
+        normalize: whether the model reads normalised pixels (the default): built from
+            ``size`` + ``mean`` / ``std``, it then needs ``mean`` and ``std``. ``False`` feeds
+            [0, 1] pixels (the project's own models). Read only when neither ``preprocess``
+            nor a ``transform`` / ``processor`` is given (those normalise themselves); a
+            model without any of these is refused, never fed unnormalised pixels silently.
         output: which part of a structured output holds the concepts (:func:`pick_output`).
         outputs: ``"logits"`` (scores are ``sigmoid`` of them) or ``"probabilities"``.
-        index_base: what integer concept names index (``"cub_312"`` or ``"cbm_112"``).
+        index_base: what integer concept names are (:data:`~.concepts.INDEX_BASES`:
+            ``"cub_312"``, 0-based CUB indices; ``"cbm_112"``; ``"cub_id"``, CUB's 1-based ids).
+
+    Raises:
+        UsageError: a bad option or a missing preprocessing choice (names the option).
     """
 
     model: Callable[[torch.Tensor], Any]
@@ -158,6 +176,7 @@ class BinaryConceptModel(_Placed):
     size: int | None = None
     mean: Sequence[float] | None = None
     std: Sequence[float] | None = None
+    normalize: bool = True
     output: str | int | None = None
     outputs: Literal["logits", "probabilities"] = "logits"
     index_base: str = "cub_312"
@@ -167,16 +186,31 @@ class BinaryConceptModel(_Placed):
 
     def __post_init__(self) -> None:
         if not callable(self.model):
-            raise ValueError(f"model must be callable (images -> concept scores), got {type(self.model).__name__}")
+            raise UsageError(f"model must be callable (images -> concept scores), got {type(self.model).__name__}")
         if self.outputs not in ("logits", "probabilities"):
-            raise ValueError(f"outputs must be 'logits' or 'probabilities', got {self.outputs!r}")
+            raise UsageError(f"{option('outputs', self.outputs)} is not 'logits' or 'probabilities'")
         self.concept_names = _check_names(resolve_concept_names(self.concept_names, index_base=self.index_base))
         if self.preprocess is None:
+            if self.transform is None and self.processor is None:
+                self._check_normalisation()
             self.preprocess = make_preprocess(self.transform, processor=self.processor, size=self.size, mean=self.mean,
                                               std=self.std)
         elif any(v is not None for v in (self.transform, self.processor, self.size, self.mean, self.std)):
-            raise ValueError("pass preprocess= or transform= / processor= / size= / mean= / std=, not both")
+            raise UsageError(f"pass {option('preprocess')} or {option('transform')} / {option('processor')} / "
+                             f"{option('size')} / {option('mean')} / {option('std')}, not both")
         self.device = torch.device(self.device) if self.device is not None else model_device(self.model)
+
+    def _check_normalisation(self) -> None:
+        """Built from ``size`` + ``mean`` / ``std``: the normalisation is stated, one way or the other."""
+        stated = self.mean is not None or self.std is not None
+        if stated and not self.normalize:
+            raise UsageError(f"{option('normalize', False)} contradicts {option('mean')} / {option('std')}; pass one")
+        if not stated and self.normalize:
+            model = self.model.model if isinstance(self.model, PyCConcepts) else self.model
+            raise UsageError(
+                f"{type(model).__name__} comes with no preprocessing: pass {option('mean')} and {option('std')} "
+                f"(the normalisation it was trained with), {option('transform')} or {option('processor')}, or "
+                f"{option('normalize', False)} to feed it [0, 1] pixels")
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -191,8 +225,8 @@ class BinaryConceptModel(_Placed):
         with torch.inference_mode():
             out = pick_output(self.model(pixels.to(self.device, self.dtype)), self.output)
         if out.ndim != 2 or out.shape[1] != len(self.concept_names):
-            raise ValueError(f"the model's concept output is {tuple(out.shape)}; expected (B, {len(self.concept_names)}) "
-                             "for the declared concept_names")
+            raise UsageError(f"the model's concept output is {tuple(out.shape)}; expected (B, {len(self.concept_names)}) "
+                             f"for the declared {option('concept_names')}")
         out = out.float()
         return (torch.sigmoid(out) if self.outputs == "logits" else out).cpu(), None
 
@@ -282,8 +316,9 @@ def project_concept_model(model: nn.Module, image_size: int = 64) -> BinaryConce
     """A saved / trained project model (CBM, CEM, post-hoc CBM): [0, 1] images at
     ``image_size`` px, concept logits from its :class:`~concept_grounding.models.ConceptModelOutput`."""
     if not model.concept_names:
-        raise ValueError(f"this {type(model).__name__} does not record its concept_names; pass concept_names=")
-    return BinaryConceptModel(model.eval(), list(model.concept_names), size=int(image_size), output="concept_logits")
+        raise UsageError(f"this {type(model).__name__} does not record its concept names; pass {option('concept_names')}")
+    return BinaryConceptModel(model.eval(), list(model.concept_names), size=int(image_size), normalize=False,
+                              output="concept_logits")
 
 
 def as_sub_model(
@@ -299,7 +334,9 @@ def as_sub_model(
     """Wrap ``model`` for :func:`~.sub.evaluate_sub` (module docstring).
 
     ``kwargs`` go to :class:`BinaryConceptModel` (``transform``, ``processor``, ``mean``,
-    ``std``, ``output``, ``outputs``, ``index_base``).
+    ``std``, ``normalize``, ``output``, ``outputs``, ``index_base``). A pytorch-concepts model
+    is asked for its concepts (:class:`~.pyc.PyCConcepts`, ``output="logits"``), named by
+    its annotations unless ``concept_names`` says otherwise.
     """
     from ..models.base import ConceptModelMixin
 
@@ -313,18 +350,22 @@ def as_sub_model(
         world = isinstance(model, WorldCLIP)
         tokenizer = tokenizer or (model.tokenizer if world else None)
         if tokenizer is None or (preprocess is None and not world):
-            raise ValueError(f"{type(model).__name__} is CLIP-like: pass tokenizer= and preprocess= "
-                             "(or a ClipHandle from concept_grounding.models.load_clip)")
+            raise UsageError(f"{type(model).__name__} is CLIP-like: pass {option('tokenizer')} and "
+                             f"{option('preprocess')} (or a ClipHandle from concept_grounding.models.load_clip)")
         if preprocess is None:  # WorldCLIP: [0, 1] images, normalised inside
             preprocess = make_preprocess(size=image_size or model.image_size)
         return OpenVocabularyModel(model, tokenizer, preprocess, "world" if world else "custom", include_none)
     if isinstance(model, ConceptModelMixin) and concept_names is None and preprocess is None and not kwargs:
         return project_concept_model(model, image_size or 64)
+    if is_pyc_model(model):
+        model = PyCConcepts(model)
+        concept_names = model.concept_names() if concept_names is None else concept_names
+        kwargs.setdefault("output", "logits")
     if concept_names is None:
         concept_names = getattr(model, "concept_names", None)
     if concept_names is None:
-        raise ValueError(f"{type(model).__name__}: pass concept_names= (a named set like 'cbm_112', or one name per "
-                         "output column)")
+        raise UsageError(f"{type(model).__name__}: pass {option('concept_names')} (a named set like 'cbm_112', or one "
+                         "name per output column)")
     if preprocess is None and "transform" not in kwargs and "processor" not in kwargs:
         kwargs["size"] = image_size
     return BinaryConceptModel(model, concept_names, preprocess, **kwargs)

@@ -11,10 +11,12 @@
    ``hf-hub:`` id, a transformers CLIP / SigLIP id or local folder -> an
    :class:`~.adapters.OpenVocabularyModel`.
 
-A factory may return the model alone, ``(model, transform)``, ``(model, transform,
-concept_names)``, a dict with keys among ``model``, ``transform``, ``preprocess``,
-``processor``, ``concept_names``, ``output``, ``outputs``, ``tokenizer``, ``image_size``,
-``mean``, ``std``, or a ready adapter / ``ClipHandle``.
+A factory may return the model alone; a tuple of the model first, then its transform
+and / or concept names in any order, told apart by type (a string or a sequence of names
+or indices is the concept names, a callable is the transform, ``None`` is skipped):
+``(model, transform)``, ``(model, concept_names)``, ``(model, transform, concept_names)``,
+``(model, concept_names, transform)``; a dict with keys among :data:`FACTORY_KEYS`; or a
+ready adapter / ``ClipHandle``.
 """
 
 from __future__ import annotations
@@ -23,16 +25,19 @@ import importlib
 import importlib.util
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from numbers import Integral
 from pathlib import Path
 from typing import Any
 
+from ..errors import UsageError, option
 from .adapters import SubModel, as_sub_model
 
-__all__ = ["load_model", "load_factory", "from_factory_result", "saved_image_size"]
+__all__ = ["load_model", "load_factory", "from_factory_result", "saved_image_size", "FACTORY_KEYS"]
 
-_FACTORY_KEYS = ("model", "transform", "preprocess", "processor", "concept_names", "output", "outputs", "tokenizer",
-                 "image_size", "mean", "std", "index_base", "include_none")
+#: the keys a factory's dict may have (:func:`~.adapters.as_sub_model`'s arguments).
+FACTORY_KEYS = ("model", "transform", "preprocess", "processor", "concept_names", "output", "outputs", "tokenizer",
+                "image_size", "mean", "std", "normalize", "index_base", "include_none")
 
 
 def load_factory(spec: str):
@@ -72,21 +77,39 @@ def from_factory_result(result: Any, **overrides: Any) -> SubModel:
     """Wrap what a factory returned (module docstring); ``overrides`` (not ``None``) win."""
     options: dict[str, Any] = {}
     if isinstance(result, Mapping):
-        unknown = sorted(set(result) - set(_FACTORY_KEYS))
+        unknown = sorted(set(result) - set(FACTORY_KEYS))
         if unknown or "model" not in result:
-            raise ValueError(f"factory dict needs 'model' and only keys among {_FACTORY_KEYS}; got {sorted(result)}")
+            raise UsageError(f"factory dict needs 'model' and only keys among {FACTORY_KEYS}; got {sorted(result)}")
         options = dict(result)
         model = options.pop("model")
     elif isinstance(result, tuple):
         if not 1 <= len(result) <= 3:
-            raise ValueError(f"factory tuple must be (model[, transform[, concept_names]]), got {len(result)} items")
+            raise UsageError(f"factory tuple must be (model[, transform][, concept_names]), got {len(result)} items")
         model, *rest = result
-        options = dict(zip(("transform", "concept_names"), rest))
+        seen: dict[str, int] = {}
+        for j, part in enumerate(rest, start=1):
+            kind = _tuple_part(part, j)
+            if kind in seen:
+                raise UsageError(f"factory tuple: items {seen[kind]} and {j} after the model are both {kind}")
+            if kind is not None:
+                seen[kind], options[kind] = j, part
     else:
         model = result
     options.update({k: v for k, v in overrides.items() if v is not None})
     options = {k: v for k, v in options.items() if v is not None}
     return as_sub_model(model, **options)
+
+
+def _tuple_part(part: Any, j: int) -> str | None:
+    """What item ``j`` after the model in a factory's tuple is: ``"concept_names"``, ``"transform"`` or ``None``."""
+    if part is None:
+        return None
+    if isinstance(part, str) or (isinstance(part, Sequence) and all(isinstance(v, (str, Integral)) for v in part)):
+        return "concept_names"
+    if callable(part):
+        return "transform"
+    raise UsageError(f"factory tuple: item {j} after the model is a {type(part).__name__}, neither concept names "
+                     "(a string or a sequence of names / indices) nor a transform (a callable)")
 
 
 def saved_image_size(folder: Path, default: int = 64) -> int:
@@ -138,8 +161,9 @@ def load_model(
         return from_factory_result(factory(), image_size=image_size, include_none=include_none or None, **overrides)
     from ..models.clip import load_clip
 
-    given = sorted(k for k, v in overrides.items() if v is not None)
+    given = sorted(option(k) for k, v in overrides.items() if v is not None)
     if given:
-        raise ValueError(f"--model {text!r} loads as an open-vocabulary model; {given} apply to binary models only")
+        raise UsageError(f"--model {text!r} loads as an open-vocabulary model; {', '.join(given)} apply to binary "
+                         "models only")
     bundle = load_clip(text, device=device or "cpu")
     return as_sub_model(bundle, include_none=include_none)

@@ -7,7 +7,9 @@ One callable type, :data:`Preprocess` (``list[PIL.Image] -> torch.Tensor``), bui
 * a Hugging Face image processor (``processor(images=..., return_tensors="pt")``);
 * ``size`` + ``mean`` / ``std``: bilinear resize to ``size x size``, scale to [0, 1],
   then ``(x - mean) / std`` per channel (no ``mean`` / ``std``: the [0, 1] images, the
-  convention of every model in :mod:`concept_grounding.models`).
+  convention of every model in :mod:`concept_grounding.models`; a user's binary concept
+  model must ask for them with ``normalize=False``, see
+  :class:`~.adapters.BinaryConceptModel`).
 
 >>> from PIL import Image
 >>> pre = make_preprocess(size=4, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5))
@@ -23,6 +25,7 @@ from typing import Any
 
 import torch
 
+from ..errors import UsageError, option
 from ..models.data import images_to_tensor
 
 __all__ = ["Preprocess", "make_preprocess", "IMAGENET_MEAN", "IMAGENET_STD"]
@@ -83,7 +86,8 @@ def make_preprocess(
     """
     given = [n for n, v in (("transform", transform), ("processor", processor)) if v is not None]
     if len(given) > 1 or (given and (size or mean or std)):
-        raise ValueError("preprocessing: pass one of transform=, processor= or size=/mean=/std=, not several")
+        raise UsageError(f"preprocessing: pass one of {option('transform')}, {option('processor')} or "
+                         f"{option('size')} / {option('mean')} / {option('std')}, not several")
     if transform is not None:
         if not callable(transform):
             raise ValueError(f"transform must be callable (PIL image -> tensor), got {type(transform).__name__}")

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from ..errors import UsageError, option
 from ..vocabulary import Vocabulary, load_vocabulary
 from .adapters import DTYPES, SubModel, as_sub_model
 from .distributed import ProcessInfo, gather_rows, process_info, shard
@@ -237,7 +238,9 @@ def evaluate_sub(
 
     Args:
         model: anything :func:`~.adapters.as_sub_model` wraps: a binary concept model
-            (callable / ``nn.Module``; pass ``concept_names=`` and its preprocessing), a
+            (callable / ``nn.Module``; pass ``concept_names=`` and its preprocessing:
+            ``mean`` and ``std``, a ``transform`` or ``processor``, or ``normalize=False``
+            for [0, 1] pixels; without one it is refused), a pytorch-concepts model, a
             ``ClipHandle`` / :class:`~.adapters.OpenVocabularyModel`, or a project model.
         dataset: SUB source (:func:`load_sub_source`); ``None``: the world's SUB export.
         protocol: ``"paper"`` (docs/sub_accuracy.md) or ``"official"`` (SUB's published evaluation code).
@@ -247,8 +250,8 @@ def evaluate_sub(
         source_options: keywords for :func:`load_sub_source` (``class_attributes``,
             ``class_names``, ``split``, or the world's ``image_size`` / ``seed`` / ...).
         model_options: keywords for :func:`~.adapters.as_sub_model` (``concept_names``,
-            ``transform``, ``processor``, ``image_size``, ``mean``, ``std``, ``output``,
-            ``outputs``, ``tokenizer``, ``preprocess``, ``include_none``).
+            ``index_base``, ``transform``, ``processor``, ``image_size``, ``mean``, ``std``,
+            ``normalize``, ``output``, ``outputs``, ``tokenizer``, ``preprocess``, ``include_none``).
 
     Raises:
         ValueError: a bad protocol, batch size, dtype, model or source (checked before inference).
@@ -264,8 +267,8 @@ def evaluate_sub(
     vocab = vocab or load_vocabulary()
     adapter = as_sub_model(model, **model_options)
     if adapter.mode == "group" and protocol == "official" and getattr(adapter, "include_none", False):
-        raise ValueError("protocol='official' scores open-vocabulary models without a 'none' option; "
-                         "drop include_none")
+        raise UsageError(f"{option('protocol', 'official')} scores open-vocabulary models without a 'none' option; "
+                         f"drop {option('include_none', True)}")
     data = load_sub_source(dataset, vocab=vocab, **(source_options or {}))
     if len(data) == 0:
         raise ValueError("the SUB source has no images")

@@ -13,16 +13,26 @@ Choices this module makes, so that they are written down once:
   with more than five fields (a stray extra value). As in the CBM reference code
   (``line.strip().split()[:4]``), the first four fields are authoritative
   (image_id attribute_id is_present certainty_id) and the rest is ignored; the line
-  numbers are kept in :attr:`CUBTables.irregular_lines` and logged. Fewer than five
-  fields is an error. Runs of spaces, tabs and ``\\r\\n`` are accepted everywhere.
+  numbers are kept in :attr:`CUBTables.irregular_lines` and counted in one
+  :class:`~concept_grounding.loaders.errors.DatasetWarning`. Fewer than five fields is an
+  error. Runs of spaces, tabs and ``\\r\\n`` are accepted everywhere.
 * Coordinates: the README gives part centres and boxes "in pixels" without an origin
   convention; we take them as they are, as 0-based pixel coordinates ``(x, y)`` of the
   image, which is how the CBM, ProtoPNet and Aysel et al. code use them. Parts that are
   not visible are stored as ``0 0 0`` in real CUB and come back as ``(0, 0)`` with
-  ``part_visible = False``. Every coordinate must be a finite number; a visible part
-  must lie on its image (``0 <= x <= width``, ``0 <= y <= height``, checked against the
-  image header when ``check_images``); boxes need ``x, y, width, height >= 0`` (their
-  extent is not checked against the image). Text files must be UTF-8.
+  ``part_visible = False``. Every coordinate must be a finite number.
+* What a real, slightly messy copy has is repaired, never refused, and each kind is
+  counted in one ``DatasetWarning`` naming the file and its first lines: a visible part
+  centre past its image's border (real ``part_locs.txt`` has them) is clipped onto the
+  border (``0 <= x <= width``, ``0 <= y <= height``, against the image header when
+  ``check_images``; see :func:`~concept_grounding.loaders.cub_checks.check_part_bounds`);
+  a box starting left of or above the image is cut at its edge
+  (:func:`~concept_grounding.loaders.cub_files.clip_boxes`); a class percentage within
+  :data:`~concept_grounding.loaders.cub_files.PERCENT_SLACK` of 0..100 (a re-saved file's
+  rounding) is clipped into it. What no annotation tool produces stays an error naming
+  its line: NaN or inf, a visible centre more than half its image's side outside it, a
+  negative box width or height or a box wholly outside, a percentage far outside
+  0..100, ids that are unknown, repeated or missing. Text files must be UTF-8.
 * Optional extras, read when present: ``segmentations/<class>/<stem>.png`` (the CUB-200
   segmentation release; our ``mask`` column) and ``part_maps/<class>/<stem>.png`` (our
   own per-pixel part ids, ``part_map``). If such a folder exists every image must have
@@ -50,10 +60,10 @@ import numpy as np
 from ..vocabulary import Vocabulary, load_vocabulary
 from ._text import index_images, index_pairs, show_path
 from .cub_checks import check_images_readable, check_part_bounds, extra_files
-from .cub_files import (EXTRA_FOLDERS, CUBTables, check_against_vocab, dense_names, find_files,
+from .cub_files import (EXTRA_FOLDERS, CUBTables, check_against_vocab, clip_boxes, dense_names, find_files,
                         read_attribute_labels, read_continuous, read_image_table, read_images, read_names,
                         read_part_locs, resolve_root)
-from .errors import CUBFormatError
+from .errors import CUBFormatError, warn_repaired
 from .labels import class_level_labels
 
 if TYPE_CHECKING:
@@ -115,11 +125,8 @@ def read_cub_tables(
 
     ids, lines, *box = read_image_table(paths["bboxes"], label["bboxes"], 5, ("x", "y", "width", "height"), float)
     rows = index_images(ids, lines, id_to_row, n, label["bboxes"])
-    bad = np.flatnonzero((box[2] < 0) | (box[3] < 0) | (box[0] < 0) | (box[1] < 0))
-    if bad.size:
-        raise CUBFormatError("x, y, width and height must be >= 0", file=label["bboxes"], line=int(lines[bad[0]]))
     bbox = np.zeros((n, 4), dtype=np.float32)
-    bbox[rows] = np.stack(box, axis=1)
+    bbox[rows] = clip_boxes(np.stack(box, axis=1), lines, label["bboxes"])
 
     lbl = label["part_locs"]
     loc_ids, loc_parts, loc_x, loc_y, loc_vis, loc_lines = read_part_locs(paths["part_locs"], lbl)
@@ -139,10 +146,7 @@ def read_cub_tables(
     attributes[r, c] = table[:, 2]
     certainty[r, c] = table[:, 3]
     if irregular:
-        logger.warning(
-            "%s: %d line(s) with extra fields (first four used), e.g. lines %s",
-            label["attribute_labels"], len(irregular), irregular[:5],
-        )  # fmt: skip
+        warn_repaired(label["attribute_labels"], irregular, "line(s) with extra fields (the first four used)")
 
     continuous = read_continuous(paths["class_continuous"], label["class_continuous"], C, A)
     tables = CUBTables(

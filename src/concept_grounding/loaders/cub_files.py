@@ -30,12 +30,12 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 
 from ._text import parse_number, read_rows, utf8_errors_named
-from .errors import CUBFormatError
+from .errors import CUBFormatError, warn_repaired
 
 __all__ = [
     "CUB_FILES", "ATTRIBUTE_NAME_FILES", "CERTAINTY_NAMES", "EXTRA_FOLDERS", "CUBTables", "resolve_root", "find_files",
     "read_images", "read_names", "dense_names", "check_against_vocab", "read_image_table", "read_attribute_labels",
-    "read_part_locs", "read_continuous",
+    "read_part_locs", "read_continuous", "clip_boxes", "PERCENT_SLACK",
 ]
 
 #: required files, relative to the ``CUB_200_2011`` folder (``attributes.txt`` aside)
@@ -56,6 +56,9 @@ ATTRIBUTE_NAME_FILES: tuple[str, ...] = ("attributes/attributes.txt", "attribute
 CERTAINTY_NAMES: tuple[str, ...] = ("not visible", "guessing", "probably", "definitely")
 #: optional per-image PNG folders by the column they fill
 EXTRA_FOLDERS: dict[str, str] = {"mask": "segmentations", "part_map": "part_maps"}
+#: how far (percentage points) a class-level percentage may lie outside 0..100 and be clipped
+#: into it (the rounding of a re-saved file); farther is an error.
+PERCENT_SLACK = 0.5
 
 
 
@@ -247,17 +250,38 @@ def read_part_locs(path: Path, label: str) -> tuple[np.ndarray, ...]:
 
 
 def read_continuous(path: Path, label: str, n_classes: int, n_attributes: int) -> np.ndarray:
-    """``class_attribute_labels_continuous.txt``: ``(C, A)`` float32 percentages in 0..100, one line per class."""
+    """``class_attribute_labels_continuous.txt``: ``(C, A)`` float32 percentages in 0..100, one line per class
+    (values within :data:`PERCENT_SLACK` outside are clipped into it, counted in one warning)."""
     out = np.zeros((n_classes, n_attributes), dtype=np.float32)
-    count = 0
+    count, clipped = 0, []
     for line, fields in read_rows(path, label, columns=n_attributes):
         if count >= n_classes:
             raise CUBFormatError(f"expected {n_classes} lines (one per class), found more", file=label, line=line)
         values = [parse_number(t, float, label, line, "percentage") for t in fields]
+        if min(values) < -PERCENT_SLACK or max(values) > 100 + PERCENT_SLACK:
+            raise CUBFormatError(f"percentages must lie in 0..100, found {min(values):g}..{max(values):g}", file=label,
+                                 line=line)
         if min(values) < 0 or max(values) > 100:
-            raise CUBFormatError("percentages must lie in 0..100", file=label, line=line)
-        out[count] = values
+            clipped.append(line)
+        out[count] = np.clip(values, 0, 100)
         count += 1
     if count != n_classes:
         raise CUBFormatError(f"expected {n_classes} lines (one per class in classes.txt), found {count}", file=label)
+    if clipped:
+        warn_repaired(label, clipped, f"line(s) with percentages within {PERCENT_SLACK:g} of 0..100 clipped into it")
     return out
+
+
+def clip_boxes(boxes: np.ndarray, lines: np.ndarray, label: str) -> np.ndarray:
+    """``bounding_boxes.txt`` rows ``(x, y, width, height)`` with a box starting left of or above
+    the image cut at its edge (``x, y = 0``, the width and height shortened to keep the far edge),
+    counted in one warning; a negative width or height, or a box wholly outside, names its line."""
+    x, y, w, h = boxes.T
+    bad = np.flatnonzero((w < 0) | (h < 0) | (x + w < 0) | (y + h < 0))
+    if bad.size:
+        raise CUBFormatError(f"width and height must be >= 0 and the box must reach the image, found "
+                             f"{' '.join(f'{v:g}' for v in boxes[bad[0]])}", file=label, line=int(lines[bad[0]]))
+    cut = (x < 0) | (y < 0)
+    if cut.any():
+        warn_repaired(label, lines[cut].tolist(), "box(es) starting left of or above the image cut at its edge")
+    return np.stack([np.maximum(x, 0), np.maximum(y, 0), w + np.minimum(x, 0), h + np.minimum(y, 0)], axis=1)

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["DatasetFormatError", "CUBFormatError", "SUBFormatError", "HubUnavailableError"]
+__all__ = ["DatasetFormatError", "CUBFormatError", "SUBFormatError", "HubUnavailableError", "DatasetWarning",
+           "warn_repaired"]
 
 
 class DatasetFormatError(ValueError):
@@ -41,6 +42,27 @@ class CUBFormatError(DatasetFormatError):
 
 class SUBFormatError(DatasetFormatError):
     """A SUB-style source lacks a needed column or holds values we cannot map."""
+
+
+class DatasetWarning(UserWarning):
+    """A loader repaired values a real, slightly messy copy has (a part centre a few pixels past
+    its image, a stray extra field); one warning per kind and file counts them."""
+
+
+def warn_repaired(file: str | Path, lines: list[int], what: str) -> None:
+    """One :class:`DatasetWarning` ``"<file>: <n> <what>, e.g. line(s) [...]"`` for the repaired ``lines``.
+
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as seen:
+    ...     warnings.simplefilter("always")
+    ...     warn_repaired("parts/part_locs.txt", [7, 3], "visible part centre(s) past the image clipped to its border")
+    >>> str(seen[0].message)
+    'parts/part_locs.txt: 2 visible part centre(s) past the image clipped to its border, e.g. line(s) [3, 7]'
+    """
+    import warnings
+
+    shown = sorted(int(n) for n in lines)[:5]
+    warnings.warn(f"{file}: {len(lines)} {what}, e.g. line(s) {shown}", DatasetWarning, stacklevel=3)
 
 
 class HubUnavailableError(ConnectionError):

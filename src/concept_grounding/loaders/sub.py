@@ -17,11 +17,15 @@ Values are normalised, whatever their spelling:
   display name (``"Blue Jay"``, any case) -> CUB folder name;
 * target attribute: CUB name (``"has_crown_color::black"``), SUB's Hub spelling
   (``"has_crown_color--black"``), a SUB phrase (``"black crown color"``, the keys of
-  ``vocab.sub_substitutions``) or any attribute's phrase -> CUB attribute name;
+  ``vocab.sub_substitutions``) or any attribute's phrase, in any case -> CUB attribute name;
 * ``removed_attributes`` (S-): taken from the source when it has them; otherwise derived,
   as SUB defines them, as the reference class's class-level attributes in S+'s group
   (S+ itself excluded), which needs ``class_attributes`` (e.g. the CBM majority vote of
   :func:`~concept_grounding.loaders.load_cub`). Without it S- is left empty, with a warning.
+
+What stays an error, naming the row or file: a class or attribute in no spelling above, a
+``group`` that contradicts its attribute, a missing column or image file. Each means a
+different dataset or a broken copy, not a messy one, so nothing here is repaired.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..errors import option
 from ..fileio import atomic_write_bytes, encoded_image_bytes
 from ..vocabulary import Vocabulary, attribute_phrase, class_display_name, load_vocabulary
 from ._text import utf8_errors_named
@@ -85,10 +90,10 @@ def normalise_attribute(name: str, vocab: Vocabulary) -> str:
     """CUB attribute name of an attribute given as a CUB name, Hub name or SUB phrase.
 
     >>> v = load_vocabulary()
-    >>> normalise_attribute("black crown color", v), normalise_attribute("has_bill_shape--needle", v)
+    >>> normalise_attribute("black crown color", v), normalise_attribute("Has_Bill_Shape--Needle", v)
     ('has_crown_color::black', 'has_bill_shape::needle')
     """
-    text = str(name).strip().replace("--", "::")
+    text = str(name).strip().replace("--", "::").lower()  # every CUB name is lower case
     if vocab.is_attribute(text):
         return text
     if text in vocab.sub_substitutions:
@@ -142,7 +147,7 @@ def _pick_split(obj, split: str | None, where: str) -> "datasets.Dataset":
             return obj[names[0]]
         if "test" in names:  # SUB is published as a single "test" split
             return obj["test"]
-        raise SUBFormatError(f"several splits {names}; pass split=", file=where)
+        raise SUBFormatError(f"several splits {names}; pass {option('split')}", file=where)
     if split not in names:
         raise SUBFormatError(f"no split {split!r}; found {names}", file=where)
     return obj[split]

@@ -1,35 +1,36 @@
 """SUB's central claim where the truth is known: TDG vs prompting on the world-trained Flux.
 
-One command reproduces the table (README results, issue 15)::
+One command reproduces every table (README results, docs/tdg_world/)::
 
-    .venv/bin/python benchmarks/bench_tdg_world.py --out reports/tdg_world
+    .venv/bin/python benchmarks/bench_tdg_world.py --out docs/tdg_world
 
-Steps (all seeded):
+Stages (``--stages``, all seeded; judges are cached under ``--out``):
 
-1. **Judges**, trained on real bird-world renders at the generator's resolution: a joint
-   concept bottleneck model over every attribute the world renders (its class head is the
-   33-way species classifier, its concept head the attribute oracle), and the world CLIP
-   (:func:`~concept_grounding.models.clip.train_world_clip`), used as the VQA filter's
-   scorer (no pretrained VLM can be downloaded here; the filter code is the project's own).
-2. **Quality** on in-distribution prompts: ``a photo of a {species}`` (species top-1
-   agreement, chance 1/33) and ``a photo of a {species} with {S}`` for class-level
-   attributes ``S`` of the species (fraction of prompted attributes the oracle finds), next
-   to the same figures on real held-out renders.
-3. **Substitution** for every SUB pairing of the world (a species x an S+ it lacks; every one
-   held out of the generator's training), ``--images`` images each, ``prompting`` (c_R alone,
-   no tie) vs ``tdg`` (c_R tied to c_G, SUB's schedule per category) with the same seeds and
-   steps. Success = the oracle finds S+ (p > 0.5) and the species classifier keeps the
-   reference species; S- removal = the oracle finds none of the class's S- values.
-   Per attribute (pairings pooled) and overall, with 95 % bootstrap intervals over pairings.
-   Guide birds for pattern / shape attributes are world species that have the attribute at
-   class level (SUB App. B's real-world guides do not exist or lack it in the world).
-4. **Eta sweep** on a subset of pairings: constant eta values and the paper schedule.
-5. **VQA filter** (``tdg.filter.filter_records`` with the world-CLIP scorer) on both sets:
-   precision of the kept images (oracle success among kept) vs all, and the AUROC of the
-   filter's target probability for the oracle's S+ verdict.
-6. **Time**: one TDG pair vs one FluxPipeline call on 2 prompts, same steps, as a ratio.
+1. **validate**: a grounded judge (:class:`~concept_grounding.judge.WorldJudge`, trained on
+   typical renders, their exact edits and deviation-rate-1 renders of the generator's own
+   world, at its resolution) is validated on held-out exact edits of every SUB pairing and
+   on ordinary renders, raw and after the world VAE's round trip
+   (:func:`~concept_grounding.judge.validate_judge`). A judge that misses the bars gets no
+   substitution finding: the report prints the validation table and says why. Attribute
+   groups below the bars are reported and left out of the finding.
+2. **quality** on in-distribution prompts, by the judge: ``a photo of a {species}``
+   (species agreement), ``a photo of a {species} with {S}`` for class-level attributes
+   (prompted attributes found) and the colour guide prompt ``a photo of a bird with {S+}``
+   (S+ shown), next to real renders and their VAE reconstructions.
+3. **substitution** for every SUB pairing of the world (each held out of the generator's
+   training), ``--images`` images each, ``prompting`` (c_R alone) vs ``tdg`` (c_R tied to
+   c_G, SUB's schedule per category), same seeds and steps. Success = the judge finds S+
+   and keeps the species; S- removed = none of the class's S- values found; the mean judge
+   p(S+); 95 % bootstrap intervals over pairings; overall, per group, per pairing, and
+   restricted to pairings whose guide shows S+. For pattern / shape pairings, also TDG with
+   SUB App. B's guide bird and with a generic "bird" guide.
+4. **sweep**: constant eta 0, 0.5, 0.8, 0.95, 1 and the paper schedules: S+, species, success.
+5. **filter**: the VQA filter (world-CLIP scorer) against the judge: AUROC of its p(S+)
+   for the judge's S+ verdict, success among kept images; and the scorer's own validation
+   on exact edits (:func:`~concept_grounding.judge.validate_scorer_on_world`).
+6. **timing**: TDG pair vs FluxPipeline batch-2.
 
-Writes ``report.md``, ``results.json`` and ``contact_sheet.png`` under ``--out``.
+Writes ``report.md``, ``results.json``, ``validation.md`` and ``contact_sheet.png`` under ``--out``.
 """
 
 from __future__ import annotations
@@ -49,28 +50,33 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from concept_grounding.worldflux.loader import WORLD_STEPS, WORLD_TRUE_CFG  # noqa: E402  (no torch at import)
 
 
+STAGES = ("validate", "quality", "substitution", "sweep", "filter", "timing")
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True, help="report folder (judges are cached here)")
     p.add_argument("--pipeline", type=Path, default=None, help="world Flux folder (default: the shipped one)")
+    p.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES), help="stages to run (default: all)")
     p.add_argument("--images", type=int, default=1, help="images per SUB pairing and method")
     p.add_argument("--quality-images", type=int, default=4, help="images per species for the quality prompts")
     p.add_argument("--steps", type=int, default=WORLD_STEPS, help="sampling steps (both methods)")
     p.add_argument("--cfg", type=float, default=WORLD_TRUE_CFG, help="true CFG scale against the empty prompt (both methods)")
     p.add_argument("--sweep-pairings", type=int, default=96, help="pairings in the eta sweep")
     p.add_argument("--sweep-etas", type=float, nargs="*", default=[0.0, 0.5, 0.8, 0.95, 1.0])
-    p.add_argument("--judge-train", type=int, default=80, help="real renders per species to train the judges")
-    p.add_argument("--judge-test", type=int, default=20, help="real held-out renders per species")
-    p.add_argument("--judge-epochs", type=int, default=12)
+    p.add_argument("--judge-per-class", type=int, default=150, help="training renders per species and kind for the judge")
+    p.add_argument("--judge-epochs", type=int, default=8)
+    p.add_argument("--validation-edits", type=int, default=1, help="held-out exact edits per SUB pairing to validate the judge")
+    p.add_argument("--validation-renders", type=int, default=10, help="held-out ordinary renders per species")
+    p.add_argument("--clip-train", type=int, default=80, help="renders per species to train the filter's world CLIP")
     p.add_argument("--bootstrap", type=int, default=1000)
     p.add_argument("--batch", type=int, default=64, help="images per pipeline call")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--limit-pairings", type=int, default=None, help="debug: only the first N pairings")
-    p.add_argument("--judges-only", action="store_true", help="train and cache the judges (under --out), then stop")
-    p.add_argument("--size", type=int, default=32, help="judge resolution with --judges-only (else the pipeline's)")
     args = p.parse_args(argv)
-    for name in ("images", "quality_images", "steps", "judge_train", "judge_test", "judge_epochs", "batch", "threads"):
+    for name in ("images", "quality_images", "steps", "judge_per_class", "judge_epochs", "validation_edits",
+                 "validation_renders", "clip_train", "batch", "threads"):
         if getattr(args, name) <= 0:
             p.error(f"--{name.replace('_', '-')} must be > 0")
     if args.pipeline is not None and not (args.pipeline / "model_index.json").is_file():
@@ -78,122 +84,47 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-# ----------------------------------------------------------------------------- statistics
-def bootstrap_ci(values: np.ndarray, clusters: np.ndarray, n: int = 1000, seed: int = 0) -> tuple[float, float]:
-    """95 % percentile interval of the mean of ``values``, resampling whole ``clusters``.
-
-    >>> lo, hi = bootstrap_ci(np.array([0.0, 1.0] * 50), np.arange(100), 500)
-    >>> 0.35 < lo < 0.5 < hi < 0.65
-    True
-    """
-    values, clusters = np.asarray(values, float), np.asarray(clusters)
-    if values.size == 0:
-        return float("nan"), float("nan")
-    keys, inverse = np.unique(clusters, return_inverse=True)
-    sums = np.bincount(inverse, weights=values, minlength=len(keys))
-    counts = np.bincount(inverse, minlength=len(keys)).astype(float)
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(len(keys), size=(n, len(keys)))
-    means = sums[draws].sum(1) / counts[draws].sum(1)
-    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
-
-
-def auroc(scores: np.ndarray, labels: np.ndarray) -> float:
-    """Area under the ROC curve (ties counted half); nan if one class is missing.
-
-    >>> auroc(np.array([0.1, 0.4, 0.35, 0.8]), np.array([0, 0, 1, 1]))
-    0.75
-    """
-    scores, labels = np.asarray(scores, float), np.asarray(labels, bool)
-    pos, neg = scores[labels], scores[~labels]
-    if len(pos) == 0 or len(neg) == 0:
-        return float("nan")
-    greater = (pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()
-    return float(greater / (len(pos) * len(neg)))
-
-
-def summarise(values: np.ndarray, clusters: np.ndarray, n: int, seed: int) -> dict[str, float]:
-    lo, hi = bootstrap_ci(values, clusters, n, seed)
-    return {"mean": float(np.mean(values)) if len(values) else float("nan"), "ci95": [lo, hi], "n": int(len(values))}
-
-
 # ----------------------------------------------------------------------------- judges
-def real_split(world: Any, start: int, count: int) -> dict[str, np.ndarray]:
-    """Renders ``c + k * C`` for ``k in [start, start + count)``: images (N,H,W,3), labels, attributes."""
-    idx = [c + k * world.num_classes for k in range(start, start + count) for c in range(world.num_classes)]
-    ims, labels, attrs = [], [], []
-    for s in world.samples(idx):
-        ims.append(s.image)
-        labels.append(s.label)
-        attrs.append(s.attributes)
-    return {"images": np.stack(ims), "labels": np.asarray(labels), "attributes": np.stack(attrs)}
+def cached_judge(world: Any, args: argparse.Namespace) -> Any:
+    """The grounded :class:`WorldJudge` of ``world``, cached as a ``save_pretrained`` folder."""
+    from concept_grounding.judge import WorldJudge, judge_training_set, train_judge
+
+    c = world.config
+    folder = args.out / (f"judges-s{c.image_size}-{c.pose}-{c.scene}-z{c.zoom:g}-n{args.judge_per_class}"
+                         f"-e{args.judge_epochs}-seed{args.seed}") / "judge"
+    if (folder / "config.json").is_file():
+        return WorldJudge.from_pretrained(folder).eval()
+    data = judge_training_set(world, args.judge_per_class, seed=args.seed)
+    judge = train_judge(data, world.class_names, world.rendered_attributes, epochs=args.judge_epochs, seed=args.seed)
+    judge.save_pretrained(folder)
+    return judge
 
 
-def to_unit(images: Any) -> Any:
-    """uint8 (N,H,W,3) array or list of PIL images -> float (N,3,H,W) in [0, 1]."""
-    import torch
-
-    arr = np.stack([np.asarray(im.convert("RGB")) if hasattr(im, "convert") else np.asarray(im) for im in images])
-    return torch.from_numpy(arr).permute(0, 3, 1, 2).float() / 255.0
-
-
-def train_judges(world: Any, args: argparse.Namespace) -> dict[str, Any]:
-    """Joint CBM (species + attribute oracle) and world CLIP, trained on real renders."""
+def cached_clip(world: Any, args: argparse.Namespace) -> Any:
+    """The world CLIP (the VQA filter's scorer here: no VLM can be downloaded), cached."""
     import datasets
-    import torch
 
-    from concept_grounding.models import train_cbm
-    from concept_grounding.models.clip import train_world_clip
-    from concept_grounding.models.data import ConceptTensors
-    from concept_grounding.world.dataset import sample_row
+    from concept_grounding.models.clip import WorldCLIP, train_world_clip
     from concept_grounding.schema import cub_features
+    from concept_grounding.world.dataset import sample_row
 
-    columns = tuple(world.rendered_attributes)
-    train = real_split(world, 1000, args.judge_train)  # indices far from the generator's training renders
-    test = real_split(world, 1000 + args.judge_train, args.judge_test)
-    tensors = ConceptTensors(
-        to_unit(train["images"]),
-        torch.from_numpy(train["attributes"][:, list(columns)].astype(np.float32)),
-        torch.from_numpy(train["labels"]).long(),
-        concept_indices=columns,
-        concept_names=tuple(world.vocab.attributes[i] for i in columns),
-    )
-    cbm = train_cbm(tensors, mode="joint", epochs=args.judge_epochs, seed=args.seed)
-    # world CLIP: needs a cub_features split
-    idx = [c + k * world.num_classes for k in range(1000, 1000 + args.judge_train) for c in range(world.num_classes)]
+    c = world.config
+    folder = args.out / f"judges-s{c.image_size}-{c.pose}-{c.scene}-z{c.zoom:g}-clip{args.clip_train}-seed{args.seed}" / "clip"
+    if (folder / "config.json").is_file():
+        return WorldCLIP.from_pretrained(folder).eval()
+    idx = [k + r * world.num_classes for r in range(1000, 1000 + args.clip_train) for k in range(world.num_classes)]
     rows = [sample_row(world, s, True) for s in world.samples(idx)]
     features = cub_features(world.class_names, world.vocab)
     ds = datasets.Dataset.from_dict({k: [r[k] for r in rows] for k in features}, features=features)
-    clip, tokenizer = train_world_clip(ds, image_size=world.config.image_size, epochs=args.judge_epochs, seed=args.seed)
-    return {"cbm": cbm, "columns": columns, "clip": clip, "clip_tokenizer": tokenizer, "test": test}
+    clip, _ = train_world_clip(ds, image_size=c.image_size, epochs=12, seed=args.seed)
+    clip.save_pretrained(folder)
+    return clip
 
 
-def cached_judges(world: Any, args: argparse.Namespace) -> dict[str, Any]:
-    """:func:`train_judges`, cached as ``save_pretrained`` folders (safetensors, no pickles) in
-    ``<out>/judges-<settings>/``; the columns and the test split are rebuilt from the world."""
-    from concept_grounding.models import ConceptBottleneckModel
-    from concept_grounding.models.clip import WorldCLIP
+def make_judge_fn(judge: Any) -> Any:
+    from concept_grounding.judge import judge_images
 
-    folder = args.out / f"judges-s{world.config.image_size}-n{args.judge_train}-t{args.judge_test}-e{args.judge_epochs}-seed{args.seed}"
-    if (folder / "cbm").is_dir() and (folder / "clip").is_dir():
-        clip = WorldCLIP.from_pretrained(folder / "clip").eval()
-        return {"cbm": ConceptBottleneckModel.from_pretrained(folder / "cbm").eval(),
-                "columns": tuple(world.rendered_attributes), "clip": clip, "clip_tokenizer": clip.tokenizer,
-                "test": real_split(world, 1000 + args.judge_train, args.judge_test)}
-    judges = train_judges(world, args)
-    judges["cbm"].save_pretrained(folder / "cbm")
-    judges["clip"].save_pretrained(folder / "clip")
-    return judges
-
-
-def judge(judges: dict[str, Any], images: Any, num_attributes: int) -> tuple[np.ndarray, np.ndarray]:
-    """(species argmax (N,), attribute probabilities (N, 312), 0.5 off the judged columns)."""
-    from concept_grounding.models.base import predict
-
-    out = predict(judges["cbm"], to_unit(images))
-    probs = np.full((out.concept_probs.shape[0], num_attributes), 0.5)
-    probs[:, list(judges["columns"])] = out.concept_probs.numpy()
-    return out.class_logits.argmax(1).numpy(), probs
+    return lambda images: judge_images(judge, images)
 
 
 class WorldClipScorer:
@@ -271,11 +202,29 @@ def vae_roundtrip(vae: Any, images: np.ndarray) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- stages
-def quality(world: Any, flux: Any, judges: dict, kw: dict, args: argparse.Namespace) -> tuple[dict, list]:
+def validate(world: Any, judge_fn: Any, vae: Any, args: argparse.Namespace, pairings: list) -> Any:
+    """The judge on held-out exact edits and renders, raw and after the VAE's round trip."""
+    from concept_grounding.judge import validate_judge
+
+    return validate_judge(judge_fn, world, pairings, per_pairing=args.validation_edits,
+                          renders_per_class=args.validation_renders,
+                          transforms={"VAE round trip": lambda x: vae_roundtrip(vae, x)} if vae is not None else None)
+
+
+def guide_colour_prompt(attribute: str) -> str:
+    from concept_grounding.tdg.prompts import attribute_text
+
+    return f"A photo of a bird with {attribute_text(attribute)}"
+
+
+def quality(world: Any, flux: Any, judge_fn: Any, kw: dict, args: argparse.Namespace, pairings: list) -> tuple[dict, list]:
+    """Species agreement, prompted attributes found and colour guides showing S+, by the judge."""
     from concept_grounding.tdg.generate import image_seed
+    from concept_grounding.tdg.prompts import attribute_category
     from concept_grounding.vocabulary import class_display_name
     from concept_grounding.worldflux.captions import _phrase, phrase_attributes
 
+    vocab = world.vocab
     rng = np.random.default_rng(args.seed)
     prompts, seeds, labels = [], [], []
     for c, name in enumerate(world.class_names):
@@ -283,117 +232,161 @@ def quality(world: Any, flux: Any, judges: dict, kw: dict, args: argparse.Namesp
             prompts.append(f"a photo of a {class_display_name(name)}")
             seeds.append(image_seed(args.seed, name, "species", i))
             labels.append(c)
-    attr_prompts, attr_seeds, attr_targets, attr_labels = [], [], [], []
+    attr_prompts, attr_seeds, attr_targets = [], [], []
     for c, name in enumerate(world.class_names):
         options = phrase_attributes(world.class_attributes[c], world)
         for i in rng.choice(len(options), size=min(3, len(options)), replace=False):
             a = options[int(i)]
             attr_prompts.append(f"a photo of a {class_display_name(name)} with {_phrase(a)}")
             attr_seeds.append(image_seed(args.seed, name, a, 0))
-            attr_targets.append(world.vocab.attribute_index(a))
-            attr_labels.append(c)
+            attr_targets.append(vocab.attribute_index(a))
+    colours = sorted({a for _, a in pairings if attribute_category(a, vocab) == "colour"}, key=vocab.attribute_index)
+    guide_prompts = [guide_colour_prompt(a) for a in colours for _ in range(args.quality_images)]
+    guide_seeds = [image_seed(args.seed, "guide", a, i) for a in colours for i in range(args.quality_images)]
+    guide_targets = [vocab.attribute_index(a) for a in colours for _ in range(args.quality_images)]
     ims = run_prompting(flux, prompts, seeds, kw, args.batch)
-    species, _ = judge(judges, ims, world.vocab.num_attributes)
+    species, _ = judge_fn(ims)
     aims = run_prompting(flux, attr_prompts, attr_seeds, kw, args.batch)
-    aspecies, aprobs = judge(judges, aims, world.vocab.num_attributes)
-    found = aprobs[np.arange(len(aims)), attr_targets] > 0.5
-    test = judges["test"]
-    rspecies, rprobs = judge(judges, test["images"], world.vocab.num_attributes)
-    # real renders: the same (species, attribute) prompts, judged on that species' test renders
-    real_found = [
-        float(np.mean(rprobs[test["labels"] == c, j] > 0.5)) for c, j in zip(attr_labels, attr_targets)
-    ]
-    rec_species, rec_probs = judge(judges, vae_roundtrip(flux.vae, test["images"]), world.vocab.num_attributes)
-    rec_found = [float(np.mean(rec_probs[test["labels"] == c, j] > 0.5)) for c, j in zip(attr_labels, attr_targets)]
+    _, aprobs = judge_fn(aims)
+    gims = run_prompting(flux, guide_prompts, guide_seeds, kw, args.batch)
+    _, gprobs = judge_fn(gims)
+    groups = np.array([vocab.group_of(t) for t in guide_targets])
+    guide_found = gprobs[np.arange(len(gims)), guide_targets] > 0.5
     res = {
-        "species_accuracy_vae_reconstructions": float(np.mean(rec_species == test["labels"])),
-        "attribute_agreement_vae_reconstructions": float(np.mean(rec_found)),
-        "species_agreement_generated": float(np.mean(species == np.asarray(labels))),
-        "species_agreement_generated_attribute_prompts": float(np.mean(aspecies == np.asarray(attr_labels))),
-        "attribute_agreement_generated": float(np.mean(found)),
-        "species_accuracy_real": float(np.mean(rspecies == test["labels"])),
-        "attribute_agreement_real": float(np.mean(real_found)),
-        "n_species_images": len(ims),
-        "n_attribute_images": len(aims),
-        "n_real_images": int(len(test["labels"])),
+        "species_agreement": float(np.mean(species == np.asarray(labels))),
+        "prompted_attributes_found": float(np.mean(aprobs[np.arange(len(aims)), attr_targets] > 0.5)),
+        "guide_s_plus_shown": float(np.mean(guide_found)),
+        "guide_s_plus_shown_per_group": {g: float(np.mean(guide_found[groups == g])) for g in np.unique(groups)},
+        "n_species_images": len(ims), "n_attribute_images": len(aims), "n_guide_images": len(gims),
         "chance_species": 1.0 / world.num_classes,
     }
     return res, ims
 
 
-def substitution(world: Any, flux: Any, tdg: Any, judges: dict, kw: dict, args: argparse.Namespace) -> dict[str, Any]:
-    """Prompting vs TDG for every SUB pairing; per-image records for the report and the filter."""
-    from concept_grounding.tdg.generate import image_seed
-    from concept_grounding.tdg.prompts import tdg_prompts
-    from concept_grounding.tdg.schedule import schedule_for_attribute
-    from tqdm.auto import tqdm
+def method_prompts(world: Any, c: str, a: str) -> dict[str, Any]:
+    """The TDG prompt pairs of one pairing by method: ``tdg`` (colour: the generic "bird"
+    guide; pattern / shape: a world species with the attribute), and for pattern / shape
+    also ``tdg-app-b`` (SUB App. B's guide bird, where it lists one) and ``tdg-bird``."""
+    from concept_grounding.tdg.prompts import attribute_category, tdg_prompts
 
     vocab = world.vocab
-    pairings = world.default_pairings()
-    if args.limit_pairings:
-        pairings = pairings[: args.limit_pairings]
+    out = {"tdg": tdg_prompts(c, a, guide_bird=world_guide(world, c, a) or None, vocab=vocab)}
+    if attribute_category(a, vocab) != "colour":
+        if vocab.sub_guidance_birds.get(a):
+            out["tdg-app-b"] = tdg_prompts(c, a, vocab=vocab)
+        out["tdg-bird"] = tdg_prompts(c, a, guide_bird="bird", vocab=vocab)
+    return out
+
+
+def substitution(world: Any, flux: Any, tdg: Any, judge_fn: Any, kw: dict, args: argparse.Namespace,
+                 pairings: list) -> dict[str, Any]:
+    """Prompting vs TDG for every pairing; per-image records (with the guide's verdict)."""
+    from tqdm.auto import tqdm
+
+    from concept_grounding.tdg.generate import image_seed
+    from concept_grounding.tdg.schedule import schedule_for_attribute
+
+    vocab = world.vocab
     by_attr: dict[str, list[str]] = defaultdict(list)
     for c, a in pairings:
         by_attr[a].append(c)
     records: list[dict] = []
-    images: dict[str, list] = {"prompting": [], "tdg": [], "guide": []}
+    images: dict[str, list] = defaultdict(list)
     for attribute, classes in tqdm(list(by_attr.items()), desc="substitution"):
         j = vocab.attribute_index(attribute)
         group = vocab.group_of(j)
-        refs, guides, seeds, meta = [], [], [], []
+        jobs: dict[str, list] = defaultdict(list)
         for c in classes:
-            p = tdg_prompts(c, attribute, guide_bird=world_guide(world, c, attribute) or None, vocab=vocab)
             label = world.class_names.index(c)
             removed = [vocab.attributes[i] for i in vocab.groups[group] if world.class_attributes[label, i]]
-            for i in range(args.images):
-                refs.append(p.reference)
-                guides.append(p.guide)
-                seeds.append(image_seed(args.seed, c, attribute, i))
-                meta.append({"reference_class": c, "target_attribute": attribute, "label": label, "removed": removed,
-                             "reference_prompt": p.reference, "guide_prompt": p.guide, "image_index": i})
-        prompted = run_prompting(flux, refs, seeds, kw, args.batch)
-        tied, guide_ims = run_tdg(tdg, refs, guides, seeds, schedule_for_attribute(attribute), kw, args.batch)
-        for method, ims in (("prompting", prompted), ("tdg", tied)):
-            species, probs = judge(judges, ims, vocab.num_attributes)
-            for m, s, pr, im in zip(meta, species, probs, ims):
-                splus = bool(pr[j] > 0.5)
-                kept = bool(s == m["label"])
-                sminus = [bool(pr[vocab.attribute_index(r)] <= 0.5) for r in m["removed"]]
-                records.append({**{k: v for k, v in m.items() if k != "removed"}, "method": method,
-                                "removed_attributes": m["removed"], "s_plus_found": splus, "species_kept": kept,
-                                "success": splus and kept, "s_minus_removed": all(sminus) if sminus else True,
-                                "p_s_plus": float(pr[j]), "image_id": len(images[method])})
+            for method, pr in method_prompts(world, c, attribute).items():
+                for i in range(args.images):
+                    jobs[method].append((pr, image_seed(args.seed, c, attribute, i),
+                                         {"reference_class": c, "target_attribute": attribute, "group": group, "label": label,
+                                          "removed_attributes": removed, "reference_prompt": pr.reference,
+                                          "guide_prompt": pr.guide, "image_index": i}))
+        runs = {"prompting": (run_prompting(flux, [pr.reference for pr, _, _ in jobs["tdg"]], [s for _, s, _ in jobs["tdg"]],
+                                            kw, args.batch), None, jobs["tdg"])}
+        for method, job in jobs.items():
+            refs, guides = run_tdg(tdg, [pr.reference for pr, _, _ in job], [pr.guide for pr, _, _ in job],
+                                   [s for _, s, _ in job], schedule_for_attribute(attribute), kw, args.batch)
+            runs[method] = (refs, guides, job)
+        for method, (ims, guide_ims, job) in runs.items():
+            species, probs = judge_fn(ims)
+            g_probs = judge_fn(guide_ims)[1] if guide_ims is not None else None
+            for k, ((_, _, m), sp, pr) in enumerate(zip(job, species, probs)):
+                splus, kept = bool(pr[j] > 0.5), bool(sp == m["label"])
+                sminus = [bool(pr[vocab.attribute_index(r)] <= 0.5) for r in m["removed_attributes"]]
+                rec = {**m, "method": method, "s_plus_found": splus, "species_kept": kept, "success": splus and kept,
+                       "s_minus_removed": all(sminus) if sminus else True, "p_s_plus": float(pr[j]),
+                       "image_id": len(images[method])}
+                if g_probs is not None:
+                    rec["guide_s_plus"] = bool(g_probs[k, j] > 0.5)
+                    rec["guide_image_id"] = len(images[method + ":guide"]) + k
+                records.append(rec)
             images[method] += ims
-        images["guide"] += guide_ims
-    return {"records": records, "images": images, "pairings": pairings}
+            if guide_ims is not None:
+                images[method + ":guide"] += guide_ims
+    # a pairing's guide "shows S+" when TDG's guide image(s) for it do (majority)
+    votes: dict[str, list] = defaultdict(list)
+    for r in records:
+        if r["method"] == "tdg":
+            votes[f"{r['reference_class']}|{r['target_attribute']}"].append(r["guide_s_plus"])
+    positive = {k for k, v in votes.items() if np.mean(v) > 0.5}
+    for r in records:
+        r["pairing_guide_positive"] = f"{r['reference_class']}|{r['target_attribute']}" in positive
+    return {"records": records, "images": dict(images)}
 
 
-def table(records: list[dict], args: argparse.Namespace, vocab: Any) -> dict[str, Any]:
-    """Per-attribute and overall success / S+ / species / S- rates with bootstrap intervals."""
-    out: dict[str, Any] = {"overall": {}, "per_attribute": {}, "per_pairing": {}}
-    for method in ("prompting", "tdg"):
-        rows = [r for r in records if r["method"] == method]
-        clusters = np.array([f"{r['reference_class']}|{r['target_attribute']}" for r in rows])
-        res = {}
-        for key in ("success", "s_plus_found", "species_kept", "s_minus_removed"):
-            res[key] = summarise(np.array([r[key] for r in rows], float), clusters, args.bootstrap, args.seed)
-        out["overall"][method] = res
-        for attribute in sorted({r["target_attribute"] for r in rows}, key=vocab.attribute_index):
-            sub = [r for r in rows if r["target_attribute"] == attribute]
-            cl = np.array([r["reference_class"] for r in sub])
-            out["per_attribute"].setdefault(attribute, {})[method] = {
-                key: summarise(np.array([r[key] for r in sub], float), cl, args.bootstrap, args.seed)
-                for key in ("success", "s_minus_removed")
-            }
-        for r in rows:
+METRICS = ("success", "s_plus_found", "species_kept", "s_minus_removed", "p_s_plus")
+
+
+def summarise_rows(rows: list[dict], args: argparse.Namespace) -> dict[str, Any]:
+    from concept_grounding.judge.stats import summarise
+
+    clusters = np.array([f"{r['reference_class']}|{r['target_attribute']}" for r in rows])
+    return {k: summarise(np.array([r[k] for r in rows], float), clusters, args.bootstrap, args.seed) for k in METRICS}
+
+
+def table(records: list[dict], validated: tuple[str, ...], args: argparse.Namespace) -> dict[str, Any]:
+    """The finding (validated groups only): overall, guide-positive pairings, per group, per pairing."""
+    out: dict[str, Any] = {"validated_groups": list(validated), "overall": {}, "guide_positive": {}, "per_group": {},
+                           "per_pairing": {}, "excluded_groups": sorted({r["group"] for r in records} - set(validated))}
+    methods = sorted({r["method"] for r in records}, key=lambda m: (m != "prompting", m != "tdg", m))
+    for method in methods:
+        rows = [r for r in records if r["method"] == method and r["group"] in validated]
+        if not rows:
+            continue
+        out["overall"][method] = summarise_rows(rows, args)
+        pos = [r for r in rows if r["pairing_guide_positive"]]
+        out["guide_positive"][method] = summarise_rows(pos, args) if pos else None
+        for group in sorted({r["group"] for r in records}):
+            sub = [r for r in records if r["method"] == method and r["group"] == group]
+            if sub:
+                out["per_group"].setdefault(group, {})[method] = summarise_rows(sub, args)
+        for r in [r for r in records if r["method"] == method]:
             key = f"{r['reference_class']}|{r['target_attribute']}"
-            out["per_pairing"].setdefault(key, {}).setdefault(method, []).append(r["success"])
-    for key, d in out["per_pairing"].items():
-        out["per_pairing"][key] = {m: float(np.mean(v)) for m, v in d.items()}
+            out["per_pairing"].setdefault(key, {}).setdefault(method, []).append(
+                {k: r[k] for k in ("success", "s_plus_found", "species_kept", "s_minus_removed", "p_s_plus")})
     return out
 
 
-def eta_sweep(world: Any, flux: Any, tdg: Any, judges: dict, kw: dict, args: argparse.Namespace, pairings: list) -> dict:
+def power(tab: dict, args: argparse.Namespace) -> dict[str, Any]:
+    """Images per method for 80 % power at a 3-point difference (at the measured prompting
+    success and at the worst case 50 %), and the difference this run can detect."""
+    from concept_grounding.judge.stats import detectable_difference, paired_sample_size
+
+    p = tab["overall"].get("prompting", {}).get("success", {}).get("mean", 0.5)
+    p = min(max(float(p), 0.01), 0.96)
+    n = tab["overall"].get("prompting", {}).get("success", {}).get("n", 0)
+    need = paired_sample_size(p, p + 0.03)
+    return {"p_prompting": p, "images_needed_for_3_points": need,
+            "images_needed_worst_case": paired_sample_size(0.5, 0.53), "images_per_method": n,
+            "pairings": len(tab["per_pairing"]), "images_per_pairing_needed": int(np.ceil(need / max(1, len(tab["per_pairing"])))),
+            "detectable_difference": detectable_difference(n, p) if n else float("nan")}
+
+
+def eta_sweep(world: Any, tdg: Any, judge_fn: Any, kw: dict, args: argparse.Namespace, pairings: list) -> dict:
     from concept_grounding.tdg.generate import image_seed
     from concept_grounding.tdg.prompts import tdg_prompts
     from concept_grounding.tdg.schedule import ConstantEta, schedule_for_attribute
@@ -405,59 +398,60 @@ def eta_sweep(world: Any, flux: Any, tdg: Any, judges: dict, kw: dict, args: arg
     results = {}
     prompts = {(c, a): tdg_prompts(c, a, guide_bird=world_guide(world, c, a) or None, vocab=vocab) for c, a in subset}
     for label, eta in settings:
-        # one batched call per schedule (a constant eta is one schedule; the paper's depends on the category)
         groups: dict[Any, list] = defaultdict(list)
         for c, a in subset:
             groups[ConstantEta(eta) if eta is not None else schedule_for_attribute(a)].append((c, a))
-        hits, clusters = [], []
+        rows = []
         for sched, pairs in groups.items():
             ims, _ = run_tdg(tdg, [prompts[p].reference for p in pairs], [prompts[p].guide for p in pairs],
                              [image_seed(args.seed, c, a, 0) for c, a in pairs], sched, kw, args.batch)
-            species, probs = judge(judges, ims, vocab.num_attributes)
+            species, probs = judge_fn(ims)
             for (c, a), sp, pr in zip(pairs, species, probs):
-                hits.append(float(pr[vocab.attribute_index(a)] > 0.5 and sp == world.class_names.index(c)))
-                clusters.append(f"{c}|{a}")
-        results[label] = summarise(np.array(hits), np.array(clusters), args.bootstrap, args.seed)
+                j = vocab.attribute_index(a)
+                splus, kept = bool(pr[j] > 0.5), bool(sp == world.class_names.index(c))
+                rows.append({"reference_class": c, "target_attribute": a, "s_plus_found": splus, "species_kept": kept,
+                             "success": splus and kept, "s_minus_removed": True, "p_s_plus": float(pr[j])})
+        results[label] = summarise_rows(rows, args)
     return {"pairings": len(subset), "results": results}
 
 
-def filter_agreement(sub: dict, judges: dict, vocab: Any) -> dict[str, Any]:
-    from concept_grounding.tdg.filter import filter_records
+def filter_agreement(world: Any, sub: dict, clip: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """The VQA filter (world-CLIP scorer) against the judge, and the scorer validated on exact edits."""
+    from concept_grounding.judge import validate_scorer_on_world
+    from concept_grounding.judge.stats import auroc
+    from concept_grounding.tdg.filter import filter_records, group_options, vqa_question
 
-    scorer = WorldClipScorer(judges["clip"], judges["clip_tokenizer"])
-    out = {}
+    vocab = world.vocab
+    scorer = WorldClipScorer(clip, clip.tokenizer)
+    out: dict[str, Any] = {"scorer_validation": validate_scorer_on_world(scorer, world, per_pairing=1).to_dict()}
     for method in ("prompting", "tdg"):
         rows = [r for r in sub["records"] if r["method"] == method]
         ims = sub["images"][method]
 
         def probs_for(recs: list[dict], question: str, options: list[str]) -> np.ndarray:
-            group = vocab.group_of(vocab.attribute_index(recs[0]["target_attribute"]))
-            return scorer.score([ims[r["image_id"]] for r in recs], question, options, group)
+            return scorer.score([ims[r["image_id"]] for r in recs], question, options, recs[0]["group"])
 
         result = filter_records(rows, probs_for, keep_fraction=0.1, vocab=vocab)
         kept_ids = {r["image_id"] for r in result.kept}
-        # filter's target probability for every image (for AUROC vs the oracle)
-        target_p = []
-        for r in rows:
-            group = vocab.group_of(vocab.attribute_index(r["target_attribute"]))
-            values = [vocab.attributes[i] for i in vocab.groups[group]]
-            col = values.index(r["target_attribute"])
-            from concept_grounding.tdg.filter import group_options, vqa_question
-
+        target_p = np.zeros(len(rows))
+        by_group: dict[str, list[int]] = defaultdict(list)
+        for k, r in enumerate(rows):
+            by_group[r["group"]].append(k)
+        for group, ks in by_group.items():
             options = group_options(group, vocab)
-            target_p.append(float(scorer.score([ims[r["image_id"]]], vqa_question(group, options), options, group)[0, col]))
+            probs = scorer.score([ims[rows[k]["image_id"]] for k in ks], vqa_question(group, options), options, group)
+            values = [vocab.attributes[i] for i in vocab.groups[group]]
+            for k, pr in zip(ks, probs):
+                target_p[k] = pr[values.index(rows[k]["target_attribute"])]
         success = np.array([r["success"] for r in rows], bool)
         splus = np.array([r["s_plus_found"] for r in rows], bool)
         kept = np.array([r["image_id"] in kept_ids for r in rows], bool)
         out[method] = {
-            "kept": int(kept.sum()),
-            "images": int(len(rows)),
-            "oracle_success_all": float(success.mean()),
-            "oracle_success_kept": float(success[kept].mean()) if kept.any() else float("nan"),
-            "oracle_s_plus_kept": float(splus[kept].mean()) if kept.any() else float("nan"),
-            "auroc_filter_p_vs_oracle_s_plus": auroc(np.array(target_p), splus),
-            "pairings_kept": result.report.get("pairings_kept"),
-            "pairings_dropped": result.report.get("pairings_dropped"),
+            "kept": int(kept.sum()), "images": int(len(rows)),
+            "judge_success_all": float(success.mean()),
+            "judge_success_kept": float(success[kept].mean()) if kept.any() else float("nan"),
+            "judge_s_plus_kept": float(splus[kept].mean()) if kept.any() else float("nan"),
+            "auroc_filter_p_vs_judge_s_plus": auroc(target_p, splus),
         }
     return out
 
@@ -479,133 +473,186 @@ def timing(flux: Any, tdg: Any, kw: dict, repeats: int = 5) -> dict[str, float]:
     return {"tdg_pair_s": a, "flux_batch2_s": b, "ratio": a / b}
 
 
-def contact_sheet(quality_ims: list, sub: dict, world: Any, path: Path, per_row: int = 12) -> None:
-    """Row 1-2: quality samples; then prompting / TDG reference / TDG guide triples."""
+def verdict_caption(rec: dict | None) -> str:
+    if rec is None:
+        return ""
+    return f"S+ {'yes' if rec['s_plus_found'] else 'no'} sp {'yes' if rec['species_kept'] else 'no'}"
+
+
+def contact_sheet(sub: dict, world: Any, path: Path, per_row: int = 10) -> None:
+    """Columns: pairings; rows: prompting c_R, TDG reference, TDG guide, each with the
+    judge's verdict under it (S+ found? species kept?)."""
     from PIL import Image, ImageDraw
 
-    s = world.config.image_size
-    scale = 3
-    rows = []
-    rows.append(quality_ims[:: max(1, len(quality_ims) // per_row)][:per_row])
+    s, scale, pad, text = world.config.image_size, 3, 14, 12
     recs = [r for r in sub["records"] if r["method"] == "tdg"]
-    step = max(1, len(recs) // per_row)
-    picks = recs[::step][:per_row]
-    rows.append([sub["images"]["prompting"][r["image_id"]] for r in picks])
-    rows.append([sub["images"]["tdg"][r["image_id"]] for r in picks])
-    rows.append([sub["images"]["guide"][r["image_id"]] for r in picks])
-    labels = ["quality: 'a photo of a {species}'", "prompting c_R", "TDG reference", "TDG guide"]
-    pad = 14
-    sheet = Image.new("RGB", (per_row * s * scale, len(rows) * (s * scale + pad)), "white")
+    picks = recs[:: max(1, len(recs) // per_row)][:per_row]
+    prompt_rec = {(r["reference_class"], r["target_attribute"], r["image_index"]): r
+                  for r in sub["records"] if r["method"] == "prompting"}
+    cell = s * scale
+    rows = [("prompting c_R", [(sub["images"]["prompting"][prompt_rec[(r["reference_class"], r["target_attribute"], r["image_index"])]["image_id"]],
+                                prompt_rec[(r["reference_class"], r["target_attribute"], r["image_index"])]) for r in picks]),
+            ("TDG reference", [(sub["images"]["tdg"][r["image_id"]], r) for r in picks]),
+            ("TDG guide (S+ shown?)", [(sub["images"]["tdg:guide"][r["guide_image_id"]],
+                                        {"guide": r["guide_s_plus"]}) for r in picks])]
+    sheet = Image.new("RGB", (per_row * cell, len(rows) * (cell + pad + text) + 2 * text), "white")
     draw = ImageDraw.Draw(sheet)
-    for r, (row, label) in enumerate(zip(rows, labels)):
-        y = r * (s * scale + pad)
-        draw.text((2, y), label, fill="black")
-        for i, im in enumerate(row):
-            sheet.paste(im.resize((s * scale, s * scale), Image.NEAREST), (i * s * scale, y + pad))
+    for i, r in enumerate(picks):
+        draw.text((i * cell + 2, 0), r["target_attribute"].split("::")[1][:14], fill="black")
+    for k, (label, row) in enumerate(rows):
+        y = 2 * text + k * (cell + pad + text)
+        draw.text((2, y - 2), label, fill="black")
+        for i, (im, rec) in enumerate(row):
+            sheet.paste(im.resize((cell, cell), Image.NEAREST), (i * cell, y + pad - 4))
+            caption = f"S+ {'yes' if rec['guide'] else 'no'}" if "guide" in rec else verdict_caption(rec)
+            draw.text((i * cell + 2, y + pad - 4 + cell), caption, fill="black")
     sheet.save(path)
 
 
-def write_report(results: dict, path: Path, vocab: Any) -> None:
-    q, ov = results["quality"], results["table"]["overall"]
+def ci(d: dict | None, pct: bool = True) -> str:
+    if not d:
+        return "-"
+    f = 100.0 if pct else 1.0
+    unit = " %" if pct else ""
+    return f"{f * d['mean']:.1f}{unit} [{f * d['ci95'][0]:.1f}, {f * d['ci95'][1]:.1f}]"
 
-    def ci(d: dict) -> str:
-        return f"{100 * d['mean']:.1f} % [{100 * d['ci95'][0]:.1f}, {100 * d['ci95'][1]:.1f}]"
 
-    lines = [
-        "# TDG vs prompting on the world-trained Flux (bench_tdg_world.py)",
-        "",
-        f"Command: `{results['command']}`; wall time {results['seconds']:.0f} s.",
-        "",
-        "## Quality on in-distribution prompts",
-        "",
-        "| judged on | species top-1 agreement (33 classes) | prompted attributes found by the oracle |",
-        "|---|---|---|",
-        f"| generated ({q['n_species_images']} + {q['n_attribute_images']} images) | {100 * q['species_agreement_generated']:.1f} % "
-        f"| {100 * q['attribute_agreement_generated']:.1f} % |",
-        f"| real held-out renders ({q['n_real_images']}) | {100 * q['species_accuracy_real']:.1f} % | {100 * q['attribute_agreement_real']:.1f} % |",
-        f"| VAE reconstructions of those renders (the decoder's ceiling) | {100 * q['species_accuracy_vae_reconstructions']:.1f} % "
-        f"| {100 * q['attribute_agreement_vae_reconstructions']:.1f} % |",
-        "",
-        f"Quality bar (issue 15): species >= 50 %, attributes >= 75 %: "
-        f"**{'met' if q['species_agreement_generated'] >= 0.5 and q['attribute_agreement_generated'] >= 0.75 else 'NOT met'}**.",
-        "",
-        "## Substitution, every SUB pairing (95 % bootstrap intervals over pairings)",
-        "",
-        "| method | success (S+ found and species kept) | S+ found | species kept | S- removed |",
-        "|---|---|---|---|---|",
-    ]
-    for m in ("prompting", "tdg"):
-        o = ov[m]
-        lines.append(f"| {m} | {ci(o['success'])} | {ci(o['s_plus_found'])} | {ci(o['species_kept'])} | {ci(o['s_minus_removed'])} |")
-    lines += ["", "### Per attribute (success)", "", "| S+ | pairings | prompting | TDG |", "|---|---|---|---|"]
-    for a, d in results["table"]["per_attribute"].items():
-        lines.append(f"| {a} | {d['tdg']['success']['n']} | {ci(d['prompting']['success'])} | {ci(d['tdg']['success'])} |")
-    lines += ["", f"## Eta sweep ({results['eta_sweep']['pairings']} pairings, success)", "", "| TDG setting | success |", "|---|---|"]
-    for k, d in results["eta_sweep"]["results"].items():
-        lines.append(f"| {k} | {ci(d)} |")
-    lines += ["", "## VQA filter (world-CLIP scorer) vs the oracle", "",
-              "| method | kept / images | oracle success, all | oracle success, kept | AUROC(filter p(S+), oracle S+) |", "|---|---|---|---|---|"]
-    for m, d in results["filter"].items():
-        lines.append(f"| {m} | {d['kept']} / {d['images']} | {100 * d['oracle_success_all']:.1f} % | "
-                     f"{100 * d['oracle_success_kept']:.1f} % | {d['auroc_filter_p_vs_oracle_s_plus']:.3f} |")
-    t = results["timing"]
-    lines += ["", "## Time", "", f"TDG pair {t['tdg_pair_s']:.3f} s vs FluxPipeline batch-2 {t['flux_batch2_s']:.3f} s: "
-              f"ratio **{t['ratio']:.2f}** (median of 5, same run).", "", "![contact sheet](contact_sheet.png)", ""]
+def substitution_lines(results: dict) -> list[str]:
+    tab, pw = results["table"], results["power"]
+    heads = "| method | success (S+ found and species kept) | S+ found | species kept | S- removed | mean judge p(S+) |"
+    sep = "|---|---|---|---|---|---|"
+
+    def row(m: str, d: dict) -> str:
+        return (f"| {m} | {ci(d['success'])} | {ci(d['s_plus_found'])} | {ci(d['species_kept'])} | "
+                f"{ci(d['s_minus_removed'])} | {ci(d['p_s_plus'], pct=False)} |")
+
+    lines = ["## Substitution, every SUB pairing of the validated groups (95 % bootstrap intervals over pairings)", "",
+             f"Validated groups: {', '.join(tab['validated_groups'])}.",
+             f"Left out (the judge misses a bar there): {', '.join(tab['excluded_groups']) or 'none'}.", "", heads, sep]
+    lines += [row(m, d) for m, d in tab["overall"].items()]
+    lines += ["", "### Pairings whose TDG guide shows S+", "", heads, sep]
+    lines += [row(m, d) for m, d in tab["guide_positive"].items() if d]
+    lines += ["", "### Per attribute group (success; every group, validated or not)", "",
+              "| group | validated | " + " | ".join(tab["overall"]) + " |", "|---|---|" + "---|" * len(tab["overall"])]
+    for g, d in tab["per_group"].items():
+        lines.append(f"| {g} | {'yes' if g in tab['validated_groups'] else 'no'} | "
+                     + " | ".join(ci(d[m]["success"]) if m in d else "-" for m in tab["overall"]) + " |")
+    lines += ["", f"**Power.** At the measured prompting success ({100 * pw['p_prompting']:.1f} %), 80 % power for a "
+              f"3-point difference needs {pw['images_needed_for_3_points']} images per method "
+              f"({pw['images_per_pairing_needed']} per pairing; worst case p = 50 %: {pw['images_needed_worst_case']}). "
+              f"This run has {pw['images_per_method']} per method, which detects a difference of "
+              f"{100 * pw['detectable_difference']:.1f} points with 80 % power.", ""]
+    return lines
+
+
+def write_report(results: dict, path: Path) -> None:
+    v = results["validation"]
+    lines = ["# TDG vs prompting on the world-trained Flux (bench_tdg_world.py)", "",
+             f"Command: `{results['command']}`; wall time {results['seconds']:.0f} s.", "",
+             "## Judge validation (held-out exact edits and renders of the generator's world)", "", v["markdown"], ""]
+    if "quality" in results:
+        q = results["quality"]
+        lines += ["## Generator quality on in-distribution prompts (by the judge)", "",
+                  "| species agreement | prompted attributes found | colour guides ('a photo of a bird with S+') show S+ |",
+                  "|---|---|---|",
+                  f"| {100 * q['species_agreement']:.1f} % ({q['n_species_images']} images) | "
+                  f"{100 * q['prompted_attributes_found']:.1f} % ({q['n_attribute_images']}) | "
+                  f"{100 * q['guide_s_plus_shown']:.1f} % ({q['n_guide_images']}) |", "",
+                  "Bars (issue 24): each >= 85 %: **" + ("met" if min(q["species_agreement"], q["prompted_attributes_found"],
+                                                                    q["guide_s_plus_shown"]) >= 0.85 else "NOT met") + "**.", ""]
+    if not v["supports_finding"]:
+        lines += ["## No substitution finding", "",
+                  "The judge misses the validation bars (" + "; ".join(v["failures"]) + "), so its verdicts on "
+                  "generated images would measure the judge, not TDG. No substitution table is printed.", ""]
+    elif "table" in results:
+        lines += substitution_lines(results)
+    if "eta_sweep" in results:
+        lines += [f"## Eta sweep ({results['eta_sweep']['pairings']} pairings)", "",
+                  "| TDG setting | S+ found | species kept | success | mean p(S+) |", "|---|---|---|---|---|"]
+        for k, d in results["eta_sweep"]["results"].items():
+            lines.append(f"| {k} | {ci(d['s_plus_found'])} | {ci(d['species_kept'])} | {ci(d['success'])} | "
+                         f"{ci(d['p_s_plus'], pct=False)} |")
+        lines.append("")
+    if "filter" in results:
+        f = results["filter"]
+        sv = f["scorer_validation"]["overall"]
+        lines += ["## VQA filter (world-CLIP scorer) vs the judge", "",
+                  f"The scorer on {f['scorer_validation']['edits']} exact edits: AUROC {sv['auroc']:.3f} (edit vs original), "
+                  f"S+ top answer on edits {100 * sv['s_plus_accuracy']:.1f} %, on originals {100 * sv['false_s_plus']:.1f} %.", "",
+                  "| method | kept / images | judge success, all | judge success, kept | AUROC(filter p(S+), judge S+) |",
+                  "|---|---|---|---|---|"]
+        for m in ("prompting", "tdg"):
+            d = f[m]
+            lines.append(f"| {m} | {d['kept']} / {d['images']} | {100 * d['judge_success_all']:.1f} % | "
+                         f"{100 * d['judge_success_kept']:.1f} % | {d['auroc_filter_p_vs_judge_s_plus']:.3f} |")
+        lines.append("")
+    if "timing" in results:
+        t = results["timing"]
+        lines += ["## Time", "", f"TDG pair {t['tdg_pair_s']:.3f} s vs FluxPipeline batch-2 {t['flux_batch2_s']:.3f} s: "
+                  f"ratio **{t['ratio']:.2f}**.", ""]
+    if "table" in results:
+        lines += ["![contact sheet](contact_sheet.png)", ""]
     path.write_text("\n".join(lines))
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import torch
-    from diffusers import FluxPipeline
 
-    from concept_grounding.tdg.pipeline import TiedDiffusionPipeline
-    from concept_grounding.world import BirdWorld, WorldConfig
+    from concept_grounding.world import BirdWorld
     from concept_grounding.worldflux import load_world_flux
+    from concept_grounding.worldflux.loader import trained_world_config
 
     torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
     t0 = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)
-    if args.judges_only:
-        world = BirdWorld(WorldConfig(image_size=args.size, seed=0))
-        cached_judges(world, args)
-        return 0
-    tdg = load_world_flux(args.pipeline, pipeline_cls=TiedDiffusionPipeline)
-    flux = FluxPipeline(**{k: v for k, v in tdg.components.items()})
+    stages = set(args.stages)
+    tdg = load_world_flux(args.pipeline)  # every stage needs it (validation: its VAE's round trip)
+    from diffusers import FluxPipeline
+
+    flux = FluxPipeline(**tdg.components)
     flux.set_progress_bar_config(disable=True)
     kw = call_kwargs(tdg, args)
-    world = BirdWorld(WorldConfig(image_size=kw["height"], seed=0))
-    print("training judges ...", flush=True)
-    judges = cached_judges(world, args)
-    print("quality ...", flush=True)
-    q, q_ims = quality(world, flux, judges, kw, args)
-    print(json.dumps(q), flush=True)
-    sub = substitution(world, flux, tdg, judges, kw, args)
-    tab = table(sub["records"], args, world.vocab)
-    print(json.dumps(tab["overall"]), flush=True)
-    print("eta sweep ...", flush=True)
-    sweep = eta_sweep(world, flux, tdg, judges, kw, args, sub["pairings"])
-    print("filter ...", flush=True)
-    filt = filter_agreement(sub, judges, world.vocab)
-    tim = timing(flux, tdg, kw)
-    results = {
+    world = BirdWorld(trained_world_config(args.pipeline))
+    pairings = world.default_pairings()[: args.limit_pairings] if args.limit_pairings else world.default_pairings()
+    print(f"judge ({world.config}) ...", flush=True)
+    judge_fn = make_judge_fn(cached_judge(world, args))
+    results: dict[str, Any] = {
         "command": "python benchmarks/bench_tdg_world.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "call_kwargs": kw,
-        "quality": q,
-        "table": tab,
-        "eta_sweep": sweep,
-        "filter": filt,
-        "timing": tim,
-        "records": sub["records"],
-        "seconds": time.perf_counter() - t0,
+        "world": {k: v for k, v in vars(world.config).items()}, "call_kwargs": kw,
     }
-    (args.out / "results.json").write_text(json.dumps(results, indent=1))
-    contact_sheet(q_ims, sub, world, args.out / "contact_sheet.png")
-    write_report(results, args.out / "report.md", world.vocab)
+    validation = validate(world, judge_fn, tdg.vae, args, pairings)
+    results["validation"] = {**validation.to_dict(), "markdown": validation.to_markdown()}
+    (args.out / "validation.md").write_text(validation.to_markdown() + "\n")
+    print(validation.to_markdown(), flush=True)
+    if "quality" in stages:
+        print("quality ...", flush=True)
+        results["quality"], _ = quality(world, flux, judge_fn, kw, args, pairings)
+        print(json.dumps(results["quality"]), flush=True)
+    refused = not validation.supports_finding
+    if refused:
+        print("no substitution finding: the judge misses the bars (" + "; ".join(validation.failures) + ")", flush=True)
+    if not refused and "substitution" in stages:
+        sub = substitution(world, flux, tdg, judge_fn, kw, args, pairings)
+        results["table"] = table(sub["records"], validation.validated_groups, args)
+        results["power"] = power(results["table"], args)
+        results["records"] = sub["records"]
+        print(json.dumps(results["table"]["overall"]), flush=True)
+        contact_sheet(sub, world, args.out / "contact_sheet.png")
+        if "filter" in stages:
+            print("filter ...", flush=True)
+            results["filter"] = filter_agreement(world, sub, cached_clip(world, args), args)
+    if not refused and "sweep" in stages:
+        print("eta sweep ...", flush=True)
+        results["eta_sweep"] = eta_sweep(world, tdg, judge_fn, kw, args, pairings)
+    if "timing" in stages:
+        results["timing"] = timing(flux, tdg, kw)
+    results["seconds"] = time.perf_counter() - t0
+    (args.out / "results.json").write_text(json.dumps(results, indent=1, default=float))
+    write_report(results, args.out / "report.md")
     print((args.out / "report.md").read_text())
-    return 0
+    return 3 if refused else 0
 
 
 if __name__ == "__main__":

@@ -81,6 +81,7 @@ class EditSet:
         removed: per edit, the CUB attribute indices of S- (the original's values of the
             group that the edit removed).
         groups: ``(N,)`` attribute group of S+ (``"crown_color"``).
+        edited_attributes, original_attributes: ``(N, 312)`` uint8 exact labels of both birds.
     """
 
     edited: np.ndarray
@@ -89,6 +90,8 @@ class EditSet:
     targets: np.ndarray
     removed: tuple[tuple[int, ...], ...]
     groups: np.ndarray
+    edited_attributes: np.ndarray
+    original_attributes: np.ndarray
 
     def __len__(self) -> int:
         return int(self.labels.shape[0])
@@ -143,7 +146,7 @@ def exact_edits(world: BirdWorld, pairings: Sequence[tuple[str, str]], per_pairi
     """``per_pairing`` exact edits of every ``(class name, S+)`` pairing: renders of the
     class from round ``start`` on (skipping birds that already show S+), with S+ substituted."""
     vocab = world.vocab
-    edited, original, labels, targets, removed, groups = [], [], [], [], [], []
+    edited, original, labels, targets, removed, groups, truth = [], [], [], [], [], [], []
     for name, attribute in pairings:
         label = world.class_names.index(name)
         target = vocab.attribute_index(attribute)
@@ -155,12 +158,14 @@ def exact_edits(world: BirdWorld, pairings: Sequence[tuple[str, str]], per_pairi
             edit, gone = world.edited(index, attribute)
             if edit is None:
                 continue
+            unedited = world.sample(index)
             edited.append(edit.image)
-            original.append(world.sample(index).image)
+            original.append(unedited.image)
+            truth.append((edit.attributes, unedited.attributes))
             labels.append(label)
             targets.append(target)
             removed.append(tuple(vocab.attribute_index(a) for a in gone))
             groups.append(vocab.group_of(target))
             found += 1
     return EditSet(np.stack(edited), np.stack(original), np.array(labels), np.array(targets), tuple(removed),
-                   np.array(groups))
+                   np.array(groups), np.stack([t[0] for t in truth]), np.stack([t[1] for t in truth]))

@@ -131,23 +131,29 @@ def train_judge(
 ) -> WorldJudge:
     """Fit a :class:`WorldJudge`: species cross-entropy on rows with a label >= 0 plus the
     class-balanced BCE of every attribute column on rows that train attributes
-    (:attr:`JudgeSet.trains_attributes`), AdamW with cosine decay; seeded through a
-    local ``torch.Generator`` (the global RNG is left alone)."""
+    (:attr:`JudgeSet.trains_attributes`), AdamW with one-cycle decay. Deterministic in
+    ``seed``; the caller's global RNG state is restored."""
     columns = list(attribute_columns)
     x_all = _to_unit(data.images)
     y_attr = torch.from_numpy(data.attributes[:, columns].astype(np.float32))
     y_species = torch.from_numpy(data.labels).long()
     trains = torch.from_numpy(data.trains_attributes)
-    pos = y_attr[trains].sum(0).clamp(min=1.0)
-    pos_weight = ((int(trains.sum()) - pos) / pos).clamp(0.1, 100.0)
-    g = torch.Generator().manual_seed(int(seed))
-    fork = torch.random.fork_rng(devices=[])
-    with fork:
+    with torch.random.fork_rng(devices=[]):  # initialisation and dropout draw from a seeded, restored global RNG
         torch.manual_seed(int(seed))
         judge = WorldJudge(data.images.shape[1], class_names, columns)
+        _fit(judge, x_all, y_attr, y_species, trains, epochs, batch_size, lr, torch.Generator().manual_seed(int(seed)),
+             progress)
+    return judge.eval()
+
+
+def _fit(judge: WorldJudge, x_all: torch.Tensor, y_attr: torch.Tensor, y_species: torch.Tensor, trains: torch.Tensor,
+         epochs: int, batch_size: int, lr: float, g: torch.Generator, progress: bool) -> None:
+    """The optimisation loop of :func:`train_judge` (batches and shifts drawn from ``g``)."""
+    pos = y_attr[trains].sum(0).clamp(min=1.0)
+    pos_weight = ((int(trains.sum()) - pos) / pos).clamp(0.1, 100.0)
     bce = nn.BCEWithLogitsLoss(pos_weight=pos_weight)
     opt = torch.optim.AdamW(judge.parameters(), lr=lr, weight_decay=1e-4)
-    n = len(data)
+    n = x_all.shape[0]
     steps = epochs * ((n + batch_size - 1) // batch_size)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.15)
     judge.train()
@@ -171,4 +177,3 @@ def train_judge(
             bar.update(1)
             bar.set_postfix(loss=f"{loss.item():.3f}")
     bar.close()
-    return judge.eval()

@@ -100,9 +100,11 @@ class JudgeValidation:
 
     @property
     def validated_groups(self) -> tuple[str, ...]:
-        """Attribute groups whose raw S+ found, S- removed and render accuracy meet the bars."""
+        """Attribute groups whose raw S+ found, S- removed and render accuracy meet the bars
+        (render accuracy counts where it was measured: a group whose columns all lack
+        positives or negatives among the renders is judged on its edits)."""
         return tuple(g for g, r in self.raw.per_group.items()
-                     if all(r.get(k, 0.0) >= self.bars[k] for k in _GROUP_KEYS))
+                     if all(r[k] >= self.bars[k] for k in _GROUP_KEYS if k in r))
 
     @property
     def failures(self) -> list[str]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["WORLD_FLUX_DIR", "WORLD_TRUE_CFG", "WORLD_STEPS", "world_flux_path", "load_world_flux", "world_flux_call_kwargs"]
+__all__ = ["WORLD_FLUX_DIR", "WORLD_TRUE_CFG", "WORLD_STEPS", "world_flux_path", "load_world_flux", "world_flux_call_kwargs",
+           "trained_world_config"]
 
 #: The shipped pipeline folder (package data).
 WORLD_FLUX_DIR = Path(__file__).resolve().parent.parent / "assets" / "world_flux"
@@ -60,3 +61,21 @@ def world_flux_call_kwargs(pipe: Any, true_cfg_scale: float = WORLD_TRUE_CFG, nu
         "true_cfg_scale": float(true_cfg_scale),
         "num_inference_steps": int(num_inference_steps),
     }
+
+
+def trained_world_config(path: str | Path | None = None) -> Any:
+    """The :class:`~concept_grounding.world.WorldConfig` a world-Flux folder (default: the
+    shipped one) was trained on, from its ``train_log.json``: the world its judges must see.
+
+    >>> trained_world_config().pose in ("canonical", "varied")
+    True
+    """
+    import json
+
+    from .components import FluxTrainConfig
+
+    folder = Path(path) if path is not None else world_flux_path()
+    log = folder / "train_log.json"
+    if not log.is_file():
+        raise FileNotFoundError(f"path: {folder} has no train_log.json (not a folder written by train-flux)")
+    return FluxTrainConfig.from_dict(json.loads(log.read_text())["config"]).world_config()

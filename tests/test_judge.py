@@ -1,0 +1,240 @@
+"""The grounded judge and its validation on the world's exact truth (issue 24).
+
+The validation stage must pass the exact oracle, fail a judge that reads only the species
+(SUB's failure), and the benchmark must then refuse to print a substitution finding.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from concept_grounding.judge import (
+    JUDGE_BARS,
+    exact_edits,
+    judge_training_set,
+    typical_renders,
+    validate_judge,
+)
+from concept_grounding.judge.data import VALIDATION_START
+from concept_grounding.world import BirdWorld, WorldConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+CLASSES = ("017.Cardinal", "073.Blue_Jay", "036.Northern_Flicker")
+
+
+@pytest.fixture(scope="module")
+def world() -> BirdWorld:
+    return BirdWorld(WorldConfig(image_size=32, class_names=CLASSES, pose="canonical", scene="plain"))
+
+
+@pytest.fixture(scope="module")
+def pairings(world):
+    return world.default_pairings()[::6]
+
+
+@pytest.fixture(scope="module")
+def truth(world, pairings):
+    """Image bytes -> (species, (312,) attributes) for every image the validation draws."""
+    edits = exact_edits(world, pairings, 1, VALIDATION_START)
+    table = {im.tobytes(): (int(label), attrs) for im, label, attrs in zip(edits.edited, edits.labels, edits.edited_attributes)}
+    table.update({im.tobytes(): (int(label), attrs)
+                  for im, label, attrs in zip(edits.original, edits.labels, edits.original_attributes)})
+    renders = typical_renders(world, 2, VALIDATION_START + 10_000)
+    for im, label, attrs in zip(renders.images, renders.labels, renders.attributes):
+        table[im.tobytes()] = (int(label), attrs)
+    return table
+
+
+def oracle_judge(truth):
+    def judge(images):
+        rows = [truth[np.asarray(im).tobytes()] for im in images]
+        return np.array([r[0] for r in rows]), np.stack([r[1] for r in rows]).astype(float)
+
+    return judge
+
+
+def species_only_judge(truth, world):
+    """Knows the species perfectly and recites its class-level attributes."""
+    def judge(images):
+        species = np.array([truth[np.asarray(im).tobytes()][0] for im in images])
+        return species, world.class_attributes[species].astype(float)
+
+    return judge
+
+
+# ----------------------------------------------------------------------------- world settings
+def test_canonical_pose_faces_right_centred_and_keeps_the_birds(world):
+    varied = BirdWorld(WorldConfig(image_size=32, class_names=CLASSES))
+    for i in range(6):
+        a, b = world.sample(i), varied.sample(i)
+        assert a.pose.facing == "right" and a.pose.angle == 0.0 and a.pose.cast == (1.0, 1.0, 1.0)
+        assert (a.attributes == b.attributes).all() and a.label == b.label  # same birds, other drawing
+        x, y, w, h = a.bbox
+        assert x >= 0 and x + w <= 32 and abs((2 * y + h) / 2 - 16) <= 3  # whole bird, vertically centred
+
+
+def test_plain_scene_is_flat_and_has_no_perch(world):
+    from concept_grounding.world.backgrounds import PLAIN_RGB
+
+    s = world.sample(0)
+    top = s.image[:6].reshape(-1, 3).astype(float)  # above the bird: backdrop and grain only
+    assert not s.mask[:6].any()
+    assert np.abs(top.mean(0) - np.array(PLAIN_RGB)).max() < 2 and top.std(0).max() < 6
+
+
+def test_zoom_scales_the_bird():
+    small = BirdWorld(WorldConfig(image_size=64, pose="canonical", zoom=0.7)).sample(0)
+    full = BirdWorld(WorldConfig(image_size=64, pose="canonical")).sample(0)
+    assert small.mask.sum() < 0.6 * full.mask.sum()
+
+
+@pytest.mark.parametrize("kwargs, message", [({"pose": "tilted"}, "pose must be"), ({"scene": "night"}, "scene must be"),
+                                             ({"zoom": 3.0}, "zoom must be")])
+def test_world_settings_are_checked(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        WorldConfig(**kwargs)
+
+
+def test_default_world_is_unchanged():
+    """The new settings default to the world as it was (its renders pinned elsewhere too)."""
+    c = WorldConfig()
+    assert (c.pose, c.zoom, c.scene) == ("varied", 1.0, "varied")
+
+
+# ----------------------------------------------------------------------------- validation
+def test_validation_passes_the_exact_oracle(world, pairings, truth):
+    v = validate_judge(oracle_judge(truth), world, pairings, per_pairing=1, renders_per_class=2)
+    assert v.raw.overall == {"s_plus_found": 1.0, "s_minus_removed": 1.0, "species_kept": 1.0,
+                             "render_attributes": 1.0, "render_species": 1.0}
+    assert v.supports_finding and not v.failures
+    assert set(v.validated_groups) == {world.vocab.group_of(world.vocab.attribute_index(a)) for _, a in pairings}
+    assert "passes" in v.to_markdown()
+
+
+def test_validation_fails_a_judge_that_reads_the_species(world, pairings, truth):
+    v = validate_judge(species_only_judge(truth, world), world, pairings, per_pairing=1, renders_per_class=2)
+    assert v.raw.overall["s_plus_found"] == 0.0  # a pairing's S+ is, by construction, absent from the class
+    assert v.raw.overall["species_kept"] == 1.0
+    assert not v.supports_finding and v.validated_groups == ()
+    assert any(f.startswith("s_plus_found") for f in v.failures)
+    assert "FAILS" in v.to_markdown()
+
+
+def test_validation_reports_a_transform_condition(world, pairings, truth):
+    noisy = lambda x: np.clip(x.astype(int) + 1, 0, 255).astype(np.uint8)  # noqa: E731  (unknown to the oracle)
+    lookup = oracle_judge(truth)
+
+    def judge(images):  # the oracle answers what it knows; shifted images read as species 0, nothing found
+        try:
+            return lookup(images)
+        except KeyError:
+            return np.zeros(len(images), int), np.zeros((len(images), 312))
+
+    v = validate_judge(judge, world, pairings, 1, 2, transforms={"shifted": noisy})
+    assert set(v.conditions) == {"raw", "shifted"}
+    assert v.conditions["shifted"].overall["s_plus_found"] == 0.0
+    assert v.supports_finding  # bars apply to raw images
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_tdg_world", ROOT / "benchmarks" / "bench_tdg_world.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_benchmark_refuses_a_finding_when_validation_fails(world, pairings, truth, tmp_path):
+    bench = _bench()
+    v = validate_judge(species_only_judge(truth, world), world, pairings, 1, 2)
+    results = {"command": "x", "seconds": 1.0, "validation": {**v.to_dict(), "markdown": v.to_markdown()},
+               "table": {"overall": {}}}
+    bench.write_report(results, tmp_path / "report.md")
+    text = (tmp_path / "report.md").read_text()
+    assert "## No substitution finding" in text and "s_plus_found 0.000 < 0.95" in text
+    assert "## Substitution" not in text
+
+
+# ----------------------------------------------------------------------------- training
+def test_training_set_breaks_the_species_attribute_tie(world):
+    data = judge_training_set(world, 2)
+    deviant = data.labels == -1
+    assert deviant.sum() == 2 * 2 * world.num_classes  # twice as many deviant renders, species-free
+    assert (~data.trains_attributes[: 2 * world.num_classes]).all()  # typical renders teach the species only
+    typical_attrs = world.class_attributes[data.labels[~deviant]]
+    cols = list(world.rendered_attributes)
+    # deviant birds disagree with their class far more than typical ones do
+    assert (data.attributes[~deviant][:, cols] != typical_attrs[:, cols]).mean() < 0.1
+
+
+def test_train_judge_is_seeded_and_leaves_the_global_rng_alone(world):
+    import torch
+
+    from concept_grounding.judge import judge_images, train_judge
+
+    data = judge_training_set(world, 1)
+    torch.manual_seed(123)
+    before = torch.random.get_rng_state()
+    a = train_judge(data, world.class_names, world.rendered_attributes, epochs=1, batch_size=32, seed=3, progress=False)
+    assert torch.equal(torch.random.get_rng_state(), before)
+    b = train_judge(data, world.class_names, world.rendered_attributes, epochs=1, batch_size=32, seed=3, progress=False)
+    species, probs = judge_images(a, data.images[:4])
+    assert species.shape == (4,) and probs.shape == (4, 312)
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+
+
+def test_judge_round_trips_through_save_pretrained(world, tmp_path):
+    import torch
+
+    from concept_grounding.judge import WorldJudge, judge_images
+
+    judge = WorldJudge(32, world.class_names, world.rendered_attributes, width=8).eval()
+    judge.save_pretrained(tmp_path / "j")
+    again = WorldJudge.from_pretrained(tmp_path / "j").eval()
+    x = world.sample(0).image[None]
+    assert np.allclose(judge_images(judge, x)[1], judge_images(again, x)[1])
+    with pytest.raises(ValueError, match="images must be"):
+        judge(torch.zeros(1, 3, 16, 16))
+
+
+# ----------------------------------------------------------------------------- scorer validation
+def test_scorer_validation_ranks_an_oracle_perfectly_and_a_blind_scorer_at_chance(world, pairings, truth):
+    from concept_grounding.judge import validate_scorer_on_world
+    from concept_grounding.tdg.filter import AttributeOracleScorer
+
+    lookup = {k: v[1] for k, v in truth.items()}
+    oracle = AttributeOracleScorer(lambda ims: np.stack([lookup[np.asarray(i).tobytes()] for i in ims]).astype(float))
+    good = validate_scorer_on_world(oracle, world, pairings)
+    assert good.overall["auroc"] == 1.0 and good.overall["s_plus_accuracy"] == 1.0 and good.overall["false_s_plus"] == 0.0
+
+    class Blind:
+        def score(self, images, question, options, group):
+            return np.full((len(images), len(options)), 1.0 / len(options))
+
+    blind = validate_scorer_on_world(Blind(), world, pairings)
+    assert blind.overall["auroc"] == 0.5
+    assert "AUROC" in blind.to_markdown()
+
+
+def test_filter_validate_on_world_cli(tmp_path):
+    out = tmp_path / "v"
+    r = subprocess.run([sys.executable, "-m", "concept_grounding.cli", "filter", "--out", str(out), "--scorer", "tiny-clip",
+                        "--validate-on-world", "--world-size", "32"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads((out / "scorer_validation.json").read_text())
+    assert report["edits"] == len(BirdWorld(WorldConfig(image_size=32)).default_pairings())
+    assert 0.0 <= report["overall"]["auroc"] <= 1.0 and "| **all** |" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "concept_grounding.cli", "filter", "--out", str(out), "--scorer", "tiny-clip"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--in" in r.stderr
+
+
+def test_bars_are_the_issue_s():
+    assert dict(JUDGE_BARS) == {"s_plus_found": 0.95, "s_minus_removed": 0.95, "species_kept": 0.95,
+                                "render_attributes": 0.95, "render_species": 0.95}

@@ -276,6 +276,7 @@ ALLOWED_IMPORTS: dict[str, set[str]] = {
     "models": BASE,
     "tdg": BASE,
     "worldflux": BASE | {"tdg", "world"},
+    "judge": BASE | {"tdg", "world"},
     "cci": BASE | {"models", "world"},
     "bench": BASE | {"world", "loaders", "metrics", "plotting", "models"},
     "evaluation": BASE | {"world", "loaders", "metrics", "plotting", "models", "bench"},

@@ -95,7 +95,7 @@ def cached_judge(world: Any, args: argparse.Namespace) -> Any:
     if (folder / "config.json").is_file():
         return WorldJudge.from_pretrained(folder).eval()
     data = judge_training_set(world, args.judge_per_class, seed=args.seed)
-    judge = train_judge(data, world.class_names, world.rendered_attributes, epochs=args.judge_epochs, seed=args.seed)
+    judge = train_judge(data, world.class_names, epochs=args.judge_epochs, seed=args.seed)
     judge.save_pretrained(folder)
     return judge
 

@@ -181,12 +181,34 @@ def test_train_judge_is_seeded_and_leaves_the_global_rng_alone(world):
     data = judge_training_set(world, 1)
     torch.manual_seed(123)
     before = torch.random.get_rng_state()
-    a = train_judge(data, world.class_names, world.rendered_attributes, epochs=1, batch_size=32, seed=3, progress=False)
+    a = train_judge(data, world.class_names, epochs=1, batch_size=32, seed=3, progress=False)
     assert torch.equal(torch.random.get_rng_state(), before)
-    b = train_judge(data, world.class_names, world.rendered_attributes, epochs=1, batch_size=32, seed=3, progress=False)
+    b = train_judge(data, world.class_names, epochs=1, batch_size=32, seed=3, progress=False)
     species, probs = judge_images(a, data.images[:4])
     assert species.shape == (4,) and probs.shape == (4, 312)
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+
+
+def test_judge_attribute_probabilities_follow_the_traits(world):
+    """Base groups: softmax; derived groups: present when any base behind them shows the value."""
+    import torch
+
+    from concept_grounding.judge import WorldJudge
+
+    judge = WorldJudge(32, world.class_names, width=8)
+    layout, vocab = judge.traits, world.vocab
+    assert set(judge.attribute_columns) == set(world.rendered_attributes)
+    s = world.sample(0)
+    logits = torch.full((1, layout.size), -30.0)
+    for k, group in enumerate(layout.base_columns):  # a confident, correct trait read
+        logits[0, layout.slices[k].start + int(np.argmax(s.attributes[list(group)]))] = 30.0
+    probs = judge.attribute_probabilities(logits)[0].numpy()
+    cols = list(world.rendered_attributes)
+    assert np.allclose(probs[cols], s.attributes[cols], atol=1e-6)
+    assert np.allclose(layout.targets(s.attributes[None])[0], [int(np.argmax(s.attributes[list(c)])) for c in layout.base_columns])
+    uniform = judge.attribute_probabilities(torch.zeros(1, layout.size))[0].numpy()
+    k = vocab.attribute_index("has_primary_color::red")  # back or wing red, each 1/15
+    assert np.isclose(uniform[k], 1 - (1 - 1 / 15) ** 2)
 
 
 def test_judge_round_trips_through_save_pretrained(world, tmp_path):
@@ -194,7 +216,7 @@ def test_judge_round_trips_through_save_pretrained(world, tmp_path):
 
     from concept_grounding.judge import WorldJudge, judge_images
 
-    judge = WorldJudge(32, world.class_names, world.rendered_attributes, width=8).eval()
+    judge = WorldJudge(32, world.class_names, width=8).eval()
     judge.save_pretrained(tmp_path / "j")
     again = WorldJudge.from_pretrained(tmp_path / "j").eval()
     x = world.sample(0).image[None]

@@ -1,13 +1,19 @@
 """``WorldJudge``: a small CNN that names a world bird's species and every attribute it shows.
 
-Two heads over one trunk: species logits ``(N, C)`` and attribute logits ``(N, A)`` over the
-world's rendered attribute columns. The trunk keeps the layout (its last feature map is
-flattened, not pooled), so a crown and a forehead of the same colour are told apart by where
-they are; the judge is meant for one drawing setting (the generator's canonical pose).
+Two heads over one trunk: species logits ``(N, C)`` and **trait** logits: for each of the
+world's 16 base groups (:data:`~concept_grounding.world.species.BASE_GROUPS`: the part
+colours, eye colour, bill shape, the patterns) a softmax over the values the world draws,
+since a bird shows exactly one value per base group. CUB's attribute probabilities follow
+(:meth:`WorldJudge.attribute_probabilities`): a base group's value has its softmax
+probability; a derived group's value (``primary_color`` = back or wing colour, ...) is
+present when any base behind it shows it, ``1 - prod_b (1 - p_b(v))``. So finding S+ in a
+group and dropping S- are one decision, not two independent thresholds.
 
-Training (:func:`train_judge`) balances every attribute column (BCE ``pos_weight`` =
-negatives / positives, so a rare colour counts as much as a common one) and shifts images
-by up to one pixel, which makes the verdicts robust to a generator's small misplacements.
+The trunk keeps the layout (its last feature map is flattened, not pooled), so a crown and a
+forehead of the same colour are told apart by where they are; the judge is meant for one
+drawing setting (the generator's canonical pose). Training (:func:`train_judge`) weights
+each base group's values by inverse frequency and shifts images by up to one pixel, which
+makes the verdicts robust to a generator's small misplacements.
 """
 
 from __future__ import annotations
@@ -21,7 +27,8 @@ from huggingface_hub import PyTorchModelHubMixin
 from torch import nn
 from tqdm.auto import tqdm
 
-from ..vocabulary import load_vocabulary
+from ..vocabulary import Vocabulary, load_vocabulary
+from ..world.species import BASE_GROUPS, DERIVED_GROUPS, RENDERED_VALUES
 from .data import JudgeSet
 
 __all__ = ["WorldJudge", "JudgeOutput", "train_judge", "judge_images"]
@@ -32,10 +39,11 @@ _STD = (0.25, 0.25, 0.25)
 
 @dataclass
 class JudgeOutput:
-    """``species_logits`` ``(N, C)`` and ``attribute_logits`` ``(N, A)`` of a :class:`WorldJudge`."""
+    """``species_logits`` ``(N, C)`` and ``trait_logits`` ``(N, T)`` of a :class:`WorldJudge`
+    (``T``: the base groups' drawable values, concatenated in :data:`BASE_GROUPS` order)."""
 
     species_logits: torch.Tensor
-    attribute_logits: torch.Tensor
+    trait_logits: torch.Tensor
 
 
 def _trunk(width: int) -> nn.Sequential:
@@ -58,22 +66,21 @@ class WorldJudge(nn.Module, PyTorchModelHubMixin, library_name="concept-groundin
     Args:
         image_size: side of the square inputs in pixels (a multiple of 4).
         class_names: the ``C`` species (CUB folder names), in the world's order.
-        attribute_columns: the ``A`` CUB attribute indices (0-based, of 312) it judges.
         width: channels at full resolution (doubled at half resolution).
     """
 
-    def __init__(self, image_size: int, class_names: Sequence[str], attribute_columns: Sequence[int], width: int = 32):
+    def __init__(self, image_size: int, class_names: Sequence[str], width: int = 32):
         super().__init__()
         if image_size % 4:
             raise ValueError(f"image_size must be a multiple of 4, got {image_size}")
         self.image_size = int(image_size)
         self.class_names = tuple(class_names)
-        self.attribute_columns = tuple(int(c) for c in attribute_columns)
+        self.traits = TraitLayout.of(load_vocabulary())
         self.trunk = _trunk(width)
         features = 2 * width * (image_size // 4) ** 2
         self.neck = nn.Sequential(nn.Dropout(0.2), nn.Linear(features, 256), nn.ReLU(inplace=True))
         self.species_head = nn.Linear(256, len(self.class_names))
-        self.attribute_head = nn.Linear(256, len(self.attribute_columns))
+        self.trait_head = nn.Linear(256, self.traits.size)
         self.register_buffer("mean", torch.tensor(_MEAN).view(1, 3, 1, 1), persistent=False)
         self.register_buffer("std", torch.tensor(_STD).view(1, 3, 1, 1), persistent=False)
 
@@ -81,7 +88,74 @@ class WorldJudge(nn.Module, PyTorchModelHubMixin, library_name="concept-groundin
         if images.ndim != 4 or images.shape[1] != 3 or tuple(images.shape[-2:]) != (self.image_size,) * 2:
             raise ValueError(f"images must be (N, 3, {self.image_size}, {self.image_size}), got {tuple(images.shape)}")
         h = self.neck(self.trunk((images - self.mean) / self.std))
-        return JudgeOutput(self.species_head(h), self.attribute_head(h))
+        return JudgeOutput(self.species_head(h), self.trait_head(h))
+
+    @property
+    def attribute_columns(self) -> tuple[int, ...]:
+        """The CUB attribute indices (0-based, of 312) the judge gives probabilities for."""
+        return self.traits.columns
+
+    def attribute_probabilities(self, trait_logits: torch.Tensor) -> torch.Tensor:
+        """``(N, 312)`` CUB attribute probabilities from trait logits (see the module
+        docstring); 0.5 on attributes the world never draws."""
+        return self.traits.attribute_probabilities(trait_logits)
+
+
+@dataclass(frozen=True)
+class TraitLayout:
+    """Where each base group's values sit in the trait logits, and which CUB columns they
+    and the derived groups fill.
+
+    Attributes:
+        slices: per base group, its ``slice`` of the trait logits.
+        base_columns: per base group, the CUB attribute index of each of its values.
+        derived: ``(CUB column, ((base group position, value position), ...))`` per derived value.
+        num_attributes: 312.
+    """
+
+    slices: tuple[slice, ...]
+    base_columns: tuple[tuple[int, ...], ...]
+    derived: tuple[tuple[int, tuple[tuple[int, int], ...]], ...]
+    num_attributes: int
+
+    @classmethod
+    def of(cls, vocab: Vocabulary) -> "TraitLayout":
+        slices, columns, start = [], [], 0
+        for g in BASE_GROUPS:
+            values = RENDERED_VALUES[g]
+            slices.append(slice(start, start + len(values)))
+            columns.append(tuple(vocab.attribute_index(f"has_{g}::{v}") for v in values))
+            start += len(values)
+        derived = []
+        for group, bases in DERIVED_GROUPS.items():
+            for v in RENDERED_VALUES[group]:
+                sources = tuple((BASE_GROUPS.index(b), RENDERED_VALUES[b].index(v)) for b in bases if v in RENDERED_VALUES[b])
+                derived.append((vocab.attribute_index(f"has_{group}::{v}"), sources))
+        return cls(tuple(slices), tuple(columns), tuple(derived), vocab.num_attributes)
+
+    @property
+    def size(self) -> int:
+        return self.slices[-1].stop
+
+    @property
+    def columns(self) -> tuple[int, ...]:
+        return tuple(sorted({c for cols in self.base_columns for c in cols} | {c for c, _ in self.derived}))
+
+    def targets(self, attributes: np.ndarray) -> np.ndarray:
+        """``(N, 16)`` value positions of each base group from ``(N, 312)`` one-hot base labels."""
+        return np.stack([attributes[:, list(cols)].argmax(1) for cols in self.base_columns], axis=1)
+
+    def attribute_probabilities(self, trait_logits: torch.Tensor) -> torch.Tensor:
+        probs = [torch.softmax(trait_logits[:, s], dim=1) for s in self.slices]
+        out = trait_logits.new_full((trait_logits.shape[0], self.num_attributes), 0.5)
+        for p, cols in zip(probs, self.base_columns):
+            out[:, list(cols)] = p
+        for column, sources in self.derived:
+            absent = trait_logits.new_ones(trait_logits.shape[0])
+            for group, value in sources:
+                absent = absent * (1 - probs[group][:, value])
+            out[:, column] = 1 - absent
+        return out
 
 
 def _to_unit(images: np.ndarray) -> torch.Tensor:
@@ -101,12 +175,12 @@ def judge_images(judge: WorldJudge, images: np.ndarray | Sequence, batch_size: i
         for i in range(0, len(arr), batch_size):
             out = judge(_to_unit(arr[i : i + batch_size]))
             species.append(out.species_logits.argmax(1).numpy())
-            probs.append(torch.sigmoid(out.attribute_logits).numpy())
+            probs.append(judge.attribute_probabilities(out.trait_logits).numpy())
     finally:
         judge.train(was_training)
-    full = np.full((len(arr), load_vocabulary().num_attributes), 0.5)
-    full[:, list(judge.attribute_columns)] = np.concatenate(probs) if probs else np.zeros((0, len(judge.attribute_columns)))
-    return (np.concatenate(species) if species else np.zeros(0, int)), full
+    if not species:
+        return np.zeros(0, int), np.zeros((0, judge.traits.num_attributes))
+    return np.concatenate(species), np.concatenate(probs)
 
 
 def _shift(x: torch.Tensor, g: torch.Generator, pixels: int = 1) -> torch.Tensor:
@@ -122,36 +196,44 @@ def _shift(x: torch.Tensor, g: torch.Generator, pixels: int = 1) -> torch.Tensor
 def train_judge(
     data: JudgeSet,
     class_names: Sequence[str],
-    attribute_columns: Sequence[int],
     epochs: int = 8,
     batch_size: int = 128,
     lr: float = 2e-3,
     seed: int = 0,
     progress: bool = True,
 ) -> WorldJudge:
-    """Fit a :class:`WorldJudge`: species cross-entropy on rows with a label >= 0 plus the
-    class-balanced BCE of every attribute column on rows that train attributes
-    (:attr:`JudgeSet.trains_attributes`), AdamW with one-cycle decay. Deterministic in
+    """Fit a :class:`WorldJudge`: species cross-entropy on rows with a label >= 0 plus, on rows
+    that train attributes (:attr:`JudgeSet.trains_attributes`), each base group's
+    cross-entropy with inverse-frequency value weights; AdamW with one-cycle decay. Deterministic in
     ``seed``; the caller's global RNG state is restored."""
-    columns = list(attribute_columns)
     x_all = _to_unit(data.images)
-    y_attr = torch.from_numpy(data.attributes[:, columns].astype(np.float32))
     y_species = torch.from_numpy(data.labels).long()
     trains = torch.from_numpy(data.trains_attributes)
     with torch.random.fork_rng(devices=[]):  # initialisation and dropout draw from a seeded, restored global RNG
         torch.manual_seed(int(seed))
-        judge = WorldJudge(data.images.shape[1], class_names, columns)
-        _fit(judge, x_all, y_attr, y_species, trains, epochs, batch_size, lr, torch.Generator().manual_seed(int(seed)),
+        judge = WorldJudge(data.images.shape[1], class_names)
+        y_traits = torch.from_numpy(judge.traits.targets(data.attributes)).long()
+        _fit(judge, x_all, y_traits, y_species, trains, epochs, batch_size, lr, torch.Generator().manual_seed(int(seed)),
              progress)
     return judge.eval()
 
 
-def _fit(judge: WorldJudge, x_all: torch.Tensor, y_attr: torch.Tensor, y_species: torch.Tensor, trains: torch.Tensor,
+def _value_weights(targets: torch.Tensor, size: int) -> torch.Tensor:
+    """Inverse-frequency weights of ``size`` values (mean 1 over the values seen), clamped to [0.2, 5]."""
+    counts = torch.bincount(targets, minlength=size).float()
+    w = torch.where(counts > 0, counts.sum() / (counts.clamp(min=1) * (counts > 0).sum()), torch.zeros(()))
+    return w.clamp(0.2, 5.0)
+
+
+def _fit(judge: WorldJudge, x_all: torch.Tensor, y_traits: torch.Tensor, y_species: torch.Tensor, trains: torch.Tensor,
          epochs: int, batch_size: int, lr: float, g: torch.Generator, progress: bool) -> None:
     """The optimisation loop of :func:`train_judge` (batches and shifts drawn from ``g``)."""
-    pos = y_attr[trains].sum(0).clamp(min=1.0)
-    pos_weight = ((int(trains.sum()) - pos) / pos).clamp(0.1, 100.0)
-    bce = nn.BCEWithLogitsLoss(pos_weight=pos_weight)
+    slices = judge.traits.slices
+    weights = [_value_weights(y_traits[trains][:, k], s.stop - s.start) for k, s in enumerate(slices)]
+
+    def trait_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return sum(nn.functional.cross_entropy(logits[:, s], targets[:, k], weight=weights[k])
+                   for k, s in enumerate(slices)) / len(slices)
     opt = torch.optim.AdamW(judge.parameters(), lr=lr, weight_decay=1e-4)
     n = x_all.shape[0]
     steps = epochs * ((n + batch_size - 1) // batch_size)
@@ -166,7 +248,7 @@ def _fit(judge: WorldJudge, x_all: torch.Tensor, y_attr: torch.Tensor, y_species
             loss = out.species_logits.new_zeros(())
             rows = trains[idx]
             if rows.any():
-                loss = loss + bce(out.attribute_logits[rows], y_attr[idx][rows])
+                loss = loss + trait_loss(out.trait_logits[rows], y_traits[idx][rows])
             has_species = y_species[idx] >= 0
             if has_species.any():
                 loss = loss + nn.functional.cross_entropy(out.species_logits[has_species], y_species[idx][has_species])

@@ -47,6 +47,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from concept_grounding.judge.validation import substitution_verdicts  # noqa: E402  (numpy only)
 from concept_grounding.worldflux.loader import WORLD_STEPS, WORLD_TRUE_CFG  # noqa: E402  (no torch at import)
 
 
@@ -312,14 +313,13 @@ def substitution(world: Any, flux: Any, tdg: Any, judge_fn: Any, kw: dict, args:
                                    [s for _, s, _ in job], schedule_for_attribute(attribute), kw, args.batch)
             runs[method] = (refs, guides, job)
         for method, (ims, guide_ims, job) in runs.items():
-            species, probs = judge_fn(ims)
+            meta = [m for _, _, m in job]
+            v = substitution_verdicts(*judge_fn(ims), np.array([m["label"] for m in meta]), np.full(len(meta), j),
+                                      [[vocab.attribute_index(r) for r in m["removed_attributes"]] for m in meta])
             g_probs = judge_fn(guide_ims)[1] if guide_ims is not None else None
-            for k, ((_, _, m), sp, pr) in enumerate(zip(job, species, probs)):
-                splus, kept = bool(pr[j] > 0.5), bool(sp == m["label"])
-                sminus = [bool(pr[vocab.attribute_index(r)] <= 0.5) for r in m["removed_attributes"]]
-                rec = {**m, "method": method, "s_plus_found": splus, "species_kept": kept, "success": splus and kept,
-                       "s_minus_removed": all(sminus) if sminus else True, "p_s_plus": float(pr[j]),
-                       "image_id": len(images[method])}
+            for k, m in enumerate(meta):
+                rec = {**m, "method": method, **{key: (float(v[key][k]) if key == "p_s_plus" else bool(v[key][k]))
+                                                 for key in METRICS}, "image_id": len(images[method]) + k}
                 if g_probs is not None:
                     rec["guide_s_plus"] = bool(g_probs[k, j] > 0.5)
                     rec["guide_image_id"] = len(images[method + ":guide"]) + k
@@ -405,12 +405,10 @@ def eta_sweep(world: Any, tdg: Any, judge_fn: Any, kw: dict, args: argparse.Name
         for sched, pairs in groups.items():
             ims, _ = run_tdg(tdg, [prompts[p].reference for p in pairs], [prompts[p].guide for p in pairs],
                              [image_seed(args.seed, c, a, 0) for c, a in pairs], sched, kw, args.batch)
-            species, probs = judge_fn(ims)
-            for (c, a), sp, pr in zip(pairs, species, probs):
-                j = vocab.attribute_index(a)
-                splus, kept = bool(pr[j] > 0.5), bool(sp == world.class_names.index(c))
-                rows.append({"reference_class": c, "target_attribute": a, "s_plus_found": splus, "species_kept": kept,
-                             "success": splus and kept, "s_minus_removed": True, "p_s_plus": float(pr[j])})
+            v = substitution_verdicts(*judge_fn(ims), np.array([world.class_names.index(c) for c, _ in pairs]),
+                                      np.array([vocab.attribute_index(a) for _, a in pairs]), [()] * len(pairs))
+            rows += [{"reference_class": c, "target_attribute": a, **{key: v[key][k] for key in METRICS}}
+                     for k, (c, a) in enumerate(pairs)]
         results[label] = summarise_rows(rows, args)
     return {"pairings": len(subset), "results": results}
 

@@ -32,7 +32,7 @@ from ..world import BirdWorld
 from .data import VALIDATION_START, EditSet, JudgeSet, exact_edits, typical_renders
 
 __all__ = ["Judge", "JUDGE_BARS", "ConditionResult", "JudgeValidation", "validate_judge", "balanced_accuracy",
-           "group_rates", "edit_verdicts"]
+           "group_rates", "edit_verdicts", "substitution_verdicts"]
 
 #: ``images -> (species (N,), attribute probabilities (N, 312))``.
 Judge = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
@@ -68,13 +68,30 @@ def balanced_accuracy(probs: np.ndarray, truth: np.ndarray) -> np.ndarray:
     return out
 
 
+def substitution_verdicts(species: np.ndarray, probs: np.ndarray, labels: np.ndarray, targets: np.ndarray,
+                          removed: Sequence[Sequence[int]]) -> dict[str, np.ndarray]:
+    """SUB's verdicts on N images meant to show species ``labels`` with S+ ``targets`` (CUB
+    indices) and without the ``removed`` S- indices, from a judge's ``species`` ``(N,)`` and
+    ``probs`` ``(N, 312)``: ``s_plus_found`` (p(S+) > 0.5), ``s_minus_removed`` (every S-
+    p <= 0.5), ``species_kept``, ``success`` (S+ found and species kept), all bool ``(N,)``,
+    and ``p_s_plus`` ``(N,)``.
+
+    >>> v = substitution_verdicts(np.array([0, 1]), np.array([[0.9, 0.2], [0.4, 0.7]]), np.array([0, 0]),
+    ...                           np.array([0, 0]), [(1,), (1,)])
+    >>> v["success"].tolist(), v["s_minus_removed"].tolist()
+    ([True, False], [True, False])
+    """
+    rows = np.arange(len(labels))
+    p_plus = probs[rows, np.asarray(targets)]
+    gone = np.array([all(probs[i, j] <= 0.5 for j in r) for i, r in enumerate(removed)], bool)
+    kept = np.asarray(species) == np.asarray(labels)
+    return {"s_plus_found": p_plus > 0.5, "s_minus_removed": gone, "species_kept": kept,
+            "success": (p_plus > 0.5) & kept, "p_s_plus": p_plus}
+
+
 def edit_verdicts(species: np.ndarray, probs: np.ndarray, edits: EditSet) -> dict[str, np.ndarray]:
-    """Per edit: ``s_plus_found``, ``s_minus_removed``, ``species_kept`` (bool ``(N,)``) and ``p_s_plus``."""
-    rows = np.arange(len(edits))
-    p_plus = probs[rows, edits.targets]
-    removed = np.array([all(probs[i, j] <= 0.5 for j in r) for i, r in enumerate(edits.removed)], bool)
-    return {"s_plus_found": p_plus > 0.5, "s_minus_removed": removed, "species_kept": species == edits.labels,
-            "p_s_plus": p_plus}
+    """:func:`substitution_verdicts` of exact edits."""
+    return substitution_verdicts(species, probs, edits.labels, edits.targets, edits.removed)
 
 
 @dataclass

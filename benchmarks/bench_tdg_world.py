@@ -122,6 +122,14 @@ def cached_clip(world: Any, args: argparse.Namespace) -> Any:
     return clip
 
 
+def to_unit(images: Any) -> Any:
+    """uint8 (N,H,W,3) array or list of PIL images -> float (N,3,H,W) in [0, 1]."""
+    import torch
+
+    arr = np.stack([np.asarray(im.convert("RGB")) if hasattr(im, "convert") else np.asarray(im) for im in images])
+    return torch.from_numpy(arr).permute(0, 3, 1, 2).float() / 255.0
+
+
 def make_judge_fn(judge: Any) -> Any:
     from concept_grounding.judge import judge_images
 
@@ -413,7 +421,7 @@ def eta_sweep(world: Any, tdg: Any, judge_fn: Any, kw: dict, args: argparse.Name
     return {"pairings": len(subset), "results": results}
 
 
-def filter_agreement(world: Any, sub: dict, clip: Any, args: argparse.Namespace) -> dict[str, Any]:
+def filter_agreement(world: Any, sub: dict, clip: Any, args: argparse.Namespace, pairings: list) -> dict[str, Any]:
     """The VQA filter (world-CLIP scorer) against the judge, and the scorer validated on exact edits."""
     from concept_grounding.judge import validate_scorer_on_world
     from concept_grounding.judge.stats import auroc
@@ -421,7 +429,7 @@ def filter_agreement(world: Any, sub: dict, clip: Any, args: argparse.Namespace)
 
     vocab = world.vocab
     scorer = WorldClipScorer(clip, clip.tokenizer)
-    out: dict[str, Any] = {"scorer_validation": validate_scorer_on_world(scorer, world, per_pairing=1).to_dict()}
+    out: dict[str, Any] = {"scorer_validation": validate_scorer_on_world(scorer, world, pairings).to_dict()}
     for method in ("prompting", "tdg"):
         rows = [r for r in sub["records"] if r["method"] == method]
         ims = sub["images"][method]
@@ -510,9 +518,9 @@ def contact_sheet(sub: dict, world: Any, path: Path, per_row: int = 10) -> None:
 def ci(d: dict | None, pct: bool = True) -> str:
     if not d:
         return "-"
-    f = 100.0 if pct else 1.0
-    unit = " %" if pct else ""
-    return f"{f * d['mean']:.1f}{unit} [{f * d['ci95'][0]:.1f}, {f * d['ci95'][1]:.1f}]"
+    if not pct:
+        return f"{d['mean']:.3f} [{d['ci95'][0]:.3f}, {d['ci95'][1]:.3f}]"
+    return f"{100 * d['mean']:.1f} % [{100 * d['ci95'][0]:.1f}, {100 * d['ci95'][1]:.1f}]"
 
 
 def substitution_lines(results: dict) -> list[str]:
@@ -640,7 +648,7 @@ def main(argv: list[str] | None = None) -> int:
         contact_sheet(sub, world, args.out / "contact_sheet.png")
         if "filter" in stages:
             print("filter ...", flush=True)
-            results["filter"] = filter_agreement(world, sub, cached_clip(world, args), args)
+            results["filter"] = filter_agreement(world, sub, cached_clip(world, args), args, pairings)
     if not refused and "sweep" in stages:
         print("eta sweep ...", flush=True)
         results["eta_sweep"] = eta_sweep(world, tdg, judge_fn, kw, args, pairings)

@@ -22,8 +22,8 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from concept_grounding.bench.artifacts import WORLD_CLIP_MODEL, BenchArtifacts
@@ -96,22 +96,52 @@ def _stage_bench(out: Path, args: argparse.Namespace) -> str:
     )
 
 
-def _tdg_pairs(images: Path, path: Path) -> list[dict]:
-    """A sheet of (reference | guide) pairs, one row per generated image; returns the records."""
+def _read_records(folder: Path) -> list[dict]:
+    return [json.loads(line) for line in (folder / "metadata.jsonl").read_text().splitlines() if line.strip()]
+
+
+def _tdg_sheet(images: Path, prompting: Path, path: Path) -> list[dict]:
+    """A sheet with one row per generated pairing image: prompting-only c_R | TDG reference |
+    TDG guide, each with the shipped judge's verdict under it (S+ found? species kept?; for
+    the guide, S+ shown?). Returns the TDG records, each with its verdicts added."""
+    import numpy as np
     from PIL import Image, ImageDraw
 
-    from concept_grounding.vocabulary import class_display_name
+    from concept_grounding.judge import judge_images, load_world_judge
+    from concept_grounding.judge.validation import substitution_verdicts
+    from concept_grounding.vocabulary import class_display_name, load_vocabulary
 
-    records = [json.loads(line) for line in (images / "metadata.jsonl").read_text().splitlines() if line.strip()]
-    tiles = [(Image.open(images / r["file_name"]).convert("RGB"), Image.open(images / r["guide_file_name"]).convert("RGB"),
-              f"{class_display_name(r['reference_class'])} + {r['target_attribute'].split('::')[-1]}") for r in records]
-    side, label = 96, 160
-    sheet = Image.new("RGB", (label + 2 * side, side * max(1, len(tiles))), "white")
+    vocab, judge = load_vocabulary(), load_world_judge()
+    records = _read_records(images)
+    baseline = {(r["reference_class"], r["target_attribute"], r["image_index"]): r for r in _read_records(prompting)}
+    columns = {"prompting only": [Image.open(prompting / baseline[(r["reference_class"], r["target_attribute"], r["image_index"])]
+                                             ["file_name"]).convert("RGB") for r in records],
+               "TDG reference": [Image.open(images / r["file_name"]).convert("RGB") for r in records],
+               "TDG guide": [Image.open(images / r["guide_file_name"]).convert("RGB") for r in records]}
+    labels = np.array([judge.class_names.index(r["reference_class"]) for r in records])
+    targets = np.array([vocab.attribute_index(r["target_attribute"]) for r in records])
+    removed = [[vocab.attribute_index(a) for a in r["removed_attributes"]] for r in records]
+    captions = {}
+    for name, ims in columns.items():
+        v = substitution_verdicts(*judge_images(judge, ims), labels, targets, removed)
+        yes = lambda b: "yes" if b else "no"  # noqa: E731
+        captions[name] = [f"S+ {yes(v['s_plus_found'][i])}" + ("" if name == "TDG guide" else
+                          f", species {yes(v['species_kept'][i])}") for i in range(len(records))]
+        if name == "TDG reference":
+            for r, k in zip(records, range(len(records))):
+                r.update(s_plus_found=bool(v["s_plus_found"][k]), species_kept=bool(v["species_kept"][k]))
+    side, label, text = 96, 190, 14
+    sheet = Image.new("RGB", (label + 3 * side, text + (side + text) * max(1, len(records))), "white")
     draw = ImageDraw.Draw(sheet)
-    for row, (ref, guide, text) in enumerate(tiles):
-        draw.text((4, row * side + side // 2 - 6), text, fill="black")
-        sheet.paste(ref.resize((side, side)), (label, row * side))
-        sheet.paste(guide.resize((side, side)), (label + side, row * side))
+    for col, name in enumerate(columns):
+        draw.text((label + col * side + 2, 0), name, fill="black")
+    for row, r in enumerate(records):
+        y = text + row * (side + text)
+        draw.text((4, y + side // 2 - 6), f"{class_display_name(r['reference_class'])} + {r['target_attribute'].split('::')[-1]}",
+                  fill="black")
+        for col, name in enumerate(columns):
+            sheet.paste(columns[name][row].resize((side, side), Image.NEAREST), (label + col * side, y))
+            draw.text((label + col * side + 2, y + side), captions[name][row], fill="black")
     sheet.save(path)
     return records
 
@@ -145,19 +175,22 @@ def _stage_tdg(out: Path, args: argparse.Namespace) -> str:
     from concept_grounding.tdg.filter_job import run_filter
     from concept_grounding.tdg.generate_job import run_generate
 
-    images = out / "images"
+    images, prompting = out / "images", out / "prompting"
     generated = run_generate(generate_config(images, args))
-    logger.info("wrote %d new images (%d planned)", generated.written, generated.planned)
+    run_generate(replace(generate_config(prompting, args), method="prompting", save_guides=False))
+    logger.info("wrote %d new images (%d planned) and their prompting-only baselines", generated.written, generated.planned)
     oracle = BenchArtifacts(out.parent / "bench").model_dir(TDG_ORACLE)
     filtered = run_filter(filter_config(images, out / "filter", oracle))
     logger.info("kept %d of %d images", len(filtered.kept), filtered.generated)
-    count = len(_tdg_pairs(images, out / "pairs.png"))
+    judged = _tdg_sheet(images, prompting, out / "pairs.png")
+    found = sum(r["s_plus_found"] and r["species_kept"] for r in judged)
     judge = "the world attribute oracle (the bench's per-image CBM)" if oracle.is_dir() else "a random tiny CLIP"
     return (
-        f"[Tied Diffusion](tdg/filter/filter_report.md): {count} tied pairs ([reference | guide](tdg/pairs.png))"
-        " from the world-trained Flux shipped with the package (32 px; its measured quality is in"
-        " concept_grounding/assets/world_flux/README.md) and the VQA filter report,"
-        f" judged by {judge}"
+        f"[Tied Diffusion](tdg/filter/filter_report.md): {len(judged)} tied pairs beside prompting-only images"
+        f" ([prompting | TDG reference | guide, with the shipped judge's verdicts](tdg/pairs.png); S+ found and"
+        f" species kept in {found} of {len(judged)} TDG references) from the world-trained Flux shipped with the"
+        " package (32 px; its measured quality is in concept_grounding/assets/world_flux/README.md) and the VQA"
+        f" filter report, filtered by {judge}"
     )
 
 

@@ -22,6 +22,7 @@ _LAZY = {
     "WorldJudge": ".model",
     "train_judge": ".model",
     "judge_images": ".model",
+    "load_world_judge": ".model",
     "ScorerValidation": ".scorer",
     "validate_scorer_on_world": ".scorer",
 }

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -31,7 +32,10 @@ from ..vocabulary import Vocabulary, load_vocabulary
 from ..world.species import BASE_GROUPS, DERIVED_GROUPS, RENDERED_VALUES
 from .data import JudgeSet
 
-__all__ = ["WorldJudge", "JudgeOutput", "train_judge", "judge_images"]
+__all__ = ["WorldJudge", "JudgeOutput", "TraitLayout", "train_judge", "judge_images", "load_world_judge", "WORLD_JUDGE_DIR"]
+
+#: The shipped judge of the shipped world Flux's world (package data; model card inside).
+WORLD_JUDGE_DIR = Path(__file__).resolve().parent.parent / "assets" / "world_judge"
 
 _MEAN = (0.5, 0.5, 0.5)
 _STD = (0.25, 0.25, 0.25)
@@ -259,3 +263,12 @@ def _fit(judge: WorldJudge, x_all: torch.Tensor, y_traits: torch.Tensor, y_speci
             bar.update(1)
             bar.set_postfix(loss=f"{loss.item():.3f}")
     bar.close()
+
+
+def load_world_judge(path: str | Path | None = None) -> WorldJudge:
+    """A saved :class:`WorldJudge` folder (default: the shipped one, trained and validated on
+    the shipped world Flux's world by ``benchmarks/bench_tdg_world.py``), in eval mode."""
+    folder = Path(path) if path is not None else WORLD_JUDGE_DIR
+    if not (folder / "config.json").is_file():
+        raise FileNotFoundError(f"path: {folder} holds no saved WorldJudge (config.json)")
+    return WorldJudge.from_pretrained(folder).eval()

@@ -58,6 +58,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse help in which every optional option that takes a value shows its default:
+    `` (default: X)`` is appended unless the help text already names the default."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (not action.option_strings or action.nargs == 0 or action.required or action.default is argparse.SUPPRESS
+                or "default" in text):
+            return text
+        return f"{text} (default: {'none' if action.default is None else '%(default)s'})"
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with the project's error line: ``concept-grounding: error: <command>: <message>``."""
 
@@ -73,11 +85,12 @@ def _add_debug(parser: argparse.ArgumentParser, default) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description="Do interpretable vision models really see the concepts they claim?")
+    parser = _Parser(prog=PROG, description="Do interpretable vision models really see the concepts they claim?",
+                     formatter_class=_HelpFormatter)
     _add_debug(parser, False)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     for name, (module, help_text) in COMMANDS.items():
-        cmd = sub.add_parser(name, help=help_text, description=help_text.replace("%%", "%"))
+        cmd = sub.add_parser(name, help=help_text, description=help_text.replace("%%", "%"), formatter_class=_HelpFormatter)
         mod = importlib.import_module(module)
         mod.add_arguments(cmd)
         _add_debug(cmd, argparse.SUPPRESS)  # SUPPRESS: a sub-command default must not reset a top-level --debug

@@ -12,7 +12,8 @@ Errors. :func:`main` is the one error boundary:
   ``concept-grounding: error: <command>: argument --x: <what is accepted>``, exit 2;
 * expected errors raised while running (see :func:`concept_grounding.errors.user_message`:
   :class:`~concept_grounding.errors.UsageError`, the loaders' format errors, missing or
-  unreadable files, ``ValueError`` from validation, models that cannot be loaded) print
+  unreadable files, a full disk or a permission error while writing (named by the file, or
+  by the command's ``--out``), ``ValueError`` from validation, models that cannot be loaded) print
   ``concept-grounding: error: <message>`` and exit 2;
 * anything else is a bug: one line ``concept-grounding: internal error: ...`` with
   "rerun with --debug", exit 1.
@@ -129,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - this is the error boundary
         if debug:
             traceback.print_exc()
-        message = user_message(exc)
+        message = user_message(exc, target=getattr(args, "out", None))
         if message is not None:
             print(f"{PROG}: error: {message}", file=sys.stderr)
             return 2

@@ -142,5 +142,6 @@ class BenchConfig:
         return cls(**{k: tuple(v) if k in ("models", "classes") and v is not None else v for k, v in values.items()})
 
     def save(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(asdict(self), indent=2))
+        from ..fileio import atomic_write_bytes
+
+        atomic_write_bytes(path, json.dumps(asdict(self), indent=2).encode())

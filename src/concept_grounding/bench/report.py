@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..fileio import atomic_write_bytes
 from .artifacts import BenchArtifacts, model_slug
 
 if TYPE_CHECKING:
@@ -116,10 +117,7 @@ def _jsonable(value: Any) -> Any:
 
 def write_json(path: Path, payload: Any) -> None:
     """Write ``payload`` as indented JSON (numpy arrays and NaN made JSON-safe), atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(_jsonable(payload), indent=2))
-    tmp.replace(path)
+    atomic_write_bytes(path, json.dumps(_jsonable(payload), indent=2).encode())
 
 
 def finding(rows: list[dict]) -> str:

@@ -122,30 +122,21 @@ def served_png(image: Any) -> str | None:
     so the page shows the exact pixels.
     """
     import io
-    import os
-    import tempfile
 
     from gradio.processing_utils import hash_bytes
     from gradio.utils import get_upload_folder
     from PIL import Image
+
+    from ..fileio import atomic_write_bytes
 
     if image is None:
         return None
     buffer = io.BytesIO()
     Image.fromarray(image).save(buffer, format="png")
     data = buffer.getvalue()
-    folder = Path(get_upload_folder()) / hash_bytes(data)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "image.png"
+    path = Path(get_upload_folder()) / hash_bytes(data) / "image.png"
     if not path.exists():
-        fd, staging = tempfile.mkstemp(dir=folder, prefix=".image.png.")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-            os.replace(staging, path)
-        except BaseException:
-            Path(staging).unlink(missing_ok=True)
-            raise
+        atomic_write_bytes(path, data)
     return str(path)
 
 

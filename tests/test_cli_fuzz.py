@@ -153,6 +153,8 @@ CASES: list[tuple[list[str], str]] = [
     (B + ["--cub-root", "{empty_dir}"], "--sub: --cub-root needs a SUB source"),
     (B + ["--sub", "{empty_dir}"], "--sub: is read only with --cub-root"),
     (B + ["--classes", "Dodo"], "argument --classes"),
+    (B + ["--classes", "017.Cardinal"], "--classes: a bench run needs at least 2 different classes"),
+    (B + ["--classes", "017.Cardinal", "017.Cardinal"], "--classes: a bench run needs at least 2"),
     (B + ["--concept-loss-weight", "nan"], "argument --concept-loss-weight"),
     (B + ["--min-class-count", "-1"], "argument --min-class-count"),
     (B + ["--model", "{missing}/clip"], "--model: no such folder or file"),

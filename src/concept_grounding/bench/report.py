@@ -124,7 +124,8 @@ def finding(rows: list[dict]) -> str:
     cbms = [r for r in rows if not r.get("reference") and r["name"].startswith(("CBM", "CEM"))]
     if not cbms:
         return "No CBM was trained, so the SUB paper's finding cannot be checked."
-    mean_plus = float(np.nanmean([r["s_plus"] for r in cbms]))
+    measured = [float(r["s_plus"]) for r in cbms if r["s_plus"] is not None and math.isfinite(r["s_plus"])]
+    mean_plus = float(np.mean(measured)) if measured else math.nan  # no "Mean of empty slice" warning
     below = [r["name"] for r in cbms if r["s_plus"] < r["chance_s_plus"]]
     verdict = "reproduces" if len(below) > len(cbms) / 2 else "does not reproduce"
     return (

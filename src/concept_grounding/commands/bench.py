@@ -67,7 +67,10 @@ def run(args: argparse.Namespace) -> int:
     from concept_grounding.errors import UsageError
     from concept_grounding.hub import resolve_clip, resolve_model
 
+    from concept_grounding.bench.config import check_classes
+
     # 1. argument combinations and named models / datasets, before any training
+    check_classes(args.classes or None, "--classes")
     if args.cub_root and not args.sub:
         raise UsageError("--cub-root needs a SUB source to build the SUB evaluation", argument="--sub",
                          hint="pass --sub Jessica-bader/SUB or a local copy")

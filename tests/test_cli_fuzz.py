@@ -160,6 +160,9 @@ CASES: list[tuple[list[str], str]] = [
     (B + ["--model", "{missing}/clip"], "--model: no such folder or file"),
     (B + ["--cub-root", "{empty_dir}", "--sub", "{missing}/sub"], "--sub: no such folder or file"),
     (B + ["--cub-root", "{empty_dir}", "--sub", "someone/not-cached-sub"], "--sub: dataset 'someone/not-cached-sub'"),
+    # ---- space
+    (["space", "--port", "99999"], "argument --port: must be an integer in [0, 65535], got '99999'"),
+    (["space", "--port", "-1"], "argument --port"),
     # ---- demo and the top level
     (D + ["--stages", "world,nope"], "--stages: unknown stage(s) ['nope']"),
     (D + ["--size", "8"], "argument --size"),

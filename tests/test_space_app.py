@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -34,10 +35,12 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """Launch app.py; yield (url, start-up seconds until the first HTTP 200)."""
+    """Launch app.py; yield (url, start-up seconds until the first HTTP 200, log file, its
+    Gradio cache folder)."""
     port = _free_port()
     log = tmp_path_factory.mktemp("space") / "server.log"
-    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
+    cache = tmp_path_factory.mktemp("gradio-cache")
+    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "GRADIO_TEMP_DIR": str(cache),
            "HF_HUB_OFFLINE": "1", "CONCEPT_GROUNDING_ARTIFACTS": str(tmp_path_factory.mktemp("no_artifacts") / "none"),
            "CONCEPT_GROUNDING_SPACE_BUILD": "tiny"}  # the Space's own model builds at tiny sizes (a second each)
     start = time.perf_counter()
@@ -59,7 +62,7 @@ def server(tmp_path_factory):
         if elapsed is None:
             pytest.fail(f"no HTTP 200 within 120 s:\n{log.read_text()[-3000:]}")
         print(f"\nSpace start-up: HTTP 200 after {elapsed:.2f} s")
-        yield url, elapsed, log
+        yield url, elapsed, log, cache
     finally:
         proc.terminate()
         try:
@@ -84,7 +87,7 @@ def _ccd_csv(path: Path) -> Path:
 def test_startup_serves_the_page(server):
     """The app answers on 127.0.0.1 (the fixture gives up after 120 s). Its start-up time
     against the 30 s target is measured by benchmarks/bench_space.py, not asserted here."""
-    url, elapsed, _ = server
+    url, elapsed, _, _ = server
     with urllib.request.urlopen(url, timeout=10) as response:
         assert response.status == 200 and "concept-grounding" in response.read().decode("utf-8", "replace")
     assert elapsed > 0
@@ -96,6 +99,46 @@ def test_api_metrics_known_answer(client, tmp_path):
     result, _plot = client.predict("concept_confidence_deviation", handle_file(str(_ccd_csv(tmp_path / "p.csv"))), api_name="/metrics")
     result = result if isinstance(result, dict) else json.loads(result)
     assert result["ccd"] == pytest.approx(0.1)
+
+
+def _post_upload(url: str, size: int) -> urllib.request.Request:
+    boundary = "concept-grounding-test"
+    head = (f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="big.bin"\r\n'
+            "Content-Type: application/octet-stream\r\n\r\n").encode()
+    return urllib.request.Request(url + "gradio_api/upload", data=head + b"\0" * size + f"\r\n--{boundary}--\r\n".encode(),
+                                  headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+
+
+def test_uploads_are_bounded_at_the_server_and_an_oversized_one_is_not_stored(server):
+    """Issue 22.12: a file above MAX_UPLOAD_BYTES posted to the upload route is refused (413)
+    and nothing of it is stored; one below is stored."""
+    from concept_grounding.space.blocks import DELETE_CACHE
+    from concept_grounding.space.inputs import MAX_UPLOAD_BYTES
+
+    url, _, _, cache = server
+    stored = lambda: {p for p in cache.rglob("*") if p.is_file()}  # noqa: E731
+    before = stored()
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(_post_upload(url, MAX_UPLOAD_BYTES + 1), timeout=60)
+    assert refused.value.code == 413 and stored() == before
+    with urllib.request.urlopen(_post_upload(url, 1000), timeout=60) as accepted:
+        (path,) = json.loads(accepted.read())
+    assert Path(path).stat().st_size == 1000 and stored() == before | {Path(path)}
+
+
+def test_the_cache_is_swept_on_a_schedule_and_a_served_image_counts_as_new(tmp_path, monkeypatch):
+    """Issue 22.12: the Blocks carry Gradio's ``delete_cache``, and an image served again
+    is young again for it (a sweep never deletes a file a request is being answered with)."""
+    from concept_grounding.space import build_demo
+    from concept_grounding.space.blocks import DELETE_CACHE, served_png
+    from concept_grounding.space.resources import ResourceStore
+
+    assert build_demo(store=ResourceStore()).delete_cache == DELETE_CACHE and DELETE_CACHE[0] <= DELETE_CACHE[1]
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path))
+    image = np.zeros((4, 4, 3), np.uint8)
+    path = Path(served_png(image))
+    os.utime(path, (1, 1))
+    assert served_png(image) == str(path) and time.time() - path.stat().st_mtime < 60
 
 
 def test_api_bad_input_gives_friendly_messages(client, tmp_path):
@@ -230,7 +273,7 @@ def _screenshot(page, path: Path, for_docs: bool) -> None:
 def test_browser_every_tab(server, tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
-    url, _, log = server
+    url, _, log, _ = server
     shots = os.environ.get("SAVE_SCREENSHOTS")
     shot_dir = Path(shots) if shots else tmp_path / "shots"
     shot_dir.mkdir(parents=True, exist_ok=True)

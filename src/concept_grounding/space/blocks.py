@@ -20,7 +20,7 @@ from .policy import ModelPolicy
 from .builds import SpaceBuild
 from .resources import FeatureUnavailable, ResourceStore
 
-__all__ = ["build_demo", "guarded", "CONCURRENCY_LIMIT"]
+__all__ = ["build_demo", "guarded", "CONCURRENCY_LIMIT", "DELETE_CACHE"]
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +29,9 @@ logger = logging.getLogger(__name__)
 #: its own scheduler, so a request gets the same result as alone (no per-model lock needed,
 #: and a slow TDG request does not hold up a SUB explorer one).
 CONCURRENCY_LIMIT = 4
+#: Gradio's ``delete_cache`` (seconds): every 10 minutes, files the Space stored (uploads, the
+#: images it served) that are more than an hour old are deleted; all of them at shutdown.
+DELETE_CACHE = (600, 3600)
 
 INTRO = """# concept-grounding: do interpretable vision models see the concepts they claim?
 
@@ -81,7 +84,7 @@ def build_demo(
 
     store = store or ResourceStore(artifacts_dir(artifacts), policy=policy or ModelPolicy.from_env(),
                                    build=build or SpaceBuild.from_env())
-    with gr.Blocks(title="concept-grounding", analytics_enabled=False) as demo:
+    with gr.Blocks(title="concept-grounding", analytics_enabled=False, delete_cache=DELETE_CACHE) as demo:
         gr.Markdown(INTRO)
         status = gr.Markdown(store.status_markdown(), elem_id="status")
         with gr.Tabs():
@@ -122,6 +125,7 @@ def served_png(image: Any) -> str | None:
     so the page shows the exact pixels.
     """
     import io
+    import os
 
     from gradio.processing_utils import hash_bytes
     from gradio.utils import get_upload_folder
@@ -135,7 +139,9 @@ def served_png(image: Any) -> str | None:
     Image.fromarray(image).save(buffer, format="png")
     data = buffer.getvalue()
     path = Path(get_upload_folder()) / hash_bytes(data) / "image.png"
-    if not path.exists():
+    try:
+        os.utime(path)  # served again: young again for the cache sweep (DELETE_CACHE)
+    except FileNotFoundError:
         atomic_write_bytes(path, data)
     return str(path)
 
@@ -336,8 +342,6 @@ def _path(file: Any) -> str | None:
 
 
 def _upload_roots() -> tuple[str, ...]:
-    import os
-    import tempfile
+    from gradio.utils import get_upload_folder
 
-    root = os.environ.get("GRADIO_TEMP_DIR") or str(Path(tempfile.gettempdir()) / "gradio")
-    return (root,)
+    return (get_upload_folder(),)

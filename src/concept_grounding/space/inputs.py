@@ -38,7 +38,8 @@ __all__ = [
 
 #: Uploaded images are downscaled so that their longer side is at most this (pixels).
 MAX_IMAGE_SIDE = 512
-#: Uploads larger than this are refused before decoding (bytes).
+#: Uploads larger than this are refused (bytes): by the server before they are stored
+#: (``launch``'s ``max_file_size``), and here before decoding.
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
 #: At most this many texts per request (CCI runs one masked forward pass per cluster).
 MAX_TEXTS = 8

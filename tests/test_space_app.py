@@ -141,6 +141,36 @@ def test_the_cache_is_swept_on_a_schedule_and_a_served_image_counts_as_new(tmp_p
     assert served_png(image) == str(path) and time.time() - path.stat().st_mtime < 60
 
 
+def _raw_error(url: str, api: str, body: str) -> str:
+    """The error message of an API call sent as raw JSON (``NaN`` is not JSON, so
+    gradio_client cannot send it; a visitor's script can)."""
+    request = urllib.request.Request(f"{url}gradio_api/call/{api}", data=body.encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        event = json.loads(response.read())["event_id"]
+    with urllib.request.urlopen(f"{url}gradio_api/call/{api}/{event}", timeout=120) as response:
+        stream = response.read().decode()
+    assert "event: error" in stream, stream
+    return json.loads(stream.split("data: ", 1)[1].splitlines()[0])["error"]
+
+
+def test_raw_api_numbers_and_paths_get_one_line_naming_the_field(server):
+    """Issue 22.13, through Gradio: NaN in a number field reaches the handler (no Gradio
+    rounding error) and is refused naming the field; a folder sent as an upload is refused
+    without showing where the server keeps it."""
+    url, _, _, cache = server
+    tdg = '"017.Cardinal", "has_crown_color::black", "tiny (built-in, random weights)"'
+    folder = json.dumps({"path": str(cache), "meta": {"_type": "gradio.FileData"}})
+    for api, body, field in [
+        ("tdg_generate", f'{{"data": [{tdg}, 2, NaN]}}', "Seed must be a whole number"),
+        ("tdg_generate", f'{{"data": [{tdg}, 2.5, 0]}}', "Steps must be a whole number"),
+        ("explain", '{"data": [null, NaN, "a bird", 3, [], ""]}', "World bird # must be a whole number"),
+        ("metrics", f'{{"data": ["concept_confidence_deviation", {folder}]}}', "Predictions: not an uploaded file"),
+    ]:
+        message = _raw_error(url, api, body)
+        assert message.startswith(field) and "\n" not in message and str(cache) not in message, message
+
+
 def test_api_bad_input_gives_friendly_messages(client, tmp_path):
     from gradio_client import handle_file
     from gradio_client.exceptions import AppError

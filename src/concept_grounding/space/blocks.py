@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .env import artifacts_dir, configure_environment
-from .inputs import UserInputError
+from .inputs import UserInputError, redact_paths
 from .policy import ModelPolicy
 from .builds import SpaceBuild
 from .resources import FeatureUnavailable, ResourceStore
@@ -44,7 +44,8 @@ on first use of a tab (a few seconds), and the status line says what is loaded.
 
 
 def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap a handler so that errors reach the page as ``gr.Error`` text."""
+    """Wrap a handler so that errors reach the page as one line of ``gr.Error`` text, with
+    server paths redacted (:func:`~.inputs.redact_paths`)."""
     import gradio as gr
 
     @functools.wraps(fn)
@@ -54,10 +55,11 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         except gr.Error:
             raise
         except (UserInputError, FeatureUnavailable) as err:
-            raise gr.Error(str(err), print_exception=False) from None
+            raise gr.Error(redact_paths(str(err)), print_exception=False) from None
         except Exception as err:  # noqa: BLE001 - the page gets one line, the log the stack
             logger.exception("space: %s failed", getattr(fn, "__name__", "handler"))
-            raise gr.Error(f"Something went wrong ({type(err).__name__}: {err}).", print_exception=False) from None
+            text = " ".join(redact_paths(str(err)).split())[:300]
+            raise gr.Error(f"Something went wrong ({type(err).__name__}: {text}).", print_exception=False) from None
 
     return wrapper
 
@@ -165,9 +167,9 @@ def tab_tdg_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None:
         model = gr.Dropdown(tab.model_choices(store.policy), value=tab.DEFAULT_MODEL, label="Model", elem_id="tdg-model",
                             allow_custom_value=store.policy.allow_any)
     with gr.Row():
-        steps = gr.Slider(1, 50, value=tab.DEFAULT_STEPS, step=1, label="Steps",
+        steps = gr.Slider(1, tab.MAX_STEPS, value=tab.DEFAULT_STEPS, step=1, label="Steps",
                           info=f"{tab.DEFAULT_STEPS}: how the world Flux was measured (model card)")
-        seed = gr.Number(0, precision=0, label="Seed")
+        seed = gr.Number(0, label="Seed")  # no precision: the handler refuses 2.5 and NaN, naming the field
     with gr.Row():
         c_r = gr.Textbox(label="Reference prompt c_R", elem_id="tdg-cr", interactive=False)
         c_g = gr.Textbox(label="Guide prompt c_G", elem_id="tdg-cg", interactive=False)
@@ -181,13 +183,14 @@ def tab_tdg_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None:
     @guarded
     def describe(reference_class: str, target_attribute: str, n_steps: float = 4) -> tuple[str, str, Any]:
         r, g, _ = tab.prompts(reference_class, target_attribute)
-        return r, g, served_png(tab.eta_figure(target_attribute, steps=int(n_steps)))
+        return r, g, served_png(tab.eta_figure(target_attribute, steps=n_steps))
 
     @guarded
     def run(reference_class: str, target_attribute: str, model_name: str, n_steps: float, seed_value: float):
         if not store.is_ready(tab.pipeline_key(model_name)):
             gr.Info("Loading the diffusion model (first use)...", duration=4)
-        images = tab.generate(store, reference_class, target_attribute, model=model_name, steps=int(n_steps), seed=int(seed_value or 0))
+        images = tab.generate(store, reference_class, target_attribute, model=model_name, steps=n_steps,
+                              seed=_or_zero(seed_value))
         return tuple(_big(im) for im in images)
 
     for dropdown in (ref, attr):
@@ -224,7 +227,7 @@ def tab_sub_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None:
     def show(pairing_value: str, i: float):
         if not store.is_ready("concept_model"):
             gr.Info("Training the concept model on the bird world (first use, a few seconds)...", duration=4)
-        out = tab.explore(store, pairing_value, int(i))
+        out = tab.explore(store, pairing_value, i)
         return _big(out["original"]), _big(out["edited"]), out["table"], out["summary"]
 
     button.click(show, [pairing, index], [original, edited, table, tallies], api_name="sub_explore").then(
@@ -243,10 +246,10 @@ def tab_explain_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None
     )
     with gr.Row():
         upload = gr.File(label="Image (optional)", file_count="single", elem_id="explain-upload")
-        world_index = gr.Number(0, precision=0, label="...or world bird #", elem_id="explain-index")
+        world_index = gr.Number(0, label="...or world bird #", elem_id="explain-index")
     texts = gr.Textbox("a photo of a bird with a black crown\na photo of a bird", lines=3, label="Texts (one per line)", elem_id="explain-texts")
     with gr.Row():
-        clusters = gr.Slider(2, 12, value=7, step=1, label="Clusters K")
+        clusters = gr.Slider(*tab.CLUSTERS, value=7, step=1, label="Clusters K")
         baselines = gr.CheckboxGroup(tab.BASELINES, value=list(tab.BASELINES), label="Baselines")
     model_name = gr.Dropdown(tab.model_choices(store), value="", label="CLIP model", elem_id="explain-model",
                              allow_custom_value=store.policy.allow_any)
@@ -263,7 +266,7 @@ def tab_explain_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None
         key = f"clip:{name.strip()}" if (name or "").strip() else "world_clip"
         if not store.is_ready(key):
             gr.Info("Loading the CLIP model (first use)...", duration=4)
-        out = tab.explain(store, _path(file), int(idx or 0), text, clusters=int(k), baselines=chosen,
+        out = tab.explain(store, _path(file, "Image"), _or_zero(idx), text, clusters=k, baselines=chosen,
                           model_name=name or "")
         for note in out["notes"]:
             gr.Warning(note, duration=6)
@@ -284,8 +287,8 @@ def tab_concepts_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> Non
     )
     with gr.Row():
         upload = gr.File(label="Image (optional)", file_count="single", elem_id="concepts-upload")
-        world_index = gr.Number(0, precision=0, label="...or world bird #", elem_id="concepts-index")
-        top = gr.Slider(1, 10, value=5, step=1, label="Top concepts")
+        world_index = gr.Number(0, label="...or world bird #", elem_id="concepts-index")
+        top = gr.Slider(*tab.TOP, value=5, step=1, label="Top concepts")
     button = gr.Button("Find concepts", variant="primary", elem_id="concepts-run")
     shown = gr.Image(label="Input (as used)", type="numpy", elem_id="concepts-input", interactive=False)
     maps = gr.Gallery(label="CoAM maps of the top concepts", elem_id="concepts-gallery", columns=5)
@@ -297,7 +300,7 @@ def tab_concepts_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> Non
     def run(file: Any, idx: float, k: float):
         if not store.is_ready("posthoc_cbm"):
             gr.Info("Preparing the post-hoc CBM (first use)...", duration=4)
-        out = tab.concepts(store, _path(file), int(idx or 0), top=int(k))
+        out = tab.concepts(store, _path(file, "Image"), _or_zero(idx), top=k)
         gallery = [(_big(im), caption) for im, caption in out["gallery"]]
         return _big(out["image"]), gallery, out["table"], out["summary"]
 
@@ -322,15 +325,20 @@ def tab_metrics_ui(gr: Any, tab: Any) -> None:
 
     @guarded
     def compute(name: str, file: Any):
-        scalars, image = tab.compute_metric(name, _path(file))
+        scalars, image = tab.compute_metric(name, _path(file, "Predictions"))
         return scalars, served_png(image)
 
     metric.change(lambda n: tab.metric_help(n), metric, help_md, api_name=False)
     button.click(compute, [metric, upload], [result, plot], api_name="metrics")
 
 
-def _path(file: Any) -> str | None:
-    """The local path of a ``gr.File`` value, checked to lie in Gradio's upload folder."""
+def _or_zero(value: Any) -> Any:
+    """An emptied number field (``None``) reads as 0; anything else is checked by the handler."""
+    return 0 if value is None else value
+
+
+def _path(file: Any, field: str) -> str | None:
+    """The local path of the ``gr.File`` value of ``field``, checked to be a file in Gradio's upload folder."""
     from .inputs import check_upload_path
 
     if file is None:
@@ -338,7 +346,7 @@ def _path(file: Any) -> str | None:
     path = getattr(file, "name", None) or getattr(file, "path", None) or (file.get("path") if isinstance(file, dict) else file)
     if not path:
         return None
-    return str(check_upload_path(path, _upload_roots()))
+    return str(check_upload_path(path, _upload_roots(), field=field))
 
 
 def _upload_roots() -> tuple[str, ...]:

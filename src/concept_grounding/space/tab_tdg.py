@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .common import attribute_label, class_label, figure_to_image
-from .inputs import UserInputError
+from .inputs import UserInputError, whole_number
 from .policy import TDG_MODELS_ENV, ModelPolicy
 from .resources import FeatureUnavailable, ResourceStore, require
 
@@ -35,6 +35,9 @@ WORLD_MODEL = "world Flux (trained on the bird world)"
 #: Default sampling steps: ``concept_grounding.worldflux.loader.WORLD_STEPS``, the setting the world
 #: Flux was measured at (model card); a test keeps the two equal.
 DEFAULT_STEPS = 20
+#: Most sampling steps a visitor may ask for, and the largest seed (both checked by :func:`generate`).
+MAX_STEPS = 50
+MAX_SEED = 2**32 - 1
 DEFAULT_MODEL = WORLD_MODEL
 #: Environment variable naming extra Flux models (comma-separated local folders or Hub ids), read at launch.
 MODEL_ENV = TDG_MODELS_ENV
@@ -89,6 +92,7 @@ def eta_figure(target_attribute: str, steps: int = 28) -> np.ndarray:
     the normalised times of a ``steps``-step Flux sampler marked."""
     from matplotlib.figure import Figure
 
+    steps = whole_number(steps, "Steps", 1, MAX_STEPS)
     mod = require("concept_grounding.tdg.schedule", "schedule_for_attribute")
     try:
         schedule = mod.schedule_for_attribute(target_attribute)
@@ -189,9 +193,8 @@ def generate(
         (reference, guide, prompting-only) images, each ``(H, W, 3)`` uint8. On the world
         and tiny models ``H = W = 32``; the tiny model's images are noise-like (random weights).
     """
-    steps = int(steps)
-    if not 1 <= steps <= 50:
-        raise UserInputError("Steps must be between 1 and 50.")
+    steps = whole_number(steps, "Steps", 1, MAX_STEPS)
+    seed = whole_number(seed, "Seed", 0, MAX_SEED)
     c_r, c_g, _ = prompts(reference_class, target_attribute)
     pipe = get_pipeline(store, model)
     schedule = require("concept_grounding.tdg.schedule", "schedule_for_attribute").schedule_for_attribute(target_attribute)

@@ -41,6 +41,29 @@ def test_tdg_eta_plot_and_pair(store):
         tab_tdg.generate(store, "017.Cardinal", "has_crown_color::black", steps=0)
 
 
+@pytest.mark.parametrize("on_disk", ["float16", "float32"])
+def test_a_listed_pipeline_folder_runs_whatever_its_precision_on_disk(tmp_path, on_disk):
+    """Issue 22.14: ``space --tdg-model <the shipped world Flux folder>`` (float16 on disk)
+    failed every request with "mat1 and mat2 must have the same dtype, but got Half and
+    Float"; the Space loads a listed folder the way ``load_world_flux`` does, in float32."""
+    import torch
+    from diffusers import FluxPipeline
+    from safetensors import safe_open
+
+    from concept_grounding.space.policy import ModelPolicy
+    from concept_grounding.worldflux import WORLD_FLUX_DIR, load_world_flux
+
+    folder = WORLD_FLUX_DIR
+    if on_disk == "float32":
+        folder = tmp_path / "world-flux-fp32"
+        load_world_flux(pipeline_cls=FluxPipeline).save_pretrained(folder)
+    with safe_open(str(folder / "text_encoder" / "model.safetensors"), "pt") as f:
+        assert f.get_tensor(next(iter(f.keys()))).dtype == getattr(torch, on_disk)
+    store = ResourceStore(policy=ModelPolicy(tdg_models=(str(folder),)))
+    images = tab_tdg.generate(store, "017.Cardinal", "has_crown_color::black", model=str(folder), steps=1)
+    assert [im.shape for im in images] == [(32, 32, 3)] * 3  # the folder's trained side
+
+
 def test_sub_explorer_tallies_match_the_probabilities(store):
     out = tab_sub.explore(store, "017.Cardinal|has_crown_color::black", 2)
     s_plus_row = out["table"][0]

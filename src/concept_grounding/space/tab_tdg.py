@@ -6,8 +6,10 @@ birds, sampled with true classifier-free guidance at its trained prompt length. 
 randomly initialised Flux of :mod:`concept_grounding.tdg.tiny` (:func:`build_default_pipeline`,
 noise-like images) stays in the dropdown for the mechanics. Other Flux models (a
 local folder, or a Hub id when online) are offered only when the operator lists them at
-launch (``--tdg-model`` / ``CONCEPT_GROUNDING_TDG_MODEL``, :mod:`.policy`); they share the
-store's LRU cache of visitor-chosen models.
+launch (``--tdg-model`` / ``CONCEPT_GROUNDING_TDG_MODEL``, :mod:`.policy`); they load through
+:func:`~concept_grounding.tdg.loading.load_flux_pipeline` in float32 whatever their precision
+on disk, sample at their trained side (at most 512 px) and share the store's LRU cache of
+visitor-chosen models.
 
 Concurrent visitors share one pipeline per model: ``TiedDiffusionPipeline`` gives every
 call its own scheduler, so simultaneous requests each get exactly the images they get
@@ -41,8 +43,9 @@ MAX_SEED = 2**32 - 1
 DEFAULT_MODEL = WORLD_MODEL
 #: Environment variable naming extra Flux models (comma-separated local folders or Hub ids), read at launch.
 MODEL_ENV = TDG_MODELS_ENV
-#: Output side (px) of the tiny model; real models use 512.
+#: Output side (px) of the tiny model; a named model samples at its trained side, at most MAX_SIZE.
 TINY_SIZE = 32
+MAX_SIZE = 512
 
 
 def model_choices(policy: ModelPolicy | None = None) -> list[str]:
@@ -138,17 +141,18 @@ def pipeline_key(model: str | None) -> str:
 
 def _build_named(name: str) -> Any:
     def builder(store: ResourceStore) -> tuple[Any, str]:
-        pipeline = require("concept_grounding.tdg.pipeline", "TiedDiffusionPipeline")
+        loading = require("concept_grounding.tdg.loading", "load_flux_pipeline")
         from ..hub import resolve_model
         from .env import is_offline
 
         try:
             # Fails within seconds for an uncached model when the Hub does not answer (issue 12.6).
             source = resolve_model(name, argument="model")
-            pipe = pipeline.TiedDiffusionPipeline.from_pretrained(source, local_files_only=is_offline())
+            # float32 whatever the folder holds (fp16 on disk, e.g. the shipped world Flux, once mixed Half and Float)
+            pipe = loading.load_flux_pipeline(source, "float32", local_files_only=is_offline())
         except (OSError, ValueError) as err:
             raise UserInputError(f"Could not load the Flux model {name!r}: {err}") from None
-        return pipe, f"{name} (from_pretrained)"
+        return pipe, f"{name} (from_pretrained, float32)"
 
     return builder
 
@@ -191,7 +195,8 @@ def generate(
 
     Returns:
         (reference, guide, prompting-only) images, each ``(H, W, 3)`` uint8. On the world
-        and tiny models ``H = W = 32``; the tiny model's images are noise-like (random weights).
+        and tiny models ``H = W = 32``; the tiny model's images are noise-like (random weights);
+        a named model's side is its trained one, at most :data:`MAX_SIZE`.
     """
     steps = whole_number(steps, "Steps", 1, MAX_STEPS)
     seed = whole_number(seed, "Seed", 0, MAX_SEED)
@@ -201,10 +206,9 @@ def generate(
     import torch
 
     tiny = model in (None, "", TINY_MODEL)
-    size = TINY_SIZE if tiny else 512
-    common: dict[str, Any] = {"height": size, "width": size, "num_inference_steps": steps, "output_type": "np"}
-    if tiny:
-        common["max_sequence_length"] = 32
+    size = TINY_SIZE if tiny else min(MAX_SIZE, pipe.default_sample_size * pipe.vae_scale_factor)
+    common: dict[str, Any] = {"height": size, "width": size, "num_inference_steps": steps, "output_type": "np",
+                              "max_sequence_length": 32 if tiny else min(512, int(pipe.tokenizer_2.model_max_length))}
     if model == WORLD_MODEL:  # its trained size and prompt length, true CFG against ""
         world_kwargs = require("concept_grounding.worldflux", "world_flux_call_kwargs").world_flux_call_kwargs
         common = {**world_kwargs(pipe, num_inference_steps=steps), "output_type": "np", "negative_prompt": ""}

@@ -279,6 +279,39 @@ def test_api_refuses_a_model_not_listed_at_launch(client):
         client.predict("017.Cardinal", "has_crown_color::black", "/tmp", 2, 0, api_name="/tdg_generate")
 
 
+def test_a_visitor_who_leaves_stops_their_tied_diffusion_run(server):
+    """Issue 22.15: a browser joins the queue for a long Tied Diffusion run (the world Flux,
+    50 steps: minutes of CPU here), sees it start, and closes the page; the run stops at
+    its next denoising step instead of running to the end (the server logs where)."""
+    import http.client
+    import socket
+
+    from concept_grounding.space import tab_tdg
+
+    url, _, log, _ = server
+    with urllib.request.urlopen(url + "config", timeout=30) as response:
+        config = json.loads(response.read())
+    fn_index = next(d["id"] for d in config["dependencies"] if d.get("api_name") == "tdg_generate")
+    body = {"data": ["017.Cardinal", "has_crown_color::black", tab_tdg.WORLD_MODEL, 50, 0], "fn_index": fn_index,
+            "session_hash": "leaving-visitor", "event_data": None, "trigger_id": None}
+    urllib.request.urlopen(urllib.request.Request(url + "gradio_api/queue/join", data=json.dumps(body).encode(),
+                                                  headers={"Content-Type": "application/json"}), timeout=30).read()
+    port = int(url.rstrip("/").rsplit(":", 1)[1])
+    page = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    page.request("GET", "/gradio_api/queue/data?session_hash=leaving-visitor")
+    stream = page.getresponse()
+    while "process_generating" not in stream.fp.readline().decode():  # the run has started
+        pass
+    page.sock.shutdown(socket.SHUT_RDWR)  # the visitor closes the page
+    page.close()
+    deadline = time.perf_counter() + 90
+    while "an abandoned request ended" not in log.read_text() and time.perf_counter() < deadline:
+        time.sleep(0.5)
+    (line,) = [x for x in log.read_text().splitlines() if "an abandoned request ended" in x]
+    done = int(line.split("stopped after ")[1].split(" of ")[0])
+    assert done < 100, line  # 2 calls x 50 steps: it stopped well before the end
+
+
 def _world_png(path: Path) -> Path:
     from concept_grounding.world import BirdWorld, WorldConfig
 

@@ -41,6 +41,47 @@ def test_tdg_eta_plot_and_pair(store):
         tab_tdg.generate(store, "017.Cardinal", "has_crown_color::black", steps=0)
 
 
+def test_a_cancelled_tdg_run_stops_between_steps_and_leaves_the_pipeline_as_it_was(store):
+    """Issue 22.15: ``cancelled`` is asked after every denoising step; once true the run
+    stops (here after 2 of 2 x 4 steps) and the shared pipeline serves the next call as before."""
+    kwargs = dict(steps=4, seed=3)
+    alone = tab_tdg.generate(store, "017.Cardinal", "has_crown_color::black", **kwargs)
+    asked = []
+
+    def cancelled() -> bool:
+        asked.append(True)
+        return len(asked) >= 2
+
+    with pytest.raises(tab_tdg.Cancelled, match="stopped after 2 of 8 denoising steps"):
+        tab_tdg.generate(store, "017.Cardinal", "has_crown_color::black", cancelled=cancelled, **kwargs)
+    again = tab_tdg.generate(store, "017.Cardinal", "has_crown_color::black", cancelled=lambda: False, **kwargs)
+    assert len(asked) == 2 and all(np.array_equal(a, b) for a, b in zip(alone, again))
+
+
+def test_closing_a_running_handler_cancels_its_work():
+    """Issue 22.15: Gradio closes a generator handler whose visitor left; the work thread
+    then sees ``cancelled()`` and stops, and the closing does not wait for it."""
+    import threading
+    import time
+
+    from concept_grounding.space.blocks import run_while_wanted
+
+    stopped = threading.Event()
+
+    def work(cancelled):
+        while not cancelled():
+            time.sleep(0.01)
+        stopped.set()
+        raise tab_tdg.Cancelled("stopped")
+
+    updates = run_while_wanted(work, "idle")
+    assert next(updates) == "idle" and not stopped.is_set()
+    start = time.perf_counter()
+    updates.close()
+    assert time.perf_counter() - start < 0.1 and stopped.wait(5)
+    assert list(run_while_wanted(lambda cancelled: 42, "idle")) == [42]
+
+
 @pytest.mark.parametrize("on_disk", ["float16", "float32"])
 def test_a_listed_pipeline_folder_runs_whatever_its_precision_on_disk(tmp_path, on_disk):
     """Issue 22.14: ``space --tdg-model <the shipped world Flux folder>`` (float16 on disk)

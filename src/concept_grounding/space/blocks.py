@@ -4,12 +4,19 @@ Everything Gradio-specific lives here. :func:`guarded` turns the handlers' frien
 errors (:class:`~.inputs.UserInputError`, :class:`~.resources.FeatureUnavailable`) into
 ``gr.Error`` messages shown in the page; any other exception is logged with its stack
 and the page gets a one-line message, never a traceback.
+
+An abandoned Tied Diffusion request stops: its handler is a generator that runs the
+pipeline in a thread and yields a no-op update every :data:`ALIVE_CHECK_SECONDS`; Gradio
+stops iterating a generator whose visitor disconnected or cancelled and closes it, which
+makes the pipeline stop at its next denoising step (``tab_tdg.generate(cancelled=...)``).
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,6 +36,9 @@ logger = logging.getLogger(__name__)
 #: its own scheduler, so a request gets the same result as alone (no per-model lock needed,
 #: and a slow TDG request does not hold up a SUB explorer one).
 CONCURRENCY_LIMIT = 4
+#: How often (seconds) a running Tied Diffusion request yields to Gradio, which then checks
+#: that its visitor is still there.
+ALIVE_CHECK_SECONDS = 0.5
 #: Gradio's ``delete_cache`` (seconds): every 10 minutes, files the Space stored (uploads, the
 #: images it served) that are more than an hour old are deleted; all of them at shutdown.
 DELETE_CACHE = (600, 3600)
@@ -44,24 +54,66 @@ on first use of a tab (a few seconds), and the status line says what is loaded.
 
 
 def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap a handler so that errors reach the page as one line of ``gr.Error`` text, with
-    server paths redacted (:func:`~.inputs.redact_paths`)."""
+    """Wrap a handler (a function or a generator) so that errors reach the page as one line
+    of ``gr.Error`` text, with server paths redacted (:func:`~.inputs.redact_paths`)."""
     import gradio as gr
+
+    def page_error(err: Exception) -> Exception:
+        if isinstance(err, gr.Error):
+            return err
+        if isinstance(err, (UserInputError, FeatureUnavailable)):
+            return gr.Error(redact_paths(str(err)), print_exception=False)
+        logger.error("space: %s failed", getattr(fn, "__name__", "handler"), exc_info=err)  # the log gets the stack
+        text = " ".join(redact_paths(str(err)).split())[:300]
+        return gr.Error(f"Something went wrong ({type(err).__name__}: {text}).", print_exception=False)
+
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def generator(*args: Any, **kwargs: Any) -> Any:
+            try:
+                yield from fn(*args, **kwargs)
+            except Exception as err:  # noqa: BLE001 - GeneratorExit (a closed run) is not an Exception
+                raise page_error(err) from None
+
+        return generator
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except gr.Error:
-            raise
-        except (UserInputError, FeatureUnavailable) as err:
-            raise gr.Error(redact_paths(str(err)), print_exception=False) from None
         except Exception as err:  # noqa: BLE001 - the page gets one line, the log the stack
-            logger.exception("space: %s failed", getattr(fn, "__name__", "handler"))
-            text = " ".join(redact_paths(str(err)).split())[:300]
-            raise gr.Error(f"Something went wrong ({type(err).__name__}: {text}).", print_exception=False) from None
+            raise page_error(err) from None
 
     return wrapper
+
+
+def run_while_wanted(work: Callable[[Callable[[], bool]], Any], idle: Any) -> Any:
+    """A generator over ``work(cancelled)`` run in a thread: it yields ``idle`` every
+    :data:`ALIVE_CHECK_SECONDS` until the work is done, then its result. When Gradio closes
+    the generator (the visitor disconnected or cancelled), ``cancelled()`` turns true and
+    the work is expected to stop soon; the generator does not wait for it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    left = threading.Event()
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="space-work")
+    future = pool.submit(work, left.is_set)
+    pool.shutdown(wait=False)  # the thread ends with the work
+
+    def log_abandoned(done: Any) -> None:
+        if left.is_set() and not done.cancelled() and done.exception() is not None:
+            logger.info("space: an abandoned request ended: %s", done.exception())
+
+    future.add_done_callback(log_abandoned)
+    try:
+        while True:
+            try:
+                result = future.result(timeout=ALIVE_CHECK_SECONDS)
+                break
+            except TimeoutError:
+                yield idle
+    finally:
+        left.set()
+    yield result
 
 
 def build_demo(
@@ -189,9 +241,13 @@ def tab_tdg_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None:
     def run(reference_class: str, target_attribute: str, model_name: str, n_steps: float, seed_value: float):
         if not store.is_ready(tab.pipeline_key(model_name)):
             gr.Info("Loading the diffusion model (first use)...", duration=4)
-        images = tab.generate(store, reference_class, target_attribute, model=model_name, steps=n_steps,
-                              seed=_or_zero(seed_value))
-        return tuple(_big(im) for im in images)
+
+        def work(cancelled: Callable[[], bool]) -> tuple:
+            images = tab.generate(store, reference_class, target_attribute, model=model_name, steps=n_steps,
+                                  seed=_or_zero(seed_value), cancelled=cancelled)
+            return tuple(_big(im) for im in images)
+
+        yield from run_while_wanted(work, (gr.skip(),) * 3)
 
     for dropdown in (ref, attr):
         dropdown.change(describe, [ref, attr, steps], [c_r, c_g, eta], api_name=False)

@@ -18,6 +18,7 @@ alone (``tests/test_space_app.py``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,7 @@ from .policy import TDG_MODELS_ENV, ModelPolicy
 from .resources import FeatureUnavailable, ResourceStore, require
 
 __all__ = ["TINY_MODEL", "WORLD_MODEL", "DEFAULT_MODEL", "MODEL_ENV", "build_world_pipeline", "pipeline_key", "choices", "prompts", "eta_figure", "generate", "model_choices",
-           "build_default_pipeline", "get_pipeline"]
+           "build_default_pipeline", "get_pipeline", "Cancelled"]
 
 #: Name of the built-in tiny model in the model dropdown.
 TINY_MODEL = "tiny (built-in, random weights)"
@@ -172,6 +173,24 @@ def get_pipeline(store: ResourceStore, model: str) -> Any:
     return store.get(f"tdg:{name}", _build_named(name), evictable=True)
 
 
+class Cancelled(Exception):
+    """The request was abandoned: :func:`generate` stopped between two denoising steps."""
+
+
+def _stop_when(cancelled: Callable[[], bool], steps: int) -> Callable[..., dict]:
+    """A diffusers ``callback_on_step_end`` that raises :class:`Cancelled` once ``cancelled()``
+    is true (it runs on the call's own view of the shared pipeline, so other calls go on)."""
+    calls = {"done": 0}
+
+    def callback(pipe: Any, step: int, timestep: Any, callback_kwargs: dict) -> dict:
+        calls["done"] += 1
+        if cancelled():
+            raise Cancelled(f"stopped after {calls['done']} of {2 * steps} denoising steps")
+        return {}
+
+    return callback
+
+
 def _to_uint8(images: Any) -> list[np.ndarray]:
     out = []
     for image in images:
@@ -190,8 +209,12 @@ def generate(
     model: str = DEFAULT_MODEL,
     steps: int = DEFAULT_STEPS,
     seed: int = 0,
+    cancelled: Callable[[], bool] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Generate the TDG pair and the prompting-only baseline from the same seed.
+
+    ``cancelled`` is asked after every denoising step (both calls); once it answers true
+    the run stops with :class:`Cancelled` (the Space asks whether the visitor is still there).
 
     Returns:
         (reference, guide, prompting-only) images, each ``(H, W, 3)`` uint8. On the world
@@ -212,6 +235,8 @@ def generate(
     if model == WORLD_MODEL:  # its trained size and prompt length, true CFG against ""
         world_kwargs = require("concept_grounding.worldflux", "world_flux_call_kwargs").world_flux_call_kwargs
         common = {**world_kwargs(pipe, num_inference_steps=steps), "output_type": "np", "negative_prompt": ""}
+    if cancelled is not None:
+        common["callback_on_step_end"] = _stop_when(cancelled, steps)
     tdg = require("concept_grounding.tdg", "ConstantEta", "prompting_only_prompt")
     baseline_prompt = tdg.prompting_only_prompt(reference_class, target_attribute)
     try:

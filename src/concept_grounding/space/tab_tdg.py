@@ -230,8 +230,9 @@ def generate(
 
     tiny = model in (None, "", TINY_MODEL)
     size = TINY_SIZE if tiny else min(MAX_SIZE, pipe.default_sample_size * pipe.vae_scale_factor)
-    common: dict[str, Any] = {"height": size, "width": size, "num_inference_steps": steps, "output_type": "np",
-                              "max_sequence_length": 32 if tiny else min(512, int(pipe.tokenizer_2.model_max_length))}
+    common: dict[str, Any] = {"height": size, "width": size, "num_inference_steps": steps, "output_type": "np"}
+    if tiny:  # a named model's prompt length is its tokenizer's (TiedDiffusionPipeline.default_max_sequence_length)
+        common["max_sequence_length"] = 32
     if model == WORLD_MODEL:  # its trained size and prompt length, true CFG against ""
         world_kwargs = require("concept_grounding.worldflux", "world_flux_call_kwargs").world_flux_call_kwargs
         common = {**world_kwargs(pipe, num_inference_steps=steps), "output_type": "np", "negative_prompt": ""}

@@ -67,11 +67,21 @@ def test_real_data_path_on_the_world_exports(tmp_path):
         (dict(models=("CBM (magic)",)), "unknown variant"),
         (dict(concepts="some"), "concepts must be"),
         (dict(epochs=0), "epochs must be >= 1"),
+        (dict(classes=("017.Cardinal",)), "classes: a bench run needs at least 2 different classes"),
     ],
 )
 def test_bad_config(kwargs, message):
     with pytest.raises(ValueError, match=message):
         BenchConfig(**kwargs)
+
+
+def test_finding_without_a_measured_s_plus_warns_nothing(recwarn):
+    """A run where no CBM could measure s+ says so in the report without a NumPy warning
+    (that printed a source path, issue 22.9)."""
+    from concept_grounding.bench.report import finding
+
+    rows = [{"name": "CBM (ind.)", "s_plus": float("nan"), "chance_s_plus": 0.5}]
+    assert "mean s+ is" in finding(rows) and not recwarn.list
 
 
 def test_cub_without_sub_is_a_clear_error(tmp_path):

@@ -439,6 +439,20 @@ def test_none_option_adds_a_column_and_changes_chance(sub):
         evaluate_sub(handle, sub, include_none=True, protocol="official", progress=False)
 
 
+def test_no_progress_silences_every_bar(user_file, sub, tmp_path, capfd):
+    """``--no-progress`` / ``progress=False``: no bar at all, neither the world SUB render bar
+    nor ``datasets``' bars while a local SUB folder loads (issue 22.7)."""
+    from concept_grounding.loaders import write_sub
+
+    folder = write_sub(sub, tmp_path / "SUB")
+    capfd.readouterr()
+    model = ["sub", "--model", f"{user_file}:build", "--output", "0"]
+    assert main([*model, "--out", str(tmp_path / "a"), *WORLD_ARGS]) == 0
+    assert main([*model, "--out", str(tmp_path / "b"), "--sub", str(folder), "--no-progress"]) == 0
+    err = capfd.readouterr().err
+    assert "it/s" not in err and "%|" not in err and "examples/s" not in err, err
+
+
 # ------------------------------------------------------------------ Hub-format SUB
 def _hub_fixture(tmp_path, sub):
     """SUB's Hub layout: data/test-*.parquet with image, bird_label and attr_label (``has_x--y``)."""

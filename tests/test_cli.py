@@ -1,5 +1,6 @@
 """The command line: every sub-command answers --help quickly and parses."""
 
+import argparse
 import subprocess
 import sys
 
@@ -41,3 +42,45 @@ def test_parsing_every_command_imports_no_heavy_library():
     bad = subprocess.run([sys.executable, "-m", "concept_grounding.cli", "bench", "--epochs", "zero"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "--epochs" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def _subparsers():
+    parser = build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_option_has_help_text_and_shows_its_default(name):
+    """Issue 22.8: each option has a line of help, and each one that takes a value says its
+    default (the formatter appends ``(default: X)`` unless the text names the default)."""
+    sub = _subparsers()[name]
+    formatter = sub._get_formatter()
+    for action in sub._actions:
+        if not action.option_strings or isinstance(action, argparse._HelpAction) or action.dest == "debug":
+            continue
+        flag = action.option_strings[-1]
+        assert action.help and action.help != argparse.SUPPRESS and len(action.help.split()) >= 2, f"{name} {flag}"
+        if action.nargs != 0 and not action.required:
+            shown = formatter._expand_help(action)
+            assert "default" in shown, f"{name} {flag}: {shown!r}"
+            if action.default not in (None, argparse.SUPPRESS) and "(default: " in shown and "%(default)" not in action.help:
+                assert str(action.default) in shown, f"{name} {flag}: {shown!r}"
+    text = sub.format_help()
+    assert "(default: " in text
+
+
+def test_the_readme_world_command_writes_what_the_readme_says():
+    """Issue 22.8: the README's ``concept-grounding world`` command writes the DatasetDict,
+    the CUB folder and the SUB folder it promises."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    from concept_grounding.commands.world import config_from_args
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    command = re.search(r"`(concept-grounding world [^`]*)`", readme).group(1)
+    args = build_parser().parse_args(shlex.split(command)[1:])
+    config = config_from_args(args)
+    assert config.writes_cub and config.writes_sub

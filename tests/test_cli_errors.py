@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import errno
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -35,6 +38,15 @@ def _fail_with(monkeypatch, exc: BaseException) -> None:
         (OSError("We couldn't connect to the Hub\n   to load this model"), "We couldn't connect to the Hub to load"),
         (ModuleNotFoundError("No module named 'gradio'", name="gradio"), "optional package 'gradio'"),
         (UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"), "a file is not UTF-8 text"),
+        # a full disk or a permission error names the path written, however it is wrapped (issue 22.10)
+        (OSError(errno.ENOSPC, "No space left on device"), "x: no space left on the device"),
+        (OSError(errno.ENOSPC, "No space left on device", "/src/a.py", None, "/out/a.py"),
+         "/out/a.py: no space left on the device"),
+        (shutil.Error([("/src/a.py", "/out/a.py", "[Errno 28] No space left on device: '/src/a.py' -> '/out/a.py'")]),
+         "/out/a.py: no space left on the device"),
+        (type("SafetensorError", (Exception,), {})("Error while serializing: I/O error: No space left on device "
+                                                  "(os error 28)"), "x: no space left on the device"),
+        (PermissionError(errno.EACCES, "Permission denied"), "x: permission denied"),
     ],
 )
 def test_expected_errors_print_one_line_and_exit_2(monkeypatch, capsys, exc, expected):
@@ -118,3 +130,60 @@ def test_a_real_process_prints_no_traceback_unless_asked(tmp_path):
     assert "pairs.txt, line 1: not UTF-8 text" in plain.stderr
     debug = subprocess.run(argv + ["--debug"], capture_output=True, text=True, timeout=300)
     assert debug.returncode == 2 and "Traceback" in debug.stderr
+
+
+# --------------------------------------------------------------------- full disk (issue 22.10)
+def _full_disk(monkeypatch, when=lambda path: True) -> None:
+    """``Path.write_bytes`` as on a full disk where ``when(path)``: the file is created, then
+    the write fails with ENOSPC (what left 0-byte ``.tmp-<pid>`` files behind)."""
+    real = Path.write_bytes
+
+    def write_bytes(self, data):
+        if not when(self):
+            return real(self, data)
+        self.touch()
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_bytes", write_bytes)
+
+
+def _one_error(capsys) -> str:
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("concept-grounding: ")]
+    assert len(lines) == 1 and lines[0].startswith("concept-grounding: error: ") and "Traceback" not in err, err
+    return lines[0]
+
+
+def test_generate_on_a_full_disk_names_the_file_and_a_resume_finds_no_temporary_file(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "gen"
+    argv = ["generate", "--out", str(out), "--tiny", "--classes", "Cardinal", "--attributes", "has_crown_color::black",
+            "--images-per-pairing", "1", "--steps", "1"]
+    with monkeypatch.context() as full:
+        _full_disk(full, lambda path: ".png.tmp-" in path.name)
+        assert main(argv) == 2
+    line = _one_error(capsys)
+    assert f"{out}/" in line and ".png: no space left on the device" in line and ".tmp-" not in line
+    assert not list(out.rglob("*.tmp-*"))
+    assert main(argv) == 0  # the resume
+    assert not list(out.rglob("*.tmp-*")) and len(list(out.rglob("*.png"))) == 1
+
+
+def test_bench_on_a_full_disk_is_a_user_error_naming_the_file(tmp_path, monkeypatch, capsys):
+    _full_disk(monkeypatch)
+    out = tmp_path / "bench"
+    assert main(["bench", "--out", str(out), "--classes", "017.Cardinal", "073.Blue_Jay", "--no-clip", "--no-posthoc"]) == 2
+    assert f"{out / 'config.json'}: no space left on the device" in _one_error(capsys)
+    assert not list(out.rglob("*.tmp-*"))
+
+
+def test_publish_on_a_full_disk_names_the_copy_not_its_source(tmp_path, monkeypatch, capsys):
+    def copyfile(src, dst, *, follow_symlinks=True):  # how shutil's sendfile copy reports a full disk
+        raise OSError(errno.ENOSPC, "No space left on device", str(src), None, str(dst))
+
+    monkeypatch.setattr(shutil, "copyfile", copyfile)
+    out = tmp_path / "hub"
+    assert main(["publish", "--namespace", "cg-test", "--out", str(out), "--size", "32", "--train-per-class", "1",
+                 "--test-per-class", "1", "--classes", "017.Cardinal", "073.Blue_Jay"]) == 2
+    line = _one_error(capsys)
+    assert f": no space left on the device" in line and line.split("error: ")[1].startswith(str(out)), line
+    assert str(Path(__file__).resolve().parents[1] / "metrics") not in line

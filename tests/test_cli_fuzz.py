@@ -153,11 +153,16 @@ CASES: list[tuple[list[str], str]] = [
     (B + ["--cub-root", "{empty_dir}"], "--sub: --cub-root needs a SUB source"),
     (B + ["--sub", "{empty_dir}"], "--sub: is read only with --cub-root"),
     (B + ["--classes", "Dodo"], "argument --classes"),
+    (B + ["--classes", "017.Cardinal"], "--classes: a bench run needs at least 2 different classes"),
+    (B + ["--classes", "017.Cardinal", "017.Cardinal"], "--classes: a bench run needs at least 2"),
     (B + ["--concept-loss-weight", "nan"], "argument --concept-loss-weight"),
     (B + ["--min-class-count", "-1"], "argument --min-class-count"),
     (B + ["--model", "{missing}/clip"], "--model: no such folder or file"),
     (B + ["--cub-root", "{empty_dir}", "--sub", "{missing}/sub"], "--sub: no such folder or file"),
     (B + ["--cub-root", "{empty_dir}", "--sub", "someone/not-cached-sub"], "--sub: dataset 'someone/not-cached-sub'"),
+    # ---- space
+    (["space", "--port", "99999"], "argument --port: must be an integer in [0, 65535], got '99999'"),
+    (["space", "--port", "-1"], "argument --port"),
     # ---- demo and the top level
     (D + ["--stages", "world,nope"], "--stages: unknown stage(s) ['nope']"),
     (D + ["--size", "8"], "argument --size"),

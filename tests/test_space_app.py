@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -34,10 +35,12 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """Launch app.py; yield (url, start-up seconds until the first HTTP 200)."""
+    """Launch app.py; yield (url, start-up seconds until the first HTTP 200, log file, its
+    Gradio cache folder)."""
     port = _free_port()
     log = tmp_path_factory.mktemp("space") / "server.log"
-    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
+    cache = tmp_path_factory.mktemp("gradio-cache")
+    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "GRADIO_TEMP_DIR": str(cache),
            "HF_HUB_OFFLINE": "1", "CONCEPT_GROUNDING_ARTIFACTS": str(tmp_path_factory.mktemp("no_artifacts") / "none"),
            "CONCEPT_GROUNDING_SPACE_BUILD": "tiny"}  # the Space's own model builds at tiny sizes (a second each)
     start = time.perf_counter()
@@ -59,7 +62,7 @@ def server(tmp_path_factory):
         if elapsed is None:
             pytest.fail(f"no HTTP 200 within 120 s:\n{log.read_text()[-3000:]}")
         print(f"\nSpace start-up: HTTP 200 after {elapsed:.2f} s")
-        yield url, elapsed, log
+        yield url, elapsed, log, cache
     finally:
         proc.terminate()
         try:
@@ -84,7 +87,7 @@ def _ccd_csv(path: Path) -> Path:
 def test_startup_serves_the_page(server):
     """The app answers on 127.0.0.1 (the fixture gives up after 120 s). Its start-up time
     against the 30 s target is measured by benchmarks/bench_space.py, not asserted here."""
-    url, elapsed, _ = server
+    url, elapsed, _, _ = server
     with urllib.request.urlopen(url, timeout=10) as response:
         assert response.status == 200 and "concept-grounding" in response.read().decode("utf-8", "replace")
     assert elapsed > 0
@@ -96,6 +99,76 @@ def test_api_metrics_known_answer(client, tmp_path):
     result, _plot = client.predict("concept_confidence_deviation", handle_file(str(_ccd_csv(tmp_path / "p.csv"))), api_name="/metrics")
     result = result if isinstance(result, dict) else json.loads(result)
     assert result["ccd"] == pytest.approx(0.1)
+
+
+def _post_upload(url: str, size: int) -> urllib.request.Request:
+    boundary = "concept-grounding-test"
+    head = (f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="big.bin"\r\n'
+            "Content-Type: application/octet-stream\r\n\r\n").encode()
+    return urllib.request.Request(url + "gradio_api/upload", data=head + b"\0" * size + f"\r\n--{boundary}--\r\n".encode(),
+                                  headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+
+
+def test_uploads_are_bounded_at_the_server_and_an_oversized_one_is_not_stored(server):
+    """Issue 22.12: a file above MAX_UPLOAD_BYTES posted to the upload route is refused (413)
+    and nothing of it is stored; one below is stored."""
+    from concept_grounding.space.blocks import DELETE_CACHE
+    from concept_grounding.space.inputs import MAX_UPLOAD_BYTES
+
+    url, _, _, cache = server
+    stored = lambda: {p for p in cache.rglob("*") if p.is_file()}  # noqa: E731
+    before = stored()
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(_post_upload(url, MAX_UPLOAD_BYTES + 1), timeout=60)
+    assert refused.value.code == 413 and stored() == before
+    with urllib.request.urlopen(_post_upload(url, 1000), timeout=60) as accepted:
+        (path,) = json.loads(accepted.read())
+    assert Path(path).stat().st_size == 1000 and stored() == before | {Path(path)}
+
+
+def test_the_cache_is_swept_on_a_schedule_and_a_served_image_counts_as_new(tmp_path, monkeypatch):
+    """Issue 22.12: the Blocks carry Gradio's ``delete_cache``, and an image served again
+    is young again for it (a sweep never deletes a file a request is being answered with)."""
+    from concept_grounding.space import build_demo
+    from concept_grounding.space.blocks import DELETE_CACHE, served_png
+    from concept_grounding.space.resources import ResourceStore
+
+    assert build_demo(store=ResourceStore()).delete_cache == DELETE_CACHE and DELETE_CACHE[0] <= DELETE_CACHE[1]
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path))
+    image = np.zeros((4, 4, 3), np.uint8)
+    path = Path(served_png(image))
+    os.utime(path, (1, 1))
+    assert served_png(image) == str(path) and time.time() - path.stat().st_mtime < 60
+
+
+def _raw_error(url: str, api: str, body: str) -> str:
+    """The error message of an API call sent as raw JSON (``NaN`` is not JSON, so
+    gradio_client cannot send it; a visitor's script can)."""
+    request = urllib.request.Request(f"{url}gradio_api/call/{api}", data=body.encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        event = json.loads(response.read())["event_id"]
+    with urllib.request.urlopen(f"{url}gradio_api/call/{api}/{event}", timeout=120) as response:
+        stream = response.read().decode()
+    assert "event: error" in stream, stream
+    return json.loads(stream.split("data: ", 1)[1].splitlines()[0])["error"]
+
+
+def test_raw_api_numbers_and_paths_get_one_line_naming_the_field(server):
+    """Issue 22.13, through Gradio: NaN in a number field reaches the handler (no Gradio
+    rounding error) and is refused naming the field; a folder sent as an upload is refused
+    without showing where the server keeps it."""
+    url, _, _, cache = server
+    tdg = '"017.Cardinal", "has_crown_color::black", "tiny (built-in, random weights)"'
+    folder = json.dumps({"path": str(cache), "meta": {"_type": "gradio.FileData"}})
+    for api, body, field in [
+        ("tdg_generate", f'{{"data": [{tdg}, 2, NaN]}}', "Seed must be a whole number"),
+        ("tdg_generate", f'{{"data": [{tdg}, 2.5, 0]}}', "Steps must be a whole number"),
+        ("explain", '{"data": [null, NaN, "a bird", 3, [], ""]}', "World bird # must be a whole number"),
+        ("metrics", f'{{"data": ["concept_confidence_deviation", {folder}]}}', "Predictions: not an uploaded file"),
+    ]:
+        message = _raw_error(url, api, body)
+        assert message.startswith(field) and "\n" not in message and str(cache) not in message, message
 
 
 def test_api_bad_input_gives_friendly_messages(client, tmp_path):
@@ -206,6 +279,39 @@ def test_api_refuses_a_model_not_listed_at_launch(client):
         client.predict("017.Cardinal", "has_crown_color::black", "/tmp", 2, 0, api_name="/tdg_generate")
 
 
+def test_a_visitor_who_leaves_stops_their_tied_diffusion_run(server):
+    """Issue 22.15: a browser joins the queue for a long Tied Diffusion run (the world Flux,
+    50 steps: minutes of CPU here), sees it start, and closes the page; the run stops at
+    its next denoising step instead of running to the end (the server logs where)."""
+    import http.client
+    import socket
+
+    from concept_grounding.space import tab_tdg
+
+    url, _, log, _ = server
+    with urllib.request.urlopen(url + "config", timeout=30) as response:
+        config = json.loads(response.read())
+    fn_index = next(d["id"] for d in config["dependencies"] if d.get("api_name") == "tdg_generate")
+    body = {"data": ["017.Cardinal", "has_crown_color::black", tab_tdg.WORLD_MODEL, 50, 0], "fn_index": fn_index,
+            "session_hash": "leaving-visitor", "event_data": None, "trigger_id": None}
+    urllib.request.urlopen(urllib.request.Request(url + "gradio_api/queue/join", data=json.dumps(body).encode(),
+                                                  headers={"Content-Type": "application/json"}), timeout=30).read()
+    port = int(url.rstrip("/").rsplit(":", 1)[1])
+    page = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    page.request("GET", "/gradio_api/queue/data?session_hash=leaving-visitor")
+    stream = page.getresponse()
+    while "process_generating" not in stream.fp.readline().decode():  # the run has started
+        pass
+    page.sock.shutdown(socket.SHUT_RDWR)  # the visitor closes the page
+    page.close()
+    deadline = time.perf_counter() + 90
+    while "an abandoned request ended" not in log.read_text() and time.perf_counter() < deadline:
+        time.sleep(0.5)
+    (line,) = [x for x in log.read_text().splitlines() if "an abandoned request ended" in x]
+    done = int(line.split("stopped after ")[1].split(" of ")[0])
+    assert done < 100, line  # 2 calls x 50 steps: it stopped well before the end
+
+
 def _world_png(path: Path) -> Path:
     from concept_grounding.world import BirdWorld, WorldConfig
 
@@ -230,7 +336,7 @@ def _screenshot(page, path: Path, for_docs: bool) -> None:
 def test_browser_every_tab(server, tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
-    url, _, log = server
+    url, _, log, _ = server
     shots = os.environ.get("SAVE_SCREENSHOTS")
     shot_dir = Path(shots) if shots else tmp_path / "shots"
     shot_dir.mkdir(parents=True, exist_ok=True)

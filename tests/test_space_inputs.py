@@ -14,8 +14,12 @@ from concept_grounding.space.inputs import (
     load_image,
     parse_texts,
     read_table,
+    redact_paths,
     to_rgb,
+    whole_number,
 )
+from concept_grounding.space import tab_concepts, tab_explain, tab_sub, tab_tdg
+from concept_grounding.space.resources import ResourceStore
 from concept_grounding.space.tab_metrics import METRICS, compute_metric, metric_help
 
 
@@ -76,6 +80,55 @@ def test_upload_paths_outside_the_temp_dir_are_refused(tmp_path):
     for bad in ("/etc/passwd", tmp_path / "gradio" / ".." / "secret.txt"):
         with pytest.raises(UserInputError, match="Only files uploaded"):
             check_upload_path(bad, (tmp_path / "gradio",))
+
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize("call, field", [
+    (lambda store: tab_tdg.generate(store, "017.Cardinal", "has_crown_color::black", steps=NAN), "Steps"),
+    (lambda store: tab_tdg.generate(store, "017.Cardinal", "has_crown_color::black", steps=2.5), "Steps"),
+    (lambda store: tab_tdg.generate(store, "017.Cardinal", "has_crown_color::black", steps=2, seed=1e308), "Seed"),
+    (lambda store: tab_tdg.generate(store, "017.Cardinal", "has_crown_color::black", steps=2, seed=NAN), "Seed"),
+    (lambda store: tab_tdg.eta_figure("has_crown_color::black", steps=NAN), "Steps"),
+    (lambda store: tab_sub.explore(store, tab_sub.DEFAULT_PAIRING, NAN), "Image of the pairing"),
+    (lambda store: tab_sub.explore(store, tab_sub.DEFAULT_PAIRING, 1.5), "Image of the pairing"),
+    (lambda store: tab_explain.explain(store, None, NAN, "a bird"), "World bird #"),
+    (lambda store: tab_explain.explain(store, None, 0, "a bird", clusters=NAN), "Clusters K"),
+    (lambda store: tab_concepts.concepts(store, None, 0, top=NAN), "Top concepts"),
+    (lambda store: tab_concepts.concepts(store, None, 1e308, top=3), "World bird #"),
+    (lambda store: tab_concepts.concepts(store, None, [[[[[[[[0]]]]]]]], top=3), "World bird #"),
+])
+def test_numeric_fields_are_refused_in_one_line_naming_the_field(call, field):
+    """Issue 22.13: NaN, 1e308, fractions (refused, not truncated) and odd values, before any
+    model is loaded (the store is empty and stays so)."""
+    store = ResourceStore()
+    with pytest.raises(UserInputError) as refused:
+        call(store)
+    message = str(refused.value)
+    assert message.startswith(f"{field} must be a whole number from ") and "\n" not in message and len(message) < 120
+    assert store.status() == {}
+
+
+def test_whole_numbers_pass_unchanged():
+    assert whole_number(3.0, "Steps", 1, 50) == 3 and whole_number(7, "Seed", 0, 9) == 7
+    assert whole_number("4", "Steps", 1, 50) == 4
+
+
+def test_a_folder_and_deep_json_get_a_line_without_a_server_path(tmp_path):
+    """Issue 22.13: a folder sent as an upload, and JSON nested past Python's recursion limit."""
+    root = tmp_path / "gradio"
+    (root / "abc").mkdir(parents=True)
+    with pytest.raises(UserInputError, match=r"^Predictions: not an uploaded file") as refused:
+        check_upload_path(root / "abc", (root,), field="Predictions")
+    assert str(tmp_path) not in str(refused.value)
+    deep = root / "abc" / "deep.json"
+    deep.write_text('{"theta": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(UserInputError, match="'deep.json' nests its JSON too deeply") as refused:
+        compute_metric("concept_global_importance", deep)
+    assert str(tmp_path) not in str(refused.value)
+    assert redact_paths(f"[Errno 21] Is a directory: '{root}/abc'") == "[Errno 21] Is a directory: 'abc'"
+    assert redact_paths("see https://huggingface.co/org/repo and org/repo") == "see https://huggingface.co/org/repo and org/repo"
 
 
 def test_read_table_csv_and_json(tmp_path):

@@ -64,10 +64,29 @@ def test_policy_from_environment_and_flags(monkeypatch):
 def test_bad_launch_flags_fail_at_parse_time(capsys):
     from concept_grounding.cli import main
 
-    for argv, needle in ((["space", "--model-cache", "0"], "--model-cache"), (["space", "--port", "-1"], "--port")):
+    for argv, needle in ((["space", "--model-cache", "0"], "--model-cache"), (["space", "--port", "-1"], "--port"),
+                         (["space", "--port", "99999"], "--port: must be an integer in [0, 65535]")):
         assert main(argv) == 2
         err = capsys.readouterr().err
-        assert needle in err and "Traceback" not in err
+        assert needle in err and "Traceback" not in err and "internal error" not in err
+
+
+def test_a_port_in_use_is_refused_before_the_space_is_built(capsys, monkeypatch):
+    """Issue 22.11: the address is checked first, in one line naming the flags."""
+    import socket
+
+    from concept_grounding.cli import main
+    from concept_grounding.space import blocks
+
+    monkeypatch.setattr(blocks, "build_demo", lambda *a, **k: pytest.fail("the Space was built"))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["space", "--port", str(port)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"concept-grounding: error: --host/--port: cannot listen on 127.0.0.1:{port}")
+    assert len(err.splitlines()) == 1
 
 
 def test_lru_keeps_at_most_cache_size_visitor_models_and_never_drops_builtins():

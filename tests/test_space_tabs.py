@@ -41,6 +41,70 @@ def test_tdg_eta_plot_and_pair(store):
         tab_tdg.generate(store, "017.Cardinal", "has_crown_color::black", steps=0)
 
 
+def test_a_cancelled_tdg_run_stops_between_steps_and_leaves_the_pipeline_as_it_was(store):
+    """Issue 22.15: ``cancelled`` is asked after every denoising step; once true the run
+    stops (here after 2 of 2 x 4 steps) and the shared pipeline serves the next call as before."""
+    kwargs = dict(steps=4, seed=3)
+    alone = tab_tdg.generate(store, "017.Cardinal", "has_crown_color::black", **kwargs)
+    asked = []
+
+    def cancelled() -> bool:
+        asked.append(True)
+        return len(asked) >= 2
+
+    with pytest.raises(tab_tdg.Cancelled, match="stopped after 2 of 8 denoising steps"):
+        tab_tdg.generate(store, "017.Cardinal", "has_crown_color::black", cancelled=cancelled, **kwargs)
+    again = tab_tdg.generate(store, "017.Cardinal", "has_crown_color::black", cancelled=lambda: False, **kwargs)
+    assert len(asked) == 2 and all(np.array_equal(a, b) for a, b in zip(alone, again))
+
+
+def test_closing_a_running_handler_cancels_its_work():
+    """Issue 22.15: Gradio closes a generator handler whose visitor left; the work thread
+    then sees ``cancelled()`` and stops, and the closing does not wait for it."""
+    import threading
+    import time
+
+    from concept_grounding.space.blocks import run_while_wanted
+
+    stopped = threading.Event()
+
+    def work(cancelled):
+        while not cancelled():
+            time.sleep(0.01)
+        stopped.set()
+        raise tab_tdg.Cancelled("stopped")
+
+    updates = run_while_wanted(work, "idle")
+    assert next(updates) == "idle" and not stopped.is_set()
+    start = time.perf_counter()
+    updates.close()
+    assert time.perf_counter() - start < 0.1 and stopped.wait(5)
+    assert list(run_while_wanted(lambda cancelled: 42, "idle")) == [42]
+
+
+@pytest.mark.parametrize("on_disk", ["float16", "float32"])
+def test_a_listed_pipeline_folder_runs_whatever_its_precision_on_disk(tmp_path, on_disk):
+    """Issue 22.14: ``space --tdg-model <the shipped world Flux folder>`` (float16 on disk)
+    failed every request with "mat1 and mat2 must have the same dtype, but got Half and
+    Float"; the Space loads a listed folder the way ``load_world_flux`` does, in float32."""
+    import torch
+    from diffusers import FluxPipeline
+    from safetensors import safe_open
+
+    from concept_grounding.space.policy import ModelPolicy
+    from concept_grounding.worldflux import WORLD_FLUX_DIR, load_world_flux
+
+    folder = WORLD_FLUX_DIR
+    if on_disk == "float32":
+        folder = tmp_path / "world-flux-fp32"
+        load_world_flux(pipeline_cls=FluxPipeline).save_pretrained(folder)
+    with safe_open(str(folder / "text_encoder" / "model.safetensors"), "pt") as f:
+        assert f.get_tensor(next(iter(f.keys()))).dtype == getattr(torch, on_disk)
+    store = ResourceStore(policy=ModelPolicy(tdg_models=(str(folder),)))
+    images = tab_tdg.generate(store, "017.Cardinal", "has_crown_color::black", model=str(folder), steps=1)
+    assert [im.shape for im in images] == [(32, 32, 3)] * 3  # the folder's trained side
+
+
 def test_sub_explorer_tallies_match_the_probabilities(store):
     out = tab_sub.explore(store, "017.Cardinal|has_crown_color::black", 2)
     s_plus_row = out["table"][0]

@@ -9,6 +9,7 @@ variables (see ``concept_grounding.space.policy``). Models come from a bench run
 """
 
 import argparse
+import logging
 import os
 import sys
 
@@ -25,4 +26,5 @@ _args, _ = _parser.parse_known_args(sys.argv[1:])  # `gradio app.py` passes its 
 demo = build_demo(policy=policy_from_args(_args))
 
 if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(message)s")  # as `concept-grounding space`
     launch(demo, host=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"), port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))

@@ -12,7 +12,8 @@ Errors. :func:`main` is the one error boundary:
   ``concept-grounding: error: <command>: argument --x: <what is accepted>``, exit 2;
 * expected errors raised while running (see :func:`concept_grounding.errors.user_message`:
   :class:`~concept_grounding.errors.UsageError`, the loaders' format errors, missing or
-  unreadable files, ``ValueError`` from validation, models that cannot be loaded) print
+  unreadable files, a full disk or a permission error while writing (named by the file, or
+  by the command's ``--out``), ``ValueError`` from validation, models that cannot be loaded) print
   ``concept-grounding: error: <message>`` and exit 2;
 * anything else is a bug: one line ``concept-grounding: internal error: ...`` with
   "rerun with --debug", exit 1.
@@ -58,6 +59,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse help in which every optional option that takes a value shows its default:
+    `` (default: X)`` is appended unless the help text already names the default."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (not action.option_strings or action.nargs == 0 or action.required or action.default is argparse.SUPPRESS
+                or "default" in text):
+            return text
+        return f"{text} (default: {'none' if action.default is None else '%(default)s'})"
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with the project's error line: ``concept-grounding: error: <command>: <message>``."""
 
@@ -73,11 +86,12 @@ def _add_debug(parser: argparse.ArgumentParser, default) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description="Do interpretable vision models really see the concepts they claim?")
+    parser = _Parser(prog=PROG, description="Do interpretable vision models really see the concepts they claim?",
+                     formatter_class=_HelpFormatter)
     _add_debug(parser, False)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     for name, (module, help_text) in COMMANDS.items():
-        cmd = sub.add_parser(name, help=help_text, description=help_text.replace("%%", "%"))
+        cmd = sub.add_parser(name, help=help_text, description=help_text.replace("%%", "%"), formatter_class=_HelpFormatter)
         mod = importlib.import_module(module)
         mod.add_arguments(cmd)
         _add_debug(cmd, argparse.SUPPRESS)  # SUPPRESS: a sub-command default must not reset a top-level --debug
@@ -116,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - this is the error boundary
         if debug:
             traceback.print_exc()
-        message = user_message(exc)
+        message = user_message(exc, target=getattr(args, "out", None))
         if message is not None:
             print(f"{PROG}: error: {message}", file=sys.stderr)
             return 2

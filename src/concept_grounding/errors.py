@@ -22,7 +22,10 @@ Python keyword (``concept_names=``) from the Python API, the command-line flag
 from __future__ import annotations
 
 import difflib
+import errno
 import os
+import re
+import shutil
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -127,7 +130,41 @@ def read_text_file(path: str | os.PathLike[str], argument: str | None = None) ->
                          file=path, line=line, hint="save the file as UTF-8") from None
 
 
+#: errno of a write that found no room: the disk is full, or the user's quota is spent.
+_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+#: errno of a write the user can fix: no room, no permission, a read-only file system.
+_WRITE_ERRNOS = _NO_SPACE | {errno.EACCES, errno.EPERM, errno.EROFS}
+#: how a wrapped OS error prints its number: Python's "[Errno 28]", Rust's "(os error 28)".
+_ERRNO_TEXT = re.compile(r"\[Errno (\d+)\]|\(os error (\d+)\)")
+
+
+def _errno_in(text: str) -> int | None:
+    found = _ERRNO_TEXT.search(text)
+    return int(found.group(1) or found.group(2)) if found else None
+
+
+def _write_failure(exc: BaseException, target: str | None) -> str | None:
+    """``"<path>: <reason>"`` when ``exc`` is a full disk or a permission error, also as
+    libraries wrap it (``shutil.copytree``'s list of failed copies, safetensors' "(os error
+    28)"); ``None`` otherwise. The path is the one written: a copy's destination (not its
+    source), else the error's file, else ``target`` (the command's output)."""
+    if isinstance(exc, shutil.Error) and exc.args and isinstance(exc.args[0], list) and exc.args[0]:
+        _source, path, why = exc.args[0][0]
+        code = _errno_in(str(why))
+    elif isinstance(exc, OSError) and exc.errno is not None:
+        code, path = exc.errno, (exc.filename2 if exc.errno in _NO_SPACE else None) or exc.filename
+    else:
+        code, path = _errno_in(str(exc)), None
+    if code not in _WRITE_ERRNOS:
+        return None
+    reason = _os_reason(OSError(code, os.strerror(code)))
+    where = path or target
+    return f"{where}: {reason}" if where else reason
+
+
 def _os_reason(err: OSError) -> str:
+    if err.errno in _NO_SPACE:
+        return "no space left on the device; free some space or write elsewhere"
     if isinstance(err, FileNotFoundError):
         return "no such file or folder"
     if isinstance(err, PermissionError):
@@ -144,11 +181,13 @@ def _one_line(text: str, limit: int = 600) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def user_message(exc: BaseException) -> str | None:
+def user_message(exc: BaseException, target: str | os.PathLike[str] | None = None) -> str | None:
     """The one-line message for an expected (user) error, or ``None`` for a bug.
 
     Expected: :class:`UsageError` and the loaders' format errors (they name file and
-    line); ``OSError`` with a file name (missing, unreadable, a folder) and other
+    line); a full disk or a permission error while writing, however a library wraps it,
+    named by the path written (``target``, the command's output, when the error has none);
+    ``OSError`` with a file name (missing, unreadable, a folder) and other
     ``OSError`` such as a model that cannot be loaded; ``UnicodeDecodeError`` (a text
     file that is not UTF-8; the readers in this package name the file themselves);
     ``ValueError`` raised by validation (every public function names the argument);
@@ -164,6 +203,9 @@ def user_message(exc: BaseException) -> str | None:
         return f"this needs the optional package {exc.name!r}, which is not installed: pip install {exc.name.split('.')[0]}"
     if type(exc).__name__ == "OutOfMemoryError" or isinstance(exc, MemoryError):
         return _one_line(f"out of memory ({exc}); lower --batch-size or the image size")
+    written = _write_failure(exc, None if target is None else str(target))
+    if written is not None:
+        return _one_line(written)
     if isinstance(exc, OSError) and getattr(exc, "filename", None):
         return f"{exc.filename}: {_os_reason(exc)}"
     if isinstance(exc, (ValueError, OSError)):

@@ -1,7 +1,10 @@
 """File writing shared by the loaders (and anything else that writes dataset files).
 
-* :func:`atomic_write_bytes` / :func:`atomic_write_lines`: write to a temporary file in
-  the same folder, then ``os.replace`` it onto the target (a reader never sees half a file).
+* :func:`atomic_path`: a temporary path beside the target to write to; ``os.replace`` puts
+  it in place when the block succeeds (a reader never sees half a file), and it is removed
+  when the block fails in any way (full disk, permission, interrupt): no temporary file
+  survives, and an ``OSError`` names the target, not the temporary file.
+* :func:`atomic_write_bytes` / :func:`atomic_write_lines`: bytes or text lines through it.
 * :func:`encoded_image_bytes`: the bytes of a ``datasets.Image(decode=False)`` value in a
   given format (unchanged when already in it).
 """
@@ -10,21 +13,48 @@ from __future__ import annotations
 
 import io
 import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["atomic_write_bytes", "atomic_write_lines", "encoded_image_bytes", "FORMAT_OF_SUFFIX"]
+__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_lines", "encoded_image_bytes", "FORMAT_OF_SUFFIX"]
 
 #: PIL format name by lower-case file suffix.
 FORMAT_OF_SUFFIX: dict[str, str] = {".jpg": "JPEG", ".jpeg": "JPEG", ".png": "PNG"}
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` (parents created) through ``.<name>.tmp-<pid>`` + ``os.replace``."""
+@contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """A temporary path ``.<name>.tmp-<pid>-<random>`` beside ``path`` (parents created) for
+    the block to write; it replaces ``path`` when the block succeeds and is removed when it
+    fails. An ``OSError`` of the block (``ENOSPC``, ``EACCES``, ...) is raised again with
+    ``path`` as its file name.
+
+    >>> import tempfile
+    >>> target = Path(tempfile.mkdtemp()) / "a.txt"
+    >>> with atomic_path(target) as tmp:
+    ...     _ = tmp.write_text("done")
+    >>> target.read_text(), sorted(p.name for p in target.parent.iterdir())
+    ('done', ['a.txt'])
+    """
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException as err:
+        tmp.unlink(missing_ok=True)
+        if isinstance(err, OSError) and err.errno is not None and err.filename in (None, str(tmp)):
+            raise OSError(err.errno, err.strerror, str(path)) from err
+        raise
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` (parents created) through :func:`atomic_path`."""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
 
 
 def atomic_write_lines(path: Path, lines: list[str]) -> None:

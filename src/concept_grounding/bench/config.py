@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
@@ -11,7 +11,25 @@ from typing import Any, Literal
 
 from ..models.train_config import DEFAULT_THREADS, TrainConfig
 
-__all__ = ["BenchConfig", "MODEL_VARIANTS", "ModelVariant"]
+__all__ = ["BenchConfig", "MODEL_VARIANTS", "ModelVariant", "MIN_CLASSES", "check_classes"]
+
+#: Fewest world classes a bench run takes: a class predictor needs two, and s+ is measured on
+#: attributes a class lacks but another class shows (with one class no S+ is ever a concept).
+MIN_CLASSES = 2
+
+
+def check_classes(classes: Sequence[str] | None, name: str = "classes") -> None:
+    """Raise ``ValueError`` naming ``name`` unless ``classes`` is ``None`` (SUB's 33) or names
+    at least :data:`MIN_CLASSES` different classes.
+
+    >>> check_classes(["017.Cardinal"])
+    Traceback (most recent call last):
+    ...
+    ValueError: classes: a bench run needs at least 2 different classes (s+ is measured on attributes another class shows), got 1: ['017.Cardinal']
+    """
+    if classes is not None and len(set(classes)) < MIN_CLASSES:
+        raise ValueError(f"{name}: a bench run needs at least {MIN_CLASSES} different classes (s+ is measured on "
+                         f"attributes another class shows), got {len(set(classes))}: {list(classes)}")
 
 
 @dataclass(frozen=True)
@@ -120,6 +138,7 @@ class BenchConfig:
         for name in ("image_size", "train_per_class", "test_per_class", "sub_per_pairing", "epochs", "threads"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        check_classes(self.classes)
         self.models = tuple(self.models)
 
     @property
@@ -142,5 +161,6 @@ class BenchConfig:
         return cls(**{k: tuple(v) if k in ("models", "classes") and v is not None else v for k, v in values.items()})
 
     def save(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(asdict(self), indent=2))
+        from ..fileio import atomic_write_bytes
+
+        atomic_write_bytes(path, json.dumps(asdict(self), indent=2).encode())

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..fileio import atomic_write_bytes
 from .artifacts import BenchArtifacts, model_slug
 
 if TYPE_CHECKING:
@@ -116,17 +117,15 @@ def _jsonable(value: Any) -> Any:
 
 def write_json(path: Path, payload: Any) -> None:
     """Write ``payload`` as indented JSON (numpy arrays and NaN made JSON-safe), atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(_jsonable(payload), indent=2))
-    tmp.replace(path)
+    atomic_write_bytes(path, json.dumps(_jsonable(payload), indent=2).encode())
 
 
 def finding(rows: list[dict]) -> str:
     cbms = [r for r in rows if not r.get("reference") and r["name"].startswith(("CBM", "CEM"))]
     if not cbms:
         return "No CBM was trained, so the SUB paper's finding cannot be checked."
-    mean_plus = float(np.nanmean([r["s_plus"] for r in cbms]))
+    measured = [float(r["s_plus"]) for r in cbms if r["s_plus"] is not None and math.isfinite(r["s_plus"])]
+    mean_plus = float(np.mean(measured)) if measured else math.nan  # no "Mean of empty slice" warning
     below = [r["name"] for r in cbms if r["s_plus"] < r["chance_s_plus"]]
     verdict = "reproduces" if len(below) > len(cbms) / 2 else "does not reproduce"
     return (

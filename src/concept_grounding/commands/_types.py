@@ -48,19 +48,26 @@ __all__ = [
 _Error = argparse.ArgumentTypeError
 
 
-def int_at_least(low: int) -> Callable[[str], int]:
-    """Integers ``>= low``."""
+def int_at_least(low: int, high: int | None = None) -> Callable[[str], int]:
+    """Integers ``>= low`` (and ``<= high`` when given).
+
+    >>> int_at_least(0, 65535)("99999")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be an integer in [0, 65535], got '99999'
+    """
+    what = f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}]"
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            raise _Error(f"must be an integer >= {low}, got {text!r}") from None
-        if value < low:
-            raise _Error(f"must be an integer >= {low}, got {text!r}")
+            raise _Error(f"must be {what}, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            raise _Error(f"must be {what}, got {text!r}")
         return value
 
-    parse.__name__ = f"int_at_least_{low}"
+    parse.__name__ = f"int_at_least_{low}" if high is None else f"int_in_{low}_{high}"
     return parse
 
 

@@ -23,12 +23,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("reports/analyse"), help="report folder")
     parser.add_argument("--image-size", type=int, default=None,
                         help="side (px) the images are resized to (default: a saved model's, else 224)")
-    parser.add_argument("--max-images", type=int, default=None, help="only the first N test images")
+    parser.add_argument("--max-images", type=int, default=None, help="only the first N test images (default: all)")
     parser.add_argument("--min-class-count", type=int, default=None,
                         help="CBM rule for the class-level labels (default: keep every attribute)")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--device", default=None, help="e.g. cpu, cuda")
-    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--batch-size", type=int, default=64, help="images per forward pass")
+    parser.add_argument("--device", default=None, help="e.g. cpu, cuda (default: where the model is)")
+    parser.add_argument("--no-progress", action="store_true", help="show no progress bars")
 
 
 def load_posthoc_model(spec: str):

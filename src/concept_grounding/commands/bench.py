@@ -30,39 +30,47 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     d = BenchConfig()
     parser.add_argument("--out", type=output_dir, default=Path("reports/bench"), help="report folder")
-    parser.add_argument("--image-size", type=int_at_least(32), default=d.image_size)
-    parser.add_argument("--train-per-class", type=positive_int, default=d.train_per_class)
-    parser.add_argument("--test-per-class", type=positive_int, default=d.test_per_class)
-    parser.add_argument("--sub-per-pairing", type=positive_int, default=d.sub_per_pairing)
-    parser.add_argument("--concepts", choices=("cbm_112", "rendered", "all"), default=d.concepts)
-    parser.add_argument("--epochs", type=positive_int, default=d.epochs)
-    parser.add_argument("--clip-epochs", type=positive_int, default=d.clip_epochs)
-    parser.add_argument("--concept-loss-weight", type=nonnegative_float, default=d.concept_loss_weight)
+    parser.add_argument("--image-size", type=int_at_least(32), default=d.image_size, help="world image side in pixels")
+    parser.add_argument("--train-per-class", type=positive_int, default=d.train_per_class,
+                        help="world training images per class")
+    parser.add_argument("--test-per-class", type=positive_int, default=d.test_per_class, help="world test images per class")
+    parser.add_argument("--sub-per-pairing", type=positive_int, default=d.sub_per_pairing,
+                        help="world SUB counterfactuals per (class, attribute) pairing")
+    parser.add_argument("--concepts", choices=("cbm_112", "rendered", "all"), default=d.concepts,
+                        help="the concept set: Koh et al.'s 112 (on the world, those it renders), every attribute the world "
+                             "renders, or all 312")
+    parser.add_argument("--epochs", type=positive_int, default=d.epochs, help="training epochs of the concept models")
+    parser.add_argument("--clip-epochs", type=positive_int, default=d.clip_epochs, help="training epochs of the world CLIP")
+    parser.add_argument("--concept-loss-weight", type=nonnegative_float, default=d.concept_loss_weight,
+                        help="weight of the concept loss in the joint CBM and the CEM")
     parser.add_argument("--models", nargs="*", type=choice_of(MODEL_VARIANTS, "model variant"), default=list(d.models),
                         metavar="NAME",
                         help=f"Table 1 variants (default: all of {list(MODEL_VARIANTS)})")
     parser.add_argument("--no-posthoc", action="store_true", help="skip the post-hoc CBM analysis")
     parser.add_argument("--no-clip", action="store_true", help="skip Table 2 (open-vocabulary models)")
-    parser.add_argument("--cub-root", type=existing_dir, default=None, help="a CUB_200_2011 folder (load_cub) instead of the world")
-    parser.add_argument("--sub", default=None, help="SUB source for --cub-root: 'Jessica-bader/SUB' or a local copy")
+    parser.add_argument("--cub-root", type=existing_dir, default=None, help="a CUB_200_2011 folder (load_cub) instead of the world (default: the world)")
+    parser.add_argument("--sub", default=None, help="SUB source for --cub-root: 'Jessica-bader/SUB' or a local copy (default: none; required with --cub-root)")
     parser.add_argument("--min-class-count", type=nonnegative_int, default=d.min_class_count,
                         help="with --cub-root: keep class-level attributes on for >= this many classes (CBM rule)")
     parser.add_argument("--model", dest="clip_model", default=None,
-                        help="also evaluate a named open_clip / transformers model or local path in Table 2")
+                        help="also evaluate a named open_clip / transformers model or local path in Table 2 (default: only the world CLIP)")
     parser.add_argument("--classes", nargs="*", type=class_name, default=None, help="world classes (CUB folder names; default SUB's 33)")
-    parser.add_argument("--seed", type=int, default=d.seed)
+    parser.add_argument("--seed", type=int, default=d.seed, help="seed of the world and of every training run")
     parser.add_argument("--backbone", default=d.backbone,
                         help="cnn (small CNN), resnet18, resnet50, inception_v3 or timm:<name> (CUB augmentation inside)")
     parser.add_argument("--crop-size", type=int, default=None,
                         help="standard backbones: crop side in px (default 224, Inception-v3 299)")
-    parser.add_argument("--backbone-weights", default=None, help="initial backbone weights: a local file or Hub id")
+    parser.add_argument("--backbone-weights", default=None, help="initial backbone weights: a local file or Hub id (default: the backbone's own initialisation)")
 
 
 def run(args: argparse.Namespace) -> int:
     from concept_grounding.errors import UsageError
     from concept_grounding.hub import resolve_clip, resolve_model
 
+    from concept_grounding.bench.config import check_classes
+
     # 1. argument combinations and named models / datasets, before any training
+    check_classes(args.classes or None, "--classes")
     if args.cub_root and not args.sub:
         raise UsageError("--cub-root needs a SUB source to build the SUB evaluation", argument="--sub",
                          hint="pass --sub Jessica-bader/SUB or a local copy")

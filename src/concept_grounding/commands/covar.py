@@ -35,18 +35,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", type=WORLD_SIZE, default=64, help="world image side in pixels (a multiple of 8, >= 32)")
     parser.add_argument("--model", default=None, help="WorldCLIP folder, open_clip name or transformers id/path "
                         "(default: tiny config-built open_clip CLIP, random weights)")
-    parser.add_argument("--clusters", type=positive_int, default=7)
+    parser.add_argument("--clusters", type=positive_int, default=7, help="K of the k-means over patch tokens")
     parser.add_argument("--judge", choices=("attributes", "text"), default="attributes", help="Fine-Er judge")
     parser.add_argument("--judge-threshold", type=COSINE, default=None,
                         help="cosine above which two classes are similar (default: the 90th percentile of class pairs)")
     parser.add_argument("--threshold", type=closed_unit_interval, default=0.5,
                         help="map binarisation, fraction of the maximum, in [0, 1]")
     parser.add_argument("--steps", type=positive_int, default=10, help="Deletion/Insertion steps")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the world, the backgrounds and the k-means")
     parser.add_argument("--save-dataset", action="store_true", help="save the COVAR dataset with save_to_disk")
     parser.add_argument("--inpaint-model", default=None,
                         help="diffusers inpainting checkpoint (Hub id or folder): generate object-free backgrounds "
-                        "from --inpaint-prompts instead of the procedural ones (--backgrounds is then ignored)")
+                        "from --inpaint-prompts instead of the procedural ones (--backgrounds is then ignored; "
+                        "default: procedural backgrounds)")
     parser.add_argument("--inpaint-prompts", nargs="+", default=list(INPAINT_PROMPTS), metavar="PROMPT",
                         help="one generated background per prompt (--inpaint-model)")
     parser.add_argument("--inpaint-size", type=multiple_of(8, why="the VAE downsamples by 8"), default=512, help="generation side in pixels (--inpaint-model)")

@@ -226,9 +226,9 @@ STAGES: dict[str, Stage] = {
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=output_dir, default=Path("reports/demo"), help="report folder")
     parser.add_argument("--size", type=int_at_least(32), default=128, help="image size of the bird world (px)")
-    parser.add_argument("--train-per-class", type=positive_int, default=12)
-    parser.add_argument("--test-per-class", type=positive_int, default=6)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--train-per-class", type=positive_int, default=12, help="world training images per class")
+    parser.add_argument("--test-per-class", type=positive_int, default=6, help="world test images per class")
+    parser.add_argument("--seed", type=int, default=0, help="seed of every stage")
     parser.add_argument("--quick", action="store_true", help="tiny settings everywhere (tests, smoke runs)")
     parser.add_argument("--resume", action="store_true", help="skip stages that finished in an earlier run")
     parser.add_argument(

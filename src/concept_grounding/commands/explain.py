@@ -25,15 +25,16 @@ __all__ = ["add_arguments", "run", "config_from_args"]
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=output_dir, help="output folder")
     parser.add_argument("--images", nargs="*", type=existing_file, default=None, help="image files (default: world samples)")
-    parser.add_argument("--texts", nargs="*", default=None, help="one text per image, or one for all")
+    parser.add_argument("--texts", nargs="*", default=None, help="one text per image, or one for all (default: each world bird's class prompt)")
     parser.add_argument("--num", type=positive_int, default=4, help="world samples when --images is not given")
     parser.add_argument("--size", type=WORLD_SIZE, default=64,
                         help="world image side / tiny model input size (a multiple of 8, >= 32)")
     parser.add_argument("--model", default=None, help="WorldCLIP folder, open_clip name or transformers id/path "
                         "(default: tiny config-built open_clip CLIP, random weights)")
     parser.add_argument("--clusters", type=positive_int, default=7, help="K of the k-means")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--method", choices=("fast", "hook"), default="fast")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the world samples, the k-means and the tiny model")
+    parser.add_argument("--method", choices=("fast", "hook"), default="fast",
+                        help="fast: cut a cluster by deleting its tokens; hook: by masking its attention")
     parser.add_argument("--baselines", action="store_true", help="also draw Grad-CAM and attention rollout")
 
 

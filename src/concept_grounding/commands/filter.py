@@ -24,7 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--in", dest="input", type=existing_dir, default=None,
                         help="generated image folder (with metadata.jsonl); optional with --validate-on-world")
     parser.add_argument("--out", required=True, type=output_dir, help="folder for the kept list and the report")
-    parser.add_argument("--scorer", choices=SCORERS, default="vlm")
+    parser.add_argument("--scorer", choices=SCORERS, default="vlm",
+                        help="what judges the images: a VLM's yes/no answer, CLIP similarity, or a concept model (--oracle)")
     parser.add_argument("--vlm-model", default=DEFAULT_VLM,
                         help="a VLM that AutoModelForImageTextToText loads: Hub id or local folder (--scorer vlm)")
     parser.add_argument("--trust-remote-code", action="store_true",
@@ -33,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--clip-model", default="ViT-B-32", help="open_clip architecture (--scorer clip)")
     parser.add_argument("--clip-pretrained", default="openai", help="open_clip weights tag (--scorer clip)")
     parser.add_argument("--oracle", help="a concept model folder saved by `bench` (the world's attribute oracle), or"
-                        " 'module:function' mapping a list of PIL images to (N, 312) probabilities")
+                        " 'module:function' mapping a list of PIL images to (N, 312) probabilities (--scorer oracle; default: none)")
     parser.add_argument("--keep-fraction", type=unit_interval, default=0.1,
                         help="fraction of the generated images kept per pairing, in (0, 1] (SUB: 0.1)")
     parser.add_argument("--validate-on-world", type=positive_int, nargs="?", const=1, default=0, metavar="N",

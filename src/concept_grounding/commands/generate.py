@@ -47,24 +47,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "or a FLUX model id or folder, e.g. black-forest-labs/FLUX.1-dev")
     parser.add_argument("--tiny", action="store_true", help="use a tiny random FLUX built offline (tests, demo)")
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--cub-root", type=existing_dir, help="take class-level labels from a CUB_200_2011 folder")
-    source.add_argument("--pairings", type=existing_file, help="file of pairings: 'class,attribute' lines or JSON lines")
-    parser.add_argument("--classes", nargs="*", type=class_name, help="restrict to these classes (CUB names)")
-    parser.add_argument("--attributes", nargs="*", type=attribute_name, help="restrict to these target attributes")
-    parser.add_argument("--images-per-pairing", type=positive_int, default=500, help="N (paper: 500)")
+    source.add_argument("--cub-root", type=existing_dir, help="take class-level labels from a CUB_200_2011 folder (default: the bird world's class vectors)")
+    source.add_argument("--pairings", type=existing_file, help="file of pairings: 'class,attribute' lines or JSON lines (default: SUB's pairings of the bird world)")
+    parser.add_argument("--classes", nargs="*", type=class_name, help="restrict to these classes (CUB names; default: all)")
+    parser.add_argument("--attributes", nargs="*", type=attribute_name, help="restrict to these target attributes (default: all)")
+    parser.add_argument("--images-per-pairing", type=positive_int, default=500, help="images per (class, attribute) pairing (paper: 500)")
     parser.add_argument("--seed", type=int, default=0, help="base seed of the per-image seeds")
-    parser.add_argument("--method", choices=("tdg", "prompting"), default="tdg")
-    parser.add_argument("--steps", type=positive_int, default=28)
-    parser.add_argument("--guidance-scale", type=nonnegative_float, default=3.5)
+    parser.add_argument("--method", choices=("tdg", "prompting"), default="tdg",
+                        help="tdg: tied diffusion (SUB Sec. 3); prompting: the reference prompt alone (baseline)")
+    parser.add_argument("--steps", type=positive_int, default=28, help="denoising steps")
+    parser.add_argument("--guidance-scale", type=nonnegative_float, default=3.5, help="FLUX guidance scale")
     parser.add_argument("--size", type=multiple_of(SIZE_MULTIPLE, why="FLUX: VAE factor 8 x 2 x 2 latent packing"),
                         default=None, help=f"image side, a multiple of {SIZE_MULTIPLE} (default 32 for the world model and --tiny, else 1024)")
     parser.add_argument("--t-min", type=closed_unit_interval, default=None,
-                        help="override the paper's schedule (with --t-max, --k)")
-    parser.add_argument("--t-max", type=closed_unit_interval, default=None)
-    parser.add_argument("--k", type=positive_float, default=None)
-    parser.add_argument("--batch-size", type=positive_int, default=4)
-    parser.add_argument("--max-images", type=positive_int, default=None, help="stop after this many new images")
-    parser.add_argument("--dtype", choices=("bfloat16", "float16", "float32"), default="bfloat16")
+                        help="eta schedule: start of the tie, in [0, 1] (default: the paper's per-attribute schedule)")
+    parser.add_argument("--t-max", type=closed_unit_interval, default=None,
+                        help="eta schedule: end of the tie, in [0, 1] (default: the paper's per-attribute schedule)")
+    parser.add_argument("--k", type=positive_float, default=None,
+                        help="eta schedule: steepness k > 0 (default: the paper's per-attribute schedule)")
+    parser.add_argument("--batch-size", type=positive_int, default=4, help="image pairs per pipeline call")
+    parser.add_argument("--max-images", type=positive_int, default=None, help="stop after this many new images (default: no limit)")
+    parser.add_argument("--dtype", choices=("bfloat16", "float16", "float32"), default="bfloat16",
+                        help="precision of a named FLUX model (--model; the world model and --tiny run in float32)")
     parser.add_argument("--save-guides", action="store_true",
                         help="also write each guide image to .guides/ (SUB itself keeps only the reference images)")
 

@@ -18,13 +18,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=Path,
                         help="folder for one sub-folder per repo (new, empty, or made by an earlier publish)")
     parser.add_argument("--bench", type=Path, default=None,
-                        help="a `concept-grounding bench` run folder (e.g. reports/demo/bench) whose models to publish")
+                        help="a `concept-grounding bench` run folder (e.g. reports/demo/bench) whose models to publish "
+                        "(default: none, no model repos)")
     world = parser.add_argument_group("bird world datasets (the `concept-grounding world` settings)")
     world.add_argument("--size", type=int, default=128, help="image side in pixels (>= 32)")
-    world.add_argument("--train-per-class", type=int, default=10)
-    world.add_argument("--test-per-class", type=int, default=5)
+    world.add_argument("--train-per-class", type=int, default=10, help="training images per class")
+    world.add_argument("--test-per-class", type=int, default=5, help="test images per class")
     world.add_argument("--per-pairing", type=int, default=1, help="SUB-style images per (class, attribute) pairing")
-    world.add_argument("--seed", type=int, default=0)
+    world.add_argument("--seed", type=int, default=0, help="world seed")
     world.add_argument("--deviation-rate", type=float, default=0.1, help="per-image, per-group label deviation rate")
     world.add_argument("--classes", nargs="*", default=None, help="CUB class folder names (default: SUB's 33)")
     push = parser.add_argument_group("upload")

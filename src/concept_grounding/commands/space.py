@@ -44,7 +44,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (0.0.0.0 to expose it)")
-    parser.add_argument("--port", type=int_at_least(0), default=7860, help="HTTP port (0: any free port)")
+    parser.add_argument("--port", type=int_at_least(0, 65535), default=7860, help="HTTP port (0: any free port)")
     parser.add_argument(
         "--artifacts", type=Path, default=None,
         help="folder of trained models (default: $CONCEPT_GROUNDING_ARTIFACTS or ./artifacts if present)",
@@ -80,6 +80,23 @@ def policy_from_args(args: argparse.Namespace):
     return replace(policy, **changes)
 
 
+def check_address(host: str, port: int) -> None:
+    """Raise :class:`~concept_grounding.errors.UsageError` naming ``--host``/``--port`` when
+    the server could not listen there (a port in use, an unknown interface), before the
+    Space is built."""
+    import socket
+
+    from concept_grounding.errors import UsageError
+
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server does
+        try:
+            probe.bind((host, port))
+        except OSError as err:
+            raise UsageError(f"cannot listen on {host}:{port} ({err.strerror or err})", argument="--host/--port",
+                             hint="pick a free port (0: any) or another interface") from None
+
+
 def run(args: argparse.Namespace) -> int:
     import logging
 
@@ -89,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
     if args.artifacts is not None and not args.artifacts.is_dir():
         raise UsageError(f"{args.artifacts} is not a folder", argument="--artifacts",
                          hint="give the folder `make demo` wrote (reports/demo/bench) or leave it out")
+    check_address(args.host, args.port)
     policy = policy_from_args(args)
     configure_environment()
     logging.basicConfig(level=logging.INFO, format="%(message)s")

@@ -69,14 +69,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "--mean/--std)")
     parser.add_argument("--include-none", action="store_true", help="open-vocabulary: add the 'none' prompt (paper)")
     parser.add_argument("--device", default=None, help="e.g. cpu, cuda, cuda:1 (default: where the model is)")
-    parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default=None)
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default=None,
+                        help="precision the model runs in (default: the model's own)")
+    parser.add_argument("--batch-size", type=int, default=64, help="images per forward pass")
     parser.add_argument("--world-size", type=int, default=64, help="world SUB export: image side (px)")
     parser.add_argument("--world-seed", type=int, default=0, help="world SUB export: seed")
     parser.add_argument("--per-pairing", type=int, default=1, help="world SUB export: images per (class, attribute)")
     parser.add_argument("--classes", nargs="*", default=None, help="world SUB export: class folder names (default: 33)")
     parser.add_argument("--save-scores", action="store_true", help="also write the score matrix (scores.npz)")
-    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--no-progress", action="store_true", help="show no progress bars")
 
 
 def _concept_names(text: str | None, index_base: str):

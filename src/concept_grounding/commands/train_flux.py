@@ -23,18 +23,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", type=int, default=32, help="image side in pixels")
     parser.add_argument("--per-class", type=int, default=400, help="training renders per species")
     parser.add_argument("--vae-blocks", type=_channel_list, default=(16, 32, 64), help="AutoencoderKL block widths, e.g. 32,64,128")
-    parser.add_argument("--latent-channels", type=int, default=8)
-    parser.add_argument("--vae-steps", type=int, default=800)
-    parser.add_argument("--vae-batch", type=int, default=32)
+    parser.add_argument("--latent-channels", type=int, default=8, help="VAE latent channels")
+    parser.add_argument("--vae-steps", type=int, default=800, help="VAE training steps")
+    parser.add_argument("--vae-batch", type=int, default=32, help="VAE batch size")
     parser.add_argument("--steps", type=int, default=None, help="transformer steps (default: fit --minutes)")
     parser.add_argument("--minutes", type=float, default=42.0, help="transformer wall-time budget when --steps is not given")
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--lr", type=float, default=8e-4)
+    parser.add_argument("--batch", type=int, default=32, help="transformer batch size")
+    parser.add_argument("--lr", type=float, default=8e-4, help="transformer peak learning rate (cosine schedule)")
     parser.add_argument("--layers", type=int, default=2, help="double-stream transformer blocks")
     parser.add_argument("--single-layers", type=int, default=4, help="single-stream transformer blocks")
     parser.add_argument("--heads", type=int, default=4, help="transformer attention heads")
     parser.add_argument("--head-dim", type=int, default=32, help="transformer width per head (multiple of 4)")
-    parser.add_argument("--checkpoint-every", type=int, default=200)
+    parser.add_argument("--checkpoint-every", type=int, default=200, help="transformer steps between checkpoints")
     parser.add_argument(
         "--threads", type=int, default=1,
         help="torch CPU threads (1: on a shared 2-core machine one thread ran 5x faster than two)",
@@ -44,8 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--zoom", type=float, default=1.0, help="bird size factor of the training renders (WorldConfig.zoom)")
     parser.add_argument("--scene", choices=("plain", "varied"), default="plain",
                         help="background of the training renders (WorldConfig.scene)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the renders and the training")
+    parser.add_argument("--no-progress", action="store_true", help="show no progress bars")
 
 
 def _channel_list(text: str) -> tuple[int, ...]:

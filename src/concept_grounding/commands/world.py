@@ -28,13 +28,14 @@ __all__ = ["add_arguments", "run", "config_from_args"]
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=output_dir, help="output folder")
     parser.add_argument("--size", type=int_at_least(32), default=128, help="image side in pixels (>= 32)")
-    parser.add_argument("--train-per-class", type=nonnegative_int, default=10)
-    parser.add_argument("--test-per-class", type=nonnegative_int, default=5)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--train-per-class", type=nonnegative_int, default=10, help="training images per class")
+    parser.add_argument("--test-per-class", type=nonnegative_int, default=5, help="test images per class")
+    parser.add_argument("--seed", type=int, default=0, help="world seed (same seed, same birds)")
     parser.add_argument("--deviation-rate", type=closed_unit_interval, default=0.1, help="per-image, per-group label deviation rate")
     parser.add_argument("--classes", nargs="*", type=class_name, default=None, help="CUB class folder names (default: SUB's 33)")
     parser.add_argument("--per-pairing", type=positive_int, default=1, help="SUB images per (class, attribute) pairing")
-    parser.add_argument("--format", choices=("hf", "cub", "sub", "all"), default="hf")
+    parser.add_argument("--format", choices=("hf", "cub", "sub", "all"), default="hf",
+                        help="hf: the DatasetDict only (hf/); cub: also CUB_200_2011/; sub: also SUB/; all: all three")
 
 
 def config_from_args(args: argparse.Namespace) -> WorldExportConfig:

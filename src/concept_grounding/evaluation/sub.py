@@ -43,14 +43,14 @@ _SUB_COLUMNS = ("image", "reference_class", "target_attribute", "removed_attribu
 
 # ----------------------------------------------------------------------- step 1
 def world_sub_source(image_size: int = 64, seed: int = 0, per_pairing: int = 1,
-                     classes: Sequence[str] | None = None) -> "datasets.Dataset":
+                     classes: Sequence[str] | None = None, progress: bool = True) -> "datasets.Dataset":
     """The bird world's SUB export (:meth:`~concept_grounding.world.BirdWorld.sub_dataset`):
     ``per_pairing`` counterfactuals per (class, SUB substitution) pairing, exact S-."""
     from ..world import BirdWorld, WorldConfig
 
     world = BirdWorld(WorldConfig(image_size=int(image_size), seed=int(seed),
                                   class_names=tuple(classes) if classes else None))
-    return world.sub_dataset(per_pairing=int(per_pairing))
+    return world.sub_dataset(per_pairing=int(per_pairing), progress=progress)
 
 
 def load_sub_source(
@@ -60,6 +60,7 @@ def load_sub_source(
     class_attributes: np.ndarray | None = None,
     class_names: Sequence[str] | None = None,
     vocab: Vocabulary | None = None,
+    progress: bool = True,
     **world: Any,
 ) -> "datasets.Dataset":
     """A SUB set in :func:`~concept_grounding.schema.sub_features`.
@@ -70,6 +71,7 @@ def load_sub_source(
             copy or the Hub id ``"Jessica-bader/SUB"`` (:func:`~concept_grounding.loaders.load_sub`).
         class_attributes, class_names: class-level labels to derive S- for sources without
             ``removed_attributes`` (SUB's Hub copy), e.g. from :func:`~concept_grounding.loaders.load_cub`.
+        progress: show progress bars (the world's render bar, ``datasets``' bars while loading).
 
     Raises:
         ValueError: a Dataset without SUB's columns; :class:`~concept_grounding.loaders.SUBFormatError`
@@ -78,9 +80,10 @@ def load_sub_source(
     import datasets
 
     from ..loaders import load_sub
+    from ..progress import progress_bars
 
     if source is None:
-        return world_sub_source(**world)
+        return world_sub_source(**world, progress=progress)
     if world:
         raise ValueError(f"world options {sorted(world)} only apply without a SUB source")
     if isinstance(source, datasets.Dataset):
@@ -89,7 +92,8 @@ def load_sub_source(
             raise ValueError(f"dataset: missing SUB column(s) {missing}; it has {source.column_names} "
                              "(save it and pass its path to map Hub columns through load_sub)")
         return source
-    return load_sub(source, split=split, vocab=vocab, class_attributes=class_attributes, class_names=class_names)
+    with progress_bars(progress):
+        return load_sub(source, split=split, vocab=vocab, class_attributes=class_attributes, class_names=class_names)
 
 
 # ----------------------------------------------------------------------- step 3
@@ -269,7 +273,7 @@ def evaluate_sub(
     if adapter.mode == "group" and protocol == "official" and getattr(adapter, "include_none", False):
         raise UsageError(f"{option('protocol', 'official')} scores open-vocabulary models without a 'none' option; "
                          f"drop {option('include_none', True)}")
-    data = load_sub_source(dataset, vocab=vocab, **(source_options or {}))
+    data = load_sub_source(dataset, vocab=vocab, progress=progress, **(source_options or {}))
     if len(data) == 0:
         raise ValueError("the SUB source has no images")
     groups = sorted({vocab.group_of(t) for t in data["target_attribute"]})

@@ -21,10 +21,11 @@ def build_demo(*args: Any, **kwargs: Any) -> Any:
 
 
 def launch(demo: Any, host: str = "127.0.0.1", port: int = 7860, **kwargs: Any) -> Any:
-    """Queue and launch a demo the way the Space does (bounded concurrency, no SSR,
-    no share link, quiet API docs)."""
+    """Queue and launch a demo the way the Space does (bounded concurrency, uploads bounded
+    at the server to :data:`~.inputs.MAX_UPLOAD_BYTES`, no SSR, no share link, quiet API docs)."""
     from .blocks import CONCURRENCY_LIMIT
+    from .inputs import MAX_UPLOAD_BYTES
 
     demo.queue(default_concurrency_limit=CONCURRENCY_LIMIT, max_size=64)
-    return demo.launch(server_name=host, server_port=port, share=False, ssr_mode=False,
-                       show_error=True, footer_links=["api"], **kwargs)
+    return demo.launch(server_name=host, server_port=port, share=False, ssr_mode=False, show_error=True,
+                       footer_links=["api"], max_file_size=MAX_UPLOAD_BYTES, **kwargs)

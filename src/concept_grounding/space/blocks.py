@@ -4,23 +4,30 @@ Everything Gradio-specific lives here. :func:`guarded` turns the handlers' frien
 errors (:class:`~.inputs.UserInputError`, :class:`~.resources.FeatureUnavailable`) into
 ``gr.Error`` messages shown in the page; any other exception is logged with its stack
 and the page gets a one-line message, never a traceback.
+
+An abandoned Tied Diffusion request stops: its handler is a generator that runs the
+pipeline in a thread and yields a no-op update every :data:`ALIVE_CHECK_SECONDS`; Gradio
+stops iterating a generator whose visitor disconnected or cancelled and closes it, which
+makes the pipeline stop at its next denoising step (``tab_tdg.generate(cancelled=...)``).
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .env import artifacts_dir, configure_environment
-from .inputs import UserInputError
+from .inputs import UserInputError, redact_paths
 from .policy import ModelPolicy
 from .builds import SpaceBuild
 from .resources import FeatureUnavailable, ResourceStore
 
-__all__ = ["build_demo", "guarded", "CONCURRENCY_LIMIT"]
+__all__ = ["build_demo", "guarded", "CONCURRENCY_LIMIT", "DELETE_CACHE"]
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +36,12 @@ logger = logging.getLogger(__name__)
 #: its own scheduler, so a request gets the same result as alone (no per-model lock needed,
 #: and a slow TDG request does not hold up a SUB explorer one).
 CONCURRENCY_LIMIT = 4
+#: How often (seconds) a running Tied Diffusion request yields to Gradio, which then checks
+#: that its visitor is still there.
+ALIVE_CHECK_SECONDS = 0.5
+#: Gradio's ``delete_cache`` (seconds): every 10 minutes, files the Space stored (uploads, the
+#: images it served) that are more than an hour old are deleted; all of them at shutdown.
+DELETE_CACHE = (600, 3600)
 
 INTRO = """# concept-grounding: do interpretable vision models see the concepts they claim?
 
@@ -41,22 +54,66 @@ on first use of a tab (a few seconds), and the status line says what is loaded.
 
 
 def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap a handler so that errors reach the page as ``gr.Error`` text."""
+    """Wrap a handler (a function or a generator) so that errors reach the page as one line
+    of ``gr.Error`` text, with server paths redacted (:func:`~.inputs.redact_paths`)."""
     import gradio as gr
+
+    def page_error(err: Exception) -> Exception:
+        if isinstance(err, gr.Error):
+            return err
+        if isinstance(err, (UserInputError, FeatureUnavailable)):
+            return gr.Error(redact_paths(str(err)), print_exception=False)
+        logger.error("space: %s failed", getattr(fn, "__name__", "handler"), exc_info=err)  # the log gets the stack
+        text = " ".join(redact_paths(str(err)).split())[:300]
+        return gr.Error(f"Something went wrong ({type(err).__name__}: {text}).", print_exception=False)
+
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def generator(*args: Any, **kwargs: Any) -> Any:
+            try:
+                yield from fn(*args, **kwargs)
+            except Exception as err:  # noqa: BLE001 - GeneratorExit (a closed run) is not an Exception
+                raise page_error(err) from None
+
+        return generator
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except gr.Error:
-            raise
-        except (UserInputError, FeatureUnavailable) as err:
-            raise gr.Error(str(err), print_exception=False) from None
         except Exception as err:  # noqa: BLE001 - the page gets one line, the log the stack
-            logger.exception("space: %s failed", getattr(fn, "__name__", "handler"))
-            raise gr.Error(f"Something went wrong ({type(err).__name__}: {err}).", print_exception=False) from None
+            raise page_error(err) from None
 
     return wrapper
+
+
+def run_while_wanted(work: Callable[[Callable[[], bool]], Any], idle: Any) -> Any:
+    """A generator over ``work(cancelled)`` run in a thread: it yields ``idle`` every
+    :data:`ALIVE_CHECK_SECONDS` until the work is done, then its result. When Gradio closes
+    the generator (the visitor disconnected or cancelled), ``cancelled()`` turns true and
+    the work is expected to stop soon; the generator does not wait for it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    left = threading.Event()
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="space-work")
+    future = pool.submit(work, left.is_set)
+    pool.shutdown(wait=False)  # the thread ends with the work
+
+    def log_abandoned(done: Any) -> None:
+        if left.is_set() and not done.cancelled() and done.exception() is not None:
+            logger.info("space: an abandoned request ended: %s", done.exception())
+
+    future.add_done_callback(log_abandoned)
+    try:
+        while True:
+            try:
+                result = future.result(timeout=ALIVE_CHECK_SECONDS)
+                break
+            except TimeoutError:
+                yield idle
+    finally:
+        left.set()
+    yield result
 
 
 def build_demo(
@@ -81,7 +138,7 @@ def build_demo(
 
     store = store or ResourceStore(artifacts_dir(artifacts), policy=policy or ModelPolicy.from_env(),
                                    build=build or SpaceBuild.from_env())
-    with gr.Blocks(title="concept-grounding", analytics_enabled=False) as demo:
+    with gr.Blocks(title="concept-grounding", analytics_enabled=False, delete_cache=DELETE_CACHE) as demo:
         gr.Markdown(INTRO)
         status = gr.Markdown(store.status_markdown(), elem_id="status")
         with gr.Tabs():
@@ -123,29 +180,23 @@ def served_png(image: Any) -> str | None:
     """
     import io
     import os
-    import tempfile
 
     from gradio.processing_utils import hash_bytes
     from gradio.utils import get_upload_folder
     from PIL import Image
+
+    from ..fileio import atomic_write_bytes
 
     if image is None:
         return None
     buffer = io.BytesIO()
     Image.fromarray(image).save(buffer, format="png")
     data = buffer.getvalue()
-    folder = Path(get_upload_folder()) / hash_bytes(data)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "image.png"
-    if not path.exists():
-        fd, staging = tempfile.mkstemp(dir=folder, prefix=".image.png.")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-            os.replace(staging, path)
-        except BaseException:
-            Path(staging).unlink(missing_ok=True)
-            raise
+    path = Path(get_upload_folder()) / hash_bytes(data) / "image.png"
+    try:
+        os.utime(path)  # served again: young again for the cache sweep (DELETE_CACHE)
+    except FileNotFoundError:
+        atomic_write_bytes(path, data)
     return str(path)
 
 
@@ -168,9 +219,9 @@ def tab_tdg_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None:
         model = gr.Dropdown(tab.model_choices(store.policy), value=tab.DEFAULT_MODEL, label="Model", elem_id="tdg-model",
                             allow_custom_value=store.policy.allow_any)
     with gr.Row():
-        steps = gr.Slider(1, 50, value=tab.DEFAULT_STEPS, step=1, label="Steps",
+        steps = gr.Slider(1, tab.MAX_STEPS, value=tab.DEFAULT_STEPS, step=1, label="Steps",
                           info=f"{tab.DEFAULT_STEPS}: how the world Flux was measured (model card)")
-        seed = gr.Number(0, precision=0, label="Seed")
+        seed = gr.Number(0, label="Seed")  # no precision: the handler refuses 2.5 and NaN, naming the field
     with gr.Row():
         c_r = gr.Textbox(label="Reference prompt c_R", elem_id="tdg-cr", interactive=False)
         c_g = gr.Textbox(label="Guide prompt c_G", elem_id="tdg-cg", interactive=False)
@@ -184,14 +235,19 @@ def tab_tdg_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None:
     @guarded
     def describe(reference_class: str, target_attribute: str, n_steps: float = 4) -> tuple[str, str, Any]:
         r, g, _ = tab.prompts(reference_class, target_attribute)
-        return r, g, served_png(tab.eta_figure(target_attribute, steps=int(n_steps)))
+        return r, g, served_png(tab.eta_figure(target_attribute, steps=n_steps))
 
     @guarded
     def run(reference_class: str, target_attribute: str, model_name: str, n_steps: float, seed_value: float):
         if not store.is_ready(tab.pipeline_key(model_name)):
             gr.Info("Loading the diffusion model (first use)...", duration=4)
-        images = tab.generate(store, reference_class, target_attribute, model=model_name, steps=int(n_steps), seed=int(seed_value or 0))
-        return tuple(_big(im) for im in images)
+
+        def work(cancelled: Callable[[], bool]) -> tuple:
+            images = tab.generate(store, reference_class, target_attribute, model=model_name, steps=n_steps,
+                                  seed=_or_zero(seed_value), cancelled=cancelled)
+            return tuple(_big(im) for im in images)
+
+        yield from run_while_wanted(work, (gr.skip(),) * 3)
 
     for dropdown in (ref, attr):
         dropdown.change(describe, [ref, attr, steps], [c_r, c_g, eta], api_name=False)
@@ -227,7 +283,7 @@ def tab_sub_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None:
     def show(pairing_value: str, i: float):
         if not store.is_ready("concept_model"):
             gr.Info("Training the concept model on the bird world (first use, a few seconds)...", duration=4)
-        out = tab.explore(store, pairing_value, int(i))
+        out = tab.explore(store, pairing_value, i)
         return _big(out["original"]), _big(out["edited"]), out["table"], out["summary"]
 
     button.click(show, [pairing, index], [original, edited, table, tallies], api_name="sub_explore").then(
@@ -246,10 +302,10 @@ def tab_explain_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None
     )
     with gr.Row():
         upload = gr.File(label="Image (optional)", file_count="single", elem_id="explain-upload")
-        world_index = gr.Number(0, precision=0, label="...or world bird #", elem_id="explain-index")
+        world_index = gr.Number(0, label="...or world bird #", elem_id="explain-index")
     texts = gr.Textbox("a photo of a bird with a black crown\na photo of a bird", lines=3, label="Texts (one per line)", elem_id="explain-texts")
     with gr.Row():
-        clusters = gr.Slider(2, 12, value=7, step=1, label="Clusters K")
+        clusters = gr.Slider(*tab.CLUSTERS, value=7, step=1, label="Clusters K")
         baselines = gr.CheckboxGroup(tab.BASELINES, value=list(tab.BASELINES), label="Baselines")
     model_name = gr.Dropdown(tab.model_choices(store), value="", label="CLIP model", elem_id="explain-model",
                              allow_custom_value=store.policy.allow_any)
@@ -266,7 +322,7 @@ def tab_explain_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None
         key = f"clip:{name.strip()}" if (name or "").strip() else "world_clip"
         if not store.is_ready(key):
             gr.Info("Loading the CLIP model (first use)...", duration=4)
-        out = tab.explain(store, _path(file), int(idx or 0), text, clusters=int(k), baselines=chosen,
+        out = tab.explain(store, _path(file, "Image"), _or_zero(idx), text, clusters=k, baselines=chosen,
                           model_name=name or "")
         for note in out["notes"]:
             gr.Warning(note, duration=6)
@@ -287,8 +343,8 @@ def tab_concepts_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> Non
     )
     with gr.Row():
         upload = gr.File(label="Image (optional)", file_count="single", elem_id="concepts-upload")
-        world_index = gr.Number(0, precision=0, label="...or world bird #", elem_id="concepts-index")
-        top = gr.Slider(1, 10, value=5, step=1, label="Top concepts")
+        world_index = gr.Number(0, label="...or world bird #", elem_id="concepts-index")
+        top = gr.Slider(*tab.TOP, value=5, step=1, label="Top concepts")
     button = gr.Button("Find concepts", variant="primary", elem_id="concepts-run")
     shown = gr.Image(label="Input (as used)", type="numpy", elem_id="concepts-input", interactive=False)
     maps = gr.Gallery(label="CoAM maps of the top concepts", elem_id="concepts-gallery", columns=5)
@@ -300,7 +356,7 @@ def tab_concepts_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> Non
     def run(file: Any, idx: float, k: float):
         if not store.is_ready("posthoc_cbm"):
             gr.Info("Preparing the post-hoc CBM (first use)...", duration=4)
-        out = tab.concepts(store, _path(file), int(idx or 0), top=int(k))
+        out = tab.concepts(store, _path(file, "Image"), _or_zero(idx), top=k)
         gallery = [(_big(im), caption) for im, caption in out["gallery"]]
         return _big(out["image"]), gallery, out["table"], out["summary"]
 
@@ -325,15 +381,20 @@ def tab_metrics_ui(gr: Any, tab: Any) -> None:
 
     @guarded
     def compute(name: str, file: Any):
-        scalars, image = tab.compute_metric(name, _path(file))
+        scalars, image = tab.compute_metric(name, _path(file, "Predictions"))
         return scalars, served_png(image)
 
     metric.change(lambda n: tab.metric_help(n), metric, help_md, api_name=False)
     button.click(compute, [metric, upload], [result, plot], api_name="metrics")
 
 
-def _path(file: Any) -> str | None:
-    """The local path of a ``gr.File`` value, checked to lie in Gradio's upload folder."""
+def _or_zero(value: Any) -> Any:
+    """An emptied number field (``None``) reads as 0; anything else is checked by the handler."""
+    return 0 if value is None else value
+
+
+def _path(file: Any, field: str) -> str | None:
+    """The local path of the ``gr.File`` value of ``field``, checked to be a file in Gradio's upload folder."""
     from .inputs import check_upload_path
 
     if file is None:
@@ -341,12 +402,10 @@ def _path(file: Any) -> str | None:
     path = getattr(file, "name", None) or getattr(file, "path", None) or (file.get("path") if isinstance(file, dict) else file)
     if not path:
         return None
-    return str(check_upload_path(path, _upload_roots()))
+    return str(check_upload_path(path, _upload_roots(), field=field))
 
 
 def _upload_roots() -> tuple[str, ...]:
-    import os
-    import tempfile
+    from gradio.utils import get_upload_folder
 
-    root = os.environ.get("GRADIO_TEMP_DIR") or str(Path(tempfile.gettempdir()) / "gradio")
-    return (root,)
+    return (get_upload_folder(),)

@@ -11,6 +11,14 @@ here imports Gradio, so the tab handlers stay plain functions the tests call dir
 (512, 256, 3)
 >>> parse_texts(" a red bird ;\\n\\n a bird with a black crown ")
 ['a red bird', 'a bird with a black crown']
+>>> whole_number(4.0, "Steps", 1, 50)
+4
+>>> whole_number(2.5, "Steps", 1, 50)
+Traceback (most recent call last):
+...
+concept_grounding.space.inputs.UserInputError: Steps must be a whole number from 1 to 50, got 2.5.
+>>> redact_paths("[Errno 21] Is a directory: '/tmp/gradio/ab12/upload'")
+"[Errno 21] Is a directory: 'upload'"
 """
 
 from __future__ import annotations
@@ -18,7 +26,10 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
+import re
+import reprlib
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -29,6 +40,8 @@ __all__ = [
     "MAX_IMAGE_SIDE",
     "MAX_UPLOAD_BYTES",
     "UserInputError",
+    "whole_number",
+    "redact_paths",
     "to_rgb",
     "load_image",
     "parse_texts",
@@ -38,14 +51,46 @@ __all__ = [
 
 #: Uploaded images are downscaled so that their longer side is at most this (pixels).
 MAX_IMAGE_SIDE = 512
-#: Uploads larger than this are refused before decoding (bytes).
+#: Uploads larger than this are refused (bytes): by the server before they are stored
+#: (``launch``'s ``max_file_size``), and here before decoding.
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
 #: At most this many texts per request (CCI runs one masked forward pass per cluster).
 MAX_TEXTS = 8
 
 
 class UserInputError(ValueError):
-    """Bad input from a visitor; its message is shown in the page as is."""
+    """Bad input from a visitor; its message is shown in the page (server paths redacted)."""
+
+
+def whole_number(value: Any, field: str, low: int, high: int) -> int:
+    """A visitor's numeric field as an ``int`` in ``[low, high]``.
+
+    Gradio sends numbers as floats, and an API client may send anything: NaN, infinities,
+    ``1e308``, ``2.5`` (refused, not truncated), strings, ``None`` all raise
+    :class:`UserInputError` with one sentence naming ``field``.
+    """
+    refused = UserInputError(f"{field} must be a whole number from {low} to {high}, got {reprlib.repr(value)}.")
+    if isinstance(value, bool):
+        raise refused
+    try:
+        number = value if isinstance(value, int) else float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise refused from None
+    if isinstance(number, float) and not (math.isfinite(number) and number.is_integer()):
+        raise refused
+    if not low <= number <= high:
+        raise refused
+    return int(number)
+
+
+#: An absolute POSIX path (not the path part of a URL or a Hub id): its last part is group 1.
+_PATH = re.compile(r"(?<![\w:/.~-])/(?:[^\s'\"(),:/]+/)*([^\s'\"(),:/]+)")
+
+
+def redact_paths(text: str) -> str:
+    """``text`` with every absolute path replaced by its last part, so that no message shown
+    to a visitor tells them where the server keeps its files."""
+    return _PATH.sub(lambda m: m.group(1), text)
 
 
 def to_rgb(image: Any, max_side: int = MAX_IMAGE_SIDE) -> np.ndarray:
@@ -142,12 +187,14 @@ def parse_texts(text: str | None, max_texts: int = MAX_TEXTS, max_chars: int = 2
     return texts
 
 
-def check_upload_path(path: str | os.PathLike, allowed_roots: tuple[str | os.PathLike, ...] | None = None) -> Path:
-    """Resolve an uploaded file's path and check it lies under an allowed folder.
+def check_upload_path(path: str | os.PathLike, allowed_roots: tuple[str | os.PathLike, ...] | None = None,
+                      field: str = "The upload") -> Path:
+    """Resolve an uploaded file's path and check it is a file under an allowed folder.
 
     Gradio stores uploads in its temp folder (``GRADIO_TEMP_DIR``, default
     ``<tmp>/gradio``); a path anywhere else (``/etc/passwd``, ``../..``) is refused, so
-    a crafted API call cannot make the app read arbitrary files.
+    a crafted API call cannot make the app read arbitrary files, and so is a folder
+    (a message naming ``field``).
     """
     if allowed_roots is None:
         gradio_tmp = os.environ.get("GRADIO_TEMP_DIR") or str(Path(tempfile.gettempdir()) / "gradio")
@@ -156,8 +203,10 @@ def check_upload_path(path: str | os.PathLike, allowed_roots: tuple[str | os.Pat
     for root in allowed_roots:
         root_path = Path(root).resolve()
         if resolved == root_path or root_path in resolved.parents:
+            if not resolved.is_file():
+                raise UserInputError(f"{field}: not an uploaded file (a folder, or gone); please upload the file again.")
             return resolved
-    raise UserInputError("Only files uploaded through this page can be used.")
+    raise UserInputError(f"{field}: Only files uploaded through this page can be used.")
 
 
 def read_table(path: str | os.PathLike, max_rows: int = 200_000) -> dict[str, Any]:
@@ -182,6 +231,8 @@ def read_table(path: str | os.PathLike, max_rows: int = 200_000) -> dict[str, An
             data = json.loads(text)
         except json.JSONDecodeError as err:
             raise UserInputError(f"'{file.name}' is not valid JSON: {err}") from None
+        except RecursionError:
+            raise UserInputError(f"'{file.name}' nests its JSON too deeply.") from None
         if isinstance(data, list):
             if not data or not all(isinstance(r, dict) for r in data):
                 raise UserInputError("A JSON list must hold one object (record) per row.")

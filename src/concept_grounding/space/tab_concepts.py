@@ -16,13 +16,15 @@ from typing import Any
 
 
 from .common import attribute_label, class_label, get_world, overlay_heatmap, to_batch, world_concept_tensors
-from .inputs import UserInputError
+from .inputs import UserInputError, whole_number
 from ..bench.artifacts import POSTHOC_MODEL
 from .resources import ResourceStore, require
 from .tab_explain import input_image
 
 __all__ = ["ALPHA", "build_posthoc", "concepts"]
 
+#: Range of "Top concepts" a visitor may ask for (the slider's).
+TOP = (1, 10)
 #: CLM region scale used for "located".
 ALPHA = 3
 
@@ -53,9 +55,7 @@ def concepts(store: ResourceStore, path: str | None, world_index: int, top: int 
         ``table`` (rows ``[rank, concept, importance, u, exists, located]``; the last two
         ``None`` for uploads), ``summary`` (Markdown) and ``predicted_class``.
     """
-    top = int(top)
-    if not 1 <= top <= 10:
-        raise UserInputError("Top concepts must be between 1 and 10.")
+    top = whole_number(top, "Top concepts", *TOP)
     image, sample = input_image(store, path, world_index)
     model, size = store.get("posthoc_cbm", build_posthoc)
     existence = require("concept_grounding.metrics.concept_existence", "local_importance", "rank_concepts")

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .common import get_world, label_overlay, overlay_heatmap
-from .inputs import UserInputError, load_image, parse_texts, to_rgb
+from .inputs import UserInputError, load_image, parse_texts, to_rgb, whole_number
 from ..bench.artifacts import WORLD_CLIP_MODEL
 from .resources import FeatureUnavailable, ResourceStore, require
 
@@ -40,6 +40,9 @@ def _baselines_module() -> Any:
 
 #: Baseline explanations offered beside CCI: the names of :data:`concept_grounding.cci.baselines.BASELINES`.
 BASELINES: tuple[str, ...] = tuple(getattr(_baselines_module(), "BASELINES", ()))
+#: Range of the cluster count K a visitor may pick (the slider's), and the largest world bird #.
+CLUSTERS = (2, 12)
+MAX_WORLD_INDEX = 99_999
 #: Input side (px) of the fallback tiny CLIP.
 TINY_CLIP_SIZE = 64
 #: World birds per class and epochs of the quick world-CLIP build.
@@ -105,11 +108,10 @@ def get_model(store: ResourceStore, model_name: str = "") -> "ClipHandle":
 
 def input_image(store: ResourceStore, path: str | None, world_index: int) -> tuple[np.ndarray, Any]:
     """The uploaded image (sanitised), or world bird ``world_index`` with its sample."""
+    world_index = whole_number(world_index, "World bird #", 0, MAX_WORLD_INDEX)
     if path:
         return load_image(path), None
-    if not 0 <= int(world_index) < 100_000:
-        raise UserInputError("World bird # must be between 0 and 99999.")
-    sample = get_world(store).sample(int(world_index))
+    sample = get_world(store).sample(world_index)
     return to_rgb(sample.image), sample
 
 
@@ -133,6 +135,7 @@ def explain(
         (baselines this build cannot compute).
     """
     texts = parse_texts(text)
+    clusters = whole_number(clusters, "Clusters K", *CLUSTERS)
     image, _ = input_image(store, path, world_index)
     unknown = sorted(set(baselines) - set(BASELINES))
     if unknown:
@@ -142,7 +145,7 @@ def explain(
     import torch
 
     try:
-        cci = cci_mod.ConceptClusterImportance(model.model, num_clusters=int(clusters), seed=store.seed,
+        cci = cci_mod.ConceptClusterImportance(model.model, num_clusters=clusters, seed=store.seed,
                                                tokenizer=model.tokenizer)
     except ValueError as err:
         raise UserInputError(str(err)) from None

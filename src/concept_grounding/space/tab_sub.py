@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .common import attribute_label, class_label, get_world, to_batch, world_concept_tensors
-from .inputs import UserInputError
+from .inputs import UserInputError, whole_number
 from ..bench.artifacts import model_slug
 from .resources import ResourceStore, require
 
@@ -97,8 +97,7 @@ def explore(store: ResourceStore, pairing: str, index: int = 0) -> dict[str, Any
         :func:`~concept_grounding.metrics.sub_accuracy` dict of the pairing's images).
     """
     reference_class, attribute = _parse_pairing(pairing)
-    if not 0 <= int(index) < PER_PAIRING:
-        raise UserInputError(f"Image index must be in [0, {PER_PAIRING - 1}].")
+    index = whole_number(index, "Image of the pairing", 0, PER_PAIRING - 1)
     world = get_world(store)
     if reference_class not in world.class_names:
         raise UserInputError(f"{reference_class!r} is not a class of the bird world.")
@@ -124,7 +123,7 @@ def explore(store: ResourceStore, pairing: str, index: int = 0) -> dict[str, Any
         concept_names=names,
         reference_classes=[reference_class] * len(pairs),
     )
-    shown = pairs[int(index)]
+    shown = pairs[index]
     rows = []
     for role, attrs in (("S+", [shown.target_attribute]), ("S-", list(shown.removed_attributes))):
         for a in attrs:

@@ -6,8 +6,10 @@ birds, sampled with true classifier-free guidance at its trained prompt length. 
 randomly initialised Flux of :mod:`concept_grounding.tdg.tiny` (:func:`build_default_pipeline`,
 noise-like images) stays in the dropdown for the mechanics. Other Flux models (a
 local folder, or a Hub id when online) are offered only when the operator lists them at
-launch (``--tdg-model`` / ``CONCEPT_GROUNDING_TDG_MODEL``, :mod:`.policy`); they share the
-store's LRU cache of visitor-chosen models.
+launch (``--tdg-model`` / ``CONCEPT_GROUNDING_TDG_MODEL``, :mod:`.policy`); they load through
+:func:`~concept_grounding.tdg.loading.load_flux_pipeline` in float32 whatever their precision
+on disk, sample at their trained side (at most 512 px) and share the store's LRU cache of
+visitor-chosen models.
 
 Concurrent visitors share one pipeline per model: ``TiedDiffusionPipeline`` gives every
 call its own scheduler, so simultaneous requests each get exactly the images they get
@@ -16,17 +18,18 @@ alone (``tests/test_space_app.py``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from .common import attribute_label, class_label, figure_to_image
-from .inputs import UserInputError
+from .inputs import UserInputError, whole_number
 from .policy import TDG_MODELS_ENV, ModelPolicy
 from .resources import FeatureUnavailable, ResourceStore, require
 
 __all__ = ["TINY_MODEL", "WORLD_MODEL", "DEFAULT_MODEL", "MODEL_ENV", "build_world_pipeline", "pipeline_key", "choices", "prompts", "eta_figure", "generate", "model_choices",
-           "build_default_pipeline", "get_pipeline"]
+           "build_default_pipeline", "get_pipeline", "Cancelled"]
 
 #: Name of the built-in tiny model in the model dropdown.
 TINY_MODEL = "tiny (built-in, random weights)"
@@ -35,11 +38,15 @@ WORLD_MODEL = "world Flux (trained on the bird world)"
 #: Default sampling steps: ``concept_grounding.worldflux.loader.WORLD_STEPS``, the setting the world
 #: Flux was measured at (model card); a test keeps the two equal.
 DEFAULT_STEPS = 20
+#: Most sampling steps a visitor may ask for, and the largest seed (both checked by :func:`generate`).
+MAX_STEPS = 50
+MAX_SEED = 2**32 - 1
 DEFAULT_MODEL = WORLD_MODEL
 #: Environment variable naming extra Flux models (comma-separated local folders or Hub ids), read at launch.
 MODEL_ENV = TDG_MODELS_ENV
-#: Output side (px) of the tiny model; real models use 512.
+#: Output side (px) of the tiny model; a named model samples at its trained side, at most MAX_SIZE.
 TINY_SIZE = 32
+MAX_SIZE = 512
 
 
 def model_choices(policy: ModelPolicy | None = None) -> list[str]:
@@ -89,6 +96,7 @@ def eta_figure(target_attribute: str, steps: int = 28) -> np.ndarray:
     the normalised times of a ``steps``-step Flux sampler marked."""
     from matplotlib.figure import Figure
 
+    steps = whole_number(steps, "Steps", 1, MAX_STEPS)
     mod = require("concept_grounding.tdg.schedule", "schedule_for_attribute")
     try:
         schedule = mod.schedule_for_attribute(target_attribute)
@@ -134,17 +142,18 @@ def pipeline_key(model: str | None) -> str:
 
 def _build_named(name: str) -> Any:
     def builder(store: ResourceStore) -> tuple[Any, str]:
-        pipeline = require("concept_grounding.tdg.pipeline", "TiedDiffusionPipeline")
+        loading = require("concept_grounding.tdg.loading", "load_flux_pipeline")
         from ..hub import resolve_model
         from .env import is_offline
 
         try:
             # Fails within seconds for an uncached model when the Hub does not answer (issue 12.6).
             source = resolve_model(name, argument="model")
-            pipe = pipeline.TiedDiffusionPipeline.from_pretrained(source, local_files_only=is_offline())
+            # float32 whatever the folder holds (fp16 on disk, e.g. the shipped world Flux, once mixed Half and Float)
+            pipe = loading.load_flux_pipeline(source, "float32", local_files_only=is_offline())
         except (OSError, ValueError) as err:
             raise UserInputError(f"Could not load the Flux model {name!r}: {err}") from None
-        return pipe, f"{name} (from_pretrained)"
+        return pipe, f"{name} (from_pretrained, float32)"
 
     return builder
 
@@ -162,6 +171,24 @@ def get_pipeline(store: ResourceStore, model: str) -> Any:
         return store.get("tdg:tiny", build_default_pipeline)
     name = store.policy.check("tdg", model)
     return store.get(f"tdg:{name}", _build_named(name), evictable=True)
+
+
+class Cancelled(Exception):
+    """The request was abandoned: :func:`generate` stopped between two denoising steps."""
+
+
+def _stop_when(cancelled: Callable[[], bool], steps: int) -> Callable[..., dict]:
+    """A diffusers ``callback_on_step_end`` that raises :class:`Cancelled` once ``cancelled()``
+    is true (it runs on the call's own view of the shared pipeline, so other calls go on)."""
+    calls = {"done": 0}
+
+    def callback(pipe: Any, step: int, timestep: Any, callback_kwargs: dict) -> dict:
+        calls["done"] += 1
+        if cancelled():
+            raise Cancelled(f"stopped after {calls['done']} of {2 * steps} denoising steps")
+        return {}
+
+    return callback
 
 
 def _to_uint8(images: Any) -> list[np.ndarray]:
@@ -182,29 +209,35 @@ def generate(
     model: str = DEFAULT_MODEL,
     steps: int = DEFAULT_STEPS,
     seed: int = 0,
+    cancelled: Callable[[], bool] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Generate the TDG pair and the prompting-only baseline from the same seed.
 
+    ``cancelled`` is asked after every denoising step (both calls); once it answers true
+    the run stops with :class:`Cancelled` (the Space asks whether the visitor is still there).
+
     Returns:
         (reference, guide, prompting-only) images, each ``(H, W, 3)`` uint8. On the world
-        and tiny models ``H = W = 32``; the tiny model's images are noise-like (random weights).
+        and tiny models ``H = W = 32``; the tiny model's images are noise-like (random weights);
+        a named model's side is its trained one, at most :data:`MAX_SIZE`.
     """
-    steps = int(steps)
-    if not 1 <= steps <= 50:
-        raise UserInputError("Steps must be between 1 and 50.")
+    steps = whole_number(steps, "Steps", 1, MAX_STEPS)
+    seed = whole_number(seed, "Seed", 0, MAX_SEED)
     c_r, c_g, _ = prompts(reference_class, target_attribute)
     pipe = get_pipeline(store, model)
     schedule = require("concept_grounding.tdg.schedule", "schedule_for_attribute").schedule_for_attribute(target_attribute)
     import torch
 
     tiny = model in (None, "", TINY_MODEL)
-    size = TINY_SIZE if tiny else 512
+    size = TINY_SIZE if tiny else min(MAX_SIZE, pipe.default_sample_size * pipe.vae_scale_factor)
     common: dict[str, Any] = {"height": size, "width": size, "num_inference_steps": steps, "output_type": "np"}
-    if tiny:
+    if tiny:  # a named model's prompt length is its tokenizer's (TiedDiffusionPipeline.default_max_sequence_length)
         common["max_sequence_length"] = 32
     if model == WORLD_MODEL:  # its trained size and prompt length, true CFG against ""
         world_kwargs = require("concept_grounding.worldflux", "world_flux_call_kwargs").world_flux_call_kwargs
         common = {**world_kwargs(pipe, num_inference_steps=steps), "output_type": "np", "negative_prompt": ""}
+    if cancelled is not None:
+        common["callback_on_step_end"] = _stop_when(cancelled, steps)
     tdg = require("concept_grounding.tdg", "ConstantEta", "prompting_only_prompt")
     baseline_prompt = tdg.prompting_only_prompt(reference_class, target_attribute)
     try:

@@ -22,6 +22,7 @@ _LAZY = {
     "TiedDiffusionPipeline": ".pipeline",
     "TiedDiffusionPipelineOutput": ".pipeline_output",
     "tiny_flux_pipeline": ".tiny",
+    "load_flux_pipeline": ".loading",
     "GenerateConfig": ".generate_job",
     "GenerateResult": ".generate_job",
     "run_generate": ".generate_job",

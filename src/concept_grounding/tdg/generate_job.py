@@ -147,11 +147,9 @@ class PretrainedFlux:
         resolved, dtype = resolve_model(self.name, self.argument), self.dtype
 
         def load() -> Any:
-            import torch
+            from .loading import load_flux_pipeline
 
-            from .pipeline import TiedDiffusionPipeline
-
-            return TiedDiffusionPipeline.from_pretrained(resolved, torch_dtype=getattr(torch, dtype))
+            return load_flux_pipeline(resolved, dtype)
 
         return FluxModel(resolved, dtype, 1024, 512, load)
 

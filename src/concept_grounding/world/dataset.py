@@ -119,45 +119,51 @@ def _check_count(name: str, value: int) -> int:
     return int(value)
 
 
-def _split(world: ExportableWorld, start: int, count: int, is_train: bool, desc: str) -> "datasets.Dataset":
+def _split(world: ExportableWorld, start: int, count: int, is_train: bool, desc: str,
+           progress: bool = True) -> "datasets.Dataset":
     import datasets
 
     features = cub_features(world.class_names, world.vocab)
     indices = [c + k * world.num_classes for k in range(start, start + count) for c in range(world.num_classes)]
-    rows = [sample_row(world, s, is_train) for s in tqdm(world.samples(indices), total=len(indices), desc=desc, leave=False)]
+    rows = [sample_row(world, s, is_train) for s in tqdm(world.samples(indices), total=len(indices), desc=desc, leave=False,
+                                                             disable=not progress)]
     columns = {name: [r[name] for r in rows] for name in features}
     return datasets.Dataset.from_dict(columns, features=features)
 
 
-def world_dataset_dict(world: ExportableWorld, train_per_class: int = 10, test_per_class: int = 5) -> "datasets.DatasetDict":
-    """Render ``train_per_class`` + ``test_per_class`` images per class into a DatasetDict."""
+def world_dataset_dict(world: ExportableWorld, train_per_class: int = 10, test_per_class: int = 5,
+                       progress: bool = True) -> "datasets.DatasetDict":
+    """Render ``train_per_class`` + ``test_per_class`` images per class into a DatasetDict
+    (``progress``: show the render bars)."""
     import datasets
 
     train_per_class = _check_count("train_per_class", train_per_class)
     test_per_class = _check_count("test_per_class", test_per_class)
     return datasets.DatasetDict(
         {
-            "train": _split(world, 0, train_per_class, True, "world train"),
-            "test": _split(world, train_per_class, test_per_class, False, "world test"),
+            "train": _split(world, 0, train_per_class, True, "world train", progress),
+            "test": _split(world, train_per_class, test_per_class, False, "world test", progress),
         }
     )
 
 
 def world_sub_dataset(
-    world: ExportableWorld, per_pairing: int = 2, pairings: list[tuple[str, str]] | None = None
+    world: ExportableWorld, per_pairing: int = 2, pairings: list[tuple[str, str]] | None = None,
+    progress: bool = True,
 ) -> "datasets.Dataset":
     """SUB-schema counterfactuals: ``per_pairing`` edited birds per (class, S+) pairing.
 
     Sources are the class's samples ``c, c + C, c + 2C, ...`` in order, skipping any
     bird that already shows the target everywhere in its group (its edit would be a no-op).
     ``removed_attributes`` is S-: the source's values of the group that were switched off.
+    ``progress``: show the render bar.
     """
     import datasets
 
     per_pairing = _check_count("per_pairing", per_pairing)
     pairings = world.default_pairings() if pairings is None else list(pairings)
     rows: dict[str, list] = {name: [] for name in sub_features()}
-    for class_name, attribute in tqdm(pairings, desc="world SUB", leave=False):
+    for class_name, attribute in tqdm(pairings, desc="world SUB", leave=False, disable=not progress):
         if class_name not in world.class_names:
             raise ValueError(f"pairings: class {class_name!r} is not in this world's class_names")
         world.rendered.parse(attribute)

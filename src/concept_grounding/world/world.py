@@ -122,17 +122,19 @@ class BirdWorld:
         return render_sample(self.rendered, index, label, traits, pose, self.config.image_size, noise_seed), removed
 
     # ------------------------------------------------------------------- exports
-    def to_dataset_dict(self, train_per_class: int = 10, test_per_class: int = 5) -> "datasets.DatasetDict":
+    def to_dataset_dict(self, train_per_class: int = 10, test_per_class: int = 5,
+                        progress: bool = True) -> "datasets.DatasetDict":
         """``"train"``/``"test"`` splits with :func:`concept_grounding.schema.cub_features`."""
         from .dataset import world_dataset_dict
 
-        return world_dataset_dict(self, train_per_class, test_per_class)
+        return world_dataset_dict(self, train_per_class, test_per_class, progress=progress)
 
-    def sub_dataset(self, per_pairing: int = 2, pairings: list[tuple[str, str]] | None = None) -> "datasets.Dataset":
+    def sub_dataset(self, per_pairing: int = 2, pairings: list[tuple[str, str]] | None = None,
+                    progress: bool = True) -> "datasets.Dataset":
         """SUB-schema counterfactual set (:func:`concept_grounding.schema.sub_features`)."""
         from .dataset import world_sub_dataset
 
-        return world_sub_dataset(self, per_pairing, pairings)
+        return world_sub_dataset(self, per_pairing, pairings, progress=progress)
 
     def default_pairings(self) -> list[tuple[str, str]]:
         """Each class x each SUB substitution the class does not already have (per

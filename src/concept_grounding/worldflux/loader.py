@@ -24,26 +24,16 @@ def world_flux_path() -> Path:
 
 
 def load_world_flux(path: str | Path | None = None, pipeline_cls: type | None = None, torch_dtype: Any = None) -> Any:
-    """Load a world-Flux folder (default: the shipped one) as ``pipeline_cls``.
+    """Load a world-Flux folder (default: the shipped one) as ``pipeline_cls`` through
+    :func:`~concept_grounding.tdg.loading.load_flux_pipeline` (default
+    :class:`~concept_grounding.tdg.TiedDiffusionPipeline`, weights cast to ``torch_dtype``,
+    default float32, at the trained resolution)."""
+    from ..tdg.loading import load_flux_pipeline
 
-    ``pipeline_cls`` defaults to :class:`~concept_grounding.tdg.TiedDiffusionPipeline`;
-    weights are cast to ``torch_dtype`` (default float32: CPU half precision is slow).
-    ``default_sample_size`` is set from the VAE so ``height``/``width`` default to the
-    trained resolution instead of FluxPipeline's 1024 px.
-    """
-    import torch
-
-    if pipeline_cls is None:
-        from ..tdg.pipeline import TiedDiffusionPipeline
-
-        pipeline_cls = TiedDiffusionPipeline
     folder = Path(path) if path is not None else world_flux_path()
     if not (folder / "model_index.json").is_file():
         raise FileNotFoundError(f"path: {folder} is not a diffusers pipeline folder (no model_index.json)")
-    pipe = pipeline_cls.from_pretrained(folder, dtype=torch_dtype or torch.float32)
-    pipe.default_sample_size = int(pipe.vae.config.sample_size) // int(pipe.vae_scale_factor)
-    pipe.set_progress_bar_config(disable=True)
-    return pipe
+    return load_flux_pipeline(folder, torch_dtype or "float32", pipeline_cls)
 
 
 def world_flux_call_kwargs(pipe: Any, true_cfg_scale: float = WORLD_TRUE_CFG, num_inference_steps: int = WORLD_STEPS) -> dict[str, Any]:

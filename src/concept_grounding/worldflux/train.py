@@ -26,9 +26,9 @@ draws the same batches as an uninterrupted one.
 
 from __future__ import annotations
 
+import io
 import json
 import math
-import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -37,6 +37,7 @@ from typing import Any, Callable
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..fileio import atomic_write_bytes
 from .captions import caption_vocabulary, held_out_matrix, is_held_out_free, make_caption, word_tokenizers
 from .components import FluxTrainConfig, build_scheduler, build_text_encoders, build_transformer, build_vae
 
@@ -51,11 +52,13 @@ def _world(cfg: FluxTrainConfig) -> Any:
 
 
 def _atomic_save(obj: Any, path: Path) -> None:
+    """``torch.save`` through :func:`~concept_grounding.fileio.atomic_write_bytes` (a full disk
+    is an ``OSError`` naming ``path``, and leaves no temporary file)."""
     import torch
 
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    atomic_write_bytes(path, buffer.getvalue())
 
 
 def cosine_lr(step: int, total: int, base: float, warmup: int) -> float:

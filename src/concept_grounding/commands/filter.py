@@ -38,8 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep-fraction", type=unit_interval, default=0.1,
                         help="fraction of the generated images kept per pairing, in (0, 1] (SUB: 0.1)")
     parser.add_argument("--validate-on-world", type=positive_int, nargs="?", const=1, default=0, metavar="N",
-                        help="first validate the scorer on N exact bird-world edits per SUB pairing (default N: 1)"
-                        " and their originals: AUROC and S+ accuracy (default: off)")
+                        help="first validate the scorer on N exact bird-world edits per SUB pairing (N: 1 when the"
+                        " flag is given bare) and their originals: AUROC and S+ accuracy (default: 0, no validation)")
     parser.add_argument("--world-size", type=positive_int, default=128,
                         help="image side of the validation world in pixels (--validate-on-world)")
 

@@ -353,9 +353,13 @@ def run_generate(config: GenerateConfig) -> GenerateResult:
     check_manifest(config.out, generation_manifest(jobs, settings, config.batch_size, run_info), MANIFEST_ARGUMENTS)
 
     # 2. the pipeline, on this process's device
+    import torch
     from accelerate import PartialState
 
-    state = PartialState()
+    # cpu=True without CUDA: under torchrun (or any launcher that sets WORLD_SIZE but not
+    # accelerate's own CPU flag) the processes then form a gloo group and take their shards;
+    # without it each CPU process believed it was alone and generated the whole plan.
+    state = PartialState(cpu=not torch.cuda.is_available())
     pipe = model.load()
     pipe.to(state.device)
     pipe.set_progress_bar_config(disable=True)

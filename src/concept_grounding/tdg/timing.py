@@ -17,7 +17,9 @@ therefore
    ``torch.cuda.synchronize``) the only meaningful clock;
 4. reports medians, minima and maxima per callable and, for a ratio ``a / b``, the ratios
    taken *within* each round (both calls of a round share its load), as their median,
-   minimum and maximum.
+   minimum and maximum, beside the ratio of the two minima (each method's least
+   disturbed call). Timing a callable against itself under a second name (an A/A
+   control) shows, in the same run, how far these move with the machine's load alone.
 
 The garbage collector runs before each round and is off during each timed call, as in
 :mod:`timeit`.
@@ -111,13 +113,18 @@ class Interleaved:
         top, bottom = self.timings[numerator].seconds(clock), self.timings[denominator].seconds(clock)
         return Spread.of([a / b for a, b in zip(top, bottom)])
 
+    def ratio_of_minima(self, numerator: str, denominator: str, clock: str = "cpu") -> float:
+        """``min(numerator) / min(denominator)``: the least disturbed call of each."""
+        return min(self.timings[numerator].seconds(clock)) / min(self.timings[denominator].seconds(clock))
+
     def as_dict(self, ratios: Mapping[str, tuple[str, str]] | None = None) -> dict[str, Any]:
         """Plain JSON values: per callable and clock the median/min/max seconds, and the named ratios."""
         out: dict[str, Any] = {"rounds": self.rounds, "warmup": self.warmup, "seconds": {}, "ratios": {}}
         for name, timing in self.timings.items():
             out["seconds"][name] = {clock: vars(timing.spread(clock)) for clock in CLOCKS}
         for label, (a, b) in (ratios or {}).items():
-            out["ratios"][label] = {clock: vars(self.ratio(a, b, clock)) for clock in CLOCKS}
+            out["ratios"][label] = {clock: {**vars(self.ratio(a, b, clock)), "of_minima": self.ratio_of_minima(a, b, clock)}
+                                    for clock in CLOCKS}
         return out
 
     def report(self, ratios: Mapping[str, tuple[str, str]] | None = None, unit: float = 1.0, unit_name: str = "s") -> str:
@@ -130,8 +137,9 @@ class Interleaved:
             wall = Spread.of([s / unit for s in timing.wall_s]).format(3, f" {unit_name}")
             lines.append(f"  {name:<{width}}  CPU {cpu}   wall {wall}")
         for label, (a, b) in (ratios or {}).items():
-            lines.append(f"  {label}: CPU {self.ratio(a, b, 'cpu').format(3, 'x')}, "
-                         f"wall {self.ratio(a, b, 'wall').format(3, 'x')}")
+            lines.append(f"  {label}: CPU {self.ratio(a, b, 'cpu').format(3, 'x')} "
+                         f"(of minima {self.ratio_of_minima(a, b, 'cpu'):.3f}x), "
+                         f"wall {self.ratio(a, b, 'wall').format(3, 'x')} (of minima {self.ratio_of_minima(a, b, 'wall'):.3f}x)")
         return "\n".join(lines)
 
 

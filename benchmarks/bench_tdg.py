@@ -36,7 +36,7 @@ shape (19 double + 38 single blocks, 24 heads x 128 dims, guidance embedding), r
 weights, 1024 x 1024, 28 steps (target <= 1.02x), with peak GPU memory, and section 2's
 configurations on that model.
 
-    python benchmarks/bench_tdg.py                     # both sections, about 6 minutes on 2 CPU cores
+    python benchmarks/bench_tdg.py                     # both sections, about 5 minutes on 2 CPU cores
     python benchmarks/bench_tdg.py --sections overhead --rounds 9
     python benchmarks/bench_tdg.py --flux-dev          # CUDA
 """

@@ -38,7 +38,12 @@ to TDG unchanged. :class:`Acceleration` names the two knobs once, from the comma
   ===================== ====================================== =================================
 
 * ``compile``: ``transformer.compile_repeated_blocks()``, diffusers' regional
-  compilation: each repeated transformer block goes through ``torch.compile``.
+  compilation: each repeated transformer block goes through ``torch.compile`` (on 2 CPU
+  cores about 1.5 min before the first image, and again for each new batch shape). With a
+  cache on as well, the hooked blocks see inputs whose strides change between computed
+  and cached steps, so dynamo recompiles them up to its limit and then runs those frames
+  eagerly (a warning says so); on the world Flux the two together are still the fastest
+  (``benchmarks/bench_tdg.py``).
 
 Both change the numerics, so ``generate`` records them in its manifest and a resume with
 another choice stops (:func:`~.generate.check_manifest`).

@@ -143,7 +143,7 @@ def test_each_process_writes_its_shard_and_only_the_main_process_merges(by_comma
     class FakeState:
         index = 0
 
-        def __init__(self) -> None:
+        def __init__(self, **kwargs) -> None:
             self.device, self.num_processes = "cpu", 2
             self.process_index = FakeState.index
             self.is_main_process = self.is_local_main_process = FakeState.index == 0
@@ -159,6 +159,24 @@ def test_each_process_writes_its_shard_and_only_the_main_process_merges(by_comma
     first = run_generate(_config(tmp_path / "gen"))
     assert first.written == 2 and first.metadata is not None
     assert _files(tmp_path / "gen") == _files(by_command)
+
+
+
+@pytest.mark.slow
+def test_two_cpu_processes_under_torchrun_split_the_work_and_give_the_one_process_folder(by_command, tmp_path):
+    """Without CUDA, ``PartialState`` must be made with ``cpu=True``: before, each process under
+    ``torch.distributed.run`` thought it was alone and generated (and wrote) the whole plan."""
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "gen"
+    launch = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "concept_grounding.cli",
+              "generate", "--out", str(out), *ARGS]
+    done = subprocess.run(launch, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("wrote 2 new images (4 planned)") == 1  # the main process prints; each wrote 2
+    assert _files(out) == _files(by_command)
 
 
 # ------------------------------------------------------------------------------ filter

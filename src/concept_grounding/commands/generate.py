@@ -23,6 +23,8 @@ from concept_grounding.commands._types import (
     positive_float,
     positive_int,
 )
+from concept_grounding.errors import UsageError
+from concept_grounding.tdg.acceleration import CACHES, Acceleration, TransformerCache
 from concept_grounding.tdg.generate_job import (
     ClassTablePairings,
     FluxSource,
@@ -34,6 +36,14 @@ from concept_grounding.tdg.generate_job import (
     run_generate,
 )
 from concept_grounding.worldflux.source import WORLD_MODEL, WorldFlux, world_pairings
+
+def transformer_cache(text: str) -> TransformerCache:
+    """``--cache NAME[:OPTION=VALUE,...]``: one of diffusers' transformer caches (:data:`CACHES`)."""
+    try:
+        return TransformerCache.parse(text)
+    except UsageError as err:
+        raise argparse.ArgumentTypeError(f"{err.reason}{'; ' + err.hint if err.hint else ''}") from None
+
 
 #: FLUX's VAE downsamples by 8 and the transformer packs 2 x 2 latents into a token.
 SIZE_MULTIPLE = 16
@@ -71,6 +81,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="precision of a named FLUX model (--model; the world model and --tiny run in float32)")
     parser.add_argument("--save-guides", action="store_true",
                         help="also write each guide image to .guides/ (SUB itself keeps only the reference images)")
+    parser.add_argument("--cache", type=transformer_cache, default=None, metavar="NAME[:OPTION=VALUE,...]",
+                        help="a diffusers transformer cache, enabled with transformer.enable_cache: "
+                             f"{', '.join(CACHES)}; options are the diffusers config's fields, "
+                             "e.g. first-block:threshold=0.2 (recorded in the manifest)")
+    parser.add_argument("--compile", action="store_true",
+                        help="torch.compile the transformer's repeated blocks (diffusers' compile_repeated_blocks; "
+                             "minutes of compilation on CPU, recorded in the manifest)")
 
 
 def _model(args: argparse.Namespace) -> FluxSource:
@@ -106,7 +123,7 @@ def config_from_args(args: argparse.Namespace) -> GenerateConfig:
         attributes=_tuple(args.attributes), images_per_pairing=args.images_per_pairing, seed=args.seed,
         method=args.method, steps=args.steps, guidance_scale=args.guidance_scale, size=args.size,
         t_min=args.t_min, t_max=args.t_max, k=args.k, batch_size=args.batch_size, max_images=args.max_images,
-        save_guides=args.save_guides,
+        save_guides=args.save_guides, acceleration=Acceleration(cache=args.cache, compile=args.compile),
     )
 
 

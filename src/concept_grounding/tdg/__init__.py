@@ -19,6 +19,8 @@ from .schedule import ConstantEta, EtaSchedule, paper_schedule, schedule_for_att
 from .tie import percentile_threshold, tie, tie_mask, tie_pair
 
 _LAZY = {
+    "Acceleration": ".acceleration",
+    "TransformerCache": ".acceleration",
     "TiedDiffusionPipeline": ".pipeline",
     "TiedDiffusionPipelineOutput": ".pipeline_output",
     "tiny_flux_pipeline": ".tiny",

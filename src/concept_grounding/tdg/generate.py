@@ -22,8 +22,9 @@ reads (hidden folders are ignored by it).
 
 Manifest. Before the first image, ``<out>/.tdg_manifest.json`` records everything that
 decides the pixels (:func:`generation_manifest`: method, steps, guidance, size, sequence
-length, schedule, batch size, the pairing list with its image counts, and what the
-caller adds: model, dtype, seed). A later run into the same folder compares its own
+length, schedule, batch size, the transformer cache and compilation
+(:class:`~.acceleration.Acceleration`), the pairing list with its image counts, and what
+the caller adds: model, dtype, seed). A later run into the same folder compares its own
 manifest first (:func:`check_manifest`) and stops with
 :class:`ManifestMismatchError` listing each differing setting and its two values, so a
 resume never mixes images made under other settings.
@@ -47,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..errors import UsageError, read_text_file
 from ..fileio import atomic_write_bytes
 from ..vocabulary import Vocabulary, load_vocabulary, split_attribute
+from .acceleration import Acceleration, accelerated
 from .prompts import tdg_prompts
 from .schedule import EtaSchedule, schedule_for_attribute
 
@@ -67,6 +69,7 @@ __all__ = [
     "generation_manifest",
     "check_manifest",
     "ManifestMismatchError",
+    "MANIFEST_DEFAULTS",
     "PARTS_DIR",
     "MANIFEST_FILE",
 ]
@@ -74,6 +77,8 @@ __all__ = [
 PARTS_DIR = ".tdg_parts"
 MANIFEST_FILE = ".tdg_manifest.json"
 MANIFEST_FORMAT = 1
+#: Manifest settings added after format 1, with the value a folder without them was made with.
+MANIFEST_DEFAULTS: dict[str, Any] = {"cache": None, "compile": False}
 Method = Literal["tdg", "prompting"]
 
 
@@ -239,6 +244,7 @@ class GenerationSettings:
     schedule: EtaSchedule | None = None  # None: the paper's schedule per attribute category
     save_guides: bool = False  # also write each guide image to .guides/<file_name> (SUB keeps only references)
     extra: dict[str, Any] = field(default_factory=dict)
+    acceleration: Acceleration = field(default_factory=Acceleration)  # diffusers cache / torch.compile
 
 
 class ManifestMismatchError(UsageError):
@@ -305,6 +311,7 @@ def generation_manifest(
         "schedule": asdict(settings.schedule) if settings.schedule is not None else "per attribute (paper)",
         "save_guides": settings.save_guides,
         "extra": settings.extra,
+        **settings.acceleration.manifest(settings.num_inference_steps),
         "batch_size": batch_size,
         "image_seeds": seeds,
         "pairings": [
@@ -341,6 +348,7 @@ def check_manifest(out_dir: str | Path, manifest: dict[str, Any], labels: dict[s
     except json.JSONDecodeError as err:
         raise UsageError(f"not valid JSON ({err.msg})", file=path, line=err.lineno,
                          hint="restore it or write to another output folder") from None
+    found = {**MANIFEST_DEFAULTS, **found}  # settings added later: an older folder used their default
     differences = [(k, found.get(k), manifest.get(k)) for k in sorted(set(found) | set(manifest))
                    if found.get(k) != manifest.get(k)]
     if "seed" in found and "seed" in manifest:  # image_seeds follow from the base seed and the pairings
@@ -456,12 +464,16 @@ def generate_images(
     out_dir = Path(out_dir)
     if not 0 <= process_index < num_processes:
         raise ValueError(f"process_index must lie in [0, num_processes={num_processes}), got {process_index}")
+    if getattr(pipe.transformer, "is_cache_enabled", False):
+        raise ValueError("pipe.transformer already has a cache enabled; pass it as settings.acceleration instead, "
+                         "so that the manifest records it")
     mine = [c for i, c in enumerate(chunk_jobs(jobs, batch_size)) if i % num_processes == process_index]
     _write_manifest(out_dir, generation_manifest(jobs, settings, batch_size, run_info))
     todo = [c for c in mine if not all(is_done(out_dir, j) for j in c)]
     total = sum(len(c) for c in todo)
     written = 0
-    with tqdm(total=total, desc=f"TDG images [{process_index}/{num_processes}]", disable=not progress, unit="img") as bar:
+    with tqdm(total=total, desc=f"TDG images [{process_index}/{num_processes}]", disable=not progress, unit="img") as bar, \
+            accelerated(pipe, settings.acceleration, settings.num_inference_steps):
         for chunk in todo:
             if max_images is not None and written >= max_images:
                 break

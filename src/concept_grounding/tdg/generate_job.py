@@ -47,6 +47,7 @@ from .generate import (
     plan_pairings,
     read_pairings,
 )
+from .acceleration import Acceleration
 from .schedule import EtaSchedule
 
 if TYPE_CHECKING:
@@ -79,6 +80,7 @@ MANIFEST_ARGUMENTS = {
     "num_inference_steps": "--steps", "guidance_scale": "--guidance-scale", "height": "--size", "width": "--size",
     "max_sequence_length": "--tiny/--model", "schedule": "--t-min/--t-max/--k", "save_guides": "--save-guides",
     "batch_size": "--batch-size", "pairings": "--classes/--attributes/--pairings/--images-per-pairing",
+    "cache": "--cache", "compile": "--compile",
 }
 
 
@@ -265,6 +267,7 @@ class GenerateConfig:
         batch_size: images per pipeline call.
         max_images: stop after this many new images (``None``: all).
         save_guides: also write each guide image to ``.guides/``.
+        acceleration: a diffusers transformer cache and/or ``torch.compile`` (``--cache``, ``--compile``).
     """
 
     out: Path
@@ -284,6 +287,7 @@ class GenerateConfig:
     batch_size: int = 4
     max_images: int | None = None
     save_guides: bool = False
+    acceleration: Acceleration = field(default_factory=Acceleration)
 
     def eta_schedule(self) -> EtaSchedule | None:
         """The override schedule, or ``None`` for the paper's per-attribute schedule.
@@ -341,14 +345,19 @@ def run_generate(config: GenerateConfig) -> GenerateResult:
         schedule=schedule,
         save_guides=config.save_guides,
         extra=dict(model.extra),
+        acceleration=config.acceleration,
     )
     run_info = {"model": model.name, "dtype": model.dtype, "seed": config.seed}
     check_manifest(config.out, generation_manifest(jobs, settings, config.batch_size, run_info), MANIFEST_ARGUMENTS)
 
     # 2. the pipeline, on this process's device
+    import torch
     from accelerate import PartialState
 
-    state = PartialState()
+    # cpu=True without CUDA: under torchrun (or any launcher that sets WORLD_SIZE but not
+    # accelerate's own CPU flag) the processes then form a gloo group and take their shards;
+    # without it each CPU process believed it was alone and generated the whole plan.
+    state = PartialState(cpu=not torch.cuda.is_available())
     pipe = model.load()
     pipe.to(state.device)
     pipe.set_progress_bar_config(disable=True)

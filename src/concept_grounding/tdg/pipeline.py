@@ -22,6 +22,14 @@ each giving exactly the images it gives alone. Prompt encoding is serialised per
 steps run in parallel. Encoding, latents, timesteps and decoding are FluxPipeline's own.
 Not thread-safe: model CPU offloading (its hooks move shared modules between devices).
 
+diffusers' caches and ``torch.compile`` act on the transformer, which sees the batch
+``[references; guides]`` of the tied latents at every step, so they work unchanged:
+``pipe.transformer.enable_cache(FirstBlockCacheConfig(threshold=0.2))`` or
+``pipe.transformer.compile_repeated_blocks()`` (see :mod:`.acceleration`, which the
+``generate`` job and its ``--cache`` / ``--compile`` use). A cache keeps state in the
+shared transformer, so while one is enabled calls run one at a time
+(:meth:`TiedDiffusionPipeline.cache_session`).
+
 Load it from the package or as a diffusers custom pipeline::
 
     from concept_grounding.tdg import TiedDiffusionPipeline
@@ -38,8 +46,10 @@ Load it from the package or as a diffusers custom pipeline::
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -65,6 +75,11 @@ def tied_scheduler(
     receives ``(t, eta)`` per step. ``scheduler`` itself is left untouched, so calls that
     each build their own copy cannot disturb one another.
 
+    Per step this adds only the tie: ``t`` is read from a host copy of the scheduler's
+    timesteps (made once per call) instead of the device tensor, so a GPU is not
+    synchronised at every step, and a step with ``eta = 0`` passes the prediction through
+    untouched (``tie_pair`` would return it unchanged).
+
     >>> from diffusers import FlowMatchEulerDiscreteScheduler
     >>> from concept_grounding.tdg import ConstantEta
     >>> shared = FlowMatchEulerDiscreteScheduler()
@@ -76,16 +91,31 @@ def tied_scheduler(
     original = tied.step
     num_train = float(tied.config.num_train_timesteps)
     record: list[tuple[float, float]] = []
+    host: dict[str, Any] = {"timesteps": None, "values": []}
+
+    def host_timestep(timestep: Any) -> float:
+        """The step's timestep as a float, read at the scheduler's own step index (the one
+        its ``step`` uses) from a host copy: ``float(timestep)`` would synchronise a GPU."""
+        index = getattr(tied, "step_index", None)
+        if index is None:  # before the first step: FluxPipeline sets the begin index
+            index = getattr(tied, "begin_index", None)
+        timesteps = getattr(tied, "timesteps", None)
+        if index is None or not isinstance(timesteps, torch.Tensor) or not 0 <= index < len(timesteps):
+            return float(timestep)
+        if host["timesteps"] is not timesteps:  # set_timesteps ran: copy the new ones once
+            host["timesteps"], host["values"] = timesteps, timesteps.tolist()
+        return float(host["values"][index])
 
     def step(model_output: torch.Tensor, timestep: Any, sample: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         if model_output.shape[0] % 2:
             raise ValueError(f"TDG needs an even batch [references; guides], got {model_output.shape[0]} rows")
-        t = float(timestep) / num_train
+        t = host_timestep(timestep) / num_train
         eta = float(schedule(t))
-        e_r, e_g = model_output.chunk(2)
-        e_r, e_g = tie_pair(e_r, e_g, eta, granularity)
+        if eta != 0.0:
+            e_r, e_g = model_output.chunk(2)
+            model_output = torch.cat(tie_pair(e_r, e_g, eta, granularity))
         record.append((t, eta))
-        return original(torch.cat([e_r, e_g]), timestep, sample, *args, **kwargs)
+        return original(model_output, timestep, sample, *args, **kwargs)
 
     tied.step = step
     return tied, record
@@ -156,13 +186,56 @@ class TiedDiffusionPipeline(FluxPipeline):
         writes to state another call reads. Callbacks receive the view as ``pipeline``.
         """
         self._prompt_lock()  # created on the shared pipeline first, so every view holds the same lock
+        self._cache_lock()
         view = copy.copy(self)
         # Bypass DiffusionPipeline.__setattr__: the view's config keeps naming the scheduler class.
         vars(view)["scheduler"] = scheduler
+        vars(view).pop("_tdg_running_view", None)
         return view
 
     def _prompt_lock(self) -> threading.Lock:
         return vars(self).setdefault("_tdg_prompt_lock", threading.Lock())
+
+    def _cache_lock(self) -> threading.Lock:
+        return vars(self).setdefault("_tdg_cache_lock", threading.Lock())
+
+    @property
+    def current_timestep(self) -> Any:
+        """The timestep of the denoising step in progress (``None`` between calls).
+
+        FluxPipeline's loop runs on a per-call view, so on the shared pipeline this reads
+        the view of the call in progress while the transformer has a cache enabled (calls
+        then run one at a time). diffusers' timestep-driven caches read it the documented
+        way: ``PyramidAttentionBroadcastConfig(current_timestep_callback=lambda: pipe.current_timestep)``.
+        """
+        view = vars(self).get("_tdg_running_view")
+        if view is not None:
+            return view._current_timestep
+        return vars(self).get("_current_timestep")
+
+    @contextlib.contextmanager
+    def cache_session(self, view: "TiedDiffusionPipeline") -> Iterator[None]:
+        """One call at a time while the transformer has a diffusers cache enabled.
+
+        A cache (``transformer.enable_cache(...)``: first-block, TaylorSeer, ...) keeps its
+        state in the shared transformer, so concurrent calls would read each other's cached
+        residuals. With a cache on, this serialises the calls, resets the cache's state
+        before each (a call's images depend only on its own arguments, even after an
+        interrupted one) and exposes the running ``view`` as :attr:`current_timestep`.
+        Without a cache it does nothing: calls run concurrently.
+        """
+        if not getattr(self.transformer, "is_cache_enabled", False):
+            yield
+            return
+        from diffusers.hooks import HookRegistry
+
+        with self._cache_lock():
+            HookRegistry.check_if_exists_or_initialize(self.transformer).reset_stateful_hooks(recurse=True)
+            vars(self)["_tdg_running_view"] = view
+            try:
+                yield
+            finally:
+                vars(self).pop("_tdg_running_view", None)
 
     def encode_prompt(self, *args: Any, **kwargs: Any) -> Any:
         """FluxPipeline's ``encode_prompt``, one call at a time per pipeline.
@@ -246,17 +319,19 @@ class TiedDiffusionPipeline(FluxPipeline):
 
         # 3. FluxPipeline's own denoising on a per-call view whose private scheduler ties the pair
         scheduler, record = tied_scheduler(self.scheduler, schedule, granularity)
-        images = super(TiedDiffusionPipeline, self.call_view(scheduler)).__call__(
-            prompt=reference + guide,
-            negative_prompt=negative_prompt,
-            num_images_per_prompt=num_images_per_prompt,
-            height=height,
-            width=width,
-            latents=tied_latents,
-            output_type=output_type,
-            return_dict=False,
-            **flux_kwargs,
-        )[0]
+        view = self.call_view(scheduler)
+        with self.cache_session(view):
+            images = super(TiedDiffusionPipeline, view).__call__(
+                prompt=reference + guide,
+                negative_prompt=negative_prompt,
+                num_images_per_prompt=num_images_per_prompt,
+                height=height,
+                width=width,
+                latents=tied_latents,
+                output_type=output_type,
+                return_dict=False,
+                **flux_kwargs,
+            )[0]
 
         # 4. Split the pair
         reference_images, guide_images = self.split_pair_output(images, num_references)

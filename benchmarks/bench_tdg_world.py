@@ -28,7 +28,8 @@ Stages (``--stages``, all seeded; judges are cached under ``--out``):
 5. **filter**: the VQA filter (world-CLIP scorer) against the judge: AUROC of its p(S+)
    for the judge's S+ verdict, success among kept images; and the scorer's own validation
    on exact edits (:func:`~concept_grounding.judge.validate_scorer_on_world`).
-6. **timing**: TDG pair vs FluxPipeline batch-2.
+6. **timing**: TDG pair vs FluxPipeline batch-2 (CPU time, interleaved rounds, A/A control:
+   :func:`concept_grounding.tdg.timing.interleave`).
 
 Writes ``report.md``, ``results.json``, ``validation.md`` and ``contact_sheet.png`` under ``--out``.
 """
@@ -483,21 +484,36 @@ def filter_agreement(world: Any, sub: dict, clip: Any, args: argparse.Namespace,
     return out
 
 
-def timing(flux: Any, tdg: Any, kw: dict, repeats: int = 5) -> dict[str, float]:
-    """Median seconds of one TDG pair vs one FluxPipeline call on 2 prompts (same run)."""
-    from concept_grounding.tdg.schedule import EtaSchedule
+def timing(flux: Any, tdg: Any, kw: dict, rounds: int = 9) -> dict[str, Any]:
+    """One TDG pair vs FluxPipeline on the same two prompts in one batch (same initial latents,
+    negative prompt, steps), timed by :func:`concept_grounding.tdg.timing.interleave`: a warm-up
+    call each, then ``rounds`` rounds in rotating order; CPU time (one torch thread) and wall
+    time; the ratio is the median of the per-round ratios. An A/A control (FluxPipeline
+    against itself) shows the run's noise floor."""
+    import torch
 
-    t_tdg, t_flux = [], []
-    for r in range(repeats):
-        t = time.perf_counter()
-        flux(["a photo of a Blue Jay", "a photo of a bird"], negative_prompt=["", ""], generator=generators([r, r]), **kw)
-        t_flux.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        tdg("a photo of a Blue Jay", "a photo of a bird", eta_schedule=EtaSchedule(), negative_prompt="",
-            generator=generators([r]), **kw)
-        t_tdg.append(time.perf_counter() - t)
-    a, b = float(np.median(t_tdg)), float(np.median(t_flux))
-    return {"tdg_pair_s": a, "flux_batch2_s": b, "ratio": a / b}
+    from concept_grounding.tdg.schedule import EtaSchedule
+    from concept_grounding.tdg.timing import interleave
+
+    reference, guide = "a photo of a Blue Jay", "a photo of a bird"
+    channels = tdg.transformer.config.in_channels // 4
+    latents, _ = tdg.prepare_latents(1, channels, kw["height"], kw["width"], tdg.transformer.dtype,
+                                     tdg._execution_device, torch.Generator().manual_seed(0))
+
+    def run_flux() -> None:
+        flux([reference, guide], negative_prompt=["", ""], latents=torch.cat([latents, latents]), **kw)
+
+    calls = {"tdg": lambda: tdg(reference, guide, eta_schedule=EtaSchedule(), negative_prompt="", latents=latents, **kw),
+             "flux": run_flux, "flux (A/A)": run_flux}
+    ratios = {"tdg / flux": ("tdg", "flux"), "A/A": ("flux (A/A)", "flux")}
+    result = interleave(calls, rounds=rounds, warmup=1)
+    cpu = result.ratio("tdg", "flux", "cpu")
+    return {"tdg_pair_s": result.timings["tdg"].spread("cpu").median,
+            "flux_batch2_s": result.timings["flux"].spread("cpu").median,
+            "ratio": cpu.median, "ratio_min": cpu.min, "ratio_max": cpu.max,
+            "ratio_wall": result.ratio("tdg", "flux", "wall").median,
+            "ratio_aa": result.ratio("flux (A/A)", "flux", "cpu").median,
+            "rounds": rounds, "details": result.as_dict(ratios)}
 
 
 def verdict_caption(rec: dict | None) -> str:
@@ -616,7 +632,8 @@ def write_report(results: dict, path: Path) -> None:
     if "timing" in results:
         t = results["timing"]
         lines += ["## Time", "", f"TDG pair {t['tdg_pair_s']:.3f} s vs FluxPipeline batch-2 {t['flux_batch2_s']:.3f} s: "
-                  f"ratio **{t['ratio']:.2f}**.", ""]
+                  f"ratio **{t['ratio']:.3f}** (CPU time, median of {t['rounds']} interleaved rounds, range "
+                  f"{t['ratio_min']:.3f}-{t['ratio_max']:.3f}; A/A control {t['ratio_aa']:.3f}).", ""]
     if "table" in results:
         lines += ["![contact sheet](contact_sheet.png)", ""]
     path.write_text("\n".join(lines))

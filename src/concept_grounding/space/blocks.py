@@ -231,6 +231,7 @@ def tab_tdg_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None:
         out_ref = gr.Image(label="TDG reference", type="numpy", elem_id="tdg-ref", interactive=False)
         out_guide = gr.Image(label="TDG guide", type="numpy", elem_id="tdg-guide", interactive=False)
         out_base = gr.Image(label="Prompting only (no tie)", type="numpy", elem_id="tdg-base", interactive=False)
+    out_verdicts = gr.Markdown(elem_id="tdg-verdicts")
 
     @guarded
     def describe(reference_class: str, target_attribute: str, n_steps: float = 4) -> tuple[str, str, Any]:
@@ -245,14 +246,15 @@ def tab_tdg_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None:
         def work(cancelled: Callable[[], bool]) -> tuple:
             images = tab.generate(store, reference_class, target_attribute, model=model_name, steps=n_steps,
                                   seed=_or_zero(seed_value), cancelled=cancelled)
-            return tuple(_big(im) for im in images)
+            judged = tab.verdicts(store, reference_class, target_attribute, images, model=model_name)
+            return (*(_big(im) for im in images), judged)
 
-        yield from run_while_wanted(work, (gr.skip(),) * 3)
+        yield from run_while_wanted(work, (gr.skip(),) * 4)
 
     for dropdown in (ref, attr):
         dropdown.change(describe, [ref, attr, steps], [c_r, c_g, eta], api_name=False)
     button.click(describe, [ref, attr, steps], [c_r, c_g, eta], api_name="tdg_prompts").then(
-        run, [ref, attr, model, steps, seed], [out_ref, out_guide, out_base], api_name="tdg_generate"
+        run, [ref, attr, model, steps, seed], [out_ref, out_guide, out_base, out_verdicts], api_name="tdg_generate"
     ).then(_status(store), None, status, api_name=False)
 
 

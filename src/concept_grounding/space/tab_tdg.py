@@ -250,3 +250,35 @@ def generate(
     reference, guide = _to_uint8(tied.reference_images)[0], _to_uint8(tied.guide_images)[0]
     baseline = _to_uint8(plain.reference_images)[0]
     return reference, guide, baseline
+
+
+def build_world_judge(store: ResourceStore) -> tuple[Any, str]:
+    """The shipped judge of the world Flux's birds (validated on exact edits; model card inside)
+    and the world it judges (for each species' class-level S- values)."""
+    judge = require("concept_grounding.judge", "load_world_judge")
+    world = require("concept_grounding.world", "BirdWorld")
+    loader = require("concept_grounding.worldflux.loader", "trained_world_config")
+    return (judge.load_world_judge(), world.BirdWorld(loader.trained_world_config())), "world judge (package data)"
+
+
+def verdicts(store: ResourceStore, reference_class: str, target_attribute: str, images: Any, model: str = DEFAULT_MODEL) -> str:
+    """A Markdown table of the shipped judge's verdicts on (reference, guide, prompting-only):
+    S+ found (and its probability), S- removed and species kept; the guide only needs S+.
+    The judge reads the world Flux's 32 px birds, so other models get a note instead."""
+    if model != WORLD_MODEL:
+        return "*The judge reads the world Flux's 32 px birds only; pick that model to see its verdicts.*"
+    judge, world = store.get("judge:world", build_world_judge)
+    tools = require("concept_grounding.judge", "judge_images")
+    check = require("concept_grounding.judge.validation", "substitution_verdicts")
+    vocab = world.vocab
+    target = vocab.attribute_index(target_attribute)
+    label = world.class_names.index(reference_class)
+    removed = [i for i in vocab.groups[vocab.group_of(target)] if world.class_attributes[label, i]]
+    species, probs = tools.judge_images(judge, np.stack(images))
+    v = check.substitution_verdicts(species, probs, np.full(3, label), np.full(3, target), [removed] * 3)
+    yes = lambda b: "yes" if b else "no"  # noqa: E731
+    rows = ["| image | S+ found (p) | species kept |", "|---|---|---|"]
+    for k, name in enumerate(("TDG reference", "TDG guide", "Prompting only")):
+        kept = "-" if name == "TDG guide" else yes(v["species_kept"][k])
+        rows.append(f"| {name} | {yes(v['s_plus_found'][k])} ({v['p_s_plus'][k]:.2f}) | {kept} |")
+    return "\n".join(["**The world judge's verdicts** (validated on exact edits; see its model card):", ""] + rows)

@@ -89,20 +89,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 # ----------------------------------------------------------------------------- judges
-def cached_judge(world: Any, vae: Any, args: argparse.Namespace) -> Any:
+def cached_judge(world: Any, args: argparse.Namespace) -> Any:
     """The grounded :class:`WorldJudge` of ``world``, cached as a ``save_pretrained`` folder.
-    Half of its training images pass through the generator's VAE (every generated image
-    does), so it reads attributes through the decoder; validation reports both views."""
+    (Trained on raw renders: variants trained with half their images through the world VAE
+    or blurred were measured and read raw images worse without reading decoded ones better.)"""
     from concept_grounding.judge import WorldJudge, judge_training_set, train_judge
-    from concept_grounding.judge.data import with_decoder_views
 
     c = world.config
     folder = args.out / (f"judges-s{c.image_size}-{c.pose}-{c.scene}-z{c.zoom:g}-n{args.judge_per_class}"
-                         f"-e{args.judge_epochs}-vae-seed{args.seed}") / "judge"
+                         f"-e{args.judge_epochs}-seed{args.seed}") / "judge"
     if (folder / "config.json").is_file():
         return WorldJudge.from_pretrained(folder).eval()
-    data = with_decoder_views(judge_training_set(world, args.judge_per_class, seed=args.seed),
-                              lambda x: vae_roundtrip(vae, x), seed=args.seed)
+    data = judge_training_set(world, args.judge_per_class, seed=args.seed)
     judge = train_judge(data, world.class_names, epochs=args.judge_epochs, seed=args.seed)
     judge.save_pretrained(folder)
     return judge
@@ -660,7 +658,7 @@ def main(argv: list[str] | None = None) -> int:
     world = BirdWorld(trained_world_config(args.pipeline))
     pairings = world.default_pairings()[: args.limit_pairings] if args.limit_pairings else world.default_pairings()
     print(f"judge ({world.config}) ...", flush=True)
-    judge = cached_judge(world, tdg.vae, args)
+    judge = cached_judge(world, args)
     judge_fn = make_judge_fn(judge)
     results: dict[str, Any] = {
         "command": "python benchmarks/bench_tdg_world.py " + " ".join(argv if argv is not None else sys.argv[1:]),

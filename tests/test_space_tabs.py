@@ -245,3 +245,26 @@ def test_the_quick_build_trains_the_bench_variant():
     assert size == 32 and store.build.concept_training().seed == 3
     for (name, a), b in zip(model.state_dict().items(), direct.state_dict().values()):
         assert torch.equal(a, b), name
+
+
+def test_tdg_verdicts_are_the_shipped_judge_s(store):
+    """Issue 24: under the TDG images, the world judge's verdicts. Fed the world's own exact
+    edit (as the 'reference' and 'guide') and the unedited bird (as 'prompting only'), the
+    shipped judge finds S+ on the edit only and keeps the species on both."""
+    from concept_grounding.judge import load_world_judge
+    from concept_grounding.world import BirdWorld
+    from concept_grounding.worldflux.loader import trained_world_config
+
+    world = BirdWorld(trained_world_config())
+    attribute = "has_breast_color::red"
+    label = world.class_names.index("073.Blue_Jay")
+    index = next(label + k * world.num_classes for k in range(200_000, 200_100)
+                 if world.edited(label + k * world.num_classes, attribute)[0] is not None)
+    edited, original = world.edited(index, attribute)[0].image, world.sample(index).image
+    text = tab_tdg.verdicts(store, "073.Blue_Jay", attribute, [edited, edited, original], model=tab_tdg.WORLD_MODEL)
+    rows = [line for line in text.splitlines() if line.startswith("| TDG") or line.startswith("| Prompting")]
+    assert rows[0].startswith("| TDG reference | yes") and rows[0].endswith("| yes |")
+    assert rows[1].startswith("| TDG guide | yes") and rows[1].endswith("| - |")
+    assert rows[2].startswith("| Prompting only | no") and rows[2].endswith("| yes |")
+    assert "world Flux's 32 px birds only" in tab_tdg.verdicts(store, "073.Blue_Jay", attribute, [], model=tab_tdg.TINY_MODEL)
+    assert load_world_judge().image_size == world.config.image_size == 32

@@ -22,14 +22,14 @@ generator's training renders never share an image when their ranges differ.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..world import BirdWorld
 
-__all__ = ["JudgeSet", "EditSet", "judge_training_set", "with_decoder_views", "typical_renders", "exact_edits", "TRAIN_START", "VALIDATION_START"]
+__all__ = ["JudgeSet", "EditSet", "judge_training_set", "typical_renders", "exact_edits", "TRAIN_START", "VALIDATION_START"]
 
 #: First sample round of the judges' training renders (far above any generator training index).
 TRAIN_START = 100_000
@@ -139,20 +139,6 @@ def judge_training_set(world: BirdWorld, per_class: int, start: int = TRAIN_STAR
     deviant = typical_renders(deviant_world, 2 * per_class, start + 2 * per_class)
     deviant = replace(deviant, labels=np.full_like(deviant.labels, -1))
     return JudgeSet.concat([typical, edits, deviant])
-
-
-def with_decoder_views(data: JudgeSet, transform: Callable[[np.ndarray], np.ndarray], fraction: float = 0.5,
-                       seed: int = 0) -> JudgeSet:
-    """``data`` with a random ``fraction`` of its images replaced by ``transform`` of them
-    (e.g. the generator's VAE round trip), labels unchanged: every generated image passes
-    through the decoder, so a judge of generated images must read attributes through it too.
-    The validation still reports raw and decoded images separately."""
-    rng = np.random.default_rng([seed, 2])
-    chosen = np.flatnonzero(rng.random(len(data)) < fraction)
-    images = data.images.copy()
-    if len(chosen):
-        images[chosen] = transform(data.images[chosen])
-    return replace(data, images=images)
 
 
 def exact_edits(world: BirdWorld, pairings: Sequence[tuple[str, str]], per_pairing: int,

@@ -274,14 +274,15 @@ ALLOWED_IMPORTS: dict[str, set[str]] = {
     "plotting": {"metrics"},
     "loaders": BASE,
     "models": BASE,
-    "tdg": BASE,
+    "tdg": BASE | {"testing"},
+    "testing": BASE | {"models", "tdg"},
     "worldflux": BASE | {"tdg", "world"},
     "judge": BASE | {"tdg", "world"},
-    "cci": BASE | {"models", "world"},
+    "cci": BASE | {"models", "world", "testing"},
     "bench": BASE | {"world", "loaders", "metrics", "plotting", "models"},
     "evaluation": BASE | {"world", "loaders", "metrics", "plotting", "models", "bench"},
     "publish": BASE | {"world"},
-    "space": BASE | {"bench", "models", "world"},
+    "space": BASE | {"bench", "models", "world", "testing"},
 }
 
 

@@ -12,10 +12,10 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade "pip>=24"
 
-# The package and its runtime dependencies. torch/torchvision come from the normal
-# index (the CPU machines here resolve them from their local wheel cache).
+# The package with every extra (the demo runs TDG, CCI, the bench and the judge). torch/torchvision
+# come from the normal index (the CPU machines here resolve them from their local wheel cache).
 $(VENV)/.installed: $(BIN)/python pyproject.toml
-	$(PIP) install -e .
+	$(PIP) install -e ".[all]"
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed

@@ -125,7 +125,7 @@ def flop_ratios(t: int, n: int, d: int, layers: int, k: int, heads: int) -> tupl
 
 def build_model(backend: str):
     """The ViT-B/16-geometry image tower of ``backend``, random weights, eval mode."""
-    from concept_grounding.cci.tiny import tiny_transformers_clip, vit_b16_open_clip_visual
+    from concept_grounding.testing import tiny_transformers_clip, vit_b16_open_clip_visual
 
     if backend == "open_clip":
         return vit_b16_open_clip_visual()

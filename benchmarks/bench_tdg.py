@@ -60,7 +60,7 @@ from concept_grounding.tdg.acceleration import Acceleration, TransformerCache, a
 from concept_grounding.tdg.pipeline import tied_scheduler
 from concept_grounding.tdg.tie import tie_pair
 from concept_grounding.tdg.timing import interleave
-from concept_grounding.tdg.tiny import tiny_flux_components
+from concept_grounding.testing import tiny_flux_components
 
 R = "a photo of a Blue Jay"
 G = "a photo of a bird with a yellow colored crown"

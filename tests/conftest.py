@@ -111,7 +111,7 @@ def tiny_flux():
     Calls do not change it (``test_tdg_pipeline`` checks that the scheduler keeps no per-call
     state); tests that need to modify a pipeline build their own.
     """
-    from concept_grounding.tdg import tiny_flux_pipeline
+    from concept_grounding.testing import tiny_flux_pipeline
 
     return tiny_flux_pipeline(seed=0)
 
@@ -119,6 +119,6 @@ def tiny_flux():
 @pytest.fixture(scope="session")
 def tiny_inpaint_dir(tmp_path_factory):
     """A folder holding the tiny diffusers inpainting pipeline (``save_tiny_inpainting_pipeline``, seed 0)."""
-    from concept_grounding.cci.tiny_inpaint import save_tiny_inpainting_pipeline
+    from concept_grounding.testing import save_tiny_inpainting_pipeline
 
     return save_tiny_inpainting_pipeline(tmp_path_factory.mktemp("tiny_inpaint"))

@@ -147,7 +147,7 @@ def test_factory_results_and_model_strings(tmp_path):
     (tmp_path / "broken.py").write_text("raise RuntimeError('boom')\n")
     with pytest.raises(ValueError, match="boom"):
         load_factory(str(tmp_path / "broken.py") + ":build")
-    assert load_factory("concept_grounding.cci.tiny:tiny_open_clip").__name__ == "tiny_open_clip"
+    assert load_factory("concept_grounding.testing:tiny_open_clip").__name__ == "tiny_open_clip"
     with pytest.raises(ValueError, match="cannot load CLIP-like model|unknown open_clip"):
         load_model(str(tmp_path / "not-a-model"))
 

@@ -332,7 +332,7 @@ def _group_by_hand(model, tokenizer, pixels, sub, include_none=False):
 
 OPEN_CLIP_MODEL = '''
 import open_clip
-from concept_grounding.cci.tiny import tiny_open_clip
+from concept_grounding.testing import tiny_open_clip
 from concept_grounding.evaluation import make_preprocess
 
 
@@ -347,7 +347,7 @@ def build():
 def test_tiny_open_clip_in_group_mode(tmp_path, sub):
     import open_clip
 
-    from concept_grounding.cci.tiny import tiny_open_clip
+    from concept_grounding.testing import tiny_open_clip
     from concept_grounding.evaluation import make_preprocess
 
     mean, std = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
@@ -381,7 +381,7 @@ def _save_tiny_transformers_clip(folder: Path) -> None:
     from open_clip.tokenizer import SimpleTokenizer
     from transformers import CLIPImageProcessor, CLIPProcessor, CLIPTokenizer
 
-    from concept_grounding.cci.tiny import tiny_transformers_clip
+    from concept_grounding.testing import tiny_transformers_clip
 
     bpe = SimpleTokenizer()
     folder.mkdir(parents=True, exist_ok=True)
@@ -426,7 +426,7 @@ def test_tiny_transformers_clip_in_group_mode(tmp_path, sub):
 def test_none_option_adds_a_column_and_changes_chance(sub):
     import open_clip
 
-    from concept_grounding.cci.tiny import tiny_open_clip
+    from concept_grounding.testing import tiny_open_clip
     from concept_grounding.evaluation import make_preprocess
 
     handle = OpenVocabularyModel(tiny_open_clip(image_size=SIZE), open_clip.get_tokenizer("ViT-B-16"),

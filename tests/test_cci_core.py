@@ -18,7 +18,7 @@ from concept_grounding.cci import (
 from concept_grounding.cci.attention import CLUSTER_MASK_ATTENTION
 from concept_grounding.cci.fast import masked_embeddings_fast, unmasked_trace
 from concept_grounding.cci.masking import cluster_key_mask, masked_embeddings_reference
-from concept_grounding.cci.tiny import (
+from concept_grounding.testing import (
     known_answer_open_clip,
     tiny_open_clip,
     tiny_transformers_clip,

@@ -99,7 +99,7 @@ def test_covar_on_the_world_and_evaluation():
     import concept_grounding.world  # noqa: F401
     from concept_grounding.cci import ConceptClusterImportance
     from concept_grounding.cci.covar import evaluate_covar
-    from concept_grounding.cci.tiny import tiny_open_clip
+    from concept_grounding.testing import tiny_open_clip
     from concept_grounding.world import BirdWorld, WorldConfig
 
     world = BirdWorld(WorldConfig(image_size=32))

@@ -19,7 +19,7 @@ from concept_grounding.cci.faithfulness import (
     pixel_order,
     retrieval_curves,
 )
-from concept_grounding.cci.tiny import known_answer_open_clip, tiny_open_clip
+from concept_grounding.testing import known_answer_open_clip, tiny_open_clip
 
 
 def _object_image():

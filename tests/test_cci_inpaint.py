@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from concept_grounding.cci.covar import TRANSFORMS, apply_transform, build_covar, inpaint_backgrounds
-from concept_grounding.cci.tiny_inpaint import TINY_INPAINT_WORDS, save_tiny_inpainting_pipeline
+from concept_grounding.testing import TINY_INPAINT_WORDS, save_tiny_inpainting_pipeline
 
 PROMPTS = ["a photo of a forest", "a sunny beach", "a zebra on the snow"]  # "zebra" is not in the vocab
 STEPS = {"num_inference_steps": 2}

@@ -84,3 +84,28 @@ def test_the_readme_world_command_writes_what_the_readme_says():
     args = build_parser().parse_args(shlex.split(command)[1:])
     config = config_from_args(args)
     assert config.writes_cub and config.writes_sub
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_command_names_its_extra(name):
+    from concept_grounding.extras import COMMAND_EXTRAS, EXTRAS
+
+    assert name in COMMAND_EXTRAS and COMMAND_EXTRAS[name] in (None, *EXTRAS)
+
+
+def test_a_command_whose_extra_is_missing_says_which_to_install(monkeypatch, capsys):
+    """One line, exit 2, before ``run`` imports anything: ``pip install "concept-grounding[tdg]"``."""
+    import importlib.util
+
+    from concept_grounding import cli
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "diffusers" else real(name, *a))
+    assert cli.main(["generate", "--help"]) == 0  # parsing needs no extra
+    capsys.readouterr()
+    assert cli.main(["generate", "--out", "x", "--tiny"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ('concept-grounding: error: concept-grounding generate needs the [tdg] extra (diffusers missing): '
+                   'pip install "concept-grounding[tdg]"')
+    with pytest.raises(ImportError, match=r"\[cci\] extra"):
+        cli.dispatch(["explain", "--out", "x"])

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from concept_grounding.models.clip import (ClipHandle, clip_group_scores, load_clip, tiny_clip_handle,
-                                           tiny_world_clip)
+from concept_grounding.models.clip import ClipHandle, clip_group_scores, load_clip
 from concept_grounding.models.pixels import PIXEL_MEAN, PIXEL_STD, normalize_pixels
+from concept_grounding.testing import tiny_clip_handle, tiny_world_clip
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +105,7 @@ def test_bad_backend_is_a_clear_error(world_handle):
 def test_cci_takes_the_handle_itself():
     """CCI's backend picker accepts the one CLIP handle and explains the model it carries."""
     from concept_grounding.cci.backends import OpenCLIPBackend, get_backend
-    from concept_grounding.models.clip.tiny import tiny_clip_handle
+    from concept_grounding.testing import tiny_clip_handle
 
     handle = tiny_clip_handle()
     backend = get_backend(handle)

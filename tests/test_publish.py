@@ -173,7 +173,7 @@ def test_pipeline_repo_is_a_custom_pipeline(built, tmp_path):
     from diffusers import DiffusionPipeline
     from huggingface_hub import ModelCard
 
-    from concept_grounding.tdg import tiny_flux_pipeline
+    from concept_grounding.testing import tiny_flux_pipeline
 
     folder = built[0] / "models" / "tied_diffusion"
     card = ModelCard.load(folder / "README.md")
@@ -338,7 +338,7 @@ def test_world_flux_is_published_with_its_card_when_shipped(tmp_path):
     from huggingface_hub import ModelCard
 
     from concept_grounding.publish.sources import find_sources
-    from concept_grounding.tdg import tiny_flux_pipeline
+    from concept_grounding.testing import tiny_flux_pipeline
 
     flux = tmp_path / "world_flux"
     tiny_flux_pipeline(FluxPipeline).save_pretrained(flux)

@@ -10,8 +10,8 @@ from concept_grounding.tdg import (
     ConstantEta,
     EtaSchedule,
     TiedDiffusionPipeline,
-    tiny_flux_pipeline,
 )
+from concept_grounding.testing import tiny_flux_pipeline
 
 REPO = Path(__file__).resolve().parents[1]
 KW = dict(height=16, width=16, num_inference_steps=4, max_sequence_length=32, output_type="pt")

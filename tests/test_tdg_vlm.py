@@ -7,7 +7,7 @@ import pytest
 from PIL import Image
 
 from concept_grounding.tdg.filter import VisionLanguageScorer, group_options, vqa_question
-from concept_grounding.tdg.tiny_vlm import save_tiny_vlm
+from concept_grounding.testing import save_tiny_vlm
 
 GROUP = "tail_pattern"
 OPTIONS = group_options(GROUP)

@@ -184,7 +184,7 @@ import datasets, evaluate
 from diffusers import DiffusionPipeline
 from huggingface_hub import DatasetCard
 import concept_grounding
-from concept_grounding.tdg import tiny_flux_pipeline
+from concept_grounding.testing import tiny_flux_pipeline
 
 hub = {str(hub)!r}
 assert {str(ROOT)!r} not in concept_grounding.__file__

@@ -103,7 +103,15 @@ def dispatch(argv: list[str]) -> int:
     """Parse ``argv`` and run the command with no error boundary (exceptions propagate);
     for commands that run other commands in-process (``demo``)."""
     args = build_parser().parse_args(argv)
+    _require_extra(args.command)
     return int(args._run(args) or 0)
+
+
+def _require_extra(command: str) -> None:
+    """Stop with one line naming the extra to install when ``command`` needs one that is missing."""
+    from .extras import COMMAND_EXTRAS, require_extra
+
+    require_extra(COMMAND_EXTRAS.get(command), f"concept-grounding {command}")
 
 
 def _debug_requested(args: argparse.Namespace) -> bool:
@@ -123,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     debug = _debug_requested(args)
 
     try:
+        _require_extra(args.command)
         return int(args._run(args) or 0)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

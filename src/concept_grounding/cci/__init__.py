@@ -12,7 +12,6 @@ cheap.
 * :mod:`.fast` — the exact token-deletion fast path;
 * :mod:`.importance` — :class:`ConceptClusterImportance`, drops, weights, maps;
 * :mod:`.faithfulness`, :mod:`.baselines`, :mod:`.diagnosis`, :mod:`.covar`;
-* :mod:`.tiny` — tiny config-built CLIPs.
 """
 
 from __future__ import annotations

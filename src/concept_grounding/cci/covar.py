@@ -24,7 +24,7 @@ Object transforms move the object layer (image and mask with the *same* sampling
 nearest-neighbour, so they stay pixel-aligned) and then composite it on the background;
 the crop acts on the composite (image and mask alike). :func:`inpaint_backgrounds` is an
 optional generative path through diffusers' ``AutoPipelineForInpainting`` (real checkpoints
-need downloaded weights; the tests run the tiny random pipeline of :mod:`.tiny_inpaint`).
+need downloaded weights; the tests run the tiny random pipeline of :mod:`concept_grounding.testing.inpaint`).
 """
 
 from __future__ import annotations

@@ -43,8 +43,8 @@ def build_metric_space(source: Path, folder: Path, namespace: str, version: str)
     """``metrics/<name>/`` as an ``evaluate`` metric Space: module, ``app.py``, card, requirements.
 
     ``evaluate.load("<namespace>/<name>")`` then loads it from the Hub, and
-    ``evaluate.load(<folder>)`` from disk; the module needs the package, which
-    ``requirements.txt`` installs at ``version``.
+    ``evaluate.load(<folder>)`` from disk; the module needs the package's base install
+    (no extra: the metrics are numpy formulas), which ``requirements.txt`` pins at ``version``.
     """
     from huggingface_hub import SpaceCard
 
@@ -77,11 +77,11 @@ def build_pipeline_repo(source: Path, folder: Path, namespace: str, name: str, v
     text = re.sub(r'custom_pipeline="pipelines/tied_diffusion",?\s*(#[^\n]*)?',
                   f'custom_pipeline="{hub}",', text)
     text = text.replace("(install this repository: `pip install -e .`)",
-                        f"(install the package first: `pip install {requirement(version)}`)")
+                        f"(install the package first: `pip install \"{requirement(version, 'tdg')}\"`)")
     data = ModelCardData(library_name="diffusers", license="apache-2.0", pipeline_tag="text-to-image",
                          tags=["diffusers", "custom-pipeline", "flux", "tied-diffusion-guidance", "counterfactual"])
     save_card(make_card(ModelCard, data, text), folder)
-    _requirements(folder, [requirement(version)])
+    _requirements(folder, [requirement(version, "tdg")])
 
 
 def _space_links(text: str) -> str:

@@ -3,7 +3,7 @@
 The default model is the world-trained Flux shipped with the package
 (:func:`build_world_pipeline`, ``concept_grounding/assets/world_flux``): 32 px bird-world
 birds, sampled with true classifier-free guidance at its trained prompt length. The tiny,
-randomly initialised Flux of :mod:`concept_grounding.tdg.tiny` (:func:`build_default_pipeline`,
+randomly initialised Flux of :mod:`concept_grounding.testing.flux` (:func:`build_default_pipeline`,
 noise-like images) stays in the dropdown for the mechanics. Other Flux models (a
 local folder, or a Hub id when online) are offered only when the operator lists them at
 launch (``--tdg-model`` / ``CONCEPT_GROUNDING_TDG_MODEL``, :mod:`.policy`); they load through
@@ -121,7 +121,7 @@ def eta_figure(target_attribute: str, steps: int = 28) -> np.ndarray:
 
 def build_default_pipeline(store: ResourceStore) -> tuple[Any, str]:
     """The tab's default model (``TINY_MODEL`` in the dropdown) and where it came from."""
-    tiny = require("concept_grounding.tdg.tiny", "tiny_flux_pipeline")
+    tiny = require("concept_grounding.testing.flux", "tiny_flux_pipeline")
     return tiny.tiny_flux_pipeline(seed=store.seed), "tiny random Flux (1+1 blocks), built in memory"
 
 

@@ -23,7 +23,6 @@ _LAZY = {
     "TransformerCache": ".acceleration",
     "TiedDiffusionPipeline": ".pipeline",
     "TiedDiffusionPipelineOutput": ".pipeline_output",
-    "tiny_flux_pipeline": ".tiny",
     "load_flux_pipeline": ".loading",
     "GenerateConfig": ".generate_job",
     "GenerateResult": ".generate_job",

@@ -309,17 +309,19 @@ class AttributeOracleScorer:
 def tiny_clip_scorer(seed: int = 0, image_size: int = 32) -> CLIPScorer:
     """A :class:`CLIPScorer` over a tiny random-weight open_clip CLIP (offline plumbing, tests, demo).
 
-    Its answers are meaningless; use a pretrained model for real filtering.
+    Its answers are meaningless; use a pretrained model for real filtering. The weights are
+    seeded by ``seed``; the caller's global torch RNG state is left as it was.
     """
     import open_clip
     import torch
 
-    torch.manual_seed(seed)
-    model = open_clip.CLIP(
-        embed_dim=16,
-        vision_cfg=open_clip.CLIPVisionCfg(layers=1, width=32, head_width=16, patch_size=8, image_size=image_size),
-        text_cfg=open_clip.CLIPTextCfg(context_length=77, vocab_size=49408, width=32, heads=2, layers=1),
-    ).eval()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = open_clip.CLIP(
+            embed_dim=16,
+            vision_cfg=open_clip.CLIPVisionCfg(layers=1, width=32, head_width=16, patch_size=8, image_size=image_size),
+            text_cfg=open_clip.CLIPTextCfg(context_length=77, vocab_size=49408, width=32, heads=2, layers=1),
+        ).eval()
     preprocess = open_clip.image_transform(image_size, is_train=False)
     return CLIPScorer(model, preprocess, open_clip.get_tokenizer("ViT-B-32"))
 

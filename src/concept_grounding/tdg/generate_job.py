@@ -115,7 +115,7 @@ class FluxSource(Protocol):
 
 
 def _tiny_pipeline() -> Any:
-    from concept_grounding.tdg import tiny_flux_pipeline  # the package attribute: tests may replace it
+    from concept_grounding.testing import tiny_flux_pipeline  # the module attribute: tests may replace it
 
     return tiny_flux_pipeline()
 

@@ -8,7 +8,6 @@
 * :mod:`.loading`: :func:`load_clip` (world folder, open_clip name, transformers id) ->
   :class:`ClipHandle`; :func:`load_named_clip` checks a user-given name first.
 * :mod:`.world`: :class:`WorldCLIP`, :class:`WordTokenizer`, :func:`train_world_clip`.
-* :mod:`.tiny`: :func:`tiny_world_clip`, :func:`tiny_clip_handle` for tests.
 """
 
 from .handle import BACKENDS, ClipHandle
@@ -16,13 +15,12 @@ from .loading import load_clip, load_named_clip, world_clip_handle
 from .prompts import (NONE_PROMPT, attribute_phrase_for_prompt, attribute_prompt, caption_for_attributes,
                       class_caption, group_prompts)
 from .scoring import clip_group_predict, clip_group_scores, encode_images, encode_texts, model_device
-from .tiny import tiny_clip_handle, tiny_world_clip
 from .world import WordTokenizer, WorldCLIP, caption_matches, clip_loss, train_world_clip
 
 __all__ = [
     "ClipHandle", "BACKENDS", "load_clip", "load_named_clip", "world_clip_handle",
     "NONE_PROMPT", "attribute_phrase_for_prompt", "attribute_prompt", "caption_for_attributes", "class_caption",
     "group_prompts", "clip_group_predict", "clip_group_scores", "encode_images", "encode_texts", "model_device",
-    "tiny_clip_handle", "tiny_world_clip", "WordTokenizer", "WorldCLIP", "caption_matches", "clip_loss",
+    "WordTokenizer", "WorldCLIP", "caption_matches", "clip_loss",
     "train_world_clip",
 ]

@@ -55,62 +55,63 @@ def tiny_flux_components(seed: int = 0, *, num_layers: int = 1, num_single_layer
     from transformers import CLIPTextConfig, CLIPTextModel, T5Config, T5EncoderModel
 
     clip_tok, t5_tok = _clip_tokenizer(), _t5_tokenizer()
-    torch.manual_seed(seed)
-    transformer = FluxTransformer2DModel(
-        patch_size=1,
-        in_channels=4,
-        num_layers=num_layers,
-        num_single_layers=num_single_layers,
-        attention_head_dim=16,
-        num_attention_heads=2,
-        joint_attention_dim=32,
-        pooled_projection_dim=32,
-        axes_dims_rope=[4, 4, 8],
-        guidance_embeds=True,
-    )
-    torch.manual_seed(seed + 1)
-    text_encoder = CLIPTextModel(
-        CLIPTextConfig(
-            bos_token_id=0,
-            eos_token_id=1,
-            pad_token_id=1,
-            hidden_size=32,
-            intermediate_size=37,
-            num_attention_heads=4,
-            num_hidden_layers=2,
-            vocab_size=len(clip_tok),
-            projection_dim=32,
-            max_position_embeddings=77,
+    with torch.random.fork_rng(devices=[]):  # the caller's global RNG is left as it was
+        torch.manual_seed(seed)
+        transformer = FluxTransformer2DModel(
+            patch_size=1,
+            in_channels=4,
+            num_layers=num_layers,
+            num_single_layers=num_single_layers,
+            attention_head_dim=16,
+            num_attention_heads=2,
+            joint_attention_dim=32,
+            pooled_projection_dim=32,
+            axes_dims_rope=[4, 4, 8],
+            guidance_embeds=True,
         )
-    )
-    torch.manual_seed(seed + 2)
-    text_encoder_2 = T5EncoderModel(
-        T5Config(
-            vocab_size=len(t5_tok),
-            d_model=32,
-            d_kv=8,
-            d_ff=37,
-            num_layers=2,
-            num_heads=4,
-            relative_attention_num_buckets=8,
-            pad_token_id=0,
-            eos_token_id=1,
+        torch.manual_seed(seed + 1)
+        text_encoder = CLIPTextModel(
+            CLIPTextConfig(
+                bos_token_id=0,
+                eos_token_id=1,
+                pad_token_id=1,
+                hidden_size=32,
+                intermediate_size=37,
+                num_attention_heads=4,
+                num_hidden_layers=2,
+                vocab_size=len(clip_tok),
+                projection_dim=32,
+                max_position_embeddings=77,
+            )
         )
-    )
-    torch.manual_seed(seed + 3)
-    vae = AutoencoderKL(
-        sample_size=32,
-        in_channels=3,
-        out_channels=3,
-        block_out_channels=(4,),
-        layers_per_block=1,
-        latent_channels=1,
-        norm_num_groups=1,
-        use_quant_conv=False,
-        use_post_quant_conv=False,
-        shift_factor=0.0609,
-        scaling_factor=1.5035,
-    )
+        torch.manual_seed(seed + 2)
+        text_encoder_2 = T5EncoderModel(
+            T5Config(
+                vocab_size=len(t5_tok),
+                d_model=32,
+                d_kv=8,
+                d_ff=37,
+                num_layers=2,
+                num_heads=4,
+                relative_attention_num_buckets=8,
+                pad_token_id=0,
+                eos_token_id=1,
+            )
+        )
+        torch.manual_seed(seed + 3)
+        vae = AutoencoderKL(
+            sample_size=32,
+            in_channels=3,
+            out_channels=3,
+            block_out_channels=(4,),
+            layers_per_block=1,
+            latent_channels=1,
+            norm_num_groups=1,
+            use_quant_conv=False,
+            use_post_quant_conv=False,
+            shift_factor=0.0609,
+            scaling_factor=1.5035,
+        )
     for module in (transformer, text_encoder, text_encoder_2, vae):
         module.eval()  # fresh modules start in training mode (T5 dropout); from_pretrained gives eval
     return {
@@ -133,7 +134,7 @@ def tiny_flux_pipeline(pipeline_cls: type | None = None, seed: int = 0, **kwargs
     small ``height``/``width`` (multiples of 2, e.g. 16) when calling it.
     """
     if pipeline_cls is None:
-        from .pipeline import TiedDiffusionPipeline
+        from ..tdg.pipeline import TiedDiffusionPipeline
 
         pipeline_cls = TiedDiffusionPipeline
     pipe = pipeline_cls(**tiny_flux_components(seed, **kwargs))

@@ -51,7 +51,7 @@ def tiny_vlm_words() -> list[str]:
     from tokenizers.pre_tokenizers import Whitespace
 
     from ..vocabulary import load_vocabulary
-    from .filter import group_options, vqa_question
+    from ..tdg.filter import group_options, vqa_question
 
     vocab = load_vocabulary()
     texts = [vqa_question(g, group_options(g, vocab)) for g in vocab.groups]
@@ -138,8 +138,9 @@ def save_tiny_vlm(folder: str | Path, seed: int = 0, chat_template: bool = True)
         vision_feature_select_strategy="default",
         vision_feature_layer=-1,
     )
-    torch.manual_seed(seed)
-    model = LlavaForConditionalGeneration(config).eval()
+    with torch.random.fork_rng(devices=[]):  # the caller's global RNG is left as it was
+        torch.manual_seed(seed)
+        model = LlavaForConditionalGeneration(config).eval()
     image_processor = CLIPImageProcessor(
         size={"shortest_edge": IMAGE_SIZE},
         crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE},

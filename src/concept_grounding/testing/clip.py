@@ -1,6 +1,7 @@
 """Tiny CLIP models built from configs (random weights, no download) for tests and demos.
 
-All builders return models in eval mode with a seeded initialisation.
+All builders return models in eval mode with a seeded initialisation; the caller's global
+torch RNG is left untouched (``torch.random.fork_rng``).
 """
 
 from __future__ import annotations
@@ -30,13 +31,14 @@ def tiny_open_clip(
     import torch
     from open_clip.model import CLIP, CLIPTextCfg, CLIPVisionCfg, _build_vision_tower
 
-    torch.manual_seed(seed)
     vision = CLIPVisionCfg(layers=layers, width=width, head_width=width // heads, image_size=image_size,
                            patch_size=patch_size)
-    if not with_text:
-        return _build_vision_tower(embed_dim, vision).eval()
-    text = CLIPTextCfg(context_length=77, vocab_size=49408, width=width, heads=heads, layers=1)
-    return CLIP(embed_dim, vision, text).eval()
+    with torch.random.fork_rng(devices=[]):  # the caller's global RNG is left as it was
+        torch.manual_seed(seed)
+        if not with_text:
+            return _build_vision_tower(embed_dim, vision).eval()
+        text = CLIPTextCfg(context_length=77, vocab_size=49408, width=width, heads=heads, layers=1)
+        return CLIP(embed_dim, vision, text).eval()
 
 
 def vit_b16_open_clip_visual(seed: int = 0) -> "nn.Module":
@@ -52,16 +54,17 @@ def tiny_transformers_clip(
     import torch
     from transformers import CLIPConfig, CLIPModel, CLIPVisionConfig, CLIPVisionModelWithProjection
 
-    torch.manual_seed(seed)
     vcfg = dict(hidden_size=width, intermediate_size=4 * width, num_hidden_layers=layers,
                 num_attention_heads=heads, image_size=image_size, patch_size=patch_size,
                 projection_dim=embed_dim)
-    if vision_only:
-        return CLIPVisionModelWithProjection(CLIPVisionConfig(**vcfg)).eval()
     tcfg = dict(hidden_size=width, intermediate_size=4 * width, num_hidden_layers=1, num_attention_heads=heads,
                 vocab_size=1000, max_position_embeddings=32, projection_dim=embed_dim,
                 bos_token_id=998, eos_token_id=999, pad_token_id=1)
-    return CLIPModel(CLIPConfig(text_config=tcfg, vision_config=vcfg, projection_dim=embed_dim)).eval()
+    with torch.random.fork_rng(devices=[]):  # the caller's global RNG is left as it was
+        torch.manual_seed(seed)
+        if vision_only:
+            return CLIPVisionModelWithProjection(CLIPVisionConfig(**vcfg)).eval()
+        return CLIPModel(CLIPConfig(text_config=tcfg, vision_config=vcfg, projection_dim=embed_dim)).eval()
 
 
 def known_answer_open_clip(image_size: int = 16, patch_size: int = 4, gain: float = 10.0) -> "nn.Module":

@@ -27,9 +27,10 @@ other processes on a shared machine; the wall time is printed beside it.
    and ``both``: seconds per TDG pair, the ratio to FluxPipeline batch-2 in the same
    configuration, the speed-up over plain TDG, and the drift of the TDG images from the
    plain ones: mean absolute difference of the uint8 pixels (0-255) over ``--drift-pairs``
-   pairs (references and guides). ``--judge MODULE:CALLABLE`` adds species and attribute
-   agreement with the plain images: the callable maps a list of PIL images to
-   ``(species (N,), attribute probabilities (N, A))``.
+   pairs (references and guides), and the species and attribute agreement with the plain
+   images by ``--judge MODULE:CALLABLE`` (default: the shipped world judge, validated on the
+   world's exact edits; a callable mapping a list of PIL images to ``(species (N,),
+   attribute probabilities (N, A))``).
 
 ``--flux-dev`` (not run here: no GPU) times section 1 on CUDA with FLUX.1-dev's transformer
 shape (19 double + 38 single blocks, 24 heads x 128 dims, guidance embedding), random bf16
@@ -278,7 +279,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: CPU time counts the work)")
     parser.add_argument("--cache", default="first-block:threshold=0.2", help="the cached configuration (generate's --cache)")
     parser.add_argument("--drift-pairs", type=int, default=4)
-    parser.add_argument("--judge", default=None, help="MODULE:CALLABLE, images -> (species (N,), attribute probs (N, A))")
+    parser.add_argument("--judge", default="concept_grounding.judge:shipped_judge",
+                        help="MODULE:CALLABLE, images -> (species (N,), attribute probs (N, A)); default: the shipped world "
+                        "judge (validated on exact edits, assets/world_judge); '' for none")
     parser.add_argument("--flux-dev", action="store_true", help="FLUX.1-dev-shaped transformer on CUDA (untested here)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()

@@ -414,12 +414,16 @@ def power(tab: dict, args: argparse.Namespace) -> dict[str, Any]:
             "detectable_difference": detectable_difference(n, p) if n else float("nan")}
 
 
-def eta_sweep(world: Any, tdg: Any, judge_fn: Any, kw: dict, args: argparse.Namespace, pairings: list) -> dict:
+def eta_sweep(world: Any, tdg: Any, judge_fn: Any, kw: dict, args: argparse.Namespace, pairings: list,
+              validated: tuple[str, ...]) -> dict:
+    """TDG at constant eta values and the paper schedules on an even subset of the pairings
+    of the judge's validated groups: S+ found, species kept, success and mean p(S+)."""
     from concept_grounding.tdg.generate import image_seed
     from concept_grounding.tdg.prompts import tdg_prompts
     from concept_grounding.tdg.schedule import ConstantEta, schedule_for_attribute
 
     vocab = world.vocab
+    pairings = [(c, a) for c, a in pairings if vocab.group_of(vocab.attribute_index(a)) in validated]
     step = max(1, len(pairings) // max(1, args.sweep_pairings))
     subset = pairings[::step][: args.sweep_pairings]
     settings: list[tuple[str, Any]] = [(f"constant eta={e:g}", e) for e in args.sweep_etas] + [("paper schedule", None)]
@@ -608,7 +612,7 @@ def write_report(results: dict, path: Path) -> None:
     elif "table" in results:
         lines += substitution_lines(results)
     if "eta_sweep" in results:
-        lines += [f"## Eta sweep ({results['eta_sweep']['pairings']} pairings)", "",
+        lines += [f"## Eta sweep ({results['eta_sweep']['pairings']} pairings of the validated groups)", "",
                   "| TDG setting | S+ found | species kept | success | mean p(S+) |", "|---|---|---|---|---|"]
         for k, d in results["eta_sweep"]["results"].items():
             lines.append(f"| {k} | {ci(d['s_plus_found'])} | {ci(d['species_kept'])} | {ci(d['success'])} | "
@@ -690,7 +694,7 @@ def main(argv: list[str] | None = None) -> int:
             results["filter"] = filter_agreement(world, sub, cached_clip(world, args), args, pairings)
     if not refused and "sweep" in stages:
         print("eta sweep ...", flush=True)
-        results["eta_sweep"] = eta_sweep(world, tdg, judge_fn, kw, args, pairings)
+        results["eta_sweep"] = eta_sweep(world, tdg, judge_fn, kw, args, pairings, validation.validated_groups)
     if "timing" in stages:
         results["timing"] = timing(flux, tdg, kw)
     results["seconds"] = time.perf_counter() - t0

@@ -362,6 +362,9 @@ def test_browser_every_tab(server, tmp_path):
                 "A photo of a bird with black colored feathers on the crown of its head", timeout=timeout)
             for elem in ("#tdg-eta", "#tdg-ref", "#tdg-guide", "#tdg-base"):
                 expect(page.locator(f"{elem} img")).to_be_visible(timeout=timeout)
+            # issue 24: the world judge's verdict under each image
+            expect(page.locator("#tdg-verdicts")).to_contain_text("The world judge's verdicts", timeout=timeout)
+            expect(page.locator("#tdg-verdicts")).to_contain_text("Prompting only")
             _screenshot(page, shot_dir / "tied_diffusion.png", for_docs=bool(shots))
 
             # 2. SUB explorer

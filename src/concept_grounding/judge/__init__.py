@@ -23,6 +23,7 @@ _LAZY = {
     "train_judge": ".model",
     "judge_images": ".model",
     "load_world_judge": ".model",
+    "shipped_judge": ".model",
     "ScorerValidation": ".scorer",
     "validate_scorer_on_world": ".scorer",
 }

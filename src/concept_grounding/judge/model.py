@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +33,8 @@ from ..vocabulary import Vocabulary, load_vocabulary
 from ..world.species import BASE_GROUPS, DERIVED_GROUPS, RENDERED_VALUES
 from .data import JudgeSet
 
-__all__ = ["WorldJudge", "JudgeOutput", "TraitLayout", "train_judge", "judge_images", "load_world_judge", "WORLD_JUDGE_DIR"]
+__all__ = ["WorldJudge", "JudgeOutput", "TraitLayout", "train_judge", "judge_images", "load_world_judge", "shipped_judge",
+           "WORLD_JUDGE_DIR"]
 
 #: The shipped judge of the shipped world Flux's world (package data; model card inside).
 WORLD_JUDGE_DIR = Path(__file__).resolve().parent.parent / "assets" / "world_judge"
@@ -272,3 +274,14 @@ def load_world_judge(path: str | Path | None = None) -> WorldJudge:
     if not (folder / "config.json").is_file():
         raise FileNotFoundError(f"path: {folder} holds no saved WorldJudge (config.json)")
     return WorldJudge.from_pretrained(folder).eval()
+
+
+@lru_cache(maxsize=1)
+def _shipped() -> WorldJudge:
+    return load_world_judge()
+
+
+def shipped_judge(images: np.ndarray | Sequence) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`judge_images` with the shipped judge (loaded once): the ``images -> (species,
+    attribute probabilities)`` callable benchmarks take (``bench_tdg.py --judge``)."""
+    return judge_images(_shipped(), images)

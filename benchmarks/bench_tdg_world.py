@@ -144,7 +144,7 @@ def export_judge(judge: Any, validation: Any, results: dict, folder: Path) -> No
         "A `concept_grounding.judge.WorldJudge` (a small CNN: species head and one softmax per base attribute",
         "group) trained on typical renders, their exact counterfactual edits and deviation-rate-1 renders of",
         f"the world `{results['world']}`. Load it with `concept_grounding.judge.load_world_judge()`.", "",
-        "Made by (deterministic, about 15 CPU-minutes on one thread):", "",
+        "Made by (deterministic; measured 4 min rendering + 9 min training on one thread of the shared machine):", "",
         f"    {results['command']}", "",
         "## Validation on held-out exact edits and renders (raw, and after the world VAE's round trip)", "",
         validation.to_markdown(), ""]))

@@ -128,7 +128,7 @@ def _tdg_sheet(images: Path, prompting: Path, path: Path) -> list[dict]:
         captions[name] = [f"S+ {yes(v['s_plus_found'][i])}" + ("" if name == "TDG guide" else
                           f", species {yes(v['species_kept'][i])}") for i in range(len(records))]
         if name == "TDG reference":
-            for r, k in zip(records, range(len(records))):
+            for k, r in enumerate(records):
                 r.update(s_plus_found=bool(v["s_plus_found"][k]), species_kept=bool(v["species_kept"][k]))
     side, label, text = 96, 190, 14
     sheet = Image.new("RGB", (label + 3 * side, text + (side + text) * max(1, len(records))), "white")

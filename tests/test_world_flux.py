@@ -185,3 +185,70 @@ def test_sampling_settings_are_the_measured_ones_everywhere():
     assert WORLD_EXTRA["true_cfg_scale"] == WORLD_TRUE_CFG
     model = WorldFlux().resolve()
     assert (model.default_size, model.max_sequence_length) == (32, 24)
+
+
+# ----------------------------------------------------------------------------- attribute-preserving VAE (issue 24)
+def test_part_weights_give_every_part_the_same_extra_weight():
+    from concept_grounding.worldflux.vae import part_weights
+
+    maps = np.zeros((2, 8, 8), np.uint8)
+    maps[0, 0, 0] = 1  # a 1-pixel eye
+    maps[0, 4:, :] = 2  # a 32-pixel breast
+    w = part_weights(maps, 1.0)
+    assert w.shape == maps.shape and w.dtype == np.float32
+    assert np.allclose(w.mean(axis=(1, 2)), 1.0)
+    base = w[0, 1, 0]  # background pixel: weight 1 before rescaling
+    extra_eye, extra_breast = w[0, 0, 0] - base, (w[0][maps[0] == 2] - base).sum()
+    assert extra_eye == pytest.approx(extra_breast)  # both 8 * lambda before rescaling
+    assert extra_eye / base == pytest.approx(8.0)
+    assert np.allclose(w[1], 1.0)  # an image with no parts keeps uniform weights
+    assert np.allclose(part_weights(maps, 0.0), 1.0)
+    with pytest.raises(ValueError, match="vae_part_weight"):
+        part_weights(maps, -1.0)
+
+
+def test_vae_set_adds_deviant_renders_and_part_weights(world2):
+    from concept_grounding.worldflux.train import render_training_set
+    from concept_grounding.worldflux.vae import VAE_DEVIANT_START, render_vae_set
+
+    cfg = FluxTrainConfig(image_size=32, per_class=2, class_names=TWO, vae_deviant_per_class=3, vae_part_weight=1.0)
+    data = render_training_set(cfg, progress=False)
+    vae_set = render_vae_set(cfg, data, progress=False)
+    assert vae_set["images"].shape == (4 + 6, 32, 32, 3)
+    assert np.array_equal(vae_set["images"][:4], data["images"])
+    deviant = BirdWorld(WorldConfig(image_size=32, class_names=TWO, pose="canonical", scene="plain", deviation_rate=1.0))
+    assert np.array_equal(vae_set["images"][4], deviant.sample(VAE_DEVIANT_START * 2).image)
+    assert np.allclose(vae_set["weights"].mean(axis=(1, 2)), 1.0) and vae_set["weights"].max() > 2.0
+
+
+def test_train_flux_attribute_preserving_vae_and_init_from(tmp_path, capsys):
+    from concept_grounding.cli import main
+    from concept_grounding.commands.train_flux import add_arguments, config_from_args
+    from concept_grounding.worldflux.vae import _initial_vae
+
+    first = tmp_path / "first"
+    argv = ["train-flux", "--tiny", "--out", str(first), "--work-dir", str(tmp_path / "w1"), "--no-progress",
+            "--vae-deviant-per-class", "2", "--vae-part-weight", "1"]
+    assert main(argv) == 0
+    with np.load(tmp_path / "w1" / "vae_data.npz") as z:
+        assert z["images"].shape[0] == 8 + 4 and z["weights"].shape == (12, 32, 32)
+    # --init-from starts from the folder's weights: the initial VAE equals the exported one
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    cfg = config_from_args(parser.parse_args(["--tiny", "--out", "o", "--work-dir", "w", "--init-from", str(first)]))
+    from diffusers import AutoencoderKL
+
+    exported = AutoencoderKL.from_pretrained(first / "vae").state_dict()
+    started = _initial_vae(cfg).state_dict()
+    assert all(torch.equal(started[k], exported[k].float()) for k in exported)
+    assert main(["train-flux", "--tiny", "--out", str(tmp_path / "second"), "--work-dir", str(tmp_path / "w2"),
+                 "--no-progress", "--init-from", str(first)]) == 0
+    # a folder of other sizes or no pipeline at all is refused, naming the flag
+    assert main(["train-flux", "--out", str(tmp_path / "x"), "--work-dir", str(tmp_path / "w3"), "--init-from", str(first),
+                 "--no-progress", "--per-class", "1", "--vae-steps", "1", "--steps", "1"]) != 0
+    assert "--init-from" in capsys.readouterr().err
+    assert main(["train-flux", "--tiny", "--out", str(tmp_path / "y"), "--work-dir", str(tmp_path / "w4"),
+                 "--init-from", str(tmp_path)]) != 0
+    assert "--init-from" in capsys.readouterr().err

@@ -44,6 +44,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--zoom", type=float, default=1.0, help="bird size factor of the training renders (WorldConfig.zoom)")
     parser.add_argument("--scene", choices=("plain", "varied"), default="plain",
                         help="background of the training renders (WorldConfig.scene)")
+    parser.add_argument("--vae-lr", type=float, default=1e-3, help="VAE peak learning rate (cosine schedule)")
+    parser.add_argument("--vae-deviant-per-class", type=int, default=0,
+                        help="deviation-rate-1 renders per class added to the VAE's training set (attributes drawn "
+                             "independently of the species)")
+    parser.add_argument("--vae-part-weight", type=float, default=0.0,
+                        help="lambda of the VAE's part-weighted pixel loss (every part gets the same extra weight; 0: plain)")
+    parser.add_argument("--warmup", type=int, default=200, help="transformer warm-up steps")
+    parser.add_argument("--init-from", type=Path, default=None,
+                        help="FluxPipeline folder of the same sizes (e.g. the shipped world Flux) to start from")
     parser.add_argument("--seed", type=int, default=0, help="seed of the renders and the training")
     parser.add_argument("--no-progress", action="store_true", help="show no progress bars")
 
@@ -67,11 +76,13 @@ def config_from_args(args: argparse.Namespace):
     """The :class:`FluxTrainConfig` of the command line (``--tiny`` overrides sizes)."""
     from concept_grounding.worldflux import FluxTrainConfig
 
-    if args.tiny:
+    init_from = str(args.init_from) if args.init_from else None
+    if args.tiny:  # the attribute-preserving VAE settings and --init-from apply to a smoke run too
         return FluxTrainConfig(
             image_size=32, per_class=4, class_names=("017.Cardinal", "073.Blue_Jay"), vae_blocks=(8, 16), latent_channels=4,
             vae_steps=2, vae_batch=4, text_width=16, text_layers=1, layers=1, single_layers=1, heads=2, head_dim=16,
             steps=2, batch=4, warmup=1, checkpoint_every=1, seed=args.seed,
+            vae_deviant_per_class=args.vae_deviant_per_class, vae_part_weight=args.vae_part_weight, init_from=init_from,
         )  # fmt: skip
     return FluxTrainConfig(
         image_size=args.size,
@@ -93,12 +104,19 @@ def config_from_args(args: argparse.Namespace):
         pose=args.pose,
         zoom=args.zoom,
         scene=args.scene,
+        vae_lr=args.vae_lr,
+        vae_deviant_per_class=args.vae_deviant_per_class,
+        vae_part_weight=args.vae_part_weight,
+        warmup=args.warmup,
+        init_from=init_from,
     )
 
 
 def run(args: argparse.Namespace) -> int:
     if args.threads is not None and args.threads <= 0:
         raise ValueError(f"--threads must be > 0, got {args.threads}")
+    if args.init_from is not None and not (args.init_from / "model_index.json").is_file():
+        raise ValueError(f"--init-from: {args.init_from} is not a FluxPipeline folder (no model_index.json)")
     cfg = config_from_args(args)
     from concept_grounding.worldflux.train import train_world_flux
 

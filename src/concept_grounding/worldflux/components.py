@@ -34,6 +34,12 @@ class FluxTrainConfig:
             (:class:`~concept_grounding.world.WorldConfig`); a canonical pose on a plain
             scene puts every part at the same pixels, so small parts (eyes, legs, bill)
             survive the VAE and the generator spends no capacity on backgrounds.
+        vae_deviant_per_class / vae_part_weight: the VAE's attribute-preserving settings
+            (:mod:`.vae`): deviation-rate-1 renders per class added to its training set, and
+            lambda of its part-weighted pixel loss (0: plain L1 + MSE).
+        init_from: a ``FluxPipeline`` folder of the same sizes (e.g. the shipped world Flux)
+            whose VAE, text encoders and transformer start the training instead of a fresh
+            initialisation; ``None`` trains from scratch.
     """
 
     image_size: int = 32
@@ -64,6 +70,9 @@ class FluxTrainConfig:
     pose: str = "canonical"
     zoom: float = 1.0
     scene: str = "plain"
+    vae_deviant_per_class: int = 0
+    vae_part_weight: float = 0.0
+    init_from: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -77,6 +86,8 @@ class FluxTrainConfig:
             raise ValueError(f"steps must be > 0, got {self.steps}")
         if not 0.0 <= self.caption_dropout < 1.0:
             raise ValueError(f"caption_dropout must be in [0, 1), got {self.caption_dropout}")
+        if self.vae_deviant_per_class < 0 or self.vae_part_weight < 0:
+            raise ValueError("vae_deviant_per_class and vae_part_weight must be >= 0")
         if self.head_dim % 4:
             raise ValueError(f"head_dim must be a multiple of 4, got {self.head_dim}")
         self.world_config()  # validates pose / zoom / scene

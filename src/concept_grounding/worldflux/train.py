@@ -26,9 +26,7 @@ draws the same batches as an uninterrupted one.
 
 from __future__ import annotations
 
-import io
 import json
-import math
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -37,47 +35,19 @@ from typing import Any, Callable
 import numpy as np
 from tqdm.auto import tqdm
 
-from ..fileio import atomic_write_bytes
 from .captions import caption_vocabulary, held_out_matrix, is_held_out_free, make_caption, word_tokenizers
-from .components import FluxTrainConfig, build_scheduler, build_text_encoders, build_transformer, build_vae
+from .components import FluxTrainConfig, build_scheduler, build_text_encoders, build_transformer
+from .training_utils import atomic_save, cosine_lr, training_world
+from .vae import encode_latents, train_vae
 
 __all__ = ["train_world_flux", "render_training_set", "cosine_lr", "flow_matching_loss"]
 
 
-# ----------------------------------------------------------------------------- helpers
-def _world(cfg: FluxTrainConfig) -> Any:
-    from ..world import BirdWorld
-
-    return BirdWorld(cfg.world_config())
-
-
-def _atomic_save(obj: Any, path: Path) -> None:
-    """``torch.save`` through :func:`~concept_grounding.fileio.atomic_write_bytes` (a full disk
-    is an ``OSError`` naming ``path``, and leaves no temporary file)."""
-    import torch
-
-    buffer = io.BytesIO()
-    torch.save(obj, buffer)
-    atomic_write_bytes(path, buffer.getvalue())
-
-
-def cosine_lr(step: int, total: int, base: float, warmup: int) -> float:
-    """Linear warm-up over ``warmup`` steps, then cosine decay to 0 at ``total``.
-
-    >>> cosine_lr(0, 100, 1.0, 10), cosine_lr(10, 100, 1.0, 10), round(cosine_lr(100, 100, 1.0, 10), 6)
-    (0.1, 1.0, 0.0)
-    """
-    warmup = min(warmup, max(total // 10, 1))
-    if step < warmup:
-        return base * (step + 1) / warmup
-    frac = min(1.0, (step - warmup) / max(1, total - warmup))
-    return base * 0.5 * (1.0 + math.cos(math.pi * frac))
-
-
+# ----------------------------------------------------------------------------- data
 def render_training_set(cfg: FluxTrainConfig, progress: bool = True) -> dict[str, np.ndarray]:
     """``images`` (N, H, W, 3) uint8, ``labels`` (N,) int, ``attributes`` (N, 312) uint8,
     ``indices`` (N,) world sample indices: ``per_class`` held-out-free renders per class."""
-    world = _world(cfg)
+    world = training_world(cfg)
     held = held_out_matrix(world)
     C = world.num_classes
     chosen: list[int] = []
@@ -101,85 +71,6 @@ def render_training_set(cfg: FluxTrainConfig, progress: bool = True) -> dict[str
         "attributes": np.stack(attrs).astype(np.uint8),
         "indices": np.asarray(chosen, np.int64),
     }
-
-
-def _to_tensor(images: np.ndarray) -> Any:
-    import torch
-
-    return torch.from_numpy(images).permute(0, 3, 1, 2).float().div(127.5).sub(1.0)
-
-
-# ----------------------------------------------------------------------------- VAE
-def _train_vae(cfg: FluxTrainConfig, data: dict[str, np.ndarray], work: Path, progress: bool, log: Callable) -> Any:
-    import torch
-
-    path = work / "vae.pt"
-    torch.manual_seed(cfg.seed)
-    vae = build_vae(cfg)
-    opt = torch.optim.AdamW(vae.parameters(), lr=cfg.vae_lr, weight_decay=0.0)
-    start, losses = 0, []
-    if path.exists():
-        state = torch.load(path, weights_only=True)
-        vae.load_state_dict(state["model"])
-        if state["done"]:
-            vae.register_to_config(shift_factor=state["shift"], scaling_factor=state["scale"])
-            return vae
-        opt.load_state_dict(state["opt"])
-        start, losses = state["step"], state["losses"]
-    x_all = _to_tensor(data["images"])
-    n = x_all.shape[0]
-    vae.train()
-    bar = tqdm(range(start, cfg.vae_steps), desc="vae", disable=not progress, initial=start, total=cfg.vae_steps)
-    for step in bar:
-        g = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
-        idx = torch.randint(n, (cfg.vae_batch,), generator=g)
-        x = x_all[idx]
-        flip = (torch.rand(cfg.vae_batch, generator=g) < 0.5) & cfg.mirror_augment
-        x = torch.where(flip[:, None, None, None], x.flip(-1), x)
-        for group in opt.param_groups:
-            group["lr"] = cosine_lr(step, cfg.vae_steps, cfg.vae_lr, 50)
-        post = vae.encode(x).latent_dist
-        rec = vae.decode(post.sample(generator=g)).sample
-        l1 = (rec - x).abs().mean()
-        mse = ((rec - x) ** 2).mean()
-        kl = post.kl().mean()
-        loss = l1 + mse + cfg.kl_weight * kl
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(vae.parameters(), 1.0)
-        opt.step()
-        losses.append([step, l1.item(), mse.item(), kl.item()])
-        bar.set_postfix(l1=f"{losses[-1][1]:.4f}", mse=f"{losses[-1][2]:.4f}")
-        if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.vae_steps:
-            _atomic_save({"model": vae.state_dict(), "opt": opt.state_dict(), "step": step + 1, "losses": losses, "done": False}, path)
-    vae.eval()
-    with torch.no_grad():
-        means = torch.cat([vae.encode(x_all[i : i + 256]).latent_dist.mean for i in range(0, min(n, 2048), 256)])
-    shift, scale = float(means.mean()), float(1.0 / means.std())
-    vae.register_to_config(shift_factor=shift, scaling_factor=scale)
-    _atomic_save({"model": vae.state_dict(), "step": cfg.vae_steps, "losses": losses, "done": True, "shift": shift, "scale": scale}, path)
-    log("vae", {"steps": cfg.vae_steps, "shift_factor": shift, "scaling_factor": scale, "final_l1": losses[-1][1] if losses else None})
-    return vae
-
-
-def _encode_latents(vae: Any, data: dict[str, np.ndarray], work: Path, progress: bool) -> dict[str, Any]:
-    import torch
-
-    path = work / "latents.pt"
-    if path.exists():
-        return torch.load(path, weights_only=True)
-    x_all = _to_tensor(data["images"])
-    out: dict[str, list] = {"mean": [], "std": [], "mean_flip": [], "std_flip": []}
-    with torch.no_grad():
-        for i in tqdm(range(0, x_all.shape[0], 256), desc="latents", disable=not progress):
-            x = x_all[i : i + 256]
-            for suffix, xx in (("", x), ("_flip", x.flip(-1))):
-                d = vae.encode(xx).latent_dist
-                out["mean" + suffix].append(d.mean)
-                out["std" + suffix].append(d.std)
-    lat = {k: torch.cat(v) for k, v in out.items()}
-    _atomic_save(lat, path)
-    return lat
 
 
 # ----------------------------------------------------------------------------- Flux
@@ -226,6 +117,22 @@ def encode_prompts(tokenizers: tuple[Any, Any], encoders: tuple[Any, Any], promp
     return states, pooled
 
 
+def _load_initial(modules: Any, folder: Path) -> None:
+    """Load ``folder``'s transformer and text encoders (a ``FluxPipeline`` folder of the same
+    sizes and vocabulary) into ``modules`` as the starting point of training."""
+    from diffusers import FluxTransformer2DModel
+    from transformers import CLIPTextModel, T5EncoderModel
+
+    sources = {"transformer": (FluxTransformer2DModel, "transformer"), "clip": (CLIPTextModel, "text_encoder"),
+               "t5": (T5EncoderModel, "text_encoder_2")}
+    for key, (cls, sub) in sources.items():
+        state = cls.from_pretrained(folder / sub).state_dict()
+        try:
+            modules[key].load_state_dict({k: v.float() for k, v in state.items()})
+        except RuntimeError:
+            raise ValueError(f"--init-from: {folder}/{sub} does not match this run's sizes or vocabulary") from None
+
+
 def _train_flux(
     cfg: FluxTrainConfig,
     data: dict[str, np.ndarray],
@@ -239,13 +146,15 @@ def _train_flux(
     import torch
     from diffusers import FluxPipeline
 
-    world = _world(cfg)
+    world = training_world(cfg)
     path = work / "flux.pt"
     torch.manual_seed(cfg.seed + 1)
     clip, t5 = build_text_encoders(cfg, len(tokenizers[0]))
     torch.manual_seed(cfg.seed + 2)
     transformer = build_transformer(cfg)
     modules = torch.nn.ModuleDict({"transformer": transformer, "clip": clip, "t5": t5})
+    if cfg.init_from:
+        _load_initial(modules, Path(cfg.init_from))
     ema = {k: v.detach().clone() for k, v in modules.state_dict().items()}
     opt = torch.optim.AdamW(modules.parameters(), lr=cfg.lr, weight_decay=0.01)
     state: dict[str, Any] = {"step": 0, "losses": [], "total": cfg.steps, "seconds": 0.0}
@@ -311,10 +220,10 @@ def _train_flux(
             log("calibration", {"seconds_per_step": per_step, "steps": state["total"]})
         state["step"] = step
         if step % cfg.checkpoint_every == 0 and step < (state["total"] or 0):
-            _atomic_save({"model": modules.state_dict(), "ema": ema, "opt": opt.state_dict(), "state": state}, path)
+            atomic_save({"model": modules.state_dict(), "ema": ema, "opt": opt.state_dict(), "state": state}, path)
     bar.close()
     state["done"] = True
-    _atomic_save({"model": modules.state_dict(), "ema": ema, "opt": opt.state_dict(), "state": state}, path)
+    atomic_save({"model": modules.state_dict(), "ema": ema, "opt": opt.state_dict(), "state": state}, path)
     modules.load_state_dict(ema)
     return transformer, clip, t5, state
 
@@ -424,11 +333,11 @@ def train_world_flux(cfg: FluxTrainConfig, out_dir: str | Path, work_dir: str | 
         np.savez(data_path, **data)
         log("data", {"images": int(len(data["labels"])), "seconds": time.perf_counter() - t0})
     t1 = time.perf_counter()
-    vae = _train_vae(cfg, data, work, progress, log)
+    vae = train_vae(cfg, data, work, progress, log)
     vae.eval()
-    lat = _encode_latents(vae, data, work, progress)
+    lat = encode_latents(vae, data, work, progress)
     t2 = time.perf_counter()
-    world = _world(cfg)
+    world = training_world(cfg)
     tokenizers = word_tokenizers(caption_vocabulary(world), cfg.max_length)
     transformer, clip, t5, state = _train_flux(cfg, data, lat, vae, tokenizers, work, progress, log)
     t3 = time.perf_counter()

@@ -48,7 +48,7 @@ __all__ = ["train_world_flux", "render_training_set", "cosine_lr", "flow_matchin
 def _world(cfg: FluxTrainConfig) -> Any:
     from ..world import BirdWorld
 
-    return BirdWorld(cfg.world_config())
+    return BirdWorld(cfg.world)
 
 
 def _atomic_save(obj: Any, path: Path) -> None:
@@ -114,7 +114,7 @@ def _train_vae(cfg: FluxTrainConfig, data: dict[str, np.ndarray], work: Path, pr
     import torch
 
     path = work / "vae.pt"
-    torch.manual_seed(cfg.seed)
+    torch.manual_seed(cfg.world.seed)
     vae = build_vae(cfg)
     opt = torch.optim.AdamW(vae.parameters(), lr=cfg.vae_lr, weight_decay=0.0)
     start, losses = 0, []
@@ -131,7 +131,7 @@ def _train_vae(cfg: FluxTrainConfig, data: dict[str, np.ndarray], work: Path, pr
     vae.train()
     bar = tqdm(range(start, cfg.vae_steps), desc="vae", disable=not progress, initial=start, total=cfg.vae_steps)
     for step in bar:
-        g = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
+        g = torch.Generator().manual_seed(cfg.world.seed * 1_000_003 + step)
         idx = torch.randint(n, (cfg.vae_batch,), generator=g)
         x = x_all[idx]
         flip = (torch.rand(cfg.vae_batch, generator=g) < 0.5) & cfg.mirror_augment
@@ -241,9 +241,9 @@ def _train_flux(
 
     world = _world(cfg)
     path = work / "flux.pt"
-    torch.manual_seed(cfg.seed + 1)
+    torch.manual_seed(cfg.world.seed + 1)
     clip, t5 = build_text_encoders(cfg, len(tokenizers[0]))
-    torch.manual_seed(cfg.seed + 2)
+    torch.manual_seed(cfg.world.seed + 2)
     transformer = build_transformer(cfg)
     modules = torch.nn.ModuleDict({"transformer": transformer, "clip": clip, "t5": t5})
     ema = {k: v.detach().clone() for k, v in modules.state_dict().items()}
@@ -269,8 +269,8 @@ def _train_flux(
     t_start = time.perf_counter() - state["seconds"]
     bar = tqdm(desc="flux", disable=not progress, initial=step, total=state["total"])
     while state["total"] is None or step < state["total"]:
-        g = torch.Generator().manual_seed(cfg.seed * 1_000_003 + 7 + step)
-        rng = np.random.default_rng([cfg.seed, 7, step])
+        g = torch.Generator().manual_seed(cfg.world.seed * 1_000_003 + 7 + step)
+        rng = np.random.default_rng([cfg.world.seed, 7, step])
         idx = torch.randint(n, (cfg.batch,), generator=g)
         flip = ((torch.rand(cfg.batch, generator=g) < 0.5) & cfg.mirror_augment)[:, None, None, None]
         mean = torch.where(flip, lat["mean_flip"][idx], lat["mean"][idx])
@@ -448,7 +448,7 @@ def train_world_flux(cfg: FluxTrainConfig, out_dir: str | Path, work_dir: str | 
     )
     vae_state = torch.load(work / "vae.pt", weights_only=True)
     _plot_losses(state["losses"], vae_state.get("losses", []), out / "loss_curve.png")
-    _sample_sheet(out, world, out / "samples.png", cfg.seed)
+    _sample_sheet(out, world, out / "samples.png", cfg.world.seed)
     params = {
         "transformer": sum(p.numel() for p in transformer.parameters()),
         "vae": sum(p.numel() for p in vae.parameters()),

@@ -39,7 +39,8 @@ PAIRING = ("073.Blue_Jay", "has_crown_color::yellow")
 def batch_section(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
-    from concept_grounding.tdg.generate import GenerateConfig, generate_images
+    from concept_grounding.tdg.generate import generate_images
+    from concept_grounding.tdg.generate_config import GenerateConfig
     from concept_grounding.tdg.plan import Pairing, plan_jobs
     from concept_grounding.tdg.timing import interleave
     from concept_grounding.worldflux import load_world_flux
@@ -86,7 +87,7 @@ def worker(args: argparse.Namespace) -> None:
     from accelerate import PartialState
 
     import concept_grounding.tdg.pipeline  # noqa: F401  (imports diffusers: start-up, not generation)
-    from concept_grounding.tdg.generate import GenerateConfig
+    from concept_grounding.tdg.generate_config import GenerateConfig
     from concept_grounding.tdg.generate_job import run_generate
     from concept_grounding.worldflux.source import WorldFlux, world_pairings
 

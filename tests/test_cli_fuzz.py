@@ -198,7 +198,7 @@ def _write(path, text: str | bytes):
 def paths(tmp_path_factory) -> dict[str, str]:
     from PIL import Image
 
-    from concept_grounding.tdg.generate import GenerateConfig
+    from concept_grounding.tdg.generate_config import GenerateConfig
     from concept_grounding.tdg.plan import plan_jobs, plan_pairings
     from concept_grounding.tdg.resume import MANIFEST_FILE, PARTS_DIR, generation_manifest
     from concept_grounding.tdg.sources import TINY_MODEL, FluxModel

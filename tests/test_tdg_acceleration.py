@@ -14,7 +14,8 @@ from concept_grounding.errors import UsageError
 from concept_grounding.tdg import ConstantEta, EtaSchedule, TiedDiffusionPipeline
 from concept_grounding.tdg import pipeline as pipeline_module
 from concept_grounding.tdg.acceleration import CACHES, Acceleration, TransformerCache, accelerated
-from concept_grounding.tdg.generate import GenerateConfig, generate_images
+from concept_grounding.tdg.generate import generate_images
+from concept_grounding.tdg.generate_config import GenerateConfig
 from concept_grounding.tdg.plan import Pairing, plan_jobs
 from concept_grounding.tdg.resume import MANIFEST_FILE, ManifestMismatchError
 from concept_grounding.tdg.sources import FluxModel

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from concept_grounding import load_vocabulary
-from concept_grounding.tdg.generate import GenerateConfig, finalize, generate_images
+from concept_grounding.tdg.generate import finalize, generate_images
+from concept_grounding.tdg.generate_config import GenerateConfig
 from concept_grounding.tdg.plan import Pairing, chunk_jobs, image_seed, plan_jobs, plan_pairings, read_pairings
 from concept_grounding.tdg.resume import check_manifest, generation_manifest
 from concept_grounding.tdg.sources import FluxModel

@@ -16,7 +16,7 @@ from concept_grounding.cli import main
 from concept_grounding.commands import demo, filter as filter_command, generate as generate_command
 from concept_grounding.errors import UsageError
 from concept_grounding.tdg.filter_job import FilterConfig, read_generated_records, run_filter
-from concept_grounding.tdg.generate import GenerateConfig
+from concept_grounding.tdg.generate_config import GenerateConfig
 from concept_grounding.tdg.generate_job import run_generate
 from concept_grounding.tdg.plan import Pairing
 from concept_grounding.tdg.resume import MANIFEST_ARGUMENTS

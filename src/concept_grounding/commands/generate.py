@@ -25,7 +25,7 @@ from concept_grounding.commands._types import (
 )
 from concept_grounding.errors import UsageError
 from concept_grounding.tdg.acceleration import CACHES, Acceleration, TransformerCache
-from concept_grounding.tdg.generate import GenerateConfig
+from concept_grounding.tdg.generate_config import GenerateConfig
 from concept_grounding.tdg.generate_job import run_generate
 from concept_grounding.tdg.sources import (
     ClassTablePairings,

@@ -1,8 +1,6 @@
-"""The ``generate`` run's settings and its writer: TDG images as a resumable ``datasets`` image folder (SUB Sec. 4.2).
+"""The ``generate`` writer: TDG images as a resumable ``datasets`` image folder (SUB Sec. 4.2).
 
-:class:`GenerateConfig` holds every setting of a run once, each under the name the
-manifest records it by (``num_inference_steps``, ``guidance_scale``, ...; the command-line
-argument behind each is :data:`~.resume.MANIFEST_ARGUMENTS`, e.g. ``--steps``). The job
+:class:`~.generate_config.GenerateConfig` holds every setting of a run. The job
 (:func:`~.generate_job.run_generate`) plans the pairings (:mod:`.plan`), resolves the model
 (:mod:`.sources`) and checks the folder (:mod:`.resume`); :func:`generate_images` writes the
 images of one process's shard.
@@ -15,100 +13,30 @@ is the same as in an uninterrupted run. :func:`finalize` merges the sidecars, in
 into ``metadata.jsonl``, which ``datasets.load_dataset("imagefolder", data_dir=out)`` reads
 (hidden folders are ignored by it).
 
->>> GenerateConfig(out=Path("gen"), t_min=0.3).eta_schedule()
-EtaSchedule(t_min=0.3, t_max=0.9, k=10.0)
->>> GenerateConfig(out=Path("gen")).eta_schedule() is None
-True
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from ..errors import UsageError
 from ..fileio import atomic_write_bytes
 from ..vocabulary import load_vocabulary
-from .acceleration import Acceleration, accelerated
+from .acceleration import accelerated
 from .plan import GenerationJob, chunk_jobs
 from .plan import image_seed  # noqa: F401  (benchmarks/bench_tdg_world.py imports it from here)
 from .prompts import tdg_prompts
 from .resume import generation_manifest, is_done, part_path, write_manifest
-from .schedule import EtaSchedule, schedule_for_attribute
+from .schedule import schedule_for_attribute
 
 if TYPE_CHECKING:
-    from .sources import FluxModel, FluxSource, PairingSource
+    from .generate_config import GenerateConfig
+    from .sources import FluxModel
 
-__all__ = ["GenerateConfig", "generate_images", "finalize"]
-
-Method = Literal["tdg", "prompting"]
-
-
-@dataclass(frozen=True)
-class GenerateConfig:
-    """What to generate, where, and how: every setting of one run, once.
-
-    Args:
-        out: the image folder (resumable; its manifest must match).
-        model: the Flux to sample (:class:`~.sources.TinyFlux`, :class:`~.sources.PretrainedFlux`,
-            the world Flux), resolved by :func:`~.generate_job.run_generate`.
-        pairings: where the pairings come from (a class table or a file), planned by ``run_generate``.
-        classes: keep only these CUB class folder names (``None`` or empty: all).
-        attributes: target attributes (``None``: SUB's 32; with a file, a filter only).
-        images_per_pairing: N (paper: 500).
-        seed: base seed of the per-image seeds.
-        method: ``"tdg"`` or ``"prompting"`` (the reference prompt alone, a baseline).
-        num_inference_steps, guidance_scale: denoising steps and (distilled) guidance scale.
-        size: image side in pixels (``None``: the model's default); the manifest's ``height``
-            and ``width``.
-        t_min, t_max, k: override the paper's schedule (``None``: 0.2, 0.9, 10 when any is set).
-        batch_size: images per pipeline call (one pairing per call; batching changes the numerics).
-        max_images: stop after this many new images (``None``: all; resume later).
-        save_guides: also write each guide image to ``.guides/`` (SUB keeps only the references).
-        acceleration: a diffusers transformer cache and/or ``torch.compile`` (``--cache``, ``--compile``).
-    """
-
-    out: Path
-    model: FluxSource | None = None
-    pairings: PairingSource | None = None
-    classes: Sequence[str] | None = None
-    attributes: Sequence[str] | None = None
-    images_per_pairing: int = 500
-    seed: int = 0
-    method: Method = "tdg"
-    num_inference_steps: int = 28
-    guidance_scale: float = 3.5
-    size: int | None = None
-    t_min: float | None = None
-    t_max: float | None = None
-    k: float | None = None
-    batch_size: int = 4
-    max_images: int | None = None
-    save_guides: bool = False
-    acceleration: Acceleration = field(default_factory=Acceleration)
-
-    def eta_schedule(self) -> EtaSchedule | None:
-        """The override schedule, or ``None`` for the paper's per-attribute schedule.
-
-        Raises:
-            UsageError: ``t_min`` above ``t_max``.
-        """
-        given = {name: value for name, value in (("t_min", self.t_min), ("t_max", self.t_max), ("k", self.k))
-                 if value is not None}
-        if not given:
-            return None
-        paper = EtaSchedule()  # the settings not given keep the paper's values
-        t_min, t_max = given.get("t_min", paper.t_min), given.get("t_max", paper.t_max)
-        if t_min > t_max:
-            raise UsageError(f"--t-min {t_min} is above --t-max {t_max}", argument="--t-min/--t-max")
-        return replace(paper, **given)
-
-    def image_size(self, model: FluxModel) -> int:
-        """The image side in pixels: ``size``, else the model's default."""
-        return self.size or model.default_size
+__all__ = ["generate_images", "finalize"]
 
 
 def _generate_chunk(pipe: Any, chunk: list[GenerationJob], config: GenerateConfig,

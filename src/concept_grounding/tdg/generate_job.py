@@ -10,7 +10,7 @@ generates this process's shard with :func:`~.generate.generate_images` (accelera
 ``PartialState`` gives the shard, so ``accelerate launch`` spreads the work) and, on the main
 process, merges the metadata with :func:`~.generate.finalize`. It returns a
 :class:`GenerateResult`. The command ``concept-grounding generate`` maps its arguments onto
-a :class:`~.generate.GenerateConfig` and prints one line; the demo builds the config directly.
+a :class:`~.generate_config.GenerateConfig` and prints one line; the demo builds the config directly.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .generate import GenerateConfig, finalize, generate_images
+from .generate import finalize, generate_images
+from .generate_config import GenerateConfig
 from .plan import plan_jobs
 from .resume import MANIFEST_ARGUMENTS, check_manifest, generation_manifest
 from .sources import FluxModel, select_pairings

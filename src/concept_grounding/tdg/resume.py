@@ -29,7 +29,7 @@ from ..fileio import atomic_write_bytes
 from .plan import GenerationJob, Pairing
 
 if TYPE_CHECKING:
-    from .generate import GenerateConfig
+    from .generate_config import GenerateConfig
     from .sources import FluxModel
 
 __all__ = [

@@ -39,23 +39,23 @@ PAIRING = ("073.Blue_Jay", "has_crown_color::yellow")
 def batch_section(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
-    from concept_grounding.tdg.generate import GenerationSettings, Pairing, generate_images, plan_jobs
+    from concept_grounding.tdg.generate import generate_images
+    from concept_grounding.tdg.generate_config import GenerateConfig
+    from concept_grounding.tdg.plan import Pairing, plan_jobs
     from concept_grounding.tdg.timing import interleave
     from concept_grounding.worldflux import load_world_flux
-    from concept_grounding.worldflux.source import WORLD_EXTRA, WorldFlux
+    from concept_grounding.worldflux.source import WorldFlux
 
     torch.set_num_threads(1)
-    model = WorldFlux().resolve()
+    model = WorldFlux().resolve()  # its size, prompt length and true CFG
     pipe = load_world_flux()
-    settings = GenerationSettings(num_inference_steps=args.steps, guidance_scale=3.5, height=model.default_size,
-                                  width=model.default_size, max_sequence_length=model.max_sequence_length,
-                                  extra=dict(WORLD_EXTRA))
     jobs = plan_jobs([Pairing(*PAIRING)], args.pairs, base_seed=0)
 
     def writer(batch: int):
         def run() -> None:
             with tempfile.TemporaryDirectory() as out:
-                assert generate_images(pipe, jobs, out, settings, batch_size=batch, progress=False) == len(jobs)
+                config = GenerateConfig(out=Path(out), num_inference_steps=args.steps, guidance_scale=3.5, batch_size=batch)
+                assert generate_images(pipe, jobs, config, model, progress=False) == len(jobs)
         return run
 
     result = interleave({f"batch {b}": writer(b) for b in args.batch_sizes}, rounds=args.rounds, warmup=1)
@@ -87,14 +87,15 @@ def worker(args: argparse.Namespace) -> None:
     from accelerate import PartialState
 
     import concept_grounding.tdg.pipeline  # noqa: F401  (imports diffusers: start-up, not generation)
-    from concept_grounding.tdg.generate_job import GenerateConfig, run_generate
+    from concept_grounding.tdg.generate_config import GenerateConfig
+    from concept_grounding.tdg.generate_job import run_generate
     from concept_grounding.worldflux.source import WorldFlux, world_pairings
 
     import torch
 
     state = PartialState(cpu=not torch.cuda.is_available())  # as run_generate makes it
     config = GenerateConfig(out=args.worker, model=WorldFlux(), pairings=world_pairings(), classes=(PAIRING[0],),
-                            attributes=(PAIRING[1],), images_per_pairing=args.pairs, steps=args.steps,
+                            attributes=(PAIRING[1],), images_per_pairing=args.pairs, num_inference_steps=args.steps,
                             batch_size=args.process_batch)
     state.wait_for_everyone()
     start, cpu = time.perf_counter(), time.process_time()

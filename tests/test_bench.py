@@ -194,3 +194,13 @@ def test_the_space_loads_the_saved_run_at_its_own_image_size(bench_run):
     posthoc, posthoc_size = other.get("posthoc_cbm", tab_concepts.build_posthoc)
     assert posthoc_size == 32 and posthoc.theta.shape[1] == 5  # the bench's five classes
 
+
+
+def test_a_config_saved_with_the_removed_extra_key_still_loads():
+    """config.json files written before ``BenchConfig.extra`` went carry ``"extra": {}``."""
+    from dataclasses import asdict
+
+    old = {**asdict(BenchConfig(classes=CLASSES)), "extra": {}}
+    assert BenchConfig.from_dict(old) == BenchConfig(classes=tuple(CLASSES))
+    with pytest.raises(ValueError, match="unknown key"):
+        BenchConfig.from_dict({**old, "extras": {}})

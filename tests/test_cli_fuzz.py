@@ -198,14 +198,10 @@ def _write(path, text: str | bytes):
 def paths(tmp_path_factory) -> dict[str, str]:
     from PIL import Image
 
-    from concept_grounding.tdg.generate import (
-        MANIFEST_FILE,
-        PARTS_DIR,
-        GenerationSettings,
-        generation_manifest,
-        plan_jobs,
-        plan_pairings,
-    )
+    from concept_grounding.tdg.generate_config import GenerateConfig
+    from concept_grounding.tdg.plan import plan_jobs, plan_pairings
+    from concept_grounding.tdg.resume import MANIFEST_FILE, PARTS_DIR, generation_manifest
+    from concept_grounding.tdg.sources import TINY_MODEL, FluxModel
     from concept_grounding.world import BirdWorld
 
     root = tmp_path_factory.mktemp("fuzz")
@@ -232,9 +228,8 @@ def paths(tmp_path_factory) -> dict[str, str]:
     world = BirdWorld()
     pairings = [q for q in plan_pairings(world.class_names, world.class_attributes, ["has_crown_color::black"])
                 if q.reference_class == "017.Cardinal"]
-    settings = GenerationSettings(num_inference_steps=2, height=32, width=32, max_sequence_length=32)
-    manifest = generation_manifest(plan_jobs(pairings, 1, 5), settings, 4,
-                                   {"model": "tiny_flux_pipeline(seed=0)", "dtype": "float32", "seed": 5})
+    settings = GenerateConfig(out=resumed, seed=5, num_inference_steps=2, size=32, batch_size=4)
+    manifest = generation_manifest(plan_jobs(pairings, 1, 5), settings, FluxModel(TINY_MODEL, "float32", 32, 32, load=None))
     _write(resumed / MANIFEST_FILE, json.dumps(manifest))
     p["resumed"] = resumed
     # image folders for filter

@@ -14,14 +14,11 @@ from concept_grounding.errors import UsageError
 from concept_grounding.tdg import ConstantEta, EtaSchedule, TiedDiffusionPipeline
 from concept_grounding.tdg import pipeline as pipeline_module
 from concept_grounding.tdg.acceleration import CACHES, Acceleration, TransformerCache, accelerated
-from concept_grounding.tdg.generate import (
-    MANIFEST_FILE,
-    GenerationSettings,
-    ManifestMismatchError,
-    Pairing,
-    generate_images,
-    plan_jobs,
-)
+from concept_grounding.tdg.generate import generate_images
+from concept_grounding.tdg.generate_config import GenerateConfig
+from concept_grounding.tdg.plan import Pairing, plan_jobs
+from concept_grounding.tdg.resume import MANIFEST_FILE, ManifestMismatchError
+from concept_grounding.tdg.sources import FluxModel
 from concept_grounding.tdg.tie import tie_pair
 from concept_grounding.worldflux import load_world_flux, world_flux_call_kwargs
 from concept_grounding.worldflux.source import WORLD_EXTRA
@@ -208,9 +205,13 @@ def test_cache_names_and_options_are_checked():
 # ---------------------------------------------------------------- generate: the manifest records the choice
 
 
-def _settings(acceleration=Acceleration()):
-    return GenerationSettings(num_inference_steps=4, guidance_scale=3.5, height=32, width=32, max_sequence_length=24,
-                              extra=dict(WORLD_EXTRA), acceleration=acceleration)
+#: the world Flux as the writer sees it: 32 px, 24-token prompts, true CFG
+WORLD = FluxModel("world", "float32", 32, 24, load=lambda: None, extra=dict(WORLD_EXTRA))
+
+
+def _settings(out, acceleration=Acceleration(), **changes):
+    return GenerateConfig(out=out, num_inference_steps=4, guidance_scale=3.5, size=32, acceleration=acceleration,
+                          **changes)
 
 
 JOBS = plan_jobs([Pairing("073.Blue_Jay", "has_crown_color::yellow")], 2, base_seed=0)
@@ -218,34 +219,34 @@ JOBS = plan_jobs([Pairing("073.Blue_Jay", "has_crown_color::yellow")], 2, base_s
 
 def test_generate_records_the_cache_and_refuses_a_resume_with_another(world, tmp_path):
     cached = Acceleration(TransformerCache.parse("first-block:threshold=0.3"))
-    assert generate_images(world, JOBS, tmp_path, _settings(cached), batch_size=2, max_images=1, progress=False) == 2
+    assert generate_images(world, JOBS, _settings(tmp_path, cached, batch_size=2, max_images=1), WORLD, progress=False) == 2
     assert not world.transformer.is_cache_enabled  # removed after the run
     manifest = json.loads((tmp_path / MANIFEST_FILE).read_text())
     assert manifest["cache"] == {"name": "first-block", "threshold": 0.3} and manifest["compile"] is False
     for other in (Acceleration(), Acceleration(TransformerCache.parse("first-block:threshold=0.2")),
                   Acceleration(cached.cache, compile=True)):
         with pytest.raises(ManifestMismatchError) as err:
-            generate_images(world, JOBS, tmp_path, _settings(other), batch_size=2, progress=False)
+            generate_images(world, JOBS, _settings(tmp_path, other, batch_size=2), WORLD, progress=False)
         assert {d[0] for d in err.value.differences} <= {"cache", "compile"}
-    assert generate_images(world, JOBS, tmp_path, _settings(cached), batch_size=2, progress=False) == 0
+    assert generate_images(world, JOBS, _settings(tmp_path, cached, batch_size=2), WORLD, progress=False) == 0
 
 
 def test_folders_from_before_the_cache_setting_resume_plain(world, tmp_path):
-    generate_images(world, JOBS[:1], tmp_path, _settings(), batch_size=1, progress=False)
+    generate_images(world, JOBS[:1], _settings(tmp_path, batch_size=1), WORLD, progress=False)
     path = tmp_path / MANIFEST_FILE
     older = {k: v for k, v in json.loads(path.read_text()).items() if k not in ("cache", "compile")}
     path.write_text(json.dumps(older))
-    assert generate_images(world, JOBS[:1], tmp_path, _settings(), batch_size=1, progress=False) == 0
+    assert generate_images(world, JOBS[:1], _settings(tmp_path, batch_size=1), WORLD, progress=False) == 0
     with pytest.raises(ManifestMismatchError, match="cache"):
-        generate_images(world, JOBS[:1], tmp_path, _settings(Acceleration(TransformerCache.parse("text-kv"))),
-                        batch_size=1, progress=False)
+        generate_images(world, JOBS[:1], _settings(tmp_path, Acceleration(TransformerCache.parse("text-kv")), batch_size=1),
+                        WORLD, progress=False)
 
 
 def test_generate_refuses_a_cache_the_manifest_would_not_know(world, tmp_path):
     world.transformer.enable_cache(TransformerCache.parse("text-kv").config(world))
     try:
-        with pytest.raises(ValueError, match="settings.acceleration"):
-            generate_images(world, JOBS, tmp_path, _settings(), progress=False)
+        with pytest.raises(ValueError, match="config.acceleration"):
+            generate_images(world, JOBS, _settings(tmp_path), WORLD, progress=False)
     finally:
         world.transformer.disable_cache()
 

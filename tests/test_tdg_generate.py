@@ -1,24 +1,18 @@
 """Pairing planner, per-image seeds, and resumable writing of the TDG generation job."""
 
+import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from concept_grounding import load_vocabulary
-from concept_grounding.tdg.generate import (
-    GenerationSettings,
-    Pairing,
-    check_manifest,
-    chunk_jobs,
-    finalize,
-    generate_images,
-    generation_manifest,
-    image_seed,
-    plan_jobs,
-    plan_pairings,
-    read_pairings,
-)
+from concept_grounding.tdg.generate import finalize, generate_images
+from concept_grounding.tdg.generate_config import GenerateConfig
+from concept_grounding.tdg.plan import Pairing, chunk_jobs, image_seed, plan_jobs, plan_pairings, read_pairings
+from concept_grounding.tdg.resume import check_manifest, generation_manifest
+from concept_grounding.tdg.sources import FluxModel
 
 VOCAB = load_vocabulary()
 
@@ -85,7 +79,16 @@ JOBS = plan_jobs(
     3,
     base_seed=7,
 )
-SETTINGS = GenerationSettings(num_inference_steps=2, height=16, width=16, max_sequence_length=32)
+SETTINGS = GenerateConfig(out=Path("unused"), seed=7, num_inference_steps=2, size=16)  # JOBS' base seed
+#: the session's tiny Flux as the writer sees it: 32-token prompts, no extra call arguments
+FLUX = FluxModel("tiny", "float32", 16, 32, load=lambda: None)
+
+
+def _generate(pipe, jobs, out, settings=SETTINGS, batch_size=4, process_index=0, num_processes=1, **changes):
+    """``generate_images`` of ``settings`` into ``out`` (batch size and other settings replaced)."""
+    config = dataclasses.replace(settings, out=out, batch_size=batch_size, **changes)
+    return generate_images(pipe, jobs, config, FLUX, process_index=process_index, num_processes=num_processes,
+                           progress=False)
 
 
 def _files(root):
@@ -101,13 +104,13 @@ def pipe(tiny_flux):
 @pytest.fixture(scope="module")
 def uninterrupted(pipe, tmp_path_factory):
     root = tmp_path_factory.mktemp("full")
-    assert generate_images(pipe, JOBS, root, SETTINGS, batch_size=2, progress=False) == 6
+    assert _generate(pipe, JOBS, root, SETTINGS, batch_size=2) == 6
     finalize(root, JOBS)
     return root
 
 
 def test_resume_after_kill_gives_identical_files(pipe, uninterrupted, tmp_path):
-    assert generate_images(pipe, JOBS, tmp_path, SETTINGS, batch_size=2, max_images=2, progress=False) == 2
+    assert _generate(pipe, JOBS, tmp_path, SETTINGS, batch_size=2, max_images=2) == 2
     # a crash between an image and its sidecar: the sidecar is missing, the image half-written
     part = next((tmp_path / ".tdg_parts").iterdir())
     image = tmp_path / json.loads(part.read_text())["file_name"]
@@ -116,14 +119,14 @@ def test_resume_after_kill_gives_identical_files(pipe, uninterrupted, tmp_path):
     with pytest.warns(UserWarning, match="not generated yet"):
         finalize(tmp_path, JOBS)
     # the broken chunk (2 images) is redone whole, plus the 4 never started
-    assert generate_images(pipe, JOBS, tmp_path, SETTINGS, batch_size=2, progress=False) == 2 + 4
+    assert _generate(pipe, JOBS, tmp_path, SETTINGS, batch_size=2) == 2 + 4
     finalize(tmp_path, JOBS)
     assert _files(tmp_path) == _files(uninterrupted)
-    assert generate_images(pipe, JOBS, tmp_path, SETTINGS, batch_size=2, progress=False) == 0
+    assert _generate(pipe, JOBS, tmp_path, SETTINGS, batch_size=2) == 0
 
 
 def test_shards_cover_the_plan_once(pipe, uninterrupted, tmp_path):
-    written = [generate_images(pipe, JOBS, tmp_path, SETTINGS, batch_size=2, process_index=i, num_processes=2, progress=False) for i in range(2)]
+    written = [_generate(pipe, JOBS, tmp_path, SETTINGS, batch_size=2, process_index=i, num_processes=2) for i in range(2)]
     assert sum(written) == 6 and min(written) > 0
     finalize(tmp_path, JOBS)
     assert _files(tmp_path) == _files(uninterrupted)
@@ -147,8 +150,8 @@ def test_prompting_baseline_matches_plain_flux(pipe, tmp_path):
     import torch
     from diffusers import FluxPipeline
 
-    settings = GenerationSettings(method="prompting", num_inference_steps=2, height=16, width=16, max_sequence_length=32)
-    generate_images(pipe, JOBS[:1], tmp_path, settings, progress=False)
+    settings = GenerateConfig(out=Path("unused"), method="prompting", num_inference_steps=2, size=16)
+    _generate(pipe, JOBS[:1], tmp_path, settings)
     row = json.loads(next((tmp_path / ".tdg_parts").iterdir()).read_text())
     assert row["guide_prompt"] is None and row["method"] == "prompting"
     out = FluxPipeline.__call__(pipe, prompt=row["reference_prompt"], num_inference_steps=2, height=16, width=16,
@@ -164,7 +167,7 @@ def test_saved_guides_stay_out_of_the_imagefolder(pipe, uninterrupted, tmp_path)
     import datasets
 
     settings = dataclasses.replace(SETTINGS, save_guides=True)
-    generate_images(pipe, JOBS, tmp_path, settings, batch_size=2, progress=False)
+    _generate(pipe, JOBS, tmp_path, settings, batch_size=2)
     finalize(tmp_path, JOBS)
     rows = [json.loads(line) for line in (tmp_path / "metadata.jsonl").read_text().splitlines()]
     assert all((tmp_path / r["guide_file_name"]).is_file() for r in rows)
@@ -179,7 +182,7 @@ def test_resume_with_other_settings_stops_and_names_each_difference(pipe, uninte
     import dataclasses
     import shutil
 
-    from concept_grounding.tdg.generate import MANIFEST_FILE, ManifestMismatchError
+    from concept_grounding.tdg.resume import MANIFEST_FILE, ManifestMismatchError
 
     folder = tmp_path / "run"
     shutil.copytree(uninterrupted, folder)
@@ -187,21 +190,22 @@ def test_resume_with_other_settings_stops_and_names_each_difference(pipe, uninte
     assert json.loads((folder / MANIFEST_FILE).read_text())["num_inference_steps"] == 2
     other = dataclasses.replace(SETTINGS, num_inference_steps=3, guidance_scale=5.0)
     with pytest.raises(ManifestMismatchError) as err:
-        generate_images(pipe, JOBS, folder, other, batch_size=2, progress=False)
+        _generate(pipe, JOBS, folder, other, batch_size=2)
     message = str(err.value)
     assert "num_inference_steps: 2 in the folder, 3 now" in message
     assert "guidance_scale: 3.5 in the folder, 5.0 now" in message
     assert {k for k, _, _ in err.value.differences} == {"num_inference_steps", "guidance_scale"}
     # other seeds, another batch size, another pairing list: each named
-    with pytest.raises(ManifestMismatchError, match="image_seeds") as err:
-        generate_images(pipe, plan_jobs([j.pairing for j in JOBS[::3]], 3, base_seed=8), folder, SETTINGS,
-                        batch_size=2, progress=False)
+    with pytest.raises(ManifestMismatchError, match="seed: 7 in the folder, 8 now") as err:
+        _generate(pipe, plan_jobs([j.pairing for j in JOBS[::3]], 3, base_seed=8), folder, SETTINGS,
+                  batch_size=2, seed=8)
     with pytest.raises(ManifestMismatchError, match="batch_size: 2 in the folder, 3 now"):
-        generate_images(pipe, JOBS, folder, SETTINGS, batch_size=3, progress=False)
+        _generate(pipe, JOBS, folder, SETTINGS, batch_size=3)
     with pytest.raises(ManifestMismatchError, match=r"pairings: 2 in the folder, 1 now, 1 gone"):
-        generate_images(pipe, JOBS[:3], folder, SETTINGS, batch_size=2, progress=False)
-    with pytest.raises(ManifestMismatchError, match=r'model: null in the folder, "b" now'):
-        check_manifest(folder, generation_manifest(JOBS, SETTINGS, 2, {"model": "b"}))  # run_info is compared too
+        _generate(pipe, JOBS[:3], folder, SETTINGS, batch_size=2)
+    with pytest.raises(ManifestMismatchError, match=r'model: "tiny" in the folder, "b" now'):
+        check_manifest(folder, generation_manifest(JOBS, dataclasses.replace(SETTINGS, batch_size=2),
+                                                   dataclasses.replace(FLUX, name="b")))  # the model is compared too
     assert _files(folder) == before  # nothing was written
 
 
@@ -209,19 +213,19 @@ def test_a_folder_without_manifest_cannot_be_resumed(pipe, uninterrupted, tmp_pa
     import shutil
 
     from concept_grounding.errors import UsageError
-    from concept_grounding.tdg.generate import MANIFEST_FILE
+    from concept_grounding.tdg.resume import MANIFEST_FILE
 
     shutil.copytree(uninterrupted, tmp_path / "old")
     (tmp_path / "old" / MANIFEST_FILE).unlink()  # as written by the code before the manifest
     with pytest.raises(UsageError, match="holds generated images but no manifest"):
-        generate_images(pipe, JOBS, tmp_path / "old", SETTINGS, batch_size=2, progress=False)
+        _generate(pipe, JOBS, tmp_path / "old", SETTINGS, batch_size=2)
 
 
 def test_cli_resume_checks_the_manifest_before_loading_the_model(tmp_path, capsys, monkeypatch):
     """Through the command: the manifest holds the resolved model and dtype; a changed
     --seed / --steps / --size stops with both values, same settings add nothing."""
     from concept_grounding.cli import main
-    from concept_grounding.tdg.generate import MANIFEST_FILE
+    from concept_grounding.tdg.resume import MANIFEST_FILE
 
     out = tmp_path / "gen"
     argv = ["generate", "--out", str(out), "--tiny", "--classes", "Cardinal", "--attributes", "has_crown_color::black",

@@ -16,18 +16,11 @@ from concept_grounding.cli import main
 from concept_grounding.commands import demo, filter as filter_command, generate as generate_command
 from concept_grounding.errors import UsageError
 from concept_grounding.tdg.filter_job import FilterConfig, read_generated_records, run_filter
-from concept_grounding.tdg.generate import Pairing
-from concept_grounding.tdg.generate_job import (
-    MANIFEST_ARGUMENTS,
-    TINY_MODEL,
-    ClassTablePairings,
-    FluxModel,
-    GenerateConfig,
-    PairingsFile,
-    PretrainedFlux,
-    TinyFlux,
-    run_generate,
-)
+from concept_grounding.tdg.generate_config import GenerateConfig
+from concept_grounding.tdg.generate_job import run_generate
+from concept_grounding.tdg.plan import Pairing
+from concept_grounding.tdg.resume import MANIFEST_ARGUMENTS
+from concept_grounding.tdg.sources import TINY_MODEL, ClassTablePairings, FluxModel, PairingsFile, PretrainedFlux, TinyFlux
 from concept_grounding.worldflux.source import WorldFlux, world_pairings
 
 #: two pairings x 2 images of the tiny Flux at 16 px, 2 steps
@@ -38,7 +31,7 @@ ARGS = ["--tiny", "--classes", "Cardinal", "Blue Jay", "--attributes", "has_brea
 def _config(out: Path, **changes) -> GenerateConfig:
     config = GenerateConfig(out=out, model=TinyFlux(), pairings=world_pairings(),
                             classes=("017.Cardinal", "073.Blue_Jay"), attributes=("has_breast_pattern::spotted",),
-                            images_per_pairing=2, steps=2, size=16, batch_size=2, save_guides=True)
+                            images_per_pairing=2, num_inference_steps=2, size=16, batch_size=2, save_guides=True)
     return replace(config, **changes)
 
 
@@ -98,7 +91,7 @@ def test_resume_with_other_settings_names_the_arguments_before_loading(by_comman
             return FluxModel(TINY_MODEL, "float32", 32, 32, never)
 
     with pytest.raises(UsageError, match=r"num_inference_steps \(--steps\): 2 in the folder, 3 now"):
-        run_generate(_config(folder, model=Spy(), steps=3))
+        run_generate(_config(folder, model=Spy(), num_inference_steps=3))
     assert MANIFEST_ARGUMENTS["num_inference_steps"] == "--steps"
     assert _files(folder) == _files(by_command)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,7 @@ import torch
 
 from concept_grounding.world import BirdWorld, WorldConfig
 from concept_grounding.worldflux import WORLD_FLUX_DIR, FluxTrainConfig, load_world_flux, world_flux_call_kwargs
+from concept_grounding.worldflux.components import TRAINING_WORLD
 from concept_grounding.worldflux.captions import (
     held_out_matrix,
     is_held_out_free,
@@ -47,7 +49,7 @@ def test_is_held_out_free_known_answer(world2):
 
 
 def test_training_set_never_shows_a_held_out_combination(world2):
-    cfg = FluxTrainConfig(per_class=30, class_names=TWO)
+    cfg = FluxTrainConfig(world=replace(TRAINING_WORLD, class_names=TWO), per_class=30)
     data = render_training_set(cfg, progress=False)
     held = held_out_matrix(world2)
     assert data["images"].shape == (60, 32, 32, 3)
@@ -90,7 +92,7 @@ def test_cosine_lr_warms_up_and_decays():
 
 def test_config_rejects_bad_sizes():
     with pytest.raises(ValueError, match="image_size"):
-        FluxTrainConfig(image_size=36)
+        FluxTrainConfig(world=WorldConfig(image_size=36))
     with pytest.raises(ValueError, match="caption_dropout"):
         FluxTrainConfig(caption_dropout=1.0)
 
@@ -211,7 +213,7 @@ def test_vae_set_adds_deviant_renders_and_part_weights(world2):
     from concept_grounding.worldflux.train import render_training_set
     from concept_grounding.worldflux.vae import VAE_DEVIANT_START, render_vae_set
 
-    cfg = FluxTrainConfig(image_size=32, per_class=2, class_names=TWO, vae_deviant_per_class=3, vae_part_weight=1.0)
+    cfg = FluxTrainConfig(world=replace(TRAINING_WORLD, class_names=TWO), per_class=2, vae_deviant_per_class=3, vae_part_weight=1.0)
     data = render_training_set(cfg, progress=False)
     vae_set = render_vae_set(cfg, data, progress=False)
     assert vae_set["images"].shape == (4 + 6, 32, 32, 3)
@@ -252,3 +254,20 @@ def test_train_flux_attribute_preserving_vae_and_init_from(tmp_path, capsys):
     assert main(["train-flux", "--tiny", "--out", str(tmp_path / "y"), "--work-dir", str(tmp_path / "w4"),
                  "--init-from", str(tmp_path)]) != 0
     assert "--init-from" in capsys.readouterr().err
+
+
+def test_saved_config_keeps_its_flat_keys_and_old_files_still_load():
+    """``to_dict`` writes the world's settings as the flat keys of the files written before the
+    world was nested (same order, so a resumed work dir compares equal); an old file's unread
+    ``extra`` is ignored and one without pose / scene was trained on the varied world."""
+    cfg = FluxTrainConfig(world=replace(TRAINING_WORLD, class_names=TWO, seed=3), per_class=30)
+    saved = cfg.to_dict()
+    assert list(saved)[:4] == ["image_size", "per_class", "class_names", "vae_blocks"]
+    assert list(saved)[-4:] == ["seed", "pose", "zoom", "scene"]
+    assert list(saved).index("checkpoint_every") == list(saved).index("caption_dropout") + 1
+    assert saved["class_names"] == list(TWO) and saved["seed"] == 3 and "deviation_rate" not in saved
+    assert FluxTrainConfig.from_dict({**saved, "extra": {}}) == cfg
+    old = {k: v for k, v in saved.items() if k not in ("pose", "scene")}
+    assert FluxTrainConfig.from_dict(old).world == replace(cfg.world, pose="varied", scene="varied")
+    noisy = FluxTrainConfig(world=replace(TRAINING_WORLD, deviation_rate=0.2))
+    assert FluxTrainConfig.from_dict(noisy.to_dict()) == noisy

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
@@ -119,7 +119,6 @@ class BenchConfig:
     deviation_rate: float = 0.1
     classes: tuple[str, ...] | None = None
     threads: int = DEFAULT_THREADS
-    extra: dict[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.models if m not in MODEL_VARIANTS]
@@ -153,7 +152,9 @@ class BenchConfig:
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> "BenchConfig":
-        """The config :meth:`save` wrote (JSON lists back to tuples; unknown keys refused)."""
+        """The config :meth:`save` wrote (JSON lists back to tuples; unknown keys refused, but for
+        the unread ``extra`` of files written before it was removed)."""
+        values = {k: v for k, v in values.items() if k != "extra"}
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:

@@ -33,7 +33,7 @@ from concept_grounding.errors import UsageError
 if TYPE_CHECKING:  # torch and the renderer load when a stage runs, not when the CLI parses
     from concept_grounding.bench.config import BenchConfig
     from concept_grounding.tdg.filter_job import FilterConfig
-    from concept_grounding.tdg.generate_job import GenerateConfig
+    from concept_grounding.tdg.generate_config import GenerateConfig
     from concept_grounding.world.export import WorldExportConfig
 
 logger = logging.getLogger(__name__)
@@ -149,12 +149,12 @@ def _tdg_sheet(images: Path, prompting: Path, path: Path) -> list[dict]:
 def generate_config(images: Path, args: argparse.Namespace) -> GenerateConfig:
     """The TDG stage's generation: the shipped world Flux at 32 px on :data:`TDG_CLASSES` x
     :data:`TDG_ATTRIBUTES`, guides saved; ``--quick``: 1 image per pairing and 4 steps, else 4 and 20."""
-    from concept_grounding.tdg.generate_job import GenerateConfig
+    from concept_grounding.tdg.generate_config import GenerateConfig
     from concept_grounding.worldflux.source import WorldFlux, world_pairings
 
     per_pairing, steps = (1, 4) if args.quick else (4, 20)
     return GenerateConfig(out=images, model=WorldFlux(), pairings=world_pairings(), classes=TDG_CLASSES,
-                          attributes=TDG_ATTRIBUTES, images_per_pairing=per_pairing, seed=args.seed, steps=steps,
+                          attributes=TDG_ATTRIBUTES, images_per_pairing=per_pairing, seed=args.seed, num_inference_steps=steps,
                           size=32, save_guides=True)
 
 

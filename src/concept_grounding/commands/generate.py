@@ -3,8 +3,8 @@
 Pairings come from the bird world's class vectors (default), from CUB's class-level
 labels (``--cub-root``), or from a file (``--pairings``). Run it again with the same
 arguments to resume; launch it with ``accelerate launch`` to shard across processes/GPUs.
-The job lives in :mod:`concept_grounding.tdg.generate_job` (``GenerateConfig``,
-``run_generate``); this module parses the arguments, maps them onto the config and prints.
+The job lives in :mod:`concept_grounding.tdg.generate_job` (``run_generate`` of a
+:class:`~concept_grounding.tdg.generate.GenerateConfig`); this module parses the arguments, maps them onto the config and prints.
 """
 
 from __future__ import annotations
@@ -25,15 +25,15 @@ from concept_grounding.commands._types import (
 )
 from concept_grounding.errors import UsageError
 from concept_grounding.tdg.acceleration import CACHES, Acceleration, TransformerCache
-from concept_grounding.tdg.generate_job import (
+from concept_grounding.tdg.generate_config import GenerateConfig
+from concept_grounding.tdg.generate_job import run_generate
+from concept_grounding.tdg.sources import (
     ClassTablePairings,
     FluxSource,
-    GenerateConfig,
     PairingsFile,
     PairingSource,
     PretrainedFlux,
     TinyFlux,
-    run_generate,
 )
 from concept_grounding.worldflux.source import WORLD_MODEL, WorldFlux, world_pairings
 
@@ -65,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="base seed of the per-image seeds")
     parser.add_argument("--method", choices=("tdg", "prompting"), default="tdg",
                         help="tdg: tied diffusion (SUB Sec. 3); prompting: the reference prompt alone (baseline)")
-    parser.add_argument("--steps", type=positive_int, default=28, help="denoising steps")
+    parser.add_argument("--steps", dest="num_inference_steps", type=positive_int, default=28, help="denoising steps")
     parser.add_argument("--guidance-scale", type=nonnegative_float, default=3.5, help="FLUX guidance scale")
     parser.add_argument("--size", type=multiple_of(SIZE_MULTIPLE, why="FLUX: VAE factor 8 x 2 x 2 latent packing"),
                         default=None, help=f"image side, a multiple of {SIZE_MULTIPLE} (default 32 for the world model and --tiny, else 1024)")
@@ -121,7 +121,7 @@ def config_from_args(args: argparse.Namespace) -> GenerateConfig:
     return GenerateConfig(
         out=args.out, model=_model(args), pairings=_pairing_source(args), classes=_tuple(args.classes),
         attributes=_tuple(args.attributes), images_per_pairing=args.images_per_pairing, seed=args.seed,
-        method=args.method, steps=args.steps, guidance_scale=args.guidance_scale, size=args.size,
+        method=args.method, num_inference_steps=args.num_inference_steps, guidance_scale=args.guidance_scale, size=args.size,
         t_min=args.t_min, t_max=args.t_max, k=args.k, batch_size=args.batch_size, max_images=args.max_images,
         save_guides=args.save_guides, acceleration=Acceleration(cache=args.cache, compile=args.compile),
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 
 __all__ = ["add_arguments", "run", "config_from_args"]
@@ -74,18 +75,20 @@ def _channel_list(text: str) -> tuple[int, ...]:
 
 def config_from_args(args: argparse.Namespace):
     """The :class:`FluxTrainConfig` of the command line (``--tiny`` overrides sizes)."""
+    from concept_grounding.world import WorldConfig
     from concept_grounding.worldflux import FluxTrainConfig
+    from concept_grounding.worldflux.components import TRAINING_WORLD
 
     init_from = str(args.init_from) if args.init_from else None
     if args.tiny:  # the attribute-preserving VAE settings and --init-from apply to a smoke run too
         return FluxTrainConfig(
-            image_size=32, per_class=4, class_names=("017.Cardinal", "073.Blue_Jay"), vae_blocks=(8, 16), latent_channels=4,
-            vae_steps=2, vae_batch=4, text_width=16, text_layers=1, layers=1, single_layers=1, heads=2, head_dim=16,
-            steps=2, batch=4, warmup=1, checkpoint_every=1, seed=args.seed,
+            world=replace(TRAINING_WORLD, class_names=("017.Cardinal", "073.Blue_Jay"), seed=args.seed), per_class=4,
+            vae_blocks=(8, 16), latent_channels=4, vae_steps=2, vae_batch=4, text_width=16, text_layers=1, layers=1,
+            single_layers=1, heads=2, head_dim=16, steps=2, batch=4, warmup=1, checkpoint_every=1,
             vae_deviant_per_class=args.vae_deviant_per_class, vae_part_weight=args.vae_part_weight, init_from=init_from,
         )  # fmt: skip
     return FluxTrainConfig(
-        image_size=args.size,
+        world=WorldConfig(image_size=args.size, seed=args.seed, pose=args.pose, zoom=args.zoom, scene=args.scene),
         per_class=args.per_class,
         vae_blocks=tuple(args.vae_blocks),
         latent_channels=args.latent_channels,
@@ -100,10 +103,6 @@ def config_from_args(args: argparse.Namespace):
         heads=args.heads,
         head_dim=args.head_dim,
         checkpoint_every=args.checkpoint_every,
-        seed=args.seed,
-        pose=args.pose,
-        zoom=args.zoom,
-        scene=args.scene,
         vae_lr=args.vae_lr,
         vae_deviant_per_class=args.vae_deviant_per_class,
         vae_part_weight=args.vae_part_weight,

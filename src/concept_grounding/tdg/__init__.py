@@ -24,7 +24,7 @@ _LAZY = {
     "TiedDiffusionPipeline": ".pipeline",
     "TiedDiffusionPipelineOutput": ".pipeline_output",
     "load_flux_pipeline": ".loading",
-    "GenerateConfig": ".generate_job",
+    "GenerateConfig": ".generate_config",
     "GenerateResult": ".generate_job",
     "run_generate": ".generate_job",
     "FilterConfig": ".filter_job",

@@ -2,20 +2,31 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-__all__ = ["FluxTrainConfig", "build_vae", "build_text_encoders", "build_transformer", "build_scheduler"]
+from ..world.config import WorldConfig
+
+__all__ = ["FluxTrainConfig", "TRAINING_WORLD", "build_vae", "build_text_encoders", "build_transformer", "build_scheduler"]
+
+
+#: The world the Flux trains on by default: 32 px, canonical pose, plain scene (every part at
+#: the same pixels, so small parts survive the VAE and no capacity goes to backgrounds).
+TRAINING_WORLD = WorldConfig(image_size=32, pose="canonical", scene="plain")
 
 
 @dataclass
 class FluxTrainConfig:
-    """Every setting of ``concept-grounding train-flux`` (sizes, data, schedule, seed).
+    """Every setting of ``concept-grounding train-flux`` (world, sizes, data, schedule).
 
     Attributes:
-        image_size: render and generation side in pixels (multiple of 8 * 2**(len(vae_blocks)-1) / 2).
+        world: the training renders' :class:`~concept_grounding.world.WorldConfig`: its
+            ``image_size`` is the render and generation side in pixels (a multiple of
+            ``8 * 2**(len(vae_blocks)-1) / 2``), ``class_names`` the species (``None``: SUB's
+            33), ``seed`` seeds the renders and also the captions, initialisation and
+            batches, and ``pose`` / ``zoom`` / ``scene`` how birds are drawn (default
+            :data:`TRAINING_WORLD`: a canonical pose on a plain scene).
         per_class: training renders per species (after the held-out filter).
-        class_names: CUB class folders; ``None`` -> SUB's 33 classes.
         vae_blocks: AutoencoderKL ``block_out_channels``; downsampling 2**(len - 1).
         latent_channels: VAE latent channels (transformer in_channels = 4x, 2x2 packing).
         vae_steps / vae_batch / vae_lr: VAE fit (L1 + MSE + kl_weight * KL, AdamW, cosine).
@@ -29,11 +40,6 @@ class FluxTrainConfig:
             logit-normal t, AdamW with linear warm-up then cosine, EMA of all trained weights,
             caption replaced by "" with this probability for classifier-free guidance).
         checkpoint_every: steps between resumable checkpoints.
-        seed: seeds the world (renders), captions, initialisation and batches.
-        pose / zoom / scene: the training world's drawing settings
-            (:class:`~concept_grounding.world.WorldConfig`); a canonical pose on a plain
-            scene puts every part at the same pixels, so small parts (eyes, legs, bill)
-            survive the VAE and the generator spends no capacity on backgrounds.
         vae_deviant_per_class / vae_part_weight: the VAE's attribute-preserving settings
             (:mod:`.vae`): deviation-rate-1 renders per class added to its training set, and
             lambda of its part-weighted pixel loss (0: plain L1 + MSE).
@@ -42,9 +48,8 @@ class FluxTrainConfig:
             initialisation; ``None`` trains from scratch.
     """
 
-    image_size: int = 32
+    world: WorldConfig = TRAINING_WORLD
     per_class: int = 400
-    class_names: tuple[str, ...] | None = None
     vae_blocks: tuple[int, ...] = (16, 32, 64)
     latent_channels: int = 8
     vae_steps: int = 800
@@ -66,19 +71,15 @@ class FluxTrainConfig:
     ema: float = 0.999
     caption_dropout: float = 0.1
     checkpoint_every: int = 200
-    seed: int = 0
-    pose: str = "canonical"
-    zoom: float = 1.0
-    scene: str = "plain"
     vae_deviant_per_class: int = 0
     vae_part_weight: float = 0.0
     init_from: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         down = 2 ** (len(self.vae_blocks) - 1) * 2
-        if self.image_size % down:
-            raise ValueError(f"image_size must be a multiple of {down} for vae_blocks={self.vae_blocks}, got {self.image_size}")
+        if self.world.image_size % down:
+            raise ValueError(f"image_size must be a multiple of {down} for vae_blocks={self.vae_blocks}, "
+                             f"got {self.world.image_size}")
         for name in ("per_class", "vae_steps", "vae_batch", "batch", "max_length", "checkpoint_every"):
             if int(getattr(self, name)) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
@@ -90,37 +91,39 @@ class FluxTrainConfig:
             raise ValueError("vae_deviant_per_class and vae_part_weight must be >= 0")
         if self.head_dim % 4:
             raise ValueError(f"head_dim must be a multiple of 4, got {self.head_dim}")
-        self.world_config()  # validates pose / zoom / scene
 
     @property
     def mirror_augment(self) -> bool:
         """Whether training mirrors images at random: only a varied pose faces both ways
         (a mirrored canonical bird would face left, which the canonical world never draws)."""
-        return self.pose == "varied"
-
-    def world_config(self) -> Any:
-        """The :class:`~concept_grounding.world.WorldConfig` of the training renders."""
-        from ..world import WorldConfig
-
-        return WorldConfig(image_size=self.image_size, class_names=self.class_names, seed=self.seed,
-                           pose=self.pose, zoom=self.zoom, scene=self.scene)
+        return self.world.pose == "varied"
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["vae_blocks"] = list(self.vae_blocks)
-        d["class_names"] = list(self.class_names) if self.class_names is not None else None
-        return d
+        """The saved form (``config.json``, ``train_log.json``): the world's settings as flat keys
+        (``image_size``, ``class_names``, ``seed``, ``pose``, ``zoom``, ``scene``; ``deviation_rate``
+        only when not the default), in the order of the files written before the world was nested."""
+        w = self.world
+        world = {"image_size": w.image_size, "class_names": list(w.class_names) if w.class_names is not None else None,
+                 "seed": w.seed, "pose": w.pose, "zoom": w.zoom, "scene": w.scene}
+        if w.deviation_rate != WorldConfig.deviation_rate:
+            world["deviation_rate"] = w.deviation_rate
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "world"}
+        own["vae_blocks"] = list(self.vae_blocks)
+        return {"image_size": world.pop("image_size"), "per_class": own.pop("per_class"),
+                "class_names": world.pop("class_names"), **own, **world}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "FluxTrainConfig":
-        """Inverse of :meth:`to_dict`; a log written before the world settings existed was
-        trained on the varied world."""
-        known = {f.name for f in fields(cls)}
-        d = {"pose": "varied", "scene": "varied", **{k: v for k, v in d.items() if k in known}}
-        d["vae_blocks"] = tuple(d.get("vae_blocks", cls.vae_blocks))
+        """Inverse of :meth:`to_dict` (unknown keys, such as the ``extra`` of older files, are
+        ignored); a log written before the world settings existed was trained on the varied world."""
+        d = {"pose": "varied", "scene": "varied", **d}
+        world = {k: d[k] for k in ("image_size", "seed", "pose", "zoom", "scene", "deviation_rate") if k in d}
         if d.get("class_names") is not None:
-            d["class_names"] = tuple(d["class_names"])
-        return cls(**d)
+            world["class_names"] = tuple(d["class_names"])
+        known = {f.name for f in fields(cls)} - {"world"}
+        own = {k: v for k, v in d.items() if k in known}
+        own["vae_blocks"] = tuple(own.get("vae_blocks", cls.vae_blocks))
+        return cls(world=WorldConfig(**{**asdict(TRAINING_WORLD), **world}), **own)
 
 
 def build_vae(cfg: FluxTrainConfig) -> Any:
@@ -137,7 +140,7 @@ def build_vae(cfg: FluxTrainConfig) -> Any:
         layers_per_block=1,
         latent_channels=cfg.latent_channels,
         norm_num_groups=min(32, min(cfg.vae_blocks)),
-        sample_size=cfg.image_size,
+        sample_size=cfg.world.image_size,
         use_quant_conv=False,
         use_post_quant_conv=False,
     )

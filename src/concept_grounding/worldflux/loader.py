@@ -68,4 +68,4 @@ def trained_world_config(path: str | Path | None = None) -> Any:
     log = folder / "train_log.json"
     if not log.is_file():
         raise FileNotFoundError(f"path: {folder} has no train_log.json (not a folder written by train-flux)")
-    return FluxTrainConfig.from_dict(json.loads(log.read_text())["config"]).world_config()
+    return FluxTrainConfig.from_dict(json.loads(log.read_text())["config"]).world

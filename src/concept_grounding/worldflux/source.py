@@ -1,6 +1,6 @@
 """The bird world's inputs to the ``generate`` job: its Flux and its pairings.
 
-:class:`WorldFlux` is the :class:`~concept_grounding.tdg.generate_job.FluxSource` of the
+:class:`WorldFlux` is the :class:`~concept_grounding.tdg.sources.FluxSource` of the
 shipped world-trained Flux (``--model world``, the default of ``concept-grounding
 generate``); :func:`world_pairings` plans SUB's pairings over the world's 33 classes from
 their class-level labels.
@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..tdg.generate_job import ClassTablePairings, FluxModel
+from ..tdg.sources import ClassTablePairings, FluxModel
 from .loader import WORLD_TRUE_CFG
 
 __all__ = ["WORLD_MODEL", "WORLD_EXTRA", "WorldFlux", "world_pairings"]

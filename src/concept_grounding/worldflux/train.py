@@ -148,9 +148,9 @@ def _train_flux(
 
     world = training_world(cfg)
     path = work / "flux.pt"
-    torch.manual_seed(cfg.seed + 1)
+    torch.manual_seed(cfg.world.seed + 1)
     clip, t5 = build_text_encoders(cfg, len(tokenizers[0]))
-    torch.manual_seed(cfg.seed + 2)
+    torch.manual_seed(cfg.world.seed + 2)
     transformer = build_transformer(cfg)
     modules = torch.nn.ModuleDict({"transformer": transformer, "clip": clip, "t5": t5})
     if cfg.init_from:
@@ -178,8 +178,8 @@ def _train_flux(
     t_start = time.perf_counter() - state["seconds"]
     bar = tqdm(desc="flux", disable=not progress, initial=step, total=state["total"])
     while state["total"] is None or step < state["total"]:
-        g = torch.Generator().manual_seed(cfg.seed * 1_000_003 + 7 + step)
-        rng = np.random.default_rng([cfg.seed, 7, step])
+        g = torch.Generator().manual_seed(cfg.world.seed * 1_000_003 + 7 + step)
+        rng = np.random.default_rng([cfg.world.seed, 7, step])
         idx = torch.randint(n, (cfg.batch,), generator=g)
         flip = ((torch.rand(cfg.batch, generator=g) < 0.5) & cfg.mirror_augment)[:, None, None, None]
         mean = torch.where(flip, lat["mean_flip"][idx], lat["mean"][idx])
@@ -357,7 +357,7 @@ def train_world_flux(cfg: FluxTrainConfig, out_dir: str | Path, work_dir: str | 
     )
     vae_state = torch.load(work / "vae.pt", weights_only=True)
     _plot_losses(state["losses"], vae_state.get("losses", []), out / "loss_curve.png")
-    _sample_sheet(out, world, out / "samples.png", cfg.seed)
+    _sample_sheet(out, world, out / "samples.png", cfg.world.seed)
     params = {
         "transformer": sum(p.numel() for p in transformer.parameters()),
         "vae": sum(p.numel() for p in vae.parameters()),

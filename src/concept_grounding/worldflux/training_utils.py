@@ -20,7 +20,7 @@ def training_world(cfg: FluxTrainConfig) -> Any:
     """The :class:`~concept_grounding.world.BirdWorld` whose renders train the pipeline."""
     from ..world import BirdWorld
 
-    return BirdWorld(cfg.world_config())
+    return BirdWorld(cfg.world)
 
 
 def atomic_save(obj: Any, path: Path) -> None:

@@ -135,7 +135,7 @@ def train_vae(cfg: FluxTrainConfig, data: dict[str, np.ndarray], work: Path, pro
     import torch
 
     path = work / "vae.pt"
-    torch.manual_seed(cfg.seed)
+    torch.manual_seed(cfg.world.seed)
     vae = _initial_vae(cfg)
     opt = torch.optim.AdamW(vae.parameters(), lr=cfg.vae_lr, weight_decay=0.0)
     start, losses = 0, []
@@ -152,7 +152,7 @@ def train_vae(cfg: FluxTrainConfig, data: dict[str, np.ndarray], work: Path, pro
     vae.train()
     bar = tqdm(range(start, cfg.vae_steps), desc="vae", disable=not progress, initial=start, total=cfg.vae_steps)
     for step in bar:
-        g = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
+        g = torch.Generator().manual_seed(cfg.world.seed * 1_000_003 + step)
         idx = torch.randint(n, (cfg.vae_batch,), generator=g)
         x = x_all[idx]
         flip = (torch.rand(cfg.vae_batch, generator=g) < 0.5) & cfg.mirror_augment

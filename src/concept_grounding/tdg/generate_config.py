@@ -1,0 +1,93 @@
+"""The settings of one ``generate`` run (SUB Sec. 4.2), each under one name.
+
+Each setting has the name the folder's manifest records it by (``num_inference_steps``,
+``guidance_scale``, ...); the command-line argument behind each is
+:data:`~.resume.MANIFEST_ARGUMENTS` (e.g. ``--steps``).
+
+>>> GenerateConfig(out=Path("gen"), t_min=0.3).eta_schedule()
+EtaSchedule(t_min=0.3, t_max=0.9, k=10.0)
+>>> GenerateConfig(out=Path("gen")).eta_schedule() is None
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from ..errors import UsageError
+from .acceleration import Acceleration
+from .schedule import EtaSchedule
+
+if TYPE_CHECKING:
+    from .sources import FluxModel, FluxSource, PairingSource
+
+__all__ = ["GenerateConfig"]
+
+Method = Literal["tdg", "prompting"]
+
+
+@dataclass(frozen=True)
+class GenerateConfig:
+    """What to generate, where, and how: every setting of one run, once.
+
+    Args:
+        out: the image folder (resumable; its manifest must match).
+        model: the Flux to sample (:class:`~.sources.TinyFlux`, :class:`~.sources.PretrainedFlux`,
+            the world Flux), resolved by :func:`~.generate_job.run_generate`.
+        pairings: where the pairings come from (a class table or a file), planned by ``run_generate``.
+        classes: keep only these CUB class folder names (``None`` or empty: all).
+        attributes: target attributes (``None``: SUB's 32; with a file, a filter only).
+        images_per_pairing: N (paper: 500).
+        seed: base seed of the per-image seeds.
+        method: ``"tdg"`` or ``"prompting"`` (the reference prompt alone, a baseline).
+        num_inference_steps, guidance_scale: denoising steps and (distilled) guidance scale.
+        size: image side in pixels (``None``: the model's default); the manifest's ``height``
+            and ``width``.
+        t_min, t_max, k: override the paper's schedule (``None``: 0.2, 0.9, 10 when any is set).
+        batch_size: images per pipeline call (one pairing per call; batching changes the numerics).
+        max_images: stop after this many new images (``None``: all; resume later).
+        save_guides: also write each guide image to ``.guides/`` (SUB keeps only the references).
+        acceleration: a diffusers transformer cache and/or ``torch.compile`` (``--cache``, ``--compile``).
+    """
+
+    out: Path
+    model: FluxSource | None = None
+    pairings: PairingSource | None = None
+    classes: Sequence[str] | None = None
+    attributes: Sequence[str] | None = None
+    images_per_pairing: int = 500
+    seed: int = 0
+    method: Method = "tdg"
+    num_inference_steps: int = 28
+    guidance_scale: float = 3.5
+    size: int | None = None
+    t_min: float | None = None
+    t_max: float | None = None
+    k: float | None = None
+    batch_size: int = 4
+    max_images: int | None = None
+    save_guides: bool = False
+    acceleration: Acceleration = field(default_factory=Acceleration)
+
+    def eta_schedule(self) -> EtaSchedule | None:
+        """The override schedule, or ``None`` for the paper's per-attribute schedule.
+
+        Raises:
+            UsageError: ``t_min`` above ``t_max``.
+        """
+        given = {name: value for name, value in (("t_min", self.t_min), ("t_max", self.t_max), ("k", self.k))
+                 if value is not None}
+        if not given:
+            return None
+        paper = EtaSchedule()  # the settings not given keep the paper's values
+        t_min, t_max = given.get("t_min", paper.t_min), given.get("t_max", paper.t_max)
+        if t_min > t_max:
+            raise UsageError(f"--t-min {t_min} is above --t-max {t_max}", argument="--t-min/--t-max")
+        return replace(paper, **given)
+
+    def image_size(self, model: FluxModel) -> int:
+        """The image side in pixels: ``size``, else the model's default."""
+        return self.size or model.default_size

@@ -1,0 +1,201 @@
+"""What a ``generate`` run samples and from which pairings: Flux models and pairing sources.
+
+A *Flux source* resolves a model's settings without loading torch (a bad name fails
+within seconds): :class:`TinyFlux`, :class:`PretrainedFlux`, and the world Flux
+(:class:`concept_grounding.worldflux.source.WorldFlux`). A *pairing source* plans the
+pairings: :class:`ClassTablePairings` (from class-level labels: the bird world's, via
+:func:`concept_grounding.worldflux.source.world_pairings`, or CUB's, via
+:func:`concept_grounding.loaders.class_table.cub_class_table`) or :class:`PairingsFile`.
+The sources of other packages live there because ``tdg`` imports only the base.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..errors import UsageError
+from .plan import Pairing, plan_pairings, read_pairings
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = [
+    "FluxModel",
+    "FluxSource",
+    "TinyFlux",
+    "PretrainedFlux",
+    "PlannedPairings",
+    "PairingSource",
+    "ClassTable",
+    "ClassTablePairings",
+    "PairingsFile",
+    "select_pairings",
+    "TINY_MODEL",
+]
+
+#: The manifest's ``model`` of :class:`TinyFlux`.
+TINY_MODEL = "tiny_flux_pipeline(seed=0)"
+
+
+# ---------------------------------------------------------------------------- models
+
+
+@dataclass(frozen=True)
+class FluxModel:
+    """A resolved Flux model: what the manifest records about it, and how to load it.
+
+    Attributes:
+        name: recorded as the manifest's ``model`` (a resolved Hub id or folder, ``"world"``, ...).
+        dtype: recorded as the manifest's ``dtype`` (``"float32"``, ``"bfloat16"``, ...).
+        default_size: image side in pixels when the config gives none.
+        max_sequence_length: T5 prompt length in tokens.
+        load: builds the :class:`~concept_grounding.tdg.TiedDiffusionPipeline` (torch loads here).
+        extra: further keyword arguments of every pipeline call (e.g. true CFG).
+    """
+
+    name: str
+    dtype: str
+    default_size: int
+    max_sequence_length: int
+    load: Callable[[], Any] = field(compare=False, repr=False)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+class FluxSource(Protocol):
+    """Resolves a Flux model's settings without loading torch; a bad name raises ``UsageError``."""
+
+    def resolve(self) -> FluxModel: ...
+
+
+def _tiny_pipeline() -> Any:
+    from concept_grounding.testing import tiny_flux_pipeline  # the module attribute: tests may replace it
+
+    return tiny_flux_pipeline()
+
+
+@dataclass(frozen=True)
+class TinyFlux:
+    """The tiny random Flux built offline (tests, demo): float32, 32 px, 32-token prompts."""
+
+    def resolve(self) -> FluxModel:
+        return FluxModel(TINY_MODEL, "float32", 32, 32, _tiny_pipeline)
+
+
+@dataclass(frozen=True)
+class PretrainedFlux:
+    """A FLUX checkpoint: Hub id or folder, resolved by :func:`concept_grounding.hub.resolve_model`
+    (local, cached, or a clear error within seconds), loaded in ``dtype``; 1024 px, 512 tokens.
+
+    Args:
+        name: e.g. ``"black-forest-labs/FLUX.1-dev"`` or a folder.
+        dtype: ``"bfloat16"``, ``"float16"`` or ``"float32"``.
+        argument: the argument that errors about ``name`` name.
+    """
+
+    name: str
+    dtype: str = "bfloat16"
+    argument: str = "--model"
+
+    def resolve(self) -> FluxModel:
+        from ..hub import resolve_model
+
+        resolved, dtype = resolve_model(self.name, self.argument), self.dtype
+
+        def load() -> Any:
+            from .loading import load_flux_pipeline
+
+            return load_flux_pipeline(resolved, dtype)
+
+        return FluxModel(resolved, dtype, 1024, 512, load)
+
+
+# ---------------------------------------------------------------------------- pairings
+
+
+@dataclass(frozen=True)
+class PlannedPairings:
+    """What a :class:`PairingSource` planned.
+
+    Attributes:
+        pairings: in plan order.
+        class_names: the classes ``classes`` may choose from.
+        description: how errors name the source (``"the bird world (33 SUB classes)"``).
+    """
+
+    pairings: list[Pairing]
+    class_names: Sequence[str]
+    description: str
+
+
+class PairingSource(Protocol):
+    """Plans the pairings; ``attributes`` (``None``: SUB's 32 substitutions) is the target list
+    of a class table (a file lists its own)."""
+
+    def plan(self, attributes: Sequence[str] | None) -> PlannedPairings: ...
+
+
+class ClassTable(Protocol):
+    """``class_names`` (C,) and their (C, 312) 0/1 class-level labels; a
+    :class:`~concept_grounding.world.BirdWorld` is one."""
+
+    class_names: Sequence[str]
+    class_attributes: np.ndarray
+
+
+@dataclass(frozen=True)
+class ClassTablePairings:
+    """Every (class, attribute) whose attribute the class lacks (:func:`~concept_grounding.tdg.plan.plan_pairings`).
+
+    Args:
+        load: builds the :class:`ClassTable` (called by :meth:`plan`, so errors come in order).
+        description: how errors name the source; ``{num_classes}`` is replaced by C.
+    """
+
+    load: Callable[[], ClassTable]
+    description: str
+
+    def plan(self, attributes: Sequence[str] | None) -> PlannedPairings:
+        table = self.load()
+        names = table.class_names
+        return PlannedPairings(plan_pairings(names, table.class_attributes, attributes), names,
+                               self.description.replace("{num_classes}", str(len(names))))
+
+
+@dataclass(frozen=True)
+class PairingsFile:
+    """Pairings listed in a file (see :func:`~concept_grounding.tdg.plan.read_pairings`)."""
+
+    path: Path
+
+    def plan(self, attributes: Sequence[str] | None) -> PlannedPairings:
+        pairings = read_pairings(self.path)
+        return PlannedPairings(pairings, sorted({p.reference_class for p in pairings}),
+                               f"the pairings file {self.path}")
+
+
+def select_pairings(planned: PlannedPairings, classes: Sequence[str] | None,
+                    attributes: Sequence[str] | None) -> list[Pairing]:
+    """The planned pairings of ``classes`` and ``attributes`` (empty or ``None``: all).
+
+    Raises:
+        UsageError: a class is not among the source's, or no pairing is left.
+    """
+    pairings, names, source = planned.pairings, planned.class_names, planned.description
+    if classes:
+        known, chosen = set(names), set(classes)
+        missing = [c for c in classes if c not in known]
+        if missing:
+            raise UsageError(f"{missing} not among the classes of {source}", argument="--classes",
+                             hint=f"choose from {list(names)[:6]}...")
+        pairings = [p for p in pairings if p.reference_class in chosen]
+    if attributes:
+        targets = set(attributes)
+        pairings = [p for p in pairings if p.target_attribute in targets]
+    if not pairings:
+        raise UsageError(f"no (class, attribute) pairing is left to generate from {source}: every selected class "
+                         "already has every selected attribute", argument="--classes/--attributes",
+                         hint="choose other classes or attributes")
+    return pairings

@@ -55,24 +55,7 @@ from .schedule import EtaSchedule, schedule_for_attribute
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = [
-    "Pairing",
-    "GenerationJob",
-    "image_seed",
-    "image_file_name",
-    "plan_pairings",
-    "read_pairings",
-    "plan_jobs",
-    "chunk_jobs",
-    "generate_images",
-    "finalize",
-    "generation_manifest",
-    "check_manifest",
-    "ManifestMismatchError",
-    "MANIFEST_DEFAULTS",
-    "PARTS_DIR",
-    "MANIFEST_FILE",
-]
+__all__ = ["Pairing", "image_seed", "plan_jobs", "generate_images"]
 
 PARTS_DIR = ".tdg_parts"
 MANIFEST_FILE = ".tdg_manifest.json"

@@ -54,21 +54,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = [
-    "FluxModel",
-    "FluxSource",
-    "TinyFlux",
-    "PretrainedFlux",
-    "PlannedPairings",
-    "PairingSource",
-    "ClassTable",
-    "ClassTablePairings",
-    "PairingsFile",
-    "select_pairings",
-    "GenerateConfig",
-    "GenerateResult",
-    "run_generate",
-    "MANIFEST_ARGUMENTS",
-    "TINY_MODEL",
+    "FluxModel", "FluxSource", "TinyFlux", "PretrainedFlux", "PairingSource", "ClassTablePairings", "PairingsFile",
+    "GenerateConfig", "GenerateResult", "run_generate", "TINY_MODEL"
 ]
 
 #: The manifest's ``model`` of :class:`TinyFlux`.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-__all__ = ["FluxTrainConfig", "build_vae", "build_text_encoders", "build_transformer", "build_scheduler"]
+__all__ = ["FluxTrainConfig"]
 
 
 @dataclass

@@ -41,7 +41,7 @@ from ..fileio import atomic_write_bytes
 from .captions import caption_vocabulary, held_out_matrix, is_held_out_free, make_caption, word_tokenizers
 from .components import FluxTrainConfig, build_scheduler, build_text_encoders, build_transformer, build_vae
 
-__all__ = ["train_world_flux", "render_training_set", "cosine_lr", "flow_matching_loss"]
+__all__ = ["train_world_flux"]
 
 
 # ----------------------------------------------------------------------------- helpers

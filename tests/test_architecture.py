@@ -1,47 +1,43 @@
-"""Architecture rules over ``src/concept_grounding``, read with ``ast`` (nothing is imported).
+"""Architecture rules over ``src/concept_grounding``.
 
-* **No import cycle.** The graph has one edge per import statement anywhere in a module:
-  top level, inside functions, under ``if TYPE_CHECKING:``. ``from pkg import name``
-  points at ``pkg.name`` when that is a module of the package, else at ``pkg``; the
-  implicit import of a parent package is not an edge (it is how Python loads any
-  submodule, not a dependency of the importing module).
-* **No private reach across modules.** A module neither imports a private name
-  (``from x import _y``, ``import x._y``) from another project module nor reads one
-  through a module it imported (``x._y`` where ``x`` is bound by an import to a project
-  module). Dunder names are not private. A private *module* (``pkg/_helpers.py``) may be
-  imported by the modules of its own package ``pkg`` (that is what the underscore
-  says), not from outside it. Reaches into third-party libraries are out of scope here.
-
-``KNOWN_PRIVATE_REACHES`` and ``KNOWN_CYCLES`` list what lives in files owned by other
-work in progress; each entry is checked to still exist (a stale entry fails), so the
-lists can only shrink.
+* **Layers, independence, forbidden imports and no cycle between sibling packages**: the
+  import-linter contracts of ``pyproject.toml`` (``[tool.importlinter]``, the README's
+  newcomer's map), checked on every import statement (top level, inside functions, under
+  ``TYPE_CHECKING``) with no ignored import; :func:`test_import_contracts_are_kept` runs
+  ``lint-imports``, and :func:`test_contracts_catch_forbidden_imports` shows that it fails
+  on a copy of the package with forbidden imports added.
+* **No import cycle between modules**: no direct import ``a -> b`` for which ``b`` reaches
+  ``a`` back (grimp's import graph, as import-linter builds it; the implicit import of a
+  parent package is not an edge).
+* **No private reach across modules** (read with ``ast``; import-linter has no such
+  contract): a module neither imports a private name (``from x import _y``,
+  ``import x._y``) from another project module nor reads one through a module it
+  imported (``x._y`` where ``x`` is bound by an import to a project module). Dunder names
+  are not private. A private *module* (``pkg/_helpers.py``) may be imported by the modules
+  of its own package ``pkg`` (that is what the underscore says), not from outside it.
+  Reaches into third-party libraries are out of scope here.
 """
 
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
+import grimp
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
 PACKAGE = "concept_grounding"
-
-#: (importing module, "target module:private name") reaches still to be removed, each in
-#: a file that another piece of work owns right now.
-KNOWN_PRIVATE_REACHES: frozenset[tuple[str, str]] = frozenset()
-#: Import cycles still to be broken, each in files that another piece of work owns.
-KNOWN_CYCLES: tuple[tuple[str, ...], ...] = ()
-
-
-@dataclass(frozen=True)
-class ImportRef:
-    """One imported thing: the module it resolves to and the name taken from it (or None)."""
-
-    module: str
-    name: str | None
-    line: int
 
 
 def module_files(root: Path = SRC / PACKAGE) -> dict[str, Path]:
@@ -67,76 +63,16 @@ def _resolve(module: str, is_package: bool, level: int, target: str | None) -> s
     return ".".join(base + ([target] if target else []))
 
 
-def imports_of(module: str, path: Path, modules: set[str]) -> list[ImportRef]:
-    """Every import in ``path`` (all nesting levels) that targets a project module."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    is_package = path.name == "__init__.py"
-    refs = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name.split(".")[0] == PACKAGE:
-                    refs.append(ImportRef(alias.name, None, node.lineno))
-        elif isinstance(node, ast.ImportFrom):
-            base = _resolve(module, is_package, node.level, node.module)
-            if base.split(".")[0] != PACKAGE:
-                continue
-            for alias in node.names:
-                sub = f"{base}.{alias.name}"
-                if sub in modules:
-                    refs.append(ImportRef(sub, None, node.lineno))
-                else:
-                    refs.append(ImportRef(base, alias.name, node.lineno))
-    return refs
-
-
-def import_graph(files: dict[str, Path]) -> dict[str, set[str]]:
-    """Module -> project modules it imports (explicit targets only)."""
-    names = set(files)
-    graph: dict[str, set[str]] = {m: set() for m in files}
-    for module, path in files.items():
-        for ref in imports_of(module, path, names):
-            target = ref.module
-            while target not in names and "." in target:  # `import a.b.c` of a non-module attribute
-                target = target.rsplit(".", 1)[0]
-            if target in names and target != module:
-                graph[module].add(target)
-    return graph
-
-
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components with more than one module (Tarjan), sorted."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    out: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in sorted(graph[v]):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                component.append(w)
-                if w == v:
-                    break
-            if len(component) > 1:
-                out.append(sorted(component))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return sorted(out)
+def _resolve(module: str, is_package: bool, level: int, target: str | None) -> str:
+    """Absolute name of a (possibly relative) import target seen from ``module``."""
+    if level == 0:
+        return target or ""
+    base = module.split(".")
+    if not is_package:
+        base = base[:-1]
+    if level > 1:
+        base = base[: len(base) - (level - 1)]
+    return ".".join(base + ([target] if target else []))
 
 
 def _is_private(name: str) -> bool:
@@ -190,32 +126,88 @@ def private_reaches(files: dict[str, Path]) -> set[tuple[str, str]]:
     return found
 
 
+def lint_imports(src: Path) -> subprocess.CompletedProcess:
+    """``lint-imports`` with this checkout's contracts over the package found in ``src``."""
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    return subprocess.run([sys.executable, "-c", "from importlinter.cli import lint_imports_command; lint_imports_command()",
+                           "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+
+def broken_contracts(output: str) -> set[str]:
+    """The names of the contracts ``lint-imports`` reports broken."""
+    names = {c["name"] for c in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]}
+    flat = " ".join(output.split())
+    return {name for name in names if f"{name} BROKEN" in flat}
+
+
+def module_cycles(package: str) -> list[tuple[str, str]]:
+    """Direct imports ``a -> b`` between the package's modules that close a cycle (``b`` reaches ``a``)."""
+    graph = grimp.build_graph(package, cache_dir=None)
+    return sorted((a, b) for a in graph.modules for b in graph.find_modules_directly_imported_by(a)
+                  if graph.find_shortest_chain(importer=b, imported=a) is not None)
+
+
 # ----------------------------------------------------------------------------- the rules
+def test_import_contracts_are_kept():
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    assert all("ignore_imports" not in c for c in contracts)
+    out = lint_imports(SRC)
+    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
+    assert f"Contracts: {len(contracts)} kept, 0 broken." in out.stdout
+
+
 def test_no_import_cycle():
-    found = cycles(import_graph(module_files()))
-    new = [c for c in found if tuple(c) not in KNOWN_CYCLES]
-    assert new == [], f"import cycles in src/{PACKAGE}: {new}"
-
-
-@pytest.mark.parametrize("cycle", KNOWN_CYCLES, ids=lambda c: "<->".join(m.rsplit(".", 1)[-1] for m in c))
-def test_known_cycles_are_still_there(cycle):
-    """Each allowed cycle must still exist; remove the entry when it is broken."""
-    assert list(cycle) in cycles(import_graph(module_files())), f"{cycle} is gone: delete it from KNOWN_CYCLES"
+    assert module_cycles(PACKAGE) == [], f"import cycles in src/{PACKAGE}"
 
 
 def test_no_private_name_crosses_modules():
     found = private_reaches(module_files())
-    new = sorted(found - KNOWN_PRIVATE_REACHES)
-    assert new == [], f"private names reached across modules (promote them to public names): {new}"
+    assert sorted(found) == [], f"private names reached across modules (promote them to public names): {sorted(found)}"
 
 
-@pytest.mark.parametrize("entry", sorted(KNOWN_PRIVATE_REACHES), ids=lambda e: f"{e[0]}->{e[1]}")
-def test_known_private_reaches_are_still_there(entry):
-    """Each allowed reach must still exist; remove the entry when its file is fixed."""
-    assert entry in private_reaches(module_files()), f"{entry} is gone: delete it from KNOWN_PRIVATE_REACHES"
+# ----------------------------------------------------------------------------- the checkers themselves
+@pytest.mark.slow
+def test_contracts_catch_forbidden_imports(tmp_path):
+    """A copy of the package with forbidden imports of each form (relative under
+    ``TYPE_CHECKING``, absolute ``from pkg import module`` inside a function, a heavy
+    library inside a function) breaks the contracts that forbid them."""
+    shutil.copytree(SRC / PACKAGE, tmp_path / PACKAGE, ignore=shutil.ignore_patterns("__pycache__", "assets"))
+    with open(tmp_path / PACKAGE / "world" / "config.py", "a") as f:
+        f.write("\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..tdg import pipeline\n")
+    with open(tmp_path / PACKAGE / "metrics" / "sub_accuracy.py", "a") as f:
+        f.write("\n\ndef _probe():\n    from concept_grounding import loaders\n")
+    with open(tmp_path / PACKAGE / "vocabulary.py", "a") as f:
+        f.write("\n\ndef _probe():\n    import torch\n")
+    out = lint_imports(tmp_path)
+    assert out.returncode == 1, out.stdout[-3000:] + out.stderr[-3000:]
+    broken = broken_contracts(out.stdout)
+    assert {"Each package imports only the layers below it; packages on one line are independent",
+            "metrics import the vocabulary only; plotting draws them",
+            "The base install's modules import no extra's library"} <= broken, out.stdout[-6000:]
+    assert "concept_grounding.world.config -> concept_grounding.tdg.pipeline" in out.stdout
 
 
-# ----------------------------------------------------------------------------- the checker itself
+def test_cycle_checker_sees_function_level_and_type_checking_cycles(tmp_path, monkeypatch):
+    root = tmp_path / "cycle_probe"
+    files = {
+        "__init__.py": "",
+        "a/__init__.py": "from .x import X\n",
+        "a/x.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .y import Y\nX = 1\n",
+        "a/y.py": "def f():\n    from . import z\n",
+        "a/z.py": "from cycle_probe.a import x\n",
+        "b.py": "from .a import X\n",
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert module_cycles("cycle_probe") == [("cycle_probe.a.x", "cycle_probe.a.y"), ("cycle_probe.a.y", "cycle_probe.a.z"),
+                                            ("cycle_probe.a.z", "cycle_probe.a.x")]
+    (root / "a/z.py").write_text("")
+    assert module_cycles("cycle_probe") == []
+
+
 def _tmp_package(tmp_path: Path, files: dict[str, str]) -> Path:
     root = tmp_path / PACKAGE
     for rel, text in files.items():
@@ -223,26 +215,6 @@ def _tmp_package(tmp_path: Path, files: dict[str, str]) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     return root
-
-
-def test_checker_sees_function_level_and_type_checking_cycles(tmp_path):
-    root = _tmp_package(tmp_path, {
-        "__init__.py": "",
-        "a/__init__.py": "from .x import X\n",
-        "a/x.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .y import Y\nX = 1\n",
-        "a/y.py": "def f():\n    from . import z\n",
-        "a/z.py": "from concept_grounding.a import x\n",
-        "b.py": "from .a import X\n",
-    })
-    files = module_files(root)
-    p = PACKAGE
-    assert set(files) == {p, f"{p}.a", f"{p}.a.x", f"{p}.a.y", f"{p}.a.z", f"{p}.b"}
-    graph = import_graph(files)
-    assert graph[f"{p}.b"] == {f"{p}.a"}  # X is a name, not a module
-    assert graph[f"{p}.a"] == {f"{p}.a.x"}
-    assert cycles(graph) == [[f"{p}.a.x", f"{p}.a.y", f"{p}.a.z"]]
-    graph[f"{p}.a.z"] = set()
-    assert cycles(graph) == []
 
 
 def test_checker_sees_private_imports_and_attribute_reaches(tmp_path):
@@ -262,65 +234,3 @@ def test_checker_sees_private_imports_and_attribute_reaches(tmp_path):
     found = private_reaches(module_files(root))
     p = PACKAGE
     assert found == {(f"{p}.a", f"{p}.m:_hidden"), (f"{p}.b", f"{p}.m:_hidden"), (f"{p}.outsider", f"{p}.pkg:_util")}
-
-
-#: Which project packages each top-level package may import (the README's "newcomer's map").
-BASE = {"vocabulary", "schema", "errors", "extras", "fileio", "hub", "progress"}
-ALLOWED_IMPORTS: dict[str, set[str]] = {
-    **{name: BASE for name in BASE},
-    "__init__": BASE,
-    "world": BASE,
-    "metrics": {"vocabulary"},
-    "plotting": {"metrics"},
-    "loaders": BASE,
-    "models": BASE,
-    "tdg": BASE | {"testing"},
-    "testing": BASE | {"models", "tdg"},
-    "worldflux": BASE | {"tdg", "world"},
-    "judge": BASE | {"tdg", "world"},
-    "cci": BASE | {"models", "world", "testing"},
-    "bench": BASE | {"world", "loaders", "metrics", "plotting", "models"},
-    "evaluation": BASE | {"world", "loaders", "metrics", "plotting", "models", "bench"},
-    "publish": BASE | {"world"},
-    "space": BASE | {"bench", "models", "world", "testing"},
-}
-
-
-def package_imports(src: Path = SRC / PACKAGE) -> dict[str, set[str]]:
-    """Top-level project package -> the other top-level packages its modules import
-    (every import statement, relative or absolute, anywhere in a module)."""
-    graph: dict[str, set[str]] = {}
-    for path in src.rglob("*.py"):
-        parts = list(path.relative_to(src).with_suffix("").parts)
-        me = parts[0]
-        package = parts[:-1]  # the package a relative import starts from
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            targets: list[list[str]] = []
-            if isinstance(node, ast.ImportFrom) and node.level:
-                base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
-                targets.append(base + (node.module.split(".") if node.module else []))
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PACKAGE + "."):
-                targets.append(node.module.split(".")[1:])
-            elif isinstance(node, ast.Import):
-                targets += [a.name.split(".")[1:] for a in node.names if a.name.startswith(PACKAGE + ".")]
-            for target in targets:
-                if target and target[0] != me:
-                    graph.setdefault(me, set()).add(target[0])
-    return graph
-
-
-def test_package_imports_follow_the_readme_map():
-    graph = package_imports()
-    shells = {"commands", "cli"}
-    unexpected = {pkg: sorted(deps - ALLOWED_IMPORTS.get(pkg, set()))
-                  for pkg, deps in graph.items() if pkg not in shells}
-    assert {pkg: deps for pkg, deps in unexpected.items() if deps} == {}
-
-
-def test_package_map_checker_sees_relative_and_absolute_imports(tmp_path):
-    root = tmp_path / PACKAGE
-    (root / "low").mkdir(parents=True)
-    (root / "high").mkdir()
-    (root / "low" / "a.py").write_text("from ..high import b\n")
-    (root / "high" / "b.py").write_text("import concept_grounding.vocabulary\nfrom . import c\n")
-    assert package_imports(root) == {"low": {"high"}, "high": {"vocabulary"}}

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_lines", "encoded_image_bytes", "FORMAT_OF_SUFFIX"]
+__all__ = ["atomic_write_bytes", "atomic_write_lines", "encoded_image_bytes", "FORMAT_OF_SUFFIX"]
 
 #: PIL format name by lower-case file suffix.
 FORMAT_OF_SUFFIX: dict[str, str] = {".jpg": "JPEG", ".jpeg": "JPEG", ".png": "PNG"}

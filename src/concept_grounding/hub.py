@@ -33,8 +33,7 @@ from typing import Literal
 
 from .errors import ModelUnavailableError, suggest
 
-__all__ = ["resolve_model", "resolve_open_clip", "resolve_clip", "probe_hub", "probe_timeout", "hub_offline", "go_offline",
-           "HubProbe", "TIMEOUT_ENV"]
+__all__ = ["resolve_model", "resolve_open_clip", "resolve_clip"]
 
 logger = logging.getLogger(__name__)
 

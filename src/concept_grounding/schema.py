@@ -34,7 +34,7 @@ from .vocabulary import Vocabulary, load_vocabulary
 if TYPE_CHECKING:  # datasets is imported lazily: importing the package must stay fast
     import datasets
 
-__all__ = ["cub_features", "sub_features", "SUB_COLUMNS"]
+__all__ = ["cub_features", "sub_features"]
 
 SUB_COLUMNS: dict[str, str] = {
     "image": "the counterfactual image",

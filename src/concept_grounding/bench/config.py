@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from ..models.train_config import DEFAULT_THREADS, TrainConfig
 
-__all__ = ["BenchConfig", "MODEL_VARIANTS", "ModelVariant", "MIN_CLASSES", "check_classes"]
+__all__ = ["BenchConfig", "MODEL_VARIANTS", "check_classes"]
 
 #: Fewest world classes a bench run takes: a class predictor needs two, and s+ is measured on
 #: attributes a class lacks but another class shows (with one class no S+ is ever a concept).

@@ -13,7 +13,7 @@ from .config import BenchConfig
 if TYPE_CHECKING:
     import datasets
 
-__all__ = ["BenchData", "load_bench_data", "concept_columns", "class_matrix"]
+__all__ = ["concept_columns", "class_matrix"]
 
 
 @dataclass

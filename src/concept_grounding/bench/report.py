@@ -22,10 +22,7 @@ if TYPE_CHECKING:
     from .config import BenchConfig
     from .data import BenchData
 
-__all__ = [
-    "markdown_table", "percent", "write_json", "slug", "finding", "plot_breakdowns", "write_report",
-    "TABLE_COLUMNS", "WORLD_COLUMNS", "HUMAN_ROWS",
-]
+__all__ = ["markdown_table", "percent", "write_json", "slug", "finding", "write_report"]
 
 #: (key, header) of the SUB paper's Tables 1 and 2.
 TABLE_COLUMNS: tuple[tuple[str, str], ...] = (

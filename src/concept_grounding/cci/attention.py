@@ -36,17 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import torch
     from torch import nn
 
-__all__ = [
-    "CLUSTER_MASK_ATTENTION",
-    "MASKABLE_IMPLEMENTATIONS",
-    "check_key_mask",
-    "cluster_mask_attention",
-    "key_bias",
-    "library_attention",
-    "multihead_attention",
-    "register_cluster_mask_attention",
-    "transformers_key_mask",
-]
+__all__ = []
 
 #: Name of the CCI attention function in transformers' ``AttentionInterface``.
 CLUSTER_MASK_ATTENTION = "cci_cluster_mask"

@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import torch
     from torch import nn
 
-__all__ = ["BlockOps", "VisionBackend", "TransformersCLIPBackend", "OpenCLIPBackend", "get_backend"]
+__all__ = ["get_backend"]
 
 
 @dataclass(frozen=True)

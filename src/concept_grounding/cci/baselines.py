@@ -32,8 +32,7 @@ from .backends import get_backend
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-__all__ = ["random_maps", "gradcam_maps", "grad_eclip_maps", "rollout_maps", "BASELINES", "BASELINE_TITLES",
-           "TEXT_FREE_BASELINES", "baseline_caption"]
+__all__ = ["BASELINES", "baseline_caption"]
 
 
 def _upsample(patch: "torch.Tensor", image_size: tuple[int, int]) -> "torch.Tensor":

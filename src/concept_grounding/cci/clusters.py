@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-__all__ = ["kmeans", "kmeans_plusplus"]
+__all__ = ["kmeans"]
 
 
 def _sq_dists(x: "torch.Tensor", c: "torch.Tensor") -> "torch.Tensor":

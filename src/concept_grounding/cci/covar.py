@@ -41,17 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import datasets
     import torch
 
-__all__ = [
-    "StructuralTransform",
-    "TRANSFORMS",
-    "procedural_backgrounds",
-    "apply_transform",
-    "composite",
-    "covar_rows",
-    "build_covar",
-    "inpaint_backgrounds",
-    "to_pixel_values",
-]
+__all__ = ["procedural_backgrounds", "composite", "build_covar", "inpaint_backgrounds"]
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CovarConfig", "CovarResult", "run_covar", "write_covar_report", "truth_checks", "INPAINT_PROMPTS"]
+__all__ = ["CovarConfig", "run_covar", "write_covar_report", "INPAINT_PROMPTS"]
 
 #: Default scenes for ``inpaint_model``.
 INPAINT_PROMPTS = ("a photo of a forest", "a photo of a sandy beach", "a photo of a snowy field",

@@ -27,17 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
     import torch
 
-__all__ = [
-    "TextEmbeddingJudge",
-    "AttributeJudge",
-    "binarize",
-    "iou",
-    "diagnose",
-    "error_shares",
-    "foreground_share",
-    "pointing_game",
-    "CATEGORIES",
-]
+__all__ = ["TextEmbeddingJudge", "AttributeJudge", "diagnose", "foreground_share", "pointing_game"]
 
 #: per-sample categories
 CATEGORIES = ("correct", "BG-Er", "Fine-Er", "FG-Er")

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ExplainConfig", "ExplainResult", "run_explain", "write_explain_report", "check_text_count"]
+__all__ = ["ExplainConfig", "run_explain", "write_explain_report", "check_text_count"]
 
 METHODS = ("fast", "hook")
 

@@ -20,15 +20,7 @@ from typing import TYPE_CHECKING, Callable, Literal
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-__all__ = [
-    "Replacement",
-    "FaithfulnessCurves",
-    "pixel_order",
-    "perturbed",
-    "classification_curves",
-    "retrieval_curves",
-    "auc",
-]
+__all__ = []
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from .backends import BlockOps, VisionBackend
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-__all__ = ["CPU_GROUP_TOKENS", "UnmaskedTrace", "unmasked_trace", "masked_embeddings_fast"]
+__all__ = []
 
 
 @dataclass

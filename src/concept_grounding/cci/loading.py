@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover
     from concept_grounding.models.clip import ClipHandle
 
-__all__ = ["load_explainable_clip", "tiny_open_clip_handle"]
+__all__ = ["load_explainable_clip"]
 
 
 def tiny_open_clip_handle(image_size: int = 64, device: str = "cpu", *, patch_size: int | None = None,

@@ -24,7 +24,7 @@ from .backends import VisionBackend, get_backend
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-__all__ = ["ClusterMask", "cluster_key_mask", "masked_embeddings_reference"]
+__all__ = ["ClusterMask", "cluster_key_mask"]
 
 
 class ClusterMask:

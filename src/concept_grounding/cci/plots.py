@@ -9,7 +9,7 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
 
-__all__ = ["overlay", "save_panel_grid", "save_bar_chart"]
+__all__ = ["overlay"]
 
 
 def overlay(image: np.ndarray, heat: np.ndarray, alpha: float = 0.5, cmap: str = "jet") -> np.ndarray:

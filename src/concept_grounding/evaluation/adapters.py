@@ -49,10 +49,7 @@ from .concepts import resolve_concept_names
 from .preprocessing import Preprocess, make_preprocess
 from .pyc import PyCConcepts, is_pyc_model, plain_tensor
 
-__all__ = [
-    "SubModel", "BinaryConceptModel", "OpenVocabularyModel", "as_sub_model", "project_concept_model", "pick_output",
-    "model_device", "DTYPES",
-]
+__all__ = ["SubModel", "BinaryConceptModel", "OpenVocabularyModel", "as_sub_model", "model_device"]
 
 #: torch dtypes by the names ``--dtype`` takes.
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

@@ -32,7 +32,7 @@ from ..errors import UsageError, option
 from ..loaders.sub import normalise_attribute
 from ..vocabulary import Vocabulary, load_vocabulary
 
-__all__ = ["resolve_concept_names", "NAMED_SETS", "INDEX_BASES"]
+__all__ = ["resolve_concept_names", "NAMED_SETS"]
 
 #: the named concept sets a model can declare.
 NAMED_SETS = ("cub_312", "all", "cbm_112", "sub")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ProcessInfo", "process_info", "shard", "gather_rows"]
+__all__ = ["process_info", "shard"]
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from typing import Any
 from ..errors import UsageError, option
 from .adapters import SubModel, as_sub_model
 
-__all__ = ["load_model", "load_factory", "from_factory_result", "saved_image_size", "FACTORY_KEYS"]
+__all__ = ["load_model", "load_factory", "saved_image_size"]
 
 #: the keys a factory's dict may have (:func:`~.adapters.as_sub_model`'s arguments).
 FACTORY_KEYS = ("model", "transform", "preprocess", "processor", "concept_names", "output", "outputs", "tokenizer",

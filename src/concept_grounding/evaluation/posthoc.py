@@ -38,10 +38,7 @@ from .concepts import resolve_concept_names
 if TYPE_CHECKING:
     import datasets
 
-__all__ = [
-    "FeatureMapPostHocCBM", "AyselResult", "aysel_metrics", "analyse_posthoc", "parts_at", "fit_missing_parts",
-    "write_aysel_report",
-]
+__all__ = ["FeatureMapPostHocCBM", "analyse_posthoc"]
 
 
 class FeatureMapPostHocCBM(nn.Module):

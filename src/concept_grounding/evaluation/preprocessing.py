@@ -28,7 +28,7 @@ import torch
 from ..errors import UsageError, option
 from ..models.data import images_to_tensor
 
-__all__ = ["Preprocess", "make_preprocess", "IMAGENET_MEAN", "IMAGENET_STD"]
+__all__ = ["make_preprocess", "IMAGENET_MEAN", "IMAGENET_STD"]
 
 #: ``list of PIL images -> (B, 3, H, W) float tensor``
 Preprocess = Callable[[Sequence[Any]], torch.Tensor]

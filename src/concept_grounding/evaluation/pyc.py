@@ -27,7 +27,7 @@ from torch import nn
 from ..errors import UsageError, option
 from .concepts import resolve_concept_names
 
-__all__ = ["PyCConcepts", "is_pyc_model", "plain_tensor"]
+__all__ = []
 
 
 def is_pyc_model(obj: Any) -> bool:

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["write_sub_report", "BREAKDOWN_LEVELS"]
+__all__ = []
 
 #: breakdown level -> (SubEvaluation attribute, header)
 BREAKDOWN_LEVELS: dict[str, tuple[str, str]] = {

@@ -35,7 +35,7 @@ from .distributed import ProcessInfo, gather_rows, process_info, shard
 if TYPE_CHECKING:
     import datasets
 
-__all__ = ["SubEvaluation", "evaluate_sub", "load_sub_source", "predict_scores", "PROTOCOLS", "world_sub_source"]
+__all__ = ["SubEvaluation", "evaluate_sub", "load_sub_source", "PROTOCOLS"]
 
 PROTOCOLS = ("paper", "official")
 _SUB_COLUMNS = ("image", "reference_class", "target_attribute", "removed_attributes")

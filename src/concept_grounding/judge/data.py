@@ -29,7 +29,7 @@ import numpy as np
 
 from ..world import BirdWorld
 
-__all__ = ["JudgeSet", "EditSet", "judge_training_set", "typical_renders", "exact_edits", "TRAIN_START", "VALIDATION_START"]
+__all__ = ["JudgeSet", "EditSet", "judge_training_set", "typical_renders", "exact_edits"]
 
 #: First sample round of the judges' training renders (far above any generator training index).
 TRAIN_START = 100_000

@@ -33,8 +33,7 @@ from ..vocabulary import Vocabulary, load_vocabulary
 from ..world.species import BASE_GROUPS, DERIVED_GROUPS, RENDERED_VALUES
 from .data import JudgeSet
 
-__all__ = ["WorldJudge", "JudgeOutput", "TraitLayout", "train_judge", "judge_images", "load_world_judge", "shipped_judge",
-           "WORLD_JUDGE_DIR"]
+__all__ = ["WorldJudge", "train_judge", "judge_images", "load_world_judge", "shipped_judge"]
 
 #: The shipped judge of the shipped world Flux's world (package data; model card inside).
 WORLD_JUDGE_DIR = Path(__file__).resolve().parent.parent / "assets" / "world_judge"

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-__all__ = ["auroc", "bootstrap_ci", "summarise", "paired_sample_size", "detectable_difference"]
+__all__ = ["auroc", "summarise", "paired_sample_size", "detectable_difference"]
 
 
 def auroc(scores: np.ndarray, labels: np.ndarray) -> float:

@@ -31,8 +31,7 @@ import numpy as np
 from ..world import BirdWorld
 from .data import VALIDATION_START, EditSet, JudgeSet, exact_edits, typical_renders
 
-__all__ = ["Judge", "JUDGE_BARS", "ConditionResult", "JudgeValidation", "validate_judge", "balanced_accuracy",
-           "group_rates", "edit_verdicts", "substitution_verdicts"]
+__all__ = ["Judge", "JUDGE_BARS", "JudgeValidation", "validate_judge", "substitution_verdicts"]
 
 #: ``images -> (species (N,), attribute probabilities (N, 312))``.
 Judge = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["CubClassTable", "cub_class_table"]
+__all__ = ["cub_class_table"]
 
 
 @dataclass(frozen=True)

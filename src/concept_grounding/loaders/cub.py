@@ -69,7 +69,7 @@ from .labels import class_level_labels
 if TYPE_CHECKING:
     import datasets
 
-__all__ = ["read_cub_tables", "cub_class_attributes", "load_cub"]
+__all__ = ["read_cub_tables", "load_cub"]
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from ._text import show_path
 from .cub_files import CUBTables
 from .errors import CUBFormatError, warn_repaired
 
-__all__ = ["PART_MARGIN", "check_images_readable", "check_part_bounds", "extra_files"]
+__all__ = []
 
 
 def check_images_readable(tables: CUBTables, progress: bool) -> np.ndarray:

@@ -32,11 +32,7 @@ import numpy as np
 from ._text import parse_number, read_rows, utf8_errors_named
 from .errors import CUBFormatError, warn_repaired
 
-__all__ = [
-    "CUB_FILES", "ATTRIBUTE_NAME_FILES", "CERTAINTY_NAMES", "EXTRA_FOLDERS", "CUBTables", "resolve_root", "find_files",
-    "read_images", "read_names", "dense_names", "check_against_vocab", "read_image_table", "read_attribute_labels",
-    "read_part_locs", "read_continuous", "clip_boxes", "PERCENT_SLACK",
-]
+__all__ = ["CUBTables"]
 
 #: required files, relative to the ``CUB_200_2011`` folder (``attributes.txt`` aside)
 CUB_FILES: dict[str, str] = {

@@ -15,7 +15,7 @@ from .cub_files import CERTAINTY_NAMES, EXTRA_FOLDERS
 if TYPE_CHECKING:
     import datasets
 
-__all__ = ["write_cub", "float32_text"]
+__all__ = ["write_cub"]
 
 
 def float32_text(value: float) -> str:

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["DatasetFormatError", "CUBFormatError", "SUBFormatError", "HubUnavailableError", "DatasetWarning",
-           "warn_repaired"]
+__all__ = ["DatasetFormatError", "CUBFormatError", "SUBFormatError", "HubUnavailableError", "DatasetWarning"]
 
 
 class DatasetFormatError(ValueError):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["class_level_labels", "NOT_VISIBLE"]
+__all__ = ["class_level_labels"]
 
 #: CUB certainty id meaning "not visible" (``attributes/certainties.txt``: 1 not visible,
 #: 2 guessing, 3 probably, 4 definitely).

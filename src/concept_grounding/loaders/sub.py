@@ -49,7 +49,7 @@ from .errors import HubUnavailableError, SUBFormatError
 if TYPE_CHECKING:
     import datasets
 
-__all__ = ["DEFAULT_SUB_COLUMNS", "SUB_HUB_ID", "load_sub", "write_sub", "normalise_class", "normalise_attribute"]
+__all__ = ["DEFAULT_SUB_COLUMNS", "load_sub", "write_sub", "normalise_attribute"]
 
 SUB_HUB_ID = "Jessica-bader/SUB"
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from ._validation import as_array, as_labels, as_mask, check_choice, check_positive_ints, check_same_length
 
-__all__ = ["concept_existence", "local_importance", "rank_concepts", "RANKINGS", "check_ranking_inputs"]
+__all__ = ["concept_existence", "local_importance", "rank_concepts"]
 
 RANKINGS = ("theta_u", "theta", "u")
 

@@ -40,7 +40,7 @@ import numpy as np
 
 from ._validation import as_array, as_labels, check_same_length
 
-__all__ = ["concept_global_importance", "cosine_similarity_rows_and_columns", "class_mean_concepts", "score_histograms", "HISTOGRAM_EDGES"]
+__all__ = ["concept_global_importance"]
 
 #: Histogram bin edges for CGIM scores: 20 bins of width 0.1 on [-1, 1] (Aysel et al. Fig. 2).
 HISTOGRAM_EDGES = np.linspace(-1.0, 1.0, 21)

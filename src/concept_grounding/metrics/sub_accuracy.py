@@ -81,7 +81,7 @@ from ._validation import (
     check_same_length,
 )
 
-__all__ = ["sub_accuracy", "concept_accuracy", "MODES", "PROTOCOLS"]
+__all__ = ["sub_accuracy", "concept_accuracy", "PROTOCOLS"]
 
 MODES = ("binary", "group")
 #: ``"paper"``: the paper's rules (docs/sub_accuracy.md); ``"official"``: SUB's published evaluation code.

@@ -52,8 +52,8 @@ from .pixels import normalize_pixels
 from .training import fit, random_hflip
 
 __all__ = [
-    "BackboneOutput", "SmallCNN", "SmallViT", "StandardBackbone", "CUBAugment", "STANDARD_ARCHITECTURES",
-    "build_backbone", "backbone_config", "train_backbone", "load_backbone_weights", "drop_init_weights",
+    "BackboneOutput", "SmallCNN", "SmallViT", "build_backbone", "backbone_config", "train_backbone",
+    "drop_init_weights"
 ]
 
 

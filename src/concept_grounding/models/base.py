@@ -18,15 +18,7 @@ from torch import nn
 
 from ..vocabulary import Vocabulary
 
-__all__ = [
-    "ConceptModelOutput",
-    "ConceptModelMixin",
-    "predict_concepts",
-    "predict_classes",
-    "predict",
-    "seeded",
-    "HUB_KWARGS",
-]
+__all__ = ["ConceptModelOutput", "ConceptModelMixin", "predict_concepts", "predict_classes", "predict", "seeded"]
 
 #: keyword arguments every model class passes to ``PyTorchModelHubMixin``.
 HUB_KWARGS = dict(library_name="concept-grounding", repo_url="https://github.com/concept-grounding/concept-grounding")

@@ -45,7 +45,7 @@ from .data import ConceptTensors, training_tensors
 from .train_config import TrainConfig, trainer_knobs
 from .training import TrainHistory, fit, random_hflip
 
-__all__ = ["ConceptBottleneckModel", "train_cbm", "concept_bce", "CBM_MODES"]
+__all__ = ["ConceptBottleneckModel", "train_cbm"]
 
 CBM_MODES = ("independent", "sequential", "joint")
 

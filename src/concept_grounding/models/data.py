@@ -24,7 +24,7 @@ from ..vocabulary import Vocabulary, load_vocabulary
 if TYPE_CHECKING:
     import datasets
 
-__all__ = ["ConceptTensors", "training_tensors", "images_to_tensor", "to_tensors", "toy_concept_dataset", "TOY_COLOURS", "resolve_concept_indices"]
+__all__ = ["ConceptTensors", "images_to_tensor", "to_tensors", "toy_concept_dataset"]
 
 #: colour name -> RGB of the toy squares; each is a value of CUB's ``has_primary_color`` group.
 TOY_COLOURS: dict[str, tuple[int, int, int]] = {

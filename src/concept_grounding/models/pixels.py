@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["PIXEL_MEAN", "PIXEL_STD", "normalize_pixels"]
+__all__ = ["normalize_pixels"]
 
 #: mean subtracted from ``[0, 1]`` pixels (every channel).
 PIXEL_MEAN = 0.5

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DEFAULT_THREADS", "TrainConfig", "trainer_knobs"]
+__all__ = ["DEFAULT_THREADS", "TrainConfig"]
 
 #: CPU threads of a :func:`reproducible` block unless told otherwise. Fixed, not the
 #: machine's core count, because a float sum split over another number of threads rounds

@@ -24,7 +24,7 @@ from torch import nn
 
 from .train_config import DEFAULT_THREADS, TrainConfig
 
-__all__ = ["fit", "TrainConfig", "TrainHistory", "random_hflip", "reproducible", "SCHEDULES", "DEFAULT_THREADS"]
+__all__ = ["fit", "TrainConfig", "TrainHistory", "reproducible", "DEFAULT_THREADS"]
 
 #: learning-rate schedules of :func:`fit`.
 SCHEDULES = ("constant", "onecycle", "cosine")

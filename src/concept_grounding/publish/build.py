@@ -21,8 +21,7 @@ from .model_repos import BenchModel, build_bench_model, build_world_flux, check_
 from .sources import METRIC_NAMES, HubSources, find_sources
 from .world_data import WorldSpec, build_sub_dataset, build_world, build_world_dataset
 
-__all__ = ["PublishConfig", "PlannedRepo", "plan_repos", "build_repos", "publish_command",
-           "WORLD_DATASET", "SUB_DATASET", "PIPELINE", "SPACE", "WORLD_FLUX"]
+__all__ = ["PublishConfig", "plan_repos", "build_repos", "publish_command"]
 
 logger = logging.getLogger(__name__)
 

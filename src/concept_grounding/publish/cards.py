@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from huggingface_hub import CardData, RepoCard
 
-__all__ = ["make_card", "save_card", "markdown_table", "rewrite_local_paths"]
+__all__ = ["markdown_table"]
 
 C = TypeVar("C", bound=RepoCard)
 

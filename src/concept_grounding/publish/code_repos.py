@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .cards import make_card, rewrite_local_paths, save_card
 
-__all__ = ["build_metric_space", "build_pipeline_repo", "build_space", "requirement"]
+__all__ = []
 
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".*")
 

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["MARKER", "HubRepo", "check_namespace", "prepare_out", "write_marker", "read_marker"]
+__all__ = ["MARKER", "HubRepo"]
 
 #: the file that says a folder was made by ``concept-grounding publish``
 MARKER = ".concept-grounding-publish.json"

@@ -18,8 +18,7 @@ from pathlib import Path
 
 from .cards import make_card, markdown_table, save_card
 
-__all__ = ["BenchModel", "find_bench_models", "bench_command", "build_bench_model", "build_world_flux",
-           "check_bench"]
+__all__ = []
 
 _WEIGHTS = ("*.safetensors", "config.json")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["HubSources", "find_sources", "METRIC_NAMES"]
+__all__ = []
 
 #: the five ``evaluate`` modules, each published as a metric Space of the same name
 METRIC_NAMES: tuple[str, ...] = (

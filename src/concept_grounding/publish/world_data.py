@@ -32,8 +32,7 @@ if TYPE_CHECKING:
 
     from ..world import BirdWorld
 
-__all__ = ["WorldSpec", "build_world", "sub_hub_schema", "write_parquet_splits", "build_world_dataset",
-           "build_sub_dataset", "hub_attribute_name"]
+__all__ = ["WorldSpec", "build_world"]
 
 LICENSE = "apache-2.0"
 #: rows per Parquet row group (small images: keeps the viewer's pages light)

@@ -14,7 +14,11 @@ __all__ = ["build_demo", "launch"]
 
 
 def build_demo(*args: Any, **kwargs: Any) -> Any:
-    """See :func:`concept_grounding.space.blocks.build_demo`."""
+    """See :func:`concept_grounding.space.blocks.build_demo`; without the ``[space]`` extra,
+    one line says to install it (:class:`~concept_grounding.extras.MissingExtraError`)."""
+    from ..extras import require_extra
+
+    require_extra("space", "the Space")
     from .blocks import build_demo as _build
 
     return _build(*args, **kwargs)

@@ -7,15 +7,16 @@ from typing import Any
 
 import numpy as np
 
-from .resources import ResourceStore, require
+from .resources import ResourceStore
 
 __all__ = ["build_world", "get_world", "figure_to_image", "class_label", "attribute_label"]
 
 
 def build_world(store: ResourceStore) -> tuple[Any, str]:
     """The bird world of the Space: ``BirdWorld(WorldConfig(image_size, seed))``."""
-    world_mod = require("concept_grounding.world", "BirdWorld", "WorldConfig")
-    world = world_mod.BirdWorld(world_mod.WorldConfig(image_size=store.image_size, seed=store.seed))
+    from ..world import BirdWorld, WorldConfig
+
+    world = BirdWorld(WorldConfig(image_size=store.image_size, seed=store.seed))
     return world, f"bird world, {store.image_size} px, seed {store.seed}"
 
 
@@ -93,7 +94,9 @@ def _resize_map(values: np.ndarray, size: tuple[int, int], nearest: bool) -> np.
 
 def to_batch(images: list[np.ndarray], size: int) -> Any:
     """``(N, 3, size, size)`` model input in [0, 1] from ``(H, W, 3)`` uint8 images."""
-    return require("concept_grounding.models.data", "images_to_tensor").images_to_tensor(images, size)
+    from ..models.data import images_to_tensor
+
+    return images_to_tensor(images, size)
 
 
 def world_concept_tensors(world: Any, per_class: int, columns: list[int], size: int) -> Any:
@@ -101,12 +104,12 @@ def world_concept_tensors(world: Any, per_class: int, columns: list[int], size: 
     ``per_class`` birds of every class, with exact labels for the attribute ``columns``."""
     import torch
 
+    from ..models.data import ConceptTensors
     from ..vocabulary import load_vocabulary
 
-    data = require("concept_grounding.models.data", "ConceptTensors")
     samples = [world.sample(i) for i in range(per_class * world.num_classes)]
     vocab = load_vocabulary()
-    return data.ConceptTensors(
+    return ConceptTensors(
         images=to_batch([s.image for s in samples], size),
         concepts=torch.from_numpy(np.stack([s.attributes[columns] for s in samples]).astype(np.float32)),
         labels=torch.as_tensor([s.label for s in samples], dtype=torch.long),

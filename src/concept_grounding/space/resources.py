@@ -35,33 +35,14 @@ from ..bench.artifacts import BenchArtifacts
 from .builds import SpaceBuild
 from .policy import ModelPolicy
 
-__all__ = ["FeatureUnavailable", "ResourceStore", "require"]
+__all__ = ["FeatureUnavailable", "ResourceStore"]
 
 logger = logging.getLogger(__name__)
 
 
 class FeatureUnavailable(RuntimeError):
-    """A package piece a tab needs is missing from this install; the message says which."""
-
-
-def require(module: str, *names: str) -> Any:
-    """Import ``module`` (and return it), or raise :class:`FeatureUnavailable` naming it.
-
-    ``names`` are attributes that must exist in the module.
-
-    >>> require("concept_grounding.vocabulary", "load_vocabulary").__name__
-    'concept_grounding.vocabulary'
-    """
-    import importlib
-
-    try:
-        mod = importlib.import_module(module)
-    except ImportError as err:
-        raise FeatureUnavailable(f"This tab needs `{module}`, which this build does not have ({err}).") from None
-    missing = [n for n in names if not hasattr(mod, n)]
-    if missing:
-        raise FeatureUnavailable(f"This tab needs `{module}.{missing[0]}`, which this build does not have.")
-    return mod
+    """A feature a tab offers cannot run with this install (a baseline it lacks, a pipeline with
+    another call signature); the message says which."""
 
 
 @dataclass

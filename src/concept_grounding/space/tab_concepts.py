@@ -18,7 +18,7 @@ from typing import Any
 from .common import attribute_label, class_label, get_world, overlay_heatmap, to_batch, world_concept_tensors
 from .inputs import UserInputError, whole_number
 from ..bench.artifacts import POSTHOC_MODEL
-from .resources import ResourceStore, require
+from .resources import ResourceStore
 from .tab_explain import input_image
 
 __all__ = ["ALPHA", "build_posthoc", "concepts"]
@@ -31,19 +31,20 @@ ALPHA = 3
 
 def build_posthoc(store: ResourceStore) -> tuple[Any, str]:
     """``((PostHocCBM in eval mode, input side in px), where it came from)``."""
-    posthoc = require("concept_grounding.models.posthoc", "PostHocCBM")
+    from ..models.posthoc import PostHocCBM
+
     folder = store.find_artifact("posthoc_cbm", POSTHOC_MODEL)
     if folder is not None:
-        model = posthoc.PostHocCBM.from_pretrained(str(folder))
+        model = PostHocCBM.from_pretrained(str(folder))
         return (model.eval(), store.artifact_image_size()), f"loaded from {folder}"
-    bench_models = require("concept_grounding.bench.models", "train_posthoc")
+    from ..bench.models import train_posthoc
     from ..vocabulary import load_vocabulary
 
     build = store.build
     size = build.posthoc_size
     tensors = world_concept_tensors(get_world(store), build.posthoc_per_class, list(load_vocabulary().cbm_112), size)
-    model = bench_models.train_posthoc(tensors, tensors, build.posthoc_training(), n_pos=build.posthoc_cavs,
-                                       n_neg=build.posthoc_cavs)
+    model = train_posthoc(tensors, tensors, build.posthoc_training(), n_pos=build.posthoc_cavs,
+                          n_neg=build.posthoc_cavs)
     return (model.eval(), size), f"post-hoc CBM (CBM-112 CAVs) on a CNN trained on {len(tensors)} world birds, {size} px"
 
 
@@ -58,8 +59,9 @@ def concepts(store: ResourceStore, path: str | None, world_index: int, top: int 
     top = whole_number(top, "Top concepts", *TOP)
     image, sample = input_image(store, path, world_index)
     model, size = store.get("posthoc_cbm", build_posthoc)
-    existence = require("concept_grounding.metrics.concept_existence", "local_importance", "rank_concepts")
     import torch
+
+    from ..metrics.concept_existence import local_importance, rank_concepts
 
     px = to_batch([image], size)
     with torch.no_grad():
@@ -68,16 +70,17 @@ def concepts(store: ResourceStore, path: str | None, world_index: int, top: int 
     theta = model.theta.numpy()
     u = out.concept_scores.numpy()
     predicted = out.class_logits.argmax(1).numpy()
-    importance = existence.local_importance(theta, u, predicted)
-    ranked = existence.rank_concepts(importance, top)[0]
+    importance = local_importance(theta, u, predicted)
+    ranked = rank_concepts(importance, top)[0]
     names = list(model.concept_names or [f"concept {j}" for j in range(u.shape[1])])
     exists = located = None
     if sample is not None:
+        from ..metrics.concept_location import concept_location
         from ..vocabulary import load_vocabulary
 
         vocab = load_vocabulary()
         exists = [bool(sample.attributes[vocab.attribute_index(names[j])]) for j in ranked]
-        clm = require("concept_grounding.metrics.concept_location", "concept_location").concept_location(
+        clm = concept_location(
             maps, sample.part_xy[None], sample.part_visible[None], top_concepts=ranked[None],
             concept_names=names, image_size=tuple(sample.image.shape[:2]), alphas=(ALPHA,), top_l=(top,),
         )

@@ -3,9 +3,8 @@
 Every model here is a :class:`concept_grounding.models.clip.ClipHandle` (the one CLIP
 handle: the model CCI explains, its tokenizer, and its preprocessing with the pixel
 normalisation). The default is ``<artifacts>/world_clip`` when present, else the world CLIP
-trained by :func:`concept_grounding.models.train_world_clip` when this build has it, else a
-tiny randomly initialised open_clip model (said so in the status line: its maps show the
-mechanics, not a trained model's attention). A named model (an open_clip name, a
+trained by :func:`concept_grounding.models.train_world_clip` (a quick build, said so in the
+status line). A named model (an open_clip name, a
 transformers id or a local folder, loaded by
 :func:`concept_grounding.cci.loading.load_explainable_clip`) replaces it when given, if the
 operator offered it at launch (``--clip-model``, :mod:`.policy`); named models share the
@@ -22,7 +21,8 @@ import numpy as np
 from .common import get_world, label_overlay, overlay_heatmap
 from .inputs import UserInputError, load_image, parse_texts, to_rgb, whole_number
 from ..bench.artifacts import WORLD_CLIP_MODEL
-from .resources import FeatureUnavailable, ResourceStore, require
+from ..cci.baselines import BASELINES as _BASELINE_FUNCTIONS
+from .resources import FeatureUnavailable, ResourceStore
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..models.clip import ClipHandle
@@ -30,21 +30,11 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["BASELINES", "build_clip", "get_model", "model_choices", "input_image", "explain"]
 
 
-def _baselines_module() -> Any:
-    """:mod:`concept_grounding.cci.baselines` (no torch at import), or ``None`` in a build without it."""
-    try:
-        return require("concept_grounding.cci.baselines", "BASELINES", "baseline_caption")
-    except FeatureUnavailable:
-        return None
-
-
 #: Baseline explanations offered beside CCI: the names of :data:`concept_grounding.cci.baselines.BASELINES`.
-BASELINES: tuple[str, ...] = tuple(getattr(_baselines_module(), "BASELINES", ()))
+BASELINES: tuple[str, ...] = tuple(_BASELINE_FUNCTIONS)
 #: Range of the cluster count K a visitor may pick (the slider's), and the largest world bird #.
 CLUSTERS = (2, 12)
 MAX_WORLD_INDEX = 99_999
-#: Input side (px) of the fallback tiny CLIP.
-TINY_CLIP_SIZE = 64
 #: World birds per class and epochs of the quick world-CLIP build.
 CLIP_TRAIN_PER_CLASS = 4
 CLIP_EPOCHS = 4
@@ -55,9 +45,10 @@ def build_named_clip(name: str):
     model already in the Hugging Face cache)."""
 
     def builder(store: ResourceStore) -> tuple["ClipHandle", str]:
-        loading = require("concept_grounding.cci.loading", "load_explainable_clip")
+        from ..cci.loading import load_explainable_clip
+
         try:
-            clip = loading.load_explainable_clip(name, image_size=store.image_size)
+            clip = load_explainable_clip(name, image_size=store.image_size)
         except (ValueError, OSError) as err:
             raise UserInputError(f"Cannot load the model {name!r}: {err}") from None
         return clip, clip.description
@@ -69,22 +60,18 @@ def build_clip(store: ResourceStore) -> tuple["ClipHandle", str]:
     """The Explain tab's model and where it came from; see the module docstring."""
     folder = store.find_artifact("world_clip", WORLD_CLIP_MODEL)
     if folder is not None:
-        models = require("concept_grounding.models.clip", "load_clip")
-        return models.load_clip(folder, backend="world"), f"world CLIP loaded from {folder}"
-    try:
-        models = require("concept_grounding.models.clip", "train_world_clip", "world_clip_handle")
-    except FeatureUnavailable:
-        loading = require("concept_grounding.cci.loading", "tiny_open_clip_handle")
-        handle = loading.tiny_open_clip_handle(TINY_CLIP_SIZE, patch_size=8, width=32, layers=2, heads=4,
-                                               embed_dim=32, seed=store.seed)
-        return handle, "tiny open_clip with RANDOM weights (no world CLIP in this build): maps show mechanics only"
+        from ..models.clip import load_clip
+
+        return load_clip(folder, backend="world"), f"world CLIP loaded from {folder}"
+    from ..models.clip import train_world_clip, world_clip_handle
+
     world = get_world(store)
     data = world.to_dataset_dict(train_per_class=CLIP_TRAIN_PER_CLASS, test_per_class=1)
-    model, _ = models.train_world_clip(data["train"], image_size=store.image_size, epochs=CLIP_EPOCHS,
+    model, _ = train_world_clip(data["train"], image_size=store.image_size, epochs=CLIP_EPOCHS,
                                        seed=store.seed, progress=False)
     note = (f"world CLIP trained on {CLIP_TRAIN_PER_CLASS * world.num_classes} world birds "
             f"({CLIP_EPOCHS} epochs, quick build)")
-    return models.world_clip_handle(model, note), note
+    return world_clip_handle(model, note), note
 
 
 def model_choices(store: ResourceStore) -> list[tuple[str, str]]:
@@ -141,11 +128,12 @@ def explain(
     if unknown:
         raise UserInputError(f"Unknown baseline(s) {unknown}; choose from {list(BASELINES)}.")
     model = get_model(store, model_name)
-    cci_mod = require("concept_grounding.cci.importance", "ConceptClusterImportance", "ClusterEmbeddings")
     import torch
 
+    from ..cci.importance import ClusterEmbeddings, ConceptClusterImportance
+
     try:
-        cci = cci_mod.ConceptClusterImportance(model.model, num_clusters=clusters, seed=store.seed,
+        cci = ConceptClusterImportance(model.model, num_clusters=clusters, seed=store.seed,
                                                tokenizer=model.tokenizer)
     except ValueError as err:
         raise UserInputError(str(err)) from None
@@ -154,7 +142,7 @@ def explain(
         emb = cci.embed(px)
         text_embeds = model.encode_text(texts)
     t = len(texts)
-    repeated = cci_mod.ClusterEmbeddings(
+    repeated = ClusterEmbeddings(
         image_embeds=emb.image_embeds.expand(t, -1), masked_embeds=emb.masked_embeds.expand(t, -1, -1),
         labels=emb.labels.expand(t, -1), grid_size=emb.grid_size, image_size=emb.image_size,
     )
@@ -182,9 +170,10 @@ def explain(
 def _baseline(name: str, model: Any, px: Any, text_embeds: Any, image: np.ndarray, text: str, seed: int) -> tuple[np.ndarray, str]:
     """One baseline map of :data:`concept_grounding.cci.baselines.BASELINES` as ``(overlay, caption)``
     (caption: :func:`concept_grounding.cci.baselines.baseline_caption`)."""
-    baselines = require("concept_grounding.cci.baselines", "BASELINES", "baseline_caption")
-    func = baselines.BASELINES.get(name)
+    from ..cci.baselines import baseline_caption
+
+    func = _BASELINE_FUNCTIONS.get(name)
     if func is None:
         raise FeatureUnavailable(f"`concept_grounding.cci.baselines` has no {name} baseline in this build.")
     heat = func(model, px, text_embeds)[0]
-    return overlay_heatmap(image, heat), baselines.baseline_caption(name, text)
+    return overlay_heatmap(image, heat), baseline_caption(name, text)

@@ -17,7 +17,7 @@ import numpy as np
 from .common import attribute_label, class_label, get_world, to_batch, world_concept_tensors
 from .inputs import UserInputError, whole_number
 from ..bench.artifacts import model_slug
-from .resources import ResourceStore, require
+from .resources import ResourceStore
 
 __all__ = ["PER_PAIRING", "QUICK_VARIANT", "pairing_choices", "concept_names", "explore", "build_concept_model"]
 
@@ -66,16 +66,18 @@ def build_concept_model(store: ResourceStore) -> tuple[Any, str]:
     the artifacts folder, else the bench's :data:`QUICK_VARIANT` trained through
     :func:`~concept_grounding.bench.models.train_variant` on ``store.build``'s world birds
     (a few seconds at the default sizes)."""
-    cbm = require("concept_grounding.models.cbm", "ConceptBottleneckModel")
+    from ..models.cbm import ConceptBottleneckModel
+
     folder = store.find_artifact(*ARTIFACT_NAMES)
     if folder is not None:
-        model = cbm.ConceptBottleneckModel.from_pretrained(str(folder))
+        model = ConceptBottleneckModel.from_pretrained(str(folder))
         return (model.eval(), store.artifact_image_size()), f"loaded from {folder}"
-    bench_models = require("concept_grounding.bench.models", "train_variant")
+    from ..bench.models import train_variant
+
     build = store.build
     columns = [_vocab().attribute_index(n) for n in concept_names()]
     tensors = world_concept_tensors(get_world(store), build.concept_per_class, columns, build.concept_size)
-    model = bench_models.train_variant(QUICK_VARIANT, tensors, build.concept_training())
+    model = train_variant(QUICK_VARIANT, tensors, build.concept_training())
     return (model.eval(), build.concept_size), (f"joint CBM trained on {len(tensors)} world birds ({build.concept_size}"
                                                 f" px, {build.concept_epochs} epochs)")
 
@@ -115,8 +117,9 @@ def explore(store: ResourceStore, pairing: str, index: int = 0) -> dict[str, Any
         edited_probs = model(to_batch([p.edited.image for p in pairs], size)).concept_probs.numpy()
         original_probs = model(to_batch([p.original.image for p in pairs], size)).concept_probs.numpy()
     names = list(getattr(model, "concept_names", None) or concept_names())
-    metrics = require("concept_grounding.metrics.sub_accuracy", "sub_accuracy")
-    result = metrics.sub_accuracy(
+    from ..metrics.sub_accuracy import sub_accuracy
+
+    result = sub_accuracy(
         edited_probs,
         [p.target_attribute for p in pairs],
         [list(p.removed_attributes) for p in pairs],

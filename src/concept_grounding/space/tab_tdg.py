@@ -26,7 +26,7 @@ import numpy as np
 from .common import attribute_label, class_label, figure_to_image
 from .inputs import UserInputError, whole_number
 from .policy import TDG_MODELS_ENV, ModelPolicy
-from .resources import FeatureUnavailable, ResourceStore, require
+from .resources import FeatureUnavailable, ResourceStore
 
 __all__ = ["TINY_MODEL", "WORLD_MODEL", "DEFAULT_MODEL", "MODEL_ENV", "build_world_pipeline", "pipeline_key", "choices", "prompts", "eta_figure", "generate", "model_choices",
            "build_default_pipeline", "get_pipeline", "Cancelled"]
@@ -83,9 +83,10 @@ def prompts(reference_class: str, target_attribute: str) -> tuple[str, str, str]
     """
     if not reference_class or not target_attribute:
         raise UserInputError("Pick a reference class and a target attribute.")
-    mod = require("concept_grounding.tdg.prompts", "tdg_prompts")
+    from ..tdg.prompts import tdg_prompts
+
     try:
-        pair = mod.tdg_prompts(reference_class, target_attribute)
+        pair = tdg_prompts(reference_class, target_attribute)
     except ValueError as err:
         raise UserInputError(str(err)) from None
     return pair.reference, pair.guide, pair.category
@@ -96,10 +97,11 @@ def eta_figure(target_attribute: str, steps: int = 28) -> np.ndarray:
     the normalised times of a ``steps``-step Flux sampler marked."""
     from matplotlib.figure import Figure
 
+    from ..tdg.schedule import schedule_for_attribute
+
     steps = whole_number(steps, "Steps", 1, MAX_STEPS)
-    mod = require("concept_grounding.tdg.schedule", "schedule_for_attribute")
     try:
-        schedule = mod.schedule_for_attribute(target_attribute)
+        schedule = schedule_for_attribute(target_attribute)
     except ValueError as err:
         raise UserInputError(str(err)) from None
     t = np.linspace(0.0, 1.0, 401)
@@ -121,14 +123,16 @@ def eta_figure(target_attribute: str, steps: int = 28) -> np.ndarray:
 
 def build_default_pipeline(store: ResourceStore) -> tuple[Any, str]:
     """The tab's default model (``TINY_MODEL`` in the dropdown) and where it came from."""
-    tiny = require("concept_grounding.testing.flux", "tiny_flux_pipeline")
-    return tiny.tiny_flux_pipeline(seed=store.seed), "tiny random Flux (1+1 blocks), built in memory"
+    from ..testing.flux import tiny_flux_pipeline
+
+    return tiny_flux_pipeline(seed=store.seed), "tiny random Flux (1+1 blocks), built in memory"
 
 
 def build_world_pipeline(store: ResourceStore) -> tuple[Any, str]:
     """The shipped world-trained Flux (``WORLD_MODEL`` in the dropdown)."""
-    loader = require("concept_grounding.worldflux", "load_world_flux")
-    return loader.load_world_flux(), "world Flux (package data, trained on the bird world)"
+    from ..worldflux import load_world_flux
+
+    return load_world_flux(), "world Flux (package data, trained on the bird world)"
 
 
 def pipeline_key(model: str | None) -> str:
@@ -142,15 +146,15 @@ def pipeline_key(model: str | None) -> str:
 
 def _build_named(name: str) -> Any:
     def builder(store: ResourceStore) -> tuple[Any, str]:
-        loading = require("concept_grounding.tdg.loading", "load_flux_pipeline")
         from ..hub import resolve_model
+        from ..tdg.loading import load_flux_pipeline
         from .env import is_offline
 
         try:
             # Fails within seconds for an uncached model when the Hub does not answer (issue 12.6).
             source = resolve_model(name, argument="model")
             # float32 whatever the folder holds (fp16 on disk, e.g. the shipped world Flux, once mixed Half and Float)
-            pipe = loading.load_flux_pipeline(source, "float32", local_files_only=is_offline())
+            pipe = load_flux_pipeline(source, "float32", local_files_only=is_offline())
         except (OSError, ValueError) as err:
             raise UserInputError(f"Could not load the Flux model {name!r}: {err}") from None
         return pipe, f"{name} (from_pretrained, float32)"
@@ -225,8 +229,12 @@ def generate(
     seed = whole_number(seed, "Seed", 0, MAX_SEED)
     c_r, c_g, _ = prompts(reference_class, target_attribute)
     pipe = get_pipeline(store, model)
-    schedule = require("concept_grounding.tdg.schedule", "schedule_for_attribute").schedule_for_attribute(target_attribute)
     import torch
+
+    from ..tdg.prompts import prompting_only_prompt
+    from ..tdg.schedule import ConstantEta, schedule_for_attribute
+
+    schedule = schedule_for_attribute(target_attribute)
 
     tiny = model in (None, "", TINY_MODEL)
     size = TINY_SIZE if tiny else min(MAX_SIZE, pipe.default_sample_size * pipe.vae_scale_factor)
@@ -234,16 +242,16 @@ def generate(
     if tiny:  # a named model's prompt length is its tokenizer's (TiedDiffusionPipeline.default_max_sequence_length)
         common["max_sequence_length"] = 32
     if model == WORLD_MODEL:  # its trained size and prompt length, true CFG against ""
-        world_kwargs = require("concept_grounding.worldflux", "world_flux_call_kwargs").world_flux_call_kwargs
-        common = {**world_kwargs(pipe, num_inference_steps=steps), "output_type": "np", "negative_prompt": ""}
+        from ..worldflux import world_flux_call_kwargs
+
+        common = {**world_flux_call_kwargs(pipe, num_inference_steps=steps), "output_type": "np", "negative_prompt": ""}
     if cancelled is not None:
         common["callback_on_step_end"] = _stop_when(cancelled, steps)
-    tdg = require("concept_grounding.tdg", "ConstantEta", "prompting_only_prompt")
-    baseline_prompt = tdg.prompting_only_prompt(reference_class, target_attribute)
+    baseline_prompt = prompting_only_prompt(reference_class, target_attribute)
     try:
         tied = pipe(c_r, c_g, eta_schedule=schedule, generator=torch.Generator().manual_seed(int(seed)), **common)
         # Prompting only (SUB Fig. 4): c_R from the same start latents with no tie (eta = 0).
-        plain = pipe(baseline_prompt, baseline_prompt, eta_schedule=tdg.ConstantEta(0.0),
+        plain = pipe(baseline_prompt, baseline_prompt, eta_schedule=ConstantEta(0.0),
                      generator=torch.Generator().manual_seed(int(seed)), **common)
     except TypeError as err:
         raise FeatureUnavailable(f"The Tied Diffusion pipeline in this build has another call signature: {err}") from None
@@ -255,10 +263,11 @@ def generate(
 def build_world_judge(store: ResourceStore) -> tuple[Any, str]:
     """The shipped judge of the world Flux's birds (validated on exact edits; model card inside)
     and the world it judges (for each species' class-level S- values)."""
-    judge = require("concept_grounding.judge", "load_world_judge")
-    world = require("concept_grounding.world", "BirdWorld")
-    loader = require("concept_grounding.worldflux.loader", "trained_world_config")
-    return (judge.load_world_judge(), world.BirdWorld(loader.trained_world_config())), "world judge (package data)"
+    from ..judge import load_world_judge
+    from ..world import BirdWorld
+    from ..worldflux.loader import trained_world_config
+
+    return (load_world_judge(), BirdWorld(trained_world_config())), "world judge (package data)"
 
 
 def verdicts(store: ResourceStore, reference_class: str, target_attribute: str, images: Any, model: str = DEFAULT_MODEL) -> str:
@@ -268,14 +277,15 @@ def verdicts(store: ResourceStore, reference_class: str, target_attribute: str, 
     if model != WORLD_MODEL:
         return "*The judge reads the world Flux's 32 px birds only; pick that model to see its verdicts.*"
     judge, world = store.get("judge:world", build_world_judge)
-    tools = require("concept_grounding.judge", "judge_images")
-    check = require("concept_grounding.judge.validation", "substitution_verdicts")
+    from ..judge import judge_images
+    from ..judge.validation import substitution_verdicts
+
     vocab = world.vocab
     target = vocab.attribute_index(target_attribute)
     label = world.class_names.index(reference_class)
     removed = [i for i in vocab.groups[vocab.group_of(target)] if world.class_attributes[label, i]]
-    species, probs = tools.judge_images(judge, np.stack(images))
-    v = check.substitution_verdicts(species, probs, np.full(3, label), np.full(3, target), [removed] * 3)
+    species, probs = judge_images(judge, np.stack(images))
+    v = substitution_verdicts(species, probs, np.full(3, label), np.full(3, target), [removed] * 3)
     yes = lambda b: "yes" if b else "no"  # noqa: E731
     rows = ["| image | S+ found (p) | species kept |", "|---|---|---|"]
     for k, name in enumerate(("TDG reference", "TDG guide", "Prompting only")):

@@ -67,7 +67,7 @@ from typing import Any
 
 from ..errors import UsageError, suggest
 
-__all__ = ["CACHES", "CacheKind", "TransformerCache", "Acceleration", "accelerated", "parse_option_value"]
+__all__ = ["CACHES", "TransformerCache", "Acceleration", "accelerated"]
 
 
 @dataclass(frozen=True)

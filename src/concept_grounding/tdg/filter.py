@@ -39,17 +39,8 @@ import numpy as np
 from ..vocabulary import Vocabulary, load_vocabulary, split_attribute
 
 __all__ = [
-    "OptionScorer",
-    "group_options",
-    "vqa_question",
-    "keep_count",
-    "select_pairing",
-    "FilterResult",
-    "filter_records",
-    "write_report",
-    "VisionLanguageScorer",
-    "CLIPScorer",
-    "AttributeOracleScorer",
+    "OptionScorer", "group_options", "vqa_question", "keep_count", "select_pairing", "filter_records", "write_report",
+    "VisionLanguageScorer", "CLIPScorer", "AttributeOracleScorer"
 ]
 
 OTHER = "Other"

@@ -44,8 +44,7 @@ from .filter import (
     write_report,
 )
 
-__all__ = ["DEFAULT_VLM", "SCORERS", "FilterConfig", "FilterJobResult", "read_generated_records", "build_scorer",
-           "run_filter"]
+__all__ = ["DEFAULT_VLM", "SCORERS", "FilterConfig", "FilterJobResult", "build_scorer", "run_filter"]
 
 #: SUB filtered with InternVL-2.5-8B, whose Hub repository ships its own modelling code
 #: (``AutoModel`` + ``trust_remote_code``, no logits API that AutoModelForImageTextToText

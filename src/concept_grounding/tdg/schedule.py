@@ -25,14 +25,7 @@ import math
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = [
-    "Schedule",
-    "EtaSchedule",
-    "ConstantEta",
-    "PAPER_SCHEDULES",
-    "paper_schedule",
-    "schedule_for_attribute",
-]
+__all__ = ["EtaSchedule", "ConstantEta", "PAPER_SCHEDULES", "paper_schedule", "schedule_for_attribute"]
 
 
 class Schedule(Protocol):

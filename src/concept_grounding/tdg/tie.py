@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["Granularity", "RANK_RELATIVE_SLACK", "percentile_rank", "percentile_threshold", "tie_mask", "tie", "tie_pair"]
+__all__ = ["Granularity", "percentile_threshold", "tie_mask", "tie", "tie_pair"]
 
 Granularity = Literal["element", "token"]
 _GRANULARITIES = ("element", "token")

@@ -45,7 +45,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Spread", "Timing", "Interleaved", "interleave"]
+__all__ = ["interleave"]
 
 CLOCKS = ("cpu", "wall")
 

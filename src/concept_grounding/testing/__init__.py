@@ -10,7 +10,7 @@
 
 Every builder takes a ``seed`` (same seed, same weights) and builds inside
 ``torch.random.fork_rng``: the caller's global torch RNG state is left as it was. The
-builders load on first attribute access (they need the extras' libraries).
+builders (listed in ``__init__.pyi``) load on first use through ``lazy_loader`` (they need the extras' libraries).
 
 >>> import torch
 >>> from concept_grounding.testing import tiny_world_clip
@@ -21,38 +21,6 @@ builders load on first attribute access (they need the extras' libraries).
 True
 """
 
-from __future__ import annotations
+import lazy_loader as lazy
 
-from importlib import import_module
-from typing import Any
-
-_LAZY = {
-    "tiny_flux_components": ".flux",
-    "tiny_flux_pipeline": ".flux",
-    "save_tiny_vlm": ".vlm",
-    "tiny_vlm_words": ".vlm",
-    "TINY_VLM_CHAT_TEMPLATE": ".vlm",
-    "tiny_open_clip": ".clip",
-    "tiny_transformers_clip": ".clip",
-    "vit_b16_open_clip_visual": ".clip",
-    "known_answer_open_clip": ".clip",
-    "save_tiny_inpainting_pipeline": ".inpaint",
-    "TINY_INPAINT_WORDS": ".inpaint",
-    "TINY_WORLD_CLIP": ".world_clip",
-    "tiny_world_clip": ".world_clip",
-    "tiny_clip_handle": ".world_clip",
-}
-
-__all__ = sorted(_LAZY)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(import_module(_LAZY[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__, __all__ = lazy.attach_stub(__name__, __file__)

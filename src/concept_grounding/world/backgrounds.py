@@ -18,7 +18,7 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["draw_background", "smooth_field", "PLAIN_RGB"]
+__all__ = ["PLAIN_RGB"]
 
 #: The plain scene's colour: a pale grey-blue no bird part is painted in.
 PLAIN_RGB: tuple[int, int, int] = (214, 220, 226)

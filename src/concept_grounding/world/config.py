@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-__all__ = ["WorldConfig", "Pose", "BACKGROUNDS", "SCENES", "POSES", "sample_pose", "pose_for"]
+__all__ = ["WorldConfig", "Pose", "BACKGROUNDS", "SCENES"]
 
 #: Background scenes a varied world draws from, by id.
 BACKGROUNDS: tuple[str, ...] = ("sky", "foliage", "water", "ground", "reeds")

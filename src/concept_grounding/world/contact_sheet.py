@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from .sample import BirdSample, Counterfactual
 
-__all__ = ["contact_sheet", "PART_COLORS", "PART_ABBREV"]
+__all__ = ["contact_sheet"]
 
 #: One dot colour per CUB part (same order as ``vocab.parts``).
 PART_COLORS: tuple[tuple[int, int, int], ...] = (

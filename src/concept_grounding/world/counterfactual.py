@@ -18,7 +18,7 @@ from .render import render_bird
 from .sample import BirdSample, Counterfactual
 from .species import BASE_GROUPS, RenderedVocabulary, substitute, trait_labels
 
-__all__ = ["make_counterfactual", "render_sample", "substitution"]
+__all__ = ["substitution"]
 
 
 def substitution(

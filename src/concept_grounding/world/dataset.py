@@ -31,8 +31,7 @@ from .species import RenderedVocabulary
 if TYPE_CHECKING:
     import datasets
 
-__all__ = ["ExportableWorld", "world_dataset_dict", "world_sub_dataset", "sample_row", "file_name", "png_image",
-           "PNG_COMPRESS_LEVEL"]
+__all__ = ["sample_row", "file_name", "PNG_COMPRESS_LEVEL"]
 
 
 class ExportableWorld(Protocol):

@@ -29,7 +29,7 @@ import numpy as np
 from .config import WorldConfig
 from .world import BirdWorld
 
-__all__ = ["WorldExportConfig", "WorldExport", "run_world_export", "write_world_summary", "showcase_pairs"]
+__all__ = ["WorldExportConfig", "run_world_export", "write_world_summary"]
 
 FORMATS = ("hf", "cub", "sub", "all")
 #: SUB targets drawn on the contact sheet, in order

@@ -35,7 +35,7 @@ from .backgrounds import draw_background
 from .config import Pose
 from .species import ACCENT, COLORS
 
-__all__ = ["Rendering", "render_bird", "PART_NAMES", "pixels_per_unit"]
+__all__ = ["Rendering"]
 
 #: CUB part order (``vocab.parts``); the part map stores index + 1.
 PART_NAMES: tuple[str, ...] = (

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["ellipse", "convex_polygon", "capsule", "union"]
+__all__ = ["union"]
 
 
 def ellipse(u: np.ndarray, v: np.ndarray, cu: float, cv: float, a: float, b: float, angle: float = 0.0) -> np.ndarray:

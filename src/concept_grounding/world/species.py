@@ -37,19 +37,7 @@ import numpy as np
 
 from ..vocabulary import Vocabulary, split_attribute
 
-__all__ = [
-    "COLORS",
-    "ACCENT",
-    "COLOR_GROUPS",
-    "BASE_GROUPS",
-    "DERIVED_GROUPS",
-    "RENDERED_VALUES",
-    "RenderedVocabulary",
-    "substitute",
-    "trait_labels",
-    "class_traits",
-    "deviate",
-]
+__all__ = ["BASE_GROUPS", "DERIVED_GROUPS", "RENDERED_VALUES", "deviate"]
 
 #: One RGB per CUB colour name (sRGB, 0-255).
 COLORS: dict[str, tuple[int, int, int]] = {

@@ -39,15 +39,7 @@ from ..vocabulary import class_display_name
 if TYPE_CHECKING:
     from ..world import BirdWorld
 
-__all__ = [
-    "SPECIALS",
-    "held_out_matrix",
-    "is_held_out_free",
-    "phrase_attributes",
-    "make_caption",
-    "caption_vocabulary",
-    "word_tokenizers",
-]
+__all__ = ["phrase_attributes"]
 
 #: pad, bos, unk, eos (eos != 2 so CLIPTextModel pools at the first eos, not argmax id).
 SPECIALS: tuple[str, ...] = ("<pad>", "<bos>", "<unk>", "<eos>")

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..world.config import WorldConfig
 
-__all__ = ["FluxTrainConfig", "TRAINING_WORLD", "build_vae", "build_text_encoders", "build_transformer", "build_scheduler"]
+__all__ = ["FluxTrainConfig", "TRAINING_WORLD"]
 
 
 #: The world the Flux trains on by default: 32 px, canonical pose, plain scene (every part at

@@ -40,7 +40,7 @@ from .components import FluxTrainConfig, build_scheduler, build_text_encoders, b
 from .training_utils import atomic_save, cosine_lr, training_world
 from .vae import encode_latents, train_vae
 
-__all__ = ["train_world_flux", "render_training_set", "cosine_lr", "flow_matching_loss"]
+__all__ = ["train_world_flux"]
 
 
 # ----------------------------------------------------------------------------- data

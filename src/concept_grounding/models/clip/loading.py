@@ -20,7 +20,7 @@ import torch
 from .handle import ClipHandle
 from .world import WorldCLIP
 
-__all__ = ["load_clip", "load_named_clip", "world_clip_handle", "pil_batch", "unit_pixels"]
+__all__ = ["load_clip", "load_named_clip", "world_clip_handle"]
 
 
 def pil_batch(transform: Callable) -> Callable[[Sequence[Any]], torch.Tensor]:

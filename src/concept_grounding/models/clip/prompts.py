@@ -20,8 +20,10 @@ from collections.abc import Sequence
 
 from ...vocabulary import Vocabulary, class_display_name, load_vocabulary, split_attribute
 
-__all__ = ["NONE_PROMPT", "attribute_phrase_for_prompt", "attribute_prompt", "group_prompts", "caption_for_attributes",
-           "class_caption", "ADJECTIVE_GROUPS", "with_article"]
+__all__ = [
+    "NONE_PROMPT", "attribute_phrase_for_prompt", "attribute_prompt", "group_prompts", "caption_for_attributes",
+    "class_caption"
+]
 
 #: the "none of these" option of group mode.
 NONE_PROMPT = "a photo of a bird"

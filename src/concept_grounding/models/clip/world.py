@@ -26,8 +26,7 @@ from .prompts import NONE_PROMPT, attribute_prompt, caption_for_attributes, clas
 if TYPE_CHECKING:
     import datasets
 
-__all__ = ["WordTokenizer", "WorldCLIP", "train_world_clip", "clip_loss", "caption_matches", "sample_captions",
-           "with_class_captions"]
+__all__ = ["WordTokenizer", "WorldCLIP", "train_world_clip", "clip_loss", "caption_matches"]
 
 
 _WORD = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")

@@ -1,0 +1,2 @@
+from .config import MODEL_VARIANTS, BenchConfig
+from .runner import run_bench

@@ -1,0 +1,5 @@
+from .backends import get_backend
+from .clusters import kmeans
+from .importance import (CCIOutput, ClusterEmbeddings, ConceptClusterImportance, cluster_weights, importance_map,
+                         similarity_drops)
+from .masking import ClusterMask

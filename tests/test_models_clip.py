@@ -117,7 +117,7 @@ def test_world_clip_learns_colours_and_round_trips(tmp_path):
     scores = clip_group_scores(model, tok, images, "primary_color")
     model.save_pretrained(tmp_path)
     handle = load_clip(tmp_path)
-    assert handle.backend == "world" and isinstance(handle.model, WorldCLIP)
+    assert handle.backend.name == "world" and isinstance(handle.model, WorldCLIP)
     for (name, a), (_, b) in zip(model.state_dict().items(), handle.model.state_dict().items()):
         assert torch.equal(a, b), name
     assert torch.equal(clip_group_scores(handle.model, handle.tokenizer, images, "primary_color"), scores)

@@ -274,7 +274,7 @@ ALLOWED_IMPORTS: dict[str, set[str]] = {
     "plotting": {"metrics"},
     "loaders": BASE,
     "models": BASE,
-    "tdg": BASE | {"testing"},
+    "tdg": BASE | {"testing", "models"},
     "testing": BASE | {"models", "tdg"},
     "worldflux": BASE | {"tdg", "world"},
     "judge": BASE | {"tdg", "world"},

@@ -279,8 +279,8 @@ ALLOWED_IMPORTS: dict[str, set[str]] = {
     "worldflux": BASE | {"tdg", "world"},
     "judge": BASE | {"tdg", "world"},
     "cci": BASE | {"models", "world", "testing"},
-    "bench": BASE | {"world", "loaders", "metrics", "plotting", "models"},
-    "evaluation": BASE | {"world", "loaders", "metrics", "plotting", "models", "bench"},
+    "bench": BASE | {"world", "loaders", "metrics", "plotting", "models", "evaluation"},
+    "evaluation": BASE | {"world", "loaders", "metrics", "plotting", "models"},
     "publish": BASE | {"world"},
     "space": BASE | {"bench", "models", "world", "testing"},
 }

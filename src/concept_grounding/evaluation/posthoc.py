@@ -312,7 +312,7 @@ def analyse_posthoc(
 def write_aysel_report(result: AyselResult, model: nn.Module, images: torch.Tensor, labels: np.ndarray,
                        class_names: list[str], out: Path) -> Path:
     """The report folder of :func:`analyse_posthoc` (tables as in the bench report)."""
-    from ..bench.report import markdown_table, percent, write_json
+    from .report import markdown_table, percent, write_json
     from ..models.coam import save_coam_gallery
     from ..plotting import cgim_histograms
 

@@ -173,7 +173,7 @@ def test_tiny_siglip_from_config_scores_group_prompts():
     from transformers import SiglipConfig, SiglipModel
 
     from concept_grounding.evaluation import OpenVocabularyModel
-    from concept_grounding.models.clip import clip_group_scores
+    from concept_grounding.models.clip import ClipHandle, clip_group_scores
 
     bpe = SimpleTokenizer()
 
@@ -189,8 +189,8 @@ def test_tiny_siglip_from_config_scores_group_prompts():
         vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
                            image_size=16, patch_size=8))
     model = SiglipModel(config).eval()
-    handle = OpenVocabularyModel(model, tokenizer, make_preprocess(size=16, mean=(0.5,) * 3, std=(0.5,) * 3),
-                                 "transformers")
+    handle = OpenVocabularyModel(ClipHandle(model, tokenizer, make_preprocess(size=16, mean=(0.5,) * 3, std=(0.5,) * 3),
+                                            "transformers"))
     vocab = load_vocabulary()
     columns = handle.prepare(["crown_color", "bill_shape"], vocab)
     images = _images(4, 16)

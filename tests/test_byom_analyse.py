@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from concept_grounding.cli import main
-from concept_grounding.evaluation.posthoc import FeatureMapPostHocCBM, analyse_posthoc, parts_at
+from concept_grounding.evaluation.posthoc import analyse_posthoc, feature_map_posthoc_cbm, parts_at
 
 SIZE = 48
 CLASSES = ("017.Cardinal", "073.Blue_Jay", "020.Yellow_breasted_Chat")
@@ -100,9 +100,10 @@ def test_project_posthoc_cbm_via_the_cli_equals_the_metric_functions(posthoc, cu
 def test_the_same_model_as_backbone_plus_cav_matrix_gives_the_same_numbers(posthoc, cub):
     model, _ = posthoc
     expected = _by_hand(model, cub)
-    user = FeatureMapPostHocCBM(lambda x: model.backbone(x).features, model.concept_vectors.clone(),
-                                list(model.concept_names), concept_intercepts=model.concept_intercepts.clone(),
-                                theta=model.theta.clone(), bias=model.classifier.bias.detach().clone())
+    user = feature_map_posthoc_cbm(lambda x: model.backbone(x).features, model.concept_vectors.clone(),
+                                   list(model.concept_names), concept_intercepts=model.concept_intercepts.clone(),
+                                   theta=model.theta.clone(), bias=model.classifier.bias.detach().clone())
+    assert type(user) is type(model)  # one PostHocCBM, any backbone
     result = analyse_posthoc(user, cub, image_size=SIZE, progress=False)
     _assert_same(result, *expected)
     with torch.no_grad():
@@ -142,10 +143,10 @@ def test_bad_inputs_are_clear_errors(posthoc, tmp_path, capsys):
 
     model, _ = posthoc
     with pytest.raises(ValueError, match="concept_names for"):
-        FeatureMapPostHocCBM(lambda x: x, torch.zeros(3, 8), ["has_crown_color::black"])
-    user = FeatureMapPostHocCBM(lambda x: (x, x), torch.zeros(1, 8), ["has_crown_color::black"])
+        feature_map_posthoc_cbm(lambda x: x, torch.zeros(3, 8), ["has_crown_color::black"])
+    user = feature_map_posthoc_cbm(lambda x: (x, x), torch.zeros(1, 8), ["has_crown_color::black"])
     with pytest.raises(ValueError, match="features="):
-        user.feature_map(torch.rand(1, 3, 8, 8))
+        user(torch.rand(1, 3, 8, 8))
     with pytest.raises(ValueError, match="no classifier"):
         user.theta
     cbm = tmp_path / "cbm"

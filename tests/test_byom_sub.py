@@ -16,6 +16,7 @@ from concept_grounding.cli import main
 from concept_grounding.errors import UsageError
 from concept_grounding.evaluation import BinaryConceptModel, OpenVocabularyModel, evaluate_sub, load_sub_source
 from concept_grounding.vocabulary import load_vocabulary
+from concept_grounding.models.clip import ClipHandle
 
 ROOT = Path(__file__).resolve().parents[1]
 CLASSES = ["017.Cardinal", "073.Blue_Jay", "020.Yellow_breasted_Chat"]
@@ -357,12 +358,12 @@ def test_tiny_open_clip_in_group_mode(tmp_path, sub):
                            for im in sub["image"]]) - torch.tensor(mean).view(1, 3, 1, 1)) / torch.tensor(std).view(1, 3, 1, 1)
     scores, names = _group_by_hand(model, tokenizer, pixels, sub)
     expected = _metric("group", scores, sub, names)
-    result = evaluate_sub(OpenVocabularyModel(model, tokenizer, preprocess, "open_clip"), sub, batch_size=10,
+    result = evaluate_sub(OpenVocabularyModel(ClipHandle(model, tokenizer, preprocess, "open_clip")), sub, batch_size=10,
                           progress=False)
     _same(result, expected)
     np.testing.assert_allclose(result.scores, scores, atol=1e-5)
     assert result.mode == "group" and result.chance_s_plus < 0.5
-    official = evaluate_sub(OpenVocabularyModel(model, tokenizer, preprocess, "open_clip"), sub, protocol="official",
+    official = evaluate_sub(OpenVocabularyModel(ClipHandle(model, tokenizer, preprocess, "open_clip")), sub, protocol="official",
                             progress=False)
     _same(official, _metric("group", scores, sub, names, protocol="official"))
 
@@ -411,7 +412,7 @@ def test_tiny_transformers_clip_in_group_mode(tmp_path, sub):
     folder = tmp_path / "tiny-hf-clip"
     _save_tiny_transformers_clip(folder)
     bundle = load_clip(str(folder), local_files_only=True)
-    assert bundle.backend == "transformers"
+    assert bundle.backend.name == "transformers"
     pixels = bundle.preprocess(list(sub["image"]))
     scores, names = _group_by_hand(bundle.model, bundle.tokenizer, pixels, sub)
     expected = _metric("group", scores, sub, names)
@@ -429,8 +430,8 @@ def test_none_option_adds_a_column_and_changes_chance(sub):
     from concept_grounding.testing import tiny_open_clip
     from concept_grounding.evaluation import make_preprocess
 
-    handle = OpenVocabularyModel(tiny_open_clip(image_size=SIZE), open_clip.get_tokenizer("ViT-B-16"),
-                                 make_preprocess(size=SIZE), "open_clip")
+    handle = OpenVocabularyModel(ClipHandle(tiny_open_clip(image_size=SIZE), open_clip.get_tokenizer("ViT-B-16"),
+                                            make_preprocess(size=SIZE), "open_clip"))
     without = evaluate_sub(handle, sub, progress=False)
     with_none = evaluate_sub(handle, sub, include_none=True, progress=False)
     assert with_none.none_scores.shape == (len(sub),)

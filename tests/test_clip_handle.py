@@ -84,13 +84,13 @@ def test_loaders_return_the_handle(tmp_path):
     loaded = load_clip(tmp_path / "clip")
     named = load_explainable_clip(str(tmp_path / "clip"), image_size=16)
     for handle in (loaded, named):
-        assert isinstance(handle, ClipHandle) and handle.backend == "world"
+        assert isinstance(handle, ClipHandle) and handle.backend.name == "world"
         assert handle.description == f"world model {tmp_path / 'clip'}"
     images = _images()
     assert torch.equal(loaded.pixels(images), named.pixels(images))
 
     tiny = load_explainable_clip(None, image_size=32)
-    assert isinstance(tiny, ClipHandle) and tiny.backend == "open_clip" and "random weights" in tiny.description
+    assert isinstance(tiny, ClipHandle) and tiny.backend.name == "open_clip" and "random weights" in tiny.description
     images = _images(2, 40)
     assert torch.equal(tiny.pixels(images), to_pixel_values(images, (32, 32)))
 

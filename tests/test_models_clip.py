@@ -117,7 +117,7 @@ def test_world_clip_learns_colours_and_round_trips(tmp_path):
     scores = clip_group_scores(model, tok, images, "primary_color")
     model.save_pretrained(tmp_path)
     handle = load_clip(tmp_path)
-    assert handle.backend == "world" and isinstance(handle.model, WorldCLIP)
+    assert handle.backend.name == "world" and isinstance(handle.model, WorldCLIP)
     for (name, a), (_, b) in zip(model.state_dict().items(), handle.model.state_dict().items()):
         assert torch.equal(a, b), name
     assert torch.equal(clip_group_scores(handle.model, handle.tokenizer, images, "primary_color"), scores)
@@ -188,3 +188,27 @@ def test_class_captions_take_the_class_as_their_positives():
     assert pos.tolist() == [[True, False, True], [False, True, False], [True, False, True]]
     captions, pos = with_class_captions(["a", "b", "c"], None, attr_pos, labels, ["017.Cardinal", "073.Blue_Jay"], 0.0)
     assert captions == ["a", "b", "c"] and pos.tolist() == attr_pos.tolist()
+
+
+#: token ids of the world CLIP's tokenizer, computed with the hand-written tokenizer it had before
+#: it was built on the ``tokenizers`` library (issue 23, item 6): saved world CLIPs must read the same ids.
+PINNED_WORLD_IDS = {
+    "a photo of a bird with a black crown": [2, 3, 205, 188, 3, 29, 310, 3, 30, 74, 317, 0],
+    "A Photo of a DUCK-LIKE bird!": [2, 3, 205, 188, 3, 81, 29, 317, 0, 0, 0, 0],
+    "a photo of a blue jay.": [2, 3, 205, 188, 3, 32, 143, 317, 0, 0, 0, 0],
+    "zebra, crown--color -x- é bird 42": [2, 1, 74, 1, 1, 29, 1, 317, 0, 0, 0, 0],
+    "": [2, 317, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+    "a bird with a black crown and a striped wing and a red breast and a yellow belly":
+        [2, 3, 29, 310, 3, 30, 74, 10, 3, 261, 306, 317],
+}
+
+
+def test_world_tokenizer_ids_are_pinned():
+    tok = WordTokenizer.from_vocabulary(context_length=12)
+    assert (len(tok.words), tok.vocab_size) == (314, 318)
+    texts = list(PINNED_WORLD_IDS)
+    out = tok(texts)
+    assert out.dtype == torch.long and out.tolist() == list(PINNED_WORLD_IDS.values())
+    assert tok(texts[0]).tolist() == [PINNED_WORLD_IDS[texts[0]]]  # one string is a batch of one
+    assert WordTokenizer(["a", "bird", "a"], context_length=6)(["a bird", "a dodo"]).tolist() == [
+        [2, 3, 4, 5, 0, 0], [2, 3, 1, 5, 0, 0]]

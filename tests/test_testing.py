@@ -32,7 +32,7 @@ def _inpaint(seed, tmp_path):
 def _filter_scorer(seed):
     from concept_grounding.tdg.filter import tiny_clip_scorer
 
-    return tiny_clip_scorer(seed=seed).model
+    return tiny_clip_scorer(seed=seed).clip.model
 
 
 BUILDERS = {

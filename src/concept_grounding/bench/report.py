@@ -7,7 +7,6 @@ and concept accuracy on all concepts and on the SUB attribute subset, in percent
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..fileio import atomic_write_bytes
+from ..evaluation.report import markdown_table, percent, write_json
 from .artifacts import BenchArtifacts, model_slug
 
 if TYPE_CHECKING:
@@ -53,68 +52,6 @@ def slug(name: str) -> str:
     'cbm-ind-per-img'
     """
     return model_slug(name)
-
-
-def percent(value: float | None, digits: int = 1) -> str:
-    """Format a fraction in [0, 1] as a percentage; ``None``/NaN as an en dash.
-
-    >>> percent(0.4567), percent(None), percent(float("nan"))
-    ('45.7', '–', '–')
-    """
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    return f"{100.0 * value:.{digits}f}"
-
-
-def markdown_table(
-    rows: Sequence[Mapping[str, Any]],
-    columns: Sequence[tuple[str, str]],
-    *,
-    first: tuple[str, str] = ("name", "model"),
-    fractions: bool = True,
-) -> str:
-    """A GitHub Markdown table; numeric cells are fractions shown as percent.
-
-    >>> print(markdown_table([{"name": "CBM", "s_plus": 0.5}], [("s_plus", "s+")]))
-    | model | s+ |
-    |---|---|
-    | CBM | 50.0 |
-    """
-    key0, head0 = first
-    lines = ["| " + " | ".join([head0, *(h for _, h in columns)]) + " |", "|" + "---|" * (len(columns) + 1)]
-    for row in rows:
-        cells = [str(row.get(key0, ""))]
-        for key, _ in columns:
-            value = row.get(key)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                cells.append(percent(float(value)) if fractions else f"{value:.3g}")
-            else:
-                cells.append("–" if value is None else str(value))
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def _jsonable(value: Any) -> Any:
-    import numpy as np
-
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _jsonable(value.tolist())
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, Path):
-        return str(value)
-    return value
-
-
-def write_json(path: Path, payload: Any) -> None:
-    """Write ``payload`` as indented JSON (numpy arrays and NaN made JSON-safe), atomically."""
-    atomic_write_bytes(path, json.dumps(_jsonable(payload), indent=2).encode())
 
 
 def finding(rows: list[dict]) -> str:

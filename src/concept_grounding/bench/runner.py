@@ -223,19 +223,16 @@ def _group_columns(groups, vocab) -> list[int]:
     return [i for g in groups for i in vocab.groups[g]]
 
 
-def _group_scores(clip, images, groups, vocab) -> np.ndarray:
+def _group_scores(clip, dataset, groups, vocab) -> np.ndarray:
     """``(N, M)`` image-text similarities of a :class:`~concept_grounding.models.clip.ClipHandle`
-    for the ``M`` attributes of ``groups``, in :func:`_group_columns` order. ``images``: a
-    tensor already in the model's input format, or PIL images (run through ``clip.preprocess``)."""
-    import torch
+    with SUB's group prompts for the ``M`` attributes of ``groups`` (in :func:`_group_columns`
+    order), for every image of ``dataset``, scored as :func:`~concept_grounding.evaluation.evaluate_sub` scores."""
+    from ..evaluation.adapters import OpenVocabularyModel
+    from ..evaluation.sub import predict_scores
 
-    from ..models.clip import clip_group_scores
-
-    preprocess = None if isinstance(images, torch.Tensor) else clip.preprocess
-    return np.concatenate(
-        [clip_group_scores(clip.model, clip.tokenizer, images, g, vocab, preprocess=preprocess).numpy()
-         for g in groups], axis=1
-    )
+    model = OpenVocabularyModel(clip)
+    model.prepare(groups, vocab)
+    return predict_scores(model, dataset, batch_size=256, progress=False)[0]
 
 
 def _group_accuracy(scores: np.ndarray, groups, test: _Split, columns, vocab, sub_cols) -> dict[str, float]:
@@ -253,27 +250,29 @@ def _group_accuracy(scores: np.ndarray, groups, test: _Split, columns, vocab, su
 def table2(data: BenchData, train: _Split, test: _Split, sub_images, columns, vocab, config, out: Path,
            clip=None) -> list[dict]:
     """Rows of Table 2: the world CLIP (trained here) and the named CLIP-like model ``clip``
-    (a :class:`~concept_grounding.models.clip.ClipHandle`), if any."""
+    (a :class:`~concept_grounding.models.clip.ClipHandle`), if any: SUB's s+ / s- from
+    :func:`~concept_grounding.evaluation.evaluate_sub`, concept accuracy on the test split from
+    the same group-mode scores."""
+    from ..evaluation import evaluate_sub
     from ..models.clip import train_world_clip, world_clip_handle
 
     sub_cols = [j for j, i in enumerate(columns) if i in set(vocab.sub_attribute_indices)]
     groups = sorted({vocab.group_of(t) for t in data.sub["target_attribute"]} | {vocab.group_of(i) for i in columns})
-    names = [vocab.attributes[i] for i in _group_columns(groups, vocab)]
-    rows = []
     models = []
     if data.source == "world":
         world_clip, _ = train_world_clip(data.train, image_size=config.image_size, epochs=config.clip_epochs,
                                          seed=config.seed)
         world_clip.save_pretrained(BenchArtifacts(out).model_dir(WORLD_CLIP_MODEL))
-        models.append(("world CLIP (trained here)", world_clip_handle(world_clip), sub_images, test.images))
+        models.append(("world CLIP (trained here)", world_clip_handle(world_clip)))
     if clip is not None:
-        models.append((config.clip_model, clip, list(data.sub["image"]), list(data.test["image"])))
-    for name, handle, sub_in, test_in in models:
-        sub_scores = _group_scores(handle, sub_in, groups, vocab)
-        row = _sub_row(name, sub_scores, data, names, mode="group")
-        test_scores = _group_scores(handle, test_in, groups, vocab)
-        row.update(_group_accuracy(test_scores, groups, test, columns, vocab, sub_cols))
-        rows.append(row)
+        models.append((config.clip_model, clip))
+    rows = []
+    for name, handle in models:
+        res = evaluate_sub(handle, data.sub, batch_size=256, progress=False, vocab=vocab).metric
+        rows.append({"name": name, **{k: res[k] for k in ("s_plus", "s_minus", "chance_s_plus", "chance_s_minus",
+                                                          "n_s_plus", "n_s_minus", "breakdown")}})
+        rows[-1].update(_group_accuracy(_group_scores(handle, data.test, groups, vocab), groups, test, columns, vocab,
+                                        sub_cols))
     return rows
 
 

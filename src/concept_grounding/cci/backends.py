@@ -17,9 +17,12 @@ Two families are supported, each masked through its own library's extension poin
   ``visual.transformer``, passed in by a forward pre-hook as a float additive mask of
   shape ``(B * heads, T, T)`` (open_clip casts a bool mask to 0/1 floats).
 
-A module that wraps an open_clip CLIP as ``.clip`` (the world's ``WorldCLIP``) is explained
-through that inner model. Anything else (a ResNet tower, a model with attention pooling or average pooling) raises
-a ``ValueError`` naming the problem.
+Which library a model belongs to is not decided here: :func:`get_backend` asks
+:func:`concept_grounding.models.clip.backend_for` (or the :class:`~concept_grounding.models.clip.ClipHandle`'s
+backend), whose :class:`~concept_grounding.models.clip.ClipBackend` also encodes texts and images
+and names the module to explain (the world's ``WorldCLIP``: its inner open_clip model); the
+adapter is looked up by the backend's name (:data:`TOWERS`). Anything else (a ResNet tower, a
+model with attention pooling or average pooling) raises a ``ValueError`` naming the problem.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from .attention import check_batch, key_bias, library_attention, multihead_atten
 if TYPE_CHECKING:  # pragma: no cover
     import torch
     from torch import nn
+
+    from ..models.clip import ClipBackend
 
 __all__ = ["get_backend"]
 
@@ -94,6 +99,8 @@ class VisionBackend:
 
     name = "base"
     model: "nn.Module"
+    tokenizer: Callable | None
+    clip: "ClipBackend"  # the library's text and image encoding
     encoder: "nn.Module"
     num_heads: int
     grid_size: tuple[int, int]
@@ -134,7 +141,7 @@ class VisionBackend:
 
     def encode_image(self, pixel_values: "torch.Tensor") -> "torch.Tensor":
         """The user's own image forward, ``(B, 3, H, W) -> (B, E)`` (key masks apply)."""
-        raise NotImplementedError
+        return self.clip.encode_image(self.model, pixel_values)
 
     def mask_keys(self, key_mask: "torch.Tensor") -> ContextManager[None]:
         """Context in which the model's own image forwards cut ``key_mask``'s keys out of
@@ -148,7 +155,7 @@ class VisionBackend:
 
     def encode_text(self, texts: Any) -> "torch.Tensor":
         """Text embeddings ``(C, E)`` for a list of strings or a token-id tensor."""
-        raise NotImplementedError
+        return self.clip.encode_text(self.model, self.tokenizer, texts)
 
     def check_eval(self) -> None:
         """Raise ``ValueError`` if any module is in train mode (dropout breaks exactness)."""
@@ -166,8 +173,13 @@ class TransformersCLIPBackend(VisionBackend):
     name = "transformers"
 
     def __init__(self, model: "nn.Module", tokenizer: Callable | None = None) -> None:
+        from ..models.clip.backends import TRANSFORMERS
+
+        if "clip" not in type(model).__module__:
+            raise ValueError(f"model: {type(model).__name__} is not a transformers CLIP model")
         self.model = model
         self.tokenizer = tokenizer
+        self.clip = TRANSFORMERS
         vision = model.vision_model if hasattr(model, "vision_model") else model
         # transformers < 5 nests a CLIPVisionTransformer one level deeper
         if not hasattr(vision, "encoder") and hasattr(vision, "vision_model"):
@@ -218,17 +230,6 @@ class TransformersCLIPBackend(VisionBackend):
     def project(self, pooled):
         return self.projection(pooled) if self.projection is not None else pooled
 
-    def encode_image(self, pixel_values):
-        if hasattr(self.model, "get_image_features"):
-            out = self.model.get_image_features(pixel_values=pixel_values)
-        else:
-            out = self.model(pixel_values=pixel_values)
-        if hasattr(out, "image_embeds"):
-            return out.image_embeds
-        if hasattr(out, "pooler_output"):
-            return out.pooler_output
-        return out
-
     def mask_keys(self, key_mask):
         """Through transformers' ``AttentionInterface`` (:func:`~.attention.transformers_key_mask`)."""
         if not hasattr(self.model, "set_attn_implementation") or self.attention_config is None:
@@ -237,20 +238,6 @@ class TransformersCLIPBackend(VisionBackend):
                 "pass the CLIPModel or CLIPVisionModel[WithProjection] itself"
             )
         return transformers_key_mask(self.model, self.attention_config, key_mask)
-
-    def encode_text(self, texts):
-        import torch
-
-        if not hasattr(self.model, "get_text_features"):
-            raise ValueError("model: this transformers model has no text tower; pass text embeddings")
-        if isinstance(texts, torch.Tensor):
-            ids = texts
-        elif self.tokenizer is None:
-            raise ValueError("texts: pass token ids or text embeddings (no tokenizer was given)")
-        else:
-            ids = self.tokenizer(list(texts), padding=True, return_tensors="pt")["input_ids"]
-        out = self.model.get_text_features(input_ids=ids.to(next(self.model.parameters()).device))
-        return out.pooler_output if hasattr(out, "pooler_output") else out
 
 
 # ----------------------------------------------------------------------------- open_clip
@@ -261,6 +248,8 @@ class OpenCLIPBackend(VisionBackend):
 
     def __init__(self, model: "nn.Module", tokenizer: Callable | None = None) -> None:
         from open_clip.transformer import VisionTransformer
+
+        from ..models.clip.backends import OPEN_CLIP
 
         visual = getattr(model, "visual", model)
         if not isinstance(visual, VisionTransformer):
@@ -273,6 +262,7 @@ class OpenCLIPBackend(VisionBackend):
         self.model = model
         self.visual = visual
         self.tokenizer = tokenizer
+        self.clip = OPEN_CLIP
         self.encoder = visual.transformer
         first = visual.transformer.resblocks[0]
         attn = getattr(first, "attn", None)
@@ -326,10 +316,6 @@ class OpenCLIPBackend(VisionBackend):
     def project(self, pooled):
         return pooled @ self.visual.proj if self.visual.proj is not None else pooled
 
-    def encode_image(self, pixel_values):
-        out = self.model.encode_image(pixel_values) if hasattr(self.model, "encode_image") else self.visual(pixel_values)
-        return out[0] if isinstance(out, tuple) else out
-
     @contextlib.contextmanager
     def mask_keys(self, key_mask) -> Iterator[None]:
         """A forward pre-hook on ``visual.transformer`` passes the key bias as ``attn_mask``;
@@ -353,51 +339,41 @@ class OpenCLIPBackend(VisionBackend):
             handle.remove()
 
     def encode_text(self, texts):
+        """Strings without a tokenizer are read with open_clip's bundled BPE (``ViT-B-16``)."""
         import torch
 
-        if isinstance(texts, torch.Tensor):
-            ids = texts
-        else:
-            tok = self.tokenizer
-            if tok is None:
-                import open_clip
+        if self.tokenizer is None and not isinstance(texts, torch.Tensor):
+            import open_clip
 
-                tok = open_clip.get_tokenizer("ViT-B-16")
-            ids = tok(list(texts))
-            ctx = getattr(self.model, "context_length", ids.shape[-1])
-            ids = ids[:, :ctx]
-        if not hasattr(self.model, "encode_text"):
-            raise ValueError("model: this open_clip module has no text tower; pass text embeddings")
-        return self.model.encode_text(ids.to(next(self.model.parameters()).device))
+            self.tokenizer = open_clip.get_tokenizer("ViT-B-16")
+        return super().encode_text(texts)
+
+
+#: the tower adapter of each :class:`~concept_grounding.models.clip.ClipBackend`, by its name.
+TOWERS: dict[str, type[VisionBackend]] = {
+    "open_clip": OpenCLIPBackend, "world": OpenCLIPBackend, "transformers": TransformersCLIPBackend,
+}
 
 
 def get_backend(model: Any, tokenizer: Callable | None = None) -> VisionBackend:
-    """Pick the adapter for ``model``: a transformers or open_clip CLIP, or a
-    :class:`~concept_grounding.models.clip.ClipHandle` (a backend is returned unchanged).
+    """The tower adapter for ``model``: a :class:`~concept_grounding.models.clip.ClipHandle`, or a
+    transformers or open_clip CLIP (or the world's ``WorldCLIP``) whose backend
+    :func:`~concept_grounding.models.clip.backend_for` picks (a :class:`VisionBackend` is
+    returned unchanged).
 
     Raises:
         ValueError: ``model`` is neither a transformers CLIP nor an open_clip ViT.
     """
     if isinstance(model, VisionBackend):
         return model
-    from ..models.clip.handle import ClipHandle
+    from ..models.clip import ClipHandle, backend_for
 
-    if isinstance(model, ClipHandle):  # the project's one CLIP handle: its model and tokenizer
-        model, tokenizer = model.model, tokenizer or model.tokenizer
-    module = type(model).__module__
-    if module.startswith("transformers."):
-        if "clip" not in module:
-            raise ValueError(f"model: {type(model).__name__} is not a transformers CLIP model")
-        return TransformersCLIPBackend(model, tokenizer)
-    inner = getattr(model, "clip", None)
-    if inner is not None and type(getattr(inner, "visual", None)).__module__.startswith("open_clip"):
-        # a wrapper around an open_clip CLIP (e.g. the world's WorldCLIP): explain the inner
-        # model; pixel values are then the inner model's (normalised) inputs
-        return OpenCLIPBackend(inner, tokenizer or getattr(model, "tokenizer", None))
-    visual = getattr(model, "visual", model)
-    if type(visual).__module__.startswith("open_clip"):
-        return OpenCLIPBackend(model, tokenizer)
-    raise ValueError(
-        f"model: {type(model).__name__} is not a supported CLIP ViT "
-        "(transformers CLIPModel/CLIPVisionModel or open_clip CLIP with a VisionTransformer)"
-    )
+    if not isinstance(model, ClipHandle):
+        try:
+            clip = backend_for(model)
+        except ValueError:
+            raise ValueError(f"model: {type(model).__name__} is not a supported CLIP ViT (transformers "
+                             "CLIPModel/CLIPVisionModel or open_clip CLIP with a VisionTransformer)") from None
+        model = ClipHandle(model, tokenizer or getattr(model, "tokenizer", None) if clip.name == "world" else tokenizer,
+                           lambda images: images, clip)
+    return TOWERS[model.backend.name](model.tower(), tokenizer or model.tokenizer)

@@ -3,7 +3,7 @@ of your post-hoc CBM on a CUB_200_2011 folder.
 
 ``--model`` is a saved :class:`~concept_grounding.models.PostHocCBM` folder (e.g. a bench
 run's ``models/posthoc-cbm``) or ``file.py:factory`` / ``package.module:factory`` returning
-a ``PostHocCBM``, a :class:`~concept_grounding.evaluation.posthoc.FeatureMapPostHocCBM`, or a
+a ``PostHocCBM`` (over any backbone: :func:`~concept_grounding.evaluation.posthoc.feature_map_posthoc_cbm`), or a
 dict of its arguments (``backbone``, ``concept_vectors``, ``concept_names``, optional
 ``concept_intercepts``, ``theta``, ``bias``, ``features``, ``mean``, ``std``). Without a
 classifier one is fitted on the training split.
@@ -36,7 +36,7 @@ def load_posthoc_model(spec: str):
     from collections.abc import Mapping
 
     from concept_grounding.evaluation.loading import load_factory, saved_image_size
-    from concept_grounding.evaluation.posthoc import FeatureMapPostHocCBM
+    from concept_grounding.evaluation.posthoc import feature_map_posthoc_cbm
     from concept_grounding.models import PostHocCBM
     from concept_grounding.models.loading import load_concept_model
 
@@ -49,12 +49,12 @@ def load_posthoc_model(spec: str):
     result = load_factory(spec)()
     if isinstance(result, Mapping):
         try:
-            result = FeatureMapPostHocCBM(**result)
+            result = feature_map_posthoc_cbm(**result)
         except TypeError as err:
-            raise ValueError(f"--model {spec!r}: the factory's dict does not fit FeatureMapPostHocCBM: {err}") from None
-    if not isinstance(result, (PostHocCBM, FeatureMapPostHocCBM)):
+            raise ValueError(f"--model {spec!r}: the factory's dict does not fit feature_map_posthoc_cbm: {err}") from None
+    if not isinstance(result, PostHocCBM):
         raise ValueError(f"--model {spec!r}: the factory returned a {type(result).__name__}, not a PostHocCBM, "
-                         "FeatureMapPostHocCBM or a dict of its arguments")
+                         "or a dict of feature_map_posthoc_cbm's arguments")
     return result, None
 
 

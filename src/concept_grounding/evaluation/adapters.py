@@ -13,7 +13,7 @@ A :class:`SubModel` turns a batch of PIL images into a score matrix:
   key or index (``output=``). Scores are probabilities ``sigmoid(logit)`` (or the model's
   own probabilities).
 * :class:`OpenVocabularyModel` (``mode = "group"``): SUB's group mode over the one CLIP
-  handle, :class:`~concept_grounding.models.clip.ClipHandle` (a CLIP-like model: open_clip,
+  handle, :class:`~concept_grounding.models.clip.ClipHandle`, which encodes (a CLIP-like model: open_clip,
   transformers CLIP / SigLIP, :class:`~concept_grounding.models.WorldCLIP`; its tokenizer
   and its preprocessing, where the normalisation lives). Scores are the cosine
   similarities of each image with the SUB group prompts
@@ -43,7 +43,7 @@ import torch
 from torch import nn
 
 from ..errors import UsageError, option
-from ..models.clip import NONE_PROMPT, ClipHandle, WorldCLIP, group_prompts, model_device
+from ..models.clip import NONE_PROMPT, ClipHandle, backend_for, group_prompts, model_device
 from ..vocabulary import Vocabulary
 from .concepts import resolve_concept_names
 from .preprocessing import Preprocess, make_preprocess
@@ -234,40 +234,40 @@ class BinaryConceptModel(_Placed):
 
 @dataclass
 class OpenVocabularyModel(_Placed):
-    """SUB's group mode over a :class:`~concept_grounding.models.clip.ClipHandle` (built from
-    ``model``, ``tokenizer``, ``preprocess`` and ``backend``, or :meth:`from_handle`; kept as
-    :attr:`clip`). Scores SUB's group prompts (module docstring).
+    """SUB's group mode over a :class:`~concept_grounding.models.clip.ClipHandle` (module docstring):
+    the handle encodes, this scores SUB's group prompts.
 
     Args:
+        clip: the CLIP-like model with its tokenizer and preprocessing (``load_clip`` returns one).
         include_none: add the "none" prompt (:data:`~concept_grounding.models.clip.NONE_PROMPT`)
             as an option beside each group's values (SUB's paper rule; the official code has none).
     """
 
-    model: Any
-    tokenizer: Callable
-    preprocess: Preprocess
-    backend: str = "custom"
+    clip: ClipHandle
     include_none: bool = False
     device: torch.device = field(default=None)  # type: ignore[assignment]
     dtype: torch.dtype = torch.float32
     mode: str = field(default="group", init=False)
 
     def __post_init__(self) -> None:
-        has_towers = (hasattr(self.model, "encode_image") and hasattr(self.model, "encode_text")) or (
-            hasattr(self.model, "get_image_features") and hasattr(self.model, "get_text_features"))
-        if not has_towers:
-            raise ValueError(f"{type(self.model).__name__} is not CLIP-like: it needs encode_image / encode_text "
-                             "(open_clip) or get_image_features / get_text_features (transformers)")
-        self.device = torch.device(self.device) if self.device is not None else model_device(self.model)
-        self.clip = ClipHandle(self.model, self.tokenizer, self.preprocess, self.backend)
+        if not isinstance(self.clip, ClipHandle):
+            raise UsageError(f"clip must be a ClipHandle (concept_grounding.models.load_clip), "
+                             f"got {type(self.clip).__name__}")
+        self.clip.backend.check_towers(self.clip.model)
+        self.device = torch.device(self.device) if self.device is not None else self.clip.device
         self._text: torch.Tensor | None = None
         self._none: torch.Tensor | None = None
         self.columns: tuple[str, ...] = ()
 
-    @classmethod
-    def from_handle(cls, handle: ClipHandle, include_none: bool = False) -> "OpenVocabularyModel":
-        """From a :class:`~concept_grounding.models.clip.ClipHandle` (what ``load_clip`` returns)."""
-        return cls(handle.model, handle.tokenizer, handle.preprocess, handle.backend, include_none)
+    @property
+    def model(self) -> Any:
+        """The handle's model (moved by :meth:`to`)."""
+        return self.clip.model
+
+    @property
+    def preprocess(self) -> Preprocess:
+        """The handle's preprocessing: PIL images -> the model's input batch."""
+        return self.clip.preprocess
 
     def to(self, device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> "OpenVocabularyModel":
         """Move the model; the prompts are embedded again by the next :meth:`prepare`."""
@@ -304,9 +304,14 @@ class OpenVocabularyModel(_Placed):
         return self.forward(self.preprocess(images))
 
 
-def _is_clip_like(obj: Any) -> bool:
-    return (hasattr(obj, "encode_image") and hasattr(obj, "encode_text")) or (
-        hasattr(obj, "get_image_features") and hasattr(obj, "get_text_features"))
+def _clip_backend(model: Any) -> Any:
+    """The model's :class:`~concept_grounding.models.clip.ClipBackend` if it has both CLIP towers, else ``None``."""
+    try:
+        backend = backend_for(model)
+        backend.check_towers(model)
+    except ValueError:
+        return None
+    return backend
 
 
 def project_concept_model(model: nn.Module, image_size: int = 64) -> BinaryConceptModel:
@@ -342,16 +347,17 @@ def as_sub_model(
             model.include_none = True
         return model
     if isinstance(model, ClipHandle):
-        return OpenVocabularyModel.from_handle(model, include_none)
-    if _is_clip_like(model) and concept_names is None:
-        world = isinstance(model, WorldCLIP)
+        return OpenVocabularyModel(model, include_none)
+    backend = _clip_backend(model) if concept_names is None else None
+    if backend is not None:
+        world = backend.name == "world"  # [0, 1] images, normalised inside, its own tokenizer
         tokenizer = tokenizer or (model.tokenizer if world else None)
         if tokenizer is None or (preprocess is None and not world):
             raise UsageError(f"{type(model).__name__} is CLIP-like: pass {option('tokenizer')} and "
                              f"{option('preprocess')} (or a ClipHandle from concept_grounding.models.load_clip)")
-        if preprocess is None:  # WorldCLIP: [0, 1] images, normalised inside
+        if preprocess is None:
             preprocess = make_preprocess(size=image_size or model.image_size)
-        return OpenVocabularyModel(model, tokenizer, preprocess, "world" if world else "custom", include_none)
+        return OpenVocabularyModel(ClipHandle(model, tokenizer, preprocess, backend), include_none)
     if isinstance(model, ConceptModelMixin) and concept_names is None and preprocess is None and not kwargs:
         return project_concept_model(model, image_size or 64)
     if is_pyc_model(model):

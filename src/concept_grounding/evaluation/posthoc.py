@@ -6,9 +6,10 @@ bank ``C`` (``L x d`` CAVs) and a linear classifier ``theta`` on ``u = C f(x)``.
 
 * the project's :class:`~concept_grounding.models.PostHocCBM` (e.g. a ``bench`` run's
   ``models/posthoc-cbm``), or
-* :class:`FeatureMapPostHocCBM`: your backbone (any callable returning the ``(B, d, h, w)``
-  map, or a tuple / dict / dataclass holding it), your CAV matrix and your classifier (or
-  none: fitted on the training split with :func:`~concept_grounding.models.fit_sparse_classifier`).
+* the same class over your backbone, built by :func:`feature_map_posthoc_cbm` (any callable
+  returning the ``(B, d, h, w)`` map, or a tuple / dict / dataclass holding it), your CAV
+  matrix and your classifier (or none: fitted on the training split with
+  :func:`~concept_grounding.models.fit_sparse_classifier`).
 
 :func:`aysel_metrics` then computes, with the metric functions the bench uses,
 CGIM types 1-3 (:func:`~concept_grounding.metrics.concept_global_importance`), concept
@@ -30,7 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..models.base import ConceptModelOutput
+from ..models.posthoc import PostHocCBM
 from ..vocabulary import Vocabulary, load_vocabulary
 from .adapters import pick_output
 from .concepts import resolve_concept_names
@@ -38,11 +39,23 @@ from .concepts import resolve_concept_names
 if TYPE_CHECKING:
     import datasets
 
-__all__ = ["FeatureMapPostHocCBM", "analyse_posthoc"]
+__all__ = ["feature_map_posthoc_cbm", "analyse_posthoc"]
 
 
-class FeatureMapPostHocCBM(nn.Module):
-    """A post-hoc CBM over a user's backbone (module docstring).
+def feature_map_posthoc_cbm(
+    backbone: Callable[[torch.Tensor], Any],
+    concept_vectors: torch.Tensor | np.ndarray,
+    concept_names: Sequence[str | int] | str,
+    *,
+    concept_intercepts: torch.Tensor | np.ndarray | None = None,
+    theta: torch.Tensor | np.ndarray | None = None,
+    bias: torch.Tensor | np.ndarray | None = None,
+    features: str | int | None = None,
+    mean: Sequence[float] | None = None,
+    std: Sequence[float] | None = None,
+) -> PostHocCBM:
+    """A :class:`~concept_grounding.models.PostHocCBM` over a user's backbone (module docstring),
+    through :class:`~concept_grounding.models.posthoc.FeatureMapBackbone`.
 
     Args:
         backbone: images ``(B, 3, H, W)`` (after ``mean`` / ``std``) -> feature map ``(B, d, h, w)``
@@ -51,97 +64,28 @@ class FeatureMapPostHocCBM(nn.Module):
             (concept probabilities are ``sigmoid(c_j . f + b_j)``; default 0).
         concept_names: the ``L`` concepts (see :func:`~.concepts.resolve_concept_names`).
         theta, bias: classifier ``logits = u @ theta + bias``, ``theta`` ``(L, K)``; set later
-            with :meth:`set_classifier` when ``None``.
+            with :meth:`~concept_grounding.models.PostHocCBM.set_classifier` when ``None``.
         mean, std: per-channel normalisation applied to [0, 1] images before ``backbone``.
     """
+    from ..models.posthoc import ConceptBank, FeatureMapBackbone
 
-    def __init__(
-        self,
-        backbone: Callable[[torch.Tensor], Any],
-        concept_vectors: torch.Tensor | np.ndarray,
-        concept_names: Sequence[str | int] | str,
-        *,
-        concept_intercepts: torch.Tensor | np.ndarray | None = None,
-        theta: torch.Tensor | np.ndarray | None = None,
-        bias: torch.Tensor | np.ndarray | None = None,
-        features: str | int | None = None,
-        mean: Sequence[float] | None = None,
-        std: Sequence[float] | None = None,
-    ) -> None:
-        super().__init__()
-        self.backbone = backbone
-        self.features_key = features
-        vectors = torch.as_tensor(np.asarray(concept_vectors), dtype=torch.float32)
-        if vectors.ndim != 2:
-            raise ValueError(f"concept_vectors must be (L, d), got {tuple(vectors.shape)}")
-        self.concept_names = list(resolve_concept_names(concept_names))
-        if len(self.concept_names) != vectors.shape[0]:
-            raise ValueError(f"{len(self.concept_names)} concept_names for {vectors.shape[0]} concept vectors")
-        self.num_concepts = int(vectors.shape[0])
-        self.register_buffer("concept_vectors", vectors)
-        intercepts = torch.zeros(self.num_concepts) if concept_intercepts is None else \
-            torch.as_tensor(np.asarray(concept_intercepts), dtype=torch.float32)
-        if intercepts.shape != (self.num_concepts,):
-            raise ValueError(f"concept_intercepts must be (L={self.num_concepts},), got {tuple(intercepts.shape)}")
-        self.register_buffer("concept_intercepts", intercepts)
-        self.register_buffer("mean", torch.tensor(mean or (0.0, 0.0, 0.0), dtype=torch.float32).view(1, 3, 1, 1))
-        self.register_buffer("std", torch.tensor(std or (1.0, 1.0, 1.0), dtype=torch.float32).view(1, 3, 1, 1))
-        self.classifier: nn.Linear | None = None
-        if theta is not None:
-            self.set_classifier(theta, bias)
-
-    @property
-    def num_classes(self) -> int:
-        return 0 if self.classifier is None else int(self.classifier.out_features)
-
-    @property
-    def theta(self) -> torch.Tensor:
-        """``theta`` ``(L, K)``."""
-        if self.classifier is None:
-            raise ValueError("this post-hoc CBM has no classifier yet (pass theta= or call set_classifier)")
-        return self.classifier.weight.detach().T
-
-    def set_classifier(self, theta: torch.Tensor | np.ndarray, bias: torch.Tensor | np.ndarray | None = None) -> None:
-        """``logits = u @ theta + bias``; ``theta`` ``(L, K)``, ``bias`` ``(K,)`` (default 0)."""
-        theta = torch.as_tensor(np.asarray(theta), dtype=torch.float32)
-        if theta.ndim != 2 or theta.shape[0] != self.num_concepts:
-            raise ValueError(f"theta must be (L={self.num_concepts}, K), got {tuple(theta.shape)}")
-        layer = nn.Linear(theta.shape[0], theta.shape[1]).to(self.concept_vectors.device)
-        with torch.no_grad():
-            layer.weight.copy_(theta.T)
-            layer.bias.copy_(torch.zeros(theta.shape[1]) if bias is None else torch.as_tensor(np.asarray(bias)))
-        self.classifier = layer
-
-    def feature_map(self, images: torch.Tensor) -> torch.Tensor:
-        """``E`` ``(B, d, h, w)`` of [0, 1] images ``(B, 3, H, W)``."""
-        out = self.backbone((images - self.mean) / self.std)
-        if self.features_key is None and not isinstance(out, torch.Tensor) and getattr(out, "features", None) is not None:
-            features = out.features  # the project's BackboneOutput
-        elif self.features_key is None and not isinstance(out, torch.Tensor):
-            raise ValueError(f"the backbone returns a {type(out).__name__}: declare which part is the feature map "
-                             "with features= (an index or a key)")
-        else:
-            features = out if self.features_key is None else pick_output(out, self.features_key)
-        if features.ndim != 4 or features.shape[1] != self.concept_vectors.shape[1]:
-            raise ValueError(f"the feature map is {tuple(features.shape)}; expected (B, d={self.concept_vectors.shape[1]}, "
-                             "h, w) to match the concept vectors")
-        return features
-
-    def forward(self, images: torch.Tensor) -> ConceptModelOutput:
-        features = self.feature_map(images)
-        pooled = features.mean(dim=(2, 3))
-        u = pooled @ self.concept_vectors.T
-        logits = u + self.concept_intercepts
-        classes = self.classifier(u) if self.classifier is not None else torch.zeros(len(u), 0, device=u.device)
-        return ConceptModelOutput(logits, torch.sigmoid(logits), classes, u, pooled, features)
-
-    @torch.no_grad()
-    def concept_activation_maps(self, images: torch.Tensor, upsample: bool = True) -> torch.Tensor:
-        """CoAM ``(B, L, H, W)`` (``upsample``) or on the feature grid ``(B, L, h, w)`` (Aysel et al. Eq. 6)."""
-        from ..models.coam import concept_activation_maps, upsample_maps
-
-        maps = concept_activation_maps(self.feature_map(images), self.concept_vectors)
-        return upsample_maps(maps, tuple(images.shape[-2:])) if upsample else maps
+    vectors = torch.as_tensor(np.asarray(concept_vectors), dtype=torch.float32)
+    if vectors.ndim != 2:
+        raise ValueError(f"concept_vectors must be (L, d), got {tuple(vectors.shape)}")
+    names = list(resolve_concept_names(concept_names))
+    if len(names) != vectors.shape[0]:
+        raise ValueError(f"{len(names)} concept_names for {vectors.shape[0]} concept vectors")
+    intercepts = torch.zeros(len(names)) if concept_intercepts is None else \
+        torch.as_tensor(np.asarray(concept_intercepts), dtype=torch.float32)
+    if intercepts.shape != (len(names),):
+        raise ValueError(f"concept_intercepts must be (L={len(names)},), got {tuple(intercepts.shape)}")
+    pick = None if features is None else (lambda out: pick_output(out, features))
+    trunk = FeatureMapBackbone(backbone, vectors.shape[1], pick=pick, mean=mean, std=std)
+    model = PostHocCBM(len(names), 0, trunk, names)
+    model.set_concept_bank(ConceptBank(vectors, intercepts, tuple(names)))
+    if theta is not None:
+        model.set_classifier(theta, bias)
+    return model
 
 
 # ------------------------------------------------------------------------ metrics
@@ -212,8 +156,8 @@ def aysel_metrics(
     """CGIM 1-3, concept existence and concept location of a post-hoc CBM (module docstring).
 
     Args:
-        model: a :class:`~concept_grounding.models.PostHocCBM` or :class:`FeatureMapPostHocCBM`
-            (``theta``, ``concept_names``, ``forward`` -> ``ConceptModelOutput``,
+        model: a :class:`~concept_grounding.models.PostHocCBM` (or any model with
+            ``theta``, ``concept_names``, ``forward`` -> ``ConceptModelOutput``,
             ``concept_activation_maps``).
         images: ``(N, 3, S, S)`` in [0, 1]; labels ``(N,)`` class indices.
         image_concepts: ``(N, L)`` per-image 0/1 labels of the model's concepts (existence).
@@ -251,9 +195,9 @@ def _concept_columns(model: nn.Module, vocab: Vocabulary) -> list[int]:
     return vocab.attribute_indices(list(names))
 
 
-def fit_missing_parts(model: FeatureMapPostHocCBM, train: "datasets.Dataset", image_size: int, *, seed: int = 0,
-                      batch_size: int = 64, progress: bool = True) -> FeatureMapPostHocCBM:
-    """Fit the classifier of a :class:`FeatureMapPostHocCBM` that has none, on the training split
+def fit_missing_parts(model: PostHocCBM, train: "datasets.Dataset", image_size: int, *, seed: int = 0,
+                      batch_size: int = 64, progress: bool = True) -> PostHocCBM:
+    """Fit the classifier of a :class:`~concept_grounding.models.PostHocCBM` that has none, on the training split
     (elastic net, :func:`~concept_grounding.models.fit_sparse_classifier`)."""
     from ..models import fit_sparse_classifier
     from ..models.data import images_to_tensor
@@ -281,14 +225,14 @@ def analyse_posthoc(
     """Aysel et al.'s analysis of ``model`` on CUB's test split (``load_cub(root)``); with ``out``,
     writes ``results.json``, ``report.md``, ``cgim_histograms.png`` and ``coam_gallery.png``.
 
-    A :class:`FeatureMapPostHocCBM` without a classifier gets one fitted on the train split first.
+    A post-hoc CBM without a classifier gets one fitted on the train split first.
     ``max_images`` keeps the first test images only (a quick look).
     """
     from ..models.data import images_to_tensor
 
     vocab = vocab or load_vocabulary()
     columns = _concept_columns(model, vocab)
-    if isinstance(model, FeatureMapPostHocCBM):
+    if isinstance(model, PostHocCBM):
         fit_missing_parts(model, cub["train"], image_size, batch_size=batch_size, progress=progress)
     test = cub["test"]
     if max_images is not None:
@@ -309,7 +253,7 @@ def analyse_posthoc(
 def write_aysel_report(result: AyselResult, model: nn.Module, images: torch.Tensor, labels: np.ndarray,
                        class_names: list[str], out: Path) -> Path:
     """The report folder of :func:`analyse_posthoc` (tables as in the bench report)."""
-    from ..bench.report import markdown_table, percent, write_json
+    from .report import markdown_table, percent, write_json
     from ..models.coam import save_coam_gallery
     from ..plotting import cgim_histograms
 

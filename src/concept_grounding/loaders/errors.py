@@ -6,33 +6,31 @@ a broken download can be fixed by looking at one place:
 >>> err = CUBFormatError("expected 2 columns, found 3", file="images.txt", line=7)
 >>> str(err)
 'images.txt, line 7: expected 2 columns, found 3'
->>> isinstance(err, ValueError), err.line
-(True, 7)
+>>> isinstance(err, UsageError), isinstance(err, ValueError), err.line
+(True, True, 7)
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from ..errors import UsageError
+
 __all__ = ["DatasetFormatError", "CUBFormatError", "SUBFormatError", "HubUnavailableError", "DatasetWarning"]
 
 
-class DatasetFormatError(ValueError):
-    """A dataset on disk is missing files or has malformed content.
+class DatasetFormatError(UsageError):
+    """A dataset on disk is missing files or has malformed content: a :class:`~concept_grounding.errors.UsageError`
+    naming the file (and line), with its message.
 
     Attributes:
         file: the offending file (or folder), or ``None`` when no single file is at fault.
         line: 1-based line number inside ``file``, or ``None``.
+        reason: the message without the file and line.
     """
 
-    def __init__(self, message: str, *, file: str | Path | None = None, line: int | None = None):
-        self.file = None if file is None else str(file)
-        self.line = line
-        self.reason = message
-        where = ""
-        if self.file is not None:
-            where = self.file if line is None else f"{self.file}, line {line}"
-        super().__init__(f"{where}: {message}" if where else message)
+    def __init__(self, message: str, *, file: str | Path | None = None, line: int | None = None) -> None:
+        super().__init__(message, file=file, line=line)
 
 
 class CUBFormatError(DatasetFormatError):

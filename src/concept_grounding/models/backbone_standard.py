@@ -20,7 +20,7 @@ from torch import nn
 from .backbone_output import BackboneOutput
 from .base import HUB_KWARGS
 
-__all__ = ["StandardBackbone", "CUBAugment", "STANDARD_ARCHITECTURES", "load_backbone_weights", "drop_init_weights"]
+__all__ = ["drop_init_weights"]
 
 #: torchvision architecture -> (embedding width, Koh et al.'s crop size in px)
 STANDARD_ARCHITECTURES: dict[str, tuple[int, int]] = {"resnet18": (512, 224), "resnet50": (2048, 224),

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -34,14 +34,15 @@ import torch
 from huggingface_hub import PyTorchModelHubMixin
 from torch import nn
 
-from .backbone import SmallCNN, SmallViT, backbone_config, build_backbone
+from .backbone import BackboneOutput, SmallCNN, SmallViT, backbone_config, build_backbone
 from .base import HUB_KWARGS, ConceptModelMixin, ConceptModelOutput
 from .coam import concept_activation_maps, upsample_maps
 from .data import training_tensors
 from .train_config import TrainConfig, trainer_knobs
 
 __all__ = [
-    "ConceptBank", "learn_cavs", "embed_images", "fit_sparse_classifier", "PostHocCBM", "train_posthoc_cbm",
+    "ConceptBank", "learn_cavs", "embed_images", "fit_sparse_classifier", "FeatureMapBackbone", "PostHocCBM",
+    "train_posthoc_cbm",
 ]
 
 logger = logging.getLogger(__name__)
@@ -256,6 +257,42 @@ def fit_sparse_classifier(
 
 
 # ------------------------------------------------------------------------ model
+class FeatureMapBackbone(nn.Module):
+    """Any backbone as a post-hoc CBM's: ``backbone(normalised images)`` gives a feature map
+    ``E`` ``(B, d, h, w)``; ``pooled`` is its global average (Aysel et al.'s ``f(x)``).
+
+    Args:
+        backbone: images ``(B, 3, H, W)`` (after ``mean`` / ``std``) -> the map, or a structured
+            output that ``pick`` (or, by default, its ``features`` attribute) turns into the map.
+        embed_dim: ``d``.
+        mean, std: per-channel normalisation applied to [0, 1] images (default none).
+    """
+
+    def __init__(self, backbone: Callable[[torch.Tensor], Any], embed_dim: int, *,
+                 pick: Callable[[Any], torch.Tensor] | None = None, mean: Sequence[float] | None = None,
+                 std: Sequence[float] | None = None) -> None:
+        super().__init__()
+        self.trunk, self.embed_dim, self.pick = backbone, int(embed_dim), pick
+        self.register_buffer("mean", torch.tensor(mean or (0.0, 0.0, 0.0)).view(1, 3, 1, 1), persistent=False)
+        self.register_buffer("std", torch.tensor(std or (1.0, 1.0, 1.0)).view(1, 3, 1, 1), persistent=False)
+
+    def forward(self, images: torch.Tensor) -> BackboneOutput:
+        out = self.trunk((images - self.mean) / self.std)
+        if self.pick is not None:
+            features = self.pick(out)
+        elif isinstance(out, torch.Tensor):
+            features = out
+        elif getattr(out, "features", None) is not None:
+            features = out.features  # the project's BackboneOutput
+        else:
+            raise ValueError(f"the backbone returns a {type(out).__name__}: declare which part is the feature map "
+                             "with features= (an index or a key)")
+        if features.ndim != 4 or features.shape[1] != self.embed_dim:
+            raise ValueError(f"the feature map is {tuple(features.shape)}; expected (B, d={self.embed_dim}, h, w) "
+                             "to match the concept vectors")
+        return BackboneOutput(features.mean(dim=(2, 3)), features, tuple(features.shape[-2:]))
+
+
 class PostHocCBM(nn.Module, ConceptModelMixin, PyTorchModelHubMixin, **HUB_KWARGS, tags=["post-hoc-cbm"]):
     """Backbone ``f`` + concept bank ``C`` + linear classifier ``h`` (module docstring).
 
@@ -265,8 +302,10 @@ class PostHocCBM(nn.Module, ConceptModelMixin, PyTorchModelHubMixin, **HUB_KWARG
     (``K x L``); :attr:`theta` returns ``theta`` ``(L, K)`` for CGIM / CEM.
 
     Args:
-        num_concepts, num_classes: ``L``, ``K``.
-        backbone: the backbone's config (weights are in the state dict).
+        num_concepts, num_classes: ``L``, ``K`` (``K = 0``: no classifier yet, see :meth:`set_classifier`).
+        backbone: the project backbone's config (weights are in the state dict), or any
+            module returning a :class:`~.backbone.BackboneOutput` (e.g. :class:`FeatureMapBackbone`
+            around your own trunk; such a model is not saved with ``save_pretrained``).
         concept_names: ``L`` attribute names.
         score: ``"dot"`` (``u = C f``) or ``"margin"`` (``(C f + b) / ||c||``).
     """
@@ -275,25 +314,39 @@ class PostHocCBM(nn.Module, ConceptModelMixin, PyTorchModelHubMixin, **HUB_KWARG
         self,
         num_concepts: int,
         num_classes: int,
-        backbone: str | dict[str, Any] | None = None,
+        backbone: str | dict[str, Any] | nn.Module | None = None,
         concept_names: Sequence[str] | None = None,
         score: Literal["dot", "margin"] = "dot",
     ) -> None:
         super().__init__()
-        self._init_concepts(num_concepts, num_classes, concept_names)
+        self._init_concepts(num_concepts, max(int(num_classes), 1), concept_names)
+        self.num_classes = int(num_classes)
         if score not in ("dot", "margin"):
             raise ValueError(f"score must be 'dot' or 'margin', got {score!r}")
         self.score = score
-        self.backbone = build_backbone(backbone_config(backbone))
+        self.backbone = backbone if isinstance(backbone, nn.Module) else build_backbone(backbone_config(backbone))
         d = self.backbone.embed_dim
         self.register_buffer("concept_vectors", torch.zeros(self.num_concepts, d))
         self.register_buffer("concept_intercepts", torch.zeros(self.num_concepts))
-        self.classifier = nn.Linear(self.num_concepts, self.num_classes)
+        self.classifier = nn.Linear(self.num_concepts, self.num_classes) if self.num_classes else None
 
     @property
     def theta(self) -> torch.Tensor:
         """``theta`` ``(L, K)``: the classifier's weights, global importance of concept ``j`` for class ``k``."""
+        if self.classifier is None:
+            raise ValueError("this post-hoc CBM has no classifier yet (pass theta= or call set_classifier)")
         return self.classifier.weight.detach().T
+
+    def set_classifier(self, theta: torch.Tensor | np.ndarray, bias: torch.Tensor | np.ndarray | None = None) -> None:
+        """``logits = u @ theta + bias``; ``theta`` ``(L, K)``, ``bias`` ``(K,)`` (default 0)."""
+        theta = torch.as_tensor(np.asarray(theta), dtype=torch.float32)
+        if theta.ndim != 2 or theta.shape[0] != self.num_concepts:
+            raise ValueError(f"theta must be (L={self.num_concepts}, K), got {tuple(theta.shape)}")
+        layer = nn.Linear(theta.shape[0], theta.shape[1]).to(self.concept_vectors.device)
+        with torch.no_grad():
+            layer.weight.copy_(theta.T)
+            layer.bias.copy_(torch.zeros(theta.shape[1]) if bias is None else torch.as_tensor(np.asarray(bias)))
+        self.classifier, self.num_classes = layer, int(theta.shape[1])
 
     @property
     def concept_bank(self) -> ConceptBank:
@@ -319,7 +372,8 @@ class PostHocCBM(nn.Module, ConceptModelMixin, PyTorchModelHubMixin, **HUB_KWARG
         out = self.backbone(images)
         u = self.concept_scores(out.pooled)
         logits = u + self.concept_intercepts if self.score == "dot" else u
-        return ConceptModelOutput(logits, torch.sigmoid(logits), self.classifier(u), u, out.pooled, out.features)
+        classes = self.classifier(u) if self.classifier is not None else torch.zeros(len(u), 0, device=u.device)
+        return ConceptModelOutput(logits, torch.sigmoid(logits), classes, u, out.pooled, out.features)
 
     @torch.no_grad()
     def concept_activation_maps(self, images: torch.Tensor, upsample: bool = True) -> torch.Tensor:

@@ -12,7 +12,7 @@ probability and the top ``keep_fraction`` (10 %) of the *generated* count is kep
 
 :func:`select_pairing` is that rule as a pure function. Scorers turn images into option
 probabilities: :class:`VisionLanguageScorer` (a transformers VLM's option-letter logits),
-:class:`CLIPScorer` (open_clip image-text similarity) and :class:`AttributeOracleScorer`
+:class:`CLIPScorer` (a CLIP handle's image-text similarity) and :class:`AttributeOracleScorer`
 (any per-attribute probability function, e.g. a classifier trained on the bird world).
 
 >>> import numpy as np
@@ -32,11 +32,14 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from ..vocabulary import Vocabulary, load_vocabulary, split_attribute
+
+if TYPE_CHECKING:
+    from ..models.clip import ClipHandle
 
 __all__ = [
     "OptionScorer", "group_options", "vqa_question", "keep_count", "select_pairing", "filter_records", "write_report",
@@ -243,39 +246,30 @@ class VisionLanguageScorer:
 
 
 class CLIPScorer:
-    """Softmax over options of open_clip image-text similarities (logit scale included).
+    """Softmax over options of a CLIP's image-text similarities (logit scale included), asked of
+    the one CLIP handle (:class:`~concept_grounding.models.clip.ClipHandle`, from ``load_clip``).
 
     Option texts: ``template.format(option=..., group=...)``; "Other" reads ``other_text``.
-
-    Args:
-        model: an open_clip ``CLIP`` model.
-        preprocess: its image transform (PIL -> tensor).
-        tokenizer: its tokenizer (list[str] -> token tensor).
     """
 
     def __init__(
         self,
-        model: Any,
-        preprocess: Callable[[Any], Any],
-        tokenizer: Callable[[list[str]], Any],
+        clip: "ClipHandle",
         template: str = "a photo of a bird with {option} {group}",
         other_text: str = "a photo of a bird",
     ) -> None:
-        self.model, self.preprocess, self.tokenizer = model, preprocess, tokenizer
-        self.template, self.other_text = template, other_text
+        self.clip, self.template, self.other_text = clip, template, other_text
 
     def score(self, images: Sequence[Any], question: str, options: Sequence[str], group: str = "") -> np.ndarray:
         import torch
 
         group_text = group.replace("_", " ")
         texts = [self.other_text if o == OTHER else self.template.format(option=o, group=group_text) for o in options]
-        device = next(self.model.parameters()).device
         with torch.no_grad():
-            pixels = torch.stack([self.preprocess(im) for im in images]).to(device)
-            img = torch.nn.functional.normalize(self.model.encode_image(pixels).float(), dim=-1)
-            txt = torch.nn.functional.normalize(self.model.encode_text(self.tokenizer(texts).to(device)).float(), dim=-1)
-            logits = self.model.logit_scale.exp().float() * img @ txt.T
-        return torch.softmax(logits, dim=-1).cpu().numpy()
+            img = self.clip.encode_images(self.clip.preprocess(list(images)))
+            txt = self.clip.encode_texts(texts).cpu()
+            logits = self.clip.model.logit_scale.exp().float().cpu() * img @ txt.T
+        return torch.softmax(logits, dim=-1).numpy()
 
 
 class AttributeOracleScorer:
@@ -306,6 +300,9 @@ def tiny_clip_scorer(seed: int = 0, image_size: int = 32) -> CLIPScorer:
     import open_clip
     import torch
 
+    from ..models.clip import ClipHandle
+    from ..models.clip.loading import pil_batch
+
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = open_clip.CLIP(
@@ -314,7 +311,8 @@ def tiny_clip_scorer(seed: int = 0, image_size: int = 32) -> CLIPScorer:
             text_cfg=open_clip.CLIPTextCfg(context_length=77, vocab_size=49408, width=32, heads=2, layers=1),
         ).eval()
     preprocess = open_clip.image_transform(image_size, is_train=False)
-    return CLIPScorer(model, preprocess, open_clip.get_tokenizer("ViT-B-32"))
+    return CLIPScorer(ClipHandle(model, open_clip.get_tokenizer("ViT-B-32"), pil_batch(preprocess), "open_clip",
+                                 "tiny random-weight open_clip CLIP"))
 
 
 __all__ += ["tiny_clip_scorer"]

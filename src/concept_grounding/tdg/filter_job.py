@@ -158,11 +158,9 @@ def build_scorer(config: FilterConfig) -> OptionScorer:
         from ..hub import resolve_open_clip
 
         resolve_open_clip(config.clip_model, config.clip_pretrained, "--clip-model")
-        import open_clip
+        from ..models.clip import load_clip
 
-        model, _, preprocess = open_clip.create_model_and_transforms(config.clip_model,
-                                                                     pretrained=config.clip_pretrained)
-        return CLIPScorer(model.eval(), preprocess, open_clip.get_tokenizer(config.clip_model))
+        return CLIPScorer(load_clip(config.clip_model, backend="open_clip", pretrained=config.clip_pretrained))
     if config.scorer == "oracle":
         return _oracle_scorer(config)
     from ..hub import resolve_model

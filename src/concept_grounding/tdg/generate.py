@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from .generate_config import GenerateConfig
     from .sources import FluxModel
 
-__all__ = ["generate_images", "finalize"]
+__all__ = ["generate_images"]
 
 
 def _generate_chunk(pipe: Any, chunk: list[GenerationJob], config: GenerateConfig,

@@ -36,16 +36,7 @@ from ..vocabulary import Vocabulary, load_vocabulary, split_attribute
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = [
-    "Pairing",
-    "GenerationJob",
-    "image_seed",
-    "image_file_name",
-    "plan_pairings",
-    "read_pairings",
-    "plan_jobs",
-    "chunk_jobs",
-]
+__all__ = ["Pairing", "image_seed", "plan_jobs"]
 
 
 @dataclass(frozen=True)

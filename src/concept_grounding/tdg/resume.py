@@ -32,18 +32,7 @@ if TYPE_CHECKING:
     from .generate_config import GenerateConfig
     from .sources import FluxModel
 
-__all__ = [
-    "generation_manifest",
-    "check_manifest",
-    "write_manifest",
-    "is_done",
-    "part_path",
-    "ManifestMismatchError",
-    "MANIFEST_ARGUMENTS",
-    "MANIFEST_DEFAULTS",
-    "PARTS_DIR",
-    "MANIFEST_FILE",
-]
+__all__ = []
 
 PARTS_DIR = ".tdg_parts"
 MANIFEST_FILE = ".tdg_manifest.json"

@@ -23,17 +23,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = [
-    "FluxModel",
-    "FluxSource",
-    "TinyFlux",
-    "PretrainedFlux",
-    "PlannedPairings",
-    "PairingSource",
-    "ClassTable",
-    "ClassTablePairings",
-    "PairingsFile",
-    "select_pairings",
-    "TINY_MODEL",
+    "FluxModel", "FluxSource", "TinyFlux", "PretrainedFlux", "PairingSource", "ClassTablePairings", "PairingsFile",
+    "TINY_MODEL"
 ]
 
 #: The manifest's ``model`` of :class:`TinyFlux`.

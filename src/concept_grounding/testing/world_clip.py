@@ -1,7 +1,7 @@
 """Tiny CLIP models for tests and quick builds: random weights, seconds to build on a CPU.
 
 >>> model = tiny_world_clip(image_size=16, seed=0)
->>> model.image_size, tiny_clip_handle(image_size=16).backend
+>>> model.image_size, tiny_clip_handle(image_size=16).backend.name
 (16, 'world')
 """
 

@@ -18,7 +18,7 @@ from typing import Any
 from ..tdg.sources import ClassTablePairings, FluxModel
 from .loader import WORLD_TRUE_CFG
 
-__all__ = ["WORLD_MODEL", "WORLD_EXTRA", "WorldFlux", "world_pairings"]
+__all__ = ["WORLD_MODEL", "WorldFlux", "world_pairings"]
 
 #: The manifest's ``model`` (and ``--model`` value) of the shipped world Flux.
 WORLD_MODEL = "world"

@@ -13,7 +13,7 @@ import numpy as np
 from ..fileio import atomic_write_bytes
 from .components import FluxTrainConfig
 
-__all__ = ["atomic_save", "cosine_lr", "to_tensor", "training_world"]
+__all__ = []
 
 
 def training_world(cfg: FluxTrainConfig) -> Any:

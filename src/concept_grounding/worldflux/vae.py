@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 from .components import FluxTrainConfig, build_vae
 from .training_utils import atomic_save, cosine_lr, to_tensor, training_world
 
-__all__ = ["part_weights", "render_vae_set", "train_vae", "encode_latents", "VAE_DEVIANT_START"]
+__all__ = []
 
 #: First round (``index = class + round * num_classes``) of the deviation-rate-1 renders: far
 #: from the transformer's renders (round 0 on) and the judge's (rounds 100,000 and 200,000 on).

@@ -1,5 +1,6 @@
 """The one CLIP handle: :class:`ClipHandle` carries a CLIP-like model with its tokenizer,
-its preprocessing (where the pixel normalisation lives) and its backend name.
+its preprocessing (where the pixel normalisation lives) and its backend object
+(:mod:`.backends`: open_clip, transformers or the world CLIP), which does the encoding.
 
 Every consumer takes it: SUB group scoring (:class:`~concept_grounding.evaluation.OpenVocabularyModel`,
 ``evaluate_sub``, the bench), CCI and COVAR (``concept-grounding explain`` / ``covar``),
@@ -7,10 +8,10 @@ and the Space's Explain tab. Two views of the same model:
 
 * scoring (SUB): :meth:`ClipHandle.encode_images` of :meth:`ClipHandle.preprocess`'d PIL
   images and :meth:`ClipHandle.encode_texts`, both L2-normalised (``(N, D)``, ``(T, D)``).
-* CCI: :attr:`ClipHandle.model` goes to ``ConceptClusterImportance`` (a
-  :class:`~.world.WorldCLIP` is explained through its inner open_clip model), whose inputs
-  are :meth:`ClipHandle.pixels` (the tower's normalised input) and whose text embeddings are
-  :meth:`ClipHandle.encode_text` (the text tower's raw output).
+* CCI: the handle (or :attr:`ClipHandle.model`) goes to ``ConceptClusterImportance``, which
+  runs :meth:`ClipHandle.tower` (a :class:`~.world.WorldCLIP` is explained through its inner
+  open_clip model) on :meth:`ClipHandle.pixels` (the tower's normalised input); its text
+  embeddings are :meth:`ClipHandle.encode_text` (the text tower's raw output).
 """
 
 from __future__ import annotations
@@ -21,14 +22,11 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.nn import functional as F
 
-from ..pixels import normalize_pixels
-from .scoring import encode_images, encode_texts, model_device
+from .backends import BACKENDS, ClipBackend, backend_for, model_device
 
 __all__ = ["ClipHandle", "BACKENDS"]
-
-#: backend names: who built the model (``"custom"``: a model the caller built itself).
-BACKENDS: tuple[str, ...] = ("world", "open_clip", "transformers", "custom")
 
 
 @dataclass
@@ -43,21 +41,26 @@ class ClipHandle:
         preprocess: list of PIL images -> ``(B, 3, H, W)`` input of ``model``'s image encoder
             (normalised for open_clip / transformers; ``[0, 1]`` for the world CLIP, which
             normalises inside with :func:`~..pixels.normalize_pixels`).
-        backend: one of :data:`BACKENDS`.
+        backend: a :class:`~.backends.ClipBackend` or its name (a key of :data:`BACKENDS`);
+            ``"auto"``: :func:`~.backends.backend_for` of the model.
         description: one line for reports and status lines.
     """
 
     model: Any
     tokenizer: Callable | None
     preprocess: Callable[[Sequence[Any]], torch.Tensor]
-    backend: str = "custom"
+    backend: ClipBackend | str = "auto"
     description: str = ""
 
     def __post_init__(self) -> None:
-        if self.backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.backend == "auto":
+            self.backend = backend_for(self.model)
+        elif not isinstance(self.backend, ClipBackend):
+            if self.backend not in BACKENDS:
+                raise ValueError(f"backend must be one of {tuple(BACKENDS)} or 'auto', got {self.backend!r}")
+            self.backend = BACKENDS[self.backend]
         if not self.description:
-            self.description = f"{self.backend} model {type(self.model).__name__}"
+            self.description = f"{self.backend.name} model {type(self.model).__name__}"
 
     @property
     def device(self) -> torch.device:
@@ -65,37 +68,35 @@ class ClipHandle:
         return model_device(self.model)
 
     # ------------------------------------------------------------------ scoring
+    @torch.no_grad()
     def encode_images(self, pixels: torch.Tensor, batch_size: int = 256) -> torch.Tensor:
         """``(N, D)`` L2-normalised float32 CPU embeddings of a preprocessed batch."""
-        return encode_images(self.model, pixels, batch_size)
+        device = self.device
+        return torch.cat([
+            F.normalize(self.backend.encode_image(self.model, pixels[i : i + batch_size].to(device)).float(), dim=-1).cpu()
+            for i in range(0, len(pixels), batch_size)])
 
     def encode_texts(self, texts: Sequence[str]) -> torch.Tensor:
         """``(T, D)`` L2-normalised float32 embeddings of ``texts`` (SUB's prompt scoring)."""
-        return encode_texts(self.model, self.tokenizer, texts)
+        return F.normalize(self.encode_text(texts).float(), dim=-1)
 
     # ---------------------------------------------------------------------- CCI
+    def tower(self) -> Any:
+        """The module whose vision tower CCI explains (the world CLIP's inner open_clip model)."""
+        return self.backend.tower(self.model)
+
     def pixels(self, images: Sequence[np.ndarray | Any]) -> torch.Tensor:
         """``(H, W, 3)`` uint8 arrays (or PIL images) -> ``(B, 3, h, w)`` input of the image
-        tower CCI runs, on the model's device: :attr:`preprocess`, then for the world CLIP
-        its normalisation (CCI runs its inner open_clip tower, past ``encode_image``)."""
+        tower CCI runs (:meth:`tower`), on the model's device: :attr:`preprocess`, then the
+        backend's :meth:`~.backends.ClipBackend.tower_pixels` (the world CLIP's normalisation)."""
         from PIL import Image
 
         pil = [im if hasattr(im, "convert") else Image.fromarray(np.asarray(im)) for im in images]
-        x = self.preprocess(pil).to(self.device)
-        return normalize_pixels(x) if self.backend == "world" else x
+        return self.backend.tower_pixels(self.preprocess(pil).to(self.device))
 
     @torch.no_grad()
     def encode_text(self, texts: Sequence[str]) -> torch.Tensor:
-        """``(T, E)`` raw (unnormalised) text-tower output, as CCI takes text embeddings.
-
-        transformers models get the token ids only (``get_text_features(input_ids=...)``);
-        open_clip models and the world CLIP ``encode_text(tokenizer(texts))``.
-        """
+        """``(T, E)`` raw (unnormalised) text-tower output, as CCI takes text embeddings."""
         if self.tokenizer is None:
             raise ValueError("this CLIP handle has no tokenizer; pass text embeddings instead")
-        device = self.device
-        if hasattr(self.model, "get_text_features"):
-            tokens = self.tokenizer(list(texts), padding=True, return_tensors="pt")["input_ids"]
-            out = self.model.get_text_features(input_ids=torch.as_tensor(tokens).to(device))
-            return out.pooler_output if hasattr(out, "pooler_output") else out
-        return self.model.encode_text(torch.as_tensor(self.tokenizer(list(texts))).to(device))
+        return self.backend.encode_text(self.model, self.tokenizer, list(texts))

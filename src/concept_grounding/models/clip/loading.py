@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .backends import OPEN_CLIP, TRANSFORMERS, WORLD
 from .handle import ClipHandle
 from .world import WorldCLIP
 
@@ -36,7 +37,7 @@ def unit_pixels(size: int) -> Callable[[Any], torch.Tensor]:
 
 def world_clip_handle(model: WorldCLIP, description: str = "") -> ClipHandle:
     """A :class:`ClipHandle` around a :class:`~.world.WorldCLIP` in memory (eval mode)."""
-    return ClipHandle(model.eval(), model.tokenizer, pil_batch(unit_pixels(model.image_size)), "world",
+    return ClipHandle(model.eval(), model.tokenizer, pil_batch(unit_pixels(model.image_size)), WORLD,
                       description or "world CLIP")
 
 
@@ -74,7 +75,7 @@ def load_clip(
         if not (name in open_clip.list_models() or name.startswith("hf-hub:")):
             raise ValueError(f"unknown open_clip model {name!r}; known architectures: {open_clip.list_models()[:8]} ...")
         model, _, transform = open_clip.create_model_and_transforms(name, pretrained=pretrained, device=device)
-        return ClipHandle(model.eval(), open_clip.get_tokenizer(name), pil_batch(transform), "open_clip",
+        return ClipHandle(model.eval(), open_clip.get_tokenizer(name), pil_batch(transform), OPEN_CLIP,
                           f"open_clip model {name}")
     from huggingface_hub import constants
     from transformers import AutoModel, AutoProcessor
@@ -89,11 +90,10 @@ def load_clip(
             f"cannot load CLIP-like model {name!r}: not a WorldCLIP folder, not an open_clip architecture "
             f"(see open_clip.list_models()), and transformers says: {error}"
         ) from error
-    if not hasattr(model, "get_text_features"):
-        raise ValueError(f"{name!r} loads as {type(model).__name__}, which has no get_text_features (not CLIP-like)")
+    TRANSFORMERS.check_towers(model)
     preprocess = lambda images: processor(images=list(images), return_tensors="pt")["pixel_values"]  # noqa: E731
     return ClipHandle(model, processor.tokenizer if hasattr(processor, "tokenizer") else processor, preprocess,
-                      "transformers", f"transformers model {name}")
+                      TRANSFORMERS, f"transformers model {name}")
 
 
 def load_named_clip(name: str, argument: str = "--model", device: str | torch.device = "cpu") -> ClipHandle:

@@ -29,15 +29,20 @@ if TYPE_CHECKING:
 __all__ = ["WordTokenizer", "WorldCLIP", "train_world_clip", "clip_loss", "caption_matches"]
 
 
-_WORD = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+#: a word: lower-case letters and digits, hyphenated words kept whole ("duck-like").
+_WORD = r"[a-z0-9]+(?:-[a-z0-9]+)*"
+#: special tokens of :class:`WordTokenizer` (no text splits into them: they are not :data:`_WORD`\ s).
+_PAD, _UNK, _START, _END = "<pad>", "<unk>", "<start>", "<end>"
 
 
 class WordTokenizer:
     """A word-level tokenizer callable like open_clip's: texts -> ``(B, context_length)`` int64.
 
-    Ids: 0 pad, 1 unknown, 2 start, ``3 .. V-2`` words, ``V-1`` end-of-text (the highest id,
-    so open_clip's ``argmax`` text pooling finds it). Text is lower-cased and split into
-    words (hyphenated words kept whole); long texts are cut to fit.
+    A ``tokenizers`` ``WordLevel`` model (the library the world Flux's tokenizers use too,
+    :func:`~concept_grounding.worldflux.captions.word_tokenizers`). Ids: 0 pad, 1 unknown,
+    2 start, ``3 .. V-2`` words, ``V-1`` end-of-text (the highest id, so open_clip's
+    ``argmax`` text pooling finds it). Text is lower-cased and split into words (hyphenated
+    words kept whole, anything else between words dropped); long texts are cut to fit.
 
     >>> tok = WordTokenizer(["a", "bird"], context_length=6)
     >>> tok(["a bird", "a dodo"]).tolist()
@@ -45,10 +50,22 @@ class WordTokenizer:
     """
 
     def __init__(self, words: Sequence[str], context_length: int = 32) -> None:
+        from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers, processors
+        from tokenizers.models import WordLevel
+
         self.words = list(dict.fromkeys(words))
         self.context_length = int(context_length)
-        self._ids = {w: i + 3 for i, w in enumerate(self.words)}
         self.eot_id = len(self.words) + 3
+        ids = {w: i + 3 for i, w in enumerate(self.words)}
+        ids.update({_PAD: 0, _UNK: 1, _START: 2, _END: self.eot_id})
+        tok = Tokenizer(WordLevel(ids, unk_token=_UNK))
+        tok.normalizer = normalizers.Lowercase()
+        tok.pre_tokenizer = pre_tokenizers.Split(Regex(_WORD), behavior="removed", invert=True)
+        tok.post_processor = processors.TemplateProcessing(single=f"{_START} $A {_END}",
+                                                           special_tokens=[(_START, 2), (_END, self.eot_id)])
+        tok.enable_truncation(self.context_length)
+        tok.enable_padding(pad_id=0, pad_token=_PAD, length=self.context_length)
+        self._tokenizer = tok
 
     @property
     def vocab_size(self) -> int:
@@ -60,17 +77,13 @@ class WordTokenizer:
         vocab = vocab or load_vocabulary()
         texts = [attribute_prompt(a) for a in vocab.attributes] + [NONE_PROMPT, "and", "with an"]
         texts += [class_caption(c) for c in vocab.classes]
-        words = sorted({w for t in texts for w in _WORD.findall(t.lower())})
+        words = sorted({w for t in texts for w in re.findall(_WORD, t.lower())})
         return cls(words, context_length)
 
     def __call__(self, texts: str | Sequence[str]) -> torch.Tensor:
         texts = [texts] if isinstance(texts, str) else list(texts)
-        out = torch.zeros(len(texts), self.context_length, dtype=torch.long)
-        for row, text in enumerate(texts):
-            ids = [2] + [self._ids.get(w, 1) for w in _WORD.findall(text.lower())][: self.context_length - 2]
-            ids.append(self.eot_id)
-            out[row, : len(ids)] = torch.tensor(ids)
-        return out
+        ids = [e.ids for e in self._tokenizer.encode_batch(texts)]
+        return torch.tensor(ids, dtype=torch.long).reshape(len(texts), self.context_length)
 
 
 class WorldCLIP(nn.Module, PyTorchModelHubMixin, **HUB_KWARGS, tags=["clip", "open_clip"]):

@@ -263,8 +263,8 @@ def test_saved_config_keeps_its_flat_keys_and_old_files_still_load():
     cfg = FluxTrainConfig(world=replace(TRAINING_WORLD, class_names=TWO, seed=3), per_class=30)
     saved = cfg.to_dict()
     assert list(saved)[:4] == ["image_size", "per_class", "class_names", "vae_blocks"]
-    assert list(saved)[-4:] == ["seed", "pose", "zoom", "scene"]
-    assert list(saved).index("checkpoint_every") == list(saved).index("caption_dropout") + 1
+    assert list(saved)[-9:] == ["caption_dropout", "checkpoint_every", "seed", "pose", "zoom", "scene",
+                                "vae_deviant_per_class", "vae_part_weight", "init_from"]
     assert saved["class_names"] == list(TWO) and saved["seed"] == 3 and "deviation_rate" not in saved
     assert FluxTrainConfig.from_dict({**saved, "extra": {}}) == cfg
     old = {k: v for k, v in saved.items() if k not in ("pose", "scene")}

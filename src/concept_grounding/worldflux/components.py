@@ -109,8 +109,9 @@ class FluxTrainConfig:
             world["deviation_rate"] = w.deviation_rate
         own = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "world"}
         own["vae_blocks"] = list(self.vae_blocks)
+        later = {k: own.pop(k) for k in ("vae_deviant_per_class", "vae_part_weight", "init_from")}  # issue 24's
         return {"image_size": world.pop("image_size"), "per_class": own.pop("per_class"),
-                "class_names": world.pop("class_names"), **own, **world}
+                "class_names": world.pop("class_names"), **own, **world, **later}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "FluxTrainConfig":

@@ -6,33 +6,11 @@ one on renders whose attributes vary independently of the species (:mod:`.data`,
 :mod:`.model`), validates any judge on the world's exact edits before its verdicts are used
 (:mod:`.validation`), and measures a VQA filter's scorer the same way (:mod:`.scorer`).
 
-The data and validation modules need only numpy; the model (torch) and the scorer check
-load on first attribute access.
+The names (listed in ``__init__.pyi``) load on first use through ``lazy_loader``: the data and
+validation modules need only numpy, the model (torch) and the scorer check import theirs when
+first reached.
 """
 
-from __future__ import annotations
+import lazy_loader as lazy
 
-from importlib import import_module
-from typing import Any
-
-from .data import EditSet, JudgeSet, exact_edits, judge_training_set, typical_renders
-from .validation import JUDGE_BARS, JudgeValidation, validate_judge
-
-_LAZY = {
-    "WorldJudge": ".model",
-    "train_judge": ".model",
-    "judge_images": ".model",
-    "load_world_judge": ".model",
-    "shipped_judge": ".model",
-    "ScorerValidation": ".scorer",
-    "validate_scorer_on_world": ".scorer",
-}
-
-__all__ = ["EditSet", "JudgeSet", "exact_edits", "judge_training_set", "typical_renders", "JUDGE_BARS",
-           "JudgeValidation", "validate_judge", *_LAZY]
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(import_module(_LAZY[name], __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__, __all__ = lazy.attach_stub(__name__, __file__)

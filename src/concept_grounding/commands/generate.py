@@ -33,8 +33,8 @@ from concept_grounding.tdg.sources import (
     PairingsFile,
     PairingSource,
     PretrainedFlux,
-    TinyFlux,
 )
+from concept_grounding.testing.flux import TinyFlux
 from concept_grounding.worldflux.source import WORLD_MODEL, WorldFlux, world_pairings
 
 def transformer_cache(text: str) -> TransformerCache:

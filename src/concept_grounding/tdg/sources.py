@@ -1,12 +1,14 @@
 """What a ``generate`` run samples and from which pairings: Flux models and pairing sources.
 
 A *Flux source* resolves a model's settings without loading torch (a bad name fails
-within seconds): :class:`TinyFlux`, :class:`PretrainedFlux`, and the world Flux
-(:class:`concept_grounding.worldflux.source.WorldFlux`). A *pairing source* plans the
+within seconds): :class:`PretrainedFlux`, the world Flux
+(:class:`concept_grounding.worldflux.source.WorldFlux`) and the tiny random one of the tests
+and the demo (:class:`concept_grounding.testing.flux.TinyFlux`). A *pairing source* plans the
 pairings: :class:`ClassTablePairings` (from class-level labels: the bird world's, via
 :func:`concept_grounding.worldflux.source.world_pairings`, or CUB's, via
 :func:`concept_grounding.loaders.class_table.cub_class_table`) or :class:`PairingsFile`.
-The sources of other packages live there because ``tdg`` imports only the base.
+The sources of other packages live there: ``tdg`` imports no world, loader or test fixture
+(the import-linter contracts in ``pyproject.toml``).
 """
 
 from __future__ import annotations
@@ -22,14 +24,7 @@ from .plan import Pairing, plan_pairings, read_pairings
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = [
-    "FluxModel", "FluxSource", "TinyFlux", "PretrainedFlux", "PairingSource", "ClassTablePairings", "PairingsFile",
-    "TINY_MODEL"
-]
-
-#: The manifest's ``model`` of :class:`TinyFlux`.
-TINY_MODEL = "tiny_flux_pipeline(seed=0)"
-
+__all__ = ["FluxModel", "FluxSource", "PretrainedFlux", "PairingSource", "ClassTablePairings", "PairingsFile"]
 
 # ---------------------------------------------------------------------------- models
 
@@ -59,20 +54,6 @@ class FluxSource(Protocol):
     """Resolves a Flux model's settings without loading torch; a bad name raises ``UsageError``."""
 
     def resolve(self) -> FluxModel: ...
-
-
-def _tiny_pipeline() -> Any:
-    from concept_grounding.testing import tiny_flux_pipeline  # the module attribute: tests may replace it
-
-    return tiny_flux_pipeline()
-
-
-@dataclass(frozen=True)
-class TinyFlux:
-    """The tiny random Flux built offline (tests, demo): float32, 32 px, 32-token prompts."""
-
-    def resolve(self) -> FluxModel:
-        return FluxModel(TINY_MODEL, "float32", 32, 32, _tiny_pipeline)
 
 
 @dataclass(frozen=True)

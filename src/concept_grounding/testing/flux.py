@@ -15,9 +15,15 @@ demo.
 from __future__ import annotations
 
 import string
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["tiny_flux_components", "tiny_flux_pipeline"]
+from ..tdg.sources import FluxModel
+
+__all__ = ["tiny_flux_components", "tiny_flux_pipeline", "TinyFlux", "TINY_MODEL"]
+
+#: The manifest's ``model`` of :class:`TinyFlux`.
+TINY_MODEL = "tiny_flux_pipeline(seed=0)"
 
 _CHARS = string.ascii_lowercase + string.digits + ".,'-"
 
@@ -140,3 +146,18 @@ def tiny_flux_pipeline(pipeline_cls: type | None = None, seed: int = 0, **kwargs
     pipe = pipeline_cls(**tiny_flux_components(seed, **kwargs))
     pipe.set_progress_bar_config(disable=True)
     return pipe
+
+
+def _tiny_pipeline() -> Any:
+    from concept_grounding.testing import tiny_flux_pipeline  # the package attribute: tests may replace it
+
+    return tiny_flux_pipeline()
+
+
+@dataclass(frozen=True)
+class TinyFlux:
+    """The ``generate`` job's :class:`~concept_grounding.tdg.sources.FluxSource` of the tiny random
+    Flux (``--tiny``: tests, demo): float32, 32 px, 32-token prompts."""
+
+    def resolve(self) -> FluxModel:
+        return FluxModel(TINY_MODEL, "float32", 32, 32, _tiny_pipeline)

@@ -73,11 +73,13 @@ def tiny_space_store():
 def bench_run(tmp_path_factory):
     from concept_grounding.bench import BenchConfig, run_bench
     from concept_grounding.bench.artifacts import BenchArtifacts
+    from concept_grounding.world import WorldConfig
 
     out = tmp_path_factory.mktemp("bench")
     config = BenchConfig(
-        models=("CBM (ind.)", "CBM (joint)", "CEM"), image_size=32, train_per_class=2, test_per_class=1, epochs=1,
-        clip_epochs=1, classes=("017.Cardinal", "073.Blue_Jay", "019.Gray_Catbird", "129.Song_Sparrow", "186.Cedar_Waxwing"),
+        WorldConfig(image_size=32, class_names=("017.Cardinal", "073.Blue_Jay", "019.Gray_Catbird", "129.Song_Sparrow",
+                                                "186.Cedar_Waxwing")),
+        models=("CBM (ind.)", "CBM (joint)", "CEM"), train_per_class=2, test_per_class=1, epochs=1, clip_epochs=1,
     )
     return SimpleNamespace(config=config, files=BenchArtifacts(out), results=run_bench(config, out))
 

@@ -8,7 +8,7 @@ import pytest
 from concept_grounding.bench import BenchConfig, run_bench
 from concept_grounding.world import BirdWorld, WorldConfig
 
-TINY = dict(image_size=32, train_per_class=2, test_per_class=1, epochs=1, clip_epochs=1)
+TINY = dict(world=WorldConfig(image_size=32), train_per_class=2, test_per_class=1, epochs=1, clip_epochs=1)
 CLASSES = ("017.Cardinal", "073.Blue_Jay", "019.Gray_Catbird", "129.Song_Sparrow", "186.Cedar_Waxwing")
 
 
@@ -67,7 +67,8 @@ def test_real_data_path_on_the_world_exports(tmp_path):
         (dict(models=("CBM (magic)",)), "unknown variant"),
         (dict(concepts="some"), "concepts must be"),
         (dict(epochs=0), "epochs must be >= 1"),
-        (dict(classes=("017.Cardinal",)), "classes: a bench run needs at least 2 different classes"),
+        (dict(world=WorldConfig(class_names=("017.Cardinal",))),
+         "world.class_names: a bench run needs at least 2 different classes"),
     ],
 )
 def test_bad_config(kwargs, message):
@@ -117,7 +118,8 @@ def _run_with_ambient_threads(threads: int, config: BenchConfig, out):
 def test_same_seed_writes_identical_results(tmp_path):
     """Two runs with one seed write the same results.json and the same model weights, byte for
     byte, although the callers' thread counts differ (1 vs 3); the caller's count is restored."""
-    config = BenchConfig(models=("CBM (ind.)", "CEM"), classes=CLASSES[:3], **{**TINY, "epochs": 2})
+    config = BenchConfig(models=("CBM (ind.)", "CEM"), **{**TINY, "world": WorldConfig(image_size=32, class_names=CLASSES[:3]),
+                                                            "epochs": 2})
     assert _run_with_ambient_threads(1, config, tmp_path / "a") == 1
     assert _run_with_ambient_threads(3, config, tmp_path / "b") == 3
     first, second = (tmp_path / "a" / "results.json").read_bytes(), (tmp_path / "b" / "results.json").read_bytes()
@@ -143,7 +145,8 @@ def test_artifacts_contract_reads_back_the_run(world_run):
     out, results = world_run
     files = BenchArtifacts(out)
     assert files.exists() and files.report_md.is_file() and files.timings_json.is_file()
-    assert files.load_config() == BenchConfig(models=("CBM (ind.)", "CBM (joint)", "CEM"), classes=CLASSES, **TINY)
+    assert files.load_config() == BenchConfig(models=("CBM (ind.)", "CBM (joint)", "CEM"),
+                                              **{**TINY, "world": WorldConfig(image_size=32, class_names=CLASSES)})
     saved = files.load_results()
     assert [(r["name"], r["s_plus"], r["s_minus"]) for r in saved["table1"]] == [
         (r["name"], r["s_plus"], r["s_minus"]) for r in results["table1"]]
@@ -198,9 +201,25 @@ def test_the_space_loads_the_saved_run_at_its_own_image_size(bench_run):
 
 def test_a_config_saved_with_the_removed_extra_key_still_loads():
     """config.json files written before ``BenchConfig.extra`` went carry ``"extra": {}``."""
-    from dataclasses import asdict
-
-    old = {**asdict(BenchConfig(classes=CLASSES)), "extra": {}}
-    assert BenchConfig.from_dict(old) == BenchConfig(classes=tuple(CLASSES))
+    config = BenchConfig(WorldConfig(image_size=64, class_names=CLASSES))
+    old = {**config.to_dict(), "extra": {}}
+    assert BenchConfig.from_dict(old) == config
     with pytest.raises(ValueError, match="unknown key"):
         BenchConfig.from_dict({**old, "extras": {}})
+
+
+def test_config_json_keeps_the_flat_keys_and_round_trips(world_run):
+    """The world's settings are saved as the flat ``image_size`` / ``seed`` / ``deviation_rate`` /
+    ``classes`` keys in their places before the world was nested; a changed drawing setting
+    follows them, and every config reads back equal."""
+    from concept_grounding.bench.config import SAVED_KEYS
+
+    out, _ = world_run
+    saved = json.loads((out / "config.json").read_text())
+    assert list(saved) == list(SAVED_KEYS)
+    assert (saved["image_size"], saved["seed"], saved["classes"]) == (32, 0, list(CLASSES))
+    config = BenchConfig(WorldConfig(image_size=48, seed=5, deviation_rate=0.0, pose="canonical"), models=("CEM",))
+    d = config.to_dict()
+    assert list(d) == [*SAVED_KEYS, "pose"] and d["deviation_rate"] == 0.0 and d["classes"] is None
+    assert BenchConfig.from_dict(json.loads(json.dumps(d))) == config
+    assert config.train.seed == 5

@@ -15,6 +15,7 @@ from concept_grounding.commands import publish as publish_command
 from concept_grounding.publish import MARKER, PublishConfig, WorldSpec, build_repos, plan_repos, push_repos
 from concept_grounding.publish.sources import METRIC_NAMES, find_sources
 from concept_grounding.vocabulary import load_vocabulary
+from concept_grounding.world import WorldConfig
 
 CLASSES = ("017.Cardinal", "073.Blue_Jay")
 TINY = ["--size", "32", "--train-per-class", "1", "--test-per-class", "1", "--classes", *CLASSES]
@@ -116,7 +117,7 @@ def test_sub_style_set_has_subs_hub_schema_and_loads_like_sub(built):
     assert all(vocab.is_attribute(normalise_attribute(n, vocab)) for n in attr_names)
 
     ours = load_sub(folder)
-    world = build_world(WorldSpec(size=32, train_per_class=1, test_per_class=1, classes=CLASSES))
+    world = build_world(WorldSpec(WorldConfig(image_size=32, class_names=CLASSES), train_per_class=1, test_per_class=1))
     truth = world.sub_dataset(per_pairing=1)
     assert ours.num_rows == truth.num_rows == sub.num_rows
     assert ours["reference_class"] == truth["reference_class"]
@@ -222,11 +223,21 @@ def test_space_repo_pins_the_release_and_ships_its_screenshots(built):
     (["--namespace", "me/you"], "--namespace: 'me/you' is not a valid"),
     (["--namespace", "me", "--classes", "017.Cardinal", "Dodo"], "--classes: unknown"),
     (["--namespace", "me", "--size", "8"], "--size: must be an integer >= 32"),
+    (["--namespace", "me", "--deviation-rate", "1.5"], "--deviation-rate: must be in .0, 1., got 1.5"),
+    (["--namespace", "me", "--train-per-class", "0"], "--train-per-class: must be an integer >= 1"),
 ])
 def test_bad_names_and_settings_stop_before_any_work(tmp_path, argv, message):
     out = tmp_path / "hub"
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         run_publish([*argv, "--out", str(out)])
+    assert not out.exists()
+
+
+def test_a_config_built_in_python_is_checked_before_any_work(tmp_path):
+    out = tmp_path / "hub"
+    spec = WorldSpec(WorldConfig(image_size=32, class_names=("017.Cardinal", "Dodo")), train_per_class=1)
+    with pytest.raises(ValueError, match="--classes: unknown"):
+        plan_repos(PublishConfig("me", out, spec))
     assert not out.exists()
 
 
@@ -320,8 +331,8 @@ def test_interrupted_push_finishes_when_rerun(tmp_path, monkeypatch):
 
 
 def test_push_repos_passes_folders_exactly_as_built(tmp_path):
-    config = PublishConfig("cg-test", tmp_path / "hub", WorldSpec(size=32, train_per_class=1, test_per_class=1,
-                                                                  classes=CLASSES))
+    config = PublishConfig("cg-test", tmp_path / "hub", WorldSpec(WorldConfig(image_size=32, class_names=CLASSES),
+                                                                  train_per_class=1, test_per_class=1))
     repos = build_repos(config, plan_repos(config))
     hub = FakeHub()
     results = push_repos(repos, "cg-test", config.out, hub, version=__version__)
@@ -345,8 +356,8 @@ def test_world_flux_is_published_with_its_card_when_shipped(tmp_path):
     (flux / "README.md").write_text("---\nlicense: apache-2.0\n---\n# World Flux\n\nTrained with `concept-grounding "
                                     "train-flux --seed 0`; species agreement 12 %.\n")
     sources = replace(find_sources(), world_flux=flux)
-    config = PublishConfig("cg-test", tmp_path / "hub", WorldSpec(size=32, train_per_class=1, test_per_class=1,
-                                                                  classes=CLASSES))
+    config = PublishConfig("cg-test", tmp_path / "hub", WorldSpec(WorldConfig(image_size=32, class_names=CLASSES),
+                                                                  train_per_class=1, test_per_class=1))
     plan = [p for p in plan_repos(config, sources) if p.repo.name in ("world-flux", "tied_diffusion", "concept-grounding")]
     build_repos(config, plan)
     folder = tmp_path / "hub" / "models" / "world-flux"

@@ -40,5 +40,6 @@ def test_bad_knobs_are_refused(kwargs, message):
 
 def test_bench_config_hands_its_knobs_on():
     from concept_grounding.bench import BenchConfig
+    from concept_grounding.world import WorldConfig
 
-    assert BenchConfig(epochs=3, seed=4, threads=2).train == TrainConfig(epochs=3, seed=4, threads=2)
+    assert BenchConfig(WorldConfig(seed=4), epochs=3, threads=2).train == TrainConfig(epochs=3, seed=4, threads=2)

@@ -302,5 +302,5 @@ def test_world_export_config_refuses_bad_values(kwargs, message):
 
     with pytest.raises(ValueError, match=message):
         WorldExportConfig(**kwargs)
-    with pytest.raises(ValueError, match="image_size"):  # the renderer's own check
-        WorldExportConfig(size=16).world_config()
+    with pytest.raises(ValueError, match="image_size"):  # the renderer's own check, on the world it holds
+        WorldExportConfig(WorldConfig(image_size=16))

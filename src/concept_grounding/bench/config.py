@@ -4,14 +4,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
 from ..models.train_config import DEFAULT_THREADS, TrainConfig
+from ..world.config import WorldConfig
 
 __all__ = ["BenchConfig", "MODEL_VARIANTS", "check_classes"]
+
+#: The bench's default world: 64 px, SUB's 33 classes, seed 0, the default label noise.
+BENCH_WORLD = WorldConfig(image_size=64)
+#: Keys of ``config.json``, in the order of the files written before the world was nested.
+SAVED_KEYS: tuple[str, ...] = (
+    "image_size", "train_per_class", "test_per_class", "sub_per_pairing", "concepts", "epochs", "concept_loss_weight",
+    "models", "posthoc", "clip", "clip_epochs", "cub_root", "sub", "min_class_count", "clip_model", "seed", "backbone",
+    "backbone_weights", "deviation_rate", "classes", "threads")
+#: The world's drawing settings, saved only when a config changes them.
+_WORLD_DRAWING = ("pose", "zoom", "scene")
 
 #: Fewest world classes a bench run takes: a class predictor needs two, and s+ is measured on
 #: attributes a class lacks but another class shows (with one class no S+ is ever a concept).
@@ -70,7 +81,13 @@ class BenchConfig:
     """Everything a bench run depends on.
 
     Attributes:
-        image_size: side (px) the models see; the world is rendered at this size.
+        world: the bird world's :class:`~concept_grounding.world.WorldConfig` (default
+            :data:`BENCH_WORLD`): its ``class_names`` are the world's classes (CUB folder names;
+            ``None``: SUB's 33) and ``deviation_rate`` its label noise. Two of its settings
+            serve the whole run, on real data too: ``image_size`` is the side (px) every model
+            sees (the world is rendered at it; real CUB images are resized to it) and ``seed``
+            seeds the world and every training run. On real CUB (``cub_root``) the rest of the
+            world is unused.
         train_per_class, test_per_class: world images per class and split.
         sub_per_pairing: world counterfactuals per (class, substituted attribute).
         concepts: the concept set, ``"cbm_112"`` (Koh et al.'s 112; on the world, those it
@@ -85,20 +102,21 @@ class BenchConfig:
             this many classes (``None`` keeps all; use it for small class subsets).
         clip_model: a named open_clip / transformers model (or local path) to evaluate in
             Table 2 beside the small world CLIP.
-        seed, deviation_rate: world and training seeds; the world's label noise.
-        classes: the world's classes (CUB folder names); ``None``: SUB's 33.
         backbone: backbone of every concept model and of the post-hoc CBM: ``"cnn"`` (the
             small CNN), or a standard CUB backbone ``"resnet18"``, ``"resnet50"``,
             ``"inception_v3"``, ``"timm:<name>"`` (Koh et al.'s augmentation and 224 / 299 px
-            crops inside; give ``image_size`` about 8/7 of the crop), or such a config dict
+            crops inside; give ``world.image_size`` about 8/7 of the crop), or such a config dict
             (``{"kind": "resnet18", "crop_size": 112}``), initialised from
             ``backbone_weights`` (a local file or Hub id) or at random.
         threads: CPU threads of the whole run (torch and BLAS), fixed rather than the
             machine's core count so that the same seed gives the same ``results.json``
             (see :func:`~concept_grounding.models.training.reproducible`).
+
+    ``config.json`` (:meth:`to_dict`) keeps the flat keys of the files written before the world
+    was nested: ``image_size``, ``seed``, ``deviation_rate`` and ``classes`` in their old places.
     """
 
-    image_size: int = 64
+    world: WorldConfig = BENCH_WORLD
     train_per_class: int = 96
     test_per_class: int = 8
     sub_per_pairing: int = 1
@@ -113,11 +131,8 @@ class BenchConfig:
     sub: str | None = None
     min_class_count: int | None = 10
     clip_model: str | None = None
-    seed: int = 0
     backbone: str | dict = "cnn"
     backbone_weights: str | None = None
-    deviation_rate: float = 0.1
-    classes: tuple[str, ...] | None = None
     threads: int = DEFAULT_THREADS
 
     def __post_init__(self) -> None:
@@ -134,10 +149,10 @@ class BenchConfig:
                                  "per concept); leave 'CBM (per c.)' out of models")
         if self.concepts not in ("cbm_112", "rendered", "all"):
             raise ValueError(f"concepts must be 'cbm_112', 'rendered' or 'all', got {self.concepts!r}")
-        for name in ("image_size", "train_per_class", "test_per_class", "sub_per_pairing", "epochs", "threads"):
+        for name in ("train_per_class", "test_per_class", "sub_per_pairing", "epochs", "threads"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        check_classes(self.classes)
+        check_classes(self.world.class_names, "world.class_names")
         self.models = tuple(self.models)
 
     @property
@@ -148,20 +163,37 @@ class BenchConfig:
     def train(self) -> TrainConfig:
         """The training knobs every concept model of the run shares (image-side epochs, seed,
         threads); each model keeps its own learning rate and batch size unless given here."""
-        return TrainConfig(epochs=int(self.epochs), seed=int(self.seed), threads=int(self.threads))
+        return TrainConfig(epochs=int(self.epochs), seed=int(self.world.seed), threads=int(self.threads))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The saved form (``config.json``): flat keys in :data:`SAVED_KEYS` order, the world's
+        ``class_names`` as ``classes``; its ``pose`` / ``zoom`` / ``scene`` follow only when not
+        the defaults (a bench world never changes them)."""
+        own = {k: v for k, v in asdict(self).items() if k != "world"}
+        w = self.world
+        world = {"image_size": w.image_size, "seed": w.seed, "deviation_rate": w.deviation_rate,
+                 "classes": list(w.class_names) if w.class_names is not None else None}
+        drawing = {k: getattr(w, k) for k in _WORLD_DRAWING if getattr(w, k) != getattr(BENCH_WORLD, k)}
+        flat = {**own, **world}
+        return {**{k: flat.pop(k) for k in SAVED_KEYS}, **flat, **drawing}  # a newer field after the old keys
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> "BenchConfig":
-        """The config :meth:`save` wrote (JSON lists back to tuples; unknown keys refused, but for
+        """Inverse of :meth:`to_dict` (JSON lists back to tuples; unknown keys refused, but for
         the unread ``extra`` of files written before it was removed)."""
         values = {k: v for k, v in values.items() if k != "extra"}
-        known = {f.name for f in fields(cls)}
+        world_keys = {"image_size", "seed", "deviation_rate", "classes", *_WORLD_DRAWING}
+        known = ({f.name for f in fields(cls)} - {"world"}) | world_keys
         unknown = sorted(set(values) - known)
         if unknown:
             raise ValueError(f"config.json: unknown key(s) {unknown}")
-        return cls(**{k: tuple(v) if k in ("models", "classes") and v is not None else v for k, v in values.items()})
+        world = {("class_names" if k == "classes" else k): v for k, v in values.items() if k in world_keys}
+        if world.get("class_names") is not None:
+            world["class_names"] = tuple(world["class_names"])
+        own = {k: tuple(v) if k == "models" and v is not None else v for k, v in values.items() if k not in world_keys}
+        return cls(world=replace(BENCH_WORLD, **world), **own)
 
     def save(self, path: Path) -> None:
         from ..fileio import atomic_write_bytes
 
-        atomic_write_bytes(path, json.dumps(asdict(self), indent=2).encode())
+        atomic_write_bytes(path, json.dumps(self.to_dict(), indent=2).encode())

@@ -49,12 +49,9 @@ def class_matrix(split: "datasets.Dataset", num_classes: int, num_attributes: in
 
 
 def _world_data(config: BenchConfig) -> BenchData:
-    from ..world import BirdWorld, WorldConfig
+    from ..world import BirdWorld
 
-    world = BirdWorld(
-        WorldConfig(image_size=config.image_size, seed=config.seed, deviation_rate=config.deviation_rate,
-                    class_names=tuple(config.classes) if config.classes else None)
-    )
+    world = BirdWorld(config.world)
     dd = world.to_dataset_dict(config.train_per_class, config.test_per_class)
     sub = world.sub_dataset(per_pairing=config.sub_per_pairing)
     # The exact labels of each counterfactual, re-derived from the world (SUB's schema has no column for them).

@@ -82,7 +82,7 @@ def write_report(out: Path, config: "BenchConfig", data: "BenchData", columns, t
         "",
         f"{data.train.num_rows} train / {data.test.num_rows} test images of {len(data.class_names)} classes;"
         f" {data.sub.num_rows} SUB images; {len(columns)} concepts ({config.concepts}); image size"
-        f" {config.image_size} px; seed {config.seed}; {config.threads} CPU thread(s). Configuration:"
+        f" {config.world.image_size} px; seed {config.world.seed}; {config.threads} CPU thread(s). Configuration:"
         " [config.json](config.json); every number: [results.json](results.json) (the same bytes for the same"
         " configuration on the same machine); wall times and the machine: [timings.json](timings.json).",
         "",

@@ -183,7 +183,7 @@ def posthoc_analysis(data: BenchData, train: _Split, test: _Split, sub_images, c
     cgim = concept_global_importance(theta, V, u, predicted, labels)
     existence = concept_existence(theta, u, predicted, test.image_concepts, labels)
     maps = model.concept_activation_maps(test.images, upsample=False).numpy()
-    size = config.image_size
+    size = config.world.image_size
     part_xy, visible = _parts_at(data.test, size)
     location = concept_location(
         maps, part_xy, visible, theta=theta, concept_scores=u, predictions=predicted, references=labels,
@@ -260,8 +260,8 @@ def table2(data: BenchData, train: _Split, test: _Split, sub_images, columns, vo
     groups = sorted({vocab.group_of(t) for t in data.sub["target_attribute"]} | {vocab.group_of(i) for i in columns})
     models = []
     if data.source == "world":
-        world_clip, _ = train_world_clip(data.train, image_size=config.image_size, epochs=config.clip_epochs,
-                                         seed=config.seed)
+        world_clip, _ = train_world_clip(data.train, image_size=config.world.image_size, epochs=config.clip_epochs,
+                                         seed=config.world.seed)
         world_clip.save_pretrained(BenchArtifacts(out).model_dir(WORLD_CLIP_MODEL))
         models.append(("world CLIP (trained here)", world_clip_handle(world_clip)))
     if clip is not None:
@@ -280,12 +280,12 @@ def run_bench(config: BenchConfig, out: str | Path) -> dict[str, Any]:
     """Run the benchmark and write its report folder; returns everything ``results.json`` holds.
 
     Runs inside :func:`~concept_grounding.models.training.reproducible` with
-    ``config.seed`` and ``config.threads``: the caller's thread count, RNG state and
+    ``config.world.seed`` and ``config.threads``: the caller's thread count, RNG state and
     deterministic-algorithm setting are restored afterwards.
     """
     from ..models.training import reproducible
 
-    with reproducible(config.seed, config.threads):
+    with reproducible(config.world.seed, config.threads):
         return _run(config, Path(out))
 
 
@@ -326,9 +326,10 @@ def _run(config: BenchConfig, out: Path) -> dict[str, Any]:
     columns = concept_columns(config, data, vocab)
     if not columns:
         raise ValueError("no concept of the chosen set is ever positive in the training split")
-    train = _Split(data.train, columns, config.image_size)
-    test = _Split(data.test, columns, config.image_size)
-    sub_images = images_to_tensor(data.sub["image"], config.image_size)
+    size = config.world.image_size
+    train = _Split(data.train, columns, size)
+    test = _Split(data.test, columns, size)
+    sub_images = images_to_tensor(data.sub["image"], size)
     args = (data, train, test, sub_images, columns, vocab, config, out)
     # 2-4. models
     t1, models = timed("table 1 models", table1, *args, model_seconds) if config.models else ([], {})

@@ -30,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     d = BenchConfig()
     parser.add_argument("--out", type=output_dir, default=Path("reports/bench"), help="report folder")
-    parser.add_argument("--image-size", type=int_at_least(32), default=d.image_size, help="world image side in pixels")
+    parser.add_argument("--image-size", type=int_at_least(32), default=d.world.image_size,
+                        help="world image side in pixels (on --cub-root: the side images are resized to)")
     parser.add_argument("--train-per-class", type=positive_int, default=d.train_per_class,
                         help="world training images per class")
     parser.add_argument("--test-per-class", type=positive_int, default=d.test_per_class, help="world test images per class")
@@ -55,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", dest="clip_model", default=None,
                         help="also evaluate a named open_clip / transformers model or local path in Table 2 (default: only the world CLIP)")
     parser.add_argument("--classes", nargs="*", type=class_name, default=None, help="world classes (CUB folder names; default SUB's 33)")
-    parser.add_argument("--seed", type=int, default=d.seed, help="seed of the world and of every training run")
+    parser.add_argument("--seed", type=int, default=d.world.seed, help="seed of the world and of every training run")
     parser.add_argument("--backbone", default=d.backbone,
                         help="cnn (small CNN), resnet18, resnet50, inception_v3 or timm:<name> (CUB augmentation inside)")
     parser.add_argument("--crop-size", type=int, default=None,
@@ -83,15 +84,17 @@ def run(args: argparse.Namespace) -> int:
 
     from concept_grounding.bench import BenchConfig, run_bench
     from concept_grounding.bench.artifacts import BenchArtifacts
+    from concept_grounding.world import WorldConfig
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    world = WorldConfig(image_size=args.image_size, class_names=tuple(args.classes) if args.classes else None,
+                        seed=args.seed)
     config = BenchConfig(
-        image_size=args.image_size, train_per_class=args.train_per_class, test_per_class=args.test_per_class,
+        world=world, train_per_class=args.train_per_class, test_per_class=args.test_per_class,
         sub_per_pairing=args.sub_per_pairing, concepts=args.concepts, epochs=args.epochs,
         clip_epochs=args.clip_epochs, concept_loss_weight=args.concept_loss_weight, models=tuple(args.models),
         posthoc=not args.no_posthoc, clip=not args.no_clip, cub_root=str(args.cub_root) if args.cub_root else None, sub=args.sub, min_class_count=args.min_class_count,
-        clip_model=args.clip_model, seed=args.seed,
-        classes=tuple(args.classes) if args.classes else None,
+        clip_model=args.clip_model,
         backbone={"kind": args.backbone, "crop_size": args.crop_size} if args.crop_size else args.backbone,
         backbone_weights=args.backbone_weights,
     )

@@ -51,25 +51,27 @@ TDG_ORACLE = "CBM (ind., per-img.)"
 
 def world_config(args: argparse.Namespace) -> WorldExportConfig:
     """The world stage's export: ``--quick``: 48 px, one bird per class and split, 4 classes."""
+    from concept_grounding.world.config import WorldConfig
     from concept_grounding.world.export import WorldExportConfig
 
     if args.quick:
-        return WorldExportConfig(size=48, train_per_class=1, test_per_class=1, seed=args.seed, classes=QUICK_CLASSES,
-                                 formats="all")
-    return WorldExportConfig(size=args.size, train_per_class=args.train_per_class, test_per_class=args.test_per_class,
-                             seed=args.seed, formats="all")
+        return WorldExportConfig(WorldConfig(image_size=48, class_names=QUICK_CLASSES, seed=args.seed),
+                                 train_per_class=1, test_per_class=1, formats="all")
+    return WorldExportConfig(WorldConfig(image_size=args.size, seed=args.seed), train_per_class=args.train_per_class,
+                             test_per_class=args.test_per_class, formats="all")
 
 
 def bench_config(args: argparse.Namespace) -> BenchConfig:
     """The bench stage's config: the defaults, or with ``--quick`` a 32 px, one-epoch run of
     three Table 1 models on :data:`QUICK_CLASSES`."""
-    from concept_grounding.bench.config import BenchConfig
+    from concept_grounding.bench.config import BENCH_WORLD, BenchConfig
+    from concept_grounding.world.config import WorldConfig
 
     if args.quick:
-        return BenchConfig(image_size=32, train_per_class=2, test_per_class=1, epochs=1, clip_epochs=1,
-                           models=("CBM (ind.)", "CBM (joint)", "CBM (ind., per-img.)"), classes=QUICK_CLASSES,
-                           seed=args.seed)
-    return BenchConfig(seed=args.seed)
+        return BenchConfig(WorldConfig(image_size=32, class_names=QUICK_CLASSES, seed=args.seed), train_per_class=2,
+                           test_per_class=1, epochs=1, clip_epochs=1,
+                           models=("CBM (ind.)", "CBM (joint)", "CBM (ind., per-img.)"))
+    return BenchConfig(replace(BENCH_WORLD, seed=args.seed))
 
 
 def _stage_world(out: Path, args: argparse.Namespace) -> str:

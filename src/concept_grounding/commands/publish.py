@@ -37,15 +37,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import logging
 
-    from concept_grounding.publish import PublishConfig, WorldSpec, build_repos, plan_repos, push_repos, resolve_token
+    from concept_grounding.publish import PublishConfig, build_repos, plan_repos, push_repos, resolve_token
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    config = PublishConfig(
-        namespace=args.namespace, out=args.out, bench=args.bench,
-        world=WorldSpec(size=args.size, train_per_class=args.train_per_class, test_per_class=args.test_per_class,
-                        per_pairing=args.per_pairing, seed=args.seed, deviation_rate=args.deviation_rate,
-                        classes=tuple(args.classes) if args.classes else None),
-    )
+    config = PublishConfig.from_flags(
+        args.namespace, args.out, bench=args.bench, size=args.size, train_per_class=args.train_per_class,
+        test_per_class=args.test_per_class, per_pairing=args.per_pairing, seed=args.seed,
+        deviation_rate=args.deviation_rate, classes=args.classes)
     token = resolve_token(args.token) if args.push else None  # before any work
     plan = plan_repos(config)
     repos = build_repos(config, plan)

@@ -19,6 +19,7 @@ from concept_grounding.commands._types import (
     output_dir,
     positive_int,
 )
+from concept_grounding.world.config import WorldConfig
 from concept_grounding.world.export import WorldExportConfig, run_world_export, write_world_summary
 
 
@@ -39,11 +40,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> WorldExportConfig:
-    """The job's configuration from the parsed arguments."""
-    return WorldExportConfig(size=args.size, train_per_class=args.train_per_class, test_per_class=args.test_per_class,
-                             seed=args.seed, deviation_rate=args.deviation_rate,
-                             classes=tuple(args.classes) if args.classes else None, per_pairing=args.per_pairing,
-                             formats=args.format)
+    """The job's configuration from the parsed arguments (their types have checked each flag)."""
+    world = WorldConfig(image_size=args.size, class_names=tuple(args.classes) if args.classes else None,
+                        deviation_rate=args.deviation_rate, seed=args.seed)
+    return WorldExportConfig(world, train_per_class=args.train_per_class, test_per_class=args.test_per_class,
+                             per_pairing=args.per_pairing, formats=args.format)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,20 +50,43 @@ class PublishConfig:
     bench: Path | None = None
     version: str = __version__
 
+    @classmethod
+    def from_flags(cls, namespace: str, out: Path, *, size: int, train_per_class: int, test_per_class: int,
+                   per_pairing: int, seed: int, deviation_rate: float, classes: Sequence[str] | None,
+                   bench: Path | None = None) -> "PublishConfig":
+        """The config of the ``concept-grounding publish`` flags, each world flag checked first
+        (a one-line ``ValueError`` naming it, before the :class:`~concept_grounding.world.WorldConfig`
+        is built).
+
+        >>> PublishConfig.from_flags("me", Path("hub"), size=8, train_per_class=1, test_per_class=1, per_pairing=1,
+        ...                          seed=0, deviation_rate=0.1, classes=None)
+        Traceback (most recent call last):
+        ...
+        ValueError: --size: must be an integer >= 32, got 8
+        """
+        from ..world.config import WorldConfig
+
+        _check_world_flags(size, train_per_class, test_per_class, per_pairing, deviation_rate, classes)
+        world = WorldConfig(image_size=size, class_names=tuple(classes) if classes else None,
+                            deviation_rate=deviation_rate, seed=seed)
+        return cls(namespace, out, WorldSpec(world, train_per_class=train_per_class, test_per_class=test_per_class,
+                                             per_pairing=per_pairing), bench=bench)
+
 
 def publish_command(config: PublishConfig) -> str:
     """The command that rebuilds ``config`` (recorded in the dataset and model cards).
 
-    >>> publish_command(PublishConfig("me", Path("hub"), WorldSpec(size=64)))
+    >>> from concept_grounding.world import WorldConfig
+    >>> publish_command(PublishConfig("me", Path("hub"), WorldSpec(WorldConfig(image_size=64))))
     'concept-grounding publish --namespace me --out hub --size 64 --train-per-class 10 --test-per-class 5 --per-pairing 1 --seed 0 --deviation-rate 0.1'
     """
-    w = config.world
+    spec, w = config.world, config.world.world
     parts = ["concept-grounding", "publish", "--namespace", config.namespace, "--out", str(config.out),
-             "--size", str(w.size), "--train-per-class", str(w.train_per_class), "--test-per-class",
-             str(w.test_per_class), "--per-pairing", str(w.per_pairing), "--seed", str(w.seed),
+             "--size", str(w.image_size), "--train-per-class", str(spec.train_per_class), "--test-per-class",
+             str(spec.test_per_class), "--per-pairing", str(spec.per_pairing), "--seed", str(w.seed),
              "--deviation-rate", str(w.deviation_rate)]
-    if w.classes:
-        parts += ["--classes", *w.classes]
+    if w.class_names:
+        parts += ["--classes", *w.class_names]
     if config.bench is not None:
         parts += ["--bench", str(config.bench)]
     return shlex.join(parts)
@@ -77,20 +100,28 @@ class PlannedRepo:
     write: Callable[[Path], None]
 
 
-def _check_world(spec: WorldSpec) -> None:
+def _check_world_flags(size: int, train_per_class: int, test_per_class: int, per_pairing: int,
+                       deviation_rate: float, classes: Sequence[str] | None) -> None:
+    """Raise a one-line ``ValueError`` naming the first bad world flag."""
     from ..vocabulary import load_vocabulary
 
-    for name, value in (("--size", spec.size), ("--train-per-class", spec.train_per_class),
-                        ("--test-per-class", spec.test_per_class), ("--per-pairing", spec.per_pairing)):
+    for name, value in (("--size", size), ("--train-per-class", train_per_class),
+                        ("--test-per-class", test_per_class), ("--per-pairing", per_pairing)):
         if isinstance(value, bool) or not isinstance(value, int) or value < (32 if name == "--size" else 1):
             raise ValueError(f"{name}: must be an integer >= {32 if name == '--size' else 1}, got {value!r}")
-    if not 0.0 <= spec.deviation_rate <= 1.0:
-        raise ValueError(f"--deviation-rate: must be in [0, 1], got {spec.deviation_rate!r}")
-    if spec.classes:
+    if not 0.0 <= deviation_rate <= 1.0:
+        raise ValueError(f"--deviation-rate: must be in [0, 1], got {deviation_rate!r}")
+    if classes:
         known = set(load_vocabulary().classes)
-        unknown = [c for c in spec.classes if c not in known]
+        unknown = [c for c in classes if c not in known]
         if unknown:
             raise ValueError(f"--classes: unknown CUB class folder name(s) {unknown} (e.g. '017.Cardinal')")
+
+
+def _check_world(spec: WorldSpec) -> None:
+    w = spec.world
+    _check_world_flags(w.image_size, spec.train_per_class, spec.test_per_class, spec.per_pairing, w.deviation_rate,
+                       w.class_names)
 
 
 def plan_repos(config: PublishConfig, sources: HubSources | None = None) -> list[PlannedRepo]:

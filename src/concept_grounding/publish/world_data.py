@@ -49,7 +49,7 @@ def build_world(spec: WorldSpec) -> "BirdWorld":
     """The :class:`~concept_grounding.world.BirdWorld` of ``spec``."""
     from ..world import BirdWorld
 
-    return BirdWorld(spec.world_config())
+    return BirdWorld(spec.world)
 
 
 def hub_attribute_name(name: str) -> str:
@@ -134,15 +134,16 @@ def _card_data(info: "datasets.DatasetInfo", splits: list[str], pretty_name: str
 
 
 def _how_made(command: str, spec: WorldSpec, version: str) -> str:
-    classes = ", ".join(spec.classes) if spec.classes else "SUB's 33 classes"
+    w = spec.world
+    classes = ", ".join(w.class_names) if w.class_names else "SUB's 33 classes"
     return (
         "## How it was made\n\n"
-        f"Rendered procedurally by `concept-grounding` {version} (`concept_grounding.world`), seed **{spec.seed}**; "
+        f"Rendered procedurally by `concept-grounding` {version} (`concept_grounding.world`), seed **{w.seed}**; "
         "the same settings give the same bytes. The exact command:\n\n"
         f"```bash\n{command}\n```\n\n"
-        f"World settings: {spec.size} px, {spec.train_per_class} train + {spec.test_per_class} test images per class, "
+        f"World settings: {w.image_size} px, {spec.train_per_class} train + {spec.test_per_class} test images per class, "
         f"{spec.per_pairing} counterfactual(s) per (class, substituted attribute) pairing, label deviation rate "
-        f"{spec.deviation_rate}, classes: {classes}. The same birds as files: `{spec.command()}`.\n"
+        f"{w.deviation_rate}, classes: {classes}. The same birds as files: `{spec.command()}`.\n"
     )
 
 

@@ -7,7 +7,7 @@ the ``CUB_200_2011/`` folder and the SUB-layout ``SUB/`` folder; it returns a
 ``summary.json`` and ``summary.md``. The command ``concept-grounding world`` parses its
 arguments, calls both and prints one line.
 
->>> WorldExportConfig(size=48, formats="all").writes_cub
+>>> WorldExportConfig(WorldConfig(image_size=48), formats="all").writes_cub
 True
 >>> WorldExportConfig(formats="png")
 Traceback (most recent call last):
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,21 +46,17 @@ class WorldExportConfig:
     """What to render and export.
 
     Args:
-        size: image side in pixels (>= 32).
+        world: the renderer's :class:`WorldConfig` (image side, species, seed, label
+            deviation rate; it validates them), the ``--size``, ``--classes``, ``--seed`` and
+            ``--deviation-rate`` of ``concept-grounding world``.
         train_per_class, test_per_class: images per class in each split (>= 0).
-        seed: the world's seed.
-        deviation_rate: per-image, per-group label deviation rate in [0, 1].
-        classes: CUB class folder names (``None``: SUB's 33).
         per_pairing: SUB images per (class, attribute) pairing.
         formats: ``"hf"`` (the DatasetDict only), ``"cub"``, ``"sub"`` or ``"all"``.
     """
 
-    size: int = 128
+    world: WorldConfig = WorldConfig()
     train_per_class: int = 10
     test_per_class: int = 5
-    seed: int = 0
-    deviation_rate: float = 0.1
-    classes: Sequence[str] | None = None
     per_pairing: int = 1
     formats: str = "hf"
 
@@ -85,21 +80,17 @@ class WorldExportConfig:
     def command(self) -> str:
         """The ``concept-grounding world`` command that renders the same birds (every format).
 
-        >>> WorldExportConfig(size=64, classes=("017.Cardinal",)).command()  # doctest: +NORMALIZE_WHITESPACE
+        >>> WorldExportConfig(WorldConfig(image_size=64, class_names=("017.Cardinal",))).command()
         'concept-grounding world --out world --size 64 --train-per-class 10 --test-per-class 5 --per-pairing 1
          --seed 0 --deviation-rate 0.1 --classes 017.Cardinal --format all'
         """
-        parts = ["concept-grounding world --out world", f"--size {self.size}",
+        w = self.world
+        parts = ["concept-grounding world --out world", f"--size {w.image_size}",
                  f"--train-per-class {self.train_per_class}", f"--test-per-class {self.test_per_class}",
-                 f"--per-pairing {self.per_pairing}", f"--seed {self.seed}", f"--deviation-rate {self.deviation_rate}"]
-        if self.classes:
-            parts.append("--classes " + " ".join(self.classes))
+                 f"--per-pairing {self.per_pairing}", f"--seed {w.seed}", f"--deviation-rate {w.deviation_rate}"]
+        if w.class_names:
+            parts.append("--classes " + " ".join(w.class_names))
         return " ".join(parts) + " --format all"
-
-    def world_config(self) -> WorldConfig:
-        """The renderer's :class:`WorldConfig` (which validates size, rate and classes)."""
-        return WorldConfig(image_size=self.size, class_names=tuple(self.classes) if self.classes else None,
-                           deviation_rate=self.deviation_rate, seed=self.seed)
 
 
 @dataclass
@@ -175,7 +166,7 @@ def run_world_export(config: WorldExportConfig, out: str | Path) -> WorldExport:
 
     from .contact_sheet import contact_sheet
 
-    world = BirdWorld(config.world_config())
+    world = BirdWorld(config.world)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
 

@@ -63,18 +63,6 @@ def _resolve(module: str, is_package: bool, level: int, target: str | None) -> s
     return ".".join(base + ([target] if target else []))
 
 
-def _resolve(module: str, is_package: bool, level: int, target: str | None) -> str:
-    """Absolute name of a (possibly relative) import target seen from ``module``."""
-    if level == 0:
-        return target or ""
-    base = module.split(".")
-    if not is_package:
-        base = base[:-1]
-    if level > 1:
-        base = base[: len(base) - (level - 1)]
-    return ".".join(base + ([target] if target else []))
-
-
 def _is_private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 

@@ -256,6 +256,35 @@ def test_train_flux_attribute_preserving_vae_and_init_from(tmp_path, capsys):
     assert "--init-from" in capsys.readouterr().err
 
 
+def test_decoder_only_vae_keeps_the_latent_space_and_the_transformer(tmp_path, capsys):
+    """``--vae-decoder-only --steps 0``: only the decoder is refitted; the encoder, the latent
+    shift / scaling factors, the transformer and both text encoders are ``--init-from``'s."""
+    from diffusers import AutoencoderKL
+    from safetensors.torch import load_file
+
+    from concept_grounding.cli import main
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert main(["train-flux", "--tiny", "--out", str(first), "--work-dir", str(tmp_path / "w1"), "--no-progress"]) == 0
+    assert main(["train-flux", "--tiny", "--out", str(second), "--work-dir", str(tmp_path / "w2"), "--no-progress",
+                 "--init-from", str(first), "--vae-decoder-only", "--vae-part-weight", "1", "--steps", "0"]) == 0
+    a, b = AutoencoderKL.from_pretrained(first / "vae"), AutoencoderKL.from_pretrained(second / "vae")
+    sa, sb = a.state_dict(), b.state_dict()
+    assert all(torch.equal(sa[k], sb[k]) for k in sa if k.startswith("encoder."))
+    assert not all(torch.equal(sa[k], sb[k]) for k in sa if k.startswith("decoder."))
+    assert (a.config.shift_factor, a.config.scaling_factor) == (b.config.shift_factor, b.config.scaling_factor)
+    for sub in ("transformer/diffusion_pytorch_model", "text_encoder/model", "text_encoder_2/model"):
+        ta, tb = load_file(first / f"{sub}.safetensors"), load_file(second / f"{sub}.safetensors")
+        assert ta.keys() == tb.keys() and all(torch.equal(ta[k], tb[k]) for k in ta)
+    assert json.loads((second / "train_log.json").read_text())["flux_steps"] == 0
+    assert not (tmp_path / "w2" / "latents.pt").exists()  # no transformer training, no latents
+    # both need a starting point, and say so in one line
+    for extra in (["--vae-decoder-only"], ["--steps", "0"]):
+        assert main(["train-flux", "--tiny", "--out", str(tmp_path / "x"), "--work-dir", str(tmp_path / "w3"),
+                     "--no-progress", *extra]) != 0
+        assert "init_from" in capsys.readouterr().err
+
+
 def test_saved_config_keeps_its_flat_keys_and_old_files_still_load():
     """``to_dict`` writes the world's settings as the flat keys of the files written before the
     world was nested (same order, so a resumed work dir compares equal); an old file's unread
@@ -263,8 +292,8 @@ def test_saved_config_keeps_its_flat_keys_and_old_files_still_load():
     cfg = FluxTrainConfig(world=replace(TRAINING_WORLD, class_names=TWO, seed=3), per_class=30)
     saved = cfg.to_dict()
     assert list(saved)[:4] == ["image_size", "per_class", "class_names", "vae_blocks"]
-    assert list(saved)[-9:] == ["caption_dropout", "checkpoint_every", "seed", "pose", "zoom", "scene",
-                                "vae_deviant_per_class", "vae_part_weight", "init_from"]
+    assert list(saved)[-10:] == ["caption_dropout", "checkpoint_every", "seed", "pose", "zoom", "scene",
+                                "vae_deviant_per_class", "vae_part_weight", "init_from", "vae_decoder_only"]
     assert saved["class_names"] == list(TWO) and saved["seed"] == 3 and "deviation_rate" not in saved
     assert FluxTrainConfig.from_dict({**saved, "extra": {}}) == cfg
     old = {k: v for k, v in saved.items() if k not in ("pose", "scene")}

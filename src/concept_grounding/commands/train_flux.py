@@ -27,7 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--latent-channels", type=int, default=8, help="VAE latent channels")
     parser.add_argument("--vae-steps", type=int, default=800, help="VAE training steps")
     parser.add_argument("--vae-batch", type=int, default=32, help="VAE batch size")
-    parser.add_argument("--steps", type=int, default=None, help="transformer steps (default: fit --minutes)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="transformer steps (default: fit --minutes; 0 with --init-from: keep its transformer)")
     parser.add_argument("--minutes", type=float, default=42.0, help="transformer wall-time budget when --steps is not given")
     parser.add_argument("--batch", type=int, default=32, help="transformer batch size")
     parser.add_argument("--lr", type=float, default=8e-4, help="transformer peak learning rate (cosine schedule)")
@@ -54,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", type=int, default=200, help="transformer warm-up steps")
     parser.add_argument("--init-from", type=Path, default=None,
                         help="FluxPipeline folder of the same sizes (e.g. the shipped world Flux) to start from")
+    parser.add_argument("--vae-decoder-only", action="store_true",
+                        help="fit only the --init-from VAE's decoder (its encoder and latent space are kept, so its "
+                             "transformer stays valid)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the renders and the training")
     parser.add_argument("--no-progress", action="store_true", help="show no progress bars")
 
@@ -84,8 +88,9 @@ def config_from_args(args: argparse.Namespace):
         return FluxTrainConfig(
             world=replace(TRAINING_WORLD, class_names=("017.Cardinal", "073.Blue_Jay"), seed=args.seed), per_class=4,
             vae_blocks=(8, 16), latent_channels=4, vae_steps=2, vae_batch=4, text_width=16, text_layers=1, layers=1,
-            single_layers=1, heads=2, head_dim=16, steps=2, batch=4, warmup=1, checkpoint_every=1,
+            single_layers=1, heads=2, head_dim=16, batch=4, warmup=1, checkpoint_every=1,
             vae_deviant_per_class=args.vae_deviant_per_class, vae_part_weight=args.vae_part_weight, init_from=init_from,
+            vae_decoder_only=args.vae_decoder_only, steps=0 if args.steps == 0 else 2,
         )  # fmt: skip
     return FluxTrainConfig(
         world=WorldConfig(image_size=args.size, seed=args.seed, pose=args.pose, zoom=args.zoom, scene=args.scene),
@@ -108,6 +113,7 @@ def config_from_args(args: argparse.Namespace):
         vae_part_weight=args.vae_part_weight,
         warmup=args.warmup,
         init_from=init_from,
+        vae_decoder_only=args.vae_decoder_only,
     )
 
 

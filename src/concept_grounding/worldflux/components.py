@@ -34,7 +34,8 @@ class FluxTrainConfig:
         max_length: tokens (incl. specials) of both tokenizers = ``model_max_length`` =
             the ``max_sequence_length`` the pipeline must be called with.
         layers / single_layers / heads / head_dim: FluxTransformer2DModel size.
-        steps: transformer steps; ``None`` -> calibrated from ``minutes`` after 20 steps.
+        steps: transformer steps; ``None`` -> calibrated from ``minutes`` after 20 steps; 0
+            (only with ``init_from``) keeps its transformer and text encoders as they are.
         minutes: transformer wall-time budget used when ``steps`` is ``None``.
         batch / lr / warmup / ema / caption_dropout: transformer training (rectified flow,
             logit-normal t, AdamW with linear warm-up then cosine, EMA of all trained weights,
@@ -46,6 +47,9 @@ class FluxTrainConfig:
         init_from: a ``FluxPipeline`` folder of the same sizes (e.g. the shipped world Flux)
             whose VAE, text encoders and transformer start the training instead of a fresh
             initialisation; ``None`` trains from scratch.
+        vae_decoder_only: fit only ``init_from``'s VAE decoder, on samples of its frozen
+            encoder's posterior: the latent space (and its shift / scaling factors) stays the
+            one ``init_from``'s transformer was trained on (:mod:`.vae`).
     """
 
     world: WorldConfig = TRAINING_WORLD
@@ -74,6 +78,7 @@ class FluxTrainConfig:
     vae_deviant_per_class: int = 0
     vae_part_weight: float = 0.0
     init_from: str | None = None
+    vae_decoder_only: bool = False
 
     def __post_init__(self) -> None:
         down = 2 ** (len(self.vae_blocks) - 1) * 2
@@ -83,8 +88,10 @@ class FluxTrainConfig:
         for name in ("per_class", "vae_steps", "vae_batch", "batch", "max_length", "checkpoint_every"):
             if int(getattr(self, name)) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        if self.steps is not None and self.steps <= 0:
-            raise ValueError(f"steps must be > 0, got {self.steps}")
+        if self.steps is not None and (self.steps < 0 or (self.steps == 0 and not self.init_from)):
+            raise ValueError(f"steps must be > 0 (or 0 with init_from: keep its transformer), got {self.steps}")
+        if self.vae_decoder_only and not self.init_from:
+            raise ValueError("vae_decoder_only needs init_from (the encoder whose latent space is kept)")
         if not 0.0 <= self.caption_dropout < 1.0:
             raise ValueError(f"caption_dropout must be in [0, 1), got {self.caption_dropout}")
         if self.vae_deviant_per_class < 0 or self.vae_part_weight < 0:
@@ -109,7 +116,7 @@ class FluxTrainConfig:
             world["deviation_rate"] = w.deviation_rate
         own = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "world"}
         own["vae_blocks"] = list(self.vae_blocks)
-        later = {k: own.pop(k) for k in ("vae_deviant_per_class", "vae_part_weight", "init_from")}  # issue 24's
+        later = {k: own.pop(k) for k in ("vae_deviant_per_class", "vae_part_weight", "init_from", "vae_decoder_only")}  # issue 24's
         return {"image_size": world.pop("image_size"), "per_class": own.pop("per_class"),
                 "class_names": world.pop("class_names"), **own, **world, **later}
 

@@ -8,8 +8,10 @@ Stages, each resumable from ``work_dir`` (a finished stage is skipped on restart
 2. **vae** (``vae.pt``): an ``AutoencoderKL`` fitted with ``L1 + MSE + kl_weight * KL`` on the
    renders and, for a varied pose, their mirror images (a horizontal flip only changes the
    facing, which no caption names; a canonical world always faces right), AdamW + cosine. Its ``shift_factor`` / ``scaling_factor`` are set to the
-   mean and 1/std of the latents' means, as FluxPipeline decodes ``z / scaling + shift``.
-3. **latents** (``latents.pt``): posterior mean and std of every render and its mirror image.
+   mean and 1/std of the latents' means, as FluxPipeline decodes ``z / scaling + shift``
+   (``vae_decoder_only``: only the decoder is fitted and ``init_from``'s factors are kept).
+3. **latents** (``latents.pt``): posterior mean and std of every render and, for a varied
+   pose, its mirror image (skipped with ``steps = 0``).
 4. **flux** (``flux.pt``): both text encoders and the ``FluxTransformer2DModel`` trained jointly
    with the rectified-flow loss of FluxPipeline's convention
    ``x_t = (1 - t) x_0 + t eps``, target ``eps - x_0``, ``t = sigmoid(N(0, 1))`` (logit-normal),
@@ -17,6 +19,7 @@ Stages, each resumable from ``work_dir`` (a finished stage is skipped on restart
    sampled from the posterior each step; for a varied pose a random one of the image and its
    mirror image is used; captions are drawn fresh each step (:func:`make_caption`) and replaced by ``""``
    with ``caption_dropout``. AdamW, linear warm-up then cosine, EMA of every trained weight.
+   ``steps = 0`` keeps ``init_from``'s transformer and text encoders.
 5. **export**: the EMA weights as a ``FluxPipeline`` folder in float16 safetensors, a loss
    curve PNG, a sample sheet and ``train_log.json`` (config, sizes, wall times).
 
@@ -155,6 +158,8 @@ def _train_flux(
     modules = torch.nn.ModuleDict({"transformer": transformer, "clip": clip, "t5": t5})
     if cfg.init_from:
         _load_initial(modules, Path(cfg.init_from))
+    if cfg.steps == 0:  # keep init_from's transformer and text encoders (e.g. after a decoder-only VAE fit)
+        return transformer, clip, t5, {"step": 0, "losses": [], "total": 0, "seconds": 0.0, "done": True}
     ema = {k: v.detach().clone() for k, v in modules.state_dict().items()}
     opt = torch.optim.AdamW(modules.parameters(), lr=cfg.lr, weight_decay=0.01)
     state: dict[str, Any] = {"step": 0, "losses": [], "total": cfg.steps, "seconds": 0.0}
@@ -182,8 +187,10 @@ def _train_flux(
         rng = np.random.default_rng([cfg.world.seed, 7, step])
         idx = torch.randint(n, (cfg.batch,), generator=g)
         flip = ((torch.rand(cfg.batch, generator=g) < 0.5) & cfg.mirror_augment)[:, None, None, None]
-        mean = torch.where(flip, lat["mean_flip"][idx], lat["mean"][idx])
-        std = torch.where(flip, lat["std_flip"][idx], lat["std"][idx])
+        mean, std = lat["mean"][idx], lat["std"][idx]
+        if cfg.mirror_augment:
+            mean = torch.where(flip, lat["mean_flip"][idx], mean)
+            std = torch.where(flip, lat["std_flip"][idx], std)
         z = mean + std * torch.randn(mean.shape, generator=g)
         x0 = (z - shift) * scale
         noise = torch.randn(x0.shape, generator=g)
@@ -212,7 +219,7 @@ def _train_flux(
         state["losses"].append([step, loss.item()])
         state["seconds"] = time.perf_counter() - t_start
         bar.update(1)
-        bar.set_postfix(loss=f"{float(loss):.3f}")
+        bar.set_postfix(loss=f"{state['losses'][-1][1]:.3f}")
         if state["total"] is None and step == 20:
             per_step = state["seconds"] / step
             state["total"] = max(step + 1, int(cfg.minutes * 60 / per_step))
@@ -335,7 +342,7 @@ def train_world_flux(cfg: FluxTrainConfig, out_dir: str | Path, work_dir: str | 
     t1 = time.perf_counter()
     vae = train_vae(cfg, data, work, progress, log)
     vae.eval()
-    lat = encode_latents(vae, data, work, progress)
+    lat = encode_latents(vae, data, work, progress, mirror=cfg.mirror_augment) if cfg.steps != 0 else None
     t2 = time.perf_counter()
     world = training_world(cfg)
     tokenizers = word_tokenizers(caption_vocabulary(world), cfg.max_length)

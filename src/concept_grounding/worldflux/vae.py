@@ -16,6 +16,13 @@ reads (issue 24: the first world VAE kept the species and recited its usual attr
   ``A_k`` pixels (``S`` the image side), so every part carries the same extra weight
   ``lambda * S`` whatever its size (an eye is under 1 px at 32 px, the breast 60), and the
   weights are rescaled to mean 1 per image.
+
+``vae_decoder_only`` (with ``init_from``) fits the decoder alone on samples of the frozen
+encoder's posterior. The first world VAE's *encoder* already told an edit from the unedited
+bird; its decoder recited the species (a reconstruction moved the edited pixels only 70-90 %
+of the way from the original's colour to the edit's), so refitting the decoder on the
+attribute-preserving set fixes what it draws while the latents, their shift / scaling
+factors and so the transformer trained on them stay valid.
 """
 
 from __future__ import annotations
@@ -113,7 +120,8 @@ def _vae_training_set(cfg: FluxTrainConfig, data: dict[str, np.ndarray], work: P
 
 
 def _initial_vae(cfg: FluxTrainConfig) -> Any:
-    """A fresh VAE, or ``init_from``'s VAE weights in it (same architecture required)."""
+    """A fresh VAE, or ``init_from``'s VAE weights and latent shift / scaling factors in it
+    (same architecture required)."""
     vae = build_vae(cfg)
     if cfg.init_from:
         from diffusers import AutoencoderKL
@@ -123,7 +131,33 @@ def _initial_vae(cfg: FluxTrainConfig) -> Any:
             vae.load_state_dict({k: v.float() for k, v in source.state_dict().items()})
         except RuntimeError:
             raise ValueError(f"--init-from: {cfg.init_from}'s VAE does not match --vae-blocks/--latent-channels") from None
+        vae.register_to_config(shift_factor=source.config.shift_factor, scaling_factor=source.config.scaling_factor)
     return vae
+
+
+def _trainable(vae: Any, cfg: FluxTrainConfig) -> list[Any]:
+    """The parameters the VAE stage fits: all, or (``vae_decoder_only``) the decoder's, the
+    encoder frozen."""
+    if not cfg.vae_decoder_only:
+        return list(vae.parameters())
+    vae.requires_grad_(False)
+    decoder = [vae.decoder] + ([vae.post_quant_conv] if vae.post_quant_conv is not None else [])
+    for module in decoder:
+        module.requires_grad_(True)
+    return [p for module in decoder for p in module.parameters()]
+
+
+def _latent_factors(vae: Any, cfg: FluxTrainConfig, data: dict[str, np.ndarray]) -> tuple[float, float]:
+    """``(shift, scale)``: the mean and 1 / std of the posterior means of (up to 2,048 of) the
+    training renders, or the initial VAE's own when only its decoder was fitted."""
+    import torch
+
+    if cfg.vae_decoder_only:
+        return float(vae.config.shift_factor), float(vae.config.scaling_factor)
+    x_data = to_tensor(data["images"])
+    with torch.no_grad():
+        means = torch.cat([vae.encode(x_data[i : i + 256]).latent_dist.mean for i in range(0, min(len(x_data), 2048), 256)])
+    return float(means.mean()), float(1.0 / means.std())
 
 
 def train_vae(cfg: FluxTrainConfig, data: dict[str, np.ndarray], work: Path, progress: bool, log: Callable) -> Any:
@@ -131,13 +165,15 @@ def train_vae(cfg: FluxTrainConfig, data: dict[str, np.ndarray], work: Path, pro
     the mean and 1/std of the latent means, as FluxPipeline decodes ``z / scaling + shift``.
 
     Loss per batch: ``mean(w |x' - x|) + mean(w (x' - x)^2) + kl_weight * KL`` with ``w`` from
-    :func:`part_weights` (``w = 1`` by default)."""
+    :func:`part_weights` (``w = 1`` by default); with ``vae_decoder_only`` the encoder is frozen
+    and ``shift`` / ``scale`` are ``init_from``'s."""
     import torch
 
     path = work / "vae.pt"
     torch.manual_seed(cfg.world.seed)
     vae = _initial_vae(cfg)
-    opt = torch.optim.AdamW(vae.parameters(), lr=cfg.vae_lr, weight_decay=0.0)
+    params = _trainable(vae, cfg)
+    opt = torch.optim.AdamW(params, lr=cfg.vae_lr, weight_decay=0.0)
     start, losses = 0, []
     if path.exists():
         state = torch.load(path, weights_only=True)
@@ -159,7 +195,8 @@ def train_vae(cfg: FluxTrainConfig, data: dict[str, np.ndarray], work: Path, pro
         x = torch.where(flip[:, None, None, None], x.flip(-1), x)
         for group in opt.param_groups:
             group["lr"] = cosine_lr(step, cfg.vae_steps, cfg.vae_lr, 50)
-        post = vae.encode(x).latent_dist
+        with torch.set_grad_enabled(not cfg.vae_decoder_only):
+            post = vae.encode(x).latent_dist
         rec = vae.decode(post.sample(generator=g)).sample
         if w_all is None:
             l1 = (rec - x).abs().mean()
@@ -172,38 +209,37 @@ def train_vae(cfg: FluxTrainConfig, data: dict[str, np.ndarray], work: Path, pro
         loss = l1 + mse + cfg.kl_weight * kl
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(vae.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         losses.append([step, l1.item(), mse.item(), kl.item()])
         bar.set_postfix(l1=f"{losses[-1][1]:.4f}", mse=f"{losses[-1][2]:.4f}")
         if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.vae_steps:
             atomic_save({"model": vae.state_dict(), "opt": opt.state_dict(), "step": step + 1, "losses": losses, "done": False}, path)
     vae.eval()
-    x_data = to_tensor(data["images"])
-    with torch.no_grad():
-        means = torch.cat([vae.encode(x_data[i : i + 256]).latent_dist.mean for i in range(0, min(len(x_data), 2048), 256)])
-    shift, scale = float(means.mean()), float(1.0 / means.std())
+    shift, scale = _latent_factors(vae, cfg, data)
     vae.register_to_config(shift_factor=shift, scaling_factor=scale)
     atomic_save({"model": vae.state_dict(), "step": cfg.vae_steps, "losses": losses, "done": True, "shift": shift, "scale": scale}, path)
     log("vae", {"steps": cfg.vae_steps, "images": n, "shift_factor": shift, "scaling_factor": scale,
-                "final_l1": losses[-1][1] if losses else None})
+                "decoder_only": cfg.vae_decoder_only, "final_l1": losses[-1][1] if losses else None})
     return vae
 
 
-def encode_latents(vae: Any, data: dict[str, np.ndarray], work: Path, progress: bool) -> dict[str, Any]:
-    """Posterior mean and std of every training render and its mirror image (``latents.pt``)."""
+def encode_latents(vae: Any, data: dict[str, np.ndarray], work: Path, progress: bool, mirror: bool = True) -> dict[str, Any]:
+    """Posterior ``mean`` and ``std`` ``(N, c, h, w)`` of every training render and, with
+    ``mirror``, of its mirror image (``mean_flip``, ``std_flip``), cached as ``latents.pt``."""
     import torch
 
     path = work / "latents.pt"
     if path.exists():
         return torch.load(path, weights_only=True)
     x_all = to_tensor(data["images"])
-    out: dict[str, list] = {"mean": [], "std": [], "mean_flip": [], "std_flip": []}
+    views = (("", False), ("_flip", True)) if mirror else (("", False),)
+    out: dict[str, list] = {f"{key}{suffix}": [] for suffix, _ in views for key in ("mean", "std")}
     with torch.no_grad():
         for i in tqdm(range(0, x_all.shape[0], 256), desc="latents", disable=not progress):
             x = x_all[i : i + 256]
-            for suffix, xx in (("", x), ("_flip", x.flip(-1))):
-                d = vae.encode(xx).latent_dist
+            for suffix, flipped in views:
+                d = vae.encode(x.flip(-1) if flipped else x).latent_dist
                 out["mean" + suffix].append(d.mean)
                 out["std" + suffix].append(d.std)
     lat = {k: torch.cat(v) for k, v in out.items()}

@@ -249,7 +249,10 @@ def _plot_losses(losses: list, vae_losses: list, path: Path) -> None:
         smooth = np.convolve(a[:, 1], np.ones(k) / k, mode="valid")
         axes[0].plot(a[:, 0], a[:, 1], alpha=0.25, lw=0.5)
         axes[0].plot(a[k - 1 :, 0], smooth, lw=1.5)
-    axes[0].set(title="Flux rectified-flow loss", xlabel="step", ylabel="MSE", yscale="log")
+    else:
+        axes[0].text(0.5, 0.5, "no transformer steps\n(kept from --init-from)", ha="center", va="center",
+                     transform=axes[0].transAxes)
+    axes[0].set(title="Flux rectified-flow loss", xlabel="step", ylabel="MSE", yscale="log" if losses else "linear")
     if vae_losses:
         v = np.asarray(vae_losses, float)
         axes[1].plot(v[:, 0], v[:, 1], label="L1")

@@ -67,7 +67,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sweep-pairings", type=int, default=96, help="pairings in the eta sweep")
     p.add_argument("--sweep-etas", type=float, nargs="*", default=[0.0, 0.5, 0.8, 0.95, 1.0])
     p.add_argument("--judge-per-class", type=int, default=150, help="training renders per species and kind for the judge")
-    p.add_argument("--judge-epochs", type=int, default=8)
+    p.add_argument("--judge-epochs", type=int, default=16, help="judge training epochs (8 left 3 more groups below the bars)")
     p.add_argument("--validation-edits", type=int, default=1, help="held-out exact edits per SUB pairing to validate the judge")
     p.add_argument("--validation-renders", type=int, default=10, help="held-out ordinary renders per species")
     p.add_argument("--clip-train", type=int, default=80, help="renders per species to train the filter's world CLIP")
@@ -89,20 +89,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 # ----------------------------------------------------------------------------- judges
+def judge_folder(world: Any, args: argparse.Namespace) -> Path:
+    """Where the judge of ``world`` and these judge settings is cached under ``--out``."""
+    c = world.config
+    return args.out / (f"judges-s{c.image_size}-{c.pose}-{c.scene}-z{c.zoom:g}-n{args.judge_per_class}"
+                       f"-e{args.judge_epochs}-seed{args.seed}") / "judge"
+
+
 def cached_judge(world: Any, args: argparse.Namespace) -> Any:
     """The grounded :class:`WorldJudge` of ``world``, cached as a ``save_pretrained`` folder.
     (Trained on raw renders: variants trained with half their images through the world VAE
     or blurred were measured and read raw images worse without reading decoded ones better.)"""
     from concept_grounding.judge import WorldJudge, judge_training_set, train_judge
 
-    c = world.config
-    folder = args.out / (f"judges-s{c.image_size}-{c.pose}-{c.scene}-z{c.zoom:g}-n{args.judge_per_class}"
-                         f"-e{args.judge_epochs}-seed{args.seed}") / "judge"
+    folder = judge_folder(world, args)
     if (folder / "config.json").is_file():
         return WorldJudge.from_pretrained(folder).eval()
+    t0 = time.perf_counter()
     data = judge_training_set(world, args.judge_per_class, seed=args.seed)
+    t1 = time.perf_counter()
     judge = train_judge(data, world.class_names, epochs=args.judge_epochs, seed=args.seed)
     judge.save_pretrained(folder)
+    cost = {"render_seconds": t1 - t0, "train_seconds": time.perf_counter() - t1, "threads": args.threads}
+    (folder / "training_time.json").write_text(json.dumps(cost))
     return judge
 
 
@@ -135,8 +144,19 @@ def to_unit(images: Any) -> Any:
     return torch.from_numpy(arr).permute(0, 3, 1, 2).float() / 255.0
 
 
-def export_judge(judge: Any, validation: Any, results: dict, folder: Path) -> None:
-    """The judge as a ``save_pretrained`` folder with a model card: the command and its validation."""
+def judge_cost(world: Any, args: argparse.Namespace) -> str:
+    """The measured rendering and training time of the cached judge, as a phrase ("" if unknown)."""
+    path = judge_folder(world, args) / "training_time.json"
+    if not path.is_file():
+        return ""
+    t = json.loads(path.read_text())
+    return (f"; measured {t['render_seconds'] / 60:.0f} min rendering + {t['train_seconds'] / 60:.0f} min training with "
+            f"{t['threads']} thread(s)")
+
+
+def export_judge(judge: Any, validation: Any, results: dict, folder: Path, cost: str = "") -> None:
+    """The judge as a ``save_pretrained`` folder with a model card: the command, its measured
+    cost (``cost``, from :func:`judge_cost`) and its validation."""
     judge.save_pretrained(folder)
     (folder / "README.md").write_text("\n".join([
         "---", "library_name: concept-grounding", "tags: [world-judge, bird-world]", "---", "",
@@ -144,7 +164,7 @@ def export_judge(judge: Any, validation: Any, results: dict, folder: Path) -> No
         "A `concept_grounding.judge.WorldJudge` (a small CNN: species head and one softmax per base attribute",
         "group) trained on typical renders, their exact counterfactual edits and deviation-rate-1 renders of",
         f"the world `{results['world']}`. Load it with `concept_grounding.judge.load_world_judge()`.", "",
-        "Made by (deterministic; measured 4 min rendering + 9 min training on one thread of the shared machine):", "",
+        f"Made by (deterministic{cost}):", "",
         f"    {results['command']}", "",
         "## Validation on held-out exact edits and renders (raw, and after the world VAE's round trip)", "",
         validation.to_markdown(), ""]))
@@ -674,7 +694,7 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "validation.md").write_text(validation.to_markdown() + "\n")
     print(validation.to_markdown(), flush=True)
     if args.export_judge is not None:
-        export_judge(judge, validation, results, args.export_judge)
+        export_judge(judge, validation, results, args.export_judge, judge_cost(world, args))
     if "quality" in stages:
         print("quality ...", flush=True)
         results["quality"], _ = quality(world, flux, judge_fn, kw, args, pairings)

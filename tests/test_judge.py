@@ -260,3 +260,13 @@ def test_filter_validate_on_world_cli(tmp_path):
 def test_bars_are_the_issue_s():
     assert dict(JUDGE_BARS) == {"s_plus_found": 0.95, "s_minus_removed": 0.95, "species_kept": 0.95,
                                 "render_attributes": 0.95, "render_species": 0.95}
+
+
+def test_judge_card_states_the_measured_training_time(world, tmp_path):
+    bench = _bench()
+    args = bench.parse_args(["--out", str(tmp_path)])
+    assert bench.judge_cost(world, args) == ""  # a judge cached before times were recorded
+    folder = bench.judge_folder(world, args)
+    folder.mkdir(parents=True)
+    (folder / "training_time.json").write_text('{"render_seconds": 65, "train_seconds": 540, "threads": 2}')
+    assert bench.judge_cost(world, args) == "; measured 1 min rendering + 9 min training with 2 thread(s)"

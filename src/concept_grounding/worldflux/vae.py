@@ -18,9 +18,9 @@ reads (issue 24: the first world VAE kept the species and recited its usual attr
   weights are rescaled to mean 1 per image.
 
 ``vae_decoder_only`` (with ``init_from``) fits the decoder alone on samples of the frozen
-encoder's posterior. The first world VAE's *encoder* already told an edit from the unedited
-bird; its decoder recited the species (a reconstruction moved the edited pixels only 70-90 %
-of the way from the original's colour to the edit's), so refitting the decoder on the
+encoder's posterior. The second world VAE's *encoder* already told an edit from the
+unedited bird; its decoder recited the species (a reconstruction moved the edited pixels only
+68-90 % of the way from the original's colour to the edit's), so refitting the decoder on the
 attribute-preserving set fixes what it draws while the latents, their shift / scaling
 factors and so the transformer trained on them stay valid.
 """

@@ -538,40 +538,27 @@ def timing(flux: Any, tdg: Any, kw: dict, rounds: int = 9) -> dict[str, Any]:
             "rounds": rounds, "details": result.as_dict(ratios)}
 
 
-def verdict_caption(rec: dict | None) -> str:
-    if rec is None:
-        return ""
-    return f"S+ {'yes' if rec['s_plus_found'] else 'no'} sp {'yes' if rec['species_kept'] else 'no'}"
+def contact_sheet(sub: dict, path: Path, rows: int = 10) -> None:
+    """Rows: ``rows`` pairings spread over the run; columns: prompting c_R, TDG reference, TDG
+    guide, each with the judge's verdict under it (S+ found? species kept?; the guide: S+ found?)."""
+    from concept_grounding.judge.validation import verdict_caption
+    from concept_grounding.plotting import verdict_sheet
+    from concept_grounding.vocabulary import attribute_phrase, class_display_name
 
-
-def contact_sheet(sub: dict, world: Any, path: Path, per_row: int = 10) -> None:
-    """Columns: pairings; rows: prompting c_R, TDG reference, TDG guide, each with the
-    judge's verdict under it (S+ found? species kept?)."""
-    from PIL import Image, ImageDraw
-
-    s, scale, pad, text = world.config.image_size, 3, 14, 12
     recs = [r for r in sub["records"] if r["method"] == "tdg"]
-    picks = recs[:: max(1, len(recs) // per_row)][:per_row]
-    prompt_rec = {(r["reference_class"], r["target_attribute"], r["image_index"]): r
-                  for r in sub["records"] if r["method"] == "prompting"}
-    cell = s * scale
-    rows = [("prompting c_R", [(sub["images"]["prompting"][prompt_rec[(r["reference_class"], r["target_attribute"], r["image_index"])]["image_id"]],
-                                prompt_rec[(r["reference_class"], r["target_attribute"], r["image_index"])]) for r in picks]),
-            ("TDG reference", [(sub["images"]["tdg"][r["image_id"]], r) for r in picks]),
-            ("TDG guide (S+ shown?)", [(sub["images"]["tdg:guide"][r["guide_image_id"]],
-                                        {"guide": r["guide_s_plus"]}) for r in picks])]
-    sheet = Image.new("RGB", (per_row * cell, len(rows) * (cell + pad + text) + 2 * text), "white")
-    draw = ImageDraw.Draw(sheet)
-    for i, r in enumerate(picks):
-        draw.text((i * cell + 2, 0), r["target_attribute"].split("::")[1][:14], fill="black")
-    for k, (label, row) in enumerate(rows):
-        y = 2 * text + k * (cell + pad + text)
-        draw.text((2, y - 2), label, fill="black")
-        for i, (im, rec) in enumerate(row):
-            sheet.paste(im.resize((cell, cell), Image.NEAREST), (i * cell, y + pad - 4))
-            caption = f"S+ {'yes' if rec['guide'] else 'no'}" if "guide" in rec else verdict_caption(rec)
-            draw.text((i * cell + 2, y + pad - 4 + cell), caption, fill="black")
-    sheet.save(path)
+    picks = recs[:: max(1, len(recs) // rows)][:rows]
+    prompted = {(r["reference_class"], r["target_attribute"], r["image_index"]): r
+                for r in sub["records"] if r["method"] == "prompting"}
+    images, captions = [], []
+    for r in picks:
+        base = prompted[(r["reference_class"], r["target_attribute"], r["image_index"])]
+        images.append([sub["images"]["prompting"][base["image_id"]], sub["images"]["tdg"][r["image_id"]],
+                       sub["images"]["tdg:guide"][r["guide_image_id"]]])
+        captions.append([verdict_caption(base["s_plus_found"], base["species_kept"]),
+                         verdict_caption(r["s_plus_found"], r["species_kept"]), verdict_caption(r["guide_s_plus"])])
+    labels = [f"{class_display_name(r['reference_class'])}\n+ {attribute_phrase(r['target_attribute'])}" for r in picks]
+    verdict_sheet(images, captions, labels, ["prompting only (c_R)", "TDG reference", "TDG guide"], path,
+                  title="Judge's verdicts (green: S+ found and species kept)")
 
 
 def ci(d: dict | None, pct: bool = True) -> str:
@@ -708,7 +695,7 @@ def main(argv: list[str] | None = None) -> int:
         results["power"] = power(results["table"], args)
         results["records"] = sub["records"]
         print(json.dumps(results["table"]["overall"]), flush=True)
-        contact_sheet(sub, world, args.out / "contact_sheet.png")
+        contact_sheet(sub, args.out / "contact_sheet.png")
         if "filter" in stages:
             print("filter ...", flush=True)
             results["filter"] = filter_agreement(world, sub, cached_clip(world, args), args, pairings)

@@ -270,3 +270,17 @@ def test_judge_card_states_the_measured_training_time(world, tmp_path):
     folder.mkdir(parents=True)
     (folder / "training_time.json").write_text('{"render_seconds": 65, "train_seconds": 540, "threads": 2}')
     assert bench.judge_cost(world, args) == "; measured 1 min rendering + 9 min training with 2 thread(s)"
+
+
+def test_benchmark_contact_sheet_draws_the_verdicts_of_each_method(tmp_path):
+    from PIL import Image
+
+    bench = _bench()
+    bird = Image.new("RGB", (8, 8), "blue")
+    pairing = {"reference_class": "073.Blue_Jay", "target_attribute": "has_crown_color::yellow", "image_index": 0}
+    records = [{**pairing, "method": "prompting", "image_id": 0, "s_plus_found": False, "species_kept": True},
+               {**pairing, "method": "tdg", "image_id": 0, "guide_image_id": 0, "s_plus_found": True,
+                "species_kept": True, "guide_s_plus": True}]
+    sub = {"records": records, "images": {"prompting": [bird], "tdg": [bird], "tdg:guide": [bird]}}
+    bench.contact_sheet(sub, tmp_path / "sheet.png")
+    assert Image.open(tmp_path / "sheet.png").size[1] > 100

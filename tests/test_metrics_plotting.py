@@ -1,10 +1,13 @@
 """The PNG helpers draw real figures from metric outputs."""
 
+import io
+
 import numpy as np
 import pytest
+from PIL import Image
 
 from concept_grounding.metrics import concept_global_importance, sub_accuracy
-from concept_grounding.plotting import cgim_histograms, clm_hit_map, sub_bars
+from concept_grounding.plotting import cgim_histograms, clm_hit_map, sub_bars, verdict_sheet
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -46,3 +49,24 @@ def test_clm_hit_map_hit_and_miss(tmp_path):
     assert clm_hit_map(fmap, [2.0, 2.0], tmp_path / "clm.png", image=image).is_file()
     with pytest.raises(ValueError, match="part_visible must have 2"):
         clm_hit_map(fmap, [[1.0, 1.0], [2.0, 2.0]], None, part_visible=[True])
+
+
+def _pixels_near(png: bytes, rgb: tuple[int, int, int], tol: int = 40) -> int:
+    arr = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
+    return int((np.abs(arr - np.array(rgb)).max(-1) <= tol).sum())
+
+
+def test_verdict_sheet_colours_each_caption_by_its_verdict(tmp_path):
+    bird = np.zeros((8, 8, 3), np.uint8)
+    passing = verdict_sheet([[bird, Image.fromarray(bird)]], [[("S+ found", True), ("species kept", True)]],
+                            ["Blue Jay + yellow crown color"], ["prompting only", "TDG reference"])
+    failing = verdict_sheet([[bird, bird]], [[("S+ missing", False), ("species lost", False)]],
+                            ["Blue Jay + yellow crown color"], ["prompting only", "TDG reference"])
+    green, red = (0x1A, 0x7F, 0x37), (0xCF, 0x22, 0x2E)
+    assert _pixels_near(passing, green) > 20 and _pixels_near(passing, red) == 0
+    assert _pixels_near(failing, red) > 20 and _pixels_near(failing, green) == 0
+    assert verdict_sheet([[bird]], [[("S+ found", True)]], ["a"], ["b"], tmp_path / "sheet.png", title="t").is_file()
+    with pytest.raises(ValueError, match="one per column label"):
+        verdict_sheet([[bird]], [[("S+", True)]], ["a"], ["b", "c"])
+    with pytest.raises(ValueError, match="same number"):
+        verdict_sheet([[bird]], [[("S+", True)]], ["a", "b"], ["c"])

@@ -10,6 +10,8 @@ bytes. matplotlib is imported inside the functions.
 * :func:`sub_bars` - per-attribute s+ / s- bars with the random-chance marks (SUB Tables 1-2).
 * :func:`clm_hit_map` - one concept activation map upsampled to the image, its top region
   Omega and the part centre(s), marked hit or miss (Aysel et al. Sec. 4.4.2).
+* :func:`verdict_sheet` - generated images in a grid with a judge's verdict under each,
+  green when it holds and red when it fails (SUB Fig. 4: prompting vs TDG vs guide).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["cgim_histograms", "sub_bars", "clm_hit_map"]
+__all__ = ["cgim_histograms", "sub_bars", "clm_hit_map", "verdict_sheet"]
 
 
 def _new_figure(width: float, height: float):
@@ -161,4 +163,48 @@ def clm_hit_map(
                    edgecolors="black", linewidths=1.5, zorder=3)
     ax.set_axis_off()
     ax.set_title(title or f"alpha = {alpha:g}: {'HIT' if hit else 'miss'} (|Omega| = {n} px)", fontsize=10)
+    return _save(fig, path)
+
+
+def verdict_sheet(
+    images: Sequence[Sequence[Any]],
+    captions: Sequence[Sequence[tuple[str, bool]]],
+    row_labels: Sequence[str],
+    column_labels: Sequence[str],
+    path: str | Path | None = None,
+    *,
+    title: str | None = None,
+) -> Path | bytes:
+    """Images in a grid with a verdict under each, drawn pixel for pixel (nearest neighbour).
+
+    Args:
+        images: ``images[r][c]``, ``R`` rows of ``C`` images (PIL images or uint8 ``(H, W, 3)``).
+        captions: ``captions[r][c] = (text, holds)``, e.g. ``("S+ found, species kept", True)``;
+            green when ``holds``, red otherwise.
+        row_labels: ``R`` labels (e.g. the pairing, ``"Blue Jay + yellow crown color"``).
+        column_labels: ``C`` labels (e.g. ``"prompting only"``, ``"TDG reference"``).
+        path: PNG file to write; ``None`` returns the PNG bytes.
+    """
+    rows, cols = len(images), len(column_labels)
+    if rows == 0 or len(row_labels) != rows or len(captions) != rows:
+        raise ValueError(f"images, captions and row_labels need the same number (>= 1) of rows, got "
+                         f"{rows}, {len(captions)} and {len(row_labels)}")
+    if any(len(r) != cols for r in images) or any(len(r) != cols for r in captions):
+        raise ValueError(f"every row of images and captions needs {cols} entries (one per column label)")
+    fig = _new_figure(1.9 * cols + 1.6, 1.85 * rows + (0.5 if title else 0.2))
+    axes = fig.subplots(rows, cols, squeeze=False)
+    for r in range(rows):
+        for c in range(cols):
+            ax = axes[r][c]
+            ax.imshow(np.asarray(images[r][c].convert("RGB") if hasattr(images[r][c], "convert") else images[r][c]),
+                      interpolation="nearest")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            text, holds = captions[r][c]
+            ax.set_xlabel(text, fontsize=8, color="#1a7f37" if holds else "#cf222e")
+            if r == 0:
+                ax.set_title(column_labels[c], fontsize=9)
+        axes[r][0].set_ylabel(row_labels[r], fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=10)
     return _save(fig, path)

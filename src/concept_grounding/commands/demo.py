@@ -107,11 +107,12 @@ def _tdg_sheet(images: Path, prompting: Path, path: Path) -> list[dict]:
     TDG guide, each with the shipped judge's verdict under it (S+ found? species kept?; for
     the guide, S+ shown?). Returns the TDG records, each with its verdicts added."""
     import numpy as np
-    from PIL import Image, ImageDraw
+    from PIL import Image
 
     from concept_grounding.judge import judge_images, load_world_judge
-    from concept_grounding.judge.validation import substitution_verdicts
-    from concept_grounding.vocabulary import class_display_name, load_vocabulary
+    from concept_grounding.judge.validation import substitution_verdicts, verdict_caption
+    from concept_grounding.plotting import verdict_sheet
+    from concept_grounding.vocabulary import attribute_phrase, class_display_name, load_vocabulary
 
     vocab, judge = load_vocabulary(), load_world_judge()
     records = _read_records(images)
@@ -126,25 +127,15 @@ def _tdg_sheet(images: Path, prompting: Path, path: Path) -> list[dict]:
     captions = {}
     for name, ims in columns.items():
         v = substitution_verdicts(*judge_images(judge, ims), labels, targets, removed)
-        yes = lambda b: "yes" if b else "no"  # noqa: E731
-        captions[name] = [f"S+ {yes(v['s_plus_found'][i])}" + ("" if name == "TDG guide" else
-                          f", species {yes(v['species_kept'][i])}") for i in range(len(records))]
+        captions[name] = [verdict_caption(v["s_plus_found"][i], None if name == "TDG guide" else v["species_kept"][i])
+                          for i in range(len(records))]
         if name == "TDG reference":
             for k, r in enumerate(records):
                 r.update(s_plus_found=bool(v["s_plus_found"][k]), species_kept=bool(v["species_kept"][k]))
-    side, label, text = 96, 190, 14
-    sheet = Image.new("RGB", (label + 3 * side, text + (side + text) * max(1, len(records))), "white")
-    draw = ImageDraw.Draw(sheet)
-    for col, name in enumerate(columns):
-        draw.text((label + col * side + 2, 0), name, fill="black")
-    for row, r in enumerate(records):
-        y = text + row * (side + text)
-        draw.text((4, y + side // 2 - 6), f"{class_display_name(r['reference_class'])} + {r['target_attribute'].split('::')[-1]}",
-                  fill="black")
-        for col, name in enumerate(columns):
-            sheet.paste(columns[name][row].resize((side, side), Image.NEAREST), (label + col * side, y))
-            draw.text((label + col * side + 2, y + side), captions[name][row], fill="black")
-    sheet.save(path)
+    verdict_sheet([[columns[name][i] for name in columns] for i in range(len(records))],
+                  [[captions[name][i] for name in columns] for i in range(len(records))],
+                  [f"{class_display_name(r['reference_class'])}\n+ {attribute_phrase(r['target_attribute'])}" for r in records],
+                  list(columns), path, title="Shipped judge's verdicts (green: S+ found and species kept)")
     return records
 
 

@@ -31,7 +31,7 @@ import numpy as np
 from ..world import BirdWorld
 from .data import VALIDATION_START, EditSet, JudgeSet, exact_edits, typical_renders
 
-__all__ = ["Judge", "JUDGE_BARS", "JudgeValidation", "validate_judge", "substitution_verdicts"]
+__all__ = ["Judge", "JUDGE_BARS", "JudgeValidation", "validate_judge", "substitution_verdicts", "verdict_caption"]
 
 #: ``images -> (species (N,), attribute probabilities (N, 312))``.
 Judge = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
@@ -86,6 +86,22 @@ def substitution_verdicts(species: np.ndarray, probs: np.ndarray, labels: np.nda
     kept = np.asarray(species) == np.asarray(labels)
     return {"s_plus_found": p_plus > 0.5, "s_minus_removed": gone, "species_kept": kept,
             "success": (p_plus > 0.5) & kept, "p_s_plus": p_plus}
+
+
+def verdict_caption(s_plus_found: bool, species_kept: bool | None = None) -> tuple[str, bool]:
+    """The caption of one generated image and whether it is a success (S+ found and species
+    kept), for :func:`~concept_grounding.plotting.verdict_sheet`; a guide image
+    (``species_kept=None``) only needs S+.
+
+    >>> verdict_caption(True, False)
+    ('S+ found, species lost', False)
+    >>> verdict_caption(False)
+    ('S+ missing', False)
+    """
+    text = f"S+ {'found' if s_plus_found else 'missing'}"
+    if species_kept is None:
+        return text, bool(s_plus_found)
+    return f"{text}, species {'kept' if species_kept else 'lost'}", bool(s_plus_found and species_kept)
 
 
 def edit_verdicts(species: np.ndarray, probs: np.ndarray, edits: EditSet) -> dict[str, np.ndarray]:

@@ -67,8 +67,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sweep-pairings", type=int, default=96, help="pairings in the eta sweep")
     p.add_argument("--sweep-etas", type=float, nargs="*", default=[0.0, 0.5, 0.8, 0.95, 1.0])
     p.add_argument("--judge-per-class", type=int, default=150, help="training renders per species and kind for the judge")
-    p.add_argument("--judge-epochs", type=int, default=16, help="judge training epochs (8 left crown and eye colour below the bars)")
-    p.add_argument("--validation-edits", type=int, default=1, help="held-out exact edits per SUB pairing to validate the judge")
+    p.add_argument("--judge-epochs", type=int, default=32,
+                   help="judge training epochs (16 left forehead colour, bill shape and breast pattern below the bars)")
+    p.add_argument("--validation-edits", type=int, default=3,
+                   help="held-out exact edits per SUB pairing to validate the judge (3: at least 78 per group)")
     p.add_argument("--validation-renders", type=int, default=10, help="held-out ordinary renders per species")
     p.add_argument("--clip-train", type=int, default=80, help="renders per species to train the filter's world CLIP")
     p.add_argument("--bootstrap", type=int, default=1000)

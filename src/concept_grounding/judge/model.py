@@ -201,7 +201,7 @@ def _shift(x: torch.Tensor, g: torch.Generator, pixels: int = 1) -> torch.Tensor
 def train_judge(
     data: JudgeSet,
     class_names: Sequence[str],
-    epochs: int = 16,
+    epochs: int = 32,
     batch_size: int = 128,
     lr: float = 2e-3,
     seed: int = 0,

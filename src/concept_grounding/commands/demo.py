@@ -116,6 +116,8 @@ def _tdg_sheet(images: Path, prompting: Path, path: Path) -> list[dict]:
 
     vocab, judge = load_vocabulary(), load_world_judge()
     records = _read_records(images)
+    if not records:  # nothing generated: no sheet
+        return records
     baseline = {(r["reference_class"], r["target_attribute"], r["image_index"]): r for r in _read_records(prompting)}
     columns = {"prompting only": [Image.open(prompting / baseline[(r["reference_class"], r["target_attribute"], r["image_index"])]
                                              ["file_name"]).convert("RGB") for r in records],

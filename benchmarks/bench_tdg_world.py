@@ -166,7 +166,7 @@ def export_judge(judge: Any, validation: Any, results: dict, folder: Path, cost:
         "A `concept_grounding.judge.WorldJudge` (a small CNN: species head and one softmax per base attribute",
         "group) trained on typical renders, their exact counterfactual edits and deviation-rate-1 renders of",
         f"the world `{results['world']}`. Load it with `concept_grounding.judge.load_world_judge()`.", "",
-        f"Made by (deterministic{cost}):", "",
+        f"Made by (deterministic for a given --threads: float sums differ across thread counts{cost}):", "",
         f"    {results['command']}", "",
         "## Validation on held-out exact edits and renders (raw, and after the world VAE's round trip)", "",
         validation.to_markdown(), ""]))

@@ -35,8 +35,10 @@ def _new_figure(width: float, height: float):
     return fig
 
 
-def _save(fig, path: str | Path | None) -> Path | bytes:
-    fig.tight_layout()
+def _save(fig, path: str | Path | None, top: float = 1.0) -> Path | bytes:
+    """Lay out (subplots below ``top``, a fraction of the height, leaving room for a
+    suptitle) and write the PNG to ``path``, or return its bytes when ``path`` is None."""
+    fig.tight_layout(rect=(0.0, 0.0, 1.0, top))
     if path is None:
         buf = io.BytesIO()
         fig.savefig(buf, format="png")
@@ -191,7 +193,8 @@ def verdict_sheet(
                          f"{rows}, {len(captions)} and {len(row_labels)}")
     if any(len(r) != cols for r in images) or any(len(r) != cols for r in captions):
         raise ValueError(f"every row of images and captions needs {cols} entries (one per column label)")
-    fig = _new_figure(1.9 * cols + 1.6, 1.85 * rows + (0.5 if title else 0.2))
+    height = 1.85 * rows + (0.5 if title else 0.2)
+    fig = _new_figure(1.9 * cols + 1.6, height)
     axes = fig.subplots(rows, cols, squeeze=False)
     for r in range(rows):
         for c in range(cols):
@@ -207,4 +210,4 @@ def verdict_sheet(
         axes[r][0].set_ylabel(row_labels[r], fontsize=8)
     if title:
         fig.suptitle(title, fontsize=10)
-    return _save(fig, path)
+    return _save(fig, path, top=1.0 - 0.35 / height if title else 1.0)

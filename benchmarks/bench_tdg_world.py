@@ -157,9 +157,11 @@ def judge_cost(world: Any, args: argparse.Namespace) -> str:
 
 
 def export_judge(judge: Any, validation: Any, results: dict, folder: Path, cost: str = "") -> None:
-    """The judge as a ``save_pretrained`` folder with a model card: the command, its measured
-    cost (``cost``, from :func:`judge_cost`) and its validation."""
+    """The judge as a ``save_pretrained`` folder with a model card (the command, its measured
+    cost ``cost`` from :func:`judge_cost`, its validation) and ``validation.json``, which
+    :func:`~concept_grounding.judge.judge_validated_groups` reads."""
     judge.save_pretrained(folder)
+    (folder / "validation.json").write_text(json.dumps(validation.to_dict(), indent=1) + "\n")
     (folder / "README.md").write_text("\n".join([
         "---", "library_name: concept-grounding", "tags: [world-judge, bird-world]", "---", "",
         "# World judge: species and attributes of the shipped world Flux's birds", "",

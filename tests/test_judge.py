@@ -284,3 +284,23 @@ def test_benchmark_contact_sheet_draws_the_verdicts_of_each_method(tmp_path):
     sub = {"records": records, "images": {"prompting": [bird], "tdg": [bird], "tdg:guide": [bird]}}
     bench.contact_sheet(sub, tmp_path / "sheet.png")
     assert Image.open(tmp_path / "sheet.png").size[1] > 100
+
+
+def test_exported_judge_records_the_groups_it_is_validated_on(world, pairings, truth, tmp_path):
+    from concept_grounding.judge import WorldJudge, judge_validated_groups
+
+    bench = _bench()
+    v = validate_judge(oracle_judge(truth), world, pairings, per_pairing=1, renders_per_class=2)
+    assert judge_validated_groups(tmp_path) is None  # a folder without validation.json
+    bench.export_judge(WorldJudge(32, world.class_names, width=8), v, {"world": "w", "command": "c"}, tmp_path / "judge")
+    assert judge_validated_groups(tmp_path / "judge") == frozenset(v.validated_groups) and v.validated_groups
+
+
+def test_shipped_judge_validation_agrees_with_its_model_card():
+    from concept_grounding.judge import judge_validated_groups
+    from concept_grounding.judge.model import WORLD_JUDGE_DIR
+
+    card = (WORLD_JUDGE_DIR / "README.md").read_text().splitlines()
+    rows = [line.strip("| ").split(" | ") for line in card if line.startswith("| ") and line.count("|") == 5]
+    marked = {cells[0] for cells in rows if cells[-1] == "yes"}
+    assert marked and judge_validated_groups() == frozenset(marked)

@@ -268,3 +268,16 @@ def test_tdg_verdicts_are_the_shipped_judge_s(store):
     assert rows[2].startswith("| Prompting only | no") and rows[2].endswith("| yes |")
     assert "world Flux's 32 px birds only" in tab_tdg.verdicts(store, "073.Blue_Jay", attribute, [], model=tab_tdg.TINY_MODEL)
     assert load_world_judge().image_size == world.config.image_size == 32
+
+
+def test_tdg_verdicts_say_when_the_judge_is_not_validated_on_the_group(store, monkeypatch):
+    import concept_grounding.judge as judge_pkg
+    from concept_grounding.world import BirdWorld
+    from concept_grounding.worldflux.loader import trained_world_config
+
+    monkeypatch.setattr(judge_pkg, "judge_validated_groups", lambda path=None: frozenset({"breast_color"}))
+    birds = [BirdWorld(trained_world_config()).sample(i).image for i in range(3)]
+    validated = tab_tdg.verdicts(store, "073.Blue_Jay", "has_breast_color::red", birds, model=tab_tdg.WORLD_MODEL)
+    other = tab_tdg.verdicts(store, "073.Blue_Jay", "has_crown_color::yellow", birds, model=tab_tdg.WORLD_MODEL)
+    assert "Not validated" not in validated and "| TDG reference |" in validated
+    assert "*Not validated on crown color:" in other and "| TDG reference |" in other

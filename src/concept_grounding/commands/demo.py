@@ -105,16 +105,17 @@ def _read_records(folder: Path) -> list[dict]:
 def _tdg_sheet(images: Path, prompting: Path, path: Path) -> list[dict]:
     """A sheet with one row per generated pairing image: prompting-only c_R | TDG reference |
     TDG guide, each with the shipped judge's verdict under it (S+ found? species kept?; for
-    the guide, S+ shown?). Returns the TDG records, each with its verdicts added."""
+    the guide, S+ shown?); pairings of a group the judge is not validated on say so. Returns
+    the TDG records, each with its verdicts added."""
     import numpy as np
     from PIL import Image
 
-    from concept_grounding.judge import judge_images, load_world_judge
+    from concept_grounding.judge import judge_images, judge_validated_groups, load_world_judge
     from concept_grounding.judge.validation import substitution_verdicts, verdict_caption
     from concept_grounding.plotting import verdict_sheet
     from concept_grounding.vocabulary import attribute_phrase, class_display_name, load_vocabulary
 
-    vocab, judge = load_vocabulary(), load_world_judge()
+    vocab, judge, validated = load_vocabulary(), load_world_judge(), judge_validated_groups()
     records = _read_records(images)
     if not records:  # nothing generated: no sheet
         return records
@@ -136,7 +137,9 @@ def _tdg_sheet(images: Path, prompting: Path, path: Path) -> list[dict]:
                 r.update(s_plus_found=bool(v["s_plus_found"][k]), species_kept=bool(v["species_kept"][k]))
     verdict_sheet([[columns[name][i] for name in columns] for i in range(len(records))],
                   [[captions[name][i] for name in columns] for i in range(len(records))],
-                  [f"{class_display_name(r['reference_class'])}\n+ {attribute_phrase(r['target_attribute'])}" for r in records],
+                  [f"{class_display_name(r['reference_class'])}\n+ {attribute_phrase(r['target_attribute'])}"
+                   + ("" if validated is None or vocab.group_of(r["target_attribute"]) in validated else "\n(judge not validated)")
+                   for r in records],
                   list(columns), path, title="Shipped judge's verdicts (green: S+ found and species kept)")
     return records
 

@@ -1,4 +1,4 @@
 from .data import EditSet, JudgeSet, exact_edits, judge_training_set, typical_renders
-from .model import WorldJudge, judge_images, load_world_judge, shipped_judge, train_judge
+from .model import WorldJudge, judge_images, judge_validated_groups, load_world_judge, shipped_judge, train_judge
 from .scorer import ScorerValidation, validate_scorer_on_world
 from .validation import JUDGE_BARS, JudgeValidation, validate_judge

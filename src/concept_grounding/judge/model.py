@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+import json
+
 import numpy as np
 import torch
 from huggingface_hub import PyTorchModelHubMixin
@@ -33,7 +35,7 @@ from ..vocabulary import Vocabulary, load_vocabulary
 from ..world.species import BASE_GROUPS, DERIVED_GROUPS, RENDERED_VALUES
 from .data import JudgeSet
 
-__all__ = ["WorldJudge", "train_judge", "judge_images", "load_world_judge", "shipped_judge"]
+__all__ = ["WorldJudge", "train_judge", "judge_images", "load_world_judge", "shipped_judge", "judge_validated_groups"]
 
 #: The shipped judge of the shipped world Flux's world (package data; model card inside).
 WORLD_JUDGE_DIR = Path(__file__).resolve().parent.parent / "assets" / "world_judge"
@@ -273,6 +275,17 @@ def load_world_judge(path: str | Path | None = None) -> WorldJudge:
     if not (folder / "config.json").is_file():
         raise FileNotFoundError(f"path: {folder} holds no saved WorldJudge (config.json)")
     return WorldJudge.from_pretrained(folder).eval()
+
+
+def judge_validated_groups(path: str | Path | None = None) -> frozenset[str] | None:
+    """The attribute groups a saved judge meets every validation bar on (its folder's
+    ``validation.json``, written beside the weights by ``bench_tdg_world.py --export-judge``;
+    default: the shipped judge); ``None`` when the folder records no validation. Verdicts on
+    other groups are not findings."""
+    file = (Path(path) if path is not None else WORLD_JUDGE_DIR) / "validation.json"
+    if not file.is_file():
+        return None
+    return frozenset(json.loads(file.read_text())["validated_groups"])
 
 
 @lru_cache(maxsize=1)

@@ -277,7 +277,7 @@ def verdicts(store: ResourceStore, reference_class: str, target_attribute: str, 
     if model != WORLD_MODEL:
         return "*The judge reads the world Flux's 32 px birds only; pick that model to see its verdicts.*"
     judge, world = store.get("judge:world", build_world_judge)
-    from ..judge import judge_images
+    from ..judge import judge_images, judge_validated_groups
     from ..judge.validation import substitution_verdicts
 
     vocab = world.vocab
@@ -291,4 +291,9 @@ def verdicts(store: ResourceStore, reference_class: str, target_attribute: str, 
     for k, name in enumerate(("TDG reference", "TDG guide", "Prompting only")):
         kept = "-" if name == "TDG guide" else yes(v["species_kept"][k])
         rows.append(f"| {name} | {yes(v['s_plus_found'][k])} ({v['p_s_plus'][k]:.2f}) | {kept} |")
-    return "\n".join(["**The world judge's verdicts** (validated on exact edits; see its model card):", ""] + rows)
+    header = ["**The world judge's verdicts** (validated on exact edits; see its model card):", ""]
+    validated, group = judge_validated_groups(), vocab.group_of(target)
+    if validated is not None and group not in validated:
+        header += [f"*Not validated on {group.replace('_', ' ')}: the judge misses a bar on this group's held-out"
+                   " exact edits, so these verdicts are indicative only.*", ""]
+    return "\n".join(header + rows)

@@ -171,6 +171,8 @@ def export_judge(judge: Any, validation: Any, results: dict, folder: Path, cost:
         f"Made by (deterministic for a given --threads: float sums differ across thread counts{cost}):", "",
         f"    {results['command']}", "",
         "## Validation on held-out exact edits and renders (raw, and after the world VAE's round trip)", "",
+        "Also in `validation.json`; `concept_grounding.judge.judge_validated_groups()` reads the groups that meet",
+        "every bar (verdicts on the other groups are not findings).", "",
         validation.to_markdown(), ""]))
 
 

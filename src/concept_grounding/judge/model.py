@@ -18,12 +18,11 @@ makes the verdicts robust to a generator's small misplacements.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-
-import json
 
 import numpy as np
 import torch

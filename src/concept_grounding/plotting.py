@@ -208,6 +208,6 @@ def verdict_sheet(
             if r == 0:
                 ax.set_title(column_labels[c], fontsize=9)
         axes[r][0].set_ylabel(row_labels[r], fontsize=8)
-    if title:
-        fig.suptitle(title, fontsize=10)
-    return _save(fig, path, top=1.0 - 0.35 / height if title else 1.0)
+    if title:  # pinned in inches from the top edge, whatever the number of rows
+        fig.suptitle(title, fontsize=10, y=1.0 - 0.08 / height, va="top")
+    return _save(fig, path, top=1.0 - 0.4 / height if title else 1.0)

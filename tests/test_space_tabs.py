@@ -270,12 +270,15 @@ def test_tdg_verdicts_are_the_shipped_judge_s(store):
     assert load_world_judge().image_size == world.config.image_size == 32
 
 
-def test_tdg_verdicts_say_when_the_judge_is_not_validated_on_the_group(store, monkeypatch):
+def test_tdg_verdicts_say_when_the_judge_is_not_validated_on_the_group(tiny_space_store, monkeypatch):
+    """The store loads the judge with the groups its validation passed (here patched to one)."""
     import concept_grounding.judge as judge_pkg
+    from concept_grounding.space.resources import ResourceStore
     from concept_grounding.world import BirdWorld
     from concept_grounding.worldflux.loader import trained_world_config
 
     monkeypatch.setattr(judge_pkg, "judge_validated_groups", lambda path=None: frozenset({"breast_color"}))
+    store = ResourceStore(artifacts=None, image_size=64, seed=0, build=tiny_space_store.build)
     birds = [BirdWorld(trained_world_config()).sample(i).image for i in range(3)]
     validated = tab_tdg.verdicts(store, "073.Blue_Jay", "has_breast_color::red", birds, model=tab_tdg.WORLD_MODEL)
     other = tab_tdg.verdicts(store, "073.Blue_Jay", "has_crown_color::yellow", birds, model=tab_tdg.WORLD_MODEL)

@@ -261,13 +261,14 @@ def generate(
 
 
 def build_world_judge(store: ResourceStore) -> tuple[Any, str]:
-    """The shipped judge of the world Flux's birds (validated on exact edits; model card inside)
-    and the world it judges (for each species' class-level S- values)."""
-    from ..judge import load_world_judge
+    """The shipped judge of the world Flux's birds (validated on exact edits; model card inside),
+    the world it judges (for each species' class-level S- values) and the attribute groups its
+    validation passed."""
+    from ..judge import judge_validated_groups, load_world_judge
     from ..world import BirdWorld
     from ..worldflux.loader import trained_world_config
 
-    return (load_world_judge(), BirdWorld(trained_world_config())), "world judge (package data)"
+    return (load_world_judge(), BirdWorld(trained_world_config()), judge_validated_groups()), "world judge (package data)"
 
 
 def verdicts(store: ResourceStore, reference_class: str, target_attribute: str, images: Any, model: str = DEFAULT_MODEL) -> str:
@@ -276,8 +277,8 @@ def verdicts(store: ResourceStore, reference_class: str, target_attribute: str, 
     The judge reads the world Flux's 32 px birds, so other models get a note instead."""
     if model != WORLD_MODEL:
         return "*The judge reads the world Flux's 32 px birds only; pick that model to see its verdicts.*"
-    judge, world = store.get("judge:world", build_world_judge)
-    from ..judge import judge_images, judge_validated_groups
+    judge, world, validated = store.get("judge:world", build_world_judge)
+    from ..judge import judge_images
     from ..judge.validation import substitution_verdicts
 
     vocab = world.vocab
@@ -292,7 +293,7 @@ def verdicts(store: ResourceStore, reference_class: str, target_attribute: str, 
         kept = "-" if name == "TDG guide" else yes(v["species_kept"][k])
         rows.append(f"| {name} | {yes(v['s_plus_found'][k])} ({v['p_s_plus'][k]:.2f}) | {kept} |")
     header = ["**The world judge's verdicts** (validated on exact edits; see its model card):", ""]
-    validated, group = judge_validated_groups(), vocab.group_of(target)
+    group = vocab.group_of(target)
     if validated is not None and group not in validated:
         header += [f"*Not validated on {group.replace('_', ' ')}: the judge misses a bar on this group's held-out"
                    " exact edits, so these verdicts are indicative only.*", ""]

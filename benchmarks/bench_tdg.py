@@ -107,7 +107,7 @@ def sized_pipeline(flux_dev: bool, device: str) -> tuple[TiedDiffusionPipeline, 
             torch.set_default_dtype(default)
     comps["vae"] = AutoencoderKL(block_out_channels=(4, 4, 4, 4), latent_channels=16, norm_num_groups=1,
                                  layers_per_block=1, down_block_types=("DownEncoderBlock2D",) * 4,
-                                 up_block_types=("UpDecoderBlock2D",) * 4).eval()
+                                 up_block_types=("UpDecoderBlock2D",) * 4, shift_factor=0.0, scaling_factor=1.0).eval()
     pipe = TiedDiffusionPipeline(**comps).to(device, dtype)
     pipe.set_progress_bar_config(disable=True)
     size, steps = (1024, 28) if flux_dev else (512, 4)

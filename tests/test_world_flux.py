@@ -209,9 +209,25 @@ def test_part_weights_give_every_part_the_same_extra_weight():
         part_weights(maps, -1.0)
 
 
+def test_render_fields_is_the_same_for_any_number_of_workers():
+    from concept_grounding.worldflux.training_utils import render_fields
+
+    config = WorldConfig(image_size=32, class_names=TWO, pose="canonical", scene="plain")
+    indices = list(range(0, 600, 3))  # three chunks of 256
+    one = render_fields(config, indices, ("image", "part_map", "label"), workers=1, progress=False)
+    two = render_fields(config, indices, ("image", "part_map", "label"), workers=2, progress=False)
+    assert set(one) == set(two) == {"image", "part_map", "label"}
+    for field in one:
+        assert np.array_equal(one[field], two[field])
+    world = BirdWorld(config)
+    assert np.array_equal(one["image"][-1], world.sample(indices[-1]).image)
+    with pytest.raises(ValueError, match="no indices"):
+        render_fields(config, [], ("image",), progress=False)
+
+
 def test_vae_set_adds_deviant_renders_and_part_weights(world2):
     from concept_grounding.worldflux.train import render_training_set
-    from concept_grounding.worldflux.vae import VAE_DEVIANT_START, render_vae_set
+    from concept_grounding.worldflux.vae import VAE_DEVIANT_START, part_weights, render_vae_set
 
     cfg = FluxTrainConfig(world=replace(TRAINING_WORLD, class_names=TWO), per_class=2, vae_deviant_per_class=3, vae_part_weight=1.0)
     data = render_training_set(cfg, progress=False)
@@ -220,7 +236,9 @@ def test_vae_set_adds_deviant_renders_and_part_weights(world2):
     assert np.array_equal(vae_set["images"][:4], data["images"])
     deviant = BirdWorld(WorldConfig(image_size=32, class_names=TWO, pose="canonical", scene="plain", deviation_rate=1.0))
     assert np.array_equal(vae_set["images"][4], deviant.sample(VAE_DEVIANT_START * 2).image)
-    assert np.allclose(vae_set["weights"].mean(axis=(1, 2)), 1.0) and vae_set["weights"].max() > 2.0
+    assert np.array_equal(vae_set["part_maps"][4], deviant.sample(VAE_DEVIANT_START * 2).part_map)
+    weights = part_weights(vae_set["part_maps"], cfg.vae_part_weight)
+    assert np.allclose(weights.mean(axis=(1, 2)), 1.0) and weights.max() > 2.0
 
 
 def test_train_flux_attribute_preserving_vae_and_init_from(tmp_path, capsys):
@@ -230,10 +248,10 @@ def test_train_flux_attribute_preserving_vae_and_init_from(tmp_path, capsys):
 
     first = tmp_path / "first"
     argv = ["train-flux", "--tiny", "--out", str(first), "--work-dir", str(tmp_path / "w1"), "--no-progress",
-            "--vae-deviant-per-class", "2", "--vae-part-weight", "1"]
+            "--vae-deviant-per-class", "2", "--vae-part-weight", "1", "--workers", "2"]
     assert main(argv) == 0
     with np.load(tmp_path / "w1" / "vae_data.npz") as z:
-        assert z["images"].shape[0] == 8 + 4 and z["weights"].shape == (12, 32, 32)
+        assert z["images"].shape[0] == 8 + 4 and z["part_maps"].shape == (12, 32, 32)
     # --init-from starts from the folder's weights: the initial VAE equals the exported one
     import argparse
 

@@ -59,6 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="fit only the --init-from VAE's decoder (its encoder and latent space are kept, so its "
                              "transformer stays valid)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the renders and the training")
+    parser.add_argument("--workers", type=int, default=1, help="processes rendering the training sets (same renders for any count)")
+    parser.add_argument("--device", default="cpu",
+                        help="torch device of the VAE, latents and transformer training (e.g. cuda; rendering and export stay on the CPU)")
     parser.add_argument("--no-progress", action="store_true", help="show no progress bars")
 
 
@@ -120,12 +123,15 @@ def config_from_args(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     if args.threads is not None and args.threads <= 0:
         raise ValueError(f"--threads must be > 0, got {args.threads}")
+    if args.workers <= 0:
+        raise ValueError(f"--workers must be > 0, got {args.workers}")
     if args.init_from is not None and not (args.init_from / "model_index.json").is_file():
         raise ValueError(f"--init-from: {args.init_from} is not a FluxPipeline folder (no model_index.json)")
     cfg = config_from_args(args)
     from concept_grounding.worldflux.train import train_world_flux
 
-    record = train_world_flux(cfg, args.out, args.work_dir, progress=not args.no_progress, threads=args.threads)
+    record = train_world_flux(cfg, args.out, args.work_dir, progress=not args.no_progress, threads=args.threads,
+                              device=args.device, workers=args.workers)
     print(json.dumps({k: record[k] for k in ("parameters", "bytes_on_disk", "flux_steps", "flux_seconds", "final_loss_mean_last_100")}, indent=1))
     print(f"wrote {args.out}")
     return 0

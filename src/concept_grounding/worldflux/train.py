@@ -40,16 +40,17 @@ from tqdm.auto import tqdm
 
 from .captions import caption_vocabulary, held_out_matrix, is_held_out_free, make_caption, word_tokenizers
 from .components import FluxTrainConfig, build_scheduler, build_text_encoders, build_transformer
-from .training_utils import atomic_save, cosine_lr, training_world
+from .training_utils import atomic_save, cosine_lr, render_fields, training_world
 from .vae import encode_latents, train_vae
 
 __all__ = ["train_world_flux"]
 
 
 # ----------------------------------------------------------------------------- data
-def render_training_set(cfg: FluxTrainConfig, progress: bool = True) -> dict[str, np.ndarray]:
+def render_training_set(cfg: FluxTrainConfig, progress: bool = True, workers: int = 1) -> dict[str, np.ndarray]:
     """``images`` (N, H, W, 3) uint8, ``labels`` (N,) int, ``attributes`` (N, 312) uint8,
-    ``indices`` (N,) world sample indices: ``per_class`` held-out-free renders per class."""
+    ``indices`` (N,) world sample indices: ``per_class`` held-out-free renders per class,
+    rendered by ``workers`` processes (the same arrays for any count)."""
     world = training_world(cfg)
     held = held_out_matrix(world)
     C = world.num_classes
@@ -63,20 +64,23 @@ def render_training_set(cfg: FluxTrainConfig, progress: bool = True) -> dict[str
                 got += 1
             k += 1
     chosen.sort()
-    images, labels, attrs = [], [], []
-    for s in tqdm(world.samples(chosen), total=len(chosen), desc="render", disable=not progress):
-        images.append(s.image)
-        labels.append(s.label)
-        attrs.append(s.attributes)
+    out = render_fields(world.config, chosen, ("image", "label", "attributes"), workers, "render", progress)
     return {
-        "images": np.stack(images),
-        "labels": np.asarray(labels, np.int64),
-        "attributes": np.stack(attrs).astype(np.uint8),
+        "images": out["image"],
+        "labels": out["label"].astype(np.int64),
+        "attributes": out["attributes"].astype(np.uint8),
         "indices": np.asarray(chosen, np.int64),
     }
 
 
 # ----------------------------------------------------------------------------- Flux
+#: Steps whose losses are read back from the device at once (one host-device sync each).
+_LOSS_FLUSH = 20
+#: A ``minutes`` budget is turned into a step count from the pace of these steps (the first
+#: ones, slowed by allocation and kernel selection, are left out).
+_CALIBRATION_START, _CALIBRATION_END = 5, 20
+
+
 def flow_matching_loss(
     transformer: Any, x0: Any, noise: Any, t: Any, prompt_embeds: Any, pooled: Any, img_ids: Any, txt_ids: Any
 ) -> Any:
@@ -110,13 +114,14 @@ def flow_matching_loss(
 
 
 def encode_prompts(tokenizers: tuple[Any, Any], encoders: tuple[Any, Any], prompts: list[str], max_length: int) -> tuple[Any, Any]:
-    """(T5 states (B, L, D), CLIP pooled (B, D)) exactly as FluxPipeline.encode_prompt computes them."""
+    """(T5 states (B, L, D), CLIP pooled (B, D)) exactly as FluxPipeline.encode_prompt computes
+    them (on the encoders' device)."""
     clip_tok, t5_tok = tokenizers
     clip, t5 = encoders
     ids = clip_tok(prompts, padding="max_length", max_length=clip_tok.model_max_length, truncation=True, return_tensors="pt").input_ids
-    pooled = clip(ids, output_hidden_states=False).pooler_output
+    pooled = clip(ids.to(clip.device), output_hidden_states=False).pooler_output
     ids2 = t5_tok(prompts, padding="max_length", max_length=max_length, truncation=True, return_tensors="pt").input_ids
-    states = t5(ids2, output_hidden_states=False)[0]
+    states = t5(ids2.to(t5.device), output_hidden_states=False)[0]
     return states, pooled
 
 
@@ -145,7 +150,15 @@ def _train_flux(
     work: Path,
     progress: bool,
     log: Callable,
+    device: str = "cpu",
 ) -> tuple[Any, Any, Any, dict]:
+    """Train (or resume) the text encoders and transformer on ``device``; return them (EMA
+    weights, on ``device``) and the run's state (``step``, ``losses``, ``seconds``, ...).
+
+    Indices, flips and timesteps are drawn on the CPU from ``(seed, step)``, the latent
+    samples and noise on ``device`` (one generator on the CPU: the draws of earlier runs).
+    Losses are read back every :data:`_LOSS_FLUSH` steps, so a GPU never waits for the host.
+    """
     import torch
     from diffusers import FluxPipeline
 
@@ -158,13 +171,14 @@ def _train_flux(
     modules = torch.nn.ModuleDict({"transformer": transformer, "clip": clip, "t5": t5})
     if cfg.init_from:
         _load_initial(modules, Path(cfg.init_from))
+    modules.to(device)
     if cfg.steps == 0:  # keep init_from's transformer and text encoders (e.g. after a decoder-only VAE fit)
         return transformer, clip, t5, {"step": 0, "losses": [], "total": 0, "seconds": 0.0, "done": True}
     ema = {k: v.detach().clone() for k, v in modules.state_dict().items()}
-    opt = torch.optim.AdamW(modules.parameters(), lr=cfg.lr, weight_decay=0.01)
+    opt = torch.optim.AdamW(modules.parameters(), lr=cfg.lr, weight_decay=0.01, fused=torch.device(device).type == "cuda" or None)
     state: dict[str, Any] = {"step": 0, "losses": [], "total": cfg.steps, "seconds": 0.0}
     if path.exists():
-        ck = torch.load(path, weights_only=True)
+        ck = torch.load(path, map_location=device, weights_only=True)
         modules.load_state_dict(ck["model"])
         ema = ck["ema"]
         opt.load_state_dict(ck["opt"])
@@ -173,10 +187,15 @@ def _train_flux(
             modules.load_state_dict(ema)
             return transformer, clip, t5, state
     shift, scale = float(vae.config.shift_factor), float(vae.config.scaling_factor)
+    lat = {k: v.to(device) for k, v in lat.items()}
     n = lat["mean"].shape[0]
     h = lat["mean"].shape[-1]
-    img_ids = FluxPipeline._prepare_latent_image_ids(1, h // 2, h // 2, "cpu", torch.float32)
-    txt_ids = torch.zeros(cfg.max_length, 3)
+    img_ids = FluxPipeline._prepare_latent_image_ids(1, h // 2, h // 2, device, torch.float32)
+    txt_ids = torch.zeros(cfg.max_length, 3, device=device)
+    floats = [k for k, v in modules.state_dict().items() if v.dtype.is_floating_point]
+    others = [k for k, v in modules.state_dict().items() if not v.dtype.is_floating_point]
+    pending: list[Any] = []
+    t_calibration: float | None = None
     labels, attrs = data["labels"], data["attributes"]
     modules.train()
     step = state["step"]
@@ -184,17 +203,19 @@ def _train_flux(
     bar = tqdm(desc="flux", disable=not progress, initial=step, total=state["total"])
     while state["total"] is None or step < state["total"]:
         g = torch.Generator().manual_seed(cfg.world.seed * 1_000_003 + 7 + step)
+        g_dev = g if torch.device(device).type == "cpu" else torch.Generator(device).manual_seed(cfg.world.seed * 1_000_003 + 7 + step)
         rng = np.random.default_rng([cfg.world.seed, 7, step])
         idx = torch.randint(n, (cfg.batch,), generator=g)
         flip = ((torch.rand(cfg.batch, generator=g) < 0.5) & cfg.mirror_augment)[:, None, None, None]
-        mean, std = lat["mean"][idx], lat["std"][idx]
+        idx_dev, flip = idx.to(device), flip.to(device)
+        mean, std = lat["mean"][idx_dev], lat["std"][idx_dev]
         if cfg.mirror_augment:
-            mean = torch.where(flip, lat["mean_flip"][idx], mean)
-            std = torch.where(flip, lat["std_flip"][idx], std)
-        z = mean + std * torch.randn(mean.shape, generator=g)
+            mean = torch.where(flip, lat["mean_flip"][idx_dev], mean)
+            std = torch.where(flip, lat["std_flip"][idx_dev], std)
+        z = mean + std * torch.randn(mean.shape, generator=g_dev, device=device)
         x0 = (z - shift) * scale
-        noise = torch.randn(x0.shape, generator=g)
-        t = torch.sigmoid(torch.randn(cfg.batch, generator=g))
+        noise = torch.randn(x0.shape, generator=g_dev, device=device)
+        t = torch.sigmoid(torch.randn(cfg.batch, generator=g)).to(device)
         prompts = [
             "" if rng.random() < cfg.caption_dropout else make_caption(attrs[i], int(labels[i]), world, rng)
             for i in idx.tolist()
@@ -210,25 +231,36 @@ def _train_flux(
         opt.step()
         decay = min(cfg.ema, (1 + step) / (10 + step))
         with torch.no_grad():
-            for k, v in modules.state_dict().items():
-                if v.dtype.is_floating_point:
-                    ema[k].mul_(decay).add_(v.detach(), alpha=1 - decay)
-                else:
-                    ema[k].copy_(v)
+            current = modules.state_dict()
+            ema_floats = [ema[k] for k in floats]
+            torch._foreach_mul_(ema_floats, decay)
+            torch._foreach_add_(ema_floats, [current[k].detach() for k in floats], alpha=1 - decay)
+            for k in others:
+                ema[k].copy_(current[k])
         step += 1
-        state["losses"].append([step, loss.item()])
-        state["seconds"] = time.perf_counter() - t_start
+        pending.append(loss.detach())
         bar.update(1)
-        bar.set_postfix(loss=f"{state['losses'][-1][1]:.3f}")
-        if state["total"] is None and step == 20:
-            per_step = state["seconds"] / step
-            state["total"] = max(step + 1, int(cfg.minutes * 60 / per_step))
+        if len(pending) == _LOSS_FLUSH or step == state["total"] or step % cfg.checkpoint_every == 0:
+            first = step - len(pending) + 1
+            state["losses"].extend([first + i, v] for i, v in enumerate(torch.stack(pending).tolist()))
+            pending.clear()
+            bar.set_postfix(loss=f"{state['losses'][-1][1]:.3f}")
+        state["seconds"] = time.perf_counter() - t_start
+        if step == _CALIBRATION_START:
+            t_calibration = time.perf_counter()
+        if state["total"] is None and step == _CALIBRATION_END:
+            per_step = ((time.perf_counter() - t_calibration) / (_CALIBRATION_END - _CALIBRATION_START)
+                        if t_calibration is not None else state["seconds"] / step)
+            state["total"] = max(step + 1, int((cfg.minutes * 60 - state["seconds"]) / per_step) + step)
             bar.total = state["total"]
             log("calibration", {"seconds_per_step": per_step, "steps": state["total"]})
         state["step"] = step
         if step % cfg.checkpoint_every == 0 and step < (state["total"] or 0):
             atomic_save({"model": modules.state_dict(), "ema": ema, "opt": opt.state_dict(), "state": state}, path)
     bar.close()
+    if pending:
+        first = step - len(pending) + 1
+        state["losses"].extend([first + i, v] for i, v in enumerate(torch.stack(pending).tolist()))
     state["done"] = True
     atomic_save({"model": modules.state_dict(), "ema": ema, "opt": opt.state_dict(), "state": state}, path)
     modules.load_state_dict(ema)
@@ -304,13 +336,21 @@ def _sample_sheet(out_dir: Path, world: Any, path: Path, seed: int) -> None:
 _RESUME_FREE = ("minutes", "checkpoint_every", "vae_steps")
 
 
-def train_world_flux(cfg: FluxTrainConfig, out_dir: str | Path, work_dir: str | Path, progress: bool = True, threads: int | None = None) -> dict[str, Any]:
+def train_world_flux(cfg: FluxTrainConfig, out_dir: str | Path, work_dir: str | Path, progress: bool = True,
+                     threads: int | None = None, device: str = "cpu", workers: int = 1) -> dict[str, Any]:
     """Run every stage (see module docstring); return the training log dict.
 
     ``out_dir`` receives the pipeline folder, ``loss_curve.png``, ``samples.png`` and
-    ``train_log.json``; ``work_dir`` the resumable stage files.
+    ``train_log.json``; ``work_dir`` the resumable stage files. The VAE, the latents and the
+    transformer are fitted on ``device`` (e.g. ``"cuda"``); the export runs on the CPU.
     """
     import torch
+
+    if torch.device(device).type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device: {device} asked for but torch sees no CUDA device")
+    if torch.device(device).type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True  # TF32 matrix products (the model is small; fp32 storage)
+        torch.backends.cudnn.allow_tf32 = True
 
     if threads:
         torch.set_num_threads(int(threads))
@@ -339,20 +379,20 @@ def train_world_flux(cfg: FluxTrainConfig, out_dir: str | Path, work_dir: str | 
         with np.load(data_path) as z:
             data = {k: z[k] for k in z.files}
     else:
-        data = render_training_set(cfg, progress)
-        np.savez(data_path, **data)
+        data = render_training_set(cfg, progress, workers)
+        np.savez_compressed(data_path, **data)
         log("data", {"images": int(len(data["labels"])), "seconds": time.perf_counter() - t0})
     t1 = time.perf_counter()
-    vae = train_vae(cfg, data, work, progress, log)
+    vae = train_vae(cfg, data, work, progress, log, device=device, workers=workers)
     vae.eval()
-    lat = encode_latents(vae, data, work, progress, mirror=cfg.mirror_augment) if cfg.steps != 0 else None
+    lat = encode_latents(vae, data, work, progress, mirror=cfg.mirror_augment, device=device) if cfg.steps != 0 else None
     t2 = time.perf_counter()
     world = training_world(cfg)
     tokenizers = word_tokenizers(caption_vocabulary(world), cfg.max_length)
-    transformer, clip, t5, state = _train_flux(cfg, data, lat, vae, tokenizers, work, progress, log)
+    transformer, clip, t5, state = _train_flux(cfg, data, lat, vae, tokenizers, work, progress, log, device=device)
     t3 = time.perf_counter()
-    for m in (transformer, clip, t5):
-        m.eval()
+    for m in (transformer, clip, t5, vae):
+        m.eval().to("cpu")
     size = export_pipeline(
         {
             "scheduler": build_scheduler(),
@@ -384,6 +424,7 @@ def train_world_flux(cfg: FluxTrainConfig, out_dir: str | Path, work_dir: str | 
         vocabulary_size=len(tokenizers[0]),
         session_seconds={"data": t1 - t0, "vae_and_latents": t2 - t1, "flux": t3 - t2, "export": time.perf_counter() - t3},
         torch_threads=torch.get_num_threads(),
+        device=torch.cuda.get_device_name(device) if torch.device(device).type == "cuda" else "cpu",
     )
     log_path.write_text(json.dumps(record, indent=1))
     slim = {k: v for k, v in record.items()}

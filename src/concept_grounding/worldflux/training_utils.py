@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,57 @@ def training_world(cfg: FluxTrainConfig) -> Any:
     from ..world import BirdWorld
 
     return BirdWorld(cfg.world)
+
+
+def _render_chunk(config: Any, indices: Sequence[int], fields: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Render ``indices`` of ``BirdWorld(config)``; stack each of ``fields`` (a worker's job)."""
+    from ..world import BirdWorld
+
+    samples = list(BirdWorld(config).samples(indices))
+    return {f: np.stack([np.asarray(getattr(s, f)) for s in samples]) for f in fields}
+
+
+def render_fields(config: Any, indices: Sequence[int], fields: tuple[str, ...], workers: int = 1,
+                  desc: str = "render", progress: bool = True) -> dict[str, np.ndarray]:
+    """Render world samples ``indices`` of ``BirdWorld(config)`` and stack ``fields`` of each.
+
+    Args:
+        config: the :class:`~concept_grounding.world.WorldConfig` (default vocabulary).
+        indices: N sample indices; a render depends on ``(config, index)`` only.
+        fields: :class:`~concept_grounding.world.BirdSample` attributes, e.g. ``("image", "label")``.
+        workers: processes (``1``: in this process); the result is the same for any count.
+    Returns:
+        field -> array with a leading axis of N, in the order of ``indices``.
+
+    >>> from concept_grounding.world import WorldConfig
+    >>> out = render_fields(WorldConfig(image_size=32), [0, 5], ("image", "label"), progress=False)
+    >>> out["image"].shape, out["label"].tolist()
+    ((2, 32, 32, 3), [0, 5])
+    """
+    from tqdm.auto import tqdm
+
+    indices = [int(i) for i in indices]
+    size = 256
+    chunks = [indices[i : i + size] for i in range(0, len(indices), size)] or [[]]
+    bar = tqdm(total=len(indices), desc=desc, disable=not progress)
+    parts: list[dict[str, np.ndarray]] = []
+    if workers <= 1 or len(chunks) == 1:
+        for chunk in chunks:
+            parts.append(_render_chunk(config, chunk, fields) if chunk else {})
+            bar.update(len(chunk))
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            for chunk, part in zip(chunks, pool.map(_render_chunk, [config] * len(chunks), chunks, [fields] * len(chunks))):
+                parts.append(part)
+                bar.update(len(chunk))
+    bar.close()
+    parts = [p for p in parts if p]
+    if not parts:
+        raise ValueError("render_fields: no indices to render")
+    return {f: np.concatenate([p[f] for p in parts]) for f in fields}
 
 
 def atomic_save(obj: Any, path: Path) -> None:

@@ -35,7 +35,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .components import FluxTrainConfig, build_vae
-from .training_utils import atomic_save, cosine_lr, to_tensor, training_world
+from .training_utils import atomic_save, cosine_lr, render_fields, to_tensor, training_world
 
 __all__ = []
 
@@ -73,38 +73,34 @@ def part_weights(part_maps: np.ndarray, strength: float) -> np.ndarray:
     return weights / weights.mean(axis=(1, 2), keepdims=True)
 
 
-def _render(world: Any, indices: list[int], desc: str, progress: bool) -> tuple[np.ndarray, np.ndarray]:
-    images, maps = [], []
-    for s in tqdm(world.samples(indices), total=len(indices), desc=desc, disable=not progress):
-        images.append(s.image)
-        maps.append(s.part_map)
-    return np.stack(images), np.stack(maps)
-
-
-def render_vae_set(cfg: FluxTrainConfig, data: dict[str, np.ndarray], progress: bool = True) -> dict[str, np.ndarray]:
+def render_vae_set(cfg: FluxTrainConfig, data: dict[str, np.ndarray], progress: bool = True, workers: int = 1) -> dict[str, np.ndarray]:
     """The VAE's training images when an attribute-preserving setting is on.
 
     Returns:
         ``images`` ``(N + D, H, W, 3)`` uint8: the transformer's renders (``data``) then
-        ``D = vae_deviant_per_class * classes`` deviation-rate-1 renders; ``weights``
-        ``(N + D, H, W)`` float32 from :func:`part_weights`.
+        ``D = vae_deviant_per_class * classes`` deviation-rate-1 renders; ``part_maps``
+        ``(N + D, H, W)`` uint8, their exact part maps (weights: :func:`part_weights`).
     """
     world = training_world(cfg)
-    images, maps = _render(world, [int(i) for i in data["indices"]], "vae parts", progress)
+    base = render_fields(world.config, data["indices"], ("image", "part_map"), workers, "vae parts", progress)
+    images, maps = base["image"], base["part_map"]
     if not np.array_equal(images, data["images"]):
         raise ValueError("work_dir: data.npz does not match the world's renders; use a fresh --work-dir")
     if cfg.vae_deviant_per_class:
         deviant = type(world)(replace(world.config, deviation_rate=1.0), world.vocab)
         C = deviant.num_classes
         rounds = range(VAE_DEVIANT_START, VAE_DEVIANT_START + cfg.vae_deviant_per_class)
-        extra_images, extra_maps = _render(deviant, [c + k * C for k in rounds for c in range(C)], "vae deviant", progress)
-        images, maps = np.concatenate([images, extra_images]), np.concatenate([maps, extra_maps])
-    return {"images": images, "weights": part_weights(maps, cfg.vae_part_weight)}
+        extra = render_fields(deviant.config, [c + k * C for k in rounds for c in range(C)], ("image", "part_map"), workers,
+                              "vae deviant", progress)
+        images, maps = np.concatenate([images, extra["image"]]), np.concatenate([maps, extra["part_map"]])
+    return {"images": images, "part_maps": maps}
 
 
-def _vae_training_set(cfg: FluxTrainConfig, data: dict[str, np.ndarray], work: Path, progress: bool) -> tuple[Any, Any]:
+def _vae_training_set(cfg: FluxTrainConfig, data: dict[str, np.ndarray], work: Path, progress: bool,
+                      workers: int = 1) -> tuple[Any, Any]:
     """``(x, weights)``: image tensor in [-1, 1] and per-pixel weights ``(N, 1, H, W)`` or
-    ``None`` for the plain loss; the rendered set is cached as ``vae_data.npz``."""
+    ``None`` for the plain loss; the rendered set is cached as ``vae_data.npz`` (compressed
+    images and part maps; a cache of an older run may hold the weights themselves)."""
     import torch
 
     if not (cfg.vae_deviant_per_class or cfg.vae_part_weight):
@@ -114,9 +110,10 @@ def _vae_training_set(cfg: FluxTrainConfig, data: dict[str, np.ndarray], work: P
         with np.load(path) as z:
             vae_data = {k: z[k] for k in z.files}
     else:
-        vae_data = render_vae_set(cfg, data, progress)
-        np.savez(path, **vae_data)
-    return to_tensor(vae_data["images"]), torch.from_numpy(vae_data["weights"])[:, None]
+        vae_data = render_vae_set(cfg, data, progress, workers)
+        np.savez_compressed(path, **vae_data)
+    weights = vae_data["weights"] if "weights" in vae_data else part_weights(vae_data["part_maps"], cfg.vae_part_weight)
+    return to_tensor(vae_data["images"]), torch.from_numpy(weights)[:, None]
 
 
 def _initial_vae(cfg: FluxTrainConfig) -> Any:
@@ -147,7 +144,7 @@ def _trainable(vae: Any, cfg: FluxTrainConfig) -> list[Any]:
     return [p for module in decoder for p in module.parameters()]
 
 
-def _latent_factors(vae: Any, cfg: FluxTrainConfig, data: dict[str, np.ndarray]) -> tuple[float, float]:
+def _latent_factors(vae: Any, cfg: FluxTrainConfig, data: dict[str, np.ndarray], device: str = "cpu") -> tuple[float, float]:
     """``(shift, scale)``: the mean and 1 / std of the posterior means of (up to 2,048 of) the
     training renders, or the initial VAE's own when only its decoder was fitted."""
     import torch
@@ -156,42 +153,47 @@ def _latent_factors(vae: Any, cfg: FluxTrainConfig, data: dict[str, np.ndarray])
         return float(vae.config.shift_factor), float(vae.config.scaling_factor)
     x_data = to_tensor(data["images"])
     with torch.no_grad():
-        means = torch.cat([vae.encode(x_data[i : i + 256]).latent_dist.mean for i in range(0, min(len(x_data), 2048), 256)])
+        means = torch.cat([vae.encode(x_data[i : i + 256].to(device)).latent_dist.mean.cpu()
+                           for i in range(0, min(len(x_data), 2048), 256)])
     return float(means.mean()), float(1.0 / means.std())
 
 
-def train_vae(cfg: FluxTrainConfig, data: dict[str, np.ndarray], work: Path, progress: bool, log: Callable) -> Any:
+def train_vae(cfg: FluxTrainConfig, data: dict[str, np.ndarray], work: Path, progress: bool, log: Callable,
+              device: str = "cpu", workers: int = 1) -> Any:
     """Fit the VAE (resuming ``work / "vae.pt"``); set ``shift_factor`` / ``scaling_factor`` to
     the mean and 1/std of the latent means, as FluxPipeline decodes ``z / scaling + shift``.
 
     Loss per batch: ``mean(w |x' - x|) + mean(w (x' - x)^2) + kl_weight * KL`` with ``w`` from
     :func:`part_weights` (``w = 1`` by default); with ``vae_decoder_only`` the encoder is frozen
-    and ``shift`` / ``scale`` are ``init_from``'s."""
+    and ``shift`` / ``scale`` are ``init_from``'s. Batches, posterior samples and the fit run on
+    ``device`` (its own ``torch.Generator``; on the CPU the draws are those of earlier runs)."""
     import torch
 
     path = work / "vae.pt"
     torch.manual_seed(cfg.world.seed)
-    vae = _initial_vae(cfg)
+    vae = _initial_vae(cfg).to(device)
     params = _trainable(vae, cfg)
     opt = torch.optim.AdamW(params, lr=cfg.vae_lr, weight_decay=0.0)
     start, losses = 0, []
     if path.exists():
-        state = torch.load(path, weights_only=True)
+        state = torch.load(path, map_location=device, weights_only=True)
         vae.load_state_dict(state["model"])
         if state["done"]:
             vae.register_to_config(shift_factor=state["shift"], scaling_factor=state["scale"])
             return vae
         opt.load_state_dict(state["opt"])
         start, losses = state["step"], state["losses"]
-    x_all, w_all = _vae_training_set(cfg, data, work, progress)
+    x_all, w_all = _vae_training_set(cfg, data, work, progress, workers)
+    x_all = x_all.to(device)
+    w_all = w_all.to(device) if w_all is not None else None
     n = x_all.shape[0]
     vae.train()
     bar = tqdm(range(start, cfg.vae_steps), desc="vae", disable=not progress, initial=start, total=cfg.vae_steps)
     for step in bar:
-        g = torch.Generator().manual_seed(cfg.world.seed * 1_000_003 + step)
-        idx = torch.randint(n, (cfg.vae_batch,), generator=g)
+        g = torch.Generator(device).manual_seed(cfg.world.seed * 1_000_003 + step)
+        idx = torch.randint(n, (cfg.vae_batch,), generator=g, device=device)
         x = x_all[idx]
-        flip = (torch.rand(cfg.vae_batch, generator=g) < 0.5) & cfg.mirror_augment
+        flip = (torch.rand(cfg.vae_batch, generator=g, device=device) < 0.5) & cfg.mirror_augment
         x = torch.where(flip[:, None, None, None], x.flip(-1), x)
         for group in opt.param_groups:
             group["lr"] = cosine_lr(step, cfg.vae_steps, cfg.vae_lr, 50)
@@ -216,7 +218,7 @@ def train_vae(cfg: FluxTrainConfig, data: dict[str, np.ndarray], work: Path, pro
         if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.vae_steps:
             atomic_save({"model": vae.state_dict(), "opt": opt.state_dict(), "step": step + 1, "losses": losses, "done": False}, path)
     vae.eval()
-    shift, scale = _latent_factors(vae, cfg, data)
+    shift, scale = _latent_factors(vae, cfg, data, device)
     vae.register_to_config(shift_factor=shift, scaling_factor=scale)
     atomic_save({"model": vae.state_dict(), "step": cfg.vae_steps, "losses": losses, "done": True, "shift": shift, "scale": scale}, path)
     log("vae", {"steps": cfg.vae_steps, "images": n, "shift_factor": shift, "scaling_factor": scale,
@@ -224,9 +226,11 @@ def train_vae(cfg: FluxTrainConfig, data: dict[str, np.ndarray], work: Path, pro
     return vae
 
 
-def encode_latents(vae: Any, data: dict[str, np.ndarray], work: Path, progress: bool, mirror: bool = True) -> dict[str, Any]:
+def encode_latents(vae: Any, data: dict[str, np.ndarray], work: Path, progress: bool, mirror: bool = True,
+                   device: str = "cpu") -> dict[str, Any]:
     """Posterior ``mean`` and ``std`` ``(N, c, h, w)`` of every training render and, with
-    ``mirror``, of its mirror image (``mean_flip``, ``std_flip``), cached as ``latents.pt``."""
+    ``mirror``, of its mirror image (``mean_flip``, ``std_flip``), cached as ``latents.pt``
+    (CPU tensors; ``vae`` runs on ``device``)."""
     import torch
 
     path = work / "latents.pt"
@@ -237,11 +241,11 @@ def encode_latents(vae: Any, data: dict[str, np.ndarray], work: Path, progress: 
     out: dict[str, list] = {f"{key}{suffix}": [] for suffix, _ in views for key in ("mean", "std")}
     with torch.no_grad():
         for i in tqdm(range(0, x_all.shape[0], 256), desc="latents", disable=not progress):
-            x = x_all[i : i + 256]
+            x = x_all[i : i + 256].to(device)
             for suffix, flipped in views:
                 d = vae.encode(x.flip(-1) if flipped else x).latent_dist
-                out["mean" + suffix].append(d.mean)
-                out["std" + suffix].append(d.std)
+                out["mean" + suffix].append(d.mean.cpu())
+                out["std" + suffix].append(d.std.cpu())
     lat = {k: torch.cat(v) for k, v in out.items()}
     atomic_save(lat, path)
     return lat

@@ -217,7 +217,7 @@ def _train_flux(
         noise = torch.randn(x0.shape, generator=g_dev, device=device)
         t = torch.sigmoid(torch.randn(cfg.batch, generator=g)).to(device)
         prompts = [
-            "" if rng.random() < cfg.caption_dropout else make_caption(attrs[i], int(labels[i]), world, rng)
+            "" if rng.random() < cfg.caption_dropout else make_caption(attrs[i], int(labels[i]), world, rng, cfg.guide_captions)
             for i in idx.tolist()
         ]
         total_for_lr = state["total"] if state["total"] is not None else 10**9
@@ -405,7 +405,7 @@ def train_world_flux(cfg: FluxTrainConfig, out_dir: str | Path, work_dir: str | 
         },
         out,
     )
-    vae_state = torch.load(work / "vae.pt", weights_only=True)
+    vae_state = torch.load(work / "vae.pt", weights_only=True) if (work / "vae.pt").exists() else {}  # none: VAE kept
     _plot_losses(state["losses"], vae_state.get("losses", []), out / "loss_curve.png")
     _sample_sheet(out, world, out / "samples.png", cfg.world.seed)
     params = {

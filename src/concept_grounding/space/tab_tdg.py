@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..worldflux.loader import WORLD_TDG_EXPECTATION
 from .common import attribute_label, class_label, figure_to_image
 from .inputs import UserInputError, whole_number
 from .policy import TDG_MODELS_ENV, ModelPolicy
@@ -47,13 +48,8 @@ DEFAULT_MODEL = WORLD_MODEL
 #: :func:`generate` and :func:`verdicts`), so a visitor first sees what the tie has to carry.
 DEFAULT_PAIRING: tuple[str, str] = ("035.Purple_Finch", "has_breast_color::blue")
 DEFAULT_SEED = 0
-#: What a visitor should expect, in one sentence (measured in docs/tdg_world/report.md).
-EXPECTATION = (
-    "What to expect: the world Flux draws the guide's S+ in about half of the colour guides, but on these "
-    "canonical 32 px birds SUB's schedule ties only the early steps, which fix the pose and not the colours, "
-    "so the TDG reference usually looks like the prompting-only image: here TDG rarely helps, which is the "
-    "project's measured finding, not a fault of the page."
-)
+#: What a visitor should expect, in one sentence (the world Flux's measured TDG behaviour).
+EXPECTATION = WORLD_TDG_EXPECTATION
 #: Environment variable naming extra Flux models (comma-separated local folders or Hub ids), read at launch.
 MODEL_ENV = TDG_MODELS_ENV
 #: Output side (px) of the tiny model; a named model samples at its trained side, at most MAX_SIZE.

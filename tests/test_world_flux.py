@@ -360,3 +360,14 @@ def test_train_flux_transformer_only_run_keeps_the_init_vae(tmp_path):
     assert "guide_captions" not in json.loads((first / "train_log.json").read_text())["config"]  # default: as before
     with pytest.raises(ValueError, match="vae_steps"):
         FluxTrainConfig(vae_steps=0)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+def test_train_flux_device_cuda_without_cuda_is_one_line(tmp_path, capsys):
+    from concept_grounding.cli import main
+
+    code = main(["train-flux", "--tiny", "--out", str(tmp_path / "o"), "--work-dir", str(tmp_path / "w"), "--no-progress",
+                 "--device", "cuda"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code != 0 and len(err) == 1 and "device" in err[0] and "CUDA" in err[0]
+    assert not (tmp_path / "w" / "data.npz").exists()  # refused before any rendering

@@ -154,7 +154,7 @@ def test_bad_inputs(pipe):
         pipe(R, G, t_min=0.8, t_max=0.3, **KW)
     with pytest.raises(ValueError, match="k must be > 0"):
         pipe(R, G, k=0, **KW)
-    with pytest.raises(ValueError, match="reference_prompt"):
+    with pytest.raises(TypeError, match="'prompt'"):  # renamed: reference_prompt / guide_prompt
         pipe(R, G, prompt="x", **KW)
     with pytest.raises(ValueError, match="granularity"):
         pipe(R, G, granularity="pixel", **KW)

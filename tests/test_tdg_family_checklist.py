@@ -244,10 +244,7 @@ def _encode(pipe: Any, member: Member, prompt: str) -> dict[str, torch.Tensor]:
     """The base ``encode_prompt``'s embeddings of one prompt, by base argument name."""
     extra = {k: v for k, v in member.call.items() if k in inspect.signature(pipe.encode_prompt).parameters}
     encoded = pipe.encode_prompt(prompt=prompt, device="cpu", num_images_per_prompt=1, **extra)
-    if member.tdg is TiedDiffusionPipeline:
-        encoded = pipe.encode_prompt(prompt=prompt, prompt_2=None, device="cpu", num_images_per_prompt=1, **extra)
-        return {"prompt_embeds": encoded[0], "pooled_prompt_embeds": encoded[1]}
-    return {"prompt_embeds": encoded[0]}
+    return dict(zip(member.embeds, encoded))  # FLUX.1: (T5, pooled CLIP, ids); FLUX.2: (embeds, ids)
 
 
 def _side(embeds: dict[str, torch.Tensor], side: str) -> dict[str, torch.Tensor]:
@@ -376,10 +373,10 @@ def test_flux_true_cfg_changes_the_images_and_negative_embeds_are_checked(tiny_f
 
 def test_klein_cfg_with_precomputed_embeddings_needs_the_negative():
     pipe = tiny_flux2_pipeline(TiedFlux2KleinPipeline)
-    embeds = dict(reference_prompt_embeds=torch.randn(1, 32, 16), guide_prompt_embeds=torch.randn(1, 32, 16))
+    embeds = dict(reference_prompt_embeds=torch.randn(1, 32, 48), guide_prompt_embeds=torch.randn(1, 32, 48))
     with pytest.raises(ValueError, match="negative_prompt_embeds"):
         pipe(**embeds, guidance_scale=4.0, **_kw(FAMILY["flux2_klein"]))
-    out = pipe(**embeds, negative_prompt_embeds=torch.randn(1, 32, 16), guidance_scale=4.0, generator=_gen(8),
+    out = pipe(**embeds, negative_prompt_embeds=torch.randn(1, 32, 48), guidance_scale=4.0, generator=_gen(8),
                eta_schedule=ConstantEta(1.0), **_kw(FAMILY["flux2_klein"]))
     assert torch.equal(out.images, out.guide_images)
 

@@ -3,10 +3,11 @@
 The layout follows diffusers' own FLUX.2 test components: a 1+1-block
 ``Flux2Transformer2DModel`` (``in_channels=4``, text width 16), a one-level
 ``AutoencoderKLFlux2`` (``vae_scale_factor = 1``: an ``H x W`` image has ``H/2 x W/2``
-latent tokens) and the flow-matching Euler scheduler. The text encoder is a one-layer
-Mistral 3 (``Flux2Pipeline``) or a two-layer Qwen 3 (``Flux2KleinPipeline``, FLUX.2 [klein]),
-16 wide, so calls take ``text_encoder_out_layers=(1,)`` (:data:`TINY_FLUX2_CALL`); the
-tokenizer is character-level with a chat template, built in memory, and truncates on the
+latent tokens) and the flow-matching Euler scheduler. The text encoder is a Mistral 3
+(``Flux2Pipeline``) or a Qwen 3 (``Flux2KleinPipeline``, FLUX.2 [klein]), 16 wide and just deep
+enough (30 / 27 layers) for the pipelines' default ``text_encoder_out_layers`` ((10, 20, 30) /
+(9, 18, 27)), so the transformer reads 3 x 16 = 48-wide text and calls need no extra argument
+(pass a short ``max_sequence_length``, :data:`TINY_FLUX2_CALL`); the tokenizer is character-level with a chat template, built in memory, and truncates on the
 left so that a short ``max_sequence_length`` keeps the prompt after FLUX.2's system message.
 Outputs are noise-like: the models exist to test pipeline mechanics.
 """
@@ -18,8 +19,8 @@ from typing import Any
 
 __all__ = ["tiny_flux2_components", "tiny_flux2_pipeline", "TINY_FLUX2_CALL"]
 
-#: Arguments every call of a tiny FLUX.2 pipeline needs: its text encoder has 1-2 layers.
-TINY_FLUX2_CALL: dict[str, Any] = {"text_encoder_out_layers": (1,), "max_sequence_length": 32}
+#: Call arguments that keep a tiny FLUX.2 fast: 32 prompt tokens instead of 512.
+TINY_FLUX2_CALL: dict[str, Any] = {"max_sequence_length": 32}
 
 _CHARS = string.ascii_letters + string.digits + " .,:;'-_!?<>[]()/\n"
 _SPECIALS = ["<pad>", "<unk>", "<s>", "</s>"]
@@ -49,14 +50,14 @@ def _text_encoder(klein: bool, vocab_size: int) -> Any:
     if klein:
         from transformers import Qwen3Config, Qwen3ForCausalLM
 
-        return Qwen3ForCausalLM(Qwen3Config(hidden_size=16, intermediate_size=16, num_hidden_layers=2,
+        return Qwen3ForCausalLM(Qwen3Config(hidden_size=16, intermediate_size=16, num_hidden_layers=27,
                                             num_attention_heads=2, num_key_value_heads=2, head_dim=8,
                                             vocab_size=vocab_size, max_position_embeddings=512, pad_token_id=0))
     from transformers import Mistral3Config, Mistral3ForConditionalGeneration
 
     config = Mistral3Config(
         text_config={"model_type": "mistral", "vocab_size": vocab_size, "hidden_size": 16, "intermediate_size": 37,
-                     "max_position_embeddings": 512, "num_attention_heads": 4, "num_hidden_layers": 1,
+                     "max_position_embeddings": 512, "num_attention_heads": 4, "num_hidden_layers": 30,
                      "num_key_value_heads": 2, "head_dim": 4, "sliding_window": None, "pad_token_id": 0},
         vision_config={"model_type": "pixtral", "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 4,
                        "intermediate_size": 37, "image_size": 30, "patch_size": 6, "num_channels": 3},
@@ -78,7 +79,7 @@ def tiny_flux2_components(seed: int = 0, *, klein: bool = False) -> dict[str, An
         torch.manual_seed(seed)
         transformer = Flux2Transformer2DModel(
             patch_size=1, in_channels=4, num_layers=1, num_single_layers=1, attention_head_dim=16,
-            num_attention_heads=2, joint_attention_dim=16, timestep_guidance_channels=256,
+            num_attention_heads=2, joint_attention_dim=48, timestep_guidance_channels=256,
             axes_dims_rope=[4, 4, 4, 4], guidance_embeds=not klein,
         )
         torch.manual_seed(seed + 1)
@@ -96,16 +97,22 @@ def tiny_flux2_components(seed: int = 0, *, klein: bool = False) -> dict[str, An
 
 
 def tiny_flux2_pipeline(pipeline_cls: type | None = None, seed: int = 0, *, klein: bool | None = None) -> Any:
-    """A tiny FLUX.2 pipeline of class ``pipeline_cls`` (default :class:`~concept_grounding.tdg.TiedFlux2Pipeline`).
+    """A tiny FLUX.2 pipeline of class ``pipeline_cls`` (default: the TDG pipeline, :class:`~concept_grounding.tdg.TiedFlux2Pipeline`
+    or, with ``klein=True``, :class:`~concept_grounding.tdg.TiedFlux2KleinPipeline`).
 
     ``klein`` (default: whether ``pipeline_cls`` is a ``Flux2KleinPipeline``) picks the Qwen 3
     text encoder and a transformer without guidance embedding. Call it with
     ``**TINY_FLUX2_CALL`` and small ``height``/``width`` (multiples of 2).
+
+    >>> pipe = tiny_flux2_pipeline(klein=True)
+    >>> out = pipe("a red bird", "a bird", height=16, width=16, num_inference_steps=2, output_type="pt", **TINY_FLUX2_CALL)
+    >>> tuple(out.images.shape), tuple(out.guide_images.shape)
+    ((1, 3, 16, 16), (1, 3, 16, 16))
     """
     if pipeline_cls is None:
-        from ..tdg.pipeline_flux2 import TiedFlux2Pipeline
+        from ..tdg.pipeline_flux2 import TiedFlux2KleinPipeline, TiedFlux2Pipeline
 
-        pipeline_cls = TiedFlux2Pipeline
+        pipeline_cls = TiedFlux2KleinPipeline if klein else TiedFlux2Pipeline
     if klein is None:
         from diffusers import Flux2KleinPipeline
 

@@ -357,6 +357,10 @@ class TiedPipelineMixin:
         return tuple(torch.cat([x, x]) if isinstance(x, torch.Tensor) and x.ndim >= 3 and x.shape[0] == rows else x
                      for x in prepared)
 
+    def base_call(self, **kwargs: Any) -> Any:
+        """The base pipeline's own ``__call__``, untied (SUB's prompting-only baseline from the same weights)."""
+        return super(TiedPipelineMixin, self).__call__(**kwargs)
+
     def split_pair_output(self, images: Any, num_references: int) -> tuple[Any, Any]:
         """Split the base pipeline's image batch into (reference images, guide images)."""
         return images[:num_references], images[num_references:]

@@ -69,7 +69,7 @@ from diffusers.image_processor import PipelineImageInput
 
 from .pipeline_output import TiedDiffusionPipelineOutput
 from .schedule import EtaSchedule, Schedule
-from .tie import Granularity, tie_pair
+from .tie import Granularity, tie_batch
 
 __all__ = ["TiedDiffusionPipeline", "TiedPipelineMixin", "tied_scheduler", "REFUSED_ARGUMENTS",
            "RENAMED_ARGUMENTS"]
@@ -140,15 +140,8 @@ def tied_scheduler(
         return float(host["values"][index])
 
     def step(model_output: torch.Tensor, timestep: Any, sample: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        if model_output.shape[0] % 2:
-            raise ValueError(f"TDG needs an even batch [references; guides], got {model_output.shape[0]} rows")
         t = host_timestep(timestep) / num_train
-        eta = float(schedule(t))
-        if not 0.0 <= eta <= 1.0:  # also NaN
-            raise ValueError(f"eta_schedule must give eta in [0, 1], got {eta!r} at t = {t:.4g}")
-        if eta != 0.0:
-            e_r, e_g = model_output.chunk(2)
-            model_output = torch.cat(tie_pair(e_r, e_g, eta, granularity))
+        model_output, eta = tie_batch(model_output, t, schedule, granularity)
         record.append((t, eta))
         return original(model_output, timestep, sample, *args, **kwargs)
 

@@ -6,7 +6,7 @@ written for TDG: each test names the upstream check it stands for. Where the ups
 check passes ``prompt`` we pass the pair (``reference_prompt``, ``guide_prompt``); what TDG
 refuses by design is :data:`concept_grounding.tdg.REFUSED_ARGUMENTS`. Tiny models from
 configs (``concept_grounding.testing``), CPU, no downloads. Upstream checks that are N/A
-here (accelerator offloading, xformers, IP-adapter weights, PEFT LoRA) are listed in the
+here (accelerator offloading, xformers, PEFT LoRA) are listed in the
 README's TDG section with the reason.
 """
 
@@ -26,7 +26,7 @@ from diffusers.utils.torch_utils import randn_tensor
 from concept_grounding.tdg import ConstantEta, EtaSchedule, TiedDiffusionPipeline
 from concept_grounding.tdg.pipeline import REFUSED_ARGUMENTS, RENAMED_ARGUMENTS
 from concept_grounding.tdg.pipeline_flux2 import TiedFlux2KleinPipeline, TiedFlux2Pipeline
-from concept_grounding.testing import TINY_FLUX2_CALL, tiny_flux2_pipeline, tiny_flux_pipeline
+from concept_grounding.testing import TINY_FLUX2_CALL, tiny_flux2_pipeline, tiny_flux_ip_adapter, tiny_flux_pipeline
 
 REPO = Path(__file__).resolve().parents[1]
 R, G = "a photo of a blue jay with a yellow crown", "a photo of a bird with a yellow crown"
@@ -390,6 +390,29 @@ def test_fused_qkv_projections_keep_the_images(name):
     pipe.transformer.fuse_qkv_projections()
     after = pipe(R, G, generator=_gen(9), **_kw(member)).images
     torch.testing.assert_close(before, after, atol=1e-3, rtol=0)
+
+
+def test_ip_adapter_reaches_both_sides_and_matches_flux_pipeline():
+    """upstream ``TestFluxPipelineIPAdapter.test_ip_adapter`` (one adapter): scale 0 changes nothing, a large
+    scale changes the images; and TDG at eta = 0 equals FluxPipeline with the same adapter bit for bit."""
+    kw = _kw(FAMILY["flux"], negative_prompt="", true_cfg_scale=4.0)
+    embeds = torch.randn(1, 1, 32, generator=_gen(12))
+    ip = dict(ip_adapter_image_embeds=[embeds], negative_ip_adapter_image_embeds=[embeds * 0.5])
+    pipe = tiny_flux_pipeline(seed=0)
+    without = pipe(R, G, generator=_gen(13), **kw)
+    pipe.load_ip_adapter(tiny_flux_ip_adapter(pipe.transformer), weight_name="",
+                         image_encoder_pretrained_model_name_or_path=None)
+    pipe.set_ip_adapter_scale(0.0)
+    zero = pipe(R, G, generator=_gen(13), **ip, **kw)
+    torch.testing.assert_close(zero.images, without.images, atol=1e-5, rtol=0)
+    pipe.set_ip_adapter_scale(42.0)
+    strong = pipe(R, G, eta_schedule=ConstantEta(0.0), generator=_gen(13), **ip, **kw)
+    assert (strong.images - without.images).abs().max() > 1e-2
+    base = FluxPipeline(**pipe.components)
+    base.set_progress_bar_config(disable=True)
+    latents = _flux_reference_latents(base, _gen(13), 1)
+    batch = base(prompt=[R, G], latents=torch.cat([latents, latents]), **ip, **(kw | {"negative_prompt": ["", ""]})).images
+    assert torch.equal(strong.images[0], batch[0]) and torch.equal(strong.guide_images[0], batch[1])
 
 
 def test_layerwise_casting_runs(tiny_flux):

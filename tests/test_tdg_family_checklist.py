@@ -282,6 +282,11 @@ def test_mismatched_or_half_given_embeddings_fail_in_one_line(member, pipes):
         assert "\n" not in str(caught.value)
     with pytest.raises(ValueError, match="not both"):
         tdg(R, G, **_side(ref, "reference"), **_side(guide, "guide"), **_kw(member))
+    if "pooled_prompt_embeds" in member.embeds:  # FLUX.1: the pooled CLIP embeddings come with the T5 ones
+        with pytest.raises(ValueError, match="reference_pooled_prompt_embeds and guide_pooled_prompt_embeds are "
+                                             "required with reference_prompt_embeds / guide_prompt_embeds"):
+            tdg(reference_prompt_embeds=ref["prompt_embeds"], guide_prompt_embeds=guide["prompt_embeds"],
+                **_kw(member))
 
 
 def test_eta_outside_the_unit_interval_fails_in_one_line(member, pipes):

@@ -180,8 +180,9 @@ def pair_batch(reference_prompt: str | list[str] | None, guide_prompt: str | lis
     Args:
         reference_prompt, guide_prompt: ``c_R`` and ``c_G``: one string or n strings each.
         embeds: base argument name -> (reference side, guide side), e.g. ``{"prompt_embeds":
-            (reference_prompt_embeds, guide_prompt_embeds)}``; each (n, ...) or ``None``. Both
-            sides of a name go together, with equal shapes, and replace the prompts.
+            (reference_prompt_embeds, guide_prompt_embeds)}``; each (n, ...) or ``None``. Every
+            name of the mapping is then required, both sides of it, with equal shapes; they
+            replace the prompts.
     Raises:
         ValueError: one line naming the argument.
     """
@@ -197,6 +198,10 @@ def pair_batch(reference_prompt: str | list[str] | None, guide_prompt: str | lis
         return PairBatch(len(reference), reference + guide, {})
     if reference_prompt is not None or guide_prompt is not None:
         raise ValueError("give reference_prompt / guide_prompt or their precomputed embeddings, not both")
+    missing = [RENAMED_ARGUMENTS[name] for name in embeds if name not in given]
+    if missing:
+        raise ValueError(f"{' and '.join(missing[0])} are required with "
+                         f"{' / '.join(RENAMED_ARGUMENTS[next(iter(given))])}")
     stacked = {}
     for name, (reference, guide) in given.items():
         r_name, g_name = RENAMED_ARGUMENTS[name]

@@ -185,6 +185,15 @@ def pair_batch(reference_prompt: str | list[str] | None, guide_prompt: str | lis
             replace the prompts.
     Raises:
         ValueError: one line naming the argument.
+
+    >>> pair_batch(["a red bird", "a blue bird"], ["a bird", "a bird"], {}).prompt
+    ['a red bird', 'a blue bird', 'a bird', 'a bird']
+    >>> pair_batch(None, None, {"prompt_embeds": (torch.zeros(1, 4, 8), torch.ones(1, 4, 8))}).embeds["prompt_embeds"].shape
+    torch.Size([2, 4, 8])
+    >>> pair_batch(None, None, {"prompt_embeds": (torch.zeros(1, 4, 8), torch.ones(1, 5, 8))})
+    Traceback (most recent call last):
+    ...
+    ValueError: reference_prompt_embeds and guide_prompt_embeds must have the same shape, got (1, 4, 8) and (1, 5, 8)
     """
     given = {name: pair for name, pair in embeds.items() if pair[0] is not None or pair[1] is not None}
     if not given:
@@ -221,6 +230,11 @@ def pair_negative(negative: Any, pairs: int, name: str) -> Any:
     """A per-pair negative (one string, n strings, or (n, ...) embeddings) for both halves of the batch.
 
     Returns ``None``, 2n strings or (2n, ...) rows: pair ``i``'s negative serves ``R_i`` and ``G_i``.
+
+    >>> pair_negative("blurry", 2, "negative_prompt")
+    ['blurry', 'blurry', 'blurry', 'blurry']
+    >>> pair_negative(["dark", "blurry"], 2, "negative_prompt")
+    ['dark', 'blurry', 'dark', 'blurry']
     """
     if negative is None:
         return None

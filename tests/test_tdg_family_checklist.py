@@ -353,13 +353,30 @@ def test_variants_and_dtype_dict_load(tmp_path, tiny_flux):
 # ------------------------------------------------------------------ FLUX.1 specifics (test_pipeline_flux.py)
 
 
-def test_flux_image_output_shape(tiny_flux):
-    """upstream ``test_flux_image_output_shape``: sides round down to a multiple of 2 * vae_scale_factor."""
+def test_image_output_shape(member, pipes):
+    """upstream ``test_flux_image_output_shape`` / ``test_image_output_shape``: sides round down to a
+    multiple of 2 * vae_scale_factor."""
+    pipe = pipes[0]
     for height, width in [(32, 32), (24, 19)]:
-        out = tiny_flux(R, G, height=height, width=width, num_inference_steps=1, max_sequence_length=32,
-                        output_type="pt")
-        step = 2 * tiny_flux.vae_scale_factor
+        out = pipe(R, G, **_kw(member, height=height, width=width, num_inference_steps=1))
+        step = 2 * pipe.vae_scale_factor
         assert out.images.shape[-2:] == out.guide_images.shape[-2:] == (height - height % step, width - width % step)
+
+
+def test_klein_image_input_conditions_both_sides():
+    """upstream ``test_image_input`` (FLUX.2 [klein]): a conditioning image serves the whole pair, and at
+    eta = 0 the pair equals Flux2KleinPipeline's batch of two with that image bit for bit."""
+    from PIL import Image
+
+    member = FAMILY["flux2_klein"]
+    tdg, base = member.build(member.tdg), member.build(member.base)
+    image = Image.new("RGB", (64, 64), (200, 40, 40))
+    out = tdg(R, G, image=image, eta_schedule=ConstantEta(0.0), generator=_gen(14), **_kw(member))
+    plain = tdg(R, G, eta_schedule=ConstantEta(0.0), generator=_gen(14), **_kw(member))
+    assert not torch.equal(out.images, plain.images)
+    latents = member.reference_latents(base, _gen(14), 1)
+    batch = base(image=image, prompt=[R, G], latents=torch.cat([latents, latents]), **_kw(member)).images
+    assert torch.equal(out.images[0], batch[0]) and torch.equal(out.guide_images[0], batch[1])
 
 
 def test_flux_true_cfg_changes_the_images_and_negative_embeds_are_checked(tiny_flux):
@@ -386,7 +403,7 @@ def test_klein_cfg_with_precomputed_embeddings_needs_the_negative():
     assert torch.equal(out.images, out.guide_images)
 
 
-@pytest.mark.parametrize("name", ["flux", "flux2"])
+@pytest.mark.parametrize("name", list(FAMILY))
 def test_fused_qkv_projections_keep_the_images(name):
     """upstream ``test_fused_qkv_projections``."""
     member = FAMILY[name]

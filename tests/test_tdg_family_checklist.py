@@ -457,3 +457,27 @@ def test_lora_scale_reaches_the_transformer_through_joint_attention_kwargs():
     full = pipe(R, G, generator=_gen(11), joint_attention_kwargs={"scale": 1.0}, **kw).images
     torch.testing.assert_close(zero, plain, atol=1e-5, rtol=0)
     assert not torch.allclose(full, plain)
+
+
+def test_concurrent_calls_each_see_their_own_state_and_one_is_published():
+    """Thread safety with published state: a callback reads its own call's ``guidance_scale`` while other
+    calls run, and after them the pipeline holds the state of one of them (the last to finish)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    pipe = tiny_flux_pipeline(seed=0)
+    scales, barrier = [1.5, 2.5, 3.5, 4.5], threading.Barrier(4)
+    seen: dict[float, set[float]] = {scale: set() for scale in scales}
+
+    def call(scale):
+        def record(pipeline, i, t, kwargs):
+            seen[scale].add(pipeline.guidance_scale)
+            return kwargs
+
+        barrier.wait(timeout=30)
+        pipe(R, G, guidance_scale=scale, callback_on_step_end=record, **_kw(FAMILY["flux"]))
+
+    with ThreadPoolExecutor(len(scales)) as pool:
+        list(pool.map(call, scales))
+    assert seen == {scale: {scale} for scale in scales}
+    assert pipe.guidance_scale in scales and pipe.num_timesteps == STEPS and pipe.current_timestep is None

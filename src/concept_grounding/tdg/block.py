@@ -10,7 +10,9 @@ and an ``after_denoiser`` that gives it to ``scheduler.step``. TDG adds two bloc
   ``eta = schedule(timestep / num_train_timesteps)`` (SUB Eqs. 3-6 through
   :func:`~.tie.tie_batch`, the same function the pipelines' scheduler step calls);
 * :class:`TiedLatentsStep`, after ``prepare_latents``: guide ``i`` starts from reference ``i``'s
-  initial latents.
+  initial latents. ``prepare_latents`` draws all 2n rows from the generator and the first n are
+  kept, so one seed gives other images than the TDG pipelines (which draw n rows); pass
+  ``latents`` to reproduce a pipeline's pair.
 
 :meth:`TiedDiffusionLoopStep.compose` inserts both into a family's blocks. The loop step is
 the block published as a Hub repo (``block.py`` + ``modular_config.json``, written by

@@ -54,7 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=WORLD_MODEL,
                         help="'world' (default): the small Flux trained on the bird world, shipped with the package "
                              "(32 px, float32, true CFG 4; see concept_grounding/assets/world_flux/README.md); "
-                             "or a FLUX model id or folder, e.g. black-forest-labs/FLUX.1-dev")
+                             "or a FLUX.1 / FLUX.2 / FLUX.2 [klein] model id or folder, e.g. black-forest-labs/FLUX.1-dev, "
+                             "black-forest-labs/FLUX.2-klein-4B (loaded as its family's TDG pipeline)")
     parser.add_argument("--tiny", action="store_true", help="use a tiny random FLUX built offline (tests, demo)")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--cub-root", type=existing_dir, help="take class-level labels from a CUB_200_2011 folder (default: the bird world's class vectors)")

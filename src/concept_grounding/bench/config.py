@@ -20,7 +20,7 @@ BENCH_WORLD = WorldConfig(image_size=64)
 SAVED_KEYS: tuple[str, ...] = (
     "image_size", "train_per_class", "test_per_class", "sub_per_pairing", "concepts", "epochs", "concept_loss_weight",
     "models", "posthoc", "clip", "clip_epochs", "cub_root", "sub", "min_class_count", "clip_model", "seed", "backbone",
-    "backbone_weights", "deviation_rate", "classes", "threads")
+    "backbone_weights", "deviation_rate", "classes", "threads", "clip_pretrained")
 #: The world's drawing settings, saved only when a config changes them.
 _WORLD_DRAWING = ("pose", "zoom", "scene")
 
@@ -102,6 +102,8 @@ class BenchConfig:
             this many classes (``None`` keeps all; use it for small class subsets).
         clip_model: a named open_clip / transformers model (or local path) to evaluate in
             Table 2 beside the small world CLIP.
+        clip_pretrained: the weights tag of an open_clip ``clip_model`` (an architecture
+            without one is refused, never scored with random weights; ``"random"`` asks for them).
         backbone: backbone of every concept model and of the post-hoc CBM: ``"cnn"`` (the
             small CNN), or a standard CUB backbone ``"resnet18"``, ``"resnet50"``,
             ``"inception_v3"``, ``"timm:<name>"`` (Koh et al.'s augmentation and 224 / 299 px
@@ -134,6 +136,7 @@ class BenchConfig:
     backbone: str | dict = "cnn"
     backbone_weights: str | None = None
     threads: int = DEFAULT_THREADS
+    clip_pretrained: str | None = None
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.models if m not in MODEL_VARIANTS]

@@ -320,7 +320,7 @@ def _run(config: BenchConfig, out: Path) -> dict[str, Any]:
     if config.clip_model:
         from ..models.clip import load_clip
 
-        clip = load_clip(config.clip_model)
+        clip = load_clip(config.clip_model, pretrained=config.clip_pretrained)
     # 1. data
     data = timed("data", load_bench_data, config, vocab)
     columns = concept_columns(config, data, vocab)

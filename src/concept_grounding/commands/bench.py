@@ -55,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --cub-root: keep class-level attributes on for >= this many classes (CBM rule)")
     parser.add_argument("--model", dest="clip_model", default=None,
                         help="also evaluate a named open_clip / transformers model or local path in Table 2 (default: only the world CLIP)")
+    parser.add_argument("--pretrained", default=None,
+                        help="open_clip weights tag for an architecture --model (e.g. openai), a weights file, or "
+                             "'random' for random weights on purpose (an architecture without it is refused)")
     parser.add_argument("--classes", nargs="*", type=class_name, default=None, help="world classes (CUB folder names; default SUB's 33)")
     parser.add_argument("--seed", type=int, default=d.world.seed, help="seed of the world and of every training run")
     parser.add_argument("--backbone", default=d.backbone,
@@ -80,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     if args.sub:
         args.sub = resolve_model(args.sub, "--sub", repo_type="dataset")
     if args.clip_model:
-        args.clip_model = resolve_clip(args.clip_model, "--model")
+        args.clip_model = resolve_clip(args.clip_model, "--model", args.pretrained)
 
     from concept_grounding.bench import BenchConfig, run_bench
     from concept_grounding.bench.artifacts import BenchArtifacts
@@ -94,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         sub_per_pairing=args.sub_per_pairing, concepts=args.concepts, epochs=args.epochs,
         clip_epochs=args.clip_epochs, concept_loss_weight=args.concept_loss_weight, models=tuple(args.models),
         posthoc=not args.no_posthoc, clip=not args.no_clip, cub_root=str(args.cub_root) if args.cub_root else None, sub=args.sub, min_class_count=args.min_class_count,
-        clip_model=args.clip_model,
+        clip_model=args.clip_model, clip_pretrained=args.pretrained,
         backbone={"kind": args.backbone, "crop_size": args.crop_size} if args.crop_size else args.backbone,
         backbone_weights=args.backbone_weights,
     )

@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="let --vlm-model's repository run its own Python modelling code (off by default; "
                         "only for repositories you trust)")
     parser.add_argument("--clip-model", default="ViT-B-32", help="open_clip architecture (--scorer clip)")
-    parser.add_argument("--clip-pretrained", default="openai", help="open_clip weights tag (--scorer clip)")
+    parser.add_argument("--clip-pretrained", default="openai", help="open_clip weights tag (--scorer clip; 'random' for random weights on purpose)")
     parser.add_argument("--oracle", help="a concept model folder saved by `bench` (the world's attribute oracle), or"
                         " 'module:function' mapping a list of PIL images to (N, 312) probabilities (--scorer oracle; default: none)")
     parser.add_argument("--keep-fraction", type=unit_interval, default=0.1,

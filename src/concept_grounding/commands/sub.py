@@ -26,7 +26,7 @@ FLAGS: dict[str, str] = {
     "protocol": "--protocol", "batch_size": "--batch-size", "dtype": "--dtype", "device": "--device", "split": "--split",
     "transform": "a transform", "processor": "a processor returned by the --model factory",
     "preprocess": "a preprocess returned by the --model factory",
-    "tokenizer": "a tokenizer returned by the --model factory",
+    "tokenizer": "a tokenizer returned by the --model factory", "pretrained": "--pretrained",
 }
 
 
@@ -40,6 +40,10 @@ def _floats(text: str) -> tuple[float, ...]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True,
                         help="saved model folder, file.py:factory, package.module:factory, or a CLIP name / path")
+    parser.add_argument("--pretrained", default=None,
+                        help="open_clip weights tag for an architecture name (e.g. openai, laion2b_s34b_b79k), a "
+                             "weights file, or 'random' for random weights on purpose (an architecture without it "
+                             "is refused)")
     parser.add_argument("--sub", default=None, help="SUB source: local copy or 'Jessica-bader/SUB' (default: the world's)")
     parser.add_argument("--split", default=None, help="split of the SUB source (default: its only one, or 'test')")
     parser.add_argument("--cub-root", default=None,
@@ -126,12 +130,23 @@ def run(args: argparse.Namespace) -> int:
         return _run(args)
 
 
+def check_clip_name(name: str, pretrained: str | None) -> None:
+    """First, before torch: a ``--model`` that names a CLIP (not a folder or a factory) must
+    be loadable now, and an open_clip architecture must name its weights (``--pretrained``)."""
+    from concept_grounding.hub import resolve_clip
+
+    if Path(name).expanduser().exists() or (":" in name and not name.startswith("hf-hub:")):
+        return
+    resolve_clip(name, "--model", pretrained)
+
+
 def _run(args: argparse.Namespace) -> int:
     from concept_grounding.evaluation import evaluate_sub, load_model
     from concept_grounding.evaluation.distributed import process_info
 
     if args.batch_size < 1:
         raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
+    check_clip_name(args.model, args.pretrained)
     overrides = dict(concept_names=_concept_names(args.concept_names, args.index_base), output=args.output,
                      outputs=args.outputs, mean=args.mean, std=args.std, normalize=args.normalize)
     if args.index_base != "cub_312":
@@ -140,7 +155,7 @@ def _run(args: argparse.Namespace) -> int:
     if output is not None and output.lstrip("-").isdigit():
         overrides["output"] = int(output)
     model = load_model(args.model, image_size=args.image_size, include_none=args.include_none, device=args.device,
-                       **overrides)
+                       pretrained=args.pretrained, **overrides)
     result = evaluate_sub(model, args.sub, protocol=args.protocol, batch_size=args.batch_size, device=args.device,
                           dtype=args.dtype, progress=not args.no_progress, source_options=_source_options(args))
     result.model = args.model

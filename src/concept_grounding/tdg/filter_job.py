@@ -157,7 +157,7 @@ def build_scorer(config: FilterConfig) -> OptionScorer:
     if config.scorer == "clip":
         from ..hub import resolve_open_clip
 
-        resolve_open_clip(config.clip_model, config.clip_pretrained, "--clip-model")
+        resolve_open_clip(config.clip_model, config.clip_pretrained, "--clip-model", "--clip-pretrained")
         from ..models.clip import load_clip
 
         return CLIPScorer(load_clip(config.clip_model, backend="open_clip", pretrained=config.clip_pretrained))

@@ -18,7 +18,7 @@ from concept_grounding.tdg.candidates import (
     threshold_accuracy,
 )
 from concept_grounding.curation.candidates import candidate_world, world_attribute_data
-from concept_grounding.tdg.filter import AttributeOracleScorer
+from concept_grounding.tdg.filter import AttributeOracleScorer, group_options
 from concept_grounding.tdg.plan import read_pairings
 from concept_grounding.vocabulary import load_vocabulary
 
@@ -224,3 +224,9 @@ def test_candidates_run_end_to_end_into_generate_and_filter(tmp_path, monkeypatc
     assert all("Rufous Hummingbird" in r["guide_prompt"] for r in rows)
     assert main(["filter", "--in", str(gen), "--out", str(tmp_path / "kept"), "--scorer", "tiny-clip",
                  "--keep-fraction", "0.5"]) == 0
+    evidence = [json.loads(line) for line in (tmp_path / "kept" / "filter_evidence.jsonl").read_text().splitlines()]
+    kept = (tmp_path / "kept" / "metadata.jsonl").read_text().splitlines()
+    assert len(evidence) == 2 and sum(e["kept"] for e in evidence) == len(kept)  # every image, kept or not
+    assert all(e["reason"] in ("kept", "no_change", "s_plus_not_seen", "low_rank", "pairing_dropped")
+               and len(e["probabilities"]) == len(group_options("bill_shape")) for e in evidence)
+    assert (tmp_path / "kept" / "filter_sheet.png").stat().st_size > 0

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OptionScorer", "group_options", "vqa_question", "keep_count", "select_pairing", "filter_records", "write_report",
-    "VisionLanguageScorer", "CLIPScorer", "AttributeOracleScorer"
+    "VisionLanguageScorer", "CLIPScorer", "AttributeOracleScorer", "REASONS", "image_reasons"
 ]
 
 OTHER = "Other"
@@ -109,12 +109,50 @@ def select_pairing(probs: np.ndarray, target: int, keep_fraction: float = 0.1) -
     return correct[order][:n_keep].astype(np.int64)
 
 
+#: Why an image was kept or discarded (SUB Fig. 5), in the order the rule tests them.
+REASONS: dict[str, str] = {
+    "kept": "kept: S+ answered, ranked within the top keep_fraction",
+    "no_change": "discarded: the answer is the reference's own value S- (no meaningful change)",
+    "s_plus_not_seen": "discarded: another value of the group, or Other, answered (S+ not seen)",
+    "low_rank": "discarded: S+ answered, but ranked below the top keep_fraction",
+    "pairing_dropped": "discarded: S+ answered, but too few of the pairing's images were (pairing eliminated)",
+}
+
+
+def image_reasons(probs: np.ndarray, target: int, removed: Sequence[int], chosen: np.ndarray) -> list[str]:
+    """The :data:`REASONS` key of each of a pairing's N images (SUB Sec. 4.2, Fig. 5).
+
+    Args:
+        probs: (N, K) option probabilities; ``target`` the S+ column, ``removed`` the S- columns.
+        chosen: :func:`select_pairing`'s kept indices.
+
+    >>> probs = np.array([[0.9, 0.1, 0.0], [0.2, 0.8, 0.0], [0.6, 0.4, 0.0], [0.1, 0.1, 0.8]])
+    >>> image_reasons(probs, 0, [1], select_pairing(probs, 0, 0.25))
+    ['kept', 'no_change', 'low_rank', 's_plus_not_seen']
+    """
+    answers = np.asarray(probs).argmax(axis=1)
+    kept, dropped = set(int(i) for i in chosen), chosen.size == 0
+    out = []
+    for i, answer in enumerate(answers):
+        if i in kept:
+            out.append("kept")
+        elif answer == target:
+            out.append("pairing_dropped" if dropped else "low_rank")
+        elif int(answer) in set(removed):
+            out.append("no_change")
+        else:
+            out.append("s_plus_not_seen")
+    return out
+
+
 @dataclass
 class FilterResult:
-    """Outcome of the filter: kept records (with ``target_probability``) and the report."""
+    """Outcome of the filter: kept records (with ``target_probability``), the report, and the
+    evidence: one row per image, kept or not, with every answer and the reason (:data:`REASONS`)."""
 
     kept: list[dict]
     report: dict[str, Any]
+    evidence: list[dict]
 
 
 def filter_records(
@@ -134,6 +172,7 @@ def filter_records(
     for r in records:
         by_pairing.setdefault((r["reference_class"], r["target_attribute"]), []).append(r)
     kept: list[dict] = []
+    evidence: list[dict] = []
     pairings = []
     for (cls, attribute), rows in by_pairing.items():
         group, value = split_attribute(attribute)
@@ -144,6 +183,7 @@ def filter_records(
         n_correct = int((probs.argmax(axis=1) == target).sum())
         for i in chosen:
             kept.append({**rows[i], "target_probability": float(probs[i, target])})
+        evidence += _evidence_rows(rows, probs, options, target, chosen, vocab)
         pairings.append(
             {
                 "reference_class": cls,
@@ -159,6 +199,7 @@ def filter_records(
         per_attribute[p["target_attribute"]] += p["kept"]
     report = {
         "keep_fraction": keep_fraction,
+        "reasons": dict(Counter(e["reason"] for e in evidence)),
         "pairings": pairings,
         "kept_per_attribute": dict(sorted(per_attribute.items())),
         "total_generated": len(records),
@@ -166,7 +207,26 @@ def filter_records(
         "pairings_kept": sum(not p["dropped"] for p in pairings),
         "pairings_dropped": sum(p["dropped"] for p in pairings),
     }
-    return FilterResult(kept, report)
+    return FilterResult(kept, report, evidence)
+
+
+def _evidence_rows(rows: list[dict], probs: np.ndarray, options: list[str], target: int, chosen: np.ndarray,
+                   vocab: Vocabulary) -> list[dict]:
+    """One evidence row per image of a pairing: every option's probability, the answer, the
+    rank of S+ among the images answering S+ (1 = best; ``None`` otherwise), kept, reason."""
+    removed = [options.index(split_attribute(a)[1].replace("_", " ")) for a in rows[0].get("removed_attributes", ())
+               if split_attribute(a)[1].replace("_", " ") in options]
+    reasons = image_reasons(probs, target, removed, chosen)
+    answers = probs.argmax(axis=1)
+    correct = np.flatnonzero(answers == target)
+    order = correct[np.lexsort((correct, -probs[correct, target]))]
+    rank = {int(i): r for r, i in enumerate(order, start=1)}
+    return [{"file_name": row.get("file_name"), "reference_class": row["reference_class"],
+             "target_attribute": row["target_attribute"], "answer": options[int(answers[i])],
+             "answer_probability": float(probs[i, answers[i]]), "target_probability": float(probs[i, target]),
+             "rank": rank.get(i), "kept": reasons[i] == "kept", "reason": reasons[i],
+             "probabilities": {o: float(p) for o, p in zip(options, probs[i])}}
+            for i, row in enumerate(rows)]
 
 
 def write_report(report: dict[str, Any], out_dir: str | Path) -> tuple[Path, Path]:
@@ -180,7 +240,12 @@ def write_report(report: dict[str, Any], out_dir: str | Path) -> tuple[Path, Pat
         "",
         f"Kept {report['total_kept']} of {report['total_generated']} images; "
         f"{report['pairings_kept']} pairings kept, {report['pairings_dropped']} dropped "
-        f"(keep fraction {report['keep_fraction']}).",
+        f"(keep fraction {report['keep_fraction']}). Every image's answers and the reason it was kept or "
+        "discarded: `filter_evidence.jsonl`; examples of each: `filter_sheet.png` (SUB Fig. 5).",
+        "",
+        "| reason | images |",
+        "|---|---:|",
+        *[f"| {REASONS[r]} | {report.get('reasons', {}).get(r, 0)} |" for r in REASONS],
         "",
         "| reference class | target attribute | generated | correct | kept |",
         "|---|---|---:|---:|---:|",

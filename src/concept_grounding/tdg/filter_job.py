@@ -6,7 +6,8 @@ every row, (2) builds the scorer (a named model is resolved before its library l
 ``keep_fraction`` per pairing (:func:`~concept_grounding.tdg.filter.filter_records`), and
 (4) writes ``<out>/metadata.jsonl`` (kept rows, with ``target_probability``; ``file_name``
 is the absolute path of the image in ``<in>``) plus ``filter_report.json`` /
-``filter_report.md``. It returns a :class:`FilterJobResult`. The command
+``filter_report.md``, ``filter_evidence.jsonl`` (every image, kept or not: every answer and
+the reason, :data:`~concept_grounding.tdg.filter.REASONS`) and ``filter_sheet.png`` (SUB Fig. 5). It returns a :class:`FilterJobResult`. The command
 ``concept-grounding filter`` maps its arguments onto a :class:`FilterConfig` and prints one
 line; the demo builds the config directly.
 
@@ -94,8 +95,8 @@ class FilterJobResult:
     Attributes:
         generated: rows read from ``<in>/metadata.jsonl``.
         kept: rows written to ``<out>/metadata.jsonl`` (absolute ``file_name``, ``target_probability``).
-        report: the filter report (per-pairing and per-attribute counts).
-        metadata, report_json, report_md: the files written.
+        report: the filter report (per-pairing, per-attribute and per-reason counts).
+        metadata, report_json, report_md, evidence, sheet: the files written.
     """
 
     generated: int
@@ -104,6 +105,8 @@ class FilterJobResult:
     metadata: Path
     report_json: Path
     report_md: Path
+    evidence: Path | None = None
+    sheet: Path | None = None
 
 
 def read_generated_records(src: Path) -> list[dict]:
@@ -204,4 +207,10 @@ def run_filter(config: FilterConfig, scorer: OptionScorer | None = None) -> Filt
     metadata = out / "metadata.jsonl"
     metadata.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
     json_path, md_path = write_report(result.report, out)
-    return FilterJobResult(len(records), kept, result.report, metadata, json_path, md_path)
+    evidence = out / "filter_evidence.jsonl"
+    evidence.write_text("".join(json.dumps({**e, "file_name": str((src / e["file_name"]).resolve())}, sort_keys=True)
+                                + "\n" for e in result.evidence))
+    from .filter_sheet import evidence_sheet
+
+    sheet = evidence_sheet(result.evidence, src, out / "filter_sheet.png")
+    return FilterJobResult(len(records), kept, result.report, metadata, json_path, md_path, evidence, sheet)

@@ -223,3 +223,38 @@ def test_config_json_keeps_the_flat_keys_and_round_trips(world_run):
     assert list(d) == [*SAVED_KEYS, "pose"] and d["deviation_rate"] == 0.0 and d["classes"] is None
     assert BenchConfig.from_dict(json.loads(json.dumps(d))) == config
     assert config.train.seed == 5
+
+
+def test_table2_scores_several_named_models_in_one_run_with_chance_for_every_column(tmp_path):
+    """Issue 34: ``clip_model`` takes several models (two saved world CLIPs here), each a
+    Table 2 row; the chance row has every column (SUB App. F applied to the CUB labels)."""
+    import numpy as np
+    import torch
+
+    from concept_grounding.bench.runner import group_mode_chance
+    from concept_grounding.models.clip import WorldCLIP
+    from concept_grounding.vocabulary import load_vocabulary
+
+    folders = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        model = WorldCLIP(words=["a", "photo", "of", "bird", "with"], image_size=32, embed_dim=16, vision_width=16,
+                          text_width=16, head_width=8, vision_layers=1, text_layers=1)
+        model.save_pretrained(tmp_path / f"clip{seed}")
+        folders.append(str(tmp_path / f"clip{seed}"))
+    world = WorldConfig(image_size=32, class_names=CLASSES)
+    config = BenchConfig(models=(), posthoc=False, clip_model=tuple(folders), world=world,
+                         **{k: v for k, v in TINY.items() if k != "world"})
+    results = run_bench(config, tmp_path / "out")
+    rows = results["table2"]
+    assert [r["name"] for r in rows] == ["world CLIP (trained here)", *folders]
+    vocab = load_vocabulary()
+    columns = [vocab.attribute_index(a) for a in results["concepts"]]
+    test = BirdWorld(world).to_dataset_dict(TINY["train_per_class"], TINY["test_per_class"], progress=False)["test"]
+    sizes = [len(vocab.groups[vocab.group_of(i)]) for i in columns]
+    for key, labels in (("class_attributes", "chance_concept_accuracy"), ("attributes", "chance_concept_accuracy_exact")):
+        expected = group_mode_chance(np.asarray(test[key])[:, columns], sizes)
+        assert all(r[labels] == pytest.approx(expected) for r in rows)
+    table2 = (tmp_path / "out" / "report.md").read_text().split("## Table 2")[1]
+    chance_line = next(line for line in table2.splitlines() if line.startswith("| random chance"))
+    assert "nan" not in chance_line and f"{100 * rows[0]['chance_concept_accuracy']:.1f}" in chance_line

@@ -49,7 +49,10 @@ __all__ = ["DEFAULT_VLM", "SCORERS", "FilterConfig", "FilterJobResult", "build_s
 
 #: SUB filtered with InternVL-2.5-8B, whose Hub repository ships its own modelling code
 #: (``AutoModel`` + ``trust_remote_code``, no logits API that AutoModelForImageTextToText
-#: loads). The default is the same family's native transformers checkpoint.
+#: loads). Converted with transformers' ``convert_internvl_weights_to_hf.py`` it loads
+#: natively (``--vlm-model <converted folder>``; the architecture is tested on
+#: :func:`~concept_grounding.testing.save_tiny_internvl`). The default is the same family's
+#: native transformers checkpoint.
 DEFAULT_VLM = "OpenGVLab/InternVL3-8B-hf"
 SCORERS = ("vlm", "clip", "tiny-clip", "oracle")
 #: An attribute oracle: N PIL images -> (N, 312) independent presence probabilities.

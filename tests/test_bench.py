@@ -258,3 +258,29 @@ def test_table2_scores_several_named_models_in_one_run_with_chance_for_every_col
     table2 = (tmp_path / "out" / "report.md").read_text().split("## Table 2")[1]
     chance_line = next(line for line in table2.splitlines() if line.startswith("| random chance"))
     assert "nan" not in chance_line and f"{100 * rows[0]['chance_concept_accuracy']:.1f}" in chance_line
+
+
+def test_soft_label_rows(tmp_path):
+    """Issue 34: Table 1's annotator-certainty weighted rows. On the world every annotation is
+    certain (certainty 4), so the soft per-image labels are the hard ones and the soft model is
+    the hard one, number for number; the soft per-class labels are the class means."""
+    import numpy as np
+
+    from concept_grounding.bench.data import class_soft_labels
+    from concept_grounding.bench.runner import _Split
+
+    models = ("CBM (ind., per-img.)", "CBM (ind., soft per-img.)", "CBM (joint, soft per-class)")
+    world = WorldConfig(image_size=32, class_names=CLASSES)
+    config = BenchConfig(models=models, posthoc=False, clip=False, world=world,
+                         **{k: v for k, v in TINY.items() if k != "world"})
+    rows = {r["name"]: r for r in run_bench(config, tmp_path / "out")["table1"]}
+    keys = ("s_plus", "s_minus", "concept_accuracy", "concept_accuracy_sub")
+    assert [rows[models[0]][k] for k in keys] == [rows[models[1]][k] for k in keys]
+    assert models[2] in rows and all(np.isfinite(rows[models[2]][k]) for k in ("s_plus", "s_minus"))
+    train = BirdWorld(world).to_dataset_dict(2, 1, progress=False)["train"]
+    split = _Split(train, (0, 1, 2), 32)
+    assert np.array_equal(split.concepts("image_soft"), split.concepts("image"))
+    labels = np.asarray(train["label"])
+    expected = np.stack([split.image_concepts[labels == c].mean(0) for c in labels]).astype(np.float32)
+    assert np.allclose(split.concepts("class_soft"), expected)
+    assert np.allclose(class_soft_labels(split.image_concepts, labels, len(CLASSES)), expected)

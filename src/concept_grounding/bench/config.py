@@ -61,8 +61,9 @@ class ModelVariant:
 
     Attributes:
         family: ``"cbm"`` (Koh et al.) or ``"cem"`` (Zarlenga et al.).
-        labels: ``"class"`` (class-level CBM majority vote) or ``"image"`` (per-image
-            concept supervision).
+        labels: ``"class"`` (class-level CBM majority vote), ``"image"`` (per-image
+            concept supervision), or their annotator-certainty weighted soft forms
+            ``"class_soft"`` / ``"image_soft"`` (:func:`~.data.certainty_soft_labels`).
         mode: CBM training mode, ``"independent"``, ``"sequential"`` or ``"joint"``
             (``None`` for a CEM).
         bottleneck: ``"soft"`` probabilities or ``"hard"`` 0/1 concepts feed the label predictor.
@@ -70,7 +71,7 @@ class ModelVariant:
     """
 
     family: Literal["cbm", "cem"]
-    labels: Literal["class", "image"]
+    labels: Literal["class", "image", "class_soft", "image_soft"]
     mode: Literal["independent", "sequential", "joint"] | None = None
     bottleneck: Literal["soft", "hard"] = "soft"
     per_concept: bool = False
@@ -85,6 +86,10 @@ MODEL_VARIANTS: Mapping[str, ModelVariant] = MappingProxyType({
     "CEM": ModelVariant("cem", "class"),
     "CBM (ind., per-img.)": ModelVariant("cbm", "image", "independent", "hard"),
     "CBM (joint, per-img.)": ModelVariant("cbm", "image", "joint", "soft"),
+    "CBM (ind., soft per-class)": ModelVariant("cbm", "class_soft", "independent", "hard"),
+    "CBM (joint, soft per-class)": ModelVariant("cbm", "class_soft", "joint", "soft"),
+    "CBM (ind., soft per-img.)": ModelVariant("cbm", "image_soft", "independent", "hard"),
+    "CBM (joint, soft per-img.)": ModelVariant("cbm", "image_soft", "joint", "soft"),
 })
 
 

@@ -36,7 +36,7 @@ from .config import MODEL_VARIANTS, BenchConfig
 from .models import train_posthoc, train_variant
 from ..models.backbone import drop_init_weights
 from ..models.data import images_to_tensor
-from .data import BenchData, concept_columns, load_bench_data
+from .data import BenchData, certainty_soft_labels, class_soft_labels, concept_columns, load_bench_data
 from .report import plot_breakdowns, write_json, write_report
 
 logger = logging.getLogger(__name__)
@@ -53,13 +53,28 @@ class _Split:
         self.labels = torch.as_tensor(np.asarray(dataset["label"]), dtype=torch.long)
         self.image_concepts = np.asarray(dataset["attributes"], np.uint8)[:, list(columns)]
         self.class_concepts = np.asarray(dataset["class_attributes"], np.uint8)[:, list(columns)]
+        self.certainty = np.asarray(dataset["certainty"], np.uint8)[:, list(columns)]
+        self.num_classes = dataset.features["label"].num_classes
+
+    def concepts(self, labels: str) -> np.ndarray:
+        """``(N, M)`` training targets of one label source (:class:`~.config.ModelVariant`'s ``labels``)."""
+        if labels == "image":
+            return self.image_concepts
+        if labels == "class":
+            return self.class_concepts
+        soft = certainty_soft_labels(self.image_concepts, self.certainty)
+        if labels == "image_soft":
+            return soft
+        if labels == "class_soft":
+            return class_soft_labels(soft, self.labels.numpy(), self.num_classes)
+        raise ValueError(f"labels must be class, image, class_soft or image_soft, got {labels!r}")
 
     def tensors(self, labels: str, columns: tuple[int, ...], vocab: Vocabulary):
         import torch
 
         from ..models.data import ConceptTensors
 
-        concepts = self.image_concepts if labels == "image" else self.class_concepts
+        concepts = self.concepts(labels)
         return ConceptTensors(
             self.images, torch.from_numpy(concepts.astype(np.float32)), self.labels,
             concept_indices=columns, concept_names=tuple(vocab.attributes[i] for i in columns),

@@ -230,3 +230,12 @@ def test_candidates_run_end_to_end_into_generate_and_filter(tmp_path, monkeypatc
     assert all(e["reason"] in ("kept", "no_change", "s_plus_not_seen", "low_rank", "pairing_dropped")
                and len(e["probabilities"]) == len(group_options("bill_shape")) for e in evidence)
     assert (tmp_path / "kept" / "filter_sheet.png").stat().st_size > 0
+    # the same filter asking two more groups: every image's answers there are kept as evidence
+    assert main(["filter", "--in", str(gen), "--out", str(tmp_path / "checked"), "--scorer", "tiny-clip",
+                 "--keep-fraction", "0.5", "--check-groups", "bill_color", "wing_color"]) == 0
+    checked = [json.loads(line) for line in (tmp_path / "checked" / "filter_evidence.jsonl").read_text().splitlines()]
+    values = {VOCAB.group_of(a) for a in VOCAB.attributes
+              if world.class_attributes[world.class_names.index(shape.reference_class), VOCAB.attribute_index(a)]}
+    assert all(set(e["other_answers"]) == {"bill_color", "wing_color"} & values for e in checked)
+    assert main(["filter", "--in", str(gen), "--out", str(tmp_path / "bad"), "--scorer", "tiny-clip",
+                 "--check-groups", "beak_colour"]) == 2

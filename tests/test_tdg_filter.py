@@ -164,3 +164,35 @@ def test_filter_keeps_the_evidence_of_every_image():
     assert set(row["probabilities"]) == set(options) and abs(sum(row["probabilities"].values()) - 1) < 1e-9
     assert result.report["reasons"] == {"low_rank": 2, "kept": 2, "no_change": 6, "pairing_dropped": 1,
                                         "s_plus_not_seen": 9}
+
+
+def test_another_attribute_changed_is_discarded_when_groups_are_checked():
+    """``check_groups``: an image answering S+ whose bill colour is no longer the Blue Jay's
+    (black) is not kept (reason other_changed); a group the class has no value in is not asked."""
+    eye, bill = group_options("eye_color"), group_options("bill_color")
+    records = [{"file_name": f"{i}.png", "reference_class": "073.Blue_Jay", "target_attribute": "has_eye_color::red",
+                "i": i} for i in range(10)]
+    asked = []
+
+    def probs_for(rows, question, options):
+        asked.append(question.split(" does")[0])
+        p = np.full((len(rows), len(options)), 0.01)
+        for k, r in enumerate(rows):
+            if options == eye:
+                p[k, eye.index("red") if r["i"] < 4 else 0] = 0.5 + 0.01 * r["i"]
+            else:
+                p[k, bill.index("black") if r["i"] % 2 == 0 else bill.index("buff")] = 0.9
+        return p / p.sum(axis=1, keepdims=True)
+
+    values = {"073.Blue_Jay": {"has_bill_color::black"}}
+    result = filter_records(records, probs_for, keep_fraction=0.2, check_groups=("bill_color", "leg_color"),
+                            class_values=values)
+    reasons = [e["reason"] for e in result.evidence]
+    assert reasons[:4] == ["kept", "other_changed", "kept", "other_changed"]
+    assert [r["i"] for r in result.kept] == [2, 0]
+    assert result.evidence[1]["other_answers"] == {"bill_color": "buff"}
+    assert asked == ["What type of eye color", "What type of bill color"]  # no leg colour: the class has none
+    plain = filter_records(records, probs_for, keep_fraction=0.2)
+    assert [r["i"] for r in plain.kept] == [3, 2]  # the paper's filter, unchanged
+    with pytest.raises(ValueError, match="class_values"):
+        filter_records(records, probs_for, check_groups=("bill_color",))

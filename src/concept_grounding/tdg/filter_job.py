@@ -27,7 +27,7 @@ because this job is what that command runs.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,6 +73,10 @@ class FilterConfig:
         oracle: ``'module:function'`` or a folder for ``oracle_loader`` (``"oracle"``).
         keep_fraction: fraction of the generated images kept per pairing, in (0, 1] (SUB: 0.1).
         oracle_loader: folder -> :data:`Oracle` (e.g. ``models.loading.concept_probability_oracle``).
+        check_groups: other attribute groups asked too; an image whose answer there is none of
+            the reference class's ``class_values`` is not kept (``other_changed``; default none,
+            the paper's filter; see :func:`~concept_grounding.tdg.filter.filter_records`).
+        class_values: class -> its class-level attribute names (with ``check_groups``).
     """
 
     input: Path
@@ -85,6 +89,8 @@ class FilterConfig:
     oracle: str | None = None
     keep_fraction: float = 0.1
     oracle_loader: Callable[[str], Oracle] | None = field(default=None, compare=False, repr=False)
+    check_groups: tuple[str, ...] = ()
+    class_values: Mapping[str, Collection[str]] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.scorer not in SCORERS:
@@ -201,7 +207,8 @@ def run_filter(config: FilterConfig, scorer: OptionScorer | None = None) -> Filt
         bar.update(len(rows))
         return probs
 
-    result = filter_records(records, probs_for, config.keep_fraction)
+    result = filter_records(records, probs_for, config.keep_fraction, check_groups=config.check_groups,
+                            class_values=config.class_values)
     bar.close()
 
     # 3. kept list and report

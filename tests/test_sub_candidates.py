@@ -239,3 +239,19 @@ def test_candidates_run_end_to_end_into_generate_and_filter(tmp_path, monkeypatc
     assert all(set(e["other_answers"]) == {"bill_color", "wing_color"} & values for e in checked)
     assert main(["filter", "--in", str(gen), "--out", str(tmp_path / "bad"), "--scorer", "tiny-clip",
                  "--check-groups", "beak_colour"]) == 2
+
+
+def test_classes_from_generated_images(tmp_path, monkeypatch):
+    """``candidates classes --generate``: per-class images of a Flux prompted "A photo of a
+    {class}" (the tiny random one here), named by a classifier; a classifier that names every
+    image a Cardinal keeps exactly the Cardinal."""
+    (tmp_path / "always.py").write_text("def cardinal():\n    return lambda images: ['017.Cardinal'] * len(images)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "cand"
+    assert main(["candidates", "classes", "--generate", "tiny", "--classes", "017.Cardinal", "073.Blue_Jay",
+                 "--per-class", "2", "--steps", "2", "--classifier", "always:cardinal", "--out", str(out),
+                 "--no-progress"]) == 0
+    report = json.loads((out / "classes.json").read_text())
+    assert report["kept"] == ["017.Cardinal"]
+    assert [(c["class"], c["images"], c["accuracy"]) for c in report["classes"]] == [
+        ("017.Cardinal", 2, 1.0), ("073.Blue_Jay", 2, 0.0)]

@@ -29,6 +29,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     classes.add_argument("--images", type=existing_dir, default=None,
                          help="folder of generated images with metadata.jsonl {file_name, reference_class} "
                               "(default: world renders, --per-class per class)")
+    classes.add_argument("--generate", choices=("world", "tiny"), default=None,
+                         help="generate the images with a Flux prompted 'A photo of a {class}' (SUB Sec. 4.2): the "
+                              "shipped world Flux or the tiny random one (default: world renders)")
+    classes.add_argument("--flux-model", default=None,
+                         help="a FLUX Hub id or folder to generate with instead (--generate's pretrained form)")
+    classes.add_argument("--steps", type=positive_int, default=28, help="denoising steps of --generate / --flux-model")
     classes.add_argument("--classifier", default=None,
                          help="world-judge (default), a saved world-judge folder, file.py:factory / module:factory "
                               "(returns images -> CUB class names or indices), or a transformers image classifier")
@@ -91,6 +97,17 @@ def _classes(args: argparse.Namespace) -> int:
 
     if args.images is not None:
         images, labels, names = read_class_images(args.images)
+    elif args.generate or args.flux_model:
+        from concept_grounding.extras import require_extra
+
+        require_extra("tdg", "concept-grounding candidates classes --generate")
+        from concept_grounding.curation.candidates import generated_class_images
+        from concept_grounding.vocabulary import load_vocabulary
+
+        names = tuple(args.classes) if args.classes else load_vocabulary().sub_classes
+        images, labels, names = generated_class_images(_flux_source(args), names, args.per_class, args.steps,
+                                                       seed=args.world_seed, size=args.world_size,
+                                                       progress=not args.no_progress)
     else:
         images, labels, names = world_class_images(args.classes, args.per_class, args.world_size, args.world_seed)
     spec = args.classifier
@@ -111,6 +128,21 @@ def _classes(args: argparse.Namespace) -> int:
                                      args.batch_size, not args.no_progress)
     print(f"{len(selection.kept)} of {len(names)} classes kept; wrote {args.out / 'classes.md'}")
     return 0
+
+
+def _flux_source(args: argparse.Namespace):
+    """The Flux of ``--generate`` / ``--flux-model`` (resolved, not loaded)."""
+    if args.flux_model:
+        from concept_grounding.tdg.sources import PretrainedFlux
+
+        return PretrainedFlux(args.flux_model, argument="--flux-model")
+    if args.generate == "tiny":
+        from concept_grounding.testing.flux import TinyFlux
+
+        return TinyFlux()
+    from concept_grounding.worldflux.source import WorldFlux
+
+    return WorldFlux()
 
 
 def _world_judge_scorer():

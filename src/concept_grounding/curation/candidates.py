@@ -39,7 +39,7 @@ from ..tdg.candidates import (
 )
 from ..tdg.plan import write_pairings
 
-__all__ = ["WORLD_JUDGE", "as_classifier", "load_classifier", "world_class_images", "read_class_images", "run_class_candidates",
+__all__ = ["CLASS_PROMPT", "generated_class_images", "WORLD_JUDGE", "as_classifier", "load_classifier", "world_class_images", "read_class_images", "run_class_candidates",
            "world_attribute_data", "cub_attribute_data", "candidate_world", "run_attribute_candidates", "run_candidate_plan",
            "Classifier"]
 
@@ -154,6 +154,40 @@ def world_class_images(class_names: Sequence[str] | None, per_class: int = IMAGE
             images.append(Image.fromarray(s.image))
             labels.append(s.label)
     return images, np.asarray(labels, dtype=np.int64), tuple(world.class_names)
+
+
+#: SUB Sec. 4.2's prompt for class selection ("20 images per CUB class" of the generator).
+CLASS_PROMPT = "A photo of a {name}"
+
+
+def generated_class_images(source: Any, class_names: Sequence[str], per_class: int = IMAGES_PER_CLASS,
+                           num_inference_steps: int = 28, guidance_scale: float = 3.5, seed: int = 0,
+                           size: int | None = None, progress: bool = True) -> tuple[list[Any], np.ndarray, tuple[str, ...]]:
+    """``per_class`` images of every class from ``source`` (a :class:`~concept_grounding.tdg.sources.FluxSource`:
+    the world Flux, a pretrained FLUX, the tiny one) prompted with :data:`CLASS_PROMPT`, one
+    pipeline call per class, seeded by ``seed`` and the class index: ``(PIL images, (N,) class
+    index, class names)``."""
+    import torch
+    from diffusers import FluxPipeline
+    from tqdm.auto import tqdm
+
+    from ..vocabulary import class_display_name
+
+    model = source.resolve()
+    pipe = model.load()
+    side = size or model.default_size
+    device = getattr(pipe, "_execution_device", "cpu")
+    images, labels = [], []
+    for c, name in enumerate(tqdm(class_names, desc="generate classes", unit="class", disable=not progress)):
+        generators = [torch.Generator(device=device).manual_seed(seed * 100_003 + c * 1_009 + i) for i in range(per_class)]
+        out = FluxPipeline.__call__(pipe, prompt=CLASS_PROMPT.format(name=class_display_name(name)),
+                                    num_images_per_prompt=per_class, num_inference_steps=num_inference_steps,
+                                    guidance_scale=guidance_scale, height=side, width=side,
+                                    max_sequence_length=model.max_sequence_length, generator=generators,
+                                    output_type="pil", **model.extra)
+        images += list(out.images)
+        labels += [c] * per_class
+    return images, np.asarray(labels, dtype=np.int64), tuple(class_names)
 
 
 def read_class_images(folder: str | Path, vocab: Vocabulary | None = None) -> tuple[list[Any], np.ndarray, tuple[str, ...]]:

@@ -284,3 +284,14 @@ def test_soft_label_rows(tmp_path):
     expected = np.stack([split.image_concepts[labels == c].mean(0) for c in labels]).astype(np.float32)
     assert np.allclose(split.concepts("class_soft"), expected)
     assert np.allclose(class_soft_labels(split.image_concepts, labels, len(CLASSES)), expected)
+
+
+def test_table1_chance_row_has_every_column(world_run):
+    """Issue 34: chance beside every Table 1 column (a coin per binary concept; 1 / C classes)."""
+    out, _ = world_run
+    table1 = (out / "report.md").read_text().split("## Table 1")[1].split("## ")[0]
+    header = next(line for line in table1.splitlines() if line.startswith("| model"))
+    chance = next(line for line in table1.splitlines() if line.startswith("| random chance"))
+    cells = [c.strip() for c in chance.strip("|").split("|")]
+    assert len(cells) == header.count("|") - 1 and all(cells)
+    assert cells[1:] == ["50.0"] * (len(cells) - 2) + [f"{100 / len(CLASSES):.1f}"]

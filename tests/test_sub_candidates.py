@@ -255,3 +255,29 @@ def test_classes_from_generated_images(tmp_path, monkeypatch):
     assert report["kept"] == ["017.Cardinal"]
     assert [(c["class"], c["images"], c["accuracy"]) for c in report["classes"]] == [
         ("017.Cardinal", 2, 1.0), ("073.Blue_Jay", 2, 0.0)]
+
+
+def test_a_transformers_image_classifier_whose_labels_name_cub_classes(tmp_path):
+    """``--classifier <folder>``: a transformers image classifier (tiny ViT from a config) whose
+    ``id2label`` names CUB classes in any spelling; its predictions map onto our classes and a
+    label that is no candidate class counts as wrong."""
+    import torch
+    from transformers import ViTConfig, ViTForImageClassification, ViTImageProcessor
+
+    from concept_grounding.curation.candidates import load_classifier
+
+    labels = {0: "073.Blue_Jay", 1: "Cardinal", 2: "999 Dodo"}
+    config = ViTConfig(image_size=16, patch_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                       intermediate_size=32, num_labels=3, id2label=labels, label2id={v: k for k, v in labels.items()})
+    torch.manual_seed(0)
+    model = ViTForImageClassification(config).eval()
+    model.save_pretrained(tmp_path / "vit")
+    ViTImageProcessor(size={"height": 16, "width": 16}).save_pretrained(tmp_path / "vit")
+    names = ("017.Cardinal", "073.Blue_Jay")
+    classify = load_classifier(str(tmp_path / "vit"), names)
+    images, _ = world_attribute_data(per_class=2, class_names=names)
+    predicted = classify(images)
+    processor = ViTImageProcessor.from_pretrained(tmp_path / "vit")
+    with torch.no_grad():
+        raw = model(**processor(images=images, return_tensors="pt")).logits.argmax(-1).numpy()
+    assert predicted.tolist() == [{0: 1, 1: 0, 2: -1}[int(r)] for r in raw]

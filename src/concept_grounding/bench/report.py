@@ -73,7 +73,8 @@ def write_report(out: Path, config: "BenchConfig", data: "BenchData", columns, t
                   plots: list[tuple[str, str]], ccd: dict[str, Any] | None = None) -> None:
     cols1 = TABLE_COLUMNS + (WORLD_COLUMNS if data.source == "world" else (("class_accuracy", "class acc."),))
     chance1 = {"name": "random chance", "s_plus": 0.5, "s_minus": 0.5, "concept_accuracy": 0.5,
-               "concept_accuracy_sub": 0.5}
+               "concept_accuracy_sub": 0.5, "concept_accuracy_exact": 0.5,  # a coin per binary concept (App. F)
+               "class_accuracy": 1.0 / len(data.class_names)}  # a uniform guess among the classes
     rows1 = [chance1, *t1] + ([{"name": "human (SUB paper, real images)", **{k: v / 100 for k, v in
                                                                             HUMAN_ROWS["table1"].items()}}]
                                if data.source != "world" else [])

@@ -40,7 +40,7 @@ class BenchData:
 
 
 #: SUB's soft labels weight each CUB annotation by the annotator's certainty (CUB's
-#: ``certainty_id``: 1 not visible, 2 guessing, 3 probably, 4 definitely). *Decision*: the
+#: ``certainty_id``: 1 not visible, 2 guessing, 3 probably, 4 definitely). *Decision* (``docs/sub_curation.md``): the
 #: confidence c in [0, 1] pulls the 0/1 label towards 0.5, ``0.5 + (y - 0.5) * c``, with
 #: c = 0 (not visible: no information), 0.5, 0.75 and 1 (definitely: the hard label).
 CERTAINTY_CONFIDENCE: dict[int, float] = {1: 0.0, 2: 0.5, 3: 0.75, 4: 1.0}

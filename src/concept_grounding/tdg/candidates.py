@@ -14,7 +14,7 @@ attributes enter the plan, before any TDG image is made.
   labels (``S+ != S-``; paper: 33 x 45 -> 1,485 pairings) -- :func:`candidate_pairings`,
   written as a pairings file that ``generate --pairings`` reads.
 
-*Decision* (accuracy). The paper says "accuracy" without defining it over which images.
+*Decision* (accuracy; ``docs/sub_curation.md``). The paper says "accuracy" without defining it over which images.
 Plain accuracy over all images rewards a scorer that never answers: an attribute on 5 %
 of the birds scores 95 % when it is never predicted, so a scorer answering at random keeps
 almost every rare attribute. The default ``metric="balanced"`` is the mean of the true

@@ -115,7 +115,7 @@ def select_pairing(probs: np.ndarray, target: int, keep_fraction: float = 0.1,
     return correct[order][:n_keep].astype(np.int64)
 
 
-#: Why an image was kept or discarded (SUB Fig. 5), in the order the rule tests them.
+#: Why an image was kept or discarded (SUB Fig. 5; ``docs/sub_curation.md``), in the order the rule tests them.
 REASONS: dict[str, str] = {
     "kept": "kept: S+ answered, ranked within the top keep_fraction",
     "other_changed": "discarded: S+ answered, but another checked attribute group left the reference's values",

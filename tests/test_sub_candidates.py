@@ -281,3 +281,21 @@ def test_a_transformers_image_classifier_whose_labels_name_cub_classes(tmp_path)
     with torch.no_grad():
         raw = model(**processor(images=images, return_tensors="pt")).logits.argmax(-1).numpy()
     assert predicted.tolist() == [{0: 1, 1: 0, 2: -1}[int(r)] for r in raw]
+
+
+def test_candidate_attributes_on_a_cub_tree(tmp_path, monkeypatch):
+    """``candidates attributes --cub-root``: the world's CUB_200_2011 export (both splits, its
+    per-image labels) gives the same selection as the world's renders in memory."""
+    from concept_grounding.loaders.cub_write import write_cub
+    from concept_grounding.world.dataset import world_dataset_dict
+
+    (tmp_path / "world_truth.py").write_text(textwrap.dedent(LOOKUP))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    world = candidate_world()
+    root = write_cub(world_dataset_dict(world, 1, 1, progress=False), tmp_path / "CUB_200_2011", progress=False)
+    out = tmp_path / "cand"
+    assert main(["candidates", "attributes", "--cub-root", str(root), "--scorer", "oracle", "--oracle",
+                 "world_truth:labels", "--out", str(out), "--no-progress"]) == 0
+    report = json.loads((out / "attributes.json").read_text())
+    _, labels = world_attribute_data(per_class=2)
+    assert report["images"] == 2 * world.num_classes and tuple(report["kept"]) == _truth_kept(labels)

@@ -145,23 +145,18 @@ def _flux_source(args: argparse.Namespace):
     return WorldFlux()
 
 
-def _world_judge_scorer():
-    """The shipped world judge's attribute head as a VQA scorer (its inputs resized to its side)."""
-    from concept_grounding.judge.model import judge_images, load_world_judge
-    from concept_grounding.tdg.filter import AttributeOracleScorer
-
-    judge = load_world_judge()
-    return AttributeOracleScorer(lambda ims: judge_images(
-        judge, [im.convert("RGB").resize((judge.image_size,) * 2) for im in ims])[1])
-
-
 def _attributes(args: argparse.Namespace) -> int:
-    from concept_grounding.curation.candidates import cub_attribute_data, run_attribute_candidates, world_attribute_data
+    from concept_grounding.curation.candidates import (
+        cub_attribute_data,
+        run_attribute_candidates,
+        world_attribute_data,
+        world_judge_scorer,
+    )
     from concept_grounding.vocabulary import load_vocabulary
 
     vocab = load_vocabulary()
     if args.scorer == "world-judge":
-        scorer = _world_judge_scorer()
+        scorer = world_judge_scorer()
     else:
         from concept_grounding.models.loading import concept_probability_oracle
         from concept_grounding.tdg.filter_job import DEFAULT_VLM, FilterConfig, build_scorer

@@ -39,9 +39,12 @@ from ..tdg.candidates import (
 )
 from ..tdg.plan import write_pairings
 
-__all__ = ["CLASS_PROMPT", "generated_class_images", "WORLD_JUDGE", "as_classifier", "load_classifier", "world_class_images", "read_class_images", "run_class_candidates",
-           "world_attribute_data", "cub_attribute_data", "candidate_world", "run_attribute_candidates", "run_candidate_plan",
-           "Classifier"]
+__all__ = [
+    "CLASS_PROMPT", "WORLD_JUDGE", "Classifier", "as_classifier", "load_classifier", "world_judge_scorer",
+    "candidate_world", "world_class_images", "generated_class_images", "read_class_images", "run_class_candidates",
+    "world_attribute_data", "cub_attribute_data", "run_attribute_candidates", "write_attribute_report",
+    "run_candidate_plan",
+]
 
 #: ``--classifier`` default: the shipped world judge's species head.
 WORLD_JUDGE = "world-judge"
@@ -105,6 +108,17 @@ def as_classifier(predict: Callable[[Sequence[Any]], Sequence[Any]], class_names
     """A callable ``images -> predictions`` (CUB class names, folder or plain, or indices into
     ``class_names``) as a :data:`Classifier`."""
     return lambda images: _indices(list(predict(images)), class_names)
+
+
+def world_judge_scorer(folder: str | None = None) -> Any:
+    """The world judge's attribute head (default: the shipped one) as a VQA scorer
+    (:class:`~concept_grounding.tdg.filter.AttributeOracleScorer`), its inputs resized to its side."""
+    from ..judge.model import judge_images, load_world_judge
+    from ..tdg.filter import AttributeOracleScorer
+
+    judge = load_world_judge(folder)
+    return AttributeOracleScorer(lambda ims: judge_images(
+        judge, [im.convert("RGB").resize((judge.image_size,) * 2) for im in ims])[1])
 
 
 def load_classifier(spec: str | None, class_names: Sequence[str], device: str = "cpu") -> Classifier:

@@ -235,7 +235,8 @@ def require_open_clip_weights(name: str, pretrained: str | None, argument: str |
     import open_clip
 
     tags = [t for m, t in open_clip.list_pretrained() if m == name]
-    known = f"{name}'s tags: {', '.join(tags)}" if tags else f"open_clip knows no weights for {name}"
+    more = f", ... {len(tags) - 6} more in open_clip.list_pretrained()" if len(tags) > 6 else ""
+    known = f"{name}'s tags: {', '.join(tags[:6])}{more}" if tags else f"open_clip knows no weights for {name}"
     raise ModelUnavailableError(
         f"open_clip architecture {name!r} names no weights, so a randomly initialised model would be scored",
         argument=argument or option("pretrained"),

@@ -50,5 +50,5 @@ def test_sub_command_lines_parse_and_state_their_preprocessing():
     assert len(commands) >= 4
     for argv in commands:
         args = build_parser().parse_args(argv[argv.index("sub"):])
-        if ".py:" in args.model:
+        if any(".py:" in model for model in args.model):
             assert (args.mean and args.std) or args.normalize is False, " ".join(argv)

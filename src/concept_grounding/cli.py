@@ -51,6 +51,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("concept_grounding.commands.bench", "SUB Tables 1-2 and the CGIM / existence / location analysis"),
     "demo": ("concept_grounding.commands.demo", "run the main job on the bird world and write a report"),
     "generate": ("concept_grounding.commands.generate", "generate SUB-style TDG images as a resumable image folder"),
+    "candidates": ("concept_grounding.commands.candidates",
+                   "SUB candidate selection: classes, attributes (VQA accuracy over thresholds), the pairings plan"),
     "filter": ("concept_grounding.commands.filter", "VQA-filter generated images (keep the top 10 %% per pairing) and report"),
     "sub": ("concept_grounding.commands.sub", "SUB s+ / s- of your own model (concept model, CLIP, saved folder) with report"),
     "analyse": ("concept_grounding.commands.analyse", "CGIM, concept existence and location (CoAM) of your post-hoc CBM on CUB"),

@@ -42,6 +42,7 @@ COMMAND_EXTRAS: dict[str, str | None] = {
     "demo": "all",
     "generate": "tdg",
     "filter": "tdg",
+    "candidates": "models",
     "sub": "models",
     "analyse": "models",
     "train-flux": "tdg",

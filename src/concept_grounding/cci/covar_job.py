@@ -49,6 +49,8 @@ class CovarConfig:
         backgrounds: procedural backgrounds per bird (ignored with ``inpaint_model``).
         size: world image side in pixels (a multiple of 8, >= 32).
         model: a resolved CLIP name or folder; ``None`` builds the tiny random open_clip CLIP.
+        pretrained: the weights tag of an open_clip ``model`` (refused without one; ``"random"`` asks for
+            random weights).
         clusters: K of the k-means.
         judge: Fine-Er judge, ``"attributes"`` (world class attribute vectors) or ``"text"``.
         judge_threshold: cosine in [-1, 1] above which two classes are similar (``None``: the
@@ -76,6 +78,7 @@ class CovarConfig:
     inpaint_prompts: Sequence[str] = INPAINT_PROMPTS
     inpaint_size: int = 512
     inpaint_steps: int = 30
+    pretrained: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("objects", "backgrounds", "clusters", "steps", "inpaint_steps"):
@@ -226,7 +229,7 @@ def run_covar(config: CovarConfig) -> CovarResult:
                      class_names=list(world.class_names), seed=config.seed, backgrounds=backgrounds)
 
     # 2. model, prompts, judge
-    clip = load_explainable_clip(config.model, image_size=config.size)
+    clip = load_explainable_clip(config.model, image_size=config.size, pretrained=config.pretrained)
     cci = ConceptClusterImportance(clip.model, num_clusters=config.clusters, seed=config.seed)
     class_embeds = clip.encode_text([class_caption(n) for n in world.class_names])
     if config.judge == "attributes":

@@ -35,6 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", type=WORLD_SIZE, default=64, help="world image side in pixels (a multiple of 8, >= 32)")
     parser.add_argument("--model", default=None, help="WorldCLIP folder, open_clip name or transformers id/path "
                         "(default: tiny config-built open_clip CLIP, random weights)")
+    parser.add_argument("--pretrained", default=None,
+                        help="open_clip weights tag for an architecture --model (e.g. openai), a weights file, or "
+                             "'random' for random weights on purpose (an architecture without it is refused)")
     parser.add_argument("--clusters", type=positive_int, default=7, help="K of the k-means over patch tokens")
     parser.add_argument("--judge", choices=("attributes", "text"), default="attributes", help="Fine-Er judge")
     parser.add_argument("--judge-threshold", type=COSINE, default=None,
@@ -56,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace) -> CovarConfig:
     """The job's configuration from the parsed (and model-resolved) arguments."""
-    return CovarConfig(objects=args.objects, backgrounds=args.backgrounds, size=args.size, model=args.model,
+    return CovarConfig(objects=args.objects, backgrounds=args.backgrounds, size=args.size, model=args.model, pretrained=args.pretrained,
                        clusters=args.clusters, judge=args.judge, judge_threshold=args.judge_threshold,
                        threshold=args.threshold, steps=args.steps, seed=args.seed, inpaint_model=args.inpaint_model,
                        inpaint_prompts=tuple(args.inpaint_prompts), inpaint_size=args.inpaint_size,
@@ -68,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
 
     # named models first (before torch): a model that cannot be loaded fails within seconds
     if args.model:
-        args.model = resolve_clip(args.model, "--model")
+        args.model = resolve_clip(args.model, "--model", args.pretrained)
     if args.inpaint_model:
         args.inpaint_model = resolve_model(args.inpaint_model, "--inpaint-model")
     config = config_from_args(args)

@@ -45,7 +45,8 @@ def _generate_chunk(pipe: Any, chunk: list[GenerationJob], config: GenerateConfi
     import torch
 
     pairing = chunk[0].pairing
-    prompts = tdg_prompts(pairing.reference_class, pairing.target_attribute)
+    prompts = tdg_prompts(pairing.reference_class, pairing.target_attribute,
+                          guide_bird=pairing.guide_bird or config.guide_bird)
     schedule = config.eta_schedule() or schedule_for_attribute(pairing.target_attribute)
     size = config.image_size(model)
     device = getattr(pipe, "_execution_device", "cpu")

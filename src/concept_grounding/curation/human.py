@@ -1,0 +1,61 @@
+"""The Human rows of SUB's Tables 1-2, computed from study-2 answers (Sec. 5.5-5.6, App. E; SPEC 2b).
+
+Every study-2 answer (an annotator picked the attribute of S+'s group present in an image)
+is scored as one prediction of a model by :func:`~concept_grounding.metrics.sub_accuracy`:
+the scores are one-hot over the vocabulary's attributes at the chosen attribute, so
+
+* binary mode: S+ is predicted present iff chosen == S+ (P = 1 > 0.5), each S- absent iff
+  chosen != S- (P = 0 <= 0.5);
+* group mode: the group's argmax is the chosen attribute.
+
+Only the answers on the curated (kept) images count when ``kept`` is given. The paper's
+published human numbers are never used here; a report may show them only as a separate
+line marked "as published".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..metrics import sub_accuracy
+from ..vocabulary import Vocabulary, load_vocabulary
+
+__all__ = ["human_rows"]
+
+
+def human_rows(answers: pd.DataFrame, candidates: pd.DataFrame, *, kept: Iterable[str] | None = None,
+               vocab: Vocabulary | None = None) -> dict[str, dict]:
+    """``{"binary": sub_accuracy(...), "group": sub_accuracy(...)}`` of the study-2 answers.
+
+    Args:
+        answers: :func:`~.curate.answers_frame` (only ``study == 2`` rows are used).
+        candidates: :func:`~.curate.candidates_frame` (``target_attribute``,
+            ``removed_attributes``, ``reference_class`` per candidate id).
+        kept: candidate ids to score (the curated set); default every candidate.
+        vocab: the vocabulary (default CUB's).
+
+    Returns:
+        per mode, ``sub_accuracy``'s dict (``s_plus``, ``s_minus`` in [0, 1], breakdowns),
+        plus ``answers`` (N scored) and ``annotators``.
+    """
+    vocab = vocab or load_vocabulary()
+    s2 = answers[answers.study == 2]
+    if kept is not None:
+        s2 = s2[s2["candidate"].isin(set(map(str, kept)))]
+    if s2.empty:
+        raise ValueError("no study-2 answers to score (on the kept images)")
+    rows = candidates.loc[s2["candidate"]]
+    index = {a: i for i, a in enumerate(vocab.attributes)}
+    scores = np.zeros((len(s2), len(vocab.attributes)), dtype=np.float32)
+    scores[np.arange(len(s2)), [index[a] for a in s2["answer"]]] = 1.0
+    removed = [list(r) if r is not None else [] for r in rows["removed_attributes"]]
+    out = {}
+    for mode in ("binary", "group"):
+        res = sub_accuracy(scores, list(rows["target_attribute"]), removed, concept_names=list(vocab.attributes),
+                           reference_classes=list(rows["reference_class"]), mode=mode, vocabulary=vocab)
+        res["answers"], res["annotators"] = int(len(s2)), int(s2["annotator"].nunique())
+        out[mode] = res
+    return out

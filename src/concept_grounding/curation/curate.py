@@ -140,7 +140,8 @@ def agreement(answers: pd.DataFrame) -> dict[str, float]:
     """Krippendorff's alpha per question: ``"study1/q1"``, ``"study1/q2"`` (ordinal) and
     ``"study2/present"`` (nominal), from ``krippendorff.alpha`` on the annotators x images
     reliability table (NaN where an annotator did not see an image). A question with fewer
-    than two answered images or a single value throughout is left out."""
+    than two answered images, no image seen by two annotators, or a single value throughout
+    is left out."""
     import krippendorff
 
     out: dict[str, float] = {}
@@ -151,7 +152,7 @@ def agreement(answers: pd.DataFrame) -> dict[str, float]:
             codes, level = pd.Series(pd.factorize(part["answer"])[0], index=part.index).astype(float), "nominal"
         table = pd.DataFrame({"a": part["annotator"], "i": part["image"], "v": codes}).pivot(
             index="a", columns="i", values="v")
-        if table.shape[1] < 2 or codes.nunique() < 2:
+        if table.shape[1] < 2 or codes.nunique() < 2 or int(table.notna().sum(0).max()) < 2:
             continue
         out[f"study{study}/{question}"] = float(krippendorff.alpha(reliability_data=table.to_numpy(),
                                                                    level_of_measurement=level))

@@ -29,9 +29,9 @@ def agreement_figure(attributes: Sequence[str], human_scores: Sequence[float], c
     ax.bar(x - 0.2, np.asarray(cub_agreement, float), 0.4, label="CUB: image-level = class-level")
     ax.bar(x + 0.2, np.asarray(human_scores, float), 0.4, label="SUB: human score")
     ax.set_xticks(x, [attribute_phrase(a) for a in attributes], rotation=60, ha="right", fontsize=7)
-    ax.set_ylim(0, 1.05)
+    ax.set_ylim(0, 1.25)
     ax.set_ylabel("share / score")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper center", ncol=2)
     ax.set_title("Label agreement (CUB) vs human score (SUB), per attribute", fontsize=9)
     return _save(fig, path)
 

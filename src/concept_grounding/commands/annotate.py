@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     if args.export:
         print(f"answers: {store.to_parquet(args.export)}")
     if args.simulate is None and not args.export:
-        from concept_grounding.curation.annotate_app import build_app
+        from concept_grounding.curation.annotate_app import build_app, launch_app
         from concept_grounding.extras import require_extra
 
         require_extra("space", "concept-grounding annotate's app (without --simulate or --export)")
@@ -90,5 +90,5 @@ def run(args: argparse.Namespace) -> int:
             p = paths[str(item.meta["candidate"])]
             return p if str(p).startswith("/") else str(root / p)
 
-        build_app(store, image_path).launch(server_port=args.port, allowed_paths=[str(root)])
+        launch_app(build_app(store, image_path), server_port=args.port, allowed_paths=[str(root)])
     return 0

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .annotations import LIKERT, AnnotationError, AnnotationStore, ImageItem, question_text
 
-__all__ = ["View", "AnnotationHandlers", "build_app", "SHORTCUTS_JS", "on_spaces"]
+__all__ = ["View", "AnnotationHandlers", "build_app", "launch_app", "SHORTCUTS_JS", "on_spaces"]
 
 #: which study each tab shows, with the paper's instruction (App. E).
 INSTRUCTIONS = {
@@ -119,7 +119,8 @@ def build_app(store: AnnotationStore, image_path: Callable[[ImageItem], str | Pa
     from ..vocabulary import attribute_phrase
 
     spaces = on_spaces()
-    with gr.Blocks(title=title, head=SHORTCUTS_JS) as app:
+    head = {} if _gradio_major() >= 6 else {"head": SHORTCUTS_JS}  # Gradio 6 takes head= in launch()
+    with gr.Blocks(title=title, **head) as app:
         gr.Markdown(f"# {title}")
         who = gr.State("")
         if spaces:
@@ -174,3 +175,16 @@ def build_app(store: AnnotationStore, image_path: Callable[[ImageItem], str | Pa
                 start.click(on_start, inputs=[name], outputs=[who, *outputs])
                 button.click(on_submit, inputs=[who, image_id, *radios], outputs=outputs)
     return app
+
+
+def _gradio_major() -> int:
+    import gradio as gr
+
+    return int(gr.__version__.split(".")[0])
+
+
+def launch_app(app, **kwargs) -> None:
+    """``app.launch(**kwargs)`` with the keyboard shortcuts in the page head (where this Gradio takes them)."""
+    if _gradio_major() >= 6:
+        kwargs.setdefault("head", SHORTCUTS_JS)
+    app.launch(**kwargs)

@@ -13,10 +13,33 @@ from pathlib import Path
 
 import numpy as np
 
-from ..plotting import _new_figure, _save
 from ..vocabulary import attribute_phrase
 
 __all__ = ["agreement_figure", "faithfulness_figure"]
+
+
+def _new_figure(width: float, height: float):
+    """A matplotlib Figure on an Agg canvas (no pyplot, no global backend change)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig, path: str | Path | None) -> Path | bytes:
+    """Write the PNG to ``path`` (returned), or return its bytes when ``path`` is None."""
+    import io
+
+    fig.tight_layout()
+    if path is None:
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png")
+        return buf.getvalue()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png")
+    return Path(path)
 
 
 def agreement_figure(attributes: Sequence[str], human_scores: Sequence[float], cub_agreement: Sequence[float],

@@ -82,7 +82,7 @@ CREATE TABLE IF NOT EXISTS counts (
     n INTEGER NOT NULL,
     position INTEGER NOT NULL
 );
-CREATE INDEX IF NOT EXISTS counts_next ON counts (study, n, position);
+CREATE INDEX IF NOT EXISTS counts_next ON counts (study, n DESC, position);
 CREATE INDEX IF NOT EXISTS answers_by_annotator ON answers (annotator, study);
 """
 

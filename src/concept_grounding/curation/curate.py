@@ -33,7 +33,7 @@ import pandas as pd
 
 from .annotations import LIKERT
 
-__all__ = ["LIKERT_SCORE", "MIN_YES", "MIN_PAIRING_SCORE", "MAX_DEVIATION", "CurationRules", "answers_frame",
+__all__ = ["MAX_DENSE", "LIKERT_SCORE", "MIN_YES", "MIN_PAIRING_SCORE", "MAX_DEVIATION", "CurationRules", "answers_frame",
            "candidates_frame", "attribute_scores", "pairing_scores", "agreement", "annotator_accuracy",
            "wilson_interval", "bird_faithfulness", "class_agreement"]
 
@@ -115,8 +115,10 @@ def pairing_scores(answers: pd.DataFrame, candidates: pd.DataFrame, rules: Curat
     pairs["q1_score"] = q1.groupby(["reference_class", "target_attribute"])["score"].mean()
     pairs["q2_yes_share"] = q2.groupby(["reference_class", "target_attribute"])["yes"].mean()
     s2 = _with_pairing(answers[answers.study == 2], candidates)
-    pairs["study2_majority"] = s2.groupby(["reference_class", "target_attribute"])["answer"].agg(
-        lambda a: a.value_counts().sort_index().idxmax() if len(a) else None)
+    counts = s2.groupby(["reference_class", "target_attribute", "answer"]).size().rename("n").reset_index()
+    counts = counts.sort_values(["n", "answer"], ascending=[False, True])  # ties: the first name alphabetically
+    pairs["study2_majority"] = counts.drop_duplicates(["reference_class", "target_attribute"]).set_index(
+        ["reference_class", "target_attribute"])["answer"]
     reasons = []
     for (cls, target), row in pairs.iterrows():
         why = []
@@ -136,26 +138,54 @@ def pairing_scores(answers: pd.DataFrame, candidates: pd.DataFrame, rules: Curat
 _ORDINAL = {a: i for i, a in enumerate(reversed(LIKERT))}  # no 0 < somewhat 1 < yes 2
 
 
-def agreement(answers: pd.DataFrame) -> dict[str, float]:
-    """Krippendorff's alpha per question: ``"study1/q1"``, ``"study1/q2"`` (ordinal) and
-    ``"study2/present"`` (nominal), from ``krippendorff.alpha`` on the annotators x images
-    reliability table (NaN where an annotator did not see an image). A question with fewer
-    than two answered images, no image seen by two annotators, or a single value throughout
-    is left out."""
+#: the largest units x values^2 the library's dense coincidence tensor is given at once (~1.6 GB of float64).
+MAX_DENSE = 2 * 10**8
+
+
+def _alpha(part: pd.DataFrame, codes: pd.Series, level: str) -> float | None:
+    """``krippendorff.alpha`` of one question's answers (annotators x images), or ``None``
+    when no image has two annotators or only one value occurs."""
     import krippendorff
 
+    table = pd.DataFrame({"a": part["annotator"], "i": part["image"], "v": codes}).pivot(
+        index="a", columns="i", values="v")
+    if table.shape[1] < 2 or codes.nunique() < 2 or int(table.notna().sum(0).max()) < 2:
+        return None
+    return float(krippendorff.alpha(reliability_data=table.to_numpy(), level_of_measurement=level))
+
+
+def agreement(answers: pd.DataFrame, max_dense: int = MAX_DENSE) -> dict[str, float]:
+    """Krippendorff's alpha per question, from ``krippendorff.alpha`` on the annotators x images
+    reliability table (NaN where an annotator did not see an image):
+
+    * ``"study1/q1"``, ``"study1/q2"``: ordinal (no < somewhat < yes);
+    * ``"study2/present"``: nominal over every answer, and ``"study2/present/<group>"`` per S+
+      group (the images whose choices are that group's attributes). The library builds an
+      images x values x values tensor, so the pooled value is left out (the per-group ones
+      stay) when that exceeds ``max_dense`` elements (SUB scale: ~10k images x 181 values).
+
+    A question with fewer than two answered images, no image seen by two annotators, or a
+    single value throughout is left out.
+    """
     out: dict[str, float] = {}
     for (study, question), part in answers.groupby(["study", "question"]):
         if study == 1:
-            codes, level = part["answer"].map(_ORDINAL).astype(float), "ordinal"
-        else:
-            codes, level = pd.Series(pd.factorize(part["answer"])[0], index=part.index).astype(float), "nominal"
-        table = pd.DataFrame({"a": part["annotator"], "i": part["image"], "v": codes}).pivot(
-            index="a", columns="i", values="v")
-        if table.shape[1] < 2 or codes.nunique() < 2 or int(table.notna().sum(0).max()) < 2:
+            alpha = _alpha(part, part["answer"].map(_ORDINAL).astype(float), "ordinal")
+            if alpha is not None:
+                out[f"study{study}/{question}"] = alpha
             continue
-        out[f"study{study}/{question}"] = float(krippendorff.alpha(reliability_data=table.to_numpy(),
-                                                                   level_of_measurement=level))
+        codes = pd.Series(pd.factorize(part["answer"])[0], index=part.index).astype(float)
+        if part["image"].nunique() * codes.nunique() ** 2 <= max_dense:
+            alpha = _alpha(part, codes, "nominal")
+            if alpha is not None:
+                out[f"study{study}/{question}"] = alpha
+        groups = part["answer"].str.split("::").str[0].str.removeprefix("has_")
+        by_image = groups.groupby(part["image"]).agg(lambda g: g.iloc[0])  # an image's answers share its group
+        for group, images in by_image.groupby(by_image):
+            sub = part[part["image"].isin(images.index)]
+            alpha = _alpha(sub, codes[sub.index], "nominal")
+            if alpha is not None:
+                out[f"study{study}/{question}/{group}"] = alpha
     return out
 
 

@@ -148,36 +148,55 @@ def _world_labels(seed: int, candidates: pd.DataFrame, attributes: list[str]) ->
     return class_sets, class_agreement(labels, classes, world.class_attributes, cols)
 
 
-def _image_bytes(row: pd.Series, root: Path) -> bytes:
-    path = Path(str(row["file_name"]))
+def _image_bytes(ident: str, file_name: str, root: Path, cache: dict[Path, bytes]) -> bytes:
+    path = Path(file_name)
     path = path if path.is_absolute() else root / path
-    try:
-        return path.read_bytes()
-    except OSError as err:
-        raise UsageError(f"candidate {row['id']}: cannot read its image ({err.strerror})", file=path) from None
+    if path not in cache:
+        try:
+            cache[path] = path.read_bytes()
+        except OSError as err:
+            raise UsageError(f"candidate {ident}: cannot read its image ({err.strerror})", file=path) from None
+    return cache[path]
+
+
+def _list_column(kept: pd.DataFrame, name: str) -> list[list[str]]:
+    if name not in kept:
+        return [[] for _ in range(len(kept))]
+    return [list(v) if isinstance(v, (list, tuple, np.ndarray)) else [] for v in kept[name]]
+
+
+def _int_column(kept: pd.DataFrame, name: str) -> list[int]:
+    return [-1] * len(kept) if name not in kept else [int(v) for v in kept[name].fillna(-1)]
 
 
 def _write_dataset(kept: pd.DataFrame, root: Path, out: Path, write_images: bool) -> Path:
-    import datasets
+    """The kept rows as one Parquet file of :func:`~concept_grounding.schema.sub_features`,
+    images embedded, with the ``datasets`` feature metadata (what ``push_to_hub`` writes)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
     from ..schema import sub_features
 
-    images = [{"bytes": _image_bytes(r, root) if write_images else None, "path": Path(str(r["file_name"])).name}
-              for _, r in kept.iterrows()]
-    columns = {
-        "image": images,
-        "reference_class": list(kept["reference_class"]),
-        "target_attribute": list(kept["target_attribute"]),
-        "removed_attributes": [list(r) if isinstance(r, (list, tuple, np.ndarray)) else [] for r in
-                               kept.get("removed_attributes", pd.Series([[]] * len(kept)))],
-        "group": [str(g).removeprefix("has_") for g in kept["group"]] if "group" in kept else
-        [a.split("::")[0].removeprefix("has_") for a in kept["target_attribute"]],
-        "source_id": [int(v) for v in kept.get("source_id", pd.Series([-1] * len(kept))).fillna(-1)],
-        "seed": [int(v) for v in kept.get("seed", pd.Series([-1] * len(kept))).fillna(-1)],
-    }
+    cache: dict[Path, bytes] = {}
+    files = [str(f) for f in kept["file_name"]]
+    images = [{"bytes": _image_bytes(i, f, root, cache) if write_images else None, "path": Path(f).name}
+              for i, f in zip(kept.index, files)]
+    groups = (kept["group"].astype(str).str.removeprefix("has_") if "group" in kept else
+              kept["target_attribute"].str.split("::").str[0].str.removeprefix("has_"))
+    table = pa.table({
+        "image": pa.array(images, type=pa.struct([("bytes", pa.binary()), ("path", pa.string())])),
+        "reference_class": pa.array(list(kept["reference_class"]), pa.string()),
+        "target_attribute": pa.array(list(kept["target_attribute"]), pa.string()),
+        "removed_attributes": pa.array(_list_column(kept, "removed_attributes"), pa.list_(pa.string())),
+        "group": pa.array(list(groups), pa.string()),
+        "source_id": pa.array(_int_column(kept, "source_id"), pa.int64()),
+        "seed": pa.array(_int_column(kept, "seed"), pa.int64()),
+    })
+    features = json.dumps({"info": {"features": sub_features().to_dict()}})
+    table = table.replace_schema_metadata({"huggingface": features})
     path = out / DATASET_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    datasets.Dataset.from_dict(columns, features=sub_features()).to_parquet(str(path))
+    pq.write_table(table, path)
     return path
 
 
@@ -230,9 +249,9 @@ def run_curate(config: CurateConfig) -> CurateResult:
     except ValueError as err:
         raise UsageError(str(err), file=config.annotations) from None
     kept_attrs = set(attrs.index[attrs.kept])
-    good = pairs.index[(pairs.reason == "")]
-    keep_mask = [(c, t) in set(good) and t in kept_attrs for c, t in zip(cands.reference_class, cands.target_attribute)]
-    kept = cands[keep_mask]
+    good = pd.MultiIndex.from_tuples(pairs.index[pairs.reason == ""], names=["reference_class", "target_attribute"])
+    keys = pd.MultiIndex.from_arrays([cands.reference_class, cands.target_attribute])
+    kept = cands[keys.isin(good) & cands.target_attribute.isin(kept_attrs).to_numpy()]
     accuracy = annotator_accuracy(answers, gold_answers(config.truth)) if config.truth is not None else None
     human = None
     if ((answers.study == 2) & answers.candidate.isin(set(kept.index))).any():

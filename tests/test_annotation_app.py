@@ -110,3 +110,52 @@ def test_curate_command_bad_store_one_line(tmp_path, capsys):
                  "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not an annotation database" in err[0]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _serve(store, image):
+    from concept_grounding.curation.annotate_app import build_app, launch_app
+
+    app = build_app(store, lambda item: str(image))
+    port = _free_port()
+    launch_app(app, prevent_thread_lock=True, server_port=port, allowed_paths=[str(image.parent)], quiet=True)
+    return app, f"http://127.0.0.1:{port}/"
+
+
+def test_served_app_two_sessions_then_restart_resumes(store, tmp_path):
+    """The real server over HTTP (gradio_client; no browser here): two annotators in two
+    sessions at once, each finishing part of a batch; the server stops and a new one resumes."""
+    pytest.importorskip("gradio")
+    client_mod = pytest.importorskip("gradio_client")
+    from PIL import Image
+
+    image = tmp_path / "bird.png"
+    Image.new("RGB", (16, 16)).save(image)
+    app, url = _serve(store, image)
+    try:
+        ann, bob = client_mod.Client(url, verbose=False), client_mod.Client(url, verbose=False)
+        assert ann.predict("ann", api_name="/on_start")[1] == "ann: 0 / 4 images"
+        assert bob.predict("bob", api_name="/on_start")[1] == "bob: 0 / 4 images"
+        for _ in range(2):
+            ann.predict("yes", "no", api_name="/on_submit")
+            bob.predict("somewhat", "no", api_name="/on_submit")
+    finally:
+        app.close()
+    first = store.rows()
+    assert len(first) == 2 * 2 * 2 and len(set(first)) == len(first)
+    app, url = _serve(AnnotationStore(tmp_path / "a.db", k=2), image)
+    try:
+        ann = client_mod.Client(url, verbose=False)
+        assert ann.predict("ann", api_name="/on_start")[1] == "ann: 2 / 4 images"
+        last = [ann.predict("no", "yes", api_name="/on_submit") for _ in range(2)][-1]
+        assert last[1] == "ann: 4 / 4 images" and last[2].startswith("All done")
+    finally:
+        app.close()
+    assert store.progress("ann", 1) == (4, 4) and len(store.rows()) == len(first) + 2 * 2

@@ -128,6 +128,10 @@ def test_alpha_matches_the_library_on_a_hand_made_table():
                                                                   level_of_measurement="ordinal"), abs=1e-12)
     assert alpha["study1/q1"] != pytest.approx(krippendorff.alpha(reliability_data=numeric,
                                                                   level_of_measurement="nominal"), abs=1e-3)
+    # one S+ group here: its per-group alpha is the pooled one; too big a dense tensor keeps only per-group values
+    assert alpha["study2/present/crown_color"] == alpha["study2/present"]
+    small = agreement(answers_frame(rows), max_dense=0)
+    assert "study2/present" not in small and small["study2/present/crown_color"] == pytest.approx(0.743, abs=5e-4)
 
 
 def test_human_rows_of_a_perfect_annotator_are_100(world_task, tmp_path):

@@ -5,7 +5,8 @@ pairing for study 2; already-stored images are kept, so rerunning resumes) into 
 launches the app (:mod:`concept_grounding.curation.annotate_app`). ``--simulate`` instead
 lets simulated annotators of the given accuracies answer through the same store calls, from
 the candidates' ``truth.jsonl`` (``--world-task`` first writes bird-world candidates with
-known failures there); ``--export`` writes the answers as Parquet.
+known failures there); ``--export`` writes the answers as Parquet; ``--hub-repo`` pushes
+them to a Hub dataset repo while the app runs (:mod:`concept_grounding.curation.hub_sync`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="no app: simulated annotators of these accuracies answer everything (needs truth.jsonl)")
     parser.add_argument("--export", type=str, default=None, help="write the answers to this Parquet file")
     parser.add_argument("--port", type=int, default=7861, help="the app's port")
+    parser.add_argument("--hub-repo", default=None,
+                        help="also push the answers (Parquet) to this Hub dataset repo while the app runs (default: no sync)")
+    parser.add_argument("--hub-every", type=float_range(0.1), default=5.0, help="minutes between pushes (--hub-repo)")
 
 
 def _world_task(folder) -> None:
@@ -90,5 +94,11 @@ def run(args: argparse.Namespace) -> int:
             p = paths[str(item.meta["candidate"])]
             return p if str(p).startswith("/") else str(root / p)
 
+        if args.hub_repo:
+            from pathlib import Path
+
+            from concept_grounding.curation.hub_sync import AnnotationSync
+
+            AnnotationSync(store, repo_id=args.hub_repo, folder=Path(args.db).parent / "hub-sync", every=args.hub_every)
         launch_app(build_app(store, image_path), server_port=args.port, allowed_paths=[str(root)])
     return 0

@@ -352,6 +352,10 @@ class AnnotationStore:
         return int(row[0] or 0), int(row[1])
 
     # ------------------------------------------------------------------ export
+    def answer_count(self) -> int:
+        """How many answers (rows) are stored; they are only ever appended."""
+        return int(self._read("SELECT COUNT(*) FROM answers")[0][0])
+
     def rows(self) -> list[tuple[str, str, int, str, str]]:
         """Every answer as ``(annotator, image, study, question, answer)``, in submit order."""
         return [tuple(r) for r in self._read(
@@ -369,10 +373,12 @@ class AnnotationStore:
         return datasets.Dataset.from_dict(columns, features=features)
 
     def to_parquet(self, path: str | Path) -> Path:
-        """Write :meth:`export` to ``path`` (Parquet) and return it."""
+        """Write :meth:`export` to ``path`` (Parquet, replaced atomically) and return it."""
+        from ..fileio import atomic_path
+
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.export().to_parquet(str(path))
+        with atomic_path(path) as tmp:
+            self.export().to_parquet(str(tmp))
         return path
 
 

@@ -179,3 +179,20 @@ def test_class_agreement_known_answer():
     classes = np.array([0, 0, 1, 1])
     class_labels = np.array([[1, 0], [1, 1]])
     assert class_agreement(labels, classes, class_labels, [0, 1]).tolist() == [0.75, 1.0]
+
+
+def test_sub_evaluates_the_curated_dataset(world_task, tmp_path, capsys):
+    """The chain's last link: ``concept-grounding sub`` scores a model on the curated dataset."""
+    pytest.importorskip("torch")
+    from concept_grounding.cli import main
+
+    folder, rows, truth = world_task
+    _annotate(tmp_path, rows, truth, [SimulatedAnnotator("perfect", 1.0)], k=1)
+    res = run_curate(CurateConfig(folder, tmp_path / "a.db", tmp_path / "out"))
+    (tmp_path / "tiny_cbm.py").write_text(
+        "import torch\n\ndef build():\n    torch.manual_seed(0)\n"
+        "    return torch.nn.Sequential(torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(3, 312))\n")
+    assert main(["sub", "--model", f"{tmp_path / 'tiny_cbm.py'}:build", "--concept-names", "cub_312", "--no-normalize",
+                 "--sub", str(tmp_path / "out" / "dataset"), "--out", str(tmp_path / "rep"), "--image-size", "64",
+                 "--no-progress"]) == 0
+    assert f"{len(res.kept)} images" in capsys.readouterr().out

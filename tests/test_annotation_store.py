@@ -208,3 +208,11 @@ def test_readonly_database_error_one_line(tmp_path):
     assert "\n" not in str(err.value)
     store._connect().execute("PRAGMA query_only=OFF")
     assert store.rows() == []
+
+
+def test_k_is_kept_in_the_file(tmp_path):
+    _store(tmp_path, k=2).close()
+    assert AnnotationStore(tmp_path / "a.db").k == 2
+    assert AnnotationStore(tmp_path / "a.db", read_only=True).k == 2
+    with pytest.raises(AnnotationError, match="made for k = 2"):
+        AnnotationStore(tmp_path / "a.db", k=3)

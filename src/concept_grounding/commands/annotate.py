@@ -26,7 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--candidates", required=True, type=output_dir,
                         help="folder with metadata.jsonl (generate or filter output; --world-task writes one)")
     parser.add_argument("--db", required=True, help="the annotation store (SQLite file; created when missing)")
-    parser.add_argument("--k", type=int_at_least(1), default=3, help="annotators per image")
+    parser.add_argument("--k", type=int_at_least(1), default=None,
+                        help="annotators per image (default: 3 for a new --db, else the one it was made with)")
     parser.add_argument("--per-attribute", type=int_at_least(1), default=40, help="study-1 images per attribute")
     parser.add_argument("--per-pairing", type=int_at_least(0), default=3, help="study-2 images per pairing")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed")
@@ -56,6 +57,7 @@ def _world_task(folder) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import json
+    from pathlib import Path
 
     from concept_grounding.curation.annotations import AnnotationStore
     from concept_grounding.curation.curate_job import read_candidates
@@ -92,11 +94,9 @@ def run(args: argparse.Namespace) -> int:
 
         def image_path(item):
             p = paths[str(item.meta["candidate"])]
-            return p if str(p).startswith("/") else str(root / p)
+            return p if Path(p).is_absolute() else str(root / p)
 
         if args.hub_repo:
-            from pathlib import Path
-
             from concept_grounding.curation.hub_sync import AnnotationSync
 
             AnnotationSync(store, repo_id=args.hub_repo, folder=Path(args.db).parent / "hub-sync", every=args.hub_every)

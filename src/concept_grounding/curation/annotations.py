@@ -45,7 +45,7 @@ from ..errors import UsageError
 if TYPE_CHECKING:
     import datasets
 
-__all__ = ["SCHEMA_VERSION", "STUDIES", "LIKERT", "EXPORT_COLUMNS", "AnnotationError", "ImageItem", "AnnotationStore",
+__all__ = ["SCHEMA_VERSION", "DEFAULT_K", "STUDIES", "LIKERT", "EXPORT_COLUMNS", "AnnotationError", "ImageItem", "AnnotationStore",
            "study1_item", "study2_item", "question_text"]
 
 #: bump when the tables change; a file of another version is refused, naming both.
@@ -54,6 +54,8 @@ SCHEMA_VERSION = 1
 STUDIES: dict[int, tuple[str, ...]] = {1: ("q1", "q2"), 2: ("present",)}
 #: study 1's answers, in the order the app shows them (keys 1, 2, 3).
 LIKERT: tuple[str, ...] = ("yes", "somewhat", "no")
+#: annotators per image (SPEC 2b).
+DEFAULT_K = 3
 #: the columns of :meth:`AnnotationStore.export`.
 EXPORT_COLUMNS: tuple[str, ...] = ("annotator", "image", "study", "question", "answer")
 
@@ -81,6 +83,10 @@ CREATE TABLE IF NOT EXISTS counts (
     study INTEGER NOT NULL,
     n INTEGER NOT NULL,
     position INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS settings (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS counts_next ON counts (study, n DESC, position);
 CREATE INDEX IF NOT EXISTS answers_by_annotator ON answers (annotator, study);
@@ -148,18 +154,19 @@ class AnnotationStore:
 
     Args:
         path: the database file (created with its folder when missing).
-        k: annotators per image (SPEC 2b default 3).
+        k: annotators per image (SPEC 2b default 3); kept in the file when it is created, and
+            ``None`` (or the same value) when reopening it: another value is refused.
         timeout: seconds a writer waits for another's lock before :class:`AnnotationError`.
         read_only: open without writing (``export`` of a store on a read-only disk).
 
     Each thread gets its own connection (SQLite connections are not shared across threads).
     """
 
-    def __init__(self, path: str | Path, *, k: int = 3, timeout: float = 10.0, read_only: bool = False):
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+    def __init__(self, path: str | Path, *, k: int | None = None, timeout: float = 10.0, read_only: bool = False):
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
             raise AnnotationError(f"k must be a positive int (annotators per image), got {k!r}")
         self.path = Path(path)
-        self.k = k
+        self.k = k if k is not None else DEFAULT_K
         self.timeout = float(timeout)
         self.read_only = read_only
         self._local = threading.local()
@@ -171,6 +178,7 @@ class AnnotationStore:
         elif not self.path.is_file():
             raise AnnotationError(f"{self.path}: no such annotation database")
         self._init_schema()
+        self._settle_k(k)
 
     # ------------------------------------------------------------------ connections
     def _fail(self, err: sqlite3.Error) -> AnnotationError:
@@ -228,6 +236,18 @@ class AnnotationStore:
             if con.in_transaction:
                 con.execute("ROLLBACK")
             raise self._fail(err) from None
+
+    def _settle_k(self, k: int | None) -> None:
+        """Store ``k`` in a new file; check it against an existing file's (``None``: take the file's)."""
+        stored = self._read("SELECT value FROM settings WHERE key = 'k'")
+        if stored:
+            if k is not None and int(stored[0][0]) != k:
+                raise AnnotationError(f"{self.path}: made for k = {stored[0][0]} annotators per image, opened with "
+                                      f"k = {k}; pass k = {stored[0][0]} (or nothing) or start another file")
+            self.k = int(stored[0][0])
+        elif not self.read_only:
+            self._write(lambda con: con.execute("INSERT OR IGNORE INTO settings VALUES ('k', ?)", (str(self.k),)))
+            self.k = int(self._read("SELECT value FROM settings WHERE key = 'k'")[0][0])
 
     def _write(self, statements) -> None:
         """Run ``statements(con)`` in one ``BEGIN IMMEDIATE`` transaction (all or nothing)."""

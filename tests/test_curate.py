@@ -196,3 +196,37 @@ def test_sub_evaluates_the_curated_dataset(world_task, tmp_path, capsys):
                  "--sub", str(tmp_path / "out" / "dataset"), "--out", str(tmp_path / "rep"), "--image-size", "64",
                  "--no-progress"]) == 0
     assert f"{len(res.kept)} images" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("row, words", [
+    (("a", "1:c0", 1, "q1", "maybe"), "'maybe' to q1"),
+    (("a", "1:c0", 1, "q9", "yes"), "no question 'q9'"),
+    (("a", "1:c0", 1, "q1", "yes"), "answered q1 of '1:c0' twice"),
+])
+def test_bad_exported_answers_are_refused_naming_the_row(row, words):
+    rows = [("a", "1:c0", 1, "q1", "yes"), ("a", "1:c0", 1, "q2", "no"), row]
+    with pytest.raises(ValueError, match="answers row 2") as err:
+        answers_frame(rows)
+    assert words in str(err.value)
+
+
+def test_study2_answer_outside_the_group_is_refused():
+    cands = candidates_frame([{"id": "c0", "file_name": "x.png", "reference_class": "017.Cardinal",
+                               "target_attribute": "has_crown_color::pink", "removed_attributes": []}])
+    answers = answers_frame([("a", "2:c0", 2, "present", "has_wing_color::red")])
+    with pytest.raises(ValueError, match="not an attribute of 'has_crown_color::pink'"):
+        human_rows(answers, cands)
+
+
+def test_attributes_without_answers_are_dropped_and_named(world_task, tmp_path):
+    folder, rows, truth = world_task
+    store = _annotate(tmp_path, rows, truth, [SimulatedAnnotator("perfect", 1.0)], k=1)
+    answers = answers_frame(store.rows())
+    only = answers[answers.candidate.map(lambda c: truth[c].target_attribute == FAILED)]
+    only[["annotator", "image", "study", "question", "answer"]].to_parquet(tmp_path / "only.parquet", index=False)
+    res = run_curate(CurateConfig(folder, tmp_path / "only.parquet", tmp_path / "out"))
+    assert res.kept == [] and res.dataset is None and res.human is None
+    summary = json.loads((tmp_path / "out" / "curation.json").read_text())
+    assert FAILED not in summary["unanswered_attributes"]
+    assert set(summary["unanswered_attributes"]) == {r["target_attribute"] for r in rows} - {FAILED}
+    assert "Attributes without study-1 answers" in (tmp_path / "out" / "curation.md").read_text()

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .annotations import LIKERT
+from .annotations import LIKERT, STUDIES
 
 __all__ = ["MAX_DENSE", "LIKERT_SCORE", "MIN_YES", "MIN_PAIRING_SCORE", "MAX_DEVIATION", "CurationRules", "answers_frame",
            "candidates_frame", "attribute_scores", "pairing_scores", "agreement", "annotator_accuracy",
@@ -67,8 +67,29 @@ def answers_frame(rows) -> pd.DataFrame:
     if missing:
         raise ValueError(f"answers lack the column(s) {sorted(missing)}; have {list(df.columns)}")
     df["study"] = df["study"].astype(int)
+    _check_answers(df)
     df["candidate"] = df["image"].astype(str).str.split(":", n=1).str[-1]
     return df
+
+
+def _check_answers(df: pd.DataFrame) -> None:
+    """Refuse, naming the first offending row: an unknown study or question, a study-1
+    answer outside yes / somewhat / no, the same (annotator, image, question) twice."""
+    known = {(study, q) for study, qs in STUDIES.items() for q in qs}
+    bad = ~pd.Series([(s, q) in known for s, q in zip(df["study"], df["question"])], index=df.index)
+    if bad.any():
+        r = df[bad].iloc[0]
+        raise ValueError(f"answers row {df.index.get_loc(bad.idxmax())}: study {r.study} has no question {r.question!r}")
+    bad = (df["study"] == 1) & ~df["answer"].isin(LIKERT)
+    if bad.any():
+        r = df[bad].iloc[0]
+        raise ValueError(f"answers row {df.index.get_loc(bad.idxmax())}: {r.answer!r} to {r.question} of {r.image!r} "
+                         f"is not one of {list(LIKERT)}")
+    dup = df.duplicated(["annotator", "image", "question"])
+    if dup.any():
+        r = df[dup].iloc[0]
+        raise ValueError(f"answers row {df.index.get_loc(dup.idxmax())}: {r.annotator!r} answered {r.question} of "
+                         f"{r.image!r} twice")
 
 
 def candidates_frame(rows: Sequence[Mapping[str, object]]) -> pd.DataFrame:

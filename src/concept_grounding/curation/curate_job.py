@@ -115,9 +115,14 @@ def read_answers(path: Path) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise UsageError("no such annotation store or export", file=path, argument="--annotations")
-    if path.suffix.lower() == ".parquet":
-        return answers_frame(pd.read_parquet(path))
-    return answers_frame(AnnotationStore(path, read_only=True).rows())
+    try:
+        if path.suffix.lower() == ".parquet":
+            return answers_frame(pd.read_parquet(path))
+        return answers_frame(AnnotationStore(path, read_only=True).rows())
+    except (ValueError, OSError) as err:
+        if isinstance(err, UsageError):
+            raise
+        raise UsageError(str(err).splitlines()[0] if str(err) else type(err).__name__, file=path) from None
 
 
 def gold_answers(truth: Path) -> pd.DataFrame:
@@ -179,12 +184,13 @@ def _write_dataset(kept: pd.DataFrame, root: Path, out: Path, write_images: bool
 
     cache: dict[Path, bytes] = {}
     files = [str(f) for f in kept["file_name"]]
-    images = [{"bytes": _image_bytes(i, f, root, cache) if write_images else None, "path": Path(f).name}
-              for i, f in zip(kept.index, files)]
+    data = [_image_bytes(i, f, root, cache) if write_images else None for i, f in zip(kept.index, files)]
+    images = pa.StructArray.from_arrays([pa.array(data, pa.binary()), pa.array([Path(f).name for f in files])],
+                                        names=["bytes", "path"])
     groups = (kept["group"].astype(str).str.removeprefix("has_") if "group" in kept else
               kept["target_attribute"].str.split("::").str[0].str.removeprefix("has_"))
     table = pa.table({
-        "image": pa.array(images, type=pa.struct([("bytes", pa.binary()), ("path", pa.string())])),
+        "image": images,
         "reference_class": pa.array(list(kept["reference_class"]), pa.string()),
         "target_attribute": pa.array(list(kept["target_attribute"]), pa.string()),
         "removed_attributes": pa.array(_list_column(kept, "removed_attributes"), pa.list_(pa.string())),
@@ -209,6 +215,9 @@ def _markdown(res: CurateResult, n_candidates: int) -> str:
     lines = ["# SUB curation (Sec. 4.3, App. E)", "",
              f"{len(res.kept)} of {n_candidates} candidate images kept; "
              f"{int(a.kept.sum())} of {len(a)} attributes, {int((p.reason == '').sum())} of {len(p)} pairings.", "",
+             *([f"Attributes without study-1 answers (all their images dropped): "
+                f"{', '.join(sorted(set(res.pairings.index.get_level_values(1)) - set(a.index)))}", ""]
+               if set(res.pairings.index.get_level_values(1)) - set(a.index) else []),
              "## Attributes (study 1, Q1)", "", "| attribute | human score | yes share | images | kept |",
              "|---|---|---|---|---|"]
     lines += [f"| {i} | {_fmt(r.human_score)} | {_fmt(r.yes_share)} | {r.images} | {'yes' if r.kept else 'no'} |"
@@ -246,16 +255,15 @@ def run_curate(config: CurateConfig) -> CurateResult:
         if config.world_seed is not None:
             class_sets, cub = _world_labels(config.world_seed, cands, list(attrs.index))
         pairs = pairing_scores(answers, cands, config.rules, class_sets)
+        keys = pd.MultiIndex.from_arrays([cands.reference_class, cands.target_attribute])
+        kept = cands[keys.isin(pairs.index[pairs.reason == ""]) & cands.target_attribute.isin(
+            set(attrs.index[attrs.kept])).to_numpy()]
+        human = None
+        if ((answers.study == 2) & answers.candidate.isin(set(kept.index))).any():
+            human = human_rows(answers, cands, kept=kept.index)
     except ValueError as err:
         raise UsageError(str(err), file=config.annotations) from None
-    kept_attrs = set(attrs.index[attrs.kept])
-    good = pd.MultiIndex.from_tuples(pairs.index[pairs.reason == ""], names=["reference_class", "target_attribute"])
-    keys = pd.MultiIndex.from_arrays([cands.reference_class, cands.target_attribute])
-    kept = cands[keys.isin(good) & cands.target_attribute.isin(kept_attrs).to_numpy()]
     accuracy = annotator_accuracy(answers, gold_answers(config.truth)) if config.truth is not None else None
-    human = None
-    if ((answers.study == 2) & answers.candidate.isin(set(kept.index))).any():
-        human = human_rows(answers, cands, kept=kept.index)
     faith = bird_faithfulness(answers, cands)
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -268,6 +276,7 @@ def run_curate(config: CurateConfig) -> CurateResult:
                        dataset)
     summary = {
         "candidates": len(cands), "kept_images": len(kept),
+        "unanswered_attributes": sorted(set(cands.target_attribute) - set(attrs.index)),
         "attributes": {a: {"human_score": r.human_score, "yes_share": r.yes_share, "kept": bool(r.kept)}
                        for a, r in attrs.iterrows()},
         "discarded_pairings": [{"reference_class": c, "target_attribute": t, "reason": r.reason}

@@ -49,6 +49,9 @@ def human_rows(answers: pd.DataFrame, candidates: pd.DataFrame, *, kept: Iterabl
         raise ValueError("no study-2 answers to score (on the kept images)")
     rows = candidates.loc[s2["candidate"]]
     index = {a: i for i, a in enumerate(vocab.attributes)}
+    for answer, target in zip(s2["answer"], rows["target_attribute"]):
+        if answer not in index or vocab.group_of(answer) != vocab.group_of(target):
+            raise ValueError(f"study-2 answer {answer!r} is not an attribute of {target!r}'s group")
     scores = np.zeros((len(s2), len(vocab.attributes)), dtype=np.float32)
     scores[np.arange(len(s2)), [index[a] for a in s2["answer"]]] = 1.0
     removed = [list(r) if r is not None else [] for r in rows["removed_attributes"]]

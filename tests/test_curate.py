@@ -21,7 +21,7 @@ from concept_grounding.curation.curate import (
     pairing_scores,
 )
 from concept_grounding.curation.curate_job import CurateConfig, gold_answers, run_curate
-from concept_grounding.curation.human import human_rows
+from concept_grounding.curation.human import human_rows, human_table_rows
 from concept_grounding.curation.sampling import study_items
 from concept_grounding.curation.simulate import (
     SimulatedAnnotator,
@@ -141,6 +141,9 @@ def test_human_rows_of_a_perfect_annotator_are_100(world_task, tmp_path):
     for mode in ("binary", "group"):
         assert res.human[mode]["s_plus"] == 1.0 and res.human[mode]["s_minus"] == 1.0, mode
         assert res.human[mode]["n_s_plus"] > 0 and res.human[mode]["n_s_minus"] > 0
+    rows = human_table_rows(res.human)
+    assert rows["table1"]["s_plus"] == rows["table2"]["s_minus"] == 1.0 and "computed" in rows["table1"]["name"]
+    assert rows["table1"]["chance_s_plus"] == 0.5 and rows["table2"]["chance_s_plus"] < 0.5
 
 
 def test_human_rows_of_a_noisy_annotator_follow_its_accuracy(world_task, tmp_path):

@@ -23,7 +23,10 @@ import pandas as pd
 from ..metrics import sub_accuracy
 from ..vocabulary import Vocabulary, load_vocabulary
 
-__all__ = ["human_rows"]
+__all__ = ["human_rows", "human_table_rows", "AS_PUBLISHED"]
+
+#: how a report must name the paper's typed-in human numbers when it shows them at all.
+AS_PUBLISHED = "human (SUB paper, real images) — as published"
 
 
 def human_rows(answers: pd.DataFrame, candidates: pd.DataFrame, *, kept: Iterable[str] | None = None,
@@ -61,4 +64,18 @@ def human_rows(answers: pd.DataFrame, candidates: pd.DataFrame, *, kept: Iterabl
                            reference_classes=list(rows["reference_class"]), mode=mode, vocabulary=vocab)
         res["answers"], res["annotators"] = int(len(s2)), int(s2["annotator"].nunique())
         out[mode] = res
+    return out
+
+
+def human_table_rows(result: Mapping[str, Mapping]) -> dict[str, dict]:
+    """:func:`human_rows`'s result as rows for SUB's Tables 1-2 (``"table1"``: binary,
+    ``"table2"``: group), in the bench report's row shape: ``name``, ``s_plus``,
+    ``s_minus``, ``chance_s_plus``, ``chance_s_minus`` (fractions), ``n_s_plus``."""
+    out = {}
+    for table, mode in (("table1", "binary"), ("table2", "group")):
+        r = result[mode]
+        out[table] = {"name": f"human (study 2: {r['answers']} answers by {r['annotators']} annotators, computed)",
+                      "s_plus": float(r["s_plus"]), "s_minus": float(r["s_minus"]),
+                      "chance_s_plus": float(r["chance_s_plus"]), "chance_s_minus": float(r["chance_s_minus"]),
+                      "n_s_plus": int(r["n_s_plus"])}
     return out

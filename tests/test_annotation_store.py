@@ -216,3 +216,27 @@ def test_k_is_kept_in_the_file(tmp_path):
     assert AnnotationStore(tmp_path / "a.db", read_only=True).k == 2
     with pytest.raises(AnnotationError, match="made for k = 2"):
         AnnotationStore(tmp_path / "a.db", k=3)
+
+
+def _drain_in_process(args):
+    path, name = args
+    store = AnnotationStore(path, timeout=30)
+    n = 0
+    while (item := store.next_image(name, 1)) is not None:
+        try:
+            store.submit(name, item.image, {"q1": "no", "q2": "yes"})
+            n += 1
+        except AnnotationError as exc:
+            assert "already has its" in str(exc)
+    return n
+
+
+def test_concurrent_processes_lose_nothing(tmp_path):
+    import multiprocessing
+
+    store = _store(tmp_path, n=40, k=2)
+    with multiprocessing.get_context("spawn").Pool(3) as pool:
+        done = pool.map(_drain_in_process, [(str(tmp_path / "a.db"), f"p{i}") for i in range(3)])
+    assert sum(done) == 40 * 2 and store.complete(1) == (40, 40)
+    rows = store.rows()
+    assert len(rows) == 2 * 40 * 2 and len({(r[0], r[1], r[3]) for r in rows}) == len(rows)

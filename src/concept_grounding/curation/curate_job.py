@@ -225,6 +225,10 @@ def _markdown(res: CurateResult, n_candidates: int) -> str:
     dropped = p[p.reason != ""]
     lines += ["", "## Discarded pairings", "", "| class | S+ | Q1 score | Q2 yes share | reason |", "|---|---|---|---|---|"]
     lines += [f"| {c} | {t} | {_fmt(r.q1_score)} | {_fmt(r.q2_yes_share)} | {r.reason} |" for (c, t), r in dropped.iterrows()]
+    f = res.faithfulness
+    lines += ["", "## Faithfulness to the reference bird (Fig. 9)", "",
+              f"{int((f > 0.5).sum())} of {len(f)} reference classes are faithful (Q2 \"no\") over half the time, "
+              f"{int((f > 0.9).sum())} over 90 % ([fig9_faithfulness.png](fig9_faithfulness.png))."]
     lines += ["", "## Agreement (Krippendorff's alpha)", ""]
     lines += [f"- {k}: {v:.3f}" for k, v in res.alpha.items()] or ["- not enough overlapping answers"]
     if res.accuracy is not None:

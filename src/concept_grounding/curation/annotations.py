@@ -4,9 +4,10 @@ One SQLite file (WAL journal, ``PRAGMA user_version`` = :data:`SCHEMA_VERSION`) 
 images to annotate and every answer. The Gradio app (``concept-grounding annotate``) and the
 simulated annotators (:mod:`.simulate`) drive the same three calls:
 
-* :meth:`AnnotationStore.next_image` -- the image this annotator should see next in a study:
-  one with fewer than ``k`` answers, never one the annotator has answered (images closest to
-  completion first, then in insertion order, so annotating is resumable by construction);
+* :meth:`AnnotationStore.next_image` -- the image this annotator should see next in a study,
+  leased to them (the same one until answered: resumable), never one they answered, and
+  never more than ``k`` annotators holding or having answered an image, so concurrent
+  annotators do not answer an image that others filled meanwhile;
 * :meth:`AnnotationStore.submit` -- one image's answers, checked (known image, its study, every
   question answered from the allowed set) and written in one ``BEGIN IMMEDIATE`` transaction,
   so concurrent writers never interleave and a second submit of the same image is refused;
@@ -35,7 +36,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -56,6 +58,8 @@ STUDIES: dict[int, tuple[str, ...]] = {1: ("q1", "q2"), 2: ("present",)}
 LIKERT: tuple[str, ...] = ("yes", "somewhat", "no")
 #: annotators per image (SPEC 2b).
 DEFAULT_K = 3
+#: seconds an image handed to an annotator stays reserved for them.
+LEASE_SECONDS = 600.0
 #: the columns of :meth:`AnnotationStore.export`.
 EXPORT_COLUMNS: tuple[str, ...] = ("annotator", "image", "study", "question", "answer")
 
@@ -82,13 +86,23 @@ CREATE TABLE IF NOT EXISTS counts (
     image TEXT PRIMARY KEY REFERENCES images(image),
     study INTEGER NOT NULL,
     n INTEGER NOT NULL,
+    taken INTEGER NOT NULL,
     position INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS leases (
+    annotator TEXT NOT NULL,
+    image TEXT NOT NULL REFERENCES images(image),
+    study INTEGER NOT NULL,
+    expires REAL NOT NULL,
+    PRIMARY KEY (annotator, image)
+);
+CREATE INDEX IF NOT EXISTS leases_expiry ON leases (expires);
+CREATE INDEX IF NOT EXISTS leases_by_annotator ON leases (annotator, study);
 CREATE TABLE IF NOT EXISTS settings (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS counts_next ON counts (study, n DESC, position);
+CREATE INDEX IF NOT EXISTS counts_next ON counts (study, taken DESC, position);
 CREATE INDEX IF NOT EXISTS answers_by_annotator ON answers (annotator, study);
 """
 
@@ -158,17 +172,23 @@ class AnnotationStore:
             ``None`` (or the same value) when reopening it: another value is refused.
         timeout: seconds a writer waits for another's lock before :class:`AnnotationError`.
         read_only: open without writing (``export`` of a store on a read-only disk).
+        lease_seconds: how long an image handed out by :meth:`next_image` stays reserved for
+            its annotator (an abandoned one goes back to the pool afterwards).
+        clock: seconds now (``time.time``; tests pass their own).
 
     Each thread gets its own connection (SQLite connections are not shared across threads).
     """
 
-    def __init__(self, path: str | Path, *, k: int | None = None, timeout: float = 10.0, read_only: bool = False):
+    def __init__(self, path: str | Path, *, k: int | None = None, timeout: float = 10.0, read_only: bool = False,
+                 lease_seconds: float = LEASE_SECONDS, clock: Callable[[], float] = time.time):
         if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
             raise AnnotationError(f"k must be a positive int (annotators per image), got {k!r}")
         self.path = Path(path)
         self.k = k if k is not None else DEFAULT_K
         self.timeout = float(timeout)
         self.read_only = read_only
+        self.lease_seconds = float(lease_seconds)
+        self.clock = clock
         self._local = threading.local()
         if not read_only:
             try:
@@ -292,7 +312,7 @@ class AnnotationStore:
                                   (it.image, it.study, it.reference_class, it.target_attribute, json.dumps(it.choices),
                                    json.dumps(dict(it.meta), sort_keys=True), start + i))
                 if cur.rowcount:
-                    con.execute("INSERT INTO counts VALUES (?, ?, 0, ?)", (it.image, it.study, start + i))
+                    con.execute("INSERT INTO counts VALUES (?, ?, 0, 0, ?)", (it.image, it.study, start + i))
                     added += 1
 
         self._write(insert)
@@ -316,22 +336,50 @@ class AnnotationStore:
     def next_image(self, annotator: str, study: int) -> ImageItem | None:
         """The next image for ``annotator`` in ``study``, or ``None`` when none is left for them.
 
-        Images with the most answers below ``k`` come first (finishing images before starting
-        new ones), then insertion order; an image already answered by ``annotator`` never is.
+        The image is leased to the annotator for ``lease_seconds``: until they answer it (or
+        the lease runs out) they get the same image again, and no more than ``k`` annotators
+        hold or have answered any image, so concurrent annotators never answer an image that
+        others filled meanwhile. Images with the most answers and leases below ``k`` come first
+        (finishing images before starting new ones), then insertion order; an image already
+        answered by ``annotator`` never is.
         """
         annotator = _check_annotator(annotator)
-        rows = self._read(
-            "SELECT i.image, i.study, i.reference_class, i.target_attribute, i.choices, i.meta FROM counts c "
-            "JOIN images i ON i.image = c.image WHERE c.study = ? AND c.n < ? AND NOT EXISTS "
-            "(SELECT 1 FROM answers a WHERE a.annotator = ? AND a.image = c.image) "
-            "ORDER BY c.n DESC, c.position LIMIT 1", (study, self.k, annotator))
-        return _item(rows[0]) if rows else None
+        found: list[str] = []
+
+        def lease(con: sqlite3.Connection) -> None:
+            now = self.clock()
+            self._expire(con, now)
+            held = con.execute("SELECT image FROM leases WHERE annotator = ? AND study = ? LIMIT 1",
+                               (annotator, study)).fetchone()
+            if held:
+                con.execute("UPDATE leases SET expires = ? WHERE annotator = ? AND image = ?",
+                            (now + self.lease_seconds, annotator, held[0]))
+                found.append(held[0])
+                return
+            row = con.execute(
+                "SELECT c.image FROM counts c WHERE c.study = ? AND c.taken < ? AND NOT EXISTS "
+                "(SELECT 1 FROM answers a WHERE a.annotator = ? AND a.image = c.image) "
+                "ORDER BY c.taken DESC, c.position LIMIT 1", (study, self.k, annotator)).fetchone()
+            if row:
+                con.execute("INSERT INTO leases VALUES (?, ?, ?, ?)", (annotator, row[0], study, now + self.lease_seconds))
+                con.execute("UPDATE counts SET taken = taken + 1 WHERE image = ?", (row[0],))
+                found.append(row[0])
+
+        self._write(lease)
+        return self.image(found[0]) if found else None
+
+    @staticmethod
+    def _expire(con: sqlite3.Connection, now: float) -> None:
+        """Free the leases that ran out (their images go back to the pool)."""
+        con.execute("UPDATE counts SET taken = taken - (SELECT COUNT(*) FROM leases l WHERE l.image = counts.image "
+                    "AND l.expires < ?) WHERE image IN (SELECT image FROM leases WHERE expires < ?)", (now, now))
+        con.execute("DELETE FROM leases WHERE expires < ?", (now,))
 
     def submit(self, annotator: str, image: str, answers: Mapping[str, str]) -> None:
         """Store ``annotator``'s answers to ``image``: every question of its study, each from
         its allowed set. Refused, with nothing written: an unknown image, a missing, unknown
-        or out-of-set answer, an image this annotator already answered, or one that already
-        has ``k`` annotators."""
+        or out-of-set answer, an image this annotator already answered, or (without a lease
+        on it from :meth:`next_image`) one that ``k`` annotators already hold or answered."""
         annotator = _check_annotator(annotator)
         item = self.image(image)
         questions = STUDIES[item.study]
@@ -347,9 +395,12 @@ class AnnotationStore:
             if con.execute("SELECT 1 FROM answers WHERE annotator = ? AND image = ? LIMIT 1",
                            (annotator, item.image)).fetchone():
                 raise AnnotationError(f"image {image!r}: {annotator!r} already answered it (a second submit)")
-            n = con.execute("SELECT n FROM counts WHERE image = ?", (item.image,)).fetchone()[0]
-            if n >= self.k:
-                raise AnnotationError(f"image {image!r}: already has its {self.k} annotators")
+            leased = con.execute("DELETE FROM leases WHERE annotator = ? AND image = ?", (annotator, item.image)).rowcount
+            if not leased:
+                taken = con.execute("SELECT taken FROM counts WHERE image = ?", (item.image,)).fetchone()[0]
+                if taken >= self.k:
+                    raise AnnotationError(f"image {image!r}: already has its {self.k} annotators")
+                con.execute("UPDATE counts SET taken = taken + 1 WHERE image = ?", (item.image,))
             con.executemany("INSERT INTO answers (annotator, image, study, question, answer) VALUES (?, ?, ?, ?, ?)",
                             [(annotator, item.image, item.study, q, answers[q]) for q in questions])
             con.execute("UPDATE counts SET n = n + 1 WHERE image = ?", (item.image,))
@@ -357,13 +408,15 @@ class AnnotationStore:
         self._write(insert)
 
     def progress(self, annotator: str, study: int) -> tuple[int, int]:
-        """``(answered, answered + still available)`` images of ``study`` for ``annotator``."""
+        """``(answered, answered + still available)`` images of ``study`` for ``annotator``
+        (available: not answered by them, and leased to them or held by fewer than ``k``)."""
         annotator = _check_annotator(annotator)
         done = self._read("SELECT COUNT(DISTINCT image) FROM answers WHERE annotator = ? AND study = ?",
                           (annotator, study))[0][0]
-        left = self._read("SELECT COUNT(*) FROM counts c WHERE c.study = ? AND c.n < ? AND NOT EXISTS "
+        left = self._read("SELECT COUNT(*) FROM counts c WHERE c.study = ? AND (c.taken < ? OR EXISTS "
+                          "(SELECT 1 FROM leases l WHERE l.annotator = ? AND l.image = c.image)) AND NOT EXISTS "
                           "(SELECT 1 FROM answers a WHERE a.annotator = ? AND a.image = c.image)",
-                          (study, self.k, annotator))[0][0]
+                          (study, self.k, annotator, annotator))[0][0]
         return int(done), int(done + left)
 
     def complete(self, study: int) -> tuple[int, int]:

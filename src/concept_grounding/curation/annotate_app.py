@@ -29,6 +29,10 @@ INSTRUCTIONS = {
     2: "Study 2 (SUB App. E, Fig. 8). Pick the attribute of this group that is present in the bird.",
 }
 
+#: submits served at once (Gradio's default is 1 per event, which queues every annotator behind one
+#: another; the store is safe with many writers).
+CONCURRENCY = 16
+
 SHORTCUTS_JS = """
 <script>
 document.addEventListener('keydown', (e) => {
@@ -172,8 +176,8 @@ def build_app(store: AnnotationStore, image_path: Callable[[ImageItem], str | Pa
                         return [None, None, "", "sign in first"] + [gr.update() for _ in qids]
                     return show(h.submit(annotator, current, dict(zip(qids, values))))
 
-                start.click(on_start, inputs=[name], outputs=[who, *outputs])
-                button.click(on_submit, inputs=[who, image_id, *radios], outputs=outputs)
+                start.click(on_start, inputs=[name], outputs=[who, *outputs], concurrency_limit=CONCURRENCY)
+                button.click(on_submit, inputs=[who, image_id, *radios], outputs=outputs, concurrency_limit=CONCURRENCY)
     return app
 
 

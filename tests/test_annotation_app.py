@@ -93,6 +93,9 @@ def test_annotate_simulate_then_curate_commands(tmp_path, capsys):
                  "--truth", str(gen / "truth.jsonl")]) == 0
     out = capsys.readouterr().out
     assert "Human s+/s- binary 100.0/100.0, group 100.0/100.0" in out
+    assert main(["annotate", "--candidates", str(gen), "--db", str(db), "--status"]) == 0
+    status = capsys.readouterr().out
+    assert "study 1: " in status and "have their 3 annotators" in status and "sim0-1: study 1" in status
     summary = json.loads((tmp_path / "out" / "curation.json").read_text())
     assert sum(not a["kept"] for a in summary["attributes"].values()) == 1
     assert len(load_sub(tmp_path / "out" / "dataset")) == summary["kept_images"]

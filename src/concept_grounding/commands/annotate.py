@@ -37,6 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--simulate", type=_accuracies, default=None, metavar="ACC[,ACC...]",
                         help="no app: simulated annotators of these accuracies answer everything (needs truth.jsonl)")
     parser.add_argument("--export", type=str, default=None, help="write the answers to this Parquet file")
+    parser.add_argument("--status", action="store_true",
+                        help="no app: print each study's completion and each annotator's progress")
     parser.add_argument("--port", type=int, default=7861, help="the app's port")
     parser.add_argument("--hub-repo", default=None,
                         help="also push the answers (Parquet) to this Hub dataset repo while the app runs (default: no sync)")
@@ -84,7 +86,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"{run_annotators(store, anns, truth)} answers submitted by {len(anns)} simulated annotators")
     if args.export:
         print(f"answers: {store.to_parquet(args.export)}")
-    if args.simulate is None and not args.export:
+    if args.status:
+        for study in (1, 2):
+            done, total = store.complete(study)
+            print(f"study {study}: {done} of {total} images have their {store.k} annotators")
+        for name, counts in store.annotators().items():
+            print(f"  {name}: " + ", ".join(f"study {s} {n} images" for s, n in counts.items()))
+    if args.simulate is None and not args.export and not args.status:
         from concept_grounding.curation.annotate_app import build_app, launch_app
         from concept_grounding.extras import require_extra
 

@@ -419,6 +419,14 @@ class AnnotationStore:
                           (study, self.k, annotator, annotator))[0][0]
         return int(done), int(done + left)
 
+    def annotators(self) -> dict[str, dict[int, int]]:
+        """Images answered per annotator and study: ``{annotator: {study: images}}``."""
+        out: dict[str, dict[int, int]] = {}
+        for name, study, n in self._read("SELECT annotator, study, COUNT(DISTINCT image) FROM answers "
+                                         "GROUP BY annotator, study ORDER BY annotator, study"):
+            out.setdefault(name, {})[int(study)] = int(n)
+        return out
+
     def complete(self, study: int) -> tuple[int, int]:
         """``(images with k annotators, images)`` of ``study``."""
         row = self._read("SELECT SUM(n >= ?), COUNT(*) FROM counts WHERE study = ?", (self.k, study))[0]

@@ -43,6 +43,8 @@ COMMAND_EXTRAS: dict[str, str | None] = {
     "generate": "tdg",
     "filter": "tdg",
     "candidates": "models",
+    "annotate": None,  # the app itself asks for [space] (gradio); --simulate / --export need nothing
+    "curate": "models",
     "sub": "models",
     "analyse": "models",
     "train-flux": "tdg",

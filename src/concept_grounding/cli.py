@@ -53,7 +53,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "generate": ("concept_grounding.commands.generate", "generate SUB-style TDG images as a resumable image folder"),
     "filter": ("concept_grounding.commands.filter", "VQA-filter generated images (keep the top 10 %% per pairing) and report"),
     "sub": ("concept_grounding.commands.sub", "SUB s+ / s- of your own model (concept model, CLIP, saved folder) with report"),
-    "analyse": ("concept_grounding.commands.analyse", "CGIM, concept existence and location (CoAM) of your post-hoc CBM on CUB"),
+    "analyse": ("concept_grounding.commands.analyse", "Aysel et al.'s tables (CGIM, existence, location, sweep) of a post-hoc CBM"),
+    "cci-bench": ("concept_grounding.commands.cci_bench", "CCI Tables 1-2: deletion / insertion of CCI and baselines across CLIPs"),
     "train-flux": ("concept_grounding.commands.train_flux", "train the world Flux text-to-image pipeline on bird-world renders"),
     "publish": ("concept_grounding.commands.publish", "build every Hub repo (datasets, metric Spaces, pipeline, models, Space) offline; --push uploads"),
 }

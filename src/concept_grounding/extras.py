@@ -44,6 +44,7 @@ COMMAND_EXTRAS: dict[str, str | None] = {
     "filter": "tdg",
     "sub": "models",
     "analyse": "models",
+    "cci-bench": "cci",
     "train-flux": "tdg",
     "publish": None,
 }

@@ -137,8 +137,9 @@ def _write_png(path: Path, array: np.ndarray) -> None:
 
 
 def export_world_image_folder(out: str | Path, *, per_class: int = 4, image_size: int = 64, seed: int = 0,
-                              class_names: Sequence[str] | None = None) -> Path:
-    """The bird world as an ImageNet-style folder: ``out/<class folder>/<n>.png``, exact
+                              class_names: Sequence[str] | None = None, start: int = 0) -> Path:
+    """The bird world as an ImageNet-style folder: ``out/<class folder>/<n>.png`` (``n`` the
+    world sample index, from ``start``: skip the samples a model was trained on), exact
     foreground masks at ``out/masks/<class folder>/<n>.png`` and ``out/class_names.txt``
     (``<folder> <bird name>`` lines)."""
     from ..vocabulary import class_display_name
@@ -147,7 +148,7 @@ def export_world_image_folder(out: str | Path, *, per_class: int = 4, image_size
     out = Path(out)
     world = BirdWorld(WorldConfig(image_size=image_size, seed=seed,
                                   class_names=tuple(class_names) if class_names else None))
-    for index in range(per_class * world.num_classes):
+    for index in range(start, start + per_class * world.num_classes):
         s = world.sample(index)
         folder = world.class_names[s.label]
         _write_png(out / folder / f"{index:05d}.png", s.image)
@@ -157,11 +158,11 @@ def export_world_image_folder(out: str | Path, *, per_class: int = 4, image_size
 
 
 def export_world_karpathy(out: str | Path, *, num_images: int = 16, image_size: int = 64, seed: int = 0,
-                          class_names: Sequence[str] | None = None) -> Path:
+                          class_names: Sequence[str] | None = None, start: int = 0) -> Path:
     """The bird world as a COCO Karpathy folder: ``out/images/<n>.png`` and
     ``out/dataset_coco.json`` (every image in the ``test`` split), each captioned with its
     class prompt (:func:`~concept_grounding.models.clip.class_caption`), and exact masks in
-    ``out/masks/``."""
+    ``out/masks/``; world samples ``start .. start + num_images - 1``."""
     from ..models.clip import class_caption
     from ..world import BirdWorld, WorldConfig
 
@@ -169,7 +170,7 @@ def export_world_karpathy(out: str | Path, *, num_images: int = 16, image_size: 
     world = BirdWorld(WorldConfig(image_size=image_size, seed=seed,
                                   class_names=tuple(class_names) if class_names else None))
     entries = []
-    for index in range(num_images):
+    for index in range(start, start + num_images):
         s = world.sample(index)
         _write_png(out / "images" / f"{index:05d}.png", s.image)
         _write_png(out / "masks" / f"{index:05d}.png", s.mask.astype(np.uint8) * 255)

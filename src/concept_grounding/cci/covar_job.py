@@ -60,6 +60,11 @@ class CovarConfig:
             from ``inpaint_prompts`` instead of the procedural ones.
         inpaint_prompts, inpaint_size, inpaint_steps: one generated background per prompt, its
             side in pixels (a multiple of 8) and denoising steps.
+        images: an image folder (:func:`~concept_grounding.cci.layouts.read_image_folder`: one
+            sub-folder per class) whose foreground masks lie in ``images/masks/<class>/<stem>.png``
+            (255 = object); its first ``objects`` images (resized to ``size``) replace the world
+            birds. Only the ``"text"`` judge applies (no class attribute vectors), and the
+            pointing game is left out (no part locations). ``class_names_file``: its class names.
     """
 
     objects: int = 4
@@ -76,6 +81,8 @@ class CovarConfig:
     inpaint_prompts: Sequence[str] = INPAINT_PROMPTS
     inpaint_size: int = 512
     inpaint_steps: int = 30
+    images: str | None = None
+    class_names_file: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("objects", "backgrounds", "clusters", "steps", "inpaint_steps"):
@@ -93,6 +100,8 @@ class CovarConfig:
             raise ValueError(f"judge_threshold must be in [-1, 1], got {self.judge_threshold}")
         if self.inpaint_model is not None and not self.inpaint_prompts:
             raise ValueError("inpaint_prompts: give at least one prompt with inpaint_model")
+        if self.images is not None and self.judge == "attributes":
+            raise ValueError("judge 'attributes' needs the world's class attribute vectors; use judge='text' with images")
 
     @property
     def num_backgrounds(self) -> int:
@@ -153,7 +162,8 @@ def truth_checks(cci, clip, samples, class_embeds, steps: int) -> dict[str, dict
     Args:
         cci: a :class:`~concept_grounding.cci.ConceptClusterImportance` on ``clip.model``.
         clip: the explainable CLIP (``model``, ``pixels``).
-        samples: world birds (``image``, ``mask``, ``label``, ``part_xy``, ``part_visible``).
+        samples: world birds (``image``, ``mask``, ``label``, ``part_xy``, ``part_visible``), or
+            folder objects without parts (``part_xy`` None: no pointing game).
         class_embeds: ``(C, E)`` class prompt embeddings.
     """
     import torch
@@ -168,8 +178,10 @@ def truth_checks(cci, clip, samples, class_embeds, steps: int) -> dict[str, dict
     text = class_embeds[labels]
     h, w = samples[0].image.shape[:2]
     fg = torch.from_numpy(np.stack([s.mask for s in samples]))
-    xy = torch.from_numpy(np.stack([s.part_xy for s in samples])).float()
-    vis = torch.from_numpy(np.stack([s.part_visible for s in samples]))
+    has_parts = getattr(samples[0], "part_xy", None) is not None
+    if has_parts:
+        xy = torch.from_numpy(np.stack([s.part_xy for s in samples])).float()
+        vis = torch.from_numpy(np.stack([s.part_visible for s in samples]))
     t = F.normalize(class_embeds.float(), dim=-1)
 
     def score(x):
@@ -181,11 +193,10 @@ def truth_checks(cci, clip, samples, class_embeds, steps: int) -> dict[str, dict
     for name, maps in methods.items():
         at_image = F.interpolate(maps[:, None].float(), size=(h, w), mode="bilinear", align_corners=False)[:, 0]
         aucs = classification_curves(score, px, maps, labels, steps=steps, replacement=Replacement("blur")).aucs
-        result[name] = {
-            "foreground_share": float(foreground_share(at_image, fg).mean()),
-            "pointing_game": float(pointing_game(at_image, xy, vis, radius=0.1 * w).float().mean()),
-            **aucs,
-        }
+        result[name] = {"foreground_share": float(foreground_share(at_image, fg).mean())}
+        if has_parts:
+            result[name]["pointing_game"] = float(pointing_game(at_image, xy, vis, radius=0.1 * w).float().mean())
+        result[name].update(aucs)
     return result
 
 
@@ -208,6 +219,37 @@ def _overlay_rows(cci, clip, ds, ev, class_embeds, n_backgrounds: int) -> list[l
     return rows
 
 
+def folder_objects(root: str, class_names_file: str | None, count: int, size: int) -> tuple[list, list[str]]:
+    """``count`` images of an image folder (the classes taking turns) with their given masks, resized to
+    ``size x size`` (image bilinear, mask nearest), as objects for :func:`~.covar.build_covar`
+    (``image``, ``mask``, ``label``; no parts); and the class names. ``UsageError`` naming
+    ``--images`` when a mask is missing."""
+    from types import SimpleNamespace
+
+    from PIL import Image
+
+    from concept_grounding.errors import UsageError
+
+    from .layouts import read_image_folder
+
+    data = read_image_folder(root, class_names_file)
+    if data.masks is None:
+        raise UsageError(f"{root} has no masks/ folder: COVAR needs each object's foreground mask "
+                         "(masks/<class>/<stem>.png, 255 = object)", argument="--images")
+    rank = np.zeros(len(data.paths), int)  # position of each image inside its class: classes take turns
+    for label in np.unique(data.labels):
+        rank[data.labels == label] = np.arange(int((data.labels == label).sum()))
+    objects = []
+    for i in sorted(range(len(data.paths)), key=lambda j: (rank[j], data.labels[j]))[:count]:
+        if not data.masks[i].is_file():
+            raise UsageError(f"no mask for {data.paths[i].name}", argument="--images", file=data.masks[i])
+        image = np.asarray(Image.open(data.paths[i]).convert("RGB").resize((size, size), Image.BILINEAR))
+        mask = np.asarray(Image.open(data.masks[i]).convert("L").resize((size, size), Image.NEAREST)) > 127
+        objects.append(SimpleNamespace(image=image, mask=mask, label=int(data.labels[i]), part_xy=None,
+                                       part_visible=None))
+    return objects, list(data.class_names)
+
+
 def run_covar(config: CovarConfig) -> CovarResult:
     """Build COVAR on the world, classify, explain and diagnose, and run the truth checks; nothing is written."""
     from concept_grounding.cci import ConceptClusterImportance
@@ -218,17 +260,20 @@ def run_covar(config: CovarConfig) -> CovarResult:
     from concept_grounding.world import BirdWorld, WorldConfig
 
     # 1. objects and variants
-    world = BirdWorld(WorldConfig(image_size=config.size, seed=config.seed))
-    samples = [world.sample(i) for i in range(config.objects)]
+    if config.images is not None:
+        samples, class_names = folder_objects(config.images, config.class_names_file, config.objects, config.size)
+    else:
+        world = BirdWorld(WorldConfig(image_size=config.size, seed=config.seed))
+        samples, class_names = [world.sample(i) for i in range(config.objects)], list(world.class_names)
     backgrounds = _backgrounds(config, samples[0])
     n_backgrounds = len(backgrounds) if backgrounds is not None else config.backgrounds
     ds = build_covar(((s.image, s.mask, s.label) for s in samples), num_backgrounds=n_backgrounds,
-                     class_names=list(world.class_names), seed=config.seed, backgrounds=backgrounds)
+                     class_names=class_names, seed=config.seed, backgrounds=backgrounds)
 
     # 2. model, prompts, judge
     clip = load_explainable_clip(config.model, image_size=config.size)
     cci = ConceptClusterImportance(clip.model, num_clusters=config.clusters, seed=config.seed)
-    class_embeds = clip.encode_text([class_caption(n) for n in world.class_names])
+    class_embeds = clip.encode_text([class_caption(n) for n in class_names])
     if config.judge == "attributes":
         judge = AttributeJudge(world.class_attributes, threshold=config.judge_threshold)
     else:
@@ -251,7 +296,8 @@ def report_markdown(result: CovarResult) -> str:
     """The Markdown report: settings, the per-transform table, the truth table, the figures."""
     c, ev_all = result.config, result.shares["all"]
     kind = "generated" if c.inpaint_model is not None else "procedural"
-    lines = [f"# COVAR on the bird world\n\nModel: {result.model}. {c.objects} birds x "
+    source = f"the image folder {c.images}" if c.images else "the bird world"
+    lines = [f"# COVAR on {source}\n\nModel: {result.model}. {len(result.dataset) // (VARIANTS * result.num_backgrounds)} objects x "
              f"{result.num_backgrounds} {kind} backgrounds x {VARIANTS} variants"
              f" = {len(result.dataset)} images; K = {c.clusters}; "
              f"judge: {c.judge}.\n", "| transform | accuracy | errors | BG-Er | Fine-Er | FG-Er |",

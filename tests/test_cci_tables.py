@@ -287,3 +287,26 @@ def test_a_trained_world_clip_cci_ranks_the_exact_foreground_above_the_backgroun
                  "--no-progress"]) == 0
     rows = json.loads((out / "results.json").read_text())["rows"]
     assert all(not r["refused"] and r["clean"] > 1 / len(classes) for r in rows)
+
+
+def test_the_readme_cci_bench_and_covar_lines_parse(tmp_path):
+    import re
+    import shlex
+
+    from concept_grounding.cli import build_parser
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    lines = [re.sub(r"\s+#.*$", "", line) for block in re.findall(r"```sh\n(.*?)```", readme, flags=re.S)
+             for line in block.replace("\\\n", " ").splitlines()
+             if "concept-grounding cci-bench" in line or "concept-grounding covar --images" in line]
+    assert len(lines) >= 4
+    (tmp_path / "names.txt").write_text("a\n")
+    for line in lines:
+        argv = shlex.split(line)
+        for flag in ("--images", "--coco", "--class-names"):
+            if flag in argv:
+                argv[argv.index(flag) + 1] = str(tmp_path / "names.txt" if flag == "--class-names" else tmp_path)
+        command = "cci-bench" if "cci-bench" in argv else "covar"
+        args = build_parser().parse_args(argv[argv.index(command):])
+        if command == "cci-bench" and "--models" in argv:
+            assert args.models == argv[argv.index("--models") + 1 : argv.index("--models") + 1 + len(args.models)]

@@ -237,3 +237,17 @@ def test_the_readme_analyse_lines_parse(tmp_path):
         argv = [str(tmp_path) if a == "CUB_200_2011" else a for a in shlex.split(line)]
         args = build_parser().parse_args(argv[argv.index("analyse"):])
         assert args.sweep
+
+
+def test_analyse_trains_the_paper_model_on_a_cub_folder(world, tmp_path):
+    """``--cub-root`` without ``--model``: the post-hoc CBM is trained on the folder's training split."""
+    from concept_grounding.loaders import write_cub
+
+    root = tmp_path / "CUB_200_2011"
+    write_cub(world, root, progress=False)
+    out = tmp_path / "report"
+    assert main(["analyse", "--cub-root", str(root), "--image-size", str(SIZE), "--epochs", "1", "--out", str(out),
+                 "--no-progress"]) == 0
+    saved = json.loads((out / "results.json").read_text())
+    assert len(saved["concept_names"]) > 0 and "sweep" not in saved
+    assert "Not run" in (out / "report.md").read_text()  # Table 3 says why it is empty

@@ -139,10 +139,6 @@ def _explainer(handle: "ClipHandle", clusters: int, seed: int, batch_size: int):
         return None, str(err)
 
 
-def _resize_pixels(handle: "ClipHandle", images: list) -> "torch.Tensor":
-    return handle.pixels(images)
-
-
 # --------------------------------------------------------------------------- Table 1
 def classification_table(
     models: Sequence[tuple[str, "ClipHandle"]],
@@ -187,7 +183,7 @@ def classification_table(
         correct = 0
         for start in tqdm(range(0, n, batch_size), desc=f"Table 1 {name}", disable=not progress, leave=False):
             idx = list(range(start, min(start + batch_size, n)))
-            px = _resize_pixels(handle, data.images(idx))
+            px = handle.pixels(data.images(idx))
             labels = torch.as_tensor(data.labels[idx], dtype=torch.long)
             with torch.no_grad():
                 correct += int((score_fn(px).argmax(1).cpu() == labels).sum())
@@ -236,7 +232,7 @@ def retrieval_table(
             continue
         be = cci.backend
         texts = handle.encode_text(data.captions)
-        px = torch.cat([_resize_pixels(handle, data.images(range(s, min(s + batch_size, n))))
+        px = torch.cat([handle.pixels(data.images(range(s, min(s + batch_size, n))))
                         for s in range(0, n, batch_size)])
 
         def embed(x: "torch.Tensor") -> "torch.Tensor":

@@ -17,6 +17,7 @@ visible parts, plus Deletion/Insertion AUCs. Writes under ``--out``: ``accuracy_
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from concept_grounding.cci.covar_job import INPAINT_PROMPTS, CovarConfig, run_covar, write_covar_report
 from concept_grounding.commands._types import (
@@ -44,6 +45,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "images replace the world birds (default: the world)")
     parser.add_argument("--class-names", type=existing_file, default=None,
                         help="class names of --images: one per line in sorted-folder order, or '<folder> <name>' lines")
+    parser.add_argument("--detector", default=None,
+                        help="zero-shot object detector (OWL-ViT, OWLv2, Grounding DINO; Hub id or folder) that, with "
+                             "--segmenter, computes the masks --images lacks")
+    parser.add_argument("--segmenter", default=None, help="SAM checkpoint (Hub id or folder) segmenting the detected box")
+    parser.add_argument("--detector-threshold", type=closed_unit_interval, default=0.1, help="the detector's box score threshold")
+    parser.add_argument("--mask-cache", type=Path, default=None,
+                        help="folder caching computed masks, one PNG per image (default: OUT/mask_cache)")
     parser.add_argument("--judge", choices=("attributes", "text"), default=None,
                         help="Fine-Er judge (default: attributes on the world, text with --images)")
     parser.add_argument("--judge-threshold", type=COSINE, default=None,
@@ -70,12 +78,19 @@ def config_from_args(args: argparse.Namespace) -> CovarConfig:
     if args.images is not None and args.judge == "attributes":
         raise UsageError("needs the world's class attribute vectors; use --judge text with --images", argument="--judge")
     judge = args.judge or ("text" if args.images is not None else "attributes")
+    if (args.detector is None) != (args.segmenter is None):
+        raise UsageError("give --detector and --segmenter together (a grounded segmenter)",
+                         argument="--detector" if args.detector is None else "--segmenter")
+    if args.detector is not None and args.images is None:
+        raise UsageError("computes masks for --images (the world's are exact)", argument="--detector")
     return CovarConfig(objects=args.objects, backgrounds=args.backgrounds, size=args.size, model=args.model,
                        clusters=args.clusters, judge=judge, judge_threshold=args.judge_threshold,
                        threshold=args.threshold, steps=args.steps, seed=args.seed, inpaint_model=args.inpaint_model,
                        inpaint_prompts=tuple(args.inpaint_prompts), inpaint_size=args.inpaint_size,
                        inpaint_steps=args.inpaint_steps, images=None if args.images is None else str(args.images),
-                       class_names_file=None if args.class_names is None else str(args.class_names))
+                       class_names_file=None if args.class_names is None else str(args.class_names),
+                       detector=args.detector, segmenter=args.segmenter, detector_threshold=args.detector_threshold,
+                       mask_cache=str(args.mask_cache or args.out / "mask_cache") if args.detector else None)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -86,6 +101,9 @@ def run(args: argparse.Namespace) -> int:
         args.model = resolve_clip(args.model, "--model")
     if args.inpaint_model:
         args.inpaint_model = resolve_model(args.inpaint_model, "--inpaint-model")
+    for flag in ("detector", "segmenter"):
+        if getattr(args, flag):
+            setattr(args, flag, resolve_model(getattr(args, flag), f"--{flag}"))
     config = config_from_args(args)
     write_covar_report(run_covar(config), args.out, save_dataset=args.save_dataset)
     return 0

@@ -45,6 +45,7 @@ COMMAND_EXTRAS: dict[str, str | None] = {
     "sub": "models",
     "analyse": "models",
     "cci-bench": "cci",
+    "diagnose": "cci",
     "train-flux": "tdg",
     "publish": None,
 }

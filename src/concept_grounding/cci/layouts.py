@@ -27,6 +27,7 @@ import numpy as np
 from ..errors import UsageError
 
 __all__ = ["ImageFolder", "CaptionedImages", "read_image_folder", "read_karpathy", "export_world_image_folder",
+           "export_world_counter_animals",
            "export_world_karpathy", "IMAGE_SUFFIXES"]
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
@@ -177,4 +178,28 @@ def export_world_karpathy(out: str | Path, *, num_images: int = 16, image_size: 
         entries.append({"filepath": "images", "filename": f"{index:05d}.png", "split": "test", "imgid": index,
                         "sentences": [{"raw": class_caption(world.class_names[s.label])}]})
     (out / KARPATHY_FILE).write_text(json.dumps({"dataset": "coco", "images": entries}))
+    return out
+
+
+def export_world_counter_animals(out: str | Path, *, per_class: int = 4, image_size: int = 64, seed: int = 0,
+                                 class_names: Sequence[str] | None = None, start: int = 0) -> Path:
+    """The bird world in CounterAnimals' layout: ``out/easy`` the birds as rendered (their
+    species' usual scenes) and ``out/hard`` the next ``per_class`` birds per class composited
+    onto procedural backgrounds of another kind (:func:`~.covar.procedural_backgrounds`), each
+    an image folder with exact masks (:func:`export_world_image_folder`'s layout)."""
+    from .covar import composite, procedural_backgrounds
+
+    out = Path(out)
+    easy = export_world_image_folder(out / "easy", per_class=per_class, image_size=image_size, seed=seed,
+                                     class_names=class_names, start=start)
+    hard = export_world_image_folder(out / "hard", per_class=per_class, image_size=image_size, seed=seed,
+                                     class_names=class_names, start=start + per_class * len(
+                                         (easy / "class_names.txt").read_text().splitlines()))
+    backgrounds = procedural_backgrounds(8, (image_size, image_size), seed + 1)
+    from PIL import Image
+
+    for k, path in enumerate(sorted(p for p in hard.glob("*/*.png") if p.parent.name != "masks")):
+        mask = np.asarray(Image.open(hard / "masks" / path.parent.name / path.name)) > 127
+        _write_png(path, composite(np.asarray(Image.open(path).convert("RGB")), mask, backgrounds[k % len(backgrounds)]))
+    (out / "class_names.txt").write_text((easy / "class_names.txt").read_text())
     return out

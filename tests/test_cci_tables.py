@@ -298,15 +298,16 @@ def test_the_readme_cci_bench_and_covar_lines_parse(tmp_path):
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     lines = [re.sub(r"\s+#.*$", "", line) for block in re.findall(r"```sh\n(.*?)```", readme, flags=re.S)
              for line in block.replace("\\\n", " ").splitlines()
-             if "concept-grounding cci-bench" in line or "concept-grounding covar --images" in line]
-    assert len(lines) >= 4
+             if "concept-grounding cci-bench" in line or "concept-grounding covar --images" in line
+             or "concept-grounding diagnose" in line]
+    assert len(lines) >= 5
     (tmp_path / "names.txt").write_text("a\n")
     for line in lines:
         argv = shlex.split(line)
         for flag in ("--images", "--coco", "--class-names"):
             if flag in argv:
                 argv[argv.index(flag) + 1] = str(tmp_path / "names.txt" if flag == "--class-names" else tmp_path)
-        command = "cci-bench" if "cci-bench" in argv else "covar"
+        command = next(c for c in ("cci-bench", "covar", "diagnose") if c in argv)
         args = build_parser().parse_args(argv[argv.index(command):])
         if command == "cci-bench" and "--models" in argv:
             assert args.models == argv[argv.index("--models") + 1 : argv.index("--models") + 1 + len(args.models)]

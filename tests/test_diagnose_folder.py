@@ -70,7 +70,7 @@ def test_diagnose_command_on_a_folder_and_its_errors(counter, tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["diagnose", "--images", str(counter / "easy"), "--class-names", str(counter / "class_names.txt"),
                  "--size", str(SIZE), "--clusters", "3", "--out", str(out)]) == 0
-    saved = json.loads((out / "diagnose.json").read_text())
+    saved = json.loads((out / "diagnose.json").read_text())["models"][0]
     assert set(saved["shares"]) == {"all"} and saved["images"] == 6 and not saved["agreement"]
     assert "BG-Er" in (out / "report.md").read_text()
     import shutil
@@ -92,10 +92,20 @@ def test_diagnose_with_a_grounded_segmenter_states_the_agreement(counter, tmp_pa
 
     owl, sam = _save_tiny_grounded_segmenter(tmp_path / "models")
     out = tmp_path / "out"
-    assert main(["diagnose", "--images", str(counter), "--class-names", str(counter / "class_names.txt"),
-                 "--detector", str(owl), "--segmenter", str(sam), "--detector-threshold", "0", "--size", str(SIZE),
-                 "--clusters", "3", "--out", str(out)]) == 0
-    saved = json.loads((out / "diagnose.json").read_text())
-    assert saved["agreement"]["images"] == 12 and 0.0 <= saved["agreement"]["category_agreement"] <= 1.0
-    assert len(list((out / "mask_cache").iterdir())) == 12  # each image segmented once
+    from concept_grounding.cci.segment import GroundedSegmenter
+
+    calls = []
+    box = GroundedSegmenter.box
+    GroundedSegmenter.box = lambda self, *a: calls.append(a) or box(self, *a)
+    try:
+        assert main(["diagnose", "--images", str(counter), "--class-names", str(counter / "class_names.txt"),
+                     "--detector", str(owl), "--segmenter", str(sam), "--detector-threshold", "0", "--size", str(SIZE),
+                     "--models", "tiny", "tiny:1", "--clusters", "3", "--out", str(out)]) == 0
+    finally:
+        GroundedSegmenter.box = box
+    saved = json.loads((out / "diagnose.json").read_text())["models"]
+    assert len(saved) == 2 and saved[0]["agreement"]["mask_iou"] == saved[1]["agreement"]["mask_iou"]
+    assert saved[0]["agreement"]["images"] == 12 and 0.0 <= saved[0]["agreement"]["category_agreement"] <= 1.0
+    assert len(calls) == 12  # each image detected once, for both models
+    assert len(list((out / "mask_cache").iterdir())) == 12
     assert "With the segmenter's masks instead" in (out / "report.md").read_text()

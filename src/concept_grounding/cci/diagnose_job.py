@@ -94,11 +94,12 @@ def _rows(subsets: dict, segmenter: Any) -> tuple[list[dict], list[dict] | None,
     return given_rows, (computed_rows or None), ious
 
 
-def run_diagnose(images: str | Path, *, class_names: str | Path | None = None, model: str | None = None,
+def run_diagnose(images: str | Path, *, class_names: str | Path | None = None, model: Any = None,
                  size: int = 64, clusters: int = 7, seed: int = 0, threshold: float = 0.5,
                  judge_threshold: float | None = None, segmenter: Any = None,
                  max_per_class: int | None = None, batch_size: int = 16) -> DiagnoseResult:
-    """Classify, explain and diagnose every image of ``images`` (module docstring); nothing is written."""
+    """Classify, explain and diagnose every image of ``images`` (module docstring); nothing is written.
+    ``model``: a :class:`~concept_grounding.models.clip.ClipHandle`, a resolved name or ``None`` (the tiny CLIP)."""
     import datasets
 
     from ..models.clip import class_caption
@@ -110,7 +111,7 @@ def run_diagnose(images: str | Path, *, class_names: str | Path | None = None, m
     subsets = read_subsets(images, class_names, max_per_class)
     names = next(iter(subsets.values())).class_names
     given_rows, computed_rows, ious = _rows(subsets, segmenter)
-    clip = load_explainable_clip(model, image_size=size)
+    clip = model if hasattr(model, "pixels") else load_explainable_clip(model, image_size=size)  # a ClipHandle or a name
     cci = ConceptClusterImportance(clip.model, num_clusters=clusters, seed=seed)
     class_embeds = clip.encode_text([class_caption(n) for n in names])
     judge = TextEmbeddingJudge(class_embeds, threshold=judge_threshold)
@@ -135,26 +136,33 @@ def run_diagnose(images: str | Path, *, class_names: str | Path | None = None, m
     return result
 
 
-def _table(shares: dict[str, dict[str, float]]) -> list[str]:
-    lines = ["| subset | accuracy | errors | BG-Er | Fine-Er | FG-Er |", "|---|---|---|---|---|---|"]
-    for name, v in shares.items():
-        lines.append(f"| {name} | {v['accuracy']:.3f} | {int(v['errors'])} | {v['BG-Er']:.3f} | {v['Fine-Er']:.3f} | "
-                     f"{v['FG-Er']:.3f} |")
+def _table(results: list[DiagnoseResult], computed: bool = False) -> list[str]:
+    lines = ["| model | subset | accuracy | errors | BG-Er | Fine-Er | FG-Er |", "|---|---|---|---|---|---|---|"]
+    for r in results:
+        for name, v in (r.computed_shares if computed else r.shares).items():
+            lines.append(f"| {r.model} | {name} | {v['accuracy']:.3f} | {int(v['errors'])} | {v['BG-Er']:.3f} | "
+                         f"{v['Fine-Er']:.3f} | {v['FG-Er']:.3f} |")
     return lines
 
 
-def write_diagnose_report(result: DiagnoseResult, out: str | Path) -> Path:
-    """``diagnose.json`` and ``report.md`` under ``out``; returns the report."""
+def write_diagnose_report(results: DiagnoseResult | list[DiagnoseResult], out: str | Path) -> Path:
+    """``diagnose.json`` (one entry per model) and ``report.md`` (one table) under ``out``; returns the report."""
+    results = [results] if isinstance(results, DiagnoseResult) else list(results)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "diagnose.json").write_text(json.dumps(result.__dict__, indent=2))
-    lines = [f"# Error diagnosis (CCI) on {result.source}", "", f"Model: {result.model}. {result.images} images; "
-             "shares of errors. Masks: the folder's where it has them.", "", *_table(result.shares), ""]
-    if result.agreement:
-        a = result.agreement
-        lines += [f"With the segmenter's masks instead (mean IoU with the folder's {a['mask_iou']:.3f} on "
-                  f"{a['images']} images), the diagnosis agrees on {100 * a['category_agreement']:.1f} % of the images "
-                  f"({100 * a['error_category_agreement']:.1f} % of the errors):", "", *_table(result.computed_shares), ""]
+    (out / "diagnose.json").write_text(json.dumps({"models": [r.__dict__ for r in results]}, indent=2))
+    first = results[0]
+    lines = [f"# Error diagnosis (CCI) on {first.source}", "", f"{first.images} images; shares of errors. Masks: the "
+             "folder's where it has them.", "", *_table(results), ""]
+    with_agreement = [r for r in results if r.agreement]
+    if with_agreement:
+        lines += ["With the segmenter's masks instead:", ""]
+        for r in with_agreement:
+            a = r.agreement
+            lines.append(f"- {r.model}: mean IoU with the folder's masks {a['mask_iou']:.3f} on {a['images']} images; "
+                         f"the diagnosis agrees on {100 * a['category_agreement']:.1f} % of the images "
+                         f"({100 * a['error_category_agreement']:.1f} % of the errors).")
+        lines += ["", *_table(with_agreement, computed=True), ""]
     report = out / "report.md"
     report.write_text("\n".join(lines))
     return report

@@ -2,8 +2,9 @@
 
 ``--images DIR``: an ImageNet-style folder, or CounterAnimals' layout (``easy`` / ``hard``, or
 ``common`` / ``counter``, sub-folders, each one folder per class), whose shares are given per
-subset. Masks come from the folder's ``masks/`` or from a grounded segmenter (``--detector``
-and ``--segmenter``, cached under ``--mask-cache``); with both, the report states how far the
+subset, for each of ``--models`` in one table. Masks come from the folder's ``masks/`` or from a
+grounded segmenter (``--detector`` and ``--segmenter``, computed once per image, cached under
+``--mask-cache`` and reused by every model); with both, the report states how far the
 diagnosis with computed masks agrees with the one with the given masks. The job lives in
 :mod:`concept_grounding.cci.diagnose_job`.
 """
@@ -23,8 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="ImageNet-style folder, or CounterAnimals' easy/hard (common/counter) layout")
     parser.add_argument("--class-names", type=existing_file, default=None,
                         help="class names: one per line in sorted-folder order, or '<folder> <name>' lines")
-    parser.add_argument("--model", default=None, help="CLIP: WorldCLIP folder, open_clip name or transformers id/path "
-                        "(default: tiny config-built open_clip CLIP, random weights)")
+    parser.add_argument("--models", nargs="+", default=["tiny"],
+                        help="CLIPs (as cci-bench: open_clip arch[:pretrained], transformers id or folder, WorldCLIP "
+                             "folder, tiny[:seed], the preset 'paper'). Masks are computed once and reused by every model")
     parser.add_argument("--detector", default=None, help="zero-shot object detector (Hub id or folder) for computed masks")
     parser.add_argument("--segmenter", default=None, help="SAM checkpoint (Hub id or folder) for computed masks")
     parser.add_argument("--detector-threshold", type=closed_unit_interval, default=0.1, help="box score threshold")
@@ -40,12 +42,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from concept_grounding.cci.diagnose_job import run_diagnose, write_diagnose_report
     from concept_grounding.errors import UsageError
-    from concept_grounding.hub import resolve_clip, resolve_model
+    from concept_grounding.hub import resolve_model
 
     if (args.detector is None) != (args.segmenter is None):
         raise UsageError("give --detector and --segmenter together (a grounded segmenter)",
                          argument="--detector" if args.detector is None else "--segmenter")
-    model = resolve_clip(args.model, "--model") if args.model else None
+    from concept_grounding.cci.tables import load_table_models
+
+    models = [handle for _, handle in load_table_models([m or "tiny" for m in args.models], image_size=args.size)]
     segmenter = None
     if args.detector:
         from concept_grounding.cci.segment import GroundedSegmenter
@@ -54,8 +58,8 @@ def run(args: argparse.Namespace) -> int:
                                                       resolve_model(args.segmenter, "--segmenter"),
                                                       threshold=args.detector_threshold,
                                                       cache_dir=args.mask_cache or args.out / "mask_cache")
-    result = run_diagnose(args.images, class_names=args.class_names, model=model, size=args.size,
-                          clusters=args.clusters, seed=args.seed, threshold=args.threshold, segmenter=segmenter,
-                          max_per_class=args.max_images)
-    print(f"wrote {write_diagnose_report(result, args.out)}")
+    results = [run_diagnose(args.images, class_names=args.class_names, model=model, size=args.size,
+                            clusters=args.clusters, seed=args.seed, threshold=args.threshold, segmenter=segmenter,
+                            max_per_class=args.max_images) for model in models]
+    print(f"wrote {write_diagnose_report(results, args.out)}")
     return 0

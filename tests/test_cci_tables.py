@@ -311,3 +311,18 @@ def test_the_readme_cci_bench_and_covar_lines_parse(tmp_path):
         args = build_parser().parse_args(argv[argv.index(command):])
         if command == "cci-bench" and "--models" in argv:
             assert args.models == argv[argv.index("--models") + 1 : argv.index("--models") + 1 + len(args.models)]
+
+
+@pytest.mark.slow
+def test_the_trained_world_clip_loses_accuracy_on_the_hard_counter_animals_subset(world_clip_folder, tmp_path):
+    """The world's species have their usual scenes; on held-out birds pasted onto other
+    backgrounds ('hard') the trained CLIP's accuracy drops, and diagnose reports it per subset."""
+    from concept_grounding.cci.layouts import export_world_counter_animals
+
+    folder, classes = world_clip_folder
+    root = export_world_counter_animals(tmp_path / "ca", per_class=8, image_size=64, class_names=classes, start=300)
+    out = tmp_path / "diag"
+    assert main(["diagnose", "--images", str(root), "--class-names", str(root / "class_names.txt"), "--models",
+                 str(folder), "--clusters", "5", "--out", str(out)]) == 0
+    shares = json.loads((out / "diagnose.json").read_text())["models"][0]["shares"]
+    assert shares["hard"]["accuracy"] < shares["easy"]["accuracy"]

@@ -59,7 +59,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "curate": ("concept_grounding.commands.curate",
                "SUB's curation by human answers: scores, discard rules, alpha, Figs. 6/9, the dataset"),
     "sub": ("concept_grounding.commands.sub", "SUB s+ / s- of your own model (concept model, CLIP, saved folder) with report"),
-    "analyse": ("concept_grounding.commands.analyse", "CGIM, concept existence and location (CoAM) of your post-hoc CBM on CUB"),
+    "analyse": ("concept_grounding.commands.analyse", "Aysel et al.'s tables (CGIM, existence, location, sweep) of a post-hoc CBM"),
+    "cci-bench": ("concept_grounding.commands.cci_bench", "CCI Tables 1-2: deletion / insertion of CCI and baselines across CLIPs"),
+    "diagnose": ("concept_grounding.commands.diagnose", "BG-Er / Fine-Er / FG-Er of a CLIP's errors on an image folder (CounterAnimals too)"),
     "train-flux": ("concept_grounding.commands.train_flux", "train the world Flux text-to-image pipeline on bird-world renders"),
     "publish": ("concept_grounding.commands.publish", "build every Hub repo (datasets, metric Spaces, pipeline, models, Space) offline; --push uploads"),
 }

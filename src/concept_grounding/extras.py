@@ -47,6 +47,8 @@ COMMAND_EXTRAS: dict[str, str | None] = {
     "curate": "models",
     "sub": "models",
     "analyse": "models",
+    "cci-bench": "cci",
+    "diagnose": "cci",
     "train-flux": "tdg",
     "publish": None,
 }

@@ -239,11 +239,12 @@ def test_records_are_checked_before_the_scorer_is_built(tmp_path):
 
 # ------------------------------------------------------------------------------ demo
 def test_demo_builds_the_configs_the_old_command_lines_gave(tmp_path):
-    """The TDG stage's config equals what its former ``generate`` argv parsed to."""
+    """The TDG stage's config equals what its former ``generate`` argv parsed to (the pairings are
+    the demo's named constants: the Space's opening pairing first)."""
     for quick, per_pairing, steps in ((True, "1", "4"), (False, "4", "20")):
         args = argparse.Namespace(quick=quick, seed=3)
-        argv = ["--out", str(tmp_path), "--save-guides", "--seed", "3", "--classes", "073.Blue_Jay", "017.Cardinal",
-                "--attributes", "has_crown_color::black", "has_breast_pattern::spotted", "has_bill_shape::needle",
+        argv = ["--out", str(tmp_path), "--save-guides", "--seed", "3", "--classes", *demo.TDG_CLASSES,
+                "--attributes", *demo.TDG_ATTRIBUTES,
                 "--images-per-pairing", per_pairing, "--steps", steps, "--size", "32"]
         assert demo.generate_config(tmp_path, args) == generate_command.config_from_args(_parse(generate_command, argv))
     tiny = demo.filter_config(tmp_path, tmp_path / "f", tmp_path / "no-bench-model")

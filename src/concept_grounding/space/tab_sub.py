@@ -30,6 +30,8 @@ QUICK_VARIANT = "CBM (joint, per-img.)"
 #: Artifact folders tried, in order (``concept-grounding bench`` slugs after ours).
 ARTIFACT_NAMES = ("concept_model", *(model_slug(v) for v in (QUICK_VARIANT, "CBM (joint)", "CBM (ind., per-img.)",
                                                                 "CBM (ind.)")))
+#: How long the quick build takes (shown on the page); the Space starts it at launch.
+FIRST_USE = "trained when the Space starts: about 80 s on a 2-core CPU"
 #: First world index (in units of the class count) of the explorer's held-out birds.
 HELD_OUT_START = 1000
 

@@ -144,7 +144,7 @@ def test_explain_on_an_uploaded_rgba_image(store, tmp_path):
         drops = np.array([r[3] for r in rows])
         if drops.sum() > 1e-4:
             assert sum(r[2] for r in rows) == pytest.approx(1.0, abs=1e-2)
-    with pytest.raises(UserInputError, match="Unknown baseline"):
+    with pytest.raises(UserInputError, match=r"^Baselines: unknown \[.lime.\]"):
         tab_explain.explain(store, None, 0, "a bird", baselines=["lime"])
 
 

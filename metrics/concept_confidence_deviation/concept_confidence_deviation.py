@@ -32,12 +32,12 @@ Returns:
     `accuracy`, `msp`, `ece` (generated images) and `real_accuracy`.
 Examples:
     >>> import evaluate
-    >>> metric = evaluate.load("metrics/concept_confidence_deviation")
+    >>> metric = evaluate.load("concept_confidence_deviation")
     >>> out = metric.compute(predictions=[[0.9, 0.1], [0.7, 0.3], [0.2, 0.8]], references=[0, 0, 1],
     ...                      real_probabilities=[[0.9, 0.1], [0.1, 0.9]], real_labels=[0, 1])
     >>> round(out["ccd"], 4), round(out["msp"], 4)
     (0.1, 0.8)
-    >>> vqa = evaluate.load("metrics/concept_confidence_deviation", "vqa")
+    >>> vqa = evaluate.load("concept_confidence_deviation", "vqa")
     >>> round(vqa.compute(predictions=[0.9, 0.3, 0.6], references=[0, 0, 1],
     ...                   real_probabilities=[0.8, 0.7], real_labels=[0, 1])["ccd"], 4)
     0.15
@@ -51,6 +51,11 @@ _CITATION = """\
   url       = {https://conceptbed.github.io}
 }
 """
+
+
+#: The card's example: what the metric Space's page computes first (``concept_grounding.metrics.widget``).
+WIDGET_EXAMPLE = {"predictions": [[0.9, 0.1], [0.7, 0.3], [0.2, 0.8]], "references": [0, 0, 1],
+                  "real_probabilities": [[0.9, 0.1], [0.1, 0.9]], "real_labels": [0, 1]}
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)

@@ -36,7 +36,7 @@ Returns:
     `centre_rank` (with return_ranks=True), `region_sizes`, `skipped_no_part`, `skipped_invisible`, `images_without_evaluated`.
 Examples:
     >>> import evaluate
-    >>> metric = evaluate.load("metrics/concept_location")
+    >>> metric = evaluate.load("concept_location")
     >>> peak_top_left = [[1.0, 0.0], [0.0, 0.0]]
     >>> out = metric.compute(predictions=[0], references=[0], concept_scores=[[2.0, 1.0]],
     ...                      concept_maps=[[peak_top_left, peak_top_left]],
@@ -54,6 +54,13 @@ _CITATION = """\
   year      = {2025}
 }
 """
+
+
+#: The card's example: what the metric Space's page computes first (``concept_grounding.metrics.widget``).
+WIDGET_EXAMPLE = {"predictions": [0], "references": [0], "concept_scores": [[2.0, 1.0]],
+                  "concept_maps": [[[[1.0, 0.0], [0.0, 0.0]], [[1.0, 0.0], [0.0, 0.0]]]],
+                  "part_xy": [[[0.0, 0.0], [3.0, 3.0]]], "part_visible": [[True, True]], "theta": [[1.0], [1.0]],
+                  "concept_parts": [[0], [1]], "image_size": [4, 4], "alphas": [1], "top_l": [1, 2]}
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
@@ -80,7 +87,7 @@ class ConceptLocation(CheckedInputs, evaluate.Metric):
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
             features=self._features(),
-            reference_urls=[],
+            reference_urls=["https://arxiv.org/abs/2501.19271"],
         )
 
     def _compute(self, predictions, references, concept_scores, concept_maps, part_xy, part_visible, theta=None,

@@ -65,7 +65,8 @@ def test_folder_layout_and_metadata(name):
     assert "launch_metric_space(__file__)" in (folder / "app.py").read_text()
     compile((folder / "app.py").read_text(), str(folder / "app.py"), "exec")
     card = (folder / "README.md").read_text()
-    for section in ("### Inputs", "### Output values", "## Limitations", "## Citation"):
+    for section in ("### Inputs", "### Output values", "#### Values from Popular Papers", "### Examples",
+                    "## Limitations", "## Citation", "## Further References"):  # evaluate's card template
         assert section in card, section
     metric = load(name)
     assert isinstance(metric, evaluate.Metric)

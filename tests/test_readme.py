@@ -52,3 +52,19 @@ def test_sub_command_lines_parse_and_state_their_preprocessing():
         args = build_parser().parse_args(argv[argv.index("sub"):])
         if ".py:" in args.model:
             assert (args.mean and args.std) or args.normalize is False, " ".join(argv)
+
+
+def test_no_readme_command_runs_a_model_on_random_weights():
+    """Issue 31.10: ``sub --model ViT-B-32`` (a bare open_clip architecture name, no pretrained
+    tag) silently scored a randomly initialised CLIP. No command line of the README names one."""
+    import shlex
+
+    import open_clip
+
+    architectures = set(open_clip.list_models())
+    text = (ROOT / "README.md").read_text()
+    lines = [re.sub(r"\s+#.*$", "", line) for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S)
+             for line in block.replace("\\\n", " ").splitlines()]
+    named = [argv[i + 1] for argv in (shlex.split(line) for line in lines if "concept-grounding" in line)
+             for i, arg in enumerate(argv[:-1]) if arg in ("--model", "--clip-model")]
+    assert named and not [m for m in named if m in architectures], named

@@ -220,3 +220,21 @@ def test_metrics_tab_sub_accuracy_from_csv_known_answer(tmp_path):
                     "has_crown_color::black,has_crown_color::red,017.Cardinal,0.3,0.7\n")
     scalars, _ = compute_metric("sub_accuracy", str(path))
     assert scalars["s_plus"] == pytest.approx(0.5) and scalars["s_minus"] == pytest.approx(0.5)
+
+
+def test_the_space_card_states_the_default_model_and_where_make_demo_writes_the_models():
+    """Issue 31.11: the Space card said the default diffusion model was the tiny random Flux
+    (it is the world Flux), and its ``--artifacts artifacts/`` example pointed where
+    ``make demo`` writes nothing (it writes the bench models under ``reports/demo/bench``)."""
+    import re
+    from pathlib import Path
+
+    from concept_grounding.space import tab_tdg
+
+    root = Path(__file__).resolve().parents[1]
+    card = (root / "spaces" / "concept-grounding" / "README.md").read_text()
+    assert tab_tdg.DEFAULT_MODEL == tab_tdg.WORLD_MODEL and "default diffusion model is the **world Flux**" in card
+    report = re.search(r"^REPORT \?= (\S+)", (root / "Makefile").read_text(), re.M).group(1)
+    demo = (root / "src" / "concept_grounding" / "commands" / "demo.py").read_text()
+    assert 'space --artifacts %s", out / "bench"' in demo
+    assert re.findall(r"--artifacts (\S+)", card) == [f"{report}/bench"]

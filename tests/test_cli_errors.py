@@ -187,3 +187,16 @@ def test_publish_on_a_full_disk_names_the_copy_not_its_source(tmp_path, monkeypa
     line = _one_error(capsys)
     assert f": no space left on the device" in line and line.split("error: ")[1].startswith(str(out)), line
     assert str(Path(__file__).resolve().parents[1] / "metrics") not in line
+
+
+def test_an_argument_error_is_one_line_without_the_usage_block(capsys):
+    """Issue 31.13: argparse printed 8-17 lines of usage before the one-line error the README
+    shows; the error is now the only line, with where to find the usage."""
+    from concept_grounding.cli import build_parser
+
+    with pytest.raises(SystemExit) as stop:
+        build_parser().parse_args(["generate", "--max-images", "many"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1, err
+    assert err.startswith("concept-grounding: error: generate: argument --max-images") and \
+        err.rstrip().endswith("(see concept-grounding generate --help)")

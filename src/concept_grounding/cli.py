@@ -72,12 +72,13 @@ class _HelpFormatter(argparse.HelpFormatter):
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with the project's error line: ``concept-grounding: error: <command>: <message>``."""
+    """argparse with the project's error line, and nothing before it:
+    ``concept-grounding: error: <command>: <message> (see concept-grounding <command> --help)``."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.print_usage(sys.stderr)
         command = self.prog[len(PROG):].strip()
-        self.exit(2, f"{PROG}: error: {command + ': ' if command else ''}{message}\n")
+        hint = f" (see {self.prog} --help)"
+        self.exit(2, f"{PROG}: error: {command + ': ' if command else ''}{message}{hint}\n")
 
 
 def _add_debug(parser: argparse.ArgumentParser, default) -> None:

@@ -200,3 +200,21 @@ def test_an_argument_error_is_one_line_without_the_usage_block(capsys):
     assert stop.value.code == 2 and err.count("\n") == 1, err
     assert err.startswith("concept-grounding: error: generate: argument --max-images") and \
         err.rstrip().endswith("(see concept-grounding generate --help)")
+
+
+def test_a_folder_that_is_not_cub_and_a_missing_model_folder_say_so(tmp_path, capsys):
+    """Issue 31.13: ``bench --cub-root docs`` listed ten missing files instead of saying it is
+    not a CUB_200_2011 folder (naming --cub-root); ``analyse --model /nonexistent`` said
+    "expected file.py:factory" instead of "no such folder"."""
+    not_cub = tmp_path / "docs"
+    not_cub.mkdir()
+    (not_cub / "notes.md").write_text("# not a dataset\n")
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    assert main(["bench", "--cub-root", str(not_cub), "--sub", str(sub), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "not a CUB_200_2011 folder (--cub-root)" in err and "missing file" not in err, err
+    missing = str(tmp_path / "nonexistent")
+    assert main(["analyse", "--model", missing, "--cub-root", str(not_cub), "--out", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == f"concept-grounding: error: --model {missing!r}: no such folder (a saved PostHocCBM folder, or 'file.py:factory')"

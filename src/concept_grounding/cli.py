@@ -120,6 +120,16 @@ def _debug_requested(args: argparse.Namespace) -> bool:
         "1", "true", "yes", "on")
 
 
+def _flags_of(args: argparse.Namespace):
+    """Messages that name a loader's ``root`` name ``--cub-root`` in a command that has it
+    (:func:`concept_grounding.errors.options_as_flags`)."""
+    from contextlib import nullcontext
+
+    from .errors import options_as_flags
+
+    return options_as_flags({"root": "--cub-root"}) if hasattr(args, "cub_root") else nullcontext()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 ok, 2 user error, 1 bug, 130 interrupted)."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -133,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         _require_extra(args.command)
-        return int(args._run(args) or 0)
+        with _flags_of(args):
+            return int(args._run(args) or 0)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130

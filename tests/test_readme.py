@@ -68,3 +68,24 @@ def test_no_readme_command_runs_a_model_on_random_weights():
     named = [argv[i + 1] for argv in (shlex.split(line) for line in lines if "concept-grounding" in line)
              for i, arg in enumerate(argv[:-1]) if arg in ("--model", "--clip-model")]
     assert named and not [m for m in named if m in architectures], named
+
+
+def test_the_blocks_the_readme_test_cannot_run_import_what_they_use():
+    """Issue 31.14: the FLUX.1-dev block (needs the Hub and a GPU, so not run) had no imports and
+    used diffusers' deprecated ``torch_dtype=``. Each ```py block compiles and passes ``dtype=``;
+    the FLUX.1-dev block imports every name it uses (the others use the reader's own objects)."""
+    import ast
+    import builtins
+
+    blocks = re.findall(r"```py\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+    assert blocks
+    for block in blocks:
+        tree = ast.parse(block)
+        bound = {a.asname or a.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+                 for a in node.names}
+        bound |= {t.id for node in ast.walk(tree) if isinstance(node, ast.Assign) for t in node.targets
+                  if isinstance(t, ast.Name)}
+        used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        if "FLUX.1-dev" in block:
+            assert not used - bound - set(dir(builtins)), (used - bound, block)
+        assert "torch_dtype=" not in block, block

@@ -238,3 +238,27 @@ def test_the_space_card_states_the_default_model_and_where_make_demo_writes_the_
     demo = (root / "src" / "concept_grounding" / "commands" / "demo.py").read_text()
     assert 'space --artifacts %s", out / "bench"' in demo
     assert re.findall(r"--artifacts (\S+)", card) == [f"{report}/bench"]
+
+
+@pytest.mark.parametrize("name", ["concept_confidence_deviation", "concept_existence", "concept_global_importance",
+                                  "concept_location", "sub_accuracy"])
+def test_metrics_tab_takes_the_evaluate_module_s_example(name, tmp_path):
+    """Issue 31.14: the Metrics tab refused ``predictions`` (the ``evaluate`` name) and wanted
+    ``scores``; each metric Space's example, saved as JSON, now computes here, with the
+    module's own scalar values."""
+    import json
+    from pathlib import Path
+
+    from concept_grounding.metrics.widget import load_metric, widget_example
+    from concept_grounding.space.tab_metrics import compute_metric
+
+    metric = load_metric(Path(__file__).resolve().parents[1] / "metrics" / name)
+    example = widget_example(metric)
+    path = tmp_path / "example.json"
+    path.write_text(json.dumps(example))
+    scalars, _ = compute_metric(name, str(path))
+    expected = metric.compute(**example)
+    for key, value in scalars.items():
+        if key in expected and value is not None:
+            assert value == pytest.approx(expected[key], abs=1e-6), key
+    assert scalars

@@ -83,8 +83,10 @@ def metric_help(name: str) -> str:
     params = [p for p in inspect.signature(func).parameters.values() if p.kind != p.VAR_KEYWORD]
     required = [p.name for p in params if p.default is p.empty]
     optional = [p.name for p in params if p.default is not p.empty]
+    aliases = "".join(f"; `{m}` for `{f}`" for m, f in EVALUATE_NAMES.get(name, {}).items())
     lines.append(f"**JSON keys** (the function's arguments): required `{'`, `'.join(required)}`"
-                 + (f"; optional `{'`, `'.join(optional)}`" if optional else "") + ".")
+                 + (f"; optional `{'`, `'.join(optional)}`" if optional else "") + ". The `evaluate` module's "
+                 f"names work too{aliases}: its card's example, saved as a `.json` file, is a file to try.")
     lines.append(f"**CSV columns:** {spec.csv_help}" if spec.csv_help else "**CSV:** not supported; use JSON.")
     doc = inspect.getdoc(func) or ""
     if "Args:" in doc:
@@ -160,7 +162,27 @@ def _csv_kwargs(name: str, table: dict[str, list[Any]]) -> dict[str, Any]:
     raise UserInputError(f"{METRICS[name].title} takes JSON only (its inputs are matrices).")
 
 
+#: The ``evaluate`` modules' names of a metric's inputs (``metrics/<name>/``) that differ from the
+#: function's: a JSON file written for the module (its card's example) works here too.
+EVALUATE_NAMES: dict[str, dict[str, str]] = {
+    "sub_accuracy": {"predictions": "scores"},
+    "concept_confidence_deviation": {"predictions": "generated_probabilities", "references": "generated_labels"},
+}
+
+
+def _function_names(name: str, data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with the ``evaluate`` module's input names (:data:`EVALUATE_NAMES`) renamed to the function's."""
+    renamed = dict(data)
+    for module_name, function_name in EVALUATE_NAMES.get(name, {}).items():
+        if module_name in renamed:
+            if function_name in renamed:
+                raise UserInputError(f"Give `{module_name}` or `{function_name}`, not both (the same input).")
+            renamed[function_name] = renamed.pop(module_name)
+    return renamed
+
+
 def _json_kwargs(func: Any, data: dict[str, Any]) -> dict[str, Any]:
+    data = _function_names(func.__name__, data)
     params = inspect.signature(func).parameters
     unknown = sorted(set(data) - set(params))
     if unknown:

@@ -214,7 +214,7 @@ def test_the_card_example_goes_through_evaluate_save(name, tmp_path):
     result); results are plain Python now, and the saved file holds them."""
     import json
 
-    from concept_grounding.metrics.widget import widget_example
+    from concept_grounding.space.metric_widget import widget_example
 
     metric = load(name)
     result = metric.compute(**widget_example(metric))
@@ -254,7 +254,7 @@ def test_the_published_metric_space_starts_from_a_folder_named_app_and_computes_
     from gradio_client import Client
     from huggingface_hub import SpaceCard
 
-    from concept_grounding.metrics.widget import widget_example
+    from concept_grounding.space.metric_widget import widget_example
     from concept_grounding.publish.code_repos import METRIC_SPACE_GRADIO, build_metric_space
 
     app = tmp_path / "app"

@@ -249,7 +249,7 @@ def test_metrics_tab_takes_the_evaluate_module_s_example(name, tmp_path):
     import json
     from pathlib import Path
 
-    from concept_grounding.metrics.widget import load_metric, widget_example
+    from concept_grounding.space.metric_widget import load_metric, widget_example
     from concept_grounding.space.tab_metrics import compute_metric
 
     metric = load_metric(Path(__file__).resolve().parents[1] / "metrics" / name)

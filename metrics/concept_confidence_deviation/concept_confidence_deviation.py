@@ -53,7 +53,7 @@ _CITATION = """\
 """
 
 
-#: The card's example: what the metric Space's page computes first (``concept_grounding.metrics.widget``).
+#: The card's example: what the metric Space's page computes first (``concept_grounding.space.metric_widget``).
 WIDGET_EXAMPLE = {"predictions": [[0.9, 0.1], [0.7, 0.3], [0.2, 0.8]], "references": [0, 0, 1],
                   "real_probabilities": [[0.9, 0.1], [0.1, 0.9]], "real_labels": [0, 1]}
 

@@ -48,7 +48,7 @@ _CITATION = """\
 """
 
 
-#: The card's example: what the metric Space's page computes first (``concept_grounding.metrics.widget``).
+#: The card's example: what the metric Space's page computes first (``concept_grounding.space.metric_widget``).
 WIDGET_EXAMPLE = {"predictions": [0, 1], "references": [0, 0], "concept_scores": [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]],
                   "concept_labels": [[1, 0, 0], [1, 0, 0]], "theta": [[2.0, 0.0], [1.0, 1.0], [0.0, 3.0]], "top_l": [1, 2]}
 

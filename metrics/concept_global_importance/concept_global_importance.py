@@ -47,7 +47,7 @@ _CITATION = """\
 """
 
 
-#: The card's example: what the metric Space's page computes first (``concept_grounding.metrics.widget``).
+#: The card's example: what the metric Space's page computes first (``concept_grounding.space.metric_widget``).
 WIDGET_EXAMPLE = {"predictions": [0, 1], "references": [0, 1], "concept_scores": [[1.0, 0.0], [0.0, 2.0]],
                   "theta": [[1.0, -1.0], [0.0, 1.0]], "class_attributes": [[1, 0], [0, 1]]}
 

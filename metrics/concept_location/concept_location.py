@@ -56,7 +56,7 @@ _CITATION = """\
 """
 
 
-#: The card's example: what the metric Space's page computes first (``concept_grounding.metrics.widget``).
+#: The card's example: what the metric Space's page computes first (``concept_grounding.space.metric_widget``).
 WIDGET_EXAMPLE = {"predictions": [0], "references": [0], "concept_scores": [[2.0, 1.0]],
                   "concept_maps": [[[[1.0, 0.0], [0.0, 0.0]], [[1.0, 0.0], [0.0, 0.0]]]],
                   "part_xy": [[[0.0, 0.0], [3.0, 3.0]]], "part_visible": [[True, True]], "theta": [[1.0], [1.0]],

@@ -1,6 +1,6 @@
-"""The sub_accuracy metric Space: ``concept_grounding.metrics.widget`` (a JSON box for every
+"""The sub_accuracy metric Space: ``concept_grounding.space.metric_widget`` (a JSON box for every
 compute() argument; evaluate's own widget sends only the feature columns)."""
 
-from concept_grounding.metrics.widget import launch_metric_space
+from concept_grounding.space.metric_widget import launch_metric_space
 
 launch_metric_space(__file__)

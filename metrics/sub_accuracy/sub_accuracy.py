@@ -88,7 +88,7 @@ _CITATION = """\
 _CONFIGS = ("binary", "group", "group_with_none")
 
 
-#: The card's example: what the metric Space's page computes first (``concept_grounding.metrics.widget``).
+#: The card's example: what the metric Space's page computes first (``concept_grounding.space.metric_widget``).
 WIDGET_EXAMPLE = {"predictions": [[0.2, 0.9], [0.7, 0.4]], "target_attributes": ["has_bill_shape::needle"] * 2,
                   "removed_attributes": [["has_bill_shape::dagger"]] * 2,
                   "reference_classes": ["017.Cardinal", "073.Blue_Jay"],

@@ -111,10 +111,11 @@ class Vocabulary:
         try:
             return self._attribute_ids[name]
         except KeyError:
-            from .errors import suggest
+            import difflib
 
-            hint = suggest(str(name), self.attributes) or (
-                f"; the {len(self.attributes)} names look like 'has_crown_color::black'")
+            close = difflib.get_close_matches(str(name), self.attributes, n=3, cutoff=0.6)
+            hint = (f" (did you mean {', '.join(repr(c) for c in close)}?)" if close
+                    else f"; the {len(self.attributes)} names look like 'has_crown_color::black'")
             raise KeyError(f"unknown attribute {name!r}{hint}") from None
 
     def attribute_indices(self, names: list[str] | tuple[str, ...]) -> list[int]:

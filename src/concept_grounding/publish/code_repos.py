@@ -17,7 +17,7 @@ from .cards import make_card, rewrite_local_paths, save_card
 __all__ = ["METRIC_SPACE_GRADIO"]
 
 #: The Gradio version a metric Space runs (its card's ``sdk_version``): the one its widget
-#: (:mod:`concept_grounding.metrics.widget`) is tested with; a test keeps the two equal.
+#: (:mod:`concept_grounding.space.metric_widget`) is tested with; a test keeps the two equal.
 METRIC_SPACE_GRADIO = "6.31.0"
 
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".*")

@@ -31,6 +31,7 @@ import os
 import re
 import reprlib
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -138,18 +139,16 @@ def to_rgb(image: Any, max_side: int = MAX_IMAGE_SIDE) -> np.ndarray:
     return np.asarray(pil, dtype=np.uint8).copy()
 
 
-def load_image(path: str | os.PathLike | None, max_side: int = MAX_IMAGE_SIDE, gate: Any = None) -> np.ndarray:
+def load_image(path: str | os.PathLike | None, max_side: int = MAX_IMAGE_SIDE,
+               check_pixels: Callable[[str, int, int], None] | None = None) -> np.ndarray:
     """Decode an uploaded file into ``(H, W, 3)`` uint8 RGB (see :func:`to_rgb`).
 
     Raises :class:`UserInputError` for a missing upload, a file that is not an image
-    (PDF, text, a truncated PNG), a file above :data:`MAX_UPLOAD_BYTES`, or an image with
-    more pixels to decode than ``gate``'s ``max_pixels`` (:class:`~.limits.Gate`, default
-    limits), checked from its header before a pixel is decoded (a JPEG at the reduced
-    scale it is decoded at).
+    (PDF, text, a truncated PNG), or a file above :data:`MAX_UPLOAD_BYTES`.
+    ``check_pixels("Image", width, height)`` (the Space passes its
+    :meth:`~.limits.Gate.check_pixels`) sees the size that will be decoded, from the
+    header, before a pixel is decoded (a JPEG at the reduced scale it is decoded at).
     """
-    from .limits import Gate
-
-    gate = gate if gate is not None else Gate()
     from PIL import Image, UnidentifiedImageError
 
     if path is None or str(path) == "":
@@ -163,7 +162,8 @@ def load_image(path: str | os.PathLike | None, max_side: int = MAX_IMAGE_SIDE, g
         with Image.open(file) as pil:
             if pil.size[0] > max_side or pil.size[1] > max_side:
                 pil.draft("RGB", (max_side, max_side))
-            gate.check_pixels("Image", *pil.size)
+            if check_pixels is not None:
+                check_pixels("Image", *pil.size)
             pil.load()
             return to_rgb(pil, max_side)
     except UserInputError:

@@ -100,7 +100,7 @@ def input_image(store: ResourceStore, path: str | None, world_index: int, gate: 
     ``world_index`` with its sample."""
     world_index = whole_number(world_index, "World bird #", 0, MAX_WORLD_INDEX)
     if path:
-        return load_image(path, gate=gate), None
+        return load_image(path, check_pixels=(gate if gate is not None else Gate()).check_pixels), None
     sample = get_world(store).sample(world_index)
     return to_rgb(sample.image), sample
 

@@ -657,3 +657,13 @@ def test_a_sigterm_deletes_what_the_space_stored(default_server):
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=30)
     assert not [p for p in cache.rglob("*") if p.is_file()]
+
+
+def test_a_path_outside_the_upload_folder_is_refused_without_echoing_it(server):
+    """Issue 31.7: Gradio's own refusal of a file outside its cache echoed the resolved path;
+    the visitor now gets one line naming the field, and no path."""
+    url, *_ = server
+    outside = json.dumps({"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}})
+    kind, message = _raw_result(url, "metrics", f'{{"data": ["concept_confidence_deviation", {outside}]}}')
+    assert kind == "error" and "/etc" not in message and "\n" not in message, message
+    assert message.startswith("Predictions"), message

@@ -318,3 +318,56 @@ def test_saved_config_keeps_its_flat_keys_and_old_files_still_load():
     assert FluxTrainConfig.from_dict(old).world == replace(cfg.world, pose="varied", scene="varied")
     noisy = FluxTrainConfig(world=replace(TRAINING_WORLD, deviation_rate=0.2))
     assert FluxTrainConfig.from_dict(noisy.to_dict()) == noisy
+
+
+def test_guide_caption_rate_keeps_the_default_draws_and_shifts_the_mix(world2):
+    from concept_grounding.worldflux.captions import caption_thresholds
+
+    labels = world2.sample(0).attributes
+    default = [make_caption(labels, 0, world2, np.random.default_rng([0, i])) for i in range(400)]
+    explicit = [make_caption(labels, 0, world2, np.random.default_rng([0, i]), 0.20) for i in range(400)]
+    assert default == explicit  # the default rate draws the captions of earlier runs
+    heavy = [make_caption(labels, 0, world2, np.random.default_rng([0, i]), 0.6) for i in range(400)]
+    share = lambda caps: np.mean([c.startswith("a photo of a bird with") for c in caps])  # noqa: E731
+    assert 0.12 < share(default) < 0.28 and 0.52 < share(heavy) < 0.68
+    assert caption_thresholds(0.0)[2] == pytest.approx(caption_thresholds(0.0)[1])  # no guide captions at all
+    with pytest.raises(ValueError, match="guide_rate"):
+        caption_thresholds(1.0)
+    with pytest.raises(ValueError, match="guide_captions"):
+        FluxTrainConfig(guide_captions=-0.1)
+
+
+def test_train_flux_transformer_only_run_keeps_the_init_vae(tmp_path):
+    """--init-from with --vae-steps 0 and --guide-captions: the VAE (weights and latent
+    factors) is the init's byte for byte; the config round-trips through config.json."""
+    from safetensors.torch import load_file
+
+    from concept_grounding.cli import main
+
+    first = tmp_path / "first"
+    assert main(["train-flux", "--tiny", "--out", str(first), "--work-dir", str(tmp_path / "w1"), "--no-progress"]) == 0
+    second = tmp_path / "second"
+    assert main(["train-flux", "--tiny", "--out", str(second), "--work-dir", str(tmp_path / "w2"), "--no-progress",
+                 "--init-from", str(first), "--vae-steps", "0", "--guide-captions", "0.5"]) == 0
+    a = load_file(first / "vae" / "diffusion_pytorch_model.safetensors")
+    b = load_file(second / "vae" / "diffusion_pytorch_model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    va, vb = (json.loads((f / "vae" / "config.json").read_text()) for f in (first, second))
+    assert (va["shift_factor"], va["scaling_factor"]) == (vb["shift_factor"], vb["scaling_factor"])
+    log = json.loads((second / "train_log.json").read_text())
+    assert log["config"]["guide_captions"] == 0.5 and log["config"]["vae_steps"] == 0
+    assert FluxTrainConfig.from_dict(log["config"]).guide_captions == 0.5
+    assert "guide_captions" not in json.loads((first / "train_log.json").read_text())["config"]  # default: as before
+    with pytest.raises(ValueError, match="vae_steps"):
+        FluxTrainConfig(vae_steps=0)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+def test_train_flux_device_cuda_without_cuda_is_one_line(tmp_path, capsys):
+    from concept_grounding.cli import main
+
+    code = main(["train-flux", "--tiny", "--out", str(tmp_path / "o"), "--work-dir", str(tmp_path / "w"), "--no-progress",
+                 "--device", "cuda"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code != 0 and len(err) == 1 and "device" in err[0] and "CUDA" in err[0]
+    assert not (tmp_path / "w" / "data.npz").exists()  # refused before any rendering

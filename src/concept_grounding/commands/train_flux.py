@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--per-class", type=int, default=400, help="training renders per species")
     parser.add_argument("--vae-blocks", type=_channel_list, default=(16, 32, 64), help="AutoencoderKL block widths, e.g. 32,64,128")
     parser.add_argument("--latent-channels", type=int, default=8, help="VAE latent channels")
-    parser.add_argument("--vae-steps", type=int, default=800, help="VAE training steps")
+    parser.add_argument("--vae-steps", type=int, default=800, help="VAE training steps (0 with --init-from: keep its VAE)")
     parser.add_argument("--vae-batch", type=int, default=32, help="VAE batch size")
     parser.add_argument("--steps", type=int, default=None,
                         help="transformer steps (default: fit --minutes; 0 with --init-from: keep its transformer)")
@@ -58,6 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vae-decoder-only", action="store_true",
                         help="fit only the --init-from VAE's decoder (its encoder and latent space are kept, so its "
                              "transformer stays valid)")
+    parser.add_argument("--guide-captions", type=float, default=0.20,
+                        help="probability of TDG's colour guide caption 'a photo of a bird with {S}' (the other forms "
+                             "keep their proportions)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the renders and the training")
     parser.add_argument("--workers", type=int, default=1, help="processes rendering the training sets (same renders for any count)")
     parser.add_argument("--device", default="cpu",
@@ -90,10 +93,10 @@ def config_from_args(args: argparse.Namespace):
     if args.tiny:  # the attribute-preserving VAE settings and --init-from apply to a smoke run too
         return FluxTrainConfig(
             world=replace(TRAINING_WORLD, class_names=("017.Cardinal", "073.Blue_Jay"), seed=args.seed), per_class=4,
-            vae_blocks=(8, 16), latent_channels=4, vae_steps=2, vae_batch=4, text_width=16, text_layers=1, layers=1,
+            vae_blocks=(8, 16), latent_channels=4, vae_steps=0 if args.vae_steps == 0 else 2, vae_batch=4, text_width=16, text_layers=1, layers=1,
             single_layers=1, heads=2, head_dim=16, batch=4, warmup=1, checkpoint_every=1,
             vae_deviant_per_class=args.vae_deviant_per_class, vae_part_weight=args.vae_part_weight, init_from=init_from,
-            vae_decoder_only=args.vae_decoder_only, steps=0 if args.steps == 0 else 2,
+            vae_decoder_only=args.vae_decoder_only, steps=0 if args.steps == 0 else 2, guide_captions=args.guide_captions,
         )  # fmt: skip
     return FluxTrainConfig(
         world=WorldConfig(image_size=args.size, seed=args.seed, pose=args.pose, zoom=args.zoom, scene=args.scene),
@@ -117,6 +120,7 @@ def config_from_args(args: argparse.Namespace):
         warmup=args.warmup,
         init_from=init_from,
         vae_decoder_only=args.vae_decoder_only,
+        guide_captions=args.guide_captions,
     )
 
 

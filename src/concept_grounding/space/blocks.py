@@ -323,17 +323,17 @@ def tab_tdg_ui(gr: Any, store: ResourceStore, tab: Any, status: Any, gate: Gate 
         "tying its denoising to a *guide* image's. The default model is a small Flux trained on "
         "the bird world (32 px; blurry birds, see its model card for the measured quality); the "
         "tiny random Flux shows only the mechanics (noise-like images). The operator can offer "
-        f"real Flux models at launch (`--tdg-model` or `{tab.MODEL_ENV}`)."
+        f"real Flux models at launch (`--tdg-model` or `{tab.MODEL_ENV}`).\n\n{tab.EXPECTATION}"
     )
     with gr.Row():
-        ref = gr.Dropdown(classes, value="017.Cardinal", label="Reference class", elem_id="tdg-class")
-        attr = gr.Dropdown(attributes, value="has_crown_color::black", label="Target attribute", elem_id="tdg-attr")
+        ref = gr.Dropdown(classes, value=tab.DEFAULT_PAIRING[0], label="Reference class", elem_id="tdg-class")
+        attr = gr.Dropdown(attributes, value=tab.DEFAULT_PAIRING[1], label="Target attribute", elem_id="tdg-attr")
         model = gr.Dropdown(tab.model_choices(store.policy), value=tab.DEFAULT_MODEL, label="Model", elem_id="tdg-model",
                             allow_custom_value=store.policy.allow_any)
     with gr.Row():
         steps = gr.Slider(1, tab.MAX_STEPS, value=tab.DEFAULT_STEPS, step=1, label="Steps",
                           info=f"{tab.DEFAULT_STEPS}: how the world Flux was measured (model card)")
-        seed = gr.Number(0, label="Seed")  # no precision: the handler refuses 2.5 and NaN, naming the field
+        seed = gr.Number(tab.DEFAULT_SEED, label="Seed")  # no precision: the handler refuses 2.5 and NaN, naming the field
     with gr.Row():
         c_r = gr.Textbox(label="Reference prompt c_R", elem_id="tdg-cr", interactive=False)
         c_g = gr.Textbox(label="Guide prompt c_G", elem_id="tdg-cg", interactive=False)

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..worldflux.loader import WORLD_TDG_EXPECTATION
 from .common import attribute_label, class_label, figure_to_image
 from .inputs import UserInputError, whole_number
 from .limits import SpaceLimits
@@ -30,7 +31,7 @@ from .policy import TDG_MODELS_ENV, ModelPolicy
 from .resources import FeatureUnavailable, ResourceStore
 
 __all__ = ["TINY_MODEL", "WORLD_MODEL", "DEFAULT_MODEL", "MODEL_ENV", "build_world_pipeline", "pipeline_key", "choices", "prompts", "eta_figure", "generate", "model_choices",
-           "build_default_pipeline", "get_pipeline", "Cancelled"]
+           "build_default_pipeline", "get_pipeline", "Cancelled", "DEFAULT_PAIRING", "DEFAULT_SEED", "EXPECTATION"]
 
 #: Name of the built-in tiny model in the model dropdown.
 TINY_MODEL = "tiny (built-in, random weights)"
@@ -43,6 +44,13 @@ DEFAULT_STEPS = 20
 MAX_STEPS = SpaceLimits().max_steps
 MAX_SEED = 2**32 - 1
 DEFAULT_MODEL = WORLD_MODEL
+#: The pairing (reference class, S+) and seed the tab opens on: with the world Flux at
+#: :data:`DEFAULT_STEPS`, the shipped judge finds S+ in this guide (a test checks it through
+#: :func:`generate` and :func:`verdicts`), so a visitor first sees what the tie has to carry.
+DEFAULT_PAIRING: tuple[str, str] = ("035.Purple_Finch", "has_breast_color::blue")
+DEFAULT_SEED = 0
+#: What a visitor should expect, in one sentence (the world Flux's measured TDG behaviour).
+EXPECTATION = WORLD_TDG_EXPECTATION
 #: Environment variable naming extra Flux models (comma-separated local folders or Hub ids), read at launch.
 MODEL_ENV = TDG_MODELS_ENV
 #: Output side (px) of the tiny model; a named model samples at its trained side, at most MAX_SIZE.

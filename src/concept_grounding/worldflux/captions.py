@@ -14,6 +14,9 @@ form                                                                 probability
 ``a photo of a {name} with a {P} like a {G}`` (TDG pattern reference) 0.07
 ==================================================================== ===========
 
+``guide_rate`` (``train-flux --guide-captions``) sets the probability of TDG's colour guide
+form; the other forms keep their proportions over the rest (the table is the default 0.20).
+
 ``{S}`` is :func:`~concept_grounding.tdg.prompts.attribute_text` of an attribute the image
 shows, ``{P}`` of a pattern it shows, ``{G}`` a species whose class-level traits share
 that bill shape / pattern. Forms that need a pattern fall back to the first form when the
@@ -82,23 +85,50 @@ def _species_with(world: "BirdWorld", attribute: str) -> list[str]:
     return [class_display_name(c) for c, row in zip(world.class_names, world.class_attributes) if row[j]]
 
 
-def make_caption(labels: np.ndarray, label: int, world: "BirdWorld", rng: np.random.Generator) -> str:
-    """One caption for an image of class ``label`` with (312,) exact ``labels`` (see module doc)."""
+#: Default probability of TDG's colour guide form ``a photo of a bird with {S}``.
+GUIDE_CAPTION_RATE = 0.20
+
+
+def caption_thresholds(guide_rate: float = GUIDE_CAPTION_RATE) -> tuple[float, float, float, float, float]:
+    """Upper bounds of the first five caption forms on a uniform draw ``u`` (the sixth takes
+    the rest): the module table's probabilities with the guide form's set to ``guide_rate``
+    and the others scaled by ``(1 - guide_rate) / 0.8``.
+
+    >>> caption_thresholds()
+    (0.25, 0.55, 0.75, 0.85, 0.93)
+    >>> [round(t, 4) for t in caption_thresholds(0.5)]
+    [0.1562, 0.3438, 0.8438, 0.9062, 0.9562]
+    """
+    if not 0.0 <= guide_rate < 1.0:
+        raise ValueError(f"guide_rate must be in [0, 1), got {guide_rate}")
+    if guide_rate == GUIDE_CAPTION_RATE:
+        return (0.25, 0.55, 0.75, 0.85, 0.93)  # the literal bounds of earlier runs (same draws, same captions)
+    k = (1.0 - guide_rate) / (1.0 - GUIDE_CAPTION_RATE)
+    species, attributes = 0.25 * k, 0.55 * k
+    guide = attributes + guide_rate
+    return (species, attributes, guide, guide + 0.10 * k, guide + 0.18 * k)
+
+
+def make_caption(labels: np.ndarray, label: int, world: "BirdWorld", rng: np.random.Generator,
+                 guide_rate: float = GUIDE_CAPTION_RATE) -> str:
+    """One caption for an image of class ``label`` with (312,) exact ``labels`` (see module
+    doc); the colour guide form is drawn with probability ``guide_rate``."""
     name = class_display_name(world.class_names[label])
     attrs = phrase_attributes(labels, world)
     patterns = [a for a in attrs if a.split("::")[0].removeprefix("has_") in _PATTERN_GROUPS]
+    t_species, t_attributes, t_guide, t_pattern, t_shape = caption_thresholds(guide_rate)
     u = float(rng.random())
-    if u < 0.25 or not attrs:
+    if u < t_species or not attrs:
         return f"a photo of a {name}"
-    if u < 0.55:
+    if u < t_attributes:
         k = 1 if rng.random() < 0.6 or len(attrs) < 2 else 2
         picks = rng.choice(len(attrs), size=k, replace=False)
         return f"a photo of a {name} with " + " and ".join(_phrase(attrs[int(i)]) for i in picks)
-    if u < 0.75:
+    if u < t_guide:
         return f"a photo of a bird with {_phrase(attrs[int(rng.integers(len(attrs)))])}"
-    if u < 0.85 and patterns:
+    if u < t_pattern and patterns:
         return f"a photo of a {name} with a {attribute_text(patterns[int(rng.integers(len(patterns)))])}"
-    if u < 0.93:
+    if u < t_shape:
         shape = [world.vocab.attributes[i] for i in world.vocab.groups["bill_shape"] if labels[i]]
         guides = _species_with(world, shape[0]) if shape else []
         if guides:

@@ -29,7 +29,8 @@ class FluxTrainConfig:
         per_class: training renders per species (after the held-out filter).
         vae_blocks: AutoencoderKL ``block_out_channels``; downsampling 2**(len - 1).
         latent_channels: VAE latent channels (transformer in_channels = 4x, 2x2 packing).
-        vae_steps / vae_batch / vae_lr: VAE fit (L1 + MSE + kl_weight * KL, AdamW, cosine).
+        vae_steps / vae_batch / vae_lr: VAE fit (L1 + MSE + kl_weight * KL, AdamW, cosine);
+            ``vae_steps = 0`` (only with ``init_from``) keeps its VAE and latent factors as they are.
         text_width / text_layers: hidden size and depth of both text encoders.
         max_length: tokens (incl. specials) of both tokenizers = ``model_max_length`` =
             the ``max_sequence_length`` the pipeline must be called with.
@@ -50,6 +51,8 @@ class FluxTrainConfig:
         vae_decoder_only: fit only ``init_from``'s VAE decoder, on samples of its frozen
             encoder's posterior: the latent space (and its shift / scaling factors) stays the
             one ``init_from``'s transformer was trained on (:mod:`.vae`).
+        guide_captions: probability of TDG's colour guide caption ``a photo of a bird with
+            {S}`` (:func:`~.captions.caption_thresholds`; the other forms keep their proportions).
     """
 
     world: WorldConfig = TRAINING_WORLD
@@ -79,13 +82,16 @@ class FluxTrainConfig:
     vae_part_weight: float = 0.0
     init_from: str | None = None
     vae_decoder_only: bool = False
+    guide_captions: float = 0.20
 
     def __post_init__(self) -> None:
         down = 2 ** (len(self.vae_blocks) - 1) * 2
         if self.world.image_size % down:
             raise ValueError(f"image_size must be a multiple of {down} for vae_blocks={self.vae_blocks}, "
                              f"got {self.world.image_size}")
-        for name in ("per_class", "vae_steps", "vae_batch", "batch", "max_length", "checkpoint_every"):
+        if self.vae_steps < 0 or (self.vae_steps == 0 and not self.init_from):
+            raise ValueError(f"vae_steps must be > 0 (or 0 with init_from: keep its VAE), got {self.vae_steps}")
+        for name in ("per_class", "vae_batch", "batch", "max_length", "checkpoint_every"):
             if int(getattr(self, name)) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         if self.steps is not None and (self.steps < 0 or (self.steps == 0 and not self.init_from)):
@@ -96,6 +102,8 @@ class FluxTrainConfig:
             raise ValueError(f"caption_dropout must be in [0, 1), got {self.caption_dropout}")
         if self.vae_deviant_per_class < 0 or self.vae_part_weight < 0:
             raise ValueError("vae_deviant_per_class and vae_part_weight must be >= 0")
+        if not 0.0 <= self.guide_captions < 1.0:
+            raise ValueError(f"guide_captions must be in [0, 1), got {self.guide_captions}")
         if self.head_dim % 4:
             raise ValueError(f"head_dim must be a multiple of 4, got {self.head_dim}")
 
@@ -117,6 +125,10 @@ class FluxTrainConfig:
         own = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "world"}
         own["vae_blocks"] = list(self.vae_blocks)
         later = {k: own.pop(k) for k in ("vae_deviant_per_class", "vae_part_weight", "init_from", "vae_decoder_only")}  # issue 24's
+        if own["guide_captions"] == FluxTrainConfig.guide_captions:  # issue 37's; absent from the files of earlier runs
+            own.pop("guide_captions")
+        else:
+            later["guide_captions"] = own.pop("guide_captions")
         return {"image_size": world.pop("image_size"), "per_class": own.pop("per_class"),
                 "class_names": world.pop("class_names"), **own, **world, **later}
 

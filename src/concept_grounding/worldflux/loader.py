@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["WORLD_FLUX_DIR", "WORLD_TRUE_CFG", "WORLD_STEPS", "world_flux_path", "load_world_flux", "world_flux_call_kwargs",
+__all__ = ["WORLD_FLUX_DIR", "WORLD_TRUE_CFG", "WORLD_STEPS", "WORLD_TDG_EXPECTATION", "world_flux_path", "load_world_flux", "world_flux_call_kwargs",
            "trained_world_config"]
 
 #: The shipped pipeline folder (package data).
@@ -14,6 +14,14 @@ WORLD_FLUX_DIR = Path(__file__).resolve().parent.parent / "assets" / "world_flux
 #: which the world Flux was measured (model card); the transformer has no guidance embedding.
 WORLD_TRUE_CFG = 4.0
 WORLD_STEPS = 20
+#: What to expect of TDG on the world Flux, in one sentence (the Space's TDG tab and ``make demo``
+#: say it; measured in docs/tdg_world/report.md).
+WORLD_TDG_EXPECTATION = (
+    "What to expect: the world Flux draws the guide's S+ in about half of the colour guides, but on these "
+    "canonical 32 px birds SUB's schedule ties only the early steps, which fix the pose and not the colours, "
+    "so the TDG reference usually looks like the prompting-only image: here TDG rarely helps, which is the "
+    "project's measured finding, not a fault of the page."
+)
 
 
 def world_flux_path() -> Path:

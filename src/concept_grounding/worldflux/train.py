@@ -81,6 +81,18 @@ _LOSS_FLUSH = 20
 _CALIBRATION_START, _CALIBRATION_END = 5, 20
 
 
+def _flush_losses(losses: list, pending: list, step: int) -> None:
+    """Append the ``pending`` loss tensors of the steps ending at ``step`` to ``losses`` as
+    ``[step, value]`` pairs (one read-back from the device) and empty ``pending``."""
+    if not pending:
+        return
+    import torch
+
+    first = step - len(pending) + 1
+    losses.extend([first + i, v] for i, v in enumerate(torch.stack(pending).tolist()))
+    pending.clear()
+
+
 def flow_matching_loss(
     transformer: Any, x0: Any, noise: Any, t: Any, prompt_embeds: Any, pooled: Any, img_ids: Any, txt_ids: Any
 ) -> Any:
@@ -217,7 +229,7 @@ def _train_flux(
         noise = torch.randn(x0.shape, generator=g_dev, device=device)
         t = torch.sigmoid(torch.randn(cfg.batch, generator=g)).to(device)
         prompts = [
-            "" if rng.random() < cfg.caption_dropout else make_caption(attrs[i], int(labels[i]), world, rng)
+            "" if rng.random() < cfg.caption_dropout else make_caption(attrs[i], int(labels[i]), world, rng, cfg.guide_captions)
             for i in idx.tolist()
         ]
         total_for_lr = state["total"] if state["total"] is not None else 10**9
@@ -241,9 +253,7 @@ def _train_flux(
         pending.append(loss.detach())
         bar.update(1)
         if len(pending) == _LOSS_FLUSH or step == state["total"] or step % cfg.checkpoint_every == 0:
-            first = step - len(pending) + 1
-            state["losses"].extend([first + i, v] for i, v in enumerate(torch.stack(pending).tolist()))
-            pending.clear()
+            _flush_losses(state["losses"], pending, step)
             bar.set_postfix(loss=f"{state['losses'][-1][1]:.3f}")
         state["seconds"] = time.perf_counter() - t_start
         if step == _CALIBRATION_START:
@@ -258,9 +268,7 @@ def _train_flux(
         if step % cfg.checkpoint_every == 0 and step < (state["total"] or 0):
             atomic_save({"model": modules.state_dict(), "ema": ema, "opt": opt.state_dict(), "state": state}, path)
     bar.close()
-    if pending:
-        first = step - len(pending) + 1
-        state["losses"].extend([first + i, v] for i, v in enumerate(torch.stack(pending).tolist()))
+    _flush_losses(state["losses"], pending, step)
     state["done"] = True
     atomic_save({"model": modules.state_dict(), "ema": ema, "opt": opt.state_dict(), "state": state}, path)
     modules.load_state_dict(ema)
@@ -405,7 +413,7 @@ def train_world_flux(cfg: FluxTrainConfig, out_dir: str | Path, work_dir: str | 
         },
         out,
     )
-    vae_state = torch.load(work / "vae.pt", weights_only=True)
+    vae_state = torch.load(work / "vae.pt", weights_only=True) if (work / "vae.pt").exists() else {}  # none: VAE kept
     _plot_losses(state["losses"], vae_state.get("losses", []), out / "loss_curve.png")
     _sample_sheet(out, world, out / "samples.png", cfg.world.seed)
     params = {

@@ -172,6 +172,11 @@ def train_vae(cfg: FluxTrainConfig, data: dict[str, np.ndarray], work: Path, pro
     path = work / "vae.pt"
     torch.manual_seed(cfg.world.seed)
     vae = _initial_vae(cfg).to(device)
+    if cfg.vae_steps == 0:  # keep init_from's VAE (weights and latent factors): a transformer-only run
+        vae.eval()
+        log("vae", {"steps": 0, "kept_from": cfg.init_from, "shift_factor": vae.config.shift_factor,
+                    "scaling_factor": vae.config.scaling_factor})
+        return vae
     params = _trainable(vae, cfg)
     opt = torch.optim.AdamW(params, lr=cfg.vae_lr, weight_decay=0.0)
     start, losses = 0, []

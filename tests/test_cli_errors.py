@@ -218,3 +218,18 @@ def test_a_folder_that_is_not_cub_and_a_missing_model_folder_say_so(tmp_path, ca
     assert main(["analyse", "--model", missing, "--cub-root", str(not_cub), "--out", str(tmp_path / "a")]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err == f"concept-grounding: error: --model {missing!r}: no such folder (a saved PostHocCBM folder, or 'file.py:factory')"
+
+
+def test_a_warning_reaches_the_user_as_one_line_without_a_source_path(monkeypatch, tmp_path, capsys):
+    """Issue 31.12: a raw ``UserWarning`` with the path and line of the source that raised it
+    reached the user; the command line shows it as one line (``--debug`` keeps Python's form)."""
+    import warnings
+
+    def run(args):
+        warnings.warn("3 of 8 pairings have no guide bird;\n they are skipped", UserWarning)
+        return 0
+
+    monkeypatch.setattr(world_command, "run", run)
+    assert main(["world", "--out", str(tmp_path / "w")]) == 0
+    err = capsys.readouterr().err
+    assert err == "concept-grounding: warning: 3 of 8 pairings have no guide bird; they are skipped\n", err

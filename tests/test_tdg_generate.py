@@ -109,6 +109,14 @@ def uninterrupted(pipe, tmp_path_factory):
     return root
 
 
+def test_max_images_writes_that_many_and_the_same_images(pipe, uninterrupted, tmp_path):
+    """Issue 31.12: ``generate --max-images 1`` wrote a whole batch (4 images); it writes one,
+    the image the full run writes for that job (per-job seeds)."""
+    assert _generate(pipe, JOBS, tmp_path, SETTINGS, batch_size=4, max_images=1) == 1
+    images = [p.relative_to(tmp_path) for p in tmp_path.rglob("*.png")]
+    assert len(images) == 1 and (tmp_path / images[0]).read_bytes() == (uninterrupted / images[0]).read_bytes()
+
+
 def test_resume_after_kill_gives_identical_files(pipe, uninterrupted, tmp_path):
     assert _generate(pipe, JOBS, tmp_path, SETTINGS, batch_size=2, max_images=2) == 2
     # a crash between an image and its sidecar: the sidecar is missing, the image half-written

@@ -35,6 +35,7 @@ import importlib
 import os
 import sys
 import traceback
+import warnings
 
 __all__ = ["main", "build_parser", "dispatch", "PROG", "DEBUG_ENV"]
 
@@ -120,6 +121,13 @@ def _debug_requested(args: argparse.Namespace) -> bool:
         "1", "true", "yes", "on")
 
 
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, file=None,
+                  line: str | None = None) -> None:
+    """A warning as one line, ``concept-grounding: warning: <message>``: no source path or line
+    (``--debug`` shows Python's own form)."""
+    print(f"{PROG}: warning: {' '.join(str(message).split())[:500]}", file=sys.stderr)
+
+
 def _flags_of(args: argparse.Namespace):
     """Messages that name a loader's ``root`` name ``--cub-root`` in a command that has it
     (:func:`concept_grounding.errors.options_as_flags`)."""
@@ -143,7 +151,9 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         _require_extra(args.command)
-        with _flags_of(args):
+        with _flags_of(args), warnings.catch_warnings():
+            if not debug:
+                warnings.showwarning = _show_warning
             return int(args._run(args) or 0)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

@@ -150,8 +150,10 @@ def generate_images(
     with tqdm(total=total, desc=f"TDG images [{process_index}/{num_processes}]", disable=not progress, unit="img") as bar, \
             accelerated(pipe, config.acceleration, config.num_inference_steps):
         for chunk in todo:
-            if config.max_images is not None and written >= config.max_images:
-                break
+            if config.max_images is not None:
+                if written >= config.max_images:
+                    break
+                chunk = chunk[: config.max_images - written]  # per-job seeds: the same images as in a full chunk
             for job, (image, guide, meta) in zip(chunk, _generate_chunk(pipe, chunk, config, model)):
                 if "guide_file_name" in meta:
                     atomic_write_bytes(out_dir / meta["guide_file_name"], _png_bytes(guide))

@@ -147,7 +147,8 @@ def generate_images(
     todo = [c for c in mine if not all(is_done(out_dir, j) for j in c)]
     total = sum(len(c) for c in todo)
     written = 0
-    with tqdm(total=total, desc=f"TDG images [{process_index}/{num_processes}]", disable=not progress, unit="img") as bar, \
+    desc = "TDG images" + (f" (process {process_index + 1} of {num_processes})" if num_processes > 1 else "")
+    with tqdm(total=total, desc=desc, disable=not progress, unit="img") as bar, \
             accelerated(pipe, config.acceleration, config.num_inference_steps):
         for chunk in todo:
             if config.max_images is not None:

@@ -50,8 +50,9 @@ INTRO = """# concept-grounding: do interpretable vision models see the concepts 
 Make a counterfactual (**Tied Diffusion**), watch a concept model meet it (**SUB explorer**),
 see where a CLIP model looked (**Explain**), check a post-hoc CBM's concepts against the
 truth (**Concepts**), and score your own predictions (**Metrics**). Everything runs on CPU,
-offline, on the procedurally drawn *bird world* whose every concept is known. Models load
-on first use of a tab (a few seconds), and the status line says what is loaded.
+offline, on the procedurally drawn *bird world* whose every concept is known. The tabs' models
+are prepared when the Space starts (the SUB explorer's is shipped; the others train in seconds),
+and the status line says what is loaded.
 """
 
 

@@ -233,3 +233,17 @@ def test_a_warning_reaches_the_user_as_one_line_without_a_source_path(monkeypatc
     assert main(["world", "--out", str(tmp_path / "w")]) == 0
     err = capsys.readouterr().err
     assert err == "concept-grounding: warning: 3 of 8 pairings have no guide bird; they are skipped\n", err
+
+
+def test_generate_steps_default_to_the_model_s_own():
+    """Issue 31.12: ``generate`` ran the world Flux at 28 steps where its card says 20; the
+    default is the model's own, and ``--steps`` still wins."""
+    from concept_grounding.cli import build_parser
+    from concept_grounding.commands.generate import config_from_args
+    from concept_grounding.worldflux.loader import WORLD_STEPS
+
+    def steps(*argv: str) -> int:
+        return config_from_args(build_parser().parse_args(["generate", "--out", "x", *argv])).num_inference_steps
+
+    assert WORLD_STEPS == 20 and steps() == 20 and steps("--steps", "7") == 7
+    assert steps("--model", "black-forest-labs/FLUX.1-dev") == 28

@@ -247,3 +247,14 @@ def test_generate_steps_default_to_the_model_s_own():
 
     assert WORLD_STEPS == 20 and steps() == 20 and steps("--steps", "7") == 7
     assert steps("--model", "black-forest-labs/FLUX.1-dev") == 28
+
+
+def test_the_readme_s_error_example_is_what_the_command_prints(capsys):
+    """Issue 31.13: the README promises one line; its example is the command's whole stderr."""
+    import re
+    import shlex
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    command, shown = re.search(r"```text\n\$ (concept-grounding generate[^\n]*)\n([^\n]*)\n```", text).groups()
+    assert main(shlex.split(command)[1:]) == 2
+    assert capsys.readouterr().err == shown + "\n"

@@ -262,3 +262,19 @@ def test_metrics_tab_takes_the_evaluate_module_s_example(name, tmp_path):
         if key in expected and value is not None:
             assert value == pytest.approx(expected[key], abs=1e-6), key
     assert scalars
+
+
+@pytest.mark.parametrize("name", ["concept_confidence_deviation", "concept_existence", "concept_global_importance",
+                                  "concept_location", "sub_accuracy"])
+def test_metrics_tab_offers_an_example_for_every_metric(name):
+    """Issue 31.14: the Metrics tab had no example file; each metric's help shows its example
+    (the metric Space's, one copy in ``concept_grounding.metrics.examples``) and the tab
+    computes it as an uploaded file."""
+    import json
+
+    from concept_grounding.metrics.examples import EXAMPLES
+    from concept_grounding.space.tab_metrics import compute_example, metric_help
+
+    assert json.dumps(EXAMPLES[name]) in metric_help(name)
+    scalars, image = compute_example(name)
+    assert scalars and image.ndim == 3

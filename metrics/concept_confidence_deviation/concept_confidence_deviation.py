@@ -5,6 +5,7 @@ from typing import ClassVar, Literal
 import evaluate
 
 from concept_grounding.metrics import concept_confidence_deviation
+from concept_grounding.metrics.examples import EXAMPLES
 from concept_grounding.metrics.module_inputs import CheckedInputs, InputField
 
 _DESCRIPTION = """\
@@ -53,9 +54,8 @@ _CITATION = """\
 """
 
 
-#: The card's example: what the metric Space's page computes first (``concept_grounding.space.metric_widget``).
-WIDGET_EXAMPLE = {"predictions": [[0.9, 0.1], [0.7, 0.3], [0.2, 0.8]], "references": [0, 0, 1],
-                  "real_probabilities": [[0.9, 0.1], [0.1, 0.9]], "real_labels": [0, 1]}
+#: The card's example, what the metric Space's page computes first: the package's one copy.
+WIDGET_EXAMPLE = EXAMPLES["concept_confidence_deviation"]
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)

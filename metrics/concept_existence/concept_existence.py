@@ -5,6 +5,7 @@ from typing import ClassVar, Literal
 import evaluate
 
 from concept_grounding.metrics import concept_existence
+from concept_grounding.metrics.examples import EXAMPLES
 from concept_grounding.metrics.module_inputs import CheckedInputs, InputField
 
 _DESCRIPTION = """\
@@ -48,9 +49,8 @@ _CITATION = """\
 """
 
 
-#: The card's example: what the metric Space's page computes first (``concept_grounding.space.metric_widget``).
-WIDGET_EXAMPLE = {"predictions": [0, 1], "references": [0, 0], "concept_scores": [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]],
-                  "concept_labels": [[1, 0, 0], [1, 0, 0]], "theta": [[2.0, 0.0], [1.0, 1.0], [0.0, 3.0]], "top_l": [1, 2]}
+#: The card's example, what the metric Space's page computes first: the package's one copy.
+WIDGET_EXAMPLE = EXAMPLES["concept_existence"]
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)

@@ -5,6 +5,7 @@ from typing import ClassVar, Literal
 import evaluate
 
 from concept_grounding.metrics import concept_global_importance
+from concept_grounding.metrics.examples import EXAMPLES
 from concept_grounding.metrics.module_inputs import CheckedInputs, InputField
 
 _DESCRIPTION = """\
@@ -47,9 +48,8 @@ _CITATION = """\
 """
 
 
-#: The card's example: what the metric Space's page computes first (``concept_grounding.space.metric_widget``).
-WIDGET_EXAMPLE = {"predictions": [0, 1], "references": [0, 1], "concept_scores": [[1.0, 0.0], [0.0, 2.0]],
-                  "theta": [[1.0, -1.0], [0.0, 1.0]], "class_attributes": [[1, 0], [0, 1]]}
+#: The card's example, what the metric Space's page computes first: the package's one copy.
+WIDGET_EXAMPLE = EXAMPLES["concept_global_importance"]
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)

@@ -5,6 +5,7 @@ from typing import ClassVar, Literal
 import evaluate
 
 from concept_grounding.metrics import sub_accuracy
+from concept_grounding.metrics.examples import EXAMPLES
 from concept_grounding.metrics.module_inputs import CheckedInputs, InputField
 
 _DESCRIPTION = """\
@@ -88,11 +89,8 @@ _CITATION = """\
 _CONFIGS = ("binary", "group", "group_with_none")
 
 
-#: The card's example: what the metric Space's page computes first (``concept_grounding.space.metric_widget``).
-WIDGET_EXAMPLE = {"predictions": [[0.2, 0.9], [0.7, 0.4]], "target_attributes": ["has_bill_shape::needle"] * 2,
-                  "removed_attributes": [["has_bill_shape::dagger"]] * 2,
-                  "reference_classes": ["017.Cardinal", "073.Blue_Jay"],
-                  "concept_names": ["has_bill_shape::dagger", "has_bill_shape::needle"]}
+#: The card's example, what the metric Space's page computes first: the package's one copy.
+WIDGET_EXAMPLE = EXAMPLES["sub_accuracy"]
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)

@@ -509,7 +509,9 @@ def tab_metrics_ui(gr: Any, tab: Any, gate: Gate | None = None) -> None:
     metric = gr.Dropdown([(tab.METRICS[n].title, n) for n in names], value=names[0], label="Metric", elem_id="metrics-name")
     help_md = gr.Markdown(tab.metric_help(names[0]), elem_id="metrics-help")
     upload = gr.File(label="Predictions (.csv or .json)", file_count="single", elem_id="metrics-upload")
-    button = gr.Button("Compute", variant="primary", elem_id="metrics-run")
+    with gr.Row():
+        button = gr.Button("Compute", variant="primary", elem_id="metrics-run")
+        example_button = gr.Button("Compute the example", elem_id="metrics-example")
     result = gr.JSON(label="Result", elem_id="metrics-result")
     plot = gr.Image(label="Plot", type="numpy", elem_id="metrics-plot", interactive=False)
 
@@ -523,6 +525,12 @@ def tab_metrics_ui(gr: Any, tab: Any, gate: Gate | None = None) -> None:
 
         yield from run_while_wanted(work, (gr.skip(),) * 2)
 
+    @functools.partial(guarded, gate=gate)
+    def example(name: str):
+        scalars, image = tab.compute_example(name)
+        return scalars, served_png(image)
+
+    example_button.click(example, metric, [result, plot], api_name="metrics_example")
     metric.change(lambda n: tab.metric_help(n), metric, help_md, api_name=False)
     button.click(compute, [metric, upload], [result, plot], api_name="metrics")
 

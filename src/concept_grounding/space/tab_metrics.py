@@ -9,6 +9,7 @@ per-image rows; :data:`METRICS` documents the columns. The handlers are plain fu
 from __future__ import annotations
 
 import inspect
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,10 +18,11 @@ from typing import Any
 import numpy as np
 
 from .. import metrics, plotting
+from ..metrics.examples import EXAMPLES
 from .common import figure_to_image, png_to_image
 from .inputs import UserInputError, read_table
 
-__all__ = ["METRICS", "MetricSpec", "load_inputs", "compute_metric", "metric_help", "scalar_results"]
+__all__ = ["METRICS", "MetricSpec", "load_inputs", "compute_metric", "compute_example", "metric_help", "scalar_results"]
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,9 @@ def metric_help(name: str) -> str:
                  + (f"; optional `{'`, `'.join(optional)}`" if optional else "") + ". The `evaluate` module's "
                  f"names work too{aliases}: its card's example, saved as a `.json` file, is a file to try.")
     lines.append(f"**CSV columns:** {spec.csv_help}" if spec.csv_help else "**CSV:** not supported; use JSON.")
+    if name in EXAMPLES:
+        lines.append("**Example** (save as a `.json` file and upload it, or press *Compute the example*):\n"
+                     "```json\n" + json.dumps(EXAMPLES[name]) + "\n```")
     doc = inspect.getdoc(func) or ""
     if "Args:" in doc:
         args = doc.split("Args:", 1)[1].split("Returns:", 1)[0]
@@ -240,6 +245,20 @@ def _default_plot(name: str, scalars: dict[str, float]) -> np.ndarray:
     ax.set_xlabel("value")
     fig.tight_layout()
     return figure_to_image(fig)
+
+
+def compute_example(name: str) -> tuple[dict[str, float], np.ndarray]:
+    """:func:`compute_metric` on the metric's example (:data:`concept_grounding.metrics.examples.EXAMPLES`),
+    written as the JSON file a visitor would upload."""
+    import tempfile
+    from pathlib import Path
+
+    if name not in EXAMPLES:
+        raise UserInputError(f"{_spec(name).title} has no example.")
+    with tempfile.TemporaryDirectory(prefix="metric-example-") as folder:
+        path = Path(folder) / f"{name}.json"
+        path.write_text(json.dumps(EXAMPLES[name]), encoding="utf-8")
+        return compute_metric(name, str(path))
 
 
 def compute_metric(name: str, path: str | None) -> tuple[dict[str, float], np.ndarray]:

@@ -2,7 +2,7 @@
 
 Everything else about the package is declared in ``pyproject.toml``. The folders that
 ``concept-grounding publish`` turns into Hub repos (the ``evaluate`` modules in
-``metrics/``, the custom pipeline in ``pipelines/tied_diffusion/`` and the Space in
+``metrics/``, the TDG custom pipelines and Modular Diffusers block in ``pipelines/`` and the Space in
 ``spaces/concept-grounding/``) live once, at the repository root, where a checkout
 loads them by path (``evaluate.load("metrics/sub_accuracy")``). A wheel has no
 repository root, so ``build_py`` copies them into the built package;
@@ -23,6 +23,9 @@ ROOT = Path(__file__).resolve().parent
 HUB_SOURCES = {
     "metrics": "metrics",
     "pipelines/tied_diffusion": "pipelines/tied_diffusion",
+    "pipelines/tied_flux2": "pipelines/tied_flux2",
+    "pipelines/tied_flux2_klein": "pipelines/tied_flux2_klein",
+    "pipelines/tied_diffusion_block": "pipelines/tied_diffusion_block",
     "spaces/concept-grounding": "spaces/concept-grounding",
     "docs/screenshots": "spaces/concept-grounding/screenshots",
 }

@@ -223,3 +223,75 @@ def test_config_json_keeps_the_flat_keys_and_round_trips(world_run):
     assert list(d) == [*SAVED_KEYS, "pose"] and d["deviation_rate"] == 0.0 and d["classes"] is None
     assert BenchConfig.from_dict(json.loads(json.dumps(d))) == config
     assert config.train.seed == 5
+
+
+def test_table2_scores_several_named_models_in_one_run_with_chance_for_every_column(tmp_path):
+    """Issue 34: ``clip_model`` takes several models (two saved world CLIPs here), each a
+    Table 2 row; the chance row has every column (SUB App. F applied to the CUB labels)."""
+    import numpy as np
+    import torch
+
+    from concept_grounding.bench.runner import group_mode_chance
+    from concept_grounding.models.clip import WorldCLIP
+    from concept_grounding.vocabulary import load_vocabulary
+
+    folders = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        model = WorldCLIP(words=["a", "photo", "of", "bird", "with"], image_size=32, embed_dim=16, vision_width=16,
+                          text_width=16, head_width=8, vision_layers=1, text_layers=1)
+        model.save_pretrained(tmp_path / f"clip{seed}")
+        folders.append(str(tmp_path / f"clip{seed}"))
+    world = WorldConfig(image_size=32, class_names=CLASSES)
+    config = BenchConfig(models=(), posthoc=False, clip_model=tuple(folders), world=world,
+                         **{k: v for k, v in TINY.items() if k != "world"})
+    results = run_bench(config, tmp_path / "out")
+    rows = results["table2"]
+    assert [r["name"] for r in rows] == ["world CLIP (trained here)", *folders]
+    vocab = load_vocabulary()
+    columns = [vocab.attribute_index(a) for a in results["concepts"]]
+    test = BirdWorld(world).to_dataset_dict(TINY["train_per_class"], TINY["test_per_class"], progress=False)["test"]
+    sizes = [len(vocab.groups[vocab.group_of(i)]) for i in columns]
+    for key, labels in (("class_attributes", "chance_concept_accuracy"), ("attributes", "chance_concept_accuracy_exact")):
+        expected = group_mode_chance(np.asarray(test[key])[:, columns], sizes)
+        assert all(r[labels] == pytest.approx(expected) for r in rows)
+    table2 = (tmp_path / "out" / "report.md").read_text().split("## Table 2")[1]
+    chance_line = next(line for line in table2.splitlines() if line.startswith("| random chance"))
+    assert "nan" not in chance_line and f"{100 * rows[0]['chance_concept_accuracy']:.1f}" in chance_line
+
+
+def test_soft_label_rows(tmp_path):
+    """Issue 34: Table 1's annotator-certainty weighted rows. On the world every annotation is
+    certain (certainty 4), so the soft per-image labels are the hard ones and the soft model is
+    the hard one, number for number; the soft per-class labels are the class means."""
+    import numpy as np
+
+    from concept_grounding.bench.data import class_soft_labels
+    from concept_grounding.bench.runner import _Split
+
+    models = ("CBM (ind., per-img.)", "CBM (ind., soft per-img.)", "CBM (joint, soft per-class)")
+    world = WorldConfig(image_size=32, class_names=CLASSES)
+    config = BenchConfig(models=models, posthoc=False, clip=False, world=world,
+                         **{k: v for k, v in TINY.items() if k != "world"})
+    rows = {r["name"]: r for r in run_bench(config, tmp_path / "out")["table1"]}
+    keys = ("s_plus", "s_minus", "concept_accuracy", "concept_accuracy_sub")
+    assert [rows[models[0]][k] for k in keys] == [rows[models[1]][k] for k in keys]
+    assert models[2] in rows and all(np.isfinite(rows[models[2]][k]) for k in ("s_plus", "s_minus"))
+    train = BirdWorld(world).to_dataset_dict(2, 1, progress=False)["train"]
+    split = _Split(train, (0, 1, 2), 32)
+    assert np.array_equal(split.concepts("image_soft"), split.concepts("image"))
+    labels = np.asarray(train["label"])
+    expected = np.stack([split.image_concepts[labels == c].mean(0) for c in labels]).astype(np.float32)
+    assert np.allclose(split.concepts("class_soft"), expected)
+    assert np.allclose(class_soft_labels(split.image_concepts, labels, len(CLASSES)), expected)
+
+
+def test_table1_chance_row_has_every_column(world_run):
+    """Issue 34: chance beside every Table 1 column (a coin per binary concept; 1 / C classes)."""
+    out, _ = world_run
+    table1 = (out / "report.md").read_text().split("## Table 1")[1].split("## ")[0]
+    header = next(line for line in table1.splitlines() if line.startswith("| model"))
+    chance = next(line for line in table1.splitlines() if line.startswith("| random chance"))
+    cells = [c.strip() for c in chance.strip("|").split("|")]
+    assert len(cells) == header.count("|") - 1 and all(cells)
+    assert cells[1:] == ["50.0"] * (len(cells) - 2) + [f"{100 / len(CLASSES):.1f}"]

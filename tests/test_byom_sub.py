@@ -522,3 +522,24 @@ def test_device_and_dtype_options(user_file, sub):
     assert np.abs(half.scores - full.scores).max() < 0.1
     with pytest.raises(ValueError, match="dtype must be one of"):
         evaluate_sub(model, sub, concept_names=names, transform=transform, output=0, dtype="int8")
+
+
+def test_several_models_in_one_run(tmp_path, capsys):
+    """Issue 34: ``--model`` repeats; each model gets its own report under ``--out`` and the
+    summary has one row per model with the numbers of its own report."""
+    from concept_grounding.testing import tiny_world_clip
+
+    folders = []
+    for seed in (0, 1):
+        folder = tmp_path / f"clip{seed}"
+        tiny_world_clip(seed=seed).save_pretrained(folder)
+        folders.append(str(folder))
+    out = tmp_path / "out"
+    assert main(["sub", "--model", folders[0], "--model", folders[1], "--out", str(out), "--no-progress",
+                 *WORLD_ARGS]) == 0
+    rows = json.loads((out / "results.json").read_text())
+    assert [r["name"] for r in rows] == folders
+    for row in rows:
+        own = json.loads((out / row["folder"] / "results.json").read_text())
+        assert row["s_plus"] == pytest.approx(own["s_plus"]) and row["s_minus"] == pytest.approx(own["s_minus"])
+    assert (out / "report.md").read_text().count("](clip") == 2

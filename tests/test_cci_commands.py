@@ -38,7 +38,7 @@ def test_covar_command(tmp_path):
     summary = json.loads((tmp_path / "covar.json").read_text())
     assert summary["rows"] == 12
     assert set(summary["per_transform"]) >= {"all", "identity", "crop"}
-    assert set(summary["truth"]) == {"CCI", "random", "gradcam", "grad-eclip", "rollout"}
+    assert set(summary["truth"]) == {"CCI", "random", "gradcam", "grad-eclip", "maskclip", "rollout"}
     assert {"foreground_share", "pointing_game", "Del@1", "Ins@5"} <= set(summary["truth"]["CCI"])
     for name in ("accuracy_bg_er.png", "shares.png", "overlays.png", "report.md"):
         assert (tmp_path / name).exists()

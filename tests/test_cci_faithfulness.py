@@ -172,7 +172,7 @@ def test_gradcam_and_random_maps():
     assert cam.shape == (2, 32, 32) and torch.isfinite(cam).all() and (cam >= 0).all() and cam.max() > 0
     assert all(p.grad is None for p in model.parameters())
     assert torch.equal(random_maps(model, px, seed=4), random_maps(model, px, seed=4))
-    assert set(BASELINES) == {"random", "gradcam", "grad-eclip", "rollout"}
+    assert set(BASELINES) == {"random", "gradcam", "grad-eclip", "maskclip", "rollout"}
     from concept_grounding.cci.baselines import BASELINE_TITLES
     from concept_grounding.space.tab_explain import BASELINES as SPACE_BASELINES
 

@@ -45,12 +45,17 @@ def test_parsing_every_command_imports_no_heavy_library():
 
 
 def _subparsers():
+    """Every command's parser; a command with steps (``candidates classes``) by each step."""
     parser = build_parser()
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return action.choices
+    out = {}
+    for name, sub in action.choices.items():
+        steps = next((a for a in sub._actions if isinstance(a, argparse._SubParsersAction)), None)
+        out.update({f"{name} {step}": p for step, p in steps.choices.items()} if steps else {name: sub})
+    return out
 
 
-@pytest.mark.parametrize("name", sorted(COMMANDS))
+@pytest.mark.parametrize("name", sorted(_subparsers()))
 def test_every_option_has_help_text_and_shows_its_default(name):
     """Issue 22.8: each option has a line of help, and each one that takes a value says its
     default (the formatter appends ``(default: X)`` unless the text names the default)."""

@@ -9,11 +9,13 @@ def test_quick_demo_writes_every_stage_and_resumes(tmp_path):
     out = tmp_path / "demo"
     assert main(["demo", "--quick", "--out", str(out)]) == 0
     index = (out / "README.md").read_text()
-    for link in ("world/summary.md", "bench/report.md", "tdg/filter/filter_report.md", "cci/explain/report.md", "cci/covar/report.md"):
+    for link in ("world/summary.md", "bench/report.md", "candidates/", "tdg/filter/filter_report.md", "cci/explain/report.md", "cci/covar/report.md"):
         assert link in index
     assert (out / "world" / "CUB_200_2011" / "images.txt").is_file()
     assert (out / "world" / "SUB" / "metadata.jsonl").is_file()
     assert (out / "bench" / "results.json").is_file()
+    assert (out / "candidates" / "classes.json").is_file() and (out / "candidates" / "attributes.png").is_file()
+    assert (out / "tdg" / "filter" / "filter_evidence.jsonl").is_file()
     assert any((out / "tdg" / "images").rglob("*.png")) and (out / "tdg" / "pairs.png").is_file()
     assert any((out / "tdg" / "images" / ".guides").rglob("*.png"))
     assert "world CLIP trained by the bench stage" in index and "world attribute oracle" in index

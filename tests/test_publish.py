@@ -21,6 +21,7 @@ CLASSES = ("017.Cardinal", "073.Blue_Jay")
 TINY = ["--size", "32", "--train-per-class", "1", "--test-per-class", "1", "--classes", *CLASSES]
 CORE_REPOS = {
     ("dataset", "bird-world"), ("dataset", "bird-world-sub"), ("model", "tied_diffusion"), ("space", "concept-grounding"),
+    ("model", "tied_flux2"), ("model", "tied_flux2_klein"), ("model", "tied_diffusion_block"),
     *(("space", m) for m in METRIC_NAMES),
     # The world Flux repo is built whenever its weights ship with the package (they do since issue 15).
     *((("model", "world-flux"),) if find_sources().world_flux is not None else ()),
@@ -181,8 +182,36 @@ def test_pipeline_repo_is_a_custom_pipeline(built, tmp_path):
     assert card.data.library_name == "diffusers" and "custom-pipeline" in card.data.tags
     assert 'custom_pipeline="cg-test/tied_diffusion"' in card.text and "pipelines/tied_diffusion" not in card.text
     tiny_flux_pipeline().save_pretrained(tmp_path / "tiny")
+    import sys
+
+    sys.modules.pop("diffusers_modules.local.pipeline", None)  # diffusers' one module for every local pipeline.py
     pipe = DiffusionPipeline.from_pretrained(tmp_path / "tiny", custom_pipeline=str(folder), trust_remote_code=True)
     assert type(pipe).__name__ == "TiedDiffusionPipeline"
+
+
+def test_flux2_pipeline_and_block_repos_load_from_their_folders(built, tmp_path):
+    import sys
+
+    from diffusers import DiffusionPipeline, Flux2KleinPipeline
+    from diffusers.modular_pipelines import ModularPipelineBlocks
+    from huggingface_hub import ModelCard
+
+    from concept_grounding.testing import tiny_flux2_pipeline
+
+    klein = built[0] / "models" / "tied_flux2_klein"
+    card = ModelCard.load(klein / "README.md")
+    assert 'custom_pipeline="cg-test/tied_flux2_klein"' in card.text and "pipelines/tied_flux2_klein" not in card.text
+    tiny_flux2_pipeline(Flux2KleinPipeline).save_pretrained(tmp_path / "tiny")
+    sys.modules.pop("diffusers_modules.local.pipeline", None)  # diffusers' one module for every local pipeline.py
+    pipe = DiffusionPipeline.from_pretrained(tmp_path / "tiny", custom_pipeline=str(klein), trust_remote_code=True)
+    assert type(pipe).__name__ == "TiedFlux2KleinPipeline"
+    assert (built[0] / "models" / "tied_flux2" / "pipeline.py").is_file()
+    block = built[0] / "models" / "tied_diffusion_block"
+    card = ModelCard.load(block / "README.md")
+    assert "modular-diffusers" in card.data.tags and '"cg-test/tied_diffusion_block"' in card.text
+    assert "pipelines/tied_diffusion_block" not in card.text
+    assert type(ModularPipelineBlocks.from_pretrained(str(block), trust_remote_code=True)).__name__ == \
+        "TiedDiffusionLoopStep"
 
 
 def test_bench_model_repo_has_weights_and_a_card_with_results(built):
@@ -369,6 +398,9 @@ def test_world_flux_is_published_with_its_card_when_shipped(tmp_path):
     space = (tmp_path / "hub" / "spaces" / "concept-grounding" / "README.md").read_text()
     assert "cg-test/world-flux" in space
     assert type(DiffusionPipeline.from_pretrained(folder)).__name__ == "FluxPipeline"
+    import sys
+
+    sys.modules.pop("diffusers_modules.local.pipeline", None)  # diffusers' one module for every local pipeline.py
     tdg = DiffusionPipeline.from_pretrained(folder, custom_pipeline=str(tmp_path / "hub" / "models" / "tied_diffusion"),
                                          trust_remote_code=True)
     assert type(tdg).__name__ == "TiedDiffusionPipeline"

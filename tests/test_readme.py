@@ -50,13 +50,14 @@ def test_sub_command_lines_parse_and_state_their_preprocessing():
     assert len(commands) >= 4
     for argv in commands:
         args = build_parser().parse_args(argv[argv.index("sub"):])
-        if ".py:" in args.model:
+        if any(".py:" in model for model in args.model):
             assert (args.mean and args.std) or args.normalize is False, " ".join(argv)
 
 
 def test_no_readme_command_runs_a_model_on_random_weights():
     """Issue 31.10: ``sub --model ViT-B-32`` (a bare open_clip architecture name, no pretrained
-    tag) silently scored a randomly initialised CLIP. No command line of the README names one."""
+    tag) silently scored a randomly initialised CLIP. No command line of the README names one
+    without its weights (``--pretrained``)."""
     import shlex
 
     import open_clip
@@ -65,9 +66,10 @@ def test_no_readme_command_runs_a_model_on_random_weights():
     text = (ROOT / "README.md").read_text()
     lines = [re.sub(r"\s+#.*$", "", line) for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S)
              for line in block.replace("\\\n", " ").splitlines()]
-    named = [argv[i + 1] for argv in (shlex.split(line) for line in lines if "concept-grounding" in line)
+    named = [(argv[i + 1], "--pretrained" in argv) for argv in (shlex.split(line) for line in lines
+                                                                  if "concept-grounding" in line)
              for i, arg in enumerate(argv[:-1]) if arg in ("--model", "--clip-model")]
-    assert named and not [m for m in named if m in architectures], named
+    assert named and not [m for m, pretrained in named if m in architectures and not pretrained], named
 
 
 def test_the_blocks_the_readme_test_cannot_run_import_what_they_use():

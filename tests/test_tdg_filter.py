@@ -130,3 +130,69 @@ def test_cli_keep_fraction_is_checked_before_any_image_is_scored(tmp_path, monke
     assert f"argument --keep-fraction: must be a number in (0, 1], got '{fraction}'" in capsys.readouterr().err
     assert calls == [] and not (tmp_path / "out").exists()
     assert main(argv[:-1] + ["0.5"]) == 0 and calls == [4]  # the same call with a valid fraction scores once
+
+
+def test_filter_keeps_the_evidence_of_every_image():
+    """Issue 34: every image's answers and the reason it was kept or discarded (SUB Fig. 5).
+    Blue Jay: 4 of 10 answer red (2 kept, 2 ranked lower), the rest its own eye colour S-;
+    Cardinal: 1 answers red (< 2 needed: pairing dropped), the rest a third colour."""
+    options = group_options("eye_color")
+    red, own, third = options.index("red"), 0, 1
+    removed = [f"has_eye_color::{options[own]}"]
+    records = [{"file_name": f"jay_{i}.png", "reference_class": "073.Blue_Jay", "target_attribute": "has_eye_color::red",
+                "removed_attributes": removed, "i": i} for i in range(10)]
+    records += [{"file_name": f"card_{i}.png", "reference_class": "017.Cardinal",
+                 "target_attribute": "has_eye_color::red", "removed_attributes": removed, "i": i} for i in range(10)]
+
+    def probs_for(rows, question, options):
+        p = np.full((len(rows), len(options)), 0.01)
+        for k, r in enumerate(rows):
+            jay = r["reference_class"] == "073.Blue_Jay"
+            answer = red if r["i"] < (4 if jay else 1) else (own if jay else third)
+            p[k, answer] = 0.5 + 0.01 * r["i"]
+        return p / p.sum(axis=1, keepdims=True)
+
+    result = filter_records(records, probs_for, keep_fraction=0.2)
+    evidence = {e["file_name"]: e for e in result.evidence}
+    assert len(evidence) == 20
+    reasons = [evidence[f"jay_{i}.png"]["reason"] for i in range(10)]
+    assert reasons == ["low_rank", "low_rank", "kept", "kept"] + ["no_change"] * 6
+    assert [evidence[f"jay_{i}.png"]["rank"] for i in range(4)] == [4, 3, 2, 1]
+    assert [evidence[f"card_{i}.png"]["reason"] for i in range(10)] == ["pairing_dropped"] + ["s_plus_not_seen"] * 9
+    row = evidence["jay_5.png"]
+    assert row["answer"] == options[own] and not row["kept"] and row["rank"] is None
+    assert set(row["probabilities"]) == set(options) and abs(sum(row["probabilities"].values()) - 1) < 1e-9
+    assert result.report["reasons"] == {"low_rank": 2, "kept": 2, "no_change": 6, "pairing_dropped": 1,
+                                        "s_plus_not_seen": 9}
+
+
+def test_another_attribute_changed_is_discarded_when_groups_are_checked():
+    """``check_groups``: an image answering S+ whose bill colour is no longer the Blue Jay's
+    (black) is not kept (reason other_changed); a group the class has no value in is not asked."""
+    eye, bill = group_options("eye_color"), group_options("bill_color")
+    records = [{"file_name": f"{i}.png", "reference_class": "073.Blue_Jay", "target_attribute": "has_eye_color::red",
+                "i": i} for i in range(10)]
+    asked = []
+
+    def probs_for(rows, question, options):
+        asked.append(question.split(" does")[0])
+        p = np.full((len(rows), len(options)), 0.01)
+        for k, r in enumerate(rows):
+            if options == eye:
+                p[k, eye.index("red") if r["i"] < 4 else 0] = 0.5 + 0.01 * r["i"]
+            else:
+                p[k, bill.index("black") if r["i"] % 2 == 0 else bill.index("buff")] = 0.9
+        return p / p.sum(axis=1, keepdims=True)
+
+    values = {"073.Blue_Jay": {"has_bill_color::black"}}
+    result = filter_records(records, probs_for, keep_fraction=0.2, check_groups=("bill_color", "leg_color"),
+                            class_values=values)
+    reasons = [e["reason"] for e in result.evidence]
+    assert reasons[:4] == ["kept", "other_changed", "kept", "other_changed"]
+    assert [r["i"] for r in result.kept] == [2, 0]
+    assert result.evidence[1]["other_answers"] == {"bill_color": "buff"}
+    assert asked == ["What type of eye color", "What type of bill color"]  # no leg colour: the class has none
+    plain = filter_records(records, probs_for, keep_fraction=0.2)
+    assert [r["i"] for r in plain.kept] == [3, 2]  # the paper's filter, unchanged
+    with pytest.raises(ValueError, match="class_values"):
+        filter_records(records, probs_for, check_groups=("bill_color",))

@@ -179,3 +179,35 @@ def test_filter_cli_runs_remote_code_only_on_request(vlm_dir, tmp_path, monkeypa
     (src / "metadata.jsonl").write_text(json.dumps(row) + "\n")
     assert main(["filter", "--in", str(src), "--out", str(tmp_path / "out"), "--vlm-model", str(vlm_dir), *flag]) == 0
     assert seen == [expected, expected]
+
+
+def test_the_papers_scorer_architecture_loads_and_scores_like_the_filter(tmp_path):
+    """Issue 34: SUB filtered with InternVL 2.5; a tiny model of that architecture in
+    transformers' converted form loads through ``filter --scorer vlm`` (build_scorer) and its
+    answers are the softmax of the option letters' next-token logits."""
+    import torch
+
+    from concept_grounding.tdg.filter_job import FilterConfig, build_scorer
+    from concept_grounding.testing import save_tiny_internvl
+
+    folder = save_tiny_internvl(tmp_path / "internvl")
+    scorer = build_scorer(FilterConfig(input=tmp_path, out=tmp_path / "o", scorer="vlm", vlm_model=str(folder)))
+    assert isinstance(scorer, VisionLanguageScorer) and type(scorer.model).__name__ == "InternVLForConditionalGeneration"
+    rng = np.random.default_rng(0)
+    images = [Image.fromarray(rng.integers(0, 256, (24, 24, 3), dtype=np.uint8)) for _ in range(2)]
+    probs = scorer.score(images, QUESTION, OPTIONS, GROUP)
+    assert probs.shape == (2, len(OPTIONS)) and np.allclose(probs.sum(axis=1), 1.0)
+    tokenizer = scorer.processor.tokenizer
+    letters = [tokenizer.convert_tokens_to_ids(letter) for letter in "ABCDE"]
+    prompt = scorer.processor.apply_chat_template(
+        [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": QUESTION + SUFFIX}]}],
+        add_generation_prompt=True)
+    assert prompt.count("<IMG_CONTEXT>") == 1
+    for image, row in zip(images, probs):
+        inputs = scorer.processor(images=image, text=prompt, return_tensors="pt")
+        tiles = inputs["pixel_values"].shape[0]  # 16 patches per tile, 4 tokens after the pixel shuffle
+        assert int((inputs["input_ids"] == scorer.model.config.image_token_id).sum()) == 4 * tiles
+        with torch.no_grad():
+            logits = scorer.model(**inputs).logits[0, -1]
+        assert np.allclose(row, torch.softmax(logits[letters], -1).numpy(), atol=1e-6)
+    assert not np.allclose(probs[0], probs[1])  # the image reaches the answer

@@ -112,6 +112,10 @@ def check_wheel_and_sdist_are_complete_and_versioned(release):
     for needed in ("concept_grounding/data/cub_vocabulary.json", "concept_grounding/cli.py",
                    "concept_grounding/_hub_sources/metrics/sub_accuracy/sub_accuracy.py",
                    "concept_grounding/_hub_sources/pipelines/tied_diffusion/pipeline.py",
+                   "concept_grounding/_hub_sources/pipelines/tied_flux2/pipeline.py",
+                   "concept_grounding/_hub_sources/pipelines/tied_flux2_klein/pipeline.py",
+                   "concept_grounding/_hub_sources/pipelines/tied_diffusion_block/block.py",
+                   "concept_grounding/_hub_sources/pipelines/tied_diffusion_block/modular_config.json",
                    "concept_grounding/_hub_sources/spaces/concept-grounding/app.py",
                    "concept_grounding/_hub_sources/spaces/concept-grounding/screenshots/metrics.png"):
         assert needed in names, needed

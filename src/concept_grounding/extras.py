@@ -42,8 +42,13 @@ COMMAND_EXTRAS: dict[str, str | None] = {
     "demo": "all",
     "generate": "tdg",
     "filter": "tdg",
+    "candidates": "models",
+    "annotate": None,  # the app itself asks for [space] (gradio); --simulate / --export need nothing
+    "curate": "models",
     "sub": "models",
     "analyse": "models",
+    "cci-bench": "cci",
+    "diagnose": "cci",
     "train-flux": "tdg",
     "publish": None,
 }

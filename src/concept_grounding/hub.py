@@ -33,7 +33,7 @@ from typing import Literal
 
 from .errors import ModelUnavailableError, suggest
 
-__all__ = ["resolve_model", "resolve_open_clip", "resolve_clip"]
+__all__ = ["resolve_model", "resolve_open_clip", "resolve_clip", "require_open_clip_weights", "RANDOM_WEIGHTS"]
 
 logger = logging.getLogger(__name__)
 
@@ -199,11 +199,57 @@ def resolve_model(name: str | os.PathLike[str], argument: str = "--model", repo_
     return text
 
 
-def resolve_open_clip(name: str, pretrained: str | None, argument: str = "--clip-model") -> None:
+#: The weights tag that asks for a randomly initialised open_clip model on purpose
+#: (``--pretrained random``); without a tag an open_clip architecture is refused.
+RANDOM_WEIGHTS = "random"
+
+
+def require_open_clip_weights(name: str, pretrained: str | None, argument: str | None = None) -> str | None:
+    """The weights tag to build the open_clip architecture ``name`` with; never random by accident.
+
+    open_clip builds an architecture with *random* weights when no tag is given and only
+    logs a warning, so a score of such a model would look like a result (issue 34). This
+    is the one check every CLIP-loading path runs (:func:`resolve_open_clip` before any
+    download, :func:`~concept_grounding.models.clip.load_clip` before building); it needs
+    no network.
+
+    Args:
+        name: an open_clip architecture (``"ViT-B-32"``); ``hf-hub:`` names carry weights.
+        pretrained: a weights tag (``"openai"``), a local weights file, or :data:`RANDOM_WEIGHTS`.
+        argument: the option named in the error (default: ``pretrained=``, or ``--pretrained``
+            inside :func:`~concept_grounding.errors.options_as_flags`).
+    Returns:
+        the tag for ``open_clip.create_model_and_transforms`` (``None`` for :data:`RANDOM_WEIGHTS`).
+    Raises:
+        ModelUnavailableError: no tag for an architecture (one line naming the option and the
+            architecture's known tags).
+    """
+    from .errors import option
+
+    if name.startswith("hf-hub:"):
+        return pretrained if pretrained != RANDOM_WEIGHTS else None
+    if pretrained == RANDOM_WEIGHTS:
+        return None
+    if pretrained:
+        return pretrained
+    import open_clip
+
+    tags = [t for m, t in open_clip.list_pretrained() if m == name]
+    more = f", ... {len(tags) - 6} more in open_clip.list_pretrained()" if len(tags) > 6 else ""
+    known = f"{name}'s tags: {', '.join(tags[:6])}{more}" if tags else f"open_clip knows no weights for {name}"
+    raise ModelUnavailableError(
+        f"open_clip architecture {name!r} names no weights, so a randomly initialised model would be scored",
+        argument=argument or option("pretrained"),
+        hint=f"give a weights tag ({known}), a weights file, or {RANDOM_WEIGHTS!r} to use random weights on purpose")
+
+
+def resolve_open_clip(name: str, pretrained: str | None, argument: str = "--clip-model",
+                      pretrained_argument: str = "--pretrained") -> None:
     """Check that an open_clip architecture and weights tag can be loaded now.
 
-    ``hf-hub:org/name`` and tags whose weights live on the Hub go through
-    :func:`resolve_model`; an architecture with no tag (random weights) needs nothing.
+    No tag (random weights) is refused (:func:`require_open_clip_weights`) unless it is
+    :data:`RANDOM_WEIGHTS`; ``hf-hub:org/name`` and tags whose weights live on the Hub go
+    through :func:`resolve_model`.
     """
     if name.startswith("hf-hub:"):
         resolve_model(name[len("hf-hub:"):], argument)
@@ -213,36 +259,36 @@ def resolve_open_clip(name: str, pretrained: str | None, argument: str = "--clip
     if name not in open_clip.list_models():
         raise ModelUnavailableError(f"unknown open_clip architecture {name!r}{suggest(name, open_clip.list_models())}",
                                     argument=argument)
-    if not pretrained:
+    tag = require_open_clip_weights(name, pretrained, pretrained_argument)
+    if tag is None or Path(tag).expanduser().is_file():
         return
-    if Path(pretrained).expanduser().is_file():
-        return
-    cfg = open_clip.get_pretrained_cfg(name, pretrained)
+    cfg = open_clip.get_pretrained_cfg(name, tag)
     if not cfg:
         tags = [t for m, t in open_clip.list_pretrained() if m == name]
-        raise ModelUnavailableError(f"open_clip has no weights {pretrained!r} for {name}; known tags: {tags}",
-                                    argument="--clip-pretrained")
+        raise ModelUnavailableError(f"open_clip has no weights {tag!r} for {name}; known tags: {tags}",
+                                    argument=pretrained_argument)
     if cfg.get("hf_hub"):
         resolve_model(os.path.split(cfg["hf_hub"])[0], argument)
 
 
-def resolve_clip(name: str, argument: str = "--model", pretrained: str | None = None) -> str:
+def resolve_clip(name: str, argument: str = "--model", pretrained: str | None = None,
+                 pretrained_argument: str = "--pretrained") -> str:
     """A CLIP-like model name for :func:`~concept_grounding.models.clip.load_clip`, checked the same way.
 
-    A local folder comes back as an absolute path; an open_clip architecture (random
-    weights unless ``pretrained``) or ``hf-hub:`` name goes through :func:`resolve_open_clip`;
-    anything else is a transformers id for :func:`resolve_model`.
+    A local folder comes back as an absolute path; an open_clip architecture (refused
+    without ``pretrained``: see :func:`require_open_clip_weights`) or ``hf-hub:`` name goes
+    through :func:`resolve_open_clip`; anything else is a transformers id for :func:`resolve_model`.
     """
     if Path(name).expanduser().exists():
         return str(Path(name).expanduser().resolve())
     if name.startswith("hf-hub:"):
-        resolve_open_clip(name, pretrained, argument)
+        resolve_open_clip(name, pretrained, argument, pretrained_argument)
         return name
     if "/" in name:  # an org/name id: open_clip architectures have no "/"
         return resolve_model(name, argument)
     import open_clip
 
     if name in open_clip.list_models():
-        resolve_open_clip(name, pretrained, argument)
+        resolve_open_clip(name, pretrained, argument, pretrained_argument)
         return name
     return resolve_model(name, argument)

@@ -12,7 +12,19 @@ from typing import Any, Literal
 from ..models.train_config import DEFAULT_THREADS, TrainConfig
 from ..world.config import WorldConfig
 
-__all__ = ["BenchConfig", "MODEL_VARIANTS", "check_classes"]
+__all__ = ["BenchConfig", "MODEL_VARIANTS", "PAPER_CLIP_MODELS", "check_classes"]
+
+#: SUB Table 2's six open-vocabulary models as open_clip (architecture, weights tag) pairs,
+#: ``bench --model paper``. Our reading of the names the paper gives: "SigLIP 400m/16" is
+#: open_clip's only SO400M /16 SigLIP (i18n, 256 px), "EVA-CLIP" the EVA02 L/14.
+PAPER_CLIP_MODELS: tuple[tuple[str, str], ...] = (
+    ("ViT-B-32", "openai"),
+    ("ViT-L-14", "openai"),
+    ("ViT-B-16-SigLIP", "webli"),
+    ("ViT-SO400M-16-SigLIP-i18n-256", "webli"),
+    ("ViT-B-16-SigLIP2", "webli"),
+    ("EVA02-L-14", "merged2b_s4b_b131k"),
+)
 
 #: The bench's default world: 64 px, SUB's 33 classes, seed 0, the default label noise.
 BENCH_WORLD = WorldConfig(image_size=64)
@@ -20,7 +32,7 @@ BENCH_WORLD = WorldConfig(image_size=64)
 SAVED_KEYS: tuple[str, ...] = (
     "image_size", "train_per_class", "test_per_class", "sub_per_pairing", "concepts", "epochs", "concept_loss_weight",
     "models", "posthoc", "clip", "clip_epochs", "cub_root", "sub", "min_class_count", "clip_model", "seed", "backbone",
-    "backbone_weights", "deviation_rate", "classes", "threads")
+    "backbone_weights", "deviation_rate", "classes", "threads", "clip_pretrained")
 #: The world's drawing settings, saved only when a config changes them.
 _WORLD_DRAWING = ("pose", "zoom", "scene")
 
@@ -49,8 +61,9 @@ class ModelVariant:
 
     Attributes:
         family: ``"cbm"`` (Koh et al.) or ``"cem"`` (Zarlenga et al.).
-        labels: ``"class"`` (class-level CBM majority vote) or ``"image"`` (per-image
-            concept supervision).
+        labels: ``"class"`` (class-level CBM majority vote), ``"image"`` (per-image
+            concept supervision), or their annotator-certainty weighted soft forms
+            ``"class_soft"`` / ``"image_soft"`` (:func:`~.data.certainty_soft_labels`).
         mode: CBM training mode, ``"independent"``, ``"sequential"`` or ``"joint"``
             (``None`` for a CEM).
         bottleneck: ``"soft"`` probabilities or ``"hard"`` 0/1 concepts feed the label predictor.
@@ -58,7 +71,7 @@ class ModelVariant:
     """
 
     family: Literal["cbm", "cem"]
-    labels: Literal["class", "image"]
+    labels: Literal["class", "image", "class_soft", "image_soft"]
     mode: Literal["independent", "sequential", "joint"] | None = None
     bottleneck: Literal["soft", "hard"] = "soft"
     per_concept: bool = False
@@ -73,6 +86,10 @@ MODEL_VARIANTS: Mapping[str, ModelVariant] = MappingProxyType({
     "CEM": ModelVariant("cem", "class"),
     "CBM (ind., per-img.)": ModelVariant("cbm", "image", "independent", "hard"),
     "CBM (joint, per-img.)": ModelVariant("cbm", "image", "joint", "soft"),
+    "CBM (ind., soft per-class)": ModelVariant("cbm", "class_soft", "independent", "hard"),
+    "CBM (joint, soft per-class)": ModelVariant("cbm", "class_soft", "joint", "soft"),
+    "CBM (ind., soft per-img.)": ModelVariant("cbm", "image_soft", "independent", "hard"),
+    "CBM (joint, soft per-img.)": ModelVariant("cbm", "image_soft", "joint", "soft"),
 })
 
 
@@ -100,8 +117,11 @@ class BenchConfig:
         cub_root, sub: real data (``load_cub`` / ``load_sub`` sources) instead of the world.
         min_class_count: CBM rule on real data: keep class-level attributes on for at least
             this many classes (``None`` keeps all; use it for small class subsets).
-        clip_model: a named open_clip / transformers model (or local path) to evaluate in
-            Table 2 beside the small world CLIP.
+        clip_model: a named open_clip / transformers model (or local path), or several, to
+            evaluate in Table 2 beside the small world CLIP (:meth:`named_clips`).
+        clip_pretrained: the weights tag of each open_clip ``clip_model`` (one for all, or one
+            per model, ``None`` for the others; an architecture without one is refused, never
+            scored with random weights; ``"random"`` asks for them).
         backbone: backbone of every concept model and of the post-hoc CBM: ``"cnn"`` (the
             small CNN), or a standard CUB backbone ``"resnet18"``, ``"resnet50"``,
             ``"inception_v3"``, ``"timm:<name>"`` (Koh et al.'s augmentation and 224 / 299 px
@@ -130,10 +150,11 @@ class BenchConfig:
     cub_root: str | None = None
     sub: str | None = None
     min_class_count: int | None = 10
-    clip_model: str | None = None
+    clip_model: str | tuple[str, ...] | None = None
     backbone: str | dict = "cnn"
     backbone_weights: str | None = None
     threads: int = DEFAULT_THREADS
+    clip_pretrained: str | tuple[str | None, ...] | None = None
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.models if m not in MODEL_VARIANTS]
@@ -165,6 +186,23 @@ class BenchConfig:
         threads); each model keeps its own learning rate and batch size unless given here."""
         return TrainConfig(epochs=int(self.epochs), seed=int(self.world.seed), threads=int(self.threads))
 
+    def named_clips(self) -> list[tuple[str, str | None]]:
+        """``(name, weights tag)`` of every Table 2 model named by ``clip_model``.
+
+        >>> BenchConfig(clip_model=("ViT-B-32", "org/siglip"), clip_pretrained=("openai", None)).named_clips()
+        [('ViT-B-32', 'openai'), ('org/siglip', None)]
+        >>> BenchConfig(clip_model="ViT-B-32", clip_pretrained="openai").named_clips()
+        [('ViT-B-32', 'openai')]
+        """
+        if not self.clip_model:
+            return []
+        names = (self.clip_model,) if isinstance(self.clip_model, str) else tuple(self.clip_model)
+        tags = self.clip_pretrained
+        tags = (tags,) * len(names) if tags is None or isinstance(tags, str) else tuple(tags)
+        if len(tags) != len(names):
+            raise ValueError(f"clip_pretrained: {len(tags)} weights tags for {len(names)} clip_model names")
+        return list(zip(names, tags))
+
     def to_dict(self) -> dict[str, Any]:
         """The saved form (``config.json``): flat keys in :data:`SAVED_KEYS` order, the world's
         ``class_names`` as ``classes``; its ``pose`` / ``zoom`` / ``scene`` follow only when not
@@ -190,7 +228,8 @@ class BenchConfig:
         world = {("class_names" if k == "classes" else k): v for k, v in values.items() if k in world_keys}
         if world.get("class_names") is not None:
             world["class_names"] = tuple(world["class_names"])
-        own = {k: tuple(v) if k == "models" and v is not None else v for k, v in values.items() if k not in world_keys}
+        own = {k: tuple(v) if k in ("models", "clip_model", "clip_pretrained") and isinstance(v, list) else v
+               for k, v in values.items() if k not in world_keys}
         return cls(world=replace(BENCH_WORLD, **world), **own)
 
     def save(self, path: Path) -> None:

@@ -13,7 +13,7 @@ from .config import BenchConfig
 if TYPE_CHECKING:
     import datasets
 
-__all__ = ["concept_columns", "class_matrix"]
+__all__ = ["concept_columns", "class_matrix", "CERTAINTY_CONFIDENCE", "certainty_soft_labels", "class_soft_labels"]
 
 
 @dataclass
@@ -37,6 +37,46 @@ class BenchData:
     source: str
     sub_true_attributes: np.ndarray | None = None
     rendered: tuple[int, ...] | None = None
+
+
+#: SUB's soft labels weight each CUB annotation by the annotator's certainty (CUB's
+#: ``certainty_id``: 1 not visible, 2 guessing, 3 probably, 4 definitely). *Decision* (``docs/sub_curation.md``): the
+#: confidence c in [0, 1] pulls the 0/1 label towards 0.5, ``0.5 + (y - 0.5) * c``, with
+#: c = 0 (not visible: no information), 0.5, 0.75 and 1 (definitely: the hard label).
+CERTAINTY_CONFIDENCE: dict[int, float] = {1: 0.0, 2: 0.5, 3: 0.75, 4: 1.0}
+
+
+def certainty_soft_labels(labels: np.ndarray, certainty: np.ndarray) -> np.ndarray:
+    """Annotator-certainty weighted per-image labels (SUB Table 1's soft labels), ``(N, A)`` float32.
+
+    Args:
+        labels: ``(N, A)`` 0/1 per-image labels.
+        certainty: ``(N, A)`` CUB certainty ids 1-4 (0, a missing entry, counts as 1).
+
+    >>> certainty_soft_labels(np.array([[1, 1, 0, 1]]), np.array([[4, 2, 3, 1]])).tolist()
+    [[1.0, 0.75, 0.125, 0.5]]
+    """
+    y = np.asarray(labels, dtype=np.float32)
+    table = np.array([0.0, *(CERTAINTY_CONFIDENCE[k] for k in (1, 2, 3, 4))], dtype=np.float32)
+    ids = np.asarray(certainty, dtype=np.int64)
+    if ids.shape != y.shape or ids.min(initial=0) < 0 or ids.max(initial=0) > 4:
+        raise ValueError(f"certainty must be ids 0-4 of labels' shape {y.shape}, got {ids.shape}")
+    return (0.5 + (y - 0.5) * table[ids]).astype(np.float32)
+
+
+def class_soft_labels(soft: np.ndarray, classes: np.ndarray, num_classes: int) -> np.ndarray:
+    """Per-class soft labels: each image gets its class's mean soft label, ``(N, A)`` float32
+    (CUB's ``class_attribute_labels_continuous`` / 100, certainty-weighted).
+
+    >>> class_soft_labels(np.array([[1.0], [0.5], [0.0]]), np.array([0, 0, 1]), 2).tolist()
+    [[0.75], [0.75], [0.0]]
+    """
+    soft = np.asarray(soft, dtype=np.float64)
+    classes = np.asarray(classes, dtype=np.int64)
+    sums = np.zeros((num_classes, soft.shape[1]))
+    np.add.at(sums, classes, soft)
+    counts = np.bincount(classes, minlength=num_classes)[:, None]
+    return (sums / np.maximum(counts, 1))[classes].astype(np.float32)
 
 
 def class_matrix(split: "datasets.Dataset", num_classes: int, num_attributes: int) -> np.ndarray:

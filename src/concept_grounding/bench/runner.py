@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,7 @@ from .config import MODEL_VARIANTS, BenchConfig
 from .models import train_posthoc, train_variant
 from ..models.backbone import drop_init_weights
 from ..models.data import images_to_tensor
-from .data import BenchData, concept_columns, load_bench_data
+from .data import BenchData, certainty_soft_labels, class_soft_labels, concept_columns, load_bench_data
 from .report import plot_breakdowns, write_json, write_report
 
 logger = logging.getLogger(__name__)
@@ -52,13 +53,28 @@ class _Split:
         self.labels = torch.as_tensor(np.asarray(dataset["label"]), dtype=torch.long)
         self.image_concepts = np.asarray(dataset["attributes"], np.uint8)[:, list(columns)]
         self.class_concepts = np.asarray(dataset["class_attributes"], np.uint8)[:, list(columns)]
+        self.certainty = np.asarray(dataset["certainty"], np.uint8)[:, list(columns)]
+        self.num_classes = dataset.features["label"].num_classes
+
+    def concepts(self, labels: str) -> np.ndarray:
+        """``(N, M)`` training targets of one label source (:class:`~.config.ModelVariant`'s ``labels``)."""
+        if labels == "image":
+            return self.image_concepts
+        if labels == "class":
+            return self.class_concepts
+        soft = certainty_soft_labels(self.image_concepts, self.certainty)
+        if labels == "image_soft":
+            return soft
+        if labels == "class_soft":
+            return class_soft_labels(soft, self.labels.numpy(), self.num_classes)
+        raise ValueError(f"labels must be class, image, class_soft or image_soft, got {labels!r}")
 
     def tensors(self, labels: str, columns: tuple[int, ...], vocab: Vocabulary):
         import torch
 
         from ..models.data import ConceptTensors
 
-        concepts = self.image_concepts if labels == "image" else self.class_concepts
+        concepts = self.concepts(labels)
         return ConceptTensors(
             self.images, torch.from_numpy(concepts.astype(np.float32)), self.labels,
             concept_indices=columns, concept_names=tuple(vocab.attributes[i] for i in columns),
@@ -247,12 +263,54 @@ def _group_accuracy(scores: np.ndarray, groups, test: _Split, columns, vocab, su
     return _concept_accuracies(pred[:, list(columns)], test, sub_cols)
 
 
+def clip_row_name(name: str, pretrained: str | None) -> str:
+    """A Table 2 row's name: the model, with its open_clip weights tag when it has one.
+
+    >>> clip_row_name("ViT-B-32", "openai"), clip_row_name("org/siglip", None)
+    ('ViT-B-32 (openai)', 'org/siglip')
+    """
+    return f"{name} ({pretrained})" if pretrained else name
+
+
+def group_mode_chance(labels: np.ndarray, group_sizes: Sequence[int], none: bool = False) -> float:
+    """Random chance of group-mode concept accuracy (SUB App. F, applied to every label).
+
+    A uniform pick among a group's ``|A|`` values (``+ 1`` with a "none" option) predicts
+    one value present and the others absent, so a label 1 is right with probability
+    ``1 / (|A| + none)`` and a label 0 with ``1 - 1 / (|A| + none)``; the chance is the mean
+    over images and columns (what :func:`~concept_grounding.metrics.concept_accuracy` averages).
+
+    Args:
+        labels: ``(N, M)`` 0/1 labels of the M columns.
+        group_sizes: ``(M,)`` size ``|A|`` of each column's group.
+
+    >>> round(group_mode_chance(np.array([[1, 0, 0, 0]]), [4, 4, 4, 4]), 4)   # (1/4 + 3 * 3/4) / 4
+    0.625
+    """
+    y = np.asarray(labels, dtype=np.float64)
+    p = 1.0 / (np.asarray(group_sizes, dtype=np.float64) + (1 if none else 0))
+    if y.ndim != 2 or y.shape[1] != p.size:
+        raise ValueError(f"labels must be (N, {p.size}), got {y.shape}")
+    return float((y * p + (1 - y) * (1 - p)).mean())
+
+
+def _group_chance(test: _Split, columns, vocab, sub_cols) -> dict[str, float]:
+    """:func:`group_mode_chance` for each CUB column of Table 2 (no "none" option, as scored)."""
+    sizes = np.array([len(vocab.groups[vocab.group_of(i)]) for i in columns])
+    return {
+        "concept_accuracy": group_mode_chance(test.class_concepts, sizes),
+        "concept_accuracy_sub": (group_mode_chance(test.class_concepts[:, sub_cols], sizes[sub_cols])
+                                 if sub_cols else float("nan")),
+        "concept_accuracy_exact": group_mode_chance(test.image_concepts, sizes),
+    }
+
+
 def table2(data: BenchData, train: _Split, test: _Split, sub_images, columns, vocab, config, out: Path,
-           clip=None) -> list[dict]:
-    """Rows of Table 2: the world CLIP (trained here) and the named CLIP-like model ``clip``
-    (a :class:`~concept_grounding.models.clip.ClipHandle`), if any: SUB's s+ / s- from
-    :func:`~concept_grounding.evaluation.evaluate_sub`, concept accuracy on the test split from
-    the same group-mode scores."""
+           clips: Sequence[tuple[str, Any]] = ()) -> list[dict]:
+    """Rows of Table 2: the world CLIP (trained here) and every named CLIP-like model of
+    ``clips`` (row name, :class:`~concept_grounding.models.clip.ClipHandle`): SUB's s+ / s-
+    from :func:`~concept_grounding.evaluation.evaluate_sub`, concept accuracy on the test split
+    from the same group-mode scores, and each column's chance (``chance_<column>``)."""
     from ..evaluation import evaluate_sub
     from ..models.clip import train_world_clip, world_clip_handle
 
@@ -264,8 +322,8 @@ def table2(data: BenchData, train: _Split, test: _Split, sub_images, columns, vo
                                          seed=config.world.seed)
         world_clip.save_pretrained(BenchArtifacts(out).model_dir(WORLD_CLIP_MODEL))
         models.append(("world CLIP (trained here)", world_clip_handle(world_clip)))
-    if clip is not None:
-        models.append((config.clip_model, clip))
+    models += list(clips)
+    chance = {f"chance_{k}": v for k, v in _group_chance(test, columns, vocab, sub_cols).items()}
     rows = []
     for name, handle in models:
         res = evaluate_sub(handle, data.sub, batch_size=256, progress=False, vocab=vocab).metric
@@ -273,6 +331,7 @@ def table2(data: BenchData, train: _Split, test: _Split, sub_images, columns, vo
                                                           "n_s_plus", "n_s_minus", "breakdown")}})
         rows[-1].update(_group_accuracy(_group_scores(handle, data.test, groups, vocab), groups, test, columns, vocab,
                                         sub_cols))
+        rows[-1].update(chance)
     return rows
 
 
@@ -315,12 +374,12 @@ def _run(config: BenchConfig, out: Path) -> dict[str, Any]:
         timings[name] = time.perf_counter() - start
         return result
 
-    # 0. a named model is loaded first, so that a bad name fails before any training
-    clip = None
+    # 0. named models are loaded first, so that a bad name fails before any training
+    clips = []
     if config.clip_model:
         from ..models.clip import load_clip
 
-        clip = load_clip(config.clip_model)
+        clips = [(clip_row_name(name, tag), load_clip(name, pretrained=tag)) for name, tag in config.named_clips()]
     # 1. data
     data = timed("data", load_bench_data, config, vocab)
     columns = concept_columns(config, data, vocab)
@@ -340,7 +399,7 @@ def _run(config: BenchConfig, out: Path) -> dict[str, Any]:
     posthoc = timed("post-hoc CBM", posthoc_analysis, *args) if config.posthoc else None
     if posthoc:
         t1.append(posthoc["sub_row"])
-    t2 = timed("table 2 models", table2, *args, clip) if (config.clip or clip is not None) else []
+    t2 = timed("table 2 models", table2, *args, clips) if (config.clip or clips) else []
     # 5. report
     plots = plot_breakdowns(t1 + t2, out)
     results = {

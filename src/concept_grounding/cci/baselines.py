@@ -13,6 +13,11 @@
   and key ``i`` after the output projection, min-max normalised over the patches, as in
   the authors' code), the map is ``ReLU(Σ_c w_c v_ic λ_i)``. The authors' code recomputes
   the last block with a single head; here the gradient is the model's own (multi-head);
+* :func:`maskclip_maps` — MaskCLIP (Zhou et al., ECCV 2022), a row of both CCI tables: the
+  last block's query-key attention is dropped and every token keeps its own value path
+  (``x + out(v(norm1(x)))``, then the block's MLP, as MaskCLIP's ViT code), each patch token
+  goes through the pooling head (final norm and projection) into the joint space, and the map
+  is its cosine with ``t``;
 * :func:`rollout_maps` — attention rollout (Abnar & Zuidema 2020): ``Â_l = ½(A_l + I)``
   with ``A_l`` the head-averaged attention, rows renormalised, ``R = Â_L … Â_1``; the map is
   the CLS row over the patches (text-independent).
@@ -128,6 +133,36 @@ def grad_eclip_maps(
     return _upsample(cam.view(-1, *be.grid_size), be.image_size)
 
 
+def maskclip_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: "torch.Tensor") -> "torch.Tensor":
+    """MaskCLIP maps for the text ``t`` (module docstring): ``cos(P(norm(y_i)), t)`` per patch ``i``.
+
+    Args:
+        model: CLIP model or backend.
+        pixel_values: ``(B, 3, H, W)``.
+        text_embeds: ``(B, E)`` or ``(E,)``.
+
+    Returns:
+        ``(B, H, W)`` cosine similarities in [-1, 1].
+    """
+    import torch
+    import torch.nn.functional as F
+
+    be = get_backend(model)
+    be.check_eval()
+    *body, last = be.blocks()
+    t = text_embeds if text_embeds.ndim == 2 else text_embeds[None]
+    with torch.no_grad():
+        x = be.embed(pixel_values)
+        for op in body:
+            x = op.forward(x)
+        _, _, v = last.qkv(last.norm1(x))
+        y = x + last.ls1(last.out(v))  # each token attends to itself only: softmax over one key is 1
+        y = y + last.ls2(last.mlp(last.norm2(y)))
+        patches = be.project(be.final_norm(y[:, 1:]))  # (B, N, E)
+        score = F.cosine_similarity(patches.float(), t.to(patches).float()[:, None], dim=-1)
+    return _upsample(score.view(-1, *be.grid_size), be.image_size)
+
+
 def rollout_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: Any = None) -> "torch.Tensor":
     """Attention rollout maps ``(B, H, W)`` (text is ignored)."""
     import torch
@@ -154,9 +189,11 @@ def rollout_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: Any = No
 
 
 #: name -> map function ``(model, pixel_values, text_embeds) -> (B, H, W)``
-BASELINES = {"random": random_maps, "gradcam": gradcam_maps, "grad-eclip": grad_eclip_maps, "rollout": rollout_maps}
+BASELINES = {"random": random_maps, "gradcam": gradcam_maps, "grad-eclip": grad_eclip_maps, "maskclip": maskclip_maps,
+             "rollout": rollout_maps}
 #: name -> title for figures and reports
-BASELINE_TITLES = {"random": "random", "gradcam": "Grad-CAM", "grad-eclip": "Grad-ECLIP", "rollout": "rollout"}
+BASELINE_TITLES = {"random": "random", "gradcam": "Grad-CAM", "grad-eclip": "Grad-ECLIP", "maskclip": "MaskCLIP",
+                   "rollout": "rollout"}
 #: the baselines whose map ignores the text -> what their caption says instead of the text
 TEXT_FREE_BASELINES = {"random": "floor", "rollout": "text-free"}
 

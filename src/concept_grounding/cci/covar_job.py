@@ -49,6 +49,8 @@ class CovarConfig:
         backgrounds: procedural backgrounds per bird (ignored with ``inpaint_model``).
         size: world image side in pixels (a multiple of 8, >= 32).
         model: a resolved CLIP name or folder; ``None`` builds the tiny random open_clip CLIP.
+        pretrained: the weights tag of an open_clip ``model`` (refused without one; ``"random"`` asks for
+            random weights).
         clusters: K of the k-means.
         judge: Fine-Er judge, ``"attributes"`` (world class attribute vectors) or ``"text"``.
         judge_threshold: cosine in [-1, 1] above which two classes are similar (``None``: the
@@ -60,6 +62,15 @@ class CovarConfig:
             from ``inpaint_prompts`` instead of the procedural ones.
         inpaint_prompts, inpaint_size, inpaint_steps: one generated background per prompt, its
             side in pixels (a multiple of 8) and denoising steps.
+        images: an image folder (:func:`~concept_grounding.cci.layouts.read_image_folder`: one
+            sub-folder per class) whose foreground masks lie in ``images/masks/<class>/<stem>.png``
+            (255 = object); its first ``objects`` images (resized to ``size``) replace the world
+            birds. Only the ``"text"`` judge applies (no class attribute vectors), and the
+            pointing game is left out (no part locations). ``class_names_file``: its class names.
+        detector, segmenter, detector_threshold, mask_cache: a grounded segmenter
+            (:class:`~concept_grounding.cci.segment.GroundedSegmenter`, models by name) computing
+            the masks the folder lacks (or, where it has them, measuring its agreement with them),
+            each cached under ``mask_cache``.
     """
 
     objects: int = 4
@@ -76,6 +87,13 @@ class CovarConfig:
     inpaint_prompts: Sequence[str] = INPAINT_PROMPTS
     inpaint_size: int = 512
     inpaint_steps: int = 30
+    pretrained: str | None = None
+    images: str | None = None
+    class_names_file: str | None = None
+    detector: str | None = None
+    segmenter: str | None = None
+    detector_threshold: float = 0.1
+    mask_cache: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("objects", "backgrounds", "clusters", "steps", "inpaint_steps"):
@@ -93,6 +111,12 @@ class CovarConfig:
             raise ValueError(f"judge_threshold must be in [-1, 1], got {self.judge_threshold}")
         if self.inpaint_model is not None and not self.inpaint_prompts:
             raise ValueError("inpaint_prompts: give at least one prompt with inpaint_model")
+        if (self.detector is None) != (self.segmenter is None):
+            raise ValueError("detector and segmenter: give both (a grounded segmenter) or neither")
+        if self.detector is not None and self.images is None:
+            raise ValueError("detector: the world has exact masks; a segmenter applies to images")
+        if self.images is not None and self.judge == "attributes":
+            raise ValueError("judge 'attributes' needs the world's class attribute vectors; use judge='text' with images")
 
     @property
     def num_backgrounds(self) -> int:
@@ -123,6 +147,7 @@ class CovarResult:
     fg_share_mean: float
     num_backgrounds: int
     overlays: list[list[tuple[str, np.ndarray]]] = field(default_factory=list)
+    mask_agreement: dict[str, float] = field(default_factory=dict)
 
     @property
     def per_transform(self) -> dict[str, dict[str, float]]:
@@ -132,7 +157,7 @@ class CovarResult:
     def summary(self) -> dict[str, Any]:
         """The JSON summary written as ``covar.json``."""
         return {"model": self.model, "rows": len(self.dataset), "per_transform": self.shares, "truth": self.truth,
-                "fg_share_mean": self.fg_share_mean}
+                "fg_share_mean": self.fg_share_mean, "mask_agreement": self.mask_agreement}
 
 
 def _backgrounds(config: CovarConfig, sample) -> list | None:
@@ -153,7 +178,8 @@ def truth_checks(cci, clip, samples, class_embeds, steps: int) -> dict[str, dict
     Args:
         cci: a :class:`~concept_grounding.cci.ConceptClusterImportance` on ``clip.model``.
         clip: the explainable CLIP (``model``, ``pixels``).
-        samples: world birds (``image``, ``mask``, ``label``, ``part_xy``, ``part_visible``).
+        samples: world birds (``image``, ``mask``, ``label``, ``part_xy``, ``part_visible``), or
+            folder objects without parts (``part_xy`` None: no pointing game).
         class_embeds: ``(C, E)`` class prompt embeddings.
     """
     import torch
@@ -168,8 +194,10 @@ def truth_checks(cci, clip, samples, class_embeds, steps: int) -> dict[str, dict
     text = class_embeds[labels]
     h, w = samples[0].image.shape[:2]
     fg = torch.from_numpy(np.stack([s.mask for s in samples]))
-    xy = torch.from_numpy(np.stack([s.part_xy for s in samples])).float()
-    vis = torch.from_numpy(np.stack([s.part_visible for s in samples]))
+    has_parts = getattr(samples[0], "part_xy", None) is not None
+    if has_parts:
+        xy = torch.from_numpy(np.stack([s.part_xy for s in samples])).float()
+        vis = torch.from_numpy(np.stack([s.part_visible for s in samples]))
     t = F.normalize(class_embeds.float(), dim=-1)
 
     def score(x):
@@ -181,11 +209,10 @@ def truth_checks(cci, clip, samples, class_embeds, steps: int) -> dict[str, dict
     for name, maps in methods.items():
         at_image = F.interpolate(maps[:, None].float(), size=(h, w), mode="bilinear", align_corners=False)[:, 0]
         aucs = classification_curves(score, px, maps, labels, steps=steps, replacement=Replacement("blur")).aucs
-        result[name] = {
-            "foreground_share": float(foreground_share(at_image, fg).mean()),
-            "pointing_game": float(pointing_game(at_image, xy, vis, radius=0.1 * w).float().mean()),
-            **aucs,
-        }
+        result[name] = {"foreground_share": float(foreground_share(at_image, fg).mean())}
+        if has_parts:
+            result[name]["pointing_game"] = float(pointing_game(at_image, xy, vis, radius=0.1 * w).float().mean())
+        result[name].update(aucs)
     return result
 
 
@@ -208,6 +235,57 @@ def _overlay_rows(cci, clip, ds, ev, class_embeds, n_backgrounds: int) -> list[l
     return rows
 
 
+def folder_objects(root: str, class_names_file: str | None, count: int, size: int,
+                   segmenter: Any = None) -> tuple[list, list[str], dict[str, float]]:
+    """``count`` images of an image folder (the classes taking turns) with their masks, resized to
+    ``size x size`` (image bilinear, mask nearest), as objects for :func:`~.covar.build_covar`
+    (``image``, ``mask``, ``label``; no parts); the class names; and, where the folder has masks
+    and a ``segmenter`` computed them too, their agreement (mean IoU, pixel agreement).
+
+    Masks: the folder's ``masks/<class>/<stem>.png`` when it has them, else computed by
+    ``segmenter`` (a :class:`~.segment.GroundedSegmenter`, prompted with the class caption).
+    ``UsageError`` naming ``--images`` when neither gives a mask."""
+    from types import SimpleNamespace
+
+    from PIL import Image
+
+    from concept_grounding.errors import UsageError
+    from concept_grounding.models.clip import class_caption
+
+    from .layouts import read_image_folder
+
+    data = read_image_folder(root, class_names_file)
+    if data.masks is None and segmenter is None:
+        raise UsageError(f"{root} has no masks/ folder: COVAR needs each object's foreground mask "
+                         "(masks/<class>/<stem>.png, 255 = object) or a segmenter (--detector, --segmenter)",
+                         argument="--images")
+    rank = np.zeros(len(data.paths), int)  # position of each image inside its class: classes take turns
+    for label in np.unique(data.labels):
+        rank[data.labels == label] = np.arange(int((data.labels == label).sum()))
+    objects, ious, agree = [], [], []
+    for i in sorted(range(len(data.paths)), key=lambda j: (rank[j], data.labels[j]))[:count]:
+        picture = Image.open(data.paths[i]).convert("RGB")
+        given = None
+        if data.masks is not None:
+            if not data.masks[i].is_file():
+                raise UsageError(f"no mask for {data.paths[i].name}", argument="--images", file=data.masks[i])
+            given = np.asarray(Image.open(data.masks[i]).convert("L")) > 127
+        computed = None if segmenter is None else \
+            segmenter(picture, class_caption(data.class_names[int(data.labels[i])]), source=data.paths[i])
+        if given is not None and computed is not None:
+            union = (given | computed).sum()
+            ious.append(float((given & computed).sum() / union) if union else 1.0)
+            agree.append(float((given == computed).mean()))
+        mask = given if given is not None else computed
+        image = np.asarray(picture.resize((size, size), Image.BILINEAR))
+        mask = np.asarray(Image.fromarray(mask.astype(np.uint8) * 255).resize((size, size), Image.NEAREST)) > 127
+        objects.append(SimpleNamespace(image=image, mask=mask, label=int(data.labels[i]), part_xy=None,
+                                       part_visible=None))
+    agreement = {"mask_iou": float(np.mean(ious)), "pixel_agreement": float(np.mean(agree)), "images": len(ious)} \
+        if ious else {}
+    return objects, list(data.class_names), agreement
+
+
 def run_covar(config: CovarConfig) -> CovarResult:
     """Build COVAR on the world, classify, explain and diagnose, and run the truth checks; nothing is written."""
     from concept_grounding.cci import ConceptClusterImportance
@@ -218,17 +296,28 @@ def run_covar(config: CovarConfig) -> CovarResult:
     from concept_grounding.world import BirdWorld, WorldConfig
 
     # 1. objects and variants
-    world = BirdWorld(WorldConfig(image_size=config.size, seed=config.seed))
-    samples = [world.sample(i) for i in range(config.objects)]
+    mask_agreement: dict[str, float] = {}
+    if config.images is not None:
+        segmenter = None
+        if config.detector is not None:
+            from .segment import GroundedSegmenter
+
+            segmenter = GroundedSegmenter.from_pretrained(config.detector, config.segmenter, threshold=config.detector_threshold,
+                                                          cache_dir=config.mask_cache)
+        samples, class_names, mask_agreement = folder_objects(config.images, config.class_names_file, config.objects,
+                                                              config.size, segmenter)
+    else:
+        world = BirdWorld(WorldConfig(image_size=config.size, seed=config.seed))
+        samples, class_names = [world.sample(i) for i in range(config.objects)], list(world.class_names)
     backgrounds = _backgrounds(config, samples[0])
     n_backgrounds = len(backgrounds) if backgrounds is not None else config.backgrounds
     ds = build_covar(((s.image, s.mask, s.label) for s in samples), num_backgrounds=n_backgrounds,
-                     class_names=list(world.class_names), seed=config.seed, backgrounds=backgrounds)
+                     class_names=class_names, seed=config.seed, backgrounds=backgrounds)
 
     # 2. model, prompts, judge
-    clip = load_explainable_clip(config.model, image_size=config.size)
+    clip = load_explainable_clip(config.model, image_size=config.size, pretrained=config.pretrained)
     cci = ConceptClusterImportance(clip.model, num_clusters=config.clusters, seed=config.seed)
-    class_embeds = clip.encode_text([class_caption(n) for n in world.class_names])
+    class_embeds = clip.encode_text([class_caption(n) for n in class_names])
     if config.judge == "attributes":
         judge = AttributeJudge(world.class_attributes, threshold=config.judge_threshold)
     else:
@@ -244,14 +333,15 @@ def run_covar(config: CovarConfig) -> CovarResult:
     # 5. overlays for the figure
     overlays = _overlay_rows(cci, clip, ds, ev, class_embeds, n_backgrounds)
     return CovarResult(config, clip.description, ds, ev.shares, truth, float(ev.fg_share.mean()), n_backgrounds,
-                      overlays)
+                      overlays, mask_agreement)
 
 
 def report_markdown(result: CovarResult) -> str:
     """The Markdown report: settings, the per-transform table, the truth table, the figures."""
     c, ev_all = result.config, result.shares["all"]
     kind = "generated" if c.inpaint_model is not None else "procedural"
-    lines = [f"# COVAR on the bird world\n\nModel: {result.model}. {c.objects} birds x "
+    source = f"the image folder {c.images}" if c.images else "the bird world"
+    lines = [f"# COVAR on {source}\n\nModel: {result.model}. {len(result.dataset) // (VARIANTS * result.num_backgrounds)} objects x "
              f"{result.num_backgrounds} {kind} backgrounds x {VARIANTS} variants"
              f" = {len(result.dataset)} images; K = {c.clusters}; "
              f"judge: {c.judge}.\n", "| transform | accuracy | errors | BG-Er | Fine-Er | FG-Er |",
@@ -259,6 +349,10 @@ def report_markdown(result: CovarResult) -> str:
     for name, v in [*result.per_transform.items(), ("all", ev_all)]:
         lines.append(f"| {name} | {v['accuracy']:.3f} | {int(v['errors'])} | {v['BG-Er']:.3f} | "
                      f"{v['Fine-Er']:.3f} | {v['FG-Er']:.3f} |")
+    if result.mask_agreement:
+        a = result.mask_agreement
+        lines.append(f"\nComputed masks against the folder's masks on {a['images']} objects: mean IoU "
+                     f"{a['mask_iou']:.3f}, pixel agreement {a['pixel_agreement']:.3f}.\n")
     keys = list(next(iter(result.truth.values())))
     lines += ["\n## Known truth on the untransformed birds\n", "| method | " + " | ".join(keys) + " |",
               "|---" * (len(keys) + 1) + "|"]

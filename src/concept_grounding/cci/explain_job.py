@@ -46,6 +46,8 @@ class ExplainConfig:
         size: world image side and tiny-model input size in pixels (a multiple of 8, >= 32).
         model: a resolved CLIP name or folder (see :func:`concept_grounding.hub.resolve_clip`);
             ``None`` builds the tiny random open_clip CLIP.
+        pretrained: the weights tag of an open_clip ``model`` (refused without one; ``"random"`` asks for
+            random weights).
         clusters: K of the k-means.
         seed: world and k-means seed.
         method: ``"fast"`` (token deletion) or ``"hook"`` (masked attention).
@@ -61,6 +63,7 @@ class ExplainConfig:
     seed: int = 0
     method: str = "fast"
     baselines: bool = False
+    pretrained: str | None = None
 
     def __post_init__(self) -> None:
         if self.images is not None and not self.texts:
@@ -139,7 +142,7 @@ def run_explain(config: ExplainConfig) -> ExplainResult:
         images, texts, masks = list(config.images), list(config.texts or ()), None
     else:
         images, texts, masks = _world_inputs(config)
-    clip = load_explainable_clip(config.model, image_size=config.size)
+    clip = load_explainable_clip(config.model, image_size=config.size, pretrained=config.pretrained)
     cci = ConceptClusterImportance(clip.model, num_clusters=config.clusters, seed=config.seed, method=config.method)
     px = clip.pixels(images)
     text_embeds = clip.encode_text(texts)

@@ -40,10 +40,12 @@ def tiny_open_clip_handle(image_size: int = 64, device: str = "cpu", *, patch_si
                       f"tiny config-built open_clip ViT ({image_size} px, random weights)")
 
 
-def load_explainable_clip(name: str | None = None, image_size: int = 64, device: str = "cpu") -> "ClipHandle":
-    """Load ``name`` (see module doc) or build the tiny default CLIP for ``image_size`` px."""
+def load_explainable_clip(name: str | None = None, image_size: int = 64, device: str = "cpu",
+                          pretrained: str | None = None) -> "ClipHandle":
+    """Load ``name`` (see module doc; an open_clip architecture with its weights tag ``pretrained``)
+    or build the tiny default CLIP for ``image_size`` px."""
     if not name:
         return tiny_open_clip_handle(image_size, device)
     from concept_grounding.models.clip import load_named_clip
 
-    return load_named_clip(name, "--model", device=device)
+    return load_named_clip(name, "--model", device=device, pretrained=pretrained)

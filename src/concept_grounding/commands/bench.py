@@ -53,8 +53,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sub", default=None, help="SUB source for --cub-root: 'Jessica-bader/SUB' or a local copy (default: none; required with --cub-root)")
     parser.add_argument("--min-class-count", type=nonnegative_int, default=d.min_class_count,
                         help="with --cub-root: keep class-level attributes on for >= this many classes (CBM rule)")
-    parser.add_argument("--model", dest="clip_model", default=None,
-                        help="also evaluate a named open_clip / transformers model or local path in Table 2 (default: only the world CLIP)")
+    parser.add_argument("--model", dest="clip_model", action="append", default=None,
+                        help="also evaluate a named open_clip / transformers model or local path in Table 2; repeat it "
+                             "for several, or 'paper' for SUB Table 2's six (CLIP B/32 and L/14, SigLIP B/16 and "
+                             "SO400M/16, SigLIP 2 B/16, EVA02-CLIP L/14, each with its weights; default: only the "
+                             "world CLIP)")
+    parser.add_argument("--pretrained", default=None,
+                        help="open_clip weights tag for an architecture --model (e.g. openai), a weights file, or "
+                             "'random' for random weights on purpose (an architecture without it is refused)")
     parser.add_argument("--classes", nargs="*", type=class_name, default=None, help="world classes (CUB folder names; default SUB's 33)")
     parser.add_argument("--seed", type=int, default=d.world.seed, help="seed of the world and of every training run")
     parser.add_argument("--backbone", default=d.backbone,
@@ -62,6 +68,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--crop-size", type=int, default=None,
                         help="standard backbones: crop side in px (default 224, Inception-v3 299)")
     parser.add_argument("--backbone-weights", default=None, help="initial backbone weights: a local file or Hub id (default: the backbone's own initialisation)")
+
+
+def clip_models(names: list[str], pretrained: str | None) -> list[tuple[str, str | None]]:
+    """``--model`` values as ``(name, weights tag)``: ``paper`` expands to SUB Table 2's six
+    (:data:`~concept_grounding.bench.config.PAPER_CLIP_MODELS`, their own tags); every other
+    name takes ``--pretrained``.
+
+    >>> clip_models(["paper"], None)[0], clip_models(["ViT-B-16", "org/clip"], "openai")
+    (('ViT-B-32', 'openai'), [('ViT-B-16', 'openai'), ('org/clip', 'openai')])
+    """
+    from concept_grounding.bench.config import PAPER_CLIP_MODELS
+
+    out: list[tuple[str, str | None]] = []
+    for name in names:
+        out += list(PAPER_CLIP_MODELS) if name == "paper" else [(name, pretrained)]
+    return out
+
+
+def _is_open_clip_name(name: str) -> bool:
+    """Whether ``name`` is an open_clip architecture (the names a weights tag applies to)."""
+    import open_clip
+
+    return name in open_clip.list_models()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,8 +108,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("is read only with --cub-root (the world makes its own SUB)", argument="--sub")
     if args.sub:
         args.sub = resolve_model(args.sub, "--sub", repo_type="dataset")
-    if args.clip_model:
-        args.clip_model = resolve_clip(args.clip_model, "--model")
+    named = clip_models(args.clip_model or [], args.pretrained)
+    named = [(resolve_clip(name, "--model", tag), tag if _is_open_clip_name(name) else None) for name, tag in named]
 
     from concept_grounding.bench import BenchConfig, run_bench
     from concept_grounding.bench.artifacts import BenchArtifacts
@@ -94,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         sub_per_pairing=args.sub_per_pairing, concepts=args.concepts, epochs=args.epochs,
         clip_epochs=args.clip_epochs, concept_loss_weight=args.concept_loss_weight, models=tuple(args.models),
         posthoc=not args.no_posthoc, clip=not args.no_clip, cub_root=str(args.cub_root) if args.cub_root else None, sub=args.sub, min_class_count=args.min_class_count,
-        clip_model=args.clip_model,
+        clip_model=tuple(n for n, _ in named) or None, clip_pretrained=tuple(t for _, t in named) or None,
         backbone={"kind": args.backbone, "crop_size": args.crop_size} if args.crop_size else args.backbone,
         backbone_weights=args.backbone_weights,
     )

@@ -1,6 +1,7 @@
-"""``concept-grounding covar``: build COVAR on the world, evaluate a CLIP, diagnose errors.
+"""``concept-grounding covar``: build COVAR on the world or an image folder, evaluate a CLIP, diagnose errors.
 
-Steps: (1) render ``--objects`` world birds (image, mask, label) and build their COVAR
+Steps: (1) render ``--objects`` world birds (image, mask, label), or take them from ``--images``
+(one sub-folder per class, with given masks in ``masks/``), and build their COVAR
 variants (``--backgrounds`` procedural backgrounds, or one generated background per
 ``--inpaint-prompts`` with ``--inpaint-model``, x identity + 11 transforms); (2) zero-shot classify every
 variant with class prompts; (3) explain the predicted class with CCI and split the errors
@@ -16,9 +17,12 @@ visible parts, plus Deletion/Insertion AUCs. Writes under ``--out``: ``accuracy_
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from concept_grounding.cci.covar_job import INPAINT_PROMPTS, CovarConfig, run_covar, write_covar_report
-from concept_grounding.commands._types import closed_unit_interval, float_range, multiple_of, output_dir, positive_int
+from concept_grounding.commands._types import (
+    closed_unit_interval, existing_dir, existing_file, float_range, multiple_of, output_dir, positive_int,
+)
 
 #: world renders >= 32 px; the tiny CLIP uses patches of size // 8
 WORLD_SIZE = multiple_of(8, low=32, why="world images are >= 32 px and the tiny CLIP cuts 8 x 8 patches")
@@ -35,8 +39,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", type=WORLD_SIZE, default=64, help="world image side in pixels (a multiple of 8, >= 32)")
     parser.add_argument("--model", default=None, help="WorldCLIP folder, open_clip name or transformers id/path "
                         "(default: tiny config-built open_clip CLIP, random weights)")
+    parser.add_argument("--pretrained", default=None,
+                        help="open_clip weights tag for an architecture --model (e.g. openai), a weights file, or "
+                             "'random' for random weights on purpose (an architecture without it is refused)")
     parser.add_argument("--clusters", type=positive_int, default=7, help="K of the k-means over patch tokens")
-    parser.add_argument("--judge", choices=("attributes", "text"), default="attributes", help="Fine-Er judge")
+    parser.add_argument("--images", type=existing_dir, default=None,
+                        help="an image folder (one sub-folder per class, masks in masks/<class>/<stem>.png) whose "
+                             "images replace the world birds (default: the world)")
+    parser.add_argument("--class-names", type=existing_file, default=None,
+                        help="class names of --images: one per line in sorted-folder order, or '<folder> <name>' lines")
+    parser.add_argument("--detector", default=None,
+                        help="zero-shot object detector (OWL-ViT, OWLv2, Grounding DINO; Hub id or folder) that, with "
+                             "--segmenter, computes the masks --images lacks")
+    parser.add_argument("--segmenter", default=None, help="SAM checkpoint (Hub id or folder) segmenting the detected box")
+    parser.add_argument("--detector-threshold", type=closed_unit_interval, default=0.1, help="the detector's box score threshold")
+    parser.add_argument("--mask-cache", type=Path, default=None,
+                        help="folder caching computed masks, one PNG per image (default: OUT/mask_cache)")
+    parser.add_argument("--judge", choices=("attributes", "text"), default=None,
+                        help="Fine-Er judge (default: attributes on the world, text with --images)")
     parser.add_argument("--judge-threshold", type=COSINE, default=None,
                         help="cosine above which two classes are similar (default: the 90th percentile of class pairs)")
     parser.add_argument("--threshold", type=closed_unit_interval, default=0.5,
@@ -56,11 +76,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace) -> CovarConfig:
     """The job's configuration from the parsed (and model-resolved) arguments."""
-    return CovarConfig(objects=args.objects, backgrounds=args.backgrounds, size=args.size, model=args.model,
-                       clusters=args.clusters, judge=args.judge, judge_threshold=args.judge_threshold,
+    from concept_grounding.errors import UsageError
+
+    if args.images is not None and args.judge == "attributes":
+        raise UsageError("needs the world's class attribute vectors; use --judge text with --images", argument="--judge")
+    judge = args.judge or ("text" if args.images is not None else "attributes")
+    if (args.detector is None) != (args.segmenter is None):
+        raise UsageError("give --detector and --segmenter together (a grounded segmenter)",
+                         argument="--detector" if args.detector is None else "--segmenter")
+    if args.detector is not None and args.images is None:
+        raise UsageError("computes masks for --images (the world's are exact)", argument="--detector")
+    return CovarConfig(objects=args.objects, backgrounds=args.backgrounds, size=args.size, model=args.model, pretrained=args.pretrained,
+                       clusters=args.clusters, judge=judge, judge_threshold=args.judge_threshold,
                        threshold=args.threshold, steps=args.steps, seed=args.seed, inpaint_model=args.inpaint_model,
                        inpaint_prompts=tuple(args.inpaint_prompts), inpaint_size=args.inpaint_size,
-                       inpaint_steps=args.inpaint_steps)
+                       inpaint_steps=args.inpaint_steps, images=None if args.images is None else str(args.images),
+                       class_names_file=None if args.class_names is None else str(args.class_names),
+                       detector=args.detector, segmenter=args.segmenter, detector_threshold=args.detector_threshold,
+                       mask_cache=str(args.mask_cache or args.out / "mask_cache") if args.detector else None)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,9 +101,12 @@ def run(args: argparse.Namespace) -> int:
 
     # named models first (before torch): a model that cannot be loaded fails within seconds
     if args.model:
-        args.model = resolve_clip(args.model, "--model")
+        args.model = resolve_clip(args.model, "--model", args.pretrained)
     if args.inpaint_model:
         args.inpaint_model = resolve_model(args.inpaint_model, "--inpaint-model")
+    for flag in ("detector", "segmenter"):
+        if getattr(args, flag):
+            setattr(args, flag, resolve_model(getattr(args, flag), f"--{flag}"))
     config = config_from_args(args)
     write_covar_report(run_covar(config), args.out, save_dataset=args.save_dataset)
     return 0

@@ -7,6 +7,7 @@ already written stay on disk.
 Every stage calls the package's jobs directly
 (:func:`~concept_grounding.world.export.run_world_export`,
 :func:`~concept_grounding.bench.run_bench`,
+the candidate selection of :mod:`concept_grounding.curation.candidates`,
 :func:`~concept_grounding.tdg.generate_job.run_generate`,
 :func:`~concept_grounding.tdg.filter_job.run_filter`,
 :func:`~concept_grounding.cci.explain_job.run_explain`,
@@ -97,6 +98,37 @@ def _stage_bench(out: Path, args: argparse.Namespace) -> str:
         f"[SUB benchmark](bench/report.md): Tables 1-2, CGIM, concept existence and location;"
         f" {below} of {len(trained)} binary concept models detect substituted attributes below chance"
     )
+
+
+def _stage_candidates(out: Path, args: argparse.Namespace) -> str:
+    """SUB's candidate selection on the world (Sec. 4.2): the shipped world judge names 20
+    renders per class (``--quick``: 2 of :data:`QUICK_CLASSES`) and answers every group's
+    question on 10 renders per class (``--quick``: 1), then the plan."""
+    from concept_grounding.curation.candidates import (
+        candidate_world,
+        load_classifier,
+        run_attribute_candidates,
+        run_candidate_plan,
+        run_class_candidates,
+        world_attribute_data,
+        world_class_images,
+        world_judge_scorer,
+    )
+
+    classes = QUICK_CLASSES if args.quick else None
+    images, labels, names = world_class_images(classes, 2 if args.quick else 20, seed=args.seed)
+    chosen = run_class_candidates(images, labels, names, load_classifier(None, names), out, progress=False)
+    images, truth = world_attribute_data(1 if args.quick else 10, seed=args.seed, class_names=classes)
+    attributes = run_attribute_candidates(images, truth, world_judge_scorer(), out, progress=False).selection
+    world = candidate_world(classes, seed=args.seed)
+    if not chosen.kept or not attributes.kept:
+        return (f"[candidates](candidates/classes.md): {len(chosen.kept)} of {len(names)} classes and "
+                f"{len(attributes.kept)} of {len(attributes.attributes)} attributes kept; no plan")
+    pairings = run_candidate_plan(out / "classes.json", out / "attributes.json", world.class_names,
+                                  world.class_attributes, out)
+    return (f"[candidates](candidates/plan.md) (SUB Sec. 4.2, the world judge): {len(chosen.kept)} of {len(names)}"
+            f" classes, {len(attributes.kept)} of {len(attributes.attributes)} attributes"
+            f" ([table](candidates/attributes.md)), {len(pairings)} candidate pairings")
 
 
 def _read_records(folder: Path) -> list[dict]:
@@ -218,6 +250,7 @@ def _stage_cci(out: Path, args: argparse.Namespace) -> str:
 STAGES: dict[str, Stage] = {
     "world": _stage_world,
     "bench": _stage_bench,
+    "candidates": _stage_candidates,
     "tdg": _stage_tdg,
     "cci": _stage_cci,
 }

@@ -31,6 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="world image side / tiny model input size (a multiple of 8, >= 32)")
     parser.add_argument("--model", default=None, help="WorldCLIP folder, open_clip name or transformers id/path "
                         "(default: tiny config-built open_clip CLIP, random weights)")
+    parser.add_argument("--pretrained", default=None,
+                        help="open_clip weights tag for an architecture --model (e.g. openai), a weights file, or "
+                             "'random' for random weights on purpose (an architecture without it is refused)")
     parser.add_argument("--clusters", type=positive_int, default=7, help="K of the k-means")
     parser.add_argument("--seed", type=int, default=0, help="seed of the world samples, the k-means and the tiny model")
     parser.add_argument("--method", choices=("fast", "hook"), default="fast",
@@ -62,7 +65,7 @@ def config_from_args(args: argparse.Namespace) -> ExplainConfig:
             raise UsageError(str(err), argument="--texts") from None
     images = [_read_image(p) for p in args.images] if args.images else None
     return ExplainConfig(images=images, texts=list(args.texts) if args.texts else None, num=args.num,
-                         size=args.size, model=args.model, clusters=args.clusters, seed=args.seed,
+                         size=args.size, model=args.model, pretrained=args.pretrained, clusters=args.clusters, seed=args.seed,
                          method=args.method, baselines=args.baselines)
 
 
@@ -70,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     from concept_grounding.hub import resolve_clip
 
     if args.model:  # first, before torch: a model that cannot be loaded fails within seconds
-        args.model = resolve_clip(args.model, "--model")
+        args.model = resolve_clip(args.model, "--model", args.pretrained)
     config = config_from_args(args)
     write_explain_report(run_explain(config), args.out)
     return 0

@@ -14,6 +14,7 @@ parses the arguments, maps them onto the config and prints.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from concept_grounding.commands._types import existing_dir, output_dir, positive_int, unit_interval
 from concept_grounding.errors import UsageError
@@ -32,11 +33,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="let --vlm-model's repository run its own Python modelling code (off by default; "
                         "only for repositories you trust)")
     parser.add_argument("--clip-model", default="ViT-B-32", help="open_clip architecture (--scorer clip)")
-    parser.add_argument("--clip-pretrained", default="openai", help="open_clip weights tag (--scorer clip)")
+    parser.add_argument("--clip-pretrained", default="openai", help="open_clip weights tag (--scorer clip; 'random' for random weights on purpose)")
     parser.add_argument("--oracle", help="a concept model folder saved by `bench` (the world's attribute oracle), or"
                         " 'module:function' mapping a list of PIL images to (N, 312) probabilities (--scorer oracle; default: none)")
     parser.add_argument("--keep-fraction", type=unit_interval, default=0.1,
                         help="fraction of the generated images kept per pairing, in (0, 1] (SUB: 0.1)")
+    parser.add_argument("--check-groups", nargs="*", default=[], metavar="GROUP",
+                        help="also ask these attribute groups (e.g. bill_color wing_color) and discard an image whose "
+                             "answer is none of the reference class's class-level values there (another attribute "
+                             "changed; default: none, the paper's filter)")
+    parser.add_argument("--cub-root", type=existing_dir, default=None,
+                        help="CUB_200_2011 tree whose class-level labels --check-groups compares with (default: the "
+                             "bird world's)")
     parser.add_argument("--validate-on-world", type=positive_int, nargs="?", const=1, default=0, metavar="N",
                         help="first validate the scorer on N exact bird-world edits per SUB pairing (N: 1 when the"
                         " flag is given bare) and their originals: AUROC and S+ accuracy (default: 0, no validation)")
@@ -51,12 +59,43 @@ def _concept_model_oracle(folder: str):
     return concept_probability_oracle(folder)
 
 
+def class_values(cub_root: Path | None) -> dict[str, set[str]]:
+    """Each class's class-level attribute names: a CUB tree's, or the bird world's."""
+    import numpy as np
+
+    from concept_grounding.vocabulary import load_vocabulary
+
+    vocab = load_vocabulary()
+    if cub_root is not None:
+        from concept_grounding.bench.data import class_matrix
+        from concept_grounding.loaders import load_cub
+
+        train = load_cub(cub_root, min_class_count=None, progress=False)["train"]
+        names = tuple(train.features["label"].names)
+        table = class_matrix(train, len(names), vocab.num_attributes)
+    else:
+        from concept_grounding.world import BirdWorld, WorldConfig
+
+        world = BirdWorld(WorldConfig())
+        names, table = tuple(world.class_names), world.class_attributes
+    return {c: {vocab.attributes[j] for j in np.flatnonzero(row)} for c, row in zip(names, table)}
+
+
 def config_from_args(args: argparse.Namespace) -> FilterConfig:
     """The job's configuration (inputs and models are checked when the job runs)."""
+    check = tuple(getattr(args, "check_groups", None) or ())
+    if check:
+        from concept_grounding.vocabulary import load_vocabulary
+
+        unknown = [g for g in check if g not in load_vocabulary().groups]
+        if unknown:
+            raise UsageError(f"unknown attribute group(s) {unknown}", argument="--check-groups",
+                             hint="groups are written like bill_color, wing_pattern")
     return FilterConfig(input=args.input, out=args.out, scorer=args.scorer, vlm_model=args.vlm_model,
                         trust_remote_code=args.trust_remote_code, clip_model=args.clip_model,
                         clip_pretrained=args.clip_pretrained, oracle=args.oracle, keep_fraction=args.keep_fraction,
-                        oracle_loader=_concept_model_oracle)
+                        oracle_loader=_concept_model_oracle, check_groups=check,
+                        class_values=class_values(getattr(args, "cub_root", None)) if check else None)
 
 
 def validate_scorer(scorer, args: argparse.Namespace) -> None:

@@ -55,7 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=WORLD_MODEL,
                         help="'world' (default): the small Flux trained on the bird world, shipped with the package "
                              "(32 px, float32, true CFG 4; see concept_grounding/assets/world_flux/README.md); "
-                             "or a FLUX model id or folder, e.g. black-forest-labs/FLUX.1-dev")
+                             "or a FLUX.1 / FLUX.2 / FLUX.2 [klein] model id or folder, e.g. black-forest-labs/FLUX.1-dev, "
+                             "black-forest-labs/FLUX.2-klein-4B (loaded as its family's TDG pipeline)")
     parser.add_argument("--tiny", action="store_true", help="use a tiny random FLUX built offline (tests, demo)")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--cub-root", type=existing_dir, help="take class-level labels from a CUB_200_2011 folder (default: the bird world's class vectors)")
@@ -82,6 +83,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-images", type=positive_int, default=None, help="stop after this many new images (default: no limit)")
     parser.add_argument("--dtype", choices=("bfloat16", "float16", "float32"), default="bfloat16",
                         help="precision of a named FLUX model (--model; the world model and --tiny run in float32)")
+    parser.add_argument("--guide-bird", default=None,
+                        help="guide bird of shape / pattern attributes for pairings that name none (SUB App. B; "
+                             "default: App. B's; a --pairings file's guide_bird wins)")
     parser.add_argument("--save-guides", action="store_true",
                         help="also write each guide image to .guides/ (SUB itself keeps only the reference images)")
     parser.add_argument("--cache", type=transformer_cache, default=None, metavar="NAME[:OPTION=VALUE,...]",
@@ -137,7 +141,7 @@ def config_from_args(args: argparse.Namespace) -> GenerateConfig:
         attributes=_tuple(args.attributes), images_per_pairing=args.images_per_pairing, seed=args.seed,
         method=args.method, num_inference_steps=default_steps(args), guidance_scale=args.guidance_scale, size=args.size,
         t_min=args.t_min, t_max=args.t_max, k=args.k, batch_size=args.batch_size, max_images=args.max_images,
-        save_guides=args.save_guides, acceleration=Acceleration(cache=args.cache, compile=args.compile),
+        save_guides=args.save_guides, guide_bird=args.guide_bird, acceleration=Acceleration(cache=args.cache, compile=args.compile),
     )
 
 

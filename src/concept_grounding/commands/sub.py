@@ -26,7 +26,7 @@ FLAGS: dict[str, str] = {
     "protocol": "--protocol", "batch_size": "--batch-size", "dtype": "--dtype", "device": "--device", "split": "--split",
     "transform": "a transform", "processor": "a processor returned by the --model factory",
     "preprocess": "a preprocess returned by the --model factory",
-    "tokenizer": "a tokenizer returned by the --model factory",
+    "tokenizer": "a tokenizer returned by the --model factory", "pretrained": "--pretrained",
 }
 
 
@@ -38,8 +38,14 @@ def _floats(text: str) -> tuple[float, ...]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True,
-                        help="saved model folder, file.py:factory, package.module:factory, or a CLIP name / path")
+    parser.add_argument("--model", required=True, action="append",
+                        help="saved model folder, file.py:factory, package.module:factory, or a CLIP name / path; "
+                             "repeat it to score several in one run (one report each under --out, and a summary "
+                             "table), or 'paper' for SUB Table 2's six open_clip models with their weights")
+    parser.add_argument("--pretrained", default=None,
+                        help="open_clip weights tag for an architecture name (e.g. openai, laion2b_s34b_b79k), a "
+                             "weights file, or 'random' for random weights on purpose (an architecture without it "
+                             "is refused)")
     parser.add_argument("--sub", default=None, help="SUB source: local copy or 'Jessica-bader/SUB' (default: the world's)")
     parser.add_argument("--split", default=None, help="split of the SUB source (default: its only one, or 'test')")
     parser.add_argument("--cub-root", default=None,
@@ -126,12 +132,66 @@ def run(args: argparse.Namespace) -> int:
         return _run(args)
 
 
+def check_clip_name(name: str, pretrained: str | None) -> None:
+    """First, before torch: a ``--model`` that names a CLIP (not a folder or a factory) must
+    be loadable now, and an open_clip architecture must name its weights (``--pretrained``)."""
+    from concept_grounding.hub import resolve_clip
+
+    if Path(name).expanduser().exists() or (":" in name and not name.startswith("hf-hub:")):
+        return
+    resolve_clip(name, "--model", pretrained)
+
+
+def model_list(models: list[str], pretrained: str | None) -> list[tuple[str, str | None]]:
+    """``--model`` values as ``(model, weights tag)``: ``paper`` is SUB Table 2's six
+    (:data:`~concept_grounding.bench.config.PAPER_CLIP_MODELS`, with their own tags); every
+    other model takes ``--pretrained``."""
+    from concept_grounding.bench.config import PAPER_CLIP_MODELS
+
+    out: list[tuple[str, str | None]] = []
+    for model in models:
+        out += list(PAPER_CLIP_MODELS) if model == "paper" else [(model, pretrained)]
+    return out
+
+
 def _run(args: argparse.Namespace) -> int:
+    if args.batch_size < 1:
+        raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
+    models = model_list(args.model, args.pretrained)
+    for model, tag in models:  # every named model is checked before any is scored
+        check_clip_name(model, tag)
+    if len(models) == 1:
+        return _score(args, *models[0], args.out)
+    from concept_grounding.bench.artifacts import model_slug
+
+    rows = []
+    for model, tag in models:
+        out = args.out / model_slug(f"{model}-{tag}" if tag else Path(model).name or model)
+        rows.append(_score(args, model, tag, out, row=True))
+    _write_summary(rows, args.out)
+    return 0
+
+
+def _write_summary(rows: list[dict], out: Path) -> None:
+    """``<out>/report.md``: one row per model (s+ / s- with their chance), each linking its report."""
+    from concept_grounding.evaluation.distributed import process_info
+    from concept_grounding.evaluation.report import markdown_table, write_json
+
+    if not process_info().is_main:
+        return
+    columns = (("s_plus", "s+"), ("chance_s_plus", "chance s+"), ("s_minus", "s-"), ("chance_s_minus", "chance s-"))
+    table = markdown_table([{**r, "name": f"[{r['name']}]({r['folder']}/report.md)"} for r in rows], columns)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.md").write_text(f"# SUB accuracy of {len(rows)} models\n\n{table}\n")
+    write_json(out / "results.json", rows)
+    print(f"wrote {out / 'report.md'}")
+
+
+def _score(args: argparse.Namespace, model_name: str, pretrained: str | None, out: Path, row: bool = False):
+    """Score one model into ``out``; returns 0, or its summary row when ``row``."""
     from concept_grounding.evaluation import evaluate_sub, load_model
     from concept_grounding.evaluation.distributed import process_info
 
-    if args.batch_size < 1:
-        raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
     overrides = dict(concept_names=_concept_names(args.concept_names, args.index_base), output=args.output,
                      outputs=args.outputs, mean=args.mean, std=args.std, normalize=args.normalize)
     if args.index_base != "cub_312":
@@ -139,15 +199,18 @@ def _run(args: argparse.Namespace) -> int:
     output = args.output
     if output is not None and output.lstrip("-").isdigit():
         overrides["output"] = int(output)
-    model = load_model(args.model, image_size=args.image_size, include_none=args.include_none, device=args.device,
-                       **overrides)
+    model = load_model(model_name, image_size=args.image_size, include_none=args.include_none, device=args.device,
+                       pretrained=pretrained, **overrides)
     result = evaluate_sub(model, args.sub, protocol=args.protocol, batch_size=args.batch_size, device=args.device,
                           dtype=args.dtype, progress=not args.no_progress, source_options=_source_options(args))
-    result.model = args.model
+    result.model = model_name
     if process_info().is_main:
-        result.save(args.out, scores=args.save_scores)
-        print(f"s+ {result.s_plus:.4f} (chance {result.chance_s_plus:.4f})  "
+        result.save(out, scores=args.save_scores)
+        print(f"{model_name + ': ' if row else ''}s+ {result.s_plus:.4f} (chance {result.chance_s_plus:.4f})  "
               f"s- {result.s_minus:.4f} (chance {result.chance_s_minus:.4f})  "
               f"{result.num_images} images, {result.images_per_second:.1f} images/s")
-        print(f"wrote {args.out / 'report.md'}")
-    return 0
+        print(f"wrote {out / 'report.md'}")
+    if not row:
+        return 0
+    return {"name": f"{model_name} ({pretrained})" if pretrained else model_name, "folder": out.name,
+            **{k: getattr(result, k) for k in ("s_plus", "chance_s_plus", "s_minus", "chance_s_minus")}}

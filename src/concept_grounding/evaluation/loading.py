@@ -141,11 +141,13 @@ def load_model(
     image_size: int | None = None,
     include_none: bool = False,
     device: str | None = None,
+    pretrained: str | None = None,
     **overrides: Any,
 ) -> SubModel:
     """A :class:`~.adapters.SubModel` from a ``--model`` string (module docstring).
 
-    ``overrides`` (``concept_names``, ``output``, ``outputs``, ``mean``, ``std``, ...) replace
+    ``pretrained`` is the weights tag of an open_clip architecture (refused without one:
+    :func:`concept_grounding.hub.require_open_clip_weights`). ``overrides`` (``concept_names``, ``output``, ``outputs``, ``mean``, ``std``, ...) replace
     what a factory returned. Raises ``ValueError`` naming ``spec`` when nothing can load it.
     """
     from ..models.loading import load_concept_model
@@ -156,6 +158,9 @@ def load_model(
         model = load_concept_model(path)
         size = image_size or saved_image_size(path)
         return as_sub_model(model, image_size=size, **{k: v for k, v in overrides.items() if v is not None})
+    if pretrained is not None and (path.exists() or ":" in text and not text.startswith("hf-hub:")):
+        raise UsageError(f"--model {text!r} is not an open_clip architecture; {option('pretrained')} applies to "
+                         "open_clip names only")
     if ":" in text and not path.exists() and not text.startswith("hf-hub:"):
         factory = load_factory(text)
         return from_factory_result(factory(), image_size=image_size, include_none=include_none or None, **overrides)
@@ -165,5 +170,5 @@ def load_model(
     if given:
         raise UsageError(f"--model {text!r} loads as an open-vocabulary model; {', '.join(given)} apply to binary "
                          "models only")
-    bundle = load_clip(text, device=device or "cpu")
+    bundle = load_clip(text, pretrained=pretrained, device=device or "cpu")
     return as_sub_model(bundle, include_none=include_none)

@@ -39,7 +39,8 @@ from .concepts import resolve_concept_names
 if TYPE_CHECKING:
     import datasets
 
-__all__ = ["feature_map_posthoc_cbm", "analyse_posthoc"]
+__all__ = ["feature_map_posthoc_cbm", "analyse_posthoc", "aysel_metrics", "cav_sweep", "AyselResult", "CavSweep",
+           "default_concept_columns", "train_default_posthoc"]
 
 
 def feature_map_posthoc_cbm(
@@ -133,12 +134,50 @@ class AyselResult:
     class_accuracy: float
     concept_names: list[str]
     maps: np.ndarray = field(repr=False)
+    existence_by_ranking: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    location_by_ranking: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    predictions: np.ndarray | None = field(default=None, repr=False)
+    sweep: "CavSweep | None" = None
 
     def summary(self) -> dict[str, Any]:
-        """Every scalar of the three analyses (JSON-ready)."""
+        """Every scalar of the analyses (JSON-ready): Tables 1-2 for every ranking
+        (``existence_by_ranking`` / ``location_by_ranking``), Table 3 (``sweep``) when run."""
         pick = lambda d: {k: v for k, v in d.items() if np.ndim(v) == 0}  # noqa: E731
-        return {"class_accuracy": self.class_accuracy, "cgim": pick(self.cgim), "existence": pick(self.existence),
-                "location": pick(self.location), "concept_names": self.concept_names}
+        out = {"class_accuracy": self.class_accuracy, "cgim": pick(self.cgim), "existence": pick(self.existence),
+               "location": pick(self.location), "concept_names": self.concept_names,
+               "existence_by_ranking": {r: pick(d) for r, d in self.existence_by_ranking.items()},
+               "location_by_ranking": {r: pick(d) for r, d in self.location_by_ranking.items()}}
+        if self.sweep is not None:
+            out["sweep"] = self.sweep.summary()
+        return out
+
+
+@dataclass
+class CavSweep:
+    """Aysel et al.'s Table 3: test accuracy of the post-hoc CBM rebuilt with each SVM
+    regularisation ``C`` (the paper's lambda) and each ``N_p = N_n``, and of the model
+    without a bottleneck.
+
+    Attributes:
+        rows: one dict per setting: ``C``, ``n``, ``accuracy`` (test), ``train_accuracy``.
+        no_bottleneck_accuracy: test accuracy of a linear classifier on ``f(X)`` itself
+            (the same elastic-net fit, :func:`~concept_grounding.models.fit_sparse_classifier`,
+            on the pooled embeddings instead of ``u``; *decision*: the paper's "traditional
+            model" is its backbone's own head, which a frozen, headless ``f`` does not keep).
+    """
+
+    rows: list[dict[str, float]]
+    no_bottleneck_accuracy: float
+
+    def summary(self) -> dict[str, Any]:
+        return {"rows": self.rows, "no_bottleneck_accuracy": self.no_bottleneck_accuracy}
+
+    def accuracy(self, C: float, n: int) -> float:
+        """The test accuracy of one setting (``KeyError`` if it was not run)."""
+        for row in self.rows:
+            if row["C"] == C and row["n"] == n:
+                return row["accuracy"]
+        raise KeyError(f"no sweep row for C={C}, N_p=N_n={n}")
 
 
 @torch.no_grad()
@@ -152,8 +191,11 @@ def aysel_metrics(
     part_visible: np.ndarray,
     *,
     batch_size: int = 64,
+    rankings: Sequence[str] = ("theta_u", "theta", "u"),
 ) -> AyselResult:
-    """CGIM 1-3, concept existence and concept location of a post-hoc CBM (module docstring).
+    """CGIM 1-3, concept existence and concept location of a post-hoc CBM (module docstring),
+    the last two for every ranking of Aysel et al.'s Tables 1-2 (``theta_u`` = theta x u-hat,
+    ``theta``, ``u`` = u-hat), each on all images and on the correctly classified ones.
 
     Args:
         model: a :class:`~concept_grounding.models.PostHocCBM` (or any model with
@@ -163,6 +205,8 @@ def aysel_metrics(
         image_concepts: ``(N, L)`` per-image 0/1 labels of the model's concepts (existence).
         class_concepts: ``(K, L)`` class-level 0/1 labels (CGIM's ``V`` is its transpose).
         part_xy, part_visible: ``(N, P, 2)`` part centres in pixels of the ``S x S`` image, ``(N, P)``.
+        rankings: which local-importance rankings to score (``existence`` and ``location``
+            of the result hold the first; ``*_by_ranking`` all of them).
     """
     from ..metrics import concept_existence, concept_global_importance, concept_location
 
@@ -173,7 +217,11 @@ def aysel_metrics(
     names = list(model.concept_names)
     top_l = tuple(l for l in (1, 3, 5) if l <= theta.shape[0])  # the paper's l, as far as L allows
     cgim = concept_global_importance(theta, np.asarray(class_concepts, float).T, u, predicted, labels)
-    existence = concept_existence(theta, u, predicted, np.asarray(image_concepts), labels, top_l=top_l)
+    rankings = list(rankings)
+    if not rankings:
+        raise ValueError("rankings must name at least one of 'theta_u', 'theta', 'u'")
+    existence_by = {r: concept_existence(theta, u, predicted, np.asarray(image_concepts), labels, top_l=top_l,
+                                         ranking=r) for r in rankings}
     was = model.training
     model.eval()
     try:
@@ -182,9 +230,78 @@ def aysel_metrics(
     finally:
         model.train(was)
     size = images.shape[-1]
-    location = concept_location(maps, part_xy, part_visible, theta=theta, concept_scores=u, predictions=predicted,
-                                references=labels, concept_names=names, image_size=(size, size), top_l=top_l)
-    return AyselResult(cgim, existence, location, float((predicted == labels).mean()), names, maps)
+    location_by = {r: concept_location(maps, part_xy, part_visible, theta=theta, concept_scores=u,
+                                       predictions=predicted, references=labels, concept_names=names,
+                                       image_size=(size, size), top_l=top_l, ranking=r) for r in rankings}
+    first = rankings[0]
+    return AyselResult(cgim, existence_by[first], location_by[first], float((predicted == labels).mean()), names, maps,
+                       existence_by, location_by, predicted)
+
+
+def cav_sweep(
+    model: PostHocCBM,
+    train_images: torch.Tensor,
+    train_concepts: np.ndarray,
+    train_labels: np.ndarray,
+    test_images: torch.Tensor,
+    test_labels: np.ndarray,
+    num_classes: int,
+    *,
+    Cs: Sequence[float] = (0.001, 0.01, 0.1, 1.0, 10.0),
+    sizes: Sequence[int] = (50, 100),
+    seed: int = 0,
+    batch_size: int = 64,
+    progress: bool = True,
+) -> CavSweep:
+    """Aysel et al.'s Table 3 on ``model``'s frozen backbone: for each SVM ``C`` (their lambda)
+    and each ``N_p = N_n`` in ``sizes``, learn the CAVs on the training split
+    (:func:`~concept_grounding.models.posthoc.learn_cavs`), fit the sparse classifier on
+    ``u`` (:func:`~concept_grounding.models.fit_sparse_classifier`, the model's own
+    ``"dot"`` / ``"margin"`` score) and score the test split; plus the no-bottleneck baseline
+    (:class:`CavSweep`). The backbone embeds each split once.
+
+    Args:
+        train_images, test_images: ``(N, 3, S, S)`` in [0, 1]; train_concepts ``(N, L)`` per-image
+            0/1 labels of the model's concepts; train_labels, test_labels class indices.
+    """
+    from tqdm.auto import tqdm
+
+    from ..models.posthoc import bank_scores, embed_images, fit_sparse_classifier, learn_cavs
+
+    if not Cs or not sizes or min(Cs) <= 0 or min(sizes) < 1:
+        raise ValueError(f"the sweep needs C > 0 and N_p = N_n >= 1, got C {list(Cs)} and N {list(sizes)}")
+    from .adapters import model_device
+
+    device = model_device(model)
+    was = model.training
+    model.eval()
+    try:
+        f_train = embed_images(model.backbone, train_images.to(device), batch_size).cpu()
+        f_test = embed_images(model.backbone, test_images.to(device), batch_size).cpu()
+    finally:
+        model.train(was)
+    y_train = torch.as_tensor(np.asarray(train_labels), dtype=torch.long)
+    y_test = np.asarray(test_labels)
+    names = tuple(model.concept_names or ())
+
+    def accuracy(theta: torch.Tensor, bias: torch.Tensor, x: torch.Tensor, y: np.ndarray) -> float:
+        return float(((x @ theta + bias).argmax(1).numpy() == y).mean())
+
+    rows = []
+    settings = [(float(c), int(n)) for n in sizes for c in Cs]
+    for C, n in tqdm(settings, desc="Table 3 sweep", disable=not progress, leave=False):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*no CAV.*")
+            bank = learn_cavs(f_train, train_concepts, n, n, C, seed, names, progress=False)
+        u_train = bank_scores(f_train, bank.vectors, bank.intercepts, model.score)
+        u_test = bank_scores(f_test, bank.vectors, bank.intercepts, model.score)
+        theta, bias = fit_sparse_classifier(u_train, y_train, num_classes, seed=seed)
+        rows.append({"C": C, "n": n, "accuracy": accuracy(theta, bias, u_test, y_test),
+                     "train_accuracy": accuracy(theta, bias, u_train, y_train.numpy())})
+    theta, bias = fit_sparse_classifier(f_train, y_train, num_classes, seed=seed)
+    return CavSweep(rows, accuracy(theta, bias, f_test, y_test))
 
 
 # ------------------------------------------------------------------------ from CUB
@@ -211,6 +328,42 @@ def fit_missing_parts(model: PostHocCBM, train: "datasets.Dataset", image_size: 
     return model
 
 
+def default_concept_columns(train: "datasets.Dataset", vocab: Vocabulary) -> list[int]:
+    """Koh et al.'s CBM-112 attributes (Aysel et al.'s concept set) that the training split
+    has both with and without in its per-image labels (a CAV needs both); on the world, the
+    ones it renders."""
+    labels = np.asarray(train["attributes"], np.uint8)
+    seen, missing = labels.any(axis=0), (labels == 0).any(axis=0)
+    columns = [int(i) for i in vocab.cbm_112 if seen[i] and missing[i]]
+    if not columns:
+        raise ValueError("the training split has no CBM-112 attribute both present and absent: no CAV can be learned")
+    return columns
+
+
+def train_default_posthoc(
+    train: "datasets.Dataset",
+    columns: Sequence[int],
+    image_size: int,
+    *,
+    epochs: int = 8,
+    n_pos: int = 100,
+    n_neg: int = 100,
+    C: float = 1.0,
+    backbone: str | dict[str, Any] = "cnn",
+    seed: int = 0,
+    progress: bool = True,
+) -> PostHocCBM:
+    """A post-hoc CBM as Aysel et al. build theirs, for ``analyse`` without ``--model``: a
+    backbone trained on the class labels (:func:`~concept_grounding.models.train_backbone`),
+    then CAVs (paper: ``N_p = N_n = 100``, ``C = 1``) on the per-image labels of ``columns``
+    and the sparse classifier (:func:`~concept_grounding.models.train_posthoc_cbm`)."""
+    from ..models import to_tensors, train_backbone, train_posthoc_cbm
+
+    tensors = to_tensors(train, list(columns), image_size, "image")
+    net = train_backbone(tensors, backbone, epochs=epochs, seed=seed, progress=progress)
+    return train_posthoc_cbm(net, tensors, n_pos=n_pos, n_neg=n_neg, C=C, seed=seed, progress=progress)
+
+
 def analyse_posthoc(
     model: nn.Module,
     cub: "datasets.DatasetDict",
@@ -221,12 +374,21 @@ def analyse_posthoc(
     batch_size: int = 64,
     vocab: Vocabulary | None = None,
     progress: bool = True,
+    sweep: bool = False,
+    sweep_Cs: Sequence[float] = (0.001, 0.01, 0.1, 1.0, 10.0),
+    sweep_sizes: Sequence[int] = (50, 100),
+    coam_threshold: float = 0.5,
+    seed: int = 0,
 ) -> AyselResult:
-    """Aysel et al.'s analysis of ``model`` on CUB's test split (``load_cub(root)``); with ``out``,
-    writes ``results.json``, ``report.md``, ``cgim_histograms.png`` and ``coam_gallery.png``.
+    """Aysel et al.'s analysis of ``model`` on CUB's test split (``load_cub(root)``, or the
+    world's :func:`~concept_grounding.world.dataset.world_dataset_dict`); with ``out``,
+    writes ``results.json``, ``report.md`` (Tables 1-3 and 6-8), ``cgim_per_concept.csv``,
+    ``cgim_per_class.csv``, ``cgim_histograms.png`` (Fig. 2), ``coam_gallery.png`` (Fig. 3),
+    ``coam_class_maps.png`` (Fig. 4) and ``coam_binary.png`` (Algorithm 2's binary branch).
 
     A post-hoc CBM without a classifier gets one fitted on the train split first.
-    ``max_images`` keeps the first test images only (a quick look).
+    ``max_images`` keeps the first test images only (a quick look). ``sweep`` (a
+    :class:`~concept_grounding.models.PostHocCBM` only) adds Table 3 (:func:`cav_sweep`).
     """
     from ..models.data import images_to_tensor
 
@@ -234,6 +396,8 @@ def analyse_posthoc(
     columns = _concept_columns(model, vocab)
     if isinstance(model, PostHocCBM):
         fit_missing_parts(model, cub["train"], image_size, batch_size=batch_size, progress=progress)
+    elif sweep:
+        raise ValueError(f"the Table 3 sweep relearns the CAVs of a PostHocCBM; got a {type(model).__name__}")
     test = cub["test"]
     if max_images is not None:
         test = test.select(range(min(int(max_images), len(test))))
@@ -243,38 +407,135 @@ def analyse_posthoc(
     class_concepts[np.asarray(test["label"])] = np.asarray(test["class_attributes"], np.uint8)[:, columns]
     train_rows = cub["train"]
     class_concepts[np.asarray(train_rows["label"])] = np.asarray(train_rows["class_attributes"], np.uint8)[:, columns]
-    result = aysel_metrics(model, images, np.asarray(test["label"]), np.asarray(test["attributes"], np.uint8)[:, columns],
+    image_concepts = np.asarray(test["attributes"], np.uint8)[:, columns]
+    result = aysel_metrics(model, images, np.asarray(test["label"]), image_concepts,
                            class_concepts, part_xy, visible, batch_size=batch_size)
+    if sweep:
+        result.sweep = cav_sweep(model, images_to_tensor(train_rows["image"], image_size),
+                                 np.asarray(train_rows["attributes"], np.uint8)[:, columns],
+                                 np.asarray(train_rows["label"]), images, np.asarray(test["label"]),
+                                 len(test.features["label"].names), Cs=sweep_Cs, sizes=sweep_sizes, seed=seed,
+                                 batch_size=batch_size, progress=progress)
     if out is not None:
-        write_aysel_report(result, model, images, np.asarray(test["label"]), list(test.features["label"].names), Path(out))
+        write_aysel_report(result, model, images, np.asarray(test["label"]), list(test.features["label"].names),
+                           Path(out), image_concepts=image_concepts, coam_threshold=coam_threshold, seed=seed)
     return result
 
 
+#: Tables 1-2's ranking rows: key of :func:`~concept_grounding.metrics.concept_existence` -> the paper's label.
+RANKING_LABELS = {"theta": "theta_jk", "u": "u-hat_ij", "theta_u": "theta_jk x u-hat_ij"}
+
+
+def _table1(result: AyselResult) -> str:
+    from .report import markdown_table
+
+    rows = [{"name": f"{subset} / {RANKING_LABELS[r]}", **{f"l{l}": ex.get(f"existence@{l}{suffix}") for l in (1, 3, 5)}}
+            for subset, suffix in (("entire test set", ""), ("correct class set", "_correct"))
+            for r, ex in result.existence_by_ranking.items()]
+    return markdown_table(rows, [(f"l{l}", f"l = {l}") for l in (1, 3, 5)], first=("name", "images / CEM based on"))
+
+
+def _table2(result: AyselResult) -> str:
+    from .report import markdown_table
+
+    rows = [{"name": f"{subset}, alpha = {a} / {RANKING_LABELS[r]}",
+             **{f"l{l}": loc.get(f"location@{l}_alpha{a}{suffix}") for l in (1, 3, 5)}}
+            for subset, suffix in (("entire test set", ""), ("correct class set", "_correct")) for a in (1, 3, 6)
+            for r, loc in result.location_by_ranking.items()]
+    return markdown_table(rows, [(f"l{l}", f"l = {l}") for l in (1, 3, 5)], first=("name", "images, region / CLM based on"))
+
+
+def _table3(sweep: CavSweep) -> str:
+    from .report import percent
+
+    Cs = sorted({row["C"] for row in sweep.rows})
+    ns = sorted({row["n"] for row in sweep.rows})
+    lines = ["| lambda (SVM C) \\ N_p = N_n | " + " | ".join(str(n) for n in ns) + " |", "|" + "---|" * (len(ns) + 1)]
+    for c in Cs:
+        lines.append(f"| {c:g} | " + " | ".join(percent(sweep.accuracy(c, n)) for n in ns) + " |")
+    lines.append(f"| model w/o bottleneck (linear on f(X)) | {percent(sweep.no_bottleneck_accuracy)} |" + " |" * (len(ns) - 1))
+    return "\n".join(lines)
+
+
+def _cgim_lists(result: AyselResult, class_names: list[str], out: Path) -> tuple[str, str]:
+    """Tables 6 (per concept) and 7-8 (per class) as CSV files and Markdown."""
+    import csv
+
+    from .report import markdown_table
+
+    cg = result.cgim
+    tables = []
+    for level, names, fname in (("concept", result.concept_names, "cgim_per_concept.csv"),
+                                ("class", class_names, "cgim_per_class.csv")):
+        scores = [np.asarray(cg[f"per_{level}_type{t}"], float) for t in (1, 2, 3)]
+        rows = [{"name": f"{i + 1}: {name}", **{f"t{t}": float(scores[t - 1][i]) for t in (1, 2, 3)}}
+                for i, name in enumerate(names)]
+        with (out / fname).open("w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow([level, "cgim_type1", "cgim_type2", "cgim_type3"])
+            writer.writerows([[name, *(f"{sc[i]:.6g}" for sc in scores)] for i, name in enumerate(names)])
+        tables.append(markdown_table(rows, [("t1", "rho type 1"), ("t2", "rho type 2"), ("t3", "rho type 3")],
+                                     first=("name", level), fractions=False))
+    return tables[0], tables[1]
+
+
 def write_aysel_report(result: AyselResult, model: nn.Module, images: torch.Tensor, labels: np.ndarray,
-                       class_names: list[str], out: Path) -> Path:
-    """The report folder of :func:`analyse_posthoc` (tables as in the bench report)."""
-    from .report import markdown_table, percent, write_json
-    from ..models.coam import save_coam_gallery
+                       class_names: list[str], out: Path, *, image_concepts: np.ndarray | None = None,
+                       coam_threshold: float = 0.5, seed: int = 0, gallery_images: int = 6) -> Path:
+    """The report folder of :func:`analyse_posthoc` (every table of Aysel et al. the data allows).
+
+    Fig. 3: ``gallery_images`` test images drawn at random (``seed``), their top-5 concepts
+    by theta x u-hat with check / cross marks from ``image_concepts`` ``(N, L)``. Fig. 4:
+    correctly classified images, their top-4 concepts and the class-wise map
+    (:func:`~concept_grounding.models.coam.class_activation_maps`). Algorithm 2's binary
+    branch (:func:`~concept_grounding.models.coam.coam_overlays`) on the Fig. 4 concepts.
+    """
+    from ..models.coam import class_activation_maps, coam_overlays, save_coam_gallery
     from ..plotting import cgim_histograms
+    from .report import markdown_table, percent, write_json
 
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "results.json", result.summary())
     cgim_histograms(result.cgim, out / "cgim_histograms.png", title=type(model).__name__)
-    k = min(4, len(result.concept_names))
-    top = np.asarray(result.existence["top_concepts"])[:6, :k]
-    full = model.concept_activation_maps(images[: len(top)], upsample=True)
-    picked = torch.stack([full[i, top[i]] for i in range(len(top))])
-    save_coam_gallery([images[i] for i in range(len(top))], picked, out / "coam_gallery.png",
-                      concept_names=[[result.concept_names[j].removeprefix("has_") for j in row] for row in top],
-                      row_titles=[class_names[int(labels[i])].split(".", 1)[-1] for i in range(len(top))])
-    ls, cg, ex, loc = (1, 3, 5), result.cgim, result.existence, result.location
+    short = lambda j: result.concept_names[j].removeprefix("has_")  # noqa: E731
+    title = lambda i: class_names[int(labels[i])].split(".", 1)[-1]  # noqa: E731
+    top = np.asarray(result.existence["top_concepts"])
+    rng = np.random.default_rng(seed)
+    n = len(labels)
+    # Fig. 3: random test images, top-5 concepts with existence marks
+    fig3 = np.sort(rng.choice(n, min(gallery_images, n), replace=False))
+    k3 = min(5, top.shape[1])
+    rows3 = top[fig3, :k3]
+    maps3 = upsample_for(torch.as_tensor(result.maps[fig3]), images.shape[-1])
+    marks3 = None if image_concepts is None else np.asarray(image_concepts)[fig3[:, None], rows3] > 0
+    save_coam_gallery([images[i] for i in fig3], torch.stack([maps3[r, rows3[r]] for r in range(len(fig3))]),
+                      out / "coam_gallery.png", concept_names=[[short(j) for j in row] for row in rows3],
+                      row_titles=[title(i) for i in fig3], marks=marks3)
+    # Fig. 4: correctly classified images, top-4 concepts and the class-wise map
+    predicted = np.asarray(result.predictions) if result.predictions is not None else np.asarray(labels)
+    correct = np.flatnonzero(predicted == np.asarray(labels))
+    fig4 = np.sort(rng.choice(correct, min(gallery_images, len(correct)), replace=False)) if len(correct) else fig3
+    k4 = min(4, top.shape[1])
+    rows4 = top[fig4, :k4]
+    grid = torch.as_tensor(result.maps[fig4])
+    maps4 = upsample_for(grid, images.shape[-1])
+    class_maps = class_activation_maps(grid, model.theta.cpu(), torch.as_tensor(predicted[fig4]))
+    marks4 = None if image_concepts is None else np.asarray(image_concepts)[fig4[:, None], rows4] > 0
+    save_coam_gallery([images[i] for i in fig4], torch.stack([maps4[r, rows4[r]] for r in range(len(fig4))]),
+                      out / "coam_class_maps.png", concept_names=[[short(j) for j in row] for row in rows4],
+                      row_titles=[title(i) for i in fig4], marks=marks4, class_maps=class_maps,
+                      class_titles=[class_names[int(predicted[i])].split(".", 1)[-1] for i in fig4])
+    _binary_sheet([coam_overlays(images[i], grid[r, rows4[r]], coloured=False, threshold=coam_threshold)
+                   for r, i in enumerate(fig4)], [[short(j) for j in row] for row in rows4], out / "coam_binary.png")
+    concept_table, class_table = _cgim_lists(result, class_names, out)
+    cg = result.cgim
     lines = [
         f"# Aysel et al. analysis of {type(model).__name__}",
         "",
-        f"{len(labels)} test images, {len(result.concept_names)} concepts; class accuracy "
+        f"{n} test images, {len(result.concept_names)} concepts; class accuracy "
         f"{percent(result.class_accuracy)} %. Every number: [results.json](results.json).",
         "",
-        "## CGIM (cosine similarity with the class-level truth)",
+        "## CGIM (cosine similarity with the class-level truth; Fig. 2)",
         "",
         markdown_table([{"name": level, **{f"t{t}": cg.get(f"{level}_type{t}") for t in (1, 2, 3)}}
                         for level in ("concept", "class")],
@@ -283,19 +544,69 @@ def write_aysel_report(result: AyselResult, model: nn.Module, images: torch.Tens
         "",
         "![CGIM histograms](cgim_histograms.png)",
         "",
-        "## Concept existence (top-l concepts by theta * u that are truly present)",
+        "## Table 1: concept existence (top-l concepts truly present, %)",
         "",
-        markdown_table([{"name": subset, **{f"l{l}": ex.get(f"existence@{l}{suffix}") for l in ls}}
-                        for subset, suffix in (("all test images", ""), ("correctly classified", "_correct"))],
-                       [(f"l{l}", f"l = {l}") for l in ls], first=("name", "images")),
+        _table1(result),
         "",
-        "## Concept location (part centre inside the alpha-scaled top region of the CoAM)",
+        "## Table 2: concept location (part centre inside the alpha-scaled top region of the CoAM, %)",
         "",
-        markdown_table([{"name": f"alpha = {a}", **{f"l{l}": loc.get(f"location@{l}_alpha{a}") for l in ls}}
-                        for a in (1, 3, 6)], [(f"l{l}", f"l = {l}") for l in ls], first=("name", "region")),
+        _table2(result),
+        "",
+    ]
+    if result.sweep is not None:
+        lines += ["## Table 3: class accuracy (%) of the post-hoc CBM by SVM regularisation and N_p = N_n", "",
+                  _table3(result.sweep), ""]
+    else:
+        lines += ["## Table 3", "", "Not run (`--sweep` relearns the CAVs of a post-hoc CBM for each setting).", ""]
+    lines += [
+        "## Fig. 3: random test images, top-5 concepts by theta x u-hat (check: in the image's ground truth)",
         "",
         "![CoAM gallery](coam_gallery.png)",
+        "",
+        "## Fig. 4: correctly classified images, top-4 concepts and the class-wise map",
+        "",
+        "![CoAM class maps](coam_class_maps.png)",
+        "",
+        f"Algorithm 2's binary branch (the image kept where the min-max scaled CoAM >= {coam_threshold:g}):",
+        "",
+        "![CoAM binary](coam_binary.png)",
+        "",
+        "## Table 6: CGIM per concept ([csv](cgim_per_concept.csv))",
+        "",
+        concept_table,
+        "",
+        "## Tables 7-8: CGIM per class ([csv](cgim_per_class.csv))",
+        "",
+        class_table,
         "",
     ]
     (out / "report.md").write_text("\n".join(lines))
     return out
+
+
+def upsample_for(maps: torch.Tensor, size: int) -> torch.Tensor:
+    """Feature-grid CoAMs ``(B, L, h, w)`` upsampled to ``size x size`` (bilinear)."""
+    from ..models.coam import upsample_maps
+
+    return upsample_maps(maps.float(), size)
+
+
+def _binary_sheet(overlays: list[list], titles: list[list[str]], path: Path) -> Path:
+    """A PNG grid of Algorithm 2's binary overlays: one row per image, one column per concept."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    rows, cols = len(overlays), max(len(r) for r in overlays)
+    fig, axes = plt.subplots(rows, cols, figsize=(2.0 * cols, 2.0 * rows), squeeze=False)
+    for i, row in enumerate(overlays):
+        for j, picture in enumerate(row):
+            axes[i, j].imshow(picture)
+            axes[i, j].set_title(titles[i][j], fontsize=6)
+    for ax in axes.flat:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

@@ -26,7 +26,12 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-__all__ = ["concept_activation_maps", "upsample_maps", "overlay_heatmap", "save_coam_gallery"]
+__all__ = ["concept_activation_maps", "class_activation_maps", "upsample_maps", "overlay_heatmap", "coam_overlays",
+           "save_coam_gallery"]
+
+
+#: Figs. 3-4's existence marks: the concept is in the image's ground truth / it is not.
+CHECK, CROSS = "\u2713", "\u2717"
 
 
 def concept_activation_maps(
@@ -60,6 +65,32 @@ def concept_activation_maps(
     if features.shape[1] != d:
         raise ValueError(f"feature depth {features.shape[1]} differs from the concept vectors' d={d}")
     return torch.einsum("ld,bdhw->blhw", concept_vectors.to(features.dtype), features) / d
+
+
+def class_activation_maps(concept_maps: torch.Tensor, theta: torch.Tensor, classes: torch.Tensor) -> torch.Tensor:
+    """Class-wise CoAM (Aysel et al., Fig. 4's right column): ``G_ik = sum_j theta_jk F_ij``.
+
+    *Decision* (the paper shows these maps but gives no formula): the concept maps carried
+    through the linear classifier, as CAM carries a feature map through its head. With
+    ``u = C f(X)`` (the ``"dot"`` score) the grid mean of ``G_ik`` times ``d`` is the class
+    logit minus its bias, so the map splits the logit over the image.
+
+    Args:
+        concept_maps: ``F`` ``(B, L, h, w)``; theta: ``(L, K)``; classes: ``(B,)`` the class
+            ``k`` of each image (e.g. its prediction).
+
+    Returns:
+        ``(B, h, w)``.
+
+    >>> F = torch.zeros(1, 2, 1, 2); F[0, 0, 0, 0] = 1.0; F[0, 1, 0, 1] = 1.0
+    >>> class_activation_maps(F, torch.tensor([[2.0], [-1.0]]), torch.tensor([0])).tolist()
+    [[[2.0, -1.0]]]
+    """
+    if concept_maps.ndim != 4 or theta.ndim != 2 or theta.shape[0] != concept_maps.shape[1]:
+        raise ValueError(f"concept_maps must be (B, L, h, w) and theta (L, K) with the same L, got "
+                         f"{tuple(concept_maps.shape)} and {tuple(theta.shape)}")
+    weights = theta.T.to(concept_maps.dtype)[torch.as_tensor(classes, dtype=torch.long)]  # (B, L)
+    return torch.einsum("bl,blhw->bhw", weights, concept_maps)
 
 
 def upsample_maps(maps: torch.Tensor, size: int | tuple[int, int], mode: str = "bilinear") -> torch.Tensor:
@@ -103,11 +134,60 @@ def overlay_heatmap(image, heatmap, alpha: float = 0.5, cmap: str = "jet"):
     return Image.fromarray(blend.clip(0, 255).astype(np.uint8))
 
 
+def coam_overlays(
+    image, maps: torch.Tensor, *, coloured: bool = True, threshold: float = 0.5, beta: float = 0.4, cmap: str = "jet",
+) -> list:
+    """Aysel et al.'s Algorithm 2 (App. E): one superimposed image per concept map.
+
+    Each map is resized to the image (bilinear) and min-max scaled to [0, 1]. ``coloured``:
+    ``beta * jet(heatmap) + X`` (clipped to [0, 255]; the algorithm's line 8).
+    Otherwise the binary branch (lines 11-12): ``X * 1[heatmap >= threshold]``, the image
+    masked to the map's strongest region. *Decision*: the threshold acts on the min-max
+    scaled map (the paper names no scale); a constant map keeps no pixel.
+
+    Args:
+        image: PIL, ``(3, H, W)`` tensor in [0, 1] or ``(H, W, 3)`` uint8.
+        maps: ``(L, h, w)`` CoAMs of that image.
+        threshold: in [0, 1]; beta: the heatmap's opacity.
+
+    Returns:
+        ``L`` PIL images.
+
+    >>> m = torch.zeros(1, 2, 2); m[0, 0, 0] = 1.0
+    >>> out = coam_overlays(torch.ones(3, 4, 4), m, coloured=False, threshold=0.7)  # upsampled row 0: 1, .75, .25, 0
+    >>> (np.asarray(out[0])[..., 0] > 0).astype(int).tolist()[0]
+    [1, 1, 0, 0]
+    """
+    from matplotlib import colormaps
+    from PIL import Image
+
+    if not 0.0 <= float(threshold) <= 1.0:
+        raise ValueError(f"threshold must be in [0, 1] (the min-max scaled map), got {threshold}")
+    maps = torch.as_tensor(np.asarray(maps), dtype=torch.float32)
+    if maps.ndim != 3:
+        raise ValueError(f"maps must be (L, h, w), got {tuple(maps.shape)}")
+    rgb = _to_uint8_image(image).astype(np.float32)
+    heat = upsample_maps(maps[None], rgb.shape[:2])[0]
+    low, high = heat.amin(dim=(1, 2), keepdim=True), heat.amax(dim=(1, 2), keepdim=True)
+    heat = torch.where(high > low, (heat - low) / (high - low).clamp_min(1e-12), torch.zeros_like(heat)).numpy()
+    out = []
+    for h in heat:
+        if coloured:
+            picture = beta * colormaps[cmap](h)[..., :3] * 255 + rgb
+        else:
+            picture = rgb * ((h >= threshold) & (h.max() > 0))[..., None]
+        out.append(Image.fromarray(np.clip(picture, 0, 255).astype(np.uint8)))
+    return out
+
+
 def save_coam_gallery(
     images: Sequence, maps: torch.Tensor, path: str | Path, concept_names: Sequence[str] | None = None,
     row_titles: Sequence[str] | None = None, alpha: float = 0.5, cmap: str = "jet",
+    marks: Sequence[Sequence[bool]] | np.ndarray | None = None, class_maps: torch.Tensor | None = None,
+    class_titles: Sequence[str] | None = None,
 ) -> Path:
-    """A PNG grid: one row per image (the image, then one overlay per concept map).
+    """A PNG grid: one row per image (the image, then one overlay per concept map), as
+    Aysel et al.'s Figs. 3-4.
 
     Args:
         images: ``B`` images (PIL or ``(3, H, W)`` tensors in [0, 1]).
@@ -115,6 +195,10 @@ def save_coam_gallery(
         concept_names: ``L`` column titles shared by all rows, or one list of ``L`` per image
             (e.g. each image's own top concepts).
         row_titles: ``B`` titles for the image column (e.g. the class).
+        marks: ``(B, L)`` bool, whether each shown concept is in the image's ground truth;
+            titles get a check mark (present) or a cross (absent), as Figs. 3-4.
+        class_maps: ``(B, h, w)`` class-wise maps (:func:`class_activation_maps`), drawn as a
+            last column (Fig. 4's right), titled by ``class_titles``.
     """
     import matplotlib
 
@@ -124,15 +208,28 @@ def save_coam_gallery(
     b, n_maps = maps.shape[:2]
     if len(images) != b:
         raise ValueError(f"{len(images)} images but maps has {b}")
-    fig, axes = plt.subplots(b, n_maps + 1, figsize=(2.0 * (n_maps + 1), 2.0 * b), squeeze=False)
+    if marks is not None and np.shape(marks) != (b, n_maps):
+        raise ValueError(f"marks must be (B={b}, L={n_maps}), got {np.shape(marks)}")
+    if class_maps is not None and len(class_maps) != b:
+        raise ValueError(f"class_maps must hold B={b} maps, got {len(class_maps)}")
+    extra = 0 if class_maps is None else 1
+    fig, axes = plt.subplots(b, n_maps + 1 + extra, figsize=(2.0 * (n_maps + 1 + extra), 2.0 * b), squeeze=False)
     for i in range(b):
         axes[i, 0].imshow(_to_uint8_image(images[i]))
         axes[i, 0].set_title(row_titles[i] if row_titles else "image", fontsize=7)
         for j in range(n_maps):
             axes[i, j + 1].imshow(overlay_heatmap(images[i], maps[i, j], alpha, cmap))
+            title = ""
             if concept_names is not None:
                 row = concept_names[i] if not isinstance(concept_names[0], str) else concept_names
-                axes[i, j + 1].set_title(str(row[j]).replace("has_", ""), fontsize=6)
+                title = str(row[j]).replace("has_", "")
+            if marks is not None:
+                title = f"{CHECK if marks[i][j] else CROSS} {title}"
+            if title:
+                axes[i, j + 1].set_title(title, fontsize=6)
+        if class_maps is not None:
+            axes[i, -1].imshow(overlay_heatmap(images[i], class_maps[i], alpha, cmap))
+            axes[i, -1].set_title(f"class map: {class_titles[i]}" if class_titles else "class map", fontsize=6)
     for ax in axes.flat:
         ax.axis("off")
     fig.tight_layout()

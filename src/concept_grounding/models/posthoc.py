@@ -41,7 +41,7 @@ from .data import training_tensors
 from .train_config import TrainConfig, trainer_knobs
 
 __all__ = [
-    "ConceptBank", "learn_cavs", "embed_images", "fit_sparse_classifier", "FeatureMapBackbone", "PostHocCBM",
+    "ConceptBank", "learn_cavs", "embed_images", "bank_scores", "fit_sparse_classifier", "FeatureMapBackbone", "PostHocCBM",
     "train_posthoc_cbm",
 ]
 
@@ -256,6 +256,16 @@ def fit_sparse_classifier(
     return theta.float(), bias.float()
 
 
+def bank_scores(pooled: torch.Tensor, vectors: torch.Tensor, intercepts: torch.Tensor,
+                score: Literal["dot", "margin"] = "dot") -> torch.Tensor:
+    """Concept scores ``u`` ``(B, L)`` of pooled embeddings ``(B, d)`` under CAVs ``(L, d)``:
+    ``"dot"`` ``u = C f(X)`` (Aysel et al. Sec. 3), ``"margin"`` ``(C f(X) + b) / ||c_j||``."""
+    u = pooled @ vectors.T.to(pooled.dtype)
+    if score == "margin":
+        u = (u + intercepts.to(pooled.dtype)) / vectors.norm(dim=1).clamp_min(1e-12).to(pooled.dtype)
+    return u
+
+
 # ------------------------------------------------------------------------ model
 class FeatureMapBackbone(nn.Module):
     """Any backbone as a post-hoc CBM's: ``backbone(normalised images)`` gives a feature map
@@ -363,10 +373,7 @@ class PostHocCBM(nn.Module, ConceptModelMixin, PyTorchModelHubMixin, **HUB_KWARG
 
     def concept_scores(self, pooled: torch.Tensor) -> torch.Tensor:
         """``u`` ``(B, L)`` from pooled embeddings ``(B, d)``."""
-        u = pooled @ self.concept_vectors.T
-        if self.score == "margin":
-            u = (u + self.concept_intercepts) / self.concept_vectors.norm(dim=1).clamp_min(1e-12)
-        return u
+        return bank_scores(pooled, self.concept_vectors, self.concept_intercepts, self.score)
 
     def forward(self, images: torch.Tensor) -> ConceptModelOutput:
         out = self.backbone(images)

@@ -10,6 +10,8 @@ repo                        type     made from
 ``NS/bird-world-sub``       dataset  its counterfactuals in SUB's Hub schema
 ``NS/<metric>`` (five)      space    ``metrics/<metric>/`` (``evaluate`` modules)
 ``NS/tied_diffusion``       model    ``pipelines/tied_diffusion/`` (diffusers custom pipeline)
+``NS/tied_flux2`` (+klein)  model    ``pipelines/tied_flux2[_klein]/`` (FLUX.2 custom pipelines)
+``NS/tied_diffusion_block`` model    ``pipelines/tied_diffusion_block/`` (Modular Diffusers block)
 ``NS/world-<model>``        model    the models of a ``concept-grounding bench`` run (``--bench``)
 ``NS/world-flux``           model    ``concept_grounding/assets/world_flux`` (when shipped)
 ``NS/concept-grounding``    space    ``spaces/concept-grounding/`` (the Gradio Space)

@@ -15,7 +15,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from .. import __version__
-from .code_repos import build_metric_space, build_pipeline_repo, build_space
+from .code_repos import build_block_repo, build_metric_space, build_pipeline_repo, build_space
 from .layout import HubRepo, check_namespace, prepare_out, write_marker
 from .model_repos import BenchModel, build_bench_model, build_world_flux, check_bench, find_bench_models
 from .sources import METRIC_NAMES, HubSources, find_sources
@@ -28,6 +28,9 @@ logger = logging.getLogger(__name__)
 WORLD_DATASET = "bird-world"
 SUB_DATASET = "bird-world-sub"
 PIPELINE = "tied_diffusion"
+#: the FLUX.2 TDG custom pipelines and the Modular Diffusers block, folders beside ``pipelines/tied_diffusion``
+FLUX2_PIPELINES = ("tied_flux2", "tied_flux2_klein")
+BLOCK = "tied_diffusion_block"
 SPACE = "concept-grounding"
 WORLD_FLUX = "world-flux"
 
@@ -156,6 +159,12 @@ def plan_repos(config: PublishConfig, sources: HubSources | None = None) -> list
                                 lambda f, name=name: build_metric_space(sources.metrics / name, f, ns, version)))
     plan.append(PlannedRepo(HubRepo(PIPELINE, "model", "diffusers custom pipeline"),
                             lambda f: build_pipeline_repo(sources.pipeline, f, ns, PIPELINE, version)))
+    for name in FLUX2_PIPELINES:
+        plan.append(PlannedRepo(HubRepo(name, "model", "diffusers custom pipeline (FLUX.2)"),
+                                lambda f, name=name: build_pipeline_repo(sources.pipeline.parent / name, f, ns, name,
+                                                                         version)))
+    plan.append(PlannedRepo(HubRepo(BLOCK, "model", "Modular Diffusers block"),
+                            lambda f: build_block_repo(sources.pipeline.parent / BLOCK, f, ns, BLOCK, version)))
     models: list[BenchModel] = find_bench_models(config.bench) if config.bench is not None else []
     for model in models:
         plan.append(PlannedRepo(

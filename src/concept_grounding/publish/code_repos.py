@@ -69,8 +69,19 @@ def build_metric_space(source: Path, folder: Path, namespace: str, version: str)
     _requirements(folder, [requirement(version), "evaluate>=0.4.3"])  # Gradio: the card's sdk_version
 
 
+def _tdg_card_text(source: Path, hub: str, version: str) -> str:
+    """A TDG folder's README with its local path (``"pipelines/<folder>"``) as the Hub id and the
+    install line pinned at ``version``."""
+    text = (source / "README.md").read_text(encoding="utf-8")
+    text = re.sub(rf'custom_pipeline="pipelines/{source.name}",?\s*(#[^\n]*)?', f'custom_pipeline="{hub}",', text)
+    text = text.replace(f'"pipelines/{source.name}"', f'"{hub}"')
+    return text.replace("(install this repository: `pip install -e .`)",
+                        f"(install the package first: `pip install \"{requirement(version, 'tdg')}\"`)")
+
+
 def build_pipeline_repo(source: Path, folder: Path, namespace: str, name: str, version: str) -> None:
-    """``pipelines/tied_diffusion/`` as a diffusers custom-pipeline repo.
+    """A ``pipelines/<name>/`` folder (``tied_diffusion``, ``tied_flux2``, ``tied_flux2_klein``) as a
+    diffusers custom-pipeline repo.
 
     ``DiffusionPipeline.from_pretrained(<flux>, custom_pipeline="<namespace>/<name>")``
     downloads its ``pipeline.py``; that file imports the package, so the card says to
@@ -79,15 +90,22 @@ def build_pipeline_repo(source: Path, folder: Path, namespace: str, name: str, v
     from huggingface_hub import ModelCard, ModelCardData
 
     _copy_tree(source, folder, skip=("README.md",))
-    hub = f"{namespace}/{name}"
-    text = (source / "README.md").read_text(encoding="utf-8")
-    text = re.sub(r'custom_pipeline="pipelines/tied_diffusion",?\s*(#[^\n]*)?',
-                  f'custom_pipeline="{hub}",', text)
-    text = text.replace("(install this repository: `pip install -e .`)",
-                        f"(install the package first: `pip install \"{requirement(version, 'tdg')}\"`)")
     data = ModelCardData(library_name="diffusers", license="apache-2.0", pipeline_tag="text-to-image",
                          tags=["diffusers", "custom-pipeline", "flux", "tied-diffusion-guidance", "counterfactual"])
-    save_card(make_card(ModelCard, data, text), folder)
+    save_card(make_card(ModelCard, data, _tdg_card_text(source, f"{namespace}/{name}", version)), folder)
+    _requirements(folder, [requirement(version, "tdg")])
+
+
+def build_block_repo(source: Path, folder: Path, namespace: str, name: str, version: str) -> None:
+    """``pipelines/tied_diffusion_block/`` as a Modular Diffusers block repo (``block.py`` and
+    ``modular_config.json``): ``ModularPipelineBlocks.from_pretrained("<namespace>/<name>",
+    trust_remote_code=True)`` loads it; ``block.py`` imports the package, so the card says to install it."""
+    from huggingface_hub import ModelCard, ModelCardData
+
+    _copy_tree(source, folder, skip=("README.md",))
+    data = ModelCardData(library_name="diffusers", license="apache-2.0", pipeline_tag="text-to-image",
+                         tags=["diffusers", "modular-diffusers", "flux", "tied-diffusion-guidance", "counterfactual"])
+    save_card(make_card(ModelCard, data, _tdg_card_text(source, f"{namespace}/{name}", version)), folder)
     _requirements(folder, [requirement(version, "tdg")])
 
 

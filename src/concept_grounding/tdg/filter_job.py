@@ -6,7 +6,8 @@ every row, (2) builds the scorer (a named model is resolved before its library l
 ``keep_fraction`` per pairing (:func:`~concept_grounding.tdg.filter.filter_records`), and
 (4) writes ``<out>/metadata.jsonl`` (kept rows, with ``target_probability``; ``file_name``
 is the absolute path of the image in ``<in>``) plus ``filter_report.json`` /
-``filter_report.md``. It returns a :class:`FilterJobResult`. The command
+``filter_report.md``, ``filter_evidence.jsonl`` (every image, kept or not: every answer and
+the reason, :data:`~concept_grounding.tdg.filter.REASONS`) and ``filter_sheet.png`` (SUB Fig. 5). It returns a :class:`FilterJobResult`. The command
 ``concept-grounding filter`` maps its arguments onto a :class:`FilterConfig` and prints one
 line; the demo builds the config directly.
 
@@ -26,7 +27,7 @@ because this job is what that command runs.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,10 @@ __all__ = ["DEFAULT_VLM", "SCORERS", "FilterConfig", "FilterJobResult", "build_s
 
 #: SUB filtered with InternVL-2.5-8B, whose Hub repository ships its own modelling code
 #: (``AutoModel`` + ``trust_remote_code``, no logits API that AutoModelForImageTextToText
-#: loads). The default is the same family's native transformers checkpoint.
+#: loads). Converted with transformers' ``convert_internvl_weights_to_hf.py`` it loads
+#: natively (``--vlm-model <converted folder>``; the architecture is tested on
+#: :func:`~concept_grounding.testing.save_tiny_internvl`). The default is the same family's
+#: native transformers checkpoint.
 DEFAULT_VLM = "OpenGVLab/InternVL3-8B-hf"
 SCORERS = ("vlm", "clip", "tiny-clip", "oracle")
 #: An attribute oracle: N PIL images -> (N, 312) independent presence probabilities.
@@ -69,6 +73,10 @@ class FilterConfig:
         oracle: ``'module:function'`` or a folder for ``oracle_loader`` (``"oracle"``).
         keep_fraction: fraction of the generated images kept per pairing, in (0, 1] (SUB: 0.1).
         oracle_loader: folder -> :data:`Oracle` (e.g. ``models.loading.concept_probability_oracle``).
+        check_groups: other attribute groups asked too; an image whose answer there is none of
+            the reference class's ``class_values`` is not kept (``other_changed``; default none,
+            the paper's filter; see :func:`~concept_grounding.tdg.filter.filter_records`).
+        class_values: class -> its class-level attribute names (with ``check_groups``).
     """
 
     input: Path
@@ -81,6 +89,8 @@ class FilterConfig:
     oracle: str | None = None
     keep_fraction: float = 0.1
     oracle_loader: Callable[[str], Oracle] | None = field(default=None, compare=False, repr=False)
+    check_groups: tuple[str, ...] = ()
+    class_values: Mapping[str, Collection[str]] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.scorer not in SCORERS:
@@ -94,8 +104,8 @@ class FilterJobResult:
     Attributes:
         generated: rows read from ``<in>/metadata.jsonl``.
         kept: rows written to ``<out>/metadata.jsonl`` (absolute ``file_name``, ``target_probability``).
-        report: the filter report (per-pairing and per-attribute counts).
-        metadata, report_json, report_md: the files written.
+        report: the filter report (per-pairing, per-attribute and per-reason counts).
+        metadata, report_json, report_md, evidence, sheet: the files written.
     """
 
     generated: int
@@ -104,6 +114,8 @@ class FilterJobResult:
     metadata: Path
     report_json: Path
     report_md: Path
+    evidence: Path | None = None
+    sheet: Path | None = None
 
 
 def read_generated_records(src: Path) -> list[dict]:
@@ -157,7 +169,7 @@ def build_scorer(config: FilterConfig) -> OptionScorer:
     if config.scorer == "clip":
         from ..hub import resolve_open_clip
 
-        resolve_open_clip(config.clip_model, config.clip_pretrained, "--clip-model")
+        resolve_open_clip(config.clip_model, config.clip_pretrained, "--clip-model", "--clip-pretrained")
         from ..models.clip import load_clip
 
         return CLIPScorer(load_clip(config.clip_model, backend="open_clip", pretrained=config.clip_pretrained))
@@ -195,7 +207,8 @@ def run_filter(config: FilterConfig, scorer: OptionScorer | None = None) -> Filt
         bar.update(len(rows))
         return probs
 
-    result = filter_records(records, probs_for, config.keep_fraction)
+    result = filter_records(records, probs_for, config.keep_fraction, check_groups=config.check_groups,
+                            class_values=config.class_values)
     bar.close()
 
     # 3. kept list and report
@@ -204,4 +217,10 @@ def run_filter(config: FilterConfig, scorer: OptionScorer | None = None) -> Filt
     metadata = out / "metadata.jsonl"
     metadata.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
     json_path, md_path = write_report(result.report, out)
-    return FilterJobResult(len(records), kept, result.report, metadata, json_path, md_path)
+    evidence = out / "filter_evidence.jsonl"
+    evidence.write_text("".join(json.dumps({**e, "file_name": str((src / e["file_name"]).resolve())}, sort_keys=True)
+                                + "\n" for e in result.evidence))
+    from .filter_sheet import evidence_sheet
+
+    sheet = evidence_sheet(result.evidence, src, out / "filter_sheet.png")
+    return FilterJobResult(len(records), kept, result.report, metadata, json_path, md_path, evidence, sheet)

@@ -43,10 +43,10 @@ def _generate_chunk(pipe: Any, chunk: list[GenerationJob], config: GenerateConfi
                     model: FluxModel) -> list[tuple[Any, Any, dict]]:
     """``(reference image, guide image or None, metadata)`` per job of one pairing."""
     import torch
-    from diffusers import FluxPipeline
 
     pairing = chunk[0].pairing
-    prompts = tdg_prompts(pairing.reference_class, pairing.target_attribute)
+    prompts = tdg_prompts(pairing.reference_class, pairing.target_attribute,
+                          guide_bird=pairing.guide_bird or config.guide_bird)
     schedule = config.eta_schedule() or schedule_for_attribute(pairing.target_attribute)
     size = config.image_size(model)
     device = getattr(pipe, "_execution_device", "cpu")
@@ -63,10 +63,10 @@ def _generate_chunk(pipe: Any, chunk: list[GenerationJob], config: GenerateConfi
     )
     if config.method == "tdg":
         output = pipe(prompts.reference, prompts.guide, eta_schedule=schedule, num_images_per_prompt=len(chunk), **common)
-        images, guides = output.reference_images, output.guide_images
+        images, guides = output.images, output.guide_images
         guide_prompt, schedule_meta = prompts.guide, asdict(schedule)
     elif config.method == "prompting":
-        images = FluxPipeline.__call__(pipe, prompt=prompts.reference, num_images_per_prompt=len(chunk), **common).images
+        images = pipe.base_call(prompt=prompts.reference, num_images_per_prompt=len(chunk), **common).images
         guides = [None] * len(images)
         guide_prompt, schedule_meta = None, None
     else:

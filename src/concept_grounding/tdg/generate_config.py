@@ -49,6 +49,8 @@ class GenerateConfig:
         t_min, t_max, k: override the paper's schedule (``None``: 0.2, 0.9, 10 when any is set).
         batch_size: images per pipeline call (one pairing per call; batching changes the numerics).
         max_images: stop after this many new images (``None``: all; resume later).
+        guide_bird: the guide bird of shape / pattern attributes for pairings that name none
+            (SUB App. B; ``None``: App. B's own; a pairings file's ``guide_bird`` wins).
         save_guides: also write each guide image to ``.guides/`` (SUB keeps only the references).
         acceleration: a diffusers transformer cache and/or ``torch.compile`` (``--cache``, ``--compile``).
     """
@@ -70,6 +72,7 @@ class GenerateConfig:
     batch_size: int = 4
     max_images: int | None = None
     save_guides: bool = False
+    guide_bird: str | None = None
     acceleration: Acceleration = field(default_factory=Acceleration)
 
     def eta_schedule(self) -> EtaSchedule | None:

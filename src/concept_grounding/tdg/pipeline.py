@@ -1,10 +1,12 @@
 """``TiedDiffusionPipeline``: FLUX with Tied Diffusion Guidance (SUB, Bader et al., Sec. 3).
 
-The pipeline subclasses diffusers' ``FluxPipeline`` and changes only what TDG changes:
+The pipeline subclasses diffusers' ``FluxPipeline`` and changes only what TDG changes
+(:class:`TiedPipelineMixin`, shared with the FLUX.2 pipelines of :mod:`.pipeline_flux2`):
 
-1. the reference prompts ``c_R`` and guide prompts ``c_G`` run as one batch
-   ``[R_1..R_n, G_1..G_n]`` (each repeated ``num_images_per_prompt`` times), and every
-   guide image starts from the same initial latents as its reference image;
+1. the reference prompts ``c_R`` and guide prompts ``c_G`` (or their precomputed
+   embeddings) run as one batch ``[R_1..R_n, G_1..G_n]`` (each repeated
+   ``num_images_per_prompt`` times), and every guide image starts from the same initial
+   latents as its reference image (:meth:`TiedPipelineMixin.prepare_latents`);
 2. at each step, the final guided prediction (after FLUX's distilled guidance and, if
    used, true classifier-free guidance) is tied per pair before the scheduler step
    (SUB Eqs. 3-6; :func:`~concept_grounding.tdg.tie.tie_pair`), with ``eta`` from the
@@ -12,15 +14,21 @@ The pipeline subclasses diffusers' ``FluxPipeline`` and changes only what TDG ch
 
 Step 2 happens in ``scheduler.step``, the one place that receives the final guided
 ``noise_pred`` on both of FluxPipeline's guidance paths. Each call runs FluxPipeline's own
-loop on a *per-call view* of the pipeline (:meth:`TiedDiffusionPipeline.call_view`): a
+loop on a *per-call view* of the pipeline (:meth:`TiedPipelineMixin.call_view`): a
 shallow copy that shares every model (no extra memory) but owns a private copy of the
 scheduler whose ``step`` ties the pair (:func:`tied_scheduler`), and owns FluxPipeline's
-per-call attributes (``_guidance_scale``, ``_interrupt``, ``_current_timestep``, ...). The
-shared pipeline is never patched, so one pipeline can serve concurrent calls from threads,
-each giving exactly the images it gives alone. Prompt encoding is serialised per pipeline
-(fast tokenizers switch their padding settings in place between calls); the denoising
-steps run in parallel. Encoding, latents, timesteps and decoding are FluxPipeline's own.
-Not thread-safe: model CPU offloading (its hooks move shared modules between devices).
+per-call attributes (``_guidance_scale``, ``_interrupt``, ``_current_timestep``, ...),
+which are published to the pipeline when the call ends (``pipe.guidance_scale``,
+``pipe.num_timesteps`` read as after a FluxPipeline call). The shared pipeline is never
+patched, so one pipeline can serve concurrent calls from threads, each giving exactly the
+images it gives alone. Prompt encoding is serialised per pipeline (fast tokenizers switch
+their padding settings in place between calls); the denoising steps run in parallel.
+Encoding, latents, timesteps and decoding are FluxPipeline's own. Not thread-safe: model
+CPU offloading (its hooks move shared modules between devices).
+
+``__call__`` lists every FluxPipeline argument it accepts; ``prompt`` and the prompt
+embeddings become one argument per side (:data:`RENAMED_ARGUMENTS`), and the few it refuses
+are in :data:`REFUSED_ARGUMENTS` with the reason. The output's ``images`` are the references.
 
 diffusers' caches and ``torch.compile`` act on the transformer, which sees the batch
 ``[references; guides]`` of the tied latents at every step, so they work unchanged:
@@ -28,7 +36,7 @@ diffusers' caches and ``torch.compile`` act on the transformer, which sees the b
 ``pipe.transformer.compile_repeated_blocks()`` (see :mod:`.acceleration`, which the
 ``generate`` job and its ``--cache`` / ``--compile`` use). A cache keeps state in the
 shared transformer, so while one is enabled calls run one at a time
-(:meth:`TiedDiffusionPipeline.cache_session`).
+(:meth:`TiedPipelineMixin.cache_session`).
 
 Load it from the package or as a diffusers custom pipeline::
 
@@ -41,27 +49,52 @@ Load it from the package or as a diffusers custom pipeline::
     out = pipe("A photo of a Blue Jay with yellow colored feathers on the crown of its head",
                "A photo of a bird with yellow colored feathers on the crown of its head",
                t_min=0.2, t_max=0.9, k=10, guidance_scale=3.5, num_inference_steps=28)
-    out.reference_images[0].save("blue_jay_yellow_crown.png")
+    out.images[0].save("blue_jay_yellow_crown.png")
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import functools
+import inspect
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from diffusers import FluxPipeline
+from diffusers.image_processor import PipelineImageInput
 
 from .pipeline_output import TiedDiffusionPipelineOutput
 from .schedule import EtaSchedule, Schedule
-from .tie import Granularity, tie_pair
+from .tie import Granularity, tie_batch
 
-__all__ = ["TiedDiffusionPipeline", "tied_scheduler"]
+__all__ = ["TiedDiffusionPipeline", "TiedPipelineMixin", "tied_scheduler", "REFUSED_ARGUMENTS",
+           "RENAMED_ARGUMENTS"]
 
-_OWN_ARGUMENTS = ("prompt", "prompt_2", "prompt_embeds", "pooled_prompt_embeds")
+#: FluxPipeline's (and Flux2Pipeline's) per-call state: set on the call's view, published to
+#: the shared pipeline when the call ends (FluxPipeline sets it on ``self`` during its call).
+CALL_STATE = ("_guidance_scale", "_joint_attention_kwargs", "_attention_kwargs", "_num_timesteps",
+              "_current_timestep", "_interrupt")
+
+#: Base-pipeline arguments TDG replaces with one per side of the pair.
+RENAMED_ARGUMENTS: dict[str, tuple[str, str]] = {
+    "prompt": ("reference_prompt", "guide_prompt"),
+    "prompt_embeds": ("reference_prompt_embeds", "guide_prompt_embeds"),
+    "pooled_prompt_embeds": ("reference_pooled_prompt_embeds", "guide_pooled_prompt_embeds"),
+}
+
+#: Base-pipeline arguments TDG refuses by design, and why (the one list; the tests check
+#: that every other argument of each base pipeline's ``__call__`` is accepted).
+REFUSED_ARGUMENTS: dict[str, str] = {
+    "prompt_2": "FLUX.1's separate T5 prompt: a TDG pair is (reference_prompt, guide_prompt), each read by both "
+                "text encoders; a second prompt per side is not part of SUB's method (Sec. 3)",
+    "negative_prompt_2": "the negative counterpart of prompt_2 (negative_prompt reaches both text encoders)",
+    "caption_upsample_temperature": "FLUX.2's prompt upsampling rewrites each prompt on its own, so the reference "
+                                    "and guide prompts would no longer differ only in the attribute (SUB Sec. 3)",
+}
 
 
 def tied_scheduler(
@@ -107,13 +140,8 @@ def tied_scheduler(
         return float(host["values"][index])
 
     def step(model_output: torch.Tensor, timestep: Any, sample: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        if model_output.shape[0] % 2:
-            raise ValueError(f"TDG needs an even batch [references; guides], got {model_output.shape[0]} rows")
         t = host_timestep(timestep) / num_train
-        eta = float(schedule(t))
-        if eta != 0.0:
-            e_r, e_g = model_output.chunk(2)
-            model_output = torch.cat(tie_pair(e_r, e_g, eta, granularity))
+        model_output, eta = tie_batch(model_output, t, schedule, granularity)
         record.append((t, eta))
         return original(model_output, timestep, sample, *args, **kwargs)
 
@@ -129,68 +157,139 @@ def _as_list(prompt: str | list[str], name: str) -> list[str]:
     return list(prompt)
 
 
-class TiedDiffusionPipeline(FluxPipeline):
-    """FLUX text-to-image with Tied Diffusion Guidance; see the module docstring."""
+@dataclass(frozen=True)
+class PairBatch:
+    """The base pipeline's prompt arguments for the batch ``[references; guides]``.
 
-    def check_tdg_inputs(
-        self,
-        reference_prompt: str | list[str],
-        guide_prompt: str | list[str],
-        granularity: str,
-        flux_kwargs: dict[str, Any],
-    ) -> tuple[list[str], list[str]]:
-        """Validate TDG's own arguments; FluxPipeline.check_inputs checks the rest."""
-        reference = _as_list(reference_prompt, "reference_prompt")
-        guide = _as_list(guide_prompt, "guide_prompt")
+    Attributes:
+        pairs: n, the number of (reference, guide) prompt pairs.
+        prompt: ``[R_1..R_n, G_1..G_n]``, or ``None`` when embeddings were given.
+        embeds: base argument name (``"prompt_embeds"``, ...) -> ``[reference; guide]`` rows,
+            (2n, ...); empty when prompts were given.
+    """
+
+    pairs: int
+    prompt: list[str] | None
+    embeds: dict[str, torch.Tensor]
+
+
+def pair_batch(reference_prompt: str | list[str] | None, guide_prompt: str | list[str] | None,
+               embeds: Mapping[str, tuple[torch.Tensor | None, torch.Tensor | None]]) -> PairBatch:
+    """Check TDG's two prompts (or their precomputed embeddings) and stack them as one batch.
+
+    Args:
+        reference_prompt, guide_prompt: ``c_R`` and ``c_G``: one string or n strings each.
+        embeds: base argument name -> (reference side, guide side), e.g. ``{"prompt_embeds":
+            (reference_prompt_embeds, guide_prompt_embeds)}``; each (n, ...) or ``None``. Every
+            name of the mapping is then required, both sides of it, with equal shapes; they
+            replace the prompts.
+    Raises:
+        ValueError: one line naming the argument.
+
+    >>> pair_batch(["a red bird", "a blue bird"], ["a bird", "a bird"], {}).prompt
+    ['a red bird', 'a blue bird', 'a bird', 'a bird']
+    >>> pair_batch(None, None, {"prompt_embeds": (torch.zeros(1, 4, 8), torch.ones(1, 4, 8))}).embeds["prompt_embeds"].shape
+    torch.Size([2, 4, 8])
+    >>> pair_batch(None, None, {"prompt_embeds": (torch.zeros(1, 4, 8), torch.ones(1, 5, 8))})
+    Traceback (most recent call last):
+    ...
+    ValueError: reference_prompt_embeds and guide_prompt_embeds must have the same shape, got (1, 4, 8) and (1, 5, 8)
+    """
+    given = {name: pair for name, pair in embeds.items() if pair[0] is not None or pair[1] is not None}
+    if not given:
+        if reference_prompt is None or guide_prompt is None:
+            raise ValueError("reference_prompt and guide_prompt are required (or reference_prompt_embeds and "
+                             "guide_prompt_embeds)")
+        reference, guide = _as_list(reference_prompt, "reference_prompt"), _as_list(guide_prompt, "guide_prompt")
         if len(reference) != len(guide):
-            raise ValueError(
-                f"reference_prompt and guide_prompt must have the same length, got {len(reference)} and {len(guide)}"
-            )
-        if granularity not in ("element", "token"):
-            raise ValueError(f"granularity must be 'element' or 'token', got {granularity!r}")
-        clash = [name for name in _OWN_ARGUMENTS if name in flux_kwargs]
-        if clash:
-            raise ValueError(f"pass prompts as reference_prompt / guide_prompt, not {clash}")
-        return reference, guide
+            raise ValueError(f"reference_prompt and guide_prompt must have the same length, got {len(reference)} "
+                             f"and {len(guide)}")
+        return PairBatch(len(reference), reference + guide, {})
+    if reference_prompt is not None or guide_prompt is not None:
+        raise ValueError("give reference_prompt / guide_prompt or their precomputed embeddings, not both")
+    missing = [RENAMED_ARGUMENTS[name] for name in embeds if name not in given]
+    if missing:
+        raise ValueError(f"{' and '.join(missing[0])} are required with "
+                         f"{' / '.join(RENAMED_ARGUMENTS[next(iter(given))])}")
+    stacked = {}
+    for name, (reference, guide) in given.items():
+        r_name, g_name = RENAMED_ARGUMENTS[name]
+        if reference is None or guide is None:
+            raise ValueError(f"{r_name} and {g_name} go together: got only {r_name if guide is None else g_name}")
+        if reference.shape != guide.shape:
+            raise ValueError(f"{r_name} and {g_name} must have the same shape, got {tuple(reference.shape)} and "
+                             f"{tuple(guide.shape)}")
+        stacked[name] = torch.cat([reference, guide])
+    pairs = {pair[0].shape[0] for pair in given.values()}
+    if len(pairs) != 1:
+        raise ValueError(f"every precomputed embedding must have one row per pair, got row counts {sorted(pairs)}")
+    return PairBatch(pairs.pop(), None, stacked)
 
-    def prepare_tied_latents(
-        self,
-        num_references: int,
-        height: int,
-        width: int,
-        generator: torch.Generator | list[torch.Generator] | None,
-        latents: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """Packed initial latents (2 * num_references, seq, channels): guides copy references.
 
-        ``generator`` is one generator or one per reference image (the G half reuses it).
-        ``latents``, if given, are the reference half (num_references, seq, channels).
-        """
-        if latents is None:
-            num_channels = self.transformer.config.in_channels // 4
-            dtype = self.text_encoder_2.dtype if self.text_encoder_2 is not None else self.transformer.dtype
-            latents, _ = self.prepare_latents(
-                num_references, num_channels, height, width, dtype, self._execution_device, generator
-            )
-        elif latents.shape[0] != num_references:
-            raise ValueError(
-                f"latents must hold the reference half ({num_references} rows), got shape {tuple(latents.shape)}"
-            )
-        return torch.cat([latents, latents])
+def pair_negative(negative: Any, pairs: int, name: str) -> Any:
+    """A per-pair negative (one string, n strings, or (n, ...) embeddings) for both halves of the batch.
 
-    def call_view(self, scheduler: Any) -> "TiedDiffusionPipeline":
+    Returns ``None``, 2n strings or (2n, ...) rows: pair ``i``'s negative serves ``R_i`` and ``G_i``.
+
+    >>> pair_negative("blurry", 2, "negative_prompt")
+    ['blurry', 'blurry', 'blurry', 'blurry']
+    >>> pair_negative(["dark", "blurry"], 2, "negative_prompt")
+    ['dark', 'blurry', 'dark', 'blurry']
+    """
+    if negative is None:
+        return None
+    if isinstance(negative, torch.Tensor):
+        if negative.shape[0] != pairs:
+            raise ValueError(f"{name} must have one row per pair ({pairs}), got shape {tuple(negative.shape)}")
+        return torch.cat([negative, negative])
+    texts = _as_list(negative, name)
+    if len(texts) not in (1, pairs):
+        raise ValueError(f"{name} must be one string or one per pair ({pairs}), got {len(texts)}")
+    return (texts * pairs if len(texts) == 1 else texts) * 2
+
+
+def serialised_encode_prompt(encode_prompt: Callable[..., Any]) -> Callable[..., Any]:
+    """The base pipeline's ``encode_prompt``, one call at a time per pipeline (``functools.wraps``:
+    same name, docstring and ``inspect.signature``).
+
+    Fast tokenizers keep padding and truncation as mutable state that FluxPipeline changes
+    between its two T5 tokenizations, so concurrent encodings could read each other's
+    settings. The text encoders are a small part of a call; the denoising loop is not serialised.
+    """
+
+    @functools.wraps(encode_prompt)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with self._prompt_lock():
+            return encode_prompt(self, *args, **kwargs)
+
+    return wrapper
+
+
+class TiedPipelineMixin:
+    """What TDG adds to a Flux-family text-to-image pipeline; mixed in before the base class
+    (``class TiedDiffusionPipeline(TiedPipelineMixin, FluxPipeline)``). See the module docstring.
+
+    The base pipeline's ``__call__`` runs unchanged on a per-call view (:meth:`call_view`) whose
+    scheduler ties the pair (:func:`tied_scheduler`) and whose :meth:`prepare_latents` gives every
+    guide its reference's initial latents; :meth:`tied_call` is the whole of it.
+    """
+
+    def call_view(self, scheduler: Any, reference_rows: int | None = None) -> Any:
         """A per-call shallow copy of the pipeline that runs with ``scheduler``.
 
-        It shares every model, tokenizer and the prompt lock with ``self`` and owns its
-        scheduler and FluxPipeline's per-call attributes, so a call on the view never
+        It shares every model, tokenizer and lock with ``self`` and owns its scheduler and the
+        base pipeline's per-call attributes (:data:`CALL_STATE`), so a call on the view never
         writes to state another call reads. Callbacks receive the view as ``pipeline``.
+        ``reference_rows`` (n * num_images_per_prompt) switches on the tied initial latents.
         """
-        self._prompt_lock()  # created on the shared pipeline first, so every view holds the same lock
+        self._prompt_lock()  # created on the shared pipeline first, so every view holds the same locks
         self._cache_lock()
+        self._state_lock()
         view = copy.copy(self)
         # Bypass DiffusionPipeline.__setattr__: the view's config keeps naming the scheduler class.
         vars(view)["scheduler"] = scheduler
         vars(view).pop("_tdg_running_view", None)
+        vars(view)["_tdg_reference_rows"] = reference_rows
         return view
 
     def _prompt_lock(self) -> threading.Lock:
@@ -199,11 +298,23 @@ class TiedDiffusionPipeline(FluxPipeline):
     def _cache_lock(self) -> threading.Lock:
         return vars(self).setdefault("_tdg_cache_lock", threading.Lock())
 
+    def _state_lock(self) -> threading.Lock:
+        return vars(self).setdefault("_tdg_state_lock", threading.Lock())
+
+    def publish_call_state(self, view: Any) -> None:
+        """Copy the view's :data:`CALL_STATE` (``guidance_scale``, ``num_timesteps``, ...) to the
+        shared pipeline, as the base pipeline leaves it after a call; with concurrent calls the
+        last to finish wins, as with the base pipeline."""
+        with self._state_lock():
+            for name in CALL_STATE:
+                if name in vars(view):
+                    vars(self)[name] = vars(view)[name]
+
     @property
     def current_timestep(self) -> Any:
         """The timestep of the denoising step in progress (``None`` between calls).
 
-        FluxPipeline's loop runs on a per-call view, so on the shared pipeline this reads
+        The base pipeline's loop runs on a per-call view, so on the shared pipeline this reads
         the view of the call in progress while the transformer has a cache enabled (calls
         then run one at a time). diffusers' timestep-driven caches read it the documented
         way: ``PyramidAttentionBroadcastConfig(current_timestep_callback=lambda: pipe.current_timestep)``.
@@ -214,7 +325,7 @@ class TiedDiffusionPipeline(FluxPipeline):
         return vars(self).get("_current_timestep")
 
     @contextlib.contextmanager
-    def cache_session(self, view: "TiedDiffusionPipeline") -> Iterator[None]:
+    def cache_session(self, view: Any) -> Iterator[None]:
         """One call at a time while the transformer has a diffusers cache enabled.
 
         A cache (``transformer.enable_cache(...)``: first-block, TaylorSeer, ...) keeps its
@@ -237,16 +348,72 @@ class TiedDiffusionPipeline(FluxPipeline):
             finally:
                 vars(self).pop("_tdg_running_view", None)
 
-    def encode_prompt(self, *args: Any, **kwargs: Any) -> Any:
-        """FluxPipeline's ``encode_prompt``, one call at a time per pipeline.
+    def prepare_latents(self, batch_size: int, *args: Any, **kwargs: Any) -> Any:
+        """The base pipeline's ``prepare_latents``; inside a TDG call, guide ``i`` gets reference ``i``'s.
 
-        Fast tokenizers keep padding and truncation as mutable state that FluxPipeline
-        changes between its two T5 tokenizations, so concurrent encodings could read each
-        other's settings. The text encoders are a small part of a call; the denoising loop
-        is not serialised.
+        The base loop asks for ``batch_size = 2 * reference_rows``; this draws (or takes, from
+        ``latents``) the reference half only, with the caller's generator(s), and repeats it:
+        latents (and per-row position ids, FLUX.2's (B, seq, 4)) become ``[half; half]``.
+        Outside a TDG call it is the base method unchanged.
         """
-        with self._prompt_lock():
-            return super().encode_prompt(*args, **kwargs)
+        rows = vars(self).get("_tdg_reference_rows")
+        if rows is None:
+            return super().prepare_latents(batch_size, *args, **kwargs)
+        if batch_size != 2 * rows:
+            raise ValueError(f"TDG expected a batch of {2 * rows} rows [references; guides], got {batch_size}")
+        bound = inspect.signature(super().prepare_latents).bind(rows, *args, **kwargs)
+        given = bound.arguments.get("latents")
+        if given is not None and given.shape[0] != rows:
+            raise ValueError(f"latents must hold the reference half ({rows} rows), got shape {tuple(given.shape)}")
+        prepared = super().prepare_latents(*bound.args, **bound.kwargs)
+        return tuple(torch.cat([x, x]) if isinstance(x, torch.Tensor) and x.ndim >= 3 and x.shape[0] == rows else x
+                     for x in prepared)
+
+    def base_call(self, **kwargs: Any) -> Any:
+        """The base pipeline's own ``__call__``, untied (SUB's prompting-only baseline from the same weights)."""
+        return super(TiedPipelineMixin, self).__call__(**kwargs)
+
+    def split_pair_output(self, images: Any, num_references: int) -> tuple[Any, Any]:
+        """Split the base pipeline's image batch into (reference images, guide images)."""
+        return images[:num_references], images[num_references:]
+
+    def tied_call(self, *, reference_rows: int, eta_schedule: Schedule, granularity: Granularity,
+                  return_dict: bool, **base_kwargs: Any) -> TiedDiffusionPipelineOutput | tuple[Any, Any, list[float]]:
+        """Run the base pipeline's ``__call__`` on the batch ``[references; guides]``, tied.
+
+        Args:
+            reference_rows: n * num_images_per_prompt, the rows of each half.
+            eta_schedule: ``t -> eta`` (SUB Eq. 4), evaluated at every step.
+            granularity: see :func:`~.tie.tie_pair`.
+            base_kwargs: the base ``__call__``'s arguments for the whole batch (2n prompts or
+                (2n, ...) embeddings; ``latents`` of the reference half).
+        """
+        if granularity not in ("element", "token"):
+            raise ValueError(f"granularity must be 'element' or 'token', got {granularity!r}")
+        scheduler, record = tied_scheduler(self.scheduler, eta_schedule, granularity)
+        view = self.call_view(scheduler, reference_rows)
+        with self.cache_session(view):
+            try:
+                images = super(TiedPipelineMixin, view).__call__(return_dict=False, **base_kwargs)[0]
+            finally:
+                self.publish_call_state(view)
+        reference_images, guide_images = self.split_pair_output(images, reference_rows)
+        eta_per_step = [eta for _, eta in record]
+        if not return_dict:
+            return reference_images, guide_images, eta_per_step
+        return TiedDiffusionPipelineOutput(images=reference_images, guide_images=guide_images,
+                                           eta_per_step=eta_per_step, t_per_step=[t for t, _ in record])
+
+
+def resolve_schedule(eta_schedule: Schedule | None, t_min: float, t_max: float, k: float) -> Schedule:
+    """``eta_schedule``, or SUB Eq. 4's :class:`~.schedule.EtaSchedule` ``(t_min, t_max, k)``."""
+    return eta_schedule if eta_schedule is not None else EtaSchedule(t_min=t_min, t_max=t_max, k=k)
+
+
+class TiedDiffusionPipeline(TiedPipelineMixin, FluxPipeline):
+    """FLUX.1 text-to-image with Tied Diffusion Guidance; see the module docstring."""
+
+    encode_prompt = serialised_encode_prompt(FluxPipeline.encode_prompt)
 
     def default_max_sequence_length(self) -> int:
         """T5 prompt length when the caller gives none: the T5 tokenizer's ``model_max_length``
@@ -256,91 +423,103 @@ class TiedDiffusionPipeline(FluxPipeline):
         length = getattr(self.tokenizer_2, "model_max_length", 512) if self.tokenizer_2 is not None else 512
         return int(min(512, length)) if isinstance(length, int) and length > 0 else 512
 
-    def split_pair_output(self, images: Any, num_references: int) -> tuple[Any, Any]:
-        """Split FluxPipeline's image batch into (reference images, guide images)."""
-        return images[:num_references], images[num_references:]
-
     @torch.no_grad()
     def __call__(
         self,
-        reference_prompt: str | list[str],
-        guide_prompt: str | list[str],
+        reference_prompt: str | list[str] | None = None,
+        guide_prompt: str | list[str] | None = None,
         *,
         eta_schedule: Schedule | None = None,
         t_min: float = 0.2,
         t_max: float = 0.9,
         k: float = 10.0,
         granularity: Granularity = "element",
-        num_images_per_prompt: int = 1,
+        negative_prompt: str | list[str] | None = None,
+        true_cfg_scale: float = 1.0,
         height: int | None = None,
         width: int | None = None,
+        num_inference_steps: int = 28,
+        sigmas: list[float] | None = None,
+        guidance_scale: float = 3.5,
+        num_images_per_prompt: int = 1,
         generator: torch.Generator | list[torch.Generator] | None = None,
         latents: torch.Tensor | None = None,
-        negative_prompt: str | list[str] | None = None,
+        reference_prompt_embeds: torch.Tensor | None = None,
+        reference_pooled_prompt_embeds: torch.Tensor | None = None,
+        guide_prompt_embeds: torch.Tensor | None = None,
+        guide_pooled_prompt_embeds: torch.Tensor | None = None,
+        ip_adapter_image: PipelineImageInput | None = None,
+        ip_adapter_image_embeds: list[torch.Tensor] | None = None,
+        negative_ip_adapter_image: PipelineImageInput | None = None,
+        negative_ip_adapter_image_embeds: list[torch.Tensor] | None = None,
+        negative_prompt_embeds: torch.Tensor | None = None,
+        negative_pooled_prompt_embeds: torch.Tensor | None = None,
         output_type: str = "pil",
         return_dict: bool = True,
-        **flux_kwargs: Any,
+        joint_attention_kwargs: dict[str, Any] | None = None,
+        callback_on_step_end: Callable[[Any, int, int, dict], dict] | None = None,
+        callback_on_step_end_tensor_inputs: list[str] = ["latents"],  # noqa: B006 (FluxPipeline's default)
+        max_sequence_length: int | None = None,
     ) -> TiedDiffusionPipelineOutput | tuple[Any, Any, list[float]]:
         """Generate tied (reference, guide) image pairs.
+
+        Every argument not listed here is FluxPipeline's, with its meaning and default, for
+        the whole pair; :data:`REFUSED_ARGUMENTS` lists the ones TDG refuses and why.
 
         Args:
             reference_prompt: ``c_R``, one string or n strings.
             guide_prompt: ``c_G``, same count as ``reference_prompt``.
-            eta_schedule: any ``t -> eta`` callable; default ``EtaSchedule(t_min, t_max, k)``
-                (SUB Eq. 4; paper: k = 10, t_min = 0.2, t_max = 0.9 colour/shape, 0.6 pattern).
+            eta_schedule: any ``t -> eta`` callable with values in [0, 1]; default
+                ``EtaSchedule(t_min, t_max, k)`` (SUB Eq. 4; paper: k = 10, t_min = 0.2,
+                t_max = 0.9 colour/shape, 0.6 pattern).
             granularity: ``"element"`` (paper) or ``"token"`` (ties whole latent tokens).
-            num_images_per_prompt: images per pair.
+            negative_prompt: FluxPipeline's true CFG with ``true_cfg_scale > 1``; one string or
+                one per pair (serves both sides). The tie acts after the CFG combination.
             generator: one generator, or ``n * num_images_per_prompt`` (one per reference image;
                 the guide image reuses its reference's initial latents).
-            latents: packed initial latents of the reference half, ``(n * num_images_per_prompt, seq, 64)``.
-            negative_prompt: enables FluxPipeline's true CFG with ``true_cfg_scale > 1``; one
-                string or one per pair. The tie acts after the CFG combination.
-            flux_kwargs: passed to ``FluxPipeline.__call__`` (``guidance_scale``,
-                ``num_inference_steps``, ``true_cfg_scale``, ``max_sequence_length``, ...).
+            latents: packed initial latents of the reference half, ``(n * num_images_per_prompt, seq, C)``.
+            reference_prompt_embeds, guide_prompt_embeds: precomputed T5 embeddings (n, L, D)
+                of each side (``encode_prompt``), instead of the prompts; equal shapes.
+            reference_pooled_prompt_embeds, guide_pooled_prompt_embeds: their CLIP pooled
+                embeddings (n, D_pool), required with them.
+            negative_prompt_embeds, negative_pooled_prompt_embeds: one row per pair.
+            max_sequence_length: T5 prompt length; default :meth:`default_max_sequence_length`.
         Returns:
-            :class:`TiedDiffusionPipelineOutput`, or ``(reference_images, guide_images,
-            eta_per_step)`` when ``return_dict=False``.
+            :class:`TiedDiffusionPipelineOutput` (``images`` are the references), or
+            ``(reference_images, guide_images, eta_per_step)`` when ``return_dict=False``.
         """
-        # 1. Check inputs
-        reference, guide = self.check_tdg_inputs(reference_prompt, guide_prompt, granularity, flux_kwargs)
-        schedule = eta_schedule if eta_schedule is not None else EtaSchedule(t_min=t_min, t_max=t_max, k=k)
-        num_references = len(reference) * num_images_per_prompt
-        flux_kwargs.setdefault("max_sequence_length", self.default_max_sequence_length())
-        height = height or self.default_sample_size * self.vae_scale_factor
-        width = width or self.default_sample_size * self.vae_scale_factor
-        if negative_prompt is not None:
-            negative = _as_list(negative_prompt, "negative_prompt")
-            if len(negative) not in (1, len(reference)):
-                raise ValueError(f"negative_prompt must be one string or one per pair, got {len(negative)}")
-            negative_prompt = (negative * len(reference) if len(negative) == 1 else negative) * 2
-
-        # 2. Shared initial latents: guide i starts where reference i starts
-        tied_latents = self.prepare_tied_latents(num_references, height, width, generator, latents)
-
-        # 3. FluxPipeline's own denoising on a per-call view whose private scheduler ties the pair
-        scheduler, record = tied_scheduler(self.scheduler, schedule, granularity)
-        view = self.call_view(scheduler)
-        with self.cache_session(view):
-            images = super(TiedDiffusionPipeline, view).__call__(
-                prompt=reference + guide,
-                negative_prompt=negative_prompt,
-                num_images_per_prompt=num_images_per_prompt,
-                height=height,
-                width=width,
-                latents=tied_latents,
-                output_type=output_type,
-                return_dict=False,
-                **flux_kwargs,
-            )[0]
-
-        # 4. Split the pair
-        reference_images, guide_images = self.split_pair_output(images, num_references)
-        eta_per_step = [eta for _, eta in record]
-        if not return_dict:
-            return reference_images, guide_images, eta_per_step
-        return TiedDiffusionPipelineOutput(
-            reference_images=reference_images,
-            guide_images=guide_images,
-            eta_per_step=eta_per_step,
-            t_per_step=[t for t, _ in record],
+        # 1. Check TDG's inputs and lay the pair out as one batch [references; guides]
+        batch = pair_batch(reference_prompt, guide_prompt, {
+            "prompt_embeds": (reference_prompt_embeds, guide_prompt_embeds),
+            "pooled_prompt_embeds": (reference_pooled_prompt_embeds, guide_pooled_prompt_embeds)})
+        # 2. FluxPipeline's own call on that batch, tied inside the scheduler step
+        return self.tied_call(
+            reference_rows=batch.pairs * num_images_per_prompt,
+            eta_schedule=resolve_schedule(eta_schedule, t_min, t_max, k),
+            granularity=granularity,
+            return_dict=return_dict,
+            prompt=batch.prompt,
+            **batch.embeds,
+            negative_prompt=pair_negative(negative_prompt, batch.pairs, "negative_prompt"),
+            true_cfg_scale=true_cfg_scale,
+            height=height,
+            width=width,
+            num_inference_steps=num_inference_steps,
+            sigmas=sigmas,
+            guidance_scale=guidance_scale,
+            num_images_per_prompt=num_images_per_prompt,
+            generator=generator,
+            latents=latents,
+            ip_adapter_image=ip_adapter_image,
+            ip_adapter_image_embeds=ip_adapter_image_embeds,
+            negative_ip_adapter_image=negative_ip_adapter_image,
+            negative_ip_adapter_image_embeds=negative_ip_adapter_image_embeds,
+            negative_prompt_embeds=pair_negative(negative_prompt_embeds, batch.pairs, "negative_prompt_embeds"),
+            negative_pooled_prompt_embeds=pair_negative(negative_pooled_prompt_embeds, batch.pairs,
+                                                        "negative_pooled_prompt_embeds"),
+            output_type=output_type,
+            joint_attention_kwargs=joint_attention_kwargs,
+            callback_on_step_end=callback_on_step_end,
+            callback_on_step_end_tensor_inputs=callback_on_step_end_tensor_inputs,
+            max_sequence_length=max_sequence_length or self.default_max_sequence_length(),
         )

@@ -36,16 +36,27 @@ from ..vocabulary import Vocabulary, load_vocabulary, split_attribute
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["Pairing", "image_seed", "plan_jobs"]
+__all__ = ["Pairing", "image_seed", "plan_jobs", "read_pairings", "write_pairings"]
 
 
 @dataclass(frozen=True)
 class Pairing:
-    """One (reference class, target attribute) substitution."""
+    """One (reference class, target attribute) substitution.
+
+    Attributes:
+        reference_class: CUB class folder name of the reference bird R.
+        target_attribute: S+.
+        removed_attributes: S-, the class's class-level attributes in S+'s group.
+        guide_bird: the guide bird of a shape / pattern S+ (SUB App. B; ``None``: App. B's own,
+            see :func:`~concept_grounding.tdg.prompts.tdg_prompts`).
+        images: N of this pairing (``None``: the run's ``images_per_pairing``).
+    """
 
     reference_class: str
     target_attribute: str
     removed_attributes: tuple[str, ...] = ()
+    guide_bird: str | None = None
+    images: int | None = None
 
 
 @dataclass(frozen=True)
@@ -108,9 +119,38 @@ def plan_pairings(
     return out
 
 
+def write_pairings(pairings: Sequence[Pairing], path: str | Path) -> Path:
+    """Write pairings as the JSON lines :func:`read_pairings` reads (``guide_bird`` and
+    ``images`` only when set); returns ``path``."""
+    from ..fileio import atomic_write_lines
+
+    rows = []
+    for p in pairings:
+        row = {"reference_class": p.reference_class, "target_attribute": p.target_attribute,
+               "removed_attributes": list(p.removed_attributes)}
+        row.update({k: v for k, v in (("guide_bird", p.guide_bird), ("images", p.images)) if v is not None})
+        rows.append(json.dumps(row))
+    atomic_write_lines(Path(path), rows)
+    return Path(path)
+
+
+def _row_pairing(row: dict) -> Pairing:
+    """A :class:`Pairing` from one JSON row (``KeyError`` / ``TypeError`` / ``ValueError`` when malformed)."""
+    images = row.get("images")
+    if images is not None and (isinstance(images, bool) or not isinstance(images, int) or images < 1):
+        raise ValueError(f"images must be a positive integer, got {images!r}")
+    guide = row.get("guide_bird")
+    if guide is not None and (not isinstance(guide, str) or not guide.strip()):
+        raise ValueError(f"guide_bird must be a bird name, got {guide!r}")
+    return Pairing(row["reference_class"], row["target_attribute"], tuple(row.get("removed_attributes", ())),
+                   guide, images)
+
+
 def read_pairings(path: str | Path, vocab: Vocabulary | None = None) -> list[Pairing]:
     """Pairings from a file: JSON lines with ``reference_class``, ``target_attribute`` and
-    optional ``removed_attributes``, or text lines ``class,attribute`` (``#`` comments).
+    optional ``removed_attributes``, ``guide_bird`` (SUB App. B) and ``images`` (N), as
+    :func:`write_pairings` and ``concept-grounding candidates`` write them, or text lines
+    ``class,attribute`` (``#`` comments).
 
     Raises:
         UsageError: the file is missing, not UTF-8, or a line is malformed or names an
@@ -126,10 +166,8 @@ def read_pairings(path: str | Path, vocab: Vocabulary | None = None) -> list[Pai
             continue
         if line.startswith("{"):
             try:
-                row = json.loads(line)
-                pairing = Pairing(row["reference_class"], row["target_attribute"],
-                                  tuple(row.get("removed_attributes", ())))
-            except (json.JSONDecodeError, KeyError, TypeError) as err:
+                pairing = _row_pairing(json.loads(line))
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
                 raise UsageError(f"expected a JSON object with reference_class and target_attribute ({err})",
                                  file=path, line=n) from None
         else:
@@ -145,12 +183,13 @@ def read_pairings(path: str | Path, vocab: Vocabulary | None = None) -> list[Pai
         if not vocab.is_attribute(pairing.target_attribute):
             raise UsageError(f"unknown CUB attribute {pairing.target_attribute!r}"
                              f"{suggest(pairing.target_attribute, vocab.attributes)}", file=path, line=n)
-        out.append(Pairing(cls, pairing.target_attribute, pairing.removed_attributes))
+        out.append(Pairing(cls, pairing.target_attribute, pairing.removed_attributes, pairing.guide_bird,
+                           pairing.images))
     return out
 
 
 def plan_jobs(pairings: Sequence[Pairing], images_per_pairing: int, base_seed: int = 0) -> list[GenerationJob]:
-    """``images_per_pairing`` jobs per pairing (paper: N = 500), pairing-major."""
+    """``images_per_pairing`` jobs per pairing (paper: N = 500; a pairing's own ``images`` wins), pairing-major."""
     if images_per_pairing <= 0:
         raise ValueError(f"images_per_pairing must be > 0, got {images_per_pairing}")
     return [
@@ -161,7 +200,7 @@ def plan_jobs(pairings: Sequence[Pairing], images_per_pairing: int, base_seed: i
             image_file_name(p.reference_class, p.target_attribute, i),
         )
         for p in pairings
-        for i in range(images_per_pairing)
+        for i in range(p.images or images_per_pairing)
     ]
 
 

@@ -128,7 +128,8 @@ def generation_manifest(jobs: Sequence[GenerationJob], config: GenerateConfig, m
         "image_seeds": seeds,
         "pairings": [
             {"reference_class": p.reference_class, "target_attribute": p.target_attribute,
-             "removed_attributes": list(p.removed_attributes), "images": n}
+             "removed_attributes": list(p.removed_attributes), "images": n,
+             **({"guide_bird": p.guide_bird or config.guide_bird} if p.guide_bird or config.guide_bird else {})}
             for p, n in counts.items()
         ],
     }

@@ -56,10 +56,29 @@ class FluxSource(Protocol):
     def resolve(self) -> FluxModel: ...
 
 
+def check_pipeline_class(folder: str, argument: str) -> None:
+    """Fail in one line, before torch loads, when ``folder``'s ``model_index.json`` names a pipeline
+    class TDG does not support (:data:`~.loading.TIED_PIPELINES`); a Hub id not yet on disk passes
+    (its loader checks the same)."""
+    import json
+
+    from .loading import TIED_PIPELINES
+
+    index = Path(folder) / "model_index.json"
+    if not index.is_file():
+        return
+    name = json.loads(index.read_text()).get("_class_name")
+    if name not in TIED_PIPELINES:
+        supported = ", ".join(n for n in TIED_PIPELINES if not n.startswith("Tied"))
+        raise UsageError(f"{folder} holds a {name}, which TDG does not support", argument=argument,
+                         hint=f"give a folder or Hub id of a {supported}")
+
+
 @dataclass(frozen=True)
 class PretrainedFlux:
-    """A FLUX checkpoint: Hub id or folder, resolved by :func:`concept_grounding.hub.resolve_model`
-    (local, cached, or a clear error within seconds), loaded in ``dtype``; 1024 px, 512 tokens.
+    """A FLUX.1, FLUX.2 [dev] or FLUX.2 [klein] checkpoint: Hub id or folder, resolved by
+    :func:`concept_grounding.hub.resolve_model` (local, cached, or a clear error within seconds),
+    loaded as its family's TDG pipeline (:func:`~.loading.load_flux_pipeline`) in ``dtype``; 1024 px, 512 tokens.
 
     Args:
         name: e.g. ``"black-forest-labs/FLUX.1-dev"`` or a folder.
@@ -75,6 +94,7 @@ class PretrainedFlux:
         from ..hub import resolve_model
 
         resolved, dtype = resolve_model(self.name, self.argument), self.dtype
+        check_pipeline_class(resolved, self.argument)
 
         def load() -> Any:
             from .loading import load_flux_pipeline

@@ -41,12 +41,13 @@ True
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["Granularity", "percentile_threshold", "tie_mask", "tie", "tie_pair"]
+__all__ = ["Granularity", "percentile_threshold", "tie_mask", "tie", "tie_pair", "tie_batch"]
 
 Granularity = Literal["element", "token"]
 _GRANULARITIES = ("element", "token")
@@ -166,3 +167,34 @@ def tie_pair(
         return e_r, e_g
     mean = (e_r + e_g) / 2
     return torch.where(mask, mean, e_r), torch.where(mask, mean, e_g)
+
+
+def tie_batch(prediction: torch.Tensor, t: float, schedule: Callable[[float], float],
+              granularity: Granularity = "element") -> tuple[torch.Tensor, float]:
+    """One TDG step on a batch ``[references; guides]``: SUB Eqs. 5-6 at ``eta = schedule(t)`` (Eq. 4).
+
+    Args:
+        prediction: (2P, ...) final guided predictions; row ``i`` pairs with row ``P + i``.
+        t: normalised time in [0, 1] (``timestep / num_train_timesteps``; 1 is pure noise).
+    Returns:
+        the tied predictions (the input itself when ``eta = 0``) and ``eta``.
+    Raises:
+        ValueError: an odd batch, or ``eta`` outside [0, 1] (one line).
+
+    >>> import torch
+    >>> batch = torch.tensor([[0.0, 1.0, 2.0, 3.0], [0.0, 0.0, 0.0, 0.0]])   # one pair: reference, guide
+    >>> tie_batch(batch, 0.5, lambda t: 0.5)
+    (tensor([[0.0000, 0.5000, 2.0000, 3.0000],
+            [0.0000, 0.5000, 0.0000, 0.0000]]), 0.5)
+    """
+    import torch
+
+    if prediction.shape[0] % 2:
+        raise ValueError(f"TDG needs an even batch [references; guides], got {prediction.shape[0]} rows")
+    eta = float(schedule(t))
+    if not 0.0 <= eta <= 1.0:  # also NaN
+        raise ValueError(f"eta_schedule must give eta in [0, 1], got {eta!r} at t = {t:.4g}")
+    if eta != 0.0:
+        e_r, e_g = prediction.chunk(2)
+        prediction = torch.cat(tie_pair(e_r, e_g, eta, granularity))
+    return prediction, eta

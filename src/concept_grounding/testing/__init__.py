@@ -2,7 +2,9 @@
 ``testing_utils``): random weights, no download, seconds on a CPU.
 
 * :mod:`.flux`: :func:`tiny_flux_components`, :func:`tiny_flux_pipeline` (a 1+1-block Flux).
-* :mod:`.vlm`: :func:`save_tiny_vlm` (a tiny LLaVA for the VQA filter), :func:`tiny_vlm_words`.
+* :mod:`.flux2`: :func:`tiny_flux2_components`, :func:`tiny_flux2_pipeline` (FLUX.2 [dev] and [klein]).
+* :mod:`.vlm`: :func:`save_tiny_vlm` (a tiny LLaVA for the VQA filter), :func:`save_tiny_internvl`
+  (SUB's scorer's architecture, InternVL 2.5, in transformers' converted form), :func:`tiny_vlm_words`.
 * :mod:`.clip`: :func:`tiny_open_clip`, :func:`tiny_transformers_clip`,
   :func:`vit_b16_open_clip_visual`, :func:`known_answer_open_clip` (CCI's known answer).
 * :mod:`.inpaint`: :func:`save_tiny_inpainting_pipeline` (COVAR's inpainting).

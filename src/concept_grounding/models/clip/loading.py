@@ -55,10 +55,14 @@ def load_clip(
             architecture (``"ViT-B-32"``, with ``pretrained="laion2b_s34b_b79k"``) or
             ``"hf-hub:org/name"``; a transformers model id or local folder.
         backend: ``"auto"``, ``"world"``, ``"open_clip"`` or ``"transformers"``.
+        pretrained: open_clip weights tag or file; an architecture without one is refused
+            (never scored with random weights) unless it is ``"random"``
+            (:func:`concept_grounding.hub.require_open_clip_weights`).
         local_files_only: for transformers; default: ``HF_HUB_OFFLINE``.
 
     Raises:
         ValueError: the name is not a model any backend can load (with the backends' reasons).
+        ModelUnavailableError: an open_clip architecture without ``pretrained``.
     """
     if backend not in ("auto", "world", "open_clip", "transformers"):
         raise ValueError(f"backend must be auto, world, open_clip or transformers, got {backend!r}")
@@ -74,9 +78,13 @@ def load_clip(
     if backend == "open_clip" or (backend == "auto" and (name in open_clip.list_models() or name.startswith("hf-hub:"))):
         if not (name in open_clip.list_models() or name.startswith("hf-hub:")):
             raise ValueError(f"unknown open_clip model {name!r}; known architectures: {open_clip.list_models()[:8]} ...")
-        model, _, transform = open_clip.create_model_and_transforms(name, pretrained=pretrained, device=device)
+        from ...hub import require_open_clip_weights
+
+        tag = require_open_clip_weights(name, pretrained)
+        model, _, transform = open_clip.create_model_and_transforms(name, pretrained=tag, device=device)
+        weights = f"weights {tag}" if tag else "RANDOM weights, asked for"
         return ClipHandle(model.eval(), open_clip.get_tokenizer(name), pil_batch(transform), OPEN_CLIP,
-                          f"open_clip model {name}")
+                          f"open_clip model {name} ({weights})")
     from huggingface_hub import constants
     from transformers import AutoModel, AutoProcessor
 
@@ -96,10 +104,11 @@ def load_clip(
                       TRANSFORMERS, f"transformers model {name}")
 
 
-def load_named_clip(name: str, argument: str = "--model", device: str | torch.device = "cpu") -> ClipHandle:
+def load_named_clip(name: str, argument: str = "--model", device: str | torch.device = "cpu",
+                    pretrained: str | None = None) -> ClipHandle:
     """:func:`load_clip` of a user-given name after :func:`~concept_grounding.hub.resolve_clip`
-    checked it (a local folder, in the cache, or reachable on the Hub; ``argument`` names the
-    option in the error)."""
+    checked it (a local folder, in the cache, or reachable on the Hub; an open_clip
+    architecture with a weights tag ``pretrained``; ``argument`` names the option in the error)."""
     from ...hub import resolve_clip
 
-    return load_clip(resolve_clip(name, argument), device=device)
+    return load_clip(resolve_clip(name, argument, pretrained), pretrained=pretrained, device=device)

@@ -1,0 +1,286 @@
+"""The CCI paper's faithfulness tables, one table across many CLIPs: ``concept-grounding cci-bench``.
+
+* **Table 1** (:func:`classification_table`): zero-shot classification on an image folder
+  (:func:`~.layouts.read_image_folder`). Each image is explained for its true class's prompt
+  (:func:`~concept_grounding.models.clip.class_caption`) by every method; pixels are deleted
+  (or inserted) in the map's order and the top-1 / top-5 zero-shot accuracy over all classes
+  is tracked: Del@1, Del@5 (lower = more faithful), Ins@1, Ins@5 (higher)
+  (:func:`~.faithfulness.classification_curves`).
+* **Table 2** (:func:`retrieval_table`): image-text retrieval on a COCO Karpathy split
+  (:func:`~.layouts.read_karpathy`). Each image is explained for its own caption; with every
+  image perturbed at the same fraction, Recall@k of text retrieval (TR, image -> text) and of
+  image retrieval (IR, text -> image) gives Del-/Ins-TR@k and -IR@k
+  (:func:`~.faithfulness.retrieval_curves`).
+
+Methods (:data:`METHODS`): CCI (:class:`~.importance.ConceptClusterImportance`) and every
+baseline of :data:`~.baselines.BASELINES` (random, Grad-CAM, Grad-ECLIP, MaskCLIP, rollout).
+Models: any names :func:`load_table_models` loads (an open_clip architecture, with
+``arch:pretrained`` for its weights; a transformers id or folder; a WorldCLIP folder; ``tiny``
+or ``tiny:<seed>``, a config-built random open_clip ViT) or a preset (:data:`PRESETS`). A
+model whose image tower CCI cannot mask (attention pooling: SigLIP, ...; a ResNet) appears in
+the table as refused, with the reason, instead of stopping the run.
+
+Images are processed in batches of ``batch_size``: each batch's curves are averaged into the
+table weighted by its size (Table 1; the mean of per-image hits is the same whatever the
+batching). Retrieval ranks each caption among all images of the split, so Table 2 embeds the
+whole split at each fraction (in batches).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import UsageError
+from .layouts import CaptionedImages, ImageFolder
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+    from ..models.clip import ClipHandle
+
+__all__ = ["METHODS", "PRESETS", "TableRow", "load_table_models", "classification_table", "retrieval_table",
+           "write_cci_tables"]
+
+#: explanation methods in table order: CCI, then :data:`~.baselines.BASELINES`.
+METHODS = ("cci", "random", "gradcam", "grad-eclip", "maskclip", "rollout")
+
+#: named model lists for ``--models``. ``paper``: the CLIP variants the CCI / COVAR summary in
+#: ``shared/seeds`` names (open_clip ``arch:pretrained``); the paper compares 18, the summary
+#: names these, so the preset is partial.
+PRESETS: dict[str, tuple[str, ...]] = {
+    "paper": ("ViT-B-32:openai", "ViT-B-16:openai", "ViT-L-14:openai", "ViT-B-32:datacomp_xl_s13b_b90k",
+              "ViT-B-16:datacomp_xl_s13b_b90k", "ViT-L-14:datacomp_xl_s13b_b90k", "ViT-H-14-quickgelu:dfn5b",
+              "ViT-bigG-14:laion2b_s39b_b160k"),
+}
+
+CLASSIFICATION_COLUMNS = ("Del@1", "Del@5", "Ins@1", "Ins@5")
+RETRIEVAL_COLUMNS = ("Del-IR@5", "Del-TR@5", "Ins-IR@5", "Ins-TR@5", "Del-IR@1", "Del-TR@1", "Ins-IR@1", "Ins-TR@1")
+
+
+@dataclass
+class TableRow:
+    """One (model, method) row: ``scores`` column -> AUC in [0, 1]; ``refused`` the reason a
+    model or method could not run (then ``scores`` is empty); ``accuracy`` the clean top-1
+    zero-shot accuracy (Table 1) or TR@1 (Table 2) of the model."""
+
+    model: str
+    method: str
+    scores: dict[str, float] = field(default_factory=dict)
+    refused: str = ""
+    accuracy: float = float("nan")
+    seconds: float = 0.0
+
+
+# --------------------------------------------------------------------------- models
+def expand_model_names(names: Sequence[str]) -> list[str]:
+    """``--models`` with presets expanded (a preset name stands for its list)."""
+    out: list[str] = []
+    for name in names:
+        out += list(PRESETS.get(name, (name,)))
+    return out
+
+
+def load_table_model(name: str, image_size: int = 64, device: str = "cpu") -> "ClipHandle":
+    """One ``--models`` entry as a :class:`~concept_grounding.models.clip.ClipHandle` (module
+    docstring); ``UsageError`` naming ``--models`` when it cannot load offline."""
+    from .loading import tiny_open_clip_handle
+
+    if name == "tiny" or name.startswith("tiny:"):
+        seed = name.partition(":")[2]
+        if seed and not seed.isdigit():
+            raise UsageError(f"{name!r}: tiny:<seed> takes an integer seed", argument="--models")
+        return tiny_open_clip_handle(image_size, device, seed=int(seed or 0))
+    try:
+        from ..hub import resolve_clip
+        from ..models.clip.loading import load_clip
+
+        arch, _, pretrained = name.partition(":")
+        if pretrained and not Path(name).exists():
+            return load_clip(resolve_clip(arch, "--models", pretrained=pretrained), pretrained=pretrained, device=device)
+        return load_clip(resolve_clip(name, "--models"), device=device)
+    except UsageError:
+        raise
+    except Exception as err:  # noqa: BLE001 - every loader failure becomes one line naming the flag
+        raise UsageError(f"{name!r} cannot be loaded offline: {str(err).splitlines()[0] if str(err) else type(err).__name__}",
+                         argument="--models") from None
+
+
+def load_table_models(names: Sequence[str], image_size: int = 64, device: str = "cpu") -> list[tuple[str, "ClipHandle"]]:
+    """Every ``--models`` entry loaded before any work starts (presets expanded)."""
+    names = expand_model_names(names)
+    if not names:
+        raise UsageError("name at least one model", argument="--models")
+    return [(name, load_table_model(name, image_size, device)) for name in names]
+
+
+# --------------------------------------------------------------------------- maps
+def method_maps(method: str, cci: Any, handle: "ClipHandle", pixels: "torch.Tensor",
+                text_embeds: "torch.Tensor") -> "torch.Tensor":
+    """``(B, H, W)`` importance maps of ``method`` for ``B`` image-text pairs."""
+    from .baselines import BASELINES
+
+    if method == "cci":
+        return cci(pixels, text_embeds).maps
+    return BASELINES[method](handle.model, pixels, text_embeds)
+
+
+def _explainer(handle: "ClipHandle", clusters: int, seed: int, batch_size: int):
+    """The CCI explainer of ``handle``, or the reason its tower cannot be masked."""
+    from . import ConceptClusterImportance
+
+    try:
+        return ConceptClusterImportance(handle.model, num_clusters=clusters, seed=seed, batch_size=batch_size), ""
+    except ValueError as err:
+        return None, str(err)
+
+
+# --------------------------------------------------------------------------- Table 1
+def classification_table(
+    models: Sequence[tuple[str, "ClipHandle"]],
+    data: ImageFolder,
+    *,
+    methods: Sequence[str] = METHODS,
+    steps: int = 10,
+    clusters: int = 7,
+    seed: int = 0,
+    batch_size: int = 32,
+    replacement: Any = None,
+    progress: bool = True,
+) -> list[TableRow]:
+    """CCI Table 1 on ``data`` for every model x method (module docstring)."""
+    import time
+
+    import torch
+    import torch.nn.functional as F
+    from tqdm.auto import tqdm
+
+    from ..models.clip import class_caption
+    from .faithfulness import classification_curves
+
+    _check_methods(methods)
+    rows: list[TableRow] = []
+    n = len(data.paths)
+    prompts = [class_caption(name) for name in data.class_names]
+    for name, handle in models:
+        cci, reason = _explainer(handle, clusters, seed, batch_size)
+        if cci is None:
+            rows += [TableRow(name, m, refused=reason) for m in methods]
+            continue
+        texts = handle.encode_text(prompts)  # (C, E) raw
+        classes = F.normalize(texts.float(), dim=-1)
+        be = cci.backend
+
+        def score_fn(x: "torch.Tensor") -> "torch.Tensor":
+            return F.normalize(be.encode_image(x).float(), dim=-1) @ classes.to(x.device).T
+
+        sums = {m: {c: 0.0 for c in CLASSIFICATION_COLUMNS} for m in methods}
+        times = dict.fromkeys(methods, 0.0)
+        correct = 0
+        for start in tqdm(range(0, n, batch_size), desc=f"Table 1 {name}", disable=not progress, leave=False):
+            idx = list(range(start, min(start + batch_size, n)))
+            px = handle.pixels(data.images(idx))
+            labels = torch.as_tensor(data.labels[idx], dtype=torch.long)
+            with torch.no_grad():
+                correct += int((score_fn(px).argmax(1).cpu() == labels).sum())
+            for m in methods:
+                t0 = time.perf_counter()
+                maps = method_maps(m, cci, handle, px, texts[labels].to(px.device))
+                aucs = classification_curves(score_fn, px, maps.to(px.device), labels, steps=steps,
+                                             replacement=replacement).aucs
+                times[m] += time.perf_counter() - t0
+                for c in CLASSIFICATION_COLUMNS:
+                    sums[m][c] += aucs[c] * len(idx)
+        rows += [TableRow(name, m, {c: v / n for c, v in sums[m].items()}, accuracy=correct / n, seconds=times[m])
+                 for m in methods]
+    return rows
+
+
+# --------------------------------------------------------------------------- Table 2
+def retrieval_table(
+    models: Sequence[tuple[str, "ClipHandle"]],
+    data: CaptionedImages,
+    *,
+    methods: Sequence[str] = METHODS,
+    steps: int = 10,
+    clusters: int = 7,
+    seed: int = 0,
+    batch_size: int = 32,
+    replacement: Any = None,
+    progress: bool = True,
+) -> list[TableRow]:
+    """CCI Table 2 on ``data`` for every model x method (module docstring)."""
+    import time
+
+    import torch
+    import torch.nn.functional as F
+    from tqdm.auto import tqdm
+
+    from .faithfulness import retrieval_curves
+
+    _check_methods(methods)
+    rows: list[TableRow] = []
+    n = len(data.paths)
+    for name, handle in tqdm(models, desc="Table 2", disable=not progress, leave=False):
+        cci, reason = _explainer(handle, clusters, seed, batch_size)
+        if cci is None:
+            rows += [TableRow(name, m, refused=reason) for m in methods]
+            continue
+        be = cci.backend
+        texts = handle.encode_text(data.captions)
+        px = torch.cat([handle.pixels(data.images(range(s, min(s + batch_size, n))))
+                        for s in range(0, n, batch_size)])
+
+        def embed(x: "torch.Tensor") -> "torch.Tensor":
+            return torch.cat([be.encode_image(x[s : s + batch_size]) for s in range(0, len(x), batch_size)])
+
+        with torch.no_grad():
+            sim = F.normalize(embed(px).float(), dim=-1) @ F.normalize(texts.float(), dim=-1).to(px.device).T
+        clean = float((sim.argmax(1).cpu() == torch.arange(n)).float().mean())
+        for m in methods:
+            t0 = time.perf_counter()
+            maps = torch.cat([method_maps(m, cci, handle, px[s : s + batch_size], texts[s : s + batch_size].to(px.device))
+                              for s in range(0, n, batch_size)])
+            aucs = retrieval_curves(embed, texts, px, maps.to(px.device), steps=steps, replacement=replacement).aucs
+            rows.append(TableRow(name, m, {c: aucs[c] for c in RETRIEVAL_COLUMNS}, accuracy=clean,
+                                 seconds=time.perf_counter() - t0))
+    return rows
+
+
+def _check_methods(methods: Sequence[str]) -> None:
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown or not methods:
+        raise UsageError(f"unknown method(s) {unknown}; choose from {list(METHODS)}", argument="--methods")
+
+
+# --------------------------------------------------------------------------- report
+def write_cci_tables(rows: Sequence[TableRow], out: str | Path, task: str, *, header: str = "") -> Path:
+    """``results.json`` (every row) and ``report.md`` (the table) under ``out``; returns the report."""
+    import json
+
+    from .baselines import BASELINE_TITLES
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    columns = CLASSIFICATION_COLUMNS if task == "classification" else RETRIEVAL_COLUMNS
+    (out / "results.json").write_text(json.dumps({"task": task, "rows": [
+        {"model": r.model, "method": r.method, "scores": r.scores, "refused": r.refused,
+         "clean": None if r.refused else r.accuracy, "seconds": r.seconds} for r in rows]}, indent=2))
+    titles = {"cci": "CCI", **BASELINE_TITLES}
+    clean = "top-1 (clean)" if task == "classification" else "TR@1 (clean)"
+    lines = ["| model / method | " + " | ".join(columns) + f" | {clean} | seconds |", "|" + "---|" * (len(columns) + 3)]
+    for r in rows:
+        cells = [f"refused: {r.refused}"] + [""] * (len(columns) + 1) if r.refused else \
+            [f"{100 * r.scores[c]:.1f}" for c in columns] + [f"{100 * r.accuracy:.1f}", f"{r.seconds:.1f}"]
+        lines.append(f"| {r.model} / {titles[r.method]} | " + " | ".join(cells) + " |")
+    title = ("Table 1: zero-shot classification, deletion / insertion AUC (%)" if task == "classification"
+             else "Table 2: image-text retrieval, deletion / insertion AUC of Recall@k (%)")
+    text = "\n".join([f"# CCI {title}", "", header, "", *lines, "",
+                      "Del: lower is more faithful; Ins: higher. Every number: [results.json](results.json).", ""])
+    report = out / "report.md"
+    report.write_text(text)
+    return report

@@ -1,0 +1,194 @@
+"""The annotation app of SUB's human studies (App. E, Figs. 7-8): a thin Gradio shell over
+:class:`~.annotations.AnnotationStore`.
+
+:class:`AnnotationHandlers` holds everything the app does, as plain functions of strings
+(testable without a browser): :meth:`~AnnotationHandlers.sign_in` (a name locally; the Hugging
+Face username from OAuth when running on Spaces), :meth:`~AnnotationHandlers.current` (the
+annotator's next image, its questions and progress) and :meth:`~AnnotationHandlers.submit`
+(store the answers and show the next image; a refused answer comes back as one line and the
+same image stays). :func:`build_app` wires them to Gradio components, with keyboard
+shortcuts (:data:`SHORTCUTS_JS`): study 1, keys 1-3 answer Q1 (yes / somewhat / no) and
+4-6 answer Q2; study 2, keys 1-9 pick the n-th attribute; Enter submits.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .annotations import LIKERT, AnnotationError, AnnotationStore, ImageItem, question_text
+
+__all__ = ["View", "AnnotationHandlers", "build_app", "launch_app", "SHORTCUTS_JS", "on_spaces"]
+
+#: which study each tab shows, with the paper's instruction (App. E).
+INSTRUCTIONS = {
+    1: "Study 1 (SUB App. E, Fig. 7). The image was made from a reference bird with one attribute substituted. "
+       "Answer both questions: yes, somewhat or no.",
+    2: "Study 2 (SUB App. E, Fig. 8). Pick the attribute of this group that is present in the bird.",
+}
+
+#: submits served at once (Gradio's default is 1 per event, which queues every annotator behind one
+#: another; the store is safe with many writers).
+CONCURRENCY = 16
+
+SHORTCUTS_JS = """
+<script>
+document.addEventListener('keydown', (e) => {
+  const t = e.target;
+  if (t && ((t.tagName === 'INPUT' && t.type === 'text') || t.tagName === 'TEXTAREA')) return;
+  const shown = (sel) => Array.from(document.querySelectorAll(sel)).find((el) => el.offsetParent !== null);
+  const pick = (id, i) => { const box = shown('#' + id); if (!box) return false;
+    const r = box.querySelectorAll('input[type=radio]'); if (r[i]) r[i].click(); return true; };
+  const n = parseInt(e.key, 10);
+  if (n >= 1 && n <= 3) pick('q1', n - 1);
+  if (n >= 4 && n <= 6) pick('q2', n - 4);
+  if (n >= 1 && n <= 9) pick('present', n - 1);
+  if (e.key === 'Enter') { const b = shown('#submit, #submit2'); if (b) b.click(); }
+});
+</script>
+"""
+
+
+def on_spaces() -> bool:
+    """Running on a Hugging Face Space (annotators sign in with OAuth there)."""
+    return bool(os.environ.get("SPACE_ID"))
+
+
+@dataclass(frozen=True)
+class View:
+    """What the page shows: ``image`` (a file path or ``None`` when done), the store's
+    ``image_id``, the ``questions`` (id -> wording), study 2's ``choices``, ``progress``
+    ("12 / 40 images") and ``message`` (one line: a refusal, or "all done")."""
+
+    image: str | None
+    image_id: str | None
+    questions: dict[str, str]
+    choices: tuple[str, ...]
+    progress: str
+    message: str = ""
+
+
+class AnnotationHandlers:
+    """The app's behaviour over ``store`` for ``study``; ``image_path(item)`` locates an image's file."""
+
+    def __init__(self, store: AnnotationStore, study: int, image_path: Callable[[ImageItem], str | Path]):
+        if study not in (1, 2):
+            raise ValueError(f"study must be 1 or 2, got {study!r}")
+        self.store, self.study, self.image_path = store, study, image_path
+
+    def sign_in(self, name: str | None, oauth_username: str | None = None) -> str:
+        """The annotator's id: the OAuth username when given (Spaces), else the typed name."""
+        who = (oauth_username or name or "").strip()
+        if not who:
+            raise AnnotationError("sign in first: type your name (or log in with Hugging Face on a Space)")
+        return who
+
+    def _progress(self, annotator: str) -> str:
+        done, total = self.store.progress(annotator, self.study)
+        return f"{annotator}: {done} / {total} images"
+
+    def current(self, annotator: str, message: str = "") -> View:
+        """The annotator's next image (the same one until it is answered: resumable)."""
+        item = self.store.next_image(annotator, self.study)
+        if item is None:
+            return View(None, None, {}, (), self._progress(annotator), message or "All done: no image is left for you.")
+        from .annotations import STUDIES
+
+        return View(str(self.image_path(item)), item.image, {q: question_text(item, q) for q in STUDIES[self.study]},
+                    item.choices, self._progress(annotator), message)
+
+    def submit(self, annotator: str, image_id: str | None, answers: dict[str, str | None]) -> View:
+        """Store ``answers`` to ``image_id`` and return the next view; a refusal keeps the
+        current image and says why in ``message``."""
+        if image_id is None:
+            return self.current(annotator)
+        missing = [q for q, a in answers.items() if not a]
+        if missing:
+            return self.current(annotator, f"answer {', '.join(missing)} first")
+        try:
+            self.store.submit(annotator, image_id, {q: str(a) for q, a in answers.items()})
+        except AnnotationError as err:
+            return self.current(annotator, str(err))
+        return self.current(annotator)
+
+
+def build_app(store: AnnotationStore, image_path: Callable[[ImageItem], str | Path], *, title: str = "SUB annotation"):
+    """The Gradio Blocks: one tab per study, each showing the image, the questions
+    (:data:`~.annotations.LIKERT` answers or the group's attributes), progress and a submit
+    button (keyboard shortcuts in :data:`SHORTCUTS_JS`)."""
+    import gradio as gr
+
+    from ..vocabulary import attribute_phrase
+
+    spaces = on_spaces()
+    head = {} if _gradio_major() >= 6 else {"head": SHORTCUTS_JS}  # Gradio 6 takes head= in launch()
+    with gr.Blocks(title=title, **head) as app:
+        gr.Markdown(f"# {title}")
+        who = gr.State("")
+        if spaces:
+            gr.LoginButton()
+            name = gr.Textbox(visible=False)
+        else:
+            name = gr.Textbox(label="Your name (identifies your answers; use the same one to resume)")
+        start = gr.Button("Start / resume")
+        for study in (1, 2):
+            handlers = AnnotationHandlers(store, study, image_path)
+            with gr.Tab(f"Study {study}"):
+                gr.Markdown(INSTRUCTIONS[study] + " Keys: " + ("1-3 Q1, 4-6 Q2" if study == 1 else "1-9 pick")
+                            + ", Enter submits.")
+                progress = gr.Markdown()
+                message = gr.Markdown()
+                image = gr.Image(type="filepath", interactive=False, height=384)
+                image_id = gr.State(None)
+                if study == 1:
+                    radios = [gr.Radio(list(LIKERT), label="Q1", elem_id="q1"),
+                              gr.Radio(list(LIKERT), label="Q2", elem_id="q2")]
+                    qids = ("q1", "q2")
+                else:
+                    radios = [gr.Radio([], label="present", elem_id="present")]
+                    qids = ("present",)
+                button = gr.Button("Submit", variant="primary", elem_id="submit" if study == 1 else "submit2")
+
+                def show(view: View, qids=qids, study=study):
+                    updates = []
+                    for q in qids:
+                        label = view.questions.get(q, q)
+                        if study == 2:
+                            updates.append(gr.update(choices=[(attribute_phrase(c), c) for c in view.choices],
+                                                     value=None, label=label))
+                        else:
+                            updates.append(gr.update(value=None, label=label))
+                    return [view.image, view.image_id, view.progress, view.message, *updates]
+
+                outputs = [image, image_id, progress, message, *radios]
+
+                def on_start(typed, profile: gr.OAuthProfile | None = None, h=handlers, show=show):
+                    try:
+                        annotator = h.sign_in(typed, getattr(profile, "username", None))
+                    except AnnotationError as err:
+                        return ["", None, None, "", str(err)] + [gr.update() for _ in qids]
+                    return [annotator, *show(h.current(annotator))]
+
+                def on_submit(annotator, current, *values, h=handlers, show=show, qids=qids):
+                    if not annotator:
+                        return [None, None, "", "sign in first"] + [gr.update() for _ in qids]
+                    return show(h.submit(annotator, current, dict(zip(qids, values))))
+
+                start.click(on_start, inputs=[name], outputs=[who, *outputs], concurrency_limit=CONCURRENCY)
+                button.click(on_submit, inputs=[who, image_id, *radios], outputs=outputs, concurrency_limit=CONCURRENCY)
+    return app
+
+
+def _gradio_major() -> int:
+    import gradio as gr
+
+    return int(gr.__version__.split(".")[0])
+
+
+def launch_app(app, **kwargs) -> None:
+    """``app.launch(**kwargs)`` with the keyboard shortcuts in the page head (where this Gradio takes them)."""
+    if _gradio_major() >= 6:
+        kwargs.setdefault("head", SHORTCUTS_JS)
+    app.launch(**kwargs)

@@ -1,0 +1,474 @@
+"""The annotation store of SUB's human validation (Bader et al., Sec. 4.3, App. E; SPEC 2b).
+
+One SQLite file (WAL journal, ``PRAGMA user_version`` = :data:`SCHEMA_VERSION`) holds the
+images to annotate and every answer. The Gradio app (``concept-grounding annotate``) and the
+simulated annotators (:mod:`.simulate`) drive the same three calls:
+
+* :meth:`AnnotationStore.next_image` -- the image this annotator should see next in a study,
+  leased to them (the same one until answered: resumable), never one they answered, and
+  never more than ``k`` annotators holding or having answered an image, so concurrent
+  annotators do not answer an image that others filled meanwhile;
+* :meth:`AnnotationStore.submit` -- one image's answers, checked (known image, its study, every
+  question answered from the allowed set) and written in one ``BEGIN IMMEDIATE`` transaction,
+  so concurrent writers never interleave and a second submit of the same image is refused;
+* :meth:`AnnotationStore.progress` -- answered / available per annotator.
+
+:meth:`AnnotationStore.export` gives the answers as a ``datasets.Dataset`` with the columns
+``annotator, image, study, question, answer`` (:data:`EXPORT_COLUMNS`), the format
+:mod:`.curate` reads (also from Parquet, :meth:`AnnotationStore.to_parquet`).
+
+Every failure is an :class:`AnnotationError`: one line naming the image, the answer or the
+database file (read-only, locked past the timeout, not a database), and nothing written.
+
+>>> import tempfile, os
+>>> store = AnnotationStore(os.path.join(tempfile.mkdtemp(), "a.db"), k=2)
+>>> store.add_images([study1_item("img-0", "017.Cardinal", "has_crown_color::pink")])
+1
+>>> store.next_image("ann", 1).image
+'img-0'
+>>> store.submit("ann", "img-0", {"q1": "yes", "q2": "no"})
+>>> store.next_image("ann", 1) is None, store.progress("ann", 1)
+(True, (1, 1))
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import UsageError
+
+if TYPE_CHECKING:
+    import datasets
+
+__all__ = ["SCHEMA_VERSION", "DEFAULT_K", "STUDIES", "LIKERT", "EXPORT_COLUMNS", "AnnotationError", "ImageItem", "AnnotationStore",
+           "study1_item", "study2_item", "question_text"]
+
+#: bump when the tables change; a file of another version is refused, naming both.
+SCHEMA_VERSION = 1
+#: study -> its question ids (App. E): study 1 asks two Likert questions, study 2 one choice.
+STUDIES: dict[int, tuple[str, ...]] = {1: ("q1", "q2"), 2: ("present",)}
+#: study 1's answers, in the order the app shows them (keys 1, 2, 3).
+LIKERT: tuple[str, ...] = ("yes", "somewhat", "no")
+#: annotators per image (SPEC 2b).
+DEFAULT_K = 3
+#: seconds an image handed to an annotator stays reserved for them.
+LEASE_SECONDS = 600.0
+#: the columns of :meth:`AnnotationStore.export`.
+EXPORT_COLUMNS: tuple[str, ...] = ("annotator", "image", "study", "question", "answer")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS images (
+    image TEXT PRIMARY KEY,
+    study INTEGER NOT NULL,
+    reference_class TEXT NOT NULL,
+    target_attribute TEXT NOT NULL,
+    choices TEXT NOT NULL,
+    meta TEXT NOT NULL,
+    position INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS answers (
+    annotator TEXT NOT NULL,
+    image TEXT NOT NULL REFERENCES images(image),
+    study INTEGER NOT NULL,
+    question TEXT NOT NULL,
+    answer TEXT NOT NULL,
+    created REAL NOT NULL DEFAULT (julianday('now')),
+    PRIMARY KEY (annotator, image, question)
+);
+CREATE TABLE IF NOT EXISTS counts (
+    image TEXT PRIMARY KEY REFERENCES images(image),
+    study INTEGER NOT NULL,
+    n INTEGER NOT NULL,
+    taken INTEGER NOT NULL,
+    position INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS leases (
+    annotator TEXT NOT NULL,
+    image TEXT NOT NULL REFERENCES images(image),
+    study INTEGER NOT NULL,
+    expires REAL NOT NULL,
+    PRIMARY KEY (annotator, image)
+);
+CREATE INDEX IF NOT EXISTS leases_expiry ON leases (expires);
+CREATE INDEX IF NOT EXISTS leases_by_annotator ON leases (annotator, study);
+CREATE TABLE IF NOT EXISTS settings (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS counts_next ON counts (study, taken DESC, position);
+CREATE INDEX IF NOT EXISTS answers_by_annotator ON answers (annotator, study);
+"""
+
+
+class AnnotationError(UsageError):
+    """A refused annotation or an unusable store; the message is one line and nothing was written."""
+
+
+@dataclass(frozen=True)
+class ImageItem:
+    """One image to annotate.
+
+    Args:
+        image: a stable id (e.g. the generated file's name); what answers refer to.
+        study: 1 (Fig. 7: S+ applied? deviates from the reference?) or 2 (Fig. 8: which of
+            S+'s group is present?).
+        reference_class: the reference bird's class R.
+        target_attribute: S+ (CUB name).
+        choices: study 2's options (the attributes of S+'s group, no "none"); empty for study 1.
+        meta: anything else to keep with the image (file path, pairing, S-), JSON-serialisable.
+    """
+
+    image: str
+    study: int
+    reference_class: str
+    target_attribute: str
+    choices: tuple[str, ...] = ()
+    meta: Mapping[str, object] = field(default_factory=dict)
+
+    def allowed(self, question: str) -> tuple[str, ...]:
+        """The answers accepted for ``question``."""
+        return LIKERT if self.study == 1 else self.choices
+
+
+def study1_item(image: str, reference_class: str, target_attribute: str, **meta: object) -> ImageItem:
+    """A study-1 image (App. E, Fig. 7)."""
+    return ImageItem(image, 1, reference_class, target_attribute, (), dict(meta))
+
+
+def study2_item(image: str, reference_class: str, target_attribute: str, choices: Sequence[str],
+                **meta: object) -> ImageItem:
+    """A study-2 image (App. E, Fig. 8); ``choices`` are the attributes of S+'s group."""
+    if target_attribute not in choices:
+        raise ValueError(f"choices must contain the target attribute {target_attribute!r}")
+    return ImageItem(image, 2, reference_class, target_attribute, tuple(choices), dict(meta))
+
+
+def question_text(item: ImageItem, question: str) -> str:
+    """The wording shown for ``question`` (SPEC 2b; Sec. 4.3's wording of Q2)."""
+    from ..vocabulary import attribute_phrase, class_display_name
+
+    plus = attribute_phrase(item.target_attribute)
+    ref = class_display_name(item.reference_class)
+    return {
+        "q1": f"Is “{plus}” faithfully applied?",
+        "q2": f"Does the bird deviate significantly from the reference bird ({ref})?",
+        "present": "Which of these attributes is present in the image?",
+    }[question]
+
+
+class AnnotationStore:
+    """SQLite store of images and answers; safe to share between threads and processes.
+
+    Args:
+        path: the database file (created with its folder when missing).
+        k: annotators per image (SPEC 2b default 3); kept in the file when it is created, and
+            ``None`` (or the same value) when reopening it: another value is refused.
+        timeout: seconds a writer waits for another's lock before :class:`AnnotationError`.
+        read_only: open without writing (``export`` of a store on a read-only disk).
+        lease_seconds: how long an image handed out by :meth:`next_image` stays reserved for
+            its annotator (an abandoned one goes back to the pool afterwards).
+        clock: seconds now (``time.time``; tests pass their own).
+
+    Each thread gets its own connection (SQLite connections are not shared across threads).
+    """
+
+    def __init__(self, path: str | Path, *, k: int | None = None, timeout: float = 10.0, read_only: bool = False,
+                 lease_seconds: float = LEASE_SECONDS, clock: Callable[[], float] = time.time):
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+            raise AnnotationError(f"k must be a positive int (annotators per image), got {k!r}")
+        self.path = Path(path)
+        self.k = k if k is not None else DEFAULT_K
+        self.timeout = float(timeout)
+        self.read_only = read_only
+        self.lease_seconds = float(lease_seconds)
+        self.clock = clock
+        self._local = threading.local()
+        if not read_only:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise AnnotationError(f"{self.path}: cannot create its folder ({err.strerror})") from None
+        elif not self.path.is_file():
+            raise AnnotationError(f"{self.path}: no such annotation database")
+        self._init_schema()
+        self._settle_k(k)
+
+    # ------------------------------------------------------------------ connections
+    def _fail(self, err: sqlite3.Error) -> AnnotationError:
+        text = str(err)
+        if "readonly" in text or "read-only" in text:
+            why = "the file or its folder is read-only; copy it somewhere writable, or open it read_only to export"
+        elif "locked" in text or "busy" in text:
+            why = f"locked by another writer for more than {self.timeout:g} s; retry, or stop the other process"
+        elif "not a database" in text or "malformed" in text:
+            why = "not an annotation database (corrupt or another file); restore a backup or choose another file"
+        elif "disk" in text and "full" in text:
+            why = "the disk is full; free some space (nothing of this submit was written)"
+        elif "unable to open" in text:
+            why = "cannot be opened (check the path and its permissions)"
+        else:
+            why = text
+        return AnnotationError(f"{self.path}: {why}")
+
+    def _connect(self) -> sqlite3.Connection:
+        con = getattr(self._local, "con", None)
+        if con is not None:
+            return con
+        try:
+            if self.read_only:
+                con = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=self.timeout,
+                                      isolation_level=None, check_same_thread=False)
+            else:
+                con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
+                con.execute("PRAGMA journal_mode=WAL")
+                con.execute("PRAGMA synchronous=NORMAL")
+            con.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.Error as err:
+            raise self._fail(err) from None
+        self._local.con = con
+        return con
+
+    def close(self) -> None:
+        """Close this thread's connection (others close when their threads end)."""
+        con = getattr(self._local, "con", None)
+        if con is not None:
+            con.close()
+            self._local.con = None
+
+    def _init_schema(self) -> None:
+        con = self._connect()
+        try:
+            version = con.execute("PRAGMA user_version").fetchone()[0]
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if version == 0 and not tables and not self.read_only:
+                con.executescript(_SCHEMA + f"PRAGMA user_version={SCHEMA_VERSION};")  # idempotent if raced
+            elif version != SCHEMA_VERSION:
+                raise AnnotationError(f"{self.path}: schema version {version}, this concept-grounding reads "
+                                      f"version {SCHEMA_VERSION}; export it with the version that wrote it")
+        except sqlite3.Error as err:
+            if con.in_transaction:
+                con.execute("ROLLBACK")
+            raise self._fail(err) from None
+
+    def _settle_k(self, k: int | None) -> None:
+        """Store ``k`` in a new file; check it against an existing file's (``None``: take the file's)."""
+        stored = self._read("SELECT value FROM settings WHERE key = 'k'")
+        if stored:
+            if k is not None and int(stored[0][0]) != k:
+                raise AnnotationError(f"{self.path}: made for k = {stored[0][0]} annotators per image, opened with "
+                                      f"k = {k}; pass k = {stored[0][0]} (or nothing) or start another file")
+            self.k = int(stored[0][0])
+        elif not self.read_only:
+            self._write(lambda con: con.execute("INSERT OR IGNORE INTO settings VALUES ('k', ?)", (str(self.k),)))
+            self.k = int(self._read("SELECT value FROM settings WHERE key = 'k'")[0][0])
+
+    def _write(self, statements) -> None:
+        """Run ``statements(con)`` in one ``BEGIN IMMEDIATE`` transaction (all or nothing)."""
+        if self.read_only:
+            raise AnnotationError(f"{self.path}: opened read-only; nothing can be written")
+        con = self._connect()
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                statements(con)
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            con.execute("COMMIT")
+        except sqlite3.Error as err:
+            if con.in_transaction:
+                con.execute("ROLLBACK")
+            raise self._fail(err) from None
+
+    def _read(self, sql: str, params: Sequence = ()) -> list[tuple]:
+        try:
+            return self._connect().execute(sql, params).fetchall()
+        except sqlite3.Error as err:
+            raise self._fail(err) from None
+
+    # ------------------------------------------------------------------ images
+    def add_images(self, items: Iterable[ImageItem]) -> int:
+        """Add images to annotate (ids already present are kept as they are); returns how many were new."""
+        items = list(items)
+        for it in items:
+            if it.study not in STUDIES:
+                raise AnnotationError(f"image {it.image!r}: study must be 1 or 2, got {it.study!r}")
+            if it.study == 2 and len(it.choices) < 2:
+                raise AnnotationError(f"image {it.image!r}: study 2 needs at least 2 choices")
+        added = 0
+
+        def insert(con: sqlite3.Connection) -> None:
+            nonlocal added
+            start = con.execute("SELECT COALESCE(MAX(position), -1) + 1 FROM images").fetchone()[0]
+            for i, it in enumerate(items):
+                cur = con.execute("INSERT OR IGNORE INTO images VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                  (it.image, it.study, it.reference_class, it.target_attribute, json.dumps(it.choices),
+                                   json.dumps(dict(it.meta), sort_keys=True), start + i))
+                if cur.rowcount:
+                    con.execute("INSERT INTO counts VALUES (?, ?, 0, 0, ?)", (it.image, it.study, start + i))
+                    added += 1
+
+        self._write(insert)
+        return added
+
+    def image(self, image: str) -> ImageItem:
+        """The stored :class:`ImageItem` ``image``; an unknown id raises :class:`AnnotationError`."""
+        rows = self._read("SELECT image, study, reference_class, target_attribute, choices, meta FROM images "
+                          "WHERE image = ?", (str(image),))
+        if not rows:
+            raise AnnotationError(f"image {image!r}: not in {self.path} (a forged or stale id)")
+        return _item(rows[0])
+
+    def images(self, study: int | None = None) -> list[ImageItem]:
+        """Every stored image (of ``study``), in insertion order."""
+        where, params = ("WHERE study = ?", (study,)) if study is not None else ("", ())
+        return [_item(r) for r in self._read("SELECT image, study, reference_class, target_attribute, choices, meta "
+                                             f"FROM images {where} ORDER BY position", params)]
+
+    # ------------------------------------------------------------------ annotating
+    def next_image(self, annotator: str, study: int) -> ImageItem | None:
+        """The next image for ``annotator`` in ``study``, or ``None`` when none is left for them.
+
+        The image is leased to the annotator for ``lease_seconds``: until they answer it (or
+        the lease runs out) they get the same image again, and no more than ``k`` annotators
+        hold or have answered any image, so concurrent annotators never answer an image that
+        others filled meanwhile. Images with the most answers and leases below ``k`` come first
+        (finishing images before starting new ones), then insertion order; an image already
+        answered by ``annotator`` never is.
+        """
+        annotator = _check_annotator(annotator)
+        found: list[str] = []
+
+        def lease(con: sqlite3.Connection) -> None:
+            now = self.clock()
+            self._expire(con, now)
+            held = con.execute("SELECT image FROM leases WHERE annotator = ? AND study = ? LIMIT 1",
+                               (annotator, study)).fetchone()
+            if held:
+                con.execute("UPDATE leases SET expires = ? WHERE annotator = ? AND image = ?",
+                            (now + self.lease_seconds, annotator, held[0]))
+                found.append(held[0])
+                return
+            row = con.execute(
+                "SELECT c.image FROM counts c WHERE c.study = ? AND c.taken < ? AND NOT EXISTS "
+                "(SELECT 1 FROM answers a WHERE a.annotator = ? AND a.image = c.image) "
+                "ORDER BY c.taken DESC, c.position LIMIT 1", (study, self.k, annotator)).fetchone()
+            if row:
+                con.execute("INSERT INTO leases VALUES (?, ?, ?, ?)", (annotator, row[0], study, now + self.lease_seconds))
+                con.execute("UPDATE counts SET taken = taken + 1 WHERE image = ?", (row[0],))
+                found.append(row[0])
+
+        self._write(lease)
+        return self.image(found[0]) if found else None
+
+    @staticmethod
+    def _expire(con: sqlite3.Connection, now: float) -> None:
+        """Free the leases that ran out (their images go back to the pool)."""
+        con.execute("UPDATE counts SET taken = taken - (SELECT COUNT(*) FROM leases l WHERE l.image = counts.image "
+                    "AND l.expires < ?) WHERE image IN (SELECT image FROM leases WHERE expires < ?)", (now, now))
+        con.execute("DELETE FROM leases WHERE expires < ?", (now,))
+
+    def submit(self, annotator: str, image: str, answers: Mapping[str, str]) -> None:
+        """Store ``annotator``'s answers to ``image``: every question of its study, each from
+        its allowed set. Refused, with nothing written: an unknown image, a missing, unknown
+        or out-of-set answer, an image this annotator already answered, or (without a lease
+        on it from :meth:`next_image`) one that ``k`` annotators already hold or answered."""
+        annotator = _check_annotator(annotator)
+        item = self.image(image)
+        questions = STUDIES[item.study]
+        if not isinstance(answers, Mapping) or set(answers) != set(questions):
+            got = sorted(answers) if isinstance(answers, Mapping) else type(answers).__name__
+            raise AnnotationError(f"image {image!r}: study {item.study} needs answers to {list(questions)}, got {got}")
+        for q in questions:
+            if answers[q] not in item.allowed(q):
+                raise AnnotationError(f"image {image!r}: answer {answers[q]!r} to {q} is not one of "
+                                      f"{list(item.allowed(q))}")
+
+        def insert(con: sqlite3.Connection) -> None:
+            if con.execute("SELECT 1 FROM answers WHERE annotator = ? AND image = ? LIMIT 1",
+                           (annotator, item.image)).fetchone():
+                raise AnnotationError(f"image {image!r}: {annotator!r} already answered it (a second submit)")
+            leased = con.execute("DELETE FROM leases WHERE annotator = ? AND image = ?", (annotator, item.image)).rowcount
+            if not leased:
+                taken = con.execute("SELECT taken FROM counts WHERE image = ?", (item.image,)).fetchone()[0]
+                if taken >= self.k:
+                    raise AnnotationError(f"image {image!r}: already has its {self.k} annotators")
+                con.execute("UPDATE counts SET taken = taken + 1 WHERE image = ?", (item.image,))
+            con.executemany("INSERT INTO answers (annotator, image, study, question, answer) VALUES (?, ?, ?, ?, ?)",
+                            [(annotator, item.image, item.study, q, answers[q]) for q in questions])
+            con.execute("UPDATE counts SET n = n + 1 WHERE image = ?", (item.image,))
+
+        self._write(insert)
+
+    def progress(self, annotator: str, study: int) -> tuple[int, int]:
+        """``(answered, answered + still available)`` images of ``study`` for ``annotator``
+        (available: not answered by them, and leased to them or held by fewer than ``k``)."""
+        annotator = _check_annotator(annotator)
+        done = self._read("SELECT COUNT(DISTINCT image) FROM answers WHERE annotator = ? AND study = ?",
+                          (annotator, study))[0][0]
+        left = self._read("SELECT COUNT(*) FROM counts c WHERE c.study = ? AND (c.taken < ? OR EXISTS "
+                          "(SELECT 1 FROM leases l WHERE l.annotator = ? AND l.image = c.image)) AND NOT EXISTS "
+                          "(SELECT 1 FROM answers a WHERE a.annotator = ? AND a.image = c.image)",
+                          (study, self.k, annotator, annotator))[0][0]
+        return int(done), int(done + left)
+
+    def annotators(self) -> dict[str, dict[int, int]]:
+        """Images answered per annotator and study: ``{annotator: {study: images}}``."""
+        out: dict[str, dict[int, int]] = {}
+        for name, study, n in self._read("SELECT annotator, study, COUNT(DISTINCT image) FROM answers "
+                                         "GROUP BY annotator, study ORDER BY annotator, study"):
+            out.setdefault(name, {})[int(study)] = int(n)
+        return out
+
+    def complete(self, study: int) -> tuple[int, int]:
+        """``(images with k annotators, images)`` of ``study``."""
+        row = self._read("SELECT SUM(n >= ?), COUNT(*) FROM counts WHERE study = ?", (self.k, study))[0]
+        return int(row[0] or 0), int(row[1])
+
+    # ------------------------------------------------------------------ export
+    def answer_count(self) -> int:
+        """How many answers (rows) are stored; they are only ever appended."""
+        return int(self._read("SELECT COUNT(*) FROM answers")[0][0])
+
+    def rows(self) -> list[tuple[str, str, int, str, str]]:
+        """Every answer as ``(annotator, image, study, question, answer)``, in submit order."""
+        return [tuple(r) for r in self._read(
+            "SELECT annotator, image, study, question, answer FROM answers ORDER BY rowid")]
+
+    def export(self) -> "datasets.Dataset":
+        """The answers as a ``datasets.Dataset`` with :data:`EXPORT_COLUMNS`."""
+        import datasets
+
+        rows = self.rows()
+        columns = {c: [r[i] for r in rows] for i, c in enumerate(EXPORT_COLUMNS)}
+        features = datasets.Features({"annotator": datasets.Value("string"), "image": datasets.Value("string"),
+                                      "study": datasets.Value("int32"), "question": datasets.Value("string"),
+                                      "answer": datasets.Value("string")})
+        return datasets.Dataset.from_dict(columns, features=features)
+
+    def to_parquet(self, path: str | Path) -> Path:
+        """Write :meth:`export` to ``path`` (Parquet, replaced atomically) and return it."""
+        from ..fileio import atomic_path
+
+        path = Path(path)
+        with atomic_path(path) as tmp:
+            self.export().to_parquet(str(tmp))
+        return path
+
+
+def _item(row: tuple) -> ImageItem:
+    image, study, ref, target, choices, meta = row
+    return ImageItem(image, int(study), ref, target, tuple(json.loads(choices)), json.loads(meta))
+
+
+def _check_annotator(annotator: str) -> str:
+    if not isinstance(annotator, str) or not annotator.strip() or len(annotator) > 200:
+        raise AnnotationError(f"annotator must be a non-empty name (at most 200 characters), got {annotator!r}")
+    return annotator.strip()

@@ -1,0 +1,256 @@
+"""SUB's curation by human answers (Bader et al., Sec. 4.3, App. E, Figs. 6 and 9; SPEC 2b).
+
+Inputs are two tables: the candidates (rows of a ``generate`` / ``filter``
+``metadata.jsonl``: ``id`` or ``file_name``, ``reference_class``, ``target_attribute``,
+``removed_attributes``) and the answers (``annotator, image, study, question, answer``, the
+:mod:`.annotations` export; ``image`` is ``"<study>:<candidate id>"``). The formulas:
+
+* :func:`attribute_scores` -- per S+ attribute over its study-1 answers: the human score
+  (Fig. 6: yes 1, somewhat 0.5, no 0; mean over images and annotators of Q1) and the share
+  of Q1 "yes"; kept iff that share >= ``min_yes`` (0.90; "somewhat" is not "yes").
+* :func:`pairing_scores` -- per (class, S+) pairing: mean Q1 score (dropped < 0.5, low
+  accuracy), share of Q2 "yes" (dropped > 0.5, excessive modification), S+ among the class's
+  class-level attributes (S+ = S-) or the study-2 majority choice being one of its S-.
+* :func:`agreement` -- Krippendorff's alpha (the ``krippendorff`` package): ordinal for study
+  1's questions, nominal for study 2.
+* :func:`annotator_accuracy` -- each annotator's share of answers equal to a gold answer,
+  with its Wilson 95 % interval (gold: the world's truth for simulated annotators).
+* :func:`bird_faithfulness` -- Fig. 9: per reference class, the share of Q2 answers "no".
+* :func:`class_agreement` -- Fig. 6's CUB side: per attribute, the share of images whose
+  per-image label equals the class-level label, over images of classes where it is present.
+
+All take and return ``pandas.DataFrame`` s, vectorised (38,400 images x 3 annotators in well
+under a second).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .annotations import LIKERT, STUDIES
+
+__all__ = ["MAX_DENSE", "LIKERT_SCORE", "MIN_YES", "MIN_PAIRING_SCORE", "MAX_DEVIATION", "CurationRules", "answers_frame",
+           "candidates_frame", "attribute_scores", "pairing_scores", "agreement", "annotator_accuracy",
+           "wilson_interval", "bird_faithfulness", "class_agreement"]
+
+#: Fig. 6's score of each study-1 answer.
+LIKERT_SCORE: dict[str, float] = {"yes": 1.0, "somewhat": 0.5, "no": 0.0}
+MIN_YES = 0.90
+MIN_PAIRING_SCORE = 0.5
+MAX_DEVIATION = 0.5
+
+
+@dataclass(frozen=True)
+class CurationRules:
+    """SPEC 2b's thresholds: keep an attribute iff its Q1 "yes" share >= ``min_yes``; drop a
+    pairing if its mean Q1 score < ``min_pairing_score`` or its Q2 "yes" share > ``max_deviation``."""
+
+    min_yes: float = MIN_YES
+    min_pairing_score: float = MIN_PAIRING_SCORE
+    max_deviation: float = MAX_DEVIATION
+
+
+def answers_frame(rows) -> pd.DataFrame:
+    """Answers (a ``datasets.Dataset``, a DataFrame or ``(annotator, image, study, question,
+    answer)`` tuples) -> a DataFrame with those columns and ``candidate`` (the id after ``":"``)."""
+    if hasattr(rows, "to_pandas"):
+        df = rows.to_pandas()
+    elif isinstance(rows, pd.DataFrame):
+        df = rows.copy()
+    else:
+        df = pd.DataFrame(list(rows), columns=["annotator", "image", "study", "question", "answer"])
+    missing = {"annotator", "image", "study", "question", "answer"} - set(df.columns)
+    if missing:
+        raise ValueError(f"answers lack the column(s) {sorted(missing)}; have {list(df.columns)}")
+    df["study"] = df["study"].astype(int)
+    _check_answers(df)
+    df["candidate"] = df["image"].astype(str).str.split(":", n=1).str[-1]
+    return df
+
+
+def _check_answers(df: pd.DataFrame) -> None:
+    """Refuse, naming the first offending row: an unknown study or question, a study-1
+    answer outside yes / somewhat / no, the same (annotator, image, question) twice."""
+    known = {(study, q) for study, qs in STUDIES.items() for q in qs}
+    bad = ~pd.Series([(s, q) in known for s, q in zip(df["study"], df["question"])], index=df.index)
+    if bad.any():
+        r = df[bad].iloc[0]
+        raise ValueError(f"answers row {df.index.get_loc(bad.idxmax())}: study {r.study} has no question {r.question!r}")
+    bad = (df["study"] == 1) & ~df["answer"].isin(LIKERT)
+    if bad.any():
+        r = df[bad].iloc[0]
+        raise ValueError(f"answers row {df.index.get_loc(bad.idxmax())}: {r.answer!r} to {r.question} of {r.image!r} "
+                         f"is not one of {list(LIKERT)}")
+    dup = df.duplicated(["annotator", "image", "question"])
+    if dup.any():
+        r = df[dup].iloc[0]
+        raise ValueError(f"answers row {df.index.get_loc(dup.idxmax())}: {r.annotator!r} answered {r.question} of "
+                         f"{r.image!r} twice")
+
+
+def candidates_frame(rows: Sequence[Mapping[str, object]]) -> pd.DataFrame:
+    """Candidate rows -> a DataFrame indexed by candidate id (``id``, else ``file_name``)."""
+    df = pd.DataFrame([dict(r) for r in rows])
+    if "id" not in df.columns:
+        df["id"] = df["file_name"].astype(str)
+    df["id"] = df["id"].astype(str)
+    return df.set_index("id", drop=False)
+
+
+def _with_pairing(answers: pd.DataFrame, candidates: pd.DataFrame) -> pd.DataFrame:
+    known = answers["candidate"].isin(candidates.index)
+    if not known.all():
+        bad = answers.loc[~known, "image"].iloc[0]
+        raise ValueError(f"answers name image {bad!r}, which is not among the candidates ({(~known).sum()} answers)")
+    out = answers.copy()
+    out["reference_class"] = candidates.loc[out["candidate"], "reference_class"].to_numpy()
+    out["target_attribute"] = candidates.loc[out["candidate"], "target_attribute"].to_numpy()
+    return out
+
+
+def attribute_scores(answers: pd.DataFrame, candidates: pd.DataFrame, rules: CurationRules = CurationRules()
+                     ) -> pd.DataFrame:
+    """Per S+ attribute (index): ``human_score``, ``yes_share``, ``images``, ``answers``, ``kept``."""
+    q1 = _with_pairing(answers[(answers.study == 1) & (answers.question == "q1")], candidates)
+    q1 = q1.assign(score=q1["answer"].map(LIKERT_SCORE), yes=q1["answer"].eq("yes"))
+    out = q1.groupby("target_attribute").agg(human_score=("score", "mean"), yes_share=("yes", "mean"),
+                                             images=("candidate", "nunique"), answers=("answer", "size"))
+    out["kept"] = out["yes_share"] >= rules.min_yes
+    return out
+
+
+def pairing_scores(answers: pd.DataFrame, candidates: pd.DataFrame, rules: CurationRules = CurationRules(),
+                   class_attributes: Mapping[str, set[str]] | None = None) -> pd.DataFrame:
+    """Per (reference_class, target_attribute) pairing of the candidates: ``q1_score``,
+    ``q2_yes_share`` (NaN without study-1 answers), ``study2_majority``, and ``reason``
+    (``""`` kept; else ``low accuracy``, ``excessive modification``, ``S+ = S-`` joined by "; ")."""
+    pairs = candidates.groupby(["reference_class", "target_attribute"]).agg(
+        candidates=("id", "size"), removed=("removed_attributes", "first"))
+    s1 = _with_pairing(answers[answers.study == 1], candidates)
+    q1 = s1[s1.question == "q1"].assign(score=lambda d: d["answer"].map(LIKERT_SCORE))
+    q2 = s1[s1.question == "q2"].assign(yes=lambda d: d["answer"].eq("yes"))
+    pairs["q1_score"] = q1.groupby(["reference_class", "target_attribute"])["score"].mean()
+    pairs["q2_yes_share"] = q2.groupby(["reference_class", "target_attribute"])["yes"].mean()
+    s2 = _with_pairing(answers[answers.study == 2], candidates)
+    counts = s2.groupby(["reference_class", "target_attribute", "answer"]).size().rename("n").reset_index()
+    counts = counts.sort_values(["n", "answer"], ascending=[False, True])  # ties: the first name alphabetically
+    pairs["study2_majority"] = counts.drop_duplicates(["reference_class", "target_attribute"]).set_index(
+        ["reference_class", "target_attribute"])["answer"]
+    reasons = []
+    for (cls, target), row in pairs.iterrows():
+        why = []
+        if pd.notna(row.q1_score) and row.q1_score < rules.min_pairing_score:
+            why.append("low accuracy")
+        if pd.notna(row.q2_yes_share) and row.q2_yes_share > rules.max_deviation:
+            why.append("excessive modification")
+        removed = set(row.removed if isinstance(row.removed, (list, tuple, np.ndarray)) else [])
+        same = class_attributes is not None and target in class_attributes.get(cls, set())
+        if same or (isinstance(row.study2_majority, str) and row.study2_majority in removed):
+            why.append("S+ = S-")
+        reasons.append("; ".join(why))
+    pairs["reason"] = reasons
+    return pairs
+
+
+_ORDINAL = {a: i for i, a in enumerate(reversed(LIKERT))}  # no 0 < somewhat 1 < yes 2
+
+
+#: the largest units x values^2 the library's dense coincidence tensor is given at once (~1.6 GB of float64).
+MAX_DENSE = 2 * 10**8
+
+
+def _alpha(part: pd.DataFrame, codes: pd.Series, level: str) -> float | None:
+    """``krippendorff.alpha`` of one question's answers (annotators x images), or ``None``
+    when no image has two annotators or only one value occurs."""
+    import krippendorff
+
+    table = pd.DataFrame({"a": part["annotator"], "i": part["image"], "v": codes}).pivot(
+        index="a", columns="i", values="v")
+    if table.shape[1] < 2 or codes.nunique() < 2 or int(table.notna().sum(0).max()) < 2:
+        return None
+    return float(krippendorff.alpha(reliability_data=table.to_numpy(), level_of_measurement=level))
+
+
+def agreement(answers: pd.DataFrame, max_dense: int = MAX_DENSE) -> dict[str, float]:
+    """Krippendorff's alpha per question, from ``krippendorff.alpha`` on the annotators x images
+    reliability table (NaN where an annotator did not see an image):
+
+    * ``"study1/q1"``, ``"study1/q2"``: ordinal (no < somewhat < yes);
+    * ``"study2/present"``: nominal over every answer, and ``"study2/present/<group>"`` per S+
+      group (the images whose choices are that group's attributes). The library builds an
+      images x values x values tensor, so the pooled value is left out (the per-group ones
+      stay) when that exceeds ``max_dense`` elements (SUB scale: ~10k images x 181 values).
+
+    A question with fewer than two answered images, no image seen by two annotators, or a
+    single value throughout is left out.
+    """
+    out: dict[str, float] = {}
+    for (study, question), part in answers.groupby(["study", "question"]):
+        if study == 1:
+            alpha = _alpha(part, part["answer"].map(_ORDINAL).astype(float), "ordinal")
+            if alpha is not None:
+                out[f"study{study}/{question}"] = alpha
+            continue
+        codes = pd.Series(pd.factorize(part["answer"])[0], index=part.index).astype(float)
+        if part["image"].nunique() * codes.nunique() ** 2 <= max_dense:
+            alpha = _alpha(part, codes, "nominal")
+            if alpha is not None:
+                out[f"study{study}/{question}"] = alpha
+        groups = part["answer"].str.split("::").str[0].str.removeprefix("has_")
+        by_image = groups.groupby(part["image"]).agg(lambda g: g.iloc[0])  # an image's answers share its group
+        for group, images in by_image.groupby(by_image):
+            sub = part[part["image"].isin(images.index)]
+            alpha = _alpha(sub, codes[sub.index], "nominal")
+            if alpha is not None:
+                out[f"study{study}/{question}/{group}"] = alpha
+    return out
+
+
+def wilson_interval(successes: np.ndarray, trials: np.ndarray, z: float = 1.959964) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson score interval (95 % by default) of ``successes / trials``, elementwise."""
+    k, n = np.asarray(successes, float), np.asarray(trials, float)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return centre - half, centre + half
+
+
+def annotator_accuracy(answers: pd.DataFrame, gold: pd.DataFrame) -> pd.DataFrame:
+    """Per annotator (index): ``accuracy``, ``answers``, ``low`` / ``high`` (Wilson 95 %), over
+    the answers that have a gold answer; ``gold`` has columns ``image, question, answer``."""
+    merged = answers.merge(gold.rename(columns={"answer": "gold"})[["image", "question", "gold"]],
+                           on=["image", "question"], how="inner")
+    merged["correct"] = merged["answer"] == merged["gold"]
+    out = merged.groupby("annotator").agg(correct=("correct", "sum"), answers=("correct", "size"))
+    out["accuracy"] = out["correct"] / out["answers"]
+    out["low"], out["high"] = wilson_interval(out["correct"].to_numpy(), out["answers"].to_numpy())
+    return out
+
+
+def bird_faithfulness(answers: pd.DataFrame, candidates: pd.DataFrame) -> pd.Series:
+    """Fig. 9: per reference class, the share of study-1 Q2 answers "no" (still the reference bird)."""
+    q2 = _with_pairing(answers[(answers.study == 1) & (answers.question == "q2")], candidates)
+    return q2.assign(no=q2["answer"].eq("no")).groupby("reference_class")["no"].mean().rename("faithful_share")
+
+
+def class_agreement(image_labels: np.ndarray, image_classes: np.ndarray, class_labels: np.ndarray,
+                    attributes: Sequence[int]) -> np.ndarray:
+    """Fig. 6's CUB side: ``(len(attributes),)`` share of images whose per-image label agrees
+    with their class-level label, over images of classes where the class-level label is 1
+    (NaN when there are none).
+
+    Args:
+        image_labels: ``(N, A)`` 0/1 per-image labels.
+        image_classes: ``(N,)`` class index per image.
+        class_labels: ``(C, A)`` 0/1 class-level (majority) labels.
+        attributes: the attribute columns to report.
+    """
+    cols = np.asarray(attributes, int)
+    cls = class_labels[np.asarray(image_classes, int)][:, cols].astype(bool)
+    agree = image_labels[:, cols].astype(bool) & cls
+    counts = cls.sum(0)
+    return np.where(counts > 0, agree.sum(0) / np.maximum(counts, 1), np.nan)

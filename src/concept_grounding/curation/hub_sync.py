@@ -1,0 +1,54 @@
+"""Optional sync of the annotation store to a Hub dataset repo (issue 33), with
+``huggingface_hub``'s :class:`~huggingface_hub.CommitScheduler`.
+
+:class:`AnnotationSync` snapshots the store's answers to ``<folder>/data/annotations.parquet``
+(the :meth:`~.annotations.AnnotationStore.export` columns) under the scheduler's lock, then
+lets the scheduler commit the changed files, every ``every`` minutes and once more at exit.
+The SQLite file stays the source of truth; the repo holds its latest export, which ``curate
+--annotations`` reads after a download. Pass ``hf_api`` to commit elsewhere (the tests use an
+offline stand-in that writes to a local folder).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from huggingface_hub import CommitScheduler
+
+from .annotations import AnnotationStore
+
+__all__ = ["EXPORT_PATH", "AnnotationSync"]
+
+#: where the snapshot goes, inside the synced folder and the repo.
+EXPORT_PATH = "data/annotations.parquet"
+
+
+class AnnotationSync(CommitScheduler):
+    """Push ``store``'s answers to the dataset repo ``repo_id`` every ``every`` minutes.
+
+    Args:
+        store: the annotation store.
+        repo_id: the Hub dataset repo (created, private by default, when missing).
+        folder: the local folder the scheduler uploads (the snapshot is written there).
+        every: minutes between pushes.
+        hf_api: the ``HfApi`` to commit with (default: a new one with ``token``).
+        kwargs: further :class:`~huggingface_hub.CommitScheduler` arguments (``token``, ``revision``).
+    """
+
+    def __init__(self, store: AnnotationStore, *, repo_id: str, folder: str | Path, every: float = 5,
+                 private: bool = True, hf_api: Any = None, **kwargs: Any):
+        self.store = store
+        self._snapshot_of = -1  # answer count of the last snapshot (answers are append-only)
+        super().__init__(repo_id=repo_id, folder_path=folder, every=every, repo_type="dataset", private=private,
+                         hf_api=hf_api, allow_patterns=[EXPORT_PATH], **kwargs)
+
+    def push_to_hub(self):  # type: ignore[override]
+        """Snapshot the store when it has new answers (under the lock: never a half-written
+        file), then commit what changed (nothing when nothing did)."""
+        with self.lock:
+            count = self.store.answer_count()
+            if count != self._snapshot_of:
+                self.store.to_parquet(self.folder_path / EXPORT_PATH)
+                self._snapshot_of = count
+        return super().push_to_hub()

@@ -1,0 +1,211 @@
+"""Simulated annotators on the bird world: SUB's human validation with a known answer.
+
+The world (docs/world.md) knows every image's exact labels, so it can play both sides of
+Sec. 4.3's validation:
+
+* :func:`world_candidates` -- TDG-like candidates for the world's pairings, with failures put
+  in on purpose: for the ``failed_attributes`` the substitution is not applied (the image is
+  the reference bird unchanged), for the ``deviating_pairings`` the image is a bird of another
+  class with S+ (excessive modification), and ``same_pairings`` pairings whose S+ the reference
+  class already has (S+ = S-). Every :class:`Candidate` carries its truth, read from the
+  world's labels of the bird actually drawn, never from the failure flags:
+  ``applied`` (S+ present), ``deviates`` (another class than R) and ``present`` (the
+  attribute of S+'s group present).
+* :func:`truth_answers` -- those truths as study answers (Q1 yes/no, Q2 yes/no, the group's
+  present attribute): what a perfect annotator says.
+* :class:`SimulatedAnnotator` -- says the truth with probability ``accuracy``, otherwise
+  one of the other allowed answers uniformly; it drives the same
+  :class:`~.annotations.AnnotationStore` calls as the app (:func:`run_annotators`).
+
+>>> cands = world_candidates(WorldTask(classes=2, attributes=("has_crown_color::pink",), images_per_pairing=2))
+>>> len(cands), cands[0].applied, cands[0].deviates
+(4, True, False)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..fileio import atomic_write_lines
+from ..world import BirdWorld, WorldConfig
+from .annotations import LIKERT, STUDIES, AnnotationStore, ImageItem
+
+__all__ = ["WorldTask", "Candidate", "world_candidates", "write_candidates", "truth_answers", "SimulatedAnnotator",
+           "run_annotators"]
+
+
+@dataclass(frozen=True)
+class WorldTask:
+    """Which world candidates to make, and which to break.
+
+    Args:
+        classes: the first ``classes`` world classes are the reference classes.
+        attributes: the S+ attributes (CUB names); default the first 6 SUB substitutions the world renders.
+        images_per_pairing: candidates per (class, S+) pairing (the filter's kept images).
+        failed_attributes: S+ that TDG "fails" to apply: every image is the reference bird unchanged.
+        deviating_pairings: (class, S+) whose images are another class's bird with S+.
+        same_pairings: how many pairings per class to add whose S+ the class already has (S+ = S-).
+        image_size: rendered size in pixels.
+        seed: the world's seed.
+    """
+
+    classes: int = 4
+    attributes: tuple[str, ...] | None = None
+    images_per_pairing: int = 12
+    failed_attributes: tuple[str, ...] = ()
+    deviating_pairings: tuple[tuple[str, str], ...] = ()
+    same_pairings: int = 0
+    image_size: int = 64
+    seed: int = 0
+
+    def world(self) -> BirdWorld:
+        return BirdWorld(WorldConfig(image_size=self.image_size, seed=self.seed))
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One candidate image and its truth (from the world's labels of the drawn bird)."""
+
+    id: str
+    reference_class: str
+    target_attribute: str
+    removed_attributes: tuple[str, ...]
+    group: str
+    world_index: int
+    drawn_class: str
+    drawn_target: str | None
+    applied: bool
+    deviates: bool
+    present: str
+
+
+def _default_attributes(world: BirdWorld, n: int = 6) -> tuple[str, ...]:
+    rendered = set(world.rendered_attributes)
+    subs = [a for a in world.vocab.sub_substitutions.values() if world.vocab.attribute_index(a) in rendered]
+    return tuple(subs[:n])
+
+
+def _present(labels: np.ndarray, world: BirdWorld, target: str) -> str:
+    vocab = world.vocab
+    idx = vocab.attribute_index(target)
+    if labels[idx]:
+        return target
+    group = vocab.groups[vocab.group_of(target)]
+    on = [vocab.attributes[i] for i in group if labels[i]]
+    return on[0] if on else vocab.attributes[group[0]]
+
+
+def world_candidates(task: WorldTask, world: BirdWorld | None = None) -> list[Candidate]:
+    """The task's candidates in plan order (class, then S+, then image); ids ``"c<row>"``."""
+    world = world or task.world()
+    vocab = world.vocab
+    attributes = task.attributes or _default_attributes(world)
+    failed, deviating = set(task.failed_attributes), set(map(tuple, task.deviating_pairings))
+    out: list[Candidate] = []
+    for c in range(min(task.classes, world.num_classes)):
+        name = world.class_names[c]
+        targets = [a for a in attributes if not world.class_attributes[c, vocab.attribute_index(a)]]
+        own = [vocab.attributes[i] for i in np.flatnonzero(world.class_attributes[c]) if i in set(world.rendered_attributes)]
+        targets += [a for a in own if a not in targets][: task.same_pairings]
+        for target in targets:
+            group = vocab.group_of(target)
+            removed = tuple(vocab.attributes[i] for i in vocab.groups[group]
+                            if world.class_attributes[c, i] and vocab.attributes[i] != target)
+            for k in range(task.images_per_pairing):
+                index, drawn, sub = c + k * world.num_classes, c, target
+                if target in failed:
+                    sub = None
+                elif (name, target) in deviating:
+                    drawn = (c + 1) % world.num_classes
+                    index = drawn + k * world.num_classes
+                labels = world.labels(index, sub)
+                out.append(Candidate(f"c{len(out):06d}", name, target, removed, group, int(index),
+                                     world.class_names[drawn], sub, bool(labels[vocab.attribute_index(target)]),
+                                     drawn != c, _present(labels, world, target)))
+    return out
+
+
+def write_candidates(candidates: Sequence[Candidate], folder: str | Path, world: BirdWorld,
+                     render: bool = True) -> Path:
+    """Write the candidates as a ``generate``/``filter``-style folder: ``images/<id>.png`` (when
+    ``render``), ``metadata.jsonl`` (``id, file_name, reference_class, target_attribute,
+    removed_attributes, group, source_id, seed``) and ``truth.jsonl`` (the oracle)."""
+    from PIL import Image
+
+    folder = Path(folder)
+    (folder / "images").mkdir(parents=True, exist_ok=True)
+    meta, truth = [], []
+    for cand in candidates:
+        rel = f"images/{cand.id}.png"
+        if render:
+            sample = world.sample(cand.world_index)
+            if cand.drawn_target is not None:
+                edited = world.counterfactual(sample, cand.drawn_target).edited
+                sample = edited if edited is not None else sample
+            Image.fromarray(sample.image).save(folder / rel)
+        meta.append(json.dumps({"id": cand.id, "file_name": rel, "reference_class": cand.reference_class,
+                                "target_attribute": cand.target_attribute,
+                                "removed_attributes": list(cand.removed_attributes), "group": cand.group,
+                                "source_id": cand.world_index, "seed": world.config.seed}, sort_keys=True))
+        truth.append(json.dumps({k: v for k, v in asdict(cand).items()}, sort_keys=True))
+    atomic_write_lines(folder / "metadata.jsonl", meta)
+    atomic_write_lines(folder / "truth.jsonl", truth)
+    return folder
+
+
+def truth_answers(item: ImageItem, truth: Candidate) -> dict[str, str]:
+    """A perfect annotator's answers to ``item`` (SPEC 2b's questions) from the world's truth."""
+    if item.study == 1:
+        return {"q1": "yes" if truth.applied else "no", "q2": "yes" if truth.deviates else "no"}
+    return {"present": truth.present}
+
+
+@dataclass
+class SimulatedAnnotator:
+    """An annotator who gives the true answer with probability ``accuracy`` per question,
+    else one of the other allowed answers uniformly (seeded by ``seed``)."""
+
+    name: str
+    accuracy: float
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.accuracy <= 1.0:
+            raise ValueError(f"accuracy must be in [0, 1], got {self.accuracy}")
+        self._rng = np.random.default_rng([self.seed, sum(map(ord, self.name))])
+
+    def answer(self, item: ImageItem, truth: Candidate) -> dict[str, str]:
+        true = truth_answers(item, truth)
+        out = {}
+        for q in STUDIES[item.study]:
+            options = LIKERT if item.study == 1 else item.choices
+            if self._rng.random() < self.accuracy:
+                out[q] = true[q]
+            else:
+                wrong = [o for o in options if o != true[q]]
+                out[q] = wrong[int(self._rng.integers(len(wrong)))]
+        return out
+
+
+def run_annotators(store: AnnotationStore, annotators: Iterable[SimulatedAnnotator], truth: dict[str, Candidate],
+                   studies: Sequence[int] = (1, 2), limit: int | None = None) -> int:
+    """Each annotator in turn takes ``next_image`` and submits until none is left (or
+    ``limit`` images each); ``truth`` maps a candidate id to its :class:`Candidate` (an item's
+    ``meta["candidate"]``). Returns the number of submits."""
+    n = 0
+    for ann in annotators:
+        for study in studies:
+            done = 0
+            while limit is None or done < limit:
+                item = store.next_image(ann.name, study)
+                if item is None:
+                    break
+                store.submit(ann.name, item.image, ann.answer(item, truth[str(item.meta["candidate"])]))
+                done += 1
+                n += 1
+    return n

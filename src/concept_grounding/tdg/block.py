@@ -1,0 +1,178 @@
+"""Tied Diffusion Guidance as Modular Diffusers blocks (SUB, Bader et al., Sec. 3).
+
+Modular Diffusers builds a pipeline from blocks; every Flux-family denoising loop
+(``FluxAutoBlocks``, ``Flux2AutoBlocks``, ``Flux2KleinAutoBlocks``, ...) runs, per step, a
+``denoiser`` sub-block that leaves the final guided prediction in ``block_state.noise_pred``
+and an ``after_denoiser`` that gives it to ``scheduler.step``. TDG adds two blocks there:
+
+* :class:`TiedDiffusionLoopStep`, a loop sub-block between the two: it ties the prediction of
+  each (reference, guide) pair of the batch ``[references; guides]`` at
+  ``eta = schedule(timestep / num_train_timesteps)`` (SUB Eqs. 3-6 through
+  :func:`~.tie.tie_batch`, the same function the pipelines' scheduler step calls);
+* :class:`TiedLatentsStep`, after ``prepare_latents``: guide ``i`` starts from reference ``i``'s
+  initial latents. ``prepare_latents`` draws all 2n rows from the generator and the first n are
+  kept, so one seed gives other images than the TDG pipelines (which draw n rows); pass
+  ``latents`` to reproduce a pipeline's pair.
+
+:meth:`TiedDiffusionLoopStep.compose` inserts both into a family's blocks. The loop step is
+the block published as a Hub repo (``block.py`` + ``modular_config.json``, written by
+diffusers' ``save_pretrained``) and loaded with
+``ModularPipelineBlocks.from_pretrained(folder, trust_remote_code=True)``::
+
+    from diffusers.modular_pipelines import FluxAutoBlocks, ModularPipelineBlocks
+
+    tdg = ModularPipelineBlocks.from_pretrained("pipelines/tied_diffusion_block", trust_remote_code=True)
+    blocks = tdg.compose(FluxAutoBlocks())        # or Flux2AutoBlocks(), Flux2KleinAutoBlocks()
+    pipe = blocks.init_pipeline("black-forest-labs/FLUX.1-dev")
+    pipe.load_components(torch_dtype=torch.bfloat16)
+    images = pipe(prompt=[reference, guide], t_min=0.2, t_max=0.9, k=10, output="images")
+    # images[0] is the reference image, images[1] its guide
+
+The prompts go in as one list ``[R_1..R_n, G_1..G_n]``. The output is the base blocks'
+(``images``, all 2n); the ``eta`` of each step is the state's ``tdg_eta_per_step``.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+from diffusers.modular_pipelines import ModularPipelineBlocks, PipelineState
+from diffusers.modular_pipelines.modular_pipeline_utils import ComponentSpec, InputParam, OutputParam
+from diffusers.schedulers import FlowMatchEulerDiscreteScheduler
+
+from .schedule import EtaSchedule
+from .tie import tie_batch
+
+__all__ = ["TiedDiffusionLoopStep", "TiedLatentsStep"]
+
+LOOP_STEP_NAME, LATENTS_STEP_NAME = "tdg_tie", "tdg_tied_latents"
+
+
+def _halves(batch: torch.Tensor, name: str) -> int:
+    if batch.shape[0] % 2:
+        raise ValueError(f"TDG needs an even batch [references; guides] of {name}, got {batch.shape[0]} rows")
+    return batch.shape[0] // 2
+
+
+class TiedLatentsStep(ModularPipelineBlocks):
+    """After ``prepare_latents``: ``latents`` (2P, ...) become ``[first half; first half]``, so guide ``i``
+    starts where reference ``i`` starts (SUB Sec. 3)."""
+
+    model_name = "flux"
+
+    @property
+    def description(self) -> str:
+        return "TDG: every guide image starts from its reference image's initial latents"
+
+    @property
+    def inputs(self) -> list[InputParam]:
+        return [InputParam("latents", required=True, type_hint=torch.Tensor,
+                           description="initial latents of the batch [references; guides]")]
+
+    @property
+    def intermediate_outputs(self) -> list[OutputParam]:
+        return [OutputParam("latents", type_hint=torch.Tensor, description="[reference half; reference half]")]
+
+    @torch.no_grad()
+    def __call__(self, components: Any, state: PipelineState) -> tuple[Any, PipelineState]:
+        block_state = self.get_block_state(state)
+        half = _halves(block_state.latents, "latents")
+        reference = block_state.latents[:half]
+        block_state.latents = torch.cat([reference, reference])
+        self.set_block_state(state, block_state)
+        return components, state
+
+
+class TiedDiffusionLoopStep(ModularPipelineBlocks):
+    """A denoising-loop sub-block: ties ``noise_pred`` per (reference, guide) pair before the scheduler step.
+
+    Inputs ``eta_schedule`` (any ``t -> eta``) or ``t_min``, ``t_max``, ``k`` (SUB Eq. 4, paper:
+    0.2 / 0.9 colour and shape, 0.6 pattern / 10), and ``granularity``; outputs the tied
+    ``noise_pred`` and the record ``tdg_t_per_step`` / ``tdg_eta_per_step``.
+    """
+
+    model_name = "flux"
+
+    @property
+    def description(self) -> str:
+        return ("TDG (SUB Eqs. 3-6): ties the guided prediction of each (reference, guide) pair of the batch "
+                "[references; guides] where they differ least; insert between a loop's denoiser and after_denoiser "
+                "(see `compose`)")
+
+    @property
+    def expected_components(self) -> list[ComponentSpec]:
+        return [ComponentSpec("scheduler", FlowMatchEulerDiscreteScheduler)]
+
+    @property
+    def inputs(self) -> list[InputParam]:
+        return [
+            InputParam("noise_pred", type_hint=torch.Tensor,  # set by the loop's denoiser, which declares no output
+                       description="final guided predictions of the batch [references; guides]"),
+            InputParam("eta_schedule", description="t -> eta in [0, 1]; default EtaSchedule(t_min, t_max, k)"),
+            InputParam("t_min", default=0.2, type_hint=float, description="SUB Eq. 4: eta = 0 below"),
+            InputParam("t_max", default=0.9, type_hint=float, description="SUB Eq. 4: eta = 1 above"),
+            InputParam("k", default=10.0, type_hint=float, description="SUB Eq. 4: exponent"),
+            InputParam("granularity", default="element", type_hint=str, description="'element' or 'token'"),
+        ]
+
+    @property
+    def intermediate_outputs(self) -> list[OutputParam]:
+        return [
+            OutputParam("noise_pred", type_hint=torch.Tensor, description="the tied predictions"),
+            OutputParam("tdg_t_per_step", type_hint=list, description="t = timestep / num_train_timesteps per step"),
+            OutputParam("tdg_eta_per_step", type_hint=list, description="eta applied at each step"),
+        ]
+
+    @torch.no_grad()
+    def __call__(self, components: Any, block_state: Any, i: int, t: torch.Tensor) -> tuple[Any, Any]:
+        if i == 0:
+            schedule = block_state.eta_schedule
+            block_state.tdg_schedule = schedule if schedule is not None else EtaSchedule(
+                block_state.t_min, block_state.t_max, block_state.k)
+            block_state.tdg_t_per_step, block_state.tdg_eta_per_step = [], []
+        time = float(t) / float(components.scheduler.config.num_train_timesteps)
+        block_state.noise_pred, eta = tie_batch(block_state.noise_pred, time, block_state.tdg_schedule,
+                                                block_state.granularity)
+        block_state.tdg_t_per_step.append(time)
+        block_state.tdg_eta_per_step.append(eta)
+        return components, block_state
+
+    def compose(self, blocks: Any) -> Any:
+        """A copy of ``blocks`` (e.g. ``FluxAutoBlocks()``, ``Flux2AutoBlocks()``) with TDG: this step before
+        every loop's ``after_denoiser`` and a :class:`TiedLatentsStep` after every ``prepare_latents``.
+        ``blocks`` itself is left as it was (composing twice adds nothing).
+
+        Raises:
+            ValueError: ``blocks`` holds no denoising loop with an ``after_denoiser`` step.
+        """
+        blocks = copy.deepcopy(blocks)  # diffusers' auto blocks share module-level sub-block instances
+        loops = latents = 0
+        for parent in _walk(blocks):
+            names = list(parent.sub_blocks)
+            if "after_denoiser" in names:
+                if LOOP_STEP_NAME not in names:
+                    parent.sub_blocks.insert(LOOP_STEP_NAME, self, names.index("after_denoiser"))
+                loops += 1
+            if "prepare_latents" in names:
+                if LATENTS_STEP_NAME not in names:
+                    parent.sub_blocks.insert(LATENTS_STEP_NAME, TiedLatentsStep(), names.index("prepare_latents") + 1)
+                latents += 1
+        if not loops or not latents:
+            raise ValueError(f"{type(blocks).__name__} has no denoising loop with 'prepare_latents' and "
+                             "'after_denoiser' steps: TDG composes with the Flux family's blocks "
+                             "(FluxAutoBlocks, Flux2AutoBlocks, Flux2KleinAutoBlocks)")
+        return blocks
+
+
+def _walk(blocks: Any) -> list[Any]:
+    """Every block with sub-blocks in the tree under ``blocks`` (``blocks`` first)."""
+    found, stack = [], [blocks]
+    while stack:
+        block = stack.pop()
+        children = getattr(block, "sub_blocks", None)
+        if children:
+            found.append(block)
+            stack.extend(children.values())
+    return found

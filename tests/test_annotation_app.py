@@ -1,0 +1,164 @@
+"""The annotation app's handlers (issue 33), without a browser: two annotators at once, each
+finishing a batch, a refusal keeps the image, a restart resumes; plus the commands."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from concept_grounding.curation.annotate_app import SHORTCUTS_JS, AnnotationHandlers
+from concept_grounding.curation.annotations import AnnotationError, AnnotationStore, study1_item, study2_item
+
+CHOICES = ("has_crown_color::pink", "has_crown_color::blue")
+
+
+@pytest.fixture()
+def store(tmp_path):
+    s = AnnotationStore(tmp_path / "a.db", k=2)
+    s.add_images([study1_item(f"1:c{i}", "017.Cardinal", CHOICES[0], candidate=f"c{i}") for i in range(4)]
+                 + [study2_item("2:c0", "017.Cardinal", CHOICES[0], CHOICES, candidate="c0")])
+    return s
+
+
+def _path(item):
+    return f"/images/{item.meta['candidate']}.png"
+
+
+def test_two_annotators_at_once_finish_their_batches(store):
+    h = AnnotationHandlers(store, 1, _path)
+    views = {n: h.current(h.sign_in(n)) for n in ("ann", "bob")}
+    assert "faithfully applied" in views["ann"].questions["q1"] and "Cardinal" in views["ann"].questions["q2"]
+    assert views["ann"].progress == "ann: 0 / 4 images"
+    while any(v.image_id for v in views.values()):
+        for n, v in views.items():
+            if v.image_id:
+                views[n] = h.submit(n, v.image_id, {"q1": "yes", "q2": "somewhat"})
+    rows = store.rows()
+    assert len(rows) == 2 * 4 * 2 and len(set(rows)) == len(rows)
+    assert views["ann"].message.startswith("All done") and views["ann"].progress == "ann: 4 / 4 images"
+
+
+def test_refusal_keeps_the_image_and_says_why(store):
+    h = AnnotationHandlers(store, 1, _path)
+    first = h.current("ann")
+    again = h.submit("ann", first.image_id, {"q1": "yes", "q2": None})
+    assert again.image_id == first.image_id and again.message == "answer q2 first"
+    forged = h.submit("ann", "1:forged", {"q1": "yes", "q2": "no"})
+    assert "forged" in forged.message and forged.image_id == first.image_id
+    assert store.rows() == []
+
+
+def test_restart_resumes_where_each_left_off(store, tmp_path):
+    h = AnnotationHandlers(store, 1, _path)
+    done = h.current("ann").image_id
+    h.submit("ann", done, {"q1": "no", "q2": "no"})
+    store.close()
+    restarted = AnnotationHandlers(AnnotationStore(tmp_path / "a.db", k=2), 1, _path)
+    view = restarted.current("ann")
+    assert view.image_id != done and view.progress == "ann: 1 / 4 images"
+    assert restarted.current("bob").image_id == done
+
+
+def test_study2_choices_and_sign_in(store):
+    h = AnnotationHandlers(store, 2, _path)
+    view = h.current(h.sign_in("", oauth_username="hf-user"))
+    assert view.choices == CHOICES and view.image == "/images/c0.png"
+    assert h.submit("hf-user", view.image_id, {"present": CHOICES[1]}).message.startswith("All done")
+    with pytest.raises(AnnotationError, match="sign in"):
+        h.sign_in("  ")
+
+
+def test_shortcuts_cover_both_studies():
+    for needle in ("'q1'", "'q2'", "'present'", "Enter", "#submit"):
+        assert needle in SHORTCUTS_JS
+
+
+def test_build_app_constructs(store):
+    pytest.importorskip("gradio")
+    from concept_grounding.curation.annotate_app import build_app
+
+    app = build_app(store, _path)
+    assert app is not None
+
+
+def test_annotate_simulate_then_curate_commands(tmp_path, capsys):
+    from concept_grounding.cli import main
+    from concept_grounding.loaders import load_sub
+
+    gen, db = tmp_path / "gen", tmp_path / "a.db"
+    assert main(["annotate", "--candidates", str(gen), "--db", str(db), "--world-task", "--simulate", "1,1,1",
+                 "--export", str(tmp_path / "ann.parquet")]) == 0
+    assert main(["curate", "--candidates", str(gen), "--annotations", str(db), "--out", str(tmp_path / "out"),
+                 "--truth", str(gen / "truth.jsonl")]) == 0
+    out = capsys.readouterr().out
+    assert "Human s+/s- binary 100.0/100.0, group 100.0/100.0" in out
+    assert main(["annotate", "--candidates", str(gen), "--db", str(db), "--status"]) == 0
+    status = capsys.readouterr().out
+    assert "study 1: " in status and "have their 3 annotators" in status and "sim0-1: study 1" in status
+    summary = json.loads((tmp_path / "out" / "curation.json").read_text())
+    assert sum(not a["kept"] for a in summary["attributes"].values()) == 1
+    assert len(load_sub(tmp_path / "out" / "dataset")) == summary["kept_images"]
+
+
+def test_curate_command_bad_store_one_line(tmp_path, capsys):
+    from concept_grounding.cli import main
+
+    gen = tmp_path / "gen"
+    gen.mkdir()
+    (gen / "metadata.jsonl").write_text(json.dumps({"file_name": "x.png", "reference_class": "017.Cardinal",
+                                                    "target_attribute": CHOICES[0]}) + "\n")
+    (tmp_path / "bad.db").write_bytes(b"garbage" * 100)
+    assert main(["curate", "--candidates", str(gen), "--annotations", str(tmp_path / "bad.db"),
+                 "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not an annotation database" in err[0]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _serve(store, image):
+    from concept_grounding.curation.annotate_app import build_app, launch_app
+
+    app = build_app(store, lambda item: str(image))
+    port = _free_port()
+    launch_app(app, prevent_thread_lock=True, server_port=port, allowed_paths=[str(image.parent)], quiet=True)
+    return app, f"http://127.0.0.1:{port}/"
+
+
+def test_served_app_two_sessions_then_restart_resumes(store, tmp_path):
+    """The real server over HTTP (gradio_client; no browser here): two annotators in two
+    sessions at once, each finishing part of a batch; the server stops and a new one resumes."""
+    pytest.importorskip("gradio")
+    client_mod = pytest.importorskip("gradio_client")
+    from PIL import Image
+
+    image = tmp_path / "bird.png"
+    Image.new("RGB", (16, 16)).save(image)
+    app, url = _serve(store, image)
+    try:
+        ann, bob = client_mod.Client(url, verbose=False), client_mod.Client(url, verbose=False)
+        assert ann.predict("ann", api_name="/on_start")[1] == "ann: 0 / 4 images"
+        assert bob.predict("bob", api_name="/on_start")[1] == "bob: 0 / 4 images"
+        for _ in range(2):
+            ann.predict("yes", "no", api_name="/on_submit")
+            bob.predict("somewhat", "no", api_name="/on_submit")
+    finally:
+        app.close()
+    first = store.rows()
+    assert len(first) == 2 * 2 * 2 and len(set(first)) == len(first)
+    app, url = _serve(AnnotationStore(tmp_path / "a.db", k=2), image)
+    try:
+        ann = client_mod.Client(url, verbose=False)
+        assert ann.predict("ann", api_name="/on_start")[1] == "ann: 2 / 4 images"
+        last = [ann.predict("no", "yes", api_name="/on_submit") for _ in range(2)][-1]
+        assert last[1] == "ann: 4 / 4 images" and last[2].startswith("All done")
+    finally:
+        app.close()
+    assert store.progress("ann", 1) == (4, 4) and len(store.rows()) == len(first) + 2 * 2

@@ -1,0 +1,26 @@
+"""benchmarks/bench_tdg_family.py runs on every family member and writes its figures (1 round, tiny sizes)."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_bench_tdg_family_times_every_member(tmp_path, capsys):
+    spec = importlib.util.spec_from_file_location("bench_tdg_family", ROOT / "benchmarks" / "bench_tdg_family.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    threads = torch.get_num_threads()
+    try:
+        assert bench.main(["--rounds", "1", "--size", "16", "--steps", "2", "--json", str(tmp_path / "f.json")]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    figures = json.loads((tmp_path / "f.json").read_text())
+    assert list(figures) == ["FLUX.1", "FLUX.2 [dev]", "FLUX.2 [klein]"]
+    for data in figures.values():
+        assert set(data["ratios"]) == {"TDG / base", "A/A control", "TDG's own code / base"}
+        assert 0 < data["ratios"]["TDG's own code / base"]["cpu"]["median"] < 1
+    assert "target <= 1.02x" in capsys.readouterr().out

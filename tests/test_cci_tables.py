@@ -1,0 +1,328 @@
+"""CCI Tables 1-2 (issue 35, item 2): ``concept-grounding cci-bench`` on the world's exports of
+the ImageNet-folder and COCO Karpathy layouts, several tiny CLIPs built from configs in one
+table, MaskCLIP against a reference built from open_clip's own modules, flat deletion curves
+for a model that reads only the background, and one-line errors on bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from concept_grounding.cli import main
+
+SIZE = 32
+CLASSES = ("017.Cardinal", "073.Blue_Jay", "020.Yellow_breasted_Chat")
+
+
+def _save_tiny_transformers_clip(folder: Path) -> Path:
+    """A config-built transformers CLIP with a CLIPProcessor over open_clip's bundled BPE, saved
+    like a Hub checkpoint (as tests/test_byom_sub.py)."""
+    from open_clip.tokenizer import SimpleTokenizer
+    from transformers import CLIPImageProcessor, CLIPProcessor, CLIPTokenizer
+
+    from concept_grounding.testing import tiny_transformers_clip
+
+    bpe = SimpleTokenizer()
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = {{"<start_of_text>": "<|startoftext|>", "<end_of_text>": "<|endoftext|>"}.get(k, k): v
+             for k, v in bpe.encoder.items()}
+    (folder / "vocab.json").write_text(json.dumps(vocab))
+    merges = sorted(bpe.bpe_ranks, key=bpe.bpe_ranks.get)
+    (folder / "merges.txt").write_text("#version: 0.2\n" + "\n".join(" ".join(m) for m in merges) + "\n")
+    tokenizer = CLIPTokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"), model_max_length=32)
+    processor = CLIPProcessor(image_processor=CLIPImageProcessor(size={"shortest_edge": SIZE},
+                                                                 crop_size={"height": SIZE, "width": SIZE}),
+                              tokenizer=tokenizer)
+    model = tiny_transformers_clip(image_size=SIZE)
+    model.config.text_config.vocab_size = len(bpe.encoder)
+    model.text_model.embeddings.token_embedding = torch.nn.Embedding(len(bpe.encoder), model.config.text_config.hidden_size)
+    model.config.text_config.eos_token_id = vocab["<|endoftext|>"]
+    model.config.text_config.bos_token_id = vocab["<|startoftext|>"]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(1)
+        torch.nn.init.normal_(model.text_model.embeddings.token_embedding.weight, std=0.02)
+    model.save_pretrained(folder)
+    processor.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def hf_clip(tmp_path_factory):
+    return _save_tiny_transformers_clip(tmp_path_factory.mktemp("hf") / "tiny-clip")
+
+
+@pytest.fixture(scope="module")
+def image_folder(tmp_path_factory):
+    from concept_grounding.cci.layouts import export_world_image_folder
+
+    return export_world_image_folder(tmp_path_factory.mktemp("imagenet") / "val", per_class=2, image_size=SIZE,
+                                     class_names=CLASSES)
+
+
+@pytest.fixture(scope="module")
+def coco(tmp_path_factory):
+    from concept_grounding.cci.layouts import export_world_karpathy
+
+    return export_world_karpathy(tmp_path_factory.mktemp("coco") / "coco", num_images=6, image_size=SIZE,
+                                 class_names=CLASSES)
+
+
+def test_the_world_exports_read_back_as_their_layouts(image_folder, coco):
+    from PIL import Image
+
+    from concept_grounding.cci.layouts import read_image_folder, read_karpathy
+    from concept_grounding.world import BirdWorld, WorldConfig
+
+    data = read_image_folder(image_folder, image_folder / "class_names.txt")
+    world = BirdWorld(WorldConfig(image_size=SIZE, class_names=CLASSES))
+    assert data.class_names == ["cardinal", "yellow breasted chat", "blue jay"]  # sorted folders 017, 020, 073
+    assert len(data.paths) == 6 and sorted(np.bincount(data.labels).tolist()) == [2, 2, 2]
+    for path, label, mask in zip(data.paths, data.labels, data.masks):
+        sample = world.sample(int(path.stem))
+        assert sorted(CLASSES)[label] == world.class_names[sample.label]  # folders sort, labels follow
+        assert np.array_equal(np.asarray(data.images([data.paths.index(path)])[0]), sample.image)
+        assert np.array_equal(np.asarray(Image.open(mask)) > 0, sample.mask)
+    pairs = read_karpathy(coco)
+    assert len(pairs.paths) == 6 and all(c.startswith("a photo of a") for c in pairs.captions)
+
+
+def test_maskclip_is_the_last_block_with_self_attention_only():
+    """Reference: open_clip's own resblocks, the last one run with an attention mask that lets
+    each token see only itself, then its own ln_post and proj on every patch token."""
+    from concept_grounding.cci.baselines import maskclip_maps
+    from concept_grounding.testing import tiny_open_clip
+
+    model = tiny_open_clip(image_size=SIZE, patch_size=8, width=32, layers=2, heads=4, embed_dim=16, seed=3)
+    px = torch.rand(2, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(0))
+    text = torch.randn(2, 16, generator=torch.Generator().manual_seed(1))
+    maps = maskclip_maps(model, px, text)
+    visual = model.visual
+    with torch.no_grad():
+        x = visual.conv1(px).flatten(2).transpose(1, 2)
+        x = torch.cat([visual.class_embedding.expand(2, 1, -1), x], 1) + visual.positional_embedding
+        x = visual.ln_pre(x)
+        blocks = visual.transformer.resblocks
+        for block in blocks[:-1]:
+            x = block(x)
+        T = x.shape[1]
+        diagonal = torch.full((T, T), float("-inf")).fill_diagonal_(0.0)
+        y = blocks[-1](x, attn_mask=diagonal)
+        patches = visual.ln_post(y[:, 1:]) @ visual.proj
+        expected = torch.nn.functional.cosine_similarity(patches, text[:, None], dim=-1).view(2, 4, 4)
+    expected = torch.nn.functional.interpolate(expected[:, None], size=(SIZE, SIZE), mode="bilinear",
+                                               align_corners=False)[:, 0]
+    assert torch.allclose(maps, expected, atol=1e-5)
+
+
+def test_deletion_curves_of_a_background_reader_are_flat_while_the_foreground_goes(image_folder):
+    """A model that reads only the background: deleting the exact foreground first leaves its
+    scores unchanged until the foreground is gone; deleting the background first changes them."""
+    from concept_grounding.cci.faithfulness import Replacement, classification_curves
+    from concept_grounding.cci.layouts import read_image_folder
+
+    data = read_image_folder(image_folder, image_folder / "class_names.txt")
+    from PIL import Image
+
+    images = torch.stack([torch.from_numpy(np.array(im)).permute(2, 0, 1).float() / 255 for im in data.images(range(6))])
+    fg = torch.stack([torch.from_numpy(np.asarray(Image.open(m)) > 0) for m in data.masks])
+    weights = torch.randn(3, 3 * SIZE * SIZE, generator=torch.Generator().manual_seed(0))
+
+    def background_reader(x):
+        return (x * (~fg)[:, None]).flatten(1) @ weights.T
+
+    labels = background_reader(images).argmax(1)
+    steps = 20
+    curves = classification_curves(background_reader, images, fg.float(), labels, steps=steps,
+                                   replacement=Replacement("noise"), topk=(1,))
+    smallest = float(fg.flatten(1).float().mean(1).min())
+    flat = curves.fractions <= smallest + 1e-9
+    assert flat.sum() >= 2
+    assert torch.all(curves.curves["Del@1"][flat] == 1.0)  # the foreground goes, the reader does not notice
+    reverse = classification_curves(background_reader, images, (~fg).float(), labels, steps=steps,
+                                    replacement=Replacement("noise"), topk=(1,))
+    assert reverse.aucs["Del@1"] < curves.aucs["Del@1"]
+
+
+def test_cci_bench_classification_table_across_models(image_folder, hf_clip, tmp_path):
+    out = tmp_path / "t1"
+    assert main(["cci-bench", "--task", "classification", "--images", str(image_folder), "--class-names",
+                 str(image_folder / "class_names.txt"), "--models", "tiny", "tiny:1", str(hf_clip), "--steps", "3",
+                 "--clusters", "3", "--batch-size", "4", "--size", str(SIZE), "--out", str(out), "--no-progress"]) == 0
+    saved = json.loads((out / "results.json").read_text())
+    rows = saved["rows"]
+    from concept_grounding.cci.tables import CLASSIFICATION_COLUMNS, METHODS
+
+    assert [(r["model"], r["method"]) for r in rows] == [(m, x) for m in ("tiny", "tiny:1", str(hf_clip)) for x in METHODS]
+    for r in rows:
+        assert not r["refused"] and set(r["scores"]) == set(CLASSIFICATION_COLUMNS)
+        assert all(0.0 <= v <= 1.0 for v in r["scores"].values())
+        assert r["scores"]["Del@1"] <= r["scores"]["Del@5"] and r["scores"]["Ins@1"] <= r["scores"]["Ins@5"]
+    report = (out / "report.md").read_text()
+    assert "tiny / MaskCLIP" in report and "tiny:1 / CCI" in report
+
+
+def test_batched_table_equals_the_per_image_table(image_folder):
+    from concept_grounding.cci.layouts import read_image_folder
+    from concept_grounding.cci.tables import classification_table, load_table_models
+
+    data = read_image_folder(image_folder, image_folder / "class_names.txt")
+    models = load_table_models(["tiny"], image_size=SIZE)
+    kwargs = dict(methods=("cci", "maskclip", "rollout"), steps=3, clusters=3, progress=False)
+    batched = classification_table(models, data, batch_size=6, **kwargs)
+    single = classification_table(models, data, batch_size=1, **kwargs)
+    for a, b in zip(batched, single):
+        for column, value in a.scores.items():
+            assert value == pytest.approx(b.scores[column], abs=1e-6), (a.method, column)
+
+
+def test_cci_bench_retrieval_table_on_a_karpathy_folder(coco, tmp_path):
+    out = tmp_path / "t2"
+    assert main(["cci-bench", "--task", "retrieval", "--coco", str(coco), "--models", "tiny", "--steps", "3",
+                 "--clusters", "3", "--size", str(SIZE), "--out", str(out), "--no-progress"]) == 0
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    from concept_grounding.cci.tables import RETRIEVAL_COLUMNS
+
+    assert len(rows) == 6 and all(set(r["scores"]) == set(RETRIEVAL_COLUMNS) for r in rows)
+    for r in rows:
+        # 6 images: Recall@5 >= Recall@1
+        assert r["scores"]["Del-IR@5"] >= r["scores"]["Del-IR@1"] and r["scores"]["Ins-TR@5"] >= r["scores"]["Ins-TR@1"]
+    assert "Table 2" in (out / "report.md").read_text()
+
+
+def test_attention_pooled_towers_are_refused_rows_with_the_reason(image_folder):
+    from transformers import SiglipConfig, SiglipModel
+
+    from concept_grounding.cci.layouts import read_image_folder
+    from concept_grounding.cci.tables import classification_table, load_table_models
+    from concept_grounding.models.clip import ClipHandle
+
+    config = SiglipConfig(text_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                           num_attention_heads=4, vocab_size=100, max_position_embeddings=16,
+                                           eos_token_id=1, pad_token_id=1, bos_token_id=1),
+                          vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                             num_attention_heads=4, image_size=SIZE, patch_size=8))
+    siglip = ClipHandle(SiglipModel(config).eval(), None, lambda ims: torch.zeros(len(ims), 3, SIZE, SIZE))
+    data = read_image_folder(image_folder, image_folder / "class_names.txt")
+    rows = classification_table([("siglip", siglip), *load_table_models(["tiny"], image_size=SIZE)], data,
+                                methods=("cci", "maskclip"), steps=2, clusters=3, progress=False)
+    assert [r.refused != "" for r in rows] == [True, True, False, False]
+    assert "SiglipModel" in rows[0].refused and not rows[0].scores
+
+
+def test_bad_inputs_are_one_line_errors_and_write_nothing(image_folder, coco, tmp_path, capsys):
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    (flat / "a.png").write_bytes((image_folder / "class_names.txt").read_bytes())
+    broken = tmp_path / "coco"
+    broken.mkdir()
+    entries = json.loads((coco / "dataset_coco.json").read_text())
+    entries["images"][2]["filename"] = "gone.png"
+    (broken / "dataset_coco.json").write_text(json.dumps(entries))
+    (broken / "images").symlink_to(coco / "images")
+    names = tmp_path / "names.txt"
+    names.write_text("one\ntwo\n")
+    cases = [
+        (["--images", str(flat)], "--images"),
+        (["--images", str(image_folder), "--class-names", str(names)], str(names)),
+        (["--task", "retrieval", "--coco", str(broken)], "gone.png"),
+        (["--task", "retrieval", "--coco", str(tmp_path / "flat")], "--coco"),
+        (["--images", str(image_folder), "--models", "no-such-model-anywhere"], "--models"),
+    ]
+    for argv, named in cases:
+        out = tmp_path / "never"
+        assert main(["cci-bench", *argv, "--size", str(SIZE), "--out", str(out), "--no-progress"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and named in err[0], (argv, err)
+        assert not out.exists()
+
+
+@pytest.fixture(scope="module")
+def world_clip_folder(tmp_path_factory):
+    """A world CLIP trained on 60 birds per class of five classes (64 px, 15 epochs, class captions)."""
+    from concept_grounding.models.clip.world import train_world_clip
+    from concept_grounding.world import BirdWorld, WorldConfig
+
+    classes = (*CLASSES, "129.Song_Sparrow", "019.Gray_Catbird")
+    train = BirdWorld(WorldConfig(image_size=64, class_names=classes)).to_dataset_dict(60, 0, progress=False)["train"]
+    model, _ = train_world_clip(train, image_size=64, epochs=15, seed=0, class_caption_rate=1.0, progress=False)
+    folder = tmp_path_factory.mktemp("world-clip") / "clip"
+    model.save_pretrained(folder)
+    return folder, classes
+
+
+@pytest.mark.slow
+def test_a_trained_world_clip_cci_ranks_the_exact_foreground_above_the_background(world_clip_folder, tmp_path):
+    """Held-out world birds (samples 300-339, after the 300 the CLIP saw), each explained for its
+    class prompt: CCI's map is higher on the bird than off it on most of them (random maps: about
+    half), and the table runs on the trained CLIP with a clean accuracy above chance."""
+    from PIL import Image
+
+    from concept_grounding.cci import ConceptClusterImportance
+    from concept_grounding.cci.baselines import random_maps
+    from concept_grounding.cci.layouts import export_world_image_folder, read_image_folder
+    from concept_grounding.models.clip import class_caption
+    from concept_grounding.models.clip.loading import load_clip
+
+    folder, classes = world_clip_folder
+    root = export_world_image_folder(tmp_path / "val", per_class=8, image_size=64, class_names=classes, start=300)
+    data = read_image_folder(root, root / "class_names.txt")
+    clip = load_clip(str(folder))
+    px = clip.pixels(data.images(range(len(data.paths))))
+    texts = clip.encode_text([class_caption(data.class_names[label]) for label in data.labels])
+    fg = torch.from_numpy(np.stack([np.asarray(Image.open(m)) > 0 for m in data.masks]))
+
+    def share(maps):
+        return float(torch.stack([maps[i][fg[i]].mean() > maps[i][~fg[i]].mean() for i in range(len(maps))]).float().mean())
+
+    cci = share(ConceptClusterImportance(clip.model, num_clusters=5)(px, texts).maps)
+    floor = share(random_maps(clip.model, px))
+    assert cci >= 0.65 > floor + 0.1, (cci, floor)
+    out = tmp_path / "t1"
+    assert main(["cci-bench", "--images", str(root), "--class-names", str(root / "class_names.txt"), "--models",
+                 str(folder), "--methods", "cci", "random", "--clusters", "5", "--steps", "5", "--out", str(out),
+                 "--no-progress"]) == 0
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    assert all(not r["refused"] and r["clean"] > 1 / len(classes) for r in rows)
+
+
+def test_the_readme_cci_bench_and_covar_lines_parse(tmp_path):
+    import re
+    import shlex
+
+    from concept_grounding.cli import build_parser
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    lines = [re.sub(r"\s+#.*$", "", line) for block in re.findall(r"```sh\n(.*?)```", readme, flags=re.S)
+             for line in block.replace("\\\n", " ").splitlines()
+             if "concept-grounding cci-bench" in line or "concept-grounding covar --images" in line
+             or "concept-grounding diagnose" in line]
+    assert len(lines) >= 5
+    (tmp_path / "names.txt").write_text("a\n")
+    for line in lines:
+        argv = shlex.split(line)
+        for flag in ("--images", "--coco", "--class-names"):
+            if flag in argv:
+                argv[argv.index(flag) + 1] = str(tmp_path / "names.txt" if flag == "--class-names" else tmp_path)
+        command = next(c for c in ("cci-bench", "covar", "diagnose") if c in argv)
+        args = build_parser().parse_args(argv[argv.index(command):])
+        if command == "cci-bench" and "--models" in argv:
+            assert args.models == argv[argv.index("--models") + 1 : argv.index("--models") + 1 + len(args.models)]
+
+
+@pytest.mark.slow
+def test_the_trained_world_clip_loses_accuracy_on_the_hard_counter_animals_subset(world_clip_folder, tmp_path):
+    """The world's species have their usual scenes; on held-out birds pasted onto other
+    backgrounds ('hard') the trained CLIP's accuracy drops, and diagnose reports it per subset."""
+    from concept_grounding.cci.layouts import export_world_counter_animals
+
+    folder, classes = world_clip_folder
+    root = export_world_counter_animals(tmp_path / "ca", per_class=8, image_size=64, class_names=classes, start=300)
+    out = tmp_path / "diag"
+    assert main(["diagnose", "--images", str(root), "--class-names", str(root / "class_names.txt"), "--models",
+                 str(folder), "--clusters", "5", "--out", str(out)]) == 0
+    shares = json.loads((out / "diagnose.json").read_text())["models"][0]["shares"]
+    assert shares["hard"]["accuracy"] < shares["easy"]["accuracy"]

@@ -55,7 +55,9 @@ def _free_port() -> int:
 def _launch() -> tuple[subprocess.Popen, str, float | None]:
     port = _free_port()
     env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "HF_HUB_OFFLINE": "1",
-           "GRADIO_ANALYTICS_ENABLED": "False", "CONCEPT_GROUNDING_ARTIFACTS": str(Path(tempfile.mkdtemp()) / "none")}
+           "GRADIO_ANALYTICS_ENABLED": "False", "CONCEPT_GROUNDING_ARTIFACTS": str(Path(tempfile.mkdtemp()) / "none"),
+           # every client here is this machine, one visitor to the Space's limits: let it run 16 at once
+           "CONCEPT_GROUNDING_LIMIT_VISITOR_REQUESTS": "16"}
     url = f"http://127.0.0.1:{port}/"
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, str(APP)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,

@@ -149,7 +149,8 @@ def _full_disk(monkeypatch, when=lambda path: True) -> None:
 
 def _one_error(capsys) -> str:
     err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.startswith("concept-grounding: ")]
+    lines = [line for line in err.splitlines()  # warnings are lines of their own (issue 31.12)
+             if line.startswith("concept-grounding: ") and not line.startswith("concept-grounding: warning: ")]
     assert len(lines) == 1 and lines[0].startswith("concept-grounding: error: ") and "Traceback" not in err, err
     return lines[0]
 
@@ -187,3 +188,74 @@ def test_publish_on_a_full_disk_names_the_copy_not_its_source(tmp_path, monkeypa
     line = _one_error(capsys)
     assert f": no space left on the device" in line and line.split("error: ")[1].startswith(str(out)), line
     assert str(Path(__file__).resolve().parents[1] / "metrics") not in line
+
+
+def test_an_argument_error_is_one_line_without_the_usage_block(capsys):
+    """Issue 31.13: argparse printed 8-17 lines of usage before the one-line error the README
+    shows; the error is now the only line, with where to find the usage."""
+    from concept_grounding.cli import build_parser
+
+    with pytest.raises(SystemExit) as stop:
+        build_parser().parse_args(["generate", "--max-images", "many"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1, err
+    assert err.startswith("concept-grounding: error: generate: argument --max-images") and \
+        err.rstrip().endswith("(see concept-grounding generate --help)")
+
+
+def test_a_folder_that_is_not_cub_and_a_missing_model_folder_say_so(tmp_path, capsys):
+    """Issue 31.13: ``bench --cub-root docs`` listed ten missing files instead of saying it is
+    not a CUB_200_2011 folder (naming --cub-root); ``analyse --model /nonexistent`` said
+    "expected file.py:factory" instead of "no such folder"."""
+    not_cub = tmp_path / "docs"
+    not_cub.mkdir()
+    (not_cub / "notes.md").write_text("# not a dataset\n")
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    assert main(["bench", "--cub-root", str(not_cub), "--sub", str(sub), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "not a CUB_200_2011 folder (--cub-root)" in err and "missing file" not in err, err
+    missing = str(tmp_path / "nonexistent")
+    assert main(["analyse", "--model", missing, "--cub-root", str(not_cub), "--out", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == f"concept-grounding: error: --model {missing!r}: no such folder (a saved PostHocCBM folder, or 'file.py:factory')"
+
+
+def test_a_warning_reaches_the_user_as_one_line_without_a_source_path(monkeypatch, tmp_path, capsys):
+    """Issue 31.12: a raw ``UserWarning`` with the path and line of the source that raised it
+    reached the user; the command line shows it as one line (``--debug`` keeps Python's form)."""
+    import warnings
+
+    def run(args):
+        warnings.warn("3 of 8 pairings have no guide bird;\n they are skipped", UserWarning)
+        return 0
+
+    monkeypatch.setattr(world_command, "run", run)
+    assert main(["world", "--out", str(tmp_path / "w")]) == 0
+    err = capsys.readouterr().err
+    assert err == "concept-grounding: warning: 3 of 8 pairings have no guide bird; they are skipped\n", err
+
+
+def test_generate_steps_default_to_the_model_s_own():
+    """Issue 31.12: ``generate`` ran the world Flux at 28 steps where its card says 20; the
+    default is the model's own, and ``--steps`` still wins."""
+    from concept_grounding.cli import build_parser
+    from concept_grounding.commands.generate import config_from_args
+    from concept_grounding.worldflux.loader import WORLD_STEPS
+
+    def steps(*argv: str) -> int:
+        return config_from_args(build_parser().parse_args(["generate", "--out", "x", *argv])).num_inference_steps
+
+    assert WORLD_STEPS == 20 and steps() == 20 and steps("--steps", "7") == 7
+    assert steps("--model", "black-forest-labs/FLUX.1-dev") == 28
+
+
+def test_the_readme_s_error_example_is_what_the_command_prints(capsys):
+    """Issue 31.13: the README promises one line; its example is the command's whole stderr."""
+    import re
+    import shlex
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    command, shown = re.search(r"```text\n\$ (concept-grounding generate[^\n]*)\n([^\n]*)\n```", text).groups()
+    assert main(shlex.split(command)[1:]) == 2
+    assert capsys.readouterr().err == shown + "\n"

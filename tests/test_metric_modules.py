@@ -38,6 +38,20 @@ def load(name: str, config: str | None = None):
     return evaluate.load(str(ROOT / "metrics" / name), config, keep_in_memory=True)
 
 
+_EVALUATE_LOAD = evaluate.load
+
+
+@pytest.fixture
+def local_metrics(monkeypatch):
+    """``evaluate.load("<name>")`` loads ``metrics/<name>`` (evaluate's own test does the same
+    with its ``use_local_metrics``): the examples name a metric as a user on the Hub would."""
+    def local(path, config_name=None, **kwargs):
+        folder = ROOT / "metrics" / path
+        return _EVALUATE_LOAD(str(folder) if folder.is_dir() else path, config_name, **kwargs)
+
+    monkeypatch.setattr(evaluate, "load", local)
+
+
 def test_the_five_metrics_are_there():
     assert METRICS == ["concept_confidence_deviation", "concept_existence", "concept_global_importance",
                        "concept_location", "sub_accuracy"]
@@ -48,10 +62,11 @@ def test_folder_layout_and_metadata(name):
     folder = ROOT / "metrics" / name
     for file in (f"{name}.py", "README.md", "app.py", "requirements.txt"):
         assert (folder / file).is_file(), file
-    assert "launch_gradio_widget" in (folder / "app.py").read_text()
+    assert "launch_metric_space(__file__)" in (folder / "app.py").read_text()
     compile((folder / "app.py").read_text(), str(folder / "app.py"), "exec")
     card = (folder / "README.md").read_text()
-    for section in ("### Inputs", "### Output values", "## Limitations", "## Citation"):
+    for section in ("### Inputs", "### Output values", "#### Values from Popular Papers", "### Examples",
+                    "## Limitations", "## Citation", "## Further References"):  # evaluate's card template
         assert section in card, section
     metric = load(name)
     assert isinstance(metric, evaluate.Metric)
@@ -62,7 +77,7 @@ def test_folder_layout_and_metadata(name):
 
 
 @pytest.mark.parametrize("name", METRICS)
-def test_docstring_examples_run(name):
+def test_docstring_examples_run(name, local_metrics):
     metric = load(name)
     test = doctest.DocTestParser().get_doctest(metric.inputs_description, {}, name, None, 0)
     assert test.examples, "no >>> examples in _KWARGS_DESCRIPTION"
@@ -72,7 +87,7 @@ def test_docstring_examples_run(name):
 
 
 @pytest.mark.parametrize("name", METRICS)
-def test_card_code_blocks_run(name):
+def test_card_code_blocks_run(name, local_metrics):
     card = (ROOT / "metrics" / name / "README.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", card, flags=re.S)
     assert blocks, "no python code block in the card"
@@ -86,8 +101,8 @@ def _assert_same(a: dict, b: dict):
     for key in a:
         if isinstance(a[key], dict):
             _assert_same(a[key], b[key])
-        elif isinstance(a[key], np.ndarray) and a[key].dtype.kind in "US":
-            assert a[key].tolist() == b[key].tolist(), key
+        elif np.asarray(a[key]).dtype.kind in "US":
+            assert np.asarray(a[key]).tolist() == np.asarray(b[key]).tolist(), key
         else:
             np.testing.assert_allclose(np.asarray(a[key], float), np.asarray(b[key], float), equal_nan=True,
                                        err_msg=key)
@@ -181,3 +196,97 @@ def test_module_bad_input_raises_value_error():
                                                             real_probabilities=[0.5], real_labels=[0])
     with pytest.raises(ValueError, match="config_name"):
         load("sub_accuracy", "multiclass")
+
+
+# ----------------------------------------------------------------- issue 31.15-17: Spaces, save, examples
+@pytest.mark.parametrize("name", METRICS)
+def test_examples_name_the_metric_as_evaluate_does(name):
+    """Issue 31.17: examples once loaded ``evaluate.load("metrics/<name>")``, which works only
+    from the repository root; evaluate's convention is ``evaluate.load("<name>")``."""
+    folder = ROOT / "metrics" / name
+    for text in ((folder / f"{name}.py").read_text(), (folder / "README.md").read_text()):
+        assert "evaluate.load(\"metrics/" not in text and f'evaluate.load("{name}"' in text
+
+
+@pytest.mark.parametrize("name", METRICS)
+def test_the_card_example_goes_through_evaluate_save(name, tmp_path):
+    """Issue 31.16: ``evaluate.save(**result)`` failed on every module (numpy arrays in the
+    result); results are plain Python now, and the saved file holds them."""
+    import json
+
+    from concept_grounding.space.metric_widget import widget_example
+
+    metric = load(name)
+    result = metric.compute(**widget_example(metric))
+    saved = evaluate.save(str(tmp_path / "result.json"), **result)
+    assert json.loads(Path(saved).read_text())["per_image" if "per_image" in result else next(iter(result))] == \
+        result["per_image" if "per_image" in result else next(iter(result))]
+
+
+@pytest.mark.parametrize("name", ["concept_existence", "concept_global_importance", "concept_location"])
+def test_the_aysel_modules_name_their_paper(name):
+    """Issue 31.17: the three Aysel et al. modules had empty ``reference_urls``."""
+    assert load(name).reference_urls == ["https://arxiv.org/abs/2501.19271"]
+
+
+def test_the_metric_space_gradio_pin_is_the_tested_gradio():
+    """Issue 31.15: the card pins the Gradio its widget is tested with (this environment's)."""
+    import gradio
+
+    from concept_grounding.publish.code_repos import METRIC_SPACE_GRADIO
+
+    assert METRIC_SPACE_GRADIO == gradio.__version__
+
+
+@pytest.mark.parametrize("name", METRICS)
+def test_the_published_metric_space_starts_from_a_folder_named_app_and_computes_its_example(name, tmp_path):
+    """Issue 31.15: on a Space the app runs from a folder named ``app``, where
+    ``evaluate.load(<its folder>)`` imported ``app/app.py`` itself, and evaluate's widget sent
+    no compute-time argument. The folder ``publish`` builds, copied to ``app/``, starts, pins
+    its Gradio in the card and computes the card's example as ``compute`` does."""
+    import json
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from gradio_client import Client
+    from huggingface_hub import SpaceCard
+
+    from concept_grounding.space.metric_widget import widget_example
+    from concept_grounding.publish.code_repos import METRIC_SPACE_GRADIO, build_metric_space
+
+    app = tmp_path / "app"
+    build_metric_space(ROOT / "metrics" / name, app, "someone", "0.0.0")
+    card = SpaceCard.load(app / "README.md")
+    assert card.data.sdk_version == METRIC_SPACE_GRADIO and "gradio" not in (app / "requirements.txt").read_text()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
+           "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONPATH": str(ROOT / "src"),
+           "GRADIO_TEMP_DIR": str(tmp_path / "cache")}
+    log = tmp_path / "app.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "app.py"], cwd=app, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        deadline = time.perf_counter() + 90
+        while True:
+            assert proc.poll() is None, log.read_text()[-2000:]
+            assert time.perf_counter() < deadline, log.read_text()[-2000:]
+            try:
+                urllib.request.urlopen(url, timeout=2).read()
+                break
+            except OSError:
+                time.sleep(0.3)
+        metric = load(name)
+        example = widget_example(metric)
+        got = Client(url, verbose=False, analytics_enabled=False).predict(json.dumps(example), api_name="/compute")
+        got = got if isinstance(got, dict) else json.loads(got)
+        expected = json.loads(json.dumps(metric.compute(**example)))
+        assert got == expected
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

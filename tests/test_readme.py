@@ -52,3 +52,43 @@ def test_sub_command_lines_parse_and_state_their_preprocessing():
         args = build_parser().parse_args(argv[argv.index("sub"):])
         if any(".py:" in model for model in args.model):
             assert (args.mean and args.std) or args.normalize is False, " ".join(argv)
+
+
+def test_no_readme_command_runs_a_model_on_random_weights():
+    """Issue 31.10: ``sub --model ViT-B-32`` (a bare open_clip architecture name, no pretrained
+    tag) silently scored a randomly initialised CLIP. No command line of the README names one
+    without its weights (``--pretrained``)."""
+    import shlex
+
+    import open_clip
+
+    architectures = set(open_clip.list_models())
+    text = (ROOT / "README.md").read_text()
+    lines = [re.sub(r"\s+#.*$", "", line) for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S)
+             for line in block.replace("\\\n", " ").splitlines()]
+    named = [(argv[i + 1], "--pretrained" in argv) for argv in (shlex.split(line) for line in lines
+                                                                  if "concept-grounding" in line)
+             for i, arg in enumerate(argv[:-1]) if arg in ("--model", "--clip-model")]
+    assert named and not [m for m, pretrained in named if m in architectures and not pretrained], named
+
+
+def test_the_blocks_the_readme_test_cannot_run_import_what_they_use():
+    """Issue 31.14: the FLUX.1-dev block (needs the Hub and a GPU, so not run) had no imports and
+    used diffusers' deprecated ``torch_dtype=``. Each ```py block compiles and passes ``dtype=``;
+    the Hub blocks (``DiffusionPipeline.from_pretrained``) import every name they use (the others
+    use the reader's own objects)."""
+    import ast
+    import builtins
+
+    blocks = re.findall(r"```py\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+    assert blocks
+    for block in blocks:
+        tree = ast.parse(block)
+        bound = {a.asname or a.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+                 for a in node.names}
+        bound |= {t.id for node in ast.walk(tree) if isinstance(node, ast.Assign) for t in node.targets
+                  if isinstance(t, ast.Name)}
+        used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        if "DiffusionPipeline.from_pretrained" in block:
+            assert not used - bound - set(dir(builtins)), (used - bound, block)
+        assert "torch_dtype=" not in block, block

@@ -33,16 +33,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """Launch app.py; yield (url, start-up seconds until the first HTTP 200, log file, its
-    Gradio cache folder)."""
+def _launch(tmp_path_factory, **extra_env: str):
+    """Start app.py on a free loopback port; yield (url, start-up seconds until the first
+    HTTP 200, log file, its Gradio cache folder, the process)."""
     port = _free_port()
     log = tmp_path_factory.mktemp("space") / "server.log"
     cache = tmp_path_factory.mktemp("gradio-cache")
     env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "GRADIO_TEMP_DIR": str(cache),
            "HF_HUB_OFFLINE": "1", "CONCEPT_GROUNDING_ARTIFACTS": str(tmp_path_factory.mktemp("no_artifacts") / "none"),
-           "CONCEPT_GROUNDING_SPACE_BUILD": "tiny"}  # the Space's own model builds at tiny sizes (a second each)
+           "CONCEPT_GROUNDING_SPACE_BUILD": "tiny", **extra_env}  # the Space's own model builds at tiny sizes (a second each)
     start = time.perf_counter()
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, str(APP)], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -62,13 +61,27 @@ def server(tmp_path_factory):
         if elapsed is None:
             pytest.fail(f"no HTTP 200 within 120 s:\n{log.read_text()[-3000:]}")
         print(f"\nSpace start-up: HTTP 200 after {elapsed:.2f} s")
-        yield url, elapsed, log, cache
+        yield url, elapsed, log, cache, proc
     finally:
         proc.terminate()
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """The Space for most tests: (url, start-up seconds, log file, Gradio cache folder). Its
+    tests send up to 8 concurrent requests from one client (this machine), so one visitor may
+    run 8 at once here; :func:`default_server` keeps the default limits."""
+    yield from (run[:4] for run in _launch(tmp_path_factory, CONCEPT_GROUNDING_LIMIT_VISITOR_REQUESTS="8"))
+
+
+@pytest.fixture(scope="module")
+def default_server(tmp_path_factory):
+    """The Space with the default :class:`SpaceLimits`: (url, start-up seconds, log, cache, process)."""
+    yield from _launch(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -274,9 +287,9 @@ def test_concurrent_tdg_and_sub_requests_equal_sequential(file_client):
 def test_api_refuses_a_model_not_listed_at_launch(client):
     from gradio_client.exceptions import AppError
 
-    with pytest.raises(AppError, match="not in the list of choices|does not load"):
+    with pytest.raises(AppError, match="^CLIP model: not one of the choices offered.$|does not load"):
         client.predict(None, 0, "a bird", 3, [], "/etc", api_name="/explain")
-    with pytest.raises(AppError, match="not in the list of choices|does not load"):
+    with pytest.raises(AppError, match="^Model: not one of the choices offered.$|does not load"):
         client.predict("017.Cardinal", "has_crown_color::black", "/tmp", 2, 0, api_name="/tdg_generate")
 
 
@@ -417,3 +430,240 @@ def test_browser_every_tab(server, tmp_path):
             browser.close()
     assert sorted(p.name for p in shot_dir.glob("*.png")) == [
         "concepts.png", "explain.png", "metrics.png", "sub_explorer.png", "tied_diffusion.png"]
+
+
+# --- issue 31: the Space's limits, as a hostile visitor meets them ------------------------------------------
+
+
+def _raw_result(url: str, api: str, body: str, headers: dict | None = None) -> tuple[str, object]:
+    """``("complete", data)`` or ``("error", message)`` of an API call sent as raw JSON."""
+    request = urllib.request.Request(f"{url}gradio_api/call/{api}", data=body.encode(),
+                                     headers={"Content-Type": "application/json", **(headers or {})})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        event = json.loads(response.read())["event_id"]
+    with urllib.request.urlopen(f"{url}gradio_api/call/{api}/{event}", timeout=300) as response:
+        stream = response.read().decode()
+    kind = "error" if "event: error" in stream else "complete"
+    data = json.loads(stream.rsplit("data: ", 1)[1].splitlines()[0])
+    return kind, (data["error"] if kind == "error" and isinstance(data, dict) else data)
+
+
+def _upload(url: str, parts: list[tuple[str, bytes]], visitor: str | None = None) -> tuple[int, str]:
+    """POST ``parts`` (file name, content) to the upload route; (HTTP status, body text)."""
+    boundary = "concept-grounding-test"
+    body = b""
+    for name, content in parts:
+        body += (f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="{name}"\r\n'
+                 "Content-Type: application/octet-stream\r\n\r\n").encode() + content + b"\r\n"
+    body += f"--{boundary}--\r\n".encode()
+    headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+    if visitor:
+        headers["X-Forwarded-For"] = visitor
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url + "gradio_api/upload", data=body, headers=headers),
+                                    timeout=60) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def test_explain_baselines_are_taken_once_each(server):
+    """Issue 31.1: ``["random"] * 2000`` once returned 2,001 images (10,000 took 63 s); the
+    list is de-duplicated, so the gallery has one CCI overlay and one random baseline."""
+    url, *_ = server
+    kind, data = _raw_result(url, "explain", json.dumps({"data": [None, 0, "a bird", 3, ["random"] * 2000, ""]}))
+    assert kind == "complete", data
+    assert len(data[2]) == 2
+
+
+def test_explain_refuses_more_baselines_than_the_limit(tiny_space_store):
+    """Issue 31.1 at the handler (the page offers fewer baselines than the limit): distinct
+    names beyond ``max_list_items`` are refused in one line naming the field and the limit."""
+    from concept_grounding.space import tab_explain
+    from concept_grounding.space.limits import Gate, Refused, SpaceLimits
+
+    with pytest.raises(Refused, match=r"^Baselines: at most 2 items per request, got 3\.$"):
+        tab_explain.explain(tiny_space_store, None, 0, "a bird", clusters=3, baselines=["random", "saliency", "x"],
+                            gate=Gate(SpaceLimits(max_list_items=2)))
+
+
+def test_an_image_with_too_many_pixels_is_refused_before_decoding(client, tmp_path):
+    """Issue 31.4: a small PNG of many pixels (3000 x 3000, a few kB, under the old 64-megapixel
+    cap) would be decoded whole; it is refused from its header, naming the limit."""
+    from gradio_client import handle_file
+    from gradio_client.exceptions import AppError
+
+    from concept_grounding.space.limits import SpaceLimits
+
+    path = tmp_path / "flat.png"
+    Image.new("L", (3000, 3000)).save(path)
+    assert path.stat().st_size < 100_000
+    limit = f"{SpaceLimits().max_pixels:,}"
+    with pytest.raises(AppError, match=rf"Image: at most {limit} pixels after decoding, got 3000 x 3000"):
+        client.predict(handle_file(str(path)), 0, "a bird", 3, [], "", api_name="/explain")
+
+
+def test_a_refused_value_costs_one_short_line_in_the_log_and_the_page(server):
+    """Issue 31.5: a 100 kB string where a choice is expected once printed a traceback with
+    the whole value; now the page gets one line naming the field, the log one short line."""
+    url, _, log, _ = server
+    before = log.stat().st_size
+    huge = "x" * 100_000
+    kind, message = _raw_result(url, "tdg_generate", json.dumps({"data": [huge, "has_crown_color::black",
+                                                                          "tiny (built-in, random weights)", 2, 0]}))
+    assert kind == "error" and message.startswith("Reference class:") and "\n" not in message and len(message) < 300
+    time.sleep(0.5)
+    added = log.read_text()[before:]
+    assert "Traceback" not in added and len(added) < 2000, added[:500]
+
+
+def test_uploads_with_an_empty_or_right_to_left_name_or_too_many_files_are_refused_in_one_line(server):
+    """Issue 31.5 / 31.9 / 31.2: an empty file name once gave HTTP 500; a name with U+202E was
+    stored and shown as sent; one request could carry 1,000 files. Each is refused (400)
+    with one line naming the field, and nothing is stored."""
+    from concept_grounding.space.limits import SpaceLimits
+
+    url, _, _, cache = server
+    stored = lambda: {p for p in cache.rglob("*") if p.is_file()}  # noqa: E731
+    before = stored()
+    too_many = SpaceLimits().max_files_per_upload + 1
+    for parts, reason in [([("", b"abc")], "the file name is empty"),
+                          ([("bird\u202egnp.exe", b"abc")], "control or bidirectional formatting characters"),
+                          ([(f"f{i}.txt", b"a") for i in range(too_many)], f"at most {too_many - 1} files")]:
+        status, text = _upload(url, parts, visitor="93.184.216.40")
+        assert status == 400 and json.loads(text)["error"].startswith("files: ") and reason in text, (status, text)
+    assert stored() == before
+
+
+def test_upload_bytes_are_limited_per_visitor(server):
+    """Issue 31.2: each upload below the per-file limit, but one visitor may keep only
+    ``visitor_upload_bytes`` in the cache; the next is refused (429) and another visitor
+    still uploads."""
+    from concept_grounding.space.limits import SpaceLimits
+
+    limits = SpaceLimits()
+    url, *_ = server
+    chunk = b"\0" * (limits.max_upload_bytes - 4096)
+    sent = 0
+    while sent + len(chunk) <= limits.visitor_upload_bytes:
+        status, text = _upload(url, [("part.bin", chunk)], visitor="93.184.216.41")
+        assert status == 200, text
+        sent += len(chunk)
+    status, text = _upload(url, [("part.bin", chunk)], visitor="93.184.216.41")
+    assert status == 429 and json.loads(text)["error"].startswith("files: at most 64 MB of uploads per visitor")
+    assert _upload(url, [("small.bin", b"abc")], visitor="93.184.216.42")[0] == 200
+
+
+def test_every_tab_stops_when_its_visitor_leaves():
+    """Issue 31.3: every tab's request runs as a generator over its work in a thread
+    (``run_while_wanted``), which Gradio closes when the visitor leaves; before, only the
+    Tied Diffusion tab did."""
+    import inspect
+
+    from concept_grounding.space import build_demo
+    from concept_grounding.space.resources import ResourceStore
+
+    demo = build_demo(store=ResourceStore())
+    handlers = {fn.api_name: fn.fn for fn in demo.fns.values() if fn.api_name}
+    for api in ("tdg_generate", "sub_explore", "explain", "concepts", "metrics"):
+        assert inspect.isgeneratorfunction(handlers[api]), api
+
+
+def test_a_cancelled_explain_stops_before_its_next_stage(tiny_space_store):
+    """Issue 31.3 at the handler: once ``cancelled()`` is true, explain stops before the model
+    is even asked for."""
+    from concept_grounding.space import tab_explain
+
+    with pytest.raises(tab_explain.Cancelled, match="stopped before loading the model"):
+        tab_explain.explain(tiny_space_store, None, 0, "a bird", clusters=3, baselines=["random"],
+                            cancelled=lambda: True)
+
+
+def test_the_status_line_does_not_show_where_the_server_keeps_its_files(tmp_path):
+    """Issue 31.7: the status line once showed the artifacts folder's absolute path."""
+    from concept_grounding.space.resources import ResourceStore
+
+    folder = tmp_path / "artifacts"
+    folder.mkdir()
+    text = ResourceStore(folder).status_markdown()
+    assert "`artifacts`" in text and str(tmp_path) not in text
+
+
+def test_the_tabs_models_are_built_at_launch(default_server):
+    """Issue 31.8: the first SUB explorer click once trained its model (78-84 s here at the
+    default size); the Space now builds every tab's default model when it starts, so no
+    request is needed for the log to say the concept model is ready."""
+    _, _, log, _, _ = default_server
+    deadline = time.perf_counter() + 120
+    while "space: concept_model ready" not in log.read_text() and time.perf_counter() < deadline:
+        time.sleep(0.5)
+    assert "space: concept_model ready" in log.read_text()
+
+
+def _join_long_tdg(url: str, session: str) -> object:
+    """Join the queue for a 50-step world Flux run as ``session``; return the open event
+    stream once the run has started (close it to leave)."""
+    import http.client
+
+    from concept_grounding.space import tab_tdg
+
+    with urllib.request.urlopen(url + "config", timeout=30) as response:
+        config = json.loads(response.read())
+    fn_index = next(d["id"] for d in config["dependencies"] if d.get("api_name") == "tdg_generate")
+    body = {"data": ["017.Cardinal", "has_crown_color::black", tab_tdg.WORLD_MODEL, 50, 0], "fn_index": fn_index,
+            "session_hash": session, "event_data": None, "trigger_id": None}
+    urllib.request.urlopen(urllib.request.Request(url + "gradio_api/queue/join", data=json.dumps(body).encode(),
+                                                  headers={"Content-Type": "application/json"}), timeout=30).read()
+    page = http.client.HTTPConnection("127.0.0.1", int(url.rstrip("/").rsplit(":", 1)[1]), timeout=300)
+    page.request("GET", f"/gradio_api/queue/data?session_hash={session}")
+    stream = page.getresponse()
+    while "process_generating" not in stream.fp.readline().decode():
+        pass
+    return page
+
+
+def test_one_visitor_runs_at_most_the_limit_of_requests_at_once(default_server):
+    """Issue 31.6: one queue for everyone, no per-visitor limit: 64 long requests of one visitor
+    held everyone else out. With two long runs going, the same visitor's third request is
+    refused at once in one line, while another visitor is served."""
+    import socket
+
+    from concept_grounding.space.limits import SpaceLimits
+
+    url, *_ = default_server
+    assert SpaceLimits().visitor_requests == 2
+    pages = [_join_long_tdg(url, f"busy-visitor-{i}") for i in range(2)]
+    try:
+        body = json.dumps({"data": ["017.Cardinal|has_crown_color::black", 0]})
+        kind, message = _raw_result(url, "sub_explore", body)
+        assert kind == "error" and message == ("Requests: at most 2 requests at once per visitor; "
+                                               "wait for one to finish."), message
+        kind, data = _raw_result(url, "sub_explore", body, headers={"X-Forwarded-For": "93.184.216.43"})
+        assert kind == "complete", data
+    finally:
+        for page in pages:
+            page.sock.shutdown(socket.SHUT_RDWR)
+            page.close()
+
+
+def test_a_sigterm_deletes_what_the_space_stored(default_server):
+    """Issue 31.2: a SIGTERM once left the uploads behind (372 MB) though shutdown is meant to
+    delete them; it now closes the Space as Ctrl-C does. (Last test of ``default_server``.)"""
+    import signal
+
+    url, _, _, cache, proc = default_server
+    status, text = _upload(url, [("kept.bin", b"\0" * 1000)], visitor="93.184.216.44")
+    assert status == 200 and Path(json.loads(text)[0]).is_file()
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=30)
+    assert not [p for p in cache.rglob("*") if p.is_file()]
+
+
+def test_a_path_outside_the_upload_folder_is_refused_without_echoing_it(server):
+    """Issue 31.7: Gradio's own refusal of a file outside its cache echoed the resolved path;
+    the visitor now gets one line naming the field, and no path."""
+    url, *_ = server
+    outside = json.dumps({"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}})
+    kind, message = _raw_result(url, "metrics", f'{{"data": ["concept_confidence_deviation", {outside}]}}')
+    assert kind == "error" and "/etc" not in message and "\n" not in message, message
+    assert message.startswith("Predictions"), message

@@ -220,3 +220,61 @@ def test_metrics_tab_sub_accuracy_from_csv_known_answer(tmp_path):
                     "has_crown_color::black,has_crown_color::red,017.Cardinal,0.3,0.7\n")
     scalars, _ = compute_metric("sub_accuracy", str(path))
     assert scalars["s_plus"] == pytest.approx(0.5) and scalars["s_minus"] == pytest.approx(0.5)
+
+
+def test_the_space_card_states_the_default_model_and_where_make_demo_writes_the_models():
+    """Issue 31.11: the Space card said the default diffusion model was the tiny random Flux
+    (it is the world Flux), and its ``--artifacts artifacts/`` example pointed where
+    ``make demo`` writes nothing (it writes the bench models under ``reports/demo/bench``)."""
+    import re
+    from pathlib import Path
+
+    from concept_grounding.space import tab_tdg
+
+    root = Path(__file__).resolve().parents[1]
+    card = (root / "spaces" / "concept-grounding" / "README.md").read_text()
+    assert tab_tdg.DEFAULT_MODEL == tab_tdg.WORLD_MODEL and "default diffusion model is the **world Flux**" in card
+    report = re.search(r"^REPORT \?= (\S+)", (root / "Makefile").read_text(), re.M).group(1)
+    demo = (root / "src" / "concept_grounding" / "commands" / "demo.py").read_text()
+    assert 'space --artifacts %s", out / "bench"' in demo
+    assert re.findall(r"--artifacts (\S+)", card) == [f"{report}/bench"]
+
+
+@pytest.mark.parametrize("name", ["concept_confidence_deviation", "concept_existence", "concept_global_importance",
+                                  "concept_location", "sub_accuracy"])
+def test_metrics_tab_takes_the_evaluate_module_s_example(name, tmp_path):
+    """Issue 31.14: the Metrics tab refused ``predictions`` (the ``evaluate`` name) and wanted
+    ``scores``; each metric Space's example, saved as JSON, now computes here, with the
+    module's own scalar values."""
+    import json
+    from pathlib import Path
+
+    from concept_grounding.space.metric_widget import load_metric, widget_example
+    from concept_grounding.space.tab_metrics import compute_metric
+
+    metric = load_metric(Path(__file__).resolve().parents[1] / "metrics" / name)
+    example = widget_example(metric)
+    path = tmp_path / "example.json"
+    path.write_text(json.dumps(example))
+    scalars, _ = compute_metric(name, str(path))
+    expected = metric.compute(**example)
+    for key, value in scalars.items():
+        if key in expected and value is not None:
+            assert value == pytest.approx(expected[key], abs=1e-6), key
+    assert scalars
+
+
+@pytest.mark.parametrize("name", ["concept_confidence_deviation", "concept_existence", "concept_global_importance",
+                                  "concept_location", "sub_accuracy"])
+def test_metrics_tab_offers_an_example_for_every_metric(name):
+    """Issue 31.14: the Metrics tab had no example file; each metric's help shows its example
+    (the metric Space's, one copy in ``concept_grounding.metrics.examples``) and the tab
+    computes it as an uploaded file."""
+    import json
+
+    from concept_grounding.metrics.examples import EXAMPLES
+    from concept_grounding.space.tab_metrics import compute_example, metric_help
+
+    assert json.dumps(EXAMPLES[name]) in metric_help(name)
+    scalars, image = compute_example(name)
+    assert scalars and image.ndim == 3

@@ -144,7 +144,7 @@ def test_explain_on_an_uploaded_rgba_image(store, tmp_path):
         drops = np.array([r[3] for r in rows])
         if drops.sum() > 1e-4:
             assert sum(r[2] for r in rows) == pytest.approx(1.0, abs=1e-2)
-    with pytest.raises(UserInputError, match="Unknown baseline"):
+    with pytest.raises(UserInputError, match=r"^Baselines: unknown \[.lime.\]"):
         tab_explain.explain(store, None, 0, "a bird", baselines=["lime"])
 
 
@@ -301,3 +301,29 @@ def test_tdg_verdicts_say_when_the_judge_is_not_validated_on_the_group(tiny_spac
     other = tab_tdg.verdicts(store, "073.Blue_Jay", "has_crown_color::yellow", birds, model=tab_tdg.WORLD_MODEL)
     assert "Not validated" not in validated and "| TDG reference |" in validated
     assert "*Not validated on crown color:" in other and "| TDG reference |" in other
+
+
+def test_the_sub_explorer_s_first_use_loads_the_shipped_model_in_seconds():
+    """Issue 31.8: the first SUB explorer click trained its model (78-84 s; 256 s on this
+    machine under load) behind a spinner. The default build's model is shipped: the first
+    request on a fresh store answers in under 10 s, with the model the record says."""
+    import time
+    from dataclasses import asdict
+
+    from concept_grounding.space.builds import SpaceBuild
+
+    assert tab_sub.shipped_build() == asdict(SpaceBuild().seeded(0))
+    store = ResourceStore(None)
+    start = time.perf_counter()
+    out = tab_sub.explore(store, tab_sub.DEFAULT_PAIRING, 0)
+    seconds = time.perf_counter() - start
+    assert seconds < 10, seconds
+    assert "shipped with the package" in store.status()["concept_model"][0]
+    assert "s+ =" in out["summary"] and len(out["table"]) >= 2
+
+
+def test_other_builds_train_their_own_model(tiny_space_store):
+    """The shipped model is only the default build's: a tiny build (another size) trains."""
+    assert tab_sub.shipped_build() != __import__("dataclasses").asdict(tiny_space_store.build)
+    tab_sub.explore(tiny_space_store, tab_sub.DEFAULT_PAIRING, 0)
+    assert "shipped" not in tiny_space_store.status()["concept_model"][0]

@@ -109,6 +109,23 @@ def uninterrupted(pipe, tmp_path_factory):
     return root
 
 
+def test_max_images_writes_that_many_and_the_same_images(pipe, uninterrupted, tmp_path):
+    """Issue 31.12: ``generate --max-images 1`` wrote a whole batch (4 images); it writes one,
+    the image the full run writes for that job (per-job seeds)."""
+    assert _generate(pipe, JOBS, tmp_path, SETTINGS, batch_size=4, max_images=1) == 1
+    images = [p.relative_to(tmp_path) for p in tmp_path.rglob("*.png")]
+    assert len(images) == 1 and (tmp_path / images[0]).read_bytes() == (uninterrupted / images[0]).read_bytes()
+
+
+def test_the_progress_bar_does_not_read_as_0_of_1_done(pipe, tmp_path, capsys):
+    """Issue 31.14: the bar was labelled ``TDG images [0/1]`` (process 0 of 1), read as
+    "0 of 1 done"; one process shows no process number, several show "process i of n"."""
+    config = dataclasses.replace(SETTINGS, out=tmp_path, batch_size=4, max_images=1)
+    generate_images(pipe, JOBS, config, FLUX, progress=True)
+    err = capsys.readouterr().err
+    assert "TDG images:" in err and "[0/1]" not in err, err
+
+
 def test_resume_after_kill_gives_identical_files(pipe, uninterrupted, tmp_path):
     assert _generate(pipe, JOBS, tmp_path, SETTINGS, batch_size=2, max_images=2) == 2
     # a crash between an image and its sidecar: the sidecar is missing, the image half-written

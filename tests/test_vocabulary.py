@@ -83,3 +83,16 @@ def test_import_is_light():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_typo_in_an_attribute_suggests_the_name_meant():
+    """Issue 31.13: ``tdg_prompts(..., "has_crown_color::yelow")`` listed five other colours
+    and never yellow, and a typo in the group (``world.counterfactual``) answered "same group: []"."""
+    from concept_grounding import BirdWorld, tdg_prompts
+
+    with pytest.raises(ValueError, match=r"did you mean 'has_crown_color::yellow'"):
+        tdg_prompts("017.Cardinal", "has_crown_color::yelow")
+    world = BirdWorld()
+    with pytest.raises(ValueError, match=r"did you mean 'has_crown_color::black'") as err:
+        world.counterfactual(world.sample(0), "has_crwn_color::black")
+    assert "[]" not in str(err.value)

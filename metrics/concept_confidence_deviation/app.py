@@ -1,7 +1,6 @@
-from pathlib import Path
+"""The concept_confidence_deviation metric Space: ``concept_grounding.space.metric_widget`` (a JSON box for every
+compute() argument; evaluate's own widget sends only the feature columns)."""
 
-import evaluate
-from evaluate.utils import launch_gradio_widget
+from concept_grounding.space.metric_widget import launch_metric_space
 
-module = evaluate.load(str(Path(__file__).resolve().parent))  # this folder: metrics/concept_confidence_deviation
-launch_gradio_widget(module)
+launch_metric_space(__file__)

@@ -5,6 +5,7 @@ from typing import ClassVar, Literal
 import evaluate
 
 from concept_grounding.metrics import concept_confidence_deviation
+from concept_grounding.metrics.examples import EXAMPLES
 from concept_grounding.metrics.module_inputs import CheckedInputs, InputField
 
 _DESCRIPTION = """\
@@ -32,12 +33,12 @@ Returns:
     `accuracy`, `msp`, `ece` (generated images) and `real_accuracy`.
 Examples:
     >>> import evaluate
-    >>> metric = evaluate.load("metrics/concept_confidence_deviation")
+    >>> metric = evaluate.load("concept_confidence_deviation")
     >>> out = metric.compute(predictions=[[0.9, 0.1], [0.7, 0.3], [0.2, 0.8]], references=[0, 0, 1],
     ...                      real_probabilities=[[0.9, 0.1], [0.1, 0.9]], real_labels=[0, 1])
     >>> round(out["ccd"], 4), round(out["msp"], 4)
     (0.1, 0.8)
-    >>> vqa = evaluate.load("metrics/concept_confidence_deviation", "vqa")
+    >>> vqa = evaluate.load("concept_confidence_deviation", "vqa")
     >>> round(vqa.compute(predictions=[0.9, 0.3, 0.6], references=[0, 0, 1],
     ...                   real_probabilities=[0.8, 0.7], real_labels=[0, 1])["ccd"], 4)
     0.15
@@ -51,6 +52,10 @@ _CITATION = """\
   url       = {https://conceptbed.github.io}
 }
 """
+
+
+#: The card's example, what the metric Space's page computes first: the package's one copy.
+WIDGET_EXAMPLE = EXAMPLES["concept_confidence_deviation"]
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)

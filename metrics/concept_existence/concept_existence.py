@@ -5,6 +5,7 @@ from typing import ClassVar, Literal
 import evaluate
 
 from concept_grounding.metrics import concept_existence
+from concept_grounding.metrics.examples import EXAMPLES
 from concept_grounding.metrics.module_inputs import CheckedInputs, InputField
 
 _DESCRIPTION = """\
@@ -30,7 +31,7 @@ Returns:
     (N x len(top_l)) and `top_concepts` (N x max(top_l)).
 Examples:
     >>> import evaluate
-    >>> metric = evaluate.load("metrics/concept_existence")
+    >>> metric = evaluate.load("concept_existence")
     >>> theta = [[2.0, 0.0], [1.0, 1.0], [0.0, 3.0]]          # 3 concepts, 2 classes
     >>> out = metric.compute(predictions=[0, 1], references=[0, 0],
     ...                      concept_scores=[[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]],
@@ -46,6 +47,10 @@ _CITATION = """\
   year      = {2025}
 }
 """
+
+
+#: The card's example, what the metric Space's page computes first: the package's one copy.
+WIDGET_EXAMPLE = EXAMPLES["concept_existence"]
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
@@ -70,7 +75,7 @@ class ConceptExistence(CheckedInputs, evaluate.Metric):
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
             features=self._features(),
-            reference_urls=[],
+            reference_urls=["https://arxiv.org/abs/2501.19271"],
         )
 
     def _compute(self, predictions, references, concept_scores, concept_labels, theta=None, top_l=(1, 3, 5),

@@ -5,6 +5,7 @@ from typing import ClassVar, Literal
 import evaluate
 
 from concept_grounding.metrics import concept_global_importance
+from concept_grounding.metrics.examples import EXAMPLES
 from concept_grounding.metrics.module_inputs import CheckedInputs, InputField
 
 _DESCRIPTION = """\
@@ -30,11 +31,11 @@ Returns:
     (2 levels x 3 types x 20 bins) and `classes_without_correct`.
 Examples:
     >>> import evaluate
-    >>> metric = evaluate.load("metrics/concept_global_importance")
+    >>> metric = evaluate.load("concept_global_importance")
     >>> out = metric.compute(predictions=[0, 1], references=[0, 1],
     ...                      concept_scores=[[1.0, 0.0], [0.0, 2.0]],
     ...                      theta=[[1.0, -1.0], [0.0, 1.0]], class_attributes=[[1, 0], [0, 1]])
-    >>> out["per_concept_type1"].round(3).tolist(), out["concept_type2"], out["class_type3"]
+    >>> [round(x, 3) for x in out["per_concept_type1"]], out["concept_type2"], out["class_type3"]
     ([0.707, 1.0], 1.0, 1.0)
 """
 
@@ -45,6 +46,10 @@ _CITATION = """\
   year      = {2025}
 }
 """
+
+
+#: The card's example, what the metric Space's page computes first: the package's one copy.
+WIDGET_EXAMPLE = EXAMPLES["concept_global_importance"]
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
@@ -68,7 +73,7 @@ class ConceptGlobalImportance(CheckedInputs, evaluate.Metric):
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
             features=self._features(),
-            reference_urls=[],
+            reference_urls=["https://arxiv.org/abs/2501.19271"],
         )
 
     def _compute(self, predictions, references, concept_scores, theta=None, class_attributes=None):

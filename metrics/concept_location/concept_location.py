@@ -5,6 +5,7 @@ from typing import ClassVar, Literal
 import evaluate
 
 from concept_grounding.metrics import concept_location
+from concept_grounding.metrics.examples import EXAMPLES
 from concept_grounding.metrics.module_inputs import CheckedInputs, InputField
 
 _DESCRIPTION = """\
@@ -36,7 +37,7 @@ Returns:
     `centre_rank` (with return_ranks=True), `region_sizes`, `skipped_no_part`, `skipped_invisible`, `images_without_evaluated`.
 Examples:
     >>> import evaluate
-    >>> metric = evaluate.load("metrics/concept_location")
+    >>> metric = evaluate.load("concept_location")
     >>> peak_top_left = [[1.0, 0.0], [0.0, 0.0]]
     >>> out = metric.compute(predictions=[0], references=[0], concept_scores=[[2.0, 1.0]],
     ...                      concept_maps=[[peak_top_left, peak_top_left]],
@@ -54,6 +55,10 @@ _CITATION = """\
   year      = {2025}
 }
 """
+
+
+#: The card's example, what the metric Space's page computes first: the package's one copy.
+WIDGET_EXAMPLE = EXAMPLES["concept_location"]
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
@@ -80,7 +85,7 @@ class ConceptLocation(CheckedInputs, evaluate.Metric):
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
             features=self._features(),
-            reference_urls=[],
+            reference_urls=["https://arxiv.org/abs/2501.19271"],
         )
 
     def _compute(self, predictions, references, concept_scores, concept_maps, part_xy, part_visible, theta=None,

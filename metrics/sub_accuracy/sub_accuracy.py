@@ -5,6 +5,7 @@ from typing import ClassVar, Literal
 import evaluate
 
 from concept_grounding.metrics import sub_accuracy
+from concept_grounding.metrics.examples import EXAMPLES
 from concept_grounding.metrics.module_inputs import CheckedInputs, InputField
 
 _DESCRIPTION = """\
@@ -51,7 +52,7 @@ Returns:
     `skipped_target`, `skipped_removed` and `breakdown` (per attribute, group, class).
 Examples:
     >>> import evaluate
-    >>> metric = evaluate.load("metrics/sub_accuracy")
+    >>> metric = evaluate.load("sub_accuracy")
     >>> names = ["has_bill_shape::dagger", "has_bill_shape::needle"]
     >>> out = metric.compute(predictions=[[0.2, 0.9], [0.7, 0.4]],
     ...                      target_attributes=["has_bill_shape::needle"] * 2,
@@ -59,14 +60,14 @@ Examples:
     ...                      reference_classes=["017.Cardinal", "073.Blue_Jay"], concept_names=names)
     >>> out["s_plus"], out["s_minus"], out["chance_s_plus"]
     (0.5, 0.5, 0.5)
-    >>> clip = evaluate.load("metrics/sub_accuracy", "group_with_none")
+    >>> clip = evaluate.load("sub_accuracy", "group_with_none")
     >>> out = clip.compute(predictions=[[0.1, 0.3], [0.3, 0.1]], none_scores=[0.2, 0.2],
     ...                    target_attributes=["has_bill_shape::needle"] * 2,
     ...                    removed_attributes=[["has_bill_shape::dagger"]] * 2,
     ...                    reference_classes=["017.Cardinal", "073.Blue_Jay"], concept_names=names)
     >>> out["s_plus"], out["s_minus"], round(out["chance_s_plus"], 4)
     (0.5, 0.5, 0.3333)
-    >>> official = evaluate.load("metrics/sub_accuracy")
+    >>> official = evaluate.load("sub_accuracy")
     >>> out = official.compute(predictions=[[0.2, 0.5], [0.5, 0.4]],
     ...                        target_attributes=["has_bill_shape::needle"] * 2,
     ...                        removed_attributes=[["has_bill_shape::dagger"]] * 2,
@@ -86,6 +87,10 @@ _CITATION = """\
 """
 
 _CONFIGS = ("binary", "group", "group_with_none")
+
+
+#: The card's example, what the metric Space's page computes first: the package's one copy.
+WIDGET_EXAMPLE = EXAMPLES["sub_accuracy"]
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)

@@ -27,4 +27,5 @@ demo = build_demo(policy=policy_from_args(_args))
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(message)s")  # as `concept-grounding space`
-    launch(demo, host=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"), port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
+    # 127.0.0.1 as `concept-grounding space`; a hosted Space sets GRADIO_SERVER_NAME=0.0.0.0 itself
+    launch(demo, host=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"), port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))

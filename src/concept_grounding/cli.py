@@ -35,6 +35,7 @@ import importlib
 import os
 import sys
 import traceback
+import warnings
 
 __all__ = ["main", "build_parser", "dispatch", "PROG", "DEBUG_ENV"]
 
@@ -80,12 +81,13 @@ class _HelpFormatter(argparse.HelpFormatter):
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with the project's error line: ``concept-grounding: error: <command>: <message>``."""
+    """argparse with the project's error line, and nothing before it:
+    ``concept-grounding: error: <command>: <message> (see concept-grounding <command> --help)``."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.print_usage(sys.stderr)
         command = self.prog[len(PROG):].strip()
-        self.exit(2, f"{PROG}: error: {command + ': ' if command else ''}{message}\n")
+        hint = f" (see {self.prog} --help)"
+        self.exit(2, f"{PROG}: error: {command + ': ' if command else ''}{message}{hint}\n")
 
 
 def _add_debug(parser: argparse.ArgumentParser, default) -> None:
@@ -127,6 +129,23 @@ def _debug_requested(args: argparse.Namespace) -> bool:
         "1", "true", "yes", "on")
 
 
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, file=None,
+                  line: str | None = None) -> None:
+    """A warning as one line, ``concept-grounding: warning: <message>``: no source path or line
+    (``--debug`` shows Python's own form)."""
+    print(f"{PROG}: warning: {' '.join(str(message).split())[:500]}", file=sys.stderr)
+
+
+def _flags_of(args: argparse.Namespace):
+    """Messages that name a loader's ``root`` name ``--cub-root`` in a command that has it
+    (:func:`concept_grounding.errors.options_as_flags`)."""
+    from contextlib import nullcontext
+
+    from .errors import options_as_flags
+
+    return options_as_flags({"root": "--cub-root"}) if hasattr(args, "cub_root") else nullcontext()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 ok, 2 user error, 1 bug, 130 interrupted)."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -140,7 +159,10 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         _require_extra(args.command)
-        return int(args._run(args) or 0)
+        with _flags_of(args), warnings.catch_warnings():
+            if not debug:
+                warnings.showwarning = _show_warning
+            return int(args._run(args) or 0)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130

@@ -101,13 +101,22 @@ class Vocabulary:
         return name in self._attribute_ids
 
     def attribute_index(self, name: str) -> int:
-        """0-based index of an attribute name; raises ``KeyError`` naming close matches."""
+        """0-based index of an attribute name; raises ``KeyError`` naming close matches.
+
+        >>> load_vocabulary().attribute_index("has_crown_color::yelow")
+        Traceback (most recent call last):
+        ...
+        KeyError: "unknown attribute 'has_crown_color::yelow' (did you mean 'has_crown_color::yellow', ...?)"
+        """
         try:
             return self._attribute_ids[name]
         except KeyError:
-            group = name.split("::")[0]
-            near = [a for a in self.attributes if a.startswith(group + "::")][:5]
-            raise KeyError(f"unknown attribute {name!r}; same group: {near}") from None
+            import difflib
+
+            close = difflib.get_close_matches(str(name), self.attributes, n=3, cutoff=0.6)
+            hint = (f" (did you mean {', '.join(repr(c) for c in close)}?)" if close
+                    else f"; the {len(self.attributes)} names look like 'has_crown_color::black'")
+            raise KeyError(f"unknown attribute {name!r}{hint}") from None
 
     def attribute_indices(self, names: list[str] | tuple[str, ...]) -> list[int]:
         return [self.attribute_index(n) for n in names]

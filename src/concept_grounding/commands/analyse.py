@@ -76,6 +76,8 @@ def load_posthoc_model(spec: str):
         if not isinstance(model, PostHocCBM):
             raise ValueError(f"--model {spec!r} is a {type(model).__name__}, not a post-hoc CBM (CAVs + classifier)")
         return model, saved_image_size(path)
+    if ":" not in spec and (("/" in spec or "\\" in spec) or spec.startswith((".", "~"))):
+        raise ValueError(f"--model {spec!r}: no such folder (a saved PostHocCBM folder, or 'file.py:factory')")
     result = load_factory(spec)()
     if isinstance(result, Mapping):
         try:

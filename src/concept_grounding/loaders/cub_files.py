@@ -112,6 +112,11 @@ def resolve_root(root: str | Path) -> Path:
 
 def find_files(root: Path) -> dict[str, Path]:
     """Path of every :data:`CUB_FILES` entry plus ``attribute_names``; one error lists all missing files."""
+    from ..errors import option
+
+    if not (root / "images.txt").is_file() and not (root / "classes.txt").is_file():
+        raise CUBFormatError(f"not a CUB_200_2011 folder ({option('root')}): it has neither images.txt nor "
+                             "classes.txt; give the folder the CUB_200_2011 archive unpacks to", file=root)
     paths = {key: root / rel for key, rel in CUB_FILES.items()}
     missing = [CUB_FILES[k] for k, p in paths.items() if not p.is_file()]
     names = [root / rel for rel in ATTRIBUTE_NAME_FILES]

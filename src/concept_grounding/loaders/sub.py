@@ -125,7 +125,7 @@ def _hub_error(source: str, why: str) -> HubUnavailableError:
     return HubUnavailableError(
         f"cannot load {source!r} from the Hugging Face Hub ({why}). The Hub is unreachable from here: "
         f"download SUB elsewhere (e.g. `datasets.load_dataset({source!r}).save_to_disk('SUB')`, or "
-        f"`huggingface-cli download {source} --repo-type dataset --local-dir SUB`), copy the folder over and "
+        f"`hf download {source} --repo-type dataset --local-dir SUB`), copy the folder over and "
         "call load_sub('path/to/SUB'); a save_to_disk folder, a parquet folder, a CSV with images or a "
         "write_sub folder all work."
     )

@@ -34,7 +34,29 @@ from typing import Any
 
 from ._validation import InputField, check_columns
 
-__all__ = ["CheckedInputs", "InputField"]
+__all__ = ["CheckedInputs", "InputField", "to_plain"]
+
+
+def to_plain(value: Any) -> Any:
+    """``value`` with every numpy array, numpy scalar and tuple turned into plain Python
+    lists, numbers and strings, recursively, so that a result goes through ``json`` and
+    ``evaluate.save(path, **result)`` as it is.
+
+    >>> import numpy as np
+    >>> to_plain({"per_image": np.array([[1.0, 0.5]]), "n": np.int64(3), "names": np.array(["a"])})
+    {'per_image': [[1.0, 0.5]], 'n': 3, 'names': ['a']}
+    """
+    import numpy as np
+
+    if isinstance(value, dict):
+        return {str(k): to_plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
 
 
 class CheckedInputs:
@@ -68,7 +90,8 @@ class CheckedInputs:
 
     def compute(self, *, predictions=None, references=None, **kwargs):
         """Check the inputs given here (``add_batch`` does, as ``evaluate`` routes them
-        through it) and refuse to compute on nothing."""
+        through it), refuse to compute on nothing, and return the result in plain Python
+        types (:func:`to_plain`: lists, not numpy arrays), as ``evaluate.save`` needs."""
         fields = self._input_fields()
         given = {"predictions": predictions, "references": references, **kwargs}
         nothing_added = getattr(self, "writer", None) is None and getattr(self, "num_process", 1) == 1
@@ -76,4 +99,4 @@ class CheckedInputs:
             first = next(iter(fields))
             raise ValueError(f"{first} is empty: nothing was added; pass the inputs to compute() or call "
                              "add() / add_batch() first")
-        return super().compute(predictions=predictions, references=references, **kwargs)
+        return to_plain(super().compute(predictions=predictions, references=references, **kwargs))

@@ -14,7 +14,11 @@ from pathlib import Path
 
 from .cards import make_card, rewrite_local_paths, save_card
 
-__all__ = []
+__all__ = ["METRIC_SPACE_GRADIO"]
+
+#: The Gradio version a metric Space runs (its card's ``sdk_version``): the one its widget
+#: (:mod:`concept_grounding.space.metric_widget`) is tested with; a test keeps the two equal.
+METRIC_SPACE_GRADIO = "6.31.0"
 
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".*")
 
@@ -42,24 +46,27 @@ def _requirements(folder: Path, lines: list[str]) -> None:
 def build_metric_space(source: Path, folder: Path, namespace: str, version: str) -> None:
     """``metrics/<name>/`` as an ``evaluate`` metric Space: module, ``app.py``, card, requirements.
 
-    ``evaluate.load("<namespace>/<name>")`` then loads it from the Hub, and
-    ``evaluate.load(<folder>)`` from disk; the module needs the package's base install
+    ``evaluate.load("<namespace>/<name>")`` then loads it from the Hub (the examples'
+    ``evaluate.load("<name>")`` are rewritten so), and ``evaluate.load(<folder>)`` from disk;
+    its Gradio is the card's ``sdk_version`` (:data:`METRIC_SPACE_GRADIO`); the module needs the package's base install
     (no extra: the metrics are numpy formulas), which ``requirements.txt`` pins at ``version``.
     """
     from huggingface_hub import SpaceCard
 
     name = source.name
     _copy_tree(source, folder, skip=("requirements.txt", "README.md"))
-    paths = {f'"metrics/{name}"': f'"{namespace}/{name}"', f"'metrics/{name}'": f"'{namespace}/{name}'"}
+    paths = {f'"metrics/{name}"': f'"{namespace}/{name}"', f"'metrics/{name}'": f"'{namespace}/{name}'",
+             f'evaluate.load("{name}"': f'evaluate.load("{namespace}/{name}"'}
     for py in folder.glob("*.py"):
         py.write_text(rewrite_local_paths(py.read_text(encoding="utf-8"), paths), encoding="utf-8")
     card = SpaceCard.load(source / "README.md")
     data = card.data
     data.sdk, data.app_file = data.sdk or "gradio", data.app_file or "app.py"
+    data.sdk_version = data.sdk_version or METRIC_SPACE_GRADIO
     data.tags = sorted(set(data.tags or []) | {"evaluate", "metric"})
     data.license = data.license or "apache-2.0"
     save_card(make_card(SpaceCard, data, rewrite_local_paths(card.text, paths)), folder)
-    _requirements(folder, [requirement(version), "evaluate>=0.4.3", "gradio>=5.0"])
+    _requirements(folder, [requirement(version), "evaluate>=0.4.3"])  # Gradio: the card's sdk_version
 
 
 def _tdg_card_text(source: Path, hub: str, version: str) -> str:

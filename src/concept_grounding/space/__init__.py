@@ -24,12 +24,37 @@ def build_demo(*args: Any, **kwargs: Any) -> Any:
     return _build(*args, **kwargs)
 
 
-def launch(demo: Any, host: str = "127.0.0.1", port: int = 7860, **kwargs: Any) -> Any:
-    """Queue and launch a demo the way the Space does (bounded concurrency, uploads bounded
-    at the server to :data:`~.inputs.MAX_UPLOAD_BYTES`, no SSR, no share link, quiet API docs)."""
-    from .blocks import CONCURRENCY_LIMIT
-    from .inputs import MAX_UPLOAD_BYTES
+def launch(demo: Any, host: str = "127.0.0.1", port: int = 7860, *, warm: bool = True, **kwargs: Any) -> Any:
+    """Queue and launch a demo the way the Space does: bounded concurrency, uploads checked
+    against the demo's :class:`~.limits.SpaceLimits` before Gradio stores them
+    (:class:`~.limits.UploadGate`), no SSR, no share link, quiet API docs.
 
+    ``warm`` builds every tab's default model in a background thread at launch
+    (:func:`~.blocks.warm_up`). A SIGTERM (a hosted Space stopping, ``kill``) closes the
+    demo as Ctrl-C does, so Gradio deletes the files it stored (``delete_cache``).
+    """
+    import signal
+    import threading
+
+    from starlette.middleware import Middleware
+
+    from .blocks import CONCURRENCY_LIMIT, warm_up
+    from .limits import Gate, UploadGate
+
+    gate = getattr(demo, "space_gate", None) or Gate()
     demo.queue(default_concurrency_limit=CONCURRENCY_LIMIT, max_size=64)
+    app_kwargs = dict(kwargs.pop("app_kwargs", None) or {})
+    app_kwargs["middleware"] = [*app_kwargs.get("middleware", []), Middleware(UploadGate, gate=gate)]
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt)
+    store = getattr(demo, "space_store", None)
+    if warm and store is not None:
+        threading.Thread(target=warm_up, args=(store,), name="space-warm-up", daemon=True).start()
     return demo.launch(server_name=host, server_port=port, share=False, ssr_mode=False, show_error=True,
-                       footer_links=["api"], max_file_size=MAX_UPLOAD_BYTES, **kwargs)
+                       footer_links=["api"], max_file_size=gate.limits.max_upload_bytes, app_kwargs=app_kwargs,
+                       **kwargs)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    """SIGTERM handler: stop the way Ctrl-C stops (Gradio closes the server and deletes its cache)."""
+    raise KeyboardInterrupt

@@ -23,11 +23,12 @@ from typing import Any
 
 from .env import artifacts_dir, configure_environment
 from .inputs import UserInputError, redact_paths
+from .limits import Gate, SpaceLimits, visitor_of
 from .policy import ModelPolicy
 from .builds import SpaceBuild
 from .resources import FeatureUnavailable, ResourceStore
 
-__all__ = ["build_demo", "guarded", "CONCURRENCY_LIMIT", "DELETE_CACHE"]
+__all__ = ["build_demo", "guarded", "CONCURRENCY_LIMIT", "DELETE_CACHE", "space_blocks"]
 
 logger = logging.getLogger(__name__)
 
@@ -39,23 +40,29 @@ CONCURRENCY_LIMIT = 4
 #: How often (seconds) a running Tied Diffusion request yields to Gradio, which then checks
 #: that its visitor is still there.
 ALIVE_CHECK_SECONDS = 0.5
-#: Gradio's ``delete_cache`` (seconds): every 10 minutes, files the Space stored (uploads, the
-#: images it served) that are more than an hour old are deleted; all of them at shutdown.
-DELETE_CACHE = (600, 3600)
+#: Gradio's ``delete_cache`` (seconds) of the default :class:`~.limits.SpaceLimits`: every 5
+#: minutes, files the Space stored (uploads, the images it served) that are more than 15 minutes
+#: old are deleted; all of them at shutdown (a SIGTERM too: :func:`concept_grounding.space.launch`).
+DELETE_CACHE = SpaceLimits().delete_cache
 
 INTRO = """# concept-grounding: do interpretable vision models see the concepts they claim?
 
 Make a counterfactual (**Tied Diffusion**), watch a concept model meet it (**SUB explorer**),
 see where a CLIP model looked (**Explain**), check a post-hoc CBM's concepts against the
 truth (**Concepts**), and score your own predictions (**Metrics**). Everything runs on CPU,
-offline, on the procedurally drawn *bird world* whose every concept is known. Models load
-on first use of a tab (a few seconds), and the status line says what is loaded.
+offline, on the procedurally drawn *bird world* whose every concept is known. The tabs' models
+are prepared when the Space starts (the SUB explorer's is shipped; the others train in seconds),
+and the status line says what is loaded.
 """
 
 
-def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
+def guarded(fn: Callable[..., Any], gate: Gate | None = None) -> Callable[..., Any]:
     """Wrap a handler (a function or a generator) so that errors reach the page as one line
-    of ``gr.Error`` text, with server paths redacted (:func:`~.inputs.redact_paths`)."""
+    of ``gr.Error`` text, with server paths redacted (:func:`~.inputs.redact_paths`).
+
+    With a ``gate``, the handler also takes Gradio's ``gr.Request`` (last argument) and runs
+    inside one of its visitor's slots (:meth:`~.limits.Gate.slot`): a visitor with
+    ``visitor_requests`` requests running is refused in one line."""
     import gradio as gr
 
     def page_error(err: Exception) -> Exception:
@@ -67,24 +74,107 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         text = " ".join(redact_paths(str(err)).split())[:300]
         return gr.Error(f"Something went wrong ({type(err).__name__}: {text}).", print_exception=False)
 
+    def split(args: tuple) -> tuple[tuple, str]:
+        if gate is None:
+            return args, ""
+        request = next((a for a in args if isinstance(a, gr.Request)), None)
+        rest = tuple(a for a in args if not isinstance(a, gr.Request))
+        return rest, request_visitor(request)
+
     if inspect.isgeneratorfunction(fn):
         @functools.wraps(fn)
         def generator(*args: Any, **kwargs: Any) -> Any:
+            args, visitor = split(args)
             try:
-                yield from fn(*args, **kwargs)
+                with _slot(gate, visitor):
+                    yield from fn(*args, **kwargs)
             except Exception as err:  # noqa: BLE001 - GeneratorExit (a closed run) is not an Exception
                 raise page_error(err) from None
 
-        return generator
+        return _with_request(generator, fn, gate)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        args, visitor = split(args)
         try:
-            return fn(*args, **kwargs)
+            with _slot(gate, visitor):
+                return fn(*args, **kwargs)
         except Exception as err:  # noqa: BLE001 - the page gets one line, the log the stack
             raise page_error(err) from None
 
+    return _with_request(wrapper, fn, gate)
+
+
+def request_visitor(request: Any) -> str:
+    """The visitor (:func:`~.limits.visitor_of`) of a ``gr.Request`` (``"unknown"`` for ``None``)."""
+    if request is None:
+        return "unknown"
+    client = getattr(request, "client", None)
+    headers = getattr(request, "headers", None) or {}
+    return visitor_of(getattr(client, "host", None), headers.get("x-forwarded-for"))
+
+
+def _slot(gate: Gate | None, visitor: str) -> Any:
+    import contextlib
+
+    return gate.slot(visitor) if gate is not None else contextlib.nullcontext()
+
+
+def _with_request(wrapper: Callable[..., Any], fn: Callable[..., Any], gate: Gate | None) -> Callable[..., Any]:
+    """Give ``wrapper`` the signature of ``fn`` plus a last ``request: gr.Request`` parameter
+    (Gradio fills parameters annotated so), when there is a ``gate``."""
+    if gate is None:
+        return wrapper
+    import gradio as gr
+
+    signature = inspect.signature(fn)
+    params = list(signature.parameters.values())
+    params.append(inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
+                                    annotation=gr.Request))
+    wrapper.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {"request": gr.Request}
+    del wrapper.__wrapped__  # type: ignore[attr-defined]  # Gradio reads the signature above
     return wrapper
+
+
+def space_blocks(gr: Any, gate: Gate) -> type:
+    """A ``gr.Blocks`` subclass whose input checks fail in one line: a value Gradio refuses
+    (a choice not offered, a file outside its cache) gives the visitor one line naming the
+    field, without the value or a server path, and the log one line, not a traceback."""
+
+    class SpaceBlocks(gr.Blocks):
+        async def preprocess_data(self, block_fn: Any, inputs: list[Any], state: Any, explicit_call: bool = False):
+            try:
+                return await super().preprocess_data(block_fn, inputs, state, explicit_call)
+            except Exception as err:  # noqa: BLE001 - one line for the page and the log
+                if isinstance(err, gr.Error) and not err.print_exception:
+                    raise
+                field = _refused_field(block_fn, inputs)
+                refusal = gate.refuse(field, _short(err).rstrip(".") + ".")
+                raise gr.Error(str(refusal), print_exception=False) from None
+
+    return SpaceBlocks
+
+
+def _short(err: Exception, limit: int = 120) -> str:
+    """The first line of an error, paths redacted, values shortened to ``limit`` characters."""
+    text = " ".join(redact_paths(str(err)).split())
+    if "Value:" in text and "not in the list of choices" in text:
+        return "not one of the choices offered"
+    if "not in the upload folder" in text or "cannot be accessed" in text or "Cannot move" in text:
+        return "only files uploaded through this page can be used"
+    text = text if len(text) <= limit else text[:limit] + "..."
+    return f"this value is not accepted ({text})"
+
+
+def _refused_field(block_fn: Any, inputs: list[Any]) -> str:
+    """The label of the first input whose value its component refuses (else "an input")."""
+    for block, value in zip(getattr(block_fn, "inputs", ()), inputs):
+        try:
+            block.preprocess(value)
+        except Exception:  # noqa: BLE001 - looking for the culprit
+            return str(getattr(block, "label", None) or type(block).__name__)
+    return "Input"
 
 
 def run_while_wanted(work: Callable[[Callable[[], bool]], Any], idle: Any) -> Any:
@@ -118,7 +208,7 @@ def run_while_wanted(work: Callable[[Callable[[], bool]], Any], idle: Any) -> An
 
 def build_demo(
     artifacts: str | Path | None = None, store: ResourceStore | None = None, policy: ModelPolicy | None = None,
-    build: SpaceBuild | None = None,
+    build: SpaceBuild | None = None, limits: SpaceLimits | None = None,
 ) -> Any:
     """The Space as a ``gr.Blocks`` (not launched, no queue set).
 
@@ -130,6 +220,9 @@ def build_demo(
             :meth:`ModelPolicy.from_env` (ignored when ``store`` is given: the store's own).
         build: sizes of the models the Space trains when the artifacts have none; default
             :meth:`SpaceBuild.from_env` (``CONCEPT_GROUNDING_SPACE_BUILD=tiny`` for tests).
+        limits: what a request, a visitor and the Space may use; default
+            :meth:`SpaceLimits.from_env`. The demo's :class:`~.limits.Gate` is ``demo.space_gate``
+            (:func:`concept_grounding.space.launch` puts its upload checks in front of Gradio's).
     """
     configure_environment()
     import gradio as gr
@@ -138,21 +231,41 @@ def build_demo(
 
     store = store or ResourceStore(artifacts_dir(artifacts), policy=policy or ModelPolicy.from_env(),
                                    build=build or SpaceBuild.from_env())
-    with gr.Blocks(title="concept-grounding", analytics_enabled=False, delete_cache=DELETE_CACHE) as demo:
-        gr.Markdown(INTRO)
+    gate = Gate(limits or SpaceLimits.from_env())
+    blocks = space_blocks(gr, gate)
+    with blocks(title="concept-grounding", analytics_enabled=False, delete_cache=gate.limits.delete_cache) as demo:
+        gr.Markdown(INTRO + "\n" + gate.limits.markdown())
         status = gr.Markdown(store.status_markdown(), elem_id="status")
         with gr.Tabs():
             with gr.Tab("Tied Diffusion", id="tdg"):
-                tab_tdg_ui(gr, store, tab_tdg, status)
+                tab_tdg_ui(gr, store, tab_tdg, status, gate)
             with gr.Tab("SUB explorer", id="sub"):
-                tab_sub_ui(gr, store, tab_sub, status)
+                tab_sub_ui(gr, store, tab_sub, status, gate)
             with gr.Tab("Explain", id="explain"):
-                tab_explain_ui(gr, store, tab_explain, status)
+                tab_explain_ui(gr, store, tab_explain, status, gate)
             with gr.Tab("Concepts", id="concepts"):
-                tab_concepts_ui(gr, store, tab_concepts, status)
+                tab_concepts_ui(gr, store, tab_concepts, status, gate)
             with gr.Tab("Metrics", id="metrics"):
-                tab_metrics_ui(gr, tab_metrics)
+                tab_metrics_ui(gr, tab_metrics, gate)
+    demo.space_gate = gate
+    demo.space_store = store
     return demo
+
+
+def warm_up(store: ResourceStore) -> None:
+    """Build every tab's default model now, one after the other (the SUB explorer's first,
+    the slowest), so that a visitor's first click finds it ready or being built. A build
+    that fails is logged and left to the first request to try again."""
+    from . import tab_concepts, tab_explain, tab_sub, tab_tdg
+
+    jobs = [("concept_model", tab_sub.build_concept_model), ("world_clip", tab_explain.build_clip),
+            ("posthoc_cbm", tab_concepts.build_posthoc),
+            (tab_tdg.pipeline_key(tab_tdg.DEFAULT_MODEL), tab_tdg.build_world_pipeline)]
+    for name, builder in jobs:
+        try:
+            store.get(name, builder)
+        except Exception as err:  # noqa: BLE001 - warming up is best effort; the request will say
+            logger.warning("space: warming up %s failed: %s", name, " ".join(redact_paths(str(err)).split())[:200])
 
 
 def _big(image: Any, min_side: int = 256) -> str | None:
@@ -204,7 +317,7 @@ def _status(store: ResourceStore) -> Callable[[], str]:
     return lambda: store.status_markdown()
 
 
-def tab_tdg_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None:
+def tab_tdg_ui(gr: Any, store: ResourceStore, tab: Any, status: Any, gate: Gate | None = None) -> None:
     classes, attributes = tab.choices()
     gr.Markdown(
         "Tied Diffusion Guidance (SUB, Sec. 3) makes a reference bird carry a target attribute by "
@@ -238,7 +351,7 @@ def tab_tdg_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None:
         r, g, _ = tab.prompts(reference_class, target_attribute)
         return r, g, served_png(tab.eta_figure(target_attribute, steps=n_steps))
 
-    @guarded
+    @functools.partial(guarded, gate=gate)
     def run(reference_class: str, target_attribute: str, model_name: str, n_steps: float, seed_value: float):
         if not store.is_ready(tab.pipeline_key(model_name)):
             gr.Info("Loading the diffusion model (first use)...", duration=4)
@@ -258,14 +371,14 @@ def tab_tdg_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None:
     ).then(_status(store), None, status, api_name=False)
 
 
-def tab_sub_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None:
+def tab_sub_ui(gr: Any, store: ResourceStore, tab: Any, status: Any, gate: Gate | None = None) -> None:
     gr.Markdown(
         "SUB substitutions in the bird world: the same bird before and after one attribute is "
         "substituted (S+ added, S- removed), and a concept model's probabilities for S+ and S-. "
         "s+ is the fraction of the pairing's images where p(S+) > 0.5; s- where p(S-) <= 0.5 "
         "(SUB Sec. 5.5). The model is loaded from the artifacts folder (`make demo`) or, without "
-        "one, a small joint CBM is trained on the world on first use (about ten seconds; it gets "
-        "about 96 % of concepts right on ordinary world birds)."
+        f"one, a small joint CBM is trained on the world ({tab.FIRST_USE}; the status line says when "
+        "it is ready; it gets about 96 % of concepts right on ordinary world birds)."
     )
     pairings = tab.pairing_choices()
     with gr.Row():
@@ -281,19 +394,24 @@ def tab_sub_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None:
                          label="Concept model predictions", elem_id="sub-table", interactive=False)
     tallies = gr.Markdown(elem_id="sub-tallies")
 
-    @guarded
+    @functools.partial(guarded, gate=gate)
     def show(pairing_value: str, i: float):
         if not store.is_ready("concept_model"):
-            gr.Info("Training the concept model on the bird world (first use, a few seconds)...", duration=4)
-        out = tab.explore(store, pairing_value, i)
-        return _big(out["original"]), _big(out["edited"]), out["table"], out["summary"]
+            gr.Info(f"The concept model is still being prepared ({tab.FIRST_USE}); this answer waits for it.",
+                    duration=8)
+
+        def work(cancelled: Callable[[], bool]) -> tuple:
+            out = tab.explore(store, pairing_value, i)
+            return _big(out["original"]), _big(out["edited"]), out["table"], out["summary"]
+
+        yield from run_while_wanted(work, (gr.skip(),) * 4)
 
     button.click(show, [pairing, index], [original, edited, table, tallies], api_name="sub_explore").then(
         _status(store), None, status, api_name=False
     )
 
 
-def tab_explain_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None:
+def tab_explain_ui(gr: Any, store: ResourceStore, tab: Any, status: Any, gate: Gate | None = None) -> None:
     gr.Markdown(
         "Concept Cluster Importance (CCI): the image's patch tokens are clustered (K-means), each "
         "cluster is cut out of every attention layer in turn, and the drop in image-text "
@@ -319,24 +437,33 @@ def tab_explain_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None
     scores = gr.Dataframe(headers=["text", "cluster k", "weight w_k", "drop Δs_k"],
                           label="Per-cluster similarity drops", elem_id="explain-table", interactive=False)
 
-    @guarded
+    @functools.partial(guarded, gate=gate)
     def explain(file: Any, idx: float, text: str, k: float, chosen: list[str], name: str = ""):
         key = f"clip:{name.strip()}" if (name or "").strip() else "world_clip"
         if not store.is_ready(key):
             gr.Info("Loading the CLIP model (first use)...", duration=4)
-        out = tab.explain(store, _path(file, "Image"), _or_zero(idx), text, clusters=k, baselines=chosen,
-                          model_name=name or "")
-        for note in out["notes"]:
+        path = _path(file, "Image")
+
+        def work(cancelled: Callable[[], bool]) -> tuple:
+            out = tab.explain(store, path, _or_zero(idx), text, clusters=k, baselines=chosen,
+                              model_name=name or "", gate=gate, cancelled=cancelled)
+            gallery = [(_big(im), caption) for im, caption in out["gallery"]]
+            return (_big(out["image"]), _big(out["cluster_map"]), gallery, out["table"]), out["notes"]
+
+        for done in run_while_wanted(work, None):
+            if done is None:
+                yield (gr.skip(),) * 4
+        outputs, notes = done
+        for note in notes:
             gr.Warning(note, duration=6)
-        gallery = [(_big(im), caption) for im, caption in out["gallery"]]
-        return _big(out["image"]), _big(out["cluster_map"]), gallery, out["table"]
+        yield outputs
 
     button.click(explain, [upload, world_index, texts, clusters, baselines, model_name],
                  [shown, cluster_map, overlays, scores],
                  api_name="explain").then(_status(store), None, status, api_name=False)
 
 
-def tab_concepts_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> None:
+def tab_concepts_ui(gr: Any, store: ResourceStore, tab: Any, status: Any, gate: Gate | None = None) -> None:
     gr.Markdown(
         "A post-hoc concept bottleneck model (CAVs on a backbone, Aysel et al.) names the top "
         "concepts of an image with their concept activation maps (CoAM). On a world bird the "
@@ -354,20 +481,25 @@ def tab_concepts_ui(gr: Any, store: ResourceStore, tab: Any, status: Any) -> Non
                          label="Top concepts", elem_id="concepts-table", interactive=False)
     summary = gr.Markdown(elem_id="concepts-summary")
 
-    @guarded
+    @functools.partial(guarded, gate=gate)
     def run(file: Any, idx: float, k: float):
         if not store.is_ready("posthoc_cbm"):
             gr.Info("Preparing the post-hoc CBM (first use)...", duration=4)
-        out = tab.concepts(store, _path(file, "Image"), _or_zero(idx), top=k)
-        gallery = [(_big(im), caption) for im, caption in out["gallery"]]
-        return _big(out["image"]), gallery, out["table"], out["summary"]
+        path = _path(file, "Image")
+
+        def work(cancelled: Callable[[], bool]) -> tuple:
+            out = tab.concepts(store, path, _or_zero(idx), top=k, gate=gate)
+            gallery = [(_big(im), caption) for im, caption in out["gallery"]]
+            return _big(out["image"]), gallery, out["table"], out["summary"]
+
+        yield from run_while_wanted(work, (gr.skip(),) * 4)
 
     button.click(run, [upload, world_index, top], [shown, maps, table, summary], api_name="concepts").then(
         _status(store), None, status, api_name=False
     )
 
 
-def tab_metrics_ui(gr: Any, tab: Any) -> None:
+def tab_metrics_ui(gr: Any, tab: Any, gate: Gate | None = None) -> None:
     gr.Markdown(
         "Upload predictions and compute a metric. **JSON** works for every metric: an object whose "
         "keys are the metric's arguments (arrays as nested lists). **CSV** (one row per image) "
@@ -377,15 +509,28 @@ def tab_metrics_ui(gr: Any, tab: Any) -> None:
     metric = gr.Dropdown([(tab.METRICS[n].title, n) for n in names], value=names[0], label="Metric", elem_id="metrics-name")
     help_md = gr.Markdown(tab.metric_help(names[0]), elem_id="metrics-help")
     upload = gr.File(label="Predictions (.csv or .json)", file_count="single", elem_id="metrics-upload")
-    button = gr.Button("Compute", variant="primary", elem_id="metrics-run")
+    with gr.Row():
+        button = gr.Button("Compute", variant="primary", elem_id="metrics-run")
+        example_button = gr.Button("Compute the example", elem_id="metrics-example")
     result = gr.JSON(label="Result", elem_id="metrics-result")
     plot = gr.Image(label="Plot", type="numpy", elem_id="metrics-plot", interactive=False)
 
-    @guarded
+    @functools.partial(guarded, gate=gate)
     def compute(name: str, file: Any):
-        scalars, image = tab.compute_metric(name, _path(file, "Predictions"))
+        path = _path(file, "Predictions")
+
+        def work(cancelled: Callable[[], bool]) -> tuple:
+            scalars, image = tab.compute_metric(name, path)
+            return scalars, served_png(image)
+
+        yield from run_while_wanted(work, (gr.skip(),) * 2)
+
+    @functools.partial(guarded, gate=gate)
+    def example(name: str):
+        scalars, image = tab.compute_example(name)
         return scalars, served_png(image)
 
+    example_button.click(example, metric, [result, plot], api_name="metrics_example")
     metric.change(lambda n: tab.metric_help(n), metric, help_md, api_name=False)
     button.click(compute, [metric, upload], [result, plot], api_name="metrics")
 

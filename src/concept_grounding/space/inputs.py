@@ -31,6 +31,7 @@ import os
 import re
 import reprlib
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ __all__ = [
     "load_image",
     "parse_texts",
     "check_upload_path",
+    "shown_name",
     "read_table",
 ]
 
@@ -137,11 +139,15 @@ def to_rgb(image: Any, max_side: int = MAX_IMAGE_SIDE) -> np.ndarray:
     return np.asarray(pil, dtype=np.uint8).copy()
 
 
-def load_image(path: str | os.PathLike | None, max_side: int = MAX_IMAGE_SIDE) -> np.ndarray:
+def load_image(path: str | os.PathLike | None, max_side: int = MAX_IMAGE_SIDE,
+               check_pixels: Callable[[str, int, int], None] | None = None) -> np.ndarray:
     """Decode an uploaded file into ``(H, W, 3)`` uint8 RGB (see :func:`to_rgb`).
 
     Raises :class:`UserInputError` for a missing upload, a file that is not an image
     (PDF, text, a truncated PNG), or a file above :data:`MAX_UPLOAD_BYTES`.
+    ``check_pixels("Image", width, height)`` (the Space passes its
+    :meth:`~.limits.Gate.check_pixels`) sees the size that will be decoded, from the
+    header, before a pixel is decoded (a JPEG at the reduced scale it is decoded at).
     """
     from PIL import Image, UnidentifiedImageError
 
@@ -154,19 +160,33 @@ def load_image(path: str | os.PathLike | None, max_side: int = MAX_IMAGE_SIDE) -
         raise UserInputError(f"The file is too large (> {MAX_UPLOAD_BYTES // 2**20} MB).")
     try:
         with Image.open(file) as pil:
-            if pil.width * pil.height > 64_000_000:
-                raise UserInputError("The image has too many pixels (more than 64 megapixels).")
             if pil.size[0] > max_side or pil.size[1] > max_side:
                 pil.draft("RGB", (max_side, max_side))
+            if check_pixels is not None:
+                check_pixels("Image", *pil.size)
             pil.load()
             return to_rgb(pil, max_side)
     except UserInputError:
         raise
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as err:
-        reason = str(err).replace(str(file), file.name)
+        reason = str(err).replace(str(file), shown_name(file.name))
         raise UserInputError(
-            f"'{file.name}' is not an image we can read (PNG, JPEG, WebP, BMP, GIF or TIFF): {reason}"
+            f"'{shown_name(file.name)}' is not an image we can read (PNG, JPEG, WebP, BMP, GIF or TIFF): {reason}"
         ) from None
+
+
+def shown_name(name: str, limit: int = 60) -> str:
+    """A file name as it may be shown on the page: control and bidirectional formatting
+    characters (U+202E and its kin, which make ``gnp.exe`` read as ``exe.png``) become
+    ``?``, and a long name is cut to ``limit`` characters.
+
+    >>> shown_name("bird\u202egnp.exe")
+    'bird?gnp.exe'
+    """
+    import unicodedata
+
+    clean = "".join("?" if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") else c for c in name)
+    return clean if len(clean) <= limit else clean[: limit - 3] + "..."
 
 
 def parse_texts(text: str | None, max_texts: int = MAX_TEXTS, max_chars: int = 200) -> list[str]:
@@ -224,15 +244,15 @@ def read_table(path: str | os.PathLike, max_rows: int = 200_000) -> dict[str, An
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise UserInputError(f"'{file.name}' is not a UTF-8 text file (CSV or JSON expected).") from None
+        raise UserInputError(f"'{shown_name(file.name)}' is not a UTF-8 text file (CSV or JSON expected).") from None
     suffix = file.suffix.lower()
     if suffix == ".json" or (suffix not in (".csv", ".tsv") and text.lstrip()[:1] in "[{"):
         try:
             data = json.loads(text)
         except json.JSONDecodeError as err:
-            raise UserInputError(f"'{file.name}' is not valid JSON: {err}") from None
+            raise UserInputError(f"'{shown_name(file.name)}' is not valid JSON: {err}") from None
         except RecursionError:
-            raise UserInputError(f"'{file.name}' nests its JSON too deeply.") from None
+            raise UserInputError(f"'{shown_name(file.name)}' nests its JSON too deeply.") from None
         if isinstance(data, list):
             if not data or not all(isinstance(r, dict) for r in data):
                 raise UserInputError("A JSON list must hold one object (record) per row.")
@@ -247,7 +267,7 @@ def read_table(path: str | os.PathLike, max_rows: int = 200_000) -> dict[str, An
     reader = csv.reader(io.StringIO(text), dialect=dialect)
     rows = [row for row in reader if any(cell.strip() for cell in row)]
     if len(rows) < 2:
-        raise UserInputError(f"'{file.name}' needs a header row and at least one data row.")
+        raise UserInputError(f"'{shown_name(file.name)}' needs a header row and at least one data row.")
     if len(rows) - 1 > max_rows:
         raise UserInputError(f"At most {max_rows} rows, please (got {len(rows) - 1}).")
     header = [h.strip() for h in rows[0]]

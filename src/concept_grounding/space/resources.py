@@ -33,6 +33,7 @@ from typing import Any
 
 from ..bench.artifacts import BenchArtifacts
 from .builds import SpaceBuild
+from .inputs import redact_paths
 from .policy import ModelPolicy
 
 __all__ = ["FeatureUnavailable", "ResourceStore"]
@@ -151,12 +152,12 @@ class ResourceStore:
 
     def status_markdown(self) -> str:
         rows = self.status()
-        where = f"`{self.artifacts}`" if self.artifacts else "none found (models are built on first use)"
+        where = f"`{Path(self.artifacts).name}`" if self.artifacts else "none found (models are built at start-up)"
         lines = [f"**Artifacts folder:** {where}", ""]
         if not rows:
             lines.append("No model loaded yet: each tab loads what it needs on first use.")
         for name, (source, seconds) in sorted(rows.items()):
-            lines.append(f"- `{name}`: {source} ({seconds:.1f} s)")
+            lines.append(f"- `{name}`: {redact_paths(source)} ({seconds:.1f} s)")
         cached = self.cached_models()
         if cached:
             lines.append(f"\nVisitor-chosen models loaded: {len(cached)} of at most {self.policy.cache_size} "

@@ -48,8 +48,9 @@ def build_posthoc(store: ResourceStore) -> tuple[Any, str]:
     return (model.eval(), size), f"post-hoc CBM (CBM-112 CAVs) on a CNN trained on {len(tensors)} world birds, {size} px"
 
 
-def concepts(store: ResourceStore, path: str | None, world_index: int, top: int = 5) -> dict[str, Any]:
+def concepts(store: ResourceStore, path: str | None, world_index: int, top: int = 5, gate: Any = None) -> dict[str, Any]:
     """Top concepts of the image with CoAM overlays; ground-truth checks on world birds.
+    An upload is held to ``gate``'s pixel limit (:class:`~.limits.Gate`, default limits).
 
     Returns:
         dict with ``image`` (as used), ``gallery`` (``(overlay, caption)`` per concept),
@@ -57,7 +58,7 @@ def concepts(store: ResourceStore, path: str | None, world_index: int, top: int 
         ``None`` for uploads), ``summary`` (Markdown) and ``predicted_class``.
     """
     top = whole_number(top, "Top concepts", *TOP)
-    image, sample = input_image(store, path, world_index)
+    image, sample = input_image(store, path, world_index, gate)
     model, size = store.get("posthoc_cbm", build_posthoc)
     import torch
 

@@ -14,12 +14,14 @@ store's LRU cache of visitor-chosen models. CCI itself is
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .common import get_world, label_overlay, overlay_heatmap
 from .inputs import UserInputError, load_image, parse_texts, to_rgb, whole_number
+from .limits import Gate
 from ..bench.artifacts import WORLD_CLIP_MODEL
 from ..cci.baselines import BASELINES as _BASELINE_FUNCTIONS
 from .resources import FeatureUnavailable, ResourceStore
@@ -27,7 +29,7 @@ from .resources import FeatureUnavailable, ResourceStore
 if TYPE_CHECKING:  # pragma: no cover
     from ..models.clip import ClipHandle
 
-__all__ = ["BASELINES", "build_clip", "get_model", "model_choices", "input_image", "explain"]
+__all__ = ["BASELINES", "Cancelled", "build_clip", "get_model", "model_choices", "input_image", "explain"]
 
 
 #: Baseline explanations offered beside CCI: the names of :data:`concept_grounding.cci.baselines.BASELINES`.
@@ -93,11 +95,12 @@ def get_model(store: ResourceStore, model_name: str = "") -> "ClipHandle":
     return store.get(f"clip:{name}", build_named_clip(name), evictable=True)
 
 
-def input_image(store: ResourceStore, path: str | None, world_index: int) -> tuple[np.ndarray, Any]:
-    """The uploaded image (sanitised), or world bird ``world_index`` with its sample."""
+def input_image(store: ResourceStore, path: str | None, world_index: int, gate: Gate | None = None) -> tuple[np.ndarray, Any]:
+    """The uploaded image (sanitised, within ``gate``'s pixel limit), or world bird
+    ``world_index`` with its sample."""
     world_index = whole_number(world_index, "World bird #", 0, MAX_WORLD_INDEX)
     if path:
-        return load_image(path), None
+        return load_image(path, check_pixels=(gate if gate is not None else Gate()).check_pixels), None
     sample = get_world(store).sample(world_index)
     return to_rgb(sample.image), sample
 
@@ -111,9 +114,16 @@ def explain(
     clusters: int = 7,
     baselines: list[str] | tuple[str, ...] = (),
     model_name: str = "",
+    gate: Gate | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> dict[str, Any]:
     """CCI cluster map and one importance overlay per text (plus the chosen baselines), on
     the default model or the named CLIP ``model_name``.
+
+    ``baselines`` are taken once each (repeats dropped) and refused beyond ``gate``'s
+    ``max_list_items`` (:class:`~.limits.Gate`, default limits). ``cancelled`` is asked
+    before each stage (the model, CCI, every baseline); once it answers true the call stops
+    with :class:`Cancelled` (the Space asks whether the visitor is still there).
 
     Returns:
         dict with ``image`` (the input as used, ``(H, W, 3)`` uint8), ``cluster_map``,
@@ -121,13 +131,20 @@ def explain(
         weight w_k, drop Δs_k]``), ``similarity`` (one cosine per text) and ``notes``
         (baselines this build cannot compute).
     """
+    gate = gate if gate is not None else Gate()
+    stop = _stopper(cancelled)
     texts = parse_texts(text)
     clusters = whole_number(clusters, "Clusters K", *CLUSTERS)
-    image, _ = input_image(store, path, world_index)
-    unknown = sorted(set(baselines) - set(BASELINES))
+    if baselines is not None and not isinstance(baselines, (list, tuple)):
+        raise UserInputError("Baselines must be a list of names.")
+    baselines = gate.check_items("Baselines", baselines)
+    unknown = sorted({str(b) for b in baselines} - set(BASELINES))
     if unknown:
-        raise UserInputError(f"Unknown baseline(s) {unknown}; choose from {list(BASELINES)}.")
+        raise UserInputError(f"Baselines: unknown {unknown[:3]}; choose from {list(BASELINES)}.")
+    image, _ = input_image(store, path, world_index, gate)
+    stop("loading the model")
     model = get_model(store, model_name)
+    stop("CCI")
     import torch
 
     from ..cci.importance import ClusterEmbeddings, ConceptClusterImportance
@@ -155,6 +172,7 @@ def explain(
     ]
     notes = []
     for name in baselines:
+        stop(f"the {name} baseline")
         try:
             gallery.append(_baseline(name, model.model, px, text_embeds[:1], image, texts[0], store.seed))
         except FeatureUnavailable as err:
@@ -165,6 +183,20 @@ def explain(
     ]
     return {"image": image, "cluster_map": cluster_map, "gallery": gallery, "table": table,
             "similarity": [float(s) for s in out.similarity], "notes": notes}
+
+
+class Cancelled(Exception):
+    """The visitor left: an :func:`explain` call stopped before its next stage."""
+
+
+def _stopper(cancelled: Callable[[], bool] | None) -> Callable[[str], None]:
+    """A check to call before each stage: raises :class:`Cancelled` once ``cancelled()`` is true."""
+
+    def stop(stage: str) -> None:
+        if cancelled is not None and cancelled():
+            raise Cancelled(f"stopped before {stage}")
+
+    return stop
 
 
 def _baseline(name: str, model: Any, px: Any, text_embeds: Any, image: np.ndarray, text: str, seed: int) -> tuple[np.ndarray, str]:

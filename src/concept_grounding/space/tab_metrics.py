@@ -9,6 +9,7 @@ per-image rows; :data:`METRICS` documents the columns. The handlers are plain fu
 from __future__ import annotations
 
 import inspect
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,10 +18,11 @@ from typing import Any
 import numpy as np
 
 from .. import metrics, plotting
+from ..metrics.examples import EXAMPLES
 from .common import figure_to_image, png_to_image
 from .inputs import UserInputError, read_table
 
-__all__ = ["METRICS", "MetricSpec", "load_inputs", "compute_metric", "metric_help", "scalar_results"]
+__all__ = ["METRICS", "MetricSpec", "load_inputs", "compute_metric", "compute_example", "metric_help", "scalar_results"]
 
 
 @dataclass(frozen=True)
@@ -83,9 +85,14 @@ def metric_help(name: str) -> str:
     params = [p for p in inspect.signature(func).parameters.values() if p.kind != p.VAR_KEYWORD]
     required = [p.name for p in params if p.default is p.empty]
     optional = [p.name for p in params if p.default is not p.empty]
+    aliases = "".join(f"; `{m}` for `{f}`" for m, f in EVALUATE_NAMES.get(name, {}).items())
     lines.append(f"**JSON keys** (the function's arguments): required `{'`, `'.join(required)}`"
-                 + (f"; optional `{'`, `'.join(optional)}`" if optional else "") + ".")
+                 + (f"; optional `{'`, `'.join(optional)}`" if optional else "") + ". The `evaluate` module's "
+                 f"names work too{aliases}: its card's example, saved as a `.json` file, is a file to try.")
     lines.append(f"**CSV columns:** {spec.csv_help}" if spec.csv_help else "**CSV:** not supported; use JSON.")
+    if name in EXAMPLES:
+        lines.append("**Example** (save as a `.json` file and upload it, or press *Compute the example*):\n"
+                     "```json\n" + json.dumps(EXAMPLES[name]) + "\n```")
     doc = inspect.getdoc(func) or ""
     if "Args:" in doc:
         args = doc.split("Args:", 1)[1].split("Returns:", 1)[0]
@@ -160,7 +167,27 @@ def _csv_kwargs(name: str, table: dict[str, list[Any]]) -> dict[str, Any]:
     raise UserInputError(f"{METRICS[name].title} takes JSON only (its inputs are matrices).")
 
 
+#: The ``evaluate`` modules' names of a metric's inputs (``metrics/<name>/``) that differ from the
+#: function's: a JSON file written for the module (its card's example) works here too.
+EVALUATE_NAMES: dict[str, dict[str, str]] = {
+    "sub_accuracy": {"predictions": "scores"},
+    "concept_confidence_deviation": {"predictions": "generated_probabilities", "references": "generated_labels"},
+}
+
+
+def _function_names(name: str, data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with the ``evaluate`` module's input names (:data:`EVALUATE_NAMES`) renamed to the function's."""
+    renamed = dict(data)
+    for module_name, function_name in EVALUATE_NAMES.get(name, {}).items():
+        if module_name in renamed:
+            if function_name in renamed:
+                raise UserInputError(f"Give `{module_name}` or `{function_name}`, not both (the same input).")
+            renamed[function_name] = renamed.pop(module_name)
+    return renamed
+
+
 def _json_kwargs(func: Any, data: dict[str, Any]) -> dict[str, Any]:
+    data = _function_names(func.__name__, data)
     params = inspect.signature(func).parameters
     unknown = sorted(set(data) - set(params))
     if unknown:
@@ -218,6 +245,20 @@ def _default_plot(name: str, scalars: dict[str, float]) -> np.ndarray:
     ax.set_xlabel("value")
     fig.tight_layout()
     return figure_to_image(fig)
+
+
+def compute_example(name: str) -> tuple[dict[str, float], np.ndarray]:
+    """:func:`compute_metric` on the metric's example (:data:`concept_grounding.metrics.examples.EXAMPLES`),
+    written as the JSON file a visitor would upload."""
+    import tempfile
+    from pathlib import Path
+
+    if name not in EXAMPLES:
+        raise UserInputError(f"{_spec(name).title} has no example.")
+    with tempfile.TemporaryDirectory(prefix="metric-example-") as folder:
+        path = Path(folder) / f"{name}.json"
+        path.write_text(json.dumps(EXAMPLES[name]), encoding="utf-8")
+        return compute_metric(name, str(path))
 
 
 def compute_metric(name: str, path: str | None) -> tuple[dict[str, float], np.ndarray]:

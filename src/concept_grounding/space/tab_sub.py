@@ -10,6 +10,8 @@ p(S-) <= 0.5.
 
 from __future__ import annotations
 
+from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,6 +32,13 @@ QUICK_VARIANT = "CBM (joint, per-img.)"
 #: Artifact folders tried, in order (``concept-grounding bench`` slugs after ours).
 ARTIFACT_NAMES = ("concept_model", *(model_slug(v) for v in (QUICK_VARIANT, "CBM (joint)", "CBM (ind., per-img.)",
                                                                 "CBM (ind.)")))
+#: The default build's model, trained once and shipped (``ship_concept_model``): the Space
+#: loads it in a second instead of training it for minutes; ``space_build.json`` records the
+#: :class:`~.builds.SpaceBuild` it was trained with, and only that build loads it.
+SHIPPED_MODEL = Path(__file__).resolve().parents[1] / "assets" / "space_concept_model"
+#: How long the model takes to be ready (shown on the page); the Space prepares it at launch.
+FIRST_USE = ("shipped with the package for the default build, ready in a second or two; other builds train "
+             "it when the Space starts, minutes on a 2-core CPU")
 #: First world index (in units of the class count) of the explorer's held-out birds.
 HELD_OUT_START = 1000
 
@@ -72,6 +81,18 @@ def build_concept_model(store: ResourceStore) -> tuple[Any, str]:
     if folder is not None:
         model = ConceptBottleneckModel.from_pretrained(str(folder))
         return (model.eval(), store.artifact_image_size()), f"loaded from {folder}"
+    build = store.build
+    if shipped_build() == asdict(build):
+        model = ConceptBottleneckModel.from_pretrained(str(SHIPPED_MODEL))
+        return (model.eval(), build.concept_size), (f"joint CBM shipped with the package (the default build at seed "
+                                                    f"{build.seed}: {build.concept_per_class} world birds per class, "
+                                                    f"{build.concept_size} px, {build.concept_epochs} epochs)")
+    return train_concept_model(store)
+
+
+def train_concept_model(store: ResourceStore) -> tuple[Any, str]:
+    """The quick build of :func:`build_concept_model`: :data:`QUICK_VARIANT` trained on
+    ``store.build``'s world birds (minutes at the default sizes on 2 CPU cores)."""
     from ..bench.models import train_variant
 
     build = store.build
@@ -80,6 +101,30 @@ def build_concept_model(store: ResourceStore) -> tuple[Any, str]:
     model = train_variant(QUICK_VARIANT, tensors, build.concept_training())
     return (model.eval(), build.concept_size), (f"joint CBM trained on {len(tensors)} world birds ({build.concept_size}"
                                                 f" px, {build.concept_epochs} epochs)")
+
+
+def shipped_build() -> dict[str, Any] | None:
+    """The :class:`~.builds.SpaceBuild` (as a dict) the shipped model was trained with, or ``None``."""
+    import json
+
+    record = SHIPPED_MODEL / "space_build.json"
+    return json.loads(record.read_text()) if record.is_file() else None
+
+
+def ship_concept_model(folder: str | Path = SHIPPED_MODEL, seed: int = 0) -> Path:
+    """Train the default build's model (seed ``seed``) and save it with its build record into
+    ``folder``: how ``assets/space_concept_model`` was made (minutes on 2 CPU cores)."""
+    import json
+
+    from ..models.backbone import drop_init_weights
+    from .builds import SpaceBuild
+
+    store = ResourceStore(None, seed=seed, build=SpaceBuild())
+    (model, _), _ = train_concept_model(store)
+    folder = Path(folder)
+    drop_init_weights(model).save_pretrained(folder)
+    (folder / "space_build.json").write_text(json.dumps(asdict(store.build), indent=1) + "\n")
+    return folder
 
 
 def _parse_pairing(value: str) -> tuple[str, str]:

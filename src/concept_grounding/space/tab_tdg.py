@@ -26,6 +26,7 @@ import numpy as np
 from ..worldflux.loader import WORLD_TDG_EXPECTATION
 from .common import attribute_label, class_label, figure_to_image
 from .inputs import UserInputError, whole_number
+from .limits import SpaceLimits
 from .policy import TDG_MODELS_ENV, ModelPolicy
 from .resources import FeatureUnavailable, ResourceStore
 
@@ -40,7 +41,7 @@ WORLD_MODEL = "world Flux (trained on the bird world)"
 #: Flux was measured at (model card); a test keeps the two equal.
 DEFAULT_STEPS = 20
 #: Most sampling steps a visitor may ask for, and the largest seed (both checked by :func:`generate`).
-MAX_STEPS = 50
+MAX_STEPS = SpaceLimits().max_steps
 MAX_SEED = 2**32 - 1
 DEFAULT_MODEL = WORLD_MODEL
 #: The pairing (reference class, S+) and seed the tab opens on: with the world Flux at

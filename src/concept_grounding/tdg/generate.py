@@ -147,11 +147,14 @@ def generate_images(
     todo = [c for c in mine if not all(is_done(out_dir, j) for j in c)]
     total = sum(len(c) for c in todo)
     written = 0
-    with tqdm(total=total, desc=f"TDG images [{process_index}/{num_processes}]", disable=not progress, unit="img") as bar, \
+    desc = "TDG images" + (f" (process {process_index + 1} of {num_processes})" if num_processes > 1 else "")
+    with tqdm(total=total, desc=desc, disable=not progress, unit="img") as bar, \
             accelerated(pipe, config.acceleration, config.num_inference_steps):
         for chunk in todo:
-            if config.max_images is not None and written >= config.max_images:
-                break
+            if config.max_images is not None:
+                if written >= config.max_images:
+                    break
+                chunk = chunk[: config.max_images - written]  # per-job seeds: the same images as in a full chunk
             for job, (image, guide, meta) in zip(chunk, _generate_chunk(pipe, chunk, config, model)):
                 if "guide_file_name" in meta:
                     atomic_write_bytes(out_dir / meta["guide_file_name"], _png_bytes(guide))

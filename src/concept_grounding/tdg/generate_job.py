@@ -46,6 +46,32 @@ class GenerateResult:
     model: FluxModel
 
 
+#: A plan of more images than this, without ``max_images``, is announced before any work.
+LARGE_PLAN = 1000
+
+
+def announce_plan(n_pairings: int, config: GenerateConfig) -> None:
+    """Warn (one ``UserWarning``) when the plan holds more than :data:`LARGE_PLAN` images and
+    ``max_images`` does not bound it: the paper's 500 per pairing is 13,500 images for one
+    class's 27 pairings, days of CPU, which a newcomer should hear of before it starts.
+
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     announce_plan(27, GenerateConfig(out=Path("x"), images_per_pairing=500))
+    >>> print(caught[0].message)
+    13,500 images planned (27 pairings x 500 images per pairing); images_per_pairing / max_images (--images-per-pairing / --max-images) make fewer; a run resumes where it stopped
+    """
+    import warnings
+
+    planned = n_pairings * config.images_per_pairing
+    if planned > LARGE_PLAN and config.max_images is None:
+        warnings.warn(f"{planned:,} images planned ({n_pairings} pairings x {config.images_per_pairing} images per "
+                      "pairing); images_per_pairing / max_images (--images-per-pairing / --max-images) make fewer; "
+                      "a run resumes where it stopped",
+                      UserWarning, stacklevel=2)
+
+
 def run_generate(config: GenerateConfig) -> GenerateResult:
     """Generate the config's images into ``config.out`` (steps in the module docstring).
 
@@ -62,6 +88,7 @@ def run_generate(config: GenerateConfig) -> GenerateResult:
     # expanding every (pairing, image) job takes seconds at the paper's N = 500: after the checks
     jobs = plan_jobs(pairings, config.images_per_pairing, config.seed)
     check_manifest(config.out, generation_manifest(jobs, config, model), MANIFEST_ARGUMENTS)
+    announce_plan(len(pairings), config)
 
     # 2. the pipeline, on this process's device
     import torch

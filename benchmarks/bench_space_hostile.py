@@ -1,0 +1,236 @@
+"""The Space against hostile visitors: what they can make it do, store and print.
+
+Launches ``spaces/concept-grounding/app.py`` on 127.0.0.1 only (offline, no artifacts, the
+tiny model builds of ``CONCEPT_GROUNDING_SPACE_BUILD=tiny``, the default
+:class:`~concept_grounding.space.limits.SpaceLimits`), then ``--clients`` threads, each one
+visitor (its own ``X-Forwarded-For`` address, which the Space takes from a loopback peer),
+send ``--rounds`` rounds of a fixed list of requests: hostile ones (a 2,000-item baseline
+list, a 100 kB string where a choice is expected, NaN, a 3000 x 3000 PNG, a path outside
+the upload folder, an empty / right-to-left / many-file upload, uploads past the per-visitor
+quota) and ordinary ones (a SUB explorer image, an Explain run, a metric). Bounded: the
+request list is fixed, every call has a timeout, and nothing leaves the machine.
+
+Printed: requests sent, refusals (an error answer of one line), crashes (HTTP 5xx, an
+answer "Something went wrong", more than one line, or the server gone), bytes the Space
+stored under its Gradio cache at the end, the server's RSS before and after (``/proc``),
+log lines per refused request, and the p95 latency per endpoint. Run from the repository
+root: ``python benchmarks/bench_space_hostile.py`` (about a minute on 2 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections import defaultdict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = ROOT / "spaces" / "concept-grounding" / "app.py"
+TINY = "tiny (built-in, random weights)"
+PAIRING = "017.Cardinal|has_crown_color::black"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rss_mb(pid: int) -> float:
+    """Resident set size of ``pid`` (MB) from ``/proc``."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _stored_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+class Visitor:
+    """One hostile visitor: raw HTTP calls from one ``X-Forwarded-For`` address."""
+
+    def __init__(self, url: str, address: str) -> None:
+        self.url, self.headers, self.sent = url, {"X-Forwarded-For": address}, 0
+
+    def unique(self, content: bytes) -> bytes:
+        """``content`` made unique to this visitor and call (Gradio stores equal files once)."""
+        self.sent += 1
+        tag = f"{self.headers['X-Forwarded-For']}#{self.sent}".encode()
+        return tag + content[len(tag):]
+
+    def call(self, api: str, body: str) -> tuple[str, str]:
+        """``("ok" | "refused" | "crash", text)`` of an API call sent as raw JSON."""
+        request = urllib.request.Request(f"{self.url}gradio_api/call/{api}", data=body.encode(),
+                                         headers={"Content-Type": "application/json", **self.headers})
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                event = json.loads(response.read())["event_id"]
+            with urllib.request.urlopen(f"{self.url}gradio_api/call/{api}/{event}", timeout=300) as response:
+                stream = response.read().decode()
+        except urllib.error.HTTPError as err:
+            return ("crash" if err.code >= 500 else "refused"), f"HTTP {err.code}"
+        except OSError as err:
+            return "crash", f"{type(err).__name__}: {err}"
+        if "event: error" not in stream:
+            return "ok", ""
+        data = stream.rsplit("data: ", 1)[1].splitlines()[0]
+        message = json.loads(data).get("error") if data.startswith("{") else data
+        message = str(message)
+        bad = message.startswith("Something went wrong") or "\n" in message or "Traceback" in message
+        return ("crash" if bad else "refused"), message
+
+    def upload(self, parts: list[tuple[str, bytes]]) -> tuple[str, str]:
+        boundary = "hostile-visitor"
+        body = b"".join((f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="{name}"\r\n'
+                         "Content-Type: application/octet-stream\r\n\r\n").encode() + content + b"\r\n"
+                        for name, content in parts) + f"--{boundary}--\r\n".encode()
+        request = urllib.request.Request(f"{self.url}gradio_api/upload", data=body, headers={
+            "Content-Type": f"multipart/form-data; boundary={boundary}", **self.headers})
+        try:
+            with urllib.request.urlopen(request, timeout=120) as response:
+                return "ok", response.read().decode()
+        except urllib.error.HTTPError as err:
+            text = err.read().decode("utf-8", "replace")
+            return ("crash" if err.code >= 500 or "\n" in text.strip() else "refused"), f"HTTP {err.code}: {text}"
+        except OSError as err:
+            return "crash", f"{type(err).__name__}: {err}"
+
+
+def _png(side: int) -> bytes:
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("L", (side, side)).save(buffer, format="png")
+    return buffer.getvalue()
+
+
+def _requests(cache: Path) -> list[tuple[str, Callable[[Visitor], tuple[str, str]]]]:
+    """``(endpoint, call)`` of one round; the hostile ones first."""
+    big_png, quota_chunk = _png(3000), b"\0" * (19 * 2**20)
+    huge = "x" * 100_000
+    outside = json.dumps({"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}})
+    folder = json.dumps({"path": str(cache), "meta": {"_type": "gradio.FileData"}})
+
+    def upload_then_explain(v: Visitor) -> tuple[str, str]:
+        kind, text = v.upload([("big.png", big_png)])
+        if kind != "ok":
+            return kind, text
+        path = json.loads(text)[0]
+        image = json.dumps({"path": path, "meta": {"_type": "gradio.FileData"}})
+        return v.call("explain", f'{{"data": [{image}, 0, "a bird", 3, [], ""]}}')
+
+    return [
+        ("explain", lambda v: v.call("explain", json.dumps({"data": [None, 0, "a bird", 3, ["random"] * 2000, ""]}))),
+        ("explain", lambda v: v.call("explain", '{"data": [null, NaN, "a bird", 3, [], ""]}')),
+        ("explain", upload_then_explain),
+        ("tdg_generate", lambda v: v.call("tdg_generate", json.dumps({"data": [huge, "has_crown_color::black", TINY, 2, 0]}))),
+        ("tdg_generate", lambda v: v.call("tdg_generate", json.dumps({"data": ["017.Cardinal", "has_crown_color::black",
+                                                                               TINY, 51, 0]}))),
+        ("sub_explore", lambda v: v.call("sub_explore", json.dumps({"data": [huge, 0]}))),
+        ("metrics", lambda v: v.call("metrics", f'{{"data": ["concept_confidence_deviation", {outside}]}}')),
+        ("metrics", lambda v: v.call("metrics", f'{{"data": ["concept_confidence_deviation", {folder}]}}')),
+        ("upload", lambda v: v.upload([("", b"abc")])),
+        ("upload", lambda v: v.upload([("bird\u202egnp.exe", b"abc")])),
+        ("upload", lambda v: v.upload([(f"f{i}.txt", b"a") for i in range(50)])),
+        ("upload", lambda v: v.upload([("quota.bin", v.unique(quota_chunk))])),
+        # ordinary visitors' requests
+        ("sub_explore", lambda v: v.call("sub_explore", json.dumps({"data": [PAIRING, 1]}))),
+        ("explain", lambda v: v.call("explain", json.dumps({"data": [None, 0, "a bird", 3, ["random"], ""]}))),
+        ("tdg_generate", lambda v: v.call("tdg_generate", json.dumps({"data": ["017.Cardinal", "has_crown_color::black",
+                                                                               TINY, 2, 0]}))),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=10, help="concurrent visitors")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of the request list per visitor")
+    args = parser.parse_args()
+
+    port, cache = _free_port(), Path(tempfile.mkdtemp(prefix="hostile-cache-"))
+    log = Path(tempfile.mkdtemp()) / "server.log"
+    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "HF_HUB_OFFLINE": "1",
+           "GRADIO_ANALYTICS_ENABLED": "False", "GRADIO_TEMP_DIR": str(cache), "CONCEPT_GROUNDING_SPACE_BUILD": "tiny",
+           "CONCEPT_GROUNDING_ARTIFACTS": str(Path(tempfile.mkdtemp()) / "none"), "PYTHONPATH": str(ROOT / "src")}
+    url = f"http://127.0.0.1:{port}/"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, str(APP)], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.perf_counter() + 180
+        while True:
+            if proc.poll() is not None or time.perf_counter() > deadline:
+                raise SystemExit(f"the Space did not start:\n{log.read_text()[-2000:]}")
+            try:
+                urllib.request.urlopen(url, timeout=2).read()
+                break
+            except OSError:
+                time.sleep(0.3)
+        # warm: the tabs' models (built at launch) and one request each, so RSS "before" is a served Space
+        warm = Visitor(url, "192.0.2.250")
+        for api, body in [("sub_explore", json.dumps({"data": [PAIRING, 0]})),
+                          ("explain", json.dumps({"data": [None, 0, "a bird", 3, [], ""]})),
+                          ("tdg_generate", json.dumps({"data": ["017.Cardinal", "has_crown_color::black", TINY, 2, 0]}))]:
+            warm.call(api, body)
+        rss_before, log_before = _rss_mb(proc.pid), len(log.read_text().splitlines())
+        plan = _requests(cache)
+        latencies: dict[str, list[float]] = defaultdict(list)
+        counts = {"ok": 0, "refused": 0, "crash": 0}
+        crashes: list[str] = []
+
+        def visit(i: int) -> list[tuple[str, str, str, float]]:
+            visitor, done = Visitor(url, f"192.0.2.{i + 1}"), []
+            for _ in range(args.rounds):
+                for endpoint, call in plan:
+                    start = time.perf_counter()
+                    kind, text = call(visitor)
+                    done.append((endpoint, kind, text, time.perf_counter() - start))
+            return done
+
+        start = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=args.clients) as pool:
+            results = [r for rs in pool.map(visit, range(args.clients)) for r in rs]
+        wall = time.perf_counter() - start
+        for endpoint, kind, text, seconds in results:
+            counts[kind] += 1
+            latencies[endpoint].append(seconds)
+            if kind == "crash":
+                crashes.append(f"{endpoint}: {text[:200]}")
+        alive = proc.poll() is None
+        rss_after = _rss_mb(proc.pid) if alive else float("nan")
+        log_lines = len(log.read_text().splitlines()) - log_before
+        print(f"hostile visitors: {args.clients} clients x {args.rounds} rounds x {len(plan)} requests, {wall:.1f} s wall")
+        print(f"requests {len(results)}  ok {counts['ok']}  refused {counts['refused']}  crashes {counts['crash']}"
+              f"  server alive {alive}")
+        print(f"stored bytes in the Gradio cache: {_stored_bytes(cache):,}")
+        print(f"server RSS: {rss_before:.0f} MB before, {rss_after:.0f} MB after")
+        print(f"log lines written during the run: {log_lines} ({log_lines / max(1, counts['refused']):.2f} per refusal)")
+        print("p95 latency per endpoint (s), 10 concurrent clients:")
+        for endpoint, values in sorted(latencies.items()):
+            print(f"  {endpoint:14s} n={len(values):4d}  median {np.median(values):6.2f}  p95 {np.percentile(values, 95):6.2f}")
+        for line in crashes[:10]:
+            print("  crash:", line)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+if __name__ == "__main__":
+    main()

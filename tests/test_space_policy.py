@@ -162,3 +162,22 @@ def test_named_clips_share_the_lru_cache(tmp_path):
     assert store.cached_models() == [f"clip:{folders[1]}"] and not store.is_ready(f"clip:{folders[0]}")
     assert tab_explain.get_model(store, folders[0]) is not first  # loaded again after being dropped
     assert tab_explain.model_choices(store) == [("world CLIP (default)", "")] + [(f, f) for f in folders]
+
+
+def test_a_gpu_space_offers_flux_dev_and_klein_and_a_cpu_space_does_not():
+    """Issue 36.5: on ZeroGPU hardware (``SPACES_ZERO_GPU``) the TDG tab offers FLUX.1-dev and
+    FLUX.2 [klein] beside the built-in models; on this CPU nothing changes."""
+    import torch
+
+    from concept_grounding.space import tab_tdg
+    from concept_grounding.tdg.zerogpu import GPU_TDG_MODELS
+
+    gpu = ModelPolicy.from_env({"SPACES_ZERO_GPU": "true", "CONCEPT_GROUNDING_TDG_MODEL": "my/flux"})
+    assert gpu.offered("tdg") == ("my/flux", *GPU_TDG_MODELS)
+    assert set(GPU_TDG_MODELS) <= set(tab_tdg.model_choices(gpu))
+    if not torch.cuda.is_available():
+        assert ModelPolicy.from_env({}).offered("tdg") == ()
+    from concept_grounding.tdg.zerogpu import _spaces_gpu
+
+    if _spaces_gpu() is None:  # spaces.GPU only where the package is installed (not the repository's spaces/ folder)
+        assert tab_tdg.generate.__module__ == tab_tdg.__name__ and not hasattr(tab_tdg.generate, "__wrapped__")

@@ -111,8 +111,11 @@ class ModelPolicy:
             raise ValueError(f"{CACHE_SIZE_ENV} must be an integer >= 1, got {text!r}") from None
         if cache_size < 1:
             raise ValueError(f"{CACHE_SIZE_ENV} must be an integer >= 1, got {text!r}")
+        from ..tdg.zerogpu import gpu_tdg_models
+
         return cls(
-            tdg_models=split_names(env.get(TDG_MODELS_ENV)),
+            # on a GPU Space (ZeroGPU or CUDA) FLUX.1-dev and FLUX.2 [klein] are offered too; on a CPU nothing changes
+            tdg_models=split_names(env.get(TDG_MODELS_ENV)) + gpu_tdg_models(env),
             clip_models=split_names(env.get(CLIP_MODELS_ENV)),
             allow_any=env.get(ALLOW_ANY_ENV, "").strip().lower() in _TRUE,
             cache_size=cache_size,

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..tdg.zerogpu import GPU_DTYPE, on_gpu, on_spaces_gpu
 from ..worldflux.loader import WORLD_TDG_EXPECTATION
 from .common import attribute_label, class_label, figure_to_image
 from .inputs import UserInputError, whole_number
@@ -162,11 +163,15 @@ def _build_named(name: str) -> Any:
         try:
             # Fails within seconds for an uncached model when the Hub does not answer (issue 12.6).
             source = resolve_model(name, argument="model")
-            # float32 whatever the folder holds (fp16 on disk, e.g. the shipped world Flux, once mixed Half and Float)
-            pipe = load_flux_pipeline(source, "float32", local_files_only=is_offline())
+            # float32 on a CPU whatever the folder holds (fp16 on disk, e.g. the shipped world Flux, once mixed
+            # Half and Float); bfloat16 on CUDA on a GPU Space (ZeroGPU hands the GPU to on_gpu-wrapped calls)
+            dtype = GPU_DTYPE if on_spaces_gpu() else "float32"
+            pipe = load_flux_pipeline(source, dtype, local_files_only=is_offline())
+            if on_spaces_gpu():
+                pipe.to("cuda")
         except (OSError, ValueError) as err:
             raise UserInputError(f"Could not load the Flux model {name!r}: {err}") from None
-        return pipe, f"{name} (from_pretrained, float32)"
+        return pipe, f"{name} (from_pretrained, {dtype})"
 
     return builder
 
@@ -214,6 +219,7 @@ def _to_uint8(images: Any) -> list[np.ndarray]:
     return out
 
 
+@on_gpu(duration=120)  # a GPU Space's GPU for the call (ZeroGPU); the function itself elsewhere
 def generate(
     store: ResourceStore,
     reference_class: str,

@@ -63,6 +63,18 @@ def gpu_tdg_models(environ: Mapping[str, str] | None = None, cuda_available: boo
     return GPU_TDG_MODELS if on_spaces_gpu(environ, cuda_available) else ()
 
 
+def _spaces_gpu() -> Callable[..., Any] | None:
+    """The ``spaces`` package's ``GPU`` decorator, or ``None`` where that package is not installed
+    (a folder named ``spaces`` on the path, such as this repository's Space sources, is not it)."""
+    if importlib.util.find_spec("spaces") is None:
+        return None
+    try:
+        import spaces
+    except ImportError:
+        return None
+    return getattr(spaces, "GPU", None)
+
+
 def on_gpu(fn: F | None = None, *, duration: int = 120) -> Any:
     """``@spaces.GPU(duration=duration)`` when the ``spaces`` package is installed, else the function itself.
 
@@ -70,10 +82,7 @@ def on_gpu(fn: F | None = None, *, duration: int = 120) -> Any:
     longest call in seconds that ZeroGPU reserves a GPU for.
     """
     def decorate(function: F) -> F:
-        if importlib.util.find_spec("spaces") is None:
-            return function
-        import spaces
-
-        return spaces.GPU(duration=duration)(function)
+        gpu = _spaces_gpu()
+        return function if gpu is None else gpu(duration=duration)(function)
 
     return decorate(fn) if fn is not None else decorate

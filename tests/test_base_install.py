@@ -31,8 +31,9 @@ import doctest, glob, json, os, sys
 import evaluate
 import concept_grounding
 
-os.chdir(os.path.join(os.path.dirname(concept_grounding.__file__), "_hub_sources"))  # the examples load "metrics/<name>"
-folders = sorted(glob.glob(os.path.join("metrics", "*")))
+# the examples load "<name>", as evaluate's own examples do: from the folder holding the metric folders
+os.chdir(os.path.join(os.path.dirname(concept_grounding.__file__), "_hub_sources", "metrics"))
+folders = sorted(glob.glob("*"))
 results = {}
 for folder in folders:
     metric = evaluate.load(folder)

@@ -219,7 +219,7 @@ JOBS = plan_jobs([Pairing("073.Blue_Jay", "has_crown_color::yellow")], 2, base_s
 
 def test_generate_records_the_cache_and_refuses_a_resume_with_another(world, tmp_path):
     cached = Acceleration(TransformerCache.parse("first-block:threshold=0.3"))
-    assert generate_images(world, JOBS, _settings(tmp_path, cached, batch_size=2, max_images=1), WORLD, progress=False) == 2
+    assert generate_images(world, JOBS, _settings(tmp_path, cached, batch_size=2, max_images=2), WORLD, progress=False) == 2
     assert not world.transformer.is_cache_enabled  # removed after the run
     manifest = json.loads((tmp_path / MANIFEST_FILE).read_text())
     assert manifest["cache"] == {"name": "first-block", "threshold": 0.3} and manifest["compile"] is False

@@ -350,6 +350,8 @@ def _screenshot(page, path: Path, for_docs: bool) -> None:
 def test_browser_every_tab(server, tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
+    from concept_grounding.space import tab_tdg
+
     url, _, log, _ = server
     shots = os.environ.get("SAVE_SCREENSHOTS")
     shot_dir = Path(shots) if shots else tmp_path / "shots"
@@ -371,9 +373,10 @@ def test_browser_every_tab(server, tmp_path):
 
             # 1. Tied Diffusion: prompts, eta plot, the generated pair and the baseline
             expect(page.get_by_text("small Flux trained on the bird world")).to_be_visible()
+            expect(page.get_by_text("What to expect").first).to_be_visible()  # issue 37: one sentence
             page.locator("#tdg-run").click()
-            expect(page.locator("#tdg-cg textarea")).to_have_value(
-                "A photo of a bird with black colored feathers on the crown of its head", timeout=timeout)
+            # the tab opens on its default pairing (issue 37: one whose guide shows S+)
+            expect(page.locator("#tdg-cg textarea")).to_have_value(tab_tdg.prompts(*tab_tdg.DEFAULT_PAIRING)[1], timeout=timeout)
             for elem in ("#tdg-eta", "#tdg-ref", "#tdg-guide", "#tdg-base"):
                 expect(page.locator(f"{elem} img")).to_be_visible(timeout=timeout)
             # issue 24: the world judge's verdict under each image

@@ -49,10 +49,30 @@ def launch(demo: Any, host: str = "127.0.0.1", port: int = 7860, *, warm: bool =
         signal.signal(signal.SIGTERM, _interrupt)
     store = getattr(demo, "space_store", None)
     if warm and store is not None:
+        _import_model_libraries()  # before two threads (warm-up, a first visitor) can race to import them
         threading.Thread(target=warm_up, args=(store,), name="space-warm-up", daemon=True).start()
     return demo.launch(server_name=host, server_port=port, share=False, ssr_mode=False, show_error=True,
                        footer_links=["api"], max_file_size=gate.limits.max_upload_bytes, app_kwargs=app_kwargs,
                        **kwargs)
+
+
+def _import_model_libraries() -> None:
+    """Import torch and the transformers / diffusers model classes the tabs build, on this thread.
+
+    Their lazy modules are not safe to import for the first time from two threads at once: the
+    warm-up thread and a visitor's first request raced there ("cannot import name
+    'PreTrainedModel' from 'transformers'"). A library that is not installed is left to the
+    tab that needs it to report."""
+    try:
+        import diffusers
+        import torch  # noqa: F401
+        import transformers
+    except ImportError:
+        return
+    for module, names in ((transformers, ("PreTrainedModel", "CLIPModel", "CLIPTextModel", "T5EncoderModel")),
+                          (diffusers, ("DiffusionPipeline", "FluxPipeline", "AutoencoderKL", "FluxTransformer2DModel"))):
+        for name in names:
+            getattr(module, name)
 
 
 def _interrupt(signum: int, frame: Any) -> None:

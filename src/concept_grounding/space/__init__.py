@@ -51,9 +51,16 @@ def launch(demo: Any, host: str = "127.0.0.1", port: int = 7860, *, warm: bool =
     if warm and store is not None:
         _import_model_libraries()  # before two threads (warm-up, a first visitor) can race to import them
         threading.Thread(target=warm_up, args=(store,), name="space-warm-up", daemon=True).start()
-    return demo.launch(server_name=host, server_port=port, share=False, ssr_mode=False, show_error=True,
-                       footer_links=["api"], max_file_size=gate.limits.max_upload_bytes, app_kwargs=app_kwargs,
-                       **kwargs)
+    launched = dict(server_name=host, server_port=port, share=False, ssr_mode=False, show_error=True,
+                    footer_links=["api"], max_file_size=gate.limits.max_upload_bytes, app_kwargs=app_kwargs, **kwargs)
+    if kwargs.get("prevent_thread_lock"):  # returns at once: the caller closes the Space
+        return demo.launch(**launched)
+    from .blocks import delete_served
+
+    try:
+        return demo.launch(**launched)  # blocks until Ctrl-C or SIGTERM
+    finally:
+        delete_served()  # Gradio deletes its own cache files; the served PNGs are ours
 
 
 def _import_model_libraries() -> None:

@@ -300,7 +300,7 @@ def served_png(image: Any) -> str | None:
 
     from ..fileio import atomic_write_bytes
 
-    if image is None:
+    if image is None or _CLOSING.is_set():  # the Space is shutting down: write nothing more
         return None
     buffer = io.BytesIO()
     Image.fromarray(image).save(buffer, format="png")
@@ -310,7 +310,34 @@ def served_png(image: Any) -> str | None:
         os.utime(path)  # served again: young again for the cache sweep (DELETE_CACHE)
     except FileNotFoundError:
         atomic_write_bytes(path, data)
+    _SERVED.add(path)
     return str(path)
+
+
+#: The PNGs :func:`served_png` wrote (Gradio's cache deletion at shutdown knows only its own files).
+_SERVED: set[Path] = set()
+#: Set by :func:`delete_served`: requests still running at shutdown write no more images.
+_CLOSING = threading.Event()
+
+
+def delete_served() -> int:
+    """Delete every PNG :func:`served_png` wrote, and its folder when empty (the Space's
+    shutdown: nothing a visitor caused stays on disk); return how many files went. Images a
+    request still running would serve afterwards are not written."""
+    _CLOSING.set()
+    gone = 0
+    for path in list(_SERVED):
+        try:
+            path.unlink()
+            gone += 1
+        except FileNotFoundError:
+            pass
+        try:
+            path.parent.rmdir()
+        except OSError:
+            pass
+        _SERVED.discard(path)
+    return gone
 
 
 def _status(store: ResourceStore) -> Callable[[], str]:

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from concept_grounding.cli import main
+from concept_grounding.testing import save_tiny_transformers_clip
 from concept_grounding.errors import UsageError
 from concept_grounding.evaluation import BinaryConceptModel, OpenVocabularyModel, evaluate_sub, load_sub_source
 from concept_grounding.vocabulary import load_vocabulary
@@ -376,41 +377,13 @@ def test_tiny_open_clip_in_group_mode(tmp_path, sub):
     assert saved["s_plus"] == pytest.approx(expected["s_plus"]) and saved["s_minus"] == pytest.approx(expected["s_minus"])
 
 
-def _save_tiny_transformers_clip(folder: Path) -> None:
-    """A config-built transformers CLIP with a CLIPProcessor whose tokenizer files are
-    open_clip's bundled BPE (the real CLIP vocabulary), saved like a Hub checkpoint."""
-    from open_clip.tokenizer import SimpleTokenizer
-    from transformers import CLIPImageProcessor, CLIPProcessor, CLIPTokenizer
-
-    from concept_grounding.testing import tiny_transformers_clip
-
-    bpe = SimpleTokenizer()
-    folder.mkdir(parents=True, exist_ok=True)
-    vocab = {{"<start_of_text>": "<|startoftext|>", "<end_of_text>": "<|endoftext|>"}.get(k, k): v
-             for k, v in bpe.encoder.items()}
-    (folder / "vocab.json").write_text(json.dumps(vocab))
-    merges = sorted(bpe.bpe_ranks, key=bpe.bpe_ranks.get)
-    (folder / "merges.txt").write_text("#version: 0.2\n" + "\n".join(" ".join(m) for m in merges) + "\n")
-    tokenizer = CLIPTokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"), model_max_length=32)
-    processor = CLIPProcessor(image_processor=CLIPImageProcessor(size={"shortest_edge": SIZE},
-                                                                 crop_size={"height": SIZE, "width": SIZE}),
-                              tokenizer=tokenizer)
-    model = tiny_transformers_clip(image_size=SIZE)
-    model.config.text_config.vocab_size = len(bpe.encoder)
-    model.text_model.embeddings.token_embedding = torch.nn.Embedding(len(bpe.encoder), model.config.text_config.hidden_size)
-    model.config.text_config.eos_token_id = vocab["<|endoftext|>"]
-    model.config.text_config.bos_token_id = vocab["<|startoftext|>"]
-    torch.manual_seed(1)
-    torch.nn.init.normal_(model.text_model.embeddings.token_embedding.weight, std=0.02)
-    model.save_pretrained(folder)
-    processor.save_pretrained(folder)
 
 
 def test_tiny_transformers_clip_in_group_mode(tmp_path, sub):
     from concept_grounding.models.clip import load_clip
 
     folder = tmp_path / "tiny-hf-clip"
-    _save_tiny_transformers_clip(folder)
+    save_tiny_transformers_clip(folder)
     bundle = load_clip(str(folder), local_files_only=True)
     assert bundle.backend.name == "transformers"
     pixels = bundle.preprocess(list(sub["image"]))

@@ -13,46 +13,17 @@ import pytest
 import torch
 
 from concept_grounding.cli import main
+from concept_grounding.testing import save_tiny_transformers_clip
 
 SIZE = 32
 CLASSES = ("017.Cardinal", "073.Blue_Jay", "020.Yellow_breasted_Chat")
 
 
-def _save_tiny_transformers_clip(folder: Path) -> Path:
-    """A config-built transformers CLIP with a CLIPProcessor over open_clip's bundled BPE, saved
-    like a Hub checkpoint (as tests/test_byom_sub.py)."""
-    from open_clip.tokenizer import SimpleTokenizer
-    from transformers import CLIPImageProcessor, CLIPProcessor, CLIPTokenizer
-
-    from concept_grounding.testing import tiny_transformers_clip
-
-    bpe = SimpleTokenizer()
-    folder.mkdir(parents=True, exist_ok=True)
-    vocab = {{"<start_of_text>": "<|startoftext|>", "<end_of_text>": "<|endoftext|>"}.get(k, k): v
-             for k, v in bpe.encoder.items()}
-    (folder / "vocab.json").write_text(json.dumps(vocab))
-    merges = sorted(bpe.bpe_ranks, key=bpe.bpe_ranks.get)
-    (folder / "merges.txt").write_text("#version: 0.2\n" + "\n".join(" ".join(m) for m in merges) + "\n")
-    tokenizer = CLIPTokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"), model_max_length=32)
-    processor = CLIPProcessor(image_processor=CLIPImageProcessor(size={"shortest_edge": SIZE},
-                                                                 crop_size={"height": SIZE, "width": SIZE}),
-                              tokenizer=tokenizer)
-    model = tiny_transformers_clip(image_size=SIZE)
-    model.config.text_config.vocab_size = len(bpe.encoder)
-    model.text_model.embeddings.token_embedding = torch.nn.Embedding(len(bpe.encoder), model.config.text_config.hidden_size)
-    model.config.text_config.eos_token_id = vocab["<|endoftext|>"]
-    model.config.text_config.bos_token_id = vocab["<|startoftext|>"]
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(1)
-        torch.nn.init.normal_(model.text_model.embeddings.token_embedding.weight, std=0.02)
-    model.save_pretrained(folder)
-    processor.save_pretrained(folder)
-    return folder
 
 
 @pytest.fixture(scope="module")
 def hf_clip(tmp_path_factory):
-    return _save_tiny_transformers_clip(tmp_path_factory.mktemp("hf") / "tiny-clip")
+    return save_tiny_transformers_clip(tmp_path_factory.mktemp("hf") / "tiny-clip")
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,10 @@
-from .clip import known_answer_open_clip, tiny_open_clip, tiny_transformers_clip, vit_b16_open_clip_visual
+from .clip import (
+    known_answer_open_clip,
+    save_tiny_transformers_clip,
+    tiny_open_clip,
+    tiny_transformers_clip,
+    vit_b16_open_clip_visual,
+)
 from .flux import TINY_MODEL, TinyFlux, tiny_flux_components, tiny_flux_ip_adapter, tiny_flux_pipeline
 from .flux2 import TINY_FLUX2_CALL, tiny_flux2_components, tiny_flux2_pipeline
 from .inpaint import TINY_INPAINT_WORDS, save_tiny_inpainting_pipeline

@@ -9,11 +9,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
+    from pathlib import Path
+
     from torch import nn
 
 __all__ = [
     "tiny_open_clip",
     "tiny_transformers_clip",
+    "save_tiny_transformers_clip",
     "vit_b16_open_clip_visual",
     "known_answer_open_clip",
 ]
@@ -65,6 +68,43 @@ def tiny_transformers_clip(
         if vision_only:
             return CLIPVisionModelWithProjection(CLIPVisionConfig(**vcfg)).eval()
         return CLIPModel(CLIPConfig(text_config=tcfg, vision_config=vcfg, projection_dim=embed_dim)).eval()
+
+
+def save_tiny_transformers_clip(folder: "str | Path", image_size: int = 32, seed: int = 1) -> "Path":
+    """Save a config-built transformers ``CLIPModel`` with a ``CLIPProcessor`` whose tokenizer
+    files are open_clip's bundled BPE (the real CLIP vocabulary, 49408 tokens), like a Hub
+    checkpoint: ``CLIPModel.from_pretrained(folder)`` and ``CLIPProcessor.from_pretrained(folder)``
+    load it offline. The token embeddings are re-drawn for the full vocabulary from ``seed``."""
+    import json
+    from pathlib import Path
+
+    import torch
+    from open_clip.tokenizer import SimpleTokenizer
+    from transformers import CLIPImageProcessor, CLIPProcessor, CLIPTokenizer
+
+    folder = Path(folder)
+    bpe = SimpleTokenizer()
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = {{"<start_of_text>": "<|startoftext|>", "<end_of_text>": "<|endoftext|>"}.get(k, k): v
+             for k, v in bpe.encoder.items()}
+    (folder / "vocab.json").write_text(json.dumps(vocab))
+    merges = sorted(bpe.bpe_ranks, key=bpe.bpe_ranks.get)
+    (folder / "merges.txt").write_text("#version: 0.2\n" + "\n".join(" ".join(m) for m in merges) + "\n")
+    tokenizer = CLIPTokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"), model_max_length=32)
+    processor = CLIPProcessor(image_processor=CLIPImageProcessor(size={"shortest_edge": image_size},
+                                                                 crop_size={"height": image_size, "width": image_size}),
+                              tokenizer=tokenizer)
+    model = tiny_transformers_clip(image_size=image_size)
+    text = model.config.text_config
+    text.vocab_size = len(bpe.encoder)
+    model.text_model.embeddings.token_embedding = torch.nn.Embedding(len(bpe.encoder), text.hidden_size)
+    text.eos_token_id, text.bos_token_id = vocab["<|endoftext|>"], vocab["<|startoftext|>"]
+    with torch.random.fork_rng(devices=[]):  # the caller's global RNG is left as it was
+        torch.manual_seed(seed)
+        torch.nn.init.normal_(model.text_model.embeddings.token_embedding.weight, std=0.02)
+    model.save_pretrained(folder)
+    processor.save_pretrained(folder)
+    return folder
 
 
 def known_answer_open_clip(image_size: int = 16, patch_size: int = 4, gain: float = 10.0) -> "nn.Module":

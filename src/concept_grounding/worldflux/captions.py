@@ -87,26 +87,29 @@ def _species_with(world: "BirdWorld", attribute: str) -> list[str]:
 
 #: Default probability of TDG's colour guide form ``a photo of a bird with {S}``.
 GUIDE_CAPTION_RATE = 0.20
+#: Upper bounds of the first five caption forms at :data:`GUIDE_CAPTION_RATE` (module table).
+_DEFAULT_BOUNDS = (0.25, 0.55, 0.75, 0.85, 0.93)
 
 
 def caption_thresholds(guide_rate: float = GUIDE_CAPTION_RATE) -> tuple[float, float, float, float, float]:
     """Upper bounds of the first five caption forms on a uniform draw ``u`` (the sixth takes
     the rest): the module table's probabilities with the guide form's set to ``guide_rate``
-    and the others scaled by ``(1 - guide_rate) / 0.8``.
+    and the others scaled by ``k = (1 - guide_rate) / 0.8``. Bounds before the guide form are
+    :data:`_DEFAULT_BOUNDS` times ``k``, those after it the guide's end plus ``k`` times their
+    default distance from it, so the default rate gives the default bounds exactly (the
+    captions of earlier runs).
 
     >>> caption_thresholds()
     (0.25, 0.55, 0.75, 0.85, 0.93)
     >>> [round(t, 4) for t in caption_thresholds(0.5)]
-    [0.1562, 0.3438, 0.8438, 0.9062, 0.9562]
+    [0.1562, 0.3438, 0.8438, 0.9062, 0.9563]
     """
     if not 0.0 <= guide_rate < 1.0:
         raise ValueError(f"guide_rate must be in [0, 1), got {guide_rate}")
-    if guide_rate == GUIDE_CAPTION_RATE:
-        return (0.25, 0.55, 0.75, 0.85, 0.93)  # the literal bounds of earlier runs (same draws, same captions)
     k = (1.0 - guide_rate) / (1.0 - GUIDE_CAPTION_RATE)
-    species, attributes = 0.25 * k, 0.55 * k
-    guide = attributes + guide_rate
-    return (species, attributes, guide, guide + 0.10 * k, guide + 0.18 * k)
+    species, attributes, guide_end, pattern, shape = _DEFAULT_BOUNDS
+    end = attributes * k + guide_rate
+    return (species * k, attributes * k, end, end + (pattern - guide_end) * k, end + (shape - guide_end) * k)
 
 
 def make_caption(labels: np.ndarray, label: int, world: "BirdWorld", rng: np.random.Generator,

@@ -6,6 +6,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..settings import setting
+from ..validators import class_name, closed_unit_interval, int_at_least
+
 __all__ = ["WorldConfig", "Pose", "BACKGROUNDS", "SCENES"]
 
 #: Background scenes a varied world draws from, by id.
@@ -24,6 +27,11 @@ CANONICAL_SCALE = 1.05
 #: tip, crown to feet) in canonical units from the body centre; the canonical pose puts it
 #: at the image centre (measured: at 128 px, 200 birds span x 4-123 and y 33-96).
 _BIRD_BOX_CENTRE = (0.225, 0.05)
+
+
+def tuple_or_none(values: "list[str]") -> tuple[str, ...] | None:
+    """``--classes`` given without names means the default (``None``), not an empty world."""
+    return tuple(values) or None
 
 
 @dataclass(frozen=True)
@@ -54,10 +62,12 @@ class WorldConfig:
     ValueError: pose must be one of ('varied', 'canonical'), got 'sideways'
     """
 
-    image_size: int = 128
-    class_names: tuple[str, ...] | None = None
-    deviation_rate: float = 0.1
-    seed: int = 0
+    image_size: int = setting(128, "image side in pixels (>= 32)", parse=int_at_least(32), flag="--size",
+                              aliases=("--image-size", "--world-size"))
+    class_names: tuple[str, ...] | None = setting(None, "CUB class folder names or names like 'Blue Jay' (default: SUB's 33)",
+                                                  parse=class_name, flag="--classes", nargs="*", convert=tuple_or_none)
+    deviation_rate: float = setting(0.1, "per-image, per-group label deviation rate", parse=closed_unit_interval)
+    seed: int = setting(0, "world seed (same seed, same birds)", parse=int)
     pose: str = "varied"
     zoom: float = 1.0
     scene: str = "varied"

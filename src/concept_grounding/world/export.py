@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..settings import command_line, setting
+from ..validators import nonnegative_int, positive_int
 from .config import WorldConfig
 from .world import BirdWorld
 
@@ -55,10 +57,11 @@ class WorldExportConfig:
     """
 
     world: WorldConfig = WorldConfig()
-    train_per_class: int = 10
-    test_per_class: int = 5
-    per_pairing: int = 1
-    formats: str = "hf"
+    train_per_class: int = setting(10, "training images per class", parse=nonnegative_int)
+    test_per_class: int = setting(5, "test images per class", parse=nonnegative_int)
+    per_pairing: int = setting(1, "SUB images per (class, attribute) pairing", parse=positive_int)
+    formats: str = setting("hf", "hf: the DatasetDict only (hf/); cub: also CUB_200_2011/; sub: also SUB/; all: all three",
+                           flag="--format", choices=FORMATS)
 
     def __post_init__(self) -> None:
         if self.formats not in FORMATS:
@@ -81,16 +84,12 @@ class WorldExportConfig:
         """The ``concept-grounding world`` command that renders the same birds (every format).
 
         >>> WorldExportConfig(WorldConfig(image_size=64, class_names=("017.Cardinal",))).command()
-        'concept-grounding world --out world --size 64 --train-per-class 10 --test-per-class 5 --per-pairing 1
-         --seed 0 --deviation-rate 0.1 --classes 017.Cardinal --format all'
+        'concept-grounding world --out world --size 64 --classes 017.Cardinal --deviation-rate 0.1 --seed 0
+         --train-per-class 10 --test-per-class 5 --per-pairing 1 --format all'
         """
-        w = self.world
-        parts = ["concept-grounding world --out world", f"--size {w.image_size}",
-                 f"--train-per-class {self.train_per_class}", f"--test-per-class {self.test_per_class}",
-                 f"--per-pairing {self.per_pairing}", f"--seed {w.seed}", f"--deviation-rate {w.deviation_rate}"]
-        if w.class_names:
-            parts.append("--classes " + " ".join(w.class_names))
-        return " ".join(parts) + " --format all"
+        world = command_line(self.world)
+        export = command_line(replace(self, formats="all"))
+        return " ".join(["concept-grounding world --out world", *world, *export])
 
 
 @dataclass

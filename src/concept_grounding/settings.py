@@ -1,0 +1,193 @@
+"""Settings declared once: a config dataclass field carries its flag, parser, help and manifest key.
+
+A job's configuration is a dataclass; each field a user can set is declared with
+:func:`setting`, and everything else is derived from that one declaration:
+
+* the command-line argument (:func:`add_arguments`): flag, ``type=`` validator, default,
+  help (argparse shows the default), ``nargs`` / ``choices`` / ``metavar``, and hidden
+  deprecated spellings (``aliases``) that still parse;
+* the config built back from the parsed arguments (:func:`from_args`);
+* how an error raised by the library names the setting when a command runs it
+  (:func:`flags`, for :func:`concept_grounding.errors.options_as_flags`);
+* the manifest entry a resumable job records (:func:`manifest`);
+* the command line that reproduces a config (:func:`command_line`).
+
+>>> from dataclasses import dataclass
+>>> from concept_grounding.validators import int_at_least, positive_int
+>>> @dataclass(frozen=True)
+... class RenderConfig:
+...     size: int = setting(128, "image side in pixels (>= 32)", parse=int_at_least(32),
+...                         aliases=("--image-size",))
+...     per_class: int = setting(10, "images per class", parse=positive_int)
+...     verbose: bool = False  # not a setting: no flag
+>>> import argparse
+>>> parser = argparse.ArgumentParser(prog="render")
+>>> add_arguments(parser, RenderConfig)
+>>> args = parser.parse_args(["--image-size", "64"])
+>>> from_args(RenderConfig, args)
+RenderConfig(size=64, per_class=10, verbose=False)
+>>> flags(RenderConfig)
+{'size': '--size', 'per_class': '--per-class'}
+>>> manifest(RenderConfig(size=64))
+{'size': 64, 'per_class': 10}
+>>> command_line(RenderConfig(size=64))
+['--size 64', '--per-class 10']
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Setting", "setting", "settings_of", "add_arguments", "from_args", "flags", "flag", "manifest",
+           "command_line"]
+
+#: the key of a field's ``metadata`` that holds its :class:`Setting`
+METADATA_KEY = "concept_grounding.setting"
+_REQUIRED = dataclasses.MISSING
+
+
+@dataclass(frozen=True)
+class Setting:
+    """How one config field appears to the user.
+
+    Attributes:
+        name: the field's name (filled in by :func:`settings_of`).
+        help: one line for ``--help`` (argparse appends the default).
+        parse: ``str -> value`` validator that raises ``argparse.ArgumentTypeError`` with what
+            is accepted (:mod:`concept_grounding.validators`); ``None``: the text as it is.
+        flag: the command-line spelling; ``None``: ``--`` + the name with ``_`` as ``-``.
+        aliases: older spellings that still parse, hidden from ``--help``.
+        nargs, choices, metavar: as ``argparse.ArgumentParser.add_argument``.
+        action: ``"store_true"`` for a switch (its default is ``False``).
+        manifest_key: the key a manifest records the value under; ``None``: the name;
+            ``""``: not recorded.
+        convert: ``parsed value -> field value`` (e.g. ``tuple`` for ``nargs="*"``).
+    """
+
+    help: str
+    parse: Callable[[str], Any] | None = None
+    flag: str | None = None
+    aliases: tuple[str, ...] = ()
+    nargs: str | int | None = None
+    choices: tuple[Any, ...] | None = None
+    metavar: str | None = None
+    action: str | None = None
+    manifest_key: str | None = None
+    convert: Callable[[Any], Any] | None = None
+    name: str = ""
+
+    @property
+    def option(self) -> str:
+        """The flag, e.g. ``--per-class``."""
+        return self.flag or "--" + self.name.replace("_", "-")
+
+
+def setting(default: Any = _REQUIRED, help: str = "", *, default_factory: Callable[[], Any] | None = None,
+            **spec: Any) -> Any:
+    """A dataclass field declared as a user setting (see :class:`Setting` for ``spec``).
+
+    ``default`` is the field's default (omit it for a required setting; ``default_factory``
+    for a mutable one). Returns a :func:`dataclasses.field`.
+    """
+    metadata = {METADATA_KEY: Setting(help=help, **spec)}
+    if default_factory is not None:
+        return dataclasses.field(default_factory=default_factory, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def settings_of(config: type | object) -> tuple[Setting, ...]:
+    """The declared settings of a config class (or instance), in field order, each named."""
+    return tuple(dataclasses.replace(f.metadata[METADATA_KEY], name=f.name)
+                 for f in dataclasses.fields(config) if METADATA_KEY in f.metadata)
+
+
+def _default(config: type, name: str) -> Any:
+    field = next(f for f in dataclasses.fields(config) if f.name == name)
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return _REQUIRED
+
+
+def add_arguments(parser: argparse.ArgumentParser, config: type, *, exclude: Iterable[str] = (),
+                  defaults: Mapping[str, Any] | None = None) -> None:
+    """Add one argument per declared setting of ``config`` to ``parser``.
+
+    Args:
+        exclude: field names the command sets itself (no flag).
+        defaults: field name -> a default that differs from the dataclass's (a command whose
+            defaults are another job's, e.g. a smaller demo).
+    """
+    excluded = set(exclude)
+    for s in settings_of(config):
+        if s.name in excluded:
+            continue
+        default = (defaults or {}).get(s.name, _default(config, s.name))
+        kwargs: dict[str, Any] = {"dest": s.name, "help": s.help}
+        if s.action:
+            kwargs["action"] = s.action
+        else:
+            metavar = s.metavar or (None if s.choices else s.option.lstrip("-").replace("-", "_").upper())
+            kwargs.update({k: v for k, v in (("type", s.parse), ("nargs", s.nargs), ("choices", s.choices),
+                                              ("metavar", metavar)) if v is not None})
+        if default is _REQUIRED:
+            kwargs["required"] = True
+        else:
+            kwargs["default"] = default
+        parser.add_argument(s.option, **kwargs)
+        for alias in s.aliases:  # the same destination, not shown in --help
+            parser.add_argument(alias, **{**kwargs, "help": argparse.SUPPRESS, "required": False,
+                                          "default": argparse.SUPPRESS})
+
+
+def from_args(config: type, args: argparse.Namespace, **given: Any) -> Any:
+    """``config(**values)`` from the parsed ``args`` of :func:`add_arguments`; ``given``
+    supplies (or overrides) fields the command computes itself."""
+    values: dict[str, Any] = {}
+    for s in settings_of(config):
+        if s.name in given or not hasattr(args, s.name):
+            continue
+        value = getattr(args, s.name)
+        values[s.name] = s.convert(value) if s.convert is not None and value is not None else value
+    return config(**values, **given)
+
+
+def flags(config: type | object) -> dict[str, str]:
+    """Field name -> flag, for :func:`concept_grounding.errors.options_as_flags`."""
+    return {s.name: s.option for s in settings_of(config)}
+
+
+def flag(config: type | object, name: str) -> str:
+    """The flag of one setting (``flag(WorldExportConfig, "per_pairing") == "--per-pairing"``).
+
+    Raises:
+        KeyError: ``name`` is not a declared setting of ``config``.
+    """
+    return flags(config)[name]
+
+
+def manifest(config: object) -> dict[str, Any]:
+    """Manifest key -> value of every recorded setting of a config instance."""
+    return {s.manifest_key or s.name: getattr(config, s.name) for s in settings_of(config) if s.manifest_key != ""}
+
+
+def command_line(config: object) -> list[str]:
+    """``--flag value`` of every setting of a config instance that has a value (a switch
+    only when on; ``nargs`` values joined by spaces), in declaration order."""
+    parts: list[str] = []
+    for s in settings_of(config):
+        value = getattr(config, s.name)
+        if value is None or value is False:
+            continue
+        if s.action:
+            parts.append(s.option)
+        elif s.nargs is not None and not isinstance(value, str):
+            parts.append(" ".join([s.option, *map(str, value)]))
+        else:
+            parts.append(f"{s.option} {value}")
+    return parts

@@ -1,0 +1,92 @@
+"""Settings declared once (issue 32.1): flags, defaults, help, aliases, manifests and command
+lines all come from the config dataclass's declarations."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from dataclasses import dataclass
+
+import pytest
+
+from concept_grounding import settings
+from concept_grounding.settings import setting
+from concept_grounding.validators import int_at_least, positive_int
+from concept_grounding.world.config import WorldConfig
+from concept_grounding.world.export import WorldExportConfig
+
+
+@dataclass(frozen=True)
+class _Config:
+    out: str = setting(help="output folder")
+    size: int = setting(64, "image side (px)", parse=int_at_least(32), aliases=("--image-size",))
+    steps: int = setting(20, "denoising steps", parse=positive_int, manifest_key="num_inference_steps")
+    names: tuple[str, ...] | None = setting(None, "names", nargs="*", convert=tuple)
+    guides: bool = setting(False, "also save guides", action="store_true", manifest_key="")
+    internal: int = 3
+
+
+def _parser(config: type = _Config, **kwargs) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="x", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    settings.add_arguments(parser, config, **kwargs)
+    return parser
+
+
+def test_flags_defaults_and_required_come_from_the_declaration():
+    args = _parser().parse_args(["--out", "o"])
+    assert settings.from_args(_Config, args) == _Config(out="o")
+    with pytest.raises(SystemExit):
+        _parser().parse_args([])  # --out is required: it has no default
+    assert settings.flags(_Config) == {"out": "--out", "size": "--size", "steps": "--steps", "names": "--names",
+                                       "guides": "--guides"}
+
+
+def test_a_deprecated_spelling_parses_to_the_same_setting_and_is_hidden():
+    parser = _parser()
+    assert parser.parse_args(["--out", "o", "--image-size", "48"]).size == 48
+    assert "--image-size" not in parser.format_help() and "--size SIZE" in parser.format_help()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--out", "o", "--image-size", "16"])  # the alias keeps the validator
+
+
+def test_validator_default_help_and_conversion():
+    parser = _parser(defaults={"steps": 7})
+    args = parser.parse_args(["--out", "o", "--names", "a", "b", "--guides"])
+    config = settings.from_args(_Config, args)
+    assert (config.steps, config.names, config.guides) == (7, ("a", "b"), True)
+    assert settings.from_args(_Config, args, steps=9).steps == 9  # what the command computes wins
+    assert "(default: 64)" in " ".join(parser.format_help().split())
+
+
+def test_manifest_keys_and_command_line_round_trip():
+    config = _Config(out="o", size=48, names=("a",), guides=True)
+    assert settings.manifest(config) == {"out": "o", "size": 48, "num_inference_steps": 20, "names": ("a",)}
+    line = settings.command_line(config)
+    assert line == ["--out o", "--size 48", "--steps 20", "--names a", "--guides"]
+    assert settings.from_args(_Config, _parser().parse_args(shlex.split(" ".join(line)))) == config
+
+
+def test_world_command_round_trips_through_its_own_command_line():
+    from concept_grounding.commands import world as world_command
+
+    config = WorldExportConfig(WorldConfig(image_size=48, class_names=("017.Cardinal", "073.Blue_Jay"), seed=3,
+                                           deviation_rate=0.25), train_per_class=2, test_per_class=0, formats="all")
+    parser = argparse.ArgumentParser()
+    world_command.add_arguments(parser)
+    text = config.command().removeprefix("concept-grounding world ")
+    assert world_command.config_from_args(parser.parse_args(shlex.split(text))) == config
+
+
+def test_world_command_defaults_are_the_configs_defaults():
+    from concept_grounding.commands import world as world_command
+
+    parser = argparse.ArgumentParser()
+    world_command.add_arguments(parser)
+    assert world_command.config_from_args(parser.parse_args(["--out", "w"])) == WorldExportConfig()
+    assert world_command.config_from_args(parser.parse_args(["--out", "w", "--classes"])).world.class_names is None
+    assert world_command.config_from_args(parser.parse_args(["--out", "w", "--world-size", "40"])).world.image_size == 40
+
+
+def test_an_undeclared_name_has_no_flag():
+    with pytest.raises(KeyError):
+        settings.flag(_Config, "internal")

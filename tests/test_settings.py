@@ -90,3 +90,18 @@ def test_world_command_defaults_are_the_configs_defaults():
 def test_an_undeclared_name_has_no_flag():
     with pytest.raises(KeyError):
         settings.flag(_Config, "internal")
+
+
+def test_bench_command_defaults_are_the_configs_defaults_and_flags_reach_their_fields():
+    from concept_grounding.bench.config import BenchConfig
+    from concept_grounding.commands import bench as bench_command
+    from concept_grounding.world.config import WorldConfig as World
+
+    parser = argparse.ArgumentParser()
+    bench_command.add_arguments(parser)
+    assert bench_command.config_from_args(parser.parse_args([])) == BenchConfig()
+    config = bench_command.config_from_args(parser.parse_args(
+        ["--image-size", "48", "--classes", "Blue Jay", "Cardinal", "--seed", "2", "--no-clip", "--models", "CEM",
+         "--concepts", "all", "--min-class-count", "3"]))
+    assert config == BenchConfig(world=World(image_size=48, class_names=("073.Blue_Jay", "017.Cardinal"), seed=2),
+                                 clip=False, models=("CEM",), concepts="all", min_class_count=3)

@@ -115,15 +115,18 @@ def _default(config: type, name: str) -> Any:
 
 
 def add_arguments(parser: argparse.ArgumentParser, config: type, *, exclude: Iterable[str] = (),
-                  defaults: Mapping[str, Any] | None = None) -> None:
+                  defaults: Mapping[str, Any] | object | None = None) -> None:
     """Add one argument per declared setting of ``config`` to ``parser``.
 
     Args:
         exclude: field names the command sets itself (no flag).
-        defaults: field name -> a default that differs from the dataclass's (a command whose
-            defaults are another job's, e.g. a smaller demo).
+        defaults: defaults that differ from the dataclass's (a command whose defaults are
+            another job's, e.g. the bench's smaller world): field name -> value, or an instance
+            of ``config`` whose values are the defaults.
     """
     excluded = set(exclude)
+    if defaults is not None and dataclasses.is_dataclass(defaults):
+        defaults = {f.name: getattr(defaults, f.name) for f in dataclasses.fields(defaults)}
     for s in settings_of(config):
         if s.name in excluded:
             continue
@@ -137,6 +140,8 @@ def add_arguments(parser: argparse.ArgumentParser, config: type, *, exclude: Ite
                                               ("metavar", metavar)) if v is not None})
         if default is _REQUIRED:
             kwargs["required"] = True
+        elif s.nargs is not None and isinstance(default, tuple):
+            kwargs["default"] = list(default)  # as argparse parses several values (``convert`` turns them back)
         else:
             kwargs["default"] = default
         parser.add_argument(s.option, **kwargs)
@@ -178,14 +183,16 @@ def manifest(config: object) -> dict[str, Any]:
 
 def command_line(config: object) -> list[str]:
     """``--flag value`` of every setting of a config instance that has a value (a switch
-    only when on; ``nargs`` values joined by spaces), in declaration order."""
+    only when it differs from its off state; ``nargs`` values joined by spaces), in
+    declaration order."""
     parts: list[str] = []
     for s in settings_of(config):
         value = getattr(config, s.name)
-        if value is None or value is False:
-            continue
         if s.action:
-            parts.append(s.option)
+            if value is (s.action == "store_true"):
+                parts.append(s.option)
+        elif value is None:
+            continue
         elif s.nargs is not None and not isinstance(value, str):
             parts.append(" ".join([s.option, *map(str, value)]))
         else:

@@ -10,6 +10,8 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from ..models.train_config import DEFAULT_THREADS, TrainConfig
+from ..settings import setting
+from ..validators import choice_of, existing_dir, nonnegative_float, nonnegative_int, positive_int
 from ..world.config import WorldConfig
 
 __all__ = ["BenchConfig", "MODEL_VARIANTS", "PAPER_CLIP_MODELS", "check_classes"]
@@ -26,6 +28,8 @@ PAPER_CLIP_MODELS: tuple[tuple[str, str], ...] = (
     ("EVA02-L-14", "merged2b_s4b_b131k"),
 )
 
+#: ``BenchConfig.concepts`` values
+CONCEPT_SETS = ("cbm_112", "rendered", "all")
 #: The bench's default world: 64 px, SUB's 33 classes, seed 0, the default label noise.
 BENCH_WORLD = WorldConfig(image_size=64)
 #: Keys of ``config.json``, in the order of the files written before the world was nested.
@@ -137,19 +141,26 @@ class BenchConfig:
     """
 
     world: WorldConfig = BENCH_WORLD
-    train_per_class: int = 96
-    test_per_class: int = 8
-    sub_per_pairing: int = 1
-    concepts: str = "cbm_112"
-    epochs: int = 8
-    concept_loss_weight: float = 1.0
-    models: tuple[str, ...] = tuple(MODEL_VARIANTS)
-    posthoc: bool = True
-    clip: bool = True
-    clip_epochs: int = 10
-    cub_root: str | None = None
-    sub: str | None = None
-    min_class_count: int | None = 10
+    train_per_class: int = setting(96, "world training images per class", parse=positive_int)
+    test_per_class: int = setting(8, "world test images per class", parse=positive_int)
+    sub_per_pairing: int = setting(1, "world SUB counterfactuals per (class, attribute) pairing", parse=positive_int)
+    concepts: str = setting("cbm_112", "the concept set: Koh et al.'s 112 (on the world, those it renders), every "
+                            "attribute the world renders, or all 312", choices=CONCEPT_SETS)
+    epochs: int = setting(8, "training epochs of the concept models", parse=positive_int)
+    concept_loss_weight: float = setting(1.0, "weight of the concept loss in the joint CBM and the CEM",
+                                         parse=nonnegative_float)
+    models: tuple[str, ...] = setting(tuple(MODEL_VARIANTS), f"Table 1 variants (default: all of {list(MODEL_VARIANTS)})",
+                                      parse=choice_of(MODEL_VARIANTS, "model variant"), nargs="*", metavar="NAME",
+                                      convert=tuple)
+    posthoc: bool = setting(True, "skip the post-hoc CBM analysis", flag="--no-posthoc", action="store_false")
+    clip: bool = setting(True, "skip Table 2 (open-vocabulary models)", flag="--no-clip", action="store_false")
+    clip_epochs: int = setting(10, "training epochs of the world CLIP", parse=positive_int)
+    cub_root: str | None = setting(None, "a CUB_200_2011 folder (load_cub) instead of the world (default: the world)",
+                                   parse=existing_dir, convert=str)
+    sub: str | None = setting(None, "SUB source for --cub-root: 'Jessica-bader/SUB' or a local copy (default: none; "
+                              "required with --cub-root)")
+    min_class_count: int | None = setting(10, "with --cub-root: keep class-level attributes on for >= this many "
+                                          "classes (CBM rule)", parse=nonnegative_int)
     clip_model: str | tuple[str, ...] | None = None
     backbone: str | dict = "cnn"
     backbone_weights: str | None = None
@@ -168,7 +179,7 @@ class BenchConfig:
             if any(MODEL_VARIANTS[m].per_concept for m in self.models):
                 raise ValueError(f"backbone {self.backbone!r}: the per-concept CBM needs the small CNN (one grouped conv "
                                  "per concept); leave 'CBM (per c.)' out of models")
-        if self.concepts not in ("cbm_112", "rendered", "all"):
+        if self.concepts not in CONCEPT_SETS:
             raise ValueError(f"concepts must be 'cbm_112', 'rendered' or 'all', got {self.concepts!r}")
         for name in ("train_per_class", "test_per_class", "sub_per_pairing", "epochs", "threads"):
             if int(getattr(self, name)) < 1:

@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import os
 import shutil
 import subprocess
@@ -222,3 +223,41 @@ def test_checker_sees_private_imports_and_attribute_reaches(tmp_path):
     found = private_reaches(module_files(root))
     p = PACKAGE
     assert found == {(f"{p}.a", f"{p}.m:_hidden"), (f"{p}.b", f"{p}.m:_hidden"), (f"{p}.outsider", f"{p}.pkg:_util")}
+
+
+# ---------------------------------------------------------------------------- lazy loading
+#: every sub-package of the package (a folder with an ``__init__.py``)
+SUBPACKAGES = sorted(p.parent.name for p in (SRC / PACKAGE).glob("*/__init__.py"))
+_IMPORT_PROBE = """
+import importlib, json, sys
+importlib.import_module(sys.argv[1])
+print(json.dumps([m for m in ("torch", "torchvision", "diffusers", "transformers", "open_clip", "gradio", "sklearn",
+                              "matplotlib", "datasets", "huggingface_hub") if m in sys.modules]))
+"""
+
+
+def test_the_subpackages_are_all_found():
+    assert len(SUBPACKAGES) == 15 and {"evaluation", "models", "world", "commands"} <= set(SUBPACKAGES)
+
+
+@pytest.mark.parametrize("package", SUBPACKAGES)
+def test_importing_a_subpackage_imports_no_heavy_library(package):
+    """The README's claim: every package loads its names on first use, so importing one (in a
+    fresh interpreter) imports neither torch nor any other heavy library."""
+    out = subprocess.run([sys.executable, "-c", _IMPORT_PROBE, f"{PACKAGE}.{package}"], capture_output=True, text=True,
+                         check=True, env={**os.environ, "PYTHONPATH": str(SRC)})
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [], package
+
+
+def test_a_package_with_names_lists_them_in_its_stub():
+    """A sub-package either exports nothing from its ``__init__`` or lists its names in an
+    ``__init__.pyi`` that ``lazy_loader.attach_stub`` reads (no eager ``from .x import``)."""
+    eager = {}
+    for init in (SRC / PACKAGE).glob("*/__init__.py"):
+        tree = ast.parse(init.read_text())
+        relative = [n for n in tree.body if isinstance(n, ast.ImportFrom) and n.level > 0]
+        if relative:
+            eager[init.parent.name] = len(relative)
+        elif "attach_stub" in init.read_text():
+            assert init.with_suffix(".pyi").is_file(), init
+    assert eager == {}, eager

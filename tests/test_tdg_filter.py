@@ -12,7 +12,7 @@ from concept_grounding.tdg.filter import (
     select_pairing,
     tiny_clip_scorer,
     vqa_question,
-    write_report,
+    write_filter_report,
 )
 
 VOCAB = load_vocabulary()
@@ -67,7 +67,7 @@ def test_filter_records_report_counts(tmp_path):
                                         "generated": 10, "correct": 4, "kept": 2, "dropped": False}
     assert pairings["017.Cardinal"]["dropped"] and pairings["017.Cardinal"]["kept"] == 0
     assert result.report["kept_per_attribute"] == {"has_eye_color::red": 2}
-    json_path, md_path = write_report(result.report, tmp_path)
+    json_path, md_path = write_filter_report(result.report, tmp_path)
     assert "| 073.Blue_Jay | has_eye_color::red | 10 | 4 | 2 |" in md_path.read_text()
 
 

@@ -22,11 +22,32 @@ def test_train_cbm_reads_the_config_like_its_loose_arguments(toy_concepts, mode)
     assert len(from_config.history[image_side].losses) == 2
 
 
-def test_the_config_wins_over_loose_arguments_and_none_keeps_the_trainers_default(toy_concepts):
-    model = train_cem(toy_concepts, epochs=7, seed=1, train=TrainConfig(epochs=1, seed=2, progress=False))
+def test_a_knob_given_both_ways_is_refused_and_none_keeps_the_trainers_default(toy_concepts):
+    with pytest.raises(ValueError, match="^epochs, seed given both loose and in train="):
+        train_cem(toy_concepts, epochs=7, seed=1, train=TrainConfig(epochs=1, seed=2, progress=False))
+    with pytest.raises(ValueError, match="^progress given both loose and in train="):
+        train_cem(toy_concepts, progress=False, train=TrainConfig(epochs=1))
+    model = train_cem(toy_concepts, train=TrainConfig(epochs=1, seed=2, progress=False))
     assert len(model.history["joint"].losses) == 1
-    default_lr = train_cem(toy_concepts, train=TrainConfig(epochs=1, seed=2, progress=False))
-    assert _same_weights(model, default_lr)  # same epochs and seed; lr None keeps train_cem's 3e-3 in both
+    explicit_lr = train_cem(toy_concepts, epochs=1, seed=2, lr=3e-3, progress=False)
+    assert _same_weights(model, explicit_lr)  # lr None in the config keeps train_cem's 3e-3
+
+
+def test_an_explicit_progress_false_is_never_overridden(toy_concepts, monkeypatch):
+    """The bug of issue 32: ``progress=False`` beside a config's default ``True`` drew bars."""
+    from concept_grounding.models import training
+
+    shown = []
+    real_fit = training.fit
+
+    def spy(*args, progress=True, **kwargs):
+        shown.append(progress)
+        return real_fit(*args, progress=progress, **kwargs)
+
+    monkeypatch.setattr("concept_grounding.models.cem.fit", spy)
+    train_cem(toy_concepts, epochs=1, progress=False)
+    train_cem(toy_concepts, train=TrainConfig(epochs=1, progress=False))
+    assert shown == [False, False]
 
 
 @pytest.mark.parametrize("kwargs, message", [

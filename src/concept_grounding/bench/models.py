@@ -68,7 +68,5 @@ def train_posthoc(
     :func:`~concept_grounding.models.posthoc.train_posthoc_cbm` (``n_pos``, ``n_neg``, ...)."""
     from ..models import train_backbone, train_posthoc_cbm
 
-    net = train_backbone(class_tensors, backbone, epochs=train.epochs, seed=train.seed, progress=train.progress,
-                         **({} if train.batch_size is None else {"batch_size": train.batch_size}),
-                         **({} if train.lr is None else {"lr": train.lr}))
+    net = train_backbone(class_tensors, backbone, train=train)
     return train_posthoc_cbm(net, image_tensors, train=train, **cav_options)

@@ -14,14 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..evaluation.report import markdown_table, percent, write_json
+from ..evaluation.report import percent, score_cells
+from ..fileio import markdown_table
 from .artifacts import BenchArtifacts, model_slug
 
 if TYPE_CHECKING:
     from .config import BenchConfig
     from .data import BenchData
 
-__all__ = ["markdown_table", "percent", "write_json", "slug", "finding", "write_report"]
+__all__ = ["percent", "slug", "finding", "bench_markdown"]
 
 #: (key, header) of the SUB paper's Tables 1 and 2.
 TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -69,8 +70,10 @@ def finding(rows: list[dict]) -> str:
     )
 
 
-def write_report(out: Path, config: "BenchConfig", data: "BenchData", columns, t1, t2, posthoc, timings,
-                  plots: list[tuple[str, str]], ccd: dict[str, Any] | None = None) -> None:
+def bench_markdown(config: "BenchConfig", data: "BenchData", columns, t1, t2, posthoc, timings,
+                   plots: list[tuple[str, str]], ccd: dict[str, Any] | None = None) -> str:
+    """The bench's ``report.md`` (Tables 1-2, post-hoc CBM, CCD, run time); the runner writes it
+    with :func:`~concept_grounding.fileio.write_report`."""
     cols1 = TABLE_COLUMNS + (WORLD_COLUMNS if data.source == "world" else (("class_accuracy", "class acc."),))
     chance1 = {"name": "random chance", "s_plus": 0.5, "s_minus": 0.5, "concept_accuracy": 0.5,
                "concept_accuracy_sub": 0.5, "concept_accuracy_exact": 0.5,  # a coin per binary concept (App. F)
@@ -94,7 +97,7 @@ def write_report(out: Path, config: "BenchConfig", data: "BenchData", columns, t
         " (the CBM convention), on all concepts and on the SUB attributes among them"
         + ("; on the world also against the exact per-image labels." if data.source == "world" else "."),
         "",
-        markdown_table(rows1, cols1),
+        markdown_table(*score_cells(rows1, cols1)),
         "",
         finding(t1),
         "",
@@ -114,7 +117,7 @@ def write_report(out: Path, config: "BenchConfig", data: "BenchData", columns, t
             " Chance follows SUB appendix F, for the concept-accuracy columns too (a uniform pick within each"
             " group, scored against every label).",
             "",
-            markdown_table([chance2, *t2], TABLE_COLUMNS + (("concept_accuracy_exact", "acc. vs exact labels"),)),
+            markdown_table(*score_cells([chance2, *t2], TABLE_COLUMNS + (("concept_accuracy_exact", "acc. vs exact labels"),))),
             "",
         ]
     if posthoc:
@@ -127,29 +130,29 @@ def write_report(out: Path, config: "BenchConfig", data: "BenchData", columns, t
             "",
             "### CGIM (concept global importance, cosine similarity with the class-level truth)",
             "",
-            markdown_table(
+            markdown_table(*score_cells(
                 [{"name": level, **{f"t{t}": cg.get(f"{level}_type{t}") for t in (1, 2, 3)}} for level in
                  ("concept", "class")],
                 [("t1", "type 1 (theta)"), ("t2", "type 2 (U*)"), ("t3", "type 3 (theta * U*)")],
                 first=("name", "per"), fractions=False,
-            ),
+            )),
             "",
             "![CGIM histograms](cgim_histograms.png)",
             "",
             "### Concept existence (top-l concepts by theta * u that are truly present)",
             "",
-            markdown_table(
+            markdown_table(*score_cells(
                 [{"name": subset, **{f"l{l}": ex.get(f"existence@{l}{suffix}") for l in ls}}
                  for subset, suffix in (("all test images", ""), ("correctly classified", "_correct"))],
                 [(f"l{l}", f"l = {l}") for l in ls], first=("name", "images"),
-            ),
+            )),
             "",
             "### Concept location (part centre inside the alpha-scaled top region of the CoAM)",
             "",
-            markdown_table(
+            markdown_table(*score_cells(
                 [{"name": f"alpha = {a}", **{f"l{l}": loc.get(f"location@{l}_alpha{a}") for l in ls}} for a in (1, 3, 6)],
                 [(f"l{l}", f"l = {l}") for l in ls], first=("name", "region"),
-            ),
+            )),
             "",
             "![CoAM gallery](coam_gallery.png)",
             "",
@@ -161,16 +164,16 @@ def write_report(out: Path, config: "BenchConfig", data: "BenchData", columns, t
             f"Oracle: the class softmax of {ccd['oracle']}; concept = reference class; real = test images of that"
             " class. CCD > 0: the counterfactuals look less like their class to the oracle than real birds do.",
             "",
-            markdown_table(
+            markdown_table(*score_cells(
                 [{"name": r, **ccd[r]} for r in ("per_concept", "pooled")],
                 [("ccd", "CCD"), ("accuracy", "oracle acc. (SUB)"), ("real_accuracy", "oracle acc. (real)"),
                  ("msp", "MSP"), ("ece", "ECE")],
                 first=("name", "reduction"), fractions=False,
-            ),
+            )),
             "",
         ]
     lines += ["## Run time", "", ", ".join(f"{k}: {v:.0f} s" for k, v in timings.items()), ""]
-    BenchArtifacts(out).report_md.write_text("\n".join(lines))
+    return "\n".join(lines)
 
 
 def plot_breakdowns(rows: list[dict], out: Path) -> list[tuple[str, str]]:

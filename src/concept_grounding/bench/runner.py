@@ -37,7 +37,8 @@ from .models import train_posthoc, train_variant
 from ..models.backbone import drop_init_weights
 from ..models.data import images_to_tensor
 from .data import BenchData, certainty_soft_labels, class_soft_labels, concept_columns, load_bench_data
-from .report import plot_breakdowns, write_json, write_report
+from ..fileio import write_json, write_report
+from .report import bench_markdown, plot_breakdowns
 
 logger = logging.getLogger(__name__)
 
@@ -406,9 +407,9 @@ def _run(config: BenchConfig, out: Path) -> dict[str, Any]:
         "source": data.source, "concepts": [vocab.attributes[i] for i in columns], "table1": t1, "table2": t2,
         "posthoc": {k: v for k, v in (posthoc or {}).items() if k != "sub_row"}, "ccd": ccd,
     }
-    write_json(files.results_json, results)
     write_json(files.timings_json, {"steps_seconds": timings, "model_seconds": model_seconds,
                                       "environment": _environment()})
-    write_report(out, config, data, columns, t1, t2, posthoc, timings, plots, ccd)
+    write_report(out, results, bench_markdown(config, data, columns, t1, t2, posthoc, timings, plots, ccd),
+                 results_name=files.results_json.name, report_name=files.report_md.name)
     logger.info("bench report: %s", files.report_md)
     return results

@@ -22,13 +22,14 @@ ValueError: judge must be one of ('attributes', 'text'), got 'magic'
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ..fileio import write_report
 
 __all__ = ["CovarConfig", "run_covar", "write_covar_report", "INPAINT_PROMPTS"]
 
@@ -379,7 +380,6 @@ def write_covar_report(result: CovarResult, out: str | Path, *, save_dataset: bo
     rows = result.overlays
     save_panel_grid([sum(rows[j : j + 3], []) for j in range(0, len(rows), 3)], out / "overlays.png",
                     title="COVAR variants: image, CCI of the predicted class, mask")
-    (out / "covar.json").write_text(json.dumps(result.summary(), indent=2))
-    report = out / "report.md"
-    report.write_text(report_markdown(result))
+    _, report = write_report(out, result.summary(), report_markdown(result), results_name="covar.json",
+                             nan_as_null=False)
     return report

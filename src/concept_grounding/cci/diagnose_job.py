@@ -18,7 +18,6 @@ same, and the masks' mean IoU).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UsageError
+from ..fileio import write_report
 
 __all__ = ["DiagnoseResult", "read_subsets", "run_diagnose", "write_diagnose_report"]
 
@@ -150,7 +150,6 @@ def write_diagnose_report(results: DiagnoseResult | list[DiagnoseResult], out: s
     results = [results] if isinstance(results, DiagnoseResult) else list(results)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "diagnose.json").write_text(json.dumps({"models": [r.__dict__ for r in results]}, indent=2))
     first = results[0]
     lines = [f"# Error diagnosis (CCI) on {first.source}", "", f"{first.images} images; shares of errors. Masks: the "
              "folder's where it has them.", "", *_table(results), ""]
@@ -163,6 +162,6 @@ def write_diagnose_report(results: DiagnoseResult | list[DiagnoseResult], out: s
                          f"the diagnosis agrees on {100 * a['category_agreement']:.1f} % of the images "
                          f"({100 * a['error_category_agreement']:.1f} % of the errors).")
         lines += ["", *_table(with_agreement, computed=True), ""]
-    report = out / "report.md"
-    report.write_text("\n".join(lines))
+    _, report = write_report(out, {"models": [r.__dict__ for r in results]}, "\n".join(lines),
+                             results_name="diagnose.json", nan_as_null=False)
     return report

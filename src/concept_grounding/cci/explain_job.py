@@ -16,13 +16,14 @@ ValueError: 2 texts for 3 images; give one per image or one for all
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ..fileio import write_report
 
 __all__ = ["ExplainConfig", "run_explain", "write_explain_report", "check_text_count"]
 
@@ -203,7 +204,6 @@ def write_explain_report(result: ExplainResult, out: str | Path) -> Path:
         rows.append(row)
     out.mkdir(parents=True, exist_ok=True)
     save_panel_grid(rows, out / "explain.png", title=f"CCI, K={result.config.clusters}: {result.model}")
-    (out / "explain.json").write_text(json.dumps({"model": result.model, "images": result.records}, indent=2))
-    report = out / "report.md"
-    report.write_text(report_markdown(result))
+    _, report = write_report(out, {"model": result.model, "images": result.records}, report_markdown(result),
+                             results_name="explain.json", nan_as_null=False)
     return report

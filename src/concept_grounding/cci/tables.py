@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import UsageError
+from ..fileio import markdown_table, write_report
 from .layouts import CaptionedImages, ImageFolder
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -260,16 +261,14 @@ def _check_methods(methods: Sequence[str]) -> None:
 # --------------------------------------------------------------------------- report
 def write_cci_tables(rows: Sequence[TableRow], out: str | Path, task: str, *, header: str = "") -> Path:
     """``results.json`` (every row) and ``report.md`` (the table) under ``out``; returns the report."""
-    import json
-
     from .baselines import BASELINE_TITLES
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     columns = CLASSIFICATION_COLUMNS if task == "classification" else RETRIEVAL_COLUMNS
-    (out / "results.json").write_text(json.dumps({"task": task, "rows": [
+    results = {"task": task, "rows": [
         {"model": r.model, "method": r.method, "scores": r.scores, "refused": r.refused,
-         "clean": None if r.refused else r.accuracy, "seconds": r.seconds} for r in rows]}, indent=2))
+         "clean": None if r.refused else r.accuracy, "seconds": r.seconds} for r in rows]}
     titles = {"cci": "CCI", **BASELINE_TITLES}
     clean = "top-1 (clean)" if task == "classification" else "TR@1 (clean)"
     lines = ["| model / method | " + " | ".join(columns) + f" | {clean} | seconds |", "|" + "---|" * (len(columns) + 3)]
@@ -281,6 +280,5 @@ def write_cci_tables(rows: Sequence[TableRow], out: str | Path, task: str, *, he
              else "Table 2: image-text retrieval, deletion / insertion AUC of Recall@k (%)")
     text = "\n".join([f"# CCI {title}", "", header, "", *lines, "",
                       "Del: lower is more faithful; Ins: higher. Every number: [results.json](results.json).", ""])
-    report = out / "report.md"
-    report.write_text(text)
+    _, report = write_report(out, results, text, nan_as_null=False)
     return report

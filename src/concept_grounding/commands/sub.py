@@ -175,15 +175,15 @@ def _run(args: argparse.Namespace) -> int:
 def _write_summary(rows: list[dict], out: Path) -> None:
     """``<out>/report.md``: one row per model (s+ / s- with their chance), each linking its report."""
     from concept_grounding.evaluation.distributed import process_info
-    from concept_grounding.evaluation.report import markdown_table, write_json
+    from concept_grounding.evaluation.report import score_cells
+    from concept_grounding.fileio import markdown_table, write_report
 
     if not process_info().is_main:
         return
     columns = (("s_plus", "s+"), ("chance_s_plus", "chance s+"), ("s_minus", "s-"), ("chance_s_minus", "chance s-"))
-    table = markdown_table([{**r, "name": f"[{r['name']}]({r['folder']}/report.md)"} for r in rows], columns)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "report.md").write_text(f"# SUB accuracy of {len(rows)} models\n\n{table}\n")
-    write_json(out / "results.json", rows)
+    table = markdown_table(*score_cells([{**r, "name": f"[{r['name']}]({r['folder']}/report.md)"} for r in rows],
+                                        columns))
+    write_report(out, rows, f"# SUB accuracy of {len(rows)} models\n\n{table}\n")
     print(f"wrote {out / 'report.md'}")
 
 

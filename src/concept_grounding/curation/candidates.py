@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UsageError, read_text_file
+from ..fileio import write_report
 from ..vocabulary import Vocabulary, load_vocabulary
 from ..tdg.candidates import (
     IMAGES_PER_CLASS,
@@ -247,14 +248,14 @@ def run_class_candidates(images: Sequence[Any], labels: np.ndarray, class_names:
     selection = select_classes(labels, np.concatenate(predicted), class_names, min_accuracy)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "classes.json").write_text(json.dumps(selection.to_dict(), indent=2))
     lines = ["# Candidate classes (SUB Sec. 4.2)", "",
              f"{len(selection.kept)} of {len(class_names)} classes kept: the classifier named at least "
              f"{min_accuracy:.0%} of each one's {int(selection.counts.min())}-{int(selection.counts.max())} images.", "",
              "| class | images | accuracy | kept |", "|---|---:|---:|---|"]
     lines += [f"| {c} | {int(n)} | {a:.3f} | {'yes' if c in selection.kept else 'no'} |"
               for c, n, a in zip(selection.class_names, selection.counts, selection.accuracy)]
-    (out / "classes.md").write_text("\n".join(lines) + "\n")
+    write_report(out, selection.to_dict(), "\n".join(lines) + "\n", results_name="classes.json",
+                 report_name="classes.md", nan_as_null=False)
     return selection
 
 
@@ -318,7 +319,6 @@ def write_attribute_report(selection: AttributeSelection, out: str | Path) -> Pa
     the threshold grid); returns the folder."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "attributes.json").write_text(json.dumps(selection.to_dict(), indent=2))
     kept = set(selection.kept)
     best_t, best_a = selection.best_threshold, selection.best_accuracy
     lines = ["# Candidate attributes (SUB Sec. 4.2)", "",
@@ -329,7 +329,8 @@ def write_attribute_report(selection: AttributeSelection, out: str | Path) -> Pa
     lines += [f"| {a} | {int(n)} | {t:.2f} | {'n/a' if not np.isfinite(b) else f'{b:.3f}'} | "
               f"{'yes' if a in kept else 'no'} |"
               for a, n, t, b in zip(selection.attributes, selection.positives, best_t, best_a)]
-    (out / "attributes.md").write_text("\n".join(lines) + "\n")
+    write_report(out, selection.to_dict(), "\n".join(lines) + "\n", results_name="attributes.json",
+                 report_name="attributes.md", nan_as_null=False)
     _attribute_plot(selection, out / "attributes.png")
     return out
 

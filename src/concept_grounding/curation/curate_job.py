@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import UsageError, read_text_file
-from ..fileio import atomic_write_bytes
+from ..fileio import write_report
 from .annotations import AnnotationStore
 from .curate import (
     CurationRules,
@@ -290,6 +290,6 @@ def run_curate(config: CurateConfig) -> CurateResult:
         "human": None if human is None else {m: {"s_plus": h["s_plus"], "s_minus": h["s_minus"], "answers": h["answers"]}
                                              for m, h in human.items()},
     }
-    atomic_write_bytes(out / "curation.json", json.dumps(summary, indent=2, default=float).encode())
-    atomic_write_bytes(res.report, _markdown(res, len(cands)).encode())
+    write_report(out, summary, _markdown(res, len(cands)), results_name="curation.json", report_name=res.report.name,
+                 nan_as_null=False, default=float)
     return res

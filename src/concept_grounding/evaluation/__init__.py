@@ -12,13 +12,6 @@
   location with CoAM maps for any backbone with a spatial feature map plus a CAV matrix.
 """
 
-from .adapters import BinaryConceptModel, OpenVocabularyModel, SubModel, as_sub_model
-from .concepts import resolve_concept_names
-from .loading import load_model
-from .preprocessing import make_preprocess
-from .sub import PROTOCOLS, SubEvaluation, evaluate_sub, load_sub_source
+import lazy_loader as lazy
 
-__all__ = [
-    "BinaryConceptModel", "OpenVocabularyModel", "SubModel", "as_sub_model", "resolve_concept_names", "load_model",
-    "make_preprocess", "PROTOCOLS", "SubEvaluation", "evaluate_sub", "load_sub_source",
-]
+__getattr__, __dir__, __all__ = lazy.attach_stub(__name__, __file__)

@@ -427,41 +427,45 @@ RANKING_LABELS = {"theta": "theta_jk", "u": "u-hat_ij", "theta_u": "theta_jk x u
 
 
 def _table1(result: AyselResult) -> str:
-    from .report import markdown_table
+    from ..fileio import markdown_table
+    from .report import score_cells
 
     rows = [{"name": f"{subset} / {RANKING_LABELS[r]}", **{f"l{l}": ex.get(f"existence@{l}{suffix}") for l in (1, 3, 5)}}
             for subset, suffix in (("entire test set", ""), ("correct class set", "_correct"))
             for r, ex in result.existence_by_ranking.items()]
-    return markdown_table(rows, [(f"l{l}", f"l = {l}") for l in (1, 3, 5)], first=("name", "images / CEM based on"))
+    return markdown_table(*score_cells(rows, [(f"l{l}", f"l = {l}") for l in (1, 3, 5)],
+                                       first=("name", "images / CEM based on")))
 
 
 def _table2(result: AyselResult) -> str:
-    from .report import markdown_table
+    from ..fileio import markdown_table
+    from .report import score_cells
 
     rows = [{"name": f"{subset}, alpha = {a} / {RANKING_LABELS[r]}",
              **{f"l{l}": loc.get(f"location@{l}_alpha{a}{suffix}") for l in (1, 3, 5)}}
             for subset, suffix in (("entire test set", ""), ("correct class set", "_correct")) for a in (1, 3, 6)
             for r, loc in result.location_by_ranking.items()]
-    return markdown_table(rows, [(f"l{l}", f"l = {l}") for l in (1, 3, 5)], first=("name", "images, region / CLM based on"))
+    return markdown_table(*score_cells(rows, [(f"l{l}", f"l = {l}") for l in (1, 3, 5)],
+                                       first=("name", "images, region / CLM based on")))
 
 
 def _table3(sweep: CavSweep) -> str:
+    from ..fileio import markdown_table
     from .report import percent
 
     Cs = sorted({row["C"] for row in sweep.rows})
     ns = sorted({row["n"] for row in sweep.rows})
-    lines = ["| lambda (SVM C) \\ N_p = N_n | " + " | ".join(str(n) for n in ns) + " |", "|" + "---|" * (len(ns) + 1)]
-    for c in Cs:
-        lines.append(f"| {c:g} | " + " | ".join(percent(sweep.accuracy(c, n)) for n in ns) + " |")
-    lines.append(f"| model w/o bottleneck (linear on f(X)) | {percent(sweep.no_bottleneck_accuracy)} |" + " |" * (len(ns) - 1))
-    return "\n".join(lines)
+    rows = [[f"{c:g}", *(percent(sweep.accuracy(c, n)) for n in ns)] for c in Cs]
+    rows.append(["model w/o bottleneck (linear on f(X))", percent(sweep.no_bottleneck_accuracy)])
+    return markdown_table(["lambda (SVM C) \\ N_p = N_n", *ns], rows)
 
 
 def _cgim_lists(result: AyselResult, class_names: list[str], out: Path) -> tuple[str, str]:
     """Tables 6 (per concept) and 7-8 (per class) as CSV files and Markdown."""
     import csv
 
-    from .report import markdown_table
+    from ..fileio import markdown_table
+    from .report import score_cells
 
     cg = result.cgim
     tables = []
@@ -474,8 +478,8 @@ def _cgim_lists(result: AyselResult, class_names: list[str], out: Path) -> tuple
             writer = csv.writer(handle)
             writer.writerow([level, "cgim_type1", "cgim_type2", "cgim_type3"])
             writer.writerows([[name, *(f"{sc[i]:.6g}" for sc in scores)] for i, name in enumerate(names)])
-        tables.append(markdown_table(rows, [("t1", "rho type 1"), ("t2", "rho type 2"), ("t3", "rho type 3")],
-                                     first=("name", level), fractions=False))
+        tables.append(markdown_table(*score_cells(rows, [("t1", "rho type 1"), ("t2", "rho type 2"),
+                                                         ("t3", "rho type 3")], first=("name", level), fractions=False)))
     return tables[0], tables[1]
 
 
@@ -492,10 +496,10 @@ def write_aysel_report(result: AyselResult, model: nn.Module, images: torch.Tens
     """
     from ..models.coam import class_activation_maps, coam_overlays, save_coam_gallery
     from ..plotting import cgim_histograms
-    from .report import markdown_table, percent, write_json
+    from ..fileio import markdown_table, write_report
+    from .report import percent, score_cells
 
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "results.json", result.summary())
     cgim_histograms(result.cgim, out / "cgim_histograms.png", title=type(model).__name__)
     short = lambda j: result.concept_names[j].removeprefix("has_")  # noqa: E731
     title = lambda i: class_names[int(labels[i])].split(".", 1)[-1]  # noqa: E731
@@ -537,10 +541,10 @@ def write_aysel_report(result: AyselResult, model: nn.Module, images: torch.Tens
         "",
         "## CGIM (cosine similarity with the class-level truth; Fig. 2)",
         "",
-        markdown_table([{"name": level, **{f"t{t}": cg.get(f"{level}_type{t}") for t in (1, 2, 3)}}
-                        for level in ("concept", "class")],
-                       [("t1", "type 1 (theta)"), ("t2", "type 2 (U*)"), ("t3", "type 3 (theta * U*)")],
-                       first=("name", "per"), fractions=False),
+        markdown_table(*score_cells([{"name": level, **{f"t{t}": cg.get(f"{level}_type{t}") for t in (1, 2, 3)}}
+                                     for level in ("concept", "class")],
+                                    [("t1", "type 1 (theta)"), ("t2", "type 2 (U*)"), ("t3", "type 3 (theta * U*)")],
+                                    first=("name", "per"), fractions=False)),
         "",
         "![CGIM histograms](cgim_histograms.png)",
         "",
@@ -580,7 +584,7 @@ def write_aysel_report(result: AyselResult, model: nn.Module, images: torch.Tens
         class_table,
         "",
     ]
-    (out / "report.md").write_text("\n".join(lines))
+    write_report(out, result.summary(), "\n".join(lines))
     return out
 
 

@@ -3,7 +3,6 @@ table and JSON helpers every report (``sub``, ``analyse``, ``bench``) writes wit
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -11,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from ..fileio import atomic_write_bytes
+from ..fileio import markdown_table, write_json, write_report
 
-__all__ = ["percent", "markdown_table", "write_json"]
+__all__ = ["percent", "score_cells", "write_json"]
 
 #: breakdown level -> (SubEvaluation attribute, header)
 BREAKDOWN_LEVELS: dict[str, tuple[str, str]] = {
@@ -35,55 +34,35 @@ def percent(value: float | None, digits: int = 1) -> str:
     return f"{100.0 * value:.{digits}f}"
 
 
-def markdown_table(
+def score_cells(
     rows: Sequence[Mapping[str, Any]],
     columns: Sequence[tuple[str, str]],
     *,
     first: tuple[str, str] = ("name", "model"),
     fractions: bool = True,
-) -> str:
-    """A GitHub Markdown table; numeric cells are fractions shown as percent.
+) -> tuple[list[str], list[list[str]]]:
+    """The header and cells of a score table for :func:`~concept_grounding.fileio.markdown_table`:
+    ``first`` = (row key, header) then one column per ``(key, header)``; numeric cells are
+    fractions shown as percent (``fractions``) or with 3 significant digits, missing ones an en dash.
 
-    >>> print(markdown_table([{"name": "CBM", "s_plus": 0.5}], [("s_plus", "s+")]))
+    >>> from concept_grounding.fileio import markdown_table
+    >>> print(markdown_table(*score_cells([{"name": "CBM", "s_plus": 0.5}], [("s_plus", "s+")])))
     | model | s+ |
     |---|---|
     | CBM | 50.0 |
     """
     key0, head0 = first
-    lines = ["| " + " | ".join([head0, *(h for _, h in columns)]) + " |", "|" + "---|" * (len(columns) + 1)]
+    cells = []
     for row in rows:
-        cells = [str(row.get(key0, ""))]
+        line = [str(row.get(key0, ""))]
         for key, _ in columns:
             value = row.get(key)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
-                cells.append(percent(float(value)) if fractions else f"{value:.3g}")
+                line.append(percent(float(value)) if fractions else f"{value:.3g}")
             else:
-                cells.append("–" if value is None else str(value))
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def _jsonable(value: Any) -> Any:
-    import numpy as np
-
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _jsonable(value.tolist())
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, Path):
-        return str(value)
-    return value
-
-
-def write_json(path: Path, payload: Any) -> None:
-    """Write ``payload`` as indented JSON (numpy arrays and NaN made JSON-safe), atomically."""
-    atomic_write_bytes(path, json.dumps(_jsonable(payload), indent=2).encode())
+                line.append("–" if value is None else str(value))
+        cells.append(line)
+    return [head0, *(h for _, h in columns)], cells
 
 
 def _rows(table: dict[str, dict[str, float]]) -> list[dict]:
@@ -98,7 +77,6 @@ def write_sub_report(result: Any, out: Path, *, scores: bool = False) -> Path:
     from ..plotting import sub_bars
 
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "results.json", result.summary())
     if scores:
         extra = {} if result.none_scores is None else {"none_scores": result.none_scores}
         np.savez_compressed(out / "scores.npz", scores=result.scores, concept_names=np.array(result.concept_names),
@@ -111,9 +89,10 @@ def write_sub_report(result: Any, out: Path, *, scores: bool = False) -> Path:
         f" ({result.skipped_target} targets and {result.skipped_removed} removed attributes the model has no"
         f" column for). Inference: {result.seconds:.1f} s ({result.images_per_second:.1f} images/s).",
         "",
-        markdown_table([{"name": "model", "s_plus": result.s_plus, "s_minus": result.s_minus},
-                        {"name": "random chance", "s_plus": result.chance_s_plus, "s_minus": result.chance_s_minus}],
-                       (("s_plus", "s+"), ("s_minus", "s-")), first=("name", "")),
+        markdown_table(*score_cells([{"name": "model", "s_plus": result.s_plus, "s_minus": result.s_minus},
+                                     {"name": "random chance", "s_plus": result.chance_s_plus,
+                                      "s_minus": result.chance_s_minus}],
+                                    (("s_plus", "s+"), ("s_minus", "s-")), first=("name", ""))),
         "",
         f"s+ = {percent(result.s_plus)} % (chance {percent(result.chance_s_plus)} %), "
         f"s- = {percent(result.s_minus)} % (chance {percent(result.chance_s_minus)} %).",
@@ -123,7 +102,8 @@ def write_sub_report(result: Any, out: Path, *, scores: bool = False) -> Path:
         png = f"sub_per_{level}.png"
         sub_bars(result.metric, out / png, level=level, title=f"s+ / s- per {header}")
         lines += [f"## By {header}", "", f"![s+ / s- per {header}]({png})", "",
-                  markdown_table(_rows(getattr(result, attr)), _COLUMNS + (("n", "n (s+ / s-)"),), first=("name", header)),
+                  markdown_table(*score_cells(_rows(getattr(result, attr)), _COLUMNS + (("n", "n (s+ / s-)"),),
+                                              first=("name", header))),
                   ""]
-    (out / "report.md").write_text("\n".join(lines))
+    write_report(out, result.summary(), "\n".join(lines))
     return out

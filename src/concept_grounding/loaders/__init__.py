@@ -13,25 +13,6 @@
 ``datasets`` and PIL are imported inside the functions that need them.
 """
 
-from .cub import load_cub, read_cub_tables
-from .cub_files import CUBTables
-from .cub_write import write_cub
-from .errors import CUBFormatError, DatasetFormatError, DatasetWarning, HubUnavailableError, SUBFormatError
-from .labels import class_level_labels
-from .sub import DEFAULT_SUB_COLUMNS, load_sub, write_sub
+import lazy_loader as lazy
 
-__all__ = [
-    "load_cub",
-    "write_cub",
-    "read_cub_tables",
-    "CUBTables",
-    "load_sub",
-    "write_sub",
-    "DEFAULT_SUB_COLUMNS",
-    "class_level_labels",
-    "DatasetFormatError",
-    "CUBFormatError",
-    "SUBFormatError",
-    "HubUnavailableError",
-    "DatasetWarning",
-]
+__getattr__, __dir__, __all__ = lazy.attach_stub(__name__, __file__)

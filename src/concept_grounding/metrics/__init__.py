@@ -19,18 +19,6 @@ The package attributes named like the sub-modules are the functions; reach a mod
 helpers with ``from concept_grounding.metrics.concept_location import centre_ranks``.
 """
 
-from .concept_confidence_deviation import concept_confidence_deviation, expected_calibration_error
-from .concept_existence import concept_existence
-from .concept_global_importance import concept_global_importance
-from .concept_location import concept_location
-from .sub_accuracy import concept_accuracy, sub_accuracy
+import lazy_loader as lazy
 
-__all__ = [
-    "concept_confidence_deviation",
-    "expected_calibration_error",
-    "concept_global_importance",
-    "concept_existence",
-    "concept_location",
-    "sub_accuracy",
-    "concept_accuracy",
-]
+__getattr__, __dir__, __all__ = lazy.attach_stub(__name__, __file__)

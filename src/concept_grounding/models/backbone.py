@@ -49,6 +49,7 @@ from .backbone_standard import (
 from .base import HUB_KWARGS, seeded
 from .data import training_tensors
 from .pixels import normalize_pixels
+from .train_config import TrainConfig, train_settings
 from .training import fit, random_hflip
 
 __all__ = [
@@ -260,21 +261,28 @@ def train_backbone(
     train_tensors,
     backbone: str | dict[str, Any] | None = "cnn",
     *,
-    epochs: int = 10,
-    batch_size: int = 32,
-    lr: float = 3e-3,
-    seed: int = 0,
-    progress: bool = True,
+    epochs: int | None = None,
+    batch_size: int | None = None,
+    lr: float | None = None,
+    seed: int | None = None,
+    progress: bool | None = None,
     schedule: str = "onecycle",
     augment: bool = True,
     weight_decay: float = 0.0,
+    train: TrainConfig | None = None,
 ) -> SmallCNN | SmallViT:
     """Train a backbone + linear head as a plain (black-box) classifier on the class labels,
     and return the backbone: the frozen ``f`` a post-hoc CBM explains (Aysel et al. use a
     CUB-trained ResNet). ``train_tensors`` is a :class:`~.data.ConceptTensors` (or any
     ``(images, concepts, labels)`` triple); the history is kept in ``backbone.history``.
-    Adam with a ``schedule`` (peak ``lr``) and random horizontal flips (``augment``), as the CBMs.
+    Adam with a ``schedule`` (peak ``lr``, default 3e-3) and random horizontal flips
+    (``augment``), as the CBMs; ``epochs`` default 10, ``batch_size`` 32, ``seed`` 0, ``progress``
+    ``True``, or ``train``: a :class:`~.train_config.TrainConfig` instead of them (a knob given
+    both ways is refused).
     """
+    knobs = train_settings(train, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, progress=progress)
+    epochs, seed, progress = knobs.epochs, knobs.seed, knobs.progress
+    batch_size, lr = knobs.batch_size or 32, 3e-3 if knobs.lr is None else knobs.lr
     images, _, labels, _, num_classes = training_tensors(train_tensors)
     config = backbone_config(backbone, image_size=images.shape[-1])
     with seeded(seed):

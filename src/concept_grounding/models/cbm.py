@@ -42,7 +42,7 @@ from torch.nn import functional as F
 from .backbone import backbone_config, build_backbone
 from .base import HUB_KWARGS, ConceptModelMixin, ConceptModelOutput, seeded
 from .data import ConceptTensors, training_tensors
-from .train_config import TrainConfig, trainer_knobs
+from .train_config import TrainConfig, train_settings
 from .training import TrainHistory, fit, random_hflip
 
 __all__ = ["ConceptBottleneckModel", "train_cbm"]
@@ -199,8 +199,8 @@ def train_cbm(
     train_tensors: ConceptTensors,
     mode: Literal["independent", "sequential", "joint"] = "joint",
     concept_loss_weight: float = 1.0,
-    epochs: int = 10,
-    seed: int = 0,
+    epochs: int | None = None,
+    seed: int | None = None,
     *,
     backbone: str | dict[str, Any] | None = None,
     per_concept: bool = False,
@@ -210,7 +210,7 @@ def train_cbm(
     label_hidden: int = 0,
     label_epochs: int | None = None,
     concept_model: ConceptBottleneckModel | None = None,
-    batch_size: int = 32,
+    batch_size: int | None = None,
     lr: float | None = None,
     label_lr: float = 1e-2,
     schedule: str = "onecycle",
@@ -218,7 +218,7 @@ def train_cbm(
     weight_decay: float = 0.0,
     val_tensors: ConceptTensors | None = None,
     patience: int | None = None,
-    progress: bool = True,
+    progress: bool | None = None,
     train: TrainConfig | None = None,
 ) -> ConceptBottleneckModel:
     """Train a :class:`ConceptBottleneckModel` in one of Koh et al.'s three ways.
@@ -227,29 +227,32 @@ def train_cbm(
         train_tensors: :class:`~.data.ConceptTensors` (images, concepts ``(N, L)``, labels).
         mode: ``"independent"``, ``"sequential"`` or ``"joint"`` (module docstring).
         concept_loss_weight: ``lambda`` in ``CE + lambda * BCE`` (joint only).
-        epochs: epochs of the image-side training (concept predictor, or everything for joint).
-        seed: seeds initialisation and shuffling.
+        epochs: epochs of the image-side training (concept predictor, or everything for joint;
+            default 10).
+        seed: seeds initialisation and shuffling (default 0).
         backbone, per_concept, per_concept_channels, per_concept_downsample, bottleneck, label_hidden: see :class:`ConceptBottleneckModel`.
         label_epochs: epochs of the label predictor alone (independent / sequential;
             default ``max(30, 3 * epochs)``, cheap: it trains on cached concept vectors).
         concept_model: a trained CBM whose concept predictor is reused (copied, not retrained)
             for independent / sequential training.
-        batch_size, lr, weight_decay: of the image-side training (Adam; ``lr`` is the peak rate;
-            default 3e-3, or 3e-2 for ``per_concept``, whose many tiny CNNs learn slowly otherwise).
+        batch_size, lr, weight_decay: of the image-side training (Adam; batch 32 by default; ``lr``
+            is the peak rate; default 3e-3, or 3e-2 for ``per_concept``, whose many tiny CNNs learn
+            slowly otherwise).
         label_lr: constant Adam rate of the label predictor alone.
         schedule: learning-rate schedule of the image-side training (see :func:`~.training.fit`).
         augment: random horizontal flips of the training images (:func:`~.training.random_hflip`).
         val_tensors, patience: early stopping on the validation loss.
-        train: a :class:`~.training.TrainConfig`; when given, its epochs, seed, progress and
-            (where set) batch size and learning rate replace the loose arguments.
+        progress: show tqdm bars (default ``True``).
+        train: a :class:`~.training.TrainConfig` instead of the loose ``epochs``, ``seed``,
+            ``batch_size``, ``lr`` and ``progress`` (a knob given both ways is refused).
 
     Returns:
         The trained model in eval mode; ``model.history`` maps stage -> :class:`~.training.TrainHistory`.
     """
     if mode not in CBM_MODES:
         raise ValueError(f"mode must be one of {CBM_MODES}, got {mode!r}")
-    epochs, seed, batch_size, lr, progress = trainer_knobs(train, epochs=epochs, seed=seed, batch_size=batch_size,
-                                                           lr=lr, progress=progress)
+    knobs = train_settings(train, epochs=epochs, seed=seed, batch_size=batch_size, lr=lr, progress=progress)
+    epochs, seed, batch_size, lr, progress = knobs.epochs, knobs.seed, knobs.batch_size or 32, knobs.lr, knobs.progress
     if concept_loss_weight < 0:
         raise ValueError(f"concept_loss_weight must be >= 0, got {concept_loss_weight}")
     images, concepts, labels, names, num_classes = training_tensors(train_tensors)

@@ -28,7 +28,7 @@ from .backbone import backbone_config, build_backbone
 from .base import HUB_KWARGS, ConceptModelMixin, ConceptModelOutput, seeded
 from .cbm import concept_bce
 from .data import ConceptTensors, training_tensors
-from .train_config import TrainConfig, trainer_knobs
+from .train_config import TrainConfig, train_settings
 from .training import fit, random_hflip
 
 __all__ = ["ConceptEmbeddingModel", "train_cem"]
@@ -104,31 +104,33 @@ class ConceptEmbeddingModel(nn.Module, ConceptModelMixin, PyTorchModelHubMixin, 
 def train_cem(
     train_tensors: ConceptTensors,
     concept_loss_weight: float = 1.0,
-    epochs: int = 10,
-    seed: int = 0,
+    epochs: int | None = None,
+    seed: int | None = None,
     *,
     backbone: str | dict[str, Any] | None = None,
     embedding_size: int = 16,
     intervention_prob: float = 0.25,
-    batch_size: int = 32,
-    lr: float = 3e-3,
+    batch_size: int | None = None,
+    lr: float | None = None,
     schedule: str = "onecycle",
     augment: bool = True,
     weight_decay: float = 0.0,
     val_tensors: ConceptTensors | None = None,
     patience: int | None = None,
-    progress: bool = True,
+    progress: bool | None = None,
     train: TrainConfig | None = None,
 ) -> ConceptEmbeddingModel:
     """Train a :class:`ConceptEmbeddingModel` jointly with RandInt (module docstring).
 
-    ``batch_size``, ``lr`` (peak), ``schedule``, ``weight_decay``: see :func:`~.training.fit`;
+    ``batch_size`` (default 32), ``lr`` (peak, default 3e-3), ``schedule``, ``weight_decay``: see
+    :func:`~.training.fit`; ``epochs`` default 10, ``seed`` 0, ``progress`` ``True``;
     ``augment``: random horizontal flips of the training images; ``train``: a
-    :class:`~.training.TrainConfig` whose epochs, seed, progress and (where set) batch size
-    and learning rate replace the loose arguments. Returns the model in eval mode; ``model.history["joint"]`` is its :class:`~.training.TrainHistory`.
+    :class:`~.training.TrainConfig` instead of the loose ``epochs``, ``seed``, ``batch_size``,
+    ``lr`` and ``progress`` (a knob given both ways is refused). Returns the model in eval mode; ``model.history["joint"]`` is its :class:`~.training.TrainHistory`.
     """
-    epochs, seed, batch_size, lr, progress = trainer_knobs(train, epochs=epochs, seed=seed, batch_size=batch_size,
-                                                           lr=lr, progress=progress)
+    knobs = train_settings(train, epochs=epochs, seed=seed, batch_size=batch_size, lr=lr, progress=progress)
+    epochs, seed, progress = knobs.epochs, knobs.seed, knobs.progress
+    batch_size, lr = knobs.batch_size or 32, 3e-3 if knobs.lr is None else knobs.lr
     if concept_loss_weight < 0:
         raise ValueError(f"concept_loss_weight must be >= 0, got {concept_loss_weight}")
     images, concepts, labels, names, num_classes = training_tensors(train_tensors)

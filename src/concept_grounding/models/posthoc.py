@@ -38,7 +38,7 @@ from .backbone import BackboneOutput, SmallCNN, SmallViT, backbone_config, build
 from .base import HUB_KWARGS, ConceptModelMixin, ConceptModelOutput
 from .coam import concept_activation_maps, upsample_maps
 from .data import training_tensors
-from .train_config import TrainConfig, trainer_knobs
+from .train_config import TrainConfig, train_settings
 
 __all__ = [
     "ConceptBank", "learn_cavs", "embed_images", "bank_scores", "fit_sparse_classifier", "FeatureMapBackbone", "PostHocCBM",
@@ -407,9 +407,9 @@ def train_posthoc_cbm(
     solver: Literal["fista", "sklearn"] = "fista",
     score: Literal["dot", "margin"] = "dot",
     concept_bank: ConceptBank | None = None,
-    seed: int = 0,
-    batch_size: int = 256,
-    progress: bool = True,
+    seed: int | None = None,
+    batch_size: int | None = None,
+    progress: bool | None = None,
     train: TrainConfig | None = None,
 ) -> PostHocCBM:
     """Build a :class:`PostHocCBM` on a trained, frozen ``backbone`` (e.g. from :func:`~.backbone.train_backbone`).
@@ -418,10 +418,12 @@ def train_posthoc_cbm(
     (:func:`learn_cavs`, unless a ``concept_bank`` is given), and fits the sparse classifier
     on ``u`` (:func:`fit_sparse_classifier`). ``model.history`` holds the bank's
     per-concept SVM training accuracy and the classifier's training accuracy and sparsity.
-    ``train``: a :class:`~.training.TrainConfig` whose seed, progress and (where set) batch
-    size replace the loose arguments (nothing here trains by epochs).
+    ``seed`` (default 0), ``batch_size`` (of the embedding, default 256), ``progress`` (default
+    ``True``), or ``train``: a :class:`~.training.TrainConfig` instead of them (a knob given both
+    ways is refused; nothing here trains by epochs, nor uses its ``lr``).
     """
-    seed, batch_size, progress = trainer_knobs(train, seed=seed, batch_size=batch_size, progress=progress)
+    knobs = train_settings(train, seed=seed, batch_size=batch_size, progress=progress)
+    seed, batch_size, progress = knobs.seed, knobs.batch_size or 256, knobs.progress
     images, concepts, labels, names, num_classes = training_tensors(train_tensors)
     embeddings = embed_images(backbone, images, batch_size)
     if concept_bank is None:

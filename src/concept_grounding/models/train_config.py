@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DEFAULT_THREADS", "TrainConfig"]
+__all__ = ["DEFAULT_THREADS", "TrainConfig", "train_settings"]
 
 #: CPU threads of a :func:`reproducible` block unless told otherwise. Fixed, not the
 #: machine's core count, because a float sum split over another number of threads rounds
@@ -26,7 +26,9 @@ class TrainConfig:
     bench builds it from its :class:`~concept_grounding.bench.config.BenchConfig` and the
     Space from its build settings. ``None`` for ``batch_size`` / ``lr`` keeps each
     trainer's own default (they differ: a CBM's image side trains at batch 32 and
-    ``3e-3``, the post-hoc CBM embeds at batch 256); :func:`trainer_knobs` applies it.
+    ``3e-3``, the post-hoc CBM embeds at batch 256). The trainers' loose ``epochs``,
+    ``seed``, ``batch_size``, ``lr`` and ``progress`` build one (:func:`train_settings`); a
+    knob is given one way or the other, never both.
 
     Attributes:
         epochs: passes over the data of the image-side training.
@@ -58,21 +60,26 @@ class TrainConfig:
             raise ValueError(f"lr must be > 0, got {self.lr}")
 
 
-def trainer_knobs(train: TrainConfig | None, **loose: Any) -> tuple[Any, ...]:
-    """The values of one trainer call's knobs, in the order given: its own (``loose``)
-    arguments, replaced by ``train``'s where a :class:`TrainConfig` is given (its
-    ``batch_size`` / ``lr`` only where set; ``None`` keeps the trainer's default).
+def train_settings(train: TrainConfig | None, **loose: Any) -> TrainConfig:
+    """The one :class:`TrainConfig` of a trainer call: ``train`` as given, or one built from the
+    loose keyword arguments the caller set (those not ``None``; the rest keep
+    :class:`TrainConfig`'s defaults, and ``batch_size`` / ``lr`` ``None`` the trainer's own).
 
-    ``loose`` names a subset of ``epochs``, ``seed``, ``batch_size``, ``lr`` and ``progress``
-    (the post-hoc CBM, which trains by no epochs, passes three).
+    An explicit value is never overridden: a knob set both loose and through ``train`` is
+    refused, naming it (pass the one :class:`TrainConfig`, e.g. ``dataclasses.replace(train, progress=False)``).
 
-    >>> trainer_knobs(None, epochs=3, seed=1, batch_size=32, lr=None)
-    (3, 1, 32, None)
-    >>> trainer_knobs(TrainConfig(epochs=2, lr=0.1), epochs=3, seed=1, batch_size=32, lr=3e-3, progress=False)
-    (2, 0, 32, 0.1, True)
-    >>> trainer_knobs(TrainConfig(epochs=2), epochs=10, seed=0, batch_size=32, lr=3e-3, progress=False)
-    (2, 0, 32, 0.003, True)
+    >>> train_settings(None, epochs=3, seed=1, batch_size=32, lr=None)
+    TrainConfig(epochs=3, seed=1, batch_size=32, lr=None, threads=1, progress=True)
+    >>> train_settings(TrainConfig(epochs=2, lr=0.1), epochs=None, seed=None, progress=None)
+    TrainConfig(epochs=2, seed=0, batch_size=None, lr=0.1, threads=1, progress=True)
+    >>> train_settings(TrainConfig(epochs=2), epochs=None, progress=False)
+    Traceback (most recent call last):
+    ...
+    ValueError: progress given both loose and in train=; set it in the TrainConfig
     """
+    given = {name: value for name, value in loose.items() if value is not None}
     if train is None:
-        return tuple(loose.values())
-    return tuple(value if (own := getattr(train, name)) is None else own for name, value in loose.items())
+        return TrainConfig(**given)
+    if given:
+        raise ValueError(f"{', '.join(given)} given both loose and in train=; set it in the TrainConfig")
+    return train

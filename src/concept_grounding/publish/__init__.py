@@ -24,10 +24,6 @@ written through ``huggingface_hub``'s card classes (:mod:`.cards`) and requireme
 pinned to the package version being released. ``--push`` uploads them (:mod:`.push`).
 """
 
-from .build import PublishConfig, build_repos, plan_repos, publish_command
-from .layout import MARKER, HubRepo
-from .push import PushResult, push_repos, resolve_token
-from .world_data import WorldSpec
+import lazy_loader as lazy
 
-__all__ = ["PublishConfig", "WorldSpec", "HubRepo", "MARKER", "plan_repos", "build_repos", "publish_command",
-           "push_repos", "resolve_token", "PushResult"]
+__getattr__, __dir__, __all__ = lazy.attach_stub(__name__, __file__)

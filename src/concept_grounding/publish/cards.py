@@ -2,7 +2,8 @@
 
 Every card of a published repo is ``<Card class>(---\\n<card_data.to_yaml()>\\n---\\n<body>)``,
 so its metadata is typed (``DatasetCardData``, ``ModelCardData``, ``SpaceCardData``) and
-loads back with ``<Card class>.load``; only the markdown body is text.
+loads back with ``<Card class>.load``; only the markdown body is text (its tables:
+:func:`concept_grounding.fileio.markdown_table` with ``spaced=True``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import TypeVar
 
 from huggingface_hub import CardData, RepoCard
 
-__all__ = ["markdown_table"]
+__all__ = ["make_card", "save_card", "rewrite_local_paths"]
 
 C = TypeVar("C", bound=RepoCard)
 
@@ -27,19 +28,6 @@ def save_card(card: RepoCard, folder: Path) -> Path:
     path = Path(folder) / "README.md"
     card.save(path)
     return path
-
-
-def markdown_table(header: list[str], rows: list[list[object]]) -> str:
-    """A GitHub-flavoured markdown table.
-
-    >>> print(markdown_table(["a", "b"], [[1, "x"]]))
-    | a | b |
-    | --- | --- |
-    | 1 | x |
-    """
-    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def rewrite_local_paths(text: str, replacements: dict[str, str]) -> str:

@@ -16,7 +16,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cards import make_card, markdown_table, save_card
+from ..fileio import markdown_table
+from .cards import make_card, save_card
 
 __all__ = []
 
@@ -161,7 +162,7 @@ def build_bench_model(model: BenchModel, bench: Path, folder: Path, repo_id: str
         ["SUB s+", "SUB s-", "chance s+ / s-", "concept acc. (class-level)", "concept acc. (exact)", "class acc."],
         [[_pct(row.get("s_plus")), _pct(row.get("s_minus")),
           f"{_pct(row.get('chance_s_plus'))} / {_pct(row.get('chance_s_minus'))}", _pct(row.get("concept_accuracy")),
-          _pct(row.get("concept_accuracy_exact")), _pct(row.get("class_accuracy"))]]) if row else \
+          _pct(row.get("concept_accuracy_exact")), _pct(row.get("class_accuracy"))]], spaced=True) if row else \
         "No row of results.json matches this model."
     body = "\n".join([
         f"# {name} on the bird world",

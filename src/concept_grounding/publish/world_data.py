@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..world.export import WorldExportConfig
-from .cards import make_card, markdown_table, save_card
+from ..fileio import markdown_table
+from .cards import make_card, save_card
 
 if TYPE_CHECKING:
     import datasets
@@ -188,13 +189,13 @@ def build_world_dataset(world: "BirdWorld", spec: WorldSpec, folder: Path, repo_
         f"on before real data; its SUB-style counterfactuals are [`{sub_repo_id}`](https://huggingface.co/datasets/"
         f"{sub_repo_id}).",
         "",
-        markdown_table(["split", "images"], [[s, len(d)] for s, d in dd.items()]),
+        markdown_table(["split", "images"], [[s, len(d)] for s, d in dd.items()], spaced=True),
         "",
         f"{world.num_classes} classes: " + ", ".join(f"`{c}`" for c in world.class_names) + ".",
         "",
         "## Columns",
         "",
-        markdown_table(["column", "type", "meaning"], [[f"`{a}`", b, c] for a, b, c in _WORLD_COLUMNS]),
+        markdown_table(["column", "type", "meaning"], [[f"`{a}`", b, c] for a, b, c in _WORLD_COLUMNS], spaced=True),
         "",
         f"Parts, in `part_xy` / `part_visible` order: {parts}. Attribute names are CUB's "
         "(`concept_grounding.load_vocabulary().attributes`).",
@@ -244,7 +245,7 @@ def build_sub_dataset(world: "BirdWorld", spec: WorldSpec, folder: Path, repo_id
             ["`removed_attributes`", "list of string", "S-: the source bird's values of S+'s group that the edit "
              "switched off (`has_x--y`); SUB derives S- from class-level labels instead", "no"],
             ["`source_id`", "int64", "index of the unedited bird in the world (seed below)", "no"],
-        ]),
+        ], spaced=True),
         "",
         "## Use",
         "",

@@ -25,7 +25,6 @@ probabilities: :class:`VisionLanguageScorer` (a transformers VLM's option-letter
 
 from __future__ import annotations
 
-import json
 import math
 import string
 from collections import Counter
@@ -36,13 +35,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from ..fileio import markdown_table, write_report
 from ..vocabulary import Vocabulary, load_vocabulary, split_attribute
 
 if TYPE_CHECKING:
     from ..models.clip import ClipHandle
 
 __all__ = [
-    "OptionScorer", "group_options", "vqa_question", "keep_count", "select_pairing", "filter_records", "write_report",
+    "OptionScorer", "group_options", "vqa_question", "keep_count", "select_pairing", "filter_records", "write_filter_report",
     "VisionLanguageScorer", "CLIPScorer", "AttributeOracleScorer", "REASONS", "image_reasons"
 ]
 
@@ -274,12 +274,9 @@ def _evidence_rows(rows: list[dict], probs: np.ndarray, options: list[str], targ
             for i, row in enumerate(rows)]
 
 
-def write_report(report: dict[str, Any], out_dir: str | Path) -> tuple[Path, Path]:
-    """Write ``filter_report.json`` and ``filter_report.md`` (per-pairing and per-attribute counts)."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    json_path, md_path = out_dir / "filter_report.json", out_dir / "filter_report.md"
-    json_path.write_text(json.dumps(report, indent=2))
+def filter_markdown(report: dict[str, Any]) -> str:
+    """``filter_report.md``: the per-reason, per-pairing and per-attribute counts of ``report``
+    (written with the JSON by :func:`~concept_grounding.fileio.write_report`)."""
     lines = [
         "# VQA filter report",
         "",
@@ -288,21 +285,22 @@ def write_report(report: dict[str, Any], out_dir: str | Path) -> tuple[Path, Pat
         f"(keep fraction {report['keep_fraction']}). Every image's answers and the reason it was kept or "
         "discarded: `filter_evidence.jsonl`; examples of each: `filter_sheet.png` (SUB Fig. 5).",
         "",
-        "| reason | images |",
-        "|---|---:|",
-        *[f"| {REASONS[r]} | {report.get('reasons', {}).get(r, 0)} |" for r in REASONS],
+        markdown_table(["reason", "images"], [[REASONS[r], report.get("reasons", {}).get(r, 0)] for r in REASONS],
+                       align="lr"),
         "",
-        "| reference class | target attribute | generated | correct | kept |",
-        "|---|---|---:|---:|---:|",
+        markdown_table(["reference class", "target attribute", "generated", "correct", "kept"],
+                       [[p["reference_class"], p["target_attribute"], p["generated"], p["correct"], p["kept"]]
+                        for p in report["pairings"]], align="llrrr"),
+        "",
+        markdown_table(["target attribute", "kept"], list(report["kept_per_attribute"].items()), align="lr"),
     ]
-    lines += [
-        f"| {p['reference_class']} | {p['target_attribute']} | {p['generated']} | {p['correct']} | {p['kept']} |"
-        for p in report["pairings"]
-    ]
-    lines += ["", "| target attribute | kept |", "|---|---:|"]
-    lines += [f"| {a} | {n} |" for a, n in report["kept_per_attribute"].items()]
-    md_path.write_text("\n".join(lines) + "\n")
-    return json_path, md_path
+    return "\n".join(lines) + "\n"
+
+
+def write_filter_report(report: dict[str, Any], out_dir: str | Path) -> tuple[Path, Path]:
+    """Write ``filter_report.json`` and ``filter_report.md`` (:func:`filter_markdown`) under ``out_dir``."""
+    return write_report(out_dir, report, filter_markdown(report), results_name="filter_report.json",
+                        report_name="filter_report.md", nan_as_null=False)
 
 
 # ---------------------------------------------------------------------------- scorers

@@ -42,7 +42,7 @@ from .filter import (
     VisionLanguageScorer,
     filter_records,
     tiny_clip_scorer,
-    write_report,
+    write_filter_report,
 )
 
 __all__ = ["DEFAULT_VLM", "SCORERS", "FilterConfig", "FilterJobResult", "build_scorer", "run_filter"]
@@ -216,7 +216,7 @@ def run_filter(config: FilterConfig, scorer: OptionScorer | None = None) -> Filt
     kept = [{**r, "file_name": str((src / r["file_name"]).resolve())} for r in result.kept]
     metadata = out / "metadata.jsonl"
     metadata.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
-    json_path, md_path = write_report(result.report, out)
+    json_path, md_path = write_filter_report(result.report, out)
     evidence = out / "filter_evidence.jsonl"
     evidence.write_text("".join(json.dumps({**e, "file_name": str((src / e["file_name"]).resolve())}, sort_keys=True)
                                 + "\n" for e in result.evidence))

@@ -5,12 +5,10 @@
 >>> world.sample(0).image.shape
 (64, 64, 3)
 
-Only numpy is imported here; ``datasets`` is imported by the export methods.
+Its names load on first use (``lazy_loader``, listed in ``__init__.pyi``); the world needs
+numpy only, ``datasets`` is imported by the export methods.
 """
 
-from .config import BACKGROUNDS, SCENES, Pose, WorldConfig
-from .sample import BirdSample, Counterfactual
-from .world import BirdWorld
+import lazy_loader as lazy
 
-__all__ = ["BirdWorld", "WorldConfig", "BirdSample", "Counterfactual", "Pose", "BACKGROUNDS", "SCENES"]
-
+__getattr__, __dir__, __all__ = lazy.attach_stub(__name__, __file__)

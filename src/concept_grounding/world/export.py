@@ -17,7 +17,6 @@ ValueError: formats must be one of ('hf', 'cub', 'sub', 'all'), got 'png'
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ..fileio import write_report
 from ..settings import command_line, setting
 from ..validators import nonnegative_int, positive_int
 from .config import WorldConfig
@@ -218,7 +218,6 @@ def write_world_summary(export: WorldExport, out: str | Path | None = None) -> P
     out = export.out if out is None else Path(out)
     out.mkdir(parents=True, exist_ok=True)
     export.sheet.save(out / "contact_sheet.png")
-    (out / "summary.json").write_text(json.dumps(export.summary(), indent=2))
-    path = out / "summary.md"
-    path.write_text(summary_markdown(export))
+    _, path = write_report(out, export.summary(), summary_markdown(export), results_name="summary.json",
+                           report_name="summary.md", nan_as_null=False)
     return path

@@ -4,7 +4,6 @@
 the shipped weights from ``concept_grounding/assets/world_flux``.
 """
 
-from .components import FluxTrainConfig
-from .loader import WORLD_FLUX_DIR, load_world_flux, world_flux_call_kwargs, world_flux_path
+import lazy_loader as lazy
 
-__all__ = ["FluxTrainConfig", "WORLD_FLUX_DIR", "load_world_flux", "world_flux_call_kwargs", "world_flux_path"]
+__getattr__, __dir__, __all__ = lazy.attach_stub(__name__, __file__)

@@ -1,0 +1,6 @@
+from .cub import load_cub, read_cub_tables
+from .cub_files import CUBTables
+from .cub_write import write_cub
+from .errors import CUBFormatError, DatasetFormatError, DatasetWarning, HubUnavailableError, SUBFormatError
+from .labels import class_level_labels
+from .sub import DEFAULT_SUB_COLUMNS, load_sub, write_sub

@@ -1,0 +1,5 @@
+from .concept_confidence_deviation import concept_confidence_deviation, expected_calibration_error
+from .concept_existence import concept_existence
+from .concept_global_importance import concept_global_importance
+from .concept_location import concept_location
+from .sub_accuracy import concept_accuracy, sub_accuracy

@@ -1,0 +1,3 @@
+from .config import BACKGROUNDS, SCENES, Pose, WorldConfig
+from .sample import BirdSample, Counterfactual
+from .world import BirdWorld

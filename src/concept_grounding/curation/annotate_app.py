@@ -140,7 +140,7 @@ def build_app(store: AnnotationStore, image_path: Callable[[ImageItem], str | Pa
                             + ", Enter submits.")
                 progress = gr.Markdown()
                 message = gr.Markdown()
-                image = gr.Image(type="filepath", interactive=False, height=384)
+                image = gr.Image(type="filepath", interactive=False, height=384, elem_id=f"image{study}")
                 image_id = gr.State(None)
                 if study == 1:
                     radios = [gr.Radio(list(LIKERT), label="Q1", elem_id="q1"),

@@ -11,12 +11,19 @@ more than k answers and no annotator saw an image twice.
 annotator is a ``gradio_client`` session whose submit returns the next image; the figure is
 that round trip (submit + next image + the image file served).
 
-Usage: ``python benchmarks/bench_annotation.py [--annotators 10] [--images 38400] [--seconds 20] [--http]``
+``--http --breakdown`` splits one annotator's round trip (sequential submits) into where the
+time goes: our handler (store ``submit`` + ``next_image``), the rest of Gradio's server-side
+processing (``process_api``: pre/post-processing, the image copied into its cache), the
+queue + HTTP transport + client (the round trip without the image download), and the image
+download (a second HTTP request the client makes, as a browser does).
+
+Usage: ``python benchmarks/bench_annotation.py [--annotators 10] [--images 38400] [--seconds 20] [--http [--breakdown]]``
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import threading
 import time
@@ -34,6 +41,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--http", action="store_true", help="time the served app's submit -> next image round trip")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="--http: one annotator, sequential submits, the round trip split by where the time goes")
     parser.add_argument("--client-processes", action="store_true",
                         help="--http: run each annotator's client in its own process (not threads beside the server)")
     args = parser.parse_args()
@@ -129,6 +138,8 @@ def http_main(args: argparse.Namespace) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     app = build_app(store, lambda item: str(image))
+    if args.breakdown:
+        return breakdown(app, store, image, folder, args)
     launch_app(app, prevent_thread_lock=True, server_port=port, allowed_paths=[str(folder)], quiet=True,
                max_threads=max(40, args.annotators))
     url = f"http://127.0.0.1:{port}/"
@@ -160,6 +171,70 @@ def http_main(args: argparse.Namespace) -> None:
     print(f"submit -> next image ms: p50 {np.percentile(ms, 50):.1f}  p95 {np.percentile(ms, 95):.1f}  "
           f"max {ms.max():.1f}")
     print(f"store: {len(store.rows()) // 2} answers stored, {len(ms)} submitted")
+
+
+def _pcts(ms: list[float]) -> str:
+    a = np.array(ms)
+    return f"p50 {np.percentile(a, 50):7.1f}  p95 {np.percentile(a, 95):7.1f}"
+
+
+def breakdown(app, store, image: Path, folder: Path, args: argparse.Namespace, n: int = 40) -> None:
+    """One gradio_client session, ``n`` sequential submits with and ``n`` without the image
+    download; the server's ``process_api`` and our handler timed inside the server."""
+    import socket
+
+    from gradio.blocks import Blocks
+    from gradio_client import Client
+
+    from concept_grounding.curation.annotate_app import AnnotationHandlers, launch_app
+
+    handler_ms: list[float] = []
+    api_ms: list[float] = []
+    submit = AnnotationHandlers.submit
+
+    def timed_submit(self, *a, **k):
+        t = time.perf_counter()
+        try:
+            return submit(self, *a, **k)
+        finally:
+            handler_ms.append(1e3 * (time.perf_counter() - t))
+
+    process_api = Blocks.process_api
+
+    async def timed_api(self, *a, **k):
+        t = time.perf_counter()
+        try:
+            return await process_api(self, *a, **k)
+        finally:
+            api_ms.append(1e3 * (time.perf_counter() - t))
+
+    AnnotationHandlers.submit, Blocks.process_api = timed_submit, timed_api
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    launch_app(app, prevent_thread_lock=True, server_port=port, allowed_paths=[str(folder)], quiet=True)
+    url = f"http://127.0.0.1:{port}/"
+    rows = {}
+    for download in (True, False):
+        client = Client(url, verbose=False, download_files=download)
+        client.predict(f"breakdown-{download}", api_name="/on_start")
+        handler_ms.clear(), api_ms.clear()
+        trip = []
+        for _ in range(n):
+            t = time.perf_counter()
+            client.predict("yes", "no", api_name="/on_submit")
+            trip.append(1e3 * (time.perf_counter() - t))
+        rows[download] = (trip, list(handler_ms), list(api_ms))
+    app.close()
+    trip, handler, api = rows[False]
+    print(f"one annotator, {n} sequential submits, ms (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs):")
+    print(f"  round trip with the image download     {_pcts(rows[True][0])}")
+    print(f"  round trip without the download        {_pcts(trip)}")
+    print(f"  server process_api (Gradio + handler)  {_pcts(api)}")
+    print(f"  our handler (store submit + next)      {_pcts(handler)}")
+    print(f"  so: download {np.median(rows[True][0]) - np.median(trip):.1f}, queue + HTTP + client "
+          f"{np.median(trip) - np.median(api):.1f}, Gradio processing {np.median(api) - np.median(handler):.1f}, "
+          f"ours {np.median(handler):.1f} (medians)")
 
 
 if __name__ == "__main__":

@@ -78,7 +78,7 @@ def _sign_in(page, url: str, name: str, expect, timeout: int) -> None:
 
 def _shown_image(page) -> str:
     """The file name of the image on screen (the candidate's, e.g. ``c000003.png``)."""
-    return page.locator("#image1 img").first.get_attribute("src").rsplit("/", 1)[-1]
+    return page.locator("#image1 img").first.get_attribute("data-file")
 
 
 def _screenshot(page, path: Path) -> None:

@@ -150,16 +150,18 @@ def study2_item(image: str, reference_class: str, target_attribute: str, choices
     return ImageItem(image, 2, reference_class, target_attribute, tuple(choices), dict(meta))
 
 
-def question_text(item: ImageItem, question: str) -> str:
-    """The wording shown for ``question`` (SPEC 2b; Sec. 4.3's wording of Q2)."""
+def question_text(item: ImageItem | None, question: str) -> str:
+    """The wording shown for ``question`` (SPEC 2b; Sec. 4.3's wording of Q2); study 2's
+    question is the same for every image (``item`` may be ``None``)."""
     from ..vocabulary import attribute_phrase, class_display_name
 
+    if question == "present":
+        return "Which of these attributes is present in the image?"
     plus = attribute_phrase(item.target_attribute)
     ref = class_display_name(item.reference_class)
     return {
         "q1": f"Is “{plus}” faithfully applied?",
         "q2": f"Does the bird deviate significantly from the reference bird ({ref})?",
-        "present": "Which of these attributes is present in the image?",
     }[question]
 
 

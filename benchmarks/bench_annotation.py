@@ -41,6 +41,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--http", action="store_true", help="time the served app's submit -> next image round trip")
+    parser.add_argument("--think", type=float, default=0.0,
+                        help="--http: seconds each annotator pauses after a reply (0: as fast as possible, a stress "
+                             "test; a person answering two questions takes a few seconds)")
     parser.add_argument("--breakdown", action="store_true",
                         help="--http: one annotator, sequential submits, the round trip split by where the time goes")
     parser.add_argument("--client-processes", action="store_true",
@@ -103,11 +106,12 @@ def main() -> None:
     print(f"submit     ms: p50 {np.percentile(s, 50):.2f}  p95 {np.percentile(s, 95):.2f}  max {s.max():.2f}")
 
 
-def _http_session(job: tuple[str, str, float]) -> list[float]:
-    """One annotator's gradio_client session: sign in, then submit for ``seconds``; the round trips in ms."""
+def _http_session(job: tuple[str, str, float, float]) -> list[float]:
+    """One annotator's gradio_client session: sign in, then submit for ``seconds``, pausing
+    ``think`` seconds (untimed) after each reply; the round trips in ms."""
     from gradio_client import Client
 
-    url, name, seconds = job
+    url, name, seconds, think = job
     client = Client(url, verbose=False)
     client.predict(name, api_name="/on_start")
     out = []
@@ -116,6 +120,7 @@ def _http_session(job: tuple[str, str, float]) -> list[float]:
         t = time.perf_counter()
         client.predict("yes", "no", api_name="/on_submit")
         out.append(1e3 * (time.perf_counter() - t))
+        time.sleep(think)
     return out
 
 
@@ -150,11 +155,11 @@ def http_main(args: argparse.Namespace) -> None:
         import multiprocessing
 
         with multiprocessing.get_context("spawn").Pool(args.annotators) as pool:
-            for mine in pool.map(_http_session, [(url, f"annotator{i}", args.seconds) for i in range(args.annotators)]):
+            for mine in pool.map(_http_session, [(url, f"annotator{i}", args.seconds, args.think) for i in range(args.annotators)]):
                 times.extend(mine)
     else:
         def annotate(name: str) -> None:
-            mine = _http_session((url, name, args.seconds))
+            mine = _http_session((url, name, args.seconds, args.think))
             with lock:
                 times.extend(mine)
 
@@ -167,7 +172,8 @@ def http_main(args: argparse.Namespace) -> None:
     ms = np.array(times)
     where = "processes" if args.client_processes else "threads of the server's process"
     print(f"{args.annotators} concurrent annotators over HTTP (gradio_client {where}, on this machine too), "
-          f"{args.seconds:g} s: {len(ms)} submits")
+          f"{args.seconds:g} s, {args.think:g} s pause after each reply: {len(ms)} submits "
+          f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
     print(f"submit -> next image ms: p50 {np.percentile(ms, 50):.1f}  p95 {np.percentile(ms, 95):.1f}  "
           f"max {ms.max():.1f}")
     print(f"store: {len(store.rows()) // 2} answers stored, {len(ms)} submitted")

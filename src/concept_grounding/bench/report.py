@@ -95,7 +95,7 @@ def write_report(out: Path, config: "BenchConfig", data: "BenchData", columns, t
     chance1 = {"name": "random chance", "s_plus": 0.5, "s_minus": 0.5, "concept_accuracy": 0.5,
                "concept_accuracy_sub": 0.5, "concept_accuracy_exact": 0.5,  # a coin per binary concept (App. F)
                "class_accuracy": 1.0 / len(data.class_names)}  # a uniform guess among the classes
-    human = human_report_rows(getattr(config, "sub", None), data.source)
+    human = human_report_rows(config.sub, data.source)
     rows1 = [chance1, *t1, *human["table1"]]
     lines = [
         f"# SUB benchmark on the {'bird world' if data.source == 'world' else 'CUB + SUB'}",

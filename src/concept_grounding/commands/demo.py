@@ -258,69 +258,81 @@ HUMAN_KEEP_FRACTION = 0.5
 HUMAN_ANNOTATORS: tuple[float, ...] = (1.0, 0.97, 0.95)
 
 
-def _stage_human(out: Path, args: argparse.Namespace) -> str:
-    """SUB's human half on the world, small (docs/human_validation.md): world candidates with known
-    failures, drawn in the shipped world Flux's world ("generate") -> the VQA filter with the shipped world judge as its oracle (keeping
-    half per pairing) -> three
-    simulated annotators through the annotation store -> ``curate`` -> the curated dataset read
-    back by ``load_sub`` and scored by ``evaluate_sub`` (the bench's per-image CBM; a random
-    tiny CLIP without the bench stage). The world Flux's TDG images are not used: TDG succeeds
-    on about 1 % of them (:data:`~concept_grounding.worldflux.loader.WORLD_TDG_EXPECTATION`),
-    so a truthful curation would keep none."""
-    from concept_grounding.curation.annotations import AnnotationStore
-    from concept_grounding.curation.curate_job import CurateConfig, run_curate
-    from concept_grounding.curation.sampling import study_items
+def _human_candidates(out: Path, seed: int) -> tuple[dict, list[dict]]:
+    """The human stage's "generate" and "filter": world candidates with known failures in
+    ``out/generate`` (with ``truth.jsonl``), filtered into ``out/filter`` by the shipped world
+    judge. Returns (candidate id -> its truth, the kept rows)."""
     from concept_grounding.curation.simulate import (
-        SimulatedAnnotator,
+        WORLD_JUDGE_ORACLE,
         WorldTask,
         broken_task,
         default_attributes,
-        run_annotators,
         world_candidates,
         write_candidates,
-        WORLD_JUDGE_ORACLE,
     )
-    from concept_grounding.evaluation import evaluate_sub, load_model
-    from concept_grounding.loaders import load_sub
     from concept_grounding.tdg.filter_job import FilterConfig, run_filter
-
     from concept_grounding.worldflux.loader import trained_world_config
 
     task = WorldTask(classes=HUMAN_CLASSES, images_per_pairing=HUMAN_PER_PAIRING,
-                     world_config=replace(trained_world_config(), seed=args.seed))
+                     world_config=replace(trained_world_config(), seed=seed))
     world = task.world()
     task = broken_task(replace(task, attributes=default_attributes(world, HUMAN_ATTRIBUTES)), world)
     cands = world_candidates(task, world)
     write_candidates(cands, out / "generate", world)
     filtered = run_filter(FilterConfig(input=out / "generate", out=out / "filter", scorer="oracle",
                                        oracle=WORLD_JUDGE_ORACLE, keep_fraction=HUMAN_KEEP_FRACTION))
+    return {c.id: c for c in cands}, filtered.kept
+
+
+def _human_sub_model(bench: Path):
+    """The model the human stage scores its curated dataset with, and how to name it."""
+    from concept_grounding.evaluation import load_model
+
+    oracle = BenchArtifacts(bench).model_dir(TDG_ORACLE)
+    if oracle.is_dir():
+        return load_model(str(oracle)), f"the bench's {TDG_ORACLE}"
+    from concept_grounding.testing.world_clip import tiny_clip_handle
+
+    return tiny_clip_handle(), "a random tiny CLIP (no bench stage ran)"
+
+
+def _stage_human(out: Path, args: argparse.Namespace) -> str:
+    """SUB's human half on the world, small (docs/human_validation.md): world candidates with
+    known failures drawn in the shipped world Flux's world ("generate") -> the VQA filter with
+    the shipped world judge as its oracle (half of each pairing kept) -> three simulated
+    annotators through the annotation store -> ``curate`` -> the curated dataset read back by
+    ``load_sub`` and scored by ``evaluate_sub`` (the bench's per-image CBM; a random tiny CLIP
+    without the bench stage). The world Flux's TDG images are not used: TDG succeeds on about
+    1 % of them (:data:`~concept_grounding.worldflux.loader.WORLD_TDG_EXPECTATION`), so a
+    truthful curation would keep none."""
+    from concept_grounding.curation.annotations import AnnotationStore
+    from concept_grounding.curation.curate_job import CurateConfig, run_curate
+    from concept_grounding.curation.sampling import study_items
+    from concept_grounding.curation.simulate import SimulatedAnnotator, run_annotators
+    from concept_grounding.evaluation import evaluate_sub
+    from concept_grounding.loaders import load_sub
+
+    truth, kept = _human_candidates(out, args.seed)
     store = AnnotationStore(out / "annotations.db", k=len(HUMAN_ANNOTATORS))
-    store.add_images(study_items(filtered.kept, seed=args.seed))
-    truth = {c.id: c for c in cands}
+    store.add_images(study_items(kept, seed=args.seed))
     answers = run_annotators(store, [SimulatedAnnotator(f"sim{i}-{a:g}", a, seed=args.seed + i)
                                      for i, a in enumerate(HUMAN_ANNOTATORS)], truth)
     res = run_curate(CurateConfig(out / "filter", out / "annotations.db", out / "curate",
                                   truth=out / "generate" / "truth.jsonl", world_seed=args.seed))
     line = (f"[human validation](human/curate/curation.md) (SUB Sec. 4.3, simulated annotators of accuracy "
-            f"{', '.join(f'{a:g}' for a in HUMAN_ANNOTATORS)}): {len(cands)} world candidates with known failures, "
-            f"{len(filtered.kept)} kept by the VQA filter, {answers} answers, {len(res.kept)} images curated")
+            f"{', '.join(f'{a:g}' for a in HUMAN_ANNOTATORS)}): {len(truth)} world candidates with known failures, "
+            f"{len(kept)} kept by the VQA filter, {answers} answers, {len(res.kept)} images curated")
     if res.dataset is None:
         return line + "; nothing kept, so no dataset to score"
     sub = load_sub(out / "curate" / "dataset")
-    oracle = BenchArtifacts(out.parent / "bench").model_dir(TDG_ORACLE)
-    if oracle.is_dir():
-        model, which = load_model(str(oracle)), f"the bench's {TDG_ORACLE}"
-    else:
-        from concept_grounding.testing.world_clip import tiny_clip_handle
-
-        model, which = tiny_clip_handle(), "a random tiny CLIP (no bench stage ran)"
+    model, which = _human_sub_model(out.parent / "bench")
     scored = evaluate_sub(model, sub, progress=False)
     scored.save(out / "sub")
-    b, g = res.human["binary"], res.human["group"]
-    return (line + f" ([dataset](human/curate/dataset), {sub.num_rows} images); Human rows s+/s- binary "
-            f"{100 * b['s_plus']:.1f}/{100 * b['s_minus']:.1f}, group {100 * g['s_plus']:.1f}/"
-            f"{100 * g['s_minus']:.1f}; [SUB accuracy](human/sub/report.md) of {which}: "
-            f"s+ {100 * scored.s_plus:.1f}, s- {100 * scored.s_minus:.1f}")
+    human = "" if res.human is None else (
+        f"; Human rows s+/s- binary {100 * res.human['binary']['s_plus']:.1f}/{100 * res.human['binary']['s_minus']:.1f},"
+        f" group {100 * res.human['group']['s_plus']:.1f}/{100 * res.human['group']['s_minus']:.1f}")
+    return (line + f" ([dataset](human/curate/dataset), {sub.num_rows} images){human}; "
+            f"[SUB accuracy](human/sub/report.md) of {which}: s+ {100 * scored.s_plus:.1f}, s- {100 * scored.s_minus:.1f}")
 
 
 STAGES: dict[str, Stage] = {

@@ -11,12 +11,19 @@ more than k answers and no annotator saw an image twice.
 annotator is a ``gradio_client`` session whose submit returns the next image; the figure is
 that round trip (submit + next image + the image file served).
 
-Usage: ``python benchmarks/bench_annotation.py [--annotators 10] [--images 38400] [--seconds 20] [--http]``
+``--http --breakdown`` splits one annotator's round trip (sequential submits) into where the
+time goes: our handler (store ``submit`` + ``next_image``), the rest of Gradio's server-side
+processing (``process_api``: pre/post-processing, the image copied into its cache), the
+queue + HTTP transport + client (the round trip without the image download), and the image
+download (a second HTTP request the client makes, as a browser does).
+
+Usage: ``python benchmarks/bench_annotation.py [--annotators 10] [--images 38400] [--seconds 20] [--http [--breakdown]]``
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import threading
 import time
@@ -34,6 +41,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--http", action="store_true", help="time the served app's submit -> next image round trip")
+    parser.add_argument("--think", type=float, default=0.0,
+                        help="--http: seconds each annotator pauses after a reply (0: as fast as possible, a stress "
+                             "test; a person answering two questions takes a few seconds)")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="--http: one annotator, sequential submits, the round trip split by where the time goes")
     parser.add_argument("--client-processes", action="store_true",
                         help="--http: run each annotator's client in its own process (not threads beside the server)")
     args = parser.parse_args()
@@ -94,11 +106,12 @@ def main() -> None:
     print(f"submit     ms: p50 {np.percentile(s, 50):.2f}  p95 {np.percentile(s, 95):.2f}  max {s.max():.2f}")
 
 
-def _http_session(job: tuple[str, str, float]) -> list[float]:
-    """One annotator's gradio_client session: sign in, then submit for ``seconds``; the round trips in ms."""
+def _http_session(job: tuple[str, str, float, float]) -> list[float]:
+    """One annotator's gradio_client session: sign in, then submit for ``seconds``, pausing
+    ``think`` seconds (untimed) after each reply; the round trips in ms."""
     from gradio_client import Client
 
-    url, name, seconds = job
+    url, name, seconds, think = job
     client = Client(url, verbose=False)
     client.predict(name, api_name="/on_start")
     out = []
@@ -107,6 +120,7 @@ def _http_session(job: tuple[str, str, float]) -> list[float]:
         t = time.perf_counter()
         client.predict("yes", "no", api_name="/on_submit")
         out.append(1e3 * (time.perf_counter() - t))
+        time.sleep(think)
     return out
 
 
@@ -129,6 +143,8 @@ def http_main(args: argparse.Namespace) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     app = build_app(store, lambda item: str(image))
+    if args.breakdown:
+        return breakdown(app, store, image, folder, args)
     launch_app(app, prevent_thread_lock=True, server_port=port, allowed_paths=[str(folder)], quiet=True,
                max_threads=max(40, args.annotators))
     url = f"http://127.0.0.1:{port}/"
@@ -139,11 +155,11 @@ def http_main(args: argparse.Namespace) -> None:
         import multiprocessing
 
         with multiprocessing.get_context("spawn").Pool(args.annotators) as pool:
-            for mine in pool.map(_http_session, [(url, f"annotator{i}", args.seconds) for i in range(args.annotators)]):
+            for mine in pool.map(_http_session, [(url, f"annotator{i}", args.seconds, args.think) for i in range(args.annotators)]):
                 times.extend(mine)
     else:
         def annotate(name: str) -> None:
-            mine = _http_session((url, name, args.seconds))
+            mine = _http_session((url, name, args.seconds, args.think))
             with lock:
                 times.extend(mine)
 
@@ -156,10 +172,75 @@ def http_main(args: argparse.Namespace) -> None:
     ms = np.array(times)
     where = "processes" if args.client_processes else "threads of the server's process"
     print(f"{args.annotators} concurrent annotators over HTTP (gradio_client {where}, on this machine too), "
-          f"{args.seconds:g} s: {len(ms)} submits")
+          f"{args.seconds:g} s, {args.think:g} s pause after each reply: {len(ms)} submits "
+          f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
     print(f"submit -> next image ms: p50 {np.percentile(ms, 50):.1f}  p95 {np.percentile(ms, 95):.1f}  "
           f"max {ms.max():.1f}")
     print(f"store: {len(store.rows()) // 2} answers stored, {len(ms)} submitted")
+
+
+def _pcts(ms: list[float]) -> str:
+    a = np.array(ms)
+    return f"p50 {np.percentile(a, 50):7.1f}  p95 {np.percentile(a, 95):7.1f}"
+
+
+def breakdown(app, store, image: Path, folder: Path, args: argparse.Namespace, n: int = 40) -> None:
+    """One gradio_client session, ``n`` sequential submits with and ``n`` without the image
+    download; the server's ``process_api`` and our handler timed inside the server."""
+    import socket
+
+    from gradio.blocks import Blocks
+    from gradio_client import Client
+
+    from concept_grounding.curation.annotate_app import AnnotationHandlers, launch_app
+
+    handler_ms: list[float] = []
+    api_ms: list[float] = []
+    submit = AnnotationHandlers.submit
+
+    def timed_submit(self, *a, **k):
+        t = time.perf_counter()
+        try:
+            return submit(self, *a, **k)
+        finally:
+            handler_ms.append(1e3 * (time.perf_counter() - t))
+
+    process_api = Blocks.process_api
+
+    async def timed_api(self, *a, **k):
+        t = time.perf_counter()
+        try:
+            return await process_api(self, *a, **k)
+        finally:
+            api_ms.append(1e3 * (time.perf_counter() - t))
+
+    AnnotationHandlers.submit, Blocks.process_api = timed_submit, timed_api
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    launch_app(app, prevent_thread_lock=True, server_port=port, allowed_paths=[str(folder)], quiet=True)
+    url = f"http://127.0.0.1:{port}/"
+    rows = {}
+    for download in (True, False):
+        client = Client(url, verbose=False, download_files=download)
+        client.predict(f"breakdown-{download}", api_name="/on_start")
+        handler_ms.clear(), api_ms.clear()
+        trip = []
+        for _ in range(n):
+            t = time.perf_counter()
+            client.predict("yes", "no", api_name="/on_submit")
+            trip.append(1e3 * (time.perf_counter() - t))
+        rows[download] = (trip, list(handler_ms), list(api_ms))
+    app.close()
+    trip, handler, api = rows[False]
+    print(f"one annotator, {n} sequential submits, ms (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs):")
+    print(f"  round trip with the image download     {_pcts(rows[True][0])}")
+    print(f"  round trip without the download        {_pcts(trip)}")
+    print(f"  server process_api (Gradio + handler)  {_pcts(api)}")
+    print(f"  our handler (store submit + next)      {_pcts(handler)}")
+    print(f"  so: download {np.median(rows[True][0]) - np.median(trip):.1f}, queue + HTTP + client "
+          f"{np.median(trip) - np.median(api):.1f}, Gradio processing {np.median(api) - np.median(handler):.1f}, "
+          f"ours {np.median(handler):.1f} (medians)")
 
 
 if __name__ == "__main__":

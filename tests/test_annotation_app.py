@@ -49,6 +49,20 @@ def test_refusal_keeps_the_image_and_says_why(store):
     assert store.rows() == []
 
 
+def test_app_second_submit_and_out_of_set_answer_one_line_nothing_lost(store):
+    """A double click (the same image id submitted twice) and a forged radio value: one line
+    each, the first answer kept, nothing else written."""
+    h = AnnotationHandlers(store, 1, _path)
+    first = h.current("ann")
+    bad = h.submit("ann", first.image_id, {"q1": "definitely", "q2": "no"})
+    assert bad.image_id == first.image_id and "'definitely'" in bad.message and "\n" not in bad.message
+    assert store.rows() == []
+    after = h.submit("ann", first.image_id, {"q1": "yes", "q2": "no"})
+    again = h.submit("ann", first.image_id, {"q1": "no", "q2": "yes"})
+    assert "already answered" in again.message and "\n" not in again.message and again.image_id == after.image_id
+    assert store.rows() == [("ann", first.image_id, 1, "q1", "yes"), ("ann", first.image_id, 1, "q2", "no")]
+
+
 def test_restart_resumes_where_each_left_off(store, tmp_path):
     h = AnnotationHandlers(store, 1, _path)
     done = h.current("ann").image_id

@@ -146,6 +146,33 @@ def test_human_rows_of_a_perfect_annotator_are_100(world_task, tmp_path):
     assert rows["table1"]["chance_s_plus"] == 0.5 and rows["table2"]["chance_s_plus"] < 0.5
 
 
+def test_bench_report_human_rows_are_computed_from_the_curated_answers(world_task, tmp_path):
+    """Tables 1-2's Human rows come from the study-2 answers beside the SUB source (a
+    perfect annotator: 100 / 100); the paper's numbers only on a line marked "as published"."""
+    from types import SimpleNamespace
+
+    from concept_grounding.bench.report import HUMAN_AS_PUBLISHED, bench_markdown, human_report_rows
+
+    folder, rows, truth = world_task
+    _annotate(tmp_path, rows, truth, [SimulatedAnnotator("perfect", 1.0)], k=1)
+    run_curate(CurateConfig(folder, tmp_path / "a.db", tmp_path / "cur", write_images=False))
+    config = SimpleNamespace(sub=str(tmp_path / "cur" / "dataset"), concepts="cbm_112", threads=1,
+                             world=SimpleNamespace(image_size=64, seed=0))
+    split = SimpleNamespace(num_rows=1)
+    data = SimpleNamespace(source="cub", train=split, test=split, sub=split, class_names=["a", "b"])
+    t2 = [{"name": "CLIP", "s_plus": 0.25, "s_minus": 0.75, "chance_s_plus": 0.2, "chance_s_minus": 0.8}]
+    report = bench_markdown(config, data, [0], [], t2, None, {}, [])
+    computed = [line for line in report.splitlines() if "computed" in line]
+    assert len(computed) == 2 and all("| 100.0 | 100.0 |" in line for line in computed)
+    published = [line for line in report.splitlines() if "as published" in line]
+    assert len(published) == 2 and "| 94.0 | 96.8 |" in published[0] and "| 92.4 | 97.3 |" in published[1]
+    assert HUMAN_AS_PUBLISHED["table1"]["s_plus"] == 94.0
+    # no answers beside the source (SUB's own copy, a Hub id): no computed row; the world: no published row
+    assert [r["name"] for r in human_report_rows("Jessica-bader/SUB", "cub")["table1"]] == [published[0].split(" | ")[0][2:]]
+    assert human_report_rows(str(tmp_path / "cur" / "dataset"), "world")["table2"][0]["s_plus"] == 1.0
+    assert human_report_rows(None, "world") == {"table1": [], "table2": []}
+
+
 def test_human_rows_of_a_noisy_annotator_follow_its_accuracy(world_task, tmp_path):
     _, rows, truth = world_task
     store = _annotate(tmp_path, rows, truth, [SimulatedAnnotator("half", 0.5, seed=3)], k=1)

@@ -9,7 +9,8 @@ def test_quick_demo_writes_every_stage_and_resumes(tmp_path):
     out = tmp_path / "demo"
     assert main(["demo", "--quick", "--out", str(out)]) == 0
     index = (out / "README.md").read_text()
-    for link in ("world/summary.md", "bench/report.md", "candidates/", "tdg/filter/filter_report.md", "cci/explain/report.md", "cci/covar/report.md"):
+    for link in ("world/summary.md", "bench/report.md", "candidates/", "tdg/filter/filter_report.md", "cci/explain/report.md", "cci/covar/report.md",
+                 "human/curate/curation.md", "human/sub/report.md"):
         assert link in index
     assert (out / "world" / "CUB_200_2011" / "images.txt").is_file()
     assert (out / "world" / "SUB" / "metadata.jsonl").is_file()
@@ -19,6 +20,9 @@ def test_quick_demo_writes_every_stage_and_resumes(tmp_path):
     assert any((out / "tdg" / "images").rglob("*.png")) and (out / "tdg" / "pairs.png").is_file()
     assert any((out / "tdg" / "images" / ".guides").rglob("*.png"))
     assert "world CLIP trained by the bench stage" in index and "world attribute oracle" in index
+    # the human stage: generate -> filter -> simulated annotators -> curate -> load_sub -> evaluate_sub
+    assert (out / "human" / "annotations.db").is_file() and (out / "human" / "filter" / "metadata.jsonl").is_file()
+    assert (out / "human" / "curate" / "dataset" / "data").is_dir() and "per-img.)" in index.split("human/sub")[-1]
     timings = json.loads((out / "timings.json").read_text())
     # A second run with --resume skips every finished stage and rewrites the same index.
     (out / "bench" / "report.md").write_text("kept")

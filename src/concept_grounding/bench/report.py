@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from .config import BenchConfig
     from .data import BenchData
 
-__all__ = ["percent", "slug", "finding", "bench_markdown"]
+__all__ = ["percent", "slug", "finding", "bench_markdown", "human_report_rows", "HUMAN_AS_PUBLISHED"]
 
 #: (key, header) of the SUB paper's Tables 1 and 2.
 TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -38,12 +38,31 @@ WORLD_COLUMNS: tuple[tuple[str, str], ...] = (
     ("class_accuracy", "class acc."),
 )
 
-#: The human rows the SUB paper reports on real SUB / CUB (percent); they are facts about
-#: people looking at real photos, shown for reference beside runs on real data only.
-HUMAN_ROWS: dict[str, dict[str, float]] = {
+#: The human rows the SUB paper reports on real SUB / CUB (percent), typed in from the paper: shown
+#: beside runs on real data only, on their own line labelled "as published"
+#: (:data:`~concept_grounding.evaluation.human.AS_PUBLISHED`). The computed Human rows come from
+#: study-2 annotations (:func:`human_report_rows`).
+HUMAN_AS_PUBLISHED: dict[str, dict[str, float]] = {
     "table1": {"s_plus": 94.0, "s_minus": 96.8, "concept_accuracy": 79.4, "concept_accuracy_sub": 82.5},
     "table2": {"s_plus": 92.4, "s_minus": 97.3, "concept_accuracy": 69.3, "concept_accuracy_sub": 65.3},
 }
+
+
+def human_report_rows(sub: str | None, source: str) -> dict[str, list[dict]]:
+    """The Human rows of Tables 1-2 (``{"table1": [...], "table2": [...]}``, fractions):
+    computed from the study-2 annotations that ``curate`` wrote beside the SUB source
+    (:func:`~concept_grounding.evaluation.human.human_rows_beside`) when there are any, then,
+    on real data, the paper's numbers on a separate line marked "as published"."""
+    from ..evaluation.human import AS_PUBLISHED, human_rows_beside
+
+    computed = human_rows_beside(sub)
+    out: dict[str, list[dict]] = {}
+    for table in ("table1", "table2"):
+        rows = [computed[table]] if computed else []
+        if source != "world":
+            rows.append({"name": AS_PUBLISHED, **{k: v / 100 for k, v in HUMAN_AS_PUBLISHED[table].items()}})
+        out[table] = rows
+    return out
 
 
 def slug(name: str) -> str:
@@ -78,9 +97,8 @@ def bench_markdown(config: "BenchConfig", data: "BenchData", columns, t1, t2, po
     chance1 = {"name": "random chance", "s_plus": 0.5, "s_minus": 0.5, "concept_accuracy": 0.5,
                "concept_accuracy_sub": 0.5, "concept_accuracy_exact": 0.5,  # a coin per binary concept (App. F)
                "class_accuracy": 1.0 / len(data.class_names)}  # a uniform guess among the classes
-    rows1 = [chance1, *t1] + ([{"name": "human (SUB paper, real images)", **{k: v / 100 for k, v in
-                                                                            HUMAN_ROWS["table1"].items()}}]
-                               if data.source != "world" else [])
+    human = human_report_rows(config.sub, data.source)
+    rows1 = [chance1, *t1, *human["table1"]]
     lines = [
         f"# SUB benchmark on the {'bird world' if data.source == 'world' else 'CUB + SUB'}",
         "",
@@ -117,7 +135,8 @@ def bench_markdown(config: "BenchConfig", data: "BenchData", columns, t1, t2, po
             " Chance follows SUB appendix F, for the concept-accuracy columns too (a uniform pick within each"
             " group, scored against every label).",
             "",
-            markdown_table(*score_cells([chance2, *t2], TABLE_COLUMNS + (("concept_accuracy_exact", "acc. vs exact labels"),))),
+            markdown_table(*score_cells([chance2, *t2, *human["table2"]],
+                                        TABLE_COLUMNS + (("concept_accuracy_exact", "acc. vs exact labels"),))),
             "",
         ]
     if posthoc:

@@ -36,6 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "S+ = S- pairings) with their truth into --candidates")
     parser.add_argument("--simulate", type=_accuracies, default=None, metavar="ACC[,ACC...]",
                         help="no app: simulated annotators of these accuracies answer everything (needs truth.jsonl)")
+    parser.add_argument("--truth", default=None,
+                        help="the candidates' truth for --simulate (default: truth.jsonl beside --candidates' "
+                             "metadata.jsonl; a filter output lies elsewhere: pass the generated folder's)")
     parser.add_argument("--export", type=str, default=None, help="write the answers to this Parquet file")
     parser.add_argument("--status", action="store_true",
                         help="no app: print each study's completion and each annotator's progress")
@@ -46,19 +49,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _world_task(folder) -> None:
-    from concept_grounding.curation.simulate import WorldTask, world_candidates, write_candidates
+    from concept_grounding.curation.simulate import WorldTask, broken_task, world_candidates, write_candidates
 
-    probe = WorldTask()
-    world = probe.world()
-    first = world_candidates(probe, world)
-    attrs = sorted({c.target_attribute for c in first})
-    task = WorldTask(failed_attributes=(attrs[-1],), same_pairings=1,
-                     deviating_pairings=((first[0].reference_class, first[0].target_attribute),))
-    write_candidates(world_candidates(task, world), folder, world)
+    world = WorldTask().world()
+    write_candidates(world_candidates(broken_task(WorldTask(), world), world), folder, world)
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
     from pathlib import Path
 
     from concept_grounding.curation.annotations import AnnotationStore
@@ -73,15 +70,12 @@ def run(args: argparse.Namespace) -> int:
                                          seed=args.seed))
     print(f"{added} new images in {args.db} (study 1: {store.complete(1)[1]}, study 2: {store.complete(2)[1]})")
     if args.simulate is not None:
-        from concept_grounding.curation.simulate import Candidate, SimulatedAnnotator, run_annotators
+        from concept_grounding.curation.simulate import SimulatedAnnotator, read_truth, run_annotators
 
-        truth_file = root / "truth.jsonl"
+        truth_file = Path(args.truth) if args.truth else root / "truth.jsonl"
         if not truth_file.is_file():
-            raise UsageError(f"--simulate needs the candidates' truth ({truth_file} is missing)", argument="--simulate")
-        truth = {}
-        for line in truth_file.read_text().splitlines():
-            t = json.loads(line)
-            truth[t["id"]] = Candidate(**{**t, "removed_attributes": tuple(t["removed_attributes"])})
+            raise UsageError(f"--simulate needs the candidates' truth ({truth_file} is missing)", argument="--truth")
+        truth = read_truth(truth_file)
         anns = [SimulatedAnnotator(f"sim{i}-{a:g}", a, seed=i) for i, a in enumerate(args.simulate)]
         print(f"{run_annotators(store, anns, truth)} answers submitted by {len(anns)} simulated annotators")
     if args.export:

@@ -11,7 +11,9 @@ the candidate selection of :mod:`concept_grounding.curation.candidates`,
 :func:`~concept_grounding.tdg.generate_job.run_generate`,
 :func:`~concept_grounding.tdg.filter_job.run_filter`,
 :func:`~concept_grounding.cci.explain_job.run_explain`,
-:func:`~concept_grounding.cci.covar_job.run_covar`) and reads their result objects and the
+:func:`~concept_grounding.cci.covar_job.run_covar`, and for the human stage the simulated
+annotators, :func:`~concept_grounding.curation.curate_job.run_curate` and
+:func:`~concept_grounding.evaluation.evaluate_sub`) and reads their result objects and the
 bench's :class:`~concept_grounding.bench.artifacts.BenchArtifacts`; no stage goes through the
 command line.
 """
@@ -247,12 +249,99 @@ def _stage_cci(out: Path, args: argparse.Namespace) -> str:
     )
 
 
+#: the human stage's world candidates (before :func:`~concept_grounding.curation.simulate.broken_task`
+#: puts in one failed S+, one deviating pairing and one S+ = S- pairing per class)
+HUMAN_CLASSES, HUMAN_ATTRIBUTES, HUMAN_PER_PAIRING = 2, 3, 8
+#: the VQA filter (the shipped world judge as its attribute oracle) keeps this share per pairing
+HUMAN_KEEP_FRACTION = 0.5
+#: the simulated annotators' accuracies (each answers every image: k = 3)
+HUMAN_ANNOTATORS: tuple[float, ...] = (1.0, 0.97, 0.95)
+
+
+def _human_candidates(out: Path, seed: int) -> tuple[dict, list[dict]]:
+    """The human stage's "generate" and "filter": world candidates with known failures in
+    ``out/generate`` (with ``truth.jsonl``), filtered into ``out/filter`` by the shipped world
+    judge. Returns (candidate id -> its truth, the kept rows)."""
+    from concept_grounding.curation.simulate import (
+        WORLD_JUDGE_ORACLE,
+        WorldTask,
+        broken_task,
+        default_attributes,
+        world_candidates,
+        write_candidates,
+    )
+    from concept_grounding.tdg.filter_job import FilterConfig, run_filter
+    from concept_grounding.worldflux.loader import trained_world_config
+
+    task = WorldTask(classes=HUMAN_CLASSES, images_per_pairing=HUMAN_PER_PAIRING,
+                     world_config=replace(trained_world_config(), seed=seed))
+    world = task.world()
+    task = broken_task(replace(task, attributes=default_attributes(world, HUMAN_ATTRIBUTES)), world)
+    cands = world_candidates(task, world)
+    write_candidates(cands, out / "generate", world)
+    filtered = run_filter(FilterConfig(input=out / "generate", out=out / "filter", scorer="oracle",
+                                       oracle=WORLD_JUDGE_ORACLE, keep_fraction=HUMAN_KEEP_FRACTION))
+    return {c.id: c for c in cands}, filtered.kept
+
+
+def _human_sub_model(bench: Path):
+    """The model the human stage scores its curated dataset with, and how to name it."""
+    from concept_grounding.evaluation import load_model
+
+    oracle = BenchArtifacts(bench).model_dir(TDG_ORACLE)
+    if oracle.is_dir():
+        return load_model(str(oracle)), f"the bench's {TDG_ORACLE}"
+    from concept_grounding.testing.world_clip import tiny_clip_handle
+
+    return tiny_clip_handle(), "a random tiny CLIP (no bench stage ran)"
+
+
+def _stage_human(out: Path, args: argparse.Namespace) -> str:
+    """SUB's human half on the world, small (docs/human_validation.md): world candidates with
+    known failures drawn in the shipped world Flux's world ("generate") -> the VQA filter with
+    the shipped world judge as its oracle (half of each pairing kept) -> three simulated
+    annotators through the annotation store -> ``curate`` -> the curated dataset read back by
+    ``load_sub`` and scored by ``evaluate_sub`` (the bench's per-image CBM; a random tiny CLIP
+    without the bench stage). The world Flux's TDG images are not used: TDG succeeds on about
+    1 % of them (:data:`~concept_grounding.worldflux.loader.WORLD_TDG_EXPECTATION`), so a
+    truthful curation would keep none."""
+    from concept_grounding.curation.annotations import AnnotationStore
+    from concept_grounding.curation.curate_job import CurateConfig, run_curate
+    from concept_grounding.curation.sampling import study_items
+    from concept_grounding.curation.simulate import SimulatedAnnotator, run_annotators
+    from concept_grounding.evaluation import evaluate_sub
+    from concept_grounding.loaders import load_sub
+
+    truth, kept = _human_candidates(out, args.seed)
+    store = AnnotationStore(out / "annotations.db", k=len(HUMAN_ANNOTATORS))
+    store.add_images(study_items(kept, seed=args.seed))
+    answers = run_annotators(store, [SimulatedAnnotator(f"sim{i}-{a:g}", a, seed=args.seed + i)
+                                     for i, a in enumerate(HUMAN_ANNOTATORS)], truth)
+    res = run_curate(CurateConfig(out / "filter", out / "annotations.db", out / "curate",
+                                  truth=out / "generate" / "truth.jsonl", world_seed=args.seed))
+    line = (f"[human validation](human/curate/curation.md) (SUB Sec. 4.3, simulated annotators of accuracy "
+            f"{', '.join(f'{a:g}' for a in HUMAN_ANNOTATORS)}): {len(truth)} world candidates with known failures, "
+            f"{len(kept)} kept by the VQA filter, {answers} answers, {len(res.kept)} images curated")
+    if res.dataset is None:
+        return line + "; nothing kept, so no dataset to score"
+    sub = load_sub(out / "curate" / "dataset")
+    model, which = _human_sub_model(out.parent / "bench")
+    scored = evaluate_sub(model, sub, progress=False)
+    scored.save(out / "sub")
+    human = "" if res.human is None else (
+        f"; Human rows s+/s- binary {100 * res.human['binary']['s_plus']:.1f}/{100 * res.human['binary']['s_minus']:.1f},"
+        f" group {100 * res.human['group']['s_plus']:.1f}/{100 * res.human['group']['s_minus']:.1f}")
+    return (line + f" ([dataset](human/curate/dataset), {sub.num_rows} images){human}; "
+            f"[SUB accuracy](human/sub/report.md) of {which}: s+ {100 * scored.s_plus:.1f}, s- {100 * scored.s_minus:.1f}")
+
+
 STAGES: dict[str, Stage] = {
     "world": _stage_world,
     "bench": _stage_bench,
     "candidates": _stage_candidates,
     "tdg": _stage_tdg,
     "cci": _stage_cci,
+    "human": _stage_human,
 }
 
 

@@ -13,14 +13,17 @@ shortcuts (:data:`SHORTCUTS_JS`): study 1, keys 1-3 answer Q1 (yes / somewhat / 
 
 from __future__ import annotations
 
+import base64
+import html
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from .annotations import LIKERT, AnnotationError, AnnotationStore, ImageItem, question_text
 
-__all__ = ["View", "AnnotationHandlers", "build_app", "launch_app", "SHORTCUTS_JS", "on_spaces"]
+__all__ = ["View", "AnnotationHandlers", "build_app", "launch_app", "image_html", "SHORTCUTS_JS", "on_spaces"]
 
 #: which study each tab shows, with the paper's instruction (App. E).
 INSTRUCTIONS = {
@@ -49,6 +52,30 @@ document.addEventListener('keydown', (e) => {
 });
 </script>
 """
+
+
+#: image types the page embeds (by file suffix)
+MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp": "image/webp", ".gif": "image/gif"}
+
+
+@lru_cache(maxsize=512)
+def image_html(path: str, height: int = 384) -> str:
+    """The image at ``path`` as an ``<img>`` with its bytes inline (a base64 data URI), encoded
+    once per file (LRU cache of 512): the page gets the image in the submit's own reply, with
+    no second request for the file and no copy into Gradio's cache per submit (what a
+    ``gr.Image`` output does). ``data-file`` names the file (tests and screenshots read it).
+
+    >>> image_html.__wrapped__("/no/such.png").startswith("<p")
+    True
+    """
+    file = Path(path)
+    try:
+        data = file.read_bytes()
+    except OSError as err:
+        return f"<p>cannot read the image {html.escape(file.name)} ({html.escape(err.strerror or 'error')})</p>"
+    mime = MIME.get(file.suffix.lower(), "application/octet-stream")
+    return (f'<img src="data:{mime};base64,{base64.b64encode(data).decode()}" data-file="{html.escape(file.name)}" '
+            f'alt="the image to annotate" style="height:{height}px;width:auto;image-rendering:auto">')
 
 
 def on_spaces() -> bool:
@@ -140,45 +167,54 @@ def build_app(store: AnnotationStore, image_path: Callable[[ImageItem], str | Pa
                             + ", Enter submits.")
                 progress = gr.Markdown()
                 message = gr.Markdown()
-                image = gr.Image(type="filepath", interactive=False, height=384)
+                image = gr.HTML(elem_id=f"image{study}")  # image_html: the bytes inline, one round trip
                 image_id = gr.State(None)
-                if study == 1:
-                    radios = [gr.Radio(list(LIKERT), label="Q1", elem_id="q1"),
-                              gr.Radio(list(LIKERT), label="Q2", elem_id="q2")]
+                if study == 1:  # each question's wording (it names S+ and R) in a Markdown above its radio
+                    texts, radios = [], []
+                    for q in ("q1", "q2"):
+                        texts.append(gr.Markdown(elem_id=f"{q}-text"))
+                        radios.append(gr.Radio(list(LIKERT), label=q.upper(), elem_id=q))
                     qids = ("q1", "q2")
                 else:
-                    radios = [gr.Radio([], label="present", elem_id="present")]
+                    texts = []
+                    radios = [gr.Radio([], label=question_text(None, "present"), elem_id="present")]
                     qids = ("present",)
                 button = gr.Button("Submit", variant="primary", elem_id="submit" if study == 1 else "submit2")
 
                 def show(view: View, qids=qids, study=study):
-                    updates = []
-                    for q in qids:
-                        label = view.questions.get(q, q)
-                        if study == 2:
-                            updates.append(gr.update(choices=[(attribute_phrase(c), c) for c in view.choices],
-                                                     value=None, label=label))
-                        else:
-                            updates.append(gr.update(value=None, label=label))
-                    return [view.image, view.image_id, view.progress, view.message, *updates]
+                    """The outputs of a view. Study 1 returns plain values (the radios cleared, the
+                    wording as Markdown): a ``gr.update`` makes Gradio rebuild the component's
+                    config on every submit (13 ms of a 50 ms server turn, measured by
+                    benchmarks/bench_annotation.py); study 2's choices change per image, so it updates them."""
+                    if study == 2:
+                        radio = gr.update(choices=[(attribute_phrase(c), c) for c in view.choices], value=None)
+                        return [_html(view.image), view.image_id, view.progress, view.message, radio]
+                    wording = [f"**{q.upper()}.** {view.questions[q]}" if q in view.questions else "" for q in qids]
+                    return [_html(view.image), view.image_id, view.progress, view.message, *wording,
+                            *(None for _ in qids)]
 
-                outputs = [image, image_id, progress, message, *radios]
+                outputs = [image, image_id, progress, message, *texts, *radios]
+                keep = [gr.update() for _ in texts + radios]
 
-                def on_start(typed, profile: gr.OAuthProfile | None = None, h=handlers, show=show):
+                def on_start(typed, profile: gr.OAuthProfile | None = None, h=handlers, show=show, keep=keep):
                     try:
                         annotator = h.sign_in(typed, getattr(profile, "username", None))
                     except AnnotationError as err:
-                        return ["", None, None, "", str(err)] + [gr.update() for _ in qids]
+                        return ["", None, None, "", str(err), *keep]
                     return [annotator, *show(h.current(annotator))]
 
-                def on_submit(annotator, current, *values, h=handlers, show=show, qids=qids):
+                def on_submit(annotator, current, *values, h=handlers, show=show, qids=qids, keep=keep):
                     if not annotator:
-                        return [None, None, "", "sign in first"] + [gr.update() for _ in qids]
+                        return [None, None, "", "sign in first", *keep]
                     return show(h.submit(annotator, current, dict(zip(qids, values))))
 
                 start.click(on_start, inputs=[name], outputs=[who, *outputs], concurrency_limit=CONCURRENCY)
                 button.click(on_submit, inputs=[who, image_id, *radios], outputs=outputs, concurrency_limit=CONCURRENCY)
     return app
+
+
+def _html(path: str | None) -> str:
+    return image_html(str(path)) if path else ""
 
 
 def _gradio_major() -> int:

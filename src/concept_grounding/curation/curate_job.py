@@ -11,6 +11,9 @@ Tables 1-2 (:mod:`.human`), and (4) writes into ``out``:
   (:func:`~concept_grounding.schema.sub_features`, images embedded), which
   :func:`~concept_grounding.loaders.load_sub` reads back and ``publish`` uploads;
 * ``annotations.parquet`` -- every answer (``annotator, image, study, question, answer``);
+* ``kept.jsonl`` -- the kept candidates' ``metadata.jsonl`` rows: with ``annotations.parquet``,
+  what the bench report's computed Human rows read beside ``dataset``
+  (:func:`~.human.human_rows_beside`);
 * ``curation.json`` / ``curation.md`` -- what was kept, what was discarded and why, alpha,
   accuracy, Human rows; ``fig6_agreement.png`` and ``fig9_faithfulness.png``.
 
@@ -31,8 +34,10 @@ import numpy as np
 import pandas as pd
 
 from ..errors import UsageError, read_text_file
-from ..fileio import write_report
+from ..evaluation.human import ANSWERS_FILE, KEPT_FILE
+from ..fileio import atomic_write_lines, write_report
 from .annotations import AnnotationStore
+from .sampling import candidate_id
 from .curate import (
     CurationRules,
     agreement,
@@ -271,11 +276,14 @@ def run_curate(config: CurateConfig) -> CurateResult:
     faith = bird_faithfulness(answers, cands)
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
-    answers[["annotator", "image", "study", "question", "answer"]].to_parquet(out / "annotations.parquet", index=False)
+    answers[["annotator", "image", "study", "question", "answer"]].to_parquet(out / ANSWERS_FILE, index=False)
     agreement_figure(list(attrs.index), attrs.human_score.to_numpy(),
                      cub if cub is not None else np.full(len(attrs), np.nan), out / "fig6_agreement.png")
     faithfulness_figure(faith.to_numpy(), out / "fig9_faithfulness.png")
     dataset = _write_dataset(kept, root, out, config.write_images) if len(kept) else None
+    kept_ids = set(kept.index)
+    atomic_write_lines(out / KEPT_FILE, [json.dumps(r, sort_keys=True) for r in rows
+                                         if candidate_id(r) in kept_ids])
     res = CurateResult(attrs, pairs, list(kept.index), agreement(answers), accuracy, human, faith, out / "curation.md",
                        dataset)
     summary = {

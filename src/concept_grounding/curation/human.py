@@ -1,81 +1,9 @@
-"""The Human rows of SUB's Tables 1-2, computed from study-2 answers (Sec. 5.5-5.6, App. E; SPEC 2b).
-
-Every study-2 answer (an annotator picked the attribute of S+'s group present in an image)
-is scored as one prediction of a model by :func:`~concept_grounding.metrics.sub_accuracy`:
-the scores are one-hot over the vocabulary's attributes at the chosen attribute, so
-
-* binary mode: S+ is predicted present iff chosen == S+ (P = 1 > 0.5), each S- absent iff
-  chosen != S- (P = 0 <= 0.5);
-* group mode: the group's argmax is the chosen attribute.
-
-Only the answers on the curated (kept) images count when ``kept`` is given. The paper's
-published human numbers are never used here; a report may show them only as a separate
-line marked "as published".
-"""
+"""The Human rows of SUB's Tables 1-2 from study-2 answers: the implementation is
+:mod:`concept_grounding.evaluation.human` (below ``bench``, whose report shows them, and this
+package, whose ``curate`` job writes the answers); re-exported here."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from ..evaluation.human import AS_PUBLISHED, human_rows, human_rows_beside, human_table_rows
 
-import numpy as np
-import pandas as pd
-
-from ..metrics import sub_accuracy
-from ..vocabulary import Vocabulary, load_vocabulary
-
-__all__ = ["human_rows", "human_table_rows", "AS_PUBLISHED"]
-
-#: how a report must name the paper's typed-in human numbers when it shows them at all.
-AS_PUBLISHED = "human (SUB paper, real images) — as published"
-
-
-def human_rows(answers: pd.DataFrame, candidates: pd.DataFrame, *, kept: Iterable[str] | None = None,
-               vocab: Vocabulary | None = None) -> dict[str, dict]:
-    """``{"binary": sub_accuracy(...), "group": sub_accuracy(...)}`` of the study-2 answers.
-
-    Args:
-        answers: :func:`~.curate.answers_frame` (only ``study == 2`` rows are used).
-        candidates: :func:`~.curate.candidates_frame` (``target_attribute``,
-            ``removed_attributes``, ``reference_class`` per candidate id).
-        kept: candidate ids to score (the curated set); default every candidate.
-        vocab: the vocabulary (default CUB's).
-
-    Returns:
-        per mode, ``sub_accuracy``'s dict (``s_plus``, ``s_minus`` in [0, 1], breakdowns),
-        plus ``answers`` (N scored) and ``annotators``.
-    """
-    vocab = vocab or load_vocabulary()
-    s2 = answers[answers.study == 2]
-    if kept is not None:
-        s2 = s2[s2["candidate"].isin(set(map(str, kept)))]
-    if s2.empty:
-        raise ValueError("no study-2 answers to score (on the kept images)")
-    rows = candidates.loc[s2["candidate"]]
-    index = {a: i for i, a in enumerate(vocab.attributes)}
-    for answer, target in zip(s2["answer"], rows["target_attribute"]):
-        if answer not in index or vocab.group_of(answer) != vocab.group_of(target):
-            raise ValueError(f"study-2 answer {answer!r} is not an attribute of {target!r}'s group")
-    scores = np.zeros((len(s2), len(vocab.attributes)), dtype=np.float32)
-    scores[np.arange(len(s2)), [index[a] for a in s2["answer"]]] = 1.0
-    removed = [list(r) if r is not None else [] for r in rows["removed_attributes"]]
-    out = {}
-    for mode in ("binary", "group"):
-        res = sub_accuracy(scores, list(rows["target_attribute"]), removed, concept_names=list(vocab.attributes),
-                           reference_classes=list(rows["reference_class"]), mode=mode, vocabulary=vocab)
-        res["answers"], res["annotators"] = int(len(s2)), int(s2["annotator"].nunique())
-        out[mode] = res
-    return out
-
-
-def human_table_rows(result: Mapping[str, Mapping]) -> dict[str, dict]:
-    """:func:`human_rows`'s result as rows for SUB's Tables 1-2 (``"table1"``: binary,
-    ``"table2"``: group), in the bench report's row shape: ``name``, ``s_plus``,
-    ``s_minus``, ``chance_s_plus``, ``chance_s_minus`` (fractions), ``n_s_plus``."""
-    out = {}
-    for table, mode in (("table1", "binary"), ("table2", "group")):
-        r = result[mode]
-        out[table] = {"name": f"human (study 2: {r['answers']} answers by {r['annotators']} annotators, computed)",
-                      "s_plus": float(r["s_plus"]), "s_minus": float(r["s_minus"]),
-                      "chance_s_plus": float(r["chance_s_plus"]), "chance_s_minus": float(r["chance_s_minus"]),
-                      "n_s_plus": int(r["n_s_plus"])}
-    return out
+__all__ = ["human_rows", "human_table_rows", "human_rows_beside", "AS_PUBLISHED"]

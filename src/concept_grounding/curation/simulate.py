@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -35,8 +35,8 @@ from ..fileio import atomic_write_lines
 from ..world import BirdWorld, WorldConfig
 from .annotations import LIKERT, STUDIES, AnnotationStore, ImageItem
 
-__all__ = ["WorldTask", "Candidate", "world_candidates", "write_candidates", "truth_answers", "SimulatedAnnotator",
-           "run_annotators"]
+__all__ = ["WorldTask", "Candidate", "broken_task", "default_attributes", "world_candidates", "write_candidates", "read_truth",
+           "truth_answers", "SimulatedAnnotator", "run_annotators", "world_judge_oracle", "WORLD_JUDGE_ORACLE"]
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,8 @@ class WorldTask:
         same_pairings: how many pairings per class to add whose S+ the class already has (S+ = S-).
         image_size: rendered size in pixels.
         seed: the world's seed.
+        world_config: the whole world instead (e.g. the shipped world Flux's, which the shipped
+            judge is validated on: canonical pose, plain scene, 32 px).
     """
 
     classes: int = 4
@@ -62,9 +64,11 @@ class WorldTask:
     same_pairings: int = 0
     image_size: int = 64
     seed: int = 0
+    world_config: WorldConfig | None = None
 
     def world(self) -> BirdWorld:
-        return BirdWorld(WorldConfig(image_size=self.image_size, seed=self.seed))
+        """The world drawn from: ``world_config`` when given (``image_size`` and ``seed`` then unused)."""
+        return BirdWorld(self.world_config or WorldConfig(image_size=self.image_size, seed=self.seed))
 
 
 @dataclass(frozen=True)
@@ -84,7 +88,8 @@ class Candidate:
     present: str
 
 
-def _default_attributes(world: BirdWorld, n: int = 6) -> tuple[str, ...]:
+def default_attributes(world: BirdWorld, n: int = 6) -> tuple[str, ...]:
+    """The first ``n`` of SUB's substitutions (vocabulary order) that the world renders."""
     rendered = set(world.rendered_attributes)
     subs = [a for a in world.vocab.sub_substitutions.values() if world.vocab.attribute_index(a) in rendered]
     return tuple(subs[:n])
@@ -100,11 +105,27 @@ def _present(labels: np.ndarray, world: BirdWorld, target: str) -> str:
     return on[0] if on else vocab.attributes[group[0]]
 
 
+def broken_task(task: WorldTask, world: BirdWorld | None = None) -> WorldTask:
+    """``task`` with one failure of each kind put in: its last S+ (alphabetically) fails, its
+    first pairing deviates, and one S+ = S- pairing per class (the world's truth of what
+    curation must drop).
+
+    >>> t = broken_task(WorldTask(classes=2, images_per_pairing=1))
+    >>> len(t.failed_attributes), len(t.deviating_pairings), t.same_pairings
+    (1, 1, 1)
+    """
+    world = world or task.world()
+    first = world_candidates(replace(task, images_per_pairing=1), world)
+    attrs = sorted({c.target_attribute for c in first})
+    return replace(task, failed_attributes=(attrs[-1],), same_pairings=1,
+                   deviating_pairings=((first[0].reference_class, first[0].target_attribute),))
+
+
 def world_candidates(task: WorldTask, world: BirdWorld | None = None) -> list[Candidate]:
     """The task's candidates in plan order (class, then S+, then image); ids ``"c<row>"``."""
     world = world or task.world()
     vocab = world.vocab
-    attributes = task.attributes or _default_attributes(world)
+    attributes = task.attributes or default_attributes(world)
     failed, deviating = set(task.failed_attributes), set(map(tuple, task.deviating_pairings))
     out: list[Candidate] = []
     for c in range(min(task.classes, world.num_classes)):
@@ -158,6 +179,16 @@ def write_candidates(candidates: Sequence[Candidate], folder: str | Path, world:
     return folder
 
 
+def read_truth(path: str | Path) -> dict[str, Candidate]:
+    """``truth.jsonl`` (:func:`write_candidates`) -> candidate id -> :class:`Candidate`."""
+    out = {}
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            t = json.loads(line)
+            out[t["id"]] = Candidate(**{**t, "removed_attributes": tuple(t["removed_attributes"])})
+    return out
+
+
 def truth_answers(item: ImageItem, truth: Candidate) -> dict[str, str]:
     """A perfect annotator's answers to ``item`` (SPEC 2b's questions) from the world's truth."""
     if item.study == 1:
@@ -209,3 +240,15 @@ def run_annotators(store: AnnotationStore, annotators: Iterable[SimulatedAnnotat
                 done += 1
                 n += 1
     return n
+
+
+#: :func:`world_judge_oracle` as the ``filter`` job's ``--oracle`` string.
+WORLD_JUDGE_ORACLE = "concept_grounding.curation.simulate:world_judge_oracle"
+
+
+def world_judge_oracle(images: Sequence) -> np.ndarray:
+    """The shipped world judge as the VQA filter's attribute oracle: PIL images -> ``(N, 312)``
+    attribute probabilities (0.5 off the judge's columns; :func:`~concept_grounding.judge.shipped_judge`)."""
+    from ..judge import shipped_judge
+
+    return shipped_judge(images)[1]

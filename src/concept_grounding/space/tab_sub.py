@@ -20,6 +20,7 @@ from .common import attribute_label, class_label, get_world, to_batch, world_con
 from .inputs import UserInputError, whole_number
 from ..bench.artifacts import model_slug
 from .resources import ResourceStore
+from .shipped import ASSETS, shipped_record
 
 __all__ = ["PER_PAIRING", "QUICK_VARIANT", "pairing_choices", "concept_names", "explore", "build_concept_model"]
 
@@ -35,7 +36,7 @@ ARTIFACT_NAMES = ("concept_model", *(model_slug(v) for v in (QUICK_VARIANT, "CBM
 #: The default build's model, trained once and shipped (``ship_concept_model``): the Space
 #: loads it in a second instead of training it for minutes; ``space_build.json`` records the
 #: :class:`~.builds.SpaceBuild` it was trained with, and only that build loads it.
-SHIPPED_MODEL = Path(__file__).resolve().parents[1] / "assets" / "space_concept_model"
+SHIPPED_MODEL = ASSETS / "space_concept_model"
 #: How long the model takes to be ready (shown on the page); the Space prepares it at launch.
 FIRST_USE = ("shipped with the package for the default build, ready in a second or two; other builds train "
              "it when the Space starts, minutes on a 2-core CPU")
@@ -105,10 +106,7 @@ def train_concept_model(store: ResourceStore) -> tuple[Any, str]:
 
 def shipped_build() -> dict[str, Any] | None:
     """The :class:`~.builds.SpaceBuild` (as a dict) the shipped model was trained with, or ``None``."""
-    import json
-
-    record = SHIPPED_MODEL / "space_build.json"
-    return json.loads(record.read_text()) if record.is_file() else None
+    return shipped_record(SHIPPED_MODEL)
 
 
 def ship_concept_model(folder: str | Path = SHIPPED_MODEL, seed: int = 0) -> Path:

@@ -183,6 +183,7 @@ def test_models_are_loaded_from_an_artifacts_folder(store, tmp_path):
 
 
 def test_explain_on_a_named_local_clip_and_a_bad_name(store, tmp_path):
+    from concept_grounding.errors import ModelUnavailableError
     from concept_grounding.models.clip import WordTokenizer, WorldCLIP
     from concept_grounding.space.policy import ModelPolicy
 
@@ -200,7 +201,8 @@ def test_explain_on_a_named_local_clip_and_a_bad_name(store, tmp_path):
     assert len(out["gallery"]) == 1 and len(out["table"]) == 3
     assert listed.is_ready(f"clip:{folder}") and -1.0 <= out["similarity"][0] <= 1.0
     assert listed.cached_models() == [f"clip:{folder}"]
-    with pytest.raises(UserInputError, match="Cannot load the model"):
+    # the command line's own error (issue 32.5: the page shows the line `explain --model` prints)
+    with pytest.raises(ModelUnavailableError, match="^--model: no such folder or file .*nothing-here"):
         tab_explain.explain(listed, None, 0, "a bird", model_name=missing)
 
 

@@ -7,10 +7,12 @@ loaded) reaches the page as the one line the CLI prints after ``error:``, server
 redacted; any other exception is a bug: one line in the log, a generic line in the page,
 never a traceback.
 
-An abandoned Tied Diffusion request stops: its handler is a generator that runs the
-pipeline in a thread and yields a no-op update every :data:`ALIVE_CHECK_SECONDS`; Gradio
-stops iterating a generator whose visitor disconnected or cancelled and closes it, which
-makes the pipeline stop at its next denoising step (``tab_tdg.generate(cancelled=...)``).
+An abandoned request stops, on every tab: its handler is a generator that runs the tab's
+work in a thread (:func:`run_while_wanted`) and yields a no-op update every
+:data:`ALIVE_CHECK_SECONDS`; Gradio stops iterating a generator whose visitor disconnected
+or cancelled and closes it, which turns the work's ``cancelled()`` true: Tied Diffusion
+stops at its next denoising step, the other tabs before their next stage or batch
+(:func:`~.common.stopper`), and the log says where in one line.
 """
 
 from __future__ import annotations
@@ -453,7 +455,7 @@ def tab_sub_ui(gr: Any, store: ResourceStore, tab: Any, status: Any, gate: Gate 
                     duration=8)
 
         def work(cancelled: Callable[[], bool]) -> tuple:
-            out = tab.explore(store, pairing_value, i)
+            out = tab.explore(store, pairing_value, i, cancelled=cancelled)
             return _big(out["original"]), _big(out["edited"]), out["table"], out["summary"]
 
         yield from run_while_wanted(work, (gr.skip(),) * 4)
@@ -540,7 +542,7 @@ def tab_concepts_ui(gr: Any, store: ResourceStore, tab: Any, status: Any, gate: 
         path = _path(file, "Image")
 
         def work(cancelled: Callable[[], bool]) -> tuple:
-            out = tab.concepts(store, path, _or_zero(idx), top=k, gate=gate)
+            out = tab.concepts(store, path, _or_zero(idx), top=k, gate=gate, cancelled=cancelled)
             gallery = [(_big(im), caption) for im, caption in out["gallery"]]
             return _big(out["image"]), gallery, out["table"], out["summary"]
 
@@ -572,7 +574,7 @@ def tab_metrics_ui(gr: Any, tab: Any, gate: Gate | None = None) -> None:
         path = _path(file, "Predictions")
 
         def work(cancelled: Callable[[], bool]) -> tuple:
-            scalars, image = tab.compute_metric(name, path)
+            scalars, image = tab.compute_metric(name, path, cancelled=cancelled)
             return scalars, served_png(image)
 
         yield from run_while_wanted(work, (gr.skip(),) * 2)

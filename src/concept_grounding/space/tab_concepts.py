@@ -12,10 +12,11 @@ pixels of its CoAM (:func:`concept_grounding.metrics.concept_location`, alpha = 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .common import attribute_label, class_label, get_world, overlay_heatmap, to_batch, world_concept_tensors
+from .common import attribute_label, class_label, get_world, overlay_heatmap, stopper, to_batch, world_concept_tensors
 from .inputs import UserInputError, whole_number
 from ..bench.artifacts import POSTHOC_MODEL
 from .resources import ResourceStore
@@ -92,9 +93,12 @@ def ship_posthoc(folder: str | Path | None = None, seed: int = 0) -> Path:
     return write_shipped(drop_init_weights(model), target, posthoc_recipe(store))
 
 
-def concepts(store: ResourceStore, path: str | None, world_index: int, top: int = 5, gate: Any = None) -> dict[str, Any]:
+def concepts(store: ResourceStore, path: str | None, world_index: int, top: int = 5, gate: Any = None,
+             cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:
     """Top concepts of the image with CoAM overlays; ground-truth checks on world birds.
     An upload is held to ``gate``'s pixel limit (:class:`~.limits.Gate`, default limits).
+    ``cancelled`` is asked before each stage (the model, its forward pass, the CoAMs, the
+    checks, every overlay); once it answers true the call stops with :class:`~.common.Cancelled`.
 
     Returns:
         dict with ``image`` (as used), ``gallery`` (``(overlay, caption)`` per concept),
@@ -102,16 +106,21 @@ def concepts(store: ResourceStore, path: str | None, world_index: int, top: int 
         ``None`` for uploads), ``summary`` (Markdown) and ``predicted_class``.
     """
     top = whole_number(top, "Top concepts", *TOP)
+    stop = stopper(cancelled)
     image, sample = input_image(store, path, world_index, gate)
+    stop("the model")
     model, size = store.get("posthoc_cbm", build_posthoc)
     import torch
 
     from ..metrics.concept_existence import local_importance, rank_concepts
 
     px = to_batch([image], size)
+    stop("the forward pass")
     with torch.no_grad():
         out = model(px)
+        stop("the concept activation maps")
         maps = model.concept_activation_maps(px, upsample=False).numpy()
+    stop("the ranking")
     theta = model.theta.numpy()
     u = out.concept_scores.numpy()
     predicted = out.class_logits.argmax(1).numpy()
@@ -120,6 +129,7 @@ def concepts(store: ResourceStore, path: str | None, world_index: int, top: int 
     names = list(model.concept_names or [f"concept {j}" for j in range(u.shape[1])])
     exists = located = None
     if sample is not None:
+        stop("the ground-truth checks")
         from ..metrics.concept_location import concept_location
         from ..vocabulary import load_vocabulary
 
@@ -132,6 +142,7 @@ def concepts(store: ResourceStore, path: str | None, world_index: int, top: int 
         located = [bool(clm["hits"][0, r, 0]) if clm["evaluated"][0, r] else None for r in range(top)]
     gallery, table = [], []
     for r, j in enumerate(ranked):
+        stop(f"the map of concept {r + 1}")
         gallery.append((overlay_heatmap(image, maps[0, j]), f"{r + 1}. {attribute_label(names[j])}"))
         table.append([r + 1, names[j], round(float(importance[0, j]), 4), round(float(u[0, j]), 4),
                       None if exists is None else ("yes" if exists[r] else "no"),

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .common import get_world, label_overlay, overlay_heatmap
+from .common import Cancelled, get_world, label_overlay, overlay_heatmap, stopper
 from .inputs import UserInputError, load_image, parse_texts, to_rgb, whole_number
 from .limits import Gate
 from ..bench.artifacts import WORLD_CLIP_MODEL
@@ -153,8 +153,9 @@ def explain(
 
     ``baselines`` are taken once each (repeats dropped) and refused beyond ``gate``'s
     ``max_list_items`` (:class:`~.limits.Gate`, default limits). ``cancelled`` is asked
-    before each stage (the model, CCI, every baseline); once it answers true the call stops
-    with :class:`Cancelled` (the Space asks whether the visitor is still there).
+    before each stage (the model, CCI, the texts, the drops, every overlay and baseline);
+    once it answers true the call stops with :class:`~.common.Cancelled` (the Space asks
+    whether the visitor is still there).
 
     Returns:
         dict with ``image`` (the input as used, ``(H, W, 3)`` uint8), ``cluster_map``,
@@ -163,7 +164,7 @@ def explain(
         (baselines this build cannot compute).
     """
     gate = gate if gate is not None else Gate()
-    stop = _stopper(cancelled)
+    stop = stopper(cancelled)
     texts = parse_texts(text)
     clusters = whole_number(clusters, "Clusters K", *CLUSTERS)
     if baselines is not None and not isinstance(baselines, (list, tuple)):
@@ -188,19 +189,21 @@ def explain(
     px = model.pixels([image])
     with torch.inference_mode():
         emb = cci.embed(px)
+        stop("the texts")
         text_embeds = model.encode_text(texts)
     t = len(texts)
     repeated = ClusterEmbeddings(
         image_embeds=emb.image_embeds.expand(t, -1), masked_embeds=emb.masked_embeds.expand(t, -1, -1),
         labels=emb.labels.expand(t, -1), grid_size=emb.grid_size, image_size=emb.image_size,
     )
+    stop("the similarity drops")
     out = cci.explain_embeddings(repeated, text_embeds)
     gh, gw = emb.grid_size
     cluster_map = label_overlay(image, emb.labels[0].reshape(gh, gw).numpy())
-    gallery = [
-        (overlay_heatmap(image, out.maps[i].numpy()), f"CCI: {texts[i]} (cos {float(out.similarity[i]):.3f})")
-        for i in range(t)
-    ]
+    gallery = []
+    for i in range(t):
+        stop(f"the overlay of text {i + 1}")
+        gallery.append((overlay_heatmap(image, out.maps[i].numpy()), f"CCI: {texts[i]} (cos {float(out.similarity[i]):.3f})"))
     notes = []
     for name in baselines:
         stop(f"the {name} baseline")
@@ -214,20 +217,6 @@ def explain(
     ]
     return {"image": image, "cluster_map": cluster_map, "gallery": gallery, "table": table,
             "similarity": [float(s) for s in out.similarity], "notes": notes}
-
-
-class Cancelled(Exception):
-    """The visitor left: an :func:`explain` call stopped before its next stage."""
-
-
-def _stopper(cancelled: Callable[[], bool] | None) -> Callable[[str], None]:
-    """A check to call before each stage: raises :class:`Cancelled` once ``cancelled()`` is true."""
-
-    def stop(stage: str) -> None:
-        if cancelled is not None and cancelled():
-            raise Cancelled(f"stopped before {stage}")
-
-    return stop
 
 
 def _baseline(name: str, model: Any, px: Any, text_embeds: Any, image: np.ndarray, text: str, seed: int) -> tuple[np.ndarray, str]:

@@ -19,6 +19,7 @@ import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -570,6 +571,113 @@ def test_every_tab_stops_when_its_visitor_leaves():
     handlers = {fn.api_name: fn.fn for fn in demo.fns.values() if fn.api_name}
     for api in ("tdg_generate", "sub_explore", "explain", "concepts", "metrics"):
         assert inspect.isgeneratorfunction(handlers[api]), api
+
+
+class _SlowConceptModel:
+    """A stand-in concept model whose forward pass sleeps ``seconds_per_image`` per image and
+    counts the images it was given (``counts[key]``): a long request made visible."""
+
+    concept_names = None
+
+    def __init__(self, counts: dict, key: str, seconds_per_image: float, n_concepts: int = 181):
+        self.counts, self.key, self.seconds, self.n_concepts = counts, key, seconds_per_image, n_concepts
+
+    def __call__(self, x):
+        import torch
+
+        self.counts[self.key] += len(x)
+        time.sleep(self.seconds * len(x))
+        n = len(x)
+        return SimpleNamespace(concept_probs=torch.full((n, self.n_concepts), 0.6),
+                               concept_scores=torch.zeros(n, self.n_concepts), class_logits=torch.zeros(n, 33))
+
+    def concept_activation_maps(self, x, upsample=False):
+        import torch
+
+        self.counts[self.key] += len(x)
+        time.sleep(self.seconds * len(x))
+        return torch.zeros(len(x), self.n_concepts, 4, 4)
+
+
+@pytest.fixture(scope="module")
+def slow_space():
+    """The Space run in this process (so that its models can be slow stand-ins that count their
+    work) on a loopback port: (url, counts). SUB's concept model takes 0.4 s per image (16 images
+    a request), the Concepts tab's post-hoc CBM 2 s per stage (forward pass, then its maps), and
+    each Explain baseline 1 s (5 of them)."""
+    import collections
+    import signal
+
+    from concept_grounding.space import build_demo, launch, tab_explain
+    from concept_grounding.space.resources import ResourceStore
+
+    counts = collections.Counter()
+    store = ResourceStore(None)
+    store.get("concept_model", lambda _: ((_SlowConceptModel(counts, "sub", 0.4), 32), "slow stand-in"))
+    store.get("posthoc_cbm", lambda _: ((_SlowConceptModel(counts, "concepts", 2.0, n_concepts=112), 32), "slow stand-in"))
+
+    def slow_baseline(model, px, text_embeds):
+        counts["explain"] += 1
+        time.sleep(1.0)
+        return np.zeros((1, 8, 8), np.float32)
+
+    port = _free_port()
+    sigterm = signal.getsignal(signal.SIGTERM)
+    with pytest.MonkeyPatch.context() as patch:
+        for name in tab_explain.BASELINES:
+            patch.setitem(tab_explain._BASELINE_FUNCTIONS, name, slow_baseline)
+        demo = build_demo(store=store)
+        launch(demo, port=port, warm=False, prevent_thread_lock=True, quiet=True)
+        signal.signal(signal.SIGTERM, sigterm)  # launch() installs its own handler in the main thread
+        try:
+            yield f"http://127.0.0.1:{port}/", counts
+        finally:
+            demo.close()
+
+
+@pytest.mark.parametrize("api, data, total", [
+    ("sub_explore", ["017.Cardinal|has_crown_color::black", 0], 16),
+    ("concepts", [None, 3, 5], 2),
+    ("explain", [None, 0, "a bird", 3, ["random", "gradcam", "grad-eclip", "maskclip", "rollout"], ""], 5),
+])
+def test_a_visitor_who_leaves_mid_request_stops_the_tab_s_work(slow_space, caplog, api, data, total):
+    """Issue 31.3: only the Tied Diffusion tab stopped when its visitor left; the SUB explorer,
+    Concepts (and Metrics) ran their work to the end. A visitor joins the queue, their request
+    starts (the model's first call is seen), they close the page: the work stops at its next
+    stage or batch (within a few seconds, most of it never done) and the log says where."""
+    import http.client
+    import logging
+    import socket
+
+    url, counts = slow_space
+    with urllib.request.urlopen(url + "config", timeout=30) as response:
+        config = json.loads(response.read())
+    fn_index = next(d["id"] for d in config["dependencies"] if d.get("api_name") == api)
+    session = f"leaving-{api}"
+    body = {"data": data, "fn_index": fn_index, "session_hash": session, "event_data": None, "trigger_id": None}
+    with caplog.at_level(logging.INFO, logger="concept_grounding.space.blocks"):
+        urllib.request.urlopen(urllib.request.Request(url + "gradio_api/queue/join", data=json.dumps(body).encode(),
+                                                      headers={"Content-Type": "application/json"}), timeout=30).read()
+        page = http.client.HTTPConnection("127.0.0.1", int(url.rstrip("/").rsplit(":", 1)[1]), timeout=60)
+        page.request("GET", f"/gradio_api/queue/data?session_hash={session}")
+        page.getresponse()
+        deadline = time.perf_counter() + 60
+        while counts[api.split("_")[0]] == 0 and time.perf_counter() < deadline:  # the work has started
+            time.sleep(0.05)
+        page.sock.shutdown(socket.SHUT_RDWR)  # the visitor closes the page
+        page.close()
+        left = time.perf_counter()
+        ended = lambda: [r.getMessage() for r in caplog.records if "an abandoned request ended" in r.getMessage()]  # noqa: E731
+        while not ended() and time.perf_counter() - left < 10:
+            time.sleep(0.1)
+        seconds = time.perf_counter() - left
+    key = api.split("_")[0]
+    assert ended() and "stopped before" in ended()[0], (counts, caplog.text[-2000:])
+    assert seconds < 5, seconds
+    assert 0 < counts[key] < total, (counts[key], ended())
+    done = counts[key]
+    time.sleep(1.5)
+    assert counts[key] == done  # nothing more runs after the stop
 
 
 def test_a_cancelled_explain_stops_before_its_next_stage(tiny_space_store):

@@ -125,6 +125,14 @@ def test_api_metrics_known_answer(client, tmp_path):
     assert result["ccd"] == pytest.approx(0.1)
 
 
+def _on_server(served: str, cache: Path) -> Path:
+    """Where the file the Space names ``/space-files/<...>`` (issue 31.7) lies in its cache folder."""
+    from concept_grounding.space.paths import ALIAS
+
+    assert served.startswith(ALIAS + "/"), served
+    return Path(cache) / served[len(ALIAS) + 1:]
+
+
 def _post_upload(url: str, size: int) -> urllib.request.Request:
     boundary = "concept-grounding-test"
     head = (f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="big.bin"\r\n'
@@ -147,7 +155,8 @@ def test_uploads_are_bounded_at_the_server_and_an_oversized_one_is_not_stored(se
     assert refused.value.code == 413 and stored() == before
     with urllib.request.urlopen(_post_upload(url, 1000), timeout=60) as accepted:
         (path,) = json.loads(accepted.read())
-    assert Path(path).stat().st_size == 1000 and stored() == before | {Path(path)}
+    path = _on_server(path, cache)
+    assert path.stat().st_size == 1000 and stored() == before | {path}
 
 
 def test_the_cache_is_swept_on_a_schedule_and_a_served_image_counts_as_new(tmp_path, monkeypatch):
@@ -789,7 +798,7 @@ def test_a_sigterm_deletes_what_the_space_stored(default_server):
 
     url, _, _, cache, proc = default_server
     status, text = _upload(url, [("kept.bin", b"\0" * 1000)], visitor="93.184.216.44")
-    assert status == 200 and Path(json.loads(text)[0]).is_file()
+    assert status == 200 and _on_server(json.loads(text)[0], cache).is_file()
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=30)
     assert not [p for p in cache.rglob("*") if p.is_file()]

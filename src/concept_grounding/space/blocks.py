@@ -55,7 +55,7 @@ Make a counterfactual (**Tied Diffusion**), watch a concept model meet it (**SUB
 see where a CLIP model looked (**Explain**), check a post-hoc CBM's concepts against the
 truth (**Concepts**), and score your own predictions (**Metrics**). Everything runs on CPU,
 offline, on the procedurally drawn *bird world* whose every concept is known. The tabs' models
-are prepared when the Space starts (the SUB explorer's is shipped; the others train in seconds),
+are prepared when the Space starts (shipped with the package: they load in a second or two),
 and the status line says what is loaded.
 """
 

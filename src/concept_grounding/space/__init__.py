@@ -65,6 +65,11 @@ def launch(demo: Any, host: str = "127.0.0.1", port: int = 7860, *, warm: bool =
 
     try:
         return demo.launch(**launched)  # blocks until Ctrl-C or SIGTERM
+    except KeyboardInterrupt:  # before Gradio's own wait began (it was still checking its URL): close as it would
+        server = getattr(demo, "server", None)
+        if server is not None:
+            server.close()  # its shutdown deletes the cache
+        return None
     finally:
         delete_served()  # Gradio deletes its own cache files; the served PNGs are ours
 

@@ -59,6 +59,13 @@ def launch(demo: Any, host: str = "127.0.0.1", port: int = 7860, *, warm: bool =
         threading.Thread(target=warm_up, args=(store,), name="space-warm-up", daemon=True).start()
     launched = dict(server_name=host, server_port=port, share=False, ssr_mode=False, show_error=True,
                     footer_links=["api"], max_file_size=gate.limits.max_upload_bytes, app_kwargs=app_kwargs, **kwargs)
+    import inspect
+
+    if "_frontend" in inspect.signature(demo.launch).parameters:
+        # Gradio's self-check (a HEAD of the page, 3 s timeout) only decides whether a share link is
+        # needed, which the Space never makes; under load, with first visitors already served, it timed
+        # out and stopped the Space ("When localhost is not accessible...", benchmarks/bench_space_hostile.py)
+        launched["_frontend"] = False
     if kwargs.get("prevent_thread_lock"):  # returns at once: the caller closes the Space
         return demo.launch(**launched)
     from .blocks import delete_served

@@ -12,7 +12,8 @@ request list is fixed, every call has a timeout, and nothing leaves the machine.
 
 Printed: requests sent, refusals (an error answer of one line), crashes (HTTP 5xx, an
 answer "Something went wrong", more than one line, or the server gone), bytes the Space
-stored under its Gradio cache at the end, the server's RSS before and after (``/proc``),
+stored under its Gradio cache at the end, answers that name the cache folder (a server path),
+the server's RSS before and after (``/proc``),
 log lines per refused request, and the p95 latency per endpoint. Run from the repository
 root: ``python benchmarks/bench_space_hostile.py`` (about a minute on 2 cores).
 """
@@ -64,8 +65,17 @@ def _stored_bytes(folder: Path) -> int:
 class Visitor:
     """One hostile visitor: raw HTTP calls from one ``X-Forwarded-For`` address."""
 
+    #: answers (of every visitor) naming a folder of :data:`HIDDEN` (issue 31.7: none expected)
+    leaks: list[str] = []
+    #: the server's folders no answer should name (set by :func:`main`: the Gradio cache folder)
+    HIDDEN: tuple[str, ...] = ()
+
     def __init__(self, url: str, address: str) -> None:
         self.url, self.headers, self.sent = url, {"X-Forwarded-For": address}, 0
+
+    def _seen(self, api: str, text: str) -> None:
+        if any(folder in text for folder in self.HIDDEN):
+            Visitor.leaks.append(api)
 
     def unique(self, content: bytes) -> bytes:
         """``content`` made unique to this visitor and call (Gradio stores equal files once)."""
@@ -79,9 +89,11 @@ class Visitor:
                                          headers={"Content-Type": "application/json", **self.headers})
         try:
             with urllib.request.urlopen(request, timeout=60) as response:
-                event = json.loads(response.read())["event_id"]
+                posted = response.read()
+                event = json.loads(posted)["event_id"]
             with urllib.request.urlopen(f"{self.url}gradio_api/call/{api}/{event}", timeout=300) as response:
                 stream = response.read().decode()
+            self._seen(api, posted.decode() + stream)
         except urllib.error.HTTPError as err:
             return ("crash" if err.code >= 500 else "refused"), f"HTTP {err.code}"
         except OSError as err:
@@ -103,9 +115,12 @@ class Visitor:
             "Content-Type": f"multipart/form-data; boundary={boundary}", **self.headers})
         try:
             with urllib.request.urlopen(request, timeout=120) as response:
-                return "ok", response.read().decode()
+                text = response.read().decode()
+                self._seen("upload", text)
+                return "ok", text
         except urllib.error.HTTPError as err:
             text = err.read().decode("utf-8", "replace")
+            self._seen("upload", text)
             return ("crash" if err.code >= 500 or "\n" in text.strip() else "refused"), f"HTTP {err.code}: {text}"
         except OSError as err:
             return "crash", f"{type(err).__name__}: {err}"
@@ -168,6 +183,7 @@ def main() -> None:
            "GRADIO_ANALYTICS_ENABLED": "False", "GRADIO_TEMP_DIR": str(cache), "CONCEPT_GROUNDING_SPACE_BUILD": "tiny",
            "CONCEPT_GROUNDING_ARTIFACTS": str(Path(tempfile.mkdtemp()) / "none"), "PYTHONPATH": str(ROOT / "src")}
     url = f"http://127.0.0.1:{port}/"
+    Visitor.HIDDEN = (str(cache), os.path.realpath(cache))
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, str(APP)], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
@@ -217,6 +233,8 @@ def main() -> None:
         print(f"requests {len(results)}  ok {counts['ok']}  refused {counts['refused']}  crashes {counts['crash']}"
               f"  server alive {alive}")
         print(f"stored bytes in the Gradio cache: {_stored_bytes(cache):,}")
+        print(f"answers naming the server's cache folder: {len(Visitor.leaks)}"
+              + (f" ({', '.join(sorted(set(Visitor.leaks)))})" if Visitor.leaks else ""))
         print(f"server RSS: {rss_before:.0f} MB before, {rss_after:.0f} MB after")
         print(f"log lines written during the run: {log_lines} ({log_lines / max(1, counts['refused']):.2f} per refusal)")
         print("p95 latency per endpoint (s), 10 concurrent clients:")

@@ -259,3 +259,67 @@ def test_the_readme_s_error_example_is_what_the_command_prints(capsys):
     command, shown = re.search(r"```text\n\$ (concept-grounding generate[^\n]*)\n([^\n]*)\n```", text).groups()
     assert main(shlex.split(command)[1:]) == 2
     assert capsys.readouterr().err == shown + "\n"
+
+
+# --- issue 32.5: one error boundary for the command line and the Space ---------------------------------------
+
+
+def _space_handler(api_name: str, policy=None):
+    """The Space's handler of ``api_name`` as Gradio calls it (wrapped by the Space's boundary)."""
+    pytest.importorskip("gradio")
+    from concept_grounding.space import build_demo
+    from concept_grounding.space.resources import ResourceStore
+
+    demo = build_demo(store=ResourceStore(policy=policy))
+    return next(fn.fn for fn in demo.fns.values() if fn.api_name == api_name)
+
+
+def _page_error(handler, *args) -> str:
+    import gradio as gr
+
+    with pytest.raises(gr.Error) as caught:
+        result = handler(*args)
+        if hasattr(result, "__next__"):
+            list(result)
+    return caught.value.message
+
+
+def test_a_model_that_cannot_be_loaded_reads_the_same_in_the_cli_and_the_space(monkeypatch, capsys, tmp_path):
+    """Issue 32.5: the Space judged errors apart from the CLI (its Explain tab wrapped them in its own
+    words; a library error elsewhere read "Something went wrong"). The same model name, not in the
+    cache and offline, now gives the same line in both: the CLI's after ``error:``, the page's whole."""
+    from concept_grounding.space.policy import ModelPolicy
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    name = "nobody/no-such-clip"
+    assert main(["explain", "--model", name, "--out", str(tmp_path / "out")]) == 2
+    cli = capsys.readouterr().err.strip()
+    assert cli.startswith("concept-grounding: error: --model: model 'nobody/no-such-clip' is not in the local")
+    explain = _space_handler("explain", ModelPolicy(clip_models=(name,)))
+    page = _page_error(explain, None, 0, "a bird", 3, [], name)
+    assert page == cli.removeprefix("concept-grounding: error: ")
+
+
+def test_the_space_classifies_errors_as_the_cli_does(caplog):
+    """Issue 32.5: the Space's boundary is the CLI's (``errors.user_message``): a library's validation
+    error, a missing file and a usage error read as the CLI prints them (server paths cut to their last
+    part); a bug reads as a generic line in the page and one line, no traceback, in the log."""
+    import logging
+
+    from concept_grounding.errors import UsageError, user_message
+    from concept_grounding.space.blocks import INTERNAL_ERROR, page_message
+
+    for exc in (ValueError("num_clusters must be >= 2, got 1"), UsageError("must be >= 1, got 0", argument="--steps"),
+                FileNotFoundError(2, "No such file or directory", "notes.csv")):
+        assert page_message(exc) == user_message(exc)
+    assert page_message(FileNotFoundError(2, "No such file", "/srv/space/data/notes.csv")) == \
+        "notes.csv: no such file or folder"
+    with caplog.at_level(logging.ERROR, logger="concept_grounding.space.blocks"):
+        try:
+            {}["missing"]
+        except KeyError as bug:
+            assert page_message(bug, "explain") == INTERNAL_ERROR
+    (record,) = caplog.records
+    assert record.getMessage().startswith("space: explain failed: KeyError: 'missing' (at test_cli_errors.py:")
+    assert record.exc_info is None and "\n" not in record.getMessage()

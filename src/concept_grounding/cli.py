@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as done:  # --help, or a usage error argparse already printed
         return done.code if isinstance(done.code, int) else (0 if done.code is None else 2)
-    from .errors import user_message
+    from .errors import internal_summary, user_message
 
     debug = _debug_requested(args)
 
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         if message is not None:
             print(f"{PROG}: error: {message}", file=sys.stderr)
             return 2
-        print(f"{PROG}: internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        print(f"{PROG}: internal error: {internal_summary(exc)}"
               + ("" if debug else " (a bug: rerun with --debug for the traceback and report it)"), file=sys.stderr)
         return 1
 

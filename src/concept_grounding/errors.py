@@ -32,8 +32,8 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-__all__ = ["UsageError", "ModelUnavailableError", "user_message", "read_text_file", "suggest", "option",
-           "options_as_flags"]
+__all__ = ["UsageError", "ModelUnavailableError", "user_message", "internal_summary", "read_text_file", "suggest",
+           "option", "options_as_flags"]
 
 _FLAGS: ContextVar[Mapping[str, str]] = ContextVar("concept_grounding_flags", default={})
 _NO_VALUE = object()
@@ -211,3 +211,23 @@ def user_message(exc: BaseException, target: str | os.PathLike[str] | None = Non
     if isinstance(exc, (ValueError, OSError)):
         return _one_line(str(exc) or type(exc).__name__)
     return None
+
+
+def internal_summary(exc: BaseException, limit: int = 300) -> str:
+    """One line naming a bug (an error :func:`user_message` does not call a user error): its type,
+    its message (shortened to ``limit`` characters) and the innermost frame that raised it. The CLI
+    prints it after ``internal error:``; the Space writes it to its log (the visitor sees a generic line).
+
+    >>> try:
+    ...     {}["missing"]
+    ... except KeyError as err:
+    ...     internal_summary(err).startswith("KeyError: 'missing' (at ")
+    True
+    """
+    text = f"{type(exc).__name__}: {' '.join(str(exc).split())[:limit]}"
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is not None:
+        text += f" (at {Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno} in {tb.tb_frame.f_code.co_name})"
+    return text

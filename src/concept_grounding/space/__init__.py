@@ -27,7 +27,8 @@ def build_demo(*args: Any, **kwargs: Any) -> Any:
 def launch(demo: Any, host: str = "127.0.0.1", port: int = 7860, *, warm: bool = True, **kwargs: Any) -> Any:
     """Queue and launch a demo the way the Space does: bounded concurrency, uploads checked
     against the demo's :class:`~.limits.SpaceLimits` before Gradio stores them
-    (:class:`~.limits.UploadGate`), no SSR, no share link, quiet API docs.
+    (:class:`~.limits.UploadGate`), the file cache's absolute path never shown to a visitor
+    (:class:`~.paths.HideServerPaths`), no SSR, no share link, quiet API docs.
 
     ``warm`` builds every tab's default model in a background thread at launch
     (:func:`~.blocks.warm_up`). A SIGTERM (a hosted Space stopping, ``kill``) closes the
@@ -44,7 +45,12 @@ def launch(demo: Any, host: str = "127.0.0.1", port: int = 7860, *, warm: bool =
     gate = getattr(demo, "space_gate", None) or Gate()
     demo.queue(default_concurrency_limit=CONCURRENCY_LIMIT, max_size=64)
     app_kwargs = dict(kwargs.pop("app_kwargs", None) or {})
-    app_kwargs["middleware"] = [*app_kwargs.get("middleware", []), Middleware(UploadGate, gate=gate)]
+    from gradio.utils import get_upload_folder
+
+    from .paths import HideServerPaths
+
+    app_kwargs["middleware"] = [Middleware(HideServerPaths, root=get_upload_folder()),  # outermost: every response
+                                *app_kwargs.get("middleware", []), Middleware(UploadGate, gate=gate)]
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)
     store = getattr(demo, "space_store", None)
@@ -53,12 +59,24 @@ def launch(demo: Any, host: str = "127.0.0.1", port: int = 7860, *, warm: bool =
         threading.Thread(target=warm_up, args=(store,), name="space-warm-up", daemon=True).start()
     launched = dict(server_name=host, server_port=port, share=False, ssr_mode=False, show_error=True,
                     footer_links=["api"], max_file_size=gate.limits.max_upload_bytes, app_kwargs=app_kwargs, **kwargs)
+    import inspect
+
+    if "_frontend" in inspect.signature(demo.launch).parameters:
+        # Gradio's self-check (a HEAD of the page, 3 s timeout) only decides whether a share link is
+        # needed, which the Space never makes; under load, with first visitors already served, it timed
+        # out and stopped the Space ("When localhost is not accessible...", benchmarks/bench_space_hostile.py)
+        launched["_frontend"] = False
     if kwargs.get("prevent_thread_lock"):  # returns at once: the caller closes the Space
         return demo.launch(**launched)
     from .blocks import delete_served
 
     try:
         return demo.launch(**launched)  # blocks until Ctrl-C or SIGTERM
+    except KeyboardInterrupt:  # before Gradio's own wait began (it was still checking its URL): close as it would
+        server = getattr(demo, "server", None)
+        if server is not None:
+            server.close()  # its shutdown deletes the cache
+        return None
     finally:
         delete_served()  # Gradio deletes its own cache files; the served PNGs are ours
 

@@ -1,14 +1,18 @@
 """The Gradio layout: five tabs wired to the plain handler functions of ``tab_*``.
 
-Everything Gradio-specific lives here. :func:`guarded` turns the handlers' friendly
-errors (:class:`~.inputs.UserInputError`, :class:`~.resources.FeatureUnavailable`) into
-``gr.Error`` messages shown in the page; any other exception is logged with its stack
-and the page gets a one-line message, never a traceback.
+Everything Gradio-specific lives here. :func:`guarded` is the Space's error boundary, the
+command line's own (:func:`page_message` over :func:`concept_grounding.errors.user_message`):
+a user error (a bad value, a file that is not what it should be, a model that cannot be
+loaded) reaches the page as the one line the CLI prints after ``error:``, server paths
+redacted; any other exception is a bug: one line in the log, a generic line in the page,
+never a traceback.
 
-An abandoned Tied Diffusion request stops: its handler is a generator that runs the
-pipeline in a thread and yields a no-op update every :data:`ALIVE_CHECK_SECONDS`; Gradio
-stops iterating a generator whose visitor disconnected or cancelled and closes it, which
-makes the pipeline stop at its next denoising step (``tab_tdg.generate(cancelled=...)``).
+An abandoned request stops, on every tab: its handler is a generator that runs the tab's
+work in a thread (:func:`run_while_wanted`) and yields a no-op update every
+:data:`ALIVE_CHECK_SECONDS`; Gradio stops iterating a generator whose visitor disconnected
+or cancelled and closes it, which turns the work's ``cancelled()`` true: Tied Diffusion
+stops at its next denoising step, the other tabs before their next stage or batch
+(:func:`~.common.stopper`), and the log says where in one line.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .env import artifacts_dir, configure_environment
-from .inputs import UserInputError, redact_paths
+from .inputs import redact_paths
 from .limits import Gate, SpaceLimits, visitor_of
 from .policy import ModelPolicy
 from .builds import SpaceBuild
@@ -51,7 +55,7 @@ Make a counterfactual (**Tied Diffusion**), watch a concept model meet it (**SUB
 see where a CLIP model looked (**Explain**), check a post-hoc CBM's concepts against the
 truth (**Concepts**), and score your own predictions (**Metrics**). Everything runs on CPU,
 offline, on the procedurally drawn *bird world* whose every concept is known. The tabs' models
-are prepared when the Space starts (the SUB explorer's is shipped; the others train in seconds),
+are prepared when the Space starts (shipped with the package: they load in a second or two),
 and the status line says what is loaded.
 """
 
@@ -68,11 +72,7 @@ def guarded(fn: Callable[..., Any], gate: Gate | None = None) -> Callable[..., A
     def page_error(err: Exception) -> Exception:
         if isinstance(err, gr.Error):
             return err
-        if isinstance(err, (UserInputError, FeatureUnavailable)):
-            return gr.Error(redact_paths(str(err)), print_exception=False)
-        logger.error("space: %s failed", getattr(fn, "__name__", "handler"), exc_info=err)  # the log gets the stack
-        text = " ".join(redact_paths(str(err)).split())[:300]
-        return gr.Error(f"Something went wrong ({type(err).__name__}: {text}).", print_exception=False)
+        return gr.Error(page_message(err, getattr(fn, "__name__", "handler")), print_exception=False)
 
     def split(args: tuple) -> tuple[tuple, str]:
         if gate is None:
@@ -103,6 +103,33 @@ def guarded(fn: Callable[..., Any], gate: Gate | None = None) -> Callable[..., A
             raise page_error(err) from None
 
     return _with_request(wrapper, fn, gate)
+
+
+#: What a visitor reads when a request failed on a bug (the log has the one-line summary).
+INTERNAL_ERROR = "Something went wrong on the server (an internal error, logged); try again or another input."
+
+
+def page_message(err: BaseException, handler: str = "handler") -> str:
+    """The one line a visitor reads for ``err``: the CLI's own classification
+    (:func:`concept_grounding.errors.user_message`, so a user error reads as the command line
+    prints it after ``error:``), with server paths redacted (:func:`~.inputs.redact_paths`);
+    a bug gets :data:`INTERNAL_ERROR` and one log line (:func:`~concept_grounding.errors.internal_summary`).
+    :class:`~.resources.FeatureUnavailable` (a feature this install lacks) is said as is.
+
+    >>> page_message(ValueError("num_clusters must be >= 2, got 1"))
+    'num_clusters must be >= 2, got 1'
+    >>> page_message(FileNotFoundError(2, "No such file or directory", "/srv/data/notes.csv"))
+    'notes.csv: no such file or folder'
+    >>> page_message(KeyError("x")) == INTERNAL_ERROR
+    True
+    """
+    from ..errors import internal_summary, user_message
+
+    message = str(err) if isinstance(err, FeatureUnavailable) else user_message(err)
+    if message is not None:
+        return redact_paths(" ".join(message.split()))
+    logger.error("space: %s failed: %s", handler, redact_paths(internal_summary(err)))
+    return INTERNAL_ERROR
 
 
 def request_visitor(request: Any) -> str:
@@ -428,7 +455,7 @@ def tab_sub_ui(gr: Any, store: ResourceStore, tab: Any, status: Any, gate: Gate 
                     duration=8)
 
         def work(cancelled: Callable[[], bool]) -> tuple:
-            out = tab.explore(store, pairing_value, i)
+            out = tab.explore(store, pairing_value, i, cancelled=cancelled)
             return _big(out["original"]), _big(out["edited"]), out["table"], out["summary"]
 
         yield from run_while_wanted(work, (gr.skip(),) * 4)
@@ -515,7 +542,7 @@ def tab_concepts_ui(gr: Any, store: ResourceStore, tab: Any, status: Any, gate: 
         path = _path(file, "Image")
 
         def work(cancelled: Callable[[], bool]) -> tuple:
-            out = tab.concepts(store, path, _or_zero(idx), top=k, gate=gate)
+            out = tab.concepts(store, path, _or_zero(idx), top=k, gate=gate, cancelled=cancelled)
             gallery = [(_big(im), caption) for im, caption in out["gallery"]]
             return _big(out["image"]), gallery, out["table"], out["summary"]
 
@@ -547,7 +574,7 @@ def tab_metrics_ui(gr: Any, tab: Any, gate: Gate | None = None) -> None:
         path = _path(file, "Predictions")
 
         def work(cancelled: Callable[[], bool]) -> tuple:
-            scalars, image = tab.compute_metric(name, path)
+            scalars, image = tab.compute_metric(name, path, cancelled=cancelled)
             return scalars, served_png(image)
 
         yield from run_while_wanted(work, (gr.skip(),) * 2)

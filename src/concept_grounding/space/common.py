@@ -3,13 +3,39 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from .resources import ResourceStore
 
-__all__ = ["build_world", "get_world", "figure_to_image", "class_label", "attribute_label"]
+__all__ = ["build_world", "get_world", "figure_to_image", "class_label", "attribute_label", "Cancelled", "stopper"]
+
+
+class Cancelled(Exception):
+    """The visitor left: a tab's work stopped at its next check (:func:`stopper`)."""
+
+
+def stopper(cancelled: Callable[[], bool] | None) -> Callable[[str], None]:
+    """A check a tab's work calls before each stage or batch: it raises :class:`Cancelled`
+    (``"stopped before <stage>"``) once ``cancelled()`` answers true. The Space passes a
+    ``cancelled`` that turns true when the visitor leaves (:func:`~.blocks.run_while_wanted`).
+
+    >>> stop = stopper(lambda: True)
+    >>> stop("the model")
+    Traceback (most recent call last):
+    ...
+    concept_grounding.space.common.Cancelled: stopped before the model
+    >>> stopper(None)("anything") is None
+    True
+    """
+
+    def stop(stage: str) -> None:
+        if cancelled is not None and cancelled():
+            raise Cancelled(f"stopped before {stage}")
+
+    return stop
 
 
 def build_world(store: ResourceStore) -> tuple[Any, str]:

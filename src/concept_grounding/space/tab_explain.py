@@ -15,21 +15,23 @@ store's LRU cache of visitor-chosen models. CCI itself is
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .common import get_world, label_overlay, overlay_heatmap
+from .common import Cancelled, get_world, label_overlay, overlay_heatmap, stopper
 from .inputs import UserInputError, load_image, parse_texts, to_rgb, whole_number
 from .limits import Gate
 from ..bench.artifacts import WORLD_CLIP_MODEL
 from ..cci.baselines import BASELINES as _BASELINE_FUNCTIONS
 from .resources import FeatureUnavailable, ResourceStore
+from .shipped import ASSETS, shipped_folder, write_shipped
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..models.clip import ClipHandle
 
-__all__ = ["BASELINES", "Cancelled", "build_clip", "get_model", "model_choices", "input_image", "explain"]
+__all__ = ["BASELINES", "Cancelled", "build_clip", "clip_recipe", "ship_clip", "train_clip", "get_model", "model_choices", "input_image", "explain"]
 
 
 #: Baseline explanations offered beside CCI: the names of :data:`concept_grounding.cci.baselines.BASELINES`.
@@ -40,40 +42,69 @@ MAX_WORLD_INDEX = 99_999
 #: World birds per class and epochs of the quick world-CLIP build.
 CLIP_TRAIN_PER_CLASS = 4
 CLIP_EPOCHS = 4
+#: The default Space's world CLIP, trained once and shipped (:func:`ship_clip`, record in its ``space_build.json``).
+SHIPPED_CLIP = ASSETS / "space_world_clip"
 
 
 def build_named_clip(name: str):
     """A :meth:`ResourceStore.get` builder for a named CLIP (offline: a local folder or a
-    model already in the Hugging Face cache)."""
+    model already in the Hugging Face cache), loaded as ``concept-grounding explain --model`` loads it."""
 
     def builder(store: ResourceStore) -> tuple["ClipHandle", str]:
         from ..cci.loading import load_explainable_clip
 
-        try:
-            clip = load_explainable_clip(name, image_size=store.image_size)
-        except (ValueError, OSError) as err:
-            raise UserInputError(f"Cannot load the model {name!r}: {err}") from None
+        # a name that cannot be loaded raises the command line's own error (ModelUnavailableError,
+        # ValueError): the Space's boundary shows the line `concept-grounding explain --model` prints
+        clip = load_explainable_clip(name, image_size=store.image_size)
         return clip, clip.description
 
     return builder
 
 
 def build_clip(store: ResourceStore) -> tuple["ClipHandle", str]:
-    """The Explain tab's model and where it came from; see the module docstring."""
+    """The Explain tab's model and where it came from: ``<artifacts>/world_clip``, else the
+    world CLIP shipped with the package for this store's :func:`clip_recipe`
+    (:data:`SHIPPED_CLIP`, loaded in well under a second), else :func:`train_clip`."""
+    from ..models.clip import load_clip
+
     folder = store.find_artifact("world_clip", WORLD_CLIP_MODEL)
     if folder is not None:
-        from ..models.clip import load_clip
-
         return load_clip(folder, backend="world"), f"world CLIP loaded from {folder}"
+    if shipped_folder(SHIPPED_CLIP, clip_recipe(store)) is not None:
+        return load_clip(SHIPPED_CLIP, backend="world"), f"world CLIP shipped with the package ({_clip_note(store)})"
+    return train_clip(store)
+
+
+def clip_recipe(store: ResourceStore) -> dict[str, Any]:
+    """What the quick world-CLIP build depends on: input side, seed, birds per class, epochs."""
+    return {"model": "world CLIP", "image_size": store.image_size, "seed": store.seed,
+            "train_per_class": CLIP_TRAIN_PER_CLASS, "epochs": CLIP_EPOCHS}
+
+
+def _clip_note(store: ResourceStore) -> str:
+    return (f"trained on {CLIP_TRAIN_PER_CLASS} world birds per class, {store.image_size} px, {CLIP_EPOCHS} epochs, "
+            f"seed {store.seed}")
+
+
+def train_clip(store: ResourceStore) -> tuple["ClipHandle", str]:
+    """The world CLIP trained by :func:`concept_grounding.models.train_world_clip` on the store's
+    world (10-30 s on 2 CPU cores): the quick build, said so in the status line."""
     from ..models.clip import train_world_clip, world_clip_handle
 
     world = get_world(store)
     data = world.to_dataset_dict(train_per_class=CLIP_TRAIN_PER_CLASS, test_per_class=1)
     model, _ = train_world_clip(data["train"], image_size=store.image_size, epochs=CLIP_EPOCHS,
-                                       seed=store.seed, progress=False)
-    note = (f"world CLIP trained on {CLIP_TRAIN_PER_CLASS * world.num_classes} world birds "
-            f"({CLIP_EPOCHS} epochs, quick build)")
+                                seed=store.seed, progress=False)
+    note = f"world CLIP {_clip_note(store)} (quick build)"
     return world_clip_handle(model, note), note
+
+
+def ship_clip(folder: str | Path | None = None, seed: int = 0) -> Path:
+    """Train the default Space's world CLIP (seed ``seed``) and save it with its recipe into
+    ``folder`` (default :data:`SHIPPED_CLIP`): how ``assets/space_world_clip`` was made."""
+    store = ResourceStore(None, seed=seed)
+    handle, _ = train_clip(store)
+    return write_shipped(handle.model, Path(folder) if folder is not None else SHIPPED_CLIP, clip_recipe(store))
 
 
 def model_choices(store: ResourceStore) -> list[tuple[str, str]]:
@@ -122,8 +153,9 @@ def explain(
 
     ``baselines`` are taken once each (repeats dropped) and refused beyond ``gate``'s
     ``max_list_items`` (:class:`~.limits.Gate`, default limits). ``cancelled`` is asked
-    before each stage (the model, CCI, every baseline); once it answers true the call stops
-    with :class:`Cancelled` (the Space asks whether the visitor is still there).
+    before each stage (the model, CCI, the texts, the drops, every overlay and baseline);
+    once it answers true the call stops with :class:`~.common.Cancelled` (the Space asks
+    whether the visitor is still there).
 
     Returns:
         dict with ``image`` (the input as used, ``(H, W, 3)`` uint8), ``cluster_map``,
@@ -132,7 +164,7 @@ def explain(
         (baselines this build cannot compute).
     """
     gate = gate if gate is not None else Gate()
-    stop = _stopper(cancelled)
+    stop = stopper(cancelled)
     texts = parse_texts(text)
     clusters = whole_number(clusters, "Clusters K", *CLUSTERS)
     if baselines is not None and not isinstance(baselines, (list, tuple)):
@@ -157,19 +189,21 @@ def explain(
     px = model.pixels([image])
     with torch.inference_mode():
         emb = cci.embed(px)
+        stop("the texts")
         text_embeds = model.encode_text(texts)
     t = len(texts)
     repeated = ClusterEmbeddings(
         image_embeds=emb.image_embeds.expand(t, -1), masked_embeds=emb.masked_embeds.expand(t, -1, -1),
         labels=emb.labels.expand(t, -1), grid_size=emb.grid_size, image_size=emb.image_size,
     )
+    stop("the similarity drops")
     out = cci.explain_embeddings(repeated, text_embeds)
     gh, gw = emb.grid_size
     cluster_map = label_overlay(image, emb.labels[0].reshape(gh, gw).numpy())
-    gallery = [
-        (overlay_heatmap(image, out.maps[i].numpy()), f"CCI: {texts[i]} (cos {float(out.similarity[i]):.3f})")
-        for i in range(t)
-    ]
+    gallery = []
+    for i in range(t):
+        stop(f"the overlay of text {i + 1}")
+        gallery.append((overlay_heatmap(image, out.maps[i].numpy()), f"CCI: {texts[i]} (cos {float(out.similarity[i]):.3f})"))
     notes = []
     for name in baselines:
         stop(f"the {name} baseline")
@@ -183,20 +217,6 @@ def explain(
     ]
     return {"image": image, "cluster_map": cluster_map, "gallery": gallery, "table": table,
             "similarity": [float(s) for s in out.similarity], "notes": notes}
-
-
-class Cancelled(Exception):
-    """The visitor left: an :func:`explain` call stopped before its next stage."""
-
-
-def _stopper(cancelled: Callable[[], bool] | None) -> Callable[[str], None]:
-    """A check to call before each stage: raises :class:`Cancelled` once ``cancelled()`` is true."""
-
-    def stop(stage: str) -> None:
-        if cancelled is not None and cancelled():
-            raise Cancelled(f"stopped before {stage}")
-
-    return stop
 
 
 def _baseline(name: str, model: Any, px: Any, text_embeds: Any, image: np.ndarray, text: str, seed: int) -> tuple[np.ndarray, str]:

@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import metrics, plotting
 from ..metrics.examples import EXAMPLES
-from .common import figure_to_image, png_to_image
+from .common import figure_to_image, png_to_image, stopper
 from .inputs import UserInputError, read_table
 
 __all__ = ["METRICS", "MetricSpec", "load_inputs", "compute_metric", "compute_example", "metric_help", "scalar_results"]
@@ -261,8 +261,11 @@ def compute_example(name: str) -> tuple[dict[str, float], np.ndarray]:
         return compute_metric(name, str(path))
 
 
-def compute_metric(name: str, path: str | None) -> tuple[dict[str, float], np.ndarray]:
-    """Compute metric ``name`` on the uploaded file at ``path``.
+def compute_metric(name: str, path: str | None,
+                   cancelled: Callable[[], bool] | None = None) -> tuple[dict[str, float], np.ndarray]:
+    """Compute metric ``name`` on the uploaded file at ``path``. ``cancelled`` is asked before
+    each stage (the metric, the plot); once it answers true the call stops with
+    :class:`~.common.Cancelled`.
 
     Returns:
         (scalar results, plot as ``(H, W, 3)`` uint8). The plot is the metric's own
@@ -271,7 +274,9 @@ def compute_metric(name: str, path: str | None) -> tuple[dict[str, float], np.nd
     if not path:
         raise UserInputError("Please upload a CSV or JSON file of predictions.")
     spec = _spec(name)
+    stop = stopper(cancelled)
     kwargs = load_inputs(name, path)
+    stop("the metric")
     try:
         result = spec.function(**kwargs)
     except (ValueError, KeyError, IndexError, TypeError) as err:
@@ -280,6 +285,7 @@ def compute_metric(name: str, path: str | None) -> tuple[dict[str, float], np.nd
     if not scalars:
         raise UserInputError(f"{spec.title} returned no scalar result for these inputs.")
     image = None
+    stop("the plot")
     if spec.plot is not None:
         try:
             image = png_to_image(spec.plot(result))

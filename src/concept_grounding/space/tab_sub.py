@@ -10,23 +10,27 @@ p(S-) <= 0.5.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .common import attribute_label, class_label, get_world, to_batch, world_concept_tensors
+from .common import attribute_label, class_label, get_world, stopper, to_batch, world_concept_tensors
 from .inputs import UserInputError, whole_number
 from ..bench.artifacts import model_slug
 from .resources import ResourceStore
+from .shipped import ASSETS, shipped_record
 
-__all__ = ["PER_PAIRING", "QUICK_VARIANT", "pairing_choices", "concept_names", "explore", "build_concept_model"]
+__all__ = ["BATCH", "PER_PAIRING", "QUICK_VARIANT", "concept_probabilities", "pairing_choices", "concept_names", "explore", "build_concept_model"]
 
 #: Pairing shown first (a visible change: a black crown on a Cardinal).
 DEFAULT_PAIRING = "017.Cardinal|has_crown_color::black"
 #: Images per pairing shown and tallied.
 PER_PAIRING = 8
+#: Images per forward pass of the concept model: the work stops between passes when the visitor leaves.
+BATCH = 2
 #: The bench variant the quick build trains (per-image concepts, joint, soft bottleneck).
 QUICK_VARIANT = "CBM (joint, per-img.)"
 #: Artifact folders tried, in order (``concept-grounding bench`` slugs after ours).
@@ -35,7 +39,7 @@ ARTIFACT_NAMES = ("concept_model", *(model_slug(v) for v in (QUICK_VARIANT, "CBM
 #: The default build's model, trained once and shipped (``ship_concept_model``): the Space
 #: loads it in a second instead of training it for minutes; ``space_build.json`` records the
 #: :class:`~.builds.SpaceBuild` it was trained with, and only that build loads it.
-SHIPPED_MODEL = Path(__file__).resolve().parents[1] / "assets" / "space_concept_model"
+SHIPPED_MODEL = ASSETS / "space_concept_model"
 #: How long the model takes to be ready (shown on the page); the Space prepares it at launch.
 FIRST_USE = ("shipped with the package for the default build, ready in a second or two; other builds train "
              "it when the Space starts, minutes on a 2-core CPU")
@@ -105,10 +109,7 @@ def train_concept_model(store: ResourceStore) -> tuple[Any, str]:
 
 def shipped_build() -> dict[str, Any] | None:
     """The :class:`~.builds.SpaceBuild` (as a dict) the shipped model was trained with, or ``None``."""
-    import json
-
-    record = SHIPPED_MODEL / "space_build.json"
-    return json.loads(record.read_text()) if record.is_file() else None
+    return shipped_record(SHIPPED_MODEL)
 
 
 def ship_concept_model(folder: str | Path = SHIPPED_MODEL, seed: int = 0) -> Path:
@@ -127,6 +128,20 @@ def ship_concept_model(folder: str | Path = SHIPPED_MODEL, seed: int = 0) -> Pat
     return folder
 
 
+def concept_probabilities(model: Any, images: list[np.ndarray], size: int,
+                          stop: Callable[[str], None] = stopper(None)) -> np.ndarray:
+    """``(N, C)`` concept probabilities of ``N`` ``(H, W, 3)`` uint8 images at ``size`` px, in
+    forward passes of :data:`BATCH` images with ``stop(...)`` before each (:func:`~.common.stopper`)."""
+    import torch
+
+    parts = []
+    for start in range(0, len(images), BATCH):
+        stop(f"images {start + 1}-{min(start + BATCH, len(images))} of {len(images)}")
+        with torch.no_grad():
+            parts.append(model(to_batch(images[start:start + BATCH], size)).concept_probs.numpy())
+    return np.concatenate(parts)
+
+
 def _parse_pairing(value: str) -> tuple[str, str]:
     if not value or "|" not in value:
         raise UserInputError("Pick a pairing (reference class | target attribute).")
@@ -134,8 +149,13 @@ def _parse_pairing(value: str) -> tuple[str, str]:
     return reference_class, attribute
 
 
-def explore(store: ResourceStore, pairing: str, index: int = 0) -> dict[str, Any]:
+def explore(store: ResourceStore, pairing: str, index: int = 0,
+            cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:
     """One pairing: image ``index`` before/after the substitution and the pairing's tallies.
+
+    ``cancelled`` is asked before each bird is drawn and before each forward pass of
+    :data:`BATCH` images; once it answers true the call stops with :class:`~.common.Cancelled`
+    (the Space asks whether the visitor is still there).
 
     Returns:
         dict with ``original`` / ``edited`` ``(H, W, 3)`` uint8, ``table`` (list of rows
@@ -149,18 +169,18 @@ def explore(store: ResourceStore, pairing: str, index: int = 0) -> dict[str, Any
     if reference_class not in world.class_names:
         raise UserInputError(f"{reference_class!r} is not a class of the bird world.")
     label = list(world.class_names).index(reference_class)
+    stop = stopper(cancelled)
     pairs = []
-    for i in world.class_indices(label, PER_PAIRING, start=HELD_OUT_START):
+    for n, i in enumerate(world.class_indices(label, PER_PAIRING, start=HELD_OUT_START)):
+        stop(f"bird {n + 1} of {PER_PAIRING}")
         try:
             pairs.append(world.counterfactual(world.sample(i), attribute))
         except ValueError as err:
             raise UserInputError(f"The world cannot make this substitution: {err}") from None
+    stop("the concept model")
     model, size = store.get("concept_model", build_concept_model)
-    import torch
-
-    with torch.no_grad():
-        edited_probs = model(to_batch([p.edited.image for p in pairs], size)).concept_probs.numpy()
-        original_probs = model(to_batch([p.original.image for p in pairs], size)).concept_probs.numpy()
+    edited_probs = concept_probabilities(model, [p.edited.image for p in pairs], size, stop)
+    original_probs = concept_probabilities(model, [p.original.image for p in pairs], size, stop)
     names = list(getattr(model, "concept_names", None) or concept_names())
     from ..metrics.sub_accuracy import sub_accuracy
 

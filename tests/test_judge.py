@@ -140,8 +140,15 @@ def test_validation_reports_a_transform_condition(world, pairings, truth):
     assert v.supports_finding  # bars apply to raw images
 
 
+def _bench():
+    """The world TDG experiment's stages (``benchmarks/bench_tdg_world.py`` only calls them)."""
+    from concept_grounding.experiments import world_tdg
+
+    return world_tdg
+
+
 def test_benchmark_refuses_a_finding_when_validation_fails(world, pairings, truth, tmp_path):
-    from concept_grounding.bench.world_tdg_stats import write_world_tdg_report  # benchmarks/bench_tdg_world.py's report
+    from concept_grounding.experiments.world_tdg_stats import write_world_tdg_report  # benchmarks/bench_tdg_world.py's report
 
     v = validate_judge(species_only_judge(truth, world), world, pairings, 1, 2)
     results = {"command": "x", "seconds": 1.0, "validation": {**v.to_dict(), "markdown": v.to_markdown()},
@@ -255,7 +262,7 @@ def test_bars_are_the_issue_s():
 
 def test_judge_card_states_the_measured_training_time(world, tmp_path):
     bench = _bench()
-    args = bench.parse_args(["--out", str(tmp_path)])
+    args = bench.WorldTDGSettings(out=tmp_path)
     assert bench.judge_cost(world, args) == ""  # a judge cached before times were recorded
     folder = bench.judge_folder(world, args)
     folder.mkdir(parents=True)

@@ -284,7 +284,7 @@ def quality(world: Any, tdg: Any, judge_fn: Any, kw: dict, settings: WorldTDGSet
     from ..tdg.plan import image_seed
     from ..tdg.prompts import attribute_category
     from ..vocabulary import class_display_name
-    from ..worldflux.captions import _phrase, phrase_attributes
+    from ..worldflux.captions import caption_phrase, phrase_attributes
 
     vocab = world.vocab
     rng = np.random.default_rng(settings.seed)
@@ -299,7 +299,7 @@ def quality(world: Any, tdg: Any, judge_fn: Any, kw: dict, settings: WorldTDGSet
         options = phrase_attributes(world.class_attributes[c], world)
         for i in rng.choice(len(options), size=min(3, len(options)), replace=False):
             a = options[int(i)]
-            attr_prompts.append(f"a photo of a {class_display_name(name)} with {_phrase(a)}")
+            attr_prompts.append(f"a photo of a {class_display_name(name)} with {caption_phrase(a)}")
             attr_seeds.append(image_seed(settings.seed, name, a, 0))
             attr_targets.append(vocab.attribute_index(a))
     colours = sorted({a for _, a in pairings if attribute_category(a, vocab) == "colour"}, key=vocab.attribute_index)

@@ -1,4 +1,4 @@
-"""The world TDG experiment's stages in the package (issue 32.6): ``concept_grounding.bench.world_tdg``
+"""The world TDG experiment's stages in the package (issue 32.6): ``concept_grounding.experiments.world_tdg``
 and its statistics; ``benchmarks/bench_tdg_world.py`` only parses arguments and calls them."""
 
 import importlib.util
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from concept_grounding.bench.world_tdg import STAGES, WorldTDGSettings, check_settings, method_prompts, world_guide
-from concept_grounding.bench.world_tdg_stats import (
+from concept_grounding.experiments.world_tdg import STAGES, WorldTDGSettings, check_settings, method_prompts, world_guide
+from concept_grounding.experiments.world_tdg_stats import (
     mark_guide_positive,
     power,
     summarise_rows,

@@ -55,3 +55,17 @@ def test_bad_input_is_refused():
         prompting_images(None, [A, B], [0], batch_size=1)
     with pytest.raises(ValueError, match="batch_size"):
         prompting_images(None, [A], [0], batch_size=0)
+
+
+def test_the_space_s_prompting_only_image_is_this_baseline(tiny_space_store):
+    """The Space's TDG tab no longer runs TDG at eta 0 on (c_R, c_R) (two prompt encodings and a batch
+    of two): its prompting-only image is ``prompting_images`` of c_R from the pair's seed."""
+    from concept_grounding.space import tab_tdg
+    from concept_grounding.tdg.prompts import prompting_only_prompt
+
+    cls, attribute, seed = "017.Cardinal", "has_crown_color::black", 3
+    _, _, base = tab_tdg.generate(tiny_space_store, cls, attribute, model=tab_tdg.TINY_MODEL, steps=2, seed=seed)
+    pipe = tab_tdg.get_pipeline(tiny_space_store, tab_tdg.TINY_MODEL)
+    expected = prompting_images(pipe, [prompting_only_prompt(cls, attribute)], [seed], batch_size=1, height=32, width=32,
+                                num_inference_steps=2, max_sequence_length=32, output_type="np")[0]
+    assert np.array_equal(base, np.clip(np.rint(expected * 255.0), 0, 255).astype(np.uint8))

@@ -137,3 +137,48 @@ def test_the_script_only_maps_its_flags_onto_the_settings(tmp_path):
     assert list(settings.as_dict()) == list(vars(args)) and settings.as_dict()["stages"] == list(STAGES)
     with pytest.raises(SystemExit):
         script.parse_args(["--out", str(tmp_path), "--batch", "0"])
+
+
+class _FakePipe:
+    """Stands in for the world Flux: an "image" is ``(kind, prompt)``, so the stage's wiring shows."""
+
+    def __call__(self, refs, guides, eta_schedule, negative_prompt, generator, **kw):
+        from types import SimpleNamespace
+
+        assert len(generator) == len(refs) == len(guides) and negative_prompt == ""
+        return SimpleNamespace(reference_images=[("tdg", r) for r in refs], guide_images=[("guide", g) for g in guides])
+
+    def base_call(self, prompt, num_images_per_prompt, generator, negative_prompt, **kw):
+        from types import SimpleNamespace
+
+        prompts = [prompt] * num_images_per_prompt if isinstance(prompt, str) else prompt
+        assert len(generator) == len(prompts)
+        return SimpleNamespace(images=[("prompting", p) for p in prompts])
+
+
+def test_substitution_judges_each_method_s_images_and_marks_guide_positive_pairings(tmp_path):
+    """The substitution stage on two pairings with a fake pipeline and a judge that finds S+ in
+    every tied image and guide and in no prompting-only one: records per image and method, in order."""
+    import numpy as np
+
+    from concept_grounding.experiments.world_tdg import substitution
+    from concept_grounding.world import BirdWorld
+
+    world = BirdWorld()
+    pairings = world.default_pairings()[:2]
+
+    def judge_fn(images):
+        probs = np.array([[1.0 if kind in ("tdg", "guide") else 0.0] * 312 for kind, _ in images])
+        return np.full(len(images), -1), probs  # no species kept: success never
+
+    sub = substitution(world, _FakePipe(), judge_fn, {"num_inference_steps": 1}, WorldTDGSettings(out=tmp_path, images=2,
+                                                                                                   batch=4), pairings)
+    by_method = {}
+    for r in sub["records"]:
+        by_method.setdefault(r["method"], []).append(r)
+    assert len(by_method["prompting"]) == len(by_method["tdg"]) == 2 * len(pairings)
+    assert all(r["s_plus_found"] and r["guide_s_plus"] and r["pairing_guide_positive"] for r in by_method["tdg"])
+    assert not any(r["s_plus_found"] or r["success"] for r in by_method["prompting"])
+    assert [sub["images"]["prompting"][r["image_id"]] for r in by_method["prompting"]] == [
+        ("prompting", r["reference_prompt"]) for r in by_method["prompting"]]
+    assert [r["image_index"] for r in by_method["tdg"]][:2] == [0, 1]

@@ -243,11 +243,16 @@ def test_generate_steps_default_to_the_model_s_own():
     from concept_grounding.commands.generate import config_from_args
     from concept_grounding.worldflux.loader import WORLD_STEPS
 
+    from concept_grounding.tdg.sources import DEFAULT_STEPS, FluxModel
+
     def steps(*argv: str) -> int:
-        return config_from_args(build_parser().parse_args(["generate", "--out", "x", *argv])).num_inference_steps
+        config = config_from_args(build_parser().parse_args(["generate", "--out", "x", *argv]))
+        # a named model is not resolved here (that probes the Hub): its FluxModel's default applies
+        model = FluxModel("m", "float32", 1024, 512, load=lambda: None) if "--model" in argv else config.model.resolve()
+        return config.resolved_steps(model)
 
     assert WORLD_STEPS == 20 and steps() == 20 and steps("--steps", "7") == 7
-    assert steps("--model", "black-forest-labs/FLUX.1-dev") == 28
+    assert DEFAULT_STEPS == 28 and steps("--model", "black-forest-labs/FLUX.1-dev") == 28
 
 
 def test_the_readme_s_error_example_is_what_the_command_prints(capsys):

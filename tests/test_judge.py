@@ -6,11 +6,9 @@ The validation stage must pass the exact oracle, fail a judge that reads only th
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,7 +23,6 @@ from concept_grounding.judge import (
 from concept_grounding.judge.data import VALIDATION_START
 from concept_grounding.world import BirdWorld, WorldConfig
 
-ROOT = Path(__file__).resolve().parents[1]
 CLASSES = ("017.Cardinal", "073.Blue_Jay", "036.Northern_Flicker")
 
 
@@ -144,18 +141,19 @@ def test_validation_reports_a_transform_condition(world, pairings, truth):
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_tdg_world", ROOT / "benchmarks" / "bench_tdg_world.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The world TDG experiment's stages (``benchmarks/bench_tdg_world.py`` only calls them)."""
+    from concept_grounding.experiments import world_tdg
+
+    return world_tdg
 
 
 def test_benchmark_refuses_a_finding_when_validation_fails(world, pairings, truth, tmp_path):
-    bench = _bench()
+    from concept_grounding.experiments.world_tdg_stats import write_world_tdg_report  # benchmarks/bench_tdg_world.py's report
+
     v = validate_judge(species_only_judge(truth, world), world, pairings, 1, 2)
     results = {"command": "x", "seconds": 1.0, "validation": {**v.to_dict(), "markdown": v.to_markdown()},
                "table": {"overall": {}}}
-    bench.write_report(results, tmp_path / "report.md")
+    write_world_tdg_report(results, tmp_path / "report.md")
     text = (tmp_path / "report.md").read_text()
     assert "## No substitution finding" in text and "s_plus_found 0.000 < 0.95" in text
     assert "## Substitution" not in text
@@ -264,7 +262,7 @@ def test_bars_are_the_issue_s():
 
 def test_judge_card_states_the_measured_training_time(world, tmp_path):
     bench = _bench()
-    args = bench.parse_args(["--out", str(tmp_path)])
+    args = bench.WorldTDGSettings(out=tmp_path)
     assert bench.judge_cost(world, args) == ""  # a judge cached before times were recorded
     folder = bench.judge_folder(world, args)
     folder.mkdir(parents=True)

@@ -18,10 +18,9 @@ from concept_grounding.tdg.generate import generate_images
 from concept_grounding.tdg.generate_config import GenerateConfig
 from concept_grounding.tdg.plan import Pairing, plan_jobs
 from concept_grounding.tdg.resume import MANIFEST_FILE, ManifestMismatchError
-from concept_grounding.tdg.sources import FluxModel
 from concept_grounding.tdg.tie import tie_pair
 from concept_grounding.worldflux import load_world_flux, world_flux_call_kwargs
-from concept_grounding.worldflux.source import WORLD_EXTRA
+from concept_grounding.worldflux.source import WorldFlux
 
 STEPS = 8
 R, G = "a photo of a Blue Jay", "a photo of a bird with a red colored breast"
@@ -206,7 +205,7 @@ def test_cache_names_and_options_are_checked():
 
 
 #: the world Flux as the writer sees it: 32 px, 24-token prompts, true CFG
-WORLD = FluxModel("world", "float32", 32, 24, load=lambda: None, extra=dict(WORLD_EXTRA))
+WORLD = WorldFlux().resolve()
 
 
 def _settings(out, acceleration=Acceleration(), **changes):

@@ -196,3 +196,18 @@ def test_another_attribute_changed_is_discarded_when_groups_are_checked():
     assert [r["i"] for r in plain.kept] == [3, 2]  # the paper's filter, unchanged
     with pytest.raises(ValueError, match="class_values"):
         filter_records(records, probs_for, check_groups=("bill_color",))
+
+
+def test_the_validation_world_side_is_size_and_the_old_flag_still_works(capsys, tmp_path):
+    """Issue 32.1: the image side is ``--size`` in filter too; ``--world-size`` (its old name) is a
+    hidden alias of the same setting, so command lines written before keep working."""
+    from concept_grounding.cli import build_parser
+
+    def size(*argv: str) -> int:
+        return build_parser().parse_args(["filter", "--in", str(tmp_path), "--out", str(tmp_path / "f"), *argv]).size
+
+    assert size() == 128 and size("--size", "32") == 32 and size("--world-size", "48") == 48
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["filter", "--help"])
+    text = capsys.readouterr().out
+    assert "--size" in text and "--world-size" not in text

@@ -259,7 +259,51 @@ def test_cli_resume_checks_the_manifest_before_loading_the_model(tmp_path, capsy
     err = capsys.readouterr().err
     assert "seed (--seed): 0 in the folder, 4 now" in err
     assert "num_inference_steps (--steps): 2 in the folder, 3 now" in err
-    assert "height (--size): 32 in the folder, 48 now" in err and "width (--size)" in err
+    assert "size (--size): 32 in the folder, 48 now" in err and "height" not in err  # one name, flag to manifest
     monkeypatch.undo()
     assert main(argv) == 0
     assert "wrote 0 new images" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------ issue 31.12 / 32: one name per setting, recorded when used
+def test_the_manifest_records_the_image_side_as_size(pipe, uninterrupted):
+    """Issue 32.1: the image side is ``--size`` / ``size`` from flag to manifest (was ``height`` + ``width``)."""
+    from concept_grounding.tdg.resume import MANIFEST_FILE
+
+    manifest = json.loads((uninterrupted / MANIFEST_FILE).read_text())
+    assert manifest["size"] == 16 and "height" not in manifest and "width" not in manifest
+
+
+def test_guidance_scale_is_recorded_only_for_a_model_that_reads_it():
+    """Issue 31.12: the world Flux has no guidance embedding (true CFG), so the manifest no longer
+    records a ``guidance_scale`` it ignores; a model with one (the tiny Flux, FLUX.1 [dev]) keeps it."""
+    from concept_grounding.worldflux.source import WorldFlux
+
+    world = WorldFlux().resolve()
+    assert not world.uses_guidance and FLUX.uses_guidance
+    assert "guidance_scale" not in generation_manifest(JOBS, SETTINGS, world)
+    assert generation_manifest(JOBS, SETTINGS, FLUX)["guidance_scale"] == 3.5
+    assert generation_manifest(JOBS, SETTINGS, world)["num_inference_steps"] == 2  # given: the config's
+    unset = dataclasses.replace(SETTINGS, num_inference_steps=None)
+    assert generation_manifest(JOBS, unset, world)["num_inference_steps"] == 20  # not given: the card's
+
+
+def test_a_folder_written_before_resumes(pipe, uninterrupted, tmp_path):
+    """Folders written before the image side had one name (``height`` + ``width``) and before the
+    manifest knew which models ignore ``guidance_scale`` still resume, adding nothing."""
+    import shutil
+
+    from concept_grounding.tdg.resume import MANIFEST_FILE
+
+    folder = tmp_path / "old"
+    shutil.copytree(uninterrupted, folder)
+    manifest = json.loads((folder / MANIFEST_FILE).read_text())
+    size = manifest.pop("size")
+    (folder / MANIFEST_FILE).write_text(json.dumps({**manifest, "height": size, "width": size}))
+    assert _generate(pipe, JOBS, folder, SETTINGS, batch_size=2) == 0
+    # a world-Flux manifest of before: guidance_scale recorded though the model ignores it
+    world = dataclasses.replace(FLUX, uses_guidance=False)
+    old = {**generation_manifest(JOBS, SETTINGS, FLUX), "height": 16, "width": 16}
+    del old["size"]
+    (folder / MANIFEST_FILE).write_text(json.dumps(old))
+    assert check_manifest(folder, generation_manifest(JOBS, SETTINGS, world))

@@ -180,13 +180,21 @@ def test_sampling_settings_are_the_measured_ones_everywhere():
     the settings the model card measured (20 steps, true CFG 4, 32 px, 24 tokens)."""
     from concept_grounding.space import tab_tdg
     from concept_grounding.worldflux.loader import WORLD_STEPS, WORLD_TRUE_CFG
-    from concept_grounding.worldflux.source import WORLD_EXTRA, WorldFlux
+    from concept_grounding.worldflux.loader import world_flux_settings
+    from concept_grounding.worldflux.source import WorldFlux
 
     assert (WORLD_STEPS, WORLD_TRUE_CFG) == (20, 4.0)
     assert tab_tdg.DEFAULT_STEPS == WORLD_STEPS
-    assert WORLD_EXTRA["true_cfg_scale"] == WORLD_TRUE_CFG
+    settings = world_flux_settings()
     model = WorldFlux().resolve()
-    assert (model.default_size, model.max_sequence_length) == (32, 24)
+    assert model.extra == {"true_cfg_scale": WORLD_TRUE_CFG, "negative_prompt": ""} == settings.extra()
+    assert (model.default_size, model.max_sequence_length, model.default_steps) == (32, 24, 20)
+    assert not model.uses_guidance  # no guidance embedding: guidance_scale is not recorded
+    steps = settings.call_kwargs().pop("num_inference_steps")
+    assert steps == model.default_steps
+    kw = settings.call_kwargs()
+    del kw["num_inference_steps"]
+    assert model.call_kwargs(model.default_size) == {**kw, "negative_prompt": ""}  # one declaration, both paths
 
 
 # ----------------------------------------------------------------------------- attribute-preserving VAE (issue 24)

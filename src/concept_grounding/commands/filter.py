@@ -48,8 +48,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--validate-on-world", type=positive_int, nargs="?", const=1, default=0, metavar="N",
                         help="first validate the scorer on N exact bird-world edits per SUB pairing (N: 1 when the"
                         " flag is given bare) and their originals: AUROC and S+ accuracy (default: 0, no validation)")
-    parser.add_argument("--world-size", type=positive_int, default=128,
+    parser.add_argument("--size", type=positive_int, default=128,
                         help="image side of the validation world in pixels (--validate-on-world)")
+    # the flag's name before the image side had one name everywhere: still accepted, not listed
+    parser.add_argument("--world-size", dest="size", type=positive_int, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
 
 def _concept_model_oracle(folder: str):
@@ -106,7 +108,7 @@ def validate_scorer(scorer, args: argparse.Namespace) -> None:
     from concept_grounding.judge import validate_scorer_on_world
     from concept_grounding.world import BirdWorld, WorldConfig
 
-    world = BirdWorld(WorldConfig(image_size=args.world_size))
+    world = BirdWorld(WorldConfig(image_size=args.size))
     report = validate_scorer_on_world(scorer, world, per_pairing=args.validate_on_world)
     args.out.mkdir(parents=True, exist_ok=True)
     atomic_write_lines(args.out / "scorer_validation.json", [json.dumps(report.to_dict(), indent=1)])

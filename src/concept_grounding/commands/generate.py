@@ -28,6 +28,7 @@ from concept_grounding.tdg.acceleration import CACHES, Acceleration, Transformer
 from concept_grounding.tdg.generate_config import GenerateConfig
 from concept_grounding.tdg.generate_job import run_generate
 from concept_grounding.tdg.sources import (
+    DEFAULT_STEPS,
     ClassTablePairings,
     FluxSource,
     PairingsFile,
@@ -69,8 +70,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="tdg: tied diffusion (SUB Sec. 3); prompting: the reference prompt alone (baseline)")
     parser.add_argument("--steps", dest="num_inference_steps", type=positive_int, default=None,
                         help=f"denoising steps (default: the model's own: {WORLD_STEPS} for the world Flux, as its "
-                             f"card says; {OTHER_STEPS} for the others)")
-    parser.add_argument("--guidance-scale", type=nonnegative_float, default=3.5, help="FLUX guidance scale")
+                             f"card says; {DEFAULT_STEPS} for the others)")
+    parser.add_argument("--guidance-scale", type=nonnegative_float, default=3.5,
+                        help="FLUX.1 [dev]'s distilled guidance scale (ignored by models without a guidance "
+                             "embedding, such as the world Flux, which uses true CFG 4; the manifest then omits it)")
     parser.add_argument("--size", type=multiple_of(SIZE_MULTIPLE, why="FLUX: VAE factor 8 x 2 x 2 latent packing"),
                         default=None, help=f"image side, a multiple of {SIZE_MULTIPLE} (default 32 for the world model and --tiny, else 1024)")
     parser.add_argument("--t-min", type=closed_unit_interval, default=None,
@@ -123,23 +126,12 @@ def _tuple(values: list[str] | None) -> tuple[str, ...] | None:
     return None if values is None else tuple(values)
 
 
-#: Denoising steps of a Flux model other than the world Flux when ``--steps`` is not given (FLUX.1-dev's usual 28).
-OTHER_STEPS = 28
-
-
-def default_steps(args: argparse.Namespace) -> int:
-    """``--steps``, else the model's own: the world Flux's :data:`WORLD_STEPS` (its card), else :data:`OTHER_STEPS`."""
-    if args.num_inference_steps is not None:
-        return args.num_inference_steps
-    return WORLD_STEPS if not args.tiny and args.model == WORLD_MODEL else OTHER_STEPS
-
-
 def config_from_args(args: argparse.Namespace) -> GenerateConfig:
     """The job's configuration (sources are read when the job runs, so errors keep their order)."""
     return GenerateConfig(
         out=args.out, model=_model(args), pairings=_pairing_source(args), classes=_tuple(args.classes),
         attributes=_tuple(args.attributes), images_per_pairing=args.images_per_pairing, seed=args.seed,
-        method=args.method, num_inference_steps=default_steps(args), guidance_scale=args.guidance_scale, size=args.size,
+        method=args.method, num_inference_steps=args.num_inference_steps, guidance_scale=args.guidance_scale, size=args.size,
         t_min=args.t_min, t_max=args.t_max, k=args.k, batch_size=args.batch_size, max_images=args.max_images,
         save_guides=args.save_guides, guide_bird=args.guide_bird, acceleration=Acceleration(cache=args.cache, compile=args.compile),
     )

@@ -2,7 +2,11 @@
 
 The default model is the world-trained Flux shipped with the package
 (:func:`build_world_pipeline`, ``concept_grounding/assets/world_flux``): 32 px bird-world
-birds, sampled with true classifier-free guidance at its trained prompt length. The tiny,
+birds, loaded and sampled as ``generate`` does, through its Flux source
+(:class:`~concept_grounding.worldflux.source.WorldFlux`: its card's steps, true
+classifier-free guidance at its trained prompt length). The prompting-only image is
+:func:`~concept_grounding.tdg.baseline.prompting_images`, the baseline ``generate`` and the
+benchmark use. The tiny,
 randomly initialised Flux of :mod:`concept_grounding.testing.flux` (:func:`build_default_pipeline`,
 noise-like images) stays in the dropdown for the mechanics. Other Flux models (a
 local folder, or a Hub id when online) are offered only when the operator lists them at
@@ -24,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..tdg.zerogpu import GPU_DTYPE, on_gpu, on_spaces_gpu
-from ..worldflux.loader import WORLD_TDG_EXPECTATION
+from ..worldflux.loader import WORLD_STEPS, WORLD_TDG_EXPECTATION
 from .common import attribute_label, class_label, figure_to_image
 from .inputs import UserInputError, whole_number
 from .limits import SpaceLimits
@@ -38,9 +42,9 @@ __all__ = ["TINY_MODEL", "WORLD_MODEL", "DEFAULT_MODEL", "MODEL_ENV", "build_wor
 TINY_MODEL = "tiny (built-in, random weights)"
 #: Name of the shipped world-trained Flux in the model dropdown (the default).
 WORLD_MODEL = "world Flux (trained on the bird world)"
-#: Default sampling steps: ``concept_grounding.worldflux.loader.WORLD_STEPS``, the setting the world
-#: Flux was measured at (model card); a test keeps the two equal.
-DEFAULT_STEPS = 20
+#: Default sampling steps: the world Flux's own (``concept_grounding.worldflux.loader.WORLD_STEPS``,
+#: the setting it was measured at, model card).
+DEFAULT_STEPS = WORLD_STEPS
 #: Most sampling steps a visitor may ask for, and the largest seed (both checked by :func:`generate`).
 MAX_STEPS = SpaceLimits().max_steps
 MAX_SEED = 2**32 - 1
@@ -138,11 +142,17 @@ def build_default_pipeline(store: ResourceStore) -> tuple[Any, str]:
     return tiny_flux_pipeline(seed=store.seed), "tiny random Flux (1+1 blocks), built in memory"
 
 
-def build_world_pipeline(store: ResourceStore) -> tuple[Any, str]:
-    """The shipped world-trained Flux (``WORLD_MODEL`` in the dropdown)."""
-    from ..worldflux import load_world_flux
+def _world_model() -> Any:
+    """The shipped world Flux's :class:`~concept_grounding.tdg.sources.FluxModel` (``generate``'s
+    ``--model world``: its size, prompt length, true CFG and loader; reads two small JSON files)."""
+    from ..worldflux.source import WorldFlux
 
-    return load_world_flux(), "world Flux (package data, trained on the bird world)"
+    return WorldFlux().resolve()
+
+
+def build_world_pipeline(store: ResourceStore) -> tuple[Any, str]:
+    """The shipped world-trained Flux (``WORLD_MODEL`` in the dropdown), loaded as ``generate`` loads it."""
+    return _world_model().load(), "world Flux (package data, trained on the bird world)"
 
 
 def pipeline_key(model: str | None) -> str:
@@ -246,8 +256,9 @@ def generate(
     pipe = get_pipeline(store, model)
     import torch
 
+    from ..tdg.baseline import prompting_images
     from ..tdg.prompts import prompting_only_prompt
-    from ..tdg.schedule import ConstantEta, schedule_for_attribute
+    from ..tdg.schedule import schedule_for_attribute
 
     schedule = schedule_for_attribute(target_attribute)
 
@@ -256,22 +267,20 @@ def generate(
     common: dict[str, Any] = {"height": size, "width": size, "num_inference_steps": steps, "output_type": "np"}
     if tiny:  # a named model's prompt length is its tokenizer's (TiedDiffusionPipeline.default_max_sequence_length)
         common["max_sequence_length"] = 32
-    if model == WORLD_MODEL:  # its trained size and prompt length, true CFG against ""
-        from ..worldflux import world_flux_call_kwargs
-
-        common = {**world_flux_call_kwargs(pipe, num_inference_steps=steps), "output_type": "np", "negative_prompt": ""}
+    if model == WORLD_MODEL:  # generate's settings of it: trained size and prompt length, true CFG against ""
+        world = _world_model()
+        common = {**world.call_kwargs(world.default_size), "num_inference_steps": steps, "output_type": "np"}
     if cancelled is not None:
         common["callback_on_step_end"] = _stop_when(cancelled, steps)
     baseline_prompt = prompting_only_prompt(reference_class, target_attribute)
     try:
         tied = pipe(c_r, c_g, eta_schedule=schedule, generator=torch.Generator().manual_seed(int(seed)), **common)
-        # Prompting only (SUB Fig. 4): c_R from the same start latents with no tie (eta = 0).
-        plain = pipe(baseline_prompt, baseline_prompt, eta_schedule=ConstantEta(0.0),
-                     generator=torch.Generator().manual_seed(int(seed)), **common)
+        # Prompting only (SUB Fig. 4): c_R alone, untied, from the same seed (the start latents of the pair).
+        plain = prompting_images(pipe, [baseline_prompt], [int(seed)], batch_size=1, **common)
     except TypeError as err:
         raise FeatureUnavailable(f"The Tied Diffusion pipeline in this build has another call signature: {err}") from None
     reference, guide = _to_uint8(tied.reference_images)[0], _to_uint8(tied.guide_images)[0]
-    baseline = _to_uint8(plain.reference_images)[0]
+    baseline = _to_uint8(plain)[0]
     return reference, guide, baseline
 
 

@@ -1,4 +1,5 @@
 from .acceleration import Acceleration, TransformerCache
+from .baseline import prompting_images
 from .filter_job import FilterConfig, FilterJobResult, run_filter
 from .generate_config import GenerateConfig
 from .generate_job import GenerateResult, run_generate

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 from ..fileio import atomic_write_bytes
 from ..vocabulary import load_vocabulary
 from .acceleration import accelerated
+from .baseline import prompting_images
 from .plan import GenerationJob, chunk_jobs
-from .plan import image_seed  # noqa: F401  (benchmarks/bench_tdg_world.py imports it from here)
 from .prompts import tdg_prompts
 from .resume import generation_manifest, is_done, part_path, write_manifest
 from .schedule import schedule_for_attribute
@@ -48,25 +48,19 @@ def _generate_chunk(pipe: Any, chunk: list[GenerationJob], config: GenerateConfi
     prompts = tdg_prompts(pairing.reference_class, pairing.target_attribute,
                           guide_bird=pairing.guide_bird or config.guide_bird)
     schedule = config.eta_schedule() or schedule_for_attribute(pairing.target_attribute)
-    size = config.image_size(model)
+    size, steps = config.resolved_size(model), config.resolved_steps(model)
     device = getattr(pipe, "_execution_device", "cpu")
-    generators = [torch.Generator(device=device).manual_seed(job.seed) for job in chunk]
-    common = dict(
-        num_inference_steps=config.num_inference_steps,
-        guidance_scale=config.guidance_scale,
-        height=size,
-        width=size,
-        max_sequence_length=model.max_sequence_length,
-        generator=generators,
-        output_type="pil",
-        **model.extra,
-    )
+    guidance = {"guidance_scale": config.guidance_scale} if model.uses_guidance else {}
+    common = dict(num_inference_steps=steps, **guidance, **model.call_kwargs(size), output_type="pil")
     if config.method == "tdg":
-        output = pipe(prompts.reference, prompts.guide, eta_schedule=schedule, num_images_per_prompt=len(chunk), **common)
+        generators = [torch.Generator(device=device).manual_seed(job.seed) for job in chunk]
+        output = pipe(prompts.reference, prompts.guide, eta_schedule=schedule, num_images_per_prompt=len(chunk),
+                      generator=generators, **common)
         images, guides = output.images, output.guide_images
         guide_prompt, schedule_meta = prompts.guide, asdict(schedule)
     elif config.method == "prompting":
-        images = pipe.base_call(prompt=prompts.reference, num_images_per_prompt=len(chunk), **common).images
+        images = prompting_images(pipe, [prompts.reference] * len(chunk), [job.seed for job in chunk],
+                                  batch_size=len(chunk), generator_device=device, **common)
         guides = [None] * len(images)
         guide_prompt, schedule_meta = None, None
     else:
@@ -87,8 +81,8 @@ def _generate_chunk(pipe: Any, chunk: list[GenerationJob], config: GenerateConfi
             "guide_prompt": guide_prompt,
             "guide_bird": prompts.guide_bird,
             "schedule": schedule_meta,
-            "num_inference_steps": config.num_inference_steps,
-            "guidance_scale": config.guidance_scale,
+            "num_inference_steps": steps,
+            **guidance,
             "height": size,
             "width": size,
         }
@@ -149,7 +143,7 @@ def generate_images(
     written = 0
     desc = "TDG images" + (f" (process {process_index + 1} of {num_processes})" if num_processes > 1 else "")
     with tqdm(total=total, desc=desc, disable=not progress, unit="img") as bar, \
-            accelerated(pipe, config.acceleration, config.num_inference_steps):
+            accelerated(pipe, config.acceleration, config.resolved_steps(model)):
         for chunk in todo:
             if config.max_images is not None:
                 if written >= config.max_images:

@@ -43,9 +43,11 @@ class GenerateConfig:
         images_per_pairing: N (paper: 500).
         seed: base seed of the per-image seeds.
         method: ``"tdg"`` or ``"prompting"`` (the reference prompt alone, a baseline).
-        num_inference_steps, guidance_scale: denoising steps and (distilled) guidance scale.
-        size: image side in pixels (``None``: the model's default); the manifest's ``height``
-            and ``width``.
+        num_inference_steps: denoising steps (``None``: the model's own, e.g. 20 for the world
+            Flux as its card says, 28 for the others).
+        guidance_scale: FLUX.1 [dev]'s distilled guidance scale; recorded in the manifest only for
+            a model whose transformer reads it (the world Flux does not: it uses true CFG).
+        size: image side in pixels (``None``: the model's default); the manifest's ``size``.
         t_min, t_max, k: override the paper's schedule (``None``: 0.2, 0.9, 10 when any is set).
         batch_size: images per pipeline call (one pairing per call; batching changes the numerics).
         max_images: stop after this many new images (``None``: all; resume later).
@@ -63,7 +65,7 @@ class GenerateConfig:
     images_per_pairing: int = 500
     seed: int = 0
     method: Method = "tdg"
-    num_inference_steps: int = 28
+    num_inference_steps: int | None = None
     guidance_scale: float = 3.5
     size: int | None = None
     t_min: float | None = None
@@ -91,6 +93,10 @@ class GenerateConfig:
             raise UsageError(f"--t-min {t_min} is above --t-max {t_max}", argument="--t-min/--t-max")
         return replace(paper, **given)
 
-    def image_size(self, model: FluxModel) -> int:
+    def resolved_size(self, model: FluxModel) -> int:
         """The image side in pixels: ``size``, else the model's default."""
         return self.size or model.default_size
+
+    def resolved_steps(self, model: FluxModel) -> int:
+        """The denoising steps: ``num_inference_steps``, else the model's own (:attr:`FluxModel.default_steps`)."""
+        return self.num_inference_steps if self.num_inference_steps is not None else model.default_steps

@@ -370,8 +370,15 @@ class TiedPipelineMixin:
                      for x in prepared)
 
     def base_call(self, **kwargs: Any) -> Any:
-        """The base pipeline's own ``__call__``, untied (SUB's prompting-only baseline from the same weights)."""
-        return super(TiedPipelineMixin, self).__call__(**kwargs)
+        """The base pipeline's own ``__call__``, untied (SUB's prompting-only baseline from the same
+        weights; :func:`~.baseline.prompting_images` batches it), on a per-call view with its own
+        copy of the scheduler (:meth:`call_view`), so it may run beside other calls on this pipeline."""
+        view = self.call_view(copy.deepcopy(self.scheduler))
+        with self.cache_session(view):
+            try:
+                return super(TiedPipelineMixin, view).__call__(**kwargs)
+            finally:
+                self.publish_call_state(view)
 
     def split_pair_output(self, images: Any, num_references: int) -> tuple[Any, Any]:
         """Split the base pipeline's image batch into (reference images, guide images)."""

@@ -6,8 +6,8 @@ counts as done only once its sidecar exists (:func:`is_done`), so a killed run t
 restarted regenerates exactly the missing images.
 
 Manifest. Before the first image, ``<out>/.tdg_manifest.json`` records everything that
-decides the pixels (:func:`generation_manifest`: method, steps, guidance, size, sequence
-length, schedule, batch size, the transformer cache and compilation
+decides the pixels (:func:`generation_manifest`: method, steps, guidance (for a model that
+reads it), size, sequence length, schedule, batch size, the transformer cache and compilation
 (:class:`~.acceleration.Acceleration`), the pairing list with its image counts, the model,
 its dtype and the seed). A later run into the same folder compares its own manifest first
 (:func:`check_manifest`) and stops with :class:`ManifestMismatchError` listing each
@@ -42,11 +42,33 @@ MANIFEST_DEFAULTS: dict[str, Any] = {"cache": None, "compile": False}
 #: manifest setting -> the argument that sets it (for resume messages)
 MANIFEST_ARGUMENTS = {
     "model": "--model/--tiny", "dtype": "--dtype", "seed": "--seed", "method": "--method",
-    "num_inference_steps": "--steps", "guidance_scale": "--guidance-scale", "height": "--size", "width": "--size",
+    "num_inference_steps": "--steps", "guidance_scale": "--guidance-scale", "size": "--size",
     "max_sequence_length": "--tiny/--model", "schedule": "--t-min/--t-max/--k", "save_guides": "--save-guides",
     "batch_size": "--batch-size", "pairings": "--classes/--attributes/--pairings/--images-per-pairing",
     "cache": "--cache", "compile": "--compile",
 }
+
+
+def upgrade_manifest(found: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
+    """A folder's manifest in today's keys, compared with ``manifest`` (the run's):
+
+    * settings added after format 1 (:data:`MANIFEST_DEFAULTS`) take the value a folder without
+      them was made with;
+    * ``height`` + ``width`` (equal sides, before the image side had one name) become ``size``;
+    * ``guidance_scale``, recorded before the manifest knew which models ignore it, is dropped
+      when this run's model ignores it (so its value never decided a pixel).
+
+    >>> old = {"height": 32, "width": 32, "guidance_scale": 3.5, "model": "world"}
+    >>> upgrade_manifest(old, {"size": 32, "model": "world"})
+    {'cache': None, 'compile': False, 'model': 'world', 'size': 32}
+    """
+    found = {**MANIFEST_DEFAULTS, **found}
+    if "size" not in found and "height" in found and found.get("height") == found.get("width"):
+        found["size"] = found.pop("height")
+        found.pop("width")
+    if "guidance_scale" not in manifest:
+        found.pop("guidance_scale", None)
+    return found
 
 
 def part_path(out_dir: Path, job: GenerationJob) -> Path:
@@ -108,22 +130,21 @@ def generation_manifest(jobs: Sequence[GenerationJob], config: GenerateConfig, m
         counts[job.pairing] = counts.get(job.pairing, 0) + 1
     seeds = hashlib.sha256(",".join(str(j.seed) for j in jobs).encode()).hexdigest()[:16]
     schedule = config.eta_schedule()
-    size = config.image_size(model)
+    steps = config.resolved_steps(model)
     manifest: dict[str, Any] = {
         "format": MANIFEST_FORMAT,
         "model": model.name,
         "dtype": model.dtype,
         "seed": config.seed,
         "method": config.method,
-        "num_inference_steps": config.num_inference_steps,
-        "guidance_scale": config.guidance_scale,
-        "height": size,
-        "width": size,
+        "num_inference_steps": steps,
+        **({"guidance_scale": config.guidance_scale} if model.uses_guidance else {}),
+        "size": config.resolved_size(model),
         "max_sequence_length": model.max_sequence_length,
         "schedule": asdict(schedule) if schedule is not None else "per attribute (paper)",
         "save_guides": config.save_guides,
         "extra": dict(model.extra),
-        **config.acceleration.manifest(config.num_inference_steps),
+        **config.acceleration.manifest(steps),
         "batch_size": config.batch_size,
         "image_seeds": seeds,
         "pairings": [
@@ -160,7 +181,7 @@ def check_manifest(out_dir: str | Path, manifest: dict[str, Any], labels: dict[s
     except json.JSONDecodeError as err:
         raise UsageError(f"not valid JSON ({err.msg})", file=path, line=err.lineno,
                          hint="restore it or write to another output folder") from None
-    found = {**MANIFEST_DEFAULTS, **found}  # settings added later: an older folder used their default
+    found = upgrade_manifest(found, manifest)  # a folder written by an older version: in today's keys
     differences = [(k, found.get(k), manifest.get(k)) for k in sorted(set(found) | set(manifest))
                    if found.get(k) != manifest.get(k)]
     if "seed" in found and "seed" in manifest:  # image_seeds follow from the base seed and the pairings

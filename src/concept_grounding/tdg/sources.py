@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 __all__ = ["FluxModel", "FluxSource", "PretrainedFlux", "PairingSource", "ClassTablePairings", "PairingsFile"]
 
+#: Denoising steps of a Flux model that declares none (FLUX.1-dev's usual 28).
+DEFAULT_STEPS = 28
+
 # ---------------------------------------------------------------------------- models
 
 
@@ -40,6 +43,9 @@ class FluxModel:
         max_sequence_length: T5 prompt length in tokens.
         load: builds the :class:`~concept_grounding.tdg.TiedDiffusionPipeline` (torch loads here).
         extra: further keyword arguments of every pipeline call (e.g. true CFG).
+        default_steps: denoising steps when the config gives none (the model's own, e.g. its card's).
+        uses_guidance: whether the transformer reads ``guidance_scale`` (a guidance embedding,
+            FLUX.1 [dev]'s distilled guidance); when not, the manifest does not record it.
     """
 
     name: str
@@ -48,6 +54,17 @@ class FluxModel:
     max_sequence_length: int
     load: Callable[[], Any] = field(compare=False, repr=False)
     extra: Mapping[str, Any] = field(default_factory=dict)
+    default_steps: int = DEFAULT_STEPS
+    uses_guidance: bool = True
+
+    def call_kwargs(self, size: int) -> dict[str, Any]:
+        """The arguments of every call of this model at side ``size``: ``height``, ``width``,
+        ``max_sequence_length`` and :attr:`extra`.
+
+        >>> FluxModel("m", "float32", 32, 24, load=lambda: None, extra={"true_cfg_scale": 4.0}).call_kwargs(32)
+        {'height': 32, 'width': 32, 'max_sequence_length': 24, 'true_cfg_scale': 4.0}
+        """
+        return {"height": size, "width": size, "max_sequence_length": self.max_sequence_length, **self.extra}
 
 
 class FluxSource(Protocol):
@@ -101,7 +118,30 @@ class PretrainedFlux:
 
             return load_flux_pipeline(resolved, dtype)
 
-        return FluxModel(resolved, dtype, 1024, 512, load)
+        return FluxModel(resolved, dtype, 1024, 512, load, uses_guidance=transformer_uses_guidance(resolved))
+
+
+def transformer_uses_guidance(model: str) -> bool:
+    """Whether the transformer of ``model`` (a folder, or a Hub id in the local cache) has a
+    guidance embedding (its ``transformer/config.json``'s ``guidance_embeds``); ``True`` when
+    that file cannot be read without the network (``guidance_scale`` is then recorded)."""
+    import json
+
+    config = Path(model) / "transformer" / "config.json"
+    if not config.is_file():
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(model, "transformer/config.json")
+        except Exception:  # noqa: BLE001  (not a Hub id either: the loader says so later)
+            cached = None
+        if not isinstance(cached, str):
+            return True
+        config = Path(cached)
+    try:
+        return bool(json.loads(config.read_text()).get("guidance_embeds", True))
+    except (OSError, ValueError):
+        return True
 
 
 # ---------------------------------------------------------------------------- pairings

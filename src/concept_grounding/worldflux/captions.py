@@ -42,7 +42,7 @@ from ..vocabulary import class_display_name
 if TYPE_CHECKING:
     from ..world import BirdWorld
 
-__all__ = ["phrase_attributes"]
+__all__ = ["phrase_attributes", "caption_phrase"]
 
 #: pad, bos, unk, eos (eos != 2 so CLIPTextModel pools at the first eos, not argmax id).
 SPECIALS: tuple[str, ...] = ("<pad>", "<bos>", "<unk>", "<eos>")
@@ -126,9 +126,9 @@ def make_caption(labels: np.ndarray, label: int, world: "BirdWorld", rng: np.ran
     if u < t_attributes:
         k = 1 if rng.random() < 0.6 or len(attrs) < 2 else 2
         picks = rng.choice(len(attrs), size=k, replace=False)
-        return f"a photo of a {name} with " + " and ".join(_phrase(attrs[int(i)]) for i in picks)
+        return f"a photo of a {name} with " + " and ".join(caption_phrase(attrs[int(i)]) for i in picks)
     if u < t_guide:
-        return f"a photo of a bird with {_phrase(attrs[int(rng.integers(len(attrs)))])}"
+        return f"a photo of a bird with {caption_phrase(attrs[int(rng.integers(len(attrs)))])}"
     if u < t_pattern and patterns:
         return f"a photo of a {name} with a {attribute_text(patterns[int(rng.integers(len(patterns)))])}"
     if u < t_shape:
@@ -147,7 +147,13 @@ def make_caption(labels: np.ndarray, label: int, world: "BirdWorld", rng: np.ran
     return f"a photo of a {name}"
 
 
-def _phrase(attribute: str) -> str:
+def caption_phrase(attribute: str) -> str:
+    """How the training captions name ``attribute`` (``"a striped tail"`` for a pattern, else
+    :func:`~concept_grounding.tdg.prompts.attribute_text`); the world benchmark prompts with it.
+
+    >>> caption_phrase("has_breast_color::blue")
+    'a blue colored breast'
+    """
     group = attribute.split("::")[0].removeprefix("has_")
     text = attribute_text(attribute)
     return f"a {text}" if group in _PATTERN_GROUPS else text

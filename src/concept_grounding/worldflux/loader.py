@@ -1,12 +1,27 @@
-"""Find and load the shipped world-trained Flux pipeline."""
+"""Find and load the shipped world-trained Flux pipeline, and how it is sampled.
+
+:class:`WorldFluxSettings` is the one declaration of the world Flux's sampling settings:
+its steps and true CFG scale (the model card's, :data:`WORLD_STEPS`, :data:`WORLD_TRUE_CFG`),
+its side and prompt length (read from the folder's configs by :func:`world_flux_settings`,
+without torch). ``generate`` (:class:`~.source.WorldFlux`), the Space's TDG tab and
+``benchmarks/bench_tdg_world.py`` all take them from there.
+
+>>> s = world_flux_settings()
+>>> s.size, s.max_sequence_length, s.num_inference_steps, s.true_cfg_scale
+(32, 24, 20, 4.0)
+>>> s.call_kwargs(num_inference_steps=4)
+{'height': 32, 'width': 32, 'max_sequence_length': 24, 'true_cfg_scale': 4.0, 'num_inference_steps': 4}
+"""
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["WORLD_FLUX_DIR", "WORLD_TRUE_CFG", "WORLD_STEPS", "WORLD_TDG_EXPECTATION", "world_flux_path", "load_world_flux", "world_flux_call_kwargs",
-           "trained_world_config"]
+__all__ = ["WORLD_FLUX_DIR", "WORLD_TRUE_CFG", "WORLD_STEPS", "WORLD_TDG_EXPECTATION", "WorldFluxSettings",
+           "world_flux_settings", "world_flux_path", "load_world_flux", "world_flux_call_kwargs", "trained_world_config"]
 
 #: The shipped pipeline folder (package data).
 WORLD_FLUX_DIR = Path(__file__).resolve().parent.parent / "assets" / "world_flux"
@@ -32,6 +47,62 @@ def world_flux_path() -> Path:
     return WORLD_FLUX_DIR
 
 
+@dataclass(frozen=True)
+class WorldFluxSettings:
+    """How a world-Flux folder is sampled (declared once; its card gives the steps and the CFG).
+
+    Attributes:
+        size: image side in pixels: the VAE's trained ``sample_size``.
+        max_sequence_length: T5 prompt length in tokens: the trained one, ``tokenizer_2``'s ``model_max_length``.
+        num_inference_steps: sampling steps the model was measured at (model card: 20).
+        true_cfg_scale: true classifier-free guidance against :attr:`negative_prompt` (model card:
+            4; the transformer has no guidance embedding, so ``guidance_scale`` is ignored).
+        negative_prompt: the empty prompt (trained with 10 % caption dropout).
+    """
+
+    size: int
+    max_sequence_length: int
+    num_inference_steps: int = WORLD_STEPS
+    true_cfg_scale: float = WORLD_TRUE_CFG
+    negative_prompt: str = ""
+
+    def extra(self) -> dict[str, Any]:
+        """The call arguments beyond size, prompt length and steps: ``true_cfg_scale``, ``negative_prompt``."""
+        return {"true_cfg_scale": self.true_cfg_scale, "negative_prompt": self.negative_prompt}
+
+    def call_kwargs(self, *, true_cfg_scale: float | None = None, num_inference_steps: int | None = None) -> dict[str, Any]:
+        """``height``, ``width``, ``max_sequence_length``, ``true_cfg_scale``, ``num_inference_steps``
+        (the settings' own unless given; ``negative_prompt`` must be passed beside them)."""
+        return {
+            "height": int(self.size),
+            "width": int(self.size),
+            "max_sequence_length": int(self.max_sequence_length),
+            "true_cfg_scale": float(self.true_cfg_scale if true_cfg_scale is None else true_cfg_scale),
+            "num_inference_steps": int(self.num_inference_steps if num_inference_steps is None else num_inference_steps),
+        }
+
+
+def world_flux_folder(path: str | Path | None = None) -> Path:
+    """``path`` (default: the shipped folder), checked to be a diffusers pipeline folder.
+
+    Raises:
+        FileNotFoundError: no ``model_index.json`` there.
+    """
+    folder = Path(path) if path is not None else world_flux_path()
+    if not (folder / "model_index.json").is_file():
+        raise FileNotFoundError(f"path: {folder} is not a diffusers pipeline folder (no model_index.json)")
+    return folder
+
+
+def world_flux_settings(path: str | Path | None = None) -> WorldFluxSettings:
+    """The :class:`WorldFluxSettings` of a world-Flux folder (default: the shipped one), read from
+    its ``vae/config.json`` and ``tokenizer_2/tokenizer_config.json`` (no torch)."""
+    folder = world_flux_folder(path)
+    size = json.loads((folder / "vae" / "config.json").read_text())["sample_size"]
+    tokens = json.loads((folder / "tokenizer_2" / "tokenizer_config.json").read_text())["model_max_length"]
+    return WorldFluxSettings(size=int(size), max_sequence_length=int(tokens))
+
+
 def load_world_flux(path: str | Path | None = None, pipeline_cls: type | None = None, torch_dtype: Any = None) -> Any:
     """Load a world-Flux folder (default: the shipped one) as ``pipeline_cls`` through
     :func:`~concept_grounding.tdg.loading.load_flux_pipeline` (default
@@ -39,27 +110,17 @@ def load_world_flux(path: str | Path | None = None, pipeline_cls: type | None = 
     default float32, at the trained resolution)."""
     from ..tdg.loading import load_flux_pipeline
 
-    folder = Path(path) if path is not None else world_flux_path()
-    if not (folder / "model_index.json").is_file():
-        raise FileNotFoundError(f"path: {folder} is not a diffusers pipeline folder (no model_index.json)")
-    return load_flux_pipeline(folder, torch_dtype or "float32", pipeline_cls)
+    return load_flux_pipeline(world_flux_folder(path), torch_dtype or "float32", pipeline_cls)
 
 
 def world_flux_call_kwargs(pipe: Any, true_cfg_scale: float = WORLD_TRUE_CFG, num_inference_steps: int = WORLD_STEPS) -> dict[str, Any]:
-    """Keyword arguments a world-Flux call needs: the trained prompt length, the trained
-    resolution and true classifier-free guidance against the empty prompt.
-
-    Returns ``height``, ``width``, ``max_sequence_length``, ``true_cfg_scale``,
-    ``num_inference_steps`` (``negative_prompt=""`` must be passed beside them).
+    """Keyword arguments a loaded world-Flux ``pipe`` needs (:meth:`WorldFluxSettings.call_kwargs`
+    of its trained resolution and prompt length): ``height``, ``width``, ``max_sequence_length``,
+    ``true_cfg_scale``, ``num_inference_steps`` (``negative_prompt=""`` must be passed beside them).
     """
-    size = int(pipe.vae.config.sample_size)
-    return {
-        "height": size,
-        "width": size,
-        "max_sequence_length": int(pipe.tokenizer_2.model_max_length),
-        "true_cfg_scale": float(true_cfg_scale),
-        "num_inference_steps": int(num_inference_steps),
-    }
+    settings = WorldFluxSettings(size=int(pipe.vae.config.sample_size),
+                                 max_sequence_length=int(pipe.tokenizer_2.model_max_length))
+    return settings.call_kwargs(true_cfg_scale=true_cfg_scale, num_inference_steps=num_inference_steps)
 
 
 def trained_world_config(path: str | Path | None = None) -> Any:
@@ -69,8 +130,6 @@ def trained_world_config(path: str | Path | None = None) -> Any:
     >>> trained_world_config().pose in ("canonical", "varied")
     True
     """
-    import json
-
     from .components import FluxTrainConfig
 
     folder = Path(path) if path is not None else world_flux_path()

@@ -5,46 +5,52 @@ shipped world-trained Flux (``--model world``, the default of ``concept-groundin
 generate``); :func:`world_pairings` plans SUB's pairings over the world's 33 classes from
 their class-level labels.
 
->>> WORLD_MODEL, WORLD_EXTRA
-('world', {'true_cfg_scale': 4.0, 'negative_prompt': ''})
+>>> model = WorldFlux().resolve()
+>>> model.name, model.default_size, model.max_sequence_length, model.default_steps, model.extra
+('world', 32, 24, 20, {'true_cfg_scale': 4.0, 'negative_prompt': ''})
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 from ..tdg.sources import ClassTablePairings, FluxModel
-from .loader import WORLD_TRUE_CFG
+from .loader import world_flux_settings
 
 __all__ = ["WORLD_MODEL", "WorldFlux", "world_pairings"]
 
 #: The manifest's ``model`` (and ``--model`` value) of the shipped world Flux.
 WORLD_MODEL = "world"
-#: How the world Flux is sampled: true classifier-free guidance against the empty prompt
-#: (it was trained with 10 % caption dropout and has no distilled guidance embedding).
-WORLD_EXTRA = {"true_cfg_scale": WORLD_TRUE_CFG, "negative_prompt": ""}
 
 
-def _load_world_tdg() -> Any:
+def _load_world_tdg(path: Path | None) -> Any:
     from ..tdg.pipeline import TiedDiffusionPipeline
     from .loader import load_world_flux
 
-    return load_world_flux(pipeline_cls=TiedDiffusionPipeline)
+    return load_world_flux(path, pipeline_cls=TiedDiffusionPipeline)
 
 
 @dataclass(frozen=True)
 class WorldFlux:
-    """The shipped world Flux: float32, at its VAE's trained size and its tokenizer's prompt length, true CFG."""
+    """A world Flux (default: the shipped one), float32, sampled as its
+    :class:`~.loader.WorldFluxSettings` say: its VAE's trained side, its tokenizer's prompt
+    length, the card's steps and true CFG against the empty prompt; it ignores ``guidance_scale``.
+
+    Args:
+        path: a folder written by ``train-flux`` (``None``: the shipped one, recorded as ``"world"``).
+    """
+
+    path: Path | None = None
 
     def resolve(self) -> FluxModel:
-        from .loader import world_flux_path
-
-        folder = world_flux_path()
-        size = json.loads((folder / "vae" / "config.json").read_text())["sample_size"]  # the trained side
-        tokens = json.loads((folder / "tokenizer_2" / "tokenizer_config.json").read_text())["model_max_length"]
-        return FluxModel(WORLD_MODEL, "float32", int(size), int(tokens), _load_world_tdg, dict(WORLD_EXTRA))
+        settings = world_flux_settings(self.path)
+        name = WORLD_MODEL if self.path is None else str(Path(self.path).resolve())
+        return FluxModel(name, "float32", settings.size, settings.max_sequence_length,
+                         partial(_load_world_tdg, self.path), settings.extra(),
+                         default_steps=settings.num_inference_steps, uses_guidance=False)
 
 
 def _bird_world() -> Any:

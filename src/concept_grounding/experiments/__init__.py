@@ -1,0 +1,6 @@
+"""Experiments whose results the README reports, as tested stages the ``benchmarks/`` scripts call.
+
+:mod:`.world_tdg`: TDG vs prompting on the world-trained Flux, judged by the grounded world
+judge (``benchmarks/bench_tdg_world.py``); :mod:`.world_tdg_stats`: its table, power and report.
+Nothing is imported here (import the modules themselves).
+"""

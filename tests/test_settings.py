@@ -105,3 +105,13 @@ def test_bench_command_defaults_are_the_configs_defaults_and_flags_reach_their_f
          "--concepts", "all", "--min-class-count", "3"]))
     assert config == BenchConfig(world=World(image_size=48, class_names=("073.Blue_Jay", "017.Cardinal"), seed=2),
                                  clip=False, models=("CEM",), concepts="all", min_class_count=3)
+
+
+def test_candidates_world_side_is_size_and_its_old_spelling_still_parses():
+    from concept_grounding.commands import candidates
+
+    parser = argparse.ArgumentParser()
+    candidates.add_arguments(parser)
+    assert parser.parse_args(["classes", "--size", "48"]).world_size == 48
+    assert parser.parse_args(["attributes", "--world-size", "40"]).world_size == 40
+    assert parser.parse_args(["classes"]).world_size is None

@@ -42,8 +42,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Setting", "setting", "settings_of", "add_arguments", "from_args", "flags", "flag", "manifest",
-           "command_line"]
+__all__ = ["Setting", "setting", "settings_of", "add_arguments", "add_option", "from_args", "flags", "flag",
+           "manifest", "command_line"]
 
 #: the key of a field's ``metadata`` that holds its :class:`Setting`
 METADATA_KEY = "concept_grounding.setting"
@@ -144,10 +144,18 @@ def add_arguments(parser: argparse.ArgumentParser, config: type, *, exclude: Ite
             kwargs["default"] = list(default)  # as argparse parses several values (``convert`` turns them back)
         else:
             kwargs["default"] = default
-        parser.add_argument(s.option, **kwargs)
-        for alias in s.aliases:  # the same destination, not shown in --help
-            parser.add_argument(alias, **{**kwargs, "help": argparse.SUPPRESS, "required": False,
-                                          "default": argparse.SUPPRESS})
+        add_option(parser, s.option, *s.aliases, **kwargs)
+
+
+def add_option(parser: argparse.ArgumentParser, flag: str, *aliases: str, **kwargs: Any) -> None:
+    """``parser.add_argument(flag, **kwargs)`` plus older spellings (``aliases``) that parse to
+    the same destination and are hidden from ``--help`` (for an option a command declares
+    itself rather than through a config's :func:`setting`)."""
+    action = parser.add_argument(flag, **kwargs)
+    hidden = {**kwargs, "dest": action.dest, "help": argparse.SUPPRESS, "required": False,
+              "default": argparse.SUPPRESS}
+    for alias in aliases:
+        parser.add_argument(alias, **hidden)
 
 
 def from_args(config: type, args: argparse.Namespace, **given: Any) -> Any:

@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from concept_grounding.settings import add_option
+
 from ._types import attribute_name, class_name, closed_unit_interval, existing_dir, existing_file, positive_int
 
 __all__ = ["add_arguments", "run"]
@@ -74,8 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("reports/candidates"), help="report folder")
-    parser.add_argument("--world-size", type=positive_int, default=None,
-                        help="world renders: side in px (default: 32, the shipped world Flux's and judge's)")
+    add_option(parser, "--size", "--world-size", dest="world_size", type=positive_int, default=None,
+               help="world renders: side in px (default: 32, the shipped world Flux's and judge's)")
     parser.add_argument("--world-seed", type=int, default=0, help="world renders: seed")
     parser.add_argument("--batch-size", type=positive_int, default=64, help="images per classifier / scorer call")
     parser.add_argument("--device", default="cpu", help="device of a transformers model")

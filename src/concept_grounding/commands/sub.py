@@ -132,14 +132,14 @@ def run(args: argparse.Namespace) -> int:
         return _run(args)
 
 
-def check_clip_name(name: str, pretrained: str | None) -> None:
-    """First, before torch: a ``--model`` that names a CLIP (not a folder or a factory) must
-    be loadable now, and an open_clip architecture must name its weights (``--pretrained``)."""
-    from concept_grounding.hub import resolve_clip
+def check_model(name: str, pretrained: str | None) -> None:
+    """First, before torch: a ``--model`` goes through the one resolver
+    (:func:`concept_grounding.hub.resolve_model_spec`): a folder must exist, a factory's file or
+    module too, a CLIP name must be loadable now and an open_clip architecture must name its
+    weights (``--pretrained``)."""
+    from concept_grounding.hub import resolve_model_spec
 
-    if Path(name).expanduser().exists() or (":" in name and not name.startswith("hf-hub:")):
-        return
-    resolve_clip(name, "--model", pretrained)
+    resolve_model_spec(name, "--model", pretrained=pretrained, pretrained_argument="--pretrained")
 
 
 def model_list(models: list[str], pretrained: str | None) -> list[tuple[str, str | None]]:
@@ -159,7 +159,7 @@ def _run(args: argparse.Namespace) -> int:
         raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
     models = model_list(args.model, args.pretrained)
     for model, tag in models:  # every named model is checked before any is scored
-        check_clip_name(model, tag)
+        check_model(model, tag)
     if len(models) == 1:
         return _score(args, *models[0], args.out)
     from concept_grounding.bench.artifacts import model_slug
@@ -189,7 +189,7 @@ def _write_summary(rows: list[dict], out: Path) -> None:
 
 def _score(args: argparse.Namespace, model_name: str, pretrained: str | None, out: Path, row: bool = False):
     """Score one model into ``out``; returns 0, or its summary row when ``row``."""
-    from concept_grounding.evaluation import evaluate_sub, load_model
+    from concept_grounding.evaluation import evaluate_sub
     from concept_grounding.evaluation.distributed import process_info
 
     overrides = dict(concept_names=_concept_names(args.concept_names, args.index_base), output=args.output,
@@ -199,11 +199,9 @@ def _score(args: argparse.Namespace, model_name: str, pretrained: str | None, ou
     output = args.output
     if output is not None and output.lstrip("-").isdigit():
         overrides["output"] = int(output)
-    model = load_model(model_name, image_size=args.image_size, include_none=args.include_none, device=args.device,
-                       pretrained=pretrained, **overrides)
-    result = evaluate_sub(model, args.sub, protocol=args.protocol, batch_size=args.batch_size, device=args.device,
-                          dtype=args.dtype, progress=not args.no_progress, source_options=_source_options(args))
-    result.model = model_name
+    result = evaluate_sub(model_name, args.sub, protocol=args.protocol, batch_size=args.batch_size, device=args.device,
+                          dtype=args.dtype, progress=not args.no_progress, source_options=_source_options(args),
+                          image_size=args.image_size, include_none=args.include_none, pretrained=pretrained, **overrides)
     if process_info().is_main:
         result.save(out, scores=args.save_scores)
         print(f"{model_name + ': ' if row else ''}s+ {result.s_plus:.4f} (chance {result.chance_s_plus:.4f})  "

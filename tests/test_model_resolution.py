@@ -73,3 +73,38 @@ def test_the_resolver_tells_the_kinds_apart(tmp_path, offline):
         resolve_model_spec(f"{tmp_path / 'factory.py'}:build", accept=("folder", "name"))
     with pytest.raises(ModelUnavailableError, match="names no weights"):
         resolve_model_spec("ViT-B-32")
+
+
+FACTORY = """
+import torch
+
+
+def build():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 32 * 32, 32)), "sub"
+"""
+
+
+def test_evaluate_sub_wraps_moves_and_names_a_model_argument_once(tmp_path, monkeypatch):
+    """The walk of a ``--model`` through ``evaluate_sub``: one resolution, one wrap, one move,
+    one name (issue 32: it was wrapped twice, moved twice and named twice)."""
+    from concept_grounding import hub
+    from concept_grounding.evaluation import adapters, evaluate_sub, load_sub_source, loading
+
+    (tmp_path / "tiny.py").write_text(FACTORY)
+    calls = {"resolve": 0, "wrap": 0, "move": 0}
+
+    def counted(name, real):
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return real(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(hub, "_check_factory", counted("resolve", hub._check_factory))
+    monkeypatch.setattr(loading, "as_sub_model", counted("wrap", loading.as_sub_model))
+    monkeypatch.setattr(adapters.BinaryConceptModel, "to", counted("move", adapters.BinaryConceptModel.to))
+    spec = resolve_model_spec(f"{tmp_path / 'tiny.py'}:build")  # the command's early check
+    sub = load_sub_source(image_size=32, classes=("017.Cardinal",))
+    result = evaluate_sub(spec, sub.select(range(6)), device="cpu", normalize=False, image_size=32, progress=False)
+    assert calls == {"resolve": 1, "wrap": 1, "move": 1}
+    assert result.model == f"{tmp_path / 'tiny.py'}:build" and result.num_images == 6

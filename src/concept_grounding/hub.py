@@ -317,11 +317,16 @@ class ModelSpec:
         target: the absolute path; the factory spec (a ``.py`` file made absolute); or the
             checked name (cached, or the Hub answered; an open_clip architecture with weights).
         argument: the argument it came from, for later messages.
+        text: the user's text (the model's name in reports).
     """
 
     kind: ModelKind
     target: str
     argument: str = "--model"
+    text: str = ""
+
+    def __str__(self) -> str:
+        return self.text or self.target
 
 
 def _is_factory_spec(text: str) -> bool:
@@ -353,7 +358,8 @@ def _check_factory(text: str, argument: str) -> str:
 def resolve_model_spec(spec: str | os.PathLike[str], argument: str = "--model", *, pretrained: str | None = None,
                        pretrained_argument: str | None = None,
                        accept: tuple[ModelKind, ...] = ("folder", "factory", "name")) -> ModelSpec:
-    """The one resolver of a model argument: what ``spec`` is, checked before any loading.
+    """The one resolver of a model argument: what ``spec`` is, checked before any loading
+    (a :class:`ModelSpec` is returned as it is).
 
     1. an existing local folder or file -> ``"folder"`` (absolute path);
     2. ``file.py:factory`` / ``package.module:factory`` -> ``"factory"`` (the file or module
@@ -380,6 +386,8 @@ def resolve_model_spec(spec: str | os.PathLike[str], argument: str = "--model", 
     ...
     concept_grounding.errors.ModelUnavailableError: --models: no such file 'nope.py' (of the factory 'nope.py:build')
     """
+    if isinstance(spec, ModelSpec):  # resolved already: not checked twice
+        return spec
     text = str(spec)
     path = Path(text).expanduser()
     if path.exists():
@@ -402,4 +410,4 @@ def resolve_model_spec(spec: str | os.PathLike[str], argument: str = "--model", 
     if kind not in accept:  # after the checks, so that a bad argument reads the same for every caller
         raise UsageError(f"{text!r} is {_KIND_TEXT[kind]}; this takes {' or '.join(_KIND_TEXT[k] for k in accept)}",
                          argument=argument)
-    return ModelSpec(kind, target, argument)
+    return ModelSpec(kind, target, argument, text)

@@ -28,10 +28,13 @@ import sys
 from collections.abc import Mapping, Sequence
 from numbers import Integral
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError, option
 from .adapters import SubModel, as_sub_model
+
+if TYPE_CHECKING:
+    from ..hub import ModelSpec
 
 __all__ = ["load_model", "load_factory", "saved_image_size"]
 
@@ -40,7 +43,7 @@ FACTORY_KEYS = ("model", "transform", "preprocess", "processor", "concept_names"
                 "image_size", "mean", "std", "normalize", "index_base", "include_none")
 
 
-def load_factory(spec: str, argument: str = "--model"):
+def load_factory(spec: "str | ModelSpec", argument: str = "--model"):
     """The callable named by ``"path/to/file.py:name"`` or ``"package.module:name"``
     (checked first by :func:`concept_grounding.hub.resolve_model_spec`).
 
@@ -131,7 +134,7 @@ def saved_image_size(folder: Path, default: int = 64) -> int:
 
 
 def load_model(
-    spec: str | Path,
+    spec: "str | Path | ModelSpec",
     *,
     image_size: int | None = None,
     include_none: bool = False,
@@ -146,7 +149,8 @@ def load_model(
     :func:`concept_grounding.hub.require_open_clip_weights`). ``overrides`` (``concept_names``, ``output``, ``outputs``, ``mean``, ``std``, ...) replace
     what a factory returned. ``spec`` is checked first by the one resolver,
     :func:`concept_grounding.hub.resolve_model_spec` (a bad folder, factory or name fails
-    there in one line naming ``argument``, before any model is loaded); a ``ValueError``
+    there in one line naming ``argument``, before any model is loaded; a
+    :class:`~concept_grounding.hub.ModelSpec` it returned is not checked again); a ``ValueError``
     names ``spec`` when nothing can load it.
     """
     from ..hub import resolve_model_spec
@@ -156,14 +160,14 @@ def load_model(
     if pretrained is not None and (Path(text).expanduser().exists() or ":" in text and not text.startswith("hf-hub:")):
         raise UsageError(f"--model {text!r} is not an open_clip architecture; {option('pretrained')} applies to "
                          "open_clip names only")
-    resolved = resolve_model_spec(text, argument, pretrained=pretrained)
+    resolved = resolve_model_spec(spec, argument, pretrained=pretrained)
     path = Path(resolved.target)
     if resolved.kind == "folder" and path.is_dir() and concept_model_class_name(path):
         model = load_concept_model(path)
         size = image_size or saved_image_size(path)
         return as_sub_model(model, image_size=size, **{k: v for k, v in overrides.items() if v is not None})
     if resolved.kind == "factory":
-        factory = load_factory(resolved.target, argument)
+        factory = load_factory(resolved, argument)
         return from_factory_result(factory(), image_size=image_size, include_none=include_none or None, **overrides)
     from ..models.clip import load_clip
 

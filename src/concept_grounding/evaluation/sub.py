@@ -306,7 +306,9 @@ def _wrap(model: Any, options: dict[str, Any]) -> SubModel:
     """``model`` wrapped once: a ``--model`` string (a folder, ``file.py:factory`` or CLIP name)
     through :func:`~.loading.load_model` (the one resolver, then the loader), anything else
     through :func:`~.adapters.as_sub_model`; neither moves it (:func:`evaluate_sub` does, once)."""
-    if isinstance(model, (str, Path)):
+    from ..hub import ModelSpec
+
+    if isinstance(model, (str, Path, ModelSpec)):
         from .loading import load_model
 
         return load_model(model, **options)
@@ -315,7 +317,9 @@ def _wrap(model: Any, options: dict[str, Any]) -> SubModel:
 
 def _describe(obj: Any) -> str:
     """A short name of a model or source for the report."""
-    if isinstance(obj, (str, Path)):
+    from ..hub import ModelSpec
+
+    if isinstance(obj, (str, Path, ModelSpec)):
         return str(obj)
     from .adapters import BinaryConceptModel, OpenVocabularyModel
 

@@ -218,7 +218,8 @@ def test_a_folder_that_is_not_cub_and_a_missing_model_folder_say_so(tmp_path, ca
     missing = str(tmp_path / "nonexistent")
     assert main(["analyse", "--model", missing, "--cub-root", str(not_cub), "--out", str(tmp_path / "a")]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert err == f"concept-grounding: error: --model {missing!r}: no such folder (a saved PostHocCBM folder, or 'file.py:factory')"
+    assert err == (f"concept-grounding: error: --model: no such folder or file {missing!r}; pass an existing folder or a "
+                   "Hub model id like 'org/name'")  # the one resolver's line, the same from every command (issue 32)
 
 
 def test_a_warning_reaches_the_user_as_one_line_without_a_source_path(monkeypatch, tmp_path, capsys):

@@ -18,6 +18,13 @@ fails. :func:`resolve_model` decides within seconds:
    private one without a token). An answer with the repository: the library downloads it.
 
 The probe result is kept per endpoint for the life of the process.
+
+:func:`resolve_model_spec` is the one entry for a user's model argument (``--model``, the
+Space's model box, :func:`~concept_grounding.evaluation.load_model`): an existing folder
+or file, a ``file.py:factory`` / ``package.module:factory``, or a name (a CLIP: open_clip
+architecture, ``hf-hub:`` id or transformers id, checked by :func:`resolve_clip`); each
+kind of bad argument fails here, before any model library is imported for loading, in
+one line naming the argument.
 """
 
 from __future__ import annotations
@@ -31,9 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .errors import ModelUnavailableError, suggest
+from .errors import ModelUnavailableError, UsageError, suggest
 
-__all__ = ["resolve_model", "resolve_open_clip", "resolve_clip", "require_open_clip_weights", "RANDOM_WEIGHTS"]
+__all__ = ["resolve_model", "resolve_open_clip", "resolve_clip", "require_open_clip_weights", "RANDOM_WEIGHTS",
+           "ModelSpec", "resolve_model_spec"]
 
 logger = logging.getLogger(__name__)
 
@@ -292,3 +300,114 @@ def resolve_clip(name: str, argument: str = "--model", pretrained: str | None = 
         resolve_open_clip(name, pretrained, argument, pretrained_argument)
         return name
     return resolve_model(name, argument)
+
+
+#: what each kind of model argument is, for messages
+_KIND_TEXT = {"folder": "a local folder or file", "factory": "a 'file.py:factory' or 'package.module:factory'",
+              "name": "a CLIP name (open_clip architecture, hf-hub: id or transformers id)"}
+ModelKind = Literal["folder", "factory", "name"]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model argument after :func:`resolve_model_spec`.
+
+    Attributes:
+        kind: ``"folder"`` (an existing local folder or file), ``"factory"`` or ``"name"``.
+        target: the absolute path; the factory spec (a ``.py`` file made absolute); or the
+            checked name (cached, or the Hub answered; an open_clip architecture with weights).
+        argument: the argument it came from, for later messages.
+        text: the user's text (the model's name in reports).
+    """
+
+    kind: ModelKind
+    target: str
+    argument: str = "--model"
+    text: str = ""
+
+    def __str__(self) -> str:
+        return self.text or self.target
+
+
+def _is_factory_spec(text: str) -> bool:
+    return ":" in text and not text.startswith("hf-hub:") and not Path(text).expanduser().exists()
+
+
+def _check_factory(text: str, argument: str) -> str:
+    """``text`` as a factory spec with its file made absolute; refused in one line when the
+    syntax is wrong, the file does not exist or the module cannot be found."""
+    import importlib.util
+
+    target, _, name = text.rpartition(":")
+    if not target or not name.isidentifier():
+        raise UsageError(f"{text!r}: expected 'file.py:factory' or 'package.module:factory'", argument=argument)
+    if target.endswith(".py"):
+        path = Path(target).expanduser()
+        if not path.is_file():
+            raise ModelUnavailableError(f"no such file {target!r} (of the factory {text!r})", argument=argument)
+        return f"{path.resolve()}:{name}"
+    try:
+        found = importlib.util.find_spec(target)
+    except (ImportError, ValueError):
+        found = None
+    if found is None:
+        raise ModelUnavailableError(f"no module {target!r} (of the factory {text!r})", argument=argument)
+    return text
+
+
+def resolve_model_spec(spec: str | os.PathLike[str], argument: str = "--model", *, pretrained: str | None = None,
+                       pretrained_argument: str | None = None,
+                       accept: tuple[ModelKind, ...] = ("folder", "factory", "name")) -> ModelSpec:
+    """The one resolver of a model argument: what ``spec`` is, checked before any loading
+    (a :class:`ModelSpec` is returned as it is).
+
+    1. an existing local folder or file -> ``"folder"`` (absolute path);
+    2. ``file.py:factory`` / ``package.module:factory`` -> ``"factory"`` (the file or module
+       must exist; the factory is not imported here);
+    3. something that can only be a path, or not a valid Hub id -> refused (:func:`resolve_model`);
+    4. a name -> ``"name"``, checked by :func:`resolve_clip` (local cache, ``HF_HUB_OFFLINE``,
+       one Hub probe; an open_clip architecture needs ``pretrained``).
+
+    Args:
+        spec: the user's text.
+        argument: the option it came from (``"--model"``, ``"--models"``, the Space's box).
+        pretrained, pretrained_argument: an open_clip weights tag and its option (default
+            ``pretrained=``, or its flag inside :func:`~concept_grounding.errors.options_as_flags`).
+        accept: the kinds the caller can load; another kind (once checked) is refused in one line.
+    Raises:
+        UsageError / ModelUnavailableError: one line naming ``argument``.
+
+    >>> resolve_model_spec("./no/such/folder").kind
+    Traceback (most recent call last):
+    ...
+    concept_grounding.errors.ModelUnavailableError: --model: no such folder or file './no/such/folder'; pass an existing folder or a Hub model id like 'org/name'
+    >>> resolve_model_spec("nope.py:build", "--models")
+    Traceback (most recent call last):
+    ...
+    concept_grounding.errors.ModelUnavailableError: --models: no such file 'nope.py' (of the factory 'nope.py:build')
+    """
+    if isinstance(spec, ModelSpec):  # resolved already: not checked twice
+        return spec
+    text = str(spec)
+    path = Path(text).expanduser()
+    if path.exists():
+        kind: ModelKind = "folder"
+    elif _is_factory_spec(text):
+        kind = "factory"
+    elif _looks_like_path(text):
+        resolve_model(text, argument)  # raises: no such folder or file
+        kind = "folder"
+    else:
+        kind = "name"
+    if kind == "folder":
+        target = str(path.resolve())
+    elif kind == "factory":
+        target = _check_factory(text, argument)
+    else:
+        from .errors import option
+
+        target = resolve_clip(text, argument, pretrained, pretrained_argument or option("pretrained"))
+    if kind not in accept:  # after the checks, so that a bad argument reads the same for every caller
+        raise UsageError(f"{text!r} is {_KIND_TEXT[kind]}; this takes {' or '.join(_KIND_TEXT[k] for k in accept)}",
+                         argument=argument)
+    return ModelSpec(kind, target, argument, text)

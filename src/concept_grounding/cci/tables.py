@@ -97,13 +97,12 @@ def load_table_model(name: str, image_size: int = 64, device: str = "cpu") -> "C
             raise UsageError(f"{name!r}: tiny:<seed> takes an integer seed", argument="--models")
         return tiny_open_clip_handle(image_size, device, seed=int(seed or 0))
     try:
-        from ..hub import resolve_clip
-        from ..models.clip.loading import load_clip
+        from ..models.clip.loading import load_named_clip
 
         arch, _, pretrained = name.partition(":")
-        if pretrained and not Path(name).exists():
-            return load_clip(resolve_clip(arch, "--models", pretrained=pretrained), pretrained=pretrained, device=device)
-        return load_clip(resolve_clip(name, "--models"), device=device)
+        if pretrained and not Path(name).exists() and not arch.endswith(".py"):  # arch:tag, not file.py:factory
+            return load_named_clip(arch, "--models", pretrained=pretrained, device=device)
+        return load_named_clip(name, "--models", device=device)
     except UsageError:
         raise
     except Exception as err:  # noqa: BLE001 - every loader failure becomes one line naming the flag

@@ -67,18 +67,18 @@ def load_posthoc_model(spec: str):
 
     from concept_grounding.evaluation.loading import load_factory, saved_image_size
     from concept_grounding.evaluation.posthoc import feature_map_posthoc_cbm
+    from concept_grounding.hub import resolve_model_spec
     from concept_grounding.models import PostHocCBM
     from concept_grounding.models.loading import load_concept_model
 
-    path = Path(spec).expanduser()
-    if path.is_dir():
+    resolved = resolve_model_spec(spec, "--model", accept=("folder", "factory"))
+    if resolved.kind == "folder":
+        path = Path(resolved.target)
         model = load_concept_model(path)
         if not isinstance(model, PostHocCBM):
             raise ValueError(f"--model {spec!r} is a {type(model).__name__}, not a post-hoc CBM (CAVs + classifier)")
         return model, saved_image_size(path)
-    if ":" not in spec and (("/" in spec or "\\" in spec) or spec.startswith((".", "~"))):
-        raise ValueError(f"--model {spec!r}: no such folder (a saved PostHocCBM folder, or 'file.py:factory')")
-    result = load_factory(spec)()
+    result = load_factory(resolved.target)()
     if isinstance(result, Mapping):
         try:
             result = feature_map_posthoc_cbm(**result)

@@ -89,7 +89,7 @@ def config_from_args(args: argparse.Namespace, named: list[tuple[str, str | None
 
 def run(args: argparse.Namespace) -> int:
     from concept_grounding.errors import UsageError
-    from concept_grounding.hub import resolve_clip, resolve_model
+    from concept_grounding.hub import resolve_model, resolve_model_spec
 
     from concept_grounding.bench.config import check_classes
 
@@ -103,7 +103,9 @@ def run(args: argparse.Namespace) -> int:
     if args.sub:
         args.sub = resolve_model(args.sub, "--sub", repo_type="dataset")
     named = clip_models(args.clip_model or [], args.pretrained)
-    named = [(resolve_clip(name, "--model", tag), tag if _is_open_clip_name(name) else None) for name, tag in named]
+    named = [(resolve_model_spec(name, "--model", pretrained=tag, pretrained_argument="--pretrained",
+                                 accept=("folder", "name")).target,
+              tag if _is_open_clip_name(name) else None) for name, tag in named]
 
     from concept_grounding.bench import run_bench
     from concept_grounding.bench.artifacts import BenchArtifacts

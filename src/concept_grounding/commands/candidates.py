@@ -117,10 +117,7 @@ def _classes(args: argparse.Namespace) -> int:
         from concept_grounding.errors import UsageError
         from concept_grounding.evaluation.loading import load_factory
 
-        try:
-            predict = load_factory(spec)()
-        except ValueError as err:
-            raise UsageError(str(err).removeprefix(f"--model {spec!r}: "), argument="--classifier") from None
+        predict = load_factory(spec, "--classifier")()
         if not callable(predict):
             raise UsageError(f"{spec!r} must return a callable images -> class predictions", argument="--classifier")
         classifier = as_classifier(predict, names)

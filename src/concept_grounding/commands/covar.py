@@ -97,11 +97,12 @@ def config_from_args(args: argparse.Namespace) -> CovarConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    from concept_grounding.hub import resolve_clip, resolve_model
+    from concept_grounding.hub import resolve_model, resolve_model_spec
 
     # named models first (before torch): a model that cannot be loaded fails within seconds
     if args.model:
-        args.model = resolve_clip(args.model, "--model", args.pretrained)
+        args.model = resolve_model_spec(args.model, "--model", pretrained=args.pretrained,
+                                        pretrained_argument="--pretrained", accept=("folder", "name")).target
     if args.inpaint_model:
         args.inpaint_model = resolve_model(args.inpaint_model, "--inpaint-model")
     for flag in ("detector", "segmenter"):

@@ -70,10 +70,11 @@ def config_from_args(args: argparse.Namespace) -> ExplainConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    from concept_grounding.hub import resolve_clip
+    from concept_grounding.hub import resolve_model_spec
 
     if args.model:  # first, before torch: a model that cannot be loaded fails within seconds
-        args.model = resolve_clip(args.model, "--model", args.pretrained)
+        args.model = resolve_model_spec(args.model, "--model", pretrained=args.pretrained,
+                                        pretrained_argument="--pretrained", accept=("folder", "name")).target
     config = config_from_args(args)
     write_explain_report(run_explain(config), args.out)
     return 0

@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from concept_grounding.hub import ModelSpec
 
 __all__ = ["add_arguments", "run", "FLAGS"]
 
@@ -132,14 +136,15 @@ def run(args: argparse.Namespace) -> int:
         return _run(args)
 
 
-def check_clip_name(name: str, pretrained: str | None) -> None:
-    """First, before torch: a ``--model`` that names a CLIP (not a folder or a factory) must
-    be loadable now, and an open_clip architecture must name its weights (``--pretrained``)."""
-    from concept_grounding.hub import resolve_clip
+def check_model(name: str, pretrained: str | None) -> "ModelSpec":
+    """First, before torch: a ``--model`` goes through the one resolver
+    (:func:`concept_grounding.hub.resolve_model_spec`): a folder must exist, a factory's file or
+    module too, a CLIP name must be loadable now and an open_clip architecture must name its
+    weights (``--pretrained``). The :class:`~concept_grounding.hub.ModelSpec` goes on to
+    :func:`~concept_grounding.evaluation.evaluate_sub`, which does not check it again."""
+    from concept_grounding.hub import resolve_model_spec
 
-    if Path(name).expanduser().exists() or (":" in name and not name.startswith("hf-hub:")):
-        return
-    resolve_clip(name, "--model", pretrained)
+    return resolve_model_spec(name, "--model", pretrained=pretrained, pretrained_argument="--pretrained")
 
 
 def model_list(models: list[str], pretrained: str | None) -> list[tuple[str, str | None]]:
@@ -158,16 +163,15 @@ def _run(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
     models = model_list(args.model, args.pretrained)
-    for model, tag in models:  # every named model is checked before any is scored
-        check_clip_name(model, tag)
+    specs = [check_model(model, tag) for model, tag in models]  # every model is checked before any is scored
     if len(models) == 1:
-        return _score(args, *models[0], args.out)
+        return _score(args, *models[0], args.out, spec=specs[0])
     from concept_grounding.bench.artifacts import model_slug
 
     rows = []
-    for model, tag in models:
+    for (model, tag), spec in zip(models, specs):
         out = args.out / model_slug(f"{model}-{tag}" if tag else Path(model).name or model)
-        rows.append(_score(args, model, tag, out, row=True))
+        rows.append(_score(args, model, tag, out, row=True, spec=spec))
     _write_summary(rows, args.out)
     return 0
 
@@ -187,9 +191,11 @@ def _write_summary(rows: list[dict], out: Path) -> None:
     print(f"wrote {out / 'report.md'}")
 
 
-def _score(args: argparse.Namespace, model_name: str, pretrained: str | None, out: Path, row: bool = False):
-    """Score one model into ``out``; returns 0, or its summary row when ``row``."""
-    from concept_grounding.evaluation import evaluate_sub, load_model
+def _score(args: argparse.Namespace, model_name: str, pretrained: str | None, out: Path, row: bool = False,
+           spec: "ModelSpec | None" = None):
+    """Score one model (``spec``, resolved by :func:`check_model`) into ``out``; returns 0, or
+    its summary row when ``row``."""
+    from concept_grounding.evaluation import evaluate_sub
     from concept_grounding.evaluation.distributed import process_info
 
     overrides = dict(concept_names=_concept_names(args.concept_names, args.index_base), output=args.output,
@@ -199,11 +205,9 @@ def _score(args: argparse.Namespace, model_name: str, pretrained: str | None, ou
     output = args.output
     if output is not None and output.lstrip("-").isdigit():
         overrides["output"] = int(output)
-    model = load_model(model_name, image_size=args.image_size, include_none=args.include_none, device=args.device,
-                       pretrained=pretrained, **overrides)
-    result = evaluate_sub(model, args.sub, protocol=args.protocol, batch_size=args.batch_size, device=args.device,
-                          dtype=args.dtype, progress=not args.no_progress, source_options=_source_options(args))
-    result.model = model_name
+    result = evaluate_sub(spec or model_name, args.sub, protocol=args.protocol, batch_size=args.batch_size, device=args.device,
+                          dtype=args.dtype, progress=not args.no_progress, source_options=_source_options(args),
+                          image_size=args.image_size, include_none=args.include_none, pretrained=pretrained, **overrides)
     if process_info().is_main:
         result.save(out, scores=args.save_scores)
         print(f"{model_name + ': ' if row else ''}s+ {result.s_plus:.4f} (chance {result.chance_s_plus:.4f})  "

@@ -28,10 +28,13 @@ import sys
 from collections.abc import Mapping, Sequence
 from numbers import Integral
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError, option
 from .adapters import SubModel, as_sub_model
+
+if TYPE_CHECKING:
+    from ..hub import ModelSpec
 
 __all__ = ["load_model", "load_factory", "saved_image_size"]
 
@@ -40,19 +43,21 @@ FACTORY_KEYS = ("model", "transform", "preprocess", "processor", "concept_names"
                 "image_size", "mean", "std", "normalize", "index_base", "include_none")
 
 
-def load_factory(spec: str):
-    """The callable named by ``"path/to/file.py:name"`` or ``"package.module:name"``.
+def load_factory(spec: "str | ModelSpec", argument: str = "--model"):
+    """The callable named by ``"path/to/file.py:name"`` or ``"package.module:name"``
+    (checked first by :func:`concept_grounding.hub.resolve_model_spec`).
 
     Raises:
-        ValueError: no ``:``, a missing file, a module that does not import, or no such name.
+        UsageError: naming ``argument``: a bad spec, a missing file or module, a module that
+            does not import, or no such name.
     """
-    target, sep, name = spec.rpartition(":")
-    if not sep or not target or not name.isidentifier():
-        raise ValueError(f"--model {spec!r}: expected 'file.py:factory' or 'package.module:factory'")
+    from ..hub import resolve_model_spec
+
+    if ":" not in str(spec) or str(spec).startswith("hf-hub:"):
+        raise UsageError(f"{spec!r}: expected 'file.py:factory' or 'package.module:factory'", argument=argument)
+    target, _, name = resolve_model_spec(spec, argument, accept=("factory",)).target.rpartition(":")
     if target.endswith(".py"):
-        path = Path(target).expanduser().resolve()
-        if not path.is_file():
-            raise ValueError(f"--model {spec!r}: no such file {path}")
+        path = Path(target)
         module_name = f"_concept_grounding_user_{path.stem}_{abs(hash(str(path)))}"
         module_spec = importlib.util.spec_from_file_location(module_name, path)
         module = importlib.util.module_from_spec(module_spec)
@@ -61,15 +66,16 @@ def load_factory(spec: str):
             module_spec.loader.exec_module(module)
         except Exception as err:
             del sys.modules[module_name]
-            raise ValueError(f"--model {spec!r}: importing {path} failed: {type(err).__name__}: {err}") from err
+            raise UsageError(f"{spec!r}: importing {path} failed: {type(err).__name__}: {err}",
+                             argument=argument) from err
     else:
         try:
             module = importlib.import_module(target)
         except ImportError as err:
-            raise ValueError(f"--model {spec!r}: cannot import {target!r}: {err}") from err
+            raise UsageError(f"{spec!r}: cannot import {target!r}: {err}", argument=argument) from err
     factory = getattr(module, name, None)
     if not callable(factory):
-        raise ValueError(f"--model {spec!r}: {target} has no callable {name!r}")
+        raise UsageError(f"{spec!r}: {target} has no callable {name!r}", argument=argument)
     return factory
 
 
@@ -127,42 +133,41 @@ def saved_image_size(folder: Path, default: int = 64) -> int:
     return int(default)
 
 
-def _is_concept_model_folder(path: Path) -> bool:
-    config = path / "config.json"
-    if not config.is_file():
-        return False
-    keys = set(json.loads(config.read_text()))
-    return "num_concepts" in keys and bool(keys & {"training_mode", "embedding_size", "score"})
-
-
 def load_model(
-    spec: str | Path,
+    spec: "str | Path | ModelSpec",
     *,
     image_size: int | None = None,
     include_none: bool = False,
     device: str | None = None,
     pretrained: str | None = None,
+    argument: str = "--model",
     **overrides: Any,
 ) -> SubModel:
     """A :class:`~.adapters.SubModel` from a ``--model`` string (module docstring).
 
     ``pretrained`` is the weights tag of an open_clip architecture (refused without one:
     :func:`concept_grounding.hub.require_open_clip_weights`). ``overrides`` (``concept_names``, ``output``, ``outputs``, ``mean``, ``std``, ...) replace
-    what a factory returned. Raises ``ValueError`` naming ``spec`` when nothing can load it.
+    what a factory returned. ``spec`` is checked first by the one resolver,
+    :func:`concept_grounding.hub.resolve_model_spec` (a bad folder, factory or name fails
+    there in one line naming ``argument``, before any model is loaded; a
+    :class:`~concept_grounding.hub.ModelSpec` it returned is not checked again); a ``ValueError``
+    names ``spec`` when nothing can load it.
     """
-    from ..models.loading import load_concept_model
+    from ..hub import resolve_model_spec
+    from ..models.loading import concept_model_class_name, load_concept_model
 
     text = str(spec)
-    path = Path(text).expanduser()
-    if path.is_dir() and _is_concept_model_folder(path):
+    if pretrained is not None and (Path(text).expanduser().exists() or ":" in text and not text.startswith("hf-hub:")):
+        raise UsageError(f"--model {text!r} is not an open_clip architecture; {option('pretrained')} applies to "
+                         "open_clip names only")
+    resolved = resolve_model_spec(spec, argument, pretrained=pretrained)
+    path = Path(resolved.target)
+    if resolved.kind == "folder" and path.is_dir() and concept_model_class_name(path):
         model = load_concept_model(path)
         size = image_size or saved_image_size(path)
         return as_sub_model(model, image_size=size, **{k: v for k, v in overrides.items() if v is not None})
-    if pretrained is not None and (path.exists() or ":" in text and not text.startswith("hf-hub:")):
-        raise UsageError(f"--model {text!r} is not an open_clip architecture; {option('pretrained')} applies to "
-                         "open_clip names only")
-    if ":" in text and not path.exists() and not text.startswith("hf-hub:"):
-        factory = load_factory(text)
+    if resolved.kind == "factory":
+        factory = load_factory(resolved, argument)
         return from_factory_result(factory(), image_size=image_size, include_none=include_none or None, **overrides)
     from ..models.clip import load_clip
 
@@ -170,5 +175,5 @@ def load_model(
     if given:
         raise UsageError(f"--model {text!r} loads as an open-vocabulary model; {', '.join(given)} apply to binary "
                          "models only")
-    bundle = load_clip(text, pretrained=pretrained, device=device or "cpu")
+    bundle = load_clip(resolved.target, pretrained=pretrained, device=device or "cpu")
     return as_sub_model(bundle, include_none=include_none)

@@ -3,7 +3,8 @@
 1. the SUB source is resolved (:func:`load_sub_source`): the world's SUB export by
    default, a local copy or the Hub id (through :func:`~concept_grounding.loaders.load_sub`),
    or a ``datasets.Dataset`` already in :func:`~concept_grounding.schema.sub_features`;
-2. the model is wrapped (:func:`~.adapters.as_sub_model`) and told which attribute groups
+2. the model is wrapped once (:func:`~.adapters.as_sub_model`, or :func:`~.loading.load_model`
+   for a ``--model`` string), moved to the device once, and told which attribute groups
    the set substitutes (group mode embeds their prompts once);
 3. the images are scored in batches (:func:`predict_scores`; the next batch is decoded and
    preprocessed in a thread while the model runs; under ``accelerate launch`` each process
@@ -245,7 +246,10 @@ def evaluate_sub(
             (callable / ``nn.Module``; pass ``concept_names=`` and its preprocessing:
             ``mean`` and ``std``, a ``transform`` or ``processor``, or ``normalize=False``
             for [0, 1] pixels; without one it is refused), a pytorch-concepts model, a
-            ``ClipHandle`` / :class:`~.adapters.OpenVocabularyModel`, or a project model.
+            ``ClipHandle`` / :class:`~.adapters.OpenVocabularyModel`, or a project model; or a
+            ``--model`` string for :func:`~.loading.load_model` (a saved folder,
+            ``file.py:factory``, a CLIP name; ``model_options`` may add its ``pretrained``
+            and ``argument``). It is wrapped once and moved to ``device`` / ``dtype`` once, here.
         dataset: SUB source (:func:`load_sub_source`); ``None``: the world's SUB export.
         protocol: ``"paper"`` (docs/sub_accuracy.md) or ``"official"`` (SUB's published evaluation code).
         batch_size: images per forward pass.
@@ -269,7 +273,7 @@ def evaluate_sub(
             raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
         dtype = DTYPES[dtype]
     vocab = vocab or load_vocabulary()
-    adapter = as_sub_model(model, **model_options)
+    adapter = _wrap(model, model_options)
     if adapter.mode == "group" and protocol == "official" and getattr(adapter, "include_none", False):
         raise UsageError(f"{option('protocol', 'official')} scores open-vocabulary models without a 'none' option; "
                          f"drop {option('include_none', True)}")
@@ -298,9 +302,24 @@ def evaluate_sub(
     )
 
 
+def _wrap(model: Any, options: dict[str, Any]) -> SubModel:
+    """``model`` wrapped once: a ``--model`` string (a folder, ``file.py:factory`` or CLIP name)
+    through :func:`~.loading.load_model` (the one resolver, then the loader), anything else
+    through :func:`~.adapters.as_sub_model`; neither moves it (:func:`evaluate_sub` does, once)."""
+    from ..hub import ModelSpec
+
+    if isinstance(model, (str, Path, ModelSpec)):
+        from .loading import load_model
+
+        return load_model(model, **options)
+    return as_sub_model(model, **options)
+
+
 def _describe(obj: Any) -> str:
     """A short name of a model or source for the report."""
-    if isinstance(obj, (str, Path)):
+    from ..hub import ModelSpec
+
+    if isinstance(obj, (str, Path, ModelSpec)):
         return str(obj)
     from .adapters import BinaryConceptModel, OpenVocabularyModel
 

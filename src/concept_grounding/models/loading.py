@@ -9,7 +9,29 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["load_concept_model", "concept_probability_oracle"]
+__all__ = ["load_concept_model", "concept_model_class_name", "concept_probability_oracle"]
+
+
+#: the key of a saved concept model's ``config.json`` that names its class (beside ``num_concepts``)
+CONCEPT_MODEL_MARKERS: dict[str, str] = {"training_mode": "ConceptBottleneckModel",
+                                         "embedding_size": "ConceptEmbeddingModel", "score": "PostHocCBM"}
+
+
+def concept_model_class_name(path: str | Path) -> str | None:
+    """The class of the concept model saved in folder ``path`` (``"ConceptBottleneckModel"``,
+    ``"ConceptEmbeddingModel"``, ``"PostHocCBM"``), read from its ``config.json`` without torch;
+    ``None`` when ``path`` is not such a folder. The one check of a concept-model folder.
+
+    >>> concept_model_class_name("no/such/folder") is None
+    True
+    """
+    config_file = Path(path) / "config.json"
+    if not config_file.is_file():
+        return None
+    keys = set(json.loads(config_file.read_text()))
+    if "num_concepts" not in keys:
+        return None
+    return next((cls for marker, cls in CONCEPT_MODEL_MARKERS.items() if marker in keys), None)
 
 
 def load_concept_model(path: str | Path):
@@ -26,12 +48,12 @@ def load_concept_model(path: str | Path):
     config_file = Path(path) / "config.json"
     if not config_file.is_file():
         raise ValueError(f"{path}: not a saved model folder (no config.json)")
-    keys = set(json.loads(config_file.read_text()))
-    for cls, marker in ((ConceptBottleneckModel, "training_mode"), (ConceptEmbeddingModel, "embedding_size"),
-                        (PostHocCBM, "score")):
-        if marker in keys and "num_concepts" in keys:
-            return cls.from_pretrained(str(path)).eval()
-    raise ValueError(f"{path}: config.json is not a CBM, CEM or post-hoc CBM config (keys: {sorted(keys)})")
+    name = concept_model_class_name(path)
+    if name is None:
+        keys = sorted(json.loads(config_file.read_text()))
+        raise ValueError(f"{path}: config.json is not a CBM, CEM or post-hoc CBM config (keys: {keys})")
+    cls = {c.__name__: c for c in (ConceptBottleneckModel, ConceptEmbeddingModel, PostHocCBM)}[name]
+    return cls.from_pretrained(str(path)).eval()
 
 
 def concept_probability_oracle(path: str | Path, image_size: int = 64) -> Callable[[Sequence[Any]], np.ndarray]:

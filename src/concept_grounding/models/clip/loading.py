@@ -106,9 +106,11 @@ def load_clip(
 
 def load_named_clip(name: str, argument: str = "--model", device: str | torch.device = "cpu",
                     pretrained: str | None = None) -> ClipHandle:
-    """:func:`load_clip` of a user-given name after :func:`~concept_grounding.hub.resolve_clip`
-    checked it (a local folder, in the cache, or reachable on the Hub; an open_clip
-    architecture with a weights tag ``pretrained``; ``argument`` names the option in the error)."""
-    from ...hub import resolve_clip
+    """:func:`load_clip` of a user-given name after the one resolver,
+    :func:`~concept_grounding.hub.resolve_model_spec`, checked it (a local folder, in the
+    cache, or reachable on the Hub; an open_clip architecture with a weights tag
+    ``pretrained``; ``argument`` names the option in the error)."""
+    from ...hub import resolve_model_spec
 
-    return load_clip(resolve_clip(name, argument, pretrained), pretrained=pretrained, device=device)
+    resolved = resolve_model_spec(name, argument, pretrained=pretrained, accept=("folder", "name"))
+    return load_clip(resolved.target, pretrained=pretrained, device=device)

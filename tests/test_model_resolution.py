@@ -1,0 +1,110 @@
+"""One resolver for every model argument (issue 32): each kind of bad ``--model`` reads the
+same one line from every command that takes a model, before any model is loaded."""
+
+from __future__ import annotations
+
+import pytest
+
+from concept_grounding.cli import main
+from concept_grounding.errors import ModelUnavailableError, UsageError
+from concept_grounding.hub import resolve_model_spec
+
+#: each kind of bad model argument -> the message after ``<option>: ``
+BAD = {
+    "./no/such/folder": "no such folder or file './no/such/folder'; pass an existing folder or a Hub model id like "
+                        "'org/name'",
+    "nope.py:build": "no such file 'nope.py' (of the factory 'nope.py:build')",
+    "not a valid id": "'not a valid id' is neither an existing folder nor a valid Hub id ('org/name')",
+    "someone/missing-model": "model 'someone/missing-model' is not in the local Hugging Face cache and HF_HUB_OFFLINE=1 "
+                             "forbids downloading it; download it where there is network (`hf download "
+                             "someone/missing-model`) and copy the Hugging Face cache (HF_HOME) here, or pass a local "
+                             "folder",
+}
+#: every command that takes a model: (its option, arguments besides it)
+COMMANDS = {
+    "sub": ("--model", []), "analyse": ("--model", []), "explain": ("--model", []), "covar": ("--model", []),
+    "bench": ("--model", []), "cci-bench": ("--models", []), "diagnose": ("--models", ["--images", "{tmp}"]),
+}
+
+
+@pytest.fixture
+def offline(monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+
+
+@pytest.mark.parametrize("bad", list(BAD))
+def test_each_bad_model_reads_the_same_from_every_command(bad, offline, tmp_path, capsys):
+    lines = {}
+    for command, (option, extra) in COMMANDS.items():
+        rest = [a.format(tmp=tmp_path) for a in extra]
+        assert main([command, option, bad, "--out", str(tmp_path / command), *rest]) == 2, command
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1, (command, err)
+        lines[command] = err[0]
+    expected = {c: f"concept-grounding: error: {o}: {BAD[bad]}" for c, (o, _) in COMMANDS.items()}
+    assert lines == expected
+    assert not any((tmp_path / c).exists() for c in COMMANDS)  # refused before any work wrote anything
+
+
+def test_the_library_reads_the_same(offline, tmp_path):
+    from concept_grounding.evaluation import load_model
+    from concept_grounding.models.clip import load_named_clip
+
+    for bad, message in BAD.items():
+        for load in (load_model, load_named_clip):
+            with pytest.raises(UsageError) as err:
+                load(bad)
+            assert str(err.value) == f"--model: {message}", load
+
+
+def test_the_resolver_tells_the_kinds_apart(tmp_path, offline):
+    (tmp_path / "factory.py").write_text("def build():\n    return None\n")
+    folder = resolve_model_spec(str(tmp_path))
+    assert (folder.kind, folder.target) == ("folder", str(tmp_path.resolve()))
+    factory = resolve_model_spec(f"{tmp_path / 'factory.py'}:build")
+    assert (factory.kind, factory.target) == ("factory", f"{(tmp_path / 'factory.py').resolve()}:build")
+    assert resolve_model_spec("concept_grounding.testing:tiny_open_clip").kind == "factory"
+    with pytest.raises(ModelUnavailableError, match="^--model: no module 'no_such_module_x'"):
+        resolve_model_spec("no_such_module_x:build")
+    with pytest.raises(UsageError, match="is a 'file.py:factory' .*; this takes a local folder or file or a CLIP name"):
+        resolve_model_spec(f"{tmp_path / 'factory.py'}:build", accept=("folder", "name"))
+    with pytest.raises(ModelUnavailableError, match="names no weights"):
+        resolve_model_spec("ViT-B-32")
+
+
+FACTORY = """
+import torch
+
+
+def build():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 32 * 32, 32)), "sub"
+"""
+
+
+def test_evaluate_sub_wraps_moves_and_names_a_model_argument_once(tmp_path, monkeypatch):
+    """The walk of a ``--model`` through ``evaluate_sub``: one resolution, one wrap, one move,
+    one name (issue 32: it was wrapped twice, moved twice and named twice)."""
+    from concept_grounding import hub
+    from concept_grounding.evaluation import adapters, evaluate_sub, load_sub_source, loading
+
+    (tmp_path / "tiny.py").write_text(FACTORY)
+    calls = {"resolve": 0, "wrap": 0, "move": 0}
+
+    def counted(name, real):
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return real(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(hub, "_check_factory", counted("resolve", hub._check_factory))
+    monkeypatch.setattr(loading, "as_sub_model", counted("wrap", loading.as_sub_model))
+    monkeypatch.setattr(adapters.BinaryConceptModel, "to", counted("move", adapters.BinaryConceptModel.to))
+    spec = resolve_model_spec(f"{tmp_path / 'tiny.py'}:build")  # the command's early check
+    sub = load_sub_source(image_size=32, classes=("017.Cardinal",))
+    result = evaluate_sub(spec, sub.select(range(6)), device="cpu", normalize=False, image_size=32, progress=False)
+    assert calls == {"resolve": 1, "wrap": 1, "move": 1}
+    assert result.model == f"{tmp_path / 'tiny.py'}:build" and result.num_images == 6

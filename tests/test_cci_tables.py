@@ -164,7 +164,7 @@ def test_cci_bench_retrieval_table_on_a_karpathy_folder(coco, tmp_path):
     assert "Table 2" in (out / "report.md").read_text()
 
 
-def test_attention_pooled_towers_are_refused_rows_with_the_reason(image_folder):
+def test_attention_pooled_towers_are_refused_rows_with_the_reason(image_folder, tmp_path):
     from transformers import SiglipConfig, SiglipModel
 
     from concept_grounding.cci.layouts import read_image_folder
@@ -182,6 +182,11 @@ def test_attention_pooled_towers_are_refused_rows_with_the_reason(image_folder):
                                 methods=("cci", "maskclip"), steps=2, clusters=3, progress=False)
     assert [r.refused != "" for r in rows] == [True, True, False, False]
     assert "SiglipModel" in rows[0].refused and not rows[0].scores
+    from concept_grounding.cci.tables import write_cci_tables
+
+    report = write_cci_tables(rows, tmp_path / "t1", "classification").read_text()
+    assert "| siglip / CCI | refused: model: SiglipModel is not a supported CLIP ViT" in report
+    assert json.loads((tmp_path / "t1" / "results.json").read_text())["rows"][1]["refused"] == rows[1].refused
 
 
 def test_bad_inputs_are_one_line_errors_and_write_nothing(image_folder, coco, tmp_path, capsys):

@@ -124,11 +124,9 @@ def table_explainers(handle: "ClipHandle", methods: Sequence[str], clusters: int
                      batch_size: int) -> tuple[dict[str, Any], str]:
     """The :mod:`~.explainers` of ``methods`` for ``handle``, or ``({}, reason)`` when its tower
     cannot be explained (the model's rows are then refused with that reason)."""
-    from .backends import get_backend
     from .explainers import build_explainer
 
     try:
-        get_backend(handle.model)
         return {m: build_explainer(m, handle.model, clusters=clusters, seed=seed, batch_size=batch_size)
                 for m in methods}, ""
     except ValueError as err:

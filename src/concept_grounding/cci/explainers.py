@@ -51,9 +51,11 @@ class Explanation:
 
 
 class Explainer(Protocol):
-    """``explainer(pixel_values (B, 3, H, W), text_embeds (B, E) | (E,)) -> Explanation``."""
+    """``explainer(pixel_values (B, 3, H, W), text_embeds (B, E) | (E,)) -> Explanation``;
+    ``name`` its key in :data:`EXPLAINERS`, ``title`` its name in figures and reports."""
 
     name: str
+    title: str
 
     def __call__(self, pixel_values: "torch.Tensor", text_embeds: "torch.Tensor") -> Explanation: ...
 

@@ -25,10 +25,10 @@ the same way. A model whose tower cannot be explained (attention pooling, a ResN
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from .baselines import BASELINE_TITLES, BASELINES
+from .explanation import Explanation
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -40,14 +40,6 @@ __all__ = ["EXPLAINERS", "TITLES", "Explanation", "Explainer", "BaselineExplaine
 EXPLAINERS: tuple[str, ...] = ("cci", *BASELINES)
 #: method name -> title for figures and reports.
 TITLES: dict[str, str] = {"cci": "CCI", **BASELINE_TITLES}
-
-
-@dataclass
-class Explanation:
-    """What every explainer returns: ``maps`` ``(B, H, W)``, higher = more important, at the
-    model's input resolution."""
-
-    maps: "torch.Tensor"
 
 
 class Explainer(Protocol):

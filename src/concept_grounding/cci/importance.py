@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from .backends import VisionBackend, get_backend
-from .explainers import Explanation
+from .explanation import Explanation
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch

@@ -102,8 +102,8 @@ def loop_concept_location(maps, part_xy, part_visible, tops, concept_parts, imag
             for alpha in alphas:
                 n = int(min(max(np.floor(alpha * M1 * M2 / 12.0), 1), M1 * M2))
                 kth = ranked[n - 1]
-                hit.append(any(up[min(max(int(np.floor(part_xy[i, p, 1])), 0), M1 - 1),
-                                  min(max(int(np.floor(part_xy[i, p, 0])), 0), M2 - 1)] + tol >= kth for p in parts))
+                hit.append(any(up[min(max(int(np.floor(part_xy[i, p, 1] + 0.5)), 0), M1 - 1),  # nearest pixel centre
+                                  min(max(int(np.floor(part_xy[i, p, 0] + 0.5)), 0), M2 - 1)] + tol >= kth for p in parts))
             row.append(hit)
         hits_all.append(row)
     for l in top_l:

@@ -204,3 +204,90 @@ def test_cci_beats_random_on_known_answer_model():
     # last red patch is gone -> trapezoid AUC (3 + 0.5) / 8. Random pixels leave every red
     # patch partly intact (LayerNorm restores its direction) until f is close to 1.
     assert ours == pytest.approx(3.5 / 8) and rand > 0.8
+
+
+def _value_path_clip(query_key_seed: int | None = None, gain: float = 2.0):
+    """One-layer open_clip ViT (width 8, one head, 4-px patches, 32 px) whose *value* path
+    alone carries the text direction, from red pixels only.
+
+    With Hadamard rows ``r, b, c, s`` (zero-mean, orthogonal, ``|.|^2 = 8``): red pixels embed
+    to ``r``, blue ones to ``b``, the class token is ``c``; ``v(x) = gain (r . x / 8) s``; the
+    output projection, the final projection and the LayerNorms' weights are identities, the
+    MLP is zero. A patch with red share ``a`` has the MaskCLIP feature
+    ``(a r + (1 - a) b + gain a s) / sigma`` (each LayerNorm only rescales zero-mean vectors),
+    so its cosine with the text ``s`` is ``gain a / sqrt(a^2 + (1 - a)^2 + gain^2 a^2)``.
+    The query and key weights are zero (uniform attention) or, with ``query_key_seed``,
+    random: MaskCLIP drops the query-key attention, so its map must not change.
+    """
+    h2 = torch.tensor([[1.0, 1.0], [1.0, -1.0]])
+    h = torch.kron(torch.kron(h2, h2), h2)  # Sylvester's 8 x 8 Hadamard matrix
+    r, b, c, s = h[1], h[2], h[3], h[4]
+    model = tiny_open_clip(32, 4, width=8, layers=1, heads=1, embed_dim=8, with_text=False)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+        w = torch.zeros(8, 3, 4, 4)
+        w[:, 0], w[:, 2] = r[:, None, None] / 16, b[:, None, None] / 16
+        model.conv1.weight.copy_(w)
+        model.class_embedding.copy_(c)
+        blk = model.transformer.resblocks[0]
+        for ln in (model.ln_pre, model.ln_post, blk.ln_1, blk.ln_2):
+            ln.weight.fill_(1.0)
+        wqk = torch.zeros(16, 8) if query_key_seed is None else \
+            torch.randn(16, 8, generator=torch.Generator().manual_seed(query_key_seed))
+        blk.attn.in_proj_weight.copy_(torch.cat([wqk, gain * torch.outer(s, r) / 8]))
+        blk.attn.out_proj.weight.copy_(torch.eye(8))
+        model.proj.copy_(torch.eye(8))
+    return model.eval(), s
+
+
+def test_maskclip_ranks_the_exact_foreground_of_world_birds_above_the_background():
+    """Known answer (:func:`_value_path_clip`): world birds drawn red on blue (the world's exact
+    masks), the text the red value direction. MaskCLIP's map is the closed-form cosine of each
+    patch's red share, so it is higher on every bird than off it; random query/key weights
+    change the model's attention but not MaskCLIP's map (its attention is dropped)."""
+    import torch.nn.functional as F
+
+    from concept_grounding.cci.baselines import maskclip_maps
+    from concept_grounding.world import BirdWorld, WorldConfig
+
+    world = BirdWorld(WorldConfig(image_size=32, seed=0))
+    masks = torch.stack([torch.from_numpy(world.sample(i).mask) for i in range(8)])
+    px = torch.stack([masks.float(), torch.zeros_like(masks, dtype=torch.float32), (~masks).float()], 1)
+    model, text = _value_path_clip()
+    maps = maskclip_maps(model, px, text)
+    a = F.avg_pool2d(masks[:, None].float(), 4)[:, 0]  # red share of each 4 x 4 patch
+    gain = 2.0
+    expected = F.interpolate((gain * a / torch.sqrt(a**2 + (1 - a) ** 2 + gain**2 * a**2))[:, None], size=(32, 32),
+                             mode="bilinear", align_corners=False)[:, 0]
+    assert torch.allclose(maps, expected, atol=1e-4)
+    for m, fg in zip(maps, masks):
+        assert m[fg].mean() > m[~fg].mean() + 0.3
+    shuffled, _ = _value_path_clip(query_key_seed=5)
+    assert torch.allclose(maskclip_maps(shuffled, px, text), maps, atol=1e-6)
+    assert not torch.allclose(shuffled(px), model(px), atol=1e-3)  # the attention itself did change
+
+
+def test_stacked_and_shared_end_curves_equal_the_reference_curves():
+    """Stacking every fraction's perturbations into forwards of any size, and sharing the
+    clean / fully replaced ends, give the reference curves exactly (a score that sees every pixel)."""
+    from concept_grounding.cci.faithfulness import curve_endpoints
+
+    gen = torch.Generator().manual_seed(0)
+    images, maps = torch.rand(5, 3, 8, 8, generator=gen), torch.rand(5, 8, 8, generator=gen)
+    weights = torch.randn(7, 3 * 64, generator=gen)
+    labels = torch.tensor([0, 3, 6, 2, 2])
+
+    def score(x):
+        return x.flatten(1) @ weights.T
+
+    rep = Replacement("noise", seed=1)
+    reference = classification_curves(score, images, maps, labels, steps=6, replacement=rep)
+    ends = curve_endpoints(score, images, rep)
+    for forward_batch in (1, 3, 5, 64):
+        for endpoints in (None, ends):
+            out = classification_curves(score, images, maps, labels, steps=6, replacement=rep, endpoints=endpoints,
+                                        forward_batch=forward_batch)
+            for name, curve in reference.curves.items():
+                assert torch.equal(out.curves[name], curve), (forward_batch, endpoints is None, name)
+    assert len(set(reference.curves["Del@1"].tolist())) > 1  # the curves move: the check can fail

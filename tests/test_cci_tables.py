@@ -164,7 +164,7 @@ def test_cci_bench_retrieval_table_on_a_karpathy_folder(coco, tmp_path):
     assert "Table 2" in (out / "report.md").read_text()
 
 
-def test_attention_pooled_towers_are_refused_rows_with_the_reason(image_folder):
+def test_attention_pooled_towers_are_refused_rows_with_the_reason(image_folder, tmp_path):
     from transformers import SiglipConfig, SiglipModel
 
     from concept_grounding.cci.layouts import read_image_folder
@@ -182,6 +182,12 @@ def test_attention_pooled_towers_are_refused_rows_with_the_reason(image_folder):
                                 methods=("cci", "maskclip"), steps=2, clusters=3, progress=False)
     assert [r.refused != "" for r in rows] == [True, True, False, False]
     assert "SiglipModel" in rows[0].refused and not rows[0].scores
+    from concept_grounding.cci.tables import write_cci_tables
+
+    report = write_cci_tables(rows, tmp_path / "t1", "classification").read_text()
+    assert "attention head (SiglipMultiheadAttentionPoolingHead)" in rows[0].refused
+    assert f"| siglip / CCI | refused: {rows[0].refused} |" in report
+    assert json.loads((tmp_path / "t1" / "results.json").read_text())["rows"][1]["refused"] == rows[1].refused
 
 
 def test_bad_inputs_are_one_line_errors_and_write_nothing(image_folder, coco, tmp_path, capsys):
@@ -297,3 +303,66 @@ def test_the_trained_world_clip_loses_accuracy_on_the_hard_counter_animals_subse
                  str(folder), "--clusters", "5", "--out", str(out)]) == 0
     shares = json.loads((out / "diagnose.json").read_text())["models"][0]["shares"]
     assert shares["hard"]["accuracy"] < shares["easy"]["accuracy"]
+
+
+def _tiny_model():
+    from concept_grounding.cci.tables import load_table_models
+
+    return load_table_models(["tiny"], image_size=SIZE)[0][1].model
+
+
+def test_every_explainer_takes_the_same_inputs_and_returns_the_same_type(hf_clip):
+    """One protocol: ``explainer(pixels, text_embeds) -> Explanation`` with ``(B, H, W)`` maps,
+    the maps of the underlying function; one text for all equals that text repeated."""
+    from concept_grounding.cci.backends import get_backend
+    from concept_grounding.cci.baselines import BASELINES
+    from concept_grounding.cci.explainers import EXPLAINERS, Explanation, build_explainer
+    from concept_grounding.cci.importance import CCIOutput
+    from concept_grounding.models.clip.loading import load_clip
+
+    px = torch.rand(3, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(0))
+    for model in (_tiny_model(), load_clip(str(hf_clip)).model):
+        with torch.no_grad():
+            dim = get_backend(model).encode_image(px).shape[-1]
+        text = torch.randn(dim, generator=torch.Generator().manual_seed(1))
+        for name in EXPLAINERS:
+            explainer = build_explainer(name, model, clusters=3)
+            out = explainer(px, text)
+            assert isinstance(out, Explanation) and out.maps.shape == (3, SIZE, SIZE), name
+            assert torch.equal(explainer(px, text.expand(3, -1)).maps, out.maps), name
+            if name == "cci":
+                assert isinstance(out, CCIOutput) and out.drops.shape == (3, 3)
+            else:
+                assert torch.equal(out.maps, BASELINES[name](model, px, text.expand(3, -1))), name
+
+
+def test_an_unexplainable_tower_is_refused_when_its_explainer_is_built():
+    from transformers import SiglipConfig, SiglipModel
+
+    from concept_grounding.cci.explainers import EXPLAINERS, build_explainer
+
+    config = SiglipConfig(text_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                           num_attention_heads=4, vocab_size=100, max_position_embeddings=16),
+                          vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                             num_attention_heads=4, image_size=SIZE, patch_size=8))
+    siglip = SiglipModel(config).eval()
+    for name in EXPLAINERS:
+        with pytest.raises(ValueError, match="SiglipModel"):
+            build_explainer(name, siglip)
+    with pytest.raises(ValueError, match="unknown"):
+        build_explainer("lime", _tiny_model())
+
+
+def test_the_harness_embedding_is_the_models_own(hf_clip):
+    """The harness scores perturbed images with a CLS-only last block: the same embedding as the
+    model's own forward (open_clip and transformers), to float rounding."""
+    from concept_grounding.cci.backends import get_backend
+    from concept_grounding.cci.fast import image_embeds
+    from concept_grounding.models.clip.loading import load_clip
+
+    px = torch.rand(4, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(2))
+    for model in (_tiny_model(), load_clip(str(hf_clip)).model):
+        be = get_backend(model)
+        with torch.no_grad():
+            ours, theirs = image_embeds(be, px), be.encode_image(px)
+        assert theirs.abs().max() > 0.1 and torch.allclose(ours, theirs, atol=1e-5), type(model).__name__

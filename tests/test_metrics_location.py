@@ -43,7 +43,7 @@ def test_region_boundary_by_alpha():
     out = _one(RAMP, [1, 2])
     assert (out["location@1_alpha1"], out["location@1_alpha3"], out["location@1_alpha6"]) == (0.0, 1.0, 1.0)
     # value 5 at (x 1, y 1): rank 6 -> outside even the 6-pixel region
-    out = _one(RAMP, [1.9, 1.2])  # fractional coordinates floor to the pixel
+    out = _one(RAMP, [0.6, 1.4])  # fractional coordinates go to the nearest pixel centre, (x 1, y 1)
     assert out["centre_rank"][0, 0] == 6 and out["location@1_alpha6"] == 0.0
 
 
@@ -192,3 +192,38 @@ def test_negative_zero_in_a_flat_row_is_handled():
     maps = np.zeros((1, 3, 4))
     maps[0, 1, 2], maps[0, 2, 2] = -0.0, -1.0
     assert centre_ranks(maps, np.array([14]), (3, 6)).tolist() == [15]
+
+
+def test_centres_go_to_the_pixel_whose_centre_is_nearest():
+    """Pixel centres sit at integer coordinates: (x, y) -> (floor(y + 1/2), floor(x + 1/2))."""
+    assert centre_pixels(np.array([3.0, 2.0]), (3, 4)) == 11  # integer coordinates: that pixel
+    assert centre_pixels(np.array([2.51, 1.49]), (3, 4)) == 7  # (row 1, col 3), not the truncated (1, 2)
+    assert centre_pixels(np.array([2.5, 0.5]), (3, 4)) == 7  # halves go up
+    assert centre_pixels(np.array([-0.7, 5.0]), (3, 4)) == 8  # clipped to the grid
+
+
+def test_a_map_that_is_the_part_itself_locates_the_world_centres_on_their_part():
+    """Known answer on world birds (64 px): with each part's own mask as its concept map and
+    |Omega| = 1 (ties keep the whole part inside), a centre is a hit exactly when its nearest
+    pixel lies on the part; that holds for almost every visible centre, where truncating the
+    coordinates lands off the part far more often."""
+    from concept_grounding.world import BirdWorld, WorldConfig
+
+    world = BirdWorld(WorldConfig(image_size=64, seed=0))
+    samples = [world.sample(i) for i in range(20)]
+    part_map = np.stack([s.part_map for s in samples])
+    xy = np.stack([s.part_xy for s in samples]).astype(float)
+    visible = np.stack([s.part_visible for s in samples])
+    hits, truncated = [], []
+    for p in range(xy.shape[1]):
+        maps = (part_map == p + 1)[:, None].astype(float)
+        out = concept_location(maps, xy, visible, top_concepts=np.zeros((len(samples), 1), int),
+                               concept_parts=[(p,)], alphas=(1e-3,), top_l=(1,))
+        rows, cols = np.floor(xy[:, p, 1] + 0.5).astype(int), np.floor(xy[:, p, 0] + 0.5).astype(int)
+        on_part = part_map[np.arange(len(samples)), rows.clip(0, 63), cols.clip(0, 63)] == p + 1
+        assert np.array_equal(out["hits"][:, 0, 0], visible[:, p] & on_part), p
+        hits += out["hits"][visible[:, p], 0, 0].tolist()
+        floor_rows, floor_cols = np.floor(xy[:, p, 1]).astype(int), np.floor(xy[:, p, 0]).astype(int)
+        truncated += (part_map[np.arange(len(samples)), floor_rows.clip(0, 63), floor_cols.clip(0, 63)]
+                      == p + 1)[visible[:, p]].tolist()
+    assert np.mean(hits) >= 0.95 > np.mean(truncated) + 0.04, (np.mean(hits), np.mean(truncated))

@@ -176,7 +176,11 @@ class TransformersCLIPBackend(VisionBackend):
         from ..models.clip.backends import TRANSFORMERS
 
         if "clip" not in type(model).__module__:
-            raise ValueError(f"model: {type(model).__name__} is not a transformers CLIP model")
+            head = getattr(getattr(model, "vision_model", model), "head", None)  # SigLIP's attention pooling
+            why = (f"pools its image tokens with an attention head ({type(head).__name__}), not a CLS token, "
+                   "and CCI cuts clusters out of the CLS token's attention" if head is not None
+                   else "is not a transformers CLIP model")
+            raise ValueError(f"model: {type(model).__name__} {why}")
         self.model = model
         self.tokenizer = tokenizer
         self.clip = TRANSFORMERS

@@ -17,7 +17,13 @@
   last block's query-key attention is dropped and every token keeps its own value path
   (``x + out(v(norm1(x)))``, then the block's MLP, as MaskCLIP's ViT code), each patch token
   goes through the pooling head (final norm and projection) into the joint space, and the map
-  is its cosine with ``t``;
+  is its cosine with ``t``. Checked against open_clip's own last block run with a diagonal
+  attention mask, and on a value-path model whose answer is closed-form (world birds' exact
+  masks: foreground above background). On the trained world CLIP of ``tests/test_cci_tables.py``
+  (2 layers, 64 px; 80 held-out birds) it ranks the foreground above the background on 41 %
+  (random 51 %, CCI 78 %): that model's patch tokens are closer to the class text on the
+  background (its last-layer tokens: 22 %; the value path without the MLP 39 %, the value alone
+  46 %), a property of the model (its species come with their usual scenes), not of MaskCLIP;
 * :func:`rollout_maps` — attention rollout (Abnar & Zuidema 2020): ``Â_l = ½(A_l + I)``
   with ``A_l`` the head-averaged attention, rows renormalised, ``R = Â_L … Â_1``; the map is
   the CLS row over the patches (text-independent).

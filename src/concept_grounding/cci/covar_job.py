@@ -188,6 +188,7 @@ def truth_checks(cci, clip, samples, class_embeds, steps: int) -> dict[str, dict
 
     from concept_grounding.cci.baselines import BASELINES
     from concept_grounding.cci.diagnosis import foreground_share, pointing_game
+    from concept_grounding.cci.explainers import build_explainer
     from concept_grounding.cci.faithfulness import Replacement, classification_curves
 
     px = clip.pixels([s.image for s in samples])
@@ -204,8 +205,8 @@ def truth_checks(cci, clip, samples, class_embeds, steps: int) -> dict[str, dict
     def score(x):
         return F.normalize(cci.backend.encode_image(x).float(), dim=-1) @ t.T
 
-    methods = {"CCI": cci(px, text).maps}
-    methods.update({name: fn(clip.model, px, text) for name, fn in BASELINES.items()})
+    explainers = {"CCI": cci, **{name: build_explainer(name, clip.model) for name in BASELINES}}
+    methods = {key: e(px, text).maps for key, e in explainers.items()}
     result = {}
     for name, maps in methods.items():
         at_image = F.interpolate(maps[:, None].float(), size=(h, w), mode="bilinear", align_corners=False)[:, 0]

@@ -133,9 +133,9 @@ def run_explain(config: ExplainConfig) -> ExplainResult:
     """
     import torch
 
-    from concept_grounding.cci import ConceptClusterImportance
-    from concept_grounding.cci.baselines import BASELINE_TITLES, BASELINES
+    from concept_grounding.cci.baselines import BASELINES
     from concept_grounding.cci.diagnosis import foreground_share
+    from concept_grounding.cci.explainers import build_explainer
     from concept_grounding.cci.loading import load_explainable_clip
 
     # 1. inputs and model
@@ -144,7 +144,7 @@ def run_explain(config: ExplainConfig) -> ExplainResult:
     else:
         images, texts, masks = _world_inputs(config)
     clip = load_explainable_clip(config.model, image_size=config.size, pretrained=config.pretrained)
-    cci = ConceptClusterImportance(clip.model, num_clusters=config.clusters, seed=config.seed, method=config.method)
+    cci = build_explainer("cci", clip.model, clusters=config.clusters, seed=config.seed, method=config.method)
     px = clip.pixels(images)
     text_embeds = clip.encode_text(texts)
 
@@ -157,10 +157,8 @@ def run_explain(config: ExplainConfig) -> ExplainResult:
                                                align_corners=False)[:, 0].numpy()
 
     maps = resize(out.maps)
-    extra = {}
-    if config.baselines:
-        t = text_embeds.expand(len(images), -1) if text_embeds.shape[0] == 1 else text_embeds
-        extra = {BASELINE_TITLES[name]: resize(fn(clip.model, px, t)) for name, fn in BASELINES.items() if name != "random"}
+    explainers = [build_explainer(name, clip.model) for name in BASELINES if config.baselines and name != "random"]
+    extra = {e.title: resize(e(px, text_embeds).maps) for e in explainers}
     labels = out.labels.view(len(images), *cci.backend.grid_size).numpy()
 
     # 3. numbers

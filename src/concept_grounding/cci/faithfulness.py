@@ -143,6 +143,9 @@ def classification_curves(
     steps: int = 20,
     replacement: Replacement | Callable[["torch.Tensor"], "torch.Tensor"] | None = None,
     topk: tuple[int, ...] = (1, 5),
+    *,
+    forward_batch: int | None = None,
+    endpoints: "Endpoints | None" = None,
 ) -> FaithfulnessCurves:
     """Deletion and Insertion accuracy curves for zero-shot classification.
 
@@ -156,27 +159,104 @@ def classification_curves(
         replacement: what deleted pixels become (default blur); a :class:`Replacement` or
             any callable ``(B, C, H, W) -> (B, C, H, W)``.
         topk: accuracies to track.
+        forward_batch: ``None``: one ``score_fn`` call per fraction on the ``B`` images (the
+            reference). An integer ``n``: the perturbed images of every fraction and both
+            modes are stacked and scored ``n`` at a time (one per call with ``n = 1``).
+        endpoints: the method-independent ends of the curves, computed once per batch and
+            shared by every method (:func:`curve_endpoints`): at ``f = 0`` deletion and
+            ``f = 1`` insertion the images are the clean ones, at ``f = 1`` deletion and
+            ``f = 0`` insertion the replacement itself (exactly: the blend weights are 0 and
+            1), so only the interior fractions are scored per method; ``replacement`` is
+            then unused.
     """
     import torch
 
     _check(images, maps)
     if labels.shape != (images.shape[0],):
         raise ValueError(f"labels: expected shape ({images.shape[0]},), got {tuple(labels.shape)}")
-    replacement = replacement or Replacement()
     fr = torch.linspace(0, 1, steps + 1)
     rank = pixel_order(maps)
-    base = replacement(images)
+    if endpoints is None:
+        base = (replacement or Replacement())(images)
+        inner = list(range(steps + 1))
+    else:
+        base = endpoints.baseline
+        inner = list(range(1, steps))
+    jobs = [(mode, i) for mode in ("deletion", "insertion") for i in inner]
+    scores = dict(zip(jobs, _scores(score_fn, images, base, rank, [(m, float(fr[i])) for m, i in jobs],
+                                     forward_batch)))
+    if endpoints is not None:
+        clean, removed = endpoints.clean_scores, endpoints.baseline_scores
+        scores.update({("deletion", 0): clean, ("deletion", steps): removed, ("insertion", 0): removed,
+                       ("insertion", steps): clean})
     out = FaithfulnessCurves(fractions=fr)
     for mode, tag in (("deletion", "Del"), ("insertion", "Ins")):
-        rows = {k: [] for k in topk}
-        for f in fr.tolist():
-            with torch.no_grad():
-                scores = score_fn(perturbed(images, base, rank, f, mode))
-            for k in topk:
-                rows[k].append(_topk_hits(scores, labels.to(scores.device), k).mean().cpu())
         for k in topk:
-            out.curves[f"{tag}@{k}"] = torch.stack(rows[k])
+            out.curves[f"{tag}@{k}"] = torch.stack([
+                _topk_hits(scores[(mode, i)], labels.to(scores[(mode, i)].device), k).mean().cpu()
+                for i in range(steps + 1)])
     return out
+
+
+@dataclass
+class Endpoints:
+    """The method-independent ends of the classification curves of one batch.
+
+    Attributes:
+        baseline: ``(B, C, H, W)`` the replacement images.
+        clean_scores: ``(B, num_classes)`` scores of the clean images.
+        baseline_scores: ``(B, num_classes)`` scores of the replacement images.
+    """
+
+    baseline: "torch.Tensor"
+    clean_scores: "torch.Tensor"
+    baseline_scores: "torch.Tensor"
+
+
+def curve_endpoints(
+    score_fn: Callable[["torch.Tensor"], "torch.Tensor"],
+    images: "torch.Tensor",
+    replacement: Replacement | Callable[["torch.Tensor"], "torch.Tensor"] | None = None,
+    clean_scores: "torch.Tensor | None" = None,
+) -> Endpoints:
+    """:class:`Endpoints` of ``images`` (``clean_scores`` reused when the caller has them)."""
+    import torch
+
+    base = (replacement or Replacement())(images)
+    with torch.no_grad():
+        clean = score_fn(images) if clean_scores is None else clean_scores
+        return Endpoints(base, clean, score_fn(base))
+
+
+def _scores(score_fn, images, base, rank, jobs: list[tuple[str, float]], forward_batch: int | None) -> list:
+    """``score_fn`` of the perturbed images of every ``(mode, fraction)`` job, ``(B, C)`` each.
+
+    ``forward_batch`` None: one call per job on all ``B`` images (:func:`perturbed`).
+    Otherwise the ``len(jobs) * B`` perturbed images (job-major, built job by job with
+    ``torch.where``: the same pixels as :func:`perturbed`) are scored ``forward_batch`` at a time.
+    """
+    import torch
+
+    if forward_batch is None:
+        with torch.no_grad():
+            return [score_fn(perturbed(images, base, rank, f, mode)) for mode, f in jobs]
+    if forward_batch < 1:
+        raise ValueError(f"forward_batch: must be >= 1, got {forward_batch}")
+    n = rank.shape[1] * rank.shape[2]
+    pending: list["torch.Tensor"] = []
+    out: list["torch.Tensor"] = []
+    with torch.no_grad():
+        for i, (mode, f) in enumerate(jobs):
+            if mode not in ("deletion", "insertion"):
+                raise ValueError(f"mode: expected 'deletion' or 'insertion', got {mode!r}")
+            top = (rank < round(f * n))[:, None]
+            pending.append(torch.where(~top if mode == "deletion" else top, images, base))
+            last = i == len(jobs) - 1
+            while pending and (sum(len(p) for p in pending) >= forward_batch or last):
+                stack = torch.cat(pending)
+                out.append(score_fn(stack[:forward_batch]))
+                pending = [stack[forward_batch:]] if len(stack) > forward_batch else []
+    return list(torch.cat(out).split(images.shape[0]))
 
 
 def retrieval_curves(

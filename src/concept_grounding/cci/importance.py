@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from .backends import VisionBackend, get_backend
+from .explanation import Explanation
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -58,8 +59,9 @@ class ClusterEmbeddings:
 
 
 @dataclass
-class CCIOutput:
-    """CCI result for a batch of ``B`` image-text pairs.
+class CCIOutput(Explanation):
+    """CCI result for a batch of ``B`` image-text pairs: an :class:`~.explainers.Explanation`
+    (``maps``) with CCI's own numbers beside it.
 
     Attributes:
         maps: ``(B, H, W)`` importance map ``S`` upsampled to the image.
@@ -72,7 +74,6 @@ class CCIOutput:
         normalizer: ``(B,)`` long, 1 paper rule, 2 absolute-sum rule, 0 zero map.
     """
 
-    maps: "torch.Tensor"
     patch_maps: "torch.Tensor"
     weights: "torch.Tensor"
     drops: "torch.Tensor"
@@ -184,7 +185,8 @@ def importance_map(
 
 
 class ConceptClusterImportance:
-    """Concept Cluster Importance for a CLIP ViT (transformers or open_clip).
+    """Concept Cluster Importance for a CLIP ViT (transformers or open_clip); an
+    :class:`~.explainers.Explainer` (``cci(pixel_values, texts) -> CCIOutput``).
 
     Args:
         model: transformers ``CLIPModel``/``CLIPVisionModel[WithProjection]``, open_clip
@@ -202,6 +204,9 @@ class ConceptClusterImportance:
     Clustering uses the final-layer patch tokens after the final LayerNorm (open_clip's
     ``output_tokens``; transformers' ``post_layernorm`` applied token-wise).
     """
+
+    name = "cci"
+    title = "CCI"
 
     def __init__(
         self,

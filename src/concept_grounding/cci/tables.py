@@ -37,6 +37,7 @@ import numpy as np
 
 from ..errors import UsageError
 from ..fileio import markdown_table, write_report
+from .explainers import EXPLAINERS, TITLES
 from .layouts import CaptionedImages, ImageFolder
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -47,8 +48,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["METHODS", "PRESETS", "TableRow", "load_table_models", "classification_table", "retrieval_table",
            "write_cci_tables"]
 
-#: explanation methods in table order: CCI, then :data:`~.baselines.BASELINES`.
-METHODS = ("cci", "random", "gradcam", "grad-eclip", "maskclip", "rollout")
+#: explanation methods in table order: CCI, then :data:`~.baselines.BASELINES` (:data:`~.explainers.EXPLAINERS`).
+METHODS = EXPLAINERS
 
 #: named model lists for ``--models``. ``paper``: the CLIP variants the CCI / COVAR summary in
 #: ``shared/seeds`` names (open_clip ``arch:pretrained``); the paper compares 18, the summary
@@ -118,25 +119,18 @@ def load_table_models(names: Sequence[str], image_size: int = 64, device: str = 
     return [(name, load_table_model(name, image_size, device)) for name in names]
 
 
-# --------------------------------------------------------------------------- maps
-def method_maps(method: str, cci: Any, handle: "ClipHandle", pixels: "torch.Tensor",
-                text_embeds: "torch.Tensor") -> "torch.Tensor":
-    """``(B, H, W)`` importance maps of ``method`` for ``B`` image-text pairs."""
-    from .baselines import BASELINES
-
-    if method == "cci":
-        return cci(pixels, text_embeds).maps
-    return BASELINES[method](handle.model, pixels, text_embeds)
-
-
-def _explainer(handle: "ClipHandle", clusters: int, seed: int, batch_size: int):
-    """The CCI explainer of ``handle``, or the reason its tower cannot be masked."""
-    from . import ConceptClusterImportance
+# --------------------------------------------------------------------------- methods
+def table_explainers(handle: "ClipHandle", methods: Sequence[str], clusters: int, seed: int,
+                     batch_size: int) -> tuple[dict[str, Any], str]:
+    """The :mod:`~.explainers` of ``methods`` for ``handle``, or ``({}, reason)`` when its tower
+    cannot be explained (the model's rows are then refused with that reason)."""
+    from .explainers import build_explainer
 
     try:
-        return ConceptClusterImportance(handle.model, num_clusters=clusters, seed=seed, batch_size=batch_size), ""
+        return {m: build_explainer(m, handle.model, clusters=clusters, seed=seed, batch_size=batch_size)
+                for m in methods}, ""
     except ValueError as err:
-        return None, str(err)
+        return {}, str(err)
 
 
 # --------------------------------------------------------------------------- Table 1
@@ -152,7 +146,15 @@ def classification_table(
     replacement: Any = None,
     progress: bool = True,
 ) -> list[TableRow]:
-    """CCI Table 1 on ``data`` for every model x method (module docstring)."""
+    """CCI Table 1 on ``data`` for every model x method (module docstring).
+
+    Per chunk of ``batch_size`` images: the class prompts' text embeddings are encoded once
+    per model; the clean and fully replaced images are scored once and shared by every
+    method (:func:`~.faithfulness.curve_endpoints`); each method's interior perturbations of
+    all fractions are stacked and scored ``batch_size`` images per forward, by
+    :func:`~.fast.image_embeds` (the model's embedding with a CLS-only last block).
+    ``batch_size=1`` is the per-image loop: one image, one forward per perturbed image.
+    """
     import time
 
     import torch
@@ -160,23 +162,26 @@ def classification_table(
     from tqdm.auto import tqdm
 
     from ..models.clip import class_caption
-    from .faithfulness import classification_curves
+    from .backends import get_backend
+    from .fast import image_embeds
+    from .faithfulness import classification_curves, curve_endpoints
 
     _check_methods(methods)
     rows: list[TableRow] = []
     n = len(data.paths)
     prompts = [class_caption(name) for name in data.class_names]
     for name, handle in models:
-        cci, reason = _explainer(handle, clusters, seed, batch_size)
-        if cci is None:
+        explainers, reason = table_explainers(handle, methods, clusters, seed, batch_size)
+        if reason:
             rows += [TableRow(name, m, refused=reason) for m in methods]
             continue
         texts = handle.encode_text(prompts)  # (C, E) raw
         classes = F.normalize(texts.float(), dim=-1)
-        be = cci.backend
+        be = get_backend(handle.model)
+        ops = be.blocks()
 
         def score_fn(x: "torch.Tensor") -> "torch.Tensor":
-            return F.normalize(be.encode_image(x).float(), dim=-1) @ classes.to(x.device).T
+            return F.normalize(image_embeds(be, x, ops).float(), dim=-1) @ classes.to(x.device).T
 
         sums = {m: {c: 0.0 for c in CLASSIFICATION_COLUMNS} for m in methods}
         times = dict.fromkeys(methods, 0.0)
@@ -185,13 +190,13 @@ def classification_table(
             idx = list(range(start, min(start + batch_size, n)))
             px = handle.pixels(data.images(idx))
             labels = torch.as_tensor(data.labels[idx], dtype=torch.long)
-            with torch.no_grad():
-                correct += int((score_fn(px).argmax(1).cpu() == labels).sum())
-            for m in methods:
+            ends = curve_endpoints(score_fn, px, replacement)
+            correct += int((ends.clean_scores.argmax(1).cpu() == labels).sum())
+            for m, explainer in explainers.items():
                 t0 = time.perf_counter()
-                maps = method_maps(m, cci, handle, px, texts[labels].to(px.device))
-                aucs = classification_curves(score_fn, px, maps.to(px.device), labels, steps=steps,
-                                             replacement=replacement).aucs
+                maps = explainer(px, texts[labels].to(px.device)).maps
+                aucs = classification_curves(score_fn, px, maps.to(px.device), labels, steps=steps, endpoints=ends,
+                                             forward_batch=batch_size).aucs
                 times[m] += time.perf_counter() - t0
                 for c in CLASSIFICATION_COLUMNS:
                     sums[m][c] += aucs[c] * len(idx)
@@ -220,17 +225,18 @@ def retrieval_table(
     import torch.nn.functional as F
     from tqdm.auto import tqdm
 
+    from .backends import get_backend
     from .faithfulness import retrieval_curves
 
     _check_methods(methods)
     rows: list[TableRow] = []
     n = len(data.paths)
     for name, handle in tqdm(models, desc="Table 2", disable=not progress, leave=False):
-        cci, reason = _explainer(handle, clusters, seed, batch_size)
-        if cci is None:
+        explainers, reason = table_explainers(handle, methods, clusters, seed, batch_size)
+        if reason:
             rows += [TableRow(name, m, refused=reason) for m in methods]
             continue
-        be = cci.backend
+        be = get_backend(handle.model)
         texts = handle.encode_text(data.captions)
         px = torch.cat([handle.pixels(data.images(range(s, min(s + batch_size, n))))
                         for s in range(0, n, batch_size)])
@@ -241,9 +247,9 @@ def retrieval_table(
         with torch.no_grad():
             sim = F.normalize(embed(px).float(), dim=-1) @ F.normalize(texts.float(), dim=-1).to(px.device).T
         clean = float((sim.argmax(1).cpu() == torch.arange(n)).float().mean())
-        for m in methods:
+        for m, explainer in explainers.items():
             t0 = time.perf_counter()
-            maps = torch.cat([method_maps(m, cci, handle, px[s : s + batch_size], texts[s : s + batch_size].to(px.device))
+            maps = torch.cat([explainer(px[s : s + batch_size], texts[s : s + batch_size].to(px.device)).maps
                               for s in range(0, n, batch_size)])
             aucs = retrieval_curves(embed, texts, px, maps.to(px.device), steps=steps, replacement=replacement).aucs
             rows.append(TableRow(name, m, {c: aucs[c] for c in RETRIEVAL_COLUMNS}, accuracy=clean,
@@ -260,7 +266,6 @@ def _check_methods(methods: Sequence[str]) -> None:
 # --------------------------------------------------------------------------- report
 def write_cci_tables(rows: Sequence[TableRow], out: str | Path, task: str, *, header: str = "") -> Path:
     """``results.json`` (every row) and ``report.md`` (the table) under ``out``; returns the report."""
-    from .baselines import BASELINE_TITLES
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -268,13 +273,12 @@ def write_cci_tables(rows: Sequence[TableRow], out: str | Path, task: str, *, he
     results = {"task": task, "rows": [
         {"model": r.model, "method": r.method, "scores": r.scores, "refused": r.refused,
          "clean": None if r.refused else r.accuracy, "seconds": r.seconds} for r in rows]}
-    titles = {"cci": "CCI", **BASELINE_TITLES}
     clean = "top-1 (clean)" if task == "classification" else "TR@1 (clean)"
     lines = ["| model / method | " + " | ".join(columns) + f" | {clean} | seconds |", "|" + "---|" * (len(columns) + 3)]
     for r in rows:
         cells = [f"refused: {r.refused}"] + [""] * (len(columns) + 1) if r.refused else \
             [f"{100 * r.scores[c]:.1f}" for c in columns] + [f"{100 * r.accuracy:.1f}", f"{r.seconds:.1f}"]
-        lines.append(f"| {r.model} / {titles[r.method]} | " + " | ".join(cells) + " |")
+        lines.append(f"| {r.model} / {TITLES[r.method]} | " + " | ".join(cells) + " |")
     title = ("Table 1: zero-shot classification, deletion / insertion AUC (%)" if task == "classification"
              else "Table 2: image-text retrieval, deletion / insertion AUC of Recall@k (%)")
     text = "\n".join([f"# CCI {title}", "", header, "", *lines, "",

@@ -19,8 +19,17 @@ Conventions (the paper leaves them open; docs/concept_metrics.md):
   ranking (the paper's "89 of 112 concepts" reading), so every top-``l`` slot has a part.
 * A concept on several parts (paired eyes, legs, wings; ``head_pattern`` on forehead
   and crown) is a hit if ANY visible one of its part centres lies in ``Omega``.
-* The part centre ``(x, y)`` (pixels, image coordinates) is the pixel
-  ``(row, col) = (floor(y), floor(x))``, clipped to the image.
+* **Which pixel is the centre** (:func:`centre_pixels`). Part centres ``(x, y)`` are image
+  coordinates with pixel centres at integers (pixel ``(row, col)`` covers
+  ``[col - 1/2, col + 1/2) x [row - 1/2, row + 1/2)``: the world's ``part_xy``, and CUB's
+  integer part locations), so the centre is the pixel whose centre is nearest:
+
+      (row, col) = (floor(y + 1/2), floor(x + 1/2)), clipped to [0, M1 - 1] x [0, M2 - 1]
+
+  On integer coordinates (CUB) this is the pixel ``(y, x)`` itself, as a truncation would
+  give; on the world's sub-pixel centres truncation (``floor(x)``) moved 11.5 % of the
+  visible part centres of 64-px birds (300 birds, 3898 centres) onto a pixel of another part
+  or the background, the nearest-centre pixel 1.3 % (thin parts: legs, beak tips).
 * ``Omega`` holds ``floor(alpha * M1 * M2 / 12)`` pixels (at least 1). Ties: a centre
   is inside when fewer than ``|Omega|`` pixels are STRICTLY larger than its value, i.e.
   pixels tied with the ``|Omega|``-th largest value all belong to ``Omega``. Equivalently
@@ -106,9 +115,15 @@ def concept_part_table(
 
 
 def centre_pixels(part_xy: np.ndarray, image_size: tuple[int, int]) -> np.ndarray:
-    """``(..., 2)`` (x, y) pixel coordinates -> flat index ``floor(y) * M2 + floor(x)``, clipped."""
-    rows = np.clip(np.floor(part_xy[..., 1]).astype(np.int64), 0, image_size[0] - 1)
-    cols = np.clip(np.floor(part_xy[..., 0]).astype(np.int64), 0, image_size[1] - 1)
+    """``(..., 2)`` (x, y) coordinates (pixel centres at integers) -> flat index ``row * M2 + col``
+    of the pixel whose centre is nearest, ``(row, col) = (floor(y + 1/2), floor(x + 1/2))``,
+    clipped to the ``image_size = (M1, M2)`` grid (module docstring).
+
+    >>> centre_pixels(np.array([[2.0, 1.0], [2.49, 0.5], [-3.0, 9.0]]), (3, 4)).tolist()   # (x, y)
+    [6, 6, 8]
+    """
+    rows = np.clip(np.floor(part_xy[..., 1] + 0.5).astype(np.int64), 0, image_size[0] - 1)
+    cols = np.clip(np.floor(part_xy[..., 0] + 0.5).astype(np.int64), 0, image_size[1] - 1)
     return rows * image_size[1] + cols
 
 

@@ -25,7 +25,8 @@ from .inputs import UserInputError, load_image, parse_texts, to_rgb, whole_numbe
 from .limits import Gate
 from ..bench.artifacts import WORLD_CLIP_MODEL
 from ..cci.baselines import BASELINES as _BASELINE_FUNCTIONS
-from .resources import FeatureUnavailable, ResourceStore
+from ..cci.baselines import baseline_caption
+from .resources import ResourceStore
 from .shipped import ASSETS, shipped_folder, write_shipped
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -161,7 +162,8 @@ def explain(
         dict with ``image`` (the input as used, ``(H, W, 3)`` uint8), ``cluster_map``,
         ``gallery`` (list of ``(overlay, caption)``), ``table`` (rows ``[text, cluster,
         weight w_k, drop Δs_k]``), ``similarity`` (one cosine per text) and ``notes``
-        (baselines this build cannot compute).
+        (empty: every offered baseline is computed, through the one explainer protocol,
+        :func:`concept_grounding.cci.explainers.build_explainer`).
     """
     gate = gate if gate is not None else Gate()
     stop = stopper(cancelled)
@@ -179,11 +181,11 @@ def explain(
     stop("CCI")
     import torch
 
-    from ..cci.importance import ClusterEmbeddings, ConceptClusterImportance
+    from ..cci.explainers import build_explainer
+    from ..cci.importance import ClusterEmbeddings
 
     try:
-        cci = ConceptClusterImportance(model.model, num_clusters=clusters, seed=store.seed,
-                                               tokenizer=model.tokenizer)
+        cci = build_explainer("cci", model.model, clusters=clusters, seed=store.seed, tokenizer=model.tokenizer)
     except ValueError as err:
         raise UserInputError(str(err)) from None
     px = model.pixels([image])
@@ -204,28 +206,13 @@ def explain(
     for i in range(t):
         stop(f"the overlay of text {i + 1}")
         gallery.append((overlay_heatmap(image, out.maps[i].numpy()), f"CCI: {texts[i]} (cos {float(out.similarity[i]):.3f})"))
-    notes = []
     for name in baselines:
         stop(f"the {name} baseline")
-        try:
-            gallery.append(_baseline(name, model.model, px, text_embeds[:1], image, texts[0], store.seed))
-        except FeatureUnavailable as err:
-            notes.append(str(err))
+        heat = build_explainer(name, model.model)(px, text_embeds[:1]).maps[0]
+        gallery.append((overlay_heatmap(image, heat), baseline_caption(name, texts[0])))
     table = [
         [texts[i], k, round(float(out.weights[i, k]), 4), round(float(out.drops[i, k]), 5)]
         for i in range(t) for k in range(out.weights.shape[1])
     ]
     return {"image": image, "cluster_map": cluster_map, "gallery": gallery, "table": table,
-            "similarity": [float(s) for s in out.similarity], "notes": notes}
-
-
-def _baseline(name: str, model: Any, px: Any, text_embeds: Any, image: np.ndarray, text: str, seed: int) -> tuple[np.ndarray, str]:
-    """One baseline map of :data:`concept_grounding.cci.baselines.BASELINES` as ``(overlay, caption)``
-    (caption: :func:`concept_grounding.cci.baselines.baseline_caption`)."""
-    from ..cci.baselines import baseline_caption
-
-    func = _BASELINE_FUNCTIONS.get(name)
-    if func is None:
-        raise FeatureUnavailable(f"`concept_grounding.cci.baselines` has no {name} baseline in this build.")
-    heat = func(model, px, text_embeds)[0]
-    return overlay_heatmap(image, heat), baseline_caption(name, text)
+            "similarity": [float(s) for s in out.similarity], "notes": []}

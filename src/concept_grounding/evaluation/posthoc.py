@@ -109,10 +109,23 @@ def _outputs(model: nn.Module, images: torch.Tensor, batch_size: int) -> tuple[n
 
 def parts_at(split: "datasets.Dataset", size: int) -> tuple[np.ndarray, np.ndarray]:
     """Part centres ``(N, P, 2)`` rescaled from each image's own size to ``size x size`` px,
-    and visibility ``(N, P)``."""
+    and visibility ``(N, P)``.
+
+    Pixel centres sit at integer coordinates (the convention of
+    :func:`~concept_grounding.metrics.concept_location.centre_pixels`), so a resize by
+    ``s = size / W`` maps ``x`` to ``(x + 1/2) * s - 1/2``; an image already at ``size`` keeps
+    its centres exactly.
+
+    >>> from PIL import Image
+    >>> split = {"part_xy": [[[0.0, 63.0]], [[1.0, 2.0]]], "part_visible": [[True], [True]],
+    ...          "image": [Image.new("RGB", (64, 64)), Image.new("RGB", (4, 4))]}
+    >>> parts_at(split, 4)[0].tolist()   # pixel 63 of 64 lies in pixel 3 of 4 (nearest centre); 4 px keep theirs
+    [[[-0.46875, 3.46875]], [[1.0, 2.0]]]
+    """
     xy = np.asarray(split["part_xy"], np.float32)
     sizes = np.array([im.size for im in split["image"]], np.float32)  # (N, 2) as (W, H)
-    return xy * (size / sizes)[:, None, :], np.asarray(split["part_visible"], bool)
+    scale = (size / sizes)[:, None, :]
+    return np.where(scale == 1, xy, (xy + 0.5) * scale - 0.5), np.asarray(split["part_visible"], bool)
 
 
 @dataclass

@@ -27,7 +27,7 @@ def build():
                               torch.nn.Flatten(), torch.nn.Linear(8, 32))
     return net.eval(), None, "sub"
 '''
-ARGS = ["--world-size", "32", "--classes", "017.Cardinal", "073.Blue_Jay", "--no-progress", "--batch-size", "8",
+ARGS = ["--size", "32", "--classes", "017.Cardinal", "073.Blue_Jay", "--no-progress", "--batch-size", "8",
         "--no-normalize", "--save-scores"]
 
 

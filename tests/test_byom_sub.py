@@ -22,7 +22,7 @@ from concept_grounding.models.clip import ClipHandle
 ROOT = Path(__file__).resolve().parents[1]
 CLASSES = ["017.Cardinal", "073.Blue_Jay", "020.Yellow_breasted_Chat"]
 SIZE = 32
-WORLD_ARGS = ["--world-size", str(SIZE), "--classes", *CLASSES, "--no-progress"]
+WORLD_ARGS = ["--size", str(SIZE), "--classes", *CLASSES, "--no-progress"]
 
 #: a user's model file: plain torch, no project classes; returns (concepts, classes).
 USER_MODEL = '''

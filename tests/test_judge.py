@@ -245,7 +245,7 @@ def test_scorer_validation_ranks_an_oracle_perfectly_and_a_blind_scorer_at_chanc
 def test_filter_validate_on_world_cli(tmp_path):
     out = tmp_path / "v"
     r = subprocess.run([sys.executable, "-m", "concept_grounding.cli", "filter", "--out", str(out), "--scorer", "tiny-clip",
-                        "--validate-on-world", "--world-size", "32"], capture_output=True, text=True, timeout=300)
+                        "--validate-on-world", "--size", "32"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     report = json.loads((out / "scorer_validation.json").read_text())
     assert report["edits"] == len(BirdWorld(WorldConfig(image_size=32)).default_pairings())

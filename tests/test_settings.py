@@ -115,3 +115,13 @@ def test_candidates_world_side_is_size_and_its_old_spelling_still_parses():
     assert parser.parse_args(["classes", "--size", "48"]).world_size == 48
     assert parser.parse_args(["attributes", "--world-size", "40"]).world_size == 40
     assert parser.parse_args(["classes"]).world_size is None
+
+
+def test_sub_world_side_is_size_beside_the_models_input_side():
+    from concept_grounding.commands import sub
+
+    parser = argparse.ArgumentParser()
+    sub.add_arguments(parser)
+    assert parser.parse_args(["--model", "m", "--size", "48"]).world_size == 48
+    assert parser.parse_args(["--model", "m", "--world-size", "40", "--image-size", "224"]).world_size == 40
+    assert "--world-size" not in parser.format_help()

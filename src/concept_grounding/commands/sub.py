@@ -19,6 +19,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from concept_grounding.hub import ModelSpec
 
+from concept_grounding.settings import add_option
+from concept_grounding.validators import int_at_least
+
 __all__ = ["add_arguments", "run", "FLAGS"]
 
 #: how an error raised by the Python API names each keyword when this command runs it
@@ -82,7 +85,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default=None,
                         help="precision the model runs in (default: the model's own)")
     parser.add_argument("--batch-size", type=int, default=64, help="images per forward pass")
-    parser.add_argument("--world-size", type=int, default=64, help="world SUB export: image side (px)")
+    add_option(parser, "--size", "--world-size", dest="world_size", type=int_at_least(32), default=64,
+               help="world SUB export: image side (px; the model's own input side is --image-size)")
     parser.add_argument("--world-seed", type=int, default=0, help="world SUB export: seed")
     parser.add_argument("--per-pairing", type=int, default=1, help="world SUB export: images per (class, attribute)")
     parser.add_argument("--classes", nargs="*", default=None, help="world SUB export: class folder names (default: 33)")

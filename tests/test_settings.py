@@ -125,3 +125,21 @@ def test_sub_world_side_is_size_beside_the_models_input_side():
     assert parser.parse_args(["--model", "m", "--size", "48"]).world_size == 48
     assert parser.parse_args(["--model", "m", "--world-size", "40", "--image-size", "224"]).world_size == 40
     assert "--world-size" not in parser.format_help()
+
+
+def test_generate_flags_come_from_generate_config_and_resume_messages_name_them():
+    from concept_grounding.commands import generate
+    from concept_grounding.tdg.generate_config import GenerateConfig
+    from concept_grounding.tdg.resume import MANIFEST_ARGUMENTS
+
+    parser = argparse.ArgumentParser()
+    generate.add_arguments(parser)
+    config = generate.config_from_args(parser.parse_args(["--out", "g"]))
+    plain = {s.name: getattr(config, s.name) for s in settings.settings_of(GenerateConfig)}
+    assert plain == {s.name: getattr(GenerateConfig(out="g"), s.name) for s in settings.settings_of(GenerateConfig)}
+    config = generate.config_from_args(parser.parse_args(
+        ["--out", "g", "--steps", "3", "--classes", "Blue Jay", "--t-min", "0.3", "--save-guides", "--size", "48"]))
+    assert (config.num_inference_steps, config.classes, config.t_min, config.save_guides, config.size) == (
+        3, ("073.Blue_Jay",), 0.3, True, 48)
+    assert MANIFEST_ARGUMENTS["num_inference_steps"] == "--steps" == settings.flag(GenerateConfig, "num_inference_steps")
+    assert MANIFEST_ARGUMENTS["schedule"] == "--t-min/--t-max/--k"

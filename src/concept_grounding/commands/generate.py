@@ -11,24 +11,13 @@ from __future__ import annotations
 
 import argparse
 
-from concept_grounding.commands._types import (
-    attribute_name,
-    class_name,
-    closed_unit_interval,
-    existing_dir,
-    existing_file,
-    multiple_of,
-    nonnegative_float,
-    output_dir,
-    positive_float,
-    positive_int,
-)
+from concept_grounding import settings
+from concept_grounding.commands._types import existing_dir, existing_file, output_dir
 from concept_grounding.errors import UsageError
 from concept_grounding.tdg.acceleration import CACHES, Acceleration, TransformerCache
 from concept_grounding.tdg.generate_config import GenerateConfig
 from concept_grounding.tdg.generate_job import run_generate
 from concept_grounding.tdg.sources import (
-    DEFAULT_STEPS,
     ClassTablePairings,
     FluxSource,
     PairingsFile,
@@ -36,7 +25,6 @@ from concept_grounding.tdg.sources import (
     PretrainedFlux,
 )
 from concept_grounding.testing.flux import TinyFlux
-from concept_grounding.worldflux.loader import WORLD_STEPS
 from concept_grounding.worldflux.source import WORLD_MODEL, WorldFlux, world_pairings
 
 def transformer_cache(text: str) -> TransformerCache:
@@ -45,10 +33,6 @@ def transformer_cache(text: str) -> TransformerCache:
         return TransformerCache.parse(text)
     except UsageError as err:
         raise argparse.ArgumentTypeError(f"{err.reason}{'; ' + err.hint if err.hint else ''}") from None
-
-
-#: FLUX's VAE downsamples by 8 and the transformer packs 2 x 2 latents into a token.
-SIZE_MULTIPLE = 16
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,35 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--cub-root", type=existing_dir, help="take class-level labels from a CUB_200_2011 folder (default: the bird world's class vectors)")
     source.add_argument("--pairings", type=existing_file, help="file of pairings: 'class,attribute' lines or JSON lines (default: SUB's pairings of the bird world)")
-    parser.add_argument("--classes", nargs="*", type=class_name, help="restrict to these classes (CUB names; default: all)")
-    parser.add_argument("--attributes", nargs="*", type=attribute_name, help="restrict to these target attributes (default: all)")
-    parser.add_argument("--images-per-pairing", type=positive_int, default=500, help="images per (class, attribute) pairing (paper: 500)")
-    parser.add_argument("--seed", type=int, default=0, help="base seed of the per-image seeds")
-    parser.add_argument("--method", choices=("tdg", "prompting"), default="tdg",
-                        help="tdg: tied diffusion (SUB Sec. 3); prompting: the reference prompt alone (baseline)")
-    parser.add_argument("--steps", dest="num_inference_steps", type=positive_int, default=None,
-                        help=f"denoising steps (default: the model's own: {WORLD_STEPS} for the world Flux, as its "
-                             f"card says; {DEFAULT_STEPS} for the others)")
-    parser.add_argument("--guidance-scale", type=nonnegative_float, default=3.5,
-                        help="FLUX.1 [dev]'s distilled guidance scale (ignored by models without a guidance "
-                             "embedding, such as the world Flux, which uses true CFG 4; the manifest then omits it)")
-    parser.add_argument("--size", type=multiple_of(SIZE_MULTIPLE, why="FLUX: VAE factor 8 x 2 x 2 latent packing"),
-                        default=None, help=f"image side, a multiple of {SIZE_MULTIPLE} (default 32 for the world model and --tiny, else 1024)")
-    parser.add_argument("--t-min", type=closed_unit_interval, default=None,
-                        help="eta schedule: start of the tie, in [0, 1] (default: the paper's per-attribute schedule)")
-    parser.add_argument("--t-max", type=closed_unit_interval, default=None,
-                        help="eta schedule: end of the tie, in [0, 1] (default: the paper's per-attribute schedule)")
-    parser.add_argument("--k", type=positive_float, default=None,
-                        help="eta schedule: steepness k > 0 (default: the paper's per-attribute schedule)")
-    parser.add_argument("--batch-size", type=positive_int, default=4, help="image pairs per pipeline call")
-    parser.add_argument("--max-images", type=positive_int, default=None, help="stop after this many new images (default: no limit)")
+    settings.add_arguments(parser, GenerateConfig)
     parser.add_argument("--dtype", choices=("bfloat16", "float16", "float32"), default="bfloat16",
                         help="precision of a named FLUX model (--model; the world model and --tiny run in float32)")
-    parser.add_argument("--guide-bird", default=None,
-                        help="guide bird of shape / pattern attributes for pairings that name none (SUB App. B; "
-                             "default: App. B's; a --pairings file's guide_bird wins)")
-    parser.add_argument("--save-guides", action="store_true",
-                        help="also write each guide image to .guides/ (SUB itself keeps only the reference images)")
     parser.add_argument("--cache", type=transformer_cache, default=None, metavar="NAME[:OPTION=VALUE,...]",
                         help="a diffusers transformer cache, enabled with transformer.enable_cache: "
                              f"{', '.join(CACHES)}; options are the diffusers config's fields, "
@@ -122,19 +80,10 @@ def _pairing_source(args: argparse.Namespace) -> PairingSource:
     return world_pairings()
 
 
-def _tuple(values: list[str] | None) -> tuple[str, ...] | None:
-    return None if values is None else tuple(values)
-
-
 def config_from_args(args: argparse.Namespace) -> GenerateConfig:
     """The job's configuration (sources are read when the job runs, so errors keep their order)."""
-    return GenerateConfig(
-        out=args.out, model=_model(args), pairings=_pairing_source(args), classes=_tuple(args.classes),
-        attributes=_tuple(args.attributes), images_per_pairing=args.images_per_pairing, seed=args.seed,
-        method=args.method, num_inference_steps=args.num_inference_steps, guidance_scale=args.guidance_scale, size=args.size,
-        t_min=args.t_min, t_max=args.t_max, k=args.k, batch_size=args.batch_size, max_images=args.max_images,
-        save_guides=args.save_guides, guide_bird=args.guide_bird, acceleration=Acceleration(cache=args.cache, compile=args.compile),
-    )
+    return settings.from_args(GenerateConfig, args, out=args.out, model=_model(args), pairings=_pairing_source(args),
+                              acceleration=Acceleration(cache=args.cache, compile=args.compile))
 
 
 def run(args: argparse.Namespace) -> int:

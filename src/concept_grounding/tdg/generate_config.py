@@ -1,8 +1,9 @@
 """The settings of one ``generate`` run (SUB Sec. 4.2), each under one name.
 
 Each setting has the name the folder's manifest records it by (``num_inference_steps``,
-``guidance_scale``, ...); the command-line argument behind each is
-:data:`~.resume.MANIFEST_ARGUMENTS` (e.g. ``--steps``).
+``guidance_scale``, ...) and is declared once with :func:`~concept_grounding.settings.setting`:
+its flag (``--steps``), validator, default and help, from which ``concept-grounding generate``
+builds its arguments and the resume messages name the flag (:data:`~.resume.MANIFEST_ARGUMENTS`).
 
 >>> GenerateConfig(out=Path("gen"), t_min=0.3).eta_schedule()
 EtaSchedule(t_min=0.3, t_max=0.9, k=10.0)
@@ -18,13 +19,31 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from ..errors import UsageError
+from ..settings import setting
+from ..validators import (
+    attribute_name,
+    class_name,
+    closed_unit_interval,
+    multiple_of,
+    nonnegative_float,
+    positive_float,
+    positive_int,
+)
 from .acceleration import Acceleration
 from .schedule import EtaSchedule
+from .sources import DEFAULT_STEPS
 
 if TYPE_CHECKING:
     from .sources import FluxModel, FluxSource, PairingSource
 
-__all__ = ["GenerateConfig"]
+__all__ = ["GenerateConfig", "SIZE_MULTIPLE"]
+
+#: FLUX's VAE downsamples by 8 and the transformer packs 2 x 2 latents into a token.
+SIZE_MULTIPLE = 16
+
+
+def _tuple(values: Sequence[str]) -> tuple[str, ...]:
+    return tuple(values)
 
 Method = Literal["tdg", "prompting"]
 
@@ -60,21 +79,35 @@ class GenerateConfig:
     out: Path
     model: FluxSource | None = None
     pairings: PairingSource | None = None
-    classes: Sequence[str] | None = None
-    attributes: Sequence[str] | None = None
-    images_per_pairing: int = 500
-    seed: int = 0
-    method: Method = "tdg"
-    num_inference_steps: int | None = None
-    guidance_scale: float = 3.5
-    size: int | None = None
-    t_min: float | None = None
-    t_max: float | None = None
-    k: float | None = None
-    batch_size: int = 4
-    max_images: int | None = None
-    save_guides: bool = False
-    guide_bird: str | None = None
+    classes: Sequence[str] | None = setting(None, "restrict to these classes (CUB names; default: all)",
+                                            parse=class_name, nargs="*", convert=_tuple)
+    attributes: Sequence[str] | None = setting(None, "restrict to these target attributes (default: all)",
+                                               parse=attribute_name, nargs="*", convert=_tuple)
+    images_per_pairing: int = setting(500, "images per (class, attribute) pairing (paper: 500)", parse=positive_int)
+    seed: int = setting(0, "base seed of the per-image seeds", parse=int)
+    method: Method = setting("tdg", "tdg: tied diffusion (SUB Sec. 3); prompting: the reference prompt alone (baseline)",
+                             choices=("tdg", "prompting"))
+    num_inference_steps: int | None = setting(
+        None, f"denoising steps (default: the model's own, as its card says; {DEFAULT_STEPS} for a model without "
+              "one)", parse=positive_int, flag="--steps")
+    guidance_scale: float = setting(
+        3.5, "FLUX.1 [dev]'s distilled guidance scale (ignored by models without a guidance embedding, such as the "
+             "world Flux, which uses true CFG 4; the manifest then omits it)", parse=nonnegative_float)
+    size: int | None = setting(None, f"image side, a multiple of {SIZE_MULTIPLE} (default 32 for the world model and "
+                                     "--tiny, else 1024)",
+                               parse=multiple_of(SIZE_MULTIPLE, why="FLUX: VAE factor 8 x 2 x 2 latent packing"))
+    t_min: float | None = setting(None, "eta schedule: start of the tie, in [0, 1] (default: the paper's "
+                                        "per-attribute schedule)", parse=closed_unit_interval)
+    t_max: float | None = setting(None, "eta schedule: end of the tie, in [0, 1] (default: the paper's "
+                                        "per-attribute schedule)", parse=closed_unit_interval)
+    k: float | None = setting(None, "eta schedule: steepness k > 0 (default: the paper's per-attribute schedule)",
+                              parse=positive_float)
+    batch_size: int = setting(4, "image pairs per pipeline call", parse=positive_int)
+    max_images: int | None = setting(None, "stop after this many new images (default: no limit)", parse=positive_int)
+    save_guides: bool = setting(False, "also write each guide image to .guides/ (SUB itself keeps only the reference "
+                                       "images)", action="store_true")
+    guide_bird: str | None = setting(None, "guide bird of shape / pattern attributes for pairings that name none "
+                                           "(SUB App. B; default: App. B's; a --pairings file's guide_bird wins)")
     acceleration: Acceleration = field(default_factory=Acceleration)
 
     def eta_schedule(self) -> EtaSchedule | None:

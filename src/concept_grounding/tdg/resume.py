@@ -26,10 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError, read_text_file
 from ..fileio import atomic_write_bytes
+from ..settings import flags
+from .generate_config import GenerateConfig
 from .plan import GenerationJob, Pairing
 
 if TYPE_CHECKING:
-    from .generate_config import GenerateConfig
     from .sources import FluxModel
 
 __all__ = []
@@ -39,12 +40,16 @@ MANIFEST_FILE = ".tdg_manifest.json"
 MANIFEST_FORMAT = 1
 #: Manifest settings added after format 1, with the value a folder without them was made with.
 MANIFEST_DEFAULTS: dict[str, Any] = {"cache": None, "compile": False}
-#: manifest setting -> the argument that sets it (for resume messages)
+_FLAGS = flags(GenerateConfig)
+#: manifest setting -> the argument that sets it (for resume messages): a setting's own flag
+#: (declared once, on :class:`~.generate_config.GenerateConfig`), or the flags a recorded value
+#: comes from
 MANIFEST_ARGUMENTS = {
-    "model": "--model/--tiny", "dtype": "--dtype", "seed": "--seed", "method": "--method",
-    "num_inference_steps": "--steps", "guidance_scale": "--guidance-scale", "size": "--size",
-    "max_sequence_length": "--tiny/--model", "schedule": "--t-min/--t-max/--k", "save_guides": "--save-guides",
-    "batch_size": "--batch-size", "pairings": "--classes/--attributes/--pairings/--images-per-pairing",
+    **{name: _FLAGS[name] for name in ("seed", "method", "num_inference_steps", "guidance_scale", "size",
+                                       "save_guides", "batch_size")},
+    "model": "--model/--tiny", "dtype": "--dtype", "max_sequence_length": "--tiny/--model",
+    "schedule": "/".join(_FLAGS[name] for name in ("t_min", "t_max", "k")),
+    "pairings": f"{_FLAGS['classes']}/{_FLAGS['attributes']}/--pairings/{_FLAGS['images_per_pairing']}",
     "cache": "--cache", "compile": "--compile",
 }
 

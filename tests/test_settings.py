@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from pathlib import Path
 from dataclasses import dataclass
 
 import pytest
@@ -143,3 +144,16 @@ def test_generate_flags_come_from_generate_config_and_resume_messages_name_them(
         3, ("073.Blue_Jay",), 0.3, True, 48)
     assert MANIFEST_ARGUMENTS["num_inference_steps"] == "--steps" == settings.flag(GenerateConfig, "num_inference_steps")
     assert MANIFEST_ARGUMENTS["schedule"] == "--t-min/--t-max/--k"
+
+
+def test_filter_flags_come_from_filter_config():
+    from concept_grounding.commands import filter as filter_command
+    from concept_grounding.tdg.filter_job import FilterConfig
+
+    parser = argparse.ArgumentParser()
+    filter_command.add_arguments(parser)
+    args = parser.parse_args(["--out", "f", "--scorer", "tiny-clip", "--keep-fraction", "0.5"])
+    assert filter_command.config_from_args(args) == FilterConfig(input=None, out=Path("f"), scorer="tiny-clip",
+                                                                 keep_fraction=0.5)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--out", "f", "--keep-fraction", "0"])  # (0, 1]: the declared validator

@@ -16,32 +16,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from concept_grounding.commands._types import existing_dir, output_dir, positive_int, unit_interval
+from concept_grounding import settings
+from concept_grounding.commands._types import existing_dir, positive_int
 from concept_grounding.errors import UsageError
 from concept_grounding.tdg.filter_job import DEFAULT_VLM, SCORERS, FilterConfig, build_scorer, run_filter
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--in", dest="input", type=existing_dir, default=None,
-                        help="generated image folder (with metadata.jsonl); optional with --validate-on-world")
-    parser.add_argument("--out", required=True, type=output_dir, help="folder for the kept list and the report")
-    parser.add_argument("--scorer", choices=SCORERS, default="vlm",
-                        help="what judges the images: a VLM's yes/no answer, CLIP similarity, or a concept model (--oracle)")
-    parser.add_argument("--vlm-model", default=DEFAULT_VLM,
-                        help="a VLM that AutoModelForImageTextToText loads: Hub id or local folder (--scorer vlm)")
-    parser.add_argument("--trust-remote-code", action="store_true",
-                        help="let --vlm-model's repository run its own Python modelling code (off by default; "
-                        "only for repositories you trust)")
-    parser.add_argument("--clip-model", default="ViT-B-32", help="open_clip architecture (--scorer clip)")
-    parser.add_argument("--clip-pretrained", default="openai", help="open_clip weights tag (--scorer clip; 'random' for random weights on purpose)")
-    parser.add_argument("--oracle", help="a concept model folder saved by `bench` (the world's attribute oracle), or"
-                        " 'module:function' mapping a list of PIL images to (N, 312) probabilities (--scorer oracle; default: none)")
-    parser.add_argument("--keep-fraction", type=unit_interval, default=0.1,
-                        help="fraction of the generated images kept per pairing, in (0, 1] (SUB: 0.1)")
-    parser.add_argument("--check-groups", nargs="*", default=[], metavar="GROUP",
-                        help="also ask these attribute groups (e.g. bill_color wing_color) and discard an image whose "
-                             "answer is none of the reference class's class-level values there (another attribute "
-                             "changed; default: none, the paper's filter)")
+    settings.add_arguments(parser, FilterConfig, defaults={"input": None})
     parser.add_argument("--cub-root", type=existing_dir, default=None,
                         help="CUB_200_2011 tree whose class-level labels --check-groups compares with (default: the "
                              "bird world's)")
@@ -93,11 +75,8 @@ def config_from_args(args: argparse.Namespace) -> FilterConfig:
         if unknown:
             raise UsageError(f"unknown attribute group(s) {unknown}", argument="--check-groups",
                              hint="groups are written like bill_color, wing_pattern")
-    return FilterConfig(input=args.input, out=args.out, scorer=args.scorer, vlm_model=args.vlm_model,
-                        trust_remote_code=args.trust_remote_code, clip_model=args.clip_model,
-                        clip_pretrained=args.clip_pretrained, oracle=args.oracle, keep_fraction=args.keep_fraction,
-                        oracle_loader=_concept_model_oracle, check_groups=check,
-                        class_values=class_values(getattr(args, "cub_root", None)) if check else None)
+    return settings.from_args(FilterConfig, args, oracle_loader=_concept_model_oracle, check_groups=check,
+                              class_values=class_values(getattr(args, "cub_root", None)) if check else None)
 
 
 def validate_scorer(scorer, args: argparse.Namespace) -> None:

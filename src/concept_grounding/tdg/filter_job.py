@@ -35,6 +35,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import UsageError, read_text_file
+from ..settings import setting
+from ..validators import existing_dir, output_dir, unit_interval
 from .filter import (
     AttributeOracleScorer,
     CLIPScorer,
@@ -79,17 +81,28 @@ class FilterConfig:
         class_values: class -> its class-level attribute names (with ``check_groups``).
     """
 
-    input: Path
-    out: Path
-    scorer: str = "vlm"
-    vlm_model: str = DEFAULT_VLM
-    trust_remote_code: bool = False
-    clip_model: str = "ViT-B-32"
-    clip_pretrained: str = "openai"
-    oracle: str | None = None
-    keep_fraction: float = 0.1
+    input: Path = setting(help="generated image folder (with metadata.jsonl); optional with --validate-on-world",
+                          parse=existing_dir, flag="--in")
+    out: Path = setting(help="folder for the kept list and the report", parse=output_dir)
+    scorer: str = setting("vlm", "what judges the images: a VLM's yes/no answer, CLIP similarity, or a concept model "
+                                 "(--oracle)", choices=SCORERS)
+    vlm_model: str = setting(DEFAULT_VLM, "a VLM that AutoModelForImageTextToText loads: Hub id or local folder "
+                                          "(--scorer vlm)")
+    trust_remote_code: bool = setting(False, "let --vlm-model's repository run its own Python modelling code (off by "
+                                             "default; only for repositories you trust)", action="store_true")
+    clip_model: str = setting("ViT-B-32", "open_clip architecture (--scorer clip)")
+    clip_pretrained: str = setting("openai", "open_clip weights tag (--scorer clip; 'random' for random weights on "
+                                             "purpose)")
+    oracle: str | None = setting(None, "a concept model folder saved by `bench` (the world's attribute oracle), or "
+                                       "'module:function' mapping a list of PIL images to (N, 312) probabilities "
+                                       "(--scorer oracle; default: none)")
+    keep_fraction: float = setting(0.1, "fraction of the generated images kept per pairing, in (0, 1] (SUB: 0.1)",
+                                   parse=unit_interval)
     oracle_loader: Callable[[str], Oracle] | None = field(default=None, compare=False, repr=False)
-    check_groups: tuple[str, ...] = ()
+    check_groups: tuple[str, ...] = setting(
+        (), "also ask these attribute groups (e.g. bill_color wing_color) and discard an image whose answer is none of "
+            "the reference class's class-level values there (another attribute changed; default: none, the paper's "
+            "filter)", nargs="*", metavar="GROUP", convert=tuple)
     class_values: Mapping[str, Collection[str]] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from concept_grounding.settings import add_option
 from concept_grounding.commands._types import (
     class_name, closed_unit_interval, existing_dir, int_at_least, positive_float, positive_int,
 )
@@ -36,9 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cub-root", type=existing_dir, default=None,
                         help="a CUB_200_2011 folder (per-image labels and part locations; default: the bird world)")
     parser.add_argument("--out", type=Path, default=Path("reports/analyse"), help="report folder")
-    parser.add_argument("--image-size", type=int, default=None,
-                        help="side (px) the images are resized to (default: a saved model's, else 224 on CUB, "
-                             "64 on the world)")
+    add_option(parser, "--size", "--image-size", dest="image_size", type=int_at_least(32), default=None,
+               help="side (px) the images are resized to (default: a saved model's, else 224 on CUB, 64 on the world)")
     parser.add_argument("--max-images", type=int, default=None, help="only the first N test images (default: all)")
     parser.add_argument("--min-class-count", type=int, default=None,
                         help="CBM rule for the class-level labels (default: keep every attribute)")

@@ -105,9 +105,9 @@ def test_cheap_checks_come_before_the_model_is_resolved(tmp_path):
             resolved.append(1)
             raise AssertionError("resolved too early")
 
-    with pytest.raises(UsageError, match=r"--t-min/--t-max: --t-min 0.9 is above --t-max 0.2"):
+    with pytest.raises(UsageError, match=r"t_min/t_max: t_min=0.9 is above t_max=0.2"):  # the Python API names keywords
         run_generate(_config(tmp_path, model=Spy(), t_min=0.9, t_max=0.2))
-    with pytest.raises(UsageError, match=r"--classes: \['001.Black_footed_Albatross'\] not among the classes of "
+    with pytest.raises(UsageError, match=r"classes: \['001.Black_footed_Albatross'\] not among the classes of "
                                          r"the bird world \(33 SUB classes\)"):
         run_generate(_config(tmp_path, model=Spy(), classes=("001.Black_footed_Albatross",)))
     with pytest.raises(UsageError, match="no \\(class, attribute\\) pairing is left"):

@@ -92,6 +92,20 @@ def option(name: str, value: Any = _NO_VALUE) -> str:
     return keyword
 
 
+def named(*names: str) -> str:
+    """How an error's ``argument=`` names the settings ``names``: their flags inside
+    :func:`options_as_flags` (a command running the code), else the Python keywords.
+
+    >>> named("t_min", "t_max")
+    't_min/t_max'
+    >>> with options_as_flags({"t_min": "--t-min", "t_max": "--t-max"}):
+    ...     named("t_min", "t_max")
+    '--t-min/--t-max'
+    """
+    flags = _FLAGS.get()
+    return "/".join(flags.get(name, name) for name in names)
+
+
 @contextmanager
 def options_as_flags(flags: Mapping[str, str]) -> Iterator[None]:
     """Inside the block, :func:`option` spells a keyword (``"output"``) or a keyword with its

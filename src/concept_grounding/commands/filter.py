@@ -96,6 +96,13 @@ def validate_scorer(scorer, args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from concept_grounding.errors import options_as_flags
+
+    with options_as_flags(settings.flags(FilterConfig)):  # errors name the flags, not the config's fields
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.input is None and not args.validate_on_world:
         raise UsageError("is required (or pass --validate-on-world to validate the scorer only)", argument="--in")
     config = config_from_args(args)

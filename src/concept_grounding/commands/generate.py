@@ -87,7 +87,10 @@ def config_from_args(args: argparse.Namespace) -> GenerateConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    result = run_generate(config_from_args(args))
+    from concept_grounding.errors import options_as_flags
+
+    with options_as_flags({**settings.flags(GenerateConfig), "pairings": "--pairings"}):  # errors name the flags
+        result = run_generate(config_from_args(args))
     if result.metadata is not None:  # the main process
         print(f"wrote {result.written} new images ({result.planned} planned); metadata: {result.metadata}")
     return 0

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import UsageError, read_text_file
+from ..errors import UsageError, named, read_text_file
 from ..settings import setting
 from ..validators import existing_dir, output_dir, unit_interval
 from .filter import (
@@ -135,8 +135,8 @@ def read_generated_records(src: Path) -> list[dict]:
     """Rows of ``<src>/metadata.jsonl``; a missing file, bad JSON, missing keys or images name the line."""
     path = src / "metadata.jsonl"
     if not path.is_file():
-        raise UsageError("no metadata.jsonl here", argument="--in", file=src,
-                         hint="point --in at a folder written by `concept-grounding generate`")
+        raise UsageError("no metadata.jsonl here", argument=named("input"), file=src,
+                         hint=f"point {named('input')} at a folder written by `concept-grounding generate`")
     records = []
     for n, line in enumerate(read_text_file(path).splitlines(), 1):
         if not line.strip():
@@ -165,14 +165,14 @@ def _oracle_scorer(config: FilterConfig) -> OptionScorer:
         return AttributeOracleScorer(config.oracle_loader(config.oracle))
     if not config.oracle or ":" not in config.oracle:
         raise UsageError("must be a saved concept model folder or 'module:function' with --scorer oracle, got "
-                         f"{config.oracle!r}", argument="--oracle")
+                         f"{config.oracle!r}", argument=named("oracle"))
     import importlib
 
     module, name = config.oracle.split(":", 1)
     try:
         return AttributeOracleScorer(getattr(importlib.import_module(module), name))
     except (ImportError, AttributeError) as err:
-        raise UsageError(f"cannot import {config.oracle!r}: {err}", argument="--oracle") from None
+        raise UsageError(f"cannot import {config.oracle!r}: {err}", argument=named("oracle")) from None
 
 
 def build_scorer(config: FilterConfig) -> OptionScorer:

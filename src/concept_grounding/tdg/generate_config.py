@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from ..errors import UsageError
+from ..errors import UsageError, named, option
 from ..settings import setting
 from ..validators import (
     attribute_name,
@@ -123,7 +123,8 @@ class GenerateConfig:
         paper = EtaSchedule()  # the settings not given keep the paper's values
         t_min, t_max = given.get("t_min", paper.t_min), given.get("t_max", paper.t_max)
         if t_min > t_max:
-            raise UsageError(f"--t-min {t_min} is above --t-max {t_max}", argument="--t-min/--t-max")
+            raise UsageError(f"{option('t_min', t_min)} is above {option('t_max', t_max)}",
+                             argument=named("t_min", "t_max"))
         return replace(paper, **given)
 
     def resolved_size(self, model: FluxModel) -> int:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import UsageError, read_text_file
+from ..errors import UsageError, named, read_text_file
 from ..vocabulary import Vocabulary, load_vocabulary, split_attribute
 
 if TYPE_CHECKING:
@@ -160,7 +160,7 @@ def read_pairings(path: str | Path, vocab: Vocabulary | None = None) -> list[Pai
 
     vocab = vocab or load_vocabulary()
     out = []
-    for n, line in enumerate(read_text_file(path, argument="--pairings").splitlines(), 1):
+    for n, line in enumerate(read_text_file(path, argument=named("pairings")).splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import UsageError
+from ..errors import UsageError, named
 from .plan import Pairing, plan_pairings, read_pairings
 
 if TYPE_CHECKING:
@@ -220,7 +220,7 @@ def select_pairings(planned: PlannedPairings, classes: Sequence[str] | None,
         known, chosen = set(names), set(classes)
         missing = [c for c in classes if c not in known]
         if missing:
-            raise UsageError(f"{missing} not among the classes of {source}", argument="--classes",
+            raise UsageError(f"{missing} not among the classes of {source}", argument=named("classes"),
                              hint=f"choose from {list(names)[:6]}...")
         pairings = [p for p in pairings if p.reference_class in chosen]
     if attributes:
@@ -228,6 +228,6 @@ def select_pairings(planned: PlannedPairings, classes: Sequence[str] | None,
         pairings = [p for p in pairings if p.target_attribute in targets]
     if not pairings:
         raise UsageError(f"no (class, attribute) pairing is left to generate from {source}: every selected class "
-                         "already has every selected attribute", argument="--classes/--attributes",
+                         "already has every selected attribute", argument=named("classes", "attributes"),
                          hint="choose other classes or attributes")
     return pairings

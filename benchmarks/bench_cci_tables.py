@@ -12,7 +12,12 @@ the least disturbed by other load):
   perturbed image; the like-for-like ratio: only the batching differs);
 * **per-image loop**: :func:`per_image_loop`, what the harness replaced (and what earlier runs
   of this benchmark timed as "per image"): one image at a time, each method's maps, then one
-  forward of the model's own ``encode_image`` per fraction and mode, ends included.
+  forward of the model's own ``encode_image`` per fraction and mode, ends included;
+* **scoring floor** (not a harness: a bound): :func:`scoring_floor`, only the forwards the
+  batched harness cannot avoid (per image: 2 ends + methods x 2 modes x ``steps - 1``
+  interior fractions), ``--batch`` images per :func:`~concept_grounding.cci.fast.image_embeds`
+  call, no maps and no perturbation. per-image loop / scoring floor is the most the ratio
+  could reach with every map and every bookkeeping step free.
 
 The tables agree (``tests/test_cci_tables.py``). Prints the wall-clock and CPU-time ratios
 (target: per-image loop / harness batched >= 5 on the CPU).
@@ -51,6 +56,25 @@ def per_image_loop(models, data, methods, steps: int) -> None:
                                       px, maps, label, steps=steps)
 
 
+def scoring_floor(models, data, methods, steps: int, batch: int) -> None:
+    """The batched harness's unavoidable forwards alone (module docstring): the clean images,
+    repeated to ``len(data) * (2 + 2 * len(methods) * (steps - 1))`` images, ``batch`` per forward."""
+    import torch
+
+    from concept_grounding.cci.backends import get_backend
+    from concept_grounding.cci.fast import image_embeds
+
+    count = len(data.paths) * (2 + 2 * len(methods) * (steps - 1))
+    for _, handle in models:
+        be = get_backend(handle.model)
+        ops = be.blocks()
+        px = handle.pixels(data.images(range(min(batch, len(data.paths)))))
+        px = px.repeat((batch + len(px) - 1) // len(px), 1, 1, 1)[:batch]
+        with torch.inference_mode():
+            for start in range(0, count, batch):
+                image_embeds(be, px[: min(batch, count - start)], ops)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images-per-class", type=int, default=6)
@@ -77,6 +101,7 @@ def main() -> None:
         "harness, per image": lambda: classification_table(models, data, methods=args.methods, steps=args.steps,
                                                            batch_size=1, progress=False),
         "per-image loop": lambda: per_image_loop(models, data, args.methods, args.steps),
+        "scoring floor": lambda: scoring_floor(models, data, args.methods, args.steps, args.batch),
     }
     with tempfile.TemporaryDirectory() as tmp:
         root = export_world_image_folder(f"{tmp}/val", per_class=args.images_per_class, image_size=args.size,
@@ -97,6 +122,9 @@ def main() -> None:
     batched = best["harness, batched"]
     for arm in ("per-image loop", "harness, per image"):
         print(f"ratio {arm} / harness batched: wall {best[arm][0] / batched[0]:.2f}x, CPU {best[arm][1] / batched[1]:.2f}x")
+    floor = best["scoring floor"]
+    print(f"scoring floor: {floor[0] / batched[0]:.0%} of the batched harness's wall time; ceiling per-image loop / "
+          f"scoring floor: wall {best['per-image loop'][0] / floor[0]:.2f}x, CPU {best['per-image loop'][1] / floor[1]:.2f}x")
 
 
 if __name__ == "__main__":

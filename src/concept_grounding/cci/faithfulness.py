@@ -232,8 +232,10 @@ def _scores(score_fn, images, base, rank, jobs: list[tuple[str, float]], forward
     """``score_fn`` of the perturbed images of every ``(mode, fraction)`` job, ``(B, C)`` each.
 
     ``forward_batch`` None: one call per job on all ``B`` images (:func:`perturbed`).
-    Otherwise the ``len(jobs) * B`` perturbed images (job-major, built job by job with
-    ``torch.where``: the same pixels as :func:`perturbed`) are scored ``forward_batch`` at a time.
+    Otherwise the ``len(jobs) * B`` perturbed images (job-major: the same pixels as
+    :func:`perturbed`, chosen by ``torch.where``) are written straight into one reused
+    ``(forward_batch, C, H, W)`` buffer and scored ``forward_batch`` at a time (no stacking
+    copy; the buffer is refilled only after ``score_fn`` has returned).
     """
     import torch
 
@@ -242,21 +244,27 @@ def _scores(score_fn, images, base, rank, jobs: list[tuple[str, float]], forward
             return [score_fn(perturbed(images, base, rank, f, mode)) for mode, f in jobs]
     if forward_batch < 1:
         raise ValueError(f"forward_batch: must be >= 1, got {forward_batch}")
-    n = rank.shape[1] * rank.shape[2]
-    pending: list["torch.Tensor"] = []
+    for mode, _ in jobs:
+        if mode not in ("deletion", "insertion"):
+            raise ValueError(f"mode: expected 'deletion' or 'insertion', got {mode!r}")
+    b, n = images.shape[0], rank.shape[1] * rank.shape[2]
+    total = len(jobs) * b
+    buffer = images.new_empty((min(forward_batch, total), *images.shape[1:]))
     out: list["torch.Tensor"] = []
-    with torch.no_grad():
-        for i, (mode, f) in enumerate(jobs):
-            if mode not in ("deletion", "insertion"):
-                raise ValueError(f"mode: expected 'deletion' or 'insertion', got {mode!r}")
-            top = (rank < round(f * n))[:, None]
-            pending.append(torch.where(~top if mode == "deletion" else top, images, base))
-            last = i == len(jobs) - 1
-            while pending and (sum(len(p) for p in pending) >= forward_batch or last):
-                stack = torch.cat(pending)
-                out.append(score_fn(stack[:forward_batch]))
-                pending = [stack[forward_batch:]] if len(stack) > forward_batch else []
-    return list(torch.cat(out).split(images.shape[0]))
+    with torch.inference_mode():
+        for start in range(0, total, forward_batch):
+            stop, row = min(start + forward_batch, total), start
+            while row < stop:  # one slice per job that this forward batch touches
+                job, first = divmod(row, b)
+                count = min(b - first, stop - row)
+                mode, f = jobs[job]
+                top = (rank[first : first + count] < round(f * n))[:, None]
+                clean, removed = images[first : first + count], base[first : first + count]
+                inside, outside = (removed, clean) if mode == "deletion" else (clean, removed)
+                torch.where(top, inside, outside, out=buffer[row - start : row - start + count])
+                row += count
+            out.append(score_fn(buffer[: stop - start]).clone())
+    return list(torch.cat(out).split(b))
 
 
 def retrieval_curves(

@@ -295,3 +295,16 @@ def test_compiled_transformer_with_and_without_a_cache():
                 assert torch.equal(both, _pair(pipe, seed=3)[0])
                 assert (both - eager_cached).abs().mean() < 1e-3
     assert np.isfinite(compiled.numpy()).all()
+
+
+def test_a_cache_diffusers_cannot_run_on_flux2_is_refused_before_any_step():
+    """diffusers 0.42's first-block and faster hooks fail inside FLUX.2's blocks (a TypeError at
+    the first step); TDG refuses them in one line that names the caches that run."""
+    from concept_grounding.errors import UsageError
+    from concept_grounding.testing import tiny_flux2_pipeline
+
+    pipe = tiny_flux2_pipeline(klein=True)
+    for name in ("first-block", "faster"):
+        with pytest.raises(UsageError, match=r"--cache: the .* cache does not run on Flux2Transformer2DModel.*taylorseer"):
+            with accelerated(pipe, Acceleration(cache=TransformerCache.parse(name))):
+                pass

@@ -81,6 +81,9 @@ class CacheKind:
         timestep_callback: the config reads the running timestep (``current_timestep_callback``).
         steps: the config needs ``num_inference_steps``.
         why: one line on how it serves TDG.
+        fails_on: transformer classes whose blocks diffusers' hook for this cache cannot run
+            (measured with diffusers 0.42: an error inside the hook at the first step);
+            :func:`accelerated` refuses them in one line before any step.
     """
 
     config: str
@@ -89,6 +92,7 @@ class CacheKind:
     timestep_callback: bool = False
     steps: bool = False
     why: str = ""
+    fails_on: tuple[str, ...] = ()
 
 
 def _flux_mag_ratios() -> Any:
@@ -99,12 +103,14 @@ def _flux_mag_ratios() -> Any:
 
 #: ``--cache`` name -> how it is built (see the module docstring's table).
 CACHES: Mapping[str, CacheKind] = MappingProxyType({
-    "first-block": CacheKind("FirstBlockCacheConfig", why="skips the remaining blocks while the first block's residual barely moves"),
+    "first-block": CacheKind("FirstBlockCacheConfig", why="skips the remaining blocks while the first block's residual barely moves",
+                             fails_on=("Flux2Transformer2DModel",)),
     "taylorseer": CacheKind("TaylorSeerCacheConfig", why="forecasts block outputs with a Taylor series between full steps"),
     "pyramid-attention": CacheKind("PyramidAttentionBroadcastConfig", defaults=(("spatial_attention_block_skip_range", 2),),
                                    timestep_callback=True, why="reuses attention outputs inside a timestep range"),
     "faster": CacheKind("FasterCacheConfig", forced=(("is_guidance_distilled", True),), timestep_callback=True,
-                        why="reuses attention outputs; its CFG-batch split is off (TDG's batch is [references; guides])"),
+                        why="reuses attention outputs; its CFG-batch split is off (TDG's batch is [references; guides])",
+                        fails_on=("Flux2Transformer2DModel",)),
     "mag": CacheKind("MagCacheConfig", defaults=(("mag_ratios", "FLUX_MAG_RATIOS"),), steps=True,
                      why="skips blocks by accumulated residual magnitude ratios (default: FLUX.1-dev's)"),
     "text-kv": CacheKind("TextKVCacheConfig", why="computes the text keys and values once per call (lossless)"),
@@ -293,6 +299,11 @@ def accelerated(pipe: Any, acceleration: Acceleration, num_inference_steps: int 
     if acceleration.cache is None:
         yield pipe
         return
+    kind, model = acceleration.cache.kind, type(transformer).__name__
+    if model in kind.fails_on:
+        runs = [name for name, other in CACHES.items() if model not in other.fails_on]
+        raise UsageError(f"the {acceleration.cache.name} cache does not run on {model} (diffusers' hook fails on its "
+                         f"blocks)", argument="--cache", hint=f"choose from {', '.join(runs)}")
     transformer.enable_cache(acceleration.cache.config(pipe, num_inference_steps))
     try:
         yield pipe

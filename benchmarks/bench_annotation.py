@@ -7,9 +7,20 @@ SQLite connection to one WAL store of ``--images`` study-1 images (k = 3), loop
 more than k answers and no annotator saw an image twice.
 
 ``--http`` measures what an annotator waits for instead: the Gradio app
-(:func:`~concept_grounding.curation.annotate_app.build_app`) is served locally and each
-annotator is a ``gradio_client`` session whose submit returns the next image; the figure is
-that round trip (submit + next image + the image file served).
+(:func:`~concept_grounding.curation.annotate_app.build_app`) is served on 127.0.0.1 in its own
+process (this script with a hidden ``--serve``) and each annotator is a client in its own
+process whose submit returns the next image; the figure is that round trip (submit + next
+image, the image inline in the reply). The clients start together once all have signed in,
+then pause about ``--think`` seconds after each reply (uniform in [0.5, 1.5] ``--think``, the
+first submit after a uniform [0, ``--think``) delay: people do not answer in step). The
+client is :class:`PageClient` by default, the two requests a Gradio page makes per event
+(join the queue, read the session's event stream); ``--gradio-client`` uses
+``gradio_client.Client`` instead (its reader polls every 50 ms and it costs ~100 ms of CPU per
+submit, which on a small machine competes with the server); ``--in-process`` runs the server
+in this process with the clients as threads (the earlier arrangement: the GIL and the
+clients' work counted in the server's figure). It prints the p50 / p95 / max round trip, the
+CPU seconds of the server and of the clients, and checks the store: every submit stored, no
+image over k, no duplicate answer.
 
 ``--http --breakdown`` splits one annotator's round trip (sequential submits) into where the
 time goes: our handler (store ``submit`` + ``next_image``), the rest of Gradio's server-side
@@ -17,7 +28,8 @@ processing (``process_api``: pre/post-processing, the image copied into its cach
 queue + HTTP transport + client (the round trip without the image download), and the image
 download (a second HTTP request the client makes, as a browser does).
 
-Usage: ``python benchmarks/bench_annotation.py [--annotators 10] [--images 38400] [--seconds 20] [--http [--breakdown]]``
+Usage: ``python benchmarks/bench_annotation.py [--annotators 10] [--images 38400] [--seconds 20]
+[--http [--think 2] [--gradio-client | --in-process] [--breakdown]]``
 """
 
 from __future__ import annotations
@@ -46,9 +58,17 @@ def main() -> None:
                              "test; a person answering two questions takes a few seconds)")
     parser.add_argument("--breakdown", action="store_true",
                         help="--http: one annotator, sequential submits, the round trip split by where the time goes")
-    parser.add_argument("--client-processes", action="store_true",
-                        help="--http: run each annotator's client in its own process (not threads beside the server)")
+    parser.add_argument("--in-process", action="store_true",
+                        help="--http: serve the app in this process with the clients as threads beside it (the "
+                             "default: the app and each client in its own process)")
+    parser.add_argument("--gradio-client", action="store_true",
+                        help="--http: each annotator a gradio_client.Client (polls its reader every 50 ms; the "
+                             "default is PageClient, the page's own two requests per event)")
+    parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)  # the --http arm's server process
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve:
+        return serve(args.serve, args.port, args.k, max(40, args.annotators))
     if args.http:
         return http_main(args)
 
@@ -106,31 +126,115 @@ def main() -> None:
     print(f"submit     ms: p50 {np.percentile(s, 50):.2f}  p95 {np.percentile(s, 95):.2f}  max {s.max():.2f}")
 
 
-def _http_session(job: tuple[str, str, float, float]) -> list[float]:
-    """One annotator's gradio_client session: sign in, then submit for ``seconds``, pausing
-    ``think`` seconds (untimed) after each reply; the round trips in ms."""
-    from gradio_client import Client
+class PageClient:
+    """The requests an annotator's page makes per event, over one keep-alive ``httpx`` connection
+    (Gradio's ``sse_v3`` protocol, as its browser front end speaks it): ``POST
+    gradio_api/queue/join`` with the event's inputs (``None`` for ``gr.State``, held by the
+    server per session), then the session's event stream ``GET gradio_api/queue/data`` read
+    until the event's ``process_completed``. Unlike ``gradio_client`` it does not poll its
+    reader thread every 50 ms nor download files, so its figure is the server's plus HTTP."""
 
+    def __init__(self, url: str):
+        import uuid
+
+        import httpx
+
+        self.http = httpx.Client(base_url=url, timeout=120)
+        config = self.http.get("config").json()
+        self.fn_index = {d["api_name"]: d["id"] for d in config["dependencies"]}
+        states = {c["id"] for c in config["components"] if c.get("type") == "state"}
+        self.is_state = {d["api_name"]: [i in states for i in d["inputs"]] for d in config["dependencies"]}
+        self.session = uuid.uuid4().hex
+
+    def predict(self, *data, api_name: str) -> list:
+        """The event's outputs (a list, ``None`` for states) for ``data``, the inputs other than
+        states (as ``gradio_client`` takes them); one line on a failed event."""
+        import json
+
+        given = iter(data)
+        inputs = [None if state else next(given) for state in self.is_state[api_name.lstrip("/")]]
+        body = {"data": inputs, "fn_index": self.fn_index[api_name.lstrip("/")], "session_hash": self.session,
+                "event_data": None, "trigger_id": None}
+        joined = self.http.post("gradio_api/queue/join", json=body)
+        joined.raise_for_status()
+        event = joined.json()["event_id"]
+        with self.http.stream("GET", "gradio_api/queue/data", params={"session_hash": self.session}) as stream:
+            for line in stream.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                msg = json.loads(line[5:])
+                if msg.get("msg") == "process_completed" and msg.get("event_id") == event:
+                    if not msg.get("success"):
+                        raise RuntimeError(f"{api_name} failed: {msg.get('output')}")
+                    return msg["output"]["data"]
+        raise RuntimeError(f"{api_name}: the event stream closed before the event completed")
+
+
+_BARRIER = None  # a pool process's start line (set by _init_client)
+_GRADIO_CLIENT = False  # a pool process's client kind (set by _init_client)
+
+
+def _http_session(job: tuple[str, str, float, float], barrier=None, clock=time.thread_time,
+                  gradio_client: bool = False) -> tuple[list[float], float]:
+    """One annotator's session (a :class:`PageClient`, or a ``gradio_client.Client``): sign in,
+    wait at ``barrier`` (all clients connected), then submit for ``seconds``, pausing about
+    ``think`` seconds (untimed) after each reply; the round trips in ms and the CPU seconds
+    (``clock``: this thread's) used while submitting.
+
+    People do not answer in step: each pause is drawn uniformly in [0.5, 1.5] ``think`` and
+    the first submit comes after a uniform [0, ``think``) delay (seeded by the annotator's
+    name), else the ten annotators would submit in bursts of ten at once forever."""
     url, name, seconds, think = job
-    client = Client(url, verbose=False)
+    rng = np.random.default_rng(sum(map(ord, name)))
+    if gradio_client:
+        from gradio_client import Client
+
+        client = Client(url, verbose=False)
+    else:
+        client = PageClient(url)
     client.predict(name, api_name="/on_start")
+    if barrier is not None:
+        barrier.wait()
+    cpu0 = clock()
     out = []
     stop = time.perf_counter() + seconds
+    time.sleep(think * rng.uniform(0, 1))
     while time.perf_counter() < stop:
         t = time.perf_counter()
         client.predict("yes", "no", api_name="/on_submit")
         out.append(1e3 * (time.perf_counter() - t))
-        time.sleep(think)
-    return out
+        time.sleep(think * rng.uniform(0.5, 1.5))
+    return out, clock() - cpu0
 
 
-def http_main(args: argparse.Namespace) -> None:
-    """``--annotators`` gradio_client sessions against the served app, each submitting for ``--seconds``."""
+def _client_process(job: tuple[str, str, float, float]) -> tuple[list[float], float]:
+    """:func:`_http_session` in a pool process; the CPU seconds are the whole process's while
+    submitting (gradio_client's reader threads included)."""
+    return _http_session(job, _BARRIER, clock=time.process_time, gradio_client=_GRADIO_CLIENT)
+
+
+def _init_client(barrier, gradio_client: bool) -> None:
+    """A pool process's initializer: the shared start line and the client kind kept, the client imported before the clock."""
+    global _BARRIER, _GRADIO_CLIENT
+    import httpx  # noqa: F401
+
+    if gradio_client:
+        import gradio_client as _  # noqa: F401
+    _BARRIER, _GRADIO_CLIENT = barrier, gradio_client
+
+
+def _free_port() -> int:
     import socket
 
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _bench_store(args: argparse.Namespace) -> tuple[Path, Path]:
+    """A folder with one 224 px world image and a store of ``--images`` study-1 images."""
     from PIL import Image
 
-    from concept_grounding.curation.annotate_app import build_app, launch_app
     from concept_grounding.curation.annotations import AnnotationStore, study1_item
     from concept_grounding.world import BirdWorld, WorldConfig
 
@@ -139,44 +243,140 @@ def http_main(args: argparse.Namespace) -> None:
     Image.fromarray(BirdWorld(WorldConfig(image_size=224)).sample(0).image).save(image)
     store = AnnotationStore(folder / "bench.db", k=args.k, timeout=60)
     store.add_images(study1_item(f"1:c{i:06d}", "017.Cardinal", "has_crown_color::pink") for i in range(args.images))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    app = build_app(store, lambda item: str(image))
-    if args.breakdown:
-        return breakdown(app, store, image, folder, args)
-    launch_app(app, prevent_thread_lock=True, server_port=port, allowed_paths=[str(folder)], quiet=True,
-               max_threads=max(40, args.annotators))
+    store.close()
+    return folder, image
+
+
+def serve(folder: Path, port: int, k: int, max_threads: int) -> None:
+    """The app over ``folder``'s store on 127.0.0.1:``port`` until killed (the ``--http``
+    arm's server process, started by :func:`http_main`)."""
+    from concept_grounding.curation.annotate_app import build_app, launch_app
+    from concept_grounding.curation.annotations import AnnotationStore
+
+    store = AnnotationStore(folder / "bench.db", k=k, timeout=60)
+    image = str(folder / "bird.png")
+    app = build_app(store, lambda item: image)
+    launch_app(app, server_name="127.0.0.1", server_port=port, allowed_paths=[str(folder)], quiet=True,
+               max_threads=max_threads)
+
+
+def _start_server(folder: Path, args: argparse.Namespace):
+    """:func:`serve` in a subprocess (this script with the hidden ``--serve``); returns the
+    process and the URL once it answers HTTP 200 (within 120 s)."""
+    import subprocess
+    import sys
+    import urllib.request
+
+    port = _free_port()
+    cmd = [sys.executable, __file__, "--serve", str(folder), "--port", str(port), "--k", str(args.k),
+           "--annotators", str(args.annotators)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(folder / "server.log", "w"))
     url = f"http://127.0.0.1:{port}/"
-    times: list[float] = []
-    lock = threading.Lock()
+    deadline = time.perf_counter() + 120
+    while time.perf_counter() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"the app server exited with {proc.returncode}: {(folder / 'server.log').read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return proc, url
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise SystemExit("the app server did not answer within 120 s")
 
-    if args.client_processes:
-        import multiprocessing
 
-        with multiprocessing.get_context("spawn").Pool(args.annotators) as pool:
-            for mine in pool.map(_http_session, [(url, f"annotator{i}", args.seconds, args.think) for i in range(args.annotators)]):
-                times.extend(mine)
-    else:
-        def annotate(name: str) -> None:
-            mine = _http_session((url, name, args.seconds, args.think))
+def _cpu_seconds(pid: int) -> float:
+    import psutil
+
+    t = psutil.Process(pid).cpu_times()
+    return t.user + t.system
+
+
+def http_main(args: argparse.Namespace) -> None:
+    """``--annotators`` gradio_client sessions against the served app, each submitting for
+    ``--seconds``. By default the app runs in its own process and each client in its own
+    process (as annotators' browsers would, though here on the same CPUs); ``--in-process``
+    serves it in this process with the clients as threads beside it (the GIL and the
+    clients' JSON / SSE work then count in the server's figure)."""
+    from concept_grounding.curation.annotations import AnnotationStore
+
+    folder, image = _bench_store(args)
+    if args.breakdown:
+        from concept_grounding.curation.annotate_app import build_app
+
+        store = AnnotationStore(folder / "bench.db", k=args.k, timeout=60)
+        return breakdown(build_app(store, lambda item: str(image)), store, image, folder, args)
+    jobs = [(f"annotator{i}", args.seconds, args.think) for i in range(args.annotators)]
+    results: list[tuple[list[float], float]] = []
+    if args.in_process:
+        from concept_grounding.curation.annotate_app import build_app, launch_app
+
+        port = _free_port()
+        app = build_app(AnnotationStore(folder / "bench.db", k=args.k, timeout=60), lambda item: str(image))
+        launch_app(app, prevent_thread_lock=True, server_name="127.0.0.1", server_port=port,
+                   allowed_paths=[str(folder)], quiet=True, max_threads=max(40, args.annotators))
+        url = f"http://127.0.0.1:{port}/"
+        lock = threading.Lock()
+        start = threading.Barrier(args.annotators + 1)
+
+        def annotate(job: tuple[str, float, float]) -> None:
+            mine = _http_session((url, *job), start, gradio_client=args.gradio_client)
             with lock:
-                times.extend(mine)
+                results.append(mine)
 
-        threads = [threading.Thread(target=annotate, args=(f"annotator{i}",)) for i in range(args.annotators)]
+        threads = [threading.Thread(target=annotate, args=(job,)) for job in jobs]
         for t in threads:
             t.start()
+        start.wait()
+        cpu0, t0 = time.process_time(), time.perf_counter()
         for t in threads:
             t.join()
-    app.close()
-    ms = np.array(times)
-    where = "processes" if args.client_processes else "threads of the server's process"
-    print(f"{args.annotators} concurrent annotators over HTTP (gradio_client {where}, on this machine too), "
+        wall, process_cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        app.close()
+        clients_cpu = sum(c for _, c in results)
+        server_cpu = process_cpu - clients_cpu  # the process's CPU less the client threads' own
+        where = "server and client threads in one process"
+    else:
+        import multiprocessing
+
+        proc, url = _start_server(folder, args)
+        try:
+            ctx = multiprocessing.get_context("spawn")
+            start = ctx.Barrier(args.annotators + 1)
+            with ctx.Pool(args.annotators, initializer=_init_client,
+                          initargs=(start, args.gradio_client)) as pool:
+                pending = pool.map_async(_client_process, [(url, *job) for job in jobs])
+                start.wait()  # every client connected and signed in
+                server0, t0 = _cpu_seconds(proc.pid), time.perf_counter()
+                results = pending.get()
+                wall, server_cpu = time.perf_counter() - t0, _cpu_seconds(proc.pid) - server0
+        finally:
+            proc.terminate()
+            proc.wait(10)
+        clients_cpu = sum(c for _, c in results)
+        where = "server and each client in its own process"
+    ms = np.array([t for mine, _ in results for t in mine])
+    cpus = os.cpu_count() or 1
+    kind = "gradio_client" if args.gradio_client else "PageClient"
+    print(f"{args.annotators} concurrent annotators over HTTP ({kind}, {where}, all on this machine), "
           f"{args.seconds:g} s, {args.think:g} s pause after each reply: {len(ms)} submits "
-          f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
+          f"(load average {os.getloadavg()[0]:.1f} on {cpus} CPUs)")
     print(f"submit -> next image ms: p50 {np.percentile(ms, 50):.1f}  p95 {np.percentile(ms, 95):.1f}  "
           f"max {ms.max():.1f}")
-    print(f"store: {len(store.rows()) // 2} answers stored, {len(ms)} submitted")
+    print(f"CPU over {wall:.1f} s ({cpus * wall:.0f} CPU-s available): server {server_cpu:.1f} s "
+          f"({1e3 * server_cpu / max(len(ms), 1):.1f} ms per submit), clients {clients_cpu:.1f} s "
+          f"({1e3 * clients_cpu / max(len(ms), 1):.1f} ms per submit)")
+    store = AnnotationStore(folder / "bench.db", k=args.k, timeout=60)
+    rows = store.rows()
+    per = {}
+    for _ann, img, _st, q, _a in rows:
+        if q == "q1":
+            per[img] = per.get(img, 0) + 1
+    assert not per or max(per.values()) <= args.k, "an image got more than k annotators"
+    assert len({(r[0], r[1], r[3]) for r in rows}) == len(rows), "a duplicate answer"
+    assert len(rows) == 2 * len(ms), f"{len(ms)} submits but {len(rows) // 2} answers stored"
+    print(f"store: {len(rows) // 2} answers stored, {len(ms)} submitted (no image over k, no duplicate)")
 
 
 def _pcts(ms: list[float]) -> str:

@@ -96,6 +96,19 @@ def test_build_app_constructs(store):
     assert app is not None
 
 
+def test_build_app_serves_submits_concurrently_without_per_event_analytics(store):
+    """Every event of the app runs CONCURRENCY at once with no progress overlay, and Gradio's
+    queue recomputes its monitoring summary once per 1,000 events, not after every submit."""
+    pytest.importorskip("gradio")
+    from concept_grounding.curation.annotate_app import CONCURRENCY, build_app
+
+    app = build_app(store, _path)
+    deps = [d for d in app.config["dependencies"] if d.get("api_name", "").startswith("on_")]
+    assert len(deps) == 4 and CONCURRENCY >= 10
+    assert all(fn.concurrency_limit == CONCURRENCY and fn.show_progress == "hidden" for fn in app.fns.values())
+    assert app._queue.ANAYLTICS_CACHE_FREQUENCY == 1000 and app._queue.ANALYTICS_MAX_EVENTS == 1000
+
+
 def test_annotate_simulate_then_curate_commands(tmp_path, capsys):
     from concept_grounding.cli import main
     from concept_grounding.loaders import load_sub

@@ -125,6 +125,36 @@ def test_concurrent_writers_lose_nothing(tmp_path):
     assert store.complete(1) == (30, 30)
 
 
+def test_writers_of_one_process_take_turns_on_one_lock_per_file(tmp_path):
+    """Stores of one file in one process share a write lock (not SQLite's busy sleeps); a writer
+    holding it past the timeout gets the 'locked' line, and the same submit succeeds after."""
+    store = _store(tmp_path)
+    (tmp_path / "sub").mkdir()
+    other = AnnotationStore(tmp_path / "sub" / ".." / "a.db", timeout=0.2)
+    assert other._lock is store._lock
+    assert AnnotationStore(tmp_path / "b.db")._lock is not store._lock
+    held = threading.Event()
+    release = threading.Event()
+
+    def hold():
+        with store._lock:
+            held.set()
+            release.wait(5)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        held.wait(5)
+        with pytest.raises(AnnotationError, match="locked by another writer for more than 0.2 s"):
+            other.submit("a", "1:c0", {"q1": "yes", "q2": "no"})
+    finally:
+        release.set()
+        holder.join()
+    assert store.rows() == []
+    other.submit("a", "1:c0", {"q1": "yes", "q2": "no"})
+    assert len(store.rows()) == 2
+
+
 def test_read_only_file(tmp_path):
     store = _store(tmp_path)
     store.close()

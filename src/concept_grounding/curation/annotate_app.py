@@ -33,8 +33,16 @@ INSTRUCTIONS = {
 }
 
 #: submits served at once (Gradio's default is 1 per event, which queues every annotator behind one
-#: another; the store is safe with many writers).
+#: another; the store is safe with many writers: one SQLite connection per worker thread, writes
+#: taking turns on a lock per file).
 CONCURRENCY = 16
+
+#: Gradio's queue settings read from the environment when the queue is made (defaults kept if set):
+#: after every event Gradio recomputes its monitoring summary with pandas over the last
+#: ``GRADIO_ANALYTICS_MAX_EVENTS`` events (default 10,000, every ``..._CACHE_FREQUENCY`` = 1
+#: event), a cost per submit that grew with the submits served (benchmarks/bench_annotation.py);
+#: here over the last 1,000 events, once per 1,000.
+GRADIO_ENV = {"GRADIO_ANALYTICS_MAX_EVENTS": "1000", "GRADIO_ANALYTICS_CACHE_FREQUENCY": "1000"}
 
 SHORTCUTS_JS = """
 <script>
@@ -208,9 +216,13 @@ def build_app(store: AnnotationStore, image_path: Callable[[ImageItem], str | Pa
                         return [None, None, "", "sign in first", *keep]
                     return show(h.submit(annotator, current, dict(zip(qids, values))))
 
-                start.click(on_start, inputs=[name], outputs=[who, *outputs], concurrency_limit=CONCURRENCY)
-                button.click(on_submit, inputs=[who, image_id, *radios], outputs=outputs, concurrency_limit=CONCURRENCY)
-    return app
+                start.click(on_start, inputs=[name], outputs=[who, *outputs], concurrency_limit=CONCURRENCY,
+                            show_progress="hidden")
+                button.click(on_submit, inputs=[who, image_id, *radios], outputs=outputs, concurrency_limit=CONCURRENCY,
+                             show_progress="hidden")
+    for key, value in GRADIO_ENV.items():
+        os.environ.setdefault(key, value)
+    return app.queue(default_concurrency_limit=CONCURRENCY)  # the queue made again, with GRADIO_ENV
 
 
 def _html(path: str | None) -> str:

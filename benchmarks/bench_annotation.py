@@ -224,11 +224,9 @@ def _init_client(barrier, gradio_client: bool) -> None:
 
 
 def _free_port() -> int:
-    import socket
+    from concept_grounding.testing.serving import free_port
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_port()
 
 
 def _bench_store(args: argparse.Namespace) -> tuple[Path, Path]:
@@ -265,25 +263,19 @@ def _start_server(folder: Path, args: argparse.Namespace):
     process and the URL once it answers HTTP 200 (within 120 s)."""
     import subprocess
     import sys
-    import urllib.request
 
     port = _free_port()
     cmd = [sys.executable, __file__, "--serve", str(folder), "--port", str(port), "--k", str(args.k),
            "--annotators", str(args.annotators)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(folder / "server.log", "w"))
     url = f"http://127.0.0.1:{port}/"
-    deadline = time.perf_counter() + 120
-    while time.perf_counter() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"the app server exited with {proc.returncode}: {(folder / 'server.log').read_text()[-2000:]}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                if r.status == 200:
-                    return proc, url
-        except OSError:
-            time.sleep(0.3)
-    proc.kill()
-    raise SystemExit("the app server did not answer within 120 s")
+    from concept_grounding.testing.serving import wait_until_serving
+
+    try:
+        wait_until_serving(proc, url, timeout=120, log=folder / "server.log")
+    except RuntimeError as err:
+        raise SystemExit(f"the app server: {err}") from None
+    return proc, url
 
 
 def _cpu_seconds(pid: int) -> float:

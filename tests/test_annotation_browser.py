@@ -10,16 +10,14 @@ Needs Debian's ``/usr/bin/chromium`` and playwright (skipped without them). With
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from concept_grounding.curation.annotations import AnnotationStore
+from concept_grounding.testing.serving import free_port, wait_until_serving
 
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,12 +27,6 @@ BATCH = 3  # what each annotator finishes before the server is killed
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (apt-get install -y chromium)")]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _candidates(folder: Path) -> Path:
@@ -48,25 +40,16 @@ def _candidates(folder: Path) -> Path:
 
 def _serve(candidates: Path, db: Path, log: Path) -> tuple[subprocess.Popen, str]:
     """``concept-grounding annotate`` on a free loopback port; returns once it answers HTTP 200."""
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "HF_HUB_OFFLINE": "1",
            "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONPATH": str(ROOT / "src")}
     cmd = [sys.executable, "-m", "concept_grounding.cli", "annotate", "--candidates", str(candidates), "--db", str(db),
            "--k", "2", "--per-pairing", "0", "--port", str(port)]
     with open(log, "a") as out:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    url, start = f"http://127.0.0.1:{port}/", time.perf_counter()
-    while time.perf_counter() - start < 90:
-        if proc.poll() is not None:
-            pytest.fail(f"annotate exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return proc, url
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    pytest.fail(f"no HTTP 200 within 90 s:\n{log.read_text()[-3000:]}")
+    url = f"http://127.0.0.1:{port}/"
+    wait_until_serving(proc, url, timeout=90, log=log)
+    return proc, url
 
 
 def _sign_in(page, url: str, name: str, expect, timeout: int) -> None:

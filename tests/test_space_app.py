@@ -25,21 +25,17 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from concept_grounding.testing.serving import free_port, wait_until_serving
+
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "spaces" / "concept-grounding" / "app.py"
 CHROMIUM = "/usr/bin/chromium"
 #: Issue 31.8: the first use of every tab answers within this many seconds on this CPU (the browser test).
 FIRST_USE_SECONDS = 10.0
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _launch(tmp_path_factory, **extra_env: str):
     """Start app.py on a free loopback port; yield (url, start-up seconds until the first
     HTTP 200, log file, its Gradio cache folder, the process)."""
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("space") / "server.log"
     cache = tmp_path_factory.mktemp("gradio-cache")
     env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "GRADIO_TEMP_DIR": str(cache),
@@ -49,20 +45,9 @@ def _launch(tmp_path_factory, **extra_env: str):
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, str(APP)], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
-    elapsed = None
     try:
-        while time.perf_counter() - start < 120:
-            if proc.poll() is not None:
-                pytest.fail(f"the Space exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(url, timeout=2) as response:
-                    if response.status == 200:
-                        elapsed = time.perf_counter() - start
-                        break
-            except OSError:
-                time.sleep(0.2)
-        if elapsed is None:
-            pytest.fail(f"no HTTP 200 within 120 s:\n{log.read_text()[-3000:]}")
+        wait_until_serving(proc, url, timeout=120, log=log)
+        elapsed = time.perf_counter() - start
         print(f"\nSpace start-up: HTTP 200 after {elapsed:.2f} s")
         yield url, elapsed, log, cache, proc
     finally:
@@ -655,7 +640,7 @@ def slow_space():
         time.sleep(1.0)
         return np.zeros((1, 8, 8), np.float32)
 
-    port = _free_port()
+    port = free_port()
     sigterm = signal.getsignal(signal.SIGTERM)
     with pytest.MonkeyPatch.context() as patch:
         for name in tab_explain.BASELINES:

@@ -1,0 +1,48 @@
+"""A local server for tests and benchmarks: a free loopback port, and waiting for its first HTTP 200.
+
+The Space's and the annotation app's browser tests and their benchmarks start the app in a
+subprocess and wait until it answers; this is that wait, written once.
+
+>>> 1024 <= free_port() <= 65535
+True
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+__all__ = ["free_port", "wait_until_serving"]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until_serving(proc: subprocess.Popen, url: str, *, timeout: float = 120.0, log: Path | None = None,
+                       poll: float = 0.2) -> float:
+    """Poll ``url`` until it answers HTTP 200; returns the seconds waited.
+
+    Raises:
+        RuntimeError: ``proc`` exited first, or ``timeout`` seconds passed (the process is then
+            killed); the message ends with the last 3,000 characters of ``log`` when given.
+    """
+    start = time.perf_counter()
+    tail = lambda: f":\n{log.read_text(errors='replace')[-3000:]}" if log is not None and log.exists() else ""  # noqa: E731
+    while time.perf_counter() - start < timeout:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited with {proc.returncode}{tail()}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return time.perf_counter() - start
+        except OSError:
+            time.sleep(poll)
+    proc.kill()
+    raise RuntimeError(f"no HTTP 200 from {url} within {timeout:g} s{tail()}")

@@ -62,7 +62,8 @@ class Setting:
         flag: the command-line spelling; ``None``: ``--`` + the name with ``_`` as ``-``.
         aliases: older spellings that still parse, hidden from ``--help``.
         nargs, choices, metavar: as ``argparse.ArgumentParser.add_argument``.
-        action: ``"store_true"`` for a switch (its default is ``False``).
+        action: ``"store_true"`` for a switch that is off by default, ``"store_false"`` for a
+            ``--no-x`` switch of a setting that is on by default.
         manifest_key: the key a manifest records the value under; ``None``: the name;
             ``""``: not recorded.
         convert: ``parsed value -> field value`` (e.g. ``tuple`` for ``nargs="*"``).

@@ -157,3 +157,18 @@ def test_filter_flags_come_from_filter_config():
                                                                  keep_fraction=0.5)
     with pytest.raises(SystemExit):
         parser.parse_args(["--out", "f", "--keep-fraction", "0"])  # (0, 1]: the declared validator
+
+
+def test_explain_flags_come_from_explain_config():
+    from concept_grounding.cci.explain_job import ExplainConfig
+    from concept_grounding.commands import explain
+
+    parser = argparse.ArgumentParser()
+    explain.add_arguments(parser)
+    assert explain.config_from_args(parser.parse_args(["--out", "e"])) == ExplainConfig()
+    assert explain.config_from_args(parser.parse_args(["--out", "e", "--texts"])).texts is None
+    config = explain.config_from_args(parser.parse_args(["--out", "e", "--num", "2", "--texts", "a bird", "--baselines",
+                                                         "--method", "hook", "--size", "48"]))
+    assert config == ExplainConfig(num=2, texts=["a bird"], baselines=True, method="hook", size=48)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--out", "e", "--size", "44"])  # a multiple of 8: the declared validator

@@ -36,6 +36,7 @@ __all__ = [
     "closed_unit_interval",
     "float_range",
     "multiple_of",
+    "world_clip_side",
     "existing_file",
     "existing_dir",
     "output_dir",
@@ -124,6 +125,10 @@ def multiple_of(step: int, low: int | None = None, why: str = "") -> Callable[[s
 
     parse.__name__ = f"multiple_of_{step}"
     return parse
+
+
+#: a world image side that the tiny CLIPs cut into 8 x 8 patches (``explain``, ``covar``)
+world_clip_side = multiple_of(8, low=32, why="world images are >= 32 px and the tiny CLIP cuts 8 x 8 patches")
 
 
 def existing_file(text: str) -> Path:

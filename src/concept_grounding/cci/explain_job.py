@@ -24,10 +24,17 @@ from typing import Any
 import numpy as np
 
 from ..fileio import write_report
+from ..settings import setting
+from ..validators import positive_int, world_clip_side
 
 __all__ = ["ExplainConfig", "run_explain", "write_explain_report", "check_text_count"]
 
 METHODS = ("fast", "hook")
+
+
+def _list_or_none(values: Sequence[str]) -> list[str] | None:
+    """``--texts`` given without texts means the default (``None``)."""
+    return list(values) or None
 
 
 def check_text_count(n_texts: int, n_images: int) -> None:
@@ -56,15 +63,20 @@ class ExplainConfig:
     """
 
     images: Sequence[np.ndarray] | None = None
-    texts: Sequence[str] | None = None
-    num: int = 4
-    size: int = 64
-    model: str | None = None
-    clusters: int = 7
-    seed: int = 0
-    method: str = "fast"
-    baselines: bool = False
-    pretrained: str | None = None
+    texts: Sequence[str] | None = setting(None, "one text per image, or one for all (default: each world bird's class "
+                                                "prompt)", nargs="*", convert=_list_or_none)
+    num: int = setting(4, "world samples when --images is not given", parse=positive_int)
+    size: int = setting(64, "world image side / tiny model input size (a multiple of 8, >= 32)", parse=world_clip_side)
+    model: str | None = setting(None, "WorldCLIP folder, open_clip name or transformers id/path (default: tiny "
+                                      "config-built open_clip CLIP, random weights)")
+    clusters: int = setting(7, "K of the k-means", parse=positive_int)
+    seed: int = setting(0, "seed of the world samples, the k-means and the tiny model", parse=int)
+    method: str = setting("fast", "fast: cut a cluster by deleting its tokens; hook: by masking its attention",
+                          choices=METHODS)
+    baselines: bool = setting(False, "also draw Grad-CAM and attention rollout", action="store_true")
+    pretrained: str | None = setting(None, "open_clip weights tag for an architecture --model (e.g. openai), a weights "
+                                           "file, or 'random' for random weights on purpose (an architecture without it "
+                                           "is refused)")
 
     def __post_init__(self) -> None:
         if self.images is not None and not self.texts:

@@ -22,21 +22,21 @@ from pathlib import Path
 from concept_grounding.cci.covar_job import INPAINT_PROMPTS, CovarConfig, run_covar, write_covar_report
 from concept_grounding.commands._types import (
     closed_unit_interval, existing_dir, existing_file, float_range, multiple_of, output_dir, positive_int,
+    world_clip_side,
 )
 
-#: world renders >= 32 px; the tiny CLIP uses patches of size // 8
-WORLD_SIZE = multiple_of(8, low=32, why="world images are >= 32 px and the tiny CLIP cuts 8 x 8 patches")
+#: a cosine similarity
 COSINE = float_range(-1.0, 1.0)
 
 
-__all__ = ["add_arguments", "run", "config_from_args", "WORLD_SIZE"]
+__all__ = ["add_arguments", "run", "config_from_args"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=output_dir, help="output folder")
     parser.add_argument("--objects", type=positive_int, default=4, help="world birds to vary")
     parser.add_argument("--backgrounds", type=positive_int, default=20, help="backgrounds per bird")
-    parser.add_argument("--size", type=WORLD_SIZE, default=64, help="world image side in pixels (a multiple of 8, >= 32)")
+    parser.add_argument("--size", type=world_clip_side, default=64, help="world image side in pixels (a multiple of 8, >= 32)")
     parser.add_argument("--model", default=None, help="WorldCLIP folder, open_clip name or transformers id/path "
                         "(default: tiny config-built open_clip CLIP, random weights)")
     parser.add_argument("--pretrained", default=None,

@@ -172,3 +172,15 @@ def test_explain_flags_come_from_explain_config():
     assert config == ExplainConfig(num=2, texts=["a bird"], baselines=True, method="hook", size=48)
     with pytest.raises(SystemExit):
         parser.parse_args(["--out", "e", "--size", "44"])  # a multiple of 8: the declared validator
+
+
+def test_covar_flags_come_from_covar_config_and_the_judge_follows_images(tmp_path):
+    from concept_grounding.cci.covar_job import CovarConfig
+    from concept_grounding.commands import covar
+
+    parser = argparse.ArgumentParser()
+    covar.add_arguments(parser)
+    assert covar.config_from_args(parser.parse_args(["--out", "c"])) == CovarConfig()
+    config = covar.config_from_args(parser.parse_args(["--out", "c", "--images", str(tmp_path), "--steps", "3",
+                                                       "--inpaint-prompts", "a beach"]))
+    assert (config.judge, config.images, config.steps, config.inpaint_prompts) == ("text", str(tmp_path), 3, ("a beach",))

@@ -30,6 +30,16 @@ from typing import Any
 import numpy as np
 
 from ..fileio import write_report
+from ..settings import setting
+from ..validators import (
+    closed_unit_interval,
+    existing_dir,
+    existing_file,
+    float_range,
+    multiple_of,
+    positive_int,
+    world_clip_side,
+)
 
 __all__ = ["CovarConfig", "run_covar", "write_covar_report", "INPAINT_PROMPTS"]
 
@@ -74,26 +84,40 @@ class CovarConfig:
             each cached under ``mask_cache``.
     """
 
-    objects: int = 4
-    backgrounds: int = 20
-    size: int = 64
-    model: str | None = None
-    clusters: int = 7
-    judge: str = "attributes"
-    judge_threshold: float | None = None
-    threshold: float = 0.5
-    steps: int = 10
-    seed: int = 0
-    inpaint_model: str | None = None
-    inpaint_prompts: Sequence[str] = INPAINT_PROMPTS
-    inpaint_size: int = 512
-    inpaint_steps: int = 30
-    pretrained: str | None = None
-    images: str | None = None
-    class_names_file: str | None = None
-    detector: str | None = None
-    segmenter: str | None = None
-    detector_threshold: float = 0.1
+    objects: int = setting(4, "world birds to vary", parse=positive_int)
+    backgrounds: int = setting(20, "backgrounds per bird", parse=positive_int)
+    size: int = setting(64, "world image side in pixels (a multiple of 8, >= 32)", parse=world_clip_side)
+    model: str | None = setting(None, "WorldCLIP folder, open_clip name or transformers id/path (default: tiny "
+                                      "config-built open_clip CLIP, random weights)")
+    clusters: int = setting(7, "K of the k-means over patch tokens", parse=positive_int)
+    judge: str = setting("attributes", "Fine-Er judge (default: attributes on the world, text with --images)",
+                         choices=JUDGES)
+    judge_threshold: float | None = setting(None, "cosine above which two classes are similar (default: the 90th "
+                                                  "percentile of class pairs)", parse=float_range(-1.0, 1.0))
+    threshold: float = setting(0.5, "map binarisation, fraction of the maximum, in [0, 1]", parse=closed_unit_interval)
+    steps: int = setting(10, "Deletion/Insertion steps", parse=positive_int)
+    seed: int = setting(0, "seed of the world, the backgrounds and the k-means", parse=int)
+    inpaint_model: str | None = setting(None, "diffusers inpainting checkpoint (Hub id or folder): generate object-free "
+                                              "backgrounds from --inpaint-prompts instead of the procedural ones "
+                                              "(--backgrounds is then ignored; default: procedural backgrounds)")
+    inpaint_prompts: Sequence[str] = setting(INPAINT_PROMPTS, "one generated background per prompt (--inpaint-model)",
+                                             nargs="+", metavar="PROMPT", convert=tuple)
+    inpaint_size: int = setting(512, "generation side in pixels (--inpaint-model)",
+                                parse=multiple_of(8, why="the VAE downsamples by 8"))
+    inpaint_steps: int = setting(30, "denoising steps (--inpaint-model)", parse=positive_int)
+    pretrained: str | None = setting(None, "open_clip weights tag for an architecture --model (e.g. openai), a weights "
+                                           "file, or 'random' for random weights on purpose (an architecture without it "
+                                           "is refused)")
+    images: str | None = setting(None, "an image folder (one sub-folder per class, masks in masks/<class>/<stem>.png) "
+                                       "whose images replace the world birds (default: the world)",
+                                 parse=existing_dir, convert=str)
+    class_names_file: str | None = setting(None, "class names of --images: one per line in sorted-folder order, or "
+                                                 "'<folder> <name>' lines", parse=existing_file, flag="--class-names",
+                                           convert=str)
+    detector: str | None = setting(None, "zero-shot object detector (OWL-ViT, OWLv2, Grounding DINO; Hub id or folder) "
+                                         "that, with --segmenter, computes the masks --images lacks")
+    segmenter: str | None = setting(None, "SAM checkpoint (Hub id or folder) segmenting the detected box")
+    detector_threshold: float = setting(0.1, "the detector's box score threshold", parse=closed_unit_interval)
     mask_cache: str | None = None
 
     def __post_init__(self) -> None:

@@ -25,19 +25,19 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from concept_grounding.testing.serving import free_port, wait_until_serving
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "spaces" / "concept-grounding" / "app.py"
@@ -46,14 +46,8 @@ TINY_MODEL = "tiny (built-in, random weights)"
 PAIRING = "017.Cardinal|has_crown_color::black"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _launch() -> tuple[subprocess.Popen, str, float | None]:
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "HF_HUB_OFFLINE": "1",
            "GRADIO_ANALYTICS_ENABLED": "False", "CONCEPT_GROUNDING_ARTIFACTS": str(Path(tempfile.mkdtemp()) / "none"),
            # every client here is this machine, one visitor to the Space's limits: let it run 16 at once
@@ -62,14 +56,11 @@ def _launch() -> tuple[subprocess.Popen, str, float | None]:
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, str(APP)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
-    while time.perf_counter() - start < 300 and proc.poll() is None:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return proc, url, time.perf_counter() - start
-        except OSError:
-            time.sleep(0.2)
-    return proc, url, None
+    try:
+        wait_until_serving(proc, url, timeout=300)
+    except RuntimeError:
+        return proc, url, None
+    return proc, url, time.perf_counter() - start
 
 
 def _client(url: str) -> Any:

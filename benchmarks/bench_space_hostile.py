@@ -24,7 +24,6 @@ import argparse
 import io
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,16 +37,12 @@ from pathlib import Path
 
 import numpy as np
 
+from concept_grounding.testing.serving import free_port, wait_until_serving
+
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "spaces" / "concept-grounding" / "app.py"
 TINY = "tiny (built-in, random weights)"
 PAIRING = "017.Cardinal|has_crown_color::black"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _rss_mb(pid: int) -> float:
@@ -177,7 +172,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="rounds of the request list per visitor")
     args = parser.parse_args()
 
-    port, cache = _free_port(), Path(tempfile.mkdtemp(prefix="hostile-cache-"))
+    port, cache = free_port(), Path(tempfile.mkdtemp(prefix="hostile-cache-"))
     log = Path(tempfile.mkdtemp()) / "server.log"
     env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "HF_HUB_OFFLINE": "1",
            "GRADIO_ANALYTICS_ENABLED": "False", "GRADIO_TEMP_DIR": str(cache), "CONCEPT_GROUNDING_SPACE_BUILD": "tiny",
@@ -187,15 +182,10 @@ def main() -> None:
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, str(APP)], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
-        deadline = time.perf_counter() + 180
-        while True:
-            if proc.poll() is not None or time.perf_counter() > deadline:
-                raise SystemExit(f"the Space did not start:\n{log.read_text()[-2000:]}")
-            try:
-                urllib.request.urlopen(url, timeout=2).read()
-                break
-            except OSError:
-                time.sleep(0.3)
+        try:
+            wait_until_serving(proc, url, timeout=180, log=log)
+        except RuntimeError as err:
+            raise SystemExit(f"the Space did not start: {err}") from None
         # warm: the tabs' models (built at launch) and one request each, so RSS "before" is a served Space
         warm = Visitor(url, "192.0.2.250")
         for api, body in [("sub_explore", json.dumps({"data": [PAIRING, 0]})),

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from concept_grounding.cli import main
+from concept_grounding.testing.clip import save_clip_bpe_tokenizer
 
 SIZE = 32
 CLASSES = ("017.Cardinal", "073.Blue_Jay", "020.Yellow_breasted_Chat")
@@ -68,21 +69,13 @@ def _save_tiny_grounded_segmenter(folder):
     """Config-built OWL-ViT (with open_clip's BPE as its CLIP tokenizer) and SAM, random weights,
     saved like Hub checkpoints: ``folder/owlvit``, ``folder/sam``."""
     import torch
-    from open_clip.tokenizer import SimpleTokenizer
     from transformers import (
-        CLIPTokenizer, OwlViTConfig, OwlViTForObjectDetection, OwlViTImageProcessor, OwlViTProcessor, SamConfig,
+        OwlViTConfig, OwlViTForObjectDetection, OwlViTImageProcessor, OwlViTProcessor, SamConfig,
         SamImageProcessor, SamModel, SamProcessor,
     )
 
     owl, sam = folder / "owlvit", folder / "sam"
-    owl.mkdir(parents=True)
-    bpe = SimpleTokenizer()
-    vocab = {{"<start_of_text>": "<|startoftext|>", "<end_of_text>": "<|endoftext|>"}.get(k, k): v
-             for k, v in bpe.encoder.items()}
-    (owl / "vocab.json").write_text(json.dumps(vocab))
-    merges = sorted(bpe.bpe_ranks, key=bpe.bpe_ranks.get)
-    (owl / "merges.txt").write_text("#version: 0.2\n" + "\n".join(" ".join(m) for m in merges) + "\n")
-    tokenizer = CLIPTokenizer(str(owl / "vocab.json"), str(owl / "merges.txt"), model_max_length=16)
+    tokenizer, vocab = save_clip_bpe_tokenizer(owl, model_max_length=16)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         detector = OwlViTForObjectDetection(OwlViTConfig(

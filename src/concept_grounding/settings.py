@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["Setting", "setting", "settings_of", "add_arguments", "add_option", "from_args", "flags", "flag",
-           "manifest", "command_line"]
+           "manifest", "command_line", "tuple_or_none"]
 
 #: the key of a field's ``metadata`` that holds its :class:`Setting`
 METADATA_KEY = "concept_grounding.setting"
@@ -85,6 +85,16 @@ class Setting:
     def option(self) -> str:
         """The flag, e.g. ``--per-class``."""
         return self.flag or "--" + self.name.replace("_", "-")
+
+
+def tuple_or_none(values: Iterable[Any]) -> tuple[Any, ...] | None:
+    """The ``convert`` of a ``nargs="*"`` setting whose default is ``None``: the flag given with
+    no values means the default too, not an empty selection.
+
+    >>> tuple_or_none(["a", "b"]), tuple_or_none([])
+    (('a', 'b'), None)
+    """
+    return tuple(values) or None
 
 
 def setting(default: Any = _REQUIRED, help: str = "", *, default_factory: Callable[[], Any] | None = None,

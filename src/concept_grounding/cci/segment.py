@@ -59,20 +59,11 @@ class GroundedSegmenter:
 
         from ..hub import resolve_model
 
-        det_path = resolve_model(detector, "--detector")
+        det_path = resolve_model(detector, "--detector")  # both names first: a bad one fails before any load
         sam_path = resolve_model(segmenter, "--segmenter")
-        try:
-            det = AutoModelForZeroShotObjectDetection.from_pretrained(det_path).to(device).eval()
-            det_proc = AutoProcessor.from_pretrained(det_path)
-        except (OSError, ValueError) as err:
-            raise UsageError(f"{detector!r} is not a zero-shot object detector: {str(err).splitlines()[0]}",
-                             argument="--detector") from None
-        try:
-            sam = SamModel.from_pretrained(sam_path).to(device).eval()
-            sam_proc = SamProcessor.from_pretrained(sam_path)
-        except (OSError, ValueError) as err:
-            raise UsageError(f"{segmenter!r} is not a SAM checkpoint: {str(err).splitlines()[0]}",
-                             argument="--segmenter") from None
+        det, det_proc = _load_pair(AutoModelForZeroShotObjectDetection, AutoProcessor, det_path, detector,
+                                   "--detector", "a zero-shot object detector", device)
+        sam, sam_proc = _load_pair(SamModel, SamProcessor, sam_path, segmenter, "--segmenter", "a SAM checkpoint", device)
         return cls(det, det_proc, sam, sam_proc, threshold, None if cache_dir is None else Path(cache_dir),
                    f"{detector}|{segmenter}")
 
@@ -130,3 +121,13 @@ class GroundedSegmenter:
             path.parent.mkdir(parents=True, exist_ok=True)
             Image.fromarray(mask.astype(np.uint8) * 255).save(path)
         return mask
+
+
+def _load_pair(model_cls: Any, processor_cls: Any, path: str, name: str, argument: str, what: str,
+               device: str) -> tuple[Any, Any]:
+    """``(model, processor)`` of the resolved checkpoint ``path`` (the user's ``name``), the model
+    in eval mode on ``device``; a checkpoint that is not ``what`` is one line naming ``argument``."""
+    try:
+        return model_cls.from_pretrained(path).to(device).eval(), processor_cls.from_pretrained(path)
+    except (OSError, ValueError) as err:
+        raise UsageError(f"{name!r} is not {what}: {str(err).splitlines()[0]}", argument=argument) from None

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from ..errors import UsageError, named, option
-from ..settings import setting
+from ..settings import setting, tuple_or_none
 from ..validators import (
     attribute_name,
     class_name,
@@ -40,10 +40,6 @@ __all__ = ["GenerateConfig", "SIZE_MULTIPLE"]
 
 #: FLUX's VAE downsamples by 8 and the transformer packs 2 x 2 latents into a token.
 SIZE_MULTIPLE = 16
-
-
-def _tuple(values: Sequence[str]) -> tuple[str, ...]:
-    return tuple(values)
 
 Method = Literal["tdg", "prompting"]
 
@@ -80,9 +76,9 @@ class GenerateConfig:
     model: FluxSource | None = None
     pairings: PairingSource | None = None
     classes: Sequence[str] | None = setting(None, "restrict to these classes (CUB names; default: all)",
-                                            parse=class_name, nargs="*", convert=_tuple)
+                                            parse=class_name, nargs="*", convert=tuple_or_none)
     attributes: Sequence[str] | None = setting(None, "restrict to these target attributes (default: all)",
-                                               parse=attribute_name, nargs="*", convert=_tuple)
+                                               parse=attribute_name, nargs="*", convert=tuple_or_none)
     images_per_pairing: int = setting(500, "images per (class, attribute) pairing (paper: 500)", parse=positive_int)
     seed: int = setting(0, "base seed of the per-image seeds", parse=int)
     method: Method = setting("tdg", "tdg: tied diffusion (SUB Sec. 3); prompting: the reference prompt alone (baseline)",

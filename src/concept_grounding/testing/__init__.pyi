@@ -1,5 +1,6 @@
 from .clip import (
     known_answer_open_clip,
+    save_clip_bpe_tokenizer,
     save_tiny_transformers_clip,
     tiny_open_clip,
     tiny_transformers_clip,

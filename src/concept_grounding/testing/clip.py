@@ -6,7 +6,7 @@ torch RNG is left untouched (``torch.random.fork_rng``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
@@ -70,34 +70,47 @@ def tiny_transformers_clip(
         return CLIPModel(CLIPConfig(text_config=tcfg, vision_config=vcfg, projection_dim=embed_dim)).eval()
 
 
-def save_tiny_transformers_clip(folder: "str | Path", image_size: int = 32, seed: int = 1) -> "Path":
-    """Save a config-built transformers ``CLIPModel`` with a ``CLIPProcessor`` whose tokenizer
-    files are open_clip's bundled BPE (the real CLIP vocabulary, 49408 tokens), like a Hub
-    checkpoint: ``CLIPModel.from_pretrained(folder)`` and ``CLIPProcessor.from_pretrained(folder)``
-    load it offline. The token embeddings are re-drawn for the full vocabulary from ``seed``."""
+def save_clip_bpe_tokenizer(folder: "str | Path", model_max_length: int = 32) -> tuple[Any, dict[str, int]]:
+    """Write open_clip's bundled BPE (the real CLIP vocabulary, 49408 tokens) to ``folder`` as a
+    transformers ``CLIPTokenizer``'s ``vocab.json`` + ``merges.txt``; returns that tokenizer and
+    the vocabulary written (offline: the files ship with open_clip)."""
     import json
     from pathlib import Path
 
-    import torch
     from open_clip.tokenizer import SimpleTokenizer
-    from transformers import CLIPImageProcessor, CLIPProcessor, CLIPTokenizer
+    from transformers import CLIPTokenizer
 
     folder = Path(folder)
-    bpe = SimpleTokenizer()
     folder.mkdir(parents=True, exist_ok=True)
+    bpe = SimpleTokenizer()
     vocab = {{"<start_of_text>": "<|startoftext|>", "<end_of_text>": "<|endoftext|>"}.get(k, k): v
              for k, v in bpe.encoder.items()}
     (folder / "vocab.json").write_text(json.dumps(vocab))
     merges = sorted(bpe.bpe_ranks, key=bpe.bpe_ranks.get)
     (folder / "merges.txt").write_text("#version: 0.2\n" + "\n".join(" ".join(m) for m in merges) + "\n")
-    tokenizer = CLIPTokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"), model_max_length=32)
+    tokenizer = CLIPTokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"), model_max_length=model_max_length)
+    return tokenizer, vocab
+
+
+def save_tiny_transformers_clip(folder: "str | Path", image_size: int = 32, seed: int = 1) -> "Path":
+    """Save a config-built transformers ``CLIPModel`` with a ``CLIPProcessor`` whose tokenizer
+    files are open_clip's bundled BPE (the real CLIP vocabulary, 49408 tokens), like a Hub
+    checkpoint: ``CLIPModel.from_pretrained(folder)`` and ``CLIPProcessor.from_pretrained(folder)``
+    load it offline. The token embeddings are re-drawn for the full vocabulary from ``seed``."""
+    from pathlib import Path
+
+    import torch
+    from transformers import CLIPImageProcessor, CLIPProcessor
+
+    folder = Path(folder)
+    tokenizer, vocab = save_clip_bpe_tokenizer(folder, model_max_length=32)
     processor = CLIPProcessor(image_processor=CLIPImageProcessor(size={"shortest_edge": image_size},
                                                                  crop_size={"height": image_size, "width": image_size}),
                               tokenizer=tokenizer)
     model = tiny_transformers_clip(image_size=image_size)
     text = model.config.text_config
-    text.vocab_size = len(bpe.encoder)
-    model.text_model.embeddings.token_embedding = torch.nn.Embedding(len(bpe.encoder), text.hidden_size)
+    text.vocab_size = len(vocab)
+    model.text_model.embeddings.token_embedding = torch.nn.Embedding(len(vocab), text.hidden_size)
     text.eos_token_id, text.bos_token_id = vocab["<|endoftext|>"], vocab["<|startoftext|>"]
     with torch.random.fork_rng(devices=[]):  # the caller's global RNG is left as it was
         torch.manual_seed(seed)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..settings import setting
+from ..settings import setting, tuple_or_none
 from ..validators import class_name, closed_unit_interval, int_at_least
 
 __all__ = ["WorldConfig", "Pose", "BACKGROUNDS", "SCENES"]
@@ -27,11 +27,6 @@ CANONICAL_SCALE = 1.05
 #: tip, crown to feet) in canonical units from the body centre; the canonical pose puts it
 #: at the image centre (measured: at 128 px, 200 birds span x 4-123 and y 33-96).
 _BIRD_BOX_CENTRE = (0.225, 0.05)
-
-
-def tuple_or_none(values: "list[str]") -> tuple[str, ...] | None:
-    """``--classes`` given without names means the default (``None``), not an empty world."""
-    return tuple(values) or None
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from concept_grounding.testing.serving import free_port, wait_until_serving
+from concept_grounding.testing.serving import free_port, stop_server, wait_until_serving
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "spaces" / "concept-grounding" / "app.py"
@@ -167,8 +167,7 @@ def main(argv: list[str] | None = None) -> int:
                 status = status or int(bool(row["failures"]))
         return status
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        stop_server(proc)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from concept_grounding.testing.serving import free_port, wait_until_serving
+from concept_grounding.testing.serving import free_port, stop_server, wait_until_serving
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "spaces" / "concept-grounding" / "app.py"
@@ -233,11 +233,7 @@ def main() -> None:
         for line in crashes[:10]:
             print("  crash:", line)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_server(proc, timeout=15)
 
 
 if __name__ == "__main__":

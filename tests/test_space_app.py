@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from concept_grounding.testing.serving import free_port, wait_until_serving
+from concept_grounding.testing.serving import free_port, stop_server, wait_until_serving
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "spaces" / "concept-grounding" / "app.py"
@@ -51,11 +51,7 @@ def _launch(tmp_path_factory, **extra_env: str):
         print(f"\nSpace start-up: HTTP 200 after {elapsed:.2f} s")
         yield url, elapsed, log, cache, proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_server(proc, timeout=10)
 
 
 @pytest.fixture(scope="module")

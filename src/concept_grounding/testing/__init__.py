@@ -9,7 +9,7 @@
   :func:`vit_b16_open_clip_visual`, :func:`known_answer_open_clip` (CCI's known answer).
 * :mod:`.inpaint`: :func:`save_tiny_inpainting_pipeline` (COVAR's inpainting).
 * :mod:`.world_clip`: :func:`tiny_world_clip`, :func:`tiny_clip_handle`.
-* :mod:`.serving`: :func:`free_port`, :func:`wait_until_serving` (an app started in a subprocess,
+* :mod:`.serving`: :func:`free_port`, :func:`wait_until_serving`, :func:`stop_server` (an app started in a subprocess,
   for browser tests and benchmarks).
 
 Every builder takes a ``seed`` (same seed, same weights) and builds inside

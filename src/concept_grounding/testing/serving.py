@@ -1,4 +1,4 @@
-"""A local server for tests and benchmarks: a free loopback port, and waiting for its first HTTP 200.
+"""A local server for tests and benchmarks: a free loopback port, waiting for its first HTTP 200, stopping it.
 
 The Space's and the annotation app's browser tests and their benchmarks start the app in a
 subprocess and wait until it answers; this is that wait, written once.
@@ -15,7 +15,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-__all__ = ["free_port", "wait_until_serving"]
+__all__ = ["free_port", "wait_until_serving", "stop_server"]
 
 
 def free_port() -> int:
@@ -46,3 +46,13 @@ def wait_until_serving(proc: subprocess.Popen, url: str, *, timeout: float = 120
             time.sleep(poll)
     proc.kill()
     raise RuntimeError(f"no HTTP 200 from {url} within {timeout:g} s{tail()}")
+
+
+def stop_server(proc: subprocess.Popen, timeout: float = 10.0) -> None:
+    """SIGTERM ``proc`` (the app's own shutdown runs), then SIGKILL it if it is still alive after
+    ``timeout`` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()

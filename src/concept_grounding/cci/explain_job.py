@@ -125,6 +125,10 @@ class ExplainResult:
         """The text explained for image ``i``."""
         return self.texts[i if len(self.texts) > 1 else 0]
 
+    def save(self, out: str | Path) -> Path:
+        """Write the report under ``out`` (:func:`write_explain_report`); returns ``report.md``'s path."""
+        return write_explain_report(self, out)
+
 
 def _world_inputs(config: ExplainConfig) -> tuple[list[np.ndarray], list[str], list[np.ndarray]]:
     """``num`` world birds: images, texts (given, or class prompts) and foreground masks."""
@@ -203,7 +207,8 @@ def report_markdown(result: ExplainResult) -> str:
 
 
 def write_explain_report(result: ExplainResult, out: str | Path) -> Path:
-    """Write ``explain.png``, ``explain.json`` and ``report.md`` under ``out``; returns the report's path."""
+    """Write ``explain.png``, ``explain.json`` and ``report.md`` under ``out``; returns the report's path
+    (:meth:`ExplainResult.save`)."""
     from concept_grounding.cci.plots import overlay, save_panel_grid
 
     out = Path(out)

@@ -13,19 +13,21 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from concept_grounding.cci.explain_job import ExplainConfig, check_text_count, run_explain, write_explain_report
 from concept_grounding import settings
-from concept_grounding.commands._types import existing_file, output_dir
+from concept_grounding.cci.explain_job import ExplainConfig, check_text_count, run_explain
+from concept_grounding.commands._types import existing_file
 from concept_grounding.errors import UsageError
+from concept_grounding.jobs import Job, add_job_arguments
 
 
-__all__ = ["add_arguments", "run", "config_from_args"]
+__all__ = ["JOB", "add_arguments", "run", "config_from_args"]
+
+JOB = Job("explain", ExplainConfig, run_explain)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", required=True, type=output_dir, help="output folder")
+    add_job_arguments(parser, JOB)
     parser.add_argument("--images", nargs="*", type=existing_file, default=None, help="image files (default: world samples)")
-    settings.add_arguments(parser, ExplainConfig)
 
 
 def _read_image(path: Path):
@@ -60,6 +62,5 @@ def run(args: argparse.Namespace) -> int:
     if args.model:  # first, before torch: a model that cannot be loaded fails within seconds
         args.model = resolve_model_spec(args.model, "--model", pretrained=args.pretrained,
                                         pretrained_argument="--pretrained", accept=("folder", "name")).target
-    config = config_from_args(args)
-    write_explain_report(run_explain(config), args.out)
+    JOB(config_from_args(args), args.out)
     return 0

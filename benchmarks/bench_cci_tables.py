@@ -19,7 +19,7 @@ the least disturbed by other load):
   call, no maps and no perturbation. per-image loop / scoring floor is the most the ratio
   could reach with every map and every bookkeeping step free.
 
-The tables agree (``tests/test_cci_tables.py``). Prints the wall-clock and CPU-time ratios
+The tables agree (``tests/cci/test_cci_tables.py``). Prints the wall-clock and CPU-time ratios
 (target: per-image loop / harness batched >= 5 on the CPU).
 
 Usage: ``python benchmarks/bench_cci_tables.py [--images-per-class 6] [--batch 32] [--size 64]

@@ -4,7 +4,7 @@ CUB scale: 5,794 test images, 112 concepts, 200 classes, 7x7 concept maps upsamp
 to 224x224, l = 5 (alpha = 1, 3, 6 for the location metric). Threads are pinned to 1
 (set before numpy / torch load). The loop references below implement the same
 formulas image by image; the tests use them as oracles on small inputs
-(``tests/test_metrics_vs_loop.py``).
+(``tests/metrics/test_metrics_vs_loop.py``).
 
     python benchmarks/bench_metrics.py              # full run, loops timed on a subset
     python benchmarks/bench_metrics.py --loop-images 500

@@ -32,7 +32,7 @@ Stages (``--stages``, all seeded; judges are cached under ``--out``):
    :func:`concept_grounding.tdg.timing.interleave`).
 
 Writes ``report.md``, ``results.json``, ``validation.md`` and ``contact_sheet.png`` under ``--out``.
-The stages live in :mod:`concept_grounding.experiments.world_tdg` (tested in tests/test_experiments_world_tdg.py);
+The stages live in :mod:`concept_grounding.experiments.world_tdg` (tested in tests/experiments/test_experiments_world_tdg.py);
 this script parses the arguments into its ``WorldTDGSettings`` and calls ``run_world_tdg``.
 """
 

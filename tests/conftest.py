@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -58,7 +59,8 @@ def pytest_collection_modifyitems(config, items):
     """Moves the modules of :data:`LONGEST_FIRST` to the front, in that order (a stable sort:
     tests keep their order inside a module and every other module its place after them)."""
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)) if item.path.parent.name == "tests" else len(rank))
+    tests = Path(__file__).parent
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)) if tests in item.path.parents else len(rank))
 
 
 @pytest.fixture(scope="session")

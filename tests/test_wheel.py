@@ -10,7 +10,7 @@ run as written, with two offline substitutions: ``python -m build`` gets
 ``--no-isolation`` (no index to fetch setuptools from) and ``pip install <wheel>`` gets
 ``--no-deps`` (dependencies reused). ``pip install concept-grounding`` / ``pip install .``
 and ``--push`` are not run (network; the push is tested with a fake ``HfApi`` in
-``tests/test_publish.py``).
+``tests/publish/test_publish.py``).
 """
 
 from __future__ import annotations

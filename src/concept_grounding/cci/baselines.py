@@ -19,7 +19,7 @@
   goes through the pooling head (final norm and projection) into the joint space, and the map
   is its cosine with ``t``. Checked against open_clip's own last block run with a diagonal
   attention mask, and on a value-path model whose answer is closed-form (world birds' exact
-  masks: foreground above background). On the trained world CLIP of ``tests/test_cci_tables.py``
+  masks: foreground above background). On the trained world CLIP of ``tests/cci/test_cci_tables.py``
   (2 layers, 64 px; 80 held-out birds) it ranks the foreground above the background on 41 %
   (random 51 %, CCI 78 %): that model's patch tokens are closer to the class text on the
   background (its last-layer tokens: 22 %; the value path without the MLP 39 %, the value alone

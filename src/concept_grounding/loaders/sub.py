@@ -7,7 +7,7 @@ split with the features ``image`` (Image), ``attr_label`` (ClassLabel of 33 name
 copy we read, so every spelling of a class name below is accepted). The card's 33
 attribute labels are the vocabulary's 32 substitutions with ``has_belly_pattern--striped``
 and ``has_upperparts_color--yellow`` in place of ``has_breast_pattern::striped``
-(``tests/test_loaders_sub.py`` pins all 33). Never loaded for real from here: override
+(``tests/loaders/test_loaders_sub.py`` pins all 33). Never loaded for real from here: override
 the mapping with ``column_map`` if the Hub's columns differ, and :func:`load_sub` says
 exactly which columns it found when one is missing.
 

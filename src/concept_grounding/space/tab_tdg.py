@@ -17,7 +17,7 @@ visitor-chosen models.
 
 Concurrent visitors share one pipeline per model: ``TiedDiffusionPipeline`` gives every
 call its own scheduler, so simultaneous requests each get exactly the images they get
-alone (``tests/test_space_app.py``).
+alone (``tests/space/test_space_app.py``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ element-wise, ``d = |e1 - e2|``. Where ``d`` is at or below the ``eta``-th perce
 prediction; elsewhere each keeps its own (Eq. 3). Applying it both ways (Eqs. 5-6) is
 :func:`tie_pair`.
 
-Percentile convention (pinned by ``tests/test_tdg_tie.py``)
+Percentile convention (pinned by ``tests/tdg/test_tdg_tie.py``)
 -----------------------------------------------------------
 ``q`` is the ``k``-th smallest value of ``d`` (1-based) with ``k = ceil(eta * N)``, ``N``
 the number of elements per pair: the smallest ``d`` such that at least a fraction

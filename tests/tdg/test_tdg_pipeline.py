@@ -13,7 +13,7 @@ from concept_grounding.tdg import (
 )
 from concept_grounding.testing import tiny_flux_pipeline
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 KW = dict(height=16, width=16, num_inference_steps=4, max_sequence_length=32, output_type="pt")
 R, G = "a photo of a blue jay with a yellow crown", "a photo of a bird with a yellow crown"
 

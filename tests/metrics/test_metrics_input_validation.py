@@ -30,7 +30,7 @@ from concept_grounding.metrics import (
     sub_accuracy,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)

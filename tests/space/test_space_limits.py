@@ -112,5 +112,5 @@ def test_the_space_app_binds_loopback_unless_told_otherwise():
     hosted Space sets ``GRADIO_SERVER_NAME=0.0.0.0`` itself)."""
     from pathlib import Path
 
-    app = (Path(__file__).resolve().parents[1] / "spaces" / "concept-grounding" / "app.py").read_text()
+    app = (Path(__file__).resolve().parents[2] / "spaces" / "concept-grounding" / "app.py").read_text()
     assert 'os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1")' in app and "0.0.0.0\")" not in app

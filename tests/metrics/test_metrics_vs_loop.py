@@ -16,7 +16,7 @@ from concept_grounding.metrics import (
 )
 from concept_grounding.metrics.concept_location import concept_part_table
 
-_spec = importlib.util.spec_from_file_location("bench_metrics", Path(__file__).parents[1] / "benchmarks" / "bench_metrics.py")
+_spec = importlib.util.spec_from_file_location("bench_metrics", Path(__file__).parents[2] / "benchmarks" / "bench_metrics.py")
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 

@@ -23,7 +23,7 @@ from concept_grounding.metrics import (
     sub_accuracy,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 METRICS = sorted(p.name for p in (ROOT / "metrics").iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
 
 

@@ -27,7 +27,7 @@ from PIL import Image
 
 from concept_grounding.testing.serving import free_port, stop_server, wait_until_serving
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "spaces" / "concept-grounding" / "app.py"
 CHROMIUM = "/usr/bin/chromium"
 #: Issue 31.8: the first use of every tab answers within this many seconds on this CPU (the browser test).

@@ -232,7 +232,7 @@ def test_official_protocol_through_the_evaluate_module():
     os.environ.setdefault("HF_EVALUATE_OFFLINE", "1")
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     columns = dict(predictions=OFF_PROBS.tolist(), target_attributes=OFF_TARGETS, removed_attributes=OFF_REMOVED,
                    reference_classes=["017.Cardinal"] * 4)
     for protocol, want in (("paper", (2 / 3, 3 / 4)), ("official", (1.0, 0.0))):

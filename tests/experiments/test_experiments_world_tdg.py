@@ -17,7 +17,7 @@ from concept_grounding.experiments.world_tdg_stats import (
 )
 from concept_grounding.errors import UsageError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BREAST, BACK = "has_breast_color::blue", "has_back_color::red"
 
 

@@ -229,7 +229,7 @@ def test_the_readme_analyse_lines_parse(tmp_path):
 
     from concept_grounding.cli import build_parser
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     lines = [re.sub(r"\s+#.*$", "", line) for block in re.findall(r"```sh\n(.*?)```", readme, flags=re.S)
              for line in block.replace("\\\n", " ").splitlines() if "concept-grounding analyse" in line]
     assert len(lines) >= 2

@@ -20,7 +20,7 @@ from concept_grounding.curation.annotations import AnnotationStore
 from concept_grounding.testing.serving import free_port, wait_until_serving
 
 CHROMIUM = "/usr/bin/chromium"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: study-1 images (one class x one S+ x this many), each answered by both annotators (k = 2)
 IMAGES = 6
 BATCH = 3  # what each annotator finishes before the server is killed

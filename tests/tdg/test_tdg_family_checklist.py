@@ -28,7 +28,7 @@ from concept_grounding.tdg.pipeline import REFUSED_ARGUMENTS, RENAMED_ARGUMENTS
 from concept_grounding.tdg.pipeline_flux2 import TiedFlux2KleinPipeline, TiedFlux2Pipeline
 from concept_grounding.testing import TINY_FLUX2_CALL, tiny_flux2_pipeline, tiny_flux_ip_adapter, tiny_flux_pipeline
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 R, G = "a photo of a blue jay with a yellow crown", "a photo of a bird with a yellow crown"
 SIZE, STEPS = 16, 3
 

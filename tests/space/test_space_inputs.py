@@ -231,7 +231,7 @@ def test_the_space_card_states_the_default_model_and_where_make_demo_writes_the_
 
     from concept_grounding.space import tab_tdg
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     card = (root / "spaces" / "concept-grounding" / "README.md").read_text()
     assert tab_tdg.DEFAULT_MODEL == tab_tdg.WORLD_MODEL and "default diffusion model is the **world Flux**" in card
     report = re.search(r"^REPORT \?= (\S+)", (root / "Makefile").read_text(), re.M).group(1)
@@ -252,7 +252,7 @@ def test_metrics_tab_takes_the_evaluate_module_s_example(name, tmp_path):
     from concept_grounding.space.metric_widget import load_metric, widget_example
     from concept_grounding.space.tab_metrics import compute_metric
 
-    metric = load_metric(Path(__file__).resolve().parents[1] / "metrics" / name)
+    metric = load_metric(Path(__file__).resolve().parents[2] / "metrics" / name)
     example = widget_example(metric)
     path = tmp_path / "example.json"
     path.write_text(json.dumps(example))

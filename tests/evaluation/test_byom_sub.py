@@ -19,7 +19,7 @@ from concept_grounding.evaluation import BinaryConceptModel, OpenVocabularyModel
 from concept_grounding.vocabulary import load_vocabulary
 from concept_grounding.models.clip import ClipHandle
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CLASSES = ["017.Cardinal", "073.Blue_Jay", "020.Yellow_breasted_Chat"]
 SIZE = 32
 WORLD_ARGS = ["--size", str(SIZE), "--classes", *CLASSES, "--no-progress"]

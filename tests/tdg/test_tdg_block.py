@@ -23,7 +23,7 @@ from concept_grounding.tdg.block import TiedDiffusionLoopStep, TiedLatentsStep
 from concept_grounding.tdg.pipeline_flux2 import TiedFlux2KleinPipeline, TiedFlux2Pipeline
 from concept_grounding.testing import tiny_flux2_components, tiny_flux2_pipeline, tiny_flux_components, tiny_flux_pipeline
 
-FOLDER = Path(__file__).resolve().parents[1] / "pipelines" / "tied_diffusion_block"
+FOLDER = Path(__file__).resolve().parents[2] / "pipelines" / "tied_diffusion_block"
 R, G = "a photo of a blue jay with a yellow crown", "a photo of a bird with a yellow crown"
 KW = dict(height=16, width=16, num_inference_steps=4, max_sequence_length=32, output_type="pt")
 SCHEDULE = EtaSchedule(0.2, 0.9, 1.0)

@@ -22,7 +22,7 @@ from concept_grounding.worldflux.captions import (
 )
 from concept_grounding.worldflux.train import cosine_lr, render_training_set
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TWO = ("017.Cardinal", "073.Blue_Jay")
 
 

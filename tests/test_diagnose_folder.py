@@ -52,10 +52,10 @@ class ExactSegmenter:
 
 
 def test_the_diagnosis_with_exact_computed_masks_agrees_fully(counter):
-    from concept_grounding.cci.diagnose_job import run_diagnose
+    from concept_grounding.cci.diagnose_job import diagnose_folder
 
-    result = run_diagnose(counter, class_names=counter / "class_names.txt", size=SIZE, clusters=3,
-                          segmenter=ExactSegmenter(counter))
+    result = diagnose_folder(counter, class_names=counter / "class_names.txt", size=SIZE, clusters=3,
+                             segmenter=ExactSegmenter(counter))
     assert set(result.shares) == {"easy", "hard", "all"} and result.images == 12
     assert result.agreement["category_agreement"] == 1.0 and result.agreement["mask_iou"] == 1.0
     assert result.computed_shares == result.shares

@@ -52,10 +52,10 @@ class ExactSegmenter:
 
 
 def test_the_diagnosis_with_exact_computed_masks_agrees_fully(counter):
-    from concept_grounding.cci.diagnose_job import run_diagnose
+    from concept_grounding.cci.diagnose_job import diagnose_folder
 
-    result = run_diagnose(counter, class_names=counter / "class_names.txt", size=SIZE, clusters=3,
-                          segmenter=ExactSegmenter(counter))
+    result = diagnose_folder(counter, class_names=counter / "class_names.txt", size=SIZE, clusters=3,
+                             segmenter=ExactSegmenter(counter))
     assert set(result.shares) == {"easy", "hard", "all"} and result.images == 12
     assert result.agreement["category_agreement"] == 1.0 and result.agreement["mask_iou"] == 1.0
     assert result.computed_shares == result.shares
@@ -109,3 +109,30 @@ def test_diagnose_with_a_grounded_segmenter_states_the_agreement(counter, tmp_pa
     assert len(calls) == 12  # each image detected once, for both models
     assert len(list((out / "mask_cache").iterdir())) == 12
     assert "With the segmenter's masks instead" in (out / "report.md").read_text()
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"models": ()}, "models"), ({"clusters": 0}, "clusters"), ({"threshold": 2.0}, "threshold"),
+    ({"segmenter": "sam"}, "detector and segmenter"), ({"size": 16}, "size"), ({"max_images": 0}, "max_images"),
+])
+def test_diagnose_config_refuses_bad_values(kwargs, message):
+    from concept_grounding.cci.diagnose_job import DiagnoseConfig
+
+    with pytest.raises(ValueError, match=message):
+        DiagnoseConfig(images="val", **kwargs)
+
+
+def test_diagnose_flags_build_its_config(counter, tmp_path):
+    import argparse
+
+    from concept_grounding.cci.diagnose_job import DiagnoseConfig
+    from concept_grounding.commands import diagnose
+
+    parser = argparse.ArgumentParser()
+    diagnose.add_arguments(parser)
+    args = parser.parse_args(["--images", str(counter), "--models", "", "tiny:1", "--detector", "d", "--segmenter", "s",
+                              "--out", str(tmp_path)])
+    assert diagnose.config_from_args(args) == DiagnoseConfig(
+        images=str(counter), models=("tiny", "tiny:1"), detector="d", segmenter="s", mask_cache=str(tmp_path / "mask_cache"))
+    defaults = diagnose.config_from_args(parser.parse_args(["--images", str(counter)]))
+    assert defaults == DiagnoseConfig(images=str(counter)) and parser.parse_args(["--images", str(counter)]).out.name == "diagnose"

@@ -9,8 +9,9 @@ attribute vectors, or the prompts' text embeddings); (4) on the untransformed bi
 known-truth checks for CCI and the baselines: share of importance inside the bird mask
 and the pointing game against the visible parts, plus Deletion/Insertion AUCs.
 
-:func:`write_covar_report` writes ``accuracy_bg_er.png``, ``shares.png``,
-``overlays.png``, ``covar.json``, ``report.md`` (and ``dataset/`` with ``save_dataset``).
+:meth:`CovarResult.save` (:func:`write_covar_report`) writes ``accuracy_bg_er.png``,
+``shares.png``, ``overlays.png``, ``covar.json``, ``report.md`` (and ``dataset/`` with
+``save_dataset``). The command ``concept-grounding covar`` runs it as its :class:`~concept_grounding.jobs.Job`.
 
 >>> CovarConfig(objects=1, backgrounds=2).num_backgrounds
 2
@@ -29,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..fileio import write_report
+from ..fileio import markdown_table, write_report
 from ..settings import setting
 from ..validators import (
     closed_unit_interval,
@@ -41,7 +42,7 @@ from ..validators import (
     world_clip_side,
 )
 
-__all__ = ["CovarConfig", "run_covar", "write_covar_report", "INPAINT_PROMPTS"]
+__all__ = ["CovarConfig", "CovarResult", "run_covar", "write_covar_report", "INPAINT_PROMPTS"]
 
 #: Default scenes for ``inpaint_model``.
 INPAINT_PROMPTS = ("a photo of a forest", "a photo of a sandy beach", "a photo of a snowy field",
@@ -81,7 +82,9 @@ class CovarConfig:
         detector, segmenter, detector_threshold, mask_cache: a grounded segmenter
             (:class:`~concept_grounding.cci.segment.GroundedSegmenter`, models by name) computing
             the masks the folder lacks (or, where it has them, measuring its agreement with them),
-            each cached under ``mask_cache``.
+            each cached under ``mask_cache`` (the command's default: ``OUT/mask_cache``).
+        save_dataset: :meth:`CovarResult.save` also writes the dataset (``datasets``' ``save_to_disk``)
+            to ``out/dataset``.
     """
 
     objects: int = setting(4, "world birds to vary", parse=positive_int)
@@ -118,7 +121,9 @@ class CovarConfig:
                                          "that, with --segmenter, computes the masks --images lacks")
     segmenter: str | None = setting(None, "SAM checkpoint (Hub id or folder) segmenting the detected box")
     detector_threshold: float = setting(0.1, "the detector's box score threshold", parse=closed_unit_interval)
-    mask_cache: str | None = None
+    mask_cache: str | None = setting(None, "folder caching computed masks, one PNG per image (default: OUT/mask_cache)",
+                                     parse=Path, convert=str)
+    save_dataset: bool = setting(False, "save the COVAR dataset with save_to_disk", action="store_true")
 
     def __post_init__(self) -> None:
         for name in ("objects", "backgrounds", "clusters", "steps", "inpaint_steps"):
@@ -183,6 +188,10 @@ class CovarResult:
         """The JSON summary written as ``covar.json``."""
         return {"model": self.model, "rows": len(self.dataset), "per_transform": self.shares, "truth": self.truth,
                 "fg_share_mean": self.fg_share_mean, "mask_agreement": self.mask_agreement}
+
+    def save(self, out: str | Path) -> Path:
+        """Write the report under ``out`` (:func:`write_covar_report`); returns ``report.md``'s path."""
+        return write_covar_report(self, out)
 
 
 def _backgrounds(config: CovarConfig, sample) -> list | None:
@@ -367,34 +376,33 @@ def report_markdown(result: CovarResult) -> str:
     c, ev_all = result.config, result.shares["all"]
     kind = "generated" if c.inpaint_model is not None else "procedural"
     source = f"the image folder {c.images}" if c.images else "the bird world"
+    shares = markdown_table(["transform", "accuracy", "errors", "BG-Er", "Fine-Er", "FG-Er"],
+                            [[name, f"{v['accuracy']:.3f}", int(v["errors"]), f"{v['BG-Er']:.3f}",
+                              f"{v['Fine-Er']:.3f}", f"{v['FG-Er']:.3f}"]
+                             for name, v in [*result.per_transform.items(), ("all", ev_all)]])
     lines = [f"# COVAR on {source}\n\nModel: {result.model}. {len(result.dataset) // (VARIANTS * result.num_backgrounds)} objects x "
              f"{result.num_backgrounds} {kind} backgrounds x {VARIANTS} variants"
              f" = {len(result.dataset)} images; K = {c.clusters}; "
-             f"judge: {c.judge}.\n", "| transform | accuracy | errors | BG-Er | Fine-Er | FG-Er |",
-             "|---|---|---|---|---|---|"]
-    for name, v in [*result.per_transform.items(), ("all", ev_all)]:
-        lines.append(f"| {name} | {v['accuracy']:.3f} | {int(v['errors'])} | {v['BG-Er']:.3f} | "
-                     f"{v['Fine-Er']:.3f} | {v['FG-Er']:.3f} |")
+             f"judge: {c.judge}.\n", shares]
     if result.mask_agreement:
         a = result.mask_agreement
         lines.append(f"\nComputed masks against the folder's masks on {a['images']} objects: mean IoU "
                      f"{a['mask_iou']:.3f}, pixel agreement {a['pixel_agreement']:.3f}.\n")
     keys = list(next(iter(result.truth.values())))
-    lines += ["\n## Known truth on the untransformed birds\n", "| method | " + " | ".join(keys) + " |",
-              "|---" * (len(keys) + 1) + "|"]
-    lines += [f"| {m} | " + " | ".join(f"{v[k]:.3f}" for k in keys) + " |" for m, v in result.truth.items()]
+    lines += ["\n## Known truth on the untransformed birds\n",
+              markdown_table(["method", *keys], [[m, *(f"{v[k]:.3f}" for k in keys)] for m, v in result.truth.items()])]
     lines += ["\n![accuracy and BG-Er](accuracy_bg_er.png)\n", "![shares](shares.png)\n", "![overlays](overlays.png)\n"]
     return "\n".join(lines)
 
 
-def write_covar_report(result: CovarResult, out: str | Path, *, save_dataset: bool = False) -> Path:
-    """Write the figures, ``covar.json`` and ``report.md`` under ``out`` (and ``dataset/`` with
-    ``save_dataset``, via ``save_to_disk``); returns the report's path."""
+def write_covar_report(result: CovarResult, out: str | Path) -> Path:
+    """Write the figures, ``covar.json`` and ``report.md`` under ``out`` (and ``dataset/`` with the
+    config's ``save_dataset``, via ``save_to_disk``); returns the report's path (:meth:`CovarResult.save`)."""
     from concept_grounding.cci.plots import save_bar_chart, save_panel_grid
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    if save_dataset:
+    if result.config.save_dataset:
         result.dataset.save_to_disk(str(out / "dataset"))
     per_t = result.per_transform
     save_bar_chart({"accuracy": {k: v["accuracy"] for k, v in per_t.items()},

@@ -14,10 +14,23 @@ Foreground masks: a folder's ``masks/`` (given), or computed once per image by a
 :class:`~.segment.GroundedSegmenter` (cached). With both, the diagnosis runs with each and
 the agreement of the two diagnoses is reported (the share of images whose category is the
 same, and the masks' mean IoU).
+
+:func:`diagnose_folder` diagnoses one model; :func:`run_diagnose` runs the job of the command
+``concept-grounding diagnose`` (every model of a :class:`DiagnoseConfig`) and
+:meth:`DiagnoseResult.save` (:func:`write_diagnose_report`) writes ``diagnose.json`` and
+``report.md``.
+
+>>> DiagnoseConfig(images="val", models=("tiny", "tiny:1")).models
+('tiny', 'tiny:1')
+>>> DiagnoseConfig(images="val", detector="owlv2")
+Traceback (most recent call last):
+...
+ValueError: detector and segmenter: give both (a grounded segmenter) or neither
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,12 +38,83 @@ from typing import Any
 import numpy as np
 
 from ..errors import UsageError
-from ..fileio import write_report
+from ..fileio import markdown_table, write_report
+from ..settings import setting
+from ..validators import closed_unit_interval, existing_dir, existing_file, int_at_least, positive_int
 
-__all__ = ["DiagnoseResult", "read_subsets", "run_diagnose", "write_diagnose_report"]
+__all__ = ["DiagnoseConfig", "DiagnoseResult", "ModelDiagnosis", "read_subsets", "diagnose_folder", "run_diagnose",
+           "write_diagnose_report"]
 
 #: CounterAnimals' subset folder names: ours and the release's
 SUBSET_NAMES = (("easy", "hard"), ("common", "counter"))
+
+
+def model_names(names: Iterable[str]) -> tuple[str, ...]:
+    """``--models`` as given, an empty name meaning the tiny CLIP.
+
+    >>> model_names(["", "ViT-B-32:openai"])
+    ('tiny', 'ViT-B-32:openai')
+    """
+    return tuple(name or "tiny" for name in names)
+
+
+@dataclass(frozen=True)
+class DiagnoseConfig:
+    """What to diagnose and how.
+
+    Args:
+        images: an ImageNet-style folder, or CounterAnimals' layout (module docstring).
+        class_names: its class names file (``None``: the folder names).
+        models: CLIPs as :func:`~.tables.load_table_models` takes them (open_clip ``arch[:pretrained]``,
+            transformers id or folder, WorldCLIP folder, ``tiny[:seed]``, the preset ``paper``).
+        detector, segmenter: a grounded segmenter's checkpoints (resolved names or folders), both
+            or neither; its masks are computed once per image and cached under ``mask_cache``.
+        detector_threshold: the detector's box score threshold in [0, 1].
+        size: input side of the tiny CLIP in pixels (>= 32).
+        clusters: K of CCI's k-means.
+        threshold: map binarisation, fraction of the maximum, in [0, 1].
+        max_images: the first N images per class (``None``: all).
+        seed: k-means and tiny-model seed.
+        judge_threshold: cosine in [-1, 1] above which two classes are similar (``None``: the
+            90th percentile of class pairs).
+        batch_size: images per forward pass.
+    """
+
+    images: str = setting(help="ImageNet-style folder, or CounterAnimals' easy/hard (common/counter) layout",
+                          parse=existing_dir, convert=str)
+    class_names: str | None = setting(None, "class names: one per line in sorted-folder order, or '<folder> <name>' "
+                                            "lines", parse=existing_file, convert=str)
+    models: Sequence[str] = setting(("tiny",), "CLIPs (as cci-bench: open_clip arch[:pretrained], transformers id or "
+                                               "folder, WorldCLIP folder, tiny[:seed], the preset 'paper'). Masks are "
+                                               "computed once and reused by every model", nargs="+",
+                                    convert=model_names)
+    detector: str | None = setting(None, "zero-shot object detector (Hub id or folder) for computed masks")
+    segmenter: str | None = setting(None, "SAM checkpoint (Hub id or folder) for computed masks")
+    detector_threshold: float = setting(0.1, "box score threshold", parse=closed_unit_interval)
+    mask_cache: str | None = setting(None, "computed-mask cache (default: OUT/mask_cache)", parse=Path, convert=str)
+    size: int = setting(64, "input size of the tiny default CLIP", parse=int_at_least(32))
+    clusters: int = setting(7, "K of CCI's k-means", parse=positive_int)
+    threshold: float = setting(0.5, "map binarisation, fraction of the max", parse=closed_unit_interval)
+    max_images: int | None = setting(None, "first N images per class", parse=positive_int)
+    seed: int = setting(0, "k-means and tiny-model seed", parse=int)
+    judge_threshold: float | None = None
+    batch_size: int = 16
+
+    def __post_init__(self) -> None:
+        if not self.models:
+            raise ValueError("models: name at least one model")
+        if (self.detector is None) != (self.segmenter is None):
+            raise ValueError("detector and segmenter: give both (a grounded segmenter) or neither")
+        if self.size < 32:
+            raise ValueError(f"size must be an integer >= 32, got {self.size}")
+        for name in ("clusters", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)}")
+        if self.max_images is not None and self.max_images < 1:
+            raise ValueError(f"max_images must be an integer >= 1, got {self.max_images}")
+        for name in ("threshold", "detector_threshold"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
 
 
 def read_subsets(root: str | Path, class_names: str | Path | None = None, max_per_class: int | None = None) -> dict:
@@ -50,9 +134,11 @@ def read_subsets(root: str | Path, class_names: str | Path | None = None, max_pe
 
 
 @dataclass
-class DiagnoseResult:
-    """Per subset (and ``all`` over them): accuracy, errors and the BG-Er / Fine-Er / FG-Er
-    shares (``shares``); ``computed_shares`` and ``agreement`` when masks were both given and computed."""
+class ModelDiagnosis:
+    """One model's diagnosis (:func:`diagnose_folder`): per subset (and ``all`` over them) accuracy,
+    errors and the BG-Er / Fine-Er / FG-Er shares (``shares``); ``computed_shares`` and
+    ``agreement`` when masks were both given and computed. Its fields are one entry of
+    ``diagnose.json``'s ``models``."""
 
     model: str
     source: str
@@ -94,12 +180,14 @@ def _rows(subsets: dict, segmenter: Any) -> tuple[list[dict], list[dict] | None,
     return given_rows, (computed_rows or None), ious
 
 
-def run_diagnose(images: str | Path, *, class_names: str | Path | None = None, model: Any = None,
-                 size: int = 64, clusters: int = 7, seed: int = 0, threshold: float = 0.5,
-                 judge_threshold: float | None = None, segmenter: Any = None,
-                 max_per_class: int | None = None, batch_size: int = 16) -> DiagnoseResult:
-    """Classify, explain and diagnose every image of ``images`` (module docstring); nothing is written.
-    ``model``: a :class:`~concept_grounding.models.clip.ClipHandle`, a resolved name or ``None`` (the tiny CLIP)."""
+def diagnose_folder(images: str | Path, *, class_names: str | Path | None = None, model: Any = None,
+                    size: int = 64, clusters: int = 7, seed: int = 0, threshold: float = 0.5,
+                    judge_threshold: float | None = None, segmenter: Any = None,
+                    max_per_class: int | None = None, batch_size: int = 16) -> ModelDiagnosis:
+    """Classify, explain and diagnose every image of ``images`` with one model (module docstring);
+    nothing is written. ``model``: a :class:`~concept_grounding.models.clip.ClipHandle`, a resolved
+    name or ``None`` (the tiny CLIP); ``segmenter``: ``(image, prompt, *, source) -> (H, W) bool``
+    mask (a :class:`~.segment.GroundedSegmenter`) or ``None`` (the folder's masks only)."""
     import datasets
 
     from ..models.clip import class_caption
@@ -124,7 +212,7 @@ def run_diagnose(images: str | Path, *, class_names: str | Path | None = None, m
                               pixels=lambda ims: clip.pixels([np.asarray(im.convert("RGB")) for im in ims]))
 
     ev = evaluate(given_rows)
-    result = DiagnoseResult(clip.description, str(images), len(given_rows), ev.shares)
+    result = ModelDiagnosis(clip.description, str(images), len(given_rows), ev.shares)
     if computed_rows is not None:
         ev2 = evaluate(computed_rows)
         same = float(np.mean([a == b for a, b in zip(ev.categories, ev2.categories)]))
@@ -136,23 +224,59 @@ def run_diagnose(images: str | Path, *, class_names: str | Path | None = None, m
     return result
 
 
-def _table(results: list[DiagnoseResult], computed: bool = False) -> list[str]:
-    lines = ["| model | subset | accuracy | errors | BG-Er | Fine-Er | FG-Er |", "|---|---|---|---|---|---|---|"]
-    for r in results:
-        for name, v in (r.computed_shares if computed else r.shares).items():
-            lines.append(f"| {r.model} | {name} | {v['accuracy']:.3f} | {int(v['errors'])} | {v['BG-Er']:.3f} | "
-                         f"{v['Fine-Er']:.3f} | {v['FG-Er']:.3f} |")
-    return lines
+@dataclass
+class DiagnoseResult:
+    """What :func:`run_diagnose` computed: the config and one :class:`ModelDiagnosis` per model."""
+
+    config: DiagnoseConfig
+    models: list[ModelDiagnosis]
+
+    def save(self, out: str | Path) -> Path:
+        """Write the report under ``out`` (:func:`write_diagnose_report`); returns ``report.md``'s path."""
+        return write_diagnose_report(self, out)
 
 
-def write_diagnose_report(results: DiagnoseResult | list[DiagnoseResult], out: str | Path) -> Path:
-    """``diagnose.json`` (one entry per model) and ``report.md`` (one table) under ``out``; returns the report."""
-    results = [results] if isinstance(results, DiagnoseResult) else list(results)
+def run_diagnose(config: DiagnoseConfig) -> DiagnoseResult:
+    """Every model of ``config`` diagnosed on its folder (:func:`diagnose_folder`); nothing is written
+    but the segmenter's mask cache.
+
+    Steps: (1) load every model (presets expanded) before any work; (2) the grounded segmenter,
+    when configured, shared by every model (masks computed once, cached); (3) one diagnosis per model.
+    """
+    from .tables import load_table_models
+
+    models = [handle for _, handle in load_table_models(list(config.models), image_size=config.size)]
+    segmenter = None
+    if config.detector is not None:
+        from .segment import GroundedSegmenter
+
+        segmenter = GroundedSegmenter.from_pretrained(config.detector, config.segmenter,
+                                                      threshold=config.detector_threshold, cache_dir=config.mask_cache)
+    return DiagnoseResult(config, [
+        diagnose_folder(config.images, class_names=config.class_names, model=model, size=config.size,
+                        clusters=config.clusters, seed=config.seed, threshold=config.threshold,
+                        judge_threshold=config.judge_threshold, segmenter=segmenter,
+                        max_per_class=config.max_images, batch_size=config.batch_size)
+        for model in models])
+
+
+def _table(results: list[ModelDiagnosis], computed: bool = False) -> str:
+    """One row per model and subset: accuracy, errors and the three error shares."""
+    return markdown_table(["model", "subset", "accuracy", "errors", "BG-Er", "Fine-Er", "FG-Er"], [
+        [r.model, name, f"{v['accuracy']:.3f}", int(v["errors"]), f"{v['BG-Er']:.3f}", f"{v['Fine-Er']:.3f}",
+         f"{v['FG-Er']:.3f}"]
+        for r in results for name, v in (r.computed_shares if computed else r.shares).items()])
+
+
+def write_diagnose_report(result: DiagnoseResult, out: str | Path) -> Path:
+    """``diagnose.json`` (one entry per model) and ``report.md`` (one table) under ``out``; returns the
+    report's path (:meth:`DiagnoseResult.save`)."""
+    results = result.models
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     first = results[0]
     lines = [f"# Error diagnosis (CCI) on {first.source}", "", f"{first.images} images; shares of errors. Masks: the "
-             "folder's where it has them.", "", *_table(results), ""]
+             "folder's where it has them.", "", _table(results), ""]
     with_agreement = [r for r in results if r.agreement]
     if with_agreement:
         lines += ["With the segmenter's masks instead:", ""]
@@ -161,7 +285,7 @@ def write_diagnose_report(results: DiagnoseResult | list[DiagnoseResult], out: s
             lines.append(f"- {r.model}: mean IoU with the folder's masks {a['mask_iou']:.3f} on {a['images']} images; "
                          f"the diagnosis agrees on {100 * a['category_agreement']:.1f} % of the images "
                          f"({100 * a['error_category_agreement']:.1f} % of the errors).")
-        lines += ["", *_table(with_agreement, computed=True), ""]
+        lines += ["", _table(with_agreement, computed=True), ""]
     _, report = write_report(out, {"models": [r.__dict__ for r in results]}, "\n".join(lines),
                              results_name="diagnose.json", nan_as_null=False)
     return report

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..fileio import write_report
+from ..fileio import markdown_table, write_report
 from ..settings import setting
 from ..validators import positive_int, world_clip_side
 
@@ -197,13 +197,12 @@ def run_explain(config: ExplainConfig) -> ExplainResult:
 def report_markdown(result: ExplainResult) -> str:
     """The Markdown report: settings, the figure, one table row per image."""
     c = result.config
-    lines = [f"# CCI explanations\n\nModel: {result.model}. K = {c.clusters}, seed {c.seed}, "
-             f"method {c.method}.\n\n![explanations](explain.png)\n\n| # | text | s | largest drop | FG share |",
-             "|---|---|---|---|---|"]
-    for i, rec in enumerate(result.records):
-        fg = f"{rec['foreground_share']:.2f}" if "foreground_share" in rec else "-"
-        lines.append(f"| {i} | {rec['text']} | {rec['similarity']:.3f} | {max(rec['drops']):.4f} | {fg} |")
-    return "\n".join(lines) + "\n"
+    rows = [[i, rec["text"], f"{rec['similarity']:.3f}", f"{max(rec['drops']):.4f}",
+             f"{rec['foreground_share']:.2f}" if "foreground_share" in rec else "-"]
+            for i, rec in enumerate(result.records)]
+    return (f"# CCI explanations\n\nModel: {result.model}. K = {c.clusters}, seed {c.seed}, "
+            f"method {c.method}.\n\n![explanations](explain.png)\n\n"
+            + markdown_table(["#", "text", "s", "largest drop", "FG share"], rows) + "\n")
 
 
 def write_explain_report(result: ExplainResult, out: str | Path) -> Path:

@@ -10,31 +10,29 @@ text embeddings); (4) on the untransformed birds, the known-truth checks for CCI
 baselines: share of importance inside the bird mask and the pointing game against the
 visible parts, plus Deletion/Insertion AUCs. Writes under ``--out``: ``accuracy_bg_er.png``,
 ``shares.png``, ``overlays.png``, ``covar.json``, ``report.md`` (and ``dataset/`` with
-``--save-dataset``). The job and its report writer live in :mod:`concept_grounding.cci.covar_job`
-(``run_covar``, ``write_covar_report``).
+``--save-dataset``). The job lives in :mod:`concept_grounding.cci.covar_job` (``CovarConfig``,
+``run_covar``, ``CovarResult.save``).
 """
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from concept_grounding import settings
-from concept_grounding.cci.covar_job import CovarConfig, run_covar, write_covar_report
-from concept_grounding.commands._types import output_dir
+from concept_grounding.cci.covar_job import CovarConfig, run_covar
+from concept_grounding.jobs import Job, add_job_arguments
 
 
-__all__ = ["add_arguments", "run", "config_from_args"]
+__all__ = ["JOB", "add_arguments", "run", "config_from_args"]
+
+JOB = Job("covar", CovarConfig, run_covar)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--out``, the settings :class:`~concept_grounding.cci.covar_job.CovarConfig` declares (the
-    judge's default follows ``--images``), and the command's own output switches."""
-    parser.add_argument("--out", required=True, type=output_dir, help="output folder")
-    settings.add_arguments(parser, CovarConfig, defaults={"judge": None})
-    parser.add_argument("--mask-cache", type=Path, default=None,
-                        help="folder caching computed masks, one PNG per image (default: OUT/mask_cache)")
-    parser.add_argument("--save-dataset", action="store_true", help="save the COVAR dataset with save_to_disk")
+    """``--out`` and the settings :class:`~concept_grounding.cci.covar_job.CovarConfig` declares (the
+    judge's default follows ``--images``)."""
+    add_job_arguments(parser, JOB)
+    parser.set_defaults(judge=None)  # config_from_args picks it: text with --images, else attributes
 
 
 def config_from_args(args: argparse.Namespace) -> CovarConfig:
@@ -65,6 +63,5 @@ def run(args: argparse.Namespace) -> int:
     for flag in ("detector", "segmenter"):
         if getattr(args, flag):
             setattr(args, flag, resolve_model(getattr(args, flag), f"--{flag}"))
-    config = config_from_args(args)
-    write_covar_report(run_covar(config), args.out, save_dataset=args.save_dataset)
+    JOB(config_from_args(args), args.out)
     return 0

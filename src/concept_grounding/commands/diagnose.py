@@ -6,7 +6,7 @@ subset, for each of ``--models`` in one table. Masks come from the folder's ``ma
 grounded segmenter (``--detector`` and ``--segmenter``, computed once per image, cached under
 ``--mask-cache`` and reused by every model); with both, the report states how far the
 diagnosis with computed masks agrees with the one with the given masks. The job lives in
-:mod:`concept_grounding.cci.diagnose_job`.
+:mod:`concept_grounding.cci.diagnose_job` (``DiagnoseConfig``, ``run_diagnose``, ``DiagnoseResult.save``).
 """
 
 from __future__ import annotations
@@ -14,52 +14,42 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from concept_grounding.commands._types import closed_unit_interval, existing_dir, existing_file, int_at_least, positive_int
+from concept_grounding import settings
+from concept_grounding.cci.diagnose_job import DiagnoseConfig, run_diagnose
+from concept_grounding.jobs import Job, add_job_arguments
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["JOB", "add_arguments", "run", "config_from_args"]
+
+JOB = Job("diagnose", DiagnoseConfig, run_diagnose)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--images", type=existing_dir, required=True,
-                        help="ImageNet-style folder, or CounterAnimals' easy/hard (common/counter) layout")
-    parser.add_argument("--class-names", type=existing_file, default=None,
-                        help="class names: one per line in sorted-folder order, or '<folder> <name>' lines")
-    parser.add_argument("--models", nargs="+", default=["tiny"],
-                        help="CLIPs (as cci-bench: open_clip arch[:pretrained], transformers id or folder, WorldCLIP "
-                             "folder, tiny[:seed], the preset 'paper'). Masks are computed once and reused by every model")
-    parser.add_argument("--detector", default=None, help="zero-shot object detector (Hub id or folder) for computed masks")
-    parser.add_argument("--segmenter", default=None, help="SAM checkpoint (Hub id or folder) for computed masks")
-    parser.add_argument("--detector-threshold", type=closed_unit_interval, default=0.1, help="box score threshold")
-    parser.add_argument("--mask-cache", type=Path, default=None, help="computed-mask cache (default: OUT/mask_cache)")
-    parser.add_argument("--size", type=int_at_least(32), default=64, help="input size of the tiny default CLIP")
-    parser.add_argument("--clusters", type=positive_int, default=7, help="K of CCI's k-means")
-    parser.add_argument("--threshold", type=closed_unit_interval, default=0.5, help="map binarisation, fraction of the max")
-    parser.add_argument("--max-images", type=positive_int, default=None, help="first N images per class")
-    parser.add_argument("--seed", type=int, default=0, help="k-means and tiny-model seed")
-    parser.add_argument("--out", type=Path, default=Path("reports/diagnose"), help="report folder")
+    add_job_arguments(parser, JOB, out_help="report folder", out_default=Path("reports/diagnose"))
 
 
-def run(args: argparse.Namespace) -> int:
-    from concept_grounding.cci.diagnose_job import run_diagnose, write_diagnose_report
+def check_segmenter_pair(args: argparse.Namespace) -> None:
+    """The grounded segmenter's two checkpoints are given together or not at all."""
     from concept_grounding.errors import UsageError
-    from concept_grounding.hub import resolve_model
 
     if (args.detector is None) != (args.segmenter is None):
         raise UsageError("give --detector and --segmenter together (a grounded segmenter)",
                          argument="--detector" if args.detector is None else "--segmenter")
-    from concept_grounding.cci.tables import load_table_models
 
-    models = [handle for _, handle in load_table_models([m or "tiny" for m in args.models], image_size=args.size)]
-    segmenter = None
-    if args.detector:
-        from concept_grounding.cci.segment import GroundedSegmenter
 
-        segmenter = GroundedSegmenter.from_pretrained(resolve_model(args.detector, "--detector"),
-                                                      resolve_model(args.segmenter, "--segmenter"),
-                                                      threshold=args.detector_threshold,
-                                                      cache_dir=args.mask_cache or args.out / "mask_cache")
-    results = [run_diagnose(args.images, class_names=args.class_names, model=model, size=args.size,
-                            clusters=args.clusters, seed=args.seed, threshold=args.threshold, segmenter=segmenter,
-                            max_per_class=args.max_images) for model in models]
-    print(f"wrote {write_diagnose_report(results, args.out)}")
+def config_from_args(args: argparse.Namespace) -> DiagnoseConfig:
+    """The job's configuration from the parsed (and model-resolved) arguments; the mask cache
+    defaults to ``OUT/mask_cache``."""
+    check_segmenter_pair(args)
+    return settings.from_args(DiagnoseConfig, args,
+                              mask_cache=str(args.mask_cache or args.out / "mask_cache") if args.detector else None)
+
+
+def run(args: argparse.Namespace) -> int:
+    from concept_grounding.hub import resolve_model
+
+    check_segmenter_pair(args)  # before any name is resolved
+    for flag in ("detector", "segmenter"):
+        if getattr(args, flag):
+            setattr(args, flag, resolve_model(getattr(args, flag), f"--{flag}"))
+    print(f"wrote {JOB(config_from_args(args), args.out)}")
     return 0

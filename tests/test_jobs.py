@@ -15,7 +15,7 @@ from concept_grounding.jobs import Job, is_job_result
 #: commands that serve an app rather than run a job
 SERVERS = {"space"}
 #: commands converted to the job shape (grows until it is every command but the servers)
-JOB_COMMANDS = ["explain"]
+JOB_COMMANDS = ["explain", "sub", "analyse", "bench"]
 
 
 def _job(command: str) -> Job:
@@ -36,13 +36,17 @@ def test_command_flags_are_its_configs_settings(command: str) -> None:
     """Each declared setting of the job's config is a flag of the command, with the config's default."""
     job = _job(command)
     sub = build_parser()._subparsers._group_actions[0].choices[command]  # noqa: SLF001 (argparse has no public way)
-    by_dest = {a.dest: a for a in sub._actions}
+    by_dest: dict = {}
+    for action in sub._actions:  # the first action of a dest is its flag; hidden aliases follow it
+        by_dest.setdefault(action.dest, action)
     for s in settings.settings_of(job.config):
         if s.name in by_dest:
             default = next(f for f in dataclasses.fields(job.config) if f.name == s.name).default
             if default is not dataclasses.MISSING and by_dest[s.name].default is not None:
+                if s.nargs is not None and isinstance(default, tuple):
+                    default = list(default)  # as argparse parses several values (settings.add_arguments)
                 assert by_dest[s.name].default == default or by_dest[s.name].default == str(default), s.name
-    assert "out" in by_dest and by_dest["out"].required
+    assert "out" in by_dest and (by_dest["out"].required or by_dest["out"].default is not None)
 
 
 def test_the_job_shape_is_checked_by_its_signature() -> None:

@@ -226,8 +226,9 @@ def run_sub(config: SubConfig) -> SubResult:
     result = SubResult(config)
     for model in config.models:
         result.evaluations.append(evaluate_sub(
-            model.spec if model.spec is not None else model.name, config.sub, protocol=config.protocol, batch_size=config.batch_size,
-            device=config.device, dtype=config.dtype, progress=config.progress, source_options=options,
+            model.spec if model.spec is not None else model.name, config.sub, protocol=config.protocol,
+            batch_size=config.batch_size, device=config.device, dtype=config.dtype, progress=config.progress,
+            source_options=options,
             image_size=config.image_size, include_none=config.include_none, pretrained=model.pretrained,
             **config.model_options()))
     return result

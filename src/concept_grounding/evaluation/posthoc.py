@@ -39,8 +39,8 @@ from .concepts import resolve_concept_names
 if TYPE_CHECKING:
     import datasets
 
-__all__ = ["feature_map_posthoc_cbm", "analyse_posthoc", "aysel_analysis", "AyselAnalysis", "aysel_metrics", "cav_sweep", "AyselResult", "CavSweep",
-           "default_concept_columns", "train_default_posthoc"]
+__all__ = ["feature_map_posthoc_cbm", "analyse_posthoc", "aysel_analysis", "AyselAnalysis", "aysel_metrics",
+           "cav_sweep", "AyselResult", "CavSweep", "default_concept_columns", "train_default_posthoc"]
 
 
 def feature_map_posthoc_cbm(

@@ -3,9 +3,9 @@
 * ``tiny_space_store``: a Space :class:`ResourceStore` whose own model builds are
   :meth:`SpaceBuild.tiny` (a second each instead of ~50 s); the tab handlers' checks
   recompute their answers from whatever model the store holds, so size does not matter.
-* ``bench_run``: one small seeded ``run_bench`` on five world classes (CBM ind. / joint, a
-  CEM, the post-hoc CBM and the world CLIP): ``.config``, ``.files`` (its
-  :class:`BenchArtifacts`) and ``.results``; read-only.
+* ``bench_run``: one small seeded bench job (``run_bench_job``, then ``save``) on five world
+  classes (CBM ind. / joint, a CEM, the post-hoc CBM and the world CLIP): ``.config``,
+  ``.files`` (its :class:`BenchArtifacts`), ``.results`` and the job's ``.result``; read-only.
 """
 
 from __future__ import annotations
@@ -73,7 +73,9 @@ def tiny_space_store():
 
 @pytest.fixture(scope="session")
 def bench_run(tmp_path_factory):
-    from concept_grounding.bench import BenchConfig, run_bench
+    from dataclasses import replace
+
+    from concept_grounding.bench import BenchConfig, run_bench_job
     from concept_grounding.bench.artifacts import BenchArtifacts
     from concept_grounding.world import WorldConfig
 
@@ -83,7 +85,9 @@ def bench_run(tmp_path_factory):
                                                 "186.Cedar_Waxwing")),
         models=("CBM (ind.)", "CBM (joint)", "CEM"), train_per_class=2, test_per_class=1, epochs=1, clip_epochs=1,
     )
-    return SimpleNamespace(config=config, files=BenchArtifacts(out), results=run_bench(config, out))
+    result = run_bench_job(replace(config, out=out))  # the job's run, then its save: what run_bench does
+    result.save(out)
+    return SimpleNamespace(config=config, files=BenchArtifacts(out), results=result.results, result=result)
 
 
 # ---- shared by the model, TDG and CCI tests (read-only; each checks or documents why sharing is safe)

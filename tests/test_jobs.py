@@ -15,10 +15,10 @@ from concept_grounding.jobs import Job, is_job_result
 #: commands that serve an app rather than run a job
 SERVERS = {"space"}
 #: commands converted to the job shape (grows until it is every command but the servers)
-JOB_COMMANDS = ["explain"]
+JOB_COMMANDS = ["explain", "sub", "analyse", "bench"]
 JOB_COMMANDS += ["covar", "diagnose"]
-#: commands whose --out has always had a default
-OUT_DEFAULTS = {"diagnose"}
+#: commands whose --out has always had a default (reports/<command>)
+OUT_DEFAULTS = {"diagnose", "sub", "analyse", "bench"}
 
 
 def _job(command: str) -> Job:
@@ -39,7 +39,9 @@ def test_command_flags_are_its_configs_settings(command: str) -> None:
     """Each declared setting of the job's config is a flag of the command, with the config's default."""
     job = _job(command)
     sub = build_parser()._subparsers._group_actions[0].choices[command]  # noqa: SLF001 (argparse has no public way)
-    by_dest = {a.dest: a for a in sub._actions}
+    by_dest: dict = {}
+    for action in sub._actions:  # the first action of a dest is its flag; hidden aliases follow it
+        by_dest.setdefault(action.dest, action)
     for s in settings.settings_of(job.config):
         if s.name in by_dest:
             default = next(f for f in dataclasses.fields(job.config) if f.name == s.name).default

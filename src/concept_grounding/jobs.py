@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
-__all__ = ["Job", "JobResult", "is_job_result", "add_job_arguments"]
+__all__ = ["Job", "JobResult", "is_job_result", "add_job_arguments", "add_out_argument"]
 
 ConfigT = TypeVar("ConfigT")
 ResultT = TypeVar("ResultT", bound="JobResult")
@@ -104,14 +104,21 @@ class Job(Generic[ConfigT, ResultT]):
 
 
 def add_job_arguments(parser: argparse.ArgumentParser, job: Job, *, out_help: str = "output folder",
-                      exclude: tuple[str, ...] = (), out_default: Path | None = None) -> None:
-    """``--out`` (a writable folder: required, or ``out_default`` where a command has always had
-    one) and the flags ``job.config`` declares."""
+                      out_default: str | os.PathLike[str] | None = None, exclude: tuple[str, ...] = ()) -> None:
+    """``--out`` (:func:`add_out_argument`) and the flags ``job.config`` declares."""
     from . import settings
+
+    add_out_argument(parser, help=out_help, default=out_default)
+    settings.add_arguments(parser, job.config, exclude=exclude)
+
+
+def add_out_argument(parser: argparse.ArgumentParser, *, help: str = "output folder",
+                     default: str | os.PathLike[str] | None = None) -> None:
+    """``--out``, a writable folder: required, or ``default`` when the command has one
+    (``bench``, ``sub`` and ``analyse`` write under ``reports/<command>`` by default)."""
     from .validators import output_dir
 
-    if out_default is None:
-        parser.add_argument("--out", required=True, type=output_dir, help=out_help)
+    if default is None:
+        parser.add_argument("--out", required=True, type=output_dir, help=help)
     else:
-        parser.add_argument("--out", type=output_dir, default=out_default, help=out_help)
-    settings.add_arguments(parser, job.config, exclude=exclude)
+        parser.add_argument("--out", type=output_dir, default=Path(default), help=help)

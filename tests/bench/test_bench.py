@@ -295,3 +295,20 @@ def test_table1_chance_row_has_every_column(world_run):
     cells = [c.strip() for c in chance.strip("|").split("|")]
     assert len(cells) == header.count("|") - 1 and all(cells)
     assert cells[1:] == ["50.0"] * (len(cells) - 2) + [f"{100 / len(CLASSES):.1f}"]
+
+
+def test_the_job_writes_the_same_report_when_saved_again(bench_run, tmp_path):
+    """The bench job (issue 32): ``run_bench_job`` wrote the models as it went, ``save`` the
+    report; saving the result again elsewhere writes the same results.json and report.md."""
+    again = bench_run.result.save(tmp_path)
+    assert again == tmp_path / "report.md"
+    for name in ("results.json", "report.md", "timings.json", "sub_cbm-ind.png"):
+        assert (tmp_path / name).read_bytes() == (bench_run.files.root / name).read_bytes(), name
+    assert not (tmp_path / "models").exists()  # the models belong to the run, not to the report
+
+
+def test_the_job_needs_its_run_folder():
+    from concept_grounding.bench import run_bench_job
+
+    with pytest.raises(ValueError, match="out: a bench run writes its models as it goes"):
+        run_bench_job(BenchConfig(**TINY))

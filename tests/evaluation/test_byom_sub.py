@@ -516,3 +516,24 @@ def test_several_models_in_one_run(tmp_path, capsys):
         own = json.loads((out / row["folder"] / "results.json").read_text())
         assert row["s_plus"] == pytest.approx(own["s_plus"]) and row["s_minus"] == pytest.approx(own["s_minus"])
     assert (out / "report.md").read_text().count("](clip") == 2
+
+
+def test_the_sub_job_scores_each_model_once_and_saves_the_same_bytes_twice(tmp_path):
+    """Issue 32: ``sub`` runs as a job (``run_sub(config) -> SubResult``, ``save(out)``): the
+    same model twice gets the same scores, and saving the result again writes the same files."""
+    from concept_grounding.bench.sub_job import ScoredModel, SubConfig, run_sub
+    from concept_grounding.testing import tiny_world_clip
+
+    for name in ("clip", "copy"):
+        tiny_world_clip(seed=0).save_pretrained(tmp_path / name)
+    models = (ScoredModel(str(tmp_path / "clip")), ScoredModel(str(tmp_path / "copy")))
+    config = SubConfig(models=models, world_size=SIZE, classes=tuple(CLASSES[:2]), progress=False, save_scores=True)
+    result = run_sub(config)
+    first, second = result.evaluations
+    assert first.s_plus == second.s_plus and np.array_equal(first.scores, second.scores)
+    assert result.save(tmp_path / "a") == tmp_path / "a" / "report.md"
+    result.save(tmp_path / "b")
+    for name in ("report.md", "results.json", "clip/scores.npz", "clip/sub_per_group.png", "copy/report.md"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    with pytest.raises(ValueError, match="models: give at least one model"):
+        run_sub(SubConfig())

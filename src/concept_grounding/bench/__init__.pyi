@@ -1,2 +1,2 @@
 from .config import MODEL_VARIANTS, BenchConfig
-from .runner import run_bench
+from .runner import BenchResult, run_bench, run_bench_job

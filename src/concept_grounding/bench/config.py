@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
@@ -135,6 +135,10 @@ class BenchConfig:
         threads: CPU threads of the whole run (torch and BLAS), fixed rather than the
             machine's core count so that the same seed gives the same ``results.json``
             (see :func:`~concept_grounding.models.training.reproducible`).
+        out: the run folder the job writes into as it goes (``config.json``, the models, the
+            post-hoc CBM's figures), so that an interrupted run keeps its work; the command's
+            ``--out``. Not saved in ``config.json`` and not compared (a run's configuration
+            does not depend on where it is written).
 
     ``config.json`` (:meth:`to_dict`) keeps the flat keys of the files written before the world
     was nested: ``image_size``, ``seed``, ``deviation_rate`` and ``classes`` in their old places.
@@ -162,10 +166,13 @@ class BenchConfig:
     min_class_count: int | None = setting(10, "with --cub-root: keep class-level attributes on for >= this many "
                                           "classes (CBM rule)", parse=nonnegative_int)
     clip_model: str | tuple[str, ...] | None = None
-    backbone: str | dict = "cnn"
-    backbone_weights: str | None = None
+    backbone: str | dict = setting("cnn", "cnn (small CNN), resnet18, resnet50, inception_v3 or timm:<name> (CUB "
+                                   "augmentation inside)", manifest_key="")
+    backbone_weights: str | None = setting(None, "initial backbone weights: a local file or Hub id (default: the "
+                                           "backbone's own initialisation)", manifest_key="")
     threads: int = DEFAULT_THREADS
     clip_pretrained: str | tuple[str | None, ...] | None = None
+    out: Path | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.models if m not in MODEL_VARIANTS]
@@ -218,7 +225,7 @@ class BenchConfig:
         """The saved form (``config.json``): flat keys in :data:`SAVED_KEYS` order, the world's
         ``class_names`` as ``classes``; its ``pose`` / ``zoom`` / ``scene`` follow only when not
         the defaults (a bench world never changes them)."""
-        own = {k: v for k, v in asdict(self).items() if k != "world"}
+        own = {k: v for k, v in asdict(self).items() if k not in ("world", "out")}
         w = self.world
         world = {"image_size": w.image_size, "seed": w.seed, "deviation_rate": w.deviation_rate,
                  "classes": list(w.class_names) if w.class_names is not None else None}
@@ -232,7 +239,7 @@ class BenchConfig:
         the unread ``extra`` of files written before it was removed)."""
         values = {k: v for k, v in values.items() if k != "extra"}
         world_keys = {"image_size", "seed", "deviation_rate", "classes", *_WORLD_DRAWING}
-        known = ({f.name for f in fields(cls)} - {"world"}) | world_keys
+        known = ({f.name for f in fields(cls)} - {"world", "out"}) | world_keys
         unknown = sorted(set(values) - known)
         if unknown:
             raise ValueError(f"config.json: unknown key(s) {unknown}")

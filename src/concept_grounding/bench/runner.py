@@ -11,7 +11,8 @@ One run, in numbered steps:
    CoAM galleries (Aysel et al.);
 4. Table 2: open-vocabulary models in SUB's group mode (a small CLIP trained on the
    world, and any named model);
-5. the report: ``report.md``, ``results.json``, PNGs, the saved models and ``config.json``.
+5. the report: ``report.md``, ``results.json``, PNGs (:meth:`BenchResult.save`); the saved
+   models, ``config.json`` and the post-hoc CBM's figures are written as the run goes.
 
 The whole run sits inside :func:`~concept_grounding.models.training.reproducible`
 (``config.threads`` CPU threads, deterministic kernels, seeded), so the same
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from collections.abc import Sequence
 from typing import Any
@@ -33,22 +35,21 @@ import numpy as np
 from ..vocabulary import Vocabulary, load_vocabulary
 from .artifacts import POSTHOC_MODEL, WORLD_CLIP_MODEL, BenchArtifacts
 from .config import MODEL_VARIANTS, BenchConfig
-from .models import train_posthoc, train_variant
-from ..models.backbone import drop_init_weights
-from ..models.data import images_to_tensor
 from .data import BenchData, certainty_soft_labels, class_soft_labels, concept_columns, load_bench_data
 from ..fileio import write_json, write_report
 from .report import bench_markdown, plot_breakdowns
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["run_bench"]
+__all__ = ["run_bench", "run_bench_job", "BenchResult"]
 
 class _Split:
     """Tensors of one split for every label source, decoded once."""
 
     def __init__(self, dataset, columns: tuple[int, ...], image_size: int) -> None:
         import torch
+
+        from ..models.data import images_to_tensor
 
         self.images = images_to_tensor(dataset["image"], image_size)
         self.labels = torch.as_tensor(np.asarray(dataset["label"]), dtype=torch.long)
@@ -93,6 +94,8 @@ def _backbone(config: BenchConfig) -> str | dict[str, Any]:
 def _train_variant(name: str, split: _Split, columns, vocab, config: BenchConfig, cache: dict):
     """Train one Table 1 model. Independent and per-image variants share nothing; a
     sequential CBM reuses the independent CBM's concept predictor, as Koh et al. do."""
+    from .models import train_variant
+
     tensors = split.tensors(MODEL_VARIANTS[name].labels, columns, vocab)
     return train_variant(name, tensors, config.train, concept_loss_weight=config.concept_loss_weight,
                          backbone=_backbone(config), cache=cache)
@@ -125,6 +128,7 @@ def table1(data: BenchData, train: _Split, test: _Split, sub_images, columns, vo
     """Rows of Table 1 (reference rows, then every trained binary concept model) and the models;
     each model's training and scoring time (s) goes into ``seconds``, not into its row."""
     from ..models import predict
+    from ..models.backbone import drop_init_weights
 
     names = [vocab.attributes[i] for i in columns]
     sub_cols = [j for j, i in enumerate(columns) if i in set(vocab.sub_attribute_indices)]
@@ -186,6 +190,7 @@ def posthoc_analysis(data: BenchData, train: _Split, test: _Split, sub_images, c
     from ..metrics import concept_existence, concept_global_importance, concept_location
     from ..models import predict
     from ..models.coam import save_coam_gallery
+    from .models import train_posthoc
 
     names = [vocab.attributes[i] for i in columns]
     model = train_posthoc(train.tensors("class", columns, vocab), train.tensors("image", columns, vocab),
@@ -336,17 +341,74 @@ def table2(data: BenchData, train: _Split, test: _Split, sub_images, columns, vo
     return rows
 
 
-def run_bench(config: BenchConfig, out: str | Path) -> dict[str, Any]:
-    """Run the benchmark and write its report folder; returns everything ``results.json`` holds.
+@dataclass
+class BenchResult:
+    """What a bench run computed: the job result of ``concept-grounding bench``.
+
+    The run wrote its models, ``config.json`` and the post-hoc CBM's figures under
+    ``config.out`` as it went; :meth:`save` writes the report on top of them.
+
+    Attributes:
+        config: the run's configuration.
+        data: the train / test / SUB data the run used (the report states their sizes).
+        columns: the 0-based CUB attributes of the concept set.
+        results: everything ``results.json`` holds (``source``, ``concepts``, ``table1``,
+            ``table2``, ``posthoc``, ``ccd``).
+        timings: wall time (s) of each step; model_seconds: of each Table 1 model.
+        environment: library versions, CPU and threads of the run (:func:`_environment`).
+    """
+
+    config: BenchConfig
+    data: BenchData
+    columns: tuple[int, ...]
+    results: dict[str, Any]
+    timings: dict[str, float] = field(default_factory=dict)
+    model_seconds: dict[str, float] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)
+
+    def save(self, out: str | Path) -> Path:
+        """Write the report under ``out`` (normally ``config.out``): the per-model s+ / s- plots,
+        ``timings.json``, ``results.json`` and ``report.md``; returns ``report.md``'s path."""
+        out = Path(out)
+        files = BenchArtifacts(out)
+        r = self.results
+        out.mkdir(parents=True, exist_ok=True)
+        plots = plot_breakdowns(r["table1"] + r["table2"], out)
+        write_json(files.timings_json, {"steps_seconds": self.timings, "model_seconds": self.model_seconds,
+                                          "environment": self.environment})
+        markdown = bench_markdown(self.config, self.data, self.columns, r["table1"], r["table2"], r["posthoc"] or None,
+                                  self.timings, plots, r["ccd"])
+        write_report(out, r, markdown, results_name=files.results_json.name, report_name=files.report_md.name)
+        logger.info("bench report: %s", files.report_md)
+        return files.report_md
+
+
+def run_bench_job(config: BenchConfig) -> BenchResult:
+    """Run the benchmark (module docstring, steps 1-4), writing the models, ``config.json`` and
+    the post-hoc CBM's figures under ``config.out`` as it goes; the report is the result's
+    :meth:`~BenchResult.save`.
 
     Runs inside :func:`~concept_grounding.models.training.reproducible` with
     ``config.world.seed`` and ``config.threads``: the caller's thread count, RNG state and
     deterministic-algorithm setting are restored afterwards.
+
+    Raises:
+        ValueError: ``config.out`` is not set (the run folder is written as the run goes).
     """
     from ..models.training import reproducible
 
+    if config.out is None:
+        raise ValueError("out: a bench run writes its models as it goes; give its folder (BenchConfig(out=...))")
     with reproducible(config.world.seed, config.threads):
-        return _run(config, Path(out))
+        return _run(config, Path(config.out))
+
+
+def run_bench(config: BenchConfig, out: str | Path) -> dict[str, Any]:
+    """Run the benchmark into ``out`` and write its report folder (:func:`run_bench_job`, then
+    :meth:`BenchResult.save`); returns everything ``results.json`` holds."""
+    result = run_bench_job(replace(config, out=Path(out)))
+    result.save(out)
+    return result.results
 
 
 def _environment() -> dict[str, Any]:
@@ -360,7 +422,9 @@ def _environment() -> dict[str, Any]:
             "cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
 
-def _run(config: BenchConfig, out: Path) -> dict[str, Any]:
+def _run(config: BenchConfig, out: Path) -> BenchResult:
+    from ..models.data import images_to_tensor
+
     vocab = load_vocabulary()
     out.mkdir(parents=True, exist_ok=True)
     files = BenchArtifacts(out)
@@ -401,15 +465,8 @@ def _run(config: BenchConfig, out: Path) -> dict[str, Any]:
     if posthoc:
         t1.append(posthoc["sub_row"])
     t2 = timed("table 2 models", table2, *args, clips) if (config.clip or clips) else []
-    # 5. report
-    plots = plot_breakdowns(t1 + t2, out)
     results = {
         "source": data.source, "concepts": [vocab.attributes[i] for i in columns], "table1": t1, "table2": t2,
         "posthoc": {k: v for k, v in (posthoc or {}).items() if k != "sub_row"}, "ccd": ccd,
     }
-    write_json(files.timings_json, {"steps_seconds": timings, "model_seconds": model_seconds,
-                                      "environment": _environment()})
-    write_report(out, results, bench_markdown(config, data, columns, t1, t2, posthoc, timings, plots, ccd),
-                 results_name=files.results_json.name, report_name=files.report_md.name)
-    logger.info("bench report: %s", files.report_md)
-    return results
+    return BenchResult(config, data, tuple(columns), results, timings, model_seconds, _environment())

@@ -9,32 +9,30 @@ from __future__ import annotations
 
 import argparse
 import logging
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from concept_grounding import settings
-from concept_grounding.commands._types import output_dir
+from concept_grounding.bench.config import BenchConfig
+from concept_grounding.bench.runner import run_bench_job
+from concept_grounding.jobs import Job, add_out_argument
 
-if TYPE_CHECKING:
-    from concept_grounding.bench.config import BenchConfig
+__all__ = ["JOB", "add_arguments", "run", "config_from_args"]
 
-__all__ = ["add_arguments", "run", "config_from_args"]
-
-#: BenchConfig fields the command computes from other flags (named models, the backbone)
-_COMPUTED = ("clip_model", "clip_pretrained", "backbone", "backbone_weights", "threads")
+#: ``config -> run -> result -> save`` (:mod:`concept_grounding.jobs`): the run writes its models
+#: under ``config.out`` as it goes; the result's ``save`` writes the report.
+JOB = Job("bench", BenchConfig, run_bench_job)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``--out``, the world settings :class:`~concept_grounding.world.WorldConfig` declares (at the
     bench's defaults, :data:`~concept_grounding.bench.config.BENCH_WORLD`), the settings
-    :class:`~concept_grounding.bench.config.BenchConfig` declares, and the model flags."""
-    from concept_grounding.bench.config import BENCH_WORLD, BenchConfig
+    :class:`~concept_grounding.bench.config.BenchConfig` declares, and the model flags (named
+    models are resolved before the config is built; ``--crop-size`` joins ``--backbone``)."""
+    from concept_grounding.bench.config import BENCH_WORLD
     from concept_grounding.world.config import WorldConfig
 
-    d = BenchConfig()
-    parser.add_argument("--out", type=output_dir, default=Path("reports/bench"), help="report folder")
+    add_out_argument(parser, help="report folder", default="reports/bench")
     settings.add_arguments(parser, WorldConfig, exclude=("deviation_rate",), defaults=BENCH_WORLD)
-    settings.add_arguments(parser, BenchConfig, exclude=_COMPUTED)
+    settings.add_arguments(parser, BenchConfig)
     parser.add_argument("--model", dest="clip_model", action="append", default=None,
                         help="also evaluate a named open_clip / transformers model or local path in Table 2; repeat it "
                              "for several, or 'paper' for SUB Table 2's six (CLIP B/32 and L/14, SigLIP B/16 and "
@@ -43,11 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pretrained", default=None,
                         help="open_clip weights tag for an architecture --model (e.g. openai), a weights file, or "
                              "'random' for random weights on purpose (an architecture without it is refused)")
-    parser.add_argument("--backbone", default=d.backbone,
-                        help="cnn (small CNN), resnet18, resnet50, inception_v3 or timm:<name> (CUB augmentation inside)")
     parser.add_argument("--crop-size", type=int, default=None,
                         help="standard backbones: crop side in px (default 224, Inception-v3 299)")
-    parser.add_argument("--backbone-weights", default=None, help="initial backbone weights: a local file or Hub id (default: the backbone's own initialisation)")
 
 
 def clip_models(names: list[str], pretrained: str | None) -> list[tuple[str, str | None]]:
@@ -73,9 +68,9 @@ def _is_open_clip_name(name: str) -> bool:
     return name in open_clip.list_models()
 
 
-def config_from_args(args: argparse.Namespace, named: list[tuple[str, str | None]] = ()) -> "BenchConfig":
+def config_from_args(args: argparse.Namespace, named: list[tuple[str, str | None]] = ()) -> BenchConfig:
     """The run's configuration from the parsed arguments and the resolved ``(model, weights tag)`` of ``--model``."""
-    from concept_grounding.bench.config import BENCH_WORLD, BenchConfig
+    from concept_grounding.bench.config import BENCH_WORLD
     from concept_grounding.world import WorldConfig
 
     world = settings.from_args(WorldConfig, args, deviation_rate=BENCH_WORLD.deviation_rate)
@@ -83,7 +78,7 @@ def config_from_args(args: argparse.Namespace, named: list[tuple[str, str | None
         BenchConfig, args, world=world,
         clip_model=tuple(n for n, _ in named) or None, clip_pretrained=tuple(t for _, t in named) or None,
         backbone={"kind": args.backbone, "crop_size": args.crop_size} if args.crop_size else args.backbone,
-        backbone_weights=args.backbone_weights,
+        out=args.out,
     )
 
 
@@ -107,10 +102,6 @@ def run(args: argparse.Namespace) -> int:
                                  accept=("folder", "name")).target,
               tag if _is_open_clip_name(name) else None) for name, tag in named]
 
-    from concept_grounding.bench import run_bench
-    from concept_grounding.bench.artifacts import BenchArtifacts
-
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    run_bench(config_from_args(args, named), args.out)
-    print(f"wrote {BenchArtifacts(args.out).report_md}")
+    print(f"wrote {JOB(config_from_args(args, named), args.out)}")
     return 0

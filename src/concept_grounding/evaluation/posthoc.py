@@ -39,8 +39,8 @@ from .concepts import resolve_concept_names
 if TYPE_CHECKING:
     import datasets
 
-__all__ = ["feature_map_posthoc_cbm", "analyse_posthoc", "aysel_metrics", "cav_sweep", "AyselResult", "CavSweep",
-           "default_concept_columns", "train_default_posthoc"]
+__all__ = ["feature_map_posthoc_cbm", "analyse_posthoc", "aysel_analysis", "AyselAnalysis", "aysel_metrics",
+           "cav_sweep", "AyselResult", "CavSweep", "default_concept_columns", "train_default_posthoc"]
 
 
 def feature_map_posthoc_cbm(
@@ -377,6 +377,32 @@ def train_default_posthoc(
     return train_posthoc_cbm(net, tensors, n_pos=n_pos, n_neg=n_neg, C=C, seed=seed, progress=progress)
 
 
+@dataclass
+class AyselAnalysis:
+    """An :class:`AyselResult` with the test split it was computed on: what
+    :func:`write_aysel_report` draws and tabulates.
+
+    Attributes:
+        result: the analyses.
+        model: the analysed model (its ``theta`` draws the class-wise maps).
+        images: ``(N, 3, S, S)`` test images in [0, 1]; labels: ``(N,)`` their classes.
+        class_names: the split's class names; image_concepts: ``(N, L)`` per-image truth of the
+            ``L`` concepts (the galleries' check / cross marks).
+    """
+
+    result: AyselResult
+    model: nn.Module = field(repr=False)
+    images: torch.Tensor = field(repr=False)
+    labels: np.ndarray = field(repr=False)
+    class_names: list[str] = field(repr=False)
+    image_concepts: np.ndarray | None = field(default=None, repr=False)
+
+    def write(self, out: str | Path, *, coam_threshold: float = 0.5, seed: int = 0) -> Path:
+        """The report folder under ``out`` (:func:`write_aysel_report`); returns ``out``."""
+        return write_aysel_report(self.result, self.model, self.images, self.labels, self.class_names, Path(out),
+                                  image_concepts=self.image_concepts, coam_threshold=coam_threshold, seed=seed)
+
+
 def analyse_posthoc(
     model: nn.Module,
     cub: "datasets.DatasetDict",
@@ -402,7 +428,32 @@ def analyse_posthoc(
     A post-hoc CBM without a classifier gets one fitted on the train split first.
     ``max_images`` keeps the first test images only (a quick look). ``sweep`` (a
     :class:`~concept_grounding.models.PostHocCBM` only) adds Table 3 (:func:`cav_sweep`).
+    The computation is :func:`aysel_analysis`; the report :meth:`AyselAnalysis.write`.
     """
+    analysis = aysel_analysis(model, cub, image_size=image_size, max_images=max_images, batch_size=batch_size,
+                              vocab=vocab, progress=progress, sweep=sweep, sweep_Cs=sweep_Cs, sweep_sizes=sweep_sizes,
+                              seed=seed)
+    if out is not None:
+        analysis.write(out, coam_threshold=coam_threshold, seed=seed)
+    return analysis.result
+
+
+def aysel_analysis(
+    model: nn.Module,
+    cub: "datasets.DatasetDict",
+    *,
+    image_size: int = 224,
+    max_images: int | None = None,
+    batch_size: int = 64,
+    vocab: Vocabulary | None = None,
+    progress: bool = True,
+    sweep: bool = False,
+    sweep_Cs: Sequence[float] = (0.001, 0.01, 0.1, 1.0, 10.0),
+    sweep_sizes: Sequence[int] = (50, 100),
+    seed: int = 0,
+) -> AyselAnalysis:
+    """The computation of :func:`analyse_posthoc` (same arguments, nothing written): the
+    analyses with the test images, labels, class names and per-image concepts the report needs."""
     from ..models.data import images_to_tensor
 
     vocab = vocab or load_vocabulary()
@@ -429,10 +480,8 @@ def analyse_posthoc(
                                  np.asarray(train_rows["label"]), images, np.asarray(test["label"]),
                                  len(test.features["label"].names), Cs=sweep_Cs, sizes=sweep_sizes, seed=seed,
                                  batch_size=batch_size, progress=progress)
-    if out is not None:
-        write_aysel_report(result, model, images, np.asarray(test["label"]), list(test.features["label"].names),
-                           Path(out), image_concepts=image_concepts, coam_threshold=coam_threshold, seed=seed)
-    return result
+    return AyselAnalysis(result, model, images, np.asarray(test["label"]), list(test.features["label"].names),
+                         image_concepts)
 
 
 #: Tables 1-2's ranking rows: key of :func:`~concept_grounding.metrics.concept_existence` -> the paper's label.

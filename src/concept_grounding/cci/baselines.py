@@ -139,16 +139,26 @@ def grad_eclip_maps(
     return _upsample(cam.view(-1, *be.grid_size), be.image_size)
 
 
-def maskclip_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: "torch.Tensor") -> "torch.Tensor":
-    """MaskCLIP maps for the text ``t`` (module docstring): ``cos(P(norm(y_i)), t)`` per patch ``i``.
+def maskclip_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: "torch.Tensor",
+                  class_embeds: "torch.Tensor | None" = None, temperature: float = 100.0) -> "torch.Tensor":
+    """MaskCLIP maps for the text ``t`` (module docstring): ``cos(f_i, t)`` per patch ``i``, with
+    ``f_i = P(norm(y_i))`` the patch's value-path feature in the joint space.
 
     Args:
         model: CLIP model or backend.
         pixel_values: ``(B, 3, H, W)``.
         text_embeds: ``(B, E)`` or ``(E,)``.
+        class_embeds: optional ``(C, E)`` text embeddings of a class set (MaskCLIP's
+            segmentation read-out): the map is then the probability of ``t`` against the set
+            at each patch, ``softmax_j(temperature * cos(f_i, t_j))`` at ``t``, over ``t`` and
+            the classes other than ``t`` (a class equal to ``t``, cosine > 1 - 1e-6, is left
+            out, so ``t`` may be one of them). This removes the part of ``cos(f_i, t)`` that
+            every class text shares.
+        temperature: the softmax's inverse temperature (MaskCLIP's 100).
 
     Returns:
-        ``(B, H, W)`` cosine similarities in [-1, 1].
+        ``(B, H, W)``: cosine similarities in [-1, 1], or probabilities in [0, 1] with
+        ``class_embeds``.
     """
     import torch
     import torch.nn.functional as F
@@ -165,8 +175,28 @@ def maskclip_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: "torch.
         y = x + last.ls1(last.out(v))  # each token attends to itself only: softmax over one key is 1
         y = y + last.ls2(last.mlp(last.norm2(y)))
         patches = be.project(be.final_norm(y[:, 1:]))  # (B, N, E)
-        score = F.cosine_similarity(patches.float(), t.to(patches).float()[:, None], dim=-1)
+        score = F.cosine_similarity(patches.float(), t.to(patches).float()[:, None], dim=-1)  # (B, N)
+        if class_embeds is not None:
+            score = _class_probability(patches.float(), t.to(patches).float(), class_embeds, temperature, score)
     return _upsample(score.view(-1, *be.grid_size), be.image_size)
+
+
+def _class_probability(patches: "torch.Tensor", t: "torch.Tensor", class_embeds: "torch.Tensor",
+                       temperature: float, score: "torch.Tensor") -> "torch.Tensor":
+    """``(B, N)`` probability of ``t`` against ``class_embeds`` at each patch (see :func:`maskclip_maps`).
+
+    ``patches`` ``(B, N, E)``, ``t`` ``(B, E)`` (any norm), ``score`` their ``(B, N)`` cosines."""
+    import torch
+    import torch.nn.functional as F
+
+    if class_embeds.ndim != 2 or class_embeds.shape[-1] != patches.shape[-1]:
+        raise ValueError(f"class_embeds: expected (C, {patches.shape[-1]}), got {tuple(class_embeds.shape)}")
+    c = F.normalize(class_embeds.to(patches), dim=-1)  # (C, E)
+    others = F.normalize(patches, dim=-1) @ c.T  # (B, N, C)
+    same = (F.normalize(t, dim=-1).expand(patches.shape[0], -1) @ c.T) > 1 - 1e-6  # (B, C): the class that is t
+    others = others.masked_fill(same[:, None], float("-inf"))
+    logits = float(temperature) * torch.cat([score[..., None], others], -1)
+    return torch.softmax(logits, -1)[..., 0]
 
 
 def rollout_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: Any = None) -> "torch.Tensor":

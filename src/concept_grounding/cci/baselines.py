@@ -15,15 +15,33 @@
   the last block with a single head; here the gradient is the model's own (multi-head);
 * :func:`maskclip_maps` — MaskCLIP (Zhou et al., ECCV 2022), a row of both CCI tables: the
   last block's query-key attention is dropped and every token keeps its own value path
-  (``x + out(v(norm1(x)))``, then the block's MLP, as MaskCLIP's ViT code), each patch token
-  goes through the pooling head (final norm and projection) into the joint space, and the map
-  is its cosine with ``t``. Checked against open_clip's own last block run with a diagonal
-  attention mask, and on a value-path model whose answer is closed-form (world birds' exact
-  masks: foreground above background). On the trained world CLIP of ``tests/test_cci_tables.py``
-  (2 layers, 64 px; 80 held-out birds) it ranks the foreground above the background on 41 %
-  (random 51 %, CCI 78 %): that model's patch tokens are closer to the class text on the
-  background (its last-layer tokens: 22 %; the value path without the MLP 39 %, the value alone
-  46 %), a property of the model (its species come with their usual scenes), not of MaskCLIP;
+  (``x + out(v(norm1(x)))``, then the block's MLP with its residual, as the authors' ViT code
+  does with ``v``; the same path as Grad-ECLIP's reference code), each patch token goes
+  through the pooling head (final norm and projection) into the joint space, and the map is
+  its cosine with ``t``. With ``class_embeds`` (a class set, e.g. every class prompt) the map
+  is MaskCLIP's segmentation read-out instead: the probability of ``t`` against the set,
+  ``softmax(100 cos)``. Not done: the paper's key smoothing and prompt denoising (both
+  refine a segmentation over a class set; on the world CLIP below, averaging every patch's
+  read-out over the patches weighted by their key cosines lowered it to 0.48), and
+  Grad-ECLIP's code's extra weighting of the cosine by the CLS key's cosine with each key
+  (0.54 there). Checked against open_clip's
+  own last block run with a diagonal attention mask (both read-outs), and on a value-path
+  model whose answer is closed-form (world birds' exact masks: foreground above background).
+  Known answer on the trained world CLIP of ``tests/test_cci_tables.py`` (2 layers, 64 px,
+  five classes, seed 0; held-out birds 300-379, share of birds whose map is higher on the
+  bird than off it): the class-set read-out 0.775 (CCI 0.775, random 0.51), the bare cosine
+  0.41. The world draws each bird's scene independently of its species, so the background
+  holds no class information; the bare cosine loses because this model's bird patches point
+  away from what all five prompts share (mean cosine with the five: -0.07 on patches more
+  than half bird, +0.03 on patches under 5 % bird) while only they tell the classes apart
+  (a bird patch's nearest prompt is its class's for 46 %, a background patch's for 23 %,
+  chance 20 %); the read-out cancels the shared part. Neither holds for every training seed:
+  over seeds 0-3 (80 birds each) the bare cosine gave 0.41 / 0.74 / 0.71 / 0.54, the read-out
+  0.78 / 0.80 / 0.84 / 0.55, CCI 0.78 / 0.79 / 0.84 / 0.91; a tiny CLIP's patch tokens are
+  never trained to match the prompts. A world with a plain backdrop (``scene="plain"``, no
+  background information at all) is no cleaner: bare 0.78 / 0.99 / 0.45 / 0.38, read-out
+  0.76 / 0.76 / 0.80 / 0.59, CCI 0.80 / 0.58 / 0.54 / 0.78 (why is not measured here: after
+  the first layer a token holds more than its own pixels);
 * :func:`rollout_maps` — attention rollout (Abnar & Zuidema 2020): ``Â_l = ½(A_l + I)``
   with ``A_l`` the head-averaged attention, rows renormalised, ``R = Â_L … Â_1``; the map is
   the CLS row over the patches (text-independent).

@@ -191,6 +191,8 @@ def maskclip_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: "torch.
     be.check_eval()
     *body, last = be.blocks()
     t = text_embeds if text_embeds.ndim == 2 else text_embeds[None]
+    if class_embeds is not None and (class_embeds.ndim != 2 or class_embeds.shape[-1] != t.shape[-1]):
+        raise ValueError(f"class_embeds: expected (C, {t.shape[-1]}) like the text, got {tuple(class_embeds.shape)}")
     with torch.no_grad():
         x = be.embed(pixel_values)
         for op in body:
@@ -209,12 +211,11 @@ def _class_probability(patches: "torch.Tensor", t: "torch.Tensor", class_embeds:
                        temperature: float, score: "torch.Tensor") -> "torch.Tensor":
     """``(B, N)`` probability of ``t`` against ``class_embeds`` at each patch (see :func:`maskclip_maps`).
 
-    ``patches`` ``(B, N, E)``, ``t`` ``(B, E)`` (any norm), ``score`` their ``(B, N)`` cosines."""
+    ``patches`` ``(B, N, E)``, ``t`` ``(B, E)`` (any norm), ``score`` their ``(B, N)`` cosines,
+    ``class_embeds`` ``(C, E)``."""
     import torch
     import torch.nn.functional as F
 
-    if class_embeds.ndim != 2 or class_embeds.shape[-1] != patches.shape[-1]:
-        raise ValueError(f"class_embeds: expected (C, {patches.shape[-1]}), got {tuple(class_embeds.shape)}")
     c = F.normalize(class_embeds.to(patches), dim=-1)  # (C, E)
     others = F.normalize(patches, dim=-1) @ c.T  # (B, N, C)
     same = (F.normalize(t, dim=-1).expand(patches.shape[0], -1) @ c.T) > 1 - 1e-6  # (B, C): the class that is t

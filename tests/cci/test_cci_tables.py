@@ -266,6 +266,40 @@ def test_a_trained_world_clip_cci_ranks_the_exact_foreground_above_the_backgroun
     assert all(not r["refused"] and r["clean"] > 1 / len(classes) for r in rows)
 
 
+@pytest.mark.slow
+def test_a_trained_world_clip_maskclip_ranks_the_exact_foreground_above_the_background(world_clip_folder):
+    """Known answer for MaskCLIP on the trained world CLIP (held-out birds 300-379, each for its
+    class prompt), read out as the MaskCLIP paper segments: the probability of the image's class
+    against the five class prompts at each patch (softmax of 100 x cosine). Measured (1 thread,
+    Nov 26): 0.775 of the birds have a higher mean on the bird than off it (CCI 0.775, random
+    0.51); the bare cosine with the one prompt: 0.41 (not asserted; why: cci/baselines.py's
+    module docstring). Over training seeds 0-3 of this configuration the read-out gave
+    0.78 / 0.80 / 0.84 / 0.55 and CCI 0.78 / 0.79 / 0.84 / 0.91: this seed's model, with margin."""
+    from concept_grounding.cci import ConceptClusterImportance
+    from concept_grounding.cci.baselines import maskclip_maps, random_maps
+    from concept_grounding.models.clip import class_caption
+    from concept_grounding.models.clip.loading import load_clip
+    from concept_grounding.world import BirdWorld, WorldConfig
+
+    folder, classes = world_clip_folder
+    world = BirdWorld(WorldConfig(image_size=64, class_names=classes))
+    samples = [world.sample(i) for i in range(300, 380)]  # after the 300 the CLIP saw
+    clip = load_clip(str(folder))
+    px = clip.pixels([s.image for s in samples])
+    prompts = clip.encode_text([class_caption(name) for name in world.class_names])  # (5, E)
+    labels = torch.tensor([s.label for s in samples])
+    fg = torch.from_numpy(np.stack([s.mask for s in samples]))
+
+    def share(maps):
+        return float(torch.stack([m[f].mean() > m[~f].mean() for m, f in zip(maps, fg)]).float().mean())
+
+    readout = share(maskclip_maps(clip.model, px, prompts[labels], class_embeds=prompts))
+    cci = share(ConceptClusterImportance(clip.model, num_clusters=5)(px, prompts[labels]).maps)
+    floor = share(random_maps(clip.model, px))
+    assert readout >= 0.65 and cci >= 0.65, (readout, cci)
+    assert abs(floor - 0.5) < 0.15 and min(readout, cci) > floor + 0.1, (readout, cci, floor)
+
+
 def test_the_readme_cci_bench_and_covar_lines_parse(tmp_path):
     import re
     import shlex

@@ -183,8 +183,8 @@ def export_world_karpathy(out: str | Path, *, num_images: int = 16, image_size: 
 
 def export_world_counter_animals(out: str | Path, *, per_class: int = 4, image_size: int = 64, seed: int = 0,
                                  class_names: Sequence[str] | None = None, start: int = 0) -> Path:
-    """The bird world in CounterAnimals' layout: ``out/easy`` the birds as rendered (their
-    species' usual scenes) and ``out/hard`` the next ``per_class`` birds per class composited
+    """The bird world in CounterAnimals' layout: ``out/easy`` the birds as rendered (the world's
+    own scenes, drawn independently of the species) and ``out/hard`` the next ``per_class`` birds per class composited
     onto procedural backgrounds of another kind (:func:`~.covar.procedural_backgrounds`), each
     an image folder with exact masks (:func:`export_world_image_folder`'s layout)."""
     from .covar import composite, procedural_backgrounds

@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from concept_grounding.cci.diagnose_job import run_diagnose, write_diagnose_report
     from concept_grounding.errors import UsageError
-    from concept_grounding.hub import resolve_model
+    from concept_grounding.hub import resolve_model_spec
 
     if (args.detector is None) != (args.segmenter is None):
         raise UsageError("give --detector and --segmenter together (a grounded segmenter)",
@@ -54,8 +54,8 @@ def run(args: argparse.Namespace) -> int:
     if args.detector:
         from concept_grounding.cci.segment import GroundedSegmenter
 
-        segmenter = GroundedSegmenter.from_pretrained(resolve_model(args.detector, "--detector"),
-                                                      resolve_model(args.segmenter, "--segmenter"),
+        segmenter = GroundedSegmenter.from_pretrained(resolve_model_spec(args.detector, "--detector", family="hub").target,
+                                                      resolve_model_spec(args.segmenter, "--segmenter", family="hub").target,
                                                       threshold=args.detector_threshold,
                                                       cache_dir=args.mask_cache or args.out / "mask_cache")
     results = [run_diagnose(args.images, class_names=args.class_names, model=model, size=args.size,

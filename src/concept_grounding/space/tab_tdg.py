@@ -166,13 +166,13 @@ def pipeline_key(model: str | None) -> str:
 
 def _build_named(name: str) -> Any:
     def builder(store: ResourceStore) -> tuple[Any, str]:
-        from ..hub import resolve_model
+        from ..hub import resolve_model_spec
         from ..tdg.loading import load_flux_pipeline
         from .env import is_offline
 
         try:
             # Fails within seconds for an uncached model when the Hub does not answer (issue 12.6).
-            source = resolve_model(name, argument="model")
+            source = resolve_model_spec(name, "model", family="hub").target
             # float32 on a CPU whatever the folder holds (fp16 on disk, e.g. the shipped world Flux, once mixed
             # Half and Float); bfloat16 on CUDA on a GPU Space (ZeroGPU hands the GPU to on_gpu-wrapped calls)
             dtype = GPU_DTYPE if on_spaces_gpu() else "float32"

@@ -4,10 +4,11 @@
 every row, (2) builds the scorer (a named model is resolved before its library loads),
 (3) scores every image's multiple-choice question pairing by pairing and keeps the top
 ``keep_fraction`` per pairing (:func:`~concept_grounding.tdg.filter.filter_records`); its
-:class:`FilterJobResult`'s ``save(out)`` (4) writes ``<out>/metadata.jsonl`` (kept rows, with ``target_probability``; ``file_name``
-is the absolute path of the image in ``<in>``) plus ``filter_report.json`` /
-``filter_report.md``, ``filter_evidence.jsonl`` (every image, kept or not: every answer and
-the reason, :data:`~concept_grounding.tdg.filter.REASONS`) and ``filter_sheet.png`` (SUB Fig. 5). :func:`run_filter` does both into ``config.out``. The command
+:class:`FilterJobResult`'s ``save(out)`` (4) writes ``<out>/metadata.jsonl`` (kept rows, with
+``target_probability``; ``file_name`` is the absolute path of the image in ``<in>``) plus
+``filter_report.json`` / ``filter_report.md``, ``filter_evidence.jsonl`` (every image, kept
+or not: every answer and the reason, :data:`~concept_grounding.tdg.filter.REASONS`) and
+``filter_sheet.png`` (SUB Fig. 5). :func:`run_filter` does both into ``config.out``. The command
 ``concept-grounding filter`` maps its arguments onto a :class:`FilterConfig` and prints one
 line; the demo builds the config directly.
 
@@ -233,9 +234,9 @@ def build_scorer(config: FilterConfig) -> OptionScorer:
         return CLIPScorer(load_clip(config.clip_model, backend="open_clip", pretrained=config.clip_pretrained))
     if config.scorer == "oracle":
         return _oracle_scorer(config)
-    from ..hub import resolve_model
+    from ..hub import resolve_model_spec
 
-    name = resolve_model(config.vlm_model, "--vlm-model")  # before importing transformers: fail fast
+    name = resolve_model_spec(config.vlm_model, "--vlm-model", family="hub").target  # before transformers: fail fast
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
     remote = bool(config.trust_remote_code)

@@ -8,8 +8,8 @@ scorer on the bird world's exact counterfactuals (AUROC of p(S+) on edits vs ori
 accuracy; :func:`concept_grounding.judge.validate_scorer_on_world`) and writes
 ``scorer_validation.json`` / ``.md``; without ``--in`` it only validates. The job lives in
 :mod:`concept_grounding.tdg.filter_job` (``FilterConfig``, ``filter_folder``, whose result's
-``save`` writes the files); this module
-parses the arguments, maps them onto the config and prints.
+``save`` writes the files); this module parses the arguments, maps them onto the config and
+prints.
 """
 
 from __future__ import annotations

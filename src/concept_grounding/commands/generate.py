@@ -14,9 +14,9 @@ import argparse
 from concept_grounding import settings
 from concept_grounding.commands._types import existing_dir, existing_file, output_dir
 from concept_grounding.errors import UsageError
+from concept_grounding.jobs import Job
 from concept_grounding.tdg.acceleration import CACHES, Acceleration, TransformerCache
 from concept_grounding.tdg.generate_config import GenerateConfig
-from concept_grounding.jobs import Job
 from concept_grounding.tdg.generate_job import run_generate
 from concept_grounding.tdg.sources import (
     ClassTablePairings,

@@ -9,9 +9,11 @@ with every difference, naming the argument behind each); then (5) loads the pipe
 generates this process's shard with :func:`~.generate.generate_images` (accelerate's
 ``PartialState`` gives the shard, so ``accelerate launch`` spreads the work) and, on the main
 process, merges the metadata with :func:`~.generate.finalize`. It returns a
-:class:`GenerateResult` (the job shape of :mod:`concept_grounding.jobs`: a resumable job writes
-as it goes, so ``save(out)`` has nothing left to write and returns ``metadata.jsonl``'s path). The command ``concept-grounding generate`` maps its arguments onto
-a :class:`~.generate_config.GenerateConfig` and prints one line; the demo builds the config directly.
+:class:`GenerateResult` (the job shape of :mod:`concept_grounding.jobs`: a resumable job
+writes as it goes, so ``save(out)`` has nothing left to write and returns
+``metadata.jsonl``'s path). The command ``concept-grounding generate`` maps its arguments
+onto a :class:`~.generate_config.GenerateConfig` and prints one line; the demo builds the
+config directly.
 """
 
 from __future__ import annotations

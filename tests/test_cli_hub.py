@@ -174,7 +174,7 @@ def test_cached_model_is_used_offline_when_the_hub_does_not_answer(online, silen
     monkeypatch.setenv(hub.TIMEOUT_ENV, SHORT_TIMEOUT)
     _fake_cached(Path(constants.HF_HUB_CACHE), "someone/cached")
     start = time.monotonic()
-    assert hub.resolve_model("someone/cached") == "someone/cached"
+    assert hub.resolve_model_spec("someone/cached", family="hub").target == "someone/cached"
     assert time.monotonic() - start < 10
     assert constants.HF_HUB_OFFLINE  # the libraries now read the cache without waiting
 
@@ -185,25 +185,25 @@ def test_offline_mode_fails_at_once_without_a_probe(online, tmp_path, monkeypatc
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(hub, "probe_hub", lambda *a, **k: pytest.fail("no probe in offline mode"))
     with pytest.raises(ModelUnavailableError, match="not in the local Hugging Face cache and HF_HUB_OFFLINE=1"):
-        hub.resolve_model("someone/x", "--vlm-model")
+        hub.resolve_model_spec("someone/x", "--vlm-model", family="hub").target
     _fake_cached(Path(constants.HF_HUB_CACHE), "someone/x")
-    assert hub.resolve_model("someone/x") == "someone/x"
+    assert hub.resolve_model_spec("someone/x", family="hub").target == "someone/x"
 
 
 def test_a_hub_that_has_no_such_model_says_so(online, not_found_endpoint):
     online(not_found_endpoint)
     with pytest.raises(ModelUnavailableError, match=r"the Hub has no model 'someone/typo' .*\(HTTP 404\)"):
-        hub.resolve_model("someone/typo")
+        hub.resolve_model_spec("someone/typo", family="hub").target
 
 
 def test_local_folders_and_paths(tmp_path):
     folder = tmp_path / "model"
     folder.mkdir()
-    assert hub.resolve_model(str(folder)) == str(folder.resolve())
+    assert hub.resolve_model_spec(str(folder), family="hub").target == str(folder.resolve())
     with pytest.raises(ModelUnavailableError, match="--vlm-model: no such folder or file './gone'"):
-        hub.resolve_model("./gone", "--vlm-model")
+        hub.resolve_model_spec("./gone", "--vlm-model", family="hub").target
     with pytest.raises(ModelUnavailableError, match="neither an existing folder nor a valid Hub id"):
-        hub.resolve_model("two words")
+        hub.resolve_model_spec("two words", family="hub").target
 
 
 def test_space_named_models_fail_within_10_s_when_the_hub_does_not_answer(online, silent_endpoint, monkeypatch):

@@ -17,6 +17,7 @@ SERVERS = {"space"}
 #: commands converted to the job shape (grows until it is every command but the servers)
 JOB_COMMANDS = ["explain", "sub", "analyse", "bench"]
 JOB_COMMANDS += ["covar", "diagnose"]
+JOB_COMMANDS += ["world", "generate", "filter", "train-flux", "publish"]
 #: commands whose --out has always had a default (reports/<command>)
 OUT_DEFAULTS = {"diagnose", "sub", "analyse", "bench"}
 
@@ -45,10 +46,13 @@ def test_command_flags_are_its_configs_settings(command: str) -> None:
     for s in settings.settings_of(job.config):
         if s.name in by_dest:
             default = next(f for f in dataclasses.fields(job.config) if f.name == s.name).default
+            parsed = by_dest[s.name].default
             if isinstance(default, tuple):
                 default = list(default)  # nargs settings: argparse's default is the list it would parse
-            if default is not dataclasses.MISSING and by_dest[s.name].default is not None:
-                assert by_dest[s.name].default == default or by_dest[s.name].default == str(default), s.name
+            if isinstance(parsed, tuple):
+                parsed = list(parsed)
+            if default is not dataclasses.MISSING and parsed is not None:
+                assert parsed == default or parsed == str(default), s.name
     assert "out" in by_dest and by_dest["out"].required != (command in OUT_DEFAULTS)
 
 

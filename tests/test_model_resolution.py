@@ -108,3 +108,64 @@ def test_evaluate_sub_wraps_moves_and_names_a_model_argument_once(tmp_path, monk
     result = evaluate_sub(spec, sub.select(range(6)), device="cpu", normalize=False, image_size=32, progress=False)
     assert calls == {"resolve": 1, "wrap": 1, "move": 1}
     assert result.model == f"{tmp_path / 'tiny.py'}:build" and result.num_images == 6
+
+
+#: a Hub model of any library (family "hub"): a factory is not one of its kinds, so it reads as a bad id
+HUB_BAD = {**BAD, "nope.py:build": "'nope.py:build' is neither an existing folder nor a valid Hub id ('org/name')"}
+#: the other model arguments, resolved as Hub models: what runs, and the option it names
+HUB_COMMANDS = {
+    "Flux pipeline": (["generate", "--model", "{bad}", "--out", "{tmp}/generate"], "--model"),
+    "VLM judge": (["filter", "--validate-on-world", "--scorer", "vlm", "--vlm-model", "{bad}", "--out",
+                   "{tmp}/filter"], "--vlm-model"),
+    "detector": (["covar", "--detector", "{bad}", "--segmenter", "someone/sam", "--out", "{tmp}/covar"], "--detector"),
+    "segmenter": (["covar", "--detector", "{tmp}", "--segmenter", "{bad}", "--out", "{tmp}/covar"], "--segmenter"),
+}
+
+
+@pytest.mark.parametrize("family", list(HUB_COMMANDS))
+def test_every_hub_model_argument_is_one_line_within_seconds(family, offline, tmp_path, capsys):
+    """A Flux name, a VLM, a detector and a segmenter go through the same resolver: each bad
+    argument is one line naming the flag, offline, before any model library loads."""
+    import time
+
+    argv, option = HUB_COMMANDS[family]
+    for bad, message in HUB_BAD.items():
+        start = time.monotonic()
+        assert main([a.format(bad=bad, tmp=tmp_path) for a in argv]) == 2, bad
+        assert time.monotonic() - start < 10, bad
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"concept-grounding: error: {option}: {message}"], (family, err)
+    assert not any(p.is_dir() for p in tmp_path.iterdir())  # nothing written
+
+
+def test_the_library_resolves_hub_models_the_same_way(offline, tmp_path):
+    """The classifier, the grounded segmenter and a named Flux read the resolver's line too."""
+    from concept_grounding.cci.segment import GroundedSegmenter
+    from concept_grounding.curation.candidates import load_classifier
+    from concept_grounding.tdg.sources import PretrainedFlux
+
+    loaders = {
+        "--classifier": lambda bad: load_classifier(bad, ["017.Cardinal"]),
+        "--detector": lambda bad: GroundedSegmenter.from_pretrained(bad, str(tmp_path)),
+        "--segmenter": lambda bad: GroundedSegmenter.from_pretrained(str(tmp_path), bad),
+        "--model": lambda bad: PretrainedFlux(bad).resolve(),
+    }
+    for option, load in loaders.items():
+        for bad, message in HUB_BAD.items():
+            with pytest.raises(UsageError) as err:
+                load(bad)
+            assert str(err.value) == f"{option}: {message}", (option, bad)
+
+
+def test_hub_families_tell_models_and_datasets_apart(offline, tmp_path):
+    assert resolve_model_spec(str(tmp_path), "--vlm-model", family="hub").target == str(tmp_path.resolve())
+    with pytest.raises(ModelUnavailableError, match="^--sub: dataset 'someone/sub' is not in the local .* --repo-type "
+                                                    "dataset"):
+        resolve_model_spec("someone/sub", "--sub", family="dataset")
+    with pytest.raises(ModelUnavailableError, match="a Hub dataset id like 'org/name'$"):
+        resolve_model_spec("./gone/sub", "--sub", family="dataset")
+    (tmp_path / "f.py").write_text("def build():\n    return None\n")
+    factory = f"{tmp_path / 'f.py'}:build"  # a factory only where the caller takes one
+    assert resolve_model_spec(factory, family="hub", accept=("folder", "factory", "name")).kind == "factory"
+    with pytest.raises(UsageError, match="is a local folder or file; this takes a Hub model id$"):
+        resolve_model_spec(str(tmp_path), "--x", family="hub", accept=("name",))

@@ -184,3 +184,43 @@ def test_covar_flags_come_from_covar_config_and_the_judge_follows_images(tmp_pat
     config = covar.config_from_args(parser.parse_args(["--out", "c", "--images", str(tmp_path), "--steps", "3",
                                                        "--inpaint-prompts", "a beach"]))
     assert (config.judge, config.images, config.steps, config.inpaint_prompts) == ("text", str(tmp_path), 3, ("a beach",))
+
+
+def test_train_flux_flags_come_from_its_config_and_tiny_overrides_the_sizes():
+    from concept_grounding.commands import train_flux
+    from concept_grounding.worldflux import FluxTrainConfig
+    from concept_grounding.worldflux.job import TrainFluxConfig
+
+    parser = argparse.ArgumentParser()
+    train_flux.add_arguments(parser)
+    config = train_flux.config_from_args(parser.parse_args(["--out", "o", "--work-dir", "w"]))
+    assert config == TrainFluxConfig(work_dir=Path("w"), out=Path("o"))
+    assert config.training_config() == FluxTrainConfig()  # the command's defaults are the trainer's
+    config = train_flux.config_from_args(parser.parse_args(
+        ["--out", "o", "--work-dir", "w", "--vae-blocks", "8,16", "--size", "64", "--no-progress", "--seed", "3"]))
+    assert (config.vae_blocks, config.progress) == ((8, 16), False)
+    trained = config.training_config()
+    assert (trained.vae_blocks, trained.world.image_size, trained.world.seed) == ((8, 16), 64, 3)
+    tiny = train_flux.config_from_args(parser.parse_args(["--out", "o", "--work-dir", "w", "--tiny", "--size", "64"]))
+    assert tiny.training_config().world.image_size == 32 and len(tiny.training_config().world.class_names) == 2
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--out", "o", "--work-dir", "w", "--vae-blocks", "8,-1"])  # the declared validator
+
+
+def test_publish_flags_come_from_its_config_and_build_the_same_publish_config():
+    from concept_grounding.commands import publish
+    from concept_grounding.publish import PublishConfig
+    from concept_grounding.publish.job import PublishJobConfig
+
+    parser = argparse.ArgumentParser()
+    publish.add_arguments(parser)
+    config = publish.config_from_args(parser.parse_args(["--namespace", "me", "--out", "hub"]))
+    assert config == PublishJobConfig(namespace="me", out=Path("hub"))
+    argv = ["--namespace", "me", "--out", "hub", "--size", "64", "--classes", "017.Cardinal", "--seed", "2", "--push"]
+    config = publish.config_from_args(parser.parse_args(argv))
+    assert (config.classes, config.push, config.token) == (("017.Cardinal",), True, None)
+    assert config.publish_config() == PublishConfig.from_flags(
+        "me", Path("hub"), size=64, train_per_class=10, test_per_class=5, per_pairing=1, seed=2, deviation_rate=0.1,
+        classes=["017.Cardinal"])
+    with pytest.raises(ValueError, match="^--size: must be an integer >= 32, got 8$"):
+        publish.config_from_args(parser.parse_args(["--namespace", "me", "--out", "hub", "--size", "8"])).publish_config()

@@ -2,7 +2,8 @@
 
 Without this, a named model that is not cached, on a machine without network and with
 ``HF_HUB_OFFLINE`` unset, makes ``from_pretrained`` retry the Hub for 29-145 s before it
-fails. :func:`resolve_model` decides within seconds:
+fails. :func:`resolve_model_spec` decides within seconds (a Hub name goes through the private
+step ``_resolve_hub``):
 
 1. an existing local folder or file: used as it is (absolute path);
 2. something that can only be a path (``./x``, ``/x``, ``~/x``, ``a/b/c``) but does not
@@ -19,12 +20,15 @@ fails. :func:`resolve_model` decides within seconds:
 
 The probe result is kept per endpoint for the life of the process.
 
-:func:`resolve_model_spec` is the one entry for a user's model argument (``--model``, the
-Space's model box, :func:`~concept_grounding.evaluation.load_model`): an existing folder
-or file, a ``file.py:factory`` / ``package.module:factory``, or a name (a CLIP: open_clip
-architecture, ``hf-hub:`` id or transformers id, checked by :func:`resolve_clip`); each
-kind of bad argument fails here, before any model library is imported for loading, in
-one line naming the argument.
+:func:`resolve_model_spec` is the one entry for a user's model or dataset argument
+(``--model``, ``--vlm-model``, ``--detector``, ``--segmenter``, ``--classifier``, ``--sub``,
+the Space's model boxes, :func:`~concept_grounding.evaluation.load_model`): an existing
+folder or file, a ``file.py:factory`` / ``package.module:factory``, or a name. Its
+``family`` says what a name is: ``"clip"`` (an open_clip architecture, ``hf-hub:`` id or
+transformers id, checked by :func:`resolve_clip`), ``"hub"`` (a Hub model id of any library:
+a Flux pipeline, a VLM judge, a detector, a segmenter, a classifier) or ``"dataset"`` (a Hub
+dataset id). Each kind of bad argument fails here, before any model library is imported for
+loading, in one line naming the argument.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from typing import Literal
 
 from .errors import ModelUnavailableError, UsageError, suggest
 
-__all__ = ["resolve_model", "resolve_open_clip", "resolve_clip", "require_open_clip_weights", "RANDOM_WEIGHTS",
+__all__ = ["resolve_open_clip", "resolve_clip", "require_open_clip_weights", "RANDOM_WEIGHTS",
            "ModelSpec", "resolve_model_spec"]
 
 logger = logging.getLogger(__name__)
@@ -155,8 +159,9 @@ def _how_to_get(repo_id: str, repo_type: RepoType) -> str:
             f"(HF_HOME) here, or pass a local folder")
 
 
-def resolve_model(name: str | os.PathLike[str], argument: str = "--model", repo_type: RepoType = "model") -> str:
-    """A local path, or a Hub id that can be loaded now (see the module docstring).
+def _resolve_hub(name: str | os.PathLike[str], argument: str = "--model", repo_type: RepoType = "model") -> str:
+    """A local path, or a Hub id that can be loaded now (see the module docstring): the step
+    under :func:`resolve_model_spec` (family ``"hub"`` / ``"dataset"``) and :func:`resolve_clip`.
 
     Args:
         name: a local folder/file or a Hub id (``org/name``).
@@ -257,10 +262,10 @@ def resolve_open_clip(name: str, pretrained: str | None, argument: str = "--clip
 
     No tag (random weights) is refused (:func:`require_open_clip_weights`) unless it is
     :data:`RANDOM_WEIGHTS`; ``hf-hub:org/name`` and tags whose weights live on the Hub go
-    through :func:`resolve_model`.
+    through the Hub step (``_resolve_hub``).
     """
     if name.startswith("hf-hub:"):
-        resolve_model(name[len("hf-hub:"):], argument)
+        _resolve_hub(name[len("hf-hub:"):], argument)
         return
     import open_clip
 
@@ -276,7 +281,7 @@ def resolve_open_clip(name: str, pretrained: str | None, argument: str = "--clip
         raise ModelUnavailableError(f"open_clip has no weights {tag!r} for {name}; known tags: {tags}",
                                     argument=pretrained_argument)
     if cfg.get("hf_hub"):
-        resolve_model(os.path.split(cfg["hf_hub"])[0], argument)
+        _resolve_hub(os.path.split(cfg["hf_hub"])[0], argument)
 
 
 def resolve_clip(name: str, argument: str = "--model", pretrained: str | None = None,
@@ -285,7 +290,7 @@ def resolve_clip(name: str, argument: str = "--model", pretrained: str | None = 
 
     A local folder comes back as an absolute path; an open_clip architecture (refused
     without ``pretrained``: see :func:`require_open_clip_weights`) or ``hf-hub:`` name goes
-    through :func:`resolve_open_clip`; anything else is a transformers id for :func:`resolve_model`.
+    through :func:`resolve_open_clip`; anything else is a transformers id for the Hub step (``_resolve_hub``).
     """
     if Path(name).expanduser().exists():
         return str(Path(name).expanduser().resolve())
@@ -293,19 +298,22 @@ def resolve_clip(name: str, argument: str = "--model", pretrained: str | None = 
         resolve_open_clip(name, pretrained, argument, pretrained_argument)
         return name
     if "/" in name:  # an org/name id: open_clip architectures have no "/"
-        return resolve_model(name, argument)
+        return _resolve_hub(name, argument)
     import open_clip
 
     if name in open_clip.list_models():
         resolve_open_clip(name, pretrained, argument, pretrained_argument)
         return name
-    return resolve_model(name, argument)
+    return _resolve_hub(name, argument)
 
 
 #: what each kind of model argument is, for messages
 _KIND_TEXT = {"folder": "a local folder or file", "factory": "a 'file.py:factory' or 'package.module:factory'",
               "name": "a CLIP name (open_clip architecture, hf-hub: id or transformers id)"}
 ModelKind = Literal["folder", "factory", "name"]
+#: what a name is: a CLIP (open_clip / transformers), a Hub model id of any library, a Hub dataset id
+ModelFamily = Literal["clip", "hub", "dataset"]
+_NAME_TEXT = {"clip": _KIND_TEXT["name"], "hub": "a Hub model id", "dataset": "a Hub dataset id"}
 
 
 @dataclass(frozen=True)
@@ -355,25 +363,31 @@ def _check_factory(text: str, argument: str) -> str:
     return text
 
 
-def resolve_model_spec(spec: str | os.PathLike[str], argument: str = "--model", *, pretrained: str | None = None,
-                       pretrained_argument: str | None = None,
-                       accept: tuple[ModelKind, ...] = ("folder", "factory", "name")) -> ModelSpec:
-    """The one resolver of a model argument: what ``spec`` is, checked before any loading
-    (a :class:`ModelSpec` is returned as it is).
+def resolve_model_spec(spec: str | os.PathLike[str], argument: str = "--model", *, family: ModelFamily = "clip",
+                       pretrained: str | None = None, pretrained_argument: str | None = None,
+                       accept: tuple[ModelKind, ...] | None = None) -> ModelSpec:
+    """The one resolver of a model (or dataset) argument: what ``spec`` is, checked before any
+    loading (a :class:`ModelSpec` is returned as it is).
 
     1. an existing local folder or file -> ``"folder"`` (absolute path);
     2. ``file.py:factory`` / ``package.module:factory`` -> ``"factory"`` (the file or module
-       must exist; the factory is not imported here);
-    3. something that can only be a path, or not a valid Hub id -> refused (:func:`resolve_model`);
-    4. a name -> ``"name"``, checked by :func:`resolve_clip` (local cache, ``HF_HUB_OFFLINE``,
-       one Hub probe; an open_clip architecture needs ``pretrained``).
+       must exist; the factory is not imported here); a ``"hub"`` / ``"dataset"`` argument
+       reads it so only when ``accept`` has ``"factory"``;
+    3. something that can only be a path, or not a valid Hub id -> refused;
+    4. a name -> ``"name"``, checked for its ``family`` (local cache, ``HF_HUB_OFFLINE``, one
+       Hub probe): ``"clip"`` by :func:`resolve_clip` (an open_clip architecture needs
+       ``pretrained``), ``"hub"`` as a Hub model id, ``"dataset"`` as a Hub dataset id.
 
     Args:
         spec: the user's text.
         argument: the option it came from (``"--model"``, ``"--models"``, the Space's box).
+        family: what a name is (see 4): ``"clip"`` (default), ``"hub"`` (a Flux pipeline, a
+            VLM, a detector, a segmenter, a classifier: any library's Hub id or folder) or
+            ``"dataset"``.
         pretrained, pretrained_argument: an open_clip weights tag and its option (default
             ``pretrained=``, or its flag inside :func:`~concept_grounding.errors.options_as_flags`).
-        accept: the kinds the caller can load; another kind (once checked) is refused in one line.
+        accept: the kinds the caller can load (default: all three for ``"clip"``, ``"folder"``
+            and ``"name"`` otherwise); another kind (once checked) is refused in one line.
     Raises:
         UsageError / ModelUnavailableError: one line naming ``argument``.
 
@@ -385,17 +399,24 @@ def resolve_model_spec(spec: str | os.PathLike[str], argument: str = "--model", 
     Traceback (most recent call last):
     ...
     concept_grounding.errors.ModelUnavailableError: --models: no such file 'nope.py' (of the factory 'nope.py:build')
+    >>> resolve_model_spec("two words", "--vlm-model", family="hub")
+    Traceback (most recent call last):
+    ...
+    concept_grounding.errors.ModelUnavailableError: --vlm-model: 'two words' is neither an existing folder nor a valid Hub id ('org/name')
     """
     if isinstance(spec, ModelSpec):  # resolved already: not checked twice
         return spec
+    if accept is None:
+        accept = ("folder", "factory", "name") if family == "clip" else ("folder", "name")
+    repo_type: RepoType = "dataset" if family == "dataset" else "model"
     text = str(spec)
     path = Path(text).expanduser()
     if path.exists():
         kind: ModelKind = "folder"
-    elif _is_factory_spec(text):
+    elif _is_factory_spec(text) and (family == "clip" or "factory" in accept):
         kind = "factory"
     elif _looks_like_path(text):
-        resolve_model(text, argument)  # raises: no such folder or file
+        _resolve_hub(text, argument, repo_type)  # raises: no such folder or file
         kind = "folder"
     else:
         kind = "name"
@@ -403,11 +424,14 @@ def resolve_model_spec(spec: str | os.PathLike[str], argument: str = "--model", 
         target = str(path.resolve())
     elif kind == "factory":
         target = _check_factory(text, argument)
-    else:
+    elif family == "clip":
         from .errors import option
 
         target = resolve_clip(text, argument, pretrained, pretrained_argument or option("pretrained"))
+    else:
+        target = _resolve_hub(text, argument, repo_type)
     if kind not in accept:  # after the checks, so that a bad argument reads the same for every caller
-        raise UsageError(f"{text!r} is {_KIND_TEXT[kind]}; this takes {' or '.join(_KIND_TEXT[k] for k in accept)}",
+        texts = {**_KIND_TEXT, "name": _NAME_TEXT[family]}
+        raise UsageError(f"{text!r} is {texts[kind]}; this takes {' or '.join(texts[k] for k in accept)}",
                          argument=argument)
     return ModelSpec(kind, target, argument, text)

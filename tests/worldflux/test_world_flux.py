@@ -265,7 +265,7 @@ def test_train_flux_attribute_preserving_vae_and_init_from(tmp_path, capsys):
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    cfg = config_from_args(parser.parse_args(["--tiny", "--out", "o", "--work-dir", "w", "--init-from", str(first)]))
+    cfg = config_from_args(parser.parse_args(["--tiny", "--out", "o", "--work-dir", "w", "--init-from", str(first)])).training_config()
     from diffusers import AutoencoderKL
 
     exported = AutoencoderKL.from_pretrained(first / "vae").state_dict()

@@ -57,10 +57,10 @@ class GroundedSegmenter:
         naming ``--detector`` / ``--segmenter``)."""
         from transformers import AutoModelForZeroShotObjectDetection, AutoProcessor, SamModel, SamProcessor
 
-        from ..hub import resolve_model
+        from ..hub import resolve_model_spec
 
-        det_path = resolve_model(detector, "--detector")  # both names first: a bad one fails before any load
-        sam_path = resolve_model(segmenter, "--segmenter")
+        det_path = resolve_model_spec(detector, "--detector", family="hub").target  # both first: a bad one fails
+        sam_path = resolve_model_spec(segmenter, "--segmenter", family="hub").target  # before any load
         det, det_proc = _load_pair(AutoModelForZeroShotObjectDetection, AutoProcessor, det_path, detector,
                                    "--detector", "a zero-shot object detector", device)
         sam, sam_proc = _load_pair(SamModel, SamProcessor, sam_path, segmenter, "--segmenter", "a SAM checkpoint", device)

@@ -84,7 +84,7 @@ def config_from_args(args: argparse.Namespace, named: list[tuple[str, str | None
 
 def run(args: argparse.Namespace) -> int:
     from concept_grounding.errors import UsageError
-    from concept_grounding.hub import resolve_model, resolve_model_spec
+    from concept_grounding.hub import resolve_model_spec
 
     from concept_grounding.bench.config import check_classes
 
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     if args.sub and not args.cub_root:
         raise UsageError("is read only with --cub-root (the world makes its own SUB)", argument="--sub")
     if args.sub:
-        args.sub = resolve_model(args.sub, "--sub", repo_type="dataset")
+        args.sub = resolve_model_spec(args.sub, "--sub", family="dataset").target
     named = clip_models(args.clip_model or [], args.pretrained)
     named = [(resolve_model_spec(name, "--model", pretrained=tag, pretrained_argument="--pretrained",
                                  accept=("folder", "name")).target,

@@ -52,16 +52,16 @@ def config_from_args(args: argparse.Namespace) -> CovarConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    from concept_grounding.hub import resolve_model, resolve_model_spec
+    from concept_grounding.hub import resolve_model_spec
 
     # named models first (before torch): a model that cannot be loaded fails within seconds
     if args.model:
         args.model = resolve_model_spec(args.model, "--model", pretrained=args.pretrained,
                                         pretrained_argument="--pretrained", accept=("folder", "name")).target
     if args.inpaint_model:
-        args.inpaint_model = resolve_model(args.inpaint_model, "--inpaint-model")
+        args.inpaint_model = resolve_model_spec(args.inpaint_model, "--inpaint-model", family="hub").target
     for flag in ("detector", "segmenter"):
         if getattr(args, flag):
-            setattr(args, flag, resolve_model(getattr(args, flag), f"--{flag}"))
+            setattr(args, flag, resolve_model_spec(getattr(args, flag), f"--{flag}", family="hub").target)
     JOB(config_from_args(args), args.out)
     return 0

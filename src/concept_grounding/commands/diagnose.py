@@ -45,11 +45,11 @@ def config_from_args(args: argparse.Namespace) -> DiagnoseConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    from concept_grounding.hub import resolve_model
+    from concept_grounding.hub import resolve_model_spec
 
     check_segmenter_pair(args)  # before any name is resolved
     for flag in ("detector", "segmenter"):
         if getattr(args, flag):
-            setattr(args, flag, resolve_model(getattr(args, flag), f"--{flag}"))
+            setattr(args, flag, resolve_model_spec(getattr(args, flag), f"--{flag}", family="hub").target)
     print(f"wrote {JOB(config_from_args(args), args.out)}")
     return 0

@@ -7,8 +7,9 @@ multiple-choice question, keeps the top 10 % per pairing, and writes ``<out>/met
 scorer on the bird world's exact counterfactuals (AUROC of p(S+) on edits vs originals, S+
 accuracy; :func:`concept_grounding.judge.validate_scorer_on_world`) and writes
 ``scorer_validation.json`` / ``.md``; without ``--in`` it only validates. The job lives in
-:mod:`concept_grounding.tdg.filter_job` (``FilterConfig``, ``run_filter``); this module
-parses the arguments, maps them onto the config and prints.
+:mod:`concept_grounding.tdg.filter_job` (``FilterConfig``, ``filter_folder``, whose result's
+``save`` writes the files); this module parses the arguments, maps them onto the config and
+prints.
 """
 
 from __future__ import annotations
@@ -19,7 +20,12 @@ from pathlib import Path
 from concept_grounding import settings
 from concept_grounding.commands._types import existing_dir, positive_int
 from concept_grounding.errors import UsageError
-from concept_grounding.tdg.filter_job import DEFAULT_VLM, SCORERS, FilterConfig, build_scorer, run_filter
+from concept_grounding.jobs import Job
+from concept_grounding.tdg.filter_job import FilterConfig, build_scorer, filter_folder
+
+__all__ = ["JOB", "add_arguments", "run", "config_from_args"]
+
+JOB = Job("filter", FilterConfig, filter_folder)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -112,6 +118,7 @@ def _run(args: argparse.Namespace) -> int:
         validate_scorer(scorer, args)
     if args.input is None:
         return 0
-    result = run_filter(config, scorer)
-    print(f"kept {len(result.kept)} of {result.generated} images; report: {result.report_md}")
+    result = filter_folder(config, scorer)  # JOB.run, with the scorer validated above
+    report = result.save(args.out)
+    print(f"kept {len(result.kept)} of {result.generated} images; report: {report}")
     return 0

@@ -14,6 +14,7 @@ import argparse
 from concept_grounding import settings
 from concept_grounding.commands._types import existing_dir, existing_file, output_dir
 from concept_grounding.errors import UsageError
+from concept_grounding.jobs import Job
 from concept_grounding.tdg.acceleration import CACHES, Acceleration, TransformerCache
 from concept_grounding.tdg.generate_config import GenerateConfig
 from concept_grounding.tdg.generate_job import run_generate
@@ -26,6 +27,12 @@ from concept_grounding.tdg.sources import (
 )
 from concept_grounding.testing.flux import TinyFlux
 from concept_grounding.worldflux.source import WORLD_MODEL, WorldFlux, world_pairings
+
+__all__ = ["JOB", "add_arguments", "run", "config_from_args"]
+
+#: resumable: it writes the images under the config's ``out`` as it goes (``--out``)
+JOB = Job("generate", GenerateConfig, run_generate)
+
 
 def transformer_cache(text: str) -> TransformerCache:
     """``--cache NAME[:OPTION=VALUE,...]``: one of diffusers' transformer caches (:data:`CACHES`)."""
@@ -90,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
     from concept_grounding.errors import options_as_flags
 
     with options_as_flags({**settings.flags(GenerateConfig), "pairings": "--pairings"}):  # errors name the flags
-        result = run_generate(config_from_args(args))
+        result = JOB.run(config_from_args(args))
+    metadata = result.save(args.out)
     if result.metadata is not None:  # the main process
-        print(f"wrote {result.written} new images ({result.planned} planned); metadata: {result.metadata}")
+        print(f"wrote {result.written} new images ({result.planned} planned); metadata: {metadata}")
     return 0

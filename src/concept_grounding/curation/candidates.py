@@ -137,9 +137,9 @@ def load_classifier(spec: str | None, class_names: Sequence[str], device: str = 
     config = path / "config.json"
     if config.is_file() and {"class_names", "width"} <= set(json.loads(config.read_text())):
         return _judge_classifier(str(path), class_names)
-    from ..hub import resolve_model
+    from ..hub import resolve_model_spec
 
-    return _transformers_classifier(resolve_model(spec, "--classifier"), class_names, device)
+    return _transformers_classifier(resolve_model_spec(spec, "--classifier", family="hub").target, class_names, device)
 
 
 def candidate_world(class_names: Sequence[str] | None = None, image_size: int | None = None, seed: int = 0):

@@ -222,10 +222,10 @@ def _open_source(source: str | Path, split: str | None, image_column: str | None
     if _offline():
         raise _hub_error(text, f"HF_HUB_OFFLINE / HF_DATASETS_OFFLINE is set, and no local path {text!r} exists")
     from ..errors import ModelUnavailableError
-    from ..hub import resolve_model
+    from ..hub import resolve_model_spec
 
     try:  # cached, or the Hub answers within seconds; else fail now rather than after minutes of retries
-        resolve_model(text, "sub", repo_type="dataset")
+        resolve_model_spec(text, "sub", family="dataset")
     except ModelUnavailableError as exc:
         raise _hub_error(text, exc.reason) from exc
     import datasets

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ..fileio import markdown_table
 from ..tdg.zerogpu import GPU_DTYPE, on_gpu, on_spaces_gpu
 from ..worldflux.loader import WORLD_STEPS, WORLD_TDG_EXPECTATION
 from .common import attribute_label, class_label, figure_to_image
@@ -166,13 +167,13 @@ def pipeline_key(model: str | None) -> str:
 
 def _build_named(name: str) -> Any:
     def builder(store: ResourceStore) -> tuple[Any, str]:
-        from ..hub import resolve_model
+        from ..hub import resolve_model_spec
         from ..tdg.loading import load_flux_pipeline
         from .env import is_offline
 
         try:
             # Fails within seconds for an uncached model when the Hub does not answer (issue 12.6).
-            source = resolve_model(name, argument="model")
+            source = resolve_model_spec(name, "model", family="hub").target
             # float32 on a CPU whatever the folder holds (fp16 on disk, e.g. the shipped world Flux, once mixed
             # Half and Float); bfloat16 on CUDA on a GPU Space (ZeroGPU hands the GPU to on_gpu-wrapped calls)
             dtype = GPU_DTYPE if on_spaces_gpu() else "float32"
@@ -312,13 +313,12 @@ def verdicts(store: ResourceStore, reference_class: str, target_attribute: str, 
     species, probs = judge_images(judge, np.stack(images))
     v = substitution_verdicts(species, probs, np.full(3, label), np.full(3, target), [removed] * 3)
     yes = lambda b: "yes" if b else "no"  # noqa: E731
-    rows = ["| image | S+ found (p) | species kept |", "|---|---|---|"]
-    for k, name in enumerate(("TDG reference", "TDG guide", "Prompting only")):
-        kept = "-" if name == "TDG guide" else yes(v["species_kept"][k])
-        rows.append(f"| {name} | {yes(v['s_plus_found'][k])} ({v['p_s_plus'][k]:.2f}) | {kept} |")
+    rows = [[name, f"{yes(v['s_plus_found'][k])} ({v['p_s_plus'][k]:.2f})",
+             "-" if name == "TDG guide" else yes(v["species_kept"][k])]
+            for k, name in enumerate(("TDG reference", "TDG guide", "Prompting only"))]
     header = ["**The world judge's verdicts** (validated on exact edits; see its model card):", ""]
     group = vocab.group_of(target)
     if validated is not None and group not in validated:
         header += [f"*Not validated on {group.replace('_', ' ')}: the judge misses a bar on this group's held-out"
                    " exact edits, so these verdicts are indicative only.*", ""]
-    return "\n".join(header + rows)
+    return "\n".join([*header, markdown_table(["image", "S+ found (p)", "species kept"], rows)])

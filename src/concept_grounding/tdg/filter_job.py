@@ -1,13 +1,14 @@
 """The ``filter`` job: SUB's VQA filter over a generated image folder, and its report (SUB Sec. 4.2).
 
-:func:`run_filter` (1) reads ``<in>/metadata.jsonl`` (from the ``generate`` job) and checks
+:func:`filter_folder` (1) reads ``<in>/metadata.jsonl`` (from the ``generate`` job) and checks
 every row, (2) builds the scorer (a named model is resolved before its library loads),
 (3) scores every image's multiple-choice question pairing by pairing and keeps the top
-``keep_fraction`` per pairing (:func:`~concept_grounding.tdg.filter.filter_records`), and
-(4) writes ``<out>/metadata.jsonl`` (kept rows, with ``target_probability``; ``file_name``
-is the absolute path of the image in ``<in>``) plus ``filter_report.json`` /
-``filter_report.md``, ``filter_evidence.jsonl`` (every image, kept or not: every answer and
-the reason, :data:`~concept_grounding.tdg.filter.REASONS`) and ``filter_sheet.png`` (SUB Fig. 5). It returns a :class:`FilterJobResult`. The command
+``keep_fraction`` per pairing (:func:`~concept_grounding.tdg.filter.filter_records`); its
+:class:`FilterJobResult`'s ``save(out)`` (4) writes ``<out>/metadata.jsonl`` (kept rows, with
+``target_probability``; ``file_name`` is the absolute path of the image in ``<in>``) plus
+``filter_report.json`` / ``filter_report.md``, ``filter_evidence.jsonl`` (every image, kept
+or not: every answer and the reason, :data:`~concept_grounding.tdg.filter.REASONS`) and
+``filter_sheet.png`` (SUB Fig. 5). :func:`run_filter` does both into ``config.out``. The command
 ``concept-grounding filter`` maps its arguments onto a :class:`FilterConfig` and prints one
 line; the demo builds the config directly.
 
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,7 @@ from .filter import (
     write_filter_report,
 )
 
-__all__ = ["DEFAULT_VLM", "SCORERS", "FilterConfig", "FilterJobResult", "build_scorer", "run_filter"]
+__all__ = ["DEFAULT_VLM", "SCORERS", "FilterConfig", "FilterJobResult", "build_scorer", "filter_folder", "run_filter"]
 
 #: SUB filtered with InternVL-2.5-8B, whose Hub repository ships its own modelling code
 #: (``AutoModel`` + ``trust_remote_code``, no logits API that AutoModelForImageTextToText
@@ -112,23 +113,68 @@ class FilterConfig:
 
 @dataclass(frozen=True)
 class FilterJobResult:
-    """What :func:`run_filter` kept and wrote.
+    """What :func:`filter_folder` kept; ``save(out)`` writes it (the job shape of :mod:`concept_grounding.jobs`).
 
     Attributes:
+        config: the job's configuration (``config.input`` is the generated folder the rows name).
         generated: rows read from ``<in>/metadata.jsonl``.
-        kept: rows written to ``<out>/metadata.jsonl`` (absolute ``file_name``, ``target_probability``).
+        kept: the kept rows (absolute ``file_name``, ``target_probability``).
         report: the filter report (per-pairing, per-attribute and per-reason counts).
-        metadata, report_json, report_md, evidence, sheet: the files written.
+        evidence_rows: one row per image, kept or not (every answer and the reason), ``file_name``
+            relative to ``config.input``.
+        out: the folder the result was saved to by :func:`run_filter` (``None``: not saved by it);
+            the file attributes (``metadata``, ``report_md``, ...) are under it.
     """
 
+    config: FilterConfig
     generated: int
     kept: list[dict]
     report: dict[str, Any]
-    metadata: Path
-    report_json: Path
-    report_md: Path
-    evidence: Path | None = None
-    sheet: Path | None = None
+    evidence_rows: list[dict] = field(default_factory=list, repr=False)
+    out: Path | None = field(default=None, compare=False)
+
+    def save(self, out: str | Path) -> Path:
+        """Write ``metadata.jsonl`` (the kept rows), ``filter_report.json`` / ``.md``,
+        ``filter_evidence.jsonl`` and ``filter_sheet.png`` under ``out``; returns ``filter_report.md``'s path."""
+        from .filter_sheet import evidence_sheet
+
+        src, out = Path(self.config.input), Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "metadata.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in self.kept))
+        _, md_path = write_filter_report(self.report, out)
+        (out / "filter_evidence.jsonl").write_text(
+            "".join(json.dumps({**e, "file_name": str((src / e["file_name"]).resolve())}, sort_keys=True) + "\n"
+                    for e in self.evidence_rows))
+        evidence_sheet(self.evidence_rows, src, out / "filter_sheet.png")
+        return md_path
+
+    def _saved(self, name: str) -> Path:
+        if self.out is None:
+            raise ValueError(f"{name}: not saved by run_filter; save(out) returns the report's path")
+        return self.out / name
+
+    @property
+    def metadata(self) -> Path:
+        """``<out>/metadata.jsonl``: the kept rows."""
+        return self._saved("metadata.jsonl")
+
+    @property
+    def report_json(self) -> Path:
+        return self._saved("filter_report.json")
+
+    @property
+    def report_md(self) -> Path:
+        return self._saved("filter_report.md")
+
+    @property
+    def evidence(self) -> Path:
+        """``<out>/filter_evidence.jsonl``: every image's answers and reason."""
+        return self._saved("filter_evidence.jsonl")
+
+    @property
+    def sheet(self) -> Path:
+        """``<out>/filter_sheet.png`` (SUB Fig. 5)."""
+        return self._saved("filter_sheet.png")
 
 
 def read_generated_records(src: Path) -> list[dict]:
@@ -188,9 +234,9 @@ def build_scorer(config: FilterConfig) -> OptionScorer:
         return CLIPScorer(load_clip(config.clip_model, backend="open_clip", pretrained=config.clip_pretrained))
     if config.scorer == "oracle":
         return _oracle_scorer(config)
-    from ..hub import resolve_model
+    from ..hub import resolve_model_spec
 
-    name = resolve_model(config.vlm_model, "--vlm-model")  # before importing transformers: fail fast
+    name = resolve_model_spec(config.vlm_model, "--vlm-model", family="hub").target  # before transformers: fail fast
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
     remote = bool(config.trust_remote_code)
@@ -199,14 +245,14 @@ def build_scorer(config: FilterConfig) -> OptionScorer:
     return VisionLanguageScorer(model, processor)
 
 
-def run_filter(config: FilterConfig, scorer: OptionScorer | None = None) -> FilterJobResult:
-    """Filter ``config.input`` into ``config.out`` (steps in the module docstring), with
+def filter_folder(config: FilterConfig, scorer: OptionScorer | None = None) -> FilterJobResult:
+    """Filter ``config.input`` (steps 1-3 of the module docstring; nothing is written), with
     ``scorer`` if given (e.g. one already validated), else :func:`build_scorer`'s."""
     from PIL import Image
     from tqdm.auto import tqdm
 
     # 1. inputs and scorer, checked before any image is scored
-    src, out = Path(config.input), Path(config.out)
+    src = Path(config.input)
     records = read_generated_records(src)
     scorer = scorer if scorer is not None else build_scorer(config)
 
@@ -224,16 +270,13 @@ def run_filter(config: FilterConfig, scorer: OptionScorer | None = None) -> Filt
                             class_values=config.class_values)
     bar.close()
 
-    # 3. kept list and report
-    out.mkdir(parents=True, exist_ok=True)
+    # 3. the kept list, with absolute file names
     kept = [{**r, "file_name": str((src / r["file_name"]).resolve())} for r in result.kept]
-    metadata = out / "metadata.jsonl"
-    metadata.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
-    json_path, md_path = write_filter_report(result.report, out)
-    evidence = out / "filter_evidence.jsonl"
-    evidence.write_text("".join(json.dumps({**e, "file_name": str((src / e["file_name"]).resolve())}, sort_keys=True)
-                                + "\n" for e in result.evidence))
-    from .filter_sheet import evidence_sheet
+    return FilterJobResult(config, len(records), kept, result.report, list(result.evidence))
 
-    sheet = evidence_sheet(result.evidence, src, out / "filter_sheet.png")
-    return FilterJobResult(len(records), kept, result.report, metadata, json_path, md_path, evidence, sheet)
+
+def run_filter(config: FilterConfig, scorer: OptionScorer | None = None) -> FilterJobResult:
+    """:func:`filter_folder`, then save the result into ``config.out`` (step 4 of the module docstring)."""
+    result = replace(filter_folder(config, scorer), out=Path(config.out))
+    result.save(config.out)
+    return result

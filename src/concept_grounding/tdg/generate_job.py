@@ -9,8 +9,11 @@ with every difference, naming the argument behind each); then (5) loads the pipe
 generates this process's shard with :func:`~.generate.generate_images` (accelerate's
 ``PartialState`` gives the shard, so ``accelerate launch`` spreads the work) and, on the main
 process, merges the metadata with :func:`~.generate.finalize`. It returns a
-:class:`GenerateResult`. The command ``concept-grounding generate`` maps its arguments onto
-a :class:`~.generate_config.GenerateConfig` and prints one line; the demo builds the config directly.
+:class:`GenerateResult` (the job shape of :mod:`concept_grounding.jobs`: a resumable job
+writes as it goes, so ``save(out)`` has nothing left to write and returns
+``metadata.jsonl``'s path). The command ``concept-grounding generate`` maps its arguments
+onto a :class:`~.generate_config.GenerateConfig` and prints one line; the demo builds the
+config directly.
 """
 
 from __future__ import annotations
@@ -44,6 +47,17 @@ class GenerateResult:
     planned: int
     metadata: Path | None
     model: FluxModel
+
+    def save(self, out: str | Path) -> Path:
+        """The folder's ``metadata.jsonl``: the images and the metadata are written as the job
+        runs (the metadata by the main process), so nothing is left to write.
+
+        Raises:
+            ValueError: ``out`` is not the folder the job wrote to.
+        """
+        if Path(out).resolve() != self.out.resolve():
+            raise ValueError(f"out: the generate job wrote to {self.out}, its config's out, not {out}")
+        return self.metadata if self.metadata is not None else self.out / "metadata.jsonl"
 
 
 #: A plan of more images than this, without ``max_images``, is announced before any work.

@@ -94,7 +94,7 @@ def check_pipeline_class(folder: str, argument: str) -> None:
 @dataclass(frozen=True)
 class PretrainedFlux:
     """A FLUX.1, FLUX.2 [dev] or FLUX.2 [klein] checkpoint: Hub id or folder, resolved by
-    :func:`concept_grounding.hub.resolve_model` (local, cached, or a clear error within seconds),
+    :func:`concept_grounding.hub.resolve_model_spec` (local, cached, or a clear error within seconds),
     loaded as its family's TDG pipeline (:func:`~.loading.load_flux_pipeline`) in ``dtype``; 1024 px, 512 tokens.
 
     Args:
@@ -108,9 +108,9 @@ class PretrainedFlux:
     argument: str = "--model"
 
     def resolve(self) -> FluxModel:
-        from ..hub import resolve_model
+        from ..hub import resolve_model_spec
 
-        resolved, dtype = resolve_model(self.name, self.argument), self.dtype
+        resolved, dtype = resolve_model_spec(self.name, self.argument, family="hub").target, self.dtype
         check_pipeline_class(resolved, self.argument)
 
         def load() -> Any:

@@ -1,11 +1,12 @@
 """The ``world`` job: render the bird world, export it, draw a contact sheet; and its summary.
 
-:func:`run_world_export` renders and writes the exports under ``out``: ``hf/`` (the
-``DatasetDict``, ``save_to_disk``), and with ``formats`` ``"cub"`` / ``"sub"`` / ``"all"``
-the ``CUB_200_2011/`` folder and the SUB-layout ``SUB/`` folder; it returns a
-:class:`WorldExport`. :func:`write_world_summary` writes ``contact_sheet.png``,
-``summary.json`` and ``summary.md``. The command ``concept-grounding world`` parses its
-arguments, calls both and prints one line.
+The job shape of :mod:`concept_grounding.jobs`: :func:`run_world_export` renders and writes
+the exports as it goes under the ``out`` its config carries: ``hf/`` (the ``DatasetDict``,
+``save_to_disk``), and with ``formats`` ``"cub"`` / ``"sub"`` / ``"all"`` the
+``CUB_200_2011/`` folder and the SUB-layout ``SUB/`` folder; it returns a
+:class:`WorldExport`, whose ``save(out)`` (:func:`write_world_summary`) writes
+``contact_sheet.png``, ``summary.json`` and ``summary.md``. The command
+``concept-grounding world`` parses its arguments, runs the job and prints one line.
 
 >>> WorldExportConfig(WorldConfig(image_size=48), formats="all").writes_cub
 True
@@ -18,7 +19,7 @@ ValueError: formats must be one of ('hf', 'cub', 'sub', 'all'), got 'png'
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,9 @@ class WorldExportConfig:
         train_per_class, test_per_class: images per class in each split (>= 0).
         per_pairing: SUB images per (class, attribute) pairing.
         formats: ``"hf"`` (the DatasetDict only), ``"cub"``, ``"sub"`` or ``"all"``.
+        out: the folder the exports are written to as they are rendered (the command's
+            ``--out``; ``None``: give it to :func:`run_world_export`). Not compared: two
+            configs that render the same birds are equal wherever they write.
     """
 
     world: WorldConfig = WorldConfig()
@@ -62,6 +66,7 @@ class WorldExportConfig:
     per_pairing: int = setting(1, "SUB images per (class, attribute) pairing", parse=positive_int)
     formats: str = setting("hf", "hf: the DatasetDict only (hf/); cub: also CUB_200_2011/; sub: also SUB/; all: all three",
                            flag="--format", choices=FORMATS)
+    out: Path | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.formats not in FORMATS:
@@ -116,6 +121,10 @@ class WorldExport:
     render_rate: float
     deviating: float
 
+    def save(self, out: str | Path) -> Path:
+        """Write the summary under ``out`` (:func:`write_world_summary`); returns ``summary.md``'s path."""
+        return write_world_summary(self, out)
+
     def summary(self) -> dict[str, Any]:
         """The JSON summary written as ``summary.json``."""
         world, wc = self.world, self.world.config
@@ -159,14 +168,21 @@ def deviating_fraction(world: BirdWorld, split) -> float:
     return float((labels != world.class_attributes[cls]).any(axis=1).mean()) if len(cls) else 0.0
 
 
-def run_world_export(config: WorldExportConfig, out: str | Path) -> WorldExport:
-    """Render the world and write its exports under ``out`` (see the module docstring)."""
+def run_world_export(config: WorldExportConfig, out: str | Path | None = None) -> WorldExport:
+    """Render the world and write its exports under ``out`` (default: ``config.out``; see the
+    module docstring).
+
+    Raises:
+        ValueError: neither ``out`` nor ``config.out`` is given.
+    """
     from concept_grounding import loaders
 
     from .contact_sheet import contact_sheet
 
+    if out is None and config.out is None:
+        raise ValueError("out: give the folder to write to (or config.out)")
     world = BirdWorld(config.world)
-    out = Path(out)
+    out = Path(out if out is not None else config.out)
     out.mkdir(parents=True, exist_ok=True)
 
     # 1. render speed (images/s on this machine, rendering only)

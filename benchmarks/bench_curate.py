@@ -84,7 +84,8 @@ def main() -> None:
     print(f"study: {args.images} candidates, {n} answers by {args.annotators} annotators "
           f"(made in {time.perf_counter() - t0:.1f} s)")
     t0 = time.perf_counter()
-    res = run_curate(CurateConfig(folder, answers, folder / "out"))
+    res = run_curate(CurateConfig(folder, answers))
+    res.save(folder / "out")
     wall = time.perf_counter() - t0
     print(f"curate: {wall:.2f} s end to end; kept {len(res.kept)} images, {int(res.attributes.kept.sum())} of "
           f"{len(res.attributes)} attributes, {int((res.pairings.reason == '').sum())} of {len(res.pairings)} pairings; "

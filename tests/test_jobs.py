@@ -15,7 +15,7 @@ from concept_grounding.jobs import Job, is_job_result
 #: commands that serve an app rather than run a job
 SERVERS = {"space"}
 #: commands converted to the job shape (grows until it is every command but the servers)
-JOB_COMMANDS = ["explain"]
+JOB_COMMANDS = ["explain", "candidates", "curate", "demo"]
 
 
 def _job(command: str) -> Job:
@@ -31,18 +31,27 @@ def test_command_declares_its_job(command: str) -> None:
     assert is_job_result(result_type), f"{command}: {result_type.__name__}.save(out) is the job-result shape"
 
 
+def _step_parsers(parser):
+    """A command's parser, or each step's of a command with steps (``candidates classes``)."""
+    steps = [a for a in parser._actions if a.dest == "step" and getattr(a, "choices", None)]  # noqa: SLF001
+    return list(steps[0].choices.values()) if steps else [parser]
+
+
 @pytest.mark.parametrize("command", JOB_COMMANDS)
 def test_command_flags_are_its_configs_settings(command: str) -> None:
-    """Each declared setting of the job's config is a flag of the command, with the config's default."""
+    """Each declared setting of the job's config is a flag of the command, with the config's
+    default (a ``None`` default is the command's or step's to choose); ``--out`` is required
+    or has a default."""
     job = _job(command)
     sub = build_parser()._subparsers._group_actions[0].choices[command]  # noqa: SLF001 (argparse has no public way)
-    by_dest = {a.dest: a for a in sub._actions}
-    for s in settings.settings_of(job.config):
-        if s.name in by_dest:
-            default = next(f for f in dataclasses.fields(job.config) if f.name == s.name).default
-            if default is not dataclasses.MISSING and by_dest[s.name].default is not None:
-                assert by_dest[s.name].default == default or by_dest[s.name].default == str(default), s.name
-    assert "out" in by_dest and by_dest["out"].required
+    for parser in _step_parsers(sub):
+        by_dest = {a.dest: a for a in parser._actions}
+        for s in settings.settings_of(job.config):
+            if s.name in by_dest:
+                default = next(f for f in dataclasses.fields(job.config) if f.name == s.name).default
+                if default not in (dataclasses.MISSING, None) and by_dest[s.name].default is not None:
+                    assert by_dest[s.name].default == default or by_dest[s.name].default == str(default), s.name
+        assert "out" in by_dest and (by_dest["out"].required or by_dest["out"].default is not None)
 
 
 def test_the_job_shape_is_checked_by_its_signature() -> None:

@@ -104,10 +104,15 @@ class Job(Generic[ConfigT, ResultT]):
 
 
 def add_job_arguments(parser: argparse.ArgumentParser, job: Job, *, out_help: str = "output folder",
-                      exclude: tuple[str, ...] = ()) -> None:
-    """``--out`` (required, a writable folder) and the flags ``job.config`` declares."""
+                      exclude: tuple[str, ...] = (), out_default: Path | None = None,
+                      defaults: dict[str, Any] | None = None) -> None:
+    """``--out`` (a writable folder: required, or ``out_default`` when given) and the flags
+    ``job.config`` declares (``exclude`` and ``defaults`` as :func:`concept_grounding.settings.add_arguments`)."""
     from . import settings
     from .validators import output_dir
 
-    parser.add_argument("--out", required=True, type=output_dir, help=out_help)
-    settings.add_arguments(parser, job.config, exclude=exclude)
+    if out_default is None:
+        parser.add_argument("--out", required=True, type=output_dir, help=out_help)
+    else:
+        parser.add_argument("--out", type=output_dir, default=out_default, help=out_help)
+    settings.add_arguments(parser, job.config, exclude=exclude, defaults=defaults)

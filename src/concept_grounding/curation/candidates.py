@@ -300,7 +300,7 @@ def cub_attribute_data(root: str | Path, progress: bool = True) -> tuple[list[An
 
 @dataclass(frozen=True)
 class AttributeRun:
-    """What :func:`run_attribute_candidates` measured: the selection and the answer probabilities."""
+    """What :func:`attribute_candidates` measured: the selection and the answer probabilities."""
 
     selection: AttributeSelection
     probabilities: np.ndarray

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-from pathlib import Path
 
 from concept_grounding import settings
 from concept_grounding.demo import DemoConfig, run_demo

@@ -70,6 +70,8 @@ def make_study(folder: Path, images: int, annotators: int, study2_every: int, se
 
 
 def main() -> None:
+    import concept_grounding.curation.curate  # noqa: F401 (the job imports these lazily: loaded before the clock,
+    import concept_grounding.evaluation.human  # noqa: F401  as when curate_job imported them at its top)
     from concept_grounding.curation.curate_job import CurateConfig, run_curate
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -84,7 +86,8 @@ def main() -> None:
     print(f"study: {args.images} candidates, {n} answers by {args.annotators} annotators "
           f"(made in {time.perf_counter() - t0:.1f} s)")
     t0 = time.perf_counter()
-    res = run_curate(CurateConfig(folder, answers, folder / "out"))
+    res = run_curate(CurateConfig(folder, answers))
+    res.save(folder / "out")
     wall = time.perf_counter() - t0
     print(f"curate: {wall:.2f} s end to end; kept {len(res.kept)} images, {int(res.attributes.kept.sum())} of "
           f"{len(res.attributes)} attributes, {int((res.pairings.reason == '').sum())} of {len(res.pairings)} pairings; "

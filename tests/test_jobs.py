@@ -17,9 +17,10 @@ SERVERS = {"space"}
 #: commands converted to the job shape (grows until it is every command but the servers)
 JOB_COMMANDS = ["explain", "sub", "analyse", "bench"]
 JOB_COMMANDS += ["covar", "diagnose"]
+JOB_COMMANDS += ["candidates", "curate", "demo"]
 JOB_COMMANDS += ["world", "generate", "filter", "train-flux", "publish"]
 #: commands whose --out has always had a default (reports/<command>)
-OUT_DEFAULTS = {"diagnose", "sub", "analyse", "bench"}
+OUT_DEFAULTS = {"diagnose", "sub", "analyse", "bench", "candidates", "demo"}
 
 
 def _job(command: str) -> Job:
@@ -35,25 +36,34 @@ def test_command_declares_its_job(command: str) -> None:
     assert is_job_result(result_type), f"{command}: {result_type.__name__}.save(out) is the job-result shape"
 
 
+def _step_parsers(parser):
+    """A command's parser, or each step's of a command with steps (``candidates classes``)."""
+    steps = [a for a in parser._actions if a.dest == "step" and getattr(a, "choices", None)]  # noqa: SLF001
+    return list(steps[0].choices.values()) if steps else [parser]
+
+
 @pytest.mark.parametrize("command", JOB_COMMANDS)
 def test_command_flags_are_its_configs_settings(command: str) -> None:
-    """Each declared setting of the job's config is a flag of the command, with the config's default."""
+    """Each declared setting of the job's config is a flag of the command, with the config's
+    default (a ``None`` default is the command's or step's to choose); ``--out`` is required
+    or has a default."""
     job = _job(command)
     sub = build_parser()._subparsers._group_actions[0].choices[command]  # noqa: SLF001 (argparse has no public way)
-    by_dest: dict = {}
-    for action in sub._actions:  # the first action of a dest is its flag; hidden aliases follow it
-        by_dest.setdefault(action.dest, action)
-    for s in settings.settings_of(job.config):
-        if s.name in by_dest:
-            default = next(f for f in dataclasses.fields(job.config) if f.name == s.name).default
-            parsed = by_dest[s.name].default
-            if isinstance(default, tuple):
-                default = list(default)  # nargs settings: argparse's default is the list it would parse
-            if isinstance(parsed, tuple):
-                parsed = list(parsed)
-            if default is not dataclasses.MISSING and parsed is not None:
-                assert parsed == default or parsed == str(default), s.name
-    assert "out" in by_dest and by_dest["out"].required != (command in OUT_DEFAULTS)
+    for parser in _step_parsers(sub):
+        by_dest: dict = {}
+        for action in parser._actions:  # noqa: SLF001  the first action of a dest is its flag; hidden aliases follow
+            by_dest.setdefault(action.dest, action)
+        for s in settings.settings_of(job.config):
+            if s.name in by_dest:
+                default = next(f for f in dataclasses.fields(job.config) if f.name == s.name).default
+                parsed = by_dest[s.name].default
+                if isinstance(default, tuple):
+                    default = list(default)  # nargs settings: argparse's default is the list it would parse
+                if isinstance(parsed, tuple):
+                    parsed = list(parsed)
+                if default not in (dataclasses.MISSING, None) and parsed is not None:
+                    assert parsed == default or parsed == str(default), s.name
+        assert "out" in by_dest and by_dest["out"].required != (command in OUT_DEFAULTS)
 
 
 def test_the_job_shape_is_checked_by_its_signature() -> None:

@@ -104,12 +104,14 @@ class Job(Generic[ConfigT, ResultT]):
 
 
 def add_job_arguments(parser: argparse.ArgumentParser, job: Job, *, out_help: str = "output folder",
-                      out_default: str | os.PathLike[str] | None = None, exclude: tuple[str, ...] = ()) -> None:
-    """``--out`` (:func:`add_out_argument`) and the flags ``job.config`` declares."""
+                      out_default: str | os.PathLike[str] | None = None, exclude: tuple[str, ...] = (),
+                      defaults: dict[str, Any] | None = None) -> None:
+    """``--out`` (:func:`add_out_argument`) and the flags ``job.config`` declares (``exclude`` and
+    ``defaults`` as :func:`concept_grounding.settings.add_arguments`)."""
     from . import settings
 
     add_out_argument(parser, help=out_help, default=out_default)
-    settings.add_arguments(parser, job.config, exclude=exclude)
+    settings.add_arguments(parser, job.config, exclude=exclude, defaults=defaults)
 
 
 def add_out_argument(parser: argparse.ArgumentParser, *, help: str = "output folder",

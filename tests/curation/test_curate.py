@@ -20,7 +20,7 @@ from concept_grounding.curation.curate import (
     class_agreement,
     pairing_scores,
 )
-from concept_grounding.curation.curate_job import CurateConfig, gold_answers, run_curate
+from concept_grounding.curation.curate_job import CurateConfig, CurateResult, gold_answers, run_curate
 from concept_grounding.curation.human import human_rows, human_table_rows
 from concept_grounding.curation.sampling import study_items
 from concept_grounding.curation.simulate import (
@@ -35,6 +35,13 @@ FAILED = "has_breast_color::white"
 DEVIATING = ("159.Black_and_white_Warbler", "has_crown_color::grey")
 TASK = WorldTask(classes=4, images_per_pairing=12, same_pairings=1, failed_attributes=(FAILED,),
                  deviating_pairings=(DEVIATING,))
+
+
+def _curate(out, config: CurateConfig) -> CurateResult:
+    """The ``curate`` job: run, then save under ``out``."""
+    res = run_curate(config)
+    res.save(out)
+    return res
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +144,7 @@ def test_alpha_matches_the_library_on_a_hand_made_table():
 def test_human_rows_of_a_perfect_annotator_are_100(world_task, tmp_path):
     folder, rows, truth = world_task
     store = _annotate(tmp_path, rows, truth, [SimulatedAnnotator("perfect", 1.0)], k=1)
-    res = run_curate(CurateConfig(folder, tmp_path / "a.db", tmp_path / "out", truth=folder / "truth.jsonl"))
+    res = _curate(tmp_path / "out", CurateConfig(folder, tmp_path / "a.db", truth=folder / "truth.jsonl"))
     for mode in ("binary", "group"):
         assert res.human[mode]["s_plus"] == 1.0 and res.human[mode]["s_minus"] == 1.0, mode
         assert res.human[mode]["n_s_plus"] > 0 and res.human[mode]["n_s_minus"] > 0
@@ -155,7 +162,7 @@ def test_bench_report_human_rows_are_computed_from_the_curated_answers(world_tas
 
     folder, rows, truth = world_task
     _annotate(tmp_path, rows, truth, [SimulatedAnnotator("perfect", 1.0)], k=1)
-    run_curate(CurateConfig(folder, tmp_path / "a.db", tmp_path / "cur", write_images=False))
+    _curate(tmp_path / "cur", CurateConfig(folder, tmp_path / "a.db", write_images=False))
     config = SimpleNamespace(sub=str(tmp_path / "cur" / "dataset"), concepts="cbm_112", threads=1,
                              world=SimpleNamespace(image_size=64, seed=0))
     split = SimpleNamespace(num_rows=1)
@@ -192,7 +199,7 @@ def test_curate_writes_a_dataset_load_sub_reads(world_task, tmp_path):
     folder, rows, truth = world_task
     store = _annotate(tmp_path, rows, truth, [SimulatedAnnotator(f"p{i}", 1.0, seed=i) for i in range(3)], k=3)
     store.to_parquet(tmp_path / "ann.parquet")
-    res = run_curate(CurateConfig(folder, tmp_path / "ann.parquet", tmp_path / "out"))
+    res = _curate(tmp_path / "out", CurateConfig(folder, tmp_path / "ann.parquet"))
     ds = load_sub(tmp_path / "out" / "dataset")
     assert len(ds) == len(res.kept) > 0
     assert FAILED not in set(ds["target_attribute"])
@@ -218,7 +225,7 @@ def test_sub_evaluates_the_curated_dataset(world_task, tmp_path, capsys):
 
     folder, rows, truth = world_task
     _annotate(tmp_path, rows, truth, [SimulatedAnnotator("perfect", 1.0)], k=1)
-    res = run_curate(CurateConfig(folder, tmp_path / "a.db", tmp_path / "out"))
+    res = _curate(tmp_path / "out", CurateConfig(folder, tmp_path / "a.db"))
     (tmp_path / "tiny_cbm.py").write_text(
         "import torch\n\ndef build():\n    torch.manual_seed(0)\n"
         "    return torch.nn.Sequential(torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(3, 312))\n")
@@ -254,7 +261,7 @@ def test_attributes_without_answers_are_dropped_and_named(world_task, tmp_path):
     answers = answers_frame(store.rows())
     only = answers[answers.candidate.map(lambda c: truth[c].target_attribute == FAILED)]
     only[["annotator", "image", "study", "question", "answer"]].to_parquet(tmp_path / "only.parquet", index=False)
-    res = run_curate(CurateConfig(folder, tmp_path / "only.parquet", tmp_path / "out"))
+    res = _curate(tmp_path / "out", CurateConfig(folder, tmp_path / "only.parquet"))
     assert res.kept == [] and res.dataset is None and res.human is None
     summary = json.loads((tmp_path / "out" / "curation.json").read_text())
     assert FAILED not in summary["unanswered_attributes"]

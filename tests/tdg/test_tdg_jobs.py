@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from concept_grounding.cli import main
-from concept_grounding.commands import demo, filter as filter_command, generate as generate_command
+from concept_grounding import demo
+from concept_grounding.commands import filter as filter_command, generate as generate_command
 from concept_grounding.errors import UsageError
 from concept_grounding.tdg.filter_job import FilterConfig, read_generated_records, run_filter
 from concept_grounding.tdg.generate_config import GenerateConfig
@@ -258,7 +259,7 @@ def test_demo_does_not_import_the_command_line():
     import grimp
 
     imported = grimp.build_graph("concept_grounding", cache_dir=None).find_modules_directly_imported_by(
-        "concept_grounding.commands.demo")
+        "concept_grounding.demo")
     assert "concept_grounding.tdg.generate_job" in imported and "concept_grounding.tdg.filter_job" in imported
     assert not {m for m in imported if m == "concept_grounding.cli" or m.startswith("concept_grounding.commands.")
                 and m != "concept_grounding.commands._types"}

@@ -1,17 +1,19 @@
 """Building a SUB-like benchmark (Bader et al., Sec. 4.2-4.3): the steps around TDG.
 
-* :mod:`.candidates` -- candidate classes (a classifier on generated images), candidate
-  attributes (a VQA scorer on CUB over the threshold grid) and the pairings plan that
-  ``generate`` reads; the formulas are in :mod:`concept_grounding.tdg.candidates`.
+* :mod:`.candidates` -- the ``candidates`` job: candidate classes (a classifier on generated
+  images), candidate attributes (a VQA scorer on CUB over the threshold grid) and the pairings
+  plan that ``generate`` reads; the formulas are in :mod:`concept_grounding.tdg.candidates`.
 
 The human validation of Sec. 4.3 / App. E (issue 33; docs/human_validation.md):
 
 * :mod:`.annotations` -- the SQLite annotation store (k annotators per image, resumable, export);
 * :mod:`.sampling` -- which candidates each study shows (40 per attribute, 3 per pairing);
-* :mod:`.annotate_app` -- the Gradio app over the store (``concept-grounding annotate``);
+* :mod:`.annotate_app` -- the Gradio app over the store (``concept-grounding annotate``, whose
+  settings :mod:`.annotate_job` declares);
 * :mod:`.hub_sync` -- optional push of the answers to a Hub dataset repo (CommitScheduler);
 * :mod:`.simulate` -- bird-world candidates with known failures and simulated annotators;
-* :mod:`.curate` -- human scores, discard rules, Krippendorff's alpha, annotator accuracy;
+* :mod:`.curate` -- human scores, discard rules (thresholds in :mod:`.rules`), Krippendorff's
+  alpha, annotator accuracy;
 * :mod:`.human` -- the Human rows of Tables 1-2 from study-2 answers via ``sub_accuracy``;
 * :mod:`.figures` -- Figs. 6 and 9; :mod:`.curate_job` -- the ``curate`` job (report, dataset).
 

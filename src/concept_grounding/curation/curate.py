@@ -26,12 +26,12 @@ under a second).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from .annotations import LIKERT, STUDIES
+from .rules import MAX_DEVIATION, MIN_PAIRING_SCORE, MIN_YES, CurationRules
 
 __all__ = ["MAX_DENSE", "LIKERT_SCORE", "MIN_YES", "MIN_PAIRING_SCORE", "MAX_DEVIATION", "CurationRules", "answers_frame",
            "candidates_frame", "attribute_scores", "pairing_scores", "agreement", "annotator_accuracy",
@@ -39,19 +39,6 @@ __all__ = ["MAX_DENSE", "LIKERT_SCORE", "MIN_YES", "MIN_PAIRING_SCORE", "MAX_DEV
 
 #: Fig. 6's score of each study-1 answer.
 LIKERT_SCORE: dict[str, float] = {"yes": 1.0, "somewhat": 0.5, "no": 0.0}
-MIN_YES = 0.90
-MIN_PAIRING_SCORE = 0.5
-MAX_DEVIATION = 0.5
-
-
-@dataclass(frozen=True)
-class CurationRules:
-    """SPEC 2b's thresholds: keep an attribute iff its Q1 "yes" share >= ``min_yes``; drop a
-    pairing if its mean Q1 score < ``min_pairing_score`` or its Q2 "yes" share > ``max_deviation``."""
-
-    min_yes: float = MIN_YES
-    min_pairing_score: float = MIN_PAIRING_SCORE
-    max_deviation: float = MAX_DEVIATION
 
 
 def answers_frame(rows) -> pd.DataFrame:

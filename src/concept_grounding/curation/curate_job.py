@@ -1,11 +1,12 @@
 """The ``curate`` job: human answers -> SUB's curated dataset and its report (Sec. 4.3, App. E).
 
-:func:`run_curate` (1) reads the candidates (``<candidates>/metadata.jsonl`` of ``generate``
+:func:`run_curate` (``CurateConfig -> CurateResult``; nothing is written until
+:meth:`CurateResult.save`) (1) reads the candidates (``<candidates>/metadata.jsonl`` of ``generate``
 or ``filter``) and the answers (an annotation store ``.db`` or its Parquet export),
 (2) scores attributes and pairings and applies SPEC 2b's discard rules (:mod:`.curate`),
 (3) measures agreement (Krippendorff's alpha), the annotators' accuracy against a gold file
 when given (``truth.jsonl``, e.g. the world's truth of :mod:`.simulate`), the Human rows of
-Tables 1-2 (:mod:`.human`), and (4) writes into ``out``:
+Tables 1-2 (:mod:`.human`); (4) ``CurateResult.save(out)`` writes into ``out``:
 
 * ``dataset/data/test-00000-of-00001.parquet`` -- the kept images in SUB's Hub layout
   (:func:`~concept_grounding.schema.sub_features`, images embedded), which
@@ -28,27 +29,20 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from ..errors import UsageError, read_text_file
-from ..evaluation.human import ANSWERS_FILE, KEPT_FILE
-from ..fileio import atomic_write_lines, write_report
+from ..fileio import atomic_write_lines, markdown_table, write_report
+from ..settings import setting
+from ..validators import closed_unit_interval, existing_dir, existing_file
 from .annotations import AnnotationStore
 from .sampling import candidate_id
-from .curate import (
-    CurationRules,
-    agreement,
-    annotator_accuracy,
-    answers_frame,
-    attribute_scores,
-    bird_faithfulness,
-    candidates_frame,
-    class_agreement,
-    pairing_scores,
-)
+from .rules import MAX_DEVIATION, MIN_PAIRING_SCORE, MIN_YES, CurationRules
+
+if TYPE_CHECKING:  # pandas loads when the job runs, not when the command line parses
+    import pandas as pd
 
 __all__ = ["CurateConfig", "CurateResult", "read_candidates", "read_answers", "gold_answers", "run_curate"]
 
@@ -57,32 +51,68 @@ DATASET_FILE = "dataset/data/test-00000-of-00001.parquet"
 
 @dataclass(frozen=True)
 class CurateConfig:
-    """What to curate and where to write.
+    """What to curate and how (SPEC 2b's thresholds are the defaults).
 
     Args:
         candidates: folder with ``metadata.jsonl`` (``generate`` / ``filter`` output).
         annotations: the annotation store (``.db``) or its export (``.parquet``).
-        out: output folder.
-        rules: the discard thresholds (SPEC 2b defaults).
         truth: gold answers (``truth.jsonl`` of :func:`.simulate.write_candidates`) for the
             annotators' accuracy; ``None`` skips it.
-        world_seed: the bird world's seed when the candidates come from it; ``None`` otherwise.
+        world_seed: the bird world's seed when the candidates come from it.
+        not_world: the candidates do not come from the bird world (``world_seed`` unused).
+        min_yes, min_pairing_score, max_deviation: the discard thresholds (:attr:`rules`).
         write_images: embed the kept images in the dataset (``False``: write only the report).
+
+    >>> config = CurateConfig(Path("c"), Path("a.db"), min_yes=0.8, not_world=True)
+    >>> config.rules.min_yes, config.class_world_seed
+    (0.8, None)
     """
 
-    candidates: Path
-    annotations: Path
-    out: Path
-    rules: CurationRules = field(default_factory=CurationRules)
-    truth: Path | None = None
-    world_seed: int | None = 0
+    candidates: Path = setting(help="folder with metadata.jsonl (generate or filter output)", parse=existing_dir)
+    annotations: Path = setting(help="the annotation store (.db) of `annotate`, or its Parquet export",
+                                parse=existing_file)
+    truth: Path | None = setting(None, "gold answers (truth.jsonl) to measure each annotator's accuracy (simulated "
+                                       "annotators)", parse=existing_file)
+    world_seed: int = setting(0, "the bird world's seed when the candidates come from it (class-level attributes, "
+                                 "Fig. 6)", parse=int)
+    not_world: bool = setting(False, "the candidates do not come from the bird world (S+ = S- by study-2 majority "
+                                     "only)", action="store_true")
+    min_yes: float = setting(MIN_YES, 'keep an attribute iff its share of "yes" to Q1 is at least this',
+                             parse=closed_unit_interval)
+    min_pairing_score: float = setting(MIN_PAIRING_SCORE, "drop a pairing whose mean Q1 score is below this (low "
+                                                          "accuracy)", parse=closed_unit_interval)
+    max_deviation: float = setting(MAX_DEVIATION, 'drop a pairing whose share of "yes" to Q2 is above this '
+                                                  "(excessive modification)", parse=closed_unit_interval)
     write_images: bool = True
+
+    @property
+    def rules(self) -> CurationRules:
+        """The discard thresholds."""
+        return CurationRules(self.min_yes, self.min_pairing_score, self.max_deviation)
+
+    @property
+    def class_world_seed(self) -> int | None:
+        """The world seed of the candidates' class-level attributes; ``None``: not from the world."""
+        return None if self.not_world else self.world_seed
 
 
 @dataclass
 class CurateResult:
-    """The tables behind the report (pandas) and the paths written."""
+    """The tables behind the report (pandas) and what :meth:`save` writes.
 
+    Attributes:
+        attributes, pairings: per-attribute and per-pairing scores (with ``kept`` / ``reason``).
+        kept: the kept candidates' ids.
+        alpha: Krippendorff's alpha per question.
+        accuracy: per-annotator accuracy against the gold answers (``None`` without ``truth``).
+        human: the Human rows of Tables 1-2 (``None`` without study-2 answers on kept images).
+        faithfulness: per reference class, the share of Q2 "no" (Fig. 9).
+        answers, rows, root, kept_rows, cub: the answers, the candidates' ``metadata.jsonl`` rows and
+            folder, the kept rows (a frame indexed by id) and Fig. 6's CUB-side agreement (``None``
+            off the world), for :meth:`save`.
+    """
+
+    config: CurateConfig
     attributes: pd.DataFrame
     pairings: pd.DataFrame
     kept: list[str]
@@ -90,8 +120,21 @@ class CurateResult:
     accuracy: pd.DataFrame | None
     human: dict[str, dict] | None
     faithfulness: pd.Series
-    report: Path
-    dataset: Path | None
+    answers: pd.DataFrame = field(repr=False)
+    rows: list[dict] = field(repr=False)
+    root: Path = field(repr=False)
+    kept_rows: pd.DataFrame = field(repr=False)
+    cub: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def dataset(self) -> Path | None:
+        """The dataset's Parquet file relative to the output folder; ``None`` when nothing is kept."""
+        return Path(DATASET_FILE) if self.kept else None
+
+    def save(self, out: str | Path) -> Path:
+        """Write the dataset, the answers, ``kept.jsonl``, the figures and ``curation.json`` /
+        ``curation.md`` under ``out`` (module docstring); returns ``curation.md``'s path."""
+        return write_curation(self, out)
 
 
 def read_candidates(folder: Path) -> tuple[list[dict], Path]:
@@ -117,6 +160,10 @@ def read_candidates(folder: Path) -> tuple[list[dict], Path]:
 
 def read_answers(path: Path) -> pd.DataFrame:
     """Answers from a store (``.db``, opened read-only) or a Parquet export."""
+    import pandas as pd
+
+    from .curate import answers_frame
+
     path = Path(path)
     if not path.is_file():
         raise UsageError("no such annotation store or export", file=path, argument="--annotations")
@@ -132,6 +179,8 @@ def read_answers(path: Path) -> pd.DataFrame:
 
 def gold_answers(truth: Path) -> pd.DataFrame:
     """``truth.jsonl`` -> gold answers (``image, question, answer``) for both studies' ids."""
+    import pandas as pd
+
     out = []
     for line in read_text_file(truth, "--truth").splitlines():
         if line.strip():
@@ -146,6 +195,7 @@ def _world_labels(seed: int, candidates: pd.DataFrame, attributes: list[str]) ->
     """Class-level attributes of the world's classes, and Fig. 6's CUB-side agreement per attribute
     (20 birds per class, per-image labels vs class-level)."""
     from ..world import BirdWorld, WorldConfig
+    from .curate import class_agreement
 
     world = BirdWorld(WorldConfig(seed=seed))
     vocab = world.vocab
@@ -223,13 +273,15 @@ def _markdown(res: CurateResult, n_candidates: int) -> str:
              *([f"Attributes without study-1 answers (all their images dropped): "
                 f"{', '.join(sorted(set(res.pairings.index.get_level_values(1)) - set(a.index)))}", ""]
                if set(res.pairings.index.get_level_values(1)) - set(a.index) else []),
-             "## Attributes (study 1, Q1)", "", "| attribute | human score | yes share | images | kept |",
-             "|---|---|---|---|---|"]
-    lines += [f"| {i} | {_fmt(r.human_score)} | {_fmt(r.yes_share)} | {r.images} | {'yes' if r.kept else 'no'} |"
-              for i, r in a.iterrows()]
+             "## Attributes (study 1, Q1)", "",
+             markdown_table(["attribute", "human score", "yes share", "images", "kept"],
+                            [[i, _fmt(r.human_score), _fmt(r.yes_share), r.images, "yes" if r.kept else "no"]
+                             for i, r in a.iterrows()])]
     dropped = p[p.reason != ""]
-    lines += ["", "## Discarded pairings", "", "| class | S+ | Q1 score | Q2 yes share | reason |", "|---|---|---|---|---|"]
-    lines += [f"| {c} | {t} | {_fmt(r.q1_score)} | {_fmt(r.q2_yes_share)} | {r.reason} |" for (c, t), r in dropped.iterrows()]
+    lines += ["", "## Discarded pairings", "",
+              markdown_table(["class", "S+", "Q1 score", "Q2 yes share", "reason"],
+                             [[c, t, _fmt(r.q1_score), _fmt(r.q2_yes_share), r.reason]
+                              for (c, t), r in dropped.iterrows()])]
     f = res.faithfulness
     lines += ["", "## Faithfulness to the reference bird (Fig. 9)", "",
               f"{int((f > 0.5).sum())} of {len(f)} reference classes are faithful (Q2 \"no\") over half the time, "
@@ -238,21 +290,24 @@ def _markdown(res: CurateResult, n_candidates: int) -> str:
     lines += [f"- {k}: {v:.3f}" for k, v in res.alpha.items()] or ["- not enough overlapping answers"]
     if res.accuracy is not None:
         lines += ["", "## Annotator accuracy against the gold answers (Wilson 95 %)", "",
-                  "| annotator | accuracy | interval | answers |", "|---|---|---|---|"]
-        lines += [f"| {i} | {r.accuracy:.3f} | [{r.low:.3f}, {r.high:.3f}] | {int(r.answers)} |"
-                  for i, r in res.accuracy.iterrows()]
+                  markdown_table(["annotator", "accuracy", "interval", "answers"],
+                                 [[i, f"{r.accuracy:.3f}", f"[{r.low:.3f}, {r.high:.3f}]", int(r.answers)]
+                                  for i, r in res.accuracy.iterrows()])]
     if res.human is not None:
         b, g = res.human["binary"], res.human["group"]
         lines += ["", "## Human rows (study-2 answers on the kept images, scored by sub_accuracy)", "",
-                  "| mode | s+ | s- | answers |", "|---|---|---|---|",
-                  f"| binary (Table 1) | {100 * b['s_plus']:.1f} | {100 * b['s_minus']:.1f} | {b['answers']} |",
-                  f"| group (Table 2) | {100 * g['s_plus']:.1f} | {100 * g['s_minus']:.1f} | {g['answers']} |"]
+                  markdown_table(["mode", "s+", "s-", "answers"],
+                                 [[mode, f"{100 * h['s_plus']:.1f}", f"{100 * h['s_minus']:.1f}", h["answers"]]
+                                  for mode, h in (("binary (Table 1)", b), ("group (Table 2)", g))])]
     return "\n".join(lines) + "\n"
 
 
 def run_curate(config: CurateConfig) -> CurateResult:
-    """Run the job (module docstring) and return its tables."""
-    from .figures import agreement_figure, faithfulness_figure
+    """Read, score and select (module docstring, steps 1-3); nothing is written (:meth:`CurateResult.save`)."""
+    import pandas as pd
+
+    from .curate import (agreement, annotator_accuracy, attribute_scores, bird_faithfulness, candidates_frame,
+                         pairing_scores)
     from .human import human_rows
 
     rows, root = read_candidates(config.candidates)
@@ -261,8 +316,8 @@ def run_curate(config: CurateConfig) -> CurateResult:
     try:
         attrs = attribute_scores(answers, cands, config.rules)
         class_sets, cub = (None, None)
-        if config.world_seed is not None:
-            class_sets, cub = _world_labels(config.world_seed, cands, list(attrs.index))
+        if config.class_world_seed is not None:
+            class_sets, cub = _world_labels(config.class_world_seed, cands, list(attrs.index))
         pairs = pairing_scores(answers, cands, config.rules, class_sets)
         keys = pd.MultiIndex.from_arrays([cands.reference_class, cands.target_attribute])
         kept = cands[keys.isin(pairs.index[pairs.reason == ""]) & cands.target_attribute.isin(
@@ -274,21 +329,17 @@ def run_curate(config: CurateConfig) -> CurateResult:
         raise UsageError(str(err), file=config.annotations) from None
     accuracy = annotator_accuracy(answers, gold_answers(config.truth)) if config.truth is not None else None
     faith = bird_faithfulness(answers, cands)
-    out = Path(config.out)
-    out.mkdir(parents=True, exist_ok=True)
-    answers[["annotator", "image", "study", "question", "answer"]].to_parquet(out / ANSWERS_FILE, index=False)
-    agreement_figure(list(attrs.index), attrs.human_score.to_numpy(),
-                     cub if cub is not None else np.full(len(attrs), np.nan), out / "fig6_agreement.png")
-    faithfulness_figure(faith.to_numpy(), out / "fig9_faithfulness.png")
-    dataset = _write_dataset(kept, root, out, config.write_images) if len(kept) else None
-    kept_ids = set(kept.index)
-    atomic_write_lines(out / KEPT_FILE, [json.dumps(r, sort_keys=True) for r in rows
-                                         if candidate_id(r) in kept_ids])
-    res = CurateResult(attrs, pairs, list(kept.index), agreement(answers), accuracy, human, faith, out / "curation.md",
-                       dataset)
-    summary = {
-        "candidates": len(cands), "kept_images": len(kept),
-        "unanswered_attributes": sorted(set(cands.target_attribute) - set(attrs.index)),
+    return CurateResult(config, attrs, pairs, list(kept.index), agreement(answers), accuracy, human, faith,
+                        answers=answers, rows=rows, root=root, kept_rows=kept, cub=cub)
+
+
+def _summary(res: CurateResult) -> dict[str, Any]:
+    """``curation.json``: counts, per-attribute scores, discarded pairings, alpha, accuracy, Human rows."""
+    attrs, pairs, accuracy, human = res.attributes, res.pairings, res.accuracy, res.human
+    candidates = set(str(r["target_attribute"]) for r in res.rows)
+    return {
+        "candidates": len(res.rows), "kept_images": len(res.kept),
+        "unanswered_attributes": sorted(candidates - set(attrs.index)),
         "attributes": {a: {"human_score": r.human_score, "yes_share": r.yes_share, "kept": bool(r.kept)}
                        for a, r in attrs.iterrows()},
         "discarded_pairings": [{"reference_class": c, "target_attribute": t, "reason": r.reason}
@@ -298,6 +349,25 @@ def run_curate(config: CurateConfig) -> CurateResult:
         "human": None if human is None else {m: {"s_plus": h["s_plus"], "s_minus": h["s_minus"], "answers": h["answers"]}
                                              for m, h in human.items()},
     }
-    write_report(out, summary, _markdown(res, len(cands)), results_name="curation.json", report_name=res.report.name,
-                 nan_as_null=False, default=float)
-    return res
+
+
+def write_curation(res: CurateResult, out: str | Path) -> Path:
+    """:meth:`CurateResult.save`: every file of the module docstring's step 4; returns ``curation.md``."""
+    from ..evaluation.human import ANSWERS_FILE, KEPT_FILE
+    from .figures import agreement_figure, faithfulness_figure
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    attrs = res.attributes
+    res.answers[["annotator", "image", "study", "question", "answer"]].to_parquet(out / ANSWERS_FILE, index=False)
+    agreement_figure(list(attrs.index), attrs.human_score.to_numpy(),
+                     res.cub if res.cub is not None else np.full(len(attrs), np.nan), out / "fig6_agreement.png")
+    faithfulness_figure(res.faithfulness.to_numpy(), out / "fig9_faithfulness.png")
+    if len(res.kept_rows):
+        _write_dataset(res.kept_rows, res.root, out, res.config.write_images)
+    kept_ids = set(res.kept)
+    atomic_write_lines(out / KEPT_FILE, [json.dumps(r, sort_keys=True) for r in res.rows
+                                         if candidate_id(r) in kept_ids])
+    _, report = write_report(out, _summary(res), _markdown(res, len(res.rows)), results_name="curation.json",
+                             report_name="curation.md", nan_as_null=False, default=float)
+    return report

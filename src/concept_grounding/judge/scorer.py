@@ -23,6 +23,7 @@ import numpy as np
 from PIL import Image
 
 from ..tdg.filter import OptionScorer, group_options, vqa_question
+from ..fileio import markdown_table
 from ..world import BirdWorld
 from .data import VALIDATION_START, exact_edits
 from .stats import auroc
@@ -42,12 +43,12 @@ class ScorerValidation:
         return {"edits": self.edits, "overall": self.overall, "per_group": self.per_group}
 
     def to_markdown(self) -> str:
-        head = ["| group | edits | AUROC p(S+), edit vs original | S+ top answer on edits | S+ top answer on originals |",
-                "|---|---|---|---|---|"]
         rows = [(g, r) for g, r in self.per_group.items()] + [("**all**", self.overall)]
-        body = [f"| {g} | {int(r['n'])} | {r['auroc']:.3f} | {100 * r['s_plus_accuracy']:.1f} % | "
-                f"{100 * r['false_s_plus']:.1f} % |" for g, r in rows]
-        return "\n".join([f"Scorer validated on {self.edits} held-out exact edits and their originals.", ""] + head + body)
+        table = markdown_table(["group", "edits", "AUROC p(S+), edit vs original", "S+ top answer on edits",
+                                "S+ top answer on originals"],
+                               [[g, int(r["n"]), f"{r['auroc']:.3f}", f"{100 * r['s_plus_accuracy']:.1f} %",
+                                 f"{100 * r['false_s_plus']:.1f} %"] for g, r in rows])
+        return "\n".join([f"Scorer validated on {self.edits} held-out exact edits and their originals.", "", table])
 
 
 def _rates(p_edit: np.ndarray, p_orig: np.ndarray, top_edit: np.ndarray, top_orig: np.ndarray) -> dict[str, float]:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..fileio import markdown_table
 from ..world import BirdWorld
 from .data import VALIDATION_START, EditSet, JudgeSet, exact_edits, typical_renders
 
@@ -169,19 +170,19 @@ class JudgeValidation:
         heads = ("S+ found", "S- removed", "species kept", "attributes (balanced, renders)", "species (renders)")
         lines = [f"Held-out exact edits: {self.edits}; ordinary renders: {self.renders}. Bars (raw): "
                  + ", ".join(f"{h} >= {100 * self.bars[k]:.0f} %" for k, h in zip(keys, heads)) + ".", "",
-                 "| condition | " + " | ".join(heads) + " |", "|---" * (len(heads) + 1) + "|"]
-        for name in names:
-            o = self.conditions[name].overall
-            lines.append(f"| {name} | " + " | ".join(f"{100 * o[k]:.1f} %" for k in keys) + " |")
-        lines += ["", "| group | " + " | ".join(f"{n}: S+ / S- / attributes" for n in names) + " | validated |",
-                  "|---" * (len(names) + 2) + "|"]
+                 markdown_table(["condition", *heads],
+                                [[name, *(f"{100 * self.conditions[name].overall[k]:.1f} %" for k in keys)]
+                                 for name in names])]
         validated = set(self.validated_groups)
+        group_rows = []
         for g in self.raw.per_group:
             cells = []
             for name in names:
                 r = self.conditions[name].per_group.get(g, {})
                 cells.append(" / ".join(f"{100 * r[k]:.0f}" if k in r else "-" for k in _GROUP_KEYS))
-            lines.append(f"| {g} | " + " | ".join(cells) + f" | {'yes' if g in validated else '**no**'} |")
+            group_rows.append([g, *cells, "yes" if g in validated else "**no**"])
+        lines += ["", markdown_table(["group", *(f"{n}: S+ / S- / attributes" for n in names), "validated"],
+                                     group_rows)]
         verdict = ("passes: its verdicts may go into a table" if self.supports_finding and not self.failures else
                    "meets the bars on the validated groups only" if self.supports_finding else
                    "FAILS: " + "; ".join(self.failures))

@@ -1,0 +1,63 @@
+"""The ``annotate`` settings: SUB's human studies (App. E) over a SQLite store.
+
+``concept-grounding annotate`` samples the studies' images from ``candidates`` into ``db``
+and then serves the Gradio app (:mod:`.annotate_app`) or, with ``simulate``, lets simulated
+annotators answer (:mod:`.simulate`); ``export`` / ``status`` read the store. Every flag is
+declared once here (:class:`AnnotateConfig`).
+
+>>> accuracies("1, 0.95")
+(1.0, 0.95)
+>>> AnnotateConfig(candidates=Path("c"), db="a.db").per_attribute
+40
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..settings import setting
+from ..validators import float_range, int_at_least, output_dir
+
+__all__ = ["AnnotateConfig", "accuracies"]
+
+
+def accuracies(text: str) -> tuple[float, ...]:
+    """``"1,0.97,0.95"`` -> the simulated annotators' accuracies, each in [0, 1]."""
+    unit = float_range(0.0, 1.0)
+    return tuple(unit(t) for t in text.split(",") if t.strip())
+
+
+@dataclass(frozen=True)
+class AnnotateConfig:
+    """Where the studies' images come from, the store, and what to do with it (module docstring)."""
+
+    candidates: Path = setting(help="folder with metadata.jsonl (generate or filter output; --world-task writes one)",
+                               parse=output_dir)
+    db: str = setting(help="the annotation store (SQLite file; created when missing)")
+    k: int | None = setting(None, "annotators per image (default: 3 for a new --db, else the one it was made with)",
+                            parse=int_at_least(1))
+    per_attribute: int = setting(40, "study-1 images per attribute", parse=int_at_least(1))
+    per_pairing: int = setting(3, "study-2 images per pairing", parse=int_at_least(0))
+    seed: int = setting(0, "sampling seed", parse=int)
+    world_task: bool = setting(False, "first write bird-world candidates (one failed attribute, one deviating "
+                                      "pairing, S+ = S- pairings) with their truth into --candidates",
+                               action="store_true")
+    simulate: tuple[float, ...] | None = setting(None, "no app: simulated annotators of these accuracies answer "
+                                                       "everything (needs truth.jsonl)", parse=accuracies,
+                                                 metavar="ACC[,ACC...]")
+    truth: str | None = setting(None, "the candidates' truth for --simulate (default: truth.jsonl beside "
+                                      "--candidates' metadata.jsonl; a filter output lies elsewhere: pass the "
+                                      "generated folder's)")
+    export: str | None = setting(None, "write the answers to this Parquet file")
+    status: bool = setting(False, "no app: print each study's completion and each annotator's progress",
+                           action="store_true")
+    port: int = setting(7861, "the app's port", parse=int)
+    hub_repo: str | None = setting(None, "also push the answers (Parquet) to this Hub dataset repo while the app runs "
+                                         "(default: no sync)")
+    hub_every: float = setting(5.0, "minutes between pushes (--hub-repo)", parse=float_range(0.1))
+
+    @property
+    def serves_app(self) -> bool:
+        """Whether the command serves the app (no ``simulate``, ``export`` or ``status``)."""
+        return self.simulate is None and not self.export and not self.status

@@ -1,4 +1,4 @@
-"""One switch for the progress bars a call shows besides its own.
+"""One switch for the progress bars a call shows besides its own, and one for the log lines.
 
 Our own bars are ``tqdm(..., disable=not progress)``. The Hugging Face libraries draw
 theirs (``datasets``' "Generating train split", "Casting the dataset", ...;
@@ -9,10 +9,46 @@ them back as they were afterwards.
 
 from __future__ import annotations
 
+import logging
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["progress_bars"]
+__all__ = ["progress_bars", "show_log_lines"]
+
+
+class _CurrentStderr(logging.StreamHandler):
+    """A handler that writes each record to ``sys.stderr`` as it is *then* (as logging's own
+    last-resort handler does), not to the stream it was created with: a command run in-process
+    (tests, the demo) whose ``sys.stderr`` is later closed or replaced leaves no dead handler behind."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override]
+    def stream(self):  # noqa: ANN201
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:  # noqa: ANN001
+        pass
+
+
+def show_log_lines(level: int = logging.INFO) -> None:
+    """Print log records of ``level`` and above as bare lines on the current ``sys.stderr``
+    (what a command wants of ``logging.basicConfig(level=..., format="%(message)s")``); calling
+    it again adds no second handler.
+
+    >>> show_log_lines(); show_log_lines()
+    >>> sum(isinstance(h, _CurrentStderr) for h in logging.getLogger().handlers)
+    1
+    """
+    root = logging.getLogger()
+    if not any(isinstance(h, _CurrentStderr) for h in root.handlers):
+        handler = _CurrentStderr()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        root.addHandler(handler)
+    root.setLevel(level)
 
 
 @contextmanager

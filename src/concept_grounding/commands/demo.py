@@ -14,6 +14,7 @@ import logging
 from concept_grounding import settings
 from concept_grounding.demo import DemoConfig, run_demo
 from concept_grounding.jobs import Job, add_job_arguments
+from concept_grounding.progress import show_log_lines
 
 __all__ = ["JOB", "add_arguments", "run"]
 
@@ -27,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    show_log_lines()
     config = settings.from_args(DemoConfig, args, out=args.out)
     config.stage_names  # an unknown stage fails before any stage runs  # noqa: B018
     index = JOB(config, args.out)

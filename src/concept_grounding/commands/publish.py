@@ -14,6 +14,7 @@ from pathlib import Path
 from concept_grounding import settings
 from concept_grounding.jobs import Job
 from concept_grounding.publish.job import UPLOAD_SETTINGS, WORLD_SETTINGS, PublishJobConfig, run_publish
+from concept_grounding.progress import show_log_lines
 
 __all__ = ["JOB", "add_arguments", "run", "config_from_args"]
 
@@ -41,9 +42,7 @@ def config_from_args(args: argparse.Namespace) -> PublishJobConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    import logging
-
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    show_log_lines()
     result = JOB.run(config_from_args(args))
     result.save(args.out)
     for line in result.lines():

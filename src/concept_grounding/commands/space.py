@@ -13,6 +13,7 @@ import argparse
 from pathlib import Path
 
 from concept_grounding.commands._types import int_at_least, positive_int
+from concept_grounding.progress import show_log_lines
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -109,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     check_address(args.host, args.port)
     policy = policy_from_args(args)
     configure_environment()
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    show_log_lines()
     from concept_grounding.space import build_demo, launch
 
     if policy.allow_any:

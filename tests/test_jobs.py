@@ -15,7 +15,7 @@ from concept_grounding.jobs import Job, is_job_result
 #: commands that serve an app rather than run a job
 SERVERS = {"space"}
 #: commands converted to the job shape (grows until it is every command but the servers)
-JOB_COMMANDS = ["explain"]
+JOB_COMMANDS = ["explain", "cci-bench"]
 
 
 def _job(command: str) -> Job:
@@ -41,7 +41,8 @@ def test_command_flags_are_its_configs_settings(command: str) -> None:
         if s.name in by_dest:
             default = next(f for f in dataclasses.fields(job.config) if f.name == s.name).default
             if default is not dataclasses.MISSING and by_dest[s.name].default is not None:
-                assert by_dest[s.name].default == default or by_dest[s.name].default == str(default), s.name
+                expected = list(default) if isinstance(default, tuple) else default  # nargs: argparse keeps a list
+                assert by_dest[s.name].default == expected or by_dest[s.name].default == str(default), s.name
     assert "out" in by_dest and by_dest["out"].required
 
 

@@ -9,7 +9,7 @@ flags from :class:`CciBenchConfig`.
 
 >>> from concept_grounding.cci.tables_job import CciBenchConfig
 >>> config = CciBenchConfig(models=("tiny", "tiny:1"), task="retrieval")
->>> config.replacement, config.candidates_flag
+>>> config.replacement, config.candidate_kind
 ('blur', 'images')
 >>> CciBenchConfig(task="ranking")
 Traceback (most recent call last):
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
-from ..settings import setting
+from ..settings import flag, setting
 from ..validators import existing_dir, existing_file, int_at_least, positive_int
 from .explainers import EXPLAINERS
 from .tables import TableRow
@@ -91,7 +91,7 @@ class CciBenchConfig:
             raise ValueError(f"replacement must be one of {REPLACEMENTS}, got {self.replacement!r}")
 
     @property
-    def candidates_flag(self) -> str:
+    def candidate_kind(self) -> str:
         """What a query is ranked among: ``"classes"`` (Table 1) or ``"images"`` (Table 2)."""
         return "classes" if self.task == "classification" else "images"
 
@@ -124,7 +124,7 @@ def table_data(config: CciBenchConfig) -> "ImageFolder | CaptionedImages":
 
     if config.task == "classification":
         if config.coco is not None:
-            raise UsageError("is for --task retrieval", argument="--coco")
+            raise UsageError(f"is for {flag(CciBenchConfig, 'task')} retrieval", argument=flag(CciBenchConfig, "coco"))
         root, names = config.images, config.class_names
         if root is None:
             root = export_world_image_folder(_export_root(config) / "images", per_class=config.world_images,
@@ -132,7 +132,8 @@ def table_data(config: CciBenchConfig) -> "ImageFolder | CaptionedImages":
             names = names or root / "class_names.txt"
         return read_image_folder(root, names, max_per_class=config.max_images)
     if config.images is not None:
-        raise UsageError("is for --task classification", argument="--images")
+        raise UsageError(f"is for {flag(CciBenchConfig, 'task')} classification",
+                         argument=flag(CciBenchConfig, "images"))
     root = config.coco or export_world_karpathy(_export_root(config) / "coco", num_images=4 * config.world_images,
                                                 image_size=config.size, seed=config.seed)
     return read_karpathy(root, config.split, max_images=config.max_images)
@@ -152,7 +153,7 @@ def report_header(config: CciBenchConfig, models: list[tuple[str, "ClipHandle"]]
               f"K = {config.clusters}, seed {config.seed}. Models: "
               + ", ".join(f"{n} ({h.description})" for n, h in models))
     if candidates <= 5:
-        header += (f" With {candidates} {config.candidates_flag} the top 5 always hold the target: the @5 columns "
+        header += (f" With {candidates} {config.candidate_kind} the top 5 always hold the target: the @5 columns "
                    "are 100 % by construction (this data cannot supply them).")
     return header
 

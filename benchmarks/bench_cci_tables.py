@@ -29,6 +29,7 @@ Usage: ``python benchmarks/bench_cci_tables.py [--images-per-class 6] [--batch 3
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 
@@ -103,6 +104,7 @@ def main() -> None:
         "per-image loop": lambda: per_image_loop(models, data, args.methods, args.steps),
         "scoring floor": lambda: scoring_floor(models, data, args.methods, args.steps, args.batch),
     }
+    load = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         root = export_world_image_folder(f"{tmp}/val", per_class=args.images_per_class, image_size=args.size,
                                          class_names=classes)
@@ -116,7 +118,8 @@ def main() -> None:
                 timings[arm].append((time.perf_counter() - wall, time.process_time() - cpu))
     best = {arm: (min(t[0] for t in ts), min(t[1] for t in ts)) for arm, ts in timings.items()}
     print(f"{len(data.paths)} images, {args.size} px, tiny open_clip ViT, methods {args.methods}, "
-          f"{args.steps + 1} fractions, {args.threads} thread(s), batch {args.batch}")
+          f"{args.steps + 1} fractions, {args.threads} thread(s), batch {args.batch}; load average (1 min) "
+          f"{load[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end on {os.cpu_count()} CPUs")
     for arm, (wall, cpu) in best.items():
         print(f"{arm:>20}: wall {wall:.2f} s, CPU {cpu:.2f} s")
     batched = best["harness, batched"]

@@ -136,6 +136,25 @@ def test_cci_bench_classification_table_across_models(image_folder, hf_clip, tmp
     assert "tiny / MaskCLIP" in report and "tiny:1 / CCI" in report
 
 
+def test_the_job_runs_from_the_library_and_saves_the_same_bytes_twice(image_folder, tmp_path):
+    """``cci-bench`` as a job (issue 32): config -> run -> result -> save, with the CLI's outputs."""
+    from concept_grounding.cci.tables_job import CciBenchConfig, run_cci_bench
+
+    config = CciBenchConfig(images=image_folder, class_names=image_folder / "class_names.txt", models=("tiny",),
+                            methods=("random", "rollout"), steps=2, clusters=3, size=SIZE, progress=False)
+    result = run_cci_bench(config)
+    assert [(r.model, r.method) for r in result.rows] == [("tiny", "random"), ("tiny", "rollout")]
+    assert result.header.startswith(f"6 images from {image_folder}; 3 fractions, replacement blur, K = 3")
+    first, second = result.save(tmp_path / "a"), result.save(tmp_path / "b")
+    assert first == tmp_path / "a" / "report.md" and first.read_bytes() == second.read_bytes()
+    assert (tmp_path / "a" / "results.json").read_bytes() == (tmp_path / "b" / "results.json").read_bytes()
+    lines = first.read_text().splitlines()
+    assert lines[4:6] == ["| model / method | Del@1 | Del@5 | Ins@1 | Ins@5 | top-1 (clean) | seconds |",
+                          "|---|---|---|---|---|---|---|"]
+    with pytest.raises(ValueError, match="^out: "):  # the world export needs a folder
+        run_cci_bench(CciBenchConfig(models=("tiny",), progress=False))
+
+
 def test_batched_table_equals_the_per_image_table(image_folder):
     from concept_grounding.cci.layouts import read_image_folder
     from concept_grounding.cci.tables import classification_table, load_table_models

@@ -274,14 +274,14 @@ def write_cci_tables(rows: Sequence[TableRow], out: str | Path, task: str, *, he
         {"model": r.model, "method": r.method, "scores": r.scores, "refused": r.refused,
          "clean": None if r.refused else r.accuracy, "seconds": r.seconds} for r in rows]}
     clean = "top-1 (clean)" if task == "classification" else "TR@1 (clean)"
-    lines = ["| model / method | " + " | ".join(columns) + f" | {clean} | seconds |", "|" + "---|" * (len(columns) + 3)]
-    for r in rows:
-        cells = [f"refused: {r.refused}"] + [""] * (len(columns) + 1) if r.refused else \
-            [f"{100 * r.scores[c]:.1f}" for c in columns] + [f"{100 * r.accuracy:.1f}", f"{r.seconds:.1f}"]
-        lines.append(f"| {r.model} / {TITLES[r.method]} | " + " | ".join(cells) + " |")
+    cells = [[f"{r.model} / {TITLES[r.method]}", *(
+        [f"refused: {r.refused}"] + [""] * (len(columns) + 1) if r.refused else
+        [f"{100 * r.scores[c]:.1f}" for c in columns] + [f"{100 * r.accuracy:.1f}", f"{r.seconds:.1f}"])]
+        for r in rows]
+    table = markdown_table(["model / method", *columns, clean, "seconds"], cells)
     title = ("Table 1: zero-shot classification, deletion / insertion AUC (%)" if task == "classification"
              else "Table 2: image-text retrieval, deletion / insertion AUC of Recall@k (%)")
-    text = "\n".join([f"# CCI {title}", "", header, "", *lines, "",
+    text = "\n".join([f"# CCI {title}", "", header, "", table, "",
                       "Del: lower is more faithful; Ins: higher. Every number: [results.json](results.json).", ""])
     _, report = write_report(out, results, text, nan_as_null=False)
     return report

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from ..fileio import markdown_table
+
 __all__ = ["METRICS", "summarise_rows", "mark_guide_positive", "table", "power", "ci", "write_world_tdg_report"]
 
 #: The per-image verdicts summarised (all 0/1 but ``p_s_plus``).
@@ -119,24 +121,23 @@ def ci(d: dict | None, pct: bool = True) -> str:
 def substitution_lines(results: dict) -> list[str]:
     """The report's substitution section: overall and guide-positive tables, per group, and the power."""
     tab, pw = results["table"], results["power"]
-    heads = "| method | success (S+ found and species kept) | S+ found | species kept | S- removed | mean judge p(S+) |"
-    sep = "|---|---|---|---|---|---|"
+    heads = ["method", "success (S+ found and species kept)", "S+ found", "species kept", "S- removed", "mean judge p(S+)"]
 
-    def row(m: str, d: dict) -> str:
-        return (f"| {m} | {ci(d['success'])} | {ci(d['s_plus_found'])} | {ci(d['species_kept'])} | "
-                f"{ci(d['s_minus_removed'])} | {ci(d['p_s_plus'], pct=False)} |")
+    def row(m: str, d: dict) -> list[str]:
+        return [m, ci(d["success"]), ci(d["s_plus_found"]), ci(d["species_kept"]), ci(d["s_minus_removed"]),
+                ci(d["p_s_plus"], pct=False)]
 
+    methods = list(tab["overall"])
+    per_group = [[g, "yes" if g in tab["validated_groups"] else "no",
+                  *(ci(d[m]["success"]) if m in d else "-" for m in methods)] for g, d in tab["per_group"].items()]
     lines = ["## Substitution, every SUB pairing of the validated groups (95 % bootstrap intervals over pairings)", "",
              f"Validated groups: {', '.join(tab['validated_groups'])}.",
-             f"Left out (the judge misses a bar there): {', '.join(tab['excluded_groups']) or 'none'}.", "", heads, sep]
-    lines += [row(m, d) for m, d in tab["overall"].items()]
-    lines += ["", "### Pairings whose TDG guide shows S+", "", heads, sep]
-    lines += [row(m, d) for m, d in tab["guide_positive"].items() if d]
-    lines += ["", "### Per attribute group (success; every group, validated or not)", "",
-              "| group | validated | " + " | ".join(tab["overall"]) + " |", "|---|---|" + "---|" * len(tab["overall"])]
-    for g, d in tab["per_group"].items():
-        lines.append(f"| {g} | {'yes' if g in tab['validated_groups'] else 'no'} | "
-                     + " | ".join(ci(d[m]["success"]) if m in d else "-" for m in tab["overall"]) + " |")
+             f"Left out (the judge misses a bar there): {', '.join(tab['excluded_groups']) or 'none'}.", "",
+             markdown_table(heads, [row(m, d) for m, d in tab["overall"].items()]),
+             "", "### Pairings whose TDG guide shows S+", "",
+             markdown_table(heads, [row(m, d) for m, d in tab["guide_positive"].items() if d]),
+             "", "### Per attribute group (success; every group, validated or not)", "",
+             markdown_table(["group", "validated", *methods], per_group)]
     lines += ["", f"**Power.** At the measured prompting success ({100 * pw['p_prompting']:.1f} %), 80 % power for a "
               f"3-point difference needs {pw['images_needed_for_3_points']} images per method "
               f"({pw['images_per_pairing_needed']} per pairing; worst case p = 50 %: {pw['images_needed_worst_case']}). "
@@ -155,11 +156,11 @@ def write_world_tdg_report(results: dict, path: Path) -> None:
     if "quality" in results:
         q = results["quality"]
         lines += ["## Generator quality on in-distribution prompts (by the judge)", "",
-                  "| species agreement | prompted attributes found | colour guides ('a photo of a bird with S+') show S+ |",
-                  "|---|---|---|",
-                  f"| {100 * q['species_agreement']:.1f} % ({q['n_species_images']} images) | "
-                  f"{100 * q['prompted_attributes_found']:.1f} % ({q['n_attribute_images']}) | "
-                  f"{100 * q['guide_s_plus_shown']:.1f} % ({q['n_guide_images']}) |", "",
+                  markdown_table(["species agreement", "prompted attributes found",
+                                  "colour guides ('a photo of a bird with S+') show S+"],
+                                 [[f"{100 * q['species_agreement']:.1f} % ({q['n_species_images']} images)",
+                                   f"{100 * q['prompted_attributes_found']:.1f} % ({q['n_attribute_images']})",
+                                   f"{100 * q['guide_s_plus_shown']:.1f} % ({q['n_guide_images']})"]]), "",
                   "Bars (issue 24): each >= 85 %: **" + ("met" if min(q["species_agreement"], q["prompted_attributes_found"],
                                                                     q["guide_s_plus_shown"]) >= 0.85 else "NOT met") + "**.", ""]
     if not v["supports_finding"]:
@@ -169,25 +170,21 @@ def write_world_tdg_report(results: dict, path: Path) -> None:
     elif "table" in results:
         lines += substitution_lines(results)
     if "eta_sweep" in results:
+        sweep = [[k, ci(d["s_plus_found"]), ci(d["species_kept"]), ci(d["success"]), ci(d["p_s_plus"], pct=False)]
+                 for k, d in results["eta_sweep"]["results"].items()]
         lines += [f"## Eta sweep ({results['eta_sweep']['pairings']} pairings of the validated groups)", "",
-                  "| TDG setting | S+ found | species kept | success | mean p(S+) |", "|---|---|---|---|---|"]
-        for k, d in results["eta_sweep"]["results"].items():
-            lines.append(f"| {k} | {ci(d['s_plus_found'])} | {ci(d['species_kept'])} | {ci(d['success'])} | "
-                         f"{ci(d['p_s_plus'], pct=False)} |")
-        lines.append("")
+                  markdown_table(["TDG setting", "S+ found", "species kept", "success", "mean p(S+)"], sweep), ""]
     if "filter" in results:
         f = results["filter"]
         sv = f["scorer_validation"]["overall"]
         lines += ["## VQA filter (world-CLIP scorer) vs the judge", "",
                   f"The scorer on {f['scorer_validation']['edits']} exact edits: AUROC {sv['auroc']:.3f} (edit vs original), "
                   f"S+ top answer on edits {100 * sv['s_plus_accuracy']:.1f} %, on originals {100 * sv['false_s_plus']:.1f} %.", "",
-                  "| method | kept / images | judge success, all | judge success, kept | AUROC(filter p(S+), judge S+) |",
-                  "|---|---|---|---|---|"]
-        for m in ("prompting", "tdg"):
-            d = f[m]
-            lines.append(f"| {m} | {d['kept']} / {d['images']} | {100 * d['judge_success_all']:.1f} % | "
-                         f"{100 * d['judge_success_kept']:.1f} % | {d['auroc_filter_p_vs_judge_s_plus']:.3f} |")
-        lines.append("")
+                  markdown_table(["method", "kept / images", "judge success, all", "judge success, kept",
+                                  "AUROC(filter p(S+), judge S+)"],
+                                 [[m, f"{f[m]['kept']} / {f[m]['images']}", f"{100 * f[m]['judge_success_all']:.1f} %",
+                                   f"{100 * f[m]['judge_success_kept']:.1f} %",
+                                   f"{f[m]['auroc_filter_p_vs_judge_s_plus']:.3f}"] for m in ("prompting", "tdg")]), ""]
     if "timing" in results:
         t = results["timing"]
         lines += ["## Time", "", f"TDG pair {t['tdg_pair_s']:.3f} s vs FluxPipeline batch-2 {t['flux_batch2_s']:.3f} s: "

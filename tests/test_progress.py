@@ -1,4 +1,4 @@
-"""The log-line switch commands share (``progress.show_log_lines``)."""
+"""The log-line switch commands share (``progress.log_lines``)."""
 
 from __future__ import annotations
 
@@ -6,23 +6,25 @@ import io
 import logging
 import sys
 
-from concept_grounding.progress import show_log_lines
+from concept_grounding.progress import log_lines
 
 
-def test_log_lines_follow_the_current_stderr_after_the_one_they_started_with_is_closed(monkeypatch) -> None:
-    """A command run in-process (tests, the demo) must not leave a handler bound to a stream that
-    is later closed: with ``logging.basicConfig`` the next record printed '--- Logging error ---'
-    and a traceback into whatever stderr came next (the cause of a test-order-dependent failure
-    of the full-disk ``generate`` test after ``publish`` ran in the same process)."""
-    root = logging.getLogger()
-    monkeypatch.setattr(root, "handlers", [])
-    monkeypatch.setattr(root, "level", root.level)
+def test_log_lines_follow_the_stderr_of_the_moment_and_leave_nothing_behind(monkeypatch) -> None:
+    """A command run in-process (tests, the demo) must leave no handler bound to a stream that is
+    later closed: with ``logging.basicConfig`` the next record printed '--- Logging error ---' and
+    a traceback into whatever stderr came next (the cause of a test-order-dependent failure of the
+    full-disk ``generate`` test after ``publish`` ran in the same process)."""
+    package = logging.getLogger("concept_grounding")
+    handlers, level = list(package.handlers), package.level
     first = io.StringIO()
     monkeypatch.setattr(sys, "stderr", first)
-    show_log_lines()
-    logging.getLogger("concept_grounding.test").info("one")
+    with log_lines():
+        logging.getLogger("concept_grounding.test").info("one")
+        second = io.StringIO()
+        monkeypatch.setattr(sys, "stderr", second)
+        logging.getLogger("concept_grounding.test").info("two")
+        logging.getLogger("open_clip").info("another library's INFO line")
     first.close()
-    second = io.StringIO()
-    monkeypatch.setattr(sys, "stderr", second)
-    logging.getLogger("concept_grounding.test").info("two")
-    assert second.getvalue() == "two\n"
+    logging.getLogger("concept_grounding.test").info("three")
+    assert (first.closed, second.getvalue()) == (True, "two\n")
+    assert (package.handlers, package.level) == (handlers, level)

@@ -14,13 +14,12 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["progress_bars", "show_log_lines"]
+__all__ = ["progress_bars", "log_lines"]
 
 
 class _CurrentStderr(logging.StreamHandler):
     """A handler that writes each record to ``sys.stderr`` as it is *then* (as logging's own
-    last-resort handler does), not to the stream it was created with: a command run in-process
-    (tests, the demo) whose ``sys.stderr`` is later closed or replaced leaves no dead handler behind."""
+    last-resort handler does), not to the stream it was created with."""
 
     def __init__(self) -> None:
         super().__init__(sys.stderr)
@@ -34,21 +33,34 @@ class _CurrentStderr(logging.StreamHandler):
         pass
 
 
-def show_log_lines(level: int = logging.INFO) -> None:
-    """Print log records of ``level`` and above as bare lines on the current ``sys.stderr``
-    (what a command wants of ``logging.basicConfig(level=..., format="%(message)s")``); calling
-    it again adds no second handler.
+@contextmanager
+def log_lines(level: int = logging.INFO, logger: str = "concept_grounding") -> Iterator[None]:
+    """Within the block, the package's log records of ``level`` and above print as bare lines on
+    ``sys.stderr``; afterwards the logger is as it was. A command's ``run`` wraps its work in it
+    (what ``logging.basicConfig(level=INFO, format="%(message)s")`` did, but scoped: other
+    libraries' INFO records stay quiet, and a command run in-process (tests, the demo) leaves no
+    handler behind bound to a stream that is later closed).
 
-    >>> show_log_lines(); show_log_lines()
-    >>> sum(isinstance(h, _CurrentStderr) for h in logging.getLogger().handlers)
-    1
+    >>> import io, contextlib
+    >>> err = io.StringIO()
+    >>> with contextlib.redirect_stderr(err), log_lines():
+    ...     logging.getLogger("concept_grounding.x").info("shown")
+    ...     logging.getLogger("other.library").info("not shown")
+    >>> logging.getLogger("concept_grounding.x").info("after the block: not shown")
+    >>> print(err.getvalue(), end="")
+    shown
     """
-    root = logging.getLogger()
-    if not any(isinstance(h, _CurrentStderr) for h in root.handlers):
-        handler = _CurrentStderr()
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        root.addHandler(handler)
-    root.setLevel(level)
+    log = logging.getLogger(logger)
+    handler = _CurrentStderr()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    was = log.level
+    log.addHandler(handler)
+    log.setLevel(level)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(was)
 
 
 @contextmanager

@@ -236,7 +236,7 @@ def test_the_space_card_states_the_default_model_and_where_make_demo_writes_the_
     assert tab_tdg.DEFAULT_MODEL == tab_tdg.WORLD_MODEL and "default diffusion model is the **world Flux**" in card
     report = re.search(r"^REPORT \?= (\S+)", (root / "Makefile").read_text(), re.M).group(1)
     demo = (root / "src" / "concept_grounding" / "commands" / "demo.py").read_text()
-    assert 'space --artifacts %s", out / "bench"' in demo
+    assert 'space --artifacts %s", args.out / "bench"' in demo
     assert re.findall(r"--artifacts (\S+)", card) == [f"{report}/bench"]
 
 

@@ -13,7 +13,7 @@ from concept_grounding import settings
 from concept_grounding.bench.config import BenchConfig
 from concept_grounding.bench.runner import run_bench_job
 from concept_grounding.jobs import Job, add_out_argument
-from concept_grounding.progress import show_log_lines
+from concept_grounding.progress import log_lines
 
 __all__ = ["JOB", "add_arguments", "run", "config_from_args"]
 
@@ -102,6 +102,6 @@ def run(args: argparse.Namespace) -> int:
                                  accept=("folder", "name")).target,
               tag if _is_open_clip_name(name) else None) for name, tag in named]
 
-    show_log_lines()
-    print(f"wrote {JOB(config_from_args(args, named), args.out)}")
+    with log_lines():
+        print(f"wrote {JOB(config_from_args(args, named), args.out)}")
     return 0

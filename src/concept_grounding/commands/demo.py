@@ -14,7 +14,7 @@ import logging
 from concept_grounding import settings
 from concept_grounding.demo import DemoConfig, run_demo
 from concept_grounding.jobs import Job, add_job_arguments
-from concept_grounding.progress import show_log_lines
+from concept_grounding.progress import log_lines
 
 __all__ = ["JOB", "add_arguments", "run"]
 
@@ -28,11 +28,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    show_log_lines()
     config = settings.from_args(DemoConfig, args, out=args.out)
     config.stage_names  # an unknown stage fails before any stage runs  # noqa: B018
-    index = JOB(config, args.out)
-    logger.info("report written to %s", index)
-    if "bench" in config.stage_names:
-        logger.info("try the Space on these models: concept-grounding space --artifacts %s", args.out / "bench")
+    with log_lines():
+        index = JOB(config, args.out)
+        logger.info("report written to %s", index)
+        if "bench" in config.stage_names:
+            logger.info("try the Space on these models: concept-grounding space --artifacts %s", args.out / "bench")
     return 0

@@ -14,7 +14,7 @@ from pathlib import Path
 from concept_grounding import settings
 from concept_grounding.jobs import Job
 from concept_grounding.publish.job import UPLOAD_SETTINGS, WORLD_SETTINGS, PublishJobConfig, run_publish
-from concept_grounding.progress import show_log_lines
+from concept_grounding.progress import log_lines
 
 __all__ = ["JOB", "add_arguments", "run", "config_from_args"]
 
@@ -42,9 +42,9 @@ def config_from_args(args: argparse.Namespace) -> PublishJobConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    show_log_lines()
-    result = JOB.run(config_from_args(args))
-    result.save(args.out)
+    with log_lines():
+        result = JOB.run(config_from_args(args))
+        result.save(args.out)
     for line in result.lines():
         print(line)
     return 0

@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 
 from concept_grounding.commands._types import int_at_least, positive_int
-from concept_grounding.progress import show_log_lines
+from concept_grounding.progress import log_lines
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -110,10 +110,10 @@ def run(args: argparse.Namespace) -> int:
     check_address(args.host, args.port)
     policy = policy_from_args(args)
     configure_environment()
-    show_log_lines()
     from concept_grounding.space import build_demo, launch
 
-    if policy.allow_any:
-        logging.getLogger(__name__).warning("space: --allow-any-model: visitors can load any local folder or Hub repo")
-    launch(build_demo(artifacts=args.artifacts, policy=policy), host=args.host, port=args.port)
+    with log_lines():
+        if policy.allow_any:
+            logging.getLogger(__name__).warning("space: --allow-any-model: visitors can load any local folder or Hub repo")
+        launch(build_demo(artifacts=args.artifacts, policy=policy), host=args.host, port=args.port)
     return 0

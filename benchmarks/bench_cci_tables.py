@@ -20,10 +20,12 @@ the least disturbed by other load):
   could reach with every map and every bookkeeping step free.
 
 The tables agree (``tests/cci/test_cci_tables.py``). Prints the wall-clock and CPU-time ratios
-(target: per-image loop / harness batched >= 5 on the CPU).
+for each thread count, one thread first (the batching alone) and then every CPU of the machine
+(as torch runs by default: a batch of images keeps every core busy, one image at a time cannot).
+Target: per-image loop / harness batched >= 5 on this CPU.
 
 Usage: ``python benchmarks/bench_cci_tables.py [--images-per-class 6] [--batch 32] [--size 64]
-[--repeats 2] [--threads 1]``
+[--repeats 2] [--threads 1 2]``
 """
 
 from __future__ import annotations
@@ -84,7 +86,8 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=64)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--threads", type=int, nargs="+", default=sorted({1, os.cpu_count() or 1}),
+                        help="torch thread counts, each timed in turn (default: 1 and every CPU of this machine)")
     parser.add_argument("--methods", nargs="+", default=["cci", "gradcam", "grad-eclip", "maskclip", "rollout"])
     args = parser.parse_args()
 
@@ -94,7 +97,6 @@ def main() -> None:
     from concept_grounding.cci.tables import classification_table, load_table_models
     from concept_grounding.vocabulary import load_vocabulary
 
-    torch.set_num_threads(args.threads)
     classes = load_vocabulary().sub_classes[: args.classes]
     arms = {
         "harness, batched": lambda: classification_table(models, data, methods=args.methods, steps=args.steps,
@@ -104,21 +106,29 @@ def main() -> None:
         "per-image loop": lambda: per_image_loop(models, data, args.methods, args.steps),
         "scoring floor": lambda: scoring_floor(models, data, args.methods, args.steps, args.batch),
     }
-    load = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         root = export_world_image_folder(f"{tmp}/val", per_class=args.images_per_class, image_size=args.size,
                                          class_names=classes)
         data = read_image_folder(root, root / "class_names.txt")
         models = load_table_models(["tiny"], image_size=args.size)
-        timings: dict[str, list[tuple[float, float]]] = {arm: [] for arm in arms}
-        for _ in range(args.repeats):
-            for arm, run in arms.items():
-                wall, cpu = time.perf_counter(), time.process_time()
-                run()
-                timings[arm].append((time.perf_counter() - wall, time.process_time() - cpu))
+        for threads in args.threads:
+            torch.set_num_threads(threads)
+            load = os.getloadavg()
+            timings: dict[str, list[tuple[float, float]]] = {arm: [] for arm in arms}
+            for _ in range(args.repeats):
+                for arm, run in arms.items():
+                    wall, cpu = time.perf_counter(), time.process_time()
+                    run()
+                    timings[arm].append((time.perf_counter() - wall, time.process_time() - cpu))
+            report(timings, args, threads, load, len(data.paths))
+
+
+def report(timings: dict[str, list[tuple[float, float]]], args: argparse.Namespace, threads: int,
+           load: tuple[float, float, float], n_images: int) -> None:
+    """Print one thread count's best times and ratios."""
     best = {arm: (min(t[0] for t in ts), min(t[1] for t in ts)) for arm, ts in timings.items()}
-    print(f"{len(data.paths)} images, {args.size} px, tiny open_clip ViT, methods {args.methods}, "
-          f"{args.steps + 1} fractions, {args.threads} thread(s), batch {args.batch}; load average (1 min) "
+    print(f"\n{n_images} images, {args.size} px, tiny open_clip ViT, methods {args.methods}, "
+          f"{args.steps + 1} fractions, {threads} thread(s), batch {args.batch}; load average (1 min) "
           f"{load[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end on {os.cpu_count()} CPUs")
     for arm, (wall, cpu) in best.items():
         print(f"{arm:>20}: wall {wall:.2f} s, CPU {cpu:.2f} s")

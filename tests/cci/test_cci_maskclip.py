@@ -35,6 +35,18 @@ def _upsampled(patch_scores, grid):
                          align_corners=False)[:, 0]
 
 
+def test_maskclip_is_the_last_block_with_self_attention_only():
+    """The plain map: the cosine of the reference features with the text, upsampled."""
+    from concept_grounding.cci.baselines import maskclip_maps
+    from concept_grounding.testing import tiny_open_clip
+
+    model = tiny_open_clip(image_size=SIZE, patch_size=8, width=32, layers=2, heads=4, embed_dim=16, seed=3)
+    px = torch.rand(2, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(0))
+    text = torch.randn(2, 16, generator=torch.Generator().manual_seed(1))
+    expected = F.cosine_similarity(_open_clip_value_path_patches(model, px), text[:, None], dim=-1)
+    assert torch.allclose(maskclip_maps(model, px, text), _upsampled(expected, (4, 4)), atol=1e-5)
+
+
 def test_maskclip_class_readout_is_the_softmax_over_the_class_set():
     """With ``class_embeds`` the map is MaskCLIP's segmentation read-out: at each patch the
     softmax over the class set of ``100 * cos(feature, class text)``, taken at the image's

@@ -61,34 +61,6 @@ def test_the_world_exports_read_back_as_their_layouts(image_folder, coco):
     assert len(pairs.paths) == 6 and all(c.startswith("a photo of a") for c in pairs.captions)
 
 
-def test_maskclip_is_the_last_block_with_self_attention_only():
-    """Reference: open_clip's own resblocks, the last one run with an attention mask that lets
-    each token see only itself, then its own ln_post and proj on every patch token."""
-    from concept_grounding.cci.baselines import maskclip_maps
-    from concept_grounding.testing import tiny_open_clip
-
-    model = tiny_open_clip(image_size=SIZE, patch_size=8, width=32, layers=2, heads=4, embed_dim=16, seed=3)
-    px = torch.rand(2, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(0))
-    text = torch.randn(2, 16, generator=torch.Generator().manual_seed(1))
-    maps = maskclip_maps(model, px, text)
-    visual = model.visual
-    with torch.no_grad():
-        x = visual.conv1(px).flatten(2).transpose(1, 2)
-        x = torch.cat([visual.class_embedding.expand(2, 1, -1), x], 1) + visual.positional_embedding
-        x = visual.ln_pre(x)
-        blocks = visual.transformer.resblocks
-        for block in blocks[:-1]:
-            x = block(x)
-        T = x.shape[1]
-        diagonal = torch.full((T, T), float("-inf")).fill_diagonal_(0.0)
-        y = blocks[-1](x, attn_mask=diagonal)
-        patches = visual.ln_post(y[:, 1:]) @ visual.proj
-        expected = torch.nn.functional.cosine_similarity(patches, text[:, None], dim=-1).view(2, 4, 4)
-    expected = torch.nn.functional.interpolate(expected[:, None], size=(SIZE, SIZE), mode="bilinear",
-                                               align_corners=False)[:, 0]
-    assert torch.allclose(maps, expected, atol=1e-5)
-
-
 def test_deletion_curves_of_a_background_reader_are_flat_while_the_foreground_goes(image_folder):
     """A model that reads only the background: deleting the exact foreground first leaves its
     scores unchanged until the foreground is gone; deleting the background first changes them."""

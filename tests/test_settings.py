@@ -224,3 +224,15 @@ def test_publish_flags_come_from_its_config_and_build_the_same_publish_config():
         classes=["017.Cardinal"])
     with pytest.raises(ValueError, match="^--size: must be an integer >= 32, got 8$"):
         publish.config_from_args(parser.parse_args(["--namespace", "me", "--out", "hub", "--size", "8"])).publish_config()
+
+
+def test_space_controls_start_where_the_commands_flags_do():
+    """Issue 32 item 1: the Space's controls take their defaults from the same declarations."""
+    from concept_grounding.cci.explain_job import ExplainConfig
+    from concept_grounding.space import tab_explain, tab_tdg
+    from concept_grounding.tdg.generate_config import GenerateConfig
+
+    assert tab_explain.DEFAULT_CLUSTERS == settings.default(ExplainConfig, "clusters") == 7
+    assert tab_tdg.DEFAULT_SEED == settings.default(GenerateConfig, "seed")
+    with pytest.raises(KeyError, match="not a setting"):
+        settings.default(ExplainConfig, "images")

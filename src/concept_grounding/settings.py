@@ -10,7 +10,8 @@ A job's configuration is a dataclass; each field a user can set is declared with
 * how an error raised by the library names the setting when a command runs it
   (:func:`flags`, for :func:`concept_grounding.errors.options_as_flags`);
 * the manifest entry a resumable job records (:func:`manifest`);
-* the command line that reproduces a config (:func:`command_line`).
+* the command line that reproduces a config (:func:`command_line`);
+* where a Space control starts (:func:`default`).
 
 >>> from dataclasses import dataclass
 >>> from concept_grounding.validators import int_at_least, positive_int
@@ -42,7 +43,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Setting", "setting", "settings_of", "add_arguments", "add_option", "from_args", "flags", "flag",
+__all__ = ["Setting", "setting", "settings_of", "default", "add_arguments", "add_option", "from_args", "flags", "flag",
            "manifest", "command_line", "tuple_or_none"]
 
 #: the key of a field's ``metadata`` that holds its :class:`Setting`
@@ -114,6 +115,25 @@ def settings_of(config: type | object) -> tuple[Setting, ...]:
     """The declared settings of a config class (or instance), in field order, each named."""
     return tuple(dataclasses.replace(f.metadata[METADATA_KEY], name=f.name)
                  for f in dataclasses.fields(config) if METADATA_KEY in f.metadata)
+
+
+def default(config: type | object, name: str) -> Any:
+    """The declared default of one setting, for a control that shows it (the Space's sliders
+    and fields start where the command's flags do).
+
+    >>> from concept_grounding.cci.explain_job import ExplainConfig
+    >>> default(ExplainConfig, "clusters")
+    7
+
+    Raises:
+        KeyError: ``name`` is not a declared setting of ``config``, or it has no default.
+    """
+    if name not in flags(config):
+        raise KeyError(f"{name!r} is not a setting of {getattr(config, '__name__', type(config).__name__)}")
+    value = _default(config if isinstance(config, type) else type(config), name)
+    if value is _REQUIRED:
+        raise KeyError(f"the setting {name!r} has no default")
+    return value
 
 
 def _default(config: type, name: str) -> Any:

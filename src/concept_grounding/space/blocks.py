@@ -479,7 +479,7 @@ def tab_explain_ui(gr: Any, store: ResourceStore, tab: Any, status: Any, gate: G
         world_index = gr.Number(0, label="...or world bird #", elem_id="explain-index")
     texts = gr.Textbox("a photo of a bird with a black crown\na photo of a bird", lines=3, label="Texts (one per line)", elem_id="explain-texts")
     with gr.Row():
-        clusters = gr.Slider(*tab.CLUSTERS, value=7, step=1, label="Clusters K")
+        clusters = gr.Slider(*tab.CLUSTERS, value=tab.DEFAULT_CLUSTERS, step=1, label="Clusters K")
         baselines = gr.CheckboxGroup(tab.BASELINES, value=list(tab.BASELINES), label="Baselines")
     model_name = gr.Dropdown(tab.model_choices(store), value="", label="CLIP model", elem_id="explain-model",
                              allow_custom_value=store.policy.allow_any)

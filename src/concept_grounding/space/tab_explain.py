@@ -26,19 +26,23 @@ from .limits import Gate
 from ..bench.artifacts import WORLD_CLIP_MODEL
 from ..cci.baselines import BASELINES as _BASELINE_FUNCTIONS
 from ..cci.baselines import baseline_caption
+from ..cci.explain_job import ExplainConfig
+from ..settings import default
 from .resources import ResourceStore
 from .shipped import ASSETS, shipped_folder, write_shipped
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..models.clip import ClipHandle
 
-__all__ = ["BASELINES", "Cancelled", "build_clip", "clip_recipe", "ship_clip", "train_clip", "get_model", "model_choices", "input_image", "explain"]
+__all__ = ["BASELINES", "CLUSTERS", "DEFAULT_CLUSTERS", "Cancelled", "build_clip", "clip_recipe", "ship_clip", "train_clip", "get_model", "model_choices", "input_image", "explain"]
 
 
 #: Baseline explanations offered beside CCI: the names of :data:`concept_grounding.cci.baselines.BASELINES`.
 BASELINES: tuple[str, ...] = tuple(_BASELINE_FUNCTIONS)
 #: Range of the cluster count K a visitor may pick (the slider's), and the largest world bird #.
 CLUSTERS = (2, 12)
+#: where the slider starts: `explain --clusters`'s default
+DEFAULT_CLUSTERS = default(ExplainConfig, "clusters")
 MAX_WORLD_INDEX = 99_999
 #: World birds per class and epochs of the quick world-CLIP build.
 CLIP_TRAIN_PER_CLASS = 4
@@ -143,7 +147,7 @@ def explain(
     world_index: int,
     text: str,
     *,
-    clusters: int = 7,
+    clusters: int = DEFAULT_CLUSTERS,
     baselines: list[str] | tuple[str, ...] = (),
     model_name: str = "",
     gate: Gate | None = None,

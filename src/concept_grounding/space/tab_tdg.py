@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 
 from ..fileio import markdown_table
+from ..settings import default
+from ..tdg.generate_config import GenerateConfig
 from ..tdg.zerogpu import GPU_DTYPE, on_gpu, on_spaces_gpu
 from ..worldflux.loader import WORLD_STEPS, WORLD_TDG_EXPECTATION
 from .common import attribute_label, class_label, figure_to_image
@@ -54,7 +56,7 @@ DEFAULT_MODEL = WORLD_MODEL
 #: :data:`DEFAULT_STEPS`, the shipped judge finds S+ in this guide (a test checks it through
 #: :func:`generate` and :func:`verdicts`), so a visitor first sees what the tie has to carry.
 DEFAULT_PAIRING: tuple[str, str] = ("035.Purple_Finch", "has_breast_color::blue")
-DEFAULT_SEED = 0
+DEFAULT_SEED = default(GenerateConfig, "seed")  # where `generate --seed` starts
 #: What a visitor should expect, in one sentence (the world Flux's measured TDG behaviour).
 EXPECTATION = WORLD_TDG_EXPECTATION
 #: Environment variable naming extra Flux models (comma-separated local folders or Hub ids), read at launch.

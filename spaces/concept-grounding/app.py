@@ -9,7 +9,6 @@ variables (see ``concept_grounding.space.policy``). Models come from a bench run
 """
 
 import argparse
-import logging
 import os
 import sys
 
@@ -26,6 +25,9 @@ _args, _ = _parser.parse_known_args(sys.argv[1:])  # `gradio app.py` passes its 
 demo = build_demo(policy=policy_from_args(_args))
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, format="%(message)s")  # as `concept-grounding space`
+    from concept_grounding.progress import log_lines
+
     # 127.0.0.1 as `concept-grounding space`; a hosted Space sets GRADIO_SERVER_NAME=0.0.0.0 itself
-    launch(demo, host=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"), port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
+    with log_lines():  # the package's log lines, as `concept-grounding space`
+        launch(demo, host=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+               port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))

@@ -198,7 +198,7 @@ def test_train_flux_flags_come_from_its_config_and_tiny_overrides_the_sizes():
     assert config.training_config() == FluxTrainConfig()  # the command's defaults are the trainer's
     config = train_flux.config_from_args(parser.parse_args(
         ["--out", "o", "--work-dir", "w", "--vae-blocks", "8,16", "--size", "64", "--no-progress", "--seed", "3"]))
-    assert (config.vae_blocks, config.progress) == ((8, 16), False)
+    assert (config.train.vae_blocks, config.progress) == ((8, 16), False)
     trained = config.training_config()
     assert (trained.vae_blocks, trained.world.image_size, trained.world.seed) == ((8, 16), 64, 3)
     tiny = train_flux.config_from_args(parser.parse_args(["--out", "o", "--work-dir", "w", "--tiny", "--size", "64"]))

@@ -90,10 +90,10 @@ def bench_config(config: DemoConfig) -> BenchConfig:
 
 
 def _stage_world(out: Path, config: DemoConfig) -> str:
-    from .world.export import run_world_export, write_world_summary
+    from .world.export import run_world_export
 
-    export = run_world_export(world_config(config), out)
-    write_world_summary(export)
+    export = run_world_export(replace(world_config(config), out=out))
+    export.save(out)
     summary = export.summary()
     return (
         f"[bird world](world/summary.md): {summary['train_images']} train / {summary['test_images']} test"

@@ -36,6 +36,7 @@ __all__ = [
     "closed_unit_interval",
     "float_range",
     "multiple_of",
+    "positive_int_list",
     "world_clip_side",
     "existing_file",
     "existing_dir",
@@ -129,6 +130,21 @@ def multiple_of(step: int, low: int | None = None, why: str = "") -> Callable[[s
 
 #: a world image side that the tiny CLIPs cut into 8 x 8 patches (``explain``, ``covar``)
 world_clip_side = multiple_of(8, low=32, why="world images are >= 32 px and the tiny CLIP cuts 8 x 8 patches")
+
+
+def positive_int_list(text: str) -> tuple[int, ...]:
+    """Comma-separated positive integers (``--vae-blocks 32,64,128``).
+
+    >>> positive_int_list("32, 64,128")
+    (32, 64, 128)
+    """
+    try:
+        values = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise _Error(f"expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) <= 0:
+        raise _Error(f"expected positive integers, got {text!r}")
+    return values
 
 
 def existing_file(text: str) -> Path:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -122,8 +122,6 @@ class FilterJobResult:
         report: the filter report (per-pairing, per-attribute and per-reason counts).
         evidence_rows: one row per image, kept or not (every answer and the reason), ``file_name``
             relative to ``config.input``.
-        out: the folder the result was saved to by :func:`run_filter` (``None``: not saved by it);
-            the file attributes (``metadata``, ``report_md``, ...) are under it.
     """
 
     config: FilterConfig
@@ -131,7 +129,6 @@ class FilterJobResult:
     kept: list[dict]
     report: dict[str, Any]
     evidence_rows: list[dict] = field(default_factory=list, repr=False)
-    out: Path | None = field(default=None, compare=False)
 
     def save(self, out: str | Path) -> Path:
         """Write ``metadata.jsonl`` (the kept rows), ``filter_report.json`` / ``.md``,
@@ -148,33 +145,10 @@ class FilterJobResult:
         evidence_sheet(self.evidence_rows, src, out / "filter_sheet.png")
         return md_path
 
-    def _saved(self, name: str) -> Path:
-        if self.out is None:
-            raise ValueError(f"{name}: not saved by run_filter; save(out) returns the report's path")
-        return self.out / name
-
     @property
     def metadata(self) -> Path:
-        """``<out>/metadata.jsonl``: the kept rows."""
-        return self._saved("metadata.jsonl")
-
-    @property
-    def report_json(self) -> Path:
-        return self._saved("filter_report.json")
-
-    @property
-    def report_md(self) -> Path:
-        return self._saved("filter_report.md")
-
-    @property
-    def evidence(self) -> Path:
-        """``<out>/filter_evidence.jsonl``: every image's answers and reason."""
-        return self._saved("filter_evidence.jsonl")
-
-    @property
-    def sheet(self) -> Path:
-        """``<out>/filter_sheet.png`` (SUB Fig. 5)."""
-        return self._saved("filter_sheet.png")
+        """``<config.out>/metadata.jsonl``: the kept rows, where :func:`run_filter` writes them."""
+        return Path(self.config.out) / "metadata.jsonl"
 
 
 def read_generated_records(src: Path) -> list[dict]:
@@ -277,6 +251,6 @@ def filter_folder(config: FilterConfig, scorer: OptionScorer | None = None) -> F
 
 def run_filter(config: FilterConfig, scorer: OptionScorer | None = None) -> FilterJobResult:
     """:func:`filter_folder`, then save the result into ``config.out`` (step 4 of the module docstring)."""
-    result = replace(filter_folder(config, scorer), out=Path(config.out))
+    result = filter_folder(config, scorer)
     result.save(config.out)
     return result

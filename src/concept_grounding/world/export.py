@@ -56,8 +56,8 @@ class WorldExportConfig:
         per_pairing: SUB images per (class, attribute) pairing.
         formats: ``"hf"`` (the DatasetDict only), ``"cub"``, ``"sub"`` or ``"all"``.
         out: the folder the exports are written to as they are rendered (the command's
-            ``--out``; ``None``: give it to :func:`run_world_export`). Not compared: two
-            configs that render the same birds are equal wherever they write.
+            ``--out``; required by :func:`run_world_export`). Not compared: two configs that
+            render the same birds are equal wherever they write.
     """
 
     world: WorldConfig = WorldConfig()
@@ -168,21 +168,20 @@ def deviating_fraction(world: BirdWorld, split) -> float:
     return float((labels != world.class_attributes[cls]).any(axis=1).mean()) if len(cls) else 0.0
 
 
-def run_world_export(config: WorldExportConfig, out: str | Path | None = None) -> WorldExport:
-    """Render the world and write its exports under ``out`` (default: ``config.out``; see the
-    module docstring).
+def run_world_export(config: WorldExportConfig) -> WorldExport:
+    """Render the world and write its exports under ``config.out`` (see the module docstring).
 
     Raises:
-        ValueError: neither ``out`` nor ``config.out`` is given.
+        ValueError: ``config.out`` is not given.
     """
     from concept_grounding import loaders
 
     from .contact_sheet import contact_sheet
 
-    if out is None and config.out is None:
-        raise ValueError("out: give the folder to write to (or config.out)")
+    if config.out is None:
+        raise ValueError("out: give the folder to write to")
     world = BirdWorld(config.world)
-    out = Path(out if out is not None else config.out)
+    out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
 
     # 1. render speed (images/s on this machine, rendering only)

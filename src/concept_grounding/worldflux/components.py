@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from ..settings import setting
+from ..validators import positive_int_list
 from ..world.config import WorldConfig
 
 __all__ = ["FluxTrainConfig", "TRAINING_WORLD"]
@@ -17,7 +19,9 @@ TRAINING_WORLD = WorldConfig(image_size=32, pose="canonical", scene="plain")
 
 @dataclass
 class FluxTrainConfig:
-    """Every setting of ``concept-grounding train-flux`` (world, sizes, data, schedule).
+    """Every training setting of ``concept-grounding train-flux`` (world, sizes, data, schedule);
+    the fields a user sets are declared with :func:`~concept_grounding.settings.setting`, so
+    their flags come from here.
 
     Attributes:
         world: the training renders' :class:`~concept_grounding.world.WorldConfig`: its
@@ -56,33 +60,40 @@ class FluxTrainConfig:
     """
 
     world: WorldConfig = TRAINING_WORLD
-    per_class: int = 400
-    vae_blocks: tuple[int, ...] = (16, 32, 64)
-    latent_channels: int = 8
-    vae_steps: int = 800
-    vae_batch: int = 32
-    vae_lr: float = 1e-3
+    per_class: int = setting(400, "training renders per species", parse=int)
+    vae_blocks: tuple[int, ...] = setting((16, 32, 64), "AutoencoderKL block widths, e.g. 32,64,128",
+                                          parse=positive_int_list)
+    latent_channels: int = setting(8, "VAE latent channels", parse=int)
+    vae_steps: int = setting(800, "VAE training steps (0 with --init-from: keep its VAE)", parse=int)
+    vae_batch: int = setting(32, "VAE batch size", parse=int)
+    vae_lr: float = setting(1e-3, "VAE peak learning rate (cosine schedule)", parse=float)
     kl_weight: float = 3e-5
     text_width: int = 128
     text_layers: int = 2
     max_length: int = 24
-    layers: int = 2
-    single_layers: int = 4
-    heads: int = 4
-    head_dim: int = 32
-    steps: int | None = None
-    minutes: float = 42.0
-    batch: int = 32
-    lr: float = 8e-4
-    warmup: int = 200
+    layers: int = setting(2, "double-stream transformer blocks", parse=int)
+    single_layers: int = setting(4, "single-stream transformer blocks", parse=int)
+    heads: int = setting(4, "transformer attention heads", parse=int)
+    head_dim: int = setting(32, "transformer width per head (multiple of 4)", parse=int)
+    steps: int | None = setting(None, "transformer steps (default: fit --minutes; 0 with --init-from: keep its "
+                                      "transformer)", parse=int)
+    minutes: float = setting(42.0, "transformer wall-time budget when --steps is not given", parse=float)
+    batch: int = setting(32, "transformer batch size", parse=int)
+    lr: float = setting(8e-4, "transformer peak learning rate (cosine schedule)", parse=float)
+    warmup: int = setting(200, "transformer warm-up steps", parse=int)
     ema: float = 0.999
     caption_dropout: float = 0.1
-    checkpoint_every: int = 200
-    vae_deviant_per_class: int = 0
-    vae_part_weight: float = 0.0
-    init_from: str | None = None
-    vae_decoder_only: bool = False
-    guide_captions: float = 0.20
+    checkpoint_every: int = setting(200, "transformer steps between checkpoints", parse=int)
+    vae_deviant_per_class: int = setting(0, "deviation-rate-1 renders per class added to the VAE's training set "
+                                            "(attributes drawn independently of the species)", parse=int)
+    vae_part_weight: float = setting(0.0, "lambda of the VAE's part-weighted pixel loss (every part gets the same "
+                                          "extra weight; 0: plain)", parse=float)
+    init_from: str | None = setting(None, "FluxPipeline folder of the same sizes (e.g. the shipped world Flux) to "
+                                           "start from", parse=str)
+    vae_decoder_only: bool = setting(False, "fit only the --init-from VAE's decoder (its encoder and latent space are "
+                                            "kept, so its transformer stays valid)", action="store_true")
+    guide_captions: float = setting(0.20, "probability of TDG's colour guide caption 'a photo of a bird with {S}' "
+                                          "(the other forms keep their proportions)", parse=float)
 
     def __post_init__(self) -> None:
         down = 2 ** (len(self.vae_blocks) - 1) * 2

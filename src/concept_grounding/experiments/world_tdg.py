@@ -70,6 +70,8 @@ class WorldTDGSettings:
         seed: base seed.
         limit_pairings: only the first N pairings (debugging).
         export_judge: also write the validated judge and its model card here.
+        device: torch device of the pipeline (initial noise is drawn on the CPU either way;
+            judges run on the CPU).
     """
 
     out: Path
@@ -92,6 +94,7 @@ class WorldTDGSettings:
     seed: int = 0
     limit_pairings: int | None = None
     export_judge: Path | None = None
+    device: str = "cpu"
 
     def as_dict(self) -> dict[str, Any]:
         """The settings as JSON values (paths as strings), in field order (``results["settings"]``)."""
@@ -256,10 +259,10 @@ def vae_roundtrip(vae: Any, images: np.ndarray) -> np.ndarray:
     """uint8 (N,H,W,3) -> the VAE's reconstruction of the posterior mean, uint8 (N,H,W,3)."""
     import torch
 
-    x = torch.from_numpy(images).permute(0, 3, 1, 2).float().div(127.5).sub(1.0).to(vae.dtype)
+    x = torch.from_numpy(images).permute(0, 3, 1, 2).float().div(127.5).sub(1.0).to(vae.device, vae.dtype)
     with torch.no_grad():
         rec = torch.cat([vae.decode(vae.encode(x[i : i + 128]).latent_dist.mean).sample for i in range(0, len(x), 128)])
-    return ((rec.float().clamp(-1, 1) + 1) * 127.5).round().byte().permute(0, 2, 3, 1).numpy()
+    return ((rec.float().clamp(-1, 1) + 1) * 127.5).round().byte().permute(0, 2, 3, 1).cpu().numpy()
 
 
 # ----------------------------------------------------------------------------- stages
@@ -563,7 +566,7 @@ def run_world_tdg(settings: WorldTDGSettings, command: str) -> tuple[dict[str, A
     out = Path(settings.out)
     out.mkdir(parents=True, exist_ok=True)
     stages = set(settings.stages)
-    tdg = WorldFlux(settings.pipeline).resolve().load()  # every stage needs it (validation: its VAE's round trip)
+    tdg = WorldFlux(settings.pipeline).resolve().load().to(settings.device)  # every stage needs it (validation: its VAE's round trip)
     kw = world_flux_settings(settings.pipeline).call_kwargs(true_cfg_scale=settings.cfg, num_inference_steps=settings.steps)
     world = BirdWorld(trained_world_config(settings.pipeline))
     pairings = world.default_pairings()

@@ -2,3 +2,11 @@ from .data import EditSet, JudgeSet, exact_edits, judge_training_set, typical_re
 from .model import WorldJudge, judge_images, judge_validated_groups, load_world_judge, shipped_judge, train_judge
 from .scorer import ScorerValidation, validate_scorer_on_world
 from .validation import JUDGE_BARS, JudgeValidation, validate_judge
+from .composition import (
+    COMPOSITION_BAR,
+    CompositionJudge,
+    composition_set,
+    composition_verdicts,
+    train_composition_judge,
+    validate_composition_judge,
+)

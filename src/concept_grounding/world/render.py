@@ -405,6 +405,19 @@ def render_bird(traits: Mapping[str, str], pose: Pose, image_size: int, noise_se
     background = draw_background(pose.background_name, size, size, rng, grain, feet)
 
     # 2. the bird, front to back (each layer goes under the ones before it)
+    draw_bird(cv, traits)
+
+    # 3. lighting
+    image = light(cv.finish(background), pose)
+
+    # 4. part centres and visibility
+    xy, visible = _part_centres(cv, traits, near, far)
+    return Rendering(image=image, mask=cv.pmap > 0, part_map=cv.pmap, part_xy=xy, part_visible=visible)
+
+
+def draw_bird(cv: _Canvas, traits: Mapping[str, str]) -> None:
+    """Paint every layer of the bird with ``traits`` on ``cv``, front to back."""
+    near, far = ("right", "left") if cv.pose.facing == "right" else ("left", "right")
     _draw_eye(cv, traits, _P[f"{near} eye"])
     _draw_beak(cv, traits)
     _draw_wing(cv, traits, part=_P[f"{near} wing"])
@@ -414,13 +427,11 @@ def render_bird(traits: Mapping[str, str], pose: Pose, image_size: int, noise_se
     _draw_tail(cv, traits)
     _draw_leg(cv, _LEG_FAR, _P[f"{far} leg"], traits["leg_color"], "far_leg")
 
-    # 3. lighting
-    gain = pose.brightness * np.asarray(pose.cast, np.float32)
-    image = np.clip(cv.finish(background) * gain + 0.5, 0, 255).astype(np.uint8)
 
-    # 4. part centres and visibility
-    xy, visible = _part_centres(cv, traits, near, far)
-    return Rendering(image=image, mask=cv.pmap > 0, part_map=cv.pmap, part_xy=xy, part_visible=visible)
+def light(composite: np.ndarray, pose: Pose) -> np.ndarray:
+    """(H, W, 3) float composite -> uint8 image under the pose's brightness and colour cast."""
+    gain = pose.brightness * np.asarray(pose.cast, np.float32)
+    return np.clip(composite * gain + 0.5, 0, 255).astype(np.uint8)
 
 
 def _part_centres(cv: _Canvas, traits: Mapping[str, str], near: str, far: str):

@@ -17,6 +17,8 @@ from .species import RenderedVocabulary, class_traits, deviate, substitute, trai
 if TYPE_CHECKING:
     import datasets
 
+    from .composition import Composition
+
 __all__ = ["BirdWorld"]
 
 
@@ -97,6 +99,19 @@ class BirdWorld:
     def class_indices(self, label: int, count: int, start: int = 0) -> list[int]:
         """Sample indices ``start .. start + count - 1`` of class ``label``."""
         return [label + k * self.num_classes for k in range(start, start + count)]
+
+    def composition(self, index: int, count: int = 1) -> "Composition":
+        """Sample ``index`` drawn as a composition of ``count`` (1-3) birds with its scene,
+        facing and traits (see :mod:`.composition`); deterministic in (seed, index, count)."""
+        from .composition import Composition, flock_poses, render_flock
+
+        label, pose, traits, noise_seed = self._draw(index)
+        rng = np.random.default_rng([self.config.seed, int(index), 101, int(count)])
+        poses = flock_poses(pose, int(count), self.config.image_size, rng)
+        image, masks, xy = render_flock(traits, poses, self.config.image_size, noise_seed)
+        return Composition(index=int(index), label=label, count=int(count), scene=pose.background_name,
+                           facing=pose.facing, image=image, mask=masks.any(axis=0), bird_masks=masks,
+                           part_xy=xy, attributes=trait_labels(traits, self.vocab))
 
     # ------------------------------------------------------------ counterfactuals
     def counterfactual(self, sample: BirdSample, target_attribute: str) -> Counterfactual:

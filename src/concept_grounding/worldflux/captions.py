@@ -42,7 +42,7 @@ from ..vocabulary import class_display_name
 if TYPE_CHECKING:
     from ..world import BirdWorld
 
-__all__ = ["phrase_attributes", "caption_phrase"]
+__all__ = ["phrase_attributes", "caption_phrase", "compose_caption"]
 
 #: pad, bos, unk, eos (eos != 2 so CLIPTextModel pools at the first eos, not argmax id).
 SPECIALS: tuple[str, ...] = ("<pad>", "<bos>", "<unk>", "<eos>")
@@ -147,6 +147,43 @@ def make_caption(labels: np.ndarray, label: int, world: "BirdWorld", rng: np.ran
     return f"a photo of a {name}"
 
 
+def compose_caption(caption: str, count: int, scene: str, facing: str, rng: np.random.Generator) -> str:
+    """A caption of a composition (:mod:`concept_grounding.world.composition`): ``caption``
+    (a :func:`make_caption` form, or ``""``) with its count, scene and facing named as
+    ConceptBed's counting, relation and action categories.
+
+    Two or three birds are always counted (``"a photo of a "`` -> ``"a photo of two "``), so
+    an uncounted caption always means one bird. Then relation and action phrases are appended
+    so that the caption names one or two categories besides the species (an attribute phrase
+    or a count is one; ConceptBed composes at most two): with neither, one or both of
+    relation and action (1/3 each way); with one, relation or action (1/2 each). An empty
+    caption (dropped for classifier-free guidance) stays empty.
+
+    >>> rng = np.random.default_rng(0)
+    >>> compose_caption("a photo of a blue jay", 2, "sky", "left", rng)
+    'a photo of two blue jay facing left'
+    >>> compose_caption("a photo of a blue jay", 1, "water", "right", rng)
+    'a photo of a blue jay by the water facing right'
+    """
+    from ..world.composition import ACTIONS, COUNT_WORDS, RELATIONS
+
+    if not caption:
+        return caption
+    named = int(" with " in caption)
+    if count > 1:
+        caption = caption.replace("a photo of a ", f"a photo of {COUNT_WORDS[count]} ", 1)
+        named += 1
+    relation, action = RELATIONS.get(scene), ACTIONS[facing]
+    if named == 0:
+        u = float(rng.random())
+        phrases = [relation, action] if u < 1 / 3 else [relation] if u < 2 / 3 else [action]
+    elif named == 1:
+        phrases = [relation] if rng.random() < 0.5 else [action]
+    else:
+        phrases = []
+    return " ".join([caption] + [p for p in phrases if p])
+
+
 def caption_phrase(attribute: str) -> str:
     """How the training captions name ``attribute`` (``"a striped tail"`` for a pattern, else
     :func:`~concept_grounding.tdg.prompts.attribute_text`); the world benchmark prompts with it.
@@ -165,9 +202,15 @@ def _words(text: str) -> list[str]:
     return [w for w, _ in Whitespace().pre_tokenize_str(text.lower())]
 
 
-def caption_vocabulary(world: "BirdWorld") -> list[str]:
-    """Every word a caption or a TDG prompt of the world's pairings can contain, sorted."""
+def caption_vocabulary(world: "BirdWorld", compositions: bool = False) -> list[str]:
+    """Every word a caption or a TDG prompt of the world's pairings can contain, sorted; with
+    ``compositions``, also the words of :func:`compose_caption`'s counts, relations and actions."""
     words: set[str] = set(_words("a photo of a bird with the body of and beak like"))
+    if compositions:
+        from ..world.composition import ACTIONS, COUNT_WORDS, RELATIONS
+
+        for phrase in (*COUNT_WORDS.values(), *RELATIONS.values(), *ACTIONS.values()):
+            words.update(_words(phrase))
     for c in world.class_names:
         words.update(_words(class_display_name(c)))
     for group in _PHRASE_GROUPS:

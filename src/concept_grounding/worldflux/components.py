@@ -94,6 +94,9 @@ class FluxTrainConfig:
                                             "kept, so its transformer stays valid)", action="store_true")
     guide_captions: float = setting(0.20, "probability of TDG's colour guide caption 'a photo of a bird with {S}' "
                                           "(the other forms keep their proportions)", parse=float)
+    compositions: float = setting(0.0, "composition renders per species, as a fraction of --per-class: 1-3 birds in a "
+                                       "varied scene and facing, captioned with their count, relation and action "
+                                       "(ConceptBed's categories; 0: none)", parse=float)
 
     def __post_init__(self) -> None:
         down = 2 ** (len(self.vae_blocks) - 1) * 2
@@ -115,14 +118,17 @@ class FluxTrainConfig:
             raise ValueError("vae_deviant_per_class and vae_part_weight must be >= 0")
         if not 0.0 <= self.guide_captions < 1.0:
             raise ValueError(f"guide_captions must be in [0, 1), got {self.guide_captions}")
+        if not 0.0 <= self.compositions <= 4.0:
+            raise ValueError(f"compositions must be in [0, 4], got {self.compositions}")
         if self.head_dim % 4:
             raise ValueError(f"head_dim must be a multiple of 4, got {self.head_dim}")
 
     @property
     def mirror_augment(self) -> bool:
         """Whether training mirrors images at random: only a varied pose faces both ways
-        (a mirrored canonical bird would face left, which the canonical world never draws)."""
-        return self.world.pose == "varied"
+        (a mirrored canonical bird would face left, which the canonical world never draws);
+        in a canonical world only the composition renders are mirrored."""
+        return self.world.pose == "varied" or self.compositions > 0
 
     def to_dict(self) -> dict[str, Any]:
         """The saved form (``config.json``, ``train_log.json``): the world's settings as flat keys
@@ -140,6 +146,10 @@ class FluxTrainConfig:
             own.pop("guide_captions")
         else:
             later["guide_captions"] = own.pop("guide_captions")
+        if own["compositions"] == FluxTrainConfig.compositions:  # absent from the files of earlier runs
+            own.pop("compositions")
+        else:
+            later["compositions"] = own.pop("compositions")
         return {"image_size": world.pop("image_size"), "per_class": own.pop("per_class"),
                 "class_names": world.pop("class_names"), **own, **world, **later}
 

@@ -37,7 +37,8 @@ from typing import Any, Callable
 import numpy as np
 from tqdm.auto import tqdm
 
-from .captions import caption_vocabulary, held_out_matrix, is_held_out_free, make_caption, word_tokenizers
+from .captions import (caption_vocabulary, compose_caption, held_out_matrix, is_held_out_free, make_caption,
+                       word_tokenizers)
 from .components import FluxTrainConfig, build_scheduler, build_text_encoders, build_transformer
 from .training_utils import atomic_save, cosine_lr, render_fields, training_world
 from .vae import encode_latents, train_vae
@@ -46,29 +47,83 @@ __all__ = ["train_world_flux"]
 
 
 # ----------------------------------------------------------------------------- data
-def render_training_set(cfg: FluxTrainConfig, progress: bool = True, workers: int = 1) -> dict[str, np.ndarray]:
-    """``images`` (N, H, W, 3) uint8, ``labels`` (N,) int, ``attributes`` (N, 312) uint8,
-    ``indices`` (N,) world sample indices: ``per_class`` held-out-free renders per class,
-    rendered by ``workers`` processes (the same arrays for any count)."""
-    world = training_world(cfg)
+def _held_out_free_indices(world: Any, per_class: int, skip: int = 0) -> list[int]:
+    """Per class, the sample indices ``c + k * C`` (``k = 0, 1, ...``) of the first ``skip +
+    per_class`` held-out-free renders, without the first ``skip`` of them; sorted."""
     held = held_out_matrix(world)
     C = world.num_classes
     chosen: list[int] = []
     for c in range(C):
         k, got = 0, 0
-        while got < cfg.per_class:
+        while got < skip + per_class:
             i = c + k * C
             if is_held_out_free(world.labels(i), c, held):
-                chosen.append(i)
+                if got >= skip:
+                    chosen.append(i)
                 got += 1
             k += 1
-    chosen.sort()
+    return sorted(chosen)
+
+
+#: The facing a mirror image shows.
+_MIRRORED = {"left": "right", "right": "left"}
+#: Probabilities of 1, 2 and 3 birds in a composition render.
+COUNT_PROBABILITIES = (0.4, 0.3, 0.3)
+
+
+def composition_counts(seed: int, indices: list[int]) -> np.ndarray:
+    """(N,) bird counts of the composition renders ``indices`` (:data:`COUNT_PROBABILITIES`),
+    a function of ``(seed, index)``."""
+    return np.asarray([int(np.random.default_rng([seed, i, 202]).choice(3, p=COUNT_PROBABILITIES)) + 1
+                       for i in indices], np.int64)
+
+
+def render_training_set(cfg: FluxTrainConfig, progress: bool = True, workers: int = 1) -> dict[str, np.ndarray]:
+    """``images`` (N, H, W, 3) uint8, ``labels`` (N,) int, ``attributes`` (N, 312) uint8,
+    ``indices`` (N,) world sample indices: ``per_class`` held-out-free renders per class,
+    rendered by ``workers`` processes (the same arrays for any count).
+
+    With ``cfg.compositions > 0``, ``round(per_class * compositions)`` further held-out-free
+    samples per class follow, drawn as compositions (:meth:`BirdWorld.composition`) in the
+    varied scene and pose of the same world, with 1-3 birds (:func:`composition_counts`);
+    ``composed`` (N,) bool marks them, ``count`` (N,), ``scene`` (N,) str and ``facing`` (N,) str
+    give their truth (1 and the training world's own scene and facing for the others)."""
+    from dataclasses import replace
+
+    world = training_world(cfg)
+    chosen = _held_out_free_indices(world, cfg.per_class)
     out = render_fields(world.config, chosen, ("image", "label", "attributes"), workers, "render", progress)
-    return {
+    data = {
         "images": out["image"],
         "labels": out["label"].astype(np.int64),
         "attributes": out["attributes"].astype(np.uint8),
         "indices": np.asarray(chosen, np.int64),
+    }
+    n_comp = int(round(cfg.per_class * cfg.compositions))
+    if n_comp == 0:
+        return data
+    plain = "plain" if world.config.scene == "plain" else ""
+    facing = "right" if world.config.pose == "canonical" else ""
+    base = {"composed": np.zeros(len(chosen), bool), "count": np.ones(len(chosen), np.int64),
+            "scene": np.asarray([plain] * len(chosen), "<U8"), "facing": np.asarray([facing] * len(chosen), "<U8")}
+    if not plain or not facing:  # a varied training world: read its scenes and facings back
+        rendered = render_fields(world.config, chosen, ("scene", "facing"), workers, "truth", progress,
+                                 counts=[1] * len(chosen))
+        base["scene"], base["facing"] = rendered["scene"].astype("<U8"), rendered["facing"].astype("<U8")
+    extra = _held_out_free_indices(world, n_comp, skip=cfg.per_class)
+    counts = composition_counts(world.config.seed, extra)
+    varied = replace(world.config, pose="varied", scene="varied")
+    comp = render_fields(varied, extra, ("image", "label", "attributes", "scene", "facing"), workers,
+                         "compositions", progress, counts=counts.tolist())
+    return {
+        "images": np.concatenate([data["images"], comp["image"]]),
+        "labels": np.concatenate([data["labels"], comp["label"].astype(np.int64)]),
+        "attributes": np.concatenate([data["attributes"], comp["attributes"].astype(np.uint8)]),
+        "indices": np.concatenate([data["indices"], np.asarray(extra, np.int64)]),
+        "composed": np.concatenate([base["composed"], np.ones(len(extra), bool)]),
+        "count": np.concatenate([base["count"], counts]),
+        "scene": np.concatenate([base["scene"], comp["scene"].astype("<U8")]),
+        "facing": np.concatenate([base["facing"], comp["facing"].astype("<U8")]),
     }
 
 
@@ -208,6 +263,9 @@ def _train_flux(
     pending: list[Any] = []
     t_calibration: float | None = None
     labels, attrs = data["labels"], data["attributes"]
+    composed = data.get("composed")  # composition renders: captions name count, relation and action
+    # a canonical world faces right: only its composition renders may be mirrored
+    mirrorable = torch.from_numpy(composed) if composed is not None and cfg.world.pose == "canonical" else None
     modules.train()
     step = state["step"]
     t_start = time.perf_counter() - state["seconds"]
@@ -218,6 +276,8 @@ def _train_flux(
         rng = np.random.default_rng([cfg.world.seed, 7, step])
         idx = torch.randint(n, (cfg.batch,), generator=g)
         flip = ((torch.rand(cfg.batch, generator=g) < 0.5) & cfg.mirror_augment)[:, None, None, None]
+        if mirrorable is not None:
+            flip = flip & mirrorable[idx][:, None, None, None]
         idx_dev, flip = idx.to(device), flip.to(device)
         mean, std = lat["mean"][idx_dev], lat["std"][idx_dev]
         if cfg.mirror_augment:
@@ -231,6 +291,12 @@ def _train_flux(
             "" if rng.random() < cfg.caption_dropout else make_caption(attrs[i], int(labels[i]), world, rng, cfg.guide_captions)
             for i in idx.tolist()
         ]
+        if composed is not None:
+            flipped = flip.flatten().tolist()
+            for j, i in enumerate(idx.tolist()):
+                if composed[i]:
+                    facing = _MIRRORED[str(data["facing"][i])] if flipped[j] else str(data["facing"][i])
+                    prompts[j] = compose_caption(prompts[j], int(data["count"][i]), str(data["scene"][i]), facing, rng)
         total_for_lr = state["total"] if state["total"] is not None else 10**9
         for group in opt.param_groups:
             group["lr"] = cosine_lr(step, total_for_lr, cfg.lr, cfg.warmup)
@@ -395,7 +461,7 @@ def train_world_flux(cfg: FluxTrainConfig, out_dir: str | Path, work_dir: str | 
     lat = encode_latents(vae, data, work, progress, mirror=cfg.mirror_augment, device=device) if cfg.steps != 0 else None
     t2 = time.perf_counter()
     world = training_world(cfg)
-    tokenizers = word_tokenizers(caption_vocabulary(world), cfg.max_length)
+    tokenizers = word_tokenizers(caption_vocabulary(world, cfg.compositions > 0), cfg.max_length)
     transformer, clip, t5, state = _train_flux(cfg, data, lat, vae, tokenizers, work, progress, log, device=device)
     t3 = time.perf_counter()
     for m in (transformer, clip, t5, vae):

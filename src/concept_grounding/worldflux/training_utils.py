@@ -24,23 +24,32 @@ def training_world(cfg: FluxTrainConfig) -> Any:
     return BirdWorld(cfg.world)
 
 
-def _render_chunk(config: Any, indices: Sequence[int], fields: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """Render ``indices`` of ``BirdWorld(config)``; stack each of ``fields`` (a worker's job)."""
+def _render_chunk(config: Any, indices: Sequence[int], fields: tuple[str, ...],
+                  counts: Sequence[int] | None = None) -> dict[str, np.ndarray]:
+    """Render ``indices`` of ``BirdWorld(config)`` (as compositions of ``counts`` birds, when
+    given); stack each of ``fields`` (a worker's job)."""
     from ..world import BirdWorld
 
-    samples = list(BirdWorld(config).samples(indices))
-    return {f: np.stack([np.asarray(getattr(s, f)) for s in samples]) for f in fields}
+    world = BirdWorld(config)
+    if counts is None:
+        drawn = list(world.samples(indices))
+    else:
+        drawn = [world.composition(i, int(k)) for i, k in zip(indices, counts)]
+    return {f: np.stack([np.asarray(getattr(s, f)) for s in drawn]) for f in fields}
 
 
 def render_fields(config: Any, indices: Sequence[int], fields: tuple[str, ...], workers: int = 1,
-                  desc: str = "render", progress: bool = True) -> dict[str, np.ndarray]:
+                  desc: str = "render", progress: bool = True, counts: Sequence[int] | None = None
+                  ) -> dict[str, np.ndarray]:
     """Render world samples ``indices`` of ``BirdWorld(config)`` and stack ``fields`` of each.
 
     Args:
         config: the :class:`~concept_grounding.world.WorldConfig` (default vocabulary).
         indices: N sample indices; a render depends on ``(config, index)`` only.
-        fields: :class:`~concept_grounding.world.BirdSample` attributes, e.g. ``("image", "label")``.
+        fields: :class:`~concept_grounding.world.BirdSample` attributes, e.g. ``("image", "label")``
+            (with ``counts``: :class:`~concept_grounding.world.composition.Composition` attributes).
         workers: processes (``1``: in this process); the result is the same for any count.
+        counts: N bird counts: render ``BirdWorld.composition(index, count)`` instead.
     Returns:
         field -> array with a leading axis of N, in the order of ``indices``.
 
@@ -48,24 +57,28 @@ def render_fields(config: Any, indices: Sequence[int], fields: tuple[str, ...], 
     >>> out = render_fields(WorldConfig(image_size=32), [0, 5], ("image", "label"), progress=False)
     >>> out["image"].shape, out["label"].tolist()
     ((2, 32, 32, 3), [0, 5])
+    >>> render_fields(WorldConfig(image_size=32), [0, 5], ("count",), progress=False, counts=[3, 1])["count"].tolist()
+    [3, 1]
     """
     from tqdm.auto import tqdm
 
     indices = [int(i) for i in indices]
     size = 256
     chunks = [indices[i : i + size] for i in range(0, len(indices), size)] or [[]]
+    count_chunks = [None] * len(chunks) if counts is None else [list(counts[i : i + size]) for i in range(0, len(indices), size)]
     bar = tqdm(total=len(indices), desc=desc, disable=not progress)
     parts: list[dict[str, np.ndarray]] = []
     if workers <= 1 or len(chunks) == 1:
-        for chunk in chunks:
-            parts.append(_render_chunk(config, chunk, fields) if chunk else {})
+        for chunk, k in zip(chunks, count_chunks):
+            parts.append(_render_chunk(config, chunk, fields, k) if chunk else {})
             bar.update(len(chunk))
     else:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            for chunk, part in zip(chunks, pool.map(_render_chunk, [config] * len(chunks), chunks, [fields] * len(chunks))):
+            jobs = pool.map(_render_chunk, [config] * len(chunks), chunks, [fields] * len(chunks), count_chunks)
+            for chunk, part in zip(chunks, jobs):
                 parts.append(part)
                 bar.update(len(chunk))
     bar.close()

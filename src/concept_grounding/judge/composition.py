@@ -1,0 +1,138 @@
+"""``CompositionJudge``: how many birds, in which scene, facing which way, of which species.
+
+The instrument behind ConceptBed's composition categories on the world (relation = the
+scene, action = the facing, counting = the number of birds; :mod:`concept_grounding.world.composition`).
+One trunk (the :class:`~.model.WorldJudge`'s, which keeps the layout) and four softmax heads,
+trained on compositions of the varied world whose truth is exact, and validated on held-out
+compositions before any verdict is used (:func:`validate_composition_judge`: accuracy per head,
+bar :data:`COMPOSITION_BAR`). A head's verdict on an image is its argmax; its probability of the
+asked value is the P(yes) of ConceptBed's existence question ("is there a bird in the sky?").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+from huggingface_hub import PyTorchModelHubMixin
+from torch import nn
+from tqdm.auto import tqdm
+
+from ..world.composition import ACTIONS, COUNT_WORDS
+from ..world.config import BACKGROUNDS
+from .model import _shift, _to_unit, _trunk
+
+__all__ = ["HEADS", "COMPOSITION_BAR", "CompositionJudge", "composition_set", "train_composition_judge",
+           "composition_verdicts", "validate_composition_judge"]
+
+#: Head -> the values it tells apart, in logit order.
+HEADS: dict[str, tuple] = {"count": tuple(COUNT_WORDS), "scene": BACKGROUNDS, "facing": tuple(ACTIONS)}
+#: Held-out accuracy every head must reach before its verdicts are reported.
+COMPOSITION_BAR = 0.95
+
+
+class CompositionJudge(nn.Module, PyTorchModelHubMixin, library_name="concept-grounding", tags=["world-judge"]):
+    """Count, scene, facing and species of a world composition; images ``(N, 3, S, S)`` in [0, 1].
+
+    Args:
+        image_size: input side in pixels (a multiple of 4).
+        num_classes: species the ``species`` head names (the world's class order).
+        width: channels at full resolution.
+    """
+
+    def __init__(self, image_size: int, num_classes: int, width: int = 32):
+        super().__init__()
+        if image_size % 4:
+            raise ValueError(f"image_size must be a multiple of 4, got {image_size}")
+        self.image_size, self.num_classes = int(image_size), int(num_classes)
+        self.trunk = _trunk(width)
+        self.neck = nn.Sequential(nn.Dropout(0.2), nn.Linear(2 * width * (image_size // 4) ** 2, 256), nn.ReLU(inplace=True))
+        sizes = {**{k: len(v) for k, v in HEADS.items()}, "species": self.num_classes}
+        self.heads = nn.ModuleDict({k: nn.Linear(256, n) for k, n in sizes.items()})
+        self.register_buffer("mean", torch.full((1, 3, 1, 1), 0.5), persistent=False)
+        self.register_buffer("std", torch.full((1, 3, 1, 1), 0.25), persistent=False)
+
+    def forward(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
+        """head -> ``(N, values)`` logits."""
+        if images.ndim != 4 or tuple(images.shape[1:]) != (3, self.image_size, self.image_size):
+            raise ValueError(f"images must be (N, 3, {self.image_size}, {self.image_size}), got {tuple(images.shape)}")
+        h = self.neck(self.trunk((images - self.mean) / self.std))
+        return {k: head(h) for k, head in self.heads.items()}
+
+
+@dataclass(frozen=True)
+class CompositionSet:
+    """``images`` (N, S, S, 3) uint8 and per head the (N,) int targets (``count``: 0-2 for 1-3 birds)."""
+
+    images: np.ndarray
+    targets: dict[str, np.ndarray]
+
+
+def composition_set(world, per_class: int, start: int = 0, seed: int = 0) -> CompositionSet:
+    """``per_class`` compositions per species of ``world`` drawn in its varied scene and pose
+    (samples ``start ..`` of each class), with 1-3 birds (drawn from ``seed``) and exact truth.
+
+    >>> from concept_grounding.world import BirdWorld, WorldConfig
+    >>> s = composition_set(BirdWorld(WorldConfig(image_size=32, class_names=("017.Cardinal",))), 3)
+    >>> s.images.shape, sorted(s.targets)
+    ((3, 32, 32, 3), ['count', 'facing', 'scene', 'species'])
+    """
+    from ..world import BirdWorld
+
+    varied = BirdWorld(replace(world.config, pose="varied", scene="varied"), world.vocab)
+    rng = np.random.default_rng([seed, start, 303])
+    comps = [varied.composition(i, int(rng.integers(1, 4)))
+             for c in range(varied.num_classes) for i in varied.class_indices(c, per_class, start)]
+    return CompositionSet(
+        images=np.stack([c.image for c in comps]),
+        targets={"count": np.asarray([c.count - 1 for c in comps]),
+                 "scene": np.asarray([BACKGROUNDS.index(c.scene) for c in comps]),
+                 "facing": np.asarray([tuple(ACTIONS).index(c.facing) for c in comps]),
+                 "species": np.asarray([c.label for c in comps])},
+    )
+
+
+def train_composition_judge(data: CompositionSet, num_classes: int, epochs: int = 20, batch_size: int = 128,
+                            lr: float = 3e-3, seed: int = 0, device: str = "cpu", progress: bool = True
+                            ) -> CompositionJudge:
+    """Fit a :class:`CompositionJudge` (sum of the heads' cross-entropies, AdamW, one-cycle,
+    one-pixel random shifts); deterministic in ``seed`` on the CPU."""
+    torch.manual_seed(seed)
+    judge = CompositionJudge(data.images.shape[1], num_classes).to(device)
+    x = _to_unit(data.images).to(device)
+    y = {k: torch.as_tensor(v, dtype=torch.long, device=device) for k, v in data.targets.items()}
+    g = torch.Generator().manual_seed(seed)
+    n = len(x)
+    steps = epochs * ((n + batch_size - 1) // batch_size)
+    opt = torch.optim.AdamW(judge.parameters(), lr=lr, weight_decay=1e-4)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.15)
+    judge.train()
+    for _ in tqdm(range(epochs), desc="composition judge", disable=not progress):
+        order = torch.randperm(n, generator=g)
+        for i in range(0, n, batch_size):
+            idx = order[i : i + batch_size]
+            out = judge(_shift(x[idx.to(device)].cpu(), g).to(device))
+            loss = sum(nn.functional.cross_entropy(out[k], y[k][idx.to(device)]) for k in out)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+    return judge.eval().cpu()
+
+
+@torch.no_grad()
+def composition_verdicts(judge: CompositionJudge, images: np.ndarray | Sequence, batch_size: int = 512
+                         ) -> dict[str, np.ndarray]:
+    """head -> ``(N, values)`` softmax probabilities on uint8 ``(N, S, S, 3)`` images (or PIL)."""
+    arr = np.stack([np.asarray(im.convert("RGB")) if hasattr(im, "convert") else np.asarray(im) for im in images])
+    judge.eval()
+    parts = [judge(_to_unit(arr[i : i + batch_size])) for i in range(0, len(arr), batch_size)]
+    return {k: torch.cat([p[k] for p in parts]).softmax(-1).numpy() for k in parts[0]}
+
+
+def validate_composition_judge(judge: CompositionJudge, data: CompositionSet) -> dict[str, float]:
+    """Held-out accuracy of every head (the validation printed beside its verdicts)."""
+    probs = composition_verdicts(judge, data.images)
+    return {k: float((probs[k].argmax(1) == data.targets[k]).mean()) for k in probs}

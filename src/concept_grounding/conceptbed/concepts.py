@@ -33,7 +33,16 @@ from ..vocabulary import Vocabulary, load_vocabulary
 from ..world import BirdWorld, WorldConfig
 from .styles import STYLES, stylise
 
-__all__ = ["TASKS", "Concept", "ConceptWorld", "task_species", "family", "render_block"]
+__all__ = ["TASKS", "Concept", "ConceptWorld", "task_species", "family", "export_world_concepts", "CAPACITIES",
+           "ORACLE_BAR", "TASK_ORACLE"]
+
+#: SmallCNN channels of each oracle capacity (strides 1, 2, 2; :mod:`.oracles`, Table 8)
+CAPACITIES: dict[str, tuple[int, int, int]] = {"small": (12, 24, 48), "medium": (16, 32, 64), "large": (32, 64, 128)}
+#: the validation accuracy below which an oracle's CCD is refused (SPEC 4b)
+ORACLE_BAR = 0.95
+#: which oracle judges each task
+TASK_ORACLE = {"object": "species", "fine_grained_object": "species", "fine_grained_attribute": "attributes",
+               "domain": "style"}
 
 #: first render block (``k``) of each use of the world's samples
 BLOCKS = {"oracle_train": 0, "oracle_val": 500, "concept_train": 1000, "concept_real": 2000,
@@ -76,7 +85,7 @@ class Concept:
     Attributes:
         task: one of :data:`TASKS`.
         name: the concept's name (a CUB class folder, or a style).
-        label: the oracle's class of the concept (CUB class index 0-199, or style index).
+        label: the oracle's class of the concept (world class index, 0-199 with every class; or style index).
         train: ``(m, H, W, 3)`` uint8 images to learn from.
         real: ``(r, H, W, 3)`` uint8 held-out real images.
         prompts: generation prompts (``V*`` marks the concept).
@@ -105,25 +114,35 @@ class ConceptWorld:
     ('001.Black_footed_Albatross', (2, 32, 32, 3), (3, 32, 32, 3), ('a photo of V*',))
     >>> d = cw.concepts("domain", 1)[0]
     >>> d.name, d.label, d.prompts[0]
-    ('photo', 0, 'a photo of a Least Auklet in the style of V*')
+    ('photo', 0, 'a photo of a Laysan Albatross in the style of V*')
     """
 
     m: int = 8
     real: int = 16
     image_size: int = 32
     seed: int = 0
+    classes: tuple[str, ...] | None = None
     vocab: Vocabulary = field(default_factory=load_vocabulary)
+
+    @property
+    def class_names(self) -> tuple[str, ...]:
+        """The world's classes: ``classes`` (a subset, for fast tests) or all 200 CUB classes."""
+        return tuple(self.classes) if self.classes else tuple(self.vocab.classes)
+
+    def held_out(self, task: str) -> tuple[str, ...]:
+        """:func:`task_species` of ``task`` among :attr:`class_names`."""
+        return tuple(c for c in task_species(self.vocab, task) if c in self.class_names)
 
     @cached_property
     def world(self) -> BirdWorld:
-        config = WorldConfig(image_size=self.image_size, class_names=tuple(self.vocab.classes), seed=self.seed,
+        config = WorldConfig(image_size=self.image_size, class_names=self.class_names, seed=self.seed,
                              pose="canonical", scene="plain")
         return BirdWorld(config, self.vocab)
 
     @cached_property
     def exact_world(self) -> BirdWorld:
         """The same species with no per-image deviation: every render shows its class's traits exactly."""
-        config = WorldConfig(image_size=self.image_size, class_names=tuple(self.vocab.classes), seed=self.seed,
+        config = WorldConfig(image_size=self.image_size, class_names=self.class_names, seed=self.seed,
                              pose="canonical", scene="plain", deviation_rate=0.0)
         return BirdWorld(config, self.vocab)
 
@@ -145,7 +164,7 @@ class ConceptWorld:
     def domain_species(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(species the domain concepts are learnt from, species they are generated for):
         alternate held-out ``object`` species."""
-        ids = [self.vocab.class_index(c) for c in task_species(self.vocab, "object")]
+        ids = [self.class_names.index(c) for c in self.held_out("object")]
         return tuple(ids[0::2]), tuple(ids[1::2])
 
     def concepts(self, task: str, count: int) -> list[Concept]:
@@ -159,18 +178,18 @@ class ConceptWorld:
                 out.append(Concept(task, style, label, self.styled(learn[:self.m], style, self.m, "concept_train"),
                                    self.styled(species, style, self.real, "concept_real"), prompts, style=style))
             return out
-        names = task_species(self.vocab, task)
+        names = self.held_out(task)
         step = max(1, len(names) // max(count, 1))
         out = []
         for name in names[::step][:count]:
-            label = self.vocab.class_index(name)
+            label = self.class_names.index(name)
             out.append(Concept(task, name, label, self.renders(label, self.m, "concept_train"),
                                self.renders(label, self.real, "concept_real"), (PROMPTS[task],), species=name))
         return out
 
     def display(self, label: int) -> str:
-        """``"Least Auklet"`` for class 8."""
-        return self.vocab.classes[label].split(".", 1)[-1].replace("_", " ")
+        """The display name of world class ``label`` (``"Laysan Albatross"``)."""
+        return self.class_names[label].split(".", 1)[-1].replace("_", " ")
 
     def domain_species_of(self, concept: Concept) -> tuple[int, ...]:
         """The species a domain concept's prompts name, in prompt order."""

@@ -51,6 +51,7 @@ COMMAND_EXTRAS: dict[str, str | None] = {
     "diagnose": "cci",
     "train-flux": "tdg",
     "publish": None,
+    "conceptbed": "models",
 }
 
 

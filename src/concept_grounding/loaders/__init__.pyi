@@ -1,3 +1,4 @@
+from .conceptbed import CONCEPT_COLUMNS, TASKS, concept_features, load_conceptbed_layout, load_concepts
 from .cub import load_cub, read_cub_tables
 from .cub_files import CUBTables
 from .cub_write import write_cub

@@ -1,0 +1,226 @@
+"""``concept-grounding conceptbed``: ConceptBed's Tables 1, 7 and 8 and Figs. 4-5 on the bird world.
+
+Steps: (1) check the learners and train (or load) the oracles, refusing any below
+:data:`~.oracles.ORACLE_BAR` before anything else; (2) draw the concepts of each task
+(:class:`~.concepts.ConceptWorld`); (3) per learner and concept, ``fit`` then ``generate`` N
+images; (4) score them with the task's oracle (CCD and Table 7 through
+:func:`concept_grounding.metrics.concept_confidence_deviation`), the DINO-style cosine with
+``--encoder`` and, for Table 8, the species tasks' CCD under each oracle capacity; (5) the Fig. 5
+sensitivity: CCD of real images under growing Gaussian noise. ``save`` writes ``results.json``,
+``report.md``, ``fig4_contact_sheet.png`` and ``fig5_sensitivity.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..loaders.conceptbed import TASKS
+from ..settings import manifest, setting
+from ..validators import choice_of, int_at_least, positive_int
+from .concepts import CAPACITIES, TASK_ORACLE, Concept, ConceptWorld
+from .learners import FLUX_LEARNERS, check_learners, make_learner
+from .scoring import Scored, clip_image_embedder, pairwise_cosine, table7_row
+
+if TYPE_CHECKING:
+    from .oracles import Oracle
+
+__all__ = ["ConceptBedConfig", "ConceptBedResult", "run_conceptbed", "NOISE_LEVELS"]
+
+logger = logging.getLogger(__name__)
+#: Fig. 5's perturbation: std of the Gaussian noise added to real images (grey levels)
+NOISE_LEVELS: tuple[float, ...] = (0.0, 16.0, 32.0, 64.0, 96.0, 128.0)
+DEFAULT_LEARNERS = (*FLUX_LEARNERS, "Original")
+
+
+@dataclass(frozen=True)
+class ConceptBedConfig:
+    """Settings of a ConceptBed run (``--quick``: 2 concepts per task, 8 real and 8 generated
+    images each, 30 learner steps)."""
+
+    learners: tuple[str, ...] = setting(DEFAULT_LEARNERS, "learners to evaluate (the four diffusers learners, "
+                                        "'Original', and the references 'another species', 'exact')",
+                                        nargs="+", convert=tuple)
+    tasks: tuple[str, ...] = setting(TASKS, "tasks (Table 1's columns)", nargs="+", choices=TASKS, convert=tuple)
+    concepts: int = setting(4, "concepts per task", parse=positive_int)
+    m: int = setting(8, "training images per concept", parse=positive_int)
+    real: int = setting(16, "held-out real images per concept", parse=positive_int)
+    images: int = setting(16, "generated images per concept (N)", parse=positive_int)
+    oracle_per_class: int = setting(40, "oracle training renders per species", parse=int_at_least(2))
+    oracle_epochs: int = setting(8, "oracle training epochs", parse=positive_int)
+    capacity: str = setting("medium", "oracle capacity of Tables 1 and 7", parse=choice_of(CAPACITIES, "capacity"))
+    table8: tuple[str, ...] = setting(tuple(CAPACITIES), "oracle capacities of Table 8", nargs="*",
+                                      parse=choice_of(CAPACITIES, "capacity"), convert=tuple)
+    encoder: str = setting("world-clip", "image encoder of the DINO-style baseline ('world-clip': the shipped "
+                           "world CLIP's image tower; or a CLIP name or folder)")
+    model: str | None = setting(None, "diffusers Flux folder the learners fine-tune (default: the shipped world Flux)")
+    steps: int = setting(400, "learner training steps", parse=positive_int, flag="--learn-steps")
+    device: str = setting("cpu", "learners' device")
+    quick: bool = setting(False, "a small run (a few minutes on two cores)", action="store_true")
+    seed: int = setting(0, "world, oracle and generation seed", parse=int)
+    cache: str | None = setting(None, "oracle cache folder (default: OUT/oracles)")
+    work: str | None = None
+    classes: tuple[str, ...] | None = None
+
+    def effective(self) -> "ConceptBedConfig":
+        """The config with ``--quick``'s sizes applied."""
+        if not self.quick:
+            return self
+        return replace(self, concepts=min(self.concepts, 2), real=min(self.real, 8), images=min(self.images, 8),
+                       steps=min(self.steps, 30))
+
+
+@dataclass
+class ConceptBedResult:
+    """Everything ``save`` writes; ``results`` is the JSON (module docstring)."""
+
+    config: ConceptBedConfig
+    results: dict[str, Any]
+    sheet: list[tuple[str, np.ndarray]] = field(default_factory=list, repr=False)
+
+    def save(self, out: str | Path) -> Path:
+        from .figures import contact_sheet, sensitivity_plot
+
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.json").write_text(json.dumps(self.results, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        contact_sheet(self.sheet, out / "fig4_contact_sheet.png")
+        sensitivity_plot(self.results["sensitivity"], out / "fig5_sensitivity.png")
+        report = out / "report.md"
+        report.write_text(render_report(self.results), encoding="utf-8")
+        return report
+
+
+def _oracles(config: ConceptBedConfig) -> tuple[dict[str, "Oracle"], dict[str, "Oracle"]]:
+    """(oracle per task kind, species oracle per Table 8 capacity), each validated."""
+    from .oracles import OracleSpec, load_or_train, require_valid
+
+    def spec(kind: str, capacity: str) -> OracleSpec:
+        return OracleSpec(kind, capacity, config.oracle_per_class, config.oracle_epochs, config.seed, 32, config.classes)
+
+    kinds = sorted({TASK_ORACLE[t] for t in config.tasks})
+    oracles = {k: require_valid(load_or_train(spec(k, config.capacity), config.cache)) for k in kinds}
+    table8 = {}
+    if any(TASK_ORACLE[t] == "species" for t in config.tasks):
+        for cap in config.table8:
+            table8[cap] = oracles["species"] if cap == config.capacity else require_valid(
+                load_or_train(spec("species", cap), config.cache), "--table8")
+    for kind, oracle in oracles.items():
+        logger.info("%s oracle (%s): %.1f %% on held-out renders", kind, oracle.spec.capacity, 100 * oracle.accuracy)
+    return oracles, table8
+
+
+def _score(oracle: "Oracle", cw: ConceptWorld, concept: Concept, images: np.ndarray, scored: Scored) -> None:
+    """Add one concept's generated ``images`` (and its real images) to ``scored``; the attribute
+    oracle is asked about the attributes the concept's species has (class level)."""
+    attrs = None
+    if oracle.spec.kind == "attributes":
+        attrs = np.flatnonzero(cw.world.class_attributes[concept.label][list(oracle.attributes)])
+    scored.add(oracle.probabilities(images), oracle.probabilities(concept.real), concept.label, attrs)
+
+
+def _mode(oracle: "Oracle") -> str:
+    return "vqa" if oracle.spec.kind == "attributes" else "classifier"
+
+
+def _sensitivity(oracles: dict[str, "Oracle"], cw: ConceptWorld, concepts: dict[str, list[Concept]],
+                 seed: int) -> dict[str, list[float]]:
+    """Fig. 5: per task, the CCD of its real images under each :data:`NOISE_LEVELS` noise."""
+    rng = np.random.default_rng(seed)
+    out: dict[str, list[float]] = {"noise": list(NOISE_LEVELS)}
+    for task, items in concepts.items():
+        oracle = oracles[TASK_ORACLE[task]]
+        row = []
+        for sigma in NOISE_LEVELS:
+            scored = Scored(_mode(oracle))
+            for c in items:
+                noisy = np.clip(c.real + rng.normal(0.0, sigma, c.real.shape), 0, 255).astype(np.uint8)
+                _score(oracle, cw, c, noisy, scored)
+            row.append(scored.result()["ccd"])
+        out[task] = row
+    return out
+
+
+def run_conceptbed(config: ConceptBedConfig) -> ConceptBedResult:
+    """Run ConceptBed (module docstring); nothing is written but the learners' weights
+    (under ``config.work``) and passing oracles (under ``config.cache``)."""
+    from tqdm.auto import tqdm
+
+    config = config.effective()
+    learners = check_learners(config.learners)
+    oracles, table8_oracles = _oracles(config)
+    cw = ConceptWorld(m=config.m, real=config.real, seed=config.seed, classes=config.classes)
+    concepts = {t: cw.concepts(t, config.concepts) for t in config.tasks}
+    work = Path(config.work) if config.work else None
+    settings = {"model": config.model, "steps": config.steps, "seed": config.seed, "device": config.device}
+    scored = {(l, t): Scored(_mode(oracles[TASK_ORACLE[t]])) for l in learners for t in config.tasks}
+    scored8 = {(cap, l): Scored("classifier") for cap in table8_oracles for l in learners}
+    generated: dict[tuple[str, str], list[np.ndarray]] = {}
+    sheet: list[tuple[str, np.ndarray]] = []
+    jobs = [(l, t, c) for l in learners for t in config.tasks for c in concepts[t]]
+    for learner_name, task, concept in tqdm(jobs, desc="conceptbed", leave=False):
+        learner = make_learner(learner_name, cw, concepts, settings)
+        folder = (work / learner_name.replace(" ", "_") / task / concept.name) if work else Path(".")
+        learner.fit(concept, folder)
+        images = learner.generate(concept.prompts, config.images, config.seed)
+        _score(oracles[TASK_ORACLE[task]], cw, concept, images, scored[learner_name, task])
+        if TASK_ORACLE[task] == "species":
+            for cap, oracle in table8_oracles.items():
+                _score(oracle, cw, concept, images, scored8[cap, learner_name])
+        generated.setdefault((learner_name, task), []).append(images)
+        if concept is concepts[task][0]:
+            if learner_name == learners[0]:
+                sheet.append((f"{task}: {concept.name} (train)", concept.train))
+            sheet.append((f"{task}: {learner_name}", images))
+    embed = clip_image_embedder(config.encoder)
+    table1 = {l: {t: scored[l, t].result()["ccd"] for t in config.tasks} for l in learners}
+    dino = {l: {t: pairwise_cosine(embed, generated[l, t], [c.real for c in concepts[t]]) for t in config.tasks}
+            for l in learners}
+    t7_task = next((t for t in ("object", "fine_grained_object", "domain", "fine_grained_attribute") if t in config.tasks))
+    results = {
+        "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in manifest(config).items()},
+        "table1": table1,
+        "table7_task": t7_task,
+        "table7": {l: table7_row(scored[l, t7_task].result()) for l in learners},
+        "table8": {cap: {l: scored8[cap, l].result()["ccd"] for l in learners} for cap in table8_oracles},
+        "baselines": {"dino": dino, "encoder": config.encoder},
+        "oracles": {t: {"kind": TASK_ORACLE[t], "capacity": oracles[TASK_ORACLE[t]].spec.capacity,
+                        "accuracy": oracles[TASK_ORACLE[t]].accuracy} for t in config.tasks},
+        "table8_oracles": {cap: o.accuracy for cap, o in table8_oracles.items()},
+        "concepts": {t: [c.name for c in concepts[t]] for t in config.tasks},
+        "sensitivity": _sensitivity(oracles, cw, concepts, config.seed),
+    }
+    return ConceptBedResult(config, results, sheet)
+
+
+def _table(rows: dict[str, dict[str, float]], columns: list[str], fmt: str = "{:.4f}") -> list[str]:
+    lines = ["| | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    lines += [f"| {name} | " + " | ".join(fmt.format(row[c]) for c in columns) + " |" for name, row in rows.items()]
+    return lines
+
+
+def render_report(results: dict[str, Any]) -> str:
+    """The Markdown report of a run's ``results``."""
+    tasks = list(next(iter(results["table1"].values())))
+    lines = ["# ConceptBed on the bird world", "",
+             "CCD (ConceptBed Eq. 3; lower is better, 0: the oracle is as confident as on real images).", "",
+             "## Oracles (validation on held-out renders; a CCD needs >= 95 %)", ""]
+    lines += [f"- {t}: {o['kind']} oracle ({o['capacity']}), {100 * o['accuracy']:.1f} %" for t, o in results["oracles"].items()]
+    lines += ["", "## Table 1: CCD per learner and task", ""] + _table(results["table1"], tasks)
+    t7 = results["table7"]
+    lines += ["", f"## Table 7: accuracy, MSP, ECE and CCD ({results['table7_task']})", ""]
+    lines += _table(t7, ["accuracy", "msp", "ece", "ccd"])
+    if results["table8"]:
+        caps = list(results["table8"])
+        rows = {l: {c: results["table8"][c][l] for c in caps} for l in results["table1"]}
+        lines += ["", "## Table 8: CCD of the species tasks under each oracle capacity", ""] + _table(rows, caps)
+        lines += ["", "Oracle accuracies: " + ", ".join(f"{c} {100 * a:.1f} %" for c, a in results["table8_oracles"].items())]
+    lines += ["", f"## Baseline: DINO-style pairwise cosine ({results['baselines']['encoder']}; higher is closer)", ""]
+    lines += _table(results["baselines"]["dino"], tasks)
+    lines += ["", "## Figures", "", "![Fig. 4](fig4_contact_sheet.png)", "", "![Fig. 5](fig5_sensitivity.png)", ""]
+    return "\n".join(lines)

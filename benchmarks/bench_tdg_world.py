@@ -68,11 +68,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--bootstrap", type=int, default=1000)
     p.add_argument("--batch", type=int, default=64, help="images per pipeline call")
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--device", default="cpu", help="torch device of the pipeline (e.g. cuda)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--limit-pairings", type=int, default=None, help="debug: only the first N pairings")
     p.add_argument("--export-judge", type=Path, default=None,
                    help="also write the validated judge (safetensors) and its model card to this folder")
+    p.add_argument("--device", default="cpu", help="torch device of the pipeline (e.g. cuda)")
     args = p.parse_args(argv)
     try:
         check_settings(WorldTDGSettings(**vars(args)))

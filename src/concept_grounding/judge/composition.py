@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from ..world.composition import ACTIONS, COUNT_WORDS
 from ..world.config import BACKGROUNDS
-from .model import _shift, _to_unit, _trunk
+from .model import shift_images, to_unit, layout_trunk
 
 __all__ = ["HEADS", "COMPOSITION_BAR", "CompositionJudge", "composition_set", "train_composition_judge",
            "composition_verdicts", "validate_composition_judge"]
@@ -47,7 +47,7 @@ class CompositionJudge(nn.Module, PyTorchModelHubMixin, library_name="concept-gr
         if image_size % 4:
             raise ValueError(f"image_size must be a multiple of 4, got {image_size}")
         self.image_size, self.num_classes = int(image_size), int(num_classes)
-        self.trunk = _trunk(width)
+        self.trunk = layout_trunk(width)
         self.neck = nn.Sequential(nn.Dropout(0.2), nn.Linear(2 * width * (image_size // 4) ** 2, 256), nn.ReLU(inplace=True))
         sizes = {**{k: len(v) for k, v in HEADS.items()}, "species": self.num_classes}
         self.heads = nn.ModuleDict({k: nn.Linear(256, n) for k, n in sizes.items()})
@@ -101,7 +101,7 @@ def train_composition_judge(data: CompositionSet, num_classes: int, epochs: int 
     one-pixel random shifts); deterministic in ``seed`` on the CPU."""
     torch.manual_seed(seed)
     judge = CompositionJudge(data.images.shape[1], num_classes).to(device)
-    x = _to_unit(data.images).to(device)
+    x = to_unit(data.images).to(device)
     y = {k: torch.as_tensor(v, dtype=torch.long, device=device) for k, v in data.targets.items()}
     g = torch.Generator().manual_seed(seed)
     n = len(x)
@@ -113,7 +113,7 @@ def train_composition_judge(data: CompositionSet, num_classes: int, epochs: int 
         order = torch.randperm(n, generator=g)
         for i in range(0, n, batch_size):
             idx = order[i : i + batch_size]
-            out = judge(_shift(x[idx.to(device)].cpu(), g).to(device))
+            out = judge(shift_images(x[idx.to(device)].cpu(), g).to(device))
             loss = sum(nn.functional.cross_entropy(out[k], y[k][idx.to(device)]) for k in out)
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -128,7 +128,7 @@ def composition_verdicts(judge: CompositionJudge, images: np.ndarray | Sequence,
     """head -> ``(N, values)`` softmax probabilities on uint8 ``(N, S, S, 3)`` images (or PIL)."""
     arr = np.stack([np.asarray(im.convert("RGB")) if hasattr(im, "convert") else np.asarray(im) for im in images])
     judge.eval()
-    parts = [judge(_to_unit(arr[i : i + batch_size])) for i in range(0, len(arr), batch_size)]
+    parts = [judge(to_unit(arr[i : i + batch_size])) for i in range(0, len(arr), batch_size)]
     return {k: torch.cat([p[k] for p in parts]).softmax(-1).numpy() for k in parts[0]}
 
 

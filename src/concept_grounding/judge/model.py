@@ -52,7 +52,7 @@ class JudgeOutput:
     trait_logits: torch.Tensor
 
 
-def _trunk(width: int) -> nn.Sequential:
+def layout_trunk(width: int) -> nn.Sequential:
     """``(N, 3, S, S)`` -> ``(N, 2 * width * (S / 4)**2)``: a 3x3 and a 1x1 convolution at full
     resolution (colour features of every pixel, so a one-pixel eye survives), max-pooled,
     then a 3x3 convolution at half resolution, max-pooled and flattened."""
@@ -82,7 +82,7 @@ class WorldJudge(nn.Module, PyTorchModelHubMixin, library_name="concept-groundin
         self.image_size = int(image_size)
         self.class_names = tuple(class_names)
         self.traits = TraitLayout.of(load_vocabulary())
-        self.trunk = _trunk(width)
+        self.trunk = layout_trunk(width)
         features = 2 * width * (image_size // 4) ** 2
         self.neck = nn.Sequential(nn.Dropout(0.2), nn.Linear(features, 256), nn.ReLU(inplace=True))
         self.species_head = nn.Linear(256, len(self.class_names))
@@ -164,7 +164,7 @@ class TraitLayout:
         return out
 
 
-def _to_unit(images: np.ndarray) -> torch.Tensor:
+def to_unit(images: np.ndarray) -> torch.Tensor:
     """uint8 ``(N, H, W, 3)`` -> float ``(N, 3, H, W)`` in [0, 1]."""
     return torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).float().div_(255.0)
 
@@ -179,7 +179,7 @@ def judge_images(judge: WorldJudge, images: np.ndarray | Sequence, batch_size: i
     species, probs = [], []
     try:
         for i in range(0, len(arr), batch_size):
-            out = judge(_to_unit(arr[i : i + batch_size]))
+            out = judge(to_unit(arr[i : i + batch_size]))
             species.append(out.species_logits.argmax(1).numpy())
             probs.append(judge.attribute_probabilities(out.trait_logits).numpy())
     finally:
@@ -189,7 +189,7 @@ def judge_images(judge: WorldJudge, images: np.ndarray | Sequence, batch_size: i
     return np.concatenate(species), np.concatenate(probs)
 
 
-def _shift(x: torch.Tensor, g: torch.Generator, pixels: int = 1) -> torch.Tensor:
+def shift_images(x: torch.Tensor, g: torch.Generator, pixels: int = 1) -> torch.Tensor:
     """Each image shifted by a random (dx, dy) in [-pixels, pixels], edges replicated."""
     if pixels <= 0:
         return x
@@ -212,7 +212,7 @@ def train_judge(
     that train attributes (:attr:`JudgeSet.trains_attributes`), each base group's
     cross-entropy with inverse-frequency value weights; AdamW with one-cycle decay. Deterministic in
     ``seed``; the caller's global RNG state is restored."""
-    x_all = _to_unit(data.images)
+    x_all = to_unit(data.images)
     y_species = torch.from_numpy(data.labels).long()
     trains = torch.from_numpy(data.trains_attributes)
     with torch.random.fork_rng(devices=[]):  # initialisation and dropout draw from a seeded, restored global RNG
@@ -250,7 +250,7 @@ def _fit(judge: WorldJudge, x_all: torch.Tensor, y_traits: torch.Tensor, y_speci
         order = torch.randperm(n, generator=g)
         for i in range(0, n, batch_size):
             idx = order[i : i + batch_size]
-            out = judge(_shift(x_all[idx], g))
+            out = judge(shift_images(x_all[idx], g))
             loss = out.species_logits.new_zeros(())
             rows = trains[idx]
             if rows.any():

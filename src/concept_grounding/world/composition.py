@@ -35,7 +35,7 @@ import numpy as np
 
 from .backgrounds import draw_background
 from .config import Pose
-from .render import _Canvas, _part_centres, draw_bird, light
+from .render import Canvas, part_centres, draw_bird, light
 
 __all__ = ["CATEGORIES", "COUNT_WORDS", "RELATIONS", "ACTIONS", "Composition", "flock_poses", "render_flock"]
 
@@ -135,7 +135,7 @@ def render_flock(traits: Mapping[str, str], poses: Sequence[Pose], image_size: i
     size = int(image_size)
     rng = np.random.default_rng(noise_seed)
     grain = rng.standard_normal((size, size), dtype=np.float32)
-    canvases = [_Canvas(p, size, grain) for p in poses]
+    canvases = [Canvas(p, size, grain) for p in poses]
     first = canvases[0]
     fx, fy = first.to_pixels(np.array([0.05]), np.array([1.1]))
     feet = (float(fx[0]), float(fy[0]), np.deg2rad(poses[0].angle), first.s)
@@ -146,7 +146,7 @@ def render_flock(traits: Mapping[str, str], poses: Sequence[Pose], image_size: i
     masks = np.stack([cv.pmap > 0 for cv in canvases])
     for i in range(len(canvases) - 1):  # hidden behind a bird drawn later
         masks[i] &= ~masks[i + 1 :].any(axis=0)
-    xy = np.stack([_part_centres(cv, traits, *_sides(cv.pose))[0] for cv in canvases])
+    xy = np.stack([part_centres(cv, traits, *_sides(cv.pose))[0] for cv in canvases])
     return light(composite, poses[0]), masks, xy
 
 

@@ -138,7 +138,7 @@ def _ink(name: str) -> np.ndarray:
     return c * 0.42 if lum > 80 else c * 0.4 + 0.6 * 175.0
 
 
-class _Canvas:
+class Canvas:
     """One image being drawn: pixel->canonical coordinates, colour, part map."""
 
     def __init__(self, pose: Pose, size: int, grain: np.ndarray):
@@ -247,7 +247,7 @@ def _region_colour(base: str, pattern: str, ink_mask: np.ndarray, accent_mask: n
     return col * light
 
 
-def _draw_leg(cv: _Canvas, leg, part: int, colour: str, box: str) -> None:
+def _draw_leg(cv: Canvas, leg, part: int, colour: str, box: str) -> None:
     win = cv.window(_BOXES[box])
     if win is None:
         return
@@ -263,7 +263,7 @@ def _draw_leg(cv: _Canvas, leg, part: int, colour: str, box: str) -> None:
     cv.paint(win, d, col, part)
 
 
-def _draw_tail(cv: _Canvas, t: Mapping[str, str]) -> None:
+def _draw_tail(cv: Canvas, t: Mapping[str, str]) -> None:
     win = cv.window(_BOXES["tail"])
     if win is None:
         return
@@ -285,7 +285,7 @@ def _draw_tail(cv: _Canvas, t: Mapping[str, str]) -> None:
     cv.paint(win, d, col, _P["tail"])
 
 
-def _draw_wing(cv: _Canvas, t: Mapping[str, str], part: int) -> None:
+def _draw_wing(cv: Canvas, t: Mapping[str, str], part: int) -> None:
     geo, tip = _WING, _WING_TIP
     win = cv.window(_BOXES["near_wing"])
     if win is None:
@@ -309,7 +309,7 @@ def _draw_wing(cv: _Canvas, t: Mapping[str, str], part: int) -> None:
     cv.paint(win, d, col, part)
 
 
-def _draw_body(cv: _Canvas, t: Mapping[str, str]) -> None:
+def _draw_body(cv: Canvas, t: Mapping[str, str]) -> None:
     win = cv.window(_BOXES["body"])
     if win is None:
         return
@@ -332,7 +332,7 @@ def _draw_body(cv: _Canvas, t: Mapping[str, str]) -> None:
     cv.paint(win, d, col * _light(v), part)
 
 
-def _draw_head(cv: _Canvas, t: Mapping[str, str]) -> None:
+def _draw_head(cv: Canvas, t: Mapping[str, str]) -> None:
     win = cv.window(_BOXES["head"])
     if win is None:
         return
@@ -363,7 +363,7 @@ def _bill_sdf(u: np.ndarray, v: np.ndarray, shape: str) -> np.ndarray:
     return shapes.union(*ds)
 
 
-def _draw_beak(cv: _Canvas, t: Mapping[str, str]) -> None:
+def _draw_beak(cv: Canvas, t: Mapping[str, str]) -> None:
     win = cv.window(_BOXES["beak"])
     if win is None:
         return
@@ -376,7 +376,7 @@ def _draw_beak(cv: _Canvas, t: Mapping[str, str]) -> None:
     cv.paint(win, d, col * _light(v), _P["beak"])
 
 
-def _draw_eye(cv: _Canvas, t: Mapping[str, str], part: int) -> None:
+def _draw_eye(cv: Canvas, t: Mapping[str, str], part: int) -> None:
     win = cv.window(_BOXES["eye"])
     if win is None:
         return
@@ -399,7 +399,7 @@ def render_bird(traits: Mapping[str, str], pose: Pose, image_size: int, noise_se
     near, far = ("right", "left") if right else ("left", "right")
 
     # 1. background (with a perch or horizon under the feet)
-    cv = _Canvas(pose, size, grain)
+    cv = Canvas(pose, size, grain)
     fx, fy = cv.to_pixels(np.array([0.05]), np.array([1.1]))
     feet = (float(fx[0]), float(fy[0]), np.deg2rad(pose.angle), cv.s)
     background = draw_background(pose.background_name, size, size, rng, grain, feet)
@@ -411,11 +411,11 @@ def render_bird(traits: Mapping[str, str], pose: Pose, image_size: int, noise_se
     image = light(cv.finish(background), pose)
 
     # 4. part centres and visibility
-    xy, visible = _part_centres(cv, traits, near, far)
+    xy, visible = part_centres(cv, traits, near, far)
     return Rendering(image=image, mask=cv.pmap > 0, part_map=cv.pmap, part_xy=xy, part_visible=visible)
 
 
-def draw_bird(cv: _Canvas, traits: Mapping[str, str]) -> None:
+def draw_bird(cv: Canvas, traits: Mapping[str, str]) -> None:
     """Paint every layer of the bird with ``traits`` on ``cv``, front to back."""
     near, far = ("right", "left") if cv.pose.facing == "right" else ("left", "right")
     _draw_eye(cv, traits, _P[f"{near} eye"])
@@ -434,7 +434,7 @@ def light(composite: np.ndarray, pose: Pose) -> np.ndarray:
     return np.clip(composite * gain + 0.5, 0, 255).astype(np.uint8)
 
 
-def _part_centres(cv: _Canvas, traits: Mapping[str, str], near: str, far: str):
+def part_centres(cv: Canvas, traits: Mapping[str, str], near: str, far: str):
     """(15, 2) float32 centres and (15,) visibility: a part is visible when its
     own (3x3-dilated) mask contains its centre pixel."""
     canon = dict(_CENTRES)

@@ -207,6 +207,26 @@ def _load_initial(modules: Any, folder: Path) -> None:
             raise ValueError(f"--init-from: {folder}/{sub} does not match this run's sizes or vocabulary") from None
 
 
+def batch_captions(data: dict[str, np.ndarray], indices: list[int], flipped: list[bool], world: Any,
+                   rng: np.random.Generator, cfg: FluxTrainConfig) -> list[str]:
+    """One training caption per drawn image ``indices[j]`` (mirrored where ``flipped[j]``):
+    :func:`make_caption` (``""`` with ``cfg.caption_dropout``), and for a composition render
+    :func:`compose_caption` with its count, scene and the facing the (mirrored) image shows."""
+    prompts = [
+        "" if rng.random() < cfg.caption_dropout
+        else make_caption(data["attributes"][i], int(data["labels"][i]), world, rng, cfg.guide_captions)
+        for i in indices
+    ]
+    composed = data.get("composed")
+    if composed is None:
+        return prompts
+    for j, i in enumerate(indices):
+        if composed[i]:
+            facing = _MIRRORED[str(data["facing"][i])] if flipped[j] else str(data["facing"][i])
+            prompts[j] = compose_caption(prompts[j], int(data["count"][i]), str(data["scene"][i]), facing, rng)
+    return prompts
+
+
 def _train_flux(
     cfg: FluxTrainConfig,
     data: dict[str, np.ndarray],
@@ -262,7 +282,6 @@ def _train_flux(
     others = [k for k, v in modules.state_dict().items() if not v.dtype.is_floating_point]
     pending: list[Any] = []
     t_calibration: float | None = None
-    labels, attrs = data["labels"], data["attributes"]
     composed = data.get("composed")  # composition renders: captions name count, relation and action
     # a canonical world faces right: only its composition renders may be mirrored
     mirrorable = torch.from_numpy(composed) if composed is not None and cfg.world.pose == "canonical" else None
@@ -287,16 +306,7 @@ def _train_flux(
         x0 = (z - shift) * scale
         noise = torch.randn(x0.shape, generator=g_dev, device=device)
         t = torch.sigmoid(torch.randn(cfg.batch, generator=g)).to(device)
-        prompts = [
-            "" if rng.random() < cfg.caption_dropout else make_caption(attrs[i], int(labels[i]), world, rng, cfg.guide_captions)
-            for i in idx.tolist()
-        ]
-        if composed is not None:
-            flipped = flip.flatten().tolist()
-            for j, i in enumerate(idx.tolist()):
-                if composed[i]:
-                    facing = _MIRRORED[str(data["facing"][i])] if flipped[j] else str(data["facing"][i])
-                    prompts[j] = compose_caption(prompts[j], int(data["count"][i]), str(data["scene"][i]), facing, rng)
+        prompts = batch_captions(data, idx.tolist(), flip.flatten().tolist(), world, rng, cfg)
         total_for_lr = state["total"] if state["total"] is not None else 10**9
         for group in opt.param_groups:
             group["lr"] = cosine_lr(step, total_for_lr, cfg.lr, cfg.warmup)

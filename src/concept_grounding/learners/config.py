@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import UsageError, named
 from ..settings import setting
 from ..validators import float_range, int_at_least, nonnegative_int, positive_int
 
@@ -76,6 +76,7 @@ class LearnConfig:
         guidance: the guidance embedding's value for a guidance-distilled Flux (FLUX.1-dev).
         checkpoint_every: steps between resumable checkpoints.
         gradient_checkpointing: recompute the transformer's activations in backward (large models).
+        threads: torch CPU threads while learning (restored afterwards).
         progress: progress bars.
     """
 
@@ -105,6 +106,8 @@ class LearnConfig:
     checkpoint_every: int = setting(50, "steps between resumable checkpoints", parse=int_at_least(1))
     gradient_checkpointing: bool = setting(False, "recompute transformer activations in backward (large models)",
                                            action="store_true")
+    threads: int = setting(1, "torch CPU threads while learning (1: fastest on a shared 2-core machine)",
+                           parse=positive_int)
     progress: bool = setting(True, "show no progress bars", flag="--no-progress", action="store_false")
 
     def resolved_steps(self) -> int:
@@ -136,13 +139,19 @@ class LearnConfig:
                 Flux, a token already in a tokenizer's vocabulary, a ``{token}``-less prompt.
         """
         if self.method not in METHODS:
-            raise UsageError(f"unknown learner {self.method!r}; known: {', '.join(METHODS)}", argument="method")
+            raise UsageError(f"unknown learner {self.method!r}; known: {', '.join(METHODS)}", argument=named("method"))
         if self.dtype not in ("float32", "bfloat16"):
-            raise UsageError(f"must be float32 or bfloat16, got {self.dtype!r}", argument="dtype")
+            raise UsageError(f"must be float32 or bfloat16, got {self.dtype!r}", argument=named("dtype"))
         if "{token}" not in self.instance_prompt:
-            raise UsageError("must contain {token}", argument="instance_prompt")
-        check_images(self.images, self.min_images)
-        check_token(model_folder(self.model), self.token, self.init_word)
+            raise UsageError("must contain {token}", argument=named("instance_prompt"))
+        width, height = check_images(self.images, self.min_images)
+        folder = model_folder(self.model)
+        vae = json.loads((folder / "vae" / "config.json").read_text())
+        multiple = 2 ** len(vae["block_out_channels"])  # the VAE's downsampling x Flux's 2 x 2 packing
+        if width % multiple or height % multiple:
+            raise UsageError(f"{width}x{height} images: sides must be multiples of {multiple} for this model",
+                             argument=named("images"))
+        check_token(folder, self.token, self.init_word)
 
 
 def model_folder(model: str | Path) -> Path:
@@ -158,10 +167,10 @@ def model_folder(model: str | Path) -> Path:
     folder = Path(model)
     index = folder / "model_index.json"
     if not index.is_file():
-        raise UsageError(f"{folder} is not a diffusers pipeline folder (no model_index.json)", argument="model")
+        raise UsageError(f"{folder} is not a diffusers pipeline folder (no model_index.json)", argument=named("model"))
     name = json.loads(index.read_text()).get("_class_name")
     if name != "FluxPipeline" or not (folder / "transformer").is_dir():
-        raise UsageError(f"{folder} holds a {name}, not a FluxPipeline (FLUX.1) folder", argument="model")
+        raise UsageError(f"{folder} holds a {name}, not a FluxPipeline (FLUX.1) folder", argument=named("model"))
     return folder
 
 
@@ -180,10 +189,10 @@ def check_images(folder: str | Path, min_images: int) -> tuple[int, int]:
 
     path = Path(folder)
     if not path.is_dir():
-        raise UsageError(f"no such folder: {path}", argument="images")
+        raise UsageError(f"no such folder: {path}", argument=named("images"))
     files = image_files(path)
     if len(files) < min_images:
-        raise UsageError(f"{path} holds {len(files)} images, fewer than m = {min_images}", argument="images",
+        raise UsageError(f"{path} holds {len(files)} images, fewer than m = {min_images}", argument=named("images"),
                          hint="add images or lower min_images")
     sizes: dict[tuple[int, int], str] = {}
     for f in files:
@@ -194,7 +203,7 @@ def check_images(folder: str | Path, min_images: int) -> tuple[int, int]:
             raise UsageError("not a readable image", file=f) from None
     if len(sizes) > 1:
         shown = ", ".join(f"{w}x{h} ({name})" for (w, h), name in list(sizes.items())[:3])
-        raise UsageError(f"{path} mixes image sizes: {shown}", argument="images")
+        raise UsageError(f"{path} mixes image sizes: {shown}", argument=named("images"))
     return next(iter(sizes))
 
 
@@ -210,7 +219,7 @@ def check_token(folder: Path, token: str, init_word: str) -> None:
         tok = AutoTokenizer.from_pretrained(folder / sub)
         if token in tok.get_vocab() or token.lower() in tok.get_vocab():
             raise UsageError(f"{token!r} is already in {folder.name}/{sub}'s vocabulary; a placeholder must be a "
-                             "new token", argument="token", hint="pick an unused string such as <v*>")
+                             "new token", argument=named("token"), hint="pick an unused string such as <v*>")
         ids = [i for i in tok(init_word, add_special_tokens=False).input_ids if i != tok.unk_token_id]
         if not ids:
-            raise UsageError(f"{init_word!r} is unknown to {folder.name}/{sub}", argument="init_word")
+            raise UsageError(f"{init_word!r} is unknown to {folder.name}/{sub}", argument=named("init_word"))

@@ -29,11 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import UsageError
+from ..errors import UsageError, named
 from .config import LearnConfig, image_files, model_folder
 from .methods import add_placeholder, save_learned, trainable_parameters
 
-__all__ = ["Latents", "Learner", "prepare_learner", "flow_loss", "training_step", "learn", "learn_many", "load_images"]
+__all__ = ["Latents", "Learner", "prepare_learner", "flow_loss", "training_step", "learn", "fit", "learn_many", "load_images"]
 
 #: largest T5 prompt length trained (FluxPipeline's default ``max_sequence_length``).
 MAX_SEQUENCE_LENGTH = 512
@@ -211,7 +211,7 @@ def _latents(pipe: Any, images: np.ndarray, work: Path, device: str, progress: b
 
 # ----------------------------------------------------------------------------- the job
 #: settings a resumed run may change (where it runs, how often it checkpoints)
-_RESUME_FREE = ("device", "checkpoint_every")
+_RESUME_FREE = ("device", "checkpoint_every", "threads")
 
 
 def _check_out(config: LearnConfig, out: Path) -> None:
@@ -222,7 +222,7 @@ def _check_out(config: LearnConfig, out: Path) -> None:
             == {k: v for k, v in b.items() if k not in _RESUME_FREE})
     if path.exists() and not same(json.loads(path.read_text()), json.loads(text)):
         raise UsageError("holds a learner run with another config; use a fresh folder or the same settings",
-                         argument="out")
+                         argument=named("out"))
     out.mkdir(parents=True, exist_ok=True)
     if not path.exists():
         path.write_text(text)
@@ -239,19 +239,35 @@ def learn(config: LearnConfig, out: str | Path) -> Path:
         UsageError: bad input (:meth:`LearnConfig.check`), or ``out`` holding another run.
     """
     import torch
-    from diffusers import FluxPipeline
-    from tqdm.auto import tqdm
-
-    from ..tdg.loading import load_flux_pipeline
-    from ..worldflux.training_utils import atomic_save
 
     config.check()
     out = Path(out)
     _check_out(config, out)
     if (out / "learned.json").is_file():
         return out
+    threads = torch.get_num_threads()
+    torch.set_num_threads(config.threads)
+    try:
+        fit(config, out)
+    finally:
+        torch.set_num_threads(threads)
+    return out
+
+
+def fit(config: LearnConfig, out: str | Path) -> Learner:
+    """:func:`learn`'s work on an unfinished ``out``: train (resuming from ``out``'s checkpoint),
+    save, and return the trained :class:`Learner` (its pipeline in memory, V* hooked in)."""
+    import torch
+    from diffusers import FluxPipeline
+    from tqdm.auto import tqdm
+
+    from ..tdg.loading import load_flux_pipeline
+    from ..worldflux.training_utils import atomic_save
+
+    out = Path(out)
+    _check_out(config, out)
     if torch.device(config.device).type == "cuda" and not torch.cuda.is_available():
-        raise UsageError(f"{config.device} asked for but torch sees no CUDA device", argument="device")
+        raise UsageError(f"{config.device} asked for but torch sees no CUDA device", argument=named("device"))
     work = out / ".work"
     work.mkdir(exist_ok=True)
     t0 = time.perf_counter()
@@ -294,7 +310,7 @@ def learn(config: LearnConfig, out: str | Path) -> Path:
                 "config": json.loads(config.to_json())}
     (out / "learned.json").write_text(json.dumps(manifest, indent=1))
     shutil.rmtree(work, ignore_errors=True)
-    return out
+    return learner
 
 
 def learn_many(configs: Sequence[LearnConfig], outs: Sequence[str | Path]) -> list[Path]:

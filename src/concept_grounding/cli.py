@@ -63,6 +63,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "analyse": ("concept_grounding.commands.analyse", "Aysel et al.'s tables (CGIM, existence, location, sweep) of a post-hoc CBM"),
     "cci-bench": ("concept_grounding.commands.cci_bench", "CCI Tables 1-2: deletion / insertion of CCI and baselines across CLIPs"),
     "diagnose": ("concept_grounding.commands.diagnose", "BG-Er / Fine-Er / FG-Er of a CLIP's errors on an image folder (CounterAnimals too)"),
+    "learn": ("concept_grounding.commands.learn",
+              "learn a concept V* from a few images: Textual Inversion, DreamBooth, LoRA, Custom Diffusion on a Flux"),
     "train-flux": ("concept_grounding.commands.train_flux", "train the world Flux text-to-image pipeline on bird-world renders"),
     "conceptbed": ("concept_grounding.commands.conceptbed",
                    "ConceptBed Tables 1, 7, 8: concept learners on held-out species, attributes and styles, validated oracles"),

@@ -50,6 +50,7 @@ COMMAND_EXTRAS: dict[str, str | None] = {
     "cci-bench": "cci",
     "diagnose": "cci",
     "train-flux": "tdg",
+    "learn": "tdg",
     "publish": None,
     "conceptbed": "models",
 }

@@ -148,7 +148,8 @@ def _flush_losses(losses: list, pending: list, step: int) -> None:
 
 
 def flow_matching_loss(
-    transformer: Any, x0: Any, noise: Any, t: Any, prompt_embeds: Any, pooled: Any, img_ids: Any, txt_ids: Any
+    transformer: Any, x0: Any, noise: Any, t: Any, prompt_embeds: Any, pooled: Any, img_ids: Any, txt_ids: Any,
+    guidance: Any = None,
 ) -> Any:
     """Rectified-flow MSE in FluxPipeline's convention.
 
@@ -156,6 +157,8 @@ def flow_matching_loss(
         x0: (B, C, h, w) normalised latents ``(z - shift) * scaling``.
         noise: like ``x0``; t: (B,) in (0, 1).
         prompt_embeds: (B, L, D) T5 states; pooled: (B, D) CLIP pooled output.
+        guidance: (B,) guidance-embedding values of a guidance-distilled transformer
+            (``guidance_embeds``, e.g. FLUX.1-dev); ``None`` for one without.
     Returns:
         scalar ``mean((v_theta(x_t, t) - (noise - x0))**2)`` on packed 2x2 latent tokens.
     """
@@ -169,7 +172,7 @@ def flow_matching_loss(
     pred = transformer(
         hidden_states=packed,
         timestep=t,
-        guidance=None,
+        guidance=guidance,
         pooled_projections=pooled,
         encoder_hidden_states=prompt_embeds,
         txt_ids=txt_ids,

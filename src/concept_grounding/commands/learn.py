@@ -1,0 +1,44 @@
+"""``concept-grounding learn``: learn a new concept V* from a few images with one of ConceptBed's
+learners (Textual Inversion, DreamBooth, LoRA, Custom Diffusion) on a diffusers Flux.
+
+``--images`` is the concept's folder (or, with ``--concepts``, a folder of concept folders,
+sharded over processes when launched with ``accelerate launch`` / ``torchrun``). Rerun the same
+command to resume. The job lives in :mod:`concept_grounding.learners.job`; the learner's
+settings are :class:`~concept_grounding.learners.LearnConfig`'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from concept_grounding import settings
+from concept_grounding.jobs import Job, add_job_arguments
+from concept_grounding.learners.config import LearnConfig
+from concept_grounding.learners.job import LearnJobConfig, run_learn
+
+__all__ = ["JOB", "add_arguments", "run", "config_from_args"]
+
+#: resumable: it writes checkpoints and the learnt files under ``--out`` as it goes
+JOB = Job("learn", LearnJobConfig, run_learn)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--out``, ``--concepts``, then the learner's settings (:class:`LearnConfig`)."""
+    add_job_arguments(parser, JOB, out_help="output folder of the learnt concept (diffusers-loadable files)")
+    settings.add_arguments(parser, LearnConfig)
+
+
+def config_from_args(args: argparse.Namespace) -> LearnJobConfig:
+    """The job's configuration from the parsed arguments."""
+    return settings.from_args(LearnJobConfig, args, out=args.out, learn=settings.from_args(LearnConfig, args))
+
+
+def run(args: argparse.Namespace) -> int:
+    from concept_grounding.errors import options_as_flags
+
+    with options_as_flags({**settings.flags(LearnConfig), **settings.flags(LearnJobConfig)}):
+        config = config_from_args(args)
+        result = run_learn(config)
+    path = result.save(args.out)
+    print(f"learnt {len(result.folders)} concept(s) with {config.learn.method}; {path}")
+    return 0

@@ -279,25 +279,8 @@ def build_app(store: AnnotationStore, image_path: Callable[[ImageItem], str | Pa
                             *(None for _ in qids)]
 
                 outputs = [image, shown, progress, message, *texts, *radios]
-                keep = [gr.update() for _ in texts + radios]
 
-                def on_start(key, profile: gr.OAuthProfile | None = None, h=handlers, show=show, keep=keep):
-                    try:
-                        annotator = h.identify(key, getattr(profile, "username", None))
-                    except AnnotationError as err:
-                        LOG.warning("annotate: refused a sign-in: %s", err.brief)
-                        return ["", "", "", str(err), *keep]
-                    return show(h.current(annotator))
-
-                def on_submit(key, current, *values, profile: gr.OAuthProfile | None = None, h=handlers, show=show,
-                              qids=qids, keep=keep):
-                    try:
-                        annotator = h.identify(key, getattr(profile, "username", None))
-                    except AnnotationError as err:
-                        LOG.warning("annotate: refused a submit: %s", err.brief)
-                        return ["", "", "", str(err), *keep]
-                    return show(h.submit(annotator, current, dict(zip(qids, values))))
-
+                on_start, on_submit = _events(handlers, show, [gr.update() for _ in texts + radios], qids)
                 start.click(on_start, inputs=[token], outputs=outputs, concurrency_limit=CONCURRENCY,
                             show_progress="hidden")
                 button.click(on_submit, inputs=[token, shown, *radios], outputs=outputs, concurrency_limit=CONCURRENCY,
@@ -305,6 +288,42 @@ def build_app(store: AnnotationStore, image_path: Callable[[ImageItem], str | Pa
     for key, value in GRADIO_ENV.items():
         os.environ.setdefault(key, value)
     return app.queue(default_concurrency_limit=CONCURRENCY)  # the queue made again, with GRADIO_ENV
+
+
+def _events(h: AnnotationHandlers, show: Callable[[View], list], keep: list, qids: tuple[str, ...]):
+    """A study's ``on_start(token, profile)`` and ``on_submit(token, image_id, *answers, profile)``:
+    each decides who asks (:meth:`AnnotationHandlers.identify`) from the login Gradio injects
+    (a parameter typed ``gr.OAuthProfile | None``) or the token, on every event. ``on_submit``
+    names each answer (Gradio puts the login at the ``profile`` parameter's position)."""
+    import gradio as gr
+
+    def refused(err: AnnotationError, what: str) -> list:
+        LOG.warning("annotate: refused a %s: %s", what, err.brief)
+        return ["", "", "", str(err), *keep]
+
+    def on_start(key, profile=None):
+        try:
+            annotator = h.identify(key, getattr(profile, "username", None))
+        except AnnotationError as err:
+            return refused(err, "sign-in")
+        return show(h.current(annotator))
+
+    def answer(key, current, values, profile) -> list:
+        try:
+            annotator = h.identify(key, getattr(profile, "username", None))
+        except AnnotationError as err:
+            return refused(err, "submit")
+        return show(h.submit(annotator, current, dict(zip(qids, values))))
+
+    if len(qids) == 2:
+        def on_submit(key, current, first, second, profile=None):
+            return answer(key, current, (first, second), profile)
+    else:
+        def on_submit(key, current, first, profile=None):
+            return answer(key, current, (first,), profile)
+    for fn in (on_start, on_submit):  # the type Gradio injects the login by (a real type, not a string)
+        fn.__annotations__["profile"] = gr.OAuthProfile | None
+    return on_start, on_submit
 
 
 def _html(path: str | None) -> str:

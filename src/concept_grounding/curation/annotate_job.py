@@ -33,16 +33,22 @@ def accuracies(text: str) -> tuple[float, ...]:
 def annotator_names(text: str) -> tuple[str, ...]:
     """``"ann,bob"`` -> the annotator ids (:func:`~.annotation_items.annotator_id`'s rule); two
     names that are one id are refused."""
-    from .annotation_items import annotator_id
+    import argparse
+
+    from .annotation_items import AnnotationError, annotator_id
 
     seen: dict[str, str] = {}
     for name in (t for t in text.split(",") if t.strip()):
-        who = annotator_id(name)
+        try:
+            who = annotator_id(name)
+        except AnnotationError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
         if who in seen:
-            raise ValueError(f"{seen[who]!r} and {name!r} are one annotator id {who!r} (ids ignore case and spaces)")
+            raise argparse.ArgumentTypeError(f"{seen[who]!r} and {name!r} are one annotator id {who!r} (ids ignore "
+                                             "case and spaces)")
         seen[who] = name
     if not seen:
-        raise ValueError("name at least one annotator")
+        raise argparse.ArgumentTypeError("name at least one annotator")
     return tuple(seen)
 
 

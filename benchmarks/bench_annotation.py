@@ -174,7 +174,7 @@ _BARRIER = None  # a pool process's start line (set by _init_client)
 _GRADIO_CLIENT = False  # a pool process's client kind (set by _init_client)
 
 
-def _http_session(job: tuple[str, str, float, float], barrier=None, clock=time.thread_time,
+def _http_session(job: tuple[str, str, str, float, float], barrier=None, clock=time.thread_time,
                   gradio_client: bool = False) -> tuple[list[float], float]:
     """One annotator's session (a :class:`PageClient`, or a ``gradio_client.Client``): sign in,
     wait at ``barrier`` (all clients connected), then submit for ``seconds``, pausing about
@@ -184,7 +184,7 @@ def _http_session(job: tuple[str, str, float, float], barrier=None, clock=time.t
     People do not answer in step: each pause is drawn uniformly in [0.5, 1.5] ``think`` and
     the first submit comes after a uniform [0, ``think``) delay (seeded by the annotator's
     name), else the ten annotators would submit in bursts of ten at once forever."""
-    url, name, seconds, think = job
+    url, name, token, seconds, think = job
     rng = np.random.default_rng(sum(map(ord, name)))
     if gradio_client:
         from gradio_client import Client
@@ -192,7 +192,7 @@ def _http_session(job: tuple[str, str, float, float], barrier=None, clock=time.t
         client = Client(url, verbose=False)
     else:
         client = PageClient(url)
-    client.predict(name, api_name="/on_start")
+    shown = client.predict(token, api_name="/on_start")[1]  # the personal link's token; the open image's id
     if barrier is not None:
         barrier.wait()
     cpu0 = clock()
@@ -201,13 +201,13 @@ def _http_session(job: tuple[str, str, float, float], barrier=None, clock=time.t
     time.sleep(think * rng.uniform(0, 1))
     while time.perf_counter() < stop:
         t = time.perf_counter()
-        client.predict("yes", "no", api_name="/on_submit")
+        shown = client.predict(token, shown, "yes", "no", api_name="/on_submit")[1]  # the next image's id
         out.append(1e3 * (time.perf_counter() - t))
         time.sleep(think * rng.uniform(0.5, 1.5))
     return out, clock() - cpu0
 
 
-def _client_process(job: tuple[str, str, float, float]) -> tuple[list[float], float]:
+def _client_process(job: tuple[str, str, str, float, float]) -> tuple[list[float], float]:
     """:func:`_http_session` in a pool process; the CPU seconds are the whole process's while
     submitting (gradio_client's reader threads included)."""
     return _http_session(job, _BARRIER, clock=time.process_time, gradio_client=_GRADIO_CLIENT)
@@ -241,21 +241,25 @@ def _bench_store(args: argparse.Namespace) -> tuple[Path, Path]:
     Image.fromarray(BirdWorld(WorldConfig(image_size=224)).sample(0).image).save(image)
     store = AnnotationStore(folder / "bench.db", k=args.k, timeout=60)
     store.add_images(study1_item(f"1:c{i:06d}", "017.Cardinal", "has_crown_color::pink") for i in range(args.images))
+    names = [f"annotator{i}" for i in range(args.annotators)] + ["breakdown-True", "breakdown-False"]
+    TOKENS.update({n: store.issue_token(n) for n in names})  # each annotator's personal link
     store.close()
     return folder, image
+
+
+#: annotator -> their personal link's token (set by :func:`_bench_store`)
+TOKENS: dict[str, str] = {}
 
 
 def serve(folder: Path, port: int, k: int, max_threads: int) -> None:
     """The app over ``folder``'s store on 127.0.0.1:``port`` until killed (the ``--http``
     arm's server process, started by :func:`http_main`)."""
-    from concept_grounding.curation.annotate_app import build_app, launch_app
+    from concept_grounding.curation.annotate_app import serve_app
     from concept_grounding.curation.annotations import AnnotationStore
 
     store = AnnotationStore(folder / "bench.db", k=k, timeout=60)
     image = str(folder / "bird.png")
-    app = build_app(store, lambda item: image)
-    launch_app(app, server_name="127.0.0.1", server_port=port, allowed_paths=[str(folder)], quiet=True,
-               max_threads=max_threads)
+    serve_app(store, lambda item: image, port=port, server_name="127.0.0.1", quiet=True, max_threads=max_threads)
 
 
 def _start_server(folder: Path, args: argparse.Namespace):
@@ -299,20 +303,20 @@ def http_main(args: argparse.Namespace) -> None:
 
         store = AnnotationStore(folder / "bench.db", k=args.k, timeout=60)
         return breakdown(build_app(store, lambda item: str(image)), store, image, folder, args)
-    jobs = [(f"annotator{i}", args.seconds, args.think) for i in range(args.annotators)]
+    jobs = [(f"annotator{i}", TOKENS[f"annotator{i}"], args.seconds, args.think) for i in range(args.annotators)]
     results: list[tuple[list[float], float]] = []
     if args.in_process:
-        from concept_grounding.curation.annotate_app import build_app, launch_app
+        from concept_grounding.curation.annotate_app import serve_app
 
         port = _free_port()
-        app = build_app(AnnotationStore(folder / "bench.db", k=args.k, timeout=60), lambda item: str(image))
-        launch_app(app, prevent_thread_lock=True, server_name="127.0.0.1", server_port=port,
-                   allowed_paths=[str(folder)], quiet=True, max_threads=max(40, args.annotators))
+        app = serve_app(AnnotationStore(folder / "bench.db", k=args.k, timeout=60), lambda item: str(image), port=port,
+                        prevent_thread_lock=True, server_name="127.0.0.1", quiet=True,
+                        max_threads=max(40, args.annotators))
         url = f"http://127.0.0.1:{port}/"
         lock = threading.Lock()
         start = threading.Barrier(args.annotators + 1)
 
-        def annotate(job: tuple[str, float, float]) -> None:
+        def annotate(job: tuple[str, str, float, float]) -> None:
             mine = _http_session((url, *job), start, gradio_client=args.gradio_client)
             with lock:
                 results.append(mine)
@@ -410,17 +414,18 @@ def breakdown(app, store, image: Path, folder: Path, args: argparse.Namespace, n
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    launch_app(app, prevent_thread_lock=True, server_port=port, allowed_paths=[str(folder)], quiet=True)
+    launch_app(app, prevent_thread_lock=True, server_port=port, quiet=True)
     url = f"http://127.0.0.1:{port}/"
     rows = {}
     for download in (True, False):
         client = Client(url, verbose=False, download_files=download)
-        client.predict(f"breakdown-{download}", api_name="/on_start")
+        token = TOKENS[f"breakdown-{download}"]
+        shown = client.predict(token, api_name="/on_start")[1]
         handler_ms.clear(), api_ms.clear()
         trip = []
         for _ in range(n):
             t = time.perf_counter()
-            client.predict("yes", "no", api_name="/on_submit")
+            shown = client.predict(token, shown, "yes", "no", api_name="/on_submit")[1]
             trip.append(1e3 * (time.perf_counter() - t))
         rows[download] = (trip, list(handler_ms), list(api_ms))
     app.close()

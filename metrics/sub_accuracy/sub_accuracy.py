@@ -128,6 +128,9 @@ class SubAccuracy(CheckedInputs, evaluate.Metric):
                  concept_names=None, protocol="paper"):
         if concept_names is None:
             raise ValueError("concept_names (the CUB attribute name of every prediction column) is required")
+        if none_scores is not None and self.config_name != "group_with_none":
+            raise ValueError(f"none_scores is only used by the 'group_with_none' config (this is "
+                             f"{self.config_name!r}): load sub_accuracy with 'group_with_none', or leave it out")
         mode = "binary" if self.config_name in ("default", "binary") else "group"
         columns = dict(predictions=predictions, target_attributes=target_attributes,
                        removed_attributes=removed_attributes, reference_classes=reference_classes)

@@ -1,5 +1,6 @@
 """The annotation app's handlers (issue 33), without a browser: two annotators at once, each
-finishing a batch, a refusal keeps the image, a restart resumes; plus the commands."""
+finishing a batch, a refusal keeps the image, a restart resumes; plus the commands. The served
+app's identity, file and edge checks are in test_annotation_trust.py."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 
 import pytest
 
-from concept_grounding.curation.annotate_app import SHORTCUTS_JS, AnnotationHandlers
+from concept_grounding.curation.annotate_app import KEYS, SHORTCUTS_JS, AnnotationHandlers, option_label
 from concept_grounding.curation.annotations import AnnotationError, AnnotationStore, study1_item, study2_item
 
 CHOICES = ("has_crown_color::pink", "has_crown_color::blue")
@@ -27,7 +28,7 @@ def _path(item):
 
 def test_two_annotators_at_once_finish_their_batches(store):
     h = AnnotationHandlers(store, 1, _path)
-    views = {n: h.current(h.sign_in(n)) for n in ("ann", "bob")}
+    views = {n: h.current(h.identify(store.issue_token(n))) for n in ("ann", "bob")}
     assert "faithfully applied" in views["ann"].questions["q1"] and "Cardinal" in views["ann"].questions["q2"]
     assert views["ann"].progress == "ann: 0 / 4 images"
     while any(v.image_id for v in views.values()):
@@ -45,7 +46,7 @@ def test_refusal_keeps_the_image_and_says_why(store):
     again = h.submit("ann", first.image_id, {"q1": "yes", "q2": None})
     assert again.image_id == first.image_id and again.message == "answer q2 first"
     forged = h.submit("ann", "1:forged", {"q1": "yes", "q2": "no"})
-    assert "forged" in forged.message and forged.image_id == first.image_id
+    assert forged.message.startswith("not stored") and forged.image_id == first.image_id
     assert store.rows() == []
 
 
@@ -59,8 +60,9 @@ def test_app_second_submit_and_out_of_set_answer_one_line_nothing_lost(store):
     assert store.rows() == []
     after = h.submit("ann", first.image_id, {"q1": "yes", "q2": "no"})
     again = h.submit("ann", first.image_id, {"q1": "no", "q2": "yes"})
-    assert "already answered" in again.message and "\n" not in again.message and again.image_id == after.image_id
+    assert again.message.startswith("not stored") and "\n" not in again.message and again.image_id == after.image_id
     assert store.rows() == [("ann", first.image_id, 1, "q1", "yes"), ("ann", first.image_id, 1, "q2", "no")]
+    assert store.open_image("ann", 1) == after.image_id  # the next image is still open, unanswered
 
 
 def test_restart_resumes_where_each_left_off(store, tmp_path):
@@ -74,18 +76,35 @@ def test_restart_resumes_where_each_left_off(store, tmp_path):
     assert restarted.current("bob").image_id == done
 
 
-def test_study2_choices_and_sign_in(store):
-    h = AnnotationHandlers(store, 2, _path)
-    view = h.current(h.sign_in("", oauth_username="hf-user"))
+def test_study2_choices_and_oauth_identity(store):
+    """On a Space the id is the OAuth username (normalised); a token or a missing login is no id."""
+    h = AnnotationHandlers(store, 2, _path, spaces=True)
+    view = h.current(h.identify(store.issue_token("ann"), oauth_username="HF-User"))
     assert view.choices == CHOICES and view.image == "/images/c0.png"
     assert h.submit("hf-user", view.image_id, {"present": CHOICES[1]}).message.startswith("All done")
-    with pytest.raises(AnnotationError, match="sign in"):
-        h.sign_in("  ")
+    with pytest.raises(AnnotationError, match="sign in with Hugging Face"):
+        h.identify(store.issue_token("bob"), oauth_username=None)
 
 
-def test_shortcuts_cover_both_studies():
-    for needle in ("'q1'", "'q2'", "'present'", "Enter", "#submit"):
+def test_local_identity_is_the_token_holder_only(store):
+    h = AnnotationHandlers(store, 1, _path)
+    token = store.issue_token("Ann ")
+    assert h.identify(token) == "ann" and store.issue_token("ann") is None  # one link per annotator
+    for bad in (None, "", "ann", token[:-1] + "x", "x" * 10**6):
+        with pytest.raises(AnnotationError, match="personal link"):
+            h.identify(bad, oauth_username="ann")
+    fresh = store.issue_token("ann", replace=True)
+    assert h.identify(fresh) == "ann" and store.annotator_for_token(token) is None
+    assert token not in {v for r in store._read("SELECT * FROM tokens") for v in r}  # only its hash is kept
+
+
+def test_shortcuts_cover_both_studies_and_every_option():
+    """Study 2's groups have up to 15 options: each has a key, shown on its button."""
+    for needle in ("'q1'", "'q2'", "'present'", "Enter", "#submit", KEYS):
         assert needle in SHORTCUTS_JS
+    colours = [f"has_crown_color::{c}" for c in range(15)]
+    labels = [option_label(i, c) for i, c in enumerate(colours)]
+    assert len({lab.split(" · ")[0] for lab in labels}) == 15 and labels[9].startswith("a · ")
 
 
 def test_build_app_constructs(store):
@@ -123,6 +142,7 @@ def test_annotate_simulate_then_curate_commands(tmp_path, capsys):
     assert main(["annotate", "--candidates", str(gen), "--db", str(db), "--status"]) == 0
     status = capsys.readouterr().out
     assert "study 1: " in status and "have their 3 annotators" in status and "sim0-1: study 1" in status
+    assert "3 annotators answered so far" in status and " 1 images" not in status
     summary = json.loads((tmp_path / "out" / "curation.json").read_text())
     assert sum(not a["kept"] for a in summary["attributes"].values()) == 1
     assert len(load_sub(tmp_path / "out" / "dataset")) == summary["kept_images"]
@@ -151,11 +171,10 @@ def _free_port() -> int:
 
 
 def _serve(store, image):
-    from concept_grounding.curation.annotate_app import build_app, launch_app
+    from concept_grounding.curation.annotate_app import serve_app
 
-    app = build_app(store, lambda item: str(image))
     port = _free_port()
-    launch_app(app, prevent_thread_lock=True, server_port=port, allowed_paths=[str(image.parent)], quiet=True)
+    app = serve_app(store, lambda item: str(image), port=port, prevent_thread_lock=True, quiet=True)
     return app, f"http://127.0.0.1:{port}/"
 
 
@@ -168,14 +187,16 @@ def test_served_app_two_sessions_then_restart_resumes(store, tmp_path):
 
     image = tmp_path / "bird.png"
     Image.new("RGB", (16, 16)).save(image)
+    tokens = {n: store.issue_token(n) for n in ("ann", "bob")}
     app, url = _serve(store, image)
     try:
         ann, bob = client_mod.Client(url, verbose=False), client_mod.Client(url, verbose=False)
-        assert ann.predict("ann", api_name="/on_start")[1] == "ann: 0 / 4 images"
-        assert bob.predict("bob", api_name="/on_start")[1] == "bob: 0 / 4 images"
+        shown = {"ann": ann.predict(tokens["ann"], api_name="/on_start"),
+                 "bob": bob.predict(tokens["bob"], api_name="/on_start")}
+        assert shown["ann"][2] == "ann: 0 / 4 images" and shown["bob"][2] == "bob: 0 / 4 images"
         for _ in range(2):
-            ann.predict("yes", "no", api_name="/on_submit")
-            bob.predict("somewhat", "no", api_name="/on_submit")
+            shown["ann"] = ann.predict(tokens["ann"], shown["ann"][1], "yes", "no", api_name="/on_submit")
+            shown["bob"] = bob.predict(tokens["bob"], shown["bob"][1], "somewhat", "no", api_name="/on_submit")
     finally:
         app.close()
     first = store.rows()
@@ -183,9 +204,11 @@ def test_served_app_two_sessions_then_restart_resumes(store, tmp_path):
     app, url = _serve(AnnotationStore(tmp_path / "a.db", k=2), image)
     try:
         ann = client_mod.Client(url, verbose=False)
-        assert ann.predict("ann", api_name="/on_start")[1] == "ann: 2 / 4 images"
-        last = [ann.predict("no", "yes", api_name="/on_submit") for _ in range(2)][-1]
-        assert last[1] == "ann: 4 / 4 images" and last[2].startswith("All done")
+        view = ann.predict(tokens["ann"], api_name="/on_start")
+        assert view[2] == "ann: 2 / 4 images"
+        for _ in range(2):
+            view = ann.predict(tokens["ann"], view[1], "no", "yes", api_name="/on_submit")
+        assert view[2] == "ann: 4 / 4 images" and view[3].startswith("All done")
     finally:
         app.close()
     assert store.progress("ann", 1) == (4, 4) and len(store.rows()) == len(first) + 2 * 2

@@ -38,23 +38,27 @@ def _candidates(folder: Path) -> Path:
     return write_candidates(world_candidates(task, world), folder, world)
 
 
-def _serve(candidates: Path, db: Path, log: Path) -> tuple[subprocess.Popen, str]:
-    """``concept-grounding annotate`` on a free loopback port; returns once it answers HTTP 200."""
+def _serve(candidates: Path, db: Path, log: Path, names=("ann", "bob")) -> tuple[subprocess.Popen, str, dict[str, str]]:
+    """``concept-grounding annotate`` on a free loopback port, each of ``names`` given a personal
+    link; returns once it answers HTTP 200, with the URL and each link's token (the first start prints them)."""
     port = free_port()
     env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "HF_HUB_OFFLINE": "1",
            "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONPATH": str(ROOT / "src")}
     cmd = [sys.executable, "-m", "concept_grounding.cli", "annotate", "--candidates", str(candidates), "--db", str(db),
-           "--k", "2", "--per-pairing", "0", "--port", str(port)]
+           "--k", "2", "--per-pairing", "0", "--port", str(port), "--annotators", ",".join(names)]
+    start = log.stat().st_size if log.exists() else 0
     with open(log, "a") as out:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
     wait_until_serving(proc, url, timeout=90, log=log)
-    return proc, url
+    printed = log.read_text()[start:]
+    tokens = {n: line.split("?token=")[1].strip() for n in names for line in printed.splitlines()
+              if line.strip().startswith(f"{n}: http") and "?token=" in line}
+    return proc, url, tokens
 
 
-def _sign_in(page, url: str, name: str, expect, timeout: int) -> None:
-    page.goto(url, wait_until="domcontentloaded")
-    page.get_by_label("Your name").fill(name)
+def _sign_in(page, link: str, name: str, expect, timeout: int) -> None:
+    page.goto(link, wait_until="domcontentloaded")  # the personal link: its token is read from the URL
     page.get_by_role("button", name="Start / resume").click()
     expect(page.get_by_text(f"{name}: ", exact=False).first).to_be_visible(timeout=timeout)
 
@@ -80,14 +84,14 @@ def test_two_annotators_in_two_browsers_then_kill_and_resume(tmp_path):
     shots = os.environ.get("SAVE_SCREENSHOTS")
     timeout = 30_000
     names = ("ann", "bob")
-    proc, url = _serve(candidates, db, log)
+    proc, url, tokens = _serve(candidates, db, log)
     try:
         with playwright.sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
                 "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"])
             pages = {n: browser.new_context(viewport={"width": 1100, "height": 900}).new_page() for n in names}
             for n, page in pages.items():
-                _sign_in(page, url, n, expect, timeout)
+                _sign_in(page, f"{url}?token={tokens[n]}", n, expect, timeout)
                 expect(page.locator("#q1")).to_be_visible(timeout=timeout)
                 expect(page.get_by_text(f"{n}: 0 / {IMAGES} images")).to_be_visible(timeout=timeout)
             if shots:  # Q1 "yes" and Q2 "no" chosen by keys 1 and 6, before the submit
@@ -116,12 +120,12 @@ def test_two_annotators_in_two_browsers_then_kill_and_resume(tmp_path):
 
         proc.kill()  # no clean shutdown: the store must not depend on one
         proc.wait(timeout=10)
-        proc, url = _serve(candidates, db, log)
+        proc, url, _ = _serve(candidates, db, log)  # the tokens printed at the first start still work
         with playwright.sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"])
             for n in names:
                 page = browser.new_context().new_page()
-                _sign_in(page, url, n, expect, timeout)
+                _sign_in(page, f"{url}?token={tokens[n]}", n, expect, timeout)
                 expect(page.get_by_text(f"{n}: {BATCH} / {IMAGES} images")).to_be_visible(timeout=timeout)
                 expect(page.locator("#q1")).to_be_visible(timeout=timeout)
                 assert _shown_image(page) == open_before[n]  # the image they had open when the server died

@@ -330,10 +330,10 @@ def test_progress_matches_its_definition_through_leases_and_expiry(tmp_path):
 
 def test_full_disk_on_submit_one_line_nothing_written(tmp_path):
     """A submit that needs a page more than the disk has: one line, and no half of its answers."""
-    store = _store(tmp_path)
+    store = _store(tmp_path, n=40)
     con = store._connect()
     con.execute(f"PRAGMA max_page_count={con.execute('PRAGMA page_count').fetchone()[0]}")
-    submits = [(f"{'x' * 190}{a}", f"1:c{i}") for i in range(6) for a in range(3)]
+    submits = [(f"{'x' * 60}{a}", f"1:c{i}") for i in range(40) for a in range(3)]
     before = None
     with pytest.raises(AnnotationError) as err:
         for name, image in submits:

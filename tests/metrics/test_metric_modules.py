@@ -184,6 +184,17 @@ def test_sub_module_agrees_with_function(config):
     _assert_same(got, want)
 
 
+@pytest.mark.parametrize("config", ["binary", "group"])
+def test_sub_module_refuses_none_scores_outside_group_with_none(config):
+    """Issue 42: none_scores was silently ignored outside "group_with_none"."""
+    names = ["has_bill_shape::dagger", "has_bill_shape::cone"]
+    with pytest.raises(ValueError, match="only used by the 'group_with_none' config") as err:
+        load("sub_accuracy", config).compute(predictions=[[0.9, 0.1]], target_attributes=[names[0]],
+                                             removed_attributes=[[names[1]]], reference_classes=["017.Cardinal"],
+                                             none_scores=[0.5], concept_names=names)
+    assert "\n" not in str(err.value)
+
+
 def test_module_bad_input_raises_value_error():
     metric = load("concept_existence")
     with pytest.raises(ValueError, match="theta"):

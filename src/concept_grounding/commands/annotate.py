@@ -7,6 +7,11 @@ lets simulated annotators of the given accuracies answer through the same store 
 the candidates' ``truth.jsonl`` (``--world-task`` first writes bird-world candidates with
 known failures there); ``--export`` writes the answers as Parquet; ``--hub-repo`` pushes
 them to a Hub dataset repo while the app runs (:mod:`concept_grounding.curation.hub_sync`).
+
+Who annotates: ``--annotators ann,bob`` gives each a personal link with a secret token (printed
+once, stored hashed); the app serves only token holders. ``--space-folder`` writes the app as a
+Hugging Face Space instead, where annotators sign in with Hugging Face
+(:mod:`concept_grounding.curation.annotate_space`).
 """
 
 from __future__ import annotations
@@ -52,20 +57,35 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--simulate needs the candidates' truth ({truth_file} is missing)", argument="--truth")
         truth = read_truth(truth_file)
         anns = [SimulatedAnnotator(f"sim{i}-{a:g}", a, seed=i) for i, a in enumerate(config.simulate)]
-        print(f"{run_annotators(store, anns, truth)} answers submitted by {len(anns)} simulated annotators")
+        print(f"{run_annotators(store, anns, truth)} answers submitted by {_count(len(anns), 'simulated annotator')}")
     if config.export:
         print(f"answers: {store.to_parquet(config.export)}")
     if config.status:
         for study in (1, 2):
             done, total = store.complete(study)
-            print(f"study {study}: {done} of {total} images have their {store.k} annotators")
-        for name, counts in store.annotators().items():
-            print(f"  {name}: " + ", ".join(f"study {s} {n} images" for s, n in counts.items()))
+            print(f"study {study}: {done} of {total} images have their {_count(store.k, 'annotator')}")
+        people = store.annotators()
+        print(f"{_count(len(people), 'annotator')} answered so far")
+        for name, counts in people.items():
+            print(f"  {name}: " + ", ".join(f"study {s} {_count(n, 'image')}" for s, n in counts.items()))
+    url = f"http://127.0.0.1:{config.port}/"
+    for name in config.annotators:
+        token = store.issue_token(name, replace=config.reissue)
+        print(f"  {name}: {url}?token={token}" if token else
+              f"  {name}: has a personal link already (--reissue replaces it; the old one then stops working)")
+    if config.space_folder is not None:
+        from concept_grounding.curation.annotate_space import write_space
+
+        print(f"Space: {write_space(config, rows, root, Path(config.db))} (push it as a Gradio Space; "
+              "annotators sign in with Hugging Face)")
     if config.serves_app:
-        from concept_grounding.curation.annotate_app import build_app, launch_app
+        from concept_grounding.curation.annotate_app import on_spaces, serve_app
         from concept_grounding.extras import require_extra
 
         require_extra("space", "concept-grounding annotate's app (without --simulate or --export)")
+        if not on_spaces() and not store.token_holders():
+            raise UsageError("no annotator has a personal link yet: name them (--annotators ann,bob); each gets a "
+                             "link with a secret token", argument="--annotators")
 
         paths = {candidate_id(r): r["file_name"] for r in rows}
 
@@ -77,5 +97,10 @@ def run(args: argparse.Namespace) -> int:
             from concept_grounding.curation.hub_sync import AnnotationSync
 
             AnnotationSync(store, repo_id=config.hub_repo, folder=Path(config.db).parent / "hub-sync", every=config.hub_every)
-        launch_app(build_app(store, image_path), server_port=config.port, allowed_paths=[str(root)])
+        serve_app(store, image_path, port=config.port, private=[root])
     return 0
+
+
+def _count(n: int, noun: str) -> str:
+    """``"1 annotator"``, ``"3 annotators"``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

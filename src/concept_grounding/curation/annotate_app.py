@@ -2,28 +2,47 @@
 :class:`~.annotations.AnnotationStore`.
 
 :class:`AnnotationHandlers` holds everything the app does, as plain functions of strings
-(testable without a browser): :meth:`~AnnotationHandlers.sign_in` (a name locally; the Hugging
-Face username from OAuth when running on Spaces), :meth:`~AnnotationHandlers.current` (the
-annotator's next image, its questions and progress) and :meth:`~AnnotationHandlers.submit`
-(store the answers and show the next image; a refused answer comes back as one line and the
-same image stays). :func:`build_app` wires them to Gradio components, with keyboard
-shortcuts (:data:`SHORTCUTS_JS`): study 1, keys 1-3 answer Q1 (yes / somewhat / no) and
-4-6 answer Q2; study 2, keys 1-9 pick the n-th attribute; Enter submits.
+(testable without a browser): :meth:`~AnnotationHandlers.identify` (who is asking),
+:meth:`~AnnotationHandlers.current` (the annotator's next image, its questions and progress)
+and :meth:`~AnnotationHandlers.submit` (store the answers to the image the page names and
+show the next image; a refusal comes back as one line, the same image stays, and the log gets
+one line without the refused value). :func:`build_app` wires them to Gradio components, with
+keyboard shortcuts (:data:`SHORTCUTS_JS`): study 1, keys 1-3 answer Q1 (yes / somewhat / no)
+and 4-6 answer Q2; study 2, the key shown on each option (1-9, then a, b, c, ...) picks it;
+Enter submits.
+
+Who annotates is decided by the server on every event, never by a field the client fills:
+
+* locally, each annotator opens a personal link ``http://host:port/?token=<secret>`` printed by
+  ``concept-grounding annotate --annotators ...``; the store keeps only the token's SHA-256, and
+  a missing or unknown token is refused;
+* on a Hugging Face Space (:func:`on_spaces`), annotators sign in with Hugging Face (the
+  Space's card sets ``hf_oauth: true``); the id is the verified ``gr.OAuthProfile``'s username.
+
+The page names the image each submit answers (a hidden field): a repeated or stale submit
+(the image is no longer the one open for that annotator) is refused, never applied to another
+image. Only the images reach the page, inline (:func:`image_html`): :func:`serve_app` serves no
+file route into the candidates folder or the store.
 """
 
 from __future__ import annotations
 
 import base64
 import html
+import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .annotations import LIKERT, AnnotationError, AnnotationStore, ImageItem, question_text
+from .annotations import LIKERT, STUDIES, AnnotationError, AnnotationStore, ImageItem, annotator_id, question_text
 
-__all__ = ["View", "AnnotationHandlers", "build_app", "launch_app", "image_html", "SHORTCUTS_JS", "on_spaces"]
+__all__ = ["View", "AnnotationHandlers", "build_app", "launch_app", "serve_app", "image_html", "SHORTCUTS_JS",
+           "KEYS", "on_spaces", "LOG"]
+
+#: where refusals are logged, one line each, without the refused value
+LOG = logging.getLogger("concept_grounding.annotate")
 
 #: which study each tab shows, with the paper's instruction (App. E).
 INSTRUCTIONS = {
@@ -31,6 +50,9 @@ INSTRUCTIONS = {
        "Answer both questions: yes, somewhat or no.",
     2: "Study 2 (SUB App. E, Fig. 8). Pick the attribute of this group that is present in the bird.",
 }
+
+#: study 2's option keys, in option order (a group has up to 15 attributes; each option shows its key)
+KEYS = "123456789abcdefghijklmnopqrstuvwxyz"
 
 #: submits served at once (Gradio's default is 1 per event, which queues every annotator behind one
 #: another; the store is safe with many writers: one SQLite connection per worker thread, writes
@@ -49,17 +71,22 @@ SHORTCUTS_JS = """
 document.addEventListener('keydown', (e) => {
   const t = e.target;
   if (t && ((t.tagName === 'INPUT' && t.type === 'text') || t.tagName === 'TEXTAREA')) return;
+  if (e.ctrlKey || e.metaKey || e.altKey) return;
   const shown = (sel) => Array.from(document.querySelectorAll(sel)).find((el) => el.offsetParent !== null);
   const pick = (id, i) => { const box = shown('#' + id); if (!box) return false;
     const r = box.querySelectorAll('input[type=radio]'); if (r[i]) r[i].click(); return true; };
   const n = parseInt(e.key, 10);
   if (n >= 1 && n <= 3) pick('q1', n - 1);
   if (n >= 4 && n <= 6) pick('q2', n - 4);
-  if (n >= 1 && n <= 9) pick('present', n - 1);
+  const k = '%s'.indexOf((e.key || '').toLowerCase());
+  if (e.key && e.key.length === 1 && k >= 0) pick('present', k);
   if (e.key === 'Enter') { const b = shown('#submit, #submit2'); if (b) b.click(); }
 });
 </script>
-"""
+""" % KEYS
+
+#: the page's own link's token, read into the hidden token field when the page loads
+TOKEN_JS = "() => new URLSearchParams(window.location.search).get('token') || ''"
 
 
 #: image types the page embeds (by file suffix)
@@ -91,11 +118,23 @@ def on_spaces() -> bool:
     return bool(os.environ.get("SPACE_ID"))
 
 
+def option_label(index: int, attribute: str) -> str:
+    """Study 2's option ``index`` as the page shows it: its key, then the attribute in words.
+
+    >>> option_label(9, "has_crown_color::pink")
+    'a · pink crown'
+    """
+    from ..vocabulary import attribute_phrase
+
+    return f"{KEYS[index]} · {attribute_phrase(attribute)}" if index < len(KEYS) else attribute_phrase(attribute)
+
+
 @dataclass(frozen=True)
 class View:
     """What the page shows: ``image`` (a file path or ``None`` when done), the store's
-    ``image_id``, the ``questions`` (id -> wording), study 2's ``choices``, ``progress``
-    ("12 / 40 images") and ``message`` (one line: a refusal, or "all done")."""
+    ``image_id`` (the page sends it back with the answers), the ``questions`` (id -> wording),
+    study 2's ``choices``, ``progress`` ("12 / 40 images") and ``message`` (one line: a refusal,
+    or "all done")."""
 
     image: str | None
     image_id: str | None
@@ -105,19 +144,33 @@ class View:
     message: str = ""
 
 
-class AnnotationHandlers:
-    """The app's behaviour over ``store`` for ``study``; ``image_path(item)`` locates an image's file."""
+#: what a stale or repeated submit is told (its answers were not stored)
+STALE = ("not stored: that answer was for an image that is no longer open for you (answered already, or "
+         "open for more than {minutes:g} min); your open image is shown")
 
-    def __init__(self, store: AnnotationStore, study: int, image_path: Callable[[ImageItem], str | Path]):
+
+class AnnotationHandlers:
+    """The app's behaviour over ``store`` for ``study``; ``image_path(item)`` locates an image's
+    file; ``spaces``: annotators are Hugging Face users (OAuth), else holders of a token."""
+
+    def __init__(self, store: AnnotationStore, study: int, image_path: Callable[[ImageItem], str | Path],
+                 spaces: bool = False):
         if study not in (1, 2):
             raise ValueError(f"study must be 1 or 2, got {study!r}")
-        self.store, self.study, self.image_path = store, study, image_path
+        self.store, self.study, self.image_path, self.spaces = store, study, image_path, spaces
 
-    def sign_in(self, name: str | None, oauth_username: str | None = None) -> str:
-        """The annotator's id: the OAuth username when given (Spaces), else the typed name."""
-        who = (oauth_username or name or "").strip()
-        if not who:
-            raise AnnotationError("sign in first: type your name (or log in with Hugging Face on a Space)")
+    def identify(self, token: str | None, oauth_username: str | None = None) -> str:
+        """The annotator asking: on a Space the verified OAuth username (``token`` ignored),
+        locally the holder of ``token`` (``oauth_username`` ignored); else :class:`AnnotationError`."""
+        if self.spaces:
+            if not oauth_username:
+                raise AnnotationError("sign in with Hugging Face first (the button above)", brief="not signed in")
+            return annotator_id(oauth_username)
+        who = self.store.annotator_for_token(token)
+        if who is None:
+            raise AnnotationError("open your personal link (the one `concept-grounding annotate --annotators ...` "
+                                  "printed for you): this page has no valid token",
+                                  brief="missing token" if not token else "unknown token")
         return who
 
     def _progress(self, annotator: str) -> str:
@@ -129,63 +182,86 @@ class AnnotationHandlers:
         item = self.store.next_image(annotator, self.study)
         if item is None:
             return View(None, None, {}, (), self._progress(annotator), message or "All done: no image is left for you.")
-        from .annotations import STUDIES
-
         return View(str(self.image_path(item)), item.image, {q: question_text(item, q) for q in STUDIES[self.study]},
                     item.choices, self._progress(annotator), message)
 
+    def refuse(self, annotator: str, err: AnnotationError) -> View:
+        """``err`` logged in one line (its ``brief``: no value the client sent) and shown on the open image."""
+        LOG.warning("annotate: refused a study-%d submit by %r: %s", self.study, annotator, err.brief)
+        return self.current(annotator, str(err))
+
     def submit(self, annotator: str, image_id: str | None, answers: dict[str, str | None]) -> View:
-        """Store ``answers`` to ``image_id`` and return the next view; a refusal keeps the
-        current image and says why in ``message``."""
-        if image_id is None:
+        """Store ``answers`` to ``image_id`` (the image the page showed) and return the next
+        view; a refusal keeps the open image and says why in ``message``. Refused: an image
+        that is not the one open for ``annotator`` (a repeated or stale submit), a missing
+        answer, an answer outside the image's choices."""
+        if not image_id:
             return self.current(annotator)
+        if self.store.open_image(annotator, self.study) != image_id:
+            minutes = self.store.lease_seconds / 60
+            return self.refuse(annotator, AnnotationError(STALE.format(minutes=minutes), brief="stale or repeated"))
         missing = [q for q, a in answers.items() if not a]
         if missing:
             return self.current(annotator, f"answer {', '.join(missing)} first")
         try:
-            self.store.submit(annotator, image_id, {q: str(a) for q, a in answers.items()})
+            self.store.submit(annotator, image_id, {q: a if isinstance(a, str) else str(a) for q, a in answers.items()})
         except AnnotationError as err:
-            return self.current(annotator, str(err))
+            return self.refuse(annotator, err)
         return self.current(annotator)
 
 
-def build_app(store: AnnotationStore, image_path: Callable[[ImageItem], str | Path], *, title: str = "SUB annotation"):
-    """The Gradio Blocks: one tab per study, each showing the image, the questions
-    (:data:`~.annotations.LIKERT` answers or the group's attributes), progress and a submit
-    button (keyboard shortcuts in :data:`SHORTCUTS_JS`)."""
+@lru_cache(maxsize=1)
+def _answer_radio():
+    """``gr.Radio`` whose server side passes any text through to the handler (which refuses an
+    answer outside the image's choices in one line): Gradio's own check raises with the value
+    in its message and logs a traceback per refusal. The page is Gradio's radio (a template)."""
     import gradio as gr
 
-    from ..vocabulary import attribute_phrase
+    class AnswerRadio(gr.Radio):
+        is_template = True
 
-    spaces = on_spaces()
+        def preprocess(self, payload):
+            return payload if isinstance(payload, str) else None
+
+    return AnswerRadio
+
+
+def build_app(store: AnnotationStore, image_path: Callable[[ImageItem], str | Path], *, title: str = "SUB annotation",
+              spaces: bool | None = None):
+    """The Gradio Blocks: one tab per study, each showing the image, the questions
+    (:data:`~.annotations.LIKERT` answers or the group's attributes, each with its key),
+    progress and a submit button (keyboard shortcuts in :data:`SHORTCUTS_JS`). ``spaces``
+    (default :func:`on_spaces`): sign in with Hugging Face, else the personal link's token."""
+    import gradio as gr
+
+    spaces = on_spaces() if spaces is None else spaces
+    radio = _answer_radio()
     head = {} if _gradio_major() >= 6 else {"head": SHORTCUTS_JS}  # Gradio 6 takes head= in launch()
     with gr.Blocks(title=title, **head) as app:
         gr.Markdown(f"# {title}")
-        who = gr.State("")
         if spaces:
             gr.LoginButton()
-            name = gr.Textbox(visible=False)
-        else:
-            name = gr.Textbox(label="Your name (identifies your answers; use the same one to resume)")
+        token = gr.Textbox(visible="hidden", elem_id="token")  # the link's token, filled by TOKEN_JS
+        app.load(None, None, [token], js=TOKEN_JS, show_progress="hidden", concurrency_limit=CONCURRENCY)
         start = gr.Button("Start / resume")
         for study in (1, 2):
-            handlers = AnnotationHandlers(store, study, image_path)
+            handlers = AnnotationHandlers(store, study, image_path, spaces=spaces)
             with gr.Tab(f"Study {study}"):
-                gr.Markdown(INSTRUCTIONS[study] + " Keys: " + ("1-3 Q1, 4-6 Q2" if study == 1 else "1-9 pick")
-                            + ", Enter submits.")
+                gr.Markdown(INSTRUCTIONS[study] + " Keys: " + ("1-3 Q1, 4-6 Q2" if study == 1 else
+                                                               "the one shown on each option") + ", Enter submits.")
                 progress = gr.Markdown()
                 message = gr.Markdown()
                 image = gr.HTML(elem_id=f"image{study}")  # image_html: the bytes inline, one round trip
-                image_id = gr.State(None)
+                shown = gr.Textbox(visible="hidden", elem_id=f"shown{study}")  # the image the answers are for
                 if study == 1:  # each question's wording (it names S+ and R) in a Markdown above its radio
                     texts, radios = [], []
                     for q in ("q1", "q2"):
                         texts.append(gr.Markdown(elem_id=f"{q}-text"))
-                        radios.append(gr.Radio(list(LIKERT), label=q.upper(), elem_id=q))
+                        radios.append(radio(list(LIKERT), label=q.upper(), elem_id=q))
                     qids = ("q1", "q2")
                 else:
                     texts = []
-                    radios = [gr.Radio([], label=question_text(None, "present"), elem_id="present")]
+                    radios = [radio([], label=question_text(None, "present"), elem_id="present")]
                     qids = ("present",)
                 button = gr.Button("Submit", variant="primary", elem_id="submit" if study == 1 else "submit2")
 
@@ -195,34 +271,59 @@ def build_app(store: AnnotationStore, image_path: Callable[[ImageItem], str | Pa
                     config on every submit (13 ms of a 50 ms server turn, measured by
                     benchmarks/bench_annotation.py); study 2's choices change per image, so it updates them."""
                     if study == 2:
-                        radio = gr.update(choices=[(attribute_phrase(c), c) for c in view.choices], value=None)
-                        return [_html(view.image), view.image_id, view.progress, view.message, radio]
+                        options = gr.update(choices=[(option_label(i, c), c) for i, c in enumerate(view.choices)],
+                                            value=None)
+                        return [_html(view.image), view.image_id or "", view.progress, view.message, options]
                     wording = [f"**{q.upper()}.** {view.questions[q]}" if q in view.questions else "" for q in qids]
-                    return [_html(view.image), view.image_id, view.progress, view.message, *wording,
+                    return [_html(view.image), view.image_id or "", view.progress, view.message, *wording,
                             *(None for _ in qids)]
 
-                outputs = [image, image_id, progress, message, *texts, *radios]
-                keep = [gr.update() for _ in texts + radios]
+                outputs = [image, shown, progress, message, *texts, *radios]
 
-                def on_start(typed, profile: gr.OAuthProfile | None = None, h=handlers, show=show, keep=keep):
-                    try:
-                        annotator = h.sign_in(typed, getattr(profile, "username", None))
-                    except AnnotationError as err:
-                        return ["", None, None, "", str(err), *keep]
-                    return [annotator, *show(h.current(annotator))]
-
-                def on_submit(annotator, current, *values, h=handlers, show=show, qids=qids, keep=keep):
-                    if not annotator:
-                        return [None, None, "", "sign in first", *keep]
-                    return show(h.submit(annotator, current, dict(zip(qids, values))))
-
-                start.click(on_start, inputs=[name], outputs=[who, *outputs], concurrency_limit=CONCURRENCY,
+                on_start, on_submit = _events(handlers, show, [gr.update() for _ in texts + radios], qids)
+                start.click(on_start, inputs=[token], outputs=outputs, concurrency_limit=CONCURRENCY,
                             show_progress="hidden")
-                button.click(on_submit, inputs=[who, image_id, *radios], outputs=outputs, concurrency_limit=CONCURRENCY,
+                button.click(on_submit, inputs=[token, shown, *radios], outputs=outputs, concurrency_limit=CONCURRENCY,
                              show_progress="hidden")
     for key, value in GRADIO_ENV.items():
         os.environ.setdefault(key, value)
     return app.queue(default_concurrency_limit=CONCURRENCY)  # the queue made again, with GRADIO_ENV
+
+
+def _events(h: AnnotationHandlers, show: Callable[[View], list], keep: list, qids: tuple[str, ...]):
+    """A study's ``on_start(token, profile)`` and ``on_submit(token, image_id, *answers, profile)``:
+    each decides who asks (:meth:`AnnotationHandlers.identify`) from the login Gradio injects
+    (a parameter typed ``gr.OAuthProfile | None``) or the token, on every event. ``on_submit``
+    names each answer (Gradio puts the login at the ``profile`` parameter's position)."""
+    import gradio as gr
+
+    def refused(err: AnnotationError, what: str) -> list:
+        LOG.warning("annotate: refused a %s: %s", what, err.brief)
+        return ["", "", "", str(err), *keep]
+
+    def on_start(key, profile=None):
+        try:
+            annotator = h.identify(key, getattr(profile, "username", None))
+        except AnnotationError as err:
+            return refused(err, "sign-in")
+        return show(h.current(annotator))
+
+    def answer(key, current, values, profile) -> list:
+        try:
+            annotator = h.identify(key, getattr(profile, "username", None))
+        except AnnotationError as err:
+            return refused(err, "submit")
+        return show(h.submit(annotator, current, dict(zip(qids, values))))
+
+    if len(qids) == 2:
+        def on_submit(key, current, first, second, profile=None):
+            return answer(key, current, (first, second), profile)
+    else:
+        def on_submit(key, current, first, profile=None):
+            return answer(key, current, (first,), profile)
+    for fn in (on_start, on_submit):  # the type Gradio injects the login by (a real type, not a string)
+        fn.__annotations__["profile"] = gr.OAuthProfile | None
+    return on_start, on_submit
 
 
 def _html(path: str | None) -> str:
@@ -240,3 +341,16 @@ def launch_app(app, **kwargs) -> None:
     if _gradio_major() >= 6:
         kwargs.setdefault("head", SHORTCUTS_JS)
     app.launch(**kwargs)
+
+
+def serve_app(store: AnnotationStore, image_path: Callable[[ImageItem], str | Path], *, port: int,
+              private: Sequence[str | Path] = (), **kwargs):
+    """Build and launch the app on ``port``; returns it (``prevent_thread_lock=True`` to keep
+    going). No file route serves anything of ours: the images travel inline, so no folder is
+    an allowed path, and ``private`` (e.g. the candidates folder with its truth and metadata) and
+    the store's files are blocked paths, which win over anything Gradio serves by default."""
+    app = build_app(store, image_path)
+    db = store.path.resolve()
+    blocked = sorted({str(Path(p).resolve()) for p in private} | {str(db), f"{db}-wal", f"{db}-shm", f"{db}-journal"})
+    launch_app(app, server_port=port, allowed_paths=[], blocked_paths=blocked, **kwargs)
+    return app

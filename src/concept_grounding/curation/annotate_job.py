@@ -7,6 +7,8 @@ declared once here (:class:`AnnotateConfig`).
 
 >>> accuracies("1, 0.95")
 (1.0, 0.95)
+>>> annotator_names("Ann, bob")
+('ann', 'bob')
 >>> AnnotateConfig(candidates=Path("c"), db="a.db").per_attribute
 40
 """
@@ -19,13 +21,35 @@ from pathlib import Path
 from ..settings import setting
 from ..validators import float_range, int_at_least, output_dir
 
-__all__ = ["AnnotateConfig", "accuracies"]
+__all__ = ["AnnotateConfig", "accuracies", "annotator_names"]
 
 
 def accuracies(text: str) -> tuple[float, ...]:
     """``"1,0.97,0.95"`` -> the simulated annotators' accuracies, each in [0, 1]."""
     unit = float_range(0.0, 1.0)
     return tuple(unit(t) for t in text.split(",") if t.strip())
+
+
+def annotator_names(text: str) -> tuple[str, ...]:
+    """``"ann,bob"`` -> the annotator ids (:func:`~.annotation_items.annotator_id`'s rule); two
+    names that are one id are refused."""
+    import argparse
+
+    from .annotation_items import AnnotationError, annotator_id
+
+    seen: dict[str, str] = {}
+    for name in (t for t in text.split(",") if t.strip()):
+        try:
+            who = annotator_id(name)
+        except AnnotationError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+        if who in seen:
+            raise argparse.ArgumentTypeError(f"{seen[who]!r} and {name!r} are one annotator id {who!r} (ids ignore "
+                                             "case and spaces)")
+        seen[who] = name
+    if not seen:
+        raise argparse.ArgumentTypeError("name at least one annotator")
+    return tuple(seen)
 
 
 @dataclass(frozen=True)
@@ -52,6 +76,14 @@ class AnnotateConfig:
     export: str | None = setting(None, "write the answers to this Parquet file")
     status: bool = setting(False, "no app: print each study's completion and each annotator's progress",
                            action="store_true")
+    annotators: tuple[str, ...] = setting((), "give these annotators a personal link each (a secret token, stored "
+                                              "hashed; printed once): the app serves only token holders",
+                                         parse=annotator_names, metavar="NAME[,NAME...]")
+    reissue: bool = setting(False, "--annotators: replace their links (the old ones stop working)",
+                            action="store_true")
+    space_folder: Path | None = setting(None, "no app: write a Hugging Face Space of the app here (sign-in with "
+                                              "Hugging Face; the images and the store, never the truth)",
+                                        parse=Path)
     port: int = setting(7861, "the app's port", parse=int)
     hub_repo: str | None = setting(None, "also push the answers (Parquet) to this Hub dataset repo while the app runs "
                                          "(default: no sync)")
@@ -60,4 +92,4 @@ class AnnotateConfig:
     @property
     def serves_app(self) -> bool:
         """Whether the command serves the app (no ``simulate``, ``export`` or ``status``)."""
-        return self.simulate is None and not self.export and not self.status
+        return self.simulate is None and not self.export and not self.status and self.space_folder is None

@@ -38,30 +38,33 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import UsageError
+from .annotation_items import (DEFAULT_K, LIKERT, STUDIES, AnnotationError, ImageItem, annotator_id, new_token,
+                               question_text, quote, study1_item, study2_item, token_hash)
 
 if TYPE_CHECKING:
     import datasets
 
 __all__ = ["SCHEMA_VERSION", "DEFAULT_K", "STUDIES", "LIKERT", "EXPORT_COLUMNS", "AnnotationError", "ImageItem", "AnnotationStore",
-           "study1_item", "study2_item", "question_text"]
+           "study1_item", "study2_item", "question_text", "annotator_id"]
 
-#: bump when the tables change; a file of another version is refused, naming both.
-SCHEMA_VERSION = 1
-#: study -> its question ids (App. E): study 1 asks two Likert questions, study 2 one choice.
-STUDIES: dict[int, tuple[str, ...]] = {1: ("q1", "q2"), 2: ("present",)}
-#: study 1's answers, in the order the app shows them (keys 1, 2, 3).
-LIKERT: tuple[str, ...] = ("yes", "somewhat", "no")
-#: annotators per image (SPEC 2b).
-DEFAULT_K = 3
+#: bump when the tables change; a file of another version is refused, naming both (version 1 files,
+#: made before annotators had tokens, gain the ``tokens`` table when opened for writing).
+SCHEMA_VERSION = 2
 #: seconds an image handed to an annotator stays reserved for them.
 LEASE_SECONDS = 600.0
 #: the columns of :meth:`AnnotationStore.export`.
 EXPORT_COLUMNS: tuple[str, ...] = ("annotator", "image", "study", "question", "answer")
+
+_TOKENS = """
+CREATE TABLE IF NOT EXISTS tokens (
+    annotator TEXT PRIMARY KEY,
+    hash TEXT NOT NULL UNIQUE,
+    created REAL NOT NULL DEFAULT (julianday('now'))
+);
+"""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS images (
@@ -104,65 +107,7 @@ CREATE TABLE IF NOT EXISTS settings (
 );
 CREATE INDEX IF NOT EXISTS counts_next ON counts (study, taken DESC, position);
 CREATE INDEX IF NOT EXISTS answers_by_annotator ON answers (annotator, study);
-"""
-
-
-class AnnotationError(UsageError):
-    """A refused annotation or an unusable store; the message is one line and nothing was written."""
-
-
-@dataclass(frozen=True)
-class ImageItem:
-    """One image to annotate.
-
-    Args:
-        image: a stable id (e.g. the generated file's name); what answers refer to.
-        study: 1 (Fig. 7: S+ applied? deviates from the reference?) or 2 (Fig. 8: which of
-            S+'s group is present?).
-        reference_class: the reference bird's class R.
-        target_attribute: S+ (CUB name).
-        choices: study 2's options (the attributes of S+'s group, no "none"); empty for study 1.
-        meta: anything else to keep with the image (file path, pairing, S-), JSON-serialisable.
-    """
-
-    image: str
-    study: int
-    reference_class: str
-    target_attribute: str
-    choices: tuple[str, ...] = ()
-    meta: Mapping[str, object] = field(default_factory=dict)
-
-    def allowed(self, question: str) -> tuple[str, ...]:
-        """The answers accepted for ``question``."""
-        return LIKERT if self.study == 1 else self.choices
-
-
-def study1_item(image: str, reference_class: str, target_attribute: str, **meta: object) -> ImageItem:
-    """A study-1 image (App. E, Fig. 7)."""
-    return ImageItem(image, 1, reference_class, target_attribute, (), dict(meta))
-
-
-def study2_item(image: str, reference_class: str, target_attribute: str, choices: Sequence[str],
-                **meta: object) -> ImageItem:
-    """A study-2 image (App. E, Fig. 8); ``choices`` are the attributes of S+'s group."""
-    if target_attribute not in choices:
-        raise ValueError(f"choices must contain the target attribute {target_attribute!r}")
-    return ImageItem(image, 2, reference_class, target_attribute, tuple(choices), dict(meta))
-
-
-def question_text(item: ImageItem | None, question: str) -> str:
-    """The wording shown for ``question`` (SPEC 2b; Sec. 4.3's wording of Q2); study 2's
-    question is the same for every image (``item`` may be ``None``)."""
-    from ..vocabulary import attribute_phrase, class_display_name
-
-    if question == "present":
-        return "Which of these attributes is present in the image?"
-    plus = attribute_phrase(item.target_attribute)
-    ref = class_display_name(item.reference_class)
-    return {
-        "q1": f"Is “{plus}” faithfully applied?",
-        "q2": f"Does the bird deviate significantly from the reference bird ({ref})?",
-    }[question]
+""" + _TOKENS
 
 
 _WRITE_LOCKS: dict[str, threading.Lock] = {}
@@ -263,7 +208,9 @@ class AnnotationStore:
             tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             if version == 0 and not tables and not self.read_only:
                 con.executescript(_SCHEMA + f"PRAGMA user_version={SCHEMA_VERSION};")  # idempotent if raced
-            elif version != SCHEMA_VERSION:
+            elif version == 1 and not self.read_only:  # before tokens: the table is added, nothing else changes
+                con.executescript(_TOKENS + f"PRAGMA user_version={SCHEMA_VERSION};")
+            elif version != SCHEMA_VERSION and not (version == 1 and self.read_only):
                 raise AnnotationError(f"{self.path}: schema version {version}, this concept-grounding reads "
                                       f"version {SCHEMA_VERSION}; export it with the version that wrote it")
         except sqlite3.Error as err:
@@ -348,9 +295,10 @@ class AnnotationStore:
     def image(self, image: str) -> ImageItem:
         """The stored :class:`ImageItem` ``image``; an unknown id raises :class:`AnnotationError`."""
         rows = self._read("SELECT image, study, reference_class, target_attribute, choices, meta FROM images "
-                          "WHERE image = ?", (str(image),))
+                          "WHERE image = ?", (str(image),)) if isinstance(image, str) and len(image) <= 1000 else []
         if not rows:
-            raise AnnotationError(f"image {image!r}: not in {self.path} (a forged or stale id)")
+            raise AnnotationError(f"image {quote(image)}: not in {self.path} (a forged or stale id)",
+                                  brief="unknown image")
         return _item(rows[0])
 
     def images(self, study: int | None = None) -> list[ImageItem]:
@@ -411,28 +359,63 @@ class AnnotationStore:
         item = self.image(image)
         questions = STUDIES[item.study]
         if not isinstance(answers, Mapping) or set(answers) != set(questions):
-            got = sorted(answers) if isinstance(answers, Mapping) else type(answers).__name__
-            raise AnnotationError(f"image {image!r}: study {item.study} needs answers to {list(questions)}, got {got}")
+            got = [quote(a) for a in sorted(map(str, answers))][:5] if isinstance(answers, Mapping) else \
+                type(answers).__name__
+            raise AnnotationError(f"image {image!r}: study {item.study} needs answers to {list(questions)}, got {got}",
+                                  brief="wrong questions")
         for q in questions:
             if answers[q] not in item.allowed(q):
-                raise AnnotationError(f"image {image!r}: answer {answers[q]!r} to {q} is not one of "
-                                      f"{list(item.allowed(q))}")
+                raise AnnotationError(f"image {image!r}: answer {quote(answers[q])} to {q} is not one of "
+                                      f"{list(item.allowed(q))}", brief=f"answer to {q} outside its choices")
 
         def insert(con: sqlite3.Connection) -> None:
             if con.execute("SELECT 1 FROM answers WHERE annotator = ? AND image = ? LIMIT 1",
                            (annotator, item.image)).fetchone():
-                raise AnnotationError(f"image {image!r}: {annotator!r} already answered it (a second submit)")
+                raise AnnotationError(f"image {image!r}: {annotator!r} already answered it (a second submit)",
+                                      brief="a second submit")
             leased = con.execute("DELETE FROM leases WHERE annotator = ? AND image = ?", (annotator, item.image)).rowcount
             if not leased:
                 taken = con.execute("SELECT taken FROM counts WHERE image = ?", (item.image,)).fetchone()[0]
                 if taken >= self.k:
-                    raise AnnotationError(f"image {image!r}: already has its {self.k} annotators")
+                    raise AnnotationError(f"image {image!r}: already has its {self.k} annotators", brief="image full")
                 con.execute("UPDATE counts SET taken = taken + 1 WHERE image = ?", (item.image,))
             con.executemany("INSERT INTO answers (annotator, image, study, question, answer) VALUES (?, ?, ?, ?, ?)",
                             [(annotator, item.image, item.study, q, answers[q]) for q in questions])
             con.execute("UPDATE counts SET n = n + 1 WHERE image = ?", (item.image,))
 
         self._write(insert)
+
+    def open_image(self, annotator: str, study: int) -> str | None:
+        """The image of ``study`` leased to ``annotator`` now (shown to them, not yet answered), or ``None``."""
+        rows = self._read("SELECT image FROM leases WHERE annotator = ? AND study = ? AND expires >= ? LIMIT 1",
+                          (annotator_id(annotator), study, self.clock()))
+        return rows[0][0] if rows else None
+
+    # ------------------------------------------------------------------ identity
+    def issue_token(self, annotator: str, *, replace: bool = False) -> str | None:
+        """A new secret token for ``annotator``'s personal link, its SHA-256 stored (the token
+        is returned once and never stored); ``None`` when they already have one and not ``replace``."""
+        who, token = annotator_id(annotator), new_token()
+        issued: list[bool] = []
+
+        def put(con: sqlite3.Connection) -> None:
+            verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
+            issued.append(bool(con.execute(f"{verb} INTO tokens (annotator, hash) VALUES (?, ?)",
+                                           (who, token_hash(token))).rowcount))
+
+        self._write(put)
+        return token if issued[0] else None
+
+    def annotator_for_token(self, token: object) -> str | None:
+        """The annotator whose personal link carries ``token``; ``None`` for a missing or unknown one."""
+        if not isinstance(token, str) or not 16 <= len(token) <= 128:
+            return None
+        rows = self._read("SELECT annotator FROM tokens WHERE hash = ?", (token_hash(token),))
+        return rows[0][0] if rows else None
+
+    def token_holders(self) -> list[str]:
+        """The annotators who have a personal link."""
+        return [r[0] for r in self._read("SELECT annotator FROM tokens ORDER BY created, annotator")]
 
     def progress(self, annotator: str, study: int) -> tuple[int, int]:
         """``(answered, answered + still available)`` images of ``study`` for ``annotator``
@@ -501,7 +484,4 @@ def _item(row: tuple) -> ImageItem:
     return ImageItem(image, int(study), ref, target, tuple(json.loads(choices)), json.loads(meta))
 
 
-def _check_annotator(annotator: str) -> str:
-    if not isinstance(annotator, str) or not annotator.strip() or len(annotator) > 200:
-        raise AnnotationError(f"annotator must be a non-empty name (at most 200 characters), got {annotator!r}")
-    return annotator.strip()
+_check_annotator = annotator_id

@@ -9,8 +9,10 @@ Inputs are two tables: the candidates (rows of a ``generate`` / ``filter``
   (Fig. 6: yes 1, somewhat 0.5, no 0; mean over images and annotators of Q1) and the share
   of Q1 "yes"; kept iff that share >= ``min_yes`` (0.90; "somewhat" is not "yes").
 * :func:`pairing_scores` -- per (class, S+) pairing: mean Q1 score (dropped < 0.5, low
-  accuracy), share of Q2 "yes" (dropped > 0.5, excessive modification), S+ among the class's
-  class-level attributes (S+ = S-) or the study-2 majority choice being one of its S-.
+  accuracy), share of Q2 "yes" (dropped > 0.5, excessive modification), S+ = S-: S+ among the
+  class's S- known at plan time (any of the class's ``removed_attributes``, or its class-level
+  attributes when given), or the study-2 majority choice being one of its S- (a tie between
+  the top choices is no majority).
 * :func:`agreement` -- Krippendorff's alpha (the ``krippendorff`` package): ordinal for study
   1's questions, nominal for study 2.
 * :func:`annotator_accuracy` -- each annotator's share of answers equal to a gold answer,
@@ -116,17 +118,17 @@ def pairing_scores(answers: pd.DataFrame, candidates: pd.DataFrame, rules: Curat
     ``q2_yes_share`` (NaN without study-1 answers), ``study2_majority``, and ``reason``
     (``""`` kept; else ``low accuracy``, ``excessive modification``, ``S+ = S-`` joined by "; ")."""
     pairs = candidates.groupby(["reference_class", "target_attribute"]).agg(
-        candidates=("id", "size"), removed=("removed_attributes", "first"))
+        candidates=("id", "size"), removed=("removed_attributes", _union))
+    class_minus = pairs.groupby(level=0)["removed"].agg(lambda sets: frozenset().union(*sets))
     s1 = _with_pairing(answers[answers.study == 1], candidates)
+    _check_both_questions(s1)
     q1 = s1[s1.question == "q1"].assign(score=lambda d: d["answer"].map(LIKERT_SCORE))
     q2 = s1[s1.question == "q2"].assign(yes=lambda d: d["answer"].eq("yes"))
     pairs["q1_score"] = q1.groupby(["reference_class", "target_attribute"])["score"].mean()
     pairs["q2_yes_share"] = q2.groupby(["reference_class", "target_attribute"])["yes"].mean()
     s2 = _with_pairing(answers[answers.study == 2], candidates)
-    counts = s2.groupby(["reference_class", "target_attribute", "answer"]).size().rename("n").reset_index()
-    counts = counts.sort_values(["n", "answer"], ascending=[False, True])  # ties: the first name alphabetically
-    pairs["study2_majority"] = counts.drop_duplicates(["reference_class", "target_attribute"]).set_index(
-        ["reference_class", "target_attribute"])["answer"]
+    _check_groups(s2)
+    pairs["study2_majority"] = _majority(s2)
     reasons = []
     for (cls, target), row in pairs.iterrows():
         why = []
@@ -134,13 +136,48 @@ def pairing_scores(answers: pd.DataFrame, candidates: pd.DataFrame, rules: Curat
             why.append("low accuracy")
         if pd.notna(row.q2_yes_share) and row.q2_yes_share > rules.max_deviation:
             why.append("excessive modification")
-        removed = set(row.removed if isinstance(row.removed, (list, tuple, np.ndarray)) else [])
-        same = class_attributes is not None and target in class_attributes.get(cls, set())
-        if same or (isinstance(row.study2_majority, str) and row.study2_majority in removed):
+        same = target in class_minus.get(cls, frozenset()) or (  # known at plan time: S+ is one of the class's S-
+            class_attributes is not None and target in class_attributes.get(cls, set()))
+        if same or (isinstance(row.study2_majority, str) and row.study2_majority in row.removed):
             why.append("S+ = S-")
         reasons.append("; ".join(why))
     pairs["reason"] = reasons
     return pairs
+
+
+def _union(values) -> frozenset:
+    """The attributes named by any of a pairing's ``removed_attributes`` lists (S-)."""
+    return frozenset(a for v in values if isinstance(v, (list, tuple, np.ndarray)) for a in v)
+
+
+def _check_both_questions(s1: pd.DataFrame) -> None:
+    """Refuse study-1 answers where an annotator answered Q1 but not Q2 of an image (or the reverse):
+    the excessive-modification rule needs Q2."""
+    asked = s1.groupby(["annotator", "image"])["question"].agg(frozenset)
+    lacking = asked[asked != frozenset(STUDIES[1])]
+    if len(lacking):
+        (who, image), got = lacking.index[0], sorted(lacking.iloc[0])
+        raise ValueError(f"study 1 needs Q1 and Q2 from each annotator of each image: {who!r} answered only {got} of "
+                         f"{image!r} ({len(lacking)} such); the excessive-modification rule needs Q2")
+
+
+def _check_groups(s2: pd.DataFrame) -> None:
+    """Refuse a study-2 answer outside its S+'s attribute group (the only options shown), naming the first."""
+    bad = s2["answer"].astype(str).str.split("::").str[0] != s2["target_attribute"].str.split("::").str[0]
+    if bad.any():
+        r = s2[bad].iloc[0]
+        raise ValueError(f"study-2 answer {str(r.answer)[:60]!r} of {r.annotator!r} to {r.image!r} is not an attribute "
+                         f"of S+'s group ({r.target_attribute.split('::')[0]}); {int(bad.sum())} such answers")
+
+
+def _majority(s2: pd.DataFrame) -> pd.Series:
+    """Per pairing, the study-2 choice more annotators made than any other; NaN on a tie (6 of 12 is no majority)."""
+    counts = s2.groupby(["reference_class", "target_attribute", "answer"]).size().rename("n").reset_index()
+    top = counts.groupby(["reference_class", "target_attribute"])["n"].transform("max")
+    best = counts[counts["n"] == top]
+    unique = best.groupby(["reference_class", "target_attribute"])["answer"].agg(lambda a: a.iloc[0] if len(a) == 1
+                                                                                 else np.nan)
+    return unique
 
 
 _ORDINAL = {a: i for i, a in enumerate(reversed(LIKERT))}  # no 0 < somewhat 1 < yes 2

@@ -125,6 +125,9 @@ class CurateResult:
     root: Path = field(repr=False)
     kept_rows: pd.DataFrame = field(repr=False)
     cub: np.ndarray | None = field(default=None, repr=False)
+    below_k: dict[int, list[str]] = field(default_factory=dict)
+    k: int = 3
+    world_note: str = ""
 
     @property
     def dataset(self) -> Path | None:
@@ -269,7 +272,11 @@ def _markdown(res: CurateResult, n_candidates: int) -> str:
     a, p = res.attributes, res.pairings
     lines = ["# SUB curation (Sec. 4.3, App. E)", "",
              f"{len(res.kept)} of {n_candidates} candidate images kept; "
-             f"{int(a.kept.sum())} of {len(a)} attributes, {int((p.reason == '').sum())} of {len(p)} pairings.", "",
+             f"{int(a.kept.sum())} of {len(a)} attributes, {_kept_pairings(res)} of {len(p)} pairings.", "",
+             *([res.world_note[0].upper() + res.world_note[1:] + ".", ""] if res.world_note else []),
+             *([f"Images with fewer than k = {res.k} annotators (their answers used as they are): "
+                + "; ".join(f"study {s}: {len(ims)} ({', '.join(ims[:10])}{', ...' if len(ims) > 10 else ''})"
+                            for s, ims in res.below_k.items()), ""] if res.below_k else []),
              *([f"Attributes without study-1 answers (all their images dropped): "
                 f"{', '.join(sorted(set(res.pairings.index.get_level_values(1)) - set(a.index)))}", ""]
                if set(res.pairings.index.get_level_values(1)) - set(a.index) else []),
@@ -311,13 +318,23 @@ def run_curate(config: CurateConfig) -> CurateResult:
     from .human import human_rows
 
     rows, root = read_candidates(config.candidates)
-    cands = candidates_frame(rows)
     answers = read_answers(config.annotations)
+    if not all("removed_attributes" in r for r in rows):
+        raise UsageError("rows lack removed_attributes (each pairing's S-, which generate and filter write): "
+                         "S+ = S- cannot be decided", file=Path(config.candidates) / "metadata.jsonl")
+    cands = candidates_frame(rows)
+    if answers.empty:
+        raise UsageError("no answers: annotate first (or export a store that has some)", file=config.annotations)
+    k = _store_k(config.annotations)
+    seed, world_note = config.class_world_seed, ""
+    if seed is not None:
+        world_note = _not_world(seed, cands)
+        seed = None if world_note else seed
     try:
         attrs = attribute_scores(answers, cands, config.rules)
         class_sets, cub = (None, None)
-        if config.class_world_seed is not None:
-            class_sets, cub = _world_labels(config.class_world_seed, cands, list(attrs.index))
+        if seed is not None:
+            class_sets, cub = _world_labels(seed, cands, list(attrs.index))
         pairs = pairing_scores(answers, cands, config.rules, class_sets)
         keys = pd.MultiIndex.from_arrays([cands.reference_class, cands.target_attribute])
         kept = cands[keys.isin(pairs.index[pairs.reason == ""]) & cands.target_attribute.isin(
@@ -330,7 +347,54 @@ def run_curate(config: CurateConfig) -> CurateResult:
     accuracy = annotator_accuracy(answers, gold_answers(config.truth)) if config.truth is not None else None
     faith = bird_faithfulness(answers, cands)
     return CurateResult(config, attrs, pairs, list(kept.index), agreement(answers), accuracy, human, faith,
-                        answers=answers, rows=rows, root=root, kept_rows=kept, cub=cub)
+                        answers=answers, rows=rows, root=root, kept_rows=kept, cub=cub, below_k=_below_k(answers, k),
+                        k=k, world_note=world_note)
+
+
+def _store_k(path: Path) -> int:
+    """Annotators per image: the store's own k, or SPEC 2b's default for a Parquet export."""
+    from .annotation_items import DEFAULT_K
+
+    return DEFAULT_K if Path(path).suffix.lower() == ".parquet" else AnnotationStore(path, read_only=True).k
+
+
+def _below_k(answers: pd.DataFrame, k: int) -> dict[int, list[str]]:
+    """Per study, the images answered by fewer than ``k`` annotators (their answers are used as
+    they are; the report counts and names them)."""
+    per = answers.groupby(["study", "image"])["annotator"].nunique()
+    return {int(study): sorted(map(str, part.index.get_level_values(1)))
+            for study, part in per[per < k].groupby(level=0)}
+
+
+def _not_world(seed: int, cands: pd.DataFrame) -> str:
+    """``""`` when every pairing's S- (``removed_attributes``) is the bird world's (``seed``: the
+    class's attributes in S+'s group, S+ left out); else why the candidates are not the world's
+    (real class names carry real S-, never the world's invented class attributes)."""
+    from ..world import BirdWorld, WorldConfig
+
+    world = BirdWorld(WorldConfig(seed=seed))
+    vocab, index = world.vocab, {c: i for i, c in enumerate(world.class_names)}
+    differ = []
+    for (cls, target), removed in cands.groupby(["reference_class", "target_attribute"])["removed_attributes"]:
+        if cls not in index or target not in vocab.attributes:
+            differ.append((cls, target))
+            continue
+        expected = {vocab.attributes[i] for i in vocab.groups[vocab.group_of(target)]
+                    if world.class_attributes[index[cls], i]} - {target}
+        if any(set(r if isinstance(r, (list, tuple, np.ndarray)) else []) != expected for r in removed):
+            differ.append((cls, target))
+    if not differ:
+        return ""
+    n = cands.groupby(["reference_class", "target_attribute"]).ngroups
+    return (f"not the bird world's candidates (seed {seed}): {len(differ)} of {n} pairings' S- differ from its class "
+            f"attributes (e.g. {differ[0][0]} / {differ[0][1]}); curated as real candidates (S+ = S- from their "
+            "removed_attributes and study 2; Fig. 6 shows the human side only)")
+
+
+def _kept_pairings(res: CurateResult) -> int:
+    """Pairings kept: no discard reason and their S+ attribute kept."""
+    kept_attrs = set(res.attributes.index[res.attributes.kept])
+    return sum(1 for (_, t), r in res.pairings.iterrows() if r.reason == "" and t in kept_attrs)
 
 
 def _summary(res: CurateResult) -> dict[str, Any]:
@@ -338,7 +402,9 @@ def _summary(res: CurateResult) -> dict[str, Any]:
     attrs, pairs, accuracy, human = res.attributes, res.pairings, res.accuracy, res.human
     candidates = set(str(r["target_attribute"]) for r in res.rows)
     return {
-        "candidates": len(res.rows), "kept_images": len(res.kept),
+        "candidates": len(res.rows), "kept_images": len(res.kept), "kept_pairings": _kept_pairings(res),
+        "not_world": res.world_note or None, "k": res.k,
+        "below_k": {str(s): ims for s, ims in res.below_k.items()},
         "unanswered_attributes": sorted(candidates - set(attrs.index)),
         "attributes": {a: {"human_score": r.human_score, "yes_share": r.yes_share, "kept": bool(r.kept)}
                        for a, r in attrs.iterrows()},

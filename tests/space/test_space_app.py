@@ -332,7 +332,10 @@ def _screenshot(page, path: Path, for_docs: bool) -> None:
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (apt-get install -y chromium)")
 def test_browser_every_tab(fresh_server, tmp_path):
     """Every tab through Chromium on a fresh Space, each tab's first use timed from its click to
-    its result on the page (issue 31.8: at most :data:`FIRST_USE_SECONDS` each)."""
+    its result on the page (issue 31.8: at most :data:`FIRST_USE_SECONDS` each). Issue 48: the
+    status line follows the warm-up (it once said "No model loaded yet" after the models
+    loaded); the world CLIP says it knows only birds on an upload; Metrics opens on SUB accuracy
+    with rendered help, and its Compute says what it needs instead of failing in red."""
     from playwright.sync_api import expect, sync_playwright
 
     from concept_grounding.space import tab_tdg
@@ -356,6 +359,8 @@ def test_browser_every_tab(fresh_server, tmp_path):
         try:
             page.goto(url, wait_until="domcontentloaded")
             expect(page.get_by_text("do interpretable vision models see the concepts they claim?")).to_be_visible(timeout=timeout)
+            expect(page.locator("#status")).to_contain_text("concept_model", timeout=timeout)
+            expect(page.locator("#status")).not_to_contain_text("No model loaded yet")
 
             # 1. Tied Diffusion: prompts, eta plot, the generated pair and the baseline
             expect(page.get_by_text("small Flux trained on the bird world")).to_be_visible()
@@ -396,6 +401,7 @@ def test_browser_every_tab(fresh_server, tmp_path):
             expect(page.locator("#explain-gallery")).to_contain_text("CCI: a photo of a bird with a black crown", timeout=timeout)
             first_use["Explain"] = time.perf_counter() - start
             expect(page.locator("#explain-gallery")).to_contain_text("Grad-CAM: a photo of a bird")
+            expect(page.get_by_text("knows only the procedurally drawn bird world").first).to_be_visible(timeout=timeout)
             expect(page.locator("#explain-table")).to_contain_text("a photo of a bird")
             _screenshot(page, shot_dir / "explain.png", for_docs=bool(shots))
 
@@ -409,10 +415,18 @@ def test_browser_every_tab(fresh_server, tmp_path):
             expect(page.locator("#concepts-table")).to_contain_text("has_")
             _screenshot(page, shot_dir / "concepts.png", for_docs=bool(shots))
 
-            # 5. Metrics: a CCD CSV -> the hand-computed 0.1
+            # 5. Metrics: it opens on SUB accuracy, Compute waits for a file; a CCD CSV -> the hand-computed 0.1
             page.get_by_role("tab", name="Metrics").click()
+            expect(page.locator("#metrics-help")).to_contain_text("SUB accuracy")
             expect(page.locator("#metrics-help")).to_contain_text("JSON keys")
+            expect(page.locator("#metrics-help")).not_to_contain_text("``")
+            expect(page.locator("#metrics-run")).to_be_disabled()
+            expect(page.locator("#metrics-run")).to_contain_text("upload a predictions file first")
+            page.locator("#metrics-name input").click()
+            page.get_by_role("option", name="Concept Confidence Deviation (CCD, ConceptBed)").click()
+            expect(page.locator("#metrics-help")).to_contain_text("generated_probabilities")
             page.locator("#metrics-upload input[type=file]").set_input_files(str(csv_path))
+            expect(page.locator("#metrics-run")).to_be_enabled(timeout=timeout)
             start = time.perf_counter()
             page.locator("#metrics-run").click()
             expect(page.locator("#metrics-result")).to_contain_text("0.1", timeout=timeout)
@@ -653,7 +667,7 @@ def test_a_visitor_who_leaves_mid_request_stops_the_tab_s_work(slow_space, caplo
     fn_index = next(d["id"] for d in config["dependencies"] if d.get("api_name") == api)
     session = f"leaving-{api}"
     body = {"data": data, "fn_index": fn_index, "session_hash": session, "event_data": None, "trigger_id": None}
-    with caplog.at_level(logging.INFO, logger="concept_grounding.space.blocks"):
+    with caplog.at_level(logging.INFO, logger="concept_grounding.space.guard"):
         urllib.request.urlopen(urllib.request.Request(url + "gradio_api/queue/join", data=json.dumps(body).encode(),
                                                       headers={"Content-Type": "application/json"}), timeout=30).read()
         page = http.client.HTTPConnection("127.0.0.1", int(url.rstrip("/").rsplit(":", 1)[1]), timeout=60)

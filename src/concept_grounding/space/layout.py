@@ -214,7 +214,7 @@ def tab_metrics_ui(gr: Any, tab: Any, gate: Gate | None = None) -> None:
     help_md = gr.Markdown(tab.metric_help(tab.DEFAULT_METRIC), elem_id="metrics-help")
     upload = gr.File(label="Predictions (.csv or .json)", file_count="single", elem_id="metrics-upload")
     with gr.Row():
-        button = gr.Button("Compute", variant="primary", elem_id="metrics-run")
+        button = gr.Button(NO_PREDICTIONS, variant="primary", elem_id="metrics-run", interactive=False)
         example_button = gr.Button("Compute the example", elem_id="metrics-example")
     result = gr.JSON(label="Result", elem_id="metrics-result")
     plot = gr.Image(label="Plot", type="numpy", elem_id="metrics-plot", interactive=False)
@@ -234,15 +234,17 @@ def tab_metrics_ui(gr: Any, tab: Any, gate: Gate | None = None) -> None:
         scalars, image = tab.compute_example(name)
         return scalars, served_png(image)
 
-    def needs_a_file(name: str, file: Any) -> tuple[Any, Any]:
-        """The page's check before Compute: no file is one message on the upload field, no
-        error toast, no red outputs (an API call without a file is refused by ``compute``)."""
-        return gr.validate(True, ""), gr.validate(file is not None, NO_PREDICTIONS)
+    def ready(file: Any) -> Any:
+        """Compute is pressed only with a file: without one, the button says what is missing
+        (one message, instead of an error toast and two outputs in red); an API call without a
+        file is refused by ``compute`` in one line."""
+        return gr.Button("Compute" if file is not None else NO_PREDICTIONS, interactive=file is not None)
 
     example_button.click(example, metric, [result, plot], api_name="metrics_example")
     metric.change(lambda n: tab.metric_help(n), metric, help_md, api_name=False)
-    button.click(compute, [metric, upload], [result, plot], api_name="metrics", validator=needs_a_file)
+    upload.change(ready, upload, button, api_name=False, queue=False, show_progress="hidden")
+    button.click(compute, [metric, upload], [result, plot], api_name="metrics")
 
 
-#: What the Metrics tab says when Compute is pressed without a file.
-NO_PREDICTIONS = "Upload a predictions file (.csv or .json) first, or press Compute the example."
+#: The Metrics tab's Compute button while no predictions file is uploaded.
+NO_PREDICTIONS = "Compute (upload a predictions file first)"

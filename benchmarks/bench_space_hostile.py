@@ -2,19 +2,24 @@
 
 Launches ``spaces/concept-grounding/app.py`` on 127.0.0.1 only (offline, no artifacts, the
 tiny model builds of ``CONCEPT_GROUNDING_SPACE_BUILD=tiny``, the default
-:class:`~concept_grounding.space.limits.SpaceLimits`), then ``--clients`` threads, each one
-visitor (its own ``X-Forwarded-For`` address, which the Space takes from a loopback peer),
-send ``--rounds`` rounds of a fixed list of requests: hostile ones (a 2,000-item baseline
-list, a 100 kB string where a choice is expected, NaN, a 3000 x 3000 PNG, a path outside
-the upload folder, an empty / right-to-left / many-file upload, uploads past the per-visitor
-quota) and ordinary ones (a SUB explorer image, an Explain run, a metric). Bounded: the
-request list is fixed, every call has a timeout, and nothing leaves the machine.
+:class:`~concept_grounding.space.limits.SpaceLimits`, 127.0.0.1 its one trusted proxy), then
+``--clients`` threads, each one visitor (its own ``X-Forwarded-For`` address, sent through
+that proxy), send ``--rounds`` rounds of a fixed list of requests: hostile ones (a 2,000-item
+baseline list, a 100 kB string where a choice is expected, NaN, a 3000 x 3000 PNG, a path
+outside the upload folder, an empty / right-to-left / many-file upload, uploads past the
+per-visitor quota; issue 42: 50 files behind a second ``boundary=`` or a second Content-Type,
+a cache folder or another visitor's upload named as an image, a text holding the
+``/space-files/`` alias, a 2 MB API body, and a client on another loopback address rotating
+``X-Forwarded-For`` to escape the upload quota) and ordinary ones (a SUB explorer image, an
+Explain run, a metric). Bounded: the request list is fixed, every call has a timeout, and
+nothing leaves the machine.
 
 Printed: requests sent, refusals (an error answer of one line), crashes (HTTP 5xx, an
 answer "Something went wrong", more than one line, or the server gone), bytes the Space
 stored under its Gradio cache at the end, answers that name the cache folder (a server path),
-the server's RSS before and after (``/proc``),
-log lines per refused request, and the p95 latency per endpoint. Run from the repository
+the server's RSS before and after (``/proc``), log lines per refused request, the p95 latency
+per endpoint, how many of the rotating client's uploads got past its quota, and the files left
+in the cache after a SIGTERM (the shutdown sweep). Run from the repository
 root: ``python benchmarks/bench_space_hostile.py`` (about a minute on 2 cores).
 """
 
@@ -28,8 +33,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -37,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from concept_grounding.testing.serving import free_port, stop_server, wait_until_serving
+from concept_grounding.testing.serving import free_port, http_request, stop_server, wait_until_serving
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "spaces" / "concept-grounding" / "app.py"
@@ -65,8 +68,8 @@ class Visitor:
     #: the server's folders no answer should name (set by :func:`main`: the Gradio cache folder)
     HIDDEN: tuple[str, ...] = ()
 
-    def __init__(self, url: str, address: str) -> None:
-        self.url, self.headers, self.sent = url, {"X-Forwarded-For": address}, 0
+    def __init__(self, url: str, address: str, source: str | None = None) -> None:
+        self.url, self.headers, self.sent, self.source = url, {"X-Forwarded-For": address}, 0, source
 
     def _seen(self, api: str, text: str) -> None:
         if any(folder in text for folder in self.HIDDEN):
@@ -80,17 +83,17 @@ class Visitor:
 
     def call(self, api: str, body: str) -> tuple[str, str]:
         """``("ok" | "refused" | "crash", text)`` of an API call sent as raw JSON."""
-        request = urllib.request.Request(f"{self.url}gradio_api/call/{api}", data=body.encode(),
-                                         headers={"Content-Type": "application/json", **self.headers})
+        headers = {"Content-Type": "application/json", **self.headers}
         try:
-            with urllib.request.urlopen(request, timeout=60) as response:
-                posted = response.read()
-                event = json.loads(posted)["event_id"]
-            with urllib.request.urlopen(f"{self.url}gradio_api/call/{api}/{event}", timeout=300) as response:
-                stream = response.read().decode()
+            status, posted = http_request(f"{self.url}gradio_api/call/{api}", body.encode(), headers, source=self.source)
+            if status != 200:
+                self._seen(api, posted.decode("utf-8", "replace"))
+                bad = status >= 500 or b"\n" in posted.strip()
+                return ("crash" if bad else "refused"), f"HTTP {status}: {posted[:200]!r}"
+            event = json.loads(posted)["event_id"]
+            stream = http_request(f"{self.url}gradio_api/call/{api}/{event}", headers=headers, source=self.source,
+                                  timeout=300)[1].decode()
             self._seen(api, posted.decode() + stream)
-        except urllib.error.HTTPError as err:
-            return ("crash" if err.code >= 500 else "refused"), f"HTTP {err.code}"
         except OSError as err:
             return "crash", f"{type(err).__name__}: {err}"
         if "event: error" not in stream:
@@ -101,24 +104,24 @@ class Visitor:
         bad = message.startswith("Something went wrong") or "\n" in message or "Traceback" in message
         return ("crash" if bad else "refused"), message
 
-    def upload(self, parts: list[tuple[str, bytes]]) -> tuple[str, str]:
+    def upload(self, parts: list[tuple[str, bytes]], content_types: tuple[str, ...] = ("boundary=hostile-visitor",)
+               ) -> tuple[str, str]:
+        """Upload ``parts`` (delimited by ``hostile-visitor``) under each of ``content_types``'
+        parameters (several: as many Content-Type headers)."""
         boundary = "hostile-visitor"
         body = b"".join((f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="{name}"\r\n'
                          "Content-Type: application/octet-stream\r\n\r\n").encode() + content + b"\r\n"
                         for name, content in parts) + f"--{boundary}--\r\n".encode()
-        request = urllib.request.Request(f"{self.url}gradio_api/upload", data=body, headers={
-            "Content-Type": f"multipart/form-data; boundary={boundary}", **self.headers})
+        headers = [("Content-Type", f"multipart/form-data; {t}") for t in content_types] + list(self.headers.items())
         try:
-            with urllib.request.urlopen(request, timeout=120) as response:
-                text = response.read().decode()
-                self._seen("upload", text)
-                return "ok", text
-        except urllib.error.HTTPError as err:
-            text = err.read().decode("utf-8", "replace")
-            self._seen("upload", text)
-            return ("crash" if err.code >= 500 or "\n" in text.strip() else "refused"), f"HTTP {err.code}: {text}"
+            status, answer = http_request(f"{self.url}gradio_api/upload", body, headers, source=self.source, timeout=120)
         except OSError as err:
             return "crash", f"{type(err).__name__}: {err}"
+        text = answer.decode("utf-8", "replace")
+        self._seen("upload", text)
+        if status == 200:
+            return "ok", text
+        return ("crash" if status >= 500 or "\n" in text.strip() else "refused"), f"HTTP {status}: {text}"
 
 
 def _png(side: int) -> bytes:
@@ -144,7 +147,24 @@ def _requests(cache: Path) -> list[tuple[str, Callable[[Visitor], tuple[str, str
         image = json.dumps({"path": path, "meta": {"_type": "gradio.FileData"}})
         return v.call("explain", f'{{"data": [{image}, 0, "a bird", 3, [], ""]}}')
 
+    def others_upload(v: Visitor) -> tuple[str, str]:
+        kind, text = Visitor(v.url, "192.0.2.254").upload([("theirs.png", v.unique(_png(24)))])
+        if kind != "ok":
+            return "crash", f"the other visitor's upload failed: {text}"
+        image = json.dumps({"path": json.loads(text)[0], "meta": {"_type": "gradio.FileData"}})
+        return v.call("explain", f'{{"data": [{image}, 0, "a bird", 3, [], ""]}}')
+
+    fifty = [(f"f{i}.txt", b"a") for i in range(50)]
+    alias_text = "a bird at /space-files/" + "x" * 177  # 200 characters: once rewritten, too long, naming the cache
     return [
+        # issue 42's attacks
+        ("upload", lambda v: v.upload(fifty, ("boundary=decoy; boundary=hostile-visitor",))),
+        ("upload", lambda v: v.upload(fifty, ("boundary=decoy", "boundary=hostile-visitor"))),
+        ("explain", lambda v: v.call("explain", f'{{"data": [{folder}, 0, "a bird", 3, [], ""]}}')),
+        ("explain", others_upload),
+        ("explain", lambda v: v.call("explain", json.dumps({"data": [None, 0, alias_text, 3, [], ""]}))),
+        ("explain", lambda v: v.call("explain", json.dumps({"data": [None, 0, "a bird " * 300_000, 3, [], ""]}))),
+        # issue 31's
         ("explain", lambda v: v.call("explain", json.dumps({"data": [None, 0, "a bird", 3, ["random"] * 2000, ""]}))),
         ("explain", lambda v: v.call("explain", '{"data": [null, NaN, "a bird", 3, [], ""]}')),
         ("explain", upload_then_explain),
@@ -176,7 +196,8 @@ def main() -> None:
     log = Path(tempfile.mkdtemp()) / "server.log"
     env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "HF_HUB_OFFLINE": "1",
            "GRADIO_ANALYTICS_ENABLED": "False", "GRADIO_TEMP_DIR": str(cache), "CONCEPT_GROUNDING_SPACE_BUILD": "tiny",
-           "CONCEPT_GROUNDING_ARTIFACTS": str(Path(tempfile.mkdtemp()) / "none"), "PYTHONPATH": str(ROOT / "src")}
+           "CONCEPT_GROUNDING_ARTIFACTS": str(Path(tempfile.mkdtemp()) / "none"), "PYTHONPATH": str(ROOT / "src"),
+           "CONCEPT_GROUNDING_TRUSTED_PROXIES": "127.0.0.1"}  # the visitors' "platform proxy"; 127.0.0.9 is not one
     url = f"http://127.0.0.1:{port}/"
     Visitor.HIDDEN = (str(cache), os.path.realpath(cache))
     with open(log, "w") as out:
@@ -219,6 +240,7 @@ def main() -> None:
         alive = proc.poll() is None
         rss_after = _rss_mb(proc.pid) if alive else float("nan")
         log_lines = len(log.read_text().splitlines()) - log_before
+        escaped = _rotating_client(url)
         print(f"hostile visitors: {args.clients} clients x {args.rounds} rounds x {len(plan)} requests, {wall:.1f} s wall")
         print(f"requests {len(results)}  ok {counts['ok']}  refused {counts['refused']}  crashes {counts['crash']}"
               f"  server alive {alive}")
@@ -230,10 +252,28 @@ def main() -> None:
         print("p95 latency per endpoint (s), 10 concurrent clients:")
         for endpoint, values in sorted(latencies.items()):
             print(f"  {endpoint:14s} n={len(values):4d}  median {np.median(values):6.2f}  p95 {np.percentile(values, 95):6.2f}")
+        print(f"a client on 127.0.0.9 rotating X-Forwarded-For: {escaped} upload(s) past its 64 MB quota")
         for line in crashes[:10]:
             print("  crash:", line)
     finally:
         stop_server(proc, timeout=15)
+    left = sorted(str(p.relative_to(cache)) for p in cache.rglob("*") if p.is_file())
+    print(f"files left in the cache after SIGTERM: {len(left)}" + (f" ({', '.join(left[:5])})" if left else ""))
+
+
+def _rotating_client(url: str) -> int:
+    """19 MB uploads from 127.0.0.9 (not a trusted proxy), each under a new ``X-Forwarded-For``,
+    until one is refused; how many were accepted past the per-visitor quota (0: no escape)."""
+    from concept_grounding.space.limits import SpaceLimits
+
+    quota, chunk = SpaceLimits().visitor_upload_bytes, b"\0" * (19 * 2**20)
+    accepted = 0
+    for i in range(quota // len(chunk) + 3):
+        kind, _ = Visitor(url, f"198.18.0.{i + 1}", source="127.0.0.9").upload([("rotate.bin", os.urandom(64) + chunk)])
+        if kind != "ok":
+            break
+        accepted += 1
+    return max(0, accepted - quota // len(chunk))
 
 
 if __name__ == "__main__":

@@ -314,14 +314,14 @@ def test_the_space_classifies_errors_as_the_cli_does(caplog):
     import logging
 
     from concept_grounding.errors import UsageError, user_message
-    from concept_grounding.space.blocks import INTERNAL_ERROR, page_message
+    from concept_grounding.space.guard import INTERNAL_ERROR, page_message
 
     for exc in (ValueError("num_clusters must be >= 2, got 1"), UsageError("must be >= 1, got 0", argument="--steps"),
                 FileNotFoundError(2, "No such file or directory", "notes.csv")):
         assert page_message(exc) == user_message(exc)
     assert page_message(FileNotFoundError(2, "No such file", "/srv/space/data/notes.csv")) == \
         "notes.csv: no such file or folder"
-    with caplog.at_level(logging.ERROR, logger="concept_grounding.space.blocks"):
+    with caplog.at_level(logging.ERROR, logger="concept_grounding.space.guard"):
         try:
             {}["missing"]
         except KeyError as bug:

@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -25,55 +23,36 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from concept_grounding.testing.serving import free_port, stop_server, wait_until_serving
+from concept_grounding.testing.serving import free_port, http_request
 
-ROOT = Path(__file__).resolve().parents[2]
-APP = ROOT / "spaces" / "concept-grounding" / "app.py"
 CHROMIUM = "/usr/bin/chromium"
 #: Issue 31.8: the first use of every tab answers within this many seconds on this CPU (the browser test).
 FIRST_USE_SECONDS = 10.0
-def _launch(tmp_path_factory, **extra_env: str):
-    """Start app.py on a free loopback port; yield (url, start-up seconds until the first
-    HTTP 200, log file, its Gradio cache folder, the process)."""
-    port = free_port()
-    log = tmp_path_factory.mktemp("space") / "server.log"
-    cache = tmp_path_factory.mktemp("gradio-cache")
-    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "GRADIO_TEMP_DIR": str(cache),
-           "HF_HUB_OFFLINE": "1", "CONCEPT_GROUNDING_ARTIFACTS": str(tmp_path_factory.mktemp("no_artifacts") / "none"),
-           "CONCEPT_GROUNDING_SPACE_BUILD": "tiny", **extra_env}  # the Space's own model builds at tiny sizes (a second each)
-    start = time.perf_counter()
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, str(APP)], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        wait_until_serving(proc, url, timeout=120, log=log)
-        elapsed = time.perf_counter() - start
-        print(f"\nSpace start-up: HTTP 200 after {elapsed:.2f} s")
-        yield url, elapsed, log, cache, proc
-    finally:
-        stop_server(proc, timeout=10)
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory, launch_space):
     """The Space for most tests: (url, start-up seconds, log file, Gradio cache folder). Its
     tests send up to 8 concurrent requests from one client (this machine), so one visitor may
-    run 8 at once here; :func:`default_server` keeps the default limits."""
-    yield from (run[:4] for run in _launch(tmp_path_factory, CONCEPT_GROUNDING_LIMIT_VISITOR_REQUESTS="8"))
+    run 8 at once here; :func:`default_server` keeps the default limits. The loopback peer is
+    its trusted proxy, so a test names its visitor in ``X-Forwarded-For``."""
+    yield from (run[:4] for run in launch_space(tmp_path_factory, CONCEPT_GROUNDING_LIMIT_VISITOR_REQUESTS="8",
+                                                CONCEPT_GROUNDING_TRUSTED_PROXIES="127.0.0.1"))
 
 
 @pytest.fixture(scope="module")
-def default_server(tmp_path_factory):
-    """The Space with the default :class:`SpaceLimits`: (url, start-up seconds, log, cache, process)."""
-    yield from _launch(tmp_path_factory)
+def default_server(tmp_path_factory, launch_space):
+    """The Space with the default :class:`SpaceLimits` and no trusted proxy: (url, start-up
+    seconds, log, cache, process)."""
+    yield from launch_space(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
-def fresh_server(tmp_path_factory):
+def fresh_server(tmp_path_factory, launch_space):
     """The Space as published (the default build: its shipped models), used by the browser test
     alone, so that each tab's first use is measured on a server no request touched:
     (url, start-up seconds, log file, Gradio cache folder)."""
-    yield from (run[:4] for run in _launch(tmp_path_factory, CONCEPT_GROUNDING_SPACE_BUILD="default"))
+    yield from (run[:4] for run in launch_space(tmp_path_factory, CONCEPT_GROUNDING_SPACE_BUILD="default"))
 
 
 @pytest.fixture(scope="module")
@@ -141,13 +120,16 @@ def test_uploads_are_bounded_at_the_server_and_an_oversized_one_is_not_stored(se
 
 
 def test_the_cache_is_swept_on_a_schedule_and_a_served_image_counts_as_new(tmp_path, monkeypatch):
-    """Issue 22.12: the Blocks carry Gradio's ``delete_cache``, and an image served again
-    is young again for it (a sweep never deletes a file a request is being answered with)."""
+    """Issue 22.12: the demo's limits carry the sweep's schedule (:mod:`~.space.sweep`, in place
+    of Gradio's ``delete_cache``), and an image served again is young again for it (a sweep
+    never deletes a file a request is being answered with)."""
     from concept_grounding.space import build_demo
     from concept_grounding.space.blocks import DELETE_CACHE, served_png
     from concept_grounding.space.resources import ResourceStore
 
-    assert build_demo(store=ResourceStore()).delete_cache == DELETE_CACHE and DELETE_CACHE[0] <= DELETE_CACHE[1]
+    demo = build_demo(store=ResourceStore())
+    assert demo.space_gate.limits.delete_cache == DELETE_CACHE and DELETE_CACHE[0] <= DELETE_CACHE[1]
+    assert demo.delete_cache is None  # Gradio's own sweep stops at the first folder (issue 42.3)
     monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path))
     image = np.zeros((4, 4, 3), np.uint8)
     path = Path(served_png(image))
@@ -179,7 +161,7 @@ def test_raw_api_numbers_and_paths_get_one_line_naming_the_field(server):
         ("tdg_generate", f'{{"data": [{tdg}, 2, NaN]}}', "Seed must be a whole number"),
         ("tdg_generate", f'{{"data": [{tdg}, 2.5, 0]}}', "Steps must be a whole number"),
         ("explain", '{"data": [null, NaN, "a bird", 3, [], ""]}', "World bird # must be a whole number"),
-        ("metrics", f'{{"data": ["concept_confidence_deviation", {folder}]}}', "Predictions: not an uploaded file"),
+        ("metrics", f'{{"data": ["concept_confidence_deviation", {folder}]}}', "Predictions (.csv or .json): not a file uploaded here"),
     ]:
         message = _raw_error(url, api, body)
         assert message.startswith(field) and "\n" not in message and str(cache) not in message, message
@@ -350,7 +332,10 @@ def _screenshot(page, path: Path, for_docs: bool) -> None:
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (apt-get install -y chromium)")
 def test_browser_every_tab(fresh_server, tmp_path):
     """Every tab through Chromium on a fresh Space, each tab's first use timed from its click to
-    its result on the page (issue 31.8: at most :data:`FIRST_USE_SECONDS` each)."""
+    its result on the page (issue 31.8: at most :data:`FIRST_USE_SECONDS` each). Issue 48: the
+    status line follows the warm-up (it once said "No model loaded yet" after the models
+    loaded); the world CLIP says it knows only birds on an upload; Metrics opens on SUB accuracy
+    with rendered help, and its Compute says what it needs instead of failing in red."""
     from playwright.sync_api import expect, sync_playwright
 
     from concept_grounding.space import tab_tdg
@@ -374,6 +359,8 @@ def test_browser_every_tab(fresh_server, tmp_path):
         try:
             page.goto(url, wait_until="domcontentloaded")
             expect(page.get_by_text("do interpretable vision models see the concepts they claim?")).to_be_visible(timeout=timeout)
+            expect(page.locator("#status")).to_contain_text("concept_model", timeout=timeout)
+            expect(page.locator("#status")).not_to_contain_text("No model loaded yet")
 
             # 1. Tied Diffusion: prompts, eta plot, the generated pair and the baseline
             expect(page.get_by_text("small Flux trained on the bird world")).to_be_visible()
@@ -414,6 +401,7 @@ def test_browser_every_tab(fresh_server, tmp_path):
             expect(page.locator("#explain-gallery")).to_contain_text("CCI: a photo of a bird with a black crown", timeout=timeout)
             first_use["Explain"] = time.perf_counter() - start
             expect(page.locator("#explain-gallery")).to_contain_text("Grad-CAM: a photo of a bird")
+            expect(page.get_by_text("knows only the procedurally drawn bird world").first).to_be_visible(timeout=timeout)
             expect(page.locator("#explain-table")).to_contain_text("a photo of a bird")
             _screenshot(page, shot_dir / "explain.png", for_docs=bool(shots))
 
@@ -427,10 +415,18 @@ def test_browser_every_tab(fresh_server, tmp_path):
             expect(page.locator("#concepts-table")).to_contain_text("has_")
             _screenshot(page, shot_dir / "concepts.png", for_docs=bool(shots))
 
-            # 5. Metrics: a CCD CSV -> the hand-computed 0.1
+            # 5. Metrics: it opens on SUB accuracy, Compute waits for a file; a CCD CSV -> the hand-computed 0.1
             page.get_by_role("tab", name="Metrics").click()
+            expect(page.locator("#metrics-help")).to_contain_text("SUB accuracy")
             expect(page.locator("#metrics-help")).to_contain_text("JSON keys")
+            expect(page.locator("#metrics-help")).not_to_contain_text("``")
+            expect(page.locator("#metrics-run")).to_be_disabled()
+            expect(page.locator("#metrics-run")).to_contain_text("upload a predictions file first")
+            page.locator("#metrics-name input").click()
+            page.get_by_role("option", name="Concept Confidence Deviation (CCD, ConceptBed)").click()
+            expect(page.locator("#metrics-help")).to_contain_text("generated_probabilities")
             page.locator("#metrics-upload input[type=file]").set_input_files(str(csv_path))
+            expect(page.locator("#metrics-run")).to_be_enabled(timeout=timeout)
             start = time.perf_counter()
             page.locator("#metrics-run").click()
             expect(page.locator("#metrics-result")).to_contain_text("0.1", timeout=timeout)
@@ -454,14 +450,15 @@ def test_browser_every_tab(fresh_server, tmp_path):
 # --- issue 31: the Space's limits, as a hostile visitor meets them ------------------------------------------
 
 
-def _raw_result(url: str, api: str, body: str, headers: dict | None = None) -> tuple[str, object]:
-    """``("complete", data)`` or ``("error", message)`` of an API call sent as raw JSON."""
-    request = urllib.request.Request(f"{url}gradio_api/call/{api}", data=body.encode(),
-                                     headers={"Content-Type": "application/json", **(headers or {})})
-    with urllib.request.urlopen(request, timeout=60) as response:
-        event = json.loads(response.read())["event_id"]
-    with urllib.request.urlopen(f"{url}gradio_api/call/{api}/{event}", timeout=300) as response:
-        stream = response.read().decode()
+def _raw_result(url: str, api: str, body: str, headers: dict | None = None, source: str | None = None
+                ) -> tuple[str, object]:
+    """``("complete", data)`` or ``("error", message)`` of an API call sent as raw JSON (from the
+    loopback address ``source`` when given)."""
+    headers = {"Content-Type": "application/json", **(headers or {})}
+    status, posted = http_request(f"{url}gradio_api/call/{api}", body.encode(), headers, source=source)
+    assert status == 200, posted
+    event = json.loads(posted)["event_id"]
+    stream = http_request(f"{url}gradio_api/call/{api}/{event}", headers=headers, source=source, timeout=300)[1].decode()
     kind = "error" if "event: error" in stream else "complete"
     data = json.loads(stream.rsplit("data: ", 1)[1].splitlines()[0])
     return kind, (data["error"] if kind == "error" and isinstance(data, dict) else data)
@@ -670,7 +667,7 @@ def test_a_visitor_who_leaves_mid_request_stops_the_tab_s_work(slow_space, caplo
     fn_index = next(d["id"] for d in config["dependencies"] if d.get("api_name") == api)
     session = f"leaving-{api}"
     body = {"data": data, "fn_index": fn_index, "session_hash": session, "event_data": None, "trigger_id": None}
-    with caplog.at_level(logging.INFO, logger="concept_grounding.space.blocks"):
+    with caplog.at_level(logging.INFO, logger="concept_grounding.space.guard"):
         urllib.request.urlopen(urllib.request.Request(url + "gradio_api/queue/join", data=json.dumps(body).encode(),
                                                       headers={"Content-Type": "application/json"}), timeout=30).read()
         page = http.client.HTTPConnection("127.0.0.1", int(url.rstrip("/").rsplit(":", 1)[1]), timeout=60)
@@ -764,7 +761,10 @@ def test_one_visitor_runs_at_most_the_limit_of_requests_at_once(default_server):
         kind, message = _raw_result(url, "sub_explore", body)
         assert kind == "error" and message == ("Requests: at most 2 requests at once per visitor; "
                                                "wait for one to finish."), message
-        kind, data = _raw_result(url, "sub_explore", body, headers={"X-Forwarded-For": "93.184.216.43"})
+        for rotated in ("93.184.216.43", "93.184.216.44, 93.184.216.45"):  # issue 42.3: no trusted proxy here
+            kind, message = _raw_result(url, "sub_explore", body, headers={"X-Forwarded-For": rotated})
+            assert kind == "error" and message.startswith("Requests: at most 2 requests at once"), message
+        kind, data = _raw_result(url, "sub_explore", body, source="127.0.0.2")  # another peer: another visitor
         assert kind == "complete", data
     finally:
         for page in pages:
@@ -795,10 +795,11 @@ def test_a_path_outside_the_upload_folder_is_refused_without_echoing_it(server):
     assert message.startswith("Predictions"), message
 
 
-def _raw_stream(url: str, api: str, body: str) -> tuple[str, str]:
+def _raw_stream(url: str, api: str, body: str, visitor: str | None = None) -> tuple[str, str]:
     """(the POST's response text, the whole event stream's text) of an API call sent as raw JSON."""
     request = urllib.request.Request(f"{url}gradio_api/call/{api}", data=body.encode(),
-                                     headers={"Content-Type": "application/json"})
+                                     headers={"Content-Type": "application/json",
+                                              **({"X-Forwarded-For": visitor} if visitor else {})})
     with urllib.request.urlopen(request, timeout=60) as response:
         posted = response.read().decode()
     with urllib.request.urlopen(f"{url}gradio_api/call/{api}/{json.loads(posted)['event_id']}", timeout=300) as response:
@@ -827,7 +828,7 @@ def test_no_response_shows_where_the_server_keeps_its_files(server, tmp_path):
                       ("sub_explore", '["017.Cardinal|has_crown_color::black", 0]'),
                       ("concepts", "[null, 3, 3]"),
                       ("metrics", f'["concept_confidence_deviation", {json.dumps({"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}})}]')]:
-        posted, stream = _raw_stream(url, api, f'{{"data": {data}}}')
+        posted, stream = _raw_stream(url, api, f'{{"data": {data}}}', visitor="93.184.216.50")
         bodies += [posted, stream]
         if api != "metrics":
             assert "event: complete" in stream, (api, stream[-500:])

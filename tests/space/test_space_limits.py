@@ -7,7 +7,8 @@ import threading
 
 import pytest
 
-from concept_grounding.space.limits import Gate, Refused, SpaceLimits, unsafe_name, visitor_of
+from concept_grounding.space.limits import (SPACE_PROXIES, Gate, Refused, SpaceLimits, trusted_proxies, unsafe_name,
+                                            visitor_of)
 
 MB = 2**20
 
@@ -90,11 +91,31 @@ def test_lists_pixels_and_names():
         Gate().check_upload_names([f"{i}.png" for i in range(5)], "a")
 
 
-def test_the_visitor_is_the_peer_unless_a_private_proxy_forwards():
-    assert visitor_of("127.0.0.1") == "127.0.0.1"
-    assert visitor_of("127.0.0.1", "9.9.9.9, 8.8.8.8") == "8.8.8.8"
-    assert visitor_of("8.8.4.4", "1.1.1.1") == "8.8.4.4"  # a public peer cannot choose its address
-    assert visitor_of(None) == "unknown"
+def test_the_visitor_is_the_client_the_server_resolved_and_proxies_are_named_by_the_operator():
+    """Issue 42.3: X-Forwarded-For was believed from any private peer; the visitor is now the
+    scope's client (which the web server rewrites only for the operator's proxies)."""
+    from types import SimpleNamespace
+
+    assert visitor_of(("127.0.0.1", 5000)) == "127.0.0.1" and visitor_of(SimpleNamespace(host="8.8.4.4")) == "8.8.4.4"
+    assert visitor_of(None) == "unknown" and visitor_of(()) == "unknown"
+    assert trusted_proxies({}) == () and trusted_proxies({"SPACE_ID": "a/b"}) == SPACE_PROXIES
+    assert trusted_proxies({"SPACE_ID": "a/b", "CONCEPT_GROUNDING_TRUSTED_PROXIES": ""}) == ()
+    assert trusted_proxies({"CONCEPT_GROUNDING_TRUSTED_PROXIES": "10.1.0.0/16,10.1.0.0/16, ::1"}) == ("10.1.0.0/16", "::1")
+    with pytest.raises(ValueError, match=r"^CONCEPT_GROUNDING_TRUSTED_PROXIES: 'proxy.local' is not an IP address"):
+        trusted_proxies({"CONCEPT_GROUNDING_TRUSTED_PROXIES": "proxy.local"})
+
+
+def test_a_visitor_may_name_only_the_files_granted_to_them_until_the_sweep_may_have_taken_them():
+    clock = Clock()
+    gate = Gate(SpaceLimits(cache_age_s=60, sweep_every_s=30), clock=clock)
+    gate.grant("a", ["/cache/ab/x.png", "/cache/cd/../ef/y.png"])
+    assert gate.granted("a", "/cache/ab/x.png") and gate.granted("a", "/cache//ef/./y.png")
+    assert not gate.granted("b", "/cache/ab/x.png") and not gate.granted("a", "/cache/ab")
+    assert not gate.granted("a", "/cache/ab/../../etc/passwd")
+    clock.now = 90
+    assert gate.granted("a", "/cache/ab/x.png")
+    clock.now = 91
+    assert not gate.granted("a", "/cache/ab/x.png")
 
 
 def test_limits_are_checked_and_read_from_the_environment():

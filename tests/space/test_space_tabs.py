@@ -64,7 +64,7 @@ def test_closing_a_running_handler_cancels_its_work():
     import threading
     import time
 
-    from concept_grounding.space.blocks import run_while_wanted
+    from concept_grounding.space.guard import run_while_wanted
 
     stopped = threading.Event()
 
@@ -136,7 +136,8 @@ def test_explain_on_an_uploaded_rgba_image(store, tmp_path):
     out = tab_explain.explain(store, str(path), 0, "a bird\na photo of a bird with a red breast", clusters=4,
                               baselines=["random", "gradcam", "rollout"])
     assert max(out["image"].shape[:2]) == MAX_IMAGE_SIDE and out["image"].shape[2] == 3
-    assert len(out["gallery"]) == 2 + 3 and out["notes"] == []
+    assert len(out["gallery"]) == 2 + 3 and out["notes"] == [tab_explain.WORLD_ONLY]  # issue 48: a cat photo too
+    assert "knows only the procedurally drawn bird world" in tab_explain.WORLD_ONLY
     assert len(out["table"]) == 2 * 4
     # weights w_k = drop_k / sum_j drop_j (paper rule) sum to 1 per text, when the drops do not cancel
     for t in range(2):
@@ -198,7 +199,7 @@ def test_explain_on_a_named_local_clip_and_a_bad_name(store, tmp_path):
     listed = ResourceStore(artifacts=None, image_size=64, seed=0, policy=ModelPolicy(clip_models=(str(folder), missing)))
     listed.get("world", lambda _: store.get("world", None))
     out = tab_explain.explain(listed, None, 3, "a photo of a bird", clusters=3, model_name=str(folder))
-    assert len(out["gallery"]) == 1 and len(out["table"]) == 3
+    assert len(out["gallery"]) == 1 and len(out["table"]) == 3 and out["notes"] == []  # a world bird: nothing to say
     assert listed.is_ready(f"clip:{folder}") and -1.0 <= out["similarity"][0] <= 1.0
     assert listed.cached_models() == [f"clip:{folder}"]
     # the command line's own error (issue 32.5: the page shows the line `explain --model` prints)
@@ -363,3 +364,17 @@ def test_another_recipe_trains_its_own_explain_and_concepts_models(tiny_space_st
     assert shipped_folder(tab_explain.SHIPPED_CLIP, tab_explain.clip_recipe(ResourceStore(None, seed=1))) is None
     tab_concepts.concepts(tiny_space_store, None, 0, top=2)
     assert "quick build" in tiny_space_store.status()["posthoc_cbm"][0]
+
+
+def test_the_metrics_tab_opens_on_sub_accuracy_and_its_help_is_markdown():
+    """Issue 48: the tab opened on CCD, its help a block of raw reStructuredText (````(N, K)````)."""
+    from concept_grounding.space import tab_metrics
+
+    assert tab_metrics.DEFAULT_METRIC == "sub_accuracy" and tab_metrics.DEFAULT_METRIC in tab_metrics.METRICS
+    for name in tab_metrics.METRICS:
+        text = tab_metrics.metric_help(name)
+        arguments = text.split("**Arguments:**\n\n", 1)[1]
+        assert arguments.startswith("- `") and "``" not in arguments and ":func:" not in text, name
+        assert "```text" not in text, name
+    assert "- `generated_probabilities`: `(N_gen, K)` oracle softmax" in tab_metrics.metric_help(
+        "concept_confidence_deviation")

@@ -24,38 +24,53 @@ def build_demo(*args: Any, **kwargs: Any) -> Any:
     return _build(*args, **kwargs)
 
 
-def launch(demo: Any, host: str = "127.0.0.1", port: int = 7860, *, warm: bool = True, **kwargs: Any) -> Any:
-    """Queue and launch a demo the way the Space does: bounded concurrency, uploads checked
-    against the demo's :class:`~.limits.SpaceLimits` before Gradio stores them
-    (:class:`~.limits.UploadGate`), the file cache's absolute path never shown to a visitor
-    (:class:`~.paths.HideServerPaths`), no SSR, no share link, quiet API docs.
+def launch(demo: Any, host: str = "127.0.0.1", port: int = 7860, *, warm: bool = True,
+           proxies: tuple[str, ...] | None = None, **kwargs: Any) -> Any:
+    """Queue and launch a demo the way the Space does: bounded concurrency, every request body
+    capped (:class:`~.middleware.BodyCap`), uploads checked against the demo's
+    :class:`~.limits.SpaceLimits` before Gradio stores them (:class:`~.middleware.UploadGate`),
+    the file cache's absolute path never shown to a visitor (:class:`~.paths.HideServerPaths`),
+    the cache swept on schedule (:func:`~.sweep.sweep_lifespan`), no SSR, no share link, quiet
+    API docs.
+
+    ``proxies`` (default :func:`~.limits.trusted_proxies`: ``$CONCEPT_GROUNDING_TRUSTED_PROXIES``)
+    are the only peers whose ``X-Forwarded-For`` names the visitor: they become the web
+    server's ``FORWARDED_ALLOW_IPS`` (uvicorn trusts 127.0.0.1 by default), so that one
+    place decides who a visitor is.
 
     ``warm`` builds every tab's default model in a background thread at launch
     (:func:`~.blocks.warm_up`). A SIGTERM (a hosted Space stopping, ``kill``) closes the
-    demo as Ctrl-C does, so Gradio deletes the files it stored (``delete_cache``).
+    demo as Ctrl-C does, so the sweep's shutdown deletes the files it stored.
     """
+    import os
     import signal
     import threading
 
     from starlette.middleware import Middleware
 
     from .blocks import CONCURRENCY_LIMIT, warm_up
-    from .limits import Gate, UploadGate
+    from .limits import Gate, trusted_proxies
+    from .middleware import BodyCap, UploadGate
+    from .sweep import sweep_lifespan
 
     gate = getattr(demo, "space_gate", None) or Gate()
+    os.environ["FORWARDED_ALLOW_IPS"] = ",".join(trusted_proxies() if proxies is None else proxies)  # read by uvicorn
     demo.queue(default_concurrency_limit=CONCURRENCY_LIMIT, max_size=64)
     app_kwargs = dict(kwargs.pop("app_kwargs", None) or {})
     from gradio.utils import get_upload_folder
 
     from .paths import HideServerPaths
 
-    app_kwargs["middleware"] = [Middleware(HideServerPaths, root=get_upload_folder()),  # outermost: every response
+    app_kwargs["middleware"] = [Middleware(BodyCap, gate=gate),  # first: nothing below buffers an oversized body
+                                Middleware(HideServerPaths, root=get_upload_folder()),  # every response
                                 *app_kwargs.get("middleware", []), Middleware(UploadGate, gate=gate)]
+    app_kwargs["lifespan"] = sweep_lifespan(*gate.limits.delete_cache, inner=app_kwargs.get("lifespan"))
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)
     store = getattr(demo, "space_store", None)
     if warm and store is not None:
         _import_model_libraries()  # before two threads (warm-up, a first visitor) can race to import them
+        store.warming = True  # before the first page can open
         threading.Thread(target=warm_up, args=(store,), name="space-warm-up", daemon=True).start()
     launched = dict(server_name=host, server_port=port, share=False, ssr_mode=False, show_error=True,
                     footer_links=["api"], max_file_size=gate.limits.max_upload_bytes, app_kwargs=app_kwargs, **kwargs)

@@ -20,7 +20,7 @@ class Cancelled(Exception):
 def stopper(cancelled: Callable[[], bool] | None) -> Callable[[str], None]:
     """A check a tab's work calls before each stage or batch: it raises :class:`Cancelled`
     (``"stopped before <stage>"``) once ``cancelled()`` answers true. The Space passes a
-    ``cancelled`` that turns true when the visitor leaves (:func:`~.blocks.run_while_wanted`).
+    ``cancelled`` that turns true when the visitor leaves (:func:`~.guard.run_while_wanted`).
 
     >>> stop = stopper(lambda: True)
     >>> stop("the model")

@@ -4,20 +4,26 @@ Every limit a visitor can meet is a field of :class:`SpaceLimits`:
 
 * per request: items in any list a visitor sends (``max_list_items``), pixels of an
   uploaded image after decoding (``max_pixels``), denoising steps (``max_steps``), bytes
-  and files of one upload request (``max_upload_bytes``, ``max_files_per_upload``);
+  and files of one upload request (``max_upload_bytes``, ``max_files_per_upload``), bytes
+  of any other request body (``max_request_bytes``);
 * per visitor: requests running at once (``visitor_requests``), upload bytes kept in the
   cache (``visitor_upload_bytes``);
 * in total: upload bytes kept in the cache (``total_upload_bytes``) and how long the cache
   keeps a file (``cache_age_s``, swept every ``sweep_every_s``).
 
 :class:`Gate` holds the running counts and checks them: the handlers ask it for a slot
-(:meth:`Gate.slot`) and check their lists and images through it, and the ASGI middleware
-:class:`UploadGate` (added by :func:`concept_grounding.space.launch`) checks every upload
-before Gradio stores a byte of it. A refusal is one line naming the field and the limit
+(:meth:`Gate.slot`) and check their lists and images through it, the ASGI middlewares of
+:mod:`.middleware` (added by :func:`concept_grounding.space.launch`) cap every request body
+and check every upload before Gradio stores a byte of it, and the Blocks refuse a file a
+visitor names unless the Space gave it to that visitor (:meth:`Gate.grant`,
+:meth:`Gate.granted`). A refusal is one line naming the field and the limit
 (:class:`Refused`), and the log gets one line per refused request.
 
-A visitor is the address the request came from (:func:`visitor_of`); behind a proxy (a
-hosted Space) the address the proxy appended to ``X-Forwarded-For``.
+A visitor is the address the request came from (:func:`visitor_of`). ``X-Forwarded-For``
+counts only when the peer is a proxy the operator trusts (:func:`trusted_proxies`, read
+once at launch and handed to the web server, whose proxy-header middleware is then the one
+place that decides); otherwise any client could rotate the header to escape the per-visitor
+limits.
 
 >>> gate = Gate(SpaceLimits(max_list_items=3))
 >>> gate.check_items("Baselines", ["random", "random", "saliency"])
@@ -32,7 +38,6 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-import json
 import logging
 import os
 import threading
@@ -46,13 +51,20 @@ from typing import Any
 
 from .inputs import UserInputError
 
-__all__ = ["SpaceLimits", "Refused", "Gate", "UploadGate", "visitor_of", "unsafe_name", "LIMITS_ENV_PREFIX"]
+__all__ = ["SpaceLimits", "Refused", "Gate", "visitor_of", "unsafe_name", "trusted_proxies", "LIMITS_ENV_PREFIX",
+           "TRUSTED_PROXIES_ENV", "SPACE_PROXIES"]
 
 logger = logging.getLogger(__name__)
 
 #: ``CONCEPT_GROUNDING_LIMIT_<FIELD>`` (upper case) overrides a field at launch, e.g.
 #: ``CONCEPT_GROUNDING_LIMIT_VISITOR_REQUESTS=4``.
 LIMITS_ENV_PREFIX = "CONCEPT_GROUNDING_LIMIT_"
+#: The proxies whose ``X-Forwarded-For`` names the visitor: comma-separated addresses or
+#: networks (``10.0.0.0/8``); empty: none (every peer is the visitor).
+TRUSTED_PROXIES_ENV = "CONCEPT_GROUNDING_TRUSTED_PROXIES"
+#: The default on a hosted Hugging Face Space (``SPACE_ID`` set): the platform's proxy reaches
+#: the container from a private network, and nothing else can reach it.
+SPACE_PROXIES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
 
 _MIB = 2**20
 
@@ -68,6 +80,7 @@ class SpaceLimits:
         max_steps: denoising steps of a Tied Diffusion request.
         max_upload_bytes: bytes of one upload request (all its files).
         max_files_per_upload: files in one upload request.
+        max_request_bytes: bytes of the body of any other request (API calls, queue joins).
         visitor_requests: requests of one visitor running at once (all tabs together).
         visitor_upload_bytes: upload bytes of one visitor kept in the cache.
         total_upload_bytes: upload bytes of all visitors kept in the cache.
@@ -80,6 +93,7 @@ class SpaceLimits:
     max_steps: int = 50
     max_upload_bytes: int = 20 * _MIB
     max_files_per_upload: int = 4
+    max_request_bytes: int = _MIB
     visitor_requests: int = 2
     visitor_upload_bytes: int = 64 * _MIB
     total_upload_bytes: int = 1024 * _MIB
@@ -133,26 +147,50 @@ class Refused(UserInputError):
     """A request over one of the :class:`SpaceLimits`; the message names the field and the limit."""
 
 
-def visitor_of(host: str | None, forwarded_for: str | None = None) -> str:
-    """Who sent a request: the peer address ``host``, or, when that peer is a proxy (a
-    private or loopback address) and says whom it forwards, the last address of
-    ``X-Forwarded-For`` (the one the proxy appended; those before it the client wrote).
+def visitor_of(client: Any) -> str:
+    """Who sent a request: the client address of its ASGI scope (``(host, port)``) or of a
+    Starlette / Gradio request (``.host``), ``"unknown"`` when there is none.
 
-    >>> visitor_of("93.184.216.34", "10.0.0.1")
+    The web server has already replaced the peer by the address in ``X-Forwarded-For`` when,
+    and only when, the peer is one of the :func:`trusted_proxies` (uvicorn's proxy-header
+    middleware, configured by :func:`concept_grounding.space.launch`); no header is read here.
+
+    >>> visitor_of(("93.184.216.34", 51000))
     '93.184.216.34'
-    >>> visitor_of("10.1.2.3", "1.2.3.4, 93.184.216.35")
-    '93.184.216.35'
+    >>> visitor_of(None)
+    'unknown'
     """
-    host = host or "unknown"
-    if forwarded_for:
+    host = client[0] if isinstance(client, (tuple, list)) and client else getattr(client, "host", None)
+    return str(host) if host else "unknown"
+
+
+def trusted_proxies(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The proxies whose ``X-Forwarded-For`` is believed: ``$CONCEPT_GROUNDING_TRUSTED_PROXIES``
+    (comma-separated addresses or networks), else :data:`SPACE_PROXIES` on a hosted Space
+    (``SPACE_ID`` set), else none.
+
+    >>> trusted_proxies({})
+    ()
+    >>> trusted_proxies({"SPACE_ID": "you/demo"})
+    ('10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16')
+    >>> trusted_proxies({"CONCEPT_GROUNDING_TRUSTED_PROXIES": " 127.0.0.1, ::1 "})
+    ('127.0.0.1', '::1')
+    >>> trusted_proxies({"CONCEPT_GROUNDING_TRUSTED_PROXIES": "*"})
+    Traceback (most recent call last):
+    ...
+    ValueError: CONCEPT_GROUNDING_TRUSTED_PROXIES: '*' is not an IP address or network
+    """
+    env = os.environ if environ is None else environ
+    text = env.get(TRUSTED_PROXIES_ENV)
+    if text is None:
+        return SPACE_PROXIES if env.get("SPACE_ID") else ()
+    names = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    for name in names:
         try:
-            behind_proxy = ipaddress.ip_address(host).is_private
+            ipaddress.ip_network(name, strict=False)
         except ValueError:
-            behind_proxy = False
-        last = forwarded_for.split(",")[-1].strip()
-        if behind_proxy and last:
-            return last
-    return host
+            raise ValueError(f"{TRUSTED_PROXIES_ENV}: {name!r} is not an IP address or network") from None
+    return names
 
 
 def _tag(visitor: str) -> str:
@@ -189,6 +227,8 @@ class Gate:
         self._lock = threading.Lock()
         self._running: dict[str, int] = {}
         self._uploads: deque[tuple[float, str, int]] = deque()  # (when, visitor, bytes), oldest first
+        self._granted: dict[str, dict[str, float]] = {}  # visitor -> {file path: when granted}
+        self._grants = 0
         #: refusals so far, by field (the benchmark reads it)
         self.refusals: dict[str, int] = {}
 
@@ -283,113 +323,35 @@ class Gate:
         with self._lock:
             self._uploads.append((self._clock(), visitor, int(size)))
 
+    # files a visitor may name -----------------------------------------------------------
+    def grant(self, visitor: str, paths: Iterable[str]) -> None:
+        """Let ``visitor`` name the files ``paths`` in later requests (the Space uploaded or
+        served them to that visitor) until the cache sweep may have deleted them."""
+        now = self._clock()
+        with self._lock:
+            mine = self._granted.setdefault(visitor, {})
+            for path in paths:
+                mine[_file_key(path)] = now
+                self._grants += 1
+            if self._grants % 256 == 0:
+                self._forget_expired(now)
 
-def _part_names(body: bytes, content_type: str) -> list[str] | None:
-    """The ``filename`` of every part of a ``multipart/form-data`` body (``""`` for a file
-    part whose name is empty), or ``None`` when the body is not one."""
-    boundary = next((p.split("=", 1)[1].strip().strip('"') for p in content_type.split(";")
-                     if p.strip().lower().startswith("boundary=")), "")
-    if not boundary:
-        return None
-    names = []
-    for part in body.split(b"--" + boundary.encode("latin-1"))[1:]:
-        head = part.split(b"\r\n\r\n", 1)[0]
-        for line in head.split(b"\r\n"):
-            if line.lower().startswith(b"content-disposition:"):
-                text = line.decode("utf-8", "replace")
-                key = 'filename="'
-                if key in text:
-                    names.append(text.split(key, 1)[1].rsplit('"', 1)[0])
-                elif "name=" in text:
-                    names.append("")  # a form field where a file was expected
-    return names
+    def granted(self, visitor: str, path: str) -> bool:
+        """Whether ``visitor`` was given the file ``path`` (:meth:`grant`) and it may still be there."""
+        with self._lock:
+            when = self._granted.get(visitor, {}).get(_file_key(path))
+        return when is not None and self._clock() - when <= self.limits.cache_age_s + self.limits.sweep_every_s
 
-
-class UploadGate:
-    """ASGI middleware: every ``POST …/upload`` passes :class:`Gate`'s upload checks before
-    Gradio stores it; a refusal is an HTTP 413 / 429 / 400 with one line of JSON."""
-
-    def __init__(self, app: Any, gate: Gate) -> None:
-        self.app = app
-        self.gate = gate
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope.get("type") != "http" or scope.get("method") != "POST" or not scope.get("path", "").endswith("/upload"):
-            await self.app(scope, receive, send)
-            return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        visitor = visitor_of((scope.get("client") or ("unknown", 0))[0], headers.get("x-forwarded-for"))
-        declared = headers.get("content-length")
-        body = None
-        try:
-            self.gate.admit_upload(visitor, int(declared) if declared and declared.isdigit() else None)
-            body = await self._read(receive, visitor)
-            names = _part_names(body, headers.get("content-type", ""))
-            if names is None:
-                raise self.gate.refuse("files", "expected a multipart/form-data upload.", visitor)
-            self.gate.check_upload_names(names, visitor)
-            self.gate.admit_upload(visitor, len(body))
-        except Refused as err:
-            if body is None:
-                await _drain(receive, self.gate.limits.max_upload_bytes)
-            await _reply(send, _status(str(err)), str(err))
-            return
-        size, status = len(body), {}
-
-        sent = []
-
-        async def replay() -> dict:
-            if sent:
-                return await receive()  # after the body: the disconnect, when it comes
-            sent.append(True)
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        async def watch(message: dict) -> None:
-            if message["type"] == "http.response.start":
-                status["code"] = message["status"]
-            await send(message)
-
-        await self.app(scope, replay, watch)
-        if status.get("code") == 200:
-            self.gate.record_upload(visitor, size)
-
-    async def _read(self, receive: Any, visitor: str) -> bytes:
-        limit = self.gate.limits.max_upload_bytes
-        chunks, total = [], 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise self.gate.refuse("files", "the upload was interrupted.", visitor)
-            chunk = message.get("body", b"")
-            total += len(chunk)
-            if total > limit:
-                raise self.gate.refuse("files", f"at most {limit // _MIB} MB per upload request.", visitor)
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks)
+    def _forget_expired(self, now: float) -> None:
+        horizon = now - self.limits.cache_age_s - self.limits.sweep_every_s
+        for visitor in list(self._granted):
+            kept = {p: t for p, t in self._granted[visitor].items() if t >= horizon}
+            if kept:
+                self._granted[visitor] = kept
+            else:
+                del self._granted[visitor]
 
 
-async def _drain(receive: Any, limit: int) -> None:
-    """Read and drop a refused request's body (up to ``limit`` bytes), so that the client,
-    still sending, reads the refusal instead of a reset connection."""
-    total = 0
-    while total <= limit:
-        message = await receive()
-        total += len(message.get("body", b""))
-        if message["type"] == "http.disconnect" or not message.get("more_body", False):
-            return
-
-
-def _status(message: str) -> int:
-    if "per visitor" in message or "keeps at most" in message:
-        return 429
-    if " MB per upload request" in message:
-        return 413
-    return 400
-
-
-async def _reply(send: Any, status: int, message: str) -> None:
-    body = json.dumps({"error": message}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
+def _file_key(path: str) -> str:
+    """One spelling of a file path (absolute, ``..`` and doubled slashes folded, links not followed)."""
+    return os.path.normpath(os.path.abspath(str(path)))

@@ -5,18 +5,21 @@ in its cache folder, in the JSON and in the URL (``/gradio_api/file=/tmp/.../ima
 so a visitor reads where the server keeps its files. :class:`HideServerPaths` (ASGI
 middleware, installed by :func:`concept_grounding.space.launch`) writes :data:`ALIAS`
 instead of the cache folder in every text / JSON / event-stream response, and turns the
-alias back into the folder in the requests that carry it (a file URL, a request body that
-returns an uploaded file's name), so Gradio itself only ever sees its real paths.
+alias back into the folder where a request names a file: a file URL's path, and the ``path``
+of a file object (``{"path": ..., "meta": {"_type": "gradio.FileData"}}``) in a JSON request
+body, so Gradio itself only ever sees its real paths. Anything else a visitor writes (a text
+that contains ``/space-files/``) reaches Gradio as written.
 
 >>> hide = HideServerPaths(None, "/srv/space/cache")
 >>> hide.outgoing(b'{"path": "/srv/space/cache/ab12/image.png"}')
 b'{"path": "/space-files/ab12/image.png"}'
->>> hide.incoming(b'{"path": "/space-files/ab12/bird.png"}')
-b'{"path": "/srv/space/cache/ab12/bird.png"}'
+>>> hide.incoming(b'{"data": [{"path": "/space-files/ab12/bird.png"}, "see /space-files/x"]}')
+b'{"data": [{"path": "/srv/space/cache/ab12/bird.png"}, "see /space-files/x"]}'
 """
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -52,8 +55,35 @@ class HideServerPaths:
         return data
 
     def incoming(self, data: bytes) -> bytes:
-        """``data`` with the alias written back as the cache folder."""
-        return data.replace(self.alias + b"/", self.root + b"/")
+        """A JSON request body with the alias written back as the cache folder in the ``path``
+        of every file object (a dict whose ``path`` is a string), nothing else; a body that is
+        not JSON, or names no aliased file, is returned as is."""
+        if self.alias + b"/" not in data:
+            return data
+        try:
+            value = json.loads(data)
+        except ValueError:
+            return data
+        changed = []
+
+        def restore(node: Any) -> Any:
+            if isinstance(node, list):
+                return [restore(v) for v in node]
+            if not isinstance(node, dict):
+                return node
+            node = {k: restore(v) for k, v in node.items()}
+            path = node.get("path")
+            if isinstance(path, str) and path.startswith(self.alias.decode() + "/"):
+                node["path"] = self._restore_path(path)
+                changed.append(True)
+            return node
+
+        value = restore(value)
+        return json.dumps(value).encode() if changed else data
+
+    def _restore_path(self, path: str) -> str:
+        """``/space-files/<rest>`` -> ``<root>/<rest>``."""
+        return self.root.decode() + path[len(self.alias):]
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope.get("type") != "http":
@@ -67,9 +97,10 @@ class HideServerPaths:
         path = scope.get("path", "")
         if ("=" + self.alias.decode() + "/") not in path:
             return scope
-        scope = dict(scope, path=self.incoming(path.encode()).decode())
+        marker = "=" + self.alias.decode() + "/"
+        scope = dict(scope, path=path.replace(marker, "=" + self.root.decode() + "/", 1))
         if isinstance(scope.get("raw_path"), bytes):
-            scope["raw_path"] = self.incoming(scope["raw_path"])
+            scope["raw_path"] = scope["raw_path"].replace(marker.encode(), b"=" + self.root + b"/", 1)
         return scope
 
     async def _request_body(self, scope: dict, receive: Any) -> Any:

@@ -82,6 +82,8 @@ class ResourceStore:
         self.build = (build if build is not None else SpaceBuild()).seeded(self.seed)
         self.policy = policy if policy is not None else ModelPolicy()
         self._entries: dict[str, _Entry] = {}
+        #: true while the tabs' default models are being prepared (``blocks.warm_up``; ``launch`` sets it first)
+        self.warming = False
         self._recent: OrderedDict[str, None] = OrderedDict()  # evictable ready entries, least recent first
         self._guard = threading.Lock()
 
@@ -154,7 +156,9 @@ class ResourceStore:
         rows = self.status()
         where = f"`{Path(self.artifacts).name}`" if self.artifacts else "none found (models are built at start-up)"
         lines = [f"**Artifacts folder:** {where}", ""]
-        if not rows:
+        if self.warming:
+            lines.append("Preparing the tabs' models (started at launch; this line follows them)...")
+        elif not rows:
             lines.append("No model loaded yet: each tab loads what it needs on first use.")
         for name, (source, seconds) in sorted(rows.items()):
             lines.append(f"- `{name}`: {redact_paths(source)} ({seconds:.1f} s)")

@@ -34,7 +34,7 @@ from .shipped import ASSETS, shipped_folder, write_shipped
 if TYPE_CHECKING:  # pragma: no cover
     from ..models.clip import ClipHandle
 
-__all__ = ["BASELINES", "CLUSTERS", "DEFAULT_CLUSTERS", "Cancelled", "build_clip", "clip_recipe", "ship_clip", "train_clip", "get_model", "model_choices", "input_image", "explain"]
+__all__ = ["BASELINES", "CLUSTERS", "DEFAULT_CLUSTERS", "Cancelled", "build_clip", "clip_recipe", "ship_clip", "train_clip", "get_model", "model_choices", "input_image", "explain", "WORLD_ONLY"]
 
 
 #: Baseline explanations offered beside CCI: the names of :data:`concept_grounding.cci.baselines.BASELINES`.
@@ -141,6 +141,12 @@ def input_image(store: ResourceStore, path: str | None, world_index: int, gate: 
     return to_rgb(sample.image), sample
 
 
+#: Said when the default CLIP explains an uploaded image (issue 48): it knows nothing else.
+WORLD_ONLY = ("The default CLIP knows only the procedurally drawn bird world: on any other picture (a photo, "
+              "a cat) its clusters and similarity drops describe what a bird-world model makes of it, not what "
+              "a real CLIP sees. The operator can offer real CLIPs (--clip-model).")
+
+
 def explain(
     store: ResourceStore,
     path: str | None,
@@ -166,7 +172,8 @@ def explain(
         dict with ``image`` (the input as used, ``(H, W, 3)`` uint8), ``cluster_map``,
         ``gallery`` (list of ``(overlay, caption)``), ``table`` (rows ``[text, cluster,
         weight w_k, drop Δs_k]``), ``similarity`` (one cosine per text) and ``notes``
-        (empty: every offered baseline is computed, through the one explainer protocol,
+        (:data:`WORLD_ONLY` when the default world CLIP explains an uploaded image; every
+        offered baseline is computed, through the one explainer protocol,
         :func:`concept_grounding.cci.explainers.build_explainer`).
     """
     gate = gate if gate is not None else Gate()
@@ -218,5 +225,6 @@ def explain(
         [texts[i], k, round(float(out.weights[i, k]), 4), round(float(out.drops[i, k]), 5)]
         for i in range(t) for k in range(out.weights.shape[1])
     ]
+    notes = [WORLD_ONLY] if path and not (model_name or "").strip() else []
     return {"image": image, "cluster_map": cluster_map, "gallery": gallery, "table": table,
-            "similarity": [float(s) for s in out.similarity], "notes": []}
+            "similarity": [float(s) for s in out.similarity], "notes": notes}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,7 @@ from ..metrics.examples import EXAMPLES
 from .common import figure_to_image, png_to_image, stopper
 from .inputs import UserInputError, read_table
 
-__all__ = ["METRICS", "MetricSpec", "load_inputs", "compute_metric", "compute_example", "metric_help", "scalar_results"]
+__all__ = ["METRICS", "DEFAULT_METRIC", "MetricSpec", "args_markdown", "load_inputs", "compute_metric", "compute_example", "metric_help", "scalar_results"]
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,8 @@ METRICS: dict[str, MetricSpec] = _specs(
     MetricSpec(metrics.concept_existence, "Concept Existence (CEM @ l)"),
     MetricSpec(metrics.concept_location, "Concept Location (CLM @ l, alpha)"),
 )
+#: The metric the tab opens on: SUB's own score, whose CSV is one row per image (issue 48).
+DEFAULT_METRIC = "sub_accuracy"
 
 
 def metric_help(name: str) -> str:
@@ -95,9 +98,34 @@ def metric_help(name: str) -> str:
                      "```json\n" + json.dumps(EXAMPLES[name]) + "\n```")
     doc = inspect.getdoc(func) or ""
     if "Args:" in doc:
-        args = doc.split("Args:", 1)[1].split("Returns:", 1)[0]
-        lines.append("```text\n" + inspect.cleandoc(args) + "\n```")
+        lines.append("**Arguments:**\n\n" + args_markdown(doc.split("Args:", 1)[1].split("Returns:", 1)[0]))
     return "\n\n".join(lines)
+
+
+#: reStructuredText a docstring uses, and its Markdown: ``x`` -> `x`; :func:`~a.b` -> `b`.
+_RST_LITERAL = re.compile(r"``(.+?)``")
+_RST_ROLE = re.compile(r":[a-z]+:`~?(?:[\w.]*\.)?([^`]+)`")
+
+
+def args_markdown(section: str) -> str:
+    """A Google-style ``Args:`` section as a Markdown list, reStructuredText markup made Markdown.
+
+    >>> print(args_markdown('''
+    ...     mode: ``"vqa"`` or see
+    ...         :func:`~concept_grounding.metrics.sub_accuracy`.
+    ...     n_bins: number of bins.'''))
+    - `mode`: `"vqa"` or see `sub_accuracy`.
+    - `n_bins`: number of bins.
+    """
+    items: list[list[str]] = []
+    for line in inspect.cleandoc(section).splitlines():
+        head = re.match(r"^([\w, */]+):\s+(.*)$", line)
+        if head and not line.startswith(" "):
+            items.append([f"`{head.group(1)}`:", head.group(2)])
+        elif items and line.strip():
+            items[-1].append(line.strip())
+    text = "\n".join("- " + " ".join(words) for words in items)
+    return _RST_ROLE.sub(r"`\1`", _RST_LITERAL.sub(r"`\1`", text))
 
 
 def _spec(name: str) -> MetricSpec:

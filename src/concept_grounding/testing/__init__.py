@@ -10,7 +10,7 @@
 * :mod:`.inpaint`: :func:`save_tiny_inpainting_pipeline` (COVAR's inpainting).
 * :mod:`.world_clip`: :func:`tiny_world_clip`, :func:`tiny_clip_handle`.
 * :mod:`.serving`: :func:`free_port`, :func:`wait_until_serving`, :func:`stop_server` (an app started in a subprocess,
-  for browser tests and benchmarks).
+  for browser tests and benchmarks), :func:`http_request` (a raw request, from another loopback address if asked).
 
 Every builder takes a ``seed`` (same seed, same weights) and builds inside
 ``torch.random.fork_rng``: the caller's global torch RNG state is left as it was. The

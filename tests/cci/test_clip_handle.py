@@ -77,7 +77,7 @@ def test_one_handle_for_sub_scoring_and_cci(world_handle):
 
 
 def test_loaders_return_the_handle(tmp_path):
-    from concept_grounding.cci.covar import to_pixel_values
+    from concept_grounding.models.clip.preprocess import to_pixel_values
     from concept_grounding.cci.loading import load_explainable_clip
 
     tiny_world_clip(image_size=16).save_pretrained(tmp_path / "clip")

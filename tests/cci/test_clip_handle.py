@@ -89,8 +89,11 @@ def test_loaders_return_the_handle(tmp_path):
     images = _images()
     assert torch.equal(loaded.pixels(images), named.pixels(images))
 
-    tiny = load_explainable_clip(None, image_size=32)
-    assert isinstance(tiny, ClipHandle) and tiny.backend.name == "open_clip" and "random weights" in tiny.description
+    default = load_explainable_clip(None, image_size=32)  # no random weights unless asked for by name
+    assert default.backend.name == "world" and not default.random_weights and "shipped world CLIP" in default.description
+    tiny = load_explainable_clip("random-clip", image_size=32)
+    assert isinstance(tiny, ClipHandle) and tiny.backend.name == "open_clip" and tiny.random_weights
+    assert "RANDOM weights" in tiny.description
     images = _images(2, 40)
     assert torch.equal(tiny.pixels(images), to_pixel_values(images, (32, 32)))
 

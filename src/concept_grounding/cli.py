@@ -146,6 +146,15 @@ def _flags_of(args: argparse.Namespace):
     return options_as_flags({"root": "--cub-root"}) if hasattr(args, "cub_root") else nullcontext()
 
 
+def _print_next(args: argparse.Namespace) -> None:
+    """The next command of the chain, with the folder the command just wrote (:mod:`concept_grounding.next_step`)."""
+    from .next_step import next_line
+
+    line = next_line(args)
+    if line is not None:
+        print(line, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 ok, 2 user error, 1 bug, 130 interrupted)."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -162,7 +171,10 @@ def main(argv: list[str] | None = None) -> int:
         with _flags_of(args), warnings.catch_warnings():
             if not debug:
                 warnings.showwarning = _show_warning
-            return int(args._run(args) or 0)
+            status = int(args._run(args) or 0)
+        if status == 0:
+            _print_next(args)
+        return status
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130

@@ -156,7 +156,15 @@ def _print_next(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0 ok, 2 user error, 1 bug, 130 interrupted)."""
+    """Run the command line; returns the exit status (0 ok, 2 user error, 1 bug, 130 interrupted). Progress bars
+    written to a log rather than a terminal redraw once a minute (:func:`~concept_grounding.progress.quiet_off_terminal`)."""
+    from .progress import quiet_off_terminal
+
+    with quiet_off_terminal():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = build_parser().parse_args(argv)

@@ -107,8 +107,8 @@ def run_generate(config: GenerateConfig) -> GenerateResult:
     model = config.model.resolve()
     # expanding every (pairing, image) job takes seconds at the paper's N = 500: after the checks
     jobs = plan_jobs(pairings, config.images_per_pairing, config.seed)
-    print(announce_plan(jobs, config, model.name), file=sys.stderr, flush=True)
     check_manifest(config.out, generation_manifest(jobs, config, model), MANIFEST_ARGUMENTS)
+    print(announce_plan(jobs, config, model.name), file=sys.stderr, flush=True)
 
     # 2. the pipeline, on this process's device
     import torch

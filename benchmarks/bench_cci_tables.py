@@ -110,7 +110,7 @@ def main() -> None:
         root = export_world_image_folder(f"{tmp}/val", per_class=args.images_per_class, image_size=args.size,
                                          class_names=classes)
         data = read_image_folder(root, root / "class_names.txt")
-        models = load_table_models(["tiny"], image_size=args.size)
+        models = load_table_models(["random-clip"], image_size=args.size)
         for threads in args.threads:
             torch.set_num_threads(threads)
             load = os.getloadavg()

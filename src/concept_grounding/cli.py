@@ -43,33 +43,45 @@ PROG = "concept-grounding"
 #: environment variable that turns on tracebacks (like ``--debug``)
 DEBUG_ENV = "CONCEPT_GROUNDING_DEBUG"
 
-#: sub-command -> (module, one-line help)
+#: sub-command -> (module, one-line help), grouped by task as :data:`GROUPS` (the order ``--help`` lists)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "explain": ("concept_grounding.commands.explain", "CCI maps and overlays for images and texts (PNG report)"),
-    "covar": ("concept_grounding.commands.covar", "build COVAR variants, evaluate a CLIP, diagnose BG/FG/fine errors"),
-    "space": ("concept_grounding.commands.space", "launch the Gradio Space (TDG, SUB, CCI, concepts, metrics) locally"),
+    # start here
+    "demo": ("concept_grounding.commands.demo", "run the main job on the bird world and write a report"),
     "world": ("concept_grounding.commands.world", "render the bird world, export it, draw a contact sheet"),
     "bench": ("concept_grounding.commands.bench", "SUB Tables 1-2 and the CGIM / existence / location analysis"),
-    "demo": ("concept_grounding.commands.demo", "run the main job on the bird world and write a report"),
+    "space": ("concept_grounding.commands.space", "launch the Gradio Space (TDG, SUB, CCI, concepts, metrics) locally"),
+    # check a CLIP (CCI)
+    "explain": ("concept_grounding.commands.explain", "CCI maps and overlays for images and texts (PNG report)"),
+    "cci-bench": ("concept_grounding.commands.cci_bench", "CCI Tables 1-2: deletion / insertion of CCI and baselines across CLIPs"),
+    "covar": ("concept_grounding.commands.covar", "build COVAR variants, evaluate a CLIP, diagnose BG/FG/fine errors"),
+    "diagnose": ("concept_grounding.commands.diagnose", "BG-Er / Fine-Er / FG-Er of a CLIP's errors on an image folder (CounterAnimals too)"),
+    # make your own SUB
+    "candidates": ("concept_grounding.commands.candidates", "SUB candidate selection: classes, attributes (VQA accuracy over thresholds), the pairings plan"),
     "generate": ("concept_grounding.commands.generate", "generate SUB-style TDG images as a resumable image folder"),
-    "candidates": ("concept_grounding.commands.candidates",
-                   "SUB candidate selection: classes, attributes (VQA accuracy over thresholds), the pairings plan"),
     "filter": ("concept_grounding.commands.filter", "VQA-filter generated images (keep the top 10 %% per pairing) and report"),
-    "annotate": ("concept_grounding.commands.annotate",
-                 "SUB's human studies (App. E): a Gradio app over a SQLite store, or simulated annotators"),
-    "curate": ("concept_grounding.commands.curate",
-               "SUB's curation by human answers: scores, discard rules, alpha, Figs. 6/9, the dataset"),
+    "annotate": ("concept_grounding.commands.annotate", "SUB's human studies (App. E): a Gradio app over a SQLite store, or simulated annotators"),
+    "curate": ("concept_grounding.commands.curate", "SUB's curation by human answers: scores, discard rules, alpha, Figs. 6/9, the dataset"),
+    # score your own model
     "sub": ("concept_grounding.commands.sub", "SUB s+ / s- of your own model (concept model, CLIP, saved folder) with report"),
     "analyse": ("concept_grounding.commands.analyse", "Aysel et al.'s tables (CGIM, existence, location, sweep) of a post-hoc CBM"),
-    "cci-bench": ("concept_grounding.commands.cci_bench", "CCI Tables 1-2: deletion / insertion of CCI and baselines across CLIPs"),
-    "diagnose": ("concept_grounding.commands.diagnose", "BG-Er / Fine-Er / FG-Er of a CLIP's errors on an image folder (CounterAnimals too)"),
+    # concept learners (ConceptBed)
     "learn": ("concept_grounding.commands.learn",
               "learn a concept V* from a few images: Textual Inversion, DreamBooth, LoRA, Custom Diffusion on a Flux"),
-    "train-flux": ("concept_grounding.commands.train_flux", "train the world Flux text-to-image pipeline on bird-world renders"),
     "conceptbed": ("concept_grounding.commands.conceptbed",
-                   "ConceptBed Tables 1, 7, 8: concept learners on held-out species, attributes and styles, validated oracles"),
+                   "ConceptBed Tables 1, 2, 7, 8: concept learners on held-out species, attributes, styles, compositions"),
+    # models and the Hub
+    "train-flux": ("concept_grounding.commands.train_flux", "train the world Flux text-to-image pipeline on bird-world renders"),
     "publish": ("concept_grounding.commands.publish", "build every Hub repo (datasets, metric Spaces, pipeline, models, Space) offline; --push uploads"),
 }
+#: the tasks ``--help`` lists under the commands: (title, commands)
+GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("start here", ("demo", "world", "bench", "space")),
+    ("check a CLIP (CCI)", ("explain", "cci-bench", "covar", "diagnose")),
+    ("make your own SUB", ("candidates", "generate", "filter", "annotate", "curate")),
+    ("score your own model", ("sub", "analyse")),
+    ("concept learners (ConceptBed)", ("learn", "conceptbed")),
+    ("models and the Hub", ("train-flux", "publish")),
+)
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -82,6 +94,10 @@ class _HelpFormatter(argparse.HelpFormatter):
                 or "default" in text):
             return text
         return f"{text} (default: {'none' if action.default is None else '%(default)s'})"
+
+
+class _TopHelpFormatter(_HelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """The top-level help: the epilog's lines (the commands by task) kept as written."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -100,8 +116,9 @@ def _add_debug(parser: argparse.ArgumentParser, default) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    epilog = "commands by task:\n" + "\n".join(f"  {title}: {', '.join(names)}" for title, names in GROUPS)
     parser = _Parser(prog=PROG, description="Do interpretable vision models really see the concepts they claim?",
-                     formatter_class=_HelpFormatter)
+                     formatter_class=_TopHelpFormatter, epilog=epilog)
     _add_debug(parser, False)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     for name, (module, help_text) in COMMANDS.items():
@@ -150,8 +167,25 @@ def _flags_of(args: argparse.Namespace):
     return options_as_flags({"root": "--cub-root"}) if hasattr(args, "cub_root") else nullcontext()
 
 
+def _print_next(args: argparse.Namespace) -> None:
+    """The next command of the chain, with the folder the command just wrote (:mod:`concept_grounding.next_step`)."""
+    from .next_step import next_line
+
+    line = next_line(args)
+    if line is not None:
+        print(line, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0 ok, 2 user error, 1 bug, 130 interrupted)."""
+    """Run the command line; returns the exit status (0 ok, 2 user error, 1 bug, 130 interrupted). Progress bars
+    written to a log rather than a terminal redraw once a minute (:func:`~concept_grounding.progress.quiet_off_terminal`)."""
+    from .progress import quiet_off_terminal
+
+    with quiet_off_terminal():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = build_parser().parse_args(argv)
@@ -166,7 +200,10 @@ def main(argv: list[str] | None = None) -> int:
         with _flags_of(args), warnings.catch_warnings():
             if not debug:
                 warnings.showwarning = _show_warning
-            return int(args._run(args) or 0)
+            status = int(args._run(args) or 0)
+        if status == 0:
+            _print_next(args)
+        return status
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130

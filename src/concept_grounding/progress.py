@@ -14,7 +14,10 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["progress_bars", "log_lines"]
+__all__ = ["progress_bars", "log_lines", "quiet_off_terminal"]
+
+#: seconds between two redraws of a bar written to a file or a pipe (a log): a line a minute, not ten a second
+LOG_REDRAW_SECONDS = 60
 
 
 class _CurrentStderr(logging.StreamHandler):
@@ -88,3 +91,31 @@ def progress_bars(enabled: bool = True) -> Iterator[None]:
             ds.enable_progress_bars()
         if not was[1]:
             hub.enable_progress_bars()
+
+
+@contextmanager
+def quiet_off_terminal(stream=None) -> Iterator[None]:
+    """Within the block, when ``stream`` (default ``sys.stderr``) is not a terminal (a redirected log), every tqdm
+    bar redraws at most once a minute (``TQDM_MININTERVAL``, which a caller's own setting overrides; tqdm reads it
+    when it is first imported, so the command line enters the block before importing any command) and the
+    Hugging Face libraries' bars are off; on a terminal nothing changes.
+
+    >>> import io, os
+    >>> with quiet_off_terminal(io.StringIO()):
+    ...     os.environ["TQDM_MININTERVAL"]
+    '60'
+    """
+    import os
+
+    stream = sys.stderr if stream is None else stream
+    if getattr(stream, "isatty", lambda: False)():
+        yield
+        return
+    was = os.environ.get("TQDM_MININTERVAL")
+    os.environ.setdefault("TQDM_MININTERVAL", str(LOG_REDRAW_SECONDS))
+    try:
+        with progress_bars(False):
+            yield
+    finally:
+        if was is None:
+            os.environ.pop("TQDM_MININTERVAL", None)

@@ -69,8 +69,8 @@ def test_explain_job_on_given_images_has_no_foreground_share(tmp_path):
     from concept_grounding.cci.explain_job import ExplainConfig, run_explain, write_explain_report
 
     images = list(np.random.default_rng(0).integers(0, 256, (2, 32, 32, 3), dtype=np.uint8))
-    result = run_explain(ExplainConfig(images=images, texts=["a red bird"], size=32, clusters=2))
-    assert result.maps.shape == (2, 32, 32) and result.labels.shape == (2, 8, 8)  # 4 px patches
+    result = run_explain(ExplainConfig(images=images, texts=["a red bird"], size=32, clusters=2, model="random-clip"))
+    assert [m.shape for m in result.maps] == [(32, 32)] * 2 and result.labels.shape == (2, 8, 8)  # 4 px patches
     assert set(np.unique(result.labels)) <= {0, 1} and result.baselines == {}
     assert [r["text"] for r in result.records] == ["a red bird"] * 2
     assert all("foreground_share" not in r and len(r["weights"]) == 2 for r in result.records)

@@ -14,8 +14,8 @@ from concept_grounding.cci.covar import (
     composite,
     covar_rows,
     procedural_backgrounds,
-    to_pixel_values,
 )
+from concept_grounding.models.clip.preprocess import to_pixel_values
 
 
 def _coord_object(size=32):

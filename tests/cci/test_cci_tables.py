@@ -93,29 +93,29 @@ def test_deletion_curves_of_a_background_reader_are_flat_while_the_foreground_go
 def test_cci_bench_classification_table_across_models(image_folder, hf_clip, tmp_path):
     out = tmp_path / "t1"
     assert main(["cci-bench", "--task", "classification", "--images", str(image_folder), "--class-names",
-                 str(image_folder / "class_names.txt"), "--models", "tiny", "tiny:1", str(hf_clip), "--steps", "3",
+                 str(image_folder / "class_names.txt"), "--models", "random-clip", "random-clip:1", str(hf_clip), "--steps", "3",
                  "--clusters", "3", "--batch-size", "4", "--size", str(SIZE), "--out", str(out), "--no-progress"]) == 0
     saved = json.loads((out / "results.json").read_text())
     rows = saved["rows"]
     from concept_grounding.cci.tables import CLASSIFICATION_COLUMNS, METHODS
 
-    assert [(r["model"], r["method"]) for r in rows] == [(m, x) for m in ("tiny", "tiny:1", str(hf_clip)) for x in METHODS]
+    assert [(r["model"], r["method"]) for r in rows] == [(m, x) for m in ("random-clip", "random-clip:1", str(hf_clip)) for x in METHODS]
     for r in rows:
         assert not r["refused"] and set(r["scores"]) == set(CLASSIFICATION_COLUMNS)
         assert all(0.0 <= v <= 1.0 for v in r["scores"].values())
         assert r["scores"]["Del@1"] <= r["scores"]["Del@5"] and r["scores"]["Ins@1"] <= r["scores"]["Ins@5"]
     report = (out / "report.md").read_text()
-    assert "tiny / MaskCLIP" in report and "tiny:1 / CCI" in report
+    assert "random-clip / MaskCLIP" in report and "random-clip:1 / CCI" in report
 
 
 def test_the_job_runs_from_the_library_and_saves_the_same_bytes_twice(image_folder, tmp_path):
     """``cci-bench`` as a job (issue 32): config -> run -> result -> save, with the CLI's outputs."""
     from concept_grounding.cci.tables_job import CciBenchConfig, run_cci_bench
 
-    config = CciBenchConfig(images=image_folder, class_names=image_folder / "class_names.txt", models=("tiny",),
+    config = CciBenchConfig(images=image_folder, class_names=image_folder / "class_names.txt", models=("random-clip",),
                             methods=("random", "rollout"), steps=2, clusters=3, size=SIZE, progress=False)
     result = run_cci_bench(config)
-    assert [(r.model, r.method) for r in result.rows] == [("tiny", "random"), ("tiny", "rollout")]
+    assert [(r.model, r.method) for r in result.rows] == [("random-clip", "random"), ("random-clip", "rollout")]
     assert result.header.startswith(f"6 images from {image_folder}; 3 fractions, replacement blur, K = 3")
     first, second = result.save(tmp_path / "a"), result.save(tmp_path / "b")
     assert first == tmp_path / "a" / "report.md" and first.read_bytes() == second.read_bytes()
@@ -124,7 +124,7 @@ def test_the_job_runs_from_the_library_and_saves_the_same_bytes_twice(image_fold
     assert lines[4:6] == ["| model / method | Del@1 | Del@5 | Ins@1 | Ins@5 | top-1 (clean) | seconds |",
                           "|---|---|---|---|---|---|---|"]
     with pytest.raises(ValueError, match="^out: "):  # the world export needs a folder
-        run_cci_bench(CciBenchConfig(models=("tiny",), progress=False))
+        run_cci_bench(CciBenchConfig(models=("random-clip",), progress=False))
 
 
 def test_batched_table_equals_the_per_image_table(image_folder):
@@ -132,7 +132,7 @@ def test_batched_table_equals_the_per_image_table(image_folder):
     from concept_grounding.cci.tables import classification_table, load_table_models
 
     data = read_image_folder(image_folder, image_folder / "class_names.txt")
-    models = load_table_models(["tiny"], image_size=SIZE)
+    models = load_table_models(["random-clip"], image_size=SIZE)
     kwargs = dict(methods=("cci", "maskclip", "rollout"), steps=3, clusters=3, progress=False)
     batched = classification_table(models, data, batch_size=6, **kwargs)
     single = classification_table(models, data, batch_size=1, **kwargs)
@@ -143,7 +143,7 @@ def test_batched_table_equals_the_per_image_table(image_folder):
 
 def test_cci_bench_retrieval_table_on_a_karpathy_folder(coco, tmp_path):
     out = tmp_path / "t2"
-    assert main(["cci-bench", "--task", "retrieval", "--coco", str(coco), "--models", "tiny", "--steps", "3",
+    assert main(["cci-bench", "--task", "retrieval", "--coco", str(coco), "--models", "random-clip", "--steps", "3",
                  "--clusters", "3", "--size", str(SIZE), "--out", str(out), "--no-progress"]) == 0
     rows = json.loads((out / "results.json").read_text())["rows"]
     from concept_grounding.cci.tables import RETRIEVAL_COLUMNS
@@ -169,7 +169,7 @@ def test_attention_pooled_towers_are_refused_rows_with_the_reason(image_folder, 
                                              num_attention_heads=4, image_size=SIZE, patch_size=8))
     siglip = ClipHandle(SiglipModel(config).eval(), None, lambda ims: torch.zeros(len(ims), 3, SIZE, SIZE))
     data = read_image_folder(image_folder, image_folder / "class_names.txt")
-    rows = classification_table([("siglip", siglip), *load_table_models(["tiny"], image_size=SIZE)], data,
+    rows = classification_table([("siglip", siglip), *load_table_models(["random-clip"], image_size=SIZE)], data,
                                 methods=("cci", "maskclip"), steps=2, clusters=3, progress=False)
     assert [r.refused != "" for r in rows] == [True, True, False, False]
     assert "SiglipModel" in rows[0].refused and not rows[0].scores
@@ -333,7 +333,7 @@ def test_the_trained_world_clip_loses_accuracy_on_the_hard_counter_animals_subse
 def _tiny_model():
     from concept_grounding.cci.tables import load_table_models
 
-    return load_table_models(["tiny"], image_size=SIZE)[0][1].model
+    return load_table_models(["random-clip"], image_size=SIZE)[0][1].model
 
 
 def test_every_explainer_takes_the_same_inputs_and_returns_the_same_type(hf_clip):

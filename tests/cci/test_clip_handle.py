@@ -77,7 +77,7 @@ def test_one_handle_for_sub_scoring_and_cci(world_handle):
 
 
 def test_loaders_return_the_handle(tmp_path):
-    from concept_grounding.cci.covar import to_pixel_values
+    from concept_grounding.models.clip.preprocess import to_pixel_values
     from concept_grounding.cci.loading import load_explainable_clip
 
     tiny_world_clip(image_size=16).save_pretrained(tmp_path / "clip")
@@ -89,8 +89,11 @@ def test_loaders_return_the_handle(tmp_path):
     images = _images()
     assert torch.equal(loaded.pixels(images), named.pixels(images))
 
-    tiny = load_explainable_clip(None, image_size=32)
-    assert isinstance(tiny, ClipHandle) and tiny.backend.name == "open_clip" and "random weights" in tiny.description
+    default = load_explainable_clip(None, image_size=32)  # no random weights unless asked for by name
+    assert default.backend.name == "world" and not default.random_weights and "shipped world CLIP" in default.description
+    tiny = load_explainable_clip("random-clip", image_size=32)
+    assert isinstance(tiny, ClipHandle) and tiny.backend.name == "open_clip" and tiny.random_weights
+    assert "RANDOM weights" in tiny.description
     images = _images(2, 40)
     assert torch.equal(tiny.pixels(images), to_pixel_values(images, (32, 32)))
 

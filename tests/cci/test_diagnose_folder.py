@@ -100,7 +100,7 @@ def test_diagnose_with_a_grounded_segmenter_states_the_agreement(counter, tmp_pa
     try:
         assert main(["diagnose", "--images", str(counter), "--class-names", str(counter / "class_names.txt"),
                      "--detector", str(owl), "--segmenter", str(sam), "--detector-threshold", "0", "--size", str(SIZE),
-                     "--models", "tiny", "tiny:1", "--clusters", "3", "--out", str(out)]) == 0
+                     "--models", "random-clip", "random-clip:1", "--clusters", "3", "--out", str(out)]) == 0
     finally:
         GroundedSegmenter.box = box
     saved = json.loads((out / "diagnose.json").read_text())["models"]
@@ -130,9 +130,9 @@ def test_diagnose_flags_build_its_config(counter, tmp_path):
 
     parser = argparse.ArgumentParser()
     diagnose.add_arguments(parser)
-    args = parser.parse_args(["--images", str(counter), "--models", "", "tiny:1", "--detector", "d", "--segmenter", "s",
+    args = parser.parse_args(["--images", str(counter), "--models", "", "random-clip:1", "--detector", "d", "--segmenter", "s",
                               "--out", str(tmp_path)])
     assert diagnose.config_from_args(args) == DiagnoseConfig(
-        images=str(counter), models=("tiny", "tiny:1"), detector="d", segmenter="s", mask_cache=str(tmp_path / "mask_cache"))
+        images=str(counter), models=("world-clip", "random-clip:1"), detector="d", segmenter="s", mask_cache=str(tmp_path / "mask_cache"))
     defaults = diagnose.config_from_args(parser.parse_args(["--images", str(counter)]))
     assert defaults == DiagnoseConfig(images=str(counter)) and parser.parse_args(["--images", str(counter)]).out.name == "diagnose"

@@ -182,7 +182,9 @@ def test_run_filter_writes_what_the_command_writes(by_command, tmp_path, capsys)
     result = run_filter(FilterConfig(input=by_command, out=tmp_path / "job", scorer="tiny-clip", keep_fraction=0.5))
     assert _files(tmp_path / "job") == _files(tmp_path / "command")
     report = tmp_path / "command" / "filter_report.md"
-    assert printed.strip() == f"kept {len(result.kept)} of 4 images; report: {report}"
+    kept_line, next_line = printed.strip().splitlines()
+    assert kept_line == f"kept {len(result.kept)} of 4 images; report: {report}"
+    assert next_line.startswith(f"next: concept-grounding annotate --candidates {tmp_path / 'command'} --db ")
     assert result.generated == 4 and result.report["total_generated"] == 4
     assert result.metadata.read_text().count("\n") == len(result.kept)
 

@@ -332,26 +332,6 @@ def inpaint_backgrounds(
     return out
 
 
-#: CLIP's preprocessing statistics (OpenAI)
-CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
-CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
-
-
-def to_pixel_values(images: Sequence[Any], image_size: tuple[int, int]) -> "torch.Tensor":
-    """``(H, W, 3) uint8`` arrays or PIL images -> ``(B, 3, h, w)`` CLIP-normalised floats
-    (bilinear resize to ``image_size``)."""
-    import torch
-    import torch.nn.functional as F
-
-    arrs = [np.asarray(im.convert("RGB") if hasattr(im, "convert") else im, dtype=np.float32) / 255.0 for im in images]
-    x = torch.from_numpy(np.stack(arrs)).permute(0, 3, 1, 2)
-    if tuple(x.shape[2:]) != tuple(image_size):
-        x = F.interpolate(x, size=tuple(image_size), mode="bilinear", align_corners=False, antialias=True)
-    mean = torch.tensor(CLIP_MEAN)[None, :, None, None]
-    std = torch.tensor(CLIP_STD)[None, :, None, None]
-    return (x - mean) / std
-
-
 @dataclass
 class CovarEvaluation:
     """Per-row results of :func:`evaluate_covar`.
@@ -390,13 +370,14 @@ def evaluate_covar(
         judge: Fine-Er judge (see :mod:`.diagnosis`).
         threshold: map binarisation threshold.
         batch_size: rows per step.
-        pixels: list of PIL images -> model inputs; default :func:`to_pixel_values` (CLIP
+        pixels: list of PIL images -> model inputs; default :func:`~concept_grounding.models.clip.preprocess.to_pixel_values` (CLIP
             normalisation at the model's input size).
     """
     import torch
     import torch.nn.functional as F
     from tqdm.auto import tqdm
 
+    from ..models.clip.preprocess import to_pixel_values
     from .diagnosis import diagnose, error_shares, foreground_share
 
     t = F.normalize(class_text_embeds.float(), dim=-1)

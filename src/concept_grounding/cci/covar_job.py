@@ -60,7 +60,8 @@ class CovarConfig:
         objects: world birds to vary.
         backgrounds: procedural backgrounds per bird (ignored with ``inpaint_model``).
         size: world image side in pixels (a multiple of 8, >= 32).
-        model: a resolved CLIP name or folder; ``None`` builds the tiny random open_clip CLIP.
+        model: a resolved CLIP name or folder, ``"random-clip[:seed]"`` (random weights, on purpose);
+            ``None`` or ``"world-clip"``: the shipped world CLIP (:mod:`concept_grounding.cci.loading`).
         pretrained: the weights tag of an open_clip ``model`` (refused without one; ``"random"`` asks for
             random weights).
         clusters: K of the k-means.
@@ -90,8 +91,9 @@ class CovarConfig:
     objects: int = setting(4, "world birds to vary", parse=positive_int)
     backgrounds: int = setting(20, "backgrounds per bird", parse=positive_int)
     size: int = setting(64, "world image side in pixels (a multiple of 8, >= 32)", parse=world_clip_side)
-    model: str | None = setting(None, "WorldCLIP folder, open_clip name or transformers id/path (default: tiny "
-                                      "config-built open_clip CLIP, random weights)")
+    model: str | None = setting(None, "world-clip (the shipped world CLIP, the default), random-clip[:seed] (random "
+                                      "weights, on purpose), a WorldCLIP folder, an open_clip name or a transformers "
+                                      "id/path")
     clusters: int = setting(7, "K of the k-means over patch tokens", parse=positive_int)
     judge: str = setting("attributes", "Fine-Er judge (default: attributes on the world, text with --images)",
                          choices=JUDGES)
@@ -167,6 +169,8 @@ class CovarResult:
         fg_share_mean: mean foreground share of the CCI maps over the dataset.
         num_backgrounds: backgrounds per bird actually used.
         overlays: panel rows (image, CCI of the predicted class, mask) for background 0, up to 12 images.
+        mask_agreement: computed vs the folder's masks (mean IoU, pixel agreement), when both exist.
+        random_weights: the CLIP's weights are random (``random-clip``); the report's title says so.
     """
 
     config: CovarConfig
@@ -178,6 +182,7 @@ class CovarResult:
     num_backgrounds: int
     overlays: list[list[tuple[str, np.ndarray]]] = field(default_factory=list)
     mask_agreement: dict[str, float] = field(default_factory=dict)
+    random_weights: bool = False
 
     @property
     def per_transform(self) -> dict[str, dict[str, float]]:
@@ -368,7 +373,7 @@ def run_covar(config: CovarConfig) -> CovarResult:
     # 5. overlays for the figure
     overlays = _overlay_rows(cci, clip, ds, ev, class_embeds, n_backgrounds)
     return CovarResult(config, clip.description, ds, ev.shares, truth, float(ev.fg_share.mean()), n_backgrounds,
-                      overlays, mask_agreement)
+                      overlays, mask_agreement, clip.random_weights)
 
 
 def report_markdown(result: CovarResult) -> str:
@@ -380,7 +385,8 @@ def report_markdown(result: CovarResult) -> str:
                             [[name, f"{v['accuracy']:.3f}", int(v["errors"]), f"{v['BG-Er']:.3f}",
                               f"{v['Fine-Er']:.3f}", f"{v['FG-Er']:.3f}"]
                              for name, v in [*result.per_transform.items(), ("all", ev_all)]])
-    lines = [f"# COVAR on {source}\n\nModel: {result.model}. {len(result.dataset) // (VARIANTS * result.num_backgrounds)} objects x "
+    warning = " with a RANDOM-WEIGHT model (mechanics only, the numbers mean nothing)" if result.random_weights else ""
+    lines = [f"# COVAR on {source}{warning}\n\nModel: {result.model}. {len(result.dataset) // (VARIANTS * result.num_backgrounds)} objects x "
              f"{result.num_backgrounds} {kind} backgrounds x {VARIANTS} variants"
              f" = {len(result.dataset)} images; K = {c.clusters}; "
              f"judge: {c.judge}.\n", shares]

@@ -20,8 +20,8 @@ same, and the masks' mean IoU).
 :meth:`DiagnoseResult.save` (:func:`write_diagnose_report`) writes ``diagnose.json`` and
 ``report.md``.
 
->>> DiagnoseConfig(images="val", models=("tiny", "tiny:1")).models
-('tiny', 'tiny:1')
+>>> DiagnoseConfig(images="val", models=("world-clip", "random-clip:1")).models
+('world-clip', 'random-clip:1')
 >>> DiagnoseConfig(images="val", detector="owlv2")
 Traceback (most recent call last):
 ...
@@ -50,12 +50,12 @@ SUBSET_NAMES = (("easy", "hard"), ("common", "counter"))
 
 
 def model_names(names: Iterable[str]) -> tuple[str, ...]:
-    """``--models`` as given, an empty name meaning the tiny CLIP.
+    """``--models`` as given, an empty name meaning the shipped world CLIP.
 
     >>> model_names(["", "ViT-B-32:openai"])
-    ('tiny', 'ViT-B-32:openai')
+    ('world-clip', 'ViT-B-32:openai')
     """
-    return tuple(name or "tiny" for name in names)
+    return tuple(name or "world-clip" for name in names)
 
 
 @dataclass(frozen=True)
@@ -66,11 +66,12 @@ class DiagnoseConfig:
         images: an ImageNet-style folder, or CounterAnimals' layout (module docstring).
         class_names: its class names file (``None``: the folder names).
         models: CLIPs as :func:`~.tables.load_table_models` takes them (open_clip ``arch[:pretrained]``,
-            transformers id or folder, WorldCLIP folder, ``tiny[:seed]``, the preset ``paper``).
+            transformers id or folder, WorldCLIP folder, ``world-clip`` (the default), ``random-clip[:seed]``
+            (random weights, on purpose), the preset ``paper``).
         detector, segmenter: a grounded segmenter's checkpoints (resolved names or folders), both
             or neither; its masks are computed once per image and cached under ``mask_cache``.
         detector_threshold: the detector's box score threshold in [0, 1].
-        size: input side of the tiny CLIP in pixels (>= 32).
+        size: input side of the random-weight CLIP in pixels (>= 32).
         clusters: K of CCI's k-means.
         threshold: map binarisation, fraction of the maximum, in [0, 1].
         max_images: the first N images per class (``None``: all).
@@ -84,15 +85,16 @@ class DiagnoseConfig:
                           parse=existing_dir, convert=str)
     class_names: str | None = setting(None, "class names: one per line in sorted-folder order, or '<folder> <name>' "
                                             "lines", parse=existing_file, convert=str)
-    models: Sequence[str] = setting(("tiny",), "CLIPs (as cci-bench: open_clip arch[:pretrained], transformers id or "
-                                               "folder, WorldCLIP folder, tiny[:seed], the preset 'paper'). Masks are "
-                                               "computed once and reused by every model", nargs="+",
+    models: Sequence[str] = setting(("world-clip",), "CLIPs (as cci-bench: world-clip, the default; open_clip "
+                                                     "arch[:pretrained], transformers id or folder, WorldCLIP folder, "
+                                                     "random-clip[:seed] with random weights, the preset 'paper'). "
+                                                     "Masks are computed once and reused by every model", nargs="+",
                                     convert=model_names)
     detector: str | None = setting(None, "zero-shot object detector (Hub id or folder) for computed masks")
     segmenter: str | None = setting(None, "SAM checkpoint (Hub id or folder) for computed masks")
     detector_threshold: float = setting(0.1, "box score threshold", parse=closed_unit_interval)
     mask_cache: str | None = setting(None, "computed-mask cache (default: OUT/mask_cache)", parse=Path, convert=str)
-    size: int = setting(64, "input size of the tiny default CLIP", parse=int_at_least(32))
+    size: int = setting(64, "input size of random-clip", parse=int_at_least(32))
     clusters: int = setting(7, "K of CCI's k-means", parse=positive_int)
     threshold: float = setting(0.5, "map binarisation, fraction of the max", parse=closed_unit_interval)
     max_images: int | None = setting(None, "first N images per class", parse=positive_int)
@@ -146,6 +148,7 @@ class ModelDiagnosis:
     shares: dict[str, dict[str, float]]
     computed_shares: dict[str, dict[str, float]] = field(default_factory=dict)
     agreement: dict[str, float] = field(default_factory=dict)
+    random_weights: bool = False
 
 
 def _rows(subsets: dict, segmenter: Any) -> tuple[list[dict], list[dict] | None, list[float]]:
@@ -186,7 +189,7 @@ def diagnose_folder(images: str | Path, *, class_names: str | Path | None = None
                     max_per_class: int | None = None, batch_size: int = 16) -> ModelDiagnosis:
     """Classify, explain and diagnose every image of ``images`` with one model (module docstring);
     nothing is written. ``model``: a :class:`~concept_grounding.models.clip.ClipHandle`, a resolved
-    name or ``None`` (the tiny CLIP); ``segmenter``: ``(image, prompt, *, source) -> (H, W) bool``
+    name or ``None`` (the shipped world CLIP); ``segmenter``: ``(image, prompt, *, source) -> (H, W) bool``
     mask (a :class:`~.segment.GroundedSegmenter`) or ``None`` (the folder's masks only)."""
     import datasets
 
@@ -212,7 +215,8 @@ def diagnose_folder(images: str | Path, *, class_names: str | Path | None = None
                               pixels=lambda ims: clip.pixels([np.asarray(im.convert("RGB")) for im in ims]))
 
     ev = evaluate(given_rows)
-    result = ModelDiagnosis(clip.description, str(images), len(given_rows), ev.shares)
+    result = ModelDiagnosis(clip.description, str(images), len(given_rows), ev.shares,
+                            random_weights=clip.random_weights)
     if computed_rows is not None:
         ev2 = evaluate(computed_rows)
         same = float(np.mean([a == b for a, b in zip(ev.categories, ev2.categories)]))
@@ -275,7 +279,9 @@ def write_diagnose_report(result: DiagnoseResult, out: str | Path) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     first = results[0]
-    lines = [f"# Error diagnosis (CCI) on {first.source}", "", f"{first.images} images; shares of errors. Masks: the "
+    random = [r.model for r in results if r.random_weights]
+    warning = f" - {len(random)} model(s) with RANDOM WEIGHTS (mechanics only, their rows mean nothing)" if random else ""
+    lines = [f"# Error diagnosis (CCI) on {first.source}{warning}", "", f"{first.images} images; shares of errors. Masks: the "
              "folder's where it has them.", "", _table(results), ""]
     with_agreement = [r for r in results if r.agreement]
     if with_agreement:

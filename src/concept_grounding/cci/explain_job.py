@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,9 +27,14 @@ from ..fileio import markdown_table, write_report
 from ..settings import setting
 from ..validators import positive_int, world_clip_side
 
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
 __all__ = ["ExplainConfig", "run_explain", "write_explain_report", "check_text_count"]
 
 METHODS = ("fast", "hook")
+#: the baselines ``baselines=True`` draws beside CCI (every one of :data:`~.baselines.BASELINES` but the random floor)
+BASELINE_NAMES = ("gradcam", "grad-eclip", "maskclip", "rollout")
 
 
 def _list_or_none(values: Sequence[str]) -> list[str] | None:
@@ -48,18 +53,19 @@ class ExplainConfig:
     """What to explain and how.
 
     Args:
-        images: ``(H, W, 3) uint8`` images, all the same size; ``None`` renders ``num`` world birds.
+        images: ``(H_i, W_i, 3) uint8`` images of any sizes; ``None`` renders ``num`` world birds.
         texts: one text per image or one for all; ``None`` (world images only) uses each bird's class prompt.
         num: world birds rendered when ``images`` is ``None``.
         size: world image side and tiny-model input size in pixels (a multiple of 8, >= 32).
-        model: a resolved CLIP name or folder (see :func:`concept_grounding.hub.resolve_clip`);
-            ``None`` builds the tiny random open_clip CLIP.
+        model: a resolved CLIP name or folder (see :func:`concept_grounding.hub.resolve_clip`),
+            ``"random-clip[:seed]"`` (random weights, on purpose); ``None`` or ``"world-clip"``: the shipped
+            world CLIP (:mod:`concept_grounding.cci.loading`).
         pretrained: the weights tag of an open_clip ``model`` (refused without one; ``"random"`` asks for
             random weights).
         clusters: K of the k-means.
         seed: world and k-means seed.
         method: ``"fast"`` (token deletion) or ``"hook"`` (masked attention).
-        baselines: also compute Grad-CAM and attention rollout.
+        baselines: also compute the baselines (:data:`BASELINE_NAMES`: Grad-CAM, Grad-ECLIP, MaskCLIP, rollout).
     """
 
     images: Sequence[np.ndarray] | None = None
@@ -67,13 +73,15 @@ class ExplainConfig:
                                                 "prompt)", nargs="*", convert=_list_or_none)
     num: int = setting(4, "world samples when --images is not given", parse=positive_int)
     size: int = setting(64, "world image side / tiny model input size (a multiple of 8, >= 32)", parse=world_clip_side)
-    model: str | None = setting(None, "WorldCLIP folder, open_clip name or transformers id/path (default: tiny "
-                                      "config-built open_clip CLIP, random weights)")
+    model: str | None = setting(None, "world-clip (the shipped world CLIP, the default), random-clip[:seed] (random "
+                                      "weights, on purpose), a WorldCLIP folder, an open_clip name or a transformers "
+                                      "id/path")
     clusters: int = setting(7, "K of the k-means", parse=positive_int)
     seed: int = setting(0, "seed of the world samples, the k-means and the tiny model", parse=int)
     method: str = setting("fast", "fast: cut a cluster by deleting its tokens; hook: by masking its attention",
                           choices=METHODS)
-    baselines: bool = setting(False, "also draw Grad-CAM and attention rollout", action="store_true")
+    baselines: bool = setting(False, "also draw the baselines Grad-CAM, Grad-ECLIP, MaskCLIP and attention rollout",
+                              action="store_true")
     pretrained: str | None = setting(None, "open_clip weights tag for an architecture --model (e.g. openai), a weights "
                                            "file, or 'random' for random weights on purpose (an architecture without it "
                                            "is refused)")
@@ -103,11 +111,12 @@ class ExplainResult:
     Attributes:
         config: the job's configuration.
         model: the model's description.
-        images: ``(H, W, 3) uint8`` inputs.
+        images: ``(H_i, W_i, 3) uint8`` inputs.
         texts: the text of each image (length 1 or ``len(images)``).
-        maps: ``(N, H, W)`` CCI maps at image resolution.
+        maps: one ``(H_i, W_i)`` CCI map per image, at that image's resolution.
         labels: ``(N, gh, gw)`` cluster index per patch.
-        baselines: ``{title: (N, H, W) map}`` (empty without ``config.baselines``).
+        baselines: ``{title: [(H_i, W_i) map per image]}`` (empty without ``config.baselines``).
+        random_weights: the model's weights are random (asked for with ``random-clip``).
         records: per image ``text``, ``similarity``, ``drops`` (K), ``weights`` (K), ``normalizer``,
             and ``foreground_share`` in [0, 1] for world birds.
     """
@@ -116,10 +125,11 @@ class ExplainResult:
     model: str
     images: list[np.ndarray]
     texts: list[str]
-    maps: np.ndarray
+    maps: list[np.ndarray]
     labels: np.ndarray
-    baselines: dict[str, np.ndarray] = field(default_factory=dict)
+    baselines: dict[str, list[np.ndarray]] = field(default_factory=dict)
     records: list[dict[str, Any]] = field(default_factory=list)
+    random_weights: bool = False
 
     def text(self, i: int) -> str:
         """The text explained for image ``i``."""
@@ -141,6 +151,15 @@ def _world_inputs(config: ExplainConfig) -> tuple[list[np.ndarray], list[str], l
     return [s.image for s in samples], texts, [s.mask for s in samples]
 
 
+def maps_at_image_sizes(maps: "torch.Tensor", images: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """``(N, h, w)`` maps at the model's resolution -> one ``(H_i, W_i)`` float array per image, each
+    resized bilinearly to its own image's size (photos of any size and aspect)."""
+    import torch.nn.functional as F
+
+    return [F.interpolate(m[None, None].float(), size=tuple(np.asarray(im).shape[:2]), mode="bilinear",
+                          align_corners=False)[0, 0].numpy() for m, im in zip(maps, images)]
+
+
 def run_explain(config: ExplainConfig) -> ExplainResult:
     """CCI (and baselines) for the configured images and texts; nothing is written.
 
@@ -149,7 +168,6 @@ def run_explain(config: ExplainConfig) -> ExplainResult:
     """
     import torch
 
-    from concept_grounding.cci.baselines import BASELINES
     from concept_grounding.cci.diagnosis import foreground_share
     from concept_grounding.cci.explainers import build_explainer
     from concept_grounding.cci.loading import load_explainable_clip
@@ -164,21 +182,16 @@ def run_explain(config: ExplainConfig) -> ExplainResult:
     px = clip.pixels(images)
     text_embeds = clip.encode_text(texts)
 
-    # 2. CCI (and baselines)
+    # 2. CCI (and baselines), each map at its own image's size
     out = cci(px, text_embeds)
-    h, w = images[0].shape[:2]
-
-    def resize(m: torch.Tensor) -> np.ndarray:
-        return torch.nn.functional.interpolate(m[:, None].float(), size=(h, w), mode="bilinear",
-                                               align_corners=False)[:, 0].numpy()
-
-    maps = resize(out.maps)
-    explainers = [build_explainer(name, clip.model) for name in BASELINES if config.baselines and name != "random"]
-    extra = {e.title: resize(e(px, text_embeds).maps) for e in explainers}
+    maps = maps_at_image_sizes(out.maps, images)
+    explainers = [build_explainer(name, clip.model) for name in BASELINE_NAMES if config.baselines]
+    extra = {e.title: maps_at_image_sizes(e(px, text_embeds).maps, images) for e in explainers}
     labels = out.labels.view(len(images), *cci.backend.grid_size).numpy()
 
     # 3. numbers
-    result = ExplainResult(config, clip.description, images, texts, maps, labels, extra)
+    result = ExplainResult(config, clip.description, images, texts, maps, labels, extra,
+                           random_weights=clip.random_weights)
     for i in range(len(images)):
         rec = {
             "text": result.text(i),
@@ -188,7 +201,7 @@ def run_explain(config: ExplainConfig) -> ExplainResult:
             "normalizer": int(out.normalizer[i]),
         }
         if masks is not None:
-            rec["foreground_share"] = float(foreground_share(torch.from_numpy(maps[i : i + 1]),
+            rec["foreground_share"] = float(foreground_share(torch.from_numpy(maps[i][None]),
                                                              torch.from_numpy(np.asarray(masks[i])[None])))
         result.records.append(rec)
     return result
@@ -200,8 +213,13 @@ def report_markdown(result: ExplainResult) -> str:
     rows = [[i, rec["text"], f"{rec['similarity']:.3f}", f"{max(rec['drops']):.4f}",
              f"{rec['foreground_share']:.2f}" if "foreground_share" in rec else "-"]
             for i, rec in enumerate(result.records)]
-    return (f"# CCI explanations\n\nModel: {result.model}. K = {c.clusters}, seed {c.seed}, "
-            f"method {c.method}.\n\n![explanations](explain.png)\n\n"
+    title = "# CCI explanations" + (" of a RANDOM-WEIGHT model: mechanics only, the maps mean nothing"
+                                    if result.random_weights else "")
+    note = ("\n\nThe world CLIP knows only the bird world: on other photos its maps show how CCI works, not what "
+            "a trained CLIP sees." if result.config.images is not None and result.model.startswith("shipped world")
+            else "")
+    return (f"{title}\n\nModel: {result.model}. K = {c.clusters}, seed {c.seed}, "
+            f"method {c.method}.{note}\n\n![explanations](explain.png)\n\n"
             + markdown_table(["#", "text", "s", "largest drop", "FG share"], rows) + "\n")
 
 

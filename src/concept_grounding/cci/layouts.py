@@ -64,6 +64,20 @@ class CaptionedImages:
         return [Image.open(self.paths[i]).convert("RGB") for i in indices]
 
 
+def check_readable(paths: Sequence[Path], argument: str) -> None:
+    """``UsageError`` naming ``argument`` and the first file PIL cannot open as an image (its header is read,
+    not its pixels: seconds for a whole ImageNet validation set). Any size and aspect is accepted."""
+    from PIL import Image, UnidentifiedImageError
+
+    for path in paths:
+        try:
+            with Image.open(path) as im:
+                im.size  # noqa: B018 - the header parsed
+        except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as err:
+            raise UsageError(f"not an image PIL can read ({type(err).__name__})", argument=argument,
+                             file=str(path)) from None
+
+
 def _class_names(folders: list[str], names_file: Path | None) -> list[str]:
     if names_file is None:
         return list(folders)
@@ -101,6 +115,7 @@ def read_image_folder(root: str | Path, class_names: str | Path | None = None, *
     if empty:
         raise UsageError(f"{root}: class folder {empty[0]!r} holds no image", argument="--images")
     names = _class_names(folders, Path(class_names) if class_names else None)
+    check_readable(paths, "--images")
     mask_root = root / "masks"
     masks = [mask_root / p.parent.name / (p.stem + ".png") for p in paths] if mask_root.is_dir() else None
     return ImageFolder(paths, np.asarray(labels), names, masks)
@@ -127,6 +142,7 @@ def read_karpathy(root: str | Path, split: str = "test", *, json_file: str | Pat
     if missing:
         raise UsageError(f"{len(missing)} image(s) of the split are missing under {root}, first {missing[0]}",
                          file=str(path))
+    check_readable([root / r for r, _ in rows], "--coco")
     return CaptionedImages([root / r for r, _ in rows], [c for _, c in rows])
 
 

@@ -15,8 +15,9 @@
 Methods (:data:`METHODS`): CCI (:class:`~.importance.ConceptClusterImportance`) and every
 baseline of :data:`~.baselines.BASELINES` (random, Grad-CAM, Grad-ECLIP, MaskCLIP, rollout).
 Models: any names :func:`load_table_models` loads (an open_clip architecture, with
-``arch:pretrained`` for its weights; a transformers id or folder; a WorldCLIP folder; ``tiny``
-or ``tiny:<seed>``, a config-built random open_clip ViT) or a preset (:data:`PRESETS`). A
+``arch:pretrained`` for its weights; a transformers id or folder; a WorldCLIP folder; ``world-clip``,
+the shipped world CLIP and the default; ``random-clip`` or ``random-clip:<seed>``, a config-built
+open_clip ViT with random weights, on purpose) or a preset (:data:`PRESETS`). A
 model whose image tower CCI cannot mask (attention pooling: SigLIP, ...; a ResNet) appears in
 the table as refused, with the reason, instead of stopping the run.
 
@@ -90,13 +91,13 @@ def expand_model_names(names: Sequence[str]) -> list[str]:
 def load_table_model(name: str, image_size: int = 64, device: str = "cpu") -> "ClipHandle":
     """One ``--models`` entry as a :class:`~concept_grounding.models.clip.ClipHandle` (module
     docstring); ``UsageError`` naming ``--models`` when it cannot load offline."""
-    from .loading import tiny_open_clip_handle
+    from .loading import RANDOM_CLIP, builtin_clip, load_explainable_clip
 
     if name == "tiny" or name.startswith("tiny:"):
-        seed = name.partition(":")[2]
-        if seed and not seed.isdigit():
-            raise UsageError(f"{name!r}: tiny:<seed> takes an integer seed", argument="--models")
-        return tiny_open_clip_handle(image_size, device, seed=int(seed or 0))
+        raise UsageError(f"{name!r} is now spelled {RANDOM_CLIP}{name[4:]} (random weights: mechanics only)",
+                         argument="--models")
+    if builtin_clip(name):
+        return load_explainable_clip(name, image_size, device, argument="--models")
     try:
         from ..models.clip.loading import load_named_clip
 
@@ -264,8 +265,10 @@ def _check_methods(methods: Sequence[str]) -> None:
 
 
 # --------------------------------------------------------------------------- report
-def write_cci_tables(rows: Sequence[TableRow], out: str | Path, task: str, *, header: str = "") -> Path:
-    """``results.json`` (every row) and ``report.md`` (the table) under ``out``; returns the report."""
+def write_cci_tables(rows: Sequence[TableRow], out: str | Path, task: str, *, header: str = "",
+                     random_models: Sequence[str] = ()) -> Path:
+    """``results.json`` (every row) and ``report.md`` (the table) under ``out``; returns the report. The
+    title says first which of the models (``random_models``) have random weights."""
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -281,6 +284,8 @@ def write_cci_tables(rows: Sequence[TableRow], out: str | Path, task: str, *, he
     table = markdown_table(["model / method", *columns, clean, "seconds"], cells)
     title = ("Table 1: zero-shot classification, deletion / insertion AUC (%)" if task == "classification"
              else "Table 2: image-text retrieval, deletion / insertion AUC of Recall@k (%)")
+    if random_models:
+        title += f" - RANDOM WEIGHTS: {', '.join(random_models)} (mechanics only, their rows mean nothing)"
     text = "\n".join([f"# CCI {title}", "", header, "", table, "",
                       "Del: lower is more faithful; Ins: higher. Every number: [results.json](results.json).", ""])
     _, report = write_report(out, results, text, nan_as_null=False)

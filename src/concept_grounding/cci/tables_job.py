@@ -1,14 +1,15 @@
 """The ``cci-bench`` job: the CCI paper's Table 1 or Table 2 across CLIPs, and its report.
 
-:func:`run_cci_bench` loads every model (a name that cannot load offline fails first), reads
-the task's data set (or exports the bird world in that layout under ``config.out / "data"``)
+:func:`run_cci_bench` reads a given data set (every image checked readable, whatever its size),
+loads every model (a name that cannot load offline fails before any work), or exports the bird
+world in the task's layout under ``config.out / "data"``,
 and runs :func:`~.tables.classification_table` or :func:`~.tables.retrieval_table`;
 :meth:`CciBenchResult.save` writes ``results.json`` and ``report.md``
 (:func:`~.tables.write_cci_tables`). The command ``concept-grounding cci-bench`` derives its
 flags from :class:`CciBenchConfig`.
 
 >>> from concept_grounding.cci.tables_job import CciBenchConfig
->>> config = CciBenchConfig(models=("tiny", "tiny:1"), task="retrieval")
+>>> config = CciBenchConfig(models=("world-clip", "random-clip:1"), task="retrieval")
 >>> config.replacement, config.candidate_kind
 ('blur', 'images')
 >>> CciBenchConfig(task="ranking")
@@ -19,7 +20,7 @@ ValueError: task must be 'classification' or 'retrieval', got 'ranking'
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -66,9 +67,10 @@ class CciBenchConfig:
     coco: Path | None = setting(None, "COCO folder with the Karpathy split dataset_coco.json (default: the world "
                                       "exported there)", parse=existing_dir)
     split: str = setting("test", "Karpathy split to use")
-    models: tuple[str, ...] = setting(("tiny",), "CLIPs: open_clip arch[:pretrained], transformers id or folder, "
-                                                 "WorldCLIP folder, tiny[:seed] (config-built, random weights), or the "
-                                                 "preset 'paper'", nargs="+", convert=tuple)
+    models: tuple[str, ...] = setting(("world-clip",), "CLIPs: world-clip (the shipped world CLIP, the default), "
+                                                       "open_clip arch[:pretrained], transformers id or folder, "
+                                                       "WorldCLIP folder, random-clip[:seed] (random weights, on "
+                                                       "purpose), or the preset 'paper'", nargs="+", convert=tuple)
     methods: tuple[str, ...] = setting(EXPLAINERS, "explanation methods", nargs="+", choices=EXPLAINERS, convert=tuple)
     steps: int = setting(10, "deletion / insertion fractions (steps + 1 points)", parse=positive_int)
     clusters: int = setting(7, "K of CCI's k-means", parse=positive_int)
@@ -109,13 +111,14 @@ class CciBenchResult:
     config: CciBenchConfig
     rows: list[TableRow]
     header: str
+    random_models: list[str] = field(default_factory=list)
 
     def save(self, out: str | Path) -> Path:
         """Write ``results.json`` and ``report.md`` under ``out`` (:func:`~.tables.write_cci_tables`); returns the
         report's path."""
         from .tables import write_cci_tables
 
-        return write_cci_tables(self.rows, out, self.config.task, header=self.header)
+        return write_cci_tables(self.rows, out, self.config.task, header=self.header, random_models=self.random_models)
 
 
 def table_data(config: CciBenchConfig) -> "ImageFolder | CaptionedImages":
@@ -161,17 +164,20 @@ def report_header(config: CciBenchConfig, models: list[tuple[str, "ClipHandle"]]
 def run_cci_bench(config: CciBenchConfig) -> CciBenchResult:
     """Table 1 or Table 2 for every model x method; writes nothing but a world export under ``config.out``.
 
-    Steps: (1) every model loaded (``UsageError`` naming ``--models`` first); (2) the data set;
-    (3) the table; (4) the report's header.
+    Steps: (1) a given folder read and every image checked readable (``UsageError`` naming the flag and
+    the file); (2) every model loaded (``UsageError`` naming ``--models``); (3) the world exported when no
+    folder is given; (4) the table; (5) the report's header.
     """
     from .faithfulness import Replacement
     from .tables import classification_table, load_table_models, retrieval_table
 
+    data = table_data(config) if config.images is not None or config.coco is not None else None
     models = load_table_models(config.models, image_size=config.size, device=config.device)
-    data = table_data(config)
+    data = data if data is not None else table_data(config)
     table = classification_table if config.task == "classification" else retrieval_table
     rows = table(models, data, methods=config.methods, steps=config.steps, clusters=config.clusters, seed=config.seed,
                  batch_size=config.batch_size, replacement=Replacement(config.replacement, seed=config.seed),
                  progress=config.progress)
     candidates = len(data.class_names) if config.task == "classification" else len(data.paths)
-    return CciBenchResult(config, rows, report_header(config, models, len(data.paths), candidates))
+    return CciBenchResult(config, rows, report_header(config, models, len(data.paths), candidates),
+                          [name for name, handle in models if handle.random_weights])

@@ -52,10 +52,11 @@ def config_from_args(args: argparse.Namespace) -> CovarConfig:
 
 
 def run(args: argparse.Namespace) -> int:
+    from concept_grounding.cci.loading import builtin_clip
     from concept_grounding.hub import resolve_model_spec
 
     # named models first (before torch): a model that cannot be loaded fails within seconds
-    if args.model:
+    if not builtin_clip(args.model):
         args.model = resolve_model_spec(args.model, "--model", pretrained=args.pretrained,
                                         pretrained_argument="--pretrained", accept=("folder", "name")).target
     if args.inpaint_model:

@@ -33,6 +33,4 @@ def run(args: argparse.Namespace) -> int:
     with log_lines():
         index = JOB(config, args.out)
         logger.info("report written to %s", index)
-        if "bench" in config.stage_names:
-            logger.info("try the Space on these models: concept-grounding space --artifacts %s", args.out / "bench")
     return 0

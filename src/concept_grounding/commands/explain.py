@@ -2,9 +2,11 @@
 
 Images come from ``--images`` (files) or, by default, the bird world; texts from
 ``--texts`` (one per image, or one shared) or, by default, the class prompt of each
-world image's class. Writes under ``--out``: ``explain.png`` (image, CCI overlay, clusters,
-and with ``--baselines`` Grad-CAM and rollout overlays), ``explain.json`` (drops, weights,
-similarities per image) and ``report.md``. The job and its report writer live in
+world image's class; images may be of any size and aspect (each map is drawn at its own
+image's size). The model is the shipped world CLIP unless ``--model`` names another
+(``random-clip`` asks for random weights). Writes under ``--out``: ``explain.png`` (image, CCI
+overlay, clusters, and with ``--baselines`` Grad-CAM, Grad-ECLIP, MaskCLIP and rollout overlays),
+``explain.json`` (drops, weights, similarities per image) and ``report.md``. The job and its report writer live in
 :mod:`concept_grounding.cci.explain_job` (``run_explain``, ``write_explain_report``).
 """
 
@@ -57,9 +59,10 @@ def config_from_args(args: argparse.Namespace) -> ExplainConfig:
 
 
 def run(args: argparse.Namespace) -> int:
+    from concept_grounding.cci.loading import builtin_clip
     from concept_grounding.hub import resolve_model_spec
 
-    if args.model:  # first, before torch: a model that cannot be loaded fails within seconds
+    if not builtin_clip(args.model):  # first, before torch: a model that cannot be loaded fails within seconds
         args.model = resolve_model_spec(args.model, "--model", pretrained=args.pretrained,
                                         pretrained_argument="--pretrained", accept=("folder", "name")).target
     JOB(config_from_args(args), args.out)

@@ -13,6 +13,7 @@ or not: every answer and the reason, :data:`~concept_grounding.tdg.filter.REASON
 line; the demo builds the config directly.
 
 Scorers (``FilterConfig.scorer``): ``"vlm"`` (a transformers VLM), ``"clip"`` (open_clip),
+``"world-judge"`` (the shipped, validated world judge: the bird world's scorer, :data:`WORLD_JUDGE_ORACLE`),
 ``"tiny-clip"`` (random, offline plumbing) and ``"oracle"`` (``oracle``: a
 ``'module:function'`` mapping PIL images to (N, 312) probabilities, or a folder that
 ``oracle_loader`` turns into such a function; the command passes the ``models`` package's
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,9 @@ __all__ = ["DEFAULT_VLM", "SCORERS", "FilterConfig", "FilterJobResult", "build_s
 #: :func:`~concept_grounding.testing.save_tiny_internvl`). The default is the same family's
 #: native transformers checkpoint.
 DEFAULT_VLM = "OpenGVLab/InternVL3-8B-hf"
-SCORERS = ("vlm", "clip", "tiny-clip", "oracle")
+SCORERS = ("vlm", "clip", "world-judge", "tiny-clip", "oracle")
+#: the ``"world-judge"`` scorer's attribute oracle: the shipped world judge (``curation``, a layer above, holds it)
+WORLD_JUDGE_ORACLE = "concept_grounding.curation.simulate:world_judge_oracle"
 #: An attribute oracle: N PIL images -> (N, 312) independent presence probabilities.
 Oracle = Callable[[Sequence[Any]], np.ndarray]
 
@@ -85,8 +88,9 @@ class FilterConfig:
     input: Path = setting(help="generated image folder (with metadata.jsonl); optional with --validate-on-world",
                           parse=existing_dir, flag="--in")
     out: Path = setting(help="folder for the kept list and the report", parse=output_dir)
-    scorer: str = setting("vlm", "what judges the images: a VLM's yes/no answer, CLIP similarity, or a concept model "
-                                 "(--oracle)", choices=SCORERS)
+    scorer: str = setting("vlm", "what judges the images: a VLM's yes/no answer, CLIP similarity, the shipped world "
+                                 "judge (world-judge: validated on the bird world), a random tiny CLIP (tiny-clip: "
+                                 "plumbing only) or a concept model (--oracle)", choices=SCORERS)
     vlm_model: str = setting(DEFAULT_VLM, "a VLM that AutoModelForImageTextToText loads: Hub id or local folder "
                                           "(--scorer vlm)")
     trust_remote_code: bool = setting(False, "let --vlm-model's repository run its own Python modelling code (off by "
@@ -208,6 +212,8 @@ def build_scorer(config: FilterConfig) -> OptionScorer:
         return CLIPScorer(load_clip(config.clip_model, backend="open_clip", pretrained=config.clip_pretrained))
     if config.scorer == "oracle":
         return _oracle_scorer(config)
+    if config.scorer == "world-judge":
+        return _oracle_scorer(replace(config, oracle=WORLD_JUDGE_ORACLE))
     from ..hub import resolve_model_spec
 
     name = resolve_model_spec(config.vlm_model, "--vlm-model", family="hub").target  # before transformers: fail fast

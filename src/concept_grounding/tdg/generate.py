@@ -141,7 +141,7 @@ def generate_images(
     todo = [c for c in mine if not all(is_done(out_dir, j) for j in c)]
     total = sum(len(c) for c in todo)
     written = 0
-    desc = "TDG images" + (f" (process {process_index + 1} of {num_processes})" if num_processes > 1 else "")
+    desc = ("TDG images" if config.method == "tdg" else f"{config.method} images") + (f" (process {process_index + 1} of {num_processes})" if num_processes > 1 else "")
     with tqdm(total=total, desc=desc, disable=not progress, unit="img") as bar, \
             accelerated(pipe, config.acceleration, config.resolved_steps(model)):
         for chunk in todo:

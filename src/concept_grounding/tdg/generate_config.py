@@ -104,6 +104,9 @@ class GenerateConfig:
                                        "images)", action="store_true")
     guide_bird: str | None = setting(None, "guide bird of shape / pattern attributes for pairings that name none "
                                            "(SUB App. B; default: App. B's; a --pairings file's guide_bird wins)")
+    budget: int = setting(10_000, "largest number of new images a run makes without --yes (the plan's size is "
+                                  "announced first either way)", parse=positive_int)
+    yes: bool = setting(False, "run a plan larger than --budget", action="store_true")
     acceleration: Acceleration = field(default_factory=Acceleration)
 
     def eta_schedule(self) -> EtaSchedule | None:

@@ -18,13 +18,18 @@ config directly.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import UsageError
+from ..settings import flag
+
 from .generate import finalize, generate_images
 from .generate_config import GenerateConfig
-from .plan import plan_jobs
-from .resume import MANIFEST_ARGUMENTS, check_manifest, generation_manifest
+from .plan import GenerationJob, plan_jobs
+from .resume import MANIFEST_ARGUMENTS, check_manifest, generation_manifest, is_done
 from .sources import FluxModel, select_pairings
 
 __all__ = ["GenerateResult", "run_generate"]
@@ -60,30 +65,31 @@ class GenerateResult:
         return self.metadata if self.metadata is not None else self.out / "metadata.jsonl"
 
 
-#: A plan of more images than this, without ``max_images``, is announced before any work.
-LARGE_PLAN = 1000
+def announce_plan(jobs: Sequence[GenerationJob], config: GenerateConfig, model_name: str) -> str:
+    """One line announcing the plan before any work (pairings, images, what this run makes), printed on
+    stderr; ``UsageError`` naming ``--budget`` when this run would make more than ``config.budget`` new
+    images and ``config.yes`` is not set (the paper's 500 per pairing is 742,500 images for 1,485 pairings:
+    weeks of CPU, which a newcomer should hear of before it starts). A pairing's own ``images`` count (a
+    ``candidates plan`` file) is what is counted.
 
-
-def announce_plan(n_pairings: int, config: GenerateConfig) -> None:
-    """Warn (one ``UserWarning``) when the plan holds more than :data:`LARGE_PLAN` images and
-    ``max_images`` does not bound it: the paper's 500 per pairing is 13,500 images for one
-    class's 27 pairings, days of CPU, which a newcomer should hear of before it starts.
-
-    >>> import warnings
-    >>> with warnings.catch_warnings(record=True) as caught:
-    ...     warnings.simplefilter("always")
-    ...     announce_plan(27, GenerateConfig(out=Path("x"), images_per_pairing=500))
-    >>> print(caught[0].message)
-    13,500 images planned (27 pairings x 500 images per pairing); images_per_pairing / max_images (--images-per-pairing / --max-images) make fewer; a run resumes where it stopped
+    >>> from concept_grounding.tdg.plan import Pairing, plan_jobs
+    >>> jobs = plan_jobs([Pairing("017.Cardinal", "has_crown_color::black")], 600)
+    >>> announce_plan(jobs, GenerateConfig(out=Path("x"), max_images=5), "world")
+    'plan: 600 images (1 pairings); this run makes 5 new images with world'
+    >>> announce_plan(jobs, GenerateConfig(out=Path("x"), budget=100), "world")
+    Traceback (most recent call last):
+    ...
+    concept_grounding.errors.UsageError: --budget: this run would make 600 new images (over the budget of 100); pass --yes to run it, or make fewer with --max-images / --images-per-pairing (a run resumes where it stopped)
     """
-    import warnings
-
-    planned = n_pairings * config.images_per_pairing
-    if planned > LARGE_PLAN and config.max_images is None:
-        warnings.warn(f"{planned:,} images planned ({n_pairings} pairings x {config.images_per_pairing} images per "
-                      "pairing); images_per_pairing / max_images (--images-per-pairing / --max-images) make fewer; "
-                      "a run resumes where it stopped",
-                      UserWarning, stacklevel=2)
+    pairings = len({job.pairing for job in jobs})
+    todo = len(jobs) if len(jobs) <= config.budget else sum(not is_done(config.out, j) for j in jobs)
+    run = todo if config.max_images is None else min(todo, config.max_images)
+    line = f"plan: {len(jobs):,} images ({pairings:,} pairings); this run makes {run:,} new images with {model_name}"
+    if run > config.budget and not config.yes:
+        raise UsageError(f"this run would make {run:,} new images (over the budget of {config.budget:,}); pass --yes "
+                         "to run it, or make fewer with --max-images / --images-per-pairing (a run resumes where it "
+                         "stopped)", argument=flag(GenerateConfig, "budget"))
+    return line
 
 
 def run_generate(config: GenerateConfig) -> GenerateResult:
@@ -102,7 +108,7 @@ def run_generate(config: GenerateConfig) -> GenerateResult:
     # expanding every (pairing, image) job takes seconds at the paper's N = 500: after the checks
     jobs = plan_jobs(pairings, config.images_per_pairing, config.seed)
     check_manifest(config.out, generation_manifest(jobs, config, model), MANIFEST_ARGUMENTS)
-    announce_plan(len(pairings), config)
+    print(announce_plan(jobs, config, model.name), file=sys.stderr, flush=True)
 
     # 2. the pipeline, on this process's device
     import torch

@@ -44,6 +44,7 @@ class ClipHandle:
         backend: a :class:`~.backends.ClipBackend` or its name (a key of :data:`BACKENDS`);
             ``"auto"``: :func:`~.backends.backend_for` of the model.
         description: one line for reports and status lines.
+        random_weights: the model's weights are random (asked for by name); reports say so first.
     """
 
     model: Any
@@ -51,6 +52,7 @@ class ClipHandle:
     preprocess: Callable[[Sequence[Any]], torch.Tensor]
     backend: ClipBackend | str = "auto"
     description: str = ""
+    random_weights: bool = False
 
     def __post_init__(self) -> None:
         if self.backend == "auto":

@@ -84,7 +84,7 @@ def load_clip(
         model, _, transform = open_clip.create_model_and_transforms(name, pretrained=tag, device=device)
         weights = f"weights {tag}" if tag else "RANDOM weights, asked for"
         return ClipHandle(model.eval(), open_clip.get_tokenizer(name), pil_batch(transform), OPEN_CLIP,
-                          f"open_clip model {name} ({weights})")
+                          f"open_clip model {name} ({weights})", random_weights=tag is None)
     from huggingface_hub import constants
     from transformers import AutoModel, AutoProcessor
 

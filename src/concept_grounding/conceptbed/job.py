@@ -25,17 +25,20 @@ from ..settings import manifest, setting
 from ..validators import choice_of, int_at_least, positive_int
 from .concepts import CAPACITIES, TASK_ORACLE, Concept, ConceptWorld
 from .learners import FLUX_LEARNERS, check_learners, make_learner
+from .table2 import CompositionRun, table2_markdown
 from .scoring import Scored, clip_image_embedder, pairwise_cosine, table7_row
 
 if TYPE_CHECKING:
     from .oracles import Oracle
 
-__all__ = ["ConceptBedConfig", "ConceptBedResult", "run_conceptbed", "NOISE_LEVELS"]
+__all__ = ["ConceptBedConfig", "ConceptBedResult", "run_conceptbed", "NOISE_LEVELS", "COMPOSITION"]
 
 logger = logging.getLogger(__name__)
 #: Fig. 5's perturbation: std of the Gaussian noise added to real images (grey levels)
 NOISE_LEVELS: tuple[float, ...] = (0.0, 16.0, 32.0, 64.0, 96.0, 128.0)
 DEFAULT_LEARNERS = (*FLUX_LEARNERS, "Original")
+#: The task of Table 2 (compositional reasoning over the object concepts).
+COMPOSITION = "composition"
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,9 @@ class ConceptBedConfig:
     learners: tuple[str, ...] = setting(DEFAULT_LEARNERS, "learners to evaluate (the four diffusers learners, "
                                         "'Original', and the references 'another species', 'exact')",
                                         nargs="+", convert=tuple)
-    tasks: tuple[str, ...] = setting(TASKS, "tasks (Table 1's columns)", nargs="+", choices=TASKS, convert=tuple)
+    tasks: tuple[str, ...] = setting(TASKS, "tasks (Table 1's columns; 'composition': Table 2, the object concepts "
+                                     "composed with relations, actions, attributes and counts)", nargs="+",
+                                     choices=(*TASKS, COMPOSITION), convert=tuple)
     concepts: int = setting(4, "concepts per task", parse=positive_int)
     m: int = setting(8, "training images per concept", parse=positive_int)
     real: int = setting(16, "held-out real images per concept", parse=positive_int)
@@ -103,10 +108,10 @@ def _oracles(config: ConceptBedConfig) -> tuple[dict[str, "Oracle"], dict[str, "
     def spec(kind: str, capacity: str) -> OracleSpec:
         return OracleSpec(kind, capacity, config.oracle_per_class, config.oracle_epochs, config.seed, 32, config.classes)
 
-    kinds = sorted({TASK_ORACLE[t] for t in config.tasks})
+    kinds = sorted({TASK_ORACLE[t] for t in _concept_tasks(config)})
     oracles = {k: require_valid(load_or_train(spec(k, config.capacity), config.cache)) for k in kinds}
     table8 = {}
-    if any(TASK_ORACLE[t] == "species" for t in config.tasks):
+    if any(TASK_ORACLE[t] == "species" for t in _concept_tasks(config)):
         for cap in config.table8:
             table8[cap] = oracles["species"] if cap == config.capacity else require_valid(
                 load_or_train(spec("species", cap), config.cache), "--table8")
@@ -146,6 +151,12 @@ def _sensitivity(oracles: dict[str, "Oracle"], cw: ConceptWorld, concepts: dict[
     return out
 
 
+def _concept_tasks(config: ConceptBedConfig) -> list[str]:
+    """The concept tasks a run learns concepts of (compositions compose the object concepts)."""
+    tasks = [t for t in config.tasks if t != COMPOSITION]
+    return tasks + ["object"] if COMPOSITION in config.tasks and "object" not in tasks else tasks
+
+
 def run_conceptbed(config: ConceptBedConfig) -> ConceptBedResult:
     """Run ConceptBed (module docstring); nothing is written but the learners' weights
     (under ``config.work``) and passing oracles (under ``config.cache``)."""
@@ -154,15 +165,19 @@ def run_conceptbed(config: ConceptBedConfig) -> ConceptBedResult:
     config = config.effective()
     learners = check_learners(config.learners)
     oracles, table8_oracles = _oracles(config)
+    tasks = _concept_tasks(config)
+    table_tasks = [t for t in config.tasks if t != COMPOSITION]
     cw = ConceptWorld(m=config.m, real=config.real, seed=config.seed, classes=config.classes)
-    concepts = {t: cw.concepts(t, config.concepts) for t in config.tasks}
+    concepts = {t: cw.concepts(t, config.concepts) for t in tasks}
+    composition = (CompositionRun.setup(cw, concepts["object"], oracles.get("species"), config.images, config.seed,
+                                        config.model) if COMPOSITION in config.tasks else None)
     work = Path(config.work) if config.work else None
     settings = {"model": config.model, "steps": config.steps, "seed": config.seed, "device": config.device}
-    scored = {(l, t): Scored(_mode(oracles[TASK_ORACLE[t]])) for l in learners for t in config.tasks}
+    scored = {(l, t): Scored(_mode(oracles[TASK_ORACLE[t]])) for l in learners for t in tasks}
     scored8 = {(cap, l): Scored("classifier") for cap in table8_oracles for l in learners}
     generated: dict[tuple[str, str], list[np.ndarray]] = {}
     sheet: list[tuple[str, np.ndarray]] = []
-    jobs = [(l, t, c) for l in learners for t in config.tasks for c in concepts[t]]
+    jobs = [(l, t, c) for l in learners for t in tasks for c in concepts[t]]
     for learner_name, task, concept in tqdm(jobs, desc="conceptbed", leave=False):
         learner = make_learner(learner_name, cw, concepts, settings)
         folder = (work / learner_name.replace(" ", "_") / task / concept.name) if work else Path(".")
@@ -173,15 +188,17 @@ def run_conceptbed(config: ConceptBedConfig) -> ConceptBedResult:
             for cap, oracle in table8_oracles.items():
                 _score(oracle, cw, concept, images, scored8[cap, learner_name])
         generated.setdefault((learner_name, task), []).append(images)
+        if composition is not None and task == "object":
+            composition.score(learner_name, learner, concept)
         if concept is concepts[task][0]:
             if learner_name == learners[0]:
                 sheet.append((f"{task}: {concept.name} (train)", concept.train))
             sheet.append((f"{task}: {learner_name}", images))
     embed = clip_image_embedder(config.encoder)
-    table1 = {l: {t: scored[l, t].result()["ccd"] for t in config.tasks} for l in learners}
-    dino = {l: {t: pairwise_cosine(embed, generated[l, t], [c.real for c in concepts[t]]) for t in config.tasks}
+    table1 = {l: {t: scored[l, t].result()["ccd"] for t in table_tasks} for l in learners}
+    dino = {l: {t: pairwise_cosine(embed, generated[l, t], [c.real for c in concepts[t]]) for t in table_tasks}
             for l in learners}
-    t7_task = next((t for t in ("object", "fine_grained_object", "domain", "fine_grained_attribute") if t in config.tasks))
+    t7_task = next((t for t in ("object", "fine_grained_object", "domain", "fine_grained_attribute") if t in tasks))
     results = {
         "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in manifest(config).items()},
         "table1": table1,
@@ -190,11 +207,16 @@ def run_conceptbed(config: ConceptBedConfig) -> ConceptBedResult:
         "table8": {cap: {l: scored8[cap, l].result()["ccd"] for l in learners} for cap in table8_oracles},
         "baselines": {"dino": dino, "encoder": config.encoder},
         "oracles": {t: {"kind": TASK_ORACLE[t], "capacity": oracles[TASK_ORACLE[t]].spec.capacity,
-                        "accuracy": oracles[TASK_ORACLE[t]].accuracy} for t in config.tasks},
+                        "accuracy": oracles[TASK_ORACLE[t]].accuracy} for t in tasks},
         "table8_oracles": {cap: o.accuracy for cap, o in table8_oracles.items()},
-        "concepts": {t: [c.name for c in concepts[t]] for t in config.tasks},
-        "sensitivity": _sensitivity(oracles, cw, concepts, config.seed),
+        "concepts": {t: [c.name for c in concepts[t]] for t in tasks},
+        "sensitivity": _sensitivity(oracles, cw, {t: concepts[t] for t in table_tasks}, config.seed),
     }
+    if composition is not None:
+        comp = composition.results()
+        results["oracles"]["vqa"] = comp.pop("vqa")
+        results.update(comp)
+        sheet += composition.sheet
     return ConceptBedResult(config, results, sheet)
 
 
@@ -210,7 +232,8 @@ def render_report(results: dict[str, Any]) -> str:
     lines = ["# ConceptBed on the bird world", "",
              "CCD (ConceptBed Eq. 3; lower is better, 0: the oracle is as confident as on real images).", "",
              "## Oracles (validation on held-out renders; a CCD needs >= 95 %)", ""]
-    lines += [f"- {t}: {o['kind']} oracle ({o['capacity']}), {100 * o['accuracy']:.1f} %" for t, o in results["oracles"].items()]
+    lines += [f"- {t}: {o['kind']} oracle ({o['capacity']}), {100 * o['accuracy']:.1f} %"
+              for t, o in results["oracles"].items() if t != "vqa"]
     lines += ["", "## Table 1: CCD per learner and task", ""] + _table(results["table1"], tasks)
     t7 = results["table7"]
     lines += ["", f"## Table 7: accuracy, MSP, ECE and CCD ({results['table7_task']})", ""]
@@ -222,5 +245,7 @@ def render_report(results: dict[str, Any]) -> str:
         lines += ["", "Oracle accuracies: " + ", ".join(f"{c} {100 * a:.1f} %" for c, a in results["table8_oracles"].items())]
     lines += ["", f"## Baseline: DINO-style pairwise cosine ({results['baselines']['encoder']}; higher is closer)", ""]
     lines += _table(results["baselines"]["dino"], tasks)
+    if "table2" in results:
+        lines += table2_markdown(results)
     lines += ["", "## Figures", "", "![Fig. 4](fig4_contact_sheet.png)", "", "![Fig. 5](fig5_sensitivity.png)", ""]
     return "\n".join(lines)

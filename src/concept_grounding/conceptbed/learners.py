@@ -113,6 +113,7 @@ class FluxLearner:
     inference_steps: int = 20
     guidance: float = 4.0
     pipe: Any = field(default=None, repr=False)
+    size: int = 32
 
     def fit(self, concept: Concept, out: Path) -> None:
         from PIL import Image
@@ -128,6 +129,7 @@ class FluxLearner:
                              init_word=self.init_word, class_prompt=self.class_prompt, steps=self.steps,
                              lr=DEFAULT_LR[method] if self.lr is None else self.lr, batch=self.batch, seed=self.seed,
                              device=self.device)
+        self.size = int(concept.train.shape[1])
         folder = learn(config, Path(out) / "learned")
         self.pipe = load_learned(self.base_pipeline(), folder)
 
@@ -144,24 +146,23 @@ class FluxLearner:
 
         return FluxPipeline.from_pretrained(self.model_path(), torch_dtype=torch.float32).to(self.device)
 
-    def generate(self, prompts: Sequence[str], n: int, seed: int) -> np.ndarray:
+    def generate(self, prompts: Sequence[str], n: int, seed: int, batch_size: int = 64) -> np.ndarray:
+        """``(n, S, S, 3)`` uint8: image ``i`` answers ``prompts[i % len(prompts)]`` from noise seeded
+        ``seed + i``, ``batch_size`` images per pipeline call (true CFG against the empty prompt)."""
         import torch
 
         if self.pipe is None:
             raise RuntimeError(f"{self.name}: generate before fit")
-        size = getattr(self.pipe, "default_sample_size", 4) * getattr(self.pipe, "vae_scale_factor", 8)
+        texts = [prompts[i % len(prompts)].replace("V*", self.token) for i in range(n)]
         out = []
-        for p, prompt in enumerate(prompts):
-            count = len(range(p, n, len(prompts)))
-            if count == 0:
-                continue
-            images = self.pipe(prompt.replace("V*", self.token), num_images_per_prompt=count, height=size, width=size,
-                               num_inference_steps=self.inference_steps, true_cfg_scale=self.guidance,
-                               negative_prompt="", max_sequence_length=self.pipe.tokenizer_2.model_max_length,
-                               generator=torch.Generator().manual_seed(seed + p), output_type="np").images
+        for a in range(0, n, batch_size):
+            chunk = texts[a : a + batch_size]
+            images = self.pipe(chunk, height=self.size, width=self.size, num_inference_steps=self.inference_steps,
+                               true_cfg_scale=self.guidance, negative_prompt=[""] * len(chunk),
+                               max_sequence_length=self.pipe.tokenizer_2.model_max_length, output_type="np",
+                               generator=[torch.Generator().manual_seed(seed + a + i) for i in range(len(chunk))]).images
             out.append((np.asarray(images) * 255).round().clip(0, 255).astype(np.uint8))
-        order = [out[p][k] for i in range(n) for p, k in [(i % len(prompts), i // len(prompts))]]
-        return np.stack(order)
+        return np.concatenate(out)
 
 
 def learners_installed() -> bool:

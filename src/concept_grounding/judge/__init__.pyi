@@ -10,3 +10,4 @@ from .composition import (
     train_composition_judge,
     validate_composition_judge,
 )
+from .composition import load_composition_judge, ship_composition_judge

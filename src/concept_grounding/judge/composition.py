@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -25,7 +26,7 @@ from ..world.config import BACKGROUNDS
 from .model import shift_images, to_unit, layout_trunk
 
 __all__ = ["HEADS", "COMPOSITION_BAR", "CompositionJudge", "composition_set", "train_composition_judge",
-           "composition_verdicts", "validate_composition_judge"]
+           "composition_verdicts", "validate_composition_judge", "ship_composition_judge", "load_composition_judge"]
 
 #: Head -> the values it tells apart, in logit order.
 HEADS: dict[str, tuple] = {"count": tuple(COUNT_WORDS), "scene": BACKGROUNDS, "facing": tuple(ACTIONS)}
@@ -136,3 +137,59 @@ def validate_composition_judge(judge: CompositionJudge, data: CompositionSet) ->
     """Held-out accuracy of every head (the validation printed beside its verdicts)."""
     probs = composition_verdicts(judge, data.images)
     return {k: float((probs[k].argmax(1) == data.targets[k]).mean()) for k in probs}
+
+
+#: The shipped composition judge (package data; model card inside).
+COMPOSITION_JUDGE_DIR = Path(__file__).resolve().parent.parent / "assets" / "composition_judge"
+
+
+def ship_composition_judge(out: str | Path = COMPOSITION_JUDGE_DIR, per_class: int = 120, epochs: int = 20,
+                           seed: int = 0) -> dict[str, float]:
+    """Train the shipped judge on compositions of the default world (SUB's 33 species at 32 px),
+    validate it on held-out compositions of the other 167 CUB species (the ones ConceptBed's
+    learners learn), and save it (fp16 safetensors) with its validation and model card."""
+    import json
+
+    from ..vocabulary import load_vocabulary
+    from ..world import BirdWorld, WorldConfig
+
+    world = BirdWorld(WorldConfig(image_size=32, seed=seed))
+    judge = train_composition_judge(composition_set(world, per_class, 0, seed), world.num_classes, epochs=epochs,
+                                    seed=seed)
+    others = tuple(c for c in load_vocabulary().classes if c not in world.class_names)
+    held_out = composition_set(BirdWorld(WorldConfig(image_size=32, seed=seed, class_names=others)), 4, 10_000, seed + 1)
+    validation = validate_composition_judge(judge, held_out)
+    out = Path(out)
+    judge.half().save_pretrained(out)
+    (out / "validation.json").write_text(json.dumps(validation, indent=1) + "\n")
+    (out / "README.md").write_text(_CARD.format(per_class=per_class, epochs=epochs, seed=seed, n=len(held_out.images),
+                                                val=", ".join(f"{k} {100 * v:.1f} %" for k, v in validation.items())))
+    return validation
+
+
+def load_composition_judge(path: str | Path | None = None) -> CompositionJudge:
+    """A saved :class:`CompositionJudge` (default: the shipped one), float32, in eval mode."""
+    return CompositionJudge.from_pretrained(Path(path) if path is not None else COMPOSITION_JUDGE_DIR).float().eval()
+
+
+_CARD = """---
+library_name: concept-grounding
+tags:
+- world-judge
+---
+
+# Composition judge of the bird world
+
+How many birds (1-3), in which scene (sky, foliage, water, ground, reeds), facing which way, and
+which of SUB's 33 species: a `CompositionJudge` (`concept_grounding.judge.composition`) trained on
+{per_class} compositions per species of the varied world at 32 px for {epochs} epochs (seed {seed}).
+It answers the existence questions of ConceptBed's compositions (`concept-grounding conceptbed
+--tasks composition`).
+
+Made with:
+
+    python -c "from concept_grounding.judge.composition import ship_composition_judge; ship_composition_judge()"
+
+Validation on {n} held-out compositions of the 167 CUB species it never saw (the concepts the
+learners learn): {val}. Its species head names only SUB's 33 species (not used on held-out ones).
+"""

@@ -100,6 +100,10 @@ class BirdWorld:
         """Sample indices ``start .. start + count - 1`` of class ``label``."""
         return [label + k * self.num_classes for k in range(start, start + count)]
 
+    def pose(self, index: int) -> Pose:
+        """The :class:`Pose` sample ``index`` is drawn in, without rendering it."""
+        return self._draw(index)[1]
+
     def composition(self, index: int, count: int = 1) -> "Composition":
         """Sample ``index`` drawn as a composition of ``count`` (1-3) birds with its scene,
         facing and traits (see :mod:`.composition`); deterministic in (seed, index, count)."""

@@ -1,0 +1,290 @@
+"""ConceptBed's compositional reasoning on the world (Sec. 4.2, Table 2; App. E.3 questions).
+
+A learnt concept ``V*`` (a held-out species) is composed with the four categories the world
+can draw (:mod:`concept_grounding.world.composition`), in the captions' own forms:
+
+=========== ============================================ =======================================
+category    prompts per concept                          existence questions (answer: yes)
+=========== ============================================ =======================================
+relation    ``a photo of a V* in the sky`` (5 scenes)    ``is the bird in the sky?``
+action      ``a photo of a V* facing left`` (and right)  ``is the bird facing left?``
+attribute   ``a photo of a V* with a blue colored crown`` ``is there a blue colored crown?``
+            (2 attributes the species lacks)
+counting    ``a photo of two V*`` (and three)            ``are there two birds?``
+composite   ``a photo of two V* in the sky``,            one question per category
+            ``a photo of a V* on a branch facing left``
+=========== ============================================ =======================================
+
+Every prompt also asks ``is there a V*?`` (the concept under the composition: the paper's drop
+in concept alignment under composite prompts).
+
+The **VQA oracle** (:class:`CompositionOracle`) answers a question by the probability of the
+asked value: the composition judge's count, scene and facing heads, and the shipped world judge's
+attribute probability (it reads canonical birds: attribute prompts are single-category, so the
+world Flux draws them canonical). It is validated on world renders with known answers before any
+verdict is used (>= :data:`VQA_BAR` per category). Per learner and category (Table 2): VQA
+accuracy (questions answered yes, P(yes) > 0.5), CCD (Sec. 3.2 with P(yes) as ``f``: the real
+compositions' mean P(yes) minus the generated ones'), and CLIPScore (Hessel et al.:
+``100 * max(cos, 0)`` of the image and the prompt with ``V*`` replaced by ``bird``, the paper's
+label substitution) with the world CLIP.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..world.composition import ACTIONS, COUNT_WORDS, RELATIONS
+
+__all__ = ["CATEGORIES", "VQA_BAR", "Question", "questions", "concept_prompts", "real_images", "CompositionOracle"]
+
+#: Table 2's categories (and the composite prompts of two categories).
+CATEGORIES: tuple[str, ...] = ("relation", "action", "attribute", "counting", "composite")
+#: Held-out accuracy per question kind a VQA oracle must reach.
+VQA_BAR = 0.90
+
+_RELATION_TEXT = {v: k for k, v in RELATIONS.items()}
+_ACTION_TEXT = {v: k for k, v in ACTIONS.items()}
+_COUNT_TEXT = {v: k for k, v in COUNT_WORDS.items()}
+_PROMPT = re.compile(
+    r"^a photo of (?P<count>a|two|three) (?P<noun>V\*|[a-z][a-z' -]*?)"
+    r"(?: with (?P<attribute>[a-z ]+?))?"
+    rf"(?: (?P<relation>{'|'.join(map(re.escape, RELATIONS.values()))}))?"
+    rf"(?: (?P<action>{'|'.join(map(re.escape, ACTIONS.values()))}))?$"
+)
+
+
+@dataclass(frozen=True)
+class Question:
+    """One boolean existence question of a prompt (its answer is always yes).
+
+    Attributes:
+        text: the question, e.g. ``"is the bird in the sky?"``.
+        kind: ``"concept"``, ``"count"``, ``"scene"``, ``"facing"`` or ``"attribute"``.
+        value: what it asks (a count 1-3, a scene, a facing, an attribute phrase, the noun).
+    """
+
+    text: str
+    kind: str
+    value: Any
+
+
+def questions(prompt: str) -> list[Question]:
+    """ConceptBed App. E.3: the prompt's salient words (noun, count, attribute, relation, action)
+    turned into existence questions.
+
+    >>> [q.text for q in questions("a photo of two V* in the sky")]
+    ['is there a V*?', 'are there two birds?', 'is the bird in the sky?']
+    >>> [(q.kind, q.value) for q in questions("a photo of a V* with a blue colored crown")]
+    [('concept', 'V*'), ('attribute', 'a blue colored crown')]
+    >>> questions("a painting of a V* eating")
+    Traceback (most recent call last):
+    ValueError: prompt: cannot make questions of 'a painting of a V* eating': the world's prompts read 'a photo of {a|two|three} V*[ with ...][ in the sky|on a branch|...][ facing left|right]'
+    """
+    m = _PROMPT.match(prompt.strip().lower().replace("v*", "V*"))
+    if m is None:
+        raise ValueError(f"prompt: cannot make questions of {prompt!r}: the world's prompts read "
+                         "'a photo of {a|two|three} V*[ with ...][ in the sky|on a branch|...][ facing left|right]'")
+    noun = m["noun"]
+    out = [Question(f"is there a {noun}?", "concept", noun)]
+    count = _COUNT_TEXT[m["count"]]
+    if count > 1:
+        out.append(Question(f"are there {m['count']} birds?", "count", count))
+    if m["attribute"]:
+        out.append(Question(f"is there {m['attribute']}?", "attribute", m["attribute"]))
+    if m["relation"]:
+        out.append(Question(f"is the bird {m['relation']}?", "scene", _RELATION_TEXT[m["relation"]]))
+    if m["action"]:
+        out.append(Question(f"is the bird {m['action']}?", "facing", _ACTION_TEXT[m["action"]]))
+    return out
+
+
+def _category(qs: list[Question]) -> str:
+    kinds = [q.kind for q in qs if q.kind != "concept"]
+    names = {"count": "counting", "scene": "relation", "facing": "action", "attribute": "attribute"}
+    return names[kinds[0]] if len(kinds) == 1 else "composite"
+
+
+def concept_prompts(world: Any, label: int) -> list[tuple[str, str, str | None]]:
+    """``(category, prompt, attribute)`` of every composition of concept ``label`` (module table);
+    ``attribute`` is the CUB attribute an attribute prompt asks for (two SUB substitutions the
+    species lacks at class level and the world draws), else ``None``.
+
+    >>> from concept_grounding.world import BirdWorld
+    >>> rows = concept_prompts(BirdWorld(), 0)
+    >>> len(rows), sorted({c for c, _, _ in rows}), rows[0][1]
+    (13, ['action', 'attribute', 'composite', 'counting', 'relation'], 'a photo of a V* in the sky')
+    """
+    from ..worldflux.captions import caption_phrase
+
+    rows: list[tuple[str, str, str | None]] = [("relation", f"a photo of a V* {r}", None) for r in RELATIONS.values()]
+    rows += [("action", f"a photo of a V* {a}", None) for a in ACTIONS.values()]
+    lacking = [a for c, a in world.default_pairings() if c == world.class_names[label]]
+    if not lacking:  # a class of another world: the SUB substitutions it lacks
+        row = world.class_attributes[label]
+        lacking = [a for a in world.vocab.sub_substitutions.values()
+                   if world.vocab.attribute_index(a) in world.rendered_attributes and not row[world.vocab.attribute_index(a)]]
+    colour = [a for a in lacking if a.endswith("_color::" + a.split("::")[1]) and "pattern" not in a]
+    for a in (colour or lacking)[:: max(1, len(colour or lacking) // 2)][:2]:
+        rows.append(("attribute", f"a photo of a V* with {caption_phrase(a)}", a))
+    rows += [("counting", f"a photo of {COUNT_WORDS[k]} V*", None) for k in (2, 3)]
+    rows += [("composite", f"a photo of two V* {RELATIONS['sky']}", None),
+             ("composite", f"a photo of a V* {RELATIONS['foliage']} {ACTIONS['left']}", None)]
+    return rows
+
+
+def real_images(world: Any, label: int, prompt: str, attribute: str | None, n: int, offset: int = 0) -> np.ndarray:
+    """``(n, S, S, 3)`` uint8 world drawings of exactly what ``prompt`` asks of class ``label``
+    (the Original row): compositions of the varied world with the asked count, scene and facing,
+    or canonical renders with ``attribute`` substituted (exact edits)."""
+    from dataclasses import replace
+
+    from ..world import BirdWorld
+
+    qs = questions(prompt)
+    asked = {q.kind: q.value for q in qs}
+    if attribute is not None:
+        out, k = [], offset
+        while len(out) < n:
+            edited, _ = world.edited(label + k * world.num_classes, attribute)
+            if edited is not None:
+                out.append(edited.image)
+            k += 1
+        return np.stack(out)
+    varied = BirdWorld(replace(world.config, pose="varied", scene="varied"), world.vocab)
+    out, k = [], offset
+    while len(out) < n:
+        i = label + k * varied.num_classes
+        pose = varied.pose(i)
+        if asked.get("scene", pose.background_name) == pose.background_name and asked.get("facing", pose.facing) == pose.facing:
+            out.append(varied.composition(i, int(asked.get("count", 1))).image)
+        k += 1
+    return np.stack(out)
+
+
+@dataclass
+class CompositionOracle:
+    """ConceptBed's VQA oracle on the world: P(yes) of each existence question.
+
+    Attributes:
+        judge: a :class:`~concept_grounding.judge.composition.CompositionJudge` (count, scene, facing).
+        attributes: a :class:`~concept_grounding.judge.WorldJudge` (attribute probabilities of canonical birds).
+        species: the ConceptBed species oracle (``is there a V*?``), or ``None``.
+        validation: question kind -> held-out accuracy (:meth:`validate`).
+    """
+
+    judge: Any
+    attributes: Any
+    species: Any = None
+    validation: dict[str, float] | None = None
+
+    def p_yes(self, images: np.ndarray, qs: list[Question], label: int, world: Any) -> np.ndarray:
+        """``(N, Q)`` probability of yes to each of ``qs`` on uint8 ``(N, S, S, 3)`` ``images``
+        of concept ``label`` (a class of ``world``)."""
+        from ..judge import judge_images
+        from ..judge.composition import HEADS, composition_verdicts
+
+        probs = composition_verdicts(self.judge, images)
+        cols = []
+        for q in qs:
+            if q.kind == "count":
+                cols.append(probs["count"][:, int(q.value) - 1])
+            elif q.kind in ("scene", "facing"):
+                cols.append(probs[q.kind][:, list(HEADS[q.kind]).index(q.value)])
+            elif q.kind == "attribute":
+                attribute = _attribute_of(world, q.value)
+                cols.append(judge_images(self.attributes, images)[1][:, world.vocab.attribute_index(attribute)])
+            elif self.species is not None:
+                cols.append(self.species.probabilities(images)[:, label])
+            else:
+                cols.append(np.full(len(images), np.nan))
+        return np.stack(cols, axis=1)
+
+    def validate(self, world: Any, labels: list[int], per_prompt: int = 2) -> dict[str, float]:
+        """Accuracy (P(yes) > 0.5) per question kind on exact world drawings of every
+        composition prompt of ``labels`` (:func:`real_images`: the answer is always yes)."""
+        hits: dict[str, list[bool]] = {}
+        for label in labels:
+            for _, prompt, attribute in concept_prompts(world, label):
+                qs = questions(prompt)
+                p = self.p_yes(real_images(world, label, prompt, attribute, per_prompt, offset=5_000), qs, label, world)
+                for j, q in enumerate(qs):
+                    if not np.isnan(p[:, j]).any():
+                        hits.setdefault(q.kind, []).extend((p[:, j] > 0.5).tolist())
+        self.validation = {k: float(np.mean(v)) for k, v in hits.items()}
+        return self.validation
+
+    def valid_kinds(self) -> set[str]:
+        """The question kinds at or above :data:`VQA_BAR` (all of them before :meth:`validate`)."""
+        return {k for k, v in (self.validation or {}).items() if v >= VQA_BAR}
+
+
+def _attribute_of(world: Any, phrase: str) -> str:
+    """The CUB attribute a caption phrase names (``"a blue colored crown"``)."""
+    from ..worldflux.captions import caption_phrase
+
+    for a in world.vocab.sub_substitutions.values():
+        if caption_phrase(a) == phrase:
+            return a
+    raise ValueError(f"prompt: no world attribute reads {phrase!r}")
+
+
+def clip_scores(handle: Any, images: np.ndarray, prompts: list[str]) -> np.ndarray:
+    """CLIPScore (Hessel et al. 2021, w = 100 here): ``100 * max(cos(image, text), 0)`` per image,
+    the text being its prompt with ``V*`` replaced by ``bird`` (the paper's label substitution)."""
+    from PIL import Image
+
+    pixels = handle.preprocess([Image.fromarray(im) for im in images])
+    im = handle.encode_images(pixels).numpy()
+    tx = handle.encode_texts([p.replace("V*", "bird") for p in prompts]).detach().numpy()
+    return 100.0 * np.maximum((im * tx).sum(1), 0.0)
+
+
+@dataclass
+class CompositionScores:
+    """Per category, every scored image's P(yes) rows, answers and CLIPScores (one learner)."""
+
+    rows: dict[str, list[np.ndarray]]
+    clip: dict[str, list[float]]
+
+    @classmethod
+    def empty(cls) -> "CompositionScores":
+        return cls({c: [] for c in CATEGORIES}, {c: [] for c in CATEGORIES})
+
+    def add(self, category: str, p_yes: np.ndarray, clip: np.ndarray) -> None:
+        self.rows[category].append(p_yes)
+        self.clip[category].extend(float(c) for c in clip)
+
+
+def table2(scores: dict[str, CompositionScores], reference: str = "Original") -> dict[str, dict[str, dict]]:
+    """``table2[learner][category]`` = ``{"clip", "accuracy", "ccd", "concept"}``: mean CLIPScore,
+    mean over images of the fraction of composition questions answered yes, CCD (the
+    ``reference`` learner's mean P(yes) minus this learner's; Sec. 3.2 with P(yes) as ``f``), and
+    the concept question's mean P(yes) (``None`` where unanswered)."""
+    def stats(rows: list[np.ndarray]) -> tuple[float | None, float | None, float | None]:
+        """(mean P(yes), accuracy, concept P(yes)) over the answered (non-NaN) questions."""
+        if not rows:
+            return None, None, None
+        r = np.concatenate(rows)
+        q, concept = r[:, 1:], r[:, 0]
+        answered = ~np.isnan(q)
+        if not answered.any():
+            p = acc = None
+        else:
+            p = float(np.nanmean(np.where(answered, q, np.nan)))
+            acc = float(np.nanmean(np.where(answered, q > 0.5, np.nan)))
+        return p, acc, None if np.isnan(concept).all() else float(np.nanmean(concept))
+
+    ref = {c: stats(scores[reference].rows[c])[0] for c in CATEGORIES} if reference in scores else {}
+    out: dict[str, dict[str, dict]] = {}
+    for learner, s in scores.items():
+        out[learner] = {}
+        for c in CATEGORIES:
+            p, acc, concept = stats(s.rows[c])
+            ccd = ref[c] - p if ref.get(c) is not None and p is not None else None
+            out[learner][c] = {"clip": float(np.mean(s.clip[c])) if s.clip[c] else None, "accuracy": acc,
+                               "ccd": ccd, "concept": concept}
+    return out

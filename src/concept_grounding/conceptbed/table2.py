@@ -1,0 +1,134 @@
+"""Table 2 inside a ``conceptbed`` run: every learner's object concepts composed and judged.
+
+:class:`CompositionRun` is set up once per run (the VQA oracle validated on exact world drawings
+of every composition of the run's object concepts, printed beside the table), then scores each
+fitted learner on each concept's composition prompts (:func:`~.compositions.concept_prompts`):
+the four diffusers learners through their own ``generate``, the **Original** row with the
+world's exact drawings of each prompt, **another species** with another species' drawings, and
+the **Base model** (the untouched world Flux with ``V*`` read as ``bird``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .compositions import (CATEGORIES, VQA_BAR, CompositionOracle, CompositionScores, clip_scores, concept_prompts,
+                           questions, real_images, table2)
+from .concepts import Concept, ConceptWorld
+
+__all__ = ["CompositionRun"]
+
+logger = logging.getLogger(__name__)
+#: The Table 2 row of the untouched generator.
+BASE_MODEL = "Base model"
+
+
+@dataclass
+class CompositionRun:
+    """State of Table 2 in one run (see the module docstring)."""
+
+    cw: ConceptWorld
+    oracle: CompositionOracle
+    per_prompt: int
+    seed: int
+    model: str | None = None
+    scores: dict[str, CompositionScores] = field(default_factory=dict)
+    sheet: list[tuple[str, np.ndarray]] = field(default_factory=list)
+    clip: Any = None
+    base: Any = None
+    based: set = field(default_factory=set)
+
+    @classmethod
+    def setup(cls, cw: ConceptWorld, concepts: list[Concept], species_oracle: Any, images: int, seed: int,
+              model: str | None = None) -> "CompositionRun":
+        """Load the oracle's judges and the world CLIP, and validate the oracle on ``concepts``."""
+        from pathlib import Path
+
+        from ..judge import load_world_judge
+        from ..judge.composition import load_composition_judge
+        from ..models.clip import load_clip
+
+        oracle = CompositionOracle(load_composition_judge(), load_world_judge(), species_oracle)
+        validation = oracle.validate(cw.world, [c.label for c in concepts])
+        logger.info("VQA oracle validation: %s (bar %.0f %%)",
+                    ", ".join(f"{k} {100 * v:.1f} %" for k, v in validation.items()), 100 * VQA_BAR)
+        run = cls(cw, oracle, per_prompt=max(1, images // 8), seed=seed, model=model)
+        run.clip = load_clip(Path(__file__).resolve().parent.parent / "assets" / "space_world_clip")
+        return run
+
+    def _images(self, name: str, learner: Any, concept: Concept, rows: list) -> np.ndarray:
+        """``(len(rows) * per_prompt, S, S, 3)`` images of the prompts ``rows``, prompt-major."""
+        world, k = self.cw.world, self.per_prompt
+        if name in ("Original", "exact", "another species"):
+            label = concept.label if name != "another species" else learner.other_label(concept)
+            return np.concatenate([real_images(world, label, p, a, k, offset=self.seed) for _, p, a in rows])
+        prompts = [p for _, p, _ in rows]
+        images = learner.generate(prompts, len(prompts) * k, self.seed)  # image i answers prompts[i % len(prompts)]
+        order = [i * len(prompts) + j for j in range(len(prompts)) for i in range(k)]
+        return images[order]
+
+    def score(self, name: str, learner: Any, concept: Concept) -> None:
+        """Score ``learner`` (fitted on ``concept``) on every composition of ``concept``; the
+        first call per concept also scores the base model."""
+        rows = concept_prompts(self.cw.world, concept.label)
+        self._add(name, self._images(name, learner, concept, rows), rows, concept)
+        if name not in ("Original", "exact", "another species") and concept.name not in self.based:
+            self.based.add(concept.name)
+            self._add(BASE_MODEL, self._images(BASE_MODEL, self._base_learner(learner), concept, rows), rows, concept)
+
+    def _base_learner(self, learner: Any) -> Any:
+        """The untouched generator of ``learner`` (its base pipeline, ``V*`` read as ``bird``)."""
+        from dataclasses import replace
+
+        if self.base is None:
+            self.base = replace(learner, token="bird", pipe=None)
+            self.base.pipe = self.base.base_pipeline()
+        return self.base
+
+    def _add(self, name: str, images: np.ndarray, rows: list, concept: Concept) -> None:
+        scores = self.scores.setdefault(name, CompositionScores.empty())
+        k = self.per_prompt
+        for j, (category, prompt, _) in enumerate(rows):
+            block = images[j * k : (j + 1) * k]
+            p = self.oracle.p_yes(block, questions(prompt), concept.label, self.cw.world)
+            valid = self.oracle.valid_kinds()
+            kinds = [q.kind for q in questions(prompt)]
+            p[:, [i for i, kind in enumerate(kinds) if kind not in valid and i > 0]] = np.nan
+            if kinds[0] not in valid:
+                p[:, 0] = np.nan
+            scores.add(category, p, clip_scores(self.clip, block, [prompt] * len(block)))
+        if not any(label.startswith("composition:") and label.endswith(name) for label, _ in self.sheet):
+            self.sheet.append((f"composition: {name}", images[:: max(1, len(images) // 8)][:8]))
+
+    def results(self) -> dict[str, Any]:
+        """``table2``, ``oracles.vqa`` (per question kind and its minimum) and the categories."""
+        val = self.oracle.validation or {}
+        composition_kinds = {k: v for k, v in val.items() if k != "concept"}
+        return {"table2": table2(self.scores), "table2_categories": list(CATEGORIES),
+                "vqa": {"accuracy": min(composition_kinds.values()) if composition_kinds else None,
+                        "per_question": val, "bar": VQA_BAR}}
+
+
+def table2_markdown(results: dict[str, Any]) -> list[str]:
+    """Report lines of Table 2 (CLIPScore, VQA accuracy, CCD per learner and category; the
+    concept question's P(yes)) with the VQA oracle's validation beside it."""
+    def cell(v: float | None, fmt: str) -> str:
+        return "-" if v is None else fmt.format(v)
+
+    cats = results["table2_categories"]
+    vqa = results["oracles"]["vqa"]
+    lines = ["", "## Table 2: compositional reasoning (CLIPScore / VQA accuracy / CCD; V*: an object concept)", "",
+             "| | " + " | ".join(cats) + " | concept P(yes) |", "|---" * (len(cats) + 2) + "|"]
+    for learner, row in results["table2"].items():
+        cells = [f"{cell(row[c]['clip'], '{:.1f}')} / {cell(row[c]['accuracy'], '{:.2f}')} / "
+                 f"{cell(row[c]['ccd'], '{:+.3f}')}" for c in cats]
+        concept = [row[c]["concept"] for c in cats if row[c]["concept"] is not None]
+        lines.append(f"| {learner} | " + " | ".join(cells) + f" | {cell(np.mean(concept) if concept else None, '{:.2f}')} |")
+    val = ", ".join(f"{k} {100 * v:.1f} %" for k, v in vqa["per_question"].items())
+    lines += ["", f"VQA oracle validation on the world's exact drawings of every prompt (P(yes) > 0.5; bar "
+              f"{100 * vqa['bar']:.0f} %, questions below it are left out, '-'): {val}."]
+    return lines

@@ -23,7 +23,7 @@ command line.
 >>> DemoConfig(stages="world,nest").stage_names
 Traceback (most recent call last):
 ...
-concept_grounding.errors.UsageError: --stages: unknown stage(s) ['nest']; known: ['world', 'bench', 'candidates', 'tdg', 'cci', 'human']
+concept_grounding.errors.UsageError: --stages: unknown stage(s) ['nest']; known: ['world', 'bench', 'candidates', 'tdg', 'cci', 'human', 'conceptbed']
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from .validators import int_at_least, positive_int
 
 if TYPE_CHECKING:  # torch and the renderer load when a stage runs, not when the CLI parses
     from .bench.config import BenchConfig
+    from .conceptbed import ConceptBedConfig
     from .tdg.filter_job import FilterConfig
     from .tdg.generate_config import GenerateConfig
     from .world.export import WorldExportConfig
@@ -343,6 +344,34 @@ def _stage_human(out: Path, config: DemoConfig) -> str:
             f"[SUB accuracy](human/sub/report.md) of {which}: s+ {100 * scored.s_plus:.1f}, s- {100 * scored.s_minus:.1f}")
 
 
+def conceptbed_config(out: Path, config: DemoConfig) -> "ConceptBedConfig":
+    """The ConceptBed stage: ``conceptbed --quick`` with the four learners, the Original row and
+    the compositions (Tables 1, 2, 7, 8); ``--quick``: the reference learners on a 12-class world
+    with small oracles (seconds)."""
+    from .conceptbed import ConceptBedConfig, task_species
+    from .vocabulary import load_vocabulary
+
+    if config.quick:
+        vocab = load_vocabulary()
+        classes = task_species(vocab, "object")[:6] + task_species(vocab, "fine_grained_object")[:6]
+        return ConceptBedConfig(learners=("Original", "another species", "exact"), concepts=2, m=4, real=8, images=8,
+                                oracle_per_class=30, oracle_epochs=8, capacity="small", table8=("small",),
+                                classes=classes, seed=config.seed, cache=str(out / "oracles"),
+                                tasks=("domain", "object", "fine_grained_object", "composition"))
+    return ConceptBedConfig(quick=True, seed=config.seed, cache=str(out / "oracles"), work=str(out / "learned"),
+                            tasks=("domain", "object", "fine_grained_object", "fine_grained_attribute", "composition"))
+
+
+def _stage_conceptbed(out: Path, config: DemoConfig) -> str:
+    from .conceptbed import run_conceptbed
+
+    result = run_conceptbed(conceptbed_config(out, config))
+    result.save(out)
+    learners = ", ".join(result.results["table1"])
+    return (f"[ConceptBed](conceptbed/report.md): concept learners ({learners}) on held-out species, their "
+            "attributes, four styles and compositions; Tables 1, 2, 7, 8 with every oracle's validation")
+
+
 STAGES: dict[str, Stage] = {
     "world": _stage_world,
     "bench": _stage_bench,
@@ -350,6 +379,7 @@ STAGES: dict[str, Stage] = {
     "tdg": _stage_tdg,
     "cci": _stage_cci,
     "human": _stage_human,
+    "conceptbed": _stage_conceptbed,
 }
 
 

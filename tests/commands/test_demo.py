@@ -10,7 +10,7 @@ def test_quick_demo_writes_every_stage_and_resumes(tmp_path):
     assert main(["demo", "--quick", "--out", str(out)]) == 0
     index = (out / "README.md").read_text()
     for link in ("world/summary.md", "bench/report.md", "candidates/", "tdg/filter/filter_report.md", "cci/explain/report.md", "cci/covar/report.md",
-                 "human/curate/curation.md", "human/sub/report.md"):
+                 "human/curate/curation.md", "human/sub/report.md", "conceptbed/report.md"):
         assert link in index
     assert (out / "world" / "CUB_200_2011" / "images.txt").is_file()
     assert (out / "world" / "SUB" / "metadata.jsonl").is_file()
@@ -23,6 +23,8 @@ def test_quick_demo_writes_every_stage_and_resumes(tmp_path):
     # the human stage: generate -> filter -> simulated annotators -> curate -> load_sub -> evaluate_sub
     assert (out / "human" / "annotations.db").is_file() and (out / "human" / "filter" / "metadata.jsonl").is_file()
     assert (out / "human" / "curate" / "dataset" / "data").is_dir() and "per-img.)" in index.split("human/sub")[-1]
+    cb = json.loads((out / "conceptbed" / "results.json").read_text())
+    assert cb["table1"]["Original"]["object"] == 0.0 and "table2" in cb and cb["oracles"]["vqa"]["accuracy"] >= 0.9
     timings = json.loads((out / "timings.json").read_text())
     # A second run with --resume skips every finished stage and rewrites the same index.
     (out / "bench" / "report.md").write_text("kept")

@@ -215,13 +215,20 @@ def _answer_radio():
     """``gr.Radio`` whose server side passes any text through to the handler (which refuses an
     answer outside the image's choices in one line): Gradio's own check raises with the value
     in its message and logs a traceback per refusal. The page is Gradio's radio (a template)."""
+    from unittest import mock
+
     import gradio as gr
+    import gradio.component_meta
 
-    class AnswerRadio(gr.Radio):
-        is_template = True
+    # Gradio's component metaclass writes a ``.pyi`` stub beside the module that defines a
+    # component class (for its own custom-component tooling): not into an installed package.
+    with mock.patch.object(gradio.component_meta, "create_or_modify_pyi", lambda *args: None):
 
-        def preprocess(self, payload):
-            return payload if isinstance(payload, str) else None
+        class AnswerRadio(gr.Radio):
+            is_template = True
+
+            def preprocess(self, payload):
+                return payload if isinstance(payload, str) else None
 
     return AnswerRadio
 

@@ -7,8 +7,8 @@
   (:mod:`concept_grounding.loaders.ratings`);
 * :meth:`RatingStore.next_rating` -- the rater's next item, leased to them (the same one until
   rated: resumable), never one they rated, never more than ``k`` raters holding or having rated
-  an item; each rater meets the items in their own order, a fixed shuffle per rater, so no two
-  raters walk the learners in one sequence;
+  an item; each rater meets the items in their own pseudo-random order, drawn from their id, so
+  no two raters walk the learners in one sequence;
 * :meth:`RatingStore.submit_rating` -- one rating in 1-5, checked and written in one
   transaction (anything else refused in one line, nothing written);
 * :meth:`RatingStore.export_ratings` / :meth:`RatingStore.ratings_to_parquet` -- the ratings
@@ -45,8 +45,8 @@ if TYPE_CHECKING:
 
 __all__ = ["RatingStore", "RatingItem", "run_raters", "SHUFFLE_PRIME"]
 
-#: the modulus of the per-rater order: key = (shuffle x a + b) mod P, a and b from the rater's id
-SHUFFLE_PRIME = 2_147_483_647  # 2^31 - 1: a product of two keys stays below 2^62 (no SQLite overflow)
+#: the range of the items' ``shuffle`` numbers and of the points a rater's order draws
+SHUFFLE_PRIME = 2_147_483_647  # 2^31 - 1
 
 _COLUMNS = "item, kind, learner, task, concept, file_name, refs, caption"
 
@@ -55,10 +55,9 @@ def _digest(text: str) -> int:
     return int.from_bytes(hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:8], "little")
 
 
-def _order(rater: str) -> tuple[int, int]:
-    """``(a, b)`` of the rater's order: a in [1, P), b in [0, P)."""
-    h = _digest(f"order\0{rater}")
-    return 1 + h % (SHUFFLE_PRIME - 1), (h >> 32) % SHUFFLE_PRIME
+def _point(rater: str, done: int) -> int:
+    """Where ``rater``'s ``done``-th pick lands among the items' ``shuffle`` numbers."""
+    return _digest(f"next\0{rater}\0{done}") % SHUFFLE_PRIME
 
 
 class RatingStore(AnnotationStore):
@@ -107,11 +106,14 @@ class RatingStore(AnnotationStore):
 
     def next_rating(self, rater: str) -> RatingItem | None:
         """``rater``'s next item (module docstring), leased for ``lease_seconds``; ``None`` when
-        none is left for them. The order is the rater's own: items by ``(shuffle a + b) mod P``
-        with ``a, b`` drawn from the rater's id (:data:`SHUFFLE_PRIME`), the same on every call."""
+        none is left for them. The order is the rater's own: their ``d``-th pick is the first
+        open item (fewer than ``k`` raters, not rated by them) at or after a point drawn from
+        ``(rater, d)`` among the items' random ``shuffle`` numbers (wrapping round), a seek
+        on an index rather than a sort of every open item."""
         rater = annotator_id(rater)
-        a, b = _order(rater)
         found: list[str] = []
+        pick = ("SELECT r.item FROM rating_items r WHERE r.shuffle >= ? AND r.taken < ? AND NOT EXISTS (SELECT 1 FROM "
+                "ratings x WHERE x.rater = ? AND x.item = r.item) ORDER BY r.shuffle LIMIT 1")
 
         def lease(con: sqlite3.Connection) -> None:
             now = self.clock()
@@ -125,9 +127,9 @@ class RatingStore(AnnotationStore):
                             (now + self.lease_seconds, rater, held[0]))
                 found.append(held[0])
                 return
-            row = con.execute("SELECT r.item FROM rating_items r WHERE r.taken < ? AND NOT EXISTS (SELECT 1 FROM "
-                              "ratings x WHERE x.rater = ? AND x.item = r.item) ORDER BY (r.shuffle * ? + ?) % ? "
-                              "LIMIT 1", (self.k, rater, a, b, SHUFFLE_PRIME)).fetchone()
+            done = con.execute("SELECT COUNT(*) FROM ratings WHERE rater = ?", (rater,)).fetchone()[0]
+            point = _point(rater, done)
+            row = con.execute(pick, (point, self.k, rater)).fetchone() or con.execute(pick, (0, self.k, rater)).fetchone()
             if row:
                 con.execute("INSERT INTO rating_leases VALUES (?, ?, ?)", (rater, row[0], now + self.lease_seconds))
                 con.execute("UPDATE rating_items SET taken = taken + 1 WHERE item = ?", (row[0],))

@@ -27,7 +27,7 @@ __all__ = ["RATING_TABLES", "QUESTIONS", "check_rating", "rating_question", "int
 #: the rating study's tables: its items (with the count of raters holding or having rated each:
 #: ``taken``, and of ratings: ``n``), the ratings (1-5, one per rater and item) and the leases
 #: of the items open on a rater's screen. ``shuffle`` is a per-item random number below 2^31 - 1
-#: from which each rater's own order is made (:meth:`.rating_store.RatingStore.next_rating`).
+#: (indexed) from which each rater's own order is drawn (:meth:`.rating_store.RatingStore.next_rating`).
 RATING_TABLES = """
 CREATE TABLE IF NOT EXISTS rating_items (
     item TEXT PRIMARY KEY,
@@ -59,6 +59,7 @@ CREATE TABLE IF NOT EXISTS rating_leases (
 CREATE INDEX IF NOT EXISTS rating_leases_by_rater ON rating_leases (rater);
 CREATE INDEX IF NOT EXISTS rating_leases_expiry ON rating_leases (expires);
 CREATE INDEX IF NOT EXISTS rating_items_open ON rating_items (taken);
+CREATE INDEX IF NOT EXISTS rating_items_shuffle ON rating_items (shuffle);
 """
 
 #: the question per kind (App. G: 1 least similar, 5 an exact match)

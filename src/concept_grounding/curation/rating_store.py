@@ -198,6 +198,10 @@ class RatingStore(AnnotationStore):
             return {}
         return {r: int(n) for r, n in self._read("SELECT rater, COUNT(*) FROM ratings GROUP BY rater ORDER BY rater")}
 
+    def rating_count(self) -> int:
+        """How many ratings are stored; they are only ever appended."""
+        return int(self._read("SELECT COUNT(*) FROM ratings")[0][0]) if self._has_ratings() else 0
+
     def rating_rows(self) -> list[tuple]:
         """Every rating as a :data:`~concept_grounding.loaders.ratings.RATING_COLUMNS` tuple, in submit order."""
         if not self._has_ratings():

@@ -216,6 +216,8 @@ def test_annotate_command_rating_study(tmp_path, items_folder, capsys):
     assert main(["annotate", "--items", str(empty), "--db", str(tmp_path / "b.db"), "--simulate", "1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "lack one in" in err[0]
+    assert main(["annotate", "--items", str(items_folder), "--db", str(db), "--space-folder", str(tmp_path / "sp")]) == 2
+    assert "a Space holds SUB's studies" in capsys.readouterr().err and not (tmp_path / "sp").exists()
     assert main(["annotate", "--db", str(tmp_path / "none.db")]) == 2
     assert "--items (ConceptBed's rating study)" in capsys.readouterr().err
     (tmp_path / "broken").mkdir()

@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     if config.world_task and config.candidates is None:
         raise UsageError("--world-task writes its candidates into --candidates: name that folder", argument="--candidates")
     if config.space_folder is not None and (config.items is not None or config.candidates is None):
-        raise UsageError("--space-folder writes SUB's studies from --candidates only; serve the rating study locally "
+        raise UsageError("a Space holds SUB's studies from --candidates only; serve the rating study locally "
                          "(--annotators)", argument="--space-folder")
     if config.world_task:
         _world_task(config.candidates)

@@ -28,8 +28,13 @@ processing (``process_api``: pre/post-processing, the image copied into its cach
 queue + HTTP transport + client (the round trip without the image download), and the image
 download (a second HTTP request the client makes, as a browser does).
 
+``--study rating`` times ConceptBed's rating study instead (issue 44: the app's rating tab, one
+1-5 rating per submit, each rater's own shuffled order, a 224 px image with three references
+inline): the same arms, ``--images`` rating items; the target is p95 submit -> next item
+<= 200 ms with 10 raters.
+
 Usage: ``python benchmarks/bench_annotation.py [--annotators 10] [--images 38400] [--seconds 20]
-[--http [--think 2] [--gradio-client | --in-process] [--breakdown]]``
+[--study sub|rating] [--http [--think 2] [--gradio-client | --in-process] [--breakdown]]``
 """
 
 from __future__ import annotations
@@ -45,13 +50,14 @@ import numpy as np
 
 
 def main() -> None:
-    from concept_grounding.curation.annotations import AnnotationStore, study1_item
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--annotators", type=int, default=10)
     parser.add_argument("--images", type=int, default=38400)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--k", type=int, default=3)
+    parser.add_argument("--study", choices=("sub", "rating"), default="sub",
+                        help="SUB's study 1 (two questions per image) or ConceptBed's rating study (one 1-5 rating)")
     parser.add_argument("--http", action="store_true", help="time the served app's submit -> next image round trip")
     parser.add_argument("--think", type=float, default=0.0,
                         help="--http: seconds each annotator pauses after a reply (0: as fast as possible, a stress "
@@ -68,16 +74,15 @@ def main() -> None:
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        return serve(args.serve, args.port, args.k, max(40, args.annotators))
+        return serve(args.serve, args.port, args.k, max(40, args.annotators), args.study)
     if args.http:
         return http_main(args)
 
     db = Path(tempfile.mkdtemp()) / "bench.db"
-    store = AnnotationStore(db, k=args.k, timeout=60)
+    store = _store_class(args)(db, k=args.k, timeout=60)
     t0 = time.perf_counter()
-    store.add_images(study1_item(f"1:c{i:06d}", "017.Cardinal", "has_crown_color::pink", candidate=f"c{i:06d}")
-                     for i in range(args.images))
-    print(f"store: {args.images} images added in {time.perf_counter() - t0:.2f} s ({db})")
+    _add_items(store, args)
+    print(f"store: {args.images} {args.study} items added in {time.perf_counter() - t0:.2f} s ({db})")
 
     next_ms: list[float] = []
     submit_ms: list[float] = []
@@ -85,18 +90,22 @@ def main() -> None:
     stop = time.perf_counter() + args.seconds
 
     def annotate(name: str) -> None:
-        own = AnnotationStore(db, k=args.k, timeout=60)
+        own = _store_class(args)(db, k=args.k, timeout=60)
         rng = np.random.default_rng(sum(map(ord, name)))
         mine_next, mine_submit = [], []
+        rating = args.study == "rating"
         while time.perf_counter() < stop:
             t = time.perf_counter()
-            item = own.next_image(name, 1)
+            item = own.next_rating(name) if rating else own.next_image(name, 1)
             mine_next.append(1e3 * (time.perf_counter() - t))
             if item is None:
                 break
             t = time.perf_counter()
             try:
-                own.submit(name, item.image, {"q1": ("yes", "somewhat", "no")[int(rng.integers(3))], "q2": "no"})
+                if rating:
+                    own.submit_rating(name, item.id, int(rng.integers(1, 6)))
+                else:
+                    own.submit(name, item.image, {"q1": ("yes", "somewhat", "no")[int(rng.integers(3))], "q2": "no"})
             except Exception as exc:  # noqa: BLE001 - an image filled by others between next and submit
                 if "already has its" not in str(exc):
                     raise
@@ -112,15 +121,9 @@ def main() -> None:
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
-    rows = store.rows()
-    per_image: dict[str, int] = {}
-    for ann, image, _study, q, _a in rows:
-        if q == "q1":
-            per_image[image] = per_image.get(image, 0) + 1
-    assert max(per_image.values()) <= args.k, "an image got more than k annotators"
-    assert len({(r[0], r[1], r[3]) for r in rows}) == len(rows), "a duplicate answer"
+    per_image = _check_store(store, args)
     n, s = np.array(next_ms), np.array(submit_ms)
-    print(f"{args.annotators} concurrent annotators, {wall:.1f} s: {len(s)} submits ({len(s) / wall:.0f}/s), "
+    print(f"{args.study} study: {args.annotators} concurrent annotators, {wall:.1f} s: {len(s)} submits ({len(s) / wall:.0f}/s), "
           f"{len(per_image)} images answered")
     print(f"next_image ms: p50 {np.percentile(n, 50):.2f}  p95 {np.percentile(n, 95):.2f}  max {n.max():.2f}")
     print(f"submit     ms: p50 {np.percentile(s, 50):.2f}  p95 {np.percentile(s, 95):.2f}  max {s.max():.2f}")
@@ -184,7 +187,7 @@ def _http_session(job: tuple[str, str, str, float, float], barrier=None, clock=t
     People do not answer in step: each pause is drawn uniformly in [0.5, 1.5] ``think`` and
     the first submit comes after a uniform [0, ``think``) delay (seeded by the annotator's
     name), else the ten annotators would submit in bursts of ten at once forever."""
-    url, name, token, seconds, think = job
+    url, name, token, seconds, think, study = job
     rng = np.random.default_rng(sum(map(ord, name)))
     if gradio_client:
         from gradio_client import Client
@@ -192,7 +195,9 @@ def _http_session(job: tuple[str, str, str, float, float], barrier=None, clock=t
         client = Client(url, verbose=False)
     else:
         client = PageClient(url)
-    shown = client.predict(token, api_name="/on_start")[1]  # the personal link's token; the open image's id
+    start, submit, answers = ("/rate_start", "/rate_submit", ("3",)) if study == "rating" else \
+        ("/on_start", "/on_submit", ("yes", "no"))
+    shown = client.predict(token, api_name=start)[1]  # the personal link's token; the open image's id
     if barrier is not None:
         barrier.wait()
     cpu0 = clock()
@@ -201,13 +206,13 @@ def _http_session(job: tuple[str, str, str, float, float], barrier=None, clock=t
     time.sleep(think * rng.uniform(0, 1))
     while time.perf_counter() < stop:
         t = time.perf_counter()
-        shown = client.predict(token, shown, "yes", "no", api_name="/on_submit")[1]  # the next image's id
+        shown = client.predict(token, shown, *answers, api_name=submit)[1]  # the next image's id
         out.append(1e3 * (time.perf_counter() - t))
         time.sleep(think * rng.uniform(0.5, 1.5))
     return out, clock() - cpu0
 
 
-def _client_process(job: tuple[str, str, str, float, float]) -> tuple[list[float], float]:
+def _client_process(job: tuple[str, str, str, float, float, str]) -> tuple[list[float], float]:
     """:func:`_http_session` in a pool process; the CPU seconds are the whole process's while
     submitting (gradio_client's reader threads included)."""
     return _http_session(job, _BARRIER, clock=time.process_time, gradio_client=_GRADIO_CLIENT)
@@ -233,14 +238,16 @@ def _bench_store(args: argparse.Namespace) -> tuple[Path, Path]:
     """A folder with one 224 px world image and a store of ``--images`` study-1 images."""
     from PIL import Image
 
-    from concept_grounding.curation.annotations import AnnotationStore, study1_item
     from concept_grounding.world import BirdWorld, WorldConfig
 
     folder = Path(tempfile.mkdtemp())
     image = folder / "bird.png"
-    Image.fromarray(BirdWorld(WorldConfig(image_size=224)).sample(0).image).save(image)
-    store = AnnotationStore(folder / "bench.db", k=args.k, timeout=60)
-    store.add_images(study1_item(f"1:c{i:06d}", "017.Cardinal", "has_crown_color::pink") for i in range(args.images))
+    world = BirdWorld(WorldConfig(image_size=224))
+    Image.fromarray(world.sample(0).image).save(image)
+    for j in range(1, 4):  # the rating study's three references of the concept
+        Image.fromarray(world.sample(j * world.num_classes).image).save(folder / f"ref{j}.png")
+    store = _store_class(args)(folder / "bench.db", k=args.k, timeout=60)
+    _add_items(store, args)
     names = [f"annotator{i}" for i in range(args.annotators)] + ["breakdown-True", "breakdown-False"]
     TOKENS.update({n: store.issue_token(n) for n in names})  # each annotator's personal link
     store.close()
@@ -251,15 +258,69 @@ def _bench_store(args: argparse.Namespace) -> tuple[Path, Path]:
 TOKENS: dict[str, str] = {}
 
 
-def serve(folder: Path, port: int, k: int, max_threads: int) -> None:
+def _store_class(args: argparse.Namespace):
+    """The store of ``--study``: SUB's :class:`AnnotationStore` or the :class:`RatingStore`."""
+    from concept_grounding.curation.annotations import AnnotationStore
+    from concept_grounding.curation.rating_store import RatingStore
+
+    return RatingStore if args.study == "rating" else AnnotationStore
+
+
+def _add_items(store, args: argparse.Namespace) -> None:
+    """``--images`` study-1 images, or rating items (half concept similarity with the three
+    references ``ref1-3.png``, half image-text alignment), all showing ``bird.png``."""
+    if args.study == "rating":
+        from concept_grounding.curation.rating_store import RatingItem
+
+        refs = ("ref1.png", "ref2.png", "ref3.png")
+        learners = ("Textual Inversion", "DreamBooth", "LoRA", "Custom Diffusion", "Original")
+        store.add_rating_items(
+            RatingItem(f"r-{i:06d}", "concept" if i % 2 else "caption", learners[i % 5], "object", f"c{i % 7}",
+                       "bird.png", refs if i % 2 else (), None if i % 2 else "a photo of V* on a branch")
+            for i in range(args.images))
+        return
+    from concept_grounding.curation.annotations import study1_item
+
+    store.add_images(study1_item(f"1:c{i:06d}", "017.Cardinal", "has_crown_color::pink", candidate=f"c{i:06d}")
+                     for i in range(args.images))
+
+
+def _check_store(store, args: argparse.Namespace) -> dict[str, int]:
+    """Answers per image; asserts no image over k and no duplicate answer."""
+    per_image: dict[str, int] = {}
+    if args.study == "rating":
+        rows = store.rating_rows()
+        for _rater, item, *_ in rows:
+            per_image[item] = per_image.get(item, 0) + 1
+        assert len({(r[0], r[1]) for r in rows}) == len(rows), "a duplicate rating"
+    else:
+        rows = store.rows()
+        for _ann, image, _study, q, _a in rows:
+            if q == "q1":
+                per_image[image] = per_image.get(image, 0) + 1
+        assert len({(r[0], r[1], r[3]) for r in rows}) == len(rows), "a duplicate answer"
+    assert not per_image or max(per_image.values()) <= args.k, "an image got more than k annotators"
+    return per_image
+
+
+def serve(folder: Path, port: int, k: int, max_threads: int, study: str = "sub") -> None:
     """The app over ``folder``'s store on 127.0.0.1:``port`` until killed (the ``--http``
     arm's server process, started by :func:`http_main`)."""
     from concept_grounding.curation.annotate_app import serve_app
-    from concept_grounding.curation.annotations import AnnotationStore
 
-    store = AnnotationStore(folder / "bench.db", k=k, timeout=60)
+    store = _store_class(argparse.Namespace(study=study))(folder / "bench.db", k=k, timeout=60)
     image = str(folder / "bird.png")
-    serve_app(store, lambda item: image, port=port, server_name="127.0.0.1", quiet=True, max_threads=max_threads)
+    serve_app(store, lambda item: image, port=port, server_name="127.0.0.1", quiet=True, max_threads=max_threads,
+              **_study_tabs(store, folder, study))
+
+
+def _study_tabs(store, folder: Path, study: str) -> dict:
+    """``serve_app``'s ``studies`` / ``tabs`` for ``study``: the rating tab alone, or SUB's studies."""
+    if study != "rating":
+        return {}
+    from concept_grounding.curation.rating_app import rating_tab
+
+    return {"studies": (), "tabs": [rating_tab(store, lambda name: str(folder / name))]}
 
 
 def _start_server(folder: Path, args: argparse.Namespace):
@@ -270,7 +331,7 @@ def _start_server(folder: Path, args: argparse.Namespace):
 
     port = _free_port()
     cmd = [sys.executable, __file__, "--serve", str(folder), "--port", str(port), "--k", str(args.k),
-           "--annotators", str(args.annotators)]
+           "--annotators", str(args.annotators), "--study", args.study]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(folder / "server.log", "w"))
     url = f"http://127.0.0.1:{port}/"
     from concept_grounding.testing.serving import wait_until_serving
@@ -295,28 +356,30 @@ def http_main(args: argparse.Namespace) -> None:
     process (as annotators' browsers would, though here on the same CPUs); ``--in-process``
     serves it in this process with the clients as threads beside it (the GIL and the
     clients' JSON / SSE work then count in the server's figure)."""
-    from concept_grounding.curation.annotations import AnnotationStore
-
     folder, image = _bench_store(args)
     if args.breakdown:
+        if args.study == "rating":
+            raise SystemExit("--breakdown times SUB's study 1 only")
         from concept_grounding.curation.annotate_app import build_app
+        from concept_grounding.curation.annotations import AnnotationStore
 
         store = AnnotationStore(folder / "bench.db", k=args.k, timeout=60)
         return breakdown(build_app(store, lambda item: str(image)), store, image, folder, args)
-    jobs = [(f"annotator{i}", TOKENS[f"annotator{i}"], args.seconds, args.think) for i in range(args.annotators)]
+    jobs = [(f"annotator{i}", TOKENS[f"annotator{i}"], args.seconds, args.think, args.study)
+            for i in range(args.annotators)]
     results: list[tuple[list[float], float]] = []
     if args.in_process:
         from concept_grounding.curation.annotate_app import serve_app
 
         port = _free_port()
-        app = serve_app(AnnotationStore(folder / "bench.db", k=args.k, timeout=60), lambda item: str(image), port=port,
-                        prevent_thread_lock=True, server_name="127.0.0.1", quiet=True,
-                        max_threads=max(40, args.annotators))
+        served = _store_class(args)(folder / "bench.db", k=args.k, timeout=60)
+        app = serve_app(served, lambda item: str(image), port=port, prevent_thread_lock=True, server_name="127.0.0.1",
+                        quiet=True, max_threads=max(40, args.annotators), **_study_tabs(served, folder, args.study))
         url = f"http://127.0.0.1:{port}/"
         lock = threading.Lock()
         start = threading.Barrier(args.annotators + 1)
 
-        def annotate(job: tuple[str, str, float, float]) -> None:
+        def annotate(job: tuple[str, str, float, float, str]) -> None:
             mine = _http_session((url, *job), start, gradio_client=args.gradio_client)
             with lock:
                 results.append(mine)
@@ -355,7 +418,7 @@ def http_main(args: argparse.Namespace) -> None:
     ms = np.array([t for mine, _ in results for t in mine])
     cpus = os.cpu_count() or 1
     kind = "gradio_client" if args.gradio_client else "PageClient"
-    print(f"{args.annotators} concurrent annotators over HTTP ({kind}, {where}, all on this machine), "
+    print(f"{args.study} study: {args.annotators} concurrent annotators over HTTP ({kind}, {where}, all on this machine), "
           f"{args.seconds:g} s, {args.think:g} s pause after each reply: {len(ms)} submits "
           f"(load average {os.getloadavg()[0]:.1f} on {cpus} CPUs)")
     print(f"submit -> next image ms: p50 {np.percentile(ms, 50):.1f}  p95 {np.percentile(ms, 95):.1f}  "
@@ -363,16 +426,10 @@ def http_main(args: argparse.Namespace) -> None:
     print(f"CPU over {wall:.1f} s ({cpus * wall:.0f} CPU-s available): server {server_cpu:.1f} s "
           f"({1e3 * server_cpu / max(len(ms), 1):.1f} ms per submit), clients {clients_cpu:.1f} s "
           f"({1e3 * clients_cpu / max(len(ms), 1):.1f} ms per submit)")
-    store = AnnotationStore(folder / "bench.db", k=args.k, timeout=60)
-    rows = store.rows()
-    per = {}
-    for _ann, img, _st, q, _a in rows:
-        if q == "q1":
-            per[img] = per.get(img, 0) + 1
-    assert not per or max(per.values()) <= args.k, "an image got more than k annotators"
-    assert len({(r[0], r[1], r[3]) for r in rows}) == len(rows), "a duplicate answer"
-    assert len(rows) == 2 * len(ms), f"{len(ms)} submits but {len(rows) // 2} answers stored"
-    print(f"store: {len(rows) // 2} answers stored, {len(ms)} submitted (no image over k, no duplicate)")
+    store = _store_class(args)(folder / "bench.db", k=args.k, timeout=60)
+    stored = sum(_check_store(store, args).values())
+    assert stored == len(ms), f"{len(ms)} submits but {stored} answers stored"
+    print(f"store: {stored} answers stored, {len(ms)} submitted (no image over k, no duplicate)")
 
 
 def _pcts(ms: list[float]) -> str:

@@ -10,7 +10,8 @@ from pathlib import Path
 import pandas as pd
 
 from concept_grounding.curation.annotations import AnnotationStore, study1_item
-from concept_grounding.curation.hub_sync import EXPORT_PATH, AnnotationSync
+from concept_grounding.curation.hub_sync import EXPORT_PATH, RATINGS_PATH, AnnotationSync
+from concept_grounding.curation.rating_store import RatingItem, RatingStore
 
 
 @dataclass
@@ -65,3 +66,24 @@ def test_sync_pushes_snapshots_of_the_store(tmp_path):
     finally:
         sync.stop()
     assert not [p for p in (tmp_path / "sync").rglob("*") if p.name.startswith(".")]  # no temporary left
+
+
+def test_sync_pushes_the_rating_studys_ratings_too(tmp_path):
+    store = RatingStore(tmp_path / "a.db", k=2)
+    store.add_rating_items([RatingItem(f"r-{i}", "caption", "LoRA", "composition", "c0", "x.png", (), "V*") for i in range(2)])
+    store.submit_rating("ann", store.next_rating("ann").id, 4)
+    api = LocalHubApi(tmp_path / "hub")
+    sync = AnnotationSync(store, repo_id="me/ratings", folder=tmp_path / "sync", every=60, hf_api=api)
+    try:
+        for _ in range(500):
+            if getattr(sync, "last_future", None) is not None:
+                break
+            time.sleep(0.01)
+        sync.last_future.result()
+        remote = tmp_path / "hub" / "me/ratings" / RATINGS_PATH
+        assert pd.read_parquet(remote)[["rater", "rating"]].values.tolist() == [["ann", 4]]
+        store.submit_rating("bob", store.next_rating("bob").id, 2)
+        sync.trigger().result()
+        assert sorted(pd.read_parquet(remote)["rating"]) == [2, 4]
+    finally:
+        sync.stop()

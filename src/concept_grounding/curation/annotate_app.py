@@ -38,7 +38,7 @@ from pathlib import Path
 
 from .annotations import LIKERT, STUDIES, AnnotationError, AnnotationStore, ImageItem, annotator_id, question_text
 
-__all__ = ["View", "AnnotationHandlers", "build_app", "launch_app", "serve_app", "image_html", "SHORTCUTS_JS",
+__all__ = ["View", "AnnotationHandlers", "identify_annotator", "answer_radio", "build_app", "launch_app", "serve_app", "image_html", "SHORTCUTS_JS",
            "KEYS", "on_spaces", "LOG"]
 
 #: where refusals are logged, one line each, without the refused value
@@ -78,9 +78,10 @@ document.addEventListener('keydown', (e) => {
   const n = parseInt(e.key, 10);
   if (n >= 1 && n <= 3) pick('q1', n - 1);
   if (n >= 4 && n <= 6) pick('q2', n - 4);
+  if (n >= 1 && n <= 5) pick('rating', n - 1);
   const k = '%s'.indexOf((e.key || '').toLowerCase());
   if (e.key && e.key.length === 1 && k >= 0) pick('present', k);
-  if (e.key === 'Enter') { const b = shown('#submit, #submit2'); if (b) b.click(); }
+  if (e.key === 'Enter') { const b = shown('#submit, #submit2, #submit3'); if (b) b.click(); }
 });
 </script>
 """ % KEYS
@@ -144,6 +145,22 @@ class View:
     message: str = ""
 
 
+def identify_annotator(store: AnnotationStore, token: str | None, oauth_username: str | None, spaces: bool) -> str:
+    """Who is asking, decided by the server: on a Space (``spaces``) the verified OAuth username
+    (``token`` ignored), locally the holder of ``token`` in ``store`` (``oauth_username``
+    ignored); else :class:`AnnotationError` in one line. Every study's handlers use this rule."""
+    if spaces:
+        if not oauth_username:
+            raise AnnotationError("sign in with Hugging Face first (the button above)", brief="not signed in")
+        return annotator_id(oauth_username)
+    who = store.annotator_for_token(token)
+    if who is None:
+        raise AnnotationError("open your personal link (the one `concept-grounding annotate --annotators ...` "
+                              "printed for you): this page has no valid token",
+                              brief="missing token" if not token else "unknown token")
+    return who
+
+
 #: what a stale or repeated submit is told (its answers were not stored)
 STALE = ("not stored: that answer was for an image that is no longer open for you (answered already, or "
          "open for more than {minutes:g} min); your open image is shown")
@@ -162,16 +179,7 @@ class AnnotationHandlers:
     def identify(self, token: str | None, oauth_username: str | None = None) -> str:
         """The annotator asking: on a Space the verified OAuth username (``token`` ignored),
         locally the holder of ``token`` (``oauth_username`` ignored); else :class:`AnnotationError`."""
-        if self.spaces:
-            if not oauth_username:
-                raise AnnotationError("sign in with Hugging Face first (the button above)", brief="not signed in")
-            return annotator_id(oauth_username)
-        who = self.store.annotator_for_token(token)
-        if who is None:
-            raise AnnotationError("open your personal link (the one `concept-grounding annotate --annotators ...` "
-                                  "printed for you): this page has no valid token",
-                                  brief="missing token" if not token else "unknown token")
-        return who
+        return identify_annotator(self.store, token, oauth_username, self.spaces)
 
     def _progress(self, annotator: str) -> str:
         done, total = self.store.progress(annotator, self.study)
@@ -211,7 +219,7 @@ class AnnotationHandlers:
 
 
 @lru_cache(maxsize=1)
-def _answer_radio():
+def answer_radio():
     """``gr.Radio`` whose server side passes any text through to the handler (which refuses an
     answer outside the image's choices in one line): Gradio's own check raises with the value
     in its message and logs a traceback per refusal. The page is Gradio's radio (a template)."""
@@ -234,15 +242,18 @@ def _answer_radio():
 
 
 def build_app(store: AnnotationStore, image_path: Callable[[ImageItem], str | Path], *, title: str = "SUB annotation",
-              spaces: bool | None = None):
+              spaces: bool | None = None, studies: Sequence[int] = (1, 2), tabs: Sequence[Callable] = ()):
     """The Gradio Blocks: one tab per study, each showing the image, the questions
     (:data:`~.annotations.LIKERT` answers or the group's attributes, each with its key),
     progress and a submit button (keyboard shortcuts in :data:`SHORTCUTS_JS`). ``spaces``
-    (default :func:`on_spaces`): sign in with Hugging Face, else the personal link's token."""
+    (default :func:`on_spaces`): sign in with Hugging Face, else the personal link's token.
+    ``studies``: SUB's studies shown; ``tabs``: more tabs, each ``tab(token, start, spaces)``
+    called inside the Blocks with the token field and the start button (e.g.
+    :func:`.rating_app.rating_tab`, ConceptBed's rating study)."""
     import gradio as gr
 
     spaces = on_spaces() if spaces is None else spaces
-    radio = _answer_radio()
+    radio = answer_radio()
     head = {} if _gradio_major() >= 6 else {"head": SHORTCUTS_JS}  # Gradio 6 takes head= in launch()
     with gr.Blocks(title=title, **head) as app:
         gr.Markdown(f"# {title}")
@@ -251,7 +262,7 @@ def build_app(store: AnnotationStore, image_path: Callable[[ImageItem], str | Pa
         token = gr.Textbox(visible="hidden", elem_id="token")  # the link's token, filled by TOKEN_JS
         app.load(None, None, [token], js=TOKEN_JS, show_progress="hidden", concurrency_limit=CONCURRENCY)
         start = gr.Button("Start / resume")
-        for study in (1, 2):
+        for study in studies:
             handlers = AnnotationHandlers(store, study, image_path, spaces=spaces)
             with gr.Tab(f"Study {study}"):
                 gr.Markdown(INSTRUCTIONS[study] + " Keys: " + ("1-3 Q1, 4-6 Q2" if study == 1 else
@@ -292,6 +303,8 @@ def build_app(store: AnnotationStore, image_path: Callable[[ImageItem], str | Pa
                             show_progress="hidden")
                 button.click(on_submit, inputs=[token, shown, *radios], outputs=outputs, concurrency_limit=CONCURRENCY,
                              show_progress="hidden")
+        for tab in tabs:
+            tab(token, start, spaces)
     for key, value in GRADIO_ENV.items():
         os.environ.setdefault(key, value)
     return app.queue(default_concurrency_limit=CONCURRENCY)  # the queue made again, with GRADIO_ENV
@@ -351,12 +364,14 @@ def launch_app(app, **kwargs) -> None:
 
 
 def serve_app(store: AnnotationStore, image_path: Callable[[ImageItem], str | Path], *, port: int,
-              private: Sequence[str | Path] = (), **kwargs):
+              private: Sequence[str | Path] = (), studies: Sequence[int] = (1, 2), tabs: Sequence[Callable] = (),
+              **kwargs):
     """Build and launch the app on ``port``; returns it (``prevent_thread_lock=True`` to keep
     going). No file route serves anything of ours: the images travel inline, so no folder is
     an allowed path, and ``private`` (e.g. the candidates folder with its truth and metadata) and
-    the store's files are blocked paths, which win over anything Gradio serves by default."""
-    app = build_app(store, image_path)
+    the store's files are blocked paths, which win over anything Gradio serves by default.
+    ``studies`` and ``tabs``: as :func:`build_app`'s."""
+    app = build_app(store, image_path, studies=studies, tabs=tabs)
     db = store.path.resolve()
     blocked = sorted({str(Path(p).resolve()) for p in private} | {str(db), f"{db}-wal", f"{db}-shm", f"{db}-journal"})
     launch_app(app, server_port=port, allowed_paths=[], blocked_paths=blocked, **kwargs)

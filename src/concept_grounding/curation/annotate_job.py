@@ -1,9 +1,12 @@
-"""The ``annotate`` settings: SUB's human studies (App. E) over a SQLite store.
+"""The ``annotate`` settings: SUB's human studies (App. E) and ConceptBed's rating study
+(App. G) over a SQLite store.
 
-``concept-grounding annotate`` samples the studies' images from ``candidates`` into ``db``
-and then serves the Gradio app (:mod:`.annotate_app`) or, with ``simulate``, lets simulated
-annotators answer (:mod:`.simulate`); ``export`` / ``status`` read the store. Every flag is
-declared once here (:class:`AnnotateConfig`).
+``concept-grounding annotate`` samples SUB's studies' images from ``candidates`` and adds the
+rating study's items from ``items`` (:mod:`concept_grounding.loaders.ratings`) into ``db``,
+and then serves the Gradio app (:mod:`.annotate_app`, :mod:`.rating_app`) or, with
+``simulate``, lets simulated annotators answer (:mod:`.simulate`; simulated raters for the
+rating study); ``export`` / ``status`` read the store. Every flag is declared once here
+(:class:`AnnotateConfig`).
 
 >>> accuracies("1, 0.95")
 (1.0, 0.95)
@@ -19,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..settings import setting
-from ..validators import float_range, int_at_least, output_dir
+from ..validators import existing_dir, float_range, int_at_least, output_dir
 
 __all__ = ["AnnotateConfig", "accuracies", "annotator_names"]
 
@@ -56,9 +59,13 @@ def annotator_names(text: str) -> tuple[str, ...]:
 class AnnotateConfig:
     """Where the studies' images come from, the store, and what to do with it (module docstring)."""
 
-    candidates: Path = setting(help="folder with metadata.jsonl (generate or filter output; --world-task writes one)",
-                               parse=output_dir)
     db: str = setting(help="the annotation store (SQLite file; created when missing)")
+    candidates: Path | None = setting(None, "SUB's studies: folder with metadata.jsonl (generate or filter output; "
+                                            "--world-task writes one)", parse=output_dir)
+    items: Path | None = setting(None, "ConceptBed's rating study (1-5 ratings, App. G): an items folder "
+                                       "(conceptbed's export_rating_items)", parse=existing_dir)
+    rating_noise: float = setting(0.5, "--simulate with --items: the simulated raters' Gaussian noise around the "
+                                       "items' truth (rating units)", parse=float_range(0.0))
     k: int | None = setting(None, "annotators per image (default: 3 for a new --db, else the one it was made with)",
                             parse=int_at_least(1))
     per_attribute: int = setting(40, "study-1 images per attribute", parse=int_at_least(1))
@@ -73,7 +80,8 @@ class AnnotateConfig:
     truth: str | None = setting(None, "the candidates' truth for --simulate (default: truth.jsonl beside "
                                       "--candidates' metadata.jsonl; a filter output lies elsewhere: pass the "
                                       "generated folder's)")
-    export: str | None = setting(None, "write the answers to this Parquet file")
+    export: str | None = setting(None, "write the answers to this Parquet file (the rating study's ratings too: "
+                                       "to it when the store has only that study, else to NAME-ratings.parquet)")
     status: bool = setting(False, "no app: print each study's completion and each annotator's progress",
                            action="store_true")
     annotators: tuple[str, ...] = setting((), "give these annotators a personal link each (a secret token, stored "

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 
 from .annotation_items import (DEFAULT_K, LIKERT, STUDIES, AnnotationError, ImageItem, annotator_id, new_token,
                                question_text, quote, study1_item, study2_item, token_hash)
+from .rating_study import RATING_TABLES
 
 if TYPE_CHECKING:
     import datasets
@@ -50,9 +51,11 @@ if TYPE_CHECKING:
 __all__ = ["SCHEMA_VERSION", "DEFAULT_K", "STUDIES", "LIKERT", "EXPORT_COLUMNS", "AnnotationError", "ImageItem", "AnnotationStore",
            "study1_item", "study2_item", "question_text", "annotator_id"]
 
-#: bump when the tables change; a file of another version is refused, naming both (version 1 files,
-#: made before annotators had tokens, gain the ``tokens`` table when opened for writing).
-SCHEMA_VERSION = 2
+#: bump when the tables change; a file of another version is refused, naming both. Older files gain
+#: what they lack when opened for writing (version 1, before annotators had tokens: the ``tokens``
+#: table; versions 1-2, before ConceptBed's rating study: its tables, :data:`.rating_study.RATING_TABLES`),
+#: and are read as they are when opened read-only.
+SCHEMA_VERSION = 3
 #: seconds an image handed to an annotator stays reserved for them.
 LEASE_SECONDS = 600.0
 #: the columns of :meth:`AnnotationStore.export`.
@@ -107,7 +110,7 @@ CREATE TABLE IF NOT EXISTS settings (
 );
 CREATE INDEX IF NOT EXISTS counts_next ON counts (study, taken DESC, position);
 CREATE INDEX IF NOT EXISTS answers_by_annotator ON answers (annotator, study);
-""" + _TOKENS
+""" + _TOKENS + RATING_TABLES
 
 
 _WRITE_LOCKS: dict[str, threading.Lock] = {}
@@ -208,9 +211,9 @@ class AnnotationStore:
             tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             if version == 0 and not tables and not self.read_only:
                 con.executescript(_SCHEMA + f"PRAGMA user_version={SCHEMA_VERSION};")  # idempotent if raced
-            elif version == 1 and not self.read_only:  # before tokens: the table is added, nothing else changes
-                con.executescript(_TOKENS + f"PRAGMA user_version={SCHEMA_VERSION};")
-            elif version != SCHEMA_VERSION and not (version == 1 and self.read_only):
+            elif version in (1, 2) and not self.read_only:  # the tables added, nothing else changes
+                con.executescript(_TOKENS + RATING_TABLES + f"PRAGMA user_version={SCHEMA_VERSION};")
+            elif version != SCHEMA_VERSION and not (version in (1, 2) and self.read_only):
                 raise AnnotationError(f"{self.path}: schema version {version}, this concept-grounding reads "
                                       f"version {SCHEMA_VERSION}; export it with the version that wrote it")
         except sqlite3.Error as err:

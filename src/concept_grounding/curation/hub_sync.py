@@ -2,7 +2,9 @@
 ``huggingface_hub``'s :class:`~huggingface_hub.CommitScheduler`.
 
 :class:`AnnotationSync` snapshots the store's answers to ``<folder>/data/annotations.parquet``
-(the :meth:`~.annotations.AnnotationStore.export` columns) under the scheduler's lock, then
+(the :meth:`~.annotations.AnnotationStore.export` columns) and, for a store with ConceptBed's
+rating study (:class:`~.rating_store.RatingStore` with items), its ratings to
+``<folder>/data/ratings.parquet`` under the scheduler's lock, then
 lets the scheduler commit the changed files, every ``every`` minutes and once more at exit.
 The SQLite file stays the source of truth; the repo holds its latest export, which ``curate
 --annotations`` reads after a download. Pass ``hf_api`` to commit elsewhere (the tests use an
@@ -17,11 +19,14 @@ from typing import Any
 from huggingface_hub import CommitScheduler
 
 from .annotations import AnnotationStore
+from .rating_store import RatingStore
 
-__all__ = ["EXPORT_PATH", "AnnotationSync"]
+__all__ = ["EXPORT_PATH", "RATINGS_PATH", "AnnotationSync"]
 
 #: where the snapshot goes, inside the synced folder and the repo.
 EXPORT_PATH = "data/annotations.parquet"
+#: where the rating study's snapshot goes.
+RATINGS_PATH = "data/ratings.parquet"
 
 
 class AnnotationSync(CommitScheduler):
@@ -39,16 +44,19 @@ class AnnotationSync(CommitScheduler):
     def __init__(self, store: AnnotationStore, *, repo_id: str, folder: str | Path, every: float = 5,
                  private: bool = True, hf_api: Any = None, **kwargs: Any):
         self.store = store
-        self._snapshot_of = -1  # answer count of the last snapshot (answers are append-only)
+        self._snapshot_of: tuple[int, int] | None = None  # (answers, ratings) of the last snapshot (append-only)
         super().__init__(repo_id=repo_id, folder_path=folder, every=every, repo_type="dataset", private=private,
-                         hf_api=hf_api, allow_patterns=[EXPORT_PATH], **kwargs)
+                         hf_api=hf_api, allow_patterns=[EXPORT_PATH, RATINGS_PATH], **kwargs)
 
     def push_to_hub(self):  # type: ignore[override]
         """Snapshot the store when it has new answers (under the lock: never a half-written
         file), then commit what changed (nothing when nothing did)."""
         with self.lock:
-            count = self.store.answer_count()
+            ratings = isinstance(self.store, RatingStore) and self.store.rating_complete()[1] > 0
+            count = (self.store.answer_count(), self.store.rating_count() if ratings else 0)
             if count != self._snapshot_of:
                 self.store.to_parquet(self.folder_path / EXPORT_PATH)
+                if ratings:
+                    self.store.ratings_to_parquet(self.folder_path / RATINGS_PATH)
                 self._snapshot_of = count
         return super().push_to_hub()

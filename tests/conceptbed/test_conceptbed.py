@@ -126,3 +126,20 @@ def test_table2_original_is_the_reference_and_compositions_are_judged(run):
         other = t2["another species"][category]
         assert abs(other["ccd"]) < 0.15 and other["clip"] is not None, (category, other)
     assert "## Table 2" in render_report(r) and "VQA oracle validation" in render_report(r)
+
+
+def test_table3_from_simulated_raters_and_the_items_people_rate(run, tmp_path):
+    """The reference learners bracket the truth, so the simulated raters' mean rating falls as
+    CCD rises (r < 0) and rises with the DINO-style cosine; the items folder is the one
+    ``annotate --items`` serves."""
+    from concept_grounding.loaders.ratings import read_rating_items
+
+    r = run.results
+    assert set(r["table3"]) == {"ccd", "dino", "clip"} and "SIMULATED" in r["table3_detail"]["raters"]
+    assert r["table3"]["ccd"] < -0.5 and r["table3"]["dino"] > 0.0, r["table3"]
+    scores = r["table3_detail"]["mean_scores"]
+    assert scores["Original"]["object"] > scores["another species"]["object"]
+    run.save(tmp_path)
+    items = read_rating_items(tmp_path / "ratings")
+    kinds = {item.kind for item in items}
+    assert kinds == {"concept", "caption"} and "SIMULATED" in (tmp_path / "report.md").read_text()

@@ -26,6 +26,7 @@ from ..validators import choice_of, int_at_least, positive_int
 from .concepts import CAPACITIES, TASK_ORACLE, Concept, ConceptWorld
 from .learners import FLUX_LEARNERS, check_learners, make_learner
 from .table2 import CompositionRun, table2_markdown
+from .table3 import RatingCollector, table3_markdown
 from .scoring import Scored, clip_image_embedder, pairwise_cosine, table7_row
 
 if TYPE_CHECKING:
@@ -69,6 +70,8 @@ class ConceptBedConfig:
     quick: bool = setting(False, "a small run (a few minutes on two cores)", action="store_true")
     seed: int = setting(0, "world, oracle and generation seed", parse=int)
     cache: str | None = setting(None, "oracle cache folder (default: OUT/oracles)")
+    ratings: str | None = setting(None, "people's ratings of OUT/ratings (the Parquet `annotate --items OUT/ratings "
+                                        "--export` writes) for Table 3 (default: simulated raters, said so)")
     work: str | None = None
     classes: tuple[str, ...] | None = None
 
@@ -87,6 +90,7 @@ class ConceptBedResult:
     config: ConceptBedConfig
     results: dict[str, Any]
     sheet: list[tuple[str, np.ndarray]] = field(default_factory=list, repr=False)
+    ratings: RatingCollector | None = field(default=None, repr=False)
 
     def save(self, out: str | Path) -> Path:
         from .figures import contact_sheet, sensitivity_plot
@@ -96,6 +100,8 @@ class ConceptBedResult:
         (out / "results.json").write_text(json.dumps(self.results, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         contact_sheet(self.sheet, out / "fig4_contact_sheet.png")
         sensitivity_plot(self.results["sensitivity"], out / "fig5_sensitivity.png")
+        if self.ratings is not None:
+            self.ratings.save(out / "ratings")
         report = out / "report.md"
         report.write_text(render_report(self.results), encoding="utf-8")
         return report
@@ -151,6 +157,23 @@ def _sensitivity(oracles: dict[str, "Oracle"], cw: ConceptWorld, concepts: dict[
     return out
 
 
+def _truth(table8: dict[str, "Oracle"], oracle: "Oracle", capacity: str, cw: ConceptWorld, concept: Concept):
+    """What simulated raters of ``concept``'s images follow: the probability of the concept by
+    another capacity of the species oracle where Table 8 has one, else by the task's oracle
+    (the attribute oracle: the mean probability of the species' class attributes)."""
+    other = next((o for cap, o in table8.items() if cap != capacity), None)
+    judge = other if oracle.spec.kind == "species" and other is not None else oracle
+
+    def truth(images: np.ndarray) -> np.ndarray:
+        probs = judge.probabilities(images)
+        if judge.spec.kind == "attributes":
+            attrs = np.flatnonzero(cw.world.class_attributes[concept.label][list(judge.attributes)])
+            return probs[:, attrs].mean(1) if len(attrs) else np.full(len(images), np.nan)
+        return probs[:, concept.label]
+
+    return truth
+
+
 def _concept_tasks(config: ConceptBedConfig) -> list[str]:
     """The concept tasks a run learns concepts of (compositions compose the object concepts)."""
     tasks = [t for t in config.tasks if t != COMPOSITION]
@@ -169,8 +192,9 @@ def run_conceptbed(config: ConceptBedConfig) -> ConceptBedResult:
     table_tasks = [t for t in config.tasks if t != COMPOSITION]
     cw = ConceptWorld(m=config.m, real=config.real, seed=config.seed, classes=config.classes)
     concepts = {t: cw.concepts(t, config.concepts) for t in tasks}
+    collector = RatingCollector()
     composition = (CompositionRun.setup(cw, concepts["object"], oracles.get("species"), config.images, config.seed,
-                                        config.model) if COMPOSITION in config.tasks else None)
+                                        config.model, collector) if COMPOSITION in config.tasks else None)
     work = Path(config.work) if config.work else None
     settings = {"model": config.model, "steps": config.steps, "seed": config.seed, "device": config.device}
     scored = {(l, t): Scored(_mode(oracles[TASK_ORACLE[t]])) for l in learners for t in tasks}
@@ -188,6 +212,9 @@ def run_conceptbed(config: ConceptBedConfig) -> ConceptBedResult:
             for cap, oracle in table8_oracles.items():
                 _score(oracle, cw, concept, images, scored8[cap, learner_name])
         generated.setdefault((learner_name, task), []).append(images)
+        if task in table_tasks:
+            collector.add_concept(learner_name, task, concept, images,
+                                  _truth(table8_oracles, oracles[TASK_ORACLE[task]], config.capacity, cw, concept))
         if composition is not None and task == "object":
             composition.score(learner_name, learner, concept)
         if concept is concepts[task][0]:
@@ -217,7 +244,10 @@ def run_conceptbed(config: ConceptBedConfig) -> ConceptBedResult:
         results["oracles"]["vqa"] = comp.pop("vqa")
         results.update(comp)
         sheet += composition.sheet
-    return ConceptBedResult(config, results, sheet)
+    detail = collector.table(results, config.ratings, config.seed)
+    results["table3"] = detail.pop("table3")
+    results["table3_detail"] = detail
+    return ConceptBedResult(config, results, sheet, collector)
 
 
 def _table(rows: dict[str, dict[str, float]], columns: list[str], fmt: str = "{:.4f}") -> list[str]:
@@ -247,5 +277,7 @@ def render_report(results: dict[str, Any]) -> str:
     lines += _table(results["baselines"]["dino"], tasks)
     if "table2" in results:
         lines += table2_markdown(results)
+    if "table3" in results:
+        lines += table3_markdown({"table3": results["table3"], **results["table3_detail"]})
     lines += ["", "## Figures", "", "![Fig. 4](fig4_contact_sheet.png)", "", "![Fig. 5](fig5_sensitivity.png)", ""]
     return "\n".join(lines)

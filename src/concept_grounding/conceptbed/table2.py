@@ -41,10 +41,11 @@ class CompositionRun:
     clip: Any = None
     base: Any = None
     based: set = field(default_factory=set)
+    ratings: Any = None  # a RatingCollector: the first image of each prompt becomes an alignment item
 
     @classmethod
     def setup(cls, cw: ConceptWorld, concepts: list[Concept], species_oracle: Any, images: int, seed: int,
-              model: str | None = None) -> "CompositionRun":
+              model: str | None = None, ratings: Any = None) -> "CompositionRun":
         """Load the oracle's judges and the world CLIP, and validate the oracle on ``concepts``."""
         from pathlib import Path
 
@@ -56,7 +57,7 @@ class CompositionRun:
         validation = oracle.validate(cw.world, [c.label for c in concepts])
         logger.info("VQA oracle validation: %s (bar %.0f %%)",
                     ", ".join(f"{k} {100 * v:.1f} %" for k, v in validation.items()), 100 * VQA_BAR)
-        run = cls(cw, oracle, per_prompt=max(1, images // 8), seed=seed, model=model)
+        run = cls(cw, oracle, per_prompt=max(1, images // 8), seed=seed, model=model, ratings=ratings)
         run.clip = load_clip(Path(__file__).resolve().parent.parent / "assets" / "space_world_clip")
         return run
 
@@ -101,6 +102,8 @@ class CompositionRun:
             if kinds[0] not in valid:
                 p[:, 0] = np.nan
             scores.add(category, p, clip_scores(self.clip, block, [prompt] * len(block)))
+            if self.ratings is not None and p.shape[1] > 1 and not np.isnan(p[0, 1:]).all():
+                self.ratings.add_caption(name, concept.name, prompt, block[0], float(np.nanmean(p[0, 1:])))
         if not any(label.startswith("composition:") and label.endswith(name) for label, _ in self.sheet):
             self.sheet.append((f"composition: {name}", images[:: max(1, len(images) // 8)][:8]))
 

@@ -123,7 +123,7 @@ def option_label(index: int, attribute: str) -> str:
     """Study 2's option ``index`` as the page shows it: its key, then the attribute in words.
 
     >>> option_label(9, "has_crown_color::pink")
-    'a · pink crown'
+    'a · pink crown color'
     """
     from ..vocabulary import attribute_phrase
 

@@ -44,7 +44,7 @@ COMPOSITION = "composition"
 
 @dataclass(frozen=True)
 class ConceptBedConfig:
-    """Settings of a ConceptBed run (``--quick``: 2 concepts per task, 8 real and 8 generated
+    """Settings of a ConceptBed run (``--quick``: 2 concepts per task, 8 real and 4 generated
     images each, 30 learner steps)."""
 
     learners: tuple[str, ...] = setting(DEFAULT_LEARNERS, "learners to evaluate (the four diffusers learners, "
@@ -79,7 +79,7 @@ class ConceptBedConfig:
         """The config with ``--quick``'s sizes applied."""
         if not self.quick:
             return self
-        return replace(self, concepts=min(self.concepts, 2), real=min(self.real, 8), images=min(self.images, 8),
+        return replace(self, concepts=min(self.concepts, 2), real=min(self.real, 8), images=min(self.images, 4),
                        steps=min(self.steps, 30))
 
 

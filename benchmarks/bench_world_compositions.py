@@ -2,8 +2,8 @@
 
     .venv/bin/python benchmarks/bench_world_compositions.py --pipeline DIR --out DIR [--device cuda]
 
-Trains the composition judge on the varied world's compositions (cached under ``--out``),
-validates it on held-out ones, generates every prompt of
+Uses the shipped composition judge (``--train-judge``: trains one on the pipeline's world,
+cached under ``--out``), validates it on held-out compositions, generates every prompt of
 :func:`concept_grounding.experiments.world_compositions.composition_prompts` and writes
 ``results.json``, ``report.md`` (the table with the judge's validation beside it) and
 ``contact_sheet.png`` (8 images per category, one row each).
@@ -23,6 +23,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--pipeline", type=Path, default=None, help="world Flux folder (default: the shipped one)")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--device", default="cpu", help="torch device of the pipeline and the judge's training")
+    p.add_argument("--train-judge", action="store_true",
+                   help="train the composition judge on the pipeline's world (default: the shipped one)")
+    p.add_argument("--species", type=int, default=None, help="only the first N species of the world")
     p.add_argument("--judge-per-class", type=int, default=200, help="training compositions per species")
     p.add_argument("--judge-epochs", type=int, default=25)
     p.add_argument("--validation-per-class", type=int, default=20, help="held-out compositions per species")
@@ -48,8 +51,16 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)
     world = BirdWorld(trained_world_config(args.pipeline))
+    if args.species:
+        from dataclasses import replace
+
+        world = BirdWorld(replace(world.config, class_names=world.class_names[: args.species]))
     folder = args.out / f"composition-judge-n{args.judge_per_class}-e{args.judge_epochs}-seed{args.seed}"
-    if (folder / "config.json").is_file():
+    if not args.train_judge:
+        from concept_grounding.judge.composition import load_composition_judge
+
+        judge = load_composition_judge()
+    elif (folder / "config.json").is_file():
         judge = CompositionJudge.from_pretrained(folder).eval()
     else:
         train = composition_set(world, args.judge_per_class, 0, seed=args.seed)

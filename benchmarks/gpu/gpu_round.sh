@@ -61,7 +61,7 @@ log "3. compositions on v4"
 comp_flags=(--batch 256)
 [ -n "${TINY:-}" ] && comp_flags=(--judge-per-class 4 --judge-epochs 1 --validation-per-class 2 --images 1)
 timeout 120 python3 benchmarks/bench_world_compositions.py --pipeline "$work/world_flux_v4" --out "$rep/compositions" \
-    --device "$device" --no-progress "${comp_flags[@]}" 2>&1 | quiet
+    --device "$device" --no-progress --train-judge "${comp_flags[@]}" 2>&1 | quiet
 rm -rf "$rep/compositions/composition-judge-"*/model.safetensors
 
 if [ "$SECONDS" -lt "$budget" ] && [ "$device" = cuda ]; then

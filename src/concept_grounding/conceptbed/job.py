@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import UsageError
 from ..loaders.conceptbed import TASKS
 from ..settings import manifest, setting
 from ..validators import choice_of, int_at_least, positive_int
@@ -70,6 +71,10 @@ class ConceptBedConfig:
     quick: bool = setting(False, "a small run (a few minutes on two cores)", action="store_true")
     seed: int = setting(0, "world, oracle and generation seed", parse=int)
     cache: str | None = setting(None, "oracle cache folder (default: OUT/oracles)")
+    concept_folder: str | None = setting(None, "a concept folder (ours, or ConceptBed's published imagenet/pacs/cub "
+                                              "layout) instead of the world's concepts; its oracles train on it")
+    image_size: int = setting(32, "generation and oracle side for --concept-folder images (the world Flux's 32 px)",
+                              parse=positive_int)
     ratings: str | None = setting(None, "people's ratings of OUT/ratings (the Parquet `annotate --items OUT/ratings "
                                         "--export` writes) for Table 3 (default: simulated raters, said so)")
     work: str | None = None
@@ -145,7 +150,7 @@ def _sensitivity(oracles: dict[str, "Oracle"], cw: ConceptWorld, concepts: dict[
     rng = np.random.default_rng(seed)
     out: dict[str, list[float]] = {"noise": list(NOISE_LEVELS)}
     for task, items in concepts.items():
-        oracle = oracles[TASK_ORACLE[task]]
+        oracle = oracles[task]
         row = []
         for sigma in NOISE_LEVELS:
             scored = Scored(_mode(oracle))
@@ -174,6 +179,30 @@ def _truth(table8: dict[str, "Oracle"], oracle: "Oracle", capacity: str, cw: Con
     return truth
 
 
+def _folder_setup(config: ConceptBedConfig, learners: tuple[str, ...], tasks: list[str]
+                  ) -> tuple[dict[str, "Oracle"], dict[str, list[Concept]]]:
+    """``--concept-folder``: each task's oracle trained on the folder and validated on its
+    held-out real images (refused below the bar), and the concepts with those as their real
+    references (:mod:`.folder`)."""
+    from .folder import FOLDER_LEARNERS_REFUSED, folder_concepts, folder_oracle, relabel
+    from .oracles import require_valid
+
+    if COMPOSITION in config.tasks:
+        raise UsageError("the compositions are judged against the world's exact drawings; a concept folder has none",
+                         argument="--tasks")
+    world_only = [l for l in learners if l in FOLDER_LEARNERS_REFUSED]
+    if world_only:
+        raise UsageError(f"learners {world_only} draw from the world's truth; a concept folder has none",
+                         argument="--learners")
+    found = folder_concepts(config.concept_folder, config.m, config.image_size, tasks)
+    oracles, concepts = {}, {}
+    for task, items in found.items():
+        oracle, held = folder_oracle(task, items, config.capacity, config.oracle_epochs, config.seed)
+        oracles[task] = require_valid(oracle, "--concept-folder")
+        concepts[task] = relabel(items, held)[: config.concepts]
+    return oracles, concepts
+
+
 def _concept_tasks(config: ConceptBedConfig) -> list[str]:
     """The concept tasks a run learns concepts of (compositions compose the object concepts)."""
     tasks = [t for t in config.tasks if t != COMPOSITION]
@@ -187,17 +216,22 @@ def run_conceptbed(config: ConceptBedConfig) -> ConceptBedResult:
 
     config = config.effective()
     learners = check_learners(config.learners)
-    oracles, table8_oracles = _oracles(config)
     tasks = _concept_tasks(config)
     table_tasks = [t for t in config.tasks if t != COMPOSITION]
     cw = ConceptWorld(m=config.m, real=config.real, seed=config.seed, classes=config.classes)
-    concepts = {t: cw.concepts(t, config.concepts) for t in tasks}
+    if config.concept_folder:
+        oracles, concepts = _folder_setup(config, learners, tasks)
+        table8_oracles: dict[str, "Oracle"] = {}
+    else:
+        kinds, table8_oracles = _oracles(config)
+        oracles = {t: kinds[TASK_ORACLE[t]] for t in tasks}
+        concepts = {t: cw.concepts(t, config.concepts) for t in tasks}
     collector = RatingCollector()
-    composition = (CompositionRun.setup(cw, concepts["object"], oracles.get("species"), config.images, config.seed,
+    composition = (CompositionRun.setup(cw, concepts["object"], oracles["object"], config.images, config.seed,
                                         config.model, collector) if COMPOSITION in config.tasks else None)
     work = Path(config.work) if config.work else None
     settings = {"model": config.model, "steps": config.steps, "seed": config.seed, "device": config.device}
-    scored = {(l, t): Scored(_mode(oracles[TASK_ORACLE[t]])) for l in learners for t in tasks}
+    scored = {(l, t): Scored(_mode(oracles[t])) for l in learners for t in tasks}
     scored8 = {(cap, l): Scored("classifier") for cap in table8_oracles for l in learners}
     generated: dict[tuple[str, str], list[np.ndarray]] = {}
     sheet: list[tuple[str, np.ndarray]] = []
@@ -207,14 +241,14 @@ def run_conceptbed(config: ConceptBedConfig) -> ConceptBedResult:
         folder = (work / learner_name.replace(" ", "_") / task / concept.name) if work else Path(".")
         learner.fit(concept, folder)
         images = learner.generate(concept.prompts, config.images, config.seed)
-        _score(oracles[TASK_ORACLE[task]], cw, concept, images, scored[learner_name, task])
-        if TASK_ORACLE[task] == "species":
+        _score(oracles[task], cw, concept, images, scored[learner_name, task])
+        if table8_oracles and TASK_ORACLE[task] == "species":
             for cap, oracle in table8_oracles.items():
                 _score(oracle, cw, concept, images, scored8[cap, learner_name])
         generated.setdefault((learner_name, task), []).append(images)
         if task in table_tasks:
             collector.add_concept(learner_name, task, concept, images,
-                                  _truth(table8_oracles, oracles[TASK_ORACLE[task]], config.capacity, cw, concept))
+                                  _truth(table8_oracles, oracles[task], config.capacity, cw, concept))
         if composition is not None and task == "object":
             composition.score(learner_name, learner, concept)
         if concept is concepts[task][0]:
@@ -233,8 +267,8 @@ def run_conceptbed(config: ConceptBedConfig) -> ConceptBedResult:
         "table7": {l: table7_row(scored[l, t7_task].result()) for l in learners},
         "table8": {cap: {l: scored8[cap, l].result()["ccd"] for l in learners} for cap in table8_oracles},
         "baselines": {"dino": dino, "encoder": config.encoder},
-        "oracles": {t: {"kind": TASK_ORACLE[t], "capacity": oracles[TASK_ORACLE[t]].spec.capacity,
-                        "accuracy": oracles[TASK_ORACLE[t]].accuracy} for t in tasks},
+        "oracles": {t: {"kind": oracles[t].spec.kind, "capacity": oracles[t].spec.capacity,
+                        "accuracy": oracles[t].accuracy} for t in tasks},
         "table8_oracles": {cap: o.accuracy for cap, o in table8_oracles.items()},
         "concepts": {t: [c.name for c in concepts[t]] for t in tasks},
         "sensitivity": _sensitivity(oracles, cw, {t: concepts[t] for t in table_tasks}, config.seed),

@@ -164,7 +164,7 @@ def _style_data(cw: ConceptWorld, per_species: int, block: str) -> tuple[np.ndar
     return np.stack(images), np.array(labels)
 
 
-def _train_classifier(spec: OracleSpec, images: np.ndarray, labels: np.ndarray, num_classes: int,
+def train_classifier(spec: OracleSpec, images: np.ndarray, labels: np.ndarray, num_classes: int,
                       progress: bool) -> OracleClassifier:
     with reproducible(spec.seed):
         model = OracleClassifier(num_classes, CAPACITIES[spec.capacity])
@@ -179,7 +179,7 @@ def train_oracle(spec: OracleSpec, cw: ConceptWorld | None = None, progress: boo
     cw = cw or ConceptWorld(image_size=spec.image_size, seed=spec.seed, classes=spec.classes)
     if spec.kind == "style":
         x, y = _style_data(cw, max(1, spec.per_class // 4), "oracle_train")
-        model = _train_classifier(spec, x, y, len(STYLES), progress)
+        model = train_classifier(spec, x, y, len(STYLES), progress)
         oracle = Oracle(spec, model, 0.0, STYLES)
         vx, vy = _style_data(cw, 2, "oracle_val")
         oracle.accuracy = float((oracle.probabilities(vx).argmax(1) == vy).mean())
@@ -187,7 +187,7 @@ def train_oracle(spec: OracleSpec, cw: ConceptWorld | None = None, progress: boo
     x, y, attrs = _species_data(cw, spec.per_class, "oracle_train")
     vx, vy, vattrs = _species_data(cw, 5, "oracle_val")
     if spec.kind == "species":
-        oracle = Oracle(spec, _train_classifier(spec, x, y, cw.world.num_classes, progress), 0.0, cw.world.class_names)
+        oracle = Oracle(spec, train_classifier(spec, x, y, cw.world.num_classes, progress), 0.0, cw.world.class_names)
         oracle.accuracy = float((oracle.probabilities(vx).argmax(1) == vy).mean())
         return oracle
     cols = list(attribute_indices(cw))

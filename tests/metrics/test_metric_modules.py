@@ -257,8 +257,12 @@ def test_the_published_metric_space_starts_from_a_folder_named_app_and_computes_
     from concept_grounding.space.metric_widget import widget_example
     from concept_grounding.publish.code_repos import METRIC_SPACE_GRADIO, build_metric_space
 
+    from concept_grounding.publish.wheel import PackageWheel
+
     app = tmp_path / "app"
-    build_metric_space(ROOT / "metrics" / name, app, "someone", "0.0.0")
+    fake = tmp_path / "concept_grounding-0.0.0-py3-none-any.whl"  # the Space starts from PYTHONPATH here
+    fake.write_bytes(b"")
+    build_metric_space(ROOT / "metrics" / name, app, "someone", PackageWheel(fake, "0.0.0", frozenset()))
     card = SpaceCard.load(app / "README.md")
     assert card.data.sdk_version == METRIC_SPACE_GRADIO and "gradio" not in (app / "requirements.txt").read_text()
     with socket.socket() as s:

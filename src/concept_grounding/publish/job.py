@@ -38,6 +38,7 @@ class PublishJobConfig:
     Args:
         namespace: Hub user or organisation that owns the repos.
         bench: a ``concept-grounding bench`` run folder whose models are published (``None``: no model repos).
+        wheel: the ``concept-grounding`` wheel the Spaces carry (``None``: built from the checkout).
         size, train_per_class, test_per_class, per_pairing, seed, deviation_rate, classes: the
             bird world rendered into the dataset repos (``classes``: ``None`` is SUB's 33).
         push: create the repos and upload the folders; ``token``: the Hub token (``None``:
@@ -56,6 +57,8 @@ class PublishJobConfig:
     deviation_rate: float = setting(0.1, "per-image, per-group label deviation rate", parse=float)
     classes: Sequence[str] | None = setting(None, "CUB class folder names (default: SUB's 33)", nargs="*",
                                             convert=tuple_or_none)
+    wheel: Path | None = setting(None, "the package wheel every Space carries and installs (default: built from "
+                                       "this checkout, offline)", parse=Path)
     push: bool = setting(False, "create the repos and upload the folders", action="store_true")
     token: str | None = setting(None, "Hub token (default: $HF_TOKEN or the `hf auth login` token)")
     private: bool = setting(False, "create new repos as private", action="store_true")
@@ -65,7 +68,7 @@ class PublishJobConfig:
         """The :class:`~.build.PublishConfig` built into ``out`` (default: ``self.out``), each world
         setting checked first (a one-line ``ValueError`` naming its flag)."""
         return PublishConfig.from_flags(
-            self.namespace, out if out is not None else self.out, bench=self.bench, size=self.size,
+            self.namespace, out if out is not None else self.out, bench=self.bench, wheel=self.wheel, size=self.size,
             train_per_class=self.train_per_class, test_per_class=self.test_per_class, per_pairing=self.per_pairing,
             seed=self.seed, deviation_rate=self.deviation_rate, classes=self.classes)
 

@@ -93,8 +93,9 @@ def _run(python: Path, code: str, cwd: Path) -> str:
 
 
 @pytest.mark.parametrize(("name", "start"), [
-    ("sub_accuracy", "from concept_grounding.space.metric_widget import load_metric, metric_space, widget_example\n"
-                     "m = load_metric('.'); metric_space(m, widget_example(m)); print(type(m).__name__)"),
+    ("sub_accuracy", "from concept_grounding.space.metric_widget import card_title, load_metric, metric_space, "
+                     "widget_examples\nex = widget_examples(load_metric('.'))\n"
+                     "metric_space({c: load_metric('.', c) for c in ex}, ex, card_title('.')); print(list(ex))"),
     ("concept-grounding", "import gradio, diffusers, torch; from concept_grounding.space import build_demo, launch\n"
                           "print('demo entry points')"),
 ])

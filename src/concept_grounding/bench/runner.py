@@ -390,7 +390,7 @@ class BenchResult:
         from ..eval_results import WORLD_SUB_DATASET, result_entries, write_eval_results
 
         dataset = WORLD_SUB_DATASET if self.data.source == "world" else str(self.config.sub or "Jessica-bader/SUB")
-        notes = f"concept-grounding bench, {len(self.columns)} concepts, seed {self.config.seed}"
+        notes = f"concept-grounding bench, {len(self.columns)} concepts, world seed {self.config.world.seed}"
         tasks = ("s_plus", "s_minus", "concept_accuracy", "class_accuracy")
         written = []
         for row in self.results["table1"] + self.results["table2"]:

@@ -148,13 +148,11 @@ def plan_repos(config: PublishConfig, sources: HubSources | None = None) -> list
     wheel_cache: dict[str, PackageWheel] = {}
     if config.wheel is not None:  # checked now; one built from the checkout is made by the first Space
         wheel_cache["wheel"] = package_wheel(version, config.wheel, None, Path("."))
-    checkout = sources.metrics.parent if sources.origin == "checkout" else None
-    if checkout is None and config.wheel is None:
-        raise ValueError("--wheel: this install has no checkout to build the package wheel from; build one "
-                         "(python -m build --wheel) and pass it")
+    checkout = sources.metrics.parent if sources.origin == "checkout" else None  # else: the installed package
 
     def wheel(folder: Path) -> PackageWheel:
-        """The package wheel, built (once, offline) into the first Space folder that needs it."""
+        """The package wheel, built (once, offline; or packed from the installed package) into the first
+        Space folder that needs it."""
         if "wheel" not in wheel_cache:
             wheel_cache["wheel"] = package_wheel(version, None, checkout, folder / "wheels")
         return wheel_cache["wheel"]

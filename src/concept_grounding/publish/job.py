@@ -58,7 +58,7 @@ class PublishJobConfig:
     classes: Sequence[str] | None = setting(None, "CUB class folder names (default: SUB's 33)", nargs="*",
                                             convert=tuple_or_none)
     wheel: Path | None = setting(None, "the package wheel every Space carries and installs (default: built from "
-                                       "this checkout, offline)", parse=Path)
+                                       "this checkout, offline, or the installed package packed again)", parse=Path)
     push: bool = setting(False, "create the repos and upload the folders", action="store_true")
     token: str | None = setting(None, "Hub token (default: $HF_TOKEN or the `hf auth login` token)")
     private: bool = setting(False, "create new repos as private", action="store_true")

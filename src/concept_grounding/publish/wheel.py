@@ -10,7 +10,8 @@ A Hub address, not ``./wheels/...``: the Space builder runs ``pip install -r req
 with only that file mounted, before the repository is copied in; the address is the file that
 travels in the same commit. (A private Space's builder cannot fetch it without a token.)
 
-:func:`package_wheel` gives the wheel (``--wheel``, or built from the checkout, offline);
+:func:`package_wheel` gives the wheel (``--wheel``, or built from the checkout, offline, or the
+installed package packed again);
 :func:`check_space_requirements` refuses, before the folder is written, a requirement that does
 not parse, a ``concept-grounding`` requirement that is not the wheel travelling with the Space,
 a wheel of another version, or an extra the wheel does not declare.
@@ -76,7 +77,9 @@ def _normal(name: str) -> str:
 
 
 def package_wheel(version: str, given: Path | None, checkout: Path | None, workdir: Path) -> PackageWheel:
-    """The wheel the Spaces carry: ``given`` (checked), else one built from ``checkout`` into ``workdir``.
+    """The wheel the Spaces carry: ``given`` (checked), else one built from ``checkout`` into ``workdir``,
+    else (an installed wheel, no checkout) the installed distribution packed again
+    (:func:`wheel_from_installed`).
 
     The build copies the checkout's build inputs to a temporary folder first (no ``build/`` or
     ``*.egg-info`` left in the checkout; two publishes do not race) and runs
@@ -84,19 +87,17 @@ def package_wheel(version: str, given: Path | None, checkout: Path | None, workd
     with a fixed ``SOURCE_DATE_EPOCH`` so that a rebuild is byte-identical (a re-push uploads nothing).
 
     Raises:
-        ValueError: ``given`` is not a ``concept-grounding`` wheel of ``version``; or no wheel is
-            given and there is no checkout to build one from (an installed wheel).
+        ValueError: ``given`` is not a ``concept-grounding`` wheel of ``version``, or the build fails.
     """
     if given is not None:
         wheel = PackageWheel.read(given)
         if wheel.version != version:
             raise ValueError(f"--wheel: {given} is version {wheel.version}, this publish releases {version}")
         return wheel
-    if checkout is None:
-        raise ValueError("--wheel: this install has no checkout to build the package wheel from; build one "
-                         "(python -m build --wheel) and pass it")
     workdir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="cg-wheel-") as tmp:
+    if checkout is None:
+        return package_wheel(version, wheel_from_installed(version, workdir), None, workdir)
+    with tempfile.TemporaryDirectory(prefix=".build-", dir=workdir) as tmp:  # on the disk it is written to
         for rel in _BUILD_INPUTS:
             source, dest = checkout / rel, Path(tmp) / rel
             if source.is_dir():
@@ -183,3 +184,45 @@ def place_wheel(wheel: PackageWheel, folder: Path) -> Path:
     except OSError:
         shutil.copy2(wheel.path, dest)
     return dest
+
+
+#: files of an installed distribution that the installer wrote (not part of the wheel)
+_INSTALLER_FILES = ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json")
+
+
+def wheel_from_installed(version: str, workdir: Path) -> Path:
+    """The installed ``concept-grounding`` (a wheel install: no checkout) packed again as
+    ``workdir/concept_grounding-<version>-py3-none-any.whl``: every file its ``RECORD`` lists inside
+    ``site-packages`` (no byte code, no installer files), a new ``RECORD``, fixed timestamps.
+
+    Raises:
+        ValueError: the installed version is not ``version`` (pass ``--wheel``).
+    """
+    import base64
+    import hashlib
+    from importlib.metadata import distribution
+
+    dist = distribution(PACKAGE)
+    if '"editable": true' in (dist.read_text("direct_url.json") or "").replace("'", '"'):
+        raise ValueError(f"--wheel: {PACKAGE} is an editable install without its checkout; pass a built wheel")
+    if dist.version != version:
+        raise ValueError(f"--wheel: the installed {PACKAGE} is {dist.version}, this publish releases {version}; "
+                         "pass a built wheel")
+    path = workdir / f"concept_grounding-{version}-py3-none-any.whl"
+    record, info = [], None
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for file in sorted(dist.files or [], key=str):
+            name = file.as_posix()
+            if name.startswith("..") or "__pycache__" in name or name.endswith(".pyc"):
+                continue
+            if name.split("/")[0].endswith(".dist-info"):
+                info = name.split("/")[0]
+                if name.rsplit("/", 1)[-1] in _INSTALLER_FILES:
+                    continue
+            data = Path(file.locate()).read_bytes()
+            archive.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            record.append(f"{name},sha256={digest},{len(data)}")
+        record.append(f"{info}/RECORD,,")
+        archive.writestr(zipfile.ZipInfo(f"{info}/RECORD", date_time=(1980, 1, 1, 0, 0, 0)), "\n".join(record) + "\n")
+    return path

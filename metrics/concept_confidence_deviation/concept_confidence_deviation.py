@@ -5,7 +5,7 @@ from typing import ClassVar, Literal
 import evaluate
 
 from concept_grounding.metrics import concept_confidence_deviation
-from concept_grounding.metrics.examples import EXAMPLES
+from concept_grounding.metrics.examples import CONFIG_EXAMPLES, EXAMPLES
 from concept_grounding.metrics.module_inputs import CheckedInputs, InputField
 
 _DESCRIPTION = """\
@@ -56,6 +56,8 @@ _CITATION = """\
 
 #: The card's example, what the metric Space's page computes first: the package's one copy.
 WIDGET_EXAMPLE = EXAMPLES["concept_confidence_deviation"]
+#: Every config the card describes and its example: one tab each on the metric Space.
+WIDGET_EXAMPLES = CONFIG_EXAMPLES["concept_confidence_deviation"]
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)

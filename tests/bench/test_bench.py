@@ -27,6 +27,15 @@ def test_report_folder(world_run):
     report = (out / "report.md").read_text()
     assert "Table 1" in report and "Table 2" in report and "Concept location" in report
     assert (out / "models" / "cbm-ind" / "model.safetensors").is_file()
+    from concept_grounding.eval_results import model_folder_name, read_eval_results
+
+    hub = read_eval_results(out)  # every Table 1 / 2 model, in the Hub's .eval_results format
+    rows = {r["name"]: r for r in results["table1"] + results["table2"]}
+    assert set(hub) == {model_folder_name(n) for n in rows}
+    for name, row in rows.items():
+        values = {e["dataset"]["task_id"]: e["value"] for e in hub[model_folder_name(name)]["bench"]}
+        assert values["s_plus"] == row["s_plus"] and values["s_minus"] == row["s_minus"]
+        assert {e["dataset"]["id"] for e in hub[model_folder_name(name)]["bench"]} == {"bird-world-sub"}
 
 
 def test_known_answers_on_the_world(world_run):

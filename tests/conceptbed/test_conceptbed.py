@@ -57,6 +57,12 @@ def test_results_hold_every_table_and_oracles_pass(run, tmp_path):
     report = run.save(tmp_path)
     assert report.name == "report.md" and (tmp_path / "fig4_contact_sheet.png").is_file()
     assert (tmp_path / "fig5_sensitivity.png").is_file() and "Table 8" in report.read_text()
+    from concept_grounding.eval_results import model_folder_name, read_eval_results
+
+    hub = read_eval_results(tmp_path)  # one .eval_results file per learner: its Table 1 CCDs
+    for learner, row in r["table1"].items():
+        got = {e["dataset"]["task_id"]: e["value"] for e in hub[model_folder_name(learner)]["conceptbed"]}
+        assert got == {f"ccd/{t}": v for t, v in row.items() if v == v}
 
 
 def test_an_oracle_below_the_bar_is_refused_and_nothing_is_cached(tmp_path):

@@ -157,6 +157,13 @@ def test_plain_module_via_the_cli_equals_hand_and_metric_module(user_file, sub, 
     assert {"sub_per_group.png", "sub_per_attribute.png", "sub_per_class.png", "report.md"} <= {p.name for p in out.iterdir()}
     assert set(saved["by_group"]) == set(expected["breakdown"]["group"]["names"])
     assert "s+" in capsys.readouterr().out
+    (folder,) = (out / "eval_results").iterdir()  # the Hub's .eval_results format, one file per model
+    from concept_grounding.eval_results import read_eval_results
+
+    hub = read_eval_results(out)[folder.name]["sub"]
+    assert {(e["dataset"]["id"], e["dataset"]["task_id"]): e["value"] for e in hub} == {
+        ("bird-world-sub", "s_plus"): pytest.approx(expected["s_plus"]),
+        ("bird-world-sub", "s_minus"): pytest.approx(expected["s_minus"])}
 
 
 def test_official_protocol_is_passed_through_and_differs_from_the_paper_rules(user_file, sub, tmp_path):

@@ -265,11 +265,15 @@ def test_the_published_metric_space_starts_from_a_folder_named_app_and_computes_
     from gradio_client import Client
     from huggingface_hub import SpaceCard
 
-    from concept_grounding.space.metric_widget import widget_example
     from concept_grounding.publish.code_repos import METRIC_SPACE_GRADIO, build_metric_space
+    from concept_grounding.space.metric_widget import json_safe, widget_examples
+
+    from concept_grounding.publish.wheel import PackageWheel
 
     app = tmp_path / "app"
-    build_metric_space(ROOT / "metrics" / name, app, "someone", "0.0.0")
+    fake = tmp_path / "concept_grounding-0.0.0-py3-none-any.whl"  # the Space starts from PYTHONPATH here
+    fake.write_bytes(b"")
+    build_metric_space(ROOT / "metrics" / name, app, "someone", PackageWheel(fake, "0.0.0", frozenset()))
     card = SpaceCard.load(app / "README.md")
     assert card.data.sdk_version == METRIC_SPACE_GRADIO and "gradio" not in (app / "requirements.txt").read_text()
     with socket.socket() as s:
@@ -292,12 +296,62 @@ def test_the_published_metric_space_starts_from_a_folder_named_app_and_computes_
                 break
             except OSError:
                 time.sleep(0.3)
-        metric = load(name)
-        example = widget_example(metric)
-        got = Client(url, verbose=False, analytics_enabled=False).predict(json.dumps(example), api_name="/compute")
-        got = got if isinstance(got, dict) else json.loads(got)
-        expected = json.loads(json.dumps(metric.compute(**example)))
-        assert got == expected
+        page = json.loads(urllib.request.urlopen(url + "config", timeout=10).read())
+        assert page["title"] == card.data.title != type(load(name)).__name__  # the card's title
+        client = Client(url, verbose=False, analytics_enabled=False)
+        examples = widget_examples(load(name))
+        for index, (config, example) in enumerate(examples.items()):  # every config, from its own tab
+            got = client.predict(json.dumps(example), api_name="/compute" if index == 0 else f"/compute_{config}")
+            got = got if isinstance(got, dict) else json.loads(got)
+            assert got == json_safe(load(name, config).compute(**example)), config
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def _card_configs(name: str) -> set[str]:
+    """Every config the card and the module's docs name: ``evaluate.load("<name>", "<config>")`` calls and
+    quoted words on lines that speak of configs, kept when ``evaluate.load`` accepts them."""
+    import re
+
+    folder = ROOT / "metrics" / name
+    text = (folder / "README.md").read_text() + (folder / f"{name}.py").read_text()
+    words = set(re.findall(rf'evaluate\.load\("{name}",\s*"(\w+)"\)', text))
+    for line in text.splitlines():
+        if re.search(r"[Cc]onfig", line):
+            words |= set(re.findall(r'"(\w+)"', line))
+    found = set()
+    for word in words - {name, "default"}:
+        try:
+            load(name, word)
+        except ValueError:
+            continue
+        found.add(word)
+    return found
+
+
+@pytest.mark.parametrize("name", METRICS)
+def test_the_metric_space_reaches_every_config_the_card_describes(name):
+    """Issue 46.2: each config of the card has a tab (an example) on the Space, every example
+    computes under its config, and every argument of an example has help from the module."""
+    from concept_grounding.space.metric_widget import argument_help, widget_examples
+
+    examples = widget_examples(load(name))
+    assert _card_configs(name) <= set(examples), (name, _card_configs(name), set(examples))
+    for config, example in examples.items():
+        metric = load(name, config)
+        metric.compute(**example)
+        helps = argument_help(metric.inputs_description, tuple(example))
+        assert all(helps.get(arg) for arg in example), (config, set(example) - set(helps))
+
+
+def test_the_card_configs_are_found():
+    """The scan above finds what the cards describe (it can fail)."""
+    assert _card_configs("sub_accuracy") >= {"binary", "group", "group_with_none"}
+    assert _card_configs("concept_confidence_deviation") >= {"classifier", "vqa"}
+
+
+def test_nan_is_shown_as_nan():
+    from concept_grounding.space.metric_widget import json_safe
+
+    assert json_safe({"ccd": float("nan"), "x": [float("inf")]}) == {"ccd": "NaN", "x": ["Infinity"]}

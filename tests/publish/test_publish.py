@@ -28,6 +28,23 @@ CORE_REPOS = {
 }
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_wheel(tmp_path_factory):
+    """The package wheel, built once from this checkout (as ``publish`` builds it) and given to every
+    publish below with ``--wheel`` (``WHEEL``)."""
+    from concept_grounding.publish.wheel import package_wheel
+
+    wheel = package_wheel(__version__, None, Path(__file__).resolve().parents[2], tmp_path_factory.mktemp("wheel"))
+    TINY[len(TINY):] = ["--wheel", str(wheel.path)]
+    WHEEL.append(wheel.path)
+    yield wheel
+    del TINY[-2:]
+    WHEEL.clear()
+
+
+WHEEL: list[Path] = []
+
+
 def run_publish(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
     publish_command.add_arguments(parser)
@@ -156,11 +173,14 @@ def test_metric_spaces_carry_module_card_app_and_pinned_requirements(built):
 
     for name in METRIC_NAMES:
         folder = built[0] / "spaces" / name
-        assert {p.name for p in folder.iterdir()} == {"README.md", "app.py", "requirements.txt", f"{name}.py"}
+        assert {p.name for p in folder.iterdir()} == {"README.md", "app.py", "requirements.txt", f"{name}.py", "wheels"}
         card = SpaceCard.load(folder / "README.md")
         assert card.data.sdk == "gradio" and card.data.app_file == "app.py"
         assert {"evaluate", "metric"} <= set(card.data.tags)
-        assert f"concept-grounding=={__version__}" in (folder / "requirements.txt").read_text().split()
+        wheel = WHEEL[0].name
+        assert (folder / "wheels" / wheel).read_bytes() == WHEEL[0].read_bytes()
+        assert (folder / "requirements.txt").read_text().splitlines()[-1] == \
+            f"concept-grounding @ https://huggingface.co/spaces/cg-test/{name}/resolve/main/wheels/{wheel}"
         module = (folder / f"{name}.py").read_text()
         assert f'"metrics/{name}"' not in module and f'"metrics/{name}"' not in card.text
     metric = evaluate.load(str(built[0] / "spaces" / "sub_accuracy"))
@@ -182,16 +202,11 @@ def test_pipeline_repo_is_a_custom_pipeline(built, tmp_path):
     assert card.data.library_name == "diffusers" and "custom-pipeline" in card.data.tags
     assert 'custom_pipeline="cg-test/tied_diffusion"' in card.text and "pipelines/tied_diffusion" not in card.text
     tiny_flux_pipeline().save_pretrained(tmp_path / "tiny")
-    import sys
-
-    sys.modules.pop("diffusers_modules.local.pipeline", None)  # diffusers' one module for every local pipeline.py
     pipe = DiffusionPipeline.from_pretrained(tmp_path / "tiny", custom_pipeline=str(folder), trust_remote_code=True)
     assert type(pipe).__name__ == "TiedDiffusionPipeline"
 
 
 def test_flux2_pipeline_and_block_repos_load_from_their_folders(built, tmp_path):
-    import sys
-
     from diffusers import DiffusionPipeline, Flux2KleinPipeline
     from diffusers.modular_pipelines import ModularPipelineBlocks
     from huggingface_hub import ModelCard
@@ -202,7 +217,6 @@ def test_flux2_pipeline_and_block_repos_load_from_their_folders(built, tmp_path)
     card = ModelCard.load(klein / "README.md")
     assert 'custom_pipeline="cg-test/tied_flux2_klein"' in card.text and "pipelines/tied_flux2_klein" not in card.text
     tiny_flux2_pipeline(Flux2KleinPipeline).save_pretrained(tmp_path / "tiny")
-    sys.modules.pop("diffusers_modules.local.pipeline", None)  # diffusers' one module for every local pipeline.py
     pipe = DiffusionPipeline.from_pretrained(tmp_path / "tiny", custom_pipeline=str(klein), trust_remote_code=True)
     assert type(pipe).__name__ == "TiedFlux2KleinPipeline"
     assert (built[0] / "models" / "tied_flux2" / "pipeline.py").is_file()
@@ -232,11 +246,14 @@ def test_bench_model_repo_has_weights_and_a_card_with_results(built):
     assert load_concept_model(folder).concept_names == list(load_vocabulary().attributes[:3])
 
 
-def test_space_repo_pins_the_release_and_ships_its_screenshots(built):
+def test_space_repo_carries_the_release_and_ships_its_screenshots(built):
     from huggingface_hub import SpaceCard
 
     folder = built[0] / "spaces" / "concept-grounding"
-    assert (folder / "requirements.txt").read_text().splitlines()[-1] == f"concept-grounding[space]=={__version__}"
+    wheel = WHEEL[0].name
+    assert (folder / "requirements.txt").read_text().splitlines()[-1] == \
+        f"concept-grounding[space] @ https://huggingface.co/spaces/cg-test/concept-grounding/resolve/main/wheels/{wheel}"
+    assert (folder / "wheels" / wheel).is_file()
     card = SpaceCard.load(folder / "README.md")
     assert card.data.sdk == "gradio" and card.data.app_file == "app.py"
     assert "cg-test/world-cbm-joint" in card.data.models and "cg-test/bird-world" in card.data.datasets
@@ -361,7 +378,7 @@ def test_interrupted_push_finishes_when_rerun(tmp_path, monkeypatch):
 
 def test_push_repos_passes_folders_exactly_as_built(tmp_path):
     config = PublishConfig("cg-test", tmp_path / "hub", WorldSpec(WorldConfig(image_size=32, class_names=CLASSES),
-                                                                  train_per_class=1, test_per_class=1))
+                                                                  train_per_class=1, test_per_class=1), wheel=WHEEL[0])
     repos = build_repos(config, plan_repos(config))
     hub = FakeHub()
     results = push_repos(repos, "cg-test", config.out, hub, version=__version__)
@@ -386,7 +403,7 @@ def test_world_flux_is_published_with_its_card_when_shipped(tmp_path):
                                     "train-flux --seed 0`; species agreement 12 %.\n")
     sources = replace(find_sources(), world_flux=flux)
     config = PublishConfig("cg-test", tmp_path / "hub", WorldSpec(WorldConfig(image_size=32, class_names=CLASSES),
-                                                                  train_per_class=1, test_per_class=1))
+                                                                  train_per_class=1, test_per_class=1), wheel=WHEEL[0])
     plan = [p for p in plan_repos(config, sources) if p.repo.name in ("world-flux", "tied_diffusion", "concept-grounding")]
     build_repos(config, plan)
     folder = tmp_path / "hub" / "models" / "world-flux"
@@ -400,7 +417,6 @@ def test_world_flux_is_published_with_its_card_when_shipped(tmp_path):
     assert type(DiffusionPipeline.from_pretrained(folder)).__name__ == "FluxPipeline"
     import sys
 
-    sys.modules.pop("diffusers_modules.local.pipeline", None)  # diffusers' one module for every local pipeline.py
     tdg = DiffusionPipeline.from_pretrained(folder, custom_pipeline=str(tmp_path / "hub" / "models" / "tied_diffusion"),
                                          trust_remote_code=True)
     assert type(tdg).__name__ == "TiedDiffusionPipeline"

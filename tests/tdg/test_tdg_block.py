@@ -14,12 +14,20 @@ from diffusers.modular_pipelines import (
     Flux2AutoBlocks,
     Flux2KleinAutoBlocks,
     FluxAutoBlocks,
+    ModularPipeline,
     ModularPipelineBlocks,
 )
 from diffusers.modular_pipelines.flux.encoders import FluxTextEncoderStep
 
 from concept_grounding.tdg import ConstantEta, EtaSchedule
-from concept_grounding.tdg.block import TiedDiffusionLoopStep, TiedLatentsStep
+from concept_grounding.tdg.block import (
+    BLOCK_SHELL,
+    TiedDiffusionLoopStep,
+    TiedFlux2AutoBlocks,
+    TiedFlux2KleinAutoBlocks,
+    TiedFluxAutoBlocks,
+    TiedLatentsStep,
+)
 from concept_grounding.tdg.pipeline_flux2 import TiedFlux2KleinPipeline, TiedFlux2Pipeline
 from concept_grounding.testing import tiny_flux2_components, tiny_flux2_pipeline, tiny_flux_components, tiny_flux_pipeline
 
@@ -123,3 +131,68 @@ def test_odd_batch_and_bad_eta_fail_in_one_line(loaded_block):
         with pytest.raises(ValueError, match=message) as caught:
             modular(prompt=prompt, eta_schedule=schedule, **KW)
         assert "\n" not in str(caught.value)
+
+
+def _run(modular, latents, **extra):
+    return modular(prompt=[R, G], latents=latents, eta_schedule=SCHEDULE, output="images", **extra, **KW)
+
+
+@pytest.mark.parametrize("name", list(FAMILY))
+def test_saved_pipeline_reloads_tied(name, loaded_block, tmp_path):
+    """``pipe.save_pretrained`` writes the TDG blocks as code (modular_config.json + block.py) beside the
+    components; ``ModularPipeline.from_pretrained(..., trust_remote_code=True)`` rebuilds them and makes
+    the same images, whole tensors bit for bit (before: diffusers' plain blocks, untied, off by ~0.7)."""
+    auto, components, _, latents, extra, _ = FAMILY[name]()
+    blocks = loaded_block.compose(auto())
+    assert type(blocks) is {"flux": TiedFluxAutoBlocks, "flux2": TiedFlux2AutoBlocks,
+                            "flux2_klein": TiedFlux2KleinAutoBlocks}[name]
+    pipe = blocks.init_pipeline()
+    pipe.update_components(**{k: v for k, v in components.items() if v is not None})
+    pipe.set_progress_bar_config(disable=True)
+    latents = torch.cat([latents, torch.randn_like(latents)])
+    expected = _run(pipe, latents, **extra)
+    pipe.save_pretrained(str(tmp_path), overwrite_modular_index=True)
+    assert (tmp_path / "block.py").read_text() == BLOCK_SHELL
+    assert json.loads((tmp_path / "modular_config.json").read_text())["auto_map"] == {
+        "ModularPipelineBlocks": f"block.{type(blocks).__name__}"}
+    assert json.loads((tmp_path / "modular_model_index.json").read_text())["_class_name"] == \
+        type(pipe).__mro__[1].__name__  # diffusers' own class name: the reload resolves it in diffusers
+    with pytest.raises(ValueError, match="trust_remote_code=True") as caught:  # never silently untied
+        ModularPipeline.from_pretrained(str(tmp_path))
+    assert "\n" not in str(caught.value)
+    reloaded = ModularPipeline.from_pretrained(str(tmp_path), trust_remote_code=True)
+    assert type(reloaded.blocks) is type(blocks)
+    reloaded.load_components()
+    reloaded.set_progress_bar_config(disable=True)
+    got = _run(reloaded, latents, **extra)
+    torch.testing.assert_close(got, expected, atol=0, rtol=0)
+    untied = auto().init_pipeline()
+    untied.update_components(**{k: v for k, v in components.items() if v is not None})
+    untied.set_progress_bar_config(disable=True)
+    assert (_run(untied, latents, **extra)[1] - expected[1]).abs().max() > 1e-2  # the comparison can tell them apart
+
+
+def test_composed_blocks_are_their_class_rebuilt():
+    for auto, tied in ((FluxAutoBlocks, TiedFluxAutoBlocks), (Flux2AutoBlocks, TiedFlux2AutoBlocks),
+                       (Flux2KleinAutoBlocks, TiedFlux2KleinAutoBlocks)):
+        composed = TiedDiffusionLoopStep().compose(auto())
+        rebuilt = tied()
+        assert _tree(composed) == _tree(rebuilt) != _tree(auto())  # and building it left diffusers' blocks untied
+        assert "tdg_tie" not in str(_tree(auto()))
+
+
+def test_saving_blocks_changed_after_compose_fails_in_one_line(tmp_path):
+    blocks = TiedDiffusionLoopStep().compose(Flux2AutoBlocks())
+    blocks.sub_blocks.pop("text_encoder")
+    with pytest.raises(ValueError, match="changed after compose") as caught:
+        blocks.save_pretrained(str(tmp_path))
+    assert "\n" not in str(caught.value) and not (tmp_path / "modular_config.json").exists()
+
+
+def test_shipped_block_file_is_the_shell():
+    assert (FOLDER / "block.py").read_text() == BLOCK_SHELL
+
+
+def _tree(blocks):
+    return tuple((name, type(child).__name__, _tree(child)) for name, child in (getattr(blocks, "sub_blocks", None)
+                                                                               or {}).items())

@@ -310,15 +310,9 @@ def test_components_are_the_base_pipelines(member, pipes):
 
 def test_save_load_local_and_as_custom_pipeline(member, pipes, tmp_path):
     """upstream ``test_save_load_local`` / ``test_save_load_optional_components``; loaded through
-    ``custom_pipeline=pipelines/<folder>`` it is the TDG class and makes the same images.
-
-    diffusers imports every local folder's ``pipeline.py`` as one module (``diffusers_modules.local.pipeline``)
-    and re-executes the next folder's file into it, keeping the previous class: a second local
-    TDG folder in one process would find two pipeline classes. The test drops that module first.
+    ``custom_pipeline=pipelines/<folder>`` it is the TDG class and makes the same images (the other
+    folders' tests load theirs into the same process: see ``test_the_three_folders_load_side_by_side``).
     """
-    import sys
-
-    sys.modules.pop("diffusers_modules.local.pipeline", None)
     tdg = pipes[0]
     tdg.save_pretrained(tmp_path)
     loaded = DiffusionPipeline.from_pretrained(tmp_path, custom_pipeline=str(REPO / "pipelines" / member.folder),
@@ -330,6 +324,26 @@ def test_save_load_local_and_as_custom_pipeline(member, pipes, tmp_path):
     a = tdg(R, G, generator=_gen(5), **_kw(member))
     b = loaded(R, G, generator=_gen(5), **_kw(member))
     assert torch.equal(a.images, b.images) and torch.equal(a.guide_images, b.guide_images)
+
+
+def test_the_three_folders_load_side_by_side(tmp_path):
+    """diffusers executes every local folder's ``pipeline.py`` into one module; each shell leaves only its
+    class there, so the three folders load one after another (and back) in one process, each as its
+    TDG class making its class's images (whole tensors, bit for bit)."""
+    order = ["flux", "flux2", "flux2_klein", "flux", "flux2_klein"]
+    built = {name: FAMILY[name].build(FAMILY[name].tdg) for name in set(order)}
+    for name, pipe in built.items():
+        pipe.save_pretrained(tmp_path / name)
+    for name in order:
+        member = FAMILY[name]
+        loaded = DiffusionPipeline.from_pretrained(tmp_path / name, trust_remote_code=True,
+                                                   custom_pipeline=str(REPO / "pipelines" / member.folder))
+        assert type(loaded).__name__ == member.tdg.__name__
+        loaded.set_progress_bar_config(disable=True)
+        a = built[name](R, G, generator=_gen(5), **_kw(member))
+        b = loaded(R, G, generator=_gen(5), **_kw(member))
+        torch.testing.assert_close(b.images, a.images, atol=0, rtol=0)
+        torch.testing.assert_close(b.guide_images, a.guide_images, atol=0, rtol=0)
 
 
 def test_to_dtype_and_half_precision_has_no_nan(member):

@@ -136,9 +136,6 @@ def test_concurrent_calls_from_threads_equal_the_calls_alone(pipe):
 
 
 def test_save_and_custom_pipeline_reload(pipe, tmp_path):
-    import sys
-
-    sys.modules.pop("diffusers_modules.local.pipeline", None)  # see test_tdg_family_checklist's save/load test
     pipe.save_pretrained(tmp_path / "tiny")
     loaded = DiffusionPipeline.from_pretrained(
         tmp_path / "tiny", custom_pipeline=str(REPO / "pipelines" / "tied_diffusion"), trust_remote_code=True

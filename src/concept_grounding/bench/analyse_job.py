@@ -79,7 +79,24 @@ class AnalyseResult:
         """Write the report folder under ``out`` (``results.json``, ``report.md``, CSVs, figures);
         returns ``report.md``'s path."""
         self.analysis.write(out, coam_threshold=self.config.coam_threshold, seed=self.config.seed)
+        self.write_eval_results(Path(out))
         return Path(out) / "report.md"
+
+    def write_eval_results(self, out: Path) -> Path | None:
+        """``out/eval_results/<model>/analyse.yaml``: class accuracy and every scalar of Aysel et al.'s
+        concept existence and location (``existence@l``, ``location@l_alpha{a}``) on the split analysed."""
+        from ..eval_results import result_entries, write_eval_results
+
+        result = self.analysis.result
+        values = {"class_accuracy": result.class_accuracy}
+        for name, table in (("existence", result.existence), ("location", result.location)):
+            values.update({f"{name}/{k}": v for k, v in table.items()
+                           if isinstance(v, (int, float)) and not isinstance(v, bool)})
+        dataset = str(self.config.cub_root.name) if self.config.cub_root is not None else "bird-world"
+        model = str(self.config.model) if isinstance(self.config.model, (str, Path)) else "posthoc-cbm"
+        return write_eval_results(out, model, "analyse",
+                                  result_entries(dataset, values, notes=f"concept-grounding analyse, seed "
+                                                                        f"{self.config.seed}"))
 
 
 def load_analyse_data(config: AnalyseConfig, image_size: int) -> "datasets.DatasetDict":

@@ -379,8 +379,25 @@ class BenchResult:
         markdown = bench_markdown(self.config, self.data, self.columns, r["table1"], r["table2"], r["posthoc"] or None,
                                   self.timings, plots, r["ccd"])
         write_report(out, r, markdown, results_name=files.results_json.name, report_name=files.report_md.name)
+        self.write_eval_results(out)
         logger.info("bench report: %s", files.report_md)
         return files.report_md
+
+
+    def write_eval_results(self, out: Path) -> list[Path]:
+        """``out/eval_results/<model>/bench.yaml`` per Table 1 / 2 model (:mod:`concept_grounding.eval_results`):
+        s+, s- and, where measured, concept and class accuracy on the world's SUB-style set (or SUB)."""
+        from ..eval_results import WORLD_SUB_DATASET, result_entries, write_eval_results
+
+        dataset = WORLD_SUB_DATASET if self.data.source == "world" else str(self.config.sub or "Jessica-bader/SUB")
+        notes = f"concept-grounding bench, {len(self.columns)} concepts, world seed {self.config.world.seed}"
+        tasks = ("s_plus", "s_minus", "concept_accuracy", "class_accuracy")
+        written = []
+        for row in self.results["table1"] + self.results["table2"]:
+            values = {k: row[k] for k in tasks if isinstance(row.get(k), (int, float))}
+            path = write_eval_results(out, row["name"], "bench", result_entries(dataset, values, notes=notes))
+            written += [path] if path else []
+        return written
 
 
 def run_bench_job(config: BenchConfig) -> BenchResult:

@@ -118,7 +118,24 @@ class CciBenchResult:
         report's path."""
         from .tables import write_cci_tables
 
-        return write_cci_tables(self.rows, out, self.config.task, header=self.header, random_models=self.random_models)
+        report = write_cci_tables(self.rows, out, self.config.task, header=self.header, random_models=self.random_models)
+        self.write_eval_results(Path(out))
+        return report
+
+    def write_eval_results(self, out: Path) -> list[Path]:
+        """``out/eval_results/<model>/cci-bench.yaml`` per CLIP: each method's faithfulness AUCs
+        (``<method>/<column>``) and the clean accuracy, on the task's data set."""
+        from ..eval_results import result_entries, write_eval_results
+
+        config = self.config
+        root = config.coco if config.task == "retrieval" else config.images
+        dataset = Path(root).name if root is not None else f"bird-world-{config.task}"
+        by_model: dict[str, dict[str, float]] = {}
+        for row in self.rows:
+            values = by_model.setdefault(row.model, {"accuracy": row.accuracy})
+            values.update({f"{row.method}/{column}": auc for column, auc in row.scores.items()})
+        return [path for model, values in by_model.items() if (path := write_eval_results(
+            out, model, "cci-bench", result_entries(dataset, values, notes=f"concept-grounding cci-bench, {config.task}")))]
 
 
 def table_data(config: CciBenchConfig) -> "ImageFolder | CaptionedImages":

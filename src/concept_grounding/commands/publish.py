@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     settings.add_arguments(parser, PublishJobConfig, exclude=names - {"namespace"})
     parser.add_argument("--out", required=True, type=Path,
                         help="folder for one sub-folder per repo (new, empty, or made by an earlier publish)")
-    settings.add_arguments(parser, PublishJobConfig, exclude=names - {"bench"})
+    settings.add_arguments(parser, PublishJobConfig, exclude=names - {"bench", "wheel"})
     groups = (("bird world datasets (the `concept-grounding world` settings)", WORLD_SETTINGS),
               ("upload", UPLOAD_SETTINGS))
     for title, group in groups:

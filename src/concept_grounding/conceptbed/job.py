@@ -109,7 +109,18 @@ class ConceptBedResult:
             self.ratings.save(out / "ratings")
         report = out / "report.md"
         report.write_text(render_report(self.results), encoding="utf-8")
+        self.write_eval_results(out)
         return report
+
+    def write_eval_results(self, out: Path) -> list[Path]:
+        """``out/eval_results/<learner>/conceptbed.yaml`` per learner: its CCD per task (Table 1;
+        lower is better) on the bird world's concepts (the world dataset, ``bird-world``)."""
+        from ..eval_results import result_entries, write_eval_results
+
+        notes = f"concept-grounding conceptbed, CCD (lower is better), seed {self.config.seed}"
+        return [path for learner, row in self.results["table1"].items() if (path := write_eval_results(
+            out, learner, "conceptbed", result_entries("bird-world", {f"ccd/{t}": v for t, v in row.items()},
+                                                       notes=notes)))]
 
 
 def _oracles(config: ConceptBedConfig) -> tuple[dict[str, "Oracle"], dict[str, "Oracle"]]:

@@ -106,4 +106,17 @@ def write_sub_report(result: Any, out: Path, *, scores: bool = False) -> Path:
                                               first=("name", header))),
                   ""]
     write_report(out, result.summary(), "\n".join(lines))
+    _write_sub_eval_results(result, out)
     return out
+
+
+def _write_sub_eval_results(result: Any, out: Path) -> Path | None:
+    """``out/eval_results/<model>/sub.yaml``: s+ and s- on the SUB set evaluated (its Hub id, local
+    folder name, or the world's SUB-style set)."""
+    from ..eval_results import WORLD_SUB_DATASET, model_folder_name, result_entries, write_eval_results
+
+    source = str(result.source)
+    dataset = WORLD_SUB_DATASET if source == "bird world SUB export" else model_folder_name(source).replace("--", "/")
+    notes = f"concept-grounding sub, {result.mode} mode, protocol {result.protocol}, {result.num_images} images"
+    return write_eval_results(out, result.model or "model", "sub",
+                              result_entries(dataset, {"s_plus": result.s_plus, "s_minus": result.s_minus}, notes=notes))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["EXAMPLES"]
+__all__ = ["EXAMPLES", "CONFIG_EXAMPLES"]
 
 #: metric name -> the keyword arguments of its ``evaluate`` module's ``compute``.
 EXAMPLES: dict[str, dict[str, Any]] = {
@@ -24,4 +24,22 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "removed_attributes": [["has_bill_shape::dagger"]] * 2,
         "reference_classes": ["017.Cardinal", "073.Blue_Jay"],
         "concept_names": ["has_bill_shape::dagger", "has_bill_shape::needle"]},
+}
+
+_SUB_ROWS = {k: EXAMPLES["sub_accuracy"][k] for k in ("target_attributes", "removed_attributes", "reference_classes",
+                                                      "concept_names")}
+
+#: metric name -> config -> the keyword arguments of ``compute`` under that config (``evaluate.load(name, config)``),
+#: the first config being the module's default; the metric Space offers one tab per config.
+CONFIG_EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
+    "sub_accuracy": {
+        "binary": EXAMPLES["sub_accuracy"],
+        "group": {"predictions": [[0.1, 0.3], [0.3, 0.1]], **_SUB_ROWS},
+        "group_with_none": {"predictions": [[0.1, 0.3], [0.3, 0.1]], "none_scores": [0.2, 0.2], **_SUB_ROWS},
+    },
+    "concept_confidence_deviation": {
+        "classifier": EXAMPLES["concept_confidence_deviation"],
+        "vqa": {"predictions": [0.9, 0.3, 0.6], "references": [0, 0, 1], "real_probabilities": [0.8, 0.7],
+                "real_labels": [0, 1]},
+    },
 }

@@ -19,6 +19,7 @@ from .code_repos import build_block_repo, build_metric_space, build_pipeline_rep
 from .layout import HubRepo, check_namespace, prepare_out, write_marker
 from .model_repos import BenchModel, build_bench_model, build_world_flux, check_bench, find_bench_models
 from .sources import METRIC_NAMES, HubSources, find_sources
+from .wheel import PackageWheel, package_wheel
 from .world_data import WorldSpec, build_sub_dataset, build_world, build_world_dataset
 
 __all__ = ["PublishConfig", "plan_repos", "build_repos", "publish_command"]
@@ -45,6 +46,7 @@ class PublishConfig:
         world: the bird world rendered into the two dataset repos.
         bench: a ``concept-grounding bench`` run folder whose models are published, or ``None``.
         version: the package version the code repos pin.
+        wheel: the package wheel the Spaces carry (``None``: built from the checkout).
     """
 
     namespace: str
@@ -52,11 +54,12 @@ class PublishConfig:
     world: WorldSpec = field(default_factory=WorldSpec)
     bench: Path | None = None
     version: str = __version__
+    wheel: Path | None = None
 
     @classmethod
     def from_flags(cls, namespace: str, out: Path, *, size: int, train_per_class: int, test_per_class: int,
                    per_pairing: int, seed: int, deviation_rate: float, classes: Sequence[str] | None,
-                   bench: Path | None = None) -> "PublishConfig":
+                   bench: Path | None = None, wheel: Path | None = None) -> "PublishConfig":
         """The config of the ``concept-grounding publish`` flags, each world flag checked first
         (a one-line ``ValueError`` naming it, before the :class:`~concept_grounding.world.WorldConfig`
         is built).
@@ -73,7 +76,7 @@ class PublishConfig:
         world = WorldConfig(image_size=size, class_names=tuple(classes) if classes else None,
                             deviation_rate=deviation_rate, seed=seed)
         return cls(namespace, out, WorldSpec(world, train_per_class=train_per_class, test_per_class=test_per_class,
-                                             per_pairing=per_pairing), bench=bench)
+                                             per_pairing=per_pairing), bench=bench, wheel=wheel)
 
 
 def publish_command(config: PublishConfig) -> str:
@@ -92,6 +95,8 @@ def publish_command(config: PublishConfig) -> str:
         parts += ["--classes", *w.class_names]
     if config.bench is not None:
         parts += ["--bench", str(config.bench)]
+    if config.wheel is not None:
+        parts += ["--wheel", str(config.wheel)]
     return shlex.join(parts)
 
 
@@ -131,15 +136,26 @@ def plan_repos(config: PublishConfig, sources: HubSources | None = None) -> list
     """Every repo ``config`` publishes, validated (names, inputs) before anything is written.
 
     Raises:
-        ValueError: an invalid namespace or repo name, world setting or ``--bench`` folder.
+        ValueError: an invalid namespace or repo name, world setting, ``--bench`` folder or ``--wheel``.
     """
     _check_world(config.world)
     if config.bench is not None:
         check_bench(config.bench)
     sources = sources or find_sources()
     ns, version, command = config.namespace, config.version, publish_command(config)
-    ids = {n: f"{ns}/{n}" for n in (WORLD_DATASET, SUB_DATASET, PIPELINE, WORLD_FLUX)}
+    ids = {n: f"{ns}/{n}" for n in (WORLD_DATASET, SUB_DATASET, PIPELINE, WORLD_FLUX, SPACE)}
     world_cache: dict[str, object] = {}
+    wheel_cache: dict[str, PackageWheel] = {}
+    if config.wheel is not None:  # checked now; one built from the checkout is made by the first Space
+        wheel_cache["wheel"] = package_wheel(version, config.wheel, None, Path("."))
+    checkout = sources.metrics.parent if sources.origin == "checkout" else None  # else: the installed package
+
+    def wheel(folder: Path) -> PackageWheel:
+        """The package wheel, built (once, offline; or packed from the installed package) into the first
+        Space folder that needs it."""
+        if "wheel" not in wheel_cache:
+            wheel_cache["wheel"] = package_wheel(version, None, checkout, folder / "wheels")
+        return wheel_cache["wheel"]
 
     def world():
         if "world" not in world_cache:
@@ -156,7 +172,7 @@ def plan_repos(config: PublishConfig, sources: HubSources | None = None) -> list
     ]
     for name in METRIC_NAMES:
         plan.append(PlannedRepo(HubRepo(name, "space", "evaluate metric", space_sdk="gradio"),
-                                lambda f, name=name: build_metric_space(sources.metrics / name, f, ns, version)))
+                                lambda f, name=name: build_metric_space(sources.metrics / name, f, ns, wheel(f))))
     plan.append(PlannedRepo(HubRepo(PIPELINE, "model", "diffusers custom pipeline"),
                             lambda f: build_pipeline_repo(sources.pipeline, f, ns, PIPELINE, version)))
     for name in FLUX2_PIPELINES:
@@ -177,7 +193,7 @@ def plan_repos(config: PublishConfig, sources: HubSources | None = None) -> list
                                                            version)))
     model_ids = [f"{ns}/{m.repo_name}" for m in models] + ([ids[WORLD_FLUX]] if sources.world_flux else [])
     plan.append(PlannedRepo(HubRepo(SPACE, "space", "the concept-grounding Gradio Space", space_sdk="gradio"),
-                            lambda f: build_space(sources.space, sources.screenshots, f, version, model_ids,
+                            lambda f: build_space(sources.space, sources.screenshots, f, ids[SPACE], wheel(f), model_ids,
                                                   [ids[WORLD_DATASET], ids[SUB_DATASET]])))
     check_namespace(ns, [p.repo.name for p in plan])
     return plan

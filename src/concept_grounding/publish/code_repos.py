@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 from .cards import make_card, rewrite_local_paths, save_card
+from .wheel import PackageWheel, check_space_requirements, place_wheel, space_requirement
 
 __all__ = ["METRIC_SPACE_GRADIO"]
 
@@ -43,17 +44,27 @@ def _requirements(folder: Path, lines: list[str]) -> None:
     (folder / "requirements.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def build_metric_space(source: Path, folder: Path, namespace: str, version: str) -> None:
-    """``metrics/<name>/`` as an ``evaluate`` metric Space: module, ``app.py``, card, requirements.
+def _space_requirements(folder: Path, repo_id: str, wheel: PackageWheel, extra: str | None, why: str) -> list[str]:
+    """The Space's requirement lines, checked to resolve (:func:`~.wheel.check_space_requirements`)."""
+    lines = [f"# {why}", "# concept-grounding is on no package index: the Space carries its wheel (wheels/)",
+             space_requirement(repo_id, wheel, extra)]
+    check_space_requirements(lines, repo_id, wheel)
+    return lines
+
+
+def build_metric_space(source: Path, folder: Path, namespace: str, wheel: PackageWheel) -> None:
+    """``metrics/<name>/`` as an ``evaluate`` metric Space: module, ``app.py``, card, wheel, requirements.
 
     ``evaluate.load("<namespace>/<name>")`` then loads it from the Hub (the examples'
     ``evaluate.load("<name>")`` are rewritten so), and ``evaluate.load(<folder>)`` from disk;
     its Gradio is the card's ``sdk_version`` (:data:`METRIC_SPACE_GRADIO`); the module needs the package's base install
-    (no extra: the metrics are numpy formulas), which ``requirements.txt`` pins at ``version``.
+    (no extra: the metrics are numpy formulas): ``requirements.txt`` requires the wheel in ``wheels/``.
     """
     from huggingface_hub import SpaceCard
 
     name = source.name
+    requirements = _space_requirements(folder, f"{namespace}/{name}", wheel, None,
+                                       "the metric needs the package's base install; Gradio: the card's sdk_version")
     _copy_tree(source, folder, skip=("requirements.txt", "README.md"))
     paths = {f'"metrics/{name}"': f'"{namespace}/{name}"', f"'metrics/{name}'": f"'{namespace}/{name}'",
              f'evaluate.load("{name}"': f'evaluate.load("{namespace}/{name}"'}
@@ -66,7 +77,8 @@ def build_metric_space(source: Path, folder: Path, namespace: str, version: str)
     data.tags = sorted(set(data.tags or []) | {"evaluate", "metric"})
     data.license = data.license or "apache-2.0"
     save_card(make_card(SpaceCard, data, rewrite_local_paths(card.text, paths)), folder)
-    _requirements(folder, [requirement(version), "evaluate>=0.4.3"])  # Gradio: the card's sdk_version
+    place_wheel(wheel, folder)
+    _requirements(folder, requirements)
 
 
 def _tdg_card_text(source: Path, hub: str, version: str) -> str:
@@ -114,14 +126,17 @@ def _space_links(text: str) -> str:
     return text.replace("../../docs/screenshots/", "screenshots/")
 
 
-def build_space(source: Path, screenshots: Path | None, folder: Path, version: str, models: list[str],
-                datasets: list[str]) -> None:
-    """``spaces/concept-grounding/`` as the Space repo, requirements pinned to ``version``.
+def build_space(source: Path, screenshots: Path | None, folder: Path, repo_id: str, wheel: PackageWheel,
+                models: list[str], datasets: list[str]) -> None:
+    """``spaces/concept-grounding/`` as the Space repo ``repo_id``: it carries ``wheel`` and requires it
+    with the Space extra.
 
     ``models`` / ``datasets``: Hub ids the Space card links (the published bench models and world).
     """
     from huggingface_hub import SpaceCard
 
+    requirements = _space_requirements(folder, repo_id, wheel, "space",
+                                       "the Space runs the released package (its Gradio extra); nothing else is needed")
     _copy_tree(source, folder, skip=("requirements.txt", "README.md", "screenshots"))
     if screenshots is not None:
         _copy_tree(screenshots, folder / "screenshots")
@@ -133,7 +148,5 @@ def build_space(source: Path, screenshots: Path | None, folder: Path, version: s
     if screenshots is None:
         text = re.sub(r"(?s)## Screenshots.*?(?=\n## |\Z)", "", text)
     save_card(make_card(SpaceCard, data, text), folder)
-    _requirements(folder, [
-        "# the Space runs the released package (its Gradio extra); nothing else is needed",
-        requirement(version, "space"),
-    ])
+    place_wheel(wheel, folder)
+    _requirements(folder, requirements)

@@ -4,7 +4,13 @@ from .filter_job import FilterConfig, FilterJobResult, run_filter
 from .generate_config import GenerateConfig
 from .generate_job import GenerateResult, run_generate
 from .loading import load_flux_pipeline
-from .block import TiedDiffusionLoopStep, TiedLatentsStep
+from .block import (
+    TiedDiffusionLoopStep,
+    TiedFlux2AutoBlocks,
+    TiedFlux2KleinAutoBlocks,
+    TiedFluxAutoBlocks,
+    TiedLatentsStep,
+)
 from .pipeline import REFUSED_ARGUMENTS, TiedDiffusionPipeline
 from .pipeline_flux2 import TiedFlux2KleinPipeline, TiedFlux2Pipeline
 from .pipeline_output import TiedDiffusionPipelineOutput

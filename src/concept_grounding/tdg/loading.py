@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ["load_flux_pipeline", "tied_pipeline_class", "TIED_PIPELINES"]
+__all__ = ["load_flux_pipeline", "tied_pipeline_class", "TIED_PIPELINES", "own_custom_pipeline_module"]
 
 #: Pipeline class named in a ``model_index.json`` -> (module of ``concept_grounding.tdg``, TDG class).
 TIED_PIPELINES: dict[str, tuple[str, str]] = {
@@ -79,3 +79,31 @@ def load_flux_pipeline(source: str | os.PathLike[str], dtype: Any = "float32", p
         pipe.default_sample_size = int(sample_size) // int(pipe.vae_scale_factor)
     pipe.set_progress_bar_config(disable=True)
     return pipe
+
+
+def own_custom_pipeline_module(namespace: dict[str, Any], pipeline_cls: type) -> None:
+    """Leave ``pipeline_cls`` the one pipeline class in a ``custom_pipeline`` folder's ``pipeline.py``.
+
+    diffusers imports every *local* ``custom_pipeline`` folder's ``pipeline.py`` as the same module
+    (``diffusers_modules.local.pipeline``) and executes the next folder's file into it, so the
+    class an earlier folder defined stays in the namespace, and ``find_pipeline_class`` fails with
+    "Multiple classes that inherit from DiffusionPipeline" (Hub repos get one module per repo and
+    commit). Each TDG shell calls this with its ``globals()`` last: every other non-diffusers
+    ``DiffusionPipeline`` subclass is dropped from the namespace, so the three TDG folders load
+    side by side in one process.
+
+    >>> from diffusers import DiffusionPipeline, FluxPipeline
+    >>> class Old(DiffusionPipeline): ...
+    >>> class New(DiffusionPipeline): ...
+    >>> namespace = {"Old": Old, "New": New, "FluxPipeline": FluxPipeline, "x": 1}
+    >>> own_custom_pipeline_module(namespace, New)
+    >>> sorted(namespace)
+    ['FluxPipeline', 'New', 'x']
+    """
+    from diffusers import DiffusionPipeline
+
+    stale = [name for name, value in namespace.items()
+             if isinstance(value, type) and issubclass(value, DiffusionPipeline) and value is not pipeline_cls
+             and value.__module__.split(".")[0] != "diffusers"]
+    for name in stale:
+        del namespace[name]

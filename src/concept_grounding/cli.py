@@ -64,6 +64,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cci-bench": ("concept_grounding.commands.cci_bench", "CCI Tables 1-2: deletion / insertion of CCI and baselines across CLIPs"),
     "diagnose": ("concept_grounding.commands.diagnose", "BG-Er / Fine-Er / FG-Er of a CLIP's errors on an image folder (CounterAnimals too)"),
     "train-flux": ("concept_grounding.commands.train_flux", "train the world Flux text-to-image pipeline on bird-world renders"),
+    "photos": ("concept_grounding.commands.photos",
+               "real animal cut-outs (Debian's Tux Paint stamps) on real backgrounds with exact masks, easy / hard"),
     "publish": ("concept_grounding.commands.publish", "build every Hub repo (datasets, metric Spaces, pipeline, models, Space) offline; --push uploads"),
 }
 

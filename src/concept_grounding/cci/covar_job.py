@@ -335,6 +335,8 @@ def run_covar(config: CovarConfig) -> CovarResult:
     from concept_grounding.models.clip import class_caption
     from concept_grounding.world import BirdWorld, WorldConfig
 
+    from ..hub import IMAGENET_CLASSIFIERS
+
     # 1. objects and variants
     mask_agreement: dict[str, float] = {}
     if config.images is not None:
@@ -353,6 +355,15 @@ def run_covar(config: CovarConfig) -> CovarResult:
     n_backgrounds = len(backgrounds) if backgrounds is not None else config.backgrounds
     ds = build_covar(((s.image, s.mask, s.label) for s in samples), num_backgrounds=n_backgrounds,
                      class_names=class_names, seed=config.seed, backgrounds=backgrounds)
+
+    if config.model in IMAGENET_CLASSIFIERS:  # a CNN: class logits and Grad-CAM (.covar_classifier)
+        from .covar_classifier import covar_with_classifier
+
+        c = covar_with_classifier(config.model, samples, class_names, ds, per_object=VARIANTS * n_backgrounds,
+                                  threshold=config.threshold, judge_threshold=config.judge_threshold,
+                                  steps=config.steps, seed=config.seed)
+        return CovarResult(config, c.description, ds, c.shares, c.truth, c.fg_share_mean, n_backgrounds, c.overlays,
+                           mask_agreement)
 
     # 2. model, prompts, judge
     clip = load_explainable_clip(config.model, image_size=config.size, pretrained=config.pretrained)

@@ -195,6 +195,7 @@ def diagnose_folder(images: str | Path, *, class_names: str | Path | None = None
 
     from ..models.clip import class_caption
     from . import ConceptClusterImportance
+    from .classifier import classifier_judge, evaluate_classifier_covar, folder_classes, is_classifier
     from .covar import evaluate_covar
     from .diagnosis import TextEmbeddingJudge
     from .loading import load_explainable_clip
@@ -202,6 +203,17 @@ def diagnose_folder(images: str | Path, *, class_names: str | Path | None = None
     subsets = read_subsets(images, class_names, max_per_class)
     names = next(iter(subsets.values())).class_names
     given_rows, computed_rows, ious = _rows(subsets, segmenter)
+    if is_classifier(model):  # a CNN: class logits, Grad-CAM of the predicted class (.classifier)
+        classes, reason = folder_classes(next(iter(subsets.values())))
+        if reason:
+            raise UsageError(reason, argument="--images")
+        judge = classifier_judge(model, classes, judge_threshold)
+        features = datasets.Features({"image": datasets.Image(), "mask": datasets.Image(),
+                                      "label": datasets.ClassLabel(names=list(names)),
+                                      "transform": datasets.Value("string")})
+        ev = evaluate_classifier_covar(model, classes, datasets.Dataset.from_list(given_rows, features=features),
+                                       judge=judge, threshold=threshold, batch_size=batch_size)
+        return ModelDiagnosis(model.description, str(images), len(given_rows), ev.shares)
     clip = model if hasattr(model, "pixels") else load_explainable_clip(model, image_size=size)  # a ClipHandle or a name
     cci = ConceptClusterImportance(clip.model, num_clusters=clusters, seed=seed)
     class_embeds = clip.encode_text([class_caption(n) for n in names])
@@ -281,7 +293,7 @@ def write_diagnose_report(result: DiagnoseResult, out: str | Path) -> Path:
     first = results[0]
     random = [r.model for r in results if r.random_weights]
     warning = f" - {len(random)} model(s) with RANDOM WEIGHTS (mechanics only, their rows mean nothing)" if random else ""
-    lines = [f"# Error diagnosis (CCI) on {first.source}{warning}", "", f"{first.images} images; shares of errors. Masks: the "
+    lines = [f"# Error diagnosis (CCI; Grad-CAM for a CNN classifier) on {first.source}{warning}", "", f"{first.images} images; shares of errors. Masks: the "
              "folder's where it has them.", "", _table(results), ""]
     with_agreement = [r for r in results if r.agreement]
     if with_agreement:

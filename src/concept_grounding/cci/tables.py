@@ -91,8 +91,15 @@ def expand_model_names(names: Sequence[str]) -> list[str]:
 def load_table_model(name: str, image_size: int = 64, device: str = "cpu") -> "ClipHandle":
     """One ``--models`` entry as a :class:`~concept_grounding.models.clip.ClipHandle` (module
     docstring); ``UsageError`` naming ``--models`` when it cannot load offline."""
+    from ..hub import IMAGENET_CLASSIFIERS
     from .loading import RANDOM_CLIP, builtin_clip, load_explainable_clip
 
+    if name in IMAGENET_CLASSIFIERS:  # a CNN classifier: Table 1's Grad-CAM and random rows (.classifier)
+        from ..hub import resolve_model_spec
+        from ..models.imagenet import load_imagenet_classifier
+
+        resolve_model_spec(name, "--models")
+        return load_imagenet_classifier(name, device)
     if name == "tiny" or name.startswith("tiny:"):
         raise UsageError(f"{name!r} is now spelled {RANDOM_CLIP}{name[4:]} (random weights: mechanics only)",
                          argument="--models")
@@ -164,6 +171,7 @@ def classification_table(
 
     from ..models.clip import class_caption
     from .backends import get_backend
+    from .classifier import is_classifier
     from .fast import image_embeds
     from .faithfulness import classification_curves, curve_endpoints
 
@@ -172,6 +180,10 @@ def classification_table(
     n = len(data.paths)
     prompts = [class_caption(name) for name in data.class_names]
     for name, handle in models:
+        if is_classifier(handle):
+            rows += classifier_table_rows(name, handle, data, methods=methods, steps=steps, seed=seed,
+                                          batch_size=batch_size, replacement=replacement, progress=progress)
+            continue
         explainers, reason = table_explainers(handle, methods, clusters, seed, batch_size)
         if reason:
             rows += [TableRow(name, m, refused=reason) for m in methods]
@@ -227,12 +239,17 @@ def retrieval_table(
     from tqdm.auto import tqdm
 
     from .backends import get_backend
+    from .classifier import is_classifier
     from .faithfulness import retrieval_curves
 
     _check_methods(methods)
     rows: list[TableRow] = []
     n = len(data.paths)
     for name, handle in tqdm(models, desc="Table 2", disable=not progress, leave=False):
+        if is_classifier(handle):
+            rows += [TableRow(name, m, refused="a classifier has no text tower: image-text retrieval needs a CLIP")
+                     for m in methods]
+            continue
         explainers, reason = table_explainers(handle, methods, clusters, seed, batch_size)
         if reason:
             rows += [TableRow(name, m, refused=reason) for m in methods]
@@ -256,6 +273,52 @@ def retrieval_table(
             rows.append(TableRow(name, m, {c: aucs[c] for c in RETRIEVAL_COLUMNS}, accuracy=clean,
                                  seconds=time.perf_counter() - t0))
     return rows
+
+
+def classifier_table_rows(name: str, classifier: Any, data: ImageFolder, *, methods: Sequence[str] = METHODS,
+                          steps: int = 10, seed: int = 0, batch_size: int = 32, replacement: Any = None,
+                          progress: bool = True) -> list[TableRow]:
+    """Table 1's rows of a CNN classifier (:mod:`.classifier`): its Grad-CAM and random rows scored
+    by the class logits of the folder's classes (labels its ImageNet classes), the methods it
+    cannot take refused with their reason; all rows refused when a class is no ImageNet class.
+    Each chunk's maps come from one batched call; ``batch_size=1`` is the per-image loop."""
+    import time
+
+    import torch
+    from tqdm.auto import tqdm
+
+    from .classifier import CLASSIFIER_METHODS, CLASSIFIER_REFUSALS, class_score_fn, classifier_maps, folder_classes
+    from .faithfulness import classification_curves, curve_endpoints
+
+    classes, reason = folder_classes(data)
+    if reason:
+        return [TableRow(name, m, refused=reason) for m in methods]
+    runnable = [m for m in methods if m in CLASSIFIER_METHODS]
+    score_fn = class_score_fn(classifier, classes)
+    targets = torch.as_tensor(classes, dtype=torch.long)
+    n = len(data.paths)
+    sums = {m: dict.fromkeys(CLASSIFICATION_COLUMNS, 0.0) for m in runnable}
+    times = dict.fromkeys(runnable, 0.0)
+    correct = 0
+    for start in tqdm(range(0, n, batch_size), desc=f"Table 1 {name}", disable=not progress or not runnable,
+                      leave=False):
+        if not runnable:
+            break
+        idx = list(range(start, min(start + batch_size, n)))
+        px = classifier.pixels(data.images(idx))
+        labels = torch.as_tensor(data.labels[idx], dtype=torch.long)
+        ends = curve_endpoints(score_fn, px, replacement)
+        correct += int((ends.clean_scores.argmax(1).cpu() == labels).sum())
+        for m in runnable:
+            t0 = time.perf_counter()
+            maps = classifier_maps(m, classifier, px, targets[labels], seed=seed)
+            aucs = classification_curves(score_fn, px, maps, labels, steps=steps, endpoints=ends,
+                                         forward_batch=batch_size).aucs
+            times[m] += time.perf_counter() - t0
+            for c in CLASSIFICATION_COLUMNS:
+                sums[m][c] += aucs[c] * len(idx)
+    return [TableRow(name, m, {c: v / n for c, v in sums[m].items()}, accuracy=correct / n, seconds=times[m])
+            if m in runnable else TableRow(name, m, refused=CLASSIFIER_REFUSALS[m]) for m in methods]
 
 
 def _check_methods(methods: Sequence[str]) -> None:

@@ -70,7 +70,8 @@ class CciBenchConfig:
     models: tuple[str, ...] = setting(("world-clip",), "CLIPs: world-clip (the shipped world CLIP, the default), "
                                                        "open_clip arch[:pretrained], transformers id or folder, "
                                                        "WorldCLIP folder, random-clip[:seed] (random weights, on "
-                                                       "purpose), or the preset 'paper'", nargs="+", convert=tuple)
+                                                       "purpose), the preset 'paper', or efficientnet_lite0 (an "
+                                                       "ImageNet CNN: Grad-CAM and random rows)", nargs="+", convert=tuple)
     methods: tuple[str, ...] = setting(EXPLAINERS, "explanation methods", nargs="+", choices=EXPLAINERS, convert=tuple)
     steps: int = setting(10, "deletion / insertion fractions (steps + 1 points)", parse=positive_int)
     clusters: int = setting(7, "K of CCI's k-means", parse=positive_int)

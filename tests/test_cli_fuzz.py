@@ -159,7 +159,7 @@ CASES: list[tuple[list[str], str]] = [
     (B + ["--concepts", "some"], "argument --concepts"),
     (B + ["--cub-root", "{missing}"], "argument --cub-root: no such folder"),
     (B + ["--cub-root", "{empty_dir}"], "--sub: --cub-root needs a SUB source"),
-    (B + ["--sub", "{empty_dir}"], "--sub: is read only with --cub-root"),
+    (B + ["--sub", "{empty_dir}"], "not a SUB copy we can read"),
     (B + ["--classes", "Dodo"], "argument --classes"),
     (B + ["--classes", "017.Cardinal"], "--classes: a bench run needs at least 2 different classes"),
     (B + ["--classes", "017.Cardinal", "017.Cardinal"], "--classes: a bench run needs at least 2"),

@@ -5,7 +5,8 @@ pairing for study 2; already-stored images are kept, so rerunning resumes) into 
 launches the app (:mod:`concept_grounding.curation.annotate_app`). ``--simulate`` instead
 lets simulated annotators of the given accuracies answer through the same store calls, from
 the candidates' ``truth.jsonl`` (``--world-task`` first writes bird-world candidates with
-known failures there); ``--export`` writes the answers as Parquet; ``--hub-repo`` pushes
+known failures there) or, without one, from what each candidate was asked (a ``generate`` / ``filter``
+folder's rows: S+ applied, the reference bird kept); ``--export`` writes the answers as Parquet; ``--hub-repo`` pushes
 them to a Hub dataset repo while the app runs (:mod:`concept_grounding.curation.hub_sync`).
 
 Who annotates: ``--annotators ann,bob`` gives each a personal link with a secret token (printed
@@ -50,12 +51,17 @@ def run(args: argparse.Namespace) -> int:
                                          seed=config.seed))
     print(f"{added} new images in {config.db} (study 1: {store.complete(1)[1]}, study 2: {store.complete(2)[1]})")
     if config.simulate is not None:
-        from concept_grounding.curation.simulate import SimulatedAnnotator, read_truth, run_annotators
+        from concept_grounding.curation.simulate import SimulatedAnnotator, asked_truth, read_truth, run_annotators
 
         truth_file = Path(config.truth) if config.truth else root / "truth.jsonl"
-        if not truth_file.is_file():
-            raise UsageError(f"--simulate needs the candidates' truth ({truth_file} is missing)", argument="--truth")
-        truth = read_truth(truth_file)
+        if config.truth and not truth_file.is_file():
+            raise UsageError(f"--simulate: no truth file {truth_file}", argument="--truth")
+        if truth_file.is_file():
+            truth = read_truth(truth_file)
+        else:  # generated candidates: the truth of what generate was asked (S+ applied, the reference bird kept)
+            truth = asked_truth(rows)
+            print("no truth.jsonl: the simulated annotators answer what generate was asked (S+ applied, the "
+                  "reference bird kept)")
         anns = [SimulatedAnnotator(f"sim{i}-{a:g}", a, seed=i) for i, a in enumerate(config.simulate)]
         print(f"{run_annotators(store, anns, truth)} answers submitted by {_count(len(anns), 'simulated annotator')}")
     if config.export:

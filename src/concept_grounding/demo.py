@@ -311,6 +311,7 @@ def _stage_human(out: Path, config: DemoConfig) -> str:
     from .curation.sampling import study_items
     from .curation.simulate import SimulatedAnnotator, run_annotators
     from .evaluation import evaluate_sub
+    from .evaluation.report import percent
     from .loaders import load_sub
 
     truth, kept = _human_candidates(out, config.seed)
@@ -330,11 +331,11 @@ def _stage_human(out: Path, config: DemoConfig) -> str:
     model, which = _human_sub_model(out.parent / "bench")
     scored = evaluate_sub(model, sub, progress=False)
     scored.save(out / "sub")
-    human = "" if res.human is None else (
-        f"; Human rows s+/s- binary {100 * res.human['binary']['s_plus']:.1f}/{100 * res.human['binary']['s_minus']:.1f},"
-        f" group {100 * res.human['group']['s_plus']:.1f}/{100 * res.human['group']['s_minus']:.1f}")
+    human = "" if res.human is None else (  # a score with no image to count is "–", as in the reports
+        f"; Human rows s+/s- binary {percent(res.human['binary']['s_plus'])}/{percent(res.human['binary']['s_minus'])},"
+        f" group {percent(res.human['group']['s_plus'])}/{percent(res.human['group']['s_minus'])}")
     return (line + f" ([dataset](human/curate/dataset), {sub.num_rows} images){human}; "
-            f"[SUB accuracy](human/sub/report.md) of {which}: s+ {100 * scored.s_plus:.1f}, s- {100 * scored.s_minus:.1f}")
+            f"[SUB accuracy](human/sub/report.md) of {which}: s+ {percent(scored.s_plus)}, s- {percent(scored.s_minus)}")
 
 
 STAGES: dict[str, Stage] = {

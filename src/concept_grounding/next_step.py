@@ -13,6 +13,8 @@ prints after a command succeeds; the program is spelled as the user can type it 
 'next: concept-grounding filter --in gen --out gen-kept --scorer world-judge'
 >>> next_line(argparse.Namespace(command="explain", out=Path("reports/explain")), "concept-grounding")
 'next: open reports/explain/report.md'
+>>> next_line(argparse.Namespace(command="annotate", candidates=Path("kept"), db="kept.db", simulate=(1.0,)), "cg")
+'next: cg curate --candidates kept --annotations kept.db --out kept-curated'
 """
 
 from __future__ import annotations
@@ -115,9 +117,16 @@ NEXT: dict[str, Callable[[argparse.Namespace], str]] = {
 }
 
 
+#: commands whose folders are other arguments than ``--out`` (annotate: ``--candidates`` and ``--db``)
+WITHOUT_OUT = frozenset({"annotate"})
+
+
 def next_line(args: argparse.Namespace, prog: str | None = None) -> str | None:
     """``next: <command>`` for the command ``args`` ran (``None`` for commands without a chain, or without ``--out``)."""
-    step = NEXT.get(getattr(args, "command", ""))
-    if step is None or getattr(args, "out", None) is None:
+    command = getattr(args, "command", "")
+    step = NEXT.get(command)
+    if step is None or (command not in WITHOUT_OUT and getattr(args, "out", None) is None):
+        return None
+    if command == "annotate" and getattr(args, "candidates", None) is None:
         return None
     return "next: " + step(args).replace("{prog}", prog or program())

@@ -349,3 +349,10 @@ def test_the_space_classifies_errors_as_the_cli_does(caplog):
     (record,) = caplog.records
     assert record.getMessage().startswith("space: explain failed: KeyError: 'missing' (at test_cli_errors.py:")
     assert record.exc_info is None and "\n" not in record.getMessage()
+
+
+def test_a_deprecated_spelling_warns_in_one_line(capsys):
+    """``analyse --size`` is the old spelling of the model's input side, ``--image-size`` (as in ``sub``)."""
+    assert main(["analyse", "--size", "7", "--out", "x"]) == 2  # parses (and warns) before refusing the size
+    err = capsys.readouterr().err
+    assert "concept-grounding: warning: --size is a deprecated spelling of --image-size; use --image-size" in err

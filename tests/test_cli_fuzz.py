@@ -153,7 +153,8 @@ CASES: list[tuple[list[str], str]] = [
     (W + ["--format", "png"], "argument --format"),
     (["world", "--size", "64"], "the following arguments are required: --out"),
     # ---- bench
-    (B + ["--image-size", "8"], "argument --image-size"),
+    (B + ["--size", "8"], "argument --size"),
+    (B + ["--image-size", "8"], "argument --image-size"),  # the deprecated spelling keeps the validator
     (B + ["--epochs", "0"], "argument --epochs"),
     (B + ["--models", "CBM (nope)"], "argument --models: unknown model variant 'CBM (nope)'"),
     (B + ["--concepts", "some"], "argument --concepts"),

@@ -119,7 +119,7 @@ def test_make_your_own_sub_chain_runs_on_the_world(tmp_path, capsys, monkeypatch
 
     # 6. bench --sub <curated>: trains on the world (no --cub-root needed) and scores the curated SUB
     lines = _run(capsys, *bench_cmd[1:], "--classes", *CLASSES, "--train-per-class", "4", "--test-per-class", "2",
-                 "--epochs", "1", "--no-clip", "--no-posthoc", "--models", "CBM (ind., per-img.)", "--image-size", "32")
+                 "--epochs", "1", "--no-clip", "--no-posthoc", "--models", "CBM (ind., per-img.)", "--size", "32")
     results = json.loads((tmp_path / "cand-gen-kept-curated-bench" / "results.json").read_text())
     assert results["source"] == "world"
     scored = set(results["table1"][0]["breakdown"]["attribute"]["names"])  # the curated SUB's S+ and S-, not the world's

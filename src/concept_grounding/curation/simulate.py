@@ -217,7 +217,7 @@ def asked_truth(rows: Iterable[dict]) -> dict[str, Candidate]:
 
 
 def truth_answers(item: ImageItem, truth: Candidate) -> dict[str, str]:
-    """A perfect annotator's answers to ``item`` (SPEC 2b's questions) from the world's truth."""
+    """A perfect annotator's answers to ``item`` (SUB App. E's questions) from the world's truth."""
     if item.study == 1:
         return {"q1": "yes" if truth.applied else "no", "q2": "yes" if truth.deviates else "no"}
     return {"present": truth.present}

@@ -34,7 +34,6 @@ def _fail_with(monkeypatch, exc: BaseException) -> None:
         (FileNotFoundError(2, "No such file or directory", "/data/x.txt"), "/data/x.txt: no such file or folder"),
         (PermissionError(13, "Permission denied", "/data/y.txt"), "/data/y.txt: permission denied"),
         (IsADirectoryError(21, "Is a directory", "/data"), "/data: is a folder, expected a file"),
-        (ValueError("keep_fraction must lie in (0, 1], got 2"), "keep_fraction must lie in (0, 1], got 2"),
         (OSError("We couldn't connect to the Hub\n   to load this model"), "We couldn't connect to the Hub to load"),
         (ModuleNotFoundError("No module named 'gradio'", name="gradio"), "optional package 'gradio'"),
         (UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"), "a file is not UTF-8 text"),
@@ -55,6 +54,27 @@ def test_expected_errors_print_one_line_and_exit_2(monkeypatch, capsys, exc, exp
     err = capsys.readouterr().err
     assert err.startswith("concept-grounding: error: ") and expected in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_value_error_raised_by_the_package_is_a_user_error(monkeypatch, capsys):
+    """The package's own checks raise ``ValueError`` naming the argument: exit 2, one line."""
+    from concept_grounding.tdg.timing import Spread
+
+    monkeypatch.setattr(world_command, "run", lambda args: Spread.of([]))
+    assert main(["world", "--out", "x"]) == 2
+    assert capsys.readouterr().err.strip() == "concept-grounding: error: no values to summarise"
+
+
+def test_a_value_error_from_inside_a_library_is_a_bug(monkeypatch, capsys):
+    """numpy's "all input arrays must have the same shape" (a check the package skipped) is not the user's
+    mistake: exit 1, the frame that raised it, and the hint to rerun with --debug."""
+    import numpy as np
+
+    monkeypatch.setattr(world_command, "run", lambda args: np.stack([np.zeros(2), np.zeros(3)]))
+    assert main(["world", "--out", "x"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("concept-grounding: internal error: ValueError: all input arrays must have the same shape")
+    assert "rerun with --debug" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("exc", [ZeroDivisionError("division by zero"), KeyError("x"), TypeError("bad operand")])
@@ -166,7 +186,7 @@ def test_generate_on_a_full_disk_names_the_file_and_a_resume_finds_no_temporary_
     assert f"{out}/" in line and ".png: no space left on the device" in line and ".tmp-" not in line
     assert not list(out.rglob("*.tmp-*"))
     assert main(argv) == 0  # the resume
-    assert not list(out.rglob("*.tmp-*")) and len(list(out.rglob("*.png"))) == 1
+    assert not list(out.rglob("*.tmp-*")) and len([p for p in out.rglob("*.png") if p.name != ".contact_sheet.png"]) == 1
 
 
 def test_bench_on_a_full_disk_is_a_user_error_naming_the_file(tmp_path, monkeypatch, capsys):
@@ -329,3 +349,10 @@ def test_the_space_classifies_errors_as_the_cli_does(caplog):
     (record,) = caplog.records
     assert record.getMessage().startswith("space: explain failed: KeyError: 'missing' (at test_cli_errors.py:")
     assert record.exc_info is None and "\n" not in record.getMessage()
+
+
+def test_a_deprecated_spelling_warns_in_one_line(capsys):
+    """``analyse --size`` is the old spelling of the model's input side, ``--image-size`` (as in ``sub``)."""
+    assert main(["analyse", "--size", "7", "--out", "x"]) == 2  # parses (and warns) before refusing the size
+    err = capsys.readouterr().err
+    assert "concept-grounding: warning: --size is a deprecated spelling of --image-size; use --image-size" in err

@@ -153,13 +153,14 @@ CASES: list[tuple[list[str], str]] = [
     (W + ["--format", "png"], "argument --format"),
     (["world", "--size", "64"], "the following arguments are required: --out"),
     # ---- bench
-    (B + ["--image-size", "8"], "argument --image-size"),
+    (B + ["--size", "8"], "argument --size"),
+    (B + ["--image-size", "8"], "argument --image-size"),  # the deprecated spelling keeps the validator
     (B + ["--epochs", "0"], "argument --epochs"),
     (B + ["--models", "CBM (nope)"], "argument --models: unknown model variant 'CBM (nope)'"),
     (B + ["--concepts", "some"], "argument --concepts"),
     (B + ["--cub-root", "{missing}"], "argument --cub-root: no such folder"),
     (B + ["--cub-root", "{empty_dir}"], "--sub: --cub-root needs a SUB source"),
-    (B + ["--sub", "{empty_dir}"], "--sub: is read only with --cub-root"),
+    (B + ["--sub", "{empty_dir}"], "not a SUB copy we can read"),
     (B + ["--classes", "Dodo"], "argument --classes"),
     (B + ["--classes", "017.Cardinal"], "--classes: a bench run needs at least 2 different classes"),
     (B + ["--classes", "017.Cardinal", "017.Cardinal"], "--classes: a bench run needs at least 2"),

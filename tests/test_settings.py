@@ -3,6 +3,8 @@ lines all come from the config dataclass's declarations."""
 
 from __future__ import annotations
 
+import warnings
+
 import argparse
 import shlex
 from pathlib import Path
@@ -44,7 +46,11 @@ def test_flags_defaults_and_required_come_from_the_declaration():
 
 def test_a_deprecated_spelling_parses_to_the_same_setting_and_is_hidden():
     parser = _parser()
-    assert parser.parse_args(["--out", "o", "--image-size", "48"]).size == 48
+    with pytest.warns(FutureWarning, match="--image-size is a deprecated spelling of --size; use --size"):
+        assert parser.parse_args(["--out", "o", "--image-size", "48"]).size == 48
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the flag itself does not warn
+        assert parser.parse_args(["--out", "o", "--size", "48"]).size == 48
     assert "--image-size" not in parser.format_help() and "--size SIZE" in parser.format_help()
     with pytest.raises(SystemExit):
         parser.parse_args(["--out", "o", "--image-size", "16"])  # the alias keeps the validator

@@ -190,7 +190,9 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = build_parser().parse_args(argv)
+        with warnings.catch_warnings():  # a deprecated spelling warns in one line (settings.add_option)
+            warnings.showwarning = _show_warning
+            args = build_parser().parse_args(argv)
     except SystemExit as done:  # --help, or a usage error argparse already printed
         return done.code if isinstance(done.code, int) else (0 if done.code is None else 2)
     from .errors import internal_summary, user_message

@@ -150,11 +150,10 @@ def _tdg_sheet(images: Path, prompting: Path, path: Path) -> list[dict]:
     TDG guide, each with the shipped judge's verdict under it (S+ found? species kept?; for
     the guide, S+ shown?); pairings of a group the judge is not validated on say so. Returns
     the TDG records, each with its verdicts added."""
-    import numpy as np
     from PIL import Image
 
-    from .judge import judge_images, judge_validated_groups, load_world_judge
-    from .judge.validation import substitution_verdicts, verdict_caption
+    from .curation.generated_sheet import judge_captions
+    from .judge import judge_validated_groups, load_world_judge
     from .plotting import verdict_sheet
     from .vocabulary import attribute_phrase, class_display_name, load_vocabulary
 
@@ -167,14 +166,9 @@ def _tdg_sheet(images: Path, prompting: Path, path: Path) -> list[dict]:
                                              ["file_name"]).convert("RGB") for r in records],
                "TDG reference": [Image.open(images / r["file_name"]).convert("RGB") for r in records],
                "TDG guide": [Image.open(images / r["guide_file_name"]).convert("RGB") for r in records]}
-    labels = np.array([judge.class_names.index(r["reference_class"]) for r in records])
-    targets = np.array([vocab.attribute_index(r["target_attribute"]) for r in records])
-    removed = [[vocab.attribute_index(a) for a in r["removed_attributes"]] for r in records]
     captions = {}
     for name, ims in columns.items():
-        v = substitution_verdicts(*judge_images(judge, ims), labels, targets, removed)
-        captions[name] = [verdict_caption(v["s_plus_found"][i], None if name == "TDG guide" else v["species_kept"][i])
-                          for i in range(len(records))]
+        captions[name], v = judge_captions(judge, ims, records, guide=name == "TDG guide")
         if name == "TDG reference":
             for k, r in enumerate(records):
                 r.update(s_plus_found=bool(v["s_plus_found"][k]), species_kept=bool(v["species_kept"][k]))
@@ -318,6 +312,7 @@ def _stage_human(out: Path, config: DemoConfig) -> str:
     from .curation.sampling import study_items
     from .curation.simulate import SimulatedAnnotator, run_annotators
     from .evaluation import evaluate_sub
+    from .evaluation.report import percent
     from .loaders import load_sub
 
     truth, kept = _human_candidates(out, config.seed)
@@ -337,11 +332,11 @@ def _stage_human(out: Path, config: DemoConfig) -> str:
     model, which = _human_sub_model(out.parent / "bench")
     scored = evaluate_sub(model, sub, progress=False)
     scored.save(out / "sub")
-    human = "" if res.human is None else (
-        f"; Human rows s+/s- binary {100 * res.human['binary']['s_plus']:.1f}/{100 * res.human['binary']['s_minus']:.1f},"
-        f" group {100 * res.human['group']['s_plus']:.1f}/{100 * res.human['group']['s_minus']:.1f}")
+    human = "" if res.human is None else (  # a score with no image to count is "–", as in the reports
+        f"; Human rows s+/s- binary {percent(res.human['binary']['s_plus'])}/{percent(res.human['binary']['s_minus'])},"
+        f" group {percent(res.human['group']['s_plus'])}/{percent(res.human['group']['s_minus'])}")
     return (line + f" ([dataset](human/curate/dataset), {sub.num_rows} images){human}; "
-            f"[SUB accuracy](human/sub/report.md) of {which}: s+ {100 * scored.s_plus:.1f}, s- {100 * scored.s_minus:.1f}")
+            f"[SUB accuracy](human/sub/report.md) of {which}: s+ {percent(scored.s_plus)}, s- {percent(scored.s_minus)}")
 
 
 def conceptbed_config(out: Path, config: DemoConfig) -> "ConceptBedConfig":

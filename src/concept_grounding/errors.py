@@ -32,7 +32,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-__all__ = ["UsageError", "ModelUnavailableError", "user_message", "internal_summary", "read_text_file", "suggest",
+__all__ = ["UsageError", "ModelUnavailableError", "user_message", "raised_by_this_package", "internal_summary", "read_text_file", "suggest",
            "option", "options_as_flags"]
 
 _FLAGS: ContextVar[Mapping[str, str]] = ContextVar("concept_grounding_flags", default={})
@@ -204,7 +204,8 @@ def user_message(exc: BaseException, target: str | os.PathLike[str] | None = Non
     ``OSError`` with a file name (missing, unreadable, a folder) and other
     ``OSError`` such as a model that cannot be loaded; ``UnicodeDecodeError`` (a text
     file that is not UTF-8; the readers in this package name the file themselves);
-    ``ValueError`` raised by validation (every public function names the argument);
+    ``ValueError`` raised by this package's validation (every public function names the argument; a
+    ``ValueError`` from inside a library is a bug: :func:`raised_by_this_package`);
     a missing optional dependency; running out of (GPU) memory. Anything else
     (``TypeError``, ``KeyError``, ``ZeroDivisionError``, ...) is a bug.
     """
@@ -222,9 +223,35 @@ def user_message(exc: BaseException, target: str | os.PathLike[str] | None = Non
         return _one_line(written)
     if isinstance(exc, OSError) and getattr(exc, "filename", None):
         return f"{exc.filename}: {_os_reason(exc)}"
-    if isinstance(exc, (ValueError, OSError)):
+    if isinstance(exc, OSError) or (isinstance(exc, ValueError) and raised_by_this_package(exc)):
         return _one_line(str(exc) or type(exc).__name__)
     return None
+
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def raised_by_this_package(exc: BaseException) -> bool:
+    """Whether the innermost frame of ``exc``'s traceback is in this package: a ``ValueError`` our validation raised
+    (it names the argument) rather than one from deep inside a library (numpy's "all input arrays must have the same
+    shape" when a caller skipped a check: a bug to report, not the user's mistake). An exception never raised (no
+    traceback) counts as ours.
+
+    >>> import numpy as np
+    >>> try:
+    ...     np.stack([np.zeros(2), np.zeros(3)])
+    ... except ValueError as err:
+    ...     raised_by_this_package(err)
+    False
+    >>> raised_by_this_package(ValueError("x"))
+    True
+    """
+    tb = exc.__traceback__
+    if tb is None:
+        return True
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return Path(tb.tb_frame.f_code.co_filename).resolve().is_relative_to(_PACKAGE_DIR)
 
 
 def internal_summary(exc: BaseException, limit: int = 300) -> str:

@@ -221,7 +221,7 @@ def require_open_clip_weights(name: str, pretrained: str | None, argument: str |
     """The weights tag to build the open_clip architecture ``name`` with; never random by accident.
 
     open_clip builds an architecture with *random* weights when no tag is given and only
-    logs a warning, so a score of such a model would look like a result (issue 34). This
+    logs a warning, so a score of such a model would look like a result. This
     is the one check every CLIP-loading path runs (:func:`resolve_open_clip` before any
     download, :func:`~concept_grounding.models.clip.load_clip` before building); it needs
     no network.

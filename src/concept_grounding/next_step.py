@@ -13,6 +13,8 @@ prints after a command succeeds; the program is spelled as the user can type it 
 'next: concept-grounding filter --in gen --out gen-kept --scorer world-judge'
 >>> next_line(argparse.Namespace(command="explain", out=Path("reports/explain")), "concept-grounding")
 'next: open reports/explain/report.md'
+>>> next_line(argparse.Namespace(command="annotate", candidates=Path("kept"), db="kept.db", simulate=(1.0,)), "cg")
+'next: cg curate --candidates kept --annotations kept.db --out kept-curated'
 """
 
 from __future__ import annotations
@@ -71,6 +73,18 @@ def _annotate(args: argparse.Namespace) -> str:
     return f"{{prog}} annotate --candidates {_q(args.candidates)} --db {_q(args.db)} --status"
 
 
+def _filter(args: argparse.Namespace) -> str:
+    """Annotate what was kept; when nothing was, the sheet to read and the generated folder to annotate instead."""
+    out = Path(args.out)
+    if getattr(args, "input", None) is None:
+        return _report(args)
+    kept = out / "metadata.jsonl"
+    if kept.is_file() and not kept.read_text().strip():
+        return (f"open {_q(out / 'filter_sheet.png')}   # nothing kept: generate more images per pairing, or annotate "
+                f"all of them: {{prog}} annotate --candidates {_q(args.input)} --db {_sibling(out, '-annotations.db')}")
+    return f"{{prog}} annotate --candidates {_q(out)} --db {_sibling(out, '-annotations.db')}"
+
+
 def _world(args: argparse.Namespace) -> str:
     out = Path(args.out)
     if getattr(args, "format", "hf") == "all":
@@ -82,13 +96,13 @@ def _world(args: argparse.Namespace) -> str:
 #: command -> the next command (``{prog}`` stands for the program) or what to read, from its arguments
 NEXT: dict[str, Callable[[argparse.Namespace], str]] = {
     "world": _world,
-    "bench": lambda a: (f"{{prog}} sub --model {_q(Path(a.out) / 'models' / 'cbm-ind-per-img')} --out "
-                        f"{_sibling(Path(a.out), '-sub')}   # or explain --model "
+    "bench": lambda a: (f"{{prog}} sub --model {_q(Path(a.out) / 'models' / 'cbm-ind-per-img')}"
+                        + (f" --sub {_q(a.sub)}" if getattr(a, "sub", None) and not getattr(a, "cub_root", None) else "")
+                        + f" --out {_sibling(Path(a.out), '-sub')}   # or explain --model "
                         f"{_q(Path(a.out) / 'models' / 'world-clip')} --out {_sibling(Path(a.out), '-explain')}"),
     "candidates": _candidates,
     "generate": lambda a: f"{{prog}} filter --in {_q(a.out)} --out {_sibling(Path(a.out), '-kept')} --scorer world-judge",
-    "filter": lambda a: (f"{{prog}} annotate --candidates {_q(a.out)} --db {_sibling(Path(a.out), '-annotations.db')}"
-                         if getattr(a, "input", None) is not None else _report(a)),
+    "filter": _filter,
     "annotate": _annotate,
     "curate": lambda a: (f"{{prog}} bench --sub {_q(Path(a.out) / 'dataset')} --out {_sibling(Path(a.out), '-bench')}"
                          f"   # or sub --model <your model> --sub {_q(Path(a.out) / 'dataset')}"),
@@ -103,9 +117,16 @@ NEXT: dict[str, Callable[[argparse.Namespace], str]] = {
 }
 
 
+#: commands whose folders are other arguments than ``--out`` (annotate: ``--candidates`` and ``--db``)
+WITHOUT_OUT = frozenset({"annotate"})
+
+
 def next_line(args: argparse.Namespace, prog: str | None = None) -> str | None:
     """``next: <command>`` for the command ``args`` ran (``None`` for commands without a chain, or without ``--out``)."""
-    step = NEXT.get(getattr(args, "command", ""))
-    if step is None or getattr(args, "out", None) is None:
+    command = getattr(args, "command", "")
+    step = NEXT.get(command)
+    if step is None or (command not in WITHOUT_OUT and getattr(args, "out", None) is None):
+        return None
+    if command == "annotate" and getattr(args, "candidates", None) is None:
         return None
     return "next: " + step(args).replace("{prog}", prog or program())

@@ -23,7 +23,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["cgim_histograms", "sub_bars", "clm_hit_map", "verdict_sheet"]
+__all__ = ["cgim_histograms", "sub_bars", "clm_hit_map", "verdict_sheet", "count_axis"]
+
+
+def count_axis(ax: Any, axis: str = "y") -> None:
+    """Ticks at whole numbers only on a count axis (``"y"`` or ``"x"``): no "0.5 images"."""
+    from matplotlib.ticker import MaxNLocator
+
+    getattr(ax, f"{axis}axis").set_major_locator(MaxNLocator(integer=True))
 
 
 def _new_figure(width: float, height: float):
@@ -73,6 +80,7 @@ def cgim_histograms(result: dict[str, Any], path: str | Path | None = None, *, t
             ax.axvline(0, color="grey", lw=0.5)
             ax.set_xlabel("cosine similarity with V", fontsize=8)
             ax.set_ylabel(f"# {label}es" if label == "class" else f"# {label}s", fontsize=8)
+            count_axis(ax)
     if title:
         fig.suptitle(title)
     return _save(fig, path)

@@ -186,7 +186,22 @@ def add_option(parser: argparse.ArgumentParser, flag: str, *aliases: str, **kwar
     hidden = {**kwargs, "dest": action.dest, "help": argparse.SUPPRESS, "required": False,
               "default": argparse.SUPPRESS}
     for alias in aliases:
+        if action.nargs != 0:  # a value follows: its parse says the spelling is deprecated (FutureWarning)
+            hidden["type"] = _deprecated_spelling(alias, flag, kwargs.get("type") or str)
         parser.add_argument(alias, **hidden)
+
+
+def _deprecated_spelling(alias: str, flag: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``parse`` that first warns (``FutureWarning``) that ``alias`` is an old spelling of ``flag``; argparse calls it
+    only for a value given on ``alias``."""
+    import warnings
+
+    def parse_alias(text: str) -> Any:
+        warnings.warn(f"{alias} is a deprecated spelling of {flag}; use {flag}", FutureWarning, stacklevel=2)
+        return parse(text)
+
+    parse_alias.__name__ = getattr(parse, "__name__", "value")  # argparse names the type in its errors
+    return parse_alias
 
 
 def from_args(config: type, args: argparse.Namespace, **given: Any) -> Any:

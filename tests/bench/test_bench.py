@@ -276,7 +276,7 @@ def test_soft_label_rows(tmp_path):
     import numpy as np
 
     from concept_grounding.bench.data import class_soft_labels
-    from concept_grounding.bench.runner import _Split
+    from concept_grounding.bench.context import Split as _Split
 
     models = ("CBM (ind., per-img.)", "CBM (ind., soft per-img.)", "CBM (joint, soft per-class)")
     world = WorldConfig(image_size=32, class_names=CLASSES)

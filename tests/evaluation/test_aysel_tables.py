@@ -246,7 +246,7 @@ def test_analyse_trains_the_paper_model_on_a_cub_folder(world, tmp_path):
     root = tmp_path / "CUB_200_2011"
     write_cub(world, root, progress=False)
     out = tmp_path / "report"
-    assert main(["analyse", "--cub-root", str(root), "--size", str(SIZE), "--epochs", "1", "--out", str(out),
+    assert main(["analyse", "--cub-root", str(root), "--image-size", str(SIZE), "--epochs", "1", "--out", str(out),
                  "--no-progress"]) == 0
     saved = json.loads((out / "results.json").read_text())
     assert len(saved["concept_names"]) > 0 and "sweep" not in saved

@@ -117,7 +117,7 @@ def test_bench_trains_table1_models_on_cub_with_a_resnet_and_sub_evaluates_them(
     save_file({k: v.contiguous() for k, v in init.net.state_dict().items()}, str(tmp_path / "init.safetensors"))
     common = ["bench", "--cub-root", str(tmp_path / "CUB_200_2011"), "--sub", str(tmp_path / "SUB"),
               "--min-class-count", "0", "--concepts", "all", "--backbone", "resnet18", "--crop-size", "32",
-              "--image-size", "36", "--epochs", "1", "--models", "CBM (joint)", "--no-clip", "--train-per-class", "3"]
+              "--size", "36", "--epochs", "1", "--models", "CBM (joint)", "--no-clip", "--train-per-class", "3"]
     assert main([*common, "--no-posthoc", "--out", str(tmp_path / "random")]) == 0
     assert main([*common, "--backbone-weights", str(tmp_path / "init.safetensors"), "--out", str(tmp_path / "init")]) == 0
     for run in ("random", "init"):

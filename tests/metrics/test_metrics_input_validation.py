@@ -231,6 +231,9 @@ def test_add_checks_one_example(metric):
     want = spec.call(spec.columns, spec.kwargs)
     first = next(k for k, v in want.items() if isinstance(v, float))
     np.testing.assert_allclose(out[first], want[first], equal_nan=True)
+    # evaluate empties its cache after a compute: a second compute has nothing again (our record, not its writer)
+    with pytest.raises(ValueError, match=rf"^{next(iter(spec.columns))} is empty: nothing was added"):
+        metric_.compute(**spec.kwargs)
 
 
 @pytest.mark.parametrize("metric", sorted(SPECS))

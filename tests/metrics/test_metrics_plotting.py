@@ -70,3 +70,31 @@ def test_verdict_sheet_colours_each_caption_by_its_verdict(tmp_path):
         verdict_sheet([[bird]], [[("S+", True)]], ["a"], ["b", "c"])
     with pytest.raises(ValueError, match="same number"):
         verdict_sheet([[bird]], [[("S+", True)]], ["a", "b"], ["c"])
+
+
+def test_count_axes_tick_whole_numbers_only(monkeypatch):
+    """A histogram of one reference bird (or one class) ticks 0, 1, never 0.2 birds."""
+    import concept_grounding.curation.figures as figures
+    import concept_grounding.plotting as plotting
+
+    original, seen = plotting.count_axis, []
+
+    def spy(ax, axis="y"):
+        original(ax, axis)
+        ax.figure.canvas.draw()
+        seen.append(ax.get_yticks())
+
+    monkeypatch.setattr(figures, "count_axis", spy)
+    monkeypatch.setattr(plotting, "count_axis", spy)
+    figures.faithfulness_figure([0.5])
+    edges = np.linspace(-1, 1, 5)
+    plotting.cgim_histograms({"histogram_counts": np.array([[[0, 1, 0, 0]], [[0, 0, 1, 0]]]),
+                              "histogram_edges": edges})
+    assert len(seen) == 3 and all(float(t).is_integer() for ticks in seen for t in ticks)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    unpatched = FigureCanvasAgg(Figure(figsize=(2, 2))).figure.add_subplot(1, 1, 1)
+    unpatched.bar([0], [1])
+    unpatched.figure.canvas.draw()
+    assert not all(float(t).is_integer() for t in unpatched.get_yticks())  # matplotlib's default: 0.2 steps

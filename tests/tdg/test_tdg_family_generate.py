@@ -28,7 +28,7 @@ def test_generate_model_takes_a_flux2_folder(base, tied, tmp_path):
     assert main(["generate", "--out", str(out), "--model", str(folder), *ARGS]) == 0
     manifest = json.loads((out / ".tdg_manifest.json").read_text())
     assert manifest["model"] == str(folder.resolve())
-    assert len(list(out.rglob("*.png"))) == 1
+    assert len(list(out.rglob("*.png"))) == 2 and (out / ".contact_sheet.png").is_file()  # one image and its sheet
 
 
 def test_generate_model_refuses_an_unsupported_pipeline_in_one_line(tmp_path, capsys):

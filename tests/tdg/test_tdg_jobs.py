@@ -41,6 +41,14 @@ def _files(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+def _job_files(command_out: Path) -> dict[str, bytes]:
+    """What the job wrote into a folder the command wrote: the command adds its contact sheet (drawn a layer
+    above tdg), checked here once."""
+    files = _files(command_out)
+    assert files.pop(".contact_sheet.png").startswith(b"\x89PNG")
+    return files
+
+
 def _parse(command, argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     command.add_arguments(parser)
@@ -72,11 +80,11 @@ def test_run_generate_writes_what_the_command_writes(by_command, tmp_path, capsy
     result = run_generate(_config(tmp_path / "gen"))
     assert (result.written, result.planned, result.metadata) == (4, 4, tmp_path / "gen" / "metadata.jsonl")
     assert result.model.name == TINY_MODEL and result.model.dtype == "float32"
-    assert _files(tmp_path / "gen") == _files(by_command)  # images, guides, sidecars, manifest, metadata
-    assert len([f for f in _files(by_command) if f.endswith(".png") and not f.startswith(".guides")]) == 4
+    assert _files(tmp_path / "gen") == _job_files(by_command)  # images, guides, sidecars, manifest, metadata
+    assert len([f for f in _job_files(by_command) if f.endswith(".png") and not f.startswith(".guides")]) == 4
     # a second run resumes: nothing new, the same files
     assert run_generate(_config(tmp_path / "gen")).written == 0
-    assert _files(tmp_path / "gen") == _files(by_command)
+    assert _files(tmp_path / "gen") == _job_files(by_command)
 
 
 def test_resume_with_other_settings_names_the_arguments_before_loading(by_command, tmp_path):
@@ -95,7 +103,7 @@ def test_resume_with_other_settings_names_the_arguments_before_loading(by_comman
     with pytest.raises(UsageError, match=r"num_inference_steps \(--steps\): 2 in the folder, 3 now"):
         run_generate(_config(folder, model=Spy(), num_inference_steps=3))
     assert MANIFEST_ARGUMENTS["num_inference_steps"] == "--steps"
-    assert _files(folder) == _files(by_command)
+    assert _files(folder) == _files(by_command)  # nothing written
 
 
 def test_cheap_checks_come_before_the_model_is_resolved(tmp_path):
@@ -153,7 +161,7 @@ def test_each_process_writes_its_shard_and_only_the_main_process_merges(by_comma
     FakeState.index = 0
     first = run_generate(_config(tmp_path / "gen"))
     assert first.written == 2 and first.metadata is not None
-    assert _files(tmp_path / "gen") == _files(by_command)
+    assert _files(tmp_path / "gen") == _job_files(by_command)
 
 
 
@@ -171,7 +179,7 @@ def test_two_cpu_processes_under_torchrun_split_the_work_and_give_the_one_proces
     done = subprocess.run(launch, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("wrote 2 new images (4 planned)") == 1  # the main process prints; each wrote 2
-    assert _files(out) == _files(by_command)
+    assert _files(out) == _files(by_command)  # the command's folder, the contact sheet too
 
 
 # ------------------------------------------------------------------------------ filter
@@ -184,7 +192,11 @@ def test_run_filter_writes_what_the_command_writes(by_command, tmp_path, capsys)
     report = tmp_path / "command" / "filter_report.md"
     kept_line, next_line = printed.strip().splitlines()
     assert kept_line == f"kept {len(result.kept)} of 4 images; report: {report}"
-    assert next_line.startswith(f"next: concept-grounding annotate --candidates {tmp_path / 'command'} --db ")
+    if result.kept:
+        assert next_line.startswith(f"next: concept-grounding annotate --candidates {tmp_path / 'command'} --db ")
+    else:  # nothing kept: the sheet to read, and the generated folder to annotate instead
+        assert next_line.startswith(f"next: open {tmp_path / 'command' / 'filter_sheet.png'}   # nothing kept")
+        assert f"annotate --candidates {by_command} --db " in next_line
     assert result.generated == 4 and result.report["total_generated"] == 4
     assert result.metadata.read_text().count("\n") == len(result.kept)
 

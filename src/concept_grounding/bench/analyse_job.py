@@ -40,7 +40,7 @@ class AnalyseConfig:
     cub_root: Path | None = setting(None, "a CUB_200_2011 folder (per-image labels and part locations; default: the "
                                           "bird world)", parse=existing_dir)
     image_size: int | None = setting(None, "side (px) the images are resized to (default: a saved model's, else 224 on "
-                                           "CUB, 64 on the world)", flag="--size", aliases=("--image-size",),
+                                           "CUB, 64 on the world)", flag="--image-size", aliases=("--size",),
                                      parse=int_at_least(32))
     max_images: int | None = setting(None, "only the first N test images (default: all)", parse=int)
     min_class_count: int | None = setting(None, "CBM rule for the class-level labels (default: keep every attribute)",

@@ -161,8 +161,9 @@ class BenchConfig:
     clip_epochs: int = setting(10, "training epochs of the world CLIP", parse=positive_int)
     cub_root: str | None = setting(None, "a CUB_200_2011 folder (load_cub) instead of the world (default: the world)",
                                    parse=existing_dir, convert=str)
-    sub: str | None = setting(None, "SUB source for --cub-root: 'Jessica-bader/SUB' or a local copy (default: none; "
-                              "required with --cub-root)")
+    sub: str | None = setting(None, "SUB source: with --cub-root 'Jessica-bader/SUB' or a local copy; without it a "
+                              "curated SUB of the bird world's classes (curate's dataset folder), scored after "
+                              "training on the world (default: the world's own counterfactuals)")
     min_class_count: int | None = setting(10, "with --cub-root: keep class-level attributes on for >= this many "
                                           "classes (CBM rule)", parse=nonnegative_int)
     clip_model: str | tuple[str, ...] | None = None

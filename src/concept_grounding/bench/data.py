@@ -13,7 +13,7 @@ from .config import BenchConfig
 if TYPE_CHECKING:
     import datasets
 
-__all__ = ["concept_columns", "class_matrix", "CERTAINTY_CONFIDENCE", "certainty_soft_labels", "class_soft_labels"]
+__all__ = ["check_world_sub", "concept_columns", "class_matrix", "CERTAINTY_CONFIDENCE", "certainty_soft_labels", "class_soft_labels"]
 
 
 @dataclass
@@ -88,14 +88,36 @@ def class_matrix(split: "datasets.Dataset", num_classes: int, num_attributes: in
     return out
 
 
+def check_world_sub(source: str, config: BenchConfig) -> "datasets.Dataset":
+    """A SUB of the bird world's classes (a ``curate`` folder of generated world images) read for a world bench:
+    the models train on the world and are scored on it. ``UsageError`` naming ``--sub`` (and ``--cub-root``, what
+    it needs instead) when it holds a class the world does not draw: its models must train on those classes' CUB
+    images. Cheap (metadata only): called before the world is rendered."""
+    from ..errors import UsageError
+    from ..loaders import load_sub
+    from ..world import BirdWorld
+
+    world = BirdWorld(config.world)
+    sub = load_sub(source, class_attributes=world.class_attributes, class_names=world.class_names)
+    outside = sorted(set(sub["reference_class"]) - set(world.class_names))
+    if outside:
+        raise UsageError(f"{source} holds {len(outside)} class(es) the bird world does not draw (e.g. {outside[0]}); "
+                         "the models must train on their CUB images", argument="--sub",
+                         hint="pass --cub-root <CUB_200_2011 folder>")
+    return sub
+
+
 def _world_data(config: BenchConfig) -> BenchData:
     from ..world import BirdWorld
 
     world = BirdWorld(config.world)
+    if config.sub is not None:  # a curated SUB of the world's classes: its truth is what humans (or the judge) kept
+        sub, truth = check_world_sub(config.sub, config), None
+    else:
+        sub = world.sub_dataset(per_pairing=config.sub_per_pairing)
+        # The exact labels of each counterfactual, re-derived from the world (SUB's schema has no column for them).
+        truth = np.stack([world.labels(int(src), target) for src, target in zip(sub["source_id"], sub["target_attribute"])])
     dd = world.to_dataset_dict(config.train_per_class, config.test_per_class)
-    sub = world.sub_dataset(per_pairing=config.sub_per_pairing)
-    # The exact labels of each counterfactual, re-derived from the world (SUB's schema has no column for them).
-    truth = np.stack([world.labels(int(src), target) for src, target in zip(sub["source_id"], sub["target_attribute"])])
     return BenchData(
         train=dd["train"], test=dd["test"], sub=sub, class_names=world.class_names,
         class_attributes=world.class_attributes, source="world", sub_true_attributes=truth,

@@ -32,56 +32,18 @@ from typing import Any
 
 import numpy as np
 
-from ..vocabulary import Vocabulary, load_vocabulary
+from ..vocabulary import load_vocabulary
 from .artifacts import POSTHOC_MODEL, WORLD_CLIP_MODEL, BenchArtifacts
 from .config import MODEL_VARIANTS, BenchConfig
-from .data import BenchData, certainty_soft_labels, class_soft_labels, concept_columns, load_bench_data
+from .context import BenchContext
+from .context import Split
+from .data import BenchData, concept_columns, load_bench_data
 from ..fileio import write_json, write_report
 from .report import bench_markdown, plot_breakdowns
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["run_bench", "run_bench_job", "BenchResult"]
-
-class _Split:
-    """Tensors of one split for every label source, decoded once."""
-
-    def __init__(self, dataset, columns: tuple[int, ...], image_size: int) -> None:
-        import torch
-
-        from ..models.data import images_to_tensor
-
-        self.images = images_to_tensor(dataset["image"], image_size)
-        self.labels = torch.as_tensor(np.asarray(dataset["label"]), dtype=torch.long)
-        self.image_concepts = np.asarray(dataset["attributes"], np.uint8)[:, list(columns)]
-        self.class_concepts = np.asarray(dataset["class_attributes"], np.uint8)[:, list(columns)]
-        self.certainty = np.asarray(dataset["certainty"], np.uint8)[:, list(columns)]
-        self.num_classes = dataset.features["label"].num_classes
-
-    def concepts(self, labels: str) -> np.ndarray:
-        """``(N, M)`` training targets of one label source (:class:`~.config.ModelVariant`'s ``labels``)."""
-        if labels == "image":
-            return self.image_concepts
-        if labels == "class":
-            return self.class_concepts
-        soft = certainty_soft_labels(self.image_concepts, self.certainty)
-        if labels == "image_soft":
-            return soft
-        if labels == "class_soft":
-            return class_soft_labels(soft, self.labels.numpy(), self.num_classes)
-        raise ValueError(f"labels must be class, image, class_soft or image_soft, got {labels!r}")
-
-    def tensors(self, labels: str, columns: tuple[int, ...], vocab: Vocabulary):
-        import torch
-
-        from ..models.data import ConceptTensors
-
-        concepts = self.concepts(labels)
-        return ConceptTensors(
-            self.images, torch.from_numpy(concepts.astype(np.float32)), self.labels,
-            concept_indices=columns, concept_names=tuple(vocab.attributes[i] for i in columns),
-        )
-
 
 def _backbone(config: BenchConfig) -> str | dict[str, Any]:
     """The concept models' backbone config (:func:`~concept_grounding.models.backbone.build_backbone`)."""
@@ -91,7 +53,7 @@ def _backbone(config: BenchConfig) -> str | dict[str, Any]:
     return spec if len(spec) > 1 else spec["kind"]
 
 
-def _train_variant(name: str, split: _Split, columns, vocab, config: BenchConfig, cache: dict):
+def _train_variant(name: str, split: Split, columns, vocab, config: BenchConfig, cache: dict):
     """Train one Table 1 model. Independent and per-image variants share nothing; a
     sequential CBM reuses the independent CBM's concept predictor, as Koh et al. do."""
     from .models import train_variant
@@ -101,7 +63,7 @@ def _train_variant(name: str, split: _Split, columns, vocab, config: BenchConfig
                          backbone=_backbone(config), cache=cache)
 
 
-def _concept_accuracies(probs: np.ndarray, test: _Split, sub_cols: list[int]) -> dict[str, float]:
+def _concept_accuracies(probs: np.ndarray, test: Split, sub_cols: list[int]) -> dict[str, float]:
     from ..metrics import concept_accuracy
 
     return {
@@ -123,10 +85,11 @@ def _sub_row(name: str, probs_sub: np.ndarray, data: BenchData, names: list[str]
 
 
 # ---------------------------------------------------------------------------- step 2
-def table1(data: BenchData, train: _Split, test: _Split, sub_images, columns, vocab, config,
-           out: Path, seconds: dict[str, float] | None = None) -> tuple[list[dict], dict[str, Any]]:
+def table1(ctx: BenchContext, seconds: dict[str, float] | None = None) -> tuple[list[dict], dict[str, Any]]:
     """Rows of Table 1 (reference rows, then every trained binary concept model) and the models;
     each model's training and scoring time (s) goes into ``seconds``, not into its row."""
+    data, train, test, sub_images = ctx.data, ctx.train, ctx.test, ctx.sub_images
+    columns, vocab, config, out = ctx.columns, ctx.vocab, ctx.config, ctx.out
     from ..models import predict
     from ..models.backbone import drop_init_weights
 
@@ -159,7 +122,7 @@ def table1(data: BenchData, train: _Split, test: _Split, sub_images, columns, vo
     return rows, models
 
 
-def ccd_analysis(oracle_name: str, oracle, data: BenchData, test: _Split, sub_images) -> dict[str, Any]:
+def ccd_analysis(oracle_name: str, oracle, data: BenchData, test: Split, sub_images) -> dict[str, Any]:
     """ConceptBed's CCD of the SUB images against real test images, per reference class.
 
     The oracle is a trained concept model's class softmax: ``f(y_c | x)`` for the reference
@@ -182,9 +145,10 @@ def ccd_analysis(oracle_name: str, oracle, data: BenchData, test: _Split, sub_im
 
 
 # ---------------------------------------------------------------------------- step 3
-def posthoc_analysis(data: BenchData, train: _Split, test: _Split, sub_images, columns, vocab, config,
-                     out: Path) -> dict[str, Any]:
+def posthoc_analysis(ctx: BenchContext) -> dict[str, Any]:
     """Post-hoc CBM (Yuksekgonul et al.) with Aysel et al.'s CGIM, CEM and CLM."""
+    data, train, test, sub_images = ctx.data, ctx.train, ctx.test, ctx.sub_images
+    columns, vocab, config, out = ctx.columns, ctx.vocab, ctx.config, ctx.out
     import torch
 
     from ..metrics import concept_existence, concept_global_importance, concept_location
@@ -257,7 +221,7 @@ def _group_scores(clip, dataset, groups, vocab) -> np.ndarray:
     return predict_scores(model, dataset, batch_size=256, progress=False)[0]
 
 
-def _group_accuracy(scores: np.ndarray, groups, test: _Split, columns, vocab, sub_cols) -> dict[str, float]:
+def _group_accuracy(scores: np.ndarray, groups, test: Split, columns, vocab, sub_cols) -> dict[str, float]:
     """Concept accuracy of group-mode predictions (argmax within each group is 'present')."""
     pred = np.zeros((len(scores), vocab.num_attributes), np.float32)
     start = 0
@@ -300,7 +264,7 @@ def group_mode_chance(labels: np.ndarray, group_sizes: Sequence[int], none: bool
     return float((y * p + (1 - y) * (1 - p)).mean())
 
 
-def _group_chance(test: _Split, columns, vocab, sub_cols) -> dict[str, float]:
+def _group_chance(test: Split, columns, vocab, sub_cols) -> dict[str, float]:
     """:func:`group_mode_chance` for each CUB column of Table 2 (no "none" option, as scored)."""
     sizes = np.array([len(vocab.groups[vocab.group_of(i)]) for i in columns])
     return {
@@ -311,12 +275,13 @@ def _group_chance(test: _Split, columns, vocab, sub_cols) -> dict[str, float]:
     }
 
 
-def table2(data: BenchData, train: _Split, test: _Split, sub_images, columns, vocab, config, out: Path,
-           clips: Sequence[tuple[str, Any]] = ()) -> list[dict]:
+def table2(ctx: BenchContext, clips: Sequence[tuple[str, Any]] = ()) -> list[dict]:
     """Rows of Table 2: the world CLIP (trained here) and every named CLIP-like model of
     ``clips`` (row name, :class:`~concept_grounding.models.clip.ClipHandle`): SUB's s+ / s-
     from :func:`~concept_grounding.evaluation.evaluate_sub`, concept accuracy on the test split
     from the same group-mode scores, and each column's chance (``chance_<column>``)."""
+    data, train, test = ctx.data, ctx.train, ctx.test
+    columns, vocab, config, out = ctx.columns, ctx.vocab, ctx.config, ctx.out
     from ..evaluation import evaluate_sub
     from ..models.clip import train_world_clip, world_clip_handle
 
@@ -468,20 +433,20 @@ def _run(config: BenchConfig, out: Path) -> BenchResult:
     if not columns:
         raise ValueError("no concept of the chosen set is ever positive in the training split")
     size = config.world.image_size
-    train = _Split(data.train, columns, size)
-    test = _Split(data.test, columns, size)
+    train = Split(data.train, columns, size)
+    test = Split(data.test, columns, size)
     sub_images = images_to_tensor(data.sub["image"], size)
-    args = (data, train, test, sub_images, columns, vocab, config, out)
+    ctx = BenchContext(data, train, test, sub_images, tuple(columns), vocab, config, out)
     # 2-4. models
-    t1, models = timed("table 1 models", table1, *args, model_seconds) if config.models else ([], {})
+    t1, models = timed("table 1 models", table1, ctx, model_seconds) if config.models else ([], {})
     ccd = None
     if models:
         oracle = "CBM (joint)" if "CBM (joint)" in models else next(iter(models))
         ccd = ccd_analysis(oracle, models[oracle], data, test, sub_images)
-    posthoc = timed("post-hoc CBM", posthoc_analysis, *args) if config.posthoc else None
+    posthoc = timed("post-hoc CBM", posthoc_analysis, ctx) if config.posthoc else None
     if posthoc:
         t1.append(posthoc["sub_row"])
-    t2 = timed("table 2 models", table2, *args, clips) if (config.clip or clips) else []
+    t2 = timed("table 2 models", table2, ctx, clips) if (config.clip or clips) else []
     results = {
         "source": data.source, "concepts": [vocab.attributes[i] for i in columns], "table1": t1, "table2": t2,
         "posthoc": {k: v for k, v in (posthoc or {}).items() if k != "sub_row"}, "ccd": ccd,

@@ -5,7 +5,8 @@ pairing for study 2; already-stored images are kept, so rerunning resumes) into 
 launches the app (:mod:`concept_grounding.curation.annotate_app`). ``--simulate`` instead
 lets simulated annotators of the given accuracies answer through the same store calls, from
 the candidates' ``truth.jsonl`` (``--world-task`` first writes bird-world candidates with
-known failures there); ``--export`` writes the answers as Parquet; ``--hub-repo`` pushes
+known failures there) or, without one, from what each candidate was asked (a ``generate`` / ``filter``
+folder's rows: S+ applied, the reference bird kept); ``--export`` writes the answers as Parquet; ``--hub-repo`` pushes
 them to a Hub dataset repo while the app runs (:mod:`concept_grounding.curation.hub_sync`).
 
 ``--items DIR`` adds ConceptBed's rating study (App. G; an items folder written by
@@ -69,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{added} new rating items in {config.db} ({store.rating_complete()[1]} in the rating study)")
     if config.simulate is not None:
         if rows:
-            _simulate_sub(config, store, root)
+            _simulate_sub(config, store, root, rows)
         if items:
             _simulate_ratings(config, store, items)
     if config.export:
@@ -127,16 +128,23 @@ def _rating_items(folder):
     return items
 
 
-def _simulate_sub(config: AnnotateConfig, store, root) -> None:
-    """SUB's simulated annotators (of ``--simulate``'s accuracies) answer every study image."""
+def _simulate_sub(config: AnnotateConfig, store, root, rows) -> None:
+    """SUB's simulated annotators (of ``--simulate``'s accuracies) answer every study image, by the
+    candidates' ``truth.jsonl`` or, for generated candidates without one, by what generate was
+    asked (S+ applied, the reference bird kept)."""
     from pathlib import Path
 
-    from concept_grounding.curation.simulate import SimulatedAnnotator, read_truth, run_annotators
+    from concept_grounding.curation.simulate import SimulatedAnnotator, asked_truth, read_truth, run_annotators
 
     truth_file = Path(config.truth) if config.truth else root / "truth.jsonl"
-    if not truth_file.is_file():
-        raise UsageError(f"--simulate needs the candidates' truth ({truth_file} is missing)", argument="--truth")
-    truth = read_truth(truth_file)
+    if config.truth and not truth_file.is_file():
+        raise UsageError(f"--simulate: no truth file {truth_file}", argument="--truth")
+    if truth_file.is_file():
+        truth = read_truth(truth_file)
+    else:
+        truth = asked_truth(rows)
+        print("no truth.jsonl: the simulated annotators answer what generate was asked (S+ applied, the "
+              "reference bird kept)")
     anns = [SimulatedAnnotator(f"sim{i}-{a:g}", a, seed=i) for i, a in enumerate(config.simulate)]
     print(f"{run_annotators(store, anns, truth)} answers submitted by {_count(len(anns), 'simulated annotator')}")
 

@@ -93,10 +93,12 @@ def run(args: argparse.Namespace) -> int:
     if args.cub_root and not args.sub:
         raise UsageError("--cub-root needs a SUB source to build the SUB evaluation", argument="--sub",
                          hint="pass --sub Jessica-bader/SUB or a local copy")
-    if args.sub and not args.cub_root:
-        raise UsageError("is read only with --cub-root (the world makes its own SUB)", argument="--sub")
     if args.sub:
         args.sub = resolve_model_spec(args.sub, "--sub", family="dataset").target
+    if args.sub and not args.cub_root:  # a curated SUB of the world's classes, or a one-line error naming --cub-root
+        from concept_grounding.bench.data import check_world_sub
+
+        check_world_sub(args.sub, config_from_args(args, []))
     named = clip_models(args.clip_model or [], args.pretrained)
     named = [(resolve_model_spec(name, "--model", pretrained=tag, pretrained_argument="--pretrained",
                                  accept=("folder", "name")).target,

@@ -2,7 +2,7 @@
 
 Reads the candidates (``--candidates``: a ``generate`` / ``filter`` folder with
 ``metadata.jsonl``) and the answers (``--annotations``: the ``annotate`` store or its Parquet
-export), applies SPEC 2b's rules and writes the curated dataset in SUB's Hub layout
+export), applies SUB App. E's rules (docs/human_validation.md) and writes the curated dataset in SUB's Hub layout
 (``<out>/dataset``, which ``load_sub`` reads), the report, Figs. 6 and 9 and the annotations
 as Parquet. The job is :func:`concept_grounding.curation.curate_job.run_curate`
 (``CurateConfig`` declares the flags).

@@ -96,9 +96,16 @@ def config_from_args(args: argparse.Namespace) -> GenerateConfig:
 def run(args: argparse.Namespace) -> int:
     from concept_grounding.errors import options_as_flags
 
+    from concept_grounding.curation.generated_sheet import contact_sheet
+
+    config = config_from_args(args)
     with options_as_flags({**settings.flags(GenerateConfig), "pairings": "--pairings"}):  # errors name the flags
-        result = JOB.run(config_from_args(args))
+        result = JOB.run(config)
     metadata = result.save(args.out)
     if result.metadata is not None:  # the main process
-        print(f"wrote {result.written} new images ({result.planned} planned); metadata: {metadata}")
+        judged = isinstance(config.model, WorldFlux)  # a world Flux draws the world: the world judge's verdicts
+        sheet = contact_sheet(args.out, judge=judged)
+        what = "contact sheet with the world judge's verdicts" if judged else "contact sheet"
+        print(f"wrote {result.written} new images ({result.planned} planned); metadata: {metadata}"
+              + (f"; {what}: {sheet}" if sheet else ""))
     return 0

@@ -4,7 +4,7 @@
   images), candidate attributes (a VQA scorer on CUB over the threshold grid) and the pairings
   plan that ``generate`` reads; the formulas are in :mod:`concept_grounding.tdg.candidates`.
 
-The human validation of Sec. 4.3 / App. E (issue 33; docs/human_validation.md):
+The human validation of Sec. 4.3 / App. E (docs/human_validation.md):
 
 * :mod:`.annotations` -- the SQLite annotation store (k annotators per image, resumable, export);
 * :mod:`.sampling` -- which candidates each study shows (40 per attribute, 3 per pairing);
@@ -25,5 +25,5 @@ ConceptBed's human study (App. G; issue 44), in the same store and app:
 
 This package sits above ``tdg``, ``judge``, ``worldflux``, the world and the loaders, which
 it joins (``pyproject.toml``'s import contracts); the human validation of Sec. 4.3
-(issue 33) belongs here too.
+belongs here too.
 """

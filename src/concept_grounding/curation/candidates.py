@@ -263,14 +263,23 @@ def class_candidates(images: Sequence[Any], labels: np.ndarray, class_names: Seq
     return select_classes(labels, np.concatenate(predicted), class_names, min_accuracy)
 
 
+def _count_range(counts: np.ndarray) -> str:
+    """``"20"`` when every count is 20, else ``"18-20"``.
+
+    >>> _count_range(np.array([20, 20])), _count_range(np.array([20, 18]))
+    ('20', '18-20')
+    """
+    lo, hi = int(np.min(counts)), int(np.max(counts))
+    return f"{lo}" if lo == hi else f"{lo}-{hi}"
+
+
 def write_class_report(selection: ClassSelection, out: str | Path) -> Path:
     """``classes.json`` and ``classes.md`` (per-class images, accuracy, kept) under ``out``; returns ``classes.md``."""
     rows = [[c, int(n), f"{a:.3f}", "yes" if c in selection.kept else "no"]
             for c, n, a in zip(selection.class_names, selection.counts, selection.accuracy)]
     lines = ["# Candidate classes (SUB Sec. 4.2)", "",
              f"{len(selection.kept)} of {len(selection.class_names)} classes kept: the classifier named at least "
-             f"{selection.min_accuracy:.0%} of each one's {int(selection.counts.min())}-{int(selection.counts.max())}"
-             " images.", "", markdown_table(["class", "images", "accuracy", "kept"], rows, align="lrrl")]
+             f"{selection.min_accuracy:.0%} of each one's {_count_range(selection.counts)} images.", "", markdown_table(["class", "images", "accuracy", "kept"], rows, align="lrrl")]
     return write_report(out, selection.to_dict(), "\n".join(lines) + "\n", results_name="classes.json",
                         report_name="classes.md", nan_as_null=False)[1]
 

@@ -1,4 +1,4 @@
-"""SUB's curation by human answers (Bader et al., Sec. 4.3, App. E, Figs. 6 and 9; SPEC 2b).
+"""SUB's curation by human answers (Bader et al., Sec. 4.3, App. E, Figs. 6 and 9; docs/human_validation.md).
 
 Inputs are two tables: the candidates (rows of a ``generate`` / ``filter``
 ``metadata.jsonl``: ``id`` or ``file_name``, ``reference_class``, ``target_attribute``,

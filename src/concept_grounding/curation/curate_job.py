@@ -3,7 +3,7 @@
 :func:`run_curate` (``CurateConfig -> CurateResult``; nothing is written until
 :meth:`CurateResult.save`) (1) reads the candidates (``<candidates>/metadata.jsonl`` of ``generate``
 or ``filter``) and the answers (an annotation store ``.db`` or its Parquet export),
-(2) scores attributes and pairings and applies SPEC 2b's discard rules (:mod:`.curate`),
+(2) scores attributes and pairings and applies SUB App. E's discard rules (docs/human_validation.md) (:mod:`.curate`),
 (3) measures agreement (Krippendorff's alpha), the annotators' accuracy against a gold file
 when given (``truth.jsonl``, e.g. the world's truth of :mod:`.simulate`), the Human rows of
 Tables 1-2 (:mod:`.human`); (4) ``CurateResult.save(out)`` writes into ``out``:
@@ -51,7 +51,7 @@ DATASET_FILE = "dataset/data/test-00000-of-00001.parquet"
 
 @dataclass(frozen=True)
 class CurateConfig:
-    """What to curate and how (SPEC 2b's thresholds are the defaults).
+    """What to curate and how (SUB App. E's thresholds are the defaults).
 
     Args:
         candidates: folder with ``metadata.jsonl`` (``generate`` / ``filter`` output).
@@ -352,7 +352,7 @@ def run_curate(config: CurateConfig) -> CurateResult:
 
 
 def _store_k(path: Path) -> int:
-    """Annotators per image: the store's own k, or SPEC 2b's default for a Parquet export."""
+    """Annotators per image: the store's own k, or SUB App. E's default for a Parquet export."""
     from .annotation_items import DEFAULT_K
 
     return DEFAULT_K if Path(path).suffix.lower() == ".parquet" else AnnotationStore(path, read_only=True).k

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..plotting import count_axis
 from ..vocabulary import attribute_phrase
 
 __all__ = ["agreement_figure", "faithfulness_figure"]
@@ -66,5 +67,6 @@ def faithfulness_figure(shares: Sequence[float], path: str | Path | None = None)
     ax.hist(np.asarray(shares, float), bins=np.linspace(0, 1, 11), edgecolor="black")
     ax.set_xlabel('share of "no" to "does the bird deviate from the reference?"')
     ax.set_ylabel("reference birds")
+    count_axis(ax)
     ax.set_title("Faithfulness to the reference bird", fontsize=9)
     return _save(fig, path)

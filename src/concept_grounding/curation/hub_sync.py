@@ -1,4 +1,4 @@
-"""Optional sync of the annotation store to a Hub dataset repo (issue 33), with
+"""Optional sync of the annotation store to a Hub dataset repo (docs/human_validation.md), with
 ``huggingface_hub``'s :class:`~huggingface_hub.CommitScheduler`.
 
 :class:`AnnotationSync` snapshots the store's answers to ``<folder>/data/annotations.parquet``

@@ -1,4 +1,4 @@
-"""SPEC 2b's discard thresholds of the curation (no pandas: the ``curate`` command's flags are
+"""SUB App. E's discard thresholds (docs/human_validation.md) of the curation (no pandas: the ``curate`` command's flags are
 declared from them when the command line parses; :mod:`.curate` applies them).
 
 >>> CurationRules().min_yes
@@ -18,7 +18,7 @@ MAX_DEVIATION = 0.5
 
 @dataclass(frozen=True)
 class CurationRules:
-    """SPEC 2b's thresholds: keep an attribute iff its Q1 "yes" share >= ``min_yes``; drop a
+    """SUB App. E's thresholds: keep an attribute iff its Q1 "yes" share >= ``min_yes``; drop a
     pairing if its mean Q1 score < ``min_pairing_score`` or its Q2 "yes" share > ``max_deviation``."""
 
     min_yes: float = MIN_YES

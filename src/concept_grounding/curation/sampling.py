@@ -1,4 +1,4 @@
-"""Which candidates humans see (SUB Sec. 4.3, App. E; SPEC 2b).
+"""Which candidates humans see (SUB Sec. 4.3, App. E; docs/human_validation.md).
 
 * study 1: ``per_attribute`` images per S+ attribute (paper: 40), uniformly over its
   pairings: the pairings are visited round-robin in a seeded order, each contributing its

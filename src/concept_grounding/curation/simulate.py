@@ -11,6 +11,10 @@ Sec. 4.3's validation:
   world's labels of the bird actually drawn, never from the failure flags:
   ``applied`` (S+ present), ``deviates`` (another class than R) and ``present`` (the
   attribute of S+'s group present).
+* :func:`asked_truth` -- the truth of what was *asked* of any other candidates (a ``generate`` or
+  ``filter`` folder: its rows name the reference class, S+ and S-): S+ applied, the reference bird
+  kept, S+ the group's present attribute. Annotators simulated on it answer as if generation did
+  what it was asked.
 * :func:`truth_answers` -- those truths as study answers (Q1 yes/no, Q2 yes/no, the group's
   present attribute): what a perfect annotator says.
 * :class:`SimulatedAnnotator` -- says the truth with probability ``accuracy``, otherwise
@@ -36,7 +40,7 @@ from ..world import BirdWorld, WorldConfig
 from .annotations import LIKERT, STUDIES, AnnotationStore, ImageItem
 
 __all__ = ["WorldTask", "Candidate", "broken_task", "default_attributes", "world_candidates", "write_candidates", "read_truth",
-           "truth_answers", "SimulatedAnnotator", "run_annotators", "world_judge_oracle", "WORLD_JUDGE_ORACLE"]
+           "asked_truth", "truth_answers", "SimulatedAnnotator", "run_annotators", "world_judge_oracle", "WORLD_JUDGE_ORACLE"]
 
 
 @dataclass(frozen=True)
@@ -189,8 +193,31 @@ def read_truth(path: str | Path) -> dict[str, Candidate]:
     return out
 
 
+def asked_truth(rows: Iterable[dict]) -> dict[str, Candidate]:
+    """Candidate id (:func:`~.sampling.candidate_id`) -> the :class:`Candidate` a ``generate`` / ``filter`` row asked
+    for: S+ applied (``applied``), the reference class kept (``deviates`` False), S+ present in its group.
+
+    >>> t = asked_truth([{"file_name": "a.png", "reference_class": "017.Cardinal",
+    ...                   "target_attribute": "has_crown_color::black", "removed_attributes": ["has_crown_color::red"]}])
+    >>> t["a.png"].applied, t["a.png"].deviates, t["a.png"].present, t["a.png"].group
+    (True, False, 'has_crown_color::black', 'crown_color')
+    """
+    from ..vocabulary import load_vocabulary
+    from .sampling import candidate_id
+
+    vocab = load_vocabulary()
+    out = {}
+    for row in rows:
+        target = str(row["target_attribute"])
+        out[candidate_id(row)] = Candidate(
+            candidate_id(row), str(row["reference_class"]), target, tuple(row.get("removed_attributes") or ()),
+            vocab.group_of(target), int(row.get("source_id", -1)), str(row["reference_class"]), target,
+            applied=True, deviates=False, present=target)
+    return out
+
+
 def truth_answers(item: ImageItem, truth: Candidate) -> dict[str, str]:
-    """A perfect annotator's answers to ``item`` (SPEC 2b's questions) from the world's truth."""
+    """A perfect annotator's answers to ``item`` (SUB App. E's questions) from the world's truth."""
     if item.study == 1:
         return {"q1": "yes" if truth.applied else "no", "q2": "yes" if truth.deviates else "no"}
     return {"present": truth.present}

@@ -1,4 +1,4 @@
-"""The Human rows of SUB's Tables 1-2, computed from study-2 answers (Sec. 5.5-5.6, App. E; SPEC 2b).
+"""The Human rows of SUB's Tables 1-2, computed from study-2 answers (Sec. 5.5-5.6, App. E; docs/human_validation.md).
 
 Here, below both ``bench`` (whose report shows the rows) and ``curation`` (whose ``curate``
 job writes the answers), as the import layers require; :mod:`concept_grounding.curation.human`

@@ -161,7 +161,7 @@ def write_world_tdg_report(results: dict, path: Path) -> None:
                                  [[f"{100 * q['species_agreement']:.1f} % ({q['n_species_images']} images)",
                                    f"{100 * q['prompted_attributes_found']:.1f} % ({q['n_attribute_images']})",
                                    f"{100 * q['guide_s_plus_shown']:.1f} % ({q['n_guide_images']})"]]), "",
-                  "Bars (issue 24): each >= 85 %: **" + ("met" if min(q["species_agreement"], q["prompted_attributes_found"],
+                  "Bars (docs/tdg_world/validation.md): each >= 85 %: **" + ("met" if min(q["species_agreement"], q["prompted_attributes_found"],
                                                                     q["guide_s_plus_shown"]) >= 0.85 else "NOT met") + "**.", ""]
     if not v["supports_finding"]:
         lines += ["## No substitution finding", "",

@@ -273,7 +273,11 @@ def load_world_judge(path: str | Path | None = None) -> WorldJudge:
     folder = Path(path) if path is not None else WORLD_JUDGE_DIR
     if not (folder / "config.json").is_file():
         raise FileNotFoundError(f"path: {folder} holds no saved WorldJudge (config.json)")
-    return WorldJudge.from_pretrained(folder).eval()
+    import contextlib
+    import io
+
+    with contextlib.redirect_stdout(io.StringIO()):  # huggingface_hub prints "Loading weights from local directory"
+        return WorldJudge.from_pretrained(folder).eval()
 
 
 def judge_validated_groups(path: str | Path | None = None) -> frozenset[str] | None:

@@ -37,7 +37,7 @@ __all__ = ["Judge", "JUDGE_BARS", "JudgeValidation", "validate_judge", "substitu
 #: ``images -> (species (N,), attribute probabilities (N, 312))``.
 Judge = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 
-#: The bars a judge must meet on raw images (issue 24).
+#: The bars a judge must meet on raw images (docs/tdg_world/validation.md).
 JUDGE_BARS: Mapping[str, float] = {
     "s_plus_found": 0.95, "s_minus_removed": 0.95, "species_kept": 0.95,
     "render_attributes": 0.95, "render_species": 0.95,

@@ -1,7 +1,7 @@
 """ConceptBed concept folders (Patel et al., 2023) as one ``datasets.Dataset``.
 
 A *concept* is ``m`` training images (what a learner learns ``V*`` from) plus held-out real
-images of it (what the oracle compares generated images with; SPEC 4b). Two layouts read into
+images of it (what the oracle compares generated images with; ConceptBed Sec. 3-4). Two layouts read into
 the same rows (:data:`CONCEPT_COLUMNS`: ``task``, ``concept``, ``split`` ("train" / "real"),
 ``image``, ``label``, ``species``, ``style``, ``prompt``):
 
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CONCEPT_COLUMNS", "TASKS", "load_concepts", "load_conceptbed_layout", "concept_features"]
 
-#: ConceptBed's concept-alignment tasks on the world (issue 43): Table 1's columns.
+#: ConceptBed's concept-alignment tasks on the world (ConceptBed Sec. 4): Table 1's columns.
 TASKS: tuple[str, ...] = ("domain", "object", "fine_grained_object", "fine_grained_attribute")
 #: the rows' columns
 CONCEPT_COLUMNS: tuple[str, ...] = ("task", "concept", "split", "image", "label", "species", "style", "prompt")

@@ -61,7 +61,8 @@ def to_plain(value: Any) -> Any:
 
 class CheckedInputs:
     """Mixin for ``evaluate.Metric`` subclasses (list it first): validate inputs before
-    ``evaluate`` casts them. Subclasses implement :meth:`_input_fields`."""
+    ``evaluate`` casts them. Subclasses implement :meth:`_input_fields`. Whether rows were added
+    is its own record (``_rows_added``), not evaluate's private cache state."""
 
     def _input_fields(self) -> dict[str, InputField]:
         """The module's input columns (may depend on ``self.config_name``)."""
@@ -80,13 +81,17 @@ class CheckedInputs:
     def add_batch(self, *, predictions=None, references=None, **kwargs):
         """Check a batch (one row per image in every column), then store it."""
         check_columns({"predictions": predictions, "references": references, **kwargs}, self._input_fields())
-        return super().add_batch(predictions=predictions, references=references, **kwargs)
+        stored = super().add_batch(predictions=predictions, references=references, **kwargs)
+        self._rows_added = True
+        return stored
 
     def add(self, *, prediction=None, reference=None, **kwargs):
         """Check one row, then store it."""
         row = {"predictions": prediction, "references": reference, **kwargs}
         check_columns({k: None if v is None else [v] for k, v in row.items()}, self._input_fields())
-        return super().add(prediction=prediction, reference=reference, **kwargs)
+        stored = super().add(prediction=prediction, reference=reference, **kwargs)
+        self._rows_added = True
+        return stored
 
     def compute(self, *, predictions=None, references=None, **kwargs):
         """Check the inputs given here (``add_batch`` does, as ``evaluate`` routes them
@@ -94,9 +99,11 @@ class CheckedInputs:
         types (:func:`to_plain`: lists, not numpy arrays), as ``evaluate.save`` needs."""
         fields = self._input_fields()
         given = {"predictions": predictions, "references": references, **kwargs}
-        nothing_added = getattr(self, "writer", None) is None and getattr(self, "num_process", 1) == 1
-        if nothing_added and all(given.get(name) is None for name in fields):
+        if not getattr(self, "_rows_added", False) and all(given.get(name) is None for name in fields):
             first = next(iter(fields))
             raise ValueError(f"{first} is empty: nothing was added; pass the inputs to compute() or call "
                              "add() / add_batch() first")
-        return to_plain(super().compute(predictions=predictions, references=references, **kwargs))
+        try:
+            return to_plain(super().compute(predictions=predictions, references=references, **kwargs))
+        finally:
+            self._rows_added = False  # evaluate empties its cache after a compute

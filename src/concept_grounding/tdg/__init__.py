@@ -1,7 +1,7 @@
 """Tied Diffusion Guidance (SUB, Bader et al., Sec. 3-4): tie, schedule, prompts, pipeline.
 
-The names (listed in ``__init__.pyi``) load on first use through ``lazy_loader`` (SPEC 1):
-the tie, schedule and prompt builders import no heavy library; the pipeline classes (which
+The names (listed in ``__init__.pyi``) load on first use through ``lazy_loader`` (Scientific
+Python's SPEC 1, lazy loading of submodules): the tie, schedule and prompt builders import no heavy library; the pipeline classes (which
 import diffusers) and the ``generate`` / ``filter`` jobs (:func:`run_generate`,
 :func:`run_filter`) import theirs when first reached.
 

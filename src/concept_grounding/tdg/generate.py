@@ -36,7 +36,33 @@ if TYPE_CHECKING:
     from .generate_config import GenerateConfig
     from .sources import FluxModel
 
-__all__ = ["generate_images"]
+__all__ = ["generate_images", "time_estimate"]
+
+
+def _duration(seconds: float) -> str:
+    """``"40 s"``, ``"12 min"``, ``"3.5 h"``, ``"9 days"``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:,.0f} days"
+
+
+def time_estimate(seconds: float, measured: int, remaining: int) -> str:
+    """The line ``generate`` prints after its first batch: the rate measured on it (``measured``
+    images in ``seconds``, first-call warm-up included, so it errs long) and the time the
+    ``remaining`` images of this run would take at that rate. An estimate, and said to be one.
+
+    >>> time_estimate(6.0, 4, 96)
+    'estimate: 1.5 s an image (measured on the first batch of 4, warm-up included), so about 2 min for the 96 images left in this run'
+    >>> time_estimate(3600.0, 1, 2_681_499)[-60:]
+    'about 111,729 days for the 2,681,499 images left in this run'
+    """
+    rate = seconds / max(measured, 1)
+    return (f"estimate: {rate:.2g} s an image (measured on the first batch of {measured}, warm-up included), "
+            f"so about {_duration(rate * remaining)} for the {remaining:,} images left in this run")
 
 
 def _generate_chunk(pipe: Any, chunk: list[GenerationJob], config: GenerateConfig,
@@ -128,6 +154,9 @@ def generate_images(
     Raises:
         ManifestMismatchError: ``config.out`` was generated with other settings.
     """
+    import sys
+    import time
+
     from tqdm.auto import tqdm
 
     out_dir = Path(config.out)
@@ -140,7 +169,9 @@ def generate_images(
     write_manifest(out_dir, generation_manifest(jobs, config, model))
     todo = [c for c in mine if not all(is_done(out_dir, j) for j in c)]
     total = sum(len(c) for c in todo)
-    written = 0
+    if config.max_images is not None:
+        total = min(total, config.max_images)
+    written, started = 0, time.perf_counter()
     desc = ("TDG images" if config.method == "tdg" else f"{config.method} images") + (f" (process {process_index + 1} of {num_processes})" if num_processes > 1 else "")
     with tqdm(total=total, desc=desc, disable=not progress, unit="img") as bar, \
             accelerated(pipe, config.acceleration, config.resolved_steps(model)):
@@ -156,6 +187,8 @@ def generate_images(
                 atomic_write_bytes(part_path(out_dir, job), json.dumps(meta, sort_keys=True).encode())
                 written += 1
                 bar.update(1)
+            if progress and written == len(chunk) and total > written:  # after the first batch: the rate, once
+                bar.write(time_estimate(time.perf_counter() - started, written, total - written), file=sys.stderr)
     return written
 
 

@@ -75,7 +75,7 @@ def announce_plan(jobs: Sequence[GenerationJob], config: GenerateConfig, model_n
     >>> from concept_grounding.tdg.plan import Pairing, plan_jobs
     >>> jobs = plan_jobs([Pairing("017.Cardinal", "has_crown_color::black")], 600)
     >>> announce_plan(jobs, GenerateConfig(out=Path("x"), max_images=5), "world")
-    'plan: 600 images (1 pairings); this run makes 5 new images with world'
+    'plan: 600 images (1 pairings); this run makes 5 new images with world (time: estimated on the first batch)'
     >>> announce_plan(jobs, GenerateConfig(out=Path("x"), budget=100), "world")
     Traceback (most recent call last):
     ...
@@ -84,7 +84,8 @@ def announce_plan(jobs: Sequence[GenerationJob], config: GenerateConfig, model_n
     pairings = len({job.pairing for job in jobs})
     todo = len(jobs) if len(jobs) <= config.budget else sum(not is_done(config.out, j) for j in jobs)
     run = todo if config.max_images is None else min(todo, config.max_images)
-    line = f"plan: {len(jobs):,} images ({pairings:,} pairings); this run makes {run:,} new images with {model_name}"
+    line = (f"plan: {len(jobs):,} images ({pairings:,} pairings); this run makes {run:,} new images with {model_name} "
+            "(time: estimated on the first batch)")
     if run > config.budget and not config.yes:
         raise UsageError(f"this run would make {run:,} new images (over the budget of {config.budget:,}); pass --yes "
                          "to run it, or make fewer with --max-images / --images-per-pairing (a run resumes where it "

@@ -14,7 +14,7 @@ The pipeline subclasses diffusers' ``FluxPipeline`` and changes only what TDG ch
 
 Step 2 happens in ``scheduler.step``, the one place that receives the final guided
 ``noise_pred`` on both of FluxPipeline's guidance paths. Each call runs FluxPipeline's own
-loop on a *per-call view* of the pipeline (:meth:`TiedPipelineMixin.call_view`): a
+loop on a *per-call view* of the pipeline (:mod:`.concurrency`'s ``call_view``): a
 shallow copy that shares every model (no extra memory) but owns a private copy of the
 scheduler whose ``step`` ties the pair (:func:`tied_scheduler`), and owns FluxPipeline's
 per-call attributes (``_guidance_scale``, ``_interrupt``, ``_current_timestep``, ...),
@@ -36,7 +36,8 @@ diffusers' caches and ``torch.compile`` act on the transformer, which sees the b
 ``pipe.transformer.compile_repeated_blocks()`` (see :mod:`.acceleration`, which the
 ``generate`` job and its ``--cache`` / ``--compile`` use). A cache keeps state in the
 shared transformer, so while one is enabled calls run one at a time
-(:meth:`TiedPipelineMixin.cache_session`).
+(:meth:`~.concurrency.PerCallConcurrency.cache_session`). The prompts become one batch in
+:mod:`.pairs`.
 
 Load it from the package or as a diffusers custom pipeline::
 
@@ -54,37 +55,23 @@ Load it from the package or as a diffusers custom pipeline::
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import functools
 import inspect
-import threading
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from diffusers import FluxPipeline
 from diffusers.image_processor import PipelineImageInput
 
+from .concurrency import PerCallConcurrency, serialised_encode_prompt
+from .pairs import RENAMED_ARGUMENTS, pair_batch, pair_negative
 from .pipeline_output import TiedDiffusionPipelineOutput
 from .schedule import EtaSchedule, Schedule
 from .tie import Granularity, tie_batch
 
 __all__ = ["TiedDiffusionPipeline", "TiedPipelineMixin", "tied_scheduler", "REFUSED_ARGUMENTS",
            "RENAMED_ARGUMENTS"]
-
-#: FluxPipeline's (and Flux2Pipeline's) per-call state: set on the call's view, published to
-#: the shared pipeline when the call ends (FluxPipeline sets it on ``self`` during its call).
-CALL_STATE = ("_guidance_scale", "_joint_attention_kwargs", "_attention_kwargs", "_num_timesteps",
-              "_current_timestep", "_interrupt")
-
-#: Base-pipeline arguments TDG replaces with one per side of the pair.
-RENAMED_ARGUMENTS: dict[str, tuple[str, str]] = {
-    "prompt": ("reference_prompt", "guide_prompt"),
-    "prompt_embeds": ("reference_prompt_embeds", "guide_prompt_embeds"),
-    "pooled_prompt_embeds": ("reference_pooled_prompt_embeds", "guide_pooled_prompt_embeds"),
-}
 
 #: Base-pipeline arguments TDG refuses by design, and why (the one list; the tests check
 #: that every other argument of each base pipeline's ``__call__`` is accepted).
@@ -149,123 +136,7 @@ def tied_scheduler(
     return tied, record
 
 
-def _as_list(prompt: str | list[str], name: str) -> list[str]:
-    if isinstance(prompt, str):
-        return [prompt]
-    if not isinstance(prompt, (list, tuple)) or not prompt or not all(isinstance(p, str) for p in prompt):
-        raise ValueError(f"{name} must be a string or a non-empty list of strings, got {prompt!r}")
-    return list(prompt)
-
-
-@dataclass(frozen=True)
-class PairBatch:
-    """The base pipeline's prompt arguments for the batch ``[references; guides]``.
-
-    Attributes:
-        pairs: n, the number of (reference, guide) prompt pairs.
-        prompt: ``[R_1..R_n, G_1..G_n]``, or ``None`` when embeddings were given.
-        embeds: base argument name (``"prompt_embeds"``, ...) -> ``[reference; guide]`` rows,
-            (2n, ...); empty when prompts were given.
-    """
-
-    pairs: int
-    prompt: list[str] | None
-    embeds: dict[str, torch.Tensor]
-
-
-def pair_batch(reference_prompt: str | list[str] | None, guide_prompt: str | list[str] | None,
-               embeds: Mapping[str, tuple[torch.Tensor | None, torch.Tensor | None]]) -> PairBatch:
-    """Check TDG's two prompts (or their precomputed embeddings) and stack them as one batch.
-
-    Args:
-        reference_prompt, guide_prompt: ``c_R`` and ``c_G``: one string or n strings each.
-        embeds: base argument name -> (reference side, guide side), e.g. ``{"prompt_embeds":
-            (reference_prompt_embeds, guide_prompt_embeds)}``; each (n, ...) or ``None``. Every
-            name of the mapping is then required, both sides of it, with equal shapes; they
-            replace the prompts.
-    Raises:
-        ValueError: one line naming the argument.
-
-    >>> pair_batch(["a red bird", "a blue bird"], ["a bird", "a bird"], {}).prompt
-    ['a red bird', 'a blue bird', 'a bird', 'a bird']
-    >>> pair_batch(None, None, {"prompt_embeds": (torch.zeros(1, 4, 8), torch.ones(1, 4, 8))}).embeds["prompt_embeds"].shape
-    torch.Size([2, 4, 8])
-    >>> pair_batch(None, None, {"prompt_embeds": (torch.zeros(1, 4, 8), torch.ones(1, 5, 8))})
-    Traceback (most recent call last):
-    ...
-    ValueError: reference_prompt_embeds and guide_prompt_embeds must have the same shape, got (1, 4, 8) and (1, 5, 8)
-    """
-    given = {name: pair for name, pair in embeds.items() if pair[0] is not None or pair[1] is not None}
-    if not given:
-        if reference_prompt is None or guide_prompt is None:
-            raise ValueError("reference_prompt and guide_prompt are required (or reference_prompt_embeds and "
-                             "guide_prompt_embeds)")
-        reference, guide = _as_list(reference_prompt, "reference_prompt"), _as_list(guide_prompt, "guide_prompt")
-        if len(reference) != len(guide):
-            raise ValueError(f"reference_prompt and guide_prompt must have the same length, got {len(reference)} "
-                             f"and {len(guide)}")
-        return PairBatch(len(reference), reference + guide, {})
-    if reference_prompt is not None or guide_prompt is not None:
-        raise ValueError("give reference_prompt / guide_prompt or their precomputed embeddings, not both")
-    missing = [RENAMED_ARGUMENTS[name] for name in embeds if name not in given]
-    if missing:
-        raise ValueError(f"{' and '.join(missing[0])} are required with "
-                         f"{' / '.join(RENAMED_ARGUMENTS[next(iter(given))])}")
-    stacked = {}
-    for name, (reference, guide) in given.items():
-        r_name, g_name = RENAMED_ARGUMENTS[name]
-        if reference is None or guide is None:
-            raise ValueError(f"{r_name} and {g_name} go together: got only {r_name if guide is None else g_name}")
-        if reference.shape != guide.shape:
-            raise ValueError(f"{r_name} and {g_name} must have the same shape, got {tuple(reference.shape)} and "
-                             f"{tuple(guide.shape)}")
-        stacked[name] = torch.cat([reference, guide])
-    pairs = {pair[0].shape[0] for pair in given.values()}
-    if len(pairs) != 1:
-        raise ValueError(f"every precomputed embedding must have one row per pair, got row counts {sorted(pairs)}")
-    return PairBatch(pairs.pop(), None, stacked)
-
-
-def pair_negative(negative: Any, pairs: int, name: str) -> Any:
-    """A per-pair negative (one string, n strings, or (n, ...) embeddings) for both halves of the batch.
-
-    Returns ``None``, 2n strings or (2n, ...) rows: pair ``i``'s negative serves ``R_i`` and ``G_i``.
-
-    >>> pair_negative("blurry", 2, "negative_prompt")
-    ['blurry', 'blurry', 'blurry', 'blurry']
-    >>> pair_negative(["dark", "blurry"], 2, "negative_prompt")
-    ['dark', 'blurry', 'dark', 'blurry']
-    """
-    if negative is None:
-        return None
-    if isinstance(negative, torch.Tensor):
-        if negative.shape[0] != pairs:
-            raise ValueError(f"{name} must have one row per pair ({pairs}), got shape {tuple(negative.shape)}")
-        return torch.cat([negative, negative])
-    texts = _as_list(negative, name)
-    if len(texts) not in (1, pairs):
-        raise ValueError(f"{name} must be one string or one per pair ({pairs}), got {len(texts)}")
-    return (texts * pairs if len(texts) == 1 else texts) * 2
-
-
-def serialised_encode_prompt(encode_prompt: Callable[..., Any]) -> Callable[..., Any]:
-    """The base pipeline's ``encode_prompt``, one call at a time per pipeline (``functools.wraps``:
-    same name, docstring and ``inspect.signature``).
-
-    Fast tokenizers keep padding and truncation as mutable state that FluxPipeline changes
-    between its two T5 tokenizations, so concurrent encodings could read each other's
-    settings. The text encoders are a small part of a call; the denoising loop is not serialised.
-    """
-
-    @functools.wraps(encode_prompt)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with self._prompt_lock():
-            return encode_prompt(self, *args, **kwargs)
-
-    return wrapper
-
-
-class TiedPipelineMixin:
+class TiedPipelineMixin(PerCallConcurrency):
     """What TDG adds to a Flux-family text-to-image pipeline; mixed in before the base class
     (``class TiedDiffusionPipeline(TiedPipelineMixin, FluxPipeline)``). See the module docstring.
 
@@ -273,80 +144,6 @@ class TiedPipelineMixin:
     scheduler ties the pair (:func:`tied_scheduler`) and whose :meth:`prepare_latents` gives every
     guide its reference's initial latents; :meth:`tied_call` is the whole of it.
     """
-
-    def call_view(self, scheduler: Any, reference_rows: int | None = None) -> Any:
-        """A per-call shallow copy of the pipeline that runs with ``scheduler``.
-
-        It shares every model, tokenizer and lock with ``self`` and owns its scheduler and the
-        base pipeline's per-call attributes (:data:`CALL_STATE`), so a call on the view never
-        writes to state another call reads. Callbacks receive the view as ``pipeline``.
-        ``reference_rows`` (n * num_images_per_prompt) switches on the tied initial latents.
-        """
-        self._prompt_lock()  # created on the shared pipeline first, so every view holds the same locks
-        self._cache_lock()
-        self._state_lock()
-        view = copy.copy(self)
-        # Bypass DiffusionPipeline.__setattr__: the view's config keeps naming the scheduler class.
-        vars(view)["scheduler"] = scheduler
-        vars(view).pop("_tdg_running_view", None)
-        vars(view)["_tdg_reference_rows"] = reference_rows
-        return view
-
-    def _prompt_lock(self) -> threading.Lock:
-        return vars(self).setdefault("_tdg_prompt_lock", threading.Lock())
-
-    def _cache_lock(self) -> threading.Lock:
-        return vars(self).setdefault("_tdg_cache_lock", threading.Lock())
-
-    def _state_lock(self) -> threading.Lock:
-        return vars(self).setdefault("_tdg_state_lock", threading.Lock())
-
-    def publish_call_state(self, view: Any) -> None:
-        """Copy the view's :data:`CALL_STATE` (``guidance_scale``, ``num_timesteps``, ...) to the
-        shared pipeline, as the base pipeline leaves it after a call; with concurrent calls the
-        last to finish wins, as with the base pipeline."""
-        with self._state_lock():
-            for name in CALL_STATE:
-                if name in vars(view):
-                    vars(self)[name] = vars(view)[name]
-
-    @property
-    def current_timestep(self) -> Any:
-        """The timestep of the denoising step in progress (``None`` between calls).
-
-        The base pipeline's loop runs on a per-call view, so on the shared pipeline this reads
-        the view of the call in progress while the transformer has a cache enabled (calls
-        then run one at a time). diffusers' timestep-driven caches read it the documented
-        way: ``PyramidAttentionBroadcastConfig(current_timestep_callback=lambda: pipe.current_timestep)``.
-        """
-        view = vars(self).get("_tdg_running_view")
-        if view is not None:
-            return view._current_timestep
-        return vars(self).get("_current_timestep")
-
-    @contextlib.contextmanager
-    def cache_session(self, view: Any) -> Iterator[None]:
-        """One call at a time while the transformer has a diffusers cache enabled.
-
-        A cache (``transformer.enable_cache(...)``: first-block, TaylorSeer, ...) keeps its
-        state in the shared transformer, so concurrent calls would read each other's cached
-        residuals. With a cache on, this serialises the calls, resets the cache's state
-        before each (a call's images depend only on its own arguments, even after an
-        interrupted one) and exposes the running ``view`` as :attr:`current_timestep`.
-        Without a cache it does nothing: calls run concurrently.
-        """
-        if not getattr(self.transformer, "is_cache_enabled", False):
-            yield
-            return
-        from diffusers.hooks import HookRegistry
-
-        with self._cache_lock():
-            HookRegistry.check_if_exists_or_initialize(self.transformer).reset_stateful_hooks(recurse=True)
-            vars(self)["_tdg_running_view"] = view
-            try:
-                yield
-            finally:
-                vars(self).pop("_tdg_running_view", None)
 
     def prepare_latents(self, batch_size: int, *args: Any, **kwargs: Any) -> Any:
         """The base pipeline's ``prepare_latents``; inside a TDG call, guide ``i`` gets reference ``i``'s.

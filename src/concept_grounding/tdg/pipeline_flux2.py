@@ -25,7 +25,9 @@ import PIL.Image
 import torch
 from diffusers import Flux2KleinPipeline, Flux2Pipeline
 
-from .pipeline import TiedPipelineMixin, pair_batch, pair_negative, resolve_schedule, serialised_encode_prompt
+from .concurrency import serialised_encode_prompt
+from .pairs import pair_batch, pair_negative
+from .pipeline import TiedPipelineMixin, resolve_schedule
 from .pipeline_output import TiedDiffusionPipelineOutput
 from .schedule import Schedule
 from .tie import Granularity

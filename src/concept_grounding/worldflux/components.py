@@ -141,8 +141,8 @@ class FluxTrainConfig:
             world["deviation_rate"] = w.deviation_rate
         own = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "world"}
         own["vae_blocks"] = list(self.vae_blocks)
-        later = {k: own.pop(k) for k in ("vae_deviant_per_class", "vae_part_weight", "init_from", "vae_decoder_only")}  # issue 24's
-        if own["guide_captions"] == FluxTrainConfig.guide_captions:  # issue 37's; absent from the files of earlier runs
+        later = {k: own.pop(k) for k in ("vae_deviant_per_class", "vae_part_weight", "init_from", "vae_decoder_only")}  # the attribute-preserving VAE's
+        if own["guide_captions"] == FluxTrainConfig.guide_captions:  # version 3's; absent from the files of earlier runs
             own.pop("guide_captions")
         else:
             later["guide_captions"] = own.pop("guide_captions")

@@ -3,7 +3,7 @@ and the latents (resumable from ``work_dir``).
 
 By default the ``AutoencoderKL`` is fitted with ``L1 + MSE + kl_weight * KL`` on the
 transformer's own training renders. Two settings make it keep what a judge of attributes
-reads (issue 24: the first world VAE kept the species and recited its usual attributes):
+reads (the first world VAE kept the species and recited its usual attributes):
 
 * ``vae_deviant_per_class`` adds renders of the same world at deviation rate 1, where every
   rendered attribute is drawn independently of the species, so the decoder cannot fall back

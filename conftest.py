@@ -22,3 +22,12 @@ torch.set_num_threads(1)
 # CI runs the property tests on a fixed example sequence (no flaky red builds); locally they explore.
 settings.register_profile("ci", derandomize=True, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "default")
+
+# The Hugging Face libraries bind their log handler to the ``sys.stderr`` of their first logger
+# call. Make that call here, under the session's capture, so that it is never a test's ``capsys``
+# stream (closed after that test: a later warning then printed '--- Logging error ---').
+import diffusers.utils.logging as _diffusers_logging  # noqa: E402
+import transformers.utils.logging as _transformers_logging  # noqa: E402
+
+_diffusers_logging.get_logger("diffusers")
+_transformers_logging.get_logger("transformers")

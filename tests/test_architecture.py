@@ -1,8 +1,8 @@
 """Architecture rules over ``src/concept_grounding``.
 
 * **Layers, independence, forbidden imports and no cycle between sibling packages**: the
-  import-linter contracts of ``pyproject.toml`` (``[tool.importlinter]``, the README's
-  newcomer's map), checked on every import statement (top level, inside functions, under
+  import-linter contracts of ``pyproject.toml`` (``[tool.importlinter]``, the newcomer's
+  map of docs/guide/development.md), checked on every import statement (top level, inside functions, under
   ``TYPE_CHECKING``) with no ignored import; :func:`test_import_contracts_are_kept` runs
   ``lint-imports``, and :func:`test_contracts_catch_forbidden_imports` shows that it fails
   on a copy of the package with forbidden imports added.
@@ -242,8 +242,8 @@ def test_the_subpackages_are_all_found():
 
 @pytest.mark.parametrize("package", SUBPACKAGES)
 def test_importing_a_subpackage_imports_no_heavy_library(package):
-    """The README's claim: every package loads its names on first use, so importing one (in a
-    fresh interpreter) imports neither torch nor any other heavy library."""
+    """The newcomer's map's claim (docs/guide/development.md): every package loads its names on
+    first use, so importing one (in a fresh interpreter) imports neither torch nor any other heavy library."""
     out = subprocess.run([sys.executable, "-c", _IMPORT_PROBE, f"{PACKAGE}.{package}"], capture_output=True, text=True,
                          check=True, env={**os.environ, "PYTHONPATH": str(SRC)})
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [], package

@@ -211,7 +211,7 @@ def test_publish_on_a_full_disk_names_the_copy_not_its_source(tmp_path, monkeypa
 
 
 def test_an_argument_error_is_one_line_without_the_usage_block(capsys):
-    """Issue 31.13: argparse printed 8-17 lines of usage before the one-line error the README
+    """Issue 31.13: argparse printed 8-17 lines of usage before the one-line error the manual
     shows; the error is now the only line, with where to find the usage."""
     from concept_grounding.cli import build_parser
 
@@ -276,12 +276,12 @@ def test_generate_steps_default_to_the_model_s_own():
     assert DEFAULT_STEPS == 28 and steps("--model", "black-forest-labs/FLUX.1-dev") == 28
 
 
-def test_the_readme_s_error_example_is_what_the_command_prints(capsys):
-    """Issue 31.13: the README promises one line; its example is the command's whole stderr."""
+def test_the_manual_s_error_example_is_what_the_command_prints(capsys):
+    """Issue 31.13: the manual (docs/guide/errors.md) promises one line; its example is the command's whole stderr."""
     import re
     import shlex
 
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    text = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "errors.md").read_text()
     command, shown = re.search(r"```text\n\$ (concept-grounding generate[^\n]*)\n([^\n]*)\n```", text).groups()
     assert main(shlex.split(command)[1:]) == 2
     assert capsys.readouterr().err == shown + "\n"

@@ -5,8 +5,8 @@ folder.
 The fresh environment reuses the project environment's dependencies through a ``.pth``
 file that names its ``site-packages`` (a plain path entry: the ``.pth`` files there,
 such as the editable install's pointer to ``src/``, are not processed), and the wheel is
-installed with ``--no-deps``. The README's "Install" and "Publish to the Hub" commands
-run as written, with two offline substitutions: ``python -m build`` gets
+installed with ``--no-deps``. The manual's "Install" (docs/guide/install.md) and "Publish to
+the Hub" (docs/hub.md) commands run as written, with two offline substitutions: ``python -m build`` gets
 ``--no-isolation`` (no index to fetch setuptools from) and ``pip install <wheel>`` gets
 ``--no-deps`` (dependencies reused). ``pip install concept-grounding`` / ``pip install .``
 and ``--push`` are not run (network; the push is tested with a fake ``HfApi`` in
@@ -33,11 +33,16 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 
-def readme_commands(section: str) -> list[str]:
-    """The command lines of the ```bash blocks under ``## <section>`` (comments stripped)."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    match = re.search(rf"^## {re.escape(section)}\n(.*?)(?=^## )", text, flags=re.S | re.M)
-    assert match, f"README.md has no '## {section}' section"
+#: the pages whose commands this test runs: the guide's Install section, the Hub page's Publish section
+INSTALL_PAGE = ROOT / "docs" / "guide" / "install.md"
+PUBLISH_PAGE = ROOT / "docs" / "hub.md"
+
+
+def page_commands(page: Path, section: str) -> list[str]:
+    """The command lines of the ```bash blocks under ``## <section>`` of ``page`` (comments stripped)."""
+    text = page.read_text(encoding="utf-8")
+    match = re.search(rf"^## {re.escape(section)}\n(.*?)(?=^## |\Z)", text, flags=re.S | re.M)
+    assert match, f"{page.relative_to(ROOT)} has no '## {section}' section"
     lines = []
     for block in re.findall(r"```bash\n(.*?)```", match.group(1), flags=re.S):
         for line in block.splitlines():
@@ -67,7 +72,7 @@ def _run(cmd: list[str] | str, cwd: Path, env: dict[str, str], timeout: int = 60
 
 
 def make_release(base: Path):
-    """(dist folder, fresh venv bin folder, env, work folder) after the README's Install block."""
+    """(dist folder, fresh venv bin folder, env, work folder) after the guide's Install block."""
     source = _copy_checkout(base / "clone")
     work = base / "work"
     work.mkdir(parents=True)
@@ -81,7 +86,7 @@ def make_release(base: Path):
     env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(venv),
                HF_HOME=str(base / "hf_home"), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_EVALUATE_OFFLINE="1",
                TRANSFORMERS_OFFLINE="1", MPLBACKEND="Agg", GRADIO_ANALYTICS_ENABLED="False")
-    for line in readme_commands("Install"):
+    for line in page_commands(INSTALL_PAGE, "Install"):
         argv = shlex.split(line)
         if argv[:3] == ["python", "-m", "build"]:
             _run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(work / "dist"), *argv[3:],
@@ -175,9 +180,9 @@ def check_quick_demo_ran_from_the_wheel(release):
 
 
 def check_published_forms_load_the_way_users_load_them(release, tmp_path):
-    """README publish commands, then evaluate.load, custom_pipeline and load_dataset on the folders."""
+    """The Hub page's publish commands, then evaluate.load, custom_pipeline and load_dataset on the folders."""
     _, bin_dir, env, work = release
-    for line in readme_commands("Publish to the Hub"):
+    for line in page_commands(PUBLISH_PAGE, "Publish to the Hub"):
         if "--push" not in line:
             _run(line, work, env, timeout=900)
     hub = work / "hub"

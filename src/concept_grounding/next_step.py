@@ -1,6 +1,6 @@
 """What to run next: every command ends by printing the next command of its chain with the folder it just wrote.
 
-The chains are the README's: the bird world and the bench (``world`` -> ``bench`` -> ``sub`` /
+The chains are the manual's (docs/guide/): the bird world and the bench (``world`` -> ``bench`` -> ``sub`` /
 ``explain``), SUB's candidate selection (``candidates classes`` -> ``attributes`` -> ``plan`` ->
 ``generate`` -> ``filter``), the human half (``filter`` -> ``annotate`` -> ``curate`` -> ``sub`` /
 ``bench --sub``) and checking a CLIP (``explain`` / ``cci-bench`` / ``diagnose`` / ``covar``, whose

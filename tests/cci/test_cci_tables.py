@@ -291,13 +291,13 @@ def test_a_trained_world_clip_maskclip_ranks_the_exact_foreground_above_the_back
     assert abs(floor - 0.5) < 0.15 and min(readout, cci) > floor + 0.1, (readout, cci, floor)
 
 
-def test_the_readme_cci_bench_and_covar_lines_parse(tmp_path):
+def test_the_guide_cci_bench_and_covar_lines_parse(tmp_path):
     import re
     import shlex
 
     from concept_grounding.cli import build_parser
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "guide" / "cci.md").read_text()
     lines = [re.sub(r"\s+#.*$", "", line) for block in re.findall(r"```sh\n(.*?)```", readme, flags=re.S)
              for line in block.replace("\\\n", " ").splitlines()
              if "concept-grounding cci-bench" in line or "concept-grounding covar --images" in line

@@ -222,14 +222,14 @@ def test_gallery_marks_must_match_the_maps(tmp_path):
     assert path.exists()
 
 
-def test_the_readme_analyse_lines_parse(tmp_path):
+def test_the_guide_analyse_lines_parse(tmp_path):
     import re
     import shlex
     from pathlib import Path
 
     from concept_grounding.cli import build_parser
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "guide" / "evaluate-your-own-model.md").read_text()
     lines = [re.sub(r"\s+#.*$", "", line) for block in re.findall(r"```sh\n(.*?)```", readme, flags=re.S)
              for line in block.replace("\\\n", " ").splitlines() if "concept-grounding analyse" in line]
     assert len(lines) >= 2

@@ -7,7 +7,7 @@ check passes ``prompt`` we pass the pair (``reference_prompt``, ``guide_prompt``
 refuses by design is :data:`concept_grounding.tdg.REFUSED_ARGUMENTS`. Tiny models from
 configs (``concept_grounding.testing``), CPU, no downloads. Upstream checks that are N/A
 here (accelerator offloading, xformers, PEFT LoRA) are listed in the
-README's TDG section with the reason.
+guide's TDG page (docs/guide/tdg.md) with the reason.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Experiments whose results the README reports, as tested stages the ``benchmarks/`` scripts call.
+"""Experiments whose results the README and the guide report, as tested stages the ``benchmarks/`` scripts call.
 
 :mod:`.world_tdg`: TDG vs prompting on the world-trained Flux, judged by the grounded world
 judge (``benchmarks/bench_tdg_world.py``); :mod:`.world_tdg_stats`: its table, power and report.

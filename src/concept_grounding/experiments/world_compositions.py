@@ -39,7 +39,7 @@ def composition_prompts(world: Any) -> list[dict[str, Any]]:
     >>> from concept_grounding.world import BirdWorld, WorldConfig
     >>> recs = composition_prompts(BirdWorld(WorldConfig(image_size=32, class_names=("073.Blue_Jay",))))
     >>> len(recs), recs[0]["prompt"], recs[-1]["prompt"], recs[-1]["asked"]
-    (10, 'a photo of two blue jay', 'a photo of two blue jay on a branch', {'count': 1, 'scene': 1})
+    (10, 'a photo of two Blue Jay', 'a photo of two Blue Jay on a branch', {'count': 1, 'scene': 1})
     """
     scenes, facings = list(HEADS["scene"]), list(HEADS["facing"])
     out = []

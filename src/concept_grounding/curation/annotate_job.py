@@ -75,11 +75,12 @@ class AnnotateConfig:
                                       "pairing, S+ = S- pairings) with their truth into --candidates",
                                action="store_true")
     simulate: tuple[float, ...] | None = setting(None, "no app: simulated annotators of these accuracies answer "
-                                                       "everything (needs truth.jsonl)", parse=accuracies,
+                                                       "everything, by truth.jsonl or, for generated candidates without one, "
+                                                       "by what generate was asked", parse=accuracies,
                                                  metavar="ACC[,ACC...]")
     truth: str | None = setting(None, "the candidates' truth for --simulate (default: truth.jsonl beside "
-                                      "--candidates' metadata.jsonl; a filter output lies elsewhere: pass the "
-                                      "generated folder's)")
+                                      "--candidates' metadata.jsonl, else what generate was asked; a filter "
+                                      "output's lies elsewhere: pass the generated folder's)")
     export: str | None = setting(None, "write the answers to this Parquet file (the rating study's ratings too: "
                                        "to it when the store has only that study, else to NAME-ratings.parquet)")
     status: bool = setting(False, "no app: print each study's completion and each annotator's progress",

@@ -176,3 +176,26 @@ def test_textual_inversion_lowers_the_loss_on_a_held_out_species(concept_dir, tm
     # draws); the learnt V* lowers it by far more than the word "bird" does over no prompt at all
     assert trained < initial < unconditional, (trained, initial, unconditional)
     assert initial - trained > 10 * (unconditional - initial), (trained, initial, unconditional)
+
+
+def test_a_shared_prior_cache_draws_the_prior_images_once(concept_dir, tmp_path, monkeypatch):
+    """DreamBooth and Custom Diffusion of one run share their prior images (same model, prompt,
+    count, steps, seed and size): the second learner reads the first one's file."""
+    from concept_grounding.learners import train as train_module
+
+    cache = tmp_path / "priors"
+    learn(_config("dreambooth", concept_dir, prior_cache=str(cache)), tmp_path / "db")
+    files = list(cache.glob("prior-*.npy"))
+    assert len(files) == 1 and not list(cache.glob(".*tmp"))
+    drawn = []
+    original = train_module._prior_images
+
+    def counting(pipe, cfg, side, work):
+        drawn.append(cfg.method)
+        return original(pipe, cfg, side, work)
+
+    monkeypatch.setattr(train_module, "_prior_images", counting)
+    mtime = files[0].stat().st_mtime_ns
+    learn(_config("custom_diffusion", concept_dir, prior_cache=str(cache)), tmp_path / "cd")
+    assert drawn == ["custom_diffusion"] and files[0].stat().st_mtime_ns == mtime  # read, not drawn again
+    assert list(cache.glob("prior-*.npy")) == files

@@ -241,7 +241,8 @@ def run_conceptbed(config: ConceptBedConfig) -> ConceptBedResult:
     composition = (CompositionRun.setup(cw, concepts["object"], oracles["object"], config.images, config.seed,
                                         config.model, collector) if COMPOSITION in config.tasks else None)
     work = Path(config.work) if config.work else None
-    settings = {"model": config.model, "steps": config.steps, "seed": config.seed, "device": config.device}
+    settings = {"model": config.model, "steps": config.steps, "seed": config.seed, "device": config.device,
+                "prior_cache": str(work / "priors") if work else None}  # one set of prior images per run
     scored = {(l, t): Scored(_mode(oracles[t])) for l in learners for t in tasks}
     scored8 = {(cap, l): Scored("classifier") for cap in table8_oracles for l in learners}
     generated: dict[tuple[str, str], list[np.ndarray]] = {}

@@ -4,7 +4,7 @@ A learner learns ``V*`` from a concept's training images (``fit(concept, out)``)
 images for prompts that name it (``generate(prompts, n, seed)``; image ``i`` answers prompt
 ``i % len(prompts)``). Reference learners with known answers, built on the world's truth:
 
-* ``"Original"``: the concept's held-out real images, scored as if generated (CCD = 0 by construction);
+* ``"Original"``: all of the concept's held-out real images, scored as if generated (CCD = 0 by construction);
 * ``"another species"``: renders of another concept of the same task (another species; for a
   style, the next style): ``f(y_c | x) ~ 0``, so its CCD is the oracle's full confidence gap
   (the real images' mean confidence);
@@ -70,8 +70,8 @@ class _Reference:
         c = self.concept
         if c is None:
             raise RuntimeError(f"{self.name}: generate before fit")
-        if self.name == "Original":
-            return c.real[np.arange(n) % len(c.real)]
+        if self.name == "Original":  # every held-out real image (whatever n): CCD 0 by construction
+            return c.real
         if c.task == "domain":
             species = self.world.domain_species_of(c)
             style = c.style if self.name == "exact" else STYLES[(STYLES.index(c.style) + 1) % len(STYLES)]
@@ -114,6 +114,7 @@ class FluxLearner:
     guidance: float = 4.0
     pipe: Any = field(default=None, repr=False)
     size: int = 32
+    prior_cache: str | None = None
 
     def fit(self, concept: Concept, out: Path) -> None:
         from PIL import Image
@@ -128,7 +129,7 @@ class FluxLearner:
         config = LearnConfig(method=method, model=self.model_path(), images=images, token=self.token,
                              init_word=self.init_word, class_prompt=self.class_prompt, steps=self.steps,
                              lr=DEFAULT_LR[method] if self.lr is None else self.lr, batch=self.batch, seed=self.seed,
-                             device=self.device)
+                             device=self.device, prior_cache=self.prior_cache)
         self.size = int(concept.train.shape[1])
         folder = learn(config, Path(out) / "learned")
         self.pipe = load_learned(self.base_pipeline(), folder)

@@ -100,6 +100,8 @@ class LearnConfig:
                              parse=positive_int)
     prior_weight: float = setting(1.0, "weight lambda of the prior-preservation loss", parse=float_range(0.0))
     prior_steps: int = setting(20, "sampling steps of the prior images", parse=positive_int)
+    prior_cache: str | None = setting(None, "folder of prior images shared by runs (the same model, prompt, count, "
+                                            "steps, seed and size draw the same images; default: the run's own)")
     rank: int = setting(16, "LoRA rank (alpha = rank)", parse=positive_int)
     guidance: float = setting(1.0, "guidance embedding value of a guidance-distilled Flux (ignored otherwise)",
                               parse=float_range(0.0))

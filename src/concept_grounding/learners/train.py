@@ -19,7 +19,9 @@ continues exactly as an uninterrupted one. ``out`` holds ``config.json`` and, wh
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shutil
 import time
 from collections.abc import Sequence
@@ -172,6 +174,10 @@ def _prior_images(pipe: Any, cfg: LearnConfig, side: tuple[int, int], work: Path
     from ..worldflux.loader import WORLD_TRUE_CFG
 
     path = work / "prior_images.npy"
+    if cfg.prior_cache:  # shared by every concept of a run: what the images depend on names the file
+        key = json.dumps([str(Path(str(cfg.model)).resolve()) if cfg.model != "world" else "world", cfg.class_prompt,
+                          cfg.num_prior, cfg.prior_steps, cfg.seed, list(side), cfg.batch, cfg.dtype])
+        path = Path(cfg.prior_cache) / f"prior-{hashlib.sha256(key.encode()).hexdigest()[:16]}.npy"
     if path.exists():
         return np.load(path)
     kwargs: dict[str, Any] = {"height": side[0], "width": side[1], "num_inference_steps": cfg.prior_steps,
@@ -189,7 +195,11 @@ def _prior_images(pipe: Any, cfg: LearnConfig, side: tuple[int, int], work: Path
             ims = pipe([cfg.class_prompt] * n, generator=gens, **kwargs).images
             out.append((np.clip(ims, 0, 1) * 255).round().astype(np.uint8))
     arr = np.concatenate(out)
-    np.save(path, arr)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # atomic: runs in other processes may share it
+    with open(tmp, "wb") as f:
+        np.save(f, arr)
+    os.replace(tmp, path)
     return arr
 
 
@@ -211,7 +221,7 @@ def _latents(pipe: Any, images: np.ndarray, work: Path, device: str, progress: b
 
 # ----------------------------------------------------------------------------- the job
 #: settings a resumed run may change (where it runs, how often it checkpoints)
-_RESUME_FREE = ("device", "checkpoint_every", "threads")
+_RESUME_FREE = ("device", "checkpoint_every", "threads", "prior_cache")
 
 
 def _check_out(config: LearnConfig, out: Path) -> None:

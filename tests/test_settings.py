@@ -268,6 +268,32 @@ def test_train_flux_flags_come_from_its_config_and_tiny_overrides_the_sizes():
         train_flux.config_from_args(parser.parse_args(deep))
 
 
+def test_curate_holds_one_curation_rules_and_world_seed_none_is_not_the_world(tmp_path):
+    from concept_grounding.commands import curate
+    from concept_grounding.curation.curate_job import CurateConfig
+    from concept_grounding.curation.rules import CurationRules
+
+    (tmp_path / "a.db").touch()
+    parser = argparse.ArgumentParser()
+    curate.add_arguments(parser)
+    given = ["--out", str(tmp_path / "o"), "--candidates", str(tmp_path), "--annotations", str(tmp_path / "a.db")]
+    config = settings.from_args(CurateConfig, parser.parse_args(given))
+    assert config == CurateConfig(tmp_path, tmp_path / "a.db") and config.world_seed == 0
+    assert config.rules == CurationRules(0.9, 0.5, 0.5)  # SUB App. E's thresholds
+    config = settings.from_args(CurateConfig, parser.parse_args([*given, "--min-yes", "0.8", "--world-seed", "none",
+                                                                 "--max-deviation", "0.25"]))
+    assert (config.rules, config.world_seed) == (CurationRules(0.8, 0.5, 0.25), None)
+    line = shlex.split(" ".join(settings.command_line(config)))
+    assert "--world-seed" in line and line[line.index("--world-seed") + 1] == "none"
+    assert settings.from_args(CurateConfig, parser.parse_args(["--out", "o", *line])) == config
+    with pytest.warns(FutureWarning, match="--not-world is deprecated; use --world-seed none"):
+        assert settings.from_args(CurateConfig, parser.parse_args([*given, "--not-world"])).world_seed is None
+    assert settings.from_args(CurateConfig, parser.parse_args([*given, "--world-seed", "7"])).world_seed == 7
+    with pytest.raises(SystemExit):
+        parser.parse_args([*given, "--min-yes", "1.5"])  # the nested setting keeps its validator
+    assert settings.manifest(config)["min_yes"] == 0.8 and "rules" not in settings.manifest(config)
+
+
 def test_publish_flags_come_from_its_config_and_build_the_same_publish_config():
     from concept_grounding.commands import publish
     from concept_grounding.publish import PublishConfig

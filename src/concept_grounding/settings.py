@@ -363,8 +363,8 @@ def manifest(config: object) -> dict[str, Any]:
 
 
 def command_line(config: object) -> list[str]:
-    """``--flag value`` of every setting of a config instance that has a value (a switch
-    only when it differs from its off state; ``nargs`` values joined by spaces), in
+    """``--flag value`` of every setting of a config instance that has a value (``--flag none``
+    for ``None`` where the default is not; a switch only when it differs from its off state; ``nargs`` values joined by spaces), in
     declaration order, then each nested config's)."""
     parts: list[str] = []
     for s in settings_of(config):
@@ -373,7 +373,8 @@ def command_line(config: object) -> list[str]:
             if value is (s.action == "store_true"):
                 parts.append(s.option)
         elif value is None:
-            continue
+            if _default(type(config), s.name) not in (None, _REQUIRED):  # an optional setting set to none
+                parts.append(f"{s.option} none")
         elif s.nargs is not None and not isinstance(value, str):
             parts.append(" ".join([s.option, *map(str, value)]))
         else:

@@ -94,6 +94,55 @@ def test_world_command_defaults_are_the_configs_defaults():
     assert world_command.config_from_args(parser.parse_args(["--out", "w", "--world-size", "40"])).world.image_size == 40
 
 
+@dataclass(frozen=True)
+class _Rules:
+    low: float = setting(0.5, "lowest share", parse=float, manifest_key="min_share")
+    names: tuple[str, ...] = setting(("a",), "names", nargs="+", convert=tuple)
+
+
+@dataclass(frozen=True)
+class _Outer:
+    seed: int | None = setting(0, "seed", parse=int, switches=(("--unseeded", None),))
+    rules: _Rules = settings.nested(_Rules)
+
+
+def test_a_nested_config_contributes_its_flags_and_is_built_from_them():
+    parser = _parser(_Outer)
+    assert settings.from_args(_Outer, parser.parse_args([])) == _Outer()
+    config = settings.from_args(_Outer, parser.parse_args(["--low", "0.9", "--names", "b", "c", "--seed", "4"]))
+    assert config == _Outer(seed=4, rules=_Rules(low=0.9, names=("b", "c")))
+    assert settings.flags(_Outer) == {"seed": "--seed", "low": "--low", "names": "--names"}
+    assert settings.manifest(config) == {"seed": 4, "min_share": 0.9, "names": ("b", "c")}
+    line = settings.command_line(config)
+    assert line == ["--seed 4", "--low 0.9", "--names b c"]
+    assert settings.from_args(_Outer, parser.parse_args(shlex.split(" ".join(line)))) == config
+    assert settings.default(_Outer, "low") == 0.5
+    assert _parser(_Outer, defaults={"low": 0.7}).parse_args([]).low == 0.7
+    assert _parser(_Outer, defaults=_Outer(rules=_Rules(low=0.6))).parse_args([]).low == 0.6
+
+
+def test_a_deprecated_switch_sets_its_settings_value_and_warns():
+    parser = _parser(_Outer)
+    with pytest.warns(FutureWarning, match="--unseeded is deprecated; use --seed none"):
+        assert parser.parse_args(["--unseeded"]).seed is None
+    assert "--unseeded" not in parser.format_help()
+
+
+@pytest.mark.parametrize("clash, message", [
+    (dict(low=setting(1.0, "also low", parse=float)), "_Rules.low and _Clash.low share the name low"),
+    (dict(other=setting(1, "x", flag="--names")), "_Rules.names and _Clash.other share the flag --names"),
+    (dict(other=setting(1, "x", aliases=("--seed",))), "_Clash.other and _Clash.seed share the flag --seed"),
+])
+def test_a_duplicate_flag_or_destination_is_refused_naming_both_fields(clash, message):
+    import dataclasses
+
+    fields = [("seed", int, setting(0, "seed", parse=int)), *[(k, int, v) for k, v in clash.items()],
+              ("rules", _Rules, settings.nested(_Rules))]
+    config = dataclasses.make_dataclass("_Clash", fields, frozen=True)
+    with pytest.raises(TypeError, match=message.replace(".", r"\.")):
+        _parser(config)
+
+
 def test_an_undeclared_name_has_no_flag():
     with pytest.raises(KeyError):
         settings.flag(_Config, "internal")
@@ -211,6 +260,38 @@ def test_train_flux_flags_come_from_its_config_and_tiny_overrides_the_sizes():
     assert tiny.training_config().world.image_size == 32 and len(tiny.training_config().world.class_names) == 2
     with pytest.raises(SystemExit):
         parser.parse_args(["--out", "o", "--work-dir", "w", "--vae-blocks", "8,-1"])  # the declared validator
+    # one parse: the nested training config is checked on the world it trains on (64 px is a multiple of the
+    # 6-block VAE's 64, the 32-px default world is not)
+    deep = ["--out", "o", "--work-dir", "w", "--vae-blocks", "4,4,4,4,4,4"]
+    assert train_flux.config_from_args(parser.parse_args([*deep, "--size", "64"])).train.world.image_size == 64
+    with pytest.raises(ValueError, match="image_size must be a multiple of 64"):
+        train_flux.config_from_args(parser.parse_args(deep))
+
+
+def test_curate_holds_one_curation_rules_and_world_seed_none_is_not_the_world(tmp_path):
+    from concept_grounding.commands import curate
+    from concept_grounding.curation.curate_job import CurateConfig
+    from concept_grounding.curation.rules import CurationRules
+
+    (tmp_path / "a.db").touch()
+    parser = argparse.ArgumentParser()
+    curate.add_arguments(parser)
+    given = ["--out", str(tmp_path / "o"), "--candidates", str(tmp_path), "--annotations", str(tmp_path / "a.db")]
+    config = settings.from_args(CurateConfig, parser.parse_args(given))
+    assert config == CurateConfig(tmp_path, tmp_path / "a.db") and config.world_seed == 0
+    assert config.rules == CurationRules(0.9, 0.5, 0.5)  # SUB App. E's thresholds
+    config = settings.from_args(CurateConfig, parser.parse_args([*given, "--min-yes", "0.8", "--world-seed", "none",
+                                                                 "--max-deviation", "0.25"]))
+    assert (config.rules, config.world_seed) == (CurationRules(0.8, 0.5, 0.25), None)
+    line = shlex.split(" ".join(settings.command_line(config)))
+    assert "--world-seed" in line and line[line.index("--world-seed") + 1] == "none"
+    assert settings.from_args(CurateConfig, parser.parse_args(["--out", "o", *line])) == config
+    with pytest.warns(FutureWarning, match="--not-world is deprecated; use --world-seed none"):
+        assert settings.from_args(CurateConfig, parser.parse_args([*given, "--not-world"])).world_seed is None
+    assert settings.from_args(CurateConfig, parser.parse_args([*given, "--world-seed", "7"])).world_seed == 7
+    with pytest.raises(SystemExit):
+        parser.parse_args([*given, "--min-yes", "1.5"])  # the nested setting keeps its validator
+    assert settings.manifest(config)["min_yes"] == 0.8 and "rules" not in settings.manifest(config)
 
 
 def test_publish_flags_come_from_its_config_and_build_the_same_publish_config():

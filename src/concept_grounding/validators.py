@@ -38,6 +38,7 @@ __all__ = [
     "multiple_of",
     "positive_int_list",
     "world_clip_side",
+    "optional_int",
     "existing_file",
     "existing_dir",
     "output_dir",
@@ -130,6 +131,20 @@ def multiple_of(step: int, low: int | None = None, why: str = "") -> Callable[[s
 
 #: a world image side that the tiny CLIPs cut into 8 x 8 patches (``explain``, ``covar``)
 world_clip_side = multiple_of(8, low=32, why="world images are >= 32 px and the tiny CLIP cuts 8 x 8 patches")
+
+
+def optional_int(text: str) -> int | None:
+    """An integer, or ``none`` for no value (``--world-seed none``: not the bird world).
+
+    >>> optional_int("3"), optional_int("None")
+    (3, None)
+    """
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise _Error(f"expected an integer or none, got {text!r}") from None
 
 
 def positive_int_list(text: str) -> tuple[int, ...]:

@@ -84,17 +84,17 @@ def test_bad_inputs_are_one_line(tmp_path):
     store.close()
     for path in (empty, tmp_path / "empty.db"):
         with pytest.raises(UsageError, match="no answers") as err:
-            run_curate(_config(folder, path, not_world=True))
+            run_curate(_config(folder, path, world_seed=None))
         assert "\n" not in str(err.value)
     answers = tmp_path / "a.parquet"
     answers_frame(_study1()).drop(columns="candidate").to_parquet(answers)
     bare = _folder(tmp_path, [{k: v for k, v in r.items() if k != "removed_attributes"} for r in rows])
     with pytest.raises(UsageError, match="lack removed_attributes"):
-        run_curate(_config(bare, answers, not_world=True))
+        run_curate(_config(bare, answers, world_seed=None))
 
 
 def test_real_class_names_are_detected_and_images_below_k_reported(tmp_path):
-    """Without --not-world, candidates whose S- are not the world's (real SUB's) are curated as
+    """Without --world-seed none, candidates whose S- are not the world's (real SUB's) are curated as
     real ones, not with the world's invented class attributes; the report says so, and names the
     images with fewer than k answers; the header counts the pairings actually kept."""
     rows = [dict(r) for r in _cands().to_dict("records")]
@@ -102,7 +102,7 @@ def test_real_class_names_are_detected_and_images_below_k_reported(tmp_path):
     answers = tmp_path / "a.parquet"
     two = [r for r in _study1() if not (r[1] == "1:c2" and r[0] == "a2")]  # c2: 2 of k = 3 annotators
     answers_frame(two).drop(columns="candidate").to_parquet(answers)
-    auto, flagged = run_curate(_config(folder, answers)), run_curate(_config(folder, answers, not_world=True))
+    auto, flagged = run_curate(_config(folder, answers)), run_curate(_config(folder, answers, world_seed=None))
     assert auto.world_note.startswith("not the bird world's candidates (seed 0)")
     assert auto.pairings["reason"].to_dict() == flagged.pairings["reason"].to_dict()
     assert sorted(auto.kept) == sorted(flagged.kept) == ["c0", "c2"]

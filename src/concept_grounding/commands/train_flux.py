@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
 
 from concept_grounding import settings
 from concept_grounding.jobs import Job, add_job_arguments
-from concept_grounding.worldflux.components import FluxTrainConfig
 from concept_grounding.worldflux.job import TrainFluxConfig, run_train_flux
 
 __all__ = ["JOB", "add_arguments", "run", "config_from_args"]
@@ -27,16 +25,14 @@ JOB = Job("train-flux", TrainFluxConfig, run_train_flux)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``--out``, the settings :class:`TrainFluxConfig` declares (how the job runs, the world),
-    then the training settings :class:`FluxTrainConfig` declares."""
+    then those of its nested training config (``FluxTrainConfig``)."""
     add_job_arguments(parser, JOB, out_help="output pipeline folder")
-    settings.add_arguments(parser, FluxTrainConfig)
 
 
 def config_from_args(args: argparse.Namespace) -> TrainFluxConfig:
-    """The job's configuration from the parsed arguments (``.training_config()`` is what trains);
-    the training settings are checked on the world they train on."""
-    config = settings.from_args(TrainFluxConfig, args, out=args.out)
-    return replace(config, train=settings.from_args(FluxTrainConfig, args, world=config.world()))
+    """The job's configuration from the parsed arguments, in one parse (``.training_config()`` is
+    what trains); the nested training settings are checked on the world they train on."""
+    return settings.from_args(TrainFluxConfig, args, out=args.out)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ Tables 1-2 (:mod:`.human`); (4) ``CurateResult.save(out)`` writes into ``out``:
 * ``curation.json`` / ``curation.md`` -- what was kept, what was discarded and why, alpha,
   accuracy, Human rows; ``fig6_agreement.png`` and ``fig9_faithfulness.png``.
 
-Candidates from the bird world (``world_seed`` set) also give the class-level attributes
+Candidates from the bird world (``world_seed`` an integer, 0 by default) also give the class-level attributes
 (S+ = S- known at plan time) and Fig. 6's image-level labels; otherwise S+ = S- is found by
 the study-2 majority only and Fig. 6 shows the human scores alone.
 """
@@ -35,11 +35,11 @@ import numpy as np
 
 from ..errors import UsageError, read_text_file
 from ..fileio import atomic_write_lines, markdown_table, write_report
-from ..settings import setting
-from ..validators import closed_unit_interval, existing_dir, existing_file
+from ..settings import nested, setting
+from ..validators import existing_dir, existing_file, optional_int
 from .annotations import AnnotationStore
 from .sampling import candidate_id
-from .rules import MAX_DEVIATION, MIN_PAIRING_SCORE, MIN_YES, CurationRules
+from .rules import CurationRules
 
 if TYPE_CHECKING:  # pandas loads when the job runs, not when the command line parses
     import pandas as pd
@@ -58,13 +58,14 @@ class CurateConfig:
         annotations: the annotation store (``.db``) or its export (``.parquet``).
         truth: gold answers (``truth.jsonl`` of :func:`.simulate.write_candidates`) for the
             annotators' accuracy; ``None`` skips it.
-        world_seed: the bird world's seed when the candidates come from it.
-        not_world: the candidates do not come from the bird world (``world_seed`` unused).
-        min_yes, min_pairing_score, max_deviation: the discard thresholds (:attr:`rules`).
+        world_seed: the bird world's seed when the candidates come from it; ``None``: they do
+            not (``--world-seed none``; the old ``--not-world`` still parses, with a warning).
+        rules: the discard thresholds (their settings are the ``--min-yes``,
+            ``--min-pairing-score`` and ``--max-deviation`` flags).
         write_images: embed the kept images in the dataset (``False``: write only the report).
 
-    >>> config = CurateConfig(Path("c"), Path("a.db"), min_yes=0.8, not_world=True)
-    >>> config.rules.min_yes, config.class_world_seed
+    >>> config = CurateConfig(Path("c"), Path("a.db"), world_seed=None, rules=CurationRules(min_yes=0.8))
+    >>> config.rules.min_yes, config.world_seed
     (0.8, None)
     """
 
@@ -73,27 +74,11 @@ class CurateConfig:
                                 parse=existing_file)
     truth: Path | None = setting(None, "gold answers (truth.jsonl) to measure each annotator's accuracy (simulated "
                                        "annotators)", parse=existing_file)
-    world_seed: int = setting(0, "the bird world's seed when the candidates come from it (class-level attributes, "
-                                 "Fig. 6)", parse=int)
-    not_world: bool = setting(False, "the candidates do not come from the bird world (S+ = S- by study-2 majority "
-                                     "only)", action="store_true")
-    min_yes: float = setting(MIN_YES, 'keep an attribute iff its share of "yes" to Q1 is at least this',
-                             parse=closed_unit_interval)
-    min_pairing_score: float = setting(MIN_PAIRING_SCORE, "drop a pairing whose mean Q1 score is below this (low "
-                                                          "accuracy)", parse=closed_unit_interval)
-    max_deviation: float = setting(MAX_DEVIATION, 'drop a pairing whose share of "yes" to Q2 is above this '
-                                                  "(excessive modification)", parse=closed_unit_interval)
+    world_seed: int | None = setting(0, "the bird world's seed when the candidates come from it (class-level "
+                                        "attributes, Fig. 6); none: they do not (S+ = S- by study-2 majority only)",
+                                     parse=optional_int, switches=(("--not-world", None),))
+    rules: CurationRules = nested(CurationRules)
     write_images: bool = True
-
-    @property
-    def rules(self) -> CurationRules:
-        """The discard thresholds."""
-        return CurationRules(self.min_yes, self.min_pairing_score, self.max_deviation)
-
-    @property
-    def class_world_seed(self) -> int | None:
-        """The world seed of the candidates' class-level attributes; ``None``: not from the world."""
-        return None if self.not_world else self.world_seed
 
 
 @dataclass
@@ -326,7 +311,7 @@ def run_curate(config: CurateConfig) -> CurateResult:
     if answers.empty:
         raise UsageError("no answers: annotate first (or export a store that has some)", file=config.annotations)
     k = _store_k(config.annotations)
-    seed, world_note = config.class_world_seed, ""
+    seed, world_note = config.world_seed, ""
     if seed is not None:
         world_note = _not_world(seed, cands)
         seed = None if world_note else seed

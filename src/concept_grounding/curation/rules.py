@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..settings import setting
+from ..validators import closed_unit_interval
+
 __all__ = ["MIN_YES", "MIN_PAIRING_SCORE", "MAX_DEVIATION", "CurationRules"]
 
 MIN_YES = 0.90
@@ -19,8 +22,12 @@ MAX_DEVIATION = 0.5
 @dataclass(frozen=True)
 class CurationRules:
     """SUB App. E's thresholds: keep an attribute iff its Q1 "yes" share >= ``min_yes``; drop a
-    pairing if its mean Q1 score < ``min_pairing_score`` or its Q2 "yes" share > ``max_deviation``."""
+    pairing if its mean Q1 score < ``min_pairing_score`` or its Q2 "yes" share > ``max_deviation``
+    (settings: ``curate``'s flags, as its config's nested ``rules``)."""
 
-    min_yes: float = MIN_YES
-    min_pairing_score: float = MIN_PAIRING_SCORE
-    max_deviation: float = MAX_DEVIATION
+    min_yes: float = setting(MIN_YES, 'keep an attribute iff its share of "yes" to Q1 is at least this',
+                             parse=closed_unit_interval)
+    min_pairing_score: float = setting(MIN_PAIRING_SCORE, "drop a pairing whose mean Q1 score is below this (low "
+                                                          "accuracy)", parse=closed_unit_interval)
+    max_deviation: float = setting(MAX_DEVIATION, 'drop a pairing whose share of "yes" to Q2 is above this '
+                                                  "(excessive modification)", parse=closed_unit_interval)

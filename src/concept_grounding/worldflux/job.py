@@ -20,15 +20,22 @@ the pipeline folder, ``loss_curve.png``, ``samples.png``, ``train_log.json`` and
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..settings import setting
+from ..settings import nested, setting
 from ..world.config import WorldConfig
 from .components import FluxTrainConfig
 
 __all__ = ["TrainFluxConfig", "TrainFluxResult", "run_train_flux"]
+
+
+def _trained_world(config: TrainFluxConfig) -> dict[str, Any]:
+    """The field of ``train`` that :class:`TrainFluxConfig`'s own settings decide: its training world
+    (so the training settings are checked, e.g. ``image_size`` against ``vae_blocks``, on the world
+    they train on)."""
+    return {"world": config.world()}
 
 
 @dataclass(frozen=True)
@@ -43,7 +50,9 @@ class TrainFluxConfig:
         threads, workers, device, progress: how the job runs (torch CPU threads, rendering
             processes, the training device, progress bars).
         size, seed, pose, zoom, scene: the training world (:meth:`world`).
-        train: the training settings (its ``world`` is replaced by :meth:`world`).
+        train: the training settings, a nested config (:func:`~concept_grounding.settings.nested`):
+            its settings are the command's training flags, and built from them it trains on
+            :meth:`world`.
     """
 
     work_dir: Path = setting(help="checkpoint / cache folder (resume from here)", parse=Path)
@@ -60,7 +69,7 @@ class TrainFluxConfig:
                                  "and export stay on the CPU)")
     progress: bool = setting(True, "show no progress bars", flag="--no-progress", action="store_false")
     out: Path | None = None
-    train: FluxTrainConfig = field(default_factory=FluxTrainConfig)
+    train: FluxTrainConfig = nested(FluxTrainConfig, given=_trained_world)
 
     def world(self) -> WorldConfig:
         """The training renders' world: ``size``, ``seed``, ``pose``, ``zoom``, ``scene``."""

@@ -2,7 +2,8 @@
 
 * :mod:`.candidates` -- the ``candidates`` job: candidate classes (a classifier on generated
   images), candidate attributes (a VQA scorer on CUB over the threshold grid) and the pairings
-  plan that ``generate`` reads; the formulas are in :mod:`concept_grounding.tdg.candidates`.
+  plan that ``generate`` reads (its inputs in :mod:`.candidate_inputs`, its steps and reports in
+  :mod:`.candidate_steps`); the formulas are in :mod:`concept_grounding.tdg.candidates`.
 
 The human validation of Sec. 4.3 / App. E (docs/human_validation.md):
 

@@ -7,7 +7,8 @@
 
 The human validation of Sec. 4.3 / App. E (docs/human_validation.md):
 
-* :mod:`.annotations` -- the SQLite annotation store (k annotators per image, resumable, export);
+* :mod:`.annotations` -- the SQLite annotation store (k annotators per image, resumable, export;
+  its connection layer in :mod:`.annotation_db`);
 * :mod:`.sampling` -- which candidates each study shows (40 per attribute, 3 per pairing);
 * :mod:`.annotate_app` -- the Gradio app over the store (``concept-grounding annotate``, whose
   settings :mod:`.annotate_job` declares);

@@ -2,11 +2,13 @@
 
 * :mod:`.candidates` -- the ``candidates`` job: candidate classes (a classifier on generated
   images), candidate attributes (a VQA scorer on CUB over the threshold grid) and the pairings
-  plan that ``generate`` reads; the formulas are in :mod:`concept_grounding.tdg.candidates`.
+  plan that ``generate`` reads (its inputs in :mod:`.candidate_inputs`, its steps and reports in
+  :mod:`.candidate_steps`); the formulas are in :mod:`concept_grounding.tdg.candidates`.
 
 The human validation of Sec. 4.3 / App. E (docs/human_validation.md):
 
-* :mod:`.annotations` -- the SQLite annotation store (k annotators per image, resumable, export);
+* :mod:`.annotations` -- the SQLite annotation store (k annotators per image, resumable, export;
+  its connection layer in :mod:`.annotation_db`);
 * :mod:`.sampling` -- which candidates each study shows (40 per attribute, 3 per pairing);
 * :mod:`.annotate_app` -- the Gradio app over the store (``concept-grounding annotate``, whose
   settings :mod:`.annotate_job` declares);

@@ -9,7 +9,8 @@
 * :mod:`.sub`: :func:`evaluate_sub` -> :class:`SubEvaluation` (s+, s-, chance, breakdowns,
   report folder), batched, sharded under ``accelerate launch``.
 * :mod:`.posthoc`: :func:`analyse_posthoc`: CGIM 1-3, concept existence and concept
-  location with CoAM maps for any backbone with a spatial feature map plus a CAV matrix.
+  location with CoAM maps for any backbone with a spatial feature map plus a CAV matrix
+  (the metrics in :mod:`.posthoc_metrics`, the report in :mod:`.posthoc_report`).
 """
 
 import lazy_loader as lazy

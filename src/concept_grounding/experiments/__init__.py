@@ -1,6 +1,8 @@
 """Experiments whose results the README and the guide report, as tested stages the ``benchmarks/`` scripts call.
 
 :mod:`.world_tdg`: TDG vs prompting on the world-trained Flux, judged by the grounded world
-judge (``benchmarks/bench_tdg_world.py``); :mod:`.world_tdg_stats`: its table, power and report.
+judge (``benchmarks/bench_tdg_world.py``; its settings in :mod:`.world_tdg_settings`, judges in
+:mod:`.world_tdg_judges`, stages in :mod:`.world_tdg_stages`); :mod:`.world_tdg_stats`: its table,
+power and report.
 Nothing is imported here (import the modules themselves).
 """

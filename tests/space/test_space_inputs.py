@@ -235,8 +235,12 @@ def test_the_space_card_states_the_default_model_and_where_make_demo_writes_the_
     card = (root / "spaces" / "concept-grounding" / "README.md").read_text()
     assert tab_tdg.DEFAULT_MODEL == tab_tdg.WORLD_MODEL and "default diffusion model is the **world Flux**" in card
     report = re.search(r"^REPORT \?= (\S+)", (root / "Makefile").read_text(), re.M).group(1)
-    demo = (root / "src" / "concept_grounding" / "commands" / "demo.py").read_text()
-    assert 'space --artifacts %s", args.out / "bench"' in demo
+    from argparse import Namespace
+
+    from concept_grounding.next_step import next_line
+
+    # make demo's last line: the Space on the models it wrote
+    assert f"space --artifacts {report}/bench" in next_line(Namespace(command="demo", out=Path(report)), "cg")
     assert re.findall(r"--artifacts (\S+)", card) == [f"{report}/bench"]
 
 

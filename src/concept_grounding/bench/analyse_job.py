@@ -32,13 +32,19 @@ class AnalyseConfig:
 
     Attributes:
         model: the loaded post-hoc CBM (``None``: one is trained as the paper does);
-            model_image_size: the side it was saved with, if known. Both set by the command.
+            model_image_size: the side it was saved with, if known; imagenet: an ImageNet classifier
+            (``--model efficientnet_lite0``) whose feature map carries the CBM built on ``photos``.
+            All three set by the command.
     """
 
     model: Any = None
     model_image_size: int | None = None
+    imagenet: str | None = None
     cub_root: Path | None = setting(None, "a CUB_200_2011 folder (per-image labels and part locations; default: the "
                                           "bird world)", parse=existing_dir)
+    photos: Path | None = setting(None, "a `concept-grounding photos` folder: a post-hoc CBM on EfficientNet-Lite0's "
+                                        "feature map with the animals' class-level concepts (photos.concepts)",
+                                  parse=existing_dir)
     image_size: int | None = setting(None, "side (px) the images are resized to (default: a saved model's, else 224 on "
                                            "CUB, 64 on the world)", flag="--image-size", aliases=("--size",),
                                      parse=int_at_least(32))
@@ -65,7 +71,7 @@ class AnalyseConfig:
     @property
     def side(self) -> int:
         """The image side (px): ``image_size``, else the saved model's, else 224 on CUB and 64 on the world."""
-        return self.image_size or self.model_image_size or (224 if self.cub_root else 64)
+        return self.image_size or self.model_image_size or (224 if self.cub_root or self.photos else 64)
 
 
 @dataclass
@@ -92,8 +98,10 @@ class AnalyseResult:
         for name, table in (("existence", result.existence), ("location", result.location)):
             values.update({f"{name}/{k}": v for k, v in table.items()
                            if isinstance(v, (int, float)) and not isinstance(v, bool)})
-        dataset = str(self.config.cub_root.name) if self.config.cub_root is not None else "bird-world"
+        root = self.config.cub_root or self.config.photos
+        dataset = str(root.name) if root is not None else "bird-world"
         model = str(self.config.model) if isinstance(self.config.model, (str, Path)) else "posthoc-cbm"
+        model = f"posthoc-cbm-{self.config.imagenet}" if self.config.imagenet else model
         return write_eval_results(out, model, "analyse",
                                   result_entries(dataset, values, notes=f"concept-grounding analyse, seed "
                                                                         f"{self.config.seed}"))
@@ -119,6 +127,8 @@ def run_analyse(config: AnalyseConfig) -> AnalyseResult:
     from ..vocabulary import load_vocabulary
 
     image_size = config.side
+    if config.photos is not None:
+        return _run_photos(config, image_size)
     cub = load_analyse_data(config, image_size)
     model = config.model
     if model is None:
@@ -130,4 +140,28 @@ def run_analyse(config: AnalyseConfig) -> AnalyseResult:
     analysis = aysel_analysis(model, cub, image_size=image_size, max_images=config.max_images,
                               batch_size=config.batch_size, progress=config.progress, sweep=config.sweep,
                               sweep_Cs=config.sweep_c, sweep_sizes=config.sweep_n, seed=config.seed)
+    return AnalyseResult(config, analysis)
+
+
+def _run_photos(config: AnalyseConfig, image_size: int) -> AnalyseResult:
+    """``--photos``: the folder's splits (:func:`~concept_grounding.photos.concepts.photos_dataset_dict`),
+    a post-hoc CBM on the ImageNet classifier's feature map with the class-level concepts
+    (:func:`~concept_grounding.evaluation.posthoc.imagenet_posthoc_cbm`), then the analysis. No concept has a
+    part location here, so concept location is reported as not measured (NaN)."""
+    from ..evaluation.posthoc import aysel_analysis, imagenet_posthoc_cbm
+    from ..models.imagenet import load_imagenet_classifier
+    from ..photos.concepts import CONCEPTS, photos_dataset_dict
+
+    if config.model is not None:
+        raise ValueError("--photos builds its post-hoc CBM on an ImageNet classifier: --model efficientnet_lite0 "
+                         "or no --model")
+    data = photos_dataset_dict(config.photos)
+    classifier = load_imagenet_classifier(config.imagenet or "efficientnet_lite0", config.device or "cpu")
+    columns = list(range(len(CONCEPTS)))
+    model = imagenet_posthoc_cbm(classifier, data["train"], columns, CONCEPTS, image_size, seed=config.seed,
+                                 batch_size=config.batch_size, progress=config.progress)
+    analysis = aysel_analysis(model, data, image_size=image_size, max_images=config.max_images,
+                              batch_size=config.batch_size, progress=config.progress, sweep=config.sweep,
+                              sweep_Cs=config.sweep_c, sweep_sizes=config.sweep_n, seed=config.seed,
+                              concept_columns=columns, concept_parts=[()] * len(CONCEPTS))
     return AnalyseResult(config, analysis)

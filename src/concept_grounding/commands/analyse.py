@@ -15,6 +15,11 @@ arguments (``backbone``, ``concept_vectors``, ``concept_names``, optional
 classifier one is fitted on the training split. Without ``--model`` one is trained as the
 paper does (a backbone on the class labels, CAVs with ``N_p = N_n = 100``, ``C = 1`` on
 Koh et al.'s 112 concepts, the sparse classifier).
+
+``--photos DIR`` (a ``concept-grounding photos`` folder) with ``--model efficientnet_lite0`` (or
+no ``--model``): the post-hoc CBM on EfficientNet-Lite0's ImageNet feature map, its CAVs learned from
+the animals' class-level concepts (:mod:`concept_grounding.photos.concepts`); CGIM and concept
+existence as above, concept location not measured (no concept has a part location).
 """
 
 from __future__ import annotations
@@ -77,6 +82,13 @@ def config_from_args(args: argparse.Namespace) -> AnalyseConfig:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    from concept_grounding.hub import IMAGENET_CLASSIFIERS
+
+    if args.model in IMAGENET_CLASSIFIERS:
+        if args.photos is None:
+            raise ValueError(f"--model {args.model} (an ImageNet classifier, no post-hoc CBM) needs --photos DIR: "
+                             "the CBM is built on its features with the photos' class-level concepts")
+        return settings.from_args(AnalyseConfig, args, imagenet=args.model)
     model, size = load_posthoc_model(args.model) if args.model else (None, None)
     return settings.from_args(AnalyseConfig, args, model=model, model_image_size=size)
 

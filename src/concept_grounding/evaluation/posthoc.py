@@ -44,7 +44,7 @@ from .posthoc_report import RANKING_LABELS, upsample_for, write_aysel_report
 if TYPE_CHECKING:
     import datasets
 
-__all__ = ["feature_map_posthoc_cbm", "analyse_posthoc", "aysel_analysis", "AyselAnalysis", "aysel_metrics",
+__all__ = ["feature_map_posthoc_cbm", "imagenet_posthoc_cbm", "analyse_posthoc", "aysel_analysis", "AyselAnalysis", "aysel_metrics",
            "cav_sweep", "AyselResult", "CavSweep", "default_concept_columns", "train_default_posthoc",
            "parts_at", "fit_missing_parts", "write_aysel_report", "upsample_for", "RANKING_LABELS"]
 
@@ -60,6 +60,7 @@ def feature_map_posthoc_cbm(
     features: str | int | None = None,
     mean: Sequence[float] | None = None,
     std: Sequence[float] | None = None,
+    resolve_names: bool = True,
 ) -> PostHocCBM:
     """A :class:`~concept_grounding.models.PostHocCBM` over a user's backbone (module docstring),
     through :class:`~concept_grounding.models.posthoc.FeatureMapBackbone`.
@@ -69,7 +70,8 @@ def feature_map_posthoc_cbm(
             (or a structured output; ``features`` picks it, see :func:`~.adapters.pick_output`).
         concept_vectors: ``C`` ``(L, d)``; ``concept_intercepts`` ``(L,)`` the CAV SVMs' biases
             (concept probabilities are ``sigmoid(c_j . f + b_j)``; default 0).
-        concept_names: the ``L`` concepts (see :func:`~.concepts.resolve_concept_names`).
+        concept_names: the ``L`` concepts (see :func:`~.concepts.resolve_concept_names`; with
+            ``resolve_names=False`` kept as given: concepts of your own, not CUB's).
         theta, bias: classifier ``logits = u @ theta + bias``, ``theta`` ``(L, K)``; set later
             with :meth:`~concept_grounding.models.PostHocCBM.set_classifier` when ``None``.
         mean, std: per-channel normalisation applied to [0, 1] images before ``backbone``.
@@ -79,7 +81,7 @@ def feature_map_posthoc_cbm(
     vectors = torch.as_tensor(np.asarray(concept_vectors), dtype=torch.float32)
     if vectors.ndim != 2:
         raise ValueError(f"concept_vectors must be (L, d), got {tuple(vectors.shape)}")
-    names = list(resolve_concept_names(concept_names))
+    names = list(resolve_concept_names(concept_names)) if resolve_names else [str(n) for n in concept_names]
     if len(names) != vectors.shape[0]:
         raise ValueError(f"{len(names)} concept_names for {vectors.shape[0]} concept vectors")
     intercepts = torch.zeros(len(names)) if concept_intercepts is None else \
@@ -137,6 +139,41 @@ def train_default_posthoc(
     tensors = to_tensors(train, list(columns), image_size, "image")
     net = train_backbone(tensors, backbone, epochs=epochs, seed=seed, progress=progress)
     return train_posthoc_cbm(net, tensors, n_pos=n_pos, n_neg=n_neg, C=C, seed=seed, progress=progress)
+
+
+def imagenet_posthoc_cbm(
+    classifier: Any,
+    train: "datasets.Dataset",
+    columns: Sequence[int],
+    concept_names: Sequence[str],
+    image_size: int = 224,
+    *,
+    n_pos: int = 100,
+    n_neg: int = 100,
+    C: float = 1.0,
+    seed: int = 0,
+    batch_size: int = 64,
+    progress: bool = True,
+) -> PostHocCBM:
+    """A post-hoc CBM on a trained ImageNet classifier's last feature map
+    (:class:`~concept_grounding.models.imagenet.ImageNetClassifier`, e.g. EfficientNet-Lite0's
+    ``(B, 1280, 7, 7)``), frozen: CAVs (:func:`~concept_grounding.models.posthoc.learn_cavs`,
+    paper ``N_p = N_n = 100``, ``C = 1``) on the pooled features of ``train`` with its
+    ``attributes[:, columns]`` labels, inputs normalised as the classifier's, ``(x - 0.5) / 0.5``.
+    The classifier on ``u`` is fitted later (:func:`fit_missing_parts`, in :func:`aysel_analysis`)."""
+    from ..models.data import images_to_tensor
+    from ..models.posthoc import FeatureMapBackbone, embed_images, learn_cavs
+
+    half = (0.5, 0.5, 0.5)
+    maps = classifier.feature_maps
+    images = images_to_tensor(train["image"], image_size).to(classifier.device)
+    dim = int(maps(torch.zeros(1, 3, image_size, image_size, device=classifier.device)).shape[1])
+    pooled = embed_images(FeatureMapBackbone(maps, dim, mean=half, std=half).to(classifier.device), images,
+                          batch_size).cpu()
+    concepts = np.asarray(train["attributes"], np.uint8)[:, list(columns)]
+    bank = learn_cavs(pooled, concepts, n_pos, n_neg, C, seed, tuple(concept_names), progress=progress)
+    return feature_map_posthoc_cbm(maps, bank.vectors, list(concept_names), concept_intercepts=bank.intercepts,
+                                   mean=half, std=half, resolve_names=False)
 
 
 @dataclass
@@ -213,13 +250,19 @@ def aysel_analysis(
     sweep_Cs: Sequence[float] = (0.001, 0.01, 0.1, 1.0, 10.0),
     sweep_sizes: Sequence[int] = (50, 100),
     seed: int = 0,
+    concept_columns: Sequence[int] | None = None,
+    concept_parts: Sequence[Sequence[int | str]] | None = None,
 ) -> AyselAnalysis:
     """The computation of :func:`analyse_posthoc` (same arguments, nothing written): the
-    analyses with the test images, labels, class names and per-image concepts the report needs."""
+    analyses with the test images, labels, class names and per-image concepts the report needs.
+
+    ``concept_columns``: the model's concepts' columns in the splits' ``attributes`` (default: by
+    name in ``vocab``); ``concept_parts``: see :func:`aysel_metrics` (e.g. the photos' concepts,
+    :mod:`concept_grounding.photos.concepts`, which are no CUB attributes)."""
     from ..models.data import images_to_tensor
 
-    vocab = vocab or load_vocabulary()
-    columns = _concept_columns(model, vocab)
+    columns = list(concept_columns) if concept_columns is not None else \
+        _concept_columns(model, vocab or load_vocabulary())
     if isinstance(model, PostHocCBM):
         fit_missing_parts(model, cub["train"], image_size, batch_size=batch_size, progress=progress)
     elif sweep:
@@ -235,7 +278,7 @@ def aysel_analysis(
     class_concepts[np.asarray(train_rows["label"])] = np.asarray(train_rows["class_attributes"], np.uint8)[:, columns]
     image_concepts = np.asarray(test["attributes"], np.uint8)[:, columns]
     result = aysel_metrics(model, images, np.asarray(test["label"]), image_concepts,
-                           class_concepts, part_xy, visible, batch_size=batch_size)
+                           class_concepts, part_xy, visible, batch_size=batch_size, concept_parts=concept_parts)
     if sweep:
         result.sweep = cav_sweep(model, images_to_tensor(train_rows["image"], image_size),
                                  np.asarray(train_rows["attributes"], np.uint8)[:, columns],

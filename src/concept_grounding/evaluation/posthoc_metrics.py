@@ -138,6 +138,7 @@ def aysel_metrics(
     *,
     batch_size: int = 64,
     rankings: Sequence[str] = ("theta_u", "theta", "u"),
+    concept_parts: Sequence[Sequence[int | str]] | None = None,
 ) -> AyselResult:
     """CGIM 1-3, concept existence and concept location of a post-hoc CBM (module docstring),
     the last two for every ranking of Aysel et al.'s Tables 1-2 (``theta_u`` = theta x u-hat,
@@ -153,6 +154,8 @@ def aysel_metrics(
         part_xy, part_visible: ``(N, P, 2)`` part centres in pixels of the ``S x S`` image, ``(N, P)``.
         rankings: which local-importance rankings to score (``existence`` and ``location``
             of the result hold the first; ``*_by_ranking`` all of them).
+        concept_parts: per concept, the parts it lives on (default: from the concept names, CUB's
+            vocabulary; see :func:`~concept_grounding.metrics.concept_location.concept_part_table`).
     """
     from ..metrics import concept_existence, concept_global_importance, concept_location
 
@@ -177,7 +180,9 @@ def aysel_metrics(
         model.train(was)
     size = images.shape[-1]
     location_by = {r: concept_location(maps, part_xy, part_visible, theta=theta, concept_scores=u,
-                                       predictions=predicted, references=labels, concept_names=names,
+                                       predictions=predicted, references=labels,
+                                       **({"concept_names": names} if concept_parts is None else
+                                          {"concept_parts": concept_parts}),
                                        image_size=(size, size), top_l=top_l, ranking=r) for r in rankings}
     first = rankings[0]
     return AyselResult(cgim, existence_by[first], location_by[first], float((predicted == labels).mean()), names, maps,

@@ -3,7 +3,8 @@ with the photo classes' class-level concepts (``analyse --photos``), on real bir
 
 Known answers: the class-level table (zoology, fixed by hand); the 'feathers' CAV, learned on the training
 composites, scores every held-out bird above chance against the mammals (ROC AUC), and concept existence
-of the feathers concept is higher on birds than on mammals.
+of the image's top concept beats a blind pick; concept location is measured for the body coverings (every
+image's mask gives its body point).
 """
 
 from __future__ import annotations
@@ -74,6 +75,8 @@ def test_the_feathers_cav_separates_held_out_birds_from_mammals(analysed):
     top = np.asarray(a.result.existence["top_concepts"])[:, 0]
     hit = a.image_concepts[np.arange(len(top)), top].astype(bool)
     assert hit.mean() > 1 / len(CONCEPTS)   # the top concept is truly present more often than a blind pick
+    location = a.result.location_by_ranking["u"]   # the body coverings, located at the mask's body point
+    assert location["skipped_invisible"] == 0 and np.isfinite(location["location@3_alpha3"])
     summary = json.loads((out / "results.json").read_text())
     assert summary["concept_names"] == list(CONCEPTS)
     assert {"concept_type1", "concept_type2", "concept_type3"} <= set(summary["cgim"])

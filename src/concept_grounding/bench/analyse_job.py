@@ -146,11 +146,12 @@ def run_analyse(config: AnalyseConfig) -> AnalyseResult:
 def _run_photos(config: AnalyseConfig, image_size: int) -> AnalyseResult:
     """``--photos``: the folder's splits (:func:`~concept_grounding.photos.concepts.photos_dataset_dict`),
     a post-hoc CBM on the ImageNet classifier's feature map with the class-level concepts
-    (:func:`~concept_grounding.evaluation.posthoc.imagenet_posthoc_cbm`), then the analysis. No concept has a
-    part location here, so concept location is reported as not measured (NaN)."""
+    (:func:`~concept_grounding.evaluation.posthoc.imagenet_posthoc_cbm`), then the analysis. Concept location:
+    the body coverings (feathers, fur, scales) at the mask's body point
+    (:func:`~concept_grounding.photos.concepts.concept_parts`); the other concepts have no region."""
     from ..evaluation.posthoc import aysel_analysis, imagenet_posthoc_cbm
     from ..models.imagenet import load_imagenet_classifier
-    from ..photos.concepts import CONCEPTS, photos_dataset_dict
+    from ..photos.concepts import CONCEPTS, concept_parts, photos_dataset_dict
 
     if config.model is not None:
         raise ValueError("--photos builds its post-hoc CBM on an ImageNet classifier: --model efficientnet_lite0 "
@@ -163,5 +164,5 @@ def _run_photos(config: AnalyseConfig, image_size: int) -> AnalyseResult:
     analysis = aysel_analysis(model, data, image_size=image_size, max_images=config.max_images,
                               batch_size=config.batch_size, progress=config.progress, sweep=config.sweep,
                               sweep_Cs=config.sweep_c, sweep_sizes=config.sweep_n, seed=config.seed,
-                              concept_columns=columns, concept_parts=[()] * len(CONCEPTS))
+                              concept_columns=columns, concept_parts=concept_parts())
     return AnalyseResult(config, analysis)

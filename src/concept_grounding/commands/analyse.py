@@ -19,7 +19,7 @@ Koh et al.'s 112 concepts, the sparse classifier).
 ``--photos DIR`` (a ``concept-grounding photos`` folder) with ``--model efficientnet_lite0`` (or
 no ``--model``): the post-hoc CBM on EfficientNet-Lite0's ImageNet feature map, its CAVs learned from
 the animals' class-level concepts (:mod:`concept_grounding.photos.concepts`); CGIM and concept
-existence as above, concept location not measured (no concept has a part location).
+existence as above, concept location for the body coverings at each mask's body point.
 """
 
 from __future__ import annotations

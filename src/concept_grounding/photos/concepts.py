@@ -31,7 +31,8 @@ import numpy as np
 if TYPE_CHECKING:
     import datasets
 
-__all__ = ["CONCEPTS", "CLASS_CONCEPTS", "class_concept_matrix", "photos_dataset_dict"]
+__all__ = ["CONCEPTS", "CLASS_CONCEPTS", "REGION_CONCEPTS", "class_concept_matrix", "concept_parts", "body_point",
+           "photos_dataset_dict"]
 
 CONCEPTS: tuple[str, ...] = ("feathers", "fur", "scales", "wings", "beak", "two_legs", "four_legs", "six_legs",
                              "tail", "horns", "antennae")
@@ -65,6 +66,37 @@ CLASS_CONCEPTS: dict[str, frozenset[str]] = {
 }
 
 
+#: the concepts whose region is the whole animal (its body covering), so the mask is their region;
+#: wings, beak, legs, tail, horns and antennae have no region in the masks and are not located
+REGION_CONCEPTS: tuple[str, ...] = ("feathers", "fur", "scales")
+
+
+def concept_parts() -> list[tuple[int, ...]]:
+    """Per concept of :data:`CONCEPTS`, its parts in :func:`photos_dataset_dict`'s ``part_xy``:
+    ``(0,)`` (the body point, :func:`body_point`) for :data:`REGION_CONCEPTS`, else ``()``.
+
+    >>> concept_parts()[:4]
+    [(0,), (0,), (0,), ()]
+    """
+    return [(0,) if c in REGION_CONCEPTS else () for c in CONCEPTS]
+
+
+def body_point(mask: np.ndarray) -> tuple[float, float]:
+    """``(x, y)`` in pixels of the mask pixel farthest from the background (the maximum of the Euclidean
+    distance transform): a point inside the animal even when its shape is concave, where a centroid
+    may fall outside (Aysel et al.'s part centre, for the one part the masks give).
+
+    >>> m = np.zeros((5, 7), bool); m[1:4, 2:5] = True
+    >>> body_point(m)
+    (3.0, 2.0)
+    """
+    from scipy.ndimage import distance_transform_edt
+
+    depth = distance_transform_edt(np.pad(np.asarray(mask, bool), 1))[1:-1, 1:-1]
+    y, x = np.unravel_index(int(np.argmax(depth)), depth.shape)
+    return float(x), float(y)
+
+
 def class_concept_matrix(synsets: Sequence[str]) -> np.ndarray:
     """``(K, L)`` 0/1 uint8: row ``k`` the :data:`CONCEPTS` of ``synsets[k]``; ``ValueError`` for a class
     the table does not hold."""
@@ -83,7 +115,8 @@ def photos_dataset_dict(root: str | Path) -> "datasets.DatasetDict":
 
     Columns: ``image`` (PIL), ``label`` (class index in ``class_names.txt`` order), ``attributes``
     and ``class_attributes`` ``(L,)`` (both the class's row of :func:`class_concept_matrix`),
-    ``part_xy`` ``(1, 2)`` / ``part_visible`` ``(1,)`` (no part: located nowhere). Split: each
+    ``part_xy`` ``(1, 2)`` / ``part_visible`` ``(1,)``: the body point of the image's mask
+    (``masks/<class>/<file>``, :func:`body_point`; invisible without a mask). Split: each
     cut-out's first composite per subset (``*-easy-0``, ``*-hard-0``) trains, the others test, so
     every class is in both with other backgrounds (*decision*: the same animal cut-out is in both).
     """
@@ -99,13 +132,18 @@ def photos_dataset_dict(root: str | Path) -> "datasets.DatasetDict":
     synsets = [p[0] for p in pairs]
     table = class_concept_matrix(synsets)
     rows: dict[str, dict[str, list]] = {"train": {}, "test": {}}
+    masks = folder / "masks"
     for label, synset in enumerate(synsets):
         for path in sorted((folder / synset).glob("*.png")):
             match = _SPLIT.search(path.name)
             split = "train" if match is None or match.group(2) == "0" else "test"
+            mask_file = masks / synset / path.name
+            mask = np.asarray(Image.open(mask_file).convert("L")) > 127 if mask_file.is_file() else None
+            visible = mask is not None and bool(mask.any())
+            xy = [list(body_point(mask)) if visible else [0.0, 0.0]]
             for key, value in (("image", Image.open(path).convert("RGB")), ("label", label),
                                ("attributes", table[label].tolist()), ("class_attributes", table[label].tolist()),
-                               ("part_xy", [[0.0, 0.0]]), ("part_visible", [False])):
+                               ("part_xy", xy), ("part_visible", [visible])):
                 rows[split].setdefault(key, []).append(value)
     if not rows["train"] or not rows["test"]:
         raise ValueError(f"--photos {root}: no images in the class folders")

@@ -23,7 +23,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from concept_grounding import hub
+from concept_grounding import hub, hub_probe
 from concept_grounding.cli import main
 from concept_grounding.errors import ModelUnavailableError
 
@@ -92,7 +92,7 @@ def online(monkeypatch, tmp_path):
     monkeypatch.setattr(dconfig, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(dconfig, "HF_DATASETS_OFFLINE", False)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf-cache"))
-    monkeypatch.setattr(hub, "_PROBES", {})
+    monkeypatch.setattr(hub_probe, "_PROBES", {})
 
     def use(endpoint: str) -> None:
         monkeypatch.setattr(constants, "ENDPOINT", endpoint)

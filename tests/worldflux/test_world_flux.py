@@ -20,7 +20,8 @@ from concept_grounding.worldflux.captions import (
     phrase_attributes,
     word_tokenizers,
 )
-from concept_grounding.worldflux.train import cosine_lr, render_training_set
+from concept_grounding.worldflux.data import render_training_set
+from concept_grounding.worldflux.train import cosine_lr
 
 REPO = Path(__file__).resolve().parents[2]
 TWO = ("017.Cardinal", "073.Blue_Jay")
@@ -234,7 +235,7 @@ def test_render_fields_is_the_same_for_any_number_of_workers():
 
 
 def test_vae_set_adds_deviant_renders_and_part_weights(world2):
-    from concept_grounding.worldflux.train import render_training_set
+    from concept_grounding.worldflux.data import render_training_set
     from concept_grounding.worldflux.vae import VAE_DEVIANT_START, part_weights, render_vae_set
 
     cfg = FluxTrainConfig(world=replace(TRAINING_WORLD, class_names=TWO), per_class=2, vae_deviant_per_class=3, vae_part_weight=1.0)

@@ -6,7 +6,7 @@ import numpy as np
 
 from concept_grounding.world import BirdWorld
 from concept_grounding.worldflux.components import FluxTrainConfig
-from concept_grounding.worldflux.train import batch_captions, composition_counts
+from concept_grounding.worldflux.data import batch_captions, composition_counts
 
 
 def test_tiny_training_with_compositions(tmp_path):

@@ -35,8 +35,8 @@ import numpy as np
 from ..vocabulary import load_vocabulary
 from .artifacts import POSTHOC_MODEL, WORLD_CLIP_MODEL, BenchArtifacts
 from .config import MODEL_VARIANTS, BenchConfig
-from .context import BenchContext
-from .context import Split
+from .ccd import ccd_analysis
+from .context import BenchContext, Split
 from .data import BenchData, concept_columns, load_bench_data
 from ..fileio import write_json, write_report
 from .report import bench_markdown, plot_breakdowns
@@ -120,28 +120,6 @@ def table1(ctx: BenchContext, seconds: dict[str, float] | None = None) -> tuple[
         seconds[name] = round(time.perf_counter() - start, 1)
         logger.info("%s: s+ %.3f  s- %.3f  acc %.3f", name, row["s_plus"], row["s_minus"], row["concept_accuracy"])
     return rows, models
-
-
-def ccd_analysis(oracle_name: str, oracle, data: BenchData, test: Split, sub_images) -> dict[str, Any]:
-    """ConceptBed's CCD of the SUB images against real test images, per reference class.
-
-    The oracle is a trained concept model's class softmax: ``f(y_c | x)`` for the reference
-    class ``c``. CCD > 0 means the counterfactuals look less like their class to the oracle
-    than real birds of that class do (they deviate); 0 means no difference.
-    """
-    import torch
-
-    from ..metrics import concept_confidence_deviation
-    from ..models import predict
-
-    gen = torch.softmax(predict(oracle, sub_images).class_logits, dim=1).numpy()
-    real = torch.softmax(predict(oracle, test.images).class_logits, dim=1).numpy()
-    gen_labels = np.array([data.class_names.index(c) for c in data.sub["reference_class"]])
-    out = {"oracle": oracle_name}
-    for reduction in ("per_concept", "pooled"):
-        res = concept_confidence_deviation(gen, gen_labels, real, test.labels.numpy(), reduction=reduction)
-        out[reduction] = {k: res[k] for k in ("ccd", "accuracy", "msp", "ece", "real_accuracy")}
-    return out
 
 
 # ---------------------------------------------------------------------------- step 3
@@ -280,7 +258,7 @@ def table2(ctx: BenchContext, clips: Sequence[tuple[str, Any]] = ()) -> list[dic
     ``clips`` (row name, :class:`~concept_grounding.models.clip.ClipHandle`): SUB's s+ / s-
     from :func:`~concept_grounding.evaluation.evaluate_sub`, concept accuracy on the test split
     from the same group-mode scores, and each column's chance (``chance_<column>``)."""
-    data, train, test = ctx.data, ctx.train, ctx.test
+    data, test = ctx.data, ctx.test
     columns, vocab, config, out = ctx.columns, ctx.vocab, ctx.config, ctx.out
     from ..evaluation import evaluate_sub
     from ..models.clip import train_world_clip, world_clip_handle

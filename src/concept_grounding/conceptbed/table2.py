@@ -92,15 +92,12 @@ class CompositionRun:
 
     def _add(self, name: str, images: np.ndarray, rows: list, concept: Concept) -> None:
         scores = self.scores.setdefault(name, CompositionScores.empty())
-        k = self.per_prompt
+        k, valid = self.per_prompt, self.oracle.valid_kinds()
         for j, (category, prompt, _) in enumerate(rows):
             block = images[j * k : (j + 1) * k]
-            p = self.oracle.p_yes(block, questions(prompt), concept.label, self.cw.world)
-            valid = self.oracle.valid_kinds()
-            kinds = [q.kind for q in questions(prompt)]
-            p[:, [i for i, kind in enumerate(kinds) if kind not in valid and i > 0]] = np.nan
-            if kinds[0] not in valid:
-                p[:, 0] = np.nan
+            qs = questions(prompt)
+            p = self.oracle.p_yes(block, qs, concept.label, self.cw.world)
+            p[:, [i for i, q in enumerate(qs) if q.kind not in valid]] = np.nan  # unvalidated kinds: no verdict
             scores.add(category, p, clip_scores(self.clip, block, [prompt] * len(block)))
             if self.ratings is not None and p.shape[1] > 1 and not np.isnan(p[0, 1:]).all():
                 self.ratings.add_caption(name, concept.name, prompt, block[0], float(np.nanmean(p[0, 1:])))

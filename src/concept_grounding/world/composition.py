@@ -34,8 +34,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .backgrounds import draw_background
+from .canvas import Canvas
 from .config import Pose
-from .render import Canvas, part_centres, draw_bird, light
+from .render import draw_bird, light, part_centres
 
 __all__ = ["CATEGORIES", "COUNT_WORDS", "RELATIONS", "ACTIONS", "Composition", "flock_poses", "render_flock"]
 

@@ -146,7 +146,7 @@ def pose_for(config: WorldConfig, varied: Pose) -> Pose:
     pose = varied
     if config.pose == "canonical":
         scale = CANONICAL_SCALE * float(config.zoom)
-        px = scale * config.image_size / 4.7  # pixels per canonical unit (render.pixels_per_unit)
+        px = scale * config.image_size / 4.7  # pixels per canonical unit (canvas.pixels_per_unit)
         centre = config.image_size / 2.0
         pose = replace(pose, facing="right", scale=scale, angle=0.0, brightness=1.0, cast=(1.0, 1.0, 1.0),
                        center=(centre - _BIRD_BOX_CENTRE[0] * px, centre - _BIRD_BOX_CENTRE[1] * px))

@@ -380,3 +380,28 @@ def test_train_flux_device_cuda_without_cuda_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code != 0 and len(err) == 1 and "device" in err[0] and "CUDA" in err[0]
     assert not (tmp_path / "w" / "data.npz").exists()  # refused before any rendering
+
+
+def test_init_from_grows_the_vocabulary_for_compositions(tmp_path):
+    """A folder trained without compositions starts a run with them: the text encoders'
+    embedding rows of its words move to their new ids, and the new words are added."""
+    from safetensors.torch import load_file
+    from transformers import PreTrainedTokenizerFast
+
+    from concept_grounding.cli import main
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert main(["train-flux", "--tiny", "--out", str(first), "--work-dir", str(tmp_path / "w1"), "--no-progress"]) == 0
+    assert main(["train-flux", "--tiny", "--out", str(second), "--work-dir", str(tmp_path / "w2"), "--no-progress",
+                 "--init-from", str(first), "--vae-steps", "0", "--steps", "1", "--compositions", "0.5"]) == 0
+    old_tok = PreTrainedTokenizerFast.from_pretrained(first / "tokenizer").get_vocab()
+    new_tok = PreTrainedTokenizerFast.from_pretrained(second / "tokenizer").get_vocab()
+    assert set(old_tok) < set(new_tok) and {"two", "three", "facing", "sky"} <= set(new_tok) - set(old_tok)
+    for sub, key in (("text_encoder", "embeddings.token_embedding.weight"), ("text_encoder_2", "shared.weight")):
+        a = load_file(first / sub / "model.safetensors")[key].float()
+        b = load_file(second / sub / "model.safetensors")[key].float()
+        assert b.shape[0] == len(new_tok) > a.shape[0] == len(old_tok)
+        # one step of lr 1e-4 moves a row by ~1e-4: each old word's row is where its word went
+        for word in ("bird", "cardinal", "yellow"):
+            assert torch.allclose(b[new_tok[word]], a[old_tok[word]], atol=2e-3), (sub, word)
+            assert not torch.allclose(b[new_tok[word]], a[old_tok["bird" if word != "bird" else "a"]], atol=2e-3)

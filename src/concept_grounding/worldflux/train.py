@@ -43,7 +43,7 @@ from .components import FluxTrainConfig, build_scheduler, build_text_encoders, b
 from .training_utils import atomic_save, cosine_lr, training_world
 from .vae import encode_latents, train_vae
 
-__all__ = ["train_world_flux"]
+__all__ = ["grow_vocabulary", "train_world_flux"]
 
 
 # ----------------------------------------------------------------------------- Flux
@@ -113,18 +113,63 @@ def encode_prompts(tokenizers: tuple[Any, Any], encoders: tuple[Any, Any], promp
     return states, pooled
 
 
-def _load_initial(modules: Any, folder: Path) -> None:
+def _word_rows(old_vocab: dict[str, int], new_vocab: dict[str, int]) -> tuple[list[int], list[int]] | None:
+    """``(new ids, old ids)`` of the words two word-level vocabularies share, or ``None`` when
+    they are the same; a word of ``old_vocab`` missing from ``new_vocab`` is refused."""
+    if old_vocab == new_vocab:
+        return None
+    lost = sorted(set(old_vocab) - set(new_vocab))
+    if lost:
+        raise ValueError(f"--init-from: this run's vocabulary lacks {len(lost)} of its words (e.g. {lost[0]!r})")
+    shared = sorted(old_vocab, key=old_vocab.get)
+    return [new_vocab[w] for w in shared], [old_vocab[w] for w in shared]
+
+
+def grow_vocabulary(state: dict[str, Any], target: dict[str, Any], old_vocab: dict[str, int],
+                    new_vocab: dict[str, int]) -> dict[str, Any]:
+    """``state`` (a text encoder's weights for ``old_vocab``) fitted to ``target`` (the same
+    encoder for ``new_vocab``, a superset): every token-embedding row, shape
+    ``(len(old_vocab), D)``, moves to its word's id in ``new_vocab``; the new words keep
+    ``target``'s own initial rows. Other weights are returned as they are.
+
+    >>> import torch
+    >>> old, new = {"<pad>": 0, "a": 1}, {"<pad>": 0, "a": 1, "bird": 2}
+    >>> out = grow_vocabulary({"emb": torch.ones(2, 3)}, {"emb": torch.zeros(3, 3)}, old, new)
+    >>> out["emb"].sum(1).tolist()
+    [3.0, 3.0, 0.0]
+    """
+    rows = _word_rows(old_vocab, new_vocab)
+    if rows is None:
+        return state
+    new_ids, old_ids = rows
+    out = dict(state)
+    for key, value in state.items():
+        want = target.get(key)
+        if want is not None and value.shape[0] == len(old_vocab) and want.shape[0] == len(new_vocab) \
+                and value.shape[1:] == want.shape[1:]:
+            grown = want.detach().clone().to(value.dtype)
+            grown[new_ids] = value[old_ids]
+            out[key] = grown
+    return out
+
+
+def _load_initial(modules: Any, folder: Path, vocabulary: dict[str, int]) -> None:
     """Load ``folder``'s transformer and text encoders (a ``FluxPipeline`` folder of the same
-    sizes and vocabulary) into ``modules`` as the starting point of training."""
+    sizes) into ``modules`` as the starting point of training. Its word vocabulary may be a
+    subset of this run's ``vocabulary`` (e.g. v3's for a run with ``compositions``): the
+    text encoders' embeddings then grow (:func:`grow_vocabulary`)."""
     from diffusers import FluxTransformer2DModel
     from transformers import CLIPTextModel, T5EncoderModel
 
+    old_vocab = json.loads((folder / "tokenizer" / "tokenizer.json").read_text())["model"]["vocab"]
     sources = {"transformer": (FluxTransformer2DModel, "transformer"), "clip": (CLIPTextModel, "text_encoder"),
                "t5": (T5EncoderModel, "text_encoder_2")}
     for key, (cls, sub) in sources.items():
-        state = cls.from_pretrained(folder / sub).state_dict()
+        state = {k: v.float() for k, v in cls.from_pretrained(folder / sub).state_dict().items()}
+        if key != "transformer":
+            state = grow_vocabulary(state, modules[key].state_dict(), old_vocab, vocabulary)
         try:
-            modules[key].load_state_dict({k: v.float() for k, v in state.items()})
+            modules[key].load_state_dict(state)
         except RuntimeError:
             raise ValueError(f"--init-from: {folder}/{sub} does not match this run's sizes or vocabulary") from None
 
@@ -158,7 +203,7 @@ def _train_flux(
     transformer = build_transformer(cfg)
     modules = torch.nn.ModuleDict({"transformer": transformer, "clip": clip, "t5": t5})
     if cfg.init_from:
-        _load_initial(modules, Path(cfg.init_from))
+        _load_initial(modules, Path(cfg.init_from), tokenizers[0].get_vocab())
     modules.to(device)
     if cfg.steps == 0:  # keep init_from's transformer and text encoders (e.g. after a decoder-only VAE fit)
         return transformer, clip, t5, {"step": 0, "losses": [], "total": 0, "seconds": 0.0, "done": True}

@@ -383,8 +383,9 @@ def test_train_flux_device_cuda_without_cuda_is_one_line(tmp_path, capsys):
 
 
 def test_init_from_grows_the_vocabulary_for_compositions(tmp_path):
-    """A folder trained without compositions starts a run with them: the text encoders'
-    embedding rows of its words move to their new ids, and the new words are added."""
+    """A folder trained without compositions starts a run with them (v3 -> v4 on the CPU): the
+    text encoders' embedding rows of its words move to their new ids, the new words are added,
+    and the attribute-preserving decoder fit weighs a composition's birds as one part."""
     from safetensors.torch import load_file
     from transformers import PreTrainedTokenizerFast
 
@@ -393,7 +394,12 @@ def test_init_from_grows_the_vocabulary_for_compositions(tmp_path):
     first, second = tmp_path / "first", tmp_path / "second"
     assert main(["train-flux", "--tiny", "--out", str(first), "--work-dir", str(tmp_path / "w1"), "--no-progress"]) == 0
     assert main(["train-flux", "--tiny", "--out", str(second), "--work-dir", str(tmp_path / "w2"), "--no-progress",
-                 "--init-from", str(first), "--vae-steps", "0", "--steps", "1", "--compositions", "0.5"]) == 0
+                 "--init-from", str(first), "--vae-decoder-only", "--vae-part-weight", "1", "--vae-steps", "1",
+                 "--steps", "1", "--compositions", "0.5"]) == 0
+    with np.load(tmp_path / "w2" / "data.npz") as d, np.load(tmp_path / "w2" / "vae_data.npz") as v:
+        composed, maps = d["composed"], v["part_maps"]
+        assert np.array_equal(v["images"], d["images"]) and composed.any() and (~composed).any()
+        assert set(np.unique(maps[composed])) == {0, 1} and maps[~composed].max() > 1
     old_tok = PreTrainedTokenizerFast.from_pretrained(first / "tokenizer").get_vocab()
     new_tok = PreTrainedTokenizerFast.from_pretrained(second / "tokenizer").get_vocab()
     assert set(old_tok) < set(new_tok) and {"two", "three", "facing", "sky"} <= set(new_tok) - set(old_tok)

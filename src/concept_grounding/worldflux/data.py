@@ -43,6 +43,13 @@ _MIRRORED = {"left": "right", "right": "left"}
 COUNT_PROBABILITIES = (0.4, 0.3, 0.3)
 
 
+def composition_config(config: Any) -> Any:
+    """The world config composition renders are drawn in: ``config`` with varied pose and scene."""
+    from dataclasses import replace
+
+    return replace(config, pose="varied", scene="varied")
+
+
 def composition_counts(seed: int, indices: list[int]) -> np.ndarray:
     """(N,) bird counts of the composition renders ``indices`` (:data:`COUNT_PROBABILITIES`),
     a function of ``(seed, index)``."""
@@ -60,8 +67,6 @@ def render_training_set(cfg: FluxTrainConfig, progress: bool = True, workers: in
     varied scene and pose of the same world, with 1-3 birds (:func:`composition_counts`);
     ``composed`` (N,) bool marks them, ``count`` (N,), ``scene`` (N,) str and ``facing`` (N,) str
     give their truth (1 and the training world's own scene and facing for the others)."""
-    from dataclasses import replace
-
     world = training_world(cfg)
     chosen = _held_out_free_indices(world, cfg.per_class)
     out = render_fields(world.config, chosen, ("image", "label", "attributes"), workers, "render", progress)
@@ -84,8 +89,7 @@ def render_training_set(cfg: FluxTrainConfig, progress: bool = True, workers: in
         base["scene"], base["facing"] = rendered["scene"].astype("<U8"), rendered["facing"].astype("<U8")
     extra = _held_out_free_indices(world, n_comp, skip=cfg.per_class)
     counts = composition_counts(world.config.seed, extra)
-    varied = replace(world.config, pose="varied", scene="varied")
-    comp = render_fields(varied, extra, ("image", "label", "attributes", "scene", "facing"), workers,
+    comp = render_fields(composition_config(world.config), extra, ("image", "label", "attributes", "scene", "facing"), workers,
                          "compositions", progress, counts=counts.tolist())
     return {
         "images": np.concatenate([data["images"], comp["image"]]),

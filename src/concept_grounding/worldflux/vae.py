@@ -73,6 +73,28 @@ def part_weights(part_maps: np.ndarray, strength: float) -> np.ndarray:
     return weights / weights.mean(axis=(1, 2), keepdims=True)
 
 
+def _training_part_maps(config: Any, data: dict[str, np.ndarray], workers: int, progress: bool
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """``(images, part_maps)`` of the transformer's renders ``data``, re-rendered: a single
+    bird's exact part map; a composition render's birds (``data["composed"]``) count as one
+    part (1 on any bird), so its small birds weigh as much as its background."""
+    from .data import composition_config
+
+    composed = data.get("composed", np.zeros(len(data["indices"]), bool))
+    images = np.empty_like(data["images"])
+    maps = np.zeros(images.shape[:3], np.uint8)
+    single = np.flatnonzero(~composed)
+    if len(single):
+        base = render_fields(config, data["indices"][single], ("image", "part_map"), workers, "vae parts", progress)
+        images[single], maps[single] = base["image"], base["part_map"]
+    flock = np.flatnonzero(composed)
+    if len(flock):
+        comp = render_fields(composition_config(config), data["indices"][flock], ("image", "mask"), workers,
+                             "vae compositions", progress, counts=data["count"][flock].tolist())
+        images[flock], maps[flock] = comp["image"], comp["mask"].astype(np.uint8)
+    return images, maps
+
+
 def render_vae_set(cfg: FluxTrainConfig, data: dict[str, np.ndarray], progress: bool = True, workers: int = 1) -> dict[str, np.ndarray]:
     """The VAE's training images when an attribute-preserving setting is on.
 
@@ -82,8 +104,7 @@ def render_vae_set(cfg: FluxTrainConfig, data: dict[str, np.ndarray], progress: 
         ``(N + D, H, W)`` uint8, their exact part maps (weights: :func:`part_weights`).
     """
     world = training_world(cfg)
-    base = render_fields(world.config, data["indices"], ("image", "part_map"), workers, "vae parts", progress)
-    images, maps = base["image"], base["part_map"]
+    images, maps = _training_part_maps(world.config, data, workers, progress)
     if not np.array_equal(images, data["images"]):
         raise ValueError("work_dir: data.npz does not match the world's renders; use a fresh --work-dir")
     if cfg.vae_deviant_per_class:

@@ -26,12 +26,14 @@ image over k, no duplicate answer.
 time goes: our handler (store ``submit`` + ``next_image``), the rest of Gradio's server-side
 processing (``process_api``: pre/post-processing, the image copied into its cache), the
 queue + HTTP transport + client (the round trip without the image download), and the image
-download (a second HTTP request the client makes, as a browser does).
+download (a second HTTP request the client makes, as a browser does), with gradio_client; then
+the round trip of the page's own requests (:class:`PageClient`, no 50 ms poll) and the part of
+our handler that counts the annotator's progress.
 
 ``--study rating`` times ConceptBed's rating study instead (issue 44: the app's rating tab, one
 1-5 rating per submit, each rater's own shuffled order, a 224 px image with three references
-inline): the same arms, ``--images`` rating items; the target is p95 submit -> next item
-<= 200 ms with 10 raters.
+inline): the same arms (``--breakdown`` included: its handler is the rating tab's submit),
+``--images`` rating items; the target is p95 submit -> next item <= 200 ms with 10 raters.
 
 Usage: ``python benchmarks/bench_annotation.py [--annotators 10] [--images 38400] [--seconds 20]
 [--study sub|rating] [--http [--think 2] [--gradio-client | --in-process] [--breakdown]]``
@@ -248,7 +250,7 @@ def _bench_store(args: argparse.Namespace) -> tuple[Path, Path]:
         Image.fromarray(world.sample(j * world.num_classes).image).save(folder / f"ref{j}.png")
     store = _store_class(args)(folder / "bench.db", k=args.k, timeout=60)
     _add_items(store, args)
-    names = [f"annotator{i}" for i in range(args.annotators)] + ["breakdown-True", "breakdown-False"]
+    names = [f"annotator{i}" for i in range(args.annotators)] + ["breakdown-True", "breakdown-False", "breakdown-page"]
     TOKENS.update({n: store.issue_token(n) for n in names})  # each annotator's personal link
     store.close()
     return folder, image
@@ -358,13 +360,11 @@ def http_main(args: argparse.Namespace) -> None:
     clients' JSON / SSE work then count in the server's figure)."""
     folder, image = _bench_store(args)
     if args.breakdown:
-        if args.study == "rating":
-            raise SystemExit("--breakdown times SUB's study 1 only")
         from concept_grounding.curation.annotate_app import build_app
-        from concept_grounding.curation.annotations import AnnotationStore
 
-        store = AnnotationStore(folder / "bench.db", k=args.k, timeout=60)
-        return breakdown(build_app(store, lambda item: str(image)), store, image, folder, args)
+        store = _store_class(args)(folder / "bench.db", k=args.k, timeout=60)
+        app = build_app(store, lambda item: str(image), **_study_tabs(store, folder, args.study))
+        return breakdown(app, store, image, folder, args)
     jobs = [(f"annotator{i}", TOKENS[f"annotator{i}"], args.seconds, args.think, args.study)
             for i in range(args.annotators)]
     results: list[tuple[list[float], float]] = []
@@ -439,17 +439,33 @@ def _pcts(ms: list[float]) -> str:
 
 def breakdown(app, store, image: Path, folder: Path, args: argparse.Namespace, n: int = 40) -> None:
     """One gradio_client session, ``n`` sequential submits with and ``n`` without the image
-    download; the server's ``process_api`` and our handler timed inside the server."""
+    download, then ``n`` by a :class:`PageClient`; the server's ``process_api``, our handler
+    and the store's progress count (part of the handler) timed inside the server."""
     import socket
 
     from gradio.blocks import Blocks
     from gradio_client import Client
 
     from concept_grounding.curation.annotate_app import AnnotationHandlers, launch_app
+    from concept_grounding.curation.rating_app import RatingHandlers
 
+    rating = args.study == "rating"
+    handlers = RatingHandlers if rating else AnnotationHandlers
+    start_api, submit_api, answers = ("/rate_start", "/rate_submit", ("3",)) if rating else \
+        ("/on_start", "/on_submit", ("yes", "no"))
     handler_ms: list[float] = []
     api_ms: list[float] = []
-    submit = AnnotationHandlers.submit
+    progress_ms: list[float] = []
+    submit = handlers.submit
+    progress_name = "rating_progress" if rating else "progress"
+    progress = getattr(type(store), progress_name)
+
+    def timed_progress(self, *a, **k):
+        t = time.perf_counter()
+        try:
+            return progress(self, *a, **k)
+        finally:
+            progress_ms.append(1e3 * (time.perf_counter() - t))
 
     def timed_submit(self, *a, **k):
         t = time.perf_counter()
@@ -467,31 +483,35 @@ def breakdown(app, store, image: Path, folder: Path, args: argparse.Namespace, n
         finally:
             api_ms.append(1e3 * (time.perf_counter() - t))
 
-    AnnotationHandlers.submit, Blocks.process_api = timed_submit, timed_api
+    handlers.submit, Blocks.process_api = timed_submit, timed_api
+    setattr(type(store), progress_name, timed_progress)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     launch_app(app, prevent_thread_lock=True, server_port=port, quiet=True)
     url = f"http://127.0.0.1:{port}/"
     rows = {}
-    for download in (True, False):
-        client = Client(url, verbose=False, download_files=download)
+    for download in (True, False, "page"):
+        client = PageClient(url) if download == "page" else Client(url, verbose=False, download_files=download)
         token = TOKENS[f"breakdown-{download}"]
-        shown = client.predict(token, api_name="/on_start")[1]
-        handler_ms.clear(), api_ms.clear()
+        shown = client.predict(token, api_name=start_api)[1]
+        handler_ms.clear(), api_ms.clear(), progress_ms.clear()
         trip = []
         for _ in range(n):
             t = time.perf_counter()
-            shown = client.predict(token, shown, "yes", "no", api_name="/on_submit")[1]
+            shown = client.predict(token, shown, *answers, api_name=submit_api)[1]
             trip.append(1e3 * (time.perf_counter() - t))
-        rows[download] = (trip, list(handler_ms), list(api_ms))
+        rows[download] = (trip, list(handler_ms), list(api_ms), list(progress_ms))
     app.close()
-    trip, handler, api = rows[False]
-    print(f"one annotator, {n} sequential submits, ms (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs):")
+    trip, handler, api, counted = rows[False]
+    print(f"{args.study} study: one annotator, {n} sequential submits, ms (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs):")
     print(f"  round trip with the image download     {_pcts(rows[True][0])}")
     print(f"  round trip without the download        {_pcts(trip)}")
     print(f"  server process_api (Gradio + handler)  {_pcts(api)}")
     print(f"  our handler (store submit + next)      {_pcts(handler)}")
+    print(f"  of which the progress count            {_pcts(counted)}")
+    print(f"  round trip, PageClient (the page's)    {_pcts(rows['page'][0])}  (handler "
+          f"{_pcts(rows['page'][1])})")
     print(f"  so: download {np.median(rows[True][0]) - np.median(trip):.1f}, queue + HTTP + client "
           f"{np.median(trip) - np.median(api):.1f}, Gradio processing {np.median(api) - np.median(handler):.1f}, "
           f"ours {np.median(handler):.1f} (medians)")

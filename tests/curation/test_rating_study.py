@@ -172,7 +172,59 @@ def test_older_stores_gain_the_rating_tables(tmp_path, items_folder):
     assert store.k == 2 and len(store.rows()) == 2
     assert store.add_rating_items(read_rating_items(items_folder)) == 10
     with sqlite3.connect(path) as con:
-        assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+        assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+
+
+def _counted_everywhere(store: RatingStore, raters) -> None:
+    """Each rater's progress from the trigger-kept counts equals the one counted from the rows."""
+    for rater in raters:
+        assert store.rating_progress(rater) == store._progress_counted(rater), rater
+
+
+def test_progress_counts_follow_leases_submits_refusals_and_expiry(tmp_path, items_folder):
+    now = [0.0]
+    store = RatingStore(tmp_path / "p.db", k=2, lease_seconds=10, clock=lambda: now[0])
+    store.add_rating_items(read_rating_items(items_folder))
+    raters = [f"r{i}" for i in range(4)]
+    rng = np.random.default_rng(0)
+    for step in range(120):
+        rater = raters[int(rng.integers(len(raters)))]
+        item = store.next_rating(rater)
+        if item is not None and rng.random() < 0.7:
+            store.submit_rating(rater, item.id, int(rng.integers(1, 6)))
+        elif item is not None and rng.random() < 0.5:  # an item not leased to them: stored, or refused
+            other = store.rating_items()[int(rng.integers(10))].id
+            try:
+                store.submit_rating(rater, other, 3)
+            except AnnotationError as err:
+                assert err.brief in ("a second submit", "item full")
+        now[0] += float(rng.uniform(0, 4))  # leases run out now and then: taken goes down again
+        _counted_everywhere(store, raters)
+    assert store.rating_count() > 10 and store.rating_complete()[0] > 0
+    assert sum(n for (n,) in store._read("SELECT items FROM rating_taken")) == 10
+
+
+def test_version_3_store_gains_filled_counts(tmp_path, items_folder):
+    path = tmp_path / "v3.db"
+    store = RatingStore(path, k=2)
+    store.add_rating_items(read_rating_items(items_folder))
+    run_raters(store, ["a", "b"], lambda n, it: 3, limit=4)
+    store.next_rating("c")  # a lease open
+    expected = {r: store.rating_progress(r) for r in "abc"}
+    store.close()
+    with sqlite3.connect(path) as con:  # as version 3 wrote it: no counts, no triggers
+        con.executescript("DROP TABLE rating_taken; DROP TABLE rating_rater_taken; DROP INDEX ratings_by_item; "
+                          + "".join(f"DROP TRIGGER {t};" for t in ("rating_items_added", "rating_items_removed",
+                                    "rating_items_retaken", "ratings_added", "ratings_removed"))
+                          + "PRAGMA user_version=3;")
+    readonly = RatingStore(path, read_only=True)
+    assert {r: readonly.rating_progress(r) for r in "abc"} == expected  # counted from the rows
+    upgraded = RatingStore(path)
+    assert {r: upgraded.rating_progress(r) for r in "abc"} == expected
+    run_raters(upgraded, ["c", "d"], lambda n, it: 5, limit=3)
+    _counted_everywhere(upgraded, "abcd")
+    with sqlite3.connect(path) as con:
+        assert con.execute("PRAGMA user_version").fetchone()[0] == 4
 
 
 def test_concurrent_raters_never_exceed_k(tmp_path, items_folder):
@@ -292,6 +344,10 @@ def test_served_app_refuses_out_of_range_forged_and_stale_in_one_line(served, ca
     assert lines == ["annotate: refused a rating submit by 'ann': rating outside 1-5"] * 3
     assert client.predict(tokens["ann"], shown, None, api_name="/rate_submit")[5] == "choose a rating (1-5) first"
     assert "personal link" in client.predict("ann", shown, "3", api_name="/rate_submit")[5]
+    # the events skip Gradio's preprocess: inputs of other JSON types are read as the components would
+    assert "personal link" in client.predict({"token": tokens["ann"]}, shown, "3", api_name="/rate_submit")[5]
+    assert client.predict(tokens["ann"], shown, [3], api_name="/rate_submit")[5] == "choose a rating (1-5) first"
+    assert client.predict(tokens["ann"], [shown], "3", api_name="/rate_submit")[5].startswith("not stored")
     assert store.rating_rows() == []
     nxt = client.predict(tokens["ann"], shown, "3", api_name="/rate_submit")
     again = client.predict(tokens["ann"], shown, "1", api_name="/rate_submit")  # a double click's second half

@@ -16,15 +16,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .annotation_items import DEFAULT_K, AnnotationError
-from .rating_study import RATING_TABLES
+from .rating_study import RATING_COUNTERS, RATING_COUNTERS_FILL, RATING_TABLES
 
 __all__ = ["SCHEMA_VERSION", "LEASE_SECONDS", "AnnotationDatabase"]
 
 #: bump when the tables change; a file of another version is refused, naming both. Older files gain
 #: what they lack when opened for writing (version 1, before annotators had tokens: the ``tokens``
-#: table; versions 1-2, before ConceptBed's rating study: its tables, :data:`.rating_study.RATING_TABLES`),
-#: and are read as they are when opened read-only.
-SCHEMA_VERSION = 3
+#: table; versions 1-2, before ConceptBed's rating study: its tables, :data:`.rating_study.RATING_TABLES`;
+#: versions 1-3, before the rating study's progress counts: :data:`.rating_study.RATING_COUNTERS`,
+#: filled from the file), and are read as they are when opened read-only.
+SCHEMA_VERSION = 4
+#: the versions an older file may have (upgraded when opened for writing, read as they are read-only)
+_OLDER = (1, 2, 3)
 #: seconds an image handed to an annotator stays reserved for them.
 LEASE_SECONDS = 600.0
 
@@ -77,7 +80,18 @@ CREATE TABLE IF NOT EXISTS settings (
 );
 CREATE INDEX IF NOT EXISTS counts_next ON counts (study, taken DESC, position);
 CREATE INDEX IF NOT EXISTS answers_by_annotator ON answers (annotator, study);
-""" + _TOKENS + RATING_TABLES
+""" + _TOKENS + RATING_TABLES + RATING_COUNTERS
+
+
+def _statements(script: str) -> list[str]:
+    """``script``'s SQL statements one by one (a trigger's body kept whole), to run inside one transaction."""
+    out, pending = [], ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            out.append(pending.strip())
+            pending = ""
+    return out
 
 
 _WRITE_LOCKS: dict[str, threading.Lock] = {}
@@ -169,15 +183,29 @@ class AnnotationDatabase:
             tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             if version == 0 and not tables and not self.read_only:
                 con.executescript(_SCHEMA + f"PRAGMA user_version={SCHEMA_VERSION};")  # idempotent if raced
-            elif version in (1, 2) and not self.read_only:  # the tables added, nothing else changes
-                con.executescript(_TOKENS + RATING_TABLES + f"PRAGMA user_version={SCHEMA_VERSION};")
-            elif version != SCHEMA_VERSION and not (version in (1, 2) and self.read_only):
+            elif version in _OLDER and not self.read_only:  # the tables added, nothing else changes
+                self._upgrade(con)
+            elif version != SCHEMA_VERSION and not (version in _OLDER and self.read_only):
                 raise AnnotationError(f"{self.path}: schema version {version}, this concept-grounding reads "
                                       f"version {SCHEMA_VERSION}; export it with the version that wrote it")
         except sqlite3.Error as err:
             if con.in_transaction:
                 con.execute("ROLLBACK")
             raise self._fail(err) from None
+
+    def _upgrade(self, con: sqlite3.Connection) -> None:
+        """An older file given what it lacks (:data:`SCHEMA_VERSION`'s note) in one transaction; a
+        process that upgraded it meanwhile (the version read again under the lock) leaves nothing to do."""
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            if con.execute("PRAGMA user_version").fetchone()[0] in _OLDER:
+                for sql in _statements(_TOKENS + RATING_TABLES + RATING_COUNTERS + RATING_COUNTERS_FILL):
+                    con.execute(sql)
+                con.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        con.execute("COMMIT")
 
     def _settle_k(self, k: int | None) -> None:
         """Store ``k`` in a new file; check it against an existing file's (``None``: take the file's)."""

@@ -17,6 +17,7 @@ value), the same item stays, nothing is written. :func:`rating_tab` adds the tab
 from __future__ import annotations
 
 import html
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,16 +111,35 @@ def _references_html(view: RatingView) -> str:
 
 
 def _outputs(view: RatingView) -> list:
-    """The tab's outputs of ``view``: plain values (the radio cleared), no ``gr.update``."""
+    """The tab's outputs of ``view``: plain values (the radio cleared), no ``gr.update``, each as
+    its component's ``postprocess`` would give it (the events skip Gradio's; :func:`rating_tab`):
+    HTML and the hidden textbox as they are, Markdown through ``inspect.cleandoc``."""
     image = image_html(view.image) if view.image else ""
     question = f"**{view.question}**" if view.question else ""
-    return [image, view.item_id or "", _references_html(view), question, view.progress, view.message, None]
+    markdown = [inspect.cleandoc(text) for text in (question, view.progress, view.message)]
+    return [image, view.item_id or "", _references_html(view), *markdown, None]
+
+
+def _text(payload: object) -> str | None:
+    """A textbox's value as its ``preprocess`` gives it (``None`` or ``str``)."""
+    return None if payload is None else str(payload)
+
+
+def _choice(payload: object) -> str | None:
+    """The rating radio's value as :func:`.annotate_app.answer_radio`'s ``preprocess`` gives it:
+    text passes through (the store refuses anything outside 1-5 in one line), else ``None``."""
+    return payload if isinstance(payload, str) else None
 
 
 def rating_tab(store: RatingStore, file_path: Callable[[str], str | Path]) -> Callable:
     """A ``tab(token, start, spaces)`` for :func:`.annotate_app.build_app`'s ``tabs``: the rating
     study's tab, its start (on the shared start button) and submit events, served
-    ``CONCURRENCY`` at once, API names ``rate_start`` and ``rate_submit``."""
+    ``CONCURRENCY`` at once, API names ``rate_start`` and ``rate_submit``.
+
+    The events skip Gradio's per-component ``preprocess`` / ``postprocess`` (each one a hop to
+    a worker thread: 40 per submit, a third of Gradio's time on the submit -> next item path,
+    benchmarks/bench_annotation.py): the handlers read the raw inputs as those would
+    (:func:`_text`, :func:`_choice`) and return what those would return (:func:`_outputs`)."""
 
     def tab(token, start, spaces: bool) -> None:
         import gradio as gr
@@ -139,27 +159,28 @@ def rating_tab(store: RatingStore, file_path: Callable[[str], str | Path]) -> Ca
 
         def refused(err: AnnotationError, what: str) -> list:
             LOG.warning("annotate: refused a rating %s: %s", what, err.brief)
-            return ["", "", "", "", "", str(err), *keep]
+            return ["", "", "", "", "", inspect.cleandoc(str(err)), *keep]
 
         def rate_start(key, profile=None):
             try:
-                rater = handlers.identify(key, getattr(profile, "username", None))
+                rater = handlers.identify(_text(key), getattr(profile, "username", None))
             except AnnotationError as err:
                 return refused(err, "sign-in")
             return _outputs(handlers.current(rater))
 
         def rate_submit(key, current, rating, profile=None):
             try:
-                rater = handlers.identify(key, getattr(profile, "username", None))
+                rater = handlers.identify(_text(key), getattr(profile, "username", None))
             except AnnotationError as err:
                 return refused(err, "submit")
-            return _outputs(handlers.submit(rater, current, rating))
+            return _outputs(handlers.submit(rater, _text(current), _choice(rating)))
 
         for fn in (rate_start, rate_submit):  # the type Gradio injects the login by
             fn.__annotations__["profile"] = gr.OAuthProfile | None
+        raw = {"preprocess": False, "postprocess": False}
         start.click(rate_start, inputs=[token], outputs=outputs, concurrency_limit=CONCURRENCY, show_progress="hidden",
-                    api_name="rate_start")
+                    api_name="rate_start", **raw)
         button.click(rate_submit, inputs=[token, shown, radio], outputs=outputs, concurrency_limit=CONCURRENCY,
-                     show_progress="hidden", api_name="rate_submit")
+                     show_progress="hidden", api_name="rate_submit", **raw)
 
     return tab

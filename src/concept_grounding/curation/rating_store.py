@@ -50,6 +50,10 @@ SHUFFLE_PRIME = 2_147_483_647  # 2^31 - 1
 
 _COLUMNS = "item, kind, learner, task, concept, file_name, refs, caption"
 
+#: the items leased to rater ?1 that k (?2) others hold or rated (still counted as available to them)
+_LEASED_FULL = ("(SELECT COUNT(*) FROM rating_leases l JOIN rating_items r ON r.item = l.item "
+                "WHERE l.rater = ?1 AND r.taken >= ?2)")
+
 
 def _digest(text: str) -> int:
     return int.from_bytes(hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:8], "little")
@@ -64,9 +68,16 @@ class RatingStore(AnnotationStore):
     """The annotation store with ConceptBed's rating study (module docstring); arguments as
     :class:`~.annotations.AnnotationStore`'s (``k`` raters per item, shared with SUB's studies)."""
 
+    def _has_table(self, name: str) -> bool:
+        """Whether the file has table ``name``; once it has, remembered (tables are never dropped)."""
+        known = self.__dict__.setdefault("_tables_seen", set())
+        if name not in known and self._read("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)):
+            known.add(name)
+        return name in known
+
     def _has_ratings(self) -> bool:
         """Whether the file has the rating tables (a version-2 file opened read-only has not)."""
-        return bool(self._read("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'rating_items'"))
+        return self._has_table("rating_items")
 
     def add_rating_items(self, items: Iterable[RatingItem]) -> int:
         """Add items to rate (ids already present are kept as they are); returns how many were new."""
@@ -177,12 +188,22 @@ class RatingStore(AnnotationStore):
         rater = annotator_id(rater)
         if not self._has_ratings():
             return 0, 0
-        done = self._read("SELECT COUNT(*) FROM ratings WHERE rater = ?", (rater,))[0][0]
-        open_ = self._read("SELECT COUNT(*) FROM rating_items WHERE taken < ?", (self.k,))[0][0]
-        rated_open = self._read("SELECT COUNT(*) FROM ratings x JOIN rating_items r ON r.item = x.item "
-                                "WHERE x.rater = ? AND r.taken < ?", (rater, self.k))[0][0]
-        leased_full = self._read("SELECT COUNT(*) FROM rating_leases l JOIN rating_items r ON r.item = l.item "
-                                 "WHERE l.rater = ? AND r.taken >= ?", (rater, self.k))[0][0]
+        if not self._has_table("rating_taken"):  # a version-3 file opened read-only: counted from the rows
+            return self._progress_counted(rater)
+        done, open_, rated_open, leased_full = self._read(
+            "SELECT (SELECT COALESCE(SUM(items), 0) FROM rating_rater_taken WHERE rater = ?1), "
+            "(SELECT COALESCE(SUM(items), 0) FROM rating_taken WHERE taken < ?2), "
+            "(SELECT COALESCE(SUM(items), 0) FROM rating_rater_taken WHERE rater = ?1 AND taken < ?2), " + _LEASED_FULL,
+            (rater, self.k))[0]
+        return int(done), int(done + open_ - rated_open + leased_full)
+
+    def _progress_counted(self, rater: str) -> tuple[int, int]:
+        """:meth:`rating_progress` counted from the ratings and items themselves (a scan of the
+        open items: what the trigger-kept counts of :data:`.rating_study.RATING_COUNTERS` spare)."""
+        done, open_, rated_open, leased_full = self._read(
+            "SELECT (SELECT COUNT(*) FROM ratings WHERE rater = ?1), (SELECT COUNT(*) FROM rating_items WHERE taken < ?2), "
+            "(SELECT COUNT(*) FROM ratings x JOIN rating_items r ON r.item = x.item WHERE x.rater = ?1 AND r.taken < ?2), "
+            + _LEASED_FULL, (rater, self.k))[0]
         return int(done), int(done + open_ - rated_open + leased_full)
 
     def rating_complete(self) -> tuple[int, int]:

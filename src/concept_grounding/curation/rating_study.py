@@ -22,7 +22,7 @@ import numpy as np
 from ..loaders.ratings import RATING_KINDS, RATING_SCALE, REFERENCES
 from .annotation_items import AnnotationError, quote
 
-__all__ = ["RATING_TABLES", "QUESTIONS", "check_rating", "rating_question", "interval_alpha"]
+__all__ = ["RATING_TABLES", "RATING_COUNTERS", "RATING_COUNTERS_FILL", "QUESTIONS", "check_rating", "rating_question", "interval_alpha"]
 
 #: the rating study's tables: its items (with the count of raters holding or having rated each:
 #: ``taken``, and of ratings: ``n``), the ratings (1-5, one per rater and item) and the leases
@@ -60,6 +60,55 @@ CREATE INDEX IF NOT EXISTS rating_leases_by_rater ON rating_leases (rater);
 CREATE INDEX IF NOT EXISTS rating_leases_expiry ON rating_leases (expires);
 CREATE INDEX IF NOT EXISTS rating_items_open ON rating_items (taken);
 CREATE INDEX IF NOT EXISTS rating_items_shuffle ON rating_items (shuffle);
+"""
+
+#: counts kept by triggers so that a rater's progress is a few index lookups, not a scan of every
+#: item (:meth:`.rating_store.RatingStore.rating_progress`, on every submit): ``rating_taken``,
+#: how many items have each ``taken``; ``rating_rater_taken``, per rater, how many of the items
+#: they rated have each ``taken``. Each row of ``rating_items`` or ``ratings`` written, whoever
+#: writes it, moves these counts in the same transaction.
+RATING_COUNTERS = """
+CREATE TABLE IF NOT EXISTS rating_taken (
+    taken INTEGER PRIMARY KEY,
+    items INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS rating_rater_taken (
+    rater TEXT NOT NULL,
+    taken INTEGER NOT NULL,
+    items INTEGER NOT NULL,
+    PRIMARY KEY (rater, taken)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS ratings_by_item ON ratings (item);
+CREATE TRIGGER IF NOT EXISTS rating_items_added AFTER INSERT ON rating_items BEGIN
+    INSERT INTO rating_taken VALUES (new.taken, 1) ON CONFLICT (taken) DO UPDATE SET items = items + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS rating_items_removed AFTER DELETE ON rating_items BEGIN
+    UPDATE rating_taken SET items = items - 1 WHERE taken = old.taken;
+END;
+CREATE TRIGGER IF NOT EXISTS rating_items_retaken AFTER UPDATE OF taken ON rating_items
+WHEN new.taken IS NOT old.taken BEGIN
+    UPDATE rating_taken SET items = items - 1 WHERE taken = old.taken;
+    INSERT INTO rating_taken VALUES (new.taken, 1) ON CONFLICT (taken) DO UPDATE SET items = items + 1;
+    UPDATE rating_rater_taken SET items = items - 1
+        WHERE taken = old.taken AND rater IN (SELECT rater FROM ratings WHERE item = new.item);
+    INSERT INTO rating_rater_taken SELECT rater, new.taken, 1 FROM ratings WHERE item = new.item
+        ON CONFLICT (rater, taken) DO UPDATE SET items = items + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS ratings_added AFTER INSERT ON ratings BEGIN
+    INSERT INTO rating_rater_taken SELECT new.rater, taken, 1 FROM rating_items WHERE item = new.item
+        ON CONFLICT (rater, taken) DO UPDATE SET items = items + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS ratings_removed AFTER DELETE ON ratings BEGIN
+    UPDATE rating_rater_taken SET items = items - 1
+        WHERE rater = old.rater AND taken = (SELECT taken FROM rating_items WHERE item = old.item);
+END;
+"""
+
+#: :data:`RATING_COUNTERS` filled from a file's items and ratings (once, when an older file gains them)
+RATING_COUNTERS_FILL = """
+INSERT INTO rating_taken SELECT taken, COUNT(*) FROM rating_items GROUP BY taken;
+INSERT INTO rating_rater_taken SELECT x.rater, r.taken, COUNT(*) FROM ratings x JOIN rating_items r ON r.item = x.item
+    GROUP BY x.rater, r.taken;
 """
 
 #: the question per kind (App. G: 1 least similar, 5 an exact match)

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from concept_grounding.conceptbed.compositions import (CompositionScores, concept_prompts, questions, real_images,
-                                                       table2)
+from concept_grounding.conceptbed.compositions import (CompositionOracle, CompositionScores, concept_prompts, questions,
+                                                       questions_of, real_images, table2)
 from concept_grounding.world import BirdWorld, WorldConfig
 from concept_grounding.world.composition import RELATIONS
 
@@ -73,3 +73,59 @@ def test_table2_arithmetic_known_answers():
 def test_prompts_the_question_generator_cannot_parse_are_one_line(prompt):
     with pytest.raises(ValueError, match=r"^prompt: cannot make questions of"):
         questions(prompt)
+
+
+def test_questions_of_many_prompts_equal_one_call_per_prompt(world):
+    prompts = [p for _, p, _ in concept_prompts(world, 0)] * 3
+    batched = questions_of(prompts)
+    assert batched == [questions(p) for p in prompts]
+    assert batched[0] is not batched[13]  # fresh lists: a caller may edit one prompt's questions
+    with pytest.raises(ValueError, match=r"^prompt: cannot make questions of"):
+        questions_of(["a photo of two V*", "a photo of four V*"])
+
+
+@pytest.fixture(scope="module")
+def oracle():
+    from concept_grounding.judge import load_world_judge
+    from concept_grounding.judge.composition import load_composition_judge
+
+    return CompositionOracle(load_composition_judge(), load_world_judge())
+
+
+def test_p_yes_reads_the_asked_value_of_each_judge(world, oracle):
+    from concept_grounding.judge import judge_images
+    from concept_grounding.judge.composition import HEADS, composition_verdicts
+
+    images = real_images(world, 0, "a photo of two V* in the sky", None, 3)
+    qs = questions("a photo of two V* in the sky facing left") + questions(f"a photo of a V* with {_phrase(world)}")[1:]
+    p = oracle.p_yes(images, qs, 0, world)
+    heads, attributes = composition_verdicts(oracle.judge, images), judge_images(oracle.attributes, images)[1]
+    assert p.shape == (3, 5) and np.isnan(p[:, 0]).all()  # no species oracle: the concept question is unanswered
+    np.testing.assert_allclose(p[:, 1], heads["count"][:, 1], atol=1e-6)
+    np.testing.assert_allclose(p[:, 2], heads["scene"][:, HEADS["scene"].index("sky")], atol=1e-6)
+    np.testing.assert_allclose(p[:, 3], heads["facing"][:, HEADS["facing"].index("left")], atol=1e-6)
+    np.testing.assert_allclose(p[:, 4], attributes[:, world.vocab.attribute_index(_attribute(world))], atol=1e-6)
+    assert (p[:, 1:3] > 0.5).all()  # exact drawings of two birds in the sky: the judge answers yes
+
+
+def test_p_yes_batched_equals_the_per_image_and_per_question_loops(world, oracle):
+    rows = concept_prompts(world, 1)
+    for category in ("relation", "action", "attribute", "counting", "composite"):
+        _, prompt, attribute = next(r for r in rows if r[0] == category)
+        qs = questions(prompt)
+        images = real_images(world, 1, prompt, attribute, 4)
+        batched = oracle.p_yes(images, qs, 1, world)
+        per_image = np.concatenate([oracle.p_yes(images[i : i + 1], qs, 1, world) for i in range(len(images))])
+        per_question = np.stack([oracle.p_yes(images, [q], 1, world)[:, 0] for q in qs], axis=1)
+        np.testing.assert_allclose(batched, per_image, atol=1e-5)
+        np.testing.assert_allclose(batched, per_question, atol=1e-5)
+
+
+def _attribute(world) -> str:
+    return next(a for c, _, a in concept_prompts(world, 0) if c == "attribute")
+
+
+def _phrase(world) -> str:
+    from concept_grounding.worldflux.captions import caption_phrase
+
+    return caption_phrase(_attribute(world))

@@ -32,6 +32,7 @@ label substitution) with the world CLIP.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +40,7 @@ import numpy as np
 
 from ..world.composition import ACTIONS, COUNT_WORDS, RELATIONS
 
-__all__ = ["CATEGORIES", "VQA_BAR", "Question", "questions", "concept_prompts", "real_images", "CompositionOracle"]
+__all__ = ["CATEGORIES", "VQA_BAR", "Question", "questions", "questions_of", "concept_prompts", "real_images", "CompositionOracle"]
 
 #: Table 2's categories (and the composite prompts of two categories).
 CATEGORIES: tuple[str, ...] = ("relation", "action", "attribute", "counting", "composite")
@@ -100,6 +101,18 @@ def questions(prompt: str) -> list[Question]:
     if m["action"]:
         out.append(Question(f"is the bird {m['action']}?", "facing", _ACTION_TEXT[m["action"]]))
     return out
+
+
+def questions_of(prompts: Sequence[str]) -> list[list[Question]]:
+    """:func:`questions` of every prompt, each unique prompt parsed once (a scoring run asks the
+    same few prompts of many images); the lists are fresh, the :class:`Question` s shared.
+
+    >>> a, b, c = questions_of(["a photo of two V*", "a photo of a V* facing left", "a photo of two V*"])
+    >>> [q.text for q in c] == [q.text for q in a] and a is not c, [q.kind for q in b]
+    (True, ['concept', 'facing'])
+    """
+    parsed = {p: questions(p) for p in dict.fromkeys(prompts)}
+    return [list(parsed[p]) for p in prompts]
 
 
 def _category(qs: list[Question]) -> str:
@@ -183,25 +196,37 @@ class CompositionOracle:
 
     def p_yes(self, images: np.ndarray, qs: list[Question], label: int, world: Any) -> np.ndarray:
         """``(N, Q)`` probability of yes to each of ``qs`` on uint8 ``(N, S, S, 3)`` ``images``
-        of concept ``label`` (a class of ``world``)."""
-        from ..judge import judge_images
-        from ..judge.composition import HEADS, composition_verdicts
+        of concept ``label`` (a class of ``world``). Each judge runs once over all ``images`` (only
+        the ones ``qs`` ask), its output shared by every question of its kind."""
+        from ..judge.composition import HEADS
 
-        probs = composition_verdicts(self.judge, images)
-        cols = []
-        for q in qs:
+        out = np.full((len(images), len(qs)), np.nan)
+        answers = self._answers(images, {q.kind for q in qs}, label)
+        for j, q in enumerate(qs):
             if q.kind == "count":
-                cols.append(probs["count"][:, int(q.value) - 1])
+                out[:, j] = answers["count"][:, int(q.value) - 1]
             elif q.kind in ("scene", "facing"):
-                cols.append(probs[q.kind][:, list(HEADS[q.kind]).index(q.value)])
+                out[:, j] = answers[q.kind][:, list(HEADS[q.kind]).index(q.value)]
             elif q.kind == "attribute":
-                attribute = _attribute_of(world, q.value)
-                cols.append(judge_images(self.attributes, images)[1][:, world.vocab.attribute_index(attribute)])
-            elif self.species is not None:
-                cols.append(self.species.probabilities(images)[:, label])
-            else:
-                cols.append(np.full(len(images), np.nan))
-        return np.stack(cols, axis=1)
+                out[:, j] = answers["attribute"][:, world.vocab.attribute_index(_attribute_of(world, q.value))]
+            elif "concept" in answers:
+                out[:, j] = answers["concept"]
+        return out
+
+    def _answers(self, images: np.ndarray, kinds: set[str], label: int) -> dict[str, np.ndarray]:
+        """Per asked judge, its output on all ``images`` (one pass each): the composition heads'
+        ``(N, values)`` probabilities, ``"attribute"`` ``(N, 312)``, ``"concept"`` ``(N,)`` P(label)."""
+        from ..judge import judge_images
+        from ..judge.composition import composition_verdicts
+
+        answers: dict[str, np.ndarray] = {}
+        if kinds & {"count", "scene", "facing"}:
+            answers.update(composition_verdicts(self.judge, images))
+        if "attribute" in kinds:
+            answers["attribute"] = judge_images(self.attributes, images)[1]
+        if "concept" in kinds and self.species is not None:
+            answers["concept"] = self.species.probabilities(images)[:, label]
+        return answers
 
     def validate(self, world: Any, labels: list[int], per_prompt: int = 2) -> dict[str, float]:
         """Accuracy (P(yes) > 0.5) per question kind on exact world drawings of every

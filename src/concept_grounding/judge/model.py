@@ -169,11 +169,19 @@ def to_unit(images: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).float().div_(255.0)
 
 
-@torch.no_grad()
-def judge_images(judge: WorldJudge, images: np.ndarray | Sequence, batch_size: int = 512) -> tuple[np.ndarray, np.ndarray]:
+def as_image_array(images: np.ndarray | Sequence) -> np.ndarray:
+    """uint8 ``(N, H, W, 3)`` of an array (as is) or a sequence of arrays or PIL images (stacked)."""
+    if isinstance(images, np.ndarray):
+        return images
+    return np.stack([np.asarray(im.convert("RGB")) if hasattr(im, "convert") else np.asarray(im) for im in images])
+
+
+@torch.inference_mode()
+def judge_images(judge: WorldJudge, images: np.ndarray | Sequence, batch_size: int = 128) -> tuple[np.ndarray, np.ndarray]:
     """The judge's verdict on uint8 ``(N, H, W, 3)`` images (or PIL images):
-    ``(species argmax (N,), attribute probabilities (N, 312))``, 0.5 off its columns."""
-    arr = np.stack([np.asarray(im.convert("RGB")) if hasattr(im, "convert") else np.asarray(im) for im in images])
+    ``(species argmax (N,), attribute probabilities (N, 312))``, 0.5 off its columns.
+    ``batch_size`` 128 keeps a batch's activations in cache (faster on the CPU than 512)."""
+    arr = as_image_array(images)
     was_training = judge.training
     judge.eval()
     species, probs = [], []

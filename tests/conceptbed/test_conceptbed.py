@@ -129,6 +129,7 @@ def test_table2_original_is_the_reference_and_compositions_are_judged(run):
     for category in ("relation", "action", "counting", "composite"):
         row = t2["Original"][category]
         assert row["ccd"] == pytest.approx(0.0, abs=1e-12) and row["accuracy"] >= 0.9, (category, row)
+        assert row["clip"] > 5.0, (category, row)  # the composition CLIP reads the prompt (the old one scored 0)
         other = t2["another species"][category]
         assert abs(other["ccd"]) < 0.15 and other["clip"] is not None, (category, other)
     assert "## Table 2" in render_report(r) and "VQA oracle validation" in render_report(r)

@@ -26,7 +26,7 @@ verdict is used (>= :data:`VQA_BAR` per category). Per learner and category (Tab
 accuracy (questions answered yes, P(yes) > 0.5), CCD (Sec. 3.2 with P(yes) as ``f``: the real
 compositions' mean P(yes) minus the generated ones'), and CLIPScore (Hessel et al.:
 ``100 * max(cos, 0)`` of the image and the prompt with ``V*`` replaced by ``bird``, the paper's
-label substitution) with the world CLIP.
+label substitution) with the composition CLIP (:mod:`.composition_clip`).
 """
 
 from __future__ import annotations
@@ -262,10 +262,12 @@ def clip_scores(handle: Any, images: np.ndarray, prompts: list[str]) -> np.ndarr
     the text being its prompt with ``V*`` replaced by ``bird`` (the paper's label substitution)."""
     from PIL import Image
 
+    from ..models.clip.scoring import clip_score
+
     pixels = handle.preprocess([Image.fromarray(im) for im in images])
     im = handle.encode_images(pixels).numpy()
     tx = handle.encode_texts([p.replace("V*", "bird") for p in prompts]).detach().numpy()
-    return 100.0 * np.maximum((im * tx).sum(1), 0.0)
+    return clip_score((im * tx).sum(1))
 
 
 @dataclass

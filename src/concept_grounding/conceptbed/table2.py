@@ -5,7 +5,10 @@ of every composition of the run's object concepts, printed beside the table), th
 fitted learner on each concept's composition prompts (:func:`~.compositions.concept_prompts`):
 the four diffusers learners through their own ``generate``, the **Original** row with the
 world's exact drawings of each prompt, **another species** with another species' drawings, and
-the **Base model** (the untouched world Flux with ``V*`` read as ``bird``).
+the **Base model** (the untouched world Flux with ``V*`` read as ``bird``). CLIPScore is the
+composition CLIP's (:mod:`.composition_clip`, validated on held-out compositions: its model
+card), which reads counts, relations and actions; the Explain tab's world CLIP knows none of
+their words and scored every composition prompt 0.
 """
 
 from __future__ import annotations
@@ -46,19 +49,18 @@ class CompositionRun:
     @classmethod
     def setup(cls, cw: ConceptWorld, concepts: list[Concept], species_oracle: Any, images: int, seed: int,
               model: str | None = None, ratings: Any = None) -> "CompositionRun":
-        """Load the oracle's judges and the world CLIP, and validate the oracle on ``concepts``."""
-        from pathlib import Path
-
+        """Load the oracle's judges and the composition CLIP (Table 2's CLIPScore), and validate
+        the oracle on ``concepts``."""
         from ..judge import load_world_judge
         from ..judge.composition import load_composition_judge
-        from ..models.clip import load_clip
+        from .composition_clip import load_composition_clip
 
         oracle = CompositionOracle(load_composition_judge(), load_world_judge(), species_oracle)
         validation = oracle.validate(cw.world, [c.label for c in concepts])
         logger.info("VQA oracle validation: %s (bar %.0f %%)",
                     ", ".join(f"{k} {100 * v:.1f} %" for k, v in validation.items()), 100 * VQA_BAR)
         run = cls(cw, oracle, per_prompt=max(1, images // 8), seed=seed, model=model, ratings=ratings)
-        run.clip = load_clip(Path(__file__).resolve().parent.parent / "assets" / "space_world_clip")
+        run.clip = load_composition_clip()
         return run
 
     def _images(self, name: str, learner: Any, concept: Concept, rows: list) -> np.ndarray:
@@ -130,5 +132,7 @@ def table2_markdown(results: dict[str, Any]) -> list[str]:
         lines.append(f"| {learner} | " + " | ".join(cells) + f" | {cell(np.mean(concept) if concept else None, '{:.2f}')} |")
     val = ", ".join(f"{k} {100 * v:.1f} %" for k, v in vqa["per_question"].items())
     lines += ["", f"VQA oracle validation on the world's exact drawings of every prompt (P(yes) > 0.5; bar "
-              f"{100 * vqa['bar']:.0f} %, questions below it are left out, '-'): {val}."]
+              f"{100 * vqa['bar']:.0f} %, questions below it are left out, '-'): {val}.",
+              "", "CLIPScore: 100 * max(cos, 0) of the composition CLIP (assets/composition_clip; its held-out "
+              "validation per category in its model card), V* read as 'bird'."]
     return lines

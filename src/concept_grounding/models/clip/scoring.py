@@ -1,5 +1,6 @@
 """SUB's group scores of CLIP-like models (docs/sub_accuracy.md), asked of the one handle.
 
+* :func:`clip_score`: CLIPScore of cosine similarities (ConceptBed's Table 2).
 * :func:`clip_group_scores`: ``(N, |group| (+1))`` cosine similarities with a group's prompts,
   from :meth:`~.handle.ClipHandle.encode_images` / :meth:`~.handle.ClipHandle.encode_texts`.
 """
@@ -9,13 +10,24 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from ...vocabulary import Vocabulary
 from .handle import ClipHandle
 from .prompts import group_prompts
 
-__all__ = ["clip_group_scores", "clip_group_predict"]
+__all__ = ["clip_group_scores", "clip_group_predict", "clip_score"]
+
+
+def clip_score(cosine: Any, w: float = 100.0) -> Any:
+    """CLIPScore (Hessel et al. 2021, Eq. 1) of image-text cosine similarities: ``w * max(cos, 0)``
+    (``w`` = 100 as ConceptBed reports it; the paper's 2.5 rescales it); numpy or torch, any shape.
+
+    >>> clip_score(np.array([0.3, -0.2])).tolist()
+    [30.0, 0.0]
+    """
+    return w * (cosine.clamp(min=0.0) if isinstance(cosine, torch.Tensor) else np.maximum(cosine, 0.0))
 
 
 def _tensor_input(images: Any) -> torch.Tensor:

@@ -3,13 +3,15 @@ trained contrastively on world images with captions built from each image's true
 
 * :class:`WordTokenizer`: word-level tokenizer over the vocabulary's prompt words.
 * :class:`WorldCLIP`: ``[0, 1]`` images in, normalised inside (:func:`~..pixels.normalize_pixels`).
-* :func:`train_world_clip`: multi-positive InfoNCE (:func:`clip_loss`) on ``cub_features`` splits.
+* :func:`train_world_clip`: multi-positive InfoNCE (:func:`clip_loss`) on ``cub_features`` splits,
+  through :func:`fit_clip` (any captioner: :mod:`concept_grounding.conceptbed.composition_clip`
+  captions the world's compositions).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -26,7 +28,7 @@ from .prompts import NONE_PROMPT, attribute_prompt, caption_for_attributes, clas
 if TYPE_CHECKING:
     import datasets
 
-__all__ = ["WordTokenizer", "WorldCLIP", "train_world_clip", "clip_loss", "caption_matches"]
+__all__ = ["WordTokenizer", "WorldCLIP", "train_world_clip", "fit_clip", "clip_loss", "caption_matches"]
 
 
 #: a word: lower-case letters and digits, hyphenated words kept whole ("duck-like").
@@ -72,11 +74,19 @@ class WordTokenizer:
         return self.eot_id + 1
 
     @classmethod
-    def from_vocabulary(cls, vocab: Vocabulary | None = None, context_length: int = 32) -> "WordTokenizer":
-        """Every word of every attribute prompt, training caption and the none prompt."""
+    def from_vocabulary(cls, vocab: Vocabulary | None = None, context_length: int = 32,
+                        extra_texts: Sequence[str] = ()) -> "WordTokenizer":
+        """Every word of every attribute prompt, training caption and the none prompt, and of
+        ``extra_texts`` (the composition CLIP's counts, relations and actions:
+        :func:`concept_grounding.conceptbed.composition_clip.composition_texts`).
+
+        >>> tok = WordTokenizer.from_vocabulary(extra_texts=["two", "in the sky"])
+        >>> {"two", "sky"} <= set(tok.words), "sky" in WordTokenizer.from_vocabulary().words
+        (True, False)
+        """
         vocab = vocab or load_vocabulary()
         texts = [attribute_prompt(a) for a in vocab.attributes] + [NONE_PROMPT, "and", "with an"]
-        texts += [class_caption(c) for c in vocab.classes]
+        texts += [class_caption(c) for c in vocab.classes] + list(extra_texts)
         words = sorted({w for t in texts for w in re.findall(_WORD, t.lower())})
         return cls(words, context_length)
 
@@ -256,16 +266,35 @@ def train_world_clip(
     if not 1 <= min_phrases <= max_phrases:
         raise ValueError(f"need 1 <= min_phrases <= max_phrases, got {min_phrases}, {max_phrases}")
 
-    def loss(batch):
+    def captioner(batch: tuple[torch.Tensor, ...]) -> tuple[list[str], torch.Tensor | None]:
         captions, named = sample_captions(batch[1], vocab, max_phrases, min_phrases)
         positives = caption_matches(batch[1], named) if multi_positive else None
         if class_caption_rate > 0:
             base = positives if positives is not None else torch.eye(len(captions), dtype=torch.bool)
             captions, positives = with_class_captions(captions, named, base, batch[2], class_names,
                                                        class_caption_rate)
+        return captions, positives
+
+    fit_clip(model, (images, attributes, labels), captioner, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed,
+             desc="world CLIP", progress=progress, schedule=schedule, augment=random_hflip if augment else None,
+             weight_decay=weight_decay)
+    return model, tokenizer
+
+
+#: batch -> (one caption per image, ``(B, B)`` bool positives or ``None`` for plain InfoNCE).
+Captioner = Callable[[tuple[torch.Tensor, ...]], tuple[list[str], "torch.Tensor | None"]]
+
+
+def fit_clip(model: WorldCLIP, tensors: Sequence[torch.Tensor], captioner: Captioner, **fit_kwargs: Any) -> WorldCLIP:
+    """Train ``model`` by :func:`clip_loss` on minibatches of ``tensors`` (images ``(N, 3, S, S)``
+    in [0, 1] first) captioned afresh every step by ``captioner``; :func:`~..training.fit` with
+    ``fit_kwargs`` (epochs, lr, schedule, augment, ...). Returns ``model`` in eval mode with
+    ``model.history``."""
+    tokenizer = model.tokenizer
+
+    def loss(batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        captions, positives = captioner(batch)
         return clip_loss(model(batch[0], tokenizer(captions)), positives)
 
-    model.history = fit(loss, model.parameters(), (images, attributes, labels), epochs=epochs, batch_size=batch_size,
-                        lr=lr, seed=seed, module=model, desc="world CLIP", progress=progress, schedule=schedule,
-                        augment=random_hflip if augment else None, weight_decay=weight_decay)
-    return model.eval(), tokenizer
+    model.history = fit(loss, model.parameters(), tensors, module=model, **fit_kwargs)
+    return model.eval()

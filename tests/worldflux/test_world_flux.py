@@ -411,3 +411,13 @@ def test_init_from_grows_the_vocabulary_for_compositions(tmp_path):
         for word in ("bird", "cardinal", "yellow"):
             assert torch.allclose(b[new_tok[word]], a[old_tok[word]], atol=2e-3), (sub, word)
             assert not torch.allclose(b[new_tok[word]], a[old_tok["bird" if word != "bird" else "a"]], atol=2e-3)
+
+
+def test_grow_vocabulary_refuses_a_run_that_drops_a_word():
+    from concept_grounding.worldflux.training_utils import grow_vocabulary
+
+    state = {"emb": torch.ones(3, 2)}
+    same = {"<pad>": 0, "a": 1, "bird": 2}
+    assert grow_vocabulary(state, {"emb": torch.zeros(3, 2)}, same, dict(same)) is state
+    with pytest.raises(ValueError, match=r"--init-from: .* lacks 1 of its words \(e.g. 'bird'\)"):
+        grow_vocabulary(state, {"emb": torch.zeros(3, 2)}, same, {"<pad>": 0, "a": 1, "two": 2})

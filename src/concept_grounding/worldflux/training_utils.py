@@ -116,3 +116,43 @@ def to_tensor(images: np.ndarray) -> Any:
     import torch
 
     return torch.from_numpy(images).permute(0, 3, 1, 2).float().div(127.5).sub(1.0)
+
+
+def _word_rows(old_vocab: dict[str, int], new_vocab: dict[str, int]) -> tuple[list[int], list[int]] | None:
+    """``(new ids, old ids)`` of the words two word-level vocabularies share, or ``None`` when
+    they are the same; a word of ``old_vocab`` missing from ``new_vocab`` is refused."""
+    if old_vocab == new_vocab:
+        return None
+    lost = sorted(set(old_vocab) - set(new_vocab))
+    if lost:
+        raise ValueError(f"--init-from: this run's vocabulary lacks {len(lost)} of its words (e.g. {lost[0]!r})")
+    shared = sorted(old_vocab, key=old_vocab.get)
+    return [new_vocab[w] for w in shared], [old_vocab[w] for w in shared]
+
+
+def grow_vocabulary(state: dict[str, Any], target: dict[str, Any], old_vocab: dict[str, int],
+                    new_vocab: dict[str, int]) -> dict[str, Any]:
+    """``state`` (a text encoder's weights for ``old_vocab``) fitted to ``target`` (the same
+    encoder for ``new_vocab``, a superset): every token-embedding row, shape
+    ``(len(old_vocab), D)``, moves to its word's id in ``new_vocab``; the new words keep
+    ``target``'s own initial rows. Other weights are returned as they are.
+
+    >>> import torch
+    >>> old, new = {"<pad>": 0, "a": 1}, {"<pad>": 0, "a": 1, "bird": 2}
+    >>> out = grow_vocabulary({"emb": torch.ones(2, 3)}, {"emb": torch.zeros(3, 3)}, old, new)
+    >>> out["emb"].sum(1).tolist()
+    [3.0, 3.0, 0.0]
+    """
+    rows = _word_rows(old_vocab, new_vocab)
+    if rows is None:
+        return state
+    new_ids, old_ids = rows
+    out = dict(state)
+    for key, value in state.items():
+        want = target.get(key)
+        if want is not None and value.shape[0] == len(old_vocab) and want.shape[0] == len(new_vocab) \
+                and value.shape[1:] == want.shape[1:]:
+            grown = want.detach().clone().to(value.dtype)
+            grown[new_ids] = value[old_ids]
+            out[key] = grown
+    return out

@@ -32,7 +32,7 @@ from ..models.base import seeded
 from ..models.clip.scoring import clip_score
 from ..models.clip.world import WordTokenizer, WorldCLIP, fit_clip
 from ..vocabulary import class_display_name
-from ..world.composition import ACTIONS, COUNT_WORDS, RELATIONS
+from ..world.composition import ACTIONS, COUNT_WORDS, RELATIONS, composition_config
 from ..world.config import SCENES
 
 __all__ = ["composition_texts", "CompositionClipData", "composition_clip_data", "CompositionCaptioner",
@@ -108,7 +108,7 @@ def composition_clip_data(world: Any, per_class: int, canonical_per_class: int =
     """
     from ..world import BirdWorld
 
-    varied = BirdWorld(replace(world.config, pose="varied", scene="varied"), world.vocab)
+    varied = BirdWorld(composition_config(world.config), world.vocab)
     canonical = BirdWorld(replace(world.config, pose="canonical", scene="plain"), world.vocab)
     rng = np.random.default_rng([seed, start, 404])
     rows = []

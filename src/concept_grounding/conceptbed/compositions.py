@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from ..world.composition import ACTIONS, COUNT_WORDS, RELATIONS
+from ..world.composition import ACTIONS, COUNT_WORDS, RELATIONS, composition_config
 
 __all__ = ["CATEGORIES", "VQA_BAR", "Question", "questions", "questions_of", "concept_prompts", "real_images", "CompositionOracle"]
 
@@ -153,8 +153,6 @@ def real_images(world: Any, label: int, prompt: str, attribute: str | None, n: i
     """``(n, S, S, 3)`` uint8 world drawings of exactly what ``prompt`` asks of class ``label``
     (the Original row): compositions of the varied world with the asked count, scene and facing,
     or canonical renders with ``attribute`` substituted (exact edits)."""
-    from dataclasses import replace
-
     from ..world import BirdWorld
 
     qs = questions(prompt)
@@ -167,7 +165,7 @@ def real_images(world: Any, label: int, prompt: str, attribute: str | None, n: i
                 out.append(edited.image)
             k += 1
         return np.stack(out)
-    varied = BirdWorld(replace(world.config, pose="varied", scene="varied"), world.vocab)
+    varied = BirdWorld(composition_config(world.config), world.vocab)
     out, k = [], offset
     while len(out) < n:
         i = label + k * varied.num_classes

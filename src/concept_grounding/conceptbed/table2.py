@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .compositions import (CATEGORIES, VQA_BAR, CompositionOracle, CompositionScores, clip_scores, concept_prompts,
-                           questions, real_images, table2)
+                           questions_of, real_images, table2)
 from .concepts import Concept, ConceptWorld
 
 __all__ = ["CompositionRun"]
@@ -95,9 +95,8 @@ class CompositionRun:
     def _add(self, name: str, images: np.ndarray, rows: list, concept: Concept) -> None:
         scores = self.scores.setdefault(name, CompositionScores.empty())
         k, valid = self.per_prompt, self.oracle.valid_kinds()
-        for j, (category, prompt, _) in enumerate(rows):
+        for j, ((category, prompt, _), qs) in enumerate(zip(rows, questions_of([p for _, p, _ in rows]))):
             block = images[j * k : (j + 1) * k]
-            qs = questions(prompt)
             p = self.oracle.p_yes(block, qs, concept.label, self.cw.world)
             p[:, [i for i, q in enumerate(qs) if q.kind not in valid]] = np.nan  # unvalidated kinds: no verdict
             scores.add(category, p, clip_scores(self.clip, block, [prompt] * len(block)))

@@ -12,7 +12,7 @@ asked value is the P(yes) of ConceptBed's existence question ("is there a bird i
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +21,7 @@ from huggingface_hub import PyTorchModelHubMixin
 from torch import nn
 from tqdm.auto import tqdm
 
-from ..world.composition import ACTIONS, COUNT_WORDS
+from ..world.composition import ACTIONS, COUNT_WORDS, composition_config
 from ..world.config import BACKGROUNDS
 from .model import as_image_array, shift_images, to_unit, layout_trunk
 
@@ -82,7 +82,7 @@ def composition_set(world, per_class: int, start: int = 0, seed: int = 0) -> Com
     """
     from ..world import BirdWorld
 
-    varied = BirdWorld(replace(world.config, pose="varied", scene="varied"), world.vocab)
+    varied = BirdWorld(composition_config(world.config), world.vocab)
     rng = np.random.default_rng([seed, start, 303])
     comps = [varied.composition(i, int(rng.integers(1, 4)))
              for c in range(varied.num_classes) for i in varied.class_indices(c, per_class, start)]

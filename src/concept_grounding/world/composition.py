@@ -35,10 +35,11 @@ import numpy as np
 
 from .backgrounds import draw_background
 from .canvas import Canvas
-from .config import Pose
+from .config import Pose, WorldConfig
 from .render import draw_bird, light, part_centres
 
-__all__ = ["CATEGORIES", "COUNT_WORDS", "RELATIONS", "ACTIONS", "Composition", "flock_poses", "render_flock"]
+__all__ = ["CATEGORIES", "COUNT_WORDS", "RELATIONS", "ACTIONS", "Composition", "composition_config", "flock_poses",
+           "render_flock"]
 
 #: ConceptBed's composition categories, in the paper's order.
 CATEGORIES: tuple[str, ...] = ("relation", "action", "attribute", "counting")
@@ -95,6 +96,11 @@ class Composition:
     def action(self) -> str:
         """The caption phrase of the facing."""
         return ACTIONS[self.facing]
+
+
+def composition_config(config: "WorldConfig") -> "WorldConfig":
+    """The world config compositions are drawn in: ``config`` with varied pose and scene."""
+    return replace(config, pose="varied", scene="varied")
 
 
 def flock_poses(pose: Pose, count: int, image_size: int, rng: np.random.Generator) -> list[Pose]:

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ..world.composition import composition_config
 from .captions import compose_caption, held_out_matrix, is_held_out_free, make_caption
 from .components import FluxTrainConfig
 from .training_utils import render_fields, training_world
@@ -41,13 +42,6 @@ def _held_out_free_indices(world: Any, per_class: int, skip: int = 0) -> list[in
 _MIRRORED = {"left": "right", "right": "left"}
 #: Probabilities of 1, 2 and 3 birds in a composition render.
 COUNT_PROBABILITIES = (0.4, 0.3, 0.3)
-
-
-def composition_config(config: Any) -> Any:
-    """The world config composition renders are drawn in: ``config`` with varied pose and scene."""
-    from dataclasses import replace
-
-    return replace(config, pose="varied", scene="varied")
 
 
 def composition_counts(seed: int, indices: list[int]) -> np.ndarray:

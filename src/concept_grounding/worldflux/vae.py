@@ -78,7 +78,7 @@ def _training_part_maps(config: Any, data: dict[str, np.ndarray], workers: int, 
     """``(images, part_maps)`` of the transformer's renders ``data``, re-rendered: a single
     bird's exact part map; a composition render's birds (``data["composed"]``) count as one
     part (1 on any bird), so its small birds weigh as much as its background."""
-    from .data import composition_config
+    from ..world.composition import composition_config
 
     composed = data.get("composed", np.zeros(len(data["indices"]), bool))
     images = np.empty_like(data["images"])

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["atomic_write_bytes", "atomic_write_lines", "encoded_image_bytes", "FORMAT_OF_SUFFIX", "markdown_table",
+__all__ = ["write_parquet", "atomic_write_bytes", "atomic_write_lines", "encoded_image_bytes", "FORMAT_OF_SUFFIX", "markdown_table",
            "jsonable", "write_json", "write_report"]
 
 #: PIL format name by lower-case file suffix.
@@ -57,6 +57,15 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         if isinstance(err, OSError) and err.errno is not None and err.filename in (None, str(tmp)):
             raise OSError(err.errno, err.strerror, str(path)) from err
         raise
+
+
+def write_parquet(dataset: Any, path: str | os.PathLike[str]) -> Path:
+    """Write a ``datasets.Dataset`` to ``path`` as Parquet, replaced atomically (:func:`atomic_path`),
+    and return the path."""
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        dataset.to_parquet(str(tmp))
+    return path
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

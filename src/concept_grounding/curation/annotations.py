@@ -277,12 +277,9 @@ class AnnotationStore(AnnotationDatabase):
 
     def to_parquet(self, path: str | Path) -> Path:
         """Write :meth:`export` to ``path`` (Parquet, replaced atomically) and return it."""
-        from ..fileio import atomic_path
+        from ..fileio import write_parquet
 
-        path = Path(path)
-        with atomic_path(path) as tmp:
-            self.export().to_parquet(str(tmp))
-        return path
+        return write_parquet(self.export(), path)
 
 
 def _item(row: tuple) -> ImageItem:

@@ -246,12 +246,9 @@ class RatingStore(AnnotationStore):
 
     def ratings_to_parquet(self, path: str | Path) -> Path:
         """Write :meth:`export_ratings` to ``path`` (Parquet, replaced atomically) and return it."""
-        from ..fileio import atomic_path
+        from ..fileio import write_parquet
 
-        path = Path(path)
-        with atomic_path(path) as tmp:
-            self.export_ratings().to_parquet(str(tmp))
-        return path
+        return write_parquet(self.export_ratings(), path)
 
 
 def _rating_item(row: tuple) -> RatingItem:

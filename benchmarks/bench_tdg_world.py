@@ -32,7 +32,7 @@ Stages (``--stages``, all seeded; judges are cached under ``--out``):
    :func:`concept_grounding.tdg.timing.interleave`).
 
 Writes ``report.md``, ``results.json``, ``validation.md`` and ``contact_sheet.png`` under ``--out``.
-The stages live in :mod:`concept_grounding.experiments.world_tdg` (tested in tests/experiments/test_experiments_world_tdg.py);
+The stages live in :mod:`experiments.world_tdg` beside this script (tested in benchmarks/tests/test_world_tdg.py);
 this script parses the arguments into its ``WorldTDGSettings`` and calls ``run_world_tdg``.
 """
 
@@ -42,9 +42,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from concept_grounding.experiments.world_tdg import STAGES, WorldTDGSettings, check_settings, run_world_tdg
 from concept_grounding.errors import UsageError
 from concept_grounding.worldflux.loader import WORLD_STEPS, WORLD_TRUE_CFG
+from experiments.world_tdg import STAGES, WorldTDGSettings, check_settings, run_world_tdg
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -4,7 +4,7 @@
 
 Uses the shipped composition judge (``--train-judge``: trains one on the pipeline's world,
 cached under ``--out``), validates it on held-out compositions, generates every prompt of
-:func:`concept_grounding.experiments.world_compositions.composition_prompts` and writes
+:func:`experiments.world_compositions.composition_prompts` and writes
 ``results.json``, ``report.md`` (the table with the judge's validation beside it) and
 ``contact_sheet.png`` (8 images per category, one row each).
 """
@@ -41,12 +41,12 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
     from PIL import Image
 
-    from concept_grounding.experiments.world_compositions import compositions_markdown, measure_compositions
     from concept_grounding.judge.composition import (CompositionJudge, composition_set, train_composition_judge,
                                                      validate_composition_judge)
     from concept_grounding.world import BirdWorld
     from concept_grounding.worldflux.loader import trained_world_config, world_flux_settings
     from concept_grounding.worldflux.source import WorldFlux
+    from experiments.world_compositions import compositions_markdown, measure_compositions
 
     t0 = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)

@@ -142,13 +142,13 @@ def test_validation_reports_a_transform_condition(world, pairings, truth):
 
 def _bench():
     """The world TDG experiment's stages (``benchmarks/bench_tdg_world.py`` only calls them)."""
-    from concept_grounding.experiments import world_tdg
+    from experiments import world_tdg
 
     return world_tdg
 
 
 def test_benchmark_refuses_a_finding_when_validation_fails(world, pairings, truth, tmp_path):
-    from concept_grounding.experiments.world_tdg_stats import write_world_tdg_report  # benchmarks/bench_tdg_world.py's report
+    from experiments.world_tdg_stats import write_world_tdg_report  # benchmarks/bench_tdg_world.py's report
 
     v = validate_judge(species_only_judge(truth, world), world, pairings, 1, 2)
     results = {"command": "x", "seconds": 1.0, "validation": {**v.to_dict(), "markdown": v.to_markdown()},

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from concept_grounding.experiments import world_compositions as wc
 from concept_grounding.judge.composition import HEADS
 from concept_grounding.world import BirdWorld, WorldConfig
 from concept_grounding.world.composition import COUNT_WORDS, RELATIONS
+from experiments import world_compositions as wc
 
 
 @pytest.fixture(scope="module")

@@ -67,9 +67,9 @@ def run_world_tdg(settings: WorldTDGSettings, command: str) -> tuple[dict[str, A
     check_settings(settings)
     import torch
 
-    from ..world import BirdWorld
-    from ..worldflux.loader import trained_world_config, world_flux_settings
-    from ..worldflux.source import WorldFlux
+    from concept_grounding.world import BirdWorld
+    from concept_grounding.worldflux.loader import trained_world_config, world_flux_settings
+    from concept_grounding.worldflux.source import WorldFlux
 
     torch.set_num_threads(settings.threads)
     t0 = time.perf_counter()

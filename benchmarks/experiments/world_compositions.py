@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from ..judge.composition import COMPOSITION_BAR, HEADS, composition_verdicts
-from ..vocabulary import class_display_name
-from ..world.composition import ACTIONS, COUNT_WORDS, RELATIONS
+from concept_grounding.judge.composition import COMPOSITION_BAR, HEADS, composition_verdicts
+from concept_grounding.vocabulary import class_display_name
+from concept_grounding.world.composition import ACTIONS, COUNT_WORDS, RELATIONS
 
 __all__ = ["composition_prompts", "measure_compositions", "compositions_markdown"]
 
@@ -72,7 +72,7 @@ def measure_compositions(pipe: Any, world: Any, judge: Any, validation: dict[str
         ``species`` (the species head's agreement with the prompt, ``None`` below the bar),
         and ``images`` (a few (H, W, 3) uint8 per category, for a contact sheet).
     """
-    from ..tdg.baseline import prompting_images
+    from concept_grounding.tdg.baseline import prompting_images
 
     recs = [r for r in composition_prompts(world) for _ in range(images_per_prompt)]
     seeds = [seed + i for i in range(len(recs))]

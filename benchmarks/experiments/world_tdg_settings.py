@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from ..worldflux.loader import WORLD_STEPS, WORLD_TRUE_CFG
+from concept_grounding.worldflux.loader import WORLD_STEPS, WORLD_TRUE_CFG
 
 __all__ = ["STAGES", "WorldTDGSettings", "check_settings"]
 
@@ -76,7 +76,7 @@ def check_settings(settings: WorldTDGSettings) -> None:
     Raises:
         UsageError: a count is not positive, a stage is unknown, or ``pipeline`` is no pipeline folder.
     """
-    from ..errors import UsageError
+    from concept_grounding.errors import UsageError
 
     for name in ("images", "quality_images", "steps", "judge_per_class", "judge_epochs", "validation_edits",
                  "validation_renders", "clip_train", "batch", "threads"):

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..fileio import markdown_table
+from concept_grounding.fileio import markdown_table
 
 __all__ = ["METRICS", "summarise_rows", "mark_guide_positive", "table", "power", "ci", "write_world_tdg_report"]
 
@@ -40,7 +40,7 @@ def pairing_key(record: dict) -> str:
 def summarise_rows(rows: list[dict], bootstrap: int, seed: int) -> dict[str, Any]:
     """Per metric of :data:`METRICS`: ``{"mean", "ci95": [lo, hi], "n"}``, the interval a
     cluster bootstrap over pairings (``bootstrap`` resamples, seeded)."""
-    from ..judge.stats import summarise
+    from concept_grounding.judge.stats import summarise
 
     clusters = np.array([pairing_key(r) for r in rows])
     return {k: summarise(np.array([r[k] for r in rows], float), clusters, bootstrap, seed) for k in METRICS}
@@ -93,7 +93,7 @@ def power(tab: dict) -> dict[str, Any]:
     success, clipped to [0.01, 0.96], and at the worst case 50 %), the images per pairing that
     makes over the table's pairings, and the difference this run's images per method can detect
     (two-sided z test of two proportions at alpha 0.05, :func:`~concept_grounding.judge.stats.paired_sample_size`)."""
-    from ..judge.stats import detectable_difference, paired_sample_size
+    from concept_grounding.judge.stats import detectable_difference, paired_sample_size
 
     p = tab["overall"].get("prompting", {}).get("success", {}).get("mean", 0.5)
     p = min(max(float(p), 0.01), 0.96)

@@ -27,7 +27,7 @@ def cached_judge(world: Any, settings: WorldTDGSettings) -> Any:
     """The grounded :class:`WorldJudge` of ``world``, cached as a ``save_pretrained`` folder.
     (Trained on raw renders: variants trained with half their images through the world VAE
     or blurred were measured and read raw images worse without reading decoded ones better.)"""
-    from ..judge import WorldJudge, judge_training_set, train_judge
+    from concept_grounding.judge import WorldJudge, judge_training_set, train_judge
 
     folder = judge_folder(world, settings)
     if (folder / "config.json").is_file():
@@ -46,9 +46,9 @@ def cached_clip(world: Any, settings: WorldTDGSettings) -> Any:
     """The world CLIP (the VQA filter's scorer here: no VLM can be downloaded), cached."""
     import datasets
 
-    from ..models.clip import WorldCLIP, train_world_clip
-    from ..schema import cub_features
-    from ..world.dataset import sample_row
+    from concept_grounding.models.clip import WorldCLIP, train_world_clip
+    from concept_grounding.schema import cub_features
+    from concept_grounding.world.dataset import sample_row
 
     c = world.config
     folder = settings.out / f"judges-s{c.image_size}-{c.pose}-{c.scene}-z{c.zoom:g}-clip{settings.clip_train}-seed{settings.seed}" / "clip"
@@ -103,7 +103,7 @@ def export_judge(judge: Any, validation: Any, results: dict, folder: Path, cost:
 
 def make_judge_fn(judge: Any) -> Any:
     """``images -> (species (N,), attribute probabilities (N, 312))`` of ``judge``."""
-    from ..judge import judge_images
+    from concept_grounding.judge import judge_images
 
     return lambda images: judge_images(judge, images)
 
@@ -118,7 +118,7 @@ class WorldClipScorer:
     def score(self, images: Any, question: str, options: Any, group: str) -> np.ndarray:
         import torch
 
-        from ..models.clip import clip_group_scores
+        from concept_grounding.models.clip import clip_group_scores
 
         sims = clip_group_scores(self.model, self.tokenizer, to_unit(images), group, include_none=True)
         if sims.shape[1] != len(options):

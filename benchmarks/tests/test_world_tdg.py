@@ -1,5 +1,5 @@
-"""The world TDG experiment's stages in the package (issue 32.6): ``concept_grounding.experiments.world_tdg``
-and its statistics; ``benchmarks/bench_tdg_world.py`` only parses arguments and calls them."""
+"""The world TDG experiment's stages (``experiments.world_tdg``, beside the benchmark scripts) and its
+statistics; ``benchmarks/bench_tdg_world.py`` only parses arguments and calls them."""
 
 import importlib.util
 import math
@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from concept_grounding.experiments.world_tdg import STAGES, WorldTDGSettings, check_settings, method_prompts, world_guide
-from concept_grounding.experiments.world_tdg_stats import (
+from concept_grounding.errors import UsageError
+from experiments.world_tdg import STAGES, WorldTDGSettings, check_settings, method_prompts, world_guide
+from experiments.world_tdg_stats import (
     mark_guide_positive,
     power,
     summarise_rows,
     table,
     write_world_tdg_report,
 )
-from concept_grounding.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
 BREAST, BACK = "has_breast_color::blue", "has_back_color::red"
@@ -125,7 +125,7 @@ def test_settings_refuse_bad_values_naming_the_flag(tmp_path):
 
 def test_the_script_only_maps_its_flags_onto_the_settings(tmp_path):
     """The script's defaults are the settings' (results.json records them in the same order), and
-    it edits no ``sys.path``: it imports the installed package."""
+    it edits no ``sys.path``: it imports the installed package and ``experiments``, the package beside it."""
     path = ROOT / "benchmarks" / "bench_tdg_world.py"
     assert "sys.path" not in path.read_text()
     spec = importlib.util.spec_from_file_location("bench_tdg_world", path)
@@ -161,7 +161,7 @@ def test_substitution_judges_each_method_s_images_and_marks_guide_positive_pairi
     every tied image and guide and in no prompting-only one: records per image and method, in order."""
     import numpy as np
 
-    from concept_grounding.experiments.world_tdg import substitution
+    from experiments.world_tdg import substitution
     from concept_grounding.world import BirdWorld
 
     world = BirdWorld()

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..judge.validation import substitution_verdicts
+from concept_grounding.judge.validation import substitution_verdicts
 from .world_tdg_judges import WorldClipScorer
 from .world_tdg_settings import WorldTDGSettings
 from .world_tdg_stats import METRICS, mark_guide_positive, summarise_rows
@@ -21,8 +21,8 @@ __all__ = ["world_guide", "generators", "run_prompting", "run_tdg", "vae_roundtr
 # ----------------------------------------------------------------------------- generation
 def world_guide(world: Any, reference: str, attribute: str) -> str | None:
     """A world species (display name) with ``attribute`` at class level, not ``reference``."""
-    from ..tdg.prompts import attribute_category
-    from ..vocabulary import class_display_name
+    from concept_grounding.tdg.prompts import attribute_category
+    from concept_grounding.vocabulary import class_display_name
 
     if attribute_category(attribute, world.vocab) == "colour":
         return None
@@ -43,7 +43,7 @@ def generators(seeds: list[int]) -> list[Any]:
 def run_prompting(tdg: Any, prompts: list[str], seeds: list[int], kw: dict, batch: int) -> list[Any]:
     """The prompting-only images of ``prompts`` (:func:`~concept_grounding.tdg.baseline.prompting_images`,
     true CFG against the empty prompt), ``batch`` per call."""
-    from ..tdg.baseline import prompting_images
+    from concept_grounding.tdg.baseline import prompting_images
 
     return prompting_images(tdg, prompts, seeds, batch_size=batch, negative_prompt="", **kw)
 
@@ -73,7 +73,7 @@ def vae_roundtrip(vae: Any, images: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------- stages
 def validate(world: Any, judge_fn: Any, vae: Any, settings: WorldTDGSettings, pairings: list) -> Any:
     """The judge on held-out exact edits and renders, raw and after the VAE's round trip."""
-    from ..judge import validate_judge
+    from concept_grounding.judge import validate_judge
 
     return validate_judge(judge_fn, world, pairings, per_pairing=settings.validation_edits,
                           renders_per_class=settings.validation_renders,
@@ -82,17 +82,17 @@ def validate(world: Any, judge_fn: Any, vae: Any, settings: WorldTDGSettings, pa
 
 def guide_colour_prompt(attribute: str) -> str:
     """The colour guide prompt alone: ``"A photo of a bird with {S+}"``."""
-    from ..tdg.prompts import attribute_text
+    from concept_grounding.tdg.prompts import attribute_text
 
     return f"A photo of a bird with {attribute_text(attribute)}"
 
 
 def quality(world: Any, tdg: Any, judge_fn: Any, kw: dict, settings: WorldTDGSettings, pairings: list) -> tuple[dict, list]:
     """Species agreement, prompted attributes found and colour guides showing S+, by the judge."""
-    from ..tdg.plan import image_seed
-    from ..tdg.prompts import attribute_category
-    from ..vocabulary import class_display_name
-    from ..worldflux.captions import caption_phrase, phrase_attributes
+    from concept_grounding.tdg.plan import image_seed
+    from concept_grounding.tdg.prompts import attribute_category
+    from concept_grounding.vocabulary import class_display_name
+    from concept_grounding.worldflux.captions import caption_phrase, phrase_attributes
 
     vocab = world.vocab
     rng = np.random.default_rng(settings.seed)
@@ -137,7 +137,7 @@ def method_prompts(world: Any, c: str, a: str) -> dict[str, Any]:
     """The TDG prompt pairs of one pairing by method: ``tdg`` (colour: the generic "bird"
     guide; pattern / shape: a world species with the attribute), and for pattern / shape
     also ``tdg-app-b`` (SUB App. B's guide bird, where it lists one) and ``tdg-bird``."""
-    from ..tdg.prompts import attribute_category, tdg_prompts
+    from concept_grounding.tdg.prompts import attribute_category, tdg_prompts
 
     vocab = world.vocab
     out = {"tdg": tdg_prompts(c, a, guide_bird=world_guide(world, c, a) or None, vocab=vocab)}
@@ -153,8 +153,8 @@ def substitution(world: Any, tdg: Any, judge_fn: Any, kw: dict, settings: WorldT
     """Prompting vs TDG for every pairing; per-image records (with the guide's verdict)."""
     from tqdm.auto import tqdm
 
-    from ..tdg.plan import image_seed
-    from ..tdg.schedule import schedule_for_attribute
+    from concept_grounding.tdg.plan import image_seed
+    from concept_grounding.tdg.schedule import schedule_for_attribute
 
     vocab = world.vocab
     by_attr: dict[str, list[str]] = defaultdict(list)
@@ -204,9 +204,9 @@ def eta_sweep(world: Any, tdg: Any, judge_fn: Any, kw: dict, settings: WorldTDGS
               validated: tuple[str, ...]) -> dict:
     """TDG at constant eta values and the paper schedules on an even subset of the pairings
     of the judge's validated groups: S+ found, species kept, success and mean p(S+)."""
-    from ..tdg.plan import image_seed
-    from ..tdg.prompts import tdg_prompts
-    from ..tdg.schedule import ConstantEta, schedule_for_attribute
+    from concept_grounding.tdg.plan import image_seed
+    from concept_grounding.tdg.prompts import tdg_prompts
+    from concept_grounding.tdg.schedule import ConstantEta, schedule_for_attribute
 
     vocab = world.vocab
     pairings = [(c, a) for c, a in pairings if vocab.group_of(vocab.attribute_index(a)) in validated]
@@ -233,9 +233,9 @@ def eta_sweep(world: Any, tdg: Any, judge_fn: Any, kw: dict, settings: WorldTDGS
 
 def filter_agreement(world: Any, sub: dict, clip: Any, settings: WorldTDGSettings, pairings: list) -> dict[str, Any]:
     """The VQA filter (world-CLIP scorer) against the judge, and the scorer validated on exact edits."""
-    from ..judge import validate_scorer_on_world
-    from ..judge.stats import auroc
-    from ..tdg.filter import filter_records, group_options, vqa_question
+    from concept_grounding.judge import validate_scorer_on_world
+    from concept_grounding.judge.stats import auroc
+    from concept_grounding.tdg.filter import filter_records, group_options, vqa_question
 
     vocab = world.vocab
     scorer = WorldClipScorer(clip, clip.tokenizer)
@@ -280,8 +280,8 @@ def timing(flux: Any, tdg: Any, kw: dict, rounds: int = 9) -> dict[str, Any]:
     against itself) shows the run's noise floor."""
     import torch
 
-    from ..tdg.schedule import EtaSchedule
-    from ..tdg.timing import interleave
+    from concept_grounding.tdg.schedule import EtaSchedule
+    from concept_grounding.tdg.timing import interleave
 
     reference, guide = "a photo of a Blue Jay", "a photo of a bird"
     channels = tdg.transformer.config.in_channels // 4
@@ -307,9 +307,9 @@ def timing(flux: Any, tdg: Any, kw: dict, rounds: int = 9) -> dict[str, Any]:
 def contact_sheet(sub: dict, path: Path, rows: int = 10) -> None:
     """Rows: ``rows`` pairings spread over the run; columns: prompting c_R, TDG reference, TDG
     guide, each with the judge's verdict under it (S+ found? species kept?; the guide: S+ found?)."""
-    from ..judge.validation import verdict_caption
-    from ..plotting import verdict_sheet
-    from ..vocabulary import attribute_phrase, class_display_name
+    from concept_grounding.judge.validation import verdict_caption
+    from concept_grounding.plotting import verdict_sheet
+    from concept_grounding.vocabulary import attribute_phrase, class_display_name
 
     recs = [r for r in sub["records"] if r["method"] == "tdg"]
     picks = recs[:: max(1, len(recs) // rows)][:rows]

@@ -1,4 +1,5 @@
-"""Experiments whose results the README and the guide report, as tested stages the ``benchmarks/`` scripts call.
+"""Experiments whose results the README and the guide report, as tested stages the ``benchmarks/`` scripts call
+(research code beside the scripts, not part of the wheel; ``python benchmarks/<script>.py`` finds it there).
 
 :mod:`.world_tdg`: TDG vs prompting on the world-trained Flux, judged by the grounded world
 judge (``benchmarks/bench_tdg_world.py``; its settings in :mod:`.world_tdg_settings`, judges in

@@ -131,6 +131,7 @@ def check_wheel_and_sdist_are_complete_and_versioned(release):
         if "__pycache__" not in rel:
             assert rel in names, f"shipped asset {rel} is missing from the wheel"
     assert not [n for n in names if n.startswith(("tests/", "conftest")) or "/tests/" in n or "test_" in n]
+    assert not [n for n in names if "experiments/" in n]  # research code stays beside the benchmark scripts
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "concept-grounding = concept_grounding.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 

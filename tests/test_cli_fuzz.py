@@ -203,7 +203,7 @@ def paths(tmp_path_factory) -> dict[str, str]:
     from concept_grounding.tdg.plan import plan_jobs, plan_pairings
     from concept_grounding.tdg.resume import MANIFEST_FILE, PARTS_DIR, generation_manifest
     from concept_grounding.tdg.sources import FluxModel
-    from concept_grounding.testing.flux import TINY_MODEL
+    from concept_grounding.tdg.tiny import TINY_MODEL
     from concept_grounding.world import BirdWorld
 
     root = tmp_path_factory.mktemp("fuzz")

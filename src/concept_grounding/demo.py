@@ -293,7 +293,7 @@ def _human_sub_model(bench: Path):
     oracle = BenchArtifacts(bench).model_dir(TDG_ORACLE)
     if oracle.is_dir():
         return load_model(str(oracle)), f"the bench's {TDG_ORACLE}"
-    from .testing.world_clip import tiny_clip_handle
+    from .models.clip.tiny import tiny_clip_handle
 
     return tiny_clip_handle(), "a random tiny CLIP (no bench stage ran)"
 

@@ -252,9 +252,9 @@ def test_cli_resume_checks_the_manifest_before_loading_the_model(tmp_path, capsy
     assert manifest["model"] == "tiny_flux_pipeline(seed=0)" and manifest["dtype"] == "float32"
     assert manifest["seed"] == 0 and manifest["pairings"][0]["images"] == 2
     capsys.readouterr()
-    import concept_grounding.testing as testing
+    import concept_grounding.tdg.tiny as tiny
 
-    monkeypatch.setattr(testing, "tiny_flux_pipeline", lambda: pytest.fail("the model must not load"), raising=False)
+    monkeypatch.setattr(tiny, "tiny_flux_pipeline", lambda: pytest.fail("the model must not load"))
     assert main(argv[:-4] + ["--steps", "3", "--size", "48", "--seed", "4"]) == 2
     err = capsys.readouterr().err
     assert "seed (--seed): 0 in the folder, 4 now" in err

@@ -22,7 +22,7 @@ from concept_grounding.tdg.generate_job import run_generate
 from concept_grounding.tdg.plan import Pairing
 from concept_grounding.tdg.resume import MANIFEST_ARGUMENTS
 from concept_grounding.tdg.sources import ClassTablePairings, FluxModel, PairingsFile, PretrainedFlux
-from concept_grounding.testing.flux import TINY_MODEL, TinyFlux
+from concept_grounding.tdg.tiny import TINY_MODEL, TinyFlux
 from concept_grounding.worldflux.source import WorldFlux, world_pairings
 
 #: two pairings x 2 images of the tiny Flux at 16 px, 2 steps

@@ -98,3 +98,16 @@ def test_every_builder_is_exported():
         assert getattr(testing, name) is not None
     with pytest.raises(AttributeError):
         testing.no_such_builder
+
+
+def test_the_tiny_models_production_runs_have_one_home():
+    """``generate --tiny``, the Space, the demo and ``random-clip`` build their tiny models from ``tdg.tiny`` and
+    ``models.clip.tiny``; ``testing`` hands tests the very same builders (import-linter keeps production off it)."""
+    from concept_grounding.models.clip import tiny as clip_tiny
+    from concept_grounding.tdg import tiny as flux_tiny
+
+    for name in ("tiny_flux_components", "tiny_flux_pipeline"):
+        assert getattr(testing, name) is getattr(flux_tiny, name), name
+    for name in ("tiny_open_clip", "tiny_world_clip", "tiny_clip_handle", "TINY_WORLD_CLIP"):
+        assert getattr(testing, name) is getattr(clip_tiny, name), name
+    assert not hasattr(testing, "TinyFlux")  # a production Flux source, in tdg.tiny only

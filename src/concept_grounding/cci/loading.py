@@ -60,14 +60,14 @@ def random_clip_seed(name: str, argument: str = "--model") -> int:
 def tiny_open_clip_handle(image_size: int = 64, device: str = "cpu", *, patch_size: int | None = None,
                           width: int = 64, layers: int = 4, heads: int = 4, embed_dim: int = 32,
                           seed: int = 0) -> "ClipHandle":
-    """A tiny config-built open_clip CLIP (random weights, :func:`~concept_grounding.testing.tiny_open_clip`) with
+    """A tiny config-built open_clip CLIP (random weights, :func:`~concept_grounding.models.clip.tiny.tiny_open_clip`) with
     open_clip's bundled BPE tokenizer and CLIP's pixel statistics
     (:func:`~concept_grounding.models.clip.preprocess.to_pixel_values`, ``image_size`` px)."""
     import open_clip
 
     from concept_grounding.models.clip import ClipHandle
     from concept_grounding.models.clip.preprocess import to_pixel_values
-    from concept_grounding.testing import tiny_open_clip
+    from concept_grounding.models.clip.tiny import tiny_open_clip
 
     model = tiny_open_clip(image_size=image_size, patch_size=patch_size or max(4, image_size // 8), width=width,
                            layers=layers, heads=heads, embed_dim=embed_dim, seed=seed).to(device)

@@ -25,7 +25,7 @@ from concept_grounding.tdg.sources import (
     PairingSource,
     PretrainedFlux,
 )
-from concept_grounding.testing.flux import TinyFlux
+from concept_grounding.tdg.tiny import TinyFlux
 from concept_grounding.worldflux.source import WORLD_MODEL, WorldFlux, world_pairings
 
 __all__ = ["JOB", "add_arguments", "run", "config_from_args"]

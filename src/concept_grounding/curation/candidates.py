@@ -191,7 +191,7 @@ def _flux_source(config: CandidatesConfig) -> Any:
 
         return PretrainedFlux(config.flux_model, argument="--flux-model")
     if config.generate == "tiny":
-        from ..testing.flux import TinyFlux
+        from ..tdg.tiny import TinyFlux
 
         return TinyFlux()
     from ..worldflux.source import WorldFlux

@@ -7,7 +7,7 @@ birds, loaded and sampled as ``generate`` does, through its Flux source
 classifier-free guidance at its trained prompt length). The prompting-only image is
 :func:`~concept_grounding.tdg.baseline.prompting_images`, the baseline ``generate`` and the
 benchmark use. The tiny,
-randomly initialised Flux of :mod:`concept_grounding.testing.flux` (:func:`build_default_pipeline`,
+randomly initialised Flux of :mod:`concept_grounding.tdg.tiny` (:func:`build_default_pipeline`,
 noise-like images) stays in the dropdown for the mechanics. Other Flux models (a
 local folder, or a Hub id when online) are offered only when the operator lists them at
 launch (``--tdg-model`` / ``CONCEPT_GROUNDING_TDG_MODEL``, :mod:`.policy`); they load through
@@ -140,7 +140,7 @@ def eta_figure(target_attribute: str, steps: int = 28) -> np.ndarray:
 
 def build_default_pipeline(store: ResourceStore) -> tuple[Any, str]:
     """The tab's default model (``TINY_MODEL`` in the dropdown) and where it came from."""
-    from ..testing.flux import tiny_flux_pipeline
+    from ..tdg.tiny import tiny_flux_pipeline
 
     return tiny_flux_pipeline(seed=store.seed), "tiny random Flux (1+1 blocks), built in memory"
 

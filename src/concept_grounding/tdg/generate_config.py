@@ -50,7 +50,7 @@ class GenerateConfig:
 
     Args:
         out: the image folder (resumable; its manifest must match).
-        model: the Flux to sample (:class:`~concept_grounding.testing.flux.TinyFlux`, :class:`~.sources.PretrainedFlux`,
+        model: the Flux to sample (:class:`~.tiny.TinyFlux`, :class:`~.sources.PretrainedFlux`,
             the world Flux), resolved by :func:`~.generate_job.run_generate`.
         pairings: where the pairings come from (a class table or a file), planned by ``run_generate``.
         classes: keep only these CUB class folder names (``None`` or empty: all).

@@ -3,7 +3,7 @@
 A *Flux source* resolves a model's settings without loading torch (a bad name fails
 within seconds): :class:`PretrainedFlux`, the world Flux
 (:class:`concept_grounding.worldflux.source.WorldFlux`) and the tiny random one of the tests
-and the demo (:class:`concept_grounding.testing.flux.TinyFlux`). A *pairing source* plans the
+and the demo (:class:`concept_grounding.tdg.tiny.TinyFlux`). A *pairing source* plans the
 pairings: :class:`ClassTablePairings` (from class-level labels: the bird world's, via
 :func:`concept_grounding.worldflux.source.world_pairings`, or CUB's, via
 :func:`concept_grounding.loaders.class_table.cub_class_table`) or :class:`PairingsFile`.

@@ -1,7 +1,10 @@
-"""Tiny models built from configs, for tests, demos and users' own tests (as diffusers keeps
-``testing_utils``): random weights, no download, seconds on a CPU.
+"""Tiny models built from configs, for the tests and users' own tests (as diffusers keeps
+``testing_utils``): random weights, no download, seconds on a CPU. Only tests import this package;
+the tiny models production runs live in :mod:`concept_grounding.tdg.tiny` and
+:mod:`concept_grounding.models.clip.tiny`, re-exported here.
 
-* :mod:`.flux`: :func:`tiny_flux_components`, :func:`tiny_flux_pipeline` (a 1+1-block Flux).
+* :mod:`.flux`: :func:`tiny_flux_components`, :func:`tiny_flux_pipeline` (a 1+1-block Flux),
+  :func:`tiny_flux_ip_adapter`.
 * :mod:`.flux2`: :func:`tiny_flux2_components`, :func:`tiny_flux2_pipeline` (FLUX.2 [dev] and [klein]).
 * :mod:`.vlm`: :func:`save_tiny_vlm` (a tiny LLaVA for the VQA filter), :func:`save_tiny_internvl`
   (SUB's scorer's architecture, InternVL 2.5, in transformers' converted form), :func:`tiny_vlm_words`.

@@ -6,7 +6,7 @@ from .clip import (
     tiny_transformers_clip,
     vit_b16_open_clip_visual,
 )
-from .flux import TINY_MODEL, TinyFlux, tiny_flux_components, tiny_flux_ip_adapter, tiny_flux_pipeline
+from .flux import tiny_flux_components, tiny_flux_ip_adapter, tiny_flux_pipeline
 from .flux2 import TINY_FLUX2_CALL, tiny_flux2_components, tiny_flux2_pipeline
 from .inpaint import TINY_INPAINT_WORDS, save_tiny_inpainting_pipeline
 from .serving import free_port, http_request, stop_server, wait_until_serving

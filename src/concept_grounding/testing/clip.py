@@ -8,40 +8,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..models.clip.tiny import tiny_open_clip
+
 if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
 
     from torch import nn
 
 __all__ = [
-    "tiny_open_clip",
+    "tiny_open_clip",  # from concept_grounding.models.clip.tiny
     "tiny_transformers_clip",
     "save_tiny_transformers_clip",
     "vit_b16_open_clip_visual",
     "known_answer_open_clip",
 ]
-
-
-def tiny_open_clip(
-    image_size: int = 32, patch_size: int = 8, width: int = 32, layers: int = 2, heads: int = 4,
-    embed_dim: int = 16, seed: int = 0, with_text: bool = True,
-) -> "nn.Module":
-    """An open_clip ``CLIP`` (or its ``VisionTransformer`` alone when ``with_text=False``).
-
-    The text tower uses open_clip's bundled BPE vocabulary (49408 tokens, context 77), so
-    ``open_clip.get_tokenizer("ViT-B-16")`` tokenises for it offline.
-    """
-    import torch
-    from open_clip.model import CLIP, CLIPTextCfg, CLIPVisionCfg, _build_vision_tower
-
-    vision = CLIPVisionCfg(layers=layers, width=width, head_width=width // heads, image_size=image_size,
-                           patch_size=patch_size)
-    with torch.random.fork_rng(devices=[]):  # the caller's global RNG is left as it was
-        torch.manual_seed(seed)
-        if not with_text:
-            return _build_vision_tower(embed_dim, vision).eval()
-        text = CLIPTextCfg(context_length=77, vocab_size=49408, width=width, heads=heads, layers=1)
-        return CLIP(embed_dim, vision, text).eval()
 
 
 def vit_b16_open_clip_visual(seed: int = 0) -> "nn.Module":

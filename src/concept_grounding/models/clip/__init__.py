@@ -10,6 +10,7 @@
 * :mod:`.loading`: :func:`load_clip` (world folder, open_clip name, transformers id) ->
   :class:`ClipHandle`; :func:`load_named_clip` checks a user-given name first.
 * :mod:`.world`: :class:`WorldCLIP`, :class:`WordTokenizer`, :func:`train_world_clip`, :func:`fit_clip`.
+* :mod:`.tiny`: tiny random CLIPs built from configs (the demo's world CLIP, ``random-clip``'s open_clip ViT).
 """
 
 from .backends import BACKENDS, ClipBackend, backend_for, model_device

@@ -21,7 +21,7 @@ from concept_grounding.curation.curate import (
     pairing_scores,
 )
 from concept_grounding.curation.curate_job import CurateConfig, CurateResult, gold_answers, run_curate
-from concept_grounding.curation.human import human_rows, human_table_rows
+from concept_grounding.evaluation.human_rows import human_rows, human_table_rows
 from concept_grounding.curation.sampling import study_items
 from concept_grounding.curation.simulate import (
     SimulatedAnnotator,

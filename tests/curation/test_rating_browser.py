@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from concept_grounding.conceptbed.human import export_rating_items
+from concept_grounding.conceptbed.human_ratings import export_rating_items
 from concept_grounding.curation.rating_store import RatingStore
 from concept_grounding.testing.serving import free_port, wait_until_serving
 

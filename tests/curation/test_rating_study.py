@@ -13,7 +13,7 @@ import threading
 import numpy as np
 import pytest
 
-from concept_grounding.conceptbed.human import SimulatedRater, export_rating_items, simulate_ratings, table3
+from concept_grounding.conceptbed.human_ratings import SimulatedRater, export_rating_items, simulate_ratings, table3
 from concept_grounding.curation.annotations import SCHEMA_VERSION, AnnotationError, AnnotationStore, study1_item
 from concept_grounding.curation.rating_store import RatingStore, run_raters
 from concept_grounding.curation.rating_study import interval_alpha

@@ -40,7 +40,7 @@ WORLD_COLUMNS: tuple[tuple[str, str], ...] = (
 
 #: The human rows the SUB paper reports on real SUB / CUB (percent), typed in from the paper: shown
 #: beside runs on real data only, on their own line labelled "as published"
-#: (:data:`~concept_grounding.evaluation.human.AS_PUBLISHED`). The computed Human rows come from
+#: (:data:`~concept_grounding.evaluation.human_rows.AS_PUBLISHED`). The computed Human rows come from
 #: study-2 annotations (:func:`human_report_rows`).
 HUMAN_AS_PUBLISHED: dict[str, dict[str, float]] = {
     "table1": {"s_plus": 94.0, "s_minus": 96.8, "concept_accuracy": 79.4, "concept_accuracy_sub": 82.5},
@@ -51,9 +51,9 @@ HUMAN_AS_PUBLISHED: dict[str, dict[str, float]] = {
 def human_report_rows(sub: str | None, source: str) -> dict[str, list[dict]]:
     """The Human rows of Tables 1-2 (``{"table1": [...], "table2": [...]}``, fractions):
     computed from the study-2 annotations that ``curate`` wrote beside the SUB source
-    (:func:`~concept_grounding.evaluation.human.human_rows_beside`) when there are any, then,
+    (:func:`~concept_grounding.evaluation.human_rows.human_rows_beside`) when there are any, then,
     on real data, the paper's numbers on a separate line marked "as published"."""
-    from ..evaluation.human import AS_PUBLISHED, human_rows_beside
+    from ..evaluation.human_rows import AS_PUBLISHED, human_rows_beside
 
     computed = human_rows_beside(sub)
     out: dict[str, list[dict]] = {}

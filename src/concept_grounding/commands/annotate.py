@@ -152,7 +152,7 @@ def _simulate_sub(config: AnnotateConfig, store, root, rows) -> None:
 def _simulate_ratings(config: AnnotateConfig, store, items) -> None:
     """Simulated raters (not people; one per ``--simulate`` accuracy, ``--rating-noise``) rate every
     item by the items folder's ``truth.jsonl``."""
-    from concept_grounding.conceptbed.human import SimulatedRater
+    from concept_grounding.conceptbed.human_ratings import SimulatedRater
     from concept_grounding.curation.rating_store import run_raters
     from concept_grounding.loaders.ratings import read_rating_truth
 

@@ -1,13 +1,13 @@
 """Table 3 inside a ``conceptbed`` run: rating items, ratings (people's or simulated), correlations.
 
-Every run collects **rating items** (ConceptBed App. G; :mod:`.human`): per learner, task and
+Every run collects **rating items** (ConceptBed App. G; :mod:`.human_ratings`): per learner, task and
 concept, :data:`ITEMS_PER_CONCEPT` generated images each with three real images of the concept
 (concept similarity), and for the compositions one image per prompt with its caption (image-text
 alignment, ``V*`` read as ``bird``). ``save`` writes them as the folder ``annotate --items``
 serves to people. Table 3 then comes from:
 
 * ``--ratings FILE``: people's ratings (the Parquet ``annotate --export`` writes), or else
-* **simulated raters** (:func:`~.human.simulate_ratings`, ``k = 3``, noise 0.5): each rating
+* **simulated raters** (:func:`~.human_ratings.simulate_ratings`, ``k = 3``, noise 0.5): each rating
   follows an *instrument's* probability that the image shows what was asked: Table 8's other
   capacity of the species oracle (or the task's own oracle where there is one capacity) for
   concept similarity, the VQA oracle's mean P(yes) of the composition questions for alignment.
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .human import table3
+from .human_ratings import table3
 
 __all__ = ["ITEMS_PER_CONCEPT", "RatingCollector", "table3_markdown"]
 
@@ -65,7 +65,7 @@ class RatingCollector:
 
             return pd.read_parquet(path), f"people ({path})"
         from ..loaders.ratings import RatingItem
-        from .human import simulate_ratings
+        from .human_ratings import simulate_ratings
 
         items = [RatingItem(f"r{i}", r["kind"], r["learner"], r["task"], r["concept"], f"r{i}.png")
                  for i, r in enumerate(self.records)]
@@ -94,7 +94,7 @@ class RatingCollector:
 
     def save(self, out: Path) -> Path | None:
         """Write the items folder ``out`` (``annotate --items out``); ``None`` without records."""
-        from .human import export_rating_items
+        from .human_ratings import export_rating_items
 
         return export_rating_items(out, self.records) if self.records else None
 

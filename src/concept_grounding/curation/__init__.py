@@ -16,7 +16,8 @@ The human validation of Sec. 4.3 / App. E (docs/human_validation.md):
 * :mod:`.simulate` -- bird-world candidates with known failures and simulated annotators;
 * :mod:`.curate` -- human scores, discard rules (thresholds in :mod:`.rules`), Krippendorff's
   alpha, annotator accuracy;
-* :mod:`.human` -- the Human rows of Tables 1-2 from study-2 answers via ``sub_accuracy``;
+* the Human rows of Tables 1-2 from study-2 answers via ``sub_accuracy`` live in
+  :mod:`concept_grounding.evaluation.human_rows` (below ``bench``, which shows them);
 * :mod:`.figures` -- Figs. 6 and 9; :mod:`.curate_job` -- the ``curate`` job (report, dataset).
 
 ConceptBed's human study (App. G; issue 44), in the same store and app:

@@ -6,7 +6,7 @@ or ``filter``) and the answers (an annotation store ``.db`` or its Parquet expor
 (2) scores attributes and pairings and applies SUB App. E's discard rules (docs/human_validation.md) (:mod:`.curate`),
 (3) measures agreement (Krippendorff's alpha), the annotators' accuracy against a gold file
 when given (``truth.jsonl``, e.g. the world's truth of :mod:`.simulate`), the Human rows of
-Tables 1-2 (:mod:`.human`); (4) ``CurateResult.save(out)`` writes into ``out``:
+Tables 1-2 (:mod:`concept_grounding.evaluation.human_rows`); (4) ``CurateResult.save(out)`` writes into ``out``:
 
 * ``dataset/data/test-00000-of-00001.parquet`` -- the kept images in SUB's Hub layout
   (:func:`~concept_grounding.schema.sub_features`, images embedded), which
@@ -14,7 +14,7 @@ Tables 1-2 (:mod:`.human`); (4) ``CurateResult.save(out)`` writes into ``out``:
 * ``annotations.parquet`` -- every answer (``annotator, image, study, question, answer``);
 * ``kept.jsonl`` -- the kept candidates' ``metadata.jsonl`` rows: with ``annotations.parquet``,
   what the bench report's computed Human rows read beside ``dataset``
-  (:func:`~.human.human_rows_beside`);
+  (:func:`~concept_grounding.evaluation.human_rows.human_rows_beside`);
 * ``curation.json`` / ``curation.md`` -- what was kept, what was discarded and why, alpha,
   accuracy, Human rows; ``fig6_agreement.png`` and ``fig9_faithfulness.png``.
 
@@ -298,9 +298,9 @@ def run_curate(config: CurateConfig) -> CurateResult:
     """Read, score and select (module docstring, steps 1-3); nothing is written (:meth:`CurateResult.save`)."""
     import pandas as pd
 
+    from ..evaluation.human_rows import human_rows
     from .curate import (agreement, annotator_accuracy, attribute_scores, bird_faithfulness, candidates_frame,
                          pairing_scores)
-    from .human import human_rows
 
     rows, root = read_candidates(config.candidates)
     answers = read_answers(config.annotations)
@@ -404,7 +404,7 @@ def _summary(res: CurateResult) -> dict[str, Any]:
 
 def write_curation(res: CurateResult, out: str | Path) -> Path:
     """:meth:`CurateResult.save`: every file of the module docstring's step 4; returns ``curation.md``."""
-    from ..evaluation.human import ANSWERS_FILE, KEPT_FILE
+    from ..evaluation.human_rows import ANSWERS_FILE, KEPT_FILE
     from .figures import agreement_figure, faithfulness_figure
 
     out = Path(out)

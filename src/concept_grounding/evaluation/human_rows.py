@@ -1,8 +1,7 @@
 """The Human rows of SUB's Tables 1-2, computed from study-2 answers (Sec. 5.5-5.6, App. E; docs/human_validation.md).
 
 Here, below both ``bench`` (whose report shows the rows) and ``curation`` (whose ``curate``
-job writes the answers), as the import layers require; :mod:`concept_grounding.curation.human`
-re-exports it.
+job writes the answers), as the import layers require; both import it from here.
 
 Every study-2 answer (an annotator picked the attribute of S+'s group present in an image)
 is scored as one prediction of a model by :func:`~concept_grounding.metrics.sub_accuracy`:

@@ -27,7 +27,7 @@ import numpy as np
 
 from concept_grounding.judge.composition import COMPOSITION_BAR, HEADS, composition_verdicts
 from concept_grounding.vocabulary import class_display_name
-from concept_grounding.world.composition import ACTIONS, COUNT_WORDS, RELATIONS
+from concept_grounding.world.composition import CompositionPrompt
 
 __all__ = ["composition_prompts", "measure_compositions", "compositions_markdown"]
 
@@ -46,16 +46,16 @@ def composition_prompts(world: Any) -> list[dict[str, Any]]:
     for label, c in enumerate(world.class_names):
         name = class_display_name(c)
         for k in (2, 3):
-            out.append({"category": "counting", "prompt": f"a photo of {COUNT_WORDS[k]} {name}", "label": label,
+            out.append({"category": "counting", "prompt": CompositionPrompt(name, k).text, "label": label,
                         "asked": {"count": k - 1}})
         for s in scenes:
-            out.append({"category": "relation", "prompt": f"a photo of a {name} {RELATIONS[s]}", "label": label,
+            out.append({"category": "relation", "prompt": CompositionPrompt(name, scene=s).text, "label": label,
                         "asked": {"scene": scenes.index(s)}})
         for f in facings:
-            out.append({"category": "action", "prompt": f"a photo of a {name} {ACTIONS[f]}", "label": label,
+            out.append({"category": "action", "prompt": CompositionPrompt(name, facing=f).text, "label": label,
                         "asked": {"facing": facings.index(f)}})
         s = scenes[(label + 1) % len(scenes)]
-        out.append({"category": "composite", "prompt": f"a photo of two {name} {RELATIONS[s]}", "label": label,
+        out.append({"category": "composite", "prompt": CompositionPrompt(name, 2, scene=s).text, "label": label,
                     "asked": {"count": 1, "scene": scenes.index(s)}})
     return out
 

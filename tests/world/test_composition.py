@@ -6,7 +6,7 @@ import pytest
 from scipy import ndimage
 
 from concept_grounding.world import BirdWorld, WorldConfig
-from concept_grounding.world.composition import RELATIONS, flock_poses
+from concept_grounding.world.composition import ACTIONS, COUNT_WORDS, RELATIONS, CompositionPrompt, flock_poses
 from concept_grounding.worldflux.captions import caption_vocabulary, compose_caption
 
 
@@ -70,6 +70,42 @@ def test_compose_caption_names_what_was_drawn():
         assert 1 <= categories <= 2, text  # ConceptBed composes at most two categories
         assert ("facing" in text) <= (f"facing {facing}" in text)  # never the wrong facing
     assert compose_caption("", 3, "sky", "left", rng) == ""  # a dropped caption stays dropped
+
+
+@pytest.mark.parametrize("noun", ["V*", "bird", "blue jay", "chuck-will's-widow"])
+def test_the_prompt_grammar_reads_back_what_it_writes(noun):
+    for count in COUNT_WORDS:
+        for attribute in (None, "a red crown", "the body of a blue jay and a beak like a cardinal"):
+            for scene in (None, *RELATIONS):
+                for facing in (None, *ACTIONS):
+                    asked = CompositionPrompt(noun, count, attribute, scene, facing)
+                    assert CompositionPrompt.parse(asked.text) == asked, asked.text
+    assert CompositionPrompt("V*", 3, "a red crown", "water", "right").text == \
+        "a photo of three V* with a red crown by the water facing right"
+
+
+@pytest.mark.parametrize("kwargs, message", [({"count": 4}, "count must be one of"),
+                                             ({"scene": "plain"}, "scene must be one of"),
+                                             ({"facing": "up"}, "facing must be one of")])
+def test_the_prompt_grammar_refuses_what_the_world_cannot_draw(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        CompositionPrompt("V*", **kwargs)
+
+
+def test_every_composed_caption_is_in_the_prompt_grammar():
+    """The world Flux's training captions and the prompts Table 2 asks are one grammar: each caption
+    reads back as the count drawn and, where it names them, the scene and facing drawn."""
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        count, scene = int(rng.integers(1, 4)), str(rng.choice([*RELATIONS, "plain"]))
+        facing = str(rng.choice(list(ACTIONS)))
+        base = str(rng.choice(["a photo of a blue jay", "a photo of a bird with a red crown",
+                               "a photo of a blue jay with the body of a blue jay and a beak like a cardinal"]))
+        asked = CompositionPrompt.parse(compose_caption(base, count, scene, facing, rng))
+        assert asked is not None and asked.count == count
+        assert asked.scene in (None, scene) and asked.facing in (None, facing)
+    with pytest.raises(ValueError, match="does not start with"):
+        compose_caption("two birds", 2, "sky", "left", rng)
 
 
 def test_caption_vocabulary_has_the_composition_words_only_when_asked():

@@ -5,8 +5,8 @@ attribute captions: its tokenizer has no "two", "sky" or "facing", so every comp
 of Table 2 ("a photo of two bird in the sky") scores 0. This one is trained on the world's
 compositions (:meth:`BirdWorld.composition`: 1-3 birds, five scenes, facing left or right, exact
 truth) and canonical renders, with captions in the world Flux's composition forms
-(:func:`~concept_grounding.worldflux.captions.compose_caption`; the prompt grammar of
-:func:`~concept_grounding.conceptbed.compositions.questions`)::
+(:func:`~concept_grounding.worldflux.captions.compose_caption`; the one prompt grammar,
+:class:`~concept_grounding.world.composition.CompositionPrompt`)::
 
     a photo of {a|two|three} {bird|species}[ with {attribute}][ {relation}][ {action}]
 
@@ -32,7 +32,7 @@ from ..models.base import seeded
 from ..models.clip.scoring import clip_score
 from ..models.clip.world import WordTokenizer, WorldCLIP, fit_clip
 from ..vocabulary import class_display_name
-from ..world.composition import ACTIONS, COUNT_WORDS, RELATIONS, composition_config
+from ..world.composition import ACTIONS, COUNT_WORDS, RELATIONS, CompositionPrompt, composition_config
 from ..world.config import SCENES
 
 __all__ = ["composition_texts", "CompositionClipData", "composition_clip_data", "CompositionCaptioner",
@@ -178,10 +178,8 @@ class CompositionCaptioner:
 
     def _caption(self, count: int, label: int | None, attribute: int, scene: str | None, facing: str | None) -> str:
         noun = "bird" if label is None else class_display_name(self.class_names[label]).lower()
-        text = f"a photo of {COUNT_WORDS[count]} {noun}"
-        if attribute >= 0:
-            text += f" with {self.phrases[attribute]}"
-        return " ".join([text] + [p for p in (RELATIONS.get(scene or ""), ACTIONS.get(facing or "")) if p])
+        return CompositionPrompt(noun, count, self.phrases[attribute] if attribute >= 0 else None,
+                                 scene if scene in RELATIONS else None, facing).text
 
 
 def train_composition_clip(data: CompositionClipData, world: Any, *, epochs: int = 30,
@@ -200,11 +198,14 @@ def train_composition_clip(data: CompositionClipData, world: Any, *, epochs: int
                     schedule="onecycle", desc="composition CLIP", progress=progress)
 
 
-def _alternatives(category: str, count_word: str) -> list[str]:
-    """The prompts one category's validation chooses among, the image's count named in each."""
+def _alternatives(category: str, count: int) -> list[str]:
+    """The prompts one category's validation chooses among (in :data:`VALIDATED`'s order), the image's ``count``
+    named in each."""
     if category == "count":
-        return [f"a photo of {w} bird" for w in VALIDATED["count"]]
-    return [f"a photo of {count_word} bird {v}" for v in VALIDATED[category]]
+        return [CompositionPrompt("bird", k).text for k in COUNT_WORDS]
+    if category == "relation":
+        return [CompositionPrompt("bird", count, scene=s).text for s in RELATIONS]
+    return [CompositionPrompt("bird", count, facing=f).text for f in ACTIONS]
 
 
 @torch.no_grad()
@@ -225,7 +226,7 @@ def validate_composition_clip(handle: Any, data: CompositionClipData) -> dict[st
     out = {}
     for category, values in VALIDATED.items():
         keep = torch.ones(len(im), dtype=torch.bool) if category != "relation" else data.scene < len(values)
-        texts = {k: handle.encode_texts(_alternatives(category, w)) for k, w in COUNT_WORDS.items()}
+        texts = {k: handle.encode_texts(_alternatives(category, k)) for k in COUNT_WORDS}
         cos = torch.stack([im[i] @ texts[int(data.count[i])].T for i in range(len(im))])[keep]
         target = truth[category][keep]
         score = clip_score(cos)

@@ -31,31 +31,22 @@ label substitution) with the composition CLIP (:mod:`.composition_clip`).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..world.composition import ACTIONS, COUNT_WORDS, RELATIONS, composition_config
+from ..world.composition import ACTIONS, COUNT_WORDS, RELATIONS, CompositionPrompt, composition_config
+from ..world.composition import CATEGORIES as WORLD_CATEGORIES
 
 __all__ = ["CATEGORIES", "VQA_BAR", "Question", "questions", "questions_of", "concept_prompts", "real_images", "CompositionOracle"]
 
-#: Table 2's categories (and the composite prompts of two categories).
-CATEGORIES: tuple[str, ...] = ("relation", "action", "attribute", "counting", "composite")
+#: Table 2's categories: the world's (:data:`~concept_grounding.world.composition.CATEGORIES`) and the composite
+#: prompts of two of them.
+CATEGORIES: tuple[str, ...] = (*WORLD_CATEGORIES, "composite")
 #: Held-out accuracy per question kind a VQA oracle must reach.
 VQA_BAR = 0.90
-
-_RELATION_TEXT = {v: k for k, v in RELATIONS.items()}
-_ACTION_TEXT = {v: k for k, v in ACTIONS.items()}
-_COUNT_TEXT = {v: k for k, v in COUNT_WORDS.items()}
-_PROMPT = re.compile(
-    r"^a photo of (?P<count>a|two|three) (?P<noun>V\*|[a-z][a-z' -]*?)"
-    r"(?: with (?P<attribute>[a-z ]+?))?"
-    rf"(?: (?P<relation>{'|'.join(map(re.escape, RELATIONS.values()))}))?"
-    rf"(?: (?P<action>{'|'.join(map(re.escape, ACTIONS.values()))}))?$"
-)
 
 
 @dataclass(frozen=True)
@@ -74,8 +65,8 @@ class Question:
 
 
 def questions(prompt: str) -> list[Question]:
-    """ConceptBed App. E.3: the prompt's salient words (noun, count, attribute, relation, action)
-    turned into existence questions.
+    """ConceptBed App. E.3: the prompt's salient words (noun, count, attribute, relation, action; read by
+    :meth:`~concept_grounding.world.composition.CompositionPrompt.parse`) turned into existence questions.
 
     >>> [q.text for q in questions("a photo of two V* in the sky")]
     ['is there a V*?', 'are there two birds?', 'is the bird in the sky?']
@@ -85,21 +76,19 @@ def questions(prompt: str) -> list[Question]:
     Traceback (most recent call last):
     ValueError: prompt: cannot make questions of 'a painting of a V* eating': the world's prompts read 'a photo of {a|two|three} V*[ with ...][ in the sky|on a branch|...][ facing left|right]'
     """
-    m = _PROMPT.match(prompt.strip().lower().replace("v*", "V*"))
-    if m is None:
+    asked = CompositionPrompt.parse(prompt.strip().lower().replace("v*", "V*"))
+    if asked is None:
         raise ValueError(f"prompt: cannot make questions of {prompt!r}: the world's prompts read "
                          "'a photo of {a|two|three} V*[ with ...][ in the sky|on a branch|...][ facing left|right]'")
-    noun = m["noun"]
-    out = [Question(f"is there a {noun}?", "concept", noun)]
-    count = _COUNT_TEXT[m["count"]]
-    if count > 1:
-        out.append(Question(f"are there {m['count']} birds?", "count", count))
-    if m["attribute"]:
-        out.append(Question(f"is there {m['attribute']}?", "attribute", m["attribute"]))
-    if m["relation"]:
-        out.append(Question(f"is the bird {m['relation']}?", "scene", _RELATION_TEXT[m["relation"]]))
-    if m["action"]:
-        out.append(Question(f"is the bird {m['action']}?", "facing", _ACTION_TEXT[m["action"]]))
+    out = [Question(f"is there a {asked.noun}?", "concept", asked.noun)]
+    if asked.count > 1:
+        out.append(Question(f"are there {COUNT_WORDS[asked.count]} birds?", "count", asked.count))
+    if asked.attribute:
+        out.append(Question(f"is there {asked.attribute}?", "attribute", asked.attribute))
+    if asked.scene is not None:
+        out.append(Question(f"is the bird {RELATIONS[asked.scene]}?", "scene", asked.scene))
+    if asked.facing is not None:
+        out.append(Question(f"is the bird {ACTIONS[asked.facing]}?", "facing", asked.facing))
     return out
 
 
@@ -133,8 +122,9 @@ def concept_prompts(world: Any, label: int) -> list[tuple[str, str, str | None]]
     """
     from ..worldflux.captions import caption_phrase
 
-    rows: list[tuple[str, str, str | None]] = [("relation", f"a photo of a V* {r}", None) for r in RELATIONS.values()]
-    rows += [("action", f"a photo of a V* {a}", None) for a in ACTIONS.values()]
+    rows: list[tuple[str, str, str | None]] = [("relation", CompositionPrompt("V*", scene=s).text, None)
+                                               for s in RELATIONS]
+    rows += [("action", CompositionPrompt("V*", facing=f).text, None) for f in ACTIONS]
     lacking = [a for c, a in world.default_pairings() if c == world.class_names[label]]
     if not lacking:  # a class of another world: the SUB substitutions it lacks
         row = world.class_attributes[label]
@@ -142,10 +132,10 @@ def concept_prompts(world: Any, label: int) -> list[tuple[str, str, str | None]]
                    if world.vocab.attribute_index(a) in world.rendered_attributes and not row[world.vocab.attribute_index(a)]]
     colour = [a for a in lacking if a.endswith("_color::" + a.split("::")[1]) and "pattern" not in a]
     for a in (colour or lacking)[:: max(1, len(colour or lacking) // 2)][:2]:
-        rows.append(("attribute", f"a photo of a V* with {caption_phrase(a)}", a))
-    rows += [("counting", f"a photo of {COUNT_WORDS[k]} V*", None) for k in (2, 3)]
-    rows += [("composite", f"a photo of two V* {RELATIONS['sky']}", None),
-             ("composite", f"a photo of a V* {RELATIONS['foliage']} {ACTIONS['left']}", None)]
+        rows.append(("attribute", CompositionPrompt("V*", attribute=caption_phrase(a)).text, a))
+    rows += [("counting", CompositionPrompt("V*", k).text, None) for k in (2, 3)]
+    rows += [("composite", CompositionPrompt("V*", 2, scene="sky").text, None),
+             ("composite", CompositionPrompt("V*", scene="foliage", facing="left").text, None)]
     return rows
 
 

@@ -16,6 +16,8 @@ A composition of sample ``index`` draws that sample's bird (traits, scene, facin
 and noise: :meth:`BirdWorld.sample`'s) ``count`` times: one bird is the sample itself, two and
 three birds are smaller copies side by side, each with its own jitter, over one background.
 Every bird shows the same traits, so the attribute truth holds for all of them.
+A prompt or caption that asks for a composition has one grammar, :class:`CompositionPrompt`
+(:data:`PROMPT_GRAMMAR`): every caption, prompt and question of a composition is written and read by it.
 
 >>> from concept_grounding.world import BirdWorld, WorldConfig
 >>> world = BirdWorld(WorldConfig(image_size=32))
@@ -28,6 +30,7 @@ Every bird shows the same traits, so the attribute truth holds for all of them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -38,8 +41,8 @@ from .canvas import Canvas
 from .config import Pose, WorldConfig
 from .render import draw_bird, light, part_centres
 
-__all__ = ["CATEGORIES", "COUNT_WORDS", "RELATIONS", "ACTIONS", "Composition", "composition_config", "flock_poses",
-           "render_flock"]
+__all__ = ["CATEGORIES", "COUNT_WORDS", "RELATIONS", "ACTIONS", "PROMPT_GRAMMAR", "CompositionPrompt", "Composition",
+           "composition_config", "flock_poses", "render_flock"]
 
 #: ConceptBed's composition categories, in the paper's order.
 CATEGORIES: tuple[str, ...] = ("relation", "action", "attribute", "counting")
@@ -52,11 +55,77 @@ RELATIONS: dict[str, str] = {
 }
 #: Facing -> the action a caption names it with.
 ACTIONS: dict[str, str] = {"left": "facing left", "right": "facing right"}
+#: How a prompt asks for a composition: the count (always named), the noun and the optional phrases, in this order.
+PROMPT_GRAMMAR = "a photo of {a|two|three} {noun}[ with {attribute}][ {relation}][ {action}]"
+
+_PROMPT = re.compile(
+    rf"^a photo of (?P<count>{'|'.join(COUNT_WORDS.values())}) (?P<noun>V\*|[a-z][a-z' -]*?)"
+    r"(?: with (?P<attribute>[a-z][a-z' -]*?))?"
+    rf"(?: (?P<relation>{'|'.join(map(re.escape, RELATIONS.values()))}))?"
+    rf"(?: (?P<action>{'|'.join(map(re.escape, ACTIONS.values()))}))?$"
+)
 
 #: Per count: the birds' size (times the sample's) and their horizontal slots (fractions of the width).
 _FLOCK_LAYOUT: dict[int, tuple[float, tuple[float, ...]]] = {
     1: (1.0, (0.5,)), 2: (0.52, (0.29, 0.71)), 3: (0.38, (0.18, 0.5, 0.82)),
 }
+
+
+@dataclass(frozen=True)
+class CompositionPrompt:
+    """What a composition prompt asks for, in :data:`PROMPT_GRAMMAR` (ConceptBed Sec. 4.2, App. F).
+
+    Attributes:
+        noun: the concept as written (``"V*"``, ``"bird"``, a species name).
+        count: birds asked for (a key of :data:`COUNT_WORDS`).
+        attribute: the phrase after ``with`` (``"a blue colored crown"``), or ``None``.
+        scene: the scene named by its relation (a key of :data:`RELATIONS`), or ``None``.
+        facing: the facing named by its action (a key of :data:`ACTIONS`), or ``None``.
+
+    >>> CompositionPrompt("V*", 2, scene="sky").text
+    'a photo of two V* in the sky'
+    >>> CompositionPrompt.parse("a photo of a blue jay with a red crown on a branch facing left")
+    CompositionPrompt(noun='blue jay', count=1, attribute='a red crown', scene='foliage', facing='left')
+    >>> CompositionPrompt.parse("a painting of a V*") is None
+    True
+    """
+
+    noun: str
+    count: int = 1
+    attribute: str | None = None
+    scene: str | None = None
+    facing: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.count not in COUNT_WORDS:
+            raise ValueError(f"count must be one of {sorted(COUNT_WORDS)}, got {self.count!r}")
+        if self.scene is not None and self.scene not in RELATIONS:
+            raise ValueError(f"scene must be one of {sorted(RELATIONS)} or None, got {self.scene!r}")
+        if self.facing is not None and self.facing not in ACTIONS:
+            raise ValueError(f"facing must be one of {sorted(ACTIONS)} or None, got {self.facing!r}")
+
+    @property
+    def text(self) -> str:
+        """The prompt, e.g. ``"a photo of two V* on a branch facing left"``."""
+        words = [f"a photo of {COUNT_WORDS[self.count]} {self.noun}"]
+        if self.attribute:
+            words.append(f"with {self.attribute}")
+        if self.scene is not None:
+            words.append(RELATIONS[self.scene])
+        if self.facing is not None:
+            words.append(ACTIONS[self.facing])
+        return " ".join(words)
+
+    @classmethod
+    def parse(cls, prompt: str) -> "CompositionPrompt | None":
+        """The parts of ``prompt`` (lower case, as :attr:`text` writes it); ``None`` if it is not in the grammar."""
+        m = _PROMPT.match(prompt)
+        if m is None:
+            return None
+        count = next(k for k, word in COUNT_WORDS.items() if word == m["count"])
+        scene = next((k for k, phrase in RELATIONS.items() if phrase == m["relation"]), None)
+        facing = next((k for k, phrase in ACTIONS.items() if phrase == m["action"]), None)
+        return cls(m["noun"], count, m["attribute"], scene, facing)
 
 
 @dataclass(frozen=True, eq=False)

@@ -147,6 +147,11 @@ def make_caption(labels: np.ndarray, label: int, world: "BirdWorld", rng: np.ran
     return f"a photo of a {name}"
 
 
+#: How every :func:`make_caption` form begins: one bird, the grammar's count slot
+#: (:class:`~concept_grounding.world.composition.CompositionPrompt`).
+_ONE_BIRD = "a photo of a "
+
+
 def compose_caption(caption: str, count: int, scene: str, facing: str, rng: np.random.Generator) -> str:
     """A caption of a composition (:mod:`concept_grounding.world.composition`): ``caption``
     (a :func:`make_caption` form, or ``""``) with its count, scene and facing named as
@@ -165,23 +170,24 @@ def compose_caption(caption: str, count: int, scene: str, facing: str, rng: np.r
     >>> compose_caption("a photo of a blue jay", 1, "water", "right", rng)
     'a photo of a blue jay by the water facing right'
     """
-    from ..world.composition import ACTIONS, COUNT_WORDS, RELATIONS
+    from ..world.composition import RELATIONS, CompositionPrompt
 
     if not caption:
         return caption
-    named = int(" with " in caption)
-    if count > 1:
-        caption = caption.replace("a photo of a ", f"a photo of {COUNT_WORDS[count]} ", 1)
-        named += 1
-    relation, action = RELATIONS.get(scene), ACTIONS[facing]
+    if not caption.startswith(_ONE_BIRD):
+        raise ValueError(f"caption: {caption!r} does not start with {_ONE_BIRD!r} (a make_caption form)")
+    named = int(" with " in caption) + int(count > 1)
     if named == 0:
         u = float(rng.random())
-        phrases = [relation, action] if u < 1 / 3 else [relation] if u < 2 / 3 else [action]
+        relation, action = u < 2 / 3, u < 1 / 3 or u >= 2 / 3
     elif named == 1:
-        phrases = [relation] if rng.random() < 0.5 else [action]
+        relation = bool(rng.random() < 0.5)
+        action = not relation
     else:
-        phrases = []
-    return " ".join([caption] + [p for p in phrases if p])
+        relation = action = False
+    noun, _, attribute = caption.removeprefix(_ONE_BIRD).partition(" with ")
+    return CompositionPrompt(noun, count, attribute or None, scene if relation and scene in RELATIONS else None,
+                             facing if action else None).text
 
 
 def caption_phrase(attribute: str) -> str:

@@ -4,6 +4,7 @@
 :mod:`.world_tdg`: TDG vs prompting on the world-trained Flux, judged by the grounded world
 judge (``benchmarks/bench_tdg_world.py``; its settings in :mod:`.world_tdg_settings`, judges in
 :mod:`.world_tdg_judges`, stages in :mod:`.world_tdg_stages`); :mod:`.world_tdg_stats`: its table,
-power and report.
+power and report; :mod:`.world_compositions`: how often a world Flux draws what a composition prompt asks
+(``benchmarks/bench_world_compositions.py``).
 Nothing is imported here (import the modules themselves).
 """

@@ -73,7 +73,8 @@ _FLOCK_LAYOUT: dict[int, tuple[float, tuple[float, ...]]] = {
 
 @dataclass(frozen=True)
 class CompositionPrompt:
-    """What a composition prompt asks for, in :data:`PROMPT_GRAMMAR` (ConceptBed Sec. 4.2, App. F).
+    """What a composition prompt asks for, in :data:`PROMPT_GRAMMAR` (ConceptBed Sec. 4.2, App. F;
+    docs/guide/conceptbed.md).
 
     Attributes:
         noun: the concept as written (``"V*"``, ``"bird"``, a species name).

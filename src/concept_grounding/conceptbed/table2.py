@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .compositions import (CATEGORIES, VQA_BAR, CompositionOracle, CompositionScores, clip_scores, concept_prompts,
+from .compositions import (CATEGORIES, VQA_BAR, VQAJudge, CompositionScores, clip_scores, concept_prompts,
                            questions_of, real_images, table2)
 from .concepts import Concept, ConceptWorld
 
@@ -35,7 +35,7 @@ class CompositionRun:
     """State of Table 2 in one run (see the module docstring)."""
 
     cw: ConceptWorld
-    oracle: CompositionOracle
+    oracle: VQAJudge
     per_prompt: int
     seed: int
     model: str | None = None
@@ -51,14 +51,11 @@ class CompositionRun:
               model: str | None = None, ratings: Any = None) -> "CompositionRun":
         """Load the oracle's judges and the composition CLIP (Table 2's CLIPScore), and validate
         the oracle on ``concepts``."""
-        from ..judge import load_world_judge
-        from ..judge.composition import load_composition_judge
+        from ..judge import create_judge
         from .composition_clip import load_composition_clip
 
-        oracle = CompositionOracle(load_composition_judge(), load_world_judge(), species_oracle)
-        validation = oracle.validate(cw.world, [c.label for c in concepts])
-        logger.info("VQA oracle validation: %s (bar %.0f %%)",
-                    ", ".join(f"{k} {100 * v:.1f} %" for k, v in validation.items()), 100 * VQA_BAR)
+        oracle = VQAJudge(create_judge("composition"), create_judge("world"), species_oracle)
+        logger.info("%s", oracle.validate(cw.world, [c.label for c in concepts]))
         run = cls(cw, oracle, per_prompt=max(1, images // 8), seed=seed, model=model, ratings=ratings)
         run.clip = load_composition_clip()
         return run
@@ -107,7 +104,7 @@ class CompositionRun:
 
     def results(self) -> dict[str, Any]:
         """``table2``, ``oracles.vqa`` (per question kind and its minimum) and the categories."""
-        val = self.oracle.validation or {}
+        val = dict(self.oracle.validation.accuracy) if self.oracle.validation else {}
         composition_kinds = {k: v for k, v in val.items() if k != "concept"}
         return {"table2": table2(self.scores), "table2_categories": list(CATEGORIES),
                 "vqa": {"accuracy": min(composition_kinds.values()) if composition_kinds else None,

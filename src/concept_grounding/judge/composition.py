@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -23,10 +24,15 @@ from tqdm.auto import tqdm
 
 from ..world.composition import ACTIONS, COUNT_WORDS, composition_config
 from ..world.config import BACKGROUNDS
-from .model import as_image_array, shift_images, to_unit, layout_trunk
+from .base import JudgeReport, as_image_array, from_pretrained_quietly, to_unit
+from .model import layout_trunk, shift_images
+from .registry import register_judge
+
+if TYPE_CHECKING:
+    from ..world import BirdWorld
 
 __all__ = ["HEADS", "COMPOSITION_BAR", "CompositionJudge", "composition_set", "train_composition_judge",
-           "composition_verdicts", "validate_composition_judge", "ship_composition_judge", "load_composition_judge"]
+           "validate_composition_judge", "ship_composition_judge", "load_composition_judge"]
 
 #: Head -> the values it tells apart, in logit order.
 HEADS: dict[str, tuple] = {"count": tuple(COUNT_WORDS), "scene": BACKGROUNDS, "facing": tuple(ACTIONS)}
@@ -61,6 +67,37 @@ class CompositionJudge(nn.Module, PyTorchModelHubMixin, library_name="concept-gr
             raise ValueError(f"images must be (N, 3, {self.image_size}, {self.image_size}), got {tuple(images.shape)}")
         h = self.neck(self.trunk((images - self.mean) / self.std))
         return {k: head(h) for k, head in self.heads.items()}
+
+    name = "composition"
+    bar = COMPOSITION_BAR
+
+    @property
+    def head_sizes(self) -> dict[str, int]:
+        """``count`` 3 (1-3 birds), ``scene`` 5, ``facing`` 2, ``species`` the ``C`` classes."""
+        return {k: head.out_features for k, head in self.heads.items()}
+
+    @torch.inference_mode()
+    def probabilities(self, images: np.ndarray | Sequence, batch_size: int = 64) -> dict[str, np.ndarray]:
+        """head -> ``(N, values)`` softmax on uint8 ``(N, S, S, 3)`` images (or PIL);
+        ``batch_size`` 64 keeps a batch's activations in cache on the CPU."""
+        arr = as_image_array(images)
+        self.eval()
+        parts = [self(to_unit(arr[i : i + batch_size])) for i in range(0, len(arr), batch_size)]
+        if not parts:
+            return {k: np.zeros((0, n)) for k, n in self.head_sizes.items()}
+        return {k: torch.cat([p[k] for p in parts]).softmax(-1).numpy() for k in parts[0]}
+
+    def validate(self, world: "BirdWorld | None" = None, per_class: int = 2) -> JudgeReport:
+        """Accuracy of every head on ``per_class`` held-out compositions per species of ``world``
+        (default: SUB's species at the judge's size, whose ``species`` head it names)."""
+        from ..world import BirdWorld, WorldConfig
+
+        world = world or BirdWorld(WorldConfig(image_size=self.image_size))
+        data = composition_set(world, per_class, start=10_000, seed=1)
+        accuracy = validate_composition_judge(self, data)
+        if world.num_classes != self.num_classes:
+            accuracy.pop("species")
+        return JudgeReport(self.name, accuracy, self.bar, len(data.images))
 
 
 @dataclass(frozen=True)
@@ -123,20 +160,9 @@ def train_composition_judge(data: CompositionSet, num_classes: int, epochs: int 
     return judge.eval().cpu()
 
 
-@torch.inference_mode()
-def composition_verdicts(judge: CompositionJudge, images: np.ndarray | Sequence, batch_size: int = 64
-                         ) -> dict[str, np.ndarray]:
-    """head -> ``(N, values)`` softmax probabilities on uint8 ``(N, S, S, 3)`` images (or PIL).
-    ``batch_size`` 64 keeps a batch's activations in cache (faster on the CPU than 512)."""
-    arr = as_image_array(images)
-    judge.eval()
-    parts = [judge(to_unit(arr[i : i + batch_size])) for i in range(0, len(arr), batch_size)]
-    return {k: torch.cat([p[k] for p in parts]).softmax(-1).numpy() for k in parts[0]}
-
-
 def validate_composition_judge(judge: CompositionJudge, data: CompositionSet) -> dict[str, float]:
-    """Held-out accuracy of every head (the validation printed beside its verdicts)."""
-    probs = composition_verdicts(judge, data.images)
+    """Held-out accuracy of every head on ``data`` (exact truth)."""
+    probs = judge.probabilities(data.images)
     return {k: float((probs[k].argmax(1) == data.targets[k]).mean()) for k in probs}
 
 
@@ -168,9 +194,10 @@ def ship_composition_judge(out: str | Path = COMPOSITION_JUDGE_DIR, per_class: i
     return validation
 
 
+@register_judge("composition")
 def load_composition_judge(path: str | Path | None = None) -> CompositionJudge:
     """A saved :class:`CompositionJudge` (default: the shipped one), float32, in eval mode."""
-    return CompositionJudge.from_pretrained(Path(path) if path is not None else COMPOSITION_JUDGE_DIR).float().eval()
+    return from_pretrained_quietly(CompositionJudge, Path(path) if path is not None else COMPOSITION_JUDGE_DIR).float()
 
 
 _CARD = """---

@@ -194,16 +194,15 @@ def generate_config(images: Path, config: DemoConfig) -> GenerateConfig:
 
 
 def filter_config(images: Path, out: Path, oracle: Path) -> FilterConfig:
-    """The TDG stage's VQA filter: judged by the bench's :data:`TDG_ORACLE` when ``oracle`` is its
-    saved folder, else by a random tiny CLIP."""
+    """The TDG stage's VQA filter: judged by the bench's :data:`TDG_ORACLE` (a concept model as
+    an attribute judge) when ``oracle`` is its saved folder, else by a random tiny CLIP."""
     from .tdg.filter_job import FilterConfig
 
     if not oracle.is_dir():
         return FilterConfig(input=images, out=out, scorer="tiny-clip")
-    from .models.loading import concept_probability_oracle
+    from .judge import attribute_judge
 
-    return FilterConfig(input=images, out=out, scorer="oracle", oracle=str(oracle),
-                        oracle_loader=concept_probability_oracle)
+    return FilterConfig(input=images, out=out, scorer="oracle", oracle=str(oracle), judge_loader=attribute_judge)
 
 
 def _stage_tdg(out: Path, config: DemoConfig) -> str:
@@ -265,7 +264,6 @@ def _human_candidates(out: Path, seed: int) -> tuple[dict, list[dict]]:
     ``out/generate`` (with ``truth.jsonl``), filtered into ``out/filter`` by the shipped world
     judge. Returns (candidate id -> its truth, the kept rows)."""
     from .curation.simulate import (
-        WORLD_JUDGE_ORACLE,
         WorldTask,
         broken_task,
         default_attributes,
@@ -281,8 +279,10 @@ def _human_candidates(out: Path, seed: int) -> tuple[dict, list[dict]]:
     task = broken_task(replace(task, attributes=default_attributes(world, HUMAN_ATTRIBUTES)), world)
     cands = world_candidates(task, world)
     write_candidates(cands, out / "generate", world)
-    filtered = run_filter(FilterConfig(input=out / "generate", out=out / "filter", scorer="oracle",
-                                       oracle=WORLD_JUDGE_ORACLE, keep_fraction=HUMAN_KEEP_FRACTION))
+    from .judge import attribute_judge
+
+    filtered = run_filter(FilterConfig(input=out / "generate", out=out / "filter", scorer="world-judge",
+                                       judge_loader=attribute_judge, keep_fraction=HUMAN_KEEP_FRACTION))
     return {c.id: c for c in cands}, filtered.kept
 
 

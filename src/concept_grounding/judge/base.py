@@ -80,17 +80,25 @@ class ImageJudge(Protocol):
     def validate(self, world: BirdWorld | None = None, per_class: int = 2) -> JudgeReport: ...
 
 
-def as_image_array(images: np.ndarray | Sequence) -> np.ndarray:
-    """uint8 ``(N, H, W, 3)`` of an array (as is) or a sequence of arrays or PIL images (stacked)."""
+def as_image_array(images: np.ndarray | Sequence, size: int | None = None) -> np.ndarray:
+    """uint8 ``(N, H, W, 3)`` of an array (as is) or a sequence of arrays or PIL images (stacked);
+    PIL images of another side than ``size`` are resized to ``(size, size)`` (PIL's default filter)."""
     if isinstance(images, np.ndarray):
         arr = images
     elif len(images) == 0:
-        return np.zeros((0, 0, 0, 3), np.uint8)
+        return np.zeros((0, size or 0, size or 0, 3), np.uint8)
     else:
-        arr = np.stack([np.asarray(im.convert("RGB")) if hasattr(im, "convert") else np.asarray(im) for im in images])
+        arr = np.stack([_pil_array(im, size) if hasattr(im, "convert") else np.asarray(im) for im in images])
     if arr.ndim != 4 or arr.shape[-1] != 3:
         raise ValueError(f"images must be (N, H, W, 3), got {arr.shape}")
     return arr
+
+
+def _pil_array(image: Any, size: int | None) -> np.ndarray:
+    image = image.convert("RGB")
+    if size is not None and image.size != (size, size):
+        image = image.resize((size, size))
+    return np.asarray(image)
 
 
 def from_pretrained_quietly(cls: Any, folder: Any) -> Any:

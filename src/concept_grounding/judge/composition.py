@@ -80,7 +80,7 @@ class CompositionJudge(nn.Module, PyTorchModelHubMixin, library_name="concept-gr
     def probabilities(self, images: np.ndarray | Sequence, batch_size: int = 64) -> dict[str, np.ndarray]:
         """head -> ``(N, values)`` softmax on uint8 ``(N, S, S, 3)`` images (or PIL);
         ``batch_size`` 64 keeps a batch's activations in cache on the CPU."""
-        arr = as_image_array(images)
+        arr = as_image_array(images, self.image_size)
         self.eval()
         parts = [self(to_unit(arr[i : i + batch_size])) for i in range(0, len(arr), batch_size)]
         if not parts:
@@ -158,6 +158,11 @@ def train_composition_judge(data: CompositionSet, num_classes: int, epochs: int 
             opt.step()
             sched.step()
     return judge.eval().cpu()
+
+
+def composition_verdicts(judge: CompositionJudge, images: np.ndarray | Sequence) -> dict[str, np.ndarray]:
+    """:meth:`CompositionJudge.probabilities` (kept for ``experiments.world_compositions``; call the method)."""
+    return judge.probabilities(images)
 
 
 def validate_composition_judge(judge: CompositionJudge, data: CompositionSet) -> dict[str, float]:

@@ -124,7 +124,7 @@ class WorldJudge(nn.Module, PyTorchModelHubMixin, library_name="concept-groundin
     def probabilities(self, images: np.ndarray | Sequence, batch_size: int = 128) -> dict[str, np.ndarray]:
         """``species`` ``(N, C)`` softmax and ``attributes`` ``(N, 312)`` on uint8 ``(N, S, S, 3)``
         images (or PIL); ``batch_size`` 128 keeps a batch's activations in cache on the CPU."""
-        arr = as_image_array(images)
+        arr = as_image_array(images, self.image_size)
         was_training = self.training
         self.eval()
         species, attributes = [], []

@@ -88,16 +88,15 @@ class CompositionJudge(nn.Module, PyTorchModelHubMixin, library_name="concept-gr
         return {k: torch.cat([p[k] for p in parts]).softmax(-1).numpy() for k in parts[0]}
 
     def validate(self, world: "BirdWorld | None" = None, per_class: int = 2) -> JudgeReport:
-        """Accuracy of every head on ``per_class`` held-out compositions per species of ``world``
-        (default: SUB's species at the judge's size, whose ``species`` head it names)."""
+        """Accuracy of the verdict heads (:data:`HEADS`: count, scene, facing) on ``per_class``
+        held-out compositions per species of ``world`` (default: SUB's species at the judge's
+        size). The ``species`` head gives no verdict (ConceptBed's concepts are species it never saw)."""
         from ..world import BirdWorld, WorldConfig
 
         world = world or BirdWorld(WorldConfig(image_size=self.image_size))
         data = composition_set(world, per_class, start=10_000, seed=1)
         accuracy = validate_composition_judge(self, data)
-        if world.num_classes != self.num_classes:
-            accuracy.pop("species")
-        return JudgeReport(self.name, accuracy, self.bar, len(data.images))
+        return JudgeReport(self.name, {k: accuracy[k] for k in HEADS}, self.bar, len(data.images))
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ import numpy as np
 import torch
 from huggingface_hub import PyTorchModelHubMixin
 from torch import nn
-from tqdm.auto import tqdm
 
 from ..world.composition import ACTIONS, COUNT_WORDS, composition_config
 from ..world.config import BACKGROUNDS
@@ -134,28 +133,26 @@ def composition_set(world, per_class: int, start: int = 0, seed: int = 0) -> Com
 def train_composition_judge(data: CompositionSet, num_classes: int, epochs: int = 20, batch_size: int = 128,
                             lr: float = 3e-3, seed: int = 0, device: str = "cpu", progress: bool = True
                             ) -> CompositionJudge:
-    """Fit a :class:`CompositionJudge` (sum of the heads' cross-entropies, AdamW, one-cycle,
-    one-pixel random shifts); deterministic in ``seed`` on the CPU."""
-    torch.manual_seed(seed)
-    judge = CompositionJudge(data.images.shape[1], num_classes).to(device)
+    """Fit a :class:`CompositionJudge` through the shared :func:`~concept_grounding.models.training.fit`
+    (sum of the heads' cross-entropies, AdamW, one-cycle with 15 % warm-up, one-pixel random
+    shifts); deterministic in ``seed`` on the CPU; the caller's global RNG state is restored."""
+    from ..models.training import fit
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        judge = CompositionJudge(data.images.shape[1], num_classes).to(device)
+    names = tuple(data.targets)
     x = to_unit(data.images).to(device)
-    y = {k: torch.as_tensor(v, dtype=torch.long, device=device) for k, v in data.targets.items()}
-    g = torch.Generator().manual_seed(seed)
-    n = len(x)
-    steps = epochs * ((n + batch_size - 1) // batch_size)
-    opt = torch.optim.AdamW(judge.parameters(), lr=lr, weight_decay=1e-4)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.15)
-    judge.train()
-    for _ in tqdm(range(epochs), desc="composition judge", disable=not progress):
-        order = torch.randperm(n, generator=g)
-        for i in range(0, n, batch_size):
-            idx = order[i : i + batch_size]
-            out = judge(shift_images(x[idx.to(device)].cpu(), g).to(device))
-            loss = sum(nn.functional.cross_entropy(out[k], y[k][idx.to(device)]) for k in out)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
+    y = tuple(torch.as_tensor(data.targets[k], dtype=torch.long, device=device) for k in names)
+    shifts = torch.Generator().manual_seed(seed)
+
+    def loss(batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        out = judge(batch[0])
+        return sum(nn.functional.cross_entropy(out[k], target) for k, target in zip(names, batch[1:]))
+
+    fit(loss, judge.parameters(), (x, *y), epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=1e-4,
+        schedule="onecycle", optimiser="adamw", warmup=0.15, augment=lambda im: shift_images(im, shifts), seed=seed,
+        module=judge, desc="composition judge", progress=progress)
     return judge.eval().cpu()
 
 

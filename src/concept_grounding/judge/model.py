@@ -28,7 +28,6 @@ import numpy as np
 import torch
 from huggingface_hub import PyTorchModelHubMixin
 from torch import nn
-from tqdm.auto import tqdm
 
 from ..vocabulary import Vocabulary, load_vocabulary
 from ..world.species import BASE_GROUPS, DERIVED_GROUPS, RENDERED_VALUES
@@ -242,19 +241,24 @@ def train_judge(
     seed: int = 0,
     progress: bool = True,
 ) -> WorldJudge:
-    """Fit a :class:`WorldJudge`: species cross-entropy on rows with a label >= 0 plus, on rows
-    that train attributes (:attr:`JudgeSet.trains_attributes`), each base group's
-    cross-entropy with inverse-frequency value weights; AdamW with one-cycle decay. Deterministic in
-    ``seed``; the caller's global RNG state is restored."""
+    """Fit a :class:`WorldJudge` through the shared :func:`~concept_grounding.models.training.fit`:
+    species cross-entropy on rows with a label >= 0 plus, on rows that train attributes
+    (:attr:`JudgeSet.trains_attributes`), each base group's cross-entropy with inverse-frequency
+    value weights; AdamW with one-cycle decay (15 % warm-up), images shifted by up to one pixel.
+    Deterministic in ``seed``; the caller's global RNG state is restored."""
+    from ..models.training import fit
+
     x_all = to_unit(data.images)
     y_species = torch.from_numpy(data.labels).long()
     trains = torch.from_numpy(data.trains_attributes)
-    with torch.random.fork_rng(devices=[]):  # initialisation and dropout draw from a seeded, restored global RNG
+    with torch.random.fork_rng(devices=[]):  # initialisation draws from a seeded, restored global RNG
         torch.manual_seed(int(seed))
         judge = WorldJudge(data.images.shape[1], class_names)
-        y_traits = torch.from_numpy(judge.traits.targets(data.attributes)).long()
-        _fit(judge, x_all, y_traits, y_species, trains, epochs, batch_size, lr, torch.Generator().manual_seed(int(seed)),
-             progress)
+    y_traits = torch.from_numpy(judge.traits.targets(data.attributes)).long()
+    shifts = torch.Generator().manual_seed(int(seed))
+    fit(_judge_loss(judge, y_traits[trains]), judge.parameters(), (x_all, y_traits, y_species, trains), epochs=epochs,
+        batch_size=batch_size, lr=lr, weight_decay=1e-4, schedule="onecycle", optimiser="adamw", warmup=0.15,
+        augment=lambda x: shift_images(x, shifts), seed=seed, module=judge, desc="judge", progress=progress)
     return judge.eval()
 
 
@@ -265,40 +269,26 @@ def _value_weights(targets: torch.Tensor, size: int) -> torch.Tensor:
     return w.clamp(0.2, 5.0)
 
 
-def _fit(judge: WorldJudge, x_all: torch.Tensor, y_traits: torch.Tensor, y_species: torch.Tensor, trains: torch.Tensor,
-         epochs: int, batch_size: int, lr: float, g: torch.Generator, progress: bool) -> None:
-    """The optimisation loop of :func:`train_judge` (batches and shifts drawn from ``g``)."""
+def _judge_loss(judge: WorldJudge, trained_traits: torch.Tensor):
+    """``batch (images, trait targets, species labels, trains attributes) -> loss`` of :func:`train_judge`,
+    the value weights taken from ``trained_traits`` (the trait targets of the rows that train them)."""
     slices = judge.traits.slices
-    weights = [_value_weights(y_traits[trains][:, k], s.stop - s.start) for k, s in enumerate(slices)]
+    weights = [_value_weights(trained_traits[:, k], s.stop - s.start) for k, s in enumerate(slices)]
 
-    def trait_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return sum(nn.functional.cross_entropy(logits[:, s], targets[:, k], weight=weights[k])
-                   for k, s in enumerate(slices)) / len(slices)
-    opt = torch.optim.AdamW(judge.parameters(), lr=lr, weight_decay=1e-4)
-    n = x_all.shape[0]
-    steps = epochs * ((n + batch_size - 1) // batch_size)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.15)
-    judge.train()
-    bar = tqdm(total=steps, desc="judge", disable=not progress)
-    for _ in range(epochs):
-        order = torch.randperm(n, generator=g)
-        for i in range(0, n, batch_size):
-            idx = order[i : i + batch_size]
-            out = judge(shift_images(x_all[idx], g))
-            loss = out.species_logits.new_zeros(())
-            rows = trains[idx]
-            if rows.any():
-                loss = loss + trait_loss(out.trait_logits[rows], y_traits[idx][rows])
-            has_species = y_species[idx] >= 0
-            if has_species.any():
-                loss = loss + nn.functional.cross_entropy(out.species_logits[has_species], y_species[idx][has_species])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-            bar.update(1)
-            bar.set_postfix(loss=f"{loss.item():.3f}")
-    bar.close()
+    def loss(batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        images, y_traits, y_species, trains = batch
+        out = judge(images)
+        total = out.species_logits.new_zeros(())
+        if trains.any():
+            logits, targets = out.trait_logits[trains], y_traits[trains]
+            total = total + sum(nn.functional.cross_entropy(logits[:, s], targets[:, k], weight=weights[k])
+                                for k, s in enumerate(slices)) / len(slices)
+        has_species = y_species >= 0
+        if has_species.any():
+            total = total + nn.functional.cross_entropy(out.species_logits[has_species], y_species[has_species])
+        return total
+
+    return loss
 
 
 @register_judge("world")

@@ -61,7 +61,7 @@ QUICK_CLASSES: tuple[str, ...] = ("017.Cardinal", "073.Blue_Jay", "019.Gray_Catb
 #: first is the Space's opening pairing, whose guide the shipped judge finds S+ in
 TDG_CLASSES: tuple[str, ...] = ("035.Purple_Finch", "017.Cardinal")
 TDG_ATTRIBUTES: tuple[str, ...] = ("has_breast_color::blue", "has_crown_color::black", "has_bill_shape::needle")
-#: the bench model that judges the TDG images when the bench stage ran (the world attribute oracle)
+#: the bench model that judges the TDG images when the bench stage ran (the world attribute judge)
 TDG_ORACLE = "CBM (ind., per-img.)"
 
 
@@ -253,7 +253,7 @@ def _stage_cci(out: Path, config: DemoConfig) -> str:
 #: the human stage's world candidates (before :func:`~concept_grounding.curation.simulate.broken_task`
 #: puts in one failed S+, one deviating pairing and one S+ = S- pairing per class)
 HUMAN_CLASSES, HUMAN_ATTRIBUTES, HUMAN_PER_PAIRING = 2, 3, 8
-#: the VQA filter (the shipped world judge as its attribute oracle) keeps this share per pairing
+#: the VQA filter (the shipped world judge as its attribute judge) keeps this share per pairing
 HUMAN_KEEP_FRACTION = 0.5
 #: the simulated annotators' accuracies (each answers every image: k = 3)
 HUMAN_ANNOTATORS: tuple[float, ...] = (1.0, 0.97, 0.95)

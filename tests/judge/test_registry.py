@@ -94,3 +94,18 @@ def test_a_folder_resolves_to_its_judge_and_the_filter_reads_its_attributes(conc
     assert probs.shape == (2, 312)
     with pytest.raises(ValueError, match="'composition' has no attributes head"):
         attribute_judge("composition")
+
+
+def test_the_filter_takes_a_judge_by_name_and_refuses_an_unknown_one_in_one_line(tmp_path):
+    from concept_grounding.errors import UsageError
+    from concept_grounding.judge import attribute_judge
+    from concept_grounding.tdg.filter import AttributeJudgeScorer
+    from concept_grounding.tdg.filter_job import FilterConfig, build_scorer
+
+    config = FilterConfig(input=tmp_path, out=tmp_path, scorer="oracle", oracle="world", judge_loader=attribute_judge)
+    assert isinstance(build_scorer(config), AttributeJudgeScorer)
+    assert isinstance(build_scorer(FilterConfig(input=tmp_path, out=tmp_path, scorer="world-judge",
+                                                judge_loader=attribute_judge)), AttributeJudgeScorer)
+    with pytest.raises(UsageError, match=r"oracle: judge: 'wrold' is neither a registered judge"):
+        build_scorer(FilterConfig(input=tmp_path, out=tmp_path, scorer="oracle", oracle="wrold",
+                                  judge_loader=attribute_judge))

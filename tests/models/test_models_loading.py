@@ -1,4 +1,4 @@
-"""Saved concept models load by their config, and serve as the TDG filter's attribute oracle."""
+"""Saved concept models load by their config, and serve as the TDG filter's attribute judge."""
 
 import numpy as np
 import pytest

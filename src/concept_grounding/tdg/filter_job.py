@@ -97,9 +97,9 @@ class FilterConfig:
     clip_model: str = setting("ViT-B-32", "open_clip architecture (--scorer clip)")
     clip_pretrained: str = setting("openai", "open_clip weights tag (--scorer clip; 'random' for random weights on "
                                              "purpose)")
-    oracle: str | None = setting(None, "a concept model folder saved by `bench` (the world's attribute oracle), or "
-                                       "'module:function' mapping a list of PIL images to (N, 312) probabilities "
-                                       "(--scorer oracle; default: none)")
+    oracle: str | None = setting(None, "the attribute judge: a concept model folder saved by `bench`, a world judge "
+                                       "folder, a registered judge's name (world), or 'module:function' mapping a "
+                                       "list of PIL images to (N, 312) probabilities (--scorer oracle; default: none)")
     keep_fraction: float = setting(0.1, "fraction of the generated images kept per pairing, in (0, 1] (SUB: 0.1)",
                                    parse=unit_interval)
     judge_loader: Callable[[str], AttributeJudge] | None = field(default=None, compare=False, repr=False)
@@ -187,12 +187,17 @@ def _loaded_judge(config: FilterConfig, spec: str) -> OptionScorer:
 
 
 def _oracle_scorer(config: FilterConfig) -> OptionScorer:
-    """The attribute-judge scorer of ``config.oracle`` (a saved folder, or ``'module:function'``)."""
+    """The attribute-judge scorer of ``config.oracle`` (a saved folder, a judge's name, or ``'module:function'``)."""
     if config.oracle and Path(config.oracle).is_dir():
         return _loaded_judge(config, config.oracle)
+    if config.oracle and ":" not in config.oracle and config.judge_loader is not None:
+        try:
+            return _loaded_judge(config, config.oracle)
+        except ValueError as err:
+            raise UsageError(str(err), argument=named("oracle")) from None
     if not config.oracle or ":" not in config.oracle:
-        raise UsageError("must be a saved concept model folder or 'module:function' with --scorer oracle, got "
-                         f"{config.oracle!r}", argument=named("oracle"))
+        raise UsageError("must be a saved concept model folder, a judge's name or 'module:function' with --scorer "
+                         f"oracle, got {config.oracle!r}", argument=named("oracle"))
     import importlib
 
     module, name = config.oracle.split(":", 1)

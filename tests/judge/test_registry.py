@@ -90,6 +90,10 @@ def test_a_folder_resolves_to_its_judge_and_the_filter_reads_its_attributes(conc
     assert judge_of(str(concept_model_folder), image_size=16).name == "concept-model"
     create_judge("world").save_pretrained(tmp_path / "world")
     assert judge_of(str(tmp_path / "world")).name == "world"
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "config.json").write_text('{"layers": 2}')
+    with pytest.raises(ValueError, match="holds no saved judge or concept model"):
+        judge_of(str(tmp_path / "other"))
     probs = attribute_judge("world")([Image.new("RGB", (64, 64), (200, 30, 30))] * 2)  # resized to the judge's side
     assert probs.shape == (2, 312)
     with pytest.raises(ValueError, match="'composition' has no attributes head"):

@@ -140,7 +140,7 @@ def _oracles(config: ConceptBedConfig) -> tuple[dict[str, "ConceptBedJudge"], di
             table8[cap] = oracles["species"] if cap == config.capacity else require_valid(
                 load_or_train(spec("species", cap), config.cache), "--table8")
     for kind, oracle in oracles.items():
-        logger.info("%s oracle (%s): %.1f %% on held-out renders", kind, oracle.spec.capacity, 100 * oracle.accuracy)
+        logger.info("%s (%s) on held-out renders", oracle.report, oracle.spec.capacity)
     return oracles, table8
 
 

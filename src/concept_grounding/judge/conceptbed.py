@@ -108,6 +108,11 @@ class ConceptBedJudge:
             parts.append(out.concept_probs if self.spec.kind == "attributes" else torch.softmax(out, dim=-1))
         return torch.cat(parts).double().numpy() if parts else np.zeros((0, len(self.names)))
 
+    @property
+    def report(self) -> JudgeReport:
+        """Its last validation as the :class:`~.base.JudgeReport` printed beside its verdicts."""
+        return JudgeReport(self.name, {self.spec.kind: self.accuracy}, self.bar)
+
     def probabilities(self, images: np.ndarray | Sequence) -> dict[str, np.ndarray]:
         """``{kind: (N, K)}`` (:meth:`scores`)."""
         return {self.spec.kind: self.scores(images)}

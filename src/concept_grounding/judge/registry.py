@@ -65,13 +65,29 @@ def judge_of(spec: str, **kwargs: Any) -> Any:
 
     folder = Path(spec)
     if (folder / "config.json").is_file():
-        from ..models.loading import concept_model_class_name
-
-        name = "concept-model" if concept_model_class_name(folder) else "world"
+        name = _folder_judge(folder)
+        if name is None:
+            raise ValueError(f"judge: {spec} holds no saved judge or concept model (config.json)")
         return create_judge(name, path=folder, **kwargs)
     if spec in list_judges():
         return create_judge(spec, **kwargs)
     raise ValueError(f"judge: {spec!r} is neither a registered judge nor a saved judge or concept model folder")
+
+
+def _folder_judge(folder: Any) -> str | None:
+    """The registered judge that loads ``folder``, from its ``config.json`` (no torch)."""
+    import json
+
+    from ..models.loading import concept_model_class_name
+
+    if concept_model_class_name(folder):
+        return "concept-model"
+    keys = set(json.loads((folder / "config.json").read_text()))
+    if {"class_names", "image_size"} <= keys:
+        return "world"
+    if {"num_classes", "image_size", "width"} <= keys:
+        return "composition"
+    return None
 
 
 def attribute_judge(spec: str) -> Callable[[Any], Any]:

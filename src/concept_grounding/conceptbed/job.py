@@ -139,7 +139,7 @@ def _oracles(config: ConceptBedConfig) -> tuple[dict[str, "ConceptBedJudge"], di
         for cap in config.table8:
             table8[cap] = oracles["species"] if cap == config.capacity else require_valid(
                 load_or_train(spec("species", cap), config.cache), "--table8")
-    for kind, oracle in oracles.items():
+    for oracle in oracles.values():
         logger.info("%s (%s) on held-out renders", oracle.report, oracle.spec.capacity)
     return oracles, table8
 
@@ -175,7 +175,8 @@ def _sensitivity(oracles: dict[str, "ConceptBedJudge"], cw: ConceptWorld, concep
     return out
 
 
-def _truth(table8: dict[str, "ConceptBedJudge"], oracle: "ConceptBedJudge", capacity: str, cw: ConceptWorld, concept: Concept):
+def _truth(table8: dict[str, "ConceptBedJudge"], oracle: "ConceptBedJudge", capacity: str, cw: ConceptWorld,
+           concept: Concept):
     """What simulated raters of ``concept``'s images follow: the probability of the concept by
     another capacity of the species oracle where Table 8 has one, else by the task's oracle
     (the attribute oracle: the mean probability of the species' class attributes)."""

@@ -195,9 +195,9 @@ def train_conceptbed_judge(spec: ConceptBedJudgeSpec, world: BirdWorld | None = 
         tensors = ConceptTensors(to_unit(x), torch.from_numpy(attrs[:, cols]).float(), torch.from_numpy(y).long(),
                                  tuple(cols), names, world.class_names)
         with reproducible(spec.seed):
+            backbone = {"kind": "cnn", "channels": list(CAPACITIES[spec.capacity]), "strides": [1, 2, 2]}
             model = train_cem(tensors, epochs=spec.epochs, seed=spec.seed, progress=progress, augment=False,
-                              batch_size=64,
-                              backbone={"kind": "cnn", "channels": list(CAPACITIES[spec.capacity]), "strides": [1, 2, 2]})
+                              batch_size=64, backbone=backbone)
         judge = ConceptBedJudge(spec, model, 0.0, names, tuple(cols))
     judge.validate(world, 2 if spec.kind == "style" else 5)
     return judge

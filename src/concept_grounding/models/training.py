@@ -28,7 +28,8 @@ __all__ = ["fit", "TrainConfig", "TrainHistory", "reproducible", "DEFAULT_THREAD
 
 #: learning-rate schedules of :func:`fit`.
 SCHEDULES = ("constant", "onecycle", "cosine")
-#: optimisers of :func:`fit`: Adam (``weight_decay`` an L2 penalty) or AdamW (decoupled decay, Loshchilov & Hutter 2019).
+#: optimisers of :func:`fit`: Adam (``weight_decay`` an L2 penalty) or AdamW (decoupled decay,
+#: Loshchilov & Hutter 2019).
 OPTIMISERS = ("adam", "adamw")
 
 logger = logging.getLogger(__name__)

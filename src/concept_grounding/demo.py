@@ -153,11 +153,11 @@ def _tdg_sheet(images: Path, prompting: Path, path: Path) -> list[dict]:
     from PIL import Image
 
     from .curation.generated_sheet import judge_captions
-    from .judge import judge_validated_groups, load_world_judge
+    from .judge import create_judge, judge_validated_groups
     from .plotting import verdict_sheet
     from .vocabulary import attribute_phrase, class_display_name, load_vocabulary
 
-    vocab, judge, validated = load_vocabulary(), load_world_judge(), judge_validated_groups()
+    vocab, judge, validated = load_vocabulary(), create_judge("world"), judge_validated_groups()
     records = _read_records(images)
     if not records:  # nothing generated: no sheet
         return records

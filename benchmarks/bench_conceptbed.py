@@ -19,7 +19,8 @@ import time
 import numpy as np
 import torch
 
-from concept_grounding.conceptbed import ConceptWorld, OracleSpec, task_species, train_oracle
+from concept_grounding.conceptbed import ConceptWorld, task_species
+from concept_grounding.judge import ConceptBedJudgeSpec, train_conceptbed_judge
 from concept_grounding.vocabulary import load_vocabulary
 
 
@@ -42,11 +43,10 @@ def _vqa(world, images: np.ndarray, repeats: int) -> None:
     the per-image loop (one call per image with all of the prompt's questions; issue 44's baseline)
     and, beside it, a per-(image, question) loop (one question per call, like a VQA model's
     forward pass per question, ConceptBed App. F)."""
-    from concept_grounding.conceptbed.compositions import CompositionOracle, concept_prompts, questions
-    from concept_grounding.judge import load_world_judge
-    from concept_grounding.judge.composition import load_composition_judge
+    from concept_grounding.conceptbed.compositions import VQAJudge, concept_prompts, questions
+    from concept_grounding.judge import create_judge
 
-    vqa = CompositionOracle(load_composition_judge(), load_world_judge())
+    vqa = VQAJudge(create_judge("composition"), create_judge("world"))
     n = len(images)
     workloads = {"'a photo of two V* in the sky' (count, scene)": [questions("a photo of two V* in the sky")[1:]],
                  "every composition prompt of a concept": [questions(p)[1:] for _, p, _ in concept_prompts(world, 0)]}
@@ -91,11 +91,12 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     classes = task_species(load_vocabulary(), "object")[:12]
     cw = ConceptWorld(classes=classes)
-    oracle = train_oracle(OracleSpec("species", "medium", per_class=10, epochs=2, classes=classes), cw)
+    oracle = train_conceptbed_judge(ConceptBedJudgeSpec("species", "medium", per_class=10, epochs=2, classes=classes),
+                                    cw.world)
     per = max(1, args.images // len(classes))
     images = np.concatenate([cw.renders(c, per, "concept_real") for c in range(len(classes))])
-    batched, t_batched = _timed(lambda: oracle.probabilities(images, batch_size=256))
-    loop, t_loop = _timed(lambda: np.concatenate([oracle.probabilities(images[i:i + 1]) for i in range(len(images))]))
+    batched, t_batched = _timed(lambda: oracle.scores(images, batch_size=256))
+    loop, t_loop = _timed(lambda: np.concatenate([oracle.scores(images[i:i + 1]) for i in range(len(images))]))
     assert np.allclose(batched, loop, atol=1e-5)
     print(f"oracle scoring, {len(images)} images: batched {t_batched:.3f} s, per-image loop {t_loop:.3f} s, "
           f"ratio {t_loop / t_batched:.1f}x (target >= 5x)")

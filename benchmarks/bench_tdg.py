@@ -198,9 +198,20 @@ def own_code(pipe: TiedDiffusionPipeline, kw: dict[str, Any], flux_seconds: floa
 
 
 def load_judge(spec: str | None) -> Callable[[list], tuple[np.ndarray, np.ndarray]] | None:
-    """``MODULE:CALLABLE`` -> the judge (images -> (species (N,), attribute probabilities (N, A)))."""
+    """A registered judge's name (``create_judge``) or ``MODULE:CALLABLE`` -> the judge
+    (images -> (species (N,), attribute probabilities (N, A)))."""
     if not spec:
         return None
+    if ":" not in spec:
+        from concept_grounding.judge import create_judge
+
+        judge = create_judge(spec)
+
+        def verdict(images: list) -> tuple[np.ndarray, np.ndarray]:
+            probs = judge.probabilities(images)
+            return probs["species"].argmax(1), probs["attributes"]
+
+        return verdict
     module, _, name = spec.partition(":")
     return getattr(importlib.import_module(module), name)
 
@@ -279,9 +290,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: CPU time counts the work)")
     parser.add_argument("--cache", default="first-block:threshold=0.2", help="the cached configuration (generate's --cache)")
     parser.add_argument("--drift-pairs", type=int, default=4)
-    parser.add_argument("--judge", default="concept_grounding.judge:shipped_judge",
-                        help="MODULE:CALLABLE, images -> (species (N,), attribute probs (N, A)); default: the shipped world "
-                        "judge (validated on exact edits, assets/world_judge); '' for none")
+    parser.add_argument("--judge", default="world",
+                        help="a registered judge (concept_grounding.judge.list_judges()) or MODULE:CALLABLE, images -> "
+                        "(species (N,), attribute probs (N, A)); default: the shipped world judge (validated on exact "
+                        "edits, assets/world_judge); '' for none")
     parser.add_argument("--flux-dev", action="store_true", help="FLUX.1-dev-shaped transformer on CUDA (untested here)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()

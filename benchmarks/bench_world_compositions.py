@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
     from PIL import Image
 
-    from concept_grounding.judge.composition import (CompositionJudge, composition_set, train_composition_judge,
+    from concept_grounding.judge.composition import (composition_set, train_composition_judge,
                                                      validate_composition_judge)
     from concept_grounding.world import BirdWorld
     from concept_grounding.worldflux.loader import trained_world_config, world_flux_settings
@@ -57,11 +57,13 @@ def main(argv: list[str] | None = None) -> int:
         world = BirdWorld(replace(world.config, class_names=world.class_names[: args.species]))
     folder = args.out / f"composition-judge-n{args.judge_per_class}-e{args.judge_epochs}-seed{args.seed}"
     if not args.train_judge:
-        from concept_grounding.judge.composition import load_composition_judge
+        from concept_grounding.judge import create_judge
 
-        judge = load_composition_judge()
+        judge = create_judge("composition")
     elif (folder / "config.json").is_file():
-        judge = CompositionJudge.from_pretrained(folder).eval()
+        from concept_grounding.judge import create_judge
+
+        judge = create_judge("composition", path=folder)
     else:
         train = composition_set(world, args.judge_per_class, 0, seed=args.seed)
         judge = train_composition_judge(train, world.num_classes, epochs=args.judge_epochs, seed=args.seed,

@@ -61,7 +61,7 @@ QUICK_CLASSES: tuple[str, ...] = ("017.Cardinal", "073.Blue_Jay", "019.Gray_Catb
 #: first is the Space's opening pairing, whose guide the shipped judge finds S+ in
 TDG_CLASSES: tuple[str, ...] = ("035.Purple_Finch", "017.Cardinal")
 TDG_ATTRIBUTES: tuple[str, ...] = ("has_breast_color::blue", "has_crown_color::black", "has_bill_shape::needle")
-#: the bench model that judges the TDG images when the bench stage ran (the world attribute oracle)
+#: the bench model that judges the TDG images when the bench stage ran (the world attribute judge)
 TDG_ORACLE = "CBM (ind., per-img.)"
 
 
@@ -153,11 +153,11 @@ def _tdg_sheet(images: Path, prompting: Path, path: Path) -> list[dict]:
     from PIL import Image
 
     from .curation.generated_sheet import judge_captions
-    from .judge import judge_validated_groups, load_world_judge
+    from .judge import create_judge, judge_validated_groups
     from .plotting import verdict_sheet
     from .vocabulary import attribute_phrase, class_display_name, load_vocabulary
 
-    vocab, judge, validated = load_vocabulary(), load_world_judge(), judge_validated_groups()
+    vocab, judge, validated = load_vocabulary(), create_judge("world"), judge_validated_groups()
     records = _read_records(images)
     if not records:  # nothing generated: no sheet
         return records
@@ -194,16 +194,15 @@ def generate_config(images: Path, config: DemoConfig) -> GenerateConfig:
 
 
 def filter_config(images: Path, out: Path, oracle: Path) -> FilterConfig:
-    """The TDG stage's VQA filter: judged by the bench's :data:`TDG_ORACLE` when ``oracle`` is its
-    saved folder, else by a random tiny CLIP."""
+    """The TDG stage's VQA filter: judged by the bench's :data:`TDG_ORACLE` (a concept model as
+    an attribute judge) when ``oracle`` is its saved folder, else by a random tiny CLIP."""
     from .tdg.filter_job import FilterConfig
 
     if not oracle.is_dir():
         return FilterConfig(input=images, out=out, scorer="tiny-clip")
-    from .models.loading import concept_probability_oracle
+    from .judge import attribute_judge
 
-    return FilterConfig(input=images, out=out, scorer="oracle", oracle=str(oracle),
-                        oracle_loader=concept_probability_oracle)
+    return FilterConfig(input=images, out=out, scorer="oracle", oracle=str(oracle), judge_loader=attribute_judge)
 
 
 def _stage_tdg(out: Path, config: DemoConfig) -> str:
@@ -254,7 +253,7 @@ def _stage_cci(out: Path, config: DemoConfig) -> str:
 #: the human stage's world candidates (before :func:`~concept_grounding.curation.simulate.broken_task`
 #: puts in one failed S+, one deviating pairing and one S+ = S- pairing per class)
 HUMAN_CLASSES, HUMAN_ATTRIBUTES, HUMAN_PER_PAIRING = 2, 3, 8
-#: the VQA filter (the shipped world judge as its attribute oracle) keeps this share per pairing
+#: the VQA filter (the shipped world judge as its attribute judge) keeps this share per pairing
 HUMAN_KEEP_FRACTION = 0.5
 #: the simulated annotators' accuracies (each answers every image: k = 3)
 HUMAN_ANNOTATORS: tuple[float, ...] = (1.0, 0.97, 0.95)
@@ -265,7 +264,6 @@ def _human_candidates(out: Path, seed: int) -> tuple[dict, list[dict]]:
     ``out/generate`` (with ``truth.jsonl``), filtered into ``out/filter`` by the shipped world
     judge. Returns (candidate id -> its truth, the kept rows)."""
     from .curation.simulate import (
-        WORLD_JUDGE_ORACLE,
         WorldTask,
         broken_task,
         default_attributes,
@@ -281,8 +279,10 @@ def _human_candidates(out: Path, seed: int) -> tuple[dict, list[dict]]:
     task = broken_task(replace(task, attributes=default_attributes(world, HUMAN_ATTRIBUTES)), world)
     cands = world_candidates(task, world)
     write_candidates(cands, out / "generate", world)
-    filtered = run_filter(FilterConfig(input=out / "generate", out=out / "filter", scorer="oracle",
-                                       oracle=WORLD_JUDGE_ORACLE, keep_fraction=HUMAN_KEEP_FRACTION))
+    from .judge import attribute_judge
+
+    filtered = run_filter(FilterConfig(input=out / "generate", out=out / "filter", scorer="world-judge",
+                                       judge_loader=attribute_judge, keep_fraction=HUMAN_KEEP_FRACTION))
     return {c.id: c for c in cands}, filtered.kept
 
 

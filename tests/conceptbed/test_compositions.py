@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from concept_grounding.conceptbed.compositions import (CompositionOracle, CompositionScores, concept_prompts, questions,
+from concept_grounding.conceptbed.compositions import (VQAJudge, CompositionScores, concept_prompts, questions,
                                                        questions_of, real_images, table2)
 from concept_grounding.world import BirdWorld, WorldConfig
 from concept_grounding.world.composition import RELATIONS
@@ -89,17 +89,17 @@ def oracle():
     from concept_grounding.judge import load_world_judge
     from concept_grounding.judge.composition import load_composition_judge
 
-    return CompositionOracle(load_composition_judge(), load_world_judge())
+    return VQAJudge(load_composition_judge(), load_world_judge())
 
 
 def test_p_yes_reads_the_asked_value_of_each_judge(world, oracle):
     from concept_grounding.judge import judge_images
-    from concept_grounding.judge.composition import HEADS, composition_verdicts
+    from concept_grounding.judge.composition import HEADS
 
     images = real_images(world, 0, "a photo of two V* in the sky", None, 3)
     qs = questions("a photo of two V* in the sky facing left") + questions(f"a photo of a V* with {_phrase(world)}")[1:]
     p = oracle.p_yes(images, qs, 0, world)
-    heads, attributes = composition_verdicts(oracle.judge, images), judge_images(oracle.attributes, images)[1]
+    heads, attributes = oracle.judge.probabilities(images), judge_images(oracle.attributes, images)[1]
     assert p.shape == (3, 5) and np.isnan(p[:, 0]).all()  # no species oracle: the concept question is unanswered
     np.testing.assert_allclose(p[:, 1], heads["count"][:, 1], atol=1e-6)
     np.testing.assert_allclose(p[:, 2], heads["scene"][:, HEADS["scene"].index("sky")], atol=1e-6)

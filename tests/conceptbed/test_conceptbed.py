@@ -68,7 +68,7 @@ def test_results_hold_every_table_and_oracles_pass(run, tmp_path):
 def test_an_oracle_below_the_bar_is_refused_and_nothing_is_cached(tmp_path):
     config = ConceptBedConfig(learners=("Original",), tasks=("object",), cache=str(tmp_path / "c"),
                               **{**SMALL, "oracle_per_class": 2, "oracle_epochs": 1})
-    with pytest.raises(UsageError, match=r"--oracle-per-class: the species oracle .* below 95%"):
+    with pytest.raises(UsageError, match=r"--oracle-per-class: the species judge .* below 95%"):
         run_conceptbed(config)
     assert not (tmp_path / "c").exists()
 

@@ -18,7 +18,7 @@ from concept_grounding.tdg.candidates import (
     threshold_accuracy,
 )
 from concept_grounding.curation.candidates import candidate_world, world_attribute_data
-from concept_grounding.tdg.filter import AttributeOracleScorer, group_options
+from concept_grounding.tdg.filter import AttributeJudgeScorer, group_options
 from concept_grounding.tdg.plan import read_pairings
 from concept_grounding.vocabulary import load_vocabulary
 
@@ -74,9 +74,9 @@ def world_truth():
     return images, labels.astype(bool)
 
 
-def _index_scorer(table: np.ndarray) -> AttributeOracleScorer:
+def _index_scorer(table: np.ndarray) -> AttributeJudgeScorer:
     """A scorer whose "images" are row indices of ``table`` ((N, 312) probabilities)."""
-    return AttributeOracleScorer(lambda rows: table[np.asarray(rows)])
+    return AttributeJudgeScorer(lambda rows: table[np.asarray(rows)])
 
 
 def _values_shown(labels: np.ndarray) -> np.ndarray:

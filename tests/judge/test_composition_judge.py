@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from concept_grounding.judge.composition import (HEADS, CompositionJudge, composition_set, composition_verdicts,
+from concept_grounding.judge.composition import (HEADS, CompositionJudge, composition_set,
                                                   train_composition_judge, validate_composition_judge)
 from concept_grounding.world import BirdWorld, WorldConfig
 
@@ -32,7 +32,7 @@ def test_judge_learns_the_scene_and_validation_reports_every_head(world):
     val = validate_composition_judge(judge, held_out)
     assert set(val) == {"count", "scene", "facing", "species"}
     assert val["scene"] >= 0.8, val  # the background is the easiest truth (chance: 20 %)
-    probs = composition_verdicts(judge, held_out.images)
+    probs = judge.probabilities(held_out.images)
     assert probs["count"].shape == (20, 3) and np.allclose(probs["scene"].sum(1), 1, atol=1e-5)
 
 

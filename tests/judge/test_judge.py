@@ -226,10 +226,10 @@ def test_judge_round_trips_through_save_pretrained(world, tmp_path):
 # ----------------------------------------------------------------------------- scorer validation
 def test_scorer_validation_ranks_an_oracle_perfectly_and_a_blind_scorer_at_chance(world, pairings, truth):
     from concept_grounding.judge import validate_scorer_on_world
-    from concept_grounding.tdg.filter import AttributeOracleScorer
+    from concept_grounding.tdg.filter import AttributeJudgeScorer
 
     lookup = {k: v[1] for k, v in truth.items()}
-    oracle = AttributeOracleScorer(lambda ims: np.stack([lookup[np.asarray(i).tobytes()] for i in ims]).astype(float))
+    oracle = AttributeJudgeScorer(lambda ims: np.stack([lookup[np.asarray(i).tobytes()] for i in ims]).astype(float))
     good = validate_scorer_on_world(oracle, world, pairings)
     assert good.overall["auroc"] == 1.0 and good.overall["s_plus_accuracy"] == 1.0 and good.overall["false_s_plus"] == 0.0
 

@@ -1,4 +1,4 @@
-"""Saved concept models load by their config, and serve as the TDG filter's attribute oracle."""
+"""Saved concept models load by their config, and serve as the TDG filter's attribute judge."""
 
 import numpy as np
 import pytest
@@ -6,10 +6,8 @@ from PIL import Image
 
 from concept_grounding.models import train_cbm, train_cem
 from concept_grounding.models.data import to_tensors, toy_concept_dataset
-from concept_grounding.models.loading import (
-    concept_probability_oracle,
-    load_concept_model,
-)
+from concept_grounding.judge import create_judge
+from concept_grounding.models.loading import load_concept_model
 
 
 @pytest.fixture(scope="module")
@@ -25,8 +23,8 @@ def test_load_by_config_and_oracle(toy, train, tmp_path):
     model.save_pretrained(tmp_path / "m")
     loaded = load_concept_model(tmp_path / "m")
     assert type(loaded) is type(model)
-    oracle = concept_probability_oracle(tmp_path / "m", image_size=16)
-    probs = oracle([Image.new("RGB", (20, 20), (220, 30, 30))] * 3)
+    judge = create_judge("concept-model", path=tmp_path / "m", image_size=16)
+    probs = judge.probabilities([Image.new("RGB", (20, 20), (220, 30, 30))] * 3)["attributes"]
     assert probs.shape == (3, 312)
     others = np.setdiff1d(np.arange(312), toy.concept_indices)
     assert np.all(probs[:, others] == 0.5) and np.all((probs >= 0) & (probs <= 1))

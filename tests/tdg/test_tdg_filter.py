@@ -5,7 +5,7 @@ import pytest
 
 from concept_grounding import load_vocabulary
 from concept_grounding.tdg.filter import (
-    AttributeOracleScorer,
+    AttributeJudgeScorer,
     filter_records,
     group_options,
     keep_count,
@@ -81,7 +81,7 @@ def test_attribute_oracle_scorer_known_answer():
         p[:, idx[2]] = 0.5  # striped
         return p
 
-    probs = AttributeOracleScorer(predict).score([None], "q", group_options(group), group)
+    probs = AttributeJudgeScorer(predict).score([None], "q", group_options(group), group)
     # scores [0.5, 0, 0.5, 0, other = 0.25] / 1.25
     np.testing.assert_allclose(probs, [[0.4, 0.0, 0.4, 0.0, 0.2]])
 

@@ -206,12 +206,12 @@ def test_filter_command_maps_its_arguments_onto_the_config(tmp_path):
                                    "--clip-model", "ViT-B-16", "--keep-fraction", "0.25"])
     config = filter_command.config_from_args(args)
     assert config == FilterConfig(input=tmp_path, out=tmp_path / "o", scorer="clip", clip_model="ViT-B-16",
-                                  keep_fraction=0.25)  # oracle_loader is not compared
-    assert config.oracle_loader is not None
+                                  keep_fraction=0.25)  # judge_loader is not compared
+    assert config.judge_loader is not None
 
 
 def test_oracle_folder_goes_through_the_injected_loader(by_command, tmp_path):
-    """A concept-model folder is loaded by ``oracle_loader`` (tdg may not import ``models``);
+    """A concept-model folder is loaded by ``judge_loader`` (tdg may not import ``judge``);
     the oracle's probabilities decide what is kept (known answer: target probability 0.9)."""
     from concept_grounding import load_vocabulary
 
@@ -232,12 +232,12 @@ def test_oracle_folder_goes_through_the_injected_loader(by_command, tmp_path):
         return predict
 
     result = run_filter(FilterConfig(input=by_command, out=tmp_path / "out", scorer="oracle", oracle=str(folder),
-                                     keep_fraction=0.5, oracle_loader=loader))
+                                     keep_fraction=0.5, judge_loader=loader))
     assert loaded == [str(folder)] and len(result.kept) == 2  # half of each pairing's 2 images
     others = len(vocab.groups["breast_pattern"]) - 1  # option scores: 0.9, 0.05 per other value, "Other" = prod(1 - p)
     expected = 0.9 / (0.9 + others * 0.05 + 0.1 * 0.95**others)
     assert [r["target_probability"] for r in result.kept] == pytest.approx([expected, expected])
-    with pytest.raises(ValueError, match="oracle_loader: needed"):
+    with pytest.raises(ValueError, match="judge_loader: needed"):
         run_filter(FilterConfig(input=by_command, out=tmp_path / "o2", scorer="oracle", oracle=str(folder)))
 
 
@@ -265,8 +265,8 @@ def test_demo_builds_the_configs_the_old_command_lines_gave(tmp_path):
     tiny = demo.filter_config(tmp_path, tmp_path / "f", tmp_path / "no-bench-model")
     assert tiny == FilterConfig(input=tmp_path, out=tmp_path / "f", scorer="tiny-clip")
     oracle = demo.filter_config(tmp_path, tmp_path / "f", tmp_path)
-    assert (oracle.scorer, oracle.oracle, oracle.oracle_loader.__name__) == ("oracle", str(tmp_path),
-                                                                            "concept_probability_oracle")
+    assert (oracle.scorer, oracle.oracle, oracle.judge_loader.__name__) == ("oracle", str(tmp_path),
+                                                                           "attribute_judge")
 
 
 def test_demo_does_not_import_the_command_line():

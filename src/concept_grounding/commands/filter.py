@@ -42,11 +42,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--world-size", dest="size", type=positive_int, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
 
-def _concept_model_oracle(folder: str):
-    """A concept model folder saved by ``bench`` as an attribute oracle (torch loads here)."""
-    from concept_grounding.models.loading import concept_probability_oracle
+def _attribute_judge(spec: str):
+    """A judge's name or saved folder (a ``bench`` concept model, a world judge) as the filter's
+    attribute judge (torch loads here)."""
+    from concept_grounding.judge import attribute_judge
 
-    return concept_probability_oracle(folder)
+    return attribute_judge(spec)
 
 
 def class_values(cub_root: Path | None) -> dict[str, set[str]]:
@@ -81,7 +82,7 @@ def config_from_args(args: argparse.Namespace) -> FilterConfig:
         if unknown:
             raise UsageError(f"unknown attribute group(s) {unknown}", argument="--check-groups",
                              hint="groups are written like bill_color, wing_pattern")
-    return settings.from_args(FilterConfig, args, oracle_loader=_concept_model_oracle, check_groups=check,
+    return settings.from_args(FilterConfig, args, judge_loader=_attribute_judge, check_groups=check,
                               class_values=class_values(getattr(args, "cub_root", None)) if check else None)
 
 

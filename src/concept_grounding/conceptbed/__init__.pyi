@@ -1,6 +1,4 @@
 from .concepts import Concept, ConceptWorld, export_world_concepts, family, task_species
-from .styles import STYLES, stylise
-from .oracles import CAPACITIES, ORACLE_BAR, Oracle, OracleClassifier, OracleSpec, load_or_train, require_valid, train_oracle
 from .scoring import Scored, ccd_scores, clip_image_embedder, pairwise_cosine, table7_row
 from .learners import FLUX_LEARNERS, LEARNER_NAMES, REFERENCE_LEARNERS, FluxLearner, Learner, check_learners, flux_learner, make_learner
 from .job import ConceptBedConfig, ConceptBedResult, run_conceptbed

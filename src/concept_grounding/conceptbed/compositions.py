@@ -18,7 +18,7 @@ composite   ``a photo of two V* in the sky``,            one question per catego
 Every prompt also asks ``is there a V*?`` (the concept under the composition: the paper's drop
 in concept alignment under composite prompts).
 
-The **VQA oracle** (:class:`CompositionOracle`) answers a question by the probability of the
+The **VQA judge** (:class:`VQAJudge`) answers a question by the probability of the
 asked value: the composition judge's count, scene and facing heads, and the shipped world judge's
 attribute probability (it reads canonical birds: attribute prompts are single-category, so the
 world Flux draws them canonical). It is validated on world renders with known answers before any
@@ -40,12 +40,13 @@ import numpy as np
 from ..world.composition import ACTIONS, COUNT_WORDS, RELATIONS, CompositionPrompt, composition_config
 from ..world.composition import CATEGORIES as WORLD_CATEGORIES
 
-__all__ = ["CATEGORIES", "VQA_BAR", "Question", "questions", "questions_of", "concept_prompts", "real_images", "CompositionOracle"]
+__all__ = ["CATEGORIES", "VQA_BAR", "Question", "questions", "questions_of", "concept_prompts", "real_images",
+           "VQAJudge"]
 
 #: Table 2's categories: the world's (:data:`~concept_grounding.world.composition.CATEGORIES`) and the composite
 #: prompts of two of them.
 CATEGORIES: tuple[str, ...] = (*WORLD_CATEGORIES, "composite")
-#: Held-out accuracy per question kind a VQA oracle must reach.
+#: Held-out accuracy per question kind the VQA judge must reach.
 VQA_BAR = 0.90
 
 
@@ -167,20 +168,22 @@ def real_images(world: Any, label: int, prompt: str, attribute: str | None, n: i
 
 
 @dataclass
-class CompositionOracle:
-    """ConceptBed's VQA oracle on the world: P(yes) of each existence question.
+class VQAJudge:
+    """ConceptBed's VQA judge on the world: P(yes) of each existence question, from image judges
+    (:func:`~concept_grounding.judge.create_judge`).
 
     Attributes:
-        judge: a :class:`~concept_grounding.judge.composition.CompositionJudge` (count, scene, facing).
-        attributes: a :class:`~concept_grounding.judge.WorldJudge` (attribute probabilities of canonical birds).
-        species: the ConceptBed species oracle (``is there a V*?``), or ``None``.
-        validation: question kind -> held-out accuracy (:meth:`validate`).
+        judge: the ``composition`` judge (count, scene, facing).
+        attributes: the ``world`` judge (attribute probabilities of canonical birds).
+        species: the ``conceptbed-species`` judge (``is there a V*?``), or ``None``.
+        validation: the :class:`~concept_grounding.judge.JudgeReport` of :meth:`validate`
+            (question kind -> held-out accuracy).
     """
 
     judge: Any
     attributes: Any
     species: Any = None
-    validation: dict[str, float] | None = None
+    validation: Any = None
 
     def p_yes(self, images: np.ndarray, qs: list[Question], label: int, world: Any) -> np.ndarray:
         """``(N, Q)`` probability of yes to each of ``qs`` on uint8 ``(N, S, S, 3)`` ``images``
@@ -204,21 +207,21 @@ class CompositionOracle:
     def _answers(self, images: np.ndarray, kinds: set[str], label: int) -> dict[str, np.ndarray]:
         """Per asked judge, its output on all ``images`` (one pass each): the composition heads'
         ``(N, values)`` probabilities, ``"attribute"`` ``(N, 312)``, ``"concept"`` ``(N,)`` P(label)."""
-        from ..judge import judge_images
-        from ..judge.composition import composition_verdicts
-
         answers: dict[str, np.ndarray] = {}
         if kinds & {"count", "scene", "facing"}:
-            answers.update(composition_verdicts(self.judge, images))
+            answers.update(self.judge.probabilities(images))
         if "attribute" in kinds:
-            answers["attribute"] = judge_images(self.attributes, images)[1]
+            answers["attribute"] = self.attributes.probabilities(images)["attributes"]
         if "concept" in kinds and self.species is not None:
-            answers["concept"] = self.species.probabilities(images)[:, label]
+            answers["concept"] = self.species.scores(images)[:, label]
         return answers
 
-    def validate(self, world: Any, labels: list[int], per_prompt: int = 2) -> dict[str, float]:
-        """Accuracy (P(yes) > 0.5) per question kind on exact world drawings of every
-        composition prompt of ``labels`` (:func:`real_images`: the answer is always yes)."""
+    def validate(self, world: Any, labels: list[int], per_prompt: int = 2) -> Any:
+        """A :class:`~concept_grounding.judge.JudgeReport`: accuracy (P(yes) > 0.5) per question
+        kind on exact world drawings of every composition prompt of ``labels`` (:func:`real_images`:
+        the answer is always yes), bar :data:`VQA_BAR`."""
+        from ..judge.base import JudgeReport
+
         hits: dict[str, list[bool]] = {}
         for label in labels:
             for _, prompt, attribute in concept_prompts(world, label):
@@ -227,12 +230,13 @@ class CompositionOracle:
                 for j, q in enumerate(qs):
                     if not np.isnan(p[:, j]).any():
                         hits.setdefault(q.kind, []).extend((p[:, j] > 0.5).tolist())
-        self.validation = {k: float(np.mean(v)) for k, v in hits.items()}
+        accuracy = {k: float(np.mean(v)) for k, v in hits.items()}
+        self.validation = JudgeReport("vqa", accuracy, VQA_BAR, sum(len(v) for v in hits.values()))
         return self.validation
 
     def valid_kinds(self) -> set[str]:
-        """The question kinds at or above :data:`VQA_BAR` (all of them before :meth:`validate`)."""
-        return {k for k, v in (self.validation or {}).items() if v >= VQA_BAR}
+        """The question kinds at or above :data:`VQA_BAR` (none before :meth:`validate`)."""
+        return {k for k, v in (self.validation.accuracy if self.validation else {}).items() if v >= VQA_BAR}
 
 
 def _attribute_of(world: Any, phrase: str) -> str:

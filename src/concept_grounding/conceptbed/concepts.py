@@ -9,12 +9,12 @@ The split (*decision*, documented here and in the README):
 * ``object``: a held-out species of a family the generator never saw (103 species);
 * ``fine_grained_attribute``: the ``fine_grained_object`` species again, judged attribute by
   attribute (the CEM oracle's probability of each attribute the species has);
-* ``domain``: one of PACS' four styles (:data:`~.styles.STYLES`), learnt from stylised renders
+* ``domain``: one of PACS' four styles (:data:`~concept_grounding.world.styles.STYLES`), learnt from stylised renders
   of some held-out species and generated for others ("a photo of a {species} in the style of V*").
 
 Every image is a world render at the world Flux's setting (canonical pose, plain scene,
 ``image_size`` 32 px), so the truth of each concept is exact. Sample ``k * 200 + c`` is the
-``k``-th render of CUB class ``c``; the index ranges below never overlap, so the oracles, the
+``k``-th render of CUB class ``c``; the index ranges below never overlap, so the judges, the
 concepts' training and real images and the reference learners' renders are disjoint draws.
 """
 
@@ -28,24 +28,20 @@ from pathlib import Path
 
 import numpy as np
 
+from ..judge.conceptbed_spec import TRAIN_BLOCK, VALIDATION_BLOCK
 from ..loaders.conceptbed import TASKS
 from ..vocabulary import Vocabulary, load_vocabulary
 from ..world import BirdWorld, WorldConfig
-from .styles import STYLES, stylise
+from ..world.styles import STYLES, stylise
 
-__all__ = ["TASKS", "Concept", "ConceptWorld", "task_species", "family", "export_world_concepts", "CAPACITIES",
-           "ORACLE_BAR", "TASK_ORACLE"]
+__all__ = ["TASKS", "Concept", "ConceptWorld", "task_species", "family", "export_world_concepts", "TASK_JUDGE"]
 
-#: SmallCNN channels of each oracle capacity (strides 1, 2, 2; :mod:`.oracles`, Table 8)
-CAPACITIES: dict[str, tuple[int, int, int]] = {"small": (12, 24, 48), "medium": (16, 32, 64), "large": (32, 64, 128)}
-#: the validation accuracy below which an oracle's CCD is refused (SPEC 4b)
-ORACLE_BAR = 0.95
-#: which oracle judges each task
-TASK_ORACLE = {"object": "species", "fine_grained_object": "species", "fine_grained_attribute": "attributes",
-               "domain": "style"}
+#: which judge (:mod:`concept_grounding.judge.conceptbed`) judges each task
+TASK_JUDGE = {"object": "species", "fine_grained_object": "species", "fine_grained_attribute": "attributes",
+              "domain": "style"}
 
 #: first render block (``k``) of each use of the world's samples
-BLOCKS = {"oracle_train": 0, "oracle_val": 500, "concept_train": 1000, "concept_real": 2000,
+BLOCKS = {"judge_train": TRAIN_BLOCK, "judge_val": VALIDATION_BLOCK, "concept_train": 1000, "concept_real": 2000,
           "exact": 3000, "other": 4000, "domain_other": 5000}
 #: the prompt of each task (``{species}`` is filled in for the domain task)
 PROMPTS = {"object": "a photo of V*", "fine_grained_object": "a photo of V*",

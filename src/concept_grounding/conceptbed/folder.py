@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import UsageError
 from .concepts import Concept
-from .oracles import Oracle, OracleSpec, train_classifier
+from ..judge.conceptbed import ConceptBedJudge, ConceptBedJudgeSpec, train_classifier
 
 __all__ = ["FOLDER_TASKS", "FOLDER_LEARNERS_REFUSED", "folder_concepts", "folder_oracle", "relabel"]
 
@@ -75,7 +75,8 @@ def folder_concepts(root: str | Path, m: int, size: int, tasks: Sequence[str]) -
     return out
 
 
-def folder_oracle(task: str, concepts: list[Concept], capacity: str, epochs: int, seed: int) -> tuple[Oracle, dict]:
+def folder_oracle(task: str, concepts: list[Concept], capacity: str, epochs: int,
+                  seed: int) -> tuple[ConceptBedJudge, dict]:
     """The task's oracle over ``concepts`` (module docstring) and each concept's held-out real
     images (name -> ``(r, S, S, 3)``). The oracle's ``accuracy`` is measured on those."""
     x, y, held = [], [], {}
@@ -86,15 +87,15 @@ def folder_oracle(task: str, concepts: list[Concept], capacity: str, epochs: int
         held[c.name] = held_out
     labels = sorted({c.label for c in concepts})
     remap = {label: i for i, label in enumerate(labels)}
-    spec = OracleSpec("style" if task == "domain" else "species", capacity, 0, epochs, seed,
+    spec = ConceptBedJudgeSpec("style" if task == "domain" else "species", capacity, 0, epochs, seed,
                       int(concepts[0].train.shape[1]))
     images, targets = np.concatenate(x), np.array([remap[int(v)] for v in np.concatenate(y)])
     model = train_classifier(spec, images, targets, len(labels), progress=False)
     names = tuple(c.name for c in sorted(concepts, key=lambda c: c.label))
-    oracle = Oracle(spec, model, 0.0, names)
+    oracle = ConceptBedJudge(spec, model, 0.0, names)
     vx = np.concatenate([held[c.name] for c in concepts])
     vy = np.concatenate([np.full(len(held[c.name]), remap[c.label]) for c in concepts])
-    oracle.accuracy = float((oracle.probabilities(vx).argmax(1) == vy).mean())
+    oracle.accuracy = float((oracle.scores(vx).argmax(1) == vy).mean())
     return oracle, held
 
 

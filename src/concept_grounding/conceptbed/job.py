@@ -1,7 +1,7 @@
 """``concept-grounding conceptbed``: ConceptBed's Tables 1, 7 and 8 and Figs. 4-5 on the bird world.
 
 Steps: (1) check the learners and train (or load) the oracles, refusing any below
-:data:`~.oracles.ORACLE_BAR` before anything else; (2) draw the concepts of each task
+:data:`~concept_grounding.judge.conceptbed_spec.CONCEPTBED_BAR` before anything else; (2) draw the concepts of each task
 (:class:`~.concepts.ConceptWorld`); (3) per learner and concept, ``fit`` then ``generate`` N
 images; (4) score them with the task's oracle (CCD and Table 7 through
 :func:`concept_grounding.metrics.concept_confidence_deviation`), the DINO-style cosine with
@@ -24,14 +24,15 @@ from ..errors import UsageError
 from ..loaders.conceptbed import TASKS
 from ..settings import manifest, setting
 from ..validators import choice_of, int_at_least, positive_int
-from .concepts import CAPACITIES, TASK_ORACLE, Concept, ConceptWorld
+from ..judge.conceptbed_spec import CAPACITIES
+from .concepts import TASK_JUDGE, Concept, ConceptWorld
 from .learners import FLUX_LEARNERS, check_learners, make_learner
 from .table2 import CompositionRun, table2_markdown
 from .table3 import RatingCollector, table3_markdown
 from .scoring import Scored, clip_image_embedder, pairwise_cosine, table7_row
 
 if TYPE_CHECKING:
-    from .oracles import Oracle
+    from ..judge.conceptbed import ConceptBedJudge
 
 __all__ = ["ConceptBedConfig", "ConceptBedResult", "run_conceptbed", "NOISE_LEVELS", "COMPOSITION"]
 
@@ -123,39 +124,40 @@ class ConceptBedResult:
                                                        notes=notes)))]
 
 
-def _oracles(config: ConceptBedConfig) -> tuple[dict[str, "Oracle"], dict[str, "Oracle"]]:
+def _oracles(config: ConceptBedConfig) -> tuple[dict[str, "ConceptBedJudge"], dict[str, "ConceptBedJudge"]]:
     """(oracle per task kind, species oracle per Table 8 capacity), each validated."""
-    from .oracles import OracleSpec, load_or_train, require_valid
+    from ..judge.conceptbed import ConceptBedJudgeSpec, load_or_train, require_valid
 
-    def spec(kind: str, capacity: str) -> OracleSpec:
-        return OracleSpec(kind, capacity, config.oracle_per_class, config.oracle_epochs, config.seed, 32, config.classes)
+    def spec(kind: str, capacity: str) -> ConceptBedJudgeSpec:
+        return ConceptBedJudgeSpec(kind, capacity, config.oracle_per_class, config.oracle_epochs, config.seed, 32,
+                                   config.classes)
 
-    kinds = sorted({TASK_ORACLE[t] for t in _concept_tasks(config)})
+    kinds = sorted({TASK_JUDGE[t] for t in _concept_tasks(config)})
     oracles = {k: require_valid(load_or_train(spec(k, config.capacity), config.cache)) for k in kinds}
     table8 = {}
-    if any(TASK_ORACLE[t] == "species" for t in _concept_tasks(config)):
+    if any(TASK_JUDGE[t] == "species" for t in _concept_tasks(config)):
         for cap in config.table8:
             table8[cap] = oracles["species"] if cap == config.capacity else require_valid(
                 load_or_train(spec("species", cap), config.cache), "--table8")
-    for kind, oracle in oracles.items():
-        logger.info("%s oracle (%s): %.1f %% on held-out renders", kind, oracle.spec.capacity, 100 * oracle.accuracy)
+    for oracle in oracles.values():
+        logger.info("%s (%s) on held-out renders", oracle.report, oracle.spec.capacity)
     return oracles, table8
 
 
-def _score(oracle: "Oracle", cw: ConceptWorld, concept: Concept, images: np.ndarray, scored: Scored) -> None:
+def _score(oracle: "ConceptBedJudge", cw: ConceptWorld, concept: Concept, images: np.ndarray, scored: Scored) -> None:
     """Add one concept's generated ``images`` (and its real images) to ``scored``; the attribute
     oracle is asked about the attributes the concept's species has (class level)."""
     attrs = None
     if oracle.spec.kind == "attributes":
         attrs = np.flatnonzero(cw.world.class_attributes[concept.label][list(oracle.attributes)])
-    scored.add(oracle.probabilities(images), oracle.probabilities(concept.real), concept.label, attrs)
+    scored.add(oracle.scores(images), oracle.scores(concept.real), concept.label, attrs)
 
 
-def _mode(oracle: "Oracle") -> str:
+def _mode(oracle: "ConceptBedJudge") -> str:
     return "vqa" if oracle.spec.kind == "attributes" else "classifier"
 
 
-def _sensitivity(oracles: dict[str, "Oracle"], cw: ConceptWorld, concepts: dict[str, list[Concept]],
+def _sensitivity(oracles: dict[str, "ConceptBedJudge"], cw: ConceptWorld, concepts: dict[str, list[Concept]],
                  seed: int) -> dict[str, list[float]]:
     """Fig. 5: per task, the CCD of its real images under each :data:`NOISE_LEVELS` noise."""
     rng = np.random.default_rng(seed)
@@ -173,7 +175,8 @@ def _sensitivity(oracles: dict[str, "Oracle"], cw: ConceptWorld, concepts: dict[
     return out
 
 
-def _truth(table8: dict[str, "Oracle"], oracle: "Oracle", capacity: str, cw: ConceptWorld, concept: Concept):
+def _truth(table8: dict[str, "ConceptBedJudge"], oracle: "ConceptBedJudge", capacity: str, cw: ConceptWorld,
+           concept: Concept):
     """What simulated raters of ``concept``'s images follow: the probability of the concept by
     another capacity of the species oracle where Table 8 has one, else by the task's oracle
     (the attribute oracle: the mean probability of the species' class attributes)."""
@@ -181,7 +184,7 @@ def _truth(table8: dict[str, "Oracle"], oracle: "Oracle", capacity: str, cw: Con
     judge = other if oracle.spec.kind == "species" and other is not None else oracle
 
     def truth(images: np.ndarray) -> np.ndarray:
-        probs = judge.probabilities(images)
+        probs = judge.scores(images)
         if judge.spec.kind == "attributes":
             attrs = np.flatnonzero(cw.world.class_attributes[concept.label][list(judge.attributes)])
             return probs[:, attrs].mean(1) if len(attrs) else np.full(len(images), np.nan)
@@ -191,12 +194,12 @@ def _truth(table8: dict[str, "Oracle"], oracle: "Oracle", capacity: str, cw: Con
 
 
 def _folder_setup(config: ConceptBedConfig, learners: tuple[str, ...], tasks: list[str]
-                  ) -> tuple[dict[str, "Oracle"], dict[str, list[Concept]]]:
+                  ) -> tuple[dict[str, "ConceptBedJudge"], dict[str, list[Concept]]]:
     """``--concept-folder``: each task's oracle trained on the folder and validated on its
     held-out real images (refused below the bar), and the concepts with those as their real
     references (:mod:`.folder`)."""
     from .folder import FOLDER_LEARNERS_REFUSED, folder_concepts, folder_oracle, relabel
-    from .oracles import require_valid
+    from ..judge.conceptbed import require_valid
 
     if COMPOSITION in config.tasks:
         raise UsageError("the compositions are judged against the world's exact drawings; a concept folder has none",
@@ -232,10 +235,10 @@ def run_conceptbed(config: ConceptBedConfig) -> ConceptBedResult:
     cw = ConceptWorld(m=config.m, real=config.real, seed=config.seed, classes=config.classes)
     if config.concept_folder:
         oracles, concepts = _folder_setup(config, learners, tasks)
-        table8_oracles: dict[str, "Oracle"] = {}
+        table8_oracles: dict[str, "ConceptBedJudge"] = {}
     else:
         kinds, table8_oracles = _oracles(config)
-        oracles = {t: kinds[TASK_ORACLE[t]] for t in tasks}
+        oracles = {t: kinds[TASK_JUDGE[t]] for t in tasks}
         concepts = {t: cw.concepts(t, config.concepts) for t in tasks}
     collector = RatingCollector()
     composition = (CompositionRun.setup(cw, concepts["object"], oracles["object"], config.images, config.seed,
@@ -254,7 +257,7 @@ def run_conceptbed(config: ConceptBedConfig) -> ConceptBedResult:
         learner.fit(concept, folder)
         images = learner.generate(concept.prompts, config.images, config.seed)
         _score(oracles[task], cw, concept, images, scored[learner_name, task])
-        if table8_oracles and TASK_ORACLE[task] == "species":
+        if table8_oracles and TASK_JUDGE[task] == "species":
             for cap, oracle in table8_oracles.items():
                 _score(oracle, cw, concept, images, scored8[cap, learner_name])
         generated.setdefault((learner_name, task), []).append(images)

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import UsageError
 from .concepts import Concept, ConceptWorld
-from .styles import STYLES
+from ..world.styles import STYLES
 
 __all__ = ["Learner", "REFERENCE_LEARNERS", "FLUX_LEARNERS", "LEARNER_NAMES", "make_learner", "flux_learner",
            "check_learners"]

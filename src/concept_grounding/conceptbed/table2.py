@@ -1,6 +1,6 @@
 """Table 2 inside a ``conceptbed`` run: every learner's object concepts composed and judged.
 
-:class:`CompositionRun` is set up once per run (the VQA oracle validated on exact world drawings
+:class:`CompositionRun` is set up once per run (the VQA judge validated on exact world drawings
 of every composition of the run's object concepts, printed beside the table), then scores each
 fitted learner on each concept's composition prompts (:func:`~.compositions.concept_prompts`):
 the four diffusers learners through their own ``generate``, the **Original** row with the
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .compositions import (CATEGORIES, VQA_BAR, CompositionOracle, CompositionScores, clip_scores, concept_prompts,
+from .compositions import (CATEGORIES, VQA_BAR, VQAJudge, CompositionScores, clip_scores, concept_prompts,
                            questions_of, real_images, table2)
 from .concepts import Concept, ConceptWorld
 
@@ -35,7 +35,7 @@ class CompositionRun:
     """State of Table 2 in one run (see the module docstring)."""
 
     cw: ConceptWorld
-    oracle: CompositionOracle
+    vqa: VQAJudge
     per_prompt: int
     seed: int
     model: str | None = None
@@ -47,19 +47,16 @@ class CompositionRun:
     ratings: Any = None  # a RatingCollector: the first image of each prompt becomes an alignment item
 
     @classmethod
-    def setup(cls, cw: ConceptWorld, concepts: list[Concept], species_oracle: Any, images: int, seed: int,
+    def setup(cls, cw: ConceptWorld, concepts: list[Concept], species_judge: Any, images: int, seed: int,
               model: str | None = None, ratings: Any = None) -> "CompositionRun":
-        """Load the oracle's judges and the composition CLIP (Table 2's CLIPScore), and validate
-        the oracle on ``concepts``."""
-        from ..judge import load_world_judge
-        from ..judge.composition import load_composition_judge
+        """Load the VQA judge's judges and the composition CLIP (Table 2's CLIPScore), and validate
+        the VQA judge on ``concepts``."""
+        from ..judge import create_judge
         from .composition_clip import load_composition_clip
 
-        oracle = CompositionOracle(load_composition_judge(), load_world_judge(), species_oracle)
-        validation = oracle.validate(cw.world, [c.label for c in concepts])
-        logger.info("VQA oracle validation: %s (bar %.0f %%)",
-                    ", ".join(f"{k} {100 * v:.1f} %" for k, v in validation.items()), 100 * VQA_BAR)
-        run = cls(cw, oracle, per_prompt=max(1, images // 8), seed=seed, model=model, ratings=ratings)
+        vqa = VQAJudge(create_judge("composition"), create_judge("world"), species_judge)
+        logger.info("%s", vqa.validate(cw.world, [c.label for c in concepts]))
+        run = cls(cw, vqa, per_prompt=max(1, images // 8), seed=seed, model=model, ratings=ratings)
         run.clip = load_composition_clip()
         return run
 
@@ -94,10 +91,10 @@ class CompositionRun:
 
     def _add(self, name: str, images: np.ndarray, rows: list, concept: Concept) -> None:
         scores = self.scores.setdefault(name, CompositionScores.empty())
-        k, valid = self.per_prompt, self.oracle.valid_kinds()
+        k, valid = self.per_prompt, self.vqa.valid_kinds()
         for j, ((category, prompt, _), qs) in enumerate(zip(rows, questions_of([p for _, p, _ in rows]))):
             block = images[j * k : (j + 1) * k]
-            p = self.oracle.p_yes(block, qs, concept.label, self.cw.world)
+            p = self.vqa.p_yes(block, qs, concept.label, self.cw.world)
             p[:, [i for i, q in enumerate(qs) if q.kind not in valid]] = np.nan  # unvalidated kinds: no verdict
             scores.add(category, p, clip_scores(self.clip, block, [prompt] * len(block)))
             if self.ratings is not None and p.shape[1] > 1 and not np.isnan(p[0, 1:]).all():
@@ -107,7 +104,7 @@ class CompositionRun:
 
     def results(self) -> dict[str, Any]:
         """``table2``, ``oracles.vqa`` (per question kind and its minimum) and the categories."""
-        val = self.oracle.validation or {}
+        val = dict(self.vqa.validation.accuracy) if self.vqa.validation else {}
         composition_kinds = {k: v for k, v in val.items() if k != "concept"}
         return {"table2": table2(self.scores), "table2_categories": list(CATEGORIES),
                 "vqa": {"accuracy": min(composition_kinds.values()) if composition_kinds else None,
@@ -116,7 +113,7 @@ class CompositionRun:
 
 def table2_markdown(results: dict[str, Any]) -> list[str]:
     """Report lines of Table 2 (CLIPScore, VQA accuracy, CCD per learner and category; the
-    concept question's P(yes)) with the VQA oracle's validation beside it."""
+    concept question's P(yes)) with the VQA judge's validation beside it."""
     def cell(v: float | None, fmt: str) -> str:
         return "-" if v is None else fmt.format(v)
 

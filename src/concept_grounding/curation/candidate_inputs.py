@@ -47,15 +47,13 @@ def _indices(predicted: Sequence[Any], class_names: Sequence[str]) -> np.ndarray
 
 
 def _judge_classifier(folder: str | None, class_names: Sequence[str]) -> Classifier:
-    from ..judge.model import judge_images, load_world_judge
+    from ..judge import create_judge
 
-    judge = load_world_judge(folder)
+    judge = create_judge("world", path=folder)
     to_ours = _indices(judge.class_names, class_names)
 
     def classify(images: Sequence[Any]) -> np.ndarray:
-        size = judge.image_size
-        species, _ = judge_images(judge, [im.convert("RGB").resize((size, size)) for im in images])
-        return to_ours[species]
+        return to_ours[judge.probabilities(images)["species"].argmax(1)]
 
     return classify
 
@@ -89,13 +87,11 @@ def as_classifier(predict: Callable[[Sequence[Any]], Sequence[Any]], class_names
 
 def world_judge_scorer(folder: str | None = None) -> Any:
     """The world judge's attribute head (default: the shipped one) as a VQA scorer
-    (:class:`~concept_grounding.tdg.filter.AttributeOracleScorer`), its inputs resized to its side."""
-    from ..judge.model import judge_images, load_world_judge
-    from ..tdg.filter import AttributeOracleScorer
+    (:class:`~concept_grounding.tdg.filter.AttributeJudgeScorer`), its inputs resized to its side."""
+    from ..judge import attribute_judge
+    from ..tdg.filter import AttributeJudgeScorer
 
-    judge = load_world_judge(folder)
-    return AttributeOracleScorer(lambda ims: judge_images(
-        judge, [im.convert("RGB").resize((judge.image_size,) * 2) for im in ims])[1])
+    return AttributeJudgeScorer(attribute_judge(folder or "world"))
 
 
 def load_classifier(spec: str | None, class_names: Sequence[str], device: str = "cpu") -> Classifier:

@@ -229,14 +229,14 @@ def _attribute_scorer(config: CandidatesConfig) -> Any:
     """The attributes step's VQA scorer (named models resolved before any image loads)."""
     if config.scorer == "world-judge":
         return world_judge_scorer()
-    from ..models.loading import concept_probability_oracle
+    from ..judge import attribute_judge
     from ..tdg.filter_job import DEFAULT_VLM, FilterConfig, build_scorer
 
     return build_scorer(FilterConfig(input=Path("."), out=Path("."), scorer=config.scorer,
                                      vlm_model=config.vlm_model or DEFAULT_VLM,
                                      trust_remote_code=config.trust_remote_code, clip_model=config.clip_model,
                                      clip_pretrained=config.clip_pretrained, oracle=config.oracle,
-                                     oracle_loader=concept_probability_oracle))
+                                     judge_loader=attribute_judge))
 
 
 def run_candidates(config: CandidatesConfig) -> CandidatesResult:

@@ -77,7 +77,7 @@ def contact_sheet(folder: str | Path, *, judge: bool, per_pairing: int = 4, max_
     generated image yet."""
     from PIL import Image
 
-    from ..judge import judge_validated_groups, load_world_judge
+    from ..judge import create_judge, judge_validated_groups
     from ..plotting import verdict_sheet
     from ..vocabulary import attribute_phrase, class_display_name, load_vocabulary
 
@@ -88,7 +88,7 @@ def contact_sheet(folder: str | Path, *, judge: bool, per_pairing: int = 4, max_
     width = max(len(r) for r in rows)
     pictures = [[Image.open(folder / r["file_name"]).convert("RGB") for r in row] for row in rows]
     if judge:
-        model, validated = load_world_judge(), judge_validated_groups()
+        model, validated = create_judge("world"), judge_validated_groups()
         flat, _ = judge_captions(model, [p for row in pictures for p in row], [r for row in rows for r in row])
         captions, start = [], 0
         for row in rows:

@@ -40,7 +40,7 @@ from ..world import BirdWorld, WorldConfig
 from .annotations import LIKERT, STUDIES, AnnotationStore, ImageItem
 
 __all__ = ["WorldTask", "Candidate", "broken_task", "default_attributes", "world_candidates", "write_candidates", "read_truth",
-           "asked_truth", "truth_answers", "SimulatedAnnotator", "run_annotators", "world_judge_oracle", "WORLD_JUDGE_ORACLE"]
+           "asked_truth", "truth_answers", "SimulatedAnnotator", "run_annotators"]
 
 
 @dataclass(frozen=True)
@@ -267,15 +267,3 @@ def run_annotators(store: AnnotationStore, annotators: Iterable[SimulatedAnnotat
                 done += 1
                 n += 1
     return n
-
-
-#: :func:`world_judge_oracle` as the ``filter`` job's ``--oracle`` string.
-WORLD_JUDGE_ORACLE = "concept_grounding.curation.simulate:world_judge_oracle"
-
-
-def world_judge_oracle(images: Sequence) -> np.ndarray:
-    """The shipped world judge as the VQA filter's attribute oracle: PIL images -> ``(N, 312)``
-    attribute probabilities (0.5 off the judge's columns; :func:`~concept_grounding.judge.shipped_judge`)."""
-    from ..judge import shipped_judge
-
-    return shipped_judge(images)[1]

@@ -1,14 +1,10 @@
-"""Grounded judges of the bird world and their validation on exact counterfactuals.
+"""Every trained image judge, by one protocol and one registry (docs/judges.md).
 
-A judge names a generated bird's species and the attributes it shows; SUB's substitution
-verdicts (S+ found, S- removed, species kept) are only as good as it is. This package trains
-one on renders whose attributes vary independently of the species (:mod:`.data`,
-:mod:`.model`), validates any judge on the world's exact edits before its verdicts are used
-(:mod:`.validation`), and measures a VQA filter's scorer the same way (:mod:`.scorer`).
-
-The names (listed in ``__init__.pyi``) load on first use through ``lazy_loader``: the data and
-validation modules need only numpy, the model (torch) and the scorer check import theirs when
-first reached.
+A judge gives probabilities per head for a batch of images and validates itself on the bird
+world's exact truth (:mod:`.base`); ``create_judge(name)`` builds any of them (:mod:`.registry`):
+the world judge (:mod:`.model`), the composition judge (:mod:`.composition`), ConceptBed's
+species, style and attribute judges (:mod:`.conceptbed`) and a saved concept model
+(:mod:`.concept_model`). Names load on first use through ``lazy_loader``.
 """
 
 import lazy_loader as lazy

@@ -14,19 +14,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from huggingface_hub import PyTorchModelHubMixin
 from torch import nn
-from tqdm.auto import tqdm
 
 from ..world.composition import ACTIONS, COUNT_WORDS, composition_config
 from ..world.config import BACKGROUNDS
-from .model import as_image_array, shift_images, to_unit, layout_trunk
+from .base import JudgeReport, as_image_array, from_pretrained_quietly, to_unit
+from .model import layout_trunk, shift_images
+from .registry import register_judge
+
+if TYPE_CHECKING:
+    from ..world import BirdWorld
 
 __all__ = ["HEADS", "COMPOSITION_BAR", "CompositionJudge", "composition_set", "train_composition_judge",
-           "composition_verdicts", "validate_composition_judge", "ship_composition_judge", "load_composition_judge"]
+           "validate_composition_judge", "ship_composition_judge", "load_composition_judge"]
 
 #: Head -> the values it tells apart, in logit order.
 HEADS: dict[str, tuple] = {"count": tuple(COUNT_WORDS), "scene": BACKGROUNDS, "facing": tuple(ACTIONS)}
@@ -61,6 +66,36 @@ class CompositionJudge(nn.Module, PyTorchModelHubMixin, library_name="concept-gr
             raise ValueError(f"images must be (N, 3, {self.image_size}, {self.image_size}), got {tuple(images.shape)}")
         h = self.neck(self.trunk((images - self.mean) / self.std))
         return {k: head(h) for k, head in self.heads.items()}
+
+    name = "composition"
+    bar = COMPOSITION_BAR
+
+    @property
+    def head_sizes(self) -> dict[str, int]:
+        """``count`` 3 (1-3 birds), ``scene`` 5, ``facing`` 2, ``species`` the ``C`` classes."""
+        return {k: head.out_features for k, head in self.heads.items()}
+
+    @torch.inference_mode()
+    def probabilities(self, images: np.ndarray | Sequence, batch_size: int = 64) -> dict[str, np.ndarray]:
+        """head -> ``(N, values)`` softmax on uint8 ``(N, S, S, 3)`` images (or PIL);
+        ``batch_size`` 64 keeps a batch's activations in cache on the CPU."""
+        arr = as_image_array(images, self.image_size)
+        self.eval()
+        parts = [self(to_unit(arr[i : i + batch_size])) for i in range(0, len(arr), batch_size)]
+        if not parts:
+            return {k: np.zeros((0, n)) for k, n in self.head_sizes.items()}
+        return {k: torch.cat([p[k] for p in parts]).softmax(-1).numpy() for k in parts[0]}
+
+    def validate(self, world: "BirdWorld | None" = None, per_class: int = 2) -> JudgeReport:
+        """Accuracy of the verdict heads (:data:`HEADS`: count, scene, facing) on ``per_class``
+        held-out compositions per species of ``world`` (default: SUB's species at the judge's
+        size). The ``species`` head gives no verdict (ConceptBed's concepts are species it never saw)."""
+        from ..world import BirdWorld, WorldConfig
+
+        world = world or BirdWorld(WorldConfig(image_size=self.image_size))
+        data = composition_set(world, per_class, start=10_000, seed=1)
+        accuracy = validate_composition_judge(self, data)
+        return JudgeReport(self.name, {k: accuracy[k] for k in HEADS}, self.bar, len(data.images))
 
 
 @dataclass(frozen=True)
@@ -98,45 +133,37 @@ def composition_set(world, per_class: int, start: int = 0, seed: int = 0) -> Com
 def train_composition_judge(data: CompositionSet, num_classes: int, epochs: int = 20, batch_size: int = 128,
                             lr: float = 3e-3, seed: int = 0, device: str = "cpu", progress: bool = True
                             ) -> CompositionJudge:
-    """Fit a :class:`CompositionJudge` (sum of the heads' cross-entropies, AdamW, one-cycle,
-    one-pixel random shifts); deterministic in ``seed`` on the CPU."""
-    torch.manual_seed(seed)
-    judge = CompositionJudge(data.images.shape[1], num_classes).to(device)
+    """Fit a :class:`CompositionJudge` through the shared :func:`~concept_grounding.models.training.fit`
+    (sum of the heads' cross-entropies, AdamW, one-cycle with 15 % warm-up, one-pixel random
+    shifts); deterministic in ``seed`` on the CPU; the caller's global RNG state is restored."""
+    from ..models.training import fit
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        judge = CompositionJudge(data.images.shape[1], num_classes).to(device)
+    names = tuple(data.targets)
     x = to_unit(data.images).to(device)
-    y = {k: torch.as_tensor(v, dtype=torch.long, device=device) for k, v in data.targets.items()}
-    g = torch.Generator().manual_seed(seed)
-    n = len(x)
-    steps = epochs * ((n + batch_size - 1) // batch_size)
-    opt = torch.optim.AdamW(judge.parameters(), lr=lr, weight_decay=1e-4)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.15)
-    judge.train()
-    for _ in tqdm(range(epochs), desc="composition judge", disable=not progress):
-        order = torch.randperm(n, generator=g)
-        for i in range(0, n, batch_size):
-            idx = order[i : i + batch_size]
-            out = judge(shift_images(x[idx.to(device)].cpu(), g).to(device))
-            loss = sum(nn.functional.cross_entropy(out[k], y[k][idx.to(device)]) for k in out)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
+    y = tuple(torch.as_tensor(data.targets[k], dtype=torch.long, device=device) for k in names)
+    shifts = torch.Generator().manual_seed(seed)
+
+    def loss(batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        out = judge(batch[0])
+        return sum(nn.functional.cross_entropy(out[k], target) for k, target in zip(names, batch[1:]))
+
+    fit(loss, judge.parameters(), (x, *y), epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=1e-4,
+        schedule="onecycle", optimiser="adamw", warmup=0.15, augment=lambda im: shift_images(im, shifts), seed=seed,
+        module=judge, desc="composition judge", progress=progress)
     return judge.eval().cpu()
 
 
-@torch.inference_mode()
-def composition_verdicts(judge: CompositionJudge, images: np.ndarray | Sequence, batch_size: int = 64
-                         ) -> dict[str, np.ndarray]:
-    """head -> ``(N, values)`` softmax probabilities on uint8 ``(N, S, S, 3)`` images (or PIL).
-    ``batch_size`` 64 keeps a batch's activations in cache (faster on the CPU than 512)."""
-    arr = as_image_array(images)
-    judge.eval()
-    parts = [judge(to_unit(arr[i : i + batch_size])) for i in range(0, len(arr), batch_size)]
-    return {k: torch.cat([p[k] for p in parts]).softmax(-1).numpy() for k in parts[0]}
+def composition_verdicts(judge: CompositionJudge, images: np.ndarray | Sequence) -> dict[str, np.ndarray]:
+    """:meth:`CompositionJudge.probabilities` (kept for ``experiments.world_compositions``; call the method)."""
+    return judge.probabilities(images)
 
 
 def validate_composition_judge(judge: CompositionJudge, data: CompositionSet) -> dict[str, float]:
-    """Held-out accuracy of every head (the validation printed beside its verdicts)."""
-    probs = composition_verdicts(judge, data.images)
+    """Held-out accuracy of every head on ``data`` (exact truth)."""
+    probs = judge.probabilities(data.images)
     return {k: float((probs[k].argmax(1) == data.targets[k]).mean()) for k in probs}
 
 
@@ -168,9 +195,10 @@ def ship_composition_judge(out: str | Path = COMPOSITION_JUDGE_DIR, per_class: i
     return validation
 
 
+@register_judge("composition")
 def load_composition_judge(path: str | Path | None = None) -> CompositionJudge:
     """A saved :class:`CompositionJudge` (default: the shipped one), float32, in eval mode."""
-    return CompositionJudge.from_pretrained(Path(path) if path is not None else COMPOSITION_JUDGE_DIR).float().eval()
+    return from_pretrained_quietly(CompositionJudge, Path(path) if path is not None else COMPOSITION_JUDGE_DIR).float()
 
 
 _CARD = """---

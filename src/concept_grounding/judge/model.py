@@ -21,20 +21,24 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from typing import TYPE_CHECKING
 from pathlib import Path
 
 import numpy as np
 import torch
 from huggingface_hub import PyTorchModelHubMixin
 from torch import nn
-from tqdm.auto import tqdm
 
 from ..vocabulary import Vocabulary, load_vocabulary
 from ..world.species import BASE_GROUPS, DERIVED_GROUPS, RENDERED_VALUES
+from .base import JudgeReport, as_image_array, from_pretrained_quietly, to_unit
 from .data import JudgeSet
+from .registry import register_judge
 
-__all__ = ["WorldJudge", "train_judge", "judge_images", "load_world_judge", "shipped_judge", "judge_validated_groups"]
+if TYPE_CHECKING:
+    from ..world import BirdWorld
+
+__all__ = ["WorldJudge", "train_judge", "judge_images", "load_world_judge", "judge_validated_groups"]
 
 #: The shipped judge of the shipped world Flux's world (package data; model card inside).
 WORLD_JUDGE_DIR = Path(__file__).resolve().parent.parent / "assets" / "world_judge"
@@ -106,6 +110,52 @@ class WorldJudge(nn.Module, PyTorchModelHubMixin, library_name="concept-groundin
         docstring); 0.5 on attributes the world never draws."""
         return self.traits.attribute_probabilities(trait_logits)
 
+    name = "world"
+    #: every raw measure of :func:`~.validation.validate_judge` must reach it (docs/tdg_world/validation.md)
+    bar = 0.95
+
+    @property
+    def head_sizes(self) -> dict[str, int]:
+        """``species``: the ``C`` classes; ``attributes``: CUB's 312 (0.5 off :attr:`attribute_columns`)."""
+        return {"species": len(self.class_names), "attributes": self.traits.num_attributes}
+
+    @torch.inference_mode()
+    def probabilities(self, images: np.ndarray | Sequence, batch_size: int = 128) -> dict[str, np.ndarray]:
+        """``species`` ``(N, C)`` softmax and ``attributes`` ``(N, 312)`` on uint8 ``(N, S, S, 3)``
+        images (or PIL); ``batch_size`` 128 keeps a batch's activations in cache on the CPU."""
+        arr = as_image_array(images, self.image_size)
+        was_training = self.training
+        self.eval()
+        species, attributes = [], []
+        try:
+            for i in range(0, len(arr), batch_size):
+                out = self(to_unit(arr[i : i + batch_size]))
+                species.append(out.species_logits.softmax(1).numpy())
+                attributes.append(self.attribute_probabilities(out.trait_logits).numpy())
+        finally:
+            self.train(was_training)
+        if not species:
+            return {k: np.zeros((0, n)) for k, n in self.head_sizes.items()}
+        return {"species": np.concatenate(species), "attributes": np.concatenate(attributes)}
+
+    def world(self) -> "BirdWorld":
+        """The world this judge reads: its classes at its image size, canonical pose, plain scene."""
+        from ..world import BirdWorld, WorldConfig
+
+        return BirdWorld(WorldConfig(image_size=self.image_size, class_names=self.class_names, pose="canonical",
+                                     scene="plain"))
+
+    def validate(self, world: "BirdWorld | None" = None, per_class: int = 2) -> JudgeReport:
+        """:func:`~.validation.validate_judge` on held-out exact edits (one per SUB pairing) and
+        ``per_class`` renders per class of ``world`` (default :meth:`world`), as a
+        :class:`~.base.JudgeReport` of the raw measures; the full table is ``details["validation"]``."""
+        from .validation import validate_judge
+
+        validation = validate_judge(lambda ims: judge_images(self, ims), world or self.world(),
+                                    renders_per_class=per_class)
+        return JudgeReport(self.name, dict(validation.raw.overall), self.bar,
+                           validation.edits + validation.renders, {"validation": validation})
+
 
 @dataclass(frozen=True)
 class TraitLayout:
@@ -164,37 +214,12 @@ class TraitLayout:
         return out
 
 
-def to_unit(images: np.ndarray) -> torch.Tensor:
-    """uint8 ``(N, H, W, 3)`` -> float ``(N, 3, H, W)`` in [0, 1]."""
-    return torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).float().div_(255.0)
-
-
-def as_image_array(images: np.ndarray | Sequence) -> np.ndarray:
-    """uint8 ``(N, H, W, 3)`` of an array (as is) or a sequence of arrays or PIL images (stacked)."""
-    if isinstance(images, np.ndarray):
-        return images
-    return np.stack([np.asarray(im.convert("RGB")) if hasattr(im, "convert") else np.asarray(im) for im in images])
-
-
-@torch.inference_mode()
 def judge_images(judge: WorldJudge, images: np.ndarray | Sequence, batch_size: int = 128) -> tuple[np.ndarray, np.ndarray]:
     """The judge's verdict on uint8 ``(N, H, W, 3)`` images (or PIL images):
-    ``(species argmax (N,), attribute probabilities (N, 312))``, 0.5 off its columns.
-    ``batch_size`` 128 keeps a batch's activations in cache (faster on the CPU than 512)."""
-    arr = as_image_array(images)
-    was_training = judge.training
-    judge.eval()
-    species, probs = [], []
-    try:
-        for i in range(0, len(arr), batch_size):
-            out = judge(to_unit(arr[i : i + batch_size]))
-            species.append(out.species_logits.argmax(1).numpy())
-            probs.append(judge.attribute_probabilities(out.trait_logits).numpy())
-    finally:
-        judge.train(was_training)
-    if not species:
-        return np.zeros(0, int), np.zeros((0, judge.traits.num_attributes))
-    return np.concatenate(species), np.concatenate(probs)
+    ``(species argmax (N,), attribute probabilities (N, 312))``, 0.5 off its columns
+    (the ``images -> verdict`` callable :func:`~.validation.validate_judge` takes)."""
+    probs = judge.probabilities(images, batch_size)
+    return probs["species"].argmax(1), probs["attributes"]
 
 
 def shift_images(x: torch.Tensor, g: torch.Generator, pixels: int = 1) -> torch.Tensor:
@@ -216,19 +241,24 @@ def train_judge(
     seed: int = 0,
     progress: bool = True,
 ) -> WorldJudge:
-    """Fit a :class:`WorldJudge`: species cross-entropy on rows with a label >= 0 plus, on rows
-    that train attributes (:attr:`JudgeSet.trains_attributes`), each base group's
-    cross-entropy with inverse-frequency value weights; AdamW with one-cycle decay. Deterministic in
-    ``seed``; the caller's global RNG state is restored."""
+    """Fit a :class:`WorldJudge` through the shared :func:`~concept_grounding.models.training.fit`:
+    species cross-entropy on rows with a label >= 0 plus, on rows that train attributes
+    (:attr:`JudgeSet.trains_attributes`), each base group's cross-entropy with inverse-frequency
+    value weights; AdamW with one-cycle decay (15 % warm-up), images shifted by up to one pixel.
+    Deterministic in ``seed``; the caller's global RNG state is restored."""
+    from ..models.training import fit
+
     x_all = to_unit(data.images)
     y_species = torch.from_numpy(data.labels).long()
     trains = torch.from_numpy(data.trains_attributes)
-    with torch.random.fork_rng(devices=[]):  # initialisation and dropout draw from a seeded, restored global RNG
+    with torch.random.fork_rng(devices=[]):  # initialisation draws from a seeded, restored global RNG
         torch.manual_seed(int(seed))
         judge = WorldJudge(data.images.shape[1], class_names)
-        y_traits = torch.from_numpy(judge.traits.targets(data.attributes)).long()
-        _fit(judge, x_all, y_traits, y_species, trains, epochs, batch_size, lr, torch.Generator().manual_seed(int(seed)),
-             progress)
+    y_traits = torch.from_numpy(judge.traits.targets(data.attributes)).long()
+    shifts = torch.Generator().manual_seed(int(seed))
+    fit(_judge_loss(judge, y_traits[trains]), judge.parameters(), (x_all, y_traits, y_species, trains), epochs=epochs,
+        batch_size=batch_size, lr=lr, weight_decay=1e-4, schedule="onecycle", optimiser="adamw", warmup=0.15,
+        augment=lambda x: shift_images(x, shifts), seed=seed, module=judge, desc="judge", progress=progress)
     return judge.eval()
 
 
@@ -239,53 +269,36 @@ def _value_weights(targets: torch.Tensor, size: int) -> torch.Tensor:
     return w.clamp(0.2, 5.0)
 
 
-def _fit(judge: WorldJudge, x_all: torch.Tensor, y_traits: torch.Tensor, y_species: torch.Tensor, trains: torch.Tensor,
-         epochs: int, batch_size: int, lr: float, g: torch.Generator, progress: bool) -> None:
-    """The optimisation loop of :func:`train_judge` (batches and shifts drawn from ``g``)."""
+def _judge_loss(judge: WorldJudge, trained_traits: torch.Tensor):
+    """``batch (images, trait targets, species labels, trains attributes) -> loss`` of :func:`train_judge`,
+    the value weights taken from ``trained_traits`` (the trait targets of the rows that train them)."""
     slices = judge.traits.slices
-    weights = [_value_weights(y_traits[trains][:, k], s.stop - s.start) for k, s in enumerate(slices)]
+    weights = [_value_weights(trained_traits[:, k], s.stop - s.start) for k, s in enumerate(slices)]
 
-    def trait_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return sum(nn.functional.cross_entropy(logits[:, s], targets[:, k], weight=weights[k])
-                   for k, s in enumerate(slices)) / len(slices)
-    opt = torch.optim.AdamW(judge.parameters(), lr=lr, weight_decay=1e-4)
-    n = x_all.shape[0]
-    steps = epochs * ((n + batch_size - 1) // batch_size)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.15)
-    judge.train()
-    bar = tqdm(total=steps, desc="judge", disable=not progress)
-    for _ in range(epochs):
-        order = torch.randperm(n, generator=g)
-        for i in range(0, n, batch_size):
-            idx = order[i : i + batch_size]
-            out = judge(shift_images(x_all[idx], g))
-            loss = out.species_logits.new_zeros(())
-            rows = trains[idx]
-            if rows.any():
-                loss = loss + trait_loss(out.trait_logits[rows], y_traits[idx][rows])
-            has_species = y_species[idx] >= 0
-            if has_species.any():
-                loss = loss + nn.functional.cross_entropy(out.species_logits[has_species], y_species[idx][has_species])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-            bar.update(1)
-            bar.set_postfix(loss=f"{loss.item():.3f}")
-    bar.close()
+    def loss(batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        images, y_traits, y_species, trains = batch
+        out = judge(images)
+        total = out.species_logits.new_zeros(())
+        if trains.any():
+            logits, targets = out.trait_logits[trains], y_traits[trains]
+            total = total + sum(nn.functional.cross_entropy(logits[:, s], targets[:, k], weight=weights[k])
+                                for k, s in enumerate(slices)) / len(slices)
+        has_species = y_species >= 0
+        if has_species.any():
+            total = total + nn.functional.cross_entropy(out.species_logits[has_species], y_species[has_species])
+        return total
+
+    return loss
 
 
+@register_judge("world")
 def load_world_judge(path: str | Path | None = None) -> WorldJudge:
     """A saved :class:`WorldJudge` folder (default: the shipped one, trained and validated on
     the shipped world Flux's world by ``benchmarks/bench_tdg_world.py``), in eval mode."""
     folder = Path(path) if path is not None else WORLD_JUDGE_DIR
     if not (folder / "config.json").is_file():
         raise FileNotFoundError(f"path: {folder} holds no saved WorldJudge (config.json)")
-    import contextlib
-    import io
-
-    with contextlib.redirect_stdout(io.StringIO()):  # huggingface_hub prints "Loading weights from local directory"
-        return WorldJudge.from_pretrained(folder).eval()
+    return from_pretrained_quietly(WorldJudge, folder)
 
 
 def judge_validated_groups(path: str | Path | None = None) -> frozenset[str] | None:
@@ -297,14 +310,3 @@ def judge_validated_groups(path: str | Path | None = None) -> frozenset[str] | N
     if not file.is_file():
         return None
     return frozenset(json.loads(file.read_text())["validated_groups"])
-
-
-@lru_cache(maxsize=1)
-def _shipped() -> WorldJudge:
-    return load_world_judge()
-
-
-def shipped_judge(images: np.ndarray | Sequence) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`judge_images` with the shipped judge (loaded once): the ``images -> (species,
-    attribute probabilities)`` callable benchmarks take (``bench_tdg.py --judge``)."""
-    return judge_images(_shipped(), images)

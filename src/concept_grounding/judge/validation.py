@@ -1,9 +1,10 @@
 """Judge validation on the world's exact truth: before a judge's verdicts go into a table,
 measure them where the answer is known.
 
-A judge is any callable ``images -> (species (N,), attribute probabilities (N, 312))``
-(:func:`~concept_grounding.judge.model.judge_images` of a trained
-:class:`~concept_grounding.judge.model.WorldJudge`, or a user's own). It is run on
+The judge here is any callable ``images -> (species (N,), attribute probabilities (N, 312))``
+(:func:`~concept_grounding.judge.model.judge_images` of the registered ``world`` judge, or a
+user's own); :meth:`WorldJudge.validate <concept_grounding.judge.model.WorldJudge.validate>`
+sums it up as a :class:`~concept_grounding.judge.base.JudgeReport`. It is run on
 
 * held-out **exact edits** of SUB pairings (:func:`~concept_grounding.judge.data.exact_edits`):
   S+ found (``p(S+) > 0.5``), S- removed (every removed value ``p <= 0.5``), species kept;

@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
-import numpy as np
-
-__all__ = ["load_concept_model", "concept_model_class_name", "concept_probability_oracle"]
+__all__ = ["load_concept_model", "concept_model_class_name"]
 
 
 #: the key of a saved concept model's ``config.json`` that names its class (beside ``num_concepts``)
@@ -54,30 +50,3 @@ def load_concept_model(path: str | Path):
         raise ValueError(f"{path}: config.json is not a CBM, CEM or post-hoc CBM config (keys: {keys})")
     cls = {c.__name__: c for c in (ConceptBottleneckModel, ConceptEmbeddingModel, PostHocCBM)}[name]
     return cls.from_pretrained(str(path)).eval()
-
-
-def concept_probability_oracle(path: str | Path, image_size: int = 64) -> Callable[[Sequence[Any]], np.ndarray]:
-    """``images -> (N, 312)`` attribute probabilities from a saved concept model: its
-    concepts' probabilities in their vocabulary columns, 0.5 (no opinion) elsewhere.
-
-    This is the bird world's attribute oracle for the TDG filter.
-    """
-
-    from ..vocabulary import load_vocabulary
-    from .base import predict_concepts
-    from .data import images_to_tensor
-
-    model = load_concept_model(path)
-    vocab = load_vocabulary()
-    names = list(model.concept_names or ())
-    if not names:
-        raise ValueError(f"{path}: the model does not record its concept names")
-    columns = vocab.attribute_indices(names)
-
-    def predict_proba(images: Sequence[Any]) -> np.ndarray:
-        x = images_to_tensor(images, image_size)
-        out = np.full((len(images), vocab.num_attributes), 0.5)
-        out[:, columns] = predict_concepts(model, x).numpy()
-        return out
-
-    return predict_proba

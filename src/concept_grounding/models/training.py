@@ -1,4 +1,4 @@
-"""The one training loop every model here uses: minibatches, Adam, a learning-rate schedule,
+"""The one training loop every model here uses: minibatches, Adam or AdamW, a learning-rate schedule,
 optional augmentation, tqdm, seeds, early stop; and :func:`reproducible`, the block that
 makes a whole run (data, training, scoring) repeat bit for bit on one machine.
 
@@ -28,6 +28,9 @@ __all__ = ["fit", "TrainConfig", "TrainHistory", "reproducible", "DEFAULT_THREAD
 
 #: learning-rate schedules of :func:`fit`.
 SCHEDULES = ("constant", "onecycle", "cosine")
+#: optimisers of :func:`fit`: Adam (``weight_decay`` an L2 penalty) or AdamW (decoupled decay,
+#: Loshchilov & Hutter 2019).
+OPTIMISERS = ("adam", "adamw")
 
 logger = logging.getLogger(__name__)
 
@@ -107,13 +110,14 @@ def random_hflip(images: torch.Tensor, p: float = 0.5) -> torch.Tensor:
     return torch.where(flip.view(-1, *([1] * (images.ndim - 1))), images.flip(-1), images)
 
 
-def _scheduler(optimiser: torch.optim.Optimizer, schedule: str, lr: float, total_steps: int):
+def _scheduler(optimiser: torch.optim.Optimizer, schedule: str, lr: float, total_steps: int,
+               warmup: float | None = None):
     if schedule == "constant":
         return None
     if schedule == "onecycle":
         total = max(int(total_steps), 4)  # OneCycleLR needs >= 1 step in each phase
-        return torch.optim.lr_scheduler.OneCycleLR(optimiser, max_lr=lr, total_steps=total,
-                                                   pct_start=max(0.25, 2.0 / total))
+        pct_start = max(0.25, 2.0 / total) if warmup is None else float(warmup)
+        return torch.optim.lr_scheduler.OneCycleLR(optimiser, max_lr=lr, total_steps=total, pct_start=pct_start)
     if schedule == "cosine":
         return torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, T_max=max(total_steps, 1))
     raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
@@ -141,6 +145,8 @@ def fit(
     lr: float = 1e-3,
     weight_decay: float = 0.0,
     schedule: str = "constant",
+    optimiser: str = "adam",
+    warmup: float | None = None,
     augment: Callable[[torch.Tensor], torch.Tensor] | None = None,
     seed: int = 0,
     module: nn.Module | None = None,
@@ -149,7 +155,7 @@ def fit(
     desc: str = "train",
     progress: bool = True,
 ) -> TrainHistory:
-    """Minimise ``loss_fn`` over shuffled minibatches of ``tensors`` with Adam.
+    """Minimise ``loss_fn`` over shuffled minibatches of ``tensors`` with Adam (or AdamW).
 
     Args:
         loss_fn: batch (tuple of the same tensors, ``batch_size`` rows) -> scalar loss.
@@ -157,10 +163,13 @@ def fit(
         tensors: tensors sharing their first dimension ``N``.
         epochs: passes over the data.
         lr: Adam's learning rate (the peak rate for ``"onecycle"``, the start for ``"cosine"``).
-        weight_decay: Adam's L2 penalty.
+        weight_decay: Adam's L2 penalty (AdamW's decoupled decay with ``optimiser="adamw"``).
         schedule: per-step learning-rate schedule, one of :data:`SCHEDULES`: ``"constant"``;
-            ``"onecycle"`` (Smith & Topin 2019: warm up to ``lr`` over the first 25 % of the
-            steps, then anneal to ~0); ``"cosine"`` (cosine decay from ``lr`` to 0).
+            ``"onecycle"`` (Smith & Topin 2019: warm up to ``lr`` over the first ``warmup``
+            fraction of the steps, default 25 %, then anneal to ~0); ``"cosine"`` (cosine decay
+            from ``lr`` to 0).
+        optimiser: one of :data:`OPTIMISERS`.
+        warmup: ``"onecycle"``'s warm-up fraction in (0, 1) (``None``: 25 %, at least 2 steps).
         augment: applied to the first tensor of every training batch (e.g. :func:`random_hflip`
             on the images), never to validation.
         seed: seeds the shuffling and torch's RNG inside the loop (dropout, RandInt);
@@ -190,9 +199,14 @@ def fit(
         raise ValueError("fit: patience needs val_fn")
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    if optimiser not in OPTIMISERS:
+        raise ValueError(f"optimiser must be one of {OPTIMISERS}, got {optimiser!r}")
+    if warmup is not None and not 0.0 < warmup < 1.0:
+        raise ValueError(f"warmup must be in (0, 1), got {warmup!r}")
     history = TrainHistory()
-    optimiser = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
-    scheduler = _scheduler(optimiser, schedule, lr, int(epochs) * math.ceil(n / batch_size))
+    make = torch.optim.AdamW if optimiser == "adamw" else torch.optim.Adam
+    opt = make(params, lr=lr, weight_decay=weight_decay)
+    scheduler = _scheduler(opt, schedule, lr, int(epochs) * math.ceil(n / batch_size), warmup)
     generator = torch.Generator().manual_seed(int(seed))
     best, best_state, bad_epochs = math.inf, None, 0
     with torch.random.fork_rng(devices=[]):
@@ -209,9 +223,9 @@ def fit(
                 if augment is not None:
                     batch = (augment(batch[0]), *batch[1:])
                 loss = loss_fn(batch)
-                optimiser.zero_grad(set_to_none=True)
+                opt.zero_grad(set_to_none=True)
                 loss.backward()
-                optimiser.step()
+                opt.step()
                 if scheduler is not None:
                     scheduler.step()
                 history.step_losses.append(float(loss.detach()))

@@ -291,11 +291,11 @@ def build_world_judge(store: ResourceStore) -> tuple[Any, str]:
     """The shipped judge of the world Flux's birds (validated on exact edits; model card inside),
     the world it judges (for each species' class-level S- values) and the attribute groups its
     validation passed."""
-    from ..judge import judge_validated_groups, load_world_judge
+    from ..judge import create_judge, judge_validated_groups
     from ..world import BirdWorld
     from ..worldflux.loader import trained_world_config
 
-    return (load_world_judge(), BirdWorld(trained_world_config()), judge_validated_groups()), "world judge (package data)"
+    return (create_judge("world"), BirdWorld(trained_world_config()), judge_validated_groups()), "world judge (package data)"
 
 
 def verdicts(store: ResourceStore, reference_class: str, target_attribute: str, images: Any, model: str = DEFAULT_MODEL) -> str:

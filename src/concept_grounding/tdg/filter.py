@@ -12,8 +12,8 @@ probability and the top ``keep_fraction`` (10 %) of the *generated* count is kep
 
 :func:`select_pairing` is that rule as a pure function. Scorers turn images into option
 probabilities: :class:`VisionLanguageScorer` (a transformers VLM's option-letter logits),
-:class:`CLIPScorer` (a CLIP handle's image-text similarity) and :class:`AttributeOracleScorer`
-(any per-attribute probability function, e.g. a classifier trained on the bird world).
+:class:`CLIPScorer` (a CLIP handle's image-text similarity) and :class:`AttributeJudgeScorer`
+(any judge's per-attribute probabilities, e.g. the world judge; docs/judges.md).
 
 >>> import numpy as np
 >>> probs = np.array([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4], [0.7, 0.3]])
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OptionScorer", "group_options", "vqa_question", "keep_count", "select_pairing", "filter_records", "write_filter_report",
-    "VisionLanguageScorer", "CLIPScorer", "AttributeOracleScorer", "REASONS", "image_reasons"
+    "VisionLanguageScorer", "CLIPScorer", "AttributeJudgeScorer", "REASONS", "image_reasons"
 ]
 
 OTHER = "Other"
@@ -380,8 +380,8 @@ class CLIPScorer:
         return torch.softmax(logits, dim=-1).numpy()
 
 
-class AttributeOracleScorer:
-    """Option probabilities from per-attribute probabilities (an attribute oracle).
+class AttributeJudgeScorer:
+    """Option probabilities from an attribute judge's per-attribute probabilities.
 
     ``predict_proba(images) -> (N, 312)`` independent presence probabilities. For a group
     with values ``v_1..v_k``: scores ``p(v_i)`` and, for "Other", ``prod_i (1 - p(v_i))``,

@@ -13,11 +13,11 @@ or not: every answer and the reason, :data:`~concept_grounding.tdg.filter.REASON
 line; the demo builds the config directly.
 
 Scorers (``FilterConfig.scorer``): ``"vlm"`` (a transformers VLM), ``"clip"`` (open_clip),
-``"world-judge"`` (the shipped, validated world judge: the bird world's scorer, :data:`WORLD_JUDGE_ORACLE`),
+``"world-judge"`` (the shipped, validated world judge: the bird world's scorer),
 ``"tiny-clip"`` (random, offline plumbing) and ``"oracle"`` (``oracle``: a
-``'module:function'`` mapping PIL images to (N, 312) probabilities, or a folder that
-``oracle_loader`` turns into such a function; the command passes the ``models`` package's
-``concept_probability_oracle``, which ``tdg`` may not import itself).
+``'module:function'`` mapping PIL images to (N, 312) probabilities, or a judge's name or
+folder that ``judge_loader`` turns into such a function; the command passes
+:func:`concept_grounding.judge.attribute_judge`, which ``tdg`` may not import itself; docs/judges.md).
 
 Errors name the command-line argument behind each setting (``--in``, ``--oracle``, ...),
 because this job is what that command runs.
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,7 @@ from ..errors import UsageError, named, read_text_file
 from ..settings import setting
 from ..validators import existing_dir, output_dir, unit_interval
 from .filter import (
-    AttributeOracleScorer,
+    AttributeJudgeScorer,
     CLIPScorer,
     OptionScorer,
     VisionLanguageScorer,
@@ -59,10 +59,8 @@ __all__ = ["DEFAULT_VLM", "SCORERS", "FilterConfig", "FilterJobResult", "build_s
 #: native transformers checkpoint.
 DEFAULT_VLM = "OpenGVLab/InternVL3-8B-hf"
 SCORERS = ("vlm", "clip", "world-judge", "tiny-clip", "oracle")
-#: the ``"world-judge"`` scorer's attribute oracle: the shipped world judge (``curation``, a layer above, holds it)
-WORLD_JUDGE_ORACLE = "concept_grounding.curation.simulate:world_judge_oracle"
-#: An attribute oracle: N PIL images -> (N, 312) independent presence probabilities.
-Oracle = Callable[[Sequence[Any]], np.ndarray]
+#: An attribute judge: N PIL images -> (N, 312) independent presence probabilities.
+AttributeJudge = Callable[[Sequence[Any]], np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -76,9 +74,10 @@ class FilterConfig:
         vlm_model: Hub id or folder that ``AutoModelForImageTextToText`` loads (``"vlm"``).
         trust_remote_code: let ``vlm_model``'s repository run its own modelling code.
         clip_model, clip_pretrained: open_clip architecture and weights tag (``"clip"``).
-        oracle: ``'module:function'`` or a folder for ``oracle_loader`` (``"oracle"``).
+        oracle: ``'module:function'``, or a judge's name or folder for ``judge_loader`` (``"oracle"``).
         keep_fraction: fraction of the generated images kept per pairing, in (0, 1] (SUB: 0.1).
-        oracle_loader: folder -> :data:`Oracle` (e.g. ``models.loading.concept_probability_oracle``).
+        judge_loader: a judge's name or folder -> :data:`AttributeJudge`
+            (:func:`concept_grounding.judge.attribute_judge`; also the ``"world-judge"`` scorer's).
         check_groups: other attribute groups asked too; an image whose answer there is none of
             the reference class's ``class_values`` is not kept (``other_changed``; default none,
             the paper's filter; see :func:`~concept_grounding.tdg.filter.filter_records`).
@@ -98,12 +97,12 @@ class FilterConfig:
     clip_model: str = setting("ViT-B-32", "open_clip architecture (--scorer clip)")
     clip_pretrained: str = setting("openai", "open_clip weights tag (--scorer clip; 'random' for random weights on "
                                              "purpose)")
-    oracle: str | None = setting(None, "a concept model folder saved by `bench` (the world's attribute oracle), or "
-                                       "'module:function' mapping a list of PIL images to (N, 312) probabilities "
-                                       "(--scorer oracle; default: none)")
+    oracle: str | None = setting(None, "the attribute judge: a concept model folder saved by `bench`, a world judge "
+                                       "folder, a registered judge's name (world), or 'module:function' mapping a "
+                                       "list of PIL images to (N, 312) probabilities (--scorer oracle; default: none)")
     keep_fraction: float = setting(0.1, "fraction of the generated images kept per pairing, in (0, 1] (SUB: 0.1)",
                                    parse=unit_interval)
-    oracle_loader: Callable[[str], Oracle] | None = field(default=None, compare=False, repr=False)
+    judge_loader: Callable[[str], AttributeJudge] | None = field(default=None, compare=False, repr=False)
     check_groups: tuple[str, ...] = setting(
         (), "also ask these attribute groups (e.g. bill_color wing_color) and discard an image whose answer is none of "
             "the reference class's class-level values there (another attribute changed; default: none, the paper's "
@@ -181,20 +180,29 @@ def read_generated_records(src: Path) -> list[dict]:
     return records
 
 
+def _loaded_judge(config: FilterConfig, spec: str) -> OptionScorer:
+    if config.judge_loader is None:
+        raise ValueError(f"judge_loader: needed to load the judge {spec}")
+    return AttributeJudgeScorer(config.judge_loader(spec))
+
+
 def _oracle_scorer(config: FilterConfig) -> OptionScorer:
-    """The attribute-oracle scorer of ``config.oracle`` (a folder, or ``'module:function'``)."""
+    """The attribute-judge scorer of ``config.oracle`` (a saved folder, a judge's name, or ``'module:function'``)."""
     if config.oracle and Path(config.oracle).is_dir():
-        if config.oracle_loader is None:
-            raise ValueError(f"oracle_loader: needed to load the concept model folder {config.oracle}")
-        return AttributeOracleScorer(config.oracle_loader(config.oracle))
+        return _loaded_judge(config, config.oracle)
+    if config.oracle and ":" not in config.oracle and config.judge_loader is not None:
+        try:
+            return _loaded_judge(config, config.oracle)
+        except ValueError as err:
+            raise UsageError(str(err), argument=named("oracle")) from None
     if not config.oracle or ":" not in config.oracle:
-        raise UsageError("must be a saved concept model folder or 'module:function' with --scorer oracle, got "
-                         f"{config.oracle!r}", argument=named("oracle"))
+        raise UsageError("must be a saved concept model folder, a judge's name or 'module:function' with --scorer "
+                         f"oracle, got {config.oracle!r}", argument=named("oracle"))
     import importlib
 
     module, name = config.oracle.split(":", 1)
     try:
-        return AttributeOracleScorer(getattr(importlib.import_module(module), name))
+        return AttributeJudgeScorer(getattr(importlib.import_module(module), name))
     except (ImportError, AttributeError) as err:
         raise UsageError(f"cannot import {config.oracle!r}: {err}", argument=named("oracle")) from None
 
@@ -213,7 +221,7 @@ def build_scorer(config: FilterConfig) -> OptionScorer:
     if config.scorer == "oracle":
         return _oracle_scorer(config)
     if config.scorer == "world-judge":
-        return _oracle_scorer(replace(config, oracle=WORLD_JUDGE_ORACLE))
+        return _loaded_judge(config, "world")
     from ..hub import resolve_model_spec
 
     name = resolve_model_spec(config.vlm_model, "--vlm-model", family="hub").target  # before transformers: fail fast

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from concept_grounding.judge.composition import COMPOSITION_BAR, HEADS, composition_verdicts
+from concept_grounding.judge.composition import COMPOSITION_BAR, HEADS
 from concept_grounding.vocabulary import class_display_name
 from concept_grounding.world.composition import CompositionPrompt
 
@@ -79,7 +79,7 @@ def measure_compositions(pipe: Any, world: Any, judge: Any, validation: dict[str
     images = prompting_images(pipe, [r["prompt"] for r in recs], seeds, batch_size=batch, negative_prompt="",
                               output_type="np", **call_kwargs)
     arr = np.clip(np.rint(np.stack([np.asarray(im) for im in images]) * 255), 0, 255).astype(np.uint8)
-    probs = composition_verdicts(judge, arr)
+    probs = judge.probabilities(arr)
     ok_heads = {k for k, v in validation.items() if v >= COMPOSITION_BAR}
     categories: dict[str, Any] = {}
     for cat in dict.fromkeys(r["category"] for r in recs):

@@ -27,11 +27,11 @@ def cached_judge(world: Any, settings: WorldTDGSettings) -> Any:
     """The grounded :class:`WorldJudge` of ``world``, cached as a ``save_pretrained`` folder.
     (Trained on raw renders: variants trained with half their images through the world VAE
     or blurred were measured and read raw images worse without reading decoded ones better.)"""
-    from concept_grounding.judge import WorldJudge, judge_training_set, train_judge
+    from concept_grounding.judge import create_judge, judge_training_set, train_judge
 
     folder = judge_folder(world, settings)
     if (folder / "config.json").is_file():
-        return WorldJudge.from_pretrained(folder).eval()
+        return create_judge("world", path=folder)
     t0 = time.perf_counter()
     data = judge_training_set(world, settings.judge_per_class, seed=settings.seed)
     t1 = time.perf_counter()
@@ -65,10 +65,10 @@ def cached_clip(world: Any, settings: WorldTDGSettings) -> Any:
 
 def to_unit(images: Any) -> Any:
     """uint8 (N,H,W,3) array or list of PIL images -> float (N,3,H,W) in [0, 1]."""
-    import torch
+    from concept_grounding.judge.base import as_image_array
+    from concept_grounding.judge.base import to_unit as unit
 
-    arr = np.stack([np.asarray(im.convert("RGB")) if hasattr(im, "convert") else np.asarray(im) for im in images])
-    return torch.from_numpy(arr).permute(0, 3, 1, 2).float() / 255.0
+    return unit(as_image_array(images))
 
 
 def judge_cost(world: Any, settings: WorldTDGSettings) -> str:
@@ -92,7 +92,7 @@ def export_judge(judge: Any, validation: Any, results: dict, folder: Path, cost:
         "# World judge: species and attributes of the shipped world Flux's birds", "",
         "A `concept_grounding.judge.WorldJudge` (a small CNN: species head and one softmax per base attribute",
         "group) trained on typical renders, their exact counterfactual edits and deviation-rate-1 renders of",
-        f"the world `{results['world']}`. Load it with `concept_grounding.judge.load_world_judge()`.", "",
+        f"the world `{results['world']}`. Load it with `concept_grounding.judge.create_judge(\"world\")`.", "",
         f"Made by (deterministic for a given --threads: float sums differ across thread counts{cost}):", "",
         f"    {results['command']}", "",
         "## Validation on held-out exact edits and renders (raw, and after the world VAE's round trip)", "",

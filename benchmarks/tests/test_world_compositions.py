@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 
+from concept_grounding.judge.base import as_image_array, to_unit
 from concept_grounding.judge.composition import HEADS
 from concept_grounding.world import BirdWorld, WorldConfig
 from concept_grounding.world.composition import COUNT_WORDS, RELATIONS
@@ -32,6 +33,10 @@ class TruthJudge(torch.nn.Module):
                 onehot[n, self.truth[k][head]] = 1.0
             out[head] = onehot * 50
         return out
+
+    def probabilities(self, images):
+        """The judge protocol: head -> (N, values) softmax on uint8 (N, S, S, 3) images."""
+        return {k: v.softmax(-1).numpy() for k, v in self(to_unit(as_image_array(images))).items()}
 
 
 def fake_generator(world, truth, obey=True):

@@ -156,11 +156,6 @@ def train_composition_judge(data: CompositionSet, num_classes: int, epochs: int 
     return judge.eval().cpu()
 
 
-def composition_verdicts(judge: CompositionJudge, images: np.ndarray | Sequence) -> dict[str, np.ndarray]:
-    """:meth:`CompositionJudge.probabilities` (kept for ``experiments.world_compositions``; call the method)."""
-    return judge.probabilities(images)
-
-
 def validate_composition_judge(judge: CompositionJudge, data: CompositionSet) -> dict[str, float]:
     """Held-out accuracy of every head on ``data`` (exact truth)."""
     probs = judge.probabilities(data.images)

@@ -42,6 +42,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validation import as_array, as_labels, check_choice, check_probabilities, check_same_length
 
@@ -69,7 +70,7 @@ def expected_calibration_error(confidence: np.ndarray, correct: np.ndarray, n_bi
     return float(np.abs(gap).sum() / conf.size)
 
 
-def _oracle_view(probabilities: Any, labels: Any, mode: str, prefix: str) -> tuple[np.ndarray, ...]:
+def _oracle_view(probabilities: ArrayLike, labels: ArrayLike, mode: str, prefix: str) -> tuple[np.ndarray, ...]:
     """(target probability f, concept id, confidence, correct) per image."""
     p_name, y_name = f"{prefix}_probabilities", f"{prefix}_labels"
     if mode == "classifier":
@@ -85,10 +86,10 @@ def _oracle_view(probabilities: Any, labels: Any, mode: str, prefix: str) -> tup
 
 
 def concept_confidence_deviation(
-    generated_probabilities: Any,
-    generated_labels: Any,
-    real_probabilities: Any,
-    real_labels: Any,
+    generated_probabilities: ArrayLike,
+    generated_labels: ArrayLike,
+    real_probabilities: ArrayLike,
+    real_labels: ArrayLike,
     *,
     mode: str = "classifier",
     reduction: str = "per_concept",

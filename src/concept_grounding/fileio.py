@@ -20,13 +20,13 @@ import json
 import math
 import os
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-__all__ = ["write_parquet", "atomic_write_bytes", "atomic_write_lines", "encoded_image_bytes", "FORMAT_OF_SUFFIX", "markdown_table",
-           "jsonable", "write_json", "write_report"]
+__all__ = ["write_parquet", "atomic_write_bytes", "atomic_write_lines", "encoded_image_bytes", "FORMAT_OF_SUFFIX",
+           "markdown_table", "jsonable", "write_json", "write_report"]
 
 #: PIL format name by lower-case file suffix.
 FORMAT_OF_SUFFIX: dict[str, str] = {".jpg": "JPEG", ".jpeg": "JPEG", ".png": "PNG"}

@@ -374,8 +374,8 @@ def manifest(config: DataclassInstance) -> dict[str, Any]:
 
 def command_line(config: DataclassInstance) -> list[str]:
     """``--flag value`` of every setting of a config instance that has a value (``--flag none``
-    for ``None`` where the default is not; a switch only when it differs from its off state; ``nargs`` values joined by spaces), in
-    declaration order, then each nested config's)."""
+    for ``None`` where the default is not; a switch only when it differs from its off state; ``nargs``
+    values joined by spaces), in declaration order, then each nested config's)."""
     parts: list[str] = []
     for s in settings_of(config):
         value = getattr(config, s.name)

@@ -20,8 +20,8 @@ ValueError: scores contains NaN or inf
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import chain
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, Literal
 
 import numpy as np

@@ -58,7 +58,8 @@ def expected_calibration_error(confidence: np.ndarray, correct: np.ndarray, n_bi
     ``ECE = sum_b |B_b| / N * |acc(B_b) - conf(B_b)|``; bin ``b`` holds confidences in
     ``((b-1)/n_bins, b/n_bins]`` (a confidence of exactly 0 falls in the first bin).
 
-    >>> round(expected_calibration_error(np.array([0.9, 0.9, 0.6]), np.array([1, 0, 1])), 4)  # (|0.5 - 0.9| * 2 + |1 - 0.6|) / 3
+    >>> # (|0.5 - 0.9| * 2 + |1 - 0.6|) / 3
+    >>> round(expected_calibration_error(np.array([0.9, 0.9, 0.6]), np.array([1, 0, 1])), 4)
     0.4
     """
     if n_bins < 1:

@@ -95,7 +95,8 @@ def concept_part_table(
     vocab = vocabulary or load_vocabulary()
     if concept_names is not None:
         if len(concept_names) != num_concepts:
-            raise ValueError(f"concept_names must have {num_concepts} entries (one per concept), got {len(concept_names)}")
+            raise ValueError(f"concept_names must have {num_concepts} entries (one per concept), "
+                             f"got {len(concept_names)}")
         known = set(vocab.attributes)
         unknown = [n for n in concept_names if n not in known]
         if unknown:
@@ -139,7 +140,8 @@ def check_map_and_centres(concept_map: ArrayLike, part_xy: ArrayLike) -> tuple[n
     return as_array(concept_map, "concept_map", ndim=2), as_array(part_xy, "part_xy").reshape(-1, 2)
 
 
-def top_region(concept_map: ArrayLike, image_size: tuple[int, int], alpha: float, *, rtol: float = 1e-9) -> tuple[np.ndarray, np.ndarray]:
+def top_region(concept_map: ArrayLike, image_size: tuple[int, int], alpha: float, *,
+               rtol: float = 1e-9) -> tuple[np.ndarray, np.ndarray]:
     """The upsampled map ``(M1, M2)`` and its region ``Omega`` as a boolean mask, with the
     metric's tie rule (pixels within ``rtol * max|F|`` of the ``|Omega|``-th largest value
     are inside). Materialises the map: for plots, not for the metric's hot path.

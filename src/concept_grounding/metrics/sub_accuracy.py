@@ -302,14 +302,15 @@ def sub_accuracy(
         "chance_s_plus": _mean(plus_chance[used]),
         "chance_s_minus": _mean(minus_chance),
         "n_s_plus": int(used.sum()),
-        "n_s_minus": int(len(pair_img)),
+        "n_s_minus": len(pair_img),
         "skipped_target": int((~used).sum()),
         "skipped_removed": int(len(pair_names) - len(pair_img)),
         "breakdown": breakdown,
     }
 
 
-def concept_accuracy(probabilities: ArrayLike, concept_labels: ArrayLike, *, columns: Sequence[int] | None = None) -> float:
+def concept_accuracy(probabilities: ArrayLike, concept_labels: ArrayLike, *,
+                     columns: Sequence[int] | None = None) -> float:
     """Binary concept accuracy ``mean((P > 0.5) == label)`` over images and concepts
     (SUB Table 1's CUB columns: all 112 concepts, or ``columns`` = the SUB subset).
 

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     #: a config dataclass or one of its instances
     ConfigLike = type[DataclassInstance] | DataclassInstance
 
-C = TypeVar("C", bound="DataclassInstance")
+ConfigT = TypeVar("ConfigT", bound="DataclassInstance")
 
 __all__ = ["Setting", "Nested", "setting", "nested", "settings_of", "default", "add_arguments", "add_option",
            "check_unique", "from_args", "flags", "flag", "manifest", "command_line", "tuple_or_none"]
@@ -332,7 +332,7 @@ def _deprecated_switch(alias: str, flag: str, value: Any) -> type[argparse.Actio
     return DeprecatedSwitch
 
 
-def from_args(config: type[C], args: argparse.Namespace, **given: Any) -> C:
+def from_args(config: type[ConfigT], args: argparse.Namespace, **given: Any) -> ConfigT:
     """``config(**values)`` from the parsed ``args`` of :func:`add_arguments`; ``given``
     supplies (or overrides) fields the command computes itself. A :func:`nested` config is built
     from the same ``args`` (then with its ``given(outer)`` fields, on the outer config built)."""

@@ -1,4 +1,5 @@
-# Two commands: `make demo` and `make test`. Both create .venv on first use.
+# `make demo`; `make test` (every test), `make test-fast` (not slow, not browser) and `make lint` (ruff, mypy,
+# import-linter): the tiers of docs/guide/development.md. Each creates .venv on first use.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -6,7 +7,7 @@ PIP    := $(BIN)/pip --disable-pip-version-check
 REPORT ?= reports/demo
 PYTEST_ARGS ?= -n 2
 
-.PHONY: demo test dist venv venv-dev clean
+.PHONY: demo test test-fast lint dist venv venv-dev clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +31,17 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The quick tier while editing: every test but the `slow` and `browser` ones.
+test-fast: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest $(PYTEST_ARGS) -m "not slow and not browser"
+
+# Lint, formatting, types and the layer contracts ([tool.ruff], [tool.mypy], [tool.importlinter] in pyproject.toml).
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # The release files: wheel + sdist in dist/, checked as PyPI would.
 dist: $(VENV)/.installed-dev

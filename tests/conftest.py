@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -20,47 +19,10 @@ import pytest
 
 # The processes the tests start (the wheel's fresh venv running the README's demo and publish,
 # the Space server, CLI runs) get one torch / BLAS thread, like the xdist workers themselves
-# (root conftest.py). With 2 workers on 2 cores their default, a thread per core, oversubscribes
-# the CPU and OpenMP's spin-waiting burns the difference: test_wheel took 117-122 s of CPU with
-# the default and 44-50 s with one thread (same machine, serial). A value set by the caller wins.
+# (root conftest.py): with one worker per core, a thread per core oversubscribes the CPU and
+# OpenMP's spin-waiting burns the difference. A value set by the caller wins.
 for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ.setdefault(_name, "1")
-
-# ---- run order: the longest modules first, so that both xdist workers finish together
-
-#: Test modules taking 2 s or more, longest first (seconds inside a ``make test`` run with
-#: 2 workers on the 2-core dev machine, Nov 2026). pyproject's ``--dist loadfile
-#: --no-loadscope-reorder`` hands whole modules (module fixtures built once) to whichever
-#: worker is free, in collection order; with the long ones first, a late 48 s module cannot
-#: leave the other worker idle. Every other module keeps its place after these. Only the
-#: order changes, never the set.
-LONGEST_FIRST = (
-    "test_tdg_acceleration.py",  # 58 s, ~130 s with a cold inductor cache: torch.compile (slow), every diffusers cache
-    "test_wheel.py",           # 48 s: build, install, demo --quick and publish in a fresh venv
-    "test_space_app.py",       # 29 s: the Space in a subprocess, gradio_client and Chromium
-    "test_bench.py",           # 12 s
-    "test_byom_distributed.py",  # 9 s: torch.distributed.run with 2 processes
-    "test_byom_backbones.py",  # 8 s
-    "test_byom_sub.py",        # 7 s
-    "test_demo.py",            # 7 s
-    "test_cli_hub.py",         # 6 s: one test waits out the 4 s Hub deadline
-    "test_cli_fuzz.py",        # 5 s: 129 rows, four in real processes
-    "test_cci_commands.py",    # 5 s
-    "test_byom_analyse.py",    # 4 s
-    "test_space_tabs.py",      # 3 s
-    "test_models_cbm.py",      # 3 s
-    "test_world_flux.py",      # 3 s
-    "test_publish.py",         # 2 s
-    "test_loaders_cub.py",     # 2 s
-)
-
-
-def pytest_collection_modifyitems(config, items):
-    """Moves the modules of :data:`LONGEST_FIRST` to the front, in that order (a stable sort:
-    tests keep their order inside a module and every other module its place after them)."""
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    tests = Path(__file__).parent
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)) if tests in item.path.parents else len(rank))
 
 
 @pytest.fixture(scope="session")

@@ -9,13 +9,9 @@
 * **No import cycle between modules**: no direct import ``a -> b`` for which ``b`` reaches
   ``a`` back (grimp's import graph, as import-linter builds it; the implicit import of a
   parent package is not an edge).
-* **No private reach across modules** (read with ``ast``; import-linter has no such
-  contract): a module neither imports a private name (``from x import _y``,
-  ``import x._y``) from another project module nor reads one through a module it
-  imported (``x._y`` where ``x`` is bound by an import to a project module). Dunder names
-  are not private. A private *module* (``pkg/_helpers.py``) may be imported by the modules
-  of its own package ``pkg`` (that is what the underscore says), not from outside it.
-  Reaches into third-party libraries are out of scope here.
+* **No private reach across modules**: ruff's ``SLF001`` (a private member read through another
+  object or module) and ``PLC2701`` (a private name imported from another package), configured
+  in ``pyproject.toml`` (``[tool.ruff.lint]``) and run by ``make lint``.
 """
 
 from __future__ import annotations
@@ -39,80 +35,6 @@ else:  # pragma: no cover
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
 PACKAGE = "concept_grounding"
-
-
-def module_files(root: Path = SRC / PACKAGE) -> dict[str, Path]:
-    """Dotted module name -> file, for every ``.py`` file of the package."""
-    out = {}
-    for path in sorted(root.rglob("*.py")):
-        parts = list(path.relative_to(root.parent).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        out[".".join(parts)] = path
-    return out
-
-
-def _resolve(module: str, is_package: bool, level: int, target: str | None) -> str:
-    """Absolute name of a (possibly relative) import target seen from ``module``."""
-    if level == 0:
-        return target or ""
-    base = module.split(".")
-    if not is_package:
-        base = base[:-1]
-    if level > 1:
-        base = base[: len(base) - (level - 1)]
-    return ".".join(base + ([target] if target else []))
-
-
-def _is_private(name: str) -> bool:
-    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
-
-
-def _private_parts(module: str, target: str) -> set[tuple[str, str]]:
-    """Private components of the dotted ``target`` that ``module`` may not reach: a private
-    ``pkg._x`` is open to the modules inside ``pkg`` only."""
-    parts = target.split(".")
-    out = set()
-    for i, part in enumerate(parts[1:], start=1):
-        owner = ".".join(parts[:i])
-        if _is_private(part) and not module.startswith(owner + "."):
-            out.add((module, f"{owner}:{part}"))
-    return out
-
-
-def private_reaches(files: dict[str, Path]) -> set[tuple[str, str]]:
-    """``(module, "target:name")`` for every private name a module takes from another."""
-    names = set(files)
-    found = set()
-    for module, path in files.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        is_package = path.name == "__init__.py"
-        bound: dict[str, str] = {}  # local name -> project module it is bound to
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    if alias.name.split(".")[0] != PACKAGE:
-                        continue
-                    found |= _private_parts(module, alias.name)
-                    if alias.asname:
-                        bound[alias.asname] = alias.name
-            elif isinstance(node, ast.ImportFrom):
-                base = _resolve(module, is_package, node.level, node.module)
-                if base.split(".")[0] != PACKAGE:
-                    continue
-                found |= _private_parts(module, base)
-                for alias in node.names:
-                    sub = f"{base}.{alias.name}"
-                    if _is_private(alias.name) and sub != module:
-                        found.add((module, f"{base}:{alias.name}"))
-                    if sub in names:
-                        bound[alias.asname or alias.name] = sub
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and _is_private(node.attr):
-                target = bound.get(node.value.id)
-                if target is not None and target != module:
-                    found.add((module, f"{target}:{node.attr}"))
-    return found
 
 
 def lint_imports(src: Path) -> subprocess.CompletedProcess:
@@ -148,11 +70,6 @@ def test_import_contracts_are_kept():
 
 def test_no_import_cycle():
     assert module_cycles(PACKAGE) == [], f"import cycles in src/{PACKAGE}"
-
-
-def test_no_private_name_crosses_modules():
-    found = private_reaches(module_files())
-    assert sorted(found) == [], f"private names reached across modules (promote them to public names): {sorted(found)}"
 
 
 # ----------------------------------------------------------------------------- the checkers themselves
@@ -199,34 +116,6 @@ def test_cycle_checker_sees_function_level_and_type_checking_cycles(tmp_path, mo
                                             ("cycle_probe.a.z", "cycle_probe.a.x")]
     (root / "a/z.py").write_text("")
     assert module_cycles("cycle_probe") == []
-
-
-def _tmp_package(tmp_path: Path, files: dict[str, str]) -> Path:
-    root = tmp_path / PACKAGE
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return root
-
-
-def test_checker_sees_private_imports_and_attribute_reaches(tmp_path):
-    root = _tmp_package(tmp_path, {
-        "__init__.py": "",
-        "m.py": "_hidden = 1\nclass K:\n    _slot = 2\ndef __getattr__(n):\n    return n\n",
-        "a.py": "from .m import _hidden\n",
-        "b.py": "def f():\n    from . import m\n    return m._hidden\n",
-        "c.py": "import concept_grounding.m as mm\nx = mm.K()._slot\ny = mm.__getattr__\n",
-        "d.py": "from .m import K\nclass L:\n    _own = 1\n    def g(self):\n        return self._own, K._slot\n",
-        "e.py": "import numpy as np\nx = np._NoValue\n",
-        "pkg/__init__.py": "",
-        "pkg/_util.py": "def helper():\n    pass\n",
-        "pkg/user.py": "from ._util import helper\n",
-        "outsider.py": "from .pkg._util import helper\n",
-    })
-    found = private_reaches(module_files(root))
-    p = PACKAGE
-    assert found == {(f"{p}.a", f"{p}.m:_hidden"), (f"{p}.b", f"{p}.m:_hidden"), (f"{p}.outsider", f"{p}.pkg:_util")}
 
 
 # ---------------------------------------------------------------------------- lazy loading

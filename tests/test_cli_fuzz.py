@@ -283,6 +283,7 @@ def test_bad_invocation_is_a_one_line_error(index, paths, capsys):
     assert expected.format(**paths) in errors[0], err
 
 
+@pytest.mark.slow  # a fresh interpreter per row
 @pytest.mark.parametrize("index", SUBPROCESS_CASES)
 def test_bad_invocation_in_a_real_process(index, paths, tmp_path):
     row, expected = CASES[index]

@@ -30,12 +30,14 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
-__all__ = ["UsageError", "ModelUnavailableError", "user_message", "raised_by_this_package", "internal_summary", "read_text_file", "suggest",
+__all__ = ["UsageError", "ModelUnavailableError", "user_message", "raised_by_this_package", "internal_summary",
+           "read_text_file", "suggest",
            "option", "options_as_flags"]
 
-_FLAGS: ContextVar[Mapping[str, str]] = ContextVar("concept_grounding_flags", default={})
+_FLAGS: ContextVar[Mapping[str, str]] = ContextVar("concept_grounding_flags", default=MappingProxyType({}))
 _NO_VALUE = object()
 
 
@@ -215,7 +217,8 @@ def user_message(exc: BaseException, target: str | os.PathLike[str] | None = Non
         return _one_line(f"a file is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8 "
                          "(rerun with --debug to see where it was read)")
     if isinstance(exc, ModuleNotFoundError) and exc.name and not exc.name.startswith("concept_grounding"):
-        return f"this needs the optional package {exc.name!r}, which is not installed: pip install {exc.name.split('.')[0]}"
+        return (f"this needs the optional package {exc.name!r}, which is not installed: "
+                f"pip install {exc.name.split('.')[0]}")
     if type(exc).__name__ == "OutOfMemoryError" or isinstance(exc, MemoryError):
         return _one_line(f"out of memory ({exc}); lower --batch-size or the image size")
     written = _write_failure(exc, None if target is None else str(target))

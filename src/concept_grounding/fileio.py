@@ -20,13 +20,13 @@ import json
 import math
 import os
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-__all__ = ["write_parquet", "atomic_write_bytes", "atomic_write_lines", "encoded_image_bytes", "FORMAT_OF_SUFFIX", "markdown_table",
-           "jsonable", "write_json", "write_report"]
+__all__ = ["write_parquet", "atomic_write_bytes", "atomic_write_lines", "encoded_image_bytes", "FORMAT_OF_SUFFIX",
+           "markdown_table", "jsonable", "write_json", "write_report"]
 
 #: PIL format name by lower-case file suffix.
 FORMAT_OF_SUFFIX: dict[str, str] = {".jpg": "JPEG", ".jpeg": "JPEG", ".png": "PNG"}
@@ -79,7 +79,7 @@ def atomic_write_lines(path: Path, lines: list[str]) -> None:
     atomic_write_bytes(path, ("\n".join(lines) + "\n").encode("utf-8"))
 
 
-def encoded_image_bytes(raw: dict | None, target_format: str) -> bytes | None:
+def encoded_image_bytes(raw: Mapping[str, Any] | None, target_format: str) -> bytes | None:
     """The bytes of a ``datasets.Image(decode=False)`` value in ``target_format``.
 
     Bytes already in that format are returned unchanged (byte-identical files); others
@@ -99,10 +99,9 @@ def encoded_image_bytes(raw: dict | None, target_format: str) -> bytes | None:
         if im.format == target_format:
             return data
         im.load()
-        if target_format == "JPEG" and im.mode not in ("RGB", "L"):
-            im = im.convert("RGB")
+        out: Image.Image = im.convert("RGB") if target_format == "JPEG" and im.mode not in ("RGB", "L") else im
         buf = io.BytesIO()
-        im.save(buf, format=target_format, **({"quality": 95} if target_format == "JPEG" else {}))
+        out.save(buf, format=target_format, **({"quality": 95} if target_format == "JPEG" else {}))
         return buf.getvalue()
 
 

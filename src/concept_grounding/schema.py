@@ -47,7 +47,7 @@ SUB_COLUMNS: dict[str, str] = {
 }
 
 
-def cub_features(class_names: list[str] | tuple[str, ...], vocab: Vocabulary | None = None) -> "datasets.Features":
+def cub_features(class_names: list[str] | tuple[str, ...], vocab: Vocabulary | None = None) -> datasets.Features:
     """``datasets.Features`` of a CUB-layout split (see the module docstring)."""
     import datasets
 
@@ -72,7 +72,7 @@ def cub_features(class_names: list[str] | tuple[str, ...], vocab: Vocabulary | N
     )
 
 
-def sub_features() -> "datasets.Features":
+def sub_features() -> datasets.Features:
     """``datasets.Features`` of a SUB-schema set (see :data:`SUB_COLUMNS`)."""
     import datasets
 

@@ -46,7 +46,17 @@ import argparse
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+    #: a config dataclass (the class)
+    ConfigClass = type[DataclassInstance]
+    #: a config dataclass or one of its instances
+    ConfigLike = type[DataclassInstance] | DataclassInstance
+
+ConfigT = TypeVar("ConfigT", bound="DataclassInstance")
 
 __all__ = ["Setting", "Nested", "setting", "nested", "settings_of", "default", "add_arguments", "add_option",
            "check_unique", "from_args", "flags", "flag", "manifest", "command_line", "tuple_or_none"]
@@ -110,7 +120,7 @@ class Nested:
         name: the field's name (filled in by :func:`_nested_of`).
     """
 
-    config: type
+    config: ConfigClass
     given: Callable[[Any], Mapping[str, Any]] | None = None
     name: str = ""
 
@@ -138,7 +148,7 @@ def setting(default: Any = _REQUIRED, help: str = "", *, default_factory: Callab
     return dataclasses.field(default=default, metadata=metadata)
 
 
-def nested(config: type, *, given: Callable[[Any], Mapping[str, Any]] | None = None) -> Any:
+def nested(config: ConfigClass, *, given: Callable[[Any], Mapping[str, Any]] | None = None) -> Any:
     """A dataclass field holding one ``config`` (a settings dataclass whose every setting has a
     default): its settings are the outer config's flags too, and :func:`from_args` builds it from
     them, then with ``given(outer)`` for the fields the outer config decides. Returns a
@@ -161,20 +171,20 @@ def nested(config: type, *, given: Callable[[Any], Mapping[str, Any]] | None = N
     return dataclasses.field(default_factory=config, metadata={NESTED_KEY: Nested(config, given)})
 
 
-def settings_of(config: type | object) -> tuple[Setting, ...]:
+def settings_of(config: ConfigLike) -> tuple[Setting, ...]:
     """The declared settings of a config class (or instance), in field order, each named (not
     those of its :func:`nested` configs: :func:`flags` lists every flag)."""
     return tuple(dataclasses.replace(f.metadata[METADATA_KEY], name=f.name)
                  for f in dataclasses.fields(config) if METADATA_KEY in f.metadata)
 
 
-def _nested_of(config: type | object) -> tuple[Nested, ...]:
+def _nested_of(config: ConfigLike) -> tuple[Nested, ...]:
     """The :func:`nested` fields of a config class (or instance), in field order, each named."""
     return tuple(dataclasses.replace(f.metadata[NESTED_KEY], name=f.name)
                  for f in dataclasses.fields(config) if NESTED_KEY in f.metadata)
 
 
-def _leaves(config: type) -> list[tuple[type, Setting]]:
+def _leaves(config: ConfigLike) -> list[tuple[ConfigClass, Setting]]:
     """``(owner class, setting)`` of every setting of ``config`` and of its nested configs, depth first
     in field order."""
     cls = config if isinstance(config, type) else type(config)
@@ -184,7 +194,7 @@ def _leaves(config: type) -> list[tuple[type, Setting]]:
     return found
 
 
-def _values(config: object) -> dict[str, Any]:
+def _values(config: DataclassInstance) -> dict[str, Any]:
     """Setting name -> value of a config instance and of its nested configs."""
     values = {s.name: getattr(config, s.name) for s in settings_of(config)}
     for n in _nested_of(config):
@@ -192,7 +202,7 @@ def _values(config: object) -> dict[str, Any]:
     return values
 
 
-def check_unique(config: type) -> None:
+def check_unique(config: ConfigClass) -> None:
     """Refuse a config whose settings (its own and its nested configs') share a flag, an old
     spelling or a destination: each must name one field.
 
@@ -210,7 +220,7 @@ def check_unique(config: type) -> None:
             seen[key] = field
 
 
-def default(config: type | object, name: str) -> Any:
+def default(config: ConfigLike, name: str) -> Any:
     """The declared default of one setting, for a control that shows it (the Space's sliders
     and fields start where the command's flags do).
 
@@ -230,7 +240,7 @@ def default(config: type | object, name: str) -> Any:
     return value
 
 
-def _default(config: type, name: str) -> Any:
+def _default(config: ConfigClass, name: str) -> Any:
     field = next(f for f in dataclasses.fields(config) if f.name == name)
     if field.default is not dataclasses.MISSING:
         return field.default
@@ -239,8 +249,8 @@ def _default(config: type, name: str) -> Any:
     return _REQUIRED
 
 
-def add_arguments(parser: argparse.ArgumentParser, config: type, *, exclude: Iterable[str] = (),
-                  defaults: Mapping[str, Any] | object | None = None) -> None:
+def add_arguments(parser: argparse.ArgumentParser, config: ConfigClass, *, exclude: Iterable[str] = (),
+                  defaults: Mapping[str, Any] | DataclassInstance | None = None) -> None:
     """Add one argument per declared setting of ``config`` (and of its :func:`nested` configs) to
     ``parser``, after :func:`check_unique`.
 
@@ -322,7 +332,7 @@ def _deprecated_switch(alias: str, flag: str, value: Any) -> type[argparse.Actio
     return DeprecatedSwitch
 
 
-def from_args(config: type, args: argparse.Namespace, **given: Any) -> Any:
+def from_args(config: type[ConfigT], args: argparse.Namespace, **given: Any) -> ConfigT:
     """``config(**values)`` from the parsed ``args`` of :func:`add_arguments`; ``given``
     supplies (or overrides) fields the command computes itself. A :func:`nested` config is built
     from the same ``args`` (then with its ``given(outer)`` fields, on the outer config built)."""
@@ -339,12 +349,12 @@ def from_args(config: type, args: argparse.Namespace, **given: Any) -> Any:
     return dataclasses.replace(built, **decided) if decided else built
 
 
-def flags(config: type | object) -> dict[str, str]:
+def flags(config: ConfigLike) -> dict[str, str]:
     """Field name -> flag (nested configs' too), for :func:`concept_grounding.errors.options_as_flags`."""
     return {s.name: s.option for _, s in _leaves(config)}
 
 
-def flag(config: type | object, name: str) -> str:
+def flag(config: ConfigLike, name: str) -> str:
     """The flag of one setting (``flag(WorldExportConfig, "per_pairing") == "--per-pairing"``).
 
     Raises:
@@ -353,7 +363,7 @@ def flag(config: type | object, name: str) -> str:
     return flags(config)[name]
 
 
-def manifest(config: object) -> dict[str, Any]:
+def manifest(config: DataclassInstance) -> dict[str, Any]:
     """Manifest key -> value of every recorded setting of a config instance (a nested config's
     settings as keys of their own, as if declared by the outer config)."""
     recorded = {s.manifest_key or s.name: getattr(config, s.name) for s in settings_of(config) if s.manifest_key != ""}
@@ -362,10 +372,10 @@ def manifest(config: object) -> dict[str, Any]:
     return recorded
 
 
-def command_line(config: object) -> list[str]:
+def command_line(config: DataclassInstance) -> list[str]:
     """``--flag value`` of every setting of a config instance that has a value (``--flag none``
-    for ``None`` where the default is not; a switch only when it differs from its off state; ``nargs`` values joined by spaces), in
-    declaration order, then each nested config's)."""
+    for ``None`` where the default is not; a switch only when it differs from its off state; ``nargs``
+    values joined by spaces), in declaration order, then each nested config's)."""
     parts: list[str] = []
     for s in settings_of(config):
         value = getattr(config, s.name)

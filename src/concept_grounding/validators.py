@@ -80,13 +80,18 @@ nonnegative_int = int_at_least(0)
 nonnegative_int.__name__ = "nonnegative_int"
 
 
+def _bound(value: float) -> str:
+    """An interval end as the error message writes it: ``0.5``, ``-inf`` or ``inf``."""
+    return f"{value:g}" if math.isfinite(value) else ("-inf" if value < 0 else "inf")
+
+
 def float_range(low: float = -math.inf, high: float = math.inf, *, low_open: bool = False,
                 high_open: bool = False) -> Callable[[str], float]:
     """Finite floats in the interval from ``low`` to ``high`` (open ends as asked); NaN and inf are refused."""
     left = "(" if low_open or low == -math.inf else "["
     right = ")" if high_open or high == math.inf else "]"
-    fmt = lambda v: f"{v:g}" if math.isfinite(v) else ("-inf" if v < 0 else "inf")  # noqa: E731
-    what = "a finite number" if (low, high) == (-math.inf, math.inf) else f"a number in {left}{fmt(low)}, {fmt(high)}{right}"
+    what = ("a finite number" if (low, high) == (-math.inf, math.inf)
+            else f"a number in {left}{_bound(low)}, {_bound(high)}{right}")
 
     def parse(text: str) -> float:
         try:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from functools import cache, cached_property
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 __all__ = ["Vocabulary", "load_vocabulary", "split_attribute", "attribute_phrase"]
 
@@ -180,7 +181,7 @@ def class_display_name(folder: str) -> str:
     return folder.split(".", 1)[-1].replace("_", " ")
 
 
-def _from_json(data: dict) -> Vocabulary:
+def _from_json(data: dict[str, Any]) -> Vocabulary:
     return Vocabulary(
         attributes=tuple(data["attributes"]),
         parts=tuple(data["parts"]),

@@ -2,9 +2,12 @@
 
 import json
 
+import pytest
+
 from concept_grounding.cli import main
 
 
+@pytest.mark.slow  # every stage of the demo, at quick settings
 def test_quick_demo_writes_every_stage_and_resumes(tmp_path):
     out = tmp_path / "demo"
     assert main(["demo", "--quick", "--out", str(out)]) == 0

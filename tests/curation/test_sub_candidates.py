@@ -187,6 +187,7 @@ def labels(images):
 '''
 
 
+@pytest.mark.slow  # candidates, then generate and filter on the tiny Flux
 def test_candidates_run_end_to_end_into_generate_and_filter(tmp_path, monkeypatch, capsys):
     """classes (a classifier that reads the species perfectly keeps all 33), attributes (an
     oracle of the exact labels keeps every assessable one), plan -> generate -> filter."""

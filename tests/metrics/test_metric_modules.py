@@ -249,6 +249,7 @@ def test_the_metric_space_gradio_pin_is_the_tested_gradio():
     assert METRIC_SPACE_GRADIO == gradio.__version__
 
 
+@pytest.mark.slow  # a Gradio server in a subprocess per metric
 @pytest.mark.parametrize("name", METRICS)
 def test_the_published_metric_space_starts_from_a_folder_named_app_and_computes_its_example(name, tmp_path):
     """Issue 31.15: on a Space the app runs from a folder named ``app``, where

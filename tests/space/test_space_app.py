@@ -25,6 +25,8 @@ from PIL import Image
 
 from concept_grounding.testing.serving import free_port, http_request
 
+pytestmark = pytest.mark.slow  # each module fixture starts the Space in a subprocess
+
 CHROMIUM = "/usr/bin/chromium"
 #: Issue 31.8: the first use of every tab answers within this many seconds on this CPU (the browser test).
 FIRST_USE_SECONDS = 10.0

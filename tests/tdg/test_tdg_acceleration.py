@@ -81,6 +81,7 @@ def _step_before_issue_25(scheduler, schedule, granularity="element"):
     return tied, record
 
 
+@pytest.mark.slow  # three full generations per case, each compared bit for bit
 @pytest.mark.parametrize(("model", "granularity"), [("world", "element"), ("tiny", "element"), ("tiny", "token")])
 def test_overhead_work_leaves_every_image_bit_identical(model, granularity, world, tiny_flux, monkeypatch):
     pipe = world if model == "world" else tiny_flux
@@ -117,6 +118,7 @@ def plain(world):
     return _pair(world, seed=1)[0]
 
 
+@pytest.mark.slow  # two cached generations per diffusers cache
 @pytest.mark.parametrize("name", list(ACTING))
 def test_cache_is_deterministic_and_sees_the_tied_latents_at_every_step(world, plain, name):
     with accelerated(world, Acceleration(TransformerCache.parse(ACTING[name])), STEPS):

@@ -20,8 +20,8 @@ ValueError: scores contains NaN or inf
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import chain
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, Literal
 
 import numpy as np
@@ -146,7 +146,7 @@ def check_probabilities(arr: np.ndarray, name: str) -> np.ndarray:
     return arr
 
 
-def check_same_length(**arrays: np.ndarray | Sequence) -> int:
+def check_same_length(**arrays: np.ndarray | Sequence[Any]) -> int:
     """Raise unless all arguments have the same first dimension; return it.
 
     >>> check_same_length(predictions=[1, 2], references=[1])
@@ -259,7 +259,7 @@ class InputField:
     row_ndim: int = 0
     dtype: str = "float64"
 
-    def check(self, column: Any, name: str) -> np.ndarray | list:
+    def check(self, column: Any, name: str) -> np.ndarray | list[str] | list[list[str]]:
         """``column`` (one row per image) converted as the plain functions convert it:
         an int64 / float / bool array, or a list of names. Raises ``ValueError`` naming
         ``name`` when it is not valid."""
@@ -290,7 +290,8 @@ class InputField:
         return feature
 
 
-def check_columns(columns: Mapping[str, Any], fields: Mapping[str, InputField]) -> dict[str, np.ndarray | list]:
+def check_columns(columns: Mapping[str, Any], fields: Mapping[str, InputField]
+                  ) -> dict[str, np.ndarray | list[str] | list[list[str]]]:
     """Check a batch of module inputs against ``fields``; return the converted columns.
 
     Every field must be given, nothing else may be, each column must pass its

@@ -42,6 +42,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validation import as_array, as_labels, check_choice, check_probabilities, check_same_length
 
@@ -57,7 +58,8 @@ def expected_calibration_error(confidence: np.ndarray, correct: np.ndarray, n_bi
     ``ECE = sum_b |B_b| / N * |acc(B_b) - conf(B_b)|``; bin ``b`` holds confidences in
     ``((b-1)/n_bins, b/n_bins]`` (a confidence of exactly 0 falls in the first bin).
 
-    >>> round(expected_calibration_error(np.array([0.9, 0.9, 0.6]), np.array([1, 0, 1])), 4)  # (|0.5 - 0.9| * 2 + |1 - 0.6|) / 3
+    >>> # (|0.5 - 0.9| * 2 + |1 - 0.6|) / 3
+    >>> round(expected_calibration_error(np.array([0.9, 0.9, 0.6]), np.array([1, 0, 1])), 4)
     0.4
     """
     if n_bins < 1:
@@ -69,7 +71,7 @@ def expected_calibration_error(confidence: np.ndarray, correct: np.ndarray, n_bi
     return float(np.abs(gap).sum() / conf.size)
 
 
-def _oracle_view(probabilities: Any, labels: Any, mode: str, prefix: str) -> tuple[np.ndarray, ...]:
+def _oracle_view(probabilities: ArrayLike, labels: ArrayLike, mode: str, prefix: str) -> tuple[np.ndarray, ...]:
     """(target probability f, concept id, confidence, correct) per image."""
     p_name, y_name = f"{prefix}_probabilities", f"{prefix}_labels"
     if mode == "classifier":
@@ -85,10 +87,10 @@ def _oracle_view(probabilities: Any, labels: Any, mode: str, prefix: str) -> tup
 
 
 def concept_confidence_deviation(
-    generated_probabilities: Any,
-    generated_labels: Any,
-    real_probabilities: Any,
-    real_labels: Any,
+    generated_probabilities: ArrayLike,
+    generated_labels: ArrayLike,
+    real_probabilities: ArrayLike,
+    real_labels: ArrayLike,
     *,
     mode: str = "classifier",
     reduction: str = "per_concept",

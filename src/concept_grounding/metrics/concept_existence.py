@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validation import as_array, as_labels, as_mask, check_choice, check_positive_ints, check_same_length
 
@@ -36,7 +37,8 @@ __all__ = ["concept_existence", "local_importance", "rank_concepts"]
 RANKINGS = ("theta_u", "theta", "u")
 
 
-def local_importance(theta: np.ndarray, concept_scores: np.ndarray, predictions: np.ndarray, ranking: str = "theta_u") -> np.ndarray:
+def local_importance(theta: np.ndarray, concept_scores: np.ndarray, predictions: np.ndarray,
+                     ranking: str = "theta_u") -> np.ndarray:
     """``(N, L)`` importance of each concept for each image's predicted class.
 
     ``theta_u``: ``theta[j, k_i] * u[i, j]``; ``theta``: ``theta[j, k_i]``; ``u``: ``u[i, j]``.
@@ -44,7 +46,7 @@ def local_importance(theta: np.ndarray, concept_scores: np.ndarray, predictions:
     check_choice(ranking, "ranking", RANKINGS)
     if ranking == "u":
         return concept_scores
-    weights = np.ascontiguousarray(theta.T)[predictions]
+    weights = np.take(np.ascontiguousarray(theta.T), predictions, axis=0)
     return weights * concept_scores if ranking == "theta_u" else weights
 
 
@@ -76,7 +78,8 @@ def rank_concepts(importance: np.ndarray, top: int, *, by_magnitude: bool = Fals
     return np.take_along_axis(cols, order, axis=1)
 
 
-def check_ranking_inputs(theta: Any, concept_scores: Any, predictions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def check_ranking_inputs(theta: ArrayLike, concept_scores: ArrayLike,
+                         predictions: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``theta`` ``(L, K)``, ``concept_scores`` ``(N, L)`` float64 and ``predictions`` ``(N,)``
     class ids in ``[0, K)``, checked against each other (``ValueError`` naming the argument)."""
     th = as_array(theta, "theta", ndim=2)
@@ -89,11 +92,11 @@ def check_ranking_inputs(theta: Any, concept_scores: Any, predictions: Any) -> t
 
 
 def concept_existence(
-    theta: Any,
-    concept_scores: Any,
-    predictions: Any,
-    concept_labels: Any,
-    references: Any | None = None,
+    theta: ArrayLike,
+    concept_scores: ArrayLike,
+    predictions: ArrayLike,
+    concept_labels: ArrayLike,
+    references: ArrayLike | None = None,
     *,
     top_l: tuple[int, ...] = (1, 3, 5),
     ranking: str = "theta_u",

@@ -120,9 +120,11 @@ def _type3_matrix(theta: np.ndarray, u_star: np.ndarray, out: np.ndarray) -> np.
     scale-free, so the scores are the same. Entries still below ~1e-308 of the peak count as 0."""
     peaks = [_peak(theta), _peak(u_star)]
     if 1e-100 <= peaks[0] * peaks[1] <= 1e100:
-        return np.multiply(theta, u_star, out=out)
-    a, b = (m / peak if peak > 0 else m for m, peak in zip((theta, u_star), peaks))
-    return np.multiply(a, b, out=out)
+        a, b = theta, u_star
+    else:
+        a, b = (m / peak if peak > 0 else m for m, peak in zip((theta, u_star), peaks))
+    product: np.ndarray = np.multiply(a, b, out=out)
+    return product
 
 
 def _peak(m: np.ndarray) -> float:
@@ -130,7 +132,8 @@ def _peak(m: np.ndarray) -> float:
     return float(np.fmax.reduce(np.abs(m), axis=None, initial=0.0))
 
 
-def class_mean_concepts(concept_scores: np.ndarray, predictions: np.ndarray, references: np.ndarray, num_classes: int) -> np.ndarray:
+def class_mean_concepts(concept_scores: np.ndarray, predictions: np.ndarray, references: np.ndarray,
+                        num_classes: int) -> np.ndarray:
     """``U*`` of Eq. 4: ``(L, K)`` mean concept vector of the correctly classified images
     of each class; NaN columns for classes with none.
 
@@ -147,7 +150,7 @@ def class_mean_concepts(concept_scores: np.ndarray, predictions: np.ndarray, ref
     with np.errstate(invalid="ignore", divide="ignore"):
         means = sums / counts[:, None]
     means[counts == 0] = np.nan
-    return means.T
+    return np.transpose(means)
 
 
 def score_histograms(scores: list[np.ndarray]) -> np.ndarray:

@@ -55,6 +55,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..vocabulary import Vocabulary, load_vocabulary
 from ._validation import as_array, as_labels, as_mask, check_positive_ints, check_same_length
@@ -94,7 +95,8 @@ def concept_part_table(
     vocab = vocabulary or load_vocabulary()
     if concept_names is not None:
         if len(concept_names) != num_concepts:
-            raise ValueError(f"concept_names must have {num_concepts} entries (one per concept), got {len(concept_names)}")
+            raise ValueError(f"concept_names must have {num_concepts} entries (one per concept), "
+                             f"got {len(concept_names)}")
         known = set(vocab.attributes)
         unknown = [n for n in concept_names if n not in known]
         if unknown:
@@ -127,7 +129,7 @@ def centre_pixels(part_xy: np.ndarray, image_size: tuple[int, int]) -> np.ndarra
     return rows * image_size[1] + cols
 
 
-def check_map_and_centres(concept_map: Any, part_xy: Any) -> tuple[np.ndarray, np.ndarray]:
+def check_map_and_centres(concept_map: ArrayLike, part_xy: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """One concept map ``(H, W)`` and its part centres as ``(P, 2)`` (x, y) float64 arrays,
     checked (finite, numeric, a 2-D map); raises ``ValueError`` naming the argument.
 
@@ -138,7 +140,8 @@ def check_map_and_centres(concept_map: Any, part_xy: Any) -> tuple[np.ndarray, n
     return as_array(concept_map, "concept_map", ndim=2), as_array(part_xy, "part_xy").reshape(-1, 2)
 
 
-def top_region(concept_map: Any, image_size: tuple[int, int], alpha: float, *, rtol: float = 1e-9) -> tuple[np.ndarray, np.ndarray]:
+def top_region(concept_map: ArrayLike, image_size: tuple[int, int], alpha: float, *,
+               rtol: float = 1e-9) -> tuple[np.ndarray, np.ndarray]:
     """The upsampled map ``(M1, M2)`` and its region ``Omega`` as a boolean mask, with the
     metric's tie rule (pixels within ``rtol * max|F|`` of the ``|Omega|``-th largest value
     are inside). Materialises the map: for plots, not for the metric's hot path.
@@ -168,7 +171,7 @@ def _source_index(out_size: int, in_size: int) -> tuple[np.ndarray, np.ndarray, 
 
 
 def centre_ranks(maps: np.ndarray, centres: np.ndarray, image_size: tuple[int, int], *, rtol: float = 1e-9,
-                 thresholds: Sequence[int] | None = None, batch_size: int = 1024,
+                 thresholds: Sequence[int] | np.ndarray | None = None, batch_size: int = 1024,
                  progress: bool = False) -> np.ndarray:
     """Number of pixels of each bilinearly upsampled map that exceed the value at its centre.
 
@@ -260,15 +263,15 @@ def centre_ranks(maps: np.ndarray, centres: np.ndarray, image_size: tuple[int, i
 
 
 def concept_location(
-    concept_maps: Any,
-    part_xy: Any,
-    part_visible: Any,
+    concept_maps: ArrayLike,
+    part_xy: ArrayLike,
+    part_visible: ArrayLike,
     *,
-    theta: Any | None = None,
-    concept_scores: Any | None = None,
-    predictions: Any | None = None,
-    top_concepts: Any | None = None,
-    references: Any | None = None,
+    theta: ArrayLike | None = None,
+    concept_scores: ArrayLike | None = None,
+    predictions: ArrayLike | None = None,
+    top_concepts: ArrayLike | None = None,
+    references: ArrayLike | None = None,
     concept_names: Sequence[str] | None = None,
     concept_parts: Sequence[Sequence[int | str]] | None = None,
     vocabulary: Vocabulary | None = None,
@@ -333,7 +336,7 @@ def concept_location(
     table = concept_part_table(L, concept_names=concept_names, concept_parts=concept_parts, vocabulary=vocabulary)
     if table.max() >= xy.shape[1]:
         raise ValueError(f"part_xy has {xy.shape[1]} parts but the concept -> part mapping uses part {table.max()}")
-    has_part = (table >= 0).any(axis=1)
+    has_part = np.any(table >= 0, axis=1)
     top = _top_concepts(top_concepts, theta, concept_scores, predictions, N, L, max(ls), ranking, by_magnitude,
                         has_part if rank_within_part_concepts else None)
 
@@ -390,7 +393,10 @@ def concept_location(
     return out
 
 
-def _top_concepts(top_concepts, theta, concept_scores, predictions, N, L, top, ranking, by_magnitude, has_part):
+def _top_concepts(top_concepts: ArrayLike | None, theta: ArrayLike | None, concept_scores: ArrayLike | None,
+                  predictions: ArrayLike | None, N: int, L: int, top: int, ranking: str, by_magnitude: bool,
+                  has_part: np.ndarray | None) -> np.ndarray:
+    """``(N, top)`` concepts to locate per image: ``top_concepts`` as given, or ranked by :func:`.local_importance`."""
     if top_concepts is not None:
         if theta is not None or concept_scores is not None:
             raise ValueError("give either top_concepts or theta/concept_scores/predictions, not both")

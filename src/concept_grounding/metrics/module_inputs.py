@@ -25,7 +25,8 @@ A module is then::
             c = self._checked(predictions=predictions, references=references, ...)
             return concept_existence(theta, c["concept_scores"], c["predictions"], ...)
 
-This file does not import ``evaluate``; the mixin only calls ``super()``.
+This file does not import ``evaluate``; the mixin only calls ``super()`` (hence the ``type: ignore[misc]``:
+the type checker cannot see the ``evaluate.Metric`` that follows it).
 """
 
 from __future__ import annotations
@@ -78,22 +79,22 @@ class CheckedInputs:
         """All stored rows, checked and converted (numpy arrays, lists of names)."""
         return check_columns(columns, self._input_fields())
 
-    def add_batch(self, *, predictions=None, references=None, **kwargs):
+    def add_batch(self, *, predictions: Any = None, references: Any = None, **kwargs: Any) -> Any:
         """Check a batch (one row per image in every column), then store it."""
         check_columns({"predictions": predictions, "references": references, **kwargs}, self._input_fields())
-        stored = super().add_batch(predictions=predictions, references=references, **kwargs)
+        stored = super().add_batch(predictions=predictions, references=references, **kwargs)  # type: ignore[misc]
         self._rows_added = True
         return stored
 
-    def add(self, *, prediction=None, reference=None, **kwargs):
+    def add(self, *, prediction: Any = None, reference: Any = None, **kwargs: Any) -> Any:
         """Check one row, then store it."""
         row = {"predictions": prediction, "references": reference, **kwargs}
         check_columns({k: None if v is None else [v] for k, v in row.items()}, self._input_fields())
-        stored = super().add(prediction=prediction, reference=reference, **kwargs)
+        stored = super().add(prediction=prediction, reference=reference, **kwargs)  # type: ignore[misc]
         self._rows_added = True
         return stored
 
-    def compute(self, *, predictions=None, references=None, **kwargs):
+    def compute(self, *, predictions: Any = None, references: Any = None, **kwargs: Any) -> Any:
         """Check the inputs given here (``add_batch`` does, as ``evaluate`` routes them
         through it), refuse to compute on nothing, and return the result in plain Python
         types (:func:`to_plain`: lists, not numpy arrays), as ``evaluate.save`` needs."""
@@ -104,6 +105,7 @@ class CheckedInputs:
             raise ValueError(f"{first} is empty: nothing was added; pass the inputs to compute() or call "
                              "add() / add_batch() first")
         try:
-            return to_plain(super().compute(predictions=predictions, references=references, **kwargs))
+            result = super().compute(predictions=predictions, references=references, **kwargs)  # type: ignore[misc]
+            return to_plain(result)
         finally:
             self._rows_added = False  # evaluate empties its cache after a compute

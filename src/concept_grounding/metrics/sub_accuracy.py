@@ -69,6 +69,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..vocabulary import Vocabulary, load_vocabulary
 from ._validation import (
@@ -117,7 +118,8 @@ def _lookup(codes: np.ndarray, names: list[str], columns: dict[str, int], vocab:
     unknown = [n for n in names if not vocab.is_attribute(n)]
     if unknown:
         raise ValueError(f"{arg} has unknown attribute name(s): {unknown[:5]}")
-    return np.array([columns.get(n, -1) for n in names], dtype=np.int64)[codes]
+    column_of_name = np.array([columns.get(n, -1) for n in names], dtype=np.int64)
+    return np.take(column_of_name, codes)
 
 
 def _breakdown(factorized: tuple[np.ndarray, list[str]], plus_ok: np.ndarray, plus_used: np.ndarray,
@@ -167,7 +169,7 @@ def _first_per_image(pair_img: np.ndarray, pair_col: np.ndarray) -> tuple[np.nda
 
 
 def _group_argmax(S: np.ndarray, columns: dict[str, int], vocab: Vocabulary, target_group: np.ndarray,
-                  none_scores: Any | None) -> tuple[np.ndarray, np.ndarray]:
+                  none_scores: ArrayLike | None) -> tuple[np.ndarray, np.ndarray]:
     """Per image, the column with the highest score within S+'s group (the lowest column
     on ties; ``-1`` when "none" is strictly higher) and the number of options."""
     col_group = np.array([vocab.group_of(n) for n in columns])
@@ -183,7 +185,7 @@ def _group_argmax(S: np.ndarray, columns: dict[str, int], vocab: Vocabulary, tar
 
 
 def sub_accuracy(
-    scores: Any,
+    scores: ArrayLike,
     target_attributes: Sequence[str],
     removed_attributes: Sequence[Sequence[str]],
     *,
@@ -191,7 +193,7 @@ def sub_accuracy(
     reference_classes: Sequence[str] | None = None,
     mode: str = "binary",
     protocol: str = "paper",
-    none_scores: Any | None = None,
+    none_scores: ArrayLike | None = None,
     vocabulary: Vocabulary | None = None,
 ) -> dict[str, Any]:
     """s+ / s- of a concept model on SUB images, with chance and breakdowns.
@@ -300,14 +302,15 @@ def sub_accuracy(
         "chance_s_plus": _mean(plus_chance[used]),
         "chance_s_minus": _mean(minus_chance),
         "n_s_plus": int(used.sum()),
-        "n_s_minus": int(len(pair_img)),
+        "n_s_minus": len(pair_img),
         "skipped_target": int((~used).sum()),
         "skipped_removed": int(len(pair_names) - len(pair_img)),
         "breakdown": breakdown,
     }
 
 
-def concept_accuracy(probabilities: Any, concept_labels: Any, *, columns: Sequence[int] | None = None) -> float:
+def concept_accuracy(probabilities: ArrayLike, concept_labels: ArrayLike, *,
+                     columns: Sequence[int] | None = None) -> float:
     """Binary concept accuracy ``mean((P > 0.5) == label)`` over images and concepts
     (SUB Table 1's CUB columns: all 112 concepts, or ``columns`` = the SUB subset).
 

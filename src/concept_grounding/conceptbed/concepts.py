@@ -38,7 +38,7 @@ __all__ = ["TASKS", "Concept", "ConceptWorld", "task_species", "family", "export
 
 #: SmallCNN channels of each oracle capacity (strides 1, 2, 2; :mod:`.oracles`, Table 8)
 CAPACITIES: dict[str, tuple[int, int, int]] = {"small": (12, 24, 48), "medium": (16, 32, 64), "large": (32, 64, 128)}
-#: the validation accuracy below which an oracle's CCD is refused (SPEC 4b)
+#: the validation accuracy below which an oracle's CCD is refused (Patel et al., Table 6; docs/guide/conceptbed.md)
 ORACLE_BAR = 0.95
 #: which oracle judges each task
 TASK_ORACLE = {"object": "species", "fine_grained_object": "species", "fine_grained_attribute": "attributes",

@@ -1,4 +1,4 @@
-"""ConceptBed's human study (Patel et al., Sec. 4.2 "Human Evaluations", App. G, Table 3; SPEC 4b).
+"""ConceptBed's human study (Patel et al., Sec. 4.2 "Human Evaluations", App. G, Table 3; docs/guide/conceptbed.md).
 
 Raters score generated images 1-5, each image on its own (learners never side by side):
 *concept similarity* (one image against three real images of the concept) and *image-text

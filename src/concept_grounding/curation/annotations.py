@@ -1,4 +1,4 @@
-"""The annotation store of SUB's human validation (Bader et al., Sec. 4.3, App. E; SPEC 2b).
+"""The annotation store of SUB's human validation (Bader et al., Sec. 4.3, App. E; docs/human_validation.md).
 
 One SQLite file (WAL journal, ``PRAGMA user_version`` = :data:`SCHEMA_VERSION`) holds the
 images to annotate and every answer. The Gradio app (``concept-grounding annotate``) and the
@@ -62,7 +62,7 @@ class AnnotationStore(AnnotationDatabase):
 
     Args:
         path: the database file (created with its folder when missing).
-        k: annotators per image (SPEC 2b default 3); kept in the file when it is created, and
+        k: annotators per image (default 3, docs/human_validation.md); kept in the file when it is created, and
             ``None`` (or the same value) when reopening it: another value is refused.
         timeout: seconds a writer waits for another's lock before :class:`AnnotationError`.
         read_only: open without writing (``export`` of a store on a read-only disk).

@@ -1,4 +1,4 @@
-"""ConceptBed's rating study (Patel et al., App. G; SPEC 4b) in the annotation store.
+"""ConceptBed's rating study (Patel et al., App. G; docs/human_validation.md) in the annotation store.
 
 :class:`RatingStore` is an :class:`~.annotations.AnnotationStore` (the same SQLite file, its
 ``k``, tokens, locks and one-line refusals) with the rating study's calls beside SUB's:

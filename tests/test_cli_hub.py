@@ -1,4 +1,4 @@
-"""Named models without network: local, cached, or a clear error within seconds (issue 12.6).
+"""Named models without network: local, cached, or a clear error within seconds.
 
 The Hub is replaced by local sockets: one that accepts connections and never answers,
 one that answers 404. ``huggingface_hub``'s endpoint, cache and offline switch are

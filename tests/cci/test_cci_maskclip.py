@@ -1,5 +1,5 @@
 """MaskCLIP (Zhou et al., ECCV 2022) against independent constructions, and what the world
-says about it (issue 35: "MaskCLIP and CCI rank the exact foreground above the background on
+says about it ("MaskCLIP and CCI rank the exact foreground above the background on
 world birds")."""
 
 from __future__ import annotations

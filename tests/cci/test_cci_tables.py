@@ -1,4 +1,4 @@
-"""CCI Tables 1-2 (issue 35, item 2): ``concept-grounding cci-bench`` on the world's exports of
+"""CCI Tables 1-2: ``concept-grounding cci-bench`` on the world's exports of
 the ImageNet-folder and COCO Karpathy layouts, several tiny CLIPs built from configs in one
 table, MaskCLIP against a reference built from open_clip's own modules, flat deletion curves
 for a model that reads only the background, and one-line errors on bad input."""
@@ -109,7 +109,7 @@ def test_cci_bench_classification_table_across_models(image_folder, hf_clip, tmp
 
 
 def test_the_job_runs_from_the_library_and_saves_the_same_bytes_twice(image_folder, tmp_path):
-    """``cci-bench`` as a job (issue 32): config -> run -> result -> save, with the CLI's outputs."""
+    """``cci-bench`` as a job: config -> run -> result -> save, with the CLI's outputs."""
     from concept_grounding.cci.tables_job import CciBenchConfig, run_cci_bench
 
     config = CciBenchConfig(images=image_folder, class_names=image_folder / "class_names.txt", models=("random-clip",),

@@ -1,4 +1,4 @@
-"""The world TDG experiment's stages in the package (issue 32.6): ``concept_grounding.experiments.world_tdg``
+"""The world TDG experiment's stages in the package: ``concept_grounding.experiments.world_tdg``
 and its statistics; ``benchmarks/bench_tdg_world.py`` only parses arguments and calls them."""
 
 import importlib.util

@@ -21,7 +21,8 @@ FOLDERS = ("src", "metrics", "pipelines", "spaces", "tests")
 
 #: an internal spec section ("SPEC 2b", "SPEC 4"); Scientific Python's specs are cited by URL
 SPEC_SECTION = re.compile(r"\bSPEC \d")
-#: an issue number ("issue 12", "Issue 31.7", "issues 31-33", "issue #4") or a bare "#42" (two digits or more: "bird #3" is a count)
+#: an issue number ("issue 12", "Issue 31.7", "issues 31-33", "issue #4") or a bare "#42"
+#: (two digits or more: "bird #3" is a count)
 ISSUE_NUMBER = re.compile(r"\bissues? #?\d|(?<![\w&#/])#\d{2,}\b", re.IGNORECASE)
 PATTERNS = {"an internal spec section": SPEC_SECTION, "an issue number": ISSUE_NUMBER}
 

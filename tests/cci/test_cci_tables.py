@@ -263,8 +263,8 @@ def test_a_trained_world_clip_maskclip_ranks_the_exact_foreground_above_the_back
     class prompt), read out as the MaskCLIP paper segments: the probability of the image's class
     against the five class prompts at each patch (softmax of 100 x cosine). Measured (1
     thread): 0.775 of the birds have a higher mean on the bird than off it (CCI 0.775, random
-    0.51); the bare cosine with the one prompt: 0.41 (not asserted; why: cci/baselines.py's
-    module docstring). Over training seeds 0-3 of this configuration the read-out gave
+    0.51); the bare cosine with the one prompt: 0.41 (not asserted; why: docs/cci.md,
+    MaskCLIP's known answers). Over training seeds 0-3 of this configuration the read-out gave
     0.78 / 0.80 / 0.84 / 0.55 and CCI 0.78 / 0.79 / 0.84 / 0.91: this seed's model, with margin."""
     from concept_grounding.cci import ConceptClusterImportance
     from concept_grounding.cci.baselines import maskclip_maps, random_maps

@@ -47,7 +47,7 @@ def _how_to_get(repo_id: str, repo_type: RepoType) -> str:
 
 
 def _resolve_hub(name: str | os.PathLike[str], argument: str = "--model", repo_type: RepoType = "model") -> str:
-    """A local path, or a Hub id that can be loaded now (see the module docstring): the step
+    """A local path, or a Hub id that can be loaded now (docs/guide/errors.md): the step
     under :func:`resolve_model_spec` (family ``"hub"`` / ``"dataset"``) and :func:`resolve_clip`.
 
     Args:

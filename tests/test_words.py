@@ -1,7 +1,7 @@
 """Comments, docstrings and cards cite what a reader can open: a paper's section and a page
 under ``docs/``, never an internal spec section ("SPEC 2b") or an issue number ("issue 31.7",
 "#42"). The scan reads the comments and docstrings of every Python file, and every Markdown
-file, under ``src/``, ``metrics/``, ``pipelines/``, ``spaces/`` and ``tests/`` (this file
+file, under ``src/``, ``metrics/``, ``pipelines/``, ``spaces/``, ``benchmarks/`` and ``tests/`` (this file
 aside: it holds the patterns). The house rules are in docs/guide/development.md.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = ("src", "metrics", "pipelines", "spaces", "tests")
+FOLDERS = ("src", "metrics", "pipelines", "spaces", "benchmarks", "tests")
 
 #: an internal spec section ("SPEC 2b", "SPEC 4"); Scientific Python's specs are cited by URL
 SPEC_SECTION = re.compile(r"\bSPEC \d")

@@ -1,21 +1,10 @@
 """Compositions: the four categories of ConceptBed's compositional prompts, drawn with exact truth.
 
-ConceptBed (Sec. 4.2, App. F) composes a learnt concept V* with one or two of four categories;
-the world draws each and knows what it drew:
-
-============= =============================================== ===================================
-category      in a caption                                    truth
-============= =============================================== ===================================
-attribute     ``a photo of a {name} with a red crown``        the (312,) per-image labels
-relation      ``... in the sky`` / ``on a branch`` / ...      the scene (:data:`RELATIONS`)
-action        ``... facing left`` / ``facing right``          the facing of every bird
-counting      ``a photo of two {name}`` (1-3 birds)           the number of birds
-============= =============================================== ===================================
-
-A composition of sample ``index`` draws that sample's bird (traits, scene, facing, lighting
-and noise: :meth:`BirdWorld.sample`'s) ``count`` times: one bird is the sample itself, two and
-three birds are smaller copies side by side, each with its own jitter, over one background.
-Every bird shows the same traits, so the attribute truth holds for all of them.
+ConceptBed (Sec. 4.2, App. F) composes a learnt concept V* with attributes, relations (the scene),
+actions (the facing) and counting (1-3 birds); :meth:`BirdWorld.composition` draws a sample's bird
+``count`` times over one background and knows what it drew (:data:`RELATIONS`). Every bird shows
+the same traits, so the attribute truth holds for all of them. Manual: docs/world.md,
+"Compositions".
 
 >>> from concept_grounding.world import BirdWorld, WorldConfig
 >>> world = BirdWorld(WorldConfig(image_size=32))

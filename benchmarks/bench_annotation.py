@@ -1,4 +1,4 @@
-"""Time the annotation store under concurrent annotators (SUB's human studies, issue 33).
+"""Time the annotation store under concurrent annotators (SUB's human studies).
 
 ``--annotators`` threads (default 10, as a Gradio server serves them), each with its own
 SQLite connection to one WAL store of ``--images`` study-1 images (k = 3), loop
@@ -30,7 +30,7 @@ download (a second HTTP request the client makes, as a browser does), with gradi
 the round trip of the page's own requests (:class:`PageClient`, no 50 ms poll) and the part of
 our handler that counts the annotator's progress.
 
-``--study rating`` times ConceptBed's rating study instead (issue 44: the app's rating tab, one
+``--study rating`` times ConceptBed's rating study instead (the app's rating tab, one
 1-5 rating per submit, each rater's own shuffled order, a 224 px image with three references
 inline): the same arms (``--breakdown`` included: its handler is the rating tab's submit),
 ``--images`` rating items; the target is p95 submit -> next item <= 200 ms with 10 raters.

@@ -1,11 +1,11 @@
-"""ConceptBed's costs on the world, measured in one run (issue 43's targets beside each ratio):
+"""ConceptBed's costs on the world, measured in one run (each ratio beside its target):
 
 * oracle scoring batched against a per-image loop (target >= 5x);
 * generation of N images per concept batched against one image per pipeline call (target >= 3x),
   on the shipped world Flux;
-* the composition VQA oracle's scoring batched against a per-image loop (issue 44's target >= 5x),
+* the composition VQA oracle's scoring batched against a per-image loop (target >= 5x),
   and against a per-(image, question) loop (reported beside it, no target);
-* question generation for many images' prompts batched against a per-prompt loop (issue 44).
+* question generation for many images' prompts batched against a per-prompt loop.
 
     .venv/bin/python benchmarks/bench_conceptbed.py [--images 480] [--generate 16] [--threads 1]
         [--repeats 3] [--only oracles]
@@ -40,7 +40,7 @@ def _interleaved(fns: list, repeats: int) -> tuple[list, list[float]]:
 
 def _vqa(world, images: np.ndarray, repeats: int) -> None:
     """The composition VQA oracle: batched (one ``p_yes`` call per prompt over all images) against
-    the per-image loop (one call per image with all of the prompt's questions; issue 44's baseline)
+    the per-image loop (one call per image with all of the prompt's questions: the baseline)
     and, beside it, a per-(image, question) loop (one question per call, like a VQA model's
     forward pass per question, ConceptBed App. F)."""
     from concept_grounding.conceptbed.compositions import VQAJudge, concept_prompts, questions

@@ -4,7 +4,7 @@ latency at 1, 4 and 10 concurrent clients on the Tied Diffusion and SUB explorer
 Launches ``spaces/concept-grounding/app.py`` on 127.0.0.1 (offline, no artifacts folder,
 so each tab builds its small model on first use) and drives it with ``gradio_client``:
 
-1. start-up: seconds to the first HTTP 200, against the 30 s target of issue 7;
+1. start-up: seconds to the first HTTP 200, against a 30 s target;
 2. cold: ten concurrent ``/sub_explore`` requests before the tab's model exists (it is
    built once, under the store's lock) and one ``/tdg_generate``;
 3. load: for each endpoint and each client count ``c``, ``c`` clients (one

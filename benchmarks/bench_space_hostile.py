@@ -7,7 +7,7 @@ tiny model builds of ``CONCEPT_GROUNDING_SPACE_BUILD=tiny``, the default
 that proxy), send ``--rounds`` rounds of a fixed list of requests: hostile ones (a 2,000-item
 baseline list, a 100 kB string where a choice is expected, NaN, a 3000 x 3000 PNG, a path
 outside the upload folder, an empty / right-to-left / many-file upload, uploads past the
-per-visitor quota; issue 42: 50 files behind a second ``boundary=`` or a second Content-Type,
+per-visitor quota; 50 files behind a second ``boundary=`` or a second Content-Type,
 a cache folder or another visitor's upload named as an image, a text holding the
 ``/space-files/`` alias, a 2 MB API body, and a client on another loopback address rotating
 ``X-Forwarded-For`` to escape the upload quota) and ordinary ones (a SUB explorer image, an
@@ -63,7 +63,7 @@ def _stored_bytes(folder: Path) -> int:
 class Visitor:
     """One hostile visitor: raw HTTP calls from one ``X-Forwarded-For`` address."""
 
-    #: answers (of every visitor) naming a folder of :data:`HIDDEN` (issue 31.7: none expected)
+    #: answers (of every visitor) naming a folder of :data:`HIDDEN` (none expected)
     leaks: list[str] = []
     #: the server's folders no answer should name (set by :func:`main`: the Gradio cache folder)
     HIDDEN: tuple[str, ...] = ()
@@ -157,14 +157,14 @@ def _requests(cache: Path) -> list[tuple[str, Callable[[Visitor], tuple[str, str
     fifty = [(f"f{i}.txt", b"a") for i in range(50)]
     alias_text = "a bird at /space-files/" + "x" * 177  # 200 characters: once rewritten, too long, naming the cache
     return [
-        # issue 42's attacks
+        # multipart tricks, cache folders and aliases, long bodies
         ("upload", lambda v: v.upload(fifty, ("boundary=decoy; boundary=hostile-visitor",))),
         ("upload", lambda v: v.upload(fifty, ("boundary=decoy", "boundary=hostile-visitor"))),
         ("explain", lambda v: v.call("explain", f'{{"data": [{folder}, 0, "a bird", 3, [], ""]}}')),
         ("explain", others_upload),
         ("explain", lambda v: v.call("explain", json.dumps({"data": [None, 0, alias_text, 3, [], ""]}))),
         ("explain", lambda v: v.call("explain", json.dumps({"data": [None, 0, "a bird " * 300_000, 3, [], ""]}))),
-        # issue 31's
+        # oversized lists, NaN, huge images, paths, odd uploads
         ("explain", lambda v: v.call("explain", json.dumps({"data": [None, 0, "a bird", 3, ["random"] * 2000, ""]}))),
         ("explain", lambda v: v.call("explain", '{"data": [null, NaN, "a bird", 3, [], ""]}')),
         ("explain", upload_then_explain),

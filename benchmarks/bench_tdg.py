@@ -7,7 +7,7 @@ and a ratio is the median (with min and max) of the per-round ratios. With one t
 thread (the default) the CPU time counts the work and hardly moves with the load of the
 other processes on a shared machine; the wall time is printed beside it.
 
-1. **Overhead** (issue 25, item 1): a TDG pair (``TiedDiffusionPipeline``, one
+1. **Overhead**: a TDG pair (``TiedDiffusionPipeline``, one
    reference and one guide prompt, the paper's schedule) vs ``FluxPipeline`` on both
    prompts in one batch of two, from the same initial latents, same steps, same
    guidance; target <= 1.05x. On

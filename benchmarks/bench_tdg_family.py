@@ -1,4 +1,4 @@
-"""TDG's overhead over each base pipeline of the Flux family, on this CPU (issue 36).
+"""TDG's overhead over each base pipeline of the Flux family, on this CPU.
 
 For FLUX.1 (``TiedDiffusionPipeline`` vs ``FluxPipeline``), FLUX.2 [dev] (``TiedFlux2Pipeline``
 vs ``Flux2Pipeline``) and FLUX.2 [klein] (``TiedFlux2KleinPipeline`` vs ``Flux2KleinPipeline``,
@@ -18,7 +18,7 @@ step on a batch shaped like the call's) is also timed alone, as a share of the b
 calls this short the end-to-end ratio moves by several per cent with the machine's load (the
 A/A control), the share does not.
 
-``--klein-size`` (issue 36, item 6; needs CUDA) instead times FLUX.2 [klein] 4B's transformer
+``--klein-size`` (needs CUDA) instead times FLUX.2 [klein] 4B's transformer
 shape (its published transformer config: 5 double + 20 single blocks, 24 heads x 128 dims,
 128 latent channels, joint attention over 3 x 2560 Qwen3 features, no guidance embedding),
 random bf16 weights, at 1024 x 1024 (4,096 image tokens), 4 steps, guidance 1 (the distilled

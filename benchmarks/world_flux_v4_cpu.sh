@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# World Flux v4 on the CPU (issue 44 item 2, no GPU lent): the shipped v3 fine-tuned on the
+# World Flux v4 on the CPU (when no GPU is lent): the shipped v3 fine-tuned on the
 # extended world in two resumable runs (run it again with the same folders to continue after an
 # interrupt: every finished stage is kept):
 #

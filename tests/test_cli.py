@@ -57,7 +57,7 @@ def _subparsers():
 
 @pytest.mark.parametrize("name", sorted(_subparsers()))
 def test_every_option_has_help_text_and_shows_its_default(name):
-    """Issue 22.8: each option has a line of help, and each one that takes a value says its
+    """Each option has a line of help, and each one that takes a value says its
     default (the formatter appends ``(default: X)`` unless the text names the default)."""
     sub = _subparsers()[name]
     formatter = sub._get_formatter()
@@ -79,7 +79,7 @@ def test_every_option_has_help_text_and_shows_its_default(name):
 
 
 def test_the_readme_world_command_writes_what_the_readme_says():
-    """Issue 22.8: the README's ``concept-grounding world`` command writes the DatasetDict,
+    """The README's ``concept-grounding world`` command writes the DatasetDict,
     the CUB folder and the SUB folder it promises."""
     import re
     import shlex

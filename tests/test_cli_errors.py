@@ -37,7 +37,7 @@ def _fail_with(monkeypatch, exc: BaseException) -> None:
         (OSError("We couldn't connect to the Hub\n   to load this model"), "We couldn't connect to the Hub to load"),
         (ModuleNotFoundError("No module named 'gradio'", name="gradio"), "optional package 'gradio'"),
         (UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"), "a file is not UTF-8 text"),
-        # a full disk or a permission error names the path written, however it is wrapped (issue 22.10)
+        # a full disk or a permission error names the path written, however it is wrapped
         (OSError(errno.ENOSPC, "No space left on device"), "x: no space left on the device"),
         (OSError(errno.ENOSPC, "No space left on device", "/src/a.py", None, "/out/a.py"),
          "/out/a.py: no space left on the device"),
@@ -152,7 +152,7 @@ def test_a_real_process_prints_no_traceback_unless_asked(tmp_path):
     assert debug.returncode == 2 and "Traceback" in debug.stderr
 
 
-# --------------------------------------------------------------------- full disk (issue 22.10)
+# --------------------------------------------------------------------- full disk
 def _full_disk(monkeypatch, when=lambda path: True) -> None:
     """``Path.write_bytes`` as on a full disk where ``when(path)``: the file is created, then
     the write fails with ENOSPC (what left 0-byte ``.tmp-<pid>`` files behind)."""
@@ -169,7 +169,7 @@ def _full_disk(monkeypatch, when=lambda path: True) -> None:
 
 def _one_error(capsys) -> str:
     err = capsys.readouterr().err
-    lines = [line for line in err.splitlines()  # warnings are lines of their own (issue 31.12)
+    lines = [line for line in err.splitlines()  # warnings are lines of their own
              if line.startswith("concept-grounding: ") and not line.startswith("concept-grounding: warning: ")]
     assert len(lines) == 1 and lines[0].startswith("concept-grounding: error: ") and "Traceback" not in err, err
     return lines[0]
@@ -211,7 +211,7 @@ def test_publish_on_a_full_disk_names_the_copy_not_its_source(tmp_path, monkeypa
 
 
 def test_an_argument_error_is_one_line_without_the_usage_block(capsys):
-    """Issue 31.13: argparse printed 8-17 lines of usage before the one-line error the manual
+    """Argparse printed 8-17 lines of usage before the one-line error the manual
     shows; the error is now the only line, with where to find the usage."""
     from concept_grounding.cli import build_parser
 
@@ -224,7 +224,7 @@ def test_an_argument_error_is_one_line_without_the_usage_block(capsys):
 
 
 def test_a_folder_that_is_not_cub_and_a_missing_model_folder_say_so(tmp_path, capsys):
-    """Issue 31.13: ``bench --cub-root docs`` listed ten missing files instead of saying it is
+    """``bench --cub-root docs`` listed ten missing files instead of saying it is
     not a CUB_200_2011 folder (naming --cub-root); ``analyse --model /nonexistent`` said
     "expected file.py:factory" instead of "no such folder"."""
     not_cub = tmp_path / "docs"
@@ -239,11 +239,11 @@ def test_a_folder_that_is_not_cub_and_a_missing_model_folder_say_so(tmp_path, ca
     assert main(["analyse", "--model", missing, "--cub-root", str(not_cub), "--out", str(tmp_path / "a")]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err == (f"concept-grounding: error: --model: no such folder or file {missing!r}; pass an existing folder or a "
-                   "Hub model id like 'org/name'")  # the one resolver's line, the same from every command (issue 32)
+                   "Hub model id like 'org/name'")  # the one resolver's line, the same from every command
 
 
 def test_a_warning_reaches_the_user_as_one_line_without_a_source_path(monkeypatch, tmp_path, capsys):
-    """Issue 31.12: a raw ``UserWarning`` with the path and line of the source that raised it
+    """A raw ``UserWarning`` with the path and line of the source that raised it
     reached the user; the command line shows it as one line (``--debug`` keeps Python's form)."""
     import warnings
 
@@ -258,7 +258,7 @@ def test_a_warning_reaches_the_user_as_one_line_without_a_source_path(monkeypatc
 
 
 def test_generate_steps_default_to_the_model_s_own():
-    """Issue 31.12: ``generate`` ran the world Flux at 28 steps where its card says 20; the
+    """``generate`` ran the world Flux at 28 steps where its card says 20; the
     default is the model's own, and ``--steps`` still wins."""
     from concept_grounding.cli import build_parser
     from concept_grounding.commands.generate import config_from_args
@@ -277,7 +277,7 @@ def test_generate_steps_default_to_the_model_s_own():
 
 
 def test_the_manual_s_error_example_is_what_the_command_prints(capsys):
-    """Issue 31.13: the manual (docs/guide/errors.md) promises one line; its example is the command's whole stderr."""
+    """The manual (docs/guide/errors.md) promises one line; its example is the command's whole stderr."""
     import re
     import shlex
 
@@ -287,7 +287,7 @@ def test_the_manual_s_error_example_is_what_the_command_prints(capsys):
     assert capsys.readouterr().err == shown + "\n"
 
 
-# --- issue 32.5: one error boundary for the command line and the Space ---------------------------------------
+# --- one error boundary for the command line and the Space ---------------------------------------
 
 
 def _space_handler(api_name: str, policy=None):
@@ -311,7 +311,7 @@ def _page_error(handler, *args) -> str:
 
 
 def test_a_model_that_cannot_be_loaded_reads_the_same_in_the_cli_and_the_space(monkeypatch, capsys, tmp_path):
-    """Issue 32.5: the Space judged errors apart from the CLI (its Explain tab wrapped them in its own
+    """The Space judged errors apart from the CLI (its Explain tab wrapped them in its own
     words; a library error elsewhere read "Something went wrong"). The same model name, not in the
     cache and offline, now gives the same line in both: the CLI's after ``error:``, the page's whole."""
     from concept_grounding.space.policy import ModelPolicy
@@ -328,7 +328,7 @@ def test_a_model_that_cannot_be_loaded_reads_the_same_in_the_cli_and_the_space(m
 
 
 def test_the_space_classifies_errors_as_the_cli_does(caplog):
-    """Issue 32.5: the Space's boundary is the CLI's (``errors.user_message``): a library's validation
+    """The Space's boundary is the CLI's (``errors.user_message``): a library's validation
     error, a missing file and a usage error read as the CLI prints them (server paths cut to their last
     part); a bug reads as a generic line in the page and one line, no traceback, in the log."""
     import logging

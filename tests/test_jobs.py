@@ -1,4 +1,4 @@
-"""Every command runs one job shape: config -> run -> result -> save (issue 32, item 2)."""
+"""Every command runs one job shape: config -> run -> result -> save."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One resolver for every model argument (issue 32): each kind of bad ``--model`` reads the
+"""One resolver for every model argument: each kind of bad ``--model`` reads the
 same one line from every command that takes a model, before any model is loaded."""
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def build():
 
 def test_evaluate_sub_wraps_moves_and_names_a_model_argument_once(tmp_path, monkeypatch):
     """The walk of a ``--model`` through ``evaluate_sub``: one resolution, one wrap, one move,
-    one name (issue 32: it was wrapped twice, moved twice and named twice)."""
+    one name (it was wrapped twice, moved twice and named twice)."""
     from concept_grounding import hub
     from concept_grounding.evaluation import adapters, evaluate_sub, load_sub_source, loading
 

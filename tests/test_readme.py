@@ -63,7 +63,7 @@ def test_readme_has_examples():
 
 
 def test_the_guide_pages_have_examples_too():
-    """The guide's pages carry the examples the README used to (issue 46.4): they run below."""
+    """The guide's pages carry the examples the README used to: they run below."""
     pages = {_name(p) for p in RUNNABLE}
     assert {"README.md", "docs/guide/tdg.md", "docs/guide/metrics.md", "docs/guide/world.md",
             "docs/guide/evaluate-your-own-model.md", "docs/guide/cci.md"} <= pages, pages
@@ -104,7 +104,7 @@ def test_install_and_publish_sections_show_the_commands_the_wheel_test_runs():
 
 def test_sub_command_lines_parse_and_state_their_preprocessing():
     """Every `concept-grounding sub` line of the guide's "Evaluate your own model" page parses, and each
-    factory model (a plain module) states its normalisation: --mean and --std, or --no-normalize (issue 22.2)."""
+    factory model (a plain module) states its normalisation: --mean and --std, or --no-normalize."""
     import shlex
 
     from concept_grounding.cli import build_parser
@@ -119,7 +119,7 @@ def test_sub_command_lines_parse_and_state_their_preprocessing():
 
 
 def test_no_command_of_the_readme_or_manual_runs_a_model_on_random_weights():
-    """Issue 31.10: ``sub --model ViT-B-32`` (a bare open_clip architecture name, no pretrained
+    """``sub --model ViT-B-32`` (a bare open_clip architecture name, no pretrained
     tag) silently scored a randomly initialised CLIP. No command line of the README or of the
     manual names one without its weights (``--pretrained``)."""
     import shlex
@@ -135,7 +135,7 @@ def test_no_command_of_the_readme_or_manual_runs_a_model_on_random_weights():
 
 
 def test_the_blocks_the_tests_cannot_run_import_what_they_use():
-    """Issue 31.14: the FLUX.1-dev block (needs the Hub and a GPU, so not run) had no imports and
+    """The FLUX.1-dev block (needs the Hub and a GPU, so not run) had no imports and
     used diffusers' deprecated ``torch_dtype=``. Each no-run block compiles and passes ``dtype=``;
     the Hub blocks (``DiffusionPipeline.from_pretrained``) import every name they use (the others
     use the reader's own objects)."""
@@ -157,7 +157,7 @@ def test_the_blocks_the_tests_cannot_run_import_what_they_use():
 
 
 def test_the_readme_is_a_landing_page_that_links_every_guide_page():
-    """Issue 46.4: the README is at most 300 lines and links each page of the guide, and each
+    """The README is at most 300 lines and links each page of the guide, and each
     guide page is in the manual's nav."""
     text = README.read_text(encoding="utf-8")
     assert len(text.splitlines()) <= 300

@@ -1,4 +1,4 @@
-"""Settings declared once (issue 32.1): flags, defaults, help, aliases, manifests and command
+"""Settings declared once: flags, defaults, help, aliases, manifests and command
 lines all come from the config dataclass's declarations."""
 
 from __future__ import annotations
@@ -314,7 +314,7 @@ def test_publish_flags_come_from_its_config_and_build_the_same_publish_config():
 
 
 def test_space_controls_start_where_the_commands_flags_do():
-    """Issue 32 item 1: the Space's controls take their defaults from the same declarations."""
+    """The Space's controls take their defaults from the same declarations."""
     from concept_grounding.cci.explain_job import ExplainConfig
     from concept_grounding.space import tab_explain, tab_tdg
     from concept_grounding.tdg.generate_config import GenerateConfig

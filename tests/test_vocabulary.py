@@ -86,7 +86,7 @@ def test_import_is_light():
 
 
 def test_a_typo_in_an_attribute_suggests_the_name_meant():
-    """Issue 31.13: ``tdg_prompts(..., "has_crown_color::yelow")`` listed five other colours
+    """``tdg_prompts(..., "has_crown_color::yelow")`` listed five other colours
     and never yellow, and a typo in the group (``world.counterfactual``) answered "same group: []"."""
     from concept_grounding import BirdWorld, tdg_prompts
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The GPU round of issue 47 on one GPU, as one command whose files fit what a device machine
+# A GPU round on one GPU, as one command whose files fit what a device machine
 # returns (at most 8 files of 16 MiB):
 #
 #   benchmarks/gpu/gpu_round.sh OUT [MINUTES] [BUDGET_S]
 #
-# 1. world Flux v4 (issue 44 item 2): the v3 recipe (benchmarks/gpu/world_flux_v3.sh) on the
+# 1. world Flux v4 (compositions): the v3 recipe (benchmarks/gpu/world_flux_v3.sh) on the
 #    extended world: 800 canonical renders per species plus 400 compositions (1-3 birds, varied
 #    scene and facing; captions name count, relation and action), guide captions 0.45, the
 #    transformer trained for MINUTES (default 3) of wall time. OUT/world_flux_v4.tar.part-*

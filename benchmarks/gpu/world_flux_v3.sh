@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# World Flux v3 on one GPU (issue 37): the command its model card names, and how its files
+# World Flux v3 on one GPU: the command its model card names, and how its files
 # come back from a machine that returns at most 8 files of 16 MiB.
 #
 #   benchmarks/gpu/world_flux_v3.sh OUT [MINUTES] [extra train-flux flags]

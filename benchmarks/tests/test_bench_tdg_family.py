@@ -27,7 +27,7 @@ def test_bench_tdg_family_times_every_member(tmp_path, capsys):
 
 
 def test_klein_size_arm_runs_its_code_on_a_scaled_down_transformer(tmp_path):
-    """Issue 36.6's GPU arm (FLUX.2 [klein] 4B's transformer shape), smoke-run on the CPU 24x smaller:
+    """The GPU arm (FLUX.2 [klein] 4B's transformer shape), smoke-run on the CPU 24x smaller:
     both configurations time a TDG pair against Flux2KleinPipeline batch-2 from prompt embeddings."""
     spec = importlib.util.spec_from_file_location("bench_tdg_family", ROOT / "benchmarks" / "bench_tdg_family.py")
     bench = importlib.util.module_from_spec(spec)

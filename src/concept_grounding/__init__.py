@@ -15,7 +15,7 @@ The names a user starts from, one import away (``from concept_grounding import B
 * CCI: :class:`ConceptClusterImportance` (the ``[cci]`` extra).
 
 Everything else lives in its sub-package (the newcomer's map, docs/guide/development.md). Importing this
-package is cheap: each name is imported on first use (``lazy_loader``, Scientific Python's SPEC 1; the names
+package is cheap: each name is imported on first use (``lazy_loader``, scientific-python.org/specs/spec-0001; the names
 are listed in ``__init__.pyi``), so torch, diffusers, datasets and gradio are imported by
 the sub-modules that need them, never here. A name whose extra is missing says, in one
 line, which to install.

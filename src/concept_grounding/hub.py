@@ -1,34 +1,11 @@
 """One resolution step for every named model or dataset a command loads: local, cached, or fail fast.
 
-Without this, a named model that is not cached, on a machine without network and with
-``HF_HUB_OFFLINE`` unset, makes ``from_pretrained`` retry the Hub for 29-145 s before it
-fails. :func:`resolve_model_spec` decides within seconds (a Hub name goes through the private
-step ``_resolve_hub``):
-
-1. an existing local folder or file: used as it is (absolute path);
-2. something that can only be a path (``./x``, ``/x``, ``~/x``, ``a/b/c``) but does not
-   exist: :class:`~concept_grounding.errors.ModelUnavailableError`;
-3. a Hub id: looked up in the local cache (``snapshot_download(local_files_only=True)``);
-4. ``HF_HUB_OFFLINE=1``: cached -> used from the cache; not cached -> error at once;
-5. otherwise one probe of ``{HF_ENDPOINT}/api/{models|datasets}/{id}`` in a daemon thread
-   with a deadline of :func:`probe_timeout` seconds (default 4, ``CONCEPT_GROUNDING_HUB_TIMEOUT``;
-   the thread also bounds DNS). No answer: the process switches to offline mode
-   (``huggingface_hub`` / ``datasets`` constants and ``HF_HUB_OFFLINE=1``) so that the
-   libraries read the cache without waiting, and a model that is not cached fails with a
-   message saying how to get it. A 404 / 401 answer fails too (no such repository, or a
-   private one without a token). An answer with the repository: the library downloads it.
-
-The probe result is kept per endpoint for the life of the process.
-
-:func:`resolve_model_spec` is the one entry for a user's model or dataset argument
-(``--model``, ``--vlm-model``, ``--detector``, ``--segmenter``, ``--classifier``, ``--sub``,
-the Space's model boxes, :func:`~concept_grounding.evaluation.load_model`): an existing
-folder or file, a ``file.py:factory`` / ``package.module:factory``, or a name. Its
-``family`` says what a name is: ``"clip"`` (an open_clip architecture, ``hf-hub:`` id or
-transformers id, checked by :func:`resolve_clip`), ``"hub"`` (a Hub model id of any library:
-a Flux pipeline, a VLM judge, a detector, a segmenter, a classifier) or ``"dataset"`` (a Hub
-dataset id). Each kind of bad argument fails here, before any model library is imported for
-loading, in one line naming the argument.
+:func:`resolve_model_spec` is the one entry for a user's model or dataset argument: an existing
+folder or file, a ``file.py:factory`` / ``package.module:factory``, or a name of a ``family``
+(``"clip"``, ``"hub"`` or ``"dataset"``). A name that is neither local nor cached gets one short
+probe of the Hub (:func:`probe_timeout`) instead of ``from_pretrained``'s minutes of retries; each
+kind of bad argument fails in one line naming it, before any model library loads. The steps:
+docs/guide/errors.md, "Offline".
 """
 
 from __future__ import annotations
@@ -70,7 +47,7 @@ def _how_to_get(repo_id: str, repo_type: RepoType) -> str:
 
 
 def _resolve_hub(name: str | os.PathLike[str], argument: str = "--model", repo_type: RepoType = "model") -> str:
-    """A local path, or a Hub id that can be loaded now (see the module docstring): the step
+    """A local path, or a Hub id that can be loaded now (docs/guide/errors.md): the step
     under :func:`resolve_model_spec` (family ``"hub"`` / ``"dataset"``) and :func:`resolve_clip`.
 
     Args:

@@ -87,7 +87,7 @@ def test_bad_config(kwargs, message):
 
 def test_finding_without_a_measured_s_plus_warns_nothing(recwarn):
     """A run where no CBM could measure s+ says so in the report without a NumPy warning
-    (that printed a source path, issue 22.9)."""
+    (that printed a source path)."""
     from concept_grounding.bench.report import finding
 
     rows = [{"name": "CBM (ind.)", "s_plus": float("nan"), "chance_s_plus": 0.5}]
@@ -235,7 +235,7 @@ def test_config_json_keeps_the_flat_keys_and_round_trips(world_run):
 
 
 def test_table2_scores_several_named_models_in_one_run_with_chance_for_every_column(tmp_path):
-    """Issue 34: ``clip_model`` takes several models (two saved world CLIPs here), each a
+    """``clip_model`` takes several models (two saved world CLIPs here), each a
     Table 2 row; the chance row has every column (SUB App. F applied to the CUB labels)."""
     import numpy as np
     import torch
@@ -270,7 +270,7 @@ def test_table2_scores_several_named_models_in_one_run_with_chance_for_every_col
 
 
 def test_soft_label_rows(tmp_path):
-    """Issue 34: Table 1's annotator-certainty weighted rows. On the world every annotation is
+    """Table 1's annotator-certainty weighted rows. On the world every annotation is
     certain (certainty 4), so the soft per-image labels are the hard ones and the soft model is
     the hard one, number for number; the soft per-class labels are the class means."""
     import numpy as np
@@ -296,7 +296,7 @@ def test_soft_label_rows(tmp_path):
 
 
 def test_table1_chance_row_has_every_column(world_run):
-    """Issue 34: chance beside every Table 1 column (a coin per binary concept; 1 / C classes)."""
+    """Chance beside every Table 1 column (a coin per binary concept; 1 / C classes)."""
     out, _ = world_run
     table1 = (out / "report.md").read_text().split("## Table 1")[1].split("## ")[0]
     header = next(line for line in table1.splitlines() if line.startswith("| model"))
@@ -307,7 +307,7 @@ def test_table1_chance_row_has_every_column(world_run):
 
 
 def test_the_job_writes_the_same_report_when_saved_again(bench_run, tmp_path):
-    """The bench job (issue 32): ``run_bench_job`` wrote the models as it went, ``save`` the
+    """The bench job: ``run_bench_job`` wrote the models as it went, ``save`` the
     report; saving the result again elsewhere writes the same results.json and report.md."""
     again = bench_run.result.save(tmp_path)
     assert again == tmp_path / "report.md"

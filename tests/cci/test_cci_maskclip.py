@@ -1,5 +1,5 @@
 """MaskCLIP (Zhou et al., ECCV 2022) against independent constructions, and what the world
-says about it (issue 35: "MaskCLIP and CCI rank the exact foreground above the background on
+says about it ("MaskCLIP and CCI rank the exact foreground above the background on
 world birds")."""
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def test_on_a_world_clip_that_can_only_read_the_bird_maskclip_and_cci_rank_it_ab
         plain_one_layer_world_clip):
     """Known answer (the fixture: nothing off the bird tells the classes apart, in the pixels or
     in any token): held-out birds 200-279 of the plain world, each for its class prompt; the
-    share of birds whose map is higher on the bird than off it. Measured (1 thread, Nov 26),
+    share of birds whose map is higher on the bird than off it. Measured (1 thread),
     training seeds 0 / 1 / 2 / 3: MaskCLIP 0.90 / 0.94 / 0.99 / 0.94, its class-set read-out
     0.80 / 0.80 / 0.80 / 0.81, CCI 0.70 / 0.96 / 0.81 / 0.84, random 0.44 (its seed is fixed).
     The thresholds hold for every seed measured. (Two layers on the same world, 60 birds per

@@ -1,4 +1,4 @@
-"""CCI Tables 1-2 (issue 35, item 2): ``concept-grounding cci-bench`` on the world's exports of
+"""CCI Tables 1-2: ``concept-grounding cci-bench`` on the world's exports of
 the ImageNet-folder and COCO Karpathy layouts, several tiny CLIPs built from configs in one
 table, MaskCLIP against a reference built from open_clip's own modules, flat deletion curves
 for a model that reads only the background, and one-line errors on bad input."""
@@ -109,7 +109,7 @@ def test_cci_bench_classification_table_across_models(image_folder, hf_clip, tmp
 
 
 def test_the_job_runs_from_the_library_and_saves_the_same_bytes_twice(image_folder, tmp_path):
-    """``cci-bench`` as a job (issue 32): config -> run -> result -> save, with the CLI's outputs."""
+    """``cci-bench`` as a job: config -> run -> result -> save, with the CLI's outputs."""
     from concept_grounding.cci.tables_job import CciBenchConfig, run_cci_bench
 
     config = CciBenchConfig(images=image_folder, class_names=image_folder / "class_names.txt", models=("random-clip",),
@@ -261,10 +261,10 @@ def test_a_trained_world_clip_cci_ranks_the_exact_foreground_above_the_backgroun
 def test_a_trained_world_clip_maskclip_ranks_the_exact_foreground_above_the_background(world_clip_folder):
     """Known answer for MaskCLIP on the trained world CLIP (held-out birds 300-379, each for its
     class prompt), read out as the MaskCLIP paper segments: the probability of the image's class
-    against the five class prompts at each patch (softmax of 100 x cosine). Measured (1 thread,
-    Nov 26): 0.775 of the birds have a higher mean on the bird than off it (CCI 0.775, random
-    0.51); the bare cosine with the one prompt: 0.41 (not asserted; why: cci/baselines.py's
-    module docstring). Over training seeds 0-3 of this configuration the read-out gave
+    against the five class prompts at each patch (softmax of 100 x cosine). Measured (1
+    thread): 0.775 of the birds have a higher mean on the bird than off it (CCI 0.775, random
+    0.51); the bare cosine with the one prompt: 0.41 (not asserted; why: docs/cci.md,
+    MaskCLIP's known answers). Over training seeds 0-3 of this configuration the read-out gave
     0.78 / 0.80 / 0.84 / 0.55 and CCI 0.78 / 0.79 / 0.84 / 0.91: this seed's model, with margin."""
     from concept_grounding.cci import ConceptClusterImportance
     from concept_grounding.cci.baselines import maskclip_maps, random_maps

@@ -1,4 +1,4 @@
-"""``covar`` on an image folder with given masks (issue 35, item 3, partly): the world's export of
+"""``covar`` on an image folder with given masks: the world's export of
 the ImageNet-style layout read back as COVAR objects is exactly the world's birds and masks, the
 command runs on it, and a folder without masks or the attribute judge are one-line errors."""
 

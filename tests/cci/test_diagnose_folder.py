@@ -1,4 +1,4 @@
-"""``concept-grounding diagnose`` (issue 35, item 3): BG-Er / Fine-Er / FG-Er on an image folder
+"""``concept-grounding diagnose``: BG-Er / Fine-Er / FG-Er on an image folder
 and on CounterAnimals' easy / hard layout, exported by the world with exact masks; the
 diagnosis with computed masks against the one with the given masks."""
 

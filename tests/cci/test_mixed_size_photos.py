@@ -1,4 +1,4 @@
-"""Every CCI image-folder command on a folder of real photos of mixed sizes and aspects (issue 48).
+"""Every CCI image-folder command on a folder of real photos of mixed sizes and aspects.
 
 The photos are scikit-learn's bundled ``china.jpg`` and ``flower.jpg`` (and scikit-image's
 ``astronaut`` / ``coffee`` where scikit-image is installed), cropped to different sizes, so no

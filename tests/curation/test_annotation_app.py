@@ -1,4 +1,4 @@
-"""The annotation app's handlers (issue 33), without a browser: two annotators at once, each
+"""The annotation app's handlers, without a browser: two annotators at once, each
 finishing a batch, a refusal keeps the image, a restart resumes; plus the commands. The served
 app's identity, file and edge checks are in test_annotation_trust.py."""
 

@@ -1,4 +1,4 @@
-"""The annotation app in a real browser (issue 33): ``concept-grounding annotate`` served in a
+"""The annotation app in a real browser: ``concept-grounding annotate`` served in a
 subprocess, two annotators in two Chromium contexts at once, each finishing a batch with the
 keyboard shortcuts; the store holds both, no duplicate, no lost answer; the server is killed
 and restarted, and each annotator resumes on the image they had open.

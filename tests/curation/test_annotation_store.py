@@ -1,4 +1,4 @@
-"""The annotation store of SUB's human validation (issue 33): k annotators per image, never
+"""The annotation store of SUB's human validation: k annotators per image, never
 twice by one, resumable, concurrent writers, every bad input refused with one line."""
 
 from __future__ import annotations
@@ -308,7 +308,7 @@ def _progress_by_definition(store, annotator, study):
 
 
 def test_progress_matches_its_definition_through_leases_and_expiry(tmp_path):
-    """progress() counts with three small queries (issue 33.5: the one scan took 47 ms on
+    """progress() counts with three small queries (the one scan took 47 ms on
     38,400 images); random leases, answers and expiries of four annotators agree with the
     per-image definition at every step."""
     import random

@@ -1,4 +1,4 @@
-"""The served annotation app as a hostile client meets it (issue 42): who annotates is decided
+"""The served annotation app as a hostile client meets it: who annotates is decided
 by the server (a personal link's token locally, the verified Hugging Face login on a Space),
 never by a field the client fills; only the images reach the page; a repeated or stale submit
 is refused, never applied to another image; a refusal is one log line without the value."""

@@ -1,4 +1,4 @@
-"""SUB's curation by the paper's rules (issue 33), with known answers from the bird world:
+"""SUB's curation by the paper's rules, with known answers from the bird world:
 simulated annotators of known accuracy drive the annotation store, the world's labels are
 the truth."""
 

@@ -1,5 +1,5 @@
-"""curate exactly by SPEC 2b on hand-made answers of known outcome (issue 42): a study-2 tie is
-no majority; S+ among its class's S- (known at plan time) is dropped without the world;
+"""curate exactly by SUB's rules (Sec. 4.3, App. E; docs/human_validation.md) on hand-made answers of
+known outcome: a study-2 tie is no majority; S+ among its class's S- (known at plan time) is dropped without the world;
 candidates whose S- is not the world's are curated as real ones, said in the report; bad
 input is one line; images below k are counted and named."""
 

@@ -1,4 +1,4 @@
-"""ConceptBed's rating study in a real browser (issue 44): ``concept-grounding annotate --items``
+"""ConceptBed's rating study in a real browser: ``concept-grounding annotate --items``
 served in a subprocess, two raters in two Chromium contexts at once, each rating every image
 with the keys 1-5 and Enter, one image per screen; the store holds both, kept apart, k = 2.
 

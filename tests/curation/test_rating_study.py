@@ -1,4 +1,4 @@
-"""ConceptBed's rating study (issue 44, App. G) in the annotation store and app: the items folder,
+"""ConceptBed's rating study (App. G) in the annotation store and app: the items folder,
 two raters at once through the served app (each sees every item once, ratings kept apart, k per
 item, a per-rater order), refusals in one line with nothing lost, the export round trip,
 Krippendorff's alpha and Table 3 on known answers, simulated raters on the world's truth, the

@@ -1,4 +1,4 @@
-"""SUB candidate selection (Sec. 4.2, issue 34): known answers on the bird world's exact truth."""
+"""SUB candidate selection (Sec. 4.2): known answers on the bird world's exact truth."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Aysel et al. in full (issue 35, item 1): every ranking and l / alpha of Tables 1-2 on all and
+"""Aysel et al. in full: every ranking and l / alpha of Tables 1-2 on all and
 on correctly classified images, Table 3's sweep with the no-bottleneck baseline, Figs. 3-4,
 Algorithm 2's binary branch and Tables 6-8, by ``concept-grounding analyse`` on the bird world.
 

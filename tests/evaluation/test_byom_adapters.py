@@ -31,7 +31,7 @@ def test_concept_names_in_every_form():
     assert resolve_concept_names(["has_belly_pattern--striped", 0]) == ("has_belly_pattern::striped", vocab.attributes[0])
     with pytest.raises(ValueError, match="index 112 is outside cbm_112"):
         resolve_concept_names([112], index_base="cbm_112")
-    # CUB's own attribute ids (attributes.txt) are 1-based: an explicit choice (issue 22.5)
+    # CUB's own attribute ids (attributes.txt) are 1-based: an explicit choice
     assert resolve_concept_names([1, 312], index_base="cub_id") == (vocab.attributes[0], vocab.attributes[311])
     with pytest.raises(UsageError, match=r"index 0 is outside cub_id \(1\.\.312\)"):
         resolve_concept_names([0], index_base="cub_id")
@@ -63,7 +63,7 @@ def test_preprocessing_kinds_agree_on_the_same_pixels():
 
 
 def test_a_plain_module_must_state_its_normalisation():
-    """No mean / std, transform or processor: refused, never fed [0, 1] pixels silently (issue 22.2)."""
+    """No mean / std, transform or processor: refused, never fed [0, 1] pixels silently."""
     from torchvision import transforms
 
     net, names = torch.nn.Linear(3, 2), ["has_crown_color::black", "has_crown_color::blue"]
@@ -83,7 +83,7 @@ def test_a_plain_module_must_state_its_normalisation():
 
 
 def test_factory_tuple_parts_are_told_apart_by_type():
-    """(model, concept_names) used to be read as (model, transform) (issue 22.4)."""
+    """(model, concept_names) used to be read as (model, transform)."""
     from torchvision import transforms
 
     net, names, to_tensor = torch.nn.Linear(3, 2), ["has_crown_color::black", "has_crown_color::blue"], transforms.ToTensor()
@@ -201,7 +201,7 @@ def test_tiny_siglip_from_config_scores_group_prompts():
 
 
 def test_pytorch_concepts_labels_that_are_not_cub_names_ask_for_concept_names():
-    """Issue 22.3: a PyC model's own labels name its columns where they are CUB names; else one clear line."""
+    """A PyC model's own labels name its columns where they are CUB names; else one clear line."""
     pytest.importorskip("torch_concepts")
     from torch_concepts import Annotations
     from torch_concepts.nn import ConceptBottleneckModel

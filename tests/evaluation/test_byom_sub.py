@@ -203,8 +203,8 @@ def test_wrong_column_count_and_unknown_names_are_clear_errors(user_file, sub):
 
 
 def test_a_plain_module_without_a_normalisation_choice_is_refused(user_file, sub, tmp_path, capsys):
-    """It used to be fed [0, 1] pixels without a word (issue 22.2); a factory's (model, names)
-    used to be read as (model, transform) (issue 22.4)."""
+    """It used to be fed [0, 1] pixels without a word; a factory's (model, names)
+    used to be read as (model, transform)."""
     module = _user_module(user_file)
     model, names = module.build_plain()
     with pytest.raises(UsageError, match="pass mean= and std= .*, or normalize=False"):
@@ -228,7 +228,7 @@ def test_a_plain_module_without_a_normalisation_choice_is_refused(user_file, sub
 
 
 def test_cli_errors_name_flags_and_the_python_api_names_keywords(user_file, sub, tmp_path, capsys):
-    """Issue 22.6: `pass concept_names=` / `with output=` on the command line named Python keywords."""
+    """`pass concept_names=` / `with output=` on the command line named Python keywords."""
     out = str(tmp_path / "report")
     assert main(["sub", "--model", f"{user_file}:build", "--out", out, *WORLD_ARGS]) == 2
     err = capsys.readouterr().err
@@ -254,7 +254,7 @@ def test_cli_errors_name_flags_and_the_python_api_names_keywords(user_file, sub,
 
 
 def test_integer_concept_names_are_0_based_and_cub_ids_an_explicit_choice(user_file, sub, tmp_path, capsys):
-    """Issue 22.5: integers index CUB's 312 from 0; CUB's 1-based attributes.txt ids need --index-base cub_id."""
+    """Integers index CUB's 312 from 0; CUB's 1-based attributes.txt ids need --index-base cub_id."""
     vocab = load_vocabulary()
     ids = tmp_path / "ids.txt"
     ids.write_text("\n".join(str(i + 1) for i in vocab.cbm_112) + "\n")  # CUB's own ids of the 112
@@ -281,7 +281,7 @@ def test_integer_concept_names_are_0_based_and_cub_ids_an_explicit_choice(user_f
 
 def test_pytorch_concepts_model_as_it_comes(tmp_path, sub):
     """A PyC ConceptBottleneckModel (forward(query=..., input=...) -> AnnotatedTensor logits), names from
-    its annotations, through evaluate_sub and the command line (issue 22.3)."""
+    its annotations, through evaluate_sub and the command line."""
     pytest.importorskip("torch_concepts")
     from concept_grounding.models.data import images_to_tensor
 
@@ -422,7 +422,7 @@ def test_none_option_adds_a_column_and_changes_chance(sub):
 
 def test_no_progress_silences_every_bar(user_file, sub, tmp_path, capfd):
     """``--no-progress`` / ``progress=False``: no bar at all, neither the world SUB render bar
-    nor ``datasets``' bars while a local SUB folder loads (issue 22.7)."""
+    nor ``datasets``' bars while a local SUB folder loads."""
     from concept_grounding.loaders import write_sub
 
     folder = write_sub(sub, tmp_path / "SUB")
@@ -505,7 +505,7 @@ def test_device_and_dtype_options(user_file, sub):
 
 
 def test_several_models_in_one_run(tmp_path, capsys):
-    """Issue 34: ``--model`` repeats; each model gets its own report under ``--out`` and the
+    """``--model`` repeats; each model gets its own report under ``--out`` and the
     summary has one row per model with the numbers of its own report."""
     from concept_grounding.testing import tiny_world_clip
 
@@ -526,7 +526,7 @@ def test_several_models_in_one_run(tmp_path, capsys):
 
 
 def test_the_sub_job_scores_each_model_once_and_saves_the_same_bytes_twice(tmp_path):
-    """Issue 32: ``sub`` runs as a job (``run_sub(config) -> SubResult``, ``save(out)``): the
+    """``sub`` runs as a job (``run_sub(config) -> SubResult``, ``save(out)``): the
     same model twice gets the same scores, and saving the result again writes the same files."""
     from concept_grounding.bench.sub_job import ScoredModel, SubConfig, run_sub
     from concept_grounding.testing import tiny_world_clip

@@ -1,4 +1,4 @@
-"""The grounded judge and its validation on the world's exact truth (issue 24).
+"""The grounded judge and its validation on the world's exact truth.
 
 The validation stage must pass the exact oracle, fail a judge that reads only the species
 (SUB's failure), and the benchmark must then refuse to print a substitution finding.

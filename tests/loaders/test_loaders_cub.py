@@ -244,7 +244,7 @@ def test_missing_files_are_all_listed(cub):
         ("attributes/attributes.txt", 2, "2 has_bill_shape::spoon", "the vocabulary has 'has_bill_shape::dagger'"),
         ("parts/parts.txt", 7, "7 third eye", "part 7 is 'third eye'"),
         ("classes.txt", 2, "5 017.Cardinal", "class ids must be 1..3"),
-        # NaN, inf and far off-image coordinates (issue 12.5): the loader used to accept them
+        # NaN, inf and far off-image coordinates: the loader used to accept them
         ("parts/part_locs.txt", 1, "1 1 nan 5.0 1", "x must be a finite number, found 'nan'"),
         ("parts/part_locs.txt", 2, "1 2 0.0 inf 0", "y must be a finite number, found 'inf'"),
         ("parts/part_locs.txt", 1, "1 1 20.0 5.0 1", "visible part 1 of image id 1 at (20, 5) lies more than 0.5 x its"
@@ -436,7 +436,7 @@ def test_off_image_coordinates_of_invisible_parts_are_kept(cub):
 
 
 def test_visible_parts_just_past_the_border_are_clipped_onto_it_with_one_counting_warning(cub):
-    """Real CUB's part_locs.txt has visible centres a pixel or two off the image (issue 22.1):
+    """Real CUB's part_locs.txt has visible centres a pixel or two off the image:
     they load, clipped onto the border, and one warning counts them."""
     _replace_line(cub / "parts/part_locs.txt", 1, "1 1 14.0 5.0 1")   # image 1 is 13 x 10 px: one past the right
     _replace_line(cub / "parts/part_locs.txt", 7, "1 7 3.5 -0.5 1")   # half a pixel above the top

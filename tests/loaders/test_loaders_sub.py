@@ -148,7 +148,7 @@ def test_every_attr_label_of_the_hub_card_normalises():
 
 
 def test_attribute_names_in_another_case_normalise():
-    """A re-typed copy's capitals are a spelling, not another attribute (issue 22.1)."""
+    """A re-typed copy's capitals are a spelling, not another attribute."""
     assert normalise_attribute("Has_Crown_Color::Black", VOCAB) == "has_crown_color::black"
     assert normalise_attribute("HAS_CROWN_COLOR--BLACK", VOCAB) == "has_crown_color::black"
     assert normalise_attribute("Black Crown Color", VOCAB) == "has_crown_color::black"

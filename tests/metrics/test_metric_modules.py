@@ -186,7 +186,7 @@ def test_sub_module_agrees_with_function(config):
 
 @pytest.mark.parametrize("config", ["binary", "group"])
 def test_sub_module_refuses_none_scores_outside_group_with_none(config):
-    """Issue 42: none_scores was silently ignored outside "group_with_none"."""
+    """``none_scores`` was silently ignored outside "group_with_none"."""
     names = ["has_bill_shape::dagger", "has_bill_shape::cone"]
     with pytest.raises(ValueError, match="only used by the 'group_with_none' config") as err:
         load("sub_accuracy", config).compute(predictions=[[0.9, 0.1]], target_attributes=[names[0]],
@@ -209,10 +209,10 @@ def test_module_bad_input_raises_value_error():
         load("sub_accuracy", "multiclass")
 
 
-# ----------------------------------------------------------------- issue 31.15-17: Spaces, save, examples
+# ----------------------------------------------------------------- Spaces, save, examples
 @pytest.mark.parametrize("name", METRICS)
 def test_examples_name_the_metric_as_evaluate_does(name):
-    """Issue 31.17: examples once loaded ``evaluate.load("metrics/<name>")``, which works only
+    """Examples once loaded ``evaluate.load("metrics/<name>")``, which works only
     from the repository root; evaluate's convention is ``evaluate.load("<name>")``."""
     folder = ROOT / "metrics" / name
     for text in ((folder / f"{name}.py").read_text(), (folder / "README.md").read_text()):
@@ -221,7 +221,7 @@ def test_examples_name_the_metric_as_evaluate_does(name):
 
 @pytest.mark.parametrize("name", METRICS)
 def test_the_card_example_goes_through_evaluate_save(name, tmp_path):
-    """Issue 31.16: ``evaluate.save(**result)`` failed on every module (numpy arrays in the
+    """``evaluate.save(**result)`` failed on every module (numpy arrays in the
     result); results are plain Python now, and the saved file holds them."""
     import json
 
@@ -236,12 +236,12 @@ def test_the_card_example_goes_through_evaluate_save(name, tmp_path):
 
 @pytest.mark.parametrize("name", ["concept_existence", "concept_global_importance", "concept_location"])
 def test_the_aysel_modules_name_their_paper(name):
-    """Issue 31.17: the three Aysel et al. modules had empty ``reference_urls``."""
+    """The three Aysel et al. modules had empty ``reference_urls``."""
     assert load(name).reference_urls == ["https://arxiv.org/abs/2501.19271"]
 
 
 def test_the_metric_space_gradio_pin_is_the_tested_gradio():
-    """Issue 31.15: the card pins the Gradio its widget is tested with (this environment's)."""
+    """The card pins the Gradio its widget is tested with (this environment's)."""
     import gradio
 
     from concept_grounding.publish.code_repos import METRIC_SPACE_GRADIO
@@ -252,7 +252,7 @@ def test_the_metric_space_gradio_pin_is_the_tested_gradio():
 @pytest.mark.slow  # a Gradio server in a subprocess per metric
 @pytest.mark.parametrize("name", METRICS)
 def test_the_published_metric_space_starts_from_a_folder_named_app_and_computes_its_example(name, tmp_path):
-    """Issue 31.15: on a Space the app runs from a folder named ``app``, where
+    """On a Space the app runs from a folder named ``app``, where
     ``evaluate.load(<its folder>)`` imported ``app/app.py`` itself, and evaluate's widget sent
     no compute-time argument. The folder ``publish`` builds, copied to ``app/``, starts, pins
     its Gradio in the card and computes the card's example as ``compute`` does."""
@@ -333,7 +333,7 @@ def _card_configs(name: str) -> set[str]:
 
 @pytest.mark.parametrize("name", METRICS)
 def test_the_metric_space_reaches_every_config_the_card_describes(name):
-    """Issue 46.2: each config of the card has a tab (an example) on the Space, every example
+    """Each config of the card has a tab (an example) on the Space, every example
     computes under its config, and every argument of an example has help from the module."""
     from concept_grounding.space.metric_widget import argument_help, widget_examples
 

@@ -110,7 +110,7 @@ def test_invariant_to_positive_scaling_of_theta(theta, V, c, u):
         assert ((v >= -1) & (v <= 1)).all()
 
 
-# ------------------------------------------------------------- issue 12.8(b): row / column scale
+# ------------------------------------------------------------- row / column scale
 def _cos(a, b):
     a, b = np.asarray(a, float), np.asarray(b, float)
     return a @ b / (np.linalg.norm(a) * np.linalg.norm(b))

@@ -1,4 +1,4 @@
-"""One validation path (issue 12.2): every metric rejects the same bad input with a
+"""One validation path: every metric rejects the same bad input with a
 ValueError naming the argument, whether it comes through the plain function, the
 ``evaluate`` module's ``compute``, or streamed ``add_batch`` / ``add``. Before the
 modules checked their inputs, ``evaluate`` cast them to the module's Features on the way

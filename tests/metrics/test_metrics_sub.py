@@ -136,7 +136,7 @@ def test_scores_in_range(probs):
     assert 0 <= g["s_plus"] <= 1 and 0 <= g["s_minus"] <= 1 and g["chance_s_plus"] == 0.5
 
 
-# --------------------------------------------------- issue 14.3: paper vs official (published code)
+# --------------------------------------------------- paper vs official (published code)
 # Binary fixture, hand-computed. Columns: dagger, cone, needle, blue crown, brown crown.
 OFF_NAMES = [DAGGER, CONE, NEEDLE, BLUE, BROWN]
 OFF_PROBS = np.array(

@@ -1,4 +1,4 @@
-"""No silent random weights (issue 34): every CLIP-loading path refuses an open_clip
+"""No silent random weights: every CLIP-loading path refuses an open_clip
 architecture without a weights tag, in one line naming the option, before building anything."""
 
 from __future__ import annotations

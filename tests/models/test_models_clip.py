@@ -191,7 +191,7 @@ def test_class_captions_take_the_class_as_their_positives():
 
 
 #: token ids of the world CLIP's tokenizer, computed with the hand-written tokenizer it had before
-#: it was built on the ``tokenizers`` library (issue 23, item 6): saved world CLIPs must read the same ids.
+#: it was built on the ``tokenizers`` library: saved world CLIPs must read the same ids.
 PINNED_WORLD_IDS = {
     "a photo of a bird with a black crown": [2, 3, 205, 188, 3, 29, 310, 3, 30, 74, 317, 0],
     "A Photo of a DUCK-LIKE bird!": [2, 3, 205, 188, 3, 81, 29, 317, 0, 0, 0, 0],

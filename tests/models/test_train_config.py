@@ -34,7 +34,7 @@ def test_a_knob_given_both_ways_is_refused_and_none_keeps_the_trainers_default(t
 
 
 def test_an_explicit_progress_false_is_never_overridden(toy_concepts, monkeypatch):
-    """The bug of issue 32: ``progress=False`` beside a config's default ``True`` drew bars."""
+    """``progress=False`` beside a config's default ``True`` drew bars."""
     from concept_grounding.models import training
 
     shown = []

@@ -23,7 +23,7 @@ CORE_REPOS = {
     ("dataset", "bird-world"), ("dataset", "bird-world-sub"), ("model", "tied_diffusion"), ("space", "concept-grounding"),
     ("model", "tied_flux2"), ("model", "tied_flux2_klein"), ("model", "tied_diffusion_block"),
     *(("space", m) for m in METRIC_NAMES),
-    # The world Flux repo is built whenever its weights ship with the package (they do since issue 15).
+    # The world Flux repo is built whenever its weights ship with the package (they do).
     *((("model", "world-flux"),) if find_sources().world_flux is not None else ()),
 }
 

@@ -28,7 +28,7 @@ from concept_grounding.testing.serving import free_port, http_request
 pytestmark = pytest.mark.slow  # each module fixture starts the Space in a subprocess
 
 CHROMIUM = "/usr/bin/chromium"
-#: Issue 31.8: the first use of every tab answers within this many seconds on this CPU (the browser test).
+#: the first use of every tab answers within this many seconds on this CPU (the browser test).
 FIRST_USE_SECONDS = 10.0
 
 
@@ -88,7 +88,7 @@ def test_api_metrics_known_answer(client, tmp_path):
 
 
 def _on_server(served: str, cache: Path) -> Path:
-    """Where the file the Space names ``/space-files/<...>`` (issue 31.7) lies in its cache folder."""
+    """Where the file the Space names ``/space-files/<...>`` lies in its cache folder."""
     from concept_grounding.space.paths import ALIAS
 
     assert served.startswith(ALIAS + "/"), served
@@ -104,7 +104,7 @@ def _post_upload(url: str, size: int) -> urllib.request.Request:
 
 
 def test_uploads_are_bounded_at_the_server_and_an_oversized_one_is_not_stored(server):
-    """Issue 22.12: a file above MAX_UPLOAD_BYTES posted to the upload route is refused (413)
+    """A file above MAX_UPLOAD_BYTES posted to the upload route is refused (413)
     and nothing of it is stored; one below is stored."""
     from concept_grounding.space.blocks import DELETE_CACHE
     from concept_grounding.space.inputs import MAX_UPLOAD_BYTES
@@ -122,7 +122,7 @@ def test_uploads_are_bounded_at_the_server_and_an_oversized_one_is_not_stored(se
 
 
 def test_the_cache_is_swept_on_a_schedule_and_a_served_image_counts_as_new(tmp_path, monkeypatch):
-    """Issue 22.12: the demo's limits carry the sweep's schedule (:mod:`~.space.sweep`, in place
+    """The demo's limits carry the sweep's schedule (:mod:`~.space.sweep`, in place
     of Gradio's ``delete_cache``), and an image served again is young again for it (a sweep
     never deletes a file a request is being answered with)."""
     from concept_grounding.space import build_demo
@@ -131,7 +131,7 @@ def test_the_cache_is_swept_on_a_schedule_and_a_served_image_counts_as_new(tmp_p
 
     demo = build_demo(store=ResourceStore())
     assert demo.space_gate.limits.delete_cache == DELETE_CACHE and DELETE_CACHE[0] <= DELETE_CACHE[1]
-    assert demo.delete_cache is None  # Gradio's own sweep stops at the first folder (issue 42.3)
+    assert demo.delete_cache is None  # Gradio's own sweep stops at the first folder
     monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path))
     image = np.zeros((4, 4, 3), np.uint8)
     path = Path(served_png(image))
@@ -153,7 +153,7 @@ def _raw_error(url: str, api: str, body: str) -> str:
 
 
 def test_raw_api_numbers_and_paths_get_one_line_naming_the_field(server):
-    """Issue 22.13, through Gradio: NaN in a number field reaches the handler (no Gradio
+    """Through Gradio: NaN in a number field reaches the handler (no Gradio
     rounding error) and is refused naming the field; a folder sent as an upload is refused
     without showing where the server keeps it."""
     url, _, _, cache = server
@@ -279,7 +279,7 @@ def test_api_refuses_a_model_not_listed_at_launch(client):
 
 
 def test_a_visitor_who_leaves_stops_their_tied_diffusion_run(server):
-    """Issue 22.15: a browser joins the queue for a long Tied Diffusion run (the world Flux,
+    """A browser joins the queue for a long Tied Diffusion run (the world Flux,
     50 steps: minutes of CPU here), sees it start, and closes the page; the run stops at
     its next denoising step instead of running to the end (the server logs where)."""
     import http.client
@@ -334,7 +334,7 @@ def _screenshot(page, path: Path, for_docs: bool) -> None:
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (apt-get install -y chromium)")
 def test_browser_every_tab(fresh_server, tmp_path):
     """Every tab through Chromium on a fresh Space, each tab's first use timed from its click to
-    its result on the page (issue 31.8: at most :data:`FIRST_USE_SECONDS` each). Issue 48: the
+    its result on the page (at most :data:`FIRST_USE_SECONDS` each). The
     status line follows the warm-up (it once said "No model loaded yet" after the models
     loaded); the world CLIP says it knows only birds on an upload; Metrics opens on SUB accuracy
     with rendered help, and its Compute says what it needs instead of failing in red."""
@@ -366,14 +366,14 @@ def test_browser_every_tab(fresh_server, tmp_path):
 
             # 1. Tied Diffusion: prompts, eta plot, the generated pair and the baseline
             expect(page.get_by_text("small Flux trained on the bird world")).to_be_visible()
-            expect(page.get_by_text("What to expect").first).to_be_visible()  # issue 37: one sentence
+            expect(page.get_by_text("What to expect").first).to_be_visible()  # one sentence
             start = time.perf_counter()
             page.locator("#tdg-run").click()
-            # the tab opens on its default pairing (issue 37: one whose guide shows S+)
+            # the tab opens on its default pairing (one whose guide shows S+)
             expect(page.locator("#tdg-cg textarea")).to_have_value(tab_tdg.prompts(*tab_tdg.DEFAULT_PAIRING)[1], timeout=timeout)
             for elem in ("#tdg-eta", "#tdg-ref", "#tdg-guide", "#tdg-base"):
                 expect(page.locator(f"{elem} img")).to_be_visible(timeout=timeout)
-            # issue 24: the world judge's verdict under each image
+            # the world judge's verdict under each image
             expect(page.locator("#tdg-verdicts")).to_contain_text("The world judge's verdicts", timeout=timeout)
             first_use["Tied Diffusion"] = time.perf_counter() - start
             expect(page.locator("#tdg-verdicts")).to_contain_text("Prompting only")
@@ -449,7 +449,7 @@ def test_browser_every_tab(fresh_server, tmp_path):
     assert len(first_use) == 5 and max(first_use.values()) <= FIRST_USE_SECONDS, first_use
 
 
-# --- issue 31: the Space's limits, as a hostile visitor meets them ------------------------------------------
+# --- the Space's limits, as a hostile visitor meets them ------------------------------------------
 
 
 def _raw_result(url: str, api: str, body: str, headers: dict | None = None, source: str | None = None
@@ -486,7 +486,7 @@ def _upload(url: str, parts: list[tuple[str, bytes]], visitor: str | None = None
 
 
 def test_explain_baselines_are_taken_once_each(server):
-    """Issue 31.1: ``["random"] * 2000`` once returned 2,001 images (10,000 took 63 s); the
+    """``["random"] * 2000`` once returned 2,001 images (10,000 took 63 s); the
     list is de-duplicated, so the gallery has one CCI overlay and one random baseline."""
     url, *_ = server
     kind, data = _raw_result(url, "explain", json.dumps({"data": [None, 0, "a bird", 3, ["random"] * 2000, ""]}))
@@ -495,7 +495,7 @@ def test_explain_baselines_are_taken_once_each(server):
 
 
 def test_explain_refuses_more_baselines_than_the_limit(tiny_space_store):
-    """Issue 31.1 at the handler (the page offers fewer baselines than the limit): distinct
+    """At the handler (the page offers fewer baselines than the limit): distinct
     names beyond ``max_list_items`` are refused in one line naming the field and the limit."""
     from concept_grounding.space import tab_explain
     from concept_grounding.space.limits import Gate, Refused, SpaceLimits
@@ -506,7 +506,7 @@ def test_explain_refuses_more_baselines_than_the_limit(tiny_space_store):
 
 
 def test_an_image_with_too_many_pixels_is_refused_before_decoding(client, tmp_path):
-    """Issue 31.4: a small PNG of many pixels (3000 x 3000, a few kB, under the old 64-megapixel
+    """A small PNG of many pixels (3000 x 3000, a few kB, under the old 64-megapixel
     cap) would be decoded whole; it is refused from its header, naming the limit."""
     from gradio_client import handle_file
     from gradio_client.exceptions import AppError
@@ -522,7 +522,7 @@ def test_an_image_with_too_many_pixels_is_refused_before_decoding(client, tmp_pa
 
 
 def test_a_refused_value_costs_one_short_line_in_the_log_and_the_page(server):
-    """Issue 31.5: a 100 kB string where a choice is expected once printed a traceback with
+    """A 100 kB string where a choice is expected once printed a traceback with
     the whole value; now the page gets one line naming the field, the log one short line."""
     url, _, log, _ = server
     before = log.stat().st_size
@@ -536,7 +536,7 @@ def test_a_refused_value_costs_one_short_line_in_the_log_and_the_page(server):
 
 
 def test_uploads_with_an_empty_or_right_to_left_name_or_too_many_files_are_refused_in_one_line(server):
-    """Issue 31.5 / 31.9 / 31.2: an empty file name once gave HTTP 500; a name with U+202E was
+    """An empty file name once gave HTTP 500; a name with U+202E was
     stored and shown as sent; one request could carry 1,000 files. Each is refused (400)
     with one line naming the field, and nothing is stored."""
     from concept_grounding.space.limits import SpaceLimits
@@ -554,7 +554,7 @@ def test_uploads_with_an_empty_or_right_to_left_name_or_too_many_files_are_refus
 
 
 def test_upload_bytes_are_limited_per_visitor(server):
-    """Issue 31.2: each upload below the per-file limit, but one visitor may keep only
+    """Each upload below the per-file limit, but one visitor may keep only
     ``visitor_upload_bytes`` in the cache; the next is refused (429) and another visitor
     still uploads."""
     from concept_grounding.space.limits import SpaceLimits
@@ -573,7 +573,7 @@ def test_upload_bytes_are_limited_per_visitor(server):
 
 
 def test_every_tab_stops_when_its_visitor_leaves():
-    """Issue 31.3: every tab's request runs as a generator over its work in a thread
+    """Every tab's request runs as a generator over its work in a thread
     (``run_while_wanted``), which Gradio closes when the visitor leaves; before, only the
     Tied Diffusion tab did."""
     import inspect
@@ -655,7 +655,7 @@ def slow_space():
     ("explain", [None, 0, "a bird", 3, ["random", "gradcam", "grad-eclip", "maskclip", "rollout"], ""], 5),
 ])
 def test_a_visitor_who_leaves_mid_request_stops_the_tab_s_work(slow_space, caplog, api, data, total):
-    """Issue 31.3: only the Tied Diffusion tab stopped when its visitor left; the SUB explorer,
+    """Only the Tied Diffusion tab stopped when its visitor left; the SUB explorer,
     Concepts (and Metrics) ran their work to the end. A visitor joins the queue, their request
     starts (the model's first call is seen), they close the page: the work stops at its next
     stage or batch (within a few seconds, most of it never done) and the log says where."""
@@ -695,7 +695,7 @@ def test_a_visitor_who_leaves_mid_request_stops_the_tab_s_work(slow_space, caplo
 
 
 def test_a_cancelled_explain_stops_before_its_next_stage(tiny_space_store):
-    """Issue 31.3 at the handler: once ``cancelled()`` is true, explain stops before the model
+    """At the handler: once ``cancelled()`` is true, explain stops before the model
     is even asked for."""
     from concept_grounding.space import tab_explain
 
@@ -705,7 +705,7 @@ def test_a_cancelled_explain_stops_before_its_next_stage(tiny_space_store):
 
 
 def test_the_status_line_does_not_show_where_the_server_keeps_its_files(tmp_path):
-    """Issue 31.7: the status line once showed the artifacts folder's absolute path."""
+    """The status line once showed the artifacts folder's absolute path."""
     from concept_grounding.space.resources import ResourceStore
 
     folder = tmp_path / "artifacts"
@@ -715,7 +715,7 @@ def test_the_status_line_does_not_show_where_the_server_keeps_its_files(tmp_path
 
 
 def test_the_tabs_models_are_built_at_launch(default_server):
-    """Issue 31.8: the first SUB explorer click once trained its model (78-84 s here at the
+    """The first SUB explorer click once trained its model (78-84 s here at the
     default size); the Space now builds every tab's default model when it starts, so no
     request is needed for the log to say the concept model is ready."""
     _, _, log, _, _ = default_server
@@ -748,7 +748,7 @@ def _join_long_tdg(url: str, session: str) -> object:
 
 
 def test_one_visitor_runs_at_most_the_limit_of_requests_at_once(default_server):
-    """Issue 31.6: one queue for everyone, no per-visitor limit: 64 long requests of one visitor
+    """One queue for everyone, no per-visitor limit: 64 long requests of one visitor
     held everyone else out. With two long runs going, the same visitor's third request is
     refused at once in one line, while another visitor is served."""
     import socket
@@ -763,7 +763,7 @@ def test_one_visitor_runs_at_most_the_limit_of_requests_at_once(default_server):
         kind, message = _raw_result(url, "sub_explore", body)
         assert kind == "error" and message == ("Requests: at most 2 requests at once per visitor; "
                                                "wait for one to finish."), message
-        for rotated in ("93.184.216.43", "93.184.216.44, 93.184.216.45"):  # issue 42.3: no trusted proxy here
+        for rotated in ("93.184.216.43", "93.184.216.44, 93.184.216.45"):  # no trusted proxy here
             kind, message = _raw_result(url, "sub_explore", body, headers={"X-Forwarded-For": rotated})
             assert kind == "error" and message.startswith("Requests: at most 2 requests at once"), message
         kind, data = _raw_result(url, "sub_explore", body, source="127.0.0.2")  # another peer: another visitor
@@ -775,7 +775,7 @@ def test_one_visitor_runs_at_most_the_limit_of_requests_at_once(default_server):
 
 
 def test_a_sigterm_deletes_what_the_space_stored(default_server):
-    """Issue 31.2: a SIGTERM once left the uploads behind (372 MB) though shutdown is meant to
+    """A SIGTERM once left the uploads behind (372 MB) though shutdown is meant to
     delete them; it now closes the Space as Ctrl-C does. (Last test of ``default_server``.)"""
     import signal
 
@@ -788,7 +788,7 @@ def test_a_sigterm_deletes_what_the_space_stored(default_server):
 
 
 def test_a_path_outside_the_upload_folder_is_refused_without_echoing_it(server):
-    """Issue 31.7: Gradio's own refusal of a file outside its cache echoed the resolved path;
+    """Gradio's own refusal of a file outside its cache echoed the resolved path;
     the visitor now gets one line naming the field, and no path."""
     url, *_ = server
     outside = json.dumps({"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}})
@@ -809,7 +809,7 @@ def _raw_stream(url: str, api: str, body: str, visitor: str | None = None) -> tu
 
 
 def test_no_response_shows_where_the_server_keeps_its_files(server, tmp_path):
-    """Issue 31.7: file outputs carried the absolute path of Gradio's cache folder (in their JSON
+    """File outputs carried the absolute path of Gradio's cache folder (in their JSON
     and their URL), and so did the upload route's answer. A visitor uploads an image, explains
     it, computes a metric, explores SUB and asks for concepts: no response names the cache
     folder or the artifacts folder; the files come as ``/space-files/...``, their URLs serve

@@ -100,7 +100,7 @@ NAN = float("nan")
     (lambda store: tab_concepts.concepts(store, None, [[[[[[[[0]]]]]]]], top=3), "World bird #"),
 ])
 def test_numeric_fields_are_refused_in_one_line_naming_the_field(call, field):
-    """Issue 22.13: NaN, 1e308, fractions (refused, not truncated) and odd values, before any
+    """NaN, 1e308, fractions (refused, not truncated) and odd values, before any
     model is loaded (the store is empty and stays so)."""
     store = ResourceStore()
     with pytest.raises(UserInputError) as refused:
@@ -116,7 +116,7 @@ def test_whole_numbers_pass_unchanged():
 
 
 def test_a_folder_and_deep_json_get_a_line_without_a_server_path(tmp_path):
-    """Issue 22.13: a folder sent as an upload, and JSON nested past Python's recursion limit."""
+    """A folder sent as an upload, and JSON nested past Python's recursion limit."""
     root = tmp_path / "gradio"
     (root / "abc").mkdir(parents=True)
     with pytest.raises(UserInputError, match=r"^Predictions: not an uploaded file") as refused:
@@ -223,7 +223,7 @@ def test_metrics_tab_sub_accuracy_from_csv_known_answer(tmp_path):
 
 
 def test_the_space_card_states_the_default_model_and_where_make_demo_writes_the_models():
-    """Issue 31.11: the Space card said the default diffusion model was the tiny random Flux
+    """The Space card said the default diffusion model was the tiny random Flux
     (it is the world Flux), and its ``--artifacts artifacts/`` example pointed where
     ``make demo`` writes nothing (it writes the bench models under ``reports/demo/bench``)."""
     import re
@@ -247,7 +247,7 @@ def test_the_space_card_states_the_default_model_and_where_make_demo_writes_the_
 @pytest.mark.parametrize("name", ["concept_confidence_deviation", "concept_existence", "concept_global_importance",
                                   "concept_location", "sub_accuracy"])
 def test_metrics_tab_takes_the_evaluate_module_s_example(name, tmp_path):
-    """Issue 31.14: the Metrics tab refused ``predictions`` (the ``evaluate`` name) and wanted
+    """The Metrics tab refused ``predictions`` (the ``evaluate`` name) and wanted
     ``scores``; each metric Space's example, saved as JSON, now computes here, with the
     module's own scalar values."""
     import json
@@ -271,7 +271,7 @@ def test_metrics_tab_takes_the_evaluate_module_s_example(name, tmp_path):
 @pytest.mark.parametrize("name", ["concept_confidence_deviation", "concept_existence", "concept_global_importance",
                                   "concept_location", "sub_accuracy"])
 def test_metrics_tab_offers_an_example_for_every_metric(name):
-    """Issue 31.14: the Metrics tab had no example file; each metric's help shows its example
+    """The Metrics tab had no example file; each metric's help shows its example
     (the metric Space's, one copy in ``concept_grounding.metrics.examples``) and the tab
     computes it as an uploaded file."""
     import json

@@ -1,4 +1,4 @@
-"""The Space's declared limits (issue 31): :class:`SpaceLimits` and the :class:`Gate` that
+"""The Space's declared limits: :class:`SpaceLimits` and the :class:`Gate` that
 enforces them, with known answers (a fake clock for the cache age)."""
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def test_lists_pixels_and_names():
 
 
 def test_the_visitor_is_the_client_the_server_resolved_and_proxies_are_named_by_the_operator():
-    """Issue 42.3: X-Forwarded-For was believed from any private peer; the visitor is now the
+    """X-Forwarded-For was believed from any private peer; the visitor is now the
     scope's client (which the web server rewrites only for the operator's proxies)."""
     from types import SimpleNamespace
 
@@ -129,7 +129,7 @@ def test_limits_are_checked_and_read_from_the_environment():
 
 
 def test_the_space_app_binds_loopback_unless_told_otherwise():
-    """Issue 31.14: app.py bound 0.0.0.0 where ``concept-grounding space`` binds 127.0.0.1 (a
+    """``app.py`` bound 0.0.0.0 where ``concept-grounding space`` binds 127.0.0.1 (a
     hosted Space sets ``GRADIO_SERVER_NAME=0.0.0.0`` itself)."""
     from pathlib import Path
 

@@ -72,7 +72,7 @@ def test_bad_launch_flags_fail_at_parse_time(capsys):
 
 
 def test_a_port_in_use_is_refused_before_the_space_is_built(capsys, monkeypatch):
-    """Issue 22.11: the address is checked first, in one line naming the flags."""
+    """The address is checked first, in one line naming the flags."""
     import socket
 
     from concept_grounding.cli import main
@@ -165,7 +165,7 @@ def test_named_clips_share_the_lru_cache(tmp_path):
 
 
 def test_a_gpu_space_offers_flux_dev_and_klein_and_a_cpu_space_does_not():
-    """Issue 36.5: on ZeroGPU hardware (``SPACES_ZERO_GPU``) the TDG tab offers FLUX.1-dev and
+    """On ZeroGPU hardware (``SPACES_ZERO_GPU``) the TDG tab offers FLUX.1-dev and
     FLUX.2 [klein] beside the built-in models; on this CPU nothing changes."""
     import torch
 

@@ -1,4 +1,4 @@
-"""Issue 42.3: a Space no request can poison, through the running app (one server, the
+"""A Space no request can poison, through the running app (one server, the
 loopback peer its trusted proxy) and at the pieces (the multipart parser, the sweep, the alias).
 
 * one multipart parser decides: a Content-Type that repeats a parameter (two ``boundary=``

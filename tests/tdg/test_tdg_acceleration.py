@@ -1,4 +1,4 @@
-"""TDG with diffusers' caches and torch.compile on the world Flux (issue 25), and the tied
+"""TDG with diffusers' caches and torch.compile on the world Flux, and the tied
 step's overhead work, which must leave every image bit for bit as it was."""
 
 import copy

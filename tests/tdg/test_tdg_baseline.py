@@ -1,4 +1,4 @@
-"""The one prompting-only baseline (issue 32.3): ``tdg.baseline.prompting_images``, used by
+"""The one prompting-only baseline: ``tdg.baseline.prompting_images``, used by
 ``generate --method prompting``, the Space's TDG tab and ``benchmarks/bench_tdg_world.py``."""
 
 import numpy as np

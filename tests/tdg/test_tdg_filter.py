@@ -115,7 +115,7 @@ def _image_folder(root, n=4):
 
 @pytest.mark.parametrize("fraction", ["0", "1.5", "nan", "-0.1"])
 def test_cli_keep_fraction_is_checked_before_any_image_is_scored(tmp_path, monkeypatch, capsys, fraction):
-    """The old command scored every image, then failed in keep_count (issue 12.5)."""
+    """The old command scored every image, then failed in keep_count."""
     import sys
     import types
 
@@ -133,7 +133,7 @@ def test_cli_keep_fraction_is_checked_before_any_image_is_scored(tmp_path, monke
 
 
 def test_filter_keeps_the_evidence_of_every_image():
-    """Issue 34: every image's answers and the reason it was kept or discarded (SUB Fig. 5).
+    """Every image's answers and the reason it was kept or discarded (SUB Fig. 5).
     Blue Jay: 4 of 10 answer red (2 kept, 2 ranked lower), the rest its own eye colour S-;
     Cardinal: 1 answers red (< 2 needed: pairing dropped), the rest a third colour."""
     options = group_options("eye_color")
@@ -199,7 +199,7 @@ def test_another_attribute_changed_is_discarded_when_groups_are_checked():
 
 
 def test_the_validation_world_side_is_size_and_the_old_flag_still_works(capsys, tmp_path):
-    """Issue 32.1: the image side is ``--size`` in filter too; ``--world-size`` (its old name) is a
+    """The image side is ``--size`` in filter too; ``--world-size`` (its old name) is a
     hidden alias of the same setting, so command lines written before keep working."""
     from concept_grounding.cli import build_parser
 

@@ -110,7 +110,7 @@ def uninterrupted(pipe, tmp_path_factory):
 
 
 def test_max_images_writes_that_many_and_the_same_images(pipe, uninterrupted, tmp_path):
-    """Issue 31.12: ``generate --max-images 1`` wrote a whole batch (4 images); it writes one,
+    """``generate --max-images 1`` wrote a whole batch (4 images); it writes one,
     the image the full run writes for that job (per-job seeds)."""
     assert _generate(pipe, JOBS, tmp_path, SETTINGS, batch_size=4, max_images=1) == 1
     images = [p.relative_to(tmp_path) for p in tmp_path.rglob("*.png")]
@@ -118,7 +118,7 @@ def test_max_images_writes_that_many_and_the_same_images(pipe, uninterrupted, tm
 
 
 def test_the_progress_bar_does_not_read_as_0_of_1_done(pipe, tmp_path, capsys):
-    """Issue 31.14: the bar was labelled ``TDG images [0/1]`` (process 0 of 1), read as
+    """The bar was labelled ``TDG images [0/1]`` (process 0 of 1), read as
     "0 of 1 done"; one process shows no process number, several show "process i of n"."""
     config = dataclasses.replace(SETTINGS, out=tmp_path, batch_size=4, max_images=1)
     generate_images(pipe, JOBS, config, FLUX, progress=True)
@@ -194,7 +194,7 @@ def test_saved_guides_stay_out_of_the_imagefolder(pipe, uninterrupted, tmp_path)
     assert len(datasets.load_dataset("imagefolder", data_dir=str(tmp_path), split="train")) == len(JOBS)
 
 
-# ------------------------------------------------------------------ resume manifest (issue 12.3)
+# ------------------------------------------------------------------ resume manifest
 def test_resume_with_other_settings_stops_and_names_each_difference(pipe, uninterrupted, tmp_path):
     import dataclasses
     import shutil
@@ -265,9 +265,9 @@ def test_cli_resume_checks_the_manifest_before_loading_the_model(tmp_path, capsy
     assert "wrote 0 new images" in capsys.readouterr().out
 
 
-# ------------------------------------------------------------ issue 31.12 / 32: one name per setting, recorded when used
+# ------------------------------------------------------------ one name per setting, recorded when used
 def test_the_manifest_records_the_image_side_as_size(pipe, uninterrupted):
-    """Issue 32.1: the image side is ``--size`` / ``size`` from flag to manifest (was ``height`` + ``width``)."""
+    """The image side is ``--size`` / ``size`` from flag to manifest (was ``height`` + ``width``)."""
     from concept_grounding.tdg.resume import MANIFEST_FILE
 
     manifest = json.loads((uninterrupted / MANIFEST_FILE).read_text())
@@ -275,7 +275,7 @@ def test_the_manifest_records_the_image_side_as_size(pipe, uninterrupted):
 
 
 def test_guidance_scale_is_recorded_only_for_a_model_that_reads_it():
-    """Issue 31.12: the world Flux has no guidance embedding (true CFG), so the manifest no longer
+    """The world Flux has no guidance embedding (true CFG), so the manifest no longer
     records a ``guidance_scale`` it ignores; a model with one (the tiny Flux, FLUX.1 [dev]) keeps it."""
     from concept_grounding.worldflux.source import WorldFlux
 

@@ -158,7 +158,7 @@ def test_filter_cli_with_vlm_scorer(vlm_dir, loaded, tmp_path):
 
 @pytest.mark.parametrize("flag, expected", [([], False), (["--trust-remote-code"], True)])
 def test_filter_cli_runs_remote_code_only_on_request(vlm_dir, tmp_path, monkeypatch, flag, expected):
-    """--vlm-model used to be loaded with trust_remote_code=True, hard-coded (issue 12.7)."""
+    """--vlm-model used to be loaded with trust_remote_code=True, hard-coded."""
     import transformers
 
     from concept_grounding.cli import main
@@ -182,7 +182,7 @@ def test_filter_cli_runs_remote_code_only_on_request(vlm_dir, tmp_path, monkeypa
 
 
 def test_the_papers_scorer_architecture_loads_and_scores_like_the_filter(tmp_path):
-    """Issue 34: SUB filtered with InternVL 2.5; a tiny model of that architecture in
+    """SUB filtered with InternVL 2.5; a tiny model of that architecture in
     transformers' converted form loads through ``filter --scorer vlm`` (build_scorer) and its
     answers are the softmax of the option letters' next-token logits."""
     import torch

@@ -1,4 +1,4 @@
-"""The world-trained Flux (issue 15): held-out data, tokenizers, smoke training, shipped weights."""
+"""The world-trained Flux: held-out data, tokenizers, smoke training, shipped weights."""
 
 from __future__ import annotations
 
@@ -198,7 +198,7 @@ def test_sampling_settings_are_the_measured_ones_everywhere():
     assert model.call_kwargs(model.default_size) == {**kw, "negative_prompt": ""}  # one declaration, both paths
 
 
-# ----------------------------------------------------------------------------- attribute-preserving VAE (issue 24)
+# ----------------------------------------------------------------------------- attribute-preserving VAE
 def test_part_weights_give_every_part_the_same_extra_weight():
     from concept_grounding.worldflux.vae import part_weights
 

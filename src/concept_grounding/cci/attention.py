@@ -1,25 +1,13 @@
 """Attention for CCI: the key mask, one multi-head SDPA, and the transformers entry point.
 
-CCI cuts a token set ``C_k`` out of every layer's and head's attention (CVPR 2026 CCI,
-"cluster-masked attention": ``a_ij = -inf`` for ``j in C_k``). The CLS key is never cut,
-so no softmax row is empty and no NaN can appear. Two libraries, two extension points:
-
-* **transformers** dispatches every CLIP attention through ``AttentionInterface`` by the
-  name in ``config._attn_implementation``. :data:`CLUSTER_MASK_ATTENTION`
-  (``"cci_cluster_mask"``) is registered there; :func:`transformers_key_mask` switches
-  the vision tower to it with the model's own ``set_attn_implementation`` for the
-  duration of a ``with`` block, and :func:`cluster_mask_attention` adds the key bias and
-  hands over to the implementation the tower had before (``sdpa`` or ``eager``). The
-  key mask travels in a :class:`contextvars.ContextVar`, so another thread running the
-  same model meanwhile is not masked.
-* **open_clip** has no attention registry; its ``visual.transformer`` takes an additive
-  ``attn_mask``, which :meth:`~.backends.OpenCLIPBackend.mask_keys` passes in with a
-  forward pre-hook.
-
-:func:`multihead_attention` is the plain multi-head SDPA used where a library offers no
-function of its own (open_clip's ``nn.MultiheadAttention`` runs the same kernel), and
-:func:`library_attention` runs a transformers attention module's own implementation on
-the fast path's tensors.
+CCI cuts a token set ``C_k`` out of every layer's and head's attention (CVPR 2026 CCI, "cluster-masked
+attention": ``a_ij = -inf`` for ``j in C_k``); the CLS key is never cut, so no softmax row is empty.
+transformers dispatches through ``AttentionInterface``, where :data:`CLUSTER_MASK_ATTENTION` is
+registered (:func:`transformers_key_mask` switches the vision tower to it for a ``with`` block; the
+mask travels in a ``ContextVar``); open_clip takes an additive ``attn_mask``
+(:meth:`~.backends.OpenCLIPBackend.mask_keys`). :func:`multihead_attention` is the plain SDPA where a
+library offers none, :func:`library_attention` a transformers module's own on the fast path. Manual:
+docs/cci.md, "How the masking is implemented".
 """
 
 from __future__ import annotations

@@ -1,28 +1,12 @@
 """Thin adapters that expose a CLIP ViT image tower through one interface.
 
-CCI needs the same few handles from every CLIP implementation: the token embedding
-(patches + CLS + positional embedding + pre-norm), a way to run the model's own forward
-with keys cut out of every attention (:meth:`VisionBackend.mask_keys`), the per-block
-maps (for the exact fast path), and the pooling head (final norm on CLS + projection).
-Two families are supported, each masked through its own library's extension point
-(:mod:`.attention`):
-
-* transformers ``CLIPModel``, ``CLIPVisionModel`` and ``CLIPVisionModelWithProjection``:
-  the vision tower is switched to the ``"cci_cluster_mask"`` function registered in
-  transformers' ``AttentionInterface``, which adds the key bias and delegates to the
-  tower's ``sdpa`` or ``eager`` implementation; the fast path's attention is that same
-  implementation (:func:`~.attention.library_attention`).
-* open_clip ``CLIP`` / ``CustomTextCLIP`` (through ``.visual``) or a bare
-  ``open_clip.transformer.VisionTransformer``: the mask is the ``attn_mask`` argument of
-  ``visual.transformer``, passed in by a forward pre-hook as a float additive mask of
-  shape ``(B * heads, T, T)`` (open_clip casts a bool mask to 0/1 floats).
-
-Which library a model belongs to is not decided here: :func:`get_backend` asks
-:func:`concept_grounding.models.clip.backend_for` (or the :class:`~concept_grounding.models.clip.ClipHandle`'s
-backend), whose :class:`~concept_grounding.models.clip.ClipBackend` also encodes texts and images
-and names the module to explain (the world's ``WorldCLIP``: its inner open_clip model); the
-adapter is looked up by the backend's name (:data:`TOWERS`). Anything else (a ResNet tower, a
-model with attention pooling or average pooling) raises a ``ValueError`` naming the problem.
+CCI needs the same few handles from every CLIP implementation: the token embedding, the model's own
+forward with keys cut out of every attention (:meth:`VisionBackend.mask_keys`, through each library's
+extension point, :mod:`.attention`), the per-block maps of the fast path and the pooling head. Two
+families: transformers ``CLIPModel`` / ``CLIPVisionModel(WithProjection)`` and open_clip ``CLIP`` /
+``CustomTextCLIP`` / ``VisionTransformer``. :func:`get_backend` looks the adapter up by the name of
+:func:`concept_grounding.models.clip.backend_for`'s backend (:data:`TOWERS`); any other tower (a ResNet,
+attention or average pooling) raises a ``ValueError`` naming the problem. Manual: docs/cci.md.
 """
 
 from __future__ import annotations

@@ -1,61 +1,10 @@
-"""Baseline saliency maps for a CLIP ViT, to compare against CCI on the same images.
+"""Baseline saliency maps for a CLIP ViT, compared against CCI on the same images (CCI, Tables 1-2):
+random, Grad-CAM, Grad-ECLIP, MaskCLIP and attention rollout, each ``(B, H, W)``, bilinearly upsampled
+from the ``(gh, gw)`` patch grid.
 
-* :func:`random_maps` — seeded uniform noise (the floor any method must beat);
-* :func:`gradcam_maps` — Grad-CAM (Selvaraju et al. 2017) on the last block, ViT style:
-  activations are the last block's normalised input tokens ``h = norm1(x)`` (as
-  pytorch-grad-cam does with ``blocks[-1].norm1``, since the last block's *output* patch
-  tokens do not reach the CLS token), channel weights are the patch-averaged gradients of
-  ``cos(z, t)``, the map is ``ReLU(Σ_c α_c h_c)`` on the patch grid;
-* :func:`grad_eclip_maps` — Grad-ECLIP (Zhao et al., ICML 2024), the runner-up to CCI in the
-  CCI paper's faithfulness table: with ``o`` the last block's attention output (before
-  the output projection), ``w = ∂cos(z, t)/∂o_CLS`` the channel weights, ``v_i`` the
-  last block's values and ``λ_i`` the "loosened attention" (the cosine of the CLS query
-  and key ``i`` after the output projection, min-max normalised over the patches, as in
-  the authors' code), the map is ``ReLU(Σ_c w_c v_ic λ_i)``. The authors' code recomputes
-  the last block with a single head; here the gradient is the model's own (multi-head);
-* :func:`maskclip_maps` — MaskCLIP (Zhou et al., ECCV 2022), a row of both CCI tables: the
-  last block's query-key attention is dropped and every token keeps its own value path
-  (``x + out(v(norm1(x)))``, then the block's MLP with its residual, as the authors' ViT code
-  does with ``v``; the same path as Grad-ECLIP's reference code), each patch token goes
-  through the pooling head (final norm and projection) into the joint space, and the map is
-  its cosine with ``t``. With ``class_embeds`` (a class set, e.g. every class prompt) the map
-  is MaskCLIP's segmentation read-out instead: the probability of ``t`` against the set,
-  ``softmax(100 cos)``. Not done: the paper's key smoothing and prompt denoising (both
-  refine a segmentation over a class set; on the world CLIP below, averaging every patch's
-  read-out over the patches weighted by their key cosines lowered it to 0.48), and
-  Grad-ECLIP's code's extra weighting of the cosine by the CLS key's cosine with each key
-  (0.54 there). Checked against open_clip's
-  own last block run with a diagonal attention mask (both read-outs), and on a value-path
-  model whose answer is closed-form (world birds' exact masks: foreground above background).
-  Known answer on the trained world CLIP of ``tests/cci/test_cci_tables.py`` (2 layers, 64 px,
-  five classes, seed 0; held-out birds 300-379, share of birds whose map is higher on the
-  bird than off it): the class-set read-out 0.775 (CCI 0.775, random 0.51), the bare cosine
-  0.41. The world draws each bird's scene independently of its species, so the background
-  holds no class information; the bare cosine loses because this model's bird patches point
-  away from what all five prompts share (mean cosine with the five: -0.07 on patches more
-  than half bird, +0.03 on patches under 5 % bird) while only they tell the classes apart
-  (a bird patch's nearest prompt is its class's for 46 %, a background patch's for 23 %,
-  chance 20 %); the read-out cancels the shared part. Neither holds for every training seed:
-  over seeds 0-3 (80 birds each) the bare cosine gave 0.41 / 0.74 / 0.71 / 0.54, the read-out
-  0.78 / 0.80 / 0.84 / 0.55, CCI 0.78 / 0.79 / 0.84 / 0.91; a tiny CLIP's patch tokens are
-  never trained to match the prompts. A world with a plain backdrop (``scene="plain"``, no
-  background information at all) is no cleaner: bare 0.78 / 0.99 / 0.45 / 0.38, read-out
-  0.76 / 0.76 / 0.80 / 0.59, CCI 0.80 / 0.58 / 0.54 / 0.78: after a first layer a token holds
-  more than its own pixels. The known answer that does not depend on the seed is a world CLIP
-  that can only read the bird: one layer (each patch's value path is a function of its own
-  pixels) on the plain backdrop (``tests/cci/test_cci_maskclip.py``; 40 birds per class, 10
-  epochs, held-out birds 200-279, seeds 0-3): MaskCLIP 0.90 / 0.94 / 0.99 / 0.94, the
-  read-out 0.80 / 0.80 / 0.80 / 0.81, CCI 0.70 / 0.96 / 0.81 / 0.84, random 0.44 (one layer on
-  the varied scenes, 60 birds per class, 15 epochs: MaskCLIP 0.58 / 0.71 / 0.75 / 0.65, the
-  read-out 0.78 / 0.74 / 0.73 / 0.73, CCI 0.76 / 0.83 / 0.85 / 0.84);
-* :func:`rollout_maps` — attention rollout (Abnar & Zuidema 2020): ``Â_l = ½(A_l + I)``
-  with ``A_l`` the head-averaged attention, rows renormalised, ``R = Â_L … Â_1``; the map is
-  the CLS row over the patches (text-independent).
-
-All maps are ``(B, H, W)``, bilinearly upsampled from the ``(gh, gw)`` patch grid.
-:data:`BASELINES` (name -> function), :data:`BASELINE_TITLES` and :func:`baseline_caption`
-are the one list of baselines: the explain job, COVAR and the Space's Explain tab take
-theirs from here (this module imports no torch until a map is computed).
+:data:`BASELINES` (name -> function), :data:`BASELINE_TITLES` and :func:`baseline_caption` are the one
+list of baselines: the explain job, COVAR and the Space's Explain tab take theirs from here (this
+module imports no torch until a map is computed). Formulas and known answers: docs/cci.md.
 """
 
 from __future__ import annotations
@@ -85,7 +34,10 @@ def random_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: Any = Non
 
 
 def gradcam_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: "torch.Tensor") -> "torch.Tensor":
-    """Grad-CAM on the last block for the score ``cos(z, t)``.
+    """Grad-CAM (Selvaraju et al. 2017) on the last block for the score ``cos(z, t)``, ViT style:
+    activations are the last block's normalised input tokens ``h = norm1(x)`` (as pytorch-grad-cam
+    does with ``blocks[-1].norm1``: the last block's *output* patch tokens do not reach the CLS
+    token), channel weights ``α_c`` the patch-averaged gradients, the map ``ReLU(Σ_c α_c h_c)``.
 
     Args:
         model: CLIP model or backend.
@@ -119,7 +71,9 @@ def gradcam_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: "torch.T
 def grad_eclip_maps(
     model: Any, pixel_values: "torch.Tensor", text_embeds: "torch.Tensor", key_similarity: bool = True
 ) -> "torch.Tensor":
-    """Grad-ECLIP maps for the score ``cos(z, t)`` (module docstring).
+    """Grad-ECLIP maps (Zhao et al., ICML 2024) for the score ``cos(z, t)``: ``ReLU(Σ_c w_c v_ic λ_i)``,
+    ``w = ∂cos(z, t)/∂o_CLS`` over the last block's attention output ``o``, ``v_i`` its values and
+    ``λ_i`` the "loosened attention" (docs/cci.md). The gradient is the model's own (multi-head).
 
     Args:
         model: CLIP model or backend.
@@ -165,7 +119,7 @@ def grad_eclip_maps(
 
 def maskclip_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: "torch.Tensor",
                   class_embeds: "torch.Tensor | None" = None, temperature: float = 100.0) -> "torch.Tensor":
-    """MaskCLIP maps for the text ``t`` (module docstring): ``cos(f_i, t)`` per patch ``i``, with
+    """MaskCLIP maps (Zhou et al., ECCV 2022; docs/cci.md) for the text ``t``: ``cos(f_i, t)`` per patch ``i``, with
     ``f_i = P(norm(y_i))`` the patch's value-path feature in the joint space.
 
     Args:
@@ -225,7 +179,9 @@ def _class_probability(patches: "torch.Tensor", t: "torch.Tensor", class_embeds:
 
 
 def rollout_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: Any = None) -> "torch.Tensor":
-    """Attention rollout maps ``(B, H, W)`` (text is ignored)."""
+    """Attention rollout maps ``(B, H, W)`` (Abnar & Zuidema 2020; text is ignored): ``Â_l = ½(A_l + I)``
+    with ``A_l`` the head-averaged attention, rows renormalised, ``R = Â_L … Â_1``; the map is the CLS
+    row over the patches."""
     import torch
 
     be = get_backend(model)

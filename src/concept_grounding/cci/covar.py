@@ -1,30 +1,10 @@
 """COVAR: controlled variants of (image, foreground mask) pairs (CVPR 2026 CCI, Sec. 4).
 
-Each object is pasted on ``N`` backgrounds (20 by default, procedural here; the paper used
-Emu2 edits) and each background-varied image is expanded by 11 structural transforms; the
-untransformed ("identity", the paper's "Bg-varied" image) is kept as well, so there are
-``N * 12`` rows per object (the paper's 396k = 33k Bg-varied x 12).
-
-The 11 transforms (*decision* where the paper is silent):
-
-============== ========================================================================
-name           what
-============== ========================================================================
-scale_0.4..    four scales 0.4, 0.6, 0.8, 1.25 about the mask centroid
-viewpoint_l/r  two viewpoints: an affine approximation of a +/-35 degree yaw (horizontal
-               foreshortening cos 35 deg and a vertical shear +/-0.15); a flat object
-               seen from the side, not a 3-D re-rendering
-hflip, vflip   mirror the object about its centroid
-rotate_30      rotate 30 degrees about the centroid
-translate      shift by (+25%, -15%) of the image size
-crop           scene-level crop of the central 60% (object and background), resized back
-============== ========================================================================
-
-Object transforms move the object layer (image and mask with the *same* sampling grid,
-nearest-neighbour, so they stay pixel-aligned) and then composite it on the background;
-the crop acts on the composite (image and mask alike). :func:`inpaint_backgrounds` is an
-optional generative path through diffusers' ``AutoPipelineForInpainting`` (real checkpoints
-need downloaded weights; the tests run the tiny random pipeline of :mod:`concept_grounding.testing.inpaint`).
+Each object is pasted on ``N`` backgrounds (20 by default, procedural here; the paper used Emu2
+edits) and each background-varied image is expanded by 11 structural transforms plus the identity,
+so there are ``N * 12`` rows per object. :func:`inpaint_backgrounds` is an optional generative path
+through diffusers' ``AutoPipelineForInpainting``. The transforms (*decision* where the paper is
+silent): docs/covar.md.
 """
 
 from __future__ import annotations

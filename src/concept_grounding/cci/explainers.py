@@ -1,21 +1,11 @@
 """One call protocol for CCI and every baseline (pytorch-grad-cam style).
 
-An :class:`Explainer` is built once for a model and called on a batch:
-
-    explanation = explainer(pixel_values, text_embeds)   # -> Explanation, .maps (B, H, W)
-
-* ``pixel_values``: ``(B, 3, H, W)`` model-ready images;
-* ``text_embeds``: ``(B, E)`` one text per image, or ``(E,)`` / ``(1, E)`` one text for all
-  (expanded to ``(B, E)`` here, once, for every method);
-* the result: an :class:`Explanation` whose ``maps`` are ``(B, H, W)`` at the model's input
-  resolution. CCI returns its :class:`~.importance.CCIOutput`, a subclass that also carries
-  the drops, weights and cluster labels; a baseline returns a plain :class:`Explanation`.
-
-:func:`build_explainer` makes one by name (:data:`EXPLAINERS`: ``"cci"`` then the
-baselines of :data:`~.baselines.BASELINES`); every consumer (``explain``, ``cci-bench``,
-``covar``'s truth checks, the Space's Explain tab) builds its methods here and calls them
-the same way. A model whose tower cannot be explained (attention pooling, a ResNet) raises
-``ValueError`` at construction, naming the reason.
+An :class:`Explainer` is built once for a model by name (:func:`build_explainer`, :data:`EXPLAINERS`)
+and called on a batch, ``explainer(pixel_values, text_embeds) -> Explanation`` with ``maps``
+``(B, H, W)`` at the model's input resolution (CCI's :class:`~.importance.CCIOutput` also carries its
+drops, weights and clusters). Every consumer (``explain``, ``cci-bench``, ``covar``, the Space) calls
+them the same way; a tower that cannot be explained raises ``ValueError`` at construction. Manual:
+docs/guide/cci.md, "One call for CCI and every baseline".
 
 >>> EXPLAINERS
 ('cci', 'random', 'gradcam', 'grad-eclip', 'maskclip', 'rollout')

@@ -1,28 +1,11 @@
 """Exact fast path for the K cluster-masked forwards of CCI.
 
-Masking the keys of a token set ``C_k`` in every layer is the same computation as deleting
-those tokens from the sequence after the positional embedding: nobody attends to them, so
-their own states never reach any other token, and the CLS output is unchanged (the
-exactness test checks this against the model's own masked forward,
-:func:`~.masking.masked_embeddings_reference`, to 1e-5). This module
-exploits that and three further exact savings:
-
-1. **Deletion.** Variant ``k`` carries ``T - |C_k|`` tokens; the K variants together carry
-   ``K*T - N`` tokens instead of ``K*T``.
-2. **Shared first projection.** Every variant's layer-1 input is the unmasked input, so the
-   layer-1 ``q, k, v`` are taken from the unmasked pass (which CCI runs anyway to get the
-   tokens it clusters); variants diverge only inside the first attention.
-3. **CLS-only last layer.** In the last layer only the CLS query matters. Its attention
-   over the other tokens needs no key or value projection of them: per head ``h``,
-   ``q_h . (W_k^h x_j + b_k^h) = (W_k^h^T q_h) . x_j + const`` (the constant cancels in
-   the softmax) and ``sum_j p_j (W_v^h x_j + b_v^h) = W_v^h (sum_j p_j x_j) + b_v^h``,
-   so the ``2 D^2`` per token of the keys and values shrink to ``2 H D`` per token.
-4. **Packing.** All variants of all images in a chunk are packed into one ``(P, D)`` token
-   matrix for the token-wise maps (norms, projections, MLPs), so each layer is a few large
-   matrix products. On the CPU the attention runs variant by variant on contiguous slices
-   of that matrix (no padding, no mask); on an accelerator it runs once on a padded
-   ``(V, heads, L, d)`` layout with the padding keys at ``-inf``. Either way the attention
-   is the library's own (:attr:`~.backends.BlockOps.attend`).
+Masking the keys of a token set ``C_k`` in every layer is the same computation as deleting those
+tokens after the positional embedding, so each variant carries only its own tokens; on top, the
+layer-1 projections are shared with the unmasked pass, the last layer computes only the CLS query,
+and all variants are packed into one token matrix. Exact: tested against the model's own masked
+forward (:func:`~.masking.masked_embeddings_reference`) to 1e-5. The four savings: docs/cci.md,
+"How the masking is implemented".
 """
 
 from __future__ import annotations

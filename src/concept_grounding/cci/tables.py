@@ -1,30 +1,12 @@
 """The CCI paper's faithfulness tables, one table across many CLIPs: ``concept-grounding cci-bench``.
 
-* **Table 1** (:func:`classification_table`): zero-shot classification on an image folder
-  (:func:`~.layouts.read_image_folder`). Each image is explained for its true class's prompt
-  (:func:`~concept_grounding.models.clip.class_caption`) by every method; pixels are deleted
-  (or inserted) in the map's order and the top-1 / top-5 zero-shot accuracy over all classes
-  is tracked: Del@1, Del@5 (lower = more faithful), Ins@1, Ins@5 (higher)
-  (:func:`~.faithfulness.classification_curves`).
-* **Table 2** (:func:`retrieval_table`): image-text retrieval on a COCO Karpathy split
-  (:func:`~.layouts.read_karpathy`). Each image is explained for its own caption; with every
-  image perturbed at the same fraction, Recall@k of text retrieval (TR, image -> text) and of
-  image retrieval (IR, text -> image) gives Del-/Ins-TR@k and -IR@k
-  (:func:`~.faithfulness.retrieval_curves`).
-
-Methods (:data:`METHODS`): CCI (:class:`~.importance.ConceptClusterImportance`) and every
-baseline of :data:`~.baselines.BASELINES` (random, Grad-CAM, Grad-ECLIP, MaskCLIP, rollout).
-Models: any names :func:`load_table_models` loads (an open_clip architecture, with
-``arch:pretrained`` for its weights; a transformers id or folder; a WorldCLIP folder; ``world-clip``,
-the shipped world CLIP and the default; ``random-clip`` or ``random-clip:<seed>``, a config-built
-open_clip ViT with random weights, on purpose) or a preset (:data:`PRESETS`). A
-model whose image tower CCI cannot mask (attention pooling: SigLIP, ...; a ResNet) appears in
-the table as refused, with the reason, instead of stopping the run.
-
-Images are processed in batches of ``batch_size``: each batch's curves are averaged into the
-table weighted by its size (Table 1; the mean of per-image hits is the same whatever the
-batching). Retrieval ranks each caption among all images of the split, so Table 2 embeds the
-whole split at each fraction (in batches).
+Table 1 (:func:`classification_table`): zero-shot classification on an image folder, Del@1/@5 and
+Ins@1/@5 of the top-1 / top-5 accuracy as pixels are deleted or inserted in each map's order. Table 2
+(:func:`retrieval_table`): image-text retrieval on a COCO Karpathy split, Del/Ins TR@k and IR@k.
+Rows are models (:func:`load_table_models`, :data:`PRESETS`) x methods (:data:`METHODS`: CCI and every
+baseline); a tower CCI cannot mask is a refused row, with the reason. Batches are averaged weighted by
+their size; Table 2 embeds the whole split at each fraction. Manual: docs/guide/cci.md; the curves:
+docs/cci.md.
 """
 
 from __future__ import annotations

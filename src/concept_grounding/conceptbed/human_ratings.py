@@ -1,20 +1,10 @@
 """ConceptBed's human ratings and Table 3 (Patel et al., Sec. 4.2 "Human Evaluations", App. G;
 docs/guide/conceptbed.md).
 
-Raters score generated images 1-5, each image on its own (learners never side by side):
-*concept similarity* (one image against three real images of the concept) and *image-text
-alignment* (an image against its caption). Table 3 is the Pearson correlation, over learners,
-of each automatic metric with the mean human score.
-
-* :func:`export_rating_items` -- the items folder ``concept-grounding annotate --items`` serves
-  (format: :mod:`concept_grounding.loaders.ratings`);
-* :class:`SimulatedRater`, :func:`simulate_ratings` -- **simulated raters, not people**: each
-  rating is the world's truth mapped to 1-5 plus Gaussian noise, for tests and the quick run.
-  A Table 3 made from them shows how the metrics track that truth, not what people think;
-  every report of one must say so;
-* :func:`table3` -- the mean human score per learner and task and Pearson r of CCD, the
-  DINO-style cosine and CLIPScore with it. CCD is lower-is-better, so its r is expected
-  negative (the paper: -0.93 to -0.99); DINO and CLIPScore are higher-is-better.
+Raters score generated images 1-5, each on its own: the items folder (:func:`export_rating_items`),
+**simulated raters, not people** (:func:`simulate_ratings`: the world's truth plus noise; every report
+of them must say so) and Table 3 (:func:`table3`: Pearson r, over learners, of each metric with the
+mean human score; CCD's r is expected negative).
 
 >>> items = [RatingItem(f"i{j}", "concept", learner, "object", "c0", "x.png") for j, learner in enumerate("AABBCC")]
 >>> truth = {"A": 1.0, "B": 0.5, "C": 0.0}

@@ -20,7 +20,7 @@ The human validation of Sec. 4.3 / App. E (docs/human_validation.md):
   :mod:`concept_grounding.evaluation.human_rows` (below ``bench``, which shows them);
 * :mod:`.figures` -- Figs. 6 and 9; :mod:`.curate_job` -- the ``curate`` job (report, dataset).
 
-ConceptBed's human study (App. G; issue 44), in the same store and app:
+ConceptBed's human study (Patel et al., App. G; docs/human_validation.md), in the same store and app:
 
 * :mod:`.rating_study` -- its tables, wording, the 1-5 check and Krippendorff's alpha (interval);
 * :mod:`.rating_store` -- :class:`~.rating_store.RatingStore`, the store with the rating calls;

@@ -1,28 +1,13 @@
 """The annotation app of SUB's human studies (App. E, Figs. 7-8): a thin Gradio shell over
 :class:`~.annotations.AnnotationStore`.
 
-:class:`AnnotationHandlers` holds everything the app does, as plain functions of strings
-(testable without a browser): :meth:`~AnnotationHandlers.identify` (who is asking),
-:meth:`~AnnotationHandlers.current` (the annotator's next image, its questions and progress)
-and :meth:`~AnnotationHandlers.submit` (store the answers to the image the page names and
-show the next image; a refusal comes back as one line, the same image stays, and the log gets
-one line without the refused value). :func:`build_app` wires them to Gradio components, with
-keyboard shortcuts (:data:`SHORTCUTS_JS`): study 1, keys 1-3 answer Q1 (yes / somewhat / no)
-and 4-6 answer Q2; study 2, the key shown on each option (1-9, then a, b, c, ...) picks it;
-Enter submits.
-
-Who annotates is decided by the server on every event, never by a field the client fills:
-
-* locally, each annotator opens a personal link ``http://host:port/?token=<secret>`` printed by
-  ``concept-grounding annotate --annotators ...``; the store keeps only the token's SHA-256, and
-  a missing or unknown token is refused;
-* on a Hugging Face Space (:func:`on_spaces`), annotators sign in with Hugging Face (the
-  Space's card sets ``hf_oauth: true``); the id is the verified ``gr.OAuthProfile``'s username.
-
-The page names the image each submit answers (a hidden field): a repeated or stale submit
-(the image is no longer the one open for that annotator) is refused, never applied to another
-image. Only the images reach the page, inline (:func:`image_html`): :func:`serve_app` serves no
-file route into the candidates folder or the store.
+:class:`AnnotationHandlers` holds everything the app does, as plain functions of strings (testable
+without a browser: :meth:`~AnnotationHandlers.identify`, :meth:`~AnnotationHandlers.current`,
+:meth:`~AnnotationHandlers.submit`); :func:`build_app` wires them to Gradio components with keyboard
+shortcuts (:data:`SHORTCUTS_JS`; the keys: docs/human_validation.md, "The studies").
+Who annotates is decided by the server on every event (a personal link's token locally, the
+Hugging Face sign-in on a Space), and a stale or repeated submit is refused: docs/human_validation.md,
+"Who annotates".
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ __all__ = ["STUDIES", "LIKERT", "DEFAULT_K", "MAX_ANNOTATOR", "QUOTE", "Annotati
 STUDIES: dict[int, tuple[str, ...]] = {1: ("q1", "q2"), 2: ("present",)}
 #: study 1's answers, in the order the app shows them (keys 1, 2, 3).
 LIKERT: tuple[str, ...] = ("yes", "somewhat", "no")
-#: annotators per image (SPEC 2b).
+#: annotators per image (the paper leaves k open; docs/human_validation.md).
 DEFAULT_K = 3
 #: the longest annotator id (characters, after :func:`annotator_id`'s rule).
 MAX_ANNOTATOR = 64
@@ -133,7 +133,7 @@ def study2_item(image: str, reference_class: str, target_attribute: str, choices
 
 
 def question_text(item: ImageItem | None, question: str) -> str:
-    """The wording shown for ``question`` (SPEC 2b; Sec. 4.3's wording of Q2); study 2's
+    """The wording shown for ``question`` (Bader et al., App. E, Figs. 7-8; Sec. 4.3's wording of Q2); study 2's
     question is the same for every image (``item`` may be ``None``)."""
     from ..vocabulary import attribute_phrase, class_display_name
 

@@ -1,24 +1,10 @@
-"""The annotation store of SUB's human validation (Bader et al., Sec. 4.3, App. E; SPEC 2b).
+"""The annotation store of SUB's human validation (Bader et al., Sec. 4.3, App. E; docs/human_validation.md).
 
-One SQLite file (WAL journal, ``PRAGMA user_version`` = :data:`SCHEMA_VERSION`) holds the
-images to annotate and every answer. The Gradio app (``concept-grounding annotate``) and the
-simulated annotators (:mod:`.simulate`) drive the same three calls:
-
-* :meth:`AnnotationStore.next_image` -- the image this annotator should see next in a study,
-  leased to them (the same one until answered: resumable), never one they answered, and
-  never more than ``k`` annotators holding or having answered an image, so concurrent
-  annotators do not answer an image that others filled meanwhile;
-* :meth:`AnnotationStore.submit` -- one image's answers, checked (known image, its study, every
-  question answered from the allowed set) and written in one ``BEGIN IMMEDIATE`` transaction,
-  so concurrent writers never interleave and a second submit of the same image is refused;
-* :meth:`AnnotationStore.progress` -- answered / available per annotator.
-
-:meth:`AnnotationStore.export` gives the answers as a ``datasets.Dataset`` with the columns
-``annotator, image, study, question, answer`` (:data:`EXPORT_COLUMNS`), the format
-:mod:`.curate` reads (also from Parquet, :meth:`AnnotationStore.to_parquet`).
-
-Every failure is an :class:`AnnotationError`: one line naming the image, the answer or the
-database file (read-only, locked past the timeout, not a database), and nothing written.
+One SQLite file holds the images to annotate and every answer. The Gradio app and the simulated
+annotators (:mod:`.simulate`) drive the same three calls: :meth:`AnnotationStore.next_image` (leased,
+resumable, never past ``k`` annotators), :meth:`AnnotationStore.submit` (checked, one transaction) and
+:meth:`AnnotationStore.progress`; :meth:`AnnotationStore.export` gives what :mod:`.curate` reads. Every
+failure is an :class:`AnnotationError`: one line, nothing written.
 
 >>> import tempfile, os
 >>> store = AnnotationStore(os.path.join(tempfile.mkdtemp(), "a.db"), k=2)
@@ -30,9 +16,8 @@ database file (read-only, locked past the timeout, not a database), and nothing 
 >>> store.next_image("ann", 1) is None, store.progress("ann", 1)
 (True, (1, 1))
 
-The SQLite connection layer (opening, schema versions, one connection per thread, the write
-transaction and its lock, one-line failures) is :class:`~.annotation_db.AnnotationDatabase`,
-which :class:`AnnotationStore` extends.
+Its SQLite connection layer is :class:`~.annotation_db.AnnotationDatabase`, which
+:class:`AnnotationStore` extends.
 """
 
 from __future__ import annotations
@@ -62,7 +47,7 @@ class AnnotationStore(AnnotationDatabase):
 
     Args:
         path: the database file (created with its folder when missing).
-        k: annotators per image (SPEC 2b default 3); kept in the file when it is created, and
+        k: annotators per image (default 3, docs/human_validation.md); kept in the file when it is created, and
             ``None`` (or the same value) when reopening it: another value is refused.
         timeout: seconds a writer waits for another's lock before :class:`AnnotationError`.
         read_only: open without writing (``export`` of a store on a read-only disk).

@@ -1,29 +1,15 @@
 """The ``candidates`` job: SUB's candidate selection (Sec. 4.2) end to end, with reports.
 
-One job, :func:`run_candidates` (``CandidatesConfig -> CandidatesResult``, whose
-``save(out)`` writes the step's report), runs one of three steps (``config.step``):
-
-* ``"classes"`` -- images per class (a folder of generated images with a ``metadata.jsonl``
-  naming each image's ``reference_class``, images a Flux generates, or, by default, world
-  renders) named by an image classifier (:func:`load_classifier`): :func:`class_candidates`
-  -> ``classes.json`` / ``classes.md`` (:func:`write_class_report`).
-* ``"attributes"`` -- a VQA scorer's answers on a CUB tree (``cub_root``; by default the bird
-  world's renders with their exact per-image labels) -> per-attribute accuracy over the
-  threshold grid (:func:`attribute_candidates`), ``attributes.json`` / ``attributes.md`` /
-  ``attributes.png`` (:func:`write_attribute_report`).
-* ``"plan"`` -- the kept classes x kept attributes the class lacks (:func:`plan_candidates`)
-  -> ``pairings.jsonl`` for ``generate --pairings`` (with S-, guide birds and N) and ``plan.md``
-  (:func:`write_plan_report`).
-
-The formulas are in :mod:`concept_grounding.tdg.candidates`; this module reads, scores and writes.
+:func:`run_candidates` (``CandidatesConfig -> CandidatesResult``) runs one step (``config.step``):
+``"classes"`` (a classifier names each class's images), ``"attributes"`` (a VQA scorer's accuracy over
+the threshold grid) or ``"plan"`` (the pairings file ``generate --pairings`` reads). The formulas are in
+:mod:`concept_grounding.tdg.candidates`, the inputs in :mod:`.candidate_inputs`, the steps and reports in
+:mod:`.candidate_steps` (their public names importable from here). Manual: docs/sub_curation.md.
 
 >>> CandidatesConfig(step="attributes").per_class, CandidatesConfig().per_class
 (10, 20)
 >>> sorted(step_settings("plan"))
 ['attributes_file', 'classes_file', 'cub_root', 'images_per_pairing', 'world_seed']
-
-The inputs (classifiers, scorer, images) live in :mod:`.candidate_inputs`, the steps and their
-reports in :mod:`.candidate_steps`; their public names are importable from here too.
 """
 
 from __future__ import annotations

@@ -1,28 +1,11 @@
 """SUB's curation by human answers (Bader et al., Sec. 4.3, App. E, Figs. 6 and 9; docs/human_validation.md).
 
-Inputs are two tables: the candidates (rows of a ``generate`` / ``filter``
-``metadata.jsonl``: ``id`` or ``file_name``, ``reference_class``, ``target_attribute``,
-``removed_attributes``) and the answers (``annotator, image, study, question, answer``, the
-:mod:`.annotations` export; ``image`` is ``"<study>:<candidate id>"``). The formulas:
-
-* :func:`attribute_scores` -- per S+ attribute over its study-1 answers: the human score
-  (Fig. 6: yes 1, somewhat 0.5, no 0; mean over images and annotators of Q1) and the share
-  of Q1 "yes"; kept iff that share >= ``min_yes`` (0.90; "somewhat" is not "yes").
-* :func:`pairing_scores` -- per (class, S+) pairing: mean Q1 score (dropped < 0.5, low
-  accuracy), share of Q2 "yes" (dropped > 0.5, excessive modification), S+ = S-: S+ among the
-  class's S- known at plan time (any of the class's ``removed_attributes``, or its class-level
-  attributes when given), or the study-2 majority choice being one of its S- (a tie between
-  the top choices is no majority).
-* :func:`agreement` -- Krippendorff's alpha (the ``krippendorff`` package): ordinal for study
-  1's questions, nominal for study 2.
-* :func:`annotator_accuracy` -- each annotator's share of answers equal to a gold answer,
-  with its Wilson 95 % interval (gold: the world's truth for simulated annotators).
-* :func:`bird_faithfulness` -- Fig. 9: per reference class, the share of Q2 answers "no".
-* :func:`class_agreement` -- Fig. 6's CUB side: per attribute, the share of images whose
-  per-image label equals the class-level label, over images of classes where it is present.
-
-All take and return ``pandas.DataFrame`` s, vectorised (38,400 images x 3 annotators in well
-under a second).
+Inputs are two tables: the candidates (rows of a ``generate`` / ``filter`` ``metadata.jsonl``) and the
+answers (the :mod:`.annotations` export; ``image`` is ``"<study>:<candidate id>"``). Attribute and
+pairing scores with the paper's discard rules (:func:`attribute_scores`, :func:`pairing_scores`),
+Krippendorff's alpha (:func:`agreement`), annotator accuracy, Fig. 9 (:func:`bird_faithfulness`) and
+Fig. 6's CUB side (:func:`class_agreement`), each a vectorised ``pandas.DataFrame`` function. The
+rules: docs/human_validation.md, "Curation".
 """
 
 from __future__ import annotations

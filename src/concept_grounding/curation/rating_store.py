@@ -1,19 +1,10 @@
-"""ConceptBed's rating study (Patel et al., App. G; SPEC 4b) in the annotation store.
+"""ConceptBed's rating study (Patel et al., App. G; docs/human_validation.md) in the annotation store.
 
-:class:`RatingStore` is an :class:`~.annotations.AnnotationStore` (the same SQLite file, its
-``k``, tokens, locks and one-line refusals) with the rating study's calls beside SUB's:
-
-* :meth:`RatingStore.add_rating_items` -- the items of an items folder
-  (:mod:`concept_grounding.loaders.ratings`);
-* :meth:`RatingStore.next_rating` -- the rater's next item, leased to them (the same one until
-  rated: resumable), never one they rated, never more than ``k`` raters holding or having rated
-  an item; each rater meets the items in their own pseudo-random order, drawn from their id, so
-  no two raters walk the learners in one sequence;
-* :meth:`RatingStore.submit_rating` -- one rating in 1-5, checked and written in one
-  transaction (anything else refused in one line, nothing written);
-* :meth:`RatingStore.export_ratings` / :meth:`RatingStore.ratings_to_parquet` -- the ratings
-  with :data:`~concept_grounding.loaders.ratings.RATING_COLUMNS`; :meth:`RatingStore.rating_alpha`
-  -- Krippendorff's alpha (interval).
+:class:`RatingStore` is an :class:`~.annotations.AnnotationStore` (the same SQLite file, its ``k``,
+tokens, locks and one-line refusals) with the rating study's calls beside SUB's: items in
+(:meth:`~RatingStore.add_rating_items`), each rater's next item in their own pseudo-random order
+(:meth:`~RatingStore.next_rating`), one checked 1-5 rating per transaction
+(:meth:`~RatingStore.submit_rating`), the export and Krippendorff's alpha (interval).
 
 >>> import tempfile, os
 >>> store = RatingStore(os.path.join(tempfile.mkdtemp(), "a.db"), k=2)

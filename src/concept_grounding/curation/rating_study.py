@@ -1,4 +1,4 @@
-"""What ConceptBed's rating study asks (Patel et al., App. G; SPEC 4b) and how its answers are
+"""What ConceptBed's rating study asks (Patel et al., App. G; docs/human_validation.md) and how its answers are
 checked and agreed on: the store's tables (:data:`RATING_TABLES`, added to every annotation
 store, :mod:`.annotations`), the question's wording per kind, the 1-5 check of a rating, and
 Krippendorff's alpha (interval) of raters x items.

@@ -1,5 +1,5 @@
-"""ConceptBed's concept learners on a diffusers Flux (SPEC 4b): Textual Inversion, DreamBooth,
-LoRA and Custom Diffusion learn a new concept V* from a few images.
+"""ConceptBed's concept learners on a diffusers Flux (Patel et al., Table 5; docs/guide/conceptbed.md):
+Textual Inversion, DreamBooth, LoRA and Custom Diffusion learn a new concept V* from a few images.
 
 :func:`learn` trains one (:class:`LearnConfig`; resumable, deterministic per seed),
 :func:`learn_many` shards several over ``accelerate`` processes, and :func:`load_learned`

@@ -1,6 +1,6 @@
 """What a concept learner learns from: :class:`LearnConfig` (one ``learn`` run) and its checks.
 
-The four learners of ConceptBed's Table 5 (SPEC 4b), each a ``method`` of one job:
+The four learners of ConceptBed's Table 5 (Patel et al.; docs/guide/conceptbed.md), each a ``method`` of one job:
 
 ==================== ================================================================ ===== ======
 method               trained                                                          steps lr
@@ -69,7 +69,7 @@ class LearnConfig:
         batch: training images per step (and prior images per step).
         seed: every random draw (batches, noise, timesteps, LoRA init, prior images) follows it.
         device, dtype: torch device and the pipeline's precision (trained LoRA / V* rows stay float32).
-        min_images: ``m``: the fewest training images accepted (SPEC 4b: 8).
+        min_images: ``m``: the fewest training images accepted (default 8; Patel et al., Sec. 3, use 100 per concept).
         num_prior, prior_weight, prior_steps: prior images generated from ``class_prompt``, the
             prior loss's weight lambda, and their sampling steps.
         rank: LoRA rank (alpha = rank).

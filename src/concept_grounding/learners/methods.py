@@ -1,36 +1,9 @@
 """What each learner trains on a ``FluxPipeline``, how it is saved, and how diffusers loads it back.
 
-The placeholder V* is a new token of both tokenizers, added with diffusers' own
-``pipe.load_textual_inversion`` (FluxPipeline has ``TextualInversionLoaderMixin``; it covers
-``pipe.tokenizer`` / ``pipe.text_encoder`` by default, and T5 through its ``tokenizer=`` /
-``text_encoder=`` arguments). Its row starts at ``init_word``'s embedding (the mean of its
-tokens); for DreamBooth and LoRA, which do not train it, at a fixed random row drawn from the
-embedding table's per-dimension mean and std (a rare identifier, DreamBooth's ``sks``).
-
-Trained parameters (everything else is frozen):
-
-* ``textual_inversion``: V*'s row in ``text_encoder`` and ``text_encoder_2`` only. The rows
-  are float32 parameters substituted for the looked-up embedding of V*'s id by a forward
-  hook on each input embedding (the table itself never changes).
-* ``dreambooth``: every transformer parameter.
-* ``lora``: peft LoRA (rank r, alpha r, gaussian init) on :data:`LORA_TARGETS` of every
-  double- and single-stream block (diffusers' Flux DreamBooth-LoRA targets).
-* ``custom_diffusion``: V*'s rows, and :func:`custom_diffusion_parameters`: in the double-stream
-  blocks the text stream's key/value projections ``attn.add_k_proj`` / ``attn.add_v_proj``
-  (weights and biases; the image tokens read the text through them); in the single-stream
-  blocks ``attn.to_k`` / ``attn.to_v`` (one projection computes the keys and values of the
-  joint text + image sequence, so the text's keys/values cannot be trained apart from the
-  image's).
-
-Files in a learner's folder (all safetensors; ``learned.json`` names them):
-
-* ``learned_embeds.safetensors`` / ``learned_embeds_2.safetensors``: ``{token: (D,)}`` for
-  ``text_encoder`` / ``text_encoder_2`` (diffusers' textual-inversion format; every method);
-* ``pytorch_lora_weights.safetensors``: ``FluxPipeline.save_lora_weights``'s (``lora``);
-* ``transformer/``: a ``FluxTransformer2DModel`` folder (``dreambooth``);
-* ``custom_diffusion.safetensors``: the trained transformer tensors by their state-dict names
-  (``custom_diffusion``; diffusers has no Custom Diffusion loader for Flux, so
-  ``load_state_dict(strict=False)`` after checking every name).
+V* is a new token of both tokenizers (diffusers' ``pipe.load_textual_inversion``); everything but a
+method's trained parameters is frozen, and each result is saved in the format diffusers' own loaders
+read (``learned.json`` names the files). Which parameters each method trains, and the files:
+docs/guide/conceptbed.md.
 """
 
 from __future__ import annotations

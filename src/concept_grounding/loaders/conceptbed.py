@@ -1,30 +1,10 @@
-"""ConceptBed concept folders (Patel et al., 2023) as one ``datasets.Dataset``.
+"""ConceptBed concept folders (Patel et al., 2023, Sec. 3-4) as one ``datasets.Dataset``.
 
-A *concept* is ``m`` training images (what a learner learns ``V*`` from) plus held-out real
-images of it (what the oracle compares generated images with; ConceptBed Sec. 3-4). Two layouts read into
-the same rows (:data:`CONCEPT_COLUMNS`: ``task``, ``concept``, ``split`` ("train" / "real"),
-``image``, ``label``, ``species``, ``style``, ``prompt``):
-
-* **ours** (:func:`load_concepts`), written by
-  :func:`concept_grounding.conceptbed.export_world_concepts`::
-
-      ROOT/concepts.jsonl                       one line per concept: task, concept, label,
-                                                species, style, prompt, attributes, train, real
-      ROOT/<task>/<concept>/train/<i>.png       the m training images
-      ROOT/<task>/<concept>/real/<i>.png        the held-out real images
-
-* **ConceptBed's published layout** (:func:`load_conceptbed_layout`), as the
-  ``ConceptBed/evaluations`` README and data modules lay it out: ``imagenet/<wnid>/*.jpeg``
-  (one folder per ImageNet concept), ``pacs/<domain>/<class>/*`` (PACS: ``art_painting``,
-  ``cartoon``, ``photo``, ``sketch``; the domain is the concept) and
-  ``cub/<NNN.Class>/*`` (CUB class folders). Folder names may be capitalised
-  (``PACS``, ``CUB``, ``ImageNet``). The first ``m`` images of a concept (sorted by name) are its
-  training images, the rest its real images. Tasks: imagenet -> ``"object"``, pacs ->
-  ``"domain"``, cub -> ``"fine_grained_object"``; ``label`` is the concept's index among its
-  task's sorted concepts.
-
-Both refuse, naming the folder or file: a concept with fewer than ``m`` training images (or no
-real image), images of mixed sizes within a concept, an unknown task, a missing layout.
+A *concept* is ``m`` training images (what a learner learns ``V*`` from) plus held-out real images
+of it (what the oracle compares generated images with). Two layouts, ours (:func:`load_concepts`) and
+ConceptBed's published one (:func:`load_conceptbed_layout`), read into the same rows
+(:data:`CONCEPT_COLUMNS`); each refuses a short or mixed-size concept, an unknown task or a missing
+layout, naming the folder or file. The layouts: docs/guide/conceptbed.md, "Concept folders".
 """
 
 from __future__ import annotations
@@ -107,7 +87,7 @@ def _m(m: int) -> int:
 
 
 def load_concepts(root: str | Path, m: int = 8, tasks: Sequence[str] | None = None) -> "datasets.Dataset":
-    """Read our layout (module docstring) into one Dataset; ``tasks`` keeps those tasks only.
+    """Read our layout (docs/guide/conceptbed.md) into one Dataset; ``tasks`` keeps those tasks only.
 
     Each concept's first ``m`` training images are kept (the folder may hold more).
     """
@@ -151,7 +131,7 @@ def _published_root(root: Path, name: str) -> Path | None:
 
 
 def load_conceptbed_layout(root: str | Path, m: int = 8) -> "datasets.Dataset":
-    """Read ConceptBed's published layout (module docstring): ``imagenet/``, ``pacs/`` and
+    """Read ConceptBed's published layout (docs/guide/conceptbed.md): ``imagenet/``, ``pacs/`` and
     ``cub/`` under ``root``, each optional, at least one present."""
     m, root = _m(m), Path(root)
     rows: list[dict] = []

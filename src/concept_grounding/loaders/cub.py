@@ -3,45 +3,8 @@
 The files and their columns are listed in :mod:`.cub_files` (their parsers);
 :mod:`.cub_checks` checks images and part centres; :mod:`.cub_write` writes a folder.
 
-Choices this module makes, so that they are written down once:
-
-* ``attributes.txt`` ships beside the ``CUB_200_2011`` folder in the official tarball and
-  inside ``attributes/`` in some copies; we look in ``<root>/attributes/attributes.txt``,
-  ``<root>/attributes.txt`` and ``<root>/../attributes.txt``, in that order. Its names must
-  equal the vocabulary's 312 attributes in order (our Features have fixed length).
-* Irregular lines of ``image_attribute_labels.txt``: the real file has a handful of lines
-  with more than five fields (a stray extra value). As in the CBM reference code
-  (``line.strip().split()[:4]``), the first four fields are authoritative
-  (image_id attribute_id is_present certainty_id) and the rest is ignored; the line
-  numbers are kept in :attr:`CUBTables.irregular_lines` and counted in one
-  :class:`~concept_grounding.loaders.errors.DatasetWarning`. Fewer than five fields is an
-  error. Runs of spaces, tabs and ``\\r\\n`` are accepted everywhere.
-* Coordinates: the README gives part centres and boxes "in pixels" without an origin
-  convention; we take them as they are, as 0-based pixel coordinates ``(x, y)`` of the
-  image, which is how the CBM, ProtoPNet and Aysel et al. code use them. Parts that are
-  not visible are stored as ``0 0 0`` in real CUB and come back as ``(0, 0)`` with
-  ``part_visible = False``. Every coordinate must be a finite number.
-* What a real, slightly messy copy has is repaired, never refused, and each kind is
-  counted in one ``DatasetWarning`` naming the file and its first lines: a visible part
-  centre past its image's border (real ``part_locs.txt`` has them) is clipped onto the
-  border (``0 <= x <= width``, ``0 <= y <= height``, against the image header when
-  ``check_images``; see :func:`~concept_grounding.loaders.cub_checks.check_part_bounds`);
-  a box starting left of or above the image is cut at its edge
-  (:func:`~concept_grounding.loaders.cub_files.clip_boxes`); a class percentage within
-  :data:`~concept_grounding.loaders.cub_files.PERCENT_SLACK` of 0..100 (a re-saved file's
-  rounding) is clipped into it. What no annotation tool produces stays an error naming
-  its line: NaN or inf, a visible centre more than half its image's side outside it, a
-  negative box width or height or a box wholly outside, a percentage far outside
-  0..100, ids that are unknown, repeated or missing. Text files must be UTF-8.
-* Optional extras, read when present: ``segmentations/<class>/<stem>.png`` (the CUB-200
-  segmentation release; our ``mask`` column) and ``part_maps/<class>/<stem>.png`` (our
-  own per-pixel part ids, ``part_map``). If such a folder exists every image must have
-  its file. Real CUB without them gives ``mask = part_map = None``.
-* Class-level labels: :func:`~concept_grounding.loaders.labels.class_level_labels` over
-  the training split, then attributes kept on fewer than ``min_class_count`` classes
-  are set to 0 in ``class_attributes`` (on real CUB, ``min_class_count=10`` keeps
-  Koh et al.'s 112). Koh et al. vote over their training subset after holding out 20 %
-  for validation; we vote over CUB's whole training split.
+Its choices (where ``attributes.txt`` may lie, irregular lines, coordinates, what a messy copy has
+repaired or refused, optional masks, class-level labels): docs/bench.md, "Reading CUB-200-2011".
 
 Bad input raises :class:`~concept_grounding.loaders.errors.CUBFormatError` with ``file``
 and ``line``; nothing partial is returned.

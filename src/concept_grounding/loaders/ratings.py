@@ -1,4 +1,4 @@
-"""The items folder of ConceptBed's human study (Patel et al., App. G; SPEC 4b): generated images
+"""The items folder of ConceptBed's human study (Patel et al., App. G; docs/human_validation.md): generated images
 to rate 1-5, each on its own, against three reference images of the concept (concept
 similarity) or against its caption (image-text alignment).
 

@@ -1,31 +1,8 @@
 """SUB (Bader et al., ICCV 2025) from the Hub or a local copy, in our SUB schema.
 
-SUB's Hub copy is ``Jessica-bader/SUB``. Our machines cannot reach the Hub; its dataset
-card (the README's ``dataset_info``, read through a public mirror) gives one ``test``
-split with the features ``image`` (Image), ``attr_label`` (ClassLabel of 33 names spelled
-``has_back_color--grey``) and ``bird_label`` (ClassLabel; its names were cut off in the
-copy we read, so every spelling of a class name below is accepted). The card's 33
-attribute labels are the vocabulary's 32 substitutions with ``has_belly_pattern--striped``
-and ``has_upperparts_color--yellow`` in place of ``has_breast_pattern::striped``
-(``tests/loaders/test_loaders_sub.py`` pins all 33). Never loaded for real from here: override
-the mapping with ``column_map`` if the Hub's columns differ, and :func:`load_sub` says
-exactly which columns it found when one is missing.
-
-Values are normalised, whatever their spelling:
-
-* reference class: CUB folder name (``"073.Blue_Jay"``), plain name (``"Blue_Jay"``) or
-  display name (``"Blue Jay"``, any case) -> CUB folder name;
-* target attribute: CUB name (``"has_crown_color::black"``), SUB's Hub spelling
-  (``"has_crown_color--black"``), a SUB phrase (``"black crown color"``, the keys of
-  ``vocab.sub_substitutions``) or any attribute's phrase, in any case -> CUB attribute name;
-* ``removed_attributes`` (S-): taken from the source when it has them; otherwise derived,
-  as SUB defines them, as the reference class's class-level attributes in S+'s group
-  (S+ itself excluded), which needs ``class_attributes`` (e.g. the CBM majority vote of
-  :func:`~concept_grounding.loaders.load_cub`). Without it S- is left empty, with a warning.
-
-What stays an error, naming the row or file: a class or attribute in no spelling above, a
-``group`` that contradicts its attribute, a missing column or image file. Each means a
-different dataset or a broken copy, not a messy one, so nothing here is repaired.
+Any spelling of a class or attribute is normalised to CUB's names; S- is taken from the source or
+derived from ``class_attributes``; what no spelling explains is an error naming the row or file,
+never repaired. The Hub copy's columns, the spellings and the rules: docs/bench.md, "Reading SUB".
 """
 
 from __future__ import annotations
@@ -53,7 +30,7 @@ __all__ = ["DEFAULT_SUB_COLUMNS", "load_sub", "write_sub", "normalise_attribute"
 
 SUB_HUB_ID = "Jessica-bader/SUB"
 
-#: Hub column -> our column (see the module docstring for how sure we are of it).
+#: Hub column -> our column (docs/bench.md, "Reading SUB": how sure we are of it).
 DEFAULT_SUB_COLUMNS: dict[str, str] = {
     "image": "image",
     "bird_label": "reference_class",

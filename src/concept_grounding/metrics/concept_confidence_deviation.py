@@ -2,30 +2,11 @@
 
     CCD = - E_c [ E_{x_gen of c} f(y_c | x_gen) - E_{x_real of c} f(y_c | x_real) ]
 
-``f(y_c | x)`` is an oracle's probability for the concept's label. 0 means the oracle
-is as confident on generated images as on real ones; positive means generated images
-deviate (lower is better). Alongside, the oracle's accuracy, maximum softmax
-probability (MSP) and expected calibration error (ECE) on the generated images, the
-alternatives of ConceptBed App. H.1, Table 7.
-
-Two modes:
-
-* ``mode="classifier"`` (concept alignment): ``*_probabilities`` are ``(N, K)`` oracle
-  softmax rows and ``*_labels`` the concept (class) ids; ``f = P[i, y_i]``.
-* ``mode="vqa"`` (compositional reasoning, Sec. 3.2.2): ``*_probabilities`` are ``(N,)``
-  VQA probabilities of "yes" to existence questions ("is there a dog?") whose true answer
-  is always yes; ``*_labels`` group the questions (one id per prompt / concept).
-  ``f = P(yes)``; the predicted answer is "yes" when ``P(yes) > 0.5``.
-
-Two reductions (docs/ccd.md, *decision*):
-
-* ``"per_concept"`` (default, Eq. 3 as written): each concept's generated mean minus
-  that concept's real mean, averaged over the concepts present in the generated set.
-* ``"pooled"`` (ConceptBed reference code, ``extras/get_uncertainty_objects.py`` and
-  ``get_uncertainty_composition.py``, class ``DeltaNew``): the mean over ALL generated
-  images minus ONE mean over all real images, negated (``DeltaNew`` reports
-  ``gen - real``; CCD is its negative). Concepts then weigh by their number of
-  generated images.
+``f(y_c | x)`` is an oracle's probability for the concept's label: 0 means the oracle is as
+confident on generated images as on real ones, positive that they deviate (lower is better). Beside
+it, the oracle's accuracy, MSP and ECE (App. H.1, Table 7). The two oracle modes (a classifier's
+softmax, a VQA model's P(yes)) and the two reductions (Eq. 3 per concept, the reference code's
+pooled mean): docs/ccd.md.
 
 >>> import numpy as np
 >>> gen = np.array([[0.9, 0.1], [0.7, 0.3], [0.2, 0.8]])
@@ -105,7 +86,7 @@ def concept_confidence_deviation(
             oracle should predict, or the question / prompt group in VQA mode).
         real_probabilities, real_labels: the same for real (ground-truth) images. Every
             concept present in the generated set must have real images.
-        mode: ``"classifier"`` or ``"vqa"`` (see the module docstring).
+        mode: ``"classifier"`` or ``"vqa"`` (docs/ccd.md).
         reduction: ``"per_concept"`` (Eq. 3) or ``"pooled"`` (ConceptBed code).
             ``per_concept_ccd`` holds ``-(gen mean of c - real mean of c)`` or, pooled,
             ``-(gen mean of c - pooled real mean)``; ``ccd`` is their plain mean

@@ -9,10 +9,8 @@ ground-truth positive concepts,
 
 averaged over the test set and over its correctly classified subset. Higher is better.
 
-Ties: concepts with equal importance are ranked by ascending concept index (stable
-sort). The paper says "descending order of the magnitude"; the default ranks the
-signed score (a concept voting against class ``k`` is not important for it) and
-``by_magnitude=True`` ranks ``|score|``.
+The default ranks the signed score, a *decision* (the paper says "magnitude"; ``by_magnitude=True``);
+ties rank by ascending concept index: docs/concept_metrics.md.
 
 >>> import numpy as np
 >>> theta = np.array([[2.0], [1.0], [3.0]])          # L=3 concepts, K=1 class

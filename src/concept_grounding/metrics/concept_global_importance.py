@@ -9,20 +9,8 @@ class ``k`` (columns), with ``phi`` the cosine similarity:
     type 2:  rho_j = phi(U*[j, :], V[j, :])               rho_k = phi(U*[:, k], V[:, k])
     type 3:  rho_j = phi((theta * U*)[j, :], V[j, :])     rho_k = phi((theta * U*)[:, k], V[:, k])
 
-Scores lie in [-1, 1]; higher is better. Conventions the paper leaves open:
-
-* a class with no correctly classified test image has no ``U*`` column: its per-class
-  type 2/3 scores are NaN and it is left out of the per-concept type 2/3 vectors
-  (counted in ``classes_without_correct``);
-* a vector that is exactly zero (every entry 0: a concept the classifier ignores, a
-  class no concept describes, a concept no class has in ``V``, or a ``V`` row whose
-  non-zero entries all fall in dropped classes) has no direction: its score is NaN,
-  left out of the means (``nanmean``) and of the histograms;
-* every other vector gets a finite score whatever its scale, also when it is tiny or
-  huge next to the rest of the matrix (a row of ``1e-200`` among rows of ``1``): the
-  cosine is scale-free, so a row / column whose squared norm would leave
-  ``[1e-200, 1e200]`` (underflow to 0, subnormals, overflow) is recomputed after
-  dividing it, and its partner in ``V``, by its own peak magnitude.
+Scores lie in [-1, 1]; higher is better. The points the paper leaves open (classes with no correct
+image, all-zero vectors, extreme scales): docs/concept_metrics.md.
 
 >>> import numpy as np
 >>> theta = np.array([[1.0, -1.0], [0.5, 0.5]])

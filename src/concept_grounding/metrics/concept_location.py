@@ -1,44 +1,13 @@
 """Concept Location Metric (CLM), Aysel et al. (2025), Sec. 3.4, Eq. 11 and Sec. 4.4.2.
 
-For the ``l`` most important concepts ``q_i1..q_il`` of image ``i`` (ranked as in
-:mod:`.concept_existence`), upsample each concept activation map ``F_ij`` to the
-image size ``M1 x M2`` (bilinear) and let ``Omega_ij`` be its ``alpha * M1 * M2 / 12``
-highest pixels. With ``p_ij`` the centre of the body part concept ``j`` lives on,
+For the ``l`` most important concepts of an image (ranked as in :mod:`.concept_existence`), the share
+whose body-part centre lies among the ``alpha * M1 * M2 / 12`` highest pixels of the concept's
+upsampled activation map:
 
     rho_l = (1/l) * sum_{s=1..l} 1_{Omega_iq_is}(p_iq_is)                   (Eq. 11)
 
-Paper settings: alpha = 1, 3, 6; l = 1, 3, 5. Higher is better.
-
-Conventions (the paper leaves them open; docs/concept_metrics.md):
-
-* Concepts with no body part (size, shape, ...) are skipped; so are concepts whose
-  parts are all invisible in the image. The per-image score divides by the number of
-  concepts evaluated among the top ``l``; images with none evaluated are left out of
-  the mean and counted (``images_without_evaluated``). With
-  ``rank_within_part_concepts=True`` concepts without a part are removed before
-  ranking (the paper's "89 of 112 concepts" reading), so every top-``l`` slot has a part.
-* A concept on several parts (paired eyes, legs, wings; ``head_pattern`` on forehead
-  and crown) is a hit if ANY visible one of its part centres lies in ``Omega``.
-* **Which pixel is the centre** (:func:`centre_pixels`). Part centres ``(x, y)`` are image
-  coordinates with pixel centres at integers (pixel ``(row, col)`` covers
-  ``[col - 1/2, col + 1/2) x [row - 1/2, row + 1/2)``: the world's ``part_xy``, and CUB's
-  integer part locations), so the centre is the pixel whose centre is nearest:
-
-      (row, col) = (floor(y + 1/2), floor(x + 1/2)), clipped to [0, M1 - 1] x [0, M2 - 1]
-
-  On integer coordinates (CUB) this is the pixel ``(y, x)`` itself, as a truncation would
-  give; on the world's sub-pixel centres truncation (``floor(x)``) moved 11.5 % of the
-  visible part centres of 64-px birds (300 birds, 3898 centres) onto a pixel of another part
-  or the background, the nearest-centre pixel 1.3 % (thin parts: legs, beak tips).
-* ``Omega`` holds ``floor(alpha * M1 * M2 / 12)`` pixels (at least 1). Ties: a centre
-  is inside when fewer than ``|Omega|`` pixels are STRICTLY larger than its value, i.e.
-  pixels tied with the ``|Omega|``-th largest value all belong to ``Omega``. Equivalently
-  ``F[p] >= kth_largest(F, |Omega|)``. A constant map therefore contains every centre.
-* Upsampling is bilinear with ``align_corners=False``, the taps of
-  ``torch.nn.functional.interpolate``, in float64; a pixel is "strictly larger" only
-  when it exceeds the centre value by more than ``rtol * max|F_ij|`` (default
-  ``1e-9``), so that rounding noise of the interpolation never breaks a tie. The
-  upsampled map is never materialised (see :func:`centre_ranks`).
+Paper settings: alpha = 1, 3, 6; l = 1, 3, 5. Higher is better. The points the paper leaves open
+(part-less concepts, paired parts, which pixel is a centre, ties in ``Omega``): docs/concept_metrics.md.
 
 >>> import numpy as np
 >>> maps = np.zeros((1, 2, 4, 4)); maps[0, 0, 0, 0] = 1.0; maps[0, 1, 3, 3] = 1.0
@@ -119,7 +88,7 @@ def concept_part_table(
 def centre_pixels(part_xy: np.ndarray, image_size: tuple[int, int]) -> np.ndarray:
     """``(..., 2)`` (x, y) coordinates (pixel centres at integers) -> flat index ``row * M2 + col``
     of the pixel whose centre is nearest, ``(row, col) = (floor(y + 1/2), floor(x + 1/2))``,
-    clipped to the ``image_size = (M1, M2)`` grid (module docstring).
+    clipped to the ``image_size = (M1, M2)`` grid (docs/concept_metrics.md).
 
     >>> centre_pixels(np.array([[2.0, 1.0], [2.49, 0.5], [-3.0, 9.0]]), (3, 4)).tolist()   # (x, y)
     [6, 6, 8]
@@ -302,7 +271,7 @@ def concept_location(
         alphas: region scales (paper: 1, 3, 6). top_l: ``l`` values (paper: 1, 3, 5).
         ranking, by_magnitude: see :func:`.concept_existence.concept_existence`.
         rank_within_part_concepts: drop concepts without a part before ranking.
-        rtol: tie tolerance relative to ``max|F_ij|`` (see the module docstring).
+        rtol: tie tolerance relative to ``max|F_ij|`` (docs/concept_metrics.md).
         return_ranks: also return ``centre_rank``, the exact number of pixels strictly
             above the best visible centre (slower: otherwise a rank is only resolved as
             far as the requested region sizes need).

@@ -1,32 +1,11 @@
 """Checked inputs for the ``evaluate`` modules in the repository's ``metrics/`` folder.
 
-``evaluate`` casts every input column to the module's ``datasets.Features`` on the way
-in, and that cast is lossy: ``int(1.7)`` stores a class id of 1, ``"3"`` becomes 3, NaN
-in an integer column fails with a message that names no argument. The modules therefore
-declare their inputs once, as :class:`~._validation.InputField` objects, and mix in
-:class:`CheckedInputs`, which runs the same checks as the plain functions
-(:mod:`._validation`) on every ``add``, ``add_batch`` and ``compute`` input *before*
-``evaluate`` sees it, and builds the ``Features`` from the same declaration so a checked
-column is stored losslessly. ``compute``-only arguments (``theta``, ...) and the
-``_compute`` checks the stored rows once more with :meth:`CheckedInputs._checked` (rows
-of different widths from different batches) and hands the converted arrays to the plain
-function, which checks what needs the compute-only arguments (labels below ``K``, ...).
-
-A module is then::
-
-    class ConceptExistence(CheckedInputs, evaluate.Metric):
-        def _input_fields(self):
-            return {"predictions": InputField("label"), ...}
-
-        def _info(self):
-            return evaluate.MetricInfo(..., features=self._features())
-
-        def _compute(self, predictions, references, ..., theta=None):
-            c = self._checked(predictions=predictions, references=references, ...)
-            return concept_existence(theta, c["concept_scores"], c["predictions"], ...)
-
-This file does not import ``evaluate``; the mixin only calls ``super()`` (hence the ``type: ignore[misc]``:
-the type checker cannot see the ``evaluate.Metric`` that follows it).
+``evaluate``'s cast of every input column to the module's ``Features`` is lossy (``int(1.7)`` stores 1,
+NaN in an integer column fails naming no argument), so each module declares its inputs once as
+:class:`~._validation.InputField` objects and mixes in :class:`CheckedInputs`, which runs the plain
+functions' checks before ``evaluate`` sees an input and builds the ``Features`` from the same
+declaration. This file does not import ``evaluate`` (hence the mixin's ``type: ignore[misc]``: the type checker
+cannot see the ``evaluate.Metric`` that follows it). A module's shape: docs/guide/metrics.md.
 """
 
 from __future__ import annotations

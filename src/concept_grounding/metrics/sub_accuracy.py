@@ -1,58 +1,10 @@
-"""SUB accuracy: s+ and s- on synthetic attribute substitutions.
+"""SUB accuracy: s+ and s- on synthetic attribute substitutions (Bader et al., Sec. 5.5-5.6,
+Tables 1-2; random chance, App. F).
 
-Bader et al. (2025), "SUB: Benchmarking CBM Generalization via Synthetic Attribute
-Substitutions", Sec. 5.5-5.6 (Tables 1-2) and App. F (random chance).
-
-Each SUB image carries its reference class, the substituted-in target attribute S+
-(present) and the removed attribute(s) S- (absent).
-
-* ``mode="binary"`` (CBM, CEM, probes): ``scores`` are concept probabilities.
-  ``s+`` = fraction of images with ``P(S+) > 0.5``; ``s-`` = fraction of
-  (image, removed attribute) pairs with ``P(S-) <= 0.5``. Only attributes among the
-  model's ``concept_names`` count (CBM-112 and SUB share 17); the others are skipped
-  and counted. Random chance is 50 % for both.
-* ``mode="group"`` (CLIP-like, open vocabulary): ``scores`` are image-text
-  similarities over vocabulary attributes. Within S+'s attribute group (every column
-  of that group, plus "none" when ``none_scores`` is given) the highest score is
-  predicted present, all others absent. ``s+`` = the argmax is S+; ``s-`` = fraction of
-  (image, removed attribute) pairs whose attribute is not the argmax; images without
-  a removed attribute (reference class with no positive class-level label in the
-  group) do not count towards ``s-``. Ties go to the lowest column; "none" wins only
-  when strictly above every attribute.
-  Random chance (App. F): ``1 / (|A| + 1)`` for ``s+`` and ``1 - 1 / (|A| + 1)`` for
-  ``s-``, ``|A|`` the number of attribute columns in the group, the ``+1`` the "none"
-  option (without ``none_scores`` the chance is ``1/|A|`` and ``1 - 1/|A|``); averaged
-  over the same images / pairs as the score.
-
-Two rule sets (docs/sub_accuracy.md, *compatibility*): ``protocol="paper"`` (default) is the
-text of the paper, as above; ``protocol="official"`` reproduces SUB's published
-evaluation code (github.com/ExplainableML/sub, ``CBM_testing/test_ind_cbm_example.py``
-for binary models, ``CBM_testing/process_clip_outputs_ours.ipynb`` for CLIP):
-
-=====================  ====================================  ==========================================
-rule                   ``"paper"``                           ``"official"``
-=====================  ====================================  ==========================================
-s+ hit (binary)        ``P(S+) > 0.5``                       ``P(S+) >= 0.5`` (``sigmoid(logit) >= 0.5``)
-s- hit (binary)        ``P(S-) <= 0.5``                      ``P(S-) < 0.5``
-which S- count         every (image, S-) pair whose S- is    one per image: of its S- that are columns,
-                       a column                              the one in the lowest column (the code
-                                                             walks the model's attribute list and takes
-                                                             the first class-level positive one of the
-                                                             group); images with none are dropped
-images counted for s-  binary: every image; group: images    only images whose S+ counts for s+
-                       whose S+ is a column
-group-mode options     the group's columns, plus "none"      the group's columns, no "none"
-                       when ``none_scores`` is given         (``none_scores`` is rejected)
-group-mode S+ and S-   any column                            only CBM-112 attributes (Koh et al.): the
-                                                             notebook looks S+ and S- up in the
-                                                             CBM-112 list and skips images whose S+
-                                                             is not there
-chance                 App. F, as above                      0.5 (binary); ``1/|A|``, ``1 - 1/|A|`` (group)
-=====================  ====================================  ==========================================
-
-Both protocols break argmax ties towards the lower column (the published notebook keeps
-the first column on ties too). Every score comes with its chance and with breakdowns by
-target attribute, attribute group and reference class. Higher is better.
+``mode="binary"`` scores concept probabilities (CBM, CEM, probes), ``mode="group"`` an
+open-vocabulary model's similarities within S+'s attribute group; ``protocol="paper"`` (default)
+follows the paper's text, ``protocol="official"`` SUB's published evaluation code. The rules,
+chance and the two protocols side by side: docs/sub_accuracy.md. Higher is better.
 
 >>> import numpy as np
 >>> names = ["has_bill_shape::dagger", "has_bill_shape::needle", "has_crown_color::blue"]
@@ -208,7 +160,7 @@ def sub_accuracy(
         concept_names: ``(C,)`` CUB attribute names of the columns of ``scores``.
         reference_classes: ``(N,)`` reference class names, for the per-class breakdown.
         mode: ``"binary"`` or ``"group"``.
-        protocol: ``"paper"`` (default) or ``"official"`` (module docstring table).
+        protocol: ``"paper"`` (default) or ``"official"`` (the table in docs/sub_accuracy.md).
         none_scores: ``(N,)`` group mode, paper protocol only: similarity of the "none" option.
 
     Returns:

@@ -15,18 +15,8 @@ for :class:`SmallCNN` (CoAM's ``E_i``, Aysel et al. Sec. 3) and the patch-token 
 >>> tuple(out.pooled.shape), tuple(out.features.shape), out.grid_size
 ((2, 64), (2, 64, 64), (8, 8))
 
-:class:`StandardBackbone` (kinds ``"resnet18"``, ``"resnet50"``, ``"inception_v3"``,
-``"timm:<name>"``) reads [0, 1] images, normalises them with the ImageNet statistics and,
-in training mode, applies the usual CUB augmentation itself (:class:`CUBAugment`, Koh et
-al. 2020: random resized crop to ``crop_size``, horizontal flip, brightness and saturation
-jitter); in eval mode it takes the centre ``crop_size`` crop. So every trainer here
-(``train_cbm``, ``train_cem``, ``train_backbone``) trains it the CUB way unchanged: feed
-images resized to ``crop_size * 8 / 7`` (256 for 224, 341 for 299).
-
->>> net = build_backbone({"kind": "resnet18", "crop_size": 64}).eval()
->>> out = net(torch.rand(2, 3, 72, 72))
->>> tuple(out.pooled.shape), tuple(out.features.shape)
-((2, 512), (2, 512, 2, 2))
+:class:`StandardBackbone` (:mod:`.backbone_standard`) trains the CUB way (Koh et al. 2020's
+augmentation) with every trainer here; feed it images resized to ``crop_size * 8 / 7``.
 """
 
 from __future__ import annotations
@@ -234,7 +224,14 @@ def backbone_config(backbone: str | dict[str, Any] | None = None, image_size: in
 
 def build_backbone(config: dict[str, Any] | str | None = None) -> SmallCNN | SmallViT | StandardBackbone:
     """A backbone from a config dict ``{"kind": "cnn" | "vit" | "resnet18" | "resnet50" |
-    "inception_v3" | "timm:<name>", ...}``: randomly initialised, or from ``weights`` (standard kinds)."""
+    "inception_v3" | "timm:<name>", ...}``: randomly initialised, or from ``weights`` (standard kinds).
+
+    >>> import torch
+    >>> net = build_backbone({"kind": "resnet18", "crop_size": 64}).eval()
+    >>> out = net(torch.rand(2, 3, 72, 72))
+    >>> tuple(out.pooled.shape), tuple(out.features.shape)
+    ((2, 512), (2, 512, 2, 2))
+    """
     if config is None or isinstance(config, str):
         config = {"kind": config or "cnn"}
     config = dict(config)

@@ -4,7 +4,9 @@
 ``"timm:<name>"``) reads [0, 1] images, normalises them with the ImageNet statistics and,
 in training mode, applies the usual CUB augmentation itself (:class:`CUBAugment`, Koh et
 al. 2020: random resized crop to ``crop_size``, horizontal flip, brightness and saturation
-jitter); in eval mode it takes the centre ``crop_size`` crop. Its initial weights come from
+jitter); in eval mode it takes the centre ``crop_size`` crop, so every trainer (``train_cbm``,
+``train_cem``, ``train_backbone``) trains it the CUB way unchanged: feed images resized to
+``crop_size * 8 / 7`` (256 for 224, 341 for 299). Its initial weights come from
 a local file or a Hub id (:func:`load_backbone_weights`). Build one with
 :func:`~concept_grounding.models.backbone.build_backbone`.
 """

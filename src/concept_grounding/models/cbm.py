@@ -5,27 +5,9 @@
 (``bottleneck="soft"``) or its 0/1 threshold at 0.5 (``"hard"``; a straight-through
 estimator in joint training) and gives class logits ``(B, K)``.
 
-Training (:func:`train_cbm`, Koh et al. Sec. 3):
-
-* ``independent``: ``f`` minimises concept BCE; ``g`` is trained on the *true* concepts;
-  at test time ``g`` reads ``f``'s predictions.
-* ``sequential``: ``f`` as above, then ``g`` is trained on ``f``'s (frozen) predictions.
-* ``joint``: ``L = CE(g(c_hat), y) + lambda * sum_j BCE(f_j(x), c_j)`` end to end,
-  ``lambda = concept_loss_weight`` (Koh et al.'s ``L_Y + lambda sum_j L_Cj``: the concept
-  losses are summed over the ``L`` concepts, averaged over the batch; a mean over concepts
-  would make the concept term ``L`` times weaker than the class term and the bottleneck
-  would stop tracking the concepts).
-
-Every image-side stage trains with Adam under a one-cycle learning-rate schedule, with
-random horizontal flips of the images (the attributes are mirror-invariant).
-
-Independent and sequential CBMs share ``f``: pass an already trained model as
-``concept_model`` and only ``g`` is trained (on cached concept predictions, in seconds).
-
-Concept targets may be hard (0/1) or soft (any value in [0, 1], e.g. certainty-weighted):
-the BCE takes either. ``per_concept=True`` gives every concept its own weight-independent
-CNN (a grouped convolution, one group per concept), as the per-concept CBM of Heidemann
-et al. (2023) that SUB evaluates.
+Training (:func:`train_cbm`: independent, sequential or joint, Koh et al. Sec. 3; hard or soft
+targets; ``per_concept=True`` for Heidemann et al.'s per-concept CBM, which SUB evaluates): docs/bench.md,
+"The concept models".
 """
 
 from __future__ import annotations

@@ -1,29 +1,10 @@
-"""The Space's limits: one declared policy, enforced in one place (:class:`Gate`).
+"""The Space's limits: one declared policy (:class:`SpaceLimits`), enforced in one place (:class:`Gate`).
 
-Every limit a visitor can meet is a field of :class:`SpaceLimits`:
-
-* per request: items in any list a visitor sends (``max_list_items``), pixels of an
-  uploaded image after decoding (``max_pixels``), denoising steps (``max_steps``), bytes
-  and files of one upload request (``max_upload_bytes``, ``max_files_per_upload``), bytes
-  of any other request body (``max_request_bytes``);
-* per visitor: requests running at once (``visitor_requests``), upload bytes kept in the
-  cache (``visitor_upload_bytes``);
-* in total: upload bytes kept in the cache (``total_upload_bytes``) and how long the cache
-  keeps a file (``cache_age_s``, swept every ``sweep_every_s``).
-
-:class:`Gate` holds the running counts and checks them: the handlers ask it for a slot
-(:meth:`Gate.slot`) and check their lists and images through it, the ASGI middlewares of
-:mod:`.middleware` (added by :func:`concept_grounding.space.launch`) cap every request body
-and check every upload before Gradio stores a byte of it, and the Blocks refuse a file a
-visitor names unless the Space gave it to that visitor (:meth:`Gate.grant`,
-:meth:`Gate.granted`). A refusal is one line naming the field and the limit
-(:class:`Refused`), and the log gets one line per refused request.
-
-A visitor is the address the request came from (:func:`visitor_of`). ``X-Forwarded-For``
-counts only when the peer is a proxy the operator trusts (:func:`trusted_proxies`, read
-once at launch and handed to the web server, whose proxy-header middleware is then the one
-place that decides); otherwise any client could rotate the header to escape the per-visitor
-limits.
+Every limit a visitor can meet (per request, per visitor, in total) is a field of :class:`SpaceLimits`;
+:class:`Gate` holds the running counts, and the handlers, the ASGI middlewares of :mod:`.middleware`
+and the Blocks check through it. A refusal is one line naming the field and the limit (:class:`Refused`).
+A visitor is the request's address (:func:`visitor_of`); ``X-Forwarded-For`` counts only from a trusted
+proxy (:func:`trusted_proxies`). Manual: docs/guide/errors.md, "Space limits".
 
 >>> gate = Gate(SpaceLimits(max_list_items=3))
 >>> gate.check_items("Baselines", ["random", "random", "saliency"])
@@ -71,7 +52,7 @@ _MIB = 2**20
 
 @dataclass(frozen=True)
 class SpaceLimits:
-    """What one request, one visitor and the whole Space may use (module docstring).
+    """What one request, one visitor and the whole Space may use (docs/guide/errors.md).
 
     Attributes:
         max_list_items: items in a list field (baselines, texts) per request.

@@ -1,22 +1,11 @@
 """Which models a Space visitor may make the server load: a list fixed at launch.
 
-The TDG tab's model dropdown and the Explain tab's CLIP field name models the server
-loads with ``from_pretrained`` (a local folder or a Hub repository). A visitor may only
-pick the built-in model or one of the names the operator listed when launching the
-Space (``--tdg-model``, ``--clip-model``, or the environment variables below);
-``--allow-any-model`` lifts the restriction. The check runs on the server, so an API
-client that sends another name is refused just like the page is.
-
-Visitor-chosen models are kept in a bounded least-recently-used cache of
-``cache_size`` models (:class:`~.resources.ResourceStore`); the built-in models (the
-world, the tiny Flux, the tabs' concept models) are few and always kept.
-
-Environment variables (read once, at launch; the command-line flags override them):
-
-* ``CONCEPT_GROUNDING_TDG_MODEL``: extra Flux models, comma-separated;
-* ``CONCEPT_GROUNDING_CLIP_MODELS``: extra CLIP models, comma-separated;
-* ``CONCEPT_GROUNDING_ALLOW_ANY_MODEL=1``: any name may be loaded;
-* ``CONCEPT_GROUNDING_MODEL_CACHE``: the cache size (default 2).
+A visitor may pick only the built-in models or those the operator listed (``--tdg-model``,
+``--clip-model`` or the ``CONCEPT_GROUNDING_*`` environment variables, read once at launch);
+``--allow-any-model`` lifts the restriction. The check runs on the server, so an API client is
+refused like the page. Visitor-chosen models live in a bounded LRU cache
+(:class:`~.resources.ResourceStore`). The flags and variables: docs/guide/errors.md, "Space model
+policy", and the Space's README.
 
 >>> policy = ModelPolicy(clip_models=("openai/clip-vit-base-patch32",))
 >>> policy.check("clip", " openai/clip-vit-base-patch32 ")
@@ -98,7 +87,10 @@ class ModelPolicy:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ModelPolicy:
-        """The policy the environment variables of the module docstring describe.
+        """The policy the environment variables describe: ``CONCEPT_GROUNDING_TDG_MODEL`` and
+        ``CONCEPT_GROUNDING_CLIP_MODELS`` (extra models, comma-separated),
+        ``CONCEPT_GROUNDING_ALLOW_ANY_MODEL=1`` (any name) and ``CONCEPT_GROUNDING_MODEL_CACHE``
+        (the cache size, default 2).
 
         Raises:
             ValueError: ``CONCEPT_GROUNDING_MODEL_CACHE`` is not an integer >= 1.

@@ -141,7 +141,7 @@ def input_image(store: ResourceStore, path: str | None, world_index: int, gate: 
     return to_rgb(sample.image), sample
 
 
-#: Said when the default CLIP explains an uploaded image (issue 48): it knows nothing else.
+#: Said when the default CLIP explains an uploaded image: it knows nothing but the bird world.
 WORLD_ONLY = ("The default CLIP knows only the procedurally drawn bird world: on any other picture (a photo, "
               "a cat) its clusters and similarity drops describe what a bird-world model makes of it, not what "
               "a real CLIP sees. The operator can offer real CLIPs (--clip-model).")

@@ -76,7 +76,7 @@ METRICS: dict[str, MetricSpec] = _specs(
     MetricSpec(metrics.concept_existence, "Concept Existence (CEM @ l)"),
     MetricSpec(metrics.concept_location, "Concept Location (CLM @ l, alpha)"),
 )
-#: The metric the tab opens on: SUB's own score, whose CSV is one row per image (issue 48).
+#: The metric the tab opens on: SUB's own score, whose CSV is one row per image, the simplest to upload.
 DEFAULT_METRIC = "sub_accuracy"
 
 

@@ -174,7 +174,7 @@ def _build_named(name: str) -> Any:
         from .env import is_offline
 
         try:
-            # Fails within seconds for an uncached model when the Hub does not answer (issue 12.6).
+            # Fails within seconds for an uncached model when the Hub does not answer.
             source = resolve_model_spec(name, "model", family="hub").target
             # float32 on a CPU whatever the folder holds (fp16 on disk, e.g. the shipped world Flux, once mixed
             # Half and Float); bfloat16 on CUDA on a GPU Space (ZeroGPU hands the GPU to on_gpu-wrapped calls)

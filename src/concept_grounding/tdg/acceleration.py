@@ -1,52 +1,9 @@
 """Faster TDG through diffusers' own extension points: transformer caches and ``torch.compile``.
 
-TDG runs the reference and guide images as one batch ``[references; guides]`` and ties
-their predictions in ``scheduler.step`` (:mod:`.pipeline`); the transformer sees the
-tied latents at every step, so whatever diffusers does inside the transformer applies
-to TDG unchanged. :class:`Acceleration` names the two knobs once, from the command line
-(``--cache NAME[:option=value,...]``, ``--compile``) to the ``generate`` manifest:
-
-* ``cache``: a :class:`TransformerCache`, enabled with ``transformer.enable_cache(config)``
-  (diffusers' :class:`~diffusers.models.cache_utils.CacheMixin`). The caches of
-  diffusers 0.42 and how they serve a FLUX transformer under TDG:
-
-  ===================== ====================================== =================================
-  ``--cache``           diffusers config                       with TDG on FLUX
-  ===================== ====================================== =================================
-  ``first-block``       ``FirstBlockCacheConfig``              works; skips the remaining blocks
-                                                               when the first block's residual
-                                                               barely moved (batch-wide decision)
-  ``taylorseer``        ``TaylorSeerCacheConfig``              works; forecasts block outputs
-  ``pyramid-attention`` ``PyramidAttentionBroadcastConfig``    works; reads the timestep through
-                                                               ``pipe.current_timestep``
-  ``faster``            ``FasterCacheConfig``                  attention reuse only: its
-                                                               batch-level CFG split would take
-                                                               ``[references; guides]`` for
-                                                               ``[uncond; cond]``, so
-                                                               ``is_guidance_distilled=True``
-                                                               is forced
-  ``mag``               ``MagCacheConfig``                     works with magnitude ratios of
-                                                               the checkpoint (default:
-                                                               diffusers' ``FLUX_MAG_RATIOS``,
-                                                               FLUX.1-dev/schnell's)
-  ``text-kv``           ``TextKVCacheConfig``                  works; lossless (text K/V once)
-  (none)                ``SeaCacheConfig``                     not offered: it needs the step
-                                                               index and sigma in
-                                                               ``cache_context``, which
-                                                               FluxPipeline's loop does not
-                                                               pass, so it never caches
-  ===================== ====================================== =================================
-
-* ``compile``: ``transformer.compile_repeated_blocks()``, diffusers' regional
-  compilation: each repeated transformer block goes through ``torch.compile`` (on 2 CPU
-  cores about 1.5 min before the first image, and again for each new batch shape). With a
-  cache on as well, the hooked blocks see inputs whose strides change between computed
-  and cached steps, so dynamo recompiles them up to its limit and then runs those frames
-  eagerly (a warning says so); on the world Flux the two together are still the fastest
-  (``benchmarks/bench_tdg.py``).
-
-Both change the numerics, so ``generate`` records them in its manifest and a resume with
-another choice stops (:func:`~.generate.check_manifest`).
+The transformer sees the tied batch ``[references; guides]`` at every step, so diffusers' caches
+(``transformer.enable_cache``) and regional compilation apply to TDG unchanged. :class:`Acceleration`
+names the two knobs once, from the command line (``--cache NAME[:option=value,...]``, ``--compile``)
+to the ``generate`` manifest. Which cache works with TDG, and why: docs/tdg.md.
 
 >>> TransformerCache.parse("first-block:threshold=0.2")
 TransformerCache(name='first-block', options=(('threshold', 0.2),))
@@ -101,7 +58,7 @@ def _flux_mag_ratios() -> Any:
     return FLUX_MAG_RATIOS
 
 
-#: ``--cache`` name -> how it is built (see the module docstring's table).
+#: ``--cache`` name -> how it is built (the table in docs/tdg.md).
 CACHES: Mapping[str, CacheKind] = MappingProxyType({
     "first-block": CacheKind("FirstBlockCacheConfig", why="skips the remaining blocks while the first block's residual barely moves",
                              fails_on=("Flux2Transformer2DModel",)),

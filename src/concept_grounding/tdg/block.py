@@ -1,45 +1,11 @@
-"""Tied Diffusion Guidance as Modular Diffusers blocks (SUB, Bader et al., Sec. 3).
+"""Tied Diffusion Guidance as Modular Diffusers blocks (SUB, Bader et al., Sec. 3; Eqs. 3-6).
 
-Modular Diffusers builds a pipeline from blocks; every Flux-family denoising loop
-(``FluxAutoBlocks``, ``Flux2AutoBlocks``, ``Flux2KleinAutoBlocks``, ...) runs, per step, a
-``denoiser`` sub-block that leaves the final guided prediction in ``block_state.noise_pred``
-and an ``after_denoiser`` that gives it to ``scheduler.step``. TDG adds two blocks there:
-
-* :class:`TiedDiffusionLoopStep`, a loop sub-block between the two: it ties the prediction of
-  each (reference, guide) pair of the batch ``[references; guides]`` at
-  ``eta = schedule(timestep / num_train_timesteps)`` (SUB Eqs. 3-6 through
-  :func:`~.tie.tie_batch`, the same function the pipelines' scheduler step calls);
-* :class:`TiedLatentsStep`, after ``prepare_latents``: guide ``i`` starts from reference ``i``'s
-  initial latents. ``prepare_latents`` draws all 2n rows from the generator and the first n are
-  kept, so one seed gives other images than the TDG pipelines (which draw n rows); pass
-  ``latents`` to reproduce a pipeline's pair.
-
-:meth:`TiedDiffusionLoopStep.compose` inserts both into a family's blocks. The loop step is
-the block published as a Hub repo (``block.py`` + ``modular_config.json``, written by
-diffusers' ``save_pretrained``) and loaded with
-``ModularPipelineBlocks.from_pretrained(folder, trust_remote_code=True)``::
-
-    from diffusers.modular_pipelines import FluxAutoBlocks, ModularPipelineBlocks
-
-    tdg = ModularPipelineBlocks.from_pretrained("pipelines/tied_diffusion_block", trust_remote_code=True)
-    blocks = tdg.compose(FluxAutoBlocks())        # or Flux2AutoBlocks(), Flux2KleinAutoBlocks()
-    pipe = blocks.init_pipeline("black-forest-labs/FLUX.1-dev")
-    pipe.load_components(torch_dtype=torch.bfloat16)
-    images = pipe(prompt=[reference, guide], t_min=0.2, t_max=0.9, k=10, output="images")
-    # images[0] is the reference image, images[1] its guide
-
-The prompts go in as one list ``[R_1..R_n, G_1..G_n]``. The output is the base blocks'
-(``images``, all 2n); the ``eta`` of each step is the state's ``tdg_eta_per_step``.
-
-Composed with one of the three families, the blocks are a :class:`TiedFluxAutoBlocks`,
-:class:`TiedFlux2AutoBlocks` or :class:`TiedFlux2KleinAutoBlocks`: classes whose constructor
-rebuilds the composition, so a saved pipeline reloads tied the way a Hub repo with custom blocks
-does. ``pipe.save_pretrained(folder)`` also writes ``modular_config.json`` (``auto_map`` ->
-``block.Tied...AutoBlocks``) and this module's shell ``block.py`` beside
-``modular_model_index.json``; ``ModularPipeline.from_pretrained(folder, trust_remote_code=True)``
-then builds the TDG blocks (without ``trust_remote_code`` diffusers refuses, in one line, rather
-than running untied). A pipeline reloaded that way is diffusers' own class: save it again with
-``pipe.blocks.save_pretrained(folder)`` beside ``pipe.save_pretrained(folder)``.
+:class:`TiedDiffusionLoopStep` ties each (reference, guide) pair of the batch ``[references; guides]``
+between a Flux-family loop's ``denoiser`` and its scheduler step (through :func:`~.tie.tie_batch`, as
+the pipelines do); :class:`TiedLatentsStep` starts guide ``i`` from reference ``i``'s initial latents.
+:meth:`TiedDiffusionLoopStep.compose` inserts both into ``FluxAutoBlocks``, ``Flux2AutoBlocks`` or
+``Flux2KleinAutoBlocks``; the loop step is published as a Hub repo (``block.py`` +
+``modular_config.json``). Manual, saving and reloading: docs/guide/tdg.md.
 """
 
 from __future__ import annotations

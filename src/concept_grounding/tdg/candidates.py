@@ -1,26 +1,10 @@
 """Candidate selection of SUB (Bader et al., Sec. 4.2): which reference birds and which
 attributes enter the plan, before any TDG image is made.
 
-* **Classes.** 20 images per class are generated from "a photo of a {class}" and an image
-  classifier names each; a class is a candidate iff its per-class accuracy is at least
-  ``min_accuracy`` (paper: 100 %, which kept 33 classes) -- :func:`select_classes`.
-* **Attributes.** A VQA scorer answers SUB's multiple-choice question of every attribute
-  group (:func:`~.filter.vqa_question`) on real CUB images; the answer probability of each
-  attribute, thresholded at ``t``, predicts its per-image label. An attribute is a
-  candidate iff its accuracy at the best ``t`` of the grid 0.60, 0.65, ..., 0.95 is at least
-  ``min_accuracy`` (paper: 90 %, which kept 45 attributes) -- :func:`select_attributes`.
-  :func:`attribute_probabilities` asks the scorer batch by batch, one question per group.
-* **Plan.** Every candidate class x candidate attribute the class lacks by its class-level
-  labels (``S+ != S-``; paper: 33 x 45 -> 1,485 pairings) -- :func:`candidate_pairings`,
-  written as a pairings file that ``generate --pairings`` reads.
-
-*Decision* (accuracy; ``docs/sub_curation.md``). The paper says "accuracy" without defining it over which images.
-Plain accuracy over all images rewards a scorer that never answers: an attribute on 5 %
-of the birds scores 95 % when it is never predicted, so a scorer answering at random keeps
-almost every rare attribute. The default ``metric="balanced"`` is the mean of the true
-positive and true negative rates (random answers: 0.5; perfect: 1.0); ``"accuracy"`` is the
-plain one. An attribute whose labels are all 0 or all 1 cannot be assessed (``nan``) and
-is not kept.
+Classes a classifier recognises on generated images (:func:`select_classes`), attributes a VQA
+scorer answers well on real images at its best threshold (:func:`select_attributes`, balanced
+accuracy by default: a *decision*), and every candidate class x attribute it lacks
+(:func:`candidate_pairings`). The rules and why: docs/sub_curation.md.
 
 >>> import numpy as np
 >>> labels = np.array([[1], [1], [0], [0]], dtype=bool)
@@ -127,7 +111,7 @@ def threshold_accuracy(probabilities: np.ndarray, labels: np.ndarray, thresholds
         probabilities: ``(N, A)`` the scorer's answer probability of each attribute.
         labels: ``(N, A)`` per-image 0/1 labels.
         thresholds: ``(T,)`` thresholds in [0, 1].
-        metric: ``"balanced"`` (mean of TPR and TNR; module docstring) or ``"accuracy"``.
+        metric: ``"balanced"`` (mean of TPR and TNR; docs/sub_curation.md) or ``"accuracy"``.
     Returns:
         ``(A, T)`` float64; ``nan`` for a balanced accuracy of an attribute whose labels are
         all 0 or all 1.

@@ -1,26 +1,11 @@
 """The ``filter`` job: SUB's VQA filter over a generated image folder, and its report (SUB Sec. 4.2).
 
-:func:`filter_folder` (1) reads ``<in>/metadata.jsonl`` (from the ``generate`` job) and checks
-every row, (2) builds the scorer (a named model is resolved before its library loads),
-(3) scores every image's multiple-choice question pairing by pairing and keeps the top
-``keep_fraction`` per pairing (:func:`~concept_grounding.tdg.filter.filter_records`); its
-:class:`FilterJobResult`'s ``save(out)`` (4) writes ``<out>/metadata.jsonl`` (kept rows, with
-``target_probability``; ``file_name`` is the absolute path of the image in ``<in>``) plus
-``filter_report.json`` / ``filter_report.md``, ``filter_evidence.jsonl`` (every image, kept
-or not: every answer and the reason, :data:`~concept_grounding.tdg.filter.REASONS`) and
-``filter_sheet.png`` (SUB Fig. 5). :func:`run_filter` does both into ``config.out``. The command
-``concept-grounding filter`` maps its arguments onto a :class:`FilterConfig` and prints one
-line; the demo builds the config directly.
-
-Scorers (``FilterConfig.scorer``): ``"vlm"`` (a transformers VLM), ``"clip"`` (open_clip),
-``"world-judge"`` (the shipped, validated world judge: the bird world's scorer),
-``"tiny-clip"`` (random, offline plumbing) and ``"oracle"`` (``oracle``: a
-``'module:function'`` mapping PIL images to (N, 312) probabilities, or a judge's name or
-folder that ``judge_loader`` turns into such a function; the command passes
-:func:`concept_grounding.judge.attribute_judge`, which ``tdg`` may not import itself; docs/judges.md).
-
-Errors name the command-line argument behind each setting (``--in``, ``--oracle``, ...),
-because this job is what that command runs.
+:func:`filter_folder` (1) reads and checks ``<in>/metadata.jsonl`` from the ``generate`` job, (2) builds
+the scorer (a named model is resolved before its library loads) and (3) keeps the top ``keep_fraction``
+per pairing (:func:`~concept_grounding.tdg.filter.filter_records`); its result's ``save(out)`` (4) writes
+the kept ``metadata.jsonl``, the report, every image's evidence and the contact sheet (SUB Fig. 5).
+:func:`run_filter` does both. Scorers: ``FilterConfig.scorer`` (``oracle`` takes a judge's name or folder; docs/judges.md). Errors name the command-line argument
+behind each setting. Manual: docs/tdg.md, "VQA filter"; the evidence: docs/sub_curation.md.
 
 >>> FilterConfig(input=Path("gen"), out=Path("kept"), scorer="tiny-clip").keep_fraction
 0.1

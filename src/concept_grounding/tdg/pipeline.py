@@ -1,56 +1,12 @@
-"""``TiedDiffusionPipeline``: FLUX with Tied Diffusion Guidance (SUB, Bader et al., Sec. 3).
+"""``TiedDiffusionPipeline``: FLUX with Tied Diffusion Guidance (SUB, Bader et al., Sec. 3; Eqs. 3-6).
 
-The pipeline subclasses diffusers' ``FluxPipeline`` and changes only what TDG changes
-(:class:`TiedPipelineMixin`, shared with the FLUX.2 pipelines of :mod:`.pipeline_flux2`):
-
-1. the reference prompts ``c_R`` and guide prompts ``c_G`` (or their precomputed
-   embeddings) run as one batch ``[R_1..R_n, G_1..G_n]`` (each repeated
-   ``num_images_per_prompt`` times), and every guide image starts from the same initial
-   latents as its reference image (:meth:`TiedPipelineMixin.prepare_latents`);
-2. at each step, the final guided prediction (after FLUX's distilled guidance and, if
-   used, true classifier-free guidance) is tied per pair before the scheduler step
-   (SUB Eqs. 3-6; :func:`~concept_grounding.tdg.tie.tie_pair`), with ``eta`` from the
-   schedule of Eq. 4 at ``t = timestep / 1000``.
-
-Step 2 happens in ``scheduler.step``, the one place that receives the final guided
-``noise_pred`` on both of FluxPipeline's guidance paths. Each call runs FluxPipeline's own
-loop on a *per-call view* of the pipeline (:mod:`.concurrency`'s ``call_view``): a
-shallow copy that shares every model (no extra memory) but owns a private copy of the
-scheduler whose ``step`` ties the pair (:func:`tied_scheduler`), and owns FluxPipeline's
-per-call attributes (``_guidance_scale``, ``_interrupt``, ``_current_timestep``, ...),
-which are published to the pipeline when the call ends (``pipe.guidance_scale``,
-``pipe.num_timesteps`` read as after a FluxPipeline call). The shared pipeline is never
-patched, so one pipeline can serve concurrent calls from threads, each giving exactly the
-images it gives alone. Prompt encoding is serialised per pipeline (fast tokenizers switch
-their padding settings in place between calls); the denoising steps run in parallel.
-Encoding, latents, timesteps and decoding are FluxPipeline's own. Not thread-safe: model
-CPU offloading (its hooks move shared modules between devices).
-
-``__call__`` lists every FluxPipeline argument it accepts; ``prompt`` and the prompt
-embeddings become one argument per side (:data:`RENAMED_ARGUMENTS`), and the few it refuses
-are in :data:`REFUSED_ARGUMENTS` with the reason. The output's ``images`` are the references.
-
-diffusers' caches and ``torch.compile`` act on the transformer, which sees the batch
-``[references; guides]`` of the tied latents at every step, so they work unchanged:
-``pipe.transformer.enable_cache(FirstBlockCacheConfig(threshold=0.2))`` or
-``pipe.transformer.compile_repeated_blocks()`` (see :mod:`.acceleration`, which the
-``generate`` job and its ``--cache`` / ``--compile`` use). A cache keeps state in the
-shared transformer, so while one is enabled calls run one at a time
-(:meth:`~.concurrency.PerCallConcurrency.cache_session`). The prompts become one batch in
-:mod:`.pairs`.
-
-Load it from the package or as a diffusers custom pipeline::
-
-    from concept_grounding.tdg import TiedDiffusionPipeline
-    pipe = TiedDiffusionPipeline.from_pretrained("black-forest-labs/FLUX.1-dev", torch_dtype=torch.bfloat16)
-    # or
-    pipe = DiffusionPipeline.from_pretrained(
-        "black-forest-labs/FLUX.1-dev", custom_pipeline="pipelines/tied_diffusion", trust_remote_code=True
-    )
-    out = pipe("A photo of a Blue Jay with yellow colored feathers on the crown of its head",
-               "A photo of a bird with yellow colored feathers on the crown of its head",
-               t_min=0.2, t_max=0.9, k=10, guidance_scale=3.5, num_inference_steps=28)
-    out.images[0].save("blue_jay_yellow_crown.png")
+A subclass of diffusers' ``FluxPipeline`` that changes only what TDG changes (:class:`TiedPipelineMixin`,
+shared with the FLUX.2 pipelines of :mod:`.pipeline_flux2`): reference and guide prompts run as one
+batch from shared initial latents, and the final guided prediction is tied per pair in a per-call copy
+of ``scheduler.step`` (the shared pipeline is never patched, so concurrent calls each get the images
+they would get alone). ``__call__`` takes every FluxPipeline argument but those in
+:data:`REFUSED_ARGUMENTS`; the output's ``images`` are the references. Manual: docs/tdg.md,
+docs/guide/tdg.md.
 """
 
 from __future__ import annotations

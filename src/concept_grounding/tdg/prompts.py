@@ -1,20 +1,8 @@
 """TDG prompt pairs ``(c_R, c_G)``: SUB (Bader et al.), Sec. 4.1, App. B (guide birds), App. D.
 
-Three templates, ``{R}`` the reference class, ``{S}`` the target attribute's phrase,
-``{G}`` the guide bird:
-
-* colour (guide is the generic "bird"): ``A photo of a {R} with {S}`` /
-  ``A photo of a bird with {S}``
-* shape: ``A photo of a {R} with the body of a {R} and a beak like a {G}`` /
-  ``A photo of a {G}``
-* pattern: ``A photo of a {R} with a {S} like a {G}`` / ``A photo of a {G} with a {S}``
-
-Sec. 4.1 writes the templates with a lower-case "a photo"; the prompts actually listed in
-App. D start with "A photo", which we follow. The attribute phrases come from App. D
-where it gives one ("black colored feathers on the crown of its head", "a red colored
-breast", "solid tail", and "spotted belly" for the *breast* pattern, as App. D writes it);
-the others follow the same pattern. The prompting-only baseline (Fig. 4, red) is ``c_R``
-alone, generated without a tie.
+Three templates (colour, shape, pattern) over ``{R}`` the reference class, ``{S}`` the target
+attribute's phrase and ``{G}`` the guide bird; the prompting-only baseline (Fig. 4) is ``c_R`` alone.
+The templates, the phrases and where the code follows App. D over Sec. 4.1: docs/tdg.md, "Prompts".
 
 >>> p = tdg_prompts("017.Cardinal", "has_breast_pattern::spotted")
 >>> p.reference

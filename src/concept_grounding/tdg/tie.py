@@ -1,30 +1,10 @@
 """The tie of Tied Diffusion Guidance: SUB (Bader et al.), Sec. 3, Eqs. 3, 5 and 6.
 
-Two guided noise (velocity) predictions ``e1``, ``e2`` of one image pair are compared
-element-wise, ``d = |e1 - e2|``. Where ``d`` is at or below the ``eta``-th percentile
-``q`` of ``d`` (taken per pair over all latent elements), both images get the mean
-prediction; elsewhere each keeps its own (Eq. 3). Applying it both ways (Eqs. 5-6) is
-:func:`tie_pair`.
-
-Percentile convention (pinned by ``tests/tdg/test_tdg_tie.py``)
------------------------------------------------------------
-``q`` is the ``k``-th smallest value of ``d`` (1-based) with ``k = ceil(eta * N)``, ``N``
-the number of elements per pair: the smallest ``d`` such that at least a fraction
-``eta`` of the elements lie at or below it. This is numpy's
-``percentile(..., method="inverted_cdf")``; it always lies between
-``torch.quantile(d, eta, interpolation="lower")`` and ``interpolation="higher"`` (those
-index the sorted values at ``eta * (N - 1)``). Consequences:
-
-* ``eta = 0`` gives ``k = 0``: nothing is tied (*decision*, docs/tdg.md; the literal 0th
-  percentile would still tie the single smallest element). Any ``eta > 0`` gives
-  ``k >= 1``, however small ``eta * N`` is.
-* ``eta = 1`` gives ``k = N``, ``q = max(d)``: every element is averaged and the pair
-  moves identically.
-* Equal values of ``d`` (ties in ``|d|``): every element ``<= q`` is averaged, so more
-  than ``k`` elements may be tied.
-
-``torch.kthvalue`` computes ``q``: unlike ``torch.quantile`` it accepts bf16/fp16 and has
-no input-size cap, so it works on 1024 x 1024 FLUX latents and large batches.
+Where ``d = |e1 - e2|`` of one pair's guided predictions is at or below its ``eta``-th percentile
+``q`` (per pair, over all latent elements), both images get the mean prediction; elsewhere each keeps
+its own (Eq. 3); both ways at once (Eqs. 5-6) is :func:`tie_pair`. ``q`` is the ``ceil(eta * N)``-th
+smallest ``d`` (numpy's ``method="inverted_cdf"``), so ``eta = 0`` ties nothing and ``eta = 1`` ties
+every element: the convention and its *decisions* are in docs/tdg.md.
 
 >>> import torch
 >>> e1 = torch.tensor([[0.0, 1.0, 2.0, 3.0]])

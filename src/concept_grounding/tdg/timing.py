@@ -1,28 +1,9 @@
 """Interleaved timing of several callables: the one way this project times TDG.
 
-A single wall-clock reading per method, taken one method after the other, on a machine
-shared with other jobs measures the machine as much as the method: a 16 % "overhead"
-can be a neighbour's burst that fell on the second method's turn. :func:`interleave`
-therefore
-
-1. runs every callable ``warmup`` times first (lazy initialisation, allocator growth,
-   ``torch.compile`` tracing stay out of the figures);
-2. runs ``rounds`` rounds, each calling every callable once; the order rotates from round
-   to round (round ``r`` starts with callable ``r mod n``), so neither method always runs
-   second, after the other has warmed or cooled the caches;
-3. reads two clocks around each call: wall time (``time.perf_counter``) and this process's
-   CPU time (``time.process_time``, all its threads). With ``torch.set_num_threads(1)``
-   the CPU time counts the work the method does and hardly moves with the load of other
-   processes; the wall time is what a user waits for, and on a GPU (pass ``sync``, e.g.
-   ``torch.cuda.synchronize``) the only meaningful clock;
-4. reports medians, minima and maxima per callable and, for a ratio ``a / b``, the ratios
-   taken *within* each round (both calls of a round share its load), as their median,
-   minimum and maximum, beside the ratio of the two minima (each method's least
-   disturbed call). Timing a callable against itself under a second name (an A/A
-   control) shows, in the same run, how far these move with the machine's load alone.
-
-The garbage collector runs before each round and is off during each timed call, as in
-:mod:`timeit`.
+:func:`interleave` warms every callable up, then runs rounds that call each once in a rotating order,
+reading wall and process CPU time around each call (garbage collector off, as in :mod:`timeit`), and
+reports per-round ratios, so a neighbour's burst on a shared machine does not read as overhead. Why
+and how: docs/guide/development.md, "Tests and benchmarks".
 
 >>> import itertools
 >>> fake = itertools.count()

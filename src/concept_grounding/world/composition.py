@@ -1,9 +1,5 @@
 """Compositions: the four categories of ConceptBed's compositional prompts, drawn with exact truth.
 
-ConceptBed (Sec. 4.2, App. F) composes a learnt concept V* with one or two of four categories;
-the world draws each and knows what it drew:
-
-============= =============================================== ===================================
 category      in a caption                                    truth
 ============= =============================================== ===================================
 attribute     ``a photo of a {name} with a red crown``        the (312,) per-image labels
@@ -18,6 +14,13 @@ three birds are smaller copies side by side, each with its own jitter, over one 
 Every bird shows the same traits, so the attribute truth holds for all of them.
 A prompt or caption that asks for a composition has one grammar, :class:`CompositionPrompt`
 (:data:`PROMPT_GRAMMAR`): every caption, prompt and question of a composition is written and read by it.
+=======
+ConceptBed (Sec. 4.2, App. F) composes a learnt concept V* with attributes, relations (the scene),
+actions (the facing) and counting (1-3 birds); :meth:`BirdWorld.composition` draws a sample's bird
+``count`` times over one background and knows what it drew (:data:`RELATIONS`). Every bird shows
+the same traits, so the attribute truth holds for all of them. Every caption, prompt and question of a
+composition is written and read by one grammar, :class:`CompositionPrompt` (:data:`PROMPT_GRAMMAR`).
+Manual: docs/world.md, "Compositions".
 
 >>> from concept_grounding.world import BirdWorld, WorldConfig
 >>> world = BirdWorld(WorldConfig(image_size=32))

@@ -67,9 +67,8 @@ def file_name(class_folder: str, index: int) -> str:
 
 
 #: zlib level of the exported PNGs. The renders are noisy (feather grain, textured
-#: backgrounds), so level 1 costs no size over PIL's default 6 and encodes 3-4x faster:
-#: 128 px world images, 27.9 kB and 1.15 ms per image at level 1 against 27.9 kB and
-#: 4.4 ms at level 6 (60 images, measured Nov 2026); encoding was 40 % of a ``publish``.
+#: backgrounds), so level 1 costs no size over PIL's default 6 and encodes 3-4x faster
+#: (``benchmarks/bench_world.py``; figures in docs/guide/development.md).
 PNG_COMPRESS_LEVEL = 1
 
 

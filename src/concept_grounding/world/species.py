@@ -1,23 +1,9 @@
 """What a bird of the world *is*: its traits, their CUB labels and the species generator.
 
-A bird is described by a small set of **base traits**, one CUB value per base group
-(``crown_color -> "red"``, ``bill_shape -> "cone"``, ...). Every base group paints one
-set of regions of the drawing, so its value is visible and exactly known.
-
-Three CUB groups have no region of their own; the world **derives** them from base
-traits, and a substitution of a derived group repaints every base group behind it:
-
-===================== ==================================== ==========================
-derived group         definition (set of colours)          parts repainted
-===================== ==================================== ==========================
-``primary_color``     back colour and wing colour          back, both wings
-``upperparts_color``  nape, back and wing colour           nape, back, both wings
-``underparts_color``  breast colour and belly colour       breast, belly
-===================== ==================================== ==========================
-
-So "primary colour" is the colour of the largest plumage area (the back and wings), and
-a bird with a grey back and a black wing has ``primary_color::grey`` and
-``primary_color::black`` both set, the way CUB annotators tick several colours.
+A bird is a set of **base traits**, one CUB value per base group (each paints its own regions, so
+its value is visible and exactly known); ``primary_color``, ``upperparts_color`` and
+``underparts_color`` are **derived** from them, and substituting one repaints every base group
+behind it. The groups, the derived table and the label noise: docs/world.md.
 
 >>> traits = {**{g: "grey" for g in COLOR_GROUPS}, "eye_color": "black",
 ...           "bill_shape": "cone", "breast_pattern": "solid", "wing_pattern": "solid",

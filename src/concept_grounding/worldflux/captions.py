@@ -1,32 +1,10 @@
 """Captions, held-out combinations and word-level tokenizers of the world-trained Flux.
 
-Captions name the species and attributes the image really shows, in the forms SUB and
-TDG prompt with (lower-cased by the tokenizers, so ``"A photo"`` == ``"a photo"``):
-
-==================================================================== ===========
-form                                                                 probability
-==================================================================== ===========
-``a photo of a {name}``                                              0.25
-``a photo of a {name} with {S}`` (one or two attribute phrases)      0.30
-``a photo of a bird with {S}`` (TDG's colour guide prompt)           0.20
-``a photo of a {name} with a {P}`` (TDG's pattern guide prompt)      0.10
-``a photo of a {name} with the body of a {name} and a beak like a {G}`` 0.08
-``a photo of a {name} with a {P} like a {G}`` (TDG pattern reference) 0.07
-==================================================================== ===========
-
-``guide_rate`` (``train-flux --guide-captions``) sets the probability of TDG's colour guide
-form; the other forms keep their proportions over the rest (the table is the default 0.20).
-
-``{S}`` is :func:`~concept_grounding.tdg.prompts.attribute_text` of an attribute the image
-shows, ``{P}`` of a pattern it shows, ``{G}`` a species whose class-level traits share
-that bill shape / pattern. Forms that need a pattern fall back to the first form when the
-image has none to name.
-
-**Held out** (SUB's substitutions are unseen combinations): for every SUB pairing
-``(species c, S+)`` of :meth:`BirdWorld.default_pairings` (the class lacks S+ at class
-level), no training image of ``c`` has S+ among its exact per-image labels. Images whose
-per-image deviations would show such an S+ are skipped (:func:`is_held_out_free`), so
-neither the pixels nor the captions of species ``c`` ever show S+.
+Captions name the species and attributes the image really shows, in the forms SUB and TDG prompt
+with; ``guide_rate`` (default :data:`GUIDE_CAPTION_RATE`) sets the share of TDG's colour guide form.
+Every SUB pairing ``(species c, S+)`` is held out: no training image of ``c`` shows S+
+(:func:`is_held_out_free`). The forms, their shares and the held-out rule: the world Flux's model
+card (``assets/world_flux/README.md``, "Captions"), and docs/world.md.
 """
 
 from __future__ import annotations

@@ -1,30 +1,12 @@
 """Train a small Flux-architecture text-to-image pipeline on the bird world (resumable).
 
-Stages, each resumable from ``work_dir`` (a finished stage is skipped on restart):
-
-1. **data** (``data.npz``, :mod:`.data`): ``per_class`` renders per species at ``image_size`` px, skipping
-   images that show a held-out SUB combination (:mod:`.captions`); sample indices
-   ``c + k * C`` of :class:`~concept_grounding.world.BirdWorld` for ``k = 0, 1, ...`` in order.
-2. **vae** (``vae.pt``): an ``AutoencoderKL`` fitted with ``L1 + MSE + kl_weight * KL`` on the
-   renders and, for a varied pose, their mirror images (a horizontal flip only changes the
-   facing, which no caption names; a canonical world always faces right), AdamW + cosine. Its ``shift_factor`` / ``scaling_factor`` are set to the
-   mean and 1/std of the latents' means, as FluxPipeline decodes ``z / scaling + shift``
-   (``vae_decoder_only``: only the decoder is fitted and ``init_from``'s factors are kept).
-3. **latents** (``latents.pt``): posterior mean and std of every render and, for a varied
-   pose, its mirror image (skipped with ``steps = 0``).
-4. **flux** (``flux.pt``): both text encoders and the ``FluxTransformer2DModel`` trained jointly
-   with the rectified-flow loss of FluxPipeline's convention
-   ``x_t = (1 - t) x_0 + t eps``, target ``eps - x_0``, ``t = sigmoid(N(0, 1))`` (logit-normal),
-   the transformer called with ``timestep = t`` exactly as the pipeline calls it. Latents are
-   sampled from the posterior each step; for a varied pose a random one of the image and its
-   mirror image is used; captions are drawn fresh each step (:func:`make_caption`) and replaced by ``""``
-   with ``caption_dropout``. AdamW, linear warm-up then cosine, EMA of every trained weight.
-   ``steps = 0`` keeps ``init_from``'s transformer and text encoders.
-5. **export**: the EMA weights as a ``FluxPipeline`` folder in float16 safetensors, a loss
-   curve PNG, a sample sheet and ``train_log.json`` (config, sizes, wall times).
-
-Batches are drawn from ``torch.Generator`` seeded with ``(seed, step)``, so a resumed run
-draws the same batches as an uninterrupted one.
+Five stages, each resumable from ``work_dir`` (a finished stage is skipped on restart): **data**
+(renders without held-out SUB combinations, :mod:`.data`), **vae** (an ``AutoencoderKL``, :mod:`.vae`),
+**latents**, **flux** (both text encoders and the ``FluxTransformer2DModel`` trained jointly with
+FluxPipeline's rectified-flow loss, ``x_t = (1 - t) x_0 + t eps``, target ``eps - x_0``, logit-normal
+``t``) and **export** (a float16 ``FluxPipeline`` folder). Batches are drawn from a generator seeded
+with ``(seed, step)``, so a resumed run draws the same batches as an uninterrupted one. Each stage
+and its measured cost: the world Flux's model card (``assets/world_flux/README.md``, "Training").
 """
 
 from __future__ import annotations

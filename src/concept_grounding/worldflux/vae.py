@@ -2,27 +2,11 @@
 and the latents (resumable from ``work_dir``).
 
 By default the ``AutoencoderKL`` is fitted with ``L1 + MSE + kl_weight * KL`` on the
-transformer's own training renders. Two settings make it keep what a judge of attributes
-reads (the first world VAE kept the species and recited its usual attributes):
-
-* ``vae_deviant_per_class`` adds renders of the same world at deviation rate 1, where every
-  rendered attribute is drawn independently of the species, so the decoder cannot fall back
-  on a species' usual colours. The VAE sees no caption, so this does not show the
-  transformer a held-out SUB combination *with its name*: the held-out filter of the
-  transformer's training set is untouched (as FLUX's VAE is generic while its text-to-image
-  prior is what SUB probes).
-* ``vae_part_weight`` (lambda) weights the pixel losses by the world's exact part map: pixel
-  ``p`` of an image gets ``1 + lambda * S / A_k`` when it belongs to visible part ``k`` of area
-  ``A_k`` pixels (``S`` the image side), so every part carries the same extra weight
-  ``lambda * S`` whatever its size (an eye is under 1 px at 32 px, the breast 60), and the
-  weights are rescaled to mean 1 per image.
-
-``vae_decoder_only`` (with ``init_from``) fits the decoder alone on samples of the frozen
-encoder's posterior. The second world VAE's *encoder* already told an edit from the
-unedited bird; its decoder recited the species (a reconstruction moved the edited pixels only
-68-90 % of the way from the original's colour to the edit's), so refitting the decoder on the
-attribute-preserving set fixes what it draws while the latents, their shift / scaling
-factors and so the transformer trained on them stay valid.
+transformer's own training renders; ``vae_deviant_per_class`` (renders whose attributes vary
+independently of the species) and ``vae_part_weight`` (pixel losses weighted by the exact part map)
+make it keep what a judge of attributes reads, and ``vae_decoder_only`` refits only the decoder.
+Why, and the weights' formula: the world Flux's model card (``assets/world_flux/README.md``,
+"The attribute-preserving VAE").
 """
 
 from __future__ import annotations

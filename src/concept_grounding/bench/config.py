@@ -14,19 +14,8 @@ from ..settings import setting
 from ..validators import choice_of, existing_dir, nonnegative_float, nonnegative_int, positive_int
 from ..world.config import WorldConfig
 
-__all__ = ["BenchConfig", "MODEL_VARIANTS", "PAPER_CLIP_MODELS", "check_classes"]
+__all__ = ["BenchConfig", "MODEL_VARIANTS", "check_classes"]
 
-#: SUB Table 2's six open-vocabulary models as open_clip (architecture, weights tag) pairs,
-#: ``bench --model paper``. Our reading of the names the paper gives: "SigLIP 400m/16" is
-#: open_clip's only SO400M /16 SigLIP (i18n, 256 px), "EVA-CLIP" the EVA02 L/14.
-PAPER_CLIP_MODELS: tuple[tuple[str, str], ...] = (
-    ("ViT-B-32", "openai"),
-    ("ViT-L-14", "openai"),
-    ("ViT-B-16-SigLIP", "webli"),
-    ("ViT-SO400M-16-SigLIP-i18n-256", "webli"),
-    ("ViT-B-16-SigLIP2", "webli"),
-    ("EVA02-L-14", "merged2b_s4b_b131k"),
-)
 
 #: ``BenchConfig.concepts`` values
 CONCEPT_SETS = ("cbm_112", "rendered", "all")

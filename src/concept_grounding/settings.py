@@ -14,7 +14,7 @@ A job's configuration is a dataclass; each field a user can set is declared with
 * where a Space control starts (:func:`default`).
 
 A field declared with :func:`nested` holds a whole settings config of its own (``CurateConfig``'s
-``rules``, ``TrainFluxConfig``'s ``train``): its settings' flags join the command's, and
+``rules``, ``TrainFluxJobConfig``'s ``train``): its settings' flags join the command's, and
 :func:`from_args` builds the nested config from them. Every flag and destination is one
 setting's: :func:`add_arguments` refuses a duplicate, naming both fields.
 

@@ -12,6 +12,7 @@ import argparse
 from concept_grounding import settings
 from concept_grounding.bench.config import BenchConfig
 from concept_grounding.bench.runner import run_bench_job
+from concept_grounding.evaluation.sub_job import expand_models
 from concept_grounding.jobs import Job, add_out_argument
 from concept_grounding.progress import log_lines
 
@@ -43,22 +44,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "'random' for random weights on purpose (an architecture without it is refused)")
     parser.add_argument("--crop-size", type=int, default=None,
                         help="standard backbones: crop side in px (default 224, Inception-v3 299)")
-
-
-def clip_models(names: list[str], pretrained: str | None) -> list[tuple[str, str | None]]:
-    """``--model`` values as ``(name, weights tag)``: ``paper`` expands to SUB Table 2's six
-    (:data:`~concept_grounding.bench.config.PAPER_CLIP_MODELS`, their own tags); every other
-    name takes ``--pretrained``.
-
-    >>> clip_models(["paper"], None)[0], clip_models(["ViT-B-16", "org/clip"], "openai")
-    (('ViT-B-32', 'openai'), [('ViT-B-16', 'openai'), ('org/clip', 'openai')])
-    """
-    from concept_grounding.bench.config import PAPER_CLIP_MODELS
-
-    out: list[tuple[str, str | None]] = []
-    for name in names:
-        out += list(PAPER_CLIP_MODELS) if name == "paper" else [(name, pretrained)]
-    return out
 
 
 def _is_open_clip_name(name: str) -> bool:
@@ -99,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         from concept_grounding.bench.data import check_world_sub
 
         check_world_sub(args.sub, config_from_args(args, []))
-    named = clip_models(args.clip_model or [], args.pretrained)
+    named = expand_models(args.clip_model or [], args.pretrained)
     named = [(resolve_model_spec(name, "--model", pretrained=tag, pretrained_argument="--pretrained",
                                  accept=("folder", "name")).target,
               tag if _is_open_clip_name(name) else None) for name, tag in named]

@@ -16,7 +16,7 @@ import numpy as np
 if TYPE_CHECKING:
     import datasets
 
-__all__ = ["cub_class_table", "class_matrix", "cub_class_matrix"]
+__all__ = ["cub_class_table", "class_matrix", "cub_class_matrix", "class_attribute_names"]
 
 
 @dataclass(frozen=True)
@@ -57,3 +57,11 @@ def cub_class_matrix(root: str | Path, *, progress: bool = False) -> tuple[tuple
     train = load_cub(root, min_class_count=None, progress=progress)["train"]
     names = tuple(train.features["label"].names)
     return names, class_matrix(train, len(names), load_vocabulary().num_attributes)
+
+
+def class_attribute_names(names: tuple[str, ...], table: np.ndarray) -> dict[str, set[str]]:
+    """Each class's class-level attribute names from ``(class names, (K, A) labels)``."""
+    from ..vocabulary import load_vocabulary
+
+    attributes = load_vocabulary().attributes
+    return {c: {attributes[j] for j in np.flatnonzero(row)} for c, row in zip(names, table)}

@@ -13,9 +13,7 @@ import argparse
 from pathlib import Path
 
 from concept_grounding import settings
-from concept_grounding.commands._types import output_dir
-from concept_grounding.jobs import Job
-from concept_grounding.world.config import WorldConfig
+from concept_grounding.jobs import Job, add_job_arguments
 from concept_grounding.world.export import WorldExport, WorldExportConfig, run_world_export
 
 
@@ -25,15 +23,13 @@ JOB = Job("world", WorldExportConfig, run_world_export)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--out``, then the settings :class:`WorldConfig` and :class:`WorldExportConfig` declare."""
-    parser.add_argument("--out", required=True, type=output_dir, help="output folder")
-    settings.add_arguments(parser, WorldConfig)
-    settings.add_arguments(parser, WorldExportConfig)
+    """``--out``, then the settings :class:`WorldExportConfig` declares (with its nested :class:`WorldConfig`'s)."""
+    add_job_arguments(parser, JOB)
 
 
 def config_from_args(args: argparse.Namespace) -> WorldExportConfig:
     """The job's configuration from the parsed arguments (their types have checked each flag)."""
-    return settings.from_args(WorldExportConfig, args, world=settings.from_args(WorldConfig, args), out=args.out)
+    return settings.from_args(WorldExportConfig, args, out=args.out)
 
 
 def run(args: argparse.Namespace) -> int:

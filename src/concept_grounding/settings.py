@@ -138,11 +138,11 @@ def setting(default: Any = _REQUIRED, help: str = "", *, default_factory: Callab
     return dataclasses.field(default=default, metadata=metadata)
 
 
-def nested(config: type, *, given: Callable[[Any], Mapping[str, Any]] | None = None) -> Any:
+def nested(config: type, *, given: Callable[[Any], Mapping[str, Any]] | None = None, default: Any = None) -> Any:
     """A dataclass field holding one ``config`` (a settings dataclass whose every setting has a
     default): its settings are the outer config's flags too, and :func:`from_args` builds it from
     them, then with ``given(outer)`` for the fields the outer config decides. Returns a
-    :func:`dataclasses.field` whose default is ``config()``.
+    :func:`dataclasses.field` whose default is ``default`` (a frozen instance of ``config``), or ``config()``.
 
     >>> @dataclass(frozen=True)
     ... class Rules:
@@ -158,7 +158,8 @@ def nested(config: type, *, given: Callable[[Any], Mapping[str, Any]] | None = N
     >>> flags(Curate), manifest(Curate()), command_line(Curate())
     ({'seed': '--seed', 'low': '--low'}, {'seed': 0, 'low': 0.5}, ['--seed 0', '--low 0.5'])
     """
-    return dataclasses.field(default_factory=config, metadata={NESTED_KEY: Nested(config, given)})
+    factory = config if default is None else (lambda: default)
+    return dataclasses.field(default_factory=factory, metadata={NESTED_KEY: Nested(config, given)})
 
 
 def settings_of(config: type | object) -> tuple[Setting, ...]:

@@ -10,7 +10,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from ..models.train_config import DEFAULT_THREADS, TrainConfig
-from ..settings import setting
+from ..settings import nested, setting
 from ..validators import choice_of, existing_dir, nonnegative_float, nonnegative_int, positive_int
 from ..world.config import WorldConfig
 
@@ -91,7 +91,7 @@ class BenchConfig:
     """Everything a bench run depends on.
 
     Attributes:
-        world: the bird world's :class:`~concept_grounding.world.WorldConfig` (default
+        world: the bird world's :class:`~concept_grounding.world.WorldConfig`, a nested config (default
             :data:`BENCH_WORLD`): its ``class_names`` are the world's classes (CUB folder names;
             ``None``: SUB's 33) and ``deviation_rate`` its label noise. Two of its settings
             serve the whole run, on real data too: ``image_size`` is the side (px) every model
@@ -133,7 +133,7 @@ class BenchConfig:
     was nested: ``image_size``, ``seed``, ``deviation_rate`` and ``classes`` in their old places.
     """
 
-    world: WorldConfig = BENCH_WORLD
+    world: WorldConfig = nested(WorldConfig, default=BENCH_WORLD)
     train_per_class: int = setting(96, "world training images per class", parse=positive_int)
     test_per_class: int = setting(8, "world test images per class", parse=positive_int)
     sub_per_pairing: int = setting(1, "world SUB counterfactuals per (class, attribute) pairing", parse=positive_int)

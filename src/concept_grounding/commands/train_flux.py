@@ -37,11 +37,11 @@ def config_from_args(args: argparse.Namespace) -> TrainFluxJobConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    JOB(config_from_args(args), args.out, report=lambda result, path: _print(result, args.out))
+    JOB(config_from_args(args), args.out, report=_print)
     return 0
 
 
-def _print(result: TrainFluxResult, out: Path) -> None:
+def _print(result: TrainFluxResult, path: Path) -> None:
     """The training summary (JSON) and the pipeline folder written."""
     print(json.dumps(result.summary(), indent=1))
-    print(f"wrote {out}")
+    print(f"wrote {result.out}")

@@ -40,7 +40,8 @@ def check_config(config: AnnotateConfig) -> None:
         raise UsageError("name --candidates (SUB's studies) or --items (ConceptBed's rating study)",
                          argument="--candidates")
     if config.world_task and config.candidates is None:
-        raise UsageError("--world-task writes its candidates into --candidates: name that folder", argument="--candidates")
+        raise UsageError("--world-task writes its candidates into --candidates: name that folder",
+                         argument="--candidates")
     if config.space_folder is not None and (config.items is not None or config.candidates is None):
         raise UsageError("a Space holds SUB's studies from --candidates only; serve the rating study locally "
                          "(--annotators)", argument="--space-folder")
@@ -126,7 +127,8 @@ def serve_studies(config: AnnotateConfig, studies: Studies) -> None:
     if config.hub_repo:
         from .hub_sync import AnnotationSync
 
-        AnnotationSync(store, repo_id=config.hub_repo, folder=Path(config.db).parent / "hub-sync", every=config.hub_every)
+        AnnotationSync(store, repo_id=config.hub_repo, folder=Path(config.db).parent / "hub-sync",
+                       every=config.hub_every)
     tabs, private = [], [root] if root is not None else []
     if config.items is not None:
         from .rating_app import rating_tab

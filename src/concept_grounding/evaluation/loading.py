@@ -200,7 +200,8 @@ def load_posthoc_model(spec: str) -> tuple[Any, int | None]:
         try:
             result = feature_map_posthoc_cbm(**result)
         except TypeError as err:
-            raise ValueError(f"--model {spec!r}: the factory's dict does not fit feature_map_posthoc_cbm: {err}") from None
+            raise ValueError(f"--model {spec!r}: the factory's dict does not fit feature_map_posthoc_cbm: "
+                             f"{err}") from None
     if not isinstance(result, PostHocCBM):
         raise ValueError(f"--model {spec!r}: the factory returned a {type(result).__name__}, not a PostHocCBM, "
                          "or a dict of feature_map_posthoc_cbm's arguments")

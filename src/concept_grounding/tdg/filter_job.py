@@ -90,8 +90,8 @@ class FilterConfig:
             With it, ``input`` may be ``None``: the scorer is only validated.
     """
 
-    input: Path | None = setting(help="generated image folder (with metadata.jsonl); optional with --validate-on-world",
-                          parse=existing_dir, flag="--in")
+    input: Path | None = setting(help="generated image folder (with metadata.jsonl); optional with "
+                                      "--validate-on-world", parse=existing_dir, flag="--in")
     out: Path = setting(help="folder for the kept list and the report", parse=output_dir)
     scorer: str = setting("vlm", "what judges the images: a VLM's yes/no answer, CLIP similarity, the shipped world "
                                  "judge (world-judge: validated on the bird world), a random tiny CLIP (tiny-clip: "

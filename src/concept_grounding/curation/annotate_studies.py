@@ -67,9 +67,9 @@ def open_studies(config: AnnotateConfig, echo: Echo, rater: RaterFactory | None 
     if config.world_task:
         write_world_task(config.candidates)
     rows, root = read_candidates(config.candidates) if config.candidates is not None else ([], None)
-    studies = Studies(RatingStore(config.db, k=config.k), rows, root,
-                      rating_items(config.items) if config.items is not None else [])
-    store = studies.store
+    items = rating_items(config.items) if config.items is not None else []
+    store = RatingStore(config.db, k=config.k)  # created once every input has been read
+    studies = Studies(store, rows, root, items)
     if config.candidates is not None:
         added = store.add_images(study_items(rows, per_attribute=config.per_attribute, per_pairing=config.per_pairing,
                                              seed=config.seed))

@@ -83,6 +83,26 @@ def test_the_job_shape_is_checked_by_its_signature() -> None:
         Job("x", int, lambda c: c)
 
 
+def test_a_job_saves_its_result_then_hands_it_to_report(tmp_path: Path) -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Config:
+        n: int = settings.setting(2, "how many")
+
+    @dataclasses.dataclass(frozen=True)
+    class Result:
+        total: int
+
+        def save(self, out):  # noqa: ANN001, ANN202
+            path = Path(out) / "total.txt"
+            path.write_text(str(self.total))
+            return path
+
+    reported = []
+    path = Job("count", Config, lambda c: Result(c.n * 10))(Config(n=3), tmp_path,
+                                                             report=lambda r, p: reported.append((r, p.read_text())))
+    assert path == tmp_path / "total.txt" and reported == [(Result(30), "30")]
+
+
 def test_every_command_runs_a_job_or_says_why_not() -> None:
     assert set(NOT_JOBS) <= set(COMMANDS) and len(JOB_COMMANDS) == len(COMMANDS) - len(NOT_JOBS) == 18
 

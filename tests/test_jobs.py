@@ -92,7 +92,7 @@ def test_a_job_saves_its_result_then_hands_it_to_report(tmp_path: Path) -> None:
     class Result:
         total: int
 
-        def save(self, out):  # noqa: ANN001, ANN202
+        def save(self, out):
             path = Path(out) / "total.txt"
             path.write_text(str(self.total))
             return path
@@ -144,7 +144,7 @@ def test_command_runs_its_job_through_job_call(command: str, tmp_path: Path, mon
     """The command reaches ``JOB(config, out)`` with a config of its job's type and its ``--out``."""
     calls = []
 
-    def record(self, config, out, *, report=None):  # noqa: ANN001, ANN202
+    def record(self, config, out, *, report=None):
         calls.append((self, config, out, report))
         raise _Reached
 
@@ -155,7 +155,7 @@ def test_command_runs_its_job_through_job_call(command: str, tmp_path: Path, mon
     argv = [command, *(a.format(t=tmp_path) for a in SMALLEST_ARGV[command]), "--out", str(out)]
     args = build_parser().parse_args(argv)
     with pytest.raises(_Reached):
-        args._run(args)  # noqa: SLF001 (the parser's own default)
+        args._run(args)
     (job, config, given_out, _), = calls
     assert job is _job(command) and isinstance(config, job.config) and Path(given_out) == out
 

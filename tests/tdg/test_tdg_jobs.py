@@ -306,7 +306,7 @@ def test_filter_validates_its_scorer_first_and_saves_the_validation(by_command, 
 
     scored = []
 
-    def validate(scorer):  # noqa: ANN001, ANN202
+    def validate(scorer):
         scored.append(scorer)
         return _Validation()
 

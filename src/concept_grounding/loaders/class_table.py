@@ -39,7 +39,7 @@ def cub_class_table(root: str | Path) -> CubClassTable:
     return CubClassTable(names, matrix)
 
 
-def class_matrix(split: "datasets.Dataset", num_classes: int, num_attributes: int) -> np.ndarray:
+def class_matrix(split: datasets.Dataset, num_classes: int, num_attributes: int) -> np.ndarray:
     """``(K, A)`` class-level labels read off the rows' ``class_attributes`` column."""
     out = np.zeros((num_classes, num_attributes), np.uint8)
     labels = np.asarray(split["label"])

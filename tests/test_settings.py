@@ -244,12 +244,12 @@ def test_covar_flags_come_from_covar_config_and_the_judge_follows_images(tmp_pat
 def test_train_flux_flags_come_from_its_config_and_tiny_overrides_the_sizes():
     from concept_grounding.commands import train_flux
     from concept_grounding.worldflux import FluxTrainConfig
-    from concept_grounding.worldflux.job import TrainFluxConfig
+    from concept_grounding.worldflux.job import TrainFluxJobConfig
 
     parser = argparse.ArgumentParser()
     train_flux.add_arguments(parser)
     config = train_flux.config_from_args(parser.parse_args(["--out", "o", "--work-dir", "w"]))
-    assert config == TrainFluxConfig(work_dir=Path("w"), out=Path("o"))
+    assert config == TrainFluxJobConfig(work_dir=Path("w"), out=Path("o"))
     assert config.training_config() == FluxTrainConfig()  # the command's defaults are the trainer's
     config = train_flux.config_from_args(parser.parse_args(
         ["--out", "o", "--work-dir", "w", "--vae-blocks", "8,16", "--size", "64", "--no-progress", "--seed", "3"]))

@@ -17,7 +17,8 @@ Every ``concept-grounding`` command that computes something runs a :class:`Job`:
 
 A command module is then a thin shell: it declares its ``JOB``, adds ``--out`` and the
 config's settings to its parser, builds the config from the arguments (resolving named
-models first, so a bad name fails within seconds) and calls :meth:`Job.__call__`.
+models first, so a bad name fails within seconds) and calls :meth:`Job.__call__`, passing the
+function that prints its summary as ``report``.
 
 >>> from dataclasses import dataclass
 >>> from pathlib import Path
@@ -98,9 +99,18 @@ class Job(Generic[ConfigT, ResultT]):
         if not dataclasses.is_dataclass(self.config):
             raise TypeError(f"{self.name}: a job's config must be a dataclass, not {self.config!r}")
 
-    def __call__(self, config: ConfigT, out: str | os.PathLike[str]) -> Path:
-        """Run the job on ``config`` and save its result under ``out``; returns the main report's path."""
-        return self.run(config).save(out)
+    def __call__(self, config: ConfigT, out: str | os.PathLike[str], *,
+                 report: Callable[[ResultT, Path], object] | None = None) -> Path:
+        """Run the job on ``config`` and save its result under ``out``; returns the main report's path.
+
+        ``report(result, path)`` is then called with the result and that path: a command prints its
+        summary there (the only thing a command does besides declaring its job and its flags).
+        """
+        result = self.run(config)
+        path = result.save(out)
+        if report is not None:
+            report(result, path)
+        return path
 
 
 def add_job_arguments(parser: argparse.ArgumentParser, job: Job, *, out_help: str = "output folder",

@@ -14,7 +14,7 @@ A job's configuration is a dataclass; each field a user can set is declared with
 * where a Space control starts (:func:`default`).
 
 A field declared with :func:`nested` holds a whole settings config of its own (``CurateConfig``'s
-``rules``, ``TrainFluxConfig``'s ``train``): its settings' flags join the command's, and
+``rules``, ``TrainFluxJobConfig``'s ``train``): its settings' flags join the command's, and
 :func:`from_args` builds the nested config from them. Every flag and destination is one
 setting's: :func:`add_arguments` refuses a duplicate, naming both fields.
 
@@ -148,11 +148,11 @@ def setting(default: Any = _REQUIRED, help: str = "", *, default_factory: Callab
     return dataclasses.field(default=default, metadata=metadata)
 
 
-def nested(config: ConfigClass, *, given: Callable[[Any], Mapping[str, Any]] | None = None) -> Any:
+def nested(config: ConfigClass, *, given: Callable[[Any], Mapping[str, Any]] | None = None, default: Any = None) -> Any:
     """A dataclass field holding one ``config`` (a settings dataclass whose every setting has a
     default): its settings are the outer config's flags too, and :func:`from_args` builds it from
     them, then with ``given(outer)`` for the fields the outer config decides. Returns a
-    :func:`dataclasses.field` whose default is ``config()``.
+    :func:`dataclasses.field` whose default is ``default`` (a frozen instance of ``config``), or ``config()``.
 
     >>> @dataclass(frozen=True)
     ... class Rules:
@@ -168,7 +168,8 @@ def nested(config: ConfigClass, *, given: Callable[[Any], Mapping[str, Any]] | N
     >>> flags(Curate), manifest(Curate()), command_line(Curate())
     ({'seed': '--seed', 'low': '--low'}, {'seed': 0, 'low': 0.5}, ['--seed 0', '--low 0.5'])
     """
-    return dataclasses.field(default_factory=config, metadata={NESTED_KEY: Nested(config, given)})
+    factory = config if default is None else (lambda: default)
+    return dataclasses.field(default_factory=factory, metadata={NESTED_KEY: Nested(config, given)})
 
 
 def settings_of(config: ConfigLike) -> tuple[Setting, ...]:

@@ -139,7 +139,7 @@ def test_a_plain_torchvision_trunk_with_cavs_and_no_classifier_via_the_cli(cub_r
 
 
 def test_bad_inputs_are_clear_errors(posthoc, tmp_path, capsys):
-    from concept_grounding.commands.analyse import load_posthoc_model
+    from concept_grounding.evaluation.loading import load_posthoc_model
 
     model, _ = posthoc
     with pytest.raises(ValueError, match="concept_names for"):

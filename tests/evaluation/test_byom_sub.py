@@ -528,7 +528,7 @@ def test_several_models_in_one_run(tmp_path, capsys):
 def test_the_sub_job_scores_each_model_once_and_saves_the_same_bytes_twice(tmp_path):
     """``sub`` runs as a job (``run_sub(config) -> SubResult``, ``save(out)``): the
     same model twice gets the same scores, and saving the result again writes the same files."""
-    from concept_grounding.bench.sub_job import ScoredModel, SubConfig, run_sub
+    from concept_grounding.evaluation.sub_job import ScoredModel, SubConfig, run_sub
     from concept_grounding.testing import tiny_world_clip
 
     for name in ("clip", "copy"):

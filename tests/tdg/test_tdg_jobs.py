@@ -289,3 +289,35 @@ def test_world_flux_settings_are_resolved_without_loading_and_match_the_loaded_p
     assert "diffusers" in sys.modules and type(pipe).__name__ == "TiedDiffusionPipeline"
     assert model.max_sequence_length == pipe.tokenizer_2.model_max_length
     assert int(pipe.vae.config.sample_size) == model.default_size
+
+
+class _Validation:
+    """A scorer validation report as ``FilterConfig.validate`` returns it."""
+
+    def to_dict(self) -> dict:
+        return {"auroc": 1.0}
+
+    def to_markdown(self) -> str:
+        return "| AUROC |\n| --- |\n| 1.000 |"
+
+
+def test_filter_validates_its_scorer_first_and_saves_the_validation(by_command, tmp_path):
+    from concept_grounding.tdg.filter_job import filter_folder
+
+    scored = []
+
+    def validate(scorer):
+        scored.append(scorer)
+        return _Validation()
+
+    config = FilterConfig(input=by_command, out=tmp_path / "f", scorer="tiny-clip", keep_fraction=0.5,
+                          validate=validate)
+    result = run_filter(config)
+    assert len(scored) == 1 and isinstance(result.validation, _Validation)
+    assert (tmp_path / "f" / "scorer_validation.json").read_text().strip() == '{\n "auroc": 1.0\n}'
+    assert (tmp_path / "f" / "filter_report.md").is_file() and result.generated == 4
+    only = filter_folder(replace(config, input=None))  # validation only: nothing is filtered
+    assert only.save(tmp_path / "v") == tmp_path / "v" / "scorer_validation.md"
+    assert sorted(p.name for p in (tmp_path / "v").iterdir()) == ["scorer_validation.json", "scorer_validation.md"]
+    with pytest.raises(UsageError, match="is required"):
+        filter_folder(replace(config, input=None, validate=None))

@@ -16,10 +16,11 @@ through it, so the folder layout lives here and nowhere else::
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ..evaluation.report import model_slug
 
 __all__ = ["BenchArtifacts", "POSTHOC_MODEL", "WORLD_CLIP_MODEL", "model_slug"]
 
@@ -27,15 +28,6 @@ __all__ = ["BenchArtifacts", "POSTHOC_MODEL", "WORLD_CLIP_MODEL", "model_slug"]
 POSTHOC_MODEL = "posthoc-cbm"
 #: Model folder of the small CLIP trained on the world (Table 2) under ``models/``.
 WORLD_CLIP_MODEL = "world-clip"
-
-
-def model_slug(name: str) -> str:
-    """Folder name of a model: ``"CBM (ind., per-img.)"`` -> ``"cbm-ind-per-img"``.
-
-    >>> model_slug("CBM (ind., per-img.)")
-    'cbm-ind-per-img'
-    """
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
 @dataclass(frozen=True)

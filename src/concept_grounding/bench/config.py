@@ -10,23 +10,12 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from ..models.train_config import DEFAULT_THREADS, TrainConfig
-from ..settings import setting
+from ..settings import nested, setting
 from ..validators import choice_of, existing_dir, nonnegative_float, nonnegative_int, positive_int
 from ..world.config import WorldConfig
 
-__all__ = ["BenchConfig", "MODEL_VARIANTS", "PAPER_CLIP_MODELS", "check_classes"]
+__all__ = ["BenchConfig", "MODEL_VARIANTS", "check_classes"]
 
-#: SUB Table 2's six open-vocabulary models as open_clip (architecture, weights tag) pairs,
-#: ``bench --model paper``. Our reading of the names the paper gives: "SigLIP 400m/16" is
-#: open_clip's only SO400M /16 SigLIP (i18n, 256 px), "EVA-CLIP" the EVA02 L/14.
-PAPER_CLIP_MODELS: tuple[tuple[str, str], ...] = (
-    ("ViT-B-32", "openai"),
-    ("ViT-L-14", "openai"),
-    ("ViT-B-16-SigLIP", "webli"),
-    ("ViT-SO400M-16-SigLIP-i18n-256", "webli"),
-    ("ViT-B-16-SigLIP2", "webli"),
-    ("EVA02-L-14", "merged2b_s4b_b131k"),
-)
 
 #: ``BenchConfig.concepts`` values
 CONCEPT_SETS = ("cbm_112", "rendered", "all")
@@ -102,7 +91,7 @@ class BenchConfig:
     """Everything a bench run depends on.
 
     Attributes:
-        world: the bird world's :class:`~concept_grounding.world.WorldConfig` (default
+        world: the bird world's :class:`~concept_grounding.world.WorldConfig`, a nested config (default
             :data:`BENCH_WORLD`): its ``class_names`` are the world's classes (CUB folder names;
             ``None``: SUB's 33) and ``deviation_rate`` its label noise. Two of its settings
             serve the whole run, on real data too: ``image_size`` is the side (px) every model
@@ -144,7 +133,7 @@ class BenchConfig:
     was nested: ``image_size``, ``seed``, ``deviation_rate`` and ``classes`` in their old places.
     """
 
-    world: WorldConfig = BENCH_WORLD
+    world: WorldConfig = nested(WorldConfig, default=BENCH_WORLD)
     train_per_class: int = setting(96, "world training images per class", parse=positive_int)
     test_per_class: int = setting(8, "world test images per class", parse=positive_int)
     sub_per_pairing: int = setting(1, "world SUB counterfactuals per (class, attribute) pairing", parse=positive_int)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..loaders.class_table import class_matrix
 from ..vocabulary import Vocabulary, load_vocabulary
 from .config import BenchConfig
 
@@ -77,15 +78,6 @@ def class_soft_labels(soft: np.ndarray, classes: np.ndarray, num_classes: int) -
     np.add.at(sums, classes, soft)
     counts = np.bincount(classes, minlength=num_classes)[:, None]
     return (sums / np.maximum(counts, 1))[classes].astype(np.float32)
-
-
-def class_matrix(split: "datasets.Dataset", num_classes: int, num_attributes: int) -> np.ndarray:
-    """``(K, A)`` class-level labels read off the rows' ``class_attributes`` column."""
-    out = np.zeros((num_classes, num_attributes), np.uint8)
-    labels = np.asarray(split["label"])
-    rows = np.asarray(split["class_attributes"], np.uint8)
-    out[labels] = rows
-    return out
 
 
 def check_world_sub(source: str, config: BenchConfig) -> "datasets.Dataset":

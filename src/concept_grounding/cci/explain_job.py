@@ -30,7 +30,7 @@ from ..validators import positive_int, world_clip_side
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-__all__ = ["ExplainConfig", "run_explain", "write_explain_report", "check_text_count"]
+__all__ = ["ExplainConfig", "run_explain", "write_explain_report", "check_text_count", "read_image"]
 
 METHODS = ("fast", "hook")
 #: the baselines ``baselines=True`` draws beside CCI (every one of :data:`~.baselines.BASELINES` but the random floor)
@@ -40,6 +40,19 @@ BASELINE_NAMES = ("gradcam", "grad-eclip", "maskclip", "rollout")
 def _list_or_none(values: Sequence[str]) -> list[str] | None:
     """``--texts`` given without texts means the default (``None``)."""
     return list(values) or None
+
+
+def read_image(path: Path, argument: str = "images") -> np.ndarray:
+    """``(H, W, 3) uint8`` of an image file; an unreadable one is a ``UsageError`` naming ``argument`` and the file."""
+    from PIL import Image, UnidentifiedImageError
+
+    from ..errors import UsageError
+
+    try:
+        with Image.open(path) as im:
+            return np.asarray(im.convert("RGB"))
+    except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as err:
+        raise UsageError(f"not an image PIL can read ({type(err).__name__})", argument=argument, file=path) from None
 
 
 def check_text_count(n_texts: int, n_images: int) -> None:

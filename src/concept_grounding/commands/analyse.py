@@ -28,10 +28,10 @@ import argparse
 from pathlib import Path
 
 from concept_grounding import settings
-from concept_grounding.bench.analyse_job import AnalyseConfig, run_analyse
+from concept_grounding.evaluation.analyse_job import AnalyseConfig, AnalyseResult, run_analyse
 from concept_grounding.jobs import Job, add_out_argument
 
-__all__ = ["JOB", "add_arguments", "run", "config_from_args", "load_posthoc_model"]
+__all__ = ["JOB", "add_arguments", "run", "config_from_args"]
 
 #: ``config -> run -> result -> save`` (:mod:`concept_grounding.jobs`)
 JOB = Job("analyse", AnalyseConfig, run_analyse)
@@ -39,7 +39,7 @@ JOB = Job("analyse", AnalyseConfig, run_analyse)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``--model`` (loaded before the config is built), ``--out`` and the settings
-    :class:`~concept_grounding.bench.analyse_job.AnalyseConfig` declares."""
+    :class:`~concept_grounding.evaluation.analyse_job.AnalyseConfig` declares."""
     parser.add_argument("--model", default=None,
                         help="saved PostHocCBM folder, file.py:factory or package.module:factory "
                              "(default: train one on the training split as the paper does)")
@@ -47,37 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     settings.add_arguments(parser, AnalyseConfig)
 
 
-def load_posthoc_model(spec: str):
-    """``(model, image size or None)`` from a ``--model`` string (module docstring)."""
-    from collections.abc import Mapping
-
-    from concept_grounding.evaluation.loading import load_factory, saved_image_size
-    from concept_grounding.evaluation.posthoc import feature_map_posthoc_cbm
-    from concept_grounding.hub import resolve_model_spec
-    from concept_grounding.models import PostHocCBM
-    from concept_grounding.models.loading import load_concept_model
-
-    resolved = resolve_model_spec(spec, "--model", accept=("folder", "factory"))
-    if resolved.kind == "folder":
-        path = Path(resolved.target)
-        model = load_concept_model(path)
-        if not isinstance(model, PostHocCBM):
-            raise ValueError(f"--model {spec!r} is a {type(model).__name__}, not a post-hoc CBM (CAVs + classifier)")
-        return model, saved_image_size(path)
-    result = load_factory(resolved.target)()
-    if isinstance(result, Mapping):
-        try:
-            result = feature_map_posthoc_cbm(**result)
-        except TypeError as err:
-            raise ValueError(f"--model {spec!r}: the factory's dict does not fit feature_map_posthoc_cbm: {err}") from None
-    if not isinstance(result, PostHocCBM):
-        raise ValueError(f"--model {spec!r}: the factory returned a {type(result).__name__}, not a PostHocCBM, "
-                         "or a dict of feature_map_posthoc_cbm's arguments")
-    return result, None
-
-
 def config_from_args(args: argparse.Namespace) -> AnalyseConfig:
-    """The job's configuration: sizes checked, then ``--model`` loaded (:func:`load_posthoc_model`)."""
+    """The job's configuration: sizes checked, then ``--model`` loaded
+    (:func:`~concept_grounding.evaluation.loading.load_posthoc_model`)."""
     for name in ("batch_size", "image_size", "max_images"):
         value = getattr(args, name)
         if value is not None and value < 1:
@@ -89,13 +61,19 @@ def config_from_args(args: argparse.Namespace) -> AnalyseConfig:
             raise ValueError(f"--model {args.model} (an ImageNet classifier, no post-hoc CBM) needs --photos DIR: "
                              "the CBM is built on its features with the photos' class-level concepts")
         return settings.from_args(AnalyseConfig, args, imagenet=args.model)
+    from concept_grounding.evaluation.loading import load_posthoc_model
+
     model, size = load_posthoc_model(args.model) if args.model else (None, None)
     return settings.from_args(AnalyseConfig, args, model=model, model_image_size=size)
 
 
 def run(args: argparse.Namespace) -> int:
-    result = JOB.run(config_from_args(args))
-    report = result.save(args.out)
+    JOB(config_from_args(args), args.out, report=_print)
+    return 0
+
+
+def _print(result: AnalyseResult, report: Path) -> None:
+    """The headline numbers (CGIM, existence@1, class accuracy; Table 3's best) and the report written."""
     a = result.analysis.result
     cg, ex = a.cgim, a.existence
     print(f"CGIM concept type 1/2/3: {cg.get('concept_type1'):.3f} / {cg.get('concept_type2'):.3f} / "
@@ -105,4 +83,3 @@ def run(args: argparse.Namespace) -> int:
         print(f"Table 3: best {max(r['accuracy'] for r in a.sweep.rows):.3f}, "
               f"no bottleneck {a.sweep.no_bottleneck_accuracy:.3f}")
     print(f"wrote {report}")
-    return 0

@@ -12,6 +12,7 @@ import argparse
 from concept_grounding import settings
 from concept_grounding.bench.config import BenchConfig
 from concept_grounding.bench.runner import run_bench_job
+from concept_grounding.evaluation.sub_job import expand_models
 from concept_grounding.jobs import Job, add_out_argument
 from concept_grounding.progress import log_lines
 
@@ -23,16 +24,11 @@ JOB = Job("bench", BenchConfig, run_bench_job)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--out``, the world settings :class:`~concept_grounding.world.WorldConfig` declares (at the
-    bench's defaults, :data:`~concept_grounding.bench.config.BENCH_WORLD`), the settings
-    :class:`~concept_grounding.bench.config.BenchConfig` declares, and the model flags (named
-    models are resolved before the config is built; ``--crop-size`` joins ``--backbone``)."""
-    from concept_grounding.bench.config import BENCH_WORLD
-    from concept_grounding.world.config import WorldConfig
-
+    """``--out``, the settings :class:`~concept_grounding.bench.config.BenchConfig` declares with those of its
+    nested world (at the bench's defaults, :data:`~concept_grounding.bench.config.BENCH_WORLD`), and the model
+    flags (named models are resolved before the config is built; ``--crop-size`` joins ``--backbone``)."""
     add_out_argument(parser, help="report folder", default="reports/bench")
-    settings.add_arguments(parser, WorldConfig, exclude=("deviation_rate",), defaults=BENCH_WORLD)
-    settings.add_arguments(parser, BenchConfig)
+    settings.add_arguments(parser, BenchConfig, exclude=("deviation_rate",), defaults=BenchConfig())
     parser.add_argument("--model", dest="clip_model", action="append", default=None,
                         help="also evaluate a named open_clip / transformers model or local path in Table 2; repeat it "
                              "for several, or 'paper' for SUB Table 2's six (CLIP B/32 and L/14, SigLIP B/16 and "
@@ -45,22 +41,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="standard backbones: crop side in px (default 224, Inception-v3 299)")
 
 
-def clip_models(names: list[str], pretrained: str | None) -> list[tuple[str, str | None]]:
-    """``--model`` values as ``(name, weights tag)``: ``paper`` expands to SUB Table 2's six
-    (:data:`~concept_grounding.bench.config.PAPER_CLIP_MODELS`, their own tags); every other
-    name takes ``--pretrained``.
-
-    >>> clip_models(["paper"], None)[0], clip_models(["ViT-B-16", "org/clip"], "openai")
-    (('ViT-B-32', 'openai'), [('ViT-B-16', 'openai'), ('org/clip', 'openai')])
-    """
-    from concept_grounding.bench.config import PAPER_CLIP_MODELS
-
-    out: list[tuple[str, str | None]] = []
-    for name in names:
-        out += list(PAPER_CLIP_MODELS) if name == "paper" else [(name, pretrained)]
-    return out
-
-
 def _is_open_clip_name(name: str) -> bool:
     """Whether ``name`` is an open_clip architecture (the names a weights tag applies to)."""
     import open_clip
@@ -70,12 +50,8 @@ def _is_open_clip_name(name: str) -> bool:
 
 def config_from_args(args: argparse.Namespace, named: list[tuple[str, str | None]] = ()) -> BenchConfig:
     """The run's configuration from the parsed arguments and the resolved ``(model, weights tag)`` of ``--model``."""
-    from concept_grounding.bench.config import BENCH_WORLD
-    from concept_grounding.world import WorldConfig
-
-    world = settings.from_args(WorldConfig, args, deviation_rate=BENCH_WORLD.deviation_rate)
     return settings.from_args(
-        BenchConfig, args, world=world,
+        BenchConfig, args,
         clip_model=tuple(n for n, _ in named) or None, clip_pretrained=tuple(t for _, t in named) or None,
         backbone={"kind": args.backbone, "crop_size": args.crop_size} if args.crop_size else args.backbone,
         out=args.out,
@@ -99,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         from concept_grounding.bench.data import check_world_sub
 
         check_world_sub(args.sub, config_from_args(args, []))
-    named = clip_models(args.clip_model or [], args.pretrained)
+    named = expand_models(args.clip_model or [], args.pretrained)
     named = [(resolve_model_spec(name, "--model", pretrained=tag, pretrained_argument="--pretrained",
                                  accept=("folder", "name")).target,
               tag if _is_open_clip_name(name) else None) for name, tag in named]

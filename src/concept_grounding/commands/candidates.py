@@ -25,6 +25,7 @@ from concept_grounding.curation.candidates import (
     STEP_DEFAULTS,
     STEPS,
     CandidatesConfig,
+    CandidatesResult,
     run_candidates,
     step_settings,
 )
@@ -52,27 +53,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> CandidatesConfig:
-    """The step's configuration; for a plan on a CUB tree, its class table (read here)."""
-    table = None
-    if args.step == "plan" and args.cub_root is not None:
-        from concept_grounding.bench.data import class_matrix
-        from concept_grounding.loaders import load_cub
-        from concept_grounding.vocabulary import load_vocabulary
-
-        train = load_cub(args.cub_root, min_class_count=None, progress=False)["train"]
-        names = tuple(train.features["label"].names)
-        table = (names, class_matrix(train, len(names), load_vocabulary().num_attributes))
-    return settings.from_args(CandidatesConfig, args, step=args.step, class_table=table)
+    """The step's configuration from the parsed arguments."""
+    return settings.from_args(CandidatesConfig, args, step=args.step)
 
 
 def run(args: argparse.Namespace) -> int:
-    result = run_candidates(config_from_args(args))
-    report = result.save(args.out)
+    JOB(config_from_args(args), args.out, report=_print)
+    return 0
+
+
+def _print(result: CandidatesResult, report: Path) -> None:
+    """What the step kept, and the report (the plan's pairings file) written."""
     if result.classes is not None:
         print(f"{len(result.classes.kept)} of {len(result.classes.class_names)} classes kept; wrote {report}")
     elif result.attributes is not None:
         selection = result.attributes.selection
         print(f"{len(selection.kept)} of {len(selection.attributes)} attributes kept; wrote {report}")
     else:
-        print(f"{len(result.plan.pairings)} pairings; wrote {args.out / 'pairings.jsonl'}")
-    return 0
+        print(f"{len(result.plan.pairings)} pairings; wrote {report.parent / 'pairings.jsonl'}")

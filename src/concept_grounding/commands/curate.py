@@ -11,9 +11,10 @@ as Parquet. The job is :func:`concept_grounding.curation.curate_job.run_curate`
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from concept_grounding import settings
-from concept_grounding.curation.curate_job import CurateConfig, run_curate
+from concept_grounding.curation.curate_job import CurateConfig, CurateResult, run_curate
 from concept_grounding.jobs import Job, add_job_arguments
 
 __all__ = ["JOB", "add_arguments", "run"]
@@ -26,8 +27,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    res = run_curate(settings.from_args(CurateConfig, args))
-    report = res.save(args.out)
+    JOB(settings.from_args(CurateConfig, args), args.out, report=_print)
+    return 0
+
+
+def _print(res: CurateResult, report: Path) -> None:
+    """What was kept (and the human s+ / s- when answers scored it), and the report written."""
     human = ""
     if res.human is not None:
         b, g = res.human["binary"], res.human["group"]
@@ -35,4 +40,3 @@ def run(args: argparse.Namespace) -> int:
                  f"group {100 * g['s_plus']:.1f}/{100 * g['s_minus']:.1f}")
     print(f"kept {len(res.kept)} images, {int(res.attributes.kept.sum())} of {len(res.attributes)} attributes"
           f"{human}; report: {report}")
-    return 0

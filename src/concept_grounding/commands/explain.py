@@ -13,10 +13,9 @@ overlay, clusters, and with ``--baselines`` Grad-CAM, Grad-ECLIP, MaskCLIP and r
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from concept_grounding import settings
-from concept_grounding.cci.explain_job import ExplainConfig, check_text_count, run_explain
+from concept_grounding.cci.explain_job import ExplainConfig, check_text_count, read_image, run_explain
 from concept_grounding.commands._types import existing_file
 from concept_grounding.errors import UsageError
 from concept_grounding.jobs import Job, add_job_arguments
@@ -32,18 +31,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--images", nargs="*", type=existing_file, default=None, help="image files (default: world samples)")
 
 
-def _read_image(path: Path):
-    """``(H, W, 3) uint8`` of an image file; an unreadable one is a :class:`UsageError` naming it."""
-    import numpy as np
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(path) as im:
-            return np.asarray(im.convert("RGB"))
-    except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as err:
-        raise UsageError(f"not an image PIL can read ({type(err).__name__})", argument="--images", file=path) from None
-
-
 def config_from_args(args: argparse.Namespace) -> ExplainConfig:
     """The job's configuration; text counts and image files are checked here, before any model loads."""
     if args.images and not args.texts:
@@ -54,7 +41,7 @@ def config_from_args(args: argparse.Namespace) -> ExplainConfig:
             check_text_count(len(args.texts), n_images)
         except ValueError as err:
             raise UsageError(str(err), argument="--texts") from None
-    images = [_read_image(p) for p in args.images] if args.images else None
+    images = [read_image(p, argument="--images") for p in args.images] if args.images else None
     return settings.from_args(ExplainConfig, args, images=images)
 
 

@@ -19,9 +19,8 @@ from pathlib import Path
 
 from concept_grounding import settings
 from concept_grounding.commands._types import existing_dir, positive_int
-from concept_grounding.errors import UsageError
 from concept_grounding.jobs import Job
-from concept_grounding.tdg.filter_job import FilterConfig, build_scorer, filter_folder
+from concept_grounding.tdg.filter_job import FilterConfig, FilterJobResult, filter_folder
 
 __all__ = ["JOB", "add_arguments", "run", "config_from_args"]
 
@@ -52,74 +51,47 @@ def _attribute_judge(spec: str):
 
 def class_values(cub_root: Path | None) -> dict[str, set[str]]:
     """Each class's class-level attribute names: a CUB tree's, or the bird world's."""
-    import numpy as np
+    from concept_grounding.loaders.class_table import class_attribute_names, cub_class_matrix
 
-    from concept_grounding.vocabulary import load_vocabulary
-
-    vocab = load_vocabulary()
     if cub_root is not None:
-        from concept_grounding.bench.data import class_matrix
-        from concept_grounding.loaders import load_cub
+        return class_attribute_names(*cub_class_matrix(cub_root))
+    from concept_grounding.world import BirdWorld, WorldConfig
 
-        train = load_cub(cub_root, min_class_count=None, progress=False)["train"]
-        names = tuple(train.features["label"].names)
-        table = class_matrix(train, len(names), vocab.num_attributes)
-    else:
-        from concept_grounding.world import BirdWorld, WorldConfig
+    world = BirdWorld(WorldConfig())
+    return class_attribute_names(tuple(world.class_names), world.class_attributes)
 
-        world = BirdWorld(WorldConfig())
-        names, table = tuple(world.class_names), world.class_attributes
-    return {c: {vocab.attributes[j] for j in np.flatnonzero(row)} for c, row in zip(names, table)}
+
+def world_validation(per_pairing: int, size: int):
+    """``scorer -> report``: the scorer on ``per_pairing`` exact bird-world edits per SUB pairing
+    (:func:`concept_grounding.judge.validate_scorer_on_world`), at ``size`` px."""
+    from functools import partial
+
+    from concept_grounding.judge import validate_scorer_on_world
+    from concept_grounding.world import BirdWorld, WorldConfig
+
+    return partial(validate_scorer_on_world, world=BirdWorld(WorldConfig(image_size=size)), per_pairing=per_pairing)
 
 
 def config_from_args(args: argparse.Namespace) -> FilterConfig:
     """The job's configuration (inputs and models are checked when the job runs)."""
     check = tuple(getattr(args, "check_groups", None) or ())
-    if check:
-        from concept_grounding.vocabulary import load_vocabulary
-
-        unknown = [g for g in check if g not in load_vocabulary().groups]
-        if unknown:
-            raise UsageError(f"unknown attribute group(s) {unknown}", argument="--check-groups",
-                             hint="groups are written like bill_color, wing_pattern")
+    validate = world_validation(args.validate_on_world, args.size) if getattr(args, "validate_on_world", 0) else None
     return settings.from_args(FilterConfig, args, judge_loader=_attribute_judge, check_groups=check,
-                              class_values=class_values(getattr(args, "cub_root", None)) if check else None)
-
-
-def validate_scorer(scorer, args: argparse.Namespace) -> None:
-    """Validate ``scorer`` on the world (``--validate-on-world``), write and print the table."""
-    import json
-
-    from concept_grounding.fileio import atomic_write_lines
-    from concept_grounding.judge import validate_scorer_on_world
-    from concept_grounding.world import BirdWorld, WorldConfig
-
-    world = BirdWorld(WorldConfig(image_size=args.size))
-    report = validate_scorer_on_world(scorer, world, per_pairing=args.validate_on_world)
-    args.out.mkdir(parents=True, exist_ok=True)
-    atomic_write_lines(args.out / "scorer_validation.json", [json.dumps(report.to_dict(), indent=1)])
-    atomic_write_lines(args.out / "scorer_validation.md", [report.to_markdown()])
-    print(report.to_markdown())
+                              class_values=class_values(getattr(args, "cub_root", None)) if check else None,
+                              validate=validate)
 
 
 def run(args: argparse.Namespace) -> int:
     from concept_grounding.errors import options_as_flags
 
     with options_as_flags(settings.flags(FilterConfig)):  # errors name the flags, not the config's fields
-        return _run(args)
-
-
-def _run(args: argparse.Namespace) -> int:
-    if args.input is None and not args.validate_on_world:
-        raise UsageError("is required (or pass --validate-on-world to validate the scorer only)", argument="--in")
-    config = config_from_args(args)
-    scorer = None
-    if args.validate_on_world:
-        scorer = build_scorer(config)
-        validate_scorer(scorer, args)
-    if args.input is None:
-        return 0
-    result = filter_folder(config, scorer)  # JOB.run, with the scorer validated above
-    report = result.save(args.out)
-    print(f"kept {len(result.kept)} of {result.generated} images; report: {report}")
+        JOB(config_from_args(args), args.out, report=_print)
     return 0
+
+
+def _print(result: FilterJobResult, report: Path) -> None:
+    """The scorer's validation table (when asked), then what the filter kept."""
+    if result.validation is not None:
+        print(result.validation.to_markdown())
+    if result.config.input is not None:
+        print(f"kept {len(result.kept)} of {result.generated} images; report: {report}")

@@ -10,6 +10,8 @@ The job lives in :mod:`concept_grounding.tdg.generate_job` (``run_generate`` of 
 from __future__ import annotations
 
 import argparse
+from functools import partial
+from pathlib import Path
 
 from concept_grounding import settings
 from concept_grounding.commands._types import existing_dir, existing_file, output_dir
@@ -17,7 +19,7 @@ from concept_grounding.errors import UsageError
 from concept_grounding.jobs import Job
 from concept_grounding.tdg.acceleration import CACHES, Acceleration, TransformerCache
 from concept_grounding.tdg.generate_config import GenerateConfig
-from concept_grounding.tdg.generate_job import run_generate
+from concept_grounding.tdg.generate_job import GenerateResult, run_generate
 from concept_grounding.tdg.sources import (
     ClassTablePairings,
     FluxSource,
@@ -79,8 +81,6 @@ def _pairing_source(args: argparse.Namespace) -> PairingSource:
     if args.pairings:
         return PairingsFile(args.pairings)
     if args.cub_root:
-        from functools import partial
-
         from concept_grounding.loaders.class_table import cub_class_table
 
         return ClassTablePairings(partial(cub_class_table, args.cub_root), f"the CUB folder {args.cub_root}")
@@ -88,24 +88,29 @@ def _pairing_source(args: argparse.Namespace) -> PairingSource:
 
 
 def config_from_args(args: argparse.Namespace) -> GenerateConfig:
-    """The job's configuration (sources are read when the job runs, so errors keep their order)."""
-    return settings.from_args(GenerateConfig, args, out=args.out, model=_model(args), pairings=_pairing_source(args),
-                              acceleration=Acceleration(cache=args.cache, compile=args.compile))
+    """The job's configuration (sources are read when the job runs, so errors keep their order); the
+    contact sheet is drawn with the world judge's verdicts when a world Flux draws the world."""
+    from concept_grounding.curation.generated_sheet import contact_sheet
+
+    model = _model(args)
+    return settings.from_args(GenerateConfig, args, out=args.out, model=model, pairings=_pairing_source(args),
+                              acceleration=Acceleration(cache=args.cache, compile=args.compile),
+                              sheet=partial(contact_sheet, judge=isinstance(model, WorldFlux)))
 
 
 def run(args: argparse.Namespace) -> int:
     from concept_grounding.errors import options_as_flags
 
-    from concept_grounding.curation.generated_sheet import contact_sheet
-
     config = config_from_args(args)
     with options_as_flags({**settings.flags(GenerateConfig), "pairings": "--pairings"}):  # errors name the flags
-        result = JOB.run(config)
-    metadata = result.save(args.out)
-    if result.metadata is not None:  # the main process
-        judged = isinstance(config.model, WorldFlux)  # a world Flux draws the world: the world judge's verdicts
-        sheet = contact_sheet(args.out, judge=judged)
-        what = "contact sheet with the world judge's verdicts" if judged else "contact sheet"
-        print(f"wrote {result.written} new images ({result.planned} planned); metadata: {metadata}"
-              + (f"; {what}: {sheet}" if sheet else ""))
+        JOB(config, args.out, report=partial(_print, judged=isinstance(config.model, WorldFlux)))
     return 0
+
+
+def _print(result: GenerateResult, metadata: Path, *, judged: bool) -> None:
+    """The images written, the metadata and the contact sheet (the main process only)."""
+    if result.metadata is None:
+        return
+    what = "contact sheet with the world judge's verdicts" if judged else "contact sheet"
+    print(f"wrote {result.written} new images ({result.planned} planned); metadata: {metadata}"
+          + (f"; {what}: {result.sheet}" if result.sheet else ""))

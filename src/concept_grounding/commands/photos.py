@@ -9,10 +9,11 @@ and ``README.md`` (licences). The job lives in :mod:`concept_grounding.photos.ex
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from concept_grounding import settings
 from concept_grounding.jobs import Job, add_job_arguments
-from concept_grounding.photos.export import PhotosConfig, run_photos
+from concept_grounding.photos.export import PhotosConfig, PhotosResult, run_photos
 
 __all__ = ["JOB", "add_arguments", "run"]
 
@@ -27,8 +28,11 @@ def run(args: argparse.Namespace) -> int:
     from concept_grounding.progress import log_lines
 
     with log_lines():
-        result = JOB.run(settings.from_args(PhotosConfig, args, out=args.out))
-        result.save(args.out)
+        JOB(settings.from_args(PhotosConfig, args, out=args.out), args.out, report=_print)
+    return 0
+
+
+def _print(result: PhotosResult, path: Path) -> None:
+    """How many images were written where, and in how long."""
     print(f"wrote {len(result.records)} images to {result.image_folder} and {result.out / 'counteranimals'} "
           f"in {result.seconds:.1f} s")
-    return 0

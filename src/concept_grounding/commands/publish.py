@@ -13,7 +13,7 @@ from pathlib import Path
 
 from concept_grounding import settings
 from concept_grounding.jobs import Job
-from concept_grounding.publish.job import UPLOAD_SETTINGS, WORLD_SETTINGS, PublishJobConfig, run_publish
+from concept_grounding.publish.job import UPLOAD_SETTINGS, WORLD_SETTINGS, PublishJobConfig, PublishResult, run_publish
 from concept_grounding.progress import log_lines
 
 __all__ = ["JOB", "add_arguments", "run", "config_from_args"]
@@ -43,8 +43,11 @@ def config_from_args(args: argparse.Namespace) -> PublishJobConfig:
 
 def run(args: argparse.Namespace) -> int:
     with log_lines():
-        result = JOB.run(config_from_args(args))
-        result.save(args.out)
+        JOB(config_from_args(args), args.out, report=_print)
+    return 0
+
+
+def _print(result: PublishResult, path: Path) -> None:
+    """One line per repo built (and pushed)."""
     for line in result.lines():
         print(line)
-    return 0

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from concept_grounding.hub import ModelSpec
 
 from concept_grounding import settings
-from concept_grounding.bench.sub_job import ScoredModel, SubConfig, SubResult, expand_models, run_sub
+from concept_grounding.evaluation.sub_job import ScoredModel, SubConfig, SubResult, expand_models, run_sub
 from concept_grounding.jobs import Job, add_out_argument
 
 __all__ = ["JOB", "add_arguments", "run", "config_from_args", "FLAGS"]
@@ -43,7 +43,7 @@ FLAGS: dict[str, str] = {
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``--model`` and ``--pretrained`` (resolved before the config is built), ``--out`` and the
-    settings :class:`~concept_grounding.bench.sub_job.SubConfig` declares."""
+    settings :class:`~concept_grounding.evaluation.sub_job.SubConfig` declares."""
     parser.add_argument("--model", required=True, action="append",
                         help="saved model folder, file.py:factory, package.module:factory, or a CLIP name / path; "
                              "repeat it to score several in one run (one report each under --out, and a summary "
@@ -54,28 +54,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "is refused)")
     add_out_argument(parser, help="report folder", default="reports/sub")
     settings.add_arguments(parser, SubConfig)
-
-
-def _concept_names(text: str | None, index_base: str):
-    """A named set as it is; a file's lines as CUB names, each error naming its line."""
-    from concept_grounding.errors import UsageError, read_text_file
-    from concept_grounding.evaluation.concepts import NAMED_SETS, resolve_concept_names
-
-    if text is None or text in NAMED_SETS:
-        return text
-    path = Path(text)
-    if not path.is_file():
-        raise UsageError(f"{text!r} is not a named set ({', '.join(NAMED_SETS)}) or a file", argument="--concept-names")
-    names = []
-    for line, item in enumerate(read_text_file(path, "--concept-names").splitlines(), start=1):
-        item = item.strip()
-        if not item:
-            continue
-        try:
-            names += resolve_concept_names([int(item) if item.isdigit() else item], index_base=index_base)
-        except UsageError as err:
-            raise UsageError(err.reason, argument="--concept-names", file=path, line=line, hint=err.hint) from None
-    return names
 
 
 def run(args: argparse.Namespace) -> int:
@@ -101,19 +79,22 @@ def config_from_args(args: argparse.Namespace) -> SubConfig:
     before any is scored), then the ``--concept-names`` file read."""
     if args.batch_size < 1:
         raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
+    from concept_grounding.evaluation.concepts import read_concept_names
+
     models = tuple(ScoredModel(model, tag, check_model(model, tag))
                    for model, tag in expand_models(args.model, args.pretrained))
     return settings.from_args(SubConfig, args, models=models,
-                              concept_names=_concept_names(args.concept_names, args.index_base))
+                              concept_names=read_concept_names(args.concept_names, args.index_base))
 
 
 def _run(args: argparse.Namespace) -> int:
     from concept_grounding.evaluation.distributed import process_info
 
-    result = JOB.run(config_from_args(args))
-    report = result.save(args.out)
-    if process_info().is_main:
-        _print(result, args.out, report)
+    def report(result: SubResult, path: Path) -> None:
+        if process_info().is_main:
+            _print(result, args.out, path)
+
+    JOB(config_from_args(args), args.out, report=report)
     return 0
 
 

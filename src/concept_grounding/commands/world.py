@@ -10,12 +10,11 @@ config's ``out`` as it renders; ``WorldExport.save`` writes the summary).
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from concept_grounding import settings
-from concept_grounding.commands._types import output_dir
-from concept_grounding.jobs import Job
-from concept_grounding.world.config import WorldConfig
-from concept_grounding.world.export import WorldExportConfig, run_world_export
+from concept_grounding.jobs import Job, add_job_arguments
+from concept_grounding.world.export import WorldExport, WorldExportConfig, run_world_export
 
 
 __all__ = ["JOB", "add_arguments", "run", "config_from_args"]
@@ -24,21 +23,22 @@ JOB = Job("world", WorldExportConfig, run_world_export)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--out``, then the settings :class:`WorldConfig` and :class:`WorldExportConfig` declare."""
-    parser.add_argument("--out", required=True, type=output_dir, help="output folder")
-    settings.add_arguments(parser, WorldConfig)
-    settings.add_arguments(parser, WorldExportConfig)
+    """``--out``, then the settings :class:`WorldExportConfig` declares (with its nested :class:`WorldConfig`'s)."""
+    add_job_arguments(parser, JOB)
 
 
 def config_from_args(args: argparse.Namespace) -> WorldExportConfig:
     """The job's configuration from the parsed arguments (their types have checked each flag)."""
-    return settings.from_args(WorldExportConfig, args, world=settings.from_args(WorldConfig, args), out=args.out)
+    return settings.from_args(WorldExportConfig, args, out=args.out)
 
 
 def run(args: argparse.Namespace) -> int:
-    export = JOB.run(config_from_args(args))
-    export.save(args.out)
+    JOB(config_from_args(args), args.out, report=_print)
+    return 0
+
+
+def _print(export: WorldExport, path: Path) -> None:
+    """Where the export went, its split sizes and the render rate."""
     s = export.summary()
     print(f"wrote {export.out} ({s['train_images']} train / {s['test_images']} test images, "
           f"{export.render_rate:.0f} images/s)")
-    return 0

@@ -11,7 +11,7 @@ The human validation of Sec. 4.3 / App. E (docs/human_validation.md):
   its connection layer in :mod:`.annotation_db`);
 * :mod:`.sampling` -- which candidates each study shows (40 per attribute, 3 per pairing);
 * :mod:`.annotate_app` -- the Gradio app over the store (``concept-grounding annotate``, whose
-  settings :mod:`.annotate_job` declares);
+  settings :mod:`.annotate_job` declares and :mod:`.annotate_studies` runs);
 * :mod:`.hub_sync` -- optional push of the answers to a Hub dataset repo (CommitScheduler);
 * :mod:`.simulate` -- bird-world candidates with known failures and simulated annotators;
 * :mod:`.curate` -- human scores, discard rules (thresholds in :mod:`.rules`), Krippendorff's

@@ -6,7 +6,7 @@ rating study's items from ``items`` (:mod:`concept_grounding.loaders.ratings`) i
 and then serves the Gradio app (:mod:`.annotate_app`, :mod:`.rating_app`) or, with
 ``simulate``, lets simulated annotators answer (:mod:`.simulate`; simulated raters for the
 rating study); ``export`` / ``status`` read the store. Every flag is declared once here
-(:class:`AnnotateConfig`).
+(:class:`AnnotateConfig`); :mod:`.annotate_studies` runs them.
 
 >>> accuracies("1, 0.95")
 (1.0, 0.95)

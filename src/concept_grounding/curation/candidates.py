@@ -15,7 +15,7 @@ the threshold grid) or ``"plan"`` (the pairings file ``generate --pairings`` rea
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -92,9 +92,8 @@ class CandidatesConfig:
     """One step of the candidate selection and its settings (the paper's are the defaults).
 
     ``per_class`` and ``min_accuracy`` default to the step's (:data:`STEP_DEFAULTS`: 20 renders
-    and 1.0 for classes, 10 and 0.90 for attributes). ``class_table`` (not a flag): the plan's
-    ``(class names, (C, 312) class-level labels)`` when they come from a CUB tree (the command
-    reads it); ``None``: :func:`candidate_world`'s.
+    and 1.0 for classes, 10 and 0.90 for attributes). The plan's class-level labels come from
+    ``cub_root`` when given, else from :func:`candidate_world`.
     """
 
     step: str = "classes"
@@ -138,7 +137,6 @@ class CandidatesConfig:
     batch_size: int = setting(64, "images per classifier / scorer call", parse=positive_int)
     device: str = setting("cpu", "device of a transformers model")
     progress: bool = setting(True, "show no progress bars", flag="--no-progress", action="store_false")
-    class_table: tuple[tuple[str, ...], np.ndarray] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.step not in STEPS:
@@ -242,8 +240,10 @@ def run_candidates(config: CandidatesConfig) -> CandidatesResult:
         return CandidatesResult(config, attributes=attribute_candidates(
             images, truth, scorer, config.attributes, min_accuracy=config.min_accuracy, metric=config.metric,
             batch_size=config.batch_size, progress=config.progress))
-    if config.class_table is not None:
-        names, table = config.class_table
+    if config.cub_root is not None:
+        from ..loaders.class_table import cub_class_matrix
+
+        names, table = cub_class_matrix(config.cub_root)
     else:
         world = candidate_world(config.classes, seed=config.world_seed)
         names, table = tuple(world.class_names), world.class_attributes

@@ -27,12 +27,13 @@ True
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from ..errors import UsageError, option
 from ..loaders.sub import normalise_attribute
 from ..vocabulary import Vocabulary, load_vocabulary
 
-__all__ = ["resolve_concept_names", "NAMED_SETS"]
+__all__ = ["resolve_concept_names", "read_concept_names", "NAMED_SETS"]
 
 #: the named concept sets a model can declare.
 NAMED_SETS = ("cub_312", "all", "cbm_112", "sub")
@@ -85,3 +86,25 @@ def resolve_concept_names(
     if not out:
         raise UsageError(f"no concept names: pass one per output column with {option('concept_names')}")
     return tuple(out)
+
+
+def read_concept_names(text: str | None, index_base: str, argument: str = "--concept-names") -> str | list[str] | None:
+    """A named set (:data:`NAMED_SETS`) as it is; a file's lines (CUB names or indices) as CUB names,
+    each error naming ``argument``, the file and its line."""
+    from ..errors import read_text_file
+
+    if text is None or text in NAMED_SETS:
+        return text
+    path = Path(text)
+    if not path.is_file():
+        raise UsageError(f"{text!r} is not a named set ({', '.join(NAMED_SETS)}) or a file", argument=argument)
+    names: list[str] = []
+    for line, item in enumerate(read_text_file(path, argument).splitlines(), start=1):
+        item = item.strip()
+        if not item:
+            continue
+        try:
+            names += resolve_concept_names([int(item) if item.isdigit() else item], index_base=index_base)
+        except UsageError as err:
+            raise UsageError(err.reason, argument=argument, file=path, line=line, hint=err.hint) from None
+    return names

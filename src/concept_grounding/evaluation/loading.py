@@ -36,7 +36,7 @@ from .adapters import SubModel, as_sub_model
 if TYPE_CHECKING:
     from ..hub import ModelSpec
 
-__all__ = ["load_model", "load_factory", "saved_image_size"]
+__all__ = ["load_model", "load_factory", "saved_image_size", "load_posthoc_model"]
 
 #: the keys a factory's dict may have (:func:`~.adapters.as_sub_model`'s arguments).
 FACTORY_KEYS = ("model", "transform", "preprocess", "processor", "concept_names", "output", "outputs", "tokenizer",
@@ -177,3 +177,32 @@ def load_model(
                          "models only")
     bundle = load_clip(resolved.target, pretrained=pretrained, device=device or "cpu")
     return as_sub_model(bundle, include_none=include_none)
+
+
+def load_posthoc_model(spec: str) -> tuple[Any, int | None]:
+    """``(PostHocCBM, image size or None)`` from an ``analyse --model`` string: a saved post-hoc CBM
+    folder (its image size read beside it), or a factory returning a ``PostHocCBM`` or a dict of
+    :func:`~concept_grounding.evaluation.posthoc.feature_map_posthoc_cbm`'s arguments."""
+    from ..hub import resolve_model_spec
+    from ..models import PostHocCBM
+    from ..models.loading import load_concept_model
+    from .posthoc import feature_map_posthoc_cbm
+
+    resolved = resolve_model_spec(spec, "--model", accept=("folder", "factory"))
+    if resolved.kind == "folder":
+        path = Path(resolved.target)
+        model = load_concept_model(path)
+        if not isinstance(model, PostHocCBM):
+            raise ValueError(f"--model {spec!r} is a {type(model).__name__}, not a post-hoc CBM (CAVs + classifier)")
+        return model, saved_image_size(path)
+    result = load_factory(resolved.target)()
+    if isinstance(result, Mapping):
+        try:
+            result = feature_map_posthoc_cbm(**result)
+        except TypeError as err:
+            raise ValueError(f"--model {spec!r}: the factory's dict does not fit feature_map_posthoc_cbm: "
+                             f"{err}") from None
+    if not isinstance(result, PostHocCBM):
+        raise ValueError(f"--model {spec!r}: the factory returned a {type(result).__name__}, not a PostHocCBM, "
+                         "or a dict of feature_map_posthoc_cbm's arguments")
+    return result, None

@@ -4,6 +4,7 @@ table and JSON helpers every report (``sub``, ``analyse``, ``bench``) writes wit
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import numpy as np
 
 from ..fileio import markdown_table, write_json, write_report
 
-__all__ = ["percent", "score_cells", "write_json"]
+__all__ = ["percent", "score_cells", "write_json", "model_slug"]
 
 #: breakdown level -> (SubEvaluation attribute, header)
 BREAKDOWN_LEVELS: dict[str, tuple[str, str]] = {
@@ -21,6 +22,15 @@ BREAKDOWN_LEVELS: dict[str, tuple[str, str]] = {
     "class": ("by_class", "reference class"),
 }
 _COLUMNS = (("s_plus", "s+"), ("chance_s_plus", "chance s+"), ("s_minus", "s-"), ("chance_s_minus", "chance s-"))
+
+
+def model_slug(name: str) -> str:
+    """Folder name of a model among several reports: ``"CBM (ind., per-img.)"`` -> ``"cbm-ind-per-img"``.
+
+    >>> model_slug("CBM (ind., per-img.)")
+    'cbm-ind-per-img'
+    """
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
 def percent(value: float | None, digits: int = 1) -> str:

@@ -9,11 +9,11 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import UsageError, named
-from ..settings import setting
+from ..settings import nested, setting
 from .config import LearnConfig
 
 __all__ = ["LearnJobConfig", "LearnResult", "run_learn"]
@@ -28,18 +28,19 @@ class LearnJobConfig:
             ``out/<its name>`` (process ``i`` of ``n`` under ``accelerate launch`` / ``torchrun``
             takes every ``n``-th).
         out: the output folder (the command's ``--out``).
-        learn: the learner's settings.
+        learn: the learner's settings, a nested config (:func:`~concept_grounding.settings.nested`): its settings are
+            the command's flags.
     """
 
     concepts: bool = setting(False, "--images holds one sub-folder per concept: learn each into OUT/<name>, "
                                     "sharded over accelerate / torchrun processes", action="store_true")
     out: Path | None = None
-    learn: LearnConfig | None = field(default=None)
+    learn: LearnConfig = nested(LearnConfig)
 
     def jobs(self) -> list[tuple[LearnConfig, Path]]:
         """``(config, out)`` of every concept learnt."""
-        if self.out is None or self.learn is None:
-            raise ValueError("out: give the output folder and the learner's settings")
+        if self.out is None:
+            raise ValueError("out: give the output folder")
         if not self.concepts:
             return [(self.learn, Path(self.out))]
         root = Path(self.learn.images)

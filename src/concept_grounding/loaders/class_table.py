@@ -9,10 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-__all__ = ["cub_class_table"]
+if TYPE_CHECKING:
+    import datasets
+
+__all__ = ["cub_class_table", "class_matrix", "cub_class_matrix", "class_attribute_names"]
 
 
 @dataclass(frozen=True)
@@ -33,3 +37,31 @@ def cub_class_table(root: str | Path) -> CubClassTable:
     for label, row in zip(train["label"], train["class_attributes"]):
         matrix[label] = row
     return CubClassTable(names, matrix)
+
+
+def class_matrix(split: datasets.Dataset, num_classes: int, num_attributes: int) -> np.ndarray:
+    """``(K, A)`` class-level labels read off the rows' ``class_attributes`` column."""
+    out = np.zeros((num_classes, num_attributes), np.uint8)
+    labels = np.asarray(split["label"])
+    rows = np.asarray(split["class_attributes"], np.uint8)
+    out[labels] = rows
+    return out
+
+
+def cub_class_matrix(root: str | Path, *, progress: bool = False) -> tuple[tuple[str, ...], np.ndarray]:
+    """``(class names, (K, A) class-level labels)`` of the CUB folder ``root``, every class kept
+    (``load_cub``'s ``min_class_count=None``)."""
+    from ..vocabulary import load_vocabulary
+    from .cub import load_cub
+
+    train = load_cub(root, min_class_count=None, progress=progress)["train"]
+    names = tuple(train.features["label"].names)
+    return names, class_matrix(train, len(names), load_vocabulary().num_attributes)
+
+
+def class_attribute_names(names: tuple[str, ...], table: np.ndarray) -> dict[str, set[str]]:
+    """Each class's class-level attribute names from ``(class names, (K, A) labels)``."""
+    from ..vocabulary import load_vocabulary
+
+    attributes = load_vocabulary().attributes
+    return {c: {attributes[j] for j in np.flatnonzero(row)} for c, row in zip(names, table)}

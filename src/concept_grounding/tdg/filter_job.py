@@ -24,6 +24,7 @@ import numpy as np
 from ..errors import UsageError, named, read_text_file
 from ..settings import setting
 from ..validators import existing_dir, output_dir, unit_interval
+from ..vocabulary import load_vocabulary
 from .filter import (
     AttributeJudgeScorer,
     CLIPScorer,
@@ -67,10 +68,14 @@ class FilterConfig:
             the reference class's ``class_values`` is not kept (``other_changed``; default none,
             the paper's filter; see :func:`~concept_grounding.tdg.filter.filter_records`).
         class_values: class -> its class-level attribute names (with ``check_groups``).
+        validate: ``scorer -> report`` run on the scorer before any image is filtered (the command's:
+            :func:`~concept_grounding.judge.validate_scorer_on_world` on the bird world's exact edits); its
+            report (``to_dict()``, ``to_markdown()``) is saved as ``scorer_validation.json`` / ``.md``.
+            With it, ``input`` may be ``None``: the scorer is only validated.
     """
 
-    input: Path = setting(help="generated image folder (with metadata.jsonl); optional with --validate-on-world",
-                          parse=existing_dir, flag="--in")
+    input: Path | None = setting(help="generated image folder (with metadata.jsonl); optional with "
+                                      "--validate-on-world", parse=existing_dir, flag="--in")
     out: Path = setting(help="folder for the kept list and the report", parse=output_dir)
     scorer: str = setting("vlm", "what judges the images: a VLM's yes/no answer, CLIP similarity, the shipped world "
                                  "judge (world-judge: validated on the bird world), a random tiny CLIP (tiny-clip: "
@@ -93,10 +98,15 @@ class FilterConfig:
             "the reference class's class-level values there (another attribute changed; default: none, the paper's "
             "filter)", nargs="*", metavar="GROUP", convert=tuple)
     class_values: Mapping[str, Collection[str]] | None = field(default=None, compare=False, repr=False)
+    validate: Callable[[OptionScorer], Any] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.scorer not in SCORERS:
             raise ValueError(f"scorer must be one of {SCORERS}, got {self.scorer!r}")
+        unknown = [g for g in self.check_groups if g not in load_vocabulary().groups]
+        if unknown:
+            raise UsageError(f"unknown attribute group(s) {unknown}", argument=named("check_groups"),
+                             hint="groups are written like bill_color, wing_pattern")
 
 
 @dataclass(frozen=True)
@@ -110,6 +120,7 @@ class FilterJobResult:
         report: the filter report (per-pairing, per-attribute and per-reason counts).
         evidence_rows: one row per image, kept or not (every answer and the reason), ``file_name``
             relative to ``config.input``.
+        validation: the scorer's validation report (``config.validate``), else ``None``.
     """
 
     config: FilterConfig
@@ -117,14 +128,23 @@ class FilterJobResult:
     kept: list[dict]
     report: dict[str, Any]
     evidence_rows: list[dict] = field(default_factory=list, repr=False)
+    validation: Any = None
 
     def save(self, out: str | Path) -> Path:
-        """Write ``metadata.jsonl`` (the kept rows), ``filter_report.json`` / ``.md``,
-        ``filter_evidence.jsonl`` and ``filter_sheet.png`` under ``out``; returns ``filter_report.md``'s path."""
+        """Write ``scorer_validation.json`` / ``.md`` (with a validation), then ``metadata.jsonl`` (the kept
+        rows), ``filter_report.json`` / ``.md``, ``filter_evidence.jsonl`` and ``filter_sheet.png`` under
+        ``out``; returns ``filter_report.md``'s path (``scorer_validation.md``'s when nothing was filtered)."""
+        from ..fileio import atomic_write_lines
         from .filter_sheet import evidence_sheet
 
-        src, out = Path(self.config.input), Path(out)
+        out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
+        if self.validation is not None:
+            atomic_write_lines(out / "scorer_validation.json", [json.dumps(self.validation.to_dict(), indent=1)])
+            atomic_write_lines(out / "scorer_validation.md", [self.validation.to_markdown()])
+        if self.config.input is None:
+            return out / "scorer_validation.md"
+        src = Path(self.config.input)
         (out / "metadata.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in self.kept))
         _, md_path = write_filter_report(self.report, out)
         (out / "filter_evidence.jsonl").write_text(
@@ -220,14 +240,20 @@ def build_scorer(config: FilterConfig) -> OptionScorer:
 
 def filter_folder(config: FilterConfig, scorer: OptionScorer | None = None) -> FilterJobResult:
     """Filter ``config.input`` (steps 1-3 of the module docstring; nothing is written), with
-    ``scorer`` if given (e.g. one already validated), else :func:`build_scorer`'s."""
+    ``scorer`` if given, else :func:`build_scorer`'s; ``config.validate`` runs on it first."""
     from PIL import Image
     from tqdm.auto import tqdm
 
-    # 1. inputs and scorer, checked before any image is scored
-    src = Path(config.input)
-    records = read_generated_records(src)
+    # 1. inputs and scorer, checked before any image is scored (then validated, when asked)
+    if config.input is None and config.validate is None:
+        raise UsageError("is required (or pass --validate-on-world to validate the scorer only)",
+                         argument=named("input"))
+    src = Path(config.input) if config.input is not None else None
+    records = read_generated_records(src) if src is not None else []
     scorer = scorer if scorer is not None else build_scorer(config)
+    validation = config.validate(scorer) if config.validate is not None else None
+    if src is None:
+        return FilterJobResult(config, 0, [], {}, validation=validation)
 
     # 2. score pairing by pairing, keep the top fraction
     bar = tqdm(total=len(records), desc="VQA filter", unit="img")
@@ -245,7 +271,7 @@ def filter_folder(config: FilterConfig, scorer: OptionScorer | None = None) -> F
 
     # 3. the kept list, with absolute file names
     kept = [{**r, "file_name": str((src / r["file_name"]).resolve())} for r in result.kept]
-    return FilterJobResult(config, len(records), kept, result.report, list(result.evidence))
+    return FilterJobResult(config, len(records), kept, result.report, list(result.evidence), validation)
 
 
 def run_filter(config: FilterConfig, scorer: OptionScorer | None = None) -> FilterJobResult:

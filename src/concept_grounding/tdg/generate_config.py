@@ -13,7 +13,7 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -70,6 +70,8 @@ class GenerateConfig:
             (SUB App. B; ``None``: App. B's own; a pairings file's ``guide_bird`` wins).
         save_guides: also write each guide image to ``.guides/`` (SUB keeps only the references).
         acceleration: a diffusers transformer cache and/or ``torch.compile`` (``--cache``, ``--compile``).
+        sheet: ``folder -> path or None``, drawn by the main process once the metadata is written
+            (the command's: :func:`~concept_grounding.curation.generated_sheet.contact_sheet`); ``None``: none.
     """
 
     out: Path
@@ -108,6 +110,7 @@ class GenerateConfig:
                                   "announced first either way)", parse=positive_int)
     yes: bool = setting(False, "run a plan larger than --budget", action="store_true")
     acceleration: Acceleration = field(default_factory=Acceleration)
+    sheet: Callable[[Path], Path | None] | None = field(default=None, compare=False)
 
     def eta_schedule(self) -> EtaSchedule | None:
         """The override schedule, or ``None`` for the paper's per-attribute schedule.

@@ -45,6 +45,7 @@ class GenerateResult:
         planned: images in the whole plan (every process).
         metadata: ``<out>/metadata.jsonl`` on the main process, else ``None``.
         model: the resolved model (as recorded in the manifest).
+        sheet: the contact sheet the config's ``sheet`` drew (main process), else ``None``.
     """
 
     out: Path
@@ -52,6 +53,7 @@ class GenerateResult:
     planned: int
     metadata: Path | None
     model: FluxModel
+    sheet: Path | None = None
 
     def save(self, out: str | Path) -> Path:
         """The folder's ``metadata.jsonl``: the images and the metadata are written as the job
@@ -128,4 +130,5 @@ def run_generate(config: GenerateConfig) -> GenerateResult:
                               num_processes=state.num_processes, progress=state.is_local_main_process)
     state.wait_for_everyone()
     metadata = finalize(config.out, jobs) if state.is_main_process else None
-    return GenerateResult(Path(config.out), written, len(jobs), metadata, model)
+    sheet = config.sheet(Path(config.out)) if config.sheet is not None and metadata is not None else None
+    return GenerateResult(Path(config.out), written, len(jobs), metadata, model, sheet)

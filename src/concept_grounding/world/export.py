@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..fileio import write_report
-from ..settings import command_line, setting
+from ..settings import command_line, nested, setting
 from ..validators import nonnegative_int, positive_int
 from .config import WorldConfig
 from .world import BirdWorld
@@ -50,8 +50,8 @@ class WorldExportConfig:
 
     Args:
         world: the renderer's :class:`WorldConfig` (image side, species, seed, label
-            deviation rate; it validates them), the ``--size``, ``--classes``, ``--seed`` and
-            ``--deviation-rate`` of ``concept-grounding world``.
+            deviation rate; it validates them), a nested config (:func:`~concept_grounding.settings.nested`):
+            the ``--size``, ``--classes``, ``--seed`` and ``--deviation-rate`` of ``concept-grounding world``.
         train_per_class, test_per_class: images per class in each split (>= 0).
         per_pairing: SUB images per (class, attribute) pairing.
         formats: ``"hf"`` (the DatasetDict only), ``"cub"``, ``"sub"`` or ``"all"``.
@@ -60,7 +60,7 @@ class WorldExportConfig:
             render the same birds are equal wherever they write.
     """
 
-    world: WorldConfig = WorldConfig()
+    world: WorldConfig = nested(WorldConfig)
     train_per_class: int = setting(10, "training images per class", parse=nonnegative_int)
     test_per_class: int = setting(5, "test images per class", parse=nonnegative_int)
     per_pairing: int = setting(1, "SUB images per (class, attribute) pairing", parse=positive_int)
@@ -93,8 +93,8 @@ class WorldExportConfig:
          --train-per-class 10 --test-per-class 5 --per-pairing 1 --format all'
         """
         world = command_line(self.world)
-        export = command_line(replace(self, formats="all"))
-        return " ".join(["concept-grounding world --out world", *world, *export])
+        every = command_line(replace(self, formats="all"))  # its own settings, then the nested world's
+        return " ".join(["concept-grounding world --out world", *world, *every[:len(every) - len(world)]])
 
 
 @dataclass

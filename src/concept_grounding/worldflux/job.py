@@ -1,6 +1,6 @@
 """The ``train-flux`` job: train the world Flux pipeline (resumable), and its report.
 
-The job shape of :mod:`concept_grounding.jobs`: :class:`TrainFluxConfig` declares every
+The job shape of :mod:`concept_grounding.jobs`: :class:`TrainFluxJobConfig` declares every
 setting of ``concept-grounding train-flux`` once (flag, default, help, validator);
 :func:`run_train_flux` checks the cheap ones, then trains with
 :func:`~.train.train_world_flux`, which writes as it goes (checkpoints under ``work_dir``,
@@ -9,11 +9,11 @@ the pipeline folder, ``loss_curve.png``, ``samples.png``, ``train_log.json`` and
 :class:`TrainFluxResult`'s ``save(out)`` then has nothing left to write and returns
 ``train_log.json``'s path.
 
->>> TrainFluxConfig(work_dir=Path("w"), tiny=True, seed=3).training_config().world.seed
+>>> TrainFluxJobConfig(work_dir=Path("w"), tiny=True, seed=3).training_config().world.seed
 3
->>> TrainFluxConfig(work_dir=Path("w"), size=64).training_config().world.image_size
+>>> TrainFluxJobConfig(work_dir=Path("w"), size=64).training_config().world.image_size
 64
->>> TrainFluxConfig(work_dir=Path("w"), train=FluxTrainConfig(lr=1e-3)).training_config().lr
+>>> TrainFluxJobConfig(work_dir=Path("w"), train=FluxTrainConfig(lr=1e-3)).training_config().lr
 0.001
 """
 
@@ -28,18 +28,18 @@ from ..settings import nested, setting
 from ..world.config import WorldConfig
 from .components import FluxTrainConfig
 
-__all__ = ["TrainFluxConfig", "TrainFluxResult", "run_train_flux"]
+__all__ = ["TrainFluxJobConfig", "TrainFluxResult", "run_train_flux"]
 
 
-def _trained_world(config: TrainFluxConfig) -> dict[str, Any]:
-    """The field of ``train`` that :class:`TrainFluxConfig`'s own settings decide: its training world
+def _trained_world(config: TrainFluxJobConfig) -> dict[str, Any]:
+    """The field of ``train`` that :class:`TrainFluxJobConfig`'s own settings decide: its training world
     (so the training settings are checked, e.g. ``image_size`` against ``vae_blocks``, on the world
     they train on)."""
     return {"world": config.world()}
 
 
 @dataclass(frozen=True)
-class TrainFluxConfig:
+class TrainFluxJobConfig:
     """One ``train-flux`` run: how it runs and what it renders, and ``train``, the
     :class:`~.components.FluxTrainConfig` whose declared settings are the training flags;
     :meth:`training_config` is what trains (``tiny`` overrides the sizes).
@@ -116,7 +116,7 @@ class TrainFluxResult:
         record: the training log (``train_log.json``'s content).
     """
 
-    config: TrainFluxConfig
+    config: TrainFluxJobConfig
     out: Path
     record: dict[str, Any]
 
@@ -136,11 +136,11 @@ class TrainFluxResult:
                                             "final_loss_mean_last_100")}
 
 
-def run_train_flux(config: TrainFluxConfig) -> TrainFluxResult:
+def run_train_flux(config: TrainFluxJobConfig) -> TrainFluxResult:
     """Check the settings, then train into ``config.out`` / ``config.work_dir`` (resumable).
 
     Raises:
-        ValueError: ``config.out`` is ``None``, or a check of :meth:`TrainFluxConfig.check` fails.
+        ValueError: ``config.out`` is ``None``, or a check of :meth:`TrainFluxJobConfig.check` fails.
     """
     if config.out is None:
         raise ValueError("out: give the pipeline folder to write")

@@ -26,9 +26,21 @@ from ..settings import setting, tuple_or_none
 from ..validators import int_at_least
 
 if TYPE_CHECKING:
-    from ..evaluation.sub import SubEvaluation
+    from .sub import SubEvaluation
 
-__all__ = ["SubConfig", "ScoredModel", "SubResult", "run_sub", "expand_models", "rgb_triple"]
+__all__ = ["SubConfig", "ScoredModel", "SubResult", "run_sub", "expand_models", "rgb_triple", "PAPER_CLIP_MODELS"]
+
+#: SUB Table 2's six open-vocabulary models as open_clip (architecture, weights tag) pairs,
+#: ``--model paper`` of ``sub`` and ``bench``. Our reading of the names the paper gives: "SigLIP 400m/16" is
+#: open_clip's only SO400M /16 SigLIP (i18n, 256 px), "EVA-CLIP" the EVA02 L/14.
+PAPER_CLIP_MODELS: tuple[tuple[str, str], ...] = (
+    ("ViT-B-32", "openai"),
+    ("ViT-L-14", "openai"),
+    ("ViT-B-16-SigLIP", "webli"),
+    ("ViT-SO400M-16-SigLIP-i18n-256", "webli"),
+    ("ViT-B-16-SigLIP2", "webli"),
+    ("EVA02-L-14", "merged2b_s4b_b131k"),
+)
 
 #: the headline columns of the summary of several models: (key, header)
 SUMMARY_COLUMNS = (("s_plus", "s+"), ("chance_s_plus", "chance s+"), ("s_minus", "s-"),
@@ -61,7 +73,7 @@ class ScoredModel:
     @property
     def folder(self) -> str:
         """Its report folder among several (``name-tag`` or the path's last part, slugged)."""
-        from .artifacts import model_slug
+        from .report import model_slug
 
         return model_slug(f"{self.name}-{self.pretrained}" if self.pretrained else Path(self.name).name or self.name)
 
@@ -73,14 +85,12 @@ class ScoredModel:
 
 def expand_models(models: list[str], pretrained: str | None) -> list[tuple[str, str | None]]:
     """``--model`` values as ``(model, weights tag)``: ``paper`` is SUB Table 2's six
-    (:data:`~concept_grounding.bench.config.PAPER_CLIP_MODELS`, with their own tags); every
+    (:data:`PAPER_CLIP_MODELS`, with their own tags); every
     other model takes ``pretrained``.
 
     >>> expand_models(["paper", "x"], "openai")[0], expand_models(["paper", "x"], "openai")[-1]
     (('ViT-B-32', 'openai'), ('x', 'openai'))
     """
-    from .config import PAPER_CLIP_MODELS
-
     out: list[tuple[str, str | None]] = []
     for model in models:
         out += list(PAPER_CLIP_MODELS) if model == "paper" else [(model, pretrained)]
@@ -172,7 +182,7 @@ class SubResult:
         """Write each model's report folder (with ``scores.npz`` when ``config.save_scores``) and,
         for several models, ``<out>/report.md`` and ``<out>/results.json`` summarising them;
         returns ``<out>/report.md``. Under ``accelerate launch`` only the main process writes."""
-        from ..evaluation.distributed import process_info
+        from .distributed import process_info
 
         out = Path(out)
         if not process_info().is_main:
@@ -187,7 +197,7 @@ class SubResult:
 def write_summary(rows: list[dict[str, Any]], out: Path) -> Path:
     """``<out>/report.md``: one row per model (s+ / s- with their chance), each linking its
     report; ``<out>/results.json``: the rows."""
-    from ..evaluation.report import score_cells
+    from .report import score_cells
     from ..fileio import markdown_table, write_report
 
     table = markdown_table(*score_cells([{**r, "name": f"[{r['name']}]({r['folder']}/report.md)"} for r in rows],
@@ -204,21 +214,17 @@ def source_options(config: SubConfig) -> dict[str, Any]:
                 "classes": list(config.classes) if config.classes else None}
     options: dict[str, Any] = {"split": config.split}
     if config.cub_root:
-        from ..loaders import load_cub
-        from ..vocabulary import load_vocabulary
-        from .data import class_matrix
+        from ..loaders.class_table import cub_class_matrix
 
-        train = load_cub(config.cub_root, min_class_count=None, progress=config.progress)["train"]
-        names = tuple(train.features["label"].names)
-        options.update(class_attributes=class_matrix(train, len(names), load_vocabulary().num_attributes),
-                       class_names=names)
+        names, matrix = cub_class_matrix(config.cub_root, progress=config.progress)
+        options.update(class_attributes=matrix, class_names=names)
     return options
 
 
 def run_sub(config: SubConfig) -> SubResult:
     """Score every model of ``config`` on its SUB set (:func:`~concept_grounding.evaluation.evaluate_sub`,
     one call per model, the SUB source's options computed once); nothing is written."""
-    from ..evaluation import evaluate_sub
+    from .sub import evaluate_sub
 
     if not config.models:
         raise ValueError("models: give at least one model to score")

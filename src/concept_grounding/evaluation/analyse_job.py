@@ -21,7 +21,7 @@ from ..validators import class_name, closed_unit_interval, existing_dir, int_at_
 if TYPE_CHECKING:
     import datasets
 
-    from ..evaluation.posthoc import AyselAnalysis
+    from .posthoc import AyselAnalysis
 
 __all__ = ["AnalyseConfig", "AnalyseResult", "run_analyse", "load_analyse_data"]
 
@@ -123,7 +123,7 @@ def load_analyse_data(config: AnalyseConfig, image_size: int) -> "datasets.Datas
 def run_analyse(config: AnalyseConfig) -> AnalyseResult:
     """Data, the model (trained as the paper does when ``config.model`` is ``None``), then
     :func:`~concept_grounding.evaluation.posthoc.aysel_analysis`; nothing is written."""
-    from ..evaluation.posthoc import aysel_analysis, default_concept_columns, train_default_posthoc
+    from .posthoc import aysel_analysis, default_concept_columns, train_default_posthoc
     from ..vocabulary import load_vocabulary
 
     image_size = config.side
@@ -149,7 +149,7 @@ def _run_photos(config: AnalyseConfig, image_size: int) -> AnalyseResult:
     (:func:`~concept_grounding.evaluation.posthoc.imagenet_posthoc_cbm`), then the analysis. Concept location:
     the body coverings (feathers, fur, scales) at the mask's body point
     (:func:`~concept_grounding.photos.concepts.concept_parts`); the other concepts have no region."""
-    from ..evaluation.posthoc import aysel_analysis, imagenet_posthoc_cbm
+    from .posthoc import aysel_analysis, imagenet_posthoc_cbm
     from ..models.imagenet import load_imagenet_classifier
     from ..photos.concepts import CONCEPTS, concept_parts, photos_dataset_dict
 

@@ -41,7 +41,7 @@ def test_command_declares_its_job(command: str) -> None:
 
 def _step_parsers(parser):
     """A command's parser, or each step's of a command with steps (``candidates classes``)."""
-    steps = [a for a in parser._actions if a.dest == "step" and getattr(a, "choices", None)]  # noqa: SLF001
+    steps = [a for a in parser._actions if a.dest == "step" and getattr(a, "choices", None)]
     return list(steps[0].choices.values()) if steps else [parser]
 
 
@@ -51,10 +51,10 @@ def test_command_flags_are_its_configs_settings(command: str) -> None:
     default (a ``None`` default is the command's or step's to choose); ``--out`` is required
     or has a default."""
     job = _job(command)
-    sub = build_parser()._subparsers._group_actions[0].choices[command]  # noqa: SLF001 (argparse has no public way)
+    sub = build_parser()._subparsers._group_actions[0].choices[command]
     for parser in _step_parsers(sub):
         by_dest: dict = {}
-        for action in parser._actions:  # noqa: SLF001  the first action of a dest is its flag; hidden aliases follow
+        for action in parser._actions:
             by_dest.setdefault(action.dest, action)
         for s in settings.settings_of(job.config):
             if s.name in by_dest:
@@ -71,11 +71,11 @@ def test_command_flags_are_its_configs_settings(command: str) -> None:
 
 def test_the_job_shape_is_checked_by_its_signature() -> None:
     class Saves:
-        def save(self, out):  # noqa: ANN001
+        def save(self, out):
             return out
 
     class NeedsMore:
-        def save(self, out, model):  # noqa: ANN001
+        def save(self, out, model):
             return out
 
     assert is_job_result(Saves) and not is_job_result(NeedsMore) and not is_job_result(int)
@@ -98,8 +98,9 @@ def test_a_job_saves_its_result_then_hands_it_to_report(tmp_path: Path) -> None:
             return path
 
     reported = []
-    path = Job("count", Config, lambda c: Result(c.n * 10))(Config(n=3), tmp_path,
-                                                             report=lambda r, p: reported.append((r, p.read_text())))
+    path = Job("count", Config, lambda c: Result(c.n * 10))(
+        Config(n=3), tmp_path, report=lambda r, p: reported.append((r, p.read_text()))
+    )
     assert path == tmp_path / "total.txt" and reported == [(Result(30), "30")]
 
 
@@ -156,7 +157,7 @@ def test_command_runs_its_job_through_job_call(command: str, tmp_path: Path, mon
     args = build_parser().parse_args(argv)
     with pytest.raises(_Reached):
         args._run(args)
-    (job, config, given_out, _), = calls
+    ((job, config, given_out, _),) = calls
     assert job is _job(command) and isinstance(config, job.config) and Path(given_out) == out
 
 
@@ -170,8 +171,7 @@ def test_command_module_never_runs_or_saves_by_hand(command: str) -> None:
     """No side road: a job command calls neither a ``run_*`` function, ``JOB.run`` nor a ``.save``."""
     module = importlib.import_module(COMMANDS[command][0])
     called = _calls(ast.parse(inspect.getsource(module)))
-    by_hand = [c for c in called if c.split(".")[-1] == "save" or c.split(".")[-1].startswith("run_")
-               or c == "JOB.run"]
+    by_hand = [c for c in called if c.split(".")[-1] == "save" or c.split(".")[-1].startswith("run_") or c == "JOB.run"]
     assert not by_hand and "JOB" in called, f"{command}: {by_hand}"
 
 

@@ -12,18 +12,23 @@ from concept_grounding.hub import resolve_model_spec
 #: each kind of bad model argument -> the message after ``<option>: ``
 BAD = {
     "./no/such/folder": "no such folder or file './no/such/folder'; pass an existing folder or a Hub model id like "
-                        "'org/name'",
+    "'org/name'",
     "nope.py:build": "no such file 'nope.py' (of the factory 'nope.py:build')",
     "not a valid id": "'not a valid id' is neither an existing folder nor a valid Hub id ('org/name')",
     "someone/missing-model": "model 'someone/missing-model' is not in the local Hugging Face cache and HF_HUB_OFFLINE=1 "
-                             "forbids downloading it; download it where there is network (`hf download "
-                             "someone/missing-model`) and copy the Hugging Face cache (HF_HOME) here, or pass a local "
-                             "folder",
+    "forbids downloading it; download it where there is network (`hf download "
+    "someone/missing-model`) and copy the Hugging Face cache (HF_HOME) here, or pass a local "
+    "folder",
 }
 #: every command that takes a model: (its option, arguments besides it)
 COMMANDS = {
-    "sub": ("--model", []), "analyse": ("--model", []), "explain": ("--model", []), "covar": ("--model", []),
-    "bench": ("--model", []), "cci-bench": ("--models", []), "diagnose": ("--models", ["--images", "{tmp}"]),
+    "sub": ("--model", []),
+    "analyse": ("--model", []),
+    "explain": ("--model", []),
+    "covar": ("--model", []),
+    "bench": ("--model", []),
+    "cci-bench": ("--models", []),
+    "diagnose": ("--models", ["--images", "{tmp}"]),
 }
 
 
@@ -98,6 +103,7 @@ def test_evaluate_sub_wraps_moves_and_names_a_model_argument_once(tmp_path, monk
         def wrapper(*args, **kwargs):
             calls[name] += 1
             return real(*args, **kwargs)
+
         return wrapper
 
     monkeypatch.setattr(hub, "_check_factory", counted("resolve", hub._check_factory))
@@ -115,8 +121,10 @@ HUB_BAD = {**BAD, "nope.py:build": "'nope.py:build' is neither an existing folde
 #: the other model arguments, resolved as Hub models: what runs, and the option it names
 HUB_COMMANDS = {
     "Flux pipeline": (["generate", "--model", "{bad}", "--out", "{tmp}/generate"], "--model"),
-    "VLM judge": (["filter", "--validate-on-world", "--scorer", "vlm", "--vlm-model", "{bad}", "--out",
-                   "{tmp}/filter"], "--vlm-model"),
+    "VLM judge": (
+        ["filter", "--validate-on-world", "--scorer", "vlm", "--vlm-model", "{bad}", "--out", "{tmp}/filter"],
+        "--vlm-model",
+    ),
     "detector": (["covar", "--detector", "{bad}", "--segmenter", "someone/sam", "--out", "{tmp}/covar"], "--detector"),
     "segmenter": (["covar", "--detector", "{tmp}", "--segmenter", "{bad}", "--out", "{tmp}/covar"], "--segmenter"),
 }
@@ -159,8 +167,9 @@ def test_the_library_resolves_hub_models_the_same_way(offline, tmp_path):
 
 def test_hub_families_tell_models_and_datasets_apart(offline, tmp_path):
     assert resolve_model_spec(str(tmp_path), "--vlm-model", family="hub").target == str(tmp_path.resolve())
-    with pytest.raises(ModelUnavailableError, match="^--sub: dataset 'someone/sub' is not in the local .* --repo-type "
-                                                    "dataset"):
+    with pytest.raises(
+        ModelUnavailableError, match="^--sub: dataset 'someone/sub' is not in the local .* --repo-type dataset"
+    ):
         resolve_model_spec("someone/sub", "--sub", family="dataset")
     with pytest.raises(ModelUnavailableError, match="a Hub dataset id like 'org/name'$"):
         resolve_model_spec("./gone/sub", "--sub", family="dataset")

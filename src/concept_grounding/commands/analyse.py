@@ -40,9 +40,12 @@ JOB = Job("analyse", AnalyseConfig, run_analyse)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``--model`` (loaded before the config is built), ``--out`` and the settings
     :class:`~concept_grounding.evaluation.analyse_job.AnalyseConfig` declares."""
-    parser.add_argument("--model", default=None,
-                        help="saved PostHocCBM folder, file.py:factory or package.module:factory "
-                             "(default: train one on the training split as the paper does)")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="saved PostHocCBM folder, file.py:factory or package.module:factory "
+        "(default: train one on the training split as the paper does)",
+    )
     add_out_argument(parser, help="report folder", default="reports/analyse")
     settings.add_arguments(parser, AnalyseConfig)
 
@@ -58,8 +61,10 @@ def config_from_args(args: argparse.Namespace) -> AnalyseConfig:
 
     if args.model in IMAGENET_CLASSIFIERS:
         if args.photos is None:
-            raise ValueError(f"--model {args.model} (an ImageNet classifier, no post-hoc CBM) needs --photos DIR: "
-                             "the CBM is built on its features with the photos' class-level concepts")
+            raise ValueError(
+                f"--model {args.model} (an ImageNet classifier, no post-hoc CBM) needs --photos DIR: "
+                "the CBM is built on its features with the photos' class-level concepts"
+            )
         return settings.from_args(AnalyseConfig, args, imagenet=args.model)
     from concept_grounding.evaluation.loading import load_posthoc_model
 
@@ -76,10 +81,14 @@ def _print(result: AnalyseResult, report: Path) -> None:
     """The headline numbers (CGIM, existence@1, class accuracy; Table 3's best) and the report written."""
     a = result.analysis.result
     cg, ex = a.cgim, a.existence
-    print(f"CGIM concept type 1/2/3: {cg.get('concept_type1'):.3f} / {cg.get('concept_type2'):.3f} / "
-          f"{cg.get('concept_type3'):.3f}; existence@1 {ex.get('existence@1'):.3f}; "
-          f"class accuracy {a.class_accuracy:.3f}")
+    print(
+        f"CGIM concept type 1/2/3: {cg.get('concept_type1'):.3f} / {cg.get('concept_type2'):.3f} / "
+        f"{cg.get('concept_type3'):.3f}; existence@1 {ex.get('existence@1'):.3f}; "
+        f"class accuracy {a.class_accuracy:.3f}"
+    )
     if a.sweep is not None:
-        print(f"Table 3: best {max(r['accuracy'] for r in a.sweep.rows):.3f}, "
-              f"no bottleneck {a.sweep.no_bottleneck_accuracy:.3f}")
+        print(
+            f"Table 3: best {max(r['accuracy'] for r in a.sweep.rows):.3f}, "
+            f"no bottleneck {a.sweep.no_bottleneck_accuracy:.3f}"
+        )
     print(f"wrote {report}")

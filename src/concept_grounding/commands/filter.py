@@ -29,16 +29,32 @@ JOB = Job("filter", FilterConfig, filter_folder)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     settings.add_arguments(parser, FilterConfig, defaults={"input": None})
-    parser.add_argument("--cub-root", type=existing_dir, default=None,
-                        help="CUB_200_2011 tree whose class-level labels --check-groups compares with (default: the "
-                             "bird world's)")
-    parser.add_argument("--validate-on-world", type=positive_int, nargs="?", const=1, default=0, metavar="N",
-                        help="first validate the scorer on N exact bird-world edits per SUB pairing (N: 1 when the"
-                        " flag is given bare) and their originals: AUROC and S+ accuracy (default: 0, no validation)")
-    parser.add_argument("--size", type=positive_int, default=128,
-                        help="image side of the validation world in pixels (--validate-on-world)")
+    parser.add_argument(
+        "--cub-root",
+        type=existing_dir,
+        default=None,
+        help="CUB_200_2011 tree whose class-level labels --check-groups compares with (default: the bird world's)",
+    )
+    parser.add_argument(
+        "--validate-on-world",
+        type=positive_int,
+        nargs="?",
+        const=1,
+        default=0,
+        metavar="N",
+        help="first validate the scorer on N exact bird-world edits per SUB pairing (N: 1 when the"
+        " flag is given bare) and their originals: AUROC and S+ accuracy (default: 0, no validation)",
+    )
+    parser.add_argument(
+        "--size",
+        type=positive_int,
+        default=128,
+        help="image side of the validation world in pixels (--validate-on-world)",
+    )
     # the flag's name before the image side had one name everywhere: still accepted, not listed
-    parser.add_argument("--world-size", dest="size", type=positive_int, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--world-size", dest="size", type=positive_int, default=argparse.SUPPRESS, help=argparse.SUPPRESS
+    )
 
 
 def _attribute_judge(spec: str):
@@ -76,9 +92,14 @@ def config_from_args(args: argparse.Namespace) -> FilterConfig:
     """The job's configuration (inputs and models are checked when the job runs)."""
     check = tuple(getattr(args, "check_groups", None) or ())
     validate = world_validation(args.validate_on_world, args.size) if getattr(args, "validate_on_world", 0) else None
-    return settings.from_args(FilterConfig, args, judge_loader=_attribute_judge, check_groups=check,
-                              class_values=class_values(getattr(args, "cub_root", None)) if check else None,
-                              validate=validate)
+    return settings.from_args(
+        FilterConfig,
+        args,
+        judge_loader=_attribute_judge,
+        check_groups=check,
+        class_values=class_values(getattr(args, "cub_root", None)) if check else None,
+        validate=validate,
+    )
 
 
 def run(args: argparse.Namespace) -> int:

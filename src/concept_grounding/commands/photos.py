@@ -34,5 +34,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _print(result: PhotosResult, path: Path) -> None:
     """How many images were written where, and in how long."""
-    print(f"wrote {len(result.records)} images to {result.image_folder} and {result.out / 'counteranimals'} "
-          f"in {result.seconds:.1f} s")
+    print(
+        f"wrote {len(result.records)} images to {result.image_folder} and {result.out / 'counteranimals'} "
+        f"in {result.seconds:.1f} s"
+    )

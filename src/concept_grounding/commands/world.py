@@ -16,7 +16,6 @@ from concept_grounding import settings
 from concept_grounding.jobs import Job, add_job_arguments
 from concept_grounding.world.export import WorldExport, WorldExportConfig, run_world_export
 
-
 __all__ = ["JOB", "add_arguments", "run", "config_from_args"]
 
 JOB = Job("world", WorldExportConfig, run_world_export)
@@ -40,5 +39,7 @@ def run(args: argparse.Namespace) -> int:
 def _print(export: WorldExport, path: Path) -> None:
     """Where the export went, its split sizes and the render rate."""
     s = export.summary()
-    print(f"wrote {export.out} ({s['train_images']} train / {s['test_images']} test images, "
-          f"{export.render_rate:.0f} images/s)")
+    print(
+        f"wrote {export.out} ({s['train_images']} train / {s['test_images']} test images, "
+        f"{export.render_rate:.0f} images/s)"
+    )

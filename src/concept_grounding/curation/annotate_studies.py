@@ -37,14 +37,18 @@ class Studies:
 def check_config(config: AnnotateConfig) -> None:
     """The combinations of flags that cannot work, before anything is read or written."""
     if config.candidates is None and config.items is None and (config.serves_app or not Path(config.db).is_file()):
-        raise UsageError("name --candidates (SUB's studies) or --items (ConceptBed's rating study)",
-                         argument="--candidates")
+        raise UsageError(
+            "name --candidates (SUB's studies) or --items (ConceptBed's rating study)", argument="--candidates"
+        )
     if config.world_task and config.candidates is None:
-        raise UsageError("--world-task writes its candidates into --candidates: name that folder",
-                         argument="--candidates")
+        raise UsageError(
+            "--world-task writes its candidates into --candidates: name that folder", argument="--candidates"
+        )
     if config.space_folder is not None and (config.items is not None or config.candidates is None):
-        raise UsageError("a Space holds SUB's studies from --candidates only; serve the rating study locally "
-                         "(--annotators)", argument="--space-folder")
+        raise UsageError(
+            "a Space holds SUB's studies from --candidates only; serve the rating study locally (--annotators)",
+            argument="--space-folder",
+        )
 
 
 def write_world_task(folder: Path) -> None:
@@ -71,8 +75,9 @@ def open_studies(config: AnnotateConfig, echo: Echo, rater: RaterFactory | None 
     store = RatingStore(config.db, k=config.k)  # created once every input has been read
     studies = Studies(store, rows, root, items)
     if config.candidates is not None:
-        added = store.add_images(study_items(rows, per_attribute=config.per_attribute, per_pairing=config.per_pairing,
-                                             seed=config.seed))
+        added = store.add_images(
+            study_items(rows, per_attribute=config.per_attribute, per_pairing=config.per_pairing, seed=config.seed)
+        )
         echo(f"{added} new images in {config.db} (study 1: {store.complete(1)[1]}, study 2: {store.complete(2)[1]})")
     if studies.items:
         added = store.add_rating_items(studies.items)
@@ -92,8 +97,10 @@ def open_studies(config: AnnotateConfig, echo: Echo, rater: RaterFactory | None 
     if config.space_folder is not None:
         from .annotate_space import write_space
 
-        echo(f"Space: {write_space(config, rows, root, Path(config.db))} (push it as a Gradio Space; "
-             "annotators sign in with Hugging Face)")
+        echo(
+            f"Space: {write_space(config, rows, root, Path(config.db))} (push it as a Gradio Space; "
+            "annotators sign in with Hugging Face)"
+        )
     return studies
 
 
@@ -102,8 +109,11 @@ def _issue_links(config: AnnotateConfig, store: Any, echo: Echo) -> None:
     url = f"http://127.0.0.1:{config.port}/"
     for name in config.annotators:
         token = store.issue_token(name, replace=config.reissue)
-        echo(f"  {name}: {url}?token={token}" if token else
-             f"  {name}: has a personal link already (--reissue replaces it; the old one then stops working)")
+        echo(
+            f"  {name}: {url}?token={token}"
+            if token
+            else f"  {name}: has a personal link already (--reissue replaces it; the old one then stops working)"
+        )
 
 
 def serve_studies(config: AnnotateConfig, studies: Studies) -> None:
@@ -116,8 +126,11 @@ def serve_studies(config: AnnotateConfig, studies: Studies) -> None:
     require_extra("space", "concept-grounding annotate's app (without --simulate or --export)")
     store, root = studies.store, studies.root
     if not on_spaces() and not store.token_holders():
-        raise UsageError("no annotator has a personal link yet: name them (--annotators ann,bob); each gets a "
-                         "link with a secret token", argument="--annotators")
+        raise UsageError(
+            "no annotator has a personal link yet: name them (--annotators ann,bob); each gets a "
+            "link with a secret token",
+            argument="--annotators",
+        )
     paths = {candidate_id(r): r["file_name"] for r in studies.rows}
 
     def image_path(item: Any) -> str:
@@ -127,8 +140,9 @@ def serve_studies(config: AnnotateConfig, studies: Studies) -> None:
     if config.hub_repo:
         from .hub_sync import AnnotationSync
 
-        AnnotationSync(store, repo_id=config.hub_repo, folder=Path(config.db).parent / "hub-sync",
-                       every=config.hub_every)
+        AnnotationSync(
+            store, repo_id=config.hub_repo, folder=Path(config.db).parent / "hub-sync", every=config.hub_every
+        )
     tabs, private = [], [root] if root is not None else []
     if config.items is not None:
         from .rating_app import rating_tab
@@ -136,8 +150,14 @@ def serve_studies(config: AnnotateConfig, studies: Studies) -> None:
         folder = Path(config.items)
         tabs.append(rating_tab(store, lambda name: str(folder / name)))
         private.append(folder / "truth.jsonl")
-    serve_app(store, image_path, port=config.port, private=private, tabs=tabs,
-              studies=(1, 2) if config.candidates is not None else ())
+    serve_app(
+        store,
+        image_path,
+        port=config.port,
+        private=private,
+        tabs=tabs,
+        studies=(1, 2) if config.candidates is not None else (),
+    )
 
 
 def rating_items(folder: Path) -> list[Any]:
@@ -163,11 +183,14 @@ def simulate_sub(config: AnnotateConfig, studies: Studies, echo: Echo) -> None:
         truth = read_truth(truth_file)
     else:
         truth = asked_truth(studies.rows)
-        echo("no truth.jsonl: the simulated annotators answer what generate was asked (S+ applied, the "
-             "reference bird kept)")
+        echo(
+            "no truth.jsonl: the simulated annotators answer what generate was asked (S+ applied, the "
+            "reference bird kept)"
+        )
     anns = [SimulatedAnnotator(f"sim{i}-{a:g}", a, seed=i) for i, a in enumerate(config.simulate)]
-    echo(f"{run_annotators(studies.store, anns, truth)} answers submitted by "
-         f"{_count(len(anns), 'simulated annotator')}")
+    echo(
+        f"{run_annotators(studies.store, anns, truth)} answers submitted by {_count(len(anns), 'simulated annotator')}"
+    )
 
 
 def simulate_ratings(config: AnnotateConfig, studies: Studies, rater: RaterFactory, echo: Echo) -> None:
@@ -180,18 +203,24 @@ def simulate_ratings(config: AnnotateConfig, studies: Studies, rater: RaterFacto
     truth = read_rating_truth(config.items)
     lacking = sum(it.id not in truth for it in items)
     if lacking:
-        raise UsageError(f"--simulate needs every rating item's truth: {lacking} of {len(items)} lack one in "
-                         f"{config.items}/truth.jsonl (export_rating_items' 'truth')", argument="--items")
-    raters = {r.name: r for r in (rater(f"sim{i}-{a:g}", a, config.rating_noise, config.seed)
-                                  for i, a in enumerate(config.simulate))}
+        raise UsageError(
+            f"--simulate needs every rating item's truth: {lacking} of {len(items)} lack one in "
+            f"{config.items}/truth.jsonl (export_rating_items' 'truth')",
+            argument="--items",
+        )
+    raters = {
+        r.name: r
+        for r in (rater(f"sim{i}-{a:g}", a, config.rating_noise, config.seed) for i, a in enumerate(config.simulate))
+    }
     n = run_raters(studies.store, list(raters), lambda name, item: raters[name].rate(item, truth[item.id]))
     echo(f"{n} ratings submitted by {_count(len(raters), 'simulated rater')} (not people)")
 
 
 def _alpha_text(store: Any) -> str:
     alpha = store.rating_alpha()
-    return "Krippendorff's alpha (interval) " + ("n/a (no item has two ratings that vary)" if alpha is None
-                                                  else f"{alpha:.3f}")
+    return "Krippendorff's alpha (interval) " + (
+        "n/a (no item has two ratings that vary)" if alpha is None else f"{alpha:.3f}"
+    )
 
 
 def export(config: AnnotateConfig, store: Any, echo: Echo) -> None:
@@ -219,8 +248,10 @@ def status(store: Any, echo: Echo) -> None:
             echo(f"  {name}: " + ", ".join(f"study {s} {_count(n, 'image')}" for s, n in counts.items()))
     if ratings[1]:
         raters = store.raters()
-        echo(f"rating: {ratings[0]} of {ratings[1]} images have their {_count(store.k, 'rater')}; "
-             f"{_alpha_text(store)}; {_count(len(raters), 'rater')} so far")
+        echo(
+            f"rating: {ratings[0]} of {ratings[1]} images have their {_count(store.k, 'rater')}; "
+            f"{_alpha_text(store)}; {_count(len(raters), 'rater')} so far"
+        )
         for name, n in raters.items():
             echo(f"  {name}: rating {_count(n, 'image')}")
 

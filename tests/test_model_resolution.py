@@ -169,3 +169,83 @@ def test_hub_families_tell_models_and_datasets_apart(offline, tmp_path):
     assert resolve_model_spec(factory, family="hub", accept=("folder", "factory", "name")).kind == "factory"
     with pytest.raises(UsageError, match="is a local folder or file; this takes a Hub model id$"):
         resolve_model_spec(str(tmp_path), "--x", family="hub", accept=("name",))
+
+
+class _Resolved(Exception):
+    """Raised in place of a job's run: the command got as far as its config."""
+
+
+#: every command that takes a model x the shipped names it loads: (argv, where the config keeps the model)
+SHIPPED_WALK = {
+    ("sub", "world-clip"): ["sub", "--model", "world-clip"],
+    ("sub", "composition-clip"): ["sub", "--model", "composition-clip"],
+    ("sub", "world-cbm"): ["sub", "--model", "world-cbm"],
+    ("analyse", "world-posthoc-cbm"): ["analyse", "--model", "world-posthoc-cbm"],
+    ("bench", "world-clip"): ["bench", "--model", "world-clip"],
+    ("bench", "composition-clip"): ["bench", "--model", "composition-clip"],
+    ("explain", "world-clip"): ["explain", "--model", "world-clip"],
+    ("explain", "composition-clip"): ["explain", "--model", "composition-clip"],
+    ("covar", "world-clip"): ["covar", "--model", "world-clip"],
+    ("covar", "composition-clip"): ["covar", "--model", "composition-clip"],
+    ("cci-bench", "world-clip composition-clip"): ["cci-bench", "--models", "world-clip", "composition-clip"],
+    ("diagnose", "world-clip composition-clip"): ["diagnose", "--models", "world-clip", "composition-clip",
+                                                  "--images", "{tmp}"],
+    ("generate", "world"): ["generate", "--model", "world"],
+    ("learn", "world"): ["learn", "--model", "world", "--method", "lora", "--images", "{tmp}/images"],
+    ("conceptbed", "world"): ["conceptbed", "--model", "world"],
+    ("filter", "world-judge"): ["filter", "--scorer", "world-judge", "--in", "{tmp}"],
+    ("candidates", "world-judge"): ["candidates", "classes", "--classifier", "world-judge"],
+}
+
+
+def _resolve_only(argv: list[str], monkeypatch) -> object:
+    """The config ``argv``'s command builds (its models resolved), without running its job."""
+    import dataclasses
+    import importlib
+
+    from concept_grounding.cli import build_parser
+
+    def stop(config, *args):
+        raise _Resolved(config)
+
+    args = build_parser().parse_args(argv)
+    module = importlib.import_module(f"concept_grounding.commands.{argv[0].replace('-', '_')}")
+    job_function = module.JOB.run.__name__
+    monkeypatch.setattr(module, "JOB", dataclasses.replace(module.JOB, run=stop))
+    if hasattr(module, job_function):  # a command that calls its job's function by name
+        monkeypatch.setattr(module, job_function, stop)
+    with pytest.raises(_Resolved) as resolved:
+        args._run(args)
+    return resolved.value.args[0]
+
+
+@pytest.mark.parametrize("pair", list(SHIPPED_WALK), ids=" ".join)
+def test_every_shipped_model_name_resolves_in_every_command_that_takes_a_model(pair, offline, tmp_path, monkeypatch):
+    """Each shipped name reaches its command's config through the one resolver, offline, in seconds."""
+    import time
+
+    from PIL import Image
+
+    (tmp_path / "images").mkdir()
+    for i in range(8):  # a concept's training images (learn reads them before its model)
+        Image.new("RGB", (32, 32), (i * 30, 0, 0)).save(tmp_path / "images" / f"{i}.png")
+    start = time.monotonic()
+    argv = [a.format(tmp=tmp_path) for a in SHIPPED_WALK[pair]] + ["--out", str(tmp_path / "out")]
+    config = _resolve_only(argv, monkeypatch)
+    assert config is not None
+    assert time.monotonic() - start < 30, pair
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_shipped_name_of_another_kind_is_one_line_naming_what_the_option_takes(offline, tmp_path, capsys):
+    from concept_grounding.hub import SHIPPED_MODELS
+
+    assert {m.kind for m in SHIPPED_MODELS.values()} == {"clip", "concept-model", "judge", "flux"}
+    assert all(m.path.is_dir() and any(m.path.iterdir()) for m in SHIPPED_MODELS.values())
+    assert main(["sub", "--model", "world-judge", "--out", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "concept-grounding: error: --model: 'world-judge' is the world judge (species and attributes), a judge; the "
+        "shipped models this takes: composition-clip, world-cbm, world-clip, world-posthoc-cbm"]
+    assert main(["cci-bench", "--models", "world-cbm", "--out", str(tmp_path / "o")]) == 2
+    assert "--models: 'world-cbm' is the Space's concept bottleneck model, a concept-model; the shipped models this " \
+           "takes: composition-clip, world-clip" in capsys.readouterr().err

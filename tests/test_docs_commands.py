@@ -8,9 +8,12 @@ How each block is tested is declared by an HTML comment on the line before it (d
   ``<!-- test: photos: --per-stamp 1; cci-bench: --steps 2 -->`` gives each command its own;
 * ``<!-- no-run: why -->``: not run (it needs a GPU, the network, the reader's own data or minutes).
 
-Every ``concept-grounding`` line of every block, marked either way, is also parsed by the command line's
-real parser, each path it names standing in as an empty folder or file, so a renamed flag, a removed
-choice or a bad value fails here.
+Every ``concept-grounding`` line of every block, marked either way, is also checked offline: parsed by the
+command line's real parser, each path it names standing in as an empty folder or file (a PNG for an image),
+then carried through the command's own checks up to the config its job would run (:func:`config_of`: the
+settings, their validators and the model resolver; the job itself does not run), so a renamed flag, a removed
+choice, a bad value or a model name that does not resolve fails here. Only a model this machine lacks (the
+reader's file, a Hub model not in the cache) may stop a line before its config.
 """
 
 from __future__ import annotations
@@ -108,6 +111,39 @@ def stand_in_paths(argv: list[str], where: Path) -> None:
             elif not path.exists():
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text("")
+                if path.suffix.lower() in (".png", ".jpg", ".jpeg"):
+                    from PIL import Image
+
+                    Image.new("RGB", (32, 32)).save(path, format="PNG")
+
+
+class JobNotRun(Exception):
+    """Raised in place of a job's run: the command built its config (``args[0]``)."""
+
+
+def config_of(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> object:
+    """The config the command of ``argv`` builds, its checks and models resolved, with its job replaced by a
+    stop (``None`` for ``space`` and ``annotate``, which run no job)."""
+    import dataclasses
+    import importlib
+
+    from concept_grounding.cli import build_parser
+
+    def stop(config: object, *args: object) -> None:
+        raise JobNotRun(config)
+
+    args = build_parser().parse_args(argv)
+    module = importlib.import_module(f"concept_grounding.commands.{argv[0].replace('-', '_')}")
+    job = getattr(module, "JOB", None)
+    if job is None:
+        return None
+    function = job.run.__name__
+    monkeypatch.setattr(module, "JOB", dataclasses.replace(job, run=stop))
+    if hasattr(module, function):  # a command that calls its job's function by name
+        monkeypatch.setattr(module, function, stop)
+    with pytest.raises(JobNotRun) as stopped:
+        args._run(args)
+    return stopped.value.args[0]
 
 
 def test_every_shell_block_is_run_or_says_why_not():
@@ -118,10 +154,26 @@ def test_every_shell_block_is_run_or_says_why_not():
     assert [b for b in BLOCKS if b.mark == "test"], "no block of the guide runs"
 
 
+def lacks_model(message: str) -> bool:
+    """Whether ``message`` says this machine lacks a model the line names (a file or folder of the reader's, an
+    ``org/name`` Hub id not cached): the only reason a line may stop before its config."""
+    absent = re.search(r"(?:model|dataset) '([^']+)' is not in the local Hugging Face cache", message)
+    return bool(absent and "/" in absent.group(1)) or "no such file" in message or "no such folder" in message
+
+
+@pytest.fixture
+def offline(monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+
+
 @pytest.mark.parametrize("block", BLOCKS, ids=lambda b: b.id)
-def test_every_command_line_parses(block, tmp_path, monkeypatch):
-    """The floor for every block: each ``concept-grounding`` line parses with the real parser."""
+def test_every_command_line_reaches_its_config(block, tmp_path, monkeypatch, offline):
+    """The floor for every block: each ``concept-grounding`` line parses and passes its command's checks."""
     from concept_grounding.cli import build_parser
+    from concept_grounding.errors import ModelUnavailableError
 
     monkeypatch.chdir(tmp_path)
     for line in block.lines:
@@ -133,6 +185,10 @@ def test_every_command_line_parses(block, tmp_path, monkeypatch):
             build_parser().parse_args(argv)
         except SystemExit as err:
             raise AssertionError(f"{block.id}: {line!r} does not parse (exit {err.code})") from None
+        try:
+            config_of(argv, monkeypatch)
+        except ModelUnavailableError as err:
+            assert lacks_model(str(err)), f"{block.id}: {line!r}: {err}"
 
 
 def _stamps_missing() -> str:

@@ -8,6 +8,7 @@ import pytest
 from concept_grounding.cli import main
 from concept_grounding.errors import ModelUnavailableError, UsageError
 from concept_grounding.hub import resolve_model_spec
+from test_docs_commands import config_of
 
 #: each kind of bad model argument -> the message after ``<option>: ``
 BAD = {
@@ -171,10 +172,6 @@ def test_hub_families_tell_models_and_datasets_apart(offline, tmp_path):
         resolve_model_spec(str(tmp_path), "--x", family="hub", accept=("name",))
 
 
-class _Resolved(Exception):
-    """Raised in place of a job's run: the command got as far as its config."""
-
-
 #: every command that takes a model x the shipped names it loads: (argv, where the config keeps the model)
 SHIPPED_WALK = {
     ("sub", "world-clip"): ["sub", "--model", "world-clip"],
@@ -198,27 +195,6 @@ SHIPPED_WALK = {
 }
 
 
-def _resolve_only(argv: list[str], monkeypatch) -> object:
-    """The config ``argv``'s command builds (its models resolved), without running its job."""
-    import dataclasses
-    import importlib
-
-    from concept_grounding.cli import build_parser
-
-    def stop(config, *args):
-        raise _Resolved(config)
-
-    args = build_parser().parse_args(argv)
-    module = importlib.import_module(f"concept_grounding.commands.{argv[0].replace('-', '_')}")
-    job_function = module.JOB.run.__name__
-    monkeypatch.setattr(module, "JOB", dataclasses.replace(module.JOB, run=stop))
-    if hasattr(module, job_function):  # a command that calls its job's function by name
-        monkeypatch.setattr(module, job_function, stop)
-    with pytest.raises(_Resolved) as resolved:
-        args._run(args)
-    return resolved.value.args[0]
-
-
 @pytest.mark.parametrize("pair", list(SHIPPED_WALK), ids=" ".join)
 def test_every_shipped_model_name_resolves_in_every_command_that_takes_a_model(pair, offline, tmp_path, monkeypatch):
     """Each shipped name reaches its command's config through the one resolver, offline, in seconds."""
@@ -231,7 +207,7 @@ def test_every_shipped_model_name_resolves_in_every_command_that_takes_a_model(p
         Image.new("RGB", (32, 32), (i * 30, 0, 0)).save(tmp_path / "images" / f"{i}.png")
     start = time.monotonic()
     argv = [a.format(tmp=tmp_path) for a in SHIPPED_WALK[pair]] + ["--out", str(tmp_path / "out")]
-    config = _resolve_only(argv, monkeypatch)
+    config = config_of(argv, monkeypatch)
     assert config is not None
     assert time.monotonic() - start < 30, pair
     assert not (tmp_path / "out").exists()

@@ -213,6 +213,13 @@ def test_every_shipped_model_name_resolves_in_every_command_that_takes_a_model(p
     assert not (tmp_path / "out").exists()
 
 
+def test_the_walk_covers_every_shipped_name():
+    from concept_grounding.hub import SHIPPED_MODELS
+
+    walked = {name for _, names in SHIPPED_WALK for name in names.split()}
+    assert walked == set(SHIPPED_MODELS) - {"composition-judge"}  # no option names the composition judge
+
+
 def test_a_shipped_name_of_another_kind_is_one_line_naming_what_the_option_takes(offline, tmp_path, capsys):
     from concept_grounding.hub import SHIPPED_MODELS
 

@@ -3,7 +3,8 @@
 :func:`run_cci_bench` reads a given data set (every image checked readable, whatever its size),
 loads every model (a name that cannot load offline fails before any work), or exports the bird
 world in the task's layout under ``config.out / "data"``,
-and runs :func:`~.tables.classification_table` or :func:`~.tables.retrieval_table`;
+runs the whole job once on the first image (a model or method that cannot run fails in seconds), then
+:func:`~.tables.classification_table` or :func:`~.tables.retrieval_table`;
 :meth:`CciBenchResult.save` writes ``results.json`` and ``report.md``
 (:func:`~.tables.write_cci_tables`). The command ``concept-grounding cci-bench`` derives its
 flags from :class:`CciBenchConfig`.

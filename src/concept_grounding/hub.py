@@ -1,7 +1,8 @@
 """One resolution step for every named model or dataset a command loads: local, cached, or fail fast.
 
 :func:`resolve_model_spec` is the one entry for a user's model or dataset argument: an existing
-folder or file, a ``file.py:factory`` / ``package.module:factory``, or a name of a ``family``
+folder or file, a shipped model's name (:data:`SHIPPED_MODELS`: its folder in the package), a
+``file.py:factory`` / ``package.module:factory``, or a name of a ``family``
 (``"clip"``, ``"hub"`` or ``"dataset"``). A name that is neither local nor cached gets one short
 probe of the Hub (:func:`probe_timeout`) instead of ``from_pretrained``'s minutes of retries; each
 kind of bad argument fails in one line naming it, before any model library loads. The steps:

@@ -232,3 +232,10 @@ def test_a_shipped_name_of_another_kind_is_one_line_naming_what_the_option_takes
     assert main(["cci-bench", "--models", "world-cbm", "--out", str(tmp_path / "o")]) == 2
     assert "--models: 'world-cbm' is the Space's concept bottleneck model, a concept-model; the shipped models this " \
            "takes: composition-clip, world-clip" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_sub_scores_the_shipped_world_clip_by_its_name(offline, tmp_path):
+    """``sub --model world-clip`` (the name ``explain`` defaults to) runs end to end on the world's SUB export."""
+    assert main(["sub", "--model", "world-clip", "--no-progress", "--out", str(tmp_path / "sub")]) == 0
+    assert (tmp_path / "sub" / "report.md").read_text().startswith("# SUB accuracy of world-clip\n")

@@ -4,11 +4,11 @@ same one line from every command that takes a model, before any model is loaded.
 from __future__ import annotations
 
 import pytest
+from test_docs_commands import config_of
 
 from concept_grounding.cli import main
 from concept_grounding.errors import ModelUnavailableError, UsageError
 from concept_grounding.hub import resolve_model_spec
-from test_docs_commands import config_of
 
 #: each kind of bad model argument -> the message after ``<option>: ``
 BAD = {

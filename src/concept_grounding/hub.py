@@ -241,7 +241,8 @@ class ShippedModel:
 #: every shipped model by name (docs/guide/install.md lists them); a name resolves to its folder
 SHIPPED_MODELS: dict[str, ShippedModel] = {
     "world-clip": ShippedModel("space_world_clip", "clip", "the world CLIP (64 px, trained on the bird world)"),
-    "composition-clip": ShippedModel("composition_clip", "clip", "the composition CLIP (32 px, ConceptBed's CLIPScore)"),
+    "composition-clip": ShippedModel("composition_clip", "clip",
+                                     "the composition CLIP (32 px, ConceptBed's CLIPScore)"),
     "world-cbm": ShippedModel("space_concept_model", "concept-model", "the Space's concept bottleneck model"),
     "world-posthoc-cbm": ShippedModel("space_posthoc_cbm", "concept-model", "the Space's post-hoc CBM"),
     "world-judge": ShippedModel("world_judge", "judge", "the world judge (species and attributes)"),
@@ -325,7 +326,8 @@ def _check_factory(text: str, argument: str) -> str:
 
 def resolve_model_spec(spec: str | os.PathLike[str], argument: str = "--model", *, family: ModelFamily = "clip",
                        pretrained: str | None = None, pretrained_argument: str | None = None,
-                       accept: tuple[ModelKind, ...] | None = None, shipped: tuple[str, ...] | None = None) -> ModelSpec:
+                       accept: tuple[ModelKind, ...] | None = None,
+                       shipped: tuple[str, ...] | None = None) -> ModelSpec:
     """The one resolver of a model (or dataset) argument: what ``spec`` is, checked before any
     loading (a :class:`ModelSpec` is returned as it is).
 

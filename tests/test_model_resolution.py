@@ -220,6 +220,26 @@ def test_the_walk_covers_every_shipped_name():
     assert walked == set(SHIPPED_MODELS) - {"composition-judge"}  # no option names the composition judge
 
 
+def test_each_loader_of_a_shipped_model_reads_the_folder_its_name_resolves_to():
+    """The modules that load a shipped model by its folder agree with the resolver's table."""
+    from concept_grounding.cci.loading import SHIPPED_WORLD_CLIP
+    from concept_grounding.conceptbed.composition_clip import COMPOSITION_CLIP_DIR
+    from concept_grounding.hub import SHIPPED_MODELS
+    from concept_grounding.judge.composition import COMPOSITION_JUDGE_DIR
+    from concept_grounding.judge.model import WORLD_JUDGE_DIR
+    from concept_grounding.space.tab_concepts import SHIPPED_POSTHOC
+    from concept_grounding.space.tab_explain import SHIPPED_CLIP
+    from concept_grounding.space.tab_sub import SHIPPED_MODEL
+    from concept_grounding.worldflux.loader import WORLD_FLUX_DIR
+
+    folders = {"world-clip": [SHIPPED_WORLD_CLIP, SHIPPED_CLIP], "composition-clip": [COMPOSITION_CLIP_DIR],
+               "world-cbm": [SHIPPED_MODEL], "world-posthoc-cbm": [SHIPPED_POSTHOC], "world-judge": [WORLD_JUDGE_DIR],
+               "composition-judge": [COMPOSITION_JUDGE_DIR], "world": [WORLD_FLUX_DIR]}
+    assert set(folders) == set(SHIPPED_MODELS)
+    for name, paths in folders.items():
+        assert all(path.resolve() == SHIPPED_MODELS[name].path for path in paths), name
+
+
 def test_a_shipped_name_of_another_kind_is_one_line_naming_what_the_option_takes(offline, tmp_path, capsys):
     from concept_grounding.hub import SHIPPED_MODELS
 

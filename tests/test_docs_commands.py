@@ -5,7 +5,8 @@ How each block is tested is declared by an HTML comment on the line before it (d
 
 * ``<!-- test: FLAGS -->``: each ``concept-grounding`` line of the block runs for real, in order, in one
   temporary folder, with ``FLAGS`` appended (later flags win, so ``FLAGS`` shrinks the run);
-  ``<!-- test: photos: --per-stamp 1; cci-bench: --steps 2 -->`` gives each command its own;
+  ``<!-- test: photos: --per-stamp 1; candidates plan: --images-per-pairing 1 -->`` gives each command
+  (or command and step) its own;
 * ``<!-- no-run: why -->``: not run (it needs a GPU, the network, the reader's own data or minutes).
 
 Every ``concept-grounding`` line of every block, marked either way, is also checked offline: parsed by the
@@ -46,13 +47,15 @@ class ShellBlock:
     def id(self) -> str:
         return f"{self.page} block {self.index}"
 
-    def test_flags(self, command: str) -> list[str]:
-        """The flags the ``test:`` mark appends to a line of ``command`` (``cmd: FLAGS; ...``, or FLAGS for all)."""
-        flags: dict[str, str] = {}
+    def test_flags(self, argv: list[str]) -> list[str]:
+        """The flags the ``test:`` mark appends to the line ``argv`` (after ``concept-grounding``): ``FLAGS`` for
+        every line, or ``COMMAND [STEP]: FLAGS; ...``, the longest command that starts ``argv`` winning."""
+        flags: dict[tuple[str, ...], str] = {}
         for part in filter(None, (p.strip() for p in self.note.split(";"))):
             name, colon, rest = part.partition(":")
-            flags.update({name.strip(): rest} if colon and not name.strip().startswith("-") else {"*": part})
-        return shlex.split(flags.get(command, flags.get("*", "")))
+            flags.update({tuple(name.split()): rest} if colon and not name.strip().startswith("-") else {(): part})
+        fits = [key for key in flags if tuple(argv[:len(key)]) == key]
+        return shlex.split(flags[max(fits, key=len)]) if fits else []
 
 
 def command_lines(block: str) -> tuple[str, ...]:
@@ -216,7 +219,7 @@ def test_the_runnable_blocks_run_at_a_small_size(block, tmp_path, monkeypatch):
         if missing:
             pytest.skip(f"{block.id}: {missing}")
     for argv in lines:
-        flags = block.test_flags(argv[0])
+        flags = block.test_flags(argv)
         assert main([*argv, *flags]) == 0, f"{block.id}: {shlex.join([*argv, *flags])}"
 
 
@@ -229,10 +232,11 @@ def test_the_extractor_reads_marks_continuations_and_comments(tmp_path):
     first, second = shell_blocks(page)
     assert (first.mark, first.note, first.lines) == ("test", "--steps 1", ("concept-grounding world --n 2",))
     assert (second.mark, second.lines) == ("", ("make demo",))
-    assert first.test_flags("world") == ["--steps", "1"]
-    both = dataclasses.replace(first, note="photos: --per-stamp 1; cci-bench: --steps 2 --max-images 1")
-    assert both.test_flags("photos") == ["--per-stamp", "1"] and both.test_flags("covar") == []
-    assert both.test_flags("cci-bench") == ["--steps", "2", "--max-images", "1"]
+    assert first.test_flags(["world", "--n", "2"]) == ["--steps", "1"]
+    each = dataclasses.replace(first, note="photos: --per-stamp 1; candidates: --per-class 2; candidates plan: --x 1")
+    assert each.test_flags(["photos"]) == ["--per-stamp", "1"] and each.test_flags(["covar"]) == []
+    assert each.test_flags(["candidates", "classes"]) == ["--per-class", "2"]
+    assert each.test_flags(["candidates", "plan", "--out", "o"]) == ["--x", "1"]
     assert cli_argv("accelerate launch -m concept_grounding.cli learn --out x") == ["learn", "--out", "x"]
     assert cli_argv("pip install concept-grounding") is None
     assert cli_argv("make demo") is None

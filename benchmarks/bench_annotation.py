@@ -58,20 +58,37 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=38400)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--k", type=int, default=3)
-    parser.add_argument("--study", choices=("sub", "rating"), default="sub",
-                        help="SUB's study 1 (two questions per image) or ConceptBed's rating study (one 1-5 rating)")
+    parser.add_argument(
+        "--study",
+        choices=("sub", "rating"),
+        default="sub",
+        help="SUB's study 1 (two questions per image) or ConceptBed's rating study (one 1-5 rating)",
+    )
     parser.add_argument("--http", action="store_true", help="time the served app's submit -> next image round trip")
-    parser.add_argument("--think", type=float, default=0.0,
-                        help="--http: seconds each annotator pauses after a reply (0: as fast as possible, a stress "
-                             "test; a person answering two questions takes a few seconds)")
-    parser.add_argument("--breakdown", action="store_true",
-                        help="--http: one annotator, sequential submits, the round trip split by where the time goes")
-    parser.add_argument("--in-process", action="store_true",
-                        help="--http: serve the app in this process with the clients as threads beside it (the "
-                             "default: the app and each client in its own process)")
-    parser.add_argument("--gradio-client", action="store_true",
-                        help="--http: each annotator a gradio_client.Client (polls its reader every 50 ms; the "
-                             "default is PageClient, the page's own two requests per event)")
+    parser.add_argument(
+        "--think",
+        type=float,
+        default=0.0,
+        help="--http: seconds each annotator pauses after a reply (0: as fast as possible, a stress "
+        "test; a person answering two questions takes a few seconds)",
+    )
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="--http: one annotator, sequential submits, the round trip split by where the time goes",
+    )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="--http: serve the app in this process with the clients as threads beside it (the "
+        "default: the app and each client in its own process)",
+    )
+    parser.add_argument(
+        "--gradio-client",
+        action="store_true",
+        help="--http: each annotator a gradio_client.Client (polls its reader every 50 ms; the "
+        "default is PageClient, the page's own two requests per event)",
+    )
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)  # the --http arm's server process
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -108,7 +125,7 @@ def main() -> None:
                     own.submit_rating(name, item.id, int(rng.integers(1, 6)))
                 else:
                     own.submit(name, item.image, {"q1": ("yes", "somewhat", "no")[int(rng.integers(3))], "q2": "no"})
-            except Exception as exc:  # noqa: BLE001 - an image filled by others between next and submit
+            except Exception as exc:
                 if "already has its" not in str(exc):
                     raise
             mine_submit.append(1e3 * (time.perf_counter() - t))
@@ -125,8 +142,10 @@ def main() -> None:
     wall = time.perf_counter() - t0
     per_image = _check_store(store, args)
     n, s = np.array(next_ms), np.array(submit_ms)
-    print(f"{args.study} study: {args.annotators} concurrent annotators, {wall:.1f} s: {len(s)} submits ({len(s) / wall:.0f}/s), "
-          f"{len(per_image)} images answered")
+    print(
+        f"{args.study} study: {args.annotators} concurrent annotators, {wall:.1f} s: {len(s)} submits ({len(s) / wall:.0f}/s), "
+        f"{len(per_image)} images answered"
+    )
     print(f"next_image ms: p50 {np.percentile(n, 50):.2f}  p95 {np.percentile(n, 95):.2f}  max {n.max():.2f}")
     print(f"submit     ms: p50 {np.percentile(s, 50):.2f}  p95 {np.percentile(s, 95):.2f}  max {s.max():.2f}")
 
@@ -158,8 +177,13 @@ class PageClient:
 
         given = iter(data)
         inputs = [None if state else next(given) for state in self.is_state[api_name.lstrip("/")]]
-        body = {"data": inputs, "fn_index": self.fn_index[api_name.lstrip("/")], "session_hash": self.session,
-                "event_data": None, "trigger_id": None}
+        body = {
+            "data": inputs,
+            "fn_index": self.fn_index[api_name.lstrip("/")],
+            "session_hash": self.session,
+            "event_data": None,
+            "trigger_id": None,
+        }
         joined = self.http.post("gradio_api/queue/join", json=body)
         joined.raise_for_status()
         event = joined.json()["event_id"]
@@ -179,8 +203,9 @@ _BARRIER = None  # a pool process's start line (set by _init_client)
 _GRADIO_CLIENT = False  # a pool process's client kind (set by _init_client)
 
 
-def _http_session(job: tuple[str, str, str, float, float], barrier=None, clock=time.thread_time,
-                  gradio_client: bool = False) -> tuple[list[float], float]:
+def _http_session(
+    job: tuple[str, str, str, float, float], barrier=None, clock=time.thread_time, gradio_client: bool = False
+) -> tuple[list[float], float]:
     """One annotator's session (a :class:`PageClient`, or a ``gradio_client.Client``): sign in,
     wait at ``barrier`` (all clients connected), then submit for ``seconds``, pausing about
     ``think`` seconds (untimed) after each reply; the round trips in ms and the CPU seconds
@@ -197,8 +222,9 @@ def _http_session(job: tuple[str, str, str, float, float], barrier=None, clock=t
         client = Client(url, verbose=False)
     else:
         client = PageClient(url)
-    start, submit, answers = ("/rate_start", "/rate_submit", ("3",)) if study == "rating" else \
-        ("/on_start", "/on_submit", ("yes", "no"))
+    start, submit, answers = (
+        ("/rate_start", "/rate_submit", ("3",)) if study == "rating" else ("/on_start", "/on_submit", ("yes", "no"))
+    )
     shown = client.predict(token, api_name=start)[1]  # the personal link's token; the open image's id
     if barrier is not None:
         barrier.wait()
@@ -277,14 +303,25 @@ def _add_items(store, args: argparse.Namespace) -> None:
         refs = ("ref1.png", "ref2.png", "ref3.png")
         learners = ("Textual Inversion", "DreamBooth", "LoRA", "Custom Diffusion", "Original")
         store.add_rating_items(
-            RatingItem(f"r-{i:06d}", "concept" if i % 2 else "caption", learners[i % 5], "object", f"c{i % 7}",
-                       "bird.png", refs if i % 2 else (), None if i % 2 else "a photo of V* on a branch")
-            for i in range(args.images))
+            RatingItem(
+                f"r-{i:06d}",
+                "concept" if i % 2 else "caption",
+                learners[i % 5],
+                "object",
+                f"c{i % 7}",
+                "bird.png",
+                refs if i % 2 else (),
+                None if i % 2 else "a photo of V* on a branch",
+            )
+            for i in range(args.images)
+        )
         return
     from concept_grounding.curation.annotations import study1_item
 
-    store.add_images(study1_item(f"1:c{i:06d}", "017.Cardinal", "has_crown_color::pink", candidate=f"c{i:06d}")
-                     for i in range(args.images))
+    store.add_images(
+        study1_item(f"1:c{i:06d}", "017.Cardinal", "has_crown_color::pink", candidate=f"c{i:06d}")
+        for i in range(args.images)
+    )
 
 
 def _check_store(store, args: argparse.Namespace) -> dict[str, int]:
@@ -312,8 +349,15 @@ def serve(folder: Path, port: int, k: int, max_threads: int, study: str = "sub")
 
     store = _store_class(argparse.Namespace(study=study))(folder / "bench.db", k=k, timeout=60)
     image = str(folder / "bird.png")
-    serve_app(store, lambda item: image, port=port, server_name="127.0.0.1", quiet=True, max_threads=max_threads,
-              **_study_tabs(store, folder, study))
+    serve_app(
+        store,
+        lambda item: image,
+        port=port,
+        server_name="127.0.0.1",
+        quiet=True,
+        max_threads=max_threads,
+        **_study_tabs(store, folder, study),
+    )
 
 
 def _study_tabs(store, folder: Path, study: str) -> dict:
@@ -332,8 +376,20 @@ def _start_server(folder: Path, args: argparse.Namespace):
     import sys
 
     port = _free_port()
-    cmd = [sys.executable, __file__, "--serve", str(folder), "--port", str(port), "--k", str(args.k),
-           "--annotators", str(args.annotators), "--study", args.study]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--serve",
+        str(folder),
+        "--port",
+        str(port),
+        "--k",
+        str(args.k),
+        "--annotators",
+        str(args.annotators),
+        "--study",
+        args.study,
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(folder / "server.log", "w"))
     url = f"http://127.0.0.1:{port}/"
     from concept_grounding.testing.serving import wait_until_serving
@@ -365,16 +421,25 @@ def http_main(args: argparse.Namespace) -> None:
         store = _store_class(args)(folder / "bench.db", k=args.k, timeout=60)
         app = build_app(store, lambda item: str(image), **_study_tabs(store, folder, args.study))
         return breakdown(app, store, image, folder, args)
-    jobs = [(f"annotator{i}", TOKENS[f"annotator{i}"], args.seconds, args.think, args.study)
-            for i in range(args.annotators)]
+    jobs = [
+        (f"annotator{i}", TOKENS[f"annotator{i}"], args.seconds, args.think, args.study) for i in range(args.annotators)
+    ]
     results: list[tuple[list[float], float]] = []
     if args.in_process:
         from concept_grounding.curation.annotate_app import serve_app
 
         port = _free_port()
         served = _store_class(args)(folder / "bench.db", k=args.k, timeout=60)
-        app = serve_app(served, lambda item: str(image), port=port, prevent_thread_lock=True, server_name="127.0.0.1",
-                        quiet=True, max_threads=max(40, args.annotators), **_study_tabs(served, folder, args.study))
+        app = serve_app(
+            served,
+            lambda item: str(image),
+            port=port,
+            prevent_thread_lock=True,
+            server_name="127.0.0.1",
+            quiet=True,
+            max_threads=max(40, args.annotators),
+            **_study_tabs(served, folder, args.study),
+        )
         url = f"http://127.0.0.1:{port}/"
         lock = threading.Lock()
         start = threading.Barrier(args.annotators + 1)
@@ -403,8 +468,7 @@ def http_main(args: argparse.Namespace) -> None:
         try:
             ctx = multiprocessing.get_context("spawn")
             start = ctx.Barrier(args.annotators + 1)
-            with ctx.Pool(args.annotators, initializer=_init_client,
-                          initargs=(start, args.gradio_client)) as pool:
+            with ctx.Pool(args.annotators, initializer=_init_client, initargs=(start, args.gradio_client)) as pool:
                 pending = pool.map_async(_client_process, [(url, *job) for job in jobs])
                 start.wait()  # every client connected and signed in
                 server0, t0 = _cpu_seconds(proc.pid), time.perf_counter()
@@ -418,14 +482,19 @@ def http_main(args: argparse.Namespace) -> None:
     ms = np.array([t for mine, _ in results for t in mine])
     cpus = os.cpu_count() or 1
     kind = "gradio_client" if args.gradio_client else "PageClient"
-    print(f"{args.study} study: {args.annotators} concurrent annotators over HTTP ({kind}, {where}, all on this machine), "
-          f"{args.seconds:g} s, {args.think:g} s pause after each reply: {len(ms)} submits "
-          f"(load average {os.getloadavg()[0]:.1f} on {cpus} CPUs)")
-    print(f"submit -> next image ms: p50 {np.percentile(ms, 50):.1f}  p95 {np.percentile(ms, 95):.1f}  "
-          f"max {ms.max():.1f}")
-    print(f"CPU over {wall:.1f} s ({cpus * wall:.0f} CPU-s available): server {server_cpu:.1f} s "
-          f"({1e3 * server_cpu / max(len(ms), 1):.1f} ms per submit), clients {clients_cpu:.1f} s "
-          f"({1e3 * clients_cpu / max(len(ms), 1):.1f} ms per submit)")
+    print(
+        f"{args.study} study: {args.annotators} concurrent annotators over HTTP ({kind}, {where}, all on this machine), "
+        f"{args.seconds:g} s, {args.think:g} s pause after each reply: {len(ms)} submits "
+        f"(load average {os.getloadavg()[0]:.1f} on {cpus} CPUs)"
+    )
+    print(
+        f"submit -> next image ms: p50 {np.percentile(ms, 50):.1f}  p95 {np.percentile(ms, 95):.1f}  max {ms.max():.1f}"
+    )
+    print(
+        f"CPU over {wall:.1f} s ({cpus * wall:.0f} CPU-s available): server {server_cpu:.1f} s "
+        f"({1e3 * server_cpu / max(len(ms), 1):.1f} ms per submit), clients {clients_cpu:.1f} s "
+        f"({1e3 * clients_cpu / max(len(ms), 1):.1f} ms per submit)"
+    )
     store = _store_class(args)(folder / "bench.db", k=args.k, timeout=60)
     stored = sum(_check_store(store, args).values())
     assert stored == len(ms), f"{len(ms)} submits but {stored} answers stored"
@@ -451,8 +520,9 @@ def breakdown(app, store, image: Path, folder: Path, args: argparse.Namespace, n
 
     rating = args.study == "rating"
     handlers = RatingHandlers if rating else AnnotationHandlers
-    start_api, submit_api, answers = ("/rate_start", "/rate_submit", ("3",)) if rating else \
-        ("/on_start", "/on_submit", ("yes", "no"))
+    start_api, submit_api, answers = (
+        ("/rate_start", "/rate_submit", ("3",)) if rating else ("/on_start", "/on_submit", ("yes", "no"))
+    )
     handler_ms: list[float] = []
     api_ms: list[float] = []
     progress_ms: list[float] = []
@@ -504,17 +574,20 @@ def breakdown(app, store, image: Path, folder: Path, args: argparse.Namespace, n
         rows[download] = (trip, list(handler_ms), list(api_ms), list(progress_ms))
     app.close()
     trip, handler, api, counted = rows[False]
-    print(f"{args.study} study: one annotator, {n} sequential submits, ms (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs):")
+    print(
+        f"{args.study} study: one annotator, {n} sequential submits, ms (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs):"
+    )
     print(f"  round trip with the image download     {_pcts(rows[True][0])}")
     print(f"  round trip without the download        {_pcts(trip)}")
     print(f"  server process_api (Gradio + handler)  {_pcts(api)}")
     print(f"  our handler (store submit + next)      {_pcts(handler)}")
     print(f"  of which the progress count            {_pcts(counted)}")
-    print(f"  round trip, PageClient (the page's)    {_pcts(rows['page'][0])}  (handler "
-          f"{_pcts(rows['page'][1])})")
-    print(f"  so: download {np.median(rows[True][0]) - np.median(trip):.1f}, queue + HTTP + client "
-          f"{np.median(trip) - np.median(api):.1f}, Gradio processing {np.median(api) - np.median(handler):.1f}, "
-          f"ours {np.median(handler):.1f} (medians)")
+    print(f"  round trip, PageClient (the page's)    {_pcts(rows['page'][0])}  (handler {_pcts(rows['page'][1])})")
+    print(
+        f"  so: download {np.median(rows[True][0]) - np.median(trip):.1f}, queue + HTTP + client "
+        f"{np.median(trip) - np.median(api):.1f}, Gradio processing {np.median(api) - np.median(handler):.1f}, "
+        f"ours {np.median(handler):.1f} (medians)"
+    )
 
 
 if __name__ == "__main__":

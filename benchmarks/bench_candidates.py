@@ -63,8 +63,9 @@ def main() -> None:
     scorer = tiny_clip_scorer(image_size=32)
 
     start = time.perf_counter()
-    loop = np.concatenate([attribute_probabilities(scorer, [im], attributes, vocab, batch_size=1)
-                           for im in images[: args.loop_images]])
+    loop = np.concatenate(
+        [attribute_probabilities(scorer, [im], attributes, vocab, batch_size=1) for im in images[: args.loop_images]]
+    )
     loop_s = (time.perf_counter() - start) * args.images / args.loop_images
 
     start = time.perf_counter()
@@ -75,8 +76,10 @@ def main() -> None:
     select_s = time.perf_counter() - start
 
     diff = float(np.abs(batched[: args.loop_images] - loop).max())
-    print(f"{args.images} images x {len(attributes)} attributes ({len(groups)} groups), tiny CLIP scorer, "
-          f"{args.threads} thread(s)")
+    print(
+        f"{args.images} images x {len(attributes)} attributes ({len(groups)} groups), tiny CLIP scorer, "
+        f"{args.threads} thread(s)"
+    )
     print(f"per-image loop: {loop_s:.1f} s (timed on {args.loop_images} images, scaled)")
     print(f"batched ({args.batch_size} per call): {batched_s:.1f} s  -> {loop_s / batched_s:.1f}x faster")
     print(f"threshold selection over the grid: {select_s * 1000:.1f} ms; {len(selection.kept)} kept (random answers)")

@@ -118,7 +118,8 @@ def flop_ratios(t: int, n: int, d: int, layers: int, k: int, heads: int) -> tupl
     fast = full + k * (
         length * (9 * d * d + 2 * length * d)
         + (layers - 2) * _forward_cost(length, d)
-        + 12 * d * d + length * 2 * heads * d
+        + 12 * d * d
+        + length * 2 * heads * d
     )
     return fast / masked, fast / dropped
 
@@ -194,8 +195,10 @@ def main(argv: list[str] | None = None) -> int:
         "batched": "masked reference, K variants batched",
         "fast": "fast (exact deletion path)",
     }
-    print(f"backend={args.backend} device={args.device} images={b} K={args.clusters} tokens={TOKENS} "
-          f"layers={LAYERS} width={WIDTH} threads={torch.get_num_threads()} rounds={args.repeats} (min over rounds)")
+    print(
+        f"backend={args.backend} device={args.device} images={b} K={args.clusters} tokens={TOKENS} "
+        f"layers={LAYERS} width={WIDTH} threads={torch.get_num_threads()} rounds={args.repeats} (min over rounds)"
+    )
     for name in ("masked", "dropped", "floor", "batched", "fast"):
         if name in w:
             print(f"{titles[name]:<42} wall {w[name] / b * 1e3:8.1f} ms/image   cpu {c[name] / b * 1e3:8.1f} ms/image")

@@ -55,8 +55,9 @@ def per_image_loop(models, data, methods, steps: int) -> None:
             label = torch.as_tensor(data.labels[i : i + 1], dtype=torch.long)
             for explainer in explainers.values():
                 maps = explainer(px, classes[label]).maps
-                classification_curves(lambda x: F.normalize(be.encode_image(x).float(), dim=-1) @ classes.T,
-                                      px, maps, label, steps=steps)
+                classification_curves(
+                    lambda x: F.normalize(be.encode_image(x).float(), dim=-1) @ classes.T, px, maps, label, steps=steps
+                )
 
 
 def scoring_floor(models, data, methods, steps: int, batch: int) -> None:
@@ -86,8 +87,13 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=64)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--threads", type=int, nargs="+", default=sorted({1, os.cpu_count() or 1}),
-                        help="torch thread counts, each timed in turn (default: 1 and every CPU of this machine)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        nargs="+",
+        default=sorted({1, os.cpu_count() or 1}),
+        help="torch thread counts, each timed in turn (default: 1 and every CPU of this machine)",
+    )
     parser.add_argument("--methods", nargs="+", default=["cci", "gradcam", "grad-eclip", "maskclip", "rollout"])
     args = parser.parse_args()
 
@@ -99,16 +105,19 @@ def main() -> None:
 
     classes = load_vocabulary().sub_classes[: args.classes]
     arms = {
-        "harness, batched": lambda: classification_table(models, data, methods=args.methods, steps=args.steps,
-                                                         batch_size=args.batch, progress=False),
-        "harness, per image": lambda: classification_table(models, data, methods=args.methods, steps=args.steps,
-                                                           batch_size=1, progress=False),
+        "harness, batched": lambda: classification_table(
+            models, data, methods=args.methods, steps=args.steps, batch_size=args.batch, progress=False
+        ),
+        "harness, per image": lambda: classification_table(
+            models, data, methods=args.methods, steps=args.steps, batch_size=1, progress=False
+        ),
         "per-image loop": lambda: per_image_loop(models, data, args.methods, args.steps),
         "scoring floor": lambda: scoring_floor(models, data, args.methods, args.steps, args.batch),
     }
     with tempfile.TemporaryDirectory() as tmp:
-        root = export_world_image_folder(f"{tmp}/val", per_class=args.images_per_class, image_size=args.size,
-                                         class_names=classes)
+        root = export_world_image_folder(
+            f"{tmp}/val", per_class=args.images_per_class, image_size=args.size, class_names=classes
+        )
         data = read_image_folder(root, root / "class_names.txt")
         models = load_table_models(["random-clip"], image_size=args.size)
         for threads in args.threads:
@@ -123,21 +132,32 @@ def main() -> None:
             report(timings, args, threads, load, len(data.paths))
 
 
-def report(timings: dict[str, list[tuple[float, float]]], args: argparse.Namespace, threads: int,
-           load: tuple[float, float, float], n_images: int) -> None:
+def report(
+    timings: dict[str, list[tuple[float, float]]],
+    args: argparse.Namespace,
+    threads: int,
+    load: tuple[float, float, float],
+    n_images: int,
+) -> None:
     """Print one thread count's best times and ratios."""
     best = {arm: (min(t[0] for t in ts), min(t[1] for t in ts)) for arm, ts in timings.items()}
-    print(f"\n{n_images} images, {args.size} px, tiny open_clip ViT, methods {args.methods}, "
-          f"{args.steps + 1} fractions, {threads} thread(s), batch {args.batch}; load average (1 min) "
-          f"{load[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end on {os.cpu_count()} CPUs")
+    print(
+        f"\n{n_images} images, {args.size} px, tiny open_clip ViT, methods {args.methods}, "
+        f"{args.steps + 1} fractions, {threads} thread(s), batch {args.batch}; load average (1 min) "
+        f"{load[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end on {os.cpu_count()} CPUs"
+    )
     for arm, (wall, cpu) in best.items():
         print(f"{arm:>20}: wall {wall:.2f} s, CPU {cpu:.2f} s")
     batched = best["harness, batched"]
     for arm in ("per-image loop", "harness, per image"):
-        print(f"ratio {arm} / harness batched: wall {best[arm][0] / batched[0]:.2f}x, CPU {best[arm][1] / batched[1]:.2f}x")
+        print(
+            f"ratio {arm} / harness batched: wall {best[arm][0] / batched[0]:.2f}x, CPU {best[arm][1] / batched[1]:.2f}x"
+        )
     floor = best["scoring floor"]
-    print(f"scoring floor: {floor[0] / batched[0]:.0%} of the batched harness's wall time; ceiling per-image loop / "
-          f"scoring floor: wall {best['per-image loop'][0] / floor[0]:.2f}x, CPU {best['per-image loop'][1] / floor[1]:.2f}x")
+    print(
+        f"scoring floor: {floor[0] / batched[0]:.0%} of the batched harness's wall time; ceiling per-image loop / "
+        f"scoring floor: wall {best['per-image loop'][0] / floor[0]:.2f}x, CPU {best['per-image loop'][1] / floor[1]:.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -48,21 +48,33 @@ def _vqa(world, images: np.ndarray, repeats: int) -> None:
 
     vqa = VQAJudge(create_judge("composition"), create_judge("world"))
     n = len(images)
-    workloads = {"'a photo of two V* in the sky' (count, scene)": [questions("a photo of two V* in the sky")[1:]],
-                 "every composition prompt of a concept": [questions(p)[1:] for _, p, _ in concept_prompts(world, 0)]}
+    workloads = {
+        "'a photo of two V* in the sky' (count, scene)": [questions("a photo of two V* in the sky")[1:]],
+        "every composition prompt of a concept": [questions(p)[1:] for _, p, _ in concept_prompts(world, 0)],
+    }
     for name, prompts in workloads.items():
         nq, t_b, t_l, t_q = sum(len(qs) for qs in prompts), 0.0, 0.0, 0.0
         for qs in prompts:  # per prompt: the best of each path, summed over the prompts
-            (batched, loop, single), (b, lo, q) = _interleaved([
-                lambda: vqa.p_yes(images, qs, 0, world),
-                lambda: np.concatenate([vqa.p_yes(images[i:i + 1], qs, 0, world) for i in range(n)]),
-                lambda: np.concatenate([np.concatenate([vqa.p_yes(images[i:i + 1], [q], 0, world) for q in qs], axis=1)
-                                        for i in range(n)])], repeats)
+            (batched, loop, single), (b, lo, q) = _interleaved(
+                [
+                    lambda: vqa.p_yes(images, qs, 0, world),
+                    lambda: np.concatenate([vqa.p_yes(images[i : i + 1], qs, 0, world) for i in range(n)]),
+                    lambda: np.concatenate(
+                        [
+                            np.concatenate([vqa.p_yes(images[i : i + 1], [q], 0, world) for q in qs], axis=1)
+                            for i in range(n)
+                        ]
+                    ),
+                ],
+                repeats,
+            )
             assert np.allclose(batched, loop, atol=1e-4) and np.allclose(batched, single, atol=1e-4)
             t_b, t_l, t_q = t_b + b, t_l + lo, t_q + q
-        print(f"VQA oracle, {name}: {len(prompts)} prompt(s), {n} images x {nq} questions: batched {t_b:.3f} s, "
-              f"per-image loop {t_l:.3f} s, ratio {t_l / t_b:.1f}x (target >= 5x); "
-              f"per-(image, question) loop {t_q:.3f} s, ratio {t_q / t_b:.1f}x")
+        print(
+            f"VQA oracle, {name}: {len(prompts)} prompt(s), {n} images x {nq} questions: batched {t_b:.3f} s, "
+            f"per-image loop {t_l:.3f} s, ratio {t_l / t_b:.1f}x (target >= 5x); "
+            f"per-(image, question) loop {t_q:.3f} s, ratio {t_q / t_b:.1f}x"
+        )
 
 
 def _question_generation(world, n: int, repeats: int) -> None:
@@ -72,11 +84,14 @@ def _question_generation(world, n: int, repeats: int) -> None:
 
     unique = [p for _, p, _ in concept_prompts(world, 0)]
     prompts = [unique[i % len(unique)] for i in range(n)]
-    (batched, loop), (t_b, t_l) = _interleaved([lambda: questions_of(prompts), lambda: [questions(p) for p in prompts]],
-                                               repeats)
+    (batched, loop), (t_b, t_l) = _interleaved(
+        [lambda: questions_of(prompts), lambda: [questions(p) for p in prompts]], repeats
+    )
     assert batched == loop
-    print(f"question generation, {n} prompts ({len(unique)} unique): batched {t_b * 1e3:.3f} ms, per-prompt loop "
-          f"{t_l * 1e3:.3f} ms, ratio {t_l / t_b:.1f}x (target >= 5x)")
+    print(
+        f"question generation, {n} prompts ({len(unique)} unique): batched {t_b * 1e3:.3f} ms, per-prompt loop "
+        f"{t_l * 1e3:.3f} ms, ratio {t_l / t_b:.1f}x (target >= 5x)"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -84,22 +99,31 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--images", type=int, default=480, help="images the oracles score")
     p.add_argument("--generate", type=int, default=16, help="images generated per concept")
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--repeats", type=int, default=3, help="VQA and question timings: best of this many runs, in turn (after a warm-up)")
-    p.add_argument("--only", choices=("all", "oracles"), default="all",
-                   help="'oracles': skip the (slow) generation section")
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="VQA and question timings: best of this many runs, in turn (after a warm-up)",
+    )
+    p.add_argument(
+        "--only", choices=("all", "oracles"), default="all", help="'oracles': skip the (slow) generation section"
+    )
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     classes = task_species(load_vocabulary(), "object")[:12]
     cw = ConceptWorld(classes=classes)
-    oracle = train_conceptbed_judge(ConceptBedJudgeSpec("species", "medium", per_class=10, epochs=2, classes=classes),
-                                    cw.world)
+    oracle = train_conceptbed_judge(
+        ConceptBedJudgeSpec("species", "medium", per_class=10, epochs=2, classes=classes), cw.world
+    )
     per = max(1, args.images // len(classes))
     images = np.concatenate([cw.renders(c, per, "concept_real") for c in range(len(classes))])
     batched, t_batched = _timed(lambda: oracle.scores(images, batch_size=256))
-    loop, t_loop = _timed(lambda: np.concatenate([oracle.scores(images[i:i + 1]) for i in range(len(images))]))
+    loop, t_loop = _timed(lambda: np.concatenate([oracle.scores(images[i : i + 1]) for i in range(len(images))]))
     assert np.allclose(batched, loop, atol=1e-5)
-    print(f"oracle scoring, {len(images)} images: batched {t_batched:.3f} s, per-image loop {t_loop:.3f} s, "
-          f"ratio {t_loop / t_batched:.1f}x (target >= 5x)")
+    print(
+        f"oracle scoring, {len(images)} images: batched {t_batched:.3f} s, per-image loop {t_loop:.3f} s, "
+        f"ratio {t_loop / t_batched:.1f}x (target >= 5x)"
+    )
 
     _vqa(cw.world, images, args.repeats)
     _question_generation(cw.world, len(images), args.repeats)
@@ -117,8 +141,10 @@ def main(argv: list[str] | None = None) -> None:
     batched, t_batched = _timed(lambda: learner.generate(prompts, n, 0))
     single, t_single = _timed(lambda: np.concatenate([learner.generate([prompts[i % 2]], 1, i) for i in range(n)]))
     same = int(np.abs(batched.astype(int) - single).max())
-    print(f"generation, {n} images of the world Flux (20 steps, true CFG): batched {t_batched:.2f} s, one per call "
-          f"{t_single:.2f} s, ratio {t_single / t_batched:.2f}x (target >= 3x); max pixel difference {same}")
+    print(
+        f"generation, {n} images of the world Flux (20 steps, true CFG): batched {t_batched:.2f} s, one per call "
+        f"{t_single:.2f} s, ratio {t_single / t_batched:.2f}x (target >= 3x); max pixel difference {same}"
+    )
 
 
 if __name__ == "__main__":

@@ -42,8 +42,18 @@ def make_study(folder: Path, images: int, annotators: int, study2_every: int, se
         c = world.class_names.index(ref)
         group = vocab.group_of(target)
         removed = [vocab.attributes[j] for j in vocab.groups[group] if world.class_attributes[c, j]]
-        rows.append({"id": f"c{i:06d}", "file_name": "bird.png", "reference_class": ref, "target_attribute": target,
-                     "removed_attributes": removed, "group": group, "source_id": i, "seed": 0})
+        rows.append(
+            {
+                "id": f"c{i:06d}",
+                "file_name": "bird.png",
+                "reference_class": ref,
+                "target_attribute": target,
+                "removed_attributes": removed,
+                "group": group,
+                "source_id": i,
+                "seed": 0,
+            }
+        )
     (folder / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     rng = np.random.default_rng(seed)
     likert = np.array(["yes", "somewhat", "no"])
@@ -62,8 +72,17 @@ def make_study(folder: Path, images: int, annotators: int, study2_every: int, se
             target = rows[i]["target_attribute"]
             choices = group_choices(target, vocab)
             picks.append(target if rng.random() < 0.9 else choices[int(rng.integers(len(choices)))])
-        out.append(pd.DataFrame({"annotator": name, "image": [f"2:c{i:06d}" for i in s2], "study": 2,
-                                 "question": "present", "answer": picks}))
+        out.append(
+            pd.DataFrame(
+                {
+                    "annotator": name,
+                    "image": [f"2:c{i:06d}" for i in s2],
+                    "study": 2,
+                    "question": "present",
+                    "answer": picks,
+                }
+            )
+        )
     path = folder / "answers.parquet"
     pd.concat(out, ignore_index=True).to_parquet(path, index=False)
     return path
@@ -83,15 +102,19 @@ def main() -> None:
     t0 = time.perf_counter()
     answers = make_study(folder, args.images, args.annotators, args.study2_every)
     n = len(pd.read_parquet(answers))
-    print(f"study: {args.images} candidates, {n} answers by {args.annotators} annotators "
-          f"(made in {time.perf_counter() - t0:.1f} s)")
+    print(
+        f"study: {args.images} candidates, {n} answers by {args.annotators} annotators "
+        f"(made in {time.perf_counter() - t0:.1f} s)"
+    )
     t0 = time.perf_counter()
     res = run_curate(CurateConfig(folder, answers))
     res.save(folder / "out")
     wall = time.perf_counter() - t0
-    print(f"curate: {wall:.2f} s end to end; kept {len(res.kept)} images, {int(res.attributes.kept.sum())} of "
-          f"{len(res.attributes)} attributes, {int((res.pairings.reason == '').sum())} of {len(res.pairings)} pairings; "
-          f"alpha {', '.join(f'{k} {v:.3f}' for k, v in res.alpha.items())}")
+    print(
+        f"curate: {wall:.2f} s end to end; kept {len(res.kept)} images, {int(res.attributes.kept.sum())} of "
+        f"{len(res.attributes)} attributes, {int((res.pairings.reason == '').sum())} of {len(res.pairings)} pairings; "
+        f"alpha {', '.join(f'{k} {v:.3f}' for k, v in res.alpha.items())}"
+    )
 
 
 if __name__ == "__main__":

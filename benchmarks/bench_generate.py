@@ -54,8 +54,11 @@ def batch_section(args: argparse.Namespace) -> dict[str, Any]:
     def writer(batch: int):
         def run() -> None:
             with tempfile.TemporaryDirectory() as out:
-                config = GenerateConfig(out=Path(out), num_inference_steps=args.steps, guidance_scale=3.5, batch_size=batch)
+                config = GenerateConfig(
+                    out=Path(out), num_inference_steps=args.steps, guidance_scale=3.5, batch_size=batch
+                )
                 assert generate_images(pipe, jobs, config, model, progress=False) == len(jobs)
+
         return run
 
     result = interleave({f"batch {b}": writer(b) for b in args.batch_sizes}, rounds=args.rounds, warmup=1)
@@ -64,7 +67,10 @@ def batch_section(args: argparse.Namespace) -> dict[str, Any]:
     rows = {}
     for b in args.batch_sizes:
         t = result.timings[f"batch {b}"]
-        rows[b] = {"pairs_per_s_wall": args.pairs / t.spread("wall").median, "pairs_per_cpu_s": args.pairs / t.spread("cpu").median}
+        rows[b] = {
+            "pairs_per_s_wall": args.pairs / t.spread("wall").median,
+            "pairs_per_cpu_s": args.pairs / t.spread("cpu").median,
+        }
     first = args.batch_sizes[0]
     stop = args.batch_sizes[-1]
     for b, nxt in zip(args.batch_sizes, args.batch_sizes[1:]):
@@ -75,8 +81,10 @@ def batch_section(args: argparse.Namespace) -> dict[str, Any]:
         cpu_ratio = result.ratio(f"batch {first}", f"batch {b}", "cpu")
         wall_ratio = result.ratio(f"batch {first}", f"batch {b}", "wall")
         row.update(speedup_cpu=vars(cpu_ratio), speedup_wall=vars(wall_ratio))
-        print(f"  batch {b}: {row['pairs_per_s_wall']:.3f} pairs/s (wall), {row['pairs_per_cpu_s']:.3f} pairs per CPU-s; "
-              f"speed-up over batch {first}: CPU {cpu_ratio.format(2, 'x')}, wall {wall_ratio.format(2, 'x')}")
+        print(
+            f"  batch {b}: {row['pairs_per_s_wall']:.3f} pairs/s (wall), {row['pairs_per_cpu_s']:.3f} pairs per CPU-s; "
+            f"speed-up over batch {first}: CPU {cpu_ratio.format(2, 'x')}, wall {wall_ratio.format(2, 'x')}"
+        )
     print(f"  batching stops helping (next size gains < {100 * args.gain:.0f} % on CPU time) at batch {stop}")
     return {"per_batch": rows, "stops_helping_at": stop, **result.as_dict()}
 
@@ -84,6 +92,7 @@ def batch_section(args: argparse.Namespace) -> dict[str, Any]:
 def worker(args: argparse.Namespace) -> None:
     """One process of the process section: ``run_generate`` as the command runs it, timed
     from a barrier after the imports to the end (model load, generation, writing, merge)."""
+    import torch
     from accelerate import PartialState
 
     import concept_grounding.tdg.pipeline  # noqa: F401  (imports diffusers: start-up, not generation)
@@ -91,22 +100,45 @@ def worker(args: argparse.Namespace) -> None:
     from concept_grounding.tdg.generate_job import run_generate
     from concept_grounding.worldflux.source import WorldFlux, world_pairings
 
-    import torch
-
     state = PartialState(cpu=not torch.cuda.is_available())  # as run_generate makes it
-    config = GenerateConfig(out=args.worker, model=WorldFlux(), pairings=world_pairings(), classes=(PAIRING[0],),
-                            attributes=(PAIRING[1],), images_per_pairing=args.pairs, num_inference_steps=args.steps,
-                            batch_size=args.process_batch)
+    config = GenerateConfig(
+        out=args.worker,
+        model=WorldFlux(),
+        pairings=world_pairings(),
+        classes=(PAIRING[0],),
+        attributes=(PAIRING[1],),
+        images_per_pairing=args.pairs,
+        num_inference_steps=args.steps,
+        batch_size=args.process_batch,
+    )
     state.wait_for_everyone()
     start, cpu = time.perf_counter(), time.process_time()
     result = run_generate(config)
-    print(json.dumps({"rank": state.process_index, "seconds": time.perf_counter() - start,
-                      "cpu_s": time.process_time() - cpu, "written": result.written}), flush=True)
+    print(
+        json.dumps(
+            {
+                "rank": state.process_index,
+                "seconds": time.perf_counter() - start,
+                "cpu_s": time.process_time() - cpu,
+                "written": result.written,
+            }
+        ),
+        flush=True,
+    )
 
 
 def _command(out: Path, args: argparse.Namespace, processes: int) -> list[str]:
-    script = [str(Path(__file__).resolve()), "--worker", str(out), "--pairs", str(args.pairs), "--steps", str(args.steps),
-              "--process-batch", str(args.process_batch)]
+    script = [
+        str(Path(__file__).resolve()),
+        "--worker",
+        str(out),
+        "--pairs",
+        str(args.pairs),
+        "--steps",
+        str(args.steps),
+        "--process-batch",
+        str(args.process_batch),
+    ]
     if processes == 1:
         return [sys.executable, *script]
     return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes), *script]
@@ -117,7 +149,7 @@ def process_section(args: argparse.Namespace) -> dict[str, Any]:
     seconds: dict[str, list[float]] = {name: [] for name in configs}
     names = list(configs)
     for r in range(args.rounds):
-        for name in names[r % len(names):] + names[: r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             processes, threads = configs[name]
             env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
             with tempfile.TemporaryDirectory() as tmp:
@@ -129,17 +161,22 @@ def process_section(args: argparse.Namespace) -> dict[str, Any]:
                 if len(ranks) != processes or sum(r["written"] for r in ranks) != args.pairs:
                     raise SystemExit(f"{name}: expected {processes} processes writing {args.pairs} images, got {ranks}")
                 seconds[name].append(max(r["seconds"] for r in ranks))  # the job ends with its slowest process
-    print(f"\n== processes: run_generate as `concept-grounding generate` runs it, {args.pairs} pairs at "
-          f"--batch-size {args.process_batch}, {args.rounds} alternating rounds (wall time from after the imports "
-          "to the merged metadata, slowest process)")
+    print(
+        f"\n== processes: run_generate as `concept-grounding generate` runs it, {args.pairs} pairs at "
+        f"--batch-size {args.process_batch}, {args.rounds} alternating rounds (wall time from after the imports "
+        "to the merged metadata, slowest process)"
+    )
     rows = {}
     for name in names:
         rows[name] = {"seconds": seconds[name], "pairs_per_s": args.pairs / statistics.median(seconds[name])}
     base = rows[names[0]]["pairs_per_s"]
     for name, row in rows.items():
         row["speedup"] = row["pairs_per_s"] / base
-        print(f"  {name:<24} {row['pairs_per_s']:.3f} pairs/s ({row['speedup']:.2f}x); runs "
-              + ", ".join(f"{s:.1f}" for s in row["seconds"]) + " s")
+        print(
+            f"  {name:<24} {row['pairs_per_s']:.3f} pairs/s ({row['speedup']:.2f}x); runs "
+            + ", ".join(f"{s:.1f}" for s in row["seconds"])
+            + " s"
+        )
     return rows
 
 
@@ -153,7 +190,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--gain", type=float, default=0.05, help="smallest gain that counts as helping")
     parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument("--worker", type=Path, default=None, help=argparse.SUPPRESS)  # one process of the process section
+    parser.add_argument(
+        "--worker", type=Path, default=None, help=argparse.SUPPRESS
+    )  # one process of the process section
     args = parser.parse_args()
     if args.worker is not None:
         return worker(args)

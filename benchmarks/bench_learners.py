@@ -45,9 +45,18 @@ from typing import Any
 from concept_grounding.learners import METHOD_DEFAULTS, METHODS, LearnConfig
 
 #: FLUX.1-dev's published transformer config (black-forest-labs/FLUX.1-dev transformer/config.json).
-FLUX_DEV = dict(patch_size=1, in_channels=64, num_layers=19, num_single_layers=38, attention_head_dim=128,
-                num_attention_heads=24, joint_attention_dim=4096, pooled_projection_dim=768, guidance_embeds=True,
-                axes_dims_rope=(16, 56, 56))
+FLUX_DEV = dict(
+    patch_size=1,
+    in_channels=64,
+    num_layers=19,
+    num_single_layers=38,
+    attention_head_dim=128,
+    num_attention_heads=24,
+    joint_attention_dim=4096,
+    pooled_projection_dim=768,
+    guidance_embeds=True,
+    axes_dims_rope=(16, 56, 56),
+)
 #: prior images and their sampling steps in a Table 5 DreamBooth / Custom Diffusion concept (FLUX.1-dev: 28 steps).
 PRIOR_IMAGES, PRIOR_SAMPLING_STEPS = 200, 28
 HELD_OUT = "001.Black_footed_Albatross"
@@ -79,9 +88,13 @@ def _learn_once(config: LearnConfig, out: str, threads: int) -> dict[str, Any]:
     torch.set_num_threads(threads)
     folder = learn(config, out)
     log = json.loads((Path(folder) / "learned.json").read_text())
-    return {"steps": log["steps"], "seconds_training": log["seconds_training"], "seconds_total": log["seconds_total"],
-            "trained_parameters": log["trained_parameters"],
-            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    return {
+        "steps": log["steps"],
+        "seconds_training": log["seconds_training"],
+        "seconds_total": log["seconds_total"],
+        "trained_parameters": log["trained_parameters"],
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
 
 
 def bench_world(steps: int, num_prior: int, threads: int, methods: tuple[str, ...]) -> dict[str, Any]:
@@ -96,13 +109,19 @@ def bench_world(steps: int, num_prior: int, threads: int, methods: tuple[str, ..
                 fig = pool.apply(_learn_once, (config, str(Path(tmp) / method), threads))
             per_step = fig["seconds_training"] / fig["steps"]
             fixed = fig["seconds_total"] - fig["seconds_training"]
-            fig.update(seconds_per_step=per_step, seconds_fixed=fixed,
-                       table5_steps=METHOD_DEFAULTS[method][0],
-                       seconds_per_concept_table5=fixed + per_step * METHOD_DEFAULTS[method][0])
+            fig.update(
+                seconds_per_step=per_step,
+                seconds_fixed=fixed,
+                table5_steps=METHOD_DEFAULTS[method][0],
+                seconds_per_concept_table5=fixed + per_step * METHOD_DEFAULTS[method][0],
+            )
             out["methods"][method] = fig
-            print(f"{method:18s} {per_step:7.3f} s/step  {fig['seconds_total']:7.1f} s for {steps} steps  "
-                  f"~{fig['seconds_per_concept_table5']:7.1f} s/concept at {METHOD_DEFAULTS[method][0]} steps  "
-                  f"peak RSS {fig['peak_rss_mib']:.0f} MiB  ({fig['trained_parameters']:,} trained)", flush=True)
+            print(
+                f"{method:18s} {per_step:7.3f} s/step  {fig['seconds_total']:7.1f} s for {steps} steps  "
+                f"~{fig['seconds_per_concept_table5']:7.1f} s/concept at {METHOD_DEFAULTS[method][0]} steps  "
+                f"peak RSS {fig['peak_rss_mib']:.0f} MiB  ({fig['trained_parameters']:,} trained)",
+                flush=True,
+            )
     return out
 
 
@@ -120,10 +139,14 @@ def dev_size_pipeline(device: str, divisor: int = 1, text_tokens: int = 512) -> 
     config = dict(FLUX_DEV)
     if divisor > 1:
         heads = max(1, 24 // divisor)
-        config.update(num_layers=max(1, 19 // divisor), num_single_layers=max(1, 38 // divisor),
-                      num_attention_heads=heads, joint_attention_dim=max(16, 4096 // divisor),
-                      pooled_projection_dim=max(16, 768 // divisor))
-    words = "a photo of bird sks the with in style".split()
+        config.update(
+            num_layers=max(1, 19 // divisor),
+            num_single_layers=max(1, 38 // divisor),
+            num_attention_heads=heads,
+            joint_attention_dim=max(16, 4096 // divisor),
+            pooled_projection_dim=max(16, 768 // divisor),
+        )
+    words = ["a", "photo", "of", "bird", "sks", "the", "with", "in", "style"]
     clip_tok, _ = word_tokenizers(words, 77)
     _, t5_tok = word_tokenizers(words, text_tokens)
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
@@ -134,16 +157,43 @@ def dev_size_pipeline(device: str, divisor: int = 1, text_tokens: int = 512) -> 
         try:
             with torch.device(device):
                 transformer = FluxTransformer2DModel(**config)
-                clip = CLIPTextModel(CLIPTextConfig(vocab_size=len(clip_tok), hidden_size=config["pooled_projection_dim"],
-                                                    intermediate_size=1024, num_hidden_layers=1, num_attention_heads=4,
-                                                    max_position_embeddings=77, bos_token_id=1, eos_token_id=3,
-                                                    pad_token_id=0, projection_dim=config["pooled_projection_dim"]))
-                t5 = T5EncoderModel(T5Config(vocab_size=len(t5_tok), d_model=config["joint_attention_dim"], d_kv=64,
-                                             d_ff=1024, num_layers=1, num_heads=8, pad_token_id=0, eos_token_id=3))
+                clip = CLIPTextModel(
+                    CLIPTextConfig(
+                        vocab_size=len(clip_tok),
+                        hidden_size=config["pooled_projection_dim"],
+                        intermediate_size=1024,
+                        num_hidden_layers=1,
+                        num_attention_heads=4,
+                        max_position_embeddings=77,
+                        bos_token_id=1,
+                        eos_token_id=3,
+                        pad_token_id=0,
+                        projection_dim=config["pooled_projection_dim"],
+                    )
+                )
+                t5 = T5EncoderModel(
+                    T5Config(
+                        vocab_size=len(t5_tok),
+                        d_model=config["joint_attention_dim"],
+                        d_kv=64,
+                        d_ff=1024,
+                        num_layers=1,
+                        num_heads=8,
+                        pad_token_id=0,
+                        eos_token_id=3,
+                    )
+                )
         finally:
             torch.set_default_dtype(previous)
-    pipe = FluxPipeline(scheduler=FlowMatchEulerDiscreteScheduler(), vae=None, text_encoder=clip, tokenizer=clip_tok,
-                        text_encoder_2=t5, tokenizer_2=t5_tok, transformer=transformer.to(dtype))
+    pipe = FluxPipeline(
+        scheduler=FlowMatchEulerDiscreteScheduler(),
+        vae=None,
+        text_encoder=clip,
+        tokenizer=clip_tok,
+        text_encoder_2=t5,
+        tokenizer_2=t5_tok,
+        transformer=transformer.to(dtype),
+    )
     return pipe.to(device)
 
 
@@ -154,8 +204,16 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def bench_dev_size(device: str, divisor: int, size: int, steps: int, batch: int, rank: int,
-                   methods: tuple[str, ...], text_tokens: int = 512) -> dict[str, Any]:
+def bench_dev_size(
+    device: str,
+    divisor: int,
+    size: int,
+    steps: int,
+    batch: int,
+    rank: int,
+    methods: tuple[str, ...],
+    text_tokens: int = 512,
+) -> dict[str, Any]:
     """Each method's s/step and peak memory on the FLUX.1-dev-shaped pipeline."""
     import torch
 
@@ -163,8 +221,15 @@ def bench_dev_size(device: str, divisor: int, size: int, steps: int, batch: int,
 
     cuda = device.startswith("cuda")
     side = size // 8  # FLUX.1's VAE downsamples 8x: 1024 px -> 128 x 128 latents -> 64 x 64 packed tokens
-    out: dict[str, Any] = {"device": torch.cuda.get_device_name(device) if cuda else device, "width_divisor": divisor,
-                           "size": size, "tokens": (side // 2) ** 2, "text_tokens": text_tokens, "batch": batch, "methods": {}}
+    out: dict[str, Any] = {
+        "device": torch.cuda.get_device_name(device) if cuda else device,
+        "width_divisor": divisor,
+        "size": size,
+        "tokens": (side // 2) ** 2,
+        "text_tokens": text_tokens,
+        "batch": batch,
+        "methods": {},
+    }
     for method in methods:
         gc.collect()
         if cuda:
@@ -174,11 +239,21 @@ def bench_dev_size(device: str, divisor: int, size: int, steps: int, batch: int,
         out["parameters"] = sum(p.numel() for p in pipe.transformer.parameters())
         dtype = pipe.transformer.dtype
         g = torch.Generator().manual_seed(0)
-        lat = Latents(torch.randn(4, 16, side, side, generator=g).to(device, dtype),
-                      torch.zeros(4, 16, side, side).to(device, dtype))
-        config = LearnConfig(method=method, images="unused", batch=batch, rank=rank, device=device,
-                             gradient_checkpointing=True, dtype="bfloat16" if cuda else "float32",
-                             class_prompt="a photo of a bird", init_word="bird")
+        lat = Latents(
+            torch.randn(4, 16, side, side, generator=g).to(device, dtype),
+            torch.zeros(4, 16, side, side).to(device, dtype),
+        )
+        config = LearnConfig(
+            method=method,
+            images="unused",
+            batch=batch,
+            rank=rank,
+            device=device,
+            gradient_checkpointing=True,
+            dtype="bfloat16" if cuda else "float32",
+            class_prompt="a photo of a bird",
+            init_word="bird",
+        )
         learner = prepare_learner(pipe, config)
         prior = lat if config.uses_prior() else None
         training_step(learner, 0, lat, prior)  # untimed: allocation, kernel selection
@@ -188,10 +263,12 @@ def bench_dev_size(device: str, divisor: int, size: int, steps: int, batch: int,
             training_step(learner, 1 + s, lat, prior)
         _sync(device)
         per_step = (time.perf_counter() - t0) / steps
-        fig: dict[str, Any] = {"seconds_per_step": per_step,
-                               "trained_parameters": int(sum(p.numel() for p in learner.params.values())),
-                               "table5_steps": METHOD_DEFAULTS[method][0],
-                               "seconds_per_concept_table5_steps_only": per_step * METHOD_DEFAULTS[method][0]}
+        fig: dict[str, Any] = {
+            "seconds_per_step": per_step,
+            "trained_parameters": int(sum(p.numel() for p in learner.params.values())),
+            "table5_steps": METHOD_DEFAULTS[method][0],
+            "seconds_per_concept_table5_steps_only": per_step * METHOD_DEFAULTS[method][0],
+        }
         if cuda:
             fig["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
         if prior is not None:  # sampling the prior images: one forward per image and sampling step
@@ -203,14 +280,22 @@ def bench_dev_size(device: str, divisor: int, size: int, steps: int, batch: int,
                     _sync(device)
             forward = (time.perf_counter() - t1) / batch
             fig["seconds_prior_images"] = forward * PRIOR_IMAGES * PRIOR_SAMPLING_STEPS
-        fig["seconds_per_concept_table5"] = (fig["seconds_per_concept_table5_steps_only"]
-                                             + fig.get("seconds_prior_images", 0.0))
+        fig["seconds_per_concept_table5"] = fig["seconds_per_concept_table5_steps_only"] + fig.get(
+            "seconds_prior_images", 0.0
+        )
         out["methods"][method] = fig
         peak = f"  peak {fig['peak_gib']:.1f} GiB" if "peak_gib" in fig else ""
-        print(f"{method:18s} {per_step:8.3f} s/step{peak}  ~{fig['seconds_per_concept_table5']:8.0f} s/concept at "
-              f"{METHOD_DEFAULTS[method][0]} steps"
-              + (f" (incl. {fig['seconds_prior_images']:.0f} s of {PRIOR_IMAGES} prior images)" if prior is not None else "")
-              + f"  ({fig['trained_parameters']:,} trained)", flush=True)
+        print(
+            f"{method:18s} {per_step:8.3f} s/step{peak}  ~{fig['seconds_per_concept_table5']:8.0f} s/concept at "
+            f"{METHOD_DEFAULTS[method][0]} steps"
+            + (
+                f" (incl. {fig['seconds_prior_images']:.0f} s of {PRIOR_IMAGES} prior images)"
+                if prior is not None
+                else ""
+            )
+            + f"  ({fig['trained_parameters']:,} trained)",
+            flush=True,
+        )
         del learner, pipe, lat, prior
     return out
 
@@ -223,7 +308,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="world: torch CPU threads (default 1)")
     parser.add_argument("--flux-dev-size", action="store_true", help="FLUX.1-dev-shaped transformer (CUDA)")
     parser.add_argument("--device", default="cuda", help="device of --flux-dev-size (default cuda)")
-    parser.add_argument("--width-divisor", type=int, default=1, help="divide the dev-size widths and depth (smoke test)")
+    parser.add_argument(
+        "--width-divisor", type=int, default=1, help="divide the dev-size widths and depth (smoke test)"
+    )
     parser.add_argument("--size", type=int, default=1024, help="dev size: image side in pixels (default 1024)")
     parser.add_argument("--batch", type=int, default=1, help="dev size: images per step (default 1)")
     parser.add_argument("--text-tokens", type=int, default=512, help="dev size: T5 prompt tokens (default 512)")
@@ -232,8 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     methods = tuple(args.methods)
     if args.flux_dev_size:
-        figures = bench_dev_size(args.device, args.width_divisor, args.size, args.steps, args.batch, args.rank, methods,
-                                 args.text_tokens)
+        figures = bench_dev_size(
+            args.device, args.width_divisor, args.size, args.steps, args.batch, args.rank, methods, args.text_tokens
+        )
     else:
         figures = bench_world(args.steps, args.num_prior, args.threads, methods)
     if args.json:

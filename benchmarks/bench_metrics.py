@@ -77,8 +77,9 @@ def loop_concept_existence(theta, u, pred, labels, top_l=(1, 3, 5), ranking="the
     return out
 
 
-def loop_concept_location(maps, part_xy, part_visible, tops, concept_parts, image_size, alphas=(1, 3, 6),
-                          top_l=(1, 3, 5), rtol=1e-9):
+def loop_concept_location(
+    maps, part_xy, part_visible, tops, concept_parts, image_size, alphas=(1, 3, 6), top_l=(1, 3, 5), rtol=1e-9
+):
     """Per image, per top concept: upsample the full map (torch, float64), sort it, and
     test the centre against the |Omega|-th largest value (ties within rtol*max|F| inside)."""
     import torch
@@ -102,8 +103,17 @@ def loop_concept_location(maps, part_xy, part_visible, tops, concept_parts, imag
             for alpha in alphas:
                 n = int(min(max(np.floor(alpha * M1 * M2 / 12.0), 1), M1 * M2))
                 kth = ranked[n - 1]
-                hit.append(any(up[min(max(int(np.floor(part_xy[i, p, 1] + 0.5)), 0), M1 - 1),  # nearest pixel centre
-                                  min(max(int(np.floor(part_xy[i, p, 0] + 0.5)), 0), M2 - 1)] + tol >= kth for p in parts))
+                hit.append(
+                    any(
+                        up[
+                            min(max(int(np.floor(part_xy[i, p, 1] + 0.5)), 0), M1 - 1),  # nearest pixel centre
+                            min(max(int(np.floor(part_xy[i, p, 0] + 0.5)), 0), M2 - 1),
+                        ]
+                        + tol
+                        >= kth
+                        for p in parts
+                    )
+                )
             row.append(hit)
         hits_all.append(row)
     for l in top_l:
@@ -152,8 +162,10 @@ def loop_sub_accuracy_binary(probs, targets, removed, names, classes, group_of) 
                     by[level][key][1].append(ok)
     mean = lambda v: float(np.mean(v)) if v else float("nan")  # noqa: E731
     return {
-        "s_plus": mean(plus), "s_minus": mean(minus),
-        "chance_s_plus": 0.5 if plus else float("nan"), "chance_s_minus": 0.5 if minus else float("nan"),
+        "s_plus": mean(plus),
+        "s_minus": mean(minus),
+        "chance_s_plus": 0.5 if plus else float("nan"),
+        "chance_s_minus": 0.5 if minus else float("nan"),
         "breakdown": {level: {key: (mean(p), mean(m)) for key, (p, m) in d.items()} for level, d in by.items()},
     }
 
@@ -224,8 +236,10 @@ def main(argv: list[str] | None = None) -> int:
     d = make_data(args.images)
     n, n_loop = args.images, min(args.loop_images, args.images)
     scale = n / n_loop
-    print(f"CUB scale: {n} images, {N_CONCEPTS} concepts, {N_CLASSES} classes, {MAP}x{MAP} maps -> {IMAGE}x{IMAGE}, l = 5; "
-          f"threads: torch {torch.get_num_threads()}, OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}")
+    print(
+        f"CUB scale: {n} images, {N_CONCEPTS} concepts, {N_CLASSES} classes, {MAP}x{MAP} maps -> {IMAGE}x{IMAGE}, l = 5; "
+        f"threads: torch {torch.get_num_threads()}, OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}"
+    )
     rows = []
 
     # CGIM: the loop is cheap enough to run in full
@@ -240,12 +254,23 @@ def main(argv: list[str] | None = None) -> int:
     rows.append(("concept_existence", t_vec, t_loop * scale, f"loop on {n_loop} images x {scale:.2f}"))
 
     # concept location: the loop's cost does not depend on the map content
-    kw = dict(theta=d["theta"], concept_scores=d["u"], predictions=d["pred"], concept_names=names,
-              image_size=(IMAGE, IMAGE), alphas=(1, 3, 6), top_l=(1, 3, 5))
+    kw = dict(
+        theta=d["theta"],
+        concept_scores=d["u"],
+        predictions=d["pred"],
+        concept_names=names,
+        image_size=(IMAGE, IMAGE),
+        alphas=(1, 3, 6),
+        top_l=(1, 3, 5),
+    )
     t_vec, out = timed(lambda: concept_location(d["maps"], d["part_xy"], d["part_visible"], **kw))
     parts = [tuple(p for p in row if p >= 0) for row in concept_part_table(N_CONCEPTS, concept_names=names)]
     tops = out["top_concepts"][:n_loop].tolist()
-    t_loop, _ = timed(lambda: loop_concept_location(d["maps"][sub], d["part_xy"][sub], d["part_visible"][sub], tops, parts, (IMAGE, IMAGE)))
+    t_loop, _ = timed(
+        lambda: loop_concept_location(
+            d["maps"][sub], d["part_xy"][sub], d["part_visible"][sub], tops, parts, (IMAGE, IMAGE)
+        )
+    )
     t_loop *= scale
     rows.append(("concept_location", t_vec, t_loop, f"CoAM-like maps; loop on {n_loop} images x {scale:.2f}"))
     t_vec, _ = timed(lambda: concept_location(d["maps"], d["part_xy"], d["part_visible"], return_ranks=True, **kw))
@@ -268,8 +293,11 @@ def main(argv: list[str] | None = None) -> int:
     t_vec, _ = timed(lambda: sub_accuracy(probs, targets, removed, concept_names=names, reference_classes=classes))
     t_loop, _ = timed(lambda: loop_sub_accuracy_binary(probs, targets, removed, names, classes, vocab.group_of))
     rows.append(("sub_accuracy (binary)", t_vec, t_loop, "with attribute, group and class breakdowns"))
-    t_off, _ = timed(lambda: sub_accuracy(probs, targets, removed, concept_names=names, reference_classes=classes,
-                                          protocol="official"))
+    t_off, _ = timed(
+        lambda: sub_accuracy(
+            probs, targets, removed, concept_names=names, reference_classes=classes, protocol="official"
+        )
+    )
     rows.append(("  ... protocol='official'", t_off, t_loop, "SUB's published rules; same loop as reference"))
 
     print(f"{'metric':<30} {'vectorised ms':>14} {'loop ms':>10} {'ratio':>8}  note")

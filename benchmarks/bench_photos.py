@@ -53,26 +53,39 @@ def main() -> None:
     fetch_stamps()
     with tempfile.TemporaryDirectory() as tmp:
         result, wall, cpu = _timed(lambda: run_photos(PhotosConfig(per_stamp=1, progress=False, out=Path(tmp))))
-        print(f"export: {len(result.records)} images (256 px, every group, easy + hard) in {wall:.1f} s wall, "
-              f"{cpu:.1f} s CPU ({len(result.records) / wall:.1f} images/s)")
-        data = read_image_folder(result.image_folder, result.image_folder / "class_names.txt",
-                                 max_per_class=args.per_class)
+        print(
+            f"export: {len(result.records)} images (256 px, every group, easy + hard) in {wall:.1f} s wall, "
+            f"{cpu:.1f} s CPU ({len(result.records) / wall:.1f} images/s)"
+        )
+        data = read_image_folder(
+            result.image_folder, result.image_folder / "class_names.txt", max_per_class=args.per_class
+        )
         classifier = load_imagenet_classifier()
         best = {"batched": (1e9, 1e9), "per image": (1e9, 1e9)}
         rows = {}
         for _ in range(args.repeats):
             for name, batch in (("batched", args.batch), ("per image", 1)):
-                rows[name], wall, cpu = _timed(lambda b=batch: classifier_table_rows(
-                    "efficientnet_lite0", classifier, data, methods=("gradcam", "random"), steps=args.steps,
-                    batch_size=b, progress=False))
+                rows[name], wall, cpu = _timed(
+                    lambda b=batch: classifier_table_rows(
+                        "efficientnet_lite0",
+                        classifier,
+                        data,
+                        methods=("gradcam", "random"),
+                        steps=args.steps,
+                        batch_size=b,
+                        progress=False,
+                    )
+                )
                 best[name] = (min(best[name][0], wall), min(best[name][1], cpu))
     grad = {name: next(r for r in rs if r.method == "gradcam").scores for name, rs in rows.items()}
     diff = max(abs(grad["batched"][c] - grad["per image"][c]) for c in grad["batched"])
     print(f"{len(data.paths)} images, {args.steps + 1} fractions, Grad-CAM + random, threads {torch.get_num_threads()}")
     for name, (wall, cpu) in best.items():
         print(f"  {name:9s}: {wall:7.2f} s wall, {cpu:7.2f} s CPU")
-    print(f"per image / batched: {best['per image'][0] / best['batched'][0]:.2f}x wall, "
-          f"{best['per image'][1] / best['batched'][1]:.2f}x CPU; largest Grad-CAM AUC difference {diff:.2e}")
+    print(
+        f"per image / batched: {best['per image'][0] / best['batched'][0]:.2f}x wall, "
+        f"{best['per image'][1] / best['batched'][1]:.2f}x CPU; largest Grad-CAM AUC difference {diff:.2e}"
+    )
     print("Grad-CAM " + ", ".join(f"{c} {100 * v:.1f}" for c, v in grad["batched"].items()))
 
 

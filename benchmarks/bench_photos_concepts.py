@@ -47,8 +47,10 @@ def main() -> None:
     for j, name in enumerate(CONCEPTS):
         present = truth[test, j].astype(bool)
         auc = roc_auc_score(present, scores[:, j]) if 0 < present.sum() < len(present) else float("nan")
-        print(f"{name:10s} train positives {int(truth[~test, j].sum()):3d}  test positives {int(present.sum()):3d}  "
-              f"held-out AUC {auc:.3f}")
+        print(
+            f"{name:10s} train positives {int(truth[~test, j].sum()):3d}  test positives {int(present.sum()):3d}  "
+            f"held-out AUC {auc:.3f}"
+        )
 
 
 if __name__ == "__main__":

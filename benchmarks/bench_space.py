@@ -48,14 +48,21 @@ PAIRING = "017.Cardinal|has_crown_color::black"
 
 def _launch() -> tuple[subprocess.Popen, str, float | None]:
     port = free_port()
-    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "HF_HUB_OFFLINE": "1",
-           "GRADIO_ANALYTICS_ENABLED": "False", "CONCEPT_GROUNDING_ARTIFACTS": str(Path(tempfile.mkdtemp()) / "none"),
-           # every client here is this machine, one visitor to the Space's limits: let it run 16 at once
-           "CONCEPT_GROUNDING_LIMIT_VISITOR_REQUESTS": "16"}
+    env = {
+        **os.environ,
+        "GRADIO_SERVER_NAME": "127.0.0.1",
+        "GRADIO_SERVER_PORT": str(port),
+        "HF_HUB_OFFLINE": "1",
+        "GRADIO_ANALYTICS_ENABLED": "False",
+        "CONCEPT_GROUNDING_ARTIFACTS": str(Path(tempfile.mkdtemp()) / "none"),
+        # every client here is this machine, one visitor to the Space's limits: let it run 16 at once
+        "CONCEPT_GROUNDING_LIMIT_VISITOR_REQUESTS": "16",
+    }
     url = f"http://127.0.0.1:{port}/"
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, str(APP)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(APP)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         wait_until_serving(proc, url, timeout=300)
     except RuntimeError:
@@ -88,8 +95,14 @@ def _sub_request(i: int, steps: int) -> tuple[tuple, str]:
     return (PAIRING, i % 8), "/sub_explore"
 
 
-def _load(url: str, request: Callable[[int, int], tuple[tuple, str]], clients: int, per_client: int, steps: int,
-          expected: dict[tuple, tuple]) -> dict[str, float]:
+def _load(
+    url: str,
+    request: Callable[[int, int], tuple[tuple, str]],
+    clients: int,
+    per_client: int,
+    steps: int,
+    expected: dict[tuple, tuple],
+) -> dict[str, float]:
     """``clients`` clients x ``per_client`` requests; latencies, wall time, mismatches."""
     pool_clients = [_client(url) for _ in range(clients)]
     latencies: list[float] = []
@@ -120,9 +133,15 @@ def _load(url: str, request: Callable[[int, int], tuple[tuple, str]], clients: i
         list(pool.map(run_client, range(clients)))
     wall = time.perf_counter() - t0
     total = clients * per_client
-    return {"ok": total - len(failures), "total": total, "wall": wall, "rps": total / wall,
-            "p50": float(np.percentile(latencies, 50)) if latencies else float("nan"),
-            "p95": float(np.percentile(latencies, 95)) if latencies else float("nan"), "failures": failures}
+    return {
+        "ok": total - len(failures),
+        "total": total,
+        "wall": wall,
+        "rps": total / wall,
+        "p50": float(np.percentile(latencies, 50)) if latencies else float("nan"),
+        "p95": float(np.percentile(latencies, 95)) if latencies else float("nan"),
+        "failures": failures,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,7 +157,9 @@ def main(argv: list[str] | None = None) -> int:
         if elapsed is None:
             print("the Space did not answer within 300 s")
             return 1
-        print(f"start-up: first HTTP 200 after {elapsed:.2f} s (target {TARGET_S:.0f} s, ratio {elapsed / TARGET_S:.2f})")
+        print(
+            f"start-up: first HTTP 200 after {elapsed:.2f} s (target {TARGET_S:.0f} s, ratio {elapsed / TARGET_S:.2f})"
+        )
         cold = [_client(url) for _ in range(10)]
         t0 = time.perf_counter()
         with ThreadPoolExecutor(max_workers=10) as pool:
@@ -148,8 +169,10 @@ def main(argv: list[str] | None = None) -> int:
         cold[0].predict(*_tdg_request(0, args.steps)[0], api_name="/tdg_generate")
         print(f"cold: first /tdg_generate (builds the tiny Flux): {time.perf_counter() - t0:.2f} s")
 
-        print(f"\n{'endpoint':<14} {'clients':>7} {'ok':>7} {'wall s':>7} {'req/s':>6} {'p50 s':>6} {'p95 s':>6} "
-              f"{'req/s vs 1':>10}")
+        print(
+            f"\n{'endpoint':<14} {'clients':>7} {'ok':>7} {'wall s':>7} {'req/s':>6} {'p50 s':>6} {'p95 s':>6} "
+            f"{'req/s vs 1':>10}"
+        )
         status = 0
         for name, request, distinct in (("/tdg_generate", _tdg_request, 4), ("/sub_explore", _sub_request, 8)):
             expected = {}  # every distinct request answered alone first, untimed
@@ -160,8 +183,10 @@ def main(argv: list[str] | None = None) -> int:
             for c in counts:
                 row = _load(url, request, c, args.requests_per_client, args.steps, expected)
                 base = base or row["rps"]
-                print(f"{name:<14} {c:>7} {row['ok']:>3}/{row['total']:<3} {row['wall']:>7.2f} {row['rps']:>6.2f} "
-                      f"{row['p50']:>6.2f} {row['p95']:>6.2f} {row['rps'] / base:>9.2f}x")
+                print(
+                    f"{name:<14} {c:>7} {row['ok']:>3}/{row['total']:<3} {row['wall']:>7.2f} {row['rps']:>6.2f} "
+                    f"{row['p50']:>6.2f} {row['p95']:>6.2f} {row['rps'] / base:>9.2f}x"
+                )
                 for failure in row["failures"][:3]:
                     print(f"    FAILED {failure}")
                 status = status or int(bool(row["failures"]))

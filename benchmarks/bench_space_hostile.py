@@ -79,20 +79,23 @@ class Visitor:
         """``content`` made unique to this visitor and call (Gradio stores equal files once)."""
         self.sent += 1
         tag = f"{self.headers['X-Forwarded-For']}#{self.sent}".encode()
-        return tag + content[len(tag):]
+        return tag + content[len(tag) :]
 
     def call(self, api: str, body: str) -> tuple[str, str]:
         """``("ok" | "refused" | "crash", text)`` of an API call sent as raw JSON."""
         headers = {"Content-Type": "application/json", **self.headers}
         try:
-            status, posted = http_request(f"{self.url}gradio_api/call/{api}", body.encode(), headers, source=self.source)
+            status, posted = http_request(
+                f"{self.url}gradio_api/call/{api}", body.encode(), headers, source=self.source
+            )
             if status != 200:
                 self._seen(api, posted.decode("utf-8", "replace"))
                 bad = status >= 500 or b"\n" in posted.strip()
                 return ("crash" if bad else "refused"), f"HTTP {status}: {posted[:200]!r}"
             event = json.loads(posted)["event_id"]
-            stream = http_request(f"{self.url}gradio_api/call/{api}/{event}", headers=headers, source=self.source,
-                                  timeout=300)[1].decode()
+            stream = http_request(
+                f"{self.url}gradio_api/call/{api}/{event}", headers=headers, source=self.source, timeout=300
+            )[1].decode()
             self._seen(api, posted.decode() + stream)
         except OSError as err:
             return "crash", f"{type(err).__name__}: {err}"
@@ -104,17 +107,29 @@ class Visitor:
         bad = message.startswith("Something went wrong") or "\n" in message or "Traceback" in message
         return ("crash" if bad else "refused"), message
 
-    def upload(self, parts: list[tuple[str, bytes]], content_types: tuple[str, ...] = ("boundary=hostile-visitor",)
-               ) -> tuple[str, str]:
+    def upload(
+        self, parts: list[tuple[str, bytes]], content_types: tuple[str, ...] = ("boundary=hostile-visitor",)
+    ) -> tuple[str, str]:
         """Upload ``parts`` (delimited by ``hostile-visitor``) under each of ``content_types``'
         parameters (several: as many Content-Type headers)."""
         boundary = "hostile-visitor"
-        body = b"".join((f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="{name}"\r\n'
-                         "Content-Type: application/octet-stream\r\n\r\n").encode() + content + b"\r\n"
-                        for name, content in parts) + f"--{boundary}--\r\n".encode()
+        body = (
+            b"".join(
+                (
+                    f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="{name}"\r\n'
+                    "Content-Type: application/octet-stream\r\n\r\n"
+                ).encode()
+                + content
+                + b"\r\n"
+                for name, content in parts
+            )
+            + f"--{boundary}--\r\n".encode()
+        )
         headers = [("Content-Type", f"multipart/form-data; {t}") for t in content_types] + list(self.headers.items())
         try:
-            status, answer = http_request(f"{self.url}gradio_api/upload", body, headers, source=self.source, timeout=120)
+            status, answer = http_request(
+                f"{self.url}gradio_api/upload", body, headers, source=self.source, timeout=120
+            )
         except OSError as err:
             return "crash", f"{type(err).__name__}: {err}"
         text = answer.decode("utf-8", "replace")
@@ -168,9 +183,16 @@ def _requests(cache: Path) -> list[tuple[str, Callable[[Visitor], tuple[str, str
         ("explain", lambda v: v.call("explain", json.dumps({"data": [None, 0, "a bird", 3, ["random"] * 2000, ""]}))),
         ("explain", lambda v: v.call("explain", '{"data": [null, NaN, "a bird", 3, [], ""]}')),
         ("explain", upload_then_explain),
-        ("tdg_generate", lambda v: v.call("tdg_generate", json.dumps({"data": [huge, "has_crown_color::black", TINY, 2, 0]}))),
-        ("tdg_generate", lambda v: v.call("tdg_generate", json.dumps({"data": ["017.Cardinal", "has_crown_color::black",
-                                                                               TINY, 51, 0]}))),
+        (
+            "tdg_generate",
+            lambda v: v.call("tdg_generate", json.dumps({"data": [huge, "has_crown_color::black", TINY, 2, 0]})),
+        ),
+        (
+            "tdg_generate",
+            lambda v: v.call(
+                "tdg_generate", json.dumps({"data": ["017.Cardinal", "has_crown_color::black", TINY, 51, 0]})
+            ),
+        ),
         ("sub_explore", lambda v: v.call("sub_explore", json.dumps({"data": [huge, 0]}))),
         ("metrics", lambda v: v.call("metrics", f'{{"data": ["concept_confidence_deviation", {outside}]}}')),
         ("metrics", lambda v: v.call("metrics", f'{{"data": ["concept_confidence_deviation", {folder}]}}')),
@@ -181,8 +203,12 @@ def _requests(cache: Path) -> list[tuple[str, Callable[[Visitor], tuple[str, str
         # ordinary visitors' requests
         ("sub_explore", lambda v: v.call("sub_explore", json.dumps({"data": [PAIRING, 1]}))),
         ("explain", lambda v: v.call("explain", json.dumps({"data": [None, 0, "a bird", 3, ["random"], ""]}))),
-        ("tdg_generate", lambda v: v.call("tdg_generate", json.dumps({"data": ["017.Cardinal", "has_crown_color::black",
-                                                                               TINY, 2, 0]}))),
+        (
+            "tdg_generate",
+            lambda v: v.call(
+                "tdg_generate", json.dumps({"data": ["017.Cardinal", "has_crown_color::black", TINY, 2, 0]})
+            ),
+        ),
     ]
 
 
@@ -194,10 +220,18 @@ def main() -> None:
 
     port, cache = free_port(), Path(tempfile.mkdtemp(prefix="hostile-cache-"))
     log = Path(tempfile.mkdtemp()) / "server.log"
-    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "HF_HUB_OFFLINE": "1",
-           "GRADIO_ANALYTICS_ENABLED": "False", "GRADIO_TEMP_DIR": str(cache), "CONCEPT_GROUNDING_SPACE_BUILD": "tiny",
-           "CONCEPT_GROUNDING_ARTIFACTS": str(Path(tempfile.mkdtemp()) / "none"), "PYTHONPATH": str(ROOT / "src"),
-           "CONCEPT_GROUNDING_TRUSTED_PROXIES": "127.0.0.1"}  # the visitors' "platform proxy"; 127.0.0.9 is not one
+    env = {
+        **os.environ,
+        "GRADIO_SERVER_NAME": "127.0.0.1",
+        "GRADIO_SERVER_PORT": str(port),
+        "HF_HUB_OFFLINE": "1",
+        "GRADIO_ANALYTICS_ENABLED": "False",
+        "GRADIO_TEMP_DIR": str(cache),
+        "CONCEPT_GROUNDING_SPACE_BUILD": "tiny",
+        "CONCEPT_GROUNDING_ARTIFACTS": str(Path(tempfile.mkdtemp()) / "none"),
+        "PYTHONPATH": str(ROOT / "src"),
+        "CONCEPT_GROUNDING_TRUSTED_PROXIES": "127.0.0.1",
+    }  # the visitors' "platform proxy"; 127.0.0.9 is not one
     url = f"http://127.0.0.1:{port}/"
     Visitor.HIDDEN = (str(cache), os.path.realpath(cache))
     with open(log, "w") as out:
@@ -209,9 +243,11 @@ def main() -> None:
             raise SystemExit(f"the Space did not start: {err}") from None
         # warm: the tabs' models (built at launch) and one request each, so RSS "before" is a served Space
         warm = Visitor(url, "192.0.2.250")
-        for api, body in [("sub_explore", json.dumps({"data": [PAIRING, 0]})),
-                          ("explain", json.dumps({"data": [None, 0, "a bird", 3, [], ""]})),
-                          ("tdg_generate", json.dumps({"data": ["017.Cardinal", "has_crown_color::black", TINY, 2, 0]}))]:
+        for api, body in [
+            ("sub_explore", json.dumps({"data": [PAIRING, 0]})),
+            ("explain", json.dumps({"data": [None, 0, "a bird", 3, [], ""]})),
+            ("tdg_generate", json.dumps({"data": ["017.Cardinal", "has_crown_color::black", TINY, 2, 0]})),
+        ]:
             warm.call(api, body)
         rss_before, log_before = _rss_mb(proc.pid), len(log.read_text().splitlines())
         plan = _requests(cache)
@@ -241,17 +277,27 @@ def main() -> None:
         rss_after = _rss_mb(proc.pid) if alive else float("nan")
         log_lines = len(log.read_text().splitlines()) - log_before
         escaped = _rotating_client(url)
-        print(f"hostile visitors: {args.clients} clients x {args.rounds} rounds x {len(plan)} requests, {wall:.1f} s wall")
-        print(f"requests {len(results)}  ok {counts['ok']}  refused {counts['refused']}  crashes {counts['crash']}"
-              f"  server alive {alive}")
+        print(
+            f"hostile visitors: {args.clients} clients x {args.rounds} rounds x {len(plan)} requests, {wall:.1f} s wall"
+        )
+        print(
+            f"requests {len(results)}  ok {counts['ok']}  refused {counts['refused']}  crashes {counts['crash']}"
+            f"  server alive {alive}"
+        )
         print(f"stored bytes in the Gradio cache: {_stored_bytes(cache):,}")
-        print(f"answers naming the server's cache folder: {len(Visitor.leaks)}"
-              + (f" ({', '.join(sorted(set(Visitor.leaks)))})" if Visitor.leaks else ""))
+        print(
+            f"answers naming the server's cache folder: {len(Visitor.leaks)}"
+            + (f" ({', '.join(sorted(set(Visitor.leaks)))})" if Visitor.leaks else "")
+        )
         print(f"server RSS: {rss_before:.0f} MB before, {rss_after:.0f} MB after")
-        print(f"log lines written during the run: {log_lines} ({log_lines / max(1, counts['refused']):.2f} per refusal)")
+        print(
+            f"log lines written during the run: {log_lines} ({log_lines / max(1, counts['refused']):.2f} per refusal)"
+        )
         print("p95 latency per endpoint (s), 10 concurrent clients:")
         for endpoint, values in sorted(latencies.items()):
-            print(f"  {endpoint:14s} n={len(values):4d}  median {np.median(values):6.2f}  p95 {np.percentile(values, 95):6.2f}")
+            print(
+                f"  {endpoint:14s} n={len(values):4d}  median {np.median(values):6.2f}  p95 {np.percentile(values, 95):6.2f}"
+            )
         print(f"a client on 127.0.0.9 rotating X-Forwarded-For: {escaped} upload(s) past its 64 MB quota")
         for line in crashes[:10]:
             print("  crash:", line)

@@ -62,7 +62,9 @@ def main() -> None:
 
     start = time.perf_counter()
     data = sub_sample(args.n, args.render_size, args.seed)
-    print(f"SUB sample: {len(data)} world images at {args.render_size} px ({time.perf_counter() - start:.0f} s to render)")
+    print(
+        f"SUB sample: {len(data)} world images at {args.render_size} px ({time.perf_counter() - start:.0f} s to render)"
+    )
     torch.manual_seed(args.seed)
     model = torchvision.models.resnet18(weights=None, num_classes=112).eval()
     preprocess = make_preprocess(size=args.size, mean=IMAGENET_MEAN, std=IMAGENET_STD)
@@ -84,8 +86,9 @@ def main() -> None:
 
     def harness(chunk) -> tuple[float, float]:
         t0, c0 = time.perf_counter(), time.process_time()
-        evaluate_sub(model, chunk, concept_names="cbm_112", preprocess=preprocess, batch_size=args.batch_size,
-                     progress=False)
+        evaluate_sub(
+            model, chunk, concept_names="cbm_112", preprocess=preprocess, batch_size=args.batch_size, progress=False
+        )
         return time.perf_counter() - t0, time.process_time() - c0
 
     for r in range(args.rounds):
@@ -97,16 +100,20 @@ def main() -> None:
         forward_s, evaluate_s = forward_s + f, evaluate_s + e
         forward_cpu, evaluate_cpu = forward_cpu + fc, evaluate_cpu + ec
         per_round.append(e / f)
-        print(f"  round {r + 1}/{args.rounds}: {len(chunk)} images, forward {forward_s:.1f} s, "
-              f"evaluate_sub {evaluate_s:.1f} s so far")
+        print(
+            f"  round {r + 1}/{args.rounds}: {len(chunk)} images, forward {forward_s:.1f} s, "
+            f"evaluate_sub {evaluate_s:.1f} s so far"
+        )
     ratio = evaluate_s / forward_s
     median = statistics.median(per_round)
     print(f"forward only:  {forward_s:.1f} s ({len(data) / forward_s:.1f} images/s)")
     print(f"evaluate_sub:  {evaluate_s:.1f} s ({len(data) / evaluate_s:.1f} images/s)")
     cpu_ratio = evaluate_cpu / forward_cpu
     print(f"CPU time:      forward {forward_cpu:.1f} s, evaluate_sub {evaluate_cpu:.1f} s")
-    print(f"ratio evaluate_sub / forward: wall {ratio:.3f} (sums), {median:.3f} (median of {len(per_round)} rounds); "
-          f"CPU {cpu_ratio:.3f}; target <= 1.10: {'PASS' if max(ratio, cpu_ratio) <= 1.10 else 'FAIL'}")
+    print(
+        f"ratio evaluate_sub / forward: wall {ratio:.3f} (sums), {median:.3f} (median of {len(per_round)} rounds); "
+        f"CPU {cpu_ratio:.3f}; target <= 1.10: {'PASS' if max(ratio, cpu_ratio) <= 1.10 else 'FAIL'}"
+    )
 
 
 if __name__ == "__main__":

@@ -48,8 +48,9 @@ import argparse
 import importlib
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -87,51 +88,113 @@ def sized_pipeline(flux_dev: bool, device: str) -> tuple[TiedDiffusionPipeline, 
     comps = tiny_flux_components(seed=0)
     dtype = torch.bfloat16 if flux_dev else torch.float32
     if flux_dev:
-        cfg = dict(num_layers=19, num_single_layers=38, attention_head_dim=128, num_attention_heads=24,
-                   joint_attention_dim=4096, pooled_projection_dim=768, axes_dims_rope=[16, 56, 56])
+        cfg = dict(
+            num_layers=19,
+            num_single_layers=38,
+            attention_head_dim=128,
+            num_attention_heads=24,
+            joint_attention_dim=4096,
+            pooled_projection_dim=768,
+            axes_dims_rope=[16, 56, 56],
+        )
         te, te2 = comps["text_encoder"], comps["text_encoder_2"]
-        comps["text_encoder"] = CLIPTextModel(CLIPTextConfig(**{**te.config.to_dict(), "projection_dim": 768, "hidden_size": 768,
-                                                                "intermediate_size": 64, "num_attention_heads": 4})).eval()
-        comps["text_encoder_2"] = T5EncoderModel(T5Config(**{**te2.config.to_dict(), "d_model": 4096, "d_kv": 64, "num_heads": 4,
-                                                             "d_ff": 64, "num_layers": 1})).eval()
+        comps["text_encoder"] = CLIPTextModel(
+            CLIPTextConfig(
+                **{
+                    **te.config.to_dict(),
+                    "projection_dim": 768,
+                    "hidden_size": 768,
+                    "intermediate_size": 64,
+                    "num_attention_heads": 4,
+                }
+            )
+        ).eval()
+        comps["text_encoder_2"] = T5EncoderModel(
+            T5Config(
+                **{**te2.config.to_dict(), "d_model": 4096, "d_kv": 64, "num_heads": 4, "d_ff": 64, "num_layers": 1}
+            )
+        ).eval()
     else:
-        cfg = dict(num_layers=2, num_single_layers=4, attention_head_dim=32, num_attention_heads=4,
-                   joint_attention_dim=32, pooled_projection_dim=32, axes_dims_rope=[8, 12, 12])
+        cfg = dict(
+            num_layers=2,
+            num_single_layers=4,
+            attention_head_dim=32,
+            num_attention_heads=4,
+            joint_attention_dim=32,
+            pooled_projection_dim=32,
+            axes_dims_rope=[8, 12, 12],
+        )
     torch.manual_seed(0)
     with torch.device(device):
         default = torch.get_default_dtype()
         torch.set_default_dtype(dtype)
         try:
-            comps["transformer"] = FluxTransformer2DModel(patch_size=1, in_channels=64, guidance_embeds=True, **cfg).eval()
+            comps["transformer"] = FluxTransformer2DModel(
+                patch_size=1, in_channels=64, guidance_embeds=True, **cfg
+            ).eval()
         finally:
             torch.set_default_dtype(default)
-    comps["vae"] = AutoencoderKL(block_out_channels=(4, 4, 4, 4), latent_channels=16, norm_num_groups=1,
-                                 layers_per_block=1, down_block_types=("DownEncoderBlock2D",) * 4,
-                                 up_block_types=("UpDecoderBlock2D",) * 4, shift_factor=0.0, scaling_factor=1.0).eval()
+    comps["vae"] = AutoencoderKL(
+        block_out_channels=(4, 4, 4, 4),
+        latent_channels=16,
+        norm_num_groups=1,
+        layers_per_block=1,
+        down_block_types=("DownEncoderBlock2D",) * 4,
+        up_block_types=("UpDecoderBlock2D",) * 4,
+        shift_factor=0.0,
+        scaling_factor=1.0,
+    ).eval()
     pipe = TiedDiffusionPipeline(**comps).to(device, dtype)
     pipe.set_progress_bar_config(disable=True)
     size, steps = (1024, 28) if flux_dev else (512, 4)
-    kw = dict(height=size, width=size, num_inference_steps=steps, max_sequence_length=64 if flux_dev else 32,
-              guidance_scale=3.5, output_type="latent")
-    label = ("FLUX.1-dev-shaped transformer, bf16, CUDA, 1024 px, 28 steps" if flux_dev
-             else "small transformer (2+4 blocks), fp32, CPU, 512 px, 4 steps")
+    kw = dict(
+        height=size,
+        width=size,
+        num_inference_steps=steps,
+        max_sequence_length=64 if flux_dev else 32,
+        guidance_scale=3.5,
+        output_type="latent",
+    )
+    label = (
+        "FLUX.1-dev-shaped transformer, bf16, CUDA, 1024 px, 28 steps"
+        if flux_dev
+        else "small transformer (2+4 blocks), fp32, CPU, 512 px, 4 steps"
+    )
     return pipe, kw, label
 
 
-def pair_callables(pipe: TiedDiffusionPipeline, kw: dict[str, Any], flux: FluxPipeline, seed: int = 0,
-                   prompts: tuple[str, str] = (R, G)) -> dict[str, Callable[[], Any]]:
+def pair_callables(
+    pipe: TiedDiffusionPipeline,
+    kw: dict[str, Any],
+    flux: FluxPipeline,
+    seed: int = 0,
+    prompts: tuple[str, str] = (R, G),
+) -> dict[str, Callable[[], Any]]:
     """``{"tdg": one TDG pair, "flux": FluxPipeline on both prompts}``, same initial latents and arguments."""
     device = pipe._execution_device
     num_channels = pipe.transformer.config.in_channels // 4
-    latents, _ = pipe.prepare_latents(1, num_channels, kw["height"], kw["width"], pipe.transformer.dtype, device,
-                                      torch.Generator(device).manual_seed(seed))
+    latents, _ = pipe.prepare_latents(
+        1,
+        num_channels,
+        kw["height"],
+        kw["width"],
+        pipe.transformer.dtype,
+        device,
+        torch.Generator(device).manual_seed(seed),
+    )
     reference, guide = prompts
     common = {k: v for k, v in kw.items() if k != "negative_prompt"}
     negative = kw.get("negative_prompt")
     return {
-        "tdg": lambda: pipe(reference, guide, eta_schedule=SCHEDULE, latents=latents, negative_prompt=negative, **common),
-        "flux": lambda: flux(prompt=[reference, guide], latents=torch.cat([latents, latents]),
-                             negative_prompt=None if negative is None else [negative, negative], **common),
+        "tdg": lambda: pipe(
+            reference, guide, eta_schedule=SCHEDULE, latents=latents, negative_prompt=negative, **common
+        ),
+        "flux": lambda: flux(
+            prompt=[reference, guide],
+            latents=torch.cat([latents, latents]),
+            negative_prompt=None if negative is None else [negative, negative],
+            **common,
+        ),
     }
 
 
@@ -161,17 +224,24 @@ def overhead(pipe: TiedDiffusionPipeline, kw: dict[str, Any], label: str, args: 
     calls = pair_callables(pipe, kw, flux)
     timed = {**calls, "flux (A/A)": calls["flux"]}  # the same call again: the noise floor of this run
     result = interleave(timed, rounds=args.rounds, warmup=1, sync=cuda_sync(device))
-    ratios = {"TDG pair / FluxPipeline batch-2": ("tdg", "flux"), "A/A control, FluxPipeline / itself": ("flux (A/A)", "flux")}
+    ratios = {
+        "TDG pair / FluxPipeline batch-2": ("tdg", "flux"),
+        "A/A control, FluxPipeline / itself": ("flux (A/A)", "flux"),
+    }
     print(f"\n== overhead: {label}")
     print(result.report(ratios))
     out = {"model": label, **result.as_dict(ratios)}
     if device == "cuda":
         out["peak_gib"] = {name: peak_memory_gib(fn) for name, fn in calls.items()}
-        print(f"  peak GPU memory: TDG {out['peak_gib']['tdg']:.2f} GiB, FluxPipeline batch-2 {out['peak_gib']['flux']:.2f} GiB")
+        print(
+            f"  peak GPU memory: TDG {out['peak_gib']['tdg']:.2f} GiB, FluxPipeline batch-2 {out['peak_gib']['flux']:.2f} GiB"
+        )
     return out
 
 
-def own_code(pipe: TiedDiffusionPipeline, kw: dict[str, Any], flux_seconds: float, args: argparse.Namespace) -> dict[str, float]:
+def own_code(
+    pipe: TiedDiffusionPipeline, kw: dict[str, Any], flux_seconds: float, args: argparse.Namespace
+) -> dict[str, float]:
     """TDG's own work in a call, timed alone (CPU time, median of rounds): per call the
     scheduler copy, the per-call view and the tied initial latents; per step the tie (every
     step with ``eta > 0`` of the paper schedule, on the model's latent shape)."""
@@ -187,13 +257,18 @@ def own_code(pipe: TiedDiffusionPipeline, kw: dict[str, Any], flux_seconds: floa
             pipe.call_view(tied_scheduler(pipe.scheduler, SCHEDULE)[0])
             torch.cat([e[:1], e[:1]])
 
-    result = interleave({"per call": per_call, "tie": lambda: [tie_pair(e[:1], e[1:], eta) for eta in etas if eta]},
-                        rounds=args.rounds, sync=cuda_sync(device.type))
+    result = interleave(
+        {"per call": per_call, "tie": lambda: [tie_pair(e[:1], e[1:], eta) for eta in etas if eta]},
+        rounds=args.rounds,
+        sync=cuda_sync(device.type),
+    )
     call_ms = 1000 * result.timings["per call"].spread("cpu").median / repeats
     tie_ms = 1000 * result.timings["tie"].spread("cpu").median
     share = (call_ms + tie_ms) / 1000 / flux_seconds
-    print(f"  TDG's own code, timed alone: {call_ms:.2f} ms per call (scheduler copy, view, latents) + "
-          f"{tie_ms:.2f} ms for the tie of {steps} steps = {100 * share:.2f} % of the FluxPipeline call")
+    print(
+        f"  TDG's own code, timed alone: {call_ms:.2f} ms per call (scheduler copy, view, latents) + "
+        f"{tie_ms:.2f} ms for the tie of {steps} steps = {100 * share:.2f} % of the FluxPipeline call"
+    )
     return {"per_call_ms": call_ms, "tie_ms": tie_ms, "percent_of_flux": 100 * share}
 
 
@@ -233,18 +308,29 @@ def drift(images: list[np.ndarray], plain: list[np.ndarray], judge: Callable | N
 def tdg_images(pipe: TiedDiffusionPipeline, kw: dict[str, Any], pairs: int) -> list[np.ndarray]:
     """uint8 (H, W, 3) references and guides of the drift prompts, seeds 0..pairs-1."""
     prompts = [DRIFT_PROMPTS[i % len(DRIFT_PROMPTS)] for i in range(pairs)]
-    out = pipe([r for r, _ in prompts], [g for _, g in prompts], eta_schedule=SCHEDULE, output_type="np",
-               generator=[torch.Generator().manual_seed(i) for i in range(pairs)],
-               **{k: v for k, v in kw.items() if k != "output_type"})
+    out = pipe(
+        [r for r, _ in prompts],
+        [g for _, g in prompts],
+        eta_schedule=SCHEDULE,
+        output_type="np",
+        generator=[torch.Generator().manual_seed(i) for i in range(pairs)],
+        **{k: v for k, v in kw.items() if k != "output_type"},
+    )
     ims = np.concatenate([out.reference_images, out.guide_images])
     return list((ims * 255).round().clip(0, 255).astype(np.uint8))
 
 
-def acceleration(pipe: TiedDiffusionPipeline, kw: dict[str, Any], label: str, args: argparse.Namespace) -> dict[str, Any]:
+def acceleration(
+    pipe: TiedDiffusionPipeline, kw: dict[str, Any], label: str, args: argparse.Namespace
+) -> dict[str, Any]:
     """plain / cached / compiled / both, on one pipeline (compilation stays, so it comes last)."""
     cache = TransformerCache.parse(args.cache)
-    configs = {"plain": Acceleration(), "cached": Acceleration(cache), "compiled": Acceleration(compile=True),
-               "both": Acceleration(cache, compile=True)}
+    configs = {
+        "plain": Acceleration(),
+        "cached": Acceleration(cache),
+        "compiled": Acceleration(compile=True),
+        "both": Acceleration(cache, compile=True),
+    }
     judge = load_judge(args.judge)
     device = str(pipe._execution_device.type)
     flux = sibling_flux(pipe)
@@ -264,36 +350,58 @@ def acceleration(pipe: TiedDiffusionPipeline, kw: dict[str, Any], label: str, ar
         plain_images = plain_images or images
         tdg_s = result.timings["tdg"].spread("cpu")
         rows[name] = {
-            "label": acc.label, "first_calls_s": first, **result.as_dict({"tdg / flux": ("tdg", "flux")}),
+            "label": acc.label,
+            "first_calls_s": first,
+            **result.as_dict({"tdg / flux": ("tdg", "flux")}),
             "drift": drift(images, plain_images, judge),
         }
         ratio = result.ratio("tdg", "flux")
-        print(f"  {name:<9} TDG pair CPU {tdg_s.format(3, ' s')}, wall {result.timings['tdg'].spread('wall').format(3, ' s')}; "
-              f"TDG / FluxPipeline batch-2 CPU {ratio.format(3, 'x')}, wall {result.ratio('tdg', 'flux', 'wall').format(3, 'x')}; "
-              f"first two calls {first:.1f} s; drift {rows[name]['drift']['mean_abs_pixel']:.2f} / 255"
-              + (f", species {rows[name]['drift']['species_agreement']:.2f}, attributes {rows[name]['drift']['attribute_agreement']:.2f}"
-                 if judge is not None else ""), flush=True)
+        print(
+            f"  {name:<9} TDG pair CPU {tdg_s.format(3, ' s')}, wall {result.timings['tdg'].spread('wall').format(3, ' s')}; "
+            f"TDG / FluxPipeline batch-2 CPU {ratio.format(3, 'x')}, wall {result.ratio('tdg', 'flux', 'wall').format(3, 'x')}; "
+            f"first two calls {first:.1f} s; drift {rows[name]['drift']['mean_abs_pixel']:.2f} / 255"
+            + (
+                f", species {rows[name]['drift']['species_agreement']:.2f}, attributes {rows[name]['drift']['attribute_agreement']:.2f}"
+                if judge is not None
+                else ""
+            ),
+            flush=True,
+        )
     base = rows["plain"]["seconds"]["tdg"]["cpu"]["median"]
     for name, row in rows.items():
         row["speedup_vs_plain"] = base / row["seconds"]["tdg"]["cpu"]["median"]
-    print("  speed-up of a TDG pair over plain (CPU medians): "
-          + ", ".join(f"{name} {row['speedup_vs_plain']:.2f}x" for name, row in rows.items()))
+    print(
+        "  speed-up of a TDG pair over plain (CPU medians): "
+        + ", ".join(f"{name} {row['speedup_vs_plain']:.2f}x" for name, row in rows.items())
+    )
     return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sections", nargs="+", choices=("overhead", "acceleration"), default=["overhead", "acceleration"])
-    parser.add_argument("--models", nargs="+", choices=("world", "small"), default=["world", "small"],
-                        help="models of the overhead section (acceleration runs on the world Flux)")
+    parser.add_argument(
+        "--sections", nargs="+", choices=("overhead", "acceleration"), default=["overhead", "acceleration"]
+    )
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        choices=("world", "small"),
+        default=["world", "small"],
+        help="models of the overhead section (acceleration runs on the world Flux)",
+    )
     parser.add_argument("--rounds", type=int, default=7, help="interleaved timed rounds")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: CPU time counts the work)")
-    parser.add_argument("--cache", default="first-block:threshold=0.2", help="the cached configuration (generate's --cache)")
+    parser.add_argument(
+        "--cache", default="first-block:threshold=0.2", help="the cached configuration (generate's --cache)"
+    )
     parser.add_argument("--drift-pairs", type=int, default=4)
-    parser.add_argument("--judge", default="world",
-                        help="a registered judge (concept_grounding.judge.list_judges()) or MODULE:CALLABLE, images -> "
-                        "(species (N,), attribute probs (N, A)); default: the shipped world judge (validated on exact "
-                        "edits, assets/world_judge); '' for none")
+    parser.add_argument(
+        "--judge",
+        default="world",
+        help="a registered judge (concept_grounding.judge.list_judges()) or MODULE:CALLABLE, images -> "
+        "(species (N,), attribute probs (N, A)); default: the shipped world judge (validated on exact "
+        "edits, assets/world_judge); '' for none",
+    )
     parser.add_argument("--flux-dev", action="store_true", help="FLUX.1-dev-shaped transformer on CUDA (untested here)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()
@@ -303,7 +411,9 @@ def main() -> None:
         models = {"flux-dev": lambda: sized_pipeline(True, "cuda")}
     else:
         models = {"world": world_pipeline, "small": lambda: sized_pipeline(False, "cpu")}
-        models = {k: v for k, v in models.items() if k in args.models or (k == "world" and "acceleration" in args.sections)}
+        models = {
+            k: v for k, v in models.items() if k in args.models or (k == "world" and "acceleration" in args.sections)
+        }
     for name, build in models.items():
         pipe, kw, label = build()
         if "overhead" in args.sections and (args.flux_dev or name in args.models):

@@ -52,16 +52,31 @@ from concept_grounding.tdg.tie import tie_batch
 from concept_grounding.tdg.timing import interleave
 from concept_grounding.testing import tiny_flux2_pipeline, tiny_flux_pipeline
 
-R, G = "a photo of a blue jay with yellow colored feathers on the crown", "a photo of a bird with yellow colored feathers on the crown"
+R, G = (
+    "a photo of a blue jay with yellow colored feathers on the crown",
+    "a photo of a bird with yellow colored feathers on the crown",
+)
 SCHEDULE = EtaSchedule(0.2, 0.9, 10.0)
 #: name -> (TDG class, base class, builder, extra call arguments)
 FAMILY: dict[str, tuple[type, type, Callable[[type], Any], dict[str, Any]]] = {
-    "FLUX.1": (TiedDiffusionPipeline, FluxPipeline, lambda cls: tiny_flux_pipeline(cls, seed=0),
-               {"guidance_scale": 3.5}),
-    "FLUX.2 [dev]": (TiedFlux2Pipeline, Flux2Pipeline, lambda cls: tiny_flux2_pipeline(cls, seed=0),
-                     {"guidance_scale": 4.0}),
-    "FLUX.2 [klein]": (TiedFlux2KleinPipeline, Flux2KleinPipeline, lambda cls: tiny_flux2_pipeline(cls, seed=0),
-                       {"guidance_scale": 4.0}),
+    "FLUX.1": (
+        TiedDiffusionPipeline,
+        FluxPipeline,
+        lambda cls: tiny_flux_pipeline(cls, seed=0),
+        {"guidance_scale": 3.5},
+    ),
+    "FLUX.2 [dev]": (
+        TiedFlux2Pipeline,
+        Flux2Pipeline,
+        lambda cls: tiny_flux2_pipeline(cls, seed=0),
+        {"guidance_scale": 4.0},
+    ),
+    "FLUX.2 [klein]": (
+        TiedFlux2KleinPipeline,
+        Flux2KleinPipeline,
+        lambda cls: tiny_flux2_pipeline(cls, seed=0),
+        {"guidance_scale": 4.0},
+    ),
 }
 
 
@@ -97,8 +112,7 @@ def time_member(name: str, size: int, steps: int, rounds: int) -> dict[str, Any]
     base = base_cls(**tdg.components)  # the same modules
     base.set_progress_bar_config(disable=True)
     latents = reference_latents(base, size)
-    common = dict(height=size, width=size, num_inference_steps=steps, max_sequence_length=32, output_type="pt",
-                  **extra)
+    common = dict(height=size, width=size, num_inference_steps=steps, max_sequence_length=32, output_type="pt", **extra)
     pair = torch.cat([latents, latents])
     calls = {
         "tdg": lambda: tdg(R, G, eta_schedule=SCHEDULE, latents=latents, **common),
@@ -108,17 +122,30 @@ def time_member(name: str, size: int, steps: int, rounds: int) -> dict[str, Any]
     packed = latents if latents.ndim == 3 else latents.flatten(2).transpose(1, 2)  # FLUX.2: (1, C, h, w) -> (1, hw, C)
     calls["tdg_own_code"] = own_code(tdg, packed, steps)
     result = interleave(calls, rounds=rounds, warmup=1)
-    ratios = {"TDG / base": ("tdg", "base"), "A/A control": ("base_again", "base"),
-              "TDG's own code / base": ("tdg_own_code", "base")}
+    ratios = {
+        "TDG / base": ("tdg", "base"),
+        "A/A control": ("base_again", "base"),
+        "TDG's own code / base": ("tdg_own_code", "base"),
+    }
     print(f"{name}: {size} px, {steps} steps, guidance {extra['guidance_scale']}")
     print(result.report(ratios))
     return {"size": size, "steps": steps, **result.as_dict(ratios)}
 
 
 #: FLUX.2 [klein] 4B's transformer config (black-forest-labs/FLUX.2-klein-4B, transformer/config.json)
-KLEIN_4B = dict(patch_size=1, in_channels=128, num_layers=5, num_single_layers=20, attention_head_dim=128,
-                num_attention_heads=24, joint_attention_dim=3 * 2560, timestep_guidance_channels=256, mlp_ratio=3.0,
-                axes_dims_rope=(32, 32, 32, 32), guidance_embeds=False)
+KLEIN_4B = dict(
+    patch_size=1,
+    in_channels=128,
+    num_layers=5,
+    num_single_layers=20,
+    attention_head_dim=128,
+    num_attention_heads=24,
+    joint_attention_dim=3 * 2560,
+    timestep_guidance_channels=256,
+    mlp_ratio=3.0,
+    axes_dims_rope=(32, 32, 32, 32),
+    guidance_embeds=False,
+)
 
 
 def klein_size_pipelines(device: str, scale: int = 1) -> tuple[Any, Any]:
@@ -132,16 +159,25 @@ def klein_size_pipelines(device: str, scale: int = 1) -> tuple[Any, Any]:
 
     config = dict(KLEIN_4B)
     if scale > 1:
-        config.update(num_layers=1, num_single_layers=1, num_attention_heads=max(1, 24 // scale),
-                      joint_attention_dim=max(8, 7680 // scale))
+        config.update(
+            num_layers=1,
+            num_single_layers=1,
+            num_attention_heads=max(1, 24 // scale),
+            joint_attention_dim=max(8, 7680 // scale),
+        )
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     components = tiny_flux2_components(0, klein=True)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         with torch.device(device):
             components["transformer"] = Flux2Transformer2DModel(**config).to(dtype).eval()
-            components["vae"] = AutoencoderKLFlux2(block_out_channels=(4, 4, 4, 4), latent_channels=32, layers_per_block=1,
-                                                   norm_num_groups=1).to(dtype).eval()
+            components["vae"] = (
+                AutoencoderKLFlux2(
+                    block_out_channels=(4, 4, 4, 4), latent_channels=32, layers_per_block=1, norm_num_groups=1
+                )
+                .to(dtype)
+                .eval()
+            )
     tdg = TiedFlux2KleinPipeline(**components).to(device)
     base = Flux2KleinPipeline(**tdg.components)
     for pipe in (tdg, base):
@@ -149,7 +185,9 @@ def klein_size_pipelines(device: str, scale: int = 1) -> tuple[Any, Any]:
     return tdg, base
 
 
-def time_klein_size(device: str, size: int, steps: int, rounds: int, cache: str | None, scale: int = 1) -> dict[str, Any]:
+def time_klein_size(
+    device: str, size: int, steps: int, rounds: int, cache: str | None, scale: int = 1
+) -> dict[str, Any]:
     """Interleaved timings (and peak CUDA memory) of a TDG pair vs ``Flux2KleinPipeline`` batch-2 at
     [klein] size, plain and, with ``cache``, with that diffusers transformer cache on both."""
     from concept_grounding.tdg.acceleration import Acceleration, TransformerCache, accelerated
@@ -157,24 +195,38 @@ def time_klein_size(device: str, size: int, steps: int, rounds: int, cache: str 
     tdg, base = klein_size_pipelines(device, scale)
     transformer = tdg.transformer
     generator = torch.Generator(device).manual_seed(0)
-    embeds = torch.randn(2, 64, transformer.config.joint_attention_dim, generator=generator, device=device,
-                         dtype=transformer.dtype)
+    embeds = torch.randn(
+        2, 64, transformer.config.joint_attention_dim, generator=generator, device=device, dtype=transformer.dtype
+    )
     side = 2 * (size // (base.vae_scale_factor * 2)) // 2
-    latents = randn_tensor((1, transformer.config.in_channels, side, side), generator=generator, device=device,
-                           dtype=transformer.dtype)
+    latents = randn_tensor(
+        (1, transformer.config.in_channels, side, side), generator=generator, device=device, dtype=transformer.dtype
+    )
     common = dict(height=size, width=size, num_inference_steps=steps, guidance_scale=1.0, output_type="latent")
     calls = {
-        "tdg": lambda: tdg(reference_prompt_embeds=embeds[:1], guide_prompt_embeds=embeds[1:], eta_schedule=SCHEDULE,
-                           latents=latents, **common),
+        "tdg": lambda: tdg(
+            reference_prompt_embeds=embeds[:1],
+            guide_prompt_embeds=embeds[1:],
+            eta_schedule=SCHEDULE,
+            latents=latents,
+            **common,
+        ),
         "base": lambda: base(prompt_embeds=embeds, latents=torch.cat([latents, latents]), **common),
     }
     calls["base_again"] = calls["base"]
     sync = torch.cuda.synchronize if device == "cuda" else None
     ratios = {"TDG / base": ("tdg", "base"), "A/A control": ("base_again", "base")}
-    out: dict[str, Any] = {"device": device, "size": size, "steps": steps, "scale": scale,
-                           "parameters": sum(p.numel() for p in transformer.parameters())}
-    for label, acceleration in (("plain", Acceleration()),
-                                *((("cached", Acceleration(cache=TransformerCache.parse(cache))),) if cache else ())):
+    out: dict[str, Any] = {
+        "device": device,
+        "size": size,
+        "steps": steps,
+        "scale": scale,
+        "parameters": sum(p.numel() for p in transformer.parameters()),
+    }
+    for label, acceleration in (
+        ("plain", Acceleration()),
+        *((("cached", Acceleration(cache=TransformerCache.parse(cache))),) if cache else ()),
+    ):
         with accelerated(tdg, acceleration, steps):
             result = interleave(calls, rounds=rounds, warmup=1, sync=sync)
             figures = result.as_dict(ratios)
@@ -186,11 +238,15 @@ def time_klein_size(device: str, size: int, steps: int, rounds: int, cache: str 
                     calls[name]()
                     torch.cuda.synchronize()
                     figures["peak_gib"][name] = torch.cuda.max_memory_allocated() / 2**30
-        print(f"FLUX.2 [klein]-4B-shaped transformer ({out['parameters'] / 1e9:.2f} B parameters), {device}, {size} px, "
-              f"{steps} steps, {label}:")
+        print(
+            f"FLUX.2 [klein]-4B-shaped transformer ({out['parameters'] / 1e9:.2f} B parameters), {device}, {size} px, "
+            f"{steps} steps, {label}:"
+        )
         print(result.report(ratios))
         if "peak_gib" in figures:
-            print(f"  peak GPU memory: TDG {figures['peak_gib']['tdg']:.2f} GiB, base batch-2 {figures['peak_gib']['base']:.2f} GiB")
+            print(
+                f"  peak GPU memory: TDG {figures['peak_gib']['tdg']:.2f} GiB, base batch-2 {figures['peak_gib']['base']:.2f} GiB"
+            )
         out[label] = figures
     return out
 
@@ -203,13 +259,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1: CPU time counts the work)")
     parser.add_argument("--members", nargs="*", choices=list(FAMILY), default=list(FAMILY))
     parser.add_argument("--json", type=Path, help="also write the figures as JSON")
-    parser.add_argument("--klein-size", action="store_true",
-                        help="time FLUX.2 [klein] 4B's transformer shape instead (CUDA, bf16, 1024 px, 4 steps unless given)")
+    parser.add_argument(
+        "--klein-size",
+        action="store_true",
+        help="time FLUX.2 [klein] 4B's transformer shape instead (CUDA, bf16, 1024 px, 4 steps unless given)",
+    )
     parser.add_argument("--klein-scale", type=int, default=1, help="divide the [klein] shape by this (smoke runs)")
     parser.add_argument("--device", default="cuda", help="device of --klein-size (default cuda)")
-    parser.add_argument("--cache", default="taylorseer",
-                        help="the cached configuration of --klein-size (generate's --cache; '' for none; diffusers' "
-                             "first-block and faster caches do not run on FLUX.2's transformer)")
+    parser.add_argument(
+        "--cache",
+        default="taylorseer",
+        help="the cached configuration of --klein-size (generate's --cache; '' for none; diffusers' "
+        "first-block and faster caches do not run on FLUX.2's transformer)",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.klein_size:
@@ -224,9 +286,11 @@ def main(argv: list[str] | None = None) -> int:
     for name, data in figures.items():
         tdg, control = data["ratios"]["TDG / base"]["cpu"], data["ratios"]["A/A control"]["cpu"]
         share = data["ratios"]["TDG's own code / base"]["cpu"]["median"]
-        print(f"  {name:<15} {tdg['median']:.3f}x [{tdg['min']:.3f}, {tdg['max']:.3f}]   "
-              f"A/A {control['median']:.3f}x [{control['min']:.3f}, {control['max']:.3f}]   "
-              f"TDG's own code {100 * share:.2f} % of a base call")
+        print(
+            f"  {name:<15} {tdg['median']:.3f}x [{tdg['min']:.3f}, {tdg['max']:.3f}]   "
+            f"A/A {control['median']:.3f}x [{control['min']:.3f}, {control['max']:.3f}]   "
+            f"TDG's own code {100 * share:.2f} % of a base call"
+        )
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
     return 0

@@ -42,9 +42,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from experiments.world_tdg import STAGES, WorldTDGSettings, check_settings, run_world_tdg
+
 from concept_grounding.errors import UsageError
 from concept_grounding.worldflux.loader import WORLD_STEPS, WORLD_TRUE_CFG
-from experiments.world_tdg import STAGES, WorldTDGSettings, check_settings, run_world_tdg
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -55,14 +56,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--images", type=int, default=1, help="images per SUB pairing and method")
     p.add_argument("--quality-images", type=int, default=4, help="images per species for the quality prompts")
     p.add_argument("--steps", type=int, default=WORLD_STEPS, help="sampling steps (both methods)")
-    p.add_argument("--cfg", type=float, default=WORLD_TRUE_CFG, help="true CFG scale against the empty prompt (both methods)")
+    p.add_argument(
+        "--cfg", type=float, default=WORLD_TRUE_CFG, help="true CFG scale against the empty prompt (both methods)"
+    )
     p.add_argument("--sweep-pairings", type=int, default=96, help="pairings in the eta sweep")
     p.add_argument("--sweep-etas", type=float, nargs="*", default=[0.0, 0.5, 0.8, 0.95, 1.0])
-    p.add_argument("--judge-per-class", type=int, default=150, help="training renders per species and kind for the judge")
-    p.add_argument("--judge-epochs", type=int, default=32,
-                   help="judge training epochs (16 left forehead colour, bill shape and breast pattern below the bars)")
-    p.add_argument("--validation-edits", type=int, default=3,
-                   help="held-out exact edits per SUB pairing to validate the judge (3: at least 78 per group)")
+    p.add_argument(
+        "--judge-per-class", type=int, default=150, help="training renders per species and kind for the judge"
+    )
+    p.add_argument(
+        "--judge-epochs",
+        type=int,
+        default=32,
+        help="judge training epochs (16 left forehead colour, bill shape and breast pattern below the bars)",
+    )
+    p.add_argument(
+        "--validation-edits",
+        type=int,
+        default=3,
+        help="held-out exact edits per SUB pairing to validate the judge (3: at least 78 per group)",
+    )
     p.add_argument("--validation-renders", type=int, default=10, help="held-out ordinary renders per species")
     p.add_argument("--clip-train", type=int, default=80, help="renders per species to train the filter's world CLIP")
     p.add_argument("--bootstrap", type=int, default=1000)
@@ -70,8 +83,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--limit-pairings", type=int, default=None, help="debug: only the first N pairings")
-    p.add_argument("--export-judge", type=Path, default=None,
-                   help="also write the validated judge (safetensors) and its model card to this folder")
+    p.add_argument(
+        "--export-judge",
+        type=Path,
+        default=None,
+        help="also write the validated judge (safetensors) and its model card to this folder",
+    )
     p.add_argument("--device", default="cpu", help="torch device of the pipeline (e.g. cuda)")
     args = p.parse_args(argv)
     try:

@@ -48,22 +48,28 @@ def main() -> None:
     for i in range(m):
         world.counterfactual(world.sample(i), target)
     pair_rate = m / (time.perf_counter() - t0)
-    print(f"bird world @ {args.size}px, 1 thread: {rate:.1f} images/s wall-clock, "
-          f"{cpu_rate:.1f} images per CPU-second "
-          f"(target {TARGET:.0f}/s, ratio {cpu_rate / TARGET:.2f}); "
-          f"sample+counterfactual pairs: {pair_rate:.1f}/s wall-clock")
+    print(
+        f"bird world @ {args.size}px, 1 thread: {rate:.1f} images/s wall-clock, "
+        f"{cpu_rate:.1f} images per CPU-second "
+        f"(target {TARGET:.0f}/s, ratio {cpu_rate / TARGET:.2f}); "
+        f"sample+counterfactual pairs: {pair_rate:.1f}/s wall-clock"
+    )
 
     both = _cpu_seconds(lambda: [world.counterfactual(world.sample(i), target).edited for i in range(m)])
     edited = _cpu_seconds(lambda: [world.edited(i, target)[0] for i in range(m)])
-    print(f"SUB export, {m} edits: edited() {edited / m * 1e3:.2f} ms vs counterfactual(sample()) "
-          f"{both / m * 1e3:.2f} ms per edit (CPU), ratio {edited / both:.2f}")
+    print(
+        f"SUB export, {m} edits: edited() {edited / m * 1e3:.2f} ms vs counterfactual(sample()) "
+        f"{both / m * 1e3:.2f} ms per edit (CPU), ratio {edited / both:.2f}"
+    )
 
     images = [world.sample(i).image for i in range(m)]
     for level in (PNG_COMPRESS_LEVEL, 6):
         sizes: list[int] = []
         seconds = _cpu_seconds(lambda: sizes.extend(_png_size(a, level) for a in images))
-        print(f"PNG zlib level {level}: {seconds / m * 1e3:.2f} ms and {sum(sizes) / len(sizes) / 1e3:.1f} kB "
-              f"per {args.size} px image (CPU)")
+        print(
+            f"PNG zlib level {level}: {seconds / m * 1e3:.2f} ms and {sum(sizes) / len(sizes) / 1e3:.1f} kB "
+            f"per {args.size} px image (CPU)"
+        )
 
 
 def _cpu_seconds(work) -> float:

@@ -23,8 +23,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--pipeline", type=Path, default=None, help="world Flux folder (default: the shipped one)")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--device", default="cpu", help="torch device of the pipeline and the judge's training")
-    p.add_argument("--train-judge", action="store_true",
-                   help="train the composition judge on the pipeline's world (default: the shipped one)")
+    p.add_argument(
+        "--train-judge",
+        action="store_true",
+        help="train the composition judge on the pipeline's world (default: the shipped one)",
+    )
     p.add_argument("--species", type=int, default=None, help="only the first N species of the world")
     p.add_argument("--judge-per-class", type=int, default=200, help="training compositions per species")
     p.add_argument("--judge-epochs", type=int, default=25)
@@ -39,14 +42,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import numpy as np
+    from experiments.world_compositions import compositions_markdown, measure_compositions
     from PIL import Image
 
-    from concept_grounding.judge.composition import (composition_set, train_composition_judge,
-                                                     validate_composition_judge)
+    from concept_grounding.judge.composition import composition_set, train_composition_judge, validate_composition_judge
     from concept_grounding.world import BirdWorld
     from concept_grounding.worldflux.loader import trained_world_config, world_flux_settings
     from concept_grounding.worldflux.source import WorldFlux
-    from experiments.world_compositions import compositions_markdown, measure_compositions
 
     t0 = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -66,8 +68,14 @@ def main(argv: list[str] | None = None) -> int:
         judge = create_judge("composition", path=folder)
     else:
         train = composition_set(world, args.judge_per_class, 0, seed=args.seed)
-        judge = train_composition_judge(train, world.num_classes, epochs=args.judge_epochs, seed=args.seed,
-                                        device=args.device, progress=args.progress)
+        judge = train_composition_judge(
+            train,
+            world.num_classes,
+            epochs=args.judge_epochs,
+            seed=args.seed,
+            device=args.device,
+            progress=args.progress,
+        )
         judge.save_pretrained(folder)
     held_out = composition_set(world, args.validation_per_class, 10_000, seed=args.seed + 1)
     validation = validate_composition_judge(judge, held_out)
@@ -80,10 +88,15 @@ def main(argv: list[str] | None = None) -> int:
     sheet = result.pop("images")
     rows = [np.concatenate(list(v) + [np.zeros_like(v[0])] * (8 - len(v)), axis=1) for v in sheet.values()]
     Image.fromarray(np.concatenate(rows, axis=0)).resize((8 * 96, len(rows) * 96), Image.NEAREST).save(
-        args.out / "contact_sheet.png")
-    result.update(pipeline=str(args.pipeline or "world"), judge_seconds=t1 - t0,
-                  generate_seconds=time.perf_counter() - t1, rows=list(sheet), settings=vars(args) | {
-                      "out": str(args.out), "pipeline": str(args.pipeline)})
+        args.out / "contact_sheet.png"
+    )
+    result.update(
+        pipeline=str(args.pipeline or "world"),
+        judge_seconds=t1 - t0,
+        generate_seconds=time.perf_counter() - t1,
+        rows=list(sheet),
+        settings=vars(args) | {"out": str(args.out), "pipeline": str(args.pipeline)},
+    )
     (args.out / "results.json").write_text(json.dumps(result, indent=1, default=str))
     table = compositions_markdown(result)
     (args.out / "report.md").write_text(f"# Compositions drawn by {result['pipeline']}\n\n{table}\n")

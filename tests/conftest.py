@@ -43,9 +43,15 @@ def bench_run(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("bench")
     config = BenchConfig(
-        WorldConfig(image_size=32, class_names=("017.Cardinal", "073.Blue_Jay", "019.Gray_Catbird", "129.Song_Sparrow",
-                                                "186.Cedar_Waxwing")),
-        models=("CBM (ind.)", "CBM (joint)", "CEM"), train_per_class=2, test_per_class=1, epochs=1, clip_epochs=1,
+        WorldConfig(
+            image_size=32,
+            class_names=("017.Cardinal", "073.Blue_Jay", "019.Gray_Catbird", "129.Song_Sparrow", "186.Cedar_Waxwing"),
+        ),
+        models=("CBM (ind.)", "CBM (joint)", "CEM"),
+        train_per_class=2,
+        test_per_class=1,
+        epochs=1,
+        clip_epochs=1,
     )
     result = run_bench_job(replace(config, out=out))  # the job's run, then its save: what run_bench does
     result.save(out)
@@ -55,8 +61,12 @@ def bench_run(tmp_path_factory):
 # ---- shared by the model, TDG and CCI tests (read-only; each checks or documents why sharing is safe)
 
 #: Concepts of the toy concept dataset that the CBM and post-hoc CBM tests train on.
-TOY_CONCEPTS = ("has_primary_color::red", "has_primary_color::blue", "has_primary_color::yellow",
-                "has_primary_color::green")
+TOY_CONCEPTS = (
+    "has_primary_color::red",
+    "has_primary_color::blue",
+    "has_primary_color::yellow",
+    "has_primary_color::green",
+)
 
 
 @pytest.fixture(scope="session")

@@ -40,14 +40,28 @@ PACKAGE = "concept_grounding"
 def lint_imports(src: Path) -> subprocess.CompletedProcess:
     """``lint-imports`` with this checkout's contracts over the package found in ``src``."""
     env = {**os.environ, "PYTHONPATH": str(src)}
-    return subprocess.run([sys.executable, "-c", "from importlinter.cli import lint_imports_command; lint_imports_command()",
-                           "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from importlinter.cli import lint_imports_command; lint_imports_command()",
+            "--config",
+            str(ROOT / "pyproject.toml"),
+            "--no-cache",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def broken_contracts(output: str) -> set[str]:
     """The names of the contracts ``lint-imports`` reports broken."""
-    names = {c["name"] for c in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]}
+    names = {
+        c["name"] for c in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    }
     flat = " ".join(output.split())
     return {name for name in names if f"{name} BROKEN" in flat}
 
@@ -55,8 +69,12 @@ def broken_contracts(output: str) -> set[str]:
 def module_cycles(package: str) -> list[tuple[str, str]]:
     """Direct imports ``a -> b`` between the package's modules that close a cycle (``b`` reaches ``a``)."""
     graph = grimp.build_graph(package, cache_dir=None)
-    return sorted((a, b) for a in graph.modules for b in graph.find_modules_directly_imported_by(a)
-                  if graph.find_shortest_chain(importer=b, imported=a) is not None)
+    return sorted(
+        (a, b)
+        for a in graph.modules
+        for b in graph.find_modules_directly_imported_by(a)
+        if graph.find_shortest_chain(importer=b, imported=a) is not None
+    )
 
 
 # ----------------------------------------------------------------------------- the rules
@@ -90,11 +108,12 @@ def test_contracts_catch_forbidden_imports(tmp_path):
     out = lint_imports(tmp_path)
     assert out.returncode == 1, out.stdout[-3000:] + out.stderr[-3000:]
     broken = broken_contracts(out.stdout)
-    assert {"Each package imports only the layers below it; packages on one line are independent",
-            "metrics import the vocabulary only; plotting draws them",
-            "The base install's modules import no extra's library",
-            "Only tests import the test helpers (the tiny models production uses live in tdg.tiny, models.clip.tiny)",
-            } <= broken, out.stdout[-6000:]
+    assert {
+        "Each package imports only the layers below it; packages on one line are independent",
+        "metrics import the vocabulary only; plotting draws them",
+        "The base install's modules import no extra's library",
+        "Only tests import the test helpers (the tiny models production uses live in tdg.tiny, models.clip.tiny)",
+    } <= broken, out.stdout[-6000:]
     assert "concept_grounding.world.config -> concept_grounding.tdg.pipeline" in out.stdout
 
 
@@ -112,8 +131,11 @@ def test_cycle_checker_sees_function_level_and_type_checking_cycles(tmp_path, mo
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     monkeypatch.syspath_prepend(str(tmp_path))
-    assert module_cycles("cycle_probe") == [("cycle_probe.a.x", "cycle_probe.a.y"), ("cycle_probe.a.y", "cycle_probe.a.z"),
-                                            ("cycle_probe.a.z", "cycle_probe.a.x")]
+    assert module_cycles("cycle_probe") == [
+        ("cycle_probe.a.x", "cycle_probe.a.y"),
+        ("cycle_probe.a.y", "cycle_probe.a.z"),
+        ("cycle_probe.a.z", "cycle_probe.a.x"),
+    ]
     (root / "a/z.py").write_text("")
     assert module_cycles("cycle_probe") == []
 
@@ -137,8 +159,13 @@ def test_the_subpackages_are_all_found():
 def test_importing_a_subpackage_imports_no_heavy_library(package):
     """The newcomer's map's claim (docs/guide/development.md): every package loads its names on
     first use, so importing one (in a fresh interpreter) imports neither torch nor any other heavy library."""
-    out = subprocess.run([sys.executable, "-c", _IMPORT_PROBE, f"{PACKAGE}.{package}"], capture_output=True, text=True,
-                         check=True, env={**os.environ, "PYTHONPATH": str(SRC)})
+    out = subprocess.run(
+        [sys.executable, "-c", _IMPORT_PROBE, f"{PACKAGE}.{package}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+    )
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [], package
 
 

@@ -17,14 +17,23 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_wheel import _copy_checkout, _run
 
 pytestmark = pytest.mark.slow
 
 #: what the base install must not bring (the extras' libraries)
-HEAVY = ("torch", "torchvision", "diffusers", "transformers", "accelerate", "open_clip", "sklearn", "matplotlib",
-         "gradio", "safetensors")
+HEAVY = (
+    "torch",
+    "torchvision",
+    "diffusers",
+    "transformers",
+    "accelerate",
+    "open_clip",
+    "sklearn",
+    "matplotlib",
+    "gradio",
+    "safetensors",
+)
 
 _USE_METRICS = """
 import doctest, glob, json, os, sys
@@ -48,29 +57,45 @@ print(json.dumps({"metrics": results, "loaded": sorted({m.split(".")[0] for m in
 def test_base_wheel_computes_every_metric_without_torch(tmp_path):
     source = _copy_checkout(tmp_path / "clone")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
-    _run([sys.executable, "-m", "build", "--no-isolation", "--wheel", "--outdir", str(tmp_path / "dist"),
-          str(source)], tmp_path, env)
+    _run(
+        [sys.executable, "-m", "build", "--no-isolation", "--wheel", "--outdir", str(tmp_path / "dist"), str(source)],
+        tmp_path,
+        env,
+    )
     wheel = next((tmp_path / "dist").glob("*.whl"))
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", str(venv)], tmp_path, env)
     python = str(venv / "bin" / "python")
     env.update(VIRTUAL_ENV=str(venv), PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}")
-    install = subprocess.run([python, "-m", "pip", "--disable-pip-version-check", "install", "--quiet", str(wheel)],
-                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
-    if install.returncode != 0 and ("NewConnectionError" in install.stderr or "No matching distribution" in install.stderr):
+    install = subprocess.run(
+        [python, "-m", "pip", "--disable-pip-version-check", "install", "--quiet", str(wheel)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if install.returncode != 0 and (
+        "NewConnectionError" in install.stderr or "No matching distribution" in install.stderr
+    ):
         pytest.skip(f"the package index is unreachable: {install.stderr.strip().splitlines()[-1]}")
     assert install.returncode == 0, install.stderr[-3000:]
-    installed = {line.split("==")[0].lower() for line in
-                 _run([python, "-m", "pip", "freeze"], tmp_path, env).stdout.splitlines()}
+    installed = {
+        line.split("==")[0].lower() for line in _run([python, "-m", "pip", "freeze"], tmp_path, env).stdout.splitlines()
+    }
     assert not installed & {"torch", "diffusers", "transformers", "open-clip-torch", "gradio"}, installed
 
-    env.update(HF_HOME=str(tmp_path / "hf_home"), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1",
-               HF_EVALUATE_OFFLINE="1")
+    env.update(HF_HOME=str(tmp_path / "hf_home"), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_EVALUATE_OFFLINE="1")
     work = tmp_path / "work"
     work.mkdir()
     out = json.loads(_run([python, "-c", _USE_METRICS], work, env).stdout.strip().splitlines()[-1])
-    assert sorted(out["metrics"]) == ["concept_confidence_deviation", "concept_existence",
-                                      "concept_global_importance", "concept_location", "sub_accuracy"]
+    assert sorted(out["metrics"]) == [
+        "concept_confidence_deviation",
+        "concept_existence",
+        "concept_global_importance",
+        "concept_location",
+        "sub_accuracy",
+    ]
     for name, (failures, examples) in out["metrics"].items():
         assert failures == 0 and examples > 0, name
     assert "torch" not in out["loaded"]

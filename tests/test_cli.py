@@ -39,8 +39,9 @@ def test_parsing_every_command_imports_no_heavy_library():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
-    bad = subprocess.run([sys.executable, "-m", "concept_grounding.cli", "bench", "--epochs", "zero"],
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "concept_grounding.cli", "bench", "--epochs", "zero"], capture_output=True, text=True
+    )
     assert bad.returncode == 2 and "--epochs" in bad.stderr and "Traceback" not in bad.stderr
 
 
@@ -72,7 +73,11 @@ def test_every_option_has_help_text_and_shows_its_default(name):
         if action.nargs != 0 and not action.required:
             shown = formatter._expand_help(action)
             assert "default" in shown, f"{name} {flag}: {shown!r}"
-            if action.default not in (None, argparse.SUPPRESS) and "(default: " in shown and "%(default)" not in action.help:
+            if (
+                action.default not in (None, argparse.SUPPRESS)
+                and "(default: " in shown
+                and "%(default)" not in action.help
+            ):
                 assert str(action.default) in shown, f"{name} {flag}: {shown!r}"
     text = sub.format_help()
     assert "(default: " in text
@@ -113,7 +118,9 @@ def test_a_command_whose_extra_is_missing_says_which_to_install(monkeypatch, cap
     capsys.readouterr()
     assert cli.main(["generate", "--out", "x", "--tiny"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == ('concept-grounding: error: concept-grounding generate needs the [tdg] extra (diffusers missing): '
-                   'pip install "concept-grounding[tdg]"')
+    assert err == (
+        "concept-grounding: error: concept-grounding generate needs the [tdg] extra (diffusers missing): "
+        'pip install "concept-grounding[tdg]"'
+    )
     with pytest.raises(ImportError, match=r"\[cci\] extra"):
         cli.dispatch(["explain", "--out", "x"])

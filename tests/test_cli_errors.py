@@ -28,7 +28,7 @@ def _fail_with(monkeypatch, exc: BaseException) -> None:
 
 
 @pytest.mark.parametrize(
-    "exc, expected",
+    ("exc", "expected"),
     [
         (UsageError("must be >= 1", argument="--n", hint="try 2"), "--n: must be >= 1; try 2"),
         (FileNotFoundError(2, "No such file or directory", "/data/x.txt"), "/data/x.txt: no such file or folder"),
@@ -39,12 +39,22 @@ def _fail_with(monkeypatch, exc: BaseException) -> None:
         (UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"), "a file is not UTF-8 text"),
         # a full disk or a permission error names the path written, however it is wrapped
         (OSError(errno.ENOSPC, "No space left on device"), "x: no space left on the device"),
-        (OSError(errno.ENOSPC, "No space left on device", "/src/a.py", None, "/out/a.py"),
-         "/out/a.py: no space left on the device"),
-        (shutil.Error([("/src/a.py", "/out/a.py", "[Errno 28] No space left on device: '/src/a.py' -> '/out/a.py'")]),
-         "/out/a.py: no space left on the device"),
-        (type("SafetensorError", (Exception,), {})("Error while serializing: I/O error: No space left on device "
-                                                  "(os error 28)"), "x: no space left on the device"),
+        (
+            OSError(errno.ENOSPC, "No space left on device", "/src/a.py", None, "/out/a.py"),
+            "/out/a.py: no space left on the device",
+        ),
+        (
+            shutil.Error(
+                [("/src/a.py", "/out/a.py", "[Errno 28] No space left on device: '/src/a.py' -> '/out/a.py'")]
+            ),
+            "/out/a.py: no space left on the device",
+        ),
+        (
+            type("SafetensorError", (Exception,), {})(
+                "Error while serializing: I/O error: No space left on device (os error 28)"
+            ),
+            "x: no space left on the device",
+        ),
         (PermissionError(errno.EACCES, "Permission denied"), "x: permission denied"),
     ],
 )
@@ -143,8 +153,17 @@ def test_user_message_leaves_bugs_alone():
 def test_a_real_process_prints_no_traceback_unless_asked(tmp_path):
     bad = tmp_path / "pairs.txt"
     bad.write_bytes(b"Caf\xe9,has_crown_color::black\n")
-    argv = [sys.executable, "-m", "concept_grounding.cli", "generate", "--out", str(tmp_path / "o"), "--tiny",
-            "--pairings", str(bad)]
+    argv = [
+        sys.executable,
+        "-m",
+        "concept_grounding.cli",
+        "generate",
+        "--out",
+        str(tmp_path / "o"),
+        "--tiny",
+        "--pairings",
+        str(bad),
+    ]
     plain = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert plain.returncode == 2 and "Traceback" not in plain.stderr
     assert "pairs.txt, line 1: not UTF-8 text" in plain.stderr
@@ -169,16 +188,31 @@ def _full_disk(monkeypatch, when=lambda path: True) -> None:
 
 def _one_error(capsys) -> str:
     err = capsys.readouterr().err
-    lines = [line for line in err.splitlines()  # warnings are lines of their own
-             if line.startswith("concept-grounding: ") and not line.startswith("concept-grounding: warning: ")]
+    lines = [
+        line
+        for line in err.splitlines()  # warnings are lines of their own
+        if line.startswith("concept-grounding: ") and not line.startswith("concept-grounding: warning: ")
+    ]
     assert len(lines) == 1 and lines[0].startswith("concept-grounding: error: ") and "Traceback" not in err, err
     return lines[0]
 
 
 def test_generate_on_a_full_disk_names_the_file_and_a_resume_finds_no_temporary_file(tmp_path, monkeypatch, capsys):
     out = tmp_path / "gen"
-    argv = ["generate", "--out", str(out), "--tiny", "--classes", "Cardinal", "--attributes", "has_crown_color::black",
-            "--images-per-pairing", "1", "--steps", "1"]
+    argv = [
+        "generate",
+        "--out",
+        str(out),
+        "--tiny",
+        "--classes",
+        "Cardinal",
+        "--attributes",
+        "has_crown_color::black",
+        "--images-per-pairing",
+        "1",
+        "--steps",
+        "1",
+    ]
     with monkeypatch.context() as full:
         _full_disk(full, lambda path: ".png.tmp-" in path.name)
         assert main(argv) == 2
@@ -186,13 +220,18 @@ def test_generate_on_a_full_disk_names_the_file_and_a_resume_finds_no_temporary_
     assert f"{out}/" in line and ".png: no space left on the device" in line and ".tmp-" not in line
     assert not list(out.rglob("*.tmp-*"))
     assert main(argv) == 0  # the resume
-    assert not list(out.rglob("*.tmp-*")) and len([p for p in out.rglob("*.png") if p.name != ".contact_sheet.png"]) == 1
+    assert (
+        not list(out.rglob("*.tmp-*")) and len([p for p in out.rglob("*.png") if p.name != ".contact_sheet.png"]) == 1
+    )
 
 
 def test_bench_on_a_full_disk_is_a_user_error_naming_the_file(tmp_path, monkeypatch, capsys):
     _full_disk(monkeypatch)
     out = tmp_path / "bench"
-    assert main(["bench", "--out", str(out), "--classes", "017.Cardinal", "073.Blue_Jay", "--no-clip", "--no-posthoc"]) == 2
+    assert (
+        main(["bench", "--out", str(out), "--classes", "017.Cardinal", "073.Blue_Jay", "--no-clip", "--no-posthoc"])
+        == 2
+    )
     assert f"{out / 'config.json'}: no space left on the device" in _one_error(capsys)
     assert not list(out.rglob("*.tmp-*"))
 
@@ -203,10 +242,29 @@ def test_publish_on_a_full_disk_names_the_copy_not_its_source(tmp_path, monkeypa
 
     monkeypatch.setattr(shutil, "copyfile", copyfile)
     out = tmp_path / "hub"
-    assert main(["publish", "--namespace", "cg-test", "--out", str(out), "--size", "32", "--train-per-class", "1",
-                 "--test-per-class", "1", "--classes", "017.Cardinal", "073.Blue_Jay"]) == 2
+    assert (
+        main(
+            [
+                "publish",
+                "--namespace",
+                "cg-test",
+                "--out",
+                str(out),
+                "--size",
+                "32",
+                "--train-per-class",
+                "1",
+                "--test-per-class",
+                "1",
+                "--classes",
+                "017.Cardinal",
+                "073.Blue_Jay",
+            ]
+        )
+        == 2
+    )
     line = _one_error(capsys)
-    assert f": no space left on the device" in line and line.split("error: ")[1].startswith(str(out)), line
+    assert ": no space left on the device" in line and line.split("error: ")[1].startswith(str(out)), line
     assert str(Path(__file__).resolve().parents[1] / "metrics") not in line
 
 
@@ -219,8 +277,9 @@ def test_an_argument_error_is_one_line_without_the_usage_block(capsys):
         build_parser().parse_args(["generate", "--max-images", "many"])
     err = capsys.readouterr().err
     assert stop.value.code == 2 and err.count("\n") == 1, err
-    assert err.startswith("concept-grounding: error: generate: argument --max-images") and \
-        err.rstrip().endswith("(see concept-grounding generate --help)")
+    assert err.startswith("concept-grounding: error: generate: argument --max-images") and err.rstrip().endswith(
+        "(see concept-grounding generate --help)"
+    )
 
 
 def test_a_folder_that_is_not_cub_and_a_missing_model_folder_say_so(tmp_path, capsys):
@@ -238,8 +297,10 @@ def test_a_folder_that_is_not_cub_and_a_missing_model_folder_say_so(tmp_path, ca
     missing = str(tmp_path / "nonexistent")
     assert main(["analyse", "--model", missing, "--cub-root", str(not_cub), "--out", str(tmp_path / "a")]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert err == (f"concept-grounding: error: --model: no such folder or file {missing!r}; pass an existing folder or a "
-                   "Hub model id like 'org/name'")  # the one resolver's line, the same from every command
+    assert err == (
+        f"concept-grounding: error: --model: no such folder or file {missing!r}; pass an existing folder or a "
+        "Hub model id like 'org/name'"
+    )  # the one resolver's line, the same from every command
 
 
 def test_a_warning_reaches_the_user_as_one_line_without_a_source_path(monkeypatch, tmp_path, capsys):
@@ -262,9 +323,8 @@ def test_generate_steps_default_to_the_model_s_own():
     default is the model's own, and ``--steps`` still wins."""
     from concept_grounding.cli import build_parser
     from concept_grounding.commands.generate import config_from_args
-    from concept_grounding.worldflux.loader import WORLD_STEPS
-
     from concept_grounding.tdg.sources import DEFAULT_STEPS, FluxModel
+    from concept_grounding.worldflux.loader import WORLD_STEPS
 
     def steps(*argv: str) -> int:
         config = config_from_args(build_parser().parse_args(["generate", "--out", "x", *argv]))
@@ -336,11 +396,16 @@ def test_the_space_classifies_errors_as_the_cli_does(caplog):
     from concept_grounding.errors import UsageError, user_message
     from concept_grounding.space.guard import INTERNAL_ERROR, page_message
 
-    for exc in (ValueError("num_clusters must be >= 2, got 1"), UsageError("must be >= 1, got 0", argument="--steps"),
-                FileNotFoundError(2, "No such file or directory", "notes.csv")):
+    for exc in (
+        ValueError("num_clusters must be >= 2, got 1"),
+        UsageError("must be >= 1, got 0", argument="--steps"),
+        FileNotFoundError(2, "No such file or directory", "notes.csv"),
+    ):
         assert page_message(exc) == user_message(exc)
-    assert page_message(FileNotFoundError(2, "No such file", "/srv/space/data/notes.csv")) == \
-        "notes.csv: no such file or folder"
+    assert (
+        page_message(FileNotFoundError(2, "No such file", "/srv/space/data/notes.csv"))
+        == "notes.csv: no such file or folder"
+    )
     with caplog.at_level(logging.ERROR, logger="concept_grounding.space.guard"):
         try:
             {}["missing"]

@@ -59,7 +59,10 @@ CASES: list[tuple[list[str], str]] = [
     (G + ["--cache", "first-blok"], "argument --cache: unknown cache 'first-blok' (did you mean 'first-block'"),
     (G + ["--cache", "first-block:thresh=0.2"], "argument --cache: FirstBlockCacheConfig has no option 'thresh'"),
     (G + ["--cache", "first-block:0.2"], "argument --cache: expected option=value"),
-    (G + ["--cache", "faster:is_guidance_distilled=false"], "argument --cache: faster: is_guidance_distilled must stay True"),
+    (
+        G + ["--cache", "faster:is_guidance_distilled=false"],
+        "argument --cache: faster: is_guidance_distilled must stay True",
+    ),
     (G + ["--pairings", "{missing}"], "argument --pairings: no such file"),
     (G + ["--pairings", "{empty_dir}"], "argument --pairings: not a file"),
     (G + ["--cub-root", "{missing}"], "argument --cub-root: no such folder"),
@@ -79,15 +82,55 @@ CASES: list[tuple[list[str], str]] = [
     (G + ["--classes", "001.Black_footed_Albatross"], "--classes: ['001.Black_footed_Albatross'] not among"),
     (G + ["--classes", "Blue Jay", "--attributes", "has_crown_color::black"], "no (class, attribute) pairing"),
     (["generate", "--out", "{out}", "--model", "{missing}/flux"], "--model: no such folder or file"),
-    (["generate", "--out", "{out}", "--model", "someone/not-cached-flux"], "--model: model 'someone/not-cached-flux'"
-                                                                           " is not in the local Hugging Face cache"),
+    (
+        ["generate", "--out", "{out}", "--model", "someone/not-cached-flux"],
+        "--model: model 'someone/not-cached-flux' is not in the local Hugging Face cache",
+    ),
     (["generate", "--out", "{out}", "--model", "not a model id"], "--model: 'not a model id' is neither"),
-    (["generate", "--out", "{resumed}", "--tiny", "--seed", "1", "--classes", "Cardinal",
-      "--attributes", "has_crown_color::black", "--images-per-pairing", "1", "--steps", "2", "--size", "32"],
-     "Differing: seed (--seed): 5 in the folder, 1 now; rerun with the folder's settings"),
-    (["generate", "--out", "{resumed}", "--tiny", "--seed", "5", "--classes", "Cardinal", "--attributes",
-      "has_crown_color::black", "--images-per-pairing", "1", "--steps", "2", "--size", "32", "--cache", "text-kv"],
-     'Differing: cache (--cache): null in the folder, {{"name": "text-kv"}} now'),
+    (
+        [
+            "generate",
+            "--out",
+            "{resumed}",
+            "--tiny",
+            "--seed",
+            "1",
+            "--classes",
+            "Cardinal",
+            "--attributes",
+            "has_crown_color::black",
+            "--images-per-pairing",
+            "1",
+            "--steps",
+            "2",
+            "--size",
+            "32",
+        ],
+        "Differing: seed (--seed): 5 in the folder, 1 now; rerun with the folder's settings",
+    ),
+    (
+        [
+            "generate",
+            "--out",
+            "{resumed}",
+            "--tiny",
+            "--seed",
+            "5",
+            "--classes",
+            "Cardinal",
+            "--attributes",
+            "has_crown_color::black",
+            "--images-per-pairing",
+            "1",
+            "--steps",
+            "2",
+            "--size",
+            "32",
+            "--cache",
+            "text-kv",
+        ],
+        'Differing: cache (--cache): null in the folder, {{"name": "text-kv"}} now',
+    ),
     (G + ["--out", "{old_parts}"], "holds generated images but no manifest"),
     (G + ["--cub-root", "{broken_cub}"], "missing file(s)"),
     # ---- filter
@@ -110,8 +153,10 @@ CASES: list[tuple[list[str], str]] = [
     (F + ["--in", "{gen_ok}", "--vlm-model", "{missing}/vlm"], "--vlm-model: no such folder or file"),
     (F + ["--in", "{gen_ok}", "--vlm-model", "someone/not-cached-vlm"], "--vlm-model: model 'someone/not-cached-vlm'"),
     (F + ["--in", "{gen_ok}", "--scorer", "clip", "--clip-model", "ViT-Q-99"], "--clip-model: unknown open_clip"),
-    (F + ["--in", "{gen_ok}", "--scorer", "clip", "--clip-pretrained", "nosuchtag"], "--clip-pretrained: open_clip"
-                                                                                     " has no weights 'nosuchtag'"),
+    (
+        F + ["--in", "{gen_ok}", "--scorer", "clip", "--clip-pretrained", "nosuchtag"],
+        "--clip-pretrained: open_clip has no weights 'nosuchtag'",
+    ),
     (F + ["--in", "{gen_ok}", "--scorer", "clip"], "--clip-model: model 'timm/"),
     (["filter", "--in", "{gen_ok}"], "the following arguments are required: --out"),
     # ---- explain
@@ -183,9 +228,11 @@ CASES: list[tuple[list[str], str]] = [
 
 #: rows also run as real processes (exit status, no traceback), picked by their expected text
 SUBPROCESS_CASES = [
-    i for i, (_, expected) in enumerate(CASES)
-    if expected.startswith(("argument --steps: must", "latin1.txt", "Differing: seed",
-                            "--model: model 'someone/not-cached-flux'"))
+    i
+    for i, (_, expected) in enumerate(CASES)
+    if expected.startswith(
+        ("argument --steps: must", "latin1.txt", "Differing: seed", "--model: model 'someone/not-cached-flux'")
+    )
 ]
 
 
@@ -212,8 +259,9 @@ def paths(tmp_path_factory) -> dict[str, str]:
         "missing": root / "does-not-exist",
         "empty_dir": root / "empty",
         "text_file": _write(root / "notes.txt", "just some text\n"),
-        "latin1": _write(root / "latin1.txt", "Blue Jay,has_crown_color::yellow\nCaf\xe9,has_crown_color::black\n"
-                         .encode("latin-1")),
+        "latin1": _write(
+            root / "latin1.txt", "Blue Jay,has_crown_color::yellow\nCaf\xe9,has_crown_color::black\n".encode("latin-1")
+        ),
         "pairs_ok": _write(root / "pairs_ok.txt", "Blue Jay,has_crown_color::yellow\n"),
         "pairs_three": _write(root / "pairs_three.txt", "Blue Jay,has_crown_color::yellow,extra\n"),
         "pairs_bad_class": _write(root / "pairs_bad_class.txt", "# ok\nBlue Jey,has_crown_color::yellow\n"),
@@ -228,10 +276,15 @@ def paths(tmp_path_factory) -> dict[str, str]:
     # a generated folder whose manifest differs from the row's settings in the seed only
     resumed = root / "resumed"
     world = BirdWorld()
-    pairings = [q for q in plan_pairings(world.class_names, world.class_attributes, ["has_crown_color::black"])
-                if q.reference_class == "017.Cardinal"]
+    pairings = [
+        q
+        for q in plan_pairings(world.class_names, world.class_attributes, ["has_crown_color::black"])
+        if q.reference_class == "017.Cardinal"
+    ]
     settings = GenerateConfig(out=resumed, seed=5, num_inference_steps=2, size=32, batch_size=4)
-    manifest = generation_manifest(plan_jobs(pairings, 1, 5), settings, FluxModel(TINY_MODEL, "float32", 32, 32, load=None))
+    manifest = generation_manifest(
+        plan_jobs(pairings, 1, 5), settings, FluxModel(TINY_MODEL, "float32", 32, 32, load=None)
+    )
     _write(resumed / MANIFEST_FILE, json.dumps(manifest))
     p["resumed"] = resumed
     # image folders for filter
@@ -289,8 +342,13 @@ def test_bad_invocation_in_a_real_process(index, paths, tmp_path):
     row, expected = CASES[index]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hf-cache")}
     env.pop("CONCEPT_GROUNDING_DEBUG", None)
-    done = subprocess.run([sys.executable, "-m", "concept_grounding.cli", *_argv(row, paths)],
-                          capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "concept_grounding.cli", *_argv(row, paths)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     assert expected.format(**paths) in done.stderr

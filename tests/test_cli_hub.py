@@ -31,7 +31,7 @@ from concept_grounding.errors import ModelUnavailableError
 SHORT_TIMEOUT = "0.25"
 
 
-@pytest.fixture()
+@pytest.fixture
 def silent_endpoint():
     """``http://127.0.0.1:<port>`` that accepts TCP connections and never sends a byte."""
     server = socket.socket()
@@ -58,12 +58,12 @@ def silent_endpoint():
     server.close()
 
 
-@pytest.fixture()
+@pytest.fixture
 def not_found_endpoint():
     """A Hub that answers 404 to everything."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - http.server's name
+        def do_GET(self):
             self.send_response(404)
             self.end_headers()
 
@@ -78,7 +78,7 @@ def not_found_endpoint():
     server.server_close()
 
 
-@pytest.fixture()
+@pytest.fixture
 def online(monkeypatch, tmp_path):
     """Offline mode off, an empty cache, no remembered probes; everything restored afterwards."""
     import datasets.config as dconfig
@@ -127,8 +127,23 @@ def test_uncached_model_fails_within_10_s_when_the_hub_does_not_answer(online, s
     BirdWorld()
     online(silent_endpoint)
     start = time.monotonic()
-    code = main(["generate", "--out", str(tmp_path / "out"), "--model", "someone/flux-not-here", "--steps", "2",
-                 "--classes", "Cardinal", "--attributes", "has_crown_color::black", "--images-per-pairing", "1"])
+    code = main(
+        [
+            "generate",
+            "--out",
+            str(tmp_path / "out"),
+            "--model",
+            "someone/flux-not-here",
+            "--steps",
+            "2",
+            "--classes",
+            "Cardinal",
+            "--attributes",
+            "has_crown_color::black",
+            "--images-per-pairing",
+            "1",
+        ]
+    )
     elapsed = time.monotonic() - start
     err = capsys.readouterr().err
     assert code == 2 and elapsed < 10, (elapsed, err)
@@ -139,18 +154,21 @@ def test_uncached_model_fails_within_10_s_when_the_hub_does_not_answer(online, s
 
 
 @pytest.mark.parametrize(
-    "argv, argument",
+    ("argv", "argument"),
     [
         (["filter", "--in", "{images}", "--out", "{out}", "--vlm-model", "someone/vlm"], "--vlm-model"),
         (["explain", "--out", "{out}", "--model", "someone/clip"], "--model"),
         (["covar", "--out", "{out}", "--inpaint-model", "someone/inpaint"], "--inpaint-model"),
         (["bench", "--out", "{out}", "--model", "someone/clip"], "--model"),
-        (["filter", "--in", "{images}", "--out", "{out}", "--scorer", "clip", "--clip-model", "hf-hub:someone/oc"],
-         "--clip-model"),
+        (
+            ["filter", "--in", "{images}", "--out", "{out}", "--scorer", "clip", "--clip-model", "hf-hub:someone/oc"],
+            "--clip-model",
+        ),
     ],
 )
-def test_every_model_argument_goes_through_the_fast_check(online, silent_endpoint, tmp_path, monkeypatch, capsys,
-                                                          argv, argument):
+def test_every_model_argument_goes_through_the_fast_check(
+    online, silent_endpoint, tmp_path, monkeypatch, capsys, argv, argument
+):
     monkeypatch.setenv(hub.TIMEOUT_ENV, SHORT_TIMEOUT)
     online(silent_endpoint)
     images = tmp_path / "images"
@@ -216,6 +234,8 @@ def test_space_named_models_fail_within_10_s_when_the_hub_does_not_answer(online
     monkeypatch.setenv(hub.TIMEOUT_ENV, SHORT_TIMEOUT)
     for builder in (tab_tdg._build_named("someone/flux-not-here"), tab_explain.build_named_clip("someone/clip")):
         start = time.monotonic()
-        with pytest.raises((UserInputError, ModelUnavailableError), match="not cached here|not in the local Hugging Face cache"):
+        with pytest.raises(
+            (UserInputError, ModelUnavailableError), match="not cached here|not in the local Hugging Face cache"
+        ):
             builder(SimpleNamespace(image_size=32))
         assert time.monotonic() - start < 10

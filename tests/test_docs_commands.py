@@ -54,7 +54,7 @@ class ShellBlock:
         for part in filter(None, (p.strip() for p in self.note.split(";"))):
             name, colon, rest = part.partition(":")
             flags.update({tuple(name.split()): rest} if colon and not name.strip().startswith("-") else {(): part})
-        fits = [key for key in flags if tuple(argv[:len(key)]) == key]
+        fits = [key for key in flags if tuple(argv[: len(key)]) == key]
         return shlex.split(flags[max(fits, key=len)]) if fits else []
 
 
@@ -67,8 +67,10 @@ def command_lines(block: str) -> tuple[str, ...]:
 def shell_blocks(page: Path) -> list[ShellBlock]:
     """The shell blocks of ``page`` in order, each with its mark."""
     name = page.relative_to(ROOT).as_posix() if page.is_relative_to(ROOT) else page.name
-    return [ShellBlock(name, i, mark, note.strip(), command_lines(body))
-            for i, (mark, note, body) in enumerate(_BLOCK.findall(page.read_text(encoding="utf-8")))]
+    return [
+        ShellBlock(name, i, mark, note.strip(), command_lines(body))
+        for i, (mark, note, body) in enumerate(_BLOCK.findall(page.read_text(encoding="utf-8")))
+    ]
 
 
 BLOCKS = [block for page in PAGES for block in shell_blocks(page)]
@@ -81,7 +83,7 @@ def cli_argv(line: str) -> list[str] | None:
     if argv[:1] == [PROGRAM]:
         return argv[1:]
     module = [i for i, word in enumerate(argv[1:], 1) if word == "concept_grounding.cli" and argv[i - 1] == "-m"]
-    return argv[module[0] + 1:] if module else None
+    return argv[module[0] + 1 :] if module else None
 
 
 def _subparser(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser:
@@ -90,7 +92,7 @@ def _subparser(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Arg
         if isinstance(action, argparse._SubParsersAction):
             word = next((a for a in argv if not a.startswith("-")), None)
             if word in action.choices:
-                return _subparser(action.choices[word], argv[argv.index(word) + 1:])
+                return _subparser(action.choices[word], argv[argv.index(word) + 1 :])
     return parser
 
 
@@ -227,8 +229,10 @@ def test_the_extractor_reads_marks_continuations_and_comments(tmp_path):
     import dataclasses
 
     page = tmp_path / "page.md"
-    page.write_text("<!-- test: --steps 1 -->\n```bash\nconcept-grounding world \\\n  --n 2   # two\n```\n\n"
-                    "```sh\n$ make demo\n```\n")
+    page.write_text(
+        "<!-- test: --steps 1 -->\n```bash\nconcept-grounding world \\\n  --n 2   # two\n```\n\n"
+        "```sh\n$ make demo\n```\n"
+    )
     first, second = shell_blocks(page)
     assert (first.mark, first.note, first.lines) == ("test", "--steps 1", ("concept-grounding world --n 2",))
     assert (second.mark, second.lines) == ("", ("make demo",))

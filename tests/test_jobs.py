@@ -38,7 +38,7 @@ def test_command_declares_its_job(command: str) -> None:
 
 def _step_parsers(parser):
     """A command's parser, or each step's of a command with steps (``candidates classes``)."""
-    steps = [a for a in parser._actions if a.dest == "step" and getattr(a, "choices", None)]  # noqa: SLF001
+    steps = [a for a in parser._actions if a.dest == "step" and getattr(a, "choices", None)]
     return list(steps[0].choices.values()) if steps else [parser]
 
 
@@ -48,10 +48,10 @@ def test_command_flags_are_its_configs_settings(command: str) -> None:
     default (a ``None`` default is the command's or step's to choose); ``--out`` is required
     or has a default."""
     job = _job(command)
-    sub = build_parser()._subparsers._group_actions[0].choices[command]  # noqa: SLF001 (argparse has no public way)
+    sub = build_parser()._subparsers._group_actions[0].choices[command]
     for parser in _step_parsers(sub):
         by_dest: dict = {}
-        for action in parser._actions:  # noqa: SLF001  the first action of a dest is its flag; hidden aliases follow
+        for action in parser._actions:
             by_dest.setdefault(action.dest, action)
         for s in settings.settings_of(job.config):
             if s.name in by_dest:
@@ -68,11 +68,11 @@ def test_command_flags_are_its_configs_settings(command: str) -> None:
 
 def test_the_job_shape_is_checked_by_its_signature() -> None:
     class Saves:
-        def save(self, out):  # noqa: ANN001
+        def save(self, out):
             return out
 
     class NeedsMore:
-        def save(self, out, model):  # noqa: ANN001
+        def save(self, out, model):
             return out
 
     assert is_job_result(Saves) and not is_job_result(NeedsMore) and not is_job_result(int)

@@ -13,18 +13,23 @@ from concept_grounding.hub import resolve_model_spec
 #: each kind of bad model argument -> the message after ``<option>: ``
 BAD = {
     "./no/such/folder": "no such folder or file './no/such/folder'; pass an existing folder or a Hub model id like "
-                        "'org/name'",
+    "'org/name'",
     "nope.py:build": "no such file 'nope.py' (of the factory 'nope.py:build')",
     "not a valid id": "'not a valid id' is neither an existing folder nor a valid Hub id ('org/name')",
     "someone/missing-model": "model 'someone/missing-model' is not in the local Hugging Face cache and HF_HUB_OFFLINE=1 "
-                             "forbids downloading it; download it where there is network (`hf download "
-                             "someone/missing-model`) and copy the Hugging Face cache (HF_HOME) here, or pass a local "
-                             "folder",
+    "forbids downloading it; download it where there is network (`hf download "
+    "someone/missing-model`) and copy the Hugging Face cache (HF_HOME) here, or pass a local "
+    "folder",
 }
 #: every command that takes a model: (its option, arguments besides it)
 COMMANDS = {
-    "sub": ("--model", []), "analyse": ("--model", []), "explain": ("--model", []), "covar": ("--model", []),
-    "bench": ("--model", []), "cci-bench": ("--models", []), "diagnose": ("--models", ["--images", "{tmp}"]),
+    "sub": ("--model", []),
+    "analyse": ("--model", []),
+    "explain": ("--model", []),
+    "covar": ("--model", []),
+    "bench": ("--model", []),
+    "cci-bench": ("--models", []),
+    "diagnose": ("--models", ["--images", "{tmp}"]),
 }
 
 
@@ -99,6 +104,7 @@ def test_evaluate_sub_wraps_moves_and_names_a_model_argument_once(tmp_path, monk
         def wrapper(*args, **kwargs):
             calls[name] += 1
             return real(*args, **kwargs)
+
         return wrapper
 
     monkeypatch.setattr(hub, "_check_factory", counted("resolve", hub._check_factory))
@@ -116,8 +122,10 @@ HUB_BAD = {**BAD, "nope.py:build": "'nope.py:build' is neither an existing folde
 #: the other model arguments, resolved as Hub models: what runs, and the option it names
 HUB_COMMANDS = {
     "Flux pipeline": (["generate", "--model", "{bad}", "--out", "{tmp}/generate"], "--model"),
-    "VLM judge": (["filter", "--validate-on-world", "--scorer", "vlm", "--vlm-model", "{bad}", "--out",
-                   "{tmp}/filter"], "--vlm-model"),
+    "VLM judge": (
+        ["filter", "--validate-on-world", "--scorer", "vlm", "--vlm-model", "{bad}", "--out", "{tmp}/filter"],
+        "--vlm-model",
+    ),
     "detector": (["covar", "--detector", "{bad}", "--segmenter", "someone/sam", "--out", "{tmp}/covar"], "--detector"),
     "segmenter": (["covar", "--detector", "{tmp}", "--segmenter", "{bad}", "--out", "{tmp}/covar"], "--segmenter"),
 }
@@ -160,8 +168,9 @@ def test_the_library_resolves_hub_models_the_same_way(offline, tmp_path):
 
 def test_hub_families_tell_models_and_datasets_apart(offline, tmp_path):
     assert resolve_model_spec(str(tmp_path), "--vlm-model", family="hub").target == str(tmp_path.resolve())
-    with pytest.raises(ModelUnavailableError, match="^--sub: dataset 'someone/sub' is not in the local .* --repo-type "
-                                                    "dataset"):
+    with pytest.raises(
+        ModelUnavailableError, match="^--sub: dataset 'someone/sub' is not in the local .* --repo-type dataset"
+    ):
         resolve_model_spec("someone/sub", "--sub", family="dataset")
     with pytest.raises(ModelUnavailableError, match="a Hub dataset id like 'org/name'$"):
         resolve_model_spec("./gone/sub", "--sub", family="dataset")
@@ -185,8 +194,14 @@ SHIPPED_WALK = {
     ("covar", "world-clip"): ["covar", "--model", "world-clip"],
     ("covar", "composition-clip"): ["covar", "--model", "composition-clip"],
     ("cci-bench", "world-clip composition-clip"): ["cci-bench", "--models", "world-clip", "composition-clip"],
-    ("diagnose", "world-clip composition-clip"): ["diagnose", "--models", "world-clip", "composition-clip",
-                                                  "--images", "{tmp}"],
+    ("diagnose", "world-clip composition-clip"): [
+        "diagnose",
+        "--models",
+        "world-clip",
+        "composition-clip",
+        "--images",
+        "{tmp}",
+    ],
     ("generate", "world"): ["generate", "--model", "world"],
     ("learn", "world"): ["learn", "--model", "world", "--method", "lora", "--images", "{tmp}/images"],
     ("conceptbed", "world"): ["conceptbed", "--model", "world"],
@@ -232,9 +247,15 @@ def test_each_loader_of_a_shipped_model_reads_the_folder_its_name_resolves_to():
     from concept_grounding.space.tab_sub import SHIPPED_MODEL
     from concept_grounding.worldflux.loader import WORLD_FLUX_DIR
 
-    folders = {"world-clip": [SHIPPED_WORLD_CLIP, SHIPPED_CLIP], "composition-clip": [COMPOSITION_CLIP_DIR],
-               "world-cbm": [SHIPPED_MODEL], "world-posthoc-cbm": [SHIPPED_POSTHOC], "world-judge": [WORLD_JUDGE_DIR],
-               "composition-judge": [COMPOSITION_JUDGE_DIR], "world": [WORLD_FLUX_DIR]}
+    folders = {
+        "world-clip": [SHIPPED_WORLD_CLIP, SHIPPED_CLIP],
+        "composition-clip": [COMPOSITION_CLIP_DIR],
+        "world-cbm": [SHIPPED_MODEL],
+        "world-posthoc-cbm": [SHIPPED_POSTHOC],
+        "world-judge": [WORLD_JUDGE_DIR],
+        "composition-judge": [COMPOSITION_JUDGE_DIR],
+        "world": [WORLD_FLUX_DIR],
+    }
     assert set(folders) == set(SHIPPED_MODELS)
     for name, paths in folders.items():
         assert all(path.resolve() == SHIPPED_MODELS[name].path for path in paths), name
@@ -248,10 +269,13 @@ def test_a_shipped_name_of_another_kind_is_one_line_naming_what_the_option_takes
     assert main(["sub", "--model", "world-judge", "--out", str(tmp_path / "o")]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
         "concept-grounding: error: --model: 'world-judge' is the world judge (species and attributes), a judge; the "
-        "shipped models this takes: composition-clip, world-cbm, world-clip, world-posthoc-cbm"]
+        "shipped models this takes: composition-clip, world-cbm, world-clip, world-posthoc-cbm"
+    ]
     assert main(["cci-bench", "--models", "world-cbm", "--out", str(tmp_path / "o")]) == 2
-    assert "--models: 'world-cbm' is the Space's concept bottleneck model, a concept-model; the shipped models this " \
-           "takes: composition-clip, world-clip" in capsys.readouterr().err
+    assert (
+        "--models: 'world-cbm' is the Space's concept bottleneck model, a concept-model; the shipped models this "
+        "takes: composition-clip, world-clip" in capsys.readouterr().err
+    )
 
 
 @pytest.mark.slow

@@ -16,16 +16,44 @@ import concept_grounding
 
 #: the names a user starts from (README); everything else lives in its sub-package
 SURFACE = {
-    "Vocabulary", "load_vocabulary", "BirdWorld", "WorldConfig", "load_cub", "load_sub",
-    "sub_accuracy", "concept_existence", "concept_location", "concept_global_importance", "concept_confidence_deviation",
-    "tdg_prompts", "schedule_for_attribute", "TiedDiffusionPipeline",
-    "evaluate_sub", "load_sub_source", "load_clip", "ClipHandle", "ConceptClusterImportance", "__version__",
+    "Vocabulary",
+    "load_vocabulary",
+    "BirdWorld",
+    "WorldConfig",
+    "load_cub",
+    "load_sub",
+    "sub_accuracy",
+    "concept_existence",
+    "concept_location",
+    "concept_global_importance",
+    "concept_confidence_deviation",
+    "tdg_prompts",
+    "schedule_for_attribute",
+    "TiedDiffusionPipeline",
+    "evaluate_sub",
+    "load_sub_source",
+    "load_clip",
+    "ClipHandle",
+    "ConceptClusterImportance",
+    "__version__",
 }
-LAZY_PACKAGES = ["concept_grounding", "concept_grounding.tdg", "concept_grounding.models", "concept_grounding.cci",
-                 "concept_grounding.testing", "concept_grounding.bench", "concept_grounding.judge",
-                 "concept_grounding.metrics", "concept_grounding.loaders", "concept_grounding.world",
-                 "concept_grounding.evaluation", "concept_grounding.publish", "concept_grounding.worldflux",
-                 "concept_grounding.learners", "concept_grounding.photos"]
+LAZY_PACKAGES = [
+    "concept_grounding",
+    "concept_grounding.tdg",
+    "concept_grounding.models",
+    "concept_grounding.cci",
+    "concept_grounding.testing",
+    "concept_grounding.bench",
+    "concept_grounding.judge",
+    "concept_grounding.metrics",
+    "concept_grounding.loaders",
+    "concept_grounding.world",
+    "concept_grounding.evaluation",
+    "concept_grounding.publish",
+    "concept_grounding.worldflux",
+    "concept_grounding.learners",
+    "concept_grounding.photos",
+]
 LIGHT = ["concept_grounding.extras", "concept_grounding.space"]
 HEAVY = ("torch", "diffusers", "transformers", "open_clip", "gradio", "sklearn", "matplotlib")
 
@@ -47,8 +75,9 @@ def test_top_level_exposes_the_starting_names():
 
 @pytest.mark.slow
 def test_lazy_packages_import_nothing_heavy_and_every_name_resolves():
-    out = subprocess.run([sys.executable, "-c", _PROBE, *LAZY_PACKAGES, *LIGHT], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE, *LAZY_PACKAGES, *LIGHT], capture_output=True, text=True, check=True
+    )
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["heavy"] == []
     assert all(not names for names in result["unresolved"].values()), result["unresolved"]
@@ -70,5 +99,7 @@ def test_the_space_says_which_extra_to_install(monkeypatch):
     from concept_grounding import extras, space
 
     monkeypatch.setattr(extras, "missing_modules", lambda extra: ["gradio"])
-    with pytest.raises(extras.MissingExtraError, match=r'the Space needs the \[space\] extra .*concept-grounding\[space\]'):
+    with pytest.raises(
+        extras.MissingExtraError, match=r"the Space needs the \[space\] extra .*concept-grounding\[space\]"
+    ):
         space.build_demo()

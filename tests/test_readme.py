@@ -31,8 +31,10 @@ class Block:
 
 def python_blocks(page: Path) -> list[Block]:
     """The ```python / ```py blocks of ``page`` in order, each with its ``no-run`` reason."""
-    return [Block(code, reason.strip() if marker else None)
-            for marker, reason, _, code in _BLOCK.findall(page.read_text(encoding="utf-8"))]
+    return [
+        Block(code, reason.strip() if marker else None)
+        for marker, reason, _, code in _BLOCK.findall(page.read_text(encoding="utf-8"))
+    ]
 
 
 def page_text(page: Path, section: str | None = None) -> str:
@@ -47,8 +49,11 @@ def page_text(page: Path, section: str | None = None) -> str:
 
 def shell_lines(text: str, languages: str = "bash") -> list[str]:
     """The command lines of ``text``'s ```<language> blocks, continuations joined, comments stripped."""
-    return [re.sub(r"\s+#.*$", "", line) for block in re.findall(rf"```(?:{languages})\n(.*?)```", text, flags=re.S)
-            for line in block.replace("\\\n", " ").splitlines()]
+    return [
+        re.sub(r"\s+#.*$", "", line)
+        for block in re.findall(rf"```(?:{languages})\n(.*?)```", text, flags=re.S)
+        for line in block.replace("\\\n", " ").splitlines()
+    ]
 
 
 RUNNABLE = [page for page in PAGES if any(b.no_run is None for b in python_blocks(page))]
@@ -65,8 +70,14 @@ def test_readme_has_examples():
 def test_the_guide_pages_have_examples_too():
     """The guide's pages carry the examples the README used to: they run below."""
     pages = {_name(p) for p in RUNNABLE}
-    assert {"README.md", "docs/guide/tdg.md", "docs/guide/metrics.md", "docs/guide/world.md",
-            "docs/guide/evaluate-your-own-model.md", "docs/guide/cci.md"} <= pages, pages
+    assert {
+        "README.md",
+        "docs/guide/tdg.md",
+        "docs/guide/metrics.md",
+        "docs/guide/world.md",
+        "docs/guide/evaluate-your-own-model.md",
+        "docs/guide/cci.md",
+    } <= pages, pages
 
 
 def test_no_run_markers_say_why_and_are_rare():
@@ -113,7 +124,7 @@ def test_sub_command_lines_parse_and_state_their_preprocessing():
     commands = [shlex.split(line) for line in lines if " sub " in line]
     assert len(commands) >= 4
     for argv in commands:
-        args = build_parser().parse_args(argv[argv.index("sub"):])
+        args = build_parser().parse_args(argv[argv.index("sub") :])
         if any(".py:" in model for model in args.model):
             assert (args.mean and args.std) or args.normalize is False, " ".join(argv)
 
@@ -128,9 +139,12 @@ def test_no_command_of_the_readme_or_manual_runs_a_model_on_random_weights():
 
     architectures = set(open_clip.list_models())
     lines = [line for page in PAGES for line in shell_lines(page_text(page), "bash|sh")]
-    named = [(argv[i + 1], "--pretrained" in argv) for argv in (shlex.split(line) for line in lines
-                                                                  if "concept-grounding" in line)
-             for i, arg in enumerate(argv[:-1]) if arg in ("--model", "--clip-model")]
+    named = [
+        (argv[i + 1], "--pretrained" in argv)
+        for argv in (shlex.split(line) for line in lines if "concept-grounding" in line)
+        for i, arg in enumerate(argv[:-1])
+        if arg in ("--model", "--clip-model")
+    ]
     assert named and not [m for m, pretrained in named if m in architectures and not pretrained], named
 
 
@@ -146,10 +160,19 @@ def test_the_blocks_the_tests_cannot_run_import_what_they_use():
     assert [page for page, _ in blocks if page == README]
     for page, block in blocks:
         tree = ast.parse(block, _name(page))
-        bound = {a.asname or a.name.split(".")[0] for node in ast.walk(tree)
-                 if isinstance(node, (ast.Import, ast.ImportFrom)) for a in node.names}
-        bound |= {t.id for node in ast.walk(tree) if isinstance(node, ast.Assign) for t in node.targets
-                  if isinstance(t, ast.Name)}
+        bound = {
+            a.asname or a.name.split(".")[0]
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Import, ast.ImportFrom))
+            for a in node.names
+        }
+        bound |= {
+            t.id
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Assign)
+            for t in node.targets
+            if isinstance(t, ast.Name)
+        }
         used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
         if "DiffusionPipeline.from_pretrained" in block:
             assert not used - bound - set(dir(builtins)), (_name(page), used - bound, block)

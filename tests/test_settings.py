@@ -3,12 +3,11 @@ lines all come from the config dataclass's declarations."""
 
 from __future__ import annotations
 
-import warnings
-
 import argparse
 import shlex
-from pathlib import Path
+import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -40,8 +39,13 @@ def test_flags_defaults_and_required_come_from_the_declaration():
     assert settings.from_args(_Config, args) == _Config(out="o")
     with pytest.raises(SystemExit):
         _parser().parse_args([])  # --out is required: it has no default
-    assert settings.flags(_Config) == {"out": "--out", "size": "--size", "steps": "--steps", "names": "--names",
-                                       "guides": "--guides"}
+    assert settings.flags(_Config) == {
+        "out": "--out",
+        "size": "--size",
+        "steps": "--steps",
+        "names": "--names",
+        "guides": "--guides",
+    }
 
 
 def test_a_deprecated_spelling_parses_to_the_same_setting_and_is_hidden():
@@ -76,8 +80,12 @@ def test_manifest_keys_and_command_line_round_trip():
 def test_world_command_round_trips_through_its_own_command_line():
     from concept_grounding.commands import world as world_command
 
-    config = WorldExportConfig(WorldConfig(image_size=48, class_names=("017.Cardinal", "073.Blue_Jay"), seed=3,
-                                           deviation_rate=0.25), train_per_class=2, test_per_class=0, formats="all")
+    config = WorldExportConfig(
+        WorldConfig(image_size=48, class_names=("017.Cardinal", "073.Blue_Jay"), seed=3, deviation_rate=0.25),
+        train_per_class=2,
+        test_per_class=0,
+        formats="all",
+    )
     parser = argparse.ArgumentParser()
     world_command.add_arguments(parser)
     text = config.command().removeprefix("concept-grounding world ")
@@ -91,7 +99,9 @@ def test_world_command_defaults_are_the_configs_defaults():
     world_command.add_arguments(parser)
     assert world_command.config_from_args(parser.parse_args(["--out", "w"])) == WorldExportConfig()
     assert world_command.config_from_args(parser.parse_args(["--out", "w", "--classes"])).world.class_names is None
-    assert world_command.config_from_args(parser.parse_args(["--out", "w", "--world-size", "40"])).world.image_size == 40
+    assert (
+        world_command.config_from_args(parser.parse_args(["--out", "w", "--world-size", "40"])).world.image_size == 40
+    )
 
 
 @dataclass(frozen=True)
@@ -128,16 +138,22 @@ def test_a_deprecated_switch_sets_its_settings_value_and_warns():
     assert "--unseeded" not in parser.format_help()
 
 
-@pytest.mark.parametrize("clash, message", [
-    (dict(low=setting(1.0, "also low", parse=float)), "_Rules.low and _Clash.low share the name low"),
-    (dict(other=setting(1, "x", flag="--names")), "_Rules.names and _Clash.other share the flag --names"),
-    (dict(other=setting(1, "x", aliases=("--seed",))), "_Clash.other and _Clash.seed share the flag --seed"),
-])
+@pytest.mark.parametrize(
+    ("clash", "message"),
+    [
+        (dict(low=setting(1.0, "also low", parse=float)), "_Rules.low and _Clash.low share the name low"),
+        (dict(other=setting(1, "x", flag="--names")), "_Rules.names and _Clash.other share the flag --names"),
+        (dict(other=setting(1, "x", aliases=("--seed",))), "_Clash.other and _Clash.seed share the flag --seed"),
+    ],
+)
 def test_a_duplicate_flag_or_destination_is_refused_naming_both_fields(clash, message):
     import dataclasses
 
-    fields = [("seed", int, setting(0, "seed", parse=int)), *[(k, int, v) for k, v in clash.items()],
-              ("rules", _Rules, settings.nested(_Rules))]
+    fields = [
+        ("seed", int, setting(0, "seed", parse=int)),
+        *[(k, int, v) for k, v in clash.items()],
+        ("rules", _Rules, settings.nested(_Rules)),
+    ]
     config = dataclasses.make_dataclass("_Clash", fields, frozen=True)
     with pytest.raises(TypeError, match=message.replace(".", r"\.")):
         _parser(config)
@@ -156,11 +172,33 @@ def test_bench_command_defaults_are_the_configs_defaults_and_flags_reach_their_f
     parser = argparse.ArgumentParser()
     bench_command.add_arguments(parser)
     assert bench_command.config_from_args(parser.parse_args([])) == BenchConfig()
-    config = bench_command.config_from_args(parser.parse_args(
-        ["--image-size", "48", "--classes", "Blue Jay", "Cardinal", "--seed", "2", "--no-clip", "--models", "CEM",
-         "--concepts", "all", "--min-class-count", "3"]))
-    assert config == BenchConfig(world=World(image_size=48, class_names=("073.Blue_Jay", "017.Cardinal"), seed=2),
-                                 clip=False, models=("CEM",), concepts="all", min_class_count=3)
+    config = bench_command.config_from_args(
+        parser.parse_args(
+            [
+                "--image-size",
+                "48",
+                "--classes",
+                "Blue Jay",
+                "Cardinal",
+                "--seed",
+                "2",
+                "--no-clip",
+                "--models",
+                "CEM",
+                "--concepts",
+                "all",
+                "--min-class-count",
+                "3",
+            ]
+        )
+    )
+    assert config == BenchConfig(
+        world=World(image_size=48, class_names=("073.Blue_Jay", "017.Cardinal"), seed=2),
+        clip=False,
+        models=("CEM",),
+        concepts="all",
+        min_class_count=3,
+    )
 
 
 def test_candidates_world_side_is_size_and_its_old_spelling_still_parses():
@@ -193,11 +231,21 @@ def test_generate_flags_come_from_generate_config_and_resume_messages_name_them(
     config = generate.config_from_args(parser.parse_args(["--out", "g"]))
     plain = {s.name: getattr(config, s.name) for s in settings.settings_of(GenerateConfig)}
     assert plain == {s.name: getattr(GenerateConfig(out="g"), s.name) for s in settings.settings_of(GenerateConfig)}
-    config = generate.config_from_args(parser.parse_args(
-        ["--out", "g", "--steps", "3", "--classes", "Blue Jay", "--t-min", "0.3", "--save-guides", "--size", "48"]))
+    config = generate.config_from_args(
+        parser.parse_args(
+            ["--out", "g", "--steps", "3", "--classes", "Blue Jay", "--t-min", "0.3", "--save-guides", "--size", "48"]
+        )
+    )
     assert (config.num_inference_steps, config.classes, config.t_min, config.save_guides, config.size) == (
-        3, ("073.Blue_Jay",), 0.3, True, 48)
-    assert MANIFEST_ARGUMENTS["num_inference_steps"] == "--steps" == settings.flag(GenerateConfig, "num_inference_steps")
+        3,
+        ("073.Blue_Jay",),
+        0.3,
+        True,
+        48,
+    )
+    assert (
+        MANIFEST_ARGUMENTS["num_inference_steps"] == "--steps" == settings.flag(GenerateConfig, "num_inference_steps")
+    )
     assert MANIFEST_ARGUMENTS["schedule"] == "--t-min/--t-max/--k"
 
 
@@ -208,8 +256,9 @@ def test_filter_flags_come_from_filter_config():
     parser = argparse.ArgumentParser()
     filter_command.add_arguments(parser)
     args = parser.parse_args(["--out", "f", "--scorer", "tiny-clip", "--keep-fraction", "0.5"])
-    assert filter_command.config_from_args(args) == FilterConfig(input=None, out=Path("f"), scorer="tiny-clip",
-                                                                 keep_fraction=0.5)
+    assert filter_command.config_from_args(args) == FilterConfig(
+        input=None, out=Path("f"), scorer="tiny-clip", keep_fraction=0.5
+    )
     with pytest.raises(SystemExit):
         parser.parse_args(["--out", "f", "--keep-fraction", "0"])  # (0, 1]: the declared validator
 
@@ -222,8 +271,11 @@ def test_explain_flags_come_from_explain_config():
     explain.add_arguments(parser)
     assert explain.config_from_args(parser.parse_args(["--out", "e"])) == ExplainConfig()
     assert explain.config_from_args(parser.parse_args(["--out", "e", "--texts"])).texts is None
-    config = explain.config_from_args(parser.parse_args(["--out", "e", "--num", "2", "--texts", "a bird", "--baselines",
-                                                         "--method", "hook", "--size", "48"]))
+    config = explain.config_from_args(
+        parser.parse_args(
+            ["--out", "e", "--num", "2", "--texts", "a bird", "--baselines", "--method", "hook", "--size", "48"]
+        )
+    )
     assert config == ExplainConfig(num=2, texts=["a bird"], baselines=True, method="hook", size=48)
     with pytest.raises(SystemExit):
         parser.parse_args(["--out", "e", "--size", "44"])  # a multiple of 8: the declared validator
@@ -236,9 +288,15 @@ def test_covar_flags_come_from_covar_config_and_the_judge_follows_images(tmp_pat
     parser = argparse.ArgumentParser()
     covar.add_arguments(parser)
     assert covar.config_from_args(parser.parse_args(["--out", "c"])) == CovarConfig()
-    config = covar.config_from_args(parser.parse_args(["--out", "c", "--images", str(tmp_path), "--steps", "3",
-                                                       "--inpaint-prompts", "a beach"]))
-    assert (config.judge, config.images, config.steps, config.inpaint_prompts) == ("text", str(tmp_path), 3, ("a beach",))
+    config = covar.config_from_args(
+        parser.parse_args(["--out", "c", "--images", str(tmp_path), "--steps", "3", "--inpaint-prompts", "a beach"])
+    )
+    assert (config.judge, config.images, config.steps, config.inpaint_prompts) == (
+        "text",
+        str(tmp_path),
+        3,
+        ("a beach",),
+    )
 
 
 def test_train_flux_flags_come_from_its_config_and_tiny_overrides_the_sizes():
@@ -251,8 +309,11 @@ def test_train_flux_flags_come_from_its_config_and_tiny_overrides_the_sizes():
     config = train_flux.config_from_args(parser.parse_args(["--out", "o", "--work-dir", "w"]))
     assert config == TrainFluxConfig(work_dir=Path("w"), out=Path("o"))
     assert config.training_config() == FluxTrainConfig()  # the command's defaults are the trainer's
-    config = train_flux.config_from_args(parser.parse_args(
-        ["--out", "o", "--work-dir", "w", "--vae-blocks", "8,16", "--size", "64", "--no-progress", "--seed", "3"]))
+    config = train_flux.config_from_args(
+        parser.parse_args(
+            ["--out", "o", "--work-dir", "w", "--vae-blocks", "8,16", "--size", "64", "--no-progress", "--seed", "3"]
+        )
+    )
     assert (config.train.vae_blocks, config.progress) == ((8, 16), False)
     trained = config.training_config()
     assert (trained.vae_blocks, trained.world.image_size, trained.world.seed) == ((8, 16), 64, 3)
@@ -280,8 +341,9 @@ def test_curate_holds_one_curation_rules_and_world_seed_none_is_not_the_world(tm
     config = settings.from_args(CurateConfig, parser.parse_args(given))
     assert config == CurateConfig(tmp_path, tmp_path / "a.db") and config.world_seed == 0
     assert config.rules == CurationRules(0.9, 0.5, 0.5)  # SUB App. E's thresholds
-    config = settings.from_args(CurateConfig, parser.parse_args([*given, "--min-yes", "0.8", "--world-seed", "none",
-                                                                 "--max-deviation", "0.25"]))
+    config = settings.from_args(
+        CurateConfig, parser.parse_args([*given, "--min-yes", "0.8", "--world-seed", "none", "--max-deviation", "0.25"])
+    )
     assert (config.rules, config.world_seed) == (CurationRules(0.8, 0.5, 0.25), None)
     line = shlex.split(" ".join(settings.command_line(config)))
     assert "--world-seed" in line and line[line.index("--world-seed") + 1] == "none"
@@ -307,10 +369,20 @@ def test_publish_flags_come_from_its_config_and_build_the_same_publish_config():
     config = publish.config_from_args(parser.parse_args(argv))
     assert (config.classes, config.push, config.token) == (("017.Cardinal",), True, None)
     assert config.publish_config() == PublishConfig.from_flags(
-        "me", Path("hub"), size=64, train_per_class=10, test_per_class=5, per_pairing=1, seed=2, deviation_rate=0.1,
-        classes=["017.Cardinal"])
+        "me",
+        Path("hub"),
+        size=64,
+        train_per_class=10,
+        test_per_class=5,
+        per_pairing=1,
+        seed=2,
+        deviation_rate=0.1,
+        classes=["017.Cardinal"],
+    )
     with pytest.raises(ValueError, match="^--size: must be an integer >= 32, got 8$"):
-        publish.config_from_args(parser.parse_args(["--namespace", "me", "--out", "hub", "--size", "8"])).publish_config()
+        publish.config_from_args(
+            parser.parse_args(["--namespace", "me", "--out", "hub", "--size", "8"])
+        ).publish_config()
 
 
 def test_space_controls_start_where_the_commands_flags_do():
@@ -320,6 +392,6 @@ def test_space_controls_start_where_the_commands_flags_do():
     from concept_grounding.tdg.generate_config import GenerateConfig
 
     assert tab_explain.DEFAULT_CLUSTERS == settings.default(ExplainConfig, "clusters") == 7
-    assert tab_tdg.DEFAULT_SEED == settings.default(GenerateConfig, "seed")
+    assert settings.default(GenerateConfig, "seed") == tab_tdg.DEFAULT_SEED
     with pytest.raises(KeyError, match="not a setting"):
         settings.default(ExplainConfig, "images")

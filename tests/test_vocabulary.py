@@ -56,7 +56,7 @@ def test_lookups(vocab):
 
 
 @pytest.mark.parametrize(
-    "call, message",
+    ("call", "message"),
     [
         (lambda v: v.attribute_index("has_crown_color::plaid"), "unknown attribute"),
         (lambda v: v.class_index("Dodo"), "unknown CUB class"),

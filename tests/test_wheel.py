@@ -54,8 +54,16 @@ def page_commands(page: Path, section: str) -> list[str]:
 
 def _copy_checkout(dest: Path) -> Path:
     """The files git would ship (tracked + untracked, not ignored): a clean clone's tree."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                            check=True, capture_output=True).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for rel in filter(None, listed):
         src = ROOT / rel
         if src.is_file():
@@ -65,8 +73,9 @@ def _copy_checkout(dest: Path) -> Path:
 
 
 def _run(cmd: list[str] | str, cwd: Path, env: dict[str, str], timeout: int = 600) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, cwd=cwd, env=env, shell=isinstance(cmd, str), capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run(
+        cmd, cwd=cwd, env=env, shell=isinstance(cmd, str), capture_output=True, text=True, timeout=timeout
+    )
     assert proc.returncode == 0, f"{cmd} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc
 
@@ -78,26 +87,65 @@ def make_release(base: Path):
     work.mkdir(parents=True)
     venv = base / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], base, dict(os.environ))
-    purelib = Path(subprocess.run([str(venv / "bin" / "python"), "-c",
-                                   "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                  check=True, capture_output=True, text=True).stdout.strip())
+    purelib = Path(
+        subprocess.run(
+            [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
     (purelib / "_project_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
-    env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(venv),
-               HF_HOME=str(base / "hf_home"), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_EVALUATE_OFFLINE="1",
-               TRANSFORMERS_OFFLINE="1", MPLBACKEND="Agg", GRADIO_ANALYTICS_ENABLED="False")
+    env.update(
+        PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+        VIRTUAL_ENV=str(venv),
+        HF_HOME=str(base / "hf_home"),
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        HF_EVALUATE_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        MPLBACKEND="Agg",
+        GRADIO_ANALYTICS_ENABLED="False",
+    )
     for line in page_commands(INSTALL_PAGE, "Install"):
         argv = shlex.split(line)
         if argv[:3] == ["python", "-m", "build"]:
-            _run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(work / "dist"), *argv[3:],
-                  str(source)], work, env)
+            _run(
+                [
+                    sys.executable,
+                    "-m",
+                    "build",
+                    "--no-isolation",
+                    "--outdir",
+                    str(work / "dist"),
+                    *argv[3:],
+                    str(source),
+                ],
+                work,
+                env,
+            )
         elif argv[:2] == ["twine", "check"]:
             dists = sorted(str(p) for p in (work / "dist").iterdir())
             _run([sys.executable, "-m", "twine", "check", "--strict", *dists], work, env)
         elif argv[:2] == ["pip", "install"] and argv[-1].endswith(".whl"):
             wheel = next((work / "dist").glob("*.whl"))
-            _run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--no-deps",
-                  "--no-index", "--quiet", str(wheel)], work, env)
+            _run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "--python",
+                    str(venv / "bin" / "python"),
+                    "install",
+                    "--no-deps",
+                    "--no-index",
+                    "--quiet",
+                    str(wheel),
+                ],
+                work,
+                env,
+            )
         elif argv[:2] == ["pip", "install"]:
             continue  # the index or the clone itself: not offline-testable here
         else:
@@ -114,18 +162,24 @@ def check_wheel_and_sdist_are_complete_and_versioned(release):
     assert wheel.name == f"concept_grounding-{__version__}-py3-none-any.whl"
     assert sdist.name == f"concept_grounding-{__version__}.tar.gz"
     names = zipfile.ZipFile(wheel).namelist()
-    for needed in ("concept_grounding/data/cub_vocabulary.json", "concept_grounding/cli.py",
-                   "concept_grounding/_hub_sources/metrics/sub_accuracy/sub_accuracy.py",
-                   "concept_grounding/_hub_sources/pipelines/tied_diffusion/pipeline.py",
-                   "concept_grounding/_hub_sources/pipelines/tied_flux2/pipeline.py",
-                   "concept_grounding/_hub_sources/pipelines/tied_flux2_klein/pipeline.py",
-                   "concept_grounding/_hub_sources/pipelines/tied_diffusion_block/block.py",
-                   "concept_grounding/_hub_sources/pipelines/tied_diffusion_block/modular_config.json",
-                   "concept_grounding/_hub_sources/spaces/concept-grounding/app.py",
-                   "concept_grounding/_hub_sources/spaces/concept-grounding/screenshots/metrics.png"):
+    for needed in (
+        "concept_grounding/data/cub_vocabulary.json",
+        "concept_grounding/cli.py",
+        "concept_grounding/_hub_sources/metrics/sub_accuracy/sub_accuracy.py",
+        "concept_grounding/_hub_sources/pipelines/tied_diffusion/pipeline.py",
+        "concept_grounding/_hub_sources/pipelines/tied_flux2/pipeline.py",
+        "concept_grounding/_hub_sources/pipelines/tied_flux2_klein/pipeline.py",
+        "concept_grounding/_hub_sources/pipelines/tied_diffusion_block/block.py",
+        "concept_grounding/_hub_sources/pipelines/tied_diffusion_block/modular_config.json",
+        "concept_grounding/_hub_sources/spaces/concept-grounding/app.py",
+        "concept_grounding/_hub_sources/spaces/concept-grounding/screenshots/metrics.png",
+    ):
         assert needed in names, needed
-    shipped = [n for n in (ROOT / "src" / "concept_grounding" / "assets").rglob("*") if n.is_file()] \
-        if (ROOT / "src" / "concept_grounding" / "assets").is_dir() else []
+    shipped = (
+        [n for n in (ROOT / "src" / "concept_grounding" / "assets").rglob("*") if n.is_file()]
+        if (ROOT / "src" / "concept_grounding" / "assets").is_dir()
+        else []
+    )
     for path in shipped:
         rel = path.relative_to(ROOT / "src").as_posix()
         if "__pycache__" not in rel:
@@ -140,8 +194,10 @@ def check_installed_package_is_the_wheel_not_the_checkout(release):
     from concept_grounding import __version__
 
     _, bin_dir, env, work = release
-    code = ("import concept_grounding, importlib.metadata as m, json, sys; print(json.dumps("
-            "[concept_grounding.__file__, concept_grounding.__version__, m.version('concept-grounding'), sys.path]))")
+    code = (
+        "import concept_grounding, importlib.metadata as m, json, sys; print(json.dumps("
+        "[concept_grounding.__file__, concept_grounding.__version__, m.version('concept-grounding'), sys.path]))"
+    )
     where, version, meta, path = json.loads(_run([str(bin_dir / "python"), "-c", code], work, env).stdout)
     assert str(ROOT) not in where and str(bin_dir.parent) in where
     assert version == meta == __version__
@@ -177,7 +233,9 @@ def check_quick_demo_ran_from_the_wheel(release):
     _, _, _, work = release
     report = work / "reports" / "demo"
     assert (report / "README.md").is_file()
-    assert (report / "bench" / "results.json").is_file() and any((report / "bench" / "models").glob("*/model.safetensors"))
+    assert (report / "bench" / "results.json").is_file() and any(
+        (report / "bench" / "models").glob("*/model.safetensors")
+    )
 
 
 def check_published_forms_load_the_way_users_load_them(release, tmp_path):
@@ -188,7 +246,7 @@ def check_published_forms_load_the_way_users_load_them(release, tmp_path):
             _run(line, work, env, timeout=900)
     hub = work / "hub"
     script = tmp_path / "use.py"
-    script.write_text(f'''
+    script.write_text(f"""
 import json, sys
 import datasets, evaluate
 from diffusers import DiffusionPipeline
@@ -223,7 +281,7 @@ space = runpy.run_path(hub + "/spaces/concept-grounding/app.py", run_name="publi
 import gradio
 assert isinstance(space["demo"], gradio.Blocks)
 print("ok")
-''')
+""")
     assert _run([str(bin_dir / "python"), str(script)], tmp_path, env).stdout.strip().endswith("ok")
     marker = json.loads((hub / ".concept-grounding-publish.json").read_text())
     assert any(r["name"].startswith("world-cbm") for r in marker["repos"])  # the demo's bench models

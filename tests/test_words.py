@@ -35,8 +35,12 @@ def comments_and_docstrings(source: str) -> Iterator[tuple[int, str]]:
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                    and isinstance(body[0].value.value, str):
+            if (
+                body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
                 for offset, line in enumerate(body[0].value.value.splitlines()):
                     yield body[0].lineno + offset, line
 
@@ -66,9 +70,13 @@ def scanned_files() -> list[Path]:
     files = []
     for folder in FOLDERS:
         for suffix in ("*.py", "*.pyi", "*.md"):
-            files.extend(p for p in (ROOT / folder).rglob(suffix)
-                         if p.resolve() != Path(__file__).resolve() and "__pycache__" not in p.parts
-                         and not any(part.startswith(".") for part in p.relative_to(ROOT).parts))
+            files.extend(
+                p
+                for p in (ROOT / folder).rglob(suffix)
+                if p.resolve() != Path(__file__).resolve()
+                and "__pycache__" not in p.parts
+                and not any(part.startswith(".") for part in p.relative_to(ROOT).parts)
+            )
     return sorted(files)
 
 
@@ -79,21 +87,35 @@ def test_no_internal_spec_section_or_issue_number_in_comments_docstrings_or_card
     assert not found, "cite a paper's section and a docs/ page instead:\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize("text", [
-    "# tie per pair (SPEC 1)", '"""Curation by SPEC 2b."""', "# the bug of issue 31.7", "# see Issue 12",
-    "# issues 31-33 again", "# fixed in #42", '"""Known answers (issue #4)."""',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "# tie per pair (SPEC 1)",
+        '"""Curation by SPEC 2b."""',
+        "# the bug of issue 31.7",
+        "# see Issue 12",
+        "# issues 31-33 again",
+        "# fixed in #42",
+        '"""Known answers (issue #4)."""',
+    ],
+)
 def test_the_scan_finds_each_kind_of_reference(tmp_path, text):
     path = tmp_path / "probe.py"
     path.write_text(f"{text}\n\nx = 1  # plain\n", encoding="utf-8")
     assert len(unreadable_references(path)) == 1
 
 
-@pytest.mark.parametrize("text", [
-    "# colour '#ff0000' and a hex '#1a'", "# SUB Sec. 4.3, App. E; docs/human_validation.md",
-    "# the 2nd item of the tuple", '"""Scientific Python\'s lazy loading (spec-0001)."""',
-    "x = 'issue 12'  # a string that is not a docstring", "# an anchor like page.md#section-2",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "# colour '#ff0000' and a hex '#1a'",
+        "# SUB Sec. 4.3, App. E; docs/human_validation.md",
+        "# the 2nd item of the tuple",
+        '"""Scientific Python\'s lazy loading (spec-0001)."""',
+        "x = 'issue 12'  # a string that is not a docstring",
+        "# an anchor like page.md#section-2",
+    ],
+)
 def test_the_scan_leaves_ordinary_text_alone(tmp_path, text):
     path = tmp_path / "probe.py"
     path.write_text(text + "\n", encoding="utf-8")

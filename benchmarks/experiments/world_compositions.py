@@ -46,22 +46,54 @@ def composition_prompts(world: Any) -> list[dict[str, Any]]:
     for label, c in enumerate(world.class_names):
         name = class_display_name(c)
         for k in (2, 3):
-            out.append({"category": "counting", "prompt": CompositionPrompt(name, k).text, "label": label,
-                        "asked": {"count": k - 1}})
+            out.append(
+                {
+                    "category": "counting",
+                    "prompt": CompositionPrompt(name, k).text,
+                    "label": label,
+                    "asked": {"count": k - 1},
+                }
+            )
         for s in scenes:
-            out.append({"category": "relation", "prompt": CompositionPrompt(name, scene=s).text, "label": label,
-                        "asked": {"scene": scenes.index(s)}})
+            out.append(
+                {
+                    "category": "relation",
+                    "prompt": CompositionPrompt(name, scene=s).text,
+                    "label": label,
+                    "asked": {"scene": scenes.index(s)},
+                }
+            )
         for f in facings:
-            out.append({"category": "action", "prompt": CompositionPrompt(name, facing=f).text, "label": label,
-                        "asked": {"facing": facings.index(f)}})
+            out.append(
+                {
+                    "category": "action",
+                    "prompt": CompositionPrompt(name, facing=f).text,
+                    "label": label,
+                    "asked": {"facing": facings.index(f)},
+                }
+            )
         s = scenes[(label + 1) % len(scenes)]
-        out.append({"category": "composite", "prompt": CompositionPrompt(name, 2, scene=s).text, "label": label,
-                    "asked": {"count": 1, "scene": scenes.index(s)}})
+        out.append(
+            {
+                "category": "composite",
+                "prompt": CompositionPrompt(name, 2, scene=s).text,
+                "label": label,
+                "asked": {"count": 1, "scene": scenes.index(s)},
+            }
+        )
     return out
 
 
-def measure_compositions(pipe: Any, world: Any, judge: Any, validation: dict[str, float], call_kwargs: dict,
-                         images_per_prompt: int = 2, batch: int = 64, seed: int = 0) -> dict[str, Any]:
+def measure_compositions(
+    pipe: Any,
+    world: Any,
+    judge: Any,
+    validation: dict[str, float],
+    call_kwargs: dict,
+    images_per_prompt: int = 2,
+    batch: int = 64,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Generate ``images_per_prompt`` images of every :func:`composition_prompts` record with
     ``pipe`` (true CFG against the empty prompt, seeds ``seed + i``) and judge them.
 
@@ -76,8 +108,9 @@ def measure_compositions(pipe: Any, world: Any, judge: Any, validation: dict[str
 
     recs = [r for r in composition_prompts(world) for _ in range(images_per_prompt)]
     seeds = [seed + i for i in range(len(recs))]
-    images = prompting_images(pipe, [r["prompt"] for r in recs], seeds, batch_size=batch, negative_prompt="",
-                              output_type="np", **call_kwargs)
+    images = prompting_images(
+        pipe, [r["prompt"] for r in recs], seeds, batch_size=batch, negative_prompt="", output_type="np", **call_kwargs
+    )
     arr = np.clip(np.rint(np.stack([np.asarray(im) for im in images]) * 255), 0, 255).astype(np.uint8)
     probs = judge.probabilities(arr)
     ok_heads = {k for k, v in validation.items() if v >= COMPOSITION_BAR}
@@ -92,17 +125,27 @@ def measure_compositions(pipe: Any, world: Any, judge: Any, validation: dict[str
             hit &= probs[h][rows].argmax(1) == want
             p_yes *= probs[h][rows, want]
         valid = all(h in ok_heads for h in heads)
-        categories[cat] = {"rate": float(hit.mean()) if valid else None, "p_yes": float(p_yes.mean()) if valid else None,
-                           "n": len(rows), "heads": heads}
+        categories[cat] = {
+            "rate": float(hit.mean()) if valid else None,
+            "p_yes": float(p_yes.mean()) if valid else None,
+            "n": len(rows),
+            "heads": heads,
+        }
     labels = np.asarray([r["label"] for r in recs])
     species = float((probs["species"].argmax(1) == labels).mean()) if "species" in ok_heads else None
     sheet = {cat: arr[[i for i, r in enumerate(recs) if r["category"] == cat][:8]] for cat in categories}
-    return {"validation": validation, "bar": COMPOSITION_BAR, "categories": categories, "species": species,
-            "images": sheet}
+    return {
+        "validation": validation,
+        "bar": COMPOSITION_BAR,
+        "categories": categories,
+        "species": species,
+        "images": sheet,
+    }
 
 
 def compositions_markdown(result: dict[str, Any]) -> str:
     """The categories' table with the judge's validation beside it."""
+
     def pct(v: float | None) -> str:
         return "-" if v is None else f"{100 * v:.1f} %"
 

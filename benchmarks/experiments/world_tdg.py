@@ -36,20 +36,64 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .world_tdg_judges import (WorldClipScorer, cached_clip, cached_judge, export_judge, judge_cost, judge_folder,
-                               make_judge_fn, to_unit)
+from .world_tdg_judges import (
+    WorldClipScorer,
+    cached_clip,
+    cached_judge,
+    export_judge,
+    judge_cost,
+    judge_folder,
+    make_judge_fn,
+    to_unit,
+)
 from .world_tdg_settings import STAGES, WorldTDGSettings, check_settings
-from .world_tdg_stages import (contact_sheet, eta_sweep, filter_agreement, generators, guide_colour_prompt,
-                               method_prompts, quality, run_prompting, run_tdg, substitution, timing, vae_roundtrip,
-                               validate, world_guide)
+from .world_tdg_stages import (
+    contact_sheet,
+    eta_sweep,
+    filter_agreement,
+    generators,
+    guide_colour_prompt,
+    method_prompts,
+    quality,
+    run_prompting,
+    run_tdg,
+    substitution,
+    timing,
+    vae_roundtrip,
+    validate,
+    world_guide,
+)
 from .world_tdg_stats import power, table, write_world_tdg_report
 
-__all__ = ["STAGES", "WorldTDGSettings", "run_world_tdg",
-           # re-exported from the modules they live in
-           "check_settings", "judge_folder", "cached_judge", "cached_clip", "to_unit", "judge_cost", "export_judge",
-           "make_judge_fn", "WorldClipScorer", "world_guide", "generators", "run_prompting", "run_tdg", "vae_roundtrip",
-           "validate", "guide_colour_prompt", "quality", "method_prompts", "substitution", "eta_sweep",
-           "filter_agreement", "timing", "contact_sheet"]
+__all__ = [
+    "STAGES",
+    "WorldTDGSettings",
+    "run_world_tdg",
+    # re-exported from the modules they live in
+    "check_settings",
+    "judge_folder",
+    "cached_judge",
+    "cached_clip",
+    "to_unit",
+    "judge_cost",
+    "export_judge",
+    "make_judge_fn",
+    "WorldClipScorer",
+    "world_guide",
+    "generators",
+    "run_prompting",
+    "run_tdg",
+    "vae_roundtrip",
+    "validate",
+    "guide_colour_prompt",
+    "quality",
+    "method_prompts",
+    "substitution",
+    "eta_sweep",
+    "filter_agreement",
+    "timing",
+    "contact_sheet",
+]
 
 
 def run_world_tdg(settings: WorldTDGSettings, command: str) -> tuple[dict[str, Any], bool]:
@@ -76,16 +120,24 @@ def run_world_tdg(settings: WorldTDGSettings, command: str) -> tuple[dict[str, A
     out = Path(settings.out)
     out.mkdir(parents=True, exist_ok=True)
     stages = set(settings.stages)
-    tdg = WorldFlux(settings.pipeline).resolve().load().to(settings.device)  # every stage needs it (validation: its VAE's round trip)
-    kw = world_flux_settings(settings.pipeline).call_kwargs(true_cfg_scale=settings.cfg, num_inference_steps=settings.steps)
+    tdg = (
+        WorldFlux(settings.pipeline).resolve().load().to(settings.device)
+    )  # every stage needs it (validation: its VAE's round trip)
+    kw = world_flux_settings(settings.pipeline).call_kwargs(
+        true_cfg_scale=settings.cfg, num_inference_steps=settings.steps
+    )
     world = BirdWorld(trained_world_config(settings.pipeline))
     pairings = world.default_pairings()
     pairings = pairings[: settings.limit_pairings] if settings.limit_pairings else pairings
     print(f"judge ({world.config}) ...", flush=True)
     judge = cached_judge(world, settings)
     judge_fn = make_judge_fn(judge)
-    results: dict[str, Any] = {"command": command, "settings": settings.as_dict(),
-                               "world": dict(vars(world.config)), "call_kwargs": kw}
+    results: dict[str, Any] = {
+        "command": command,
+        "settings": settings.as_dict(),
+        "world": dict(vars(world.config)),
+        "call_kwargs": kw,
+    }
     validation = validate(world, judge_fn, tdg.vae, settings, pairings)
     results["validation"] = {**validation.to_dict(), "markdown": validation.to_markdown()}
     (out / "validation.md").write_text(validation.to_markdown() + "\n")

@@ -12,15 +12,29 @@ import numpy as np
 
 from .world_tdg_settings import WorldTDGSettings
 
-__all__ = ["judge_folder", "cached_judge", "cached_clip", "to_unit", "judge_cost", "export_judge", "make_judge_fn",
-           "WorldClipScorer"]
+__all__ = [
+    "judge_folder",
+    "cached_judge",
+    "cached_clip",
+    "to_unit",
+    "judge_cost",
+    "export_judge",
+    "make_judge_fn",
+    "WorldClipScorer",
+]
 
 
 def judge_folder(world: Any, settings: WorldTDGSettings) -> Path:
     """Where the judge of ``world`` and these judge settings is cached under ``--out``."""
     c = world.config
-    return settings.out / (f"judges-s{c.image_size}-{c.pose}-{c.scene}-z{c.zoom:g}-n{settings.judge_per_class}"
-                       f"-e{settings.judge_epochs}-seed{settings.seed}") / "judge"
+    return (
+        settings.out
+        / (
+            f"judges-s{c.image_size}-{c.pose}-{c.scene}-z{c.zoom:g}-n{settings.judge_per_class}"
+            f"-e{settings.judge_epochs}-seed{settings.seed}"
+        )
+        / "judge"
+    )
 
 
 def cached_judge(world: Any, settings: WorldTDGSettings) -> Any:
@@ -51,7 +65,11 @@ def cached_clip(world: Any, settings: WorldTDGSettings) -> Any:
     from concept_grounding.world.dataset import sample_row
 
     c = world.config
-    folder = settings.out / f"judges-s{c.image_size}-{c.pose}-{c.scene}-z{c.zoom:g}-clip{settings.clip_train}-seed{settings.seed}" / "clip"
+    folder = (
+        settings.out
+        / f"judges-s{c.image_size}-{c.pose}-{c.scene}-z{c.zoom:g}-clip{settings.clip_train}-seed{settings.seed}"
+        / "clip"
+    )
     if (folder / "config.json").is_file():
         return WorldCLIP.from_pretrained(folder).eval()
     idx = [k + r * world.num_classes for r in range(1000, 1000 + settings.clip_train) for k in range(world.num_classes)]
@@ -77,8 +95,10 @@ def judge_cost(world: Any, settings: WorldTDGSettings) -> str:
     if not path.is_file():
         return ""
     t = json.loads(path.read_text())
-    return (f"; measured {t['render_seconds'] / 60:.0f} min rendering + {t['train_seconds'] / 60:.0f} min training with "
-            f"{t['threads']} thread(s)")
+    return (
+        f"; measured {t['render_seconds'] / 60:.0f} min rendering + {t['train_seconds'] / 60:.0f} min training with "
+        f"{t['threads']} thread(s)"
+    )
 
 
 def export_judge(judge: Any, validation: Any, results: dict, folder: Path, cost: str = "") -> None:
@@ -87,18 +107,34 @@ def export_judge(judge: Any, validation: Any, results: dict, folder: Path, cost:
     :func:`~concept_grounding.judge.judge_validated_groups` reads."""
     judge.save_pretrained(folder)
     (folder / "validation.json").write_text(json.dumps(validation.to_dict(), indent=1) + "\n")
-    (folder / "README.md").write_text("\n".join([
-        "---", "library_name: concept-grounding", "tags: [world-judge, bird-world]", "---", "",
-        "# World judge: species and attributes of the shipped world Flux's birds", "",
-        "A `concept_grounding.judge.WorldJudge` (a small CNN: species head and one softmax per base attribute",
-        "group) trained on typical renders, their exact counterfactual edits and deviation-rate-1 renders of",
-        f"the world `{results['world']}`. Load it with `concept_grounding.judge.create_judge(\"world\")`.", "",
-        f"Made by (deterministic for a given --threads: float sums differ across thread counts{cost}):", "",
-        f"    {results['command']}", "",
-        "## Validation on held-out exact edits and renders (raw, and after the world VAE's round trip)", "",
-        "Also in `validation.json`; `concept_grounding.judge.judge_validated_groups()` reads the groups that meet",
-        "every bar (verdicts on the other groups are not findings).", "",
-        validation.to_markdown(), ""]))
+    (folder / "README.md").write_text(
+        "\n".join(
+            [
+                "---",
+                "library_name: concept-grounding",
+                "tags: [world-judge, bird-world]",
+                "---",
+                "",
+                "# World judge: species and attributes of the shipped world Flux's birds",
+                "",
+                "A `concept_grounding.judge.WorldJudge` (a small CNN: species head and one softmax per base attribute",
+                "group) trained on typical renders, their exact counterfactual edits and deviation-rate-1 renders of",
+                f'the world `{results["world"]}`. Load it with `concept_grounding.judge.create_judge("world")`.',
+                "",
+                f"Made by (deterministic for a given --threads: float sums differ across thread counts{cost}):",
+                "",
+                f"    {results['command']}",
+                "",
+                "## Validation on held-out exact edits and renders (raw, and after the world VAE's round trip)",
+                "",
+                "Also in `validation.json`; `concept_grounding.judge.judge_validated_groups()` reads the groups that meet",
+                "every bar (verdicts on the other groups are not findings).",
+                "",
+                validation.to_markdown(),
+                "",
+            ]
+        )
+    )
 
 
 def make_judge_fn(judge: Any) -> Any:

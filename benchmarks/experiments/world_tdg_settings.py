@@ -67,7 +67,9 @@ class WorldTDGSettings:
     def as_dict(self) -> dict[str, Any]:
         """The settings as JSON values (paths as strings), in field order (``results["settings"]``)."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}
-        return {k: (str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v) for k, v in values.items()}
+        return {
+            k: (str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v) for k, v in values.items()
+        }
 
 
 def check_settings(settings: WorldTDGSettings) -> None:
@@ -78,8 +80,18 @@ def check_settings(settings: WorldTDGSettings) -> None:
     """
     from concept_grounding.errors import UsageError
 
-    for name in ("images", "quality_images", "steps", "judge_per_class", "judge_epochs", "validation_edits",
-                 "validation_renders", "clip_train", "batch", "threads"):
+    for name in (
+        "images",
+        "quality_images",
+        "steps",
+        "judge_per_class",
+        "judge_epochs",
+        "validation_edits",
+        "validation_renders",
+        "clip_train",
+        "batch",
+        "threads",
+    ):
         if getattr(settings, name) <= 0:
             raise UsageError(f"must be > 0, got {getattr(settings, name)}", argument=f"--{name.replace('_', '-')}")
     unknown = sorted(set(settings.stages) - set(STAGES))

@@ -10,12 +10,27 @@ from typing import Any
 import numpy as np
 
 from concept_grounding.judge.validation import substitution_verdicts
+
 from .world_tdg_judges import WorldClipScorer
 from .world_tdg_settings import WorldTDGSettings
 from .world_tdg_stats import METRICS, mark_guide_positive, summarise_rows
 
-__all__ = ["world_guide", "generators", "run_prompting", "run_tdg", "vae_roundtrip", "validate", "guide_colour_prompt",
-           "quality", "method_prompts", "substitution", "eta_sweep", "filter_agreement", "timing", "contact_sheet"]
+__all__ = [
+    "world_guide",
+    "generators",
+    "run_prompting",
+    "run_tdg",
+    "vae_roundtrip",
+    "validate",
+    "guide_colour_prompt",
+    "quality",
+    "method_prompts",
+    "substitution",
+    "eta_sweep",
+    "filter_agreement",
+    "timing",
+    "contact_sheet",
+]
 
 
 # ----------------------------------------------------------------------------- generation
@@ -48,13 +63,21 @@ def run_prompting(tdg: Any, prompts: list[str], seeds: list[int], kw: dict, batc
     return prompting_images(tdg, prompts, seeds, batch_size=batch, negative_prompt="", **kw)
 
 
-def run_tdg(tdg: Any, refs: list[str], guides: list[str], seeds: list[int], schedule: Any, kw: dict, batch: int) -> tuple[list, list]:
+def run_tdg(
+    tdg: Any, refs: list[str], guides: list[str], seeds: list[int], schedule: Any, kw: dict, batch: int
+) -> tuple[list, list]:
     """TDG reference and guide images of the pairs ``(refs[i], guides[i])``, ``batch // 2`` pairs per call."""
     r_out, g_out = [], []
     half = max(1, batch // 2)
     for i in range(0, len(refs), half):
-        res = tdg(refs[i : i + half], guides[i : i + half], eta_schedule=schedule, negative_prompt="",
-                  generator=generators(seeds[i : i + half]), **kw)
+        res = tdg(
+            refs[i : i + half],
+            guides[i : i + half],
+            eta_schedule=schedule,
+            negative_prompt="",
+            generator=generators(seeds[i : i + half]),
+            **kw,
+        )
         r_out += res.reference_images
         g_out += res.guide_images
     return r_out, g_out
@@ -75,9 +98,14 @@ def validate(world: Any, judge_fn: Any, vae: Any, settings: WorldTDGSettings, pa
     """The judge on held-out exact edits and renders, raw and after the VAE's round trip."""
     from concept_grounding.judge import validate_judge
 
-    return validate_judge(judge_fn, world, pairings, per_pairing=settings.validation_edits,
-                          renders_per_class=settings.validation_renders,
-                          transforms={"VAE round trip": lambda x: vae_roundtrip(vae, x)} if vae is not None else None)
+    return validate_judge(
+        judge_fn,
+        world,
+        pairings,
+        per_pairing=settings.validation_edits,
+        renders_per_class=settings.validation_renders,
+        transforms={"VAE round trip": lambda x: vae_roundtrip(vae, x)} if vae is not None else None,
+    )
 
 
 def guide_colour_prompt(attribute: str) -> str:
@@ -87,7 +115,9 @@ def guide_colour_prompt(attribute: str) -> str:
     return f"A photo of a bird with {attribute_text(attribute)}"
 
 
-def quality(world: Any, tdg: Any, judge_fn: Any, kw: dict, settings: WorldTDGSettings, pairings: list) -> tuple[dict, list]:
+def quality(
+    world: Any, tdg: Any, judge_fn: Any, kw: dict, settings: WorldTDGSettings, pairings: list
+) -> tuple[dict, list]:
     """Species agreement, prompted attributes found and colour guides showing S+, by the judge."""
     from concept_grounding.tdg.plan import image_seed
     from concept_grounding.tdg.prompts import attribute_category
@@ -127,7 +157,9 @@ def quality(world: Any, tdg: Any, judge_fn: Any, kw: dict, settings: WorldTDGSet
         "prompted_attributes_found": float(np.mean(aprobs[np.arange(len(aims)), attr_targets] > 0.5)),
         "guide_s_plus_shown": float(np.mean(guide_found)),
         "guide_s_plus_shown_per_group": {g: float(np.mean(guide_found[groups == g])) for g in np.unique(groups)},
-        "n_species_images": len(ims), "n_attribute_images": len(aims), "n_guide_images": len(gims),
+        "n_species_images": len(ims),
+        "n_attribute_images": len(aims),
+        "n_guide_images": len(gims),
         "chance_species": 1.0 / world.num_classes,
     }
     return res, ims
@@ -148,8 +180,9 @@ def method_prompts(world: Any, c: str, a: str) -> dict[str, Any]:
     return out
 
 
-def substitution(world: Any, tdg: Any, judge_fn: Any, kw: dict, settings: WorldTDGSettings,
-                 pairings: list) -> dict[str, Any]:
+def substitution(
+    world: Any, tdg: Any, judge_fn: Any, kw: dict, settings: WorldTDGSettings, pairings: list
+) -> dict[str, Any]:
     """Prompting vs TDG for every pairing; per-image records (with the guide's verdict)."""
     from tqdm.auto import tqdm
 
@@ -171,24 +204,58 @@ def substitution(world: Any, tdg: Any, judge_fn: Any, kw: dict, settings: WorldT
             removed = [vocab.attributes[i] for i in vocab.groups[group] if world.class_attributes[label, i]]
             for method, pr in method_prompts(world, c, attribute).items():
                 for i in range(settings.images):
-                    jobs[method].append((pr, image_seed(settings.seed, c, attribute, i),
-                                         {"reference_class": c, "target_attribute": attribute, "group": group, "label": label,
-                                          "removed_attributes": removed, "reference_prompt": pr.reference,
-                                          "guide_prompt": pr.guide, "image_index": i}))
-        runs = {"prompting": (run_prompting(tdg, [pr.reference for pr, _, _ in jobs["tdg"]], [s for _, s, _ in jobs["tdg"]],
-                                            kw, settings.batch), None, jobs["tdg"])}
+                    jobs[method].append(
+                        (
+                            pr,
+                            image_seed(settings.seed, c, attribute, i),
+                            {
+                                "reference_class": c,
+                                "target_attribute": attribute,
+                                "group": group,
+                                "label": label,
+                                "removed_attributes": removed,
+                                "reference_prompt": pr.reference,
+                                "guide_prompt": pr.guide,
+                                "image_index": i,
+                            },
+                        )
+                    )
+        runs = {
+            "prompting": (
+                run_prompting(
+                    tdg, [pr.reference for pr, _, _ in jobs["tdg"]], [s for _, s, _ in jobs["tdg"]], kw, settings.batch
+                ),
+                None,
+                jobs["tdg"],
+            )
+        }
         for method, job in jobs.items():
-            refs, guides = run_tdg(tdg, [pr.reference for pr, _, _ in job], [pr.guide for pr, _, _ in job],
-                                   [s for _, s, _ in job], schedule_for_attribute(attribute), kw, settings.batch)
+            refs, guides = run_tdg(
+                tdg,
+                [pr.reference for pr, _, _ in job],
+                [pr.guide for pr, _, _ in job],
+                [s for _, s, _ in job],
+                schedule_for_attribute(attribute),
+                kw,
+                settings.batch,
+            )
             runs[method] = (refs, guides, job)
         for method, (ims, guide_ims, job) in runs.items():
             meta = [m for _, _, m in job]
-            v = substitution_verdicts(*judge_fn(ims), np.array([m["label"] for m in meta]), np.full(len(meta), j),
-                                      [[vocab.attribute_index(r) for r in m["removed_attributes"]] for m in meta])
+            v = substitution_verdicts(
+                *judge_fn(ims),
+                np.array([m["label"] for m in meta]),
+                np.full(len(meta), j),
+                [[vocab.attribute_index(r) for r in m["removed_attributes"]] for m in meta],
+            )
             g_probs = judge_fn(guide_ims)[1] if guide_ims is not None else None
             for k, m in enumerate(meta):
-                rec = {**m, "method": method, **{key: (float(v[key][k]) if key == "p_s_plus" else bool(v[key][k]))
-                                                 for key in METRICS}, "image_id": len(images[method]) + k}
+                rec = {
+                    **m,
+                    "method": method,
+                    **{key: (float(v[key][k]) if key == "p_s_plus" else bool(v[key][k])) for key in METRICS},
+                    "image_id": len(images[method]) + k,
+                }
                 if g_probs is not None:
                     rec["guide_s_plus"] = bool(g_probs[k, j] > 0.5)
                     rec["guide_image_id"] = len(images[method + ":guide"]) + k
@@ -200,8 +267,15 @@ def substitution(world: Any, tdg: Any, judge_fn: Any, kw: dict, settings: WorldT
     return {"records": records, "images": dict(images)}
 
 
-def eta_sweep(world: Any, tdg: Any, judge_fn: Any, kw: dict, settings: WorldTDGSettings, pairings: list,
-              validated: tuple[str, ...]) -> dict:
+def eta_sweep(
+    world: Any,
+    tdg: Any,
+    judge_fn: Any,
+    kw: dict,
+    settings: WorldTDGSettings,
+    pairings: list,
+    validated: tuple[str, ...],
+) -> dict:
     """TDG at constant eta values and the paper schedules on an even subset of the pairings
     of the judge's validated groups: S+ found, species kept, success and mean p(S+)."""
     from concept_grounding.tdg.plan import image_seed
@@ -212,7 +286,9 @@ def eta_sweep(world: Any, tdg: Any, judge_fn: Any, kw: dict, settings: WorldTDGS
     pairings = [(c, a) for c, a in pairings if vocab.group_of(vocab.attribute_index(a)) in validated]
     step = max(1, len(pairings) // max(1, settings.sweep_pairings))
     subset = pairings[::step][: settings.sweep_pairings]
-    sweep: list[tuple[str, Any]] = [(f"constant eta={e:g}", e) for e in settings.sweep_etas] + [("paper schedule", None)]
+    sweep: list[tuple[str, Any]] = [(f"constant eta={e:g}", e) for e in settings.sweep_etas] + [
+        ("paper schedule", None)
+    ]
     results = {}
     prompts = {(c, a): tdg_prompts(c, a, guide_bird=world_guide(world, c, a) or None, vocab=vocab) for c, a in subset}
     for label, eta in sweep:
@@ -221,12 +297,25 @@ def eta_sweep(world: Any, tdg: Any, judge_fn: Any, kw: dict, settings: WorldTDGS
             groups[ConstantEta(eta) if eta is not None else schedule_for_attribute(a)].append((c, a))
         rows = []
         for sched, pairs in groups.items():
-            ims, _ = run_tdg(tdg, [prompts[p].reference for p in pairs], [prompts[p].guide for p in pairs],
-                             [image_seed(settings.seed, c, a, 0) for c, a in pairs], sched, kw, settings.batch)
-            v = substitution_verdicts(*judge_fn(ims), np.array([world.class_names.index(c) for c, _ in pairs]),
-                                      np.array([vocab.attribute_index(a) for _, a in pairs]), [()] * len(pairs))
-            rows += [{"reference_class": c, "target_attribute": a, **{key: v[key][k] for key in METRICS}}
-                     for k, (c, a) in enumerate(pairs)]
+            ims, _ = run_tdg(
+                tdg,
+                [prompts[p].reference for p in pairs],
+                [prompts[p].guide for p in pairs],
+                [image_seed(settings.seed, c, a, 0) for c, a in pairs],
+                sched,
+                kw,
+                settings.batch,
+            )
+            v = substitution_verdicts(
+                *judge_fn(ims),
+                np.array([world.class_names.index(c) for c, _ in pairs]),
+                np.array([vocab.attribute_index(a) for _, a in pairs]),
+                [()] * len(pairs),
+            )
+            rows += [
+                {"reference_class": c, "target_attribute": a, **{key: v[key][k] for key in METRICS}}
+                for k, (c, a) in enumerate(pairs)
+            ]
         results[label] = summarise_rows(rows, settings.bootstrap, settings.seed)
     return {"pairings": len(subset), "results": results}
 
@@ -263,7 +352,8 @@ def filter_agreement(world: Any, sub: dict, clip: Any, settings: WorldTDGSetting
         splus = np.array([r["s_plus_found"] for r in rows], bool)
         kept = np.array([r["image_id"] in kept_ids for r in rows], bool)
         out[method] = {
-            "kept": int(kept.sum()), "images": int(len(rows)),
+            "kept": int(kept.sum()),
+            "images": len(rows),
             "judge_success_all": float(success.mean()),
             "judge_success_kept": float(success[kept].mean()) if kept.any() else float("nan"),
             "judge_s_plus_kept": float(splus[kept].mean()) if kept.any() else float("nan"),
@@ -285,23 +375,38 @@ def timing(flux: Any, tdg: Any, kw: dict, rounds: int = 9) -> dict[str, Any]:
 
     reference, guide = "a photo of a Blue Jay", "a photo of a bird"
     channels = tdg.transformer.config.in_channels // 4
-    latents, _ = tdg.prepare_latents(1, channels, kw["height"], kw["width"], tdg.transformer.dtype,
-                                     tdg._execution_device, torch.Generator().manual_seed(0))
+    latents, _ = tdg.prepare_latents(
+        1,
+        channels,
+        kw["height"],
+        kw["width"],
+        tdg.transformer.dtype,
+        tdg._execution_device,
+        torch.Generator().manual_seed(0),
+    )
 
     def run_flux() -> None:
         flux([reference, guide], negative_prompt=["", ""], latents=torch.cat([latents, latents]), **kw)
 
-    calls = {"tdg": lambda: tdg(reference, guide, eta_schedule=EtaSchedule(), negative_prompt="", latents=latents, **kw),
-             "flux": run_flux, "flux (A/A)": run_flux}
+    calls = {
+        "tdg": lambda: tdg(reference, guide, eta_schedule=EtaSchedule(), negative_prompt="", latents=latents, **kw),
+        "flux": run_flux,
+        "flux (A/A)": run_flux,
+    }
     ratios = {"tdg / flux": ("tdg", "flux"), "A/A": ("flux (A/A)", "flux")}
     result = interleave(calls, rounds=rounds, warmup=1)
     cpu = result.ratio("tdg", "flux", "cpu")
-    return {"tdg_pair_s": result.timings["tdg"].spread("cpu").median,
-            "flux_batch2_s": result.timings["flux"].spread("cpu").median,
-            "ratio": cpu.median, "ratio_min": cpu.min, "ratio_max": cpu.max,
-            "ratio_wall": result.ratio("tdg", "flux", "wall").median,
-            "ratio_aa": result.ratio("flux (A/A)", "flux", "cpu").median,
-            "rounds": rounds, "details": result.as_dict(ratios)}
+    return {
+        "tdg_pair_s": result.timings["tdg"].spread("cpu").median,
+        "flux_batch2_s": result.timings["flux"].spread("cpu").median,
+        "ratio": cpu.median,
+        "ratio_min": cpu.min,
+        "ratio_max": cpu.max,
+        "ratio_wall": result.ratio("tdg", "flux", "wall").median,
+        "ratio_aa": result.ratio("flux (A/A)", "flux", "cpu").median,
+        "rounds": rounds,
+        "details": result.as_dict(ratios),
+    }
 
 
 def contact_sheet(sub: dict, path: Path, rows: int = 10) -> None:
@@ -313,15 +418,34 @@ def contact_sheet(sub: dict, path: Path, rows: int = 10) -> None:
 
     recs = [r for r in sub["records"] if r["method"] == "tdg"]
     picks = recs[:: max(1, len(recs) // rows)][:rows]
-    prompted = {(r["reference_class"], r["target_attribute"], r["image_index"]): r
-                for r in sub["records"] if r["method"] == "prompting"}
+    prompted = {
+        (r["reference_class"], r["target_attribute"], r["image_index"]): r
+        for r in sub["records"]
+        if r["method"] == "prompting"
+    }
     images, captions = [], []
     for r in picks:
         base = prompted[(r["reference_class"], r["target_attribute"], r["image_index"])]
-        images.append([sub["images"]["prompting"][base["image_id"]], sub["images"]["tdg"][r["image_id"]],
-                       sub["images"]["tdg:guide"][r["guide_image_id"]]])
-        captions.append([verdict_caption(base["s_plus_found"], base["species_kept"]),
-                         verdict_caption(r["s_plus_found"], r["species_kept"]), verdict_caption(r["guide_s_plus"])])
+        images.append(
+            [
+                sub["images"]["prompting"][base["image_id"]],
+                sub["images"]["tdg"][r["image_id"]],
+                sub["images"]["tdg:guide"][r["guide_image_id"]],
+            ]
+        )
+        captions.append(
+            [
+                verdict_caption(base["s_plus_found"], base["species_kept"]),
+                verdict_caption(r["s_plus_found"], r["species_kept"]),
+                verdict_caption(r["guide_s_plus"]),
+            ]
+        )
     labels = [f"{class_display_name(r['reference_class'])}\n+ {attribute_phrase(r['target_attribute'])}" for r in picks]
-    verdict_sheet(images, captions, labels, ["prompting only (c_R)", "TDG reference", "TDG guide"], path,
-                  title="Judge's verdicts (green: S+ found and species kept)")
+    verdict_sheet(
+        images,
+        captions,
+        labels,
+        ["prompting only (c_R)", "TDG reference", "TDG guide"],
+        path,
+        title="Judge's verdicts (green: S+ found and species kept)",
+    )

@@ -32,11 +32,33 @@ def test_klein_size_arm_runs_its_code_on_a_scaled_down_transformer(tmp_path):
     spec = importlib.util.spec_from_file_location("bench_tdg_family", ROOT / "benchmarks" / "bench_tdg_family.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    assert (bench.KLEIN_4B["num_layers"], bench.KLEIN_4B["num_single_layers"], bench.KLEIN_4B["in_channels"]) == (5, 20, 128)
+    assert (bench.KLEIN_4B["num_layers"], bench.KLEIN_4B["num_single_layers"], bench.KLEIN_4B["in_channels"]) == (
+        5,
+        20,
+        128,
+    )
     threads = torch.get_num_threads()
     try:
-        assert bench.main(["--klein-size", "--klein-scale", "24", "--device", "cpu", "--size", "32", "--steps", "1",
-                           "--rounds", "1", "--json", str(tmp_path / "k.json")]) == 0
+        assert (
+            bench.main(
+                [
+                    "--klein-size",
+                    "--klein-scale",
+                    "24",
+                    "--device",
+                    "cpu",
+                    "--size",
+                    "32",
+                    "--steps",
+                    "1",
+                    "--rounds",
+                    "1",
+                    "--json",
+                    str(tmp_path / "k.json"),
+                ]
+            )
+            == 0
+        )
     finally:
         torch.set_num_threads(threads)
     figures = json.loads((tmp_path / "k.json").read_text())

@@ -4,12 +4,12 @@ and a head below the bar gives no rate."""
 import numpy as np
 import pytest
 import torch
+from experiments import world_compositions as wc
 
 from concept_grounding.judge.base import as_image_array, to_unit
 from concept_grounding.judge.composition import HEADS
 from concept_grounding.world import BirdWorld, WorldConfig
 from concept_grounding.world.composition import COUNT_WORDS, RELATIONS
-from experiments import world_compositions as wc
 
 
 @pytest.fixture(scope="module")
@@ -49,12 +49,19 @@ def fake_generator(world, truth, obey=True):
             count = words[p.split()[3]] if obey else 1
             scene = next((s for s, r in RELATIONS.items() if r in p), None) if obey else None
             facing = "left" if obey and "facing left" in p else "right" if obey and "facing right" in p else None
-            i = next(i for i in range(seed, seed + 500)
-                     if (scene is None or world.sample(i).pose.background_name == scene)
-                     and (facing is None or world.sample(i).pose.facing == facing))
+            i = next(
+                i
+                for i in range(seed, seed + 500)
+                if (scene is None or world.sample(i).pose.background_name == scene)
+                and (facing is None or world.sample(i).pose.facing == facing)
+            )
             c = world.composition(i, count)
-            truth[c.image.tobytes()] = {"count": c.count - 1, "scene": HEADS["scene"].index(c.scene),
-                                        "facing": HEADS["facing"].index(c.facing), "species": 0}
+            truth[c.image.tobytes()] = {
+                "count": c.count - 1,
+                "scene": HEADS["scene"].index(c.scene),
+                "facing": HEADS["facing"].index(c.facing),
+                "species": 0,
+            }
             images.append(c.image.astype(np.float32) / 255)
         return images
 
@@ -67,8 +74,14 @@ def test_rates_of_an_exact_and_of_a_deaf_generator(world, monkeypatch, obey):
 
     truth = {}
     monkeypatch.setattr(baseline, "prompting_images", fake_generator(world, truth, obey))
-    result = wc.measure_compositions(None, world, TruthJudge(truth), dict.fromkeys(("count", "scene", "facing", "species"), 1.0),
-                                     {}, images_per_prompt=1)
+    result = wc.measure_compositions(
+        None,
+        world,
+        TruthJudge(truth),
+        dict.fromkeys(("count", "scene", "facing", "species"), 1.0),
+        {},
+        images_per_prompt=1,
+    )
     rates = {k: v["rate"] for k, v in result["categories"].items()}
     if obey:
         assert rates == {"counting": 1.0, "relation": 1.0, "action": 1.0, "composite": 1.0}

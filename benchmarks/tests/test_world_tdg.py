@@ -6,8 +6,6 @@ import math
 from pathlib import Path
 
 import pytest
-
-from concept_grounding.errors import UsageError
 from experiments.world_tdg import STAGES, WorldTDGSettings, check_settings, method_prompts, world_guide
 from experiments.world_tdg_stats import (
     mark_guide_positive,
@@ -17,25 +15,39 @@ from experiments.world_tdg_stats import (
     write_world_tdg_report,
 )
 
+from concept_grounding.errors import UsageError
+
 ROOT = Path(__file__).resolve().parents[2]
 BREAST, BACK = "has_breast_color::blue", "has_back_color::red"
 
 
 def _record(cls, attribute, group, method, success, guide=None):
-    return {"reference_class": cls, "target_attribute": attribute, "group": group, "method": method,
-            "success": success, "s_plus_found": success, "species_kept": 1, "s_minus_removed": 1 - success,
-            "p_s_plus": 0.9 if success else 0.1, **({"guide_s_plus": guide} if guide is not None else {})}
+    return {
+        "reference_class": cls,
+        "target_attribute": attribute,
+        "group": group,
+        "method": method,
+        "success": success,
+        "s_plus_found": success,
+        "species_kept": 1,
+        "s_minus_removed": 1 - success,
+        "p_s_plus": 0.9 if success else 0.1,
+        **({"guide_s_plus": guide} if guide is not None else {}),
+    }
 
 
 @pytest.fixture
 def records():
     """Two pairings of the validated breast_color group (one whose guide shows S+), one of back_color."""
     rows = [
-        _record("c1", BREAST, "breast_color", "prompting", 1), _record("c1", BREAST, "breast_color", "prompting", 1),
+        _record("c1", BREAST, "breast_color", "prompting", 1),
+        _record("c1", BREAST, "breast_color", "prompting", 1),
         _record("c2", BREAST, "breast_color", "prompting", 0),
-        _record("c1", BREAST, "breast_color", "tdg", 1, guide=True), _record("c1", BREAST, "breast_color", "tdg", 0, guide=True),
+        _record("c1", BREAST, "breast_color", "tdg", 1, guide=True),
+        _record("c1", BREAST, "breast_color", "tdg", 0, guide=True),
         _record("c2", BREAST, "breast_color", "tdg", 0, guide=False),
-        _record("c3", BACK, "back_color", "prompting", 1), _record("c3", BACK, "back_color", "tdg", 1, guide=False),
+        _record("c3", BACK, "back_color", "prompting", 1),
+        _record("c3", BACK, "back_color", "tdg", 1, guide=False),
         _record("c1", BREAST, "breast_color", "tdg-bird", 1),
     ]
     mark_guide_positive(rows)
@@ -73,8 +85,9 @@ def test_power_against_a_hand_computation():
     z_a, z_b = 1.959964, 0.841621
     p1, p2 = 0.5, 0.53
     pbar = (p1 + p2) / 2
-    by_hand = math.ceil((z_a * math.sqrt(2 * pbar * (1 - pbar)) + z_b * math.sqrt(p1 * (1 - p1) + p2 * (1 - p2))) ** 2
-                        / (p2 - p1) ** 2)
+    by_hand = math.ceil(
+        (z_a * math.sqrt(2 * pbar * (1 - pbar)) + z_b * math.sqrt(p1 * (1 - p1) + p2 * (1 - p2))) ** 2 / (p2 - p1) ** 2
+    )
     tab = {"overall": {"prompting": {"success": {"mean": 0.5, "n": 40}}}, "per_pairing": dict.fromkeys("abcd")}
     pw = power(tab)
     assert by_hand == 4356
@@ -88,8 +101,13 @@ def test_power_against_a_hand_computation():
 
 def test_the_report_prints_the_finding_and_its_power(records, tmp_path):
     tab = table(records, ("breast_color",), bootstrap=50, seed=0)
-    results = {"command": "python benchmarks/bench_tdg_world.py --out x", "seconds": 2.0, "table": tab, "power": power(tab),
-               "validation": {"markdown": "(validation)", "supports_finding": True, "failures": []}}
+    results = {
+        "command": "python benchmarks/bench_tdg_world.py --out x",
+        "seconds": 2.0,
+        "table": tab,
+        "power": power(tab),
+        "validation": {"markdown": "(validation)", "supports_finding": True, "failures": []},
+    }
     write_world_tdg_report(results, tmp_path / "report.md")
     text = (tmp_path / "report.md").read_text()
     assert "| prompting | 66.7 % [0.0, 100.0] |" in text
@@ -104,8 +122,9 @@ def test_colour_pairings_use_the_generic_guide_and_shapes_a_world_species():
     colour = method_prompts(world, "017.Cardinal", BREAST)
     assert list(colour) == ["tdg"] and colour["tdg"].guide.startswith("A photo of a bird with")
     shape = next(a for a in world.vocab.sub_substitutions.values() if a.startswith("has_bill_shape"))
-    cls = next(c for c, row in zip(world.class_names, world.class_attributes)
-               if not row[world.vocab.attribute_index(shape)])
+    cls = next(
+        c for c, row in zip(world.class_names, world.class_attributes) if not row[world.vocab.attribute_index(shape)]
+    )
     prompts = method_prompts(world, cls, shape)
     assert {"tdg", "tdg-bird"} <= set(prompts) and "bird" in prompts["tdg-bird"].guide
     guide = world_guide(world, cls, shape)
@@ -160,8 +179,8 @@ def test_substitution_judges_each_method_s_images_and_marks_guide_positive_pairi
     """The substitution stage on two pairings with a fake pipeline and a judge that finds S+ in
     every tied image and guide and in no prompting-only one: records per image and method, in order."""
     import numpy as np
-
     from experiments.world_tdg import substitution
+
     from concept_grounding.world import BirdWorld
 
     world = BirdWorld()
@@ -171,8 +190,14 @@ def test_substitution_judges_each_method_s_images_and_marks_guide_positive_pairi
         probs = np.array([[1.0 if kind in ("tdg", "guide") else 0.0] * 312 for kind, _ in images])
         return np.full(len(images), -1), probs  # no species kept: success never
 
-    sub = substitution(world, _FakePipe(), judge_fn, {"num_inference_steps": 1}, WorldTDGSettings(out=tmp_path, images=2,
-                                                                                                   batch=4), pairings)
+    sub = substitution(
+        world,
+        _FakePipe(),
+        judge_fn,
+        {"num_inference_steps": 1},
+        WorldTDGSettings(out=tmp_path, images=2, batch=4),
+        pairings,
+    )
     by_method = {}
     for r in sub["records"]:
         by_method.setdefault(r["method"], []).append(r)
@@ -180,5 +205,6 @@ def test_substitution_judges_each_method_s_images_and_marks_guide_positive_pairi
     assert all(r["s_plus_found"] and r["guide_s_plus"] and r["pairing_guide_positive"] for r in by_method["tdg"])
     assert not any(r["s_plus_found"] or r["success"] for r in by_method["prompting"])
     assert [sub["images"]["prompting"][r["image_id"]] for r in by_method["prompting"]] == [
-        ("prompting", r["reference_prompt"]) for r in by_method["prompting"]]
+        ("prompting", r["reference_prompt"]) for r in by_method["prompting"]
+    ]
     assert [r["image_index"] for r in by_method["tdg"]][:2] == [0, 1]

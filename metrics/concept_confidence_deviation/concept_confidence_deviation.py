@@ -83,11 +83,19 @@ class ConceptConfidenceDeviation(CheckedInputs, evaluate.Metric):
             reference_urls=["https://conceptbed.github.io"],
         )
 
-    def _compute(self, predictions, references, real_probabilities=None, real_labels=None, reduction="per_concept",
-                 n_bins=15):
+    def _compute(
+        self, predictions, references, real_probabilities=None, real_labels=None, reduction="per_concept", n_bins=15
+    ):
         if real_probabilities is None or real_labels is None:
             raise ValueError("real_probabilities and real_labels are required")
         mode = "vqa" if self.config_name == "vqa" else "classifier"
         c = self._checked(predictions=predictions, references=references)
-        return concept_confidence_deviation(c["predictions"], c["references"], real_probabilities, real_labels,
-                                            mode=mode, reduction=reduction, n_bins=n_bins)
+        return concept_confidence_deviation(
+            c["predictions"],
+            c["references"],
+            real_probabilities,
+            real_labels,
+            mode=mode,
+            reduction=reduction,
+            n_bins=n_bins,
+        )

@@ -78,11 +78,29 @@ class ConceptExistence(CheckedInputs, evaluate.Metric):
             reference_urls=["https://arxiv.org/abs/2501.19271"],
         )
 
-    def _compute(self, predictions, references, concept_scores, concept_labels, theta=None, top_l=(1, 3, 5),
-                 ranking="theta_u", by_magnitude=False):
+    def _compute(
+        self,
+        predictions,
+        references,
+        concept_scores,
+        concept_labels,
+        theta=None,
+        top_l=(1, 3, 5),
+        ranking="theta_u",
+        by_magnitude=False,
+    ):
         if theta is None:
             raise ValueError("theta (the L x K concept-to-class weights) is required")
-        c = self._checked(predictions=predictions, references=references, concept_scores=concept_scores,
-                          concept_labels=concept_labels)
-        return concept_existence(theta, c["concept_scores"], c["predictions"], c["concept_labels"], c["references"],
-                                 top_l=tuple(top_l), ranking=ranking, by_magnitude=by_magnitude)
+        c = self._checked(
+            predictions=predictions, references=references, concept_scores=concept_scores, concept_labels=concept_labels
+        )
+        return concept_existence(
+            theta,
+            c["concept_scores"],
+            c["predictions"],
+            c["concept_labels"],
+            c["references"],
+            top_l=tuple(top_l),
+            ranking=ranking,
+            by_magnitude=by_magnitude,
+        )

@@ -80,5 +80,6 @@ class ConceptGlobalImportance(CheckedInputs, evaluate.Metric):
         if theta is None or class_attributes is None:
             raise ValueError("theta and class_attributes (both L x K) are required")
         c = self._checked(predictions=predictions, references=references, concept_scores=concept_scores)
-        return concept_global_importance(theta, class_attributes, c["concept_scores"], c["predictions"],
-                                         c["references"])
+        return concept_global_importance(
+            theta, class_attributes, c["concept_scores"], c["predictions"], c["references"]
+        )

@@ -88,18 +88,50 @@ class ConceptLocation(CheckedInputs, evaluate.Metric):
             reference_urls=["https://arxiv.org/abs/2501.19271"],
         )
 
-    def _compute(self, predictions, references, concept_scores, concept_maps, part_xy, part_visible, theta=None,
-                 concept_names=None, concept_parts=None, image_size=None, alphas=(1, 3, 6), top_l=(1, 3, 5),
-                 ranking="theta_u", by_magnitude=False, rank_within_part_concepts=False, return_ranks=False):
+    def _compute(
+        self,
+        predictions,
+        references,
+        concept_scores,
+        concept_maps,
+        part_xy,
+        part_visible,
+        theta=None,
+        concept_names=None,
+        concept_parts=None,
+        image_size=None,
+        alphas=(1, 3, 6),
+        top_l=(1, 3, 5),
+        ranking="theta_u",
+        by_magnitude=False,
+        rank_within_part_concepts=False,
+        return_ranks=False,
+    ):
         if theta is None:
             raise ValueError("theta (the L x K concept-to-class weights) is required")
-        c = self._checked(predictions=predictions, references=references, concept_scores=concept_scores,
-                          concept_maps=concept_maps, part_xy=part_xy, part_visible=part_visible)
+        c = self._checked(
+            predictions=predictions,
+            references=references,
+            concept_scores=concept_scores,
+            concept_maps=concept_maps,
+            part_xy=part_xy,
+            part_visible=part_visible,
+        )
         return concept_location(
-            c["concept_maps"], c["part_xy"], c["part_visible"],
-            theta=theta, concept_scores=c["concept_scores"], predictions=c["predictions"],
-            references=c["references"], concept_names=concept_names, concept_parts=concept_parts,
-            image_size=image_size, alphas=tuple(alphas), top_l=tuple(top_l), ranking=ranking,
-            by_magnitude=by_magnitude, rank_within_part_concepts=rank_within_part_concepts,
+            c["concept_maps"],
+            c["part_xy"],
+            c["part_visible"],
+            theta=theta,
+            concept_scores=c["concept_scores"],
+            predictions=c["predictions"],
+            references=c["references"],
+            concept_names=concept_names,
+            concept_parts=concept_parts,
+            image_size=image_size,
+            alphas=tuple(alphas),
+            top_l=tuple(top_l),
+            ranking=ranking,
+            by_magnitude=by_magnitude,
+            rank_within_part_concepts=rank_within_part_concepts,
             return_ranks=return_ranks,
         )

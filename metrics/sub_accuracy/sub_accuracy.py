@@ -123,22 +123,46 @@ class SubAccuracy(CheckedInputs, evaluate.Metric):
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
             features=self._features(),
-            reference_urls=["https://github.com/ExplainableML/sub", "https://huggingface.co/datasets/Jessica-bader/SUB"],
+            reference_urls=[
+                "https://github.com/ExplainableML/sub",
+                "https://huggingface.co/datasets/Jessica-bader/SUB",
+            ],
         )
 
-    def _compute(self, predictions, target_attributes, removed_attributes, reference_classes, none_scores=None,
-                 concept_names=None, protocol="paper"):
+    def _compute(
+        self,
+        predictions,
+        target_attributes,
+        removed_attributes,
+        reference_classes,
+        none_scores=None,
+        concept_names=None,
+        protocol="paper",
+    ):
         if concept_names is None:
             raise ValueError("concept_names (the CUB attribute name of every prediction column) is required")
         if none_scores is not None and self.config_name != "group_with_none":
-            raise ValueError(f"none_scores is only used by the 'group_with_none' config (this is "
-                             f"{self.config_name!r}): load sub_accuracy with 'group_with_none', or leave it out")
+            raise ValueError(
+                f"none_scores is only used by the 'group_with_none' config (this is "
+                f"{self.config_name!r}): load sub_accuracy with 'group_with_none', or leave it out"
+            )
         mode = "binary" if self.config_name in ("default", "binary") else "group"
-        columns = dict(predictions=predictions, target_attributes=target_attributes,
-                       removed_attributes=removed_attributes, reference_classes=reference_classes)
+        columns = dict(
+            predictions=predictions,
+            target_attributes=target_attributes,
+            removed_attributes=removed_attributes,
+            reference_classes=reference_classes,
+        )
         if self.config_name == "group_with_none":
             columns["none_scores"] = none_scores
         c = self._checked(**columns)
-        return sub_accuracy(c["predictions"], c["target_attributes"], c["removed_attributes"],
-                            concept_names=concept_names, reference_classes=c["reference_classes"], mode=mode,
-                            protocol=protocol, none_scores=c.get("none_scores"))
+        return sub_accuracy(
+            c["predictions"],
+            c["target_attributes"],
+            c["removed_attributes"],
+            concept_names=concept_names,
+            reference_classes=c["reference_classes"],
+            mode=mode,
+            protocol=protocol,
+            none_scores=c.get("none_scores"),
+        )

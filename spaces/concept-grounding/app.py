@@ -29,5 +29,8 @@ if __name__ == "__main__":
 
     # 127.0.0.1 as `concept-grounding space`; a hosted Space sets GRADIO_SERVER_NAME=0.0.0.0 itself
     with log_lines():  # the package's log lines, as `concept-grounding space`
-        launch(demo, host=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
-               port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
+        launch(
+            demo,
+            host=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+            port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
+        )

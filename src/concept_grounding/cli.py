@@ -52,28 +52,64 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "space": ("concept_grounding.commands.space", "launch the Gradio Space (TDG, SUB, CCI, concepts, metrics) locally"),
     # check a CLIP (CCI)
     "explain": ("concept_grounding.commands.explain", "CCI maps and overlays for images and texts (PNG report)"),
-    "cci-bench": ("concept_grounding.commands.cci_bench", "CCI Tables 1-2: deletion / insertion of CCI and baselines across CLIPs"),
+    "cci-bench": (
+        "concept_grounding.commands.cci_bench",
+        "CCI Tables 1-2: deletion / insertion of CCI and baselines across CLIPs",
+    ),
     "covar": ("concept_grounding.commands.covar", "build COVAR variants, evaluate a CLIP, diagnose BG/FG/fine errors"),
-    "diagnose": ("concept_grounding.commands.diagnose", "BG-Er / Fine-Er / FG-Er of a CLIP's errors on an image folder (CounterAnimals too)"),
+    "diagnose": (
+        "concept_grounding.commands.diagnose",
+        "BG-Er / Fine-Er / FG-Er of a CLIP's errors on an image folder (CounterAnimals too)",
+    ),
     # make your own SUB
-    "candidates": ("concept_grounding.commands.candidates", "SUB candidate selection: classes, attributes (VQA accuracy over thresholds), the pairings plan"),
+    "candidates": (
+        "concept_grounding.commands.candidates",
+        "SUB candidate selection: classes, attributes (VQA accuracy over thresholds), the pairings plan",
+    ),
     "generate": ("concept_grounding.commands.generate", "generate SUB-style TDG images as a resumable image folder"),
-    "filter": ("concept_grounding.commands.filter", "VQA-filter generated images (keep the top 10 %% per pairing) and report"),
-    "annotate": ("concept_grounding.commands.annotate", "SUB's human studies (App. E): a Gradio app over a SQLite store, or simulated annotators"),
-    "curate": ("concept_grounding.commands.curate", "SUB's curation by human answers: scores, discard rules, alpha, Figs. 6/9, the dataset"),
+    "filter": (
+        "concept_grounding.commands.filter",
+        "VQA-filter generated images (keep the top 10 %% per pairing) and report",
+    ),
+    "annotate": (
+        "concept_grounding.commands.annotate",
+        "SUB's human studies (App. E): a Gradio app over a SQLite store, or simulated annotators",
+    ),
+    "curate": (
+        "concept_grounding.commands.curate",
+        "SUB's curation by human answers: scores, discard rules, alpha, Figs. 6/9, the dataset",
+    ),
     # score your own model
-    "sub": ("concept_grounding.commands.sub", "SUB s+ / s- of your own model (concept model, CLIP, saved folder) with report"),
-    "analyse": ("concept_grounding.commands.analyse", "Aysel et al.'s tables (CGIM, existence, location, sweep) of a post-hoc CBM"),
+    "sub": (
+        "concept_grounding.commands.sub",
+        "SUB s+ / s- of your own model (concept model, CLIP, saved folder) with report",
+    ),
+    "analyse": (
+        "concept_grounding.commands.analyse",
+        "Aysel et al.'s tables (CGIM, existence, location, sweep) of a post-hoc CBM",
+    ),
     # concept learners (ConceptBed)
-    "learn": ("concept_grounding.commands.learn",
-              "learn a concept V* from a few images: Textual Inversion, DreamBooth, LoRA, Custom Diffusion on a Flux"),
-    "conceptbed": ("concept_grounding.commands.conceptbed",
-                   "ConceptBed Tables 1, 2, 7, 8: concept learners on held-out species, attributes, styles, compositions"),
+    "learn": (
+        "concept_grounding.commands.learn",
+        "learn a concept V* from a few images: Textual Inversion, DreamBooth, LoRA, Custom Diffusion on a Flux",
+    ),
+    "conceptbed": (
+        "concept_grounding.commands.conceptbed",
+        "ConceptBed Tables 1, 2, 7, 8: concept learners on held-out species, attributes, styles, compositions",
+    ),
     # models and the Hub
-    "train-flux": ("concept_grounding.commands.train_flux", "train the world Flux text-to-image pipeline on bird-world renders"),
-    "photos": ("concept_grounding.commands.photos",
-               "real animal cut-outs (Debian's Tux Paint stamps) on real backgrounds with exact masks, easy / hard"),
-    "publish": ("concept_grounding.commands.publish", "build every Hub repo (datasets, metric Spaces, pipeline, models, Space) offline; --push uploads"),
+    "train-flux": (
+        "concept_grounding.commands.train_flux",
+        "train the world Flux text-to-image pipeline on bird-world renders",
+    ),
+    "photos": (
+        "concept_grounding.commands.photos",
+        "real animal cut-outs (Debian's Tux Paint stamps) on real backgrounds with exact masks, easy / hard",
+    ),
+    "publish": (
+        "concept_grounding.commands.publish",
+        "build every Hub repo (datasets, metric Spaces, pipeline, models, Space) offline; --push uploads",
+    ),
 }
 #: the tasks ``--help`` lists under the commands: (title, commands)
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -92,8 +128,13 @@ class _HelpFormatter(argparse.HelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if (not action.option_strings or action.nargs == 0 or action.required or action.default is argparse.SUPPRESS
-                or "default" in text):
+        if (
+            not action.option_strings
+            or action.nargs == 0
+            or action.required
+            or action.default is argparse.SUPPRESS
+            or "default" in text
+        ):
             return text
         return f"{text} (default: {'none' if action.default is None else '%(default)s'})"
 
@@ -107,24 +148,34 @@ class _Parser(argparse.ArgumentParser):
     ``concept-grounding: error: <command>: <message> (see concept-grounding <command> --help)``."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        command = self.prog[len(PROG):].strip()
+        command = self.prog[len(PROG) :].strip()
         hint = f" (see {self.prog} --help)"
         self.exit(2, f"{PROG}: error: {command + ': ' if command else ''}{message}{hint}\n")
 
 
 def _add_debug(parser: argparse.ArgumentParser, default) -> None:
-    parser.add_argument("--debug", action="store_true", default=default,
-                        help=f"show the Python traceback of an error (or set {DEBUG_ENV}=1)")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=default,
+        help=f"show the Python traceback of an error (or set {DEBUG_ENV}=1)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     epilog = "commands by task:\n" + "\n".join(f"  {title}: {', '.join(names)}" for title, names in GROUPS)
-    parser = _Parser(prog=PROG, description="Do interpretable vision models really see the concepts they claim?",
-                     formatter_class=_TopHelpFormatter, epilog=epilog)
+    parser = _Parser(
+        prog=PROG,
+        description="Do interpretable vision models really see the concepts they claim?",
+        formatter_class=_TopHelpFormatter,
+        epilog=epilog,
+    )
     _add_debug(parser, False)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     for name, (module, help_text) in COMMANDS.items():
-        cmd = sub.add_parser(name, help=help_text, description=help_text.replace("%%", "%"), formatter_class=_HelpFormatter)
+        cmd = sub.add_parser(
+            name, help=help_text, description=help_text.replace("%%", "%"), formatter_class=_HelpFormatter
+        )
         mod = importlib.import_module(module)
         mod.add_arguments(cmd)
         _add_debug(cmd, argparse.SUPPRESS)  # SUPPRESS: a sub-command default must not reset a top-level --debug
@@ -149,11 +200,16 @@ def _require_extra(command: str) -> None:
 
 def _debug_requested(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "debug", False)) or os.environ.get(DEBUG_ENV, "").strip().lower() in (
-        "1", "true", "yes", "on")
+        "1",
+        "true",
+        "yes",
+        "on",
+    )
 
 
-def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, file=None,
-                  line: str | None = None) -> None:
+def _show_warning(
+    message: Warning | str, category: type[Warning], filename: str, lineno: int, file=None, line: str | None = None
+) -> None:
     """A warning as one line, ``concept-grounding: warning: <message>``: no source path or line
     (``--debug`` shows Python's own form)."""
     print(f"{PROG}: warning: {' '.join(str(message).split())[:500]}", file=sys.stderr)
@@ -218,8 +274,11 @@ def _main(argv: list[str] | None = None) -> int:
         if message is not None:
             print(f"{PROG}: error: {message}", file=sys.stderr)
             return 2
-        print(f"{PROG}: internal error: {internal_summary(exc)}"
-              + ("" if debug else " (a bug: rerun with --debug for the traceback and report it)"), file=sys.stderr)
+        print(
+            f"{PROG}: internal error: {internal_summary(exc)}"
+            + ("" if debug else " (a bug: rerun with --debug for the traceback and report it)"),
+            file=sys.stderr,
+        )
         return 1
 
 

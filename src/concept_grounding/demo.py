@@ -48,8 +48,16 @@ if TYPE_CHECKING:  # torch and the renderer load when a stage runs, not when the
     from .tdg.generate_config import GenerateConfig
     from .world.export import WorldExportConfig
 
-__all__ = ["STAGES", "DemoConfig", "DemoResult", "run_demo", "world_config", "bench_config", "generate_config",
-           "filter_config"]
+__all__ = [
+    "STAGES",
+    "DemoConfig",
+    "DemoResult",
+    "run_demo",
+    "world_config",
+    "bench_config",
+    "generate_config",
+    "filter_config",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -71,10 +79,18 @@ def world_config(config: DemoConfig) -> WorldExportConfig:
     from .world.export import WorldExportConfig
 
     if config.quick:
-        return WorldExportConfig(WorldConfig(image_size=48, class_names=QUICK_CLASSES, seed=config.seed),
-                                 train_per_class=1, test_per_class=1, formats="all")
-    return WorldExportConfig(WorldConfig(image_size=config.size, seed=config.seed), train_per_class=config.train_per_class,
-                             test_per_class=config.test_per_class, formats="all")
+        return WorldExportConfig(
+            WorldConfig(image_size=48, class_names=QUICK_CLASSES, seed=config.seed),
+            train_per_class=1,
+            test_per_class=1,
+            formats="all",
+        )
+    return WorldExportConfig(
+        WorldConfig(image_size=config.size, seed=config.seed),
+        train_per_class=config.train_per_class,
+        test_per_class=config.test_per_class,
+        formats="all",
+    )
 
 
 def bench_config(config: DemoConfig) -> BenchConfig:
@@ -84,9 +100,14 @@ def bench_config(config: DemoConfig) -> BenchConfig:
     from .world.config import WorldConfig
 
     if config.quick:
-        return BenchConfig(WorldConfig(image_size=32, class_names=QUICK_CLASSES, seed=config.seed), train_per_class=2,
-                           test_per_class=1, epochs=1, clip_epochs=1,
-                           models=("CBM (ind.)", "CBM (joint)", "CBM (ind., per-img.)"))
+        return BenchConfig(
+            WorldConfig(image_size=32, class_names=QUICK_CLASSES, seed=config.seed),
+            train_per_class=2,
+            test_per_class=1,
+            epochs=1,
+            clip_epochs=1,
+            models=("CBM (ind.)", "CBM (joint)", "CBM (ind., per-img.)"),
+        )
     return BenchConfig(replace(BENCH_WORLD, seed=config.seed))
 
 
@@ -125,20 +146,26 @@ def _stage_candidates(out: Path, config: DemoConfig) -> str:
     chosen = run_candidates(replace(step, per_class=2 if config.quick else 20))
     chosen.save(out)
     chosen, names = chosen.classes, chosen.classes.class_names
-    attributes = run_candidates(replace(step, step="attributes", per_class=1 if config.quick else 10,
-                                        min_accuracy=None))
+    attributes = run_candidates(
+        replace(step, step="attributes", per_class=1 if config.quick else 10, min_accuracy=None)
+    )
     attributes.save(out)
     attributes = attributes.attributes.selection
     if not chosen.kept or not attributes.kept:
-        return (f"[candidates](candidates/classes.md): {len(chosen.kept)} of {len(names)} classes and "
-                f"{len(attributes.kept)} of {len(attributes.attributes)} attributes kept; no plan")
-    plan = run_candidates(replace(step, step="plan", classes_file=out / "classes.json",
-                                  attributes_file=out / "attributes.json"))
+        return (
+            f"[candidates](candidates/classes.md): {len(chosen.kept)} of {len(names)} classes and "
+            f"{len(attributes.kept)} of {len(attributes.attributes)} attributes kept; no plan"
+        )
+    plan = run_candidates(
+        replace(step, step="plan", classes_file=out / "classes.json", attributes_file=out / "attributes.json")
+    )
     plan.save(out)
     pairings = plan.plan.pairings
-    return (f"[candidates](candidates/plan.md) (SUB Sec. 4.2, the world judge): {len(chosen.kept)} of {len(names)}"
-            f" classes, {len(attributes.kept)} of {len(attributes.attributes)} attributes"
-            f" ([table](candidates/attributes.md)), {len(pairings)} candidate pairings")
+    return (
+        f"[candidates](candidates/plan.md) (SUB Sec. 4.2, the world judge): {len(chosen.kept)} of {len(names)}"
+        f" classes, {len(attributes.kept)} of {len(attributes.attributes)} attributes"
+        f" ([table](candidates/attributes.md)), {len(pairings)} candidate pairings"
+    )
 
 
 def _read_records(folder: Path) -> list[dict]:
@@ -162,22 +189,38 @@ def _tdg_sheet(images: Path, prompting: Path, path: Path) -> list[dict]:
     if not records:  # nothing generated: no sheet
         return records
     baseline = {(r["reference_class"], r["target_attribute"], r["image_index"]): r for r in _read_records(prompting)}
-    columns = {"prompting only": [Image.open(prompting / baseline[(r["reference_class"], r["target_attribute"], r["image_index"])]
-                                             ["file_name"]).convert("RGB") for r in records],
-               "TDG reference": [Image.open(images / r["file_name"]).convert("RGB") for r in records],
-               "TDG guide": [Image.open(images / r["guide_file_name"]).convert("RGB") for r in records]}
+    columns = {
+        "prompting only": [
+            Image.open(
+                prompting / baseline[(r["reference_class"], r["target_attribute"], r["image_index"])]["file_name"]
+            ).convert("RGB")
+            for r in records
+        ],
+        "TDG reference": [Image.open(images / r["file_name"]).convert("RGB") for r in records],
+        "TDG guide": [Image.open(images / r["guide_file_name"]).convert("RGB") for r in records],
+    }
     captions = {}
     for name, ims in columns.items():
         captions[name], v = judge_captions(judge, ims, records, guide=name == "TDG guide")
         if name == "TDG reference":
             for k, r in enumerate(records):
                 r.update(s_plus_found=bool(v["s_plus_found"][k]), species_kept=bool(v["species_kept"][k]))
-    verdict_sheet([[columns[name][i] for name in columns] for i in range(len(records))],
-                  [[captions[name][i] for name in columns] for i in range(len(records))],
-                  [f"{class_display_name(r['reference_class'])}\n+ {attribute_phrase(r['target_attribute'])}"
-                   + ("" if validated is None or vocab.group_of(r["target_attribute"]) in validated else "\n(judge not validated)")
-                   for r in records],
-                  list(columns), path, title="Shipped judge's verdicts (green: S+ found and species kept)")
+    verdict_sheet(
+        [[columns[name][i] for name in columns] for i in range(len(records))],
+        [[captions[name][i] for name in columns] for i in range(len(records))],
+        [
+            f"{class_display_name(r['reference_class'])}\n+ {attribute_phrase(r['target_attribute'])}"
+            + (
+                ""
+                if validated is None or vocab.group_of(r["target_attribute"]) in validated
+                else "\n(judge not validated)"
+            )
+            for r in records
+        ],
+        list(columns),
+        path,
+        title="Shipped judge's verdicts (green: S+ found and species kept)",
+    )
     return records
 
 
@@ -188,9 +231,18 @@ def generate_config(images: Path, config: DemoConfig) -> GenerateConfig:
     from .worldflux.source import WorldFlux, world_pairings
 
     per_pairing, steps = (1, 4) if config.quick else (4, 20)
-    return GenerateConfig(out=images, model=WorldFlux(), pairings=world_pairings(), classes=TDG_CLASSES,
-                          attributes=TDG_ATTRIBUTES, images_per_pairing=per_pairing, seed=config.seed, num_inference_steps=steps,
-                          size=32, save_guides=True)
+    return GenerateConfig(
+        out=images,
+        model=WorldFlux(),
+        pairings=world_pairings(),
+        classes=TDG_CLASSES,
+        attributes=TDG_ATTRIBUTES,
+        images_per_pairing=per_pairing,
+        seed=config.seed,
+        num_inference_steps=steps,
+        size=32,
+        save_guides=True,
+    )
 
 
 def filter_config(images: Path, out: Path, oracle: Path) -> FilterConfig:
@@ -206,14 +258,16 @@ def filter_config(images: Path, out: Path, oracle: Path) -> FilterConfig:
 
 
 def _stage_tdg(out: Path, config: DemoConfig) -> str:
-    from .worldflux.loader import WORLD_TDG_EXPECTATION
     from .tdg.filter_job import run_filter
     from .tdg.generate_job import run_generate
+    from .worldflux.loader import WORLD_TDG_EXPECTATION
 
     images, prompting = out / "images", out / "prompting"
     generated = run_generate(generate_config(images, config))
     run_generate(replace(generate_config(prompting, config), method="prompting", save_guides=False))
-    logger.info("wrote %d new images (%d planned) and their prompting-only baselines", generated.written, generated.planned)
+    logger.info(
+        "wrote %d new images (%d planned) and their prompting-only baselines", generated.written, generated.planned
+    )
     oracle = BenchArtifacts(out.parent / "bench").model_dir(TDG_ORACLE)
     filtered = run_filter(filter_config(images, out / "filter", oracle))
     logger.info("kept %d of %d images", len(filtered.kept), filtered.generated)
@@ -239,10 +293,13 @@ def _stage_cci(out: Path, config: DemoConfig) -> str:
     model = str(clip) if clip.is_dir() else None
     size = bench.image_size() if model else 64  # the world CLIP was trained at the bench's image size
     n, objects, backgrounds = (2, 2, 2) if config.quick else (6, 8, 5)
-    write_explain_report(run_explain(ExplainConfig(num=n, size=size, model=model, seed=config.seed, baselines=True)),
-                         out / "explain")
-    write_covar_report(run_covar(CovarConfig(objects=objects, backgrounds=backgrounds, size=size, model=model,
-                                             seed=config.seed)), out / "covar")
+    write_explain_report(
+        run_explain(ExplainConfig(num=n, size=size, model=model, seed=config.seed, baselines=True)), out / "explain"
+    )
+    write_covar_report(
+        run_covar(CovarConfig(objects=objects, backgrounds=backgrounds, size=size, model=model, seed=config.seed)),
+        out / "covar",
+    )
     which = "the world CLIP trained by the bench stage" if model else "a random tiny CLIP (no bench stage ran)"
     return (
         f"[CCI explanations](cci/explain/report.md) and [COVAR diagnosis](cci/covar/report.md) on {which}:"
@@ -273,16 +330,26 @@ def _human_candidates(out: Path, seed: int) -> tuple[dict, list[dict]]:
     from .tdg.filter_job import FilterConfig, run_filter
     from .worldflux.loader import trained_world_config
 
-    task = WorldTask(classes=HUMAN_CLASSES, images_per_pairing=HUMAN_PER_PAIRING,
-                     world_config=replace(trained_world_config(), seed=seed))
+    task = WorldTask(
+        classes=HUMAN_CLASSES,
+        images_per_pairing=HUMAN_PER_PAIRING,
+        world_config=replace(trained_world_config(), seed=seed),
+    )
     world = task.world()
     task = broken_task(replace(task, attributes=default_attributes(world, HUMAN_ATTRIBUTES)), world)
     cands = world_candidates(task, world)
     write_candidates(cands, out / "generate", world)
     from .judge import attribute_judge
 
-    filtered = run_filter(FilterConfig(input=out / "generate", out=out / "filter", scorer="world-judge",
-                                       judge_loader=attribute_judge, keep_fraction=HUMAN_KEEP_FRACTION))
+    filtered = run_filter(
+        FilterConfig(
+            input=out / "generate",
+            out=out / "filter",
+            scorer="world-judge",
+            judge_loader=attribute_judge,
+            keep_fraction=HUMAN_KEEP_FRACTION,
+        )
+    )
     return {c.id: c for c in cands}, filtered.kept
 
 
@@ -318,28 +385,44 @@ def _stage_human(out: Path, config: DemoConfig) -> str:
     truth, kept = _human_candidates(out, config.seed)
     store = AnnotationStore(out / "annotations.db", k=len(HUMAN_ANNOTATORS))
     store.add_images(study_items(kept, seed=config.seed))
-    answers = run_annotators(store, [SimulatedAnnotator(f"sim{i}-{a:g}", a, seed=config.seed + i)
-                                     for i, a in enumerate(HUMAN_ANNOTATORS)], truth)
-    res = run_curate(CurateConfig(out / "filter", out / "annotations.db", truth=out / "generate" / "truth.jsonl",
-                                  world_seed=config.seed))
+    answers = run_annotators(
+        store,
+        [SimulatedAnnotator(f"sim{i}-{a:g}", a, seed=config.seed + i) for i, a in enumerate(HUMAN_ANNOTATORS)],
+        truth,
+    )
+    res = run_curate(
+        CurateConfig(
+            out / "filter", out / "annotations.db", truth=out / "generate" / "truth.jsonl", world_seed=config.seed
+        )
+    )
     res.save(out / "curate")
-    line = (f"[human validation](human/curate/curation.md) (SUB Sec. 4.3, simulated annotators of accuracy "
-            f"{', '.join(f'{a:g}' for a in HUMAN_ANNOTATORS)}): {len(truth)} world candidates with known failures, "
-            f"{len(kept)} kept by the VQA filter, {answers} answers, {len(res.kept)} images curated")
+    line = (
+        f"[human validation](human/curate/curation.md) (SUB Sec. 4.3, simulated annotators of accuracy "
+        f"{', '.join(f'{a:g}' for a in HUMAN_ANNOTATORS)}): {len(truth)} world candidates with known failures, "
+        f"{len(kept)} kept by the VQA filter, {answers} answers, {len(res.kept)} images curated"
+    )
     if res.dataset is None:
         return line + "; nothing kept, so no dataset to score"
     sub = load_sub(out / "curate" / "dataset")
     model, which = _human_sub_model(out.parent / "bench")
     scored = evaluate_sub(model, sub, progress=False)
     scored.save(out / "sub")
-    human = "" if res.human is None else (  # a score with no image to count is "–", as in the reports
-        f"; Human rows s+/s- binary {percent(res.human['binary']['s_plus'])}/{percent(res.human['binary']['s_minus'])},"
-        f" group {percent(res.human['group']['s_plus'])}/{percent(res.human['group']['s_minus'])}")
-    return (line + f" ([dataset](human/curate/dataset), {sub.num_rows} images){human}; "
-            f"[SUB accuracy](human/sub/report.md) of {which}: s+ {percent(scored.s_plus)}, s- {percent(scored.s_minus)}")
+    human = (
+        ""
+        if res.human is None
+        # a score with no image to count is "–", as in the reports
+        else (
+            f"; Human rows s+/s- binary {percent(res.human['binary']['s_plus'])}/{percent(res.human['binary']['s_minus'])},"
+            f" group {percent(res.human['group']['s_plus'])}/{percent(res.human['group']['s_minus'])}"
+        )
+    )
+    return (
+        line + f" ([dataset](human/curate/dataset), {sub.num_rows} images){human}; "
+        f"[SUB accuracy](human/sub/report.md) of {which}: s+ {percent(scored.s_plus)}, s- {percent(scored.s_minus)}"
+    )
 
 
-def conceptbed_config(out: Path, config: DemoConfig) -> "ConceptBedConfig":
+def conceptbed_config(out: Path, config: DemoConfig) -> ConceptBedConfig:
     """The ConceptBed stage: ``conceptbed --quick`` with the four learners, the Original row and
     the compositions (Tables 1, 2, 7, 8); ``--quick``: the reference learners on a 12-class world
     with small oracles (seconds)."""
@@ -349,12 +432,28 @@ def conceptbed_config(out: Path, config: DemoConfig) -> "ConceptBedConfig":
     if config.quick:
         vocab = load_vocabulary()
         classes = task_species(vocab, "object")[:6] + task_species(vocab, "fine_grained_object")[:6]
-        return ConceptBedConfig(learners=("Original", "another species", "exact"), concepts=2, m=4, real=8, images=8,
-                                oracle_per_class=30, oracle_epochs=8, capacity="small", table8=("small",),
-                                classes=classes, seed=config.seed, cache=str(out / "oracles"),
-                                tasks=("domain", "object", "fine_grained_object", "composition"))
-    return ConceptBedConfig(quick=True, seed=config.seed, cache=str(out / "oracles"), work=str(out / "learned"),
-                            tasks=("domain", "object", "fine_grained_object", "fine_grained_attribute", "composition"))
+        return ConceptBedConfig(
+            learners=("Original", "another species", "exact"),
+            concepts=2,
+            m=4,
+            real=8,
+            images=8,
+            oracle_per_class=30,
+            oracle_epochs=8,
+            capacity="small",
+            table8=("small",),
+            classes=classes,
+            seed=config.seed,
+            cache=str(out / "oracles"),
+            tasks=("domain", "object", "fine_grained_object", "composition"),
+        )
+    return ConceptBedConfig(
+        quick=True,
+        seed=config.seed,
+        cache=str(out / "oracles"),
+        work=str(out / "learned"),
+        tasks=("domain", "object", "fine_grained_object", "fine_grained_attribute", "composition"),
+    )
 
 
 def _stage_conceptbed(out: Path, config: DemoConfig) -> str:
@@ -363,8 +462,10 @@ def _stage_conceptbed(out: Path, config: DemoConfig) -> str:
     result = run_conceptbed(conceptbed_config(out, config))
     result.save(out)
     learners = ", ".join(result.results["table1"])
-    return (f"[ConceptBed](conceptbed/report.md): concept learners ({learners}) on held-out species, their "
-            "attributes, four styles and compositions; Tables 1, 2, 7, 8 with every oracle's validation")
+    return (
+        f"[ConceptBed](conceptbed/report.md): concept learners ({learners}) on held-out species, their "
+        "attributes, four styles and compositions; Tables 1, 2, 7, 8 with every oracle's validation"
+    )
 
 
 STAGES: dict[str, Stage] = {
@@ -415,8 +516,11 @@ class DemoResult:
         out.mkdir(parents=True, exist_ok=True)
         (out / "timings.json").write_text(json.dumps(self.timings, indent=2))
         (out / "README.md").write_text(
-            "# concept-grounding demo report\n\n" + "\n".join(self.lines) + "\n\nStage timings (s): "
-            + ", ".join(f"{k} {v}" for k, v in self.timings.items()) + "\n"
+            "# concept-grounding demo report\n\n"
+            + "\n".join(self.lines)
+            + "\n\nStage timings (s): "
+            + ", ".join(f"{k} {v}" for k, v in self.timings.items())
+            + "\n"
         )
         return out / "README.md"
 

@@ -33,9 +33,17 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["UsageError", "ModelUnavailableError", "user_message", "raised_by_this_package", "internal_summary",
-           "read_text_file", "suggest",
-           "option", "options_as_flags"]
+__all__ = [
+    "UsageError",
+    "ModelUnavailableError",
+    "user_message",
+    "raised_by_this_package",
+    "internal_summary",
+    "read_text_file",
+    "suggest",
+    "option",
+    "options_as_flags",
+]
 
 _FLAGS: ContextVar[Mapping[str, str]] = ContextVar("concept_grounding_flags", default=MappingProxyType({}))
 _NO_VALUE = object()
@@ -142,8 +150,13 @@ def read_text_file(path: str | os.PathLike[str], argument: str | None = None) ->
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
         line = data[: err.start].count(b"\n") + 1
-        raise UsageError(f"not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start})", argument=argument,
-                         file=path, line=line, hint="save the file as UTF-8") from None
+        raise UsageError(
+            f"not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start})",
+            argument=argument,
+            file=path,
+            line=line,
+            hint="save the file as UTF-8",
+        ) from None
 
 
 #: errno of a write that found no room: the disk is full, or the user's quota is spent.
@@ -214,11 +227,15 @@ def user_message(exc: BaseException, target: str | os.PathLike[str] | None = Non
     if isinstance(exc, UsageError):
         return " ".join(str(exc).split())
     if isinstance(exc, UnicodeDecodeError):
-        return _one_line(f"a file is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8 "
-                         "(rerun with --debug to see where it was read)")
+        return _one_line(
+            f"a file is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8 "
+            "(rerun with --debug to see where it was read)"
+        )
     if isinstance(exc, ModuleNotFoundError) and exc.name and not exc.name.startswith("concept_grounding"):
-        return (f"this needs the optional package {exc.name!r}, which is not installed: "
-                f"pip install {exc.name.split('.')[0]}")
+        return (
+            f"this needs the optional package {exc.name!r}, which is not installed: "
+            f"pip install {exc.name.split('.')[0]}"
+        )
     if type(exc).__name__ == "OutOfMemoryError" or isinstance(exc, MemoryError):
         return _one_line(f"out of memory ({exc}); lower --batch-size or the image size")
     written = _write_failure(exc, None if target is None else str(target))

@@ -32,17 +32,33 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SCHEMA", "WORLD_SUB_DATASET", "result_entries", "write_eval_results", "read_eval_results",
-           "check_eval_results", "model_folder_name", "EVAL_RESULTS_DIR"]
+__all__ = [
+    "SCHEMA",
+    "WORLD_SUB_DATASET",
+    "result_entries",
+    "write_eval_results",
+    "read_eval_results",
+    "check_eval_results",
+    "model_folder_name",
+    "EVAL_RESULTS_DIR",
+]
 
 #: the folder of a command's ``--out`` that holds one sub-folder of ``.yaml`` files per evaluated model
 EVAL_RESULTS_DIR = "eval_results"
 #: the dataset id of results on the rendered bird world's SUB-style set (``publish`` adds the namespace)
 WORLD_SUB_DATASET = "bird-world-sub"
 
-_SOURCE = {"type": "object", "required": ["url"], "additionalProperties": False,
-           "properties": {"url": {"type": "string", "minLength": 1}, "name": {"type": "string"},
-                          "user": {"type": "string"}, "org": {"type": "string"}}}
+_SOURCE = {
+    "type": "object",
+    "required": ["url"],
+    "additionalProperties": False,
+    "properties": {
+        "url": {"type": "string", "minLength": 1},
+        "name": {"type": "string"},
+        "user": {"type": "string"},
+        "org": {"type": "string"},
+    },
+}
 #: JSON Schema of one ``.eval_results/*.yaml`` file (see the module docstring for its source)
 SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -53,10 +69,16 @@ SCHEMA: dict[str, Any] = {
         "required": ["dataset", "value"],
         "additionalProperties": False,
         "properties": {
-            "dataset": {"type": "object", "required": ["id", "task_id"], "additionalProperties": False,
-                        "properties": {"id": {"type": "string", "minLength": 1},
-                                       "task_id": {"type": "string", "minLength": 1},
-                                       "revision": {"type": "string", "minLength": 1}}},
+            "dataset": {
+                "type": "object",
+                "required": ["id", "task_id"],
+                "additionalProperties": False,
+                "properties": {
+                    "id": {"type": "string", "minLength": 1},
+                    "task_id": {"type": "string", "minLength": 1},
+                    "revision": {"type": "string", "minLength": 1},
+                },
+            },
             "value": {"type": "number"},
             "verifyToken": {"type": "string"},
             "date": {"type": "string"},
@@ -68,18 +90,34 @@ SCHEMA: dict[str, Any] = {
 }
 
 
-def result_entries(dataset_id: str, values: Mapping[str, float], *, revision: str | None = None,
-                   notes: str | None = None, source_url: str | None = None,
-                   source_name: str | None = None) -> list[dict[str, Any]]:
+def result_entries(
+    dataset_id: str,
+    values: Mapping[str, float],
+    *,
+    revision: str | None = None,
+    notes: str | None = None,
+    source_url: str | None = None,
+    source_name: str | None = None,
+) -> list[dict[str, Any]]:
     """One result per ``task_id -> value`` of ``values`` (NaN left out), as the YAML file holds them.
 
     Built with ``huggingface_hub.EvalResultEntry`` and ``eval_result_entries_to_yaml``.
     """
     from huggingface_hub import EvalResultEntry, eval_result_entries_to_yaml
 
-    entries = [EvalResultEntry(dataset_id=dataset_id, task_id=task, value=float(value), dataset_revision=revision,
-                               notes=notes, source_url=source_url, source_name=source_name)
-               for task, value in values.items() if value is not None and not math.isnan(float(value))]
+    entries = [
+        EvalResultEntry(
+            dataset_id=dataset_id,
+            task_id=task,
+            value=float(value),
+            dataset_revision=revision,
+            notes=notes,
+            source_url=source_url,
+            source_name=source_name,
+        )
+        for task, value in values.items()
+        if value is not None and not math.isnan(float(value))
+    ]
     return eval_result_entries_to_yaml(entries)
 
 
@@ -113,8 +151,9 @@ def _check_by_hand(data: Any) -> None:
         raise ValueError("eval results: the file must be a non-empty list of results")
     for i, item in enumerate(data):
         dataset = item.get("dataset") if isinstance(item, dict) else None
-        if not isinstance(dataset, dict) or not all(isinstance(dataset.get(k), str) and dataset[k]
-                                                    for k in ("id", "task_id")):
+        if not isinstance(dataset, dict) or not all(
+            isinstance(dataset.get(k), str) and dataset[k] for k in ("id", "task_id")
+        ):
             raise ValueError(f"eval results: {i}/dataset: needs a non-empty 'id' and 'task_id'")
         if isinstance(item.get("value"), bool) or not isinstance(item.get("value"), (int, float)):
             raise ValueError(f"eval results: {i}/value: must be a number")

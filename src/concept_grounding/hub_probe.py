@@ -32,8 +32,9 @@ def probe_timeout() -> float:
     try:
         value = float(os.environ.get(TIMEOUT_ENV, _DEFAULT_TIMEOUT))
     except ValueError:
-        raise ModelUnavailableError(f"must be a number of seconds, got {os.environ[TIMEOUT_ENV]!r}",
-                                    argument=TIMEOUT_ENV) from None
+        raise ModelUnavailableError(
+            f"must be a number of seconds, got {os.environ[TIMEOUT_ENV]!r}", argument=TIMEOUT_ENV
+        ) from None
     return value if value > 0 else _DEFAULT_TIMEOUT
 
 
@@ -87,7 +88,7 @@ def probe_hub(repo_id: str, repo_type: RepoType = "model", timeout: float | None
         if token:
             request.add_header("Authorization", f"Bearer {token}")
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - the configured endpoint
+            with urllib.request.urlopen(request, timeout=timeout) as response:
                 result.append(HubProbe(endpoint, response.status, "ok"))
         except urllib.error.HTTPError as err:
             result.append(HubProbe(endpoint, err.code, str(err.reason)))

@@ -75,8 +75,12 @@ def is_job_result(cls: type) -> bool:
     if save is None or not callable(save):
         return False
     params = list(inspect.signature(save).parameters.values())[1:]  # after self
-    required = [p for p in params if p.default is inspect.Parameter.empty
-                and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    required = [
+        p
+        for p in params
+        if p.default is inspect.Parameter.empty
+        and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
     return len(required) == 1 and required[0].kind != inspect.Parameter.KEYWORD_ONLY
 
 
@@ -103,9 +107,15 @@ class Job(Generic[ConfigT, ResultT]):
         return self.run(config).save(out)
 
 
-def add_job_arguments(parser: argparse.ArgumentParser, job: Job, *, out_help: str = "output folder",
-                      out_default: str | os.PathLike[str] | None = None, exclude: tuple[str, ...] = (),
-                      defaults: dict[str, Any] | None = None) -> None:
+def add_job_arguments(
+    parser: argparse.ArgumentParser,
+    job: Job,
+    *,
+    out_help: str = "output folder",
+    out_default: str | os.PathLike[str] | None = None,
+    exclude: tuple[str, ...] = (),
+    defaults: dict[str, Any] | None = None,
+) -> None:
     """``--out`` (:func:`add_out_argument`) and the flags ``job.config`` declares (``exclude`` and
     ``defaults`` as :func:`concept_grounding.settings.add_arguments`)."""
     from . import settings
@@ -114,8 +124,9 @@ def add_job_arguments(parser: argparse.ArgumentParser, job: Job, *, out_help: st
     settings.add_arguments(parser, job.config, exclude=exclude, defaults=defaults)
 
 
-def add_out_argument(parser: argparse.ArgumentParser, *, help: str = "output folder",
-                     default: str | os.PathLike[str] | None = None) -> None:
+def add_out_argument(
+    parser: argparse.ArgumentParser, *, help: str = "output folder", default: str | os.PathLike[str] | None = None
+) -> None:
     """``--out``, a writable folder: required, or ``default`` when the command has one
     (``bench``, ``sub`` and ``analyse`` write under ``reports/<command>`` by default)."""
     from .validators import output_dir

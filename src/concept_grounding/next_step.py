@@ -60,8 +60,10 @@ def _candidates(args: argparse.Namespace) -> str:
     if args.step == "classes":
         return f"{{prog}} candidates attributes --out {_q(out)}"
     if args.step == "attributes":
-        return (f"{{prog}} candidates plan --classes-file {_q(out / 'classes.json')} --attributes-file "
-                f"{_q(out / 'attributes.json')} --images-per-pairing 10 --out {_q(out)}")
+        return (
+            f"{{prog}} candidates plan --classes-file {_q(out / 'classes.json')} --attributes-file "
+            f"{_q(out / 'attributes.json')} --images-per-pairing 10 --out {_q(out)}"
+        )
     return f"{{prog}} generate --pairings {_q(out / 'pairings.jsonl')} --out {_sibling(out, '-gen')}"
 
 
@@ -80,39 +82,51 @@ def _filter(args: argparse.Namespace) -> str:
         return _report(args)
     kept = out / "metadata.jsonl"
     if kept.is_file() and not kept.read_text().strip():
-        return (f"open {_q(out / 'filter_sheet.png')}   # nothing kept: generate more images per pairing, or annotate "
-                f"all of them: {{prog}} annotate --candidates {_q(args.input)} --db {_sibling(out, '-annotations.db')}")
+        return (
+            f"open {_q(out / 'filter_sheet.png')}   # nothing kept: generate more images per pairing, or annotate "
+            f"all of them: {{prog}} annotate --candidates {_q(args.input)} --db {_sibling(out, '-annotations.db')}"
+        )
     return f"{{prog}} annotate --candidates {_q(out)} --db {_sibling(out, '-annotations.db')}"
 
 
 def _world(args: argparse.Namespace) -> str:
     out = Path(args.out)
     if getattr(args, "format", "hf") == "all":
-        return (f"{{prog}} bench --cub-root {_q(out / 'CUB_200_2011')} --sub {_q(out / 'SUB')} --out "
-                f"{_sibling(out, '-bench')}   # Tables 1-2 on the exported folders, as on real CUB and SUB")
+        return (
+            f"{{prog}} bench --cub-root {_q(out / 'CUB_200_2011')} --sub {_q(out / 'SUB')} --out "
+            f"{_sibling(out, '-bench')}   # Tables 1-2 on the exported folders, as on real CUB and SUB"
+        )
     return f"{{prog}} bench --out {_sibling(out, '-bench')}   # or world --format all, for CUB and SUB folders"
 
 
 #: command -> the next command (``{prog}`` stands for the program) or what to read, from its arguments
 NEXT: dict[str, Callable[[argparse.Namespace], str]] = {
     "world": _world,
-    "bench": lambda a: (f"{{prog}} sub --model {_q(Path(a.out) / 'models' / 'cbm-ind-per-img')}"
-                        + (f" --sub {_q(a.sub)}" if getattr(a, "sub", None) and not getattr(a, "cub_root", None) else "")
-                        + f" --out {_sibling(Path(a.out), '-sub')}   # or explain --model "
-                        f"{_q(Path(a.out) / 'models' / 'world-clip')} --out {_sibling(Path(a.out), '-explain')}"),
+    "bench": lambda a: (
+        f"{{prog}} sub --model {_q(Path(a.out) / 'models' / 'cbm-ind-per-img')}"
+        + (f" --sub {_q(a.sub)}" if getattr(a, "sub", None) and not getattr(a, "cub_root", None) else "")
+        + f" --out {_sibling(Path(a.out), '-sub')}   # or explain --model "
+        f"{_q(Path(a.out) / 'models' / 'world-clip')} --out {_sibling(Path(a.out), '-explain')}"
+    ),
     "candidates": _candidates,
-    "generate": lambda a: f"{{prog}} filter --in {_q(a.out)} --out {_sibling(Path(a.out), '-kept')} --scorer world-judge",
+    "generate": lambda a: (
+        f"{{prog}} filter --in {_q(a.out)} --out {_sibling(Path(a.out), '-kept')} --scorer world-judge"
+    ),
     "filter": _filter,
     "annotate": _annotate,
-    "curate": lambda a: (f"{{prog}} bench --sub {_q(Path(a.out) / 'dataset')} --out {_sibling(Path(a.out), '-bench')}"
-                         f"   # or sub --model <your model> --sub {_q(Path(a.out) / 'dataset')}"),
+    "curate": lambda a: (
+        f"{{prog}} bench --sub {_q(Path(a.out) / 'dataset')} --out {_sibling(Path(a.out), '-bench')}"
+        f"   # or sub --model <your model> --sub {_q(Path(a.out) / 'dataset')}"
+    ),
     "sub": _report,
     "analyse": _report,
     "explain": _report,
     "covar": _report,
     "cci-bench": _report,
     "diagnose": _report,
-    "demo": lambda a: f"{{prog}} space --artifacts {_q(Path(a.out) / 'bench')}   # the Gradio Space on the demo's models",
+    "demo": lambda a: (
+        f"{{prog}} space --artifacts {_q(Path(a.out) / 'bench')}   # the Gradio Space on the demo's models"
+    ),
     "train-flux": lambda a: f"{{prog}} generate --model {_q(a.out)} --out {_sibling(Path(a.out), '-gen')}",
 }
 

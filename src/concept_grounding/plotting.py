@@ -56,7 +56,9 @@ def _save(fig, path: str | Path | None, top: float = 1.0) -> Path | bytes:
     return path
 
 
-def cgim_histograms(result: dict[str, Any], path: str | Path | None = None, *, title: str | None = None) -> Path | bytes:
+def cgim_histograms(
+    result: dict[str, Any], path: str | Path | None = None, *, title: str | None = None
+) -> Path | bytes:
     """Histograms of CGIM scores: columns per class / per concept, one row per type.
 
     Args:
@@ -108,23 +110,34 @@ def sub_bars(
     order = np.argsort(-(np.nan_to_num(b["n_s_plus"]) + np.nan_to_num(b["n_s_minus"])), kind="stable")[:max_bars]
     names = [str(n).split("::")[-1] if level == "attribute" else str(n) for n in np.asarray(b["names"])[order]]
     if level == "attribute":
-        names = [f"{str(full).split('::')[0].removeprefix('has_')}: {short}" for full, short in zip(np.asarray(b["names"])[order], names)]
+        names = [
+            f"{str(full).split('::')[0].removeprefix('has_')}: {short}"
+            for full, short in zip(np.asarray(b["names"])[order], names)
+        ]
     x = np.arange(len(order))
     fig = _new_figure(max(6, 0.35 * len(order) + 2), 4.5)
     ax = fig.add_subplot(1, 1, 1)
     for offset, key, colour in ((-0.2, "s_plus", "#3b75af"), (0.2, "s_minus", "#e08a2c")):
-        ax.bar(x + offset, 100 * np.nan_to_num(np.asarray(b[key])[order], nan=0.0), width=0.4, color=colour,
-               label=key.replace("_plus", "+").replace("_minus", "-"))
+        ax.bar(
+            x + offset,
+            100 * np.nan_to_num(np.asarray(b[key])[order], nan=0.0),
+            width=0.4,
+            color=colour,
+            label=key.replace("_plus", "+").replace("_minus", "-"),
+        )
         chance = 100 * np.asarray(b[f"chance_{key}"])[order]
-        ax.scatter(x + offset, chance, marker="_", s=120, color="black", zorder=3,
-                   label="chance" if key == "s_plus" else None)
+        ax.scatter(
+            x + offset, chance, marker="_", s=120, color="black", zorder=3, label="chance" if key == "s_plus" else None
+        )
     ax.set_xticks(x)
     ax.set_xticklabels(names, rotation=60, ha="right", fontsize=7)
     ax.set_ylim(0, 100)
     ax.set_ylabel("accuracy (%)")
     ax.legend(fontsize=8, loc="upper right")
-    ax.set_title(title or f"SUB s+ = {100 * result['s_plus']:.1f} %, s- = {100 * result['s_minus']:.1f} % per {level}",
-                 fontsize=10)
+    ax.set_title(
+        title or f"SUB s+ = {100 * result['s_plus']:.1f} %, s- = {100 * result['s_minus']:.1f} % per {level}",
+        fontsize=10,
+    )
     return _save(fig, path)
 
 
@@ -169,8 +182,16 @@ def clm_hit_map(
     ax.imshow(up, cmap="jet", alpha=0.45 if img is not None else 1.0)
     ax.contour(region.astype(float), levels=[0.5], colors="white", linewidths=1.5)
     for (x, y), v in zip(xy, vis):
-        ax.scatter([x], [y], s=90, marker="o", facecolors=("lime" if hit else "red") if v else "none",
-                   edgecolors="black", linewidths=1.5, zorder=3)
+        ax.scatter(
+            [x],
+            [y],
+            s=90,
+            marker="o",
+            facecolors=("lime" if hit else "red") if v else "none",
+            edgecolors="black",
+            linewidths=1.5,
+            zorder=3,
+        )
     ax.set_axis_off()
     ax.set_title(title or f"alpha = {alpha:g}: {'HIT' if hit else 'miss'} (|Omega| = {n} px)", fontsize=10)
     return _save(fig, path)
@@ -197,8 +218,10 @@ def verdict_sheet(
     """
     rows, cols = len(images), len(column_labels)
     if rows == 0 or len(row_labels) != rows or len(captions) != rows:
-        raise ValueError(f"images, captions and row_labels need the same number (>= 1) of rows, got "
-                         f"{rows}, {len(captions)} and {len(row_labels)}")
+        raise ValueError(
+            f"images, captions and row_labels need the same number (>= 1) of rows, got "
+            f"{rows}, {len(captions)} and {len(row_labels)}"
+        )
     if any(len(r) != cols for r in images) or any(len(r) != cols for r in captions):
         raise ValueError(f"every row of images and captions needs {cols} entries (one per column label)")
     height = 1.85 * rows + (0.5 if title else 0.2)
@@ -207,8 +230,10 @@ def verdict_sheet(
     for r in range(rows):
         for c in range(cols):
             ax = axes[r][c]
-            ax.imshow(np.asarray(images[r][c].convert("RGB") if hasattr(images[r][c], "convert") else images[r][c]),
-                      interpolation="nearest")
+            ax.imshow(
+                np.asarray(images[r][c].convert("RGB") if hasattr(images[r][c], "convert") else images[r][c]),
+                interpolation="nearest",
+            )
             ax.set_xticks([])
             ax.set_yticks([])
             text, holds = captions[r][c]

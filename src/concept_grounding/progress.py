@@ -28,11 +28,11 @@ class _CurrentStderr(logging.StreamHandler):
         super().__init__(sys.stderr)
 
     @property  # type: ignore[override]
-    def stream(self):  # noqa: ANN201
+    def stream(self):
         return sys.stderr
 
     @stream.setter
-    def stream(self, value) -> None:  # noqa: ANN001
+    def stream(self, value) -> None:
         pass
 
 

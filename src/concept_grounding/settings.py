@@ -58,8 +58,23 @@ if TYPE_CHECKING:
 
 ConfigT = TypeVar("ConfigT", bound="DataclassInstance")
 
-__all__ = ["Setting", "Nested", "setting", "nested", "settings_of", "default", "add_arguments", "add_option",
-           "check_unique", "from_args", "flags", "flag", "manifest", "command_line", "tuple_or_none"]
+__all__ = [
+    "Setting",
+    "Nested",
+    "setting",
+    "nested",
+    "settings_of",
+    "default",
+    "add_arguments",
+    "add_option",
+    "check_unique",
+    "from_args",
+    "flags",
+    "flag",
+    "manifest",
+    "command_line",
+    "tuple_or_none",
+]
 
 #: the key of a field's ``metadata`` that holds its :class:`Setting`
 METADATA_KEY = "concept_grounding.setting"
@@ -135,8 +150,9 @@ def tuple_or_none(values: Iterable[Any]) -> tuple[Any, ...] | None:
     return tuple(values) or None
 
 
-def setting(default: Any = _REQUIRED, help: str = "", *, default_factory: Callable[[], Any] | None = None,
-            **spec: Any) -> Any:
+def setting(
+    default: Any = _REQUIRED, help: str = "", *, default_factory: Callable[[], Any] | None = None, **spec: Any
+) -> Any:
     """A dataclass field declared as a user setting (see :class:`Setting` for ``spec``).
 
     ``default`` is the field's default (omit it for a required setting; ``default_factory``
@@ -174,14 +190,20 @@ def nested(config: ConfigClass, *, given: Callable[[Any], Mapping[str, Any]] | N
 def settings_of(config: ConfigLike) -> tuple[Setting, ...]:
     """The declared settings of a config class (or instance), in field order, each named (not
     those of its :func:`nested` configs: :func:`flags` lists every flag)."""
-    return tuple(dataclasses.replace(f.metadata[METADATA_KEY], name=f.name)
-                 for f in dataclasses.fields(config) if METADATA_KEY in f.metadata)
+    return tuple(
+        dataclasses.replace(f.metadata[METADATA_KEY], name=f.name)
+        for f in dataclasses.fields(config)
+        if METADATA_KEY in f.metadata
+    )
 
 
 def _nested_of(config: ConfigLike) -> tuple[Nested, ...]:
     """The :func:`nested` fields of a config class (or instance), in field order, each named."""
-    return tuple(dataclasses.replace(f.metadata[NESTED_KEY], name=f.name)
-                 for f in dataclasses.fields(config) if NESTED_KEY in f.metadata)
+    return tuple(
+        dataclasses.replace(f.metadata[NESTED_KEY], name=f.name)
+        for f in dataclasses.fields(config)
+        if NESTED_KEY in f.metadata
+    )
 
 
 def _leaves(config: ConfigLike) -> list[tuple[ConfigClass, Setting]]:
@@ -215,8 +237,10 @@ def check_unique(config: ConfigClass) -> None:
         for key in (s.name, s.option, *s.aliases, *(alias for alias, _ in s.switches)):
             what = "flag" if key.startswith("-") else "name"
             if key in seen:
-                raise TypeError(f"settings of {config.__name__}: {field} and {seen[key]} share the {what} {key}; "
-                                "rename one of them or give it another flag=")
+                raise TypeError(
+                    f"settings of {config.__name__}: {field} and {seen[key]} share the {what} {key}; "
+                    "rename one of them or give it another flag="
+                )
             seen[key] = field
 
 
@@ -249,8 +273,13 @@ def _default(config: ConfigClass, name: str) -> Any:
     return _REQUIRED
 
 
-def add_arguments(parser: argparse.ArgumentParser, config: ConfigClass, *, exclude: Iterable[str] = (),
-                  defaults: Mapping[str, Any] | DataclassInstance | None = None) -> None:
+def add_arguments(
+    parser: argparse.ArgumentParser,
+    config: ConfigClass,
+    *,
+    exclude: Iterable[str] = (),
+    defaults: Mapping[str, Any] | DataclassInstance | None = None,
+) -> None:
     """Add one argument per declared setting of ``config`` (and of its :func:`nested` configs) to
     ``parser``, after :func:`check_unique`.
 
@@ -276,8 +305,13 @@ def add_arguments(parser: argparse.ArgumentParser, config: ConfigClass, *, exclu
             kwargs["action"] = s.action
         else:
             metavar = s.metavar or (None if s.choices else s.option.lstrip("-").replace("-", "_").upper())
-            kwargs.update({k: v for k, v in (("type", s.parse), ("nargs", s.nargs), ("choices", s.choices),
-                                              ("metavar", metavar)) if v is not None})
+            kwargs.update(
+                {
+                    k: v
+                    for k, v in (("type", s.parse), ("nargs", s.nargs), ("choices", s.choices), ("metavar", metavar))
+                    if v is not None
+                }
+            )
         if default is _REQUIRED:
             kwargs["required"] = True
         elif s.nargs is not None and isinstance(default, tuple):
@@ -286,8 +320,14 @@ def add_arguments(parser: argparse.ArgumentParser, config: ConfigClass, *, exclu
             kwargs["default"] = default
         add_option(parser, s.option, *s.aliases, **kwargs)
         for alias, value in s.switches:
-            parser.add_argument(alias, dest=s.name, nargs=0, action=_deprecated_switch(alias, s.option, value),
-                                help=argparse.SUPPRESS, default=argparse.SUPPRESS)
+            parser.add_argument(
+                alias,
+                dest=s.name,
+                nargs=0,
+                action=_deprecated_switch(alias, s.option, value),
+                help=argparse.SUPPRESS,
+                default=argparse.SUPPRESS,
+            )
 
 
 def add_option(parser: argparse.ArgumentParser, flag: str, *aliases: str, **kwargs: Any) -> None:
@@ -295,8 +335,7 @@ def add_option(parser: argparse.ArgumentParser, flag: str, *aliases: str, **kwar
     the same destination and are hidden from ``--help`` (for an option a command declares
     itself rather than through a config's :func:`setting`)."""
     action = parser.add_argument(flag, **kwargs)
-    hidden = {**kwargs, "dest": action.dest, "help": argparse.SUPPRESS, "required": False,
-              "default": argparse.SUPPRESS}
+    hidden = {**kwargs, "dest": action.dest, "help": argparse.SUPPRESS, "required": False, "default": argparse.SUPPRESS}
     for alias in aliases:
         if action.nargs != 0:  # a value follows: its parse says the spelling is deprecated (FutureWarning)
             hidden["type"] = _deprecated_spelling(alias, flag, kwargs.get("type") or str)
@@ -322,8 +361,13 @@ def _deprecated_switch(alias: str, flag: str, value: Any) -> type[argparse.Actio
     spelled = "none" if value is None else str(value)
 
     class DeprecatedSwitch(argparse.Action):
-        def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                     option_string: str | None = None) -> None:
+        def __call__(
+            self,
+            parser: argparse.ArgumentParser,
+            namespace: argparse.Namespace,
+            values: Any,
+            option_string: str | None = None,
+        ) -> None:
             import warnings
 
             warnings.warn(f"{alias} is deprecated; use {flag} {spelled}", FutureWarning, stacklevel=2)

@@ -85,21 +85,28 @@ def _bound(value: float) -> str:
     return f"{value:g}" if math.isfinite(value) else ("-inf" if value < 0 else "inf")
 
 
-def float_range(low: float = -math.inf, high: float = math.inf, *, low_open: bool = False,
-                high_open: bool = False) -> Callable[[str], float]:
+def float_range(
+    low: float = -math.inf, high: float = math.inf, *, low_open: bool = False, high_open: bool = False
+) -> Callable[[str], float]:
     """Finite floats in the interval from ``low`` to ``high`` (open ends as asked); NaN and inf are refused."""
     left = "(" if low_open or low == -math.inf else "["
     right = ")" if high_open or high == math.inf else "]"
-    what = ("a finite number" if (low, high) == (-math.inf, math.inf)
-            else f"a number in {left}{_bound(low)}, {_bound(high)}{right}")
+    what = (
+        "a finite number"
+        if (low, high) == (-math.inf, math.inf)
+        else f"a number in {left}{_bound(low)}, {_bound(high)}{right}"
+    )
 
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
             raise _Error(f"must be {what}, got {text!r}") from None
-        ok = math.isfinite(value) and (value > low if low_open else value >= low) and (
-            value < high if high_open else value <= high)
+        ok = (
+            math.isfinite(value)
+            and (value > low if low_open else value >= low)
+            and (value < high if high_open else value <= high)
+        )
         if not ok:
             raise _Error(f"must be {what}, got {text!r}")
         return value
@@ -221,8 +228,10 @@ def class_name(text: str) -> str:
         if key in (folder.lower().replace("_", " "), class_display_name(folder).lower()):
             return folder
     names = [class_display_name(c) for c in vocab.classes] + list(vocab.classes)
-    raise _Error(f"unknown CUB class {text!r}{suggest(text, names)}; classes are CUB folder names like "
-                 "'017.Cardinal' or names like 'Blue Jay'")
+    raise _Error(
+        f"unknown CUB class {text!r}{suggest(text, names)}; classes are CUB folder names like "
+        "'017.Cardinal' or names like 'Blue Jay'"
+    )
 
 
 def attribute_name(text: str) -> str:
@@ -232,5 +241,7 @@ def attribute_name(text: str) -> str:
     vocab = load_vocabulary()
     if vocab.is_attribute(text):
         return text
-    raise _Error(f"unknown CUB attribute {text!r}{suggest(text, vocab.attributes)}; attributes look like "
-                 "'has_crown_color::black'")
+    raise _Error(
+        f"unknown CUB attribute {text!r}{suggest(text, vocab.attributes)}; attributes look like "
+        "'has_crown_color::black'"
+    )

@@ -115,8 +115,11 @@ class Vocabulary:
             import difflib
 
             close = difflib.get_close_matches(str(name), self.attributes, n=3, cutoff=0.6)
-            hint = (f" (did you mean {', '.join(repr(c) for c in close)}?)" if close
-                    else f"; the {len(self.attributes)} names look like 'has_crown_color::black'")
+            hint = (
+                f" (did you mean {', '.join(repr(c) for c in close)}?)"
+                if close
+                else f"; the {len(self.attributes)} names look like 'has_crown_color::black'"
+            )
             raise KeyError(f"unknown attribute {name!r}{hint}") from None
 
     def attribute_indices(self, names: list[str] | tuple[str, ...]) -> list[int]:

@@ -20,8 +20,16 @@ def world_run(bench_run):
 
 def test_report_folder(world_run):
     out, results = world_run
-    for name in ("report.md", "results.json", "config.json", "coam_gallery.png", "cgim_histograms.png",
-                 "sub_cbm-ind.png", "sub_cbm-ind_per_group.png", "sub_cbm-ind_per_class.png"):
+    for name in (
+        "report.md",
+        "results.json",
+        "config.json",
+        "coam_gallery.png",
+        "cgim_histograms.png",
+        "sub_cbm-ind.png",
+        "sub_cbm-ind_per_group.png",
+        "sub_cbm-ind_per_class.png",
+    ):
         assert (out / name).is_file(), name
     assert json.loads((out / "config.json").read_text())["train_per_class"] == 2
     report = (out / "report.md").read_text()
@@ -61,9 +69,16 @@ def test_real_data_path_on_the_world_exports(tmp_path):
     world = BirdWorld(WorldConfig(image_size=32, class_names=("017.Cardinal", "073.Blue_Jay", "019.Gray_Catbird")))
     write_cub(world.to_dataset_dict(3, 1), tmp_path / "CUB_200_2011")
     write_sub(world.sub_dataset(per_pairing=1), tmp_path / "SUB")
-    config = BenchConfig(models=("CBM (ind.)",), posthoc=False, clip=False, concepts="all",
-                         cub_root=str(tmp_path / "CUB_200_2011"), sub=str(tmp_path / "SUB"), min_class_count=None,
-                         **TINY)
+    config = BenchConfig(
+        models=("CBM (ind.)",),
+        posthoc=False,
+        clip=False,
+        concepts="all",
+        cub_root=str(tmp_path / "CUB_200_2011"),
+        sub=str(tmp_path / "SUB"),
+        min_class_count=None,
+        **TINY,
+    )
     results = run_bench(config, tmp_path / "out")
     assert results["source"] == "cub"
     (row,) = results["table1"][1:]  # after the class-prior reference row
@@ -71,13 +86,15 @@ def test_real_data_path_on_the_world_exports(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "kwargs, message",
+    ("kwargs", "message"),
     [
         (dict(models=("CBM (magic)",)), "unknown variant"),
         (dict(concepts="some"), "concepts must be"),
         (dict(epochs=0), "epochs must be >= 1"),
-        (dict(world=WorldConfig(class_names=("017.Cardinal",))),
-         "world.class_names: a bench run needs at least 2 different classes"),
+        (
+            dict(world=WorldConfig(class_names=("017.Cardinal",))),
+            "world.class_names: a bench run needs at least 2 different classes",
+        ),
     ],
 )
 def test_bad_config(kwargs, message):
@@ -127,8 +144,10 @@ def _run_with_ambient_threads(threads: int, config: BenchConfig, out):
 def test_same_seed_writes_identical_results(tmp_path):
     """Two runs with one seed write the same results.json and the same model weights, byte for
     byte, although the callers' thread counts differ (1 vs 3); the caller's count is restored."""
-    config = BenchConfig(models=("CBM (ind.)", "CEM"), **{**TINY, "world": WorldConfig(image_size=32, class_names=CLASSES[:3]),
-                                                            "epochs": 2})
+    config = BenchConfig(
+        models=("CBM (ind.)", "CEM"),
+        **{**TINY, "world": WorldConfig(image_size=32, class_names=CLASSES[:3]), "epochs": 2},
+    )
     assert _run_with_ambient_threads(1, config, tmp_path / "a") == 1
     assert _run_with_ambient_threads(3, config, tmp_path / "b") == 3
     first, second = (tmp_path / "a" / "results.json").read_bytes(), (tmp_path / "b" / "results.json").read_bytes()
@@ -154,11 +173,14 @@ def test_artifacts_contract_reads_back_the_run(world_run):
     out, results = world_run
     files = BenchArtifacts(out)
     assert files.exists() and files.report_md.is_file() and files.timings_json.is_file()
-    assert files.load_config() == BenchConfig(models=("CBM (ind.)", "CBM (joint)", "CEM"),
-                                              **{**TINY, "world": WorldConfig(image_size=32, class_names=CLASSES)})
+    assert files.load_config() == BenchConfig(
+        models=("CBM (ind.)", "CBM (joint)", "CEM"),
+        **{**TINY, "world": WorldConfig(image_size=32, class_names=CLASSES)},
+    )
     saved = files.load_results()
     assert [(r["name"], r["s_plus"], r["s_minus"]) for r in saved["table1"]] == [
-        (r["name"], r["s_plus"], r["s_minus"]) for r in results["table1"]]
+        (r["name"], r["s_plus"], r["s_minus"]) for r in results["table1"]
+    ]
     assert saved["concepts"] == results["concepts"]
     assert files.saved_models() == ["cbm-ind", "cbm-joint", "cem", POSTHOC_MODEL, "world-clip"]
     assert files.breakdown_plot("CBM (ind.)", "group").is_file() and files.plot("coam_gallery.png").is_file()
@@ -182,7 +204,12 @@ def test_model_variants_are_frozen_dataclasses():
 
     spec = MODEL_VARIANTS["CBM (per c.)"]
     assert (spec.family, spec.mode, spec.labels, spec.bottleneck, spec.per_concept) == (
-        "cbm", "independent", "class", "hard", True)
+        "cbm",
+        "independent",
+        "class",
+        "hard",
+        True,
+    )
     assert MODEL_VARIANTS["CEM"].mode is None
     with pytest.raises(FrozenInstanceError):
         spec.mode = "joint"
@@ -205,7 +232,6 @@ def test_the_space_loads_the_saved_run_at_its_own_image_size(bench_run):
     assert list(model.concept_names) == list(files.load_model("CBM (joint)").concept_names)
     posthoc, posthoc_size = other.get("posthoc_cbm", tab_concepts.build_posthoc)
     assert posthoc_size == 32 and posthoc.theta.shape[1] == 5  # the bench's five classes
-
 
 
 def test_a_config_saved_with_the_removed_extra_key_still_loads():
@@ -247,13 +273,26 @@ def test_table2_scores_several_named_models_in_one_run_with_chance_for_every_col
     folders = []
     for seed in (0, 1):
         torch.manual_seed(seed)
-        model = WorldCLIP(words=["a", "photo", "of", "bird", "with"], image_size=32, embed_dim=16, vision_width=16,
-                          text_width=16, head_width=8, vision_layers=1, text_layers=1)
+        model = WorldCLIP(
+            words=["a", "photo", "of", "bird", "with"],
+            image_size=32,
+            embed_dim=16,
+            vision_width=16,
+            text_width=16,
+            head_width=8,
+            vision_layers=1,
+            text_layers=1,
+        )
         model.save_pretrained(tmp_path / f"clip{seed}")
         folders.append(str(tmp_path / f"clip{seed}"))
     world = WorldConfig(image_size=32, class_names=CLASSES)
-    config = BenchConfig(models=(), posthoc=False, clip_model=tuple(folders), world=world,
-                         **{k: v for k, v in TINY.items() if k != "world"})
+    config = BenchConfig(
+        models=(),
+        posthoc=False,
+        clip_model=tuple(folders),
+        world=world,
+        **{k: v for k, v in TINY.items() if k != "world"},
+    )
     results = run_bench(config, tmp_path / "out")
     rows = results["table2"]
     assert [r["name"] for r in rows] == ["world CLIP (trained here)", *folders]
@@ -261,7 +300,10 @@ def test_table2_scores_several_named_models_in_one_run_with_chance_for_every_col
     columns = [vocab.attribute_index(a) for a in results["concepts"]]
     test = BirdWorld(world).to_dataset_dict(TINY["train_per_class"], TINY["test_per_class"], progress=False)["test"]
     sizes = [len(vocab.groups[vocab.group_of(i)]) for i in columns]
-    for key, labels in (("class_attributes", "chance_concept_accuracy"), ("attributes", "chance_concept_accuracy_exact")):
+    for key, labels in (
+        ("class_attributes", "chance_concept_accuracy"),
+        ("attributes", "chance_concept_accuracy_exact"),
+    ):
         expected = group_mode_chance(np.asarray(test[key])[:, columns], sizes)
         assert all(r[labels] == pytest.approx(expected) for r in rows)
     table2 = (tmp_path / "out" / "report.md").read_text().split("## Table 2")[1]
@@ -275,13 +317,14 @@ def test_soft_label_rows(tmp_path):
     the hard one, number for number; the soft per-class labels are the class means."""
     import numpy as np
 
-    from concept_grounding.bench.data import class_soft_labels
     from concept_grounding.bench.context import Split as _Split
+    from concept_grounding.bench.data import class_soft_labels
 
     models = ("CBM (ind., per-img.)", "CBM (ind., soft per-img.)", "CBM (joint, soft per-class)")
     world = WorldConfig(image_size=32, class_names=CLASSES)
-    config = BenchConfig(models=models, posthoc=False, clip=False, world=world,
-                         **{k: v for k, v in TINY.items() if k != "world"})
+    config = BenchConfig(
+        models=models, posthoc=False, clip=False, world=world, **{k: v for k, v in TINY.items() if k != "world"}
+    )
     rows = {r["name"]: r for r in run_bench(config, tmp_path / "out")["table1"]}
     keys = ("s_plus", "s_minus", "concept_accuracy", "concept_accuracy_sub")
     assert [rows[models[0]][k] for k in keys] == [rows[models[1]][k] for k in keys]

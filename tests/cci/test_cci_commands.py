@@ -10,8 +10,9 @@ from concept_grounding.cli import main
 
 
 def test_explain_command(tmp_path):
-    assert main(["explain", "--out", str(tmp_path), "--num", "2", "--size", "32", "--clusters", "3",
-                 "--baselines"]) == 0
+    assert (
+        main(["explain", "--out", str(tmp_path), "--num", "2", "--size", "32", "--clusters", "3", "--baselines"]) == 0
+    )
     rec = json.loads((tmp_path / "explain.json").read_text())
     assert len(rec["images"]) == 2 and len(rec["images"][0]["weights"]) == 3
     assert 0.0 <= rec["images"][0]["foreground_share"] <= 1.0
@@ -19,8 +20,10 @@ def test_explain_command(tmp_path):
 
 
 def test_explain_command_rejects_text_mismatch(tmp_path, capsys):
-    assert main(["explain", "--out", str(tmp_path), "--num", "3", "--size", "32", "--clusters", "2",
-                 "--texts", "a", "b"]) == 2
+    assert (
+        main(["explain", "--out", str(tmp_path), "--num", "3", "--size", "32", "--clusters", "2", "--texts", "a", "b"])
+        == 2
+    )
     assert "error: --texts: 2 texts for 3 images" in capsys.readouterr().err
     assert not (tmp_path / "explain.png").exists()
 
@@ -33,8 +36,26 @@ def test_covar_threshold_is_a_fraction(tmp_path, capsys):
 
 
 def test_covar_command(tmp_path):
-    assert main(["covar", "--out", str(tmp_path), "--objects", "1", "--backgrounds", "1", "--size", "32",
-                 "--clusters", "3", "--steps", "2"]) == 0
+    assert (
+        main(
+            [
+                "covar",
+                "--out",
+                str(tmp_path),
+                "--objects",
+                "1",
+                "--backgrounds",
+                "1",
+                "--size",
+                "32",
+                "--clusters",
+                "3",
+                "--steps",
+                "2",
+            ]
+        )
+        == 0
+    )
     summary = json.loads((tmp_path / "covar.json").read_text())
     assert summary["rows"] == 12
     assert set(summary["per_transform"]) >= {"all", "identity", "crop"}
@@ -48,9 +69,34 @@ def test_covar_command_with_generated_backgrounds(tmp_path, tiny_inpaint_dir):
     """--inpaint-model: the backgrounds come from a (tiny, saved) diffusers inpainting pipeline."""
     folder = tiny_inpaint_dir
     out = tmp_path / "covar"
-    assert main(["covar", "--out", str(out), "--objects", "1", "--size", "32", "--clusters", "3", "--steps", "2",
-                 "--inpaint-model", str(folder), "--inpaint-prompts", "a forest", "a beach",
-                 "--inpaint-size", "32", "--inpaint-steps", "2", "--save-dataset"]) == 0
+    assert (
+        main(
+            [
+                "covar",
+                "--out",
+                str(out),
+                "--objects",
+                "1",
+                "--size",
+                "32",
+                "--clusters",
+                "3",
+                "--steps",
+                "2",
+                "--inpaint-model",
+                str(folder),
+                "--inpaint-prompts",
+                "a forest",
+                "a beach",
+                "--inpaint-size",
+                "32",
+                "--inpaint-steps",
+                "2",
+                "--save-dataset",
+            ]
+        )
+        == 0
+    )
     summary = json.loads((out / "covar.json").read_text())
     assert summary["rows"] == 2 * 12
     assert "2 generated backgrounds" in (out / "report.md").read_text()
@@ -80,7 +126,7 @@ def test_explain_job_on_given_images_has_no_foreground_share(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "kwargs, message",
+    ("kwargs", "message"),
     [
         (dict(texts=["a", "b"], num=3), "2 texts for 3 images"),
         (dict(images=[object()]), "texts: give one text per image"),
@@ -96,7 +142,7 @@ def test_explain_config_refuses_bad_values(kwargs, message):
 
 
 @pytest.mark.parametrize(
-    "kwargs, message",
+    ("kwargs", "message"),
     [
         (dict(objects=0), "objects must be an integer >= 1"),
         (dict(threshold=1.5), r"threshold must be in \[0, 1\]"),

@@ -57,7 +57,8 @@ def _deleted_reference(backend, px, labels, k):
 
 
 @pytest.mark.parametrize(
-    "padded, group_tokens", [(False, None), (True, None), (False, 1), (True, 12)],
+    ("padded", "group_tokens"),
+    [(False, None), (True, None), (False, 1), (True, 12)],
     ids=["per-variant", "padded", "one-variant-groups", "padded-groups"],
 )
 @pytest.mark.parametrize("name", ["open_clip", "transformers", "transformers_vision"])
@@ -99,7 +100,9 @@ def _red_blue(red_patches, grid=4, patch=4):
     img = torch.zeros(1, 3, grid * patch, grid * patch)
     img[:, 2] = 1.0
     for r, c in red_patches:
-        img[:, :, r * patch : (r + 1) * patch, c * patch : (c + 1) * patch] = torch.tensor([1.0, 0.0, 0.0])[:, None, None]
+        img[:, :, r * patch : (r + 1) * patch, c * patch : (c + 1) * patch] = torch.tensor([1.0, 0.0, 0.0])[
+            :, None, None
+        ]
     return img
 
 
@@ -138,15 +141,13 @@ def test_hooks_removed_after_exception(models):
     backend = get_backend(models["open_clip"])
     mask = torch.zeros(1, backend.num_tokens, dtype=torch.bool)
     mask[0, 1:4] = True
-    with pytest.raises(RuntimeError, match="boom"):
-        with ClusterMask(backend, mask) as ctx:
-            assert len(backend.encoder._forward_pre_hooks) == 1 and ctx.active
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"), ClusterMask(backend, mask) as ctx:
+        assert len(backend.encoder._forward_pre_hooks) == 1 and ctx.active
+        raise RuntimeError("boom")
     assert len(backend.encoder._forward_pre_hooks) == 0 and not ctx.active
     # a batch that does not match the mask fails inside the forward; the hook still goes
-    with pytest.raises(ValueError, match="key_mask"):
-        with ClusterMask(backend, mask):
-            backend.encode_image(torch.zeros(2, 3, 32, 32))
+    with pytest.raises(ValueError, match="key_mask"), ClusterMask(backend, mask):
+        backend.encode_image(torch.zeros(2, 3, 32, 32))
     assert len(backend.encoder._forward_pre_hooks) == 0
     # after the context the model is unmasked again
     px = torch.randn(1, 3, 32, 32)
@@ -179,14 +180,12 @@ def test_transformers_mask_goes_through_the_attention_interface(models, name):
                 assert text_config._attn_implementation == "sdpa"
             masked = backend.encode_image(px)
         assert config._attn_implementation == before and not ctx.active
-        with pytest.raises(KeyError):
-            with ClusterMask(model, mask):
-                raise KeyError("x")
+        with pytest.raises(KeyError), ClusterMask(model, mask):
+            raise KeyError("x")
         assert config._attn_implementation == before
         # a batch that does not match the mask fails inside the forward; the switch still goes back
-        with pytest.raises(ValueError, match="key_mask"):
-            with ClusterMask(model, mask):
-                backend.encode_image(torch.zeros(2, 3, 32, 32))
+        with pytest.raises(ValueError, match="key_mask"), ClusterMask(model, mask):
+            backend.encode_image(torch.zeros(2, 3, 32, 32))
         assert config._attn_implementation == before
         assert torch.equal(backend.encode_image(px), plain) and not torch.allclose(plain, masked, atol=1e-4)
     assert all(len(m._forward_pre_hooks) == 0 for m in model.modules())
@@ -240,16 +239,13 @@ def test_transformers_mask_refuses_flash_and_nesting(models):
     model = models["transformers_vision"]
     backend = get_backend(model)
     mask = torch.zeros(1, backend.num_tokens, dtype=torch.bool)
-    with ClusterMask(model, mask):
-        with pytest.raises(RuntimeError, match="re-entrant"):
-            with ClusterMask(model, mask):
-                pass
+    with ClusterMask(model, mask), pytest.raises(RuntimeError, match="re-entrant"), ClusterMask(model, mask):
+        pass
     assert backend.attention_config._attn_implementation == "sdpa"
     backend.attention_config._attn_implementation = "flash_attention_2"  # as if loaded that way
     try:
-        with pytest.raises(ValueError, match="sdpa"):
-            with ClusterMask(model, mask):
-                pass
+        with pytest.raises(ValueError, match="sdpa"), ClusterMask(model, mask):
+            pass
     finally:
         backend.attention_config._attn_implementation = "sdpa"
 
@@ -278,14 +274,21 @@ def test_bad_inputs(models):
         ConceptClusterImportance(torch.nn.Linear(3, 3))
     from open_clip.model import CLIP, CLIPTextCfg, CLIPVisionCfg
 
-    resnet = CLIP(16, CLIPVisionCfg(layers=(1, 1, 1, 1), width=8, image_size=32), CLIPTextCfg(layers=1, width=16, heads=2))
+    resnet = CLIP(
+        16, CLIPVisionCfg(layers=(1, 1, 1, 1), width=8, image_size=32), CLIPTextCfg(layers=1, width=16, heads=2)
+    )
     with pytest.raises(ValueError, match="not a VisionTransformer"):
         ConceptClusterImportance(resnet)
     with pytest.raises(ValueError, match="not a transformers CLIP"):
         from transformers import BertConfig, BertModel
 
-        ConceptClusterImportance(BertModel(BertConfig(hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
-                                                      intermediate_size=8, vocab_size=10)))
+        ConceptClusterImportance(
+            BertModel(
+                BertConfig(
+                    hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8, vocab_size=10
+                )
+            )
+        )
 
 
 def test_train_mode_is_refused():
@@ -365,8 +368,18 @@ def test_identical_patches_give_an_empty_cluster_and_no_nan():
 
 def test_world_clip_wrapper_is_explained_through_its_inner_clip():
     import concept_grounding.models.clip as clip_mod
-    model = clip_mod.WorldCLIP(["a", "bird"], image_size=32, patch_size=8, vision_width=32, vision_layers=1,
-                               text_width=32, text_layers=1, head_width=16, embed_dim=8).eval()
+
+    model = clip_mod.WorldCLIP(
+        ["a", "bird"],
+        image_size=32,
+        patch_size=8,
+        vision_width=32,
+        vision_layers=1,
+        text_width=32,
+        text_layers=1,
+        head_width=16,
+        embed_dim=8,
+    ).eval()
     backend = get_backend(model)
     x = torch.rand(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():

@@ -86,8 +86,22 @@ def test_build_covar_dataset_columns():
     img, mask = _coord_object()
     ds = build_covar([(img, mask, 1), (img, mask, 0)], num_backgrounds=3, class_names=["a", "b"])
     assert len(ds) == 2 * 3 * 12
-    for col in ("image", "mask", "label", "background", "transform", "scale", "angle", "tx", "ty",
-                "shear", "hflip", "vflip", "crop", "source_index"):
+    for col in (
+        "image",
+        "mask",
+        "label",
+        "background",
+        "transform",
+        "scale",
+        "angle",
+        "tx",
+        "ty",
+        "shear",
+        "hflip",
+        "vflip",
+        "crop",
+        "source_index",
+    ):
         assert col in ds.column_names
     row = ds[0]
     assert row["transform"] == "identity" and np.array_equal(np.asarray(row["mask"]) > 127, mask)

@@ -83,8 +83,9 @@ def test_retrieval_curves():
     gen = torch.Generator().manual_seed(0)
     imgs = torch.rand(4, 3, 8, 8, generator=gen)
     embed = lambda x: x.flatten(1)  # noqa: E731
-    out = retrieval_curves(embed, imgs.flatten(1), imgs, torch.rand(4, 8, 8, generator=gen), steps=4,
-                           replacement=Replacement("mean"))
+    out = retrieval_curves(
+        embed, imgs.flatten(1), imgs, torch.rand(4, 8, 8, generator=gen), steps=4, replacement=Replacement("mean")
+    )
     assert set(out.curves) == {f"{m}-{d}@{k}" for m in ("Del", "Ins") for d in ("TR", "IR") for k in (1, 5)}
     assert out.curves["Del-TR@1"][0] == 1.0 and out.curves["Ins-IR@1"][-1] == 1.0
     assert out.curves["Del-TR@5"].eq(1.0).all()  # 4 candidates: top-5 always hits
@@ -233,8 +234,11 @@ def _value_path_clip(query_key_seed: int | None = None, gain: float = 2.0):
         blk = model.transformer.resblocks[0]
         for ln in (model.ln_pre, model.ln_post, blk.ln_1, blk.ln_2):
             ln.weight.fill_(1.0)
-        wqk = torch.zeros(16, 8) if query_key_seed is None else \
-            torch.randn(16, 8, generator=torch.Generator().manual_seed(query_key_seed))
+        wqk = (
+            torch.zeros(16, 8)
+            if query_key_seed is None
+            else torch.randn(16, 8, generator=torch.Generator().manual_seed(query_key_seed))
+        )
         blk.attn.in_proj_weight.copy_(torch.cat([wqk, gain * torch.outer(s, r) / 8]))
         blk.attn.out_proj.weight.copy_(torch.eye(8))
         model.proj.copy_(torch.eye(8))
@@ -258,8 +262,12 @@ def test_maskclip_ranks_the_exact_foreground_of_world_birds_above_the_background
     maps = maskclip_maps(model, px, text)
     a = F.avg_pool2d(masks[:, None].float(), 4)[:, 0]  # red share of each 4 x 4 patch
     gain = 2.0
-    expected = F.interpolate((gain * a / torch.sqrt(a**2 + (1 - a) ** 2 + gain**2 * a**2))[:, None], size=(32, 32),
-                             mode="bilinear", align_corners=False)[:, 0]
+    expected = F.interpolate(
+        (gain * a / torch.sqrt(a**2 + (1 - a) ** 2 + gain**2 * a**2))[:, None],
+        size=(32, 32),
+        mode="bilinear",
+        align_corners=False,
+    )[:, 0]
     assert torch.allclose(maps, expected, atol=1e-4)
     for m, fg in zip(maps, masks):
         assert m[fg].mean() > m[~fg].mean() + 0.3
@@ -286,8 +294,9 @@ def test_stacked_and_shared_end_curves_equal_the_reference_curves():
     ends = curve_endpoints(score, images, rep)
     for forward_batch in (1, 3, 5, 64):
         for endpoints in (None, ends):
-            out = classification_curves(score, images, maps, labels, steps=6, replacement=rep, endpoints=endpoints,
-                                        forward_batch=forward_batch)
+            out = classification_curves(
+                score, images, maps, labels, steps=6, replacement=rep, endpoints=endpoints, forward_batch=forward_batch
+            )
             for name, curve in reference.curves.items():
                 assert torch.equal(out.curves[name], curve), (forward_batch, endpoints is None, name)
     assert len(set(reference.curves["Del@1"].tolist())) > 1  # the curves move: the check can fail

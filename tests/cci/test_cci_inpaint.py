@@ -107,8 +107,9 @@ class _Spy:
 def test_call_kwargs_reach_the_pipeline(scene, pipe):
     img, mask = scene
     spy = _Spy(pipe)
-    outs = inpaint_backgrounds(img, mask, PROMPTS[:2], model=spy, seed=3, height=16, width=24, guidance_scale=1.0,
-                               **KEEP)
+    outs = inpaint_backgrounds(
+        img, mask, PROMPTS[:2], model=spy, seed=3, height=16, width=24, guidance_scale=1.0, **KEEP
+    )
     assert [c["prompt"] for c in spy.calls] == PROMPTS[:2]
     assert [c["generator"].initial_seed() for c in spy.calls] == [3, 4]
     for c in spy.calls:

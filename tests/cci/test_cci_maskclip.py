@@ -31,8 +31,7 @@ def _open_clip_value_path_patches(model, px):
 
 
 def _upsampled(patch_scores, grid):
-    return F.interpolate(patch_scores.view(-1, 1, *grid), size=(SIZE, SIZE), mode="bilinear",
-                         align_corners=False)[:, 0]
+    return F.interpolate(patch_scores.view(-1, 1, *grid), size=(SIZE, SIZE), mode="bilinear", align_corners=False)[:, 0]
 
 
 def test_maskclip_is_the_last_block_with_self_attention_only():
@@ -64,17 +63,21 @@ def test_maskclip_class_readout_is_the_softmax_over_the_class_set():
     expected = torch.softmax(logits, -1).gather(-1, labels[:, None, None].expand(-1, patches.shape[1], 1))[..., 0]
     maps = maskclip_maps(model, px, classes[labels], class_embeds=classes)
     assert torch.allclose(maps, _upsampled(expected, (4, 4)), atol=1e-5)
-    assert 0.0 <= float(maps.min()) and float(maps.max()) <= 1.0 and float(maps.max()) > 0.5
+    assert float(maps.min()) >= 0.0 and float(maps.max()) <= 1.0 and float(maps.max()) > 0.5
 
     outside = torch.randn(16, generator=torch.Generator().manual_seed(2))
     both = torch.cat([outside[None], classes])
     logits = 100.0 * patches @ F.normalize(both, dim=-1).T
     expected = torch.softmax(logits, -1)[..., 0]
-    assert torch.allclose(maskclip_maps(model, px, outside, class_embeds=classes), _upsampled(expected, (4, 4)),
-                          atol=1e-5)
+    assert torch.allclose(
+        maskclip_maps(model, px, outside, class_embeds=classes), _upsampled(expected, (4, 4)), atol=1e-5
+    )
     plain = maskclip_maps(model, px, classes[labels])  # without the set: the cosine, as before
-    assert torch.allclose(plain, _upsampled(F.cosine_similarity(patches, F.normalize(classes[labels], dim=-1)[:, None],
-                                                                dim=-1), (4, 4)), atol=1e-5)
+    assert torch.allclose(
+        plain,
+        _upsampled(F.cosine_similarity(patches, F.normalize(classes[labels], dim=-1)[:, None], dim=-1), (4, 4)),
+        atol=1e-5,
+    )
 
 
 def test_maskclip_class_readout_rejects_a_set_of_the_wrong_width():
@@ -92,8 +95,18 @@ def test_the_world_draws_each_birds_scene_independently_of_its_species():
     class meets every scene. A world CLIP cannot learn a species' usual scene: there is none."""
     from concept_grounding.world import BirdWorld, WorldConfig
 
-    five = BirdWorld(WorldConfig(image_size=32, class_names=("017.Cardinal", "073.Blue_Jay", "020.Yellow_breasted_Chat",
-                                                             "129.Song_Sparrow", "019.Gray_Catbird")))
+    five = BirdWorld(
+        WorldConfig(
+            image_size=32,
+            class_names=(
+                "017.Cardinal",
+                "073.Blue_Jay",
+                "020.Yellow_breasted_Chat",
+                "129.Song_Sparrow",
+                "019.Gray_Catbird",
+            ),
+        )
+    )
     three = BirdWorld(WorldConfig(image_size=32, class_names=("129.Song_Sparrow", "019.Gray_Catbird", "017.Cardinal")))
     scenes = [five._draw(i)[1].background for i in range(300)]
     assert scenes == [three._draw(i)[1].background for i in range(300)]
@@ -115,14 +128,22 @@ def plain_one_layer_world_clip():
 
     world = BirdWorld(WorldConfig(image_size=64, class_names=WORLD_CLASSES, scene="plain"))
     train = world.to_dataset_dict(40, 0, progress=False)["train"]
-    model, _ = train_world_clip(train, image_size=64, epochs=10, seed=0, class_caption_rate=1.0, progress=False,
-                                model_kwargs=dict(vision_layers=1))
+    model, _ = train_world_clip(
+        train,
+        image_size=64,
+        epochs=10,
+        seed=0,
+        class_caption_rate=1.0,
+        progress=False,
+        model_kwargs=dict(vision_layers=1),
+    )
     return model, world
 
 
 @pytest.mark.slow
 def test_on_a_world_clip_that_can_only_read_the_bird_maskclip_and_cci_rank_it_above_the_background(
-        plain_one_layer_world_clip):
+    plain_one_layer_world_clip,
+):
     """Known answer (the fixture: nothing off the bird tells the classes apart, in the pixels or
     in any token): held-out birds 200-279 of the plain world, each for its class prompt; the
     share of birds whose map is higher on the bird than off it. Measured (1 thread),
@@ -147,9 +168,11 @@ def test_on_a_world_clip_that_can_only_read_the_bird_maskclip_and_cci_rank_it_ab
     def share(maps):
         return float(torch.stack([m[f].mean() > m[~f].mean() for m, f in zip(maps, fg)]).float().mean())
 
-    found = {"maskclip": share(maskclip_maps(model, px, texts)),
-             "read-out": share(maskclip_maps(model, px, texts, class_embeds=prompts)),
-             "cci": share(ConceptClusterImportance(model, num_clusters=5)(px, texts).maps)}
+    found = {
+        "maskclip": share(maskclip_maps(model, px, texts)),
+        "read-out": share(maskclip_maps(model, px, texts, class_embeds=prompts)),
+        "cci": share(ConceptClusterImportance(model, num_clusters=5)(px, texts).maps),
+    }
     floor = share(random_maps(model, px))
     assert found["maskclip"] >= 0.75 and found["read-out"] >= 0.7 and found["cci"] >= 0.6, found
     assert abs(floor - 0.5) < 0.15 and min(found.values()) > floor + 0.15, (found, floor)

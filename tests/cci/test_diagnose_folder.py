@@ -19,8 +19,9 @@ CLASSES = ("017.Cardinal", "073.Blue_Jay", "020.Yellow_breasted_Chat")
 def counter(tmp_path_factory):
     from concept_grounding.cci.layouts import export_world_counter_animals
 
-    return export_world_counter_animals(tmp_path_factory.mktemp("ca") / "counteranimals", per_class=2,
-                                        image_size=SIZE, class_names=CLASSES)
+    return export_world_counter_animals(
+        tmp_path_factory.mktemp("ca") / "counteranimals", per_class=2, image_size=SIZE, class_names=CLASSES
+    )
 
 
 def test_the_counter_animals_export_keeps_the_birds_and_changes_the_backgrounds(counter):
@@ -54,8 +55,9 @@ class ExactSegmenter:
 def test_the_diagnosis_with_exact_computed_masks_agrees_fully(counter):
     from concept_grounding.cci.diagnose_job import diagnose_folder
 
-    result = diagnose_folder(counter, class_names=counter / "class_names.txt", size=SIZE, clusters=3,
-                             segmenter=ExactSegmenter(counter))
+    result = diagnose_folder(
+        counter, class_names=counter / "class_names.txt", size=SIZE, clusters=3, segmenter=ExactSegmenter(counter)
+    )
     assert set(result.shares) == {"easy", "hard", "all"} and result.images == 12
     assert result.agreement["category_agreement"] == 1.0 and result.agreement["mask_iou"] == 1.0
     assert result.computed_shares == result.shares
@@ -68,8 +70,24 @@ def test_the_diagnosis_with_exact_computed_masks_agrees_fully(counter):
 
 def test_diagnose_command_on_a_folder_and_its_errors(counter, tmp_path, capsys):
     out = tmp_path / "out"
-    assert main(["diagnose", "--images", str(counter / "easy"), "--class-names", str(counter / "class_names.txt"),
-                 "--size", str(SIZE), "--clusters", "3", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "diagnose",
+                "--images",
+                str(counter / "easy"),
+                "--class-names",
+                str(counter / "class_names.txt"),
+                "--size",
+                str(SIZE),
+                "--clusters",
+                "3",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     saved = json.loads((out / "diagnose.json").read_text())["models"][0]
     assert set(saved["shares"]) == {"all"} and saved["images"] == 6 and not saved["agreement"]
     assert "BG-Er" in (out / "report.md").read_text()
@@ -77,8 +95,10 @@ def test_diagnose_command_on_a_folder_and_its_errors(counter, tmp_path, capsys):
 
     bare = tmp_path / "bare"
     shutil.copytree(counter / "easy", bare, ignore=shutil.ignore_patterns("masks"))
-    for argv, named in ((["--images", str(bare)], "--images"),
-                        (["--images", str(counter), "--detector", "x"], "--segmenter")):
+    for argv, named in (
+        (["--images", str(bare)], "--images"),
+        (["--images", str(counter), "--detector", "x"], "--segmenter"),
+    ):
         never = tmp_path / "never"
         capsys.readouterr()
         assert main(["diagnose", *argv, "--size", str(SIZE), "--out", str(never)]) == 2
@@ -98,9 +118,33 @@ def test_diagnose_with_a_grounded_segmenter_states_the_agreement(counter, tmp_pa
     box = GroundedSegmenter.box
     GroundedSegmenter.box = lambda self, *a: calls.append(a) or box(self, *a)
     try:
-        assert main(["diagnose", "--images", str(counter), "--class-names", str(counter / "class_names.txt"),
-                     "--detector", str(owl), "--segmenter", str(sam), "--detector-threshold", "0", "--size", str(SIZE),
-                     "--models", "random-clip", "random-clip:1", "--clusters", "3", "--out", str(out)]) == 0
+        assert (
+            main(
+                [
+                    "diagnose",
+                    "--images",
+                    str(counter),
+                    "--class-names",
+                    str(counter / "class_names.txt"),
+                    "--detector",
+                    str(owl),
+                    "--segmenter",
+                    str(sam),
+                    "--detector-threshold",
+                    "0",
+                    "--size",
+                    str(SIZE),
+                    "--models",
+                    "random-clip",
+                    "random-clip:1",
+                    "--clusters",
+                    "3",
+                    "--out",
+                    str(out),
+                ]
+            )
+            == 0
+        )
     finally:
         GroundedSegmenter.box = box
     saved = json.loads((out / "diagnose.json").read_text())["models"]
@@ -111,10 +155,17 @@ def test_diagnose_with_a_grounded_segmenter_states_the_agreement(counter, tmp_pa
     assert "With the segmenter's masks instead" in (out / "report.md").read_text()
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"models": ()}, "models"), ({"clusters": 0}, "clusters"), ({"threshold": 2.0}, "threshold"),
-    ({"segmenter": "sam"}, "detector and segmenter"), ({"size": 16}, "size"), ({"max_images": 0}, "max_images"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"models": ()}, "models"),
+        ({"clusters": 0}, "clusters"),
+        ({"threshold": 2.0}, "threshold"),
+        ({"segmenter": "sam"}, "detector and segmenter"),
+        ({"size": 16}, "size"),
+        ({"max_images": 0}, "max_images"),
+    ],
+)
 def test_diagnose_config_refuses_bad_values(kwargs, message):
     from concept_grounding.cci.diagnose_job import DiagnoseConfig
 
@@ -130,9 +181,30 @@ def test_diagnose_flags_build_its_config(counter, tmp_path):
 
     parser = argparse.ArgumentParser()
     diagnose.add_arguments(parser)
-    args = parser.parse_args(["--images", str(counter), "--models", "", "random-clip:1", "--detector", "d", "--segmenter", "s",
-                              "--out", str(tmp_path)])
+    args = parser.parse_args(
+        [
+            "--images",
+            str(counter),
+            "--models",
+            "",
+            "random-clip:1",
+            "--detector",
+            "d",
+            "--segmenter",
+            "s",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert diagnose.config_from_args(args) == DiagnoseConfig(
-        images=str(counter), models=("world-clip", "random-clip:1"), detector="d", segmenter="s", mask_cache=str(tmp_path / "mask_cache"))
+        images=str(counter),
+        models=("world-clip", "random-clip:1"),
+        detector="d",
+        segmenter="s",
+        mask_cache=str(tmp_path / "mask_cache"),
+    )
     defaults = diagnose.config_from_args(parser.parse_args(["--images", str(counter)]))
-    assert defaults == DiagnoseConfig(images=str(counter)) and parser.parse_args(["--images", str(counter)]).out.name == "diagnose"
+    assert (
+        defaults == DiagnoseConfig(images=str(counter))
+        and parser.parse_args(["--images", str(counter)]).out.name == "diagnose"
+    )

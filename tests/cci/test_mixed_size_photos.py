@@ -64,8 +64,22 @@ def test_explain_draws_each_map_at_its_photo_size(photos, tmp_path):
     from concept_grounding.cci.explain_job import ExplainConfig, run_explain
 
     files = _files(photos)[: len(CROPS)]  # one class: every size
-    assert main(["explain", "--images", *map(str, files), "--texts", "a photo", "--clusters", "3",
-                 "--out", str(tmp_path / "explain")]) == 0
+    assert (
+        main(
+            [
+                "explain",
+                "--images",
+                *map(str, files),
+                "--texts",
+                "a photo",
+                "--clusters",
+                "3",
+                "--out",
+                str(tmp_path / "explain"),
+            ]
+        )
+        == 0
+    )
     saved = json.loads((tmp_path / "explain" / "explain.json").read_text())["images"]
     assert len(saved) == len(files)
     report = (tmp_path / "explain" / "report.md").read_text()
@@ -81,15 +95,51 @@ def test_explain_draws_each_map_at_its_photo_size(photos, tmp_path):
 
 def test_random_weights_only_by_name_and_said_first(photos, tmp_path):
     files = _files(photos)[:2]
-    assert main(["explain", "--images", *map(str, files), "--texts", "a photo", "--clusters", "2",
-                 "--model", "random-clip:1", "--out", str(tmp_path)]) == 0
+    assert (
+        main(
+            [
+                "explain",
+                "--images",
+                *map(str, files),
+                "--texts",
+                "a photo",
+                "--clusters",
+                "2",
+                "--model",
+                "random-clip:1",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     assert "RANDOM-WEIGHT" in (tmp_path / "report.md").read_text().splitlines()[0]
 
 
 def test_cci_bench_on_the_photo_folder(photos, tmp_path):
     out = tmp_path / "bench"
-    assert main(["cci-bench", "--images", str(photos), "--class-names", str(photos / "names.txt"), "--steps", "2",
-                 "--methods", "cci", "random", "--clusters", "3", "--no-progress", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "cci-bench",
+                "--images",
+                str(photos),
+                "--class-names",
+                str(photos / "names.txt"),
+                "--steps",
+                "2",
+                "--methods",
+                "cci",
+                "random",
+                "--clusters",
+                "3",
+                "--no-progress",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     rows = json.loads((out / "results.json").read_text())["rows"]
     assert [(r["model"], r["method"]) for r in rows] == [("world-clip", "cci"), ("world-clip", "random")]
     assert all(0.0 <= v <= 1.0 for r in rows for v in r["scores"].values())
@@ -97,13 +147,48 @@ def test_cci_bench_on_the_photo_folder(photos, tmp_path):
 
 
 def test_diagnose_and_covar_on_the_photo_folder(photos, tmp_path):
-    assert main(["diagnose", "--images", str(photos), "--class-names", str(photos / "names.txt"), "--clusters", "3",
-                 "--out", str(tmp_path / "diagnose")]) == 0
+    assert (
+        main(
+            [
+                "diagnose",
+                "--images",
+                str(photos),
+                "--class-names",
+                str(photos / "names.txt"),
+                "--clusters",
+                "3",
+                "--out",
+                str(tmp_path / "diagnose"),
+            ]
+        )
+        == 0
+    )
     models = json.loads((tmp_path / "diagnose" / "diagnose.json").read_text())["models"]
     assert models[0]["images"] == len(_files(photos)) and not models[0]["random_weights"]
-    assert main(["covar", "--images", str(photos), "--class-names", str(photos / "names.txt"), "--judge", "text",
-                 "--objects", "2", "--backgrounds", "1", "--clusters", "3", "--steps", "2",
-                 "--out", str(tmp_path / "covar")]) == 0
+    assert (
+        main(
+            [
+                "covar",
+                "--images",
+                str(photos),
+                "--class-names",
+                str(photos / "names.txt"),
+                "--judge",
+                "text",
+                "--objects",
+                "2",
+                "--backgrounds",
+                "1",
+                "--clusters",
+                "3",
+                "--steps",
+                "2",
+                "--out",
+                str(tmp_path / "covar"),
+            ]
+        )
+        == 0
+    )
     assert json.loads((tmp_path / "covar" / "covar.json").read_text())["rows"] == 2 * 12
 
 
@@ -115,8 +200,7 @@ def test_an_unreadable_photo_is_refused_before_any_work(photos, tmp_path, capsys
     shutil.copytree(photos, folder)
     (folder / "temple" / "9.png").write_bytes(b"not a png")
     out = tmp_path / "out"
-    assert main([command, "--images", str(folder), "--class-names", str(folder / "names.txt"),
-                 "--out", str(out)]) == 2
+    assert main([command, "--images", str(folder), "--class-names", str(folder / "names.txt"), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "--images" in err and "9.png: not an image PIL can read" in err
     assert not out.exists()

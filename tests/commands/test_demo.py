@@ -12,8 +12,17 @@ def test_quick_demo_writes_every_stage_and_resumes(tmp_path):
     out = tmp_path / "demo"
     assert main(["demo", "--quick", "--out", str(out)]) == 0
     index = (out / "README.md").read_text()
-    for link in ("world/summary.md", "bench/report.md", "candidates/", "tdg/filter/filter_report.md", "cci/explain/report.md", "cci/covar/report.md",
-                 "human/curate/curation.md", "human/sub/report.md", "conceptbed/report.md"):
+    for link in (
+        "world/summary.md",
+        "bench/report.md",
+        "candidates/",
+        "tdg/filter/filter_report.md",
+        "cci/explain/report.md",
+        "cci/covar/report.md",
+        "human/curate/curation.md",
+        "human/sub/report.md",
+        "conceptbed/report.md",
+    ):
         assert link in index
     assert (out / "world" / "CUB_200_2011" / "images.txt").is_file()
     assert (out / "world" / "SUB" / "metadata.jsonl").is_file()

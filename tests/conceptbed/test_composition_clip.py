@@ -7,9 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from concept_grounding.conceptbed.composition_clip import (CompositionCaptioner, composition_clip_data,
-                                                           composition_texts, load_composition_clip,
-                                                           validate_composition_clip)
+from concept_grounding.conceptbed.composition_clip import (
+    CompositionCaptioner,
+    composition_clip_data,
+    composition_texts,
+    load_composition_clip,
+    validate_composition_clip,
+)
 from concept_grounding.conceptbed.compositions import clip_scores, questions
 from concept_grounding.models.clip import WordTokenizer
 from concept_grounding.vocabulary import load_vocabulary
@@ -25,16 +29,22 @@ def world():
 
 def test_tokenizer_knows_every_composition_word(world):
     tok = WordTokenizer.from_vocabulary(world.vocab, extra_texts=composition_texts(world))
-    ids = tok(["a photo of two bird in the sky", "a photo of a bird on a branch facing left",
-               "a photo of three bird by the water facing right"])
+    ids = tok(
+        [
+            "a photo of two bird in the sky",
+            "a photo of a bird on a branch facing left",
+            "a photo of three bird by the water facing right",
+        ]
+    )
     assert (ids != 1).all()  # no unknown word
     assert (WordTokenizer.from_vocabulary(world.vocab)(["a photo of two bird in the sky"]) == 1).any()
 
 
 def test_captions_name_the_truth_and_positives_are_every_image_that_shows_it(world):
     data = composition_clip_data(world, 12, 2)
-    captioner = CompositionCaptioner(data.class_names, {}, class_rate=0.0, attribute_rate=0.0,
-                                     relation_rate=1.0, action_rate=1.0)
+    captioner = CompositionCaptioner(
+        data.class_names, {}, class_rate=0.0, attribute_rate=0.0, relation_rate=1.0, action_rate=1.0
+    )
     torch.manual_seed(0)
     captions, positives = captioner(data.tensors())
     for j, caption in enumerate(captions):
@@ -42,13 +52,17 @@ def test_captions_name_the_truth_and_positives_are_every_image_that_shows_it(wor
         assert asked.get("count", 1) == data.count[j] and asked["facing"] == tuple(ACTIONS)[data.facing[j]]
         assert asked.get("scene") == (SCENES[data.scene[j]] if SCENES[data.scene[j]] in RELATIONS else None)
     plain = data.scene == SCENES.index("plain")  # a canonical render's caption names no relation
-    same = (data.count[:, None] == data.count) & ((data.scene[:, None] == data.scene) | plain[None, :]) & \
-        (data.facing[:, None] == data.facing)
+    same = (
+        (data.count[:, None] == data.count)
+        & ((data.scene[:, None] == data.scene) | plain[None, :])
+        & (data.facing[:, None] == data.facing)
+    )
     assert plain.sum() == 4 and not same.all()
     assert torch.equal(positives, same) and positives.diagonal().all()
     # the species, when named, narrows the positives to its images
-    named = CompositionCaptioner(data.class_names, {}, class_rate=1.0, attribute_rate=0.0, relation_rate=0.0,
-                                 action_rate=0.0)(data.tensors())[1]
+    named = CompositionCaptioner(
+        data.class_names, {}, class_rate=1.0, attribute_rate=0.0, relation_rate=0.0, action_rate=0.0
+    )(data.tensors())[1]
     assert torch.equal(named, (data.count[:, None] == data.count) & (data.labels[:, None] == data.labels))
 
 

@@ -3,16 +3,26 @@
 import numpy as np
 import pytest
 
-from concept_grounding.conceptbed.compositions import (VQAJudge, CompositionScores, concept_prompts, questions,
-                                                       questions_of, real_images, table2)
+from concept_grounding.conceptbed.compositions import (
+    CompositionScores,
+    VQAJudge,
+    concept_prompts,
+    questions,
+    questions_of,
+    real_images,
+    table2,
+)
 from concept_grounding.world import BirdWorld, WorldConfig
 from concept_grounding.world.composition import RELATIONS
 
 
 @pytest.fixture(scope="module")
 def world():
-    return BirdWorld(WorldConfig(image_size=32, pose="canonical", scene="plain",
-                                 class_names=("001.Black_footed_Albatross", "073.Blue_Jay")))
+    return BirdWorld(
+        WorldConfig(
+            image_size=32, pose="canonical", scene="plain", class_names=("001.Black_footed_Albatross", "073.Blue_Jay")
+        )
+    )
 
 
 def test_every_prompt_has_its_categorys_questions(world):

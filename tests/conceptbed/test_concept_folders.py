@@ -8,8 +8,13 @@ import pytest
 from PIL import Image
 
 from concept_grounding.cli import main
-from concept_grounding.conceptbed import ConceptBedConfig, ConceptWorld, export_world_concepts, run_conceptbed, task_species
-from concept_grounding.errors import UsageError
+from concept_grounding.conceptbed import (
+    ConceptBedConfig,
+    ConceptWorld,
+    export_world_concepts,
+    run_conceptbed,
+    task_species,
+)
 from concept_grounding.vocabulary import load_vocabulary
 
 CLASSES = task_species(load_vocabulary(), "object")[:3]
@@ -47,11 +52,14 @@ def test_conceptbeds_published_layout(tmp_path):
     assert result.results["table1"]["Original"]["domain"] == pytest.approx(0.0, abs=1e-12)
 
 
-@pytest.mark.parametrize("args, argument", [
-    (["--tasks", "fine_grained_attribute"], "--tasks"),
-    (["--tasks", "object", "composition"], "--tasks"),
-    (["--learners", "exact"], "--learners"),
-])
+@pytest.mark.parametrize(
+    ("args", "argument"),
+    [
+        (["--tasks", "fine_grained_attribute"], "--tasks"),
+        (["--tasks", "object", "composition"], "--tasks"),
+        (["--learners", "exact"], "--learners"),
+    ],
+)
 def test_what_a_folder_cannot_give_is_one_line(folder, tmp_path, capsys, args, argument):
     out = tmp_path / "o"
     assert main(["conceptbed", "--concept-folder", str(folder), "--out", str(out), "--m", "4", *args]) == 2

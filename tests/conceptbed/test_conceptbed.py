@@ -7,8 +7,14 @@ import pytest
 from PIL import Image
 
 from concept_grounding.cli import main
+from concept_grounding.conceptbed import (
+    ConceptBedConfig,
+    ConceptWorld,
+    export_world_concepts,
+    run_conceptbed,
+    task_species,
+)
 from concept_grounding.conceptbed.job import render_report
-from concept_grounding.conceptbed import ConceptBedConfig, ConceptWorld, export_world_concepts, run_conceptbed, task_species
 from concept_grounding.errors import UsageError
 from concept_grounding.loaders import load_conceptbed_layout, load_concepts
 from concept_grounding.loaders.errors import DatasetFormatError
@@ -17,15 +23,28 @@ from concept_grounding.vocabulary import load_vocabulary
 VOCAB = load_vocabulary()
 #: a 12-class world: 6 object and 6 fine-grained held-out species (oracles train in seconds)
 CLASSES = task_species(VOCAB, "object")[:6] + task_species(VOCAB, "fine_grained_object")[:6]
-SMALL = dict(concepts=2, m=4, real=8, images=8, oracle_per_class=30, oracle_epochs=8, capacity="small",
-             table8=("small", "medium"), classes=CLASSES)
+SMALL = dict(
+    concepts=2,
+    m=4,
+    real=8,
+    images=8,
+    oracle_per_class=30,
+    oracle_epochs=8,
+    capacity="small",
+    table8=("small", "medium"),
+    classes=CLASSES,
+)
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     cache = tmp_path_factory.mktemp("oracles")
-    config = ConceptBedConfig(learners=("Original", "another species", "exact"), cache=str(cache),
-                              tasks=("domain", "object", "fine_grained_object", "composition"), **SMALL)
+    config = ConceptBedConfig(
+        learners=("Original", "another species", "exact"),
+        cache=str(cache),
+        tasks=("domain", "object", "fine_grained_object", "composition"),
+        **SMALL,
+    )
     return run_conceptbed(config)
 
 
@@ -66,8 +85,12 @@ def test_results_hold_every_table_and_oracles_pass(run, tmp_path):
 
 
 def test_an_oracle_below_the_bar_is_refused_and_nothing_is_cached(tmp_path):
-    config = ConceptBedConfig(learners=("Original",), tasks=("object",), cache=str(tmp_path / "c"),
-                              **{**SMALL, "oracle_per_class": 2, "oracle_epochs": 1})
+    config = ConceptBedConfig(
+        learners=("Original",),
+        tasks=("object",),
+        cache=str(tmp_path / "c"),
+        **{**SMALL, "oracle_per_class": 2, "oracle_epochs": 1},
+    )
     with pytest.raises(UsageError, match=r"--oracle-per-class: the species judge .* below 95%"):
         run_conceptbed(config)
     assert not (tmp_path / "c").exists()

@@ -14,11 +14,13 @@ from concept_grounding.curation.annotations import AnnotationError, AnnotationSt
 CHOICES = ("has_crown_color::pink", "has_crown_color::blue")
 
 
-@pytest.fixture()
+@pytest.fixture
 def store(tmp_path):
     s = AnnotationStore(tmp_path / "a.db", k=2)
-    s.add_images([study1_item(f"1:c{i}", "017.Cardinal", CHOICES[0], candidate=f"c{i}") for i in range(4)]
-                 + [study2_item("2:c0", "017.Cardinal", CHOICES[0], CHOICES, candidate="c0")])
+    s.add_images(
+        [study1_item(f"1:c{i}", "017.Cardinal", CHOICES[0], candidate=f"c{i}") for i in range(4)]
+        + [study2_item("2:c0", "017.Cardinal", CHOICES[0], CHOICES, candidate="c0")]
+    )
     return s
 
 
@@ -133,10 +135,39 @@ def test_annotate_simulate_then_curate_commands(tmp_path, capsys):
     from concept_grounding.loaders import load_sub
 
     gen, db = tmp_path / "gen", tmp_path / "a.db"
-    assert main(["annotate", "--candidates", str(gen), "--db", str(db), "--world-task", "--simulate", "1,1,1",
-                 "--export", str(tmp_path / "ann.parquet")]) == 0
-    assert main(["curate", "--candidates", str(gen), "--annotations", str(db), "--out", str(tmp_path / "out"),
-                 "--truth", str(gen / "truth.jsonl")]) == 0
+    assert (
+        main(
+            [
+                "annotate",
+                "--candidates",
+                str(gen),
+                "--db",
+                str(db),
+                "--world-task",
+                "--simulate",
+                "1,1,1",
+                "--export",
+                str(tmp_path / "ann.parquet"),
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "curate",
+                "--candidates",
+                str(gen),
+                "--annotations",
+                str(db),
+                "--out",
+                str(tmp_path / "out"),
+                "--truth",
+                str(gen / "truth.jsonl"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "Human s+/s- binary 100.0/100.0, group 100.0/100.0" in out
     assert main(["annotate", "--candidates", str(gen), "--db", str(db), "--status"]) == 0
@@ -153,11 +184,24 @@ def test_curate_command_bad_store_one_line(tmp_path, capsys):
 
     gen = tmp_path / "gen"
     gen.mkdir()
-    (gen / "metadata.jsonl").write_text(json.dumps({"file_name": "x.png", "reference_class": "017.Cardinal",
-                                                    "target_attribute": CHOICES[0]}) + "\n")
+    (gen / "metadata.jsonl").write_text(
+        json.dumps({"file_name": "x.png", "reference_class": "017.Cardinal", "target_attribute": CHOICES[0]}) + "\n"
+    )
     (tmp_path / "bad.db").write_bytes(b"garbage" * 100)
-    assert main(["curate", "--candidates", str(gen), "--annotations", str(tmp_path / "bad.db"),
-                 "--out", str(tmp_path / "out")]) == 2
+    assert (
+        main(
+            [
+                "curate",
+                "--candidates",
+                str(gen),
+                "--annotations",
+                str(tmp_path / "bad.db"),
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not an annotation database" in err[0]
 
@@ -191,8 +235,10 @@ def test_served_app_two_sessions_then_restart_resumes(store, tmp_path):
     app, url = _serve(store, image)
     try:
         ann, bob = client_mod.Client(url, verbose=False), client_mod.Client(url, verbose=False)
-        shown = {"ann": ann.predict(tokens["ann"], api_name="/on_start"),
-                 "bob": bob.predict(tokens["bob"], api_name="/on_start")}
+        shown = {
+            "ann": ann.predict(tokens["ann"], api_name="/on_start"),
+            "bob": bob.predict(tokens["bob"], api_name="/on_start"),
+        }
         assert shown["ann"][2] == "ann: 0 / 4 images" and shown["bob"][2] == "bob: 0 / 4 images"
         for _ in range(2):
             shown["ann"] = ann.predict(tokens["ann"], shown["ann"][1], "yes", "no", api_name="/on_submit")

@@ -25,8 +25,10 @@ ROOT = Path(__file__).resolve().parents[2]
 IMAGES = 6
 BATCH = 3  # what each annotator finishes before the server is killed
 
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (apt-get install -y chromium)")]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (apt-get install -y chromium)"),
+]
 
 
 def _candidates(folder: Path) -> Path:
@@ -42,18 +44,43 @@ def _serve(candidates: Path, db: Path, log: Path, names=("ann", "bob")) -> tuple
     """``concept-grounding annotate`` on a free loopback port, each of ``names`` given a personal
     link; returns once it answers HTTP 200, with the URL and each link's token (the first start prints them)."""
     port = free_port()
-    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "HF_HUB_OFFLINE": "1",
-           "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONPATH": str(ROOT / "src")}
-    cmd = [sys.executable, "-m", "concept_grounding.cli", "annotate", "--candidates", str(candidates), "--db", str(db),
-           "--k", "2", "--per-pairing", "0", "--port", str(port), "--annotators", ",".join(names)]
+    env = {
+        **os.environ,
+        "GRADIO_SERVER_NAME": "127.0.0.1",
+        "HF_HUB_OFFLINE": "1",
+        "GRADIO_ANALYTICS_ENABLED": "False",
+        "PYTHONPATH": str(ROOT / "src"),
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "concept_grounding.cli",
+        "annotate",
+        "--candidates",
+        str(candidates),
+        "--db",
+        str(db),
+        "--k",
+        "2",
+        "--per-pairing",
+        "0",
+        "--port",
+        str(port),
+        "--annotators",
+        ",".join(names),
+    ]
     start = log.stat().st_size if log.exists() else 0
     with open(log, "a") as out:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
     wait_until_serving(proc, url, timeout=90, log=log)
     printed = log.read_text()[start:]
-    tokens = {n: line.split("?token=")[1].strip() for n in names for line in printed.splitlines()
-              if line.strip().startswith(f"{n}: http") and "?token=" in line}
+    tokens = {
+        n: line.split("?token=")[1].strip()
+        for n in names
+        for line in printed.splitlines()
+        if line.strip().startswith(f"{n}: http") and "?token=" in line
+    }
     return proc, url, tokens
 
 
@@ -87,8 +114,11 @@ def test_two_annotators_in_two_browsers_then_kill_and_resume(tmp_path):
     proc, url, tokens = _serve(candidates, db, log)
     try:
         with playwright.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-                "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"])
+            browser = p.chromium.launch(
+                executable_path=CHROMIUM,
+                headless=True,
+                args=["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"],
+            )
             pages = {n: browser.new_context(viewport={"width": 1100, "height": 900}).new_page() for n in names}
             for n, page in pages.items():
                 _sign_in(page, f"{url}?token={tokens[n]}", n, expect, timeout)

@@ -24,8 +24,10 @@ CHOICES = ("has_crown_color::pink", "has_crown_color::blue", "has_crown_color::b
 
 def _store(tmp_path, n=6, k=3, **kw) -> AnnotationStore:
     store = AnnotationStore(tmp_path / "a.db", k=k, **kw)
-    store.add_images([study1_item(f"1:c{i}", "017.Cardinal", CHOICES[0]) for i in range(n)]
-                     + [study2_item(f"2:c{i}", "017.Cardinal", CHOICES[0], CHOICES) for i in range(n)])
+    store.add_images(
+        [study1_item(f"1:c{i}", "017.Cardinal", CHOICES[0]) for i in range(n)]
+        + [study2_item(f"2:c{i}", "017.Cardinal", CHOICES[0], CHOICES) for i in range(n)]
+    )
     return store
 
 
@@ -75,12 +77,15 @@ def test_export_columns_and_parquet_round_trip(tmp_path):
     assert back.values.tolist() == ds.to_pandas().values.tolist()
 
 
-@pytest.mark.parametrize("image, answers, words", [
-    ("1:forged", {"q1": "yes", "q2": "no"}, "forged"),
-    ("1:c0", {"q1": "maybe", "q2": "no"}, "'maybe'"),
-    ("1:c0", {"q1": "yes"}, "['q1', 'q2']"),
-    ("2:c0", {"present": "has_wing_color::red"}, "not one of"),
-])
+@pytest.mark.parametrize(
+    ("image", "answers", "words"),
+    [
+        ("1:forged", {"q1": "yes", "q2": "no"}, "forged"),
+        ("1:c0", {"q1": "maybe", "q2": "no"}, "'maybe'"),
+        ("1:c0", {"q1": "yes"}, "['q1', 'q2']"),
+        ("2:c0", {"present": "has_wing_color::red"}, "not one of"),
+    ],
+)
 def test_bad_input_one_line_nothing_written(tmp_path, image, answers, words):
     store = _store(tmp_path)
     with pytest.raises(AnnotationError) as err:
@@ -299,11 +304,15 @@ def _progress_by_definition(store, annotator, study):
     """``progress``'s definition, one image at a time: answered by ``annotator``; available:
     not answered by them, and leased to them or held / answered by fewer than k."""
     con = store._connect()
-    answered = {r[0] for r in con.execute("SELECT image FROM answers WHERE annotator = ? AND study = ?",
-                                          (annotator, study))}
+    answered = {
+        r[0] for r in con.execute("SELECT image FROM answers WHERE annotator = ? AND study = ?", (annotator, study))
+    }
     leased = {r[0] for r in con.execute("SELECT image FROM leases WHERE annotator = ?", (annotator,))}
-    left = sum(1 for image, taken in con.execute("SELECT image, taken FROM counts WHERE study = ?", (study,))
-               if image not in answered and (taken < store.k or image in leased))
+    left = sum(
+        1
+        for image, taken in con.execute("SELECT image, taken FROM counts WHERE study = ?", (study,))
+        if image not in answered and (taken < store.k or image in leased)
+    )
     return len(answered), len(answered) + left
 
 

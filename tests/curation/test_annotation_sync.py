@@ -59,7 +59,10 @@ def test_sync_pushes_snapshots_of_the_store(tmp_path):
         commits = api.commits
         assert sync.trigger().result() is None and api.commits == commits  # nothing new: no commit
         remote = tmp_path / "hub" / "me/sub-annotations" / EXPORT_PATH
-        assert pd.read_parquet(remote).values.tolist() == [["ann", "1:c0", 1, "q1", "yes"], ["ann", "1:c0", 1, "q2", "no"]]
+        assert pd.read_parquet(remote).values.tolist() == [
+            ["ann", "1:c0", 1, "q1", "yes"],
+            ["ann", "1:c0", 1, "q2", "no"],
+        ]
         store.submit("bob", "1:c0", {"q1": "no", "q2": "no"})
         sync.trigger().result()
         assert len(pd.read_parquet(remote)) == 4 and api.commits == commits + 1
@@ -70,7 +73,9 @@ def test_sync_pushes_snapshots_of_the_store(tmp_path):
 
 def test_sync_pushes_the_rating_studys_ratings_too(tmp_path):
     store = RatingStore(tmp_path / "a.db", k=2)
-    store.add_rating_items([RatingItem(f"r-{i}", "caption", "LoRA", "composition", "c0", "x.png", (), "V*") for i in range(2)])
+    store.add_rating_items(
+        [RatingItem(f"r-{i}", "caption", "LoRA", "composition", "c0", "x.png", (), "V*") for i in range(2)]
+    )
     store.submit_rating("ann", store.next_rating("ann").id, 4)
     api = LocalHubApi(tmp_path / "hub")
     sync = AnnotationSync(store, repo_id="me/ratings", folder=tmp_path / "sync", every=60, hf_api=api)

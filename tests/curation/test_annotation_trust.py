@@ -22,7 +22,7 @@ httpx = pytest.importorskip("httpx")
 CHOICES = ("has_crown_color::pink", "has_crown_color::blue")
 
 
-@pytest.fixture()
+@pytest.fixture
 def served(tmp_path):
     """The app of ``annotate`` over a candidates folder holding truth / metadata files, a store
     beside them, 3 study-1 images and one annotator with a link; yields (url, store, token, root)."""
@@ -40,8 +40,9 @@ def served(tmp_path):
     store.add_images([study1_item(f"1:c{i}", "017.Cardinal", CHOICES[0], candidate=f"c{i}") for i in range(3)])
     token = store.issue_token("ann")
     port = free_port()
-    app = serve_app(store, lambda item: str(root / "bird.png"), port=port, private=[root], prevent_thread_lock=True,
-                    quiet=True)
+    app = serve_app(
+        store, lambda item: str(root / "bird.png"), port=port, private=[root], prevent_thread_lock=True, quiet=True
+    )
     try:
         yield f"http://127.0.0.1:{port}/", store, token, root
     finally:
@@ -103,9 +104,14 @@ def _session_cookie(secret: str, username: str) -> str:
     """The cookie Gradio's session middleware (starlette + itsdangerous) sets after a Hugging
     Face login, signed with the key Gradio derives from the Space's OAuth secret."""
     itsdangerous = pytest.importorskip("itsdangerous")
-    info = {"oauth_info": {"userinfo": {"preferred_username": username, "name": username, "profile": "",
-                                        "picture": ""}, "access_token": "t", "scope": "openid profile",
-                           "expires_at": int(time.time()) + 3600}}
+    info = {
+        "oauth_info": {
+            "userinfo": {"preferred_username": username, "name": username, "profile": "", "picture": ""},
+            "access_token": "t",
+            "scope": "openid profile",
+            "expires_at": int(time.time()) + 3600,
+        }
+    }
     signer = itsdangerous.TimestampSigner(hashlib.sha256(f"{secret}-v4".encode()).hexdigest())
     return signer.sign(base64.b64encode(json.dumps(info).encode())).decode()
 
@@ -123,8 +129,12 @@ def test_on_a_space_only_the_verified_login_annotates(tmp_path, monkeypatch):
     secret = "space-secret"
     for key, value in {"SYSTEM": "spaces", "SPACE_ID": "me/annotate"}.items():
         monkeypatch.setenv(key, value)
-    for key, value in {"OAUTH_CLIENT_ID": "id", "OAUTH_CLIENT_SECRET": secret, "OAUTH_SCOPES": "openid profile",
-                       "OPENID_PROVIDER_URL": "http://127.0.0.1:9"}.items():
+    for key, value in {
+        "OAUTH_CLIENT_ID": "id",
+        "OAUTH_CLIENT_SECRET": secret,
+        "OAUTH_SCOPES": "openid profile",
+        "OPENID_PROVIDER_URL": "http://127.0.0.1:9",
+    }.items():
         monkeypatch.setattr(oauth, key, value)
     import gradio.block_function as block_function
 
@@ -146,8 +156,9 @@ def test_on_a_space_only_the_verified_login_annotates(tmp_path, monkeypatch):
         anonymous = client_mod.Client(url, verbose=False)
         for field in ("alice", token):
             assert "sign in with Hugging Face" in anonymous.predict(field, api_name="/on_start")[3]
-            assert "sign in with Hugging Face" in anonymous.predict(field, "1:c0", "yes", "no",
-                                                                    api_name="/on_submit")[3]
+            assert (
+                "sign in with Hugging Face" in anonymous.predict(field, "1:c0", "yes", "no", api_name="/on_submit")[3]
+            )
         assert store.rows() == []
         forged = client_mod.Client(url, verbose=False, headers={"Cookie": f"session={_session_cookie('x', 'alice')}"})
         assert "sign in with Hugging Face" in forged.predict("", api_name="/on_start")[3]  # wrong signing key
@@ -164,8 +175,25 @@ def test_space_folder_has_oauth_card_requirements_and_no_truth(tmp_path, capsys)
     from concept_grounding.cli import main
 
     gen, db, space = tmp_path / "gen", tmp_path / "a.db", tmp_path / "space"
-    assert main(["annotate", "--candidates", str(gen), "--db", str(db), "--world-task", "--per-attribute", "2",
-                 "--per-pairing", "1", "--space-folder", str(space)]) == 0
+    assert (
+        main(
+            [
+                "annotate",
+                "--candidates",
+                str(gen),
+                "--db",
+                str(db),
+                "--world-task",
+                "--per-attribute",
+                "2",
+                "--per-pairing",
+                "1",
+                "--space-folder",
+                str(space),
+            ]
+        )
+        == 0
+    )
     assert "hf_oauth: true" in (space / "README.md").read_text()
     assert "gradio[oauth]" in (space / "requirements.txt").read_text()
     assert (space / "candidates" / "metadata.jsonl").is_file() and not list(space.rglob("truth*"))
@@ -177,8 +205,18 @@ def test_serving_without_links_is_refused_in_one_line_and_links_print(tmp_path, 
     from concept_grounding.cli import main
 
     gen, db = tmp_path / "gen", tmp_path / "a.db"
-    args = ["annotate", "--candidates", str(gen), "--db", str(db), "--world-task", "--per-attribute", "1",
-            "--per-pairing", "0"]
+    args = [
+        "annotate",
+        "--candidates",
+        str(gen),
+        "--db",
+        str(db),
+        "--world-task",
+        "--per-attribute",
+        "1",
+        "--per-pairing",
+        "0",
+    ]
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--annotators" in err[0]

@@ -21,7 +21,6 @@ from concept_grounding.curation.curate import (
     pairing_scores,
 )
 from concept_grounding.curation.curate_job import CurateConfig, CurateResult, gold_answers, run_curate
-from concept_grounding.evaluation.human_rows import human_rows, human_table_rows
 from concept_grounding.curation.sampling import study_items
 from concept_grounding.curation.simulate import (
     SimulatedAnnotator,
@@ -30,11 +29,13 @@ from concept_grounding.curation.simulate import (
     world_candidates,
     write_candidates,
 )
+from concept_grounding.evaluation.human_rows import human_rows, human_table_rows
 
 FAILED = "has_breast_color::white"
 DEVIATING = ("159.Black_and_white_Warbler", "has_crown_color::grey")
-TASK = WorldTask(classes=4, images_per_pairing=12, same_pairings=1, failed_attributes=(FAILED,),
-                 deviating_pairings=(DEVIATING,))
+TASK = WorldTask(
+    classes=4, images_per_pairing=12, same_pairings=1, failed_attributes=(FAILED,), deviating_pairings=(DEVIATING,)
+)
 
 
 def _curate(out, config: CurateConfig) -> CurateResult:
@@ -84,12 +85,17 @@ def test_discard_rules_drop_exactly_what_the_world_marks_bad(world_task, tmp_pat
     assert set(attrs.index[~attrs.kept]) == truth_bad_attrs == {FAILED}
 
     world = TASK.world()
-    class_sets = {c: {world.vocab.attributes[i] for i in np.flatnonzero(world.class_attributes[k])}
-                  for k, c in enumerate(world.class_names)}
+    class_sets = {
+        c: {world.vocab.attributes[i] for i in np.flatnonzero(world.class_attributes[k])}
+        for k, c in enumerate(world.class_names)
+    }
     pairs = pairing_scores(answers, cands, class_attributes=class_sets)
     dropped = set(pairs.index[pairs.reason != ""])
-    same = {(r["reference_class"], r["target_attribute"]) for r in rows
-            if r["target_attribute"] in class_sets[r["reference_class"]]}
+    same = {
+        (r["reference_class"], r["target_attribute"])
+        for r in rows
+        if r["target_attribute"] in class_sets[r["reference_class"]]
+    }
     failed = {(r["reference_class"], r["target_attribute"]) for r in rows if r["target_attribute"] == FAILED}
     assert len(same) == TASK.classes
     assert dropped == same | failed | {DEVIATING}
@@ -115,26 +121,46 @@ def test_alpha_matches_the_library_on_a_hand_made_table():
 
     # Krippendorff (2011), "Computing Krippendorff's alpha-reliability", the 4 coders x 12 units
     # nominal example: alpha = 0.743.
-    table = [[1, 2, 3, 3, 2, 1, 4, 1, 2, None, None, None],
-             [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, None, 3],
-             [None, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, None],
-             [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, None]]
-    names = {1: "has_crown_color::blue", 2: "has_crown_color::red", 3: "has_crown_color::black",
-             4: "has_crown_color::pink", 5: "has_crown_color::grey"}
-    rows = [(f"coder{a}", f"2:u{u}", 2, "present", names[v]) for a, coder in enumerate(table)
-            for u, v in enumerate(coder) if v is not None]
+    table = [
+        [1, 2, 3, 3, 2, 1, 4, 1, 2, None, None, None],
+        [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, None, 3],
+        [None, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, None],
+        [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, None],
+    ]
+    names = {
+        1: "has_crown_color::blue",
+        2: "has_crown_color::red",
+        3: "has_crown_color::black",
+        4: "has_crown_color::pink",
+        5: "has_crown_color::grey",
+    }
+    rows = [
+        (f"coder{a}", f"2:u{u}", 2, "present", names[v])
+        for a, coder in enumerate(table)
+        for u, v in enumerate(coder)
+        if v is not None
+    ]
     # study 1, ordinal: no < somewhat < yes
-    likert = [["yes", "yes", "no", "somewhat", None], ["yes", "somewhat", "no", "no", "yes"],
-              [None, "yes", "somewhat", "no", "yes"]]
-    rows += [(f"coder{a}", f"1:u{u}", 1, "q1", v) for a, coder in enumerate(likert) for u, v in enumerate(coder)
-             if v is not None]
+    likert = [
+        ["yes", "yes", "no", "somewhat", None],
+        ["yes", "somewhat", "no", "no", "yes"],
+        [None, "yes", "somewhat", "no", "yes"],
+    ]
+    rows += [
+        (f"coder{a}", f"1:u{u}", 1, "q1", v)
+        for a, coder in enumerate(likert)
+        for u, v in enumerate(coder)
+        if v is not None
+    ]
     alpha = agreement(answers_frame(rows))
     assert alpha["study2/present"] == pytest.approx(0.743, abs=5e-4)
     numeric = np.array([[{"no": 0, "somewhat": 1, "yes": 2}[v] if v else np.nan for v in c] for c in likert])
-    assert alpha["study1/q1"] == pytest.approx(krippendorff.alpha(reliability_data=numeric,
-                                                                  level_of_measurement="ordinal"), abs=1e-12)
-    assert alpha["study1/q1"] != pytest.approx(krippendorff.alpha(reliability_data=numeric,
-                                                                  level_of_measurement="nominal"), abs=1e-3)
+    assert alpha["study1/q1"] == pytest.approx(
+        krippendorff.alpha(reliability_data=numeric, level_of_measurement="ordinal"), abs=1e-12
+    )
+    assert alpha["study1/q1"] != pytest.approx(
+        krippendorff.alpha(reliability_data=numeric, level_of_measurement="nominal"), abs=1e-3
+    )
     # one S+ group here: its per-group alpha is the pooled one; too big a dense tensor keeps only per-group values
     assert alpha["study2/present/crown_color"] == alpha["study2/present"]
     small = agreement(answers_frame(rows), max_dense=0)
@@ -163,8 +189,12 @@ def test_bench_report_human_rows_are_computed_from_the_curated_answers(world_tas
     folder, rows, truth = world_task
     _annotate(tmp_path, rows, truth, [SimulatedAnnotator("perfect", 1.0)], k=1)
     _curate(tmp_path / "cur", CurateConfig(folder, tmp_path / "a.db", write_images=False))
-    config = SimpleNamespace(sub=str(tmp_path / "cur" / "dataset"), concepts="cbm_112", threads=1,
-                             world=SimpleNamespace(image_size=64, seed=0))
+    config = SimpleNamespace(
+        sub=str(tmp_path / "cur" / "dataset"),
+        concepts="cbm_112",
+        threads=1,
+        world=SimpleNamespace(image_size=64, seed=0),
+    )
     split = SimpleNamespace(num_rows=1)
     data = SimpleNamespace(source="cub", train=split, test=split, sub=split, class_names=["a", "b"])
     t2 = [{"name": "CLIP", "s_plus": 0.25, "s_minus": 0.75, "chance_s_plus": 0.2, "chance_s_minus": 0.8}]
@@ -175,7 +205,9 @@ def test_bench_report_human_rows_are_computed_from_the_curated_answers(world_tas
     assert len(published) == 2 and "| 94.0 | 96.8 |" in published[0] and "| 92.4 | 97.3 |" in published[1]
     assert HUMAN_AS_PUBLISHED["table1"]["s_plus"] == 94.0
     # no answers beside the source (SUB's own copy, a Hub id): no computed row; the world: no published row
-    assert [r["name"] for r in human_report_rows("Jessica-bader/SUB", "cub")["table1"]] == [published[0].split(" | ")[0][2:]]
+    assert [r["name"] for r in human_report_rows("Jessica-bader/SUB", "cub")["table1"]] == [
+        published[0].split(" | ")[0][2:]
+    ]
     assert human_report_rows(str(tmp_path / "cur" / "dataset"), "world")["table2"][0]["s_plus"] == 1.0
     assert human_report_rows(None, "world") == {"table1": [], "table2": []}
 
@@ -184,8 +216,13 @@ def test_human_rows_of_a_noisy_annotator_follow_its_accuracy(world_task, tmp_pat
     _, rows, truth = world_task
     store = _annotate(tmp_path, rows, truth, [SimulatedAnnotator("half", 0.5, seed=3)], k=1)
     cands = candidates_frame(rows)
-    good = [c.id for c in truth.values() if c.applied and not c.deviates
-            and (c.reference_class, c.target_attribute) in {(r["reference_class"], r["target_attribute"]) for r in rows}]
+    good = [
+        c.id
+        for c in truth.values()
+        if c.applied
+        and not c.deviates
+        and (c.reference_class, c.target_attribute) in {(r["reference_class"], r["target_attribute"]) for r in rows}
+    ]
     res = human_rows(answers_frame(store.rows()), cands, kept=good)
     n = res["binary"]["n_s_plus"]
     low, high = 0.5 - 2.6 * np.sqrt(0.25 / n), 0.5 + 2.6 * np.sqrt(0.25 / n)
@@ -228,18 +265,39 @@ def test_sub_evaluates_the_curated_dataset(world_task, tmp_path, capsys):
     res = _curate(tmp_path / "out", CurateConfig(folder, tmp_path / "a.db"))
     (tmp_path / "tiny_cbm.py").write_text(
         "import torch\n\ndef build():\n    torch.manual_seed(0)\n"
-        "    return torch.nn.Sequential(torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(3, 312))\n")
-    assert main(["sub", "--model", f"{tmp_path / 'tiny_cbm.py'}:build", "--concept-names", "cub_312", "--no-normalize",
-                 "--sub", str(tmp_path / "out" / "dataset"), "--out", str(tmp_path / "rep"), "--image-size", "64",
-                 "--no-progress"]) == 0
+        "    return torch.nn.Sequential(torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(3, 312))\n"
+    )
+    assert (
+        main(
+            [
+                "sub",
+                "--model",
+                f"{tmp_path / 'tiny_cbm.py'}:build",
+                "--concept-names",
+                "cub_312",
+                "--no-normalize",
+                "--sub",
+                str(tmp_path / "out" / "dataset"),
+                "--out",
+                str(tmp_path / "rep"),
+                "--image-size",
+                "64",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert f"{len(res.kept)} images" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("row, words", [
-    (("a", "1:c0", 1, "q1", "maybe"), "'maybe' to q1"),
-    (("a", "1:c0", 1, "q9", "yes"), "no question 'q9'"),
-    (("a", "1:c0", 1, "q1", "yes"), "answered q1 of '1:c0' twice"),
-])
+@pytest.mark.parametrize(
+    ("row", "words"),
+    [
+        (("a", "1:c0", 1, "q1", "maybe"), "'maybe' to q1"),
+        (("a", "1:c0", 1, "q9", "yes"), "no question 'q9'"),
+        (("a", "1:c0", 1, "q1", "yes"), "answered q1 of '1:c0' twice"),
+    ],
+)
 def test_bad_exported_answers_are_refused_naming_the_row(row, words):
     rows = [("a", "1:c0", 1, "q1", "yes"), ("a", "1:c0", 1, "q2", "no"), row]
     with pytest.raises(ValueError, match="answers row 2") as err:
@@ -248,8 +306,17 @@ def test_bad_exported_answers_are_refused_naming_the_row(row, words):
 
 
 def test_study2_answer_outside_the_group_is_refused():
-    cands = candidates_frame([{"id": "c0", "file_name": "x.png", "reference_class": "017.Cardinal",
-                               "target_attribute": "has_crown_color::pink", "removed_attributes": []}])
+    cands = candidates_frame(
+        [
+            {
+                "id": "c0",
+                "file_name": "x.png",
+                "reference_class": "017.Cardinal",
+                "target_attribute": "has_crown_color::pink",
+                "removed_attributes": [],
+            }
+        ]
+    )
     answers = answers_frame([("a", "2:c0", 2, "present", "has_wing_color::red")])
     with pytest.raises(ValueError, match="not an attribute of 'has_crown_color::pink'"):
         human_rows(answers, cands)

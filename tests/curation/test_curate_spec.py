@@ -22,18 +22,33 @@ CARD, JAY = "017.Cardinal", "073.Blue_Jay"
 
 def _cands(removed_red=(RED,)) -> pd.DataFrame:
     """Two Cardinal pairings (S+ blue with S- red; S+ red with S- none) and one Jay pairing."""
-    rows = [{"id": "c0", "file_name": "c0.png", "reference_class": CARD, "target_attribute": BLUE,
-             "removed_attributes": list(removed_red)},
-            {"id": "c1", "file_name": "c1.png", "reference_class": CARD, "target_attribute": RED,
-             "removed_attributes": []},
-            {"id": "c2", "file_name": "c2.png", "reference_class": JAY, "target_attribute": PINK,
-             "removed_attributes": [BLUE]}]
+    rows = [
+        {
+            "id": "c0",
+            "file_name": "c0.png",
+            "reference_class": CARD,
+            "target_attribute": BLUE,
+            "removed_attributes": list(removed_red),
+        },
+        {"id": "c1", "file_name": "c1.png", "reference_class": CARD, "target_attribute": RED, "removed_attributes": []},
+        {
+            "id": "c2",
+            "file_name": "c2.png",
+            "reference_class": JAY,
+            "target_attribute": PINK,
+            "removed_attributes": [BLUE],
+        },
+    ]
     return candidates_frame(rows)
 
 
 def _study1(images=("c0", "c1", "c2"), annotators=3) -> list[tuple]:
-    return [(f"a{i}", f"1:{c}", 1, q, "yes" if q == "q1" else "no") for c in images for i in range(annotators)
-            for q in ("q1", "q2")]
+    return [
+        (f"a{i}", f"1:{c}", 1, q, "yes" if q == "q1" else "no")
+        for c in images
+        for i in range(annotators)
+        for q in ("q1", "q2")
+    ]
 
 
 def test_a_study2_tie_is_no_majority():
@@ -78,8 +93,12 @@ def test_bad_inputs_are_one_line(tmp_path):
     rows = [dict(r) for r in _cands().to_dict("records")]
     folder = _folder(tmp_path, rows)
     empty = tmp_path / "empty.parquet"
-    pd.DataFrame({c: pd.Series(dtype=t) for c, t in (("annotator", str), ("image", str), ("study", int),
-                                                        ("question", str), ("answer", str))}).to_parquet(empty)
+    pd.DataFrame(
+        {
+            c: pd.Series(dtype=t)
+            for c, t in (("annotator", str), ("image", str), ("study", int), ("question", str), ("answer", str))
+        }
+    ).to_parquet(empty)
     store = AnnotationStore(tmp_path / "empty.db")
     store.close()
     for path in (empty, tmp_path / "empty.db"):

@@ -21,16 +21,27 @@ def drawn(tmp_path_factory):
     """A folder laid out as ``generate`` writes it, holding the world's exact drawings of 8 validated pairings."""
     vocab, validated = load_vocabulary(), judge_validated_groups()
     sub = BirdWorld(JUDGE_WORLD).sub_dataset(per_pairing=1)
-    rows = [r for r in sub if vocab.group_of(r["target_attribute"]) in validated
-            and r["reference_class"] in ("017.Cardinal", "073.Blue_Jay")][:8]
+    rows = [
+        r
+        for r in sub
+        if vocab.group_of(r["target_attribute"]) in validated
+        and r["reference_class"] in ("017.Cardinal", "073.Blue_Jay")
+    ][:8]
     folder = tmp_path_factory.mktemp("gen")
     records = []
     for i, row in enumerate(rows):
         name = f"{row['reference_class']}/{i:04d}.png"
         (folder / row["reference_class"]).mkdir(exist_ok=True)
         row["image"].save(folder / name)
-        records.append({"file_name": name, "reference_class": row["reference_class"], "seed": i,
-                        "target_attribute": row["target_attribute"], "removed_attributes": row["removed_attributes"]})
+        records.append(
+            {
+                "file_name": name,
+                "reference_class": row["reference_class"],
+                "seed": i,
+                "target_attribute": row["target_attribute"],
+                "removed_attributes": row["removed_attributes"],
+            }
+        )
     (folder / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     return folder, rows, records
 
@@ -40,8 +51,9 @@ def test_the_judge_finds_what_was_drawn_and_not_a_false_claim(drawn):
     judge = load_world_judge()
     captions, verdicts = judge_captions(judge, [r["image"] for r in rows], records)
     assert verdicts["success"].all() and captions[0] == ("S+ found, species kept", True)
-    shifted = [dict(r, target_attribute=records[(i + 1) % len(records)]["target_attribute"])
-               for i, r in enumerate(records)]
+    shifted = [
+        dict(r, target_attribute=records[(i + 1) % len(records)]["target_attribute"]) for i, r in enumerate(records)
+    ]
     _, lied = judge_captions(judge, [r["image"] for r in rows], shifted)
     assert not lied["s_plus_found"].any()
     guides, _ = judge_captions(judge, [r["image"] for r in rows], records, guide=True)

@@ -46,7 +46,8 @@ def _rows(path) -> list[dict]:
 @pytest.fixture
 def oracle_module(tmp_path, monkeypatch):
     """``chain_oracle:sees_asked``: p = 0.9 for the chain's S+ and 0.05 for every other attribute."""
-    (tmp_path / "chain_oracle.py").write_text(textwrap.dedent(f"""
+    (tmp_path / "chain_oracle.py").write_text(
+        textwrap.dedent(f"""
         import numpy as np
         from concept_grounding.vocabulary import load_vocabulary
 
@@ -54,7 +55,8 @@ def oracle_module(tmp_path, monkeypatch):
             p = np.full((len(images), 312), 0.05)
             p[:, [load_vocabulary().attribute_index(a) for a in {ATTRIBUTES!r}]] = 0.9
             return p
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     return "chain_oracle:sees_asked"
 
@@ -64,12 +66,23 @@ def test_make_your_own_sub_chain_runs_on_the_world(tmp_path, capsys, monkeypatch
     vocab = load_vocabulary()
 
     # 1. candidates: the classes the judge recognises, the attributes it answers, the plan
-    lines = _run(capsys, "candidates", "classes", "--out", "cand", "--classes", *CLASSES, "--per-class", "2",
-                 "--no-progress")
+    lines = _run(
+        capsys, "candidates", "classes", "--out", "cand", "--classes", *CLASSES, "--per-class", "2", "--no-progress"
+    )
     assert json.loads((tmp_path / "cand" / "classes.json").read_text())["kept"] == list(CLASSES)
     assert _next(lines)[1:] == ["candidates", "attributes", "--out", "cand"]
-    lines = _run(capsys, "candidates", "attributes", "--out", "cand", "--attributes", *ATTRIBUTES,
-                 "--per-class", "1", "--no-progress")
+    lines = _run(
+        capsys,
+        "candidates",
+        "attributes",
+        "--out",
+        "cand",
+        "--attributes",
+        *ATTRIBUTES,
+        "--per-class",
+        "1",
+        "--no-progress",
+    )
     assert sorted(json.loads((tmp_path / "cand" / "attributes.json").read_text())["kept"]) == sorted(ATTRIBUTES)
     plan_cmd = _next(lines)
     assert plan_cmd[1:3] == ["candidates", "plan"] and "cand/classes.json" in plan_cmd
@@ -77,7 +90,8 @@ def test_make_your_own_sub_chain_runs_on_the_world(tmp_path, capsys, monkeypatch
     lines = _run(capsys, *plan_cmd[1:])
     pairings = _rows(tmp_path / "cand" / "pairings.jsonl")
     assert {(p["reference_class"], p["target_attribute"]) for p in pairings} == {
-        (c, a) for c in CLASSES for a in ATTRIBUTES}
+        (c, a) for c in CLASSES for a in ATTRIBUTES
+    }
     generate_cmd = _next(lines)
     assert generate_cmd[1:] == ["generate", "--pairings", "cand/pairings.jsonl", "--out", "cand-gen"]
 
@@ -88,8 +102,11 @@ def test_make_your_own_sub_chain_runs_on_the_world(tmp_path, capsys, monkeypatch
     generated = _rows(gen / "metadata.jsonl")
     assert len(generated) == 4 and lines[0].startswith("wrote 4 new images (4 planned)")
     assert "contact sheet with the world judge's verdicts" in lines[0] and (gen / ".contact_sheet.png").is_file()
-    assert {r["removed_attributes"] == [vocab.attributes[i] for i in vocab.groups[r["group"]]
-                                        if vocab.attributes[i] in r["removed_attributes"]] for r in generated} == {True}
+    assert {
+        r["removed_attributes"]
+        == [vocab.attributes[i] for i in vocab.groups[r["group"]] if vocab.attributes[i] in r["removed_attributes"]]
+        for r in generated
+    } == {True}
     filter_cmd = _next(lines)
     assert filter_cmd[1:] == ["filter", "--in", "cand-gen", "--out", "cand-gen-kept", "--scorer", "world-judge"]
 
@@ -106,8 +123,15 @@ def test_make_your_own_sub_chain_runs_on_the_world(tmp_path, capsys, monkeypatch
     assert any("answer what generate was asked" in line for line in lines)
     assert any(line.endswith("answers submitted by 1 simulated annotator") for line in lines)
     curate_cmd = _next(lines)
-    assert curate_cmd[1:] == ["curate", "--candidates", "cand-gen-kept", "--annotations",
-                              "cand-gen-kept-annotations.db", "--out", "cand-gen-kept-curated"]
+    assert curate_cmd[1:] == [
+        "curate",
+        "--candidates",
+        "cand-gen-kept",
+        "--annotations",
+        "cand-gen-kept-annotations.db",
+        "--out",
+        "cand-gen-kept-curated",
+    ]
 
     # 5. curate: a perfect annotator of what was asked keeps every image
     lines = _run(capsys, *curate_cmd[1:])
@@ -118,11 +142,29 @@ def test_make_your_own_sub_chain_runs_on_the_world(tmp_path, capsys, monkeypatch
     assert bench_cmd[1:] == ["bench", "--sub", "cand-gen-kept-curated/dataset", "--out", "cand-gen-kept-curated-bench"]
 
     # 6. bench --sub <curated>: trains on the world (no --cub-root needed) and scores the curated SUB
-    lines = _run(capsys, *bench_cmd[1:], "--classes", *CLASSES, "--train-per-class", "4", "--test-per-class", "2",
-                 "--epochs", "1", "--no-clip", "--no-posthoc", "--models", "CBM (ind., per-img.)", "--size", "32")
+    lines = _run(
+        capsys,
+        *bench_cmd[1:],
+        "--classes",
+        *CLASSES,
+        "--train-per-class",
+        "4",
+        "--test-per-class",
+        "2",
+        "--epochs",
+        "1",
+        "--no-clip",
+        "--no-posthoc",
+        "--models",
+        "CBM (ind., per-img.)",
+        "--size",
+        "32",
+    )
     results = json.loads((tmp_path / "cand-gen-kept-curated-bench" / "results.json").read_text())
     assert results["source"] == "world"
-    scored = set(results["table1"][0]["breakdown"]["attribute"]["names"])  # the curated SUB's S+ and S-, not the world's
+    scored = set(
+        results["table1"][0]["breakdown"]["attribute"]["names"]
+    )  # the curated SUB's S+ and S-, not the world's
     assert scored and scored <= set(ATTRIBUTES) | {a for r in generated for a in r["removed_attributes"]}
     sub_cmd = _next(lines)
     assert sub_cmd[1:5] == ["sub", "--model", "cand-gen-kept-curated-bench/models/cbm-ind-per-img", "--sub"]
@@ -135,10 +177,20 @@ def test_bench_sub_of_classes_outside_the_world_names_cub_root(tmp_path, capsys)
 
     (tmp_path / "sub" / "images").mkdir(parents=True)
     Image.new("RGB", (8, 8)).save(tmp_path / "sub" / "images" / "0.png")
-    (tmp_path / "sub" / "metadata.jsonl").write_text(json.dumps(
-        {"file_name": "images/0.png", "reference_class": "001.Black_footed_Albatross",
-         "target_attribute": "has_crown_color::pink", "removed_attributes": []}) + "\n")
+    (tmp_path / "sub" / "metadata.jsonl").write_text(
+        json.dumps(
+            {
+                "file_name": "images/0.png",
+                "reference_class": "001.Black_footed_Albatross",
+                "target_attribute": "has_crown_color::pink",
+                "removed_attributes": [],
+            }
+        )
+        + "\n"
+    )
     assert main(["bench", "--sub", str(tmp_path / "sub"), "--out", str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err.strip()
-    assert "--sub:" in err and "001.Black_footed_Albatross" in err and "--cub-root" in err and len(err.splitlines()) == 1
+    assert (
+        "--sub:" in err and "001.Black_footed_Albatross" in err and "--cub-root" in err and len(err.splitlines()) == 1
+    )
     assert not (tmp_path / "b").exists()

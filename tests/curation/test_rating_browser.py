@@ -20,8 +20,10 @@ from concept_grounding.testing.serving import free_port, wait_until_serving
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (apt-get install -y chromium)")]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (apt-get install -y chromium)"),
+]
 
 
 def _items(folder: Path) -> Path:
@@ -31,10 +33,28 @@ def _items(folder: Path) -> Path:
     world = BirdWorld(WorldConfig(image_size=64))
     n = world.num_classes
     refs = [world.sample(j * n).image for j in range(1, 4)]
-    records = [{"image": world.sample(c + 5 * n).image, "learner": learner, "task": "object", "concept": "c0",
-                "kind": "concept", "references": refs} for c, learner in ((0, "exact"), (1, "another species"))]
-    records += [{"image": world.sample(c + 6 * n).image, "learner": learner, "task": "composition", "concept": "c0",
-                 "kind": "caption", "caption": "a photo of V* on a branch"} for c, learner in ((0, "exact"), (1, "LoRA"))]
+    records = [
+        {
+            "image": world.sample(c + 5 * n).image,
+            "learner": learner,
+            "task": "object",
+            "concept": "c0",
+            "kind": "concept",
+            "references": refs,
+        }
+        for c, learner in ((0, "exact"), (1, "another species"))
+    ]
+    records += [
+        {
+            "image": world.sample(c + 6 * n).image,
+            "learner": learner,
+            "task": "composition",
+            "concept": "c0",
+            "kind": "caption",
+            "caption": "a photo of V* on a branch",
+        }
+        for c, learner in ((0, "exact"), (1, "LoRA"))
+    ]
     return export_rating_items(folder, records)
 
 
@@ -44,20 +64,46 @@ def test_two_raters_in_two_browsers_rate_every_image_with_the_keys(tmp_path):
     expect = playwright.expect
     items, db, log = _items(tmp_path / "items"), tmp_path / "a.db", tmp_path / "server.log"
     port = free_port()
-    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False",
-           "PYTHONPATH": str(ROOT / "src")}
-    cmd = [sys.executable, "-m", "concept_grounding.cli", "annotate", "--items", str(items), "--db", str(db), "--k", "2",
-           "--port", str(port), "--annotators", "ann,bob"]
+    env = {
+        **os.environ,
+        "GRADIO_SERVER_NAME": "127.0.0.1",
+        "HF_HUB_OFFLINE": "1",
+        "GRADIO_ANALYTICS_ENABLED": "False",
+        "PYTHONPATH": str(ROOT / "src"),
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "concept_grounding.cli",
+        "annotate",
+        "--items",
+        str(items),
+        "--db",
+        str(db),
+        "--k",
+        "2",
+        "--port",
+        str(port),
+        "--annotators",
+        "ann,bob",
+    ]
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     url, timeout, given = f"http://127.0.0.1:{port}/", 30_000, {"ann": "5", "bob": "2"}
     try:
         wait_until_serving(proc, url, timeout=90, log=log)
-        tokens = {n: line.split("?token=")[1].strip() for n in given for line in log.read_text().splitlines()
-                  if line.strip().startswith(f"{n}: http")}
+        tokens = {
+            n: line.split("?token=")[1].strip()
+            for n in given
+            for line in log.read_text().splitlines()
+            if line.strip().startswith(f"{n}: http")
+        }
         with playwright.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-                "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"])
+            browser = p.chromium.launch(
+                executable_path=CHROMIUM,
+                headless=True,
+                args=["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"],
+            )
             pages = {n: browser.new_context(viewport={"width": 1100, "height": 900}).new_page() for n in given}
             for n, page in pages.items():
                 page.goto(f"{url}?token={tokens[n]}", wait_until="domcontentloaded")

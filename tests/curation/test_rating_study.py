@@ -34,11 +34,29 @@ def _records(per: int = 2) -> list[dict]:
         refs = [world.sample(c + j * n).image for j in range(1, 4)]
         for learner, drawn in zip(LEARNERS, (c, (c + 1) % n)):
             for j in range(per):
-                out.append({"image": world.sample(drawn + (5 + j) * n).image, "learner": learner, "task": "object",
-                            "concept": f"c{c}", "kind": "concept", "references": refs, "truth": float(drawn == c)})
+                out.append(
+                    {
+                        "image": world.sample(drawn + (5 + j) * n).image,
+                        "learner": learner,
+                        "task": "object",
+                        "concept": f"c{c}",
+                        "kind": "concept",
+                        "references": refs,
+                        "truth": float(drawn == c),
+                    }
+                )
     for learner, truth in zip(LEARNERS, (1.0, 0.0)):
-        out.append({"image": world.sample(7 * n).image, "learner": learner, "task": "composition", "concept": "c0",
-                    "kind": "caption", "caption": "a photo of V* on a branch", "truth": truth})
+        out.append(
+            {
+                "image": world.sample(7 * n).image,
+                "learner": learner,
+                "task": "composition",
+                "concept": "c0",
+                "kind": "caption",
+                "caption": "a photo of V* on a branch",
+                "truth": truth,
+            }
+        )
     return out
 
 
@@ -47,7 +65,7 @@ def items_folder(tmp_path_factory):
     return export_rating_items(tmp_path_factory.mktemp("items"), _records())
 
 
-@pytest.fixture()
+@pytest.fixture
 def store(tmp_path, items_folder):
     s = RatingStore(tmp_path / "a.db", k=2)
     s.add_rating_items(read_rating_items(items_folder))
@@ -63,11 +81,13 @@ def test_items_folder_round_trip_dedupes_references_and_refuses_bad_records(item
     assert sorted(truth.values()) == [0.0] * 5 + [1.0] * 5
     assert export_rating_items(items_folder, _records()[:1]) and len(read_rating_items(items_folder)) == 10  # same ids
     good = _records()[0]
-    for bad, needle in [({**good, "kind": "side-by-side"}, "kind must be one of"),
-                        ({**good, "references": good["references"][:2]}, "needs 3 reference images"),
-                        ({**good, "kind": "caption", "caption": ""}, "'caption' must be one line"),
-                        ({**good, "truth": 1.5}, "truth must be a number in [0, 1]"),
-                        ({**good, "image": np.zeros((4, 4), np.uint8)}, "records[1].image")]:
+    for bad, needle in [
+        ({**good, "kind": "side-by-side"}, "kind must be one of"),
+        ({**good, "references": good["references"][:2]}, "needs 3 reference images"),
+        ({**good, "kind": "caption", "caption": ""}, "'caption' must be one line"),
+        ({**good, "truth": 1.5}, "truth must be a number in [0, 1]"),
+        ({**good, "image": np.zeros((4, 4), np.uint8)}, "records[1].image"),
+    ]:
         with pytest.raises(Exception, match=needle.replace("[", r"\[").replace("]", r"\]")) as err:
             export_rating_items(tmp_path / "bad", [good, bad])
         assert "\n" not in str(err.value) and not (tmp_path / "bad" / "items.jsonl").exists()
@@ -129,9 +149,13 @@ def test_alpha_known_answers():
 
 
 def test_table3_known_answers():
-    ratings = [dict(zip(RATING_COLUMNS, (f"r{k}", f"{l}{t}{i}", "concept", l, t, "c", v)))
-               for l, base in (("A", 5), ("B", 3), ("C", 1)) for t, shift in (("object", 0), ("domain", 0))
-               for i in range(2) for k, v in enumerate((base, base - shift))]
+    ratings = [
+        dict(zip(RATING_COLUMNS, (f"r{k}", f"{l}{t}{i}", "concept", l, t, "c", v)))
+        for l, base in (("A", 5), ("B", 3), ("C", 1))
+        for t, shift in (("object", 0), ("domain", 0))
+        for i in range(2)
+        for k, v in enumerate((base, base - shift))
+    ]
     human = {"A": 5.0, "B": 3.0, "C": 1.0}
     minus = {l: {"object": -h, "domain": -h} for l, h in human.items()}
     plus = {l: {"object": 2 * h + 1, "domain": 2 * h + 1} for l, h in human.items()}
@@ -165,7 +189,9 @@ def test_older_stores_gain_the_rating_tables(tmp_path, items_folder):
     old.submit("ann", old.next_image("ann", 1).image, {"q1": "yes", "q2": "no"})
     old.close()
     with sqlite3.connect(path) as con:  # as version 2 wrote it
-        con.executescript("DROP TABLE rating_leases; DROP TABLE ratings; DROP TABLE rating_items; PRAGMA user_version=2;")
+        con.executescript(
+            "DROP TABLE rating_leases; DROP TABLE ratings; DROP TABLE rating_items; PRAGMA user_version=2;"
+        )
     readonly = RatingStore(path, read_only=True)
     assert readonly.rating_rows() == [] and readonly.rating_complete() == (0, 0) and len(readonly.rows()) == 2
     store = RatingStore(path)
@@ -213,10 +239,20 @@ def test_version_3_store_gains_filled_counts(tmp_path, items_folder):
     expected = {r: store.rating_progress(r) for r in "abc"}
     store.close()
     with sqlite3.connect(path) as con:  # as version 3 wrote it: no counts, no triggers
-        con.executescript("DROP TABLE rating_taken; DROP TABLE rating_rater_taken; DROP INDEX ratings_by_item; "
-                          + "".join(f"DROP TRIGGER {t};" for t in ("rating_items_added", "rating_items_removed",
-                                    "rating_items_retaken", "ratings_added", "ratings_removed"))
-                          + "PRAGMA user_version=3;")
+        con.executescript(
+            "DROP TABLE rating_taken; DROP TABLE rating_rater_taken; DROP INDEX ratings_by_item; "
+            + "".join(
+                f"DROP TRIGGER {t};"
+                for t in (
+                    "rating_items_added",
+                    "rating_items_removed",
+                    "rating_items_retaken",
+                    "ratings_added",
+                    "ratings_removed",
+                )
+            )
+            + "PRAGMA user_version=3;"
+        )
     readonly = RatingStore(path, read_only=True)
     assert {r: readonly.rating_progress(r) for r in "abc"} == expected  # counted from the rows
     upgraded = RatingStore(path)
@@ -255,8 +291,25 @@ def test_annotate_command_rating_study(tmp_path, items_folder, capsys):
     from concept_grounding.cli import main
 
     db = tmp_path / "a.db"
-    assert main(["annotate", "--items", str(items_folder), "--db", str(db), "--simulate", "1,1,1", "--rating-noise",
-                 "0", "--export", str(tmp_path / "r.parquet"), "--status"]) == 0
+    assert (
+        main(
+            [
+                "annotate",
+                "--items",
+                str(items_folder),
+                "--db",
+                str(db),
+                "--simulate",
+                "1,1,1",
+                "--rating-noise",
+                "0",
+                "--export",
+                str(tmp_path / "r.parquet"),
+                "--status",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "30 ratings submitted by 3 simulated raters (not people)" in out
     assert "Krippendorff's alpha (interval) 1.000" in out and "rating: 10 of 10 images have their 3 raters" in out
@@ -268,7 +321,9 @@ def test_annotate_command_rating_study(tmp_path, items_folder, capsys):
     assert main(["annotate", "--items", str(empty), "--db", str(tmp_path / "b.db"), "--simulate", "1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "lack one in" in err[0]
-    assert main(["annotate", "--items", str(items_folder), "--db", str(db), "--space-folder", str(tmp_path / "sp")]) == 2
+    assert (
+        main(["annotate", "--items", str(items_folder), "--db", str(db), "--space-folder", str(tmp_path / "sp")]) == 2
+    )
     assert "a Space holds SUB's studies" in capsys.readouterr().err and not (tmp_path / "sp").exists()
     assert main(["annotate", "--db", str(tmp_path / "none.db")]) == 2
     assert "--items (ConceptBed's rating study)" in capsys.readouterr().err
@@ -282,7 +337,7 @@ def test_annotate_command_rating_study(tmp_path, items_folder, capsys):
 # ---------------------------------------------------------------- the served app
 
 
-@pytest.fixture()
+@pytest.fixture
 def served(store, items_folder):
     """The app with only the rating tab, two raters with links; yields (url, store, tokens)."""
     pytest.importorskip("gradio")
@@ -293,9 +348,16 @@ def served(store, items_folder):
 
     tokens = {n: store.issue_token(n) for n in ("ann", "bob", "carol")}
     port = free_port()
-    app = serve_app(store, lambda item: "", port=port, studies=(), prevent_thread_lock=True, quiet=True,
-                    tabs=[rating_tab(store, lambda name: str(items_folder / name))],
-                    private=[items_folder / "truth.jsonl"])
+    app = serve_app(
+        store,
+        lambda item: "",
+        port=port,
+        studies=(),
+        prevent_thread_lock=True,
+        quiet=True,
+        tabs=[rating_tab(store, lambda name: str(items_folder / name))],
+        private=[items_folder / "truth.jsonl"],
+    )
     try:
         yield f"http://127.0.0.1:{port}/", store, tokens, client_mod
     finally:

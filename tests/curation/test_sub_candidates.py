@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from concept_grounding.cli import main
+from concept_grounding.curation.candidates import candidate_world, world_attribute_data
 from concept_grounding.tdg.candidates import (
     THRESHOLD_GRID,
     attribute_probabilities,
@@ -17,7 +18,6 @@ from concept_grounding.tdg.candidates import (
     select_classes,
     threshold_accuracy,
 )
-from concept_grounding.curation.candidates import candidate_world, world_attribute_data
 from concept_grounding.tdg.filter import AttributeJudgeScorer, group_options
 from concept_grounding.tdg.plan import read_pairings
 from concept_grounding.vocabulary import load_vocabulary
@@ -102,8 +102,9 @@ def test_a_scorer_that_knows_the_truth_keeps_every_assessable_attribute(world_tr
     with one value per bird every assessable attribute is kept."""
     _, labels = world_truth
     n = len(labels)
-    probs = attribute_probabilities(_index_scorer(labels.astype(float)), np.arange(n), VOCAB.attributes, VOCAB,
-                                    batch_size=40)
+    probs = attribute_probabilities(
+        _index_scorer(labels.astype(float)), np.arange(n), VOCAB.attributes, VOCAB, batch_size=40
+    )
     selection = select_attributes(probs, labels, VOCAB.attributes)
     assessable = labels.any(axis=0) & ~labels.all(axis=0)
     values_shown = _values_shown(labels)
@@ -118,8 +119,9 @@ def test_a_scorer_that_knows_the_truth_keeps_every_assessable_attribute(world_tr
 def test_a_scorer_that_answers_at_random_keeps_no_attribute(world_truth):
     _, labels = world_truth
     rng = np.random.default_rng(1)
-    probs = attribute_probabilities(_index_scorer(rng.random(labels.shape)), np.arange(len(labels)),
-                                    VOCAB.attributes, VOCAB)
+    probs = attribute_probabilities(
+        _index_scorer(rng.random(labels.shape)), np.arange(len(labels)), VOCAB.attributes, VOCAB
+    )
     assert select_attributes(probs, labels, VOCAB.attributes).kept == ()
 
 
@@ -161,7 +163,7 @@ def test_candidate_pairings_are_the_classes_without_s_plus():
         assert (p.guide_bird is None) == (p.target_attribute == "has_crown_color::yellow")  # colour: guide "bird"
 
 
-LOOKUP = '''
+LOOKUP = """
 import numpy as np
 from concept_grounding.curation.candidates import candidate_world
 
@@ -184,7 +186,7 @@ def species():
 
 def labels(images):
     return np.stack([_TRUTH[_key(im)][1] for im in images]).astype(float)
-'''
+"""
 
 
 @pytest.mark.slow  # candidates, then generate and filter on the tiny Flux
@@ -194,52 +196,155 @@ def test_candidates_run_end_to_end_into_generate_and_filter(tmp_path, monkeypatc
     (tmp_path / "world_truth.py").write_text(textwrap.dedent(LOOKUP))
     monkeypatch.syspath_prepend(str(tmp_path))
     out = tmp_path / "cand"
-    assert main(["candidates", "classes", "--classifier", "world_truth:species", "--out", str(out),
-                 "--no-progress"]) == 0
+    assert (
+        main(["candidates", "classes", "--classifier", "world_truth:species", "--out", str(out), "--no-progress"]) == 0
+    )
     classes = json.loads((out / "classes.json").read_text())
     assert len(classes["kept"]) == 33 and all(c["accuracy"] == 1.0 for c in classes["classes"])
-    assert main(["candidates", "attributes", "--scorer", "oracle", "--oracle", "world_truth:labels",
-                 "--per-class", "2", "--out", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "candidates",
+                "attributes",
+                "--scorer",
+                "oracle",
+                "--oracle",
+                "world_truth:labels",
+                "--per-class",
+                "2",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     attributes = json.loads((out / "attributes.json").read_text())
     _, labels = world_attribute_data(per_class=2)
     assert tuple(attributes["kept"]) == _truth_kept(labels) and (out / "attributes.png").stat().st_size > 0
-    assert main(["candidates", "plan", "--classes-file", str(out / "classes.json"), "--attributes-file",
-                 str(out / "attributes.json"), "--images-per-pairing", "2", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "candidates",
+                "plan",
+                "--classes-file",
+                str(out / "classes.json"),
+                "--attributes-file",
+                str(out / "attributes.json"),
+                "--images-per-pairing",
+                "2",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     pairings = read_pairings(out / "pairings.jsonl")
     world = candidate_world()
-    absent = sum(not world.class_attributes[c, VOCAB.attribute_index(a)] for c in range(33)
-                 for a in attributes["kept"])
+    absent = sum(not world.class_attributes[c, VOCAB.attribute_index(a)] for c in range(33) for a in attributes["kept"])
     assert len(pairings) == absent
     assert f"{len(pairings)} pairings" in capsys.readouterr().out
 
     # one shape pairing with a guide bird of our choosing, generated by the tiny Flux, then filtered
     shape = next(p for p in pairings if VOCAB.group_of(p.target_attribute) == "bill_shape")
-    row = {"reference_class": shape.reference_class, "target_attribute": shape.target_attribute,
-           "guide_bird": "Rufous Hummingbird", "images": 2}
+    row = {
+        "reference_class": shape.reference_class,
+        "target_attribute": shape.target_attribute,
+        "guide_bird": "Rufous Hummingbird",
+        "images": 2,
+    }
     (tmp_path / "one.jsonl").write_text(json.dumps(row) + "\n")
     gen = tmp_path / "gen"
-    assert main(["generate", "--out", str(gen), "--tiny", "--pairings", str(tmp_path / "one.jsonl"), "--steps", "2",
-                 "--size", "16", "--batch-size", "2"]) == 0
+    assert (
+        main(
+            [
+                "generate",
+                "--out",
+                str(gen),
+                "--tiny",
+                "--pairings",
+                str(tmp_path / "one.jsonl"),
+                "--steps",
+                "2",
+                "--size",
+                "16",
+                "--batch-size",
+                "2",
+            ]
+        )
+        == 0
+    )
     rows = [json.loads(line) for line in (gen / "metadata.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and {r["guide_bird"] for r in rows} == {"Rufous Hummingbird"}
     assert all("Rufous Hummingbird" in r["guide_prompt"] for r in rows)
-    assert main(["filter", "--in", str(gen), "--out", str(tmp_path / "kept"), "--scorer", "tiny-clip",
-                 "--keep-fraction", "0.5"]) == 0
+    assert (
+        main(
+            [
+                "filter",
+                "--in",
+                str(gen),
+                "--out",
+                str(tmp_path / "kept"),
+                "--scorer",
+                "tiny-clip",
+                "--keep-fraction",
+                "0.5",
+            ]
+        )
+        == 0
+    )
     evidence = [json.loads(line) for line in (tmp_path / "kept" / "filter_evidence.jsonl").read_text().splitlines()]
     kept = (tmp_path / "kept" / "metadata.jsonl").read_text().splitlines()
     assert len(evidence) == 2 and sum(e["kept"] for e in evidence) == len(kept)  # every image, kept or not
-    assert all(e["reason"] in ("kept", "no_change", "s_plus_not_seen", "low_rank", "pairing_dropped")
-               and len(e["probabilities"]) == len(group_options("bill_shape")) for e in evidence)
+    assert all(
+        e["reason"] in ("kept", "no_change", "s_plus_not_seen", "low_rank", "pairing_dropped")
+        and len(e["probabilities"]) == len(group_options("bill_shape"))
+        for e in evidence
+    )
     assert (tmp_path / "kept" / "filter_sheet.png").stat().st_size > 0
     # the same filter asking two more groups: every image's answers there are kept as evidence
-    assert main(["filter", "--in", str(gen), "--out", str(tmp_path / "checked"), "--scorer", "tiny-clip",
-                 "--keep-fraction", "0.5", "--check-groups", "bill_color", "wing_color"]) == 0
+    assert (
+        main(
+            [
+                "filter",
+                "--in",
+                str(gen),
+                "--out",
+                str(tmp_path / "checked"),
+                "--scorer",
+                "tiny-clip",
+                "--keep-fraction",
+                "0.5",
+                "--check-groups",
+                "bill_color",
+                "wing_color",
+            ]
+        )
+        == 0
+    )
     checked = [json.loads(line) for line in (tmp_path / "checked" / "filter_evidence.jsonl").read_text().splitlines()]
-    values = {VOCAB.group_of(a) for a in VOCAB.attributes
-              if world.class_attributes[world.class_names.index(shape.reference_class), VOCAB.attribute_index(a)]}
+    values = {
+        VOCAB.group_of(a)
+        for a in VOCAB.attributes
+        if world.class_attributes[world.class_names.index(shape.reference_class), VOCAB.attribute_index(a)]
+    }
     assert all(set(e["other_answers"]) == {"bill_color", "wing_color"} & values for e in checked)
-    assert main(["filter", "--in", str(gen), "--out", str(tmp_path / "bad"), "--scorer", "tiny-clip",
-                 "--check-groups", "beak_colour"]) == 2
+    assert (
+        main(
+            [
+                "filter",
+                "--in",
+                str(gen),
+                "--out",
+                str(tmp_path / "bad"),
+                "--scorer",
+                "tiny-clip",
+                "--check-groups",
+                "beak_colour",
+            ]
+        )
+        == 2
+    )
 
 
 def test_classes_from_generated_images(tmp_path, monkeypatch):
@@ -249,13 +354,35 @@ def test_classes_from_generated_images(tmp_path, monkeypatch):
     (tmp_path / "always.py").write_text("def cardinal():\n    return lambda images: ['017.Cardinal'] * len(images)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     out = tmp_path / "cand"
-    assert main(["candidates", "classes", "--generate", "tiny", "--classes", "017.Cardinal", "073.Blue_Jay",
-                 "--per-class", "2", "--steps", "2", "--classifier", "always:cardinal", "--out", str(out),
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "candidates",
+                "classes",
+                "--generate",
+                "tiny",
+                "--classes",
+                "017.Cardinal",
+                "073.Blue_Jay",
+                "--per-class",
+                "2",
+                "--steps",
+                "2",
+                "--classifier",
+                "always:cardinal",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     report = json.loads((out / "classes.json").read_text())
     assert report["kept"] == ["017.Cardinal"]
     assert [(c["class"], c["images"], c["accuracy"]) for c in report["classes"]] == [
-        ("017.Cardinal", 2, 1.0), ("073.Blue_Jay", 2, 0.0)]
+        ("017.Cardinal", 2, 1.0),
+        ("073.Blue_Jay", 2, 0.0),
+    ]
 
 
 def test_a_transformers_image_classifier_whose_labels_name_cub_classes(tmp_path):
@@ -268,8 +395,17 @@ def test_a_transformers_image_classifier_whose_labels_name_cub_classes(tmp_path)
     from concept_grounding.curation.candidates import load_classifier
 
     labels = {0: "073.Blue_Jay", 1: "Cardinal", 2: "999 Dodo"}
-    config = ViTConfig(image_size=16, patch_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                       intermediate_size=32, num_labels=3, id2label=labels, label2id={v: k for k, v in labels.items()})
+    config = ViTConfig(
+        image_size=16,
+        patch_size=8,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        num_labels=3,
+        id2label=labels,
+        label2id={v: k for k, v in labels.items()},
+    )
     torch.manual_seed(0)
     model = ViTForImageClassification(config).eval()
     model.save_pretrained(tmp_path / "vit")
@@ -295,8 +431,24 @@ def test_candidate_attributes_on_a_cub_tree(tmp_path, monkeypatch):
     world = candidate_world()
     root = write_cub(world_dataset_dict(world, 1, 1, progress=False), tmp_path / "CUB_200_2011", progress=False)
     out = tmp_path / "cand"
-    assert main(["candidates", "attributes", "--cub-root", str(root), "--scorer", "oracle", "--oracle",
-                 "world_truth:labels", "--out", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "candidates",
+                "attributes",
+                "--cub-root",
+                str(root),
+                "--scorer",
+                "oracle",
+                "--oracle",
+                "world_truth:labels",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     report = json.loads((out / "attributes.json").read_text())
     _, labels = world_attribute_data(per_class=2)
     assert report["images"] == 2 * world.num_classes and tuple(report["kept"]) == _truth_kept(labels)

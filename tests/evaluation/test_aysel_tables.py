@@ -46,10 +46,10 @@ def _oracle(world, columns, *, background: bool):
     The margin: the world puts pixel centres at integer coordinates, CLM takes the pixel
     ``floor(x), floor(y)``, so a centre near a thin part's edge (a 48 px beak) can fall one
     pixel outside the bird."""
-    from concept_grounding.world.sample import dilate_mask
     from concept_grounding.evaluation.posthoc import feature_map_posthoc_cbm
     from concept_grounding.models.data import images_to_tensor
     from concept_grounding.vocabulary import load_vocabulary
+    from concept_grounding.world.sample import dilate_mask
 
     vocab = load_vocabulary()
     names = [vocab.attributes[i] for i in columns]
@@ -114,12 +114,23 @@ def test_every_ranking_is_the_metric_function_with_that_ranking(world, columns):
     u, pred = out.concept_scores.numpy(), out.class_logits.argmax(1).numpy()
     for ranking in ("theta", "u", "theta_u"):
         ex = concept_existence(V.T, u, pred, concepts, labels, ranking=ranking)
-        loc = concept_location(result.maps, xy, vis, theta=V.T, concept_scores=u, predictions=pred, references=labels,
-                               concept_names=list(model.concept_names), image_size=(SIZE, SIZE), ranking=ranking)
+        loc = concept_location(
+            result.maps,
+            xy,
+            vis,
+            theta=V.T,
+            concept_scores=u,
+            predictions=pred,
+            references=labels,
+            concept_names=list(model.concept_names),
+            image_size=(SIZE, SIZE),
+            ranking=ranking,
+        )
         for l in (1, 3, 5):
             for suffix in ("", "_correct"):
-                assert result.existence_by_ranking[ranking][f"existence@{l}{suffix}"] == \
-                    pytest.approx(ex[f"existence@{l}{suffix}"], nan_ok=True)
+                assert result.existence_by_ranking[ranking][f"existence@{l}{suffix}"] == pytest.approx(
+                    ex[f"existence@{l}{suffix}"], nan_ok=True
+                )
                 for a in (1, 3, 6):
                     key = f"location@{l}_alpha{a}{suffix}"
                     assert result.location_by_ranking[ranking][key] == pytest.approx(loc[key], nan_ok=True)
@@ -138,9 +149,18 @@ def test_the_sweep_rebuilds_the_model_of_each_setting(world):
     tensors = to_tensors(train, cols, SIZE, "image")
     net = train_backbone(tensors, {"kind": "cnn", "pool": "avg"}, epochs=1, progress=False)
     test_images, test_labels = images_to_tensor(test["image"], SIZE), np.asarray(test["label"])
-    sweep = cav_sweep(train_posthoc_cbm(net, tensors, n_pos=10, n_neg=10, progress=False), tensors.images,
-                      np.asarray(train["attributes"])[:, cols], np.asarray(train["label"]), test_images, test_labels,
-                      len(CLASSES), Cs=(0.01, 1.0), sizes=(5, 10), progress=False)
+    sweep = cav_sweep(
+        train_posthoc_cbm(net, tensors, n_pos=10, n_neg=10, progress=False),
+        tensors.images,
+        np.asarray(train["attributes"])[:, cols],
+        np.asarray(train["label"]),
+        test_images,
+        test_labels,
+        len(CLASSES),
+        Cs=(0.01, 1.0),
+        sizes=(5, 10),
+        progress=False,
+    )
     assert [(r["C"], r["n"]) for r in sweep.rows] == [(0.01, 5), (1.0, 5), (0.01, 10), (1.0, 10)]
     for C, n in ((0.01, 5), (1.0, 10)):
         rebuilt = train_posthoc_cbm(net, tensors, n_pos=n, n_neg=n, C=C, progress=False)
@@ -149,8 +169,9 @@ def test_the_sweep_rebuilds_the_model_of_each_setting(world):
         assert sweep.accuracy(C, n) == pytest.approx(acc)
     f_train, f_test = embed_images(net, tensors.images), embed_images(net, test_images)
     theta, bias = fit_sparse_classifier(f_train, tensors.labels, len(CLASSES))
-    assert sweep.no_bottleneck_accuracy == pytest.approx(float(((f_test @ theta + bias).argmax(1).numpy()
-                                                                 == test_labels).mean()))
+    assert sweep.no_bottleneck_accuracy == pytest.approx(
+        float(((f_test @ theta + bias).argmax(1).numpy() == test_labels).mean())
+    )
     with pytest.raises(ValueError, match="C > 0"):
         cav_sweep(rebuilt, tensors.images, np.zeros((1, 1)), np.zeros(1), test_images, test_labels, 3, Cs=())
 
@@ -162,8 +183,9 @@ def test_class_maps_split_the_logit_and_algorithm_2_keeps_the_thresholded_region
 
     torch.manual_seed(0)
     names = list(load_vocabulary().attributes[:5])
-    model = feature_map_posthoc_cbm(torch.nn.Conv2d(3, 8, 3, stride=4), torch.randn(5, 8), names,
-                                    theta=torch.randn(5, 3), bias=torch.randn(3)).eval()  # GAP over its map: f(X)
+    model = feature_map_posthoc_cbm(
+        torch.nn.Conv2d(3, 8, 3, stride=4), torch.randn(5, 8), names, theta=torch.randn(5, 3), bias=torch.randn(3)
+    ).eval()  # GAP over its map: f(X)
     images = torch.rand(4, 3, 32, 32)
     with torch.no_grad():
         out = model(images)
@@ -187,15 +209,43 @@ def test_class_maps_split_the_logit_and_algorithm_2_keeps_the_thresholded_region
 
 def test_analyse_on_the_world_writes_every_table(tmp_path):
     out = tmp_path / "report"
-    assert main(["analyse", "--classes", *CLASSES, "--train-per-class", "12", "--test-per-class", "4",
-                 "--image-size", str(SIZE), "--epochs", "1", "--sweep", "--sweep-c", "0.1", "1", "--sweep-n", "5", "10",
-                 "--out", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "analyse",
+                "--classes",
+                *CLASSES,
+                "--train-per-class",
+                "12",
+                "--test-per-class",
+                "4",
+                "--image-size",
+                str(SIZE),
+                "--epochs",
+                "1",
+                "--sweep",
+                "--sweep-c",
+                "0.1",
+                "1",
+                "--sweep-n",
+                "5",
+                "10",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     saved = json.loads((out / "results.json").read_text())
     assert set(saved["existence_by_ranking"]) == {"theta_u", "theta", "u"}
     for ranking in ("theta_u", "theta", "u"):
-        assert {f"existence@{l}{s}" for l in (1, 3, 5) for s in ("", "_correct")} <= set(saved["existence_by_ranking"][ranking])
-        assert {f"location@{l}_alpha{a}{s}" for l in (1, 3, 5) for a in (1, 3, 6) for s in ("", "_correct")} \
-            <= set(saved["location_by_ranking"][ranking])
+        assert {f"existence@{l}{s}" for l in (1, 3, 5) for s in ("", "_correct")} <= set(
+            saved["existence_by_ranking"][ranking]
+        )
+        assert {f"location@{l}_alpha{a}{s}" for l in (1, 3, 5) for a in (1, 3, 6) for s in ("", "_correct")} <= set(
+            saved["location_by_ranking"][ranking]
+        )
     assert len(saved["sweep"]["rows"]) == 4 and 0 <= saved["sweep"]["no_bottleneck_accuracy"] <= 1
     report = (out / "report.md").read_text()
     for heading in ("Table 1", "Table 2", "Table 3", "Fig. 3", "Fig. 4", "Table 6", "Tables 7-8", "Algorithm 2"):
@@ -208,8 +258,9 @@ def test_analyse_on_the_world_writes_every_table(tmp_path):
     assert len(rows) == 1 + len(saved["concept_names"])
     with (out / "cgim_per_class.csv").open() as handle:
         assert len(list(csv.reader(handle))) == 1 + len(CLASSES)
-    assert {"coam_gallery.png", "coam_class_maps.png", "coam_binary.png", "cgim_histograms.png"} <= \
-        {p.name for p in out.iterdir()}
+    assert {"coam_gallery.png", "coam_class_maps.png", "coam_binary.png", "cgim_histograms.png"} <= {
+        p.name for p in out.iterdir()
+    }
 
 
 def test_gallery_marks_must_match_the_maps(tmp_path):
@@ -217,8 +268,14 @@ def test_gallery_marks_must_match_the_maps(tmp_path):
 
     with pytest.raises(ValueError, match="marks"):
         save_coam_gallery([torch.rand(3, 8, 8)], torch.rand(1, 2, 4, 4), tmp_path / "g.png", marks=[[True]])
-    path = save_coam_gallery([torch.rand(3, 8, 8)], torch.rand(1, 2, 4, 4), tmp_path / "g.png", marks=[[True, False]],
-                             class_maps=torch.rand(1, 4, 4), class_titles=["Cardinal"])
+    path = save_coam_gallery(
+        [torch.rand(3, 8, 8)],
+        torch.rand(1, 2, 4, 4),
+        tmp_path / "g.png",
+        marks=[[True, False]],
+        class_maps=torch.rand(1, 4, 4),
+        class_titles=["Cardinal"],
+    )
     assert path.exists()
 
 
@@ -230,12 +287,16 @@ def test_the_guide_analyse_lines_parse(tmp_path):
     from concept_grounding.cli import build_parser
 
     readme = (Path(__file__).resolve().parents[2] / "docs" / "guide" / "evaluate-your-own-model.md").read_text()
-    lines = [re.sub(r"\s+#.*$", "", line) for block in re.findall(r"```sh\n(.*?)```", readme, flags=re.S)
-             for line in block.replace("\\\n", " ").splitlines() if "concept-grounding analyse" in line]
+    lines = [
+        re.sub(r"\s+#.*$", "", line)
+        for block in re.findall(r"```sh\n(.*?)```", readme, flags=re.S)
+        for line in block.replace("\\\n", " ").splitlines()
+        if "concept-grounding analyse" in line
+    ]
     assert len(lines) >= 2
     for line in lines:
         argv = [str(tmp_path) if a == "CUB_200_2011" else a for a in shlex.split(line)]
-        args = build_parser().parse_args(argv[argv.index("analyse"):])
+        args = build_parser().parse_args(argv[argv.index("analyse") :])
         assert args.sweep
 
 
@@ -246,8 +307,23 @@ def test_analyse_trains_the_paper_model_on_a_cub_folder(world, tmp_path):
     root = tmp_path / "CUB_200_2011"
     write_cub(world, root, progress=False)
     out = tmp_path / "report"
-    assert main(["analyse", "--cub-root", str(root), "--image-size", str(SIZE), "--epochs", "1", "--out", str(out),
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "analyse",
+                "--cub-root",
+                str(root),
+                "--image-size",
+                str(SIZE),
+                "--epochs",
+                "1",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     saved = json.loads((out / "results.json").read_text())
     assert len(saved["concept_names"]) > 0 and "sweep" not in saved
     assert "Not run" in (out / "report.md").read_text()  # Table 3 says why it is empty

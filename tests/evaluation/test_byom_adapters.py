@@ -28,7 +28,10 @@ def test_concept_names_in_every_form():
     assert resolve_concept_names("cub_312") == vocab.attributes
     assert resolve_concept_names("sub") == tuple(vocab.sub_substitutions.values())
     assert resolve_concept_names([111], index_base="cbm_112") == (vocab.attributes[vocab.cbm_112[111]],)
-    assert resolve_concept_names(["has_belly_pattern--striped", 0]) == ("has_belly_pattern::striped", vocab.attributes[0])
+    assert resolve_concept_names(["has_belly_pattern--striped", 0]) == (
+        "has_belly_pattern::striped",
+        vocab.attributes[0],
+    )
     with pytest.raises(ValueError, match="index 112 is outside cbm_112"):
         resolve_concept_names([112], index_base="cbm_112")
     # CUB's own attribute ids (attributes.txt) are 1-based: an explicit choice
@@ -69,8 +72,10 @@ def test_a_plain_module_must_state_its_normalisation():
     net, names = torch.nn.Linear(3, 2), ["has_crown_color::black", "has_crown_color::blue"]
     with pytest.raises(UsageError) as err:
         BinaryConceptModel(net, names, size=8)
-    assert str(err.value) == ("Linear comes with no preprocessing: pass mean= and std= (the normalisation it was "
-                              "trained with), transform= or processor=, or normalize=False to feed it [0, 1] pixels")
+    assert str(err.value) == (
+        "Linear comes with no preprocessing: pass mean= and std= (the normalisation it was "
+        "trained with), transform= or processor=, or normalize=False to feed it [0, 1] pixels"
+    )
     with pytest.raises(UsageError, match="normalize=False contradicts mean= / std="):
         BinaryConceptModel(net, names, size=8, mean=(0.5,) * 3, std=(0.5,) * 3, normalize=False)
     images = _images(1)
@@ -86,9 +91,18 @@ def test_factory_tuple_parts_are_told_apart_by_type():
     """(model, concept_names) used to be read as (model, transform)."""
     from torchvision import transforms
 
-    net, names, to_tensor = torch.nn.Linear(3, 2), ["has_crown_color::black", "has_crown_color::blue"], transforms.ToTensor()
-    for result in ((net, names), (net, tuple(names)), (net, to_tensor, names), (net, names, to_tensor),
-                   (net, None, names)):
+    net, names, to_tensor = (
+        torch.nn.Linear(3, 2),
+        ["has_crown_color::black", "has_crown_color::blue"],
+        transforms.ToTensor(),
+    )
+    for result in (
+        (net, names),
+        (net, tuple(names)),
+        (net, to_tensor, names),
+        (net, names, to_tensor),
+        (net, None, names),
+    ):
         adapter = from_factory_result(result, normalize=False)  # read only without a transform
         assert adapter.concept_names == tuple(names) and adapter.model is net
     assert len(from_factory_result((net, "sub"), normalize=False).concept_names) == 32
@@ -119,8 +133,9 @@ def test_structured_outputs_are_picked_by_key_or_index():
 def test_probabilities_are_not_squashed_twice():
     names = ["has_crown_color::black", "has_crown_color::blue"]
     probs = torch.tensor([[0.2, 0.9]])
-    as_probs = BinaryConceptModel(lambda x: probs.expand(len(x), -1), names, size=4, normalize=False,
-                                  outputs="probabilities")
+    as_probs = BinaryConceptModel(
+        lambda x: probs.expand(len(x), -1), names, size=4, normalize=False, outputs="probabilities"
+    )
     as_logits = BinaryConceptModel(lambda x: probs.expand(len(x), -1), names, size=4, normalize=False)
     assert torch.equal(as_probs.scores(_images(1))[0], probs)
     assert torch.allclose(as_logits.scores(_images(1))[0], torch.sigmoid(probs))
@@ -158,7 +173,8 @@ def test_project_model_folder_reads_its_bench_image_size(tmp_path):
 
     run = tmp_path / "run"
     ConceptBottleneckModel(2, 2, concept_names=["has_crown_color::black", "has_crown_color::red"]).save_pretrained(
-        run / "models" / "cbm")
+        run / "models" / "cbm"
+    )
     assert saved_image_size(run / "models" / "cbm") == 64
     (run / "config.json").write_text(json.dumps({"image_size": 48}))
     assert saved_image_size(run / "models" / "cbm") == 48
@@ -184,19 +200,35 @@ def test_tiny_siglip_from_config_scores_group_prompts():
 
     torch.manual_seed(0)
     config = SiglipConfig(
-        text_config=dict(vocab_size=len(bpe.encoder), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                         num_attention_heads=4, max_position_embeddings=16),
-        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
-                           image_size=16, patch_size=8))
+        text_config=dict(
+            vocab_size=len(bpe.encoder),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=4,
+            max_position_embeddings=16,
+        ),
+        vision_config=dict(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=4,
+            image_size=16,
+            patch_size=8,
+        ),
+    )
     model = SiglipModel(config).eval()
-    handle = OpenVocabularyModel(ClipHandle(model, tokenizer, make_preprocess(size=16, mean=(0.5,) * 3, std=(0.5,) * 3),
-                                            "transformers"))
+    handle = OpenVocabularyModel(
+        ClipHandle(model, tokenizer, make_preprocess(size=16, mean=(0.5,) * 3, std=(0.5,) * 3), "transformers")
+    )
     vocab = load_vocabulary()
     columns = handle.prepare(["crown_color", "bill_shape"], vocab)
     images = _images(4, 16)
     scores, none = handle.scores(images)
     pixels = make_preprocess(size=16, mean=(0.5,) * 3, std=(0.5,) * 3)(images)
-    expected = torch.cat([clip_group_scores(model, tokenizer, pixels, g, vocab) for g in ("crown_color", "bill_shape")], 1)
+    expected = torch.cat(
+        [clip_group_scores(model, tokenizer, pixels, g, vocab) for g in ("crown_color", "bill_shape")], 1
+    )
     assert none is None and scores.shape == (4, len(columns)) and torch.allclose(scores, expected, atol=1e-5)
 
 
@@ -207,12 +239,16 @@ def test_pytorch_concepts_labels_that_are_not_cub_names_ask_for_concept_names():
     from torch_concepts.nn import ConceptBottleneckModel
 
     def pyc(labels, types=None):
-        annotations = Annotations(labels=[*labels, "y"], cardinalities=[1] * (len(labels) + 1),
-                                  types=types or ["binary"] * (len(labels) + 1))
+        annotations = Annotations(
+            labels=[*labels, "y"], cardinalities=[1] * (len(labels) + 1), types=types or ["binary"] * (len(labels) + 1)
+        )
         return ConceptBottleneckModel(input_size=4, annotations=annotations, task_names=["y"]).eval()
 
-    with pytest.raises(UsageError, match="ConceptBottleneckModel's concept labels are not all CUB attribute names: "
-                                         "unknown attribute 'wings' .*; pass concept_names= with one CUB name"):
+    with pytest.raises(
+        UsageError,
+        match="ConceptBottleneckModel's concept labels are not all CUB attribute names: "
+        "unknown attribute 'wings' .*; pass concept_names= with one CUB name",
+    ):
         as_sub_model(pyc(["has_crown_color--black", "wings"]), normalize=False)
     named = as_sub_model(pyc(["c0", "c1"]), concept_names=["has_crown_color::black", 5], normalize=False)
     assert named.concept_names == ("has_crown_color::black", load_vocabulary().attributes[5])

@@ -68,8 +68,17 @@ def _by_hand(model, cub):
     existence = concept_existence(theta, u, pred, np.asarray(test["attributes"])[:, cols], labels)
     xy, visible = parts_at(test, SIZE)
     maps = model.concept_activation_maps(images, upsample=False).numpy()
-    location = concept_location(maps, xy, visible, theta=theta, concept_scores=u, predictions=pred, references=labels,
-                                concept_names=list(model.concept_names), image_size=(SIZE, SIZE))
+    location = concept_location(
+        maps,
+        xy,
+        visible,
+        theta=theta,
+        concept_scores=u,
+        predictions=pred,
+        references=labels,
+        concept_names=list(model.concept_names),
+        image_size=(SIZE, SIZE),
+    )
     return cgim, existence, location
 
 
@@ -88,8 +97,23 @@ def test_project_posthoc_cbm_via_the_cli_equals_the_metric_functions(posthoc, cu
     model, folder = posthoc
     cgim, existence, location = _by_hand(model, cub)
     out = tmp_path / "report"
-    assert main(["analyse", "--model", str(folder), "--cub-root", str(cub_root), "--image-size", str(SIZE),
-                 "--out", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "analyse",
+                "--model",
+                str(folder),
+                "--cub-root",
+                str(cub_root),
+                "--image-size",
+                str(SIZE),
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     saved = json.loads((out / "results.json").read_text())
     assert saved["cgim"]["concept_type1"] == pytest.approx(cgim["concept_type1"])
     assert saved["existence"]["existence@3"] == pytest.approx(existence["existence@3"])
@@ -100,9 +124,14 @@ def test_project_posthoc_cbm_via_the_cli_equals_the_metric_functions(posthoc, cu
 def test_the_same_model_as_backbone_plus_cav_matrix_gives_the_same_numbers(posthoc, cub):
     model, _ = posthoc
     expected = _by_hand(model, cub)
-    user = feature_map_posthoc_cbm(lambda x: model.backbone(x).features, model.concept_vectors.clone(),
-                                   list(model.concept_names), concept_intercepts=model.concept_intercepts.clone(),
-                                   theta=model.theta.clone(), bias=model.classifier.bias.detach().clone())
+    user = feature_map_posthoc_cbm(
+        lambda x: model.backbone(x).features,
+        model.concept_vectors.clone(),
+        list(model.concept_names),
+        concept_intercepts=model.concept_intercepts.clone(),
+        theta=model.theta.clone(),
+        bias=model.classifier.bias.detach().clone(),
+    )
     assert type(user) is type(model)  # one PostHocCBM, any backbone
     result = analyse_posthoc(user, cub, image_size=SIZE, progress=False)
     _assert_same(result, *expected)
@@ -111,7 +140,7 @@ def test_the_same_model_as_backbone_plus_cav_matrix_gives_the_same_numbers(posth
         assert torch.allclose(user.concept_activation_maps(images), model.concept_activation_maps(images), atol=1e-5)
 
 
-FACTORY = '''
+FACTORY = """
 import torch
 import torchvision
 
@@ -124,15 +153,32 @@ def build():
             "concept_names": ["has_crown_color::black", "has_crown_color::red", "has_wing_color::blue",
                               "has_breast_color::yellow"],
             "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}
-'''
+"""
 
 
 def test_a_plain_torchvision_trunk_with_cavs_and_no_classifier_via_the_cli(cub_root, tmp_path):
     path = tmp_path / "mine.py"
     path.write_text(textwrap.dedent(FACTORY))
     out = tmp_path / "report"
-    assert main(["analyse", "--model", f"{path}:build", "--cub-root", str(cub_root), "--image-size", "64",
-                 "--max-images", "6", "--out", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "analyse",
+                "--model",
+                f"{path}:build",
+                "--cub-root",
+                str(cub_root),
+                "--image-size",
+                "64",
+                "--max-images",
+                "6",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     saved = json.loads((out / "results.json").read_text())
     assert len(saved["concept_names"]) == 4 and 0 <= saved["class_accuracy"] <= 1
     assert 0 <= saved["existence"]["existence@1"] <= 1

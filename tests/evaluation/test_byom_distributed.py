@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +16,7 @@ import pytest
 from concept_grounding.cli import main
 from concept_grounding.evaluation.distributed import shard
 
-MODEL = '''
+MODEL = """
 import torch
 
 
@@ -26,9 +25,19 @@ def build():
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
                               torch.nn.Flatten(), torch.nn.Linear(8, 32))
     return net.eval(), None, "sub"
-'''
-ARGS = ["--size", "32", "--classes", "017.Cardinal", "073.Blue_Jay", "--no-progress", "--batch-size", "8",
-        "--no-normalize", "--save-scores"]
+"""
+ARGS = [
+    "--size",
+    "32",
+    "--classes",
+    "017.Cardinal",
+    "073.Blue_Jay",
+    "--no-progress",
+    "--batch-size",
+    "8",
+    "--no-normalize",
+    "--save-scores",
+]
 
 
 def test_shards_cover_every_row_once_in_order():
@@ -44,15 +53,41 @@ def test_two_cpu_processes_give_the_numbers_of_one(tmp_path):
     model.write_text(textwrap.dedent(MODEL))
     assert main(["sub", "--model", f"{model}:build", "--out", str(tmp_path / "one"), *ARGS]) == 0
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    launch = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "concept_grounding.cli", "sub",
-              "--model", f"{model}:build", "--out", str(tmp_path / "two"), *ARGS]
+    launch = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "concept_grounding.cli",
+        "sub",
+        "--model",
+        f"{model}:build",
+        "--out",
+        str(tmp_path / "two"),
+        *ARGS,
+    ]
     done = subprocess.run(launch, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     one = json.loads((tmp_path / "one" / "results.json").read_text())
     two = json.loads((tmp_path / "two" / "results.json").read_text())
     assert one["processes"] == 1 and two["processes"] == 2
-    for key in ("s_plus", "s_minus", "chance_s_plus", "chance_s_minus", "n_s_plus", "n_s_minus", "num_images",
-                "by_group", "by_attribute", "by_class"):
+    for key in (
+        "s_plus",
+        "s_minus",
+        "chance_s_plus",
+        "chance_s_minus",
+        "n_s_plus",
+        "n_s_minus",
+        "num_images",
+        "by_group",
+        "by_attribute",
+        "by_class",
+    ):
         assert one[key] == two[key], key
-    np.testing.assert_allclose(np.load(tmp_path / "one" / "scores.npz")["scores"],
-                               np.load(tmp_path / "two" / "scores.npz")["scores"], atol=1e-6)
+    np.testing.assert_allclose(
+        np.load(tmp_path / "one" / "scores.npz")["scores"],
+        np.load(tmp_path / "two" / "scores.npz")["scores"],
+        atol=1e-6,
+    )

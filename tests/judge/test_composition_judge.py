@@ -4,8 +4,13 @@ import numpy as np
 import pytest
 import torch
 
-from concept_grounding.judge.composition import (HEADS, CompositionJudge, composition_set,
-                                                  train_composition_judge, validate_composition_judge)
+from concept_grounding.judge.composition import (
+    HEADS,
+    CompositionJudge,
+    composition_set,
+    train_composition_judge,
+    validate_composition_judge,
+)
 from concept_grounding.world import BirdWorld, WorldConfig
 
 

@@ -40,9 +40,16 @@ def pairings(world):
 def truth(world, pairings):
     """Image bytes -> (species, (312,) attributes) for every image the validation draws."""
     edits = exact_edits(world, pairings, 1, VALIDATION_START)
-    table = {im.tobytes(): (int(label), attrs) for im, label, attrs in zip(edits.edited, edits.labels, edits.edited_attributes)}
-    table.update({im.tobytes(): (int(label), attrs)
-                  for im, label, attrs in zip(edits.original, edits.labels, edits.original_attributes)})
+    table = {
+        im.tobytes(): (int(label), attrs)
+        for im, label, attrs in zip(edits.edited, edits.labels, edits.edited_attributes)
+    }
+    table.update(
+        {
+            im.tobytes(): (int(label), attrs)
+            for im, label, attrs in zip(edits.original, edits.labels, edits.original_attributes)
+        }
+    )
     renders = typical_renders(world, 2, VALIDATION_START + 10_000)
     for im, label, attrs in zip(renders.images, renders.labels, renders.attributes):
         table[im.tobytes()] = (int(label), attrs)
@@ -59,6 +66,7 @@ def oracle_judge(truth):
 
 def species_only_judge(truth, world):
     """Knows the species perfectly and recites its class-level attributes."""
+
     def judge(images):
         species = np.array([truth[np.asarray(im).tobytes()][0] for im in images])
         return species, world.class_attributes[species].astype(float)
@@ -92,8 +100,10 @@ def test_zoom_scales_the_bird():
     assert small.mask.sum() < 0.6 * full.mask.sum()
 
 
-@pytest.mark.parametrize("kwargs, message", [({"pose": "tilted"}, "pose must be"), ({"scene": "night"}, "scene must be"),
-                                             ({"zoom": 3.0}, "zoom must be")])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"pose": "tilted"}, "pose must be"), ({"scene": "night"}, "scene must be"), ({"zoom": 3.0}, "zoom must be")],
+)
 def test_world_settings_are_checked(kwargs, message):
     with pytest.raises(ValueError, match=message):
         WorldConfig(**kwargs)
@@ -108,8 +118,13 @@ def test_default_world_is_unchanged():
 # ----------------------------------------------------------------------------- validation
 def test_validation_passes_the_exact_oracle(world, pairings, truth):
     v = validate_judge(oracle_judge(truth), world, pairings, per_pairing=1, renders_per_class=2)
-    assert v.raw.overall == {"s_plus_found": 1.0, "s_minus_removed": 1.0, "species_kept": 1.0,
-                             "render_attributes": 1.0, "render_species": 1.0}
+    assert v.raw.overall == {
+        "s_plus_found": 1.0,
+        "s_minus_removed": 1.0,
+        "species_kept": 1.0,
+        "render_attributes": 1.0,
+        "render_species": 1.0,
+    }
     assert v.supports_finding and not v.failures
     assert set(v.validated_groups) == {world.vocab.group_of(world.vocab.attribute_index(a)) for _, a in pairings}
     assert "passes" in v.to_markdown()
@@ -151,8 +166,12 @@ def test_benchmark_refuses_a_finding_when_validation_fails(world, pairings, trut
     from experiments.world_tdg_stats import write_world_tdg_report  # benchmarks/bench_tdg_world.py's report
 
     v = validate_judge(species_only_judge(truth, world), world, pairings, 1, 2)
-    results = {"command": "x", "seconds": 1.0, "validation": {**v.to_dict(), "markdown": v.to_markdown()},
-               "table": {"overall": {}}}
+    results = {
+        "command": "x",
+        "seconds": 1.0,
+        "validation": {**v.to_dict(), "markdown": v.to_markdown()},
+        "table": {"overall": {}},
+    }
     write_world_tdg_report(results, tmp_path / "report.md")
     text = (tmp_path / "report.md").read_text()
     assert "## No substitution finding" in text and "s_plus_found 0.000 < 0.95" in text
@@ -203,7 +222,9 @@ def test_judge_attribute_probabilities_follow_the_traits(world):
     probs = judge.attribute_probabilities(logits)[0].numpy()
     cols = list(world.rendered_attributes)
     assert np.allclose(probs[cols], s.attributes[cols], atol=1e-6)
-    assert np.allclose(layout.targets(s.attributes[None])[0], [int(np.argmax(s.attributes[list(c)])) for c in layout.base_columns])
+    assert np.allclose(
+        layout.targets(s.attributes[None])[0], [int(np.argmax(s.attributes[list(c)])) for c in layout.base_columns]
+    )
     uniform = judge.attribute_probabilities(torch.zeros(1, layout.size))[0].numpy()
     k = vocab.attribute_index("has_primary_color::red")  # back or wing red, each 1/15
     assert np.isclose(uniform[k], 1 - (1 - 1 / 15) ** 2)
@@ -231,7 +252,9 @@ def test_scorer_validation_ranks_an_oracle_perfectly_and_a_blind_scorer_at_chanc
     lookup = {k: v[1] for k, v in truth.items()}
     oracle = AttributeJudgeScorer(lambda ims: np.stack([lookup[np.asarray(i).tobytes()] for i in ims]).astype(float))
     good = validate_scorer_on_world(oracle, world, pairings)
-    assert good.overall["auroc"] == 1.0 and good.overall["s_plus_accuracy"] == 1.0 and good.overall["false_s_plus"] == 0.0
+    assert (
+        good.overall["auroc"] == 1.0 and good.overall["s_plus_accuracy"] == 1.0 and good.overall["false_s_plus"] == 0.0
+    )
 
     class Blind:
         def score(self, images, question, options, group):
@@ -244,20 +267,45 @@ def test_scorer_validation_ranks_an_oracle_perfectly_and_a_blind_scorer_at_chanc
 
 def test_filter_validate_on_world_cli(tmp_path):
     out = tmp_path / "v"
-    r = subprocess.run([sys.executable, "-m", "concept_grounding.cli", "filter", "--out", str(out), "--scorer", "tiny-clip",
-                        "--validate-on-world", "--size", "32"], capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "concept_grounding.cli",
+            "filter",
+            "--out",
+            str(out),
+            "--scorer",
+            "tiny-clip",
+            "--validate-on-world",
+            "--size",
+            "32",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     report = json.loads((out / "scorer_validation.json").read_text())
     assert report["edits"] == len(BirdWorld(WorldConfig(image_size=32)).default_pairings())
     assert 0.0 <= report["overall"]["auroc"] <= 1.0 and "| **all** |" in r.stdout
-    r = subprocess.run([sys.executable, "-m", "concept_grounding.cli", "filter", "--out", str(out), "--scorer", "tiny-clip"],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "concept_grounding.cli", "filter", "--out", str(out), "--scorer", "tiny-clip"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--in" in r.stderr
 
 
 def test_bars_are_the_issue_s():
-    assert dict(JUDGE_BARS) == {"s_plus_found": 0.95, "s_minus_removed": 0.95, "species_kept": 0.95,
-                                "render_attributes": 0.95, "render_species": 0.95}
+    assert dict(JUDGE_BARS) == {
+        "s_plus_found": 0.95,
+        "s_minus_removed": 0.95,
+        "species_kept": 0.95,
+        "render_attributes": 0.95,
+        "render_species": 0.95,
+    }
 
 
 def test_judge_card_states_the_measured_training_time(world, tmp_path):
@@ -276,9 +324,18 @@ def test_benchmark_contact_sheet_draws_the_verdicts_of_each_method(tmp_path):
     bench = _bench()
     bird = Image.new("RGB", (8, 8), "blue")
     pairing = {"reference_class": "073.Blue_Jay", "target_attribute": "has_crown_color::yellow", "image_index": 0}
-    records = [{**pairing, "method": "prompting", "image_id": 0, "s_plus_found": False, "species_kept": True},
-               {**pairing, "method": "tdg", "image_id": 0, "guide_image_id": 0, "s_plus_found": True,
-                "species_kept": True, "guide_s_plus": True}]
+    records = [
+        {**pairing, "method": "prompting", "image_id": 0, "s_plus_found": False, "species_kept": True},
+        {
+            **pairing,
+            "method": "tdg",
+            "image_id": 0,
+            "guide_image_id": 0,
+            "s_plus_found": True,
+            "species_kept": True,
+            "guide_s_plus": True,
+        },
+    ]
     sub = {"records": records, "images": {"prompting": [bird], "tdg": [bird], "tdg:guide": [bird]}}
     bench.contact_sheet(sub, tmp_path / "sheet.png")
     assert Image.open(tmp_path / "sheet.png").size[1] > 100
@@ -290,7 +347,9 @@ def test_exported_judge_records_the_groups_it_is_validated_on(world, pairings, t
     bench = _bench()
     v = validate_judge(oracle_judge(truth), world, pairings, per_pairing=1, renders_per_class=2)
     assert judge_validated_groups(tmp_path) is None  # a folder without validation.json
-    bench.export_judge(WorldJudge(32, world.class_names, width=8), v, {"world": "w", "command": "c"}, tmp_path / "judge")
+    bench.export_judge(
+        WorldJudge(32, world.class_names, width=8), v, {"world": "w", "command": "c"}, tmp_path / "judge"
+    )
     assert judge_validated_groups(tmp_path / "judge") == frozenset(v.validated_groups) and v.validated_groups
 
 

@@ -4,8 +4,15 @@ declares and validates on the world's exact truth against its bar; unknown names
 import numpy as np
 import pytest
 
-from concept_grounding.judge import (ImageJudge, JudgeReport, attribute_judge, create_judge, judge_of, list_judges,
-                                     register_judge)
+from concept_grounding.judge import (
+    ImageJudge,
+    JudgeReport,
+    attribute_judge,
+    create_judge,
+    judge_of,
+    list_judges,
+    register_judge,
+)
 from concept_grounding.world import BirdWorld, WorldConfig
 
 #: three CUB classes for the judges trained here (ConceptBed's, tiny: they need not pass their bar)
@@ -36,14 +43,21 @@ def _kwargs(name: str, concept_model_folder) -> dict:
 def _validation_world(judge) -> BirdWorld | None:
     """The shipped world judge on its first three species (same order, so labels agree); else the default."""
     if judge.name == "world":
-        return BirdWorld(WorldConfig(image_size=judge.image_size, class_names=judge.class_names[:3], pose="canonical",
-                                     scene="plain"))
+        return BirdWorld(
+            WorldConfig(image_size=judge.image_size, class_names=judge.class_names[:3], pose="canonical", scene="plain")
+        )
     return None
 
 
 def test_the_package_s_judges_are_registered():
-    assert list_judges() == ["composition", "concept-model", "conceptbed-attributes", "conceptbed-species",
-                             "conceptbed-style", "world"]
+    assert list_judges() == [
+        "composition",
+        "concept-model",
+        "conceptbed-attributes",
+        "conceptbed-species",
+        "conceptbed-style",
+        "world",
+    ]
 
 
 @pytest.mark.parametrize("name", list_judges())
@@ -79,8 +93,13 @@ def test_a_name_registers_once():
 def test_the_report_is_a_small_typed_record():
     report = JudgeReport("toy", {"count": 0.99, "scene": 0.9}, 0.95, images=20)
     assert not report.passed and report.failing == ("scene",)
-    assert report.to_dict() == {"judge": "toy", "accuracy": {"count": 0.99, "scene": 0.9}, "bar": 0.95, "images": 20,
-                                "passed": False}
+    assert report.to_dict() == {
+        "judge": "toy",
+        "accuracy": {"count": 0.99, "scene": 0.9},
+        "bar": 0.95,
+        "images": 20,
+        "passed": False,
+    }
     assert str(report) == "toy judge: count 99.0 %, scene 90.0 % (bar 95 %): FAILS"
 
 
@@ -108,8 +127,11 @@ def test_the_filter_takes_a_judge_by_name_and_refuses_an_unknown_one_in_one_line
 
     config = FilterConfig(input=tmp_path, out=tmp_path, scorer="oracle", oracle="world", judge_loader=attribute_judge)
     assert isinstance(build_scorer(config), AttributeJudgeScorer)
-    assert isinstance(build_scorer(FilterConfig(input=tmp_path, out=tmp_path, scorer="world-judge",
-                                                judge_loader=attribute_judge)), AttributeJudgeScorer)
+    assert isinstance(
+        build_scorer(FilterConfig(input=tmp_path, out=tmp_path, scorer="world-judge", judge_loader=attribute_judge)),
+        AttributeJudgeScorer,
+    )
     with pytest.raises(UsageError, match=r"oracle: judge: 'wrold' is neither a registered judge"):
-        build_scorer(FilterConfig(input=tmp_path, out=tmp_path, scorer="oracle", oracle="wrold",
-                                  judge_loader=attribute_judge))
+        build_scorer(
+            FilterConfig(input=tmp_path, out=tmp_path, scorer="oracle", oracle="wrold", judge_loader=attribute_judge)
+        )

@@ -13,8 +13,26 @@ def test_flux_dev_size_smoke_runs_every_method(tmp_path, capsys):
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     out = tmp_path / "dev.json"
-    assert bench.main(["--flux-dev-size", "--width-divisor", "24", "--device", "cpu", "--size", "64",
-                       "--text-tokens", "8", "--steps", "1", "--json", str(out)]) == 0
+    assert (
+        bench.main(
+            [
+                "--flux-dev-size",
+                "--width-divisor",
+                "24",
+                "--device",
+                "cpu",
+                "--size",
+                "64",
+                "--text-tokens",
+                "8",
+                "--steps",
+                "1",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     figures = json.loads(out.read_text())
     assert set(figures["methods"]) == {"textual_inversion", "dreambooth", "lora", "custom_diffusion"}
     assert figures["tokens"] == 16 and figures["width_divisor"] == 24

@@ -27,15 +27,34 @@ def _pipe():
 
 
 def _config(method, images, **kw):
-    base = dict(method=method, images=images, steps=2, batch=2, lr=1e-2, num_prior=2, prior_steps=2,
-                checkpoint_every=1, progress=False, rank=4)
+    base = dict(
+        method=method,
+        images=images,
+        steps=2,
+        batch=2,
+        lr=1e-2,
+        num_prior=2,
+        prior_steps=2,
+        checkpoint_every=1,
+        progress=False,
+        rank=4,
+    )
     return LearnConfig(**{**base, **kw})
 
 
 def _sample(pipe):
     """The pipeline's latents for PROMPT (2 steps, fixed noise)."""
-    out = pipe(PROMPT, negative_prompt="", true_cfg_scale=4.0, num_inference_steps=2, height=32, width=32,
-               max_sequence_length=24, output_type="latent", generator=torch.Generator().manual_seed(0))
+    out = pipe(
+        PROMPT,
+        negative_prompt="",
+        true_cfg_scale=4.0,
+        num_inference_steps=2,
+        height=32,
+        width=32,
+        max_sequence_length=24,
+        output_type="latent",
+        generator=torch.Generator().manual_seed(0),
+    )
     return out.images
 
 
@@ -46,10 +65,14 @@ def _changed(before: dict, after: dict) -> set[str]:
 @pytest.mark.parametrize("method", METHODS)
 def test_method_trains_only_its_parameters_and_its_files_load_in_diffusers(method, concept_dir, tmp_path):
     base = _pipe()
-    before = {name: {k: v.clone() for k, v in getattr(base, name).state_dict().items()}
-              for name in ("transformer", "text_encoder", "text_encoder_2")}
-    tables = {enc: getattr(base, enc).get_input_embeddings().weight.detach().clone()
-              for enc in ("text_encoder", "text_encoder_2")}
+    before = {
+        name: {k: v.clone() for k, v in getattr(base, name).state_dict().items()}
+        for name in ("transformer", "text_encoder", "text_encoder_2")
+    }
+    tables = {
+        enc: getattr(base, enc).get_input_embeddings().weight.detach().clone()
+        for enc in ("text_encoder", "text_encoder_2")
+    }
     learner = fit(_config(method, concept_dir), tmp_path / method)
     manifest = json.loads((tmp_path / method / "learned.json").read_text())
     assert manifest["method"] == method and manifest["steps"] == 2 and not (tmp_path / method / ".work").exists()
@@ -68,8 +91,13 @@ def test_method_trains_only_its_parameters_and_its_files_load_in_diffusers(metho
             assert not torch.allclose(row, bird) and torch.allclose(table[new], row.detach())
         else:
             assert torch.equal(table[new], row)
-        assert _changed({k: v for k, v in before[enc].items() if v.shape != old.shape},  # all but the table
-                        getattr(loaded, enc).state_dict()) == set()
+        assert (
+            _changed(
+                {k: v for k, v in before[enc].items() if v.shape != old.shape},  # all but the table
+                getattr(loaded, enc).state_dict(),
+            )
+            == set()
+        )
     transformer = loaded.transformer.state_dict()
     changed = _changed(before["transformer"], transformer)
     if method == "textual_inversion":
@@ -114,13 +142,16 @@ def test_resume_after_an_interruption_equals_an_uninterrupted_run(concept_dir, t
         assert (tmp_path / "straight" / name).read_bytes() == (tmp_path / "resumed" / name).read_bytes()
 
 
-@pytest.mark.parametrize("change, argument", [
-    (dict(method="hypernetwork"), "method"),
-    (dict(token="bird"), "token"),
-    (dict(min_images=9), "images"),
-    (dict(model="NOT_A_FLUX"), "model"),
-    (dict(images="MIXED"), "images"),
-])
+@pytest.mark.parametrize(
+    ("change", "argument"),
+    [
+        (dict(method="hypernetwork"), "method"),
+        (dict(token="bird"), "token"),
+        (dict(min_images=9), "images"),
+        (dict(model="NOT_A_FLUX"), "model"),
+        (dict(images="MIXED"), "images"),
+    ],
+)
 def test_bad_input_is_refused_in_one_line_before_anything_is_written(change, argument, concept_dir, tmp_path):
     import shutil
 
@@ -162,8 +193,10 @@ def test_textual_inversion_lowers_the_loss_on_a_held_out_species(concept_dir, tm
 
     trained = fixed_loss()
     start = {k: v.detach().clone() for k, v in learner.rows.items()}
-    bird = {enc: getattr(pipe, enc).get_input_embeddings().weight[getattr(pipe, tok).convert_tokens_to_ids("bird")]
-            for enc, tok in (("text_encoder", "tokenizer"), ("text_encoder_2", "tokenizer_2"))}
+    bird = {
+        enc: getattr(pipe, enc).get_input_embeddings().weight[getattr(pipe, tok).convert_tokens_to_ids("bird")]
+        for enc, tok in (("text_encoder", "tokenizer"), ("text_encoder_2", "tokenizer_2"))
+    }
     with torch.no_grad():
         for k, row in learner.rows.items():
             row.copy_(bird[k])

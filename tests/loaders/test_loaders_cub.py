@@ -111,7 +111,7 @@ def make_cub(root: Path, *, attributes_at: str = "attributes/attributes.txt") ->
     return cub
 
 
-@pytest.fixture()
+@pytest.fixture
 def cub(tmp_path) -> Path:
     return make_cub(tmp_path)
 
@@ -133,7 +133,8 @@ def test_tables_hold_the_exact_values(cub):
     assert t.attributes.sum() == sum(p for p, _ in LABELS.values())
     assert t.irregular_lines == [312 + 7]  # image 2's block starts after image 1's 312 lines
     assert [str(w.message) for w in seen] == [
-        "attributes/image_attribute_labels.txt: 1 line(s) with extra fields (the first four used), e.g. line(s) [319]"]
+        "attributes/image_attribute_labels.txt: 1 line(s) with extra fields (the first four used), e.g. line(s) [319]"
+    ]
     np.testing.assert_array_equal(t.part_xy[0, 0], [10.0, 5.0])
     np.testing.assert_array_equal(t.part_xy[0, 6], [3.5, 2.0])  # part 7 = left eye
     assert t.part_visible[0].nonzero()[0].tolist() == [0, 6]
@@ -225,7 +226,7 @@ def test_missing_files_are_all_listed(cub):
 
 
 @pytest.mark.parametrize(
-    "rel, line, text, message",
+    ("rel", "line", "text", "message"),
     [
         ("images.txt", 3, "3 001.Black_footed_Albatross/x.jpg extra", "expected 2 columns, found 3"),
         ("images.txt", 4, "2 017.Cardinal/Cardinal_0001_17057.jpg", "image id 2 appears twice"),
@@ -247,16 +248,33 @@ def test_missing_files_are_all_listed(cub):
         # NaN, inf and far off-image coordinates: the loader used to accept them
         ("parts/part_locs.txt", 1, "1 1 nan 5.0 1", "x must be a finite number, found 'nan'"),
         ("parts/part_locs.txt", 2, "1 2 0.0 inf 0", "y must be a finite number, found 'inf'"),
-        ("parts/part_locs.txt", 1, "1 1 20.0 5.0 1", "visible part 1 of image id 1 at (20, 5) lies more than 0.5 x its"
-                                                     " side outside its image (13 x 10 px"),
+        (
+            "parts/part_locs.txt",
+            1,
+            "1 1 20.0 5.0 1",
+            "visible part 1 of image id 1 at (20, 5) lies more than 0.5 x its side outside its image (13 x 10 px",
+        ),
         ("parts/part_locs.txt", 7, "1 7 3.5 -5.5 1", "visible part 7 of image id 1 at (3.5, -5.5) lies more than"),
         ("bounding_boxes.txt", 3, "3 NaN 1.0 2.0 3.0", "x must be a finite number"),
-        ("bounding_boxes.txt", 4, "4 1.0 1.0 -2.0 3.0", "width and height must be >= 0 and the box must reach the image"),
+        (
+            "bounding_boxes.txt",
+            4,
+            "4 1.0 1.0 -2.0 3.0",
+            "width and height must be >= 0 and the box must reach the image",
+        ),
         ("bounding_boxes.txt", 5, "5 -9.0 1.0 8.0 3.0", "the box must reach the image, found -9 1 8 3"),
-        ("attributes/class_attribute_labels_continuous.txt", 2, " ".join(["nan"] * 312),
-         "percentage must be a finite number"),
-        ("attributes/class_attribute_labels_continuous.txt", 3, " ".join(["101.0"] * 312),
-         "percentages must lie in 0..100, found 101..101"),
+        (
+            "attributes/class_attribute_labels_continuous.txt",
+            2,
+            " ".join(["nan"] * 312),
+            "percentage must be a finite number",
+        ),
+        (
+            "attributes/class_attribute_labels_continuous.txt",
+            3,
+            " ".join(["101.0"] * 312),
+            "percentages must lie in 0..100, found 101..101",
+        ),
     ],
 )
 def test_bad_lines_name_file_and_line(cub, rel, line, text, message):
@@ -335,8 +353,12 @@ def make_dataset_dict(with_extras: bool):
                 "part_xy": (rng.random((15, 2)) * 11.7).astype(np.float32),  # on the 12 px high image
                 "part_visible": rng.random(15) < 0.7,
                 "bbox": np.array([1.25, 2.5, 10.0, 8.125], np.float32),
-                "mask": Image.fromarray((rng.random((12, size[0])) < 0.5).astype(np.uint8) * 255) if with_extras else None,
-                "part_map": Image.fromarray(rng.integers(0, 16, (12, size[0]), dtype=np.uint8)) if with_extras else None,
+                "mask": Image.fromarray((rng.random((12, size[0])) < 0.5).astype(np.uint8) * 255)
+                if with_extras
+                else None,
+                "part_map": Image.fromarray(rng.integers(0, 16, (12, size[0]), dtype=np.uint8))
+                if with_extras
+                else None,
                 "is_train": k < 3,
             }
         )
@@ -438,13 +460,14 @@ def test_off_image_coordinates_of_invisible_parts_are_kept(cub):
 def test_visible_parts_just_past_the_border_are_clipped_onto_it_with_one_counting_warning(cub):
     """Real CUB's part_locs.txt has visible centres a pixel or two off the image:
     they load, clipped onto the border, and one warning counts them."""
-    _replace_line(cub / "parts/part_locs.txt", 1, "1 1 14.0 5.0 1")   # image 1 is 13 x 10 px: one past the right
-    _replace_line(cub / "parts/part_locs.txt", 7, "1 7 3.5 -0.5 1")   # half a pixel above the top
+    _replace_line(cub / "parts/part_locs.txt", 1, "1 1 14.0 5.0 1")  # image 1 is 13 x 10 px: one past the right
+    _replace_line(cub / "parts/part_locs.txt", 7, "1 7 3.5 -0.5 1")  # half a pixel above the top
     with pytest.warns(DatasetWarning) as seen:
         dd = load_cub(cub, progress=False)
     parts = [str(w.message) for w in seen if "part" in str(w.message)]
-    assert parts == ["parts/part_locs.txt: 2 visible part centre(s) past their image's border clipped onto it,"
-                     " e.g. line(s) [1, 7]"]
+    assert parts == [
+        "parts/part_locs.txt: 2 visible part centre(s) past their image's border clipped onto it, e.g. line(s) [1, 7]"
+    ]
     row = dd["train"][0]
     assert row["part_xy"][0] == [13.0, 5.0] and row["part_xy"][6] == [3.5, 0.0]
     assert row["part_visible"][0] and row["part_visible"][6]
@@ -465,10 +488,13 @@ def test_boxes_and_percentages_slightly_off_are_repaired_with_counting_warnings(
     with pytest.warns(DatasetWarning) as seen:
         t = read_cub_tables(cub)
     messages = [str(w.message) for w in seen]
-    assert "bounding_boxes.txt: 2 box(es) starting left of or above the image cut at its edge, e.g. line(s) [1, 2]" \
+    assert (
+        "bounding_boxes.txt: 2 box(es) starting left of or above the image cut at its edge, e.g. line(s) [1, 2]"
         in messages
-    assert any(m.startswith("attributes/class_attribute_labels_continuous.txt: 1 line(s) with percentages")
-               for m in messages)
+    )
+    assert any(
+        m.startswith("attributes/class_attribute_labels_continuous.txt: 1 line(s) with percentages") for m in messages
+    )
     np.testing.assert_array_equal(t.bbox[:2], [[0.0, 0.0, 6.5, 4.0], [0.0, 1.0, 7.5, 6.0]])
     assert t.class_attributes_continuous[1].max() == 100.0
 

@@ -51,7 +51,7 @@ def sub_rows():
     ]
 
 
-@pytest.fixture()
+@pytest.fixture
 def sub_dataset():
     import datasets
 
@@ -106,10 +106,15 @@ def hub_like_parquet(tmp_path, bird_names, attr_names):
 
 
 def test_hub_layout_with_default_column_map_and_derived_s_minus(tmp_path):
-    root, src = hub_like_parquet(tmp_path, ["Cardinal", "Blue_Jay"], ["has_breast_color--white", "has_crown_color--black"])
+    root, src = hub_like_parquet(
+        tmp_path, ["Cardinal", "Blue_Jay"], ["has_breast_color--white", "has_crown_color--black"]
+    )
     class_attributes = np.zeros((200, 312), np.uint8)
     cardinal, jay = VOCAB.class_index("017.Cardinal"), VOCAB.class_index("073.Blue_Jay")
-    red_crown, black_crown = VOCAB.attribute_index("has_crown_color::red"), VOCAB.attribute_index("has_crown_color::black")
+    red_crown, black_crown = (
+        VOCAB.attribute_index("has_crown_color::red"),
+        VOCAB.attribute_index("has_crown_color::black"),
+    )
     blue_crown = VOCAB.attribute_index("has_crown_color::blue")
     red_breast = VOCAB.attribute_index("has_breast_color::red")
     class_attributes[cardinal, [red_crown, red_breast]] = 1
@@ -126,15 +131,42 @@ def test_hub_layout_with_default_column_map_and_derived_s_minus(tmp_path):
 
 #: ``attr_label`` names of the Hub card of Jessica-bader/SUB (its README's dataset_info YAML).
 HUB_CARD_ATTR_LABELS = [
-    f"has_{name}" for name in (
-        "back_color--grey belly_pattern--striped bill_color--grey bill_shape--needle breast_color--blue "
-        "breast_color--red breast_color--white breast_pattern--spotted crown_color--black crown_color--grey "
-        "crown_color--pink crown_color--white eye_color--blue eye_color--white eye_color--yellow "
-        "forehead_color--grey leg_color--black leg_color--grey leg_color--pink primary_color--blue "
-        "primary_color--brown primary_color--green primary_color--orange tail_pattern--multi-colored "
-        "tail_pattern--solid throat_color--blue throat_color--yellow underparts_color--green "
-        "underparts_color--red upperparts_color--yellow wing_color--black wing_color--grey wing_color--white"
-    ).split()
+    f"has_{name}"
+    for name in [
+        "back_color--grey",
+        "belly_pattern--striped",
+        "bill_color--grey",
+        "bill_shape--needle",
+        "breast_color--blue",
+        "breast_color--red",
+        "breast_color--white",
+        "breast_pattern--spotted",
+        "crown_color--black",
+        "crown_color--grey",
+        "crown_color--pink",
+        "crown_color--white",
+        "eye_color--blue",
+        "eye_color--white",
+        "eye_color--yellow",
+        "forehead_color--grey",
+        "leg_color--black",
+        "leg_color--grey",
+        "leg_color--pink",
+        "primary_color--blue",
+        "primary_color--brown",
+        "primary_color--green",
+        "primary_color--orange",
+        "tail_pattern--multi-colored",
+        "tail_pattern--solid",
+        "throat_color--blue",
+        "throat_color--yellow",
+        "underparts_color--green",
+        "underparts_color--red",
+        "upperparts_color--yellow",
+        "wing_color--black",
+        "wing_color--grey",
+        "wing_color--white",
+    ]
 ]
 
 
@@ -143,7 +175,9 @@ def test_every_attr_label_of_the_hub_card_normalises():
     assert len(set(names)) == 33 and all(n in VOCAB.attributes for n in names)
     # the card and the vocabulary's 32 substitutions differ in two names (see loaders/sub.py)
     assert set(names) - set(VOCAB.sub_substitutions.values()) == {
-        "has_belly_pattern::striped", "has_upperparts_color::yellow"}
+        "has_belly_pattern::striped",
+        "has_upperparts_color::yellow",
+    }
     assert set(VOCAB.sub_substitutions.values()) - set(names) == {"has_breast_pattern::striped"}
 
 
@@ -155,7 +189,9 @@ def test_attribute_names_in_another_case_normalise():
 
 
 def test_class_attributes_with_their_own_class_names(tmp_path):
-    root, _ = hub_like_parquet(tmp_path, ["Cardinal", "Blue Jay"], ["has_breast_color--white", "has_crown_color--black"])
+    root, _ = hub_like_parquet(
+        tmp_path, ["Cardinal", "Blue Jay"], ["has_breast_color--white", "has_crown_color--black"]
+    )
     ca = np.zeros((2, 312), np.uint8)
     ca[0, VOCAB.attribute_index("has_crown_color::red")] = 1
     ds = load_sub(root, class_attributes=ca, class_names=["017.Cardinal", "073.Blue_Jay"])
@@ -165,7 +201,9 @@ def test_class_attributes_with_their_own_class_names(tmp_path):
 
 
 def test_without_s_minus_source_warns_and_leaves_it_empty(tmp_path):
-    root, _ = hub_like_parquet(tmp_path, ["Cardinal", "Blue_Jay"], ["has_breast_color--white", "has_crown_color--black"])
+    root, _ = hub_like_parquet(
+        tmp_path, ["Cardinal", "Blue_Jay"], ["has_breast_color--white", "has_crown_color--black"]
+    )
     with pytest.warns(UserWarning, match="S- is left empty"):
         ds = load_sub(root)
     assert ds["removed_attributes"] == [[], [], []]
@@ -216,7 +254,9 @@ def test_missing_column_lists_found_columns_and_mapping(tmp_path):
 
 
 def test_bad_values_name_the_row(tmp_path):
-    folder = write_csv_copy(tmp_path, ["file", "attr", "bird"], [["black crown color", "Blue Jay"], ["purple tail", "Cardinal"]])
+    folder = write_csv_copy(
+        tmp_path, ["file", "attr", "bird"], [["black crown color", "Blue Jay"], ["purple tail", "Cardinal"]]
+    )
     with pytest.raises(SUBFormatError, match="row 1: unknown attribute 'purple tail'"):
         load_sub(folder, column_map={"file": "image", "attr": "target_attribute", "bird": "reference_class"})
     folder2 = write_csv_copy(tmp_path / "b", ["file", "attr", "bird"], [["black crown color", "Dodo"]])

@@ -25,14 +25,23 @@ def _first_compute(code: str) -> dict:
     for node in ast.parse(code).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             try:
-                names[node.targets[0].id] = eval(compile(ast.Expression(node.value), "<example>", "eval"),  # noqa: S307
-                                                 {"__builtins__": {}}, dict(names))
+                names[node.targets[0].id] = eval(
+                    compile(ast.Expression(node.value), "<example>", "eval"),
+                    {"__builtins__": {}},
+                    dict(names),
+                )
             except Exception:  # noqa: BLE001 - not a literal (evaluate.load(...), a compute call): not an input
                 pass
         for call in ast.walk(node):
             if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "compute":
-                return {k.arg: eval(compile(ast.Expression(k.value), "<example>", "eval"),  # noqa: S307
-                                    {"__builtins__": {}}, dict(names)) for k in call.keywords}
+                return {
+                    k.arg: eval(
+                        compile(ast.Expression(k.value), "<example>", "eval"),
+                        {"__builtins__": {}},
+                        dict(names),
+                    )
+                    for k in call.keywords
+                }
     raise AssertionError("no compute(...) call in the example")
 
 
@@ -66,5 +75,7 @@ def test_docstring_card_and_space_examples_are_one_copy(name):
 
 def test_the_reader_sees_a_differing_example():
     assert _first_compute("names = ['a']\nm.compute(predictions=[1], concept_names=names)") == {
-        "predictions": [1], "concept_names": ["a"]}
+        "predictions": [1],
+        "concept_names": ["a"],
+    }
     assert _first_compute("out = m.compute(predictions=[2])") != {"predictions": [1]}

@@ -45,6 +45,7 @@ _EVALUATE_LOAD = evaluate.load
 def local_metrics(monkeypatch):
     """``evaluate.load("<name>")`` loads ``metrics/<name>`` (evaluate's own test does the same
     with its ``use_local_metrics``): the examples name a metric as a user on the Hub would."""
+
     def local(path, config_name=None, **kwargs):
         folder = ROOT / "metrics" / path
         return _EVALUATE_LOAD(str(folder) if folder.is_dir() else path, config_name, **kwargs)
@@ -53,8 +54,13 @@ def local_metrics(monkeypatch):
 
 
 def test_the_five_metrics_are_there():
-    assert METRICS == ["concept_confidence_deviation", "concept_existence", "concept_global_importance",
-                       "concept_location", "sub_accuracy"]
+    assert METRICS == [
+        "concept_confidence_deviation",
+        "concept_existence",
+        "concept_global_importance",
+        "concept_location",
+        "sub_accuracy",
+    ]
 
 
 @pytest.mark.parametrize("name", METRICS)
@@ -65,8 +71,15 @@ def test_folder_layout_and_metadata(name):
     assert "launch_metric_space(__file__)" in (folder / "app.py").read_text()
     compile((folder / "app.py").read_text(), str(folder / "app.py"), "exec")
     card = (folder / "README.md").read_text()
-    for section in ("### Inputs", "### Output values", "#### Values from Popular Papers", "### Examples",
-                    "## Limitations", "## Citation", "## Further References"):  # evaluate's card template
+    for section in (
+        "### Inputs",
+        "### Output values",
+        "#### Values from Popular Papers",
+        "### Examples",
+        "## Limitations",
+        "## Citation",
+        "## Further References",
+    ):  # evaluate's card template
         assert section in card, section
     metric = load(name)
     assert isinstance(metric, evaluate.Metric)
@@ -104,8 +117,9 @@ def _assert_same(a: dict, b: dict):
         elif np.asarray(a[key]).dtype.kind in "US":
             assert np.asarray(a[key]).tolist() == np.asarray(b[key]).tolist(), key
         else:
-            np.testing.assert_allclose(np.asarray(a[key], float), np.asarray(b[key], float), equal_nan=True,
-                                       err_msg=key)
+            np.testing.assert_allclose(
+                np.asarray(a[key], float), np.asarray(b[key], float), equal_nan=True, err_msg=key
+            )
 
 
 def _batched(metric, n: int, batch: int = 4, **columns):
@@ -155,8 +169,16 @@ def test_location_module_agrees_with_function():
     xy = RNG.uniform(0, 12, size=(N, vocab.num_parts, 2)).astype(np.float32)
     visible = RNG.random((N, vocab.num_parts)) < 0.7
     metric = load("concept_location")
-    _batched(metric, N, predictions=PRED, references=REF, concept_scores=U, concept_maps=maps, part_xy=xy,
-             part_visible=visible)
+    _batched(
+        metric,
+        N,
+        predictions=PRED,
+        references=REF,
+        concept_scores=U,
+        concept_maps=maps,
+        part_xy=xy,
+        part_visible=visible,
+    )
     kw = dict(concept_names=names, image_size=(12, 12), alphas=(1, 3), top_l=(1, 2))
     got = metric.compute(theta=THETA, **kw)
     want = concept_location(maps, xy, visible, theta=THETA, concept_scores=U, predictions=PRED, references=REF, **kw)
@@ -168,19 +190,26 @@ def test_sub_module_agrees_with_function(config):
     vocab = load_vocabulary()
     names = [vocab.attributes[i] for i in vocab.groups["bill_shape"] + vocab.groups["crown_color"]]
     targets = list(RNG.choice(names, N))
-    removed = [[n for n in names if vocab.group_of(n) == vocab.group_of(t) and n != t][: RNG.integers(0, 3)] for t in targets]
+    removed = [
+        [n for n in names if vocab.group_of(n) == vocab.group_of(t) and n != t][: RNG.integers(0, 3)] for t in targets
+    ]
     classes = list(RNG.choice(["017.Cardinal", "073.Blue_Jay", "036.Northern_Flicker"], N))
     scores, none = RNG.random((N, len(names))), RNG.random(N)
     metric = load("sub_accuracy", config)
-    columns = dict(predictions=scores, target_attributes=targets, removed_attributes=removed,
-                   reference_classes=classes)
+    columns = dict(predictions=scores, target_attributes=targets, removed_attributes=removed, reference_classes=classes)
     if config == "group_with_none":
         columns["none_scores"] = none
     _batched(metric, N, **columns)
     got = metric.compute(concept_names=names)
-    want = sub_accuracy(scores, targets, removed, concept_names=names, reference_classes=classes,
-                        mode="binary" if config == "binary" else "group",
-                        none_scores=none if config == "group_with_none" else None)
+    want = sub_accuracy(
+        scores,
+        targets,
+        removed,
+        concept_names=names,
+        reference_classes=classes,
+        mode="binary" if config == "binary" else "group",
+        none_scores=none if config == "group_with_none" else None,
+    )
     _assert_same(got, want)
 
 
@@ -189,9 +218,14 @@ def test_sub_module_refuses_none_scores_outside_group_with_none(config):
     """``none_scores`` was silently ignored outside "group_with_none"."""
     names = ["has_bill_shape::dagger", "has_bill_shape::cone"]
     with pytest.raises(ValueError, match="only used by the 'group_with_none' config") as err:
-        load("sub_accuracy", config).compute(predictions=[[0.9, 0.1]], target_attributes=[names[0]],
-                                             removed_attributes=[[names[1]]], reference_classes=["017.Cardinal"],
-                                             none_scores=[0.5], concept_names=names)
+        load("sub_accuracy", config).compute(
+            predictions=[[0.9, 0.1]],
+            target_attributes=[names[0]],
+            removed_attributes=[[names[1]]],
+            reference_classes=["017.Cardinal"],
+            none_scores=[0.5],
+            concept_names=names,
+        )
     assert "\n" not in str(err.value)
 
 
@@ -200,11 +234,13 @@ def test_module_bad_input_raises_value_error():
     with pytest.raises(ValueError, match="theta"):
         metric.compute(predictions=[0], references=[0], concept_scores=[[1.0]], concept_labels=[[1]])
     with pytest.raises(ValueError):
-        load("concept_existence").add_batch(predictions=[0, 1], references=[0], concept_scores=[[1.0]],
-                                            concept_labels=[[1]])
+        load("concept_existence").add_batch(
+            predictions=[0, 1], references=[0], concept_scores=[[1.0]], concept_labels=[[1]]
+        )
     with pytest.raises(ValueError, match="probabilities"):
-        load("concept_confidence_deviation", "vqa").compute(predictions=[1.5], references=[0],
-                                                            real_probabilities=[0.5], real_labels=[0])
+        load("concept_confidence_deviation", "vqa").compute(
+            predictions=[1.5], references=[0], real_probabilities=[0.5], real_labels=[0]
+        )
     with pytest.raises(ValueError, match="config_name"):
         load("sub_accuracy", "multiclass")
 
@@ -216,7 +252,7 @@ def test_examples_name_the_metric_as_evaluate_does(name):
     from the repository root; evaluate's convention is ``evaluate.load("<name>")``."""
     folder = ROOT / "metrics" / name
     for text in ((folder / f"{name}.py").read_text(), (folder / "README.md").read_text()):
-        assert "evaluate.load(\"metrics/" not in text and f'evaluate.load("{name}"' in text
+        assert 'evaluate.load("metrics/' not in text and f'evaluate.load("{name}"' in text
 
 
 @pytest.mark.parametrize("name", METRICS)
@@ -230,8 +266,10 @@ def test_the_card_example_goes_through_evaluate_save(name, tmp_path):
     metric = load(name)
     result = metric.compute(**widget_example(metric))
     saved = evaluate.save(str(tmp_path / "result.json"), **result)
-    assert json.loads(Path(saved).read_text())["per_image" if "per_image" in result else next(iter(result))] == \
-        result["per_image" if "per_image" in result else next(iter(result))]
+    assert (
+        json.loads(Path(saved).read_text())["per_image" if "per_image" in result else next(iter(result))]
+        == result["per_image" if "per_image" in result else next(iter(result))]
+    )
 
 
 @pytest.mark.parametrize("name", ["concept_existence", "concept_global_importance", "concept_location"])
@@ -246,7 +284,7 @@ def test_the_metric_space_gradio_pin_is_the_tested_gradio():
 
     from concept_grounding.publish.code_repos import METRIC_SPACE_GRADIO
 
-    assert METRIC_SPACE_GRADIO == gradio.__version__
+    assert gradio.__version__ == METRIC_SPACE_GRADIO
 
 
 @pytest.mark.slow  # a Gradio server in a subprocess per metric
@@ -267,9 +305,8 @@ def test_the_published_metric_space_starts_from_a_folder_named_app_and_computes_
     from huggingface_hub import SpaceCard
 
     from concept_grounding.publish.code_repos import METRIC_SPACE_GRADIO, build_metric_space
-    from concept_grounding.space.metric_widget import json_safe, widget_examples
-
     from concept_grounding.publish.wheel import PackageWheel
+    from concept_grounding.space.metric_widget import json_safe, widget_examples
 
     app = tmp_path / "app"
     fake = tmp_path / "concept_grounding-0.0.0-py3-none-any.whl"  # the Space starts from PYTHONPATH here
@@ -280,9 +317,14 @@ def test_the_published_metric_space_starts_from_a_folder_named_app_and_computes_
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
-           "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONPATH": str(ROOT / "src"),
-           "GRADIO_TEMP_DIR": str(tmp_path / "cache")}
+    env = {
+        **os.environ,
+        "GRADIO_SERVER_PORT": str(port),
+        "GRADIO_SERVER_NAME": "127.0.0.1",
+        "GRADIO_ANALYTICS_ENABLED": "False",
+        "PYTHONPATH": str(ROOT / "src"),
+        "GRADIO_TEMP_DIR": str(tmp_path / "cache"),
+    }
     log = tmp_path / "app.log"
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, "app.py"], cwd=app, env=env, stdout=out, stderr=subprocess.STDOUT)

@@ -80,12 +80,13 @@ def test_vqa_exactly_half_is_no():
 
 def test_torch_input_is_accepted():
     import torch
+
     out = concept_confidence_deviation(torch.tensor(GEN), torch.tensor(GEN_Y), torch.tensor(REAL), torch.tensor(REAL_Y))
     assert out["ccd"] == pytest.approx(0.1)
 
 
 @pytest.mark.parametrize(
-    "kwargs, match",
+    ("kwargs", "match"),
     [
         (dict(generated_probabilities=GEN[:2]), "generated_probabilities and generated_labels"),
         (dict(generated_probabilities=GEN * 2), "generated_probabilities must be probabilities"),

@@ -75,7 +75,7 @@ def test_negative_alignment():
 
 
 @pytest.mark.parametrize(
-    "args, match",
+    ("args", "match"),
     [
         ((THETA, V[:, :2]), r"class_attributes must have the shape of theta"),
         ((THETA[0], V), "theta must have 2 dimension"),
@@ -97,8 +97,12 @@ finite = st.floats(-10, 10, allow_nan=False, width=64).map(lambda v: round(v, 6)
 
 
 @settings(max_examples=40, deadline=None)
-@given(arrays(np.float64, (4, 5), elements=finite), arrays(np.float64, (4, 5), elements=st.sampled_from([0.0, 1.0])),
-       st.floats(1e-3, 1e3), arrays(np.float64, (6, 4), elements=finite))
+@given(
+    arrays(np.float64, (4, 5), elements=finite),
+    arrays(np.float64, (4, 5), elements=st.sampled_from([0.0, 1.0])),
+    st.floats(1e-3, 1e3),
+    arrays(np.float64, (6, 4), elements=finite),
+)
 def test_invariant_to_positive_scaling_of_theta(theta, V, c, u):
     pred = ref = np.array([0, 1, 2, 3, 4, 0])
     a = concept_global_importance(theta, V, u, pred, ref)
@@ -163,8 +167,12 @@ def test_type3_survives_products_beyond_float_range(scale):
 
 
 @settings(max_examples=60, deadline=None)
-@given(arrays(np.float64, (4, 5), elements=finite), arrays(np.float64, (4, 5), elements=st.sampled_from([0.0, 1.0])),
-       st.lists(st.integers(-250, 250), min_size=4, max_size=4), st.lists(st.integers(-250, 250), min_size=5, max_size=5))
+@given(
+    arrays(np.float64, (4, 5), elements=finite),
+    arrays(np.float64, (4, 5), elements=st.sampled_from([0.0, 1.0])),
+    st.lists(st.integers(-250, 250), min_size=4, max_size=4),
+    st.lists(st.integers(-250, 250), min_size=5, max_size=5),
+)
 def test_scores_invariant_to_scaling_each_row_or_column(theta, V, row_exp, col_exp):
     """Cosine is scale-free per vector: scaling concept j's row of theta by 10^e_j leaves
     rho_j unchanged, and scaling class k's column leaves rho_k unchanged, for factors from
@@ -173,8 +181,9 @@ def test_scores_invariant_to_scaling_each_row_or_column(theta, V, row_exp, col_e
     base = concept_global_importance(theta, V)
     rows = concept_global_importance(theta * 10.0 ** np.array(row_exp, float)[:, None], V)
     cols = concept_global_importance(theta * 10.0 ** np.array(col_exp, float)[None, :], V)
-    np.testing.assert_allclose(rows["per_concept_type1"], base["per_concept_type1"], rtol=1e-9, atol=1e-12,
-                               equal_nan=True)
+    np.testing.assert_allclose(
+        rows["per_concept_type1"], base["per_concept_type1"], rtol=1e-9, atol=1e-12, equal_nan=True
+    )
     np.testing.assert_allclose(cols["per_class_type1"], base["per_class_type1"], rtol=1e-9, atol=1e-12, equal_nan=True)
     defined_rows = (theta != 0).any(axis=1) & (V != 0).any(axis=1)
     assert np.isfinite(rows["per_concept_type1"][defined_rows]).all()

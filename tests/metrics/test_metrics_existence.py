@@ -11,8 +11,12 @@ from concept_grounding.metrics.concept_existence import rank_concepts
 
 # L = 4 concepts, K = 2 classes
 THETA = np.array([[3.0, -1.0], [1.0, 2.0], [-2.0, 1.0], [0.5, 0.5]])
-U = np.array([[1.0, 4.0, 1.0, 2.0],    # predicted 0: theta*u = 3, 4, -2, 1 -> order 1, 0, 3, 2
-              [2.0, 1.0, 5.0, 0.0]])   # predicted 1: theta*u = -2, 2, 5, 0 -> order 2, 1, 3, 0
+U = np.array(
+    [
+        [1.0, 4.0, 1.0, 2.0],  # predicted 0: theta*u = 3, 4, -2, 1 -> order 1, 0, 3, 2
+        [2.0, 1.0, 5.0, 0.0],
+    ]
+)  # predicted 1: theta*u = -2, 2, 5, 0 -> order 2, 1, 3, 0
 LABELS = np.array([[1, 0, 0, 1], [0, 0, 1, 1]])
 PRED, REF = [0, 1], [0, 0]
 
@@ -59,7 +63,7 @@ def test_no_correct_image_gives_nan():
 
 
 @pytest.mark.parametrize(
-    "kwargs, match",
+    ("kwargs", "match"),
     [
         (dict(concept_labels=LABELS[:, :3]), "concept_labels must have the shape of concept_scores"),
         (dict(concept_labels=LABELS * 2), "concept_labels must be binary"),

@@ -71,48 +71,80 @@ SPECS = {
         "concept_confidence_deviation",
         columns={"predictions": [[0.9, 0.1], [0.4, 0.6], [0.2, 0.8], [0.7, 0.3]], "references": [0, 1, 1, 0]},
         kwargs={"real_probabilities": [[0.8, 0.2], [0.3, 0.7]], "real_labels": [0, 1]},
-        call=lambda c, k: concept_confidence_deviation(c["predictions"], c["references"], k["real_probabilities"],
-                                                       k["real_labels"]),
+        call=lambda c, k: concept_confidence_deviation(
+            c["predictions"], c["references"], k["real_probabilities"], k["real_labels"]
+        ),
         arg={"predictions": "generated_probabilities", "references": "generated_labels"},
-        float_col="predictions", label_col="references", vector_col="predictions",
+        float_col="predictions",
+        label_col="references",
+        vector_col="predictions",
     ),
     "concept_global_importance": Spec(
         "concept_global_importance",
         columns={"predictions": PRED, "references": REF, "concept_scores": SCORES},
         kwargs={"theta": THETA, "class_attributes": [[1, 0], [1, 1], [0, 1]]},
-        call=lambda c, k: concept_global_importance(k["theta"], k["class_attributes"], c["concept_scores"],
-                                                    c["predictions"], c["references"]),
+        call=lambda c, k: concept_global_importance(
+            k["theta"], k["class_attributes"], c["concept_scores"], c["predictions"], c["references"]
+        ),
     ),
     "concept_existence": Spec(
         "concept_existence",
-        columns={"predictions": PRED, "references": REF, "concept_scores": SCORES,
-                 "concept_labels": [[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 0]]},
+        columns={
+            "predictions": PRED,
+            "references": REF,
+            "concept_scores": SCORES,
+            "concept_labels": [[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 0]],
+        },
         kwargs={"theta": THETA, "top_l": (1,)},
-        call=lambda c, k: concept_existence(k["theta"], c["concept_scores"], c["predictions"], c["concept_labels"],
-                                            c["references"], top_l=k["top_l"]),
+        call=lambda c, k: concept_existence(
+            k["theta"], c["concept_scores"], c["predictions"], c["concept_labels"], c["references"], top_l=k["top_l"]
+        ),
     ),
     "concept_location": Spec(
         "concept_location",
-        columns={"predictions": PRED, "references": REF, "concept_scores": SCORES,
-                 "concept_maps": np.arange(N * L * 4, dtype=np.float32).reshape(N, L, 2, 2).tolist(),
-                 "part_xy": [[[0.0, 0.0], [3.0, 3.0]]] * N, "part_visible": [[True, True]] * N},
+        columns={
+            "predictions": PRED,
+            "references": REF,
+            "concept_scores": SCORES,
+            "concept_maps": np.arange(N * L * 4, dtype=np.float32).reshape(N, L, 2, 2).tolist(),
+            "part_xy": [[[0.0, 0.0], [3.0, 3.0]]] * N,
+            "part_visible": [[True, True]] * N,
+        },
         kwargs={"theta": THETA, "concept_parts": [[0], [1], [0]], "image_size": (4, 4), "alphas": (1,), "top_l": (1,)},
-        call=lambda c, k: concept_location(c["concept_maps"], c["part_xy"], c["part_visible"], theta=k["theta"],
-                                           concept_scores=c["concept_scores"], predictions=c["predictions"],
-                                           references=c["references"], concept_parts=k["concept_parts"],
-                                           image_size=k["image_size"], alphas=k["alphas"], top_l=k["top_l"]),
+        call=lambda c, k: concept_location(
+            c["concept_maps"],
+            c["part_xy"],
+            c["part_visible"],
+            theta=k["theta"],
+            concept_scores=c["concept_scores"],
+            predictions=c["predictions"],
+            references=c["references"],
+            concept_parts=k["concept_parts"],
+            image_size=k["image_size"],
+            alphas=k["alphas"],
+            top_l=k["top_l"],
+        ),
     ),
     "sub_accuracy": Spec(
         "sub_accuracy",
-        columns={"predictions": [[0.2, 0.9, 0.1], [0.7, 0.4, 0.3], [0.5, 0.5, 0.5], [0.1, 0.2, 0.9]],
-                 "target_attributes": [NEEDLE, NEEDLE, CONE, DAGGER],
-                 "removed_attributes": [[DAGGER], [DAGGER], [], [CONE]],
-                 "reference_classes": ["017.Cardinal", "073.Blue_Jay", "017.Cardinal", "073.Blue_Jay"]},
+        columns={
+            "predictions": [[0.2, 0.9, 0.1], [0.7, 0.4, 0.3], [0.5, 0.5, 0.5], [0.1, 0.2, 0.9]],
+            "target_attributes": [NEEDLE, NEEDLE, CONE, DAGGER],
+            "removed_attributes": [[DAGGER], [DAGGER], [], [CONE]],
+            "reference_classes": ["017.Cardinal", "073.Blue_Jay", "017.Cardinal", "073.Blue_Jay"],
+        },
         kwargs={"concept_names": [DAGGER, NEEDLE, CONE]},
-        call=lambda c, k: sub_accuracy(c["predictions"], c["target_attributes"], c["removed_attributes"],
-                                       concept_names=k["concept_names"], reference_classes=c["reference_classes"]),
+        call=lambda c, k: sub_accuracy(
+            c["predictions"],
+            c["target_attributes"],
+            c["removed_attributes"],
+            concept_names=k["concept_names"],
+            reference_classes=c["reference_classes"],
+        ),
         arg={"predictions": "scores"},
-        float_col="predictions", label_col="target_attributes", vector_col="predictions",
+        float_col="predictions",
+        label_col="target_attributes",
+        vector_col="predictions",
     ),
 }
 
@@ -218,15 +250,18 @@ def test_compute_with_nothing_added_raises_value_error(metric):
 @pytest.mark.parametrize("metric", sorted(SPECS))
 def test_add_checks_one_example(metric):
     spec = SPECS[metric]
-    row = {("prediction" if c == "predictions" else "reference" if c == "references" else c): v[0]
-           for c, v in spec.columns.items()}
+    row = {
+        ("prediction" if c == "predictions" else "reference" if c == "references" else c): v[0]
+        for c, v in spec.columns.items()
+    }
     metric_ = load(spec)
     label_key = {"predictions": "prediction", "references": "reference"}.get(spec.label_col, spec.label_col)
     with pytest.raises(ValueError, match=rf"{spec.label_col} must hold"):
         metric_.add(**{**row, label_key: 1.7})
     for i in range(N):  # good rows still go in one at a time
-        metric_.add(**{k: spec.columns[{"prediction": "predictions", "reference": "references"}.get(k, k)][i]
-                       for k in row})
+        metric_.add(
+            **{k: spec.columns[{"prediction": "predictions", "reference": "references"}.get(k, k)][i] for k in row}
+        )
     out = metric_.compute(**spec.kwargs)
     want = spec.call(spec.columns, spec.kwargs)
     first = next(k for k, v in want.items() if isinstance(v, float))

@@ -23,8 +23,9 @@ def _one(map_, xy, visible=(True,), parts=((0,),), **kw):
     """One image, one concept on the given parts, the map already at image size."""
     maps = np.asarray(map_, float)[None, None]
     part_xy = np.asarray(xy, float).reshape(1, -1, 2)
-    return concept_location(maps, part_xy, np.array([visible]), top_concepts=[[0]], concept_parts=parts,
-                            top_l=(1,), return_ranks=True, **kw)
+    return concept_location(
+        maps, part_xy, np.array([visible]), top_concepts=[[0]], concept_parts=parts, top_l=(1,), return_ranks=True, **kw
+    )
 
 
 def test_region_size_floor():
@@ -100,16 +101,32 @@ def test_ranking_from_theta_and_correct_subset():
     xy = np.array([[[3.0, 2.0]], [[3.0, 2.0]]])
     theta = np.array([[1.0, 0.0], [0.0, 1.0]])
     u = np.ones((2, 2))
-    out = concept_location(maps, xy, np.ones((2, 1), bool), theta=theta, concept_scores=u, predictions=[0, 1],
-                           references=[0, 0], concept_parts=[(0,), (0,)], top_l=(1,), alphas=(1,))
+    out = concept_location(
+        maps,
+        xy,
+        np.ones((2, 1), bool),
+        theta=theta,
+        concept_scores=u,
+        predictions=[0, 1],
+        references=[0, 0],
+        concept_parts=[(0,), (0,)],
+        top_l=(1,),
+        alphas=(1,),
+    )
     assert out["top_concepts"][:, 0].tolist() == [0, 1]
     assert out["location@1_alpha1"] == 0.5 and out["location@1_alpha1_correct"] == 1.0
 
 
 def test_rank_within_part_concepts():
     maps = np.stack([RAMP, RAMP])[None]
-    kw = dict(theta=np.array([[2.0], [1.0]]), concept_scores=[[1.0, 1.0]], predictions=[0],
-              concept_parts=[(), (0,)], top_l=(1,), alphas=(1,))
+    kw = dict(
+        theta=np.array([[2.0], [1.0]]),
+        concept_scores=[[1.0, 1.0]],
+        predictions=[0],
+        concept_parts=[(), (0,)],
+        top_l=(1,),
+        alphas=(1,),
+    )
     assert np.isnan(concept_location(maps, [[[3.0, 2.0]]], [[True]], **kw)["location@1_alpha1"])
     out = concept_location(maps, [[[3.0, 2.0]]], [[True]], rank_within_part_concepts=True, **kw)
     assert out["top_concepts"].tolist() == [[1]] and out["location@1_alpha1"] == 1.0
@@ -117,8 +134,13 @@ def test_rank_within_part_concepts():
 
 def test_concept_names_map_through_the_vocabulary():
     vocab = load_vocabulary()
-    table = concept_part_table(3, concept_names=["has_eye_color::blue", "has_head_pattern::plain", "has_size::very_small_(3_-_5_in)"])
-    eyes, head = [vocab.part_index("left eye"), vocab.part_index("right eye")], [vocab.part_index("forehead"), vocab.part_index("crown")]
+    table = concept_part_table(
+        3, concept_names=["has_eye_color::blue", "has_head_pattern::plain", "has_size::very_small_(3_-_5_in)"]
+    )
+    eyes, head = (
+        [vocab.part_index("left eye"), vocab.part_index("right eye")],
+        [vocab.part_index("forehead"), vocab.part_index("crown")],
+    )
     assert table.tolist() == [eyes, head, [-1, -1]]
     with pytest.raises(ValueError, match="concept_names has unknown attribute"):
         concept_part_table(1, concept_names=["has_eye_color::plaid"])
@@ -126,12 +148,15 @@ def test_concept_names_map_through_the_vocabulary():
 
 
 @pytest.mark.parametrize(
-    "kwargs, match",
+    ("kwargs", "match"),
     [
         (dict(concept_maps=np.zeros((1, 1, 3))), "concept_maps must have 4 dimension"),
         (dict(part_xy=np.zeros((1, 1, 3))), r"part_xy must have shape \(N, P, 2\)"),
         (dict(part_visible=[[True, False]]), "part_visible must have shape"),
-        (dict(part_xy=np.zeros((2, 1, 2)), part_visible=np.ones((2, 1), bool)), "concept_maps and part_xy must have the same length"),
+        (
+            dict(part_xy=np.zeros((2, 1, 2)), part_visible=np.ones((2, 1), bool)),
+            "concept_maps and part_xy must have the same length",
+        ),
         (dict(concept_parts=[(0,), (0,)]), "concept_parts must have 1 entries"),
         (dict(concept_parts=[(3,)]), "part_xy has 1 parts"),
         (dict(concept_parts=None), "give exactly one of concept_names or concept_parts"),
@@ -142,21 +167,36 @@ def test_concept_names_map_through_the_vocabulary():
     ],
 )
 def test_bad_input(kwargs, match):
-    args = dict(concept_maps=RAMP[None, None], part_xy=[[[3.0, 2.0]]], part_visible=[[True]], top_concepts=[[0]],
-                concept_parts=[(0,)], top_l=(1,))
+    args = dict(
+        concept_maps=RAMP[None, None],
+        part_xy=[[[3.0, 2.0]]],
+        part_visible=[[True]],
+        top_concepts=[[0]],
+        concept_parts=[(0,)],
+        top_l=(1,),
+    )
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
         concept_location(**args)
 
 
 @settings(max_examples=25, deadline=None)
-@given(arrays(np.float64, (3, 3, 4), elements=st.floats(-2, 2).map(lambda v: round(v, 1))),
-       st.integers(3, 17), st.integers(3, 19))
+@given(
+    arrays(np.float64, (3, 3, 4), elements=st.floats(-2, 2).map(lambda v: round(v, 1))),
+    st.integers(3, 17),
+    st.integers(3, 19),
+)
 def test_centre_ranks_match_full_upsampling(maps, M1, M2):
     import torch
+
     centres = np.arange(3) * 7 % (M1 * M2)
-    up = torch.nn.functional.interpolate(torch.from_numpy(maps)[:, None], size=(M1, M2), mode="bilinear",
-                                         align_corners=False)[:, 0].reshape(3, -1).numpy()
+    up = (
+        torch.nn.functional.interpolate(
+            torch.from_numpy(maps)[:, None], size=(M1, M2), mode="bilinear", align_corners=False
+        )[:, 0]
+        .reshape(3, -1)
+        .numpy()
+    )
     v = np.take_along_axis(up, centres[:, None], 1)
     expected = (up > v + 1e-9 * np.abs(maps).max(axis=(1, 2))[:, None]).sum(axis=1)
     np.testing.assert_array_equal(centre_ranks(maps, centres, (M1, M2)), expected)
@@ -166,8 +206,16 @@ def test_top_region_for_plots_agrees_with_the_metric():
     rng = np.random.default_rng(3)
     maps = np.round(rng.normal(size=(6, 1, 3, 3)))
     xy = rng.uniform(0, 16, size=(6, 1, 2))
-    out = concept_location(maps, xy, np.ones((6, 1), bool), top_concepts=np.zeros((6, 1), int),
-                           concept_parts=[(0,)], image_size=(16, 16), alphas=(1, 3, 6), top_l=(1,))
+    out = concept_location(
+        maps,
+        xy,
+        np.ones((6, 1), bool),
+        top_concepts=np.zeros((6, 1), int),
+        concept_parts=[(0,)],
+        image_size=(16, 16),
+        alphas=(1, 3, 6),
+        top_l=(1,),
+    )
     for i in range(6):
         for a, alpha in enumerate((1, 3, 6)):
             _, omega = top_region(maps[i, 0], (16, 16), alpha)
@@ -176,8 +224,10 @@ def test_top_region_for_plots_agrees_with_the_metric():
 
 
 @settings(max_examples=25, deadline=None)
-@given(arrays(np.float64, (8, 3, 3), elements=st.floats(-2, 2).map(lambda v: round(v, 1))),
-       st.lists(st.integers(1, 24 * 20), min_size=1, max_size=3))
+@given(
+    arrays(np.float64, (8, 3, 3), elements=st.floats(-2, 2).map(lambda v: round(v, 1))),
+    st.lists(st.integers(1, 24 * 20), min_size=1, max_size=3),
+)
 def test_ranks_resolved_to_thresholds_decide_like_exact_ranks(maps, sizes):
     centres = np.arange(8) * 53 % (24 * 20)
     exact = centre_ranks(maps, centres, (24, 20))
@@ -217,13 +267,21 @@ def test_a_map_that_is_the_part_itself_locates_the_world_centres_on_their_part()
     hits, truncated = [], []
     for p in range(xy.shape[1]):
         maps = (part_map == p + 1)[:, None].astype(float)
-        out = concept_location(maps, xy, visible, top_concepts=np.zeros((len(samples), 1), int),
-                               concept_parts=[(p,)], alphas=(1e-3,), top_l=(1,))
+        out = concept_location(
+            maps,
+            xy,
+            visible,
+            top_concepts=np.zeros((len(samples), 1), int),
+            concept_parts=[(p,)],
+            alphas=(1e-3,),
+            top_l=(1,),
+        )
         rows, cols = np.floor(xy[:, p, 1] + 0.5).astype(int), np.floor(xy[:, p, 0] + 0.5).astype(int)
         on_part = part_map[np.arange(len(samples)), rows.clip(0, 63), cols.clip(0, 63)] == p + 1
         assert np.array_equal(out["hits"][:, 0, 0], visible[:, p] & on_part), p
         hits += out["hits"][visible[:, p], 0, 0].tolist()
         floor_rows, floor_cols = np.floor(xy[:, p, 1]).astype(int), np.floor(xy[:, p, 0]).astype(int)
-        truncated += (part_map[np.arange(len(samples)), floor_rows.clip(0, 63), floor_cols.clip(0, 63)]
-                      == p + 1)[visible[:, p]].tolist()
+        truncated += (part_map[np.arange(len(samples)), floor_rows.clip(0, 63), floor_cols.clip(0, 63)] == p + 1)[
+            visible[:, p]
+        ].tolist()
     assert np.mean(hits) >= 0.95 > np.mean(truncated) + 0.04, (np.mean(hits), np.mean(truncated))

@@ -18,8 +18,13 @@ def _png_size(data: bytes) -> tuple[int, int]:
 
 def test_cgim_histograms(tmp_path):
     rng = np.random.default_rng(0)
-    out = concept_global_importance(rng.normal(size=(8, 4)), (rng.random((8, 4)) < 0.5).astype(float),
-                                    rng.normal(size=(12, 8)), np.arange(12) % 4, np.arange(12) % 4)
+    out = concept_global_importance(
+        rng.normal(size=(8, 4)),
+        (rng.random((8, 4)) < 0.5).astype(float),
+        rng.normal(size=(12, 8)),
+        np.arange(12) % 4,
+        np.arange(12) % 4,
+    )
     path = cgim_histograms(out, tmp_path / "cgim.png", title="test")
     data = path.read_bytes()
     assert data.startswith(PNG) and _png_size(data) == (800, 690)
@@ -29,8 +34,13 @@ def test_cgim_histograms(tmp_path):
 
 def test_sub_bars(tmp_path):
     names = ["has_bill_shape::dagger", "has_bill_shape::cone", "has_crown_color::blue", "has_crown_color::brown"]
-    out = sub_accuracy(np.array([[0.9, 0.2, 0.1, 0.1], [0.1, 0.1, 0.8, 0.7]]), [names[0], names[2]],
-                       [[names[1]], [names[3]]], concept_names=names, reference_classes=["017.Cardinal", "073.Blue_Jay"])
+    out = sub_accuracy(
+        np.array([[0.9, 0.2, 0.1, 0.1], [0.1, 0.1, 0.8, 0.7]]),
+        [names[0], names[2]],
+        [[names[1]], [names[3]]],
+        concept_names=names,
+        reference_classes=["017.Cardinal", "073.Blue_Jay"],
+    )
     for level in ("attribute", "group", "class"):
         data = sub_bars(out, None, level=level)
         assert data.startswith(PNG)
@@ -58,10 +68,18 @@ def _pixels_near(png: bytes, rgb: tuple[int, int, int], tol: int = 40) -> int:
 
 def test_verdict_sheet_colours_each_caption_by_its_verdict(tmp_path):
     bird = np.zeros((8, 8, 3), np.uint8)
-    passing = verdict_sheet([[bird, Image.fromarray(bird)]], [[("S+ found", True), ("species kept", True)]],
-                            ["Blue Jay + yellow crown color"], ["prompting only", "TDG reference"])
-    failing = verdict_sheet([[bird, bird]], [[("S+ missing", False), ("species lost", False)]],
-                            ["Blue Jay + yellow crown color"], ["prompting only", "TDG reference"])
+    passing = verdict_sheet(
+        [[bird, Image.fromarray(bird)]],
+        [[("S+ found", True), ("species kept", True)]],
+        ["Blue Jay + yellow crown color"],
+        ["prompting only", "TDG reference"],
+    )
+    failing = verdict_sheet(
+        [[bird, bird]],
+        [[("S+ missing", False), ("species lost", False)]],
+        ["Blue Jay + yellow crown color"],
+        ["prompting only", "TDG reference"],
+    )
     green, red = (0x1A, 0x7F, 0x37), (0xCF, 0x22, 0x2E)
     assert _pixels_near(passing, green) > 20 and _pixels_near(passing, red) == 0
     assert _pixels_near(failing, red) > 20 and _pixels_near(failing, green) == 0
@@ -88,8 +106,7 @@ def test_count_axes_tick_whole_numbers_only(monkeypatch):
     monkeypatch.setattr(plotting, "count_axis", spy)
     figures.faithfulness_figure([0.5])
     edges = np.linspace(-1, 1, 5)
-    plotting.cgim_histograms({"histogram_counts": np.array([[[0, 1, 0, 0]], [[0, 0, 1, 0]]]),
-                              "histogram_edges": edges})
+    plotting.cgim_histograms({"histogram_counts": np.array([[[0, 1, 0, 0]], [[0, 0, 1, 0]]]), "histogram_edges": edges})
     assert len(seen) == 3 and all(float(t).is_integer() for ticks in seen for t in ticks)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure

@@ -61,8 +61,9 @@ def test_group_mode_known_answer_with_none():
     sims[1, names.index(DAGGER)] = 0.3  # argmax dagger = S- : s+ miss, s- miss
     sims[2, names.index(NEEDLE)] = 0.3  # but "none" scores higher: s+ miss, s- ok
     none = np.array([0.1, 0.1, 0.5])
-    out = sub_accuracy(sims, [NEEDLE] * 3, [[DAGGER], [DAGGER], [DAGGER]], concept_names=names, mode="group",
-                       none_scores=none)
+    out = sub_accuracy(
+        sims, [NEEDLE] * 3, [[DAGGER], [DAGGER], [DAGGER]], concept_names=names, mode="group", none_scores=none
+    )
     assert out["s_plus"] == pytest.approx(1 / 3) and out["s_minus"] == pytest.approx(2 / 3)
     assert out["chance_s_plus"] == pytest.approx(1 / 10) and out["chance_s_minus"] == pytest.approx(9 / 10)
 
@@ -96,11 +97,14 @@ def test_concept_accuracy():
 
 
 @pytest.mark.parametrize(
-    "kwargs, match",
+    ("kwargs", "match"),
     [
         (dict(scores=PROBS * 2), "scores must be probabilities"),
         (dict(scores=PROBS[:3]), "scores and target_attributes must have the same length"),
-        (dict(target_attributes=[DAGGER, DAGGER, BLUE, "has_bill_shape::spork"]), "target_attributes has unknown attribute"),
+        (
+            dict(target_attributes=[DAGGER, DAGGER, BLUE, "has_bill_shape::spork"]),
+            "target_attributes has unknown attribute",
+        ),
         (dict(removed_attributes=[[CONE], [CONE], [BROWN], ["nope::x"]]), "removed_attributes has unknown attribute"),
         (dict(removed_attributes=[CONE, CONE, BROWN, DAGGER]), "removed_attributes must be a list of lists"),
         (dict(concept_names=NAMES[:3]), "scores has 4 columns but concept_names has 3"),
@@ -128,11 +132,20 @@ def test_group_mode_rejects_removed_attribute_of_another_group():
 @settings(max_examples=40, deadline=None)
 @given(arrays(np.float64, (6, 4), elements=st.floats(0, 1)))
 def test_scores_in_range(probs):
-    out = sub_accuracy(probs, [DAGGER, CONE, BLUE, BROWN, DAGGER, BLUE], [[CONE], [DAGGER], [BROWN], [BLUE], [], []],
-                       concept_names=NAMES)
+    out = sub_accuracy(
+        probs,
+        [DAGGER, CONE, BLUE, BROWN, DAGGER, BLUE],
+        [[CONE], [DAGGER], [BROWN], [BLUE], [], []],
+        concept_names=NAMES,
+    )
     assert 0 <= out["s_plus"] <= 1 and 0 <= out["s_minus"] <= 1
-    g = sub_accuracy(probs, [DAGGER, CONE, BLUE, BROWN, DAGGER, BLUE], [[CONE], [DAGGER], [BROWN], [BLUE], [], []],
-                     concept_names=NAMES, mode="group")
+    g = sub_accuracy(
+        probs,
+        [DAGGER, CONE, BLUE, BROWN, DAGGER, BLUE],
+        [[CONE], [DAGGER], [BROWN], [BLUE], [], []],
+        concept_names=NAMES,
+        mode="group",
+    )
     assert 0 <= g["s_plus"] <= 1 and 0 <= g["s_minus"] <= 1 and g["chance_s_plus"] == 0.5
 
 
@@ -233,8 +246,12 @@ def test_official_protocol_through_the_evaluate_module():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    columns = dict(predictions=OFF_PROBS.tolist(), target_attributes=OFF_TARGETS, removed_attributes=OFF_REMOVED,
-                   reference_classes=["017.Cardinal"] * 4)
+    columns = dict(
+        predictions=OFF_PROBS.tolist(),
+        target_attributes=OFF_TARGETS,
+        removed_attributes=OFF_REMOVED,
+        reference_classes=["017.Cardinal"] * 4,
+    )
     for protocol, want in (("paper", (2 / 3, 3 / 4)), ("official", (1.0, 0.0))):
         metric = evaluate.load(str(root / "metrics" / "sub_accuracy"), keep_in_memory=True)
         metric.add_batch(**{k: v[:2] for k, v in columns.items()})
@@ -243,8 +260,14 @@ def test_official_protocol_through_the_evaluate_module():
         assert (out["s_plus"], out["s_minus"]) == pytest.approx(want)
     names, sims, _, targets, removed = _group_fixture()
     group = evaluate.load(str(root / "metrics" / "sub_accuracy"), "group", keep_in_memory=True)
-    out = group.compute(predictions=sims.tolist(), target_attributes=targets, removed_attributes=removed,
-                        reference_classes=["017.Cardinal"] * 4, concept_names=names, protocol="official")
+    out = group.compute(
+        predictions=sims.tolist(),
+        target_attributes=targets,
+        removed_attributes=removed,
+        reference_classes=["017.Cardinal"] * 4,
+        concept_names=names,
+        protocol="official",
+    )
     assert out["s_plus"] == pytest.approx(1 / 3) and out["s_minus"] == 1.0
 
 

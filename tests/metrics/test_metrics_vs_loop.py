@@ -16,7 +16,9 @@ from concept_grounding.metrics import (
 )
 from concept_grounding.metrics.concept_location import concept_part_table
 
-_spec = importlib.util.spec_from_file_location("bench_metrics", Path(__file__).parents[2] / "benchmarks" / "bench_metrics.py")
+_spec = importlib.util.spec_from_file_location(
+    "bench_metrics", Path(__file__).parents[2] / "benchmarks" / "bench_metrics.py"
+)
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 
@@ -67,8 +69,18 @@ def test_location_equals_loop(smooth):
     xy = rng.uniform(0, 32, size=(n, vocab.num_parts, 2))
     visible = rng.random((n, vocab.num_parts)) < 0.7
     theta, u, pred = rng.normal(size=(L, 3)), rng.normal(size=(n, L)), rng.integers(0, 3, n)
-    fast = concept_location(maps, xy, visible, theta=theta, concept_scores=u, predictions=pred, concept_names=names,
-                            image_size=size, alphas=(1, 3, 6), top_l=(1, 3, 5))
+    fast = concept_location(
+        maps,
+        xy,
+        visible,
+        theta=theta,
+        concept_scores=u,
+        predictions=pred,
+        concept_names=names,
+        image_size=size,
+        alphas=(1, 3, 6),
+        top_l=(1, 3, 5),
+    )
     parts = [tuple(p for p in row if p >= 0) for row in concept_part_table(L, concept_names=names)]
     slow = bench.loop_concept_location(maps, xy, visible, fast["top_concepts"].tolist(), parts, size)
     for key, value in slow.items():
@@ -76,8 +88,10 @@ def test_location_equals_loop(smooth):
             continue
         np.testing.assert_equal(fast[key], value, err_msg=key)
     hits = [[None if h is None else list(h) for h in row] for row in slow["hits"]]
-    expected = [[None if not ev else list(hit) for ev, hit in zip(e_row, h_row)]
-                for e_row, h_row in zip(fast["evaluated"].tolist(), fast["hits"].tolist())]
+    expected = [
+        [None if not ev else list(hit) for ev, hit in zip(e_row, h_row)]
+        for e_row, h_row in zip(fast["evaluated"].tolist(), fast["hits"].tolist())
+    ]
     assert hits == expected
 
 
@@ -95,7 +109,9 @@ def test_sub_binary_equals_loop(data):
     vocab = load_vocabulary()
     names = [vocab.attributes[i] for i in vocab.cbm_112]
     targets = [vocab.attributes[i] for i in rng.choice(vocab.sub_attribute_indices, 50)]
-    removed = [[vocab.attributes[vocab.groups[vocab.group_of(t)][k]] for k in range(rng.integers(0, 3))] for t in targets]
+    removed = [
+        [vocab.attributes[vocab.groups[vocab.group_of(t)][k]] for k in range(rng.integers(0, 3))] for t in targets
+    ]
     classes = [vocab.classes[i] for i in rng.integers(0, 5, 50)]
     probs = rng.random((50, len(names)))
     out = sub_accuracy(probs, targets, removed, concept_names=names, reference_classes=classes)

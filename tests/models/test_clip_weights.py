@@ -7,11 +7,11 @@ import pytest
 
 pytest.importorskip("open_clip")
 
-import open_clip  # noqa: E402
+import open_clip
 
-from concept_grounding.cli import main  # noqa: E402
-from concept_grounding.errors import ModelUnavailableError  # noqa: E402
-from concept_grounding.hub import RANDOM_WEIGHTS, require_open_clip_weights, resolve_clip  # noqa: E402
+from concept_grounding.cli import main
+from concept_grounding.errors import ModelUnavailableError
+from concept_grounding.hub import RANDOM_WEIGHTS, require_open_clip_weights, resolve_clip
 
 
 @pytest.fixture
@@ -66,12 +66,15 @@ def test_sub_model_loader_refuses(built):
     assert built == []
 
 
-@pytest.mark.parametrize("argv", [
-    ["sub", "--model", "ViT-B-32"],
-    ["bench", "--model", "ViT-B-32"],
-    ["explain", "--model", "ViT-B-32"],
-    ["covar", "--model", "ViT-B-32"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["sub", "--model", "ViT-B-32"],
+        ["bench", "--model", "ViT-B-32"],
+        ["explain", "--model", "ViT-B-32"],
+        ["covar", "--model", "ViT-B-32"],
+    ],
+)
 def test_commands_refuse_in_one_line(argv, built, tmp_path, capsys):
     assert main([*argv, "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()

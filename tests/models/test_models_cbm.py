@@ -19,7 +19,6 @@ NAMES = ["has_primary_color::red", "has_primary_color::blue", "has_primary_color
 FAST = dict(epochs=6, batch_size=16, progress=False)
 
 
-
 @pytest.fixture(scope="module")
 def toy(toy_concepts):
     """The session's toy concept tensors (conftest), whose concepts are :data:`NAMES`."""
@@ -152,6 +151,7 @@ def test_cem_mixes_the_two_embeddings_by_probability(toy):
 
 def test_tiny_world_cbm_and_cem_train():
     import concept_grounding.world as world_mod
+
     world = world_mod.BirdWorld(world_mod.WorldConfig(image_size=64, class_names=("017.Cardinal", "073.Blue_Jay")))
     train = to_tensors(world.to_dataset_dict(6, 1)["train"], load_vocabulary().sub_attribute_indices, 64)
     cbm = train_cbm(train, "joint", epochs=4, batch_size=4, progress=False)
@@ -179,8 +179,11 @@ def test_backbone_norm_pool_and_downsample_round_trip(tmp_path):
     rebuilt = build_backbone(net.get_config())
     rebuilt.load_state_dict(net.state_dict())
     assert torch.equal(rebuilt.eval()(x).pooled, out.pooled)
-    for bad, match in ((dict(norm="layer"), "norm must be"), (dict(pool="sum"), "pool must be"),
-                       (dict(downsample=0), "downsample must be")):
+    for bad, match in (
+        (dict(norm="layer"), "norm must be"),
+        (dict(pool="sum"), "pool must be"),
+        (dict(downsample=0), "downsample must be"),
+    ):
         with pytest.raises(ValueError, match=match):
             SmallCNN(**bad)
 
@@ -195,8 +198,16 @@ def test_random_hflip_and_schedules():
     assert 150 < int((flipped[:, 0, 0, 0] == 2.0).sum()) < 250  # about half are mirrored
     for schedule in ("onecycle", "cosine"):
         w = torch.nn.Parameter(torch.zeros(1))
-        hist = fit(lambda b: ((w - 3.0) ** 2).mean() + 0 * b[0].sum(), [w], (torch.zeros(8),), epochs=200,
-                   batch_size=8, lr=0.1, schedule=schedule, progress=False)
+        hist = fit(
+            lambda b: ((w - 3.0) ** 2).mean() + 0 * b[0].sum(),
+            [w],
+            (torch.zeros(8),),
+            epochs=200,
+            batch_size=8,
+            lr=0.1,
+            schedule=schedule,
+            progress=False,
+        )
         assert abs(float(w) - 3.0) < 0.05 and hist.losses[-1] < 1e-2, schedule
     with pytest.raises(ValueError, match="schedule must be"):
         fit(lambda b: w.sum(), [w], (torch.zeros(2),), schedule="step", progress=False)
@@ -215,6 +226,7 @@ def test_cbm_learns_concepts_on_a_tiny_world():
     import numpy as np
 
     import concept_grounding.world as world_mod
+
     classes = ("017.Cardinal", "073.Blue_Jay", "047.American_Goldfinch", "029.American_Crow")
     world = world_mod.BirdWorld(world_mod.WorldConfig(image_size=64, class_names=classes))
     dd = world.to_dataset_dict(32, 8)

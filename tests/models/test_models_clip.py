@@ -74,11 +74,25 @@ def test_group_scores_dispatch_to_a_transformers_clip():
     from transformers import CLIPConfig, CLIPModel
 
     config = CLIPConfig(
-        text_config=dict(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                         num_attention_heads=2, max_position_embeddings=32, bos_token_id=0, eos_token_id=1,
-                         pad_token_id=1),
-        vision_config=dict(image_size=16, patch_size=8, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                           num_attention_heads=2),
+        text_config=dict(
+            vocab_size=64,
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            max_position_embeddings=32,
+            bos_token_id=0,
+            eos_token_id=1,
+            pad_token_id=1,
+        ),
+        vision_config=dict(
+            image_size=16,
+            patch_size=8,
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+        ),
         projection_dim=8,
     )
     torch.manual_seed(0)
@@ -91,7 +105,9 @@ def test_group_scores_dispatch_to_a_transformers_clip():
 
     images = torch.rand(3, 3, 16, 16)
     scores = clip_group_scores(model, hf_tokenizer, images, "wing_pattern")
-    text = torch.nn.functional.normalize(model.get_text_features(**hf_tokenizer(group_prompts("wing_pattern"))).pooler_output, dim=-1)
+    text = torch.nn.functional.normalize(
+        model.get_text_features(**hf_tokenizer(group_prompts("wing_pattern"))).pooler_output, dim=-1
+    )
     image = torch.nn.functional.normalize(model.get_image_features(pixel_values=images).pooler_output, dim=-1)
     assert torch.allclose(scores, image @ text.T, atol=1e-5)
 
@@ -108,9 +124,16 @@ def test_word_tokenizer_covers_every_prompt():
 def test_world_clip_learns_colours_and_round_trips(tmp_path):
     ds = toy_concept_dataset(n_per_class=8, image_size=32, seed=0)
     # plain InfoNCE (one positive per row), whose loss can fall towards 0
-    model, tok = train_world_clip(ds, image_size=32, epochs=24, batch_size=32, progress=False, multi_positive=False, class_caption_rate=0.0,
-                                  model_kwargs=dict(embed_dim=32, vision_width=32, text_width=32, vision_layers=1,
-                                                    text_layers=1, head_width=16))
+    model, tok = train_world_clip(
+        ds,
+        image_size=32,
+        epochs=24,
+        batch_size=32,
+        progress=False,
+        multi_positive=False,
+        class_caption_rate=0.0,
+        model_kwargs=dict(embed_dim=32, vision_width=32, text_width=32, vision_layers=1, text_layers=1, head_width=16),
+    )
     losses = model.history.losses
     assert losses[-1] < 0.8 * losses[0]
     images = to_tensors(ds, None, 32).images
@@ -122,8 +145,11 @@ def test_world_clip_learns_colours_and_round_trips(tmp_path):
         assert torch.equal(a, b), name
     assert torch.equal(clip_group_scores(handle.model, handle.tokenizer, images, "primary_color"), scores)
     pil = [ds[i]["image"] for i in range(2)]
-    assert torch.allclose(clip_group_scores(handle.model, handle.tokenizer, pil, "primary_color",
-                                            preprocess=handle.preprocess), scores[:2], atol=1e-6)
+    assert torch.allclose(
+        clip_group_scores(handle.model, handle.tokenizer, pil, "primary_color", preprocess=handle.preprocess),
+        scores[:2],
+        atol=1e-6,
+    )
 
 
 def test_unknown_model_names_are_clear_errors(tmp_path):
@@ -139,19 +165,28 @@ def test_tiny_open_clip_architecture_works_with_group_scores():
     import open_clip
 
     tok = WordTokenizer.from_vocabulary(context_length=16)
-    model = open_clip.CLIP(16, vision_cfg=dict(layers=1, width=16, head_width=8, patch_size=8, image_size=16),
-                           text_cfg=dict(context_length=16, vocab_size=tok.vocab_size, width=16, heads=2, layers=1))
+    model = open_clip.CLIP(
+        16,
+        vision_cfg=dict(layers=1, width=16, head_width=8, patch_size=8, image_size=16),
+        text_cfg=dict(context_length=16, vocab_size=tok.vocab_size, width=16, heads=2, layers=1),
+    )
     scores = clip_group_scores(model, tok, torch.rand(2, 3, 16, 16), "eye_color", include_none=True)
     assert scores.shape == (2, 15) and (scores.abs() <= 1 + 1e-6).all()
 
 
 def test_tiny_world_clip_loss_decreases():
     import concept_grounding.world as world_mod
+
     world = world_mod.BirdWorld(world_mod.WorldConfig(image_size=64, class_names=("017.Cardinal", "073.Blue_Jay")))
     dd = world.to_dataset_dict(8, 1)
-    model, tok = train_world_clip(dd, image_size=64, epochs=6, batch_size=16, progress=False,
-                                  model_kwargs=dict(embed_dim=32, vision_width=32, text_width=32, vision_layers=1,
-                                                    text_layers=1, head_width=16))
+    model, tok = train_world_clip(
+        dd,
+        image_size=64,
+        epochs=6,
+        batch_size=16,
+        progress=False,
+        model_kwargs=dict(embed_dim=32, vision_width=32, text_width=32, vision_layers=1, text_layers=1, head_width=16),
+    )
     assert model.history.losses[-1] < model.history.losses[0]
     assert clip_group_scores(model, tok, to_tensors(dd["test"], None, 64).images, "crown_color").shape == (2, 15)
 
@@ -198,8 +233,20 @@ PINNED_WORLD_IDS = {
     "a photo of a blue jay.": [2, 3, 205, 188, 3, 32, 143, 317, 0, 0, 0, 0],
     "zebra, crown--color -x- é bird 42": [2, 1, 74, 1, 1, 29, 1, 317, 0, 0, 0, 0],
     "": [2, 317, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
-    "a bird with a black crown and a striped wing and a red breast and a yellow belly":
-        [2, 3, 29, 310, 3, 30, 74, 10, 3, 261, 306, 317],
+    "a bird with a black crown and a striped wing and a red breast and a yellow belly": [
+        2,
+        3,
+        29,
+        310,
+        3,
+        30,
+        74,
+        10,
+        3,
+        261,
+        306,
+        317,
+    ],
 }
 
 
@@ -211,4 +258,6 @@ def test_world_tokenizer_ids_are_pinned():
     assert out.dtype == torch.long and out.tolist() == list(PINNED_WORLD_IDS.values())
     assert tok(texts[0]).tolist() == [PINNED_WORLD_IDS[texts[0]]]  # one string is a batch of one
     assert WordTokenizer(["a", "bird", "a"], context_length=6)(["a bird", "a dodo"]).tolist() == [
-        [2, 3, 4, 5, 0, 0], [2, 3, 1, 5, 0, 0]]
+        [2, 3, 4, 5, 0, 0],
+        [2, 3, 1, 5, 0, 0],
+    ]

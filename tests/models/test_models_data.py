@@ -24,7 +24,7 @@ def test_to_tensors_shapes_values_and_names(toy):
     t = to_tensors(toy, names, image_size=24)
     images, concepts, labels = t  # unpacks as a triple
     assert images.shape == (12, 3, 24, 24) and images.dtype == torch.float32
-    assert 0.0 <= float(images.min()) and float(images.max()) <= 1.0
+    assert float(images.min()) >= 0.0 and float(images.max()) <= 1.0
     assert concepts.shape == (12, 4) and labels.dtype == torch.long
     # class k has colour k: the concept matrix is the one-hot of the label
     assert torch.equal(concepts, torch.nn.functional.one_hot(labels, 4).float())
@@ -72,6 +72,7 @@ def test_concept_tensors_validates_shapes():
 
 def test_tiny_world_to_tensors():
     import concept_grounding.world as world_mod
+
     world = world_mod.BirdWorld(world_mod.WorldConfig(image_size=64, class_names=("017.Cardinal", "073.Blue_Jay")))
     dd = world.to_dataset_dict(2, 1)
     t = to_tensors(dd["train"], "cbm_112", image_size=32)

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from concept_grounding.judge import create_judge
 from concept_grounding.models import train_cbm, train_cem
 from concept_grounding.models.data import to_tensors, toy_concept_dataset
-from concept_grounding.judge import create_judge
 from concept_grounding.models.loading import load_concept_model
 
 

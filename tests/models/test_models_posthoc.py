@@ -25,7 +25,6 @@ from concept_grounding.models import (
 NAMES = ["has_primary_color::red", "has_primary_color::blue", "has_primary_color::yellow", "has_primary_color::green"]
 
 
-
 @pytest.fixture(scope="module")
 def toy(toy_concepts):
     """The session's toy concept tensors (conftest), whose concepts are :data:`NAMES`."""
@@ -116,8 +115,13 @@ def test_upsampling_and_overlays(tmp_path):
     grey = torch.full((3, 8, 8), 0.5)
     overlay = np.asarray(overlay_heatmap(grey, maps[0, 0], alpha=1.0, cmap="gray"))
     assert overlay[0, 0].tolist() == [255, 255, 255] and overlay[7, 7].tolist() == [0, 0, 0]
-    path = save_coam_gallery([grey, grey], torch.rand(2, 3, 4, 4), tmp_path / "g.png",
-                             concept_names=[["a", "b", "c"], ["d", "e", "f"]], row_titles=["x", "y"])
+    path = save_coam_gallery(
+        [grey, grey],
+        torch.rand(2, 3, 4, 4),
+        tmp_path / "g.png",
+        concept_names=[["a", "b", "c"], ["d", "e", "f"]],
+        row_titles=["x", "y"],
+    )
     assert path.stat().st_size > 1000
 
 
@@ -160,8 +164,13 @@ def test_posthoc_coam_matches_formula_and_upsamples(toy, posthoc):
 
 
 def test_posthoc_on_a_vit_backbone_and_bank_mismatch(toy):
-    backbone = train_backbone(toy, {"kind": "vit", "image_size": 32, "patch_size": 8, "width": 32, "depth": 1,
-                                    "heads": 2}, epochs=2, batch_size=16, progress=False)
+    backbone = train_backbone(
+        toy,
+        {"kind": "vit", "image_size": 32, "patch_size": 8, "width": 32, "depth": 1, "heads": 2},
+        epochs=2,
+        batch_size=16,
+        progress=False,
+    )
     model = train_posthoc_cbm(backbone, toy, n_pos=8, n_neg=8, score="margin", progress=False)
     assert model.concept_activation_maps(toy.images[:1], upsample=False).shape == (1, 4, 4, 4)
     bank = ConceptBank(torch.zeros(3, 32), torch.zeros(3))

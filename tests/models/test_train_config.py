@@ -50,10 +50,15 @@ def test_an_explicit_progress_false_is_never_overridden(toy_concepts, monkeypatc
     assert shown == [False, False]
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(epochs=0), "epochs must be >= 1"), (dict(batch_size=0), "batch_size must be >= 1"),
-    (dict(lr=0.0), "lr must be > 0"), (dict(threads=0), "threads must be >= 1"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(epochs=0), "epochs must be >= 1"),
+        (dict(batch_size=0), "batch_size must be >= 1"),
+        (dict(lr=0.0), "lr must be > 0"),
+        (dict(threads=0), "threads must be >= 1"),
+    ],
+)
 def test_bad_knobs_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         TrainConfig(**kwargs)

@@ -31,14 +31,28 @@ def _fake_deb(tmp_path, files: dict[str, bytes]):
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     deb = tmp_path / "x.deb"
-    deb.write_bytes(_ar({"debian-binary": b"2.0\n", "control.tar.xz": lzma.compress(b""),
-                         "data.tar.xz": lzma.compress(raw.getvalue())}))
+    deb.write_bytes(
+        _ar(
+            {
+                "debian-binary": b"2.0\n",
+                "control.tar.xz": lzma.compress(b""),
+                "data.tar.xz": lzma.compress(raw.getvalue()),
+            }
+        )
+    )
     return deb
 
 
 def test_a_deb_is_unpacked_in_python_keeping_only_the_animals_and_the_copyright(tmp_path):
-    deb = _fake_deb(tmp_path, {ANIMALS + "birds/owl.png": b"odd-length", ANIMALS + "birds/owl.ogg": b"x",
-                               "usr/share/tuxpaint/stamps/food/apple.png": b"y", COPYRIGHT: b"GPL-2"})
+    deb = _fake_deb(
+        tmp_path,
+        {
+            ANIMALS + "birds/owl.png": b"odd-length",
+            ANIMALS + "birds/owl.ogg": b"x",
+            "usr/share/tuxpaint/stamps/food/apple.png": b"y",
+            COPYRIGHT: b"GPL-2",
+        },
+    )
     assert set(_ar_members(deb.read_bytes())) == {"debian-binary", "control.tar.xz", "data.tar.xz"}
     assert unpack_deb(deb, tmp_path / "out") == 1
     files = sorted(p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*") if p.is_file())

@@ -19,9 +19,8 @@ from concept_grounding.photos.concepts import CLASS_CONCEPTS, CONCEPTS, class_co
 
 
 def test_every_photo_class_has_its_class_level_concepts():
-    from concept_grounding.photos.stamps import STAMPS
-
     from concept_grounding.models.imagenet import imagenet_synsets
+    from concept_grounding.photos.stamps import STAMPS
 
     assert {imagenet_synsets()[s.imagenet] for s in STAMPS} <= set(CLASS_CONCEPTS)
     table = class_concept_matrix(sorted(CLASS_CONCEPTS))
@@ -74,8 +73,8 @@ def test_the_feathers_cav_separates_held_out_birds_from_mammals(analysed):
     assert auc > 0.8, auc
     top = np.asarray(a.result.existence["top_concepts"])[:, 0]
     hit = a.image_concepts[np.arange(len(top)), top].astype(bool)
-    assert hit.mean() > 1 / len(CONCEPTS)   # the top concept is truly present more often than a blind pick
-    location = a.result.location_by_ranking["u"]   # the body coverings, located at the mask's body point
+    assert hit.mean() > 1 / len(CONCEPTS)  # the top concept is truly present more often than a blind pick
+    location = a.result.location_by_ranking["u"]  # the body coverings, located at the mask's body point
     assert location["skipped_invisible"] == 0 and np.isfinite(location["location@3_alpha3"])
     summary = json.loads((out / "results.json").read_text())
     assert summary["concept_names"] == list(CONCEPTS)

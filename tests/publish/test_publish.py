@@ -20,8 +20,13 @@ from concept_grounding.world import WorldConfig
 CLASSES = ("017.Cardinal", "073.Blue_Jay")
 TINY = ["--size", "32", "--train-per-class", "1", "--test-per-class", "1", "--classes", *CLASSES]
 CORE_REPOS = {
-    ("dataset", "bird-world"), ("dataset", "bird-world-sub"), ("model", "tied_diffusion"), ("space", "concept-grounding"),
-    ("model", "tied_flux2"), ("model", "tied_flux2_klein"), ("model", "tied_diffusion_block"),
+    ("dataset", "bird-world"),
+    ("dataset", "bird-world-sub"),
+    ("model", "tied_diffusion"),
+    ("space", "concept-grounding"),
+    ("model", "tied_flux2"),
+    ("model", "tied_flux2_klein"),
+    ("model", "tied_diffusion_block"),
     *(("space", m) for m in METRIC_NAMES),
     # The world Flux repo is built whenever its weights ship with the package (they do).
     *((("model", "world-flux"),) if find_sources().world_flux is not None else ()),
@@ -35,7 +40,7 @@ def one_wheel(tmp_path_factory):
     from concept_grounding.publish.wheel import package_wheel
 
     wheel = package_wheel(__version__, None, Path(__file__).resolve().parents[2], tmp_path_factory.mktemp("wheel"))
-    TINY[len(TINY):] = ["--wheel", str(wheel.path)]
+    TINY[len(TINY) :] = ["--wheel", str(wheel.path)]
     WHEEL.append(wheel.path)
     yield wheel
     del TINY[-2:]
@@ -59,17 +64,38 @@ def fake_bench(root: Path) -> Path:
     names = list(vocab.attributes[:3])
     model = ConceptBottleneckModel(num_concepts=3, num_classes=2, concept_names=names)
     model.save_pretrained(root / "models" / "cbm-joint")
-    (root / "config.json").write_text(json.dumps({"image_size": 32, "epochs": 1, "models": ["CBM (joint)"],
-                                                  "posthoc": False, "seed": 3, "classes": list(CLASSES)}))
-    row = {"name": "CBM (joint)", "s_plus": 0.25, "s_minus": 0.75, "chance_s_plus": 0.5, "chance_s_minus": 0.5,
-           "concept_accuracy": 0.9, "concept_accuracy_exact": 0.8, "class_accuracy": 1.0}
+    (root / "config.json").write_text(
+        json.dumps(
+            {
+                "image_size": 32,
+                "epochs": 1,
+                "models": ["CBM (joint)"],
+                "posthoc": False,
+                "seed": 3,
+                "classes": list(CLASSES),
+            }
+        )
+    )
+    row = {
+        "name": "CBM (joint)",
+        "s_plus": 0.25,
+        "s_minus": 0.75,
+        "chance_s_plus": 0.5,
+        "chance_s_minus": 0.5,
+        "concept_accuracy": 0.9,
+        "concept_accuracy_exact": 0.8,
+        "class_accuracy": 1.0,
+    }
     (root / "results.json").write_text(json.dumps({"table1": [row], "table2": []}))
     return root
 
 
 def file_hashes(root: Path) -> dict[str, str]:
-    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +125,12 @@ def test_world_dataset_card_declares_configs_splits_and_features(built):
     folder = built[0] / "datasets" / "bird-world"
     card = DatasetCard.load(folder / "README.md")
     assert card.data.license == "apache-2.0"
-    assert card.data.configs == [{"config_name": "default", "data_files": [
-        {"split": "train", "path": "data/train-*"}, {"split": "test", "path": "data/test-*"}]}]
+    assert card.data.configs == [
+        {
+            "config_name": "default",
+            "data_files": [{"split": "train", "path": "data/train-*"}, {"split": "test", "path": "data/test-*"}],
+        }
+    ]
     info = card.data.dataset_info
     assert {s["name"]: s["num_examples"] for s in info["splits"]} == {"train": 2, "test": 2}
     declared = datasets.Features._from_yaml_list(info["features"])
@@ -151,10 +181,13 @@ def test_fixture_in_subs_hub_schema_loads_through_the_sub_loader(tmp_path):
 
     from concept_grounding.loaders import load_sub
 
-    features = datasets.Features({"image": datasets.Image(),
-                                  "bird_label": datasets.ClassLabel(names=["Cardinal", "Blue_Jay"]),
-                                  "attr_label": datasets.ClassLabel(names=["has_bill_shape--needle",
-                                                                           "has_crown_color--black"])})
+    features = datasets.Features(
+        {
+            "image": datasets.Image(),
+            "bird_label": datasets.ClassLabel(names=["Cardinal", "Blue_Jay"]),
+            "attr_label": datasets.ClassLabel(names=["has_bill_shape--needle", "has_crown_color--black"]),
+        }
+    )
     images = [Image.new("RGB", (8, 8), c) for c in ("red", "blue")]
     ds = datasets.Dataset.from_dict({"image": images, "bird_label": [0, 1], "attr_label": [1, 0]}, features=features)
     (tmp_path / "SUB" / "data").mkdir(parents=True)
@@ -179,15 +212,20 @@ def test_metric_spaces_carry_module_card_app_and_pinned_requirements(built):
         assert {"evaluate", "metric"} <= set(card.data.tags)
         wheel = WHEEL[0].name
         assert (folder / "wheels" / wheel).read_bytes() == WHEEL[0].read_bytes()
-        assert (folder / "requirements.txt").read_text().splitlines()[-1] == \
-            f"concept-grounding @ https://huggingface.co/spaces/cg-test/{name}/resolve/main/wheels/{wheel}"
+        assert (folder / "requirements.txt").read_text().splitlines()[
+            -1
+        ] == f"concept-grounding @ https://huggingface.co/spaces/cg-test/{name}/resolve/main/wheels/{wheel}"
         module = (folder / f"{name}.py").read_text()
         assert f'"metrics/{name}"' not in module and f'"metrics/{name}"' not in card.text
     metric = evaluate.load(str(built[0] / "spaces" / "sub_accuracy"))
     names = ["has_bill_shape::dagger", "has_bill_shape::needle"]
-    out = metric.compute(predictions=[[0.2, 0.9], [0.7, 0.4]], reference_classes=["017.Cardinal", "073.Blue_Jay"],
-                         target_attributes=["has_bill_shape::needle"] * 2,
-                         removed_attributes=[["has_bill_shape::dagger"]] * 2, concept_names=names)
+    out = metric.compute(
+        predictions=[[0.2, 0.9], [0.7, 0.4]],
+        reference_classes=["017.Cardinal", "073.Blue_Jay"],
+        target_attributes=["has_bill_shape::needle"] * 2,
+        removed_attributes=[["has_bill_shape::dagger"]] * 2,
+        concept_names=names,
+    )
     assert (out["s_plus"], out["s_minus"]) == (0.5, 0.5)
 
 
@@ -224,8 +262,10 @@ def test_flux2_pipeline_and_block_repos_load_from_their_folders(built, tmp_path)
     card = ModelCard.load(block / "README.md")
     assert "modular-diffusers" in card.data.tags and '"cg-test/tied_diffusion_block"' in card.text
     assert "pipelines/tied_diffusion_block" not in card.text
-    assert type(ModularPipelineBlocks.from_pretrained(str(block), trust_remote_code=True)).__name__ == \
-        "TiedDiffusionLoopStep"
+    assert (
+        type(ModularPipelineBlocks.from_pretrained(str(block), trust_remote_code=True)).__name__
+        == "TiedDiffusionLoopStep"
+    )
 
 
 def test_bench_model_repo_has_weights_and_a_card_with_results(built):
@@ -240,8 +280,10 @@ def test_bench_model_repo_has_weights_and_a_card_with_results(built):
     assert card.data.datasets == ["cg-test/bird-world", "cg-test/bird-world-sub"]
     values = {r.metric_type: r.metric_value for r in card.data.eval_results}
     assert values["s_plus"] == 0.25 and values["s_minus"] == 0.75 and values["class_accuracy"] == 1.0
-    assert "concept-grounding bench --out bench --image-size 32 --epochs 1 --models 'CBM (joint)' --no-posthoc " \
-           "--seed 3" in card.text
+    assert (
+        "concept-grounding bench --out bench --image-size 32 --epochs 1 --models 'CBM (joint)' --no-posthoc "
+        "--seed 3" in card.text
+    )
     assert "| 25.0 | 75.0 |" in card.text
     assert load_concept_model(folder).concept_names == list(load_vocabulary().attributes[:3])
 
@@ -251,8 +293,10 @@ def test_space_repo_carries_the_release_and_ships_its_screenshots(built):
 
     folder = built[0] / "spaces" / "concept-grounding"
     wheel = WHEEL[0].name
-    assert (folder / "requirements.txt").read_text().splitlines()[-1] == \
-        f"concept-grounding[space] @ https://huggingface.co/spaces/cg-test/concept-grounding/resolve/main/wheels/{wheel}"
+    assert (
+        (folder / "requirements.txt").read_text().splitlines()[-1]
+        == f"concept-grounding[space] @ https://huggingface.co/spaces/cg-test/concept-grounding/resolve/main/wheels/{wheel}"
+    )
     assert (folder / "wheels" / wheel).is_file()
     card = SpaceCard.load(folder / "README.md")
     assert card.data.sdk == "gradio" and card.data.app_file == "app.py"
@@ -263,15 +307,18 @@ def test_space_repo_carries_the_release_and_ships_its_screenshots(built):
 
 
 # --------------------------------------------------------------------------- bad input
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--namespace", "my org"], "--namespace: 'my org' is not a valid"),
-    (["--namespace", "a--b"], "--namespace: 'a--b' is not a valid"),
-    (["--namespace", "me/you"], "--namespace: 'me/you' is not a valid"),
-    (["--namespace", "me", "--classes", "017.Cardinal", "Dodo"], "--classes: unknown"),
-    (["--namespace", "me", "--size", "8"], "--size: must be an integer >= 32"),
-    (["--namespace", "me", "--deviation-rate", "1.5"], "--deviation-rate: must be in .0, 1., got 1.5"),
-    (["--namespace", "me", "--train-per-class", "0"], "--train-per-class: must be an integer >= 1"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--namespace", "my org"], "--namespace: 'my org' is not a valid"),
+        (["--namespace", "a--b"], "--namespace: 'a--b' is not a valid"),
+        (["--namespace", "me/you"], "--namespace: 'me/you' is not a valid"),
+        (["--namespace", "me", "--classes", "017.Cardinal", "Dodo"], "--classes: unknown"),
+        (["--namespace", "me", "--size", "8"], "--size: must be an integer >= 32"),
+        (["--namespace", "me", "--deviation-rate", "1.5"], "--deviation-rate: must be in .0, 1., got 1.5"),
+        (["--namespace", "me", "--train-per-class", "0"], "--train-per-class: must be an integer >= 1"),
+    ],
+)
 def test_bad_names_and_settings_stop_before_any_work(tmp_path, argv, message):
     out = tmp_path / "hub"
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
@@ -370,15 +417,19 @@ def test_interrupted_push_finishes_when_rerun(tmp_path, monkeypatch):
     assert len(hub.uploaded) == 3
     hub.fail_on_upload = None
     assert run_publish(argv) == 0
-    done = {repo: changed for repo, changed in hub.uploaded[3:]}
+    done = dict(hub.uploaded[3:])
     assert len(done) == len(CORE_REPOS)
     assert [done[r] for r, _ in hub.uploaded[:3]] == [[], [], []]  # already there: nothing re-sent
     assert all(done[r] for r in done if r not in {r for r, _ in hub.uploaded[:3]})
 
 
 def test_push_repos_passes_folders_exactly_as_built(tmp_path):
-    config = PublishConfig("cg-test", tmp_path / "hub", WorldSpec(WorldConfig(image_size=32, class_names=CLASSES),
-                                                                  train_per_class=1, test_per_class=1), wheel=WHEEL[0])
+    config = PublishConfig(
+        "cg-test",
+        tmp_path / "hub",
+        WorldSpec(WorldConfig(image_size=32, class_names=CLASSES), train_per_class=1, test_per_class=1),
+        wheel=WHEEL[0],
+    )
     repos = build_repos(config, plan_repos(config))
     hub = FakeHub()
     results = push_repos(repos, "cg-test", config.out, hub, version=__version__)
@@ -399,12 +450,20 @@ def test_world_flux_is_published_with_its_card_when_shipped(tmp_path):
 
     flux = tmp_path / "world_flux"
     tiny_flux_pipeline(FluxPipeline).save_pretrained(flux)
-    (flux / "README.md").write_text("---\nlicense: apache-2.0\n---\n# World Flux\n\nTrained with `concept-grounding "
-                                    "train-flux --seed 0`; species agreement 12 %.\n")
+    (flux / "README.md").write_text(
+        "---\nlicense: apache-2.0\n---\n# World Flux\n\nTrained with `concept-grounding "
+        "train-flux --seed 0`; species agreement 12 %.\n"
+    )
     sources = replace(find_sources(), world_flux=flux)
-    config = PublishConfig("cg-test", tmp_path / "hub", WorldSpec(WorldConfig(image_size=32, class_names=CLASSES),
-                                                                  train_per_class=1, test_per_class=1), wheel=WHEEL[0])
-    plan = [p for p in plan_repos(config, sources) if p.repo.name in ("world-flux", "tied_diffusion", "concept-grounding")]
+    config = PublishConfig(
+        "cg-test",
+        tmp_path / "hub",
+        WorldSpec(WorldConfig(image_size=32, class_names=CLASSES), train_per_class=1, test_per_class=1),
+        wheel=WHEEL[0],
+    )
+    plan = [
+        p for p in plan_repos(config, sources) if p.repo.name in ("world-flux", "tied_diffusion", "concept-grounding")
+    ]
     build_repos(config, plan)
     folder = tmp_path / "hub" / "models" / "world-flux"
     shipped = {k: v for k, v in file_hashes(flux).items() if k != "README.md"}
@@ -415,8 +474,8 @@ def test_world_flux_is_published_with_its_card_when_shipped(tmp_path):
     space = (tmp_path / "hub" / "spaces" / "concept-grounding" / "README.md").read_text()
     assert "cg-test/world-flux" in space
     assert type(DiffusionPipeline.from_pretrained(folder)).__name__ == "FluxPipeline"
-    import sys
 
-    tdg = DiffusionPipeline.from_pretrained(folder, custom_pipeline=str(tmp_path / "hub" / "models" / "tied_diffusion"),
-                                         trust_remote_code=True)
+    tdg = DiffusionPipeline.from_pretrained(
+        folder, custom_pipeline=str(tmp_path / "hub" / "models" / "tied_diffusion"), trust_remote_code=True
+    )
     assert type(tdg).__name__ == "TiedDiffusionPipeline"

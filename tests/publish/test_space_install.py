@@ -42,8 +42,12 @@ def published(tmp_path_factory):
     """The sub_accuracy metric Space and the demo Space, as ``publish`` writes them (wheel built from the checkout)."""
     root = tmp_path_factory.mktemp("spaces")
     wheel = package_wheel(__version__, None, ROOT, root / "wheel")
-    config = PublishConfig("cg-test", root / "hub", WorldSpec(WorldConfig(image_size=32, class_names=("017.Cardinal",)),
-                                                              train_per_class=1, test_per_class=1), wheel=wheel.path)
+    config = PublishConfig(
+        "cg-test",
+        root / "hub",
+        WorldSpec(WorldConfig(image_size=32, class_names=("017.Cardinal",)), train_per_class=1, test_per_class=1),
+        wheel=wheel.path,
+    )
     build_repos(config, [p for p in plan_repos(config) if p.repo.name in ("sub_accuracy", "concept-grounding")])
     return root / "hub" / "spaces"
 
@@ -63,8 +67,13 @@ def _fresh_venv(root: Path) -> Path:
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, env=CLEAN)
     python = venv / "bin" / "python"
-    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             check=True, capture_output=True, text=True, env=CLEAN).stdout.strip()
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=CLEAN,
+    ).stdout.strip()
     (Path(purelib) / "_project_deps.pth").write_text(str(_environment_without_the_package(root)) + "\n")
     return python
 
@@ -78,27 +87,57 @@ def _install_offline(python: Path, space: Path, repo_id: str, root: Path) -> str
     assert addresses and all((space / a).is_file() for a in addresses), text  # every address is a file it carries
     local = root / "requirements.txt"
     local.write_text(text.replace(prefix, (space.resolve().as_uri() + "/")))
-    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-index",
-                           "--disable-pip-version-check", "--find-links", str(space / "wheels"), "-r", str(local)],
-                          capture_output=True, text=True, env=CLEAN)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--no-index",
+            "--disable-pip-version-check",
+            "--find-links",
+            str(space / "wheels"),
+            "-r",
+            str(local),
+        ],
+        capture_output=True,
+        text=True,
+        env=CLEAN,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done.stdout
 
 
 def _run(python: Path, code: str, cwd: Path) -> str:
-    done = subprocess.run([str(python), "-c", code], capture_output=True, text=True, cwd=cwd,
-                          env={**CLEAN, "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False"})
+    done = subprocess.run(
+        [str(python), "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**CLEAN, "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False"},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.strip()
 
 
-@pytest.mark.parametrize(("name", "start"), [
-    ("sub_accuracy", "from concept_grounding.space.metric_widget import card_title, load_metric, metric_space, "
-                     "widget_examples\nex = widget_examples(load_metric('.'))\n"
-                     "metric_space({c: load_metric('.', c) for c in ex}, ex, card_title('.')); print(list(ex))"),
-    ("concept-grounding", "import gradio, diffusers, torch; from concept_grounding.space import build_demo, launch\n"
-                          "print('demo entry points')"),
-])
+@pytest.mark.parametrize(
+    ("name", "start"),
+    [
+        (
+            "sub_accuracy",
+            "from concept_grounding.space.metric_widget import card_title, load_metric, metric_space, "
+            "widget_examples\nex = widget_examples(load_metric('.'))\n"
+            "metric_space({c: load_metric('.', c) for c in ex}, ex, card_title('.')); print(list(ex))",
+        ),
+        (
+            "concept-grounding",
+            "import gradio, diffusers, torch; from concept_grounding.space import build_demo, launch\n"
+            "print('demo entry points')",
+        ),
+    ],
+)
 def test_a_published_space_installs_offline_from_its_folder_and_starts(published, tmp_path, name, start):
     space = published / name
     python = _fresh_venv(tmp_path)

@@ -22,9 +22,16 @@ def _launch(tmp_path_factory, **extra_env: str):
     port = free_port()
     log = tmp_path_factory.mktemp("space") / "server.log"
     cache = tmp_path_factory.mktemp("gradio-cache")
-    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "GRADIO_TEMP_DIR": str(cache),
-           "HF_HUB_OFFLINE": "1", "CONCEPT_GROUNDING_ARTIFACTS": str(tmp_path_factory.mktemp("no_artifacts") / "none"),
-           "CONCEPT_GROUNDING_SPACE_BUILD": "tiny", **extra_env}  # the Space's own model builds at tiny sizes (a second each)
+    env = {
+        **os.environ,
+        "GRADIO_SERVER_NAME": "127.0.0.1",
+        "GRADIO_SERVER_PORT": str(port),
+        "GRADIO_TEMP_DIR": str(cache),
+        "HF_HUB_OFFLINE": "1",
+        "CONCEPT_GROUNDING_ARTIFACTS": str(tmp_path_factory.mktemp("no_artifacts") / "none"),
+        "CONCEPT_GROUNDING_SPACE_BUILD": "tiny",
+        **extra_env,
+    }  # the Space's own model builds at tiny sizes (a second each)
     start = time.perf_counter()
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, str(APP)], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)

@@ -38,8 +38,14 @@ def server(tmp_path_factory, launch_space):
     tests send up to 8 concurrent requests from one client (this machine), so one visitor may
     run 8 at once here; :func:`default_server` keeps the default limits. The loopback peer is
     its trusted proxy, so a test names its visitor in ``X-Forwarded-For``."""
-    yield from (run[:4] for run in launch_space(tmp_path_factory, CONCEPT_GROUNDING_LIMIT_VISITOR_REQUESTS="8",
-                                                CONCEPT_GROUNDING_TRUSTED_PROXIES="127.0.0.1"))
+    yield from (
+        run[:4]
+        for run in launch_space(
+            tmp_path_factory,
+            CONCEPT_GROUNDING_LIMIT_VISITOR_REQUESTS="8",
+            CONCEPT_GROUNDING_TRUSTED_PROXIES="127.0.0.1",
+        )
+    )
 
 
 @pytest.fixture(scope="module")
@@ -65,8 +71,10 @@ def client(server):
 
 
 def _ccd_csv(path: Path) -> Path:
-    path.write_text("split,label,p_0,p_1\ngenerated,0,0.9,0.1\ngenerated,0,0.7,0.3\ngenerated,1,0.2,0.8\n"
-                    "real,0,0.9,0.1\nreal,1,0.1,0.9\n")
+    path.write_text(
+        "split,label,p_0,p_1\ngenerated,0,0.9,0.1\ngenerated,0,0.7,0.3\ngenerated,1,0.2,0.8\n"
+        "real,0,0.9,0.1\nreal,1,0.1,0.9\n"
+    )
     return path
 
 
@@ -82,7 +90,9 @@ def test_startup_serves_the_page(server):
 def test_api_metrics_known_answer(client, tmp_path):
     from gradio_client import handle_file
 
-    result, _plot = client.predict("concept_confidence_deviation", handle_file(str(_ccd_csv(tmp_path / "p.csv"))), api_name="/metrics")
+    result, _plot = client.predict(
+        "concept_confidence_deviation", handle_file(str(_ccd_csv(tmp_path / "p.csv"))), api_name="/metrics"
+    )
     result = result if isinstance(result, dict) else json.loads(result)
     assert result["ccd"] == pytest.approx(0.1)
 
@@ -92,21 +102,25 @@ def _on_server(served: str, cache: Path) -> Path:
     from concept_grounding.space.paths import ALIAS
 
     assert served.startswith(ALIAS + "/"), served
-    return Path(cache) / served[len(ALIAS) + 1:]
+    return Path(cache) / served[len(ALIAS) + 1 :]
 
 
 def _post_upload(url: str, size: int) -> urllib.request.Request:
     boundary = "concept-grounding-test"
-    head = (f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="big.bin"\r\n'
-            "Content-Type: application/octet-stream\r\n\r\n").encode()
-    return urllib.request.Request(url + "gradio_api/upload", data=head + b"\0" * size + f"\r\n--{boundary}--\r\n".encode(),
-                                  headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    head = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="big.bin"\r\n'
+        "Content-Type: application/octet-stream\r\n\r\n"
+    ).encode()
+    return urllib.request.Request(
+        url + "gradio_api/upload",
+        data=head + b"\0" * size + f"\r\n--{boundary}--\r\n".encode(),
+        headers={"Content-Type": f"multipart/form-data; boundary={boundary}"},
+    )
 
 
 def test_uploads_are_bounded_at_the_server_and_an_oversized_one_is_not_stored(server):
     """A file above MAX_UPLOAD_BYTES posted to the upload route is refused (413)
     and nothing of it is stored; one below is stored."""
-    from concept_grounding.space.blocks import DELETE_CACHE
     from concept_grounding.space.inputs import MAX_UPLOAD_BYTES
 
     url, _, _, cache = server
@@ -142,8 +156,9 @@ def test_the_cache_is_swept_on_a_schedule_and_a_served_image_counts_as_new(tmp_p
 def _raw_error(url: str, api: str, body: str) -> str:
     """The error message of an API call sent as raw JSON (``NaN`` is not JSON, so
     gradio_client cannot send it; a visitor's script can)."""
-    request = urllib.request.Request(f"{url}gradio_api/call/{api}", data=body.encode(),
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"{url}gradio_api/call/{api}", data=body.encode(), headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=60) as response:
         event = json.loads(response.read())["event_id"]
     with urllib.request.urlopen(f"{url}gradio_api/call/{api}/{event}", timeout=120) as response:
@@ -163,7 +178,11 @@ def test_raw_api_numbers_and_paths_get_one_line_naming_the_field(server):
         ("tdg_generate", f'{{"data": [{tdg}, 2, NaN]}}', "Seed must be a whole number"),
         ("tdg_generate", f'{{"data": [{tdg}, 2.5, 0]}}', "Steps must be a whole number"),
         ("explain", '{"data": [null, NaN, "a bird", 3, [], ""]}', "World bird # must be a whole number"),
-        ("metrics", f'{{"data": ["concept_confidence_deviation", {folder}]}}', "Predictions (.csv or .json): not a file uploaded here"),
+        (
+            "metrics",
+            f'{{"data": ["concept_confidence_deviation", {folder}]}}',
+            "Predictions (.csv or .json): not a file uploaded here",
+        ),
     ]:
         message = _raw_error(url, api, body)
         assert message.startswith(field) and "\n" not in message and str(cache) not in message, message
@@ -200,8 +219,10 @@ def test_ten_concurrent_requests_all_succeed(client):
         results = list(pool.map(call, range(10)))
     wall = time.perf_counter() - start
     summaries = {r[0][3] for r in results}
-    print(f"\n10 concurrent /sub_explore: all succeeded in {wall:.2f} s wall "
-          f"(slowest {max(r[1] for r in results):.2f} s, fastest {min(r[1] for r in results):.2f} s)")
+    print(
+        f"\n10 concurrent /sub_explore: all succeeded in {wall:.2f} s wall "
+        f"(slowest {max(r[1] for r in results):.2f} s, fastest {min(r[1] for r in results):.2f} s)"
+    )
     assert len(results) == 10
     assert len(summaries) == 1 and "s+ =" in summaries.pop()
     for (original, edited, table, _), _ in results:
@@ -214,8 +235,9 @@ def file_client(server, tmp_path_factory):
     """A client that downloads the images the Space returns, to compare their pixels."""
     from gradio_client import Client
 
-    return Client(server[0], verbose=False, analytics_enabled=False,
-                  download_files=str(tmp_path_factory.mktemp("downloads")))
+    return Client(
+        server[0], verbose=False, analytics_enabled=False, download_files=str(tmp_path_factory.mktemp("downloads"))
+    )
 
 
 def _pixels(value) -> np.ndarray:
@@ -237,8 +259,10 @@ def test_concurrent_tdg_and_sub_requests_equal_sequential(file_client):
 
     _, attributes = tab_tdg.choices()
     picked = [attributes[i][1] for i in (0, 9, 18, 27)]
-    jobs = [("/tdg_generate", ("017.Cardinal", attr, tab_tdg.TINY_MODEL, 2 + i % 3, 10 + i))
-            for i, attr in enumerate(picked)]
+    jobs = [
+        ("/tdg_generate", ("017.Cardinal", attr, tab_tdg.TINY_MODEL, 2 + i % 3, 10 + i))
+        for i, attr in enumerate(picked)
+    ]
     jobs += [("/sub_explore", ("017.Cardinal|has_crown_color::black", 2 * i)) for i in range(4)]
 
     def call(job, barrier=None):
@@ -283,7 +307,6 @@ def test_a_visitor_who_leaves_stops_their_tied_diffusion_run(server):
     50 steps: minutes of CPU here), sees it start, and closes the page; the run stops at
     its next denoising step instead of running to the end (the server logs where)."""
     import http.client
-    import socket
 
     from concept_grounding.space import tab_tdg
 
@@ -291,10 +314,19 @@ def test_a_visitor_who_leaves_stops_their_tied_diffusion_run(server):
     with urllib.request.urlopen(url + "config", timeout=30) as response:
         config = json.loads(response.read())
     fn_index = next(d["id"] for d in config["dependencies"] if d.get("api_name") == "tdg_generate")
-    body = {"data": ["017.Cardinal", "has_crown_color::black", tab_tdg.WORLD_MODEL, 50, 0], "fn_index": fn_index,
-            "session_hash": "leaving-visitor", "event_data": None, "trigger_id": None}
-    urllib.request.urlopen(urllib.request.Request(url + "gradio_api/queue/join", data=json.dumps(body).encode(),
-                                                  headers={"Content-Type": "application/json"}), timeout=30).read()
+    body = {
+        "data": ["017.Cardinal", "has_crown_color::black", tab_tdg.WORLD_MODEL, 50, 0],
+        "fn_index": fn_index,
+        "session_hash": "leaving-visitor",
+        "event_data": None,
+        "trigger_id": None,
+    }
+    urllib.request.urlopen(
+        urllib.request.Request(
+            url + "gradio_api/queue/join", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        ),
+        timeout=30,
+    ).read()
     port = int(url.rstrip("/").rsplit(":", 1)[1])
     page = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     page.request("GET", "/gradio_api/queue/data?session_hash=leaving-visitor")
@@ -354,13 +386,25 @@ def test_browser_every_tab(fresh_server, tmp_path):
     timeout = 60_000
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync"])
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
         page = browser.new_page(viewport={"width": 1280, "height": 1000})
         try:
             page.goto(url, wait_until="domcontentloaded")
-            expect(page.get_by_text("do interpretable vision models see the concepts they claim?")).to_be_visible(timeout=timeout)
+            expect(page.get_by_text("do interpretable vision models see the concepts they claim?")).to_be_visible(
+                timeout=timeout
+            )
             expect(page.locator("#status")).to_contain_text("concept_model", timeout=timeout)
             expect(page.locator("#status")).not_to_contain_text("No model loaded yet")
 
@@ -370,7 +414,9 @@ def test_browser_every_tab(fresh_server, tmp_path):
             start = time.perf_counter()
             page.locator("#tdg-run").click()
             # the tab opens on its default pairing (one whose guide shows S+)
-            expect(page.locator("#tdg-cg textarea")).to_have_value(tab_tdg.prompts(*tab_tdg.DEFAULT_PAIRING)[1], timeout=timeout)
+            expect(page.locator("#tdg-cg textarea")).to_have_value(
+                tab_tdg.prompts(*tab_tdg.DEFAULT_PAIRING)[1], timeout=timeout
+            )
             for elem in ("#tdg-eta", "#tdg-ref", "#tdg-guide", "#tdg-base"):
                 expect(page.locator(f"{elem} img")).to_be_visible(timeout=timeout)
             # the world judge's verdict under each image
@@ -400,10 +446,14 @@ def test_browser_every_tab(fresh_server, tmp_path):
             start = time.perf_counter()
             page.locator("#explain-run").click()
             expect(page.locator("#explain-clusters img")).to_be_visible(timeout=timeout)
-            expect(page.locator("#explain-gallery")).to_contain_text("CCI: a photo of a bird with a black crown", timeout=timeout)
+            expect(page.locator("#explain-gallery")).to_contain_text(
+                "CCI: a photo of a bird with a black crown", timeout=timeout
+            )
             first_use["Explain"] = time.perf_counter() - start
             expect(page.locator("#explain-gallery")).to_contain_text("Grad-CAM: a photo of a bird")
-            expect(page.get_by_text("knows only the procedurally drawn bird world").first).to_be_visible(timeout=timeout)
+            expect(page.get_by_text("knows only the procedurally drawn bird world").first).to_be_visible(
+                timeout=timeout
+            )
             expect(page.locator("#explain-table")).to_contain_text("a photo of a bird")
             _screenshot(page, shot_dir / "explain.png", for_docs=bool(shots))
 
@@ -444,7 +494,12 @@ def test_browser_every_tab(fresh_server, tmp_path):
         finally:
             browser.close()
     assert sorted(p.name for p in shot_dir.glob("*.png")) == [
-        "concepts.png", "explain.png", "metrics.png", "sub_explorer.png", "tied_diffusion.png"]
+        "concepts.png",
+        "explain.png",
+        "metrics.png",
+        "sub_explorer.png",
+        "tied_diffusion.png",
+    ]
     print("first use per tab (s): " + ", ".join(f"{tab} {seconds:.1f}" for tab, seconds in first_use.items()))
     assert len(first_use) == 5 and max(first_use.values()) <= FIRST_USE_SECONDS, first_use
 
@@ -452,15 +507,18 @@ def test_browser_every_tab(fresh_server, tmp_path):
 # --- the Space's limits, as a hostile visitor meets them ------------------------------------------
 
 
-def _raw_result(url: str, api: str, body: str, headers: dict | None = None, source: str | None = None
-                ) -> tuple[str, object]:
+def _raw_result(
+    url: str, api: str, body: str, headers: dict | None = None, source: str | None = None
+) -> tuple[str, object]:
     """``("complete", data)`` or ``("error", message)`` of an API call sent as raw JSON (from the
     loopback address ``source`` when given)."""
     headers = {"Content-Type": "application/json", **(headers or {})}
     status, posted = http_request(f"{url}gradio_api/call/{api}", body.encode(), headers, source=source)
     assert status == 200, posted
     event = json.loads(posted)["event_id"]
-    stream = http_request(f"{url}gradio_api/call/{api}/{event}", headers=headers, source=source, timeout=300)[1].decode()
+    stream = http_request(f"{url}gradio_api/call/{api}/{event}", headers=headers, source=source, timeout=300)[
+        1
+    ].decode()
     kind = "error" if "event: error" in stream else "complete"
     data = json.loads(stream.rsplit("data: ", 1)[1].splitlines()[0])
     return kind, (data["error"] if kind == "error" and isinstance(data, dict) else data)
@@ -471,15 +529,22 @@ def _upload(url: str, parts: list[tuple[str, bytes]], visitor: str | None = None
     boundary = "concept-grounding-test"
     body = b""
     for name, content in parts:
-        body += (f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="{name}"\r\n'
-                 "Content-Type: application/octet-stream\r\n\r\n").encode() + content + b"\r\n"
+        body += (
+            (
+                f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="{name}"\r\n'
+                "Content-Type: application/octet-stream\r\n\r\n"
+            ).encode()
+            + content
+            + b"\r\n"
+        )
     body += f"--{boundary}--\r\n".encode()
     headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
     if visitor:
         headers["X-Forwarded-For"] = visitor
     try:
-        with urllib.request.urlopen(urllib.request.Request(url + "gradio_api/upload", data=body, headers=headers),
-                                    timeout=60) as response:
+        with urllib.request.urlopen(
+            urllib.request.Request(url + "gradio_api/upload", data=body, headers=headers), timeout=60
+        ) as response:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as err:
         return err.code, err.read().decode()
@@ -501,8 +566,15 @@ def test_explain_refuses_more_baselines_than_the_limit(tiny_space_store):
     from concept_grounding.space.limits import Gate, Refused, SpaceLimits
 
     with pytest.raises(Refused, match=r"^Baselines: at most 2 items per request, got 3\.$"):
-        tab_explain.explain(tiny_space_store, None, 0, "a bird", clusters=3, baselines=["random", "saliency", "x"],
-                            gate=Gate(SpaceLimits(max_list_items=2)))
+        tab_explain.explain(
+            tiny_space_store,
+            None,
+            0,
+            "a bird",
+            clusters=3,
+            baselines=["random", "saliency", "x"],
+            gate=Gate(SpaceLimits(max_list_items=2)),
+        )
 
 
 def test_an_image_with_too_many_pixels_is_refused_before_decoding(client, tmp_path):
@@ -527,8 +599,11 @@ def test_a_refused_value_costs_one_short_line_in_the_log_and_the_page(server):
     url, _, log, _ = server
     before = log.stat().st_size
     huge = "x" * 100_000
-    kind, message = _raw_result(url, "tdg_generate", json.dumps({"data": [huge, "has_crown_color::black",
-                                                                          "tiny (built-in, random weights)", 2, 0]}))
+    kind, message = _raw_result(
+        url,
+        "tdg_generate",
+        json.dumps({"data": [huge, "has_crown_color::black", "tiny (built-in, random weights)", 2, 0]}),
+    )
     assert kind == "error" and message.startswith("Reference class:") and "\n" not in message and len(message) < 300
     time.sleep(0.5)
     added = log.read_text()[before:]
@@ -545,9 +620,11 @@ def test_uploads_with_an_empty_or_right_to_left_name_or_too_many_files_are_refus
     stored = lambda: {p for p in cache.rglob("*") if p.is_file()}  # noqa: E731
     before = stored()
     too_many = SpaceLimits().max_files_per_upload + 1
-    for parts, reason in [([("", b"abc")], "the file name is empty"),
-                          ([("bird\u202egnp.exe", b"abc")], "control or bidirectional formatting characters"),
-                          ([(f"f{i}.txt", b"a") for i in range(too_many)], f"at most {too_many - 1} files")]:
+    for parts, reason in [
+        ([("", b"abc")], "the file name is empty"),
+        ([("bird\u202egnp.exe", b"abc")], "control or bidirectional formatting characters"),
+        ([(f"f{i}.txt", b"a") for i in range(too_many)], f"at most {too_many - 1} files"),
+    ]:
         status, text = _upload(url, parts, visitor="93.184.216.40")
         assert status == 400 and json.loads(text)["error"].startswith("files: ") and reason in text, (status, text)
     assert stored() == before
@@ -602,8 +679,11 @@ class _SlowConceptModel:
         self.counts[self.key] += len(x)
         time.sleep(self.seconds * len(x))
         n = len(x)
-        return SimpleNamespace(concept_probs=torch.full((n, self.n_concepts), 0.6),
-                               concept_scores=torch.zeros(n, self.n_concepts), class_logits=torch.zeros(n, 33))
+        return SimpleNamespace(
+            concept_probs=torch.full((n, self.n_concepts), 0.6),
+            concept_scores=torch.zeros(n, self.n_concepts),
+            class_logits=torch.zeros(n, 33),
+        )
 
     def concept_activation_maps(self, x, upsample=False):
         import torch
@@ -628,7 +708,9 @@ def slow_space():
     counts = collections.Counter()
     store = ResourceStore(None)
     store.get("concept_model", lambda _: ((_SlowConceptModel(counts, "sub", 0.4), 32), "slow stand-in"))
-    store.get("posthoc_cbm", lambda _: ((_SlowConceptModel(counts, "concepts", 2.0, n_concepts=112), 32), "slow stand-in"))
+    store.get(
+        "posthoc_cbm", lambda _: ((_SlowConceptModel(counts, "concepts", 2.0, n_concepts=112), 32), "slow stand-in")
+    )
 
     def slow_baseline(model, px, text_embeds):
         counts["explain"] += 1
@@ -649,11 +731,14 @@ def slow_space():
             demo.close()
 
 
-@pytest.mark.parametrize("api, data, total", [
-    ("sub_explore", ["017.Cardinal|has_crown_color::black", 0], 16),
-    ("concepts", [None, 3, 5], 2),
-    ("explain", [None, 0, "a bird", 3, ["random", "gradcam", "grad-eclip", "maskclip", "rollout"], ""], 5),
-])
+@pytest.mark.parametrize(
+    ("api", "data", "total"),
+    [
+        ("sub_explore", ["017.Cardinal|has_crown_color::black", 0], 16),
+        ("concepts", [None, 3, 5], 2),
+        ("explain", [None, 0, "a bird", 3, ["random", "gradcam", "grad-eclip", "maskclip", "rollout"], ""], 5),
+    ],
+)
 def test_a_visitor_who_leaves_mid_request_stops_the_tab_s_work(slow_space, caplog, api, data, total):
     """Only the Tied Diffusion tab stopped when its visitor left; the SUB explorer,
     Concepts (and Metrics) ran their work to the end. A visitor joins the queue, their request
@@ -661,7 +746,6 @@ def test_a_visitor_who_leaves_mid_request_stops_the_tab_s_work(slow_space, caplo
     stage or batch (within a few seconds, most of it never done) and the log says where."""
     import http.client
     import logging
-    import socket
 
     url, counts = slow_space
     with urllib.request.urlopen(url + "config", timeout=30) as response:
@@ -670,8 +754,14 @@ def test_a_visitor_who_leaves_mid_request_stops_the_tab_s_work(slow_space, caplo
     session = f"leaving-{api}"
     body = {"data": data, "fn_index": fn_index, "session_hash": session, "event_data": None, "trigger_id": None}
     with caplog.at_level(logging.INFO, logger="concept_grounding.space.guard"):
-        urllib.request.urlopen(urllib.request.Request(url + "gradio_api/queue/join", data=json.dumps(body).encode(),
-                                                      headers={"Content-Type": "application/json"}), timeout=30).read()
+        urllib.request.urlopen(
+            urllib.request.Request(
+                url + "gradio_api/queue/join",
+                data=json.dumps(body).encode(),
+                headers={"Content-Type": "application/json"},
+            ),
+            timeout=30,
+        ).read()
         page = http.client.HTTPConnection("127.0.0.1", int(url.rstrip("/").rsplit(":", 1)[1]), timeout=60)
         page.request("GET", f"/gradio_api/queue/data?session_hash={session}")
         page.getresponse()
@@ -700,8 +790,9 @@ def test_a_cancelled_explain_stops_before_its_next_stage(tiny_space_store):
     from concept_grounding.space import tab_explain
 
     with pytest.raises(tab_explain.Cancelled, match="stopped before loading the model"):
-        tab_explain.explain(tiny_space_store, None, 0, "a bird", clusters=3, baselines=["random"],
-                            cancelled=lambda: True)
+        tab_explain.explain(
+            tiny_space_store, None, 0, "a bird", clusters=3, baselines=["random"], cancelled=lambda: True
+        )
 
 
 def test_the_status_line_does_not_show_where_the_server_keeps_its_files(tmp_path):
@@ -735,10 +826,19 @@ def _join_long_tdg(url: str, session: str) -> object:
     with urllib.request.urlopen(url + "config", timeout=30) as response:
         config = json.loads(response.read())
     fn_index = next(d["id"] for d in config["dependencies"] if d.get("api_name") == "tdg_generate")
-    body = {"data": ["017.Cardinal", "has_crown_color::black", tab_tdg.WORLD_MODEL, 50, 0], "fn_index": fn_index,
-            "session_hash": session, "event_data": None, "trigger_id": None}
-    urllib.request.urlopen(urllib.request.Request(url + "gradio_api/queue/join", data=json.dumps(body).encode(),
-                                                  headers={"Content-Type": "application/json"}), timeout=30).read()
+    body = {
+        "data": ["017.Cardinal", "has_crown_color::black", tab_tdg.WORLD_MODEL, 50, 0],
+        "fn_index": fn_index,
+        "session_hash": session,
+        "event_data": None,
+        "trigger_id": None,
+    }
+    urllib.request.urlopen(
+        urllib.request.Request(
+            url + "gradio_api/queue/join", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        ),
+        timeout=30,
+    ).read()
     page = http.client.HTTPConnection("127.0.0.1", int(url.rstrip("/").rsplit(":", 1)[1]), timeout=300)
     page.request("GET", f"/gradio_api/queue/data?session_hash={session}")
     stream = page.getresponse()
@@ -751,7 +851,6 @@ def test_one_visitor_runs_at_most_the_limit_of_requests_at_once(default_server):
     """One queue for everyone, no per-visitor limit: 64 long requests of one visitor
     held everyone else out. With two long runs going, the same visitor's third request is
     refused at once in one line, while another visitor is served."""
-    import socket
 
     from concept_grounding.space.limits import SpaceLimits
 
@@ -761,8 +860,9 @@ def test_one_visitor_runs_at_most_the_limit_of_requests_at_once(default_server):
     try:
         body = json.dumps({"data": ["017.Cardinal|has_crown_color::black", 0]})
         kind, message = _raw_result(url, "sub_explore", body)
-        assert kind == "error" and message == ("Requests: at most 2 requests at once per visitor; "
-                                               "wait for one to finish."), message
+        assert kind == "error" and message == (
+            "Requests: at most 2 requests at once per visitor; wait for one to finish."
+        ), message
         for rotated in ("93.184.216.43", "93.184.216.44, 93.184.216.45"):  # no trusted proxy here
             kind, message = _raw_result(url, "sub_explore", body, headers={"X-Forwarded-For": rotated})
             assert kind == "error" and message.startswith("Requests: at most 2 requests at once"), message
@@ -799,12 +899,16 @@ def test_a_path_outside_the_upload_folder_is_refused_without_echoing_it(server):
 
 def _raw_stream(url: str, api: str, body: str, visitor: str | None = None) -> tuple[str, str]:
     """(the POST's response text, the whole event stream's text) of an API call sent as raw JSON."""
-    request = urllib.request.Request(f"{url}gradio_api/call/{api}", data=body.encode(),
-                                     headers={"Content-Type": "application/json",
-                                              **({"X-Forwarded-For": visitor} if visitor else {})})
+    request = urllib.request.Request(
+        f"{url}gradio_api/call/{api}",
+        data=body.encode(),
+        headers={"Content-Type": "application/json", **({"X-Forwarded-For": visitor} if visitor else {})},
+    )
     with urllib.request.urlopen(request, timeout=60) as response:
         posted = response.read().decode()
-    with urllib.request.urlopen(f"{url}gradio_api/call/{api}/{json.loads(posted)['event_id']}", timeout=300) as response:
+    with urllib.request.urlopen(
+        f"{url}gradio_api/call/{api}/{json.loads(posted)['event_id']}", timeout=300
+    ) as response:
         return posted, response.read().decode()
 
 
@@ -825,11 +929,16 @@ def test_no_response_shows_where_the_server_keeps_its_files(server, tmp_path):
     (uploaded,) = json.loads(text)
     assert uploaded.startswith("/space-files/"), uploaded
     image = json.dumps({"path": uploaded, "meta": {"_type": "gradio.FileData"}})
-    for api, data in [("explain", f'[{image}, 0, "a bird", 3, ["random"], ""]'),
-                      ("metrics_example", '["concept_confidence_deviation"]'),
-                      ("sub_explore", '["017.Cardinal|has_crown_color::black", 0]'),
-                      ("concepts", "[null, 3, 3]"),
-                      ("metrics", f'["concept_confidence_deviation", {json.dumps({"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}})}]')]:
+    for api, data in [
+        ("explain", f'[{image}, 0, "a bird", 3, ["random"], ""]'),
+        ("metrics_example", '["concept_confidence_deviation"]'),
+        ("sub_explore", '["017.Cardinal|has_crown_color::black", 0]'),
+        ("concepts", "[null, 3, 3]"),
+        (
+            "metrics",
+            f'["concept_confidence_deviation", {json.dumps({"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}})}]',
+        ),
+    ]:
         posted, stream = _raw_stream(url, api, f'{{"data": {data}}}', visitor="93.184.216.50")
         bodies += [posted, stream]
         if api != "metrics":
@@ -839,8 +948,11 @@ def test_no_response_shows_where_the_server_keeps_its_files(server, tmp_path):
     for body in bodies:
         for folder in hidden | {artifacts}:
             assert folder not in body, (folder, body[:300])
-    served = [u for u in json.loads(bodies[2].rsplit("data: ", 1)[1].splitlines()[0])[0].values()
-              if isinstance(u, str) and "/space-files/" in u]
+    served = [
+        u
+        for u in json.loads(bodies[2].rsplit("data: ", 1)[1].splitlines()[0])[0].values()
+        if isinstance(u, str) and "/space-files/" in u
+    ]
     assert any(u.startswith("http") for u in served), served
     with urllib.request.urlopen(next(u for u in served if u.startswith("http")), timeout=30) as response:
         assert response.status == 200 and response.read()[:8] == b"\x89PNG\r\n\x1a\n"

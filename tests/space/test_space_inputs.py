@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from concept_grounding.space import tab_concepts, tab_explain, tab_sub, tab_tdg
 from concept_grounding.space.env import OFFLINE_DEFAULTS, configure_environment
 from concept_grounding.space.inputs import (
     MAX_IMAGE_SIDE,
@@ -18,7 +19,6 @@ from concept_grounding.space.inputs import (
     to_rgb,
     whole_number,
 )
-from concept_grounding.space import tab_concepts, tab_explain, tab_sub, tab_tdg
 from concept_grounding.space.resources import ResourceStore
 from concept_grounding.space.tab_metrics import METRICS, compute_metric, metric_help
 
@@ -85,20 +85,23 @@ def test_upload_paths_outside_the_temp_dir_are_refused(tmp_path):
 NAN = float("nan")
 
 
-@pytest.mark.parametrize("call, field", [
-    (lambda store: tab_tdg.generate(store, "017.Cardinal", "has_crown_color::black", steps=NAN), "Steps"),
-    (lambda store: tab_tdg.generate(store, "017.Cardinal", "has_crown_color::black", steps=2.5), "Steps"),
-    (lambda store: tab_tdg.generate(store, "017.Cardinal", "has_crown_color::black", steps=2, seed=1e308), "Seed"),
-    (lambda store: tab_tdg.generate(store, "017.Cardinal", "has_crown_color::black", steps=2, seed=NAN), "Seed"),
-    (lambda store: tab_tdg.eta_figure("has_crown_color::black", steps=NAN), "Steps"),
-    (lambda store: tab_sub.explore(store, tab_sub.DEFAULT_PAIRING, NAN), "Image of the pairing"),
-    (lambda store: tab_sub.explore(store, tab_sub.DEFAULT_PAIRING, 1.5), "Image of the pairing"),
-    (lambda store: tab_explain.explain(store, None, NAN, "a bird"), "World bird #"),
-    (lambda store: tab_explain.explain(store, None, 0, "a bird", clusters=NAN), "Clusters K"),
-    (lambda store: tab_concepts.concepts(store, None, 0, top=NAN), "Top concepts"),
-    (lambda store: tab_concepts.concepts(store, None, 1e308, top=3), "World bird #"),
-    (lambda store: tab_concepts.concepts(store, None, [[[[[[[[0]]]]]]]], top=3), "World bird #"),
-])
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (lambda store: tab_tdg.generate(store, "017.Cardinal", "has_crown_color::black", steps=NAN), "Steps"),
+        (lambda store: tab_tdg.generate(store, "017.Cardinal", "has_crown_color::black", steps=2.5), "Steps"),
+        (lambda store: tab_tdg.generate(store, "017.Cardinal", "has_crown_color::black", steps=2, seed=1e308), "Seed"),
+        (lambda store: tab_tdg.generate(store, "017.Cardinal", "has_crown_color::black", steps=2, seed=NAN), "Seed"),
+        (lambda store: tab_tdg.eta_figure("has_crown_color::black", steps=NAN), "Steps"),
+        (lambda store: tab_sub.explore(store, tab_sub.DEFAULT_PAIRING, NAN), "Image of the pairing"),
+        (lambda store: tab_sub.explore(store, tab_sub.DEFAULT_PAIRING, 1.5), "Image of the pairing"),
+        (lambda store: tab_explain.explain(store, None, NAN, "a bird"), "World bird #"),
+        (lambda store: tab_explain.explain(store, None, 0, "a bird", clusters=NAN), "Clusters K"),
+        (lambda store: tab_concepts.concepts(store, None, 0, top=NAN), "Top concepts"),
+        (lambda store: tab_concepts.concepts(store, None, 1e308, top=3), "World bird #"),
+        (lambda store: tab_concepts.concepts(store, None, [[[[[[[[0]]]]]]]], top=3), "World bird #"),
+    ],
+)
 def test_numeric_fields_are_refused_in_one_line_naming_the_field(call, field):
     """NaN, 1e308, fractions (refused, not truncated) and odd values, before any
     model is loaded (the store is empty and stays so)."""
@@ -128,7 +131,10 @@ def test_a_folder_and_deep_json_get_a_line_without_a_server_path(tmp_path):
         compute_metric("concept_global_importance", deep)
     assert str(tmp_path) not in str(refused.value)
     assert redact_paths(f"[Errno 21] Is a directory: '{root}/abc'") == "[Errno 21] Is a directory: 'abc'"
-    assert redact_paths("see https://huggingface.co/org/repo and org/repo") == "see https://huggingface.co/org/repo and org/repo"
+    assert (
+        redact_paths("see https://huggingface.co/org/repo and org/repo")
+        == "see https://huggingface.co/org/repo and org/repo"
+    )
 
 
 def test_read_table_csv_and_json(tmp_path):
@@ -146,8 +152,10 @@ def test_read_table_csv_and_json(tmp_path):
 
 def _ccd_csv(path):
     # ConceptBed Eq. 3 by hand: concept 0: gen mean 0.8 vs real 0.9; concept 1: 0.8 vs 0.9 -> CCD 0.1
-    path.write_text("split,label,p_0,p_1\ngenerated,0,0.9,0.1\ngenerated,0,0.7,0.3\ngenerated,1,0.2,0.8\n"
-                    "real,0,0.9,0.1\nreal,1,0.1,0.9\n")
+    path.write_text(
+        "split,label,p_0,p_1\ngenerated,0,0.9,0.1\ngenerated,0,0.7,0.3\ngenerated,1,0.2,0.8\n"
+        "real,0,0.9,0.1\nreal,1,0.1,0.9\n"
+    )
     return path
 
 
@@ -162,7 +170,9 @@ def test_metrics_tab_refuses_fractional_labels_instead_of_flooring_them(tmp_path
     refuses it, and the tab says which column and value."""
     path = tmp_path / "ccd.csv"
     path.write_text(_ccd_csv(tmp_path / "ok.csv").read_text().replace("generated,1,", "generated,1.7,"))
-    with pytest.raises(UserInputError, match=r"rejected the inputs: generated_labels must hold integer labels, found 1.7"):
+    with pytest.raises(
+        UserInputError, match=r"rejected the inputs: generated_labels must hold integer labels, found 1.7"
+    ):
         compute_metric("concept_confidence_deviation", str(path))
     path.write_text(_ccd_csv(tmp_path / "ok.csv").read_text().replace("generated,1,", "generated,1.0,"))
     assert compute_metric("concept_confidence_deviation", str(path))[0]["ccd"] == pytest.approx(0.1)
@@ -181,7 +191,7 @@ def test_metrics_tab_cgim_from_json_known_answer(tmp_path):
     path = tmp_path / "cgim.json"
     path.write_text(json.dumps({"theta": [[1.0, -1.0], [0.5, 0.5]], "class_attributes": [[1, 0], [1, 1]]}))
     scalars, _ = compute_metric("concept_global_importance", str(path))
-    assert scalars["concept_type1"] == pytest.approx((2 ** -0.5 + 1) / 2, abs=1e-5)
+    assert scalars["concept_type1"] == pytest.approx((2**-0.5 + 1) / 2, abs=1e-5)
 
 
 def test_metrics_tab_missing_columns_and_keys_are_friendly(tmp_path):
@@ -215,9 +225,11 @@ def test_offline_defaults_do_not_override_the_user(monkeypatch):
 def test_metrics_tab_sub_accuracy_from_csv_known_answer(tmp_path):
     path = tmp_path / "sub.csv"
     # image 1: p(S+)=0.9 > 0.5 hit, p(S-)=0.2 <= 0.5 hit; image 2: p(S+)=0.3 miss, p(S-)=0.7 miss
-    path.write_text("target_attribute,removed_attributes,reference_class,has_crown_color::black,has_crown_color::red\n"
-                    "has_crown_color::black,has_crown_color::red,017.Cardinal,0.9,0.2\n"
-                    "has_crown_color::black,has_crown_color::red,017.Cardinal,0.3,0.7\n")
+    path.write_text(
+        "target_attribute,removed_attributes,reference_class,has_crown_color::black,has_crown_color::red\n"
+        "has_crown_color::black,has_crown_color::red,017.Cardinal,0.9,0.2\n"
+        "has_crown_color::black,has_crown_color::red,017.Cardinal,0.3,0.7\n"
+    )
     scalars, _ = compute_metric("sub_accuracy", str(path))
     assert scalars["s_plus"] == pytest.approx(0.5) and scalars["s_minus"] == pytest.approx(0.5)
 
@@ -244,8 +256,16 @@ def test_the_space_card_states_the_default_model_and_where_make_demo_writes_the_
     assert re.findall(r"--artifacts (\S+)", card) == [f"{report}/bench"]
 
 
-@pytest.mark.parametrize("name", ["concept_confidence_deviation", "concept_existence", "concept_global_importance",
-                                  "concept_location", "sub_accuracy"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "concept_confidence_deviation",
+        "concept_existence",
+        "concept_global_importance",
+        "concept_location",
+        "sub_accuracy",
+    ],
+)
 def test_metrics_tab_takes_the_evaluate_module_s_example(name, tmp_path):
     """The Metrics tab refused ``predictions`` (the ``evaluate`` name) and wanted
     ``scores``; each metric Space's example, saved as JSON, now computes here, with the
@@ -268,8 +288,16 @@ def test_metrics_tab_takes_the_evaluate_module_s_example(name, tmp_path):
     assert scalars
 
 
-@pytest.mark.parametrize("name", ["concept_confidence_deviation", "concept_existence", "concept_global_importance",
-                                  "concept_location", "sub_accuracy"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "concept_confidence_deviation",
+        "concept_existence",
+        "concept_global_importance",
+        "concept_location",
+        "sub_accuracy",
+    ],
+)
 def test_metrics_tab_offers_an_example_for_every_metric(name):
     """The Metrics tab had no example file; each metric's help shows its example
     (the metric Space's, one copy in ``concept_grounding.metrics.examples``) and the tab

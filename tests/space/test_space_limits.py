@@ -7,8 +7,15 @@ import threading
 
 import pytest
 
-from concept_grounding.space.limits import (SPACE_PROXIES, Gate, Refused, SpaceLimits, trusted_proxies, unsafe_name,
-                                            visitor_of)
+from concept_grounding.space.limits import (
+    SPACE_PROXIES,
+    Gate,
+    Refused,
+    SpaceLimits,
+    trusted_proxies,
+    unsafe_name,
+    visitor_of,
+)
 
 MB = 2**20
 
@@ -23,8 +30,13 @@ class Clock:
 
 def test_upload_bytes_are_limited_per_visitor_and_in_total_until_the_cache_drops_them():
     clock = Clock()
-    limits = SpaceLimits(max_upload_bytes=10 * MB, visitor_upload_bytes=15 * MB, total_upload_bytes=25 * MB,
-                         cache_age_s=60, sweep_every_s=30)
+    limits = SpaceLimits(
+        max_upload_bytes=10 * MB,
+        visitor_upload_bytes=15 * MB,
+        total_upload_bytes=25 * MB,
+        cache_age_s=60,
+        sweep_every_s=30,
+    )
     gate = Gate(limits, clock=clock)
     gate.admit_upload("a", 10 * MB)
     gate.record_upload("a", 10 * MB)
@@ -46,15 +58,18 @@ def test_upload_bytes_are_limited_per_visitor_and_in_total_until_the_cache_drops
 def test_a_visitor_holds_at_most_its_slots_and_gets_them_back():
     gate = Gate(SpaceLimits(visitor_requests=2))
     with gate.slot("a"), gate.slot("a"):
-        with pytest.raises(Refused, match=r"^Requests: at most 2 requests at once per visitor; wait for one to finish\.$"):
-            with gate.slot("a"):
-                pass
+        with (
+            pytest.raises(
+                Refused, match=r"^Requests: at most 2 requests at once per visitor; wait for one to finish\.$"
+            ),
+            gate.slot("a"),
+        ):
+            pass
         with gate.slot("b"):
             assert gate.running("a") == 2 and gate.running("b") == 1
     assert gate.running("a") == 0
-    with pytest.raises(RuntimeError):
-        with gate.slot("a"):
-            raise RuntimeError("the handler failed")
+    with pytest.raises(RuntimeError), gate.slot("a"):
+        raise RuntimeError("the handler failed")
     assert gate.running("a") == 0
 
 
@@ -100,7 +115,10 @@ def test_the_visitor_is_the_client_the_server_resolved_and_proxies_are_named_by_
     assert visitor_of(None) == "unknown" and visitor_of(()) == "unknown"
     assert trusted_proxies({}) == () and trusted_proxies({"SPACE_ID": "a/b"}) == SPACE_PROXIES
     assert trusted_proxies({"SPACE_ID": "a/b", "CONCEPT_GROUNDING_TRUSTED_PROXIES": ""}) == ()
-    assert trusted_proxies({"CONCEPT_GROUNDING_TRUSTED_PROXIES": "10.1.0.0/16,10.1.0.0/16, ::1"}) == ("10.1.0.0/16", "::1")
+    assert trusted_proxies({"CONCEPT_GROUNDING_TRUSTED_PROXIES": "10.1.0.0/16,10.1.0.0/16, ::1"}) == (
+        "10.1.0.0/16",
+        "::1",
+    )
     with pytest.raises(ValueError, match=r"^CONCEPT_GROUNDING_TRUSTED_PROXIES: 'proxy.local' is not an IP address"):
         trusted_proxies({"CONCEPT_GROUNDING_TRUSTED_PROXIES": "proxy.local"})
 
@@ -134,4 +152,4 @@ def test_the_space_app_binds_loopback_unless_told_otherwise():
     from pathlib import Path
 
     app = (Path(__file__).resolve().parents[2] / "spaces" / "concept-grounding" / "app.py").read_text()
-    assert 'os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1")' in app and "0.0.0.0\")" not in app
+    assert 'os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1")' in app and '0.0.0.0")' not in app

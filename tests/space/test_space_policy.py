@@ -51,8 +51,9 @@ def test_policy_from_environment_and_flags(monkeypatch):
     add_arguments(parser)
     env_only = policy_from_args(parser.parse_args([]))
     assert env_only == ModelPolicy(("a/flux", "b/flux"), ("ViT-B-32",), allow_any=False, cache_size=3)
-    flags = policy_from_args(parser.parse_args(["--tdg-model", "c/flux", "--tdg-model", "d", "--allow-any-model",
-                                                "--model-cache", "1"]))
+    flags = policy_from_args(
+        parser.parse_args(["--tdg-model", "c/flux", "--tdg-model", "d", "--allow-any-model", "--model-cache", "1"])
+    )
     assert flags == ModelPolicy(("c/flux", "d"), ("ViT-B-32",), allow_any=True, cache_size=1)
     monkeypatch.setenv("CONCEPT_GROUNDING_ALLOW_ANY_MODEL", "1")
     assert policy_from_args(parser.parse_args([])).allow_any
@@ -64,8 +65,11 @@ def test_policy_from_environment_and_flags(monkeypatch):
 def test_bad_launch_flags_fail_at_parse_time(capsys):
     from concept_grounding.cli import main
 
-    for argv, needle in ((["space", "--model-cache", "0"], "--model-cache"), (["space", "--port", "-1"], "--port"),
-                         (["space", "--port", "99999"], "--port: must be an integer in [0, 65535]")):
+    for argv, needle in (
+        (["space", "--model-cache", "0"], "--model-cache"),
+        (["space", "--port", "-1"], "--port"),
+        (["space", "--port", "99999"], "--port: must be an integer in [0, 65535]"),
+    ):
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert needle in err and "Traceback" not in err and "internal error" not in err
@@ -141,7 +145,11 @@ def test_tdg_tab_refuses_unlisted_models_before_loading(tmp_path):
     assert store.status() == {}
     with pytest.raises(UserInputError, match="Could not load the Flux model"):
         tab_tdg.get_pipeline(store, str(tmp_path / "listed-but-missing"))
-    assert tab_tdg.model_choices(store.policy) == [tab_tdg.WORLD_MODEL, tab_tdg.TINY_MODEL, str(tmp_path / "listed-but-missing")]
+    assert tab_tdg.model_choices(store.policy) == [
+        tab_tdg.WORLD_MODEL,
+        tab_tdg.TINY_MODEL,
+        str(tmp_path / "listed-but-missing"),
+    ]
 
 
 def test_named_clips_share_the_lru_cache(tmp_path):
@@ -152,8 +160,16 @@ def test_named_clips_share_the_lru_cache(tmp_path):
     folders = []
     for i in range(2):
         folder = tmp_path / f"clip-{i}"
-        WorldCLIP(WordTokenizer.from_vocabulary().words, image_size=32, patch_size=8, vision_width=32, text_width=32,
-                  vision_layers=1, text_layers=1, head_width=16).save_pretrained(folder)
+        WorldCLIP(
+            WordTokenizer.from_vocabulary().words,
+            image_size=32,
+            patch_size=8,
+            vision_width=32,
+            text_width=32,
+            vision_layers=1,
+            text_layers=1,
+            head_width=16,
+        ).save_pretrained(folder)
         folders.append(str(folder))
     store = ResourceStore(policy=ModelPolicy(clip_models=tuple(folders), cache_size=1))
     first = tab_explain.get_model(store, folders[0])

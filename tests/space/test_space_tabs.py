@@ -19,8 +19,11 @@ def store(tiny_space_store):
 
 def test_tdg_prompts_follow_sub_templates():
     c_r, c_g, category = tab_tdg.prompts("073.Blue_Jay", "has_bill_shape::needle")
-    assert (c_r, c_g, category) == ("A photo of a Blue Jay with the body of a Blue Jay and a beak like a Hummingbird",
-                                    "A photo of a Hummingbird", "shape")
+    assert (c_r, c_g, category) == (
+        "A photo of a Blue Jay with the body of a Blue Jay and a beak like a Hummingbird",
+        "A photo of a Hummingbird",
+        "shape",
+    )
     with pytest.raises(UserInputError, match="no TDG prompt template"):
         tab_tdg.prompts("073.Blue_Jay", "has_size::small_(5_-_9_in)")
     with pytest.raises(UserInputError, match="Pick a reference class"):
@@ -114,8 +117,10 @@ def test_sub_explorer_tallies_match_the_probabilities(store):
     world = store.get("world", None)
     model, size = store.get("concept_model", None)
     label = list(world.class_names).index("017.Cardinal")
-    pairs = [world.counterfactual(world.sample(i), "has_crown_color::black")
-             for i in world.class_indices(label, tab_sub.PER_PAIRING, start=tab_sub.HELD_OUT_START)]
+    pairs = [
+        world.counterfactual(world.sample(i), "has_crown_color::black")
+        for i in world.class_indices(label, tab_sub.PER_PAIRING, start=tab_sub.HELD_OUT_START)
+    ]
     import torch
 
     with torch.no_grad():
@@ -133,8 +138,14 @@ def test_explain_on_an_uploaded_rgba_image(store, tmp_path):
     rgba[..., 2] = 255
     rgba[100:400, 100:400, 3] = 255
     Image.fromarray(rgba, mode="RGBA").save(path)
-    out = tab_explain.explain(store, str(path), 0, "a bird\na photo of a bird with a red breast", clusters=4,
-                              baselines=["random", "gradcam", "rollout"])
+    out = tab_explain.explain(
+        store,
+        str(path),
+        0,
+        "a bird\na photo of a bird with a red breast",
+        clusters=4,
+        baselines=["random", "gradcam", "rollout"],
+    )
     assert max(out["image"].shape[:2]) == MAX_IMAGE_SIDE and out["image"].shape[2] == 3
     assert len(out["gallery"]) == 2 + 3 and out["notes"] == [tab_explain.WORLD_ONLY]  # a cat photo too
     assert "knows only the procedurally drawn bird world" in tab_explain.WORLD_ONLY
@@ -189,14 +200,24 @@ def test_explain_on_a_named_local_clip_and_a_bad_name(store, tmp_path):
     from concept_grounding.space.policy import ModelPolicy
 
     folder = tmp_path / "my-clip"
-    WorldCLIP(WordTokenizer.from_vocabulary().words, image_size=32, patch_size=8, vision_width=32, text_width=32,
-              vision_layers=1, text_layers=1, head_width=16).save_pretrained(folder)
+    WorldCLIP(
+        WordTokenizer.from_vocabulary().words,
+        image_size=32,
+        patch_size=8,
+        vision_width=32,
+        text_width=32,
+        vision_layers=1,
+        text_layers=1,
+        head_width=16,
+    ).save_pretrained(folder)
     missing = str(tmp_path / "nothing-here")
     # the store's default policy offers no named model: the folder is refused before any load
     with pytest.raises(UserInputError, match="does not load the CLIP model"):
         tab_explain.explain(store, None, 3, "a photo of a bird", clusters=3, model_name=str(folder))
     assert not store.is_ready(f"clip:{folder}")
-    listed = ResourceStore(artifacts=None, image_size=64, seed=0, policy=ModelPolicy(clip_models=(str(folder), missing)))
+    listed = ResourceStore(
+        artifacts=None, image_size=64, seed=0, policy=ModelPolicy(clip_models=(str(folder), missing))
+    )
     listed.get("world", lambda _: store.get("world", None))
     out = tab_explain.explain(listed, None, 3, "a photo of a bird", clusters=3, model_name=str(folder))
     assert len(out["gallery"]) == 1 and len(out["table"]) == 3 and out["notes"] == []  # a world bird: nothing to say
@@ -215,9 +236,17 @@ def test_explain_and_concepts_handlers_are_safe_from_concurrent_threads(store):
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    jobs = [lambda i=i: tab_explain.explain(store, None, i, "a bird\na photo of a bird with a black crown",
-                                            clusters=3 + i % 2, baselines=["gradcam", "grad-eclip", "rollout"])
-            for i in range(4)]
+    jobs = [
+        lambda i=i: tab_explain.explain(
+            store,
+            None,
+            i,
+            "a bird\na photo of a bird with a black crown",
+            clusters=3 + i % 2,
+            baselines=["gradcam", "grad-eclip", "rollout"],
+        )
+        for i in range(4)
+    ]
     jobs += [lambda i=i: tab_concepts.concepts(store, None, 10 + i, top=3) for i in range(4)]
     alone = [pickle.dumps(job()) for job in jobs]
     barrier = threading.Barrier(len(jobs))
@@ -243,7 +272,9 @@ def test_the_quick_build_trains_the_bench_variant():
     store = ResourceStore(artifacts=None, image_size=32, seed=3, build=SpaceBuild.tiny())
     model, size = store.get("concept_model", tab_sub.build_concept_model)
     vocab = load_vocabulary()
-    tensors = world_concept_tensors(get_world(store), 2, [vocab.attribute_index(n) for n in tab_sub.concept_names()], 32)
+    tensors = world_concept_tensors(
+        get_world(store), 2, [vocab.attribute_index(n) for n in tab_sub.concept_names()], 32
+    )
     direct = train_variant(tab_sub.QUICK_VARIANT, tensors, store.build.concept_training())
     assert size == 32 and store.build.concept_training().seed == 3
     for (name, a), b in zip(model.state_dict().items(), direct.state_dict().values()):
@@ -261,15 +292,20 @@ def test_tdg_verdicts_are_the_shipped_judge_s(store):
     world = BirdWorld(trained_world_config())
     attribute = "has_breast_color::red"
     label = world.class_names.index("073.Blue_Jay")
-    index = next(label + k * world.num_classes for k in range(200_000, 200_100)
-                 if world.edited(label + k * world.num_classes, attribute)[0] is not None)
+    index = next(
+        label + k * world.num_classes
+        for k in range(200_000, 200_100)
+        if world.edited(label + k * world.num_classes, attribute)[0] is not None
+    )
     edited, original = world.edited(index, attribute)[0].image, world.sample(index).image
     text = tab_tdg.verdicts(store, "073.Blue_Jay", attribute, [edited, edited, original], model=tab_tdg.WORLD_MODEL)
-    rows = [line for line in text.splitlines() if line.startswith("| TDG") or line.startswith("| Prompting")]
+    rows = [line for line in text.splitlines() if line.startswith(("| TDG", "| Prompting"))]
     assert rows[0].startswith("| TDG reference | yes") and rows[0].endswith("| yes |")
     assert rows[1].startswith("| TDG guide | yes") and rows[1].endswith("| - |")
     assert rows[2].startswith("| Prompting only | no") and rows[2].endswith("| yes |")
-    assert "world Flux's 32 px birds only" in tab_tdg.verdicts(store, "073.Blue_Jay", attribute, [], model=tab_tdg.TINY_MODEL)
+    assert "world Flux's 32 px birds only" in tab_tdg.verdicts(
+        store, "073.Blue_Jay", attribute, [], model=tab_tdg.TINY_MODEL
+    )
     assert load_world_judge().image_size == world.config.image_size == 32
 
 
@@ -345,8 +381,10 @@ def test_the_explain_and_concepts_tabs_first_use_load_their_shipped_models_in_se
     store = ResourceStore(None)
     assert shipped_record(tab_explain.SHIPPED_CLIP) == tab_explain.clip_recipe(store)
     assert shipped_record(tab_concepts.SHIPPED_POSTHOC) == tab_concepts.posthoc_recipe(store)
-    for run, key in ((lambda: tab_explain.explain(store, None, 0, "a bird", clusters=3), "world_clip"),
-                     (lambda: tab_concepts.concepts(store, None, 0, top=3), "posthoc_cbm")):
+    for run, key in (
+        (lambda: tab_explain.explain(store, None, 0, "a bird", clusters=3), "world_clip"),
+        (lambda: tab_concepts.concepts(store, None, 0, top=3), "posthoc_cbm"),
+    ):
         start = time.perf_counter()
         out = run()
         seconds = time.perf_counter() - start
@@ -377,4 +415,5 @@ def test_the_metrics_tab_opens_on_sub_accuracy_and_its_help_is_markdown():
         assert arguments.startswith("- `") and "``" not in arguments and ":func:" not in text, name
         assert "```text" not in text, name
     assert "- `generated_probabilities`: `(N_gen, K)` oracle softmax" in tab_metrics.metric_help(
-        "concept_confidence_deviation")
+        "concept_confidence_deviation"
+    )

@@ -35,33 +35,50 @@ SWEEP_EVERY_S, CACHE_AGE_S = 2, 6
 def space(tmp_path_factory, launch_space):
     """(url, log, cache folder) of a Space that trusts the loopback peer as its proxy and sweeps fast."""
     for url, _, log, cache, _ in launch_space(
-            tmp_path_factory, CONCEPT_GROUNDING_TRUSTED_PROXIES="127.0.0.1",
-            CONCEPT_GROUNDING_LIMIT_SWEEP_EVERY_S=str(SWEEP_EVERY_S), CONCEPT_GROUNDING_LIMIT_CACHE_AGE_S=str(CACHE_AGE_S)):
+        tmp_path_factory,
+        CONCEPT_GROUNDING_TRUSTED_PROXIES="127.0.0.1",
+        CONCEPT_GROUNDING_LIMIT_SWEEP_EVERY_S=str(SWEEP_EVERY_S),
+        CONCEPT_GROUNDING_LIMIT_CACHE_AGE_S=str(CACHE_AGE_S),
+    ):
         yield url, log, cache
 
 
 def _multipart(parts: list[tuple[str, bytes]], boundary: str = "trust-test") -> bytes:
-    return b"".join((f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="{name}"\r\n'
-                     "Content-Type: application/octet-stream\r\n\r\n").encode() + content + b"\r\n"
-                    for name, content in parts) + f"--{boundary}--\r\n".encode()
+    return (
+        b"".join(
+            (
+                f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="{name}"\r\n'
+                "Content-Type: application/octet-stream\r\n\r\n"
+            ).encode()
+            + content
+            + b"\r\n"
+            for name, content in parts
+        )
+        + f"--{boundary}--\r\n".encode()
+    )
 
 
-def _upload(url: str, body: bytes, content_type: str | list[str], visitor: str | None = None,
-            source: str | None = None) -> tuple[int, str]:
+def _upload(
+    url: str, body: bytes, content_type: str | list[str], visitor: str | None = None, source: str | None = None
+) -> tuple[int, str]:
     types = [content_type] if isinstance(content_type, str) else content_type
     headers = [("Content-Type", t) for t in types] + ([("X-Forwarded-For", visitor)] if visitor else [])
     status, answer = http_request(url + "gradio_api/upload", body, headers, source=source)
     return status, answer.decode("utf-8", "replace")
 
 
-def _call(url: str, api: str, data: list, visitor: str | None = None, source: str | None = None) -> tuple[str, object, str]:
+def _call(
+    url: str, api: str, data: list, visitor: str | None = None, source: str | None = None
+) -> tuple[str, object, str]:
     """``(kind, data or message, the raw answers)`` of an API call; ``kind`` is "complete" or "error"."""
     headers = {"Content-Type": "application/json", **({"X-Forwarded-For": visitor} if visitor else {})}
-    status, posted = http_request(f"{url}gradio_api/call/{api}", json.dumps({"data": data}).encode(), headers,
-                                  source=source)
+    status, posted = http_request(
+        f"{url}gradio_api/call/{api}", json.dumps({"data": data}).encode(), headers, source=source
+    )
     assert status == 200, posted
-    stream = http_request(f"{url}gradio_api/call/{api}/{json.loads(posted)['event_id']}", headers=headers,
-                          source=source, timeout=300)[1].decode()
+    stream = http_request(
+        f"{url}gradio_api/call/{api}/{json.loads(posted)['event_id']}", headers=headers, source=source, timeout=300
+    )[1].decode()
     kind = "error" if "event: error" in stream else "complete"
     last = json.loads(stream.rsplit("data: ", 1)[1].splitlines()[0])
     return kind, (last["error"] if kind == "error" and isinstance(last, dict) else last), posted.decode() + stream
@@ -87,6 +104,7 @@ def _png() -> bytes:
 
 # ---- the running Space --------------------------------------------------------------------------
 
+
 def test_an_upload_that_repeats_a_content_type_parameter_is_refused_before_anything_is_stored(space):
     url, _, cache = space
     before = _stored(cache)
@@ -94,12 +112,17 @@ def test_an_upload_that_repeats_a_content_type_parameter_is_refused_before_anyth
     for content_type, reason in [
         ("multipart/form-data; boundary=decoy; boundary=real", "parameter 'boundary' twice"),
         ('multipart/form-data; boundary=real; Boundary="decoy"', "parameter 'boundary' twice"),
-        (["multipart/form-data; boundary=decoy", "multipart/form-data; boundary=real"], "one Content-Type header, got 2"),
+        (
+            ["multipart/form-data; boundary=decoy", "multipart/form-data; boundary=real"],
+            "one Content-Type header, got 2",
+        ),
     ]:
         status, text = _upload(url, fifty, content_type, visitor="198.51.100.1")
         assert status == 400 and json.loads(text)["error"].startswith("files: ") and reason in text, (status, text)
-    twice = (b'--real\r\nContent-Disposition: form-data; name="files"; filename="ok.txt"\r\n'
-             b'Content-Disposition: form-data; name="files"; filename="\xe2\x80\xaeexe.txt"\r\n\r\nx\r\n--real--\r\n')
+    twice = (
+        b'--real\r\nContent-Disposition: form-data; name="files"; filename="ok.txt"\r\n'
+        b'Content-Disposition: form-data; name="files"; filename="\xe2\x80\xaeexe.txt"\r\n\r\nx\r\n--real--\r\n'
+    )
     status, text = _upload(url, twice, "multipart/form-data; boundary=real", visitor="198.51.100.1")
     assert status == 400 and "Content-Disposition twice" in text, text
     status, text = _upload(url, fifty, "multipart/form-data; boundary=real", visitor="198.51.100.1")
@@ -109,13 +132,16 @@ def test_an_upload_that_repeats_a_content_type_parameter_is_refused_before_anyth
 
 def test_a_request_may_only_name_files_the_space_gave_that_visitor(space):
     url, _, cache = space
-    status, text = _upload(url, _multipart([("bird.png", _png())]), "multipart/form-data; boundary=trust-test",
-                           visitor="198.51.100.2")
+    status, text = _upload(
+        url, _multipart([("bird.png", _png())]), "multipart/form-data; boundary=trust-test", visitor="198.51.100.2"
+    )
     assert status == 200, text
     (mine,) = json.loads(text)
     explain = lambda image: [image, 0, "a bird", 3, [], ""]  # noqa: E731
     kind, message, _ = _call(url, "explain", explain(_file(mine)), visitor="198.51.100.3")  # someone else's upload
-    assert kind == "error" and message == "Image (optional): not a file uploaded here or given to you by this Space.", message
+    assert kind == "error" and message == "Image (optional): not a file uploaded here or given to you by this Space.", (
+        message
+    )
     for foreign in (str(cache), "/space-files/", mine.rsplit("/", 1)[0], "/etc/passwd", mine + "/../../x.png"):
         kind, message, _ = _call(url, "explain", explain(_file(foreign)), visitor="198.51.100.2")
         assert kind == "error" and message.startswith("Image (optional): not a file uploaded here"), (foreign, message)
@@ -130,12 +156,18 @@ def test_a_request_may_only_name_files_the_space_gave_that_visitor(space):
 
 def test_the_running_space_sweeps_its_cache_after_a_request_named_a_cache_folder(space):
     url, log, cache = space
-    kind, message, _ = _call(url, "metrics", ["concept_confidence_deviation", _file(str(cache))], visitor="198.51.100.4")
+    kind, message, _ = _call(
+        url, "metrics", ["concept_confidence_deviation", _file(str(cache))], visitor="198.51.100.4"
+    )
     assert kind == "error" and message.startswith("Predictions (.csv or .json): not a file uploaded here"), message
-    status, text = _upload(url, _multipart([("old.bin", os.urandom(64))]), "multipart/form-data; boundary=trust-test",
-                           visitor="198.51.100.4")
+    status, text = _upload(
+        url,
+        _multipart([("old.bin", os.urandom(64))]),
+        "multipart/form-data; boundary=trust-test",
+        visitor="198.51.100.4",
+    )
     assert status == 200, text
-    path = cache / json.loads(text)[0][len("/space-files/"):]
+    path = cache / json.loads(text)[0][len("/space-files/") :]
     assert path.is_file()
     deadline = time.monotonic() + CACHE_AGE_S + 4 * SWEEP_EVERY_S + 10
     while path.exists() and time.monotonic() < deadline:
@@ -164,8 +196,9 @@ def test_every_request_body_is_capped(space):
     cap = SpaceLimits().max_request_bytes
     body = json.dumps({"data": [None, 0, "a bird " * (cap // 7 + 1), 3, [], ""]}).encode()
     for chunked in (False, True):
-        status, answer = http_request(url + "gradio_api/call/explain", body, {"Content-Type": "application/json"},
-                                      chunked=chunked)
+        status, answer = http_request(
+            url + "gradio_api/call/explain", body, {"Content-Type": "application/json"}, chunked=chunked
+        )
         message = json.loads(answer)["error"]
         assert status == 413 and message.startswith("request: at most 1 MB per request body") and "\n" not in message
     kind, data, _ = _call(url, "explain", [None, 0, "a bird", 3, [], ""], visitor="198.51.100.6")
@@ -176,11 +209,18 @@ def test_forwarded_for_names_the_visitor_only_from_the_trusted_proxy(space):
     """From 127.0.0.1 (the trusted proxy) ``X-Forwarded-For`` is the visitor; from 127.0.0.2 it
     is ignored: rotating it keeps the same visitor, who may use their own upload."""
     url, _, _ = space
-    status, text = _upload(url, _multipart([("rotating.png", _png())]), "multipart/form-data; boundary=trust-test",
-                           visitor="203.0.113.1", source="127.0.0.2")
+    status, text = _upload(
+        url,
+        _multipart([("rotating.png", _png())]),
+        "multipart/form-data; boundary=trust-test",
+        visitor="203.0.113.1",
+        source="127.0.0.2",
+    )
     assert status == 200, text
     (path,) = json.loads(text)
-    kind, data, _ = _call(url, "explain", [_file(path), 0, "a bird", 3, [], ""], visitor="203.0.113.2", source="127.0.0.2")
+    kind, data, _ = _call(
+        url, "explain", [_file(path), 0, "a bird", 3, [], ""], visitor="203.0.113.2", source="127.0.0.2"
+    )
     assert kind == "complete", data
     kind, message, _ = _call(url, "explain", [_file(path), 0, "a bird", 3, [], ""], visitor="203.0.113.1")
     assert kind == "error" and message.startswith("Image (optional): not a file uploaded here"), message
@@ -188,18 +228,23 @@ def test_forwarded_for_names_the_visitor_only_from_the_trusted_proxy(space):
 
 # ---- the pieces ---------------------------------------------------------------------------------
 
+
 def test_the_gate_reads_uploads_as_gradio_s_parser_does():
     from concept_grounding.space.middleware import repeated_parameter, upload_names
 
     kind = [(b"content-type", b"multipart/form-data; boundary=b")]
-    body = (b'--b\r\nContent-Disposition: form-data; name="files"; filename="a.png"\r\n\r\n--b-not-a-delimiter\r\n'
-            b'--b\r\nContent-Disposition: form-data; name="note"\r\n\r\nhi\r\n--b--\r\n')
+    body = (
+        b'--b\r\nContent-Disposition: form-data; name="files"; filename="a.png"\r\n\r\n--b-not-a-delimiter\r\n'
+        b'--b\r\nContent-Disposition: form-data; name="note"\r\n\r\nhi\r\n--b--\r\n'
+    )
     assert upload_names(body, kind) == ["a.png", ""]
     assert repeated_parameter('form-data; name="a;name=b"; filename="x"') is None
     assert repeated_parameter("form-data; name=a; filename=x; NAME=b") == "name"
-    for headers, reason in [([], "one Content-Type header, got 0"),
-                            ([(b"content-type", b"application/json")], "expected a multipart/form-data upload"),
-                            ([(b"content-type", b"multipart/form-data")], "expected a multipart/form-data upload")]:
+    for headers, reason in [
+        ([], "one Content-Type header, got 0"),
+        ([(b"content-type", b"application/json")], "expected a multipart/form-data upload"),
+        ([(b"content-type", b"multipart/form-data")], "expected a multipart/form-data upload"),
+    ]:
         with pytest.raises(ValueError, match=reason):
             upload_names(body, headers)
     with pytest.raises(ValueError, match="not a well-formed"):
@@ -209,7 +254,12 @@ def test_the_gate_reads_uploads_as_gradio_s_parser_does():
 def test_the_sweep_skips_what_it_cannot_delete_and_logs_it(tmp_path, caplog):
     from concept_grounding.space.sweep import _sweep_logged, sweep
 
-    old, young, folder, gone = tmp_path / "ab" / "old.png", tmp_path / "cd" / "young.png", tmp_path / "ef", tmp_path / "x"
+    old, young, folder, gone = (
+        tmp_path / "ab" / "old.png",
+        tmp_path / "cd" / "young.png",
+        tmp_path / "ef",
+        tmp_path / "x",
+    )
     for path in (old, young):
         path.parent.mkdir()
         path.write_bytes(b"x")
@@ -241,6 +291,9 @@ def test_the_alias_goes_back_to_the_folder_in_file_paths_only():
     hide = HideServerPaths(None, "/srv/cache")
     body = b'{"data": [{"path": "/space-files/a/b.png", "url": "/space-files/a/b.png"}, "/space-files/c", NaN]}'
     assert json.loads(hide.incoming(body)) == json.loads(
-        '{"data": [{"path": "/srv/cache/a/b.png", "url": "/space-files/a/b.png"}, "/space-files/c", NaN]}')
-    assert hide.incoming(b'"/space-files/x"') == b'"/space-files/x"' and hide.incoming(b"{not json /space-files/") \
-        == b"{not json /space-files/"
+        '{"data": [{"path": "/srv/cache/a/b.png", "url": "/space-files/a/b.png"}, "/space-files/c", NaN]}'
+    )
+    assert (
+        hide.incoming(b'"/space-files/x"') == b'"/space-files/x"'
+        and hide.incoming(b"{not json /space-files/") == b"{not json /space-files/"
+    )

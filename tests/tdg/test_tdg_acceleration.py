@@ -46,8 +46,14 @@ def _kw(pipe, **extra):
 
 
 def _pair(pipe, seed=0, schedule=None, **extra):
-    out = pipe(R, G, eta_schedule=schedule or EtaSchedule(), generator=torch.Generator().manual_seed(seed),
-               output_type="pt", **_kw(pipe, **extra))
+    out = pipe(
+        R,
+        G,
+        eta_schedule=schedule or EtaSchedule(),
+        generator=torch.Generator().manual_seed(seed),
+        output_type="pt",
+        **_kw(pipe, **extra),
+    )
     return torch.cat([out.reference_images, out.guide_images]), out
 
 
@@ -55,7 +61,8 @@ def _transformer_inputs(pipe):
     """Records the ``hidden_states`` of every transformer call (cond and uncond passes)."""
     seen = []
     handle = pipe.transformer.register_forward_pre_hook(
-        lambda module, args, kwargs: seen.append(kwargs["hidden_states"].clone()), with_kwargs=True)
+        lambda module, args, kwargs: seen.append(kwargs["hidden_states"].clone()), with_kwargs=True
+    )
     return seen, handle
 
 
@@ -86,13 +93,24 @@ def _step_before_issue_25(scheduler, schedule, granularity="element"):
 def test_overhead_work_leaves_every_image_bit_identical(model, granularity, world, tiny_flux, monkeypatch):
     pipe = world if model == "world" else tiny_flux
     kw = _kw(pipe) if model == "world" else dict(height=16, width=16, num_inference_steps=STEPS, max_sequence_length=32)
-    calls = [([R, "a photo of a Cardinal"], [G, "a photo of a bird"], EtaSchedule(0.2, 0.9, 10)),
-             (R, G, EtaSchedule(0.3, 0.6, 1.0)), (R, G, ConstantEta(0.0)), (R, G, ConstantEta(1.0))]
+    calls = [
+        ([R, "a photo of a Cardinal"], [G, "a photo of a bird"], EtaSchedule(0.2, 0.9, 10)),
+        (R, G, EtaSchedule(0.3, 0.6, 1.0)),
+        (R, G, ConstantEta(0.0)),
+        (R, G, ConstantEta(1.0)),
+    ]
 
     def run(refs, guides, schedule):
         n = 1 if isinstance(refs, str) else len(refs)
-        out = pipe(refs, guides, eta_schedule=schedule, granularity=granularity, output_type="pt",
-                   generator=[torch.Generator().manual_seed(7 + i) for i in range(n)], **kw)
+        out = pipe(
+            refs,
+            guides,
+            eta_schedule=schedule,
+            granularity=granularity,
+            output_type="pt",
+            generator=[torch.Generator().manual_seed(7 + i) for i in range(n)],
+            **kw,
+        )
         return out.reference_images, out.guide_images, out.t_per_step, out.eta_per_step
 
     now = [run(*call) for call in calls]
@@ -211,8 +229,9 @@ WORLD = WorldFlux().resolve()
 
 
 def _settings(out, acceleration=Acceleration(), **changes):
-    return GenerateConfig(out=out, num_inference_steps=4, guidance_scale=3.5, size=32, acceleration=acceleration,
-                          **changes)
+    return GenerateConfig(
+        out=out, num_inference_steps=4, guidance_scale=3.5, size=32, acceleration=acceleration, **changes
+    )
 
 
 JOBS = plan_jobs([Pairing("073.Blue_Jay", "has_crown_color::yellow")], 2, base_seed=0)
@@ -220,12 +239,18 @@ JOBS = plan_jobs([Pairing("073.Blue_Jay", "has_crown_color::yellow")], 2, base_s
 
 def test_generate_records_the_cache_and_refuses_a_resume_with_another(world, tmp_path):
     cached = Acceleration(TransformerCache.parse("first-block:threshold=0.3"))
-    assert generate_images(world, JOBS, _settings(tmp_path, cached, batch_size=2, max_images=2), WORLD, progress=False) == 2
+    assert (
+        generate_images(world, JOBS, _settings(tmp_path, cached, batch_size=2, max_images=2), WORLD, progress=False)
+        == 2
+    )
     assert not world.transformer.is_cache_enabled  # removed after the run
     manifest = json.loads((tmp_path / MANIFEST_FILE).read_text())
     assert manifest["cache"] == {"name": "first-block", "threshold": 0.3} and manifest["compile"] is False
-    for other in (Acceleration(), Acceleration(TransformerCache.parse("first-block:threshold=0.2")),
-                  Acceleration(cached.cache, compile=True)):
+    for other in (
+        Acceleration(),
+        Acceleration(TransformerCache.parse("first-block:threshold=0.2")),
+        Acceleration(cached.cache, compile=True),
+    ):
         with pytest.raises(ManifestMismatchError) as err:
             generate_images(world, JOBS, _settings(tmp_path, other, batch_size=2), WORLD, progress=False)
         assert {d[0] for d in err.value.differences} <= {"cache", "compile"}
@@ -239,8 +264,13 @@ def test_folders_from_before_the_cache_setting_resume_plain(world, tmp_path):
     path.write_text(json.dumps(older))
     assert generate_images(world, JOBS[:1], _settings(tmp_path, batch_size=1), WORLD, progress=False) == 0
     with pytest.raises(ManifestMismatchError, match="cache"):
-        generate_images(world, JOBS[:1], _settings(tmp_path, Acceleration(TransformerCache.parse("text-kv")), batch_size=1),
-                        WORLD, progress=False)
+        generate_images(
+            world,
+            JOBS[:1],
+            _settings(tmp_path, Acceleration(TransformerCache.parse("text-kv")), batch_size=1),
+            WORLD,
+            progress=False,
+        )
 
 
 def test_generate_refuses_a_cache_the_manifest_would_not_know(world, tmp_path):
@@ -261,7 +291,8 @@ def test_command_maps_cache_and_compile_onto_the_config(tmp_path, capsys):
     command.add_arguments(parser)
     args = parser.parse_args(["--out", str(tmp_path / "o"), "--cache", "first-block:threshold=0.25", "--compile"])
     assert command.config_from_args(args).acceleration == Acceleration(
-        TransformerCache("first-block", (("threshold", 0.25),)), compile=True)
+        TransformerCache("first-block", (("threshold", 0.25),)), compile=True
+    )
     assert command.config_from_args(parser.parse_args(["--out", str(tmp_path / "o")])).acceleration == Acceleration()
     with pytest.raises(SystemExit):
         parser.parse_args(["--out", str(tmp_path / "o"), "--cache", "sea"])
@@ -307,6 +338,10 @@ def test_a_cache_diffusers_cannot_run_on_flux2_is_refused_before_any_step():
 
     pipe = tiny_flux2_pipeline(klein=True)
     for name in ("first-block", "faster"):
-        with pytest.raises(UsageError, match=r"--cache: the .* cache does not run on Flux2Transformer2DModel.*taylorseer"):
-            with accelerated(pipe, Acceleration(cache=TransformerCache.parse(name))):
-                pass
+        with (
+            pytest.raises(
+                UsageError, match=r"--cache: the .* cache does not run on Flux2Transformer2DModel.*taylorseer"
+            ),
+            accelerated(pipe, Acceleration(cache=TransformerCache.parse(name))),
+        ):
+            pass

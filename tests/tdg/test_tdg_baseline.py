@@ -28,10 +28,19 @@ def test_a_repeated_prompt_is_generate_s_call_bit_for_bit(tiny_flux):
 
 def test_mixed_prompts_are_the_benchmark_s_call_bit_for_bit(tiny_flux):
     """Several prompts per call: FluxPipeline on the list, one negative prompt each (what the benchmark ran)."""
-    images = prompting_images(tiny_flux, [A, B, A], [4, 5, 6], batch_size=2, negative_prompt="", true_cfg_scale=2.0, **KW)
+    images = prompting_images(
+        tiny_flux, [A, B, A], [4, 5, 6], batch_size=2, negative_prompt="", true_cfg_scale=2.0, **KW
+    )
     first = _plain(tiny_flux, [A, B], [4, 5], negative_prompt=["", ""], true_cfg_scale=2.0)
-    second = FluxPipeline.__call__(tiny_flux, prompt=A, negative_prompt="", true_cfg_scale=2.0, num_images_per_prompt=1,
-                                   generator=[torch.Generator().manual_seed(6)], **KW).images
+    second = FluxPipeline.__call__(
+        tiny_flux,
+        prompt=A,
+        negative_prompt="",
+        true_cfg_scale=2.0,
+        num_images_per_prompt=1,
+        generator=[torch.Generator().manual_seed(6)],
+        **KW,
+    ).images
     assert np.array_equal(np.stack(images), np.concatenate([first, second]))
 
 
@@ -66,6 +75,15 @@ def test_the_space_s_prompting_only_image_is_this_baseline(tiny_space_store):
     cls, attribute, seed = "017.Cardinal", "has_crown_color::black", 3
     _, _, base = tab_tdg.generate(tiny_space_store, cls, attribute, model=tab_tdg.TINY_MODEL, steps=2, seed=seed)
     pipe = tab_tdg.get_pipeline(tiny_space_store, tab_tdg.TINY_MODEL)
-    expected = prompting_images(pipe, [prompting_only_prompt(cls, attribute)], [seed], batch_size=1, height=32, width=32,
-                                num_inference_steps=2, max_sequence_length=32, output_type="np")[0]
+    expected = prompting_images(
+        pipe,
+        [prompting_only_prompt(cls, attribute)],
+        [seed],
+        batch_size=1,
+        height=32,
+        width=32,
+        num_inference_steps=2,
+        max_sequence_length=32,
+        output_type="np",
+    )[0]
     assert np.array_equal(base, np.clip(np.rint(expected * 255.0), 0, 255).astype(np.uint8))

@@ -35,8 +35,9 @@ SIZE, STEPS = 16, 3
 
 def _flux_reference_latents(base: Any, generator: torch.Generator, rows: int) -> torch.Tensor:
     """FLUX.1's packed initial latents of ``rows`` images, drawn as FluxPipeline draws them."""
-    return base.prepare_latents(rows, base.transformer.config.in_channels // 4, SIZE, SIZE, torch.float32, "cpu",
-                                generator)[0]
+    return base.prepare_latents(
+        rows, base.transformer.config.in_channels // 4, SIZE, SIZE, torch.float32, "cpu", generator
+    )[0]
 
 
 def _flux2_reference_latents(base: Any, generator: torch.Generator, rows: int) -> torch.Tensor:
@@ -59,13 +60,32 @@ class Member:
 
 
 FAMILY = {
-    "flux": Member(TiedDiffusionPipeline, FluxPipeline, lambda cls: tiny_flux_pipeline(cls, seed=0),
-                   _flux_reference_latents, {"max_sequence_length": 32}, "tied_diffusion",
-                   ("prompt_embeds", "pooled_prompt_embeds"), "_joint_attention_kwargs"),
-    "flux2": Member(TiedFlux2Pipeline, Flux2Pipeline, lambda cls: tiny_flux2_pipeline(cls, seed=0),
-                    _flux2_reference_latents, TINY_FLUX2_CALL, "tied_flux2"),
-    "flux2_klein": Member(TiedFlux2KleinPipeline, Flux2KleinPipeline, lambda cls: tiny_flux2_pipeline(cls, seed=0),
-                          _flux2_reference_latents, TINY_FLUX2_CALL, "tied_flux2_klein"),
+    "flux": Member(
+        TiedDiffusionPipeline,
+        FluxPipeline,
+        lambda cls: tiny_flux_pipeline(cls, seed=0),
+        _flux_reference_latents,
+        {"max_sequence_length": 32},
+        "tied_diffusion",
+        ("prompt_embeds", "pooled_prompt_embeds"),
+        "_joint_attention_kwargs",
+    ),
+    "flux2": Member(
+        TiedFlux2Pipeline,
+        Flux2Pipeline,
+        lambda cls: tiny_flux2_pipeline(cls, seed=0),
+        _flux2_reference_latents,
+        TINY_FLUX2_CALL,
+        "tied_flux2",
+    ),
+    "flux2_klein": Member(
+        TiedFlux2KleinPipeline,
+        Flux2KleinPipeline,
+        lambda cls: tiny_flux2_pipeline(cls, seed=0),
+        _flux2_reference_latents,
+        TINY_FLUX2_CALL,
+        "tied_flux2_klein",
+    ),
 }
 
 
@@ -200,11 +220,17 @@ def test_callback_tensor_inputs(member, pipes):
             assert set(kwargs) == set(names)
             seen.append(i)
             return kwargs
+
         return callback
 
     for names in (["latents"], list(pipe._callback_tensor_inputs)):
-        pipe(R, G, callback_on_step_end=check(names), callback_on_step_end_tensor_inputs=names,
-             **_kw(member, output_type="latent"))
+        pipe(
+            R,
+            G,
+            callback_on_step_end=check(names),
+            callback_on_step_end_tensor_inputs=names,
+            **_kw(member, output_type="latent"),
+        )
 
     def zero_last(pipeline, i, t, kwargs):
         if i == pipeline.num_timesteps - 1:
@@ -255,8 +281,9 @@ def test_precomputed_embeddings_from_a_text_only_pipeline_equal_the_prompts(memb
     """upstream ``test_encode_prompt_works_in_isolation``: a pipeline holding only the text encoders
     encodes each side; the full pipeline given those embeddings makes the prompts' images."""
     tdg = pipes[0]
-    text_only = member.tdg(**{name: (module if "text" in name or "token" in name else None)
-                              for name, module in tdg.components.items()})
+    text_only = member.tdg(
+        **{name: (module if "text" in name or "token" in name else None) for name, module in tdg.components.items()}
+    )
     if member.tdg is TiedFlux2KleinPipeline:
         extra = {"guidance_scale": 1.0}  # CFG would need negative_prompt_embeds (its own test below)
     else:
@@ -283,10 +310,12 @@ def test_mismatched_or_half_given_embeddings_fail_in_one_line(member, pipes):
     with pytest.raises(ValueError, match="not both"):
         tdg(R, G, **_side(ref, "reference"), **_side(guide, "guide"), **_kw(member))
     if "pooled_prompt_embeds" in member.embeds:  # FLUX.1: the pooled CLIP embeddings come with the T5 ones
-        with pytest.raises(ValueError, match="reference_pooled_prompt_embeds and guide_pooled_prompt_embeds are "
-                                             "required with reference_prompt_embeds / guide_prompt_embeds"):
-            tdg(reference_prompt_embeds=ref["prompt_embeds"], guide_prompt_embeds=guide["prompt_embeds"],
-                **_kw(member))
+        with pytest.raises(
+            ValueError,
+            match="reference_pooled_prompt_embeds and guide_pooled_prompt_embeds are "
+            "required with reference_prompt_embeds / guide_prompt_embeds",
+        ):
+            tdg(reference_prompt_embeds=ref["prompt_embeds"], guide_prompt_embeds=guide["prompt_embeds"], **_kw(member))
 
 
 def test_eta_outside_the_unit_interval_fails_in_one_line(member, pipes):
@@ -315,8 +344,9 @@ def test_save_load_local_and_as_custom_pipeline(member, pipes, tmp_path):
     """
     tdg = pipes[0]
     tdg.save_pretrained(tmp_path)
-    loaded = DiffusionPipeline.from_pretrained(tmp_path, custom_pipeline=str(REPO / "pipelines" / member.folder),
-                                               trust_remote_code=True)
+    loaded = DiffusionPipeline.from_pretrained(
+        tmp_path, custom_pipeline=str(REPO / "pipelines" / member.folder), trust_remote_code=True
+    )
     assert type(loaded).__name__ == member.tdg.__name__
     for name in getattr(member.base, "_optional_components", []):
         assert getattr(loaded, name) is None
@@ -336,8 +366,9 @@ def test_the_three_folders_load_side_by_side(tmp_path):
         pipe.save_pretrained(tmp_path / name)
     for name in order:
         member = FAMILY[name]
-        loaded = DiffusionPipeline.from_pretrained(tmp_path / name, trust_remote_code=True,
-                                                   custom_pipeline=str(REPO / "pipelines" / member.folder))
+        loaded = DiffusionPipeline.from_pretrained(
+            tmp_path / name, trust_remote_code=True, custom_pipeline=str(REPO / "pipelines" / member.folder)
+        )
         assert type(loaded).__name__ == member.tdg.__name__
         loaded.set_progress_bar_config(disable=True)
         a = built[name](R, G, generator=_gen(5), **_kw(member))
@@ -359,8 +390,9 @@ def test_variants_and_dtype_dict_load(tmp_path, tiny_flux):
     """upstream ``test_serialization_with_variants`` / ``test_loading_with_variants`` / ``test_torch_dtype_dict``."""
     tiny_flux.save_pretrained(tmp_path, variant="fp16")
     assert list((tmp_path / "transformer").glob("*.fp16.safetensors"))
-    loaded = TiedDiffusionPipeline.from_pretrained(tmp_path, variant="fp16",
-                                                   torch_dtype={"transformer": torch.bfloat16, "default": torch.float32})
+    loaded = TiedDiffusionPipeline.from_pretrained(
+        tmp_path, variant="fp16", torch_dtype={"transformer": torch.bfloat16, "default": torch.float32}
+    )
     assert loaded.transformer.dtype == torch.bfloat16 and loaded.vae.dtype == torch.float32
 
 
@@ -399,8 +431,12 @@ def test_flux_true_cfg_changes_the_images_and_negative_embeds_are_checked(tiny_f
     plain = tiny_flux(R, G, generator=_gen(7), **kw)
     cfg = tiny_flux(R, G, negative_prompt="blurry", true_cfg_scale=2.0, generator=_gen(7), **kw)
     assert not torch.allclose(plain.images, cfg.images)
-    embeds = dict(reference_prompt_embeds=torch.randn(1, 4, 32), guide_prompt_embeds=torch.randn(1, 4, 32),
-                  reference_pooled_prompt_embeds=torch.randn(1, 32), guide_pooled_prompt_embeds=torch.randn(1, 32))
+    embeds = dict(
+        reference_prompt_embeds=torch.randn(1, 4, 32),
+        guide_prompt_embeds=torch.randn(1, 4, 32),
+        reference_pooled_prompt_embeds=torch.randn(1, 32),
+        guide_pooled_prompt_embeds=torch.randn(1, 32),
+    )
     negative = dict(negative_prompt_embeds=torch.randn(1, 5, 32), negative_pooled_prompt_embeds=torch.randn(1, 32))
     with pytest.raises(ValueError, match="must have the same shape when passed directly"):
         tiny_flux(**embeds, **negative, true_cfg_scale=2.0, **kw)
@@ -412,8 +448,14 @@ def test_klein_cfg_with_precomputed_embeddings_needs_the_negative():
     embeds = dict(reference_prompt_embeds=torch.randn(1, 32, 48), guide_prompt_embeds=torch.randn(1, 32, 48))
     with pytest.raises(ValueError, match="negative_prompt_embeds"):
         pipe(**embeds, guidance_scale=4.0, **_kw(FAMILY["flux2_klein"]))
-    out = pipe(**embeds, negative_prompt_embeds=torch.randn(1, 32, 48), guidance_scale=4.0, generator=_gen(8),
-               eta_schedule=ConstantEta(1.0), **_kw(FAMILY["flux2_klein"]))
+    out = pipe(
+        **embeds,
+        negative_prompt_embeds=torch.randn(1, 32, 48),
+        guidance_scale=4.0,
+        generator=_gen(8),
+        eta_schedule=ConstantEta(1.0),
+        **_kw(FAMILY["flux2_klein"]),
+    )
     assert torch.equal(out.images, out.guide_images)
 
 
@@ -436,8 +478,9 @@ def test_ip_adapter_reaches_both_sides_and_matches_flux_pipeline():
     ip = dict(ip_adapter_image_embeds=[embeds], negative_ip_adapter_image_embeds=[embeds * 0.5])
     pipe = tiny_flux_pipeline(seed=0)
     without = pipe(R, G, generator=_gen(13), **kw)
-    pipe.load_ip_adapter(tiny_flux_ip_adapter(pipe.transformer), weight_name="",
-                         image_encoder_pretrained_model_name_or_path=None)
+    pipe.load_ip_adapter(
+        tiny_flux_ip_adapter(pipe.transformer), weight_name="", image_encoder_pretrained_model_name_or_path=None
+    )
     pipe.set_ip_adapter_scale(0.0)
     zero = pipe(R, G, generator=_gen(13), **ip, **kw)
     torch.testing.assert_close(zero.images, without.images, atol=1e-5, rtol=0)
@@ -447,7 +490,9 @@ def test_ip_adapter_reaches_both_sides_and_matches_flux_pipeline():
     base = FluxPipeline(**pipe.components)
     base.set_progress_bar_config(disable=True)
     latents = _flux_reference_latents(base, _gen(13), 1)
-    batch = base(prompt=[R, G], latents=torch.cat([latents, latents]), **ip, **(kw | {"negative_prompt": ["", ""]})).images
+    batch = base(
+        prompt=[R, G], latents=torch.cat([latents, latents]), **ip, **(kw | {"negative_prompt": ["", ""]})
+    ).images
     assert torch.equal(strong.images[0], batch[0]) and torch.equal(strong.guide_images[0], batch[1])
 
 
@@ -465,8 +510,9 @@ def test_lora_scale_reaches_the_transformer_through_joint_attention_kwargs():
     pipe = tiny_flux_pipeline(seed=0)
     kw = _kw(FAMILY["flux"])
     plain = pipe(R, G, generator=_gen(11), **kw).images
-    pipe.transformer.add_adapter(peft.LoraConfig(r=4, lora_alpha=4, target_modules=["to_q", "to_k", "to_v"],
-                                                 init_lora_weights=False))
+    pipe.transformer.add_adapter(
+        peft.LoraConfig(r=4, lora_alpha=4, target_modules=["to_q", "to_k", "to_v"], init_lora_weights=False)
+    )
     zero = pipe(R, G, generator=_gen(11), joint_attention_kwargs={"scale": 0.0}, **kw).images
     full = pipe(R, G, generator=_gen(11), joint_attention_kwargs={"scale": 1.0}, **kw).images
     torch.testing.assert_close(zero, plain, atol=1e-5, rtol=0)

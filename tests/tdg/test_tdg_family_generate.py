@@ -14,12 +14,25 @@ from concept_grounding.tdg.loading import load_flux_pipeline, tied_pipeline_clas
 from concept_grounding.tdg.pipeline_flux2 import TiedFlux2KleinPipeline, TiedFlux2Pipeline
 from concept_grounding.testing import tiny_flux2_pipeline
 
-ARGS = ["--classes", "Cardinal", "--attributes", "has_breast_pattern::spotted", "--images-per-pairing", "1",
-        "--steps", "2", "--size", "16", "--dtype", "float32"]
+ARGS = [
+    "--classes",
+    "Cardinal",
+    "--attributes",
+    "has_breast_pattern::spotted",
+    "--images-per-pairing",
+    "1",
+    "--steps",
+    "2",
+    "--size",
+    "16",
+    "--dtype",
+    "float32",
+]
 
 
-@pytest.mark.parametrize(("base", "tied"), [(Flux2Pipeline, TiedFlux2Pipeline),
-                                            (Flux2KleinPipeline, TiedFlux2KleinPipeline)])
+@pytest.mark.parametrize(
+    ("base", "tied"), [(Flux2Pipeline, TiedFlux2Pipeline), (Flux2KleinPipeline, TiedFlux2KleinPipeline)]
+)
 def test_generate_model_takes_a_flux2_folder(base, tied, tmp_path):
     folder = tmp_path / "model"
     tiny_flux2_pipeline(base).save_pretrained(folder)  # saved as the base class, as on the Hub
@@ -47,8 +60,7 @@ def test_generate_model_refuses_an_unsupported_pipeline_in_one_line(tmp_path, ca
 def test_the_prompting_baseline_runs_the_base_pipeline(tmp_path):
     """``base_call`` is the base ``__call__`` untied: FLUX.2 [klein]'s own images from the same weights."""
     tied, base = tiny_flux2_pipeline(TiedFlux2KleinPipeline), tiny_flux2_pipeline(Flux2KleinPipeline)
-    kw = dict(prompt="a red bird", height=16, width=16, num_inference_steps=2, max_sequence_length=32,
-              output_type="pt")
+    kw = dict(prompt="a red bird", height=16, width=16, num_inference_steps=2, max_sequence_length=32, output_type="pt")
     ours = tied.base_call(generator=torch.Generator().manual_seed(0), **kw).images
     theirs = base(generator=torch.Generator().manual_seed(0), **kw).images
     assert torch.equal(ours, theirs)

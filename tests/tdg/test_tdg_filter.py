@@ -22,7 +22,9 @@ def test_question_format():
     options = group_options("bill_shape")
     assert options[-1] == "Other" and "curved (up or down)" in options
     q = vqa_question("bill_shape", options)
-    assert q.startswith("What type of bill shape does this bird have? Please pick between A) curved (up or down) B) dagger")
+    assert q.startswith(
+        "What type of bill shape does this bird have? Please pick between A) curved (up or down) B) dagger"
+    )
     assert q.endswith("J) Other")
 
 
@@ -49,7 +51,9 @@ def test_select_discards_wrong_ranks_and_keeps_top_fraction():
 
 def test_filter_records_report_counts(tmp_path):
     records = [{"reference_class": "073.Blue_Jay", "target_attribute": "has_eye_color::red", "i": i} for i in range(10)]
-    records += [{"reference_class": "017.Cardinal", "target_attribute": "has_eye_color::red", "i": i} for i in range(10)]
+    records += [
+        {"reference_class": "017.Cardinal", "target_attribute": "has_eye_color::red", "i": i} for i in range(10)
+    ]
     red = group_options("eye_color").index("red")
 
     def probs_for(rows, question, options):
@@ -63,8 +67,14 @@ def test_filter_records_report_counts(tmp_path):
     result = filter_records(records, probs_for, keep_fraction=0.2)
     assert [r["i"] for r in result.kept] == [3, 2]
     pairings = {p["reference_class"]: p for p in result.report["pairings"]}
-    assert pairings["073.Blue_Jay"] == {"reference_class": "073.Blue_Jay", "target_attribute": "has_eye_color::red",
-                                        "generated": 10, "correct": 4, "kept": 2, "dropped": False}
+    assert pairings["073.Blue_Jay"] == {
+        "reference_class": "073.Blue_Jay",
+        "target_attribute": "has_eye_color::red",
+        "generated": 10,
+        "correct": 4,
+        "kept": 2,
+        "dropped": False,
+    }
     assert pairings["017.Cardinal"]["dropped"] and pairings["017.Cardinal"]["kept"] == 0
     assert result.report["kept_per_attribute"] == {"has_eye_color::red": 2}
     json_path, md_path = write_filter_report(result.report, tmp_path)
@@ -98,7 +108,6 @@ def test_tiny_clip_scorer_probabilities():
     assert not np.allclose(probs[0], probs[1])
 
 
-
 def _image_folder(root, n=4):
     import json
 
@@ -108,7 +117,9 @@ def _image_folder(root, n=4):
     rows = []
     for i in range(n):
         Image.new("RGB", (8, 8), (40 * i, 0, 0)).save(root / f"{i}.png")
-        rows.append({"file_name": f"{i}.png", "reference_class": "017.Cardinal", "target_attribute": "has_eye_color::red"})
+        rows.append(
+            {"file_name": f"{i}.png", "reference_class": "017.Cardinal", "target_attribute": "has_eye_color::red"}
+        )
     (root / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return root
 
@@ -122,10 +133,24 @@ def test_cli_keep_fraction_is_checked_before_any_image_is_scored(tmp_path, monke
     from concept_grounding.cli import main
 
     calls = []
-    monkeypatch.setitem(sys.modules, "spy_oracle", types.SimpleNamespace(
-        predict=lambda images: calls.append(len(images)) or np.full((len(images), 312), 0.5)))
-    argv = ["filter", "--in", str(_image_folder(tmp_path / "in")), "--out", str(tmp_path / "out"),
-            "--scorer", "oracle", "--oracle", "spy_oracle:predict", "--keep-fraction", fraction]
+    monkeypatch.setitem(
+        sys.modules,
+        "spy_oracle",
+        types.SimpleNamespace(predict=lambda images: calls.append(len(images)) or np.full((len(images), 312), 0.5)),
+    )
+    argv = [
+        "filter",
+        "--in",
+        str(_image_folder(tmp_path / "in")),
+        "--out",
+        str(tmp_path / "out"),
+        "--scorer",
+        "oracle",
+        "--oracle",
+        "spy_oracle:predict",
+        "--keep-fraction",
+        fraction,
+    ]
     assert main(argv) == 2
     assert f"argument --keep-fraction: must be a number in (0, 1], got '{fraction}'" in capsys.readouterr().err
     assert calls == [] and not (tmp_path / "out").exists()
@@ -139,10 +164,26 @@ def test_filter_keeps_the_evidence_of_every_image():
     options = group_options("eye_color")
     red, own, third = options.index("red"), 0, 1
     removed = [f"has_eye_color::{options[own]}"]
-    records = [{"file_name": f"jay_{i}.png", "reference_class": "073.Blue_Jay", "target_attribute": "has_eye_color::red",
-                "removed_attributes": removed, "i": i} for i in range(10)]
-    records += [{"file_name": f"card_{i}.png", "reference_class": "017.Cardinal",
-                 "target_attribute": "has_eye_color::red", "removed_attributes": removed, "i": i} for i in range(10)]
+    records = [
+        {
+            "file_name": f"jay_{i}.png",
+            "reference_class": "073.Blue_Jay",
+            "target_attribute": "has_eye_color::red",
+            "removed_attributes": removed,
+            "i": i,
+        }
+        for i in range(10)
+    ]
+    records += [
+        {
+            "file_name": f"card_{i}.png",
+            "reference_class": "017.Cardinal",
+            "target_attribute": "has_eye_color::red",
+            "removed_attributes": removed,
+            "i": i,
+        }
+        for i in range(10)
+    ]
 
     def probs_for(rows, question, options):
         p = np.full((len(rows), len(options)), 0.01)
@@ -162,16 +203,23 @@ def test_filter_keeps_the_evidence_of_every_image():
     row = evidence["jay_5.png"]
     assert row["answer"] == options[own] and not row["kept"] and row["rank"] is None
     assert set(row["probabilities"]) == set(options) and abs(sum(row["probabilities"].values()) - 1) < 1e-9
-    assert result.report["reasons"] == {"low_rank": 2, "kept": 2, "no_change": 6, "pairing_dropped": 1,
-                                        "s_plus_not_seen": 9}
+    assert result.report["reasons"] == {
+        "low_rank": 2,
+        "kept": 2,
+        "no_change": 6,
+        "pairing_dropped": 1,
+        "s_plus_not_seen": 9,
+    }
 
 
 def test_another_attribute_changed_is_discarded_when_groups_are_checked():
     """``check_groups``: an image answering S+ whose bill colour is no longer the Blue Jay's
     (black) is not kept (reason other_changed); a group the class has no value in is not asked."""
     eye, bill = group_options("eye_color"), group_options("bill_color")
-    records = [{"file_name": f"{i}.png", "reference_class": "073.Blue_Jay", "target_attribute": "has_eye_color::red",
-                "i": i} for i in range(10)]
+    records = [
+        {"file_name": f"{i}.png", "reference_class": "073.Blue_Jay", "target_attribute": "has_eye_color::red", "i": i}
+        for i in range(10)
+    ]
     asked = []
 
     def probs_for(rows, question, options):
@@ -185,8 +233,9 @@ def test_another_attribute_changed_is_discarded_when_groups_are_checked():
         return p / p.sum(axis=1, keepdims=True)
 
     values = {"073.Blue_Jay": {"has_bill_color::black"}}
-    result = filter_records(records, probs_for, keep_fraction=0.2, check_groups=("bill_color", "leg_color"),
-                            class_values=values)
+    result = filter_records(
+        records, probs_for, keep_fraction=0.2, check_groups=("bill_color", "leg_color"), class_values=values
+    )
     reasons = [e["reason"] for e in result.evidence]
     assert reasons[:4] == ["kept", "other_changed", "kept", "other_changed"]
     assert [r["i"] for r in result.kept] == [2, 0]

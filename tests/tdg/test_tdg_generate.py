@@ -27,7 +27,9 @@ def test_plan_excludes_attributes_the_class_has():
     pairings = plan_pairings(names, matrix)
     assert len(pairings) == 2 * 32 - 1
     assert Pairing("073.Blue_Jay", "has_crown_color::black") not in pairings
-    pink = next(p for p in pairings if p.reference_class == "073.Blue_Jay" and p.target_attribute == "has_crown_color::pink")
+    pink = next(
+        p for p in pairings if p.reference_class == "073.Blue_Jay" and p.target_attribute == "has_crown_color::pink"
+    )
     assert pink.removed_attributes == ("has_crown_color::blue", "has_crown_color::black")
     with pytest.raises(ValueError, match="shape"):
         plan_pairings(names, matrix[:, :10])
@@ -49,8 +51,10 @@ def test_world_default_plan():
 
 def test_read_pairings_file(tmp_path):
     f = tmp_path / "pairs.txt"
-    f.write_text("# comment\nBlue Jay,has_crown_color::yellow\n"
-                 '{"reference_class": "017.Cardinal", "target_attribute": "has_bill_shape::needle"}\n')
+    f.write_text(
+        "# comment\nBlue Jay,has_crown_color::yellow\n"
+        '{"reference_class": "017.Cardinal", "target_attribute": "has_bill_shape::needle"}\n'
+    )
     assert [(p.reference_class, p.target_attribute) for p in read_pairings(f)] == [
         ("073.Blue_Jay", "has_crown_color::yellow"),
         ("017.Cardinal", "has_bill_shape::needle"),
@@ -70,12 +74,17 @@ def test_seeds_are_per_image_and_deterministic():
 
 
 def test_chunks_never_mix_pairings():
-    jobs = plan_jobs([Pairing("073.Blue_Jay", "has_crown_color::yellow"), Pairing("017.Cardinal", "has_tail_pattern::solid")], 3)
+    jobs = plan_jobs(
+        [Pairing("073.Blue_Jay", "has_crown_color::yellow"), Pairing("017.Cardinal", "has_tail_pattern::solid")], 3
+    )
     assert [len(c) for c in chunk_jobs(jobs, 2)] == [2, 1, 2, 1]
 
 
 JOBS = plan_jobs(
-    [Pairing("073.Blue_Jay", "has_crown_color::yellow"), Pairing("017.Cardinal", "has_tail_pattern::solid", ("has_tail_pattern::striped",))],
+    [
+        Pairing("073.Blue_Jay", "has_crown_color::yellow"),
+        Pairing("017.Cardinal", "has_tail_pattern::solid", ("has_tail_pattern::striped",)),
+    ],
     3,
     base_seed=7,
 )
@@ -87,8 +96,9 @@ FLUX = FluxModel("tiny", "float32", 16, 32, load=lambda: None)
 def _generate(pipe, jobs, out, settings=SETTINGS, batch_size=4, process_index=0, num_processes=1, **changes):
     """``generate_images`` of ``settings`` into ``out`` (batch size and other settings replaced)."""
     config = dataclasses.replace(settings, out=out, batch_size=batch_size, **changes)
-    return generate_images(pipe, jobs, config, FLUX, process_index=process_index, num_processes=num_processes,
-                           progress=False)
+    return generate_images(
+        pipe, jobs, config, FLUX, process_index=process_index, num_processes=num_processes, progress=False
+    )
 
 
 def _files(root):
@@ -143,7 +153,9 @@ def test_resume_after_kill_gives_identical_files(pipe, uninterrupted, tmp_path):
 
 
 def test_shards_cover_the_plan_once(pipe, uninterrupted, tmp_path):
-    written = [_generate(pipe, JOBS, tmp_path, SETTINGS, batch_size=2, process_index=i, num_processes=2) for i in range(2)]
+    written = [
+        _generate(pipe, JOBS, tmp_path, SETTINGS, batch_size=2, process_index=i, num_processes=2) for i in range(2)
+    ]
     assert sum(written) == 6 and min(written) > 0
     finalize(tmp_path, JOBS)
     assert _files(tmp_path) == _files(uninterrupted)
@@ -171,8 +183,15 @@ def test_prompting_baseline_matches_plain_flux(pipe, tmp_path):
     _generate(pipe, JOBS[:1], tmp_path, settings)
     row = json.loads(next((tmp_path / ".tdg_parts").iterdir()).read_text())
     assert row["guide_prompt"] is None and row["method"] == "prompting"
-    out = FluxPipeline.__call__(pipe, prompt=row["reference_prompt"], num_inference_steps=2, height=16, width=16,
-                                max_sequence_length=32, generator=torch.Generator().manual_seed(JOBS[0].seed)).images[0]
+    out = FluxPipeline.__call__(
+        pipe,
+        prompt=row["reference_prompt"],
+        num_inference_steps=2,
+        height=16,
+        width=16,
+        max_sequence_length=32,
+        generator=torch.Generator().manual_seed(JOBS[0].seed),
+    ).images[0]
     from PIL import Image
 
     assert np.array_equal(np.asarray(Image.open(tmp_path / JOBS[0].file_name)), np.asarray(out))
@@ -214,15 +233,18 @@ def test_resume_with_other_settings_stops_and_names_each_difference(pipe, uninte
     assert {k for k, _, _ in err.value.differences} == {"num_inference_steps", "guidance_scale"}
     # other seeds, another batch size, another pairing list: each named
     with pytest.raises(ManifestMismatchError, match="seed: 7 in the folder, 8 now") as err:
-        _generate(pipe, plan_jobs([j.pairing for j in JOBS[::3]], 3, base_seed=8), folder, SETTINGS,
-                  batch_size=2, seed=8)
+        _generate(
+            pipe, plan_jobs([j.pairing for j in JOBS[::3]], 3, base_seed=8), folder, SETTINGS, batch_size=2, seed=8
+        )
     with pytest.raises(ManifestMismatchError, match="batch_size: 2 in the folder, 3 now"):
         _generate(pipe, JOBS, folder, SETTINGS, batch_size=3)
     with pytest.raises(ManifestMismatchError, match=r"pairings: 2 in the folder, 1 now, 1 gone"):
         _generate(pipe, JOBS[:3], folder, SETTINGS, batch_size=2)
     with pytest.raises(ManifestMismatchError, match=r'model: "tiny" in the folder, "b" now'):
-        check_manifest(folder, generation_manifest(JOBS, dataclasses.replace(SETTINGS, batch_size=2),
-                                                   dataclasses.replace(FLUX, name="b")))  # the model is compared too
+        check_manifest(
+            folder,
+            generation_manifest(JOBS, dataclasses.replace(SETTINGS, batch_size=2), dataclasses.replace(FLUX, name="b")),
+        )  # the model is compared too
     assert _files(folder) == before  # nothing was written
 
 
@@ -245,8 +267,22 @@ def test_cli_resume_checks_the_manifest_before_loading_the_model(tmp_path, capsy
     from concept_grounding.tdg.resume import MANIFEST_FILE
 
     out = tmp_path / "gen"
-    argv = ["generate", "--out", str(out), "--tiny", "--classes", "Cardinal", "--attributes", "has_crown_color::black",
-            "--images-per-pairing", "2", "--steps", "2", "--size", "32"]
+    argv = [
+        "generate",
+        "--out",
+        str(out),
+        "--tiny",
+        "--classes",
+        "Cardinal",
+        "--attributes",
+        "has_crown_color::black",
+        "--images-per-pairing",
+        "2",
+        "--steps",
+        "2",
+        "--size",
+        "32",
+    ]
     assert main(argv) == 0
     manifest = json.loads((out / MANIFEST_FILE).read_text())
     assert manifest["model"] == "tiny_flux_pipeline(seed=0)" and manifest["dtype"] == "float32"

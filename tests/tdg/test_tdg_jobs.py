@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from concept_grounding.cli import main
 from concept_grounding import demo
-from concept_grounding.commands import filter as filter_command, generate as generate_command
+from concept_grounding.cli import main
+from concept_grounding.commands import filter as filter_command
+from concept_grounding.commands import generate as generate_command
 from concept_grounding.errors import UsageError
 from concept_grounding.tdg.filter_job import FilterConfig, read_generated_records, run_filter
 from concept_grounding.tdg.generate_config import GenerateConfig
@@ -26,14 +27,38 @@ from concept_grounding.tdg.tiny import TINY_MODEL, TinyFlux
 from concept_grounding.worldflux.source import WorldFlux, world_pairings
 
 #: two pairings x 2 images of the tiny Flux at 16 px, 2 steps
-ARGS = ["--tiny", "--classes", "Cardinal", "Blue Jay", "--attributes", "has_breast_pattern::spotted",
-        "--images-per-pairing", "2", "--steps", "2", "--size", "16", "--batch-size", "2", "--save-guides"]
+ARGS = [
+    "--tiny",
+    "--classes",
+    "Cardinal",
+    "Blue Jay",
+    "--attributes",
+    "has_breast_pattern::spotted",
+    "--images-per-pairing",
+    "2",
+    "--steps",
+    "2",
+    "--size",
+    "16",
+    "--batch-size",
+    "2",
+    "--save-guides",
+]
 
 
 def _config(out: Path, **changes) -> GenerateConfig:
-    config = GenerateConfig(out=out, model=TinyFlux(), pairings=world_pairings(),
-                            classes=("017.Cardinal", "073.Blue_Jay"), attributes=("has_breast_pattern::spotted",),
-                            images_per_pairing=2, num_inference_steps=2, size=16, batch_size=2, save_guides=True)
+    config = GenerateConfig(
+        out=out,
+        model=TinyFlux(),
+        pairings=world_pairings(),
+        classes=("017.Cardinal", "073.Blue_Jay"),
+        attributes=("has_breast_pattern::spotted",),
+        images_per_pairing=2,
+        num_inference_steps=2,
+        size=16,
+        batch_size=2,
+        save_guides=True,
+    )
     return replace(config, **changes)
 
 
@@ -68,8 +93,21 @@ def test_command_maps_its_arguments_onto_the_config(tmp_path):
     assert generate_command.config_from_args(_parse(generate_command, ["--out", str(out), *ARGS])) == _config(out)
     pairs = tmp_path / "pairs.txt"
     pairs.write_text("017.Cardinal,has_crown_color::black\n")
-    args = _parse(generate_command, ["--out", str(out), "--model", "someone/flux", "--dtype", "float16",
-                                     "--pairings", str(pairs), "--t-max", "0.5"])
+    args = _parse(
+        generate_command,
+        [
+            "--out",
+            str(out),
+            "--model",
+            "someone/flux",
+            "--dtype",
+            "float16",
+            "--pairings",
+            str(pairs),
+            "--t-max",
+            "0.5",
+        ],
+    )
     config = generate_command.config_from_args(args)
     assert config.model == PretrainedFlux("someone/flux", "float16") and config.pairings == PairingsFile(pairs)
     assert config.classes is None and config.attributes is None and config.t_max == 0.5
@@ -116,12 +154,21 @@ def test_cheap_checks_come_before_the_model_is_resolved(tmp_path):
 
     with pytest.raises(UsageError, match=r"t_min/t_max: t_min=0.9 is above t_max=0.2"):  # the Python API names keywords
         run_generate(_config(tmp_path, model=Spy(), t_min=0.9, t_max=0.2))
-    with pytest.raises(UsageError, match=r"classes: \['001.Black_footed_Albatross'\] not among the classes of "
-                                         r"the bird world \(33 SUB classes\)"):
+    with pytest.raises(
+        UsageError,
+        match=r"classes: \['001.Black_footed_Albatross'\] not among the classes of "
+        r"the bird world \(33 SUB classes\)",
+    ):
         run_generate(_config(tmp_path, model=Spy(), classes=("001.Black_footed_Albatross",)))
     with pytest.raises(UsageError, match="no \\(class, attribute\\) pairing is left"):
-        run_generate(_config(tmp_path, model=Spy(), classes=("073.Blue_Jay",),  # a Blue Jay has a black crown
-                             attributes=("has_crown_color::black",)))
+        run_generate(
+            _config(
+                tmp_path,
+                model=Spy(),
+                classes=("073.Blue_Jay",),  # a Blue Jay has a black crown
+                attributes=("has_crown_color::black",),
+            )
+        )
     assert resolved == [] and not any(tmp_path.iterdir())
 
 
@@ -164,7 +211,6 @@ def test_each_process_writes_its_shard_and_only_the_main_process_merges(by_comma
     assert _files(tmp_path / "gen") == _job_files(by_command)
 
 
-
 @pytest.mark.slow
 def test_two_cpu_processes_under_torchrun_split_the_work_and_give_the_one_process_folder(by_command, tmp_path):
     """Without CUDA, ``PartialState`` must be made with ``cpu=True``: before, each process under
@@ -174,9 +220,22 @@ def test_two_cpu_processes_under_torchrun_split_the_work_and_give_the_one_proces
     import sys
 
     out = tmp_path / "gen"
-    launch = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "concept_grounding.cli",
-              "generate", "--out", str(out), *ARGS]
-    done = subprocess.run(launch, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)
+    launch = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "concept_grounding.cli",
+        "generate",
+        "--out",
+        str(out),
+        *ARGS,
+    ]
+    done = subprocess.run(
+        launch, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("wrote 2 new images (4 planned)") == 1  # the main process prints; each wrote 2
     assert _files(out) == _files(by_command)  # the command's folder, the contact sheet too
@@ -184,8 +243,22 @@ def test_two_cpu_processes_under_torchrun_split_the_work_and_give_the_one_proces
 
 # ------------------------------------------------------------------------------ filter
 def test_run_filter_writes_what_the_command_writes(by_command, tmp_path, capsys):
-    assert main(["filter", "--in", str(by_command), "--out", str(tmp_path / "command"), "--scorer", "tiny-clip",
-                 "--keep-fraction", "0.5"]) == 0
+    assert (
+        main(
+            [
+                "filter",
+                "--in",
+                str(by_command),
+                "--out",
+                str(tmp_path / "command"),
+                "--scorer",
+                "tiny-clip",
+                "--keep-fraction",
+                "0.5",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     result = run_filter(FilterConfig(input=by_command, out=tmp_path / "job", scorer="tiny-clip", keep_fraction=0.5))
     assert _files(tmp_path / "job") == _files(tmp_path / "command")
@@ -202,11 +275,25 @@ def test_run_filter_writes_what_the_command_writes(by_command, tmp_path, capsys)
 
 
 def test_filter_command_maps_its_arguments_onto_the_config(tmp_path):
-    args = _parse(filter_command, ["--in", str(tmp_path), "--out", str(tmp_path / "o"), "--scorer", "clip",
-                                   "--clip-model", "ViT-B-16", "--keep-fraction", "0.25"])
+    args = _parse(
+        filter_command,
+        [
+            "--in",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "o"),
+            "--scorer",
+            "clip",
+            "--clip-model",
+            "ViT-B-16",
+            "--keep-fraction",
+            "0.25",
+        ],
+    )
     config = filter_command.config_from_args(args)
-    assert config == FilterConfig(input=tmp_path, out=tmp_path / "o", scorer="clip", clip_model="ViT-B-16",
-                                  keep_fraction=0.25)  # judge_loader is not compared
+    assert config == FilterConfig(
+        input=tmp_path, out=tmp_path / "o", scorer="clip", clip_model="ViT-B-16", keep_fraction=0.25
+    )  # judge_loader is not compared
     assert config.judge_loader is not None
 
 
@@ -231,8 +318,16 @@ def test_oracle_folder_goes_through_the_injected_loader(by_command, tmp_path):
 
         return predict
 
-    result = run_filter(FilterConfig(input=by_command, out=tmp_path / "out", scorer="oracle", oracle=str(folder),
-                                     keep_fraction=0.5, judge_loader=loader))
+    result = run_filter(
+        FilterConfig(
+            input=by_command,
+            out=tmp_path / "out",
+            scorer="oracle",
+            oracle=str(folder),
+            keep_fraction=0.5,
+            judge_loader=loader,
+        )
+    )
     assert loaded == [str(folder)] and len(result.kept) == 2  # half of each pairing's 2 images
     others = len(vocab.groups["breast_pattern"]) - 1  # option scores: 0.9, 0.05 per other value, "Other" = prod(1 - p)
     expected = 0.9 / (0.9 + others * 0.05 + 0.1 * 0.95**others)
@@ -242,8 +337,9 @@ def test_oracle_folder_goes_through_the_injected_loader(by_command, tmp_path):
 
 
 def test_records_are_checked_before_the_scorer_is_built(tmp_path):
-    (tmp_path / "metadata.jsonl").write_text('{"file_name": "gone.png", "reference_class": "017.Cardinal", '
-                                             '"target_attribute": "has_crown_color::black"}\n')
+    (tmp_path / "metadata.jsonl").write_text(
+        '{"file_name": "gone.png", "reference_class": "017.Cardinal", "target_attribute": "has_crown_color::black"}\n'
+    )
     with pytest.raises(UsageError, match="line 1: image 'gone.png' not found"):
         read_generated_records(tmp_path)
     with pytest.raises(UsageError, match="line 1: image 'gone.png' not found"):  # not the --oracle error
@@ -258,25 +354,43 @@ def test_demo_builds_the_configs_the_old_command_lines_gave(tmp_path):
     the demo's named constants: the Space's opening pairing first)."""
     for quick, per_pairing, steps in ((True, "1", "4"), (False, "4", "20")):
         args = argparse.Namespace(quick=quick, seed=3)
-        argv = ["--out", str(tmp_path), "--save-guides", "--seed", "3", "--classes", *demo.TDG_CLASSES,
-                "--attributes", *demo.TDG_ATTRIBUTES,
-                "--images-per-pairing", per_pairing, "--steps", steps, "--size", "32"]
+        argv = [
+            "--out",
+            str(tmp_path),
+            "--save-guides",
+            "--seed",
+            "3",
+            "--classes",
+            *demo.TDG_CLASSES,
+            "--attributes",
+            *demo.TDG_ATTRIBUTES,
+            "--images-per-pairing",
+            per_pairing,
+            "--steps",
+            steps,
+            "--size",
+            "32",
+        ]
         assert demo.generate_config(tmp_path, args) == generate_command.config_from_args(_parse(generate_command, argv))
     tiny = demo.filter_config(tmp_path, tmp_path / "f", tmp_path / "no-bench-model")
     assert tiny == FilterConfig(input=tmp_path, out=tmp_path / "f", scorer="tiny-clip")
     oracle = demo.filter_config(tmp_path, tmp_path / "f", tmp_path)
-    assert (oracle.scorer, oracle.oracle, oracle.judge_loader.__name__) == ("oracle", str(tmp_path),
-                                                                           "attribute_judge")
+    assert (oracle.scorer, oracle.oracle, oracle.judge_loader.__name__) == ("oracle", str(tmp_path), "attribute_judge")
 
 
 def test_demo_does_not_import_the_command_line():
     import grimp
 
     imported = grimp.build_graph("concept_grounding", cache_dir=None).find_modules_directly_imported_by(
-        "concept_grounding.demo")
+        "concept_grounding.demo"
+    )
     assert "concept_grounding.tdg.generate_job" in imported and "concept_grounding.tdg.filter_job" in imported
-    assert not {m for m in imported if m == "concept_grounding.cli" or m.startswith("concept_grounding.commands.")
-                and m != "concept_grounding.commands._types"}
+    assert not {
+        m
+        for m in imported
+        if m == "concept_grounding.cli"
+        or (m.startswith("concept_grounding.commands.") and m != "concept_grounding.commands._types")
+    }
 
 
 def test_world_flux_settings_are_resolved_without_loading_and_match_the_loaded_pipeline():

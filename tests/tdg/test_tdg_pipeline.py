@@ -38,7 +38,9 @@ def _latent_recorder(store):
 
 def test_eta_one_makes_the_pair_identical_at_every_step(pipe):
     steps = []
-    out = pipe(R, G, eta_schedule=ConstantEta(1.0), generator=_gen(0), callback_on_step_end=_latent_recorder(steps), **KW)
+    out = pipe(
+        R, G, eta_schedule=ConstantEta(1.0), generator=_gen(0), callback_on_step_end=_latent_recorder(steps), **KW
+    )
     assert len(steps) == 4
     for latents in steps:
         assert torch.equal(latents[0], latents[1])
@@ -71,8 +73,14 @@ def test_schedule_applied_per_step_and_tie_changes_the_images(pipe):
 
 def test_multi_pair_batch_layout_and_generators(pipe):
     refs, guides = [R, "a photo of a cardinal"], [G, "a photo of a bird"]
-    out = pipe(refs, guides, num_images_per_prompt=2, eta_schedule=ConstantEta(1.0),
-               generator=[_gen(s) for s in (10, 11, 12, 13)], **KW)
+    out = pipe(
+        refs,
+        guides,
+        num_images_per_prompt=2,
+        eta_schedule=ConstantEta(1.0),
+        generator=[_gen(s) for s in (10, 11, 12, 13)],
+        **KW,
+    )
     assert out.reference_images.shape == (4, 3, 16, 16) and out.guide_images.shape == (4, 3, 16, 16)
     assert torch.equal(out.reference_images, out.guide_images)
     # pair 1, image 0 sits at row 1 * 2 + 0 and used generator 12: same as that pair alone
@@ -92,7 +100,9 @@ def test_multi_pair_with_schedule_matches_pairs_run_alone(pipe):
 
 
 def test_true_cfg_and_token_granularity_run(pipe):
-    out = pipe(R, G, negative_prompt="blurry", true_cfg_scale=2.0, eta_schedule=ConstantEta(1.0), generator=_gen(3), **KW)
+    out = pipe(
+        R, G, negative_prompt="blurry", true_cfg_scale=2.0, eta_schedule=ConstantEta(1.0), generator=_gen(3), **KW
+    )
     assert torch.equal(out.reference_images, out.guide_images)
     tok = pipe(R, G, granularity="token", t_min=0.2, t_max=0.9, k=1, generator=_gen(3), **KW)
     el = pipe(R, G, granularity="element", t_min=0.2, t_max=0.9, k=1, generator=_gen(3), **KW)
@@ -113,8 +123,10 @@ def test_concurrent_calls_from_threads_equal_the_calls_alone(pipe):
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    jobs = [(f"a photo of bird number {i}", G, 2 + i % 3, 100 + i, 16 + 16 * (i % 2), EtaSchedule(0.2, 0.9, 1 + i))
-            for i in range(6)]
+    jobs = [
+        (f"a photo of bird number {i}", G, 2 + i % 3, 100 + i, 16 + 16 * (i % 2), EtaSchedule(0.2, 0.9, 1 + i))
+        for i in range(6)
+    ]
 
     def call(job, barrier=None):
         ref, guide, steps, seed, length, schedule = job

@@ -80,4 +80,6 @@ def test_errors():
         attribute_category("has_size::small_(5_-_9_in)")
     with pytest.raises(ValueError, match="guide_bird"):
         tdg_prompts("Blue Jay", "has_bill_shape::cone")
-    assert tdg_prompts("Blue Jay", "has_bill_shape::cone", guide_bird="Song Sparrow").guide == "A photo of a Song Sparrow"
+    assert (
+        tdg_prompts("Blue Jay", "has_bill_shape::cone", guide_bird="Song Sparrow").guide == "A photo of a Song Sparrow"
+    )

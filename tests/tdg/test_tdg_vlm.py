@@ -76,9 +76,7 @@ def test_saved_folder_loads_as_llava(vlm_dir, loaded):
 @pytest.mark.parametrize("chat", [True, False])
 def test_scorer_equals_softmax_of_letter_logits(loaded, plain_processor, chat):
     model, processor = loaded[0], loaded[1] if chat else plain_processor
-    expected_prompt = (
-        f"USER: <image>\n{QUESTION}{SUFFIX}\nASSISTANT:" if chat else f"<image>\n{QUESTION}{SUFFIX}"
-    )
+    expected_prompt = f"USER: <image>\n{QUESTION}{SUFFIX}\nASSISTANT:" if chat else f"<image>\n{QUESTION}{SUFFIX}"
     scorer = VisionLanguageScorer(model, processor)
     assert scorer._prompt(QUESTION) == expected_prompt
     images = _images()
@@ -125,7 +123,10 @@ def test_filter_cli_with_vlm_scorer(vlm_dir, loaded, tmp_path):
 
     src, out = tmp_path / "images", tmp_path / "filtered"
     src.mkdir()
-    rows, colours = [], {"073.Blue_Jay": ["red", "blue", "green", "white"], "017.Cardinal": ["green", "white", "green", "white"]}
+    rows, colours = (
+        [],
+        {"073.Blue_Jay": ["red", "blue", "green", "white"], "017.Cardinal": ["green", "white", "green", "white"]},
+    )
     for cls in colours:
         for i, colour in enumerate(colours[cls]):
             name = f"{cls}_{i}.png"
@@ -133,8 +134,24 @@ def test_filter_cli_with_vlm_scorer(vlm_dir, loaded, tmp_path):
             rows.append({"file_name": name, "reference_class": cls, "target_attribute": "has_tail_pattern::solid"})
     (src / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
-    assert main(["filter", "--in", str(src), "--out", str(out), "--scorer", "vlm", "--vlm-model", str(vlm_dir),
-                 "--keep-fraction", "0.5"]) == 0
+    assert (
+        main(
+            [
+                "filter",
+                "--in",
+                str(src),
+                "--out",
+                str(out),
+                "--scorer",
+                "vlm",
+                "--vlm-model",
+                str(vlm_dir),
+                "--keep-fraction",
+                "0.5",
+            ]
+        )
+        == 0
+    )
 
     report = json.loads((out / "filter_report.json").read_text())
     assert report["total_generated"] == 8 and (out / "filter_report.md").is_file()
@@ -156,7 +173,7 @@ def test_filter_cli_with_vlm_scorer(vlm_dir, loaded, tmp_path):
     np.testing.assert_allclose([r["target_probability"] for r in kept], [p for _, p in expected], rtol=1e-5)
 
 
-@pytest.mark.parametrize("flag, expected", [([], False), (["--trust-remote-code"], True)])
+@pytest.mark.parametrize(("flag", "expected"), [([], False), (["--trust-remote-code"], True)])
 def test_filter_cli_runs_remote_code_only_on_request(vlm_dir, tmp_path, monkeypatch, flag, expected):
     """--vlm-model used to be loaded with trust_remote_code=True, hard-coded."""
     import transformers
@@ -192,7 +209,9 @@ def test_the_papers_scorer_architecture_loads_and_scores_like_the_filter(tmp_pat
 
     folder = save_tiny_internvl(tmp_path / "internvl")
     scorer = build_scorer(FilterConfig(input=tmp_path, out=tmp_path / "o", scorer="vlm", vlm_model=str(folder)))
-    assert isinstance(scorer, VisionLanguageScorer) and type(scorer.model).__name__ == "InternVLForConditionalGeneration"
+    assert (
+        isinstance(scorer, VisionLanguageScorer) and type(scorer.model).__name__ == "InternVLForConditionalGeneration"
+    )
     rng = np.random.default_rng(0)
     images = [Image.fromarray(rng.integers(0, 256, (24, 24, 3), dtype=np.uint8)) for _ in range(2)]
     probs = scorer.score(images, QUESTION, OPTIONS, GROUP)
@@ -201,7 +220,8 @@ def test_the_papers_scorer_architecture_loads_and_scores_like_the_filter(tmp_pat
     letters = [tokenizer.convert_tokens_to_ids(letter) for letter in "ABCDE"]
     prompt = scorer.processor.apply_chat_template(
         [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": QUESTION + SUFFIX}]}],
-        add_generation_prompt=True)
+        add_generation_prompt=True,
+    )
     assert prompt.count("<IMG_CONTEXT>") == 1
     for image, row in zip(images, probs):
         inputs = scorer.processor(images=image, text=prompt, return_tensors="pt")

@@ -9,9 +9,15 @@ from concept_grounding.tdg.loading import tied_pipeline_class
 from concept_grounding.tdg.zerogpu import GPU_TDG_MODELS, gpu_tdg_models, on_gpu, on_spaces_gpu
 
 
-@pytest.mark.parametrize(("environ", "cuda", "expected"), [
-    ({}, False, ()), ({"SPACES_ZERO_GPU": "false"}, False, ()),
-    ({"SPACES_ZERO_GPU": "true"}, False, GPU_TDG_MODELS), ({}, True, GPU_TDG_MODELS)])
+@pytest.mark.parametrize(
+    ("environ", "cuda", "expected"),
+    [
+        ({}, False, ()),
+        ({"SPACES_ZERO_GPU": "false"}, False, ()),
+        ({"SPACES_ZERO_GPU": "true"}, False, GPU_TDG_MODELS),
+        ({}, True, GPU_TDG_MODELS),
+    ],
+)
 def test_gpu_models_only_on_a_gpu(environ, cuda, expected):
     assert gpu_tdg_models(environ, cuda) == expected
     assert on_spaces_gpu(environ, cuda) is bool(expected)
@@ -20,7 +26,9 @@ def test_gpu_models_only_on_a_gpu(environ, cuda, expected):
 def test_the_gpu_models_are_tdg_families():
     """FLUX.1-dev's model_index names FluxPipeline, FLUX.2 [klein]'s Flux2KleinPipeline."""
     assert [tied_pipeline_class(c).__name__ for c in ("FluxPipeline", "Flux2KleinPipeline")] == [
-        "TiedDiffusionPipeline", "TiedFlux2KleinPipeline"]
+        "TiedDiffusionPipeline",
+        "TiedFlux2KleinPipeline",
+    ]
     assert len(GPU_TDG_MODELS) == 2
 
 
@@ -38,6 +46,7 @@ def test_on_gpu_uses_spaces_gpu_when_installed(monkeypatch):
         def wrap(function):
             calls.append(duration)
             return lambda *a: ("on gpu", function(*a))
+
         return wrap
 
     fake.GPU = gpu

@@ -60,8 +60,9 @@ def _check(build):
     first, again, other = (w if isinstance(w, dict) else _weights(w) for w in (first, again, other))
     assert first.keys() == again.keys()
     assert all(torch.equal(first[k], again[k]) for k in first), "same seed, different weights"
-    assert any(not torch.equal(first[k], other[k]) for k in first if first[k].is_floating_point()), \
+    assert any(not torch.equal(first[k], other[k]) for k in first if first[k].is_floating_point()), (
         "the seed changes nothing"
+    )
 
 
 @pytest.mark.parametrize("name", sorted(BUILDERS))
@@ -80,8 +81,11 @@ def test_same_seed_gives_the_weights_a_global_seed_gave():
     from open_clip.model import CLIP, CLIPTextCfg, CLIPVisionCfg
 
     torch.manual_seed(5)
-    old = CLIP(16, CLIPVisionCfg(layers=2, width=32, head_width=8, image_size=32, patch_size=8),
-               CLIPTextCfg(context_length=77, vocab_size=49408, width=32, heads=4, layers=1)).eval()
+    old = CLIP(
+        16,
+        CLIPVisionCfg(layers=2, width=32, head_width=8, image_size=32, patch_size=8),
+        CLIPTextCfg(context_length=77, vocab_size=49408, width=32, heads=4, layers=1),
+    ).eval()
     new = testing.tiny_open_clip(seed=5)
     assert all(torch.equal(a, b) for a, b in zip(old.state_dict().values(), new.state_dict().values()))
 

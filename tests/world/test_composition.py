@@ -80,13 +80,20 @@ def test_the_prompt_grammar_reads_back_what_it_writes(noun):
                 for facing in (None, *ACTIONS):
                     asked = CompositionPrompt(noun, count, attribute, scene, facing)
                     assert CompositionPrompt.parse(asked.text) == asked, asked.text
-    assert CompositionPrompt("V*", 3, "a red crown", "water", "right").text == \
-        "a photo of three V* with a red crown by the water facing right"
+    assert (
+        CompositionPrompt("V*", 3, "a red crown", "water", "right").text
+        == "a photo of three V* with a red crown by the water facing right"
+    )
 
 
-@pytest.mark.parametrize("kwargs, message", [({"count": 4}, "count must be one of"),
-                                             ({"scene": "plain"}, "scene must be one of"),
-                                             ({"facing": "up"}, "facing must be one of")])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"count": 4}, "count must be one of"),
+        ({"scene": "plain"}, "scene must be one of"),
+        ({"facing": "up"}, "facing must be one of"),
+    ],
+)
 def test_the_prompt_grammar_refuses_what_the_world_cannot_draw(kwargs, message):
     with pytest.raises(ValueError, match=message):
         CompositionPrompt("V*", **kwargs)
@@ -99,8 +106,15 @@ def test_every_composed_caption_is_in_the_prompt_grammar():
     for _ in range(200):
         count, scene = int(rng.integers(1, 4)), str(rng.choice([*RELATIONS, "plain"]))
         facing = str(rng.choice(list(ACTIONS)))
-        base = str(rng.choice(["a photo of a blue jay", "a photo of a bird with a red crown",
-                               "a photo of a blue jay with the body of a blue jay and a beak like a cardinal"]))
+        base = str(
+            rng.choice(
+                [
+                    "a photo of a blue jay",
+                    "a photo of a bird with a red crown",
+                    "a photo of a blue jay with the body of a blue jay and a beak like a cardinal",
+                ]
+            )
+        )
         asked = CompositionPrompt.parse(compose_caption(base, count, scene, facing, rng))
         assert asked is not None and asked.count == count
         assert asked.scene in (None, scene) and asked.facing in (None, facing)

@@ -60,8 +60,24 @@ def test_labels_one_value_per_base_group(world):
 def test_colour_table_and_groups(world):
     assert len(COLORS) == 15 and {"iridescent", "buff", "rufous", "olive"} <= set(COLORS)
     assert len(VOCAB.groups["eye_color"]) == 14
-    required = {f"{p}_color" for p in ("crown", "forehead", "nape", "throat", "breast", "belly", "back", "wing",
-                                        "primary", "underparts", "eye", "leg", "bill")}
+    required = {
+        f"{p}_color"
+        for p in (
+            "crown",
+            "forehead",
+            "nape",
+            "throat",
+            "breast",
+            "belly",
+            "back",
+            "wing",
+            "primary",
+            "underparts",
+            "eye",
+            "leg",
+            "bill",
+        )
+    }
     required |= {"bill_shape", "breast_pattern", "tail_pattern", "wing_pattern"}
     assert required <= set(world.rendered_groups)
     for value in ("cone", "needle", "dagger", "hooked"):
@@ -148,8 +164,20 @@ def test_bill_shape_changes_only_the_beak_region(world):
 def test_part_centres_inside_their_masks(world):
     for s in world.samples(range(12)):
         near = "right" if s.pose.facing == "right" else "left"
-        expected = {"back", "beak", "belly", "breast", "crown", "forehead", "nape", "tail", "throat",
-                    f"{near} eye", f"{near} wing", f"{near} leg"}
+        expected = {
+            "back",
+            "beak",
+            "belly",
+            "breast",
+            "crown",
+            "forehead",
+            "nape",
+            "tail",
+            "throat",
+            f"{near} eye",
+            f"{near} wing",
+            f"{near} leg",
+        }
         visible = {VOCAB.parts[i] for i in np.flatnonzero(s.part_visible)}
         assert expected <= visible, (s.index, expected - visible)
         for i in np.flatnonzero(s.part_visible):
@@ -238,7 +266,7 @@ def test_sub_dataset_schema(world):
 
 
 @pytest.mark.parametrize(
-    "call, match",
+    ("call", "match"),
     [
         (lambda w: w.counterfactual(w.sample(0), "has_crown_color::plaid"), "unknown target_attribute"),
         (lambda w: w.counterfactual(w.sample(0), "has_size::small_(5_-_9_in)"), "not rendered"),
@@ -268,8 +296,22 @@ def test_world_command_writes_export(tmp_path):
     from concept_grounding.cli import main
 
     out = tmp_path / "w"
-    rc = main(["world", "--out", str(out), "--size", "48", "--train-per-class", "1", "--test-per-class", "1",
-               "--classes", "017.Cardinal", "073.Blue_Jay"])
+    rc = main(
+        [
+            "world",
+            "--out",
+            str(out),
+            "--size",
+            "48",
+            "--train-per-class",
+            "1",
+            "--test-per-class",
+            "1",
+            "--classes",
+            "017.Cardinal",
+            "073.Blue_Jay",
+        ]
+    )
     assert rc == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["train_images"] == 2 and summary["test_images"] == 2 and summary["num_classes"] == 2
@@ -282,15 +324,19 @@ def test_world_command_writes_export(tmp_path):
 
 def test_labels_without_rendering_match_the_renders():
     world = BirdWorld(WorldConfig(image_size=48, seed=3, deviation_rate=0.3))
-    for index, target in [(0, None), (5, "has_crown_color::black"), (7, "has_underparts_color::red"),
-                          (11, "has_bill_shape::needle")]:
+    for index, target in [
+        (0, None),
+        (5, "has_crown_color::black"),
+        (7, "has_underparts_color::red"),
+        (11, "has_bill_shape::needle"),
+    ]:
         sample = world.sample(index)
         expected = sample.attributes if target is None else world.counterfactual(sample, target).edited.attributes
         np.testing.assert_array_equal(world.labels(index, target), expected)
 
 
 @pytest.mark.parametrize(
-    "kwargs, message",
+    ("kwargs", "message"),
     [
         (dict(formats="png"), "formats must be one of"),
         (dict(train_per_class=-1), "train_per_class and test_per_class must be >= 0"),

@@ -12,7 +12,6 @@ import torch
 
 from concept_grounding.world import BirdWorld, WorldConfig
 from concept_grounding.worldflux import WORLD_FLUX_DIR, FluxTrainConfig, load_world_flux, world_flux_call_kwargs
-from concept_grounding.worldflux.components import TRAINING_WORLD
 from concept_grounding.worldflux.captions import (
     held_out_matrix,
     is_held_out_free,
@@ -20,6 +19,7 @@ from concept_grounding.worldflux.captions import (
     phrase_attributes,
     word_tokenizers,
 )
+from concept_grounding.worldflux.components import TRAINING_WORLD
 from concept_grounding.worldflux.data import render_training_set
 from concept_grounding.worldflux.train import cosine_lr
 
@@ -139,7 +139,9 @@ def test_shipped_pipeline_loads_through_both_entry_points():
     flux = FluxPipeline.from_pretrained(WORLD_FLUX_DIR, dtype=torch.float32)
     assert type(flux).__name__ == "FluxPipeline"
     tdg = DiffusionPipeline.from_pretrained(
-        WORLD_FLUX_DIR, custom_pipeline=str(REPO / "pipelines" / "tied_diffusion"), trust_remote_code=True,
+        WORLD_FLUX_DIR,
+        custom_pipeline=str(REPO / "pipelines" / "tied_diffusion"),
+        trust_remote_code=True,
         dtype=torch.float32,
     )
     assert type(tdg).__name__ == "TiedDiffusionPipeline"
@@ -150,8 +152,14 @@ def test_generation_is_deterministic_per_seed(shipped):
     kw = world_flux_call_kwargs(shipped, num_inference_steps=4)
 
     def pair(seed: int) -> np.ndarray:
-        out = shipped("a photo of a Blue Jay", "a photo of a bird with a red colored breast", negative_prompt="",
-                      generator=torch.Generator().manual_seed(seed), output_type="np", **kw)
+        out = shipped(
+            "a photo of a Blue Jay",
+            "a photo of a bird with a red colored breast",
+            negative_prompt="",
+            generator=torch.Generator().manual_seed(seed),
+            output_type="np",
+            **kw,
+        )
         return np.concatenate([out.reference_images, out.guide_images])
 
     a, b, c = pair(0), pair(0), pair(1)
@@ -165,8 +173,14 @@ def test_tdg_defaults_to_the_trained_prompt_length(shipped):
     assert shipped.default_max_sequence_length() == kw["max_sequence_length"] < 512
 
     def run(**extra) -> np.ndarray:
-        out = shipped("a photo of a Cardinal", "a photo of a bird", negative_prompt="", output_type="np",
-                      generator=torch.Generator().manual_seed(3), **extra)
+        out = shipped(
+            "a photo of a Cardinal",
+            "a photo of a bird",
+            negative_prompt="",
+            output_type="np",
+            generator=torch.Generator().manual_seed(3),
+            **extra,
+        )
         return np.asarray(out.reference_images)
 
     explicit = run(**kw)
@@ -180,8 +194,7 @@ def test_sampling_settings_are_the_measured_ones_everywhere():
     """The Space's default steps, the generate job's world source and the call kwargs all use
     the settings the model card measured (20 steps, true CFG 4, 32 px, 24 tokens)."""
     from concept_grounding.space import tab_tdg
-    from concept_grounding.worldflux.loader import WORLD_STEPS, WORLD_TRUE_CFG
-    from concept_grounding.worldflux.loader import world_flux_settings
+    from concept_grounding.worldflux.loader import WORLD_STEPS, WORLD_TRUE_CFG, world_flux_settings
     from concept_grounding.worldflux.source import WorldFlux
 
     assert (WORLD_STEPS, WORLD_TRUE_CFG) == (20, 4.0)
@@ -238,12 +251,16 @@ def test_vae_set_adds_deviant_renders_and_part_weights(world2):
     from concept_grounding.worldflux.data import render_training_set
     from concept_grounding.worldflux.vae import VAE_DEVIANT_START, part_weights, render_vae_set
 
-    cfg = FluxTrainConfig(world=replace(TRAINING_WORLD, class_names=TWO), per_class=2, vae_deviant_per_class=3, vae_part_weight=1.0)
+    cfg = FluxTrainConfig(
+        world=replace(TRAINING_WORLD, class_names=TWO), per_class=2, vae_deviant_per_class=3, vae_part_weight=1.0
+    )
     data = render_training_set(cfg, progress=False)
     vae_set = render_vae_set(cfg, data, progress=False)
     assert vae_set["images"].shape == (4 + 6, 32, 32, 3)
     assert np.array_equal(vae_set["images"][:4], data["images"])
-    deviant = BirdWorld(WorldConfig(image_size=32, class_names=TWO, pose="canonical", scene="plain", deviation_rate=1.0))
+    deviant = BirdWorld(
+        WorldConfig(image_size=32, class_names=TWO, pose="canonical", scene="plain", deviation_rate=1.0)
+    )
     assert np.array_equal(vae_set["images"][4], deviant.sample(VAE_DEVIANT_START * 2).image)
     assert np.array_equal(vae_set["part_maps"][4], deviant.sample(VAE_DEVIANT_START * 2).part_map)
     weights = part_weights(vae_set["part_maps"], cfg.vae_part_weight)
@@ -256,8 +273,21 @@ def test_train_flux_attribute_preserving_vae_and_init_from(tmp_path, capsys):
     from concept_grounding.worldflux.vae import _initial_vae
 
     first = tmp_path / "first"
-    argv = ["train-flux", "--tiny", "--out", str(first), "--work-dir", str(tmp_path / "w1"), "--no-progress",
-            "--vae-deviant-per-class", "2", "--vae-part-weight", "1", "--workers", "2"]
+    argv = [
+        "train-flux",
+        "--tiny",
+        "--out",
+        str(first),
+        "--work-dir",
+        str(tmp_path / "w1"),
+        "--no-progress",
+        "--vae-deviant-per-class",
+        "2",
+        "--vae-part-weight",
+        "1",
+        "--workers",
+        "2",
+    ]
     assert main(argv) == 0
     with np.load(tmp_path / "w1" / "vae_data.npz") as z:
         assert z["images"].shape[0] == 8 + 4 and z["part_maps"].shape == (12, 32, 32)
@@ -266,20 +296,68 @@ def test_train_flux_attribute_preserving_vae_and_init_from(tmp_path, capsys):
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    cfg = config_from_args(parser.parse_args(["--tiny", "--out", "o", "--work-dir", "w", "--init-from", str(first)])).training_config()
+    cfg = config_from_args(
+        parser.parse_args(["--tiny", "--out", "o", "--work-dir", "w", "--init-from", str(first)])
+    ).training_config()
     from diffusers import AutoencoderKL
 
     exported = AutoencoderKL.from_pretrained(first / "vae").state_dict()
     started = _initial_vae(cfg).state_dict()
     assert all(torch.equal(started[k], exported[k].float()) for k in exported)
-    assert main(["train-flux", "--tiny", "--out", str(tmp_path / "second"), "--work-dir", str(tmp_path / "w2"),
-                 "--no-progress", "--init-from", str(first)]) == 0
+    assert (
+        main(
+            [
+                "train-flux",
+                "--tiny",
+                "--out",
+                str(tmp_path / "second"),
+                "--work-dir",
+                str(tmp_path / "w2"),
+                "--no-progress",
+                "--init-from",
+                str(first),
+            ]
+        )
+        == 0
+    )
     # a folder of other sizes or no pipeline at all is refused, naming the flag
-    assert main(["train-flux", "--out", str(tmp_path / "x"), "--work-dir", str(tmp_path / "w3"), "--init-from", str(first),
-                 "--no-progress", "--per-class", "1", "--vae-steps", "1", "--steps", "1"]) != 0
+    assert (
+        main(
+            [
+                "train-flux",
+                "--out",
+                str(tmp_path / "x"),
+                "--work-dir",
+                str(tmp_path / "w3"),
+                "--init-from",
+                str(first),
+                "--no-progress",
+                "--per-class",
+                "1",
+                "--vae-steps",
+                "1",
+                "--steps",
+                "1",
+            ]
+        )
+        != 0
+    )
     assert "--init-from" in capsys.readouterr().err
-    assert main(["train-flux", "--tiny", "--out", str(tmp_path / "y"), "--work-dir", str(tmp_path / "w4"),
-                 "--init-from", str(tmp_path)]) != 0
+    assert (
+        main(
+            [
+                "train-flux",
+                "--tiny",
+                "--out",
+                str(tmp_path / "y"),
+                "--work-dir",
+                str(tmp_path / "w4"),
+                "--init-from",
+                str(tmp_path),
+            ]
+        )
+        != 0
+    )
     assert "--init-from" in capsys.readouterr().err
 
 
@@ -293,8 +371,27 @@ def test_decoder_only_vae_keeps_the_latent_space_and_the_transformer(tmp_path, c
 
     first, second = tmp_path / "first", tmp_path / "second"
     assert main(["train-flux", "--tiny", "--out", str(first), "--work-dir", str(tmp_path / "w1"), "--no-progress"]) == 0
-    assert main(["train-flux", "--tiny", "--out", str(second), "--work-dir", str(tmp_path / "w2"), "--no-progress",
-                 "--init-from", str(first), "--vae-decoder-only", "--vae-part-weight", "1", "--steps", "0"]) == 0
+    assert (
+        main(
+            [
+                "train-flux",
+                "--tiny",
+                "--out",
+                str(second),
+                "--work-dir",
+                str(tmp_path / "w2"),
+                "--no-progress",
+                "--init-from",
+                str(first),
+                "--vae-decoder-only",
+                "--vae-part-weight",
+                "1",
+                "--steps",
+                "0",
+            ]
+        )
+        == 0
+    )
     a, b = AutoencoderKL.from_pretrained(first / "vae"), AutoencoderKL.from_pretrained(second / "vae")
     sa, sb = a.state_dict(), b.state_dict()
     assert all(torch.equal(sa[k], sb[k]) for k in sa if k.startswith("encoder."))
@@ -307,8 +404,21 @@ def test_decoder_only_vae_keeps_the_latent_space_and_the_transformer(tmp_path, c
     assert not (tmp_path / "w2" / "latents.pt").exists()  # no transformer training, no latents
     # both need a starting point, and say so in one line
     for extra in (["--vae-decoder-only"], ["--steps", "0"]):
-        assert main(["train-flux", "--tiny", "--out", str(tmp_path / "x"), "--work-dir", str(tmp_path / "w3"),
-                     "--no-progress", *extra]) != 0
+        assert (
+            main(
+                [
+                    "train-flux",
+                    "--tiny",
+                    "--out",
+                    str(tmp_path / "x"),
+                    "--work-dir",
+                    str(tmp_path / "w3"),
+                    "--no-progress",
+                    *extra,
+                ]
+            )
+            != 0
+        )
         assert "init_from" in capsys.readouterr().err
 
 
@@ -319,8 +429,18 @@ def test_saved_config_keeps_its_flat_keys_and_old_files_still_load():
     cfg = FluxTrainConfig(world=replace(TRAINING_WORLD, class_names=TWO, seed=3), per_class=30)
     saved = cfg.to_dict()
     assert list(saved)[:4] == ["image_size", "per_class", "class_names", "vae_blocks"]
-    assert list(saved)[-10:] == ["caption_dropout", "checkpoint_every", "seed", "pose", "zoom", "scene",
-                                "vae_deviant_per_class", "vae_part_weight", "init_from", "vae_decoder_only"]
+    assert list(saved)[-10:] == [
+        "caption_dropout",
+        "checkpoint_every",
+        "seed",
+        "pose",
+        "zoom",
+        "scene",
+        "vae_deviant_per_class",
+        "vae_part_weight",
+        "init_from",
+        "vae_decoder_only",
+    ]
     assert saved["class_names"] == list(TWO) and saved["seed"] == 3 and "deviation_rate" not in saved
     assert FluxTrainConfig.from_dict({**saved, "extra": {}}) == cfg
     old = {k: v for k, v in saved.items() if k not in ("pose", "scene")}
@@ -356,8 +476,26 @@ def test_train_flux_transformer_only_run_keeps_the_init_vae(tmp_path):
     first = tmp_path / "first"
     assert main(["train-flux", "--tiny", "--out", str(first), "--work-dir", str(tmp_path / "w1"), "--no-progress"]) == 0
     second = tmp_path / "second"
-    assert main(["train-flux", "--tiny", "--out", str(second), "--work-dir", str(tmp_path / "w2"), "--no-progress",
-                 "--init-from", str(first), "--vae-steps", "0", "--guide-captions", "0.5"]) == 0
+    assert (
+        main(
+            [
+                "train-flux",
+                "--tiny",
+                "--out",
+                str(second),
+                "--work-dir",
+                str(tmp_path / "w2"),
+                "--no-progress",
+                "--init-from",
+                str(first),
+                "--vae-steps",
+                "0",
+                "--guide-captions",
+                "0.5",
+            ]
+        )
+        == 0
+    )
     a = load_file(first / "vae" / "diffusion_pytorch_model.safetensors")
     b = load_file(second / "vae" / "diffusion_pytorch_model.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
@@ -375,8 +513,19 @@ def test_train_flux_transformer_only_run_keeps_the_init_vae(tmp_path):
 def test_train_flux_device_cuda_without_cuda_is_one_line(tmp_path, capsys):
     from concept_grounding.cli import main
 
-    code = main(["train-flux", "--tiny", "--out", str(tmp_path / "o"), "--work-dir", str(tmp_path / "w"), "--no-progress",
-                 "--device", "cuda"])
+    code = main(
+        [
+            "train-flux",
+            "--tiny",
+            "--out",
+            str(tmp_path / "o"),
+            "--work-dir",
+            str(tmp_path / "w"),
+            "--no-progress",
+            "--device",
+            "cuda",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code != 0 and len(err) == 1 and "device" in err[0] and "CUDA" in err[0]
     assert not (tmp_path / "w" / "data.npz").exists()  # refused before any rendering
@@ -393,9 +542,31 @@ def test_init_from_grows_the_vocabulary_for_compositions(tmp_path):
 
     first, second = tmp_path / "first", tmp_path / "second"
     assert main(["train-flux", "--tiny", "--out", str(first), "--work-dir", str(tmp_path / "w1"), "--no-progress"]) == 0
-    assert main(["train-flux", "--tiny", "--out", str(second), "--work-dir", str(tmp_path / "w2"), "--no-progress",
-                 "--init-from", str(first), "--vae-decoder-only", "--vae-part-weight", "1", "--vae-steps", "1",
-                 "--steps", "1", "--compositions", "0.5"]) == 0
+    assert (
+        main(
+            [
+                "train-flux",
+                "--tiny",
+                "--out",
+                str(second),
+                "--work-dir",
+                str(tmp_path / "w2"),
+                "--no-progress",
+                "--init-from",
+                str(first),
+                "--vae-decoder-only",
+                "--vae-part-weight",
+                "1",
+                "--vae-steps",
+                "1",
+                "--steps",
+                "1",
+                "--compositions",
+                "0.5",
+            ]
+        )
+        == 0
+    )
     with np.load(tmp_path / "w2" / "data.npz") as d, np.load(tmp_path / "w2" / "vae_data.npz") as v:
         composed, maps = d["composed"], v["part_maps"]
         assert np.array_equal(v["images"], d["images"]) and composed.any() and (~composed).any()

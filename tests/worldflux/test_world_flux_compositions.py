@@ -13,8 +13,22 @@ def test_tiny_training_with_compositions(tmp_path):
     from concept_grounding.cli import main
 
     out, work = tmp_path / "out", tmp_path / "work"
-    assert main(["train-flux", "--tiny", "--compositions", "0.5", "--out", str(out), "--work-dir", str(work),
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "train-flux",
+                "--tiny",
+                "--compositions",
+                "0.5",
+                "--out",
+                str(out),
+                "--work-dir",
+                str(work),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     with np.load(work / "data.npz") as z:
         data = {k: z[k] for k in z.files}
     composed = data["composed"]
@@ -32,9 +46,14 @@ def test_captions_of_mirrored_compositions_name_the_mirrored_facing():
     cfg = FluxTrainConfig(compositions=1.0, caption_dropout=0.0)
     world = BirdWorld(cfg.world)
     n = 4
-    data = {"attributes": np.stack([world.labels(i) for i in range(n)]), "labels": np.arange(n) % world.num_classes,
-            "composed": np.array([False, True, True, True]), "count": np.array([1, 1, 2, 3]),
-            "scene": np.array(["plain", "water", "sky", "reeds"]), "facing": np.array(["right", "left", "left", "left"])}
+    data = {
+        "attributes": np.stack([world.labels(i) for i in range(n)]),
+        "labels": np.arange(n) % world.num_classes,
+        "composed": np.array([False, True, True, True]),
+        "count": np.array([1, 1, 2, 3]),
+        "scene": np.array(["plain", "water", "sky", "reeds"]),
+        "facing": np.array(["right", "left", "left", "left"]),
+    }
     rng = np.random.default_rng(0)
     for _ in range(30):
         caps = batch_captions(data, [0, 1, 2, 3], [False, True, False, True], world, rng, cfg)

@@ -40,29 +40,53 @@ class AnalyseConfig:
     model: Any = None
     model_image_size: int | None = None
     imagenet: str | None = None
-    cub_root: Path | None = setting(None, "a CUB_200_2011 folder (per-image labels and part locations; default: the "
-                                          "bird world)", parse=existing_dir)
-    photos: Path | None = setting(None, "a `concept-grounding photos` folder: a post-hoc CBM on EfficientNet-Lite0's "
-                                        "feature map with the animals' class-level concepts (photos.concepts)",
-                                  parse=existing_dir)
-    image_size: int | None = setting(None, "side (px) the images are resized to (default: a saved model's, else 224 on "
-                                           "CUB, 64 on the world)", flag="--image-size", aliases=("--size",),
-                                     parse=int_at_least(32))
+    cub_root: Path | None = setting(
+        None, "a CUB_200_2011 folder (per-image labels and part locations; default: the bird world)", parse=existing_dir
+    )
+    photos: Path | None = setting(
+        None,
+        "a `concept-grounding photos` folder: a post-hoc CBM on EfficientNet-Lite0's "
+        "feature map with the animals' class-level concepts (photos.concepts)",
+        parse=existing_dir,
+    )
+    image_size: int | None = setting(
+        None,
+        "side (px) the images are resized to (default: a saved model's, else 224 on CUB, 64 on the world)",
+        flag="--image-size",
+        aliases=("--size",),
+        parse=int_at_least(32),
+    )
     max_images: int | None = setting(None, "only the first N test images (default: all)", parse=int)
-    min_class_count: int | None = setting(None, "CBM rule for the class-level labels (default: keep every attribute)",
-                                          parse=int)
+    min_class_count: int | None = setting(
+        None, "CBM rule for the class-level labels (default: keep every attribute)", parse=int
+    )
     batch_size: int = setting(64, "images per forward pass", parse=int)
     device: str | None = setting(None, "e.g. cpu, cuda (default: where the model is)")
-    sweep: bool = setting(False, "Table 3: relearn the CAVs for every --sweep-c x --sweep-n and fit the classifier "
-                                 "again, plus the no-bottleneck baseline", action="store_true")
-    sweep_c: tuple[float, ...] = setting((0.001, 0.01, 0.1, 1.0, 10.0), "SVM regularisation values (the paper's "
-                                         "lambda)", parse=positive_float, nargs="+", convert=tuple)
+    sweep: bool = setting(
+        False,
+        "Table 3: relearn the CAVs for every --sweep-c x --sweep-n and fit the classifier "
+        "again, plus the no-bottleneck baseline",
+        action="store_true",
+    )
+    sweep_c: tuple[float, ...] = setting(
+        (0.001, 0.01, 0.1, 1.0, 10.0),
+        "SVM regularisation values (the paper's lambda)",
+        parse=positive_float,
+        nargs="+",
+        convert=tuple,
+    )
     sweep_n: tuple[int, ...] = setting((50, 100), "N_p = N_n values", parse=positive_int, nargs="+", convert=tuple)
-    coam_threshold: float = setting(0.5, "Algorithm 2's binary threshold on the min-max scaled CoAM",
-                                    parse=closed_unit_interval)
+    coam_threshold: float = setting(
+        0.5, "Algorithm 2's binary threshold on the min-max scaled CoAM", parse=closed_unit_interval
+    )
     epochs: int = setting(8, "backbone epochs when no --model is given", parse=positive_int)
-    classes: tuple[str, ...] | None = setting(None, "world classes (CUB folder names; default the world's)", nargs="*",
-                                              parse=class_name, convert=tuple_or_none)
+    classes: tuple[str, ...] | None = setting(
+        None,
+        "world classes (CUB folder names; default the world's)",
+        nargs="*",
+        parse=class_name,
+        convert=tuple_or_none,
+    )
     train_per_class: int = setting(30, "world training images per class", parse=positive_int)
     test_per_class: int = setting(10, "world test images per class", parse=positive_int)
     seed: int = setting(0, "seed of the world, the training and the galleries", parse=int)
@@ -79,7 +103,7 @@ class AnalyseResult:
     """The analysis and what its report draws (:class:`~concept_grounding.evaluation.posthoc.AyselAnalysis`)."""
 
     config: AnalyseConfig
-    analysis: "AyselAnalysis"
+    analysis: AyselAnalysis
 
     def save(self, out: str | Path) -> Path:
         """Write the report folder under ``out`` (``results.json``, ``report.md``, CSVs, figures);
@@ -96,18 +120,22 @@ class AnalyseResult:
         result = self.analysis.result
         values = {"class_accuracy": result.class_accuracy}
         for name, table in (("existence", result.existence), ("location", result.location)):
-            values.update({f"{name}/{k}": v for k, v in table.items()
-                           if isinstance(v, (int, float)) and not isinstance(v, bool)})
+            values.update(
+                {f"{name}/{k}": v for k, v in table.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            )
         root = self.config.cub_root or self.config.photos
         dataset = str(root.name) if root is not None else "bird-world"
         model = str(self.config.model) if isinstance(self.config.model, (str, Path)) else "posthoc-cbm"
         model = f"posthoc-cbm-{self.config.imagenet}" if self.config.imagenet else model
-        return write_eval_results(out, model, "analyse",
-                                  result_entries(dataset, values, notes=f"concept-grounding analyse, seed "
-                                                                        f"{self.config.seed}"))
+        return write_eval_results(
+            out,
+            model,
+            "analyse",
+            result_entries(dataset, values, notes=f"concept-grounding analyse, seed {self.config.seed}"),
+        )
 
 
-def load_analyse_data(config: AnalyseConfig, image_size: int) -> "datasets.DatasetDict":
+def load_analyse_data(config: AnalyseConfig, image_size: int) -> datasets.DatasetDict:
     """``cub_root`` loaded with :func:`~concept_grounding.loaders.load_cub`, else the world rendered
     at ``image_size``."""
     if config.cub_root is not None:
@@ -133,13 +161,23 @@ def run_analyse(config: AnalyseConfig) -> AnalyseResult:
     model = config.model
     if model is None:
         columns = default_concept_columns(cub["train"], load_vocabulary())
-        model = train_default_posthoc(cub["train"], columns, image_size, epochs=config.epochs, seed=config.seed,
-                                      progress=config.progress)
+        model = train_default_posthoc(
+            cub["train"], columns, image_size, epochs=config.epochs, seed=config.seed, progress=config.progress
+        )
     if config.device:
         model.to(config.device)
-    analysis = aysel_analysis(model, cub, image_size=image_size, max_images=config.max_images,
-                              batch_size=config.batch_size, progress=config.progress, sweep=config.sweep,
-                              sweep_Cs=config.sweep_c, sweep_sizes=config.sweep_n, seed=config.seed)
+    analysis = aysel_analysis(
+        model,
+        cub,
+        image_size=image_size,
+        max_images=config.max_images,
+        batch_size=config.batch_size,
+        progress=config.progress,
+        sweep=config.sweep,
+        sweep_Cs=config.sweep_c,
+        sweep_sizes=config.sweep_n,
+        seed=config.seed,
+    )
     return AnalyseResult(config, analysis)
 
 
@@ -154,15 +192,34 @@ def _run_photos(config: AnalyseConfig, image_size: int) -> AnalyseResult:
     from ..photos.concepts import CONCEPTS, concept_parts, photos_dataset_dict
 
     if config.model is not None:
-        raise ValueError("--photos builds its post-hoc CBM on an ImageNet classifier: --model efficientnet_lite0 "
-                         "or no --model")
+        raise ValueError(
+            "--photos builds its post-hoc CBM on an ImageNet classifier: --model efficientnet_lite0 or no --model"
+        )
     data = photos_dataset_dict(config.photos)
     classifier = load_imagenet_classifier(config.imagenet or "efficientnet_lite0", config.device or "cpu")
     columns = list(range(len(CONCEPTS)))
-    model = imagenet_posthoc_cbm(classifier, data["train"], columns, CONCEPTS, image_size, seed=config.seed,
-                                 batch_size=config.batch_size, progress=config.progress)
-    analysis = aysel_analysis(model, data, image_size=image_size, max_images=config.max_images,
-                              batch_size=config.batch_size, progress=config.progress, sweep=config.sweep,
-                              sweep_Cs=config.sweep_c, sweep_sizes=config.sweep_n, seed=config.seed,
-                              concept_columns=columns, concept_parts=concept_parts())
+    model = imagenet_posthoc_cbm(
+        classifier,
+        data["train"],
+        columns,
+        CONCEPTS,
+        image_size,
+        seed=config.seed,
+        batch_size=config.batch_size,
+        progress=config.progress,
+    )
+    analysis = aysel_analysis(
+        model,
+        data,
+        image_size=image_size,
+        max_images=config.max_images,
+        batch_size=config.batch_size,
+        progress=config.progress,
+        sweep=config.sweep,
+        sweep_Cs=config.sweep_c,
+        sweep_sizes=config.sweep_n,
+        seed=config.seed,
+        concept_columns=columns,
+        concept_parts=concept_parts(),
+    )
     return AnalyseResult(config, analysis)

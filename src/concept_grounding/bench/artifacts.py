@@ -136,8 +136,9 @@ class BenchArtifacts:
         told apart by its ``config.json``: :func:`~concept_grounding.models.loading.load_concept_model`)."""
         folder = self.model_dir(name)
         if not (folder / "config.json").is_file():
-            raise FileNotFoundError(f"{folder}: no saved model {name!r} in this bench run "
-                                    f"(saved: {self.saved_models()})")
+            raise FileNotFoundError(
+                f"{folder}: no saved model {name!r} in this bench run (saved: {self.saved_models()})"
+            )
         from ..models.loading import load_concept_model
 
         return load_concept_model(folder).eval()

@@ -34,9 +34,29 @@ CONCEPT_SETS = ("cbm_112", "rendered", "all")
 BENCH_WORLD = WorldConfig(image_size=64)
 #: Keys of ``config.json``, in the order of the files written before the world was nested.
 SAVED_KEYS: tuple[str, ...] = (
-    "image_size", "train_per_class", "test_per_class", "sub_per_pairing", "concepts", "epochs", "concept_loss_weight",
-    "models", "posthoc", "clip", "clip_epochs", "cub_root", "sub", "min_class_count", "clip_model", "seed", "backbone",
-    "backbone_weights", "deviation_rate", "classes", "threads", "clip_pretrained")
+    "image_size",
+    "train_per_class",
+    "test_per_class",
+    "sub_per_pairing",
+    "concepts",
+    "epochs",
+    "concept_loss_weight",
+    "models",
+    "posthoc",
+    "clip",
+    "clip_epochs",
+    "cub_root",
+    "sub",
+    "min_class_count",
+    "clip_model",
+    "seed",
+    "backbone",
+    "backbone_weights",
+    "deviation_rate",
+    "classes",
+    "threads",
+    "clip_pretrained",
+)
 #: The world's drawing settings, saved only when a config changes them.
 _WORLD_DRAWING = ("pose", "zoom", "scene")
 
@@ -55,8 +75,10 @@ def check_classes(classes: Sequence[str] | None, name: str = "classes") -> None:
     ValueError: classes: a bench run needs at least 2 different classes (s+ is measured on attributes another class shows), got 1: ['017.Cardinal']
     """
     if classes is not None and len(set(classes)) < MIN_CLASSES:
-        raise ValueError(f"{name}: a bench run needs at least {MIN_CLASSES} different classes (s+ is measured on "
-                         f"attributes another class shows), got {len(set(classes))}: {list(classes)}")
+        raise ValueError(
+            f"{name}: a bench run needs at least {MIN_CLASSES} different classes (s+ is measured on "
+            f"attributes another class shows), got {len(set(classes))}: {list(classes)}"
+        )
 
 
 @dataclass(frozen=True)
@@ -82,19 +104,21 @@ class ModelVariant:
 
 
 #: Binary concept models of the SUB paper's Table 1: name -> how it is trained.
-MODEL_VARIANTS: Mapping[str, ModelVariant] = MappingProxyType({
-    "CBM (ind.)": ModelVariant("cbm", "class", "independent", "hard"),
-    "CBM (seq.)": ModelVariant("cbm", "class", "sequential", "hard"),
-    "CBM (joint)": ModelVariant("cbm", "class", "joint", "soft"),
-    "CBM (per c.)": ModelVariant("cbm", "class", "independent", "hard", per_concept=True),
-    "CEM": ModelVariant("cem", "class"),
-    "CBM (ind., per-img.)": ModelVariant("cbm", "image", "independent", "hard"),
-    "CBM (joint, per-img.)": ModelVariant("cbm", "image", "joint", "soft"),
-    "CBM (ind., soft per-class)": ModelVariant("cbm", "class_soft", "independent", "hard"),
-    "CBM (joint, soft per-class)": ModelVariant("cbm", "class_soft", "joint", "soft"),
-    "CBM (ind., soft per-img.)": ModelVariant("cbm", "image_soft", "independent", "hard"),
-    "CBM (joint, soft per-img.)": ModelVariant("cbm", "image_soft", "joint", "soft"),
-})
+MODEL_VARIANTS: Mapping[str, ModelVariant] = MappingProxyType(
+    {
+        "CBM (ind.)": ModelVariant("cbm", "class", "independent", "hard"),
+        "CBM (seq.)": ModelVariant("cbm", "class", "sequential", "hard"),
+        "CBM (joint)": ModelVariant("cbm", "class", "joint", "soft"),
+        "CBM (per c.)": ModelVariant("cbm", "class", "independent", "hard", per_concept=True),
+        "CEM": ModelVariant("cem", "class"),
+        "CBM (ind., per-img.)": ModelVariant("cbm", "image", "independent", "hard"),
+        "CBM (joint, per-img.)": ModelVariant("cbm", "image", "joint", "soft"),
+        "CBM (ind., soft per-class)": ModelVariant("cbm", "class_soft", "independent", "hard"),
+        "CBM (joint, soft per-class)": ModelVariant("cbm", "class_soft", "joint", "soft"),
+        "CBM (ind., soft per-img.)": ModelVariant("cbm", "image_soft", "independent", "hard"),
+        "CBM (joint, soft per-img.)": ModelVariant("cbm", "image_soft", "joint", "soft"),
+    }
+)
 
 
 @dataclass
@@ -148,29 +172,53 @@ class BenchConfig:
     train_per_class: int = setting(96, "world training images per class", parse=positive_int)
     test_per_class: int = setting(8, "world test images per class", parse=positive_int)
     sub_per_pairing: int = setting(1, "world SUB counterfactuals per (class, attribute) pairing", parse=positive_int)
-    concepts: str = setting("cbm_112", "the concept set: Koh et al.'s 112 (on the world, those it renders), every "
-                            "attribute the world renders, or all 312", choices=CONCEPT_SETS)
+    concepts: str = setting(
+        "cbm_112",
+        "the concept set: Koh et al.'s 112 (on the world, those it renders), every "
+        "attribute the world renders, or all 312",
+        choices=CONCEPT_SETS,
+    )
     epochs: int = setting(8, "training epochs of the concept models", parse=positive_int)
-    concept_loss_weight: float = setting(1.0, "weight of the concept loss in the joint CBM and the CEM",
-                                         parse=nonnegative_float)
-    models: tuple[str, ...] = setting(tuple(MODEL_VARIANTS), f"Table 1 variants (default: all of {list(MODEL_VARIANTS)})",
-                                      parse=choice_of(MODEL_VARIANTS, "model variant"), nargs="*", metavar="NAME",
-                                      convert=tuple)
+    concept_loss_weight: float = setting(
+        1.0, "weight of the concept loss in the joint CBM and the CEM", parse=nonnegative_float
+    )
+    models: tuple[str, ...] = setting(
+        tuple(MODEL_VARIANTS),
+        f"Table 1 variants (default: all of {list(MODEL_VARIANTS)})",
+        parse=choice_of(MODEL_VARIANTS, "model variant"),
+        nargs="*",
+        metavar="NAME",
+        convert=tuple,
+    )
     posthoc: bool = setting(True, "skip the post-hoc CBM analysis", flag="--no-posthoc", action="store_false")
     clip: bool = setting(True, "skip Table 2 (open-vocabulary models)", flag="--no-clip", action="store_false")
     clip_epochs: int = setting(10, "training epochs of the world CLIP", parse=positive_int)
-    cub_root: str | None = setting(None, "a CUB_200_2011 folder (load_cub) instead of the world (default: the world)",
-                                   parse=existing_dir, convert=str)
-    sub: str | None = setting(None, "SUB source: with --cub-root 'Jessica-bader/SUB' or a local copy; without it a "
-                              "curated SUB of the bird world's classes (curate's dataset folder), scored after "
-                              "training on the world (default: the world's own counterfactuals)")
-    min_class_count: int | None = setting(10, "with --cub-root: keep class-level attributes on for >= this many "
-                                          "classes (CBM rule)", parse=nonnegative_int)
+    cub_root: str | None = setting(
+        None,
+        "a CUB_200_2011 folder (load_cub) instead of the world (default: the world)",
+        parse=existing_dir,
+        convert=str,
+    )
+    sub: str | None = setting(
+        None,
+        "SUB source: with --cub-root 'Jessica-bader/SUB' or a local copy; without it a "
+        "curated SUB of the bird world's classes (curate's dataset folder), scored after "
+        "training on the world (default: the world's own counterfactuals)",
+    )
+    min_class_count: int | None = setting(
+        10, "with --cub-root: keep class-level attributes on for >= this many classes (CBM rule)", parse=nonnegative_int
+    )
     clip_model: str | tuple[str, ...] | None = None
-    backbone: str | dict = setting("cnn", "cnn (small CNN), resnet18, resnet50, inception_v3 or timm:<name> (CUB "
-                                   "augmentation inside)", manifest_key="")
-    backbone_weights: str | None = setting(None, "initial backbone weights: a local file or Hub id (default: the "
-                                           "backbone's own initialisation)", manifest_key="")
+    backbone: str | dict = setting(
+        "cnn",
+        "cnn (small CNN), resnet18, resnet50, inception_v3 or timm:<name> (CUB augmentation inside)",
+        manifest_key="",
+    )
+    backbone_weights: str | None = setting(
+        None,
+        "initial backbone weights: a local file or Hub id (default: the backbone's own initialisation)",
+        manifest_key="",
+    )
     threads: int = DEFAULT_THREADS
     clip_pretrained: str | tuple[str | None, ...] | None = None
     out: Path | None = field(default=None, compare=False, repr=False)
@@ -185,8 +233,10 @@ class BenchConfig:
 
             backbone_config(self.backbone)  # ValueError naming an unknown kind (standard kinds build nothing)
             if any(MODEL_VARIANTS[m].per_concept for m in self.models):
-                raise ValueError(f"backbone {self.backbone!r}: the per-concept CBM needs the small CNN (one grouped conv "
-                                 "per concept); leave 'CBM (per c.)' out of models")
+                raise ValueError(
+                    f"backbone {self.backbone!r}: the per-concept CBM needs the small CNN (one grouped conv "
+                    "per concept); leave 'CBM (per c.)' out of models"
+                )
         if self.concepts not in CONCEPT_SETS:
             raise ValueError(f"concepts must be 'cbm_112', 'rendered' or 'all', got {self.concepts!r}")
         for name in ("train_per_class", "test_per_class", "sub_per_pairing", "epochs", "threads"):
@@ -228,14 +278,18 @@ class BenchConfig:
         the defaults (a bench world never changes them)."""
         own = {k: v for k, v in asdict(self).items() if k not in ("world", "out")}
         w = self.world
-        world = {"image_size": w.image_size, "seed": w.seed, "deviation_rate": w.deviation_rate,
-                 "classes": list(w.class_names) if w.class_names is not None else None}
+        world = {
+            "image_size": w.image_size,
+            "seed": w.seed,
+            "deviation_rate": w.deviation_rate,
+            "classes": list(w.class_names) if w.class_names is not None else None,
+        }
         drawing = {k: getattr(w, k) for k in _WORLD_DRAWING if getattr(w, k) != getattr(BENCH_WORLD, k)}
         flat = {**own, **world}
         return {**{k: flat.pop(k) for k in SAVED_KEYS}, **flat, **drawing}  # a newer field after the old keys
 
     @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> "BenchConfig":
+    def from_dict(cls, values: Mapping[str, Any]) -> BenchConfig:
         """Inverse of :meth:`to_dict` (JSON lists back to tuples; unknown keys refused, but for
         the unread ``extra`` of files written before it was removed)."""
         values = {k: v for k, v in values.items() if k != "extra"}
@@ -247,8 +301,11 @@ class BenchConfig:
         world = {("class_names" if k == "classes" else k): v for k, v in values.items() if k in world_keys}
         if world.get("class_names") is not None:
             world["class_names"] = tuple(world["class_names"])
-        own = {k: tuple(v) if k in ("models", "clip_model", "clip_pretrained") and isinstance(v, list) else v
-               for k, v in values.items() if k not in world_keys}
+        own = {
+            k: tuple(v) if k in ("models", "clip_model", "clip_pretrained") and isinstance(v, list) else v
+            for k, v in values.items()
+            if k not in world_keys
+        }
         return cls(world=replace(BENCH_WORLD, **world), **own)
 
     def save(self, path: Path) -> None:

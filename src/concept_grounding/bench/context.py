@@ -51,8 +51,11 @@ class Split:
 
         concepts = self.concepts(labels)
         return ConceptTensors(
-            self.images, torch.from_numpy(concepts.astype(np.float32)), self.labels,
-            concept_indices=columns, concept_names=tuple(vocab.attributes[i] for i in columns),
+            self.images,
+            torch.from_numpy(concepts.astype(np.float32)),
+            self.labels,
+            concept_indices=columns,
+            concept_names=tuple(vocab.attributes[i] for i in columns),
         )
 
 

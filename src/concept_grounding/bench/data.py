@@ -13,7 +13,14 @@ from .config import BenchConfig
 if TYPE_CHECKING:
     import datasets
 
-__all__ = ["check_world_sub", "concept_columns", "class_matrix", "CERTAINTY_CONFIDENCE", "certainty_soft_labels", "class_soft_labels"]
+__all__ = [
+    "check_world_sub",
+    "concept_columns",
+    "class_matrix",
+    "CERTAINTY_CONFIDENCE",
+    "certainty_soft_labels",
+    "class_soft_labels",
+]
 
 
 @dataclass
@@ -29,9 +36,9 @@ class BenchData:
         rendered: 0-based attributes the world can draw (``None`` on real data).
     """
 
-    train: "datasets.Dataset"
-    test: "datasets.Dataset"
-    sub: "datasets.Dataset"
+    train: datasets.Dataset
+    test: datasets.Dataset
+    sub: datasets.Dataset
     class_names: tuple[str, ...]
     class_attributes: np.ndarray
     source: str
@@ -79,7 +86,7 @@ def class_soft_labels(soft: np.ndarray, classes: np.ndarray, num_classes: int) -
     return (sums / np.maximum(counts, 1))[classes].astype(np.float32)
 
 
-def class_matrix(split: "datasets.Dataset", num_classes: int, num_attributes: int) -> np.ndarray:
+def class_matrix(split: datasets.Dataset, num_classes: int, num_attributes: int) -> np.ndarray:
     """``(K, A)`` class-level labels read off the rows' ``class_attributes`` column."""
     out = np.zeros((num_classes, num_attributes), np.uint8)
     labels = np.asarray(split["label"])
@@ -88,7 +95,7 @@ def class_matrix(split: "datasets.Dataset", num_classes: int, num_attributes: in
     return out
 
 
-def check_world_sub(source: str, config: BenchConfig) -> "datasets.Dataset":
+def check_world_sub(source: str, config: BenchConfig) -> datasets.Dataset:
     """A SUB of the bird world's classes (a ``curate`` folder of generated world images) read for a world bench:
     the models train on the world and are scored on it. ``UsageError`` naming ``--sub`` (and ``--cub-root``, what
     it needs instead) when it holds a class the world does not draw: its models must train on those classes' CUB
@@ -101,9 +108,12 @@ def check_world_sub(source: str, config: BenchConfig) -> "datasets.Dataset":
     sub = load_sub(source, class_attributes=world.class_attributes, class_names=world.class_names)
     outside = sorted(set(sub["reference_class"]) - set(world.class_names))
     if outside:
-        raise UsageError(f"{source} holds {len(outside)} class(es) the bird world does not draw (e.g. {outside[0]}); "
-                         "the models must train on their CUB images", argument="--sub",
-                         hint="pass --cub-root <CUB_200_2011 folder>")
+        raise UsageError(
+            f"{source} holds {len(outside)} class(es) the bird world does not draw (e.g. {outside[0]}); "
+            "the models must train on their CUB images",
+            argument="--sub",
+            hint="pass --cub-root <CUB_200_2011 folder>",
+        )
     return sub
 
 
@@ -116,11 +126,18 @@ def _world_data(config: BenchConfig) -> BenchData:
     else:
         sub = world.sub_dataset(per_pairing=config.sub_per_pairing)
         # The exact labels of each counterfactual, re-derived from the world (SUB's schema has no column for them).
-        truth = np.stack([world.labels(int(src), target) for src, target in zip(sub["source_id"], sub["target_attribute"])])
+        truth = np.stack(
+            [world.labels(int(src), target) for src, target in zip(sub["source_id"], sub["target_attribute"])]
+        )
     dd = world.to_dataset_dict(config.train_per_class, config.test_per_class)
     return BenchData(
-        train=dd["train"], test=dd["test"], sub=sub, class_names=world.class_names,
-        class_attributes=world.class_attributes, source="world", sub_true_attributes=truth,
+        train=dd["train"],
+        test=dd["test"],
+        sub=sub,
+        class_names=world.class_names,
+        class_attributes=world.class_attributes,
+        source="world",
+        sub_true_attributes=truth,
         rendered=world.rendered_attributes,
     )
 
@@ -132,7 +149,9 @@ def _real_data(config: BenchConfig, vocab: Vocabulary) -> BenchData:
     names = tuple(dd["train"].features["label"].names)
     V = class_matrix(dd["train"], len(names), vocab.num_attributes)
     if config.sub is None:
-        raise ValueError("--cub-root needs --sub (a SUB source: the Hub name or a local copy) to build the SUB evaluation")
+        raise ValueError(
+            "--cub-root needs --sub (a SUB source: the Hub name or a local copy) to build the SUB evaluation"
+        )
     sub = load_sub(config.sub, vocab=vocab, class_attributes=V, class_names=names)
     return BenchData(train=dd["train"], test=dd["test"], sub=sub, class_names=names, class_attributes=V, source="cub")
 

@@ -46,8 +46,13 @@ def train_variant(
         return train_cem(tensors, concept_loss_weight=concept_loss_weight, **common)
     reuse = cache.get(("concepts", spec.labels)) if spec.mode == "sequential" else None
     model = train_cbm(
-        tensors, mode=spec.mode, concept_loss_weight=concept_loss_weight,
-        bottleneck=spec.bottleneck, per_concept=spec.per_concept, concept_model=reuse, **common,
+        tensors,
+        mode=spec.mode,
+        concept_loss_weight=concept_loss_weight,
+        bottleneck=spec.bottleneck,
+        per_concept=spec.per_concept,
+        concept_model=reuse,
+        **common,
     )
     if spec.mode == "independent" and not spec.per_concept:
         cache[("concepts", spec.labels)] = model

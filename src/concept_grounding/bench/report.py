@@ -8,7 +8,6 @@ and concept accuracy on all concepts and on the SUB attribute subset, in percent
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -89,14 +88,29 @@ def finding(rows: list[dict]) -> str:
     )
 
 
-def bench_markdown(config: "BenchConfig", data: "BenchData", columns, t1, t2, posthoc, timings,
-                   plots: list[tuple[str, str]], ccd: dict[str, Any] | None = None) -> str:
+def bench_markdown(
+    config: BenchConfig,
+    data: BenchData,
+    columns,
+    t1,
+    t2,
+    posthoc,
+    timings,
+    plots: list[tuple[str, str]],
+    ccd: dict[str, Any] | None = None,
+) -> str:
     """The bench's ``report.md`` (Tables 1-2, post-hoc CBM, CCD, run time); the runner writes it
     with :func:`~concept_grounding.fileio.write_report`."""
     cols1 = TABLE_COLUMNS + (WORLD_COLUMNS if data.source == "world" else (("class_accuracy", "class acc."),))
-    chance1 = {"name": "random chance", "s_plus": 0.5, "s_minus": 0.5, "concept_accuracy": 0.5,
-               "concept_accuracy_sub": 0.5, "concept_accuracy_exact": 0.5,  # a coin per binary concept (App. F)
-               "class_accuracy": 1.0 / len(data.class_names)}  # a uniform guess among the classes
+    chance1 = {
+        "name": "random chance",
+        "s_plus": 0.5,
+        "s_minus": 0.5,
+        "concept_accuracy": 0.5,
+        "concept_accuracy_sub": 0.5,
+        "concept_accuracy_exact": 0.5,  # a coin per binary concept (App. F)
+        "class_accuracy": 1.0 / len(data.class_names),
+    }  # a uniform guess among the classes
     human = human_report_rows(config.sub, data.source)
     rows1 = [chance1, *t1, *human["table1"]]
     lines = [
@@ -125,9 +139,12 @@ def bench_markdown(config: "BenchConfig", data: "BenchData", columns, t1, t2, po
         "",
     ]
     if t2:
-        chance2 = {"name": "random chance", "s_plus": t2[0]["chance_s_plus"], "s_minus": t2[0]["chance_s_minus"],
-                   **{k.removeprefix("chance_"): v for k, v in t2[0].items()
-                      if k.startswith("chance_concept_accuracy")}}
+        chance2 = {
+            "name": "random chance",
+            "s_plus": t2[0]["chance_s_plus"],
+            "s_minus": t2[0]["chance_s_minus"],
+            **{k.removeprefix("chance_"): v for k, v in t2[0].items() if k.startswith("chance_concept_accuracy")},
+        }
         lines += [
             "## Table 2: open-vocabulary models (group mode)",
             "",
@@ -135,8 +152,12 @@ def bench_markdown(config: "BenchConfig", data: "BenchData", columns, t1, t2, po
             " Chance follows SUB appendix F, for the concept-accuracy columns too (a uniform pick within each"
             " group, scored against every label).",
             "",
-            markdown_table(*score_cells([chance2, *t2, *human["table2"]],
-                                        TABLE_COLUMNS + (("concept_accuracy_exact", "acc. vs exact labels"),))),
+            markdown_table(
+                *score_cells(
+                    [chance2, *t2, *human["table2"]],
+                    TABLE_COLUMNS + (("concept_accuracy_exact", "acc. vs exact labels"),),
+                )
+            ),
             "",
         ]
     if posthoc:
@@ -149,29 +170,45 @@ def bench_markdown(config: "BenchConfig", data: "BenchData", columns, t1, t2, po
             "",
             "### CGIM (concept global importance, cosine similarity with the class-level truth)",
             "",
-            markdown_table(*score_cells(
-                [{"name": level, **{f"t{t}": cg.get(f"{level}_type{t}") for t in (1, 2, 3)}} for level in
-                 ("concept", "class")],
-                [("t1", "type 1 (theta)"), ("t2", "type 2 (U*)"), ("t3", "type 3 (theta * U*)")],
-                first=("name", "per"), fractions=False,
-            )),
+            markdown_table(
+                *score_cells(
+                    [
+                        {"name": level, **{f"t{t}": cg.get(f"{level}_type{t}") for t in (1, 2, 3)}}
+                        for level in ("concept", "class")
+                    ],
+                    [("t1", "type 1 (theta)"), ("t2", "type 2 (U*)"), ("t3", "type 3 (theta * U*)")],
+                    first=("name", "per"),
+                    fractions=False,
+                )
+            ),
             "",
             "![CGIM histograms](cgim_histograms.png)",
             "",
             "### Concept existence (top-l concepts by theta * u that are truly present)",
             "",
-            markdown_table(*score_cells(
-                [{"name": subset, **{f"l{l}": ex.get(f"existence@{l}{suffix}") for l in ls}}
-                 for subset, suffix in (("all test images", ""), ("correctly classified", "_correct"))],
-                [(f"l{l}", f"l = {l}") for l in ls], first=("name", "images"),
-            )),
+            markdown_table(
+                *score_cells(
+                    [
+                        {"name": subset, **{f"l{l}": ex.get(f"existence@{l}{suffix}") for l in ls}}
+                        for subset, suffix in (("all test images", ""), ("correctly classified", "_correct"))
+                    ],
+                    [(f"l{l}", f"l = {l}") for l in ls],
+                    first=("name", "images"),
+                )
+            ),
             "",
             "### Concept location (part centre inside the alpha-scaled top region of the CoAM)",
             "",
-            markdown_table(*score_cells(
-                [{"name": f"alpha = {a}", **{f"l{l}": loc.get(f"location@{l}_alpha{a}") for l in ls}} for a in (1, 3, 6)],
-                [(f"l{l}", f"l = {l}") for l in ls], first=("name", "region"),
-            )),
+            markdown_table(
+                *score_cells(
+                    [
+                        {"name": f"alpha = {a}", **{f"l{l}": loc.get(f"location@{l}_alpha{a}") for l in ls}}
+                        for a in (1, 3, 6)
+                    ],
+                    [(f"l{l}", f"l = {l}") for l in ls],
+                    first=("name", "region"),
+                )
+            ),
             "",
             "![CoAM gallery](coam_gallery.png)",
             "",
@@ -183,12 +220,20 @@ def bench_markdown(config: "BenchConfig", data: "BenchData", columns, t1, t2, po
             f"Oracle: the class softmax of {ccd['oracle']}; concept = reference class; real = test images of that"
             " class. CCD > 0: the counterfactuals look less like their class to the oracle than real birds do.",
             "",
-            markdown_table(*score_cells(
-                [{"name": r, **ccd[r]} for r in ("per_concept", "pooled")],
-                [("ccd", "CCD"), ("accuracy", "oracle acc. (SUB)"), ("real_accuracy", "oracle acc. (real)"),
-                 ("msp", "MSP"), ("ece", "ECE")],
-                first=("name", "reduction"), fractions=False,
-            )),
+            markdown_table(
+                *score_cells(
+                    [{"name": r, **ccd[r]} for r in ("per_concept", "pooled")],
+                    [
+                        ("ccd", "CCD"),
+                        ("accuracy", "oracle acc. (SUB)"),
+                        ("real_accuracy", "oracle acc. (real)"),
+                        ("msp", "MSP"),
+                        ("ece", "ECE"),
+                    ],
+                    first=("name", "reduction"),
+                    fractions=False,
+                )
+            ),
             "",
         ]
     lines += ["## Run time", "", ", ".join(f"{k}: {v:.0f} s" for k, v in timings.items()), ""]

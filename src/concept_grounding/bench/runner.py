@@ -25,25 +25,26 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from ..fileio import write_json, write_report
 from ..vocabulary import load_vocabulary
 from .artifacts import POSTHOC_MODEL, WORLD_CLIP_MODEL, BenchArtifacts
-from .config import MODEL_VARIANTS, BenchConfig
 from .ccd import ccd_analysis
+from .config import MODEL_VARIANTS, BenchConfig
 from .context import BenchContext, Split
 from .data import BenchData, concept_columns, load_bench_data
-from ..fileio import write_json, write_report
 from .report import bench_markdown, plot_breakdowns
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["run_bench", "run_bench_job", "BenchResult"]
+
 
 def _backbone(config: BenchConfig) -> str | dict[str, Any]:
     """The concept models' backbone config (:func:`~concept_grounding.models.backbone.build_backbone`)."""
@@ -59,8 +60,14 @@ def _train_variant(name: str, split: Split, columns, vocab, config: BenchConfig,
     from .models import train_variant
 
     tensors = split.tensors(MODEL_VARIANTS[name].labels, columns, vocab)
-    return train_variant(name, tensors, config.train, concept_loss_weight=config.concept_loss_weight,
-                         backbone=_backbone(config), cache=cache)
+    return train_variant(
+        name,
+        tensors,
+        config.train,
+        concept_loss_weight=config.concept_loss_weight,
+        backbone=_backbone(config),
+        cache=cache,
+    )
 
 
 def _concept_accuracies(probs: np.ndarray, test: Split, sub_cols: list[int]) -> dict[str, float]:
@@ -68,7 +75,9 @@ def _concept_accuracies(probs: np.ndarray, test: Split, sub_cols: list[int]) -> 
 
     return {
         "concept_accuracy": concept_accuracy(probs, test.class_concepts),
-        "concept_accuracy_sub": concept_accuracy(probs, test.class_concepts, columns=sub_cols) if sub_cols else float("nan"),
+        "concept_accuracy_sub": concept_accuracy(probs, test.class_concepts, columns=sub_cols)
+        if sub_cols
+        else float("nan"),
         "concept_accuracy_exact": concept_accuracy(probs, test.image_concepts),
     }
 
@@ -77,11 +86,19 @@ def _sub_row(name: str, probs_sub: np.ndarray, data: BenchData, names: list[str]
     from ..metrics import sub_accuracy
 
     res = sub_accuracy(
-        probs_sub, data.sub["target_attribute"], data.sub["removed_attributes"], concept_names=names,
-        reference_classes=data.sub["reference_class"], mode=mode, **kw,
+        probs_sub,
+        data.sub["target_attribute"],
+        data.sub["removed_attributes"],
+        concept_names=names,
+        reference_classes=data.sub["reference_class"],
+        mode=mode,
+        **kw,
     )
-    return {"name": name, **{k: res[k] for k in ("s_plus", "s_minus", "chance_s_plus", "chance_s_minus",
-                                               "n_s_plus", "n_s_minus")}, "breakdown": res["breakdown"]}
+    return {
+        "name": name,
+        **{k: res[k] for k in ("s_plus", "s_minus", "chance_s_plus", "chance_s_minus", "n_s_plus", "n_s_minus")},
+        "breakdown": res["breakdown"],
+    }
 
 
 # ---------------------------------------------------------------------------- step 2
@@ -98,10 +115,18 @@ def table1(ctx: BenchContext, seconds: dict[str, float] | None = None) -> tuple[
     ref_idx = np.array([data.class_names.index(c) for c in data.sub["reference_class"]])
     rows: list[dict] = []
     if data.sub_true_attributes is not None:
-        oracle = _sub_row("oracle: true concepts", data.sub_true_attributes[:, list(columns)].astype(float), data, names)
-        rows.append({**oracle, **_concept_accuracies(test.image_concepts.astype(float), test, sub_cols), "reference": True})
-    prior = _sub_row("class prior: recites class-level labels",
-                     data.class_attributes[ref_idx][:, list(columns)].astype(float), data, names)
+        oracle = _sub_row(
+            "oracle: true concepts", data.sub_true_attributes[:, list(columns)].astype(float), data, names
+        )
+        rows.append(
+            {**oracle, **_concept_accuracies(test.image_concepts.astype(float), test, sub_cols), "reference": True}
+        )
+    prior = _sub_row(
+        "class prior: recites class-level labels",
+        data.class_attributes[ref_idx][:, list(columns)].astype(float),
+        data,
+        names,
+    )
     rows.append({**prior, **_concept_accuracies(test.class_concepts.astype(float), test, sub_cols), "reference": True})
 
     cache: dict = {}
@@ -135,8 +160,12 @@ def posthoc_analysis(ctx: BenchContext) -> dict[str, Any]:
     from .models import train_posthoc
 
     names = [vocab.attributes[i] for i in columns]
-    model = train_posthoc(train.tensors("class", columns, vocab), train.tensors("image", columns, vocab),
-                          config.train, backbone=_backbone(config))
+    model = train_posthoc(
+        train.tensors("class", columns, vocab),
+        train.tensors("image", columns, vocab),
+        config.train,
+        backbone=_backbone(config),
+    )
     model.save_pretrained(BenchArtifacts(out).model_dir(POSTHOC_MODEL))
     pred = predict(model, test.images)
     u = pred.concept_scores.numpy()
@@ -150,12 +179,24 @@ def posthoc_analysis(ctx: BenchContext) -> dict[str, Any]:
     size = config.world.image_size
     part_xy, visible = _parts_at(data.test, size)
     location = concept_location(
-        maps, part_xy, visible, theta=theta, concept_scores=u, predictions=predicted, references=labels,
-        concept_names=names, image_size=(size, size),
+        maps,
+        part_xy,
+        visible,
+        theta=theta,
+        concept_scores=u,
+        predictions=predicted,
+        references=labels,
+        concept_names=names,
+        image_size=(size, size),
     )
     sub_row = _sub_row("post-hoc CBM", predict(model, sub_images).concept_probs.numpy(), data, names)
-    sub_row.update(_concept_accuracies(pred.concept_probs.numpy(), test, [j for j, i in enumerate(columns)
-                                                                          if i in set(vocab.sub_attribute_indices)]))
+    sub_row.update(
+        _concept_accuracies(
+            pred.concept_probs.numpy(),
+            test,
+            [j for j, i in enumerate(columns) if i in set(vocab.sub_attribute_indices)],
+        )
+    )
     sub_row["class_accuracy"] = float((predicted == labels).mean())
 
     # CoAM gallery: each of 6 test images with its top-4 concepts by theta * u.
@@ -164,15 +205,22 @@ def posthoc_analysis(ctx: BenchContext) -> dict[str, Any]:
     full = model.concept_activation_maps(test.images[:6], upsample=True)
     picked = torch.stack([full[i, top[i]] for i in range(len(top))])
     save_coam_gallery(
-        [test.images[i] for i in range(len(top))], picked, BenchArtifacts(out).plot("coam_gallery.png"),
+        [test.images[i] for i in range(len(top))],
+        picked,
+        BenchArtifacts(out).plot("coam_gallery.png"),
         concept_names=[[names[j].removeprefix("has_") for j in row] for row in top],
         row_titles=[data.class_names[int(labels[i])].split(".", 1)[-1] for i in range(len(top))],
     )
     from ..plotting import cgim_histograms
 
     cgim_histograms(cgim, BenchArtifacts(out).plot("cgim_histograms.png"), title="post-hoc CBM")
-    return {"cgim": cgim, "existence": existence, "location": location, "sub_row": sub_row,
-            "class_accuracy": sub_row["class_accuracy"]}
+    return {
+        "cgim": cgim,
+        "existence": existence,
+        "location": location,
+        "sub_row": sub_row,
+        "class_accuracy": sub_row["class_accuracy"],
+    }
 
 
 def _parts_at(split, size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -205,7 +253,7 @@ def _group_accuracy(scores: np.ndarray, groups, test: Split, columns, vocab, sub
     start = 0
     for group in groups:
         cols = np.array(vocab.groups[group])
-        block = scores[:, start:start + len(cols)]
+        block = scores[:, start : start + len(cols)]
         pred[np.arange(len(scores)), cols[block.argmax(1)]] = 1.0
         start += len(cols)
     return _concept_accuracies(pred[:, list(columns)], test, sub_cols)
@@ -247,8 +295,9 @@ def _group_chance(test: Split, columns, vocab, sub_cols) -> dict[str, float]:
     sizes = np.array([len(vocab.groups[vocab.group_of(i)]) for i in columns])
     return {
         "concept_accuracy": group_mode_chance(test.class_concepts, sizes),
-        "concept_accuracy_sub": (group_mode_chance(test.class_concepts[:, sub_cols], sizes[sub_cols])
-                                 if sub_cols else float("nan")),
+        "concept_accuracy_sub": (
+            group_mode_chance(test.class_concepts[:, sub_cols], sizes[sub_cols]) if sub_cols else float("nan")
+        ),
         "concept_accuracy_exact": group_mode_chance(test.image_concepts, sizes),
     }
 
@@ -267,8 +316,9 @@ def table2(ctx: BenchContext, clips: Sequence[tuple[str, Any]] = ()) -> list[dic
     groups = sorted({vocab.group_of(t) for t in data.sub["target_attribute"]} | {vocab.group_of(i) for i in columns})
     models = []
     if data.source == "world":
-        world_clip, _ = train_world_clip(data.train, image_size=config.world.image_size, epochs=config.clip_epochs,
-                                         seed=config.world.seed)
+        world_clip, _ = train_world_clip(
+            data.train, image_size=config.world.image_size, epochs=config.clip_epochs, seed=config.world.seed
+        )
         world_clip.save_pretrained(BenchArtifacts(out).model_dir(WORLD_CLIP_MODEL))
         models.append(("world CLIP (trained here)", world_clip_handle(world_clip)))
     models += list(clips)
@@ -276,10 +326,26 @@ def table2(ctx: BenchContext, clips: Sequence[tuple[str, Any]] = ()) -> list[dic
     rows = []
     for name, handle in models:
         res = evaluate_sub(handle, data.sub, batch_size=256, progress=False, vocab=vocab).metric
-        rows.append({"name": name, **{k: res[k] for k in ("s_plus", "s_minus", "chance_s_plus", "chance_s_minus",
-                                                          "n_s_plus", "n_s_minus", "breakdown")}})
-        rows[-1].update(_group_accuracy(_group_scores(handle, data.test, groups, vocab), groups, test, columns, vocab,
-                                        sub_cols))
+        rows.append(
+            {
+                "name": name,
+                **{
+                    k: res[k]
+                    for k in (
+                        "s_plus",
+                        "s_minus",
+                        "chance_s_plus",
+                        "chance_s_minus",
+                        "n_s_plus",
+                        "n_s_minus",
+                        "breakdown",
+                    )
+                },
+            }
+        )
+        rows[-1].update(
+            _group_accuracy(_group_scores(handle, data.test, groups, vocab), groups, test, columns, vocab, sub_cols)
+        )
         rows[-1].update(chance)
     return rows
 
@@ -317,15 +383,25 @@ class BenchResult:
         r = self.results
         out.mkdir(parents=True, exist_ok=True)
         plots = plot_breakdowns(r["table1"] + r["table2"], out)
-        write_json(files.timings_json, {"steps_seconds": self.timings, "model_seconds": self.model_seconds,
-                                          "environment": self.environment})
-        markdown = bench_markdown(self.config, self.data, self.columns, r["table1"], r["table2"], r["posthoc"] or None,
-                                  self.timings, plots, r["ccd"])
+        write_json(
+            files.timings_json,
+            {"steps_seconds": self.timings, "model_seconds": self.model_seconds, "environment": self.environment},
+        )
+        markdown = bench_markdown(
+            self.config,
+            self.data,
+            self.columns,
+            r["table1"],
+            r["table2"],
+            r["posthoc"] or None,
+            self.timings,
+            plots,
+            r["ccd"],
+        )
         write_report(out, r, markdown, results_name=files.results_json.name, report_name=files.report_md.name)
         self.write_eval_results(out)
         logger.info("bench report: %s", files.report_md)
         return files.report_md
-
 
     def write_eval_results(self, out: Path) -> list[Path]:
         """``out/eval_results/<model>/bench.yaml`` per Table 1 / 2 model (:mod:`concept_grounding.eval_results`):
@@ -377,9 +453,14 @@ def _environment() -> dict[str, Any]:
 
     import torch
 
-    return {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
-            "cpu": platform.processor() or platform.machine(), "torch_threads": torch.get_num_threads(),
-            "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "cpu": platform.processor() or platform.machine(),
+        "torch_threads": torch.get_num_threads(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+    }
 
 
 def _run(config: BenchConfig, out: Path) -> BenchResult:
@@ -426,7 +507,11 @@ def _run(config: BenchConfig, out: Path) -> BenchResult:
         t1.append(posthoc["sub_row"])
     t2 = timed("table 2 models", table2, ctx, clips) if (config.clip or clips) else []
     results = {
-        "source": data.source, "concepts": [vocab.attributes[i] for i in columns], "table1": t1, "table2": t2,
-        "posthoc": {k: v for k, v in (posthoc or {}).items() if k != "sub_row"}, "ccd": ccd,
+        "source": data.source,
+        "concepts": [vocab.attributes[i] for i in columns],
+        "table1": t1,
+        "table2": t2,
+        "posthoc": {k: v for k, v in (posthoc or {}).items() if k != "sub_row"},
+        "ccd": ccd,
     }
     return BenchResult(config, data, tuple(columns), results, timings, model_seconds, _environment())

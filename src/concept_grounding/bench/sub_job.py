@@ -31,8 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["SubConfig", "ScoredModel", "SubResult", "run_sub", "expand_models", "rgb_triple"]
 
 #: the headline columns of the summary of several models: (key, header)
-SUMMARY_COLUMNS = (("s_plus", "s+"), ("chance_s_plus", "chance s+"), ("s_minus", "s-"),
-                   ("chance_s_minus", "chance s-"))
+SUMMARY_COLUMNS = (("s_plus", "s+"), ("chance_s_plus", "chance s+"), ("s_minus", "s-"), ("chance_s_minus", "chance s-"))
 
 
 def rgb_triple(text: str) -> tuple[float, ...]:
@@ -98,40 +97,67 @@ class SubConfig:
     models: tuple[ScoredModel, ...] = ()
     sub: str | None = setting(None, "SUB source: local copy or 'Jessica-bader/SUB' (default: the world's)")
     split: str | None = setting(None, "split of the SUB source (default: its only one, or 'test')")
-    cub_root: str | None = setting(None, "CUB_200_2011 folder whose class-level labels give S- to sources without it "
-                                         "(SUB's Hub copy)")
-    protocol: str = setting("paper", "'paper' (docs/sub_accuracy.md) or 'official' (SUB's published evaluation code)",
-                            choices=("paper", "official"))
-    concept_names: Any = setting(None, "the model's columns: cub_312, cbm_112, sub, or a file with one CUB attribute "
-                                       "name or integer per line; integers are 0-based indices into CUB's 312 "
-                                       "attributes in attributes.txt order (0 = has_bill_shape::curved_(up_or_down)) "
-                                       "unless --index-base says otherwise (default: the factory's names, or a "
-                                       "pytorch-concepts model's own)")
-    index_base: str = setting("cub_312", "what integer concept names are: cub_312, 0-based indices into CUB's 312 "
-                                         "attributes; cbm_112, 0-based indices into Koh et al.'s 112; cub_id, CUB's "
-                                         "own 1-based attribute ids as written in attributes.txt (default: "
-                                         "%(default)s)", choices=("cub_312", "cbm_112", "cub_id"))
+    cub_root: str | None = setting(
+        None, "CUB_200_2011 folder whose class-level labels give S- to sources without it (SUB's Hub copy)"
+    )
+    protocol: str = setting(
+        "paper",
+        "'paper' (docs/sub_accuracy.md) or 'official' (SUB's published evaluation code)",
+        choices=("paper", "official"),
+    )
+    concept_names: Any = setting(
+        None,
+        "the model's columns: cub_312, cbm_112, sub, or a file with one CUB attribute "
+        "name or integer per line; integers are 0-based indices into CUB's 312 "
+        "attributes in attributes.txt order (0 = has_bill_shape::curved_(up_or_down)) "
+        "unless --index-base says otherwise (default: the factory's names, or a "
+        "pytorch-concepts model's own)",
+    )
+    index_base: str = setting(
+        "cub_312",
+        "what integer concept names are: cub_312, 0-based indices into CUB's 312 "
+        "attributes; cbm_112, 0-based indices into Koh et al.'s 112; cub_id, CUB's "
+        "own 1-based attribute ids as written in attributes.txt (default: "
+        "%(default)s)",
+        choices=("cub_312", "cbm_112", "cub_id"),
+    )
     output: str | None = setting(None, "which part of a tuple / dict / dataclass output holds the concepts")
-    outputs: str | None = setting(None, "the concept output is logits (default) or probabilities",
-                                  choices=("logits", "probabilities"))
+    outputs: str | None = setting(
+        None, "the concept output is logits (default) or probabilities", choices=("logits", "probabilities")
+    )
     image_size: int | None = setting(None, "resize images to this side (px)", parse=int)
-    mean: tuple[float, ...] | None = setting(None, "per-channel mean the model was trained with, e.g. "
-                                                   "0.485,0.456,0.406 (a plain module needs --mean and --std, a "
-                                                   "transform from its factory, or --no-normalize)", parse=rgb_triple)
+    mean: tuple[float, ...] | None = setting(
+        None,
+        "per-channel mean the model was trained with, e.g. "
+        "0.485,0.456,0.406 (a plain module needs --mean and --std, a "
+        "transform from its factory, or --no-normalize)",
+        parse=rgb_triple,
+    )
     std: tuple[float, ...] | None = setting(None, "per-channel std, e.g. 0.229,0.224,0.225", parse=rgb_triple)
-    normalize: bool | None = setting(None, "feed a plain module [0, 1] pixels, unnormalised (the explicit choice "
-                                           "instead of --mean/--std)", flag="--no-normalize", action="store_false")
+    normalize: bool | None = setting(
+        None,
+        "feed a plain module [0, 1] pixels, unnormalised (the explicit choice instead of --mean/--std)",
+        flag="--no-normalize",
+        action="store_false",
+    )
     include_none: bool = setting(False, "open-vocabulary: add the 'none' prompt (paper)", action="store_true")
     device: str | None = setting(None, "e.g. cpu, cuda, cuda:1 (default: where the model is)")
-    dtype: str | None = setting(None, "precision the model runs in (default: the model's own)",
-                                choices=("float32", "bfloat16", "float16"))
+    dtype: str | None = setting(
+        None, "precision the model runs in (default: the model's own)", choices=("float32", "bfloat16", "float16")
+    )
     batch_size: int = setting(64, "images per forward pass", parse=int)
-    world_size: int = setting(64, "world SUB export: image side (px; the model's own input side is --image-size)",
-                              flag="--size", aliases=("--world-size",), parse=int_at_least(32))
+    world_size: int = setting(
+        64,
+        "world SUB export: image side (px; the model's own input side is --image-size)",
+        flag="--size",
+        aliases=("--world-size",),
+        parse=int_at_least(32),
+    )
     world_seed: int = setting(0, "world SUB export: seed", parse=int)
     per_pairing: int = setting(1, "world SUB export: images per (class, attribute)", parse=int)
-    classes: tuple[str, ...] | None = setting(None, "world SUB export: class folder names (default: 33)", nargs="*",
-                                              convert=tuple_or_none)
+    classes: tuple[str, ...] | None = setting(
+        None, "world SUB export: class folder names (default: 33)", nargs="*", convert=tuple_or_none
+    )
     save_scores: bool = setting(False, "also write the score matrix (scores.npz)", action="store_true")
     progress: bool = setting(True, "show no progress bars", flag="--no-progress", action="store_false")
 
@@ -146,8 +172,14 @@ class SubConfig:
     def model_options(self) -> dict[str, Any]:
         """Keywords of :func:`~concept_grounding.evaluation.evaluate_sub` for the model's adapter
         (an integer ``output`` as an index)."""
-        options: dict[str, Any] = dict(concept_names=self.concept_names, output=self.output, outputs=self.outputs,
-                                       mean=self.mean, std=self.std, normalize=self.normalize)
+        options: dict[str, Any] = dict(
+            concept_names=self.concept_names,
+            output=self.output,
+            outputs=self.outputs,
+            mean=self.mean,
+            std=self.std,
+            normalize=self.normalize,
+        )
         if self.index_base != "cub_312":
             options["index_base"] = self.index_base
         if self.output is not None and self.output.lstrip("-").isdigit():
@@ -161,12 +193,14 @@ class SubResult:
     :class:`~concept_grounding.evaluation.sub.SubEvaluation` each)."""
 
     config: SubConfig
-    evaluations: list["SubEvaluation"] = field(default_factory=list)
+    evaluations: list[SubEvaluation] = field(default_factory=list)
 
     def rows(self) -> list[dict[str, Any]]:
         """One summary row per model: name, folder and the headline scores."""
-        return [{"name": m.row_name, "folder": folder, **{k: getattr(e, k) for k, _ in SUMMARY_COLUMNS}}
-                for m, folder, e in zip(self.config.models, self.config.folders(), self.evaluations)]
+        return [
+            {"name": m.row_name, "folder": folder, **{k: getattr(e, k) for k, _ in SUMMARY_COLUMNS}}
+            for m, folder, e in zip(self.config.models, self.config.folders(), self.evaluations)
+        ]
 
     def save(self, out: str | Path) -> Path:
         """Write each model's report folder (with ``scores.npz`` when ``config.save_scores``) and,
@@ -190,8 +224,9 @@ def write_summary(rows: list[dict[str, Any]], out: Path) -> Path:
     from ..evaluation.report import score_cells
     from ..fileio import markdown_table, write_report
 
-    table = markdown_table(*score_cells([{**r, "name": f"[{r['name']}]({r['folder']}/report.md)"} for r in rows],
-                                        SUMMARY_COLUMNS))
+    table = markdown_table(
+        *score_cells([{**r, "name": f"[{r['name']}]({r['folder']}/report.md)"} for r in rows], SUMMARY_COLUMNS)
+    )
     return write_report(out, rows, f"# SUB accuracy of {len(rows)} models\n\n{table}\n")[1]
 
 
@@ -200,8 +235,12 @@ def source_options(config: SubConfig) -> dict[str, Any]:
     export's settings without ``sub``; else the split and, with ``cub_root``, CUB's
     class-level labels (which give S- to a source without it)."""
     if config.sub is None:
-        return {"image_size": config.world_size, "seed": config.world_seed, "per_pairing": config.per_pairing,
-                "classes": list(config.classes) if config.classes else None}
+        return {
+            "image_size": config.world_size,
+            "seed": config.world_seed,
+            "per_pairing": config.per_pairing,
+            "classes": list(config.classes) if config.classes else None,
+        }
     options: dict[str, Any] = {"split": config.split}
     if config.cub_root:
         from ..loaders import load_cub
@@ -210,8 +249,9 @@ def source_options(config: SubConfig) -> dict[str, Any]:
 
         train = load_cub(config.cub_root, min_class_count=None, progress=config.progress)["train"]
         names = tuple(train.features["label"].names)
-        options.update(class_attributes=class_matrix(train, len(names), load_vocabulary().num_attributes),
-                       class_names=names)
+        options.update(
+            class_attributes=class_matrix(train, len(names), load_vocabulary().num_attributes), class_names=names
+        )
     return options
 
 
@@ -225,10 +265,20 @@ def run_sub(config: SubConfig) -> SubResult:
     options = source_options(config)
     result = SubResult(config)
     for model in config.models:
-        result.evaluations.append(evaluate_sub(
-            model.spec if model.spec is not None else model.name, config.sub, protocol=config.protocol,
-            batch_size=config.batch_size, device=config.device, dtype=config.dtype, progress=config.progress,
-            source_options=options,
-            image_size=config.image_size, include_none=config.include_none, pretrained=model.pretrained,
-            **config.model_options()))
+        result.evaluations.append(
+            evaluate_sub(
+                model.spec if model.spec is not None else model.name,
+                config.sub,
+                protocol=config.protocol,
+                batch_size=config.batch_size,
+                device=config.device,
+                dtype=config.dtype,
+                progress=config.progress,
+                source_options=options,
+                image_size=config.image_size,
+                include_none=config.include_none,
+                pretrained=model.pretrained,
+                **config.model_options(),
+            )
+        )
     return result

@@ -15,10 +15,10 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -39,7 +39,7 @@ _SWITCH_LOCK = threading.Lock()
 
 
 # ----------------------------------------------------------------------------- shared
-def key_bias(key_mask: "torch.Tensor", dtype: "torch.dtype") -> "torch.Tensor":
+def key_bias(key_mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """Additive attention bias from a key mask.
 
     Args:
@@ -60,7 +60,7 @@ def key_bias(key_mask: "torch.Tensor", dtype: "torch.dtype") -> "torch.Tensor":
     return bias[:, None, None, :]
 
 
-def check_key_mask(key_mask: "torch.Tensor", num_tokens: int) -> "torch.Tensor":
+def check_key_mask(key_mask: torch.Tensor, num_tokens: int) -> torch.Tensor:
     """Validate a ``(V, T)`` key mask for a tower with ``T = num_tokens``; return it as bool.
 
     Raises:
@@ -73,7 +73,7 @@ def check_key_mask(key_mask: "torch.Tensor", num_tokens: int) -> "torch.Tensor":
     return key_mask.bool()
 
 
-def check_batch(key_mask: "torch.Tensor", batch: int, tokens: int) -> None:
+def check_batch(key_mask: torch.Tensor, batch: int, tokens: int) -> None:
     """Raise ``ValueError`` when a ``(V, T)`` key mask does not fit a ``(batch, tokens)`` input."""
     if key_mask.shape[0] != batch or key_mask.shape[1] != tokens:
         raise ValueError(
@@ -82,8 +82,8 @@ def check_batch(key_mask: "torch.Tensor", batch: int, tokens: int) -> None:
 
 
 def multihead_attention(
-    q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor", heads: int, bias: "torch.Tensor | None" = None
-) -> "torch.Tensor":
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int, bias: torch.Tensor | None = None
+) -> torch.Tensor:
     """Multi-head scaled dot-product attention on token-major tensors.
 
     ``softmax(q_h k_h^T / sqrt(d_h) + bias) v_h`` per head ``h``, heads concatenated.
@@ -117,7 +117,7 @@ def _attention_interface() -> Any:
     return None if interface is None else interface()
 
 
-def _implementation_function(module: "nn.Module", implementation: str) -> Callable:
+def _implementation_function(module: nn.Module, implementation: str) -> Callable:
     """The attention function transformers would call for ``module`` under ``implementation``."""
     if implementation == "eager":  # each modeling file defines its own eager function
         fn = getattr(sys.modules[type(module).__module__], "eager_attention_forward", None)
@@ -128,13 +128,13 @@ def _implementation_function(module: "nn.Module", implementation: str) -> Callab
 
 
 def cluster_mask_attention(
-    module: "nn.Module",
-    query: "torch.Tensor",
-    key: "torch.Tensor",
-    value: "torch.Tensor",
-    attention_mask: "torch.Tensor | None",
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
     **kwargs: Any,
-) -> tuple["torch.Tensor", Any]:
+) -> tuple[torch.Tensor, Any]:
     """The ``"cci_cluster_mask"`` attention function (transformers ``AttentionInterface`` signature).
 
     Adds the key bias of the mask active for ``module.config`` in this context (none: no
@@ -181,7 +181,7 @@ def register_cluster_mask_attention() -> str:
     return CLUSTER_MASK_ATTENTION
 
 
-def _implementation_request(model: "nn.Module", attention_config: Any, name: str) -> str | dict:
+def _implementation_request(model: nn.Module, attention_config: Any, name: str) -> str | dict:
     """The ``set_attn_implementation`` argument that sets ``name`` on ``attention_config`` only."""
     if model.config is attention_config:
         return name
@@ -194,7 +194,7 @@ def _implementation_request(model: "nn.Module", attention_config: Any, name: str
     )
 
 
-def _switch_in(model: "nn.Module", attention_config: Any) -> None:
+def _switch_in(model: nn.Module, attention_config: Any) -> None:
     with _SWITCH_LOCK:
         entry = _SWITCHED.get(id(attention_config))
         if entry is not None:
@@ -210,7 +210,7 @@ def _switch_in(model: "nn.Module", attention_config: Any) -> None:
         _SWITCHED[id(attention_config)] = [1, before]
 
 
-def _switch_out(model: "nn.Module", attention_config: Any) -> None:
+def _switch_out(model: nn.Module, attention_config: Any) -> None:
     with _SWITCH_LOCK:
         entry = _SWITCHED[id(attention_config)]
         entry[0] -= 1
@@ -220,7 +220,7 @@ def _switch_out(model: "nn.Module", attention_config: Any) -> None:
 
 
 @contextlib.contextmanager
-def transformers_key_mask(model: "nn.Module", attention_config: Any, key_mask: "torch.Tensor") -> Iterator[None]:
+def transformers_key_mask(model: nn.Module, attention_config: Any, key_mask: torch.Tensor) -> Iterator[None]:
     """Run a transformers CLIP vision tower with ``key_mask``'s keys cut out of every attention.
 
     Args:
@@ -247,8 +247,8 @@ def transformers_key_mask(model: "nn.Module", attention_config: Any, key_mask: "
 
 
 def library_attention(
-    module: "nn.Module", q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor", bias: "torch.Tensor | None" = None
-) -> "torch.Tensor":
+    module: nn.Module, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None = None
+) -> torch.Tensor:
     """A transformers attention module's own implementation on token-major tensors.
 
     Args:

@@ -12,10 +12,10 @@ attention or average pooling) raises a ``ValueError`` naming the problem. Manual
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable, ContextManager
+from typing import TYPE_CHECKING, Any, ContextManager
 
 from .attention import check_batch, key_bias, library_attention, multihead_attention, transformers_key_mask
 
@@ -53,7 +53,7 @@ class BlockOps:
     ls2: Callable[[Any], Any]
     num_heads: int
 
-    def forward(self, x: "torch.Tensor", qkv: tuple | None = None, bias: "torch.Tensor | None" = None) -> "torch.Tensor":
+    def forward(self, x: torch.Tensor, qkv: tuple | None = None, bias: torch.Tensor | None = None) -> torch.Tensor:
         """The whole block on ``(V, L, D)`` tokens -> ``(V, L, D)``.
 
         Args:
@@ -82,10 +82,10 @@ class VisionBackend:
     """
 
     name = "base"
-    model: "nn.Module"
+    model: nn.Module
     tokenizer: Callable | None
-    clip: "ClipBackend"  # the library's text and image encoding
-    encoder: "nn.Module"
+    clip: ClipBackend  # the library's text and image encoding
+    encoder: nn.Module
     num_heads: int
     grid_size: tuple[int, int]
     image_size: tuple[int, int]
@@ -99,11 +99,11 @@ class VisionBackend:
         return 1 + self.num_patches
 
     # -- model pieces --------------------------------------------------------------
-    def embed(self, pixel_values: "torch.Tensor") -> "torch.Tensor":
+    def embed(self, pixel_values: torch.Tensor) -> torch.Tensor:
         """``(B, 3, H, W)`` pixels -> ``(B, T, D)`` encoder input (pos-embedded, pre-normed)."""
         raise NotImplementedError
 
-    def run_encoder(self, tokens: "torch.Tensor") -> "torch.Tensor":
+    def run_encoder(self, tokens: torch.Tensor) -> torch.Tensor:
         """Run the model's own encoder module on ``(B, T', D)`` tokens (any ``T'``)."""
         raise NotImplementedError
 
@@ -111,23 +111,23 @@ class VisionBackend:
         """Per-layer :class:`BlockOps`, first layer first."""
         raise NotImplementedError
 
-    def final_norm(self, tokens: "torch.Tensor") -> "torch.Tensor":
+    def final_norm(self, tokens: torch.Tensor) -> torch.Tensor:
         """The final LayerNorm applied token-wise, ``(..., D) -> (..., D)``."""
         raise NotImplementedError
 
-    def project(self, pooled: "torch.Tensor") -> "torch.Tensor":
+    def project(self, pooled: torch.Tensor) -> torch.Tensor:
         """Projection of the normalised CLS token into the joint space, ``(..., D) -> (..., E)``."""
         raise NotImplementedError
 
-    def pool(self, tokens: "torch.Tensor") -> "torch.Tensor":
+    def pool(self, tokens: torch.Tensor) -> torch.Tensor:
         """Image embedding from final encoder tokens ``(B, T, D) -> (B, E)`` (CLS pooling)."""
         return self.project(self.final_norm(tokens[:, 0]))
 
-    def encode_image(self, pixel_values: "torch.Tensor") -> "torch.Tensor":
+    def encode_image(self, pixel_values: torch.Tensor) -> torch.Tensor:
         """The user's own image forward, ``(B, 3, H, W) -> (B, E)`` (key masks apply)."""
         return self.clip.encode_image(self.model, pixel_values)
 
-    def mask_keys(self, key_mask: "torch.Tensor") -> ContextManager[None]:
+    def mask_keys(self, key_mask: torch.Tensor) -> ContextManager[None]:
         """Context in which the model's own image forwards cut ``key_mask``'s keys out of
         every layer's and head's attention.
 
@@ -137,7 +137,7 @@ class VisionBackend:
         """
         raise NotImplementedError
 
-    def encode_text(self, texts: Any) -> "torch.Tensor":
+    def encode_text(self, texts: Any) -> torch.Tensor:
         """Text embeddings ``(C, E)`` for a list of strings or a token-id tensor."""
         return self.clip.encode_text(self.model, self.tokenizer, texts)
 
@@ -156,14 +156,17 @@ class TransformersCLIPBackend(VisionBackend):
 
     name = "transformers"
 
-    def __init__(self, model: "nn.Module", tokenizer: Callable | None = None) -> None:
+    def __init__(self, model: nn.Module, tokenizer: Callable | None = None) -> None:
         from ..models.clip.backends import TRANSFORMERS
 
         if "clip" not in type(model).__module__:
             head = getattr(getattr(model, "vision_model", model), "head", None)  # SigLIP's attention pooling
-            why = (f"pools its image tokens with an attention head ({type(head).__name__}), not a CLS token, "
-                   "and CCI cuts clusters out of the CLS token's attention" if head is not None
-                   else "is not a transformers CLIP model")
+            why = (
+                f"pools its image tokens with an attention head ({type(head).__name__}), not a CLS token, "
+                "and CCI cuts clusters out of the CLS token's attention"
+                if head is not None
+                else "is not a transformers CLIP model"
+            )
             raise ValueError(f"model: {type(model).__name__} {why}")
         self.model = model
         self.tokenizer = tokenizer
@@ -204,9 +207,16 @@ class TransformersCLIPBackend(VisionBackend):
             kv = (att.k_proj.weight, att.k_proj.bias, att.v_proj.weight, att.v_proj.bias)
             ops.append(
                 BlockOps(
-                    norm1=layer.layer_norm1, qkv=qkv, q_proj=att.q_proj, key_value=kv,
-                    attend=partial(library_attention, att), out=att.out_proj,
-                    norm2=layer.layer_norm2, mlp=layer.mlp, ls1=_identity, ls2=_identity,
+                    norm1=layer.layer_norm1,
+                    qkv=qkv,
+                    q_proj=att.q_proj,
+                    key_value=kv,
+                    attend=partial(library_attention, att),
+                    out=att.out_proj,
+                    norm2=layer.layer_norm2,
+                    mlp=layer.mlp,
+                    ls1=_identity,
+                    ls2=_identity,
                     num_heads=int(att.num_heads),
                 )
             )
@@ -234,7 +244,7 @@ class OpenCLIPBackend(VisionBackend):
 
     name = "open_clip"
 
-    def __init__(self, model: "nn.Module", tokenizer: Callable | None = None) -> None:
+    def __init__(self, model: nn.Module, tokenizer: Callable | None = None) -> None:
         from open_clip.transformer import VisionTransformer
 
         from ..models.clip.backends import OPEN_CLIP
@@ -242,8 +252,7 @@ class OpenCLIPBackend(VisionBackend):
         visual = getattr(model, "visual", model)
         if not isinstance(visual, VisionTransformer):
             raise ValueError(
-                f"model: open_clip image tower is {type(visual).__name__}, not a VisionTransformer; "
-                "CCI needs a ViT"
+                f"model: open_clip image tower is {type(visual).__name__}, not a VisionTransformer; CCI needs a ViT"
             )
         if getattr(visual, "attn_pool", None) is not None or getattr(visual, "pool_type", "tok") != "tok":
             raise ValueError("model: CCI needs CLS-token pooling (pool_type='tok', no attentional pooler)")
@@ -292,8 +301,17 @@ class OpenCLIPBackend(VisionBackend):
             kv = (w[d : 2 * d], None if b is None else b[d : 2 * d], w[2 * d :], None if b is None else b[2 * d :])
             ops.append(
                 BlockOps(
-                    norm1=blk.ln_1, qkv=qkv, q_proj=q_proj, key_value=kv, attend=attend, out=att.out_proj,
-                    norm2=blk.ln_2, mlp=blk.mlp, ls1=blk.ls_1, ls2=blk.ls_2, num_heads=int(att.num_heads),
+                    norm1=blk.ln_1,
+                    qkv=qkv,
+                    q_proj=q_proj,
+                    key_value=kv,
+                    attend=attend,
+                    out=att.out_proj,
+                    norm2=blk.ln_2,
+                    mlp=blk.mlp,
+                    ls1=blk.ls_1,
+                    ls2=blk.ls_2,
+                    num_heads=int(att.num_heads),
                 )
             )
         return ops
@@ -339,7 +357,9 @@ class OpenCLIPBackend(VisionBackend):
 
 #: the tower adapter of each :class:`~concept_grounding.models.clip.ClipBackend`, by its name.
 TOWERS: dict[str, type[VisionBackend]] = {
-    "open_clip": OpenCLIPBackend, "world": OpenCLIPBackend, "transformers": TransformersCLIPBackend,
+    "open_clip": OpenCLIPBackend,
+    "world": OpenCLIPBackend,
+    "transformers": TransformersCLIPBackend,
 }
 
 
@@ -360,8 +380,14 @@ def get_backend(model: Any, tokenizer: Callable | None = None) -> VisionBackend:
         try:
             clip = backend_for(model)
         except ValueError:
-            raise ValueError(f"model: {type(model).__name__} is not a supported CLIP ViT (transformers "
-                             "CLIPModel/CLIPVisionModel or open_clip CLIP with a VisionTransformer)") from None
-        model = ClipHandle(model, tokenizer or getattr(model, "tokenizer", None) if clip.name == "world" else tokenizer,
-                           lambda images: images, clip)
+            raise ValueError(
+                f"model: {type(model).__name__} is not a supported CLIP ViT (transformers "
+                "CLIPModel/CLIPVisionModel or open_clip CLIP with a VisionTransformer)"
+            ) from None
+        model = ClipHandle(
+            model,
+            tokenizer or getattr(model, "tokenizer", None) if clip.name == "world" else tokenizer,
+            lambda images: images,
+            clip,
+        )
     return TOWERS[model.backend.name](model.tower(), tokenizer or model.tokenizer)

@@ -19,13 +19,13 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["BASELINES", "baseline_caption"]
 
 
-def _upsample(patch: "torch.Tensor", image_size: tuple[int, int]) -> "torch.Tensor":
+def _upsample(patch: torch.Tensor, image_size: tuple[int, int]) -> torch.Tensor:
     import torch.nn.functional as F
 
     return F.interpolate(patch[:, None].float(), size=tuple(image_size), mode="bilinear", align_corners=False)[:, 0]
 
 
-def random_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: Any = None, seed: int = 0) -> "torch.Tensor":
+def random_maps(model: Any, pixel_values: torch.Tensor, text_embeds: Any = None, seed: int = 0) -> torch.Tensor:
     """Seeded uniform random maps, ``(B, H, W)``."""
     import torch
 
@@ -33,7 +33,7 @@ def random_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: Any = Non
     return torch.rand(b, h, w, generator=torch.Generator().manual_seed(seed)).to(pixel_values.device)
 
 
-def gradcam_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: "torch.Tensor") -> "torch.Tensor":
+def gradcam_maps(model: Any, pixel_values: torch.Tensor, text_embeds: torch.Tensor) -> torch.Tensor:
     """Grad-CAM (Selvaraju et al. 2017) on the last block for the score ``cos(z, t)``, ViT style:
     activations are the last block's normalised input tokens ``h = norm1(x)`` (as pytorch-grad-cam
     does with ``blocks[-1].norm1``: the last block's *output* patch tokens do not reach the CLS
@@ -69,8 +69,8 @@ def gradcam_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: "torch.T
 
 
 def grad_eclip_maps(
-    model: Any, pixel_values: "torch.Tensor", text_embeds: "torch.Tensor", key_similarity: bool = True
-) -> "torch.Tensor":
+    model: Any, pixel_values: torch.Tensor, text_embeds: torch.Tensor, key_similarity: bool = True
+) -> torch.Tensor:
     """Grad-ECLIP maps (Zhao et al., ICML 2024) for the score ``cos(z, t)``: ``ReLU(Σ_c w_c v_ic λ_i)``,
     ``w = ∂cos(z, t)/∂o_CLS`` over the last block's attention output ``o``, ``v_i`` its values and
     ``λ_i`` the "loosened attention" (docs/cci.md). The gradient is the model's own (multi-head).
@@ -117,8 +117,13 @@ def grad_eclip_maps(
     return _upsample(cam.view(-1, *be.grid_size), be.image_size)
 
 
-def maskclip_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: "torch.Tensor",
-                  class_embeds: "torch.Tensor | None" = None, temperature: float = 100.0) -> "torch.Tensor":
+def maskclip_maps(
+    model: Any,
+    pixel_values: torch.Tensor,
+    text_embeds: torch.Tensor,
+    class_embeds: torch.Tensor | None = None,
+    temperature: float = 100.0,
+) -> torch.Tensor:
     """MaskCLIP maps (Zhou et al., ECCV 2022; docs/cci.md) for the text ``t``: ``cos(f_i, t)`` per patch ``i``, with
     ``f_i = P(norm(y_i))`` the patch's value-path feature in the joint space.
 
@@ -161,8 +166,9 @@ def maskclip_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: "torch.
     return _upsample(score.view(-1, *be.grid_size), be.image_size)
 
 
-def _class_probability(patches: "torch.Tensor", t: "torch.Tensor", class_embeds: "torch.Tensor",
-                       temperature: float, score: "torch.Tensor") -> "torch.Tensor":
+def _class_probability(
+    patches: torch.Tensor, t: torch.Tensor, class_embeds: torch.Tensor, temperature: float, score: torch.Tensor
+) -> torch.Tensor:
     """``(B, N)`` probability of ``t`` against ``class_embeds`` at each patch (see :func:`maskclip_maps`).
 
     ``patches`` ``(B, N, E)``, ``t`` ``(B, E)`` (any norm), ``score`` their ``(B, N)`` cosines,
@@ -178,7 +184,7 @@ def _class_probability(patches: "torch.Tensor", t: "torch.Tensor", class_embeds:
     return torch.softmax(logits, -1)[..., 0]
 
 
-def rollout_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: Any = None) -> "torch.Tensor":
+def rollout_maps(model: Any, pixel_values: torch.Tensor, text_embeds: Any = None) -> torch.Tensor:
     """Attention rollout maps ``(B, H, W)`` (Abnar & Zuidema 2020; text is ignored): ``Â_l = ½(A_l + I)``
     with ``A_l`` the head-averaged attention, rows renormalised, ``R = Â_L … Â_1``; the map is the CLS
     row over the patches."""
@@ -206,11 +212,21 @@ def rollout_maps(model: Any, pixel_values: "torch.Tensor", text_embeds: Any = No
 
 
 #: name -> map function ``(model, pixel_values, text_embeds) -> (B, H, W)``
-BASELINES = {"random": random_maps, "gradcam": gradcam_maps, "grad-eclip": grad_eclip_maps, "maskclip": maskclip_maps,
-             "rollout": rollout_maps}
+BASELINES = {
+    "random": random_maps,
+    "gradcam": gradcam_maps,
+    "grad-eclip": grad_eclip_maps,
+    "maskclip": maskclip_maps,
+    "rollout": rollout_maps,
+}
 #: name -> title for figures and reports
-BASELINE_TITLES = {"random": "random", "gradcam": "Grad-CAM", "grad-eclip": "Grad-ECLIP", "maskclip": "MaskCLIP",
-                   "rollout": "rollout"}
+BASELINE_TITLES = {
+    "random": "random",
+    "gradcam": "Grad-CAM",
+    "grad-eclip": "Grad-ECLIP",
+    "maskclip": "MaskCLIP",
+    "rollout": "rollout",
+}
 #: the baselines whose map ignores the text -> what their caption says instead of the text
 TEXT_FREE_BASELINES = {"random": "floor", "rollout": "text-free"}
 

@@ -29,8 +29,17 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..models.imagenet import ImageNetClassifier
     from .layouts import ImageFolder
 
-__all__ = ["CLASSIFIER_METHODS", "CLASSIFIER_REFUSALS", "is_classifier", "classifier_gradcam", "classifier_maps",
-           "folder_classes", "class_score_fn", "classifier_judge", "evaluate_classifier_covar"]
+__all__ = [
+    "CLASSIFIER_METHODS",
+    "CLASSIFIER_REFUSALS",
+    "is_classifier",
+    "classifier_gradcam",
+    "classifier_maps",
+    "folder_classes",
+    "class_score_fn",
+    "classifier_judge",
+    "evaluate_classifier_covar",
+]
 
 CLASSIFIER_METHODS = ("random", "gradcam")
 _NO_TEXT = "a CNN classifier has no CLIP text tower or ViT attention"
@@ -48,8 +57,9 @@ def is_classifier(handle: Any) -> bool:
     return callable(getattr(handle, "logits", None)) and callable(getattr(handle, "feature_maps", None))
 
 
-def classifier_gradcam(classifier: "ImageNetClassifier", pixel_values: "torch.Tensor",
-                       targets: "torch.Tensor") -> "torch.Tensor":
+def classifier_gradcam(
+    classifier: ImageNetClassifier, pixel_values: torch.Tensor, targets: torch.Tensor
+) -> torch.Tensor:
     """Grad-CAM maps ``(B, H, W)`` (module docstring) of ``targets`` ``(B,)`` ImageNet class indices,
     for the whole batch in one forward and one backward (the images do not interact: BatchNorm in eval)."""
     import torch
@@ -63,12 +73,12 @@ def classifier_gradcam(classifier: "ImageNetClassifier", pixel_values: "torch.Te
         score = logits.gather(1, targets.to(logits.device).long()[:, None]).sum()
         (grad,) = torch.autograd.grad(score, maps)
     cam = torch.relu((grad.mean((2, 3), keepdim=True) * maps.detach()).sum(1))
-    return F.interpolate(cam[:, None].float(), size=pixel_values.shape[-2:], mode="bilinear",
-                         align_corners=False)[:, 0]
+    return F.interpolate(cam[:, None].float(), size=pixel_values.shape[-2:], mode="bilinear", align_corners=False)[:, 0]
 
 
-def classifier_maps(method: str, classifier: "ImageNetClassifier", pixel_values: "torch.Tensor",
-                    targets: "torch.Tensor", seed: int = 0) -> "torch.Tensor":
+def classifier_maps(
+    method: str, classifier: ImageNetClassifier, pixel_values: torch.Tensor, targets: torch.Tensor, seed: int = 0
+) -> torch.Tensor:
     """``(B, H, W)`` maps of ``method`` (:data:`CLASSIFIER_METHODS`) for ImageNet classes ``targets``."""
     if method == "gradcam":
         return classifier_gradcam(classifier, pixel_values, targets)
@@ -77,7 +87,7 @@ def classifier_maps(method: str, classifier: "ImageNetClassifier", pixel_values:
     raise ValueError(CLASSIFIER_REFUSALS.get(method, f"method: unknown method {method!r}"))
 
 
-def folder_classes(data: "ImageFolder") -> tuple[list[int], str]:
+def folder_classes(data: ImageFolder) -> tuple[list[int], str]:
     """The ImageNet-1k index of each class of ``data`` (by folder WordNet id or class name), or
     ``([], reason)`` naming the first class that is none."""
     from ..models.imagenet import imagenet_index
@@ -93,20 +103,20 @@ def folder_classes(data: "ImageFolder") -> tuple[list[int], str]:
     return out, ""
 
 
-def class_score_fn(classifier: "ImageNetClassifier", classes: Sequence[int]) -> Callable[["torch.Tensor"], "torch.Tensor"]:
+def class_score_fn(classifier: ImageNetClassifier, classes: Sequence[int]) -> Callable[[torch.Tensor], torch.Tensor]:
     """``images -> (B, len(classes))`` logits of ``classes`` (the folder's classes, in label order)."""
     import torch
 
     index = torch.as_tensor(list(classes), dtype=torch.long)
 
-    def score(x: "torch.Tensor") -> "torch.Tensor":
+    def score(x: torch.Tensor) -> torch.Tensor:
         return classifier.logits(x)[:, index.to(x.device)]
 
     return score
 
 
 # --------------------------------------------------------------------------- COVAR / diagnose by class logits
-def classifier_judge(classifier: "ImageNetClassifier", classes: Sequence[int], threshold: float | None = None):
+def classifier_judge(classifier: ImageNetClassifier, classes: Sequence[int], threshold: float | None = None):
     """Fine-Er judge of a classifier: two classes are similar when the cosine of their rows of the
     classifier's last layer (``(C, 1280)`` weights) passes ``threshold`` (``None``: the 90th
     percentile of class pairs, as :class:`~.diagnosis.TextEmbeddingJudge` does with prompts)."""
@@ -118,8 +128,14 @@ def classifier_judge(classifier: "ImageNetClassifier", classes: Sequence[int], t
     return TextEmbeddingJudge(weights, threshold=threshold)
 
 
-def evaluate_classifier_covar(classifier: "ImageNetClassifier", classes: Sequence[int], dataset: Any, judge: Any = None,
-                              threshold: float = 0.5, batch_size: int = 16) -> Any:
+def evaluate_classifier_covar(
+    classifier: ImageNetClassifier,
+    classes: Sequence[int],
+    dataset: Any,
+    judge: Any = None,
+    threshold: float = 0.5,
+    batch_size: int = 16,
+) -> Any:
     """:func:`~.covar.evaluate_covar` for a classifier: each row (``image``, ``mask``, ``label``,
     ``transform``) is classified by the logits of ``classes`` (the folder's ImageNet classes, in
     label order), the predicted class explained by :func:`classifier_gradcam`, the error split into
@@ -146,5 +162,11 @@ def evaluate_classifier_covar(classifier: "ImageNetClassifier", classes: Sequenc
         preds.append(pred)
         labels.append(lab)
         names += list(rows["transform"])
-    return CovarEvaluation(preds=torch.cat(preds), labels=torch.cat(labels), categories=cats, transforms=names,
-                           fg_share=torch.cat(shares), shares=error_shares(cats, names))
+    return CovarEvaluation(
+        preds=torch.cat(preds),
+        labels=torch.cat(labels),
+        categories=cats,
+        transforms=names,
+        fg_share=torch.cat(shares),
+        shares=error_shares(cats, names),
+    )

@@ -15,13 +15,13 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["kmeans"]
 
 
-def _sq_dists(x: "torch.Tensor", c: "torch.Tensor") -> "torch.Tensor":
+def _sq_dists(x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
     """Squared Euclidean distances ``(B, N, D) x (B, K, D) -> (B, N, K)``, clamped at 0."""
     d = (x * x).sum(-1, keepdim=True) - 2 * x @ c.transpose(1, 2) + (c * c).sum(-1)[:, None, :]
     return d.clamp_min_(0)
 
 
-def kmeans_plusplus(x: "torch.Tensor", k: int, seed: int) -> "torch.Tensor":
+def kmeans_plusplus(x: torch.Tensor, k: int, seed: int) -> torch.Tensor:
     """k-means++ seeding (Arthur & Vassilvitskii 2007), each image with its own generator.
 
     Every image draws from a fresh CPU generator seeded with ``seed``, so an image gets the
@@ -55,8 +55,8 @@ def kmeans_plusplus(x: "torch.Tensor", k: int, seed: int) -> "torch.Tensor":
 
 
 def kmeans(
-    x: "torch.Tensor", k: int, seed: int = 0, max_iter: int = 50, tol: float = 0.0
-) -> tuple["torch.Tensor", "torch.Tensor"]:
+    x: torch.Tensor, k: int, seed: int = 0, max_iter: int = 50, tol: float = 0.0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Batched k-means.
 
     Args:

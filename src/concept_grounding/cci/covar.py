@@ -12,8 +12,9 @@ from __future__ import annotations
 import inspect
 import math
 import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -60,7 +61,9 @@ class StructuralTransform:
         back = np.array([[1, 0, cx + self.tx * w], [0, 1, cy + self.ty * h], [0, 0, 1]], float)
         a = math.radians(self.angle)
         rot = np.array([[math.cos(a), math.sin(a), 0], [-math.sin(a), math.cos(a), 0], [0, 0, 1]])
-        lin = np.diag([self.scale * self.squash * (-1 if self.hflip else 1), self.scale * (-1 if self.vflip else 1), 1.0])
+        lin = np.diag(
+            [self.scale * self.squash * (-1 if self.hflip else 1), self.scale * (-1 if self.vflip else 1), 1.0]
+        )
         shear = np.array([[1, 0, 0], [self.shear, 1, 0], [0, 0, 1]], float)
         return back @ shear @ rot @ lin @ to_c
 
@@ -120,7 +123,7 @@ def procedural_backgrounds(n: int = 20, size: tuple[int, int] = (64, 64), seed: 
     return out
 
 
-def _warp(layers: "torch.Tensor", matrix: np.ndarray) -> "torch.Tensor":
+def _warp(layers: torch.Tensor, matrix: np.ndarray) -> torch.Tensor:
     """Warp ``(C, H, W)`` float layers by the pixel-space map ``matrix`` (nearest, zeros outside)."""
     import torch
     import torch.nn.functional as F
@@ -180,26 +183,48 @@ def covar_rows(
             obj, m = apply_transform(image, mask, t)
             img, m = _scene(composite(obj, m, bg), m, t)
             yield {
-                "image": img, "mask": m, "background": b, "transform": t.name, "family": t.family,
-                "scale": t.scale, "angle": t.angle, "tx": t.tx, "ty": t.ty, "shear": t.shear,
-                "squash": t.squash, "hflip": t.hflip, "vflip": t.vflip, "crop": t.crop,
+                "image": img,
+                "mask": m,
+                "background": b,
+                "transform": t.name,
+                "family": t.family,
+                "scale": t.scale,
+                "angle": t.angle,
+                "tx": t.tx,
+                "ty": t.ty,
+                "shear": t.shear,
+                "squash": t.squash,
+                "hflip": t.hflip,
+                "vflip": t.vflip,
+                "crop": t.crop,
             }
 
 
-def covar_features(class_names: Sequence[str] | None = None) -> "datasets.Features":
+def covar_features(class_names: Sequence[str] | None = None) -> datasets.Features:
     """Columns of :func:`build_covar`."""
     import datasets
 
     label = datasets.ClassLabel(names=list(class_names)) if class_names else datasets.Value("int32")
-    return datasets.Features({
-        "image": datasets.Image(), "mask": datasets.Image(), "label": label,
-        "source_index": datasets.Value("int32"), "background": datasets.Value("int32"),
-        "transform": datasets.Value("string"), "family": datasets.Value("string"),
-        "scale": datasets.Value("float32"), "angle": datasets.Value("float32"),
-        "tx": datasets.Value("float32"), "ty": datasets.Value("float32"),
-        "shear": datasets.Value("float32"), "squash": datasets.Value("float32"),
-        "hflip": datasets.Value("bool"), "vflip": datasets.Value("bool"), "crop": datasets.Value("float32"),
-    })
+    return datasets.Features(
+        {
+            "image": datasets.Image(),
+            "mask": datasets.Image(),
+            "label": label,
+            "source_index": datasets.Value("int32"),
+            "background": datasets.Value("int32"),
+            "transform": datasets.Value("string"),
+            "family": datasets.Value("string"),
+            "scale": datasets.Value("float32"),
+            "angle": datasets.Value("float32"),
+            "tx": datasets.Value("float32"),
+            "ty": datasets.Value("float32"),
+            "shear": datasets.Value("float32"),
+            "squash": datasets.Value("float32"),
+            "hflip": datasets.Value("bool"),
+            "vflip": datasets.Value("bool"),
+            "crop": datasets.Value("float32"),
+        }
+    )
 
 
 def build_covar(
@@ -209,7 +234,7 @@ def build_covar(
     class_names: Sequence[str] | None = None,
     seed: int = 0,
     backgrounds: Sequence[np.ndarray] | None = None,
-) -> "datasets.Dataset":
+) -> datasets.Dataset:
     """Build COVAR from ``(image (H,W,3) uint8, mask (H,W) bool, label)`` triples.
 
     Args:
@@ -324,18 +349,18 @@ class CovarEvaluation:
         shares: :func:`~.diagnosis.error_shares` per transform (and ``"all"``).
     """
 
-    preds: "torch.Tensor"
-    labels: "torch.Tensor"
+    preds: torch.Tensor
+    labels: torch.Tensor
     categories: list[str]
     transforms: list[str]
-    fg_share: "torch.Tensor"
+    fg_share: torch.Tensor
     shares: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 def evaluate_covar(
     cci: Any,
-    dataset: "datasets.Dataset",
-    class_text_embeds: "torch.Tensor",
+    dataset: datasets.Dataset,
+    class_text_embeds: torch.Tensor,
     judge: Any = None,
     threshold: float = 0.5,
     batch_size: int = 16,
@@ -377,6 +402,10 @@ def evaluate_covar(
         labels.append(lab)
         names += list(rows["transform"])
     return CovarEvaluation(
-        preds=torch.cat(preds), labels=torch.cat(labels), categories=cats, transforms=names,
-        fg_share=torch.cat(shares), shares=error_shares(cats, names),
+        preds=torch.cat(preds),
+        labels=torch.cat(labels),
+        categories=cats,
+        transforms=names,
+        fg_share=torch.cat(shares),
+        shares=error_shares(cats, names),
     )

@@ -40,8 +40,10 @@ def _classes(class_names: Sequence[str]) -> list[int]:
     classes = [imagenet_index("", n) for n in class_names]
     missing = [n for n, c in zip(class_names, classes) if c is None]
     if missing:
-        raise UsageError(f"class {missing[0]!r} is no ImageNet-1k class of the classifier (give ImageNet names in "
-                         "class_names.txt)", argument="--images")
+        raise UsageError(
+            f"class {missing[0]!r} is no ImageNet-1k class of the classifier (give ImageNet names in class_names.txt)",
+            argument="--images",
+        )
     return classes
 
 
@@ -61,7 +63,8 @@ def _truth(classifier: Any, classes: list[int], samples: Sequence[Any], steps: i
         maps = classifier_maps(method, classifier, px, torch.as_tensor(classes)[labels], seed=seed)
         result[{"gradcam": "Grad-CAM"}.get(method, method)] = {
             "foreground_share": float(foreground_share(maps.cpu(), fg).mean()),
-            **classification_curves(score, px, maps, labels, steps=steps, replacement=Replacement("blur")).aucs}
+            **classification_curves(score, px, maps, labels, steps=steps, replacement=Replacement("blur")).aucs,
+        }
     return result
 
 
@@ -87,9 +90,18 @@ def _overlays(classifier: Any, classes: list[int], ds: Any, ev: Any, per_object:
     return rows
 
 
-def covar_with_classifier(name: str, samples: Sequence[Any], class_names: Sequence[str], ds: Any, *,
-                          per_object: int, threshold: float = 0.5, judge_threshold: float | None = None,
-                          steps: int = 10, seed: int = 0) -> ClassifierCovar:
+def covar_with_classifier(
+    name: str,
+    samples: Sequence[Any],
+    class_names: Sequence[str],
+    ds: Any,
+    *,
+    per_object: int,
+    threshold: float = 0.5,
+    judge_threshold: float | None = None,
+    steps: int = 10,
+    seed: int = 0,
+) -> ClassifierCovar:
     """Classify, explain and diagnose COVAR ``ds`` with the classifier ``name`` (module docstring).
 
     Args:
@@ -103,8 +115,15 @@ def covar_with_classifier(name: str, samples: Sequence[Any], class_names: Sequen
 
     classes = _classes(class_names)
     classifier = load_imagenet_classifier(name)
-    ev = evaluate_classifier_covar(classifier, classes, ds, judge=classifier_judge(classifier, classes, judge_threshold),
-                                   threshold=threshold)
+    ev = evaluate_classifier_covar(
+        classifier, classes, ds, judge=classifier_judge(classifier, classes, judge_threshold), threshold=threshold
+    )
     truth = _truth(classifier, classes, samples, steps, seed)
-    return ClassifierCovar(classifier.description, ev.shares, truth, float(ev.fg_share.mean()),
-                           _overlays(classifier, classes, ds, ev, per_object), ev)
+    return ClassifierCovar(
+        classifier.description,
+        ev.shares,
+        truth,
+        float(ev.fg_share.mean()),
+        _overlays(classifier, classes, ds, ev, per_object),
+        ev,
+    )

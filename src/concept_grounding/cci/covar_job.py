@@ -45,8 +45,13 @@ from ..validators import (
 __all__ = ["CovarConfig", "CovarResult", "run_covar", "write_covar_report", "INPAINT_PROMPTS"]
 
 #: Default scenes for ``inpaint_model``.
-INPAINT_PROMPTS = ("a photo of a forest", "a photo of a sandy beach", "a photo of a snowy field",
-                   "a photo of a city street", "a photo of a lake shore")
+INPAINT_PROMPTS = (
+    "a photo of a forest",
+    "a photo of a sandy beach",
+    "a photo of a snowy field",
+    "a photo of a city street",
+    "a photo of a lake shore",
+)
 JUDGES = ("attributes", "text")
 #: COVAR variants per (object, background): identity + 11 structural transforms
 VARIANTS = 12
@@ -91,40 +96,71 @@ class CovarConfig:
     objects: int = setting(4, "world birds to vary", parse=positive_int)
     backgrounds: int = setting(20, "backgrounds per bird", parse=positive_int)
     size: int = setting(64, "world image side in pixels (a multiple of 8, >= 32)", parse=world_clip_side)
-    model: str | None = setting(None, "world-clip (the shipped world CLIP, the default), random-clip[:seed] (random "
-                                      "weights, on purpose), a WorldCLIP folder, an open_clip name or a transformers "
-                                      "id/path")
+    model: str | None = setting(
+        None,
+        "world-clip (the shipped world CLIP, the default), random-clip[:seed] (random "
+        "weights, on purpose), a WorldCLIP folder, an open_clip name or a transformers "
+        "id/path",
+    )
     clusters: int = setting(7, "K of the k-means over patch tokens", parse=positive_int)
-    judge: str = setting("attributes", "Fine-Er judge (default: attributes on the world, text with --images)",
-                         choices=JUDGES)
-    judge_threshold: float | None = setting(None, "cosine above which two classes are similar (default: the 90th "
-                                                  "percentile of class pairs)", parse=float_range(-1.0, 1.0))
+    judge: str = setting(
+        "attributes", "Fine-Er judge (default: attributes on the world, text with --images)", choices=JUDGES
+    )
+    judge_threshold: float | None = setting(
+        None,
+        "cosine above which two classes are similar (default: the 90th percentile of class pairs)",
+        parse=float_range(-1.0, 1.0),
+    )
     threshold: float = setting(0.5, "map binarisation, fraction of the maximum, in [0, 1]", parse=closed_unit_interval)
     steps: int = setting(10, "Deletion/Insertion steps", parse=positive_int)
     seed: int = setting(0, "seed of the world, the backgrounds and the k-means", parse=int)
-    inpaint_model: str | None = setting(None, "diffusers inpainting checkpoint (Hub id or folder): generate object-free "
-                                              "backgrounds from --inpaint-prompts instead of the procedural ones "
-                                              "(--backgrounds is then ignored; default: procedural backgrounds)")
-    inpaint_prompts: Sequence[str] = setting(INPAINT_PROMPTS, "one generated background per prompt (--inpaint-model)",
-                                             nargs="+", metavar="PROMPT", convert=tuple)
-    inpaint_size: int = setting(512, "generation side in pixels (--inpaint-model)",
-                                parse=multiple_of(8, why="the VAE downsamples by 8"))
+    inpaint_model: str | None = setting(
+        None,
+        "diffusers inpainting checkpoint (Hub id or folder): generate object-free "
+        "backgrounds from --inpaint-prompts instead of the procedural ones "
+        "(--backgrounds is then ignored; default: procedural backgrounds)",
+    )
+    inpaint_prompts: Sequence[str] = setting(
+        INPAINT_PROMPTS,
+        "one generated background per prompt (--inpaint-model)",
+        nargs="+",
+        metavar="PROMPT",
+        convert=tuple,
+    )
+    inpaint_size: int = setting(
+        512, "generation side in pixels (--inpaint-model)", parse=multiple_of(8, why="the VAE downsamples by 8")
+    )
     inpaint_steps: int = setting(30, "denoising steps (--inpaint-model)", parse=positive_int)
-    pretrained: str | None = setting(None, "open_clip weights tag for an architecture --model (e.g. openai), a weights "
-                                           "file, or 'random' for random weights on purpose (an architecture without it "
-                                           "is refused)")
-    images: str | None = setting(None, "an image folder (one sub-folder per class, masks in masks/<class>/<stem>.png) "
-                                       "whose images replace the world birds (default: the world)",
-                                 parse=existing_dir, convert=str)
-    class_names_file: str | None = setting(None, "class names of --images: one per line in sorted-folder order, or "
-                                                 "'<folder> <name>' lines", parse=existing_file, flag="--class-names",
-                                           convert=str)
-    detector: str | None = setting(None, "zero-shot object detector (OWL-ViT, OWLv2, Grounding DINO; Hub id or folder) "
-                                         "that, with --segmenter, computes the masks --images lacks")
+    pretrained: str | None = setting(
+        None,
+        "open_clip weights tag for an architecture --model (e.g. openai), a weights "
+        "file, or 'random' for random weights on purpose (an architecture without it "
+        "is refused)",
+    )
+    images: str | None = setting(
+        None,
+        "an image folder (one sub-folder per class, masks in masks/<class>/<stem>.png) "
+        "whose images replace the world birds (default: the world)",
+        parse=existing_dir,
+        convert=str,
+    )
+    class_names_file: str | None = setting(
+        None,
+        "class names of --images: one per line in sorted-folder order, or '<folder> <name>' lines",
+        parse=existing_file,
+        flag="--class-names",
+        convert=str,
+    )
+    detector: str | None = setting(
+        None,
+        "zero-shot object detector (OWL-ViT, OWLv2, Grounding DINO; Hub id or folder) "
+        "that, with --segmenter, computes the masks --images lacks",
+    )
     segmenter: str | None = setting(None, "SAM checkpoint (Hub id or folder) segmenting the detected box")
     detector_threshold: float = setting(0.1, "the detector's box score threshold", parse=closed_unit_interval)
-    mask_cache: str | None = setting(None, "folder caching computed masks, one PNG per image (default: OUT/mask_cache)",
-                                     parse=Path, convert=str)
+    mask_cache: str | None = setting(
+        None, "folder caching computed masks, one PNG per image (default: OUT/mask_cache)", parse=Path, convert=str
+    )
     save_dataset: bool = setting(False, "save the COVAR dataset with save_to_disk", action="store_true")
 
     def __post_init__(self) -> None:
@@ -148,7 +184,9 @@ class CovarConfig:
         if self.detector is not None and self.images is None:
             raise ValueError("detector: the world has exact masks; a segmenter applies to images")
         if self.images is not None and self.judge == "attributes":
-            raise ValueError("judge 'attributes' needs the world's class attribute vectors; use judge='text' with images")
+            raise ValueError(
+                "judge 'attributes' needs the world's class attribute vectors; use judge='text' with images"
+            )
 
     @property
     def num_backgrounds(self) -> int:
@@ -191,8 +229,14 @@ class CovarResult:
 
     def summary(self) -> dict[str, Any]:
         """The JSON summary written as ``covar.json``."""
-        return {"model": self.model, "rows": len(self.dataset), "per_transform": self.shares, "truth": self.truth,
-                "fg_share_mean": self.fg_share_mean, "mask_agreement": self.mask_agreement}
+        return {
+            "model": self.model,
+            "rows": len(self.dataset),
+            "per_transform": self.shares,
+            "truth": self.truth,
+            "fg_share_mean": self.fg_share_mean,
+            "mask_agreement": self.mask_agreement,
+        }
 
     def save(self, out: str | Path) -> Path:
         """Write the report under ``out`` (:func:`write_covar_report`); returns ``report.md``'s path."""
@@ -205,9 +249,16 @@ def _backgrounds(config: CovarConfig, sample) -> list | None:
         return None
     from concept_grounding.cci.covar import inpaint_backgrounds
 
-    return inpaint_backgrounds(sample.image, sample.mask, list(config.inpaint_prompts), config.inpaint_model,
-                               seed=config.seed, num_inference_steps=config.inpaint_steps,
-                               height=config.inpaint_size, width=config.inpaint_size)
+    return inpaint_backgrounds(
+        sample.image,
+        sample.mask,
+        list(config.inpaint_prompts),
+        config.inpaint_model,
+        seed=config.seed,
+        num_inference_steps=config.inpaint_steps,
+        height=config.inpaint_size,
+        width=config.inpaint_size,
+    )
 
 
 def truth_checks(cci, clip, samples, class_embeds, steps: int) -> dict[str, dict[str, float]]:
@@ -268,15 +319,18 @@ def _overlay_rows(cci, clip, ds, ev, class_embeds, n_backgrounds: int) -> list[l
         img = np.asarray(ds[i]["image"])
         emb = cci.embed(clip.pixels([img]))
         out = cci.explain_embeddings(emb, class_embeds[ev.preds[i : i + 1]])
-        heat = torch.nn.functional.interpolate(out.maps[:, None], size=img.shape[:2], mode="bilinear",
-                                               align_corners=False)[0, 0].numpy()
-        rows.append([(ev.transforms[i], img), (ev.categories[i], overlay(img, heat)),
-                     ("mask", np.asarray(ds[i]["mask"]))])
+        heat = torch.nn.functional.interpolate(
+            out.maps[:, None], size=img.shape[:2], mode="bilinear", align_corners=False
+        )[0, 0].numpy()
+        rows.append(
+            [(ev.transforms[i], img), (ev.categories[i], overlay(img, heat)), ("mask", np.asarray(ds[i]["mask"]))]
+        )
     return rows
 
 
-def folder_objects(root: str, class_names_file: str | None, count: int, size: int,
-                   segmenter: Any = None) -> tuple[list, list[str], dict[str, float]]:
+def folder_objects(
+    root: str, class_names_file: str | None, count: int, size: int, segmenter: Any = None
+) -> tuple[list, list[str], dict[str, float]]:
     """``count`` images of an image folder (the classes taking turns) with their masks, resized to
     ``size x size`` (image bilinear, mask nearest), as objects for :func:`~.covar.build_covar`
     (``image``, ``mask``, ``label``; no parts); the class names; and, where the folder has masks
@@ -296,9 +350,11 @@ def folder_objects(root: str, class_names_file: str | None, count: int, size: in
 
     data = read_image_folder(root, class_names_file)
     if data.masks is None and segmenter is None:
-        raise UsageError(f"{root} has no masks/ folder: COVAR needs each object's foreground mask "
-                         "(masks/<class>/<stem>.png, 255 = object) or a segmenter (--detector, --segmenter)",
-                         argument="--images")
+        raise UsageError(
+            f"{root} has no masks/ folder: COVAR needs each object's foreground mask "
+            "(masks/<class>/<stem>.png, 255 = object) or a segmenter (--detector, --segmenter)",
+            argument="--images",
+        )
     rank = np.zeros(len(data.paths), int)  # position of each image inside its class: classes take turns
     for label in np.unique(data.labels):
         rank[data.labels == label] = np.arange(int((data.labels == label).sum()))
@@ -310,8 +366,11 @@ def folder_objects(root: str, class_names_file: str | None, count: int, size: in
             if not data.masks[i].is_file():
                 raise UsageError(f"no mask for {data.paths[i].name}", argument="--images", file=data.masks[i])
             given = np.asarray(Image.open(data.masks[i]).convert("L")) > 127
-        computed = None if segmenter is None else \
-            segmenter(picture, class_caption(data.class_names[int(data.labels[i])]), source=data.paths[i])
+        computed = (
+            None
+            if segmenter is None
+            else segmenter(picture, class_caption(data.class_names[int(data.labels[i])]), source=data.paths[i])
+        )
         if given is not None and computed is not None:
             union = (given | computed).sum()
             ious.append(float((given & computed).sum() / union) if union else 1.0)
@@ -319,10 +378,14 @@ def folder_objects(root: str, class_names_file: str | None, count: int, size: in
         mask = given if given is not None else computed
         image = np.asarray(picture.resize((size, size), Image.BILINEAR))
         mask = np.asarray(Image.fromarray(mask.astype(np.uint8) * 255).resize((size, size), Image.NEAREST)) > 127
-        objects.append(SimpleNamespace(image=image, mask=mask, label=int(data.labels[i]), part_xy=None,
-                                       part_visible=None))
-    agreement = {"mask_iou": float(np.mean(ious)), "pixel_agreement": float(np.mean(agree)), "images": len(ious)} \
-        if ious else {}
+        objects.append(
+            SimpleNamespace(image=image, mask=mask, label=int(data.labels[i]), part_xy=None, part_visible=None)
+        )
+    agreement = (
+        {"mask_iou": float(np.mean(ious)), "pixel_agreement": float(np.mean(agree)), "images": len(ious)}
+        if ious
+        else {}
+    )
     return objects, list(data.class_names), agreement
 
 
@@ -344,26 +407,42 @@ def run_covar(config: CovarConfig) -> CovarResult:
         if config.detector is not None:
             from .segment import GroundedSegmenter
 
-            segmenter = GroundedSegmenter.from_pretrained(config.detector, config.segmenter, threshold=config.detector_threshold,
-                                                          cache_dir=config.mask_cache)
-        samples, class_names, mask_agreement = folder_objects(config.images, config.class_names_file, config.objects,
-                                                              config.size, segmenter)
+            segmenter = GroundedSegmenter.from_pretrained(
+                config.detector, config.segmenter, threshold=config.detector_threshold, cache_dir=config.mask_cache
+            )
+        samples, class_names, mask_agreement = folder_objects(
+            config.images, config.class_names_file, config.objects, config.size, segmenter
+        )
     else:
         world = BirdWorld(WorldConfig(image_size=config.size, seed=config.seed))
         samples, class_names = [world.sample(i) for i in range(config.objects)], list(world.class_names)
     backgrounds = _backgrounds(config, samples[0])
     n_backgrounds = len(backgrounds) if backgrounds is not None else config.backgrounds
-    ds = build_covar(((s.image, s.mask, s.label) for s in samples), num_backgrounds=n_backgrounds,
-                     class_names=class_names, seed=config.seed, backgrounds=backgrounds)
+    ds = build_covar(
+        ((s.image, s.mask, s.label) for s in samples),
+        num_backgrounds=n_backgrounds,
+        class_names=class_names,
+        seed=config.seed,
+        backgrounds=backgrounds,
+    )
 
     if config.model in IMAGENET_CLASSIFIERS:  # a CNN: class logits and Grad-CAM (.covar_classifier)
         from .covar_classifier import covar_with_classifier
 
-        c = covar_with_classifier(config.model, samples, class_names, ds, per_object=VARIANTS * n_backgrounds,
-                                  threshold=config.threshold, judge_threshold=config.judge_threshold,
-                                  steps=config.steps, seed=config.seed)
-        return CovarResult(config, c.description, ds, c.shares, c.truth, c.fg_share_mean, n_backgrounds, c.overlays,
-                           mask_agreement)
+        c = covar_with_classifier(
+            config.model,
+            samples,
+            class_names,
+            ds,
+            per_object=VARIANTS * n_backgrounds,
+            threshold=config.threshold,
+            judge_threshold=config.judge_threshold,
+            steps=config.steps,
+            seed=config.seed,
+        )
+        return CovarResult(
+            config, c.description, ds, c.shares, c.truth, c.fg_share_mean, n_backgrounds, c.overlays, mask_agreement
+        )
 
     # 2. model, prompts, judge
     clip = load_explainable_clip(config.model, image_size=config.size, pretrained=config.pretrained)
@@ -375,16 +454,32 @@ def run_covar(config: CovarConfig) -> CovarResult:
         judge = TextEmbeddingJudge(class_embeds, threshold=config.judge_threshold)
 
     # 3. classify, explain, diagnose (COVAR images are fed through the model's own pixel pipe)
-    ev = evaluate_covar(cci, ds, class_embeds, judge=judge, threshold=config.threshold,
-                        pixels=lambda ims: clip.pixels([np.asarray(im.convert("RGB")) for im in ims]))
+    ev = evaluate_covar(
+        cci,
+        ds,
+        class_embeds,
+        judge=judge,
+        threshold=config.threshold,
+        pixels=lambda ims: clip.pixels([np.asarray(im.convert("RGB")) for im in ims]),
+    )
 
     # 4. truth checks on the untransformed birds
     truth = truth_checks(cci, clip, samples, class_embeds, config.steps)
 
     # 5. overlays for the figure
     overlays = _overlay_rows(cci, clip, ds, ev, class_embeds, n_backgrounds)
-    return CovarResult(config, clip.description, ds, ev.shares, truth, float(ev.fg_share.mean()), n_backgrounds,
-                      overlays, mask_agreement, clip.random_weights)
+    return CovarResult(
+        config,
+        clip.description,
+        ds,
+        ev.shares,
+        truth,
+        float(ev.fg_share.mean()),
+        n_backgrounds,
+        overlays,
+        mask_agreement,
+        clip.random_weights,
+    )
 
 
 def report_markdown(result: CovarResult) -> str:
@@ -392,22 +487,39 @@ def report_markdown(result: CovarResult) -> str:
     c, ev_all = result.config, result.shares["all"]
     kind = "generated" if c.inpaint_model is not None else "procedural"
     source = f"the image folder {c.images}" if c.images else "the bird world"
-    shares = markdown_table(["transform", "accuracy", "errors", "BG-Er", "Fine-Er", "FG-Er"],
-                            [[name, f"{v['accuracy']:.3f}", int(v["errors"]), f"{v['BG-Er']:.3f}",
-                              f"{v['Fine-Er']:.3f}", f"{v['FG-Er']:.3f}"]
-                             for name, v in [*result.per_transform.items(), ("all", ev_all)]])
+    shares = markdown_table(
+        ["transform", "accuracy", "errors", "BG-Er", "Fine-Er", "FG-Er"],
+        [
+            [
+                name,
+                f"{v['accuracy']:.3f}",
+                int(v["errors"]),
+                f"{v['BG-Er']:.3f}",
+                f"{v['Fine-Er']:.3f}",
+                f"{v['FG-Er']:.3f}",
+            ]
+            for name, v in [*result.per_transform.items(), ("all", ev_all)]
+        ],
+    )
     warning = " with a RANDOM-WEIGHT model (mechanics only, the numbers mean nothing)" if result.random_weights else ""
-    lines = [f"# COVAR on {source}{warning}\n\nModel: {result.model}. {len(result.dataset) // (VARIANTS * result.num_backgrounds)} objects x "
-             f"{result.num_backgrounds} {kind} backgrounds x {VARIANTS} variants"
-             f" = {len(result.dataset)} images; K = {c.clusters}; "
-             f"judge: {c.judge}.\n", shares]
+    lines = [
+        f"# COVAR on {source}{warning}\n\nModel: {result.model}. {len(result.dataset) // (VARIANTS * result.num_backgrounds)} objects x "
+        f"{result.num_backgrounds} {kind} backgrounds x {VARIANTS} variants"
+        f" = {len(result.dataset)} images; K = {c.clusters}; "
+        f"judge: {c.judge}.\n",
+        shares,
+    ]
     if result.mask_agreement:
         a = result.mask_agreement
-        lines.append(f"\nComputed masks against the folder's masks on {a['images']} objects: mean IoU "
-                     f"{a['mask_iou']:.3f}, pixel agreement {a['pixel_agreement']:.3f}.\n")
+        lines.append(
+            f"\nComputed masks against the folder's masks on {a['images']} objects: mean IoU "
+            f"{a['mask_iou']:.3f}, pixel agreement {a['pixel_agreement']:.3f}.\n"
+        )
     keys = list(next(iter(result.truth.values())))
-    lines += ["\n## Known truth on the untransformed birds\n",
-              markdown_table(["method", *keys], [[m, *(f"{v[k]:.3f}" for k in keys)] for m, v in result.truth.items()])]
+    lines += [
+        "\n## Known truth on the untransformed birds\n",
+        markdown_table(["method", *keys], [[m, *(f"{v[k]:.3f}" for k in keys)] for m, v in result.truth.items()]),
+    ]
     lines += ["\n![accuracy and BG-Er](accuracy_bg_er.png)\n", "![shares](shares.png)\n", "![overlays](overlays.png)\n"]
     return "\n".join(lines)
 
@@ -422,14 +534,28 @@ def write_covar_report(result: CovarResult, out: str | Path) -> Path:
     if result.config.save_dataset:
         result.dataset.save_to_disk(str(out / "dataset"))
     per_t = result.per_transform
-    save_bar_chart({"accuracy": {k: v["accuracy"] for k, v in per_t.items()},
-                    "BG-Er share": {k: v["BG-Er"] for k, v in per_t.items()}},
-                   out / "accuracy_bg_er.png", f"COVAR per transform ({result.model})", "fraction")
-    save_bar_chart({c: {k: v[c] for k, v in per_t.items()} for c in ("BG-Er", "Fine-Er", "FG-Er")},
-                   out / "shares.png", "error sources per transform (share of errors)", "share")
+    save_bar_chart(
+        {
+            "accuracy": {k: v["accuracy"] for k, v in per_t.items()},
+            "BG-Er share": {k: v["BG-Er"] for k, v in per_t.items()},
+        },
+        out / "accuracy_bg_er.png",
+        f"COVAR per transform ({result.model})",
+        "fraction",
+    )
+    save_bar_chart(
+        {c: {k: v[c] for k, v in per_t.items()} for c in ("BG-Er", "Fine-Er", "FG-Er")},
+        out / "shares.png",
+        "error sources per transform (share of errors)",
+        "share",
+    )
     rows = result.overlays
-    save_panel_grid([sum(rows[j : j + 3], []) for j in range(0, len(rows), 3)], out / "overlays.png",
-                    title="COVAR variants: image, CCI of the predicted class, mask")
-    _, report = write_report(out, result.summary(), report_markdown(result), results_name="covar.json",
-                             nan_as_null=False)
+    save_panel_grid(
+        [sum(rows[j : j + 3], []) for j in range(0, len(rows), 3)],
+        out / "overlays.png",
+        title="COVAR variants: image, CCI of the predicted class, mask",
+    )
+    _, report = write_report(
+        out, result.summary(), report_markdown(result), results_name="covar.json", nan_as_null=False
+    )
     return report

@@ -42,8 +42,15 @@ from ..fileio import markdown_table, write_report
 from ..settings import setting
 from ..validators import closed_unit_interval, existing_dir, existing_file, int_at_least, positive_int
 
-__all__ = ["DiagnoseConfig", "DiagnoseResult", "ModelDiagnosis", "read_subsets", "diagnose_folder", "run_diagnose",
-           "write_diagnose_report"]
+__all__ = [
+    "DiagnoseConfig",
+    "DiagnoseResult",
+    "ModelDiagnosis",
+    "read_subsets",
+    "diagnose_folder",
+    "run_diagnose",
+    "write_diagnose_report",
+]
 
 #: CounterAnimals' subset folder names: ours and the release's
 SUBSET_NAMES = (("easy", "hard"), ("common", "counter"))
@@ -81,15 +88,26 @@ class DiagnoseConfig:
         batch_size: images per forward pass.
     """
 
-    images: str = setting(help="ImageNet-style folder, or CounterAnimals' easy/hard (common/counter) layout",
-                          parse=existing_dir, convert=str)
-    class_names: str | None = setting(None, "class names: one per line in sorted-folder order, or '<folder> <name>' "
-                                            "lines", parse=existing_file, convert=str)
-    models: Sequence[str] = setting(("world-clip",), "CLIPs (as cci-bench: world-clip, the default; open_clip "
-                                                     "arch[:pretrained], transformers id or folder, WorldCLIP folder, "
-                                                     "random-clip[:seed] with random weights, the preset 'paper'). "
-                                                     "Masks are computed once and reused by every model", nargs="+",
-                                    convert=model_names)
+    images: str = setting(
+        help="ImageNet-style folder, or CounterAnimals' easy/hard (common/counter) layout",
+        parse=existing_dir,
+        convert=str,
+    )
+    class_names: str | None = setting(
+        None,
+        "class names: one per line in sorted-folder order, or '<folder> <name>' lines",
+        parse=existing_file,
+        convert=str,
+    )
+    models: Sequence[str] = setting(
+        ("world-clip",),
+        "CLIPs (as cci-bench: world-clip, the default; open_clip "
+        "arch[:pretrained], transformers id or folder, WorldCLIP folder, "
+        "random-clip[:seed] with random weights, the preset 'paper'). "
+        "Masks are computed once and reused by every model",
+        nargs="+",
+        convert=model_names,
+    )
     detector: str | None = setting(None, "zero-shot object detector (Hub id or folder) for computed masks")
     segmenter: str | None = setting(None, "SAM checkpoint (Hub id or folder) for computed masks")
     detector_threshold: float = setting(0.1, "box score threshold", parse=closed_unit_interval)
@@ -129,8 +147,9 @@ def read_subsets(root: str | Path, class_names: str | Path | None = None, max_pe
         if all((root / n).is_dir() for n in names):
             subsets = {n: read_image_folder(root / n, class_names, max_per_class=max_per_class) for n in names}
             if len({tuple(s.class_names) for s in subsets.values()}) != 1:
-                raise UsageError(f"{root}: the {' / '.join(names)} folders must hold the same classes",
-                                 argument="--images")
+                raise UsageError(
+                    f"{root}: the {' / '.join(names)} folders must hold the same classes", argument="--images"
+                )
             return subsets
     return {"all": read_image_folder(root, class_names, max_per_class=max_per_class)}
 
@@ -161,21 +180,29 @@ def _rows(subsets: dict, segmenter: Any) -> tuple[list[dict], list[dict] | None,
     given_rows, computed_rows, ious = [], [], []
     for subset, data in subsets.items():
         if data.masks is None and segmenter is None:
-            raise UsageError(f"{subset}: no masks/ folder and no segmenter (--detector, --segmenter)",
-                             argument="--images")
+            raise UsageError(
+                f"{subset}: no masks/ folder and no segmenter (--detector, --segmenter)", argument="--images"
+            )
         for i, path in enumerate(data.paths):
             image = Image.open(path).convert("RGB")
             label = int(data.labels[i])
-            computed = None if segmenter is None else \
-                segmenter(image, class_caption(data.class_names[label]), source=path)
+            computed = (
+                None if segmenter is None else segmenter(image, class_caption(data.class_names[label]), source=path)
+            )
             given = None
             if data.masks is not None:
                 if not data.masks[i].is_file():
                     raise UsageError(f"no mask for {path.name}", argument="--images", file=data.masks[i])
                 given = np.asarray(Image.open(data.masks[i]).convert("L")) > 127
             first = given if given is not None else computed
-            given_rows.append({"image": image, "mask": Image.fromarray(first.astype(np.uint8) * 255), "label": label,
-                               "transform": subset})
+            given_rows.append(
+                {
+                    "image": image,
+                    "mask": Image.fromarray(first.astype(np.uint8) * 255),
+                    "label": label,
+                    "transform": subset,
+                }
+            )
             if given is not None and computed is not None:
                 computed_rows.append({**given_rows[-1], "mask": Image.fromarray(computed.astype(np.uint8) * 255)})
                 union = (given | computed).sum()
@@ -183,10 +210,20 @@ def _rows(subsets: dict, segmenter: Any) -> tuple[list[dict], list[dict] | None,
     return given_rows, (computed_rows or None), ious
 
 
-def diagnose_folder(images: str | Path, *, class_names: str | Path | None = None, model: Any = None,
-                    size: int = 64, clusters: int = 7, seed: int = 0, threshold: float = 0.5,
-                    judge_threshold: float | None = None, segmenter: Any = None,
-                    max_per_class: int | None = None, batch_size: int = 16) -> ModelDiagnosis:
+def diagnose_folder(
+    images: str | Path,
+    *,
+    class_names: str | Path | None = None,
+    model: Any = None,
+    size: int = 64,
+    clusters: int = 7,
+    seed: int = 0,
+    threshold: float = 0.5,
+    judge_threshold: float | None = None,
+    segmenter: Any = None,
+    max_per_class: int | None = None,
+    batch_size: int = 16,
+) -> ModelDiagnosis:
     """Classify, explain and diagnose every image of ``images`` with one model (module docstring);
     nothing is written. ``model``: a :class:`~concept_grounding.models.clip.ClipHandle`, a resolved
     name or ``None`` (the shipped world CLIP); ``segmenter``: ``(image, prompt, *, source) -> (H, W) bool``
@@ -208,35 +245,66 @@ def diagnose_folder(images: str | Path, *, class_names: str | Path | None = None
         if reason:
             raise UsageError(reason, argument="--images")
         judge = classifier_judge(model, classes, judge_threshold)
-        features = datasets.Features({"image": datasets.Image(), "mask": datasets.Image(),
-                                      "label": datasets.ClassLabel(names=list(names)),
-                                      "transform": datasets.Value("string")})
-        ev = evaluate_classifier_covar(model, classes, datasets.Dataset.from_list(given_rows, features=features),
-                                       judge=judge, threshold=threshold, batch_size=batch_size)
+        features = datasets.Features(
+            {
+                "image": datasets.Image(),
+                "mask": datasets.Image(),
+                "label": datasets.ClassLabel(names=list(names)),
+                "transform": datasets.Value("string"),
+            }
+        )
+        ev = evaluate_classifier_covar(
+            model,
+            classes,
+            datasets.Dataset.from_list(given_rows, features=features),
+            judge=judge,
+            threshold=threshold,
+            batch_size=batch_size,
+        )
         return ModelDiagnosis(model.description, str(images), len(given_rows), ev.shares)
-    clip = model if hasattr(model, "pixels") else load_explainable_clip(model, image_size=size)  # a ClipHandle or a name
+    clip = (
+        model if hasattr(model, "pixels") else load_explainable_clip(model, image_size=size)
+    )  # a ClipHandle or a name
     cci = ConceptClusterImportance(clip.model, num_clusters=clusters, seed=seed)
     class_embeds = clip.encode_text([class_caption(n) for n in names])
     judge = TextEmbeddingJudge(class_embeds, threshold=judge_threshold)
-    features = datasets.Features({"image": datasets.Image(), "mask": datasets.Image(),
-                                  "label": datasets.ClassLabel(names=list(names)), "transform": datasets.Value("string")})
+    features = datasets.Features(
+        {
+            "image": datasets.Image(),
+            "mask": datasets.Image(),
+            "label": datasets.ClassLabel(names=list(names)),
+            "transform": datasets.Value("string"),
+        }
+    )
 
     def evaluate(rows):
-        return evaluate_covar(cci, datasets.Dataset.from_list(rows, features=features), class_embeds, judge=judge,
-                              threshold=threshold, batch_size=batch_size,
-                              pixels=lambda ims: clip.pixels([np.asarray(im.convert("RGB")) for im in ims]))
+        return evaluate_covar(
+            cci,
+            datasets.Dataset.from_list(rows, features=features),
+            class_embeds,
+            judge=judge,
+            threshold=threshold,
+            batch_size=batch_size,
+            pixels=lambda ims: clip.pixels([np.asarray(im.convert("RGB")) for im in ims]),
+        )
 
     ev = evaluate(given_rows)
-    result = ModelDiagnosis(clip.description, str(images), len(given_rows), ev.shares,
-                            random_weights=clip.random_weights)
+    result = ModelDiagnosis(
+        clip.description, str(images), len(given_rows), ev.shares, random_weights=clip.random_weights
+    )
     if computed_rows is not None:
         ev2 = evaluate(computed_rows)
         same = float(np.mean([a == b for a, b in zip(ev.categories, ev2.categories)]))
         errors = [i for i, c in enumerate(ev.categories) if c != "correct"]
         result.computed_shares = ev2.shares
-        result.agreement = {"category_agreement": same, "mask_iou": float(np.mean(ious)), "images": len(ious),
-                            "error_category_agreement": float(np.mean([ev.categories[i] == ev2.categories[i]
-                                                                       for i in errors])) if errors else float("nan")}
+        result.agreement = {
+            "category_agreement": same,
+            "mask_iou": float(np.mean(ious)),
+            "images": len(ious),
+            "error_category_agreement": float(np.mean([ev.categories[i] == ev2.categories[i] for i in errors]))
+            if errors
+            else float("nan"),
+        }
     return result
 
 
@@ -266,22 +334,48 @@ def run_diagnose(config: DiagnoseConfig) -> DiagnoseResult:
     if config.detector is not None:
         from .segment import GroundedSegmenter
 
-        segmenter = GroundedSegmenter.from_pretrained(config.detector, config.segmenter,
-                                                      threshold=config.detector_threshold, cache_dir=config.mask_cache)
-    return DiagnoseResult(config, [
-        diagnose_folder(config.images, class_names=config.class_names, model=model, size=config.size,
-                        clusters=config.clusters, seed=config.seed, threshold=config.threshold,
-                        judge_threshold=config.judge_threshold, segmenter=segmenter,
-                        max_per_class=config.max_images, batch_size=config.batch_size)
-        for model in models])
+        segmenter = GroundedSegmenter.from_pretrained(
+            config.detector, config.segmenter, threshold=config.detector_threshold, cache_dir=config.mask_cache
+        )
+    return DiagnoseResult(
+        config,
+        [
+            diagnose_folder(
+                config.images,
+                class_names=config.class_names,
+                model=model,
+                size=config.size,
+                clusters=config.clusters,
+                seed=config.seed,
+                threshold=config.threshold,
+                judge_threshold=config.judge_threshold,
+                segmenter=segmenter,
+                max_per_class=config.max_images,
+                batch_size=config.batch_size,
+            )
+            for model in models
+        ],
+    )
 
 
 def _table(results: list[ModelDiagnosis], computed: bool = False) -> str:
     """One row per model and subset: accuracy, errors and the three error shares."""
-    return markdown_table(["model", "subset", "accuracy", "errors", "BG-Er", "Fine-Er", "FG-Er"], [
-        [r.model, name, f"{v['accuracy']:.3f}", int(v["errors"]), f"{v['BG-Er']:.3f}", f"{v['Fine-Er']:.3f}",
-         f"{v['FG-Er']:.3f}"]
-        for r in results for name, v in (r.computed_shares if computed else r.shares).items()])
+    return markdown_table(
+        ["model", "subset", "accuracy", "errors", "BG-Er", "Fine-Er", "FG-Er"],
+        [
+            [
+                r.model,
+                name,
+                f"{v['accuracy']:.3f}",
+                int(v["errors"]),
+                f"{v['BG-Er']:.3f}",
+                f"{v['Fine-Er']:.3f}",
+                f"{v['FG-Er']:.3f}",
+            ]
+            for r in results
+            for name, v in (r.computed_shares if computed else r.shares).items()
+        ],
+    )
 
 
 def write_diagnose_report(result: DiagnoseResult, out: str | Path) -> Path:
@@ -292,18 +386,33 @@ def write_diagnose_report(result: DiagnoseResult, out: str | Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     first = results[0]
     random = [r.model for r in results if r.random_weights]
-    warning = f" - {len(random)} model(s) with RANDOM WEIGHTS (mechanics only, their rows mean nothing)" if random else ""
-    lines = [f"# Error diagnosis (CCI; Grad-CAM for a CNN classifier) on {first.source}{warning}", "", f"{first.images} images; shares of errors. Masks: the "
-             "folder's where it has them.", "", _table(results), ""]
+    warning = (
+        f" - {len(random)} model(s) with RANDOM WEIGHTS (mechanics only, their rows mean nothing)" if random else ""
+    )
+    lines = [
+        f"# Error diagnosis (CCI; Grad-CAM for a CNN classifier) on {first.source}{warning}",
+        "",
+        f"{first.images} images; shares of errors. Masks: the folder's where it has them.",
+        "",
+        _table(results),
+        "",
+    ]
     with_agreement = [r for r in results if r.agreement]
     if with_agreement:
         lines += ["With the segmenter's masks instead:", ""]
         for r in with_agreement:
             a = r.agreement
-            lines.append(f"- {r.model}: mean IoU with the folder's masks {a['mask_iou']:.3f} on {a['images']} images; "
-                         f"the diagnosis agrees on {100 * a['category_agreement']:.1f} % of the images "
-                         f"({100 * a['error_category_agreement']:.1f} % of the errors).")
+            lines.append(
+                f"- {r.model}: mean IoU with the folder's masks {a['mask_iou']:.3f} on {a['images']} images; "
+                f"the diagnosis agrees on {100 * a['category_agreement']:.1f} % of the images "
+                f"({100 * a['error_category_agreement']:.1f} % of the errors)."
+            )
         lines += ["", _table(with_agreement, computed=True), ""]
-    _, report = write_report(out, {"models": [r.__dict__ for r in results]}, "\n".join(lines),
-                             results_name="diagnose.json", nan_as_null=False)
+    _, report = write_report(
+        out,
+        {"models": [r.__dict__ for r in results]},
+        "\n".join(lines),
+        results_name="diagnose.json",
+        nan_as_null=False,
+    )
     return report

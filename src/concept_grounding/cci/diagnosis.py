@@ -21,7 +21,8 @@ foreground).
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -40,7 +41,7 @@ class _CosineJudge:
     most similar tenth of class pairs count as similar, whatever the vectors' scale.
     """
 
-    def __init__(self, vectors: "torch.Tensor | np.ndarray", threshold: float | None) -> None:
+    def __init__(self, vectors: torch.Tensor | np.ndarray, threshold: float | None) -> None:
         import torch
 
         v = torch.as_tensor(vectors, dtype=torch.float32)
@@ -69,7 +70,7 @@ class TextEmbeddingJudge(_CosineJudge):
     (True, False)
     """
 
-    def __init__(self, text_embeds: "torch.Tensor", threshold: float = 0.9) -> None:
+    def __init__(self, text_embeds: torch.Tensor, threshold: float = 0.9) -> None:
         super().__init__(text_embeds, threshold)
 
 
@@ -79,17 +80,17 @@ class AttributeJudge(_CosineJudge):
     On the world, ``AttributeJudge(BirdWorld().class_attributes)``.
     """
 
-    def __init__(self, class_attributes: "torch.Tensor | np.ndarray", threshold: float = 0.8) -> None:
+    def __init__(self, class_attributes: torch.Tensor | np.ndarray, threshold: float = 0.8) -> None:
         super().__init__(class_attributes, threshold)
 
 
-def binarize(maps: "torch.Tensor", threshold: float = 0.5) -> "torch.Tensor":
+def binarize(maps: torch.Tensor, threshold: float = 0.5) -> torch.Tensor:
     """``(B, H, W)`` maps -> bool, pixels ``>= threshold * max`` (and ``> 0``) per map."""
     peak = maps.flatten(1).amax(1).clamp_min(0)[:, None, None]
     return (maps >= threshold * peak) & (maps > 0) & (peak > 0)
 
 
-def iou(a: "torch.Tensor", b: "torch.Tensor") -> "torch.Tensor":
+def iou(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Intersection over union of bool masks ``(B, H, W)`` -> ``(B,)`` (0 when both empty)."""
     inter = (a & b).flatten(1).sum(1).float()
     union = (a | b).flatten(1).sum(1).float()
@@ -97,10 +98,10 @@ def iou(a: "torch.Tensor", b: "torch.Tensor") -> "torch.Tensor":
 
 
 def diagnose(
-    maps: "torch.Tensor",
-    foreground: "torch.Tensor",
-    preds: "torch.Tensor",
-    labels: "torch.Tensor",
+    maps: torch.Tensor,
+    foreground: torch.Tensor,
+    preds: torch.Tensor,
+    labels: torch.Tensor,
     judge: Callable[[int, int], bool] | None = None,
     threshold: float = 0.5,
 ) -> list[str]:
@@ -171,7 +172,7 @@ def error_shares(categories: Sequence[str], groups: Sequence[str] | None = None)
     return result
 
 
-def foreground_share(maps: "torch.Tensor", foreground: "torch.Tensor") -> "torch.Tensor":
+def foreground_share(maps: torch.Tensor, foreground: torch.Tensor) -> torch.Tensor:
     """Share of the positive importance that lies inside the foreground, ``(B,)`` in [0, 1].
 
     >>> import torch
@@ -185,8 +186,8 @@ def foreground_share(maps: "torch.Tensor", foreground: "torch.Tensor") -> "torch
 
 
 def pointing_game(
-    maps: "torch.Tensor", part_xy: "torch.Tensor", part_visible: "torch.Tensor", radius: float = 8.0
-) -> "torch.Tensor":
+    maps: torch.Tensor, part_xy: torch.Tensor, part_visible: torch.Tensor, radius: float = 8.0
+) -> torch.Tensor:
     """Pointing game: the map's maximum lies within ``radius`` pixels of a visible part.
 
     Args:

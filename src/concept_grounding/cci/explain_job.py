@@ -69,22 +69,34 @@ class ExplainConfig:
     """
 
     images: Sequence[np.ndarray] | None = None
-    texts: Sequence[str] | None = setting(None, "one text per image, or one for all (default: each world bird's class "
-                                                "prompt)", nargs="*", convert=_list_or_none)
+    texts: Sequence[str] | None = setting(
+        None,
+        "one text per image, or one for all (default: each world bird's class prompt)",
+        nargs="*",
+        convert=_list_or_none,
+    )
     num: int = setting(4, "world samples when --images is not given", parse=positive_int)
     size: int = setting(64, "world image side / tiny model input size (a multiple of 8, >= 32)", parse=world_clip_side)
-    model: str | None = setting(None, "world-clip (the shipped world CLIP, the default), random-clip[:seed] (random "
-                                      "weights, on purpose), a WorldCLIP folder, an open_clip name or a transformers "
-                                      "id/path")
+    model: str | None = setting(
+        None,
+        "world-clip (the shipped world CLIP, the default), random-clip[:seed] (random "
+        "weights, on purpose), a WorldCLIP folder, an open_clip name or a transformers "
+        "id/path",
+    )
     clusters: int = setting(7, "K of the k-means", parse=positive_int)
     seed: int = setting(0, "seed of the world samples, the k-means and the tiny model", parse=int)
-    method: str = setting("fast", "fast: cut a cluster by deleting its tokens; hook: by masking its attention",
-                          choices=METHODS)
-    baselines: bool = setting(False, "also draw the baselines Grad-CAM, Grad-ECLIP, MaskCLIP and attention rollout",
-                              action="store_true")
-    pretrained: str | None = setting(None, "open_clip weights tag for an architecture --model (e.g. openai), a weights "
-                                           "file, or 'random' for random weights on purpose (an architecture without it "
-                                           "is refused)")
+    method: str = setting(
+        "fast", "fast: cut a cluster by deleting its tokens; hook: by masking its attention", choices=METHODS
+    )
+    baselines: bool = setting(
+        False, "also draw the baselines Grad-CAM, Grad-ECLIP, MaskCLIP and attention rollout", action="store_true"
+    )
+    pretrained: str | None = setting(
+        None,
+        "open_clip weights tag for an architecture --model (e.g. openai), a weights "
+        "file, or 'random' for random weights on purpose (an architecture without it "
+        "is refused)",
+    )
 
     def __post_init__(self) -> None:
         if self.images is not None and not self.texts:
@@ -151,13 +163,17 @@ def _world_inputs(config: ExplainConfig) -> tuple[list[np.ndarray], list[str], l
     return [s.image for s in samples], texts, [s.mask for s in samples]
 
 
-def maps_at_image_sizes(maps: "torch.Tensor", images: Sequence[np.ndarray]) -> list[np.ndarray]:
+def maps_at_image_sizes(maps: torch.Tensor, images: Sequence[np.ndarray]) -> list[np.ndarray]:
     """``(N, h, w)`` maps at the model's resolution -> one ``(H_i, W_i)`` float array per image, each
     resized bilinearly to its own image's size (photos of any size and aspect)."""
     import torch.nn.functional as F
 
-    return [F.interpolate(m[None, None].float(), size=tuple(np.asarray(im).shape[:2]), mode="bilinear",
-                          align_corners=False)[0, 0].numpy() for m, im in zip(maps, images)]
+    return [
+        F.interpolate(
+            m[None, None].float(), size=tuple(np.asarray(im).shape[:2]), mode="bilinear", align_corners=False
+        )[0, 0].numpy()
+        for m, im in zip(maps, images)
+    ]
 
 
 def run_explain(config: ExplainConfig) -> ExplainResult:
@@ -190,8 +206,9 @@ def run_explain(config: ExplainConfig) -> ExplainResult:
     labels = out.labels.view(len(images), *cci.backend.grid_size).numpy()
 
     # 3. numbers
-    result = ExplainResult(config, clip.description, images, texts, maps, labels, extra,
-                           random_weights=clip.random_weights)
+    result = ExplainResult(
+        config, clip.description, images, texts, maps, labels, extra, random_weights=clip.random_weights
+    )
     for i in range(len(images)):
         rec = {
             "text": result.text(i),
@@ -201,8 +218,9 @@ def run_explain(config: ExplainConfig) -> ExplainResult:
             "normalizer": int(out.normalizer[i]),
         }
         if masks is not None:
-            rec["foreground_share"] = float(foreground_share(torch.from_numpy(maps[i][None]),
-                                                             torch.from_numpy(np.asarray(masks[i])[None])))
+            rec["foreground_share"] = float(
+                foreground_share(torch.from_numpy(maps[i][None]), torch.from_numpy(np.asarray(masks[i])[None]))
+            )
         result.records.append(rec)
     return result
 
@@ -210,17 +228,31 @@ def run_explain(config: ExplainConfig) -> ExplainResult:
 def report_markdown(result: ExplainResult) -> str:
     """The Markdown report: settings, the figure, one table row per image."""
     c = result.config
-    rows = [[i, rec["text"], f"{rec['similarity']:.3f}", f"{max(rec['drops']):.4f}",
-             f"{rec['foreground_share']:.2f}" if "foreground_share" in rec else "-"]
-            for i, rec in enumerate(result.records)]
-    title = "# CCI explanations" + (" of a RANDOM-WEIGHT model: mechanics only, the maps mean nothing"
-                                    if result.random_weights else "")
-    note = ("\n\nThe world CLIP knows only the bird world: on other photos its maps show how CCI works, not what "
-            "a trained CLIP sees." if result.config.images is not None and result.model.startswith("shipped world")
-            else "")
-    return (f"{title}\n\nModel: {result.model}. K = {c.clusters}, seed {c.seed}, "
-            f"method {c.method}.{note}\n\n![explanations](explain.png)\n\n"
-            + markdown_table(["#", "text", "s", "largest drop", "FG share"], rows) + "\n")
+    rows = [
+        [
+            i,
+            rec["text"],
+            f"{rec['similarity']:.3f}",
+            f"{max(rec['drops']):.4f}",
+            f"{rec['foreground_share']:.2f}" if "foreground_share" in rec else "-",
+        ]
+        for i, rec in enumerate(result.records)
+    ]
+    title = "# CCI explanations" + (
+        " of a RANDOM-WEIGHT model: mechanics only, the maps mean nothing" if result.random_weights else ""
+    )
+    note = (
+        "\n\nThe world CLIP knows only the bird world: on other photos its maps show how CCI works, not what "
+        "a trained CLIP sees."
+        if result.config.images is not None and result.model.startswith("shipped world")
+        else ""
+    )
+    return (
+        f"{title}\n\nModel: {result.model}. K = {c.clusters}, seed {c.seed}, "
+        f"method {c.method}.{note}\n\n![explanations](explain.png)\n\n"
+        + markdown_table(["#", "text", "s", "largest drop", "FG share"], rows)
+        + "\n"
+    )
 
 
 def write_explain_report(result: ExplainResult, out: str | Path) -> Path:
@@ -236,6 +268,11 @@ def write_explain_report(result: ExplainResult, out: str | Path) -> Path:
         rows.append(row)
     out.mkdir(parents=True, exist_ok=True)
     save_panel_grid(rows, out / "explain.png", title=f"CCI, K={result.config.clusters}: {result.model}")
-    _, report = write_report(out, {"model": result.model, "images": result.records}, report_markdown(result),
-                             results_name="explain.json", nan_as_null=False)
+    _, report = write_report(
+        out,
+        {"model": result.model, "images": result.records},
+        report_markdown(result),
+        results_name="explain.json",
+        nan_as_null=False,
+    )
     return report

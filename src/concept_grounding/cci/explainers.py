@@ -15,7 +15,8 @@ docs/guide/cci.md, "One call for CCI and every baseline".
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .baselines import BASELINE_TITLES, BASELINES
 from .explanation import Explanation
@@ -23,8 +24,7 @@ from .explanation import Explanation
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-__all__ = ["EXPLAINERS", "TITLES", "Explanation", "Explainer", "BaselineExplainer", "build_explainer",
-           "shared_texts"]
+__all__ = ["EXPLAINERS", "TITLES", "Explanation", "Explainer", "BaselineExplainer", "build_explainer", "shared_texts"]
 
 #: every explanation method, in table order: CCI, then the baselines.
 EXPLAINERS: tuple[str, ...] = ("cci", *BASELINES)
@@ -39,10 +39,10 @@ class Explainer(Protocol):
     name: str
     title: str
 
-    def __call__(self, pixel_values: "torch.Tensor", text_embeds: "torch.Tensor") -> Explanation: ...
+    def __call__(self, pixel_values: torch.Tensor, text_embeds: torch.Tensor) -> Explanation: ...
 
 
-def shared_texts(text_embeds: "torch.Tensor", batch: int) -> "torch.Tensor":
+def shared_texts(text_embeds: torch.Tensor, batch: int) -> torch.Tensor:
     """``(B, E)`` text embeddings from one per image, or one for all (``(E,)`` / ``(1, E)``).
 
     >>> import torch
@@ -75,15 +75,23 @@ class BaselineExplainer:
         self.title = BASELINE_TITLES[name]
         self.backend = get_backend(model)
         self.options = options
-        self._maps: Callable[..., "torch.Tensor"] = BASELINES[name]
+        self._maps: Callable[..., torch.Tensor] = BASELINES[name]
 
-    def __call__(self, pixel_values: "torch.Tensor", text_embeds: "torch.Tensor") -> Explanation:
+    def __call__(self, pixel_values: torch.Tensor, text_embeds: torch.Tensor) -> Explanation:
         t = shared_texts(text_embeds, pixel_values.shape[0]).to(pixel_values.device)
         return Explanation(self._maps(self.backend, pixel_values, t, **self.options))
 
 
-def build_explainer(name: str, model: Any, *, clusters: int = 7, seed: int = 0, batch_size: int = 8,
-                    method: str = "fast", tokenizer: Any = None) -> Explainer:
+def build_explainer(
+    name: str,
+    model: Any,
+    *,
+    clusters: int = 7,
+    seed: int = 0,
+    batch_size: int = 8,
+    method: str = "fast",
+    tokenizer: Any = None,
+) -> Explainer:
     """The explainer ``name`` of :data:`EXPLAINERS` for ``model``.
 
     Args:
@@ -99,8 +107,9 @@ def build_explainer(name: str, model: Any, *, clusters: int = 7, seed: int = 0, 
     if name == "cci":
         from .importance import ConceptClusterImportance
 
-        return ConceptClusterImportance(model, num_clusters=clusters, seed=seed, batch_size=batch_size, method=method,
-                                        tokenizer=tokenizer)
+        return ConceptClusterImportance(
+            model, num_clusters=clusters, seed=seed, batch_size=batch_size, method=method, tokenizer=tokenizer
+        )
     if name not in EXPLAINERS:
         raise ValueError(f"method: unknown method {name!r}; choose from {list(EXPLAINERS)}")
     return BaselineExplainer(name, model)

@@ -16,4 +16,4 @@ class Explanation:
     """What every explainer returns: ``maps`` ``(B, H, W)``, higher = more important, at the
     model's input resolution."""
 
-    maps: "torch.Tensor"
+    maps: torch.Tensor

@@ -14,8 +14,9 @@ per-channel mean and std), ``"blur"`` (Gaussian blur, ``sigma`` in pixels), ``"m
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Literal
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -43,7 +44,7 @@ class Replacement:
         if self.kind == "blur" and self.sigma <= 0:
             raise ValueError(f"replacement: sigma must be > 0, got {self.sigma}")
 
-    def __call__(self, images: "torch.Tensor") -> "torch.Tensor":
+    def __call__(self, images: torch.Tensor) -> torch.Tensor:
         """``(B, C, H, W)`` images -> ``(B, C, H, W)`` replacement images."""
         import torch
         import torch.nn.functional as F
@@ -66,7 +67,7 @@ class Replacement:
         return F.conv2d(x, k1.view(1, 1, -1, 1).expand(c, 1, -1, 1), groups=c)
 
 
-def pixel_order(maps: "torch.Tensor") -> "torch.Tensor":
+def pixel_order(maps: torch.Tensor) -> torch.Tensor:
     """Rank of every pixel by importance: ``(B, H, W) -> (B, H, W)`` long, 0 = most important.
 
     Ties keep raster order (stable sort), so constant maps delete top-left first.
@@ -82,9 +83,12 @@ def pixel_order(maps: "torch.Tensor") -> "torch.Tensor":
 
 
 def perturbed(
-    images: "torch.Tensor", baseline: "torch.Tensor", rank: "torch.Tensor", fraction: float,
+    images: torch.Tensor,
+    baseline: torch.Tensor,
+    rank: torch.Tensor,
+    fraction: float,
     mode: Literal["deletion", "insertion"],
-) -> "torch.Tensor":
+) -> torch.Tensor:
     """Images with the top ``fraction`` of pixels deleted (or, for insertion, revealed).
 
     Args:
@@ -102,7 +106,7 @@ def perturbed(
     raise ValueError(f"mode: expected 'deletion' or 'insertion', got {mode!r}")
 
 
-def auc(curve: "torch.Tensor", fractions: "torch.Tensor") -> float:
+def auc(curve: torch.Tensor, fractions: torch.Tensor) -> float:
     """Trapezoid area under ``curve`` over ``fractions`` (both ``(S,)``).
 
     >>> import torch
@@ -122,30 +126,30 @@ class FaithfulnessCurves:
     ``"Del-TR@k"`` (image -> text), ``"Del-IR@k"`` (text -> image), and ``Ins-`` likewise.
     """
 
-    fractions: "torch.Tensor"
-    curves: dict[str, "torch.Tensor"] = field(default_factory=dict)
+    fractions: torch.Tensor
+    curves: dict[str, torch.Tensor] = field(default_factory=dict)
 
     @property
     def aucs(self) -> dict[str, float]:
         return {name: auc(c, self.fractions) for name, c in self.curves.items()}
 
 
-def _topk_hits(scores: "torch.Tensor", targets: "torch.Tensor", k: int) -> "torch.Tensor":
+def _topk_hits(scores: torch.Tensor, targets: torch.Tensor, k: int) -> torch.Tensor:
     k = min(k, scores.shape[1])
     return (scores.topk(k, dim=1).indices == targets[:, None]).any(1).float()
 
 
 def classification_curves(
-    score_fn: Callable[["torch.Tensor"], "torch.Tensor"],
-    images: "torch.Tensor",
-    maps: "torch.Tensor",
-    labels: "torch.Tensor",
+    score_fn: Callable[[torch.Tensor], torch.Tensor],
+    images: torch.Tensor,
+    maps: torch.Tensor,
+    labels: torch.Tensor,
     steps: int = 20,
-    replacement: Replacement | Callable[["torch.Tensor"], "torch.Tensor"] | None = None,
+    replacement: Replacement | Callable[[torch.Tensor], torch.Tensor] | None = None,
     topk: tuple[int, ...] = (1, 5),
     *,
     forward_batch: int | None = None,
-    endpoints: "Endpoints | None" = None,
+    endpoints: Endpoints | None = None,
 ) -> FaithfulnessCurves:
     """Deletion and Insertion accuracy curves for zero-shot classification.
 
@@ -183,18 +187,26 @@ def classification_curves(
         base = endpoints.baseline
         inner = list(range(1, steps))
     jobs = [(mode, i) for mode in ("deletion", "insertion") for i in inner]
-    scores = dict(zip(jobs, _scores(score_fn, images, base, rank, [(m, float(fr[i])) for m, i in jobs],
-                                     forward_batch)))
+    scores = dict(zip(jobs, _scores(score_fn, images, base, rank, [(m, float(fr[i])) for m, i in jobs], forward_batch)))
     if endpoints is not None:
         clean, removed = endpoints.clean_scores, endpoints.baseline_scores
-        scores.update({("deletion", 0): clean, ("deletion", steps): removed, ("insertion", 0): removed,
-                       ("insertion", steps): clean})
+        scores.update(
+            {
+                ("deletion", 0): clean,
+                ("deletion", steps): removed,
+                ("insertion", 0): removed,
+                ("insertion", steps): clean,
+            }
+        )
     out = FaithfulnessCurves(fractions=fr)
     for mode, tag in (("deletion", "Del"), ("insertion", "Ins")):
         for k in topk:
-            out.curves[f"{tag}@{k}"] = torch.stack([
-                _topk_hits(scores[(mode, i)], labels.to(scores[(mode, i)].device), k).mean().cpu()
-                for i in range(steps + 1)])
+            out.curves[f"{tag}@{k}"] = torch.stack(
+                [
+                    _topk_hits(scores[(mode, i)], labels.to(scores[(mode, i)].device), k).mean().cpu()
+                    for i in range(steps + 1)
+                ]
+            )
     return out
 
 
@@ -208,16 +220,16 @@ class Endpoints:
         baseline_scores: ``(B, num_classes)`` scores of the replacement images.
     """
 
-    baseline: "torch.Tensor"
-    clean_scores: "torch.Tensor"
-    baseline_scores: "torch.Tensor"
+    baseline: torch.Tensor
+    clean_scores: torch.Tensor
+    baseline_scores: torch.Tensor
 
 
 def curve_endpoints(
-    score_fn: Callable[["torch.Tensor"], "torch.Tensor"],
-    images: "torch.Tensor",
-    replacement: Replacement | Callable[["torch.Tensor"], "torch.Tensor"] | None = None,
-    clean_scores: "torch.Tensor | None" = None,
+    score_fn: Callable[[torch.Tensor], torch.Tensor],
+    images: torch.Tensor,
+    replacement: Replacement | Callable[[torch.Tensor], torch.Tensor] | None = None,
+    clean_scores: torch.Tensor | None = None,
 ) -> Endpoints:
     """:class:`Endpoints` of ``images`` (``clean_scores`` reused when the caller has them)."""
     import torch
@@ -250,7 +262,7 @@ def _scores(score_fn, images, base, rank, jobs: list[tuple[str, float]], forward
     b, n = images.shape[0], rank.shape[1] * rank.shape[2]
     total = len(jobs) * b
     buffer = images.new_empty((min(forward_batch, total), *images.shape[1:]))
-    out: list["torch.Tensor"] = []
+    out: list[torch.Tensor] = []
     with torch.inference_mode():
         for start in range(0, total, forward_batch):
             stop, row = min(start + forward_batch, total), start
@@ -268,12 +280,12 @@ def _scores(score_fn, images, base, rank, jobs: list[tuple[str, float]], forward
 
 
 def retrieval_curves(
-    image_embed_fn: Callable[["torch.Tensor"], "torch.Tensor"],
-    text_embeds: "torch.Tensor",
-    images: "torch.Tensor",
-    maps: "torch.Tensor",
+    image_embed_fn: Callable[[torch.Tensor], torch.Tensor],
+    text_embeds: torch.Tensor,
+    images: torch.Tensor,
+    maps: torch.Tensor,
     steps: int = 20,
-    replacement: Replacement | Callable[["torch.Tensor"], "torch.Tensor"] | None = None,
+    replacement: Replacement | Callable[[torch.Tensor], torch.Tensor] | None = None,
     topk: tuple[int, ...] = (1, 5),
 ) -> FaithfulnessCurves:
     """Deletion and Insertion Recall@k curves for paired image-text retrieval.
@@ -314,7 +326,7 @@ def retrieval_curves(
     return out
 
 
-def _check(images: "torch.Tensor", maps: "torch.Tensor") -> None:
+def _check(images: torch.Tensor, maps: torch.Tensor) -> None:
     if images.ndim != 4 or maps.ndim != 3 or images.shape[0] != maps.shape[0] or images.shape[2:] != maps.shape[1:]:
         raise ValueError(
             f"maps: expected (B, H, W) = ({images.shape[0]}, {tuple(images.shape[2:])}) for images "

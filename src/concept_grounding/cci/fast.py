@@ -32,13 +32,13 @@ class UnmaskedTrace:
         image_embeds: ``(B, E)`` unmasked image embedding ``z``.
     """
 
-    x0: "torch.Tensor"
-    qkv0: tuple["torch.Tensor", "torch.Tensor", "torch.Tensor"]
-    tokens: "torch.Tensor"
-    image_embeds: "torch.Tensor"
+    x0: torch.Tensor
+    qkv0: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+    tokens: torch.Tensor
+    image_embeds: torch.Tensor
 
 
-def unmasked_trace(backend: VisionBackend, pixel_values: "torch.Tensor") -> UnmaskedTrace:
+def unmasked_trace(backend: VisionBackend, pixel_values: torch.Tensor) -> UnmaskedTrace:
     """The unmasked forward through :meth:`VisionBackend.blocks`, keeping layer-1 ``q, k, v``.
 
     Args:
@@ -54,7 +54,7 @@ def unmasked_trace(backend: VisionBackend, pixel_values: "torch.Tensor") -> Unma
     return UnmaskedTrace(x0=x0, qkv0=qkv0, tokens=x, image_embeds=backend.pool(x))
 
 
-def _pack(labels: "torch.Tensor", k: int):
+def _pack(labels: torch.Tensor, k: int):
     """Index bookkeeping for packing the ``V = B*K`` deletion variants.
 
     Returns ``(img, tok, var, pos, lengths)``: for each packed token its image, its index
@@ -82,15 +82,15 @@ class _Packing:
     contiguous slice ``lengths[:v].sum() : lengths[:v + 1].sum()``.
     """
 
-    var: "torch.Tensor"  # (P,) variant of each packed token
-    pos: "torch.Tensor"  # (P,) position within its variant
+    var: torch.Tensor  # (P,) variant of each packed token
+    pos: torch.Tensor  # (P,) position within its variant
     lengths: list[int]  # (V,) tokens per variant
-    cls_rows: "torch.Tensor"  # (V,) packed row of each variant's CLS
-    bias: "torch.Tensor"  # (V, 1, 1, Lmax) additive key mask of the padded layout
+    cls_rows: torch.Tensor  # (V,) packed row of each variant's CLS
+    bias: torch.Tensor  # (V, 1, 1, Lmax) additive key mask of the padded layout
     padded: bool  # attend on the padded layout (one call) instead of slice by slice
 
     @classmethod
-    def build(cls, var: "torch.Tensor", pos: "torch.Tensor", lengths: "torch.Tensor", dtype, padded: bool) -> "_Packing":
+    def build(cls, var: torch.Tensor, pos: torch.Tensor, lengths: torch.Tensor, dtype, padded: bool) -> _Packing:
         import torch
 
         lmax = int(lengths.max())
@@ -99,13 +99,13 @@ class _Packing:
         cls_rows = (pos == 0).nonzero(as_tuple=True)[0]
         return cls(var, pos, lengths.tolist(), cls_rows, bias[:, None, None, :], padded)
 
-    def pad(self, t: "torch.Tensor") -> "torch.Tensor":
+    def pad(self, t: torch.Tensor) -> torch.Tensor:
         """``(P, D)`` packed -> ``(V, Lmax, D)`` padded with zeros."""
         out = t.new_zeros(len(self.lengths), self.bias.shape[-1], t.shape[-1])
         out[self.var, self.pos] = t
         return out
 
-    def attend(self, op: BlockOps, q, k, v) -> "torch.Tensor":
+    def attend(self, op: BlockOps, q, k, v) -> torch.Tensor:
         """Each variant's tokens attend to their own variant with ``op.attend``: ``(P, D)`` -> ``(P, D)``."""
         import torch
 
@@ -116,7 +116,7 @@ class _Packing:
         return o[self.var, self.pos]
 
 
-def _cls_attention(op: BlockOps, h: "torch.Tensor", packing: _Packing) -> "torch.Tensor":
+def _cls_attention(op: BlockOps, h: torch.Tensor, packing: _Packing) -> torch.Tensor:
     """Attention output of each variant's CLS query over its variant, without projecting
     the keys and values of the other tokens (module doc, point 3).
 
@@ -131,8 +131,9 @@ def _cls_attention(op: BlockOps, h: "torch.Tensor", packing: _Packing) -> "torch
     return cls_attention(op, h[packing.cls_rows], packing.pad(h), packing.bias[:, 0])
 
 
-def cls_attention(op: BlockOps, h_cls: "torch.Tensor", tokens: "torch.Tensor",
-                  bias: "torch.Tensor | None" = None) -> "torch.Tensor":
+def cls_attention(
+    op: BlockOps, h_cls: torch.Tensor, tokens: torch.Tensor, bias: torch.Tensor | None = None
+) -> torch.Tensor:
     """The CLS query's multi-head attention with the key and value maps folded in (module doc,
     point 3): per head ``h``, logits ``(W_k^h^T q_h) . x_j / sqrt(d_h)`` and output
     ``W_v^h (sum_j p_j x_j) + b_v^h``.
@@ -163,8 +164,7 @@ def cls_attention(op: BlockOps, h_cls: "torch.Tensor", tokens: "torch.Tensor",
     return o.reshape(nv, d)
 
 
-def image_embeds(backend: VisionBackend, pixel_values: "torch.Tensor",
-                 ops: list[BlockOps] | None = None) -> "torch.Tensor":
+def image_embeds(backend: VisionBackend, pixel_values: torch.Tensor, ops: list[BlockOps] | None = None) -> torch.Tensor:
     """The unmasked image embedding ``z = P(norm(x_L[CLS]))``, ``(B, 3, H, W) -> (B, E)``, with
     the last block run for the CLS token only (:func:`cls_attention`; its MLP on one token):
     the same function as the model's own forward (to float rounding, tested), at about
@@ -190,11 +190,11 @@ CPU_GROUP_TOKENS = 512
 def masked_embeddings_fast(
     backend: VisionBackend,
     trace: UnmaskedTrace,
-    labels: "torch.Tensor",
+    labels: torch.Tensor,
     num_clusters: int,
     padded_attention: bool | None = None,
     group_tokens: int | None = None,
-) -> "torch.Tensor":
+) -> torch.Tensor:
     """Image embeddings with each cluster cut out, by exact deletion (see module doc).
 
     Args:
@@ -247,7 +247,7 @@ def _variant_groups(lengths: list[int], max_tokens: int | None) -> list[tuple[in
     return groups
 
 
-def _cls_states(ops: list[BlockOps], trace: UnmaskedTrace, img, tok, packing: _Packing) -> "torch.Tensor":
+def _cls_states(ops: list[BlockOps], trace: UnmaskedTrace, img, tok, packing: _Packing) -> torch.Tensor:
     """Run one packed group of variants through the blocks; ``(V, D)`` final CLS states."""
     x = trace.x0[img, tok]  # (P, D)
     *body, last = ops

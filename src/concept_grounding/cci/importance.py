@@ -51,9 +51,9 @@ class ClusterEmbeddings:
         image_size: ``(H, W)``.
     """
 
-    image_embeds: "torch.Tensor"
-    masked_embeds: "torch.Tensor"
-    labels: "torch.Tensor"
+    image_embeds: torch.Tensor
+    masked_embeds: torch.Tensor
+    labels: torch.Tensor
     grid_size: tuple[int, int]
     image_size: tuple[int, int]
 
@@ -74,18 +74,18 @@ class CCIOutput(Explanation):
         normalizer: ``(B,)`` long, 1 paper rule, 2 absolute-sum rule, 0 zero map.
     """
 
-    patch_maps: "torch.Tensor"
-    weights: "torch.Tensor"
-    drops: "torch.Tensor"
-    similarity: "torch.Tensor"
-    masked_similarity: "torch.Tensor"
-    labels: "torch.Tensor"
-    normalizer: "torch.Tensor"
+    patch_maps: torch.Tensor
+    weights: torch.Tensor
+    drops: torch.Tensor
+    similarity: torch.Tensor
+    masked_similarity: torch.Tensor
+    labels: torch.Tensor
+    normalizer: torch.Tensor
 
 
 def similarity_drops(
-    image_embeds: "torch.Tensor", masked_embeds: "torch.Tensor", text_embeds: "torch.Tensor"
-) -> tuple["torch.Tensor", "torch.Tensor", "torch.Tensor"]:
+    image_embeds: torch.Tensor, masked_embeds: torch.Tensor, text_embeds: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``s``, ``s_k`` and ``Δs_k = s - s_k`` (cosine similarities).
 
     Args:
@@ -120,7 +120,7 @@ def similarity_drops(
     return s, sk, s[:, None] - sk
 
 
-def cluster_weights(drops: "torch.Tensor", eps: float = 1e-8) -> tuple["torch.Tensor", "torch.Tensor"]:
+def cluster_weights(drops: torch.Tensor, eps: float = 1e-8) -> tuple[torch.Tensor, torch.Tensor]:
     """Cluster weights ``w_k = Δs_k / Σ_j Δs_j`` with the guarded denominator (module doc).
 
     Args:
@@ -148,12 +148,12 @@ def cluster_weights(drops: "torch.Tensor", eps: float = 1e-8) -> tuple["torch.Te
 
 
 def importance_map(
-    weights: "torch.Tensor",
-    labels: "torch.Tensor",
+    weights: torch.Tensor,
+    labels: torch.Tensor,
     grid_size: tuple[int, int],
     image_size: tuple[int, int] | None = None,
     mode: Literal["bilinear", "nearest"] = "bilinear",
-) -> tuple["torch.Tensor", "torch.Tensor"]:
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``S = Σ_k w_k m_k`` on the patch grid, and upsampled.
 
     Args:
@@ -237,7 +237,7 @@ class ConceptClusterImportance:
         self.upsample = upsample
 
     # 1. inputs
-    def check_inputs(self, pixel_values: "torch.Tensor") -> None:
+    def check_inputs(self, pixel_values: torch.Tensor) -> None:
         """Raise ``ValueError`` on a wrong pixel tensor or a model in train mode."""
         self.backend.check_eval()
         h, w = self.backend.image_size
@@ -245,7 +245,7 @@ class ConceptClusterImportance:
             raise ValueError(f"pixel_values: expected (B, 3, {h}, {w}), got {tuple(pixel_values.shape)}")
 
     # 2. clustering + masked embeddings
-    def embed(self, pixel_values: "torch.Tensor") -> ClusterEmbeddings:
+    def embed(self, pixel_values: torch.Tensor) -> ClusterEmbeddings:
         """Unmasked and cluster-masked embeddings (text-independent; reuse for many texts).
 
         Args:
@@ -286,17 +286,23 @@ class ConceptClusterImportance:
         )
 
     # 3. scores and maps
-    def explain_embeddings(self, emb: ClusterEmbeddings, text_embeds: "torch.Tensor") -> CCIOutput:
+    def explain_embeddings(self, emb: ClusterEmbeddings, text_embeds: torch.Tensor) -> CCIOutput:
         """Drops, weights and maps for precomputed :class:`ClusterEmbeddings`."""
         s, sk, drops = similarity_drops(emb.image_embeds, emb.masked_embeds, text_embeds)
         w, normalizer = cluster_weights(drops)
         patch, maps = importance_map(w, emb.labels, emb.grid_size, emb.image_size, self.upsample)
         return CCIOutput(
-            maps=maps, patch_maps=patch, weights=w, drops=drops, similarity=s,
-            masked_similarity=sk, labels=emb.labels, normalizer=normalizer,
+            maps=maps,
+            patch_maps=patch,
+            weights=w,
+            drops=drops,
+            similarity=s,
+            masked_similarity=sk,
+            labels=emb.labels,
+            normalizer=normalizer,
         )
 
-    def __call__(self, pixel_values: "torch.Tensor", texts: Any) -> CCIOutput:
+    def __call__(self, pixel_values: torch.Tensor, texts: Any) -> CCIOutput:
         """Explain ``B`` image-text pairs.
 
         Args:

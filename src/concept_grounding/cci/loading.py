@@ -58,9 +58,17 @@ def random_clip_seed(name: str, argument: str = "--model") -> int:
     return int(seed or 0)
 
 
-def tiny_open_clip_handle(image_size: int = 64, device: str = "cpu", *, patch_size: int | None = None,
-                          width: int = 64, layers: int = 4, heads: int = 4, embed_dim: int = 32,
-                          seed: int = 0) -> "ClipHandle":
+def tiny_open_clip_handle(
+    image_size: int = 64,
+    device: str = "cpu",
+    *,
+    patch_size: int | None = None,
+    width: int = 64,
+    layers: int = 4,
+    heads: int = 4,
+    embed_dim: int = 32,
+    seed: int = 0,
+) -> ClipHandle:
     """A tiny config-built open_clip CLIP (random weights, :func:`~concept_grounding.models.clip.tiny.tiny_open_clip`) with
     open_clip's bundled BPE tokenizer and CLIP's pixel statistics
     (:func:`~concept_grounding.models.clip.preprocess.to_pixel_values`, ``image_size`` px)."""
@@ -70,15 +78,26 @@ def tiny_open_clip_handle(image_size: int = 64, device: str = "cpu", *, patch_si
     from concept_grounding.models.clip.preprocess import to_pixel_values
     from concept_grounding.models.clip.tiny import tiny_open_clip
 
-    model = tiny_open_clip(image_size=image_size, patch_size=patch_size or max(4, image_size // 8), width=width,
-                           layers=layers, heads=heads, embed_dim=embed_dim, seed=seed).to(device)
-    return ClipHandle(model, open_clip.get_tokenizer("ViT-B-16"),
-                      lambda ims: to_pixel_values(ims, (image_size, image_size)), "open_clip",
-                      f"{RANDOM_CLIP}: tiny open_clip ViT with RANDOM weights ({image_size} px, seed {seed})",
-                      random_weights=True)
+    model = tiny_open_clip(
+        image_size=image_size,
+        patch_size=patch_size or max(4, image_size // 8),
+        width=width,
+        layers=layers,
+        heads=heads,
+        embed_dim=embed_dim,
+        seed=seed,
+    ).to(device)
+    return ClipHandle(
+        model,
+        open_clip.get_tokenizer("ViT-B-16"),
+        lambda ims: to_pixel_values(ims, (image_size, image_size)),
+        "open_clip",
+        f"{RANDOM_CLIP}: tiny open_clip ViT with RANDOM weights ({image_size} px, seed {seed})",
+        random_weights=True,
+    )
 
 
-def shipped_world_clip(device: str = "cpu") -> "ClipHandle":
+def shipped_world_clip(device: str = "cpu") -> ClipHandle:
     """The trained world CLIP shipped with the package (:data:`SHIPPED_WORLD_CLIP`)."""
     from concept_grounding.models.clip import WorldCLIP, world_clip_handle
 
@@ -86,8 +105,13 @@ def shipped_world_clip(device: str = "cpu") -> "ClipHandle":
     return world_clip_handle(model, f"shipped world CLIP ({model.image_size} px, trained on the bird world only)")
 
 
-def load_explainable_clip(name: str | None = None, image_size: int = 64, device: str = "cpu",
-                          pretrained: str | None = None, argument: str = "--model") -> "ClipHandle":
+def load_explainable_clip(
+    name: str | None = None,
+    image_size: int = 64,
+    device: str = "cpu",
+    pretrained: str | None = None,
+    argument: str = "--model",
+) -> ClipHandle:
     """Load ``name`` (see module doc; an open_clip architecture with its weights tag ``pretrained``):
     nothing or ``world-clip`` is the shipped world CLIP, ``random-clip[:seed]`` the tiny random one
     at ``image_size`` px."""

@@ -41,7 +41,7 @@ class ClusterMask:
             z = model.encode_image(pixels)  # pixels.shape[0] == key_mask.shape[0]
     """
 
-    def __init__(self, model: Any, key_mask: "torch.Tensor") -> None:
+    def __init__(self, model: Any, key_mask: torch.Tensor) -> None:
         self.backend: VisionBackend = get_backend(model)
         self.key_mask = check_key_mask(key_mask, self.backend.num_tokens)
         self._stack: contextlib.ExitStack | None = None
@@ -51,7 +51,7 @@ class ClusterMask:
         """Whether the mask is in force (inside the ``with`` block)."""
         return self._stack is not None
 
-    def __enter__(self) -> "ClusterMask":
+    def __enter__(self) -> ClusterMask:
         if self._stack is not None:
             raise RuntimeError("ClusterMask is not re-entrant")
         stack = contextlib.ExitStack()
@@ -66,7 +66,7 @@ class ClusterMask:
         return False
 
 
-def cluster_key_mask(labels: "torch.Tensor", num_clusters: int) -> "torch.Tensor":
+def cluster_key_mask(labels: torch.Tensor, num_clusters: int) -> torch.Tensor:
     """``(B, N)`` labels -> ``(B*K, T)`` bool key mask, row ``b*K + k`` masks cluster ``k``.
 
     >>> import torch
@@ -83,8 +83,8 @@ def cluster_key_mask(labels: "torch.Tensor", num_clusters: int) -> "torch.Tensor
 
 
 def masked_embeddings_reference(
-    backend: VisionBackend, pixel_values: "torch.Tensor", labels: "torch.Tensor", num_clusters: int
-) -> "torch.Tensor":
+    backend: VisionBackend, pixel_values: torch.Tensor, labels: torch.Tensor, num_clusters: int
+) -> torch.Tensor:
     """The user's own image forward under :class:`ClusterMask`, K variants per image in one batch.
 
     Args:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,7 +32,7 @@ def overlay(image: np.ndarray, heat: np.ndarray, alpha: float = 0.5, cmap: str =
     return np.clip((1 - alpha) * image + alpha * colour, 0, 255).astype(np.uint8)
 
 
-def save_panel_grid(rows: Sequence[Sequence[tuple[str, np.ndarray]]], path: "Path", title: str = "") -> None:
+def save_panel_grid(rows: Sequence[Sequence[tuple[str, np.ndarray]]], path: Path, title: str = "") -> None:
     """Save a grid of titled image panels (each row a list of ``(title, (H, W[, 3]) array)``)."""
     import matplotlib
 
@@ -53,7 +54,7 @@ def save_panel_grid(rows: Sequence[Sequence[tuple[str, np.ndarray]]], path: "Pat
     plt.close(fig)
 
 
-def save_bar_chart(values: Mapping[str, Mapping[str, float]], path: "Path", title: str, ylabel: str) -> None:
+def save_bar_chart(values: Mapping[str, Mapping[str, float]], path: Path, title: str, ylabel: str) -> None:
     """Grouped bars: ``values[series][category]`` (categories on the x axis)."""
     import matplotlib
 

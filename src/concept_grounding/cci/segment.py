@@ -51,8 +51,15 @@ class GroundedSegmenter:
     name: str = ""
 
     @classmethod
-    def from_pretrained(cls, detector: str, segmenter: str, *, threshold: float = 0.1, cache_dir: str | Path | None = None,
-                        device: str = "cpu") -> "GroundedSegmenter":
+    def from_pretrained(
+        cls,
+        detector: str,
+        segmenter: str,
+        *,
+        threshold: float = 0.1,
+        cache_dir: str | Path | None = None,
+        device: str = "cpu",
+    ) -> GroundedSegmenter:
         """Load both models by name (checked offline first: a name that cannot load is one line
         naming ``--detector`` / ``--segmenter``)."""
         from transformers import AutoModelForZeroShotObjectDetection, AutoProcessor, SamModel, SamProcessor
@@ -61,11 +68,27 @@ class GroundedSegmenter:
 
         det_path = resolve_model_spec(detector, "--detector", family="hub").target  # both first: a bad one fails
         sam_path = resolve_model_spec(segmenter, "--segmenter", family="hub").target  # before any load
-        det, det_proc = _load_pair(AutoModelForZeroShotObjectDetection, AutoProcessor, det_path, detector,
-                                   "--detector", "a zero-shot object detector", device)
-        sam, sam_proc = _load_pair(SamModel, SamProcessor, sam_path, segmenter, "--segmenter", "a SAM checkpoint", device)
-        return cls(det, det_proc, sam, sam_proc, threshold, None if cache_dir is None else Path(cache_dir),
-                   f"{detector}|{segmenter}")
+        det, det_proc = _load_pair(
+            AutoModelForZeroShotObjectDetection,
+            AutoProcessor,
+            det_path,
+            detector,
+            "--detector",
+            "a zero-shot object detector",
+            device,
+        )
+        sam, sam_proc = _load_pair(
+            SamModel, SamProcessor, sam_path, segmenter, "--segmenter", "a SAM checkpoint", device
+        )
+        return cls(
+            det,
+            det_proc,
+            sam,
+            sam_proc,
+            threshold,
+            None if cache_dir is None else Path(cache_dir),
+            f"{detector}|{segmenter}",
+        )
 
     # 1. detect
     def box(self, image, prompt: str) -> list[float] | None:
@@ -75,8 +98,10 @@ class GroundedSegmenter:
         inputs = self.detector_processor(text=[[prompt]], images=image, return_tensors="pt").to(self.detector.device)
         with torch.no_grad():
             out = self.detector(**inputs)
-        post = getattr(self.detector_processor, "post_process_grounded_object_detection", None) or \
-            self.detector_processor.post_process_object_detection
+        post = (
+            getattr(self.detector_processor, "post_process_grounded_object_detection", None)
+            or self.detector_processor.post_process_object_detection
+        )
         target = torch.tensor([image.size[::-1]])
         try:
             found = post(out, threshold=self.threshold, target_sizes=target)[0]
@@ -95,7 +120,8 @@ class GroundedSegmenter:
         with torch.no_grad():
             out = self.sam(pixel_values=inputs["pixel_values"], input_boxes=inputs["input_boxes"])
         masks = self.sam_processor.image_processor.post_process_masks(
-            out.pred_masks.cpu(), inputs["original_sizes"].cpu(), inputs["reshaped_input_sizes"].cpu())[0]  # (1, C, H, W)
+            out.pred_masks.cpu(), inputs["original_sizes"].cpu(), inputs["reshaped_input_sizes"].cpu()
+        )[0]  # (1, C, H, W)
         return masks[0, int(out.iou_scores[0, 0].argmax())].numpy().astype(bool)
 
     def _key(self, image, prompt: str) -> str:
@@ -114,8 +140,11 @@ class GroundedSegmenter:
             return np.asarray(Image.open(path)) > 127
         box = self.box(image, prompt)
         if box is None:
-            raise UsageError(f"the detector finds no {prompt!r} above threshold {self.threshold:g}",
-                             argument="--detector", file=None if source is None else str(source))
+            raise UsageError(
+                f"the detector finds no {prompt!r} above threshold {self.threshold:g}",
+                argument="--detector",
+                file=None if source is None else str(source),
+            )
         mask = self.segment(image, box)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -123,8 +152,9 @@ class GroundedSegmenter:
         return mask
 
 
-def _load_pair(model_cls: Any, processor_cls: Any, path: str, name: str, argument: str, what: str,
-               device: str) -> tuple[Any, Any]:
+def _load_pair(
+    model_cls: Any, processor_cls: Any, path: str, name: str, argument: str, what: str, device: str
+) -> tuple[Any, Any]:
     """``(model, processor)`` of the resolved checkpoint ``path`` (the user's ``name``), the model
     in eval mode on ``device``; a checkpoint that is not ``what`` is one line naming ``argument``."""
     try:

@@ -11,12 +11,10 @@ docs/cci.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from ..errors import UsageError
 from ..fileio import markdown_table, write_report
@@ -28,8 +26,15 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ..models.clip import ClipHandle
 
-__all__ = ["METHODS", "PRESETS", "TableRow", "load_table_models", "classification_table", "retrieval_table",
-           "write_cci_tables"]
+__all__ = [
+    "METHODS",
+    "PRESETS",
+    "TableRow",
+    "load_table_models",
+    "classification_table",
+    "retrieval_table",
+    "write_cci_tables",
+]
 
 #: explanation methods in table order: CCI, then :data:`~.baselines.BASELINES` (:data:`~.explainers.EXPLAINERS`).
 METHODS = EXPLAINERS
@@ -38,9 +43,16 @@ METHODS = EXPLAINERS
 #: ``shared/seeds`` names (open_clip ``arch:pretrained``); the paper compares 18, the summary
 #: names these, so the preset is partial.
 PRESETS: dict[str, tuple[str, ...]] = {
-    "paper": ("ViT-B-32:openai", "ViT-B-16:openai", "ViT-L-14:openai", "ViT-B-32:datacomp_xl_s13b_b90k",
-              "ViT-B-16:datacomp_xl_s13b_b90k", "ViT-L-14:datacomp_xl_s13b_b90k", "ViT-H-14-quickgelu:dfn5b",
-              "ViT-bigG-14:laion2b_s39b_b160k"),
+    "paper": (
+        "ViT-B-32:openai",
+        "ViT-B-16:openai",
+        "ViT-L-14:openai",
+        "ViT-B-32:datacomp_xl_s13b_b90k",
+        "ViT-B-16:datacomp_xl_s13b_b90k",
+        "ViT-L-14:datacomp_xl_s13b_b90k",
+        "ViT-H-14-quickgelu:dfn5b",
+        "ViT-bigG-14:laion2b_s39b_b160k",
+    ),
 }
 
 CLASSIFICATION_COLUMNS = ("Del@1", "Del@5", "Ins@1", "Ins@5")
@@ -78,8 +90,9 @@ def resolve_table_model(name: str, argument: str = "--models") -> None:
     from .loading import RANDOM_CLIP, builtin_clip, random_clip_seed
 
     if name == "tiny" or name.startswith("tiny:"):
-        raise UsageError(f"{name!r} is now spelled {RANDOM_CLIP}{name[4:]} (random weights: mechanics only)",
-                         argument=argument)
+        raise UsageError(
+            f"{name!r} is now spelled {RANDOM_CLIP}{name[4:]} (random weights: mechanics only)", argument=argument
+        )
     if builtin_clip(name):
         if name.startswith(RANDOM_CLIP):
             random_clip_seed(name, argument)
@@ -103,7 +116,7 @@ def resolve_table_models(names: Sequence[str], argument: str = "--models") -> No
         resolve_table_model(name, argument)
 
 
-def load_table_model(name: str, image_size: int = 64, device: str = "cpu") -> "ClipHandle":
+def load_table_model(name: str, image_size: int = 64, device: str = "cpu") -> ClipHandle:
     """One ``--models`` entry as a :class:`~concept_grounding.models.clip.ClipHandle` (module
     docstring); ``UsageError`` naming ``--models`` when it cannot load offline."""
     from ..hub import IMAGENET_CLASSIFIERS
@@ -126,11 +139,13 @@ def load_table_model(name: str, image_size: int = 64, device: str = "cpu") -> "C
     except UsageError:
         raise
     except Exception as err:  # noqa: BLE001 - every loader failure becomes one line naming the flag
-        raise UsageError(f"{name!r} cannot be loaded offline: {str(err).splitlines()[0] if str(err) else type(err).__name__}",
-                         argument="--models") from None
+        raise UsageError(
+            f"{name!r} cannot be loaded offline: {str(err).splitlines()[0] if str(err) else type(err).__name__}",
+            argument="--models",
+        ) from None
 
 
-def load_table_models(names: Sequence[str], image_size: int = 64, device: str = "cpu") -> list[tuple[str, "ClipHandle"]]:
+def load_table_models(names: Sequence[str], image_size: int = 64, device: str = "cpu") -> list[tuple[str, ClipHandle]]:
     """Every ``--models`` entry loaded before any work starts (presets expanded)."""
     names = expand_model_names(names)
     if not names:
@@ -139,22 +154,24 @@ def load_table_models(names: Sequence[str], image_size: int = 64, device: str = 
 
 
 # --------------------------------------------------------------------------- methods
-def table_explainers(handle: "ClipHandle", methods: Sequence[str], clusters: int, seed: int,
-                     batch_size: int) -> tuple[dict[str, Any], str]:
+def table_explainers(
+    handle: ClipHandle, methods: Sequence[str], clusters: int, seed: int, batch_size: int
+) -> tuple[dict[str, Any], str]:
     """The :mod:`~.explainers` of ``methods`` for ``handle``, or ``({}, reason)`` when its tower
     cannot be explained (the model's rows are then refused with that reason)."""
     from .explainers import build_explainer
 
     try:
-        return {m: build_explainer(m, handle.model, clusters=clusters, seed=seed, batch_size=batch_size)
-                for m in methods}, ""
+        return {
+            m: build_explainer(m, handle.model, clusters=clusters, seed=seed, batch_size=batch_size) for m in methods
+        }, ""
     except ValueError as err:
         return {}, str(err)
 
 
 # --------------------------------------------------------------------------- Table 1
 def classification_table(
-    models: Sequence[tuple[str, "ClipHandle"]],
+    models: Sequence[tuple[str, ClipHandle]],
     data: ImageFolder,
     *,
     methods: Sequence[str] = METHODS,
@@ -183,8 +200,8 @@ def classification_table(
     from ..models.clip import class_caption
     from .backends import get_backend
     from .classifier import is_classifier
-    from .fast import image_embeds
     from .faithfulness import classification_curves, curve_endpoints
+    from .fast import image_embeds
 
     _check_methods(methods)
     rows: list[TableRow] = []
@@ -192,8 +209,17 @@ def classification_table(
     prompts = [class_caption(name) for name in data.class_names]
     for name, handle in models:
         if is_classifier(handle):
-            rows += classifier_table_rows(name, handle, data, methods=methods, steps=steps, seed=seed,
-                                          batch_size=batch_size, replacement=replacement, progress=progress)
+            rows += classifier_table_rows(
+                name,
+                handle,
+                data,
+                methods=methods,
+                steps=steps,
+                seed=seed,
+                batch_size=batch_size,
+                replacement=replacement,
+                progress=progress,
+            )
             continue
         explainers, reason = table_explainers(handle, methods, clusters, seed, batch_size)
         if reason:
@@ -204,10 +230,10 @@ def classification_table(
         be = get_backend(handle.model)
         ops = be.blocks()
 
-        def score_fn(x: "torch.Tensor") -> "torch.Tensor":
+        def score_fn(x: torch.Tensor) -> torch.Tensor:
             return F.normalize(image_embeds(be, x, ops).float(), dim=-1) @ classes.to(x.device).T
 
-        sums = {m: {c: 0.0 for c in CLASSIFICATION_COLUMNS} for m in methods}
+        sums = {m: dict.fromkeys(CLASSIFICATION_COLUMNS, 0.0) for m in methods}
         times = dict.fromkeys(methods, 0.0)
         correct = 0
         for start in tqdm(range(0, n, batch_size), desc=f"Table 1 {name}", disable=not progress, leave=False):
@@ -219,19 +245,22 @@ def classification_table(
             for m, explainer in explainers.items():
                 t0 = time.perf_counter()
                 maps = explainer(px, texts[labels].to(px.device)).maps
-                aucs = classification_curves(score_fn, px, maps.to(px.device), labels, steps=steps, endpoints=ends,
-                                             forward_batch=batch_size).aucs
+                aucs = classification_curves(
+                    score_fn, px, maps.to(px.device), labels, steps=steps, endpoints=ends, forward_batch=batch_size
+                ).aucs
                 times[m] += time.perf_counter() - t0
                 for c in CLASSIFICATION_COLUMNS:
                     sums[m][c] += aucs[c] * len(idx)
-        rows += [TableRow(name, m, {c: v / n for c, v in sums[m].items()}, accuracy=correct / n, seconds=times[m])
-                 for m in methods]
+        rows += [
+            TableRow(name, m, {c: v / n for c, v in sums[m].items()}, accuracy=correct / n, seconds=times[m])
+            for m in methods
+        ]
     return rows
 
 
 # --------------------------------------------------------------------------- Table 2
 def retrieval_table(
-    models: Sequence[tuple[str, "ClipHandle"]],
+    models: Sequence[tuple[str, ClipHandle]],
     data: CaptionedImages,
     *,
     methods: Sequence[str] = METHODS,
@@ -258,8 +287,10 @@ def retrieval_table(
     n = len(data.paths)
     for name, handle in tqdm(models, desc="Table 2", disable=not progress, leave=False):
         if is_classifier(handle):
-            rows += [TableRow(name, m, refused="a classifier has no text tower: image-text retrieval needs a CLIP")
-                     for m in methods]
+            rows += [
+                TableRow(name, m, refused="a classifier has no text tower: image-text retrieval needs a CLIP")
+                for m in methods
+            ]
             continue
         explainers, reason = table_explainers(handle, methods, clusters, seed, batch_size)
         if reason:
@@ -267,10 +298,9 @@ def retrieval_table(
             continue
         be = get_backend(handle.model)
         texts = handle.encode_text(data.captions)
-        px = torch.cat([handle.pixels(data.images(range(s, min(s + batch_size, n))))
-                        for s in range(0, n, batch_size)])
+        px = torch.cat([handle.pixels(data.images(range(s, min(s + batch_size, n)))) for s in range(0, n, batch_size)])
 
-        def embed(x: "torch.Tensor") -> "torch.Tensor":
+        def embed(x: torch.Tensor) -> torch.Tensor:
             return torch.cat([be.encode_image(x[s : s + batch_size]) for s in range(0, len(x), batch_size)])
 
         with torch.no_grad():
@@ -278,17 +308,33 @@ def retrieval_table(
         clean = float((sim.argmax(1).cpu() == torch.arange(n)).float().mean())
         for m, explainer in explainers.items():
             t0 = time.perf_counter()
-            maps = torch.cat([explainer(px[s : s + batch_size], texts[s : s + batch_size].to(px.device)).maps
-                              for s in range(0, n, batch_size)])
+            maps = torch.cat(
+                [
+                    explainer(px[s : s + batch_size], texts[s : s + batch_size].to(px.device)).maps
+                    for s in range(0, n, batch_size)
+                ]
+            )
             aucs = retrieval_curves(embed, texts, px, maps.to(px.device), steps=steps, replacement=replacement).aucs
-            rows.append(TableRow(name, m, {c: aucs[c] for c in RETRIEVAL_COLUMNS}, accuracy=clean,
-                                 seconds=time.perf_counter() - t0))
+            rows.append(
+                TableRow(
+                    name, m, {c: aucs[c] for c in RETRIEVAL_COLUMNS}, accuracy=clean, seconds=time.perf_counter() - t0
+                )
+            )
     return rows
 
 
-def classifier_table_rows(name: str, classifier: Any, data: ImageFolder, *, methods: Sequence[str] = METHODS,
-                          steps: int = 10, seed: int = 0, batch_size: int = 32, replacement: Any = None,
-                          progress: bool = True) -> list[TableRow]:
+def classifier_table_rows(
+    name: str,
+    classifier: Any,
+    data: ImageFolder,
+    *,
+    methods: Sequence[str] = METHODS,
+    steps: int = 10,
+    seed: int = 0,
+    batch_size: int = 32,
+    replacement: Any = None,
+    progress: bool = True,
+) -> list[TableRow]:
     """Table 1's rows of a CNN classifier (:mod:`.classifier`): its Grad-CAM and random rows scored
     by the class logits of the folder's classes (labels its ImageNet classes), the methods it
     cannot take refused with their reason; all rows refused when a class is no ImageNet class.
@@ -311,8 +357,9 @@ def classifier_table_rows(name: str, classifier: Any, data: ImageFolder, *, meth
     sums = {m: dict.fromkeys(CLASSIFICATION_COLUMNS, 0.0) for m in runnable}
     times = dict.fromkeys(runnable, 0.0)
     correct = 0
-    for start in tqdm(range(0, n, batch_size), desc=f"Table 1 {name}", disable=not progress or not runnable,
-                      leave=False):
+    for start in tqdm(
+        range(0, n, batch_size), desc=f"Table 1 {name}", disable=not progress or not runnable, leave=False
+    ):
         if not runnable:
             break
         idx = list(range(start, min(start + batch_size, n)))
@@ -323,13 +370,18 @@ def classifier_table_rows(name: str, classifier: Any, data: ImageFolder, *, meth
         for m in runnable:
             t0 = time.perf_counter()
             maps = classifier_maps(m, classifier, px, targets[labels], seed=seed)
-            aucs = classification_curves(score_fn, px, maps, labels, steps=steps, endpoints=ends,
-                                         forward_batch=batch_size).aucs
+            aucs = classification_curves(
+                score_fn, px, maps, labels, steps=steps, endpoints=ends, forward_batch=batch_size
+            ).aucs
             times[m] += time.perf_counter() - t0
             for c in CLASSIFICATION_COLUMNS:
                 sums[m][c] += aucs[c] * len(idx)
-    return [TableRow(name, m, {c: v / n for c, v in sums[m].items()}, accuracy=correct / n, seconds=times[m])
-            if m in runnable else TableRow(name, m, refused=CLASSIFIER_REFUSALS[m]) for m in methods]
+    return [
+        TableRow(name, m, {c: v / n for c, v in sums[m].items()}, accuracy=correct / n, seconds=times[m])
+        if m in runnable
+        else TableRow(name, m, refused=CLASSIFIER_REFUSALS[m])
+        for m in methods
+    ]
 
 
 def _check_methods(methods: Sequence[str]) -> None:
@@ -339,28 +391,60 @@ def _check_methods(methods: Sequence[str]) -> None:
 
 
 # --------------------------------------------------------------------------- report
-def write_cci_tables(rows: Sequence[TableRow], out: str | Path, task: str, *, header: str = "",
-                     random_models: Sequence[str] = ()) -> Path:
+def write_cci_tables(
+    rows: Sequence[TableRow], out: str | Path, task: str, *, header: str = "", random_models: Sequence[str] = ()
+) -> Path:
     """``results.json`` (every row) and ``report.md`` (the table) under ``out``; returns the report. The
     title says first which of the models (``random_models``) have random weights."""
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     columns = CLASSIFICATION_COLUMNS if task == "classification" else RETRIEVAL_COLUMNS
-    results = {"task": task, "rows": [
-        {"model": r.model, "method": r.method, "scores": r.scores, "refused": r.refused,
-         "clean": None if r.refused else r.accuracy, "seconds": r.seconds} for r in rows]}
+    results = {
+        "task": task,
+        "rows": [
+            {
+                "model": r.model,
+                "method": r.method,
+                "scores": r.scores,
+                "refused": r.refused,
+                "clean": None if r.refused else r.accuracy,
+                "seconds": r.seconds,
+            }
+            for r in rows
+        ],
+    }
     clean = "top-1 (clean)" if task == "classification" else "TR@1 (clean)"
-    cells = [[f"{r.model} / {TITLES[r.method]}", *(
-        [f"refused: {r.refused}"] + [""] * (len(columns) + 1) if r.refused else
-        [f"{100 * r.scores[c]:.1f}" for c in columns] + [f"{100 * r.accuracy:.1f}", f"{r.seconds:.1f}"])]
-        for r in rows]
+    cells = [
+        [
+            f"{r.model} / {TITLES[r.method]}",
+            *(
+                [f"refused: {r.refused}"] + [""] * (len(columns) + 1)
+                if r.refused
+                else [f"{100 * r.scores[c]:.1f}" for c in columns] + [f"{100 * r.accuracy:.1f}", f"{r.seconds:.1f}"]
+            ),
+        ]
+        for r in rows
+    ]
     table = markdown_table(["model / method", *columns, clean, "seconds"], cells)
-    title = ("Table 1: zero-shot classification, deletion / insertion AUC (%)" if task == "classification"
-             else "Table 2: image-text retrieval, deletion / insertion AUC of Recall@k (%)")
+    title = (
+        "Table 1: zero-shot classification, deletion / insertion AUC (%)"
+        if task == "classification"
+        else "Table 2: image-text retrieval, deletion / insertion AUC of Recall@k (%)"
+    )
     if random_models:
         title += f" - RANDOM WEIGHTS: {', '.join(random_models)} (mechanics only, their rows mean nothing)"
-    text = "\n".join([f"# CCI {title}", "", header, "", table, "",
-                      "Del: lower is more faithful; Ins: higher. Every number: [results.json](results.json).", ""])
+    text = "\n".join(
+        [
+            f"# CCI {title}",
+            "",
+            header,
+            "",
+            table,
+            "",
+            "Del: lower is more faithful; Ins: higher. Every number: [results.json](results.json).",
+            "",
+        ]
+    )
     _, report = write_report(out, results, text, nan_as_null=False)
     return report

@@ -61,28 +61,40 @@ class CciBenchConfig:
     """
 
     task: str = setting("classification", "Table 1 (classification) or Table 2 (retrieval)", choices=TASKS)
-    images: Path | None = setting(None, "ImageNet-style folder, one sub-folder per class (default: the world "
-                                        "exported there)", parse=existing_dir)
-    class_names: Path | None = setting(None, "class names: one per line in sorted-folder order, or '<folder> <name>' "
-                                             "lines", parse=existing_file)
-    coco: Path | None = setting(None, "COCO folder with the Karpathy split dataset_coco.json (default: the world "
-                                      "exported there)", parse=existing_dir)
+    images: Path | None = setting(
+        None, "ImageNet-style folder, one sub-folder per class (default: the world exported there)", parse=existing_dir
+    )
+    class_names: Path | None = setting(
+        None, "class names: one per line in sorted-folder order, or '<folder> <name>' lines", parse=existing_file
+    )
+    coco: Path | None = setting(
+        None,
+        "COCO folder with the Karpathy split dataset_coco.json (default: the world exported there)",
+        parse=existing_dir,
+    )
     split: str = setting("test", "Karpathy split to use")
-    models: tuple[str, ...] = setting(("world-clip",), "CLIPs: world-clip (the shipped world CLIP, the default), "
-                                                       "open_clip arch[:pretrained], transformers id or folder, "
-                                                       "WorldCLIP folder, random-clip[:seed] (random weights, on "
-                                                       "purpose), the preset 'paper', or efficientnet_lite0 (an "
-                                                       "ImageNet CNN: Grad-CAM and random rows)", nargs="+", convert=tuple)
+    models: tuple[str, ...] = setting(
+        ("world-clip",),
+        "CLIPs: world-clip (the shipped world CLIP, the default), "
+        "open_clip arch[:pretrained], transformers id or folder, "
+        "WorldCLIP folder, random-clip[:seed] (random weights, on "
+        "purpose), the preset 'paper', or efficientnet_lite0 (an "
+        "ImageNet CNN: Grad-CAM and random rows)",
+        nargs="+",
+        convert=tuple,
+    )
     methods: tuple[str, ...] = setting(EXPLAINERS, "explanation methods", nargs="+", choices=EXPLAINERS, convert=tuple)
     steps: int = setting(10, "deletion / insertion fractions (steps + 1 points)", parse=positive_int)
     clusters: int = setting(7, "K of CCI's k-means", parse=positive_int)
     batch_size: int = setting(32, "images per batch", parse=positive_int)
-    max_images: int | None = setting(None, "first N images per class (classification) or of the split (retrieval)",
-                                     parse=positive_int)
+    max_images: int | None = setting(
+        None, "first N images per class (classification) or of the split (retrieval)", parse=positive_int
+    )
     replacement: str = setting("blur", "what deleted pixels become", choices=REPLACEMENTS)
     size: int = setting(64, "input size of tiny models and of world exports", parse=int_at_least(32))
-    world_images: int = setting(4, "world images per class (classification) or in all (x 4, retrieval) when "
-                                   "exporting", parse=positive_int)
+    world_images: int = setting(
+        4, "world images per class (classification) or in all (x 4, retrieval) when exporting", parse=positive_int
+    )
     seed: int = setting(0, "seed of the world, the k-means and tiny models", parse=int)
     device: str = setting("cpu", "e.g. cpu, cuda")
     progress: bool = setting(True, "show no progress bars", flag="--no-progress", action="store_false")
@@ -120,7 +132,9 @@ class CciBenchResult:
         report's path."""
         from .tables import write_cci_tables
 
-        report = write_cci_tables(self.rows, out, self.config.task, header=self.header, random_models=self.random_models)
+        report = write_cci_tables(
+            self.rows, out, self.config.task, header=self.header, random_models=self.random_models
+        )
         self.write_eval_results(Path(out))
         return report
 
@@ -136,11 +150,21 @@ class CciBenchResult:
         for row in self.rows:
             values = by_model.setdefault(row.model, {"accuracy": row.accuracy})
             values.update({f"{row.method}/{column}": auc for column, auc in row.scores.items()})
-        return [path for model, values in by_model.items() if (path := write_eval_results(
-            out, model, "cci-bench", result_entries(dataset, values, notes=f"concept-grounding cci-bench, {config.task}")))]
+        return [
+            path
+            for model, values in by_model.items()
+            if (
+                path := write_eval_results(
+                    out,
+                    model,
+                    "cci-bench",
+                    result_entries(dataset, values, notes=f"concept-grounding cci-bench, {config.task}"),
+                )
+            )
+        ]
 
 
-def table_data(config: CciBenchConfig) -> "ImageFolder | CaptionedImages":
+def table_data(config: CciBenchConfig) -> ImageFolder | CaptionedImages:
     """The task's data set, read from its flag's folder or exported from the world under ``config.out / "data"``."""
     from .layouts import export_world_image_folder, export_world_karpathy, read_image_folder, read_karpathy
 
@@ -149,15 +173,18 @@ def table_data(config: CciBenchConfig) -> "ImageFolder | CaptionedImages":
             raise UsageError(f"is for {flag(CciBenchConfig, 'task')} retrieval", argument=flag(CciBenchConfig, "coco"))
         root, names = config.images, config.class_names
         if root is None:
-            root = export_world_image_folder(_export_root(config) / "images", per_class=config.world_images,
-                                             image_size=config.size, seed=config.seed)
+            root = export_world_image_folder(
+                _export_root(config) / "images", per_class=config.world_images, image_size=config.size, seed=config.seed
+            )
             names = names or root / "class_names.txt"
         return read_image_folder(root, names, max_per_class=config.max_images)
     if config.images is not None:
-        raise UsageError(f"is for {flag(CciBenchConfig, 'task')} classification",
-                         argument=flag(CciBenchConfig, "images"))
-    root = config.coco or export_world_karpathy(_export_root(config) / "coco", num_images=4 * config.world_images,
-                                                image_size=config.size, seed=config.seed)
+        raise UsageError(
+            f"is for {flag(CciBenchConfig, 'task')} classification", argument=flag(CciBenchConfig, "images")
+        )
+    root = config.coco or export_world_karpathy(
+        _export_root(config) / "coco", num_images=4 * config.world_images, image_size=config.size, seed=config.seed
+    )
     return read_karpathy(root, config.split, max_images=config.max_images)
 
 
@@ -167,16 +194,20 @@ def _export_root(config: CciBenchConfig) -> Path:
     return Path(config.out) / "data"
 
 
-def report_header(config: CciBenchConfig, models: list[tuple[str, "ClipHandle"]], num_images: int,
-                  candidates: int) -> str:
+def report_header(
+    config: CciBenchConfig, models: list[tuple[str, ClipHandle]], num_images: int, candidates: int
+) -> str:
     """The paragraph above the table: data, settings, models, and a note when the @5 columns cannot be informative."""
     source = config.images or config.coco or "the bird world (exported under data/)"
-    header = (f"{num_images} images from {source}; {config.steps + 1} fractions, replacement {config.replacement}, "
-              f"K = {config.clusters}, seed {config.seed}. Models: "
-              + ", ".join(f"{n} ({h.description})" for n, h in models))
+    header = (
+        f"{num_images} images from {source}; {config.steps + 1} fractions, replacement {config.replacement}, "
+        f"K = {config.clusters}, seed {config.seed}. Models: " + ", ".join(f"{n} ({h.description})" for n, h in models)
+    )
     if candidates <= 5:
-        header += (f" With {candidates} {config.candidate_kind} the top 5 always hold the target: the @5 columns "
-                   "are 100 % by construction (this data cannot supply them).")
+        header += (
+            f" With {candidates} {config.candidate_kind} the top 5 always hold the target: the @5 columns "
+            "are 100 % by construction (this data cannot supply them)."
+        )
     return header
 
 
@@ -184,40 +215,67 @@ def report_header(config: CciBenchConfig, models: list[tuple[str, "ClipHandle"]]
 CHECK_IMAGES, CHECK_STEPS = 1, 2
 
 
-def first_images(data: "ImageFolder | CaptionedImages", count: int = CHECK_IMAGES) -> "ImageFolder | CaptionedImages":
+def first_images(data: ImageFolder | CaptionedImages, count: int = CHECK_IMAGES) -> ImageFolder | CaptionedImages:
     """The first ``count`` images of ``data`` as a data set of the same kind (every class name kept)."""
     from dataclasses import replace
 
     from .layouts import ImageFolder
 
     if isinstance(data, ImageFolder):
-        return replace(data, paths=data.paths[:count], labels=data.labels[:count],
-                       masks=data.masks[:count] if data.masks is not None else None)
+        return replace(
+            data,
+            paths=data.paths[:count],
+            labels=data.labels[:count],
+            masks=data.masks[:count] if data.masks is not None else None,
+        )
     return replace(data, paths=data.paths[:count], captions=data.captions[:count])
 
 
-def table_rows(config: CciBenchConfig, models: list[tuple[str, "ClipHandle"]],
-               data: "ImageFolder | CaptionedImages", *, steps: int, progress: bool) -> list[TableRow]:
+def table_rows(
+    config: CciBenchConfig,
+    models: list[tuple[str, ClipHandle]],
+    data: ImageFolder | CaptionedImages,
+    *,
+    steps: int,
+    progress: bool,
+) -> list[TableRow]:
     """Table 1 or Table 2 (``config.task``) of every model x method on ``data`` at ``steps``."""
     from .faithfulness import Replacement
     from .tables import classification_table, retrieval_table
 
     table = classification_table if config.task == "classification" else retrieval_table
-    return table(models, data, methods=config.methods, steps=steps, clusters=config.clusters, seed=config.seed,
-                 batch_size=config.batch_size, replacement=Replacement(config.replacement, seed=config.seed),
-                 progress=progress)
+    return table(
+        models,
+        data,
+        methods=config.methods,
+        steps=steps,
+        clusters=config.clusters,
+        seed=config.seed,
+        batch_size=config.batch_size,
+        replacement=Replacement(config.replacement, seed=config.seed),
+        progress=progress,
+    )
 
 
-def bench_result(config: CciBenchConfig, models: list[tuple[str, "ClipHandle"]],
-                 data: "ImageFolder | CaptionedImages", rows: list[TableRow]) -> CciBenchResult:
+def bench_result(
+    config: CciBenchConfig,
+    models: list[tuple[str, ClipHandle]],
+    data: ImageFolder | CaptionedImages,
+    rows: list[TableRow],
+) -> CciBenchResult:
     """The result of ``rows`` on ``data``: the report's header and the models with random weights."""
     candidates = len(data.class_names) if config.task == "classification" else len(data.paths)
-    return CciBenchResult(config, rows, report_header(config, models, len(data.paths), candidates),
-                          [name for name, handle in models if handle.random_weights])
+    return CciBenchResult(
+        config,
+        rows,
+        report_header(config, models, len(data.paths), candidates),
+        [name for name, handle in models if handle.random_weights],
+    )
 
 
-def check_whole_path(config: CciBenchConfig, models: list[tuple[str, "ClipHandle"]],
-                     data: "ImageFolder | CaptionedImages") -> None:
+def check_whole_path(
+    config: CciBenchConfig, models: list[tuple[str, ClipHandle]], data: ImageFolder | CaptionedImages
+) -> None:
     """Run the whole job on the first image at :data:`CHECK_STEPS` steps, report written to a
     temporary folder, so that a model or method that cannot run fails in seconds, not after the table."""
     import tempfile

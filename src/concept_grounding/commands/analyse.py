@@ -40,9 +40,12 @@ JOB = Job("analyse", AnalyseConfig, run_analyse)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``--model`` (loaded before the config is built), ``--out`` and the settings
     :class:`~concept_grounding.bench.analyse_job.AnalyseConfig` declares."""
-    parser.add_argument("--model", default=None,
-                        help="saved PostHocCBM folder, file.py:factory or package.module:factory "
-                             "(default: train one on the training split as the paper does)")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="saved PostHocCBM folder, file.py:factory or package.module:factory "
+        "(default: train one on the training split as the paper does)",
+    )
     add_out_argument(parser, help="report folder", default="reports/analyse")
     settings.add_arguments(parser, AnalyseConfig)
 
@@ -69,10 +72,14 @@ def load_posthoc_model(spec: str):
         try:
             result = feature_map_posthoc_cbm(**result)
         except TypeError as err:
-            raise ValueError(f"--model {spec!r}: the factory's dict does not fit feature_map_posthoc_cbm: {err}") from None
+            raise ValueError(
+                f"--model {spec!r}: the factory's dict does not fit feature_map_posthoc_cbm: {err}"
+            ) from None
     if not isinstance(result, PostHocCBM):
-        raise ValueError(f"--model {spec!r}: the factory returned a {type(result).__name__}, not a PostHocCBM, "
-                         "or a dict of feature_map_posthoc_cbm's arguments")
+        raise ValueError(
+            f"--model {spec!r}: the factory returned a {type(result).__name__}, not a PostHocCBM, "
+            "or a dict of feature_map_posthoc_cbm's arguments"
+        )
     return result, None
 
 
@@ -86,8 +93,10 @@ def config_from_args(args: argparse.Namespace) -> AnalyseConfig:
 
     if args.model in IMAGENET_CLASSIFIERS:
         if args.photos is None:
-            raise ValueError(f"--model {args.model} (an ImageNet classifier, no post-hoc CBM) needs --photos DIR: "
-                             "the CBM is built on its features with the photos' class-level concepts")
+            raise ValueError(
+                f"--model {args.model} (an ImageNet classifier, no post-hoc CBM) needs --photos DIR: "
+                "the CBM is built on its features with the photos' class-level concepts"
+            )
         return settings.from_args(AnalyseConfig, args, imagenet=args.model)
     model, size = load_posthoc_model(args.model) if args.model else (None, None)
     return settings.from_args(AnalyseConfig, args, model=model, model_image_size=size)
@@ -98,11 +107,15 @@ def run(args: argparse.Namespace) -> int:
     report = result.save(args.out)
     a = result.analysis.result
     cg, ex = a.cgim, a.existence
-    print(f"CGIM concept type 1/2/3: {cg.get('concept_type1'):.3f} / {cg.get('concept_type2'):.3f} / "
-          f"{cg.get('concept_type3'):.3f}; existence@1 {ex.get('existence@1'):.3f}; "
-          f"class accuracy {a.class_accuracy:.3f}")
+    print(
+        f"CGIM concept type 1/2/3: {cg.get('concept_type1'):.3f} / {cg.get('concept_type2'):.3f} / "
+        f"{cg.get('concept_type3'):.3f}; existence@1 {ex.get('existence@1'):.3f}; "
+        f"class accuracy {a.class_accuracy:.3f}"
+    )
     if a.sweep is not None:
-        print(f"Table 3: best {max(r['accuracy'] for r in a.sweep.rows):.3f}, "
-              f"no bottleneck {a.sweep.no_bottleneck_accuracy:.3f}")
+        print(
+            f"Table 3: best {max(r['accuracy'] for r in a.sweep.rows):.3f}, "
+            f"no bottleneck {a.sweep.no_bottleneck_accuracy:.3f}"
+        )
     print(f"wrote {report}")
     return 0

@@ -49,21 +49,27 @@ def run(args: argparse.Namespace) -> int:
 
     config: AnnotateConfig = settings.from_args(AnnotateConfig, args)
     if config.candidates is None and config.items is None and (config.serves_app or not Path(config.db).is_file()):
-        raise UsageError("name --candidates (SUB's studies) or --items (ConceptBed's rating study)",
-                         argument="--candidates")
+        raise UsageError(
+            "name --candidates (SUB's studies) or --items (ConceptBed's rating study)", argument="--candidates"
+        )
     if config.world_task and config.candidates is None:
-        raise UsageError("--world-task writes its candidates into --candidates: name that folder", argument="--candidates")
+        raise UsageError(
+            "--world-task writes its candidates into --candidates: name that folder", argument="--candidates"
+        )
     if config.space_folder is not None and (config.items is not None or config.candidates is None):
-        raise UsageError("a Space holds SUB's studies from --candidates only; serve the rating study locally "
-                         "(--annotators)", argument="--space-folder")
+        raise UsageError(
+            "a Space holds SUB's studies from --candidates only; serve the rating study locally (--annotators)",
+            argument="--space-folder",
+        )
     if config.world_task:
         _world_task(config.candidates)
     rows, root = read_candidates(config.candidates) if config.candidates is not None else ([], None)
     items = _rating_items(config.items) if config.items is not None else []
     store = RatingStore(config.db, k=config.k)
     if config.candidates is not None:
-        added = store.add_images(study_items(rows, per_attribute=config.per_attribute, per_pairing=config.per_pairing,
-                                             seed=config.seed))
+        added = store.add_images(
+            study_items(rows, per_attribute=config.per_attribute, per_pairing=config.per_pairing, seed=config.seed)
+        )
         print(f"{added} new images in {config.db} (study 1: {store.complete(1)[1]}, study 2: {store.complete(2)[1]})")
     if items:
         added = store.add_rating_items(items)
@@ -80,21 +86,29 @@ def run(args: argparse.Namespace) -> int:
     url = f"http://127.0.0.1:{config.port}/"
     for name in config.annotators:
         token = store.issue_token(name, replace=config.reissue)
-        print(f"  {name}: {url}?token={token}" if token else
-              f"  {name}: has a personal link already (--reissue replaces it; the old one then stops working)")
+        print(
+            f"  {name}: {url}?token={token}"
+            if token
+            else f"  {name}: has a personal link already (--reissue replaces it; the old one then stops working)"
+        )
     if config.space_folder is not None:
         from concept_grounding.curation.annotate_space import write_space
 
-        print(f"Space: {write_space(config, rows, root, Path(config.db))} (push it as a Gradio Space; "
-              "annotators sign in with Hugging Face)")
+        print(
+            f"Space: {write_space(config, rows, root, Path(config.db))} (push it as a Gradio Space; "
+            "annotators sign in with Hugging Face)"
+        )
     if config.serves_app:
         from concept_grounding.curation.annotate_app import on_spaces, serve_app
         from concept_grounding.extras import require_extra
 
         require_extra("space", "concept-grounding annotate's app (without --simulate or --export)")
         if not on_spaces() and not store.token_holders():
-            raise UsageError("no annotator has a personal link yet: name them (--annotators ann,bob); each gets a "
-                             "link with a secret token", argument="--annotators")
+            raise UsageError(
+                "no annotator has a personal link yet: name them (--annotators ann,bob); each gets a "
+                "link with a secret token",
+                argument="--annotators",
+            )
 
         paths = {candidate_id(r): r["file_name"] for r in rows}
 
@@ -105,7 +119,9 @@ def run(args: argparse.Namespace) -> int:
         if config.hub_repo:
             from concept_grounding.curation.hub_sync import AnnotationSync
 
-            AnnotationSync(store, repo_id=config.hub_repo, folder=Path(config.db).parent / "hub-sync", every=config.hub_every)
+            AnnotationSync(
+                store, repo_id=config.hub_repo, folder=Path(config.db).parent / "hub-sync", every=config.hub_every
+            )
         tabs, private = [], [root] if root is not None else []
         if config.items is not None:
             from concept_grounding.curation.rating_app import rating_tab
@@ -113,8 +129,14 @@ def run(args: argparse.Namespace) -> int:
             folder = Path(config.items)
             tabs.append(rating_tab(store, lambda name: str(folder / name)))
             private.append(folder / "truth.jsonl")
-        serve_app(store, image_path, port=config.port, private=private, tabs=tabs,
-                  studies=(1, 2) if config.candidates is not None else ())
+        serve_app(
+            store,
+            image_path,
+            port=config.port,
+            private=private,
+            tabs=tabs,
+            studies=(1, 2) if config.candidates is not None else (),
+        )
     return 0
 
 
@@ -143,8 +165,10 @@ def _simulate_sub(config: AnnotateConfig, store, root, rows) -> None:
         truth = read_truth(truth_file)
     else:
         truth = asked_truth(rows)
-        print("no truth.jsonl: the simulated annotators answer what generate was asked (S+ applied, the "
-              "reference bird kept)")
+        print(
+            "no truth.jsonl: the simulated annotators answer what generate was asked (S+ applied, the "
+            "reference bird kept)"
+        )
     anns = [SimulatedAnnotator(f"sim{i}-{a:g}", a, seed=i) for i, a in enumerate(config.simulate)]
     print(f"{run_annotators(store, anns, truth)} answers submitted by {_count(len(anns), 'simulated annotator')}")
 
@@ -159,18 +183,26 @@ def _simulate_ratings(config: AnnotateConfig, store, items) -> None:
     truth = read_rating_truth(config.items)
     lacking = sum(it.id not in truth for it in items)
     if lacking:
-        raise UsageError(f"--simulate needs every rating item's truth: {lacking} of {len(items)} lack one in "
-                         f"{config.items}/truth.jsonl (export_rating_items' 'truth')", argument="--items")
-    raters = {r.name: r for r in (SimulatedRater(f"sim{i}-{a:g}", a, config.rating_noise, config.seed)
-                                  for i, a in enumerate(config.simulate))}
+        raise UsageError(
+            f"--simulate needs every rating item's truth: {lacking} of {len(items)} lack one in "
+            f"{config.items}/truth.jsonl (export_rating_items' 'truth')",
+            argument="--items",
+        )
+    raters = {
+        r.name: r
+        for r in (
+            SimulatedRater(f"sim{i}-{a:g}", a, config.rating_noise, config.seed) for i, a in enumerate(config.simulate)
+        )
+    }
     n = run_raters(store, list(raters), lambda name, item: raters[name].rate(item, truth[item.id]))
     print(f"{n} ratings submitted by {_count(len(raters), 'simulated rater')} (not people)")
 
 
 def _alpha_text(store) -> str:
     alpha = store.rating_alpha()
-    return "Krippendorff's alpha (interval) " + ("n/a (no item has two ratings that vary)" if alpha is None
-                                                  else f"{alpha:.3f}")
+    return "Krippendorff's alpha (interval) " + (
+        "n/a (no item has two ratings that vary)" if alpha is None else f"{alpha:.3f}"
+    )
 
 
 def _export(config: AnnotateConfig, store) -> None:
@@ -200,8 +232,10 @@ def _status(store) -> None:
             print(f"  {name}: " + ", ".join(f"study {s} {_count(n, 'image')}" for s, n in counts.items()))
     if ratings[1]:
         raters = store.raters()
-        print(f"rating: {ratings[0]} of {ratings[1]} images have their {_count(store.k, 'rater')}; {_alpha_text(store)}; "
-              f"{_count(len(raters), 'rater')} so far")
+        print(
+            f"rating: {ratings[0]} of {ratings[1]} images have their {_count(store.k, 'rater')}; {_alpha_text(store)}; "
+            f"{_count(len(raters), 'rater')} so far"
+        )
         for name, n in raters.items():
             print(f"  {name}: rating {_count(n, 'image')}")
 

@@ -33,16 +33,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_out_argument(parser, help="report folder", default="reports/bench")
     settings.add_arguments(parser, WorldConfig, exclude=("deviation_rate",), defaults=BENCH_WORLD)
     settings.add_arguments(parser, BenchConfig)
-    parser.add_argument("--model", dest="clip_model", action="append", default=None,
-                        help="also evaluate a named open_clip / transformers model or local path in Table 2; repeat it "
-                             "for several, or 'paper' for SUB Table 2's six (CLIP B/32 and L/14, SigLIP B/16 and "
-                             "SO400M/16, SigLIP 2 B/16, EVA02-CLIP L/14, each with its weights; default: only the "
-                             "world CLIP)")
-    parser.add_argument("--pretrained", default=None,
-                        help="open_clip weights tag for an architecture --model (e.g. openai), a weights file, or "
-                             "'random' for random weights on purpose (an architecture without it is refused)")
-    parser.add_argument("--crop-size", type=int, default=None,
-                        help="standard backbones: crop side in px (default 224, Inception-v3 299)")
+    parser.add_argument(
+        "--model",
+        dest="clip_model",
+        action="append",
+        default=None,
+        help="also evaluate a named open_clip / transformers model or local path in Table 2; repeat it "
+        "for several, or 'paper' for SUB Table 2's six (CLIP B/32 and L/14, SigLIP B/16 and "
+        "SO400M/16, SigLIP 2 B/16, EVA02-CLIP L/14, each with its weights; default: only the "
+        "world CLIP)",
+    )
+    parser.add_argument(
+        "--pretrained",
+        default=None,
+        help="open_clip weights tag for an architecture --model (e.g. openai), a weights file, or "
+        "'random' for random weights on purpose (an architecture without it is refused)",
+    )
+    parser.add_argument(
+        "--crop-size",
+        type=int,
+        default=None,
+        help="standard backbones: crop side in px (default 224, Inception-v3 299)",
+    )
 
 
 def clip_models(names: list[str], pretrained: str | None) -> list[tuple[str, str | None]]:
@@ -75,24 +87,29 @@ def config_from_args(args: argparse.Namespace, named: list[tuple[str, str | None
 
     world = settings.from_args(WorldConfig, args, deviation_rate=BENCH_WORLD.deviation_rate)
     return settings.from_args(
-        BenchConfig, args, world=world,
-        clip_model=tuple(n for n, _ in named) or None, clip_pretrained=tuple(t for _, t in named) or None,
+        BenchConfig,
+        args,
+        world=world,
+        clip_model=tuple(n for n, _ in named) or None,
+        clip_pretrained=tuple(t for _, t in named) or None,
         backbone={"kind": args.backbone, "crop_size": args.crop_size} if args.crop_size else args.backbone,
         out=args.out,
     )
 
 
 def run(args: argparse.Namespace) -> int:
+    from concept_grounding.bench.config import check_classes
     from concept_grounding.errors import UsageError
     from concept_grounding.hub import resolve_model_spec
-
-    from concept_grounding.bench.config import check_classes
 
     # 1. argument combinations and named models / datasets, before any training
     check_classes(args.class_names or None, "--classes")
     if args.cub_root and not args.sub:
-        raise UsageError("--cub-root needs a SUB source to build the SUB evaluation", argument="--sub",
-                         hint="pass --sub Jessica-bader/SUB or a local copy")
+        raise UsageError(
+            "--cub-root needs a SUB source to build the SUB evaluation",
+            argument="--sub",
+            hint="pass --sub Jessica-bader/SUB or a local copy",
+        )
     if args.sub:
         args.sub = resolve_model_spec(args.sub, "--sub", family="dataset").target
     if args.sub and not args.cub_root:  # a curated SUB of the world's classes, or a one-line error naming --cub-root
@@ -100,9 +117,15 @@ def run(args: argparse.Namespace) -> int:
 
         check_world_sub(args.sub, config_from_args(args, []))
     named = clip_models(args.clip_model or [], args.pretrained)
-    named = [(resolve_model_spec(name, "--model", pretrained=tag, pretrained_argument="--pretrained",
-                                 accept=("folder", "name")).target,
-              tag if _is_open_clip_name(name) else None) for name, tag in named]
+    named = [
+        (
+            resolve_model_spec(
+                name, "--model", pretrained=tag, pretrained_argument="--pretrained", accept=("folder", "name")
+            ).target,
+            tag if _is_open_clip_name(name) else None,
+        )
+        for name, tag in named
+    ]
 
     with log_lines():
         print(f"wrote {JOB(config_from_args(args, named), args.out)}")

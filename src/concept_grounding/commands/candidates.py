@@ -34,9 +34,11 @@ __all__ = ["JOB", "add_arguments", "run", "config_from_args"]
 
 JOB = Job("candidates", CandidatesConfig, run_candidates)
 
-_HELP = {"classes": "reference classes a classifier recognises in generated images",
-         "attributes": "attributes a VQA scorer answers reliably on CUB images",
-         "plan": "kept classes x kept attributes -> a pairings file for `generate`"}
+_HELP = {
+    "classes": "reference classes a classifier recognises in generated images",
+    "attributes": "attributes a VQA scorer answers reliably on CUB images",
+    "plan": "kept classes x kept attributes -> a pairings file for `generate`",
+}
 #: the plan's inputs are required flags of its step
 _REQUIRED = {"plan": {"classes_file": dataclasses.MISSING, "attributes_file": dataclasses.MISSING}}
 
@@ -46,9 +48,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     every = {s.name for s in settings.settings_of(CandidatesConfig)}
     for step in STEPS:
         sub = steps.add_parser(step, help=_HELP[step], formatter_class=parser.formatter_class)
-        add_job_arguments(sub, JOB, out_default=Path("reports/candidates"), out_help="report folder",
-                          exclude=tuple(every - set(step_settings(step))),
-                          defaults={**STEP_DEFAULTS[step], **_REQUIRED.get(step, {})})
+        add_job_arguments(
+            sub,
+            JOB,
+            out_default=Path("reports/candidates"),
+            out_help="report folder",
+            exclude=tuple(every - set(step_settings(step))),
+            defaults={**STEP_DEFAULTS[step], **_REQUIRED.get(step, {})},
+        )
 
 
 def config_from_args(args: argparse.Namespace) -> CandidatesConfig:

@@ -28,8 +28,12 @@ JOB = Job("cci-bench", CciBenchConfig, run_cci_bench)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_job_arguments(parser, JOB, out_default="reports/cci-bench",
-                      out_help="report folder (the world is exported under OUT/data when no folder is given)")
+    add_job_arguments(
+        parser,
+        JOB,
+        out_default="reports/cci-bench",
+        out_help="report folder (the world is exported under OUT/data when no folder is given)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

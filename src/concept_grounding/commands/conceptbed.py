@@ -27,13 +27,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_job_arguments(parser, JOB)
 
 
-def config_from_args(args: argparse.Namespace):  # noqa: ANN201
+def config_from_args(args: argparse.Namespace):
     """The job's configuration from the parsed arguments (cache and work folders under ``--out``)."""
     from concept_grounding.conceptbed.learners import check_learners
 
     check_learners(args.learners)
-    return settings.from_args(JOB.config, args, cache=str(args.cache or args.out / "oracles"),
-                              work=str(args.out / "learned"))
+    return settings.from_args(
+        JOB.config, args, cache=str(args.cache or args.out / "oracles"), work=str(args.out / "learned")
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -22,7 +22,6 @@ from concept_grounding import settings
 from concept_grounding.cci.covar_job import CovarConfig, run_covar
 from concept_grounding.jobs import Job, add_job_arguments
 
-
 __all__ = ["JOB", "add_arguments", "run", "config_from_args"]
 
 JOB = Job("covar", CovarConfig, run_covar)
@@ -40,15 +39,23 @@ def config_from_args(args: argparse.Namespace) -> CovarConfig:
     from concept_grounding.errors import UsageError
 
     if args.images is not None and args.judge == "attributes":
-        raise UsageError("needs the world's class attribute vectors; use --judge text with --images", argument="--judge")
+        raise UsageError(
+            "needs the world's class attribute vectors; use --judge text with --images", argument="--judge"
+        )
     judge = args.judge or ("text" if args.images is not None else "attributes")
     if (args.detector is None) != (args.segmenter is None):
-        raise UsageError("give --detector and --segmenter together (a grounded segmenter)",
-                         argument="--detector" if args.detector is None else "--segmenter")
+        raise UsageError(
+            "give --detector and --segmenter together (a grounded segmenter)",
+            argument="--detector" if args.detector is None else "--segmenter",
+        )
     if args.detector is not None and args.images is None:
         raise UsageError("computes masks for --images (the world's are exact)", argument="--detector")
-    return settings.from_args(CovarConfig, args, judge=judge,
-                              mask_cache=str(args.mask_cache or args.out / "mask_cache") if args.detector else None)
+    return settings.from_args(
+        CovarConfig,
+        args,
+        judge=judge,
+        mask_cache=str(args.mask_cache or args.out / "mask_cache") if args.detector else None,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -57,8 +64,13 @@ def run(args: argparse.Namespace) -> int:
 
     # named models first (before torch): a model that cannot be loaded fails within seconds
     if not builtin_clip(args.model):
-        args.model = resolve_model_spec(args.model, "--model", pretrained=args.pretrained,
-                                        pretrained_argument="--pretrained", accept=("folder", "name")).target
+        args.model = resolve_model_spec(
+            args.model,
+            "--model",
+            pretrained=args.pretrained,
+            pretrained_argument="--pretrained",
+            accept=("folder", "name"),
+        ).target
     if args.inpaint_model:
         args.inpaint_model = resolve_model_spec(args.inpaint_model, "--inpaint-model", family="hub").target
     for flag in ("detector", "segmenter"):

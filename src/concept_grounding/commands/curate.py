@@ -31,8 +31,12 @@ def run(args: argparse.Namespace) -> int:
     human = ""
     if res.human is not None:
         b, g = res.human["binary"], res.human["group"]
-        human = (f"; Human s+/s- binary {100 * b['s_plus']:.1f}/{100 * b['s_minus']:.1f}, "
-                 f"group {100 * g['s_plus']:.1f}/{100 * g['s_minus']:.1f}")
-    print(f"kept {len(res.kept)} images, {int(res.attributes.kept.sum())} of {len(res.attributes)} attributes"
-          f"{human}; report: {report}")
+        human = (
+            f"; Human s+/s- binary {100 * b['s_plus']:.1f}/{100 * b['s_minus']:.1f}, "
+            f"group {100 * g['s_plus']:.1f}/{100 * g['s_minus']:.1f}"
+        )
+    print(
+        f"kept {len(res.kept)} images, {int(res.attributes.kept.sum())} of {len(res.attributes)} attributes"
+        f"{human}; report: {report}"
+    )
     return 0

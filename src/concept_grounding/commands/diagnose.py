@@ -32,16 +32,19 @@ def check_segmenter_pair(args: argparse.Namespace) -> None:
     from concept_grounding.errors import UsageError
 
     if (args.detector is None) != (args.segmenter is None):
-        raise UsageError("give --detector and --segmenter together (a grounded segmenter)",
-                         argument="--detector" if args.detector is None else "--segmenter")
+        raise UsageError(
+            "give --detector and --segmenter together (a grounded segmenter)",
+            argument="--detector" if args.detector is None else "--segmenter",
+        )
 
 
 def config_from_args(args: argparse.Namespace) -> DiagnoseConfig:
     """The job's configuration from the parsed (and model-resolved) arguments; the mask cache
     defaults to ``OUT/mask_cache``."""
     check_segmenter_pair(args)
-    return settings.from_args(DiagnoseConfig, args,
-                              mask_cache=str(args.mask_cache or args.out / "mask_cache") if args.detector else None)
+    return settings.from_args(
+        DiagnoseConfig, args, mask_cache=str(args.mask_cache or args.out / "mask_cache") if args.detector else None
+    )
 
 
 def run(args: argparse.Namespace) -> int:

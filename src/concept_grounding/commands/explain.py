@@ -21,7 +21,6 @@ from concept_grounding.commands._types import existing_file
 from concept_grounding.errors import UsageError
 from concept_grounding.jobs import Job, add_job_arguments
 
-
 __all__ = ["JOB", "add_arguments", "run", "config_from_args"]
 
 JOB = Job("explain", ExplainConfig, run_explain)
@@ -29,7 +28,9 @@ JOB = Job("explain", ExplainConfig, run_explain)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_job_arguments(parser, JOB)
-    parser.add_argument("--images", nargs="*", type=existing_file, default=None, help="image files (default: world samples)")
+    parser.add_argument(
+        "--images", nargs="*", type=existing_file, default=None, help="image files (default: world samples)"
+    )
 
 
 def _read_image(path: Path):
@@ -63,7 +64,12 @@ def run(args: argparse.Namespace) -> int:
     from concept_grounding.hub import resolve_model_spec
 
     if not builtin_clip(args.model):  # first, before torch: a model that cannot be loaded fails within seconds
-        args.model = resolve_model_spec(args.model, "--model", pretrained=args.pretrained,
-                                        pretrained_argument="--pretrained", accept=("folder", "name")).target
+        args.model = resolve_model_spec(
+            args.model,
+            "--model",
+            pretrained=args.pretrained,
+            pretrained_argument="--pretrained",
+            accept=("folder", "name"),
+        ).target
     JOB(config_from_args(args), args.out)
     return 0

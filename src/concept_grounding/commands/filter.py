@@ -30,16 +30,32 @@ JOB = Job("filter", FilterConfig, filter_folder)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     settings.add_arguments(parser, FilterConfig, defaults={"input": None})
-    parser.add_argument("--cub-root", type=existing_dir, default=None,
-                        help="CUB_200_2011 tree whose class-level labels --check-groups compares with (default: the "
-                             "bird world's)")
-    parser.add_argument("--validate-on-world", type=positive_int, nargs="?", const=1, default=0, metavar="N",
-                        help="first validate the scorer on N exact bird-world edits per SUB pairing (N: 1 when the"
-                        " flag is given bare) and their originals: AUROC and S+ accuracy (default: 0, no validation)")
-    parser.add_argument("--size", type=positive_int, default=128,
-                        help="image side of the validation world in pixels (--validate-on-world)")
+    parser.add_argument(
+        "--cub-root",
+        type=existing_dir,
+        default=None,
+        help="CUB_200_2011 tree whose class-level labels --check-groups compares with (default: the bird world's)",
+    )
+    parser.add_argument(
+        "--validate-on-world",
+        type=positive_int,
+        nargs="?",
+        const=1,
+        default=0,
+        metavar="N",
+        help="first validate the scorer on N exact bird-world edits per SUB pairing (N: 1 when the"
+        " flag is given bare) and their originals: AUROC and S+ accuracy (default: 0, no validation)",
+    )
+    parser.add_argument(
+        "--size",
+        type=positive_int,
+        default=128,
+        help="image side of the validation world in pixels (--validate-on-world)",
+    )
     # the flag's name before the image side had one name everywhere: still accepted, not listed
-    parser.add_argument("--world-size", dest="size", type=positive_int, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--world-size", dest="size", type=positive_int, default=argparse.SUPPRESS, help=argparse.SUPPRESS
+    )
 
 
 def _attribute_judge(spec: str):
@@ -80,10 +96,18 @@ def config_from_args(args: argparse.Namespace) -> FilterConfig:
 
         unknown = [g for g in check if g not in load_vocabulary().groups]
         if unknown:
-            raise UsageError(f"unknown attribute group(s) {unknown}", argument="--check-groups",
-                             hint="groups are written like bill_color, wing_pattern")
-    return settings.from_args(FilterConfig, args, judge_loader=_attribute_judge, check_groups=check,
-                              class_values=class_values(getattr(args, "cub_root", None)) if check else None)
+            raise UsageError(
+                f"unknown attribute group(s) {unknown}",
+                argument="--check-groups",
+                hint="groups are written like bill_color, wing_pattern",
+            )
+    return settings.from_args(
+        FilterConfig,
+        args,
+        judge_loader=_attribute_judge,
+        check_groups=check,
+        class_values=class_values(getattr(args, "cub_root", None)) if check else None,
+    )
 
 
 def validate_scorer(scorer, args: argparse.Namespace) -> None:

@@ -44,25 +44,48 @@ def transformer_cache(text: str) -> TransformerCache:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=output_dir, help="output folder (an imagefolder dataset)")
-    parser.add_argument("--model", default=WORLD_MODEL,
-                        help="'world' (default): the small Flux trained on the bird world, shipped with the package "
-                             "(32 px, float32, true CFG 4; see concept_grounding/assets/world_flux/README.md); "
-                             "or a FLUX.1 / FLUX.2 / FLUX.2 [klein] model id or folder, e.g. black-forest-labs/FLUX.1-dev, "
-                             "black-forest-labs/FLUX.2-klein-4B (loaded as its family's TDG pipeline)")
+    parser.add_argument(
+        "--model",
+        default=WORLD_MODEL,
+        help="'world' (default): the small Flux trained on the bird world, shipped with the package "
+        "(32 px, float32, true CFG 4; see concept_grounding/assets/world_flux/README.md); "
+        "or a FLUX.1 / FLUX.2 / FLUX.2 [klein] model id or folder, e.g. black-forest-labs/FLUX.1-dev, "
+        "black-forest-labs/FLUX.2-klein-4B (loaded as its family's TDG pipeline)",
+    )
     parser.add_argument("--tiny", action="store_true", help="use a tiny random FLUX built offline (tests, demo)")
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--cub-root", type=existing_dir, help="take class-level labels from a CUB_200_2011 folder (default: the bird world's class vectors)")
-    source.add_argument("--pairings", type=existing_file, help="file of pairings: 'class,attribute' lines or JSON lines (default: SUB's pairings of the bird world)")
+    source.add_argument(
+        "--cub-root",
+        type=existing_dir,
+        help="take class-level labels from a CUB_200_2011 folder (default: the bird world's class vectors)",
+    )
+    source.add_argument(
+        "--pairings",
+        type=existing_file,
+        help="file of pairings: 'class,attribute' lines or JSON lines (default: SUB's pairings of the bird world)",
+    )
     settings.add_arguments(parser, GenerateConfig)
-    parser.add_argument("--dtype", choices=("bfloat16", "float16", "float32"), default="bfloat16",
-                        help="precision of a named FLUX model (--model; the world model and --tiny run in float32)")
-    parser.add_argument("--cache", type=transformer_cache, default=None, metavar="NAME[:OPTION=VALUE,...]",
-                        help="a diffusers transformer cache, enabled with transformer.enable_cache: "
-                             f"{', '.join(CACHES)}; options are the diffusers config's fields, "
-                             "e.g. first-block:threshold=0.2 (recorded in the manifest)")
-    parser.add_argument("--compile", action="store_true",
-                        help="torch.compile the transformer's repeated blocks (diffusers' compile_repeated_blocks; "
-                             "minutes of compilation on CPU, recorded in the manifest)")
+    parser.add_argument(
+        "--dtype",
+        choices=("bfloat16", "float16", "float32"),
+        default="bfloat16",
+        help="precision of a named FLUX model (--model; the world model and --tiny run in float32)",
+    )
+    parser.add_argument(
+        "--cache",
+        type=transformer_cache,
+        default=None,
+        metavar="NAME[:OPTION=VALUE,...]",
+        help="a diffusers transformer cache, enabled with transformer.enable_cache: "
+        f"{', '.join(CACHES)}; options are the diffusers config's fields, "
+        "e.g. first-block:threshold=0.2 (recorded in the manifest)",
+    )
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile the transformer's repeated blocks (diffusers' compile_repeated_blocks; "
+        "minutes of compilation on CPU, recorded in the manifest)",
+    )
 
 
 def _model(args: argparse.Namespace) -> FluxSource:
@@ -89,14 +112,19 @@ def _pairing_source(args: argparse.Namespace) -> PairingSource:
 
 def config_from_args(args: argparse.Namespace) -> GenerateConfig:
     """The job's configuration (sources are read when the job runs, so errors keep their order)."""
-    return settings.from_args(GenerateConfig, args, out=args.out, model=_model(args), pairings=_pairing_source(args),
-                              acceleration=Acceleration(cache=args.cache, compile=args.compile))
+    return settings.from_args(
+        GenerateConfig,
+        args,
+        out=args.out,
+        model=_model(args),
+        pairings=_pairing_source(args),
+        acceleration=Acceleration(cache=args.cache, compile=args.compile),
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    from concept_grounding.errors import options_as_flags
-
     from concept_grounding.curation.generated_sheet import contact_sheet
+    from concept_grounding.errors import options_as_flags
 
     config = config_from_args(args)
     with options_as_flags({**settings.flags(GenerateConfig), "pairings": "--pairings"}):  # errors name the flags
@@ -106,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
         judged = isinstance(config.model, WorldFlux)  # a world Flux draws the world: the world judge's verdicts
         sheet = contact_sheet(args.out, judge=judged)
         what = "contact sheet with the world judge's verdicts" if judged else "contact sheet"
-        print(f"wrote {result.written} new images ({result.planned} planned); metadata: {metadata}"
-              + (f"; {what}: {sheet}" if sheet else ""))
+        print(
+            f"wrote {result.written} new images ({result.planned} planned); metadata: {metadata}"
+            + (f"; {what}: {sheet}" if sheet else "")
+        )
     return 0

@@ -29,6 +29,8 @@ def run(args: argparse.Namespace) -> int:
     with log_lines():
         result = JOB.run(settings.from_args(PhotosConfig, args, out=args.out))
         result.save(args.out)
-    print(f"wrote {len(result.records)} images to {result.image_folder} and {result.out / 'counteranimals'} "
-          f"in {result.seconds:.1f} s")
+    print(
+        f"wrote {len(result.records)} images to {result.image_folder} and {result.out / 'counteranimals'} "
+        f"in {result.seconds:.1f} s"
+    )
     return 0

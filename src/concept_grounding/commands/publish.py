@@ -13,8 +13,8 @@ from pathlib import Path
 
 from concept_grounding import settings
 from concept_grounding.jobs import Job
-from concept_grounding.publish.job import UPLOAD_SETTINGS, WORLD_SETTINGS, PublishJobConfig, run_publish
 from concept_grounding.progress import log_lines
+from concept_grounding.publish.job import UPLOAD_SETTINGS, WORLD_SETTINGS, PublishJobConfig, run_publish
 
 __all__ = ["JOB", "add_arguments", "run", "config_from_args"]
 
@@ -27,11 +27,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     path: the build refuses a file or a folder it did not make, naming ``--out``)."""
     names = {s.name for s in settings.settings_of(PublishJobConfig)}
     settings.add_arguments(parser, PublishJobConfig, exclude=names - {"namespace"})
-    parser.add_argument("--out", required=True, type=Path,
-                        help="folder for one sub-folder per repo (new, empty, or made by an earlier publish)")
+    parser.add_argument(
+        "--out",
+        required=True,
+        type=Path,
+        help="folder for one sub-folder per repo (new, empty, or made by an earlier publish)",
+    )
     settings.add_arguments(parser, PublishJobConfig, exclude=names - {"bench", "wheel"})
-    groups = (("bird world datasets (the `concept-grounding world` settings)", WORLD_SETTINGS),
-              ("upload", UPLOAD_SETTINGS))
+    groups = (
+        ("bird world datasets (the `concept-grounding world` settings)", WORLD_SETTINGS),
+        ("upload", UPLOAD_SETTINGS),
+    )
     for title, group in groups:
         settings.add_arguments(parser.add_argument_group(title), PublishJobConfig, exclude=names - set(group))
 

@@ -22,24 +22,35 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     Each defaults to its environment variable (:mod:`concept_grounding.space.policy`).
     """
     parser.add_argument(
-        "--tdg-model", action="append", default=None, metavar="NAME",
+        "--tdg-model",
+        action="append",
+        default=None,
+        metavar="NAME",
         help="a Flux model (local folder or Hub id) visitors may pick in the Tied Diffusion tab; repeat for more "
-             "(default: $CONCEPT_GROUNDING_TDG_MODEL, comma-separated)",
+        "(default: $CONCEPT_GROUNDING_TDG_MODEL, comma-separated)",
     )
     parser.add_argument(
-        "--clip-model", action="append", default=None, metavar="NAME",
+        "--clip-model",
+        action="append",
+        default=None,
+        metavar="NAME",
         help="a CLIP model (open_clip name, transformers id or local folder) visitors may pick in the Explain tab; "
-             "repeat for more (default: $CONCEPT_GROUNDING_CLIP_MODELS, comma-separated)",
+        "repeat for more (default: $CONCEPT_GROUNDING_CLIP_MODELS, comma-separated)",
     )
     parser.add_argument(
-        "--allow-any-model", action="store_true", default=None,
+        "--allow-any-model",
+        action="store_true",
+        default=None,
         help="let visitors load ANY local folder or Hub repo by name (default: only the listed models; "
-             "or set CONCEPT_GROUNDING_ALLOW_ANY_MODEL=1)",
+        "or set CONCEPT_GROUNDING_ALLOW_ANY_MODEL=1)",
     )
     parser.add_argument(
-        "--model-cache", type=positive_int, default=None, metavar="N",
+        "--model-cache",
+        type=positive_int,
+        default=None,
+        metavar="N",
         help="visitor-chosen models kept loaded at once; the least recently used is dropped "
-             "(default: $CONCEPT_GROUNDING_MODEL_CACHE or 2)",
+        "(default: $CONCEPT_GROUNDING_MODEL_CACHE or 2)",
     )
 
 
@@ -47,7 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (0.0.0.0 to expose it)")
     parser.add_argument("--port", type=int_at_least(0, 65535), default=7860, help="HTTP port (0: any free port)")
     parser.add_argument(
-        "--artifacts", type=Path, default=None,
+        "--artifacts",
+        type=Path,
+        default=None,
         help="folder of trained models (default: $CONCEPT_GROUNDING_ARTIFACTS or ./artifacts if present)",
     )
     add_model_arguments(parser)
@@ -94,8 +107,11 @@ def check_address(host: str, port: int) -> None:
         try:
             probe.bind((host, port))
         except OSError as err:
-            raise UsageError(f"cannot listen on {host}:{port} ({err.strerror or err})", argument="--host/--port",
-                             hint="pick a free port (0: any) or another interface") from None
+            raise UsageError(
+                f"cannot listen on {host}:{port} ({err.strerror or err})",
+                argument="--host/--port",
+                hint="pick a free port (0: any) or another interface",
+            ) from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,8 +121,11 @@ def run(args: argparse.Namespace) -> int:
     from concept_grounding.space.env import configure_environment
 
     if args.artifacts is not None and not args.artifacts.is_dir():
-        raise UsageError(f"{args.artifacts} is not a folder", argument="--artifacts",
-                         hint="give the folder `make demo` wrote (reports/demo/bench) or leave it out")
+        raise UsageError(
+            f"{args.artifacts} is not a folder",
+            argument="--artifacts",
+            hint="give the folder `make demo` wrote (reports/demo/bench) or leave it out",
+        )
     check_address(args.host, args.port)
     policy = policy_from_args(args)
     configure_environment()
@@ -114,6 +133,8 @@ def run(args: argparse.Namespace) -> int:
 
     with log_lines():
         if policy.allow_any:
-            logging.getLogger(__name__).warning("space: --allow-any-model: visitors can load any local folder or Hub repo")
+            logging.getLogger(__name__).warning(
+                "space: --allow-any-model: visitors can load any local folder or Hub repo"
+            )
         launch(build_demo(artifacts=args.artifacts, policy=policy), host=args.host, port=args.port)
     return 0

@@ -31,27 +31,48 @@ JOB = Job("sub", SubConfig, run_sub)
 #: how an error raised by the Python API names each keyword when this command runs it
 #: (:func:`concept_grounding.errors.options_as_flags`).
 FLAGS: dict[str, str] = {
-    "concept_names": "--concept-names", "index_base": "--index-base", "output": "--output", "outputs": "--outputs",
-    "image_size": "--image-size", "size": "--image-size", "mean": "--mean", "std": "--std",
-    "normalize=False": "--no-normalize", "include_none": "--include-none", "include_none=True": "--include-none",
-    "protocol": "--protocol", "batch_size": "--batch-size", "dtype": "--dtype", "device": "--device", "split": "--split",
-    "transform": "a transform", "processor": "a processor returned by the --model factory",
+    "concept_names": "--concept-names",
+    "index_base": "--index-base",
+    "output": "--output",
+    "outputs": "--outputs",
+    "image_size": "--image-size",
+    "size": "--image-size",
+    "mean": "--mean",
+    "std": "--std",
+    "normalize=False": "--no-normalize",
+    "include_none": "--include-none",
+    "include_none=True": "--include-none",
+    "protocol": "--protocol",
+    "batch_size": "--batch-size",
+    "dtype": "--dtype",
+    "device": "--device",
+    "split": "--split",
+    "transform": "a transform",
+    "processor": "a processor returned by the --model factory",
     "preprocess": "a preprocess returned by the --model factory",
-    "tokenizer": "a tokenizer returned by the --model factory", "pretrained": "--pretrained",
+    "tokenizer": "a tokenizer returned by the --model factory",
+    "pretrained": "--pretrained",
 }
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``--model`` and ``--pretrained`` (resolved before the config is built), ``--out`` and the
     settings :class:`~concept_grounding.bench.sub_job.SubConfig` declares."""
-    parser.add_argument("--model", required=True, action="append",
-                        help="saved model folder, file.py:factory, package.module:factory, or a CLIP name / path; "
-                             "repeat it to score several in one run (one report each under --out, and a summary "
-                             "table), or 'paper' for SUB Table 2's six open_clip models with their weights")
-    parser.add_argument("--pretrained", default=None,
-                        help="open_clip weights tag for an architecture name (e.g. openai, laion2b_s34b_b79k), a "
-                             "weights file, or 'random' for random weights on purpose (an architecture without it "
-                             "is refused)")
+    parser.add_argument(
+        "--model",
+        required=True,
+        action="append",
+        help="saved model folder, file.py:factory, package.module:factory, or a CLIP name / path; "
+        "repeat it to score several in one run (one report each under --out, and a summary "
+        "table), or 'paper' for SUB Table 2's six open_clip models with their weights",
+    )
+    parser.add_argument(
+        "--pretrained",
+        default=None,
+        help="open_clip weights tag for an architecture name (e.g. openai, laion2b_s34b_b79k), a "
+        "weights file, or 'random' for random weights on purpose (an architecture without it "
+        "is refused)",
+    )
     add_out_argument(parser, help="report folder", default="reports/sub")
     settings.add_arguments(parser, SubConfig)
 
@@ -85,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         return _run(args)
 
 
-def check_model(name: str, pretrained: str | None) -> "ModelSpec":
+def check_model(name: str, pretrained: str | None) -> ModelSpec:
     """First, before torch: a ``--model`` goes through the one resolver
     (:func:`concept_grounding.hub.resolve_model_spec`): a folder must exist, a factory's file or
     module too, a CLIP name must be loadable now and an open_clip architecture must name its
@@ -101,10 +122,12 @@ def config_from_args(args: argparse.Namespace) -> SubConfig:
     before any is scored), then the ``--concept-names`` file read."""
     if args.batch_size < 1:
         raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
-    models = tuple(ScoredModel(model, tag, check_model(model, tag))
-                   for model, tag in expand_models(args.model, args.pretrained))
-    return settings.from_args(SubConfig, args, models=models,
-                              concept_names=_concept_names(args.concept_names, args.index_base))
+    models = tuple(
+        ScoredModel(model, tag, check_model(model, tag)) for model, tag in expand_models(args.model, args.pretrained)
+    )
+    return settings.from_args(
+        SubConfig, args, models=models, concept_names=_concept_names(args.concept_names, args.index_base)
+    )
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -121,9 +144,11 @@ def _print(result: SubResult, out: Path, report: Path) -> None:
     """Each model's headline (named when there are several) and the reports written."""
     several = len(result.evaluations) > 1
     for model, folder, e in zip(result.config.models, result.config.folders(), result.evaluations):
-        print(f"{model.name + ': ' if several else ''}s+ {e.s_plus:.4f} (chance {e.chance_s_plus:.4f})  "
-              f"s- {e.s_minus:.4f} (chance {e.chance_s_minus:.4f})  "
-              f"{e.num_images} images, {e.images_per_second:.1f} images/s")
+        print(
+            f"{model.name + ': ' if several else ''}s+ {e.s_plus:.4f} (chance {e.chance_s_plus:.4f})  "
+            f"s- {e.s_minus:.4f} (chance {e.chance_s_minus:.4f})  "
+            f"{e.num_images} images, {e.images_per_second:.1f} images/s"
+        )
         print(f"wrote {(out / folder if several else out) / 'report.md'}")
     if several:
         print(f"wrote {report}")

@@ -17,7 +17,6 @@ from concept_grounding.jobs import Job
 from concept_grounding.world.config import WorldConfig
 from concept_grounding.world.export import WorldExportConfig, run_world_export
 
-
 __all__ = ["JOB", "add_arguments", "run", "config_from_args"]
 
 JOB = Job("world", WorldExportConfig, run_world_export)
@@ -39,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
     export = JOB.run(config_from_args(args))
     export.save(args.out)
     s = export.summary()
-    print(f"wrote {export.out} ({s['train_images']} train / {s['test_images']} test images, "
-          f"{export.render_rate:.0f} images/s)")
+    print(
+        f"wrote {export.out} ({s['train_images']} train / {s['test_images']} test images, "
+        f"{export.render_rate:.0f} images/s)"
+    )
     return 0

@@ -35,17 +35,35 @@ from ..vocabulary import class_display_name
 from ..world.composition import ACTIONS, COUNT_WORDS, RELATIONS, CompositionPrompt, composition_config
 from ..world.config import SCENES
 
-__all__ = ["composition_texts", "CompositionClipData", "composition_clip_data", "CompositionCaptioner",
-           "train_composition_clip", "validate_composition_clip", "ship_composition_clip", "load_composition_clip"]
+__all__ = [
+    "composition_texts",
+    "CompositionClipData",
+    "composition_clip_data",
+    "CompositionCaptioner",
+    "train_composition_clip",
+    "validate_composition_clip",
+    "ship_composition_clip",
+    "load_composition_clip",
+]
 
 #: Validated categories -> the alternatives a caption chooses among (the values of the world's truth).
 VALIDATED: dict[str, tuple[str, ...]] = {
-    "count": tuple(COUNT_WORDS.values()), "relation": tuple(RELATIONS.values()), "action": tuple(ACTIONS.values()),
+    "count": tuple(COUNT_WORDS.values()),
+    "relation": tuple(RELATIONS.values()),
+    "action": tuple(ACTIONS.values()),
 }
 #: Model size of the shipped CLIP (WorldCLIP keyword arguments; at 32 px, 8 px patches: a 4 x 4 grid;
 #: 4 px patches train 10x slower and, in 15 epochs, read the facing worse: 79 % vs 97 %).
-MODEL_KWARGS: dict[str, int] = dict(embed_dim=64, patch_size=8, vision_width=64, vision_layers=3, text_width=64,
-                                    text_layers=2, head_width=32, context_length=24)
+MODEL_KWARGS: dict[str, int] = dict(
+    embed_dim=64,
+    patch_size=8,
+    vision_width=64,
+    vision_layers=3,
+    text_width=64,
+    text_layers=2,
+    head_width=32,
+    context_length=24,
+)
 
 
 def _phrase_attributes(world: Any) -> dict[int, str]:
@@ -95,8 +113,9 @@ class CompositionClipData:
         return self.images, self.attributes, self.labels, self.count, self.scene, self.facing
 
 
-def composition_clip_data(world: Any, per_class: int, canonical_per_class: int = 0, start: int = 0,
-                          seed: int = 0) -> CompositionClipData:
+def composition_clip_data(
+    world: Any, per_class: int, canonical_per_class: int = 0, start: int = 0, seed: int = 0
+) -> CompositionClipData:
     """``per_class`` compositions per species of ``world`` in its varied scene and pose (samples
     ``start ..``, 1-3 birds drawn from ``seed``) and ``canonical_per_class`` canonical renders on
     the plain backdrop (samples after them; one bird facing right), with exact truth.
@@ -123,9 +142,12 @@ def composition_clip_data(world: Any, per_class: int, canonical_per_class: int =
     return CompositionClipData(
         images=torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2).float() / 255.0,
         attributes=torch.from_numpy(np.stack(attributes).astype(np.float32)),
-        labels=torch.as_tensor(labels), count=torch.as_tensor(count),
+        labels=torch.as_tensor(labels),
+        count=torch.as_tensor(count),
         scene=torch.as_tensor([SCENES.index(s) for s in scene]),
-        facing=torch.as_tensor([tuple(ACTIONS).index(f) for f in facing]), class_names=tuple(varied.class_names))
+        facing=torch.as_tensor([tuple(ACTIONS).index(f) for f in facing]),
+        class_names=tuple(varied.class_names),
+    )
 
 
 @dataclass
@@ -154,16 +176,28 @@ class CompositionCaptioner:
         action = torch.rand(b) < self.action_rate
         species = torch.rand(b) < self.class_rate
         named = self._attributes(attributes, torch.rand(b) < self.attribute_rate)
-        captions = [self._caption(int(count[j]), int(labels[j]) if species[j] else None, int(named[j]),
-                                  SCENES[scene[j]] if relation[j] else None,
-                                  tuple(ACTIONS)[facing[j]] if action[j] else None) for j in range(b)]
+        captions = [
+            self._caption(
+                int(count[j]),
+                int(labels[j]) if species[j] else None,
+                int(named[j]),
+                SCENES[scene[j]] if relation[j] else None,
+                tuple(ACTIONS)[facing[j]] if action[j] else None,
+            )
+            for j in range(b)
+        ]
 
         def agree(x: torch.Tensor, asked: torch.Tensor) -> torch.Tensor:
             return (x[:, None] == x[None, :]) | ~asked[None, :]
 
         shows = attributes[:, named.clamp(min=0)] > 0.5
-        positives = (agree(count, torch.ones(b, dtype=torch.bool)) & agree(scene, relation) & agree(facing, action)
-                     & agree(labels, species) & (shows | (named < 0)[None, :]))
+        positives = (
+            agree(count, torch.ones(b, dtype=torch.bool))
+            & agree(scene, relation)
+            & agree(facing, action)
+            & agree(labels, species)
+            & (shows | (named < 0)[None, :])
+        )
         return captions, positives
 
     def _attributes(self, attributes: torch.Tensor, ask: torch.Tensor) -> torch.Tensor:
@@ -178,13 +212,26 @@ class CompositionCaptioner:
 
     def _caption(self, count: int, label: int | None, attribute: int, scene: str | None, facing: str | None) -> str:
         noun = "bird" if label is None else class_display_name(self.class_names[label]).lower()
-        return CompositionPrompt(noun, count, self.phrases[attribute] if attribute >= 0 else None,
-                                 scene if scene in RELATIONS else None, facing).text
+        return CompositionPrompt(
+            noun,
+            count,
+            self.phrases[attribute] if attribute >= 0 else None,
+            scene if scene in RELATIONS else None,
+            facing,
+        ).text
 
 
-def train_composition_clip(data: CompositionClipData, world: Any, *, epochs: int = 30,
-                           batch_size: int = 128, lr: float = 2e-3, seed: int = 0,
-                           model_kwargs: dict[str, int] | None = None, progress: bool = True) -> WorldCLIP:
+def train_composition_clip(
+    data: CompositionClipData,
+    world: Any,
+    *,
+    epochs: int = 30,
+    batch_size: int = 128,
+    lr: float = 2e-3,
+    seed: int = 0,
+    model_kwargs: dict[str, int] | None = None,
+    progress: bool = True,
+) -> WorldCLIP:
     """A :class:`WorldCLIP` at the data's image size with the composition words of ``world``
     (:meth:`WordTokenizer.from_vocabulary` with :func:`composition_texts`), trained by
     :func:`fit_clip` with a :class:`CompositionCaptioner` (one-cycle Adam; no flips: a flip
@@ -194,8 +241,18 @@ def train_composition_clip(data: CompositionClipData, world: Any, *, epochs: int
     with seeded(seed):
         model = WorldCLIP(words, image_size=int(data.images.shape[-1]), **kwargs)
     captioner = CompositionCaptioner(data.class_names, _phrase_attributes(world))
-    return fit_clip(model, data.tensors(), captioner, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed,
-                    schedule="onecycle", desc="composition CLIP", progress=progress)
+    return fit_clip(
+        model,
+        data.tensors(),
+        captioner,
+        epochs=epochs,
+        batch_size=batch_size,
+        lr=lr,
+        seed=seed,
+        schedule="onecycle",
+        desc="composition CLIP",
+        progress=progress,
+    )
 
 
 def _alternatives(category: str, count: int) -> list[str]:
@@ -232,9 +289,14 @@ def validate_composition_clip(handle: Any, data: CompositionClipData) -> dict[st
         score = clip_score(cos)
         match = score.gather(1, target[:, None]).squeeze(1)
         mismatch = (score.sum(1) - match) / (len(values) - 1)
-        out[category] = {"accuracy": float((cos.argmax(1) == target).float().mean()), "chance": 1 / len(values),
-                         "clip_match": float(match.mean()), "clip_mismatch": float(mismatch.mean()),
-                         "clip_gap": float((match - mismatch).mean()), "n": int(keep.sum())}
+        out[category] = {
+            "accuracy": float((cos.argmax(1) == target).float().mean()),
+            "chance": 1 / len(values),
+            "clip_match": float(match.mean()),
+            "clip_mismatch": float(mismatch.mean()),
+            "clip_gap": float((match - mismatch).mean()),
+            "n": int(keep.sum()),
+        }
     return out
 
 
@@ -242,9 +304,15 @@ def validate_composition_clip(handle: Any, data: CompositionClipData) -> dict[st
 COMPOSITION_CLIP_DIR = Path(__file__).resolve().parents[1] / "assets" / "composition_clip"
 
 
-def ship_composition_clip(out: str | Path = COMPOSITION_CLIP_DIR, per_class: int = 150, canonical_per_class: int = 30,
-                          epochs: int = 30, seed: int = 0, threads: int = 1,
-                          model_kwargs: dict[str, int] | None = None) -> dict[str, Any]:
+def ship_composition_clip(
+    out: str | Path = COMPOSITION_CLIP_DIR,
+    per_class: int = 150,
+    canonical_per_class: int = 30,
+    epochs: int = 30,
+    seed: int = 0,
+    threads: int = 1,
+    model_kwargs: dict[str, int] | None = None,
+) -> dict[str, Any]:
     """Train the shipped composition CLIP on the default world (SUB's 33 species at 32 px),
     validate it on held-out compositions of the other 167 CUB species (the concepts ConceptBed's
     learners learn), print and save it (weights, validation.json, model card)."""
@@ -260,14 +328,21 @@ def ship_composition_clip(out: str | Path = COMPOSITION_CLIP_DIR, per_class: int
         start = time.perf_counter()
         model = train_composition_clip(data, world, epochs=epochs, seed=seed, model_kwargs=model_kwargs)
         seconds = time.perf_counter() - start
-        held_out = composition_clip_data(BirdWorld(WorldConfig(image_size=32, seed=seed, class_names=others)), 4, 0,
-                                         10_000, seed + 1)
+        held_out = composition_clip_data(
+            BirdWorld(WorldConfig(image_size=32, seed=seed, class_names=others)), 4, 0, 10_000, seed + 1
+        )
         validation = validate_composition_clip(world_clip_handle(model), held_out)
     out = Path(out)
     model.save_pretrained(out)
-    record = {"validation": validation, "train_seconds": round(seconds, 1), "threads": threads,
-              "train_images": len(data.images), "held_out_images": len(held_out.images),
-              "final_loss": model.history.losses[-1], "model": {**MODEL_KWARGS, **(model_kwargs or {})}}
+    record = {
+        "validation": validation,
+        "train_seconds": round(seconds, 1),
+        "threads": threads,
+        "train_images": len(data.images),
+        "held_out_images": len(held_out.images),
+        "final_loss": model.history.losses[-1],
+        "model": {**MODEL_KWARGS, **(model_kwargs or {})},
+    }
     (out / "validation.json").write_text(json.dumps(record, indent=1) + "\n")
     (out / "README.md").write_text(_card(record, per_class, canonical_per_class, epochs, seed))
     print(_validation_lines(validation))
@@ -283,9 +358,11 @@ def load_composition_clip(path: str | Path | None = None) -> Any:
 
 
 def _validation_lines(validation: dict[str, dict[str, float]]) -> str:
-    return "\n".join(f"| {c} | {v['n']} | {100 * v['accuracy']:.1f} % | {100 * v['chance']:.1f} % | "
-                     f"{v['clip_match']:.1f} | {v['clip_mismatch']:.1f} | {v['clip_gap']:+.1f} |"
-                     for c, v in validation.items())
+    return "\n".join(
+        f"| {c} | {v['n']} | {100 * v['accuracy']:.1f} % | {100 * v['chance']:.1f} % | "
+        f"{v['clip_match']:.1f} | {v['clip_mismatch']:.1f} | {v['clip_gap']:+.1f} |"
+        for c, v in validation.items()
+    )
 
 
 def _card(record: dict[str, Any], per_class: int, canonical_per_class: int, epochs: int, seed: int) -> str:
@@ -303,8 +380,8 @@ A `WorldCLIP` (`concept_grounding.conceptbed.composition_clip`) that reads Conce
 prompts ("a photo of two bird in the sky", "a photo of a bird on a branch facing left"): Table 2's
 CLIPScore in `concept-grounding conceptbed`. Trained at 32 px ({patch} px patches) on {per_class}
 compositions (1-3 birds, five scenes, facing left or right) and {canonical_per_class} canonical
-renders per species of SUB's 33 species ({record['train_images']} images), for {epochs} epochs
-(seed {seed}, {record['threads']} CPU thread: {record['train_seconds']:.0f} s), with multi-positive
+renders per species of SUB's 33 species ({record["train_images"]} images), for {epochs} epochs
+(seed {seed}, {record["threads"]} CPU thread: {record["train_seconds"]:.0f} s), with multi-positive
 InfoNCE on captions naming the count, and at random the species, an attribute, the relation and
 the action.
 
@@ -312,13 +389,13 @@ Made with:
 
     python -c "from concept_grounding.conceptbed.composition_clip import ship_composition_clip; ship_composition_clip()"
 
-Validation on {record['held_out_images']} held-out compositions of the 167 CUB species it never saw:
+Validation on {record["held_out_images"]} held-out compositions of the 167 CUB species it never saw:
 zero-shot accuracy of the true prompt among the alternatives (the image's count named in each),
 and mean CLIPScore (`100 * max(cos, 0)`) of the matching vs the mismatching prompts:
 
 | category | images | accuracy | chance | CLIPScore match | mismatch | gap |
 |---|---|---|---|---|---|---|
-{_validation_lines(record['validation'])}
+{_validation_lines(record["validation"])}
 
 Limitations: the world's 32 px drawings only; it was not validated on attribute prompts; CLIPScore
 of a small contrastive model is a weak prior baseline next to the VQA oracle.

@@ -40,8 +40,16 @@ import numpy as np
 from ..world.composition import ACTIONS, COUNT_WORDS, RELATIONS, CompositionPrompt, composition_config
 from ..world.composition import CATEGORIES as WORLD_CATEGORIES
 
-__all__ = ["CATEGORIES", "VQA_BAR", "Question", "questions", "questions_of", "concept_prompts", "real_images",
-           "VQAJudge"]
+__all__ = [
+    "CATEGORIES",
+    "VQA_BAR",
+    "Question",
+    "questions",
+    "questions_of",
+    "concept_prompts",
+    "real_images",
+    "VQAJudge",
+]
 
 #: Table 2's categories: the world's (:data:`~concept_grounding.world.composition.CATEGORIES`) and the composite
 #: prompts of two of them.
@@ -79,8 +87,10 @@ def questions(prompt: str) -> list[Question]:
     """
     asked = CompositionPrompt.parse(prompt.strip().lower().replace("v*", "V*"))
     if asked is None:
-        raise ValueError(f"prompt: cannot make questions of {prompt!r}: the world's prompts read "
-                         "'a photo of {a|two|three} V*[ with ...][ in the sky|on a branch|...][ facing left|right]'")
+        raise ValueError(
+            f"prompt: cannot make questions of {prompt!r}: the world's prompts read "
+            "'a photo of {a|two|three} V*[ with ...][ in the sky|on a branch|...][ facing left|right]'"
+        )
     out = [Question(f"is there a {asked.noun}?", "concept", asked.noun)]
     if asked.count > 1:
         out.append(Question(f"are there {COUNT_WORDS[asked.count]} birds?", "count", asked.count))
@@ -123,20 +133,26 @@ def concept_prompts(world: Any, label: int) -> list[tuple[str, str, str | None]]
     """
     from ..worldflux.captions import caption_phrase
 
-    rows: list[tuple[str, str, str | None]] = [("relation", CompositionPrompt("V*", scene=s).text, None)
-                                               for s in RELATIONS]
+    rows: list[tuple[str, str, str | None]] = [
+        ("relation", CompositionPrompt("V*", scene=s).text, None) for s in RELATIONS
+    ]
     rows += [("action", CompositionPrompt("V*", facing=f).text, None) for f in ACTIONS]
     lacking = [a for c, a in world.default_pairings() if c == world.class_names[label]]
     if not lacking:  # a class of another world: the SUB substitutions it lacks
         row = world.class_attributes[label]
-        lacking = [a for a in world.vocab.sub_substitutions.values()
-                   if world.vocab.attribute_index(a) in world.rendered_attributes and not row[world.vocab.attribute_index(a)]]
+        lacking = [
+            a
+            for a in world.vocab.sub_substitutions.values()
+            if world.vocab.attribute_index(a) in world.rendered_attributes and not row[world.vocab.attribute_index(a)]
+        ]
     colour = [a for a in lacking if a.endswith("_color::" + a.split("::")[1]) and "pattern" not in a]
     for a in (colour or lacking)[:: max(1, len(colour or lacking) // 2)][:2]:
         rows.append(("attribute", CompositionPrompt("V*", attribute=caption_phrase(a)).text, a))
     rows += [("counting", CompositionPrompt("V*", k).text, None) for k in (2, 3)]
-    rows += [("composite", CompositionPrompt("V*", 2, scene="sky").text, None),
-             ("composite", CompositionPrompt("V*", scene="foliage", facing="left").text, None)]
+    rows += [
+        ("composite", CompositionPrompt("V*", 2, scene="sky").text, None),
+        ("composite", CompositionPrompt("V*", scene="foliage", facing="left").text, None),
+    ]
     return rows
 
 
@@ -161,7 +177,10 @@ def real_images(world: Any, label: int, prompt: str, attribute: str | None, n: i
     while len(out) < n:
         i = label + k * varied.num_classes
         pose = varied.pose(i)
-        if asked.get("scene", pose.background_name) == pose.background_name and asked.get("facing", pose.facing) == pose.facing:
+        if (
+            asked.get("scene", pose.background_name) == pose.background_name
+            and asked.get("facing", pose.facing) == pose.facing
+        ):
             out.append(varied.composition(i, int(asked.get("count", 1))).image)
         k += 1
     return np.stack(out)
@@ -270,7 +289,7 @@ class CompositionScores:
     clip: dict[str, list[float]]
 
     @classmethod
-    def empty(cls) -> "CompositionScores":
+    def empty(cls) -> CompositionScores:
         return cls({c: [] for c in CATEGORIES}, {c: [] for c in CATEGORIES})
 
     def add(self, category: str, p_yes: np.ndarray, clip: np.ndarray) -> None:
@@ -283,6 +302,7 @@ def table2(scores: dict[str, CompositionScores], reference: str = "Original") ->
     mean over images of the fraction of composition questions answered yes, CCD (the
     ``reference`` learner's mean P(yes) minus this learner's; Sec. 3.2 with P(yes) as ``f``), and
     the concept question's mean P(yes) (``None`` where unanswered)."""
+
     def stats(rows: list[np.ndarray]) -> tuple[float | None, float | None, float | None]:
         """(mean P(yes), accuracy, concept P(yes)) over the answered (non-NaN) questions."""
         if not rows:
@@ -304,6 +324,10 @@ def table2(scores: dict[str, CompositionScores], reference: str = "Original") ->
         for c in CATEGORIES:
             p, acc, concept = stats(s.rows[c])
             ccd = ref[c] - p if ref.get(c) is not None and p is not None else None
-            out[learner][c] = {"clip": float(np.mean(s.clip[c])) if s.clip[c] else None, "accuracy": acc,
-                               "ccd": ccd, "concept": concept}
+            out[learner][c] = {
+                "clip": float(np.mean(s.clip[c])) if s.clip[c] else None,
+                "accuracy": acc,
+                "ccd": ccd,
+                "concept": concept,
+            }
     return out

@@ -37,15 +37,30 @@ from ..world.styles import STYLES, stylise
 __all__ = ["TASKS", "Concept", "ConceptWorld", "task_species", "family", "export_world_concepts", "TASK_JUDGE"]
 
 #: which judge (:mod:`concept_grounding.judge.conceptbed`) judges each task
-TASK_JUDGE = {"object": "species", "fine_grained_object": "species", "fine_grained_attribute": "attributes",
-              "domain": "style"}
+TASK_JUDGE = {
+    "object": "species",
+    "fine_grained_object": "species",
+    "fine_grained_attribute": "attributes",
+    "domain": "style",
+}
 
 #: first render block (``k``) of each use of the world's samples
-BLOCKS = {"judge_train": TRAIN_BLOCK, "judge_val": VALIDATION_BLOCK, "concept_train": 1000, "concept_real": 2000,
-          "exact": 3000, "other": 4000, "domain_other": 5000}
+BLOCKS = {
+    "judge_train": TRAIN_BLOCK,
+    "judge_val": VALIDATION_BLOCK,
+    "concept_train": 1000,
+    "concept_real": 2000,
+    "exact": 3000,
+    "other": 4000,
+    "domain_other": 5000,
+}
 #: the prompt of each task (``{species}`` is filled in for the domain task)
-PROMPTS = {"object": "a photo of V*", "fine_grained_object": "a photo of V*",
-           "fine_grained_attribute": "a photo of V*", "domain": "a photo of a {species} in the style of V*"}
+PROMPTS = {
+    "object": "a photo of V*",
+    "fine_grained_object": "a photo of V*",
+    "fine_grained_attribute": "a photo of V*",
+    "domain": "a photo of a {species} in the style of V*",
+}
 
 
 def family(class_folder: str) -> str:
@@ -131,15 +146,22 @@ class ConceptWorld:
 
     @cached_property
     def world(self) -> BirdWorld:
-        config = WorldConfig(image_size=self.image_size, class_names=self.class_names, seed=self.seed,
-                             pose="canonical", scene="plain")
+        config = WorldConfig(
+            image_size=self.image_size, class_names=self.class_names, seed=self.seed, pose="canonical", scene="plain"
+        )
         return BirdWorld(config, self.vocab)
 
     @cached_property
     def exact_world(self) -> BirdWorld:
         """The same species with no per-image deviation: every render shows its class's traits exactly."""
-        config = WorldConfig(image_size=self.image_size, class_names=self.class_names, seed=self.seed,
-                             pose="canonical", scene="plain", deviation_rate=0.0)
+        config = WorldConfig(
+            image_size=self.image_size,
+            class_names=self.class_names,
+            seed=self.seed,
+            pose="canonical",
+            scene="plain",
+            deviation_rate=0.0,
+        )
         return BirdWorld(config, self.vocab)
 
     def renders(self, label: int, count: int, block: str, exact: bool = False, offset: int = 0) -> np.ndarray:
@@ -171,16 +193,34 @@ class ConceptWorld:
             for label, style in enumerate(STYLES[:count]):
                 species = generate[:4]
                 prompts = tuple(PROMPTS["domain"].format(species=self.display(s)) for s in species)
-                out.append(Concept(task, style, label, self.styled(learn[:self.m], style, self.m, "concept_train"),
-                                   self.styled(species, style, self.real, "concept_real"), prompts, style=style))
+                out.append(
+                    Concept(
+                        task,
+                        style,
+                        label,
+                        self.styled(learn[: self.m], style, self.m, "concept_train"),
+                        self.styled(species, style, self.real, "concept_real"),
+                        prompts,
+                        style=style,
+                    )
+                )
             return out
         names = self.held_out(task)
         step = max(1, len(names) // max(count, 1))
         out = []
         for name in names[::step][:count]:
             label = self.class_names.index(name)
-            out.append(Concept(task, name, label, self.renders(label, self.m, "concept_train"),
-                               self.renders(label, self.real, "concept_real"), (PROMPTS[task],), species=name))
+            out.append(
+                Concept(
+                    task,
+                    name,
+                    label,
+                    self.renders(label, self.m, "concept_train"),
+                    self.renders(label, self.real, "concept_real"),
+                    (PROMPTS[task],),
+                    species=name,
+                )
+            )
         return out
 
     def display(self, label: int) -> str:
@@ -206,9 +246,21 @@ def export_world_concepts(root: str | Path, concepts: Sequence[Concept]) -> Path
             (folder / split).mkdir(parents=True, exist_ok=True)
             for i, image in enumerate(images):
                 Image.fromarray(image).save(folder / split / f"{i:04d}.png")
-        lines.append(json.dumps({"task": c.task, "concept": c.name, "label": c.label, "species": c.species,
-                                 "style": c.style, "prompt": c.prompts[0], "prompts": list(c.prompts),
-                                 "train": len(c.train), "real": len(c.real)}))
+        lines.append(
+            json.dumps(
+                {
+                    "task": c.task,
+                    "concept": c.name,
+                    "label": c.label,
+                    "species": c.species,
+                    "style": c.style,
+                    "prompt": c.prompts[0],
+                    "prompts": list(c.prompts),
+                    "train": len(c.train),
+                    "real": len(c.real),
+                }
+            )
+        )
     index = root / "concepts.jsonl"
     index.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return index

@@ -17,13 +17,15 @@ def contact_sheet(rows: Sequence[tuple[str, np.ndarray]], path: Path, per_row: i
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(max(len(rows), 1), 1, figsize=(per_row * 0.9, 1.0 * max(len(rows), 1) + 0.3), squeeze=False)
+    fig, axes = plt.subplots(
+        max(len(rows), 1), 1, figsize=(per_row * 0.9, 1.0 * max(len(rows), 1) + 0.3), squeeze=False
+    )
     for ax, (title, images) in zip(axes[:, 0], rows):
         strip = np.concatenate(list(images[:per_row]), axis=1)
         ax.imshow(strip)
         ax.set_title(title, fontsize=7, loc="left")
         ax.axis("off")
-    for ax in axes[len(rows):, 0]:
+    for ax in axes[len(rows) :, 0]:
         ax.axis("off")
     fig.tight_layout()
     fig.savefig(path, dpi=100)

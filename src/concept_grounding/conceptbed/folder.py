@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import UsageError
-from .concepts import Concept
 from ..judge.conceptbed import ConceptBedJudge, ConceptBedJudgeSpec, train_classifier
+from .concepts import Concept
 
 __all__ = ["FOLDER_TASKS", "FOLDER_LEARNERS_REFUSED", "folder_concepts", "folder_oracle", "relabel"]
 
@@ -48,35 +48,58 @@ def folder_concepts(root: str | Path, m: int, size: int, tasks: Sequence[str]) -
 
     bad = [t for t in tasks if t not in FOLDER_TASKS]
     if bad:
-        raise UsageError(f"tasks {bad} need the world's truth; a concept folder is judged on {FOLDER_TASKS}",
-                         argument="--tasks")
+        raise UsageError(
+            f"tasks {bad} need the world's truth; a concept folder is judged on {FOLDER_TASKS}", argument="--tasks"
+        )
     root = Path(root)
     data = load_concepts(root, m) if (root / "concepts.jsonl").is_file() else load_conceptbed_layout(root, m)
     grouped: dict[tuple[str, str], dict] = {}
     for row in data:
-        entry = grouped.setdefault((row["task"], row["concept"]), {"label": row["label"], "prompt": row["prompt"],
-                                                                     "train": [], "real": [], "style": row["style"],
-                                                                     "species": row["species"]})
+        entry = grouped.setdefault(
+            (row["task"], row["concept"]),
+            {
+                "label": row["label"],
+                "prompt": row["prompt"],
+                "train": [],
+                "real": [],
+                "style": row["style"],
+                "species": row["species"],
+            },
+        )
         entry[row["split"]].append(_square(row["image"], size))
     out: dict[str, list[Concept]] = {t: [] for t in tasks}
     for (task, name), e in sorted(grouped.items(), key=lambda kv: (kv[0][0], kv[1]["label"])):
         if task not in out:
             continue
         if len(e["real"]) < 2:
-            raise UsageError(f"{root / task / name}: at least 2 real images are needed (one to train the oracle, "
-                             "one held out)", argument="--concepts")
+            raise UsageError(
+                f"{root / task / name}: at least 2 real images are needed (one to train the oracle, one held out)",
+                argument="--concepts",
+            )
         prompt = e["prompt"] or "a photo of V*"
-        out[task].append(Concept(task, name, int(e["label"]), np.stack(e["train"]), np.stack(e["real"]),
-                                 (prompt,), e["species"], e["style"]))
+        out[task].append(
+            Concept(
+                task,
+                name,
+                int(e["label"]),
+                np.stack(e["train"]),
+                np.stack(e["real"]),
+                (prompt,),
+                e["species"],
+                e["style"],
+            )
+        )
     empty = [t for t, cs in out.items() if len(cs) < 2]
     if empty:
-        raise UsageError(f"{root}: tasks {empty} have fewer than 2 concepts (an oracle needs two classes)",
-                         argument="--concepts")
+        raise UsageError(
+            f"{root}: tasks {empty} have fewer than 2 concepts (an oracle needs two classes)", argument="--concepts"
+        )
     return out
 
 
-def folder_oracle(task: str, concepts: list[Concept], capacity: str, epochs: int,
-                  seed: int) -> tuple[ConceptBedJudge, dict]:
+def folder_oracle(
+    task: str, concepts: list[Concept], capacity: str, epochs: int, seed: int
+) -> tuple[ConceptBedJudge, dict]:
     """The task's oracle over ``concepts`` (module docstring) and each concept's held-out real
     images (name -> ``(r, S, S, 3)``). The oracle's ``accuracy`` is measured on those."""
     x, y, held = [], [], {}
@@ -87,8 +110,9 @@ def folder_oracle(task: str, concepts: list[Concept], capacity: str, epochs: int
         held[c.name] = held_out
     labels = sorted({c.label for c in concepts})
     remap = {label: i for i, label in enumerate(labels)}
-    spec = ConceptBedJudgeSpec("style" if task == "domain" else "species", capacity, 0, epochs, seed,
-                      int(concepts[0].train.shape[1]))
+    spec = ConceptBedJudgeSpec(
+        "style" if task == "domain" else "species", capacity, 0, epochs, seed, int(concepts[0].train.shape[1])
+    )
     images, targets = np.concatenate(x), np.array([remap[int(v)] for v in np.concatenate(y)])
     model = train_classifier(spec, images, targets, len(labels), progress=False)
     names = tuple(c.name for c in sorted(concepts, key=lambda c: c.label))
@@ -105,4 +129,3 @@ def relabel(concepts: list[Concept], held: dict[str, np.ndarray]) -> list[Concep
 
     order = {c.label: i for i, c in enumerate(sorted(concepts, key=lambda c: c.label))}
     return [replace(c, label=order[c.label], real=held[c.name]) for c in concepts]
-

@@ -28,8 +28,17 @@ import numpy as np
 
 from ..loaders.ratings import RATING_COLUMNS, RATING_SCALE, RatingItem, write_rating_items
 
-__all__ = ["export_rating_items", "SimulatedRater", "simulate_ratings", "truth_rating", "pearson_r", "table3",
-           "METRICS", "RatingItem", "RATING_COLUMNS"]
+__all__ = [
+    "export_rating_items",
+    "SimulatedRater",
+    "simulate_ratings",
+    "truth_rating",
+    "pearson_r",
+    "table3",
+    "METRICS",
+    "RatingItem",
+    "RATING_COLUMNS",
+]
 
 #: Table 3's metrics: the name in ``results.json`` and whether lower is better
 METRICS: dict[str, bool] = {"ccd": True, "dino": False, "clip": False}
@@ -90,8 +99,9 @@ class SimulatedRater:
         return truth_rating(truth, self.noise, rng)
 
 
-def simulate_ratings(items: Sequence[RatingItem], k: int, noise: float, seed: int,
-                     truth_fn: Callable[[RatingItem], float]) -> list[dict[str, Any]]:
+def simulate_ratings(
+    items: Sequence[RatingItem], k: int, noise: float, seed: int, truth_fn: Callable[[RatingItem], float]
+) -> list[dict[str, Any]]:
     """``k`` simulated raters (``sim0`` ... ``sim{k-1}``; **not people**) rate every item:
     ``truth_rating(truth_fn(item), noise)`` each. For concept similarity pass a truth that is
     independent of the metrics being validated (e.g. a validated judge's probability that the
@@ -104,8 +114,22 @@ def simulate_ratings(items: Sequence[RatingItem], k: int, noise: float, seed: in
     for item in items:
         truth = float(truth_fn(item))
         for rater in raters:
-            rows.append(dict(zip(RATING_COLUMNS, (rater.name, item.id, item.kind, item.learner, item.task,
-                                                  item.concept, rater.rate(item, truth)))))
+            rows.append(
+                dict(
+                    zip(
+                        RATING_COLUMNS,
+                        (
+                            rater.name,
+                            item.id,
+                            item.kind,
+                            item.learner,
+                            item.task,
+                            item.concept,
+                            rater.rate(item, truth),
+                        ),
+                    )
+                )
+            )
     return rows
 
 
@@ -131,17 +155,20 @@ def _frame(ratings: object):
     """``ratings`` (rows, a ``datasets.Dataset`` or a DataFrame) as a DataFrame, its columns checked."""
     import pandas as pd
 
-    frame = ratings.to_pandas() if hasattr(ratings, "to_pandas") else pd.DataFrame(list(ratings) if not
-                                                                                    isinstance(ratings, pd.DataFrame)
-                                                                                    else ratings)
+    frame = (
+        ratings.to_pandas()
+        if hasattr(ratings, "to_pandas")
+        else pd.DataFrame(list(ratings) if not isinstance(ratings, pd.DataFrame) else ratings)
+    )
     missing = [c for c in ("item", "learner", "task", "rating") if c not in frame.columns]
     if missing:
         raise ValueError(f"ratings lack the columns {missing} (expected {list(RATING_COLUMNS)})")
     return frame
 
 
-def _cells(metric: Mapping[str, Mapping[str, float]], scores: Mapping[str, Mapping[str, float]],
-           task: str | None = None) -> tuple[list[float], list[float]]:
+def _cells(
+    metric: Mapping[str, Mapping[str, float]], scores: Mapping[str, Mapping[str, float]], task: str | None = None
+) -> tuple[list[float], list[float]]:
     """The (metric, mean human score) pairs of the learner x task cells both have (of ``task`` only)."""
     xs, ys = [], []
     for learner, row in scores.items():
@@ -184,6 +211,8 @@ def table3(ratings: object, metrics: Mapping[str, Mapping[str, Mapping[str, floa
         out["table3"][name], out["n"][name] = pearson_r(xs, ys), len(xs)
     for task in tasks:
         human = {learner: row[task] for learner, row in scores.items() if task in row}
-        out["per_task"][task] = {"human": human, "r": {name: pearson_r(*_cells(metric, scores, task))
-                                                      for name, metric in metrics.items()}}
+        out["per_task"][task] = {
+            "human": human,
+            "r": {name: pearson_r(*_cells(metric, scores, task)) for name, metric in metrics.items()},
+        }
     return out

@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import UsageError
+from ..judge.conceptbed_spec import CAPACITIES
 from ..loaders.conceptbed import TASKS
 from ..settings import manifest, setting
 from ..validators import choice_of, int_at_least, positive_int
-from ..judge.conceptbed_spec import CAPACITIES
 from .concepts import TASK_JUDGE, Concept, ConceptWorld
 from .learners import FLUX_LEARNERS, check_learners, make_learner
+from .scoring import Scored, clip_image_embedder, pairwise_cosine, table7_row
 from .table2 import CompositionRun, table2_markdown
 from .table3 import RatingCollector, table3_markdown
-from .scoring import Scored, clip_image_embedder, pairwise_cosine, table7_row
 
 if TYPE_CHECKING:
     from ..judge.conceptbed import ConceptBedJudge
@@ -49,12 +49,20 @@ class ConceptBedConfig:
     """Settings of a ConceptBed run (``--quick``: 2 concepts per task, 8 real and 4 generated
     images each, 30 learner steps)."""
 
-    learners: tuple[str, ...] = setting(DEFAULT_LEARNERS, "learners to evaluate (the four diffusers learners, "
-                                        "'Original', and the references 'another species', 'exact')",
-                                        nargs="+", convert=tuple)
-    tasks: tuple[str, ...] = setting(TASKS, "tasks (Table 1's columns; 'composition': Table 2, the object concepts "
-                                     "composed with relations, actions, attributes and counts)", nargs="+",
-                                     choices=(*TASKS, COMPOSITION), convert=tuple)
+    learners: tuple[str, ...] = setting(
+        DEFAULT_LEARNERS,
+        "learners to evaluate (the four diffusers learners, 'Original', and the references 'another species', 'exact')",
+        nargs="+",
+        convert=tuple,
+    )
+    tasks: tuple[str, ...] = setting(
+        TASKS,
+        "tasks (Table 1's columns; 'composition': Table 2, the object concepts "
+        "composed with relations, actions, attributes and counts)",
+        nargs="+",
+        choices=(*TASKS, COMPOSITION),
+        convert=tuple,
+    )
     concepts: int = setting(4, "concepts per task", parse=positive_int)
     m: int = setting(8, "training images per concept", parse=positive_int)
     real: int = setting(16, "held-out real images per concept", parse=positive_int)
@@ -62,31 +70,51 @@ class ConceptBedConfig:
     oracle_per_class: int = setting(40, "oracle training renders per species", parse=int_at_least(2))
     oracle_epochs: int = setting(8, "oracle training epochs", parse=positive_int)
     capacity: str = setting("medium", "oracle capacity of Tables 1 and 7", parse=choice_of(CAPACITIES, "capacity"))
-    table8: tuple[str, ...] = setting(tuple(CAPACITIES), "oracle capacities of Table 8", nargs="*",
-                                      parse=choice_of(CAPACITIES, "capacity"), convert=tuple)
-    encoder: str = setting("world-clip", "image encoder of the DINO-style baseline ('world-clip': the shipped "
-                           "world CLIP's image tower; or a CLIP name or folder)")
+    table8: tuple[str, ...] = setting(
+        tuple(CAPACITIES),
+        "oracle capacities of Table 8",
+        nargs="*",
+        parse=choice_of(CAPACITIES, "capacity"),
+        convert=tuple,
+    )
+    encoder: str = setting(
+        "world-clip",
+        "image encoder of the DINO-style baseline ('world-clip': the shipped "
+        "world CLIP's image tower; or a CLIP name or folder)",
+    )
     model: str | None = setting(None, "diffusers Flux folder the learners fine-tune (default: the shipped world Flux)")
     steps: int = setting(400, "learner training steps", parse=positive_int, flag="--learn-steps")
     device: str = setting("cpu", "learners' device")
     quick: bool = setting(False, "a small run (a few minutes on two cores)", action="store_true")
     seed: int = setting(0, "world, oracle and generation seed", parse=int)
     cache: str | None = setting(None, "oracle cache folder (default: OUT/oracles)")
-    concept_folder: str | None = setting(None, "a concept folder (ours, or ConceptBed's published imagenet/pacs/cub "
-                                              "layout) instead of the world's concepts; its oracles train on it")
-    image_size: int = setting(32, "generation and oracle side for --concept-folder images (the world Flux's 32 px)",
-                              parse=positive_int)
-    ratings: str | None = setting(None, "people's ratings of OUT/ratings (the Parquet `annotate --items OUT/ratings "
-                                        "--export` writes) for Table 3 (default: simulated raters, said so)")
+    concept_folder: str | None = setting(
+        None,
+        "a concept folder (ours, or ConceptBed's published imagenet/pacs/cub "
+        "layout) instead of the world's concepts; its oracles train on it",
+    )
+    image_size: int = setting(
+        32, "generation and oracle side for --concept-folder images (the world Flux's 32 px)", parse=positive_int
+    )
+    ratings: str | None = setting(
+        None,
+        "people's ratings of OUT/ratings (the Parquet `annotate --items OUT/ratings "
+        "--export` writes) for Table 3 (default: simulated raters, said so)",
+    )
     work: str | None = None
     classes: tuple[str, ...] | None = None
 
-    def effective(self) -> "ConceptBedConfig":
+    def effective(self) -> ConceptBedConfig:
         """The config with ``--quick``'s sizes applied."""
         if not self.quick:
             return self
-        return replace(self, concepts=min(self.concepts, 2), real=min(self.real, 8), images=min(self.images, 4),
-                       steps=min(self.steps, 30))
+        return replace(
+            self,
+            concepts=min(self.concepts, 2),
+            real=min(self.real, 8),
+            images=min(self.images, 4),
+            steps=min(self.steps, 30),
+        )
 
 
 @dataclass
@@ -119,32 +147,45 @@ class ConceptBedResult:
         from ..eval_results import result_entries, write_eval_results
 
         notes = f"concept-grounding conceptbed, CCD (lower is better), seed {self.config.seed}"
-        return [path for learner, row in self.results["table1"].items() if (path := write_eval_results(
-            out, learner, "conceptbed", result_entries("bird-world", {f"ccd/{t}": v for t, v in row.items()},
-                                                       notes=notes)))]
+        return [
+            path
+            for learner, row in self.results["table1"].items()
+            if (
+                path := write_eval_results(
+                    out,
+                    learner,
+                    "conceptbed",
+                    result_entries("bird-world", {f"ccd/{t}": v for t, v in row.items()}, notes=notes),
+                )
+            )
+        ]
 
 
-def _oracles(config: ConceptBedConfig) -> tuple[dict[str, "ConceptBedJudge"], dict[str, "ConceptBedJudge"]]:
+def _oracles(config: ConceptBedConfig) -> tuple[dict[str, ConceptBedJudge], dict[str, ConceptBedJudge]]:
     """(oracle per task kind, species oracle per Table 8 capacity), each validated."""
     from ..judge.conceptbed import ConceptBedJudgeSpec, load_or_train, require_valid
 
     def spec(kind: str, capacity: str) -> ConceptBedJudgeSpec:
-        return ConceptBedJudgeSpec(kind, capacity, config.oracle_per_class, config.oracle_epochs, config.seed, 32,
-                                   config.classes)
+        return ConceptBedJudgeSpec(
+            kind, capacity, config.oracle_per_class, config.oracle_epochs, config.seed, 32, config.classes
+        )
 
     kinds = sorted({TASK_JUDGE[t] for t in _concept_tasks(config)})
     oracles = {k: require_valid(load_or_train(spec(k, config.capacity), config.cache)) for k in kinds}
     table8 = {}
     if any(TASK_JUDGE[t] == "species" for t in _concept_tasks(config)):
         for cap in config.table8:
-            table8[cap] = oracles["species"] if cap == config.capacity else require_valid(
-                load_or_train(spec("species", cap), config.cache), "--table8")
+            table8[cap] = (
+                oracles["species"]
+                if cap == config.capacity
+                else require_valid(load_or_train(spec("species", cap), config.cache), "--table8")
+            )
     for oracle in oracles.values():
         logger.info("%s (%s) on held-out renders", oracle.report, oracle.spec.capacity)
     return oracles, table8
 
 
-def _score(oracle: "ConceptBedJudge", cw: ConceptWorld, concept: Concept, images: np.ndarray, scored: Scored) -> None:
+def _score(oracle: ConceptBedJudge, cw: ConceptWorld, concept: Concept, images: np.ndarray, scored: Scored) -> None:
     """Add one concept's generated ``images`` (and its real images) to ``scored``; the attribute
     oracle is asked about the attributes the concept's species has (class level)."""
     attrs = None
@@ -153,12 +194,13 @@ def _score(oracle: "ConceptBedJudge", cw: ConceptWorld, concept: Concept, images
     scored.add(oracle.scores(images), oracle.scores(concept.real), concept.label, attrs)
 
 
-def _mode(oracle: "ConceptBedJudge") -> str:
+def _mode(oracle: ConceptBedJudge) -> str:
     return "vqa" if oracle.spec.kind == "attributes" else "classifier"
 
 
-def _sensitivity(oracles: dict[str, "ConceptBedJudge"], cw: ConceptWorld, concepts: dict[str, list[Concept]],
-                 seed: int) -> dict[str, list[float]]:
+def _sensitivity(
+    oracles: dict[str, ConceptBedJudge], cw: ConceptWorld, concepts: dict[str, list[Concept]], seed: int
+) -> dict[str, list[float]]:
     """Fig. 5: per task, the CCD of its real images under each :data:`NOISE_LEVELS` noise."""
     rng = np.random.default_rng(seed)
     out: dict[str, list[float]] = {"noise": list(NOISE_LEVELS)}
@@ -175,8 +217,9 @@ def _sensitivity(oracles: dict[str, "ConceptBedJudge"], cw: ConceptWorld, concep
     return out
 
 
-def _truth(table8: dict[str, "ConceptBedJudge"], oracle: "ConceptBedJudge", capacity: str, cw: ConceptWorld,
-           concept: Concept):
+def _truth(
+    table8: dict[str, ConceptBedJudge], oracle: ConceptBedJudge, capacity: str, cw: ConceptWorld, concept: Concept
+):
     """What simulated raters of ``concept``'s images follow: the probability of the concept by
     another capacity of the species oracle where Table 8 has one, else by the task's oracle
     (the attribute oracle: the mean probability of the species' class attributes)."""
@@ -193,21 +236,25 @@ def _truth(table8: dict[str, "ConceptBedJudge"], oracle: "ConceptBedJudge", capa
     return truth
 
 
-def _folder_setup(config: ConceptBedConfig, learners: tuple[str, ...], tasks: list[str]
-                  ) -> tuple[dict[str, "ConceptBedJudge"], dict[str, list[Concept]]]:
+def _folder_setup(
+    config: ConceptBedConfig, learners: tuple[str, ...], tasks: list[str]
+) -> tuple[dict[str, ConceptBedJudge], dict[str, list[Concept]]]:
     """``--concept-folder``: each task's oracle trained on the folder and validated on its
     held-out real images (refused below the bar), and the concepts with those as their real
     references (:mod:`.folder`)."""
-    from .folder import FOLDER_LEARNERS_REFUSED, folder_concepts, folder_oracle, relabel
     from ..judge.conceptbed import require_valid
+    from .folder import FOLDER_LEARNERS_REFUSED, folder_concepts, folder_oracle, relabel
 
     if COMPOSITION in config.tasks:
-        raise UsageError("the compositions are judged against the world's exact drawings; a concept folder has none",
-                         argument="--tasks")
+        raise UsageError(
+            "the compositions are judged against the world's exact drawings; a concept folder has none",
+            argument="--tasks",
+        )
     world_only = [l for l in learners if l in FOLDER_LEARNERS_REFUSED]
     if world_only:
-        raise UsageError(f"learners {world_only} draw from the world's truth; a concept folder has none",
-                         argument="--learners")
+        raise UsageError(
+            f"learners {world_only} draw from the world's truth; a concept folder has none", argument="--learners"
+        )
     found = folder_concepts(config.concept_folder, config.m, config.image_size, tasks)
     oracles, concepts = {}, {}
     for task, items in found.items():
@@ -235,17 +282,27 @@ def run_conceptbed(config: ConceptBedConfig) -> ConceptBedResult:
     cw = ConceptWorld(m=config.m, real=config.real, seed=config.seed, classes=config.classes)
     if config.concept_folder:
         oracles, concepts = _folder_setup(config, learners, tasks)
-        table8_oracles: dict[str, "ConceptBedJudge"] = {}
+        table8_oracles: dict[str, ConceptBedJudge] = {}
     else:
         kinds, table8_oracles = _oracles(config)
         oracles = {t: kinds[TASK_JUDGE[t]] for t in tasks}
         concepts = {t: cw.concepts(t, config.concepts) for t in tasks}
     collector = RatingCollector()
-    composition = (CompositionRun.setup(cw, concepts["object"], oracles["object"], config.images, config.seed,
-                                        config.model, collector) if COMPOSITION in config.tasks else None)
+    composition = (
+        CompositionRun.setup(
+            cw, concepts["object"], oracles["object"], config.images, config.seed, config.model, collector
+        )
+        if COMPOSITION in config.tasks
+        else None
+    )
     work = Path(config.work) if config.work else None
-    settings = {"model": config.model, "steps": config.steps, "seed": config.seed, "device": config.device,
-                "prior_cache": str(work / "priors") if work else None}  # one set of prior images per run
+    settings = {
+        "model": config.model,
+        "steps": config.steps,
+        "seed": config.seed,
+        "device": config.device,
+        "prior_cache": str(work / "priors") if work else None,
+    }  # one set of prior images per run
     scored = {(l, t): Scored(_mode(oracles[t])) for l in learners for t in tasks}
     scored8 = {(cap, l): Scored("classifier") for cap in table8_oracles for l in learners}
     generated: dict[tuple[str, str], list[np.ndarray]] = {}
@@ -262,8 +319,9 @@ def run_conceptbed(config: ConceptBedConfig) -> ConceptBedResult:
                 _score(oracle, cw, concept, images, scored8[cap, learner_name])
         generated.setdefault((learner_name, task), []).append(images)
         if task in table_tasks:
-            collector.add_concept(learner_name, task, concept, images,
-                                  _truth(table8_oracles, oracles[task], config.capacity, cw, concept))
+            collector.add_concept(
+                learner_name, task, concept, images, _truth(table8_oracles, oracles[task], config.capacity, cw, concept)
+            )
         if composition is not None and task == "object":
             composition.score(learner_name, learner, concept)
         if concept is concepts[task][0]:
@@ -272,9 +330,11 @@ def run_conceptbed(config: ConceptBedConfig) -> ConceptBedResult:
             sheet.append((f"{task}: {learner_name}", images))
     embed = clip_image_embedder(config.encoder)
     table1 = {l: {t: scored[l, t].result()["ccd"] for t in table_tasks} for l in learners}
-    dino = {l: {t: pairwise_cosine(embed, generated[l, t], [c.real for c in concepts[t]]) for t in table_tasks}
-            for l in learners}
-    t7_task = next((t for t in ("object", "fine_grained_object", "domain", "fine_grained_attribute") if t in tasks))
+    dino = {
+        l: {t: pairwise_cosine(embed, generated[l, t], [c.real for c in concepts[t]]) for t in table_tasks}
+        for l in learners
+    }
+    t7_task = next(t for t in ("object", "fine_grained_object", "domain", "fine_grained_attribute") if t in tasks)
     results = {
         "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in manifest(config).items()},
         "table1": table1,
@@ -282,8 +342,10 @@ def run_conceptbed(config: ConceptBedConfig) -> ConceptBedResult:
         "table7": {l: table7_row(scored[l, t7_task].result()) for l in learners},
         "table8": {cap: {l: scored8[cap, l].result()["ccd"] for l in learners} for cap in table8_oracles},
         "baselines": {"dino": dino, "encoder": config.encoder},
-        "oracles": {t: {"kind": oracles[t].spec.kind, "capacity": oracles[t].spec.capacity,
-                        "accuracy": oracles[t].accuracy} for t in tasks},
+        "oracles": {
+            t: {"kind": oracles[t].spec.kind, "capacity": oracles[t].spec.capacity, "accuracy": oracles[t].accuracy}
+            for t in tasks
+        },
         "table8_oracles": {cap: o.accuracy for cap, o in table8_oracles.items()},
         "concepts": {t: [c.name for c in concepts[t]] for t in tasks},
         "sensitivity": _sensitivity(oracles, cw, {t: concepts[t] for t in table_tasks}, config.seed),
@@ -308,11 +370,19 @@ def _table(rows: dict[str, dict[str, float]], columns: list[str], fmt: str = "{:
 def render_report(results: dict[str, Any]) -> str:
     """The Markdown report of a run's ``results``."""
     tasks = list(next(iter(results["table1"].values())))
-    lines = ["# ConceptBed on the bird world", "",
-             "CCD (ConceptBed Eq. 3; lower is better, 0: the oracle is as confident as on real images).", "",
-             "## Oracles (validation on held-out renders; a CCD needs >= 95 %)", ""]
-    lines += [f"- {t}: {o['kind']} oracle ({o['capacity']}), {100 * o['accuracy']:.1f} %"
-              for t, o in results["oracles"].items() if t != "vqa"]
+    lines = [
+        "# ConceptBed on the bird world",
+        "",
+        "CCD (ConceptBed Eq. 3; lower is better, 0: the oracle is as confident as on real images).",
+        "",
+        "## Oracles (validation on held-out renders; a CCD needs >= 95 %)",
+        "",
+    ]
+    lines += [
+        f"- {t}: {o['kind']} oracle ({o['capacity']}), {100 * o['accuracy']:.1f} %"
+        for t, o in results["oracles"].items()
+        if t != "vqa"
+    ]
     lines += ["", "## Table 1: CCD per learner and task", ""] + _table(results["table1"], tasks)
     t7 = results["table7"]
     lines += ["", f"## Table 7: accuracy, MSP, ECE and CCD ({results['table7_task']})", ""]
@@ -321,7 +391,10 @@ def render_report(results: dict[str, Any]) -> str:
         caps = list(results["table8"])
         rows = {l: {c: results["table8"][c][l] for c in caps} for l in results["table1"]}
         lines += ["", "## Table 8: CCD of the species tasks under each oracle capacity", ""] + _table(rows, caps)
-        lines += ["", "Oracle accuracies: " + ", ".join(f"{c} {100 * a:.1f} %" for c, a in results["table8_oracles"].items())]
+        lines += [
+            "",
+            "Oracle accuracies: " + ", ".join(f"{c} {100 * a:.1f} %" for c, a in results["table8_oracles"].items()),
+        ]
     lines += ["", f"## Baseline: DINO-style pairwise cosine ({results['baselines']['encoder']}; higher is closer)", ""]
     lines += _table(results["baselines"]["dino"], tasks)
     if "table2" in results:

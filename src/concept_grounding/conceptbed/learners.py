@@ -27,15 +27,26 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..errors import UsageError
-from .concepts import Concept, ConceptWorld
 from ..world.styles import STYLES
+from .concepts import Concept, ConceptWorld
 
-__all__ = ["Learner", "REFERENCE_LEARNERS", "FLUX_LEARNERS", "LEARNER_NAMES", "make_learner", "flux_learner",
-           "check_learners"]
+__all__ = [
+    "Learner",
+    "REFERENCE_LEARNERS",
+    "FLUX_LEARNERS",
+    "LEARNER_NAMES",
+    "make_learner",
+    "flux_learner",
+    "check_learners",
+]
 
 #: the four learners of Table 1 -> ``concept_grounding.learners.LearnConfig.method``
-FLUX_LEARNERS: dict[str, str] = {"Textual Inversion": "textual_inversion", "DreamBooth": "dreambooth", "LoRA": "lora",
-                                 "Custom Diffusion": "custom_diffusion"}
+FLUX_LEARNERS: dict[str, str] = {
+    "Textual Inversion": "textual_inversion",
+    "DreamBooth": "dreambooth",
+    "LoRA": "lora",
+    "Custom Diffusion": "custom_diffusion",
+}
 REFERENCE_LEARNERS: tuple[str, ...] = ("Original", "another species", "exact")
 LEARNER_NAMES: tuple[str, ...] = (*FLUX_LEARNERS, *REFERENCE_LEARNERS)
 #: learning rate of each method unless given (scaled for the world Flux)
@@ -75,7 +86,9 @@ class _Reference:
         if c.task == "domain":
             species = self.world.domain_species_of(c)
             style = c.style if self.name == "exact" else STYLES[(STYLES.index(c.style) + 1) % len(STYLES)]
-            return self.world.styled(species, style, n, "exact" if self.name == "exact" else "domain_other", offset=seed)
+            return self.world.styled(
+                species, style, n, "exact" if self.name == "exact" else "domain_other", offset=seed
+            )
         if self.name == "exact":
             return self.world.renders(c.label, n, "exact", exact=True, offset=seed)
         return self.world.renders(self.other_label(c), n, "other", offset=seed)
@@ -126,10 +139,20 @@ class FluxLearner:
         for i, image in enumerate(concept.train):
             Image.fromarray(image).save(images / f"{i:04d}.png")
         method = FLUX_LEARNERS[self.name]
-        config = LearnConfig(method=method, model=self.model_path(), images=images, token=self.token,
-                             init_word=self.init_word, class_prompt=self.class_prompt, steps=self.steps,
-                             lr=DEFAULT_LR[method] if self.lr is None else self.lr, batch=self.batch, seed=self.seed,
-                             device=self.device, prior_cache=self.prior_cache)
+        config = LearnConfig(
+            method=method,
+            model=self.model_path(),
+            images=images,
+            token=self.token,
+            init_word=self.init_word,
+            class_prompt=self.class_prompt,
+            steps=self.steps,
+            lr=DEFAULT_LR[method] if self.lr is None else self.lr,
+            batch=self.batch,
+            seed=self.seed,
+            device=self.device,
+            prior_cache=self.prior_cache,
+        )
         self.size = int(concept.train.shape[1])
         folder = learn(config, Path(out) / "learned")
         self.pipe = load_learned(self.base_pipeline(), folder)
@@ -158,10 +181,17 @@ class FluxLearner:
         out = []
         for a in range(0, n, batch_size):
             chunk = texts[a : a + batch_size]
-            images = self.pipe(chunk, height=self.size, width=self.size, num_inference_steps=self.inference_steps,
-                               true_cfg_scale=self.guidance, negative_prompt=[""] * len(chunk),
-                               max_sequence_length=self.pipe.tokenizer_2.model_max_length, output_type="np",
-                               generator=[torch.Generator().manual_seed(seed + a + i) for i in range(len(chunk))]).images
+            images = self.pipe(
+                chunk,
+                height=self.size,
+                width=self.size,
+                num_inference_steps=self.inference_steps,
+                true_cfg_scale=self.guidance,
+                negative_prompt=[""] * len(chunk),
+                max_sequence_length=self.pipe.tokenizer_2.model_max_length,
+                output_type="np",
+                generator=[torch.Generator().manual_seed(seed + a + i) for i in range(len(chunk))],
+            ).images
             out.append((np.asarray(images) * 255).round().clip(0, 255).astype(np.uint8))
         return np.concatenate(out)
 
@@ -178,12 +208,17 @@ def check_learners(names: Sequence[str], argument: str = "--learners") -> tuple[
 
     for name in names:
         if name not in LEARNER_NAMES:
-            raise UsageError(f"unknown learner {name!r}{suggest(name, LEARNER_NAMES)}; choose from {LEARNER_NAMES}",
-                             argument=argument)
+            raise UsageError(
+                f"unknown learner {name!r}{suggest(name, LEARNER_NAMES)}; choose from {LEARNER_NAMES}",
+                argument=argument,
+            )
     flux = [n for n in names if n in FLUX_LEARNERS]
     if flux and not learners_installed():
-        raise UsageError(f"the concept learners are not installed (concept_grounding.learners): cannot run {flux}",
-                         argument=argument, hint=f"use the reference learners {REFERENCE_LEARNERS} meanwhile")
+        raise UsageError(
+            f"the concept learners are not installed (concept_grounding.learners): cannot run {flux}",
+            argument=argument,
+            hint=f"use the reference learners {REFERENCE_LEARNERS} meanwhile",
+        )
     return tuple(names)
 
 
@@ -193,10 +228,10 @@ def flux_learner(name: str, **settings: Any) -> FluxLearner:
     return FluxLearner(name, **settings)
 
 
-def make_learner(name: str, world: ConceptWorld, siblings: dict[str, list[Concept]],
-                 flux_settings: dict[str, Any] | None = None) -> Learner:
+def make_learner(
+    name: str, world: ConceptWorld, siblings: dict[str, list[Concept]], flux_settings: dict[str, Any] | None = None
+) -> Learner:
     """The registry: ``name`` -> a fresh learner (one per concept)."""
     if name in REFERENCE_LEARNERS:
         return _Reference(name, world, siblings)
     return flux_learner(name, **(flux_settings or {}))
-

@@ -55,13 +55,19 @@ class Scored:
 
     def result(self, reduction: str = "per_concept") -> dict:
         """:func:`~concept_grounding.metrics.concept_confidence_deviation` of everything added."""
-        return concept_confidence_deviation(np.concatenate(self.generated), np.concatenate(self.generated_labels),
-                                            np.concatenate(self.real), np.concatenate(self.real_labels),
-                                            mode=self.mode, reduction=reduction)
+        return concept_confidence_deviation(
+            np.concatenate(self.generated),
+            np.concatenate(self.generated_labels),
+            np.concatenate(self.real),
+            np.concatenate(self.real_labels),
+            mode=self.mode,
+            reduction=reduction,
+        )
 
 
-def ccd_scores(generated: np.ndarray, real: np.ndarray, label: int, mode: str = "classifier",
-               attributes: np.ndarray | None = None) -> dict:
+def ccd_scores(
+    generated: np.ndarray, real: np.ndarray, label: int, mode: str = "classifier", attributes: np.ndarray | None = None
+) -> dict:
     """CCD and Table 7 of one concept (a :class:`Scored` of one entry).
 
     >>> gen = np.array([[0.2, 0.8], [0.4, 0.6]]); real = np.array([[0.1, 0.9], [0.1, 0.9]])
@@ -78,8 +84,9 @@ def table7_row(result: dict) -> dict[str, float]:
     return {k: float(result[k]) for k in ("accuracy", "msp", "ece", "ccd")}
 
 
-def pairwise_cosine(embed: Callable[[np.ndarray], np.ndarray], generated: Sequence[np.ndarray],
-                    real: Sequence[np.ndarray]) -> float:
+def pairwise_cosine(
+    embed: Callable[[np.ndarray], np.ndarray], generated: Sequence[np.ndarray], real: Sequence[np.ndarray]
+) -> float:
     """Mean over concepts of the mean cosine between each generated and each real image.
 
     Args:

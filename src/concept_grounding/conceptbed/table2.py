@@ -19,8 +19,17 @@ from typing import Any
 
 import numpy as np
 
-from .compositions import (CATEGORIES, VQA_BAR, VQAJudge, CompositionScores, clip_scores, concept_prompts,
-                           questions_of, real_images, table2)
+from .compositions import (
+    CATEGORIES,
+    VQA_BAR,
+    CompositionScores,
+    VQAJudge,
+    clip_scores,
+    concept_prompts,
+    questions_of,
+    real_images,
+    table2,
+)
 from .concepts import Concept, ConceptWorld
 
 __all__ = ["CompositionRun"]
@@ -47,8 +56,16 @@ class CompositionRun:
     ratings: Any = None  # a RatingCollector: the first image of each prompt becomes an alignment item
 
     @classmethod
-    def setup(cls, cw: ConceptWorld, concepts: list[Concept], species_judge: Any, images: int, seed: int,
-              model: str | None = None, ratings: Any = None) -> "CompositionRun":
+    def setup(
+        cls,
+        cw: ConceptWorld,
+        concepts: list[Concept],
+        species_judge: Any,
+        images: int,
+        seed: int,
+        model: str | None = None,
+        ratings: Any = None,
+    ) -> CompositionRun:
         """Load the VQA judge's judges and the composition CLIP (Table 2's CLIPScore), and validate
         the VQA judge on ``concepts``."""
         from ..judge import create_judge
@@ -106,29 +123,50 @@ class CompositionRun:
         """``table2``, ``oracles.vqa`` (per question kind and its minimum) and the categories."""
         val = dict(self.vqa.validation.accuracy) if self.vqa.validation else {}
         composition_kinds = {k: v for k, v in val.items() if k != "concept"}
-        return {"table2": table2(self.scores), "table2_categories": list(CATEGORIES),
-                "vqa": {"accuracy": min(composition_kinds.values()) if composition_kinds else None,
-                        "per_question": val, "bar": VQA_BAR}}
+        return {
+            "table2": table2(self.scores),
+            "table2_categories": list(CATEGORIES),
+            "vqa": {
+                "accuracy": min(composition_kinds.values()) if composition_kinds else None,
+                "per_question": val,
+                "bar": VQA_BAR,
+            },
+        }
 
 
 def table2_markdown(results: dict[str, Any]) -> list[str]:
     """Report lines of Table 2 (CLIPScore, VQA accuracy, CCD per learner and category; the
     concept question's P(yes)) with the VQA judge's validation beside it."""
+
     def cell(v: float | None, fmt: str) -> str:
         return "-" if v is None else fmt.format(v)
 
     cats = results["table2_categories"]
     vqa = results["oracles"]["vqa"]
-    lines = ["", "## Table 2: compositional reasoning (CLIPScore / VQA accuracy / CCD; V*: an object concept)", "",
-             "| | " + " | ".join(cats) + " | concept P(yes) |", "|---" * (len(cats) + 2) + "|"]
+    lines = [
+        "",
+        "## Table 2: compositional reasoning (CLIPScore / VQA accuracy / CCD; V*: an object concept)",
+        "",
+        "| | " + " | ".join(cats) + " | concept P(yes) |",
+        "|---" * (len(cats) + 2) + "|",
+    ]
     for learner, row in results["table2"].items():
-        cells = [f"{cell(row[c]['clip'], '{:.1f}')} / {cell(row[c]['accuracy'], '{:.2f}')} / "
-                 f"{cell(row[c]['ccd'], '{:+.3f}')}" for c in cats]
+        cells = [
+            f"{cell(row[c]['clip'], '{:.1f}')} / {cell(row[c]['accuracy'], '{:.2f}')} / "
+            f"{cell(row[c]['ccd'], '{:+.3f}')}"
+            for c in cats
+        ]
         concept = [row[c]["concept"] for c in cats if row[c]["concept"] is not None]
-        lines.append(f"| {learner} | " + " | ".join(cells) + f" | {cell(np.mean(concept) if concept else None, '{:.2f}')} |")
+        lines.append(
+            f"| {learner} | " + " | ".join(cells) + f" | {cell(np.mean(concept) if concept else None, '{:.2f}')} |"
+        )
     val = ", ".join(f"{k} {100 * v:.1f} %" for k, v in vqa["per_question"].items())
-    lines += ["", f"VQA oracle validation on the world's exact drawings of every prompt (P(yes) > 0.5; bar "
-              f"{100 * vqa['bar']:.0f} %, questions below it are left out, '-'): {val}.",
-              "", "CLIPScore: 100 * max(cos, 0) of the composition CLIP (assets/composition_clip; its held-out "
-              "validation per category in its model card), V* read as 'bird'."]
+    lines += [
+        "",
+        f"VQA oracle validation on the world's exact drawings of every prompt (P(yes) > 0.5; bar "
+        f"{100 * vqa['bar']:.0f} %, questions below it are left out, '-'): {val}.",
+        "",
+        "CLIPScore: 100 * max(cos, 0) of the composition CLIP (assets/composition_clip; its held-out "
+        "validation per category in its model card), V* read as 'bird'.",
+    ]
     return lines

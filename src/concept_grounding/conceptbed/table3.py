@@ -40,23 +40,41 @@ class RatingCollector:
 
     records: list[dict[str, Any]] = field(default_factory=list)
 
-    def add_concept(self, learner: str, task: str, concept: Any, images: np.ndarray,
-                    truth: Callable[[np.ndarray], np.ndarray]) -> None:
+    def add_concept(
+        self, learner: str, task: str, concept: Any, images: np.ndarray, truth: Callable[[np.ndarray], np.ndarray]
+    ) -> None:
         """Concept-similarity items: the first :data:`ITEMS_PER_CONCEPT` of ``images`` against
         ``concept.real[:3]``; ``truth(images) -> (N,)`` in [0, 1]."""
         chosen = images[:ITEMS_PER_CONCEPT]
         refs = [np.asarray(r) for r in concept.real[:3]]
         for image, t in zip(chosen, truth(chosen)):
-            self.records.append({"image": np.asarray(image), "learner": learner, "task": task, "concept": concept.name,
-                                 "kind": "concept", "references": refs, "truth": float(np.clip(t, 0, 1))})
+            self.records.append(
+                {
+                    "image": np.asarray(image),
+                    "learner": learner,
+                    "task": task,
+                    "concept": concept.name,
+                    "kind": "concept",
+                    "references": refs,
+                    "truth": float(np.clip(t, 0, 1)),
+                }
+            )
 
     def add_caption(self, learner: str, concept: str, prompt: str, image: np.ndarray, truth: float | None) -> None:
         """One image-text alignment item of the compositions (its caption: ``prompt`` with V* as bird)."""
         if truth is None or not np.isfinite(truth):
             return
-        self.records.append({"image": np.asarray(image), "learner": learner, "task": "composition", "concept": concept,
-                             "kind": "caption", "caption": prompt.replace("V*", "bird"),
-                             "truth": float(np.clip(truth, 0, 1))})
+        self.records.append(
+            {
+                "image": np.asarray(image),
+                "learner": learner,
+                "task": "composition",
+                "concept": concept,
+                "kind": "caption",
+                "caption": prompt.replace("V*", "bird"),
+                "truth": float(np.clip(truth, 0, 1)),
+            }
+        )
 
     def ratings(self, path: str | None, seed: int) -> tuple[Any, str]:
         """(rating rows, who rated): the Parquet at ``path`` (people), else simulated raters."""
@@ -67,12 +85,16 @@ class RatingCollector:
         from ..loaders.ratings import RatingItem
         from .human_ratings import simulate_ratings
 
-        items = [RatingItem(f"r{i}", r["kind"], r["learner"], r["task"], r["concept"], f"r{i}.png")
-                 for i, r in enumerate(self.records)]
+        items = [
+            RatingItem(f"r{i}", r["kind"], r["learner"], r["task"], r["concept"], f"r{i}.png")
+            for i, r in enumerate(self.records)
+        ]
         truth = {f"r{i}": r["truth"] for i, r in enumerate(self.records)}
         rows = simulate_ratings(items, SIMULATED_RATERS, SIMULATED_NOISE, seed, lambda it: truth[it.id])
-        return rows, (f"SIMULATED raters ({SIMULATED_RATERS} per item, noise {SIMULATED_NOISE}) following the oracles' "
-                      "probabilities: agreement between instruments, not people")
+        return rows, (
+            f"SIMULATED raters ({SIMULATED_RATERS} per item, noise {SIMULATED_NOISE}) following the oracles' "
+            "probabilities: agreement between instruments, not people"
+        )
 
     def table(self, results: dict[str, Any], path: str | None, seed: int) -> dict[str, Any]:
         """``table3`` (Pearson r of CCD, DINO, CLIPScore with the mean rating over learner x task
@@ -101,17 +123,31 @@ class RatingCollector:
 
 def table3_markdown(t3: dict[str, Any]) -> list[str]:
     """Report lines of Table 3."""
+
     def r(v: float | None) -> str:
         return "-" if v is None else f"{v:+.2f}"
 
     tasks = list(t3["per_task"])
-    lines = ["", "## Table 3: the metrics against the mean rating (Pearson r over learner x task cells)", "",
-             f"Raters: {t3['raters']}.", "",
-             "| | " + " | ".join(tasks) + " | pooled |", "|---" * (len(tasks) + 2) + "|"]
+    lines = [
+        "",
+        "## Table 3: the metrics against the mean rating (Pearson r over learner x task cells)",
+        "",
+        f"Raters: {t3['raters']}.",
+        "",
+        "| | " + " | ".join(tasks) + " | pooled |",
+        "|---" * (len(tasks) + 2) + "|",
+    ]
     for metric, pooled in t3["table3"].items():
-        lines.append(f"| {metric} | " + " | ".join(r(t3["per_task"][t]["r"].get(metric)) for t in tasks) +
-                     f" | {r(pooled)} |")
-    lines += ["", "Mean rating per learner and task:", "", "| | " + " | ".join(tasks) + " |", "|---" * (len(tasks) + 1) + "|"]
+        lines.append(
+            f"| {metric} | " + " | ".join(r(t3["per_task"][t]["r"].get(metric)) for t in tasks) + f" | {r(pooled)} |"
+        )
+    lines += [
+        "",
+        "Mean rating per learner and task:",
+        "",
+        "| | " + " | ".join(tasks) + " |",
+        "|---" * (len(tasks) + 1) + "|",
+    ]
     for learner, row in t3["mean_scores"].items():
         lines.append(f"| {learner} | " + " | ".join("-" if t not in row else f"{row[t]:.2f}" for t in tasks) + " |")
     lines += ["", "CCD is lower-is-better, so agreement shows as a negative r (ConceptBed: -0.93 to -0.99)."]

@@ -23,8 +23,20 @@ from pathlib import Path
 
 from .annotations import LIKERT, STUDIES, AnnotationError, AnnotationStore, ImageItem, annotator_id, question_text
 
-__all__ = ["View", "AnnotationHandlers", "identify_annotator", "answer_radio", "build_app", "launch_app", "serve_app", "image_html", "SHORTCUTS_JS",
-           "KEYS", "on_spaces", "LOG"]
+__all__ = [
+    "View",
+    "AnnotationHandlers",
+    "identify_annotator",
+    "answer_radio",
+    "build_app",
+    "launch_app",
+    "serve_app",
+    "image_html",
+    "SHORTCUTS_JS",
+    "KEYS",
+    "on_spaces",
+    "LOG",
+]
 
 #: where refusals are logged, one line each, without the refused value
 LOG = logging.getLogger("concept_grounding.annotate")
@@ -32,7 +44,7 @@ LOG = logging.getLogger("concept_grounding.annotate")
 #: which study each tab shows, with the paper's instruction (App. E).
 INSTRUCTIONS = {
     1: "Study 1 (SUB App. E, Fig. 7). The image was made from a reference bird with one attribute substituted. "
-       "Answer both questions: yes, somewhat or no.",
+    "Answer both questions: yes, somewhat or no.",
     2: "Study 2 (SUB App. E, Fig. 8). Pick the attribute of this group that is present in the bird.",
 }
 
@@ -51,7 +63,8 @@ CONCURRENCY = 16
 #: here over the last 1,000 events, once per 1,000.
 GRADIO_ENV = {"GRADIO_ANALYTICS_MAX_EVENTS": "1000", "GRADIO_ANALYTICS_CACHE_FREQUENCY": "1000"}
 
-SHORTCUTS_JS = """
+SHORTCUTS_JS = (
+    """
 <script>
 document.addEventListener('keydown', (e) => {
   const t = e.target;
@@ -69,7 +82,9 @@ document.addEventListener('keydown', (e) => {
   if (e.key === 'Enter') { const b = shown('#submit, #submit2, #submit3'); if (b) b.click(); }
 });
 </script>
-""" % KEYS
+"""
+    % KEYS
+)
 
 #: the page's own link's token, read into the hidden token field when the page loads
 TOKEN_JS = "() => new URLSearchParams(window.location.search).get('token') || ''"
@@ -95,8 +110,10 @@ def image_html(path: str, height: int = 384) -> str:
     except OSError as err:
         return f"<p>cannot read the image {html.escape(file.name)} ({html.escape(err.strerror or 'error')})</p>"
     mime = MIME.get(file.suffix.lower(), "application/octet-stream")
-    return (f'<img src="data:{mime};base64,{base64.b64encode(data).decode()}" data-file="{html.escape(file.name)}" '
-            f'alt="the image to annotate" style="height:{height}px;width:auto;image-rendering:auto">')
+    return (
+        f'<img src="data:{mime};base64,{base64.b64encode(data).decode()}" data-file="{html.escape(file.name)}" '
+        f'alt="the image to annotate" style="height:{height}px;width:auto;image-rendering:auto">'
+    )
 
 
 def on_spaces() -> bool:
@@ -140,23 +157,28 @@ def identify_annotator(store: AnnotationStore, token: str | None, oauth_username
         return annotator_id(oauth_username)
     who = store.annotator_for_token(token)
     if who is None:
-        raise AnnotationError("open your personal link (the one `concept-grounding annotate --annotators ...` "
-                              "printed for you): this page has no valid token",
-                              brief="missing token" if not token else "unknown token")
+        raise AnnotationError(
+            "open your personal link (the one `concept-grounding annotate --annotators ...` "
+            "printed for you): this page has no valid token",
+            brief="missing token" if not token else "unknown token",
+        )
     return who
 
 
 #: what a stale or repeated submit is told (its answers were not stored)
-STALE = ("not stored: that answer was for an image that is no longer open for you (answered already, or "
-         "open for more than {minutes:g} min); your open image is shown")
+STALE = (
+    "not stored: that answer was for an image that is no longer open for you (answered already, or "
+    "open for more than {minutes:g} min); your open image is shown"
+)
 
 
 class AnnotationHandlers:
     """The app's behaviour over ``store`` for ``study``; ``image_path(item)`` locates an image's
     file; ``spaces``: annotators are Hugging Face users (OAuth), else holders of a token."""
 
-    def __init__(self, store: AnnotationStore, study: int, image_path: Callable[[ImageItem], str | Path],
-                 spaces: bool = False):
+    def __init__(
+        self, store: AnnotationStore, study: int, image_path: Callable[[ImageItem], str | Path], spaces: bool = False
+    ):
         if study not in (1, 2):
             raise ValueError(f"study must be 1 or 2, got {study!r}")
         self.store, self.study, self.image_path, self.spaces = store, study, image_path, spaces
@@ -175,8 +197,14 @@ class AnnotationHandlers:
         item = self.store.next_image(annotator, self.study)
         if item is None:
             return View(None, None, {}, (), self._progress(annotator), message or "All done: no image is left for you.")
-        return View(str(self.image_path(item)), item.image, {q: question_text(item, q) for q in STUDIES[self.study]},
-                    item.choices, self._progress(annotator), message)
+        return View(
+            str(self.image_path(item)),
+            item.image,
+            {q: question_text(item, q) for q in STUDIES[self.study]},
+            item.choices,
+            self._progress(annotator),
+            message,
+        )
 
     def refuse(self, annotator: str, err: AnnotationError) -> View:
         """``err`` logged in one line (its ``brief``: no value the client sent) and shown on the open image."""
@@ -226,8 +254,15 @@ def answer_radio():
     return AnswerRadio
 
 
-def build_app(store: AnnotationStore, image_path: Callable[[ImageItem], str | Path], *, title: str = "SUB annotation",
-              spaces: bool | None = None, studies: Sequence[int] = (1, 2), tabs: Sequence[Callable] = ()):
+def build_app(
+    store: AnnotationStore,
+    image_path: Callable[[ImageItem], str | Path],
+    *,
+    title: str = "SUB annotation",
+    spaces: bool | None = None,
+    studies: Sequence[int] = (1, 2),
+    tabs: Sequence[Callable] = (),
+):
     """The Gradio Blocks: one tab per study, each showing the image, the questions
     (:data:`~.annotations.LIKERT` answers or the group's attributes, each with its key),
     progress and a submit button (keyboard shortcuts in :data:`SHORTCUTS_JS`). ``spaces``
@@ -250,8 +285,12 @@ def build_app(store: AnnotationStore, image_path: Callable[[ImageItem], str | Pa
         for study in studies:
             handlers = AnnotationHandlers(store, study, image_path, spaces=spaces)
             with gr.Tab(f"Study {study}"):
-                gr.Markdown(INSTRUCTIONS[study] + " Keys: " + ("1-3 Q1, 4-6 Q2" if study == 1 else
-                                                               "the one shown on each option") + ", Enter submits.")
+                gr.Markdown(
+                    INSTRUCTIONS[study]
+                    + " Keys: "
+                    + ("1-3 Q1, 4-6 Q2" if study == 1 else "the one shown on each option")
+                    + ", Enter submits."
+                )
                 progress = gr.Markdown()
                 message = gr.Markdown()
                 image = gr.HTML(elem_id=f"image{study}")  # image_html: the bytes inline, one round trip
@@ -274,20 +313,33 @@ def build_app(store: AnnotationStore, image_path: Callable[[ImageItem], str | Pa
                     config on every submit (13 ms of a 50 ms server turn, measured by
                     benchmarks/bench_annotation.py); study 2's choices change per image, so it updates them."""
                     if study == 2:
-                        options = gr.update(choices=[(option_label(i, c), c) for i, c in enumerate(view.choices)],
-                                            value=None)
+                        options = gr.update(
+                            choices=[(option_label(i, c), c) for i, c in enumerate(view.choices)], value=None
+                        )
                         return [_html(view.image), view.image_id or "", view.progress, view.message, options]
                     wording = [f"**{q.upper()}.** {view.questions[q]}" if q in view.questions else "" for q in qids]
-                    return [_html(view.image), view.image_id or "", view.progress, view.message, *wording,
-                            *(None for _ in qids)]
+                    return [
+                        _html(view.image),
+                        view.image_id or "",
+                        view.progress,
+                        view.message,
+                        *wording,
+                        *(None for _ in qids),
+                    ]
 
                 outputs = [image, shown, progress, message, *texts, *radios]
 
                 on_start, on_submit = _events(handlers, show, [gr.update() for _ in texts + radios], qids)
-                start.click(on_start, inputs=[token], outputs=outputs, concurrency_limit=CONCURRENCY,
-                            show_progress="hidden")
-                button.click(on_submit, inputs=[token, shown, *radios], outputs=outputs, concurrency_limit=CONCURRENCY,
-                             show_progress="hidden")
+                start.click(
+                    on_start, inputs=[token], outputs=outputs, concurrency_limit=CONCURRENCY, show_progress="hidden"
+                )
+                button.click(
+                    on_submit,
+                    inputs=[token, shown, *radios],
+                    outputs=outputs,
+                    concurrency_limit=CONCURRENCY,
+                    show_progress="hidden",
+                )
         for tab in tabs:
             tab(token, start, spaces)
     for key, value in GRADIO_ENV.items():
@@ -321,11 +373,14 @@ def _events(h: AnnotationHandlers, show: Callable[[View], list], keep: list, qid
         return show(h.submit(annotator, current, dict(zip(qids, values))))
 
     if len(qids) == 2:
+
         def on_submit(key, current, first, second, profile=None):
             return answer(key, current, (first, second), profile)
     else:
+
         def on_submit(key, current, first, profile=None):
             return answer(key, current, (first,), profile)
+
     for fn in (on_start, on_submit):  # the type Gradio injects the login by (a real type, not a string)
         fn.__annotations__["profile"] = gr.OAuthProfile | None
     return on_start, on_submit
@@ -348,9 +403,16 @@ def launch_app(app, **kwargs) -> None:
     app.launch(**kwargs)
 
 
-def serve_app(store: AnnotationStore, image_path: Callable[[ImageItem], str | Path], *, port: int,
-              private: Sequence[str | Path] = (), studies: Sequence[int] = (1, 2), tabs: Sequence[Callable] = (),
-              **kwargs):
+def serve_app(
+    store: AnnotationStore,
+    image_path: Callable[[ImageItem], str | Path],
+    *,
+    port: int,
+    private: Sequence[str | Path] = (),
+    studies: Sequence[int] = (1, 2),
+    tabs: Sequence[Callable] = (),
+    **kwargs,
+):
     """Build and launch the app on ``port``; returns it (``prevent_thread_lock=True`` to keep
     going). No file route serves anything of ours: the images travel inline, so no folder is
     an allowed path, and ``private`` (e.g. the candidates folder with its truth and metadata) and

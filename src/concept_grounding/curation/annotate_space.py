@@ -72,9 +72,21 @@ def write_space(config: AnnotateConfig, rows: list[dict], root: Path, store_path
     _copy_candidates(rows, root, folder / "candidates")
     with sqlite3.connect(store_path) as src, sqlite3.connect(folder / "annotations.db") as dst:
         src.backup(dst)
-    args = ["annotate", "--candidates", "candidates", "--db", "annotations.db", "--per-attribute",
-            str(config.per_attribute), "--per-pairing", str(config.per_pairing), "--seed", str(config.seed),
-            "--port", "7860"]
+    args = [
+        "annotate",
+        "--candidates",
+        "candidates",
+        "--db",
+        "annotations.db",
+        "--per-attribute",
+        str(config.per_attribute),
+        "--per-pairing",
+        str(config.per_pairing),
+        "--seed",
+        str(config.seed),
+        "--port",
+        "7860",
+    ]
     if config.hub_repo:
         args += ["--hub-repo", config.hub_repo, "--hub-every", f"{config.hub_every:g}"]
     (folder / "app.py").write_text(_APP.format(args=args))

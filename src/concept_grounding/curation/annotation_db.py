@@ -39,7 +39,8 @@ CREATE TABLE IF NOT EXISTS tokens (
 );
 """
 
-_SCHEMA = """
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS images (
     image TEXT PRIMARY KEY,
     study INTEGER NOT NULL,
@@ -80,7 +81,11 @@ CREATE TABLE IF NOT EXISTS settings (
 );
 CREATE INDEX IF NOT EXISTS counts_next ON counts (study, taken DESC, position);
 CREATE INDEX IF NOT EXISTS answers_by_annotator ON answers (annotator, study);
-""" + _TOKENS + RATING_TABLES + RATING_COUNTERS
+"""
+    + _TOKENS
+    + RATING_TABLES
+    + RATING_COUNTERS
+)
 
 
 def _statements(script: str) -> list[str]:
@@ -112,8 +117,16 @@ class AnnotationDatabase:
     Each thread gets its own connection (SQLite connections are not shared across threads).
     """
 
-    def __init__(self, path: str | Path, *, k: int | None = None, timeout: float = 10.0, read_only: bool = False,
-                 lease_seconds: float = LEASE_SECONDS, clock: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        k: int | None = None,
+        timeout: float = 10.0,
+        read_only: bool = False,
+        lease_seconds: float = LEASE_SECONDS,
+        clock: Callable[[], float] = time.time,
+    ):
         if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
             raise AnnotationError(f"k must be a positive int (annotators per image), got {k!r}")
         self.path = Path(path)
@@ -157,8 +170,13 @@ class AnnotationDatabase:
             return con
         try:
             if self.read_only:
-                con = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=self.timeout,
-                                      isolation_level=None, check_same_thread=False)
+                con = sqlite3.connect(
+                    f"file:{self.path}?mode=ro",
+                    uri=True,
+                    timeout=self.timeout,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
             else:
                 con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
                 con.execute("PRAGMA journal_mode=WAL")
@@ -186,8 +204,10 @@ class AnnotationDatabase:
             elif version in _OLDER and not self.read_only:  # the tables added, nothing else changes
                 self._upgrade(con)
             elif version != SCHEMA_VERSION and not (version in _OLDER and self.read_only):
-                raise AnnotationError(f"{self.path}: schema version {version}, this concept-grounding reads "
-                                      f"version {SCHEMA_VERSION}; export it with the version that wrote it")
+                raise AnnotationError(
+                    f"{self.path}: schema version {version}, this concept-grounding reads "
+                    f"version {SCHEMA_VERSION}; export it with the version that wrote it"
+                )
         except sqlite3.Error as err:
             if con.in_transaction:
                 con.execute("ROLLBACK")
@@ -212,8 +232,10 @@ class AnnotationDatabase:
         stored = self._read("SELECT value FROM settings WHERE key = 'k'")
         if stored:
             if k is not None and int(stored[0][0]) != k:
-                raise AnnotationError(f"{self.path}: made for k = {stored[0][0]} annotators per image, opened with "
-                                      f"k = {k}; pass k = {stored[0][0]} (or nothing) or start another file")
+                raise AnnotationError(
+                    f"{self.path}: made for k = {stored[0][0]} annotators per image, opened with "
+                    f"k = {k}; pass k = {stored[0][0]} (or nothing) or start another file"
+                )
             self.k = int(stored[0][0])
         elif not self.read_only:
             self._write(lambda con: con.execute("INSERT OR IGNORE INTO settings VALUES ('k', ?)", (str(self.k),)))

@@ -28,8 +28,22 @@ from dataclasses import dataclass, field
 
 from ..errors import UsageError
 
-__all__ = ["STUDIES", "LIKERT", "DEFAULT_K", "MAX_ANNOTATOR", "QUOTE", "AnnotationError", "ImageItem", "study1_item",
-           "study2_item", "question_text", "annotator_id", "quote", "new_token", "token_hash"]
+__all__ = [
+    "STUDIES",
+    "LIKERT",
+    "DEFAULT_K",
+    "MAX_ANNOTATOR",
+    "QUOTE",
+    "AnnotationError",
+    "ImageItem",
+    "study1_item",
+    "study2_item",
+    "question_text",
+    "annotator_id",
+    "quote",
+    "new_token",
+    "token_hash",
+]
 
 #: study -> its question ids (App. E): study 1 asks two Likert questions, study 2 one choice.
 STUDIES: dict[int, tuple[str, ...]] = {1: ("q1", "q2"), 2: ("present",)}
@@ -70,14 +84,16 @@ def annotator_id(name: object) -> str:
     if not isinstance(name, str):
         raise AnnotationError(f"annotator id must be text, got {type(name).__name__}", brief="annotator id not text")
     if len(name) > 4 * MAX_ANNOTATOR:  # refused before normalising a huge value
-        raise AnnotationError(f"annotator id {quote(name)} is too long: at most {MAX_ANNOTATOR} characters",
-                              brief="annotator id too long")
+        raise AnnotationError(
+            f"annotator id {quote(name)} is too long: at most {MAX_ANNOTATOR} characters", brief="annotator id too long"
+        )
     norm = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", name)).strip().casefold()
     if not norm:
         raise AnnotationError("annotator id is empty", brief="annotator id empty")
     if len(norm) > MAX_ANNOTATOR:
-        raise AnnotationError(f"annotator id {quote(name)} is too long: at most {MAX_ANNOTATOR} characters",
-                              brief="annotator id too long")
+        raise AnnotationError(
+            f"annotator id {quote(name)} is too long: at most {MAX_ANNOTATOR} characters", brief="annotator id too long"
+        )
     if not norm.isprintable():
         raise AnnotationError(f"annotator id {quote(name)} has control characters", brief="annotator id unprintable")
     return norm
@@ -124,8 +140,9 @@ def study1_item(image: str, reference_class: str, target_attribute: str, **meta:
     return ImageItem(image, 1, reference_class, target_attribute, (), dict(meta))
 
 
-def study2_item(image: str, reference_class: str, target_attribute: str, choices: Sequence[str],
-                **meta: object) -> ImageItem:
+def study2_item(
+    image: str, reference_class: str, target_attribute: str, choices: Sequence[str], **meta: object
+) -> ImageItem:
     """A study-2 image (App. E, Fig. 8); ``choices`` are the attributes of S+'s group."""
     if target_attribute not in choices:
         raise ValueError(f"choices must contain the target attribute {target_attribute!r}")

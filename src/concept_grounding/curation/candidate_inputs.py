@@ -18,8 +18,17 @@ from ..tdg.candidates import IMAGES_PER_CLASS
 from ..vocabulary import Vocabulary, load_vocabulary
 
 __all__ = [
-    "CLASS_PROMPT", "WORLD_JUDGE", "Classifier", "as_classifier", "load_classifier", "world_judge_scorer",
-    "candidate_world", "world_class_images", "generated_class_images", "read_class_images", "world_attribute_data",
+    "CLASS_PROMPT",
+    "WORLD_JUDGE",
+    "Classifier",
+    "as_classifier",
+    "load_classifier",
+    "world_judge_scorer",
+    "candidate_world",
+    "world_class_images",
+    "generated_class_images",
+    "read_class_images",
+    "world_attribute_data",
     "cub_attribute_data",
 ]
 
@@ -68,8 +77,9 @@ def _transformers_classifier(name: str, class_names: Sequence[str], device: str)
     labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
     to_ours = _indices(labels, class_names)
     if (to_ours < 0).all():
-        raise UsageError(f"none of the model's {len(labels)} labels (e.g. {labels[:3]}) names a CUB class",
-                         argument="--classifier")
+        raise UsageError(
+            f"none of the model's {len(labels)} labels (e.g. {labels[:3]}) names a CUB class", argument="--classifier"
+        )
 
     @torch.no_grad()
     def classify(images: Sequence[Any]) -> np.ndarray:
@@ -123,13 +133,18 @@ def candidate_world(class_names: Sequence[str] | None = None, image_size: int | 
     from ..world import BirdWorld
     from ..worldflux.components import TRAINING_WORLD
 
-    config = replace(TRAINING_WORLD, seed=seed, class_names=tuple(class_names) if class_names else None,
-                     image_size=image_size or TRAINING_WORLD.image_size)
+    config = replace(
+        TRAINING_WORLD,
+        seed=seed,
+        class_names=tuple(class_names) if class_names else None,
+        image_size=image_size or TRAINING_WORLD.image_size,
+    )
     return BirdWorld(config)
 
 
-def world_class_images(class_names: Sequence[str] | None, per_class: int = IMAGES_PER_CLASS,
-                       image_size: int | None = None, seed: int = 0) -> tuple[list[Any], np.ndarray, tuple[str, ...]]:
+def world_class_images(
+    class_names: Sequence[str] | None, per_class: int = IMAGES_PER_CLASS, image_size: int | None = None, seed: int = 0
+) -> tuple[list[Any], np.ndarray, tuple[str, ...]]:
     """``per_class`` renders of every class of :func:`candidate_world` (the world stands in for
     the generator): ``(PIL images, (N,) class index, class names)``."""
     from PIL import Image
@@ -147,9 +162,16 @@ def world_class_images(class_names: Sequence[str] | None, per_class: int = IMAGE
 CLASS_PROMPT = "A photo of a {name}"
 
 
-def generated_class_images(source: Any, class_names: Sequence[str], per_class: int = IMAGES_PER_CLASS,
-                           num_inference_steps: int = 28, guidance_scale: float = 3.5, seed: int = 0,
-                           size: int | None = None, progress: bool = True) -> tuple[list[Any], np.ndarray, tuple[str, ...]]:
+def generated_class_images(
+    source: Any,
+    class_names: Sequence[str],
+    per_class: int = IMAGES_PER_CLASS,
+    num_inference_steps: int = 28,
+    guidance_scale: float = 3.5,
+    seed: int = 0,
+    size: int | None = None,
+    progress: bool = True,
+) -> tuple[list[Any], np.ndarray, tuple[str, ...]]:
     """``per_class`` images of every class from ``source`` (a :class:`~concept_grounding.tdg.sources.FluxSource`:
     the world Flux, a pretrained FLUX, the tiny one) prompted with :data:`CLASS_PROMPT`, one
     pipeline call per class, seeded by ``seed`` and the class index: ``(PIL images, (N,) class
@@ -166,18 +188,30 @@ def generated_class_images(source: Any, class_names: Sequence[str], per_class: i
     device = getattr(pipe, "_execution_device", "cpu")
     images, labels = [], []
     for c, name in enumerate(tqdm(class_names, desc="generate classes", unit="class", disable=not progress)):
-        generators = [torch.Generator(device=device).manual_seed(seed * 100_003 + c * 1_009 + i) for i in range(per_class)]
-        out = FluxPipeline.__call__(pipe, prompt=CLASS_PROMPT.format(name=class_display_name(name)),
-                                    num_images_per_prompt=per_class, num_inference_steps=num_inference_steps,
-                                    guidance_scale=guidance_scale, height=side, width=side,
-                                    max_sequence_length=model.max_sequence_length, generator=generators,
-                                    output_type="pil", **model.extra)
+        generators = [
+            torch.Generator(device=device).manual_seed(seed * 100_003 + c * 1_009 + i) for i in range(per_class)
+        ]
+        out = FluxPipeline.__call__(
+            pipe,
+            prompt=CLASS_PROMPT.format(name=class_display_name(name)),
+            num_images_per_prompt=per_class,
+            num_inference_steps=num_inference_steps,
+            guidance_scale=guidance_scale,
+            height=side,
+            width=side,
+            max_sequence_length=model.max_sequence_length,
+            generator=generators,
+            output_type="pil",
+            **model.extra,
+        )
         images += list(out.images)
         labels += [c] * per_class
     return images, np.asarray(labels, dtype=np.int64), tuple(class_names)
 
 
-def read_class_images(folder: str | Path, vocab: Vocabulary | None = None) -> tuple[list[Any], np.ndarray, tuple[str, ...]]:
+def read_class_images(
+    folder: str | Path, vocab: Vocabulary | None = None
+) -> tuple[list[Any], np.ndarray, tuple[str, ...]]:
     """Generated images of ``folder/metadata.jsonl`` (``file_name``, ``reference_class``):
     ``(PIL images, (N,) class index, class names in first-seen order)``; errors name the line."""
     from PIL import Image
@@ -186,8 +220,12 @@ def read_class_images(folder: str | Path, vocab: Vocabulary | None = None) -> tu
     folder = Path(folder)
     path = folder / "metadata.jsonl"
     if not path.is_file():
-        raise UsageError("no metadata.jsonl here", argument="--images", file=folder,
-                         hint="give a folder of images with metadata.jsonl rows {file_name, reference_class}")
+        raise UsageError(
+            "no metadata.jsonl here",
+            argument="--images",
+            file=folder,
+            hint="give a folder of images with metadata.jsonl rows {file_name, reference_class}",
+        )
     images, classes = [], []
     for n, line in enumerate(read_text_file(path).splitlines(), 1):
         if not line.strip():
@@ -196,8 +234,9 @@ def read_class_images(folder: str | Path, vocab: Vocabulary | None = None) -> tu
             row = json.loads(line)
             name, cls = row["file_name"], vocab.classes[vocab.class_index(row["reference_class"])]
         except (json.JSONDecodeError, KeyError, TypeError) as err:
-            raise UsageError(f"expected a JSON row with file_name and a CUB reference_class ({err})", file=path,
-                             line=n) from None
+            raise UsageError(
+                f"expected a JSON row with file_name and a CUB reference_class ({err})", file=path, line=n
+            ) from None
         if not (folder / name).is_file():
             raise UsageError(f"image {name!r} not found", file=path, line=n)
         images.append(Image.open(folder / name).convert("RGB"))
@@ -208,8 +247,9 @@ def read_class_images(folder: str | Path, vocab: Vocabulary | None = None) -> tu
     return images, np.asarray([names.index(c) for c in classes], dtype=np.int64), names
 
 
-def world_attribute_data(per_class: int = 10, image_size: int | None = None, seed: int = 0,
-                         class_names: Sequence[str] | None = None) -> tuple[list[Any], np.ndarray]:
+def world_attribute_data(
+    per_class: int = 10, image_size: int | None = None, seed: int = 0, class_names: Sequence[str] | None = None
+) -> tuple[list[Any], np.ndarray]:
     """Renders of :func:`candidate_world` with their exact per-image labels: ``(PIL images, (N, 312) uint8)``."""
     from PIL import Image
 

@@ -30,20 +30,34 @@ from ..tdg.plan import write_pairings
 from ..vocabulary import Vocabulary, load_vocabulary
 from .candidate_inputs import Classifier
 
-__all__ = ["AttributeRun", "CandidatePlan", "class_candidates", "write_class_report", "attribute_candidates",
-           "write_attribute_report", "plan_candidates", "write_plan_report"]
+__all__ = [
+    "AttributeRun",
+    "CandidatePlan",
+    "class_candidates",
+    "write_class_report",
+    "attribute_candidates",
+    "write_attribute_report",
+    "plan_candidates",
+    "write_plan_report",
+]
 
 
-def class_candidates(images: Sequence[Any], labels: np.ndarray, class_names: Sequence[str],
-                     classifier: Classifier, min_accuracy: float = MIN_CLASS_ACCURACY, batch_size: int = 64,
-                     progress: bool = True) -> ClassSelection:
+def class_candidates(
+    images: Sequence[Any],
+    labels: np.ndarray,
+    class_names: Sequence[str],
+    classifier: Classifier,
+    min_accuracy: float = MIN_CLASS_ACCURACY,
+    batch_size: int = 64,
+    progress: bool = True,
+) -> ClassSelection:
     """Classify the ``N`` images in batches of ``batch_size`` and select the classes the classifier
     names at ``min_accuracy`` (``labels``: ``(N,)`` class indices into ``class_names``)."""
     from tqdm.auto import tqdm
 
     predicted = []
     for start in tqdm(range(0, len(images), batch_size), desc="classify", unit="batch", disable=not progress):
-        predicted.append(np.asarray(classifier(images[start:start + batch_size]), dtype=np.int64))
+        predicted.append(np.asarray(classifier(images[start : start + batch_size]), dtype=np.int64))
     return select_classes(labels, np.concatenate(predicted), class_names, min_accuracy)
 
 
@@ -59,13 +73,26 @@ def _count_range(counts: np.ndarray) -> str:
 
 def write_class_report(selection: ClassSelection, out: str | Path) -> Path:
     """``classes.json`` and ``classes.md`` (per-class images, accuracy, kept) under ``out``; returns ``classes.md``."""
-    rows = [[c, int(n), f"{a:.3f}", "yes" if c in selection.kept else "no"]
-            for c, n, a in zip(selection.class_names, selection.counts, selection.accuracy)]
-    lines = ["# Candidate classes (SUB Sec. 4.2)", "",
-             f"{len(selection.kept)} of {len(selection.class_names)} classes kept: the classifier named at least "
-             f"{selection.min_accuracy:.0%} of each one's {_count_range(selection.counts)} images.", "", markdown_table(["class", "images", "accuracy", "kept"], rows, align="lrrl")]
-    return write_report(out, selection.to_dict(), "\n".join(lines) + "\n", results_name="classes.json",
-                        report_name="classes.md", nan_as_null=False)[1]
+    rows = [
+        [c, int(n), f"{a:.3f}", "yes" if c in selection.kept else "no"]
+        for c, n, a in zip(selection.class_names, selection.counts, selection.accuracy)
+    ]
+    lines = [
+        "# Candidate classes (SUB Sec. 4.2)",
+        "",
+        f"{len(selection.kept)} of {len(selection.class_names)} classes kept: the classifier named at least "
+        f"{selection.min_accuracy:.0%} of each one's {_count_range(selection.counts)} images.",
+        "",
+        markdown_table(["class", "images", "accuracy", "kept"], rows, align="lrrl"),
+    ]
+    return write_report(
+        out,
+        selection.to_dict(),
+        "\n".join(lines) + "\n",
+        results_name="classes.json",
+        report_name="classes.md",
+        nan_as_null=False,
+    )[1]
 
 
 @dataclass(frozen=True)
@@ -76,11 +103,18 @@ class AttributeRun:
     probabilities: np.ndarray
 
 
-def attribute_candidates(images: Sequence[Any], labels: np.ndarray, scorer: Any,
-                         attributes: Sequence[str] | None = None, thresholds: Sequence[float] = THRESHOLD_GRID,
-                         min_accuracy: float = MIN_ATTRIBUTE_ACCURACY, metric: str = "balanced",
-                         batch_size: int = 64, progress: bool = True,
-                         vocab: Vocabulary | None = None) -> AttributeRun:
+def attribute_candidates(
+    images: Sequence[Any],
+    labels: np.ndarray,
+    scorer: Any,
+    attributes: Sequence[str] | None = None,
+    thresholds: Sequence[float] = THRESHOLD_GRID,
+    min_accuracy: float = MIN_ATTRIBUTE_ACCURACY,
+    metric: str = "balanced",
+    batch_size: int = 64,
+    progress: bool = True,
+    vocab: Vocabulary | None = None,
+) -> AttributeRun:
     """Ask the scorer every group's question and select the attributes (nothing is written).
 
     Args:
@@ -106,16 +140,27 @@ def write_attribute_report(selection: AttributeSelection, out: str | Path) -> Pa
     out.mkdir(parents=True, exist_ok=True)
     kept = set(selection.kept)
     best_t, best_a = selection.best_threshold, selection.best_accuracy
-    rows = [[a, int(n), f"{t:.2f}", "n/a" if not np.isfinite(b) else f"{b:.3f}", "yes" if a in kept else "no"]
-            for a, n, t, b in zip(selection.attributes, selection.positives, best_t, best_a)]
-    lines = ["# Candidate attributes (SUB Sec. 4.2)", "",
-             f"{len(kept)} of {len(selection.attributes)} attributes kept: {selection.metric} accuracy >= "
-             f"{selection.min_accuracy:.0%} at the best answer-probability threshold of "
-             f"{', '.join(f'{t:.2f}' for t in selection.thresholds)} ({selection.images} images).", "",
-             markdown_table(["attribute", "images with it", "best threshold", "accuracy", "kept"], rows,
-                            align="lrrrl")]
-    write_report(out, selection.to_dict(), "\n".join(lines) + "\n", results_name="attributes.json",
-                 report_name="attributes.md", nan_as_null=False)
+    rows = [
+        [a, int(n), f"{t:.2f}", "n/a" if not np.isfinite(b) else f"{b:.3f}", "yes" if a in kept else "no"]
+        for a, n, t, b in zip(selection.attributes, selection.positives, best_t, best_a)
+    ]
+    lines = [
+        "# Candidate attributes (SUB Sec. 4.2)",
+        "",
+        f"{len(kept)} of {len(selection.attributes)} attributes kept: {selection.metric} accuracy >= "
+        f"{selection.min_accuracy:.0%} at the best answer-probability threshold of "
+        f"{', '.join(f'{t:.2f}' for t in selection.thresholds)} ({selection.images} images).",
+        "",
+        markdown_table(["attribute", "images with it", "best threshold", "accuracy", "kept"], rows, align="lrrrl"),
+    ]
+    write_report(
+        out,
+        selection.to_dict(),
+        "\n".join(lines) + "\n",
+        results_name="attributes.json",
+        report_name="attributes.md",
+        nan_as_null=False,
+    )
     _attribute_plot(selection, out / "attributes.png")
     return out
 
@@ -132,13 +177,18 @@ def _attribute_plot(selection: AttributeSelection, path: Path) -> Path:
     kept = np.isin(np.asarray(selection.attributes)[order], selection.kept)
     left.bar(np.arange(len(order)), best[order], color=np.where(kept, "tab:green", "tab:gray"), width=1.0)
     left.axhline(selection.min_accuracy, color="tab:red", lw=1, label=f"bar {selection.min_accuracy:.2f}")
-    left.set(xlabel="attribute (sorted)", ylabel=f"{selection.metric} accuracy at best threshold", ylim=(0, 1.02),
-             title=f"{len(selection.kept)} of {len(order)} attributes kept")
+    left.set(
+        xlabel="attribute (sorted)",
+        ylabel=f"{selection.metric} accuracy at best threshold",
+        ylim=(0, 1.02),
+        title=f"{len(selection.kept)} of {len(order)} attributes kept",
+    )
     left.legend(loc="lower left")
     thresholds = np.asarray(selection.thresholds)
     for j in order[: min(12, len(order))]:
-        right.plot(thresholds, selection.accuracy[j], marker=".", lw=1,
-                   label=selection.attributes[j].removeprefix("has_")[:28])
+        right.plot(
+            thresholds, selection.accuracy[j], marker=".", lw=1, label=selection.attributes[j].removeprefix("has_")[:28]
+        )
     right.axhline(selection.min_accuracy, color="tab:red", lw=1)
     right.set(xlabel="answer-probability threshold", ylabel="accuracy", title="accuracy over the grid (top 12)")
     right.legend(fontsize=6, loc="lower left")
@@ -169,9 +219,14 @@ class CandidatePlan:
     unguided: tuple[str, ...]
 
 
-def plan_candidates(classes_file: str | Path, attributes_file: str | Path, class_names: Sequence[str],
-                    class_attributes: np.ndarray, images_per_pairing: int | None = None,
-                    vocab: Vocabulary | None = None) -> CandidatePlan:
+def plan_candidates(
+    classes_file: str | Path,
+    attributes_file: str | Path,
+    class_names: Sequence[str],
+    class_attributes: np.ndarray,
+    images_per_pairing: int | None = None,
+    vocab: Vocabulary | None = None,
+) -> CandidatePlan:
     """Kept classes (``classes_file``) x kept attributes (``attributes_file``) the class lacks by
     ``class_attributes`` (``(C, 312)``, rows in ``class_names`` order); nothing is written."""
     vocab = vocab or load_vocabulary()
@@ -181,8 +236,9 @@ def plan_candidates(classes_file: str | Path, attributes_file: str | Path, class
     if missing:
         raise UsageError(f"{missing[:3]} not in the class table", argument="--classes-file", file=classes_file)
     pairings = candidate_pairings(classes, attributes, class_names, class_attributes, images_per_pairing, vocab=vocab)
-    unguided = sorted({p.target_attribute for p in pairings if p.guide_bird is None
-                       and not _is_colour(p.target_attribute, vocab)})
+    unguided = sorted(
+        {p.target_attribute for p in pairings if p.guide_bird is None and not _is_colour(p.target_attribute, vocab)}
+    )
     return CandidatePlan(tuple(classes), tuple(attributes), pairings, tuple(unguided))
 
 
@@ -192,13 +248,20 @@ def write_plan_report(plan: CandidatePlan, out: str | Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     write_pairings(plan.pairings, out / "pairings.jsonl")
     unguided = list(plan.unguided)
-    lines = ["# Candidate plan (SUB Sec. 4.2)", "",
-             f"{len(plan.classes)} classes x {len(plan.attributes)} attributes -> {len(plan.pairings)} pairings "
-             f"(each class without S+ by its class-level labels; the paper: 33 x 45 -> 1,485).", "",
-             f"Guide birds: App. B's where it lists one, else the first class showing S+ "
-             f"({len(unguided)} shape / pattern attributes have none: {unguided[:5]})." if unguided else
-             "Guide birds: App. B's where it lists one, else the first class showing S+; every shape / pattern "
-             "attribute has one.", "", "Written: `pairings.jsonl` (read by `concept-grounding generate --pairings`)."]
+    lines = [
+        "# Candidate plan (SUB Sec. 4.2)",
+        "",
+        f"{len(plan.classes)} classes x {len(plan.attributes)} attributes -> {len(plan.pairings)} pairings "
+        f"(each class without S+ by its class-level labels; the paper: 33 x 45 -> 1,485).",
+        "",
+        f"Guide birds: App. B's where it lists one, else the first class showing S+ "
+        f"({len(unguided)} shape / pattern attributes have none: {unguided[:5]})."
+        if unguided
+        else "Guide birds: App. B's where it lists one, else the first class showing S+; every shape / pattern "
+        "attribute has one.",
+        "",
+        "Written: `pairings.jsonl` (read by `concept-grounding generate --pairings`).",
+    ]
     (out / "plan.md").write_text("\n".join(lines) + "\n")
     return out / "plan.md"
 

@@ -18,9 +18,23 @@ import pandas as pd
 from .annotations import LIKERT, STUDIES
 from .rules import MAX_DEVIATION, MIN_PAIRING_SCORE, MIN_YES, CurationRules
 
-__all__ = ["MAX_DENSE", "LIKERT_SCORE", "MIN_YES", "MIN_PAIRING_SCORE", "MAX_DEVIATION", "CurationRules", "answers_frame",
-           "candidates_frame", "attribute_scores", "pairing_scores", "agreement", "annotator_accuracy",
-           "wilson_interval", "bird_faithfulness", "class_agreement"]
+__all__ = [
+    "MAX_DENSE",
+    "LIKERT_SCORE",
+    "MIN_YES",
+    "MIN_PAIRING_SCORE",
+    "MAX_DEVIATION",
+    "CurationRules",
+    "answers_frame",
+    "candidates_frame",
+    "attribute_scores",
+    "pairing_scores",
+    "agreement",
+    "annotator_accuracy",
+    "wilson_interval",
+    "bird_faithfulness",
+    "class_agreement",
+]
 
 #: Fig. 6's score of each study-1 answer.
 LIKERT_SCORE: dict[str, float] = {"yes": 1.0, "somewhat": 0.5, "no": 0.0}
@@ -51,17 +65,22 @@ def _check_answers(df: pd.DataFrame) -> None:
     bad = ~pd.Series([(s, q) in known for s, q in zip(df["study"], df["question"])], index=df.index)
     if bad.any():
         r = df[bad].iloc[0]
-        raise ValueError(f"answers row {df.index.get_loc(bad.idxmax())}: study {r.study} has no question {r.question!r}")
+        raise ValueError(
+            f"answers row {df.index.get_loc(bad.idxmax())}: study {r.study} has no question {r.question!r}"
+        )
     bad = (df["study"] == 1) & ~df["answer"].isin(LIKERT)
     if bad.any():
         r = df[bad].iloc[0]
-        raise ValueError(f"answers row {df.index.get_loc(bad.idxmax())}: {r.answer!r} to {r.question} of {r.image!r} "
-                         f"is not one of {list(LIKERT)}")
+        raise ValueError(
+            f"answers row {df.index.get_loc(bad.idxmax())}: {r.answer!r} to {r.question} of {r.image!r} "
+            f"is not one of {list(LIKERT)}"
+        )
     dup = df.duplicated(["annotator", "image", "question"])
     if dup.any():
         r = df[dup].iloc[0]
-        raise ValueError(f"answers row {df.index.get_loc(dup.idxmax())}: {r.annotator!r} answered {r.question} of "
-                         f"{r.image!r} twice")
+        raise ValueError(
+            f"answers row {df.index.get_loc(dup.idxmax())}: {r.annotator!r} answered {r.question} of {r.image!r} twice"
+        )
 
 
 def candidates_frame(rows: Sequence[Mapping[str, object]]) -> pd.DataFrame:
@@ -84,24 +103,34 @@ def _with_pairing(answers: pd.DataFrame, candidates: pd.DataFrame) -> pd.DataFra
     return out
 
 
-def attribute_scores(answers: pd.DataFrame, candidates: pd.DataFrame, rules: CurationRules = CurationRules()
-                     ) -> pd.DataFrame:
+def attribute_scores(
+    answers: pd.DataFrame, candidates: pd.DataFrame, rules: CurationRules = CurationRules()
+) -> pd.DataFrame:
     """Per S+ attribute (index): ``human_score``, ``yes_share``, ``images``, ``answers``, ``kept``."""
     q1 = _with_pairing(answers[(answers.study == 1) & (answers.question == "q1")], candidates)
     q1 = q1.assign(score=q1["answer"].map(LIKERT_SCORE), yes=q1["answer"].eq("yes"))
-    out = q1.groupby("target_attribute").agg(human_score=("score", "mean"), yes_share=("yes", "mean"),
-                                             images=("candidate", "nunique"), answers=("answer", "size"))
+    out = q1.groupby("target_attribute").agg(
+        human_score=("score", "mean"),
+        yes_share=("yes", "mean"),
+        images=("candidate", "nunique"),
+        answers=("answer", "size"),
+    )
     out["kept"] = out["yes_share"] >= rules.min_yes
     return out
 
 
-def pairing_scores(answers: pd.DataFrame, candidates: pd.DataFrame, rules: CurationRules = CurationRules(),
-                   class_attributes: Mapping[str, set[str]] | None = None) -> pd.DataFrame:
+def pairing_scores(
+    answers: pd.DataFrame,
+    candidates: pd.DataFrame,
+    rules: CurationRules = CurationRules(),
+    class_attributes: Mapping[str, set[str]] | None = None,
+) -> pd.DataFrame:
     """Per (reference_class, target_attribute) pairing of the candidates: ``q1_score``,
     ``q2_yes_share`` (NaN without study-1 answers), ``study2_majority``, and ``reason``
     (``""`` kept; else ``low accuracy``, ``excessive modification``, ``S+ = S-`` joined by "; ")."""
     pairs = candidates.groupby(["reference_class", "target_attribute"]).agg(
-        candidates=("id", "size"), removed=("removed_attributes", _union))
+        candidates=("id", "size"), removed=("removed_attributes", _union)
+    )
     class_minus = pairs.groupby(level=0)["removed"].agg(lambda sets: frozenset().union(*sets))
     s1 = _with_pairing(answers[answers.study == 1], candidates)
     _check_both_questions(s1)
@@ -120,7 +149,8 @@ def pairing_scores(answers: pd.DataFrame, candidates: pd.DataFrame, rules: Curat
         if pd.notna(row.q2_yes_share) and row.q2_yes_share > rules.max_deviation:
             why.append("excessive modification")
         same = target in class_minus.get(cls, frozenset()) or (  # known at plan time: S+ is one of the class's S-
-            class_attributes is not None and target in class_attributes.get(cls, set()))
+            class_attributes is not None and target in class_attributes.get(cls, set())
+        )
         if same or (isinstance(row.study2_majority, str) and row.study2_majority in row.removed):
             why.append("S+ = S-")
         reasons.append("; ".join(why))
@@ -140,8 +170,10 @@ def _check_both_questions(s1: pd.DataFrame) -> None:
     lacking = asked[asked != frozenset(STUDIES[1])]
     if len(lacking):
         (who, image), got = lacking.index[0], sorted(lacking.iloc[0])
-        raise ValueError(f"study 1 needs Q1 and Q2 from each annotator of each image: {who!r} answered only {got} of "
-                         f"{image!r} ({len(lacking)} such); the excessive-modification rule needs Q2")
+        raise ValueError(
+            f"study 1 needs Q1 and Q2 from each annotator of each image: {who!r} answered only {got} of "
+            f"{image!r} ({len(lacking)} such); the excessive-modification rule needs Q2"
+        )
 
 
 def _check_groups(s2: pd.DataFrame) -> None:
@@ -149,8 +181,10 @@ def _check_groups(s2: pd.DataFrame) -> None:
     bad = s2["answer"].astype(str).str.split("::").str[0] != s2["target_attribute"].str.split("::").str[0]
     if bad.any():
         r = s2[bad].iloc[0]
-        raise ValueError(f"study-2 answer {str(r.answer)[:60]!r} of {r.annotator!r} to {r.image!r} is not an attribute "
-                         f"of S+'s group ({r.target_attribute.split('::')[0]}); {int(bad.sum())} such answers")
+        raise ValueError(
+            f"study-2 answer {str(r.answer)[:60]!r} of {r.annotator!r} to {r.image!r} is not an attribute "
+            f"of S+'s group ({r.target_attribute.split('::')[0]}); {int(bad.sum())} such answers"
+        )
 
 
 def _majority(s2: pd.DataFrame) -> pd.Series:
@@ -158,8 +192,9 @@ def _majority(s2: pd.DataFrame) -> pd.Series:
     counts = s2.groupby(["reference_class", "target_attribute", "answer"]).size().rename("n").reset_index()
     top = counts.groupby(["reference_class", "target_attribute"])["n"].transform("max")
     best = counts[counts["n"] == top]
-    unique = best.groupby(["reference_class", "target_attribute"])["answer"].agg(lambda a: a.iloc[0] if len(a) == 1
-                                                                                 else np.nan)
+    unique = best.groupby(["reference_class", "target_attribute"])["answer"].agg(
+        lambda a: a.iloc[0] if len(a) == 1 else np.nan
+    )
     return unique
 
 
@@ -176,7 +211,8 @@ def _alpha(part: pd.DataFrame, codes: pd.Series, level: str) -> float | None:
     import krippendorff
 
     table = pd.DataFrame({"a": part["annotator"], "i": part["image"], "v": codes}).pivot(
-        index="a", columns="i", values="v")
+        index="a", columns="i", values="v"
+    )
     if table.shape[1] < 2 or codes.nunique() < 2 or int(table.notna().sum(0).max()) < 2:
         return None
     return float(krippendorff.alpha(reliability_data=table.to_numpy(), level_of_measurement=level))
@@ -229,8 +265,9 @@ def wilson_interval(successes: np.ndarray, trials: np.ndarray, z: float = 1.9599
 def annotator_accuracy(answers: pd.DataFrame, gold: pd.DataFrame) -> pd.DataFrame:
     """Per annotator (index): ``accuracy``, ``answers``, ``low`` / ``high`` (Wilson 95 %), over
     the answers that have a gold answer; ``gold`` has columns ``image, question, answer``."""
-    merged = answers.merge(gold.rename(columns={"answer": "gold"})[["image", "question", "gold"]],
-                           on=["image", "question"], how="inner")
+    merged = answers.merge(
+        gold.rename(columns={"answer": "gold"})[["image", "question", "gold"]], on=["image", "question"], how="inner"
+    )
     merged["correct"] = merged["answer"] == merged["gold"]
     out = merged.groupby("annotator").agg(correct=("correct", "sum"), answers=("correct", "size"))
     out["accuracy"] = out["correct"] / out["answers"]
@@ -244,8 +281,9 @@ def bird_faithfulness(answers: pd.DataFrame, candidates: pd.DataFrame) -> pd.Ser
     return q2.assign(no=q2["answer"].eq("no")).groupby("reference_class")["no"].mean().rename("faithful_share")
 
 
-def class_agreement(image_labels: np.ndarray, image_classes: np.ndarray, class_labels: np.ndarray,
-                    attributes: Sequence[int]) -> np.ndarray:
+def class_agreement(
+    image_labels: np.ndarray, image_classes: np.ndarray, class_labels: np.ndarray, attributes: Sequence[int]
+) -> np.ndarray:
     """Fig. 6's CUB side: ``(len(attributes),)`` share of images whose per-image label agrees
     with their class-level label, over images of classes where the class-level label is 1
     (NaN when there are none).

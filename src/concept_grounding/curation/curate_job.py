@@ -38,8 +38,8 @@ from ..fileio import atomic_write_lines, markdown_table, write_report
 from ..settings import nested, setting
 from ..validators import existing_dir, existing_file, optional_int
 from .annotations import AnnotationStore
-from .sampling import candidate_id
 from .rules import CurationRules
+from .sampling import candidate_id
 
 if TYPE_CHECKING:  # pandas loads when the job runs, not when the command line parses
     import pandas as pd
@@ -70,13 +70,21 @@ class CurateConfig:
     """
 
     candidates: Path = setting(help="folder with metadata.jsonl (generate or filter output)", parse=existing_dir)
-    annotations: Path = setting(help="the annotation store (.db) of `annotate`, or its Parquet export",
-                                parse=existing_file)
-    truth: Path | None = setting(None, "gold answers (truth.jsonl) to measure each annotator's accuracy (simulated "
-                                       "annotators)", parse=existing_file)
-    world_seed: int | None = setting(0, "the bird world's seed when the candidates come from it (class-level "
-                                        "attributes, Fig. 6); none: they do not (S+ = S- by study-2 majority only)",
-                                     parse=optional_int, switches=(("--not-world", None),))
+    annotations: Path = setting(
+        help="the annotation store (.db) of `annotate`, or its Parquet export", parse=existing_file
+    )
+    truth: Path | None = setting(
+        None,
+        "gold answers (truth.jsonl) to measure each annotator's accuracy (simulated annotators)",
+        parse=existing_file,
+    )
+    world_seed: int | None = setting(
+        0,
+        "the bird world's seed when the candidates come from it (class-level "
+        "attributes, Fig. 6); none: they do not (S+ = S- by study-2 majority only)",
+        parse=optional_int,
+        switches=(("--not-world", None),),
+    )
     rules: CurationRules = nested(CurationRules)
     write_images: bool = True
 
@@ -173,9 +181,11 @@ def gold_answers(truth: Path) -> pd.DataFrame:
     for line in read_text_file(truth, "--truth").splitlines():
         if line.strip():
             t = json.loads(line)
-            out += [(f"1:{t['id']}", "q1", "yes" if t["applied"] else "no"),
-                    (f"1:{t['id']}", "q2", "yes" if t["deviates"] else "no"),
-                    (f"2:{t['id']}", "present", t["present"])]
+            out += [
+                (f"1:{t['id']}", "q1", "yes" if t["applied"] else "no"),
+                (f"1:{t['id']}", "q2", "yes" if t["deviates"] else "no"),
+                (f"2:{t['id']}", "present", t["present"]),
+            ]
     return pd.DataFrame(out, columns=["image", "question", "answer"])
 
 
@@ -187,8 +197,10 @@ def _world_labels(seed: int, candidates: pd.DataFrame, attributes: list[str]) ->
 
     world = BirdWorld(WorldConfig(seed=seed))
     vocab = world.vocab
-    class_sets = {c: {vocab.attributes[i] for i in np.flatnonzero(world.class_attributes[k])}
-                  for k, c in enumerate(world.class_names)}
+    class_sets = {
+        c: {vocab.attributes[i] for i in np.flatnonzero(world.class_attributes[k])}
+        for k, c in enumerate(world.class_names)
+    }
     indices = range(20 * world.num_classes)
     labels = np.stack([world.labels(i) for i in indices])
     classes = np.array([i % world.num_classes for i in indices])
@@ -228,19 +240,25 @@ def _write_dataset(kept: pd.DataFrame, root: Path, out: Path, write_images: bool
     cache: dict[Path, bytes] = {}
     files = [str(f) for f in kept["file_name"]]
     data = [_image_bytes(i, f, root, cache) if write_images else None for i, f in zip(kept.index, files)]
-    images = pa.StructArray.from_arrays([pa.array(data, pa.binary()), pa.array([Path(f).name for f in files])],
-                                        names=["bytes", "path"])
-    groups = (kept["group"].astype(str).str.removeprefix("has_") if "group" in kept else
-              kept["target_attribute"].str.split("::").str[0].str.removeprefix("has_"))
-    table = pa.table({
-        "image": images,
-        "reference_class": pa.array(list(kept["reference_class"]), pa.string()),
-        "target_attribute": pa.array(list(kept["target_attribute"]), pa.string()),
-        "removed_attributes": pa.array(_list_column(kept, "removed_attributes"), pa.list_(pa.string())),
-        "group": pa.array(list(groups), pa.string()),
-        "source_id": pa.array(_int_column(kept, "source_id"), pa.int64()),
-        "seed": pa.array(_int_column(kept, "seed"), pa.int64()),
-    })
+    images = pa.StructArray.from_arrays(
+        [pa.array(data, pa.binary()), pa.array([Path(f).name for f in files])], names=["bytes", "path"]
+    )
+    groups = (
+        kept["group"].astype(str).str.removeprefix("has_")
+        if "group" in kept
+        else kept["target_attribute"].str.split("::").str[0].str.removeprefix("has_")
+    )
+    table = pa.table(
+        {
+            "image": images,
+            "reference_class": pa.array(list(kept["reference_class"]), pa.string()),
+            "target_attribute": pa.array(list(kept["target_attribute"]), pa.string()),
+            "removed_attributes": pa.array(_list_column(kept, "removed_attributes"), pa.list_(pa.string())),
+            "group": pa.array(list(groups), pa.string()),
+            "source_id": pa.array(_int_column(kept, "source_id"), pa.int64()),
+            "seed": pa.array(_int_column(kept, "seed"), pa.int64()),
+        }
+    )
     features = json.dumps({"info": {"features": sub_features().to_dict()}})
     table = table.replace_schema_metadata({"huggingface": features})
     path = out / DATASET_FILE
@@ -250,47 +268,97 @@ def _write_dataset(kept: pd.DataFrame, root: Path, out: Path, write_images: bool
 
 
 def _fmt(x: Any) -> str:
-    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else (f"{x:.3f}" if isinstance(x, float) else str(x))
+    return (
+        "–"
+        if x is None or (isinstance(x, float) and math.isnan(x))
+        else (f"{x:.3f}" if isinstance(x, float) else str(x))
+    )
 
 
 def _markdown(res: CurateResult, n_candidates: int) -> str:
     a, p = res.attributes, res.pairings
-    lines = ["# SUB curation (Sec. 4.3, App. E)", "",
-             f"{len(res.kept)} of {n_candidates} candidate images kept; "
-             f"{int(a.kept.sum())} of {len(a)} attributes, {_kept_pairings(res)} of {len(p)} pairings.", "",
-             *([res.world_note[0].upper() + res.world_note[1:] + ".", ""] if res.world_note else []),
-             *([f"Images with fewer than k = {res.k} annotators (their answers used as they are): "
-                + "; ".join(f"study {s}: {len(ims)} ({', '.join(ims[:10])}{', ...' if len(ims) > 10 else ''})"
-                            for s, ims in res.below_k.items()), ""] if res.below_k else []),
-             *([f"Attributes without study-1 answers (all their images dropped): "
-                f"{', '.join(sorted(set(res.pairings.index.get_level_values(1)) - set(a.index)))}", ""]
-               if set(res.pairings.index.get_level_values(1)) - set(a.index) else []),
-             "## Attributes (study 1, Q1)", "",
-             markdown_table(["attribute", "human score", "yes share", "images", "kept"],
-                            [[i, _fmt(r.human_score), _fmt(r.yes_share), r.images, "yes" if r.kept else "no"]
-                             for i, r in a.iterrows()])]
+    lines = [
+        "# SUB curation (Sec. 4.3, App. E)",
+        "",
+        f"{len(res.kept)} of {n_candidates} candidate images kept; "
+        f"{int(a.kept.sum())} of {len(a)} attributes, {_kept_pairings(res)} of {len(p)} pairings.",
+        "",
+        *([res.world_note[0].upper() + res.world_note[1:] + ".", ""] if res.world_note else []),
+        *(
+            [
+                f"Images with fewer than k = {res.k} annotators (their answers used as they are): "
+                + "; ".join(
+                    f"study {s}: {len(ims)} ({', '.join(ims[:10])}{', ...' if len(ims) > 10 else ''})"
+                    for s, ims in res.below_k.items()
+                ),
+                "",
+            ]
+            if res.below_k
+            else []
+        ),
+        *(
+            [
+                f"Attributes without study-1 answers (all their images dropped): "
+                f"{', '.join(sorted(set(res.pairings.index.get_level_values(1)) - set(a.index)))}",
+                "",
+            ]
+            if set(res.pairings.index.get_level_values(1)) - set(a.index)
+            else []
+        ),
+        "## Attributes (study 1, Q1)",
+        "",
+        markdown_table(
+            ["attribute", "human score", "yes share", "images", "kept"],
+            [[i, _fmt(r.human_score), _fmt(r.yes_share), r.images, "yes" if r.kept else "no"] for i, r in a.iterrows()],
+        ),
+    ]
     dropped = p[p.reason != ""]
-    lines += ["", "## Discarded pairings", "",
-              markdown_table(["class", "S+", "Q1 score", "Q2 yes share", "reason"],
-                             [[c, t, _fmt(r.q1_score), _fmt(r.q2_yes_share), r.reason]
-                              for (c, t), r in dropped.iterrows()])]
+    lines += [
+        "",
+        "## Discarded pairings",
+        "",
+        markdown_table(
+            ["class", "S+", "Q1 score", "Q2 yes share", "reason"],
+            [[c, t, _fmt(r.q1_score), _fmt(r.q2_yes_share), r.reason] for (c, t), r in dropped.iterrows()],
+        ),
+    ]
     f = res.faithfulness
-    lines += ["", "## Faithfulness to the reference bird (Fig. 9)", "",
-              f"{int((f > 0.5).sum())} of {len(f)} reference classes are faithful (Q2 \"no\") over half the time, "
-              f"{int((f > 0.9).sum())} over 90 % ([fig9_faithfulness.png](fig9_faithfulness.png))."]
+    lines += [
+        "",
+        "## Faithfulness to the reference bird (Fig. 9)",
+        "",
+        f'{int((f > 0.5).sum())} of {len(f)} reference classes are faithful (Q2 "no") over half the time, '
+        f"{int((f > 0.9).sum())} over 90 % ([fig9_faithfulness.png](fig9_faithfulness.png)).",
+    ]
     lines += ["", "## Agreement (Krippendorff's alpha)", ""]
     lines += [f"- {k}: {v:.3f}" for k, v in res.alpha.items()] or ["- not enough overlapping answers"]
     if res.accuracy is not None:
-        lines += ["", "## Annotator accuracy against the gold answers (Wilson 95 %)", "",
-                  markdown_table(["annotator", "accuracy", "interval", "answers"],
-                                 [[i, f"{r.accuracy:.3f}", f"[{r.low:.3f}, {r.high:.3f}]", int(r.answers)]
-                                  for i, r in res.accuracy.iterrows()])]
+        lines += [
+            "",
+            "## Annotator accuracy against the gold answers (Wilson 95 %)",
+            "",
+            markdown_table(
+                ["annotator", "accuracy", "interval", "answers"],
+                [
+                    [i, f"{r.accuracy:.3f}", f"[{r.low:.3f}, {r.high:.3f}]", int(r.answers)]
+                    for i, r in res.accuracy.iterrows()
+                ],
+            ),
+        ]
     if res.human is not None:
         b, g = res.human["binary"], res.human["group"]
-        lines += ["", "## Human rows (study-2 answers on the kept images, scored by sub_accuracy)", "",
-                  markdown_table(["mode", "s+", "s-", "answers"],
-                                 [[mode, f"{100 * h['s_plus']:.1f}", f"{100 * h['s_minus']:.1f}", h["answers"]]
-                                  for mode, h in (("binary (Table 1)", b), ("group (Table 2)", g))])]
+        lines += [
+            "",
+            "## Human rows (study-2 answers on the kept images, scored by sub_accuracy)",
+            "",
+            markdown_table(
+                ["mode", "s+", "s-", "answers"],
+                [
+                    [mode, f"{100 * h['s_plus']:.1f}", f"{100 * h['s_minus']:.1f}", h["answers"]]
+                    for mode, h in (("binary (Table 1)", b), ("group (Table 2)", g))
+                ],
+            ),
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -299,14 +367,23 @@ def run_curate(config: CurateConfig) -> CurateResult:
     import pandas as pd
 
     from ..evaluation.human_rows import human_rows
-    from .curate import (agreement, annotator_accuracy, attribute_scores, bird_faithfulness, candidates_frame,
-                         pairing_scores)
+    from .curate import (
+        agreement,
+        annotator_accuracy,
+        attribute_scores,
+        bird_faithfulness,
+        candidates_frame,
+        pairing_scores,
+    )
 
     rows, root = read_candidates(config.candidates)
     answers = read_answers(config.annotations)
     if not all("removed_attributes" in r for r in rows):
-        raise UsageError("rows lack removed_attributes (each pairing's S-, which generate and filter write): "
-                         "S+ = S- cannot be decided", file=Path(config.candidates) / "metadata.jsonl")
+        raise UsageError(
+            "rows lack removed_attributes (each pairing's S-, which generate and filter write): "
+            "S+ = S- cannot be decided",
+            file=Path(config.candidates) / "metadata.jsonl",
+        )
     cands = candidates_frame(rows)
     if answers.empty:
         raise UsageError("no answers: annotate first (or export a store that has some)", file=config.annotations)
@@ -322,8 +399,10 @@ def run_curate(config: CurateConfig) -> CurateResult:
             class_sets, cub = _world_labels(seed, cands, list(attrs.index))
         pairs = pairing_scores(answers, cands, config.rules, class_sets)
         keys = pd.MultiIndex.from_arrays([cands.reference_class, cands.target_attribute])
-        kept = cands[keys.isin(pairs.index[pairs.reason == ""]) & cands.target_attribute.isin(
-            set(attrs.index[attrs.kept])).to_numpy()]
+        kept = cands[
+            keys.isin(pairs.index[pairs.reason == ""])
+            & cands.target_attribute.isin(set(attrs.index[attrs.kept])).to_numpy()
+        ]
         human = None
         if ((answers.study == 2) & answers.candidate.isin(set(kept.index))).any():
             human = human_rows(answers, cands, kept=kept.index)
@@ -331,9 +410,24 @@ def run_curate(config: CurateConfig) -> CurateResult:
         raise UsageError(str(err), file=config.annotations) from None
     accuracy = annotator_accuracy(answers, gold_answers(config.truth)) if config.truth is not None else None
     faith = bird_faithfulness(answers, cands)
-    return CurateResult(config, attrs, pairs, list(kept.index), agreement(answers), accuracy, human, faith,
-                        answers=answers, rows=rows, root=root, kept_rows=kept, cub=cub, below_k=_below_k(answers, k),
-                        k=k, world_note=world_note)
+    return CurateResult(
+        config,
+        attrs,
+        pairs,
+        list(kept.index),
+        agreement(answers),
+        accuracy,
+        human,
+        faith,
+        answers=answers,
+        rows=rows,
+        root=root,
+        kept_rows=kept,
+        cub=cub,
+        below_k=_below_k(answers, k),
+        k=k,
+        world_note=world_note,
+    )
 
 
 def _store_k(path: Path) -> int:
@@ -347,8 +441,9 @@ def _below_k(answers: pd.DataFrame, k: int) -> dict[int, list[str]]:
     """Per study, the images answered by fewer than ``k`` annotators (their answers are used as
     they are; the report counts and names them)."""
     per = answers.groupby(["study", "image"])["annotator"].nunique()
-    return {int(study): sorted(map(str, part.index.get_level_values(1)))
-            for study, part in per[per < k].groupby(level=0)}
+    return {
+        int(study): sorted(map(str, part.index.get_level_values(1))) for study, part in per[per < k].groupby(level=0)
+    }
 
 
 def _not_world(seed: int, cands: pd.DataFrame) -> str:
@@ -364,16 +459,19 @@ def _not_world(seed: int, cands: pd.DataFrame) -> str:
         if cls not in index or target not in vocab.attributes:
             differ.append((cls, target))
             continue
-        expected = {vocab.attributes[i] for i in vocab.groups[vocab.group_of(target)]
-                    if world.class_attributes[index[cls], i]} - {target}
+        expected = {
+            vocab.attributes[i] for i in vocab.groups[vocab.group_of(target)] if world.class_attributes[index[cls], i]
+        } - {target}
         if any(set(r if isinstance(r, (list, tuple, np.ndarray)) else []) != expected for r in removed):
             differ.append((cls, target))
     if not differ:
         return ""
     n = cands.groupby(["reference_class", "target_attribute"]).ngroups
-    return (f"not the bird world's candidates (seed {seed}): {len(differ)} of {n} pairings' S- differ from its class "
-            f"attributes (e.g. {differ[0][0]} / {differ[0][1]}); curated as real candidates (S+ = S- from their "
-            "removed_attributes and study 2; Fig. 6 shows the human side only)")
+    return (
+        f"not the bird world's candidates (seed {seed}): {len(differ)} of {n} pairings' S- differ from its class "
+        f"attributes (e.g. {differ[0][0]} / {differ[0][1]}); curated as real candidates (S+ = S- from their "
+        "removed_attributes and study 2; Fig. 6 shows the human side only)"
+    )
 
 
 def _kept_pairings(res: CurateResult) -> int:
@@ -385,20 +483,28 @@ def _kept_pairings(res: CurateResult) -> int:
 def _summary(res: CurateResult) -> dict[str, Any]:
     """``curation.json``: counts, per-attribute scores, discarded pairings, alpha, accuracy, Human rows."""
     attrs, pairs, accuracy, human = res.attributes, res.pairings, res.accuracy, res.human
-    candidates = set(str(r["target_attribute"]) for r in res.rows)
+    candidates = {str(r["target_attribute"]) for r in res.rows}
     return {
-        "candidates": len(res.rows), "kept_images": len(res.kept), "kept_pairings": _kept_pairings(res),
-        "not_world": res.world_note or None, "k": res.k,
+        "candidates": len(res.rows),
+        "kept_images": len(res.kept),
+        "kept_pairings": _kept_pairings(res),
+        "not_world": res.world_note or None,
+        "k": res.k,
         "below_k": {str(s): ims for s, ims in res.below_k.items()},
         "unanswered_attributes": sorted(candidates - set(attrs.index)),
-        "attributes": {a: {"human_score": r.human_score, "yes_share": r.yes_share, "kept": bool(r.kept)}
-                       for a, r in attrs.iterrows()},
-        "discarded_pairings": [{"reference_class": c, "target_attribute": t, "reason": r.reason}
-                               for (c, t), r in pairs[pairs.reason != ""].iterrows()],
+        "attributes": {
+            a: {"human_score": r.human_score, "yes_share": r.yes_share, "kept": bool(r.kept)}
+            for a, r in attrs.iterrows()
+        },
+        "discarded_pairings": [
+            {"reference_class": c, "target_attribute": t, "reason": r.reason}
+            for (c, t), r in pairs[pairs.reason != ""].iterrows()
+        ],
         "alpha": res.alpha,
         "accuracy": None if accuracy is None else accuracy[["accuracy", "low", "high", "answers"]].to_dict("index"),
-        "human": None if human is None else {m: {"s_plus": h["s_plus"], "s_minus": h["s_minus"], "answers": h["answers"]}
-                                             for m, h in human.items()},
+        "human": None
+        if human is None
+        else {m: {"s_plus": h["s_plus"], "s_minus": h["s_minus"], "answers": h["answers"]} for m, h in human.items()},
     }
 
 
@@ -411,14 +517,26 @@ def write_curation(res: CurateResult, out: str | Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     attrs = res.attributes
     res.answers[["annotator", "image", "study", "question", "answer"]].to_parquet(out / ANSWERS_FILE, index=False)
-    agreement_figure(list(attrs.index), attrs.human_score.to_numpy(),
-                     res.cub if res.cub is not None else np.full(len(attrs), np.nan), out / "fig6_agreement.png")
+    agreement_figure(
+        list(attrs.index),
+        attrs.human_score.to_numpy(),
+        res.cub if res.cub is not None else np.full(len(attrs), np.nan),
+        out / "fig6_agreement.png",
+    )
     faithfulness_figure(res.faithfulness.to_numpy(), out / "fig9_faithfulness.png")
     if len(res.kept_rows):
         _write_dataset(res.kept_rows, res.root, out, res.config.write_images)
     kept_ids = set(res.kept)
-    atomic_write_lines(out / KEPT_FILE, [json.dumps(r, sort_keys=True) for r in res.rows
-                                         if candidate_id(r) in kept_ids])
-    _, report = write_report(out, _summary(res), _markdown(res, len(res.rows)), results_name="curation.json",
-                             report_name="curation.md", nan_as_null=False, default=float)
+    atomic_write_lines(
+        out / KEPT_FILE, [json.dumps(r, sort_keys=True) for r in res.rows if candidate_id(r) in kept_ids]
+    )
+    _, report = write_report(
+        out,
+        _summary(res),
+        _markdown(res, len(res.rows)),
+        results_name="curation.json",
+        report_name="curation.md",
+        nan_as_null=False,
+        default=float,
+    )
     return report

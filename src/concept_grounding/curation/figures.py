@@ -43,8 +43,12 @@ def _save(fig, path: str | Path | None) -> Path | bytes:
     return Path(path)
 
 
-def agreement_figure(attributes: Sequence[str], human_scores: Sequence[float], cub_agreement: Sequence[float],
-                     path: str | Path | None = None) -> Path | bytes:
+def agreement_figure(
+    attributes: Sequence[str],
+    human_scores: Sequence[float],
+    cub_agreement: Sequence[float],
+    path: str | Path | None = None,
+) -> Path | bytes:
     """Fig. 6: two bars per attribute, in [0, 1]."""
     n = len(attributes)
     fig = _new_figure(max(6.0, 0.35 * n + 2), 4.0)

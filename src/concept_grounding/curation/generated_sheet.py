@@ -28,8 +28,9 @@ def read_metadata(folder: str | Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def judge_captions(judge: Any, images: Sequence[Any], records: Sequence[dict], *,
-                   guide: bool = False) -> tuple[list[tuple[str, bool]], dict[str, Any]]:
+def judge_captions(
+    judge: Any, images: Sequence[Any], records: Sequence[dict], *, guide: bool = False
+) -> tuple[list[tuple[str, bool]], dict[str, Any]]:
     """The verdict caption of each image (``(text, holds)``, as
     :func:`~concept_grounding.plotting.verdict_sheet` draws it) and the verdicts themselves.
 
@@ -47,13 +48,19 @@ def judge_captions(judge: Any, images: Sequence[Any], records: Sequence[dict], *
     from ..vocabulary import load_vocabulary
 
     vocab = load_vocabulary()
-    labels = np.array([judge.class_names.index(r["reference_class"]) if r["reference_class"] in judge.class_names
-                       else -1 for r in records])
+    labels = np.array(
+        [
+            judge.class_names.index(r["reference_class"]) if r["reference_class"] in judge.class_names else -1
+            for r in records
+        ]
+    )
     targets = np.array([vocab.attribute_index(r["target_attribute"]) for r in records])
     removed = [[vocab.attribute_index(a) for a in r["removed_attributes"]] for r in records]
     verdicts = substitution_verdicts(*judge_images(judge, list(images)), labels, targets, removed)
-    captions = [verdict_caption(verdicts["s_plus_found"][i], None if guide else verdicts["species_kept"][i])
-                for i in range(len(records))]
+    captions = [
+        verdict_caption(verdicts["s_plus_found"][i], None if guide else verdicts["species_kept"][i])
+        for i in range(len(records))
+    ]
     return captions, verdicts
 
 
@@ -69,8 +76,9 @@ def _by_pairing(records: Sequence[dict], per_pairing: int, max_rows: int) -> lis
     return list(rows.values())
 
 
-def contact_sheet(folder: str | Path, *, judge: bool, per_pairing: int = 4, max_rows: int = 12,
-                  path: str | Path | None = None) -> Path | None:
+def contact_sheet(
+    folder: str | Path, *, judge: bool, per_pairing: int = 4, max_rows: int = 12, path: str | Path | None = None
+) -> Path | None:
     """Draw ``<folder>/.contact_sheet.png`` (or ``path``) from a ``generate`` folder: a row per pairing (at most
     ``max_rows``), its first ``per_pairing`` images; with ``judge`` each image is captioned with the shipped world
     judge's verdict (green: S+ found and species kept), else with its seed. ``None`` when the folder holds no
@@ -92,7 +100,7 @@ def contact_sheet(folder: str | Path, *, judge: bool, per_pairing: int = 4, max_
         flat, _ = judge_captions(model, [p for row in pictures for p in row], [r for row in rows for r in row])
         captions, start = [], 0
         for row in rows:
-            captions.append(flat[start:start + len(row)])
+            captions.append(flat[start : start + len(row)])
             start += len(row)
         title = "world judge's verdicts (green: S+ found, species kept)"
     else:
@@ -101,10 +109,20 @@ def contact_sheet(folder: str | Path, *, judge: bool, per_pairing: int = 4, max_
         title = "first images of each pairing (no judge)"
     blank = Image.new("RGB", pictures[0][0].size, "white")
     vocab = load_vocabulary()
-    labels = [f"{class_display_name(row[0]['reference_class'])}\n+ {attribute_phrase(row[0]['target_attribute'])}"
-              + ("\n(judge not validated)" if judge and validated is not None
-                 and vocab.group_of(row[0]["target_attribute"]) not in validated else "") for row in rows]
-    return verdict_sheet([p + [blank] * (width - len(p)) for p in pictures],
-                         [c + [("", True)] * (width - len(c)) for c in captions], labels,
-                         [f"image {i + 1}" for i in range(width)], Path(path) if path else folder / SHEET_NAME,
-                         title=title)
+    labels = [
+        f"{class_display_name(row[0]['reference_class'])}\n+ {attribute_phrase(row[0]['target_attribute'])}"
+        + (
+            "\n(judge not validated)"
+            if judge and validated is not None and vocab.group_of(row[0]["target_attribute"]) not in validated
+            else ""
+        )
+        for row in rows
+    ]
+    return verdict_sheet(
+        [p + [blank] * (width - len(p)) for p in pictures],
+        [c + [("", True)] * (width - len(c)) for c in captions],
+        labels,
+        [f"image {i + 1}" for i in range(width)],
+        Path(path) if path else folder / SHEET_NAME,
+        title=title,
+    )

@@ -41,12 +41,29 @@ class AnnotationSync(CommitScheduler):
         kwargs: further :class:`~huggingface_hub.CommitScheduler` arguments (``token``, ``revision``).
     """
 
-    def __init__(self, store: AnnotationStore, *, repo_id: str, folder: str | Path, every: float = 5,
-                 private: bool = True, hf_api: Any = None, **kwargs: Any):
+    def __init__(
+        self,
+        store: AnnotationStore,
+        *,
+        repo_id: str,
+        folder: str | Path,
+        every: float = 5,
+        private: bool = True,
+        hf_api: Any = None,
+        **kwargs: Any,
+    ):
         self.store = store
         self._snapshot_of: tuple[int, int] | None = None  # (answers, ratings) of the last snapshot (append-only)
-        super().__init__(repo_id=repo_id, folder_path=folder, every=every, repo_type="dataset", private=private,
-                         hf_api=hf_api, allow_patterns=[EXPORT_PATH, RATINGS_PATH], **kwargs)
+        super().__init__(
+            repo_id=repo_id,
+            folder_path=folder,
+            every=every,
+            repo_type="dataset",
+            private=private,
+            hf_api=hf_api,
+            allow_patterns=[EXPORT_PATH, RATINGS_PATH],
+            **kwargs,
+        )
 
     def push_to_hub(self):  # type: ignore[override]
         """Snapshot the store when it has new answers (under the lock: never a half-written

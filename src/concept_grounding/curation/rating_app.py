@@ -29,9 +29,11 @@ from .rating_study import rating_question
 
 __all__ = ["RatingView", "RatingHandlers", "rating_tab", "INSTRUCTION", "RATING_CHOICES"]
 
-INSTRUCTION = ("Rating study (ConceptBed App. G). Rate each image on its own, 1 to 5: against the three reference "
-               "images of the concept (1: not the same concept at all, 5: exactly the same concept), or against its "
-               "caption (1: not at all, 5: an exact match). Keys 1-5 rate, Enter submits.")
+INSTRUCTION = (
+    "Rating study (ConceptBed App. G). Rate each image on its own, 1 to 5: against the three reference "
+    "images of the concept (1: not the same concept at all, 5: exactly the same concept), or against its "
+    "caption (1: not at all, 5: an exact match). Keys 1-5 rate, Enter submits."
+)
 
 #: the radio's options: (label, value)
 RATING_CHOICES = [("1 · not at all", "1"), ("2", "2"), ("3", "3"), ("4", "4"), ("5 · an exact match", "5")]
@@ -69,10 +71,19 @@ class RatingHandlers:
 
     def view(self, item: RatingItem | None, rater: str, message: str = "") -> RatingView:
         if item is None:
-            return RatingView(None, None, (), None, "", self._progress(rater), message or "All done: no image is left for you.")
+            return RatingView(
+                None, None, (), None, "", self._progress(rater), message or "All done: no image is left for you."
+            )
         refs = tuple(str(self.file_path(r)) for r in item.references)
-        return RatingView(str(self.file_path(item.file_name)), item.id, refs, item.caption, rating_question(item.kind),
-                          self._progress(rater), message)
+        return RatingView(
+            str(self.file_path(item.file_name)),
+            item.id,
+            refs,
+            item.caption,
+            rating_question(item.kind),
+            self._progress(rater),
+            message,
+        )
 
     def current(self, rater: str, message: str = "") -> RatingView:
         """The rater's next item (the same one until it is rated: resumable)."""
@@ -103,7 +114,9 @@ class RatingHandlers:
 def _references_html(view: RatingView) -> str:
     """The three reference images in a row, or the caption, as the page shows them."""
     if view.references:
-        images = "".join(f'<div style="display:inline-block;margin:4px">{image_html(p, 160)}</div>' for p in view.references)
+        images = "".join(
+            f'<div style="display:inline-block;margin:4px">{image_html(p, 160)}</div>' for p in view.references
+        )
         return f'<p><b>Reference images of the concept</b></p><div class="references">{images}</div>'
     if view.caption:
         return f'<p><b>Caption:</b> <span class="caption">{html.escape(view.caption)}</span></p>'
@@ -178,9 +191,23 @@ def rating_tab(store: RatingStore, file_path: Callable[[str], str | Path]) -> Ca
         for fn in (rate_start, rate_submit):  # the type Gradio injects the login by
             fn.__annotations__["profile"] = gr.OAuthProfile | None
         raw = {"preprocess": False, "postprocess": False}
-        start.click(rate_start, inputs=[token], outputs=outputs, concurrency_limit=CONCURRENCY, show_progress="hidden",
-                    api_name="rate_start", **raw)
-        button.click(rate_submit, inputs=[token, shown, radio], outputs=outputs, concurrency_limit=CONCURRENCY,
-                     show_progress="hidden", api_name="rate_submit", **raw)
+        start.click(
+            rate_start,
+            inputs=[token],
+            outputs=outputs,
+            concurrency_limit=CONCURRENCY,
+            show_progress="hidden",
+            api_name="rate_start",
+            **raw,
+        )
+        button.click(
+            rate_submit,
+            inputs=[token, shown, radio],
+            outputs=outputs,
+            concurrency_limit=CONCURRENCY,
+            show_progress="hidden",
+            api_name="rate_submit",
+            **raw,
+        )
 
     return tab

@@ -42,8 +42,9 @@ SHUFFLE_PRIME = 2_147_483_647  # 2^31 - 1
 _COLUMNS = "item, kind, learner, task, concept, file_name, refs, caption"
 
 #: the items leased to rater ?1 that k (?2) others hold or rated (still counted as available to them)
-_LEASED_FULL = ("(SELECT COUNT(*) FROM rating_leases l JOIN rating_items r ON r.item = l.item "
-                "WHERE l.rater = ?1 AND r.taken >= ?2)")
+_LEASED_FULL = (
+    "(SELECT COUNT(*) FROM rating_leases l JOIN rating_items r ON r.item = l.item WHERE l.rater = ?1 AND r.taken >= ?2)"
+)
 
 
 def _digest(text: str) -> int:
@@ -82,11 +83,22 @@ class RatingStore(AnnotationStore):
             nonlocal added
             start = con.execute("SELECT COALESCE(MAX(position), -1) + 1 FROM rating_items").fetchone()[0]
             for i, it in enumerate(items):
-                cur = con.execute("INSERT OR IGNORE INTO rating_items (item, kind, learner, task, concept, file_name, "
-                                  "refs, caption, position, shuffle) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                                  (it.id, it.kind, it.learner, it.task, it.concept, it.file_name,
-                                   json.dumps(list(it.references)), it.caption, start + i,
-                                   _digest(f"item\0{it.id}") % SHUFFLE_PRIME))
+                cur = con.execute(
+                    "INSERT OR IGNORE INTO rating_items (item, kind, learner, task, concept, file_name, "
+                    "refs, caption, position, shuffle) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        it.id,
+                        it.kind,
+                        it.learner,
+                        it.task,
+                        it.concept,
+                        it.file_name,
+                        json.dumps(list(it.references)),
+                        it.caption,
+                        start + i,
+                        _digest(f"item\0{it.id}") % SHUFFLE_PRIME,
+                    ),
+                )
                 added += cur.rowcount
 
         self._write(insert)
@@ -94,10 +106,15 @@ class RatingStore(AnnotationStore):
 
     def rating_item(self, item: str) -> RatingItem:
         """The stored item ``item``; an unknown id raises :class:`AnnotationError` (one line)."""
-        rows = self._read(f"SELECT {_COLUMNS} FROM rating_items WHERE item = ?", (item,)) \
-            if isinstance(item, str) and len(item) <= 1000 and self._has_ratings() else []
+        rows = (
+            self._read(f"SELECT {_COLUMNS} FROM rating_items WHERE item = ?", (item,))
+            if isinstance(item, str) and len(item) <= 1000 and self._has_ratings()
+            else []
+        )
         if not rows:
-            raise AnnotationError(f"item {quote(item)}: not in {self.path} (a forged or stale id)", brief="unknown item")
+            raise AnnotationError(
+                f"item {quote(item)}: not in {self.path} (a forged or stale id)", brief="unknown item"
+            )
         return _rating_item(rows[0])
 
     def rating_items(self) -> list[RatingItem]:
@@ -114,24 +131,33 @@ class RatingStore(AnnotationStore):
         on an index rather than a sort of every open item."""
         rater = annotator_id(rater)
         found: list[str] = []
-        pick = ("SELECT r.item FROM rating_items r WHERE r.shuffle >= ? AND r.taken < ? AND NOT EXISTS (SELECT 1 FROM "
-                "ratings x WHERE x.rater = ? AND x.item = r.item) ORDER BY r.shuffle LIMIT 1")
+        pick = (
+            "SELECT r.item FROM rating_items r WHERE r.shuffle >= ? AND r.taken < ? AND NOT EXISTS (SELECT 1 FROM "
+            "ratings x WHERE x.rater = ? AND x.item = r.item) ORDER BY r.shuffle LIMIT 1"
+        )
 
         def lease(con: sqlite3.Connection) -> None:
             now = self.clock()
-            con.execute("UPDATE rating_items SET taken = taken - (SELECT COUNT(*) FROM rating_leases l WHERE "
-                        "l.item = rating_items.item AND l.expires < ?) WHERE item IN (SELECT item FROM rating_leases "
-                        "WHERE expires < ?)", (now, now))
+            con.execute(
+                "UPDATE rating_items SET taken = taken - (SELECT COUNT(*) FROM rating_leases l WHERE "
+                "l.item = rating_items.item AND l.expires < ?) WHERE item IN (SELECT item FROM rating_leases "
+                "WHERE expires < ?)",
+                (now, now),
+            )
             con.execute("DELETE FROM rating_leases WHERE expires < ?", (now,))
             held = con.execute("SELECT item FROM rating_leases WHERE rater = ? LIMIT 1", (rater,)).fetchone()
             if held:
-                con.execute("UPDATE rating_leases SET expires = ? WHERE rater = ? AND item = ?",
-                            (now + self.lease_seconds, rater, held[0]))
+                con.execute(
+                    "UPDATE rating_leases SET expires = ? WHERE rater = ? AND item = ?",
+                    (now + self.lease_seconds, rater, held[0]),
+                )
                 found.append(held[0])
                 return
             done = con.execute("SELECT COUNT(*) FROM ratings WHERE rater = ?", (rater,)).fetchone()[0]
             point = _point(rater, done)
-            row = con.execute(pick, (point, self.k, rater)).fetchone() or con.execute(pick, (0, self.k, rater)).fetchone()
+            row = (
+                con.execute(pick, (point, self.k, rater)).fetchone() or con.execute(pick, (0, self.k, rater)).fetchone()
+            )
             if row:
                 con.execute("INSERT INTO rating_leases VALUES (?, ?, ?)", (rater, row[0], now + self.lease_seconds))
                 con.execute("UPDATE rating_items SET taken = taken + 1 WHERE item = ?", (row[0],))
@@ -153,8 +179,9 @@ class RatingStore(AnnotationStore):
 
         def insert(con: sqlite3.Connection) -> None:
             if con.execute("SELECT 1 FROM ratings WHERE rater = ? AND item = ?", (rater, stored.id)).fetchone():
-                raise AnnotationError(f"item {stored.id!r}: {rater!r} already rated it (a second submit)",
-                                      brief="a second submit")
+                raise AnnotationError(
+                    f"item {stored.id!r}: {rater!r} already rated it (a second submit)", brief="a second submit"
+                )
             if not con.execute("DELETE FROM rating_leases WHERE rater = ? AND item = ?", (rater, stored.id)).rowcount:
                 taken = con.execute("SELECT taken FROM rating_items WHERE item = ?", (stored.id,)).fetchone()[0]
                 if taken >= self.k:
@@ -169,8 +196,10 @@ class RatingStore(AnnotationStore):
         """The item leased to ``rater`` now (on their screen, not yet rated), or ``None``."""
         if not self._has_ratings():
             return None
-        rows = self._read("SELECT item FROM rating_leases WHERE rater = ? AND expires >= ? LIMIT 1",
-                          (annotator_id(rater), self.clock()))
+        rows = self._read(
+            "SELECT item FROM rating_leases WHERE rater = ? AND expires >= ? LIMIT 1",
+            (annotator_id(rater), self.clock()),
+        )
         return rows[0][0] if rows else None
 
     def rating_progress(self, rater: str) -> tuple[int, int]:
@@ -185,7 +214,8 @@ class RatingStore(AnnotationStore):
             "SELECT (SELECT COALESCE(SUM(items), 0) FROM rating_rater_taken WHERE rater = ?1), "
             "(SELECT COALESCE(SUM(items), 0) FROM rating_taken WHERE taken < ?2), "
             "(SELECT COALESCE(SUM(items), 0) FROM rating_rater_taken WHERE rater = ?1 AND taken < ?2), " + _LEASED_FULL,
-            (rater, self.k))[0]
+            (rater, self.k),
+        )[0]
         return int(done), int(done + open_ - rated_open + leased_full)
 
     def _progress_counted(self, rater: str) -> tuple[int, int]:
@@ -194,7 +224,9 @@ class RatingStore(AnnotationStore):
         done, open_, rated_open, leased_full = self._read(
             "SELECT (SELECT COUNT(*) FROM ratings WHERE rater = ?1), (SELECT COUNT(*) FROM rating_items WHERE taken < ?2), "
             "(SELECT COUNT(*) FROM ratings x JOIN rating_items r ON r.item = x.item WHERE x.rater = ?1 AND r.taken < ?2), "
-            + _LEASED_FULL, (rater, self.k))[0]
+            + _LEASED_FULL,
+            (rater, self.k),
+        )[0]
         return int(done), int(done + open_ - rated_open + leased_full)
 
     def rating_complete(self) -> tuple[int, int]:
@@ -218,22 +250,29 @@ class RatingStore(AnnotationStore):
         """Every rating as a :data:`~concept_grounding.loaders.ratings.RATING_COLUMNS` tuple, in submit order."""
         if not self._has_ratings():
             return []
-        return [tuple(r) for r in self._read(
-            "SELECT x.rater, x.item, r.kind, r.learner, r.task, r.concept, x.rating FROM ratings x "
-            "JOIN rating_items r ON r.item = x.item ORDER BY x.rowid")]
+        return [
+            tuple(r)
+            for r in self._read(
+                "SELECT x.rater, x.item, r.kind, r.learner, r.task, r.concept, x.rating FROM ratings x "
+                "JOIN rating_items r ON r.item = x.item ORDER BY x.rowid"
+            )
+        ]
 
     def rating_alpha(self) -> float | None:
         """Krippendorff's alpha (interval) of the ratings (:func:`.rating_study.interval_alpha`)."""
         return interval_alpha((r[0], r[1], r[6]) for r in self.rating_rows())
 
-    def export_ratings(self) -> "datasets.Dataset":
+    def export_ratings(self) -> datasets.Dataset:
         """The ratings as a ``datasets.Dataset`` with :data:`~concept_grounding.loaders.ratings.RATING_COLUMNS`."""
         import datasets
 
         rows = self.rating_rows()
-        features = datasets.Features({c: datasets.Value("int32" if c == "rating" else "string") for c in RATING_COLUMNS})
-        return datasets.Dataset.from_dict({c: [r[i] for r in rows] for i, c in enumerate(RATING_COLUMNS)},
-                                          features=features)
+        features = datasets.Features(
+            {c: datasets.Value("int32" if c == "rating" else "string") for c in RATING_COLUMNS}
+        )
+        return datasets.Dataset.from_dict(
+            {c: [r[i] for r in rows] for i, c in enumerate(RATING_COLUMNS)}, features=features
+        )
 
     def ratings_to_parquet(self, path: str | Path) -> Path:
         """Write :meth:`export_ratings` to ``path`` (Parquet, replaced atomically) and return it."""
@@ -247,8 +286,9 @@ def _rating_item(row: tuple) -> RatingItem:
     return RatingItem(item, kind, learner, task, concept, file_name, tuple(json.loads(refs)), caption)
 
 
-def run_raters(store: RatingStore, raters: Sequence[str], rate: Callable[[str, RatingItem], int],
-               limit: int | None = None) -> int:
+def run_raters(
+    store: RatingStore, raters: Sequence[str], rate: Callable[[str, RatingItem], int], limit: int | None = None
+) -> int:
     """Each rater in turn takes :meth:`RatingStore.next_rating` and submits ``rate(rater, item)``
     until none is left (or ``limit`` items each), through the same calls as the app; returns
     the number of ratings submitted."""

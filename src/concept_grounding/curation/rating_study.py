@@ -22,7 +22,15 @@ import numpy as np
 from ..loaders.ratings import RATING_KINDS, RATING_SCALE, REFERENCES
 from .annotation_items import AnnotationError, quote
 
-__all__ = ["RATING_TABLES", "RATING_COUNTERS", "RATING_COUNTERS_FILL", "QUESTIONS", "check_rating", "rating_question", "interval_alpha"]
+__all__ = [
+    "RATING_TABLES",
+    "RATING_COUNTERS",
+    "RATING_COUNTERS_FILL",
+    "QUESTIONS",
+    "check_rating",
+    "rating_question",
+    "interval_alpha",
+]
 
 #: the rating study's tables: its items (with the count of raters holding or having rated each:
 #: ``taken``, and of ratings: ``n``), the ratings (1-5, one per rater and item) and the leases
@@ -114,7 +122,7 @@ INSERT INTO rating_rater_taken SELECT x.rater, r.taken, COUNT(*) FROM ratings x 
 #: the question per kind (App. G: 1 least similar, 5 an exact match)
 QUESTIONS = {
     "concept": f"How likely is it that this image shows the same concept as the {REFERENCES} reference images? "
-               "1: not at all, 5: exactly the same concept.",
+    "1: not at all, 5: exactly the same concept.",
     "caption": "How well does this image match its caption? 1: not at all, 5: an exact match.",
 }
 assert set(QUESTIONS) == set(RATING_KINDS)
@@ -133,8 +141,9 @@ def check_rating(value: object) -> int:
         text = int(text)
     if isinstance(text, (int, np.integer)) and not isinstance(text, bool) and int(text) in RATING_SCALE:
         return int(text)
-    raise AnnotationError(f"rating {quote(value)} is not one of {RATING_SCALE[0]}-{RATING_SCALE[-1]}",
-                          brief="rating outside 1-5")
+    raise AnnotationError(
+        f"rating {quote(value)} is not one of {RATING_SCALE[0]}-{RATING_SCALE[-1]}", brief="rating outside 1-5"
+    )
 
 
 def interval_alpha(rows: Iterable[tuple[str, str, float]]) -> float | None:

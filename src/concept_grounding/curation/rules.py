@@ -25,9 +25,14 @@ class CurationRules:
     pairing if its mean Q1 score < ``min_pairing_score`` or its Q2 "yes" share > ``max_deviation``
     (settings: ``curate``'s flags, as its config's nested ``rules``)."""
 
-    min_yes: float = setting(MIN_YES, 'keep an attribute iff its share of "yes" to Q1 is at least this',
-                             parse=closed_unit_interval)
-    min_pairing_score: float = setting(MIN_PAIRING_SCORE, "drop a pairing whose mean Q1 score is below this (low "
-                                                          "accuracy)", parse=closed_unit_interval)
-    max_deviation: float = setting(MAX_DEVIATION, 'drop a pairing whose share of "yes" to Q2 is above this '
-                                                  "(excessive modification)", parse=closed_unit_interval)
+    min_yes: float = setting(
+        MIN_YES, 'keep an attribute iff its share of "yes" to Q1 is at least this', parse=closed_unit_interval
+    )
+    min_pairing_score: float = setting(
+        MIN_PAIRING_SCORE, "drop a pairing whose mean Q1 score is below this (low accuracy)", parse=closed_unit_interval
+    )
+    max_deviation: float = setting(
+        MAX_DEVIATION,
+        'drop a pairing whose share of "yes" to Q2 is above this (excessive modification)',
+        parse=closed_unit_interval,
+    )

@@ -50,8 +50,14 @@ def _by_pairing(rows: Sequence[Mapping[str, object]]) -> dict[tuple[str, str], l
     return out
 
 
-def study_items(rows: Sequence[Mapping[str, object]], *, per_attribute: int = PER_ATTRIBUTE,
-                per_pairing: int = PER_PAIRING, seed: int = 0, vocab: Vocabulary | None = None) -> list[ImageItem]:
+def study_items(
+    rows: Sequence[Mapping[str, object]],
+    *,
+    per_attribute: int = PER_ATTRIBUTE,
+    per_pairing: int = PER_PAIRING,
+    seed: int = 0,
+    vocab: Vocabulary | None = None,
+) -> list[ImageItem]:
     """Study-1 then study-2 :class:`~.annotations.ImageItem` s for ``rows`` (see the module docstring)."""
     vocab = vocab or load_vocabulary()
     rng = np.random.default_rng(seed)
@@ -73,6 +79,7 @@ def study_items(rows: Sequence[Mapping[str, object]], *, per_attribute: int = PE
                     taken += 1
     for p, imgs in shuffled.items():
         for r in imgs[-per_pairing:][::-1] if per_pairing else []:
-            items.append(study2_item(f"2:{candidate_id(r)}", p[0], p[1], group_choices(p[1], vocab),
-                                     candidate=candidate_id(r)))
+            items.append(
+                study2_item(f"2:{candidate_id(r)}", p[0], p[1], group_choices(p[1], vocab), candidate=candidate_id(r))
+            )
     return items

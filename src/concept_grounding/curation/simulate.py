@@ -39,8 +39,19 @@ from ..fileio import atomic_write_lines
 from ..world import BirdWorld, WorldConfig
 from .annotations import LIKERT, STUDIES, AnnotationStore, ImageItem
 
-__all__ = ["WorldTask", "Candidate", "broken_task", "default_attributes", "world_candidates", "write_candidates", "read_truth",
-           "asked_truth", "truth_answers", "SimulatedAnnotator", "run_annotators"]
+__all__ = [
+    "WorldTask",
+    "Candidate",
+    "broken_task",
+    "default_attributes",
+    "world_candidates",
+    "write_candidates",
+    "read_truth",
+    "asked_truth",
+    "truth_answers",
+    "SimulatedAnnotator",
+    "run_annotators",
+]
 
 
 @dataclass(frozen=True)
@@ -121,8 +132,12 @@ def broken_task(task: WorldTask, world: BirdWorld | None = None) -> WorldTask:
     world = world or task.world()
     first = world_candidates(replace(task, images_per_pairing=1), world)
     attrs = sorted({c.target_attribute for c in first})
-    return replace(task, failed_attributes=(attrs[-1],), same_pairings=1,
-                   deviating_pairings=((first[0].reference_class, first[0].target_attribute),))
+    return replace(
+        task,
+        failed_attributes=(attrs[-1],),
+        same_pairings=1,
+        deviating_pairings=((first[0].reference_class, first[0].target_attribute),),
+    )
 
 
 def world_candidates(task: WorldTask, world: BirdWorld | None = None) -> list[Candidate]:
@@ -135,12 +150,19 @@ def world_candidates(task: WorldTask, world: BirdWorld | None = None) -> list[Ca
     for c in range(min(task.classes, world.num_classes)):
         name = world.class_names[c]
         targets = [a for a in attributes if not world.class_attributes[c, vocab.attribute_index(a)]]
-        own = [vocab.attributes[i] for i in np.flatnonzero(world.class_attributes[c]) if i in set(world.rendered_attributes)]
+        own = [
+            vocab.attributes[i]
+            for i in np.flatnonzero(world.class_attributes[c])
+            if i in set(world.rendered_attributes)
+        ]
         targets += [a for a in own if a not in targets][: task.same_pairings]
         for target in targets:
             group = vocab.group_of(target)
-            removed = tuple(vocab.attributes[i] for i in vocab.groups[group]
-                            if world.class_attributes[c, i] and vocab.attributes[i] != target)
+            removed = tuple(
+                vocab.attributes[i]
+                for i in vocab.groups[group]
+                if world.class_attributes[c, i] and vocab.attributes[i] != target
+            )
             for k in range(task.images_per_pairing):
                 index, drawn, sub = c + k * world.num_classes, c, target
                 if target in failed:
@@ -149,14 +171,27 @@ def world_candidates(task: WorldTask, world: BirdWorld | None = None) -> list[Ca
                     drawn = (c + 1) % world.num_classes
                     index = drawn + k * world.num_classes
                 labels = world.labels(index, sub)
-                out.append(Candidate(f"c{len(out):06d}", name, target, removed, group, int(index),
-                                     world.class_names[drawn], sub, bool(labels[vocab.attribute_index(target)]),
-                                     drawn != c, _present(labels, world, target)))
+                out.append(
+                    Candidate(
+                        f"c{len(out):06d}",
+                        name,
+                        target,
+                        removed,
+                        group,
+                        int(index),
+                        world.class_names[drawn],
+                        sub,
+                        bool(labels[vocab.attribute_index(target)]),
+                        drawn != c,
+                        _present(labels, world, target),
+                    )
+                )
     return out
 
 
-def write_candidates(candidates: Sequence[Candidate], folder: str | Path, world: BirdWorld,
-                     render: bool = True) -> Path:
+def write_candidates(
+    candidates: Sequence[Candidate], folder: str | Path, world: BirdWorld, render: bool = True
+) -> Path:
     """Write the candidates as a ``generate``/``filter``-style folder: ``images/<id>.png`` (when
     ``render``), ``metadata.jsonl`` (``id, file_name, reference_class, target_attribute,
     removed_attributes, group, source_id, seed``) and ``truth.jsonl`` (the oracle)."""
@@ -173,11 +208,22 @@ def write_candidates(candidates: Sequence[Candidate], folder: str | Path, world:
                 edited = world.counterfactual(sample, cand.drawn_target).edited
                 sample = edited if edited is not None else sample
             Image.fromarray(sample.image).save(folder / rel)
-        meta.append(json.dumps({"id": cand.id, "file_name": rel, "reference_class": cand.reference_class,
-                                "target_attribute": cand.target_attribute,
-                                "removed_attributes": list(cand.removed_attributes), "group": cand.group,
-                                "source_id": cand.world_index, "seed": world.config.seed}, sort_keys=True))
-        truth.append(json.dumps({k: v for k, v in asdict(cand).items()}, sort_keys=True))
+        meta.append(
+            json.dumps(
+                {
+                    "id": cand.id,
+                    "file_name": rel,
+                    "reference_class": cand.reference_class,
+                    "target_attribute": cand.target_attribute,
+                    "removed_attributes": list(cand.removed_attributes),
+                    "group": cand.group,
+                    "source_id": cand.world_index,
+                    "seed": world.config.seed,
+                },
+                sort_keys=True,
+            )
+        )
+        truth.append(json.dumps(dict(asdict(cand).items()), sort_keys=True))
     atomic_write_lines(folder / "metadata.jsonl", meta)
     atomic_write_lines(folder / "truth.jsonl", truth)
     return folder
@@ -210,9 +256,18 @@ def asked_truth(rows: Iterable[dict]) -> dict[str, Candidate]:
     for row in rows:
         target = str(row["target_attribute"])
         out[candidate_id(row)] = Candidate(
-            candidate_id(row), str(row["reference_class"]), target, tuple(row.get("removed_attributes") or ()),
-            vocab.group_of(target), int(row.get("source_id", -1)), str(row["reference_class"]), target,
-            applied=True, deviates=False, present=target)
+            candidate_id(row),
+            str(row["reference_class"]),
+            target,
+            tuple(row.get("removed_attributes") or ()),
+            vocab.group_of(target),
+            int(row.get("source_id", -1)),
+            str(row["reference_class"]),
+            target,
+            applied=True,
+            deviates=False,
+            present=target,
+        )
     return out
 
 
@@ -250,8 +305,13 @@ class SimulatedAnnotator:
         return out
 
 
-def run_annotators(store: AnnotationStore, annotators: Iterable[SimulatedAnnotator], truth: dict[str, Candidate],
-                   studies: Sequence[int] = (1, 2), limit: int | None = None) -> int:
+def run_annotators(
+    store: AnnotationStore,
+    annotators: Iterable[SimulatedAnnotator],
+    truth: dict[str, Candidate],
+    studies: Sequence[int] = (1, 2),
+    limit: int | None = None,
+) -> int:
     """Each annotator in turn takes ``next_image`` and submits until none is left (or
     ``limit`` images each); ``truth`` maps a candidate id to its :class:`Candidate` (an item's
     ``meta["candidate"]``). Returns the number of submits."""

@@ -73,7 +73,7 @@ class SubModel(Protocol):
 
     def forward(self, pixels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]: ...
 
-    def to(self, device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> "SubModel": ...
+    def to(self, device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> SubModel: ...
 
 
 def pick_output(output: Any, key: str | int | None) -> torch.Tensor:
@@ -101,14 +101,14 @@ def pick_output(output: Any, key: str | int | None) -> torch.Tensor:
             f"with {option('output')} (an index for tuples, a key or attribute name for dicts and dataclasses)"
         )
     try:
-        if isinstance(key, int) and not isinstance(output, (Mapping, torch.Tensor)):
-            value = output[key]
-        elif isinstance(output, Mapping):
+        if (isinstance(key, int) and not isinstance(output, (Mapping, torch.Tensor))) or isinstance(output, Mapping):
             value = output[key]
         else:
             value = getattr(output, str(key))
     except (KeyError, IndexError, AttributeError, TypeError):
-        raise UsageError(f"{option('output', key)}: the model's {type(output).__name__} output has no such part") from None
+        raise UsageError(
+            f"{option('output', key)}: the model's {type(output).__name__} output has no such part"
+        ) from None
     value = plain_tensor(value)
     if not isinstance(value, torch.Tensor):
         raise UsageError(f"{option('output', key)} is a {type(value).__name__}, not a tensor of concept scores")
@@ -190,11 +190,14 @@ class BinaryConceptModel(_Placed):
         if self.preprocess is None:
             if self.transform is None and self.processor is None:
                 self._check_normalisation()
-            self.preprocess = make_preprocess(self.transform, processor=self.processor, size=self.size, mean=self.mean,
-                                              std=self.std)
+            self.preprocess = make_preprocess(
+                self.transform, processor=self.processor, size=self.size, mean=self.mean, std=self.std
+            )
         elif any(v is not None for v in (self.transform, self.processor, self.size, self.mean, self.std)):
-            raise UsageError(f"pass {option('preprocess')} or {option('transform')} / {option('processor')} / "
-                             f"{option('size')} / {option('mean')} / {option('std')}, not both")
+            raise UsageError(
+                f"pass {option('preprocess')} or {option('transform')} / {option('processor')} / "
+                f"{option('size')} / {option('mean')} / {option('std')}, not both"
+            )
         self.device = torch.device(self.device) if self.device is not None else model_device(self.model)
 
     def _check_normalisation(self) -> None:
@@ -207,7 +210,8 @@ class BinaryConceptModel(_Placed):
             raise UsageError(
                 f"{type(model).__name__} comes with no preprocessing: pass {option('mean')} and {option('std')} "
                 f"(the normalisation it was trained with), {option('transform')} or {option('processor')}, or "
-                f"{option('normalize', False)} to feed it [0, 1] pixels")
+                f"{option('normalize', False)} to feed it [0, 1] pixels"
+            )
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -222,8 +226,10 @@ class BinaryConceptModel(_Placed):
         with torch.inference_mode():
             out = pick_output(self.model(pixels.to(self.device, self.dtype)), self.output)
         if out.ndim != 2 or out.shape[1] != len(self.concept_names):
-            raise UsageError(f"the model's concept output is {tuple(out.shape)}; expected (B, {len(self.concept_names)}) "
-                             f"for the declared {option('concept_names')}")
+            raise UsageError(
+                f"the model's concept output is {tuple(out.shape)}; expected (B, {len(self.concept_names)}) "
+                f"for the declared {option('concept_names')}"
+            )
         out = out.float()
         return (torch.sigmoid(out) if self.outputs == "logits" else out).cpu(), None
 
@@ -251,8 +257,9 @@ class OpenVocabularyModel(_Placed):
 
     def __post_init__(self) -> None:
         if not isinstance(self.clip, ClipHandle):
-            raise UsageError(f"clip must be a ClipHandle (concept_grounding.models.load_clip), "
-                             f"got {type(self.clip).__name__}")
+            raise UsageError(
+                f"clip must be a ClipHandle (concept_grounding.models.load_clip), got {type(self.clip).__name__}"
+            )
         self.clip.backend.check_towers(self.clip.model)
         self.device = torch.device(self.device) if self.device is not None else self.clip.device
         self._text: torch.Tensor | None = None
@@ -269,7 +276,7 @@ class OpenVocabularyModel(_Placed):
         """The handle's preprocessing: PIL images -> the model's input batch."""
         return self.clip.preprocess
 
-    def to(self, device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> "OpenVocabularyModel":
+    def to(self, device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> OpenVocabularyModel:
         """Move the model; the prompts are embedded again by the next :meth:`prepare`."""
         self._text = None
         return super().to(device, dtype)
@@ -318,9 +325,12 @@ def project_concept_model(model: nn.Module, image_size: int = 64) -> BinaryConce
     """A saved / trained project model (CBM, CEM, post-hoc CBM): [0, 1] images at
     ``image_size`` px, concept logits from its :class:`~concept_grounding.models.ConceptModelOutput`."""
     if not model.concept_names:
-        raise UsageError(f"this {type(model).__name__} does not record its concept names; pass {option('concept_names')}")
-    return BinaryConceptModel(model.eval(), list(model.concept_names), size=int(image_size), normalize=False,
-                              output="concept_logits")
+        raise UsageError(
+            f"this {type(model).__name__} does not record its concept names; pass {option('concept_names')}"
+        )
+    return BinaryConceptModel(
+        model.eval(), list(model.concept_names), size=int(image_size), normalize=False, output="concept_logits"
+    )
 
 
 def as_sub_model(
@@ -353,8 +363,10 @@ def as_sub_model(
         world = backend.name == "world"  # [0, 1] images, normalised inside, its own tokenizer
         tokenizer = tokenizer or (model.tokenizer if world else None)
         if tokenizer is None or (preprocess is None and not world):
-            raise UsageError(f"{type(model).__name__} is CLIP-like: pass {option('tokenizer')} and "
-                             f"{option('preprocess')} (or a ClipHandle from concept_grounding.models.load_clip)")
+            raise UsageError(
+                f"{type(model).__name__} is CLIP-like: pass {option('tokenizer')} and "
+                f"{option('preprocess')} (or a ClipHandle from concept_grounding.models.load_clip)"
+            )
         if preprocess is None:
             preprocess = make_preprocess(size=image_size or model.image_size)
         return OpenVocabularyModel(ClipHandle(model, tokenizer, preprocess, backend), include_none)
@@ -367,8 +379,10 @@ def as_sub_model(
     if concept_names is None:
         concept_names = getattr(model, "concept_names", None)
     if concept_names is None:
-        raise UsageError(f"{type(model).__name__}: pass {option('concept_names')} (a named set like 'cbm_112', or one "
-                         "name per output column)")
+        raise UsageError(
+            f"{type(model).__name__}: pass {option('concept_names')} (a named set like 'cbm_112', or one "
+            "name per output column)"
+        )
     if preprocess is None and "transform" not in kwargs and "processor" not in kwargs:
         kwargs["size"] = image_size
     return BinaryConceptModel(model, concept_names, preprocess, **kwargs)

@@ -37,7 +37,11 @@ __all__ = ["resolve_concept_names", "NAMED_SETS"]
 #: the named concept sets a model can declare.
 NAMED_SETS = ("cub_312", "all", "cbm_112", "sub")
 #: what an integer concept name is, by ``index_base``: (the named set it indexes, its first index).
-INDEX_BASES: dict[str, tuple[str, int]] = {"cub_312": ("cub_312", 0), "cbm_112": ("cbm_112", 0), "cub_id": ("cub_312", 1)}
+INDEX_BASES: dict[str, tuple[str, int]] = {
+    "cub_312": ("cub_312", 0),
+    "cbm_112": ("cbm_112", 0),
+    "cub_id": ("cub_312", 1),
+}
 
 
 def _named_set(name: str, vocab: Vocabulary) -> tuple[str, ...]:
@@ -73,9 +77,13 @@ def resolve_concept_names(
             i = int(item)
             if not first <= i < len(base) + first:
                 one_based = index_base == "cub_312" and i == len(base)
-                raise UsageError(f"index {i} is outside {index_base} ({first}..{len(base) - 1 + first})", argument=where,
-                                 hint=f"CUB's own 1-based attribute ids (attributes.txt) need "
-                                      f"{option('index_base', 'cub_id')}" if one_based else None)
+                raise UsageError(
+                    f"index {i} is outside {index_base} ({first}..{len(base) - 1 + first})",
+                    argument=where,
+                    hint=f"CUB's own 1-based attribute ids (attributes.txt) need {option('index_base', 'cub_id')}"
+                    if one_based
+                    else None,
+                )
             out.append(base[i - first])
             continue
         try:

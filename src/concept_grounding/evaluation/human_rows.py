@@ -39,8 +39,13 @@ ANSWERS_FILE, KEPT_FILE = "annotations.parquet", "kept.jsonl"
 AS_PUBLISHED = "human (SUB paper, real images), as published"
 
 
-def human_rows(answers: pd.DataFrame, candidates: pd.DataFrame, *, kept: Iterable[str] | None = None,
-               vocab: Vocabulary | None = None) -> dict[str, dict]:
+def human_rows(
+    answers: pd.DataFrame,
+    candidates: pd.DataFrame,
+    *,
+    kept: Iterable[str] | None = None,
+    vocab: Vocabulary | None = None,
+) -> dict[str, dict]:
     """``{"binary": sub_accuracy(...), "group": sub_accuracy(...)}`` of the study-2 answers.
 
     Args:
@@ -72,9 +77,16 @@ def human_rows(answers: pd.DataFrame, candidates: pd.DataFrame, *, kept: Iterabl
     removed = [list(r) if r is not None else [] for r in rows["removed_attributes"]]
     out = {}
     for mode in ("binary", "group"):
-        res = sub_accuracy(scores, list(rows["target_attribute"]), removed, concept_names=list(vocab.attributes),
-                           reference_classes=list(rows["reference_class"]), mode=mode, vocabulary=vocab)
-        res["answers"], res["annotators"] = int(len(s2)), int(s2["annotator"].nunique())
+        res = sub_accuracy(
+            scores,
+            list(rows["target_attribute"]),
+            removed,
+            concept_names=list(vocab.attributes),
+            reference_classes=list(rows["reference_class"]),
+            mode=mode,
+            vocabulary=vocab,
+        )
+        res["answers"], res["annotators"] = len(s2), int(s2["annotator"].nunique())
         out[mode] = res
     return out
 
@@ -86,10 +98,14 @@ def human_table_rows(result: Mapping[str, Mapping]) -> dict[str, dict]:
     out = {}
     for table, mode in (("table1", "binary"), ("table2", "group")):
         r = result[mode]
-        out[table] = {"name": f"human (study 2: {r['answers']} answers by {r['annotators']} annotators, computed)",
-                      "s_plus": float(r["s_plus"]), "s_minus": float(r["s_minus"]),
-                      "chance_s_plus": float(r["chance_s_plus"]), "chance_s_minus": float(r["chance_s_minus"]),
-                      "n_s_plus": int(r["n_s_plus"])}
+        out[table] = {
+            "name": f"human (study 2: {r['answers']} answers by {r['annotators']} annotators, computed)",
+            "s_plus": float(r["s_plus"]),
+            "s_minus": float(r["s_minus"]),
+            "chance_s_plus": float(r["chance_s_plus"]),
+            "chance_s_minus": float(r["chance_s_minus"]),
+            "n_s_plus": int(r["n_s_plus"]),
+        }
     return out
 
 

@@ -39,11 +39,25 @@ if TYPE_CHECKING:
 __all__ = ["load_model", "load_factory", "saved_image_size"]
 
 #: the keys a factory's dict may have (:func:`~.adapters.as_sub_model`'s arguments).
-FACTORY_KEYS = ("model", "transform", "preprocess", "processor", "concept_names", "output", "outputs", "tokenizer",
-                "image_size", "mean", "std", "normalize", "index_base", "include_none")
+FACTORY_KEYS = (
+    "model",
+    "transform",
+    "preprocess",
+    "processor",
+    "concept_names",
+    "output",
+    "outputs",
+    "tokenizer",
+    "image_size",
+    "mean",
+    "std",
+    "normalize",
+    "index_base",
+    "include_none",
+)
 
 
-def load_factory(spec: "str | ModelSpec", argument: str = "--model"):
+def load_factory(spec: str | ModelSpec, argument: str = "--model"):
     """The callable named by ``"path/to/file.py:name"`` or ``"package.module:name"``
     (checked first by :func:`concept_grounding.hub.resolve_model_spec`).
 
@@ -66,8 +80,9 @@ def load_factory(spec: "str | ModelSpec", argument: str = "--model"):
             module_spec.loader.exec_module(module)
         except Exception as err:
             del sys.modules[module_name]
-            raise UsageError(f"{spec!r}: importing {path} failed: {type(err).__name__}: {err}",
-                             argument=argument) from err
+            raise UsageError(
+                f"{spec!r}: importing {path} failed: {type(err).__name__}: {err}", argument=argument
+            ) from err
     else:
         try:
             module = importlib.import_module(target)
@@ -114,8 +129,10 @@ def _tuple_part(part: Any, j: int) -> str | None:
         return "concept_names"
     if callable(part):
         return "transform"
-    raise UsageError(f"factory tuple: item {j} after the model is a {type(part).__name__}, neither concept names "
-                     "(a string or a sequence of names / indices) nor a transform (a callable)")
+    raise UsageError(
+        f"factory tuple: item {j} after the model is a {type(part).__name__}, neither concept names "
+        "(a string or a sequence of names / indices) nor a transform (a callable)"
+    )
 
 
 def saved_image_size(folder: Path, default: int = 64) -> int:
@@ -134,7 +151,7 @@ def saved_image_size(folder: Path, default: int = 64) -> int:
 
 
 def load_model(
-    spec: "str | Path | ModelSpec",
+    spec: str | Path | ModelSpec,
     *,
     image_size: int | None = None,
     include_none: bool = False,
@@ -157,9 +174,12 @@ def load_model(
     from ..models.loading import concept_model_class_name, load_concept_model
 
     text = str(spec)
-    if pretrained is not None and (Path(text).expanduser().exists() or ":" in text and not text.startswith("hf-hub:")):
-        raise UsageError(f"--model {text!r} is not an open_clip architecture; {option('pretrained')} applies to "
-                         "open_clip names only")
+    if pretrained is not None and (
+        Path(text).expanduser().exists() or (":" in text and not text.startswith("hf-hub:"))
+    ):
+        raise UsageError(
+            f"--model {text!r} is not an open_clip architecture; {option('pretrained')} applies to open_clip names only"
+        )
     resolved = resolve_model_spec(spec, argument, pretrained=pretrained)
     path = Path(resolved.target)
     if resolved.kind == "folder" and path.is_dir() and concept_model_class_name(path):
@@ -173,7 +193,8 @@ def load_model(
 
     given = sorted(option(k) for k, v in overrides.items() if v is not None)
     if given:
-        raise UsageError(f"--model {text!r} loads as an open-vocabulary model; {', '.join(given)} apply to binary "
-                         "models only")
+        raise UsageError(
+            f"--model {text!r} loads as an open-vocabulary model; {', '.join(given)} apply to binary models only"
+        )
     bundle = load_clip(resolved.target, pretrained=pretrained, device=device or "cpu")
     return as_sub_model(bundle, include_none=include_none)

@@ -44,9 +44,24 @@ from .posthoc_report import RANKING_LABELS, upsample_for, write_aysel_report
 if TYPE_CHECKING:
     import datasets
 
-__all__ = ["feature_map_posthoc_cbm", "imagenet_posthoc_cbm", "analyse_posthoc", "aysel_analysis", "AyselAnalysis", "aysel_metrics",
-           "cav_sweep", "AyselResult", "CavSweep", "default_concept_columns", "train_default_posthoc",
-           "parts_at", "fit_missing_parts", "write_aysel_report", "upsample_for", "RANKING_LABELS"]
+__all__ = [
+    "feature_map_posthoc_cbm",
+    "imagenet_posthoc_cbm",
+    "analyse_posthoc",
+    "aysel_analysis",
+    "AyselAnalysis",
+    "aysel_metrics",
+    "cav_sweep",
+    "AyselResult",
+    "CavSweep",
+    "default_concept_columns",
+    "train_default_posthoc",
+    "parts_at",
+    "fit_missing_parts",
+    "write_aysel_report",
+    "upsample_for",
+    "RANKING_LABELS",
+]
 
 
 def feature_map_posthoc_cbm(
@@ -84,8 +99,11 @@ def feature_map_posthoc_cbm(
     names = list(resolve_concept_names(concept_names)) if resolve_names else [str(n) for n in concept_names]
     if len(names) != vectors.shape[0]:
         raise ValueError(f"{len(names)} concept_names for {vectors.shape[0]} concept vectors")
-    intercepts = torch.zeros(len(names)) if concept_intercepts is None else \
-        torch.as_tensor(np.asarray(concept_intercepts), dtype=torch.float32)
+    intercepts = (
+        torch.zeros(len(names))
+        if concept_intercepts is None
+        else torch.as_tensor(np.asarray(concept_intercepts), dtype=torch.float32)
+    )
     if intercepts.shape != (len(names),):
         raise ValueError(f"concept_intercepts must be (L={len(names)},), got {tuple(intercepts.shape)}")
     pick = None if features is None else (lambda out: pick_output(out, features))
@@ -105,7 +123,7 @@ def _concept_columns(model: nn.Module, vocab: Vocabulary) -> list[int]:
     return vocab.attribute_indices(list(names))
 
 
-def default_concept_columns(train: "datasets.Dataset", vocab: Vocabulary) -> list[int]:
+def default_concept_columns(train: datasets.Dataset, vocab: Vocabulary) -> list[int]:
     """Koh et al.'s CBM-112 attributes (Aysel et al.'s concept set) that the training split
     has both with and without in its per-image labels (a CAV needs both); on the world, the
     ones it renders."""
@@ -118,7 +136,7 @@ def default_concept_columns(train: "datasets.Dataset", vocab: Vocabulary) -> lis
 
 
 def train_default_posthoc(
-    train: "datasets.Dataset",
+    train: datasets.Dataset,
     columns: Sequence[int],
     image_size: int,
     *,
@@ -143,7 +161,7 @@ def train_default_posthoc(
 
 def imagenet_posthoc_cbm(
     classifier: Any,
-    train: "datasets.Dataset",
+    train: datasets.Dataset,
     columns: Sequence[int],
     concept_names: Sequence[str],
     image_size: int = 224,
@@ -168,12 +186,20 @@ def imagenet_posthoc_cbm(
     maps = classifier.feature_maps
     images = images_to_tensor(train["image"], image_size).to(classifier.device)
     dim = int(maps(torch.zeros(1, 3, image_size, image_size, device=classifier.device)).shape[1])
-    pooled = embed_images(FeatureMapBackbone(maps, dim, mean=half, std=half).to(classifier.device), images,
-                          batch_size).cpu()
+    pooled = embed_images(
+        FeatureMapBackbone(maps, dim, mean=half, std=half).to(classifier.device), images, batch_size
+    ).cpu()
     concepts = np.asarray(train["attributes"], np.uint8)[:, list(columns)]
     bank = learn_cavs(pooled, concepts, n_pos, n_neg, C, seed, tuple(concept_names), progress=progress)
-    return feature_map_posthoc_cbm(maps, bank.vectors, list(concept_names), concept_intercepts=bank.intercepts,
-                                   mean=half, std=half, resolve_names=False)
+    return feature_map_posthoc_cbm(
+        maps,
+        bank.vectors,
+        list(concept_names),
+        concept_intercepts=bank.intercepts,
+        mean=half,
+        std=half,
+        resolve_names=False,
+    )
 
 
 @dataclass
@@ -198,13 +224,22 @@ class AyselAnalysis:
 
     def write(self, out: str | Path, *, coam_threshold: float = 0.5, seed: int = 0) -> Path:
         """The report folder under ``out`` (:func:`write_aysel_report`); returns ``out``."""
-        return write_aysel_report(self.result, self.model, self.images, self.labels, self.class_names, Path(out),
-                                  image_concepts=self.image_concepts, coam_threshold=coam_threshold, seed=seed)
+        return write_aysel_report(
+            self.result,
+            self.model,
+            self.images,
+            self.labels,
+            self.class_names,
+            Path(out),
+            image_concepts=self.image_concepts,
+            coam_threshold=coam_threshold,
+            seed=seed,
+        )
 
 
 def analyse_posthoc(
     model: nn.Module,
-    cub: "datasets.DatasetDict",
+    cub: datasets.DatasetDict,
     out: str | Path | None = None,
     *,
     image_size: int = 224,
@@ -229,9 +264,19 @@ def analyse_posthoc(
     :class:`~concept_grounding.models.PostHocCBM` only) adds Table 3 (:func:`cav_sweep`).
     The computation is :func:`aysel_analysis`; the report :meth:`AyselAnalysis.write`.
     """
-    analysis = aysel_analysis(model, cub, image_size=image_size, max_images=max_images, batch_size=batch_size,
-                              vocab=vocab, progress=progress, sweep=sweep, sweep_Cs=sweep_Cs, sweep_sizes=sweep_sizes,
-                              seed=seed)
+    analysis = aysel_analysis(
+        model,
+        cub,
+        image_size=image_size,
+        max_images=max_images,
+        batch_size=batch_size,
+        vocab=vocab,
+        progress=progress,
+        sweep=sweep,
+        sweep_Cs=sweep_Cs,
+        sweep_sizes=sweep_sizes,
+        seed=seed,
+    )
     if out is not None:
         analysis.write(out, coam_threshold=coam_threshold, seed=seed)
     return analysis.result
@@ -239,7 +284,7 @@ def analyse_posthoc(
 
 def aysel_analysis(
     model: nn.Module,
-    cub: "datasets.DatasetDict",
+    cub: datasets.DatasetDict,
     *,
     image_size: int = 224,
     max_images: int | None = None,
@@ -261,8 +306,9 @@ def aysel_analysis(
     :mod:`concept_grounding.photos.concepts`, which are no CUB attributes)."""
     from ..models.data import images_to_tensor
 
-    columns = list(concept_columns) if concept_columns is not None else \
-        _concept_columns(model, vocab or load_vocabulary())
+    columns = (
+        list(concept_columns) if concept_columns is not None else _concept_columns(model, vocab or load_vocabulary())
+    )
     if isinstance(model, PostHocCBM):
         fit_missing_parts(model, cub["train"], image_size, batch_size=batch_size, progress=progress)
     elif sweep:
@@ -277,13 +323,32 @@ def aysel_analysis(
     train_rows = cub["train"]
     class_concepts[np.asarray(train_rows["label"])] = np.asarray(train_rows["class_attributes"], np.uint8)[:, columns]
     image_concepts = np.asarray(test["attributes"], np.uint8)[:, columns]
-    result = aysel_metrics(model, images, np.asarray(test["label"]), image_concepts,
-                           class_concepts, part_xy, visible, batch_size=batch_size, concept_parts=concept_parts)
+    result = aysel_metrics(
+        model,
+        images,
+        np.asarray(test["label"]),
+        image_concepts,
+        class_concepts,
+        part_xy,
+        visible,
+        batch_size=batch_size,
+        concept_parts=concept_parts,
+    )
     if sweep:
-        result.sweep = cav_sweep(model, images_to_tensor(train_rows["image"], image_size),
-                                 np.asarray(train_rows["attributes"], np.uint8)[:, columns],
-                                 np.asarray(train_rows["label"]), images, np.asarray(test["label"]),
-                                 len(test.features["label"].names), Cs=sweep_Cs, sizes=sweep_sizes, seed=seed,
-                                 batch_size=batch_size, progress=progress)
-    return AyselAnalysis(result, model, images, np.asarray(test["label"]), list(test.features["label"].names),
-                         image_concepts)
+        result.sweep = cav_sweep(
+            model,
+            images_to_tensor(train_rows["image"], image_size),
+            np.asarray(train_rows["attributes"], np.uint8)[:, columns],
+            np.asarray(train_rows["label"]),
+            images,
+            np.asarray(test["label"]),
+            len(test.features["label"].names),
+            Cs=sweep_Cs,
+            sizes=sweep_sizes,
+            seed=seed,
+            batch_size=batch_size,
+            progress=progress,
+        )
+    return AyselAnalysis(
+        result, model, images, np.asarray(test["label"]), list(test.features["label"].names), image_concepts
+    )

@@ -36,11 +36,13 @@ def _outputs(model: nn.Module, images: torch.Tensor, batch_size: int) -> tuple[n
         outs = [model(images[i : i + batch_size].to(device)) for i in range(0, len(images), batch_size)]
     finally:
         model.train(was)
-    return (torch.cat([o.concept_scores.cpu() for o in outs]).numpy(),
-            torch.cat([o.class_logits.cpu() for o in outs]).numpy())
+    return (
+        torch.cat([o.concept_scores.cpu() for o in outs]).numpy(),
+        torch.cat([o.class_logits.cpu() for o in outs]).numpy(),
+    )
 
 
-def parts_at(split: "datasets.Dataset", size: int) -> tuple[np.ndarray, np.ndarray]:
+def parts_at(split: datasets.Dataset, size: int) -> tuple[np.ndarray, np.ndarray]:
     """Part centres ``(N, P, 2)`` rescaled from each image's own size to ``size x size`` px,
     and visibility ``(N, P)``.
 
@@ -83,16 +85,21 @@ class AyselResult:
     existence_by_ranking: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
     location_by_ranking: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
     predictions: np.ndarray | None = field(default=None, repr=False)
-    sweep: "CavSweep | None" = None
+    sweep: CavSweep | None = None
 
     def summary(self) -> dict[str, Any]:
         """Every scalar of the analyses (JSON-ready): Tables 1-2 for every ranking
         (``existence_by_ranking`` / ``location_by_ranking``), Table 3 (``sweep``) when run."""
         pick = lambda d: {k: v for k, v in d.items() if np.ndim(v) == 0}  # noqa: E731
-        out = {"class_accuracy": self.class_accuracy, "cgim": pick(self.cgim), "existence": pick(self.existence),
-               "location": pick(self.location), "concept_names": self.concept_names,
-               "existence_by_ranking": {r: pick(d) for r, d in self.existence_by_ranking.items()},
-               "location_by_ranking": {r: pick(d) for r, d in self.location_by_ranking.items()}}
+        out = {
+            "class_accuracy": self.class_accuracy,
+            "cgim": pick(self.cgim),
+            "existence": pick(self.existence),
+            "location": pick(self.location),
+            "concept_names": self.concept_names,
+            "existence_by_ranking": {r: pick(d) for r, d in self.existence_by_ranking.items()},
+            "location_by_ranking": {r: pick(d) for r, d in self.location_by_ranking.items()},
+        }
         if self.sweep is not None:
             out["sweep"] = self.sweep.summary()
         return out
@@ -169,24 +176,50 @@ def aysel_metrics(
     rankings = list(rankings)
     if not rankings:
         raise ValueError("rankings must name at least one of 'theta_u', 'theta', 'u'")
-    existence_by = {r: concept_existence(theta, u, predicted, np.asarray(image_concepts), labels, top_l=top_l,
-                                         ranking=r) for r in rankings}
+    existence_by = {
+        r: concept_existence(theta, u, predicted, np.asarray(image_concepts), labels, top_l=top_l, ranking=r)
+        for r in rankings
+    }
     was = model.training
     model.eval()
     try:
-        maps = torch.cat([model.concept_activation_maps(images[i : i + batch_size], upsample=False).cpu()
-                          for i in range(0, len(images), batch_size)]).numpy()
+        maps = torch.cat(
+            [
+                model.concept_activation_maps(images[i : i + batch_size], upsample=False).cpu()
+                for i in range(0, len(images), batch_size)
+            ]
+        ).numpy()
     finally:
         model.train(was)
     size = images.shape[-1]
-    location_by = {r: concept_location(maps, part_xy, part_visible, theta=theta, concept_scores=u,
-                                       predictions=predicted, references=labels,
-                                       **({"concept_names": names} if concept_parts is None else
-                                          {"concept_parts": concept_parts}),
-                                       image_size=(size, size), top_l=top_l, ranking=r) for r in rankings}
+    location_by = {
+        r: concept_location(
+            maps,
+            part_xy,
+            part_visible,
+            theta=theta,
+            concept_scores=u,
+            predictions=predicted,
+            references=labels,
+            **({"concept_names": names} if concept_parts is None else {"concept_parts": concept_parts}),
+            image_size=(size, size),
+            top_l=top_l,
+            ranking=r,
+        )
+        for r in rankings
+    }
     first = rankings[0]
-    return AyselResult(cgim, existence_by[first], location_by[first], float((predicted == labels).mean()), names, maps,
-                       existence_by, location_by, predicted)
+    return AyselResult(
+        cgim,
+        existence_by[first],
+        location_by[first],
+        float((predicted == labels).mean()),
+        names,
+        maps,
+        existence_by,
+        location_by,
+        predicted,
+    )
 
 
 def cav_sweep(
@@ -249,14 +282,27 @@ def cav_sweep(
         u_train = bank_scores(f_train, bank.vectors, bank.intercepts, model.score)
         u_test = bank_scores(f_test, bank.vectors, bank.intercepts, model.score)
         theta, bias = fit_sparse_classifier(u_train, y_train, num_classes, seed=seed)
-        rows.append({"C": C, "n": n, "accuracy": accuracy(theta, bias, u_test, y_test),
-                     "train_accuracy": accuracy(theta, bias, u_train, y_train.numpy())})
+        rows.append(
+            {
+                "C": C,
+                "n": n,
+                "accuracy": accuracy(theta, bias, u_test, y_test),
+                "train_accuracy": accuracy(theta, bias, u_train, y_train.numpy()),
+            }
+        )
     theta, bias = fit_sparse_classifier(f_train, y_train, num_classes, seed=seed)
     return CavSweep(rows, accuracy(theta, bias, f_test, y_test))
 
 
-def fit_missing_parts(model: PostHocCBM, train: "datasets.Dataset", image_size: int, *, seed: int = 0,
-                      batch_size: int = 64, progress: bool = True) -> PostHocCBM:
+def fit_missing_parts(
+    model: PostHocCBM,
+    train: datasets.Dataset,
+    image_size: int,
+    *,
+    seed: int = 0,
+    batch_size: int = 64,
+    progress: bool = True,
+) -> PostHocCBM:
     """Fit the classifier of a :class:`~concept_grounding.models.PostHocCBM` that has none, on the training split
     (elastic net, :func:`~concept_grounding.models.fit_sparse_classifier`)."""
     from ..models import fit_sparse_classifier

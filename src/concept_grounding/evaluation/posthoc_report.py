@@ -25,23 +25,32 @@ def _table1(result: AyselResult) -> str:
     from ..fileio import markdown_table
     from .report import score_cells
 
-    rows = [{"name": f"{subset} / {RANKING_LABELS[r]}", **{f"l{l}": ex.get(f"existence@{l}{suffix}") for l in (1, 3, 5)}}
-            for subset, suffix in (("entire test set", ""), ("correct class set", "_correct"))
-            for r, ex in result.existence_by_ranking.items()]
-    return markdown_table(*score_cells(rows, [(f"l{l}", f"l = {l}") for l in (1, 3, 5)],
-                                       first=("name", "images / CEM based on")))
+    rows = [
+        {"name": f"{subset} / {RANKING_LABELS[r]}", **{f"l{l}": ex.get(f"existence@{l}{suffix}") for l in (1, 3, 5)}}
+        for subset, suffix in (("entire test set", ""), ("correct class set", "_correct"))
+        for r, ex in result.existence_by_ranking.items()
+    ]
+    return markdown_table(
+        *score_cells(rows, [(f"l{l}", f"l = {l}") for l in (1, 3, 5)], first=("name", "images / CEM based on"))
+    )
 
 
 def _table2(result: AyselResult) -> str:
     from ..fileio import markdown_table
     from .report import score_cells
 
-    rows = [{"name": f"{subset}, alpha = {a} / {RANKING_LABELS[r]}",
-             **{f"l{l}": loc.get(f"location@{l}_alpha{a}{suffix}") for l in (1, 3, 5)}}
-            for subset, suffix in (("entire test set", ""), ("correct class set", "_correct")) for a in (1, 3, 6)
-            for r, loc in result.location_by_ranking.items()]
-    return markdown_table(*score_cells(rows, [(f"l{l}", f"l = {l}") for l in (1, 3, 5)],
-                                       first=("name", "images, region / CLM based on")))
+    rows = [
+        {
+            "name": f"{subset}, alpha = {a} / {RANKING_LABELS[r]}",
+            **{f"l{l}": loc.get(f"location@{l}_alpha{a}{suffix}") for l in (1, 3, 5)},
+        }
+        for subset, suffix in (("entire test set", ""), ("correct class set", "_correct"))
+        for a in (1, 3, 6)
+        for r, loc in result.location_by_ranking.items()
+    ]
+    return markdown_table(
+        *score_cells(rows, [(f"l{l}", f"l = {l}") for l in (1, 3, 5)], first=("name", "images, region / CLM based on"))
+    )
 
 
 def _table3(sweep: CavSweep) -> str:
@@ -64,23 +73,45 @@ def _cgim_lists(result: AyselResult, class_names: list[str], out: Path) -> tuple
 
     cg = result.cgim
     tables = []
-    for level, names, fname in (("concept", result.concept_names, "cgim_per_concept.csv"),
-                                ("class", class_names, "cgim_per_class.csv")):
+    for level, names, fname in (
+        ("concept", result.concept_names, "cgim_per_concept.csv"),
+        ("class", class_names, "cgim_per_class.csv"),
+    ):
         scores = [np.asarray(cg[f"per_{level}_type{t}"], float) for t in (1, 2, 3)]
-        rows = [{"name": f"{i + 1}: {name}", **{f"t{t}": float(scores[t - 1][i]) for t in (1, 2, 3)}}
-                for i, name in enumerate(names)]
+        rows = [
+            {"name": f"{i + 1}: {name}", **{f"t{t}": float(scores[t - 1][i]) for t in (1, 2, 3)}}
+            for i, name in enumerate(names)
+        ]
         with (out / fname).open("w", newline="") as handle:
             writer = csv.writer(handle)
             writer.writerow([level, "cgim_type1", "cgim_type2", "cgim_type3"])
             writer.writerows([[name, *(f"{sc[i]:.6g}" for sc in scores)] for i, name in enumerate(names)])
-        tables.append(markdown_table(*score_cells(rows, [("t1", "rho type 1"), ("t2", "rho type 2"),
-                                                         ("t3", "rho type 3")], first=("name", level), fractions=False)))
+        tables.append(
+            markdown_table(
+                *score_cells(
+                    rows,
+                    [("t1", "rho type 1"), ("t2", "rho type 2"), ("t3", "rho type 3")],
+                    first=("name", level),
+                    fractions=False,
+                )
+            )
+        )
     return tables[0], tables[1]
 
 
-def write_aysel_report(result: AyselResult, model: nn.Module, images: torch.Tensor, labels: np.ndarray,
-                       class_names: list[str], out: Path, *, image_concepts: np.ndarray | None = None,
-                       coam_threshold: float = 0.5, seed: int = 0, gallery_images: int = 6) -> Path:
+def write_aysel_report(
+    result: AyselResult,
+    model: nn.Module,
+    images: torch.Tensor,
+    labels: np.ndarray,
+    class_names: list[str],
+    out: Path,
+    *,
+    image_concepts: np.ndarray | None = None,
+    coam_threshold: float = 0.5,
+    seed: int = 0,
+    gallery_images: int = 6,
+) -> Path:
     """The report folder of :func:`analyse_posthoc` (every table of Aysel et al. the data allows).
 
     Fig. 3: ``gallery_images`` test images drawn at random (``seed``), their top-5 concepts
@@ -89,9 +120,9 @@ def write_aysel_report(result: AyselResult, model: nn.Module, images: torch.Tens
     (:func:`~concept_grounding.models.coam.class_activation_maps`). Algorithm 2's binary
     branch (:func:`~concept_grounding.models.coam.coam_overlays`) on the Fig. 4 concepts.
     """
+    from ..fileio import markdown_table, write_report
     from ..models.coam import class_activation_maps, coam_overlays, save_coam_gallery
     from ..plotting import cgim_histograms
-    from ..fileio import markdown_table, write_report
     from .report import percent, score_cells
 
     out.mkdir(parents=True, exist_ok=True)
@@ -107,9 +138,14 @@ def write_aysel_report(result: AyselResult, model: nn.Module, images: torch.Tens
     rows3 = top[fig3, :k3]
     maps3 = upsample_for(torch.as_tensor(result.maps[fig3]), images.shape[-1])
     marks3 = None if image_concepts is None else np.asarray(image_concepts)[fig3[:, None], rows3] > 0
-    save_coam_gallery([images[i] for i in fig3], torch.stack([maps3[r, rows3[r]] for r in range(len(fig3))]),
-                      out / "coam_gallery.png", concept_names=[[short(j) for j in row] for row in rows3],
-                      row_titles=[title(i) for i in fig3], marks=marks3)
+    save_coam_gallery(
+        [images[i] for i in fig3],
+        torch.stack([maps3[r, rows3[r]] for r in range(len(fig3))]),
+        out / "coam_gallery.png",
+        concept_names=[[short(j) for j in row] for row in rows3],
+        row_titles=[title(i) for i in fig3],
+        marks=marks3,
+    )
     # Fig. 4: correctly classified images, top-4 concepts and the class-wise map
     predicted = np.asarray(result.predictions) if result.predictions is not None else np.asarray(labels)
     correct = np.flatnonzero(predicted == np.asarray(labels))
@@ -120,12 +156,24 @@ def write_aysel_report(result: AyselResult, model: nn.Module, images: torch.Tens
     maps4 = upsample_for(grid, images.shape[-1])
     class_maps = class_activation_maps(grid, model.theta.cpu(), torch.as_tensor(predicted[fig4]))
     marks4 = None if image_concepts is None else np.asarray(image_concepts)[fig4[:, None], rows4] > 0
-    save_coam_gallery([images[i] for i in fig4], torch.stack([maps4[r, rows4[r]] for r in range(len(fig4))]),
-                      out / "coam_class_maps.png", concept_names=[[short(j) for j in row] for row in rows4],
-                      row_titles=[title(i) for i in fig4], marks=marks4, class_maps=class_maps,
-                      class_titles=[class_names[int(predicted[i])].split(".", 1)[-1] for i in fig4])
-    _binary_sheet([coam_overlays(images[i], grid[r, rows4[r]], coloured=False, threshold=coam_threshold)
-                   for r, i in enumerate(fig4)], [[short(j) for j in row] for row in rows4], out / "coam_binary.png")
+    save_coam_gallery(
+        [images[i] for i in fig4],
+        torch.stack([maps4[r, rows4[r]] for r in range(len(fig4))]),
+        out / "coam_class_maps.png",
+        concept_names=[[short(j) for j in row] for row in rows4],
+        row_titles=[title(i) for i in fig4],
+        marks=marks4,
+        class_maps=class_maps,
+        class_titles=[class_names[int(predicted[i])].split(".", 1)[-1] for i in fig4],
+    )
+    _binary_sheet(
+        [
+            coam_overlays(images[i], grid[r, rows4[r]], coloured=False, threshold=coam_threshold)
+            for r, i in enumerate(fig4)
+        ],
+        [[short(j) for j in row] for row in rows4],
+        out / "coam_binary.png",
+    )
     concept_table, class_table = _cgim_lists(result, class_names, out)
     cg = result.cgim
     lines = [
@@ -136,10 +184,17 @@ def write_aysel_report(result: AyselResult, model: nn.Module, images: torch.Tens
         "",
         "## CGIM (cosine similarity with the class-level truth; Fig. 2)",
         "",
-        markdown_table(*score_cells([{"name": level, **{f"t{t}": cg.get(f"{level}_type{t}") for t in (1, 2, 3)}}
-                                     for level in ("concept", "class")],
-                                    [("t1", "type 1 (theta)"), ("t2", "type 2 (U*)"), ("t3", "type 3 (theta * U*)")],
-                                    first=("name", "per"), fractions=False)),
+        markdown_table(
+            *score_cells(
+                [
+                    {"name": level, **{f"t{t}": cg.get(f"{level}_type{t}") for t in (1, 2, 3)}}
+                    for level in ("concept", "class")
+                ],
+                [("t1", "type 1 (theta)"), ("t2", "type 2 (U*)"), ("t3", "type 3 (theta * U*)")],
+                first=("name", "per"),
+                fractions=False,
+            )
+        ),
         "",
         "![CGIM histograms](cgim_histograms.png)",
         "",
@@ -153,8 +208,12 @@ def write_aysel_report(result: AyselResult, model: nn.Module, images: torch.Tens
         "",
     ]
     if result.sweep is not None:
-        lines += ["## Table 3: class accuracy (%) of the post-hoc CBM by SVM regularisation and N_p = N_n", "",
-                  _table3(result.sweep), ""]
+        lines += [
+            "## Table 3: class accuracy (%) of the post-hoc CBM by SVM regularisation and N_p = N_n",
+            "",
+            _table3(result.sweep),
+            "",
+        ]
     else:
         lines += ["## Table 3", "", "Not run (`--sweep` relearns the CAVs of a post-hoc CBM for each setting).", ""]
     lines += [

@@ -86,8 +86,10 @@ def make_preprocess(
     """
     given = [n for n, v in (("transform", transform), ("processor", processor)) if v is not None]
     if len(given) > 1 or (given and (size or mean or std)):
-        raise UsageError(f"preprocessing: pass one of {option('transform')}, {option('processor')} or "
-                         f"{option('size')} / {option('mean')} / {option('std')}, not several")
+        raise UsageError(
+            f"preprocessing: pass one of {option('transform')}, {option('processor')} or "
+            f"{option('size')} / {option('mean')} / {option('std')}, not several"
+        )
     if transform is not None:
         if not callable(transform):
             raise ValueError(f"transform must be callable (PIL image -> tensor), got {type(transform).__name__}")

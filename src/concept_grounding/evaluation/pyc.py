@@ -58,17 +58,21 @@ class PyCConcepts(nn.Module):
         annotations = model.concept_annotations
         other = [f"{c} ({annotations.concept(c).type})" for c in self.labels if annotations.concept(c).type != "binary"]
         if other:
-            raise UsageError(f"{type(model).__name__}: SUB scores binary concepts, one column each; this model's "
-                             f"concepts {other[:3]} are not binary (declare each CUB attribute as a binary concept)")
+            raise UsageError(
+                f"{type(model).__name__}: SUB scores binary concepts, one column each; this model's "
+                f"concepts {other[:3]} are not binary (declare each CUB attribute as a binary concept)"
+            )
 
     def concept_names(self) -> tuple[str, ...]:
         """The labels as CUB attribute names; labels that are none say to declare names instead."""
         try:
             return resolve_concept_names(self.labels)
         except UsageError as err:
-            raise UsageError(f"{type(self.model).__name__}'s concept labels are not all CUB attribute names: "
-                             f"{err.reason}; pass {option('concept_names')} with one CUB name per concept, in "
-                             "annotation order") from None
+            raise UsageError(
+                f"{type(self.model).__name__}'s concept labels are not all CUB attribute names: "
+                f"{err.reason}; pass {option('concept_names')} with one CUB name per concept, in "
+                "annotation order"
+            ) from None
 
     def forward(self, pixels: torch.Tensor) -> Any:
         return self.model(query=list(self.labels), input=pixels)

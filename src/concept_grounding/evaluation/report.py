@@ -66,7 +66,9 @@ def score_cells(
 
 
 def _rows(table: dict[str, dict[str, float]]) -> list[dict]:
-    return [{"name": name, **values, "n": f"{values['n_s_plus']} / {values['n_s_minus']}"} for name, values in table.items()]
+    return [
+        {"name": name, **values, "n": f"{values['n_s_plus']} / {values['n_s_minus']}"} for name, values in table.items()
+    ]
 
 
 def write_sub_report(result: Any, out: Path, *, scores: bool = False) -> Path:
@@ -79,8 +81,9 @@ def write_sub_report(result: Any, out: Path, *, scores: bool = False) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     if scores:
         extra = {} if result.none_scores is None else {"none_scores": result.none_scores}
-        np.savez_compressed(out / "scores.npz", scores=result.scores, concept_names=np.array(result.concept_names),
-                            **extra)
+        np.savez_compressed(
+            out / "scores.npz", scores=result.scores, concept_names=np.array(result.concept_names), **extra
+        )
     lines = [
         f"# SUB accuracy of {result.model or 'the model'}",
         "",
@@ -89,10 +92,16 @@ def write_sub_report(result: Any, out: Path, *, scores: bool = False) -> Path:
         f" ({result.skipped_target} targets and {result.skipped_removed} removed attributes the model has no"
         f" column for). Inference: {result.seconds:.1f} s ({result.images_per_second:.1f} images/s).",
         "",
-        markdown_table(*score_cells([{"name": "model", "s_plus": result.s_plus, "s_minus": result.s_minus},
-                                     {"name": "random chance", "s_plus": result.chance_s_plus,
-                                      "s_minus": result.chance_s_minus}],
-                                    (("s_plus", "s+"), ("s_minus", "s-")), first=("name", ""))),
+        markdown_table(
+            *score_cells(
+                [
+                    {"name": "model", "s_plus": result.s_plus, "s_minus": result.s_minus},
+                    {"name": "random chance", "s_plus": result.chance_s_plus, "s_minus": result.chance_s_minus},
+                ],
+                (("s_plus", "s+"), ("s_minus", "s-")),
+                first=("name", ""),
+            )
+        ),
         "",
         f"s+ = {percent(result.s_plus)} % (chance {percent(result.chance_s_plus)} %), "
         f"s- = {percent(result.s_minus)} % (chance {percent(result.chance_s_minus)} %).",
@@ -101,10 +110,16 @@ def write_sub_report(result: Any, out: Path, *, scores: bool = False) -> Path:
     for level, (attr, header) in BREAKDOWN_LEVELS.items():
         png = f"sub_per_{level}.png"
         sub_bars(result.metric, out / png, level=level, title=f"s+ / s- per {header}")
-        lines += [f"## By {header}", "", f"![s+ / s- per {header}]({png})", "",
-                  markdown_table(*score_cells(_rows(getattr(result, attr)), _COLUMNS + (("n", "n (s+ / s-)"),),
-                                              first=("name", header))),
-                  ""]
+        lines += [
+            f"## By {header}",
+            "",
+            f"![s+ / s- per {header}]({png})",
+            "",
+            markdown_table(
+                *score_cells(_rows(getattr(result, attr)), _COLUMNS + (("n", "n (s+ / s-)"),), first=("name", header))
+            ),
+            "",
+        ]
     write_report(out, result.summary(), "\n".join(lines))
     _write_sub_eval_results(result, out)
     return out
@@ -118,5 +133,9 @@ def _write_sub_eval_results(result: Any, out: Path) -> Path | None:
     source = str(result.source)
     dataset = WORLD_SUB_DATASET if source == "bird world SUB export" else model_folder_name(source).replace("--", "/")
     notes = f"concept-grounding sub, {result.mode} mode, protocol {result.protocol}, {result.num_images} images"
-    return write_eval_results(out, result.model or "model", "sub",
-                              result_entries(dataset, {"s_plus": result.s_plus, "s_minus": result.s_minus}, notes=notes))
+    return write_eval_results(
+        out,
+        result.model or "model",
+        "sub",
+        result_entries(dataset, {"s_plus": result.s_plus, "s_minus": result.s_minus}, notes=notes),
+    )

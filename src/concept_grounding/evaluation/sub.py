@@ -43,19 +43,25 @@ _SUB_COLUMNS = ("image", "reference_class", "target_attribute", "removed_attribu
 
 
 # ----------------------------------------------------------------------- step 1
-def world_sub_source(image_size: int = 64, seed: int = 0, per_pairing: int = 1,
-                     classes: Sequence[str] | None = None, progress: bool = True) -> "datasets.Dataset":
+def world_sub_source(
+    image_size: int = 64,
+    seed: int = 0,
+    per_pairing: int = 1,
+    classes: Sequence[str] | None = None,
+    progress: bool = True,
+) -> datasets.Dataset:
     """The bird world's SUB export (:meth:`~concept_grounding.world.BirdWorld.sub_dataset`):
     ``per_pairing`` counterfactuals per (class, SUB substitution) pairing, exact S-."""
     from ..world import BirdWorld, WorldConfig
 
-    world = BirdWorld(WorldConfig(image_size=int(image_size), seed=int(seed),
-                                  class_names=tuple(classes) if classes else None))
+    world = BirdWorld(
+        WorldConfig(image_size=int(image_size), seed=int(seed), class_names=tuple(classes) if classes else None)
+    )
     return world.sub_dataset(per_pairing=int(per_pairing), progress=progress)
 
 
 def load_sub_source(
-    source: "str | Path | datasets.Dataset | None" = None,
+    source: str | Path | datasets.Dataset | None = None,
     *,
     split: str | None = None,
     class_attributes: np.ndarray | None = None,
@@ -63,7 +69,7 @@ def load_sub_source(
     vocab: Vocabulary | None = None,
     progress: bool = True,
     **world: Any,
-) -> "datasets.Dataset":
+) -> datasets.Dataset:
     """A SUB set in :func:`~concept_grounding.schema.sub_features`.
 
     Args:
@@ -90,15 +96,17 @@ def load_sub_source(
     if isinstance(source, datasets.Dataset):
         missing = [c for c in _SUB_COLUMNS if c not in source.column_names]
         if missing:
-            raise ValueError(f"dataset: missing SUB column(s) {missing}; it has {source.column_names} "
-                             "(save it and pass its path to map Hub columns through load_sub)")
+            raise ValueError(
+                f"dataset: missing SUB column(s) {missing}; it has {source.column_names} "
+                "(save it and pass its path to map Hub columns through load_sub)"
+            )
         return source
     with progress_bars(progress):
         return load_sub(source, split=split, vocab=vocab, class_attributes=class_attributes, class_names=class_names)
 
 
 # ----------------------------------------------------------------------- step 3
-def _decoded_batches(dataset: "datasets.Dataset", rows: range, batch_size: int, preprocess) -> Iterator[Any]:
+def _decoded_batches(dataset: datasets.Dataset, rows: range, batch_size: int, preprocess) -> Iterator[Any]:
     """Preprocessed batches of ``rows``, each prepared in a worker thread while the caller
     works on the previous one."""
     images = dataset.select_columns(["image"])
@@ -121,7 +129,7 @@ def _decoded_batches(dataset: "datasets.Dataset", rows: range, batch_size: int, 
 
 def predict_scores(
     model: SubModel,
-    dataset: "datasets.Dataset",
+    dataset: datasets.Dataset,
     *,
     batch_size: int = 64,
     progress: bool = True,
@@ -195,12 +203,31 @@ class SubEvaluation:
 
     def summary(self) -> dict[str, Any]:
         """Headline numbers, breakdowns and provenance as JSON-ready values (no score matrix)."""
-        keys = ("s_plus", "s_minus", "chance_s_plus", "chance_s_minus", "n_s_plus", "n_s_minus", "skipped_target",
-                "skipped_removed", "mode", "protocol", "num_images", "seconds", "images_per_second", "processes", "model",
-                "source")
+        keys = (
+            "s_plus",
+            "s_minus",
+            "chance_s_plus",
+            "chance_s_minus",
+            "n_s_plus",
+            "n_s_minus",
+            "skipped_target",
+            "skipped_removed",
+            "mode",
+            "protocol",
+            "num_images",
+            "seconds",
+            "images_per_second",
+            "processes",
+            "model",
+            "source",
+        )
         out = {k: getattr(self, k) for k in keys}
-        out.update(by_group=self.by_group, by_attribute=self.by_attribute, by_class=self.by_class,
-                   concept_names=list(self.concept_names))
+        out.update(
+            by_group=self.by_group,
+            by_attribute=self.by_attribute,
+            by_class=self.by_class,
+            concept_names=list(self.concept_names),
+        )
         return out
 
     def save(self, out: str | Path, *, scores: bool = False) -> Path:
@@ -213,22 +240,32 @@ class SubEvaluation:
 
 def _table(breakdown: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
     keys = ("s_plus", "s_minus", "chance_s_plus", "chance_s_minus", "n_s_plus", "n_s_minus")
-    return {str(n): {k: (int(breakdown[k][i]) if k.startswith("n_") else float(breakdown[k][i])) for k in keys}
-            for i, n in enumerate(breakdown["names"])}
+    return {
+        str(n): {k: (int(breakdown[k][i]) if k.startswith("n_") else float(breakdown[k][i])) for k in keys}
+        for i, n in enumerate(breakdown["names"])
+    }
 
 
 def _sub_accuracy(scores, dataset, names, mode, none_scores, protocol, vocab) -> dict[str, Any]:
     from ..metrics import sub_accuracy
 
-    return sub_accuracy(scores, list(dataset["target_attribute"]), [list(r) for r in dataset["removed_attributes"]],
-                        concept_names=list(names), reference_classes=list(dataset["reference_class"]), mode=mode,
-                        protocol=protocol, none_scores=none_scores, vocabulary=vocab)
+    return sub_accuracy(
+        scores,
+        list(dataset["target_attribute"]),
+        [list(r) for r in dataset["removed_attributes"]],
+        concept_names=list(names),
+        reference_classes=list(dataset["reference_class"]),
+        mode=mode,
+        protocol=protocol,
+        none_scores=none_scores,
+        vocabulary=vocab,
+    )
 
 
 # ----------------------------------------------------------------------- entry
 def evaluate_sub(
     model: Any,
-    dataset: "str | Path | datasets.Dataset | None" = None,
+    dataset: str | Path | datasets.Dataset | None = None,
     *,
     protocol: str = "paper",
     batch_size: int = 64,
@@ -275,8 +312,10 @@ def evaluate_sub(
     vocab = vocab or load_vocabulary()
     adapter = _wrap(model, model_options)
     if adapter.mode == "group" and protocol == "official" and getattr(adapter, "include_none", False):
-        raise UsageError(f"{option('protocol', 'official')} scores open-vocabulary models without a 'none' option; "
-                         f"drop {option('include_none', True)}")
+        raise UsageError(
+            f"{option('protocol', 'official')} scores open-vocabulary models without a 'none' option; "
+            f"drop {option('include_none', True)}"
+        )
     data = load_sub_source(dataset, vocab=vocab, progress=progress, **(source_options or {}))
     if len(data) == 0:
         raise ValueError("the SUB source has no images")
@@ -291,13 +330,33 @@ def evaluate_sub(
     res = _sub_accuracy(scores, data, names, adapter.mode, none_scores, protocol, vocab)
     b = res["breakdown"]
     return SubEvaluation(
-        **{k: res[k] for k in ("s_plus", "s_minus", "chance_s_plus", "chance_s_minus", "n_s_plus", "n_s_minus",
-                               "skipped_target", "skipped_removed")},
-        by_group=_table(b["group"]), by_attribute=_table(b["attribute"]), by_class=_table(b["class"]),
-        mode=adapter.mode, protocol=protocol, num_images=len(data), concept_names=tuple(names), scores=scores,
-        none_scores=none_scores, seconds=seconds, images_per_second=len(data) / seconds if seconds > 0 else float("nan"),
+        **{
+            k: res[k]
+            for k in (
+                "s_plus",
+                "s_minus",
+                "chance_s_plus",
+                "chance_s_minus",
+                "n_s_plus",
+                "n_s_minus",
+                "skipped_target",
+                "skipped_removed",
+            )
+        },
+        by_group=_table(b["group"]),
+        by_attribute=_table(b["attribute"]),
+        by_class=_table(b["class"]),
+        mode=adapter.mode,
+        protocol=protocol,
+        num_images=len(data),
+        concept_names=tuple(names),
+        scores=scores,
+        none_scores=none_scores,
+        seconds=seconds,
+        images_per_second=len(data) / seconds if seconds > 0 else float("nan"),
         processes=info.count,
-        model=_describe(model), source=_describe(dataset) if dataset is not None else "bird world SUB export",
+        model=_describe(model),
+        source=_describe(dataset) if dataset is not None else "bird world SUB export",
         metric=res,
     )
 

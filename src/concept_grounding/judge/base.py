@@ -55,8 +55,13 @@ class JudgeReport:
         return f"{self.judge} judge: {heads} (bar {100 * self.bar:.0f} %): {'passed' if self.passed else 'FAILS'}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"judge": self.judge, "accuracy": dict(self.accuracy), "bar": self.bar, "images": self.images,
-                "passed": self.passed}
+        return {
+            "judge": self.judge,
+            "accuracy": dict(self.accuracy),
+            "bar": self.bar,
+            "images": self.images,
+            "passed": self.passed,
+        }
 
 
 @runtime_checkable

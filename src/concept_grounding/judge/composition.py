@@ -30,8 +30,16 @@ from .registry import register_judge
 if TYPE_CHECKING:
     from ..world import BirdWorld
 
-__all__ = ["HEADS", "COMPOSITION_BAR", "CompositionJudge", "composition_set", "train_composition_judge",
-           "validate_composition_judge", "ship_composition_judge", "load_composition_judge"]
+__all__ = [
+    "HEADS",
+    "COMPOSITION_BAR",
+    "CompositionJudge",
+    "composition_set",
+    "train_composition_judge",
+    "validate_composition_judge",
+    "ship_composition_judge",
+    "load_composition_judge",
+]
 
 #: Head -> the values it tells apart, in logit order.
 HEADS: dict[str, tuple] = {"count": tuple(COUNT_WORDS), "scene": BACKGROUNDS, "facing": tuple(ACTIONS)}
@@ -54,7 +62,9 @@ class CompositionJudge(nn.Module, PyTorchModelHubMixin, library_name="concept-gr
             raise ValueError(f"image_size must be a multiple of 4, got {image_size}")
         self.image_size, self.num_classes = int(image_size), int(num_classes)
         self.trunk = layout_trunk(width)
-        self.neck = nn.Sequential(nn.Dropout(0.2), nn.Linear(2 * width * (image_size // 4) ** 2, 256), nn.ReLU(inplace=True))
+        self.neck = nn.Sequential(
+            nn.Dropout(0.2), nn.Linear(2 * width * (image_size // 4) ** 2, 256), nn.ReLU(inplace=True)
+        )
         sizes = {**{k: len(v) for k, v in HEADS.items()}, "species": self.num_classes}
         self.heads = nn.ModuleDict({k: nn.Linear(256, n) for k, n in sizes.items()})
         self.register_buffer("mean", torch.full((1, 3, 1, 1), 0.5), persistent=False)
@@ -86,7 +96,7 @@ class CompositionJudge(nn.Module, PyTorchModelHubMixin, library_name="concept-gr
             return {k: np.zeros((0, n)) for k, n in self.head_sizes.items()}
         return {k: torch.cat([p[k] for p in parts]).softmax(-1).numpy() for k in parts[0]}
 
-    def validate(self, world: "BirdWorld | None" = None, per_class: int = 2) -> JudgeReport:
+    def validate(self, world: BirdWorld | None = None, per_class: int = 2) -> JudgeReport:
         """Accuracy of the verdict heads (:data:`HEADS`: count, scene, facing) on ``per_class``
         held-out compositions per species of ``world`` (default: SUB's species at the judge's
         size). The ``species`` head gives no verdict (ConceptBed's concepts are species it never saw)."""
@@ -119,20 +129,32 @@ def composition_set(world, per_class: int, start: int = 0, seed: int = 0) -> Com
 
     varied = BirdWorld(composition_config(world.config), world.vocab)
     rng = np.random.default_rng([seed, start, 303])
-    comps = [varied.composition(i, int(rng.integers(1, 4)))
-             for c in range(varied.num_classes) for i in varied.class_indices(c, per_class, start)]
+    comps = [
+        varied.composition(i, int(rng.integers(1, 4)))
+        for c in range(varied.num_classes)
+        for i in varied.class_indices(c, per_class, start)
+    ]
     return CompositionSet(
         images=np.stack([c.image for c in comps]),
-        targets={"count": np.asarray([c.count - 1 for c in comps]),
-                 "scene": np.asarray([BACKGROUNDS.index(c.scene) for c in comps]),
-                 "facing": np.asarray([tuple(ACTIONS).index(c.facing) for c in comps]),
-                 "species": np.asarray([c.label for c in comps])},
+        targets={
+            "count": np.asarray([c.count - 1 for c in comps]),
+            "scene": np.asarray([BACKGROUNDS.index(c.scene) for c in comps]),
+            "facing": np.asarray([tuple(ACTIONS).index(c.facing) for c in comps]),
+            "species": np.asarray([c.label for c in comps]),
+        },
     )
 
 
-def train_composition_judge(data: CompositionSet, num_classes: int, epochs: int = 20, batch_size: int = 128,
-                            lr: float = 3e-3, seed: int = 0, device: str = "cpu", progress: bool = True
-                            ) -> CompositionJudge:
+def train_composition_judge(
+    data: CompositionSet,
+    num_classes: int,
+    epochs: int = 20,
+    batch_size: int = 128,
+    lr: float = 3e-3,
+    seed: int = 0,
+    device: str = "cpu",
+    progress: bool = True,
+) -> CompositionJudge:
     """Fit a :class:`CompositionJudge` through the shared :func:`~concept_grounding.models.training.fit`
     (sum of the heads' cross-entropies, AdamW, one-cycle with 15 % warm-up, one-pixel random
     shifts); deterministic in ``seed`` on the CPU; the caller's global RNG state is restored."""
@@ -150,9 +172,23 @@ def train_composition_judge(data: CompositionSet, num_classes: int, epochs: int 
         out = judge(batch[0])
         return sum(nn.functional.cross_entropy(out[k], target) for k, target in zip(names, batch[1:]))
 
-    fit(loss, judge.parameters(), (x, *y), epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=1e-4,
-        schedule="onecycle", optimiser="adamw", warmup=0.15, augment=lambda im: shift_images(im, shifts), seed=seed,
-        module=judge, desc="composition judge", progress=progress)
+    fit(
+        loss,
+        judge.parameters(),
+        (x, *y),
+        epochs=epochs,
+        batch_size=batch_size,
+        lr=lr,
+        weight_decay=1e-4,
+        schedule="onecycle",
+        optimiser="adamw",
+        warmup=0.15,
+        augment=lambda im: shift_images(im, shifts),
+        seed=seed,
+        module=judge,
+        desc="composition judge",
+        progress=progress,
+    )
     return judge.eval().cpu()
 
 
@@ -166,8 +202,9 @@ def validate_composition_judge(judge: CompositionJudge, data: CompositionSet) ->
 COMPOSITION_JUDGE_DIR = Path(__file__).resolve().parent.parent / "assets" / "composition_judge"
 
 
-def ship_composition_judge(out: str | Path = COMPOSITION_JUDGE_DIR, per_class: int = 120, epochs: int = 20,
-                           seed: int = 0) -> dict[str, float]:
+def ship_composition_judge(
+    out: str | Path = COMPOSITION_JUDGE_DIR, per_class: int = 120, epochs: int = 20, seed: int = 0
+) -> dict[str, float]:
     """Train the shipped judge on compositions of the default world (SUB's 33 species at 32 px),
     validate it on held-out compositions of the other 167 CUB species (the ones ConceptBed's
     learners learn), and save it (fp16 safetensors) with its validation and model card."""
@@ -177,16 +214,26 @@ def ship_composition_judge(out: str | Path = COMPOSITION_JUDGE_DIR, per_class: i
     from ..world import BirdWorld, WorldConfig
 
     world = BirdWorld(WorldConfig(image_size=32, seed=seed))
-    judge = train_composition_judge(composition_set(world, per_class, 0, seed), world.num_classes, epochs=epochs,
-                                    seed=seed)
+    judge = train_composition_judge(
+        composition_set(world, per_class, 0, seed), world.num_classes, epochs=epochs, seed=seed
+    )
     others = tuple(c for c in load_vocabulary().classes if c not in world.class_names)
-    held_out = composition_set(BirdWorld(WorldConfig(image_size=32, seed=seed, class_names=others)), 4, 10_000, seed + 1)
+    held_out = composition_set(
+        BirdWorld(WorldConfig(image_size=32, seed=seed, class_names=others)), 4, 10_000, seed + 1
+    )
     validation = validate_composition_judge(judge, held_out)
     out = Path(out)
     judge.half().save_pretrained(out)
     (out / "validation.json").write_text(json.dumps(validation, indent=1) + "\n")
-    (out / "README.md").write_text(_CARD.format(per_class=per_class, epochs=epochs, seed=seed, n=len(held_out.images),
-                                                val=", ".join(f"{k} {100 * v:.1f} %" for k, v in validation.items())))
+    (out / "README.md").write_text(
+        _CARD.format(
+            per_class=per_class,
+            epochs=epochs,
+            seed=seed,
+            n=len(held_out.images),
+            val=", ".join(f"{k} {100 * v:.1f} %" for k, v in validation.items()),
+        )
+    )
     return validation
 
 

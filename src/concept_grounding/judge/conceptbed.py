@@ -42,8 +42,19 @@ from .base import JudgeReport, as_image_array, to_unit
 from .conceptbed_spec import CAPACITIES, CONCEPTBED_BAR, KINDS, TRAIN_BLOCK, VALIDATION_BLOCK, ConceptBedJudgeSpec
 from .registry import register_judge
 
-__all__ = ["CAPACITIES", "CONCEPTBED_BAR", "KINDS", "ConceptBedJudgeSpec", "ClassifierJudge", "ConceptBedJudge",
-           "train_conceptbed_judge", "load_or_train", "require_valid", "conceptbed_world"]
+__all__ = [
+    "CAPACITIES",
+    "CONCEPTBED_BAR",
+    "KINDS",
+    "ConceptBedJudgeSpec",
+    "ClassifierJudge",
+    "ConceptBedJudge",
+    "train_conceptbed_judge",
+    "load_or_train",
+    "require_valid",
+    "conceptbed_world",
+]
+
 
 class ClassifierJudge(nn.Module, PyTorchModelHubMixin, **HUB_KWARGS, tags=["conceptbed-judge"]):
     """A :class:`~concept_grounding.models.SmallCNN` and a linear head: images ``(B, 3, H, W)`` in
@@ -52,7 +63,7 @@ class ClassifierJudge(nn.Module, PyTorchModelHubMixin, **HUB_KWARGS, tags=["conc
     def __init__(self, num_classes: int, channels: Sequence[int] = CAPACITIES["medium"]) -> None:
         super().__init__()
         channels = [int(c) for c in channels]
-        self.backbone = build_backbone({"kind": "cnn", "channels": channels, "strides": [1, 2, 2][:len(channels)]})
+        self.backbone = build_backbone({"kind": "cnn", "channels": channels, "strides": [1, 2, 2][: len(channels)]})
         self.head = nn.Linear(channels[-1], int(num_classes))
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
@@ -65,8 +76,9 @@ def conceptbed_world(spec: ConceptBedJudgeSpec) -> BirdWorld:
     from ..vocabulary import load_vocabulary
 
     classes = tuple(spec.classes) if spec.classes else tuple(load_vocabulary().classes)
-    return BirdWorld(WorldConfig(image_size=spec.image_size, class_names=classes, seed=spec.seed, pose="canonical",
-                                 scene="plain"))
+    return BirdWorld(
+        WorldConfig(image_size=spec.image_size, class_names=classes, seed=spec.seed, pose="canonical", scene="plain")
+    )
 
 
 @dataclass
@@ -104,7 +116,7 @@ class ConceptBedJudge:
         images = as_image_array(images)
         parts = []
         for start in range(0, len(images), batch_size):
-            out = self.model(to_unit(images[start:start + batch_size]))
+            out = self.model(to_unit(images[start : start + batch_size]))
             parts.append(out.concept_probs if self.spec.kind == "attributes" else torch.softmax(out, dim=-1))
         return torch.cat(parts).double().numpy() if parts else np.zeros((0, len(self.names)))
 
@@ -136,9 +148,18 @@ class ConceptBedJudge:
 
     def save(self, folder: Path) -> None:
         self.model.save_pretrained(folder)
-        (folder / "judge.json").write_text(json.dumps({"spec": asdict(self.spec), "accuracy": self.accuracy,
-                                                       "names": list(self.names), "attributes": list(self.attributes)},
-                                                      indent=1), encoding="utf-8")
+        (folder / "judge.json").write_text(
+            json.dumps(
+                {
+                    "spec": asdict(self.spec),
+                    "accuracy": self.accuracy,
+                    "names": list(self.names),
+                    "attributes": list(self.attributes),
+                },
+                indent=1,
+            ),
+            encoding="utf-8",
+        )
 
 
 def attribute_indices(world: BirdWorld) -> tuple[int, ...]:
@@ -150,8 +171,11 @@ def _species_data(world: BirdWorld, per_class: int, block: int) -> tuple[np.ndar
     """(images, labels, (N, 312) exact attributes) of ``per_class`` renders of every class."""
     indices = [c + (block + k) * world.num_classes for k in range(per_class) for c in range(world.num_classes)]
     samples = list(world.samples(indices))
-    return (np.stack([s.image for s in samples]), np.array([s.label for s in samples]),
-            np.stack([s.attributes for s in samples]))
+    return (
+        np.stack([s.image for s in samples]),
+        np.array([s.label for s in samples]),
+        np.stack([s.attributes for s in samples]),
+    )
 
 
 def _style_data(world: BirdWorld, per_species: int, block: int) -> tuple[np.ndarray, np.ndarray]:
@@ -165,19 +189,31 @@ def _style_data(world: BirdWorld, per_species: int, block: int) -> tuple[np.ndar
     return np.stack(images), np.array(labels)
 
 
-def train_classifier(spec: ConceptBedJudgeSpec, images: np.ndarray, labels: np.ndarray, num_classes: int,
-                     progress: bool) -> ClassifierJudge:
+def train_classifier(
+    spec: ConceptBedJudgeSpec, images: np.ndarray, labels: np.ndarray, num_classes: int, progress: bool
+) -> ClassifierJudge:
     """A :class:`ClassifierJudge` fitted by the shared :func:`~concept_grounding.models.training.fit`."""
     with reproducible(spec.seed):
         model = ClassifierJudge(num_classes, CAPACITIES[spec.capacity])
-        fit(lambda b: nn.functional.cross_entropy(model(b[0]), b[1]), model.parameters(),
-            (to_unit(images), torch.from_numpy(labels).long()), epochs=spec.epochs, batch_size=64, lr=3e-3,
-            schedule="onecycle", seed=spec.seed, module=model, desc=f"{spec.kind} judge", progress=progress)
+        fit(
+            lambda b: nn.functional.cross_entropy(model(b[0]), b[1]),
+            model.parameters(),
+            (to_unit(images), torch.from_numpy(labels).long()),
+            epochs=spec.epochs,
+            batch_size=64,
+            lr=3e-3,
+            schedule="onecycle",
+            seed=spec.seed,
+            module=model,
+            desc=f"{spec.kind} judge",
+            progress=progress,
+        )
     return model.eval()
 
 
-def train_conceptbed_judge(spec: ConceptBedJudgeSpec, world: BirdWorld | None = None,
-                           progress: bool = False) -> ConceptBedJudge:
+def train_conceptbed_judge(
+    spec: ConceptBedJudgeSpec, world: BirdWorld | None = None, progress: bool = False
+) -> ConceptBedJudge:
     """Train the judge ``spec`` describes on ``world`` (default :func:`conceptbed_world`) and
     validate it on held-out renders (module docstring)."""
     world = world or conceptbed_world(spec)
@@ -186,25 +222,38 @@ def train_conceptbed_judge(spec: ConceptBedJudgeSpec, world: BirdWorld | None = 
         judge = ConceptBedJudge(spec, train_classifier(spec, x, y, len(STYLES), progress), 0.0, STYLES)
     elif spec.kind == "species":
         x, y, _ = _species_data(world, spec.per_class, TRAIN_BLOCK)
-        judge = ConceptBedJudge(spec, train_classifier(spec, x, y, world.num_classes, progress), 0.0,
-                                world.class_names)
+        judge = ConceptBedJudge(spec, train_classifier(spec, x, y, world.num_classes, progress), 0.0, world.class_names)
     else:
         x, y, attrs = _species_data(world, spec.per_class, TRAIN_BLOCK)
         cols = list(attribute_indices(world))
         names = tuple(world.vocab.attributes[i] for i in cols)
-        tensors = ConceptTensors(to_unit(x), torch.from_numpy(attrs[:, cols]).float(), torch.from_numpy(y).long(),
-                                 tuple(cols), names, world.class_names)
+        tensors = ConceptTensors(
+            to_unit(x),
+            torch.from_numpy(attrs[:, cols]).float(),
+            torch.from_numpy(y).long(),
+            tuple(cols),
+            names,
+            world.class_names,
+        )
         with reproducible(spec.seed):
             backbone = {"kind": "cnn", "channels": list(CAPACITIES[spec.capacity]), "strides": [1, 2, 2]}
-            model = train_cem(tensors, epochs=spec.epochs, seed=spec.seed, progress=progress, augment=False,
-                              batch_size=64, backbone=backbone)
+            model = train_cem(
+                tensors,
+                epochs=spec.epochs,
+                seed=spec.seed,
+                progress=progress,
+                augment=False,
+                batch_size=64,
+                backbone=backbone,
+            )
         judge = ConceptBedJudge(spec, model, 0.0, names, tuple(cols))
     judge.validate(world, 2 if spec.kind == "style" else 5)
     return judge
 
 
-def load_or_train(spec: ConceptBedJudgeSpec, cache: str | Path | None, world: BirdWorld | None = None,
-                  progress: bool = False) -> ConceptBedJudge:
+def load_or_train(
+    spec: ConceptBedJudgeSpec, cache: str | Path | None, world: BirdWorld | None = None, progress: bool = False
+) -> ConceptBedJudge:
     """The judge from ``cache / spec.key`` if there, else trained (and cached once it passes
     :data:`CONCEPTBED_BAR`, so a failing judge leaves nothing behind)."""
     folder = None if cache is None else Path(cache) / spec.key
@@ -224,18 +273,29 @@ def require_valid(judge: ConceptBedJudge, argument: str = "--oracle-per-class") 
     """``judge`` if its validation accuracy reaches :data:`CONCEPTBED_BAR`; else a one-line
     :class:`~concept_grounding.errors.UsageError` naming ``argument`` (no CCD from it)."""
     if judge.accuracy < CONCEPTBED_BAR:
-        raise UsageError(f"the {judge.spec.kind} judge ({judge.spec.capacity}) validates at {judge.accuracy:.1%} "
-                         f"on held-out renders, below {CONCEPTBED_BAR:.0%}: its CCD is refused",
-                         argument=argument, hint="train it on more renders or epochs")
+        raise UsageError(
+            f"the {judge.spec.kind} judge ({judge.spec.capacity}) validates at {judge.accuracy:.1%} "
+            f"on held-out renders, below {CONCEPTBED_BAR:.0%}: its CCD is refused",
+            argument=argument,
+            hint="train it on more renders or epochs",
+        )
     return judge
 
 
 def _factory(kind: str):
-    def create(cache: str | Path | None = None, capacity: str = "medium", per_class: int = 40, epochs: int = 8,
-               seed: int = 0, image_size: int = 32, classes: Sequence[str] | None = None,
-               progress: bool = False) -> ConceptBedJudge:
-        spec = ConceptBedJudgeSpec(kind, capacity, per_class, epochs, seed, image_size,
-                                   tuple(classes) if classes else None)
+    def create(
+        cache: str | Path | None = None,
+        capacity: str = "medium",
+        per_class: int = 40,
+        epochs: int = 8,
+        seed: int = 0,
+        image_size: int = 32,
+        classes: Sequence[str] | None = None,
+        progress: bool = False,
+    ) -> ConceptBedJudge:
+        spec = ConceptBedJudgeSpec(
+            kind, capacity, per_class, epochs, seed, image_size, tuple(classes) if classes else None
+        )
         return load_or_train(spec, cache, progress=progress)
 
     create.__doc__ = f"ConceptBed's {kind} judge of these settings, cached or trained (:func:`load_or_train`)."

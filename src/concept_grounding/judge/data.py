@@ -62,11 +62,14 @@ class JudgeSet:
         return np.ones(len(self), bool) if self.attribute_mask is None else self.attribute_mask
 
     @staticmethod
-    def concat(parts: Sequence["JudgeSet"]) -> "JudgeSet":
+    def concat(parts: Sequence[JudgeSet]) -> JudgeSet:
         parts = [p for p in parts if len(p)]
-        return JudgeSet(np.concatenate([p.images for p in parts]), np.concatenate([p.labels for p in parts]),
-                        np.concatenate([p.attributes for p in parts]),
-                        np.concatenate([p.trains_attributes for p in parts]))
+        return JudgeSet(
+            np.concatenate([p.images for p in parts]),
+            np.concatenate([p.labels for p in parts]),
+            np.concatenate([p.attributes for p in parts]),
+            np.concatenate([p.trains_attributes for p in parts]),
+        )
 
 
 @dataclass(frozen=True)
@@ -105,8 +108,11 @@ def _rounds(world: BirdWorld, start: int, count: int) -> list[int]:
 def typical_renders(world: BirdWorld, per_class: int, start: int) -> JudgeSet:
     """``per_class`` renders of every class from round ``start`` on, with their truth."""
     samples = list(world.samples(_rounds(world, start, per_class)))
-    return JudgeSet(np.stack([s.image for s in samples]), np.array([s.label for s in samples]),
-                    np.stack([s.attributes for s in samples]))
+    return JudgeSet(
+        np.stack([s.image for s in samples]),
+        np.array([s.label for s in samples]),
+        np.stack([s.attributes for s in samples]),
+    )
 
 
 def random_edits(world: BirdWorld, per_class: int, start: int, rng: np.random.Generator) -> JudgeSet:
@@ -141,8 +147,9 @@ def judge_training_set(world: BirdWorld, per_class: int, start: int = TRAIN_STAR
     return JudgeSet.concat([typical, edits, deviant])
 
 
-def exact_edits(world: BirdWorld, pairings: Sequence[tuple[str, str]], per_pairing: int,
-                start: int = VALIDATION_START) -> EditSet:
+def exact_edits(
+    world: BirdWorld, pairings: Sequence[tuple[str, str]], per_pairing: int, start: int = VALIDATION_START
+) -> EditSet:
     """``per_pairing`` exact edits of every ``(class name, S+)`` pairing: renders of the
     class from round ``start`` on (skipping birds that already show S+), with S+ substituted."""
     vocab = world.vocab
@@ -167,5 +174,13 @@ def exact_edits(world: BirdWorld, pairings: Sequence[tuple[str, str]], per_pairi
             removed.append(tuple(vocab.attribute_index(a) for a in gone))
             groups.append(vocab.group_of(target))
             found += 1
-    return EditSet(np.stack(edited), np.stack(original), np.array(labels), np.array(targets), tuple(removed),
-                   np.array(groups), np.stack([t[0] for t in truth]), np.stack([t[1] for t in truth]))
+    return EditSet(
+        np.stack(edited),
+        np.stack(original),
+        np.array(labels),
+        np.array(targets),
+        tuple(removed),
+        np.array(groups),
+        np.stack([t[0] for t in truth]),
+        np.stack([t[1] for t in truth]),
+    )

@@ -21,8 +21,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -61,10 +61,16 @@ def layout_trunk(width: int) -> nn.Sequential:
     resolution (colour features of every pixel, so a one-pixel eye survives), max-pooled,
     then a 3x3 convolution at half resolution, max-pooled and flattened."""
     return nn.Sequential(
-        nn.Conv2d(3, width, 3, padding=1, bias=False), nn.BatchNorm2d(width), nn.ReLU(inplace=True),
-        nn.Conv2d(width, width, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU(inplace=True),
+        nn.Conv2d(3, width, 3, padding=1, bias=False),
+        nn.BatchNorm2d(width),
+        nn.ReLU(inplace=True),
+        nn.Conv2d(width, width, 1, bias=False),
+        nn.BatchNorm2d(width),
+        nn.ReLU(inplace=True),
         nn.MaxPool2d(2),
-        nn.Conv2d(width, 2 * width, 3, padding=1, bias=False), nn.BatchNorm2d(2 * width), nn.ReLU(inplace=True),
+        nn.Conv2d(width, 2 * width, 3, padding=1, bias=False),
+        nn.BatchNorm2d(2 * width),
+        nn.ReLU(inplace=True),
         nn.MaxPool2d(2),
         nn.Flatten(),
     )
@@ -138,23 +144,30 @@ class WorldJudge(nn.Module, PyTorchModelHubMixin, library_name="concept-groundin
             return {k: np.zeros((0, n)) for k, n in self.head_sizes.items()}
         return {"species": np.concatenate(species), "attributes": np.concatenate(attributes)}
 
-    def world(self) -> "BirdWorld":
+    def world(self) -> BirdWorld:
         """The world this judge reads: its classes at its image size, canonical pose, plain scene."""
         from ..world import BirdWorld, WorldConfig
 
-        return BirdWorld(WorldConfig(image_size=self.image_size, class_names=self.class_names, pose="canonical",
-                                     scene="plain"))
+        return BirdWorld(
+            WorldConfig(image_size=self.image_size, class_names=self.class_names, pose="canonical", scene="plain")
+        )
 
-    def validate(self, world: "BirdWorld | None" = None, per_class: int = 2) -> JudgeReport:
+    def validate(self, world: BirdWorld | None = None, per_class: int = 2) -> JudgeReport:
         """:func:`~.validation.validate_judge` on held-out exact edits (one per SUB pairing) and
         ``per_class`` renders per class of ``world`` (default :meth:`world`), as a
         :class:`~.base.JudgeReport` of the raw measures; the full table is ``details["validation"]``."""
         from .validation import validate_judge
 
-        validation = validate_judge(lambda ims: judge_images(self, ims), world or self.world(),
-                                    renders_per_class=per_class)
-        return JudgeReport(self.name, dict(validation.raw.overall), self.bar,
-                           validation.edits + validation.renders, {"validation": validation})
+        validation = validate_judge(
+            lambda ims: judge_images(self, ims), world or self.world(), renders_per_class=per_class
+        )
+        return JudgeReport(
+            self.name,
+            dict(validation.raw.overall),
+            self.bar,
+            validation.edits + validation.renders,
+            {"validation": validation},
+        )
 
 
 @dataclass(frozen=True)
@@ -175,7 +188,7 @@ class TraitLayout:
     num_attributes: int
 
     @classmethod
-    def of(cls, vocab: Vocabulary) -> "TraitLayout":
+    def of(cls, vocab: Vocabulary) -> TraitLayout:
         slices, columns, start = [], [], 0
         for g in BASE_GROUPS:
             values = RENDERED_VALUES[g]
@@ -185,7 +198,9 @@ class TraitLayout:
         derived = []
         for group, bases in DERIVED_GROUPS.items():
             for v in RENDERED_VALUES[group]:
-                sources = tuple((BASE_GROUPS.index(b), RENDERED_VALUES[b].index(v)) for b in bases if v in RENDERED_VALUES[b])
+                sources = tuple(
+                    (BASE_GROUPS.index(b), RENDERED_VALUES[b].index(v)) for b in bases if v in RENDERED_VALUES[b]
+                )
                 derived.append((vocab.attribute_index(f"has_{group}::{v}"), sources))
         return cls(tuple(slices), tuple(columns), tuple(derived), vocab.num_attributes)
 
@@ -214,7 +229,9 @@ class TraitLayout:
         return out
 
 
-def judge_images(judge: WorldJudge, images: np.ndarray | Sequence, batch_size: int = 128) -> tuple[np.ndarray, np.ndarray]:
+def judge_images(
+    judge: WorldJudge, images: np.ndarray | Sequence, batch_size: int = 128
+) -> tuple[np.ndarray, np.ndarray]:
     """The judge's verdict on uint8 ``(N, H, W, 3)`` images (or PIL images):
     ``(species argmax (N,), attribute probabilities (N, 312))``, 0.5 off its columns
     (the ``images -> verdict`` callable :func:`~.validation.validate_judge` takes)."""
@@ -256,9 +273,23 @@ def train_judge(
         judge = WorldJudge(data.images.shape[1], class_names)
     y_traits = torch.from_numpy(judge.traits.targets(data.attributes)).long()
     shifts = torch.Generator().manual_seed(int(seed))
-    fit(_judge_loss(judge, y_traits[trains]), judge.parameters(), (x_all, y_traits, y_species, trains), epochs=epochs,
-        batch_size=batch_size, lr=lr, weight_decay=1e-4, schedule="onecycle", optimiser="adamw", warmup=0.15,
-        augment=lambda x: shift_images(x, shifts), seed=seed, module=judge, desc="judge", progress=progress)
+    fit(
+        _judge_loss(judge, y_traits[trains]),
+        judge.parameters(),
+        (x_all, y_traits, y_species, trains),
+        epochs=epochs,
+        batch_size=batch_size,
+        lr=lr,
+        weight_decay=1e-4,
+        schedule="onecycle",
+        optimiser="adamw",
+        warmup=0.15,
+        augment=lambda x: shift_images(x, shifts),
+        seed=seed,
+        module=judge,
+        desc="judge",
+        progress=progress,
+    )
     return judge.eval()
 
 
@@ -281,8 +312,10 @@ def _judge_loss(judge: WorldJudge, trained_traits: torch.Tensor):
         total = out.species_logits.new_zeros(())
         if trains.any():
             logits, targets = out.trait_logits[trains], y_traits[trains]
-            total = total + sum(nn.functional.cross_entropy(logits[:, s], targets[:, k], weight=weights[k])
-                                for k, s in enumerate(slices)) / len(slices)
+            total = total + sum(
+                nn.functional.cross_entropy(logits[:, s], targets[:, k], weight=weights[k])
+                for k, s in enumerate(slices)
+            ) / len(slices)
         has_species = y_species >= 0
         if has_species.any():
             total = total + nn.functional.cross_entropy(out.species_logits[has_species], y_species[has_species])

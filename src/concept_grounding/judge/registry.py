@@ -25,6 +25,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def register_judge(name: str) -> Callable[[F], F]:
     """Register ``factory(**kwargs) -> ImageJudge`` under ``name`` (a name registers once)."""
+
     def decorate(factory: F) -> F:
         if _FACTORIES.get(name, factory) is not factory:
             raise ValueError(f"judge: {name!r} is already registered")

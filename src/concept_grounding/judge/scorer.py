@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image
 
-from ..tdg.filter import OptionScorer, group_options, vqa_question
 from ..fileio import markdown_table
+from ..tdg.filter import OptionScorer, group_options, vqa_question
 from ..world import BirdWorld
 from .data import VALIDATION_START, exact_edits
 from .stats import auroc
@@ -44,17 +44,30 @@ class ScorerValidation:
 
     def to_markdown(self) -> str:
         rows = [(g, r) for g, r in self.per_group.items()] + [("**all**", self.overall)]
-        table = markdown_table(["group", "edits", "AUROC p(S+), edit vs original", "S+ top answer on edits",
-                                "S+ top answer on originals"],
-                               [[g, int(r["n"]), f"{r['auroc']:.3f}", f"{100 * r['s_plus_accuracy']:.1f} %",
-                                 f"{100 * r['false_s_plus']:.1f} %"] for g, r in rows])
+        table = markdown_table(
+            ["group", "edits", "AUROC p(S+), edit vs original", "S+ top answer on edits", "S+ top answer on originals"],
+            [
+                [
+                    g,
+                    int(r["n"]),
+                    f"{r['auroc']:.3f}",
+                    f"{100 * r['s_plus_accuracy']:.1f} %",
+                    f"{100 * r['false_s_plus']:.1f} %",
+                ]
+                for g, r in rows
+            ],
+        )
         return "\n".join([f"Scorer validated on {self.edits} held-out exact edits and their originals.", "", table])
 
 
 def _rates(p_edit: np.ndarray, p_orig: np.ndarray, top_edit: np.ndarray, top_orig: np.ndarray) -> dict[str, float]:
     labels = np.r_[np.ones(len(p_edit), bool), np.zeros(len(p_orig), bool)]
-    return {"n": float(len(p_edit)), "auroc": auroc(np.r_[p_edit, p_orig], labels),
-            "s_plus_accuracy": float(np.mean(top_edit)), "false_s_plus": float(np.mean(top_orig))}
+    return {
+        "n": float(len(p_edit)),
+        "auroc": auroc(np.r_[p_edit, p_orig], labels),
+        "s_plus_accuracy": float(np.mean(top_edit)),
+        "false_s_plus": float(np.mean(top_orig)),
+    }
 
 
 def validate_scorer_on_world(
@@ -79,6 +92,13 @@ def validate_scorer_on_world(
             probs = np.asarray(scorer.score([Image.fromarray(images[i]) for i in rows], question, options, str(group)))
             p[rows] = probs[np.arange(len(rows)), column]
             top[rows] = probs.argmax(1) == column
-    per_group = {str(g): _rates(p_edit[edits.groups == g], p_orig[edits.groups == g], top_edit[edits.groups == g],
-                                top_orig[edits.groups == g]) for g in np.unique(edits.groups)}
+    per_group = {
+        str(g): _rates(
+            p_edit[edits.groups == g],
+            p_orig[edits.groups == g],
+            top_edit[edits.groups == g],
+            top_orig[edits.groups == g],
+        )
+        for g in np.unique(edits.groups)
+    }
     return ScorerValidation(_rates(p_edit, p_orig, top_edit, top_orig), per_group, len(edits))

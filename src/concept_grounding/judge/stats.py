@@ -51,7 +51,7 @@ def bootstrap_ci(values: np.ndarray, clusters: np.ndarray, n: int = 1000, seed: 
 def summarise(values: np.ndarray, clusters: np.ndarray, n: int = 1000, seed: int = 0) -> dict[str, object]:
     """``{"mean", "ci95": [lo, hi], "n"}`` of ``values`` with a cluster bootstrap interval."""
     lo, hi = bootstrap_ci(values, clusters, n, seed)
-    return {"mean": float(np.mean(values)) if len(values) else float("nan"), "ci95": [lo, hi], "n": int(len(values))}
+    return {"mean": float(np.mean(values)) if len(values) else float("nan"), "ci95": [lo, hi], "n": len(values)}
 
 
 def paired_sample_size(p1: float, p2: float, alpha: float = 0.05, power: float = 0.8) -> int:

@@ -69,8 +69,9 @@ def balanced_accuracy(probs: np.ndarray, truth: np.ndarray) -> np.ndarray:
     return out
 
 
-def substitution_verdicts(species: np.ndarray, probs: np.ndarray, labels: np.ndarray, targets: np.ndarray,
-                          removed: Sequence[Sequence[int]]) -> dict[str, np.ndarray]:
+def substitution_verdicts(
+    species: np.ndarray, probs: np.ndarray, labels: np.ndarray, targets: np.ndarray, removed: Sequence[Sequence[int]]
+) -> dict[str, np.ndarray]:
     """SUB's verdicts on N images meant to show species ``labels`` with S+ ``targets`` (CUB
     indices) and without the ``removed`` S- indices, from a judge's ``species`` ``(N,)`` and
     ``probs`` ``(N, 312)``: ``s_plus_found`` (p(S+) > 0.5), ``s_minus_removed`` (every S-
@@ -86,8 +87,13 @@ def substitution_verdicts(species: np.ndarray, probs: np.ndarray, labels: np.nda
     p_plus = probs[rows, np.asarray(targets)]
     gone = np.array([all(probs[i, j] <= 0.5 for j in r) for i, r in enumerate(removed)], bool)
     kept = np.asarray(species) == np.asarray(labels)
-    return {"s_plus_found": p_plus > 0.5, "s_minus_removed": gone, "species_kept": kept,
-            "success": (p_plus > 0.5) & kept, "p_s_plus": p_plus}
+    return {
+        "s_plus_found": p_plus > 0.5,
+        "s_minus_removed": gone,
+        "species_kept": kept,
+        "success": (p_plus > 0.5) & kept,
+        "p_s_plus": p_plus,
+    }
 
 
 def verdict_caption(s_plus_found: bool, species_kept: bool | None = None) -> tuple[str, bool]:
@@ -137,8 +143,9 @@ class JudgeValidation:
         """Attribute groups whose raw S+ found, S- removed and render accuracy meet the bars
         (render accuracy counts where it was measured: a group whose columns all lack
         positives or negatives among the renders is judged on its edits)."""
-        return tuple(g for g, r in self.raw.per_group.items()
-                     if all(r[k] >= self.bars[k] for k in _GROUP_KEYS if k in r))
+        return tuple(
+            g for g, r in self.raw.per_group.items() if all(r[k] >= self.bars[k] for k in _GROUP_KEYS if k in r)
+        )
 
     @property
     def failures(self) -> list[str]:
@@ -155,25 +162,37 @@ class JudgeValidation:
         """True when a substitution table may be printed as a finding: the species bars are met
         and at least one attribute group passes every bar (only those groups are reported)."""
         r = self.raw.overall
-        species_ok = r["species_kept"] >= self.bars["species_kept"] and r["render_species"] >= self.bars["render_species"]
+        species_ok = (
+            r["species_kept"] >= self.bars["species_kept"] and r["render_species"] >= self.bars["render_species"]
+        )
         return bool(species_ok and self.validated_groups)
 
     def to_dict(self) -> dict:
-        return {"edits": self.edits, "renders": self.renders, "bars": dict(self.bars),
-                "validated_groups": list(self.validated_groups), "supports_finding": self.supports_finding,
-                "failures": self.failures,
-                "conditions": {k: {"overall": c.overall, "per_group": c.per_group} for k, c in self.conditions.items()}}
+        return {
+            "edits": self.edits,
+            "renders": self.renders,
+            "bars": dict(self.bars),
+            "validated_groups": list(self.validated_groups),
+            "supports_finding": self.supports_finding,
+            "failures": self.failures,
+            "conditions": {k: {"overall": c.overall, "per_group": c.per_group} for k, c in self.conditions.items()},
+        }
 
     def to_markdown(self) -> str:
         """The validation table: overall per condition, then per group (raw and others)."""
         names = list(self.conditions)
         keys = ("s_plus_found", "s_minus_removed", "species_kept", "render_attributes", "render_species")
         heads = ("S+ found", "S- removed", "species kept", "attributes (balanced, renders)", "species (renders)")
-        lines = [f"Held-out exact edits: {self.edits}; ordinary renders: {self.renders}. Bars (raw): "
-                 + ", ".join(f"{h} >= {100 * self.bars[k]:.0f} %" for k, h in zip(keys, heads)) + ".", "",
-                 markdown_table(["condition", *heads],
-                                [[name, *(f"{100 * self.conditions[name].overall[k]:.1f} %" for k in keys)]
-                                 for name in names])]
+        lines = [
+            f"Held-out exact edits: {self.edits}; ordinary renders: {self.renders}. Bars (raw): "
+            + ", ".join(f"{h} >= {100 * self.bars[k]:.0f} %" for k, h in zip(keys, heads))
+            + ".",
+            "",
+            markdown_table(
+                ["condition", *heads],
+                [[name, *(f"{100 * self.conditions[name].overall[k]:.1f} %" for k in keys)] for name in names],
+            ),
+        ]
         validated = set(self.validated_groups)
         group_rows = []
         for g in self.raw.per_group:
@@ -182,16 +201,28 @@ class JudgeValidation:
                 r = self.conditions[name].per_group.get(g, {})
                 cells.append(" / ".join(f"{100 * r[k]:.0f}" if k in r else "-" for k in _GROUP_KEYS))
             group_rows.append([g, *cells, "yes" if g in validated else "**no**"])
-        lines += ["", markdown_table(["group", *(f"{n}: S+ / S- / attributes" for n in names), "validated"],
-                                     group_rows)]
-        verdict = ("passes: its verdicts may go into a table" if self.supports_finding and not self.failures else
-                   "meets the bars on the validated groups only" if self.supports_finding else
-                   "FAILS: " + "; ".join(self.failures))
+        lines += [
+            "",
+            markdown_table(["group", *(f"{n}: S+ / S- / attributes" for n in names), "validated"], group_rows),
+        ]
+        verdict = (
+            "passes: its verdicts may go into a table"
+            if self.supports_finding and not self.failures
+            else "meets the bars on the validated groups only"
+            if self.supports_finding
+            else "FAILS: " + "; ".join(self.failures)
+        )
         return "\n".join(lines + ["", f"Judge {verdict}."])
 
 
-def _condition(judge: Judge, edits: EditSet, renders: JudgeSet, transform: Callable[[np.ndarray], np.ndarray] | None,
-               columns: Sequence[int], group_of: Callable[[int], str]) -> ConditionResult:
+def _condition(
+    judge: Judge,
+    edits: EditSet,
+    renders: JudgeSet,
+    transform: Callable[[np.ndarray], np.ndarray] | None,
+    columns: Sequence[int],
+    group_of: Callable[[int], str],
+) -> ConditionResult:
     t = transform or (lambda x: x)
     species, probs = judge(t(edits.edited))
     v = edit_verdicts(species, probs, edits)

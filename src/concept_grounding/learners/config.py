@@ -31,13 +31,16 @@ from ..errors import UsageError, named
 from ..settings import setting
 from ..validators import float_range, int_at_least, nonnegative_int, positive_int
 
-__all__ = ["METHODS", "METHOD_DEFAULTS", "IMAGE_SUFFIXES", "LearnConfig", "check_images", "model_folder",
-           "check_token"]
+__all__ = ["METHODS", "METHOD_DEFAULTS", "IMAGE_SUFFIXES", "LearnConfig", "check_images", "model_folder", "check_token"]
 
 METHODS = ("textual_inversion", "dreambooth", "lora", "custom_diffusion")
 #: method -> (optimisation steps, learning rate): ConceptBed's Table 5 (LoRA: diffusers' Flux LoRA example).
-METHOD_DEFAULTS = {"textual_inversion": (3000, 5e-4), "dreambooth": (400, 5e-6), "lora": (500, 1e-4),
-                   "custom_diffusion": (250, 1e-5)}
+METHOD_DEFAULTS = {
+    "textual_inversion": (3000, 5e-4),
+    "dreambooth": (400, 5e-6),
+    "lora": (500, 1e-4),
+    "custom_diffusion": (250, 1e-5),
+}
 #: methods trained with DreamBooth's prior-preservation loss (Table 5's "Regularizer").
 PRIOR_METHODS = ("dreambooth", "custom_diffusion")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
@@ -87,29 +90,38 @@ class LearnConfig:
     init_word: str = setting("bird", "word whose embedding starts V* (textual inversion, Custom Diffusion)")
     class_prompt: str = setting("a photo of a bird", "prior-preservation prompt (DreamBooth, Custom Diffusion)")
     instance_prompt: str = setting("a photo of {token}", "training caption; {token} is replaced by --token")
-    steps: int | None = setting(None, "optimisation steps (none: the method's Table 5 count)",
-                                parse=_optional(positive_int))
-    lr: float | None = setting(None, "AdamW learning rate (none: the method's Table 5 rate)",
-                               parse=_optional(float_range(0.0, low_open=True)))
+    steps: int | None = setting(
+        None, "optimisation steps (none: the method's Table 5 count)", parse=_optional(positive_int)
+    )
+    lr: float | None = setting(
+        None, "AdamW learning rate (none: the method's Table 5 rate)", parse=_optional(float_range(0.0, low_open=True))
+    )
     batch: int = setting(4, "training images per step (and prior images per step)", parse=positive_int)
     seed: int = setting(0, "seed of every random draw", parse=nonnegative_int)
     device: str = setting("cpu", "torch device (e.g. cuda)")
     dtype: str = setting("float32", "precision of the pipeline (bfloat16 on a GPU)", choices=("float32", "bfloat16"))
     min_images: int = setting(8, "m: fewest training images accepted", parse=positive_int)
-    num_prior: int = setting(16, "prior-preservation images generated from --class-prompt (Table 5: 200)",
-                             parse=positive_int)
+    num_prior: int = setting(
+        16, "prior-preservation images generated from --class-prompt (Table 5: 200)", parse=positive_int
+    )
     prior_weight: float = setting(1.0, "weight lambda of the prior-preservation loss", parse=float_range(0.0))
     prior_steps: int = setting(20, "sampling steps of the prior images", parse=positive_int)
-    prior_cache: str | None = setting(None, "folder of prior images shared by runs (the same model, prompt, count, "
-                                            "steps, seed and size draw the same images; default: the run's own)")
+    prior_cache: str | None = setting(
+        None,
+        "folder of prior images shared by runs (the same model, prompt, count, "
+        "steps, seed and size draw the same images; default: the run's own)",
+    )
     rank: int = setting(16, "LoRA rank (alpha = rank)", parse=positive_int)
-    guidance: float = setting(1.0, "guidance embedding value of a guidance-distilled Flux (ignored otherwise)",
-                              parse=float_range(0.0))
+    guidance: float = setting(
+        1.0, "guidance embedding value of a guidance-distilled Flux (ignored otherwise)", parse=float_range(0.0)
+    )
     checkpoint_every: int = setting(50, "steps between resumable checkpoints", parse=int_at_least(1))
-    gradient_checkpointing: bool = setting(False, "recompute transformer activations in backward (large models)",
-                                           action="store_true")
-    threads: int = setting(1, "torch CPU threads while learning (1: fastest on a shared 2-core machine)",
-                           parse=positive_int)
+    gradient_checkpointing: bool = setting(
+        False, "recompute transformer activations in backward (large models)", action="store_true"
+    )
+    threads: int = setting(
+        1, "torch CPU threads while learning (1: fastest on a shared 2-core machine)", parse=positive_int
+    )
     progress: bool = setting(True, "show no progress bars", flag="--no-progress", action="store_false")
 
     def resolved_steps(self) -> int:
@@ -151,8 +163,10 @@ class LearnConfig:
         vae = json.loads((folder / "vae" / "config.json").read_text())
         multiple = 2 ** len(vae["block_out_channels"])  # the VAE's downsampling x Flux's 2 x 2 packing
         if width % multiple or height % multiple:
-            raise UsageError(f"{width}x{height} images: sides must be multiples of {multiple} for this model",
-                             argument=named("images"))
+            raise UsageError(
+                f"{width}x{height} images: sides must be multiples of {multiple} for this model",
+                argument=named("images"),
+            )
         check_token(folder, self.token, self.init_word)
 
 
@@ -194,8 +208,11 @@ def check_images(folder: str | Path, min_images: int) -> tuple[int, int]:
         raise UsageError(f"no such folder: {path}", argument=named("images"))
     files = image_files(path)
     if len(files) < min_images:
-        raise UsageError(f"{path} holds {len(files)} images, fewer than m = {min_images}", argument=named("images"),
-                         hint="add images or lower min_images")
+        raise UsageError(
+            f"{path} holds {len(files)} images, fewer than m = {min_images}",
+            argument=named("images"),
+            hint="add images or lower min_images",
+        )
     sizes: dict[tuple[int, int], str] = {}
     for f in files:
         try:
@@ -220,8 +237,11 @@ def check_token(folder: Path, token: str, init_word: str) -> None:
     for sub in ("tokenizer", "tokenizer_2"):
         tok = AutoTokenizer.from_pretrained(folder / sub)
         if token in tok.get_vocab() or token.lower() in tok.get_vocab():
-            raise UsageError(f"{token!r} is already in {folder.name}/{sub}'s vocabulary; a placeholder must be a "
-                             "new token", argument=named("token"), hint="pick an unused string such as <v*>")
+            raise UsageError(
+                f"{token!r} is already in {folder.name}/{sub}'s vocabulary; a placeholder must be a new token",
+                argument=named("token"),
+                hint="pick an unused string such as <v*>",
+            )
         ids = [i for i in tok(init_word, add_special_tokens=False).input_ids if i != tok.unk_token_id]
         if not ids:
             raise UsageError(f"{init_word!r} is unknown to {folder.name}/{sub}", argument=named("init_word"))

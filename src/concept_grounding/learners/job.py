@@ -31,8 +31,12 @@ class LearnJobConfig:
         learn: the learner's settings.
     """
 
-    concepts: bool = setting(False, "--images holds one sub-folder per concept: learn each into OUT/<name>, "
-                                    "sharded over accelerate / torchrun processes", action="store_true")
+    concepts: bool = setting(
+        False,
+        "--images holds one sub-folder per concept: learn each into OUT/<name>, "
+        "sharded over accelerate / torchrun processes",
+        action="store_true",
+    )
     out: Path | None = None
     learn: LearnConfig | None = field(default=None)
 
@@ -62,8 +66,11 @@ class LearnResult:
         if not self.config.concepts:
             return out / "learned.json"
         path = out / "concepts.json"
-        path.write_text(json.dumps({"method": self.config.learn.method,
-                                    "concepts": {p.name: str(p) for p in self.folders}}, indent=1))
+        path.write_text(
+            json.dumps(
+                {"method": self.config.learn.method, "concepts": {p.name: str(p) for p in self.folders}}, indent=1
+            )
+        )
         return path
 
 

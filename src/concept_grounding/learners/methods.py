@@ -12,8 +12,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ENCODERS", "LORA_TARGETS", "EMBED_FILES", "add_placeholder", "trainable_parameters",
-           "custom_diffusion_parameters", "save_learned", "load_learned"]
+__all__ = [
+    "ENCODERS",
+    "LORA_TARGETS",
+    "EMBED_FILES",
+    "add_placeholder",
+    "trainable_parameters",
+    "custom_diffusion_parameters",
+    "save_learned",
+    "load_learned",
+]
 
 #: (text encoder, tokenizer) attribute pairs of a FluxPipeline, in the order of :data:`EMBED_FILES`.
 ENCODERS = (("text_encoder", "tokenizer"), ("text_encoder_2", "tokenizer_2"))
@@ -67,8 +75,9 @@ def add_placeholder(pipe: Any, token: str, init_word: str | None, trainable: boo
     for enc_name, tok_name in ENCODERS:
         encoder, tokenizer = getattr(pipe, enc_name), getattr(pipe, tok_name)
         row = _init_row(encoder, tokenizer, init_word, g)
-        pipe.load_textual_inversion({token: row.to(encoder.dtype)}, token=token, tokenizer=tokenizer,
-                                    text_encoder=encoder)
+        pipe.load_textual_inversion(
+            {token: row.to(encoder.dtype)}, token=token, tokenizer=tokenizer, text_encoder=encoder
+        )
         if trainable:
             row = torch.nn.Parameter(row.to(encoder.device))
             hook = _RowHook(tokenizer.convert_tokens_to_ids(token), row)
@@ -81,9 +90,9 @@ def custom_diffusion_parameters(transformer: Any) -> Iterator[tuple[str, Any]]:
     """``(name, parameter)`` of the key/value projections that read text (module doc)."""
     for name, param in transformer.named_parameters():
         parts = name.split(".")
-        if parts[0] == "transformer_blocks" and ("add_k_proj" in parts or "add_v_proj" in parts):
-            yield name, param
-        elif parts[0] == "single_transformer_blocks" and ("to_k" in parts or "to_v" in parts):
+        if (parts[0] == "transformer_blocks" and ("add_k_proj" in parts or "add_v_proj" in parts)) or (
+            parts[0] == "single_transformer_blocks" and ("to_k" in parts or "to_v" in parts)
+        ):
             yield name, param
 
 
@@ -109,8 +118,9 @@ def trainable_parameters(pipe: Any, method: str, rows: dict[str, Any], rank: int
         from peft import LoraConfig
 
         torch.manual_seed(seed)  # peft draws the A matrices from torch's global generator
-        transformer.add_adapter(LoraConfig(r=rank, lora_alpha=rank, init_lora_weights="gaussian",
-                                           target_modules=list(LORA_TARGETS)))
+        transformer.add_adapter(
+            LoraConfig(r=rank, lora_alpha=rank, init_lora_weights="gaussian", target_modules=list(LORA_TARGETS))
+        )
         cast_training_params(transformer, dtype=torch.float32)
         out.update({n: p for n, p in transformer.named_parameters() if p.requires_grad})
     elif method == "custom_diffusion":
@@ -120,8 +130,9 @@ def trainable_parameters(pipe: Any, method: str, rows: dict[str, Any], rank: int
     return out
 
 
-def save_learned(pipe: Any, method: str, token: str, rows: dict[str, Any], params: dict[str, Any],
-                 folder: Path) -> list[str]:
+def save_learned(
+    pipe: Any, method: str, token: str, rows: dict[str, Any], params: dict[str, Any], folder: Path
+) -> list[str]:
     """Write ``method``'s files (module doc) into ``folder``; return their names."""
     from safetensors.torch import save_file
 
@@ -135,8 +146,9 @@ def save_learned(pipe: Any, method: str, token: str, rows: dict[str, Any], param
         from diffusers import FluxPipeline
         from peft.utils import get_peft_model_state_dict
 
-        FluxPipeline.save_lora_weights(folder, transformer_lora_layers=get_peft_model_state_dict(transformer),
-                                       safe_serialization=True)
+        FluxPipeline.save_lora_weights(
+            folder, transformer_lora_layers=get_peft_model_state_dict(transformer), safe_serialization=True
+        )
         written.append(LORA_FILE)
     elif method == "dreambooth":
         transformer.save_pretrained(folder / TRANSFORMER_DIR, safe_serialization=True)
@@ -172,8 +184,9 @@ def load_learned(pipe: Any, folder: str | Path) -> Any:
     manifest = json.loads(manifest_path.read_text())
     method = manifest["method"]
     for (enc_name, tok_name), name in zip(ENCODERS, EMBED_FILES):
-        pipe.load_textual_inversion(str(folder), weight_name=name, tokenizer=getattr(pipe, tok_name),
-                                    text_encoder=getattr(pipe, enc_name))
+        pipe.load_textual_inversion(
+            str(folder), weight_name=name, tokenizer=getattr(pipe, tok_name), text_encoder=getattr(pipe, enc_name)
+        )
     transformer = pipe.transformer
     if method == "lora":
         pipe.load_lora_weights(str(folder), weight_name=LORA_FILE)
@@ -188,8 +201,9 @@ def load_learned(pipe: Any, folder: str | Path) -> Any:
         tensors = load_file(folder / CUSTOM_FILE, device=str(transformer.device))
         missing = sorted(set(tensors) - set(transformer.state_dict()))
         if missing:
-            raise UsageError(f"{len(missing)} tensors do not fit this transformer, e.g. {missing[0]}",
-                             file=folder / CUSTOM_FILE)
+            raise UsageError(
+                f"{len(missing)} tensors do not fit this transformer, e.g. {missing[0]}", file=folder / CUSTOM_FILE
+            )
         with torch.no_grad():
             transformer.load_state_dict({k: v.to(transformer.dtype) for k, v in tensors.items()}, strict=False)
     return pipe

@@ -35,7 +35,17 @@ from ..errors import UsageError, named
 from .config import LearnConfig, image_files, model_folder
 from .methods import add_placeholder, save_learned, trainable_parameters
 
-__all__ = ["Latents", "Learner", "prepare_learner", "flow_loss", "training_step", "learn", "fit", "learn_many", "load_images"]
+__all__ = [
+    "Latents",
+    "Learner",
+    "prepare_learner",
+    "flow_loss",
+    "training_step",
+    "learn",
+    "fit",
+    "learn_many",
+    "load_images",
+]
 
 #: largest T5 prompt length trained (FluxPipeline's default ``max_sequence_length``).
 MAX_SEQUENCE_LENGTH = 512
@@ -76,8 +86,12 @@ def _encode(learner: Learner, prompt: str, batch: int) -> tuple[Any, Any]:
         states, pooled = learner.embeds[prompt]
         return states.expand(batch, -1, -1), pooled.expand(batch, -1)
     pipe = learner.pipe
-    return encode_prompts((pipe.tokenizer, pipe.tokenizer_2), (pipe.text_encoder, pipe.text_encoder_2),
-                          [prompt] * batch, learner.max_length)
+    return encode_prompts(
+        (pipe.tokenizer, pipe.tokenizer_2),
+        (pipe.text_encoder, pipe.text_encoder_2),
+        [prompt] * batch,
+        learner.max_length,
+    )
 
 
 def prepare_learner(pipe: Any, config: LearnConfig) -> Learner:
@@ -135,8 +149,11 @@ def flow_loss(learner: Learner, latents: Latents, prompt: str, g: Any) -> Any:
     img_ids = FluxPipeline._prepare_latent_image_ids(1, h // 2, w // 2, x0.device, x0.dtype)
     states, pooled = _encode(learner, prompt, b)
     txt_ids = torch.zeros(states.shape[1], 3, device=x0.device, dtype=x0.dtype)
-    guidance = (torch.full((b,), cfg.guidance, device=x0.device, dtype=torch.float32)
-                if pipe.transformer.config.guidance_embeds else None)
+    guidance = (
+        torch.full((b,), cfg.guidance, device=x0.device, dtype=torch.float32)
+        if pipe.transformer.config.guidance_embeds
+        else None
+    )
     return flow_matching_loss(pipe.transformer, x0, noise, t, states, pooled, img_ids, txt_ids, guidance)
 
 
@@ -175,14 +192,28 @@ def _prior_images(pipe: Any, cfg: LearnConfig, side: tuple[int, int], work: Path
 
     path = work / "prior_images.npy"
     if cfg.prior_cache:  # shared by every concept of a run: what the images depend on names the file
-        key = json.dumps([str(Path(str(cfg.model)).resolve()) if cfg.model != "world" else "world", cfg.class_prompt,
-                          cfg.num_prior, cfg.prior_steps, cfg.seed, list(side), cfg.batch, cfg.dtype])
+        key = json.dumps(
+            [
+                str(Path(str(cfg.model)).resolve()) if cfg.model != "world" else "world",
+                cfg.class_prompt,
+                cfg.num_prior,
+                cfg.prior_steps,
+                cfg.seed,
+                list(side),
+                cfg.batch,
+                cfg.dtype,
+            ]
+        )
         path = Path(cfg.prior_cache) / f"prior-{hashlib.sha256(key.encode()).hexdigest()[:16]}.npy"
     if path.exists():
         return np.load(path)
-    kwargs: dict[str, Any] = {"height": side[0], "width": side[1], "num_inference_steps": cfg.prior_steps,
-                              "max_sequence_length": min(int(pipe.tokenizer_2.model_max_length), MAX_SEQUENCE_LENGTH),
-                              "output_type": "np"}
+    kwargs: dict[str, Any] = {
+        "height": side[0],
+        "width": side[1],
+        "num_inference_steps": cfg.prior_steps,
+        "max_sequence_length": min(int(pipe.tokenizer_2.model_max_length), MAX_SEQUENCE_LENGTH),
+        "output_type": "np",
+    }
     if pipe.transformer.config.guidance_embeds:
         kwargs["guidance_scale"] = 3.5
     else:  # an undistilled Flux (the world's) samples with true CFG against the empty prompt
@@ -228,11 +259,13 @@ def _check_out(config: LearnConfig, out: Path) -> None:
     """Record the config in ``out`` or refuse one that holds another run's."""
     path = out / "config.json"
     text = config.to_json()
-    same = (lambda a, b: {k: v for k, v in a.items() if k not in _RESUME_FREE}
-            == {k: v for k, v in b.items() if k not in _RESUME_FREE})
+    same = lambda a, b: (
+        {k: v for k, v in a.items() if k not in _RESUME_FREE} == {k: v for k, v in b.items() if k not in _RESUME_FREE}
+    )
     if path.exists() and not same(json.loads(path.read_text()), json.loads(text)):
-        raise UsageError("holds a learner run with another config; use a fresh folder or the same settings",
-                         argument=named("out"))
+        raise UsageError(
+            "holds a learner run with another config; use a fresh folder or the same settings", argument=named("out")
+        )
     out.mkdir(parents=True, exist_ok=True)
     if not path.exists():
         path.write_text(text)
@@ -300,8 +333,12 @@ def fit(config: LearnConfig, out: str | Path) -> Learner:
         learner.optimizer.load_state_dict(saved["opt"])
         state = saved["state"]
     start = time.perf_counter() - state["seconds"]
-    bar = tqdm(desc=f"{config.method} {Path(config.images).name}", total=total, initial=state["step"],
-               disable=not config.progress)
+    bar = tqdm(
+        desc=f"{config.method} {Path(config.images).name}",
+        total=total,
+        initial=state["step"],
+        disable=not config.progress,
+    )
     for step in range(state["step"], total):
         loss = training_step(learner, step, instance, prior)
         state["losses"].append(float(loss))
@@ -309,15 +346,27 @@ def fit(config: LearnConfig, out: str | Path) -> Learner:
         bar.update(1)
         bar.set_postfix(loss=f"{state['losses'][-1]:.4f}")
         if state["step"] % config.checkpoint_every == 0 and state["step"] < total:
-            atomic_save({"params": {k: v.detach() for k, v in learner.params.items()},
-                         "opt": learner.optimizer.state_dict(), "state": state}, ckpt)
+            atomic_save(
+                {
+                    "params": {k: v.detach() for k, v in learner.params.items()},
+                    "opt": learner.optimizer.state_dict(),
+                    "state": state,
+                },
+                ckpt,
+            )
     bar.close()
     files = save_learned(pipe, config.method, config.token, learner.rows, learner.params, out)
-    manifest = {"method": config.method, "token": config.token, "files": files, "steps": state["step"],
-                "losses": state["losses"], "seconds_training": state["seconds"],
-                "seconds_total": time.perf_counter() - t0,
-                "trained_parameters": int(sum(p.numel() for p in learner.params.values())),
-                "config": json.loads(config.to_json())}
+    manifest = {
+        "method": config.method,
+        "token": config.token,
+        "files": files,
+        "steps": state["step"],
+        "losses": state["losses"],
+        "seconds_training": state["seconds"],
+        "seconds_total": time.perf_counter() - t0,
+        "trained_parameters": int(sum(p.numel() for p in learner.params.values())),
+        "config": json.loads(config.to_json()),
+    }
     (out / "learned.json").write_text(json.dumps(manifest, indent=1))
     shutil.rmtree(work, ignore_errors=True)
     return learner

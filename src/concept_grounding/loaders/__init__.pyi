@@ -4,5 +4,14 @@ from .cub_files import CUBTables
 from .cub_write import write_cub
 from .errors import CUBFormatError, DatasetFormatError, DatasetWarning, HubUnavailableError, SUBFormatError
 from .labels import class_level_labels
-from .ratings import RATING_COLUMNS, RATING_KINDS, RATING_SCALE, REFERENCES, RatingItem, read_rating_items, read_rating_truth, write_rating_items
+from .ratings import (
+    RATING_COLUMNS,
+    RATING_KINDS,
+    RATING_SCALE,
+    REFERENCES,
+    RatingItem,
+    read_rating_items,
+    read_rating_truth,
+    write_rating_items,
+)
 from .sub import DEFAULT_SUB_COLUMNS, load_sub, write_sub

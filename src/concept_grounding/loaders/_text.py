@@ -59,7 +59,8 @@ def utf8_errors_named(path: Path, label: str, error: type[DatasetFormatError] = 
             start = err.start
         raise error(
             f"not UTF-8 text (byte 0x{data[start]:02x} at offset {start}); save the file as UTF-8",
-            file=label, line=data[:start].count(b"\n") + 1,
+            file=label,
+            line=data[:start].count(b"\n") + 1,
         ) from None
 
 
@@ -106,7 +107,9 @@ def index_images(
     if missing.size:
         inverse = np.flatnonzero(id_to_row >= 0)[np.argsort(id_to_row[id_to_row >= 0])]
         shown = [int(inverse[m]) for m in missing[:5]]
-        raise CUBFormatError(f"{missing.size} image(s) of {source} have no line here, e.g. image ids {shown}", file=label)
+        raise CUBFormatError(
+            f"{missing.size} image(s) of {source} have no line here, e.g. image ids {shown}", file=label
+        )
     return rows
 
 

@@ -30,13 +30,23 @@ _IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".webp"}
 _PUBLISHED = {"imagenet": "object", "pacs": "domain", "cub": "fine_grained_object"}
 
 
-def concept_features() -> "datasets.Features":
+def concept_features() -> datasets.Features:
     """The rows' ``datasets.Features``."""
     import datasets
 
     text = datasets.Value("string")
-    return datasets.Features({"task": text, "concept": text, "split": text, "image": datasets.Image(),
-                              "label": datasets.Value("int64"), "species": text, "style": text, "prompt": text})
+    return datasets.Features(
+        {
+            "task": text,
+            "concept": text,
+            "split": text,
+            "image": datasets.Image(),
+            "label": datasets.Value("int64"),
+            "species": text,
+            "style": text,
+            "prompt": text,
+        }
+    )
 
 
 def _images_in(folder: Path) -> list[Path]:
@@ -56,8 +66,11 @@ def _check_sizes(files: Sequence[Path], concept: Path) -> None:
         sizes.setdefault(size, path)
         if len(sizes) > 1:
             (a, pa), (b, _) = list(sizes.items())[:2]
-            raise DatasetFormatError(f"images of mixed sizes in concept {concept.name!r}: {b[0]}x{b[1]} here, "
-                                     f"{a[0]}x{a[1]} in {pa.name}; resize them to one size", file=path)
+            raise DatasetFormatError(
+                f"images of mixed sizes in concept {concept.name!r}: {b[0]}x{b[1]} here, "
+                f"{a[0]}x{a[1]} in {pa.name}; resize them to one size",
+                file=path,
+            )
 
 
 def _check_counts(train: Sequence[Path], real: Sequence[Path], m: int, folder: Path) -> None:
@@ -67,14 +80,33 @@ def _check_counts(train: Sequence[Path], real: Sequence[Path], m: int, folder: P
         raise DatasetFormatError("concept has no held-out real image", file=folder)
 
 
-def _rows(task: str, concept: str, label: int, train: Sequence[Path], real: Sequence[Path], species: str = "",
-          style: str = "", prompt: str = "") -> list[dict]:
-    return [{"task": task, "concept": concept, "split": split, "image": str(p), "label": int(label),
-             "species": species, "style": style, "prompt": prompt}
-            for split, files in (("train", train), ("real", real)) for p in files]
+def _rows(
+    task: str,
+    concept: str,
+    label: int,
+    train: Sequence[Path],
+    real: Sequence[Path],
+    species: str = "",
+    style: str = "",
+    prompt: str = "",
+) -> list[dict]:
+    return [
+        {
+            "task": task,
+            "concept": concept,
+            "split": split,
+            "image": str(p),
+            "label": int(label),
+            "species": species,
+            "style": style,
+            "prompt": prompt,
+        }
+        for split, files in (("train", train), ("real", real))
+        for p in files
+    ]
 
 
-def _dataset(rows: list[dict]) -> "datasets.Dataset":
+def _dataset(rows: list[dict]) -> datasets.Dataset:
     import datasets
 
     return datasets.Dataset.from_dict({c: [r[c] for r in rows] for c in CONCEPT_COLUMNS}, features=concept_features())
@@ -86,7 +118,7 @@ def _m(m: int) -> int:
     return m
 
 
-def load_concepts(root: str | Path, m: int = 8, tasks: Sequence[str] | None = None) -> "datasets.Dataset":
+def load_concepts(root: str | Path, m: int = 8, tasks: Sequence[str] | None = None) -> datasets.Dataset:
     """Read our layout (docs/guide/conceptbed.md) into one Dataset; ``tasks`` keeps those tasks only.
 
     Each concept's first ``m`` training images are kept (the folder may hold more).
@@ -94,8 +126,11 @@ def load_concepts(root: str | Path, m: int = 8, tasks: Sequence[str] | None = No
     m, root = _m(m), Path(root)
     index = root / "concepts.jsonl"
     if not index.is_file():
-        raise DatasetFormatError("no concepts.jsonl: not a concept folder (write one with "
-                                 "concept_grounding.conceptbed.export_world_concepts)", file=root)
+        raise DatasetFormatError(
+            "no concepts.jsonl: not a concept folder (write one with "
+            "concept_grounding.conceptbed.export_world_concepts)",
+            file=root,
+        )
     unknown = sorted(set(tasks or ()) - set(TASKS))
     if unknown:
         raise DatasetFormatError(f"unknown task(s) {unknown}; choose from {TASKS}")
@@ -116,8 +151,16 @@ def load_concepts(root: str | Path, m: int = 8, tasks: Sequence[str] | None = No
         train, real = _images_in(folder / "train"), _images_in(folder / "real")
         _check_counts(train, real, m, folder)
         _check_sizes([*train[:m], *real], folder)
-        rows += _rows(task, concept, label, train[:m], real, entry.get("species", ""), entry.get("style", ""),
-                      entry.get("prompt", ""))
+        rows += _rows(
+            task,
+            concept,
+            label,
+            train[:m],
+            real,
+            entry.get("species", ""),
+            entry.get("style", ""),
+            entry.get("prompt", ""),
+        )
     if not rows:
         raise DatasetFormatError("no concept of the asked tasks", file=index)
     return _dataset(rows)
@@ -130,7 +173,7 @@ def _published_root(root: Path, name: str) -> Path | None:
     return None
 
 
-def load_conceptbed_layout(root: str | Path, m: int = 8) -> "datasets.Dataset":
+def load_conceptbed_layout(root: str | Path, m: int = 8) -> datasets.Dataset:
     """Read ConceptBed's published layout (docs/guide/conceptbed.md): ``imagenet/``, ``pacs/`` and
     ``cub/`` under ``root``, each optional, at least one present."""
     m, root = _m(m), Path(root)
@@ -140,16 +183,26 @@ def load_conceptbed_layout(root: str | Path, m: int = 8) -> "datasets.Dataset":
         if base is None:
             continue
         if name == "pacs":
-            concepts = {d.name: [c for c in sorted(d.iterdir()) if c.is_dir()] for d in sorted(base.iterdir()) if d.is_dir()}
+            concepts = {
+                d.name: [c for c in sorted(d.iterdir()) if c.is_dir()] for d in sorted(base.iterdir()) if d.is_dir()
+            }
         else:
             concepts = {d.name: [d] for d in sorted(base.iterdir()) if d.is_dir()}
         for label, (concept, folders) in enumerate(sorted(concepts.items())):
             files = [p for f in folders for p in _images_in(f)]
             _check_counts(files[:m], files[m:], m, base / concept)
             _check_sizes(files, base / concept)
-            prompt = f"a photo of a {{}} in the style of V*" if task == "domain" else "a photo of V*"
-            rows += _rows(task, concept, label, files[:m], files[m:], style=concept if task == "domain" else "",
-                          species=concept if name == "cub" else "", prompt=prompt)
+            prompt = "a photo of a {} in the style of V*" if task == "domain" else "a photo of V*"
+            rows += _rows(
+                task,
+                concept,
+                label,
+                files[:m],
+                files[m:],
+                style=concept if task == "domain" else "",
+                species=concept if name == "cub" else "",
+                prompt=prompt,
+            )
     if not rows:
         raise DatasetFormatError("no imagenet/, pacs/ or cub/ folder of concepts (ConceptBed's layout)", file=root)
     return _dataset(rows)

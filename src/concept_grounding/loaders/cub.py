@@ -10,7 +10,6 @@ Bad input raises :class:`~concept_grounding.loaders.errors.CUBFormatError` with 
 and ``line``; nothing partial is returned.
 """
 
-
 from __future__ import annotations
 
 import logging
@@ -23,9 +22,21 @@ import numpy as np
 from ..vocabulary import Vocabulary, load_vocabulary
 from ._text import index_images, index_pairs, show_path
 from .cub_checks import check_images_readable, check_part_bounds, extra_files
-from .cub_files import (EXTRA_FOLDERS, CUBTables, check_against_vocab, clip_boxes, dense_names, find_files,
-                        read_attribute_labels, read_continuous, read_image_table, read_images, read_names,
-                        read_part_locs, resolve_root)
+from .cub_files import (
+    EXTRA_FOLDERS,
+    CUBTables,
+    check_against_vocab,
+    clip_boxes,
+    dense_names,
+    find_files,
+    read_attribute_labels,
+    read_continuous,
+    read_image_table,
+    read_images,
+    read_names,
+    read_part_locs,
+    resolve_root,
+)
 from .errors import CUBFormatError, warn_repaired
 from .labels import class_level_labels
 
@@ -71,7 +82,9 @@ def read_cub_tables(
     bad = np.flatnonzero((cls < 1) | (cls > C))
     if bad.size:
         raise CUBFormatError(
-            f"class id {int(cls[bad[0]])} is not in classes.txt (1..{C})", file=label["class_labels"], line=int(lines[bad[0]])
+            f"class id {int(cls[bad[0]])} is not in classes.txt (1..{C})",
+            file=label["class_labels"],
+            line=int(lines[bad[0]]),
         )
     labels = np.zeros(n, dtype=np.int64)
     labels[rows] = cls.astype(np.int64) - 1
@@ -132,7 +145,7 @@ def cub_class_attributes(tables: CUBTables, min_class_count: int | None = 10) ->
     if not voters.any():
         warnings.warn("no training images: class-level labels are voted over all images", stacklevel=3)
         voters = np.ones_like(voters)
-    if min_class_count is not None and C < min_class_count:
+    if min_class_count is not None and min_class_count > C:
         warnings.warn(
             f"{C} classes < min_class_count={min_class_count}: no attribute can be kept and every class-level "
             "label will be 0; pass min_class_count=None for small worlds",
@@ -152,7 +165,7 @@ def load_cub(
     min_class_count: int | None = 10,
     check_images: bool = True,
     progress: bool = True,
-) -> "datasets.DatasetDict":
+) -> datasets.DatasetDict:
     """Load a CUB_200_2011 folder into ``{"train", "test"}`` with :func:`~concept_grounding.schema.cub_features`.
 
     Args:
@@ -174,7 +187,9 @@ def load_cub(
     vocab = vocab or load_vocabulary()
     tables = read_cub_tables(root, vocab=vocab, check_images=check_images, progress=progress)
     class_attributes, keep = cub_class_attributes(tables, min_class_count)
-    logger.info("CUB %s: %d images, %d attributes kept by the class-level rule", tables.root, len(tables.image_ids), keep.sum())
+    logger.info(
+        "CUB %s: %d images, %d attributes kept by the class-level rule", tables.root, len(tables.image_ids), keep.sum()
+    )
     features = cub_features(tables.class_names, vocab)
     out = {}
     for split, select in (("train", tables.is_train), ("test", ~tables.is_train)):

@@ -25,7 +25,8 @@ def check_images_readable(tables: CUBTables, progress: bool) -> np.ndarray:
     missing = [n for n in tables.file_names if not (tables.root / "images" / n).is_file()]
     if missing:
         raise CUBFormatError(
-            f"{len(missing)} image file(s) listed in images.txt are missing, e.g. {missing[:5]}", file=tables.root / "images"
+            f"{len(missing)} image file(s) listed in images.txt are missing, e.g. {missing[:5]}",
+            file=tables.root / "images",
         )
     sizes = np.zeros((len(tables.file_names), 2), dtype=np.float64)
     for i in tqdm(range(len(tables.file_names)), desc="checking CUB images", disable=not progress, leave=False):
@@ -63,11 +64,16 @@ def check_part_bounds(tables: CUBTables, part_lines: np.ndarray, label: str, siz
         raise CUBFormatError(
             f"visible part {k + 1} of image id {int(tables.image_ids[i])} at ({xy[i, k, 0]:g}, {xy[i, k, 1]:g}) lies"
             f" more than {PART_MARGIN:g} x its side outside its image ({int(sizes[i, 0])} x {int(sizes[i, 1])} px,"
-            f" {tables.file_names[i]})", file=label, line=int(part_lines[i, k]))
+            f" {tables.file_names[i]})",
+            file=label,
+            line=int(part_lines[i, k]),
+        )
     off = ((xy < 0) | (xy > high)).any(-1) & tables.part_visible
     if off.any():
         np.clip(xy, 0, high, out=xy, where=off[..., None])
-        warn_repaired(label, part_lines[off].tolist(), "visible part centre(s) past their image's border clipped onto it")
+        warn_repaired(
+            label, part_lines[off].tolist(), "visible part centre(s) past their image's border clipped onto it"
+        )
 
 
 def extra_files(root: Path, folder: str, file_names: list[str]) -> list[str] | None:
@@ -81,6 +87,7 @@ def extra_files(root: Path, folder: str, file_names: list[str]) -> list[str] | N
     if missing:
         raise CUBFormatError(
             f"folder present but {len(missing)} image(s) have no file in it, e.g. {missing[:5]}; complete it, or"
-            " move it away to load without it", file=base
+            " move it away to load without it",
+            file=base,
         )
     return [str(p) for p in paths]

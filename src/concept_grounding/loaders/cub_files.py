@@ -57,7 +57,6 @@ EXTRA_FOLDERS: dict[str, str] = {"mask": "segmentations", "part_map": "part_maps
 PERCENT_SLACK = 0.5
 
 
-
 @dataclass
 class CUBTables:
     """Everything the CUB text files say, as arrays (N images, A attributes, P parts, C classes).
@@ -115,8 +114,11 @@ def find_files(root: Path) -> dict[str, Path]:
     from ..errors import option
 
     if not (root / "images.txt").is_file() and not (root / "classes.txt").is_file():
-        raise CUBFormatError(f"not a CUB_200_2011 folder ({option('root')}): it has neither images.txt nor "
-                             "classes.txt; give the folder the CUB_200_2011 archive unpacks to", file=root)
+        raise CUBFormatError(
+            f"not a CUB_200_2011 folder ({option('root')}): it has neither images.txt nor "
+            "classes.txt; give the folder the CUB_200_2011 archive unpacks to",
+            file=root,
+        )
     paths = {key: root / rel for key, rel in CUB_FILES.items()}
     missing = [CUB_FILES[k] for k, p in paths.items() if not p.is_file()]
     names = [root / rel for rel in ATTRIBUTE_NAME_FILES]
@@ -140,7 +142,9 @@ def read_images(path: Path, label: str) -> tuple[np.ndarray, list[str], np.ndarr
             raise CUBFormatError(f"image id {i} appears twice (first on line {seen[i]})", file=label, line=line)
         parts = PurePosixPath(name).parts
         if PurePosixPath(name).is_absolute() or ".." in parts:
-            raise CUBFormatError(f"file name must be a relative path inside images/, found {name!r}", file=label, line=line)
+            raise CUBFormatError(
+                f"file name must be a relative path inside images/, found {name!r}", file=label, line=line
+            )
         seen[i] = line
         ids.append(i)
         names.append(name)
@@ -221,7 +225,9 @@ def read_attribute_labels(path: Path, label: str) -> tuple[np.ndarray, list[int]
     table = np.asarray(rows, dtype=np.int64).reshape(-1, 5)
     bad = np.flatnonzero(~np.isin(table[:, 2], (0, 1)))
     if bad.size:
-        raise CUBFormatError(f"is_present must be 0 or 1, found {table[bad[0], 2]}", file=label, line=int(table[bad[0], 4]))
+        raise CUBFormatError(
+            f"is_present must be 0 or 1, found {table[bad[0], 2]}", file=label, line=int(table[bad[0], 4])
+        )
     bad = np.flatnonzero((table[:, 3] < 1) | (table[:, 3] > 4))
     if bad.size:
         raise CUBFormatError(
@@ -246,8 +252,14 @@ def read_part_locs(path: Path, label: str) -> tuple[np.ndarray, ...]:
             raise CUBFormatError(f"visible must be 0 or 1, found {vis}", file=label, line=line)
         loc_vis.append(vis)
         loc_lines.append(line)
-    return (np.asarray(loc_ids, dtype=np.int64), np.asarray(loc_parts, dtype=np.int64), np.asarray(loc_x),
-            np.asarray(loc_y), np.asarray(loc_vis, dtype=np.int64), np.asarray(loc_lines, dtype=np.int64))
+    return (
+        np.asarray(loc_ids, dtype=np.int64),
+        np.asarray(loc_parts, dtype=np.int64),
+        np.asarray(loc_x),
+        np.asarray(loc_y),
+        np.asarray(loc_vis, dtype=np.int64),
+        np.asarray(loc_lines, dtype=np.int64),
+    )
 
 
 def read_continuous(path: Path, label: str, n_classes: int, n_attributes: int) -> np.ndarray:
@@ -260,8 +272,9 @@ def read_continuous(path: Path, label: str, n_classes: int, n_attributes: int) -
             raise CUBFormatError(f"expected {n_classes} lines (one per class), found more", file=label, line=line)
         values = [parse_number(t, float, label, line, "percentage") for t in fields]
         if min(values) < -PERCENT_SLACK or max(values) > 100 + PERCENT_SLACK:
-            raise CUBFormatError(f"percentages must lie in 0..100, found {min(values):g}..{max(values):g}", file=label,
-                                 line=line)
+            raise CUBFormatError(
+                f"percentages must lie in 0..100, found {min(values):g}..{max(values):g}", file=label, line=line
+            )
         if min(values) < 0 or max(values) > 100:
             clipped.append(line)
         out[count] = np.clip(values, 0, 100)
@@ -280,8 +293,12 @@ def clip_boxes(boxes: np.ndarray, lines: np.ndarray, label: str) -> np.ndarray:
     x, y, w, h = boxes.T
     bad = np.flatnonzero((w < 0) | (h < 0) | (x + w < 0) | (y + h < 0))
     if bad.size:
-        raise CUBFormatError(f"width and height must be >= 0 and the box must reach the image, found "
-                             f"{' '.join(f'{v:g}' for v in boxes[bad[0]])}", file=label, line=int(lines[bad[0]]))
+        raise CUBFormatError(
+            f"width and height must be >= 0 and the box must reach the image, found "
+            f"{' '.join(f'{v:g}' for v in boxes[bad[0]])}",
+            file=label,
+            line=int(lines[bad[0]]),
+        )
     cut = (x < 0) | (y < 0)
     if cut.any():
         warn_repaired(label, lines[cut].tolist(), "box(es) starting left of or above the image cut at its edge")

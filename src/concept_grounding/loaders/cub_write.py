@@ -27,7 +27,7 @@ def float32_text(value: float) -> str:
     return np.format_float_positional(np.float32(value), unique=True, trim="-")
 
 
-def write_cub(dataset_dict: "datasets.DatasetDict", root: str | Path, *, progress: bool = True) -> Path:
+def write_cub(dataset_dict: datasets.DatasetDict, root: str | Path, *, progress: bool = True) -> Path:
     """Write rows in :func:`~concept_grounding.schema.cub_features` as a CUB_200_2011 folder.
 
     Every split of ``dataset_dict`` is written; ``is_train`` gives ``train_test_split.txt``.
@@ -81,7 +81,7 @@ def write_cub(dataset_dict: "datasets.DatasetDict", root: str | Path, *, progres
     if not np.isin(certainty, (1, 2, 3, 4)).all():
         raise ValueError("certainty must hold CUB certainty ids 1..4")
     vocab = load_vocabulary()
-    if A != vocab.num_attributes or P != vocab.num_parts:
+    if vocab.num_attributes != A or vocab.num_parts != P:
         raise ValueError(f"rows must have {vocab.num_attributes} attributes and {vocab.num_parts} parts")
 
     files: dict[str, list[str]] = {
@@ -106,9 +106,7 @@ def write_cub(dataset_dict: "datasets.DatasetDict", root: str | Path, *, progres
     sums = np.zeros((C, A))
     np.add.at(sums, labels, attributes.astype(np.float64))
     percent = 100.0 * sums / np.maximum(counts, 1)[:, None]
-    files["attributes/class_attribute_labels_continuous.txt"] = [
-        " ".join(f"{v:.10g}" for v in row) for row in percent
-    ]
+    files["attributes/class_attribute_labels_continuous.txt"] = [" ".join(f"{v:.10g}" for v in row) for row in percent]
 
     images, masks, part_maps = list(raw["image"]), list(raw["mask"]), list(raw["part_map"])
     for col, values in (("mask", masks), ("part_map", part_maps)):

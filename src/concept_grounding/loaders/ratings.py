@@ -38,8 +38,16 @@ import numpy as np
 from ..errors import UsageError
 from .errors import DatasetFormatError
 
-__all__ = ["RATING_KINDS", "RATING_SCALE", "REFERENCES", "RATING_COLUMNS", "RatingItem", "write_rating_items",
-           "read_rating_items", "read_rating_truth"]
+__all__ = [
+    "RATING_KINDS",
+    "RATING_SCALE",
+    "REFERENCES",
+    "RATING_COLUMNS",
+    "RatingItem",
+    "write_rating_items",
+    "read_rating_items",
+    "read_rating_truth",
+]
 
 #: what an item asks: concept similarity (vs three references) or image-text alignment (vs its caption)
 RATING_KINDS: tuple[str, ...] = ("concept", "caption")
@@ -66,8 +74,16 @@ class RatingItem:
 
     def row(self) -> dict:
         """The item as its ``items.jsonl`` line (a dict)."""
-        return {"id": self.id, "kind": self.kind, "learner": self.learner, "task": self.task, "concept": self.concept,
-                "file_name": self.file_name, "references": list(self.references), "caption": self.caption}
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "learner": self.learner,
+            "task": self.task,
+            "concept": self.concept,
+            "file_name": self.file_name,
+            "references": list(self.references),
+            "caption": self.caption,
+        }
 
 
 def _png(image: object, where: str) -> bytes:
@@ -101,8 +117,10 @@ def _check_record(record: Mapping, i: int) -> tuple[str, float | None]:
         raise UsageError(f"{where}: kind must be one of {list(RATING_KINDS)}, got {kind!r:.40}")
     refs = record.get("references")
     if kind == "concept" and (0 if refs is None else len(refs)) != REFERENCES:
-        raise UsageError(f"{where}: a concept-similarity item needs {REFERENCES} reference images, got "
-                         f"{0 if refs is None else len(refs)}")
+        raise UsageError(
+            f"{where}: a concept-similarity item needs {REFERENCES} reference images, got "
+            f"{0 if refs is None else len(refs)}"
+        )
     if kind == "caption":
         _text(record, "caption", where)
     truth = record.get("truth")
@@ -131,8 +149,11 @@ def write_rating_items(out_dir: str | Path, records: Iterable[Mapping]) -> Path:
     encoded = []
     for i, (record, (kind, truth)) in enumerate(zip(records, checked)):
         where = f"records[{i}]"
-        meta = [kind, *(_text(record, k, where) for k in ("learner", "task", "concept")),
-                record["caption"] if kind == "caption" else ""]
+        meta = [
+            kind,
+            *(_text(record, k, where) for k in ("learner", "task", "concept")),
+            record["caption"] if kind == "caption" else "",
+        ]
         image = _png(record.get("image"), f"{where}.image")
         given = record.get("references") if kind == "concept" else None
         refs = [_png(r, f"{where}.references[{j}]") for j, r in enumerate(given if given is not None else ())]
@@ -151,8 +172,10 @@ def write_rating_items(out_dir: str | Path, records: Iterable[Mapping]) -> Path:
                 (out / name).write_bytes(data)
             names.append(name)
         (out / "images" / f"{item_id}.png").write_bytes(image)
-        old.setdefault(item_id, RatingItem(item_id, kind, learner, task, concept, f"images/{item_id}.png", tuple(names),
-                                           caption or None))
+        old.setdefault(
+            item_id,
+            RatingItem(item_id, kind, learner, task, concept, f"images/{item_id}.png", tuple(names), caption or None),
+        )
         if truth is not None:
             truths[item_id] = truth
     atomic_write_lines(out / "items.jsonl", [json.dumps(it.row(), sort_keys=True) for it in old.values()])
@@ -177,18 +200,30 @@ def read_rating_items(folder: str | Path) -> list[RatingItem]:
     folder = Path(folder)
     path = folder / "items.jsonl"
     if not path.is_file():
-        raise DatasetFormatError("no items.jsonl: not a rating items folder (conceptbed's export_rating_items "
-                                 "writes one)", file=folder)
+        raise DatasetFormatError(
+            "no items.jsonl: not a rating items folder (conceptbed's export_rating_items writes one)", file=folder
+        )
     items = []
     for n, row in _lines(path):
         try:
-            item = RatingItem(str(row["id"]), row["kind"], str(row["learner"]), str(row["task"]), str(row["concept"]),
-                              str(row["file_name"]), tuple(map(str, row.get("references") or ())), row.get("caption"))
+            item = RatingItem(
+                str(row["id"]),
+                row["kind"],
+                str(row["learner"]),
+                str(row["task"]),
+                str(row["concept"]),
+                str(row["file_name"]),
+                tuple(map(str, row.get("references") or ())),
+                row.get("caption"),
+            )
         except (KeyError, TypeError) as err:
-            raise DatasetFormatError(f"an item needs id, kind, learner, task, concept, file_name ({err})", file=path,
-                                     line=n) from None
+            raise DatasetFormatError(
+                f"an item needs id, kind, learner, task, concept, file_name ({err})", file=path, line=n
+            ) from None
         if item.kind not in RATING_KINDS:
-            raise DatasetFormatError(f"kind must be one of {list(RATING_KINDS)}, got {item.kind!r:.40}", file=path, line=n)
+            raise DatasetFormatError(
+                f"kind must be one of {list(RATING_KINDS)}, got {item.kind!r:.40}", file=path, line=n
+            )
         for name in (item.file_name, *item.references):
             if ".." in Path(name).parts or Path(name).is_absolute() or not (folder / name).is_file():
                 raise DatasetFormatError(f"image {name!r:.80} is missing (or outside the folder)", file=path, line=n)

@@ -90,7 +90,9 @@ def _removed_attributes(
     if row is None:
         raise SUBFormatError(f"class {reference!r} has no row in class_attributes (class_names)")
     group = vocab.group_of(target)
-    return [vocab.attributes[j] for j in vocab.groups[group] if class_attributes[row, j] and vocab.attributes[j] != target]
+    return [
+        vocab.attributes[j] for j in vocab.groups[group] if class_attributes[row, j] and vocab.attributes[j] != target
+    ]
 
 
 # --------------------------------------------------------------------------- sources
@@ -113,7 +115,7 @@ def _looks_local(source: str) -> bool:
     return source.startswith((".", "/", "~")) or "\\" in source or source.count("/") != 1
 
 
-def _pick_split(obj, split: str | None, where: str) -> "datasets.Dataset":
+def _pick_split(obj, split: str | None, where: str) -> datasets.Dataset:
     import datasets
 
     if isinstance(obj, datasets.Dataset):
@@ -130,7 +132,7 @@ def _pick_split(obj, split: str | None, where: str) -> "datasets.Dataset":
     return obj[split]
 
 
-def _read_csv(path: Path, image_column: str | None) -> "datasets.Dataset":
+def _read_csv(path: Path, image_column: str | None) -> datasets.Dataset:
     """A CSV with a header; the image column holds paths relative to the CSV's folder.
 
     ``image_column`` is the column ``column_map`` sends to ``image``; without it the
@@ -157,7 +159,7 @@ def _read_csv(path: Path, image_column: str | None) -> "datasets.Dataset":
     return ds.cast_column(image_col, datasets.Image())
 
 
-def _open_local(path: Path, split: str | None, image_column: str | None) -> "datasets.Dataset":
+def _open_local(path: Path, split: str | None, image_column: str | None) -> datasets.Dataset:
     import datasets
 
     if path.is_file():
@@ -189,7 +191,7 @@ def _open_local(path: Path, split: str | None, image_column: str | None) -> "dat
     )
 
 
-def _open_source(source: str | Path, split: str | None, image_column: str | None = None) -> "datasets.Dataset":
+def _open_source(source: str | Path, split: str | None, image_column: str | None = None) -> datasets.Dataset:
     path = Path(source).expanduser()
     if path.exists():
         return _open_local(path, split, image_column)
@@ -209,7 +211,7 @@ def _open_source(source: str | Path, split: str | None, image_column: str | None
 
     try:
         loaded = datasets.load_dataset(text)
-    except Exception as exc:  # noqa: BLE001 - every failure here means "no Hub copy"
+    except Exception as exc:
         raise _hub_error(text, f"{type(exc).__name__}: {exc}") from exc
     return _pick_split(loaded, split, text)
 
@@ -218,9 +220,7 @@ def _open_source(source: str | Path, split: str | None, image_column: str | None
 def _resolve_columns(found: Sequence[str], column_map: Mapping[str, str] | None) -> dict[str, str]:
     """Our column -> source column."""
     if column_map is None:
-        column_map = (
-            {c: c for c in _REQUIRED} if all(c in found for c in _REQUIRED) else dict(DEFAULT_SUB_COLUMNS)
-        )
+        column_map = {c: c for c in _REQUIRED} if all(c in found for c in _REQUIRED) else dict(DEFAULT_SUB_COLUMNS)
     ours = {dst: src for src, dst in column_map.items()}
     unknown = [d for d in ours if d not in _REQUIRED + _OPTIONAL]
     if unknown:
@@ -256,7 +256,7 @@ def load_sub(
     column_map: Mapping[str, str] | None = None,
     class_attributes: np.ndarray | None = None,
     class_names: Sequence[str] | None = None,
-) -> "datasets.Dataset":
+) -> datasets.Dataset:
     """Load SUB (or any SUB-style set) into :func:`~concept_grounding.schema.sub_features`.
 
     Args:
@@ -346,7 +346,7 @@ def load_sub(
     return out.cast(sub_features())
 
 
-def write_sub(dataset: "datasets.Dataset", root: str | Path) -> Path:
+def write_sub(dataset: datasets.Dataset, root: str | Path) -> Path:
     """Write a set in :func:`~concept_grounding.schema.sub_features` as images + ``metadata.jsonl``.
 
     The folder loads with ``datasets.load_dataset("imagefolder", data_dir=root)`` and with

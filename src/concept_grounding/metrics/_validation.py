@@ -290,8 +290,9 @@ class InputField:
         return feature
 
 
-def check_columns(columns: Mapping[str, Any], fields: Mapping[str, InputField]
-                  ) -> dict[str, np.ndarray | list[str] | list[list[str]]]:
+def check_columns(
+    columns: Mapping[str, Any], fields: Mapping[str, InputField]
+) -> dict[str, np.ndarray | list[str] | list[list[str]]]:
     """Check a batch of module inputs against ``fields``; return the converted columns.
 
     Every field must be given, nothing else may be, each column must pass its

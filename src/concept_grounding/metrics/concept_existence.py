@@ -35,8 +35,9 @@ __all__ = ["concept_existence", "local_importance", "rank_concepts"]
 RANKINGS = ("theta_u", "theta", "u")
 
 
-def local_importance(theta: np.ndarray, concept_scores: np.ndarray, predictions: np.ndarray,
-                     ranking: str = "theta_u") -> np.ndarray:
+def local_importance(
+    theta: np.ndarray, concept_scores: np.ndarray, predictions: np.ndarray, ranking: str = "theta_u"
+) -> np.ndarray:
     """``(N, L)`` importance of each concept for each image's predicted class.
 
     ``theta_u``: ``theta[j, k_i] * u[i, j]``; ``theta``: ``theta[j, k_i]``; ``u``: ``u[i, j]``.
@@ -76,8 +77,9 @@ def rank_concepts(importance: np.ndarray, top: int, *, by_magnitude: bool = Fals
     return np.take_along_axis(cols, order, axis=1)
 
 
-def check_ranking_inputs(theta: ArrayLike, concept_scores: ArrayLike,
-                         predictions: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def check_ranking_inputs(
+    theta: ArrayLike, concept_scores: ArrayLike, predictions: ArrayLike
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``theta`` ``(L, K)``, ``concept_scores`` ``(N, L)`` float64 and ``predictions`` ``(N,)``
     class ids in ``[0, K)``, checked against each other (``ValueError`` naming the argument)."""
     th = as_array(theta, "theta", ndim=2)

@@ -120,8 +120,9 @@ def _peak(m: np.ndarray) -> float:
     return float(np.fmax.reduce(np.abs(m), axis=None, initial=0.0))
 
 
-def class_mean_concepts(concept_scores: np.ndarray, predictions: np.ndarray, references: np.ndarray,
-                        num_classes: int) -> np.ndarray:
+def class_mean_concepts(
+    concept_scores: np.ndarray, predictions: np.ndarray, references: np.ndarray, num_classes: int
+) -> np.ndarray:
     """``U*`` of Eq. 4: ``(L, K)`` mean concept vector of the correctly classified images
     of each class; NaN columns for classes with none.
 

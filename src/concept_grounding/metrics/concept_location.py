@@ -30,8 +30,15 @@ from ..vocabulary import Vocabulary, load_vocabulary
 from ._validation import as_array, as_labels, as_mask, check_positive_ints, check_same_length
 from .concept_existence import check_ranking_inputs, local_importance, rank_concepts
 
-__all__ = ["concept_location", "concept_part_table", "region_size", "centre_pixels", "centre_ranks", "top_region",
-           "check_map_and_centres"]
+__all__ = [
+    "concept_location",
+    "concept_part_table",
+    "region_size",
+    "centre_pixels",
+    "centre_ranks",
+    "top_region",
+    "check_map_and_centres",
+]
 
 
 def region_size(alpha: float, image_size: tuple[int, int]) -> int:
@@ -64,8 +71,9 @@ def concept_part_table(
     vocab = vocabulary or load_vocabulary()
     if concept_names is not None:
         if len(concept_names) != num_concepts:
-            raise ValueError(f"concept_names must have {num_concepts} entries (one per concept), "
-                             f"got {len(concept_names)}")
+            raise ValueError(
+                f"concept_names must have {num_concepts} entries (one per concept), got {len(concept_names)}"
+            )
         known = set(vocab.attributes)
         unknown = [n for n in concept_names if n not in known]
         if unknown:
@@ -109,8 +117,9 @@ def check_map_and_centres(concept_map: ArrayLike, part_xy: ArrayLike) -> tuple[n
     return as_array(concept_map, "concept_map", ndim=2), as_array(part_xy, "part_xy").reshape(-1, 2)
 
 
-def top_region(concept_map: ArrayLike, image_size: tuple[int, int], alpha: float, *,
-               rtol: float = 1e-9) -> tuple[np.ndarray, np.ndarray]:
+def top_region(
+    concept_map: ArrayLike, image_size: tuple[int, int], alpha: float, *, rtol: float = 1e-9
+) -> tuple[np.ndarray, np.ndarray]:
     """The upsampled map ``(M1, M2)`` and its region ``Omega`` as a boolean mask, with the
     metric's tie rule (pixels within ``rtol * max|F|`` of the ``|Omega|``-th largest value
     are inside). Materialises the map: for plots, not for the metric's hot path.
@@ -122,8 +131,9 @@ def top_region(concept_map: ArrayLike, image_size: tuple[int, int], alpha: float
     import torch
 
     fmap = np.asarray(concept_map, dtype=np.float64)
-    up = torch.nn.functional.interpolate(torch.from_numpy(fmap)[None, None], size=tuple(image_size), mode="bilinear",
-                                         align_corners=False)[0, 0].numpy()
+    up = torch.nn.functional.interpolate(
+        torch.from_numpy(fmap)[None, None], size=tuple(image_size), mode="bilinear", align_corners=False
+    )[0, 0].numpy()
     n = region_size(alpha, image_size)
     kth = np.partition(up.ravel(), up.size - n)[up.size - n]
     return up, up + rtol * np.abs(fmap).max() >= kth
@@ -139,9 +149,16 @@ def _source_index(out_size: int, in_size: int) -> tuple[np.ndarray, np.ndarray, 
     return i0, i1, np.where(i0 == i1, 0.0, src - i0)
 
 
-def centre_ranks(maps: np.ndarray, centres: np.ndarray, image_size: tuple[int, int], *, rtol: float = 1e-9,
-                 thresholds: Sequence[int] | np.ndarray | None = None, batch_size: int = 1024,
-                 progress: bool = False) -> np.ndarray:
+def centre_ranks(
+    maps: np.ndarray,
+    centres: np.ndarray,
+    image_size: tuple[int, int],
+    *,
+    rtol: float = 1e-9,
+    thresholds: Sequence[int] | np.ndarray | None = None,
+    batch_size: int = 1024,
+    progress: bool = False,
+) -> np.ndarray:
     """Number of pixels of each bilinearly upsampled map that exceed the value at its centre.
 
     Args:
@@ -306,8 +323,18 @@ def concept_location(
     if table.max() >= xy.shape[1]:
         raise ValueError(f"part_xy has {xy.shape[1]} parts but the concept -> part mapping uses part {table.max()}")
     has_part = np.any(table >= 0, axis=1)
-    top = _top_concepts(top_concepts, theta, concept_scores, predictions, N, L, max(ls), ranking, by_magnitude,
-                        has_part if rank_within_part_concepts else None)
+    top = _top_concepts(
+        top_concepts,
+        theta,
+        concept_scores,
+        predictions,
+        N,
+        L,
+        max(ls),
+        ranking,
+        by_magnitude,
+        has_part if rank_within_part_concepts else None,
+    )
 
     # 1. which (image, slot, part) centres count
     parts = table[top]  # (N, l, Pmax)
@@ -320,8 +347,15 @@ def concept_location(
     q_maps = maps[qn, top[qn, qs]]
     q_centres = centre_pixels(xy[qn, parts[qn, qs, qp]], size)
     sizes = np.array([region_size(a, size) for a in alpha_arr])
-    ranks = centre_ranks(q_maps, q_centres, size, rtol=rtol, thresholds=None if return_ranks else sizes,
-                         batch_size=batch_size, progress=progress)
+    ranks = centre_ranks(
+        q_maps,
+        q_centres,
+        size,
+        rtol=rtol,
+        thresholds=None if return_ranks else sizes,
+        batch_size=batch_size,
+        progress=progress,
+    )
     best_all = np.full(parts.shape, np.iinfo(np.int64).max)
     best_all[qn, qs, qp] = ranks
     best = np.where(evaluated, best_all.min(axis=2), -1)
@@ -362,9 +396,18 @@ def concept_location(
     return out
 
 
-def _top_concepts(top_concepts: ArrayLike | None, theta: ArrayLike | None, concept_scores: ArrayLike | None,
-                  predictions: ArrayLike | None, N: int, L: int, top: int, ranking: str, by_magnitude: bool,
-                  has_part: np.ndarray | None) -> np.ndarray:
+def _top_concepts(
+    top_concepts: ArrayLike | None,
+    theta: ArrayLike | None,
+    concept_scores: ArrayLike | None,
+    predictions: ArrayLike | None,
+    N: int,
+    L: int,
+    top: int,
+    ranking: str,
+    by_magnitude: bool,
+    has_part: np.ndarray | None,
+) -> np.ndarray:
     """``(N, top)`` concepts to locate per image: ``top_concepts`` as given, or ranked by :func:`.local_importance`."""
     if top_concepts is not None:
         if theta is not None or concept_scores is not None:

@@ -81,8 +81,9 @@ class CheckedInputs:
         given = {"predictions": predictions, "references": references, **kwargs}
         if not getattr(self, "_rows_added", False) and all(given.get(name) is None for name in fields):
             first = next(iter(fields))
-            raise ValueError(f"{first} is empty: nothing was added; pass the inputs to compute() or call "
-                             "add() / add_batch() first")
+            raise ValueError(
+                f"{first} is empty: nothing was added; pass the inputs to compute() or call add() / add_batch() first"
+            )
         try:
             result = super().compute(predictions=predictions, references=references, **kwargs)  # type: ignore[misc]
             return to_plain(result)

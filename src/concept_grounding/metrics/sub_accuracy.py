@@ -74,9 +74,15 @@ def _lookup(codes: np.ndarray, names: list[str], columns: dict[str, int], vocab:
     return np.take(column_of_name, codes)
 
 
-def _breakdown(factorized: tuple[np.ndarray, list[str]], plus_ok: np.ndarray, plus_used: np.ndarray,
-               plus_chance: np.ndarray, pair_img: np.ndarray, minus_ok: np.ndarray,
-               minus_chance: np.ndarray) -> dict[str, np.ndarray]:
+def _breakdown(
+    factorized: tuple[np.ndarray, list[str]],
+    plus_ok: np.ndarray,
+    plus_used: np.ndarray,
+    plus_chance: np.ndarray,
+    pair_img: np.ndarray,
+    minus_ok: np.ndarray,
+    minus_chance: np.ndarray,
+) -> dict[str, np.ndarray]:
     inv, names = factorized
     G = len(names)
 
@@ -89,12 +95,25 @@ def _breakdown(factorized: tuple[np.ndarray, list[str]], plus_ok: np.ndarray, pl
     c_plus, _ = mean(inv[plus_used], plus_chance[plus_used])
     s_minus, n_minus = mean(inv[pair_img], minus_ok)
     c_minus, _ = mean(inv[pair_img], minus_chance)
-    return {"names": np.array(names), "s_plus": s_plus, "s_minus": s_minus, "chance_s_plus": c_plus,
-            "chance_s_minus": c_minus, "n_s_plus": n_plus, "n_s_minus": n_minus}
+    return {
+        "names": np.array(names),
+        "s_plus": s_plus,
+        "s_minus": s_minus,
+        "chance_s_plus": c_plus,
+        "chance_s_minus": c_minus,
+        "n_s_plus": n_plus,
+        "n_s_minus": n_minus,
+    }
 
 
-def _check_removed_in_target_group(pair_names: list[str], pair_codes: np.ndarray, pair_uniques: list[str],
-                                   pair_img: np.ndarray, target_group: np.ndarray, vocab: Vocabulary) -> None:
+def _check_removed_in_target_group(
+    pair_names: list[str],
+    pair_codes: np.ndarray,
+    pair_uniques: list[str],
+    pair_img: np.ndarray,
+    target_group: np.ndarray,
+    vocab: Vocabulary,
+) -> None:
     """Group mode: every S- must lie in its image's S+ group (it is scored against that group's argmax)."""
     pair_group = np.array([vocab.group_of(n) for n in pair_uniques], dtype=object)[pair_codes]
     bad = sorted({pair_names[j] for j in np.flatnonzero(pair_group != target_group[pair_img])})
@@ -120,8 +139,9 @@ def _first_per_image(pair_img: np.ndarray, pair_col: np.ndarray) -> tuple[np.nda
     return pair_img[first], pair_col[first]
 
 
-def _group_argmax(S: np.ndarray, columns: dict[str, int], vocab: Vocabulary, target_group: np.ndarray,
-                  none_scores: ArrayLike | None) -> tuple[np.ndarray, np.ndarray]:
+def _group_argmax(
+    S: np.ndarray, columns: dict[str, int], vocab: Vocabulary, target_group: np.ndarray, none_scores: ArrayLike | None
+) -> tuple[np.ndarray, np.ndarray]:
     """Per image, the column with the highest score within S+'s group (the lowest column
     on ties; ``-1`` when "none" is strictly higher) and the number of options."""
     col_group = np.array([vocab.group_of(n) for n in columns])
@@ -261,8 +281,9 @@ def sub_accuracy(
     }
 
 
-def concept_accuracy(probabilities: ArrayLike, concept_labels: ArrayLike, *,
-                     columns: Sequence[int] | None = None) -> float:
+def concept_accuracy(
+    probabilities: ArrayLike, concept_labels: ArrayLike, *, columns: Sequence[int] | None = None
+) -> float:
     """Binary concept accuracy ``mean((P > 0.5) == label)`` over images and concepts
     (SUB Table 1's CUB columns: all 112 concepts, or ``columns`` = the SUB subset).
 

@@ -31,10 +31,8 @@ from torch import nn
 from .backbone_output import BackboneOutput
 from .backbone_standard import (
     STANDARD_ARCHITECTURES,
-    CUBAugment,
     StandardBackbone,
     drop_init_weights,
-    load_backbone_weights,
 )
 from .base import HUB_KWARGS, seeded
 from .data import training_tensors
@@ -43,8 +41,13 @@ from .train_config import TrainConfig, train_settings
 from .training import fit, random_hflip
 
 __all__ = [
-    "BackboneOutput", "SmallCNN", "SmallViT", "build_backbone", "backbone_config", "train_backbone",
-    "drop_init_weights"
+    "BackboneOutput",
+    "SmallCNN",
+    "SmallViT",
+    "build_backbone",
+    "backbone_config",
+    "train_backbone",
+    "drop_init_weights",
 ]
 
 
@@ -116,15 +119,24 @@ class SmallCNN(nn.Module, PyTorchModelHubMixin, **HUB_KWARGS, tags=["backbone"])
             # The first layer reads the same 3 input channels in every group: a dense conv
             # 3 -> c is exactly G independent 3 -> c/G convs (no input repeat needed).
             layers += [
-                nn.Conv2d(previous, c, 3, stride=s, padding=1, groups=1 if i == 0 else self.groups, bias=norm == "none"),
+                nn.Conv2d(
+                    previous, c, 3, stride=s, padding=1, groups=1 if i == 0 else self.groups, bias=norm == "none"
+                ),
                 _norm_layer(norm, c, self.groups),
                 nn.ReLU(inplace=True),
             ]
             previous = c
         self.layers = nn.Sequential(*layers)
         self.pool = pool
-        self._config = {"kind": "cnn", "channels": channels, "strides": strides, "groups": self.groups,
-                        "norm": norm, "pool": pool, "downsample": self.downsample}
+        self._config = {
+            "kind": "cnn",
+            "channels": channels,
+            "strides": strides,
+            "groups": self.groups,
+            "norm": norm,
+            "pool": pool,
+            "downsample": self.downsample,
+        }
 
     def get_config(self) -> dict[str, Any]:
         """JSON config such that ``build_backbone(config)`` rebuilds this architecture."""
@@ -151,7 +163,13 @@ class SmallViT(nn.Module, PyTorchModelHubMixin, **HUB_KWARGS, tags=["backbone"])
     kind = "vit"
 
     def __init__(
-        self, image_size: int = 64, patch_size: int = 8, width: int = 64, depth: int = 2, heads: int = 4, mlp_ratio: float = 2.0
+        self,
+        image_size: int = 64,
+        patch_size: int = 8,
+        width: int = 64,
+        depth: int = 2,
+        heads: int = 4,
+        mlp_ratio: float = 2.0,
     ) -> None:
         super().__init__()
         if image_size % patch_size:
@@ -170,8 +188,13 @@ class SmallViT(nn.Module, PyTorchModelHubMixin, **HUB_KWARGS, tags=["backbone"])
         self.encoder = nn.TransformerEncoder(layer, depth, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(width)
         self._config = {
-            "kind": "vit", "image_size": self.image_size, "patch_size": self.patch_size, "width": self.embed_dim,
-            "depth": int(depth), "heads": int(heads), "mlp_ratio": float(mlp_ratio),
+            "kind": "vit",
+            "image_size": self.image_size,
+            "patch_size": self.patch_size,
+            "width": self.embed_dim,
+            "depth": int(depth),
+            "heads": int(heads),
+            "mlp_ratio": float(mlp_ratio),
         }
 
     def get_config(self) -> dict[str, Any]:
@@ -195,7 +218,9 @@ def _is_standard(kind: str) -> bool:
     return kind in STANDARD_ARCHITECTURES or str(kind).startswith("timm:")
 
 
-def backbone_config(backbone: str | dict[str, Any] | None = None, image_size: int = 64, **overrides: Any) -> dict[str, Any]:
+def backbone_config(
+    backbone: str | dict[str, Any] | None = None, image_size: int = 64, **overrides: Any
+) -> dict[str, Any]:
     """Normalise ``"cnn"`` / ``"vit"`` / a config dict / ``None`` (= ``"cnn"``) into a full config dict.
 
     >>> backbone_config("vit", image_size=32)["image_size"]
@@ -214,8 +239,10 @@ def backbone_config(backbone: str | dict[str, Any] | None = None, image_size: in
             config.setdefault("crop_size", STANDARD_ARCHITECTURES[kind][1])
         return config
     if kind not in _KINDS:
-        raise ValueError(f"unknown backbone kind {kind!r}; choose one of {sorted(_KINDS)}, "
-                         f"{sorted(STANDARD_ARCHITECTURES)} or 'timm:<name>'")
+        raise ValueError(
+            f"unknown backbone kind {kind!r}; choose one of {sorted(_KINDS)}, "
+            f"{sorted(STANDARD_ARCHITECTURES)} or 'timm:<name>'"
+        )
     if kind == "vit":
         config.setdefault("image_size", int(image_size))
     config.update(overrides)
@@ -239,8 +266,10 @@ def build_backbone(config: dict[str, Any] | str | None = None) -> SmallCNN | Sma
     if _is_standard(kind):
         return StandardBackbone(kind, **config)
     if kind not in _KINDS:
-        raise ValueError(f"unknown backbone kind {kind!r}; choose one of {sorted(_KINDS)}, "
-                         f"{sorted(STANDARD_ARCHITECTURES)} or 'timm:<name>'")
+        raise ValueError(
+            f"unknown backbone kind {kind!r}; choose one of {sorted(_KINDS)}, "
+            f"{sorted(STANDARD_ARCHITECTURES)} or 'timm:<name>'"
+        )
     return _KINDS[kind](**config)
 
 
@@ -285,9 +314,20 @@ def train_backbone(
     with seeded(seed):
         model = _BackboneClassifier(build_backbone(config), num_classes)
     loss = lambda b: nn.functional.cross_entropy(model(b[0]), b[1])  # noqa: E731
-    history = fit(loss, model.parameters(), (images, labels), epochs=epochs, batch_size=batch_size, lr=lr,
-                  seed=seed, module=model, desc="backbone", progress=progress, schedule=schedule,
-                  augment=random_hflip if augment else None, weight_decay=weight_decay)
+    history = fit(
+        loss,
+        model.parameters(),
+        (images, labels),
+        epochs=epochs,
+        batch_size=batch_size,
+        lr=lr,
+        seed=seed,
+        module=model,
+        desc="backbone",
+        progress=progress,
+        schedule=schedule,
+        augment=random_hflip if augment else None,
+        weight_decay=weight_decay,
+    )
     model.backbone.history = history
     return model.backbone.eval()
-

@@ -25,8 +25,11 @@ from .base import HUB_KWARGS
 __all__ = ["drop_init_weights"]
 
 #: torchvision architecture -> (embedding width, Koh et al.'s crop size in px)
-STANDARD_ARCHITECTURES: dict[str, tuple[int, int]] = {"resnet18": (512, 224), "resnet50": (2048, 224),
-                                                       "inception_v3": (2048, 299)}
+STANDARD_ARCHITECTURES: dict[str, tuple[int, int]] = {
+    "resnet18": (512, 224),
+    "resnet50": (2048, 224),
+    "inception_v3": (2048, 299),
+}
 _IMAGENET_MEAN = (0.485, 0.456, 0.406)
 _IMAGENET_STD = (0.229, 0.224, 0.225)
 
@@ -82,8 +85,10 @@ def _hub_or_file(weights: str) -> str:
         raise ValueError(f"weights {weights!r}: not a file and not a Hub id 'org/name[/file]'")
     from huggingface_hub import hf_hub_download
 
-    repo, names = "/".join(parts[:2]), (["/".join(parts[2:])] if len(parts) > 2 else ["model.safetensors",
-                                                                                   "pytorch_model.bin"])
+    repo, names = (
+        "/".join(parts[:2]),
+        (["/".join(parts[2:])] if len(parts) > 2 else ["model.safetensors", "pytorch_model.bin"]),
+    )
     errors = []
     for name in names:
         try:
@@ -117,7 +122,9 @@ def load_backbone_weights(network: nn.Module, weights: str) -> list[str]:
         if key.split(".")[0] in ("fc", "classifier", "head", "AuxLogits") or key not in own:
             continue
         if tuple(value.shape) != tuple(own[key].shape):
-            raise ValueError(f"weights {weights!r}: {key} is {tuple(value.shape)}, the network needs {tuple(own[key].shape)}")
+            raise ValueError(
+                f"weights {weights!r}: {key} is {tuple(value.shape)}, the network needs {tuple(own[key].shape)}"
+            )
         clean[key] = value
     if not clean:
         raise ValueError(f"weights {weights!r}: none of its {len(state)} tensors fits this network")
@@ -142,15 +149,17 @@ class StandardBackbone(nn.Module, PyTorchModelHubMixin, **HUB_KWARGS, tags=["bac
 
     kind = "standard"
 
-    def __init__(self, arch: str = "resnet18", crop_size: int | None = None, weights: str | None = None,
-                 augment: bool = True) -> None:
+    def __init__(
+        self, arch: str = "resnet18", crop_size: int | None = None, weights: str | None = None, augment: bool = True
+    ) -> None:
         super().__init__()
         self.arch = str(arch)
         if self.arch.startswith("timm:"):
             import timm
 
-            self.net = timm.create_model(self.arch.removeprefix("timm:"), pretrained=False, num_classes=0,
-                                         global_pool="")
+            self.net = timm.create_model(
+                self.arch.removeprefix("timm:"), pretrained=False, num_classes=0, global_pool=""
+            )
             self.embed_dim = int(self.net.num_features)
             default_crop = int(self.net.pretrained_cfg.get("input_size", (3, 224, 224))[-1])
         elif self.arch in STANDARD_ARCHITECTURES:
@@ -183,9 +192,26 @@ class StandardBackbone(nn.Module, PyTorchModelHubMixin, **HUB_KWARGS, tags=["bac
         if self.arch.startswith("resnet"):
             x = net.maxpool(net.relu(net.bn1(net.conv1(x))))
             return net.layer4(net.layer3(net.layer2(net.layer1(x))))
-        for name in ("Conv2d_1a_3x3", "Conv2d_2a_3x3", "Conv2d_2b_3x3", "maxpool1", "Conv2d_3b_1x1", "Conv2d_4a_3x3",
-                     "maxpool2", "Mixed_5b", "Mixed_5c", "Mixed_5d", "Mixed_6a", "Mixed_6b", "Mixed_6c", "Mixed_6d",
-                     "Mixed_6e", "Mixed_7a", "Mixed_7b", "Mixed_7c"):
+        for name in (
+            "Conv2d_1a_3x3",
+            "Conv2d_2a_3x3",
+            "Conv2d_2b_3x3",
+            "maxpool1",
+            "Conv2d_3b_1x1",
+            "Conv2d_4a_3x3",
+            "maxpool2",
+            "Mixed_5b",
+            "Mixed_5c",
+            "Mixed_5d",
+            "Mixed_6a",
+            "Mixed_6b",
+            "Mixed_6c",
+            "Mixed_6d",
+            "Mixed_6e",
+            "Mixed_7a",
+            "Mixed_7b",
+            "Mixed_7c",
+        ):
             x = getattr(net, name)(x)
         return x
 

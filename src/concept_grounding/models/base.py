@@ -73,9 +73,7 @@ class ConceptModelMixin:
         if self.num_classes < 1:
             raise ValueError(f"num_classes must be >= 1, got {self.num_classes}")
         if self.concept_names is not None and len(self.concept_names) != self.num_concepts:
-            raise ValueError(
-                f"concept_names has {len(self.concept_names)} names but num_concepts={self.num_concepts}"
-            )
+            raise ValueError(f"concept_names has {len(self.concept_names)} names but num_concepts={self.num_concepts}")
 
     def check_concepts(self, num_concepts: int, concept_names: Sequence[str] | None = None, what: str = "data") -> None:
         """Raise ``ValueError`` unless ``what`` has this model's concepts (count, and names if both know them)."""

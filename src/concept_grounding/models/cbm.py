@@ -38,8 +38,9 @@ def _label_predictor(num_concepts: int, num_classes: int, hidden: int) -> nn.Mod
     return nn.Sequential(nn.Linear(num_concepts, hidden), nn.ReLU(), nn.Linear(hidden, num_classes))
 
 
-class ConceptBottleneckModel(nn.Module, ConceptModelMixin, PyTorchModelHubMixin, **HUB_KWARGS,
-                             tags=["concept-bottleneck-model"]):
+class ConceptBottleneckModel(
+    nn.Module, ConceptModelMixin, PyTorchModelHubMixin, **HUB_KWARGS, tags=["concept-bottleneck-model"]
+):
     """A CBM: images ``(B, 3, H, W)`` in [0, 1] -> :class:`~.base.ConceptModelOutput`.
 
     Args:
@@ -91,10 +92,17 @@ class ConceptBottleneckModel(nn.Module, ConceptModelMixin, PyTorchModelHubMixin,
             channels = [int(c) * self.num_concepts for c in per_concept_channels]
             strides = list(config["strides"])
             if len(strides) != len(channels):
-                raise ValueError(f"per_concept_channels {list(per_concept_channels)} must have one entry per "
-                                 f"backbone layer ({len(strides)})")
-            config = {**config, "channels": channels, "strides": strides, "groups": self.num_concepts,
-                      "downsample": int(per_concept_downsample)}
+                raise ValueError(
+                    f"per_concept_channels {list(per_concept_channels)} must have one entry per "
+                    f"backbone layer ({len(strides)})"
+                )
+            config = {
+                **config,
+                "channels": channels,
+                "strides": strides,
+                "groups": self.num_concepts,
+                "downsample": int(per_concept_downsample),
+            }
         self.backbone = build_backbone(config)
         d = self.backbone.embed_dim
         if self.per_concept:
@@ -164,8 +172,10 @@ def _train_concept_predictor(model: ConceptBottleneckModel, images, concepts, **
 @torch.no_grad()
 def _predicted_probs(model: ConceptBottleneckModel, images: torch.Tensor, batch_size: int = 256) -> torch.Tensor:
     model.eval()
-    parts = [torch.sigmoid(model.concept_logits_from_embeddings(model.backbone(images[i : i + batch_size]).pooled))
-             for i in range(0, images.shape[0], batch_size)]
+    parts = [
+        torch.sigmoid(model.concept_logits_from_embeddings(model.backbone(images[i : i + batch_size]).pooled))
+        for i in range(0, images.shape[0], batch_size)
+    ]
     return torch.cat(parts)
 
 
@@ -173,8 +183,14 @@ def _train_label_predictor(model: ConceptBottleneckModel, inputs, labels, **kw) 
     def loss(batch):
         return F.cross_entropy(model.label_predictor(model.bottleneck_scores(batch[0])), batch[1])
 
-    return fit(loss, model.label_predictor.parameters(), (inputs, labels), module=model.label_predictor,
-               desc="CBM labels", **kw)
+    return fit(
+        loss,
+        model.label_predictor.parameters(),
+        (inputs, labels),
+        module=model.label_predictor,
+        desc="CBM labels",
+        **kw,
+    )
 
 
 def train_cbm(
@@ -248,21 +264,35 @@ def train_cbm(
     if concept_model is not None:
         if mode == "joint":
             raise ValueError("concept_model can only be reused for independent or sequential training")
-        concept_model.check_data(train_tensors) if isinstance(train_tensors, ConceptTensors) else \
-            concept_model.check_concepts(concepts.shape[1])
+        concept_model.check_data(train_tensors) if isinstance(
+            train_tensors, ConceptTensors
+        ) else concept_model.check_concepts(concepts.shape[1])
         model = copy.deepcopy(concept_model)
         with seeded(seed):
             model.label_predictor = _label_predictor(model.num_concepts, num_classes, label_hidden)
         model.num_classes, model.training_mode, model.bottleneck = num_classes, mode, bottleneck
-        model._hub_mixin_config = {**getattr(model, "_hub_mixin_config", {}), "num_classes": num_classes,
-                                   "training_mode": mode, "bottleneck": bottleneck, "label_hidden": label_hidden}
+        model._hub_mixin_config = {
+            **getattr(model, "_hub_mixin_config", {}),
+            "num_classes": num_classes,
+            "training_mode": mode,
+            "bottleneck": bottleneck,
+            "label_hidden": label_hidden,
+        }
         history.update(getattr(concept_model, "history", {}) or {})
         history.pop("labels", None)
     else:
         with seeded(seed):
             model = ConceptBottleneckModel(
-                concepts.shape[1], num_classes, backbone_config(backbone, image_size=images.shape[-1]), names,
-                per_concept, bottleneck, label_hidden, mode, concept_loss_weight, list(per_concept_channels),
+                concepts.shape[1],
+                num_classes,
+                backbone_config(backbone, image_size=images.shape[-1]),
+                names,
+                per_concept,
+                bottleneck,
+                label_hidden,
+                mode,
+                concept_loss_weight,
+                list(per_concept_channels),
                 per_concept_downsample,
             )
     val_fn = None
@@ -271,25 +301,40 @@ def train_cbm(
         v_images, v_concepts, v_labels = tuple(val_tensors)
 
     if mode == "joint":
+
         def loss(batch):
             out = model(batch[0])
-            return F.cross_entropy(out.class_logits, batch[2]) + concept_loss_weight * \
-                concept_bce(out.concept_logits, batch[1])
+            return F.cross_entropy(out.class_logits, batch[2]) + concept_loss_weight * concept_bce(
+                out.concept_logits, batch[1]
+            )
 
         if val_tensors is not None:
             val_fn = lambda: float(loss((v_images, v_concepts, v_labels)))  # noqa: E731
-        history["joint"] = fit(loss, model.parameters(), (images, concepts, labels), epochs=epochs, lr=lr,
-                               module=model, val_fn=val_fn, patience=patience, desc="CBM joint", **common,
-                               **image_side)
+        history["joint"] = fit(
+            loss,
+            model.parameters(),
+            (images, concepts, labels),
+            epochs=epochs,
+            lr=lr,
+            module=model,
+            val_fn=val_fn,
+            patience=patience,
+            desc="CBM joint",
+            **common,
+            **image_side,
+        )
     else:
         if concept_model is None:
             if val_tensors is not None:
-                val_fn = lambda: float(concept_bce(  # noqa: E731
-                    model.concept_logits_from_embeddings(model.backbone(v_images).pooled), v_concepts))
-            history["concepts"] = _train_concept_predictor(model, images, concepts, epochs=epochs, lr=lr,
-                                                           val_fn=val_fn, patience=patience, **common, **image_side)
+                val_fn = lambda: float(
+                    concept_bce(model.concept_logits_from_embeddings(model.backbone(v_images).pooled), v_concepts)
+                )
+            history["concepts"] = _train_concept_predictor(
+                model, images, concepts, epochs=epochs, lr=lr, val_fn=val_fn, patience=patience, **common, **image_side
+            )
         inputs = concepts if mode == "independent" else _predicted_probs(model, images)
-        history["labels"] = _train_label_predictor(model, inputs, labels, lr=label_lr,
-                                                   epochs=label_epochs or max(30, 3 * epochs), **common)
+        history["labels"] = _train_label_predictor(
+            model, inputs, labels, lr=label_lr, epochs=label_epochs or max(30, 3 * epochs), **common
+        )
     model.history = history
     return model.eval()

@@ -34,8 +34,9 @@ from .training import fit, random_hflip
 __all__ = ["ConceptEmbeddingModel", "train_cem"]
 
 
-class ConceptEmbeddingModel(nn.Module, ConceptModelMixin, PyTorchModelHubMixin, **HUB_KWARGS,
-                            tags=["concept-embedding-model"]):
+class ConceptEmbeddingModel(
+    nn.Module, ConceptModelMixin, PyTorchModelHubMixin, **HUB_KWARGS, tags=["concept-embedding-model"]
+):
     """A CEM: images ``(B, 3, H, W)`` in [0, 1] -> :class:`~.base.ConceptModelOutput`.
 
     Args:
@@ -136,23 +137,46 @@ def train_cem(
     images, concepts, labels, names, num_classes = training_tensors(train_tensors)
     names = list(names) or None
     with seeded(seed):
-        model = ConceptEmbeddingModel(concepts.shape[1], num_classes, backbone_config(backbone, image_size=images.shape[-1]),
-                                      names, embedding_size, concept_loss_weight, intervention_prob)
+        model = ConceptEmbeddingModel(
+            concepts.shape[1],
+            num_classes,
+            backbone_config(backbone, image_size=images.shape[-1]),
+            names,
+            embedding_size,
+            concept_loss_weight,
+            intervention_prob,
+        )
 
     def loss(batch, randint: bool = True):
         mask = None
         if randint and model.intervention_prob > 0:
             mask = torch.rand(batch[1].shape) < model.intervention_prob
         out = model(batch[0], batch[1], mask)
-        return F.cross_entropy(out.class_logits, batch[2]) + concept_loss_weight * \
-            concept_bce(out.concept_logits, batch[1])
+        return F.cross_entropy(out.class_logits, batch[2]) + concept_loss_weight * concept_bce(
+            out.concept_logits, batch[1]
+        )
 
     val_fn = None
     if val_tensors is not None:
         model.check_data(val_tensors)
         val_fn = lambda: float(loss(tuple(val_tensors), randint=False))  # noqa: E731
-    model.history = {"joint": fit(loss, model.parameters(), (images, concepts, labels), epochs=epochs,
-                                  batch_size=batch_size, lr=lr, seed=seed, module=model, val_fn=val_fn,
-                                  patience=patience, desc="CEM", progress=progress, schedule=schedule,
-                                  augment=random_hflip if augment else None, weight_decay=weight_decay)}
+    model.history = {
+        "joint": fit(
+            loss,
+            model.parameters(),
+            (images, concepts, labels),
+            epochs=epochs,
+            batch_size=batch_size,
+            lr=lr,
+            seed=seed,
+            module=model,
+            val_fn=val_fn,
+            patience=patience,
+            desc="CEM",
+            progress=progress,
+            schedule=schedule,
+            augment=random_hflip if augment else None,
+            weight_decay=weight_decay,
+        )
+    }
     return model.eval()

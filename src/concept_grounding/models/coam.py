@@ -26,8 +26,14 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-__all__ = ["concept_activation_maps", "class_activation_maps", "upsample_maps", "overlay_heatmap", "coam_overlays",
-           "save_coam_gallery"]
+__all__ = [
+    "concept_activation_maps",
+    "class_activation_maps",
+    "upsample_maps",
+    "overlay_heatmap",
+    "coam_overlays",
+    "save_coam_gallery",
+]
 
 
 #: Figs. 3-4's existence marks: the concept is in the image's ground truth / it is not.
@@ -87,8 +93,10 @@ def class_activation_maps(concept_maps: torch.Tensor, theta: torch.Tensor, class
     [[[2.0, -1.0]]]
     """
     if concept_maps.ndim != 4 or theta.ndim != 2 or theta.shape[0] != concept_maps.shape[1]:
-        raise ValueError(f"concept_maps must be (B, L, h, w) and theta (L, K) with the same L, got "
-                         f"{tuple(concept_maps.shape)} and {tuple(theta.shape)}")
+        raise ValueError(
+            f"concept_maps must be (B, L, h, w) and theta (L, K) with the same L, got "
+            f"{tuple(concept_maps.shape)} and {tuple(theta.shape)}"
+        )
     weights = theta.T.to(concept_maps.dtype)[torch.as_tensor(classes, dtype=torch.long)]  # (B, L)
     return torch.einsum("bl,blhw->bhw", weights, concept_maps)
 
@@ -135,7 +143,13 @@ def overlay_heatmap(image, heatmap, alpha: float = 0.5, cmap: str = "jet"):
 
 
 def coam_overlays(
-    image, maps: torch.Tensor, *, coloured: bool = True, threshold: float = 0.5, beta: float = 0.4, cmap: str = "jet",
+    image,
+    maps: torch.Tensor,
+    *,
+    coloured: bool = True,
+    threshold: float = 0.5,
+    beta: float = 0.4,
+    cmap: str = "jet",
 ) -> list:
     """Aysel et al.'s Algorithm 2 (App. E): one superimposed image per concept map.
 
@@ -181,9 +195,15 @@ def coam_overlays(
 
 
 def save_coam_gallery(
-    images: Sequence, maps: torch.Tensor, path: str | Path, concept_names: Sequence[str] | None = None,
-    row_titles: Sequence[str] | None = None, alpha: float = 0.5, cmap: str = "jet",
-    marks: Sequence[Sequence[bool]] | np.ndarray | None = None, class_maps: torch.Tensor | None = None,
+    images: Sequence,
+    maps: torch.Tensor,
+    path: str | Path,
+    concept_names: Sequence[str] | None = None,
+    row_titles: Sequence[str] | None = None,
+    alpha: float = 0.5,
+    cmap: str = "jet",
+    marks: Sequence[Sequence[bool]] | np.ndarray | None = None,
+    class_maps: torch.Tensor | None = None,
     class_titles: Sequence[str] | None = None,
 ) -> Path:
     """A PNG grid: one row per image (the image, then one overlay per concept map), as

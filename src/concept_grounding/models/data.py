@@ -87,12 +87,16 @@ class ConceptTensors:
             return len(self.class_names)
         return int(self.labels.max().item()) + 1 if len(self) else 0
 
-    def subset(self, index: torch.Tensor | Sequence[int]) -> "ConceptTensors":
+    def subset(self, index: torch.Tensor | Sequence[int]) -> ConceptTensors:
         """Rows ``index`` of every tensor (names kept)."""
         index = torch.as_tensor(index, dtype=torch.long)
         return ConceptTensors(
-            self.images[index], self.concepts[index], self.labels[index],
-            self.concept_indices, self.concept_names, self.class_names,
+            self.images[index],
+            self.concepts[index],
+            self.labels[index],
+            self.concept_indices,
+            self.concept_names,
+            self.class_names,
         )
 
 
@@ -160,7 +164,7 @@ def images_to_tensor(images: Sequence[Any], image_size: int) -> torch.Tensor:
 
 
 def to_tensors(
-    dataset: "datasets.Dataset",
+    dataset: datasets.Dataset,
     concept_indices: Sequence[int] | Sequence[str] | str | None = None,
     image_size: int = 64,
     label_source: Literal["image", "class"] = "image",
@@ -221,7 +225,7 @@ def to_tensors(
 
 def toy_concept_dataset(
     n_per_class: int = 8, image_size: int = 32, seed: int = 0, vocab: Vocabulary | None = None
-) -> "datasets.Dataset":
+) -> datasets.Dataset:
     """A tiny split in the ``cub_features`` schema: one coloured square per image.
 
     Class ``k`` is the colour ``list(TOY_COLOURS)[k]``; the square's colour is set in

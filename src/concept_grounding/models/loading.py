@@ -9,8 +9,11 @@ __all__ = ["load_concept_model", "concept_model_class_name"]
 
 
 #: the key of a saved concept model's ``config.json`` that names its class (beside ``num_concepts``)
-CONCEPT_MODEL_MARKERS: dict[str, str] = {"training_mode": "ConceptBottleneckModel",
-                                         "embedding_size": "ConceptEmbeddingModel", "score": "PostHocCBM"}
+CONCEPT_MODEL_MARKERS: dict[str, str] = {
+    "training_mode": "ConceptBottleneckModel",
+    "embedding_size": "ConceptEmbeddingModel",
+    "score": "PostHocCBM",
+}
 
 
 def concept_model_class_name(path: str | Path) -> str | None:

@@ -41,7 +41,13 @@ from .data import training_tensors
 from .train_config import TrainConfig, train_settings
 
 __all__ = [
-    "ConceptBank", "learn_cavs", "embed_images", "bank_scores", "fit_sparse_classifier", "FeatureMapBackbone", "PostHocCBM",
+    "ConceptBank",
+    "learn_cavs",
+    "embed_images",
+    "bank_scores",
+    "fit_sparse_classifier",
+    "FeatureMapBackbone",
+    "PostHocCBM",
     "train_posthoc_cbm",
 ]
 
@@ -85,14 +91,24 @@ class ConceptBank:
 
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        meta = {"format": "concept-grounding/concept-bank", "names": json.dumps(list(self.names)),
-                "metadata": json.dumps(self.metadata)}
-        save_file({"vectors": self.vectors.contiguous(), "intercepts": self.intercepts.contiguous(),
-                   "train_accuracy": self.train_accuracy.contiguous()}, str(path), metadata=meta)
+        meta = {
+            "format": "concept-grounding/concept-bank",
+            "names": json.dumps(list(self.names)),
+            "metadata": json.dumps(self.metadata),
+        }
+        save_file(
+            {
+                "vectors": self.vectors.contiguous(),
+                "intercepts": self.intercepts.contiguous(),
+                "train_accuracy": self.train_accuracy.contiguous(),
+            },
+            str(path),
+            metadata=meta,
+        )
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> "ConceptBank":
+    def load(cls, path: str | Path) -> ConceptBank:
         """Read a file written by :meth:`save`."""
         from safetensors import safe_open
 
@@ -100,9 +116,14 @@ class ConceptBank:
             meta = f.metadata() or {}
             if meta.get("format") != "concept-grounding/concept-bank":
                 raise ValueError(f"{path} is not a concept bank written by ConceptBank.save")
-            tensors = {k: f.get_tensor(k) for k in f.keys()}
-        return cls(tensors["vectors"], tensors["intercepts"], tuple(json.loads(meta["names"])),
-                   tensors["train_accuracy"], json.loads(meta.get("metadata", "{}")))
+            tensors = {k: f.get_tensor(k) for k in f}
+        return cls(
+            tensors["vectors"],
+            tensors["intercepts"],
+            tuple(json.loads(meta["names"])),
+            tensors["train_accuracy"],
+            json.loads(meta.get("metadata", "{}")),
+        )
 
 
 def learn_cavs(
@@ -160,11 +181,19 @@ def learn_cavs(
             svm.fit(xs, ys)
         vectors[j], intercepts[j], accuracy[j] = svm.coef_[0], svm.intercept_[0], svm.score(xs, ys)
     if skipped:
-        warnings.warn(f"{len(skipped)} concept(s) have no positive or no negative image, so no CAV "
-                      f"(zero vector): {skipped[:5]}{' ...' if len(skipped) > 5 else ''}", stacklevel=2)
+        warnings.warn(
+            f"{len(skipped)} concept(s) have no positive or no negative image, so no CAV "
+            f"(zero vector): {skipped[:5]}{' ...' if len(skipped) > 5 else ''}",
+            stacklevel=2,
+        )
     meta = {"n_pos": int(n_pos), "n_neg": int(n_neg), "C": float(C), "seed": int(seed)}
-    return ConceptBank(torch.tensor(vectors, dtype=torch.float32), torch.tensor(intercepts, dtype=torch.float32),
-                       tuple(concept_names), torch.tensor(accuracy, dtype=torch.float32), meta)
+    return ConceptBank(
+        torch.tensor(vectors, dtype=torch.float32),
+        torch.tensor(intercepts, dtype=torch.float32),
+        tuple(concept_names),
+        torch.tensor(accuracy, dtype=torch.float32),
+        meta,
+    )
 
 
 @torch.no_grad()
@@ -216,8 +245,15 @@ def fit_sparse_classifier(
     if solver == "sklearn":
         from sklearn.linear_model import SGDClassifier
 
-        clf = SGDClassifier(loss="log_loss", penalty="elasticnet", alpha=lam, l1_ratio=l1_ratio,
-                            max_iter=max_iter * 20, random_state=seed, tol=1e-6)
+        clf = SGDClassifier(
+            loss="log_loss",
+            penalty="elasticnet",
+            alpha=lam,
+            l1_ratio=l1_ratio,
+            max_iter=max_iter * 20,
+            random_state=seed,
+            tol=1e-6,
+        )
         clf.fit(z.numpy(), y.numpy())
         w = torch.zeros(L, num_classes, dtype=torch.float64)
         b = torch.full((num_classes,), -1e4, dtype=torch.float64)
@@ -256,8 +292,9 @@ def fit_sparse_classifier(
     return theta.float(), bias.float()
 
 
-def bank_scores(pooled: torch.Tensor, vectors: torch.Tensor, intercepts: torch.Tensor,
-                score: Literal["dot", "margin"] = "dot") -> torch.Tensor:
+def bank_scores(
+    pooled: torch.Tensor, vectors: torch.Tensor, intercepts: torch.Tensor, score: Literal["dot", "margin"] = "dot"
+) -> torch.Tensor:
     """Concept scores ``u`` ``(B, L)`` of pooled embeddings ``(B, d)`` under CAVs ``(L, d)``:
     ``"dot"`` ``u = C f(X)`` (Aysel et al. Sec. 3), ``"margin"`` ``(C f(X) + b) / ||c_j||``."""
     u = pooled @ vectors.T.to(pooled.dtype)
@@ -278,9 +315,15 @@ class FeatureMapBackbone(nn.Module):
         mean, std: per-channel normalisation applied to [0, 1] images (default none).
     """
 
-    def __init__(self, backbone: Callable[[torch.Tensor], Any], embed_dim: int, *,
-                 pick: Callable[[Any], torch.Tensor] | None = None, mean: Sequence[float] | None = None,
-                 std: Sequence[float] | None = None) -> None:
+    def __init__(
+        self,
+        backbone: Callable[[torch.Tensor], Any],
+        embed_dim: int,
+        *,
+        pick: Callable[[Any], torch.Tensor] | None = None,
+        mean: Sequence[float] | None = None,
+        std: Sequence[float] | None = None,
+    ) -> None:
         super().__init__()
         self.trunk, self.embed_dim, self.pick = backbone, int(embed_dim), pick
         self.register_buffer("mean", torch.tensor(mean or (0.0, 0.0, 0.0)).view(1, 3, 1, 1), persistent=False)
@@ -295,11 +338,15 @@ class FeatureMapBackbone(nn.Module):
         elif getattr(out, "features", None) is not None:
             features = out.features  # the project's BackboneOutput
         else:
-            raise ValueError(f"the backbone returns a {type(out).__name__}: declare which part is the feature map "
-                             "with features= (an index or a key)")
+            raise ValueError(
+                f"the backbone returns a {type(out).__name__}: declare which part is the feature map "
+                "with features= (an index or a key)"
+            )
         if features.ndim != 4 or features.shape[1] != self.embed_dim:
-            raise ValueError(f"the feature map is {tuple(features.shape)}; expected (B, d={self.embed_dim}, h, w) "
-                             "to match the concept vectors")
+            raise ValueError(
+                f"the feature map is {tuple(features.shape)}; expected (B, d={self.embed_dim}, h, w) "
+                "to match the concept vectors"
+            )
         return BackboneOutput(features.mean(dim=(2, 3)), features, tuple(features.shape[-2:]))
 
 
@@ -360,12 +407,16 @@ class PostHocCBM(nn.Module, ConceptModelMixin, PyTorchModelHubMixin, **HUB_KWARG
 
     @property
     def concept_bank(self) -> ConceptBank:
-        return ConceptBank(self.concept_vectors.clone(), self.concept_intercepts.clone(), tuple(self.concept_names or ()))
+        return ConceptBank(
+            self.concept_vectors.clone(), self.concept_intercepts.clone(), tuple(self.concept_names or ())
+        )
 
     def set_concept_bank(self, bank: ConceptBank) -> None:
         """Copy a bank's CAVs in (``ValueError`` if its size does not match)."""
         if tuple(bank.vectors.shape) != tuple(self.concept_vectors.shape):
-            raise ValueError(f"concept bank is {tuple(bank.vectors.shape)}, the model needs {tuple(self.concept_vectors.shape)}")
+            raise ValueError(
+                f"concept bank is {tuple(bank.vectors.shape)}, the model needs {tuple(self.concept_vectors.shape)}"
+            )
         if bank.names and self.concept_names:
             self.check_concepts(bank.num_concepts, bank.names, "concept bank")
         self.concept_vectors.copy_(bank.vectors)
@@ -439,6 +490,9 @@ def train_posthoc_cbm(
         model.classifier.weight.copy_(theta.T)
         model.classifier.bias.copy_(bias)
         accuracy = float((model.classifier(u).argmax(1) == labels).float().mean())
-    model.history = {"cav_train_accuracy": concept_bank.train_accuracy, "train_accuracy": accuracy,
-                     "sparsity": float((theta == 0).float().mean())}
+    model.history = {
+        "cav_train_accuracy": concept_bank.train_accuracy,
+        "train_accuracy": accuracy,
+        "sparsity": float((theta == 0).float().mean()),
+    }
     return model.eval()

@@ -18,6 +18,7 @@ __all__ = ["DEFAULT_THREADS", "TrainConfig", "train_settings"]
 #: with 1 thread than with 2 (OpenMP threads spin while they wait for a core).
 DEFAULT_THREADS = 1
 
+
 @dataclass(frozen=True)
 class TrainConfig:
     """The training knobs every trainer here shares, in one place.

@@ -110,8 +110,9 @@ def random_hflip(images: torch.Tensor, p: float = 0.5) -> torch.Tensor:
     return torch.where(flip.view(-1, *([1] * (images.ndim - 1))), images.flip(-1), images)
 
 
-def _scheduler(optimiser: torch.optim.Optimizer, schedule: str, lr: float, total_steps: int,
-               warmup: float | None = None):
+def _scheduler(
+    optimiser: torch.optim.Optimizer, schedule: str, lr: float, total_steps: int, warmup: float | None = None
+):
     if schedule == "constant":
         return None
     if schedule == "onecycle":

@@ -55,9 +55,11 @@ def background_path(background: Background) -> Path:
     spec = importlib.util.find_spec(background.package)
     if spec is None or not spec.submodule_search_locations:
         extra = "scikit-image" if background.package == "skimage" else "scikit-learn"
-        raise UsageError(f"the background {background.name!r} ships with {extra}, which is not installed",
-                         hint='pip install "concept-grounding[photos]"')
-    path = Path(list(spec.submodule_search_locations)[0]) / background.path
+        raise UsageError(
+            f"the background {background.name!r} ships with {extra}, which is not installed",
+            hint='pip install "concept-grounding[photos]"',
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / background.path
     if not path.is_file():
         raise UsageError(f"{path} is missing from the installed {background.package}")
     return path

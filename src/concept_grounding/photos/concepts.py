@@ -31,11 +31,29 @@ import numpy as np
 if TYPE_CHECKING:
     import datasets
 
-__all__ = ["CONCEPTS", "CLASS_CONCEPTS", "REGION_CONCEPTS", "class_concept_matrix", "concept_parts", "body_point",
-           "photos_dataset_dict"]
+__all__ = [
+    "CONCEPTS",
+    "CLASS_CONCEPTS",
+    "REGION_CONCEPTS",
+    "class_concept_matrix",
+    "concept_parts",
+    "body_point",
+    "photos_dataset_dict",
+]
 
-CONCEPTS: tuple[str, ...] = ("feathers", "fur", "scales", "wings", "beak", "two_legs", "four_legs", "six_legs",
-                             "tail", "horns", "antennae")
+CONCEPTS: tuple[str, ...] = (
+    "feathers",
+    "fur",
+    "scales",
+    "wings",
+    "beak",
+    "two_legs",
+    "four_legs",
+    "six_legs",
+    "tail",
+    "horns",
+    "antennae",
+)
 
 _BIRD = frozenset({"feathers", "wings", "beak", "two_legs", "tail"})
 _MAMMAL = frozenset({"fur", "four_legs", "tail"})
@@ -46,23 +64,52 @@ _INSECT = frozenset({"wings", "six_legs", "antennae"})
 #: synset id -> the concepts its animal has (module docstring for the source)
 CLASS_CONCEPTS: dict[str, frozenset[str]] = {
     # birds
-    "n01514668": _BIRD, "n01514859": _BIRD, "n01518878": _BIRD, "n01582220": _BIRD, "n01616318": _BIRD,
-    "n01622779": _BIRD, "n01806143": _BIRD, "n01820546": _BIRD, "n01843383": _BIRD, "n01847000": _BIRD,
-    "n01855672": _BIRD, "n02007558": _BIRD, "n02012849": _BIRD, "n02051845": _BIRD, "n02056570": _BIRD,
+    "n01514668": _BIRD,
+    "n01514859": _BIRD,
+    "n01518878": _BIRD,
+    "n01582220": _BIRD,
+    "n01616318": _BIRD,
+    "n01622779": _BIRD,
+    "n01806143": _BIRD,
+    "n01820546": _BIRD,
+    "n01843383": _BIRD,
+    "n01847000": _BIRD,
+    "n01855672": _BIRD,
+    "n02007558": _BIRD,
+    "n02012849": _BIRD,
+    "n02051845": _BIRD,
+    "n02056570": _BIRD,
     # reptile, molluscs, crustacean, insects
     "n01677366": frozenset({"scales", "four_legs", "tail"}),  # common iguana
     "n01945685": frozenset({"antennae"}),  # slug: two pairs of tentacles, no legs
     "n01990800": frozenset({"antennae"}),  # isopod: fourteen legs
-    "n02190166": _INSECT, "n02206856": _INSECT, "n02226429": _INSECT, "n02236044": _INSECT,
+    "n02190166": _INSECT,
+    "n02206856": _INSECT,
+    "n02226429": _INSECT,
+    "n02236044": _INSECT,
     # mammals
-    "n01882714": _TAILLESS, "n01883070": _TAILLESS,  # koala, wombat
-    "n02115641": _MAMMAL, "n02119022": _MAMMAL, "n02129165": _MAMMAL, "n02129604": _MAMMAL,
+    "n01882714": _TAILLESS,
+    "n01883070": _TAILLESS,  # koala, wombat
+    "n02115641": _MAMMAL,
+    "n02119022": _MAMMAL,
+    "n02129165": _MAMMAL,
+    "n02129604": _MAMMAL,
     "n02132136": _TAILLESS,  # brown bear
-    "n02356798": _MAMMAL, "n02361337": _MAMMAL, "n02363005": _MAMMAL, "n02391049": _MAMMAL, "n02395406": _MAMMAL,
-    "n02396427": _MAMMAL, "n02398521": _MAMMAL,
-    "n02403003": _HORNED, "n02410509": _HORNED, "n02412080": _HORNED,  # ox, bison, ram
-    "n02437312": _MAMMAL, "n02443484": _MAMMAL, "n02447366": _MAMMAL,
-    "n02480855": _TAILLESS, "n02481823": _TAILLESS,  # gorilla, chimpanzee
+    "n02356798": _MAMMAL,
+    "n02361337": _MAMMAL,
+    "n02363005": _MAMMAL,
+    "n02391049": _MAMMAL,
+    "n02395406": _MAMMAL,
+    "n02396427": _MAMMAL,
+    "n02398521": _MAMMAL,
+    "n02403003": _HORNED,
+    "n02410509": _HORNED,
+    "n02412080": _HORNED,  # ox, bison, ram
+    "n02437312": _MAMMAL,
+    "n02443484": _MAMMAL,
+    "n02447366": _MAMMAL,
+    "n02480855": _TAILLESS,
+    "n02481823": _TAILLESS,  # gorilla, chimpanzee
 }
 
 
@@ -109,7 +156,7 @@ def class_concept_matrix(synsets: Sequence[str]) -> np.ndarray:
 _SPLIT = re.compile(r"-(easy|hard)-(\d+)\.png$")
 
 
-def photos_dataset_dict(root: str | Path) -> "datasets.DatasetDict":
+def photos_dataset_dict(root: str | Path) -> datasets.DatasetDict:
     """A ``photos`` folder (its ``images`` sub-folder, or that folder itself) as CUB-like
     ``train`` / ``test`` splits for :func:`~concept_grounding.evaluation.posthoc.aysel_analysis`.
 
@@ -141,16 +188,25 @@ def photos_dataset_dict(root: str | Path) -> "datasets.DatasetDict":
             mask = np.asarray(Image.open(mask_file).convert("L")) > 127 if mask_file.is_file() else None
             visible = mask is not None and bool(mask.any())
             xy = [list(body_point(mask)) if visible else [0.0, 0.0]]
-            for key, value in (("image", Image.open(path).convert("RGB")), ("label", label),
-                               ("attributes", table[label].tolist()), ("class_attributes", table[label].tolist()),
-                               ("part_xy", xy), ("part_visible", [visible])):
+            for key, value in (
+                ("image", Image.open(path).convert("RGB")),
+                ("label", label),
+                ("attributes", table[label].tolist()),
+                ("class_attributes", table[label].tolist()),
+                ("part_xy", xy),
+                ("part_visible", [visible]),
+            ):
                 rows[split].setdefault(key, []).append(value)
     if not rows["train"] or not rows["test"]:
         raise ValueError(f"--photos {root}: no images in the class folders")
-    features = datasets.Features({
-        "image": datasets.Image(), "label": datasets.ClassLabel(names=[f"{s}.{n}" for s, n in pairs]),
-        "attributes": datasets.Sequence(datasets.Value("uint8")),
-        "class_attributes": datasets.Sequence(datasets.Value("uint8")),
-        "part_xy": datasets.Sequence(datasets.Sequence(datasets.Value("float32"))),
-        "part_visible": datasets.Sequence(datasets.Value("bool"))})
+    features = datasets.Features(
+        {
+            "image": datasets.Image(),
+            "label": datasets.ClassLabel(names=[f"{s}.{n}" for s, n in pairs]),
+            "attributes": datasets.Sequence(datasets.Value("uint8")),
+            "class_attributes": datasets.Sequence(datasets.Value("uint8")),
+            "part_xy": datasets.Sequence(datasets.Sequence(datasets.Value("float32"))),
+            "part_visible": datasets.Sequence(datasets.Value("bool")),
+        }
+    )
     return datasets.DatasetDict({k: datasets.Dataset.from_dict(v, features=features) for k, v in rows.items()})

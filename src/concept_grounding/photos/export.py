@@ -57,11 +57,13 @@ class PhotosConfig:
         out: the output folder.
     """
 
-    per_stamp: int = setting(2, "images per stamp in each of easy / hard (each on another background)",
-                             parse=positive_int)
+    per_stamp: int = setting(
+        2, "images per stamp in each of easy / hard (each on another background)", parse=positive_int
+    )
     groups: tuple[str, ...] = setting(GROUPS, "animal groups", nargs="+", choices=GROUPS, convert=tuple)
-    size: int = setting(256, "image side in pixels (the animal stays in the central 224 square)",
-                        parse=int_at_least(CROP))
+    size: int = setting(
+        256, "image side in pixels (the animal stays in the central 224 square)", parse=int_at_least(CROP)
+    )
     seed: int = setting(0, "seed of the crops, scales and places", parse=int)
     progress: bool = setting(True, "show no progress bar", flag="--no-progress", action="store_false")
     out: Path | None = None
@@ -94,8 +96,9 @@ class PhotosResult:
     def save(self, out: str | Path) -> Path:
         """``photos.json`` and ``README.md`` under ``out``; returns the README's path."""
         out = Path(out)
-        (out / "photos.json").write_text(json.dumps({"package": f"{PACKAGE} {VERSION}", "images": self.records},
-                                                    indent=1) + "\n")
+        (out / "photos.json").write_text(
+            json.dumps({"package": f"{PACKAGE} {VERSION}", "images": self.records}, indent=1) + "\n"
+        )
         path = out / "README.md"
         path.write_text(readme_text(self))
         return path
@@ -179,8 +182,10 @@ def run_photos(config: PhotosConfig) -> PhotosResult:
     start = time.perf_counter()
     stamps_root = fetch_stamps() / "animals"
     synsets = imagenet_synsets()
-    backgrounds = {subset: [(b, load_background(b)) for b in BACKGROUNDS if b.habitat == habitat]
-                   for subset, habitat in SUBSETS.items()}
+    backgrounds = {
+        subset: [(b, load_background(b)) for b in BACKGROUNDS if b.habitat == habitat]
+        for subset, habitat in SUBSETS.items()
+    }
     stamps = config.stamps
     records: list[dict[str, Any]] = []
     jobs = [(i, s, subset, k) for i, s in enumerate(stamps) for subset in SUBSETS for k in range(config.per_stamp)]
@@ -209,9 +214,16 @@ def run_photos(config: PhotosConfig) -> PhotosResult:
 
 def _record(file: str, stamp: Stamp, subset: str, background: Background, mask: np.ndarray, size: int) -> dict:
     margin = (size - CROP) // 2
-    return {"file": file, "stamp": stamp.path, "imagenet": stamp.imagenet, "group": stamp.group, "subset": subset,
-            "background": background.name, "mask_share": round(float(mask.mean()), 4),
-            "mask_share_crop": round(float(mask[margin : margin + CROP, margin : margin + CROP].mean()), 4)}
+    return {
+        "file": file,
+        "stamp": stamp.path,
+        "imagenet": stamp.imagenet,
+        "group": stamp.group,
+        "subset": subset,
+        "background": background.name,
+        "mask_share": round(float(mask.mean()), 4),
+        "mask_share_crop": round(float(mask[margin : margin + CROP, margin : margin + CROP].mean()), 4),
+    }
 
 
 def readme_text(result: PhotosResult) -> str:
@@ -222,7 +234,7 @@ def readme_text(result: PhotosResult) -> str:
     return f"""# Real animal photos on real backgrounds
 
 Written by `concept-grounding photos` ({len(result.config.stamps)} stamps, {classes} ImageNet-1k classes,
-{counts['easy']} easy + {counts['hard']} hard images, seed {result.config.seed}, {result.seconds:.1f} s).
+{counts["easy"]} easy + {counts["hard"]} hard images, seed {result.config.seed}, {result.seconds:.1f} s).
 
 * `images/`: one folder per ImageNet class (WordNet id), masks in `images/masks/` (255 = animal),
   `class_names.txt`; read by `cci-bench --images`, `covar --images`, `diagnose --images`.

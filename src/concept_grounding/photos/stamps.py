@@ -38,8 +38,19 @@ from pathlib import Path
 
 from ..errors import UsageError
 
-__all__ = ["Stamp", "STAMPS", "PACKAGE", "VERSION", "DEB_URL", "DEB_SHA256", "DEB_BYTES", "cache_root",
-           "fetch_stamps", "unpack_deb", "stamps_dir"]
+__all__ = [
+    "Stamp",
+    "STAMPS",
+    "PACKAGE",
+    "VERSION",
+    "DEB_URL",
+    "DEB_SHA256",
+    "DEB_BYTES",
+    "cache_root",
+    "fetch_stamps",
+    "unpack_deb",
+    "stamps_dir",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +65,10 @@ ANIMALS = "usr/share/tuxpaint/stamps/animals/"
 COPYRIGHT = f"usr/share/doc/{PACKAGE}/copyright"
 CACHE_ENV = "CONCEPT_GROUNDING_CACHE"
 #: what to do when the fetch fails (the error's hint)
-HOW_TO_FETCH = (f"download {DEB_URL} where there is network and run again with {CACHE_ENV}=<folder holding it> "
-                f"(or put it at <cache>/{DEB_NAME})")
+HOW_TO_FETCH = (
+    f"download {DEB_URL} where there is network and run again with {CACHE_ENV}=<folder holding it> "
+    f"(or put it at <cache>/{DEB_NAME})"
+)
 
 
 @dataclass(frozen=True)
@@ -75,23 +88,31 @@ class Stamp:
 
 
 def _stamps(group: str, folder: str, pairs: str) -> tuple[Stamp, ...]:
-    return tuple(Stamp(f"{folder}/{p.split(':')[0]}.png", int(p.split(':')[1]), group) for p in pairs.split())
+    return tuple(Stamp(f"{folder}/{p.split(':')[0]}.png", int(p.split(":")[1]), group) for p in pairs.split())
 
 
 #: land animals whose species (or ImageNet's nearest class named for it) ImageNet-1k has; the
 #: aquatic ones are left out because no background here is water (the easy / hard split
 #: needs a usual habitat)
 STAMPS: tuple[Stamp, ...] = (
-    *_stamps("bird", "birds", "crowned_crane:134 duck:97 drake:97 gander:99 hen:8 chicken_profile:8 rooster:7 "
-                              "magpie:18 ostrich:9 penguin:145 little-penguin:145 magellanic_penguin:145 peacock:84 "
-                              "albino_peahen:84 pelican:144 pink_flamingo:130 rainbow-lorikeet:90 tucan:96 "
-                              "vulture:23 owl:24"),
-    *_stamps("mammal", "mammals", "apes/chimp:367 apes/gorilla:366 bears/bear:294 bears/european-bear:294 "
-                                  "bovines/bison:347 bovines/bull:345 bovines/cow:345 bovines/ram:348 bovines/sheep:348 "
-                                  "camel/camel:354 camel/dromedary:354 cats/lion:291 cats/lion-2:291 cats/tiger:292 "
-                                  "cats/tiger_sumatran:292 dogs/dingo:273 dogs/fox:277 equines/zebra:340 ferret:359 "
-                                  "hippopotamus:344 pig:341 pig_golden:341 pig_golden2:341 rodents/beaver:337 "
-                                  "rodents/marmot:336 rodents/squirrel:335 wildboar:342 badger:362"),
+    *_stamps(
+        "bird",
+        "birds",
+        "crowned_crane:134 duck:97 drake:97 gander:99 hen:8 chicken_profile:8 rooster:7 "
+        "magpie:18 ostrich:9 penguin:145 little-penguin:145 magellanic_penguin:145 peacock:84 "
+        "albino_peahen:84 pelican:144 pink_flamingo:130 rainbow-lorikeet:90 tucan:96 "
+        "vulture:23 owl:24",
+    ),
+    *_stamps(
+        "mammal",
+        "mammals",
+        "apes/chimp:367 apes/gorilla:366 bears/bear:294 bears/european-bear:294 "
+        "bovines/bison:347 bovines/bull:345 bovines/cow:345 bovines/ram:348 bovines/sheep:348 "
+        "camel/camel:354 camel/dromedary:354 cats/lion:291 cats/lion-2:291 cats/tiger:292 "
+        "cats/tiger_sumatran:292 dogs/dingo:273 dogs/fox:277 equines/zebra:340 ferret:359 "
+        "hippopotamus:344 pig:341 pig_golden:341 pig_golden2:341 rodents/beaver:337 "
+        "rodents/marmot:336 rodents/squirrel:335 wildboar:342 badger:362",
+    ),
     *_stamps("mammal", "marsupials", "koala:105 wombat:106"),
     *_stamps("insect", "insects", "mantis:315 grasshopper:311 bee:309 fly:308"),
     *_stamps("mollusc", "insects", "Brown_slug:114"),
@@ -140,7 +161,7 @@ def unpack_deb(deb: Path, dest: Path) -> int:
             keep = (name.startswith(ANIMALS) and name.endswith(".png")) or name == COPYRIGHT
             if not keep or not member.isfile() or ".." in Path(name).parts:
                 continue
-            target = dest / ("animals/" + name[len(ANIMALS):] if name != COPYRIGHT else "copyright")
+            target = dest / ("animals/" + name[len(ANIMALS) :] if name != COPYRIGHT else "copyright")
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(tar.extractfile(member).read())
             count += name.endswith(".png")
@@ -160,8 +181,9 @@ def _apt_download(folder: Path) -> Path | None:
     if shutil.which("apt-get") is None:
         return None
     try:
-        subprocess.run(["apt-get", "download", f"{PACKAGE}={VERSION}"], cwd=folder, check=True, capture_output=True,
-                       timeout=600)
+        subprocess.run(
+            ["apt-get", "download", f"{PACKAGE}={VERSION}"], cwd=folder, check=True, capture_output=True, timeout=600
+        )
     except (OSError, subprocess.SubprocessError) as err:
         logger.info("apt-get download failed (%s); trying Debian's archive", str(err).splitlines()[0])
         return None
@@ -172,7 +194,7 @@ def _apt_download(folder: Path) -> Path | None:
 def _url_download(folder: Path, url: str = DEB_URL) -> Path:
     target = folder / DEB_NAME
     request = urllib.request.Request(url, headers={"User-Agent": "concept-grounding"})
-    with urllib.request.urlopen(request, timeout=60) as response, open(target, "wb") as f:  # noqa: S310 - Debian
+    with urllib.request.urlopen(request, timeout=60) as response, open(target, "wb") as f:
         shutil.copyfileobj(response, f, 1 << 20)
     return target
 
@@ -199,10 +221,14 @@ def fetch_stamps(root: Path | None = None) -> Path:
     try:
         cache.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise UsageError(f"cannot create the cache folder {cache} ({err.strerror})", argument=CACHE_ENV,
-                         hint=f"set {CACHE_ENV} to a writable folder") from None
-    logger.info("fetching %s %s (a %.0f MB download, once; about 6 MB kept) into %s", PACKAGE, VERSION,
-                DEB_BYTES / 1e6, final)
+        raise UsageError(
+            f"cannot create the cache folder {cache} ({err.strerror})",
+            argument=CACHE_ENV,
+            hint=f"set {CACHE_ENV} to a writable folder",
+        ) from None
+    logger.info(
+        "fetching %s %s (a %.0f MB download, once; about 6 MB kept) into %s", PACKAGE, VERSION, DEB_BYTES / 1e6, final
+    )
     with tempfile.TemporaryDirectory(dir=cache, prefix=".fetch-") as tmp:
         work = Path(tmp)
         deb = _checked(cache / DEB_NAME) or _checked(_apt_download(work))
@@ -210,16 +236,19 @@ def fetch_stamps(root: Path | None = None) -> Path:
             try:
                 deb = _checked(_url_download(work))
             except OSError as err:
-                raise UsageError(f"cannot fetch {PACKAGE} {VERSION} with apt-get or from {DEB_URL} "
-                                 f"({getattr(err, 'reason', err)})", hint=HOW_TO_FETCH) from None
+                raise UsageError(
+                    f"cannot fetch {PACKAGE} {VERSION} with apt-get or from {DEB_URL} ({getattr(err, 'reason', err)})",
+                    hint=HOW_TO_FETCH,
+                ) from None
             if deb is None:
                 raise UsageError(f"{DEB_URL} did not match its SHA-256 {DEB_SHA256[:12]}...", hint=HOW_TO_FETCH)
         unpacked = work / "stamps"
         count = unpack_deb(deb, unpacked)
         missing = [s.path for s in STAMPS if not (unpacked / "animals" / s.path).is_file()]
         if missing:
-            raise UsageError(f"{deb.name} lacks {len(missing)} catalogued stamp(s), first {missing[0]}",
-                             hint=HOW_TO_FETCH)
+            raise UsageError(
+                f"{deb.name} lacks {len(missing)} catalogued stamp(s), first {missing[0]}", hint=HOW_TO_FETCH
+            )
         (unpacked / "COMPLETE").write_text(f"{PACKAGE} {VERSION} {count} png\n")
         try:
             os.replace(unpacked, final)

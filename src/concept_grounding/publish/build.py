@@ -57,9 +57,21 @@ class PublishConfig:
     wheel: Path | None = None
 
     @classmethod
-    def from_flags(cls, namespace: str, out: Path, *, size: int, train_per_class: int, test_per_class: int,
-                   per_pairing: int, seed: int, deviation_rate: float, classes: Sequence[str] | None,
-                   bench: Path | None = None, wheel: Path | None = None) -> "PublishConfig":
+    def from_flags(
+        cls,
+        namespace: str,
+        out: Path,
+        *,
+        size: int,
+        train_per_class: int,
+        test_per_class: int,
+        per_pairing: int,
+        seed: int,
+        deviation_rate: float,
+        classes: Sequence[str] | None,
+        bench: Path | None = None,
+        wheel: Path | None = None,
+    ) -> PublishConfig:
         """The config of the ``concept-grounding publish`` flags, each world flag checked first
         (a one-line ``ValueError`` naming it, before the :class:`~concept_grounding.world.WorldConfig`
         is built).
@@ -73,10 +85,16 @@ class PublishConfig:
         from ..world.config import WorldConfig
 
         _check_world_flags(size, train_per_class, test_per_class, per_pairing, deviation_rate, classes)
-        world = WorldConfig(image_size=size, class_names=tuple(classes) if classes else None,
-                            deviation_rate=deviation_rate, seed=seed)
-        return cls(namespace, out, WorldSpec(world, train_per_class=train_per_class, test_per_class=test_per_class,
-                                             per_pairing=per_pairing), bench=bench, wheel=wheel)
+        world = WorldConfig(
+            image_size=size, class_names=tuple(classes) if classes else None, deviation_rate=deviation_rate, seed=seed
+        )
+        return cls(
+            namespace,
+            out,
+            WorldSpec(world, train_per_class=train_per_class, test_per_class=test_per_class, per_pairing=per_pairing),
+            bench=bench,
+            wheel=wheel,
+        )
 
 
 def publish_command(config: PublishConfig) -> str:
@@ -87,10 +105,26 @@ def publish_command(config: PublishConfig) -> str:
     'concept-grounding publish --namespace me --out hub --size 64 --train-per-class 10 --test-per-class 5 --per-pairing 1 --seed 0 --deviation-rate 0.1'
     """
     spec, w = config.world, config.world.world
-    parts = ["concept-grounding", "publish", "--namespace", config.namespace, "--out", str(config.out),
-             "--size", str(w.image_size), "--train-per-class", str(spec.train_per_class), "--test-per-class",
-             str(spec.test_per_class), "--per-pairing", str(spec.per_pairing), "--seed", str(w.seed),
-             "--deviation-rate", str(w.deviation_rate)]
+    parts = [
+        "concept-grounding",
+        "publish",
+        "--namespace",
+        config.namespace,
+        "--out",
+        str(config.out),
+        "--size",
+        str(w.image_size),
+        "--train-per-class",
+        str(spec.train_per_class),
+        "--test-per-class",
+        str(spec.test_per_class),
+        "--per-pairing",
+        str(spec.per_pairing),
+        "--seed",
+        str(w.seed),
+        "--deviation-rate",
+        str(w.deviation_rate),
+    ]
     if w.class_names:
         parts += ["--classes", *w.class_names]
     if config.bench is not None:
@@ -108,13 +142,23 @@ class PlannedRepo:
     write: Callable[[Path], None]
 
 
-def _check_world_flags(size: int, train_per_class: int, test_per_class: int, per_pairing: int,
-                       deviation_rate: float, classes: Sequence[str] | None) -> None:
+def _check_world_flags(
+    size: int,
+    train_per_class: int,
+    test_per_class: int,
+    per_pairing: int,
+    deviation_rate: float,
+    classes: Sequence[str] | None,
+) -> None:
     """Raise a one-line ``ValueError`` naming the first bad world flag."""
     from ..vocabulary import load_vocabulary
 
-    for name, value in (("--size", size), ("--train-per-class", train_per_class),
-                        ("--test-per-class", test_per_class), ("--per-pairing", per_pairing)):
+    for name, value in (
+        ("--size", size),
+        ("--train-per-class", train_per_class),
+        ("--test-per-class", test_per_class),
+        ("--per-pairing", per_pairing),
+    ):
         if isinstance(value, bool) or not isinstance(value, int) or value < (32 if name == "--size" else 1):
             raise ValueError(f"{name}: must be an integer >= {32 if name == '--size' else 1}, got {value!r}")
     if not 0.0 <= deviation_rate <= 1.0:
@@ -128,8 +172,9 @@ def _check_world_flags(size: int, train_per_class: int, test_per_class: int, per
 
 def _check_world(spec: WorldSpec) -> None:
     w = spec.world
-    _check_world_flags(w.image_size, spec.train_per_class, spec.test_per_class, spec.per_pairing, w.deviation_rate,
-                       w.class_names)
+    _check_world_flags(
+        w.image_size, spec.train_per_class, spec.test_per_class, spec.per_pairing, w.deviation_rate, w.class_names
+    )
 
 
 def plan_repos(config: PublishConfig, sources: HubSources | None = None) -> list[PlannedRepo]:
@@ -163,38 +208,77 @@ def plan_repos(config: PublishConfig, sources: HubSources | None = None) -> list
         return world_cache["world"]
 
     plan = [
-        PlannedRepo(HubRepo(WORLD_DATASET, "dataset", "bird world, train/test (Parquet)"),
-                    lambda f: build_world_dataset(world(), config.world, f, ids[WORLD_DATASET], ids[SUB_DATASET],
-                                                  command, version)),
-        PlannedRepo(HubRepo(SUB_DATASET, "dataset", "bird world SUB-style counterfactuals in SUB's schema"),
-                    lambda f: build_sub_dataset(world(), config.world, f, ids[SUB_DATASET], ids[WORLD_DATASET],
-                                                command, version)),
+        PlannedRepo(
+            HubRepo(WORLD_DATASET, "dataset", "bird world, train/test (Parquet)"),
+            lambda f: build_world_dataset(
+                world(), config.world, f, ids[WORLD_DATASET], ids[SUB_DATASET], command, version
+            ),
+        ),
+        PlannedRepo(
+            HubRepo(SUB_DATASET, "dataset", "bird world SUB-style counterfactuals in SUB's schema"),
+            lambda f: build_sub_dataset(
+                world(), config.world, f, ids[SUB_DATASET], ids[WORLD_DATASET], command, version
+            ),
+        ),
     ]
     for name in METRIC_NAMES:
-        plan.append(PlannedRepo(HubRepo(name, "space", "evaluate metric", space_sdk="gradio"),
-                                lambda f, name=name: build_metric_space(sources.metrics / name, f, ns, wheel(f))))
-    plan.append(PlannedRepo(HubRepo(PIPELINE, "model", "diffusers custom pipeline"),
-                            lambda f: build_pipeline_repo(sources.pipeline, f, ns, PIPELINE, version)))
+        plan.append(
+            PlannedRepo(
+                HubRepo(name, "space", "evaluate metric", space_sdk="gradio"),
+                lambda f, name=name: build_metric_space(sources.metrics / name, f, ns, wheel(f)),
+            )
+        )
+    plan.append(
+        PlannedRepo(
+            HubRepo(PIPELINE, "model", "diffusers custom pipeline"),
+            lambda f: build_pipeline_repo(sources.pipeline, f, ns, PIPELINE, version),
+        )
+    )
     for name in FLUX2_PIPELINES:
-        plan.append(PlannedRepo(HubRepo(name, "model", "diffusers custom pipeline (FLUX.2)"),
-                                lambda f, name=name: build_pipeline_repo(sources.pipeline.parent / name, f, ns, name,
-                                                                         version)))
-    plan.append(PlannedRepo(HubRepo(BLOCK, "model", "Modular Diffusers block"),
-                            lambda f: build_block_repo(sources.pipeline.parent / BLOCK, f, ns, BLOCK, version)))
+        plan.append(
+            PlannedRepo(
+                HubRepo(name, "model", "diffusers custom pipeline (FLUX.2)"),
+                lambda f, name=name: build_pipeline_repo(sources.pipeline.parent / name, f, ns, name, version),
+            )
+        )
+    plan.append(
+        PlannedRepo(
+            HubRepo(BLOCK, "model", "Modular Diffusers block"),
+            lambda f: build_block_repo(sources.pipeline.parent / BLOCK, f, ns, BLOCK, version),
+        )
+    )
     models: list[BenchModel] = find_bench_models(config.bench) if config.bench is not None else []
     for model in models:
-        plan.append(PlannedRepo(
-            HubRepo(model.repo_name, "model", f"bench model ({model.slug})"),
-            lambda f, m=model: build_bench_model(m, config.bench, f, f"{ns}/{m.repo_name}", ns,
-                                                 (ids[WORLD_DATASET], ids[SUB_DATASET]), version)))
+        plan.append(
+            PlannedRepo(
+                HubRepo(model.repo_name, "model", f"bench model ({model.slug})"),
+                lambda f, m=model: build_bench_model(
+                    m, config.bench, f, f"{ns}/{m.repo_name}", ns, (ids[WORLD_DATASET], ids[SUB_DATASET]), version
+                ),
+            )
+        )
     if sources.world_flux is not None:
-        plan.append(PlannedRepo(HubRepo(WORLD_FLUX, "model", "world Flux text-to-image model"),
-                                lambda f: build_world_flux(sources.world_flux, f, ids[WORLD_FLUX], ids[PIPELINE],
-                                                           version)))
+        plan.append(
+            PlannedRepo(
+                HubRepo(WORLD_FLUX, "model", "world Flux text-to-image model"),
+                lambda f: build_world_flux(sources.world_flux, f, ids[WORLD_FLUX], ids[PIPELINE], version),
+            )
+        )
     model_ids = [f"{ns}/{m.repo_name}" for m in models] + ([ids[WORLD_FLUX]] if sources.world_flux else [])
-    plan.append(PlannedRepo(HubRepo(SPACE, "space", "the concept-grounding Gradio Space", space_sdk="gradio"),
-                            lambda f: build_space(sources.space, sources.screenshots, f, ids[SPACE], wheel(f), model_ids,
-                                                  [ids[WORLD_DATASET], ids[SUB_DATASET]])))
+    plan.append(
+        PlannedRepo(
+            HubRepo(SPACE, "space", "the concept-grounding Gradio Space", space_sdk="gradio"),
+            lambda f: build_space(
+                sources.space,
+                sources.screenshots,
+                f,
+                ids[SPACE],
+                wheel(f),
+                model_ids,
+                [ids[WORLD_DATASET], ids[SUB_DATASET]],
+            ),
+        )
+    )
     check_namespace(ns, [p.repo.name for p in plan])
     return plan
 

@@ -36,8 +36,9 @@ def requirement(version: str, extra: str | None = None) -> str:
 def _copy_tree(source: Path, folder: Path, skip: tuple[str, ...] = ()) -> None:
     if not source.is_dir():
         raise FileNotFoundError(f"{source}: the Hub repo source folder is missing")
-    shutil.copytree(source, folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*", *skip),
-                    dirs_exist_ok=True)
+    shutil.copytree(
+        source, folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*", *skip), dirs_exist_ok=True
+    )
 
 
 def _requirements(folder: Path, lines: list[str]) -> None:
@@ -46,8 +47,11 @@ def _requirements(folder: Path, lines: list[str]) -> None:
 
 def _space_requirements(folder: Path, repo_id: str, wheel: PackageWheel, extra: str | None, why: str) -> list[str]:
     """The Space's requirement lines, checked to resolve (:func:`~.wheel.check_space_requirements`)."""
-    lines = [f"# {why}", "# concept-grounding is on no package index: the Space carries its wheel (wheels/)",
-             space_requirement(repo_id, wheel, extra)]
+    lines = [
+        f"# {why}",
+        "# concept-grounding is on no package index: the Space carries its wheel (wheels/)",
+        space_requirement(repo_id, wheel, extra),
+    ]
     check_space_requirements(lines, repo_id, wheel)
     return lines
 
@@ -63,11 +67,19 @@ def build_metric_space(source: Path, folder: Path, namespace: str, wheel: Packag
     from huggingface_hub import SpaceCard
 
     name = source.name
-    requirements = _space_requirements(folder, f"{namespace}/{name}", wheel, None,
-                                       "the metric needs the package's base install; Gradio: the card's sdk_version")
+    requirements = _space_requirements(
+        folder,
+        f"{namespace}/{name}",
+        wheel,
+        None,
+        "the metric needs the package's base install; Gradio: the card's sdk_version",
+    )
     _copy_tree(source, folder, skip=("requirements.txt", "README.md"))
-    paths = {f'"metrics/{name}"': f'"{namespace}/{name}"', f"'metrics/{name}'": f"'{namespace}/{name}'",
-             f'evaluate.load("{name}"': f'evaluate.load("{namespace}/{name}"'}
+    paths = {
+        f'"metrics/{name}"': f'"{namespace}/{name}"',
+        f"'metrics/{name}'": f"'{namespace}/{name}'",
+        f'evaluate.load("{name}"': f'evaluate.load("{namespace}/{name}"',
+    }
     for py in folder.glob("*.py"):
         py.write_text(rewrite_local_paths(py.read_text(encoding="utf-8"), paths), encoding="utf-8")
     card = SpaceCard.load(source / "README.md")
@@ -87,8 +99,10 @@ def _tdg_card_text(source: Path, hub: str, version: str) -> str:
     text = (source / "README.md").read_text(encoding="utf-8")
     text = re.sub(rf'custom_pipeline="pipelines/{source.name}",?\s*(#[^\n]*)?', f'custom_pipeline="{hub}",', text)
     text = text.replace(f'"pipelines/{source.name}"', f'"{hub}"')
-    return text.replace("(install this repository: `pip install -e .`)",
-                        f"(install the package first: `pip install \"{requirement(version, 'tdg')}\"`)")
+    return text.replace(
+        "(install this repository: `pip install -e .`)",
+        f'(install the package first: `pip install "{requirement(version, "tdg")}"`)',
+    )
 
 
 def build_pipeline_repo(source: Path, folder: Path, namespace: str, name: str, version: str) -> None:
@@ -102,8 +116,12 @@ def build_pipeline_repo(source: Path, folder: Path, namespace: str, name: str, v
     from huggingface_hub import ModelCard, ModelCardData
 
     _copy_tree(source, folder, skip=("README.md",))
-    data = ModelCardData(library_name="diffusers", license="apache-2.0", pipeline_tag="text-to-image",
-                         tags=["diffusers", "custom-pipeline", "flux", "tied-diffusion-guidance", "counterfactual"])
+    data = ModelCardData(
+        library_name="diffusers",
+        license="apache-2.0",
+        pipeline_tag="text-to-image",
+        tags=["diffusers", "custom-pipeline", "flux", "tied-diffusion-guidance", "counterfactual"],
+    )
     save_card(make_card(ModelCard, data, _tdg_card_text(source, f"{namespace}/{name}", version)), folder)
     _requirements(folder, [requirement(version, "tdg")])
 
@@ -115,8 +133,12 @@ def build_block_repo(source: Path, folder: Path, namespace: str, name: str, vers
     from huggingface_hub import ModelCard, ModelCardData
 
     _copy_tree(source, folder, skip=("README.md",))
-    data = ModelCardData(library_name="diffusers", license="apache-2.0", pipeline_tag="text-to-image",
-                         tags=["diffusers", "modular-diffusers", "flux", "tied-diffusion-guidance", "counterfactual"])
+    data = ModelCardData(
+        library_name="diffusers",
+        license="apache-2.0",
+        pipeline_tag="text-to-image",
+        tags=["diffusers", "modular-diffusers", "flux", "tied-diffusion-guidance", "counterfactual"],
+    )
     save_card(make_card(ModelCard, data, _tdg_card_text(source, f"{namespace}/{name}", version)), folder)
     _requirements(folder, [requirement(version, "tdg")])
 
@@ -126,8 +148,15 @@ def _space_links(text: str) -> str:
     return text.replace("../../docs/screenshots/", "screenshots/")
 
 
-def build_space(source: Path, screenshots: Path | None, folder: Path, repo_id: str, wheel: PackageWheel,
-                models: list[str], datasets: list[str]) -> None:
+def build_space(
+    source: Path,
+    screenshots: Path | None,
+    folder: Path,
+    repo_id: str,
+    wheel: PackageWheel,
+    models: list[str],
+    datasets: list[str],
+) -> None:
     """``spaces/concept-grounding/`` as the Space repo ``repo_id``: it carries ``wheel`` and requires it
     with the Space extra.
 
@@ -135,8 +164,13 @@ def build_space(source: Path, screenshots: Path | None, folder: Path, repo_id: s
     """
     from huggingface_hub import SpaceCard
 
-    requirements = _space_requirements(folder, repo_id, wheel, "space",
-                                       "the Space runs the released package (its Gradio extra); nothing else is needed")
+    requirements = _space_requirements(
+        folder,
+        repo_id,
+        wheel,
+        "space",
+        "the Space runs the released package (its Gradio extra); nothing else is needed",
+    )
     _copy_tree(source, folder, skip=("requirements.txt", "README.md", "screenshots"))
     if screenshots is not None:
         _copy_tree(screenshots, folder / "screenshots")

@@ -47,32 +47,54 @@ class PublishJobConfig:
     """
 
     namespace: str = setting(help="Hub user or organisation that owns the repos")
-    bench: Path | None = setting(None, "a `concept-grounding bench` run folder (e.g. reports/demo/bench) whose models "
-                                       "to publish (default: none, no model repos)", parse=Path)
+    bench: Path | None = setting(
+        None,
+        "a `concept-grounding bench` run folder (e.g. reports/demo/bench) whose models "
+        "to publish (default: none, no model repos)",
+        parse=Path,
+    )
     size: int = setting(128, "image side in pixels (>= 32)", parse=int)
     train_per_class: int = setting(10, "training images per class", parse=int)
     test_per_class: int = setting(5, "test images per class", parse=int)
     per_pairing: int = setting(1, "SUB-style images per (class, attribute) pairing", parse=int)
     seed: int = setting(0, "world seed", parse=int)
     deviation_rate: float = setting(0.1, "per-image, per-group label deviation rate", parse=float)
-    classes: Sequence[str] | None = setting(None, "CUB class folder names (default: SUB's 33)", nargs="*",
-                                            convert=tuple_or_none)
-    wheel: Path | None = setting(None, "the package wheel every Space carries and installs (default: built from "
-                                       "this checkout, offline, or the installed package packed again)", parse=Path)
+    classes: Sequence[str] | None = setting(
+        None, "CUB class folder names (default: SUB's 33)", nargs="*", convert=tuple_or_none
+    )
+    wheel: Path | None = setting(
+        None,
+        "the package wheel every Space carries and installs (default: built from "
+        "this checkout, offline, or the installed package packed again)",
+        parse=Path,
+    )
     push: bool = setting(False, "create the repos and upload the folders", action="store_true")
     token: str | None = setting(None, "Hub token (default: $HF_TOKEN or the `hf auth login` token)")
     private: bool = setting(False, "create new repos as private", action="store_true")
-    results: Path | None = setting(None, "a command's --out (or its eval_results/ folder): with --push, open a pull "
-                                         "request adding each model's .eval_results/*.yaml to its repo", parse=Path)
+    results: Path | None = setting(
+        None,
+        "a command's --out (or its eval_results/ folder): with --push, open a pull "
+        "request adding each model's .eval_results/*.yaml to its repo",
+        parse=Path,
+    )
     out: Path | None = None
 
     def publish_config(self, out: Path | None = None) -> PublishConfig:
         """The :class:`~.build.PublishConfig` built into ``out`` (default: ``self.out``), each world
         setting checked first (a one-line ``ValueError`` naming its flag)."""
         return PublishConfig.from_flags(
-            self.namespace, out if out is not None else self.out, bench=self.bench, wheel=self.wheel, size=self.size,
-            train_per_class=self.train_per_class, test_per_class=self.test_per_class, per_pairing=self.per_pairing,
-            seed=self.seed, deviation_rate=self.deviation_rate, classes=self.classes)
+            self.namespace,
+            out if out is not None else self.out,
+            bench=self.bench,
+            wheel=self.wheel,
+            size=self.size,
+            train_per_class=self.train_per_class,
+            test_per_class=self.test_per_class,
+            per_pairing=self.per_pairing,
+            seed=self.seed,
+            deviation_rate=self.deviation_rate,
+            classes=self.classes,
+        )
 
 
 @dataclass(frozen=True)
@@ -111,8 +133,9 @@ class PublishResult:
         lines = [f"{repo.repo_type:8s} {repo.repo_id(ns):45s} {repo.folder(out)}" for repo in self.repos]
         if self.config.push:
             lines += [f"pushed {r.repo_type} {r.repo_id}: {r.commit_url}" for r in self.pushed]
-            lines += [f"opened a pull request on {pr.repo_id} adding {', '.join(pr.files)}: {pr.pr_url}"
-                      for pr in self.prs]
+            lines += [
+                f"opened a pull request on {pr.repo_id} adding {', '.join(pr.files)}: {pr.pr_url}" for pr in self.prs
+            ]
         else:
             lines.append(f"built {len(self.repos)} repos under {out}; upload them with the same command and --push")
         return lines

@@ -63,14 +63,18 @@ def check_namespace(namespace: str, names: Iterable[str]) -> None:
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 
     if not namespace or "/" in namespace:
-        raise ValueError(f"--namespace: {namespace!r} is not a valid Hugging Face namespace (one user or "
-                         "organisation name, no '/')")
+        raise ValueError(
+            f"--namespace: {namespace!r} is not a valid Hugging Face namespace (one user or organisation name, no '/')"
+        )
     for name in names:
         try:
             validate_repo_id(f"{namespace}/{name}")
         except HFValidationError as err:
-            what = f"--namespace: {namespace!r} is not a valid Hugging Face namespace" if _bad_alone(namespace) else \
-                f"repo name {namespace}/{name!r} is not valid on the Hub"
+            what = (
+                f"--namespace: {namespace!r} is not a valid Hugging Face namespace"
+                if _bad_alone(namespace)
+                else f"repo name {namespace}/{name!r} is not valid on the Hub"
+            )
             raise ValueError(f"{what} ({err})") from None
 
 
@@ -92,8 +96,9 @@ def read_marker(out: Path) -> dict | None:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
-        raise ValueError(f"--out: {path} is not a readable publish marker ({err}); remove it or choose another folder") \
-            from None
+        raise ValueError(
+            f"--out: {path} is not a readable publish marker ({err}); remove it or choose another folder"
+        ) from None
 
 
 def prepare_out(out: Path) -> None:
@@ -110,8 +115,10 @@ def prepare_out(out: Path) -> None:
     if out.is_dir() and any(out.iterdir()):
         marker = read_marker(out)
         if marker is None:
-            raise ValueError(f"--out: {out} is not empty and was not made by `concept-grounding publish` (no {MARKER}); "
-                             "choose a new or empty folder")
+            raise ValueError(
+                f"--out: {out} is not empty and was not made by `concept-grounding publish` (no {MARKER}); "
+                "choose a new or empty folder"
+            )
         root = out.resolve()
         for repo in marker.get("repos", []):
             folder = (out / repo["folder"]).resolve()

@@ -51,8 +51,10 @@ def check_bench(bench: Path) -> None:
     bench = Path(bench)
     missing = [n for n in ("config.json", "results.json", "models") if not (bench / n).exists()]
     if not bench.is_dir() or missing:
-        raise ValueError(f"--bench: {bench} is not a finished `concept-grounding bench` folder (missing "
-                         f"{', '.join(missing) if bench.is_dir() else 'the folder'})")
+        raise ValueError(
+            f"--bench: {bench} is not a finished `concept-grounding bench` folder (missing "
+            f"{', '.join(missing) if bench.is_dir() else 'the folder'})"
+        )
     if not any((bench / "models").glob("*/model.safetensors")):
         raise ValueError(f"--bench: {bench / 'models'} holds no saved model (models/<name>/model.safetensors)")
 
@@ -88,11 +90,23 @@ def bench_command(config: dict) -> str:
     """
     import shlex
 
-    flags = {"image_size": "--image-size", "train_per_class": "--train-per-class", "test_per_class": "--test-per-class",
-             "sub_per_pairing": "--sub-per-pairing", "concepts": "--concepts", "epochs": "--epochs",
-             "clip_epochs": "--clip-epochs", "concept_loss_weight": "--concept-loss-weight", "models": "--models",
-             "cub_root": "--cub-root", "sub": "--sub", "min_class_count": "--min-class-count",
-             "clip_model": "--model", "classes": "--classes", "seed": "--seed"}
+    flags = {
+        "image_size": "--image-size",
+        "train_per_class": "--train-per-class",
+        "test_per_class": "--test-per-class",
+        "sub_per_pairing": "--sub-per-pairing",
+        "concepts": "--concepts",
+        "epochs": "--epochs",
+        "clip_epochs": "--clip-epochs",
+        "concept_loss_weight": "--concept-loss-weight",
+        "models": "--models",
+        "cub_root": "--cub-root",
+        "sub": "--sub",
+        "min_class_count": "--min-class-count",
+        "clip_model": "--model",
+        "classes": "--classes",
+        "seed": "--seed",
+    }
     parts = ["concept-grounding", "bench", "--out", "bench"]
     for key, value in config.items():
         if key == "posthoc" and value is False:
@@ -113,30 +127,57 @@ def _eval_results(model: BenchModel, dataset_id: str):
     from huggingface_hub import EvalResult
 
     row = model.result or {}
-    metrics = [("s_plus", "SUB s+ (substituted attribute detected)"), ("s_minus", "SUB s- (removed attribute dropped)"),
-               ("concept_accuracy", "concept accuracy (class-level labels)"),
-               ("concept_accuracy_exact", "concept accuracy (exact per-image labels)"),
-               ("class_accuracy", "class accuracy")]
+    metrics = [
+        ("s_plus", "SUB s+ (substituted attribute detected)"),
+        ("s_minus", "SUB s- (removed attribute dropped)"),
+        ("concept_accuracy", "concept accuracy (class-level labels)"),
+        ("concept_accuracy_exact", "concept accuracy (exact per-image labels)"),
+        ("class_accuracy", "class accuracy"),
+    ]
     task = "zero-shot-image-classification" if model.kind == "clip" else "image-classification"
-    return [EvalResult(task_type=task, dataset_type=dataset_id, dataset_name="Bird world SUB-style counterfactuals"
-                       if key.startswith("s_") else "Bird world (test)", dataset_split="test", metric_type=key,
-                       metric_name=label, metric_value=round(float(row[key]), 4))
-            for key, label in metrics if row.get(key) is not None]
+    return [
+        EvalResult(
+            task_type=task,
+            dataset_type=dataset_id,
+            dataset_name="Bird world SUB-style counterfactuals" if key.startswith("s_") else "Bird world (test)",
+            dataset_split="test",
+            metric_type=key,
+            metric_name=label,
+            metric_value=round(float(row[key]), 4),
+        )
+        for key, label in metrics
+        if row.get(key) is not None
+    ]
 
 
 def _usage(model: BenchModel, repo_id: str) -> str:
     if model.kind == "clip":
-        return "\n".join([
-            "```python", "from huggingface_hub import snapshot_download", "from concept_grounding.models import load_clip",
-            "", f'clip = load_clip(snapshot_download("{repo_id}"))   # ClipHandle: model, tokenizer, preprocess',
-            "```"])
-    return "\n".join([
-        "```python", "from huggingface_hub import snapshot_download", "from concept_grounding.models.loading import load_concept_model",
-        "", f'model = load_concept_model(snapshot_download("{repo_id}"))', "print(model.concept_names[:3])", "```"])
+        return "\n".join(
+            [
+                "```python",
+                "from huggingface_hub import snapshot_download",
+                "from concept_grounding.models import load_clip",
+                "",
+                f'clip = load_clip(snapshot_download("{repo_id}"))   # ClipHandle: model, tokenizer, preprocess',
+                "```",
+            ]
+        )
+    return "\n".join(
+        [
+            "```python",
+            "from huggingface_hub import snapshot_download",
+            "from concept_grounding.models.loading import load_concept_model",
+            "",
+            f'model = load_concept_model(snapshot_download("{repo_id}"))',
+            "print(model.concept_names[:3])",
+            "```",
+        ]
+    )
 
 
-def build_bench_model(model: BenchModel, bench: Path, folder: Path, repo_id: str, namespace: str,
-                      datasets: tuple[str, str], version: str) -> None:
+def build_bench_model(
+    model: BenchModel, bench: Path, folder: Path, repo_id: str, namespace: str, datasets: tuple[str, str], version: str
+) -> None:
     """One bench model as a repo: its safetensors + config and a model card.
 
     ``datasets``: the (world, SUB-style) dataset repo ids the card links.
@@ -151,47 +192,68 @@ def build_bench_model(model: BenchModel, bench: Path, folder: Path, repo_id: str
     row = model.result or {}
     name = row.get("name", model.slug)
     data = ModelCardData(
-        library_name="concept-grounding", license="apache-2.0", datasets=list(datasets),
-        tags=["concept-bottleneck-model" if model.kind == "concept" else "clip", "interpretability", "bird-world",
-              "pytorch_model_hub_mixin"],
-        model_name=repo_id, eval_results=_eval_results(model, datasets[1]) or None,
+        library_name="concept-grounding",
+        license="apache-2.0",
+        datasets=list(datasets),
+        tags=[
+            "concept-bottleneck-model" if model.kind == "concept" else "clip",
+            "interpretability",
+            "bird-world",
+            "pytorch_model_hub_mixin",
+        ],
+        model_name=repo_id,
+        eval_results=_eval_results(model, datasets[1]) or None,
     )
     source = "the bird world" if config.get("cub_root") is None else f"CUB-200-2011 ({config['cub_root']})"
     classes = config.get("classes") or "SUB's 33 classes"
-    results = markdown_table(
-        ["SUB s+", "SUB s-", "chance s+ / s-", "concept acc. (class-level)", "concept acc. (exact)", "class acc."],
-        [[_pct(row.get("s_plus")), _pct(row.get("s_minus")),
-          f"{_pct(row.get('chance_s_plus'))} / {_pct(row.get('chance_s_minus'))}", _pct(row.get("concept_accuracy")),
-          _pct(row.get("concept_accuracy_exact")), _pct(row.get("class_accuracy"))]], spaced=True) if row else \
-        "No row of results.json matches this model."
-    body = "\n".join([
-        f"# {name} on the bird world",
-        "",
-        f"A {'CLIP-like model' if model.kind == 'clip' else 'concept model'} trained by `concept-grounding bench` "
-        f"(published with concept-grounding {version}) for SUB's {'Table 2' if model.kind == 'clip' else 'Table 1'} (Bader et al., 2025). Weights: "
-        "`model.safetensors`; architecture and concept names: `config.json`.",
-        "",
-        "## Use",
-        "",
-        _usage(model, repo_id),
-        "",
-        "## Training",
-        "",
-        f"Data: {source}, classes: {classes}; {config.get('train_per_class')} training and "
-        f"{config.get('test_per_class')} test images per class at {config.get('image_size')} px "
-        f"(published as [`{datasets[0]}`](https://huggingface.co/datasets/{datasets[0]}) when the settings match), "
-        f"evaluated on its SUB-style counterfactuals [`{datasets[1]}`](https://huggingface.co/datasets/{datasets[1]}). "
-        "The exact command (every setting of the run):",
-        "",
-        f"```bash\n{bench_command(config)}\n```",
-        "",
-        "## Results measured in that run (percent)",
-        "",
-        results,
-        "",
-        "s+: the substituted attribute is detected; s-: a removed attribute is no longer detected "
-        "(`concept_grounding.metrics.sub_accuracy`). Figures come from the run's `results.json`, not re-measured here.",
-    ])
+    results = (
+        markdown_table(
+            ["SUB s+", "SUB s-", "chance s+ / s-", "concept acc. (class-level)", "concept acc. (exact)", "class acc."],
+            [
+                [
+                    _pct(row.get("s_plus")),
+                    _pct(row.get("s_minus")),
+                    f"{_pct(row.get('chance_s_plus'))} / {_pct(row.get('chance_s_minus'))}",
+                    _pct(row.get("concept_accuracy")),
+                    _pct(row.get("concept_accuracy_exact")),
+                    _pct(row.get("class_accuracy")),
+                ]
+            ],
+            spaced=True,
+        )
+        if row
+        else "No row of results.json matches this model."
+    )
+    body = "\n".join(
+        [
+            f"# {name} on the bird world",
+            "",
+            f"A {'CLIP-like model' if model.kind == 'clip' else 'concept model'} trained by `concept-grounding bench` "
+            f"(published with concept-grounding {version}) for SUB's {'Table 2' if model.kind == 'clip' else 'Table 1'} (Bader et al., 2025). Weights: "
+            "`model.safetensors`; architecture and concept names: `config.json`.",
+            "",
+            "## Use",
+            "",
+            _usage(model, repo_id),
+            "",
+            "## Training",
+            "",
+            f"Data: {source}, classes: {classes}; {config.get('train_per_class')} training and "
+            f"{config.get('test_per_class')} test images per class at {config.get('image_size')} px "
+            f"(published as [`{datasets[0]}`](https://huggingface.co/datasets/{datasets[0]}) when the settings match), "
+            f"evaluated on its SUB-style counterfactuals [`{datasets[1]}`](https://huggingface.co/datasets/{datasets[1]}). "
+            "The exact command (every setting of the run):",
+            "",
+            f"```bash\n{bench_command(config)}\n```",
+            "",
+            "## Results measured in that run (percent)",
+            "",
+            results,
+            "",
+            "s+: the substituted attribute is detected; s-: a removed attribute is no longer detected "
+            "(`concept_grounding.metrics.sub_accuracy`). Figures come from the run's `results.json`, not re-measured here.",
+        ]
+    )
     save_card(make_card(ModelCard, data, body), folder)
 
 
@@ -203,8 +265,9 @@ def build_world_flux(source: Path, folder: Path, repo_id: str, pipeline_id: str,
     """
     from huggingface_hub import ModelCard, ModelCardData
 
-    shutil.copytree(source, folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*", "README.md"),
-                    dirs_exist_ok=True)
+    shutil.copytree(
+        source, folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*", "README.md"), dirs_exist_ok=True
+    )
     shipped = source / "README.md"
     card = ModelCard.load(shipped) if shipped.is_file() else None
     data = card.data if card is not None else ModelCardData()
@@ -212,10 +275,21 @@ def build_world_flux(source: Path, folder: Path, repo_id: str, pipeline_id: str,
     data.license = data.license or "apache-2.0"
     data.tags = sorted(set(data.tags or []) | {"diffusers", "flux", "bird-world", "text-to-image"})
     text = card.text if card is not None else "# World Flux\n\nA small Flux trained on the bird world."
-    usage = "\n".join([
-        "", "## Load it", "", "```python", "from diffusers import DiffusionPipeline", "",
-        f'pipe = DiffusionPipeline.from_pretrained("{repo_id}")                       # plain Flux',
-        f'tdg = DiffusionPipeline.from_pretrained("{repo_id}", custom_pipeline="{pipeline_id}",',
-        "                                        trust_remote_code=True)             # Tied Diffusion Guidance",
-        "```", "", f"The custom pipeline needs `pip install concept-grounding=={version}`.", ""])
+    usage = "\n".join(
+        [
+            "",
+            "## Load it",
+            "",
+            "```python",
+            "from diffusers import DiffusionPipeline",
+            "",
+            f'pipe = DiffusionPipeline.from_pretrained("{repo_id}")                       # plain Flux',
+            f'tdg = DiffusionPipeline.from_pretrained("{repo_id}", custom_pipeline="{pipeline_id}",',
+            "                                        trust_remote_code=True)             # Tied Diffusion Guidance",
+            "```",
+            "",
+            f"The custom pipeline needs `pip install concept-grounding=={version}`.",
+            "",
+        ]
+    )
     save_card(make_card(ModelCard, data, text.rstrip() + "\n" + usage), folder)

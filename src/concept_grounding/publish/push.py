@@ -54,8 +54,9 @@ class PushResult:
     commit_url: str | None
 
 
-def push_repos(repos: list[HubRepo], namespace: str, out: Path, api: Any, *, private: bool = False,
-               version: str = "") -> list[PushResult]:
+def push_repos(
+    repos: list[HubRepo], namespace: str, out: Path, api: Any, *, private: bool = False, version: str = ""
+) -> list[PushResult]:
     """Create (if needed) and upload every repo folder of ``out``.
 
     Args:
@@ -71,8 +72,12 @@ def push_repos(repos: list[HubRepo], namespace: str, out: Path, api: Any, *, pri
         repo_id = repo.repo_id(namespace)
         extra = {"space_sdk": repo.space_sdk} if repo.repo_type == "space" else {}
         api.create_repo(repo_id=repo_id, repo_type=repo.repo_type, private=private, exist_ok=True, **extra)
-        info = api.upload_folder(repo_id=repo_id, repo_type=repo.repo_type, folder_path=str(repo.folder(out)),
-                                 commit_message=f"concept-grounding {version} publish".replace("  ", " "))
+        info = api.upload_folder(
+            repo_id=repo_id,
+            repo_type=repo.repo_type,
+            folder_path=str(repo.folder(out)),
+            commit_message=f"concept-grounding {version} publish".replace("  ", " "),
+        )
         url = getattr(info, "commit_url", None) or (str(info) if info else None)
         logger.info("pushed %s %s: %s", repo.repo_type, repo_id, url)
         results.append(PushResult(repo_id, repo.repo_type, url))

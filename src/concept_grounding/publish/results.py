@@ -71,8 +71,13 @@ def dataset_revisions(pushed: Iterable[Any], names: Iterable[str], namespace: st
     return {name: _revision(urls.get(f"{namespace}/{name}")) for name in names}
 
 
-def push_results(found: dict[str, dict[str, list[dict]]], namespace: str, api: Any,
-                 published: dict[str, str | None], version: str = "") -> list[ResultsPR]:
+def push_results(
+    found: dict[str, dict[str, list[dict]]],
+    namespace: str,
+    api: Any,
+    published: dict[str, str | None],
+    version: str = "",
+) -> list[ResultsPR]:
     """One pull request per model repo adding its ``.eval_results/<name>.yaml`` files."""
     import yaml
     from huggingface_hub import CommitOperationAdd
@@ -80,13 +85,24 @@ def push_results(found: dict[str, dict[str, list[dict]]], namespace: str, api: A
     prs = []
     for folder, files in sorted(found.items()):
         repo_id = results_repo_id(folder, namespace)
-        operations = [CommitOperationAdd(path_in_repo=f".eval_results/{name}.yaml", path_or_fileobj=yaml.safe_dump(
-            qualify_results(entries, namespace, published), sort_keys=False).encode("utf-8"))
-            for name, entries in sorted(files.items())]
-        info = api.create_commit(repo_id=repo_id, repo_type="model", operations=operations, create_pr=True,
-                                 commit_message=f"Add evaluation results (concept-grounding {version})".replace(" )", ")"),
-                                 commit_description="Results in the Hub's `.eval_results` format, written by "
-                                                    "`concept-grounding publish --results`.")
+        operations = [
+            CommitOperationAdd(
+                path_in_repo=f".eval_results/{name}.yaml",
+                path_or_fileobj=yaml.safe_dump(qualify_results(entries, namespace, published), sort_keys=False).encode(
+                    "utf-8"
+                ),
+            )
+            for name, entries in sorted(files.items())
+        ]
+        info = api.create_commit(
+            repo_id=repo_id,
+            repo_type="model",
+            operations=operations,
+            create_pr=True,
+            commit_message=f"Add evaluation results (concept-grounding {version})".replace(" )", ")"),
+            commit_description="Results in the Hub's `.eval_results` format, written by "
+            "`concept-grounding publish --results`.",
+        )
         url = getattr(info, "pr_url", None)
         logger.info("opened %s on %s", url, repo_id)
         prs.append(ResultsPR(repo_id, tuple(op.path_in_repo for op in operations), url))

@@ -63,13 +63,25 @@ def find_sources(package: Path = _PACKAGE) -> HubSources:
     if (packaged / "metrics").is_dir():
         space = packaged / "spaces" / "concept-grounding"
         shots = space / "screenshots"
-        return HubSources(packaged / "metrics", packaged / "pipelines" / "tied_diffusion", space,
-                          shots if shots.is_dir() else None, _world_flux(package), "wheel")
+        return HubSources(
+            packaged / "metrics",
+            packaged / "pipelines" / "tied_diffusion",
+            space,
+            shots if shots.is_dir() else None,
+            _world_flux(package),
+            "wheel",
+        )
     root = package.parent.parent  # src/concept_grounding -> repository root
     if (root / "metrics").is_dir() and (root / "pipelines" / "tied_diffusion").is_dir():
         shots = root / "docs" / "screenshots"
-        return HubSources(root / "metrics", root / "pipelines" / "tied_diffusion", root / "spaces" / "concept-grounding",
-                          shots if shots.is_dir() else None, _world_flux(package), "checkout")
+        return HubSources(
+            root / "metrics",
+            root / "pipelines" / "tied_diffusion",
+            root / "spaces" / "concept-grounding",
+            shots if shots.is_dir() else None,
+            _world_flux(package),
+            "checkout",
+        )
     raise FileNotFoundError(
         f"the Hub repo sources are missing: neither {packaged} (a wheel built by setup.py) nor {root / 'metrics'} "
         "(a checkout) exists; reinstall concept-grounding"

@@ -30,15 +30,30 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["PackageWheel", "package_wheel", "space_requirement", "check_space_requirements", "place_wheel",
-           "WHEEL_FOLDER"]
+__all__ = [
+    "PackageWheel",
+    "package_wheel",
+    "space_requirement",
+    "check_space_requirements",
+    "place_wheel",
+    "WHEEL_FOLDER",
+]
 
 PACKAGE = "concept-grounding"
 #: the folder of a Space repo that holds the package wheel
 WHEEL_FOLDER = "wheels"
 #: what ``setup.py`` needs to build the wheel (the checkout's paths)
-_BUILD_INPUTS = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "src", "metrics", "pipelines", "spaces",
-                 "docs/screenshots")
+_BUILD_INPUTS = (
+    "pyproject.toml",
+    "setup.py",
+    "MANIFEST.in",
+    "README.md",
+    "src",
+    "metrics",
+    "pipelines",
+    "spaces",
+    "docs/screenshots",
+)
 
 
 @dataclass(frozen=True)
@@ -56,7 +71,7 @@ class PackageWheel:
     extras: frozenset[str]
 
     @classmethod
-    def read(cls, path: Path, flag: str = "--wheel") -> "PackageWheel":
+    def read(cls, path: Path, flag: str = "--wheel") -> PackageWheel:
         """The wheel's metadata; a one-line ``ValueError`` naming ``flag`` unless it is a ``concept-grounding`` wheel."""
         path = Path(path)
         try:
@@ -104,9 +119,25 @@ def package_wheel(version: str, given: Path | None, checkout: Path | None, workd
                 shutil.copytree(source, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info"))
             elif source.is_file():
                 shutil.copy2(source, dest)
-        done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-                               "--disable-pip-version-check", "-q", tmp, "-w", str(workdir)],
-                              capture_output=True, text=True, env={**os.environ, "SOURCE_DATE_EPOCH": "315532800"})
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "--no-deps",
+                "--no-build-isolation",
+                "--no-index",
+                "--disable-pip-version-check",
+                "-q",
+                tmp,
+                "-w",
+                str(workdir),
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "SOURCE_DATE_EPOCH": "315532800"},
+        )
     if done.returncode:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise ValueError(f"--wheel: building the package wheel from {checkout} failed ({last}); pass a built one")
@@ -161,14 +192,18 @@ def check_space_requirements(lines: list[str], repo_id: str, wheel: PackageWheel
         if _normal(req.name) != _normal(PACKAGE):
             continue
         if req.url != url:
-            raise ValueError(f"Space {repo_id}: requirement {text!r} is on no package index; require the wheel "
-                             f"the Space carries ({url})")
+            raise ValueError(
+                f"Space {repo_id}: requirement {text!r} is on no package index; require the wheel "
+                f"the Space carries ({url})"
+            )
         if req.specifier and not req.specifier.contains(wheel.version, prereleases=True):
             raise ValueError(f"Space {repo_id}: requirement {text!r} excludes the wheel's version {wheel.version}")
         unknown = sorted(_normal(e) for e in req.extras if _normal(e) not in wheel.extras)
         if unknown:
-            raise ValueError(f"Space {repo_id}: requirement {text!r} asks for extras {unknown} the wheel does not "
-                             f"declare ({sorted(wheel.extras)})")
+            raise ValueError(
+                f"Space {repo_id}: requirement {text!r} asks for extras {unknown} the wheel does not "
+                f"declare ({sorted(wheel.extras)})"
+            )
 
 
 def place_wheel(wheel: PackageWheel, folder: Path) -> Path:
@@ -206,8 +241,9 @@ def wheel_from_installed(version: str, workdir: Path) -> Path:
     if '"editable": true' in (dist.read_text("direct_url.json") or "").replace("'", '"'):
         raise ValueError(f"--wheel: {PACKAGE} is an editable install without its checkout; pass a built wheel")
     if dist.version != version:
-        raise ValueError(f"--wheel: the installed {PACKAGE} is {dist.version}, this publish releases {version}; "
-                         "pass a built wheel")
+        raise ValueError(
+            f"--wheel: the installed {PACKAGE} is {dist.version}, this publish releases {version}; pass a built wheel"
+        )
     path = workdir / f"concept_grounding-{version}-py3-none-any.whl"
     record, info = [], None
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:

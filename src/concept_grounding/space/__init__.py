@@ -24,8 +24,15 @@ def build_demo(*args: Any, **kwargs: Any) -> Any:
     return _build(*args, **kwargs)
 
 
-def launch(demo: Any, host: str = "127.0.0.1", port: int = 7860, *, warm: bool = True,
-           proxies: tuple[str, ...] | None = None, **kwargs: Any) -> Any:
+def launch(
+    demo: Any,
+    host: str = "127.0.0.1",
+    port: int = 7860,
+    *,
+    warm: bool = True,
+    proxies: tuple[str, ...] | None = None,
+    **kwargs: Any,
+) -> Any:
     """Queue and launch a demo the way the Space does: bounded concurrency, every request body
     capped (:class:`~.middleware.BodyCap`), uploads checked against the demo's
     :class:`~.limits.SpaceLimits` before Gradio stores them (:class:`~.middleware.UploadGate`),
@@ -61,9 +68,12 @@ def launch(demo: Any, host: str = "127.0.0.1", port: int = 7860, *, warm: bool =
 
     from .paths import HideServerPaths
 
-    app_kwargs["middleware"] = [Middleware(BodyCap, gate=gate),  # first: nothing below buffers an oversized body
-                                Middleware(HideServerPaths, root=get_upload_folder()),  # every response
-                                *app_kwargs.get("middleware", []), Middleware(UploadGate, gate=gate)]
+    app_kwargs["middleware"] = [
+        Middleware(BodyCap, gate=gate),  # first: nothing below buffers an oversized body
+        Middleware(HideServerPaths, root=get_upload_folder()),  # every response
+        *app_kwargs.get("middleware", []),
+        Middleware(UploadGate, gate=gate),
+    ]
     app_kwargs["lifespan"] = sweep_lifespan(*gate.limits.delete_cache, inner=app_kwargs.get("lifespan"))
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)
@@ -72,8 +82,17 @@ def launch(demo: Any, host: str = "127.0.0.1", port: int = 7860, *, warm: bool =
         _import_model_libraries()  # before two threads (warm-up, a first visitor) can race to import them
         store.warming = True  # before the first page can open
         threading.Thread(target=warm_up, args=(store,), name="space-warm-up", daemon=True).start()
-    launched = dict(server_name=host, server_port=port, share=False, ssr_mode=False, show_error=True,
-                    footer_links=["api"], max_file_size=gate.limits.max_upload_bytes, app_kwargs=app_kwargs, **kwargs)
+    launched = dict(
+        server_name=host,
+        server_port=port,
+        share=False,
+        ssr_mode=False,
+        show_error=True,
+        footer_links=["api"],
+        max_file_size=gate.limits.max_upload_bytes,
+        app_kwargs=app_kwargs,
+        **kwargs,
+    )
     import inspect
 
     if "_frontend" in inspect.signature(demo.launch).parameters:
@@ -109,8 +128,10 @@ def _import_model_libraries() -> None:
         import transformers
     except ImportError:
         return
-    for module, names in ((transformers, ("PreTrainedModel", "CLIPModel", "CLIPTextModel", "T5EncoderModel")),
-                          (diffusers, ("DiffusionPipeline", "FluxPipeline", "AutoencoderKL", "FluxTransformer2DModel"))):
+    for module, names in (
+        (transformers, ("PreTrainedModel", "CLIPModel", "CLIPTextModel", "T5EncoderModel")),
+        (diffusers, ("DiffusionPipeline", "FluxPipeline", "AutoencoderKL", "FluxTransformer2DModel")),
+    ):
         for name in names:
             getattr(module, name)
 

@@ -22,8 +22,17 @@ from .policy import ModelPolicy
 from .resources import ResourceStore
 from .served import delete_served, served_png
 
-__all__ = ["build_demo", "guarded", "warm_up", "CONCURRENCY_LIMIT", "DELETE_CACHE", "ALIVE_CHECK_SECONDS",
-           "STATUS_POLL_SECONDS", "served_png", "delete_served"]
+__all__ = [
+    "build_demo",
+    "guarded",
+    "warm_up",
+    "CONCURRENCY_LIMIT",
+    "DELETE_CACHE",
+    "ALIVE_CHECK_SECONDS",
+    "STATUS_POLL_SECONDS",
+    "served_png",
+    "delete_served",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -53,8 +62,11 @@ and the status line says what is loaded.
 
 
 def build_demo(
-    artifacts: str | Path | None = None, store: ResourceStore | None = None, policy: ModelPolicy | None = None,
-    build: SpaceBuild | None = None, limits: SpaceLimits | None = None,
+    artifacts: str | Path | None = None,
+    store: ResourceStore | None = None,
+    policy: ModelPolicy | None = None,
+    build: SpaceBuild | None = None,
+    limits: SpaceLimits | None = None,
 ) -> Any:
     """The Space as a ``gr.Blocks`` (not launched, no queue set).
 
@@ -75,8 +87,9 @@ def build_demo(
 
     from . import tab_concepts, tab_explain, tab_metrics, tab_sub, tab_tdg
 
-    store = store or ResourceStore(artifacts_dir(artifacts), policy=policy or ModelPolicy.from_env(),
-                                   build=build or SpaceBuild.from_env())
+    store = store or ResourceStore(
+        artifacts_dir(artifacts), policy=policy or ModelPolicy.from_env(), build=build or SpaceBuild.from_env()
+    )
     gate = Gate(limits or SpaceLimits.from_env())
     blocks = space_blocks(gr, gate)
     with blocks(title="concept-grounding", analytics_enabled=False) as demo:  # the cache sweep: launch()
@@ -115,9 +128,12 @@ def warm_up(store: ResourceStore) -> None:
 
     store.warming = True
 
-    jobs = [("concept_model", tab_sub.build_concept_model), ("world_clip", tab_explain.build_clip),
-            ("posthoc_cbm", tab_concepts.build_posthoc),
-            (tab_tdg.pipeline_key(tab_tdg.DEFAULT_MODEL), tab_tdg.build_world_pipeline)]
+    jobs = [
+        ("concept_model", tab_sub.build_concept_model),
+        ("world_clip", tab_explain.build_clip),
+        ("posthoc_cbm", tab_concepts.build_posthoc),
+        (tab_tdg.pipeline_key(tab_tdg.DEFAULT_MODEL), tab_tdg.build_world_pipeline),
+    ]
     try:
         for name, builder in jobs:
             try:

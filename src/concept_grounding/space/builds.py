@@ -49,35 +49,48 @@ class SpaceBuild:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("concept_per_class", "concept_size", "concept_epochs", "posthoc_per_class", "posthoc_size",
-                     "posthoc_epochs", "posthoc_cavs"):
+        for name in (
+            "concept_per_class",
+            "concept_size",
+            "concept_epochs",
+            "posthoc_per_class",
+            "posthoc_size",
+            "posthoc_epochs",
+            "posthoc_cavs",
+        ):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
 
     @classmethod
-    def tiny(cls) -> "SpaceBuild":
+    def tiny(cls) -> SpaceBuild:
         """Builds of about a second: 2 birds per class at 32 px, one epoch."""
-        return cls(concept_per_class=2, concept_size=32, concept_epochs=1, posthoc_per_class=2, posthoc_epochs=1,
-                   posthoc_cavs=10)
+        return cls(
+            concept_per_class=2,
+            concept_size=32,
+            concept_epochs=1,
+            posthoc_per_class=2,
+            posthoc_epochs=1,
+            posthoc_cavs=10,
+        )
 
-    def seeded(self, seed: int) -> "SpaceBuild":
+    def seeded(self, seed: int) -> SpaceBuild:
         """The same sizes with every build seeded by ``seed``."""
         return replace(self, seed=int(seed))
 
-    def concept_training(self) -> "TrainConfig":
+    def concept_training(self) -> TrainConfig:
         """Training knobs of the SUB explorer's CBM (no progress bars in the Space)."""
         from ..models.training import TrainConfig
 
         return TrainConfig(epochs=self.concept_epochs, seed=self.seed, progress=False)
 
-    def posthoc_training(self) -> "TrainConfig":
+    def posthoc_training(self) -> TrainConfig:
         """Training knobs of the Concepts tab's post-hoc CBM backbone."""
         from ..models.training import TrainConfig
 
         return TrainConfig(epochs=self.posthoc_epochs, seed=self.seed, progress=False)
 
     @classmethod
-    def from_env(cls, value: str | None = None) -> "SpaceBuild":
+    def from_env(cls, value: str | None = None) -> SpaceBuild:
         """``value`` (default ``$CONCEPT_GROUNDING_SPACE_BUILD``): ``"default"`` / empty or ``"tiny"``.
 
         >>> SpaceBuild.from_env("tiny").concept_size

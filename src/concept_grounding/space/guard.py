@@ -31,14 +31,22 @@ from .inputs import redact_paths
 from .limits import Gate, visitor_of
 from .resources import FeatureUnavailable
 
-__all__ = ["guarded", "page_message", "INTERNAL_ERROR", "request_visitor", "space_blocks", "run_while_wanted",
-           "ALIVE_CHECK_SECONDS"]
+__all__ = [
+    "guarded",
+    "page_message",
+    "INTERNAL_ERROR",
+    "request_visitor",
+    "space_blocks",
+    "run_while_wanted",
+    "ALIVE_CHECK_SECONDS",
+]
 
 logger = logging.getLogger(__name__)
 
 #: How often (seconds) a running Tied Diffusion request yields to Gradio, which then checks
 #: that its visitor is still there.
 ALIVE_CHECK_SECONDS = 0.5
+
 
 def guarded(fn: Callable[..., Any], gate: Gate | None = None) -> Callable[..., Any]:
     """Wrap a handler (a function or a generator) so that errors reach the page as one line
@@ -62,6 +70,7 @@ def guarded(fn: Callable[..., Any], gate: Gate | None = None) -> Callable[..., A
         return rest, request_visitor(request)
 
     if inspect.isgeneratorfunction(fn):
+
         @functools.wraps(fn)
         def generator(*args: Any, **kwargs: Any) -> Any:
             args, visitor = split(args)
@@ -132,8 +141,9 @@ def _with_request(wrapper: Callable[..., Any], fn: Callable[..., Any], gate: Gat
 
     signature = inspect.signature(fn)
     params = list(signature.parameters.values())
-    params.append(inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
-                                    annotation=gr.Request))
+    params.append(
+        inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=gr.Request)
+    )
     wrapper.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
     wrapper.__annotations__ = {"request": gr.Request}
     del wrapper.__wrapped__  # type: ignore[attr-defined]  # Gradio reads the signature above
@@ -157,8 +167,11 @@ def space_blocks(gr: Any, gate: Gate) -> type:
 
     def paths(value: Any) -> list[str]:
         found: list[str] = []
-        traverse(value, lambda d: found.append(d["path"]) or d,
-                 lambda d: isinstance(d, dict) and isinstance(d.get("path"), str))
+        traverse(
+            value,
+            lambda d: found.append(d["path"]) or d,
+            lambda d: isinstance(d, dict) and isinstance(d.get("path"), str),
+        )
         return found
 
     class SpaceBlocks(gr.Blocks):
@@ -179,7 +192,7 @@ def space_blocks(gr: Any, gate: Gate) -> type:
         async def preprocess_data(self, block_fn: Any, inputs: list[Any], state: Any, explicit_call: bool = False):
             try:
                 return await super().preprocess_data(block_fn, inputs, state, explicit_call)
-            except Exception as err:  # noqa: BLE001 - one line for the page and the log
+            except Exception as err:
                 if isinstance(err, gr.Error) and not err.print_exception:
                     raise
                 field = _refused_field(block_fn, inputs)

@@ -139,8 +139,11 @@ def to_rgb(image: Any, max_side: int = MAX_IMAGE_SIDE) -> np.ndarray:
     return np.asarray(pil, dtype=np.uint8).copy()
 
 
-def load_image(path: str | os.PathLike | None, max_side: int = MAX_IMAGE_SIDE,
-               check_pixels: Callable[[str, int, int], None] | None = None) -> np.ndarray:
+def load_image(
+    path: str | os.PathLike | None,
+    max_side: int = MAX_IMAGE_SIDE,
+    check_pixels: Callable[[str, int, int], None] | None = None,
+) -> np.ndarray:
     """Decode an uploaded file into ``(H, W, 3)`` uint8 RGB (see :func:`to_rgb`).
 
     Raises :class:`UserInputError` for a missing upload, a file that is not an image
@@ -207,8 +210,9 @@ def parse_texts(text: str | None, max_texts: int = MAX_TEXTS, max_chars: int = 2
     return texts
 
 
-def check_upload_path(path: str | os.PathLike, allowed_roots: tuple[str | os.PathLike, ...] | None = None,
-                      field: str = "The upload") -> Path:
+def check_upload_path(
+    path: str | os.PathLike, allowed_roots: tuple[str | os.PathLike, ...] | None = None, field: str = "The upload"
+) -> Path:
     """Resolve an uploaded file's path and check it is a file under an allowed folder.
 
     Gradio stores uploads in its temp folder (``GRADIO_TEMP_DIR``, default
@@ -224,7 +228,9 @@ def check_upload_path(path: str | os.PathLike, allowed_roots: tuple[str | os.Pat
         root_path = Path(root).resolve()
         if resolved == root_path or root_path in resolved.parents:
             if not resolved.is_file():
-                raise UserInputError(f"{field}: not an uploaded file (a folder, or gone); please upload the file again.")
+                raise UserInputError(
+                    f"{field}: not an uploaded file (a folder, or gone); please upload the file again."
+                )
             return resolved
     raise UserInputError(f"{field}: Only files uploaded through this page can be used.")
 

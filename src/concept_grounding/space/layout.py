@@ -15,6 +15,7 @@ from .served import big_png, or_zero, served_png, upload_path
 
 __all__ = ["tab_tdg_ui", "tab_sub_ui", "tab_explain_ui", "tab_concepts_ui", "tab_metrics_ui"]
 
+
 def _status(store: ResourceStore) -> Callable[[], str]:
     return lambda: store.status_markdown()
 
@@ -31,12 +32,25 @@ def tab_tdg_ui(gr: Any, store: ResourceStore, tab: Any, status: Any, gate: Gate 
     with gr.Row():
         ref = gr.Dropdown(classes, value=tab.DEFAULT_PAIRING[0], label="Reference class", elem_id="tdg-class")
         attr = gr.Dropdown(attributes, value=tab.DEFAULT_PAIRING[1], label="Target attribute", elem_id="tdg-attr")
-        model = gr.Dropdown(tab.model_choices(store.policy), value=tab.DEFAULT_MODEL, label="Model", elem_id="tdg-model",
-                            allow_custom_value=store.policy.allow_any)
+        model = gr.Dropdown(
+            tab.model_choices(store.policy),
+            value=tab.DEFAULT_MODEL,
+            label="Model",
+            elem_id="tdg-model",
+            allow_custom_value=store.policy.allow_any,
+        )
     with gr.Row():
-        steps = gr.Slider(1, tab.MAX_STEPS, value=tab.DEFAULT_STEPS, step=1, label="Steps",
-                          info=f"{tab.DEFAULT_STEPS}: how the world Flux was measured (model card)")
-        seed = gr.Number(tab.DEFAULT_SEED, label="Seed")  # no precision: the handler refuses 2.5 and NaN, naming the field
+        steps = gr.Slider(
+            1,
+            tab.MAX_STEPS,
+            value=tab.DEFAULT_STEPS,
+            step=1,
+            label="Steps",
+            info=f"{tab.DEFAULT_STEPS}: how the world Flux was measured (model card)",
+        )
+        seed = gr.Number(
+            tab.DEFAULT_SEED, label="Seed"
+        )  # no precision: the handler refuses 2.5 and NaN, naming the field
     with gr.Row():
         c_r = gr.Textbox(label="Reference prompt c_R", elem_id="tdg-cr", interactive=False)
         c_g = gr.Textbox(label="Guide prompt c_G", elem_id="tdg-cg", interactive=False)
@@ -59,8 +73,15 @@ def tab_tdg_ui(gr: Any, store: ResourceStore, tab: Any, status: Any, gate: Gate 
             gr.Info("Loading the diffusion model (first use)...", duration=4)
 
         def work(cancelled: Callable[[], bool]) -> tuple:
-            images = tab.generate(store, reference_class, target_attribute, model=model_name, steps=n_steps,
-                                  seed=or_zero(seed_value), cancelled=cancelled)
+            images = tab.generate(
+                store,
+                reference_class,
+                target_attribute,
+                model=model_name,
+                steps=n_steps,
+                seed=or_zero(seed_value),
+                cancelled=cancelled,
+            )
             judged = tab.verdicts(store, reference_class, target_attribute, images, model=model_name)
             return (*(big_png(im) for im in images), judged)
 
@@ -92,15 +113,20 @@ def tab_sub_ui(gr: Any, store: ResourceStore, tab: Any, status: Any, gate: Gate 
     with gr.Row():
         original = gr.Image(label="Original", type="numpy", elem_id="sub-original", interactive=False)
         edited = gr.Image(label="Counterfactual", type="numpy", elem_id="sub-edited", interactive=False)
-    table = gr.Dataframe(headers=["attribute", "role", "p(original)", "p(counterfactual)", "counted as correct"],
-                         label="Concept model predictions", elem_id="sub-table", interactive=False)
+    table = gr.Dataframe(
+        headers=["attribute", "role", "p(original)", "p(counterfactual)", "counted as correct"],
+        label="Concept model predictions",
+        elem_id="sub-table",
+        interactive=False,
+    )
     tallies = gr.Markdown(elem_id="sub-tallies")
 
     @functools.partial(guarded, gate=gate)
     def show(pairing_value: str, i: float):
         if not store.is_ready("concept_model"):
-            gr.Info(f"The concept model is still being prepared ({tab.FIRST_USE}); this answer waits for it.",
-                    duration=8)
+            gr.Info(
+                f"The concept model is still being prepared ({tab.FIRST_USE}); this answer waits for it.", duration=8
+            )
 
         def work(cancelled: Callable[[], bool]) -> tuple:
             out = tab.explore(store, pairing_value, i, cancelled=cancelled)
@@ -126,19 +152,35 @@ def tab_explain_ui(gr: Any, store: ResourceStore, tab: Any, status: Any, gate: G
     with gr.Row():
         upload = gr.File(label="Image (optional)", file_count="single", elem_id="explain-upload")
         world_index = gr.Number(0, label="...or world bird #", elem_id="explain-index")
-    texts = gr.Textbox("a photo of a bird with a black crown\na photo of a bird", lines=3, label="Texts (one per line)", elem_id="explain-texts")
+    texts = gr.Textbox(
+        "a photo of a bird with a black crown\na photo of a bird",
+        lines=3,
+        label="Texts (one per line)",
+        elem_id="explain-texts",
+    )
     with gr.Row():
         clusters = gr.Slider(*tab.CLUSTERS, value=tab.DEFAULT_CLUSTERS, step=1, label="Clusters K")
         baselines = gr.CheckboxGroup(tab.BASELINES, value=list(tab.BASELINES), label="Baselines")
-    model_name = gr.Dropdown(tab.model_choices(store), value="", label="CLIP model", elem_id="explain-model",
-                             allow_custom_value=store.policy.allow_any)
+    model_name = gr.Dropdown(
+        tab.model_choices(store),
+        value="",
+        label="CLIP model",
+        elem_id="explain-model",
+        allow_custom_value=store.policy.allow_any,
+    )
     button = gr.Button("Explain", variant="primary", elem_id="explain-run")
     with gr.Row():
         shown = gr.Image(label="Input (as used)", type="numpy", elem_id="explain-input", interactive=False)
         cluster_map = gr.Image(label="Cluster map", type="numpy", elem_id="explain-clusters", interactive=False)
-    overlays = gr.Gallery(label="CCI importance overlays (one per text) and baselines", elem_id="explain-gallery", columns=5)
-    scores = gr.Dataframe(headers=["text", "cluster k", "weight w_k", "drop Δs_k"],
-                          label="Per-cluster similarity drops", elem_id="explain-table", interactive=False)
+    overlays = gr.Gallery(
+        label="CCI importance overlays (one per text) and baselines", elem_id="explain-gallery", columns=5
+    )
+    scores = gr.Dataframe(
+        headers=["text", "cluster k", "weight w_k", "drop Δs_k"],
+        label="Per-cluster similarity drops",
+        elem_id="explain-table",
+        interactive=False,
+    )
 
     @functools.partial(guarded, gate=gate)
     def explain(file: Any, idx: float, text: str, k: float, chosen: list[str], name: str = ""):
@@ -148,8 +190,17 @@ def tab_explain_ui(gr: Any, store: ResourceStore, tab: Any, status: Any, gate: G
         path = upload_path(file, "Image")
 
         def work(cancelled: Callable[[], bool]) -> tuple:
-            out = tab.explain(store, path, or_zero(idx), text, clusters=k, baselines=chosen,
-                              model_name=name or "", gate=gate, cancelled=cancelled)
+            out = tab.explain(
+                store,
+                path,
+                or_zero(idx),
+                text,
+                clusters=k,
+                baselines=chosen,
+                model_name=name or "",
+                gate=gate,
+                cancelled=cancelled,
+            )
             gallery = [(big_png(im), caption) for im, caption in out["gallery"]]
             return (big_png(out["image"]), big_png(out["cluster_map"]), gallery, out["table"]), out["notes"]
 
@@ -161,9 +212,12 @@ def tab_explain_ui(gr: Any, store: ResourceStore, tab: Any, status: Any, gate: G
             gr.Warning(note, duration=12)
         yield outputs
 
-    button.click(explain, [upload, world_index, texts, clusters, baselines, model_name],
-                 [shown, cluster_map, overlays, scores],
-                 api_name="explain").then(_status(store), None, status, api_name=False)
+    button.click(
+        explain,
+        [upload, world_index, texts, clusters, baselines, model_name],
+        [shown, cluster_map, overlays, scores],
+        api_name="explain",
+    ).then(_status(store), None, status, api_name=False)
 
 
 def tab_concepts_ui(gr: Any, store: ResourceStore, tab: Any, status: Any, gate: Gate | None = None) -> None:
@@ -180,8 +234,12 @@ def tab_concepts_ui(gr: Any, store: ResourceStore, tab: Any, status: Any, gate: 
     button = gr.Button("Find concepts", variant="primary", elem_id="concepts-run")
     shown = gr.Image(label="Input (as used)", type="numpy", elem_id="concepts-input", interactive=False)
     maps = gr.Gallery(label="CoAM maps of the top concepts", elem_id="concepts-gallery", columns=5)
-    table = gr.Dataframe(headers=["rank", "concept", "importance θ·u", "u", "exists", "located"],
-                         label="Top concepts", elem_id="concepts-table", interactive=False)
+    table = gr.Dataframe(
+        headers=["rank", "concept", "importance θ·u", "u", "exists", "located"],
+        label="Top concepts",
+        elem_id="concepts-table",
+        interactive=False,
+    )
     summary = gr.Markdown(elem_id="concepts-summary")
 
     @functools.partial(guarded, gate=gate)
@@ -209,8 +267,9 @@ def tab_metrics_ui(gr: Any, tab: Any, gate: Gate | None = None) -> None:
         "works where the columns below say so. The expected inputs of the chosen metric:"
     )
     names = list(tab.METRICS)
-    metric = gr.Dropdown([(tab.METRICS[n].title, n) for n in names], value=tab.DEFAULT_METRIC, label="Metric",
-                         elem_id="metrics-name")
+    metric = gr.Dropdown(
+        [(tab.METRICS[n].title, n) for n in names], value=tab.DEFAULT_METRIC, label="Metric", elem_id="metrics-name"
+    )
     help_md = gr.Markdown(tab.metric_help(tab.DEFAULT_METRIC), elem_id="metrics-help")
     upload = gr.File(label="Predictions (.csv or .json)", file_count="single", elem_id="metrics-upload")
     with gr.Row():

@@ -32,8 +32,17 @@ from typing import Any
 
 from .inputs import UserInputError
 
-__all__ = ["SpaceLimits", "Refused", "Gate", "visitor_of", "unsafe_name", "trusted_proxies", "LIMITS_ENV_PREFIX",
-           "TRUSTED_PROXIES_ENV", "SPACE_PROXIES"]
+__all__ = [
+    "SpaceLimits",
+    "Refused",
+    "Gate",
+    "visitor_of",
+    "unsafe_name",
+    "trusted_proxies",
+    "LIMITS_ENV_PREFIX",
+    "TRUSTED_PROXIES_ENV",
+    "SPACE_PROXIES",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -119,9 +128,11 @@ class SpaceLimits:
 
     def markdown(self) -> str:
         """The limits as one sentence for the page."""
-        return (f"Limits: {self.visitor_requests} requests at once per visitor; uploads up to "
-                f"{self.max_upload_bytes // _MIB} MB and {self.max_pixels / 1e6:.1f} megapixels, "
-                f"{self.visitor_upload_bytes // _MIB} MB per visitor, kept {self.cache_age_s // 60} minutes.")
+        return (
+            f"Limits: {self.visitor_requests} requests at once per visitor; uploads up to "
+            f"{self.max_upload_bytes // _MIB} MB and {self.max_pixels / 1e6:.1f} megapixels, "
+            f"{self.visitor_upload_bytes // _MIB} MB per visitor, kept {self.cache_age_s // 60} minutes."
+        )
 
 
 class Refused(UserInputError):
@@ -226,14 +237,17 @@ class Gate:
         """``values`` without repeats (first occurrence kept), if at most ``max_list_items``."""
         unique = list(dict.fromkeys(values or ()))
         if len(unique) > self.limits.max_list_items:
-            raise self.refuse(field, f"at most {self.limits.max_list_items} items per request, got {len(unique)}.", visitor)
+            raise self.refuse(
+                field, f"at most {self.limits.max_list_items} items per request, got {len(unique)}.", visitor
+            )
         return unique
 
     def check_pixels(self, field: str, width: int, height: int, visitor: str | None = None) -> None:
         """Refuse an image whose decoded ``width x height`` is over ``max_pixels``."""
         if width * height > self.limits.max_pixels:
-            raise self.refuse(field, f"at most {self.limits.max_pixels:,} pixels after decoding, got "
-                                     f"{width} x {height}.", visitor)
+            raise self.refuse(
+                field, f"at most {self.limits.max_pixels:,} pixels after decoding, got {width} x {height}.", visitor
+            )
 
     # per visitor -------------------------------------------------------------------------
     @contextmanager
@@ -245,8 +259,11 @@ class Gate:
             if not full:
                 self._running[visitor] = running + 1
         if full:
-            raise self.refuse(field, f"at most {self.limits.visitor_requests} requests at once per visitor; "
-                                     "wait for one to finish.", visitor)
+            raise self.refuse(
+                field,
+                f"at most {self.limits.visitor_requests} requests at once per visitor; wait for one to finish.",
+                visitor,
+            )
         try:
             yield
         finally:
@@ -278,22 +295,35 @@ class Gate:
         per-request, per-visitor or total upload limit."""
         limits = self.limits
         if size is not None and size > limits.max_upload_bytes:
-            raise self.refuse("files", f"at most {limits.max_upload_bytes // _MIB} MB per upload request, got "
-                                       f"{size / _MIB:.1f} MB.", visitor)
+            raise self.refuse(
+                "files",
+                f"at most {limits.max_upload_bytes // _MIB} MB per upload request, got {size / _MIB:.1f} MB.",
+                visitor,
+            )
         size = size or 0
         if self.stored_bytes(visitor) + size > limits.visitor_upload_bytes:
-            raise self.refuse("files", f"at most {limits.visitor_upload_bytes // _MIB} MB of uploads per visitor "
-                                       f"within {limits.cache_age_s // 60} minutes.", visitor)
+            raise self.refuse(
+                "files",
+                f"at most {limits.visitor_upload_bytes // _MIB} MB of uploads per visitor "
+                f"within {limits.cache_age_s // 60} minutes.",
+                visitor,
+            )
         if self.stored_bytes() + size > limits.total_upload_bytes:
-            raise self.refuse("files", f"this Space keeps at most {limits.total_upload_bytes // _MIB} MB of uploads; "
-                                       "try again later.", visitor)
+            raise self.refuse(
+                "files",
+                f"this Space keeps at most {limits.total_upload_bytes // _MIB} MB of uploads; try again later.",
+                visitor,
+            )
 
     def check_upload_names(self, names: list[str], visitor: str) -> None:
         """Refuse an upload request with more than ``max_files_per_upload`` files or a file
         name :func:`unsafe_name` refuses."""
         if len(names) > self.limits.max_files_per_upload:
-            raise self.refuse("files", f"at most {self.limits.max_files_per_upload} files per upload request, "
-                                       f"got {len(names)}.", visitor)
+            raise self.refuse(
+                "files",
+                f"at most {self.limits.max_files_per_upload} files per upload request, got {len(names)}.",
+                visitor,
+            )
         for name in names:
             why = unsafe_name(name)
             if why:

@@ -19,8 +19,18 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["module_file", "load_metric", "widget_example", "widget_examples", "argument_help", "card_title",
-           "json_safe", "compute_json", "metric_space", "launch_metric_space"]
+__all__ = [
+    "module_file",
+    "load_metric",
+    "widget_example",
+    "widget_examples",
+    "argument_help",
+    "card_title",
+    "json_safe",
+    "compute_json",
+    "metric_space",
+    "launch_metric_space",
+]
 
 #: Longest JSON text the widget computes on (characters).
 MAX_JSON_CHARS = 1_000_000
@@ -34,7 +44,9 @@ def module_file(folder: str | os.PathLike) -> Path:
     """
     scripts = sorted(p for p in Path(folder).glob("*.py") if p.name != "app.py" and not p.name.startswith("_"))
     if len(scripts) != 1:
-        raise FileNotFoundError(f"{folder}: expected one metric script besides app.py, found {[p.name for p in scripts]}")
+        raise FileNotFoundError(
+            f"{folder}: expected one metric script besides app.py, found {[p.name for p in scripts]}"
+        )
     return scripts[0]
 
 
@@ -155,19 +167,27 @@ def metric_space(metrics: dict[str, Any], examples: dict[str, dict[str, Any]], t
     first = next(iter(metrics.values()))
     title = title or type(first).__name__
     with gr.Blocks(title=title, analytics_enabled=False) as demo:
-        gr.Markdown(f"# {title}\n\n{first.description}\n\nEnter the `compute()` arguments as one JSON object "
-                    "(arrays as nested lists); each config's tab starts from its example. NaN is shown as \"NaN\".")
+        gr.Markdown(
+            f"# {title}\n\n{first.description}\n\nEnter the `compute()` arguments as one JSON object "
+            '(arrays as nested lists); each config\'s tab starts from its example. NaN is shown as "NaN".'
+        )
         for index, (config, metric) in enumerate(metrics.items()):
             with gr.Tab(f"config: {config}", id=f"config-{config}"):
                 example = examples[config]
                 helps = argument_help(metric.inputs_description, tuple(example))
                 rows = [[f"`{name}`", helps.get(name, "")] for name in example]
-                gr.Markdown(f"`evaluate.load(..., \"{config}\")`\n\n" + markdown_table(["argument", "help"], rows))
-                arguments = gr.Code(json.dumps(example, indent=1), language="json", label="compute() arguments",
-                                    elem_id=f"metric-arguments-{config}")
+                gr.Markdown(f'`evaluate.load(..., "{config}")`\n\n' + markdown_table(["argument", "help"], rows))
+                arguments = gr.Code(
+                    json.dumps(example, indent=1),
+                    language="json",
+                    label="compute() arguments",
+                    elem_id=f"metric-arguments-{config}",
+                )
                 button = gr.Button("Compute", variant="primary")
                 result = gr.JSON(label="Result", elem_id=f"metric-result-{config}")
-                button.click(_runner(metric), arguments, result, api_name="compute" if index == 0 else f"compute_{config}")
+                button.click(
+                    _runner(metric), arguments, result, api_name="compute" if index == 0 else f"compute_{config}"
+                )
     return demo
 
 
@@ -190,5 +210,8 @@ def launch_metric_space(app_file: str | os.PathLike) -> None:
     examples = widget_examples(load_metric(folder))
     metrics = {config: load_metric(folder, config) for config in examples}
     demo = metric_space(metrics, examples, card_title(folder))
-    demo.queue(max_size=32).launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
-                                   server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")), ssr_mode=False)
+    demo.queue(max_size=32).launch(
+        server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+        server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
+        ssr_mode=False,
+    )

@@ -97,9 +97,16 @@ def upload_names(body: bytes, headers: list[tuple[bytes, bytes]]) -> list[str]:
     def append(key: str) -> Any:
         return lambda data, start, end: part.__setitem__(key, part.get(key, b"") + data[start:end])
 
-    parser = MultipartParser(options[b"boundary"], {
-        "on_part_begin": part.clear, "on_header_field": append("name"), "on_header_value": append("value"),
-        "on_header_end": header_end, "on_headers_finished": headers_finished})
+    parser = MultipartParser(
+        options[b"boundary"],
+        {
+            "on_part_begin": part.clear,
+            "on_header_field": append("name"),
+            "on_header_value": append("value"),
+            "on_header_end": header_end,
+            "on_headers_finished": headers_finished,
+        },
+    )
     try:
         parser.write(body)
         parser.finalize()
@@ -136,8 +143,9 @@ class BodyCap:
         limit, visitor = self.gate.limits.max_request_bytes, visitor_of(scope.get("client"))
         refusal = None
         if declared.isdigit() and int(declared) > limit:
-            refusal = self.gate.refuse("request", f"at most {_size(limit)} per request body, got {_size(int(declared))}.",
-                                       visitor)
+            refusal = self.gate.refuse(
+                "request", f"at most {_size(limit)} per request body, got {_size(int(declared))}.", visitor
+            )
             await _drain(receive, self.gate.limits.max_upload_bytes)
         else:
             chunks, total, more = [], 0, True
@@ -262,6 +270,11 @@ def _status(message: str) -> int:
 
 async def _reply(send: Any, status: int, message: str) -> None:
     body = json.dumps({"error": message}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

@@ -83,7 +83,7 @@ class HideServerPaths:
 
     def _restore_path(self, path: str) -> str:
         """``/space-files/<rest>`` -> ``<root>/<rest>``."""
-        return self.root.decode() + path[len(self.alias):]
+        return self.root.decode() + path[len(self.alias) :]
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope.get("type") != "http":
@@ -116,8 +116,9 @@ class HideServerPaths:
             chunks.append(message.get("body", b""))
             more = message.get("more_body", False)
         body = self.incoming(b"".join(chunks))
-        scope["headers"] = [(k, str(len(body)).encode() if k == b"content-length" else v)
-                            for k, v in scope.get("headers") or []]
+        scope["headers"] = [
+            (k, str(len(body)).encode() if k == b"content-length" else v) for k, v in scope.get("headers") or []
+        ]
         return _replaying([{"type": "http.request", "body": body, "more_body": False}], receive)
 
     def _response(self, send: Any) -> Any:

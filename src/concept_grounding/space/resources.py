@@ -71,7 +71,11 @@ class ResourceStore:
     """
 
     def __init__(
-        self, artifacts: Path | None = None, image_size: int = 64, seed: int = 0, policy: ModelPolicy | None = None,
+        self,
+        artifacts: Path | None = None,
+        image_size: int = 64,
+        seed: int = 0,
+        policy: ModelPolicy | None = None,
         build: SpaceBuild | None = None,
     ) -> None:
         self.artifacts = artifacts
@@ -99,14 +103,16 @@ class ResourceStore:
     def artifact_image_size(self) -> int:
         """Input side (px) of the models found in the artifacts folder: the bench run's
         ``image_size`` when its ``config.json`` is there, else the store's ``image_size``."""
-        return self.bench.image_size() if self.bench is not None and self.bench.config_json.is_file() else self.image_size
+        return (
+            self.bench.image_size() if self.bench is not None and self.bench.config_json.is_file() else self.image_size
+        )
 
     def is_ready(self, name: str) -> bool:
         with self._guard:
             entry = self._entries.get(name)
         return entry is not None and entry.ready
 
-    def get(self, name: str, builder: Callable[["ResourceStore"], Any], *, evictable: bool = False) -> Any:
+    def get(self, name: str, builder: Callable[[ResourceStore], Any], *, evictable: bool = False) -> Any:
         """The resource ``name``, calling ``builder(self)`` the first time.
 
         ``builder`` may return ``(value, source)`` to say where the value came from
@@ -121,7 +127,9 @@ class ResourceStore:
                     logger.info("space: building %s ...", name)
                     start = time.perf_counter()
                     out = builder(self)
-                    value, source = out if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], str) else (out, "built")
+                    value, source = (
+                        out if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], str) else (out, "built")
+                    )
                     entry.value, entry.source = value, source
                     entry.seconds = time.perf_counter() - start
                     entry.ready = True
@@ -164,6 +172,8 @@ class ResourceStore:
             lines.append(f"- `{name}`: {redact_paths(source)} ({seconds:.1f} s)")
         cached = self.cached_models()
         if cached:
-            lines.append(f"\nVisitor-chosen models loaded: {len(cached)} of at most {self.policy.cache_size} "
-                         "(the least recently used is dropped first).")
+            lines.append(
+                f"\nVisitor-chosen models loaded: {len(cached)} of at most {self.policy.cache_size} "
+                "(the least recently used is dropped first)."
+            )
         return "\n".join(lines)

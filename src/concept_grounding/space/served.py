@@ -13,6 +13,7 @@ from typing import Any
 
 __all__ = ["served_png", "big_png", "delete_served", "upload_path", "or_zero"]
 
+
 def big_png(image: Any, min_side: int = 256) -> str | None:
     """A small ``(H, W, 3)`` uint8 image, nearest-neighbour upscaled so the page shows its
     pixels, as a PNG file in Gradio's cache (:func:`served_png`)."""
@@ -96,7 +97,11 @@ def upload_path(file: Any, field: str) -> str | None:
 
     if file is None:
         return None
-    path = getattr(file, "name", None) or getattr(file, "path", None) or (file.get("path") if isinstance(file, dict) else file)
+    path = (
+        getattr(file, "name", None)
+        or getattr(file, "path", None)
+        or (file.get("path") if isinstance(file, dict) else file)
+    )
     if not path:
         return None
     return str(check_upload_path(path, _upload_roots(), field=field))

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .common import attribute_label, class_label, get_world, overlay_heatmap, stopper, to_batch, world_concept_tensors
-from .inputs import UserInputError, whole_number
 from ..bench.artifacts import POSTHOC_MODEL
+from .common import attribute_label, class_label, get_world, overlay_heatmap, stopper, to_batch, world_concept_tensors
+from .inputs import whole_number
 from .resources import ResourceStore
 from .shipped import ASSETS, shipped_folder, write_shipped
 from .tab_explain import input_image
@@ -53,14 +53,22 @@ def build_posthoc(store: ResourceStore) -> tuple[Any, str]:
 def posthoc_recipe(store: ResourceStore) -> dict[str, Any]:
     """What the quick post-hoc CBM build depends on: the store's build sizes for it and its seed."""
     build = store.build
-    return {"model": "post-hoc CBM", "per_class": build.posthoc_per_class, "size": build.posthoc_size,
-            "epochs": build.posthoc_epochs, "cavs": build.posthoc_cavs, "seed": build.seed}
+    return {
+        "model": "post-hoc CBM",
+        "per_class": build.posthoc_per_class,
+        "size": build.posthoc_size,
+        "epochs": build.posthoc_epochs,
+        "cavs": build.posthoc_cavs,
+        "seed": build.seed,
+    }
 
 
 def _note(store: ResourceStore) -> str:
     build = store.build
-    return (f"CBM-112 CAVs on a CNN trained on {build.posthoc_per_class} world birds per class, {build.posthoc_size} px, "
-            f"seed {build.seed}")
+    return (
+        f"CBM-112 CAVs on a CNN trained on {build.posthoc_per_class} world birds per class, {build.posthoc_size} px, "
+        f"seed {build.seed}"
+    )
 
 
 def train_posthoc_cbm(store: ResourceStore) -> tuple[Any, str]:
@@ -72,8 +80,9 @@ def train_posthoc_cbm(store: ResourceStore) -> tuple[Any, str]:
     build = store.build
     size = build.posthoc_size
     tensors = world_concept_tensors(get_world(store), build.posthoc_per_class, list(load_vocabulary().cbm_112), size)
-    model = train_posthoc(tensors, tensors, build.posthoc_training(), n_pos=build.posthoc_cavs,
-                          n_neg=build.posthoc_cavs)
+    model = train_posthoc(
+        tensors, tensors, build.posthoc_training(), n_pos=build.posthoc_cavs, n_neg=build.posthoc_cavs
+    )
     return (model.eval(), size), f"post-hoc CBM ({_note(store)}, quick build)"
 
 
@@ -93,8 +102,14 @@ def ship_posthoc(folder: str | Path | None = None, seed: int = 0) -> Path:
     return write_shipped(drop_init_weights(model), target, posthoc_recipe(store))
 
 
-def concepts(store: ResourceStore, path: str | None, world_index: int, top: int = 5, gate: Any = None,
-             cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:
+def concepts(
+    store: ResourceStore,
+    path: str | None,
+    world_index: int,
+    top: int = 5,
+    gate: Any = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> dict[str, Any]:
     """Top concepts of the image with CoAM overlays; ground-truth checks on world birds.
     An upload is held to ``gate``'s pixel limit (:class:`~.limits.Gate`, default limits).
     ``cancelled`` is asked before each stage (the model, its forward pass, the CoAMs, the
@@ -136,26 +151,47 @@ def concepts(store: ResourceStore, path: str | None, world_index: int, top: int 
         vocab = load_vocabulary()
         exists = [bool(sample.attributes[vocab.attribute_index(names[j])]) for j in ranked]
         clm = concept_location(
-            maps, sample.part_xy[None], sample.part_visible[None], top_concepts=ranked[None],
-            concept_names=names, image_size=tuple(sample.image.shape[:2]), alphas=(ALPHA,), top_l=(top,),
+            maps,
+            sample.part_xy[None],
+            sample.part_visible[None],
+            top_concepts=ranked[None],
+            concept_names=names,
+            image_size=tuple(sample.image.shape[:2]),
+            alphas=(ALPHA,),
+            top_l=(top,),
         )
         located = [bool(clm["hits"][0, r, 0]) if clm["evaluated"][0, r] else None for r in range(top)]
     gallery, table = [], []
     for r, j in enumerate(ranked):
         stop(f"the map of concept {r + 1}")
         gallery.append((overlay_heatmap(image, maps[0, j]), f"{r + 1}. {attribute_label(names[j])}"))
-        table.append([r + 1, names[j], round(float(importance[0, j]), 4), round(float(u[0, j]), 4),
-                      None if exists is None else ("yes" if exists[r] else "no"),
-                      None if located is None else ("n/a (no visible part)" if located[r] is None else ("yes" if located[r] else "no"))])
+        table.append(
+            [
+                r + 1,
+                names[j],
+                round(float(importance[0, j]), 4),
+                round(float(u[0, j]), 4),
+                None if exists is None else ("yes" if exists[r] else "no"),
+                None
+                if located is None
+                else ("n/a (no visible part)" if located[r] is None else ("yes" if located[r] else "no")),
+            ]
+        )
     world = get_world(store)
-    label = class_label(world.class_names[int(predicted[0])]) if int(predicted[0]) < world.num_classes else str(int(predicted[0]))
+    label = (
+        class_label(world.class_names[int(predicted[0])])
+        if int(predicted[0]) < world.num_classes
+        else str(int(predicted[0]))
+    )
     summary = f"Predicted class: **{label}**."
     if sample is not None:
         n_exist = sum(exists)
         evaluated = [x for x in located if x is not None]
-        summary += (f" True class: **{class_label(world.class_names[sample.label])}**. Of the top {top} concepts, "
-                    f"**{n_exist} exist** in the image and **{sum(evaluated)} of {len(evaluated)}** with a visible "
-                    f"part are **located** (CLM, alpha = {ALPHA}).")
+        summary += (
+            f" True class: **{class_label(world.class_names[sample.label])}**. Of the top {top} concepts, "
+            f"**{n_exist} exist** in the image and **{sum(evaluated)} of {len(evaluated)}** with a visible "
+            f"part are **located** (CLM, alpha = {ALPHA})."
+        )
     else:
         summary += " (Uploaded image: no ground truth, so existence and location are not checked.)"
     return {"image": image, "gallery": gallery, "table": table, "summary": summary, "predicted_class": label}

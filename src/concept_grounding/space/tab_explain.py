@@ -20,21 +20,35 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .common import Cancelled, get_world, label_overlay, overlay_heatmap, stopper
-from .inputs import UserInputError, load_image, parse_texts, to_rgb, whole_number
-from .limits import Gate
 from ..bench.artifacts import WORLD_CLIP_MODEL
 from ..cci.baselines import BASELINES as _BASELINE_FUNCTIONS
 from ..cci.baselines import baseline_caption
 from ..cci.explain_job import ExplainConfig
 from ..settings import default
+from .common import Cancelled, get_world, label_overlay, overlay_heatmap, stopper
+from .inputs import UserInputError, load_image, parse_texts, to_rgb, whole_number
+from .limits import Gate
 from .resources import ResourceStore
 from .shipped import ASSETS, shipped_folder, write_shipped
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..models.clip import ClipHandle
 
-__all__ = ["BASELINES", "CLUSTERS", "DEFAULT_CLUSTERS", "Cancelled", "build_clip", "clip_recipe", "ship_clip", "train_clip", "get_model", "model_choices", "input_image", "explain", "WORLD_ONLY"]
+__all__ = [
+    "BASELINES",
+    "CLUSTERS",
+    "DEFAULT_CLUSTERS",
+    "Cancelled",
+    "build_clip",
+    "clip_recipe",
+    "ship_clip",
+    "train_clip",
+    "get_model",
+    "model_choices",
+    "input_image",
+    "explain",
+    "WORLD_ONLY",
+]
 
 
 #: Baseline explanations offered beside CCI: the names of :data:`concept_grounding.cci.baselines.BASELINES`.
@@ -55,7 +69,7 @@ def build_named_clip(name: str):
     """A :meth:`ResourceStore.get` builder for a named CLIP (offline: a local folder or a
     model already in the Hugging Face cache), loaded as ``concept-grounding explain --model`` loads it."""
 
-    def builder(store: ResourceStore) -> tuple["ClipHandle", str]:
+    def builder(store: ResourceStore) -> tuple[ClipHandle, str]:
         from ..cci.loading import load_explainable_clip
 
         # a name that cannot be loaded raises the command line's own error (ModelUnavailableError,
@@ -66,7 +80,7 @@ def build_named_clip(name: str):
     return builder
 
 
-def build_clip(store: ResourceStore) -> tuple["ClipHandle", str]:
+def build_clip(store: ResourceStore) -> tuple[ClipHandle, str]:
     """The Explain tab's model and where it came from: ``<artifacts>/world_clip``, else the
     world CLIP shipped with the package for this store's :func:`clip_recipe`
     (:data:`SHIPPED_CLIP`, loaded in well under a second), else :func:`train_clip`."""
@@ -82,24 +96,32 @@ def build_clip(store: ResourceStore) -> tuple["ClipHandle", str]:
 
 def clip_recipe(store: ResourceStore) -> dict[str, Any]:
     """What the quick world-CLIP build depends on: input side, seed, birds per class, epochs."""
-    return {"model": "world CLIP", "image_size": store.image_size, "seed": store.seed,
-            "train_per_class": CLIP_TRAIN_PER_CLASS, "epochs": CLIP_EPOCHS}
+    return {
+        "model": "world CLIP",
+        "image_size": store.image_size,
+        "seed": store.seed,
+        "train_per_class": CLIP_TRAIN_PER_CLASS,
+        "epochs": CLIP_EPOCHS,
+    }
 
 
 def _clip_note(store: ResourceStore) -> str:
-    return (f"trained on {CLIP_TRAIN_PER_CLASS} world birds per class, {store.image_size} px, {CLIP_EPOCHS} epochs, "
-            f"seed {store.seed}")
+    return (
+        f"trained on {CLIP_TRAIN_PER_CLASS} world birds per class, {store.image_size} px, {CLIP_EPOCHS} epochs, "
+        f"seed {store.seed}"
+    )
 
 
-def train_clip(store: ResourceStore) -> tuple["ClipHandle", str]:
+def train_clip(store: ResourceStore) -> tuple[ClipHandle, str]:
     """The world CLIP trained by :func:`concept_grounding.models.train_world_clip` on the store's
     world (10-30 s on 2 CPU cores): the quick build, said so in the status line."""
     from ..models.clip import train_world_clip, world_clip_handle
 
     world = get_world(store)
     data = world.to_dataset_dict(train_per_class=CLIP_TRAIN_PER_CLASS, test_per_class=1)
-    model, _ = train_world_clip(data["train"], image_size=store.image_size, epochs=CLIP_EPOCHS,
-                                seed=store.seed, progress=False)
+    model, _ = train_world_clip(
+        data["train"], image_size=store.image_size, epochs=CLIP_EPOCHS, seed=store.seed, progress=False
+    )
     note = f"world CLIP {_clip_note(store)} (quick build)"
     return world_clip_handle(model, note), note
 
@@ -118,7 +140,7 @@ def model_choices(store: ResourceStore) -> list[tuple[str, str]]:
     return [("world CLIP (default)", "")] + [(name, name) for name in store.policy.offered("clip")]
 
 
-def get_model(store: ResourceStore, model_name: str = "") -> "ClipHandle":
+def get_model(store: ResourceStore, model_name: str = "") -> ClipHandle:
     """The default CLIP for an empty ``model_name``, else the named one if the store's
     policy allows it (built on first use, kept in the LRU cache).
 
@@ -131,7 +153,9 @@ def get_model(store: ResourceStore, model_name: str = "") -> "ClipHandle":
     return store.get(f"clip:{name}", build_named_clip(name), evictable=True)
 
 
-def input_image(store: ResourceStore, path: str | None, world_index: int, gate: Gate | None = None) -> tuple[np.ndarray, Any]:
+def input_image(
+    store: ResourceStore, path: str | None, world_index: int, gate: Gate | None = None
+) -> tuple[np.ndarray, Any]:
     """The uploaded image (sanitised, within ``gate``'s pixel limit), or world bird
     ``world_index`` with its sample."""
     world_index = whole_number(world_index, "World bird #", 0, MAX_WORLD_INDEX)
@@ -142,9 +166,11 @@ def input_image(store: ResourceStore, path: str | None, world_index: int, gate: 
 
 
 #: Said when the default CLIP explains an uploaded image: it knows nothing but the bird world.
-WORLD_ONLY = ("The default CLIP knows only the procedurally drawn bird world: on any other picture (a photo, "
-              "a cat) its clusters and similarity drops describe what a bird-world model makes of it, not what "
-              "a real CLIP sees. The operator can offer real CLIPs (--clip-model).")
+WORLD_ONLY = (
+    "The default CLIP knows only the procedurally drawn bird world: on any other picture (a photo, "
+    "a cat) its clusters and similarity drops describe what a bird-world model makes of it, not what "
+    "a real CLIP sees. The operator can offer real CLIPs (--clip-model)."
+)
 
 
 def explain(
@@ -206,8 +232,11 @@ def explain(
         text_embeds = model.encode_text(texts)
     t = len(texts)
     repeated = ClusterEmbeddings(
-        image_embeds=emb.image_embeds.expand(t, -1), masked_embeds=emb.masked_embeds.expand(t, -1, -1),
-        labels=emb.labels.expand(t, -1), grid_size=emb.grid_size, image_size=emb.image_size,
+        image_embeds=emb.image_embeds.expand(t, -1),
+        masked_embeds=emb.masked_embeds.expand(t, -1, -1),
+        labels=emb.labels.expand(t, -1),
+        grid_size=emb.grid_size,
+        image_size=emb.image_size,
     )
     stop("the similarity drops")
     out = cci.explain_embeddings(repeated, text_embeds)
@@ -216,15 +245,24 @@ def explain(
     gallery = []
     for i in range(t):
         stop(f"the overlay of text {i + 1}")
-        gallery.append((overlay_heatmap(image, out.maps[i].numpy()), f"CCI: {texts[i]} (cos {float(out.similarity[i]):.3f})"))
+        gallery.append(
+            (overlay_heatmap(image, out.maps[i].numpy()), f"CCI: {texts[i]} (cos {float(out.similarity[i]):.3f})")
+        )
     for name in baselines:
         stop(f"the {name} baseline")
         heat = build_explainer(name, model.model)(px, text_embeds[:1]).maps[0]
         gallery.append((overlay_heatmap(image, heat), baseline_caption(name, texts[0])))
     table = [
         [texts[i], k, round(float(out.weights[i, k]), 4), round(float(out.drops[i, k]), 5)]
-        for i in range(t) for k in range(out.weights.shape[1])
+        for i in range(t)
+        for k in range(out.weights.shape[1])
     ]
     notes = [WORLD_ONLY] if path and not (model_name or "").strip() else []
-    return {"image": image, "cluster_map": cluster_map, "gallery": gallery, "table": table,
-            "similarity": [float(s) for s in out.similarity], "notes": notes}
+    return {
+        "image": image,
+        "cluster_map": cluster_map,
+        "gallery": gallery,
+        "table": table,
+        "similarity": [float(s) for s in out.similarity],
+        "notes": notes,
+    }

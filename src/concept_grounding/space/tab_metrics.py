@@ -23,7 +23,17 @@ from ..metrics.examples import EXAMPLES
 from .common import figure_to_image, png_to_image, stopper
 from .inputs import UserInputError, read_table
 
-__all__ = ["METRICS", "DEFAULT_METRIC", "MetricSpec", "args_markdown", "load_inputs", "compute_metric", "compute_example", "metric_help", "scalar_results"]
+__all__ = [
+    "METRICS",
+    "DEFAULT_METRIC",
+    "MetricSpec",
+    "args_markdown",
+    "load_inputs",
+    "compute_metric",
+    "compute_example",
+    "metric_help",
+    "scalar_results",
+]
 
 
 @dataclass(frozen=True)
@@ -71,8 +81,9 @@ METRICS: dict[str, MetricSpec] = _specs(
         "and holding the predicted probability (binary mode).",
         plot=plotting.sub_bars,
     ),
-    MetricSpec(metrics.concept_global_importance, "Concept Global Importance (CGIM types 1-3)",
-               plot=plotting.cgim_histograms),
+    MetricSpec(
+        metrics.concept_global_importance, "Concept Global Importance (CGIM types 1-3)", plot=plotting.cgim_histograms
+    ),
     MetricSpec(metrics.concept_existence, "Concept Existence (CEM @ l)"),
     MetricSpec(metrics.concept_location, "Concept Location (CLM @ l, alpha)"),
 )
@@ -89,13 +100,18 @@ def metric_help(name: str) -> str:
     required = [p.name for p in params if p.default is p.empty]
     optional = [p.name for p in params if p.default is not p.empty]
     aliases = "".join(f"; `{m}` for `{f}`" for m, f in EVALUATE_NAMES.get(name, {}).items())
-    lines.append(f"**JSON keys** (the function's arguments): required `{'`, `'.join(required)}`"
-                 + (f"; optional `{'`, `'.join(optional)}`" if optional else "") + ". The `evaluate` module's "
-                 f"names work too{aliases}: its card's example, saved as a `.json` file, is a file to try.")
+    lines.append(
+        f"**JSON keys** (the function's arguments): required `{'`, `'.join(required)}`"
+        + (f"; optional `{'`, `'.join(optional)}`" if optional else "")
+        + ". The `evaluate` module's "
+        f"names work too{aliases}: its card's example, saved as a `.json` file, is a file to try."
+    )
     lines.append(f"**CSV columns:** {spec.csv_help}" if spec.csv_help else "**CSV:** not supported; use JSON.")
     if name in EXAMPLES:
-        lines.append("**Example** (save as a `.json` file and upload it, or press *Compute the example*):\n"
-                     "```json\n" + json.dumps(EXAMPLES[name]) + "\n```")
+        lines.append(
+            "**Example** (save as a `.json` file and upload it, or press *Compute the example*):\n"
+            "```json\n" + json.dumps(EXAMPLES[name]) + "\n```"
+        )
     doc = inspect.getdoc(func) or ""
     if "Args:" in doc:
         lines.append("**Arguments:**\n\n" + args_markdown(doc.split("Args:", 1)[1].split("Returns:", 1)[0]))
@@ -142,10 +158,12 @@ def _numbers(values: list[Any], column: str) -> np.ndarray:
 
 
 def _wide(table: dict[str, list[Any]], prefix: str) -> np.ndarray | None:
-    cols = sorted((c for c in table if c.startswith(prefix) and c[len(prefix):].isdigit()), key=lambda c: int(c[len(prefix):]))
+    cols = sorted(
+        (c for c in table if c.startswith(prefix) and c[len(prefix) :].isdigit()), key=lambda c: int(c[len(prefix) :])
+    )
     if not cols:
         return None
-    if [int(c[len(prefix):]) for c in cols] != list(range(len(cols))):
+    if [int(c[len(prefix) :]) for c in cols] != list(range(len(cols))):
         raise UserInputError(f"Columns `{prefix}0`, `{prefix}1`, ... must be numbered without gaps.")
     return np.stack([_numbers(table[c], c) for c in cols], axis=1)
 
@@ -176,17 +194,26 @@ def _csv_kwargs(name: str, table: dict[str, list[Any]]) -> dict[str, Any]:
         gen, real = split == "generated", split == "real"
         if not gen.any() or not real.any():
             raise UserInputError("CCD needs both `generated` and `real` rows.")
-        return {"generated_probabilities": probs[gen], "generated_labels": labels[gen],
-                "real_probabilities": probs[real], "real_labels": labels[real], "mode": mode}
+        return {
+            "generated_probabilities": probs[gen],
+            "generated_labels": labels[gen],
+            "real_probabilities": probs[real],
+            "real_labels": labels[real],
+            "mode": mode,
+        }
     if name == "sub_accuracy":
         _need(table, ["target_attribute", "removed_attributes"], name)
         concept_columns = [c for c in table if c.startswith("has_") and "::" in c]
         if not concept_columns:
-            raise UserInputError("SUB accuracy needs one probability column per concept, named like `has_crown_color::black`.")
+            raise UserInputError(
+                "SUB accuracy needs one probability column per concept, named like `has_crown_color::black`."
+            )
         kwargs = {
             "scores": np.stack([_numbers(table[c], c) for c in concept_columns], axis=1),
             "target_attributes": [str(v).strip() for v in table["target_attribute"]],
-            "removed_attributes": [[a.strip() for a in str(v).split(";") if a.strip()] for v in table["removed_attributes"]],
+            "removed_attributes": [
+                [a.strip() for a in str(v).split(";") if a.strip()] for v in table["removed_attributes"]
+            ],
             "concept_names": concept_columns,
         }
         if "reference_class" in table:
@@ -226,8 +253,13 @@ def _json_kwargs(func: Any, data: dict[str, Any]) -> dict[str, Any]:
         raise UserInputError(f"The JSON is missing key(s) {missing}; required: {required}.")
     out = {}
     for key, value in data.items():
-        if isinstance(value, list) and key not in ("concept_names", "concept_parts", "target_attributes",
-                                                   "removed_attributes", "reference_classes"):
+        if isinstance(value, list) and key not in (
+            "concept_names",
+            "concept_parts",
+            "target_attributes",
+            "removed_attributes",
+            "reference_classes",
+        ):
             try:
                 value = np.asarray(value, dtype=np.float64)
             except (TypeError, ValueError):
@@ -246,7 +278,9 @@ def load_inputs(name: str, path: str) -> dict[str, Any]:
     spec = _spec(name)
     func = spec.function
     table = read_table(path)
-    is_csv = all(isinstance(v, list) and all(isinstance(x, str) for x in v) for v in table.values()) and not str(path).lower().endswith(".json")
+    is_csv = all(isinstance(v, list) and all(isinstance(x, str) for x in v) for v in table.values()) and not str(
+        path
+    ).lower().endswith(".json")
     return _csv_kwargs(name, table) if is_csv else _json_kwargs(func, table)
 
 
@@ -256,7 +290,9 @@ def scalar_results(result: dict[str, Any]) -> dict[str, float]:
     for key, value in result.items():
         if isinstance(value, (bool, np.bool_)):
             continue
-        if isinstance(value, (int, float, np.integer, np.floating)) or (isinstance(value, np.ndarray) and value.ndim == 0):
+        if isinstance(value, (int, float, np.integer, np.floating)) or (
+            isinstance(value, np.ndarray) and value.ndim == 0
+        ):
             number = float(value)
             out[key] = None if math.isnan(number) else round(number, 6)  # type: ignore[assignment]
     return out
@@ -289,8 +325,9 @@ def compute_example(name: str) -> tuple[dict[str, float], np.ndarray]:
         return compute_metric(name, str(path))
 
 
-def compute_metric(name: str, path: str | None,
-                   cancelled: Callable[[], bool] | None = None) -> tuple[dict[str, float], np.ndarray]:
+def compute_metric(
+    name: str, path: str | None, cancelled: Callable[[], bool] | None = None
+) -> tuple[dict[str, float], np.ndarray]:
     """Compute metric ``name`` on the uploaded file at ``path``. ``cancelled`` is asked before
     each stage (the metric, the plot); once it answers true the call stops with
     :class:`~.common.Cancelled`.

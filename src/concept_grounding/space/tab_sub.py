@@ -17,13 +17,22 @@ from typing import Any
 
 import numpy as np
 
+from ..bench.artifacts import model_slug
 from .common import attribute_label, class_label, get_world, stopper, to_batch, world_concept_tensors
 from .inputs import UserInputError, whole_number
-from ..bench.artifacts import model_slug
 from .resources import ResourceStore
 from .shipped import ASSETS, shipped_record
 
-__all__ = ["BATCH", "PER_PAIRING", "QUICK_VARIANT", "concept_probabilities", "pairing_choices", "concept_names", "explore", "build_concept_model"]
+__all__ = [
+    "BATCH",
+    "PER_PAIRING",
+    "QUICK_VARIANT",
+    "concept_probabilities",
+    "pairing_choices",
+    "concept_names",
+    "explore",
+    "build_concept_model",
+]
 
 #: Pairing shown first (a visible change: a black crown on a Cardinal).
 DEFAULT_PAIRING = "017.Cardinal|has_crown_color::black"
@@ -34,15 +43,19 @@ BATCH = 2
 #: The bench variant the quick build trains (per-image concepts, joint, soft bottleneck).
 QUICK_VARIANT = "CBM (joint, per-img.)"
 #: Artifact folders tried, in order (``concept-grounding bench`` slugs after ours).
-ARTIFACT_NAMES = ("concept_model", *(model_slug(v) for v in (QUICK_VARIANT, "CBM (joint)", "CBM (ind., per-img.)",
-                                                                "CBM (ind.)")))
+ARTIFACT_NAMES = (
+    "concept_model",
+    *(model_slug(v) for v in (QUICK_VARIANT, "CBM (joint)", "CBM (ind., per-img.)", "CBM (ind.)")),
+)
 #: The default build's model, trained once and shipped (``ship_concept_model``): the Space
 #: loads it in a second instead of training it for minutes; ``space_build.json`` records the
 #: :class:`~.builds.SpaceBuild` it was trained with, and only that build loads it.
 SHIPPED_MODEL = ASSETS / "space_concept_model"
 #: How long the model takes to be ready (shown on the page); the Space prepares it at launch.
-FIRST_USE = ("shipped with the package for the default build, ready in a second or two; other builds train "
-             "it when the Space starts, minutes on a 2-core CPU")
+FIRST_USE = (
+    "shipped with the package for the default build, ready in a second or two; other builds train "
+    "it when the Space starts, minutes on a 2-core CPU"
+)
 #: First world index (in units of the class count) of the explorer's held-out birds.
 HELD_OUT_START = 1000
 
@@ -88,9 +101,11 @@ def build_concept_model(store: ResourceStore) -> tuple[Any, str]:
     build = store.build
     if shipped_build() == asdict(build):
         model = ConceptBottleneckModel.from_pretrained(str(SHIPPED_MODEL))
-        return (model.eval(), build.concept_size), (f"joint CBM shipped with the package (the default build at seed "
-                                                    f"{build.seed}: {build.concept_per_class} world birds per class, "
-                                                    f"{build.concept_size} px, {build.concept_epochs} epochs)")
+        return (model.eval(), build.concept_size), (
+            f"joint CBM shipped with the package (the default build at seed "
+            f"{build.seed}: {build.concept_per_class} world birds per class, "
+            f"{build.concept_size} px, {build.concept_epochs} epochs)"
+        )
     return train_concept_model(store)
 
 
@@ -103,8 +118,9 @@ def train_concept_model(store: ResourceStore) -> tuple[Any, str]:
     columns = [_vocab().attribute_index(n) for n in concept_names()]
     tensors = world_concept_tensors(get_world(store), build.concept_per_class, columns, build.concept_size)
     model = train_variant(QUICK_VARIANT, tensors, build.concept_training())
-    return (model.eval(), build.concept_size), (f"joint CBM trained on {len(tensors)} world birds ({build.concept_size}"
-                                                f" px, {build.concept_epochs} epochs)")
+    return (model.eval(), build.concept_size), (
+        f"joint CBM trained on {len(tensors)} world birds ({build.concept_size} px, {build.concept_epochs} epochs)"
+    )
 
 
 def shipped_build() -> dict[str, Any] | None:
@@ -128,8 +144,9 @@ def ship_concept_model(folder: str | Path = SHIPPED_MODEL, seed: int = 0) -> Pat
     return folder
 
 
-def concept_probabilities(model: Any, images: list[np.ndarray], size: int,
-                          stop: Callable[[str], None] = stopper(None)) -> np.ndarray:
+def concept_probabilities(
+    model: Any, images: list[np.ndarray], size: int, stop: Callable[[str], None] = stopper(None)
+) -> np.ndarray:
     """``(N, C)`` concept probabilities of ``N`` ``(H, W, 3)`` uint8 images at ``size`` px, in
     forward passes of :data:`BATCH` images with ``stop(...)`` before each (:func:`~.common.stopper`)."""
     import torch
@@ -138,7 +155,7 @@ def concept_probabilities(model: Any, images: list[np.ndarray], size: int,
     for start in range(0, len(images), BATCH):
         stop(f"images {start + 1}-{min(start + BATCH, len(images))} of {len(images)}")
         with torch.no_grad():
-            parts.append(model(to_batch(images[start:start + BATCH], size)).concept_probs.numpy())
+            parts.append(model(to_batch(images[start : start + BATCH], size)).concept_probs.numpy())
     return np.concatenate(parts)
 
 
@@ -149,8 +166,9 @@ def _parse_pairing(value: str) -> tuple[str, str]:
     return reference_class, attribute
 
 
-def explore(store: ResourceStore, pairing: str, index: int = 0,
-            cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:
+def explore(
+    store: ResourceStore, pairing: str, index: int = 0, cancelled: Callable[[], bool] | None = None
+) -> dict[str, Any]:
     """One pairing: image ``index`` before/after the substitution and the pairing's tallies.
 
     ``cancelled`` is asked before each bird is drawn and before each forward pass of
@@ -212,5 +230,10 @@ def explore(store: ResourceStore, pairing: str, index: int = 0,
         f"{len(pairs)} birds: **s+ = {fmt(result['s_plus'])}** (chance {fmt(result['chance_s_plus'])}), "
         f"**s- = {fmt(result['s_minus'])}** (chance {fmt(result['chance_s_minus'])})."
     )
-    return {"original": shown.original.image, "edited": shown.edited.image, "table": rows,
-            "summary": summary, "result": result}
+    return {
+        "original": shown.original.image,
+        "edited": shown.edited.image,
+        "table": rows,
+        "summary": summary,
+        "result": result,
+    }

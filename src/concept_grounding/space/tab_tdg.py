@@ -38,8 +38,25 @@ from .limits import SpaceLimits
 from .policy import TDG_MODELS_ENV, ModelPolicy
 from .resources import FeatureUnavailable, ResourceStore
 
-__all__ = ["TINY_MODEL", "WORLD_MODEL", "DEFAULT_MODEL", "MODEL_ENV", "build_world_pipeline", "pipeline_key", "choices", "prompts", "eta_figure", "generate", "model_choices",
-           "build_default_pipeline", "get_pipeline", "Cancelled", "DEFAULT_PAIRING", "DEFAULT_SEED", "EXPECTATION"]
+__all__ = [
+    "TINY_MODEL",
+    "WORLD_MODEL",
+    "DEFAULT_MODEL",
+    "MODEL_ENV",
+    "build_world_pipeline",
+    "pipeline_key",
+    "choices",
+    "prompts",
+    "eta_figure",
+    "generate",
+    "model_choices",
+    "build_default_pipeline",
+    "get_pipeline",
+    "Cancelled",
+    "DEFAULT_PAIRING",
+    "DEFAULT_SEED",
+    "EXPECTATION",
+]
 
 #: Name of the built-in tiny model in the model dropdown.
 TINY_MODEL = "tiny (built-in, random weights)"
@@ -281,7 +298,9 @@ def generate(
         # Prompting only (SUB Fig. 4): c_R alone, untied, from the same seed (the start latents of the pair).
         plain = prompting_images(pipe, [baseline_prompt], [int(seed)], batch_size=1, **common)
     except TypeError as err:
-        raise FeatureUnavailable(f"The Tied Diffusion pipeline in this build has another call signature: {err}") from None
+        raise FeatureUnavailable(
+            f"The Tied Diffusion pipeline in this build has another call signature: {err}"
+        ) from None
     reference, guide = _to_uint8(tied.reference_images)[0], _to_uint8(tied.guide_images)[0]
     baseline = _to_uint8(plain)[0]
     return reference, guide, baseline
@@ -295,10 +314,16 @@ def build_world_judge(store: ResourceStore) -> tuple[Any, str]:
     from ..world import BirdWorld
     from ..worldflux.loader import trained_world_config
 
-    return (create_judge("world"), BirdWorld(trained_world_config()), judge_validated_groups()), "world judge (package data)"
+    return (
+        create_judge("world"),
+        BirdWorld(trained_world_config()),
+        judge_validated_groups(),
+    ), "world judge (package data)"
 
 
-def verdicts(store: ResourceStore, reference_class: str, target_attribute: str, images: Any, model: str = DEFAULT_MODEL) -> str:
+def verdicts(
+    store: ResourceStore, reference_class: str, target_attribute: str, images: Any, model: str = DEFAULT_MODEL
+) -> str:
     """A Markdown table of the shipped judge's verdicts on (reference, guide, prompting-only):
     S+ found (and its probability), S- removed and species kept; the guide only needs S+.
     The judge reads the world Flux's 32 px birds, so other models get a note instead."""
@@ -315,12 +340,20 @@ def verdicts(store: ResourceStore, reference_class: str, target_attribute: str, 
     species, probs = judge_images(judge, np.stack(images))
     v = substitution_verdicts(species, probs, np.full(3, label), np.full(3, target), [removed] * 3)
     yes = lambda b: "yes" if b else "no"  # noqa: E731
-    rows = [[name, f"{yes(v['s_plus_found'][k])} ({v['p_s_plus'][k]:.2f})",
-             "-" if name == "TDG guide" else yes(v["species_kept"][k])]
-            for k, name in enumerate(("TDG reference", "TDG guide", "Prompting only"))]
+    rows = [
+        [
+            name,
+            f"{yes(v['s_plus_found'][k])} ({v['p_s_plus'][k]:.2f})",
+            "-" if name == "TDG guide" else yes(v["species_kept"][k]),
+        ]
+        for k, name in enumerate(("TDG reference", "TDG guide", "Prompting only"))
+    ]
     header = ["**The world judge's verdicts** (validated on exact edits; see its model card):", ""]
     group = vocab.group_of(target)
     if validated is not None and group not in validated:
-        header += [f"*Not validated on {group.replace('_', ' ')}: the judge misses a bar on this group's held-out"
-                   " exact edits, so these verdicts are indicative only.*", ""]
+        header += [
+            f"*Not validated on {group.replace('_', ' ')}: the judge misses a bar on this group's held-out"
+            " exact edits, so these verdicts are indicative only.*",
+            "",
+        ]
     return "\n".join([*header, markdown_table(["image", "S+ found (p)", "species kept"], rows)])

@@ -1,9 +1,5 @@
 from .acceleration import Acceleration, TransformerCache
 from .baseline import prompting_images
-from .filter_job import FilterConfig, FilterJobResult, run_filter
-from .generate_config import GenerateConfig
-from .generate_job import GenerateResult, run_generate
-from .loading import load_flux_pipeline
 from .block import (
     TiedDiffusionLoopStep,
     TiedFlux2AutoBlocks,
@@ -11,6 +7,10 @@ from .block import (
     TiedFluxAutoBlocks,
     TiedLatentsStep,
 )
+from .filter_job import FilterConfig, FilterJobResult, run_filter
+from .generate_config import GenerateConfig
+from .generate_job import GenerateResult, run_generate
+from .loading import load_flux_pipeline
 from .pipeline import REFUSED_ARGUMENTS, TiedDiffusionPipeline
 from .pipeline_flux2 import TiedFlux2KleinPipeline, TiedFlux2Pipeline
 from .pipeline_output import TiedDiffusionPipelineOutput

@@ -59,19 +59,38 @@ def _flux_mag_ratios() -> Any:
 
 
 #: ``--cache`` name -> how it is built (the table in docs/tdg.md).
-CACHES: Mapping[str, CacheKind] = MappingProxyType({
-    "first-block": CacheKind("FirstBlockCacheConfig", why="skips the remaining blocks while the first block's residual barely moves",
-                             fails_on=("Flux2Transformer2DModel",)),
-    "taylorseer": CacheKind("TaylorSeerCacheConfig", why="forecasts block outputs with a Taylor series between full steps"),
-    "pyramid-attention": CacheKind("PyramidAttentionBroadcastConfig", defaults=(("spatial_attention_block_skip_range", 2),),
-                                   timestep_callback=True, why="reuses attention outputs inside a timestep range"),
-    "faster": CacheKind("FasterCacheConfig", forced=(("is_guidance_distilled", True),), timestep_callback=True,
-                        why="reuses attention outputs; its CFG-batch split is off (TDG's batch is [references; guides])",
-                        fails_on=("Flux2Transformer2DModel",)),
-    "mag": CacheKind("MagCacheConfig", defaults=(("mag_ratios", "FLUX_MAG_RATIOS"),), steps=True,
-                     why="skips blocks by accumulated residual magnitude ratios (default: FLUX.1-dev's)"),
-    "text-kv": CacheKind("TextKVCacheConfig", why="computes the text keys and values once per call (lossless)"),
-})
+CACHES: Mapping[str, CacheKind] = MappingProxyType(
+    {
+        "first-block": CacheKind(
+            "FirstBlockCacheConfig",
+            why="skips the remaining blocks while the first block's residual barely moves",
+            fails_on=("Flux2Transformer2DModel",),
+        ),
+        "taylorseer": CacheKind(
+            "TaylorSeerCacheConfig", why="forecasts block outputs with a Taylor series between full steps"
+        ),
+        "pyramid-attention": CacheKind(
+            "PyramidAttentionBroadcastConfig",
+            defaults=(("spatial_attention_block_skip_range", 2),),
+            timestep_callback=True,
+            why="reuses attention outputs inside a timestep range",
+        ),
+        "faster": CacheKind(
+            "FasterCacheConfig",
+            forced=(("is_guidance_distilled", True),),
+            timestep_callback=True,
+            why="reuses attention outputs; its CFG-batch split is off (TDG's batch is [references; guides])",
+            fails_on=("Flux2Transformer2DModel",),
+        ),
+        "mag": CacheKind(
+            "MagCacheConfig",
+            defaults=(("mag_ratios", "FLUX_MAG_RATIOS"),),
+            steps=True,
+            why="skips blocks by accumulated residual magnitude ratios (default: FLUX.1-dev's)",
+        ),
+        "text-kv": CacheKind("TextKVCacheConfig", why="computes the text keys and values once per call (lossless)"),
+    }
+)
 
 
 def parse_option_value(text: str) -> Any:
@@ -122,19 +141,25 @@ class TransformerCache:
 
     def __post_init__(self) -> None:
         if self.name not in CACHES:
-            raise UsageError(f"unknown cache {self.name!r}{suggest(self.name, CACHES)}", argument="--cache",
-                             hint=f"choose from {', '.join(CACHES)}")
+            raise UsageError(
+                f"unknown cache {self.name!r}{suggest(self.name, CACHES)}",
+                argument="--cache",
+                hint=f"choose from {', '.join(CACHES)}",
+            )
 
     @classmethod
-    def parse(cls, text: str) -> "TransformerCache":
+    def parse(cls, text: str) -> TransformerCache:
         """``NAME`` or ``NAME:option=value,option=value`` (``--cache``)."""
         name, _, rest = text.partition(":")
         options = []
         for item in filter(None, (part.strip() for part in _split_options(rest))):
             key, eq, value = item.partition("=")
             if not eq or not key.strip():
-                raise UsageError(f"expected option=value, got {item!r}", argument="--cache",
-                                 hint="e.g. --cache first-block:threshold=0.2")
+                raise UsageError(
+                    f"expected option=value, got {item!r}",
+                    argument="--cache",
+                    hint="e.g. --cache first-block:threshold=0.2",
+                )
             options.append((key.strip(), parse_option_value(value)))
         cache = cls(name.strip(), tuple(options))
         cache.resolved_options()  # unknown options fail here, before any model loads
@@ -155,13 +180,17 @@ class TransformerCache:
         unknown = sorted(set(given) - set(fields))
         if unknown:
             public = sorted(k for k, f in fields.items() if not k.endswith("callback"))
-            raise UsageError(f"{self.kind.config} has no option {unknown[0]!r}", argument="--cache",
-                             hint=f"options of {self.name}: {', '.join(public) or '(none)'}")
+            raise UsageError(
+                f"{self.kind.config} has no option {unknown[0]!r}",
+                argument="--cache",
+                hint=f"options of {self.name}: {', '.join(public) or '(none)'}",
+            )
         forced, defaults = dict(self.kind.forced), dict(self.kind.defaults)
         for key, value in forced.items():
             if key in given and given[key] != value:
-                raise UsageError(f"{self.name}: {key} must stay {value!r} under TDG ({self.kind.why})",
-                                 argument="--cache")
+                raise UsageError(
+                    f"{self.name}: {key} must stay {value!r} under TDG ({self.kind.why})", argument="--cache"
+                )
         out: dict[str, Any] = {}
         for key, f in fields.items():
             if key.endswith("callback"):
@@ -228,8 +257,10 @@ class Acceleration:
 
     def manifest(self, num_inference_steps: int | None = None) -> dict[str, Any]:
         """``{"cache": ..., "compile": ...}`` as the ``generate`` manifest records them."""
-        return {"cache": self.cache.manifest(num_inference_steps) if self.cache is not None else None,
-                "compile": "compile_repeated_blocks" if self.compile else False}
+        return {
+            "cache": self.cache.manifest(num_inference_steps) if self.cache is not None else None,
+            "compile": "compile_repeated_blocks" if self.compile else False,
+        }
 
     @property
     def label(self) -> str:
@@ -259,8 +290,11 @@ def accelerated(pipe: Any, acceleration: Acceleration, num_inference_steps: int 
     kind, model = acceleration.cache.kind, type(transformer).__name__
     if model in kind.fails_on:
         runs = [name for name, other in CACHES.items() if model not in other.fails_on]
-        raise UsageError(f"the {acceleration.cache.name} cache does not run on {model} (diffusers' hook fails on its "
-                         f"blocks)", argument="--cache", hint=f"choose from {', '.join(runs)}")
+        raise UsageError(
+            f"the {acceleration.cache.name} cache does not run on {model} (diffusers' hook fails on its blocks)",
+            argument="--cache",
+            hint=f"choose from {', '.join(runs)}",
+        )
     transformer.enable_cache(acceleration.cache.config(pipe, num_inference_steps))
     try:
         yield pipe

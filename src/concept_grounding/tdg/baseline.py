@@ -21,8 +21,15 @@ from typing import Any
 __all__ = ["prompting_images"]
 
 
-def prompting_images(pipe: Any, prompts: Sequence[str], seeds: Sequence[int], *, batch_size: int,
-                     generator_device: Any = "cpu", **call_kwargs: Any) -> list[Any]:
+def prompting_images(
+    pipe: Any,
+    prompts: Sequence[str],
+    seeds: Sequence[int],
+    *,
+    batch_size: int,
+    generator_device: Any = "cpu",
+    **call_kwargs: Any,
+) -> list[Any]:
     """The prompting-only images of ``prompts``, image ``i`` from ``torch.Generator(generator_device)``
     seeded with ``seeds[i]``.
 

@@ -29,8 +29,14 @@ from diffusers.schedulers import FlowMatchEulerDiscreteScheduler
 from .schedule import EtaSchedule
 from .tie import tie_batch
 
-__all__ = ["TiedDiffusionLoopStep", "TiedLatentsStep", "TiedFluxAutoBlocks", "TiedFlux2AutoBlocks",
-           "TiedFlux2KleinAutoBlocks", "BLOCK_SHELL"]
+__all__ = [
+    "TiedDiffusionLoopStep",
+    "TiedLatentsStep",
+    "TiedFluxAutoBlocks",
+    "TiedFlux2AutoBlocks",
+    "TiedFlux2KleinAutoBlocks",
+    "BLOCK_SHELL",
+]
 
 LOOP_STEP_NAME, LATENTS_STEP_NAME = "tdg_tie", "tdg_tied_latents"
 
@@ -53,8 +59,14 @@ class TiedLatentsStep(ModularPipelineBlocks):
 
     @property
     def inputs(self) -> list[InputParam]:
-        return [InputParam("latents", required=True, type_hint=torch.Tensor,
-                           description="initial latents of the batch [references; guides]")]
+        return [
+            InputParam(
+                "latents",
+                required=True,
+                type_hint=torch.Tensor,
+                description="initial latents of the batch [references; guides]",
+            )
+        ]
 
     @property
     def intermediate_outputs(self) -> list[OutputParam]:
@@ -82,9 +94,11 @@ class TiedDiffusionLoopStep(ModularPipelineBlocks):
 
     @property
     def description(self) -> str:
-        return ("TDG (SUB Eqs. 3-6): ties the guided prediction of each (reference, guide) pair of the batch "
-                "[references; guides] where they differ least; insert between a loop's denoiser and after_denoiser "
-                "(see `compose`)")
+        return (
+            "TDG (SUB Eqs. 3-6): ties the guided prediction of each (reference, guide) pair of the batch "
+            "[references; guides] where they differ least; insert between a loop's denoiser and after_denoiser "
+            "(see `compose`)"
+        )
 
     @property
     def expected_components(self) -> list[ComponentSpec]:
@@ -93,8 +107,11 @@ class TiedDiffusionLoopStep(ModularPipelineBlocks):
     @property
     def inputs(self) -> list[InputParam]:
         return [
-            InputParam("noise_pred", type_hint=torch.Tensor,  # set by the loop's denoiser, which declares no output
-                       description="final guided predictions of the batch [references; guides]"),
+            InputParam(
+                "noise_pred",
+                type_hint=torch.Tensor,  # set by the loop's denoiser, which declares no output
+                description="final guided predictions of the batch [references; guides]",
+            ),
             InputParam("eta_schedule", description="t -> eta in [0, 1]; default EtaSchedule(t_min, t_max, k)"),
             InputParam("t_min", default=0.2, type_hint=float, description="SUB Eq. 4: eta = 0 below"),
             InputParam("t_max", default=0.9, type_hint=float, description="SUB Eq. 4: eta = 1 above"),
@@ -114,12 +131,14 @@ class TiedDiffusionLoopStep(ModularPipelineBlocks):
     def __call__(self, components: Any, block_state: Any, i: int, t: torch.Tensor) -> tuple[Any, Any]:
         if i == 0:
             schedule = block_state.eta_schedule
-            block_state.tdg_schedule = schedule if schedule is not None else EtaSchedule(
-                block_state.t_min, block_state.t_max, block_state.k)
+            block_state.tdg_schedule = (
+                schedule if schedule is not None else EtaSchedule(block_state.t_min, block_state.t_max, block_state.k)
+            )
             block_state.tdg_t_per_step, block_state.tdg_eta_per_step = [], []
         time = float(t) / float(components.scheduler.config.num_train_timesteps)
-        block_state.noise_pred, eta = tie_batch(block_state.noise_pred, time, block_state.tdg_schedule,
-                                                block_state.granularity)
+        block_state.noise_pred, eta = tie_batch(
+            block_state.noise_pred, time, block_state.tdg_schedule, block_state.granularity
+        )
         block_state.tdg_t_per_step.append(time)
         block_state.tdg_eta_per_step.append(eta)
         return components, block_state
@@ -155,9 +174,11 @@ def _insert_steps(blocks: Any, step: TiedDiffusionLoopStep) -> None:
                 parent.sub_blocks.insert(LATENTS_STEP_NAME, TiedLatentsStep(), names.index("prepare_latents") + 1)
             latents += 1
     if not loops or not latents:
-        raise ValueError(f"{type(blocks).__name__} has no denoising loop with 'prepare_latents' and "
-                         "'after_denoiser' steps: TDG composes with the Flux family's blocks "
-                         "(FluxAutoBlocks, Flux2AutoBlocks, Flux2KleinAutoBlocks)")
+        raise ValueError(
+            f"{type(blocks).__name__} has no denoising loop with 'prepare_latents' and "
+            "'after_denoiser' steps: TDG composes with the Flux family's blocks "
+            "(FluxAutoBlocks, Flux2AutoBlocks, Flux2KleinAutoBlocks)"
+        )
 
 
 def _walk(blocks: Any) -> list[Any]:
@@ -222,8 +243,10 @@ class _TiedAutoBlocks:
             ValueError: the blocks were changed after composing; the reload would rebuild them unchanged.
         """
         if _layout(self) != _layout(type(self)()):
-            raise ValueError(f"these {type(self).__name__} were changed after compose: a reload would rebuild "
-                             f"{type(self).__name__}() without the changes; save the blocks as your own class")
+            raise ValueError(
+                f"these {type(self).__name__} were changed after compose: a reload would rebuild "
+                f"{type(self).__name__}() without the changes; save the blocks as your own class"
+            )
         os.makedirs(save_directory, exist_ok=True)
         with open(os.path.join(save_directory, "block.py"), "w", encoding="utf-8") as handle:
             handle.write(BLOCK_SHELL)
@@ -250,8 +273,11 @@ def _saving_pipeline_class(base: type) -> type:
         base.save_pretrained(self, save_directory, **kwargs)
 
     save_pretrained.__doc__ = f"{base.__name__}.save_pretrained, plus the TDG blocks (modular_config.json, block.py)"
-    return type(base.__name__, (base,), {"save_pretrained": save_pretrained, "__module__": __name__,
-                                         "__qualname__": f"tied_{base.__name__}"})
+    return type(
+        base.__name__,
+        (base,),
+        {"save_pretrained": save_pretrained, "__module__": __name__, "__qualname__": f"tied_{base.__name__}"},
+    )
 
 
 class TiedFluxAutoBlocks(_TiedAutoBlocks, FluxAutoBlocks):
@@ -266,5 +292,8 @@ class TiedFlux2KleinAutoBlocks(_TiedAutoBlocks, Flux2KleinAutoBlocks):
     """``Flux2KleinAutoBlocks`` (FLUX.2 [klein]) with TDG; what ``compose(Flux2KleinAutoBlocks())`` returns."""
 
 
-_TIED_BLOCKS: dict[type, type] = {FluxAutoBlocks: TiedFluxAutoBlocks, Flux2AutoBlocks: TiedFlux2AutoBlocks,
-                                  Flux2KleinAutoBlocks: TiedFlux2KleinAutoBlocks}
+_TIED_BLOCKS: dict[type, type] = {
+    FluxAutoBlocks: TiedFluxAutoBlocks,
+    Flux2AutoBlocks: TiedFlux2AutoBlocks,
+    Flux2KleinAutoBlocks: TiedFlux2KleinAutoBlocks,
+}

@@ -31,9 +31,18 @@ if TYPE_CHECKING:
     from .filter import OptionScorer
 
 __all__ = [
-    "THRESHOLD_GRID", "IMAGES_PER_CLASS", "MIN_CLASS_ACCURACY", "MIN_ATTRIBUTE_ACCURACY", "ClassSelection",
-    "AttributeSelection", "select_classes", "threshold_accuracy", "select_attributes", "attribute_probabilities",
-    "candidate_pairings", "guide_bird_for",
+    "THRESHOLD_GRID",
+    "IMAGES_PER_CLASS",
+    "MIN_CLASS_ACCURACY",
+    "MIN_ATTRIBUTE_ACCURACY",
+    "ClassSelection",
+    "AttributeSelection",
+    "select_classes",
+    "threshold_accuracy",
+    "select_attributes",
+    "attribute_probabilities",
+    "candidate_pairings",
+    "guide_bird_for",
 ]
 
 #: SUB Sec. 4.2: "optimizing the answer probability threshold between 60 % and 95 %" (step 0.05).
@@ -69,13 +78,22 @@ class ClassSelection:
         return tuple(c for c, a in zip(self.class_names, self.accuracy) if a >= self.min_accuracy - 1e-12)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"min_accuracy": self.min_accuracy, "kept": list(self.kept),
-                "classes": [{"class": c, "images": int(n), "accuracy": float(a), "kept": c in self.kept}
-                            for c, n, a in zip(self.class_names, self.counts, self.accuracy)]}
+        return {
+            "min_accuracy": self.min_accuracy,
+            "kept": list(self.kept),
+            "classes": [
+                {"class": c, "images": int(n), "accuracy": float(a), "kept": c in self.kept}
+                for c, n, a in zip(self.class_names, self.counts, self.accuracy)
+            ],
+        }
 
 
-def select_classes(true: Sequence[int] | np.ndarray, predicted: Sequence[int] | np.ndarray,
-                   class_names: Sequence[str], min_accuracy: float = MIN_CLASS_ACCURACY) -> ClassSelection:
+def select_classes(
+    true: Sequence[int] | np.ndarray,
+    predicted: Sequence[int] | np.ndarray,
+    class_names: Sequence[str],
+    min_accuracy: float = MIN_CLASS_ACCURACY,
+) -> ClassSelection:
     """Candidate reference classes (SUB Sec. 4.2).
 
     Args:
@@ -103,8 +121,12 @@ def select_classes(true: Sequence[int] | np.ndarray, predicted: Sequence[int] | 
     return ClassSelection(tuple(class_names), correct / counts, counts, float(min_accuracy))
 
 
-def threshold_accuracy(probabilities: np.ndarray, labels: np.ndarray, thresholds: Sequence[float] = THRESHOLD_GRID,
-                       metric: Metric = "balanced") -> np.ndarray:
+def threshold_accuracy(
+    probabilities: np.ndarray,
+    labels: np.ndarray,
+    thresholds: Sequence[float] = THRESHOLD_GRID,
+    metric: Metric = "balanced",
+) -> np.ndarray:
     """Accuracy of "present iff answer probability >= t" per attribute and threshold.
 
     Args:
@@ -185,18 +207,33 @@ class AttributeSelection:
     def to_dict(self) -> dict[str, Any]:
         best_t, best_a, kept = self.best_threshold, self.best_accuracy, set(self.kept)
         return {
-            "metric": self.metric, "min_accuracy": self.min_accuracy, "thresholds": list(self.thresholds),
-            "images": self.images, "kept": list(self.kept),
-            "attributes": [{"attribute": a, "positives": int(n), "best_threshold": float(t),
-                            "best_accuracy": None if not np.isfinite(b) else float(b), "kept": a in kept,
-                            "accuracy": [None if not np.isfinite(v) else float(v) for v in row]}
-                           for a, n, t, b, row in zip(self.attributes, self.positives, best_t, best_a, self.accuracy)],
+            "metric": self.metric,
+            "min_accuracy": self.min_accuracy,
+            "thresholds": list(self.thresholds),
+            "images": self.images,
+            "kept": list(self.kept),
+            "attributes": [
+                {
+                    "attribute": a,
+                    "positives": int(n),
+                    "best_threshold": float(t),
+                    "best_accuracy": None if not np.isfinite(b) else float(b),
+                    "kept": a in kept,
+                    "accuracy": [None if not np.isfinite(v) else float(v) for v in row],
+                }
+                for a, n, t, b, row in zip(self.attributes, self.positives, best_t, best_a, self.accuracy)
+            ],
         }
 
 
-def select_attributes(probabilities: np.ndarray, labels: np.ndarray, attributes: Sequence[str],
-                      thresholds: Sequence[float] = THRESHOLD_GRID, min_accuracy: float = MIN_ATTRIBUTE_ACCURACY,
-                      metric: Metric = "balanced") -> AttributeSelection:
+def select_attributes(
+    probabilities: np.ndarray,
+    labels: np.ndarray,
+    attributes: Sequence[str],
+    thresholds: Sequence[float] = THRESHOLD_GRID,
+    min_accuracy: float = MIN_ATTRIBUTE_ACCURACY,
+    metric: Metric = "balanced",
+) -> AttributeSelection:
     """Candidate attributes (SUB Sec. 4.2): accuracy at the best threshold of ``thresholds`` >= ``min_accuracy``.
 
     Args:
@@ -210,8 +247,15 @@ def select_attributes(probabilities: np.ndarray, labels: np.ndarray, attributes:
     if accuracy.shape[0] != len(attributes):
         raise ValueError(f"attributes: {len(attributes)} names for {accuracy.shape[0]} columns")
     y = np.asarray(labels).astype(bool)
-    return AttributeSelection(tuple(attributes), tuple(float(t) for t in thresholds), accuracy,
-                              y.sum(axis=0), int(y.shape[0]), float(min_accuracy), metric)
+    return AttributeSelection(
+        tuple(attributes),
+        tuple(float(t) for t in thresholds),
+        accuracy,
+        y.sum(axis=0),
+        int(y.shape[0]),
+        float(min_accuracy),
+        metric,
+    )
 
 
 def attribute_probabilities(
@@ -249,12 +293,14 @@ def attribute_probabilities(
         question = vqa_question(group, options)
         picks = [options.index(split_attribute(attributes[j])[1].replace("_", " ")) for j in columns]
         for start in range(0, len(images), batch_size):
-            batch = images[start:start + batch_size]
+            batch = images[start : start + batch_size]
             probs = np.asarray(scorer.score(batch, question, options, group), dtype=np.float64)
             if probs.shape != (len(batch), len(options)):
-                raise ValueError(f"scorer: expected ({len(batch)}, {len(options)}) probabilities for group {group!r}, "
-                                 f"got {probs.shape}")
-            out[start:start + len(batch), columns] = probs[:, picks]
+                raise ValueError(
+                    f"scorer: expected ({len(batch)}, {len(options)}) probabilities for group {group!r}, "
+                    f"got {probs.shape}"
+                )
+            out[start : start + len(batch), columns] = probs[:, picks]
             if bar is not None:
                 bar.update(len(batch))
             elif callable(progress):
@@ -264,8 +310,9 @@ def attribute_probabilities(
     return out
 
 
-def guide_bird_for(attribute: str, class_names: Sequence[str], class_attributes: np.ndarray,
-                   vocab: Vocabulary | None = None) -> str | None:
+def guide_bird_for(
+    attribute: str, class_names: Sequence[str], class_attributes: np.ndarray, vocab: Vocabulary | None = None
+) -> str | None:
     """The guide bird of a shape / pattern attribute (SUB App. B).
 
     App. B's bird where it lists one; otherwise the first class of ``class_names`` whose
@@ -314,5 +361,9 @@ def candidate_pairings(
     rows = [index[c] for c in classes]
     guides = {a: (guide_birds or {}).get(a) or guide_bird_for(a, class_names, matrix, vocab) for a in attributes}
     planned = plan_pairings(list(classes), matrix[rows], list(attributes), vocab)
-    return [Pairing(p.reference_class, p.target_attribute, p.removed_attributes, guides[p.target_attribute],
-                    images_per_pairing) for p in planned]
+    return [
+        Pairing(
+            p.reference_class, p.target_attribute, p.removed_attributes, guides[p.target_attribute], images_per_pairing
+        )
+        for p in planned
+    ]

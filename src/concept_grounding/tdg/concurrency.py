@@ -27,8 +27,14 @@ __all__ = ["CALL_STATE", "PerCallConcurrency", "serialised_encode_prompt"]
 
 #: FluxPipeline's (and Flux2Pipeline's) per-call state: set on the call's view, published to
 #: the shared pipeline when the call ends (FluxPipeline sets it on ``self`` during its call).
-CALL_STATE = ("_guidance_scale", "_joint_attention_kwargs", "_attention_kwargs", "_num_timesteps",
-              "_current_timestep", "_interrupt")
+CALL_STATE = (
+    "_guidance_scale",
+    "_joint_attention_kwargs",
+    "_attention_kwargs",
+    "_num_timesteps",
+    "_current_timestep",
+    "_interrupt",
+)
 
 
 def serialised_encode_prompt(encode_prompt: Callable[..., Any]) -> Callable[..., Any]:

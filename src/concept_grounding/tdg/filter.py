@@ -42,8 +42,18 @@ if TYPE_CHECKING:
     from ..models.clip import ClipHandle
 
 __all__ = [
-    "OptionScorer", "group_options", "vqa_question", "keep_count", "select_pairing", "filter_records", "write_filter_report",
-    "VisionLanguageScorer", "CLIPScorer", "AttributeJudgeScorer", "REASONS", "image_reasons"
+    "OptionScorer",
+    "group_options",
+    "vqa_question",
+    "keep_count",
+    "select_pairing",
+    "filter_records",
+    "write_filter_report",
+    "VisionLanguageScorer",
+    "CLIPScorer",
+    "AttributeJudgeScorer",
+    "REASONS",
+    "image_reasons",
 ]
 
 OTHER = "Other"
@@ -88,8 +98,9 @@ def keep_count(num_generated: int, keep_fraction: float = 0.1) -> int:
     return max(1, math.floor(keep_fraction * num_generated + 0.5))
 
 
-def select_pairing(probs: np.ndarray, target: int, keep_fraction: float = 0.1,
-                   eligible: np.ndarray | None = None) -> np.ndarray:
+def select_pairing(
+    probs: np.ndarray, target: int, keep_fraction: float = 0.1, eligible: np.ndarray | None = None
+) -> np.ndarray:
     """Indices of the images SUB keeps for one pairing, best first (SUB Sec. 4.2).
 
     Args:
@@ -126,8 +137,9 @@ REASONS: dict[str, str] = {
 }
 
 
-def image_reasons(probs: np.ndarray, target: int, removed: Sequence[int], chosen: np.ndarray,
-                  other_changed: np.ndarray | None = None) -> list[str]:
+def image_reasons(
+    probs: np.ndarray, target: int, removed: Sequence[int], chosen: np.ndarray, other_changed: np.ndarray | None = None
+) -> list[str]:
     """The :data:`REASONS` key of each of a pairing's N images (SUB Sec. 4.2, Fig. 5).
 
     Args:
@@ -140,7 +152,7 @@ def image_reasons(probs: np.ndarray, target: int, removed: Sequence[int], chosen
     ['kept', 'no_change', 'low_rank', 's_plus_not_seen']
     """
     answers = np.asarray(probs).argmax(axis=1)
-    kept, dropped = set(int(i) for i in chosen), chosen.size == 0
+    kept, dropped = {int(i) for i in chosen}, chosen.size == 0
     out = []
     for i, answer in enumerate(answers):
         if i in kept:
@@ -200,8 +212,9 @@ def filter_records(
         options = group_options(group, vocab)
         probs = np.asarray(probs_for(rows, vqa_question(group, options), options))
         target = options.index(value.replace("_", " "))
-        checks = _other_answers(rows, probs_for, [g for g in check_groups if g != group],
-                                set((class_values or {}).get(cls, ())), vocab)
+        checks = _other_answers(
+            rows, probs_for, [g for g in check_groups if g != group], set((class_values or {}).get(cls, ())), vocab
+        )
         changed = np.zeros(len(rows), dtype=bool)
         for answers, allowed in checks.values():
             changed |= ~np.isin(answers, list(allowed))
@@ -209,8 +222,16 @@ def filter_records(
         n_correct = int((probs.argmax(axis=1) == target).sum())
         for i in chosen:
             kept.append({**rows[i], "target_probability": float(probs[i, target])})
-        evidence += _evidence_rows(rows, probs, options, target, chosen, vocab, changed if checks else None,
-                                   {g: answers for g, (answers, _) in checks.items()})
+        evidence += _evidence_rows(
+            rows,
+            probs,
+            options,
+            target,
+            chosen,
+            vocab,
+            changed if checks else None,
+            {g: answers for g, (answers, _) in checks.items()},
+        )
         pairings.append(
             {
                 "reference_class": cls,
@@ -237,8 +258,13 @@ def filter_records(
     return FilterResult(kept, report, evidence)
 
 
-def _other_answers(rows: list[dict], probs_for: Callable[[list[dict], str, list[str]], np.ndarray],
-                   groups: Sequence[str], values: set[str], vocab: Vocabulary) -> dict[str, tuple[np.ndarray, set[str]]]:
+def _other_answers(
+    rows: list[dict],
+    probs_for: Callable[[list[dict], str, list[str]], np.ndarray],
+    groups: Sequence[str],
+    values: set[str],
+    vocab: Vocabulary,
+) -> dict[str, tuple[np.ndarray, set[str]]]:
     """For each checked group the reference class has values in: ``(N,)`` answers (option
     texts) and the allowed answers (the class's values there)."""
     out = {}
@@ -252,26 +278,45 @@ def _other_answers(rows: list[dict], probs_for: Callable[[list[dict], str, list[
     return out
 
 
-def _evidence_rows(rows: list[dict], probs: np.ndarray, options: list[str], target: int, chosen: np.ndarray,
-                   vocab: Vocabulary, other_changed: np.ndarray | None = None,
-                   other_answers: Mapping[str, np.ndarray] | None = None) -> list[dict]:
+def _evidence_rows(
+    rows: list[dict],
+    probs: np.ndarray,
+    options: list[str],
+    target: int,
+    chosen: np.ndarray,
+    vocab: Vocabulary,
+    other_changed: np.ndarray | None = None,
+    other_answers: Mapping[str, np.ndarray] | None = None,
+) -> list[dict]:
     """One evidence row per image of a pairing: every option's probability, the answer, the
     rank of S+ among the images answering S+ (1 = best; ``None`` otherwise), the answers of
     the checked groups, kept, reason."""
-    removed = [options.index(split_attribute(a)[1].replace("_", " ")) for a in rows[0].get("removed_attributes", ())
-               if split_attribute(a)[1].replace("_", " ") in options]
+    removed = [
+        options.index(split_attribute(a)[1].replace("_", " "))
+        for a in rows[0].get("removed_attributes", ())
+        if split_attribute(a)[1].replace("_", " ") in options
+    ]
     reasons = image_reasons(probs, target, removed, chosen, other_changed)
     answers = probs.argmax(axis=1)
     correct = np.flatnonzero(answers == target)
     order = correct[np.lexsort((correct, -probs[correct, target]))]
     rank = {int(i): r for r, i in enumerate(order, start=1)}
-    return [{"file_name": row.get("file_name"), "reference_class": row["reference_class"],
-             "target_attribute": row["target_attribute"], "answer": options[int(answers[i])],
-             "answer_probability": float(probs[i, answers[i]]), "target_probability": float(probs[i, target]),
-             "rank": rank.get(i), "kept": reasons[i] == "kept", "reason": reasons[i],
-             "other_answers": {g: str(a[i]) for g, a in (other_answers or {}).items()},
-             "probabilities": {o: float(p) for o, p in zip(options, probs[i])}}
-            for i, row in enumerate(rows)]
+    return [
+        {
+            "file_name": row.get("file_name"),
+            "reference_class": row["reference_class"],
+            "target_attribute": row["target_attribute"],
+            "answer": options[int(answers[i])],
+            "answer_probability": float(probs[i, answers[i]]),
+            "target_probability": float(probs[i, target]),
+            "rank": rank.get(i),
+            "kept": reasons[i] == "kept",
+            "reason": reasons[i],
+            "other_answers": {g: str(a[i]) for g, a in (other_answers or {}).items()},
+            "probabilities": {o: float(p) for o, p in zip(options, probs[i])},
+        }
+        for i, row in enumerate(rows)
+    ]
 
 
 def filter_markdown(report: dict[str, Any]) -> str:
@@ -285,12 +330,18 @@ def filter_markdown(report: dict[str, Any]) -> str:
         f"(keep fraction {report['keep_fraction']}). Every image's answers and the reason it was kept or "
         "discarded: `filter_evidence.jsonl`; examples of each: `filter_sheet.png` (SUB Fig. 5).",
         "",
-        markdown_table(["reason", "images"], [[REASONS[r], report.get("reasons", {}).get(r, 0)] for r in REASONS],
-                       align="lr"),
+        markdown_table(
+            ["reason", "images"], [[REASONS[r], report.get("reasons", {}).get(r, 0)] for r in REASONS], align="lr"
+        ),
         "",
-        markdown_table(["reference class", "target attribute", "generated", "correct", "kept"],
-                       [[p["reference_class"], p["target_attribute"], p["generated"], p["correct"], p["kept"]]
-                        for p in report["pairings"]], align="llrrr"),
+        markdown_table(
+            ["reference class", "target attribute", "generated", "correct", "kept"],
+            [
+                [p["reference_class"], p["target_attribute"], p["generated"], p["correct"], p["kept"]]
+                for p in report["pairings"]
+            ],
+            align="llrrr",
+        ),
         "",
         markdown_table(["target attribute", "kept"], list(report["kept_per_attribute"].items()), align="lr"),
     ]
@@ -299,8 +350,14 @@ def filter_markdown(report: dict[str, Any]) -> str:
 
 def write_filter_report(report: dict[str, Any], out_dir: str | Path) -> tuple[Path, Path]:
     """Write ``filter_report.json`` and ``filter_report.md`` (:func:`filter_markdown`) under ``out_dir``."""
-    return write_report(out_dir, report, filter_markdown(report), results_name="filter_report.json",
-                        report_name="filter_report.md", nan_as_null=False)
+    return write_report(
+        out_dir,
+        report,
+        filter_markdown(report),
+        results_name="filter_report.json",
+        report_name="filter_report.md",
+        nan_as_null=False,
+    )
 
 
 # ---------------------------------------------------------------------------- scorers
@@ -337,7 +394,9 @@ class VisionLanguageScorer:
             ids.append(pieces[-1])
         unk = getattr(tokenizer, "unk_token_id", None)
         if len(set(ids)) < n or (unk is not None and unk in ids):
-            raise ValueError(f"the tokenizer has no distinct token for each of the letters A..{string.ascii_uppercase[n - 1]}")
+            raise ValueError(
+                f"the tokenizer has no distinct token for each of the letters A..{string.ascii_uppercase[n - 1]}"
+            )
         return ids
 
     def score(self, images: Sequence[Any], question: str, options: Sequence[str], group: str = "") -> np.ndarray:
@@ -362,7 +421,7 @@ class CLIPScorer:
 
     def __init__(
         self,
-        clip: "ClipHandle",
+        clip: ClipHandle,
         template: str = "a photo of a bird with {option} {group}",
         other_text: str = "a photo of a bird",
     ) -> None:
@@ -419,8 +478,15 @@ def tiny_clip_scorer(seed: int = 0, image_size: int = 32) -> CLIPScorer:
             text_cfg=open_clip.CLIPTextCfg(context_length=77, vocab_size=49408, width=32, heads=2, layers=1),
         ).eval()
     preprocess = open_clip.image_transform(image_size, is_train=False)
-    return CLIPScorer(ClipHandle(model, open_clip.get_tokenizer("ViT-B-32"), pil_batch(preprocess), "open_clip",
-                                 "tiny random-weight open_clip CLIP"))
+    return CLIPScorer(
+        ClipHandle(
+            model,
+            open_clip.get_tokenizer("ViT-B-32"),
+            pil_batch(preprocess),
+            "open_clip",
+            "tiny random-weight open_clip CLIP",
+        )
+    )
 
 
 __all__ += ["tiny_clip_scorer"]

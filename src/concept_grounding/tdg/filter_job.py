@@ -69,29 +69,51 @@ class FilterConfig:
         class_values: class -> its class-level attribute names (with ``check_groups``).
     """
 
-    input: Path = setting(help="generated image folder (with metadata.jsonl); optional with --validate-on-world",
-                          parse=existing_dir, flag="--in")
+    input: Path = setting(
+        help="generated image folder (with metadata.jsonl); optional with --validate-on-world",
+        parse=existing_dir,
+        flag="--in",
+    )
     out: Path = setting(help="folder for the kept list and the report", parse=output_dir)
-    scorer: str = setting("vlm", "what judges the images: a VLM's yes/no answer, CLIP similarity, the shipped world "
-                                 "judge (world-judge: validated on the bird world), a random tiny CLIP (tiny-clip: "
-                                 "plumbing only) or a concept model (--oracle)", choices=SCORERS)
-    vlm_model: str = setting(DEFAULT_VLM, "a VLM that AutoModelForImageTextToText loads: Hub id or local folder "
-                                          "(--scorer vlm)")
-    trust_remote_code: bool = setting(False, "let --vlm-model's repository run its own Python modelling code (off by "
-                                             "default; only for repositories you trust)", action="store_true")
+    scorer: str = setting(
+        "vlm",
+        "what judges the images: a VLM's yes/no answer, CLIP similarity, the shipped world "
+        "judge (world-judge: validated on the bird world), a random tiny CLIP (tiny-clip: "
+        "plumbing only) or a concept model (--oracle)",
+        choices=SCORERS,
+    )
+    vlm_model: str = setting(
+        DEFAULT_VLM, "a VLM that AutoModelForImageTextToText loads: Hub id or local folder (--scorer vlm)"
+    )
+    trust_remote_code: bool = setting(
+        False,
+        "let --vlm-model's repository run its own Python modelling code (off by "
+        "default; only for repositories you trust)",
+        action="store_true",
+    )
     clip_model: str = setting("ViT-B-32", "open_clip architecture (--scorer clip)")
-    clip_pretrained: str = setting("openai", "open_clip weights tag (--scorer clip; 'random' for random weights on "
-                                             "purpose)")
-    oracle: str | None = setting(None, "the attribute judge: a concept model folder saved by `bench`, a world judge "
-                                       "folder, a registered judge's name (world), or 'module:function' mapping a "
-                                       "list of PIL images to (N, 312) probabilities (--scorer oracle; default: none)")
-    keep_fraction: float = setting(0.1, "fraction of the generated images kept per pairing, in (0, 1] (SUB: 0.1)",
-                                   parse=unit_interval)
+    clip_pretrained: str = setting(
+        "openai", "open_clip weights tag (--scorer clip; 'random' for random weights on purpose)"
+    )
+    oracle: str | None = setting(
+        None,
+        "the attribute judge: a concept model folder saved by `bench`, a world judge "
+        "folder, a registered judge's name (world), or 'module:function' mapping a "
+        "list of PIL images to (N, 312) probabilities (--scorer oracle; default: none)",
+    )
+    keep_fraction: float = setting(
+        0.1, "fraction of the generated images kept per pairing, in (0, 1] (SUB: 0.1)", parse=unit_interval
+    )
     judge_loader: Callable[[str], AttributeJudge] | None = field(default=None, compare=False, repr=False)
     check_groups: tuple[str, ...] = setting(
-        (), "also ask these attribute groups (e.g. bill_color wing_color) and discard an image whose answer is none of "
-            "the reference class's class-level values there (another attribute changed; default: none, the paper's "
-            "filter)", nargs="*", metavar="GROUP", convert=tuple)
+        (),
+        "also ask these attribute groups (e.g. bill_color wing_color) and discard an image whose answer is none of "
+        "the reference class's class-level values there (another attribute changed; default: none, the paper's "
+        "filter)",
+        nargs="*",
+        metavar="GROUP",
+        convert=tuple,
+    )
     class_values: Mapping[str, Collection[str]] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -128,8 +150,11 @@ class FilterJobResult:
         (out / "metadata.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in self.kept))
         _, md_path = write_filter_report(self.report, out)
         (out / "filter_evidence.jsonl").write_text(
-            "".join(json.dumps({**e, "file_name": str((src / e["file_name"]).resolve())}, sort_keys=True) + "\n"
-                    for e in self.evidence_rows))
+            "".join(
+                json.dumps({**e, "file_name": str((src / e["file_name"]).resolve())}, sort_keys=True) + "\n"
+                for e in self.evidence_rows
+            )
+        )
         evidence_sheet(self.evidence_rows, src, out / "filter_sheet.png")
         return md_path
 
@@ -143,8 +168,12 @@ def read_generated_records(src: Path) -> list[dict]:
     """Rows of ``<src>/metadata.jsonl``; a missing file, bad JSON, missing keys or images name the line."""
     path = src / "metadata.jsonl"
     if not path.is_file():
-        raise UsageError("no metadata.jsonl here", argument=named("input"), file=src,
-                         hint=f"point {named('input')} at a folder written by `concept-grounding generate`")
+        raise UsageError(
+            "no metadata.jsonl here",
+            argument=named("input"),
+            file=src,
+            hint=f"point {named('input')} at a folder written by `concept-grounding generate`",
+        )
     records = []
     for n, line in enumerate(read_text_file(path).splitlines(), 1):
         if not line.strip():
@@ -153,8 +182,9 @@ def read_generated_records(src: Path) -> list[dict]:
             row = json.loads(line)
         except json.JSONDecodeError as err:
             raise UsageError(f"not valid JSON ({err.msg})", file=path, line=n) from None
-        missing = [k for k in ("file_name", "reference_class", "target_attribute") if not isinstance(row, dict)
-                   or k not in row]
+        missing = [
+            k for k in ("file_name", "reference_class", "target_attribute") if not isinstance(row, dict) or k not in row
+        ]
         if missing:
             raise UsageError(f"row lacks {missing}", file=path, line=n)
         if not (src / row["file_name"]).is_file():
@@ -181,8 +211,11 @@ def _oracle_scorer(config: FilterConfig) -> OptionScorer:
         except ValueError as err:
             raise UsageError(str(err), argument=named("oracle")) from None
     if not config.oracle or ":" not in config.oracle:
-        raise UsageError("must be a saved concept model folder, a judge's name or 'module:function' with --scorer "
-                         f"oracle, got {config.oracle!r}", argument=named("oracle"))
+        raise UsageError(
+            "must be a saved concept model folder, a judge's name or 'module:function' with --scorer "
+            f"oracle, got {config.oracle!r}",
+            argument=named("oracle"),
+        )
     import importlib
 
     module, name = config.oracle.split(":", 1)
@@ -239,8 +272,9 @@ def filter_folder(config: FilterConfig, scorer: OptionScorer | None = None) -> F
         bar.update(len(rows))
         return probs
 
-    result = filter_records(records, probs_for, config.keep_fraction, check_groups=config.check_groups,
-                            class_values=config.class_values)
+    result = filter_records(
+        records, probs_for, config.keep_fraction, check_groups=config.check_groups, class_values=config.class_values
+    )
     bar.close()
 
     # 3. the kept list, with absolute file names

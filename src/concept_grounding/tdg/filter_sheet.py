@@ -17,8 +17,13 @@ __all__ = ["evidence_sheet", "sheet_examples"]
 _LABEL_WIDTH = 150
 _CAPTION = 30
 #: each reason's row label
-_SHORT = {"kept": "S+ answered, top rank", "no_change": "no change\n(S- answered)", "s_plus_not_seen": "S+ not seen",
-          "low_rank": "low rank", "pairing_dropped": "pairing dropped\n(too few S+)"}
+_SHORT = {
+    "kept": "S+ answered, top rank",
+    "no_change": "no change\n(S- answered)",
+    "s_plus_not_seen": "S+ not seen",
+    "low_rank": "low rank",
+    "pairing_dropped": "pairing dropped\n(too few S+)",
+}
 
 
 def sheet_examples(evidence: Sequence[dict], reason: str, count: int) -> list[dict]:
@@ -36,8 +41,9 @@ def sheet_examples(evidence: Sequence[dict], reason: str, count: int) -> list[di
     return out
 
 
-def evidence_sheet(evidence: Sequence[dict], image_root: str | Path, path: str | Path, per_reason: int = 6,
-                   tile: int = 96) -> Path:
+def evidence_sheet(
+    evidence: Sequence[dict], image_root: str | Path, path: str | Path, per_reason: int = 6, tile: int = 96
+) -> Path:
     """Draw the sheet to ``path`` (PNG): a row per reason that occurs, ``per_reason`` tiles of
     ``tile`` px, each captioned "answer p" and "class / S+"; images are read from ``image_root``
     (``file_name`` relative to it, or absolute)."""
@@ -70,4 +76,3 @@ def evidence_sheet(evidence: Sequence[dict], image_root: str | Path, path: str |
     path.parent.mkdir(parents=True, exist_ok=True)
     sheet.save(path)
     return path
-

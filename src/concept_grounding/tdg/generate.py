@@ -61,18 +61,22 @@ def time_estimate(seconds: float, measured: int, remaining: int) -> str:
     'about 111,729 days for the 2,681,499 images left in this run'
     """
     rate = seconds / max(measured, 1)
-    return (f"estimate: {rate:.2g} s an image (measured on the first batch of {measured}, warm-up included), "
-            f"so about {_duration(rate * remaining)} for the {remaining:,} images left in this run")
+    return (
+        f"estimate: {rate:.2g} s an image (measured on the first batch of {measured}, warm-up included), "
+        f"so about {_duration(rate * remaining)} for the {remaining:,} images left in this run"
+    )
 
 
-def _generate_chunk(pipe: Any, chunk: list[GenerationJob], config: GenerateConfig,
-                    model: FluxModel) -> list[tuple[Any, Any, dict]]:
+def _generate_chunk(
+    pipe: Any, chunk: list[GenerationJob], config: GenerateConfig, model: FluxModel
+) -> list[tuple[Any, Any, dict]]:
     """``(reference image, guide image or None, metadata)`` per job of one pairing."""
     import torch
 
     pairing = chunk[0].pairing
-    prompts = tdg_prompts(pairing.reference_class, pairing.target_attribute,
-                          guide_bird=pairing.guide_bird or config.guide_bird)
+    prompts = tdg_prompts(
+        pairing.reference_class, pairing.target_attribute, guide_bird=pairing.guide_bird or config.guide_bird
+    )
     schedule = config.eta_schedule() or schedule_for_attribute(pairing.target_attribute)
     size, steps = config.resolved_size(model), config.resolved_steps(model)
     device = getattr(pipe, "_execution_device", "cpu")
@@ -80,13 +84,25 @@ def _generate_chunk(pipe: Any, chunk: list[GenerationJob], config: GenerateConfi
     common = dict(num_inference_steps=steps, **guidance, **model.call_kwargs(size), output_type="pil")
     if config.method == "tdg":
         generators = [torch.Generator(device=device).manual_seed(job.seed) for job in chunk]
-        output = pipe(prompts.reference, prompts.guide, eta_schedule=schedule, num_images_per_prompt=len(chunk),
-                      generator=generators, **common)
+        output = pipe(
+            prompts.reference,
+            prompts.guide,
+            eta_schedule=schedule,
+            num_images_per_prompt=len(chunk),
+            generator=generators,
+            **common,
+        )
         images, guides = output.images, output.guide_images
         guide_prompt, schedule_meta = prompts.guide, asdict(schedule)
     elif config.method == "prompting":
-        images = prompting_images(pipe, [prompts.reference] * len(chunk), [job.seed for job in chunk],
-                                  batch_size=len(chunk), generator_device=device, **common)
+        images = prompting_images(
+            pipe,
+            [prompts.reference] * len(chunk),
+            [job.seed for job in chunk],
+            batch_size=len(chunk),
+            generator_device=device,
+            **common,
+        )
         guides = [None] * len(images)
         guide_prompt, schedule_meta = None, None
     else:
@@ -163,8 +179,10 @@ def generate_images(
     if not 0 <= process_index < num_processes:
         raise ValueError(f"process_index must lie in [0, num_processes={num_processes}), got {process_index}")
     if getattr(pipe.transformer, "is_cache_enabled", False):
-        raise ValueError("pipe.transformer already has a cache enabled; pass it as config.acceleration instead, "
-                         "so that the manifest records it")
+        raise ValueError(
+            "pipe.transformer already has a cache enabled; pass it as config.acceleration instead, "
+            "so that the manifest records it"
+        )
     mine = [c for i, c in enumerate(chunk_jobs(jobs, config.batch_size)) if i % num_processes == process_index]
     write_manifest(out_dir, generation_manifest(jobs, config, model))
     todo = [c for c in mine if not all(is_done(out_dir, j) for j in c)]
@@ -172,9 +190,13 @@ def generate_images(
     if config.max_images is not None:
         total = min(total, config.max_images)
     written, started = 0, time.perf_counter()
-    desc = ("TDG images" if config.method == "tdg" else f"{config.method} images") + (f" (process {process_index + 1} of {num_processes})" if num_processes > 1 else "")
-    with tqdm(total=total, desc=desc, disable=not progress, unit="img") as bar, \
-            accelerated(pipe, config.acceleration, config.resolved_steps(model)):
+    desc = ("TDG images" if config.method == "tdg" else f"{config.method} images") + (
+        f" (process {process_index + 1} of {num_processes})" if num_processes > 1 else ""
+    )
+    with (
+        tqdm(total=total, desc=desc, disable=not progress, unit="img") as bar,
+        accelerated(pipe, config.acceleration, config.resolved_steps(model)),
+    ):
         for chunk in todo:
             if config.max_images is not None:
                 if written >= config.max_images:

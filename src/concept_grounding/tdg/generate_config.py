@@ -75,37 +75,70 @@ class GenerateConfig:
     out: Path
     model: FluxSource | None = None
     pairings: PairingSource | None = None
-    classes: Sequence[str] | None = setting(None, "restrict to these classes (CUB names; default: all)",
-                                            parse=class_name, nargs="*", convert=tuple_or_none)
-    attributes: Sequence[str] | None = setting(None, "restrict to these target attributes (default: all)",
-                                               parse=attribute_name, nargs="*", convert=tuple_or_none)
+    classes: Sequence[str] | None = setting(
+        None, "restrict to these classes (CUB names; default: all)", parse=class_name, nargs="*", convert=tuple_or_none
+    )
+    attributes: Sequence[str] | None = setting(
+        None,
+        "restrict to these target attributes (default: all)",
+        parse=attribute_name,
+        nargs="*",
+        convert=tuple_or_none,
+    )
     images_per_pairing: int = setting(500, "images per (class, attribute) pairing (paper: 500)", parse=positive_int)
     seed: int = setting(0, "base seed of the per-image seeds", parse=int)
-    method: Method = setting("tdg", "tdg: tied diffusion (SUB Sec. 3); prompting: the reference prompt alone (baseline)",
-                             choices=("tdg", "prompting"))
+    method: Method = setting(
+        "tdg",
+        "tdg: tied diffusion (SUB Sec. 3); prompting: the reference prompt alone (baseline)",
+        choices=("tdg", "prompting"),
+    )
     num_inference_steps: int | None = setting(
-        None, f"denoising steps (default: the model's own, as its card says; {DEFAULT_STEPS} for a model without "
-              "one)", parse=positive_int, flag="--steps")
+        None,
+        f"denoising steps (default: the model's own, as its card says; {DEFAULT_STEPS} for a model without one)",
+        parse=positive_int,
+        flag="--steps",
+    )
     guidance_scale: float = setting(
-        3.5, "FLUX.1 [dev]'s distilled guidance scale (ignored by models without a guidance embedding, such as the "
-             "world Flux, which uses true CFG 4; the manifest then omits it)", parse=nonnegative_float)
-    size: int | None = setting(None, f"image side, a multiple of {SIZE_MULTIPLE} (default 32 for the world model and "
-                                     "--tiny, else 1024)",
-                               parse=multiple_of(SIZE_MULTIPLE, why="FLUX: VAE factor 8 x 2 x 2 latent packing"))
-    t_min: float | None = setting(None, "eta schedule: start of the tie, in [0, 1] (default: the paper's "
-                                        "per-attribute schedule)", parse=closed_unit_interval)
-    t_max: float | None = setting(None, "eta schedule: end of the tie, in [0, 1] (default: the paper's "
-                                        "per-attribute schedule)", parse=closed_unit_interval)
-    k: float | None = setting(None, "eta schedule: steepness k > 0 (default: the paper's per-attribute schedule)",
-                              parse=positive_float)
+        3.5,
+        "FLUX.1 [dev]'s distilled guidance scale (ignored by models without a guidance embedding, such as the "
+        "world Flux, which uses true CFG 4; the manifest then omits it)",
+        parse=nonnegative_float,
+    )
+    size: int | None = setting(
+        None,
+        f"image side, a multiple of {SIZE_MULTIPLE} (default 32 for the world model and --tiny, else 1024)",
+        parse=multiple_of(SIZE_MULTIPLE, why="FLUX: VAE factor 8 x 2 x 2 latent packing"),
+    )
+    t_min: float | None = setting(
+        None,
+        "eta schedule: start of the tie, in [0, 1] (default: the paper's per-attribute schedule)",
+        parse=closed_unit_interval,
+    )
+    t_max: float | None = setting(
+        None,
+        "eta schedule: end of the tie, in [0, 1] (default: the paper's per-attribute schedule)",
+        parse=closed_unit_interval,
+    )
+    k: float | None = setting(
+        None, "eta schedule: steepness k > 0 (default: the paper's per-attribute schedule)", parse=positive_float
+    )
     batch_size: int = setting(4, "image pairs per pipeline call", parse=positive_int)
     max_images: int | None = setting(None, "stop after this many new images (default: no limit)", parse=positive_int)
-    save_guides: bool = setting(False, "also write each guide image to .guides/ (SUB itself keeps only the reference "
-                                       "images)", action="store_true")
-    guide_bird: str | None = setting(None, "guide bird of shape / pattern attributes for pairings that name none "
-                                           "(SUB App. B; default: App. B's; a --pairings file's guide_bird wins)")
-    budget: int = setting(10_000, "largest number of new images a run makes without --yes (the plan's size is "
-                                  "announced first either way)", parse=positive_int)
+    save_guides: bool = setting(
+        False,
+        "also write each guide image to .guides/ (SUB itself keeps only the reference images)",
+        action="store_true",
+    )
+    guide_bird: str | None = setting(
+        None,
+        "guide bird of shape / pattern attributes for pairings that name none "
+        "(SUB App. B; default: App. B's; a --pairings file's guide_bird wins)",
+    )
+    budget: int = setting(
+        10_000,
+        "largest number of new images a run makes without --yes (the plan's size is announced first either way)",
+        parse=positive_int,
+    )
     yes: bool = setting(False, "run a plan larger than --budget", action="store_true")
     acceleration: Acceleration = field(default_factory=Acceleration)
 
@@ -115,15 +148,19 @@ class GenerateConfig:
         Raises:
             UsageError: ``t_min`` above ``t_max``.
         """
-        given = {name: value for name, value in (("t_min", self.t_min), ("t_max", self.t_max), ("k", self.k))
-                 if value is not None}
+        given = {
+            name: value
+            for name, value in (("t_min", self.t_min), ("t_max", self.t_max), ("k", self.k))
+            if value is not None
+        }
         if not given:
             return None
         paper = EtaSchedule()  # the settings not given keep the paper's values
         t_min, t_max = given.get("t_min", paper.t_min), given.get("t_max", paper.t_max)
         if t_min > t_max:
-            raise UsageError(f"{option('t_min', t_min)} is above {option('t_max', t_max)}",
-                             argument=named("t_min", "t_max"))
+            raise UsageError(
+                f"{option('t_min', t_min)} is above {option('t_max', t_max)}", argument=named("t_min", "t_max")
+            )
         return replace(paper, **given)
 
     def resolved_size(self, model: FluxModel) -> int:

@@ -25,7 +25,6 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..settings import flag
-
 from .generate import finalize, generate_images
 from .generate_config import GenerateConfig
 from .plan import GenerationJob, plan_jobs
@@ -84,12 +83,17 @@ def announce_plan(jobs: Sequence[GenerationJob], config: GenerateConfig, model_n
     pairings = len({job.pairing for job in jobs})
     todo = len(jobs) if len(jobs) <= config.budget else sum(not is_done(config.out, j) for j in jobs)
     run = todo if config.max_images is None else min(todo, config.max_images)
-    line = (f"plan: {len(jobs):,} images ({pairings:,} pairings); this run makes {run:,} new images with {model_name} "
-            "(time: estimated on the first batch)")
+    line = (
+        f"plan: {len(jobs):,} images ({pairings:,} pairings); this run makes {run:,} new images with {model_name} "
+        "(time: estimated on the first batch)"
+    )
     if run > config.budget and not config.yes:
-        raise UsageError(f"this run would make {run:,} new images (over the budget of {config.budget:,}); pass --yes "
-                         "to run it, or make fewer with --max-images / --images-per-pairing (a run resumes where it "
-                         "stopped)", argument=flag(GenerateConfig, "budget"))
+        raise UsageError(
+            f"this run would make {run:,} new images (over the budget of {config.budget:,}); pass --yes "
+            "to run it, or make fewer with --max-images / --images-per-pairing (a run resumes where it "
+            "stopped)",
+            argument=flag(GenerateConfig, "budget"),
+        )
     return line
 
 
@@ -124,8 +128,15 @@ def run_generate(config: GenerateConfig) -> GenerateResult:
     pipe.set_progress_bar_config(disable=True)
 
     # 3. generate this process's shard, then merge the metadata
-    written = generate_images(pipe, jobs, config, model, process_index=state.process_index,
-                              num_processes=state.num_processes, progress=state.is_local_main_process)
+    written = generate_images(
+        pipe,
+        jobs,
+        config,
+        model,
+        process_index=state.process_index,
+        num_processes=state.num_processes,
+        progress=state.is_local_main_process,
+    )
     state.wait_for_everyone()
     metadata = finalize(config.out, jobs) if state.is_main_process else None
     return GenerateResult(Path(config.out), written, len(jobs), metadata, model)

@@ -49,8 +49,9 @@ def tied_pipeline_class(class_name: str) -> type:
     return getattr(importlib.import_module(f"{__package__}.{module}"), name)
 
 
-def load_flux_pipeline(source: str | os.PathLike[str], dtype: Any = "float32", pipeline_cls: type | None = None,
-                       **kwargs: Any) -> Any:
+def load_flux_pipeline(
+    source: str | os.PathLike[str], dtype: Any = "float32", pipeline_cls: type | None = None, **kwargs: Any
+) -> Any:
     """``pipeline_cls.from_pretrained(source, dtype=dtype, **kwargs)``, ready to sample.
 
     Args:
@@ -69,11 +70,13 @@ def load_flux_pipeline(source: str | os.PathLike[str], dtype: Any = "float32", p
     if pipeline_cls is None:
         from diffusers import DiffusionPipeline
 
-        config_keys = {key: kwargs[key] for key in ("local_files_only", "revision", "cache_dir", "token")
-                       if key in kwargs}
+        config_keys = {
+            key: kwargs[key] for key in ("local_files_only", "revision", "cache_dir", "token") if key in kwargs
+        }
         pipeline_cls = tied_pipeline_class(DiffusionPipeline.load_config(source, **config_keys)["_class_name"])
-    pipe = pipeline_cls.from_pretrained(source, dtype=getattr(torch, dtype) if isinstance(dtype, str) else dtype,
-                                        **kwargs)
+    pipe = pipeline_cls.from_pretrained(
+        source, dtype=getattr(torch, dtype) if isinstance(dtype, str) else dtype, **kwargs
+    )
     sample_size = getattr(pipe.vae.config, "sample_size", None)
     if sample_size:
         pipe.default_sample_size = int(sample_size) // int(pipe.vae_scale_factor)
@@ -102,8 +105,13 @@ def own_custom_pipeline_module(namespace: dict[str, Any], pipeline_cls: type) ->
     """
     from diffusers import DiffusionPipeline
 
-    stale = [name for name, value in namespace.items()
-             if isinstance(value, type) and issubclass(value, DiffusionPipeline) and value is not pipeline_cls
-             and value.__module__.split(".")[0] != "diffusers"]
+    stale = [
+        name
+        for name, value in namespace.items()
+        if isinstance(value, type)
+        and issubclass(value, DiffusionPipeline)
+        and value is not pipeline_cls
+        and value.__module__.split(".")[0] != "diffusers"
+    ]
     for name in stale:
         del namespace[name]

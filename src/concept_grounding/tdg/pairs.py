@@ -44,8 +44,11 @@ class PairBatch:
     embeds: dict[str, torch.Tensor]
 
 
-def pair_batch(reference_prompt: str | list[str] | None, guide_prompt: str | list[str] | None,
-               embeds: Mapping[str, tuple[torch.Tensor | None, torch.Tensor | None]]) -> PairBatch:
+def pair_batch(
+    reference_prompt: str | list[str] | None,
+    guide_prompt: str | list[str] | None,
+    embeds: Mapping[str, tuple[torch.Tensor | None, torch.Tensor | None]],
+) -> PairBatch:
     """Check TDG's two prompts (or their precomputed embeddings) and stack them as one batch.
 
     Args:
@@ -69,27 +72,31 @@ def pair_batch(reference_prompt: str | list[str] | None, guide_prompt: str | lis
     given = {name: pair for name, pair in embeds.items() if pair[0] is not None or pair[1] is not None}
     if not given:
         if reference_prompt is None or guide_prompt is None:
-            raise ValueError("reference_prompt and guide_prompt are required (or reference_prompt_embeds and "
-                             "guide_prompt_embeds)")
+            raise ValueError(
+                "reference_prompt and guide_prompt are required (or reference_prompt_embeds and guide_prompt_embeds)"
+            )
         reference, guide = _as_list(reference_prompt, "reference_prompt"), _as_list(guide_prompt, "guide_prompt")
         if len(reference) != len(guide):
-            raise ValueError(f"reference_prompt and guide_prompt must have the same length, got {len(reference)} "
-                             f"and {len(guide)}")
+            raise ValueError(
+                f"reference_prompt and guide_prompt must have the same length, got {len(reference)} and {len(guide)}"
+            )
         return PairBatch(len(reference), reference + guide, {})
     if reference_prompt is not None or guide_prompt is not None:
         raise ValueError("give reference_prompt / guide_prompt or their precomputed embeddings, not both")
     missing = [RENAMED_ARGUMENTS[name] for name in embeds if name not in given]
     if missing:
-        raise ValueError(f"{' and '.join(missing[0])} are required with "
-                         f"{' / '.join(RENAMED_ARGUMENTS[next(iter(given))])}")
+        raise ValueError(
+            f"{' and '.join(missing[0])} are required with {' / '.join(RENAMED_ARGUMENTS[next(iter(given))])}"
+        )
     stacked = {}
     for name, (reference, guide) in given.items():
         r_name, g_name = RENAMED_ARGUMENTS[name]
         if reference is None or guide is None:
             raise ValueError(f"{r_name} and {g_name} go together: got only {r_name if guide is None else g_name}")
         if reference.shape != guide.shape:
-            raise ValueError(f"{r_name} and {g_name} must have the same shape, got {tuple(reference.shape)} and "
-                             f"{tuple(guide.shape)}")
+            raise ValueError(
+                f"{r_name} and {g_name} must have the same shape, got {tuple(reference.shape)} and {tuple(guide.shape)}"
+            )
         stacked[name] = torch.cat([reference, guide])
     pairs = {pair[0].shape[0] for pair in given.values()}
     if len(pairs) != 1:

@@ -26,17 +26,16 @@ from .pipeline_output import TiedDiffusionPipelineOutput
 from .schedule import EtaSchedule, Schedule
 from .tie import Granularity, tie_batch
 
-__all__ = ["TiedDiffusionPipeline", "TiedPipelineMixin", "tied_scheduler", "REFUSED_ARGUMENTS",
-           "RENAMED_ARGUMENTS"]
+__all__ = ["TiedDiffusionPipeline", "TiedPipelineMixin", "tied_scheduler", "REFUSED_ARGUMENTS", "RENAMED_ARGUMENTS"]
 
 #: Base-pipeline arguments TDG refuses by design, and why (the one list; the tests check
 #: that every other argument of each base pipeline's ``__call__`` is accepted).
 REFUSED_ARGUMENTS: dict[str, str] = {
     "prompt_2": "FLUX.1's separate T5 prompt: a TDG pair is (reference_prompt, guide_prompt), each read by both "
-                "text encoders; a second prompt per side is not part of SUB's method (Sec. 3)",
+    "text encoders; a second prompt per side is not part of SUB's method (Sec. 3)",
     "negative_prompt_2": "the negative counterpart of prompt_2 (negative_prompt reaches both text encoders)",
     "caption_upsample_temperature": "FLUX.2's prompt upsampling rewrites each prompt on its own, so the reference "
-                                    "and guide prompts would no longer differ only in the attribute (SUB Sec. 3)",
+    "and guide prompts would no longer differ only in the attribute (SUB Sec. 3)",
 }
 
 
@@ -119,8 +118,10 @@ class TiedPipelineMixin(PerCallConcurrency):
         if given is not None and given.shape[0] != rows:
             raise ValueError(f"latents must hold the reference half ({rows} rows), got shape {tuple(given.shape)}")
         prepared = super().prepare_latents(*bound.args, **bound.kwargs)
-        return tuple(torch.cat([x, x]) if isinstance(x, torch.Tensor) and x.ndim >= 3 and x.shape[0] == rows else x
-                     for x in prepared)
+        return tuple(
+            torch.cat([x, x]) if isinstance(x, torch.Tensor) and x.ndim >= 3 and x.shape[0] == rows else x
+            for x in prepared
+        )
 
     def base_call(self, **kwargs: Any) -> Any:
         """The base pipeline's own ``__call__``, untied (SUB's prompting-only baseline from the same
@@ -137,8 +138,15 @@ class TiedPipelineMixin(PerCallConcurrency):
         """Split the base pipeline's image batch into (reference images, guide images)."""
         return images[:num_references], images[num_references:]
 
-    def tied_call(self, *, reference_rows: int, eta_schedule: Schedule, granularity: Granularity,
-                  return_dict: bool, **base_kwargs: Any) -> TiedDiffusionPipelineOutput | tuple[Any, Any, list[float]]:
+    def tied_call(
+        self,
+        *,
+        reference_rows: int,
+        eta_schedule: Schedule,
+        granularity: Granularity,
+        return_dict: bool,
+        **base_kwargs: Any,
+    ) -> TiedDiffusionPipelineOutput | tuple[Any, Any, list[float]]:
         """Run the base pipeline's ``__call__`` on the batch ``[references; guides]``, tied.
 
         Args:
@@ -161,8 +169,12 @@ class TiedPipelineMixin(PerCallConcurrency):
         eta_per_step = [eta for _, eta in record]
         if not return_dict:
             return reference_images, guide_images, eta_per_step
-        return TiedDiffusionPipelineOutput(images=reference_images, guide_images=guide_images,
-                                           eta_per_step=eta_per_step, t_per_step=[t for t, _ in record])
+        return TiedDiffusionPipelineOutput(
+            images=reference_images,
+            guide_images=guide_images,
+            eta_per_step=eta_per_step,
+            t_per_step=[t for t, _ in record],
+        )
 
 
 def resolve_schedule(eta_schedule: Schedule | None, t_min: float, t_max: float, k: float) -> Schedule:
@@ -249,9 +261,14 @@ class TiedDiffusionPipeline(TiedPipelineMixin, FluxPipeline):
             ``(reference_images, guide_images, eta_per_step)`` when ``return_dict=False``.
         """
         # 1. Check TDG's inputs and lay the pair out as one batch [references; guides]
-        batch = pair_batch(reference_prompt, guide_prompt, {
-            "prompt_embeds": (reference_prompt_embeds, guide_prompt_embeds),
-            "pooled_prompt_embeds": (reference_pooled_prompt_embeds, guide_pooled_prompt_embeds)})
+        batch = pair_batch(
+            reference_prompt,
+            guide_prompt,
+            {
+                "prompt_embeds": (reference_prompt_embeds, guide_prompt_embeds),
+                "pooled_prompt_embeds": (reference_pooled_prompt_embeds, guide_pooled_prompt_embeds),
+            },
+        )
         # 2. FluxPipeline's own call on that batch, tied inside the scheduler step
         return self.tied_call(
             reference_rows=batch.pairs * num_images_per_prompt,
@@ -275,8 +292,9 @@ class TiedDiffusionPipeline(TiedPipelineMixin, FluxPipeline):
             negative_ip_adapter_image=negative_ip_adapter_image,
             negative_ip_adapter_image_embeds=negative_ip_adapter_image_embeds,
             negative_prompt_embeds=pair_negative(negative_prompt_embeds, batch.pairs, "negative_prompt_embeds"),
-            negative_pooled_prompt_embeds=pair_negative(negative_pooled_prompt_embeds, batch.pairs,
-                                                        "negative_pooled_prompt_embeds"),
+            negative_pooled_prompt_embeds=pair_negative(
+                negative_pooled_prompt_embeds, batch.pairs, "negative_pooled_prompt_embeds"
+            ),
             output_type=output_type,
             joint_attention_kwargs=joint_attention_kwargs,
             callback_on_step_end=callback_on_step_end,

@@ -79,17 +79,31 @@ class TiedFlux2Pipeline(TiedPipelineMixin, Flux2Pipeline):
             reference_prompt_embeds, guide_prompt_embeds: precomputed (n, L, D) embeddings of
                 each side (``encode_prompt``), instead of the prompts; equal shapes.
         """
-        batch = pair_batch(reference_prompt, guide_prompt,
-                           {"prompt_embeds": (reference_prompt_embeds, guide_prompt_embeds)})
+        batch = pair_batch(
+            reference_prompt, guide_prompt, {"prompt_embeds": (reference_prompt_embeds, guide_prompt_embeds)}
+        )
         return self.tied_call(
             reference_rows=batch.pairs * num_images_per_prompt,
-            eta_schedule=resolve_schedule(eta_schedule, t_min, t_max, k), granularity=granularity,
-            return_dict=return_dict, image=image, prompt=batch.prompt, **batch.embeds, height=height, width=width,
-            num_inference_steps=num_inference_steps, sigmas=sigmas, guidance_scale=guidance_scale,
-            num_images_per_prompt=num_images_per_prompt, generator=generator, latents=latents,
-            output_type=output_type, attention_kwargs=attention_kwargs, callback_on_step_end=callback_on_step_end,
+            eta_schedule=resolve_schedule(eta_schedule, t_min, t_max, k),
+            granularity=granularity,
+            return_dict=return_dict,
+            image=image,
+            prompt=batch.prompt,
+            **batch.embeds,
+            height=height,
+            width=width,
+            num_inference_steps=num_inference_steps,
+            sigmas=sigmas,
+            guidance_scale=guidance_scale,
+            num_images_per_prompt=num_images_per_prompt,
+            generator=generator,
+            latents=latents,
+            output_type=output_type,
+            attention_kwargs=attention_kwargs,
+            callback_on_step_end=callback_on_step_end,
             callback_on_step_end_tensor_inputs=callback_on_step_end_tensor_inputs,
-            max_sequence_length=max_sequence_length, text_encoder_out_layers=text_encoder_out_layers,
+            max_sequence_length=max_sequence_length,
+            text_encoder_out_layers=text_encoder_out_layers,
         )
 
 
@@ -138,20 +152,36 @@ class TiedFlux2KleinPipeline(TiedPipelineMixin, Flux2KleinPipeline):
                 with precomputed embeddings when CFG runs (``guidance_scale > 1``, not distilled):
                 FLUX.2 [klein] would otherwise encode one empty prompt for the whole batch.
         """
-        batch = pair_batch(reference_prompt, guide_prompt,
-                           {"prompt_embeds": (reference_prompt_embeds, guide_prompt_embeds)})
+        batch = pair_batch(
+            reference_prompt, guide_prompt, {"prompt_embeds": (reference_prompt_embeds, guide_prompt_embeds)}
+        )
         cfg = guidance_scale > 1 and not self.config.is_distilled
         if cfg and batch.prompt is None and negative_prompt_embeds is None:
-            raise ValueError("negative_prompt_embeds (one row per pair) is required with precomputed prompt "
-                             "embeddings when classifier-free guidance runs (guidance_scale > 1)")
+            raise ValueError(
+                "negative_prompt_embeds (one row per pair) is required with precomputed prompt "
+                "embeddings when classifier-free guidance runs (guidance_scale > 1)"
+            )
         return self.tied_call(
             reference_rows=batch.pairs * num_images_per_prompt,
-            eta_schedule=resolve_schedule(eta_schedule, t_min, t_max, k), granularity=granularity,
-            return_dict=return_dict, image=image, prompt=batch.prompt, **batch.embeds, height=height, width=width,
-            num_inference_steps=num_inference_steps, sigmas=sigmas, guidance_scale=guidance_scale,
-            num_images_per_prompt=num_images_per_prompt, generator=generator, latents=latents,
+            eta_schedule=resolve_schedule(eta_schedule, t_min, t_max, k),
+            granularity=granularity,
+            return_dict=return_dict,
+            image=image,
+            prompt=batch.prompt,
+            **batch.embeds,
+            height=height,
+            width=width,
+            num_inference_steps=num_inference_steps,
+            sigmas=sigmas,
+            guidance_scale=guidance_scale,
+            num_images_per_prompt=num_images_per_prompt,
+            generator=generator,
+            latents=latents,
             negative_prompt_embeds=pair_negative(negative_prompt_embeds, batch.pairs, "negative_prompt_embeds"),
-            output_type=output_type, attention_kwargs=attention_kwargs, callback_on_step_end=callback_on_step_end,
+            output_type=output_type,
+            attention_kwargs=attention_kwargs,
+            callback_on_step_end=callback_on_step_end,
             callback_on_step_end_tensor_inputs=callback_on_step_end_tensor_inputs,
-            max_sequence_length=max_sequence_length, text_encoder_out_layers=text_encoder_out_layers,
+            max_sequence_length=max_sequence_length,
+            text_encoder_out_layers=text_encoder_out_layers,
         )

@@ -126,8 +126,11 @@ def write_pairings(pairings: Sequence[Pairing], path: str | Path) -> Path:
 
     rows = []
     for p in pairings:
-        row = {"reference_class": p.reference_class, "target_attribute": p.target_attribute,
-               "removed_attributes": list(p.removed_attributes)}
+        row = {
+            "reference_class": p.reference_class,
+            "target_attribute": p.target_attribute,
+            "removed_attributes": list(p.removed_attributes),
+        }
         row.update({k: v for k, v in (("guide_bird", p.guide_bird), ("images", p.images)) if v is not None})
         rows.append(json.dumps(row))
     atomic_write_lines(Path(path), rows)
@@ -142,8 +145,9 @@ def _row_pairing(row: dict) -> Pairing:
     guide = row.get("guide_bird")
     if guide is not None and (not isinstance(guide, str) or not guide.strip()):
         raise ValueError(f"guide_bird must be a bird name, got {guide!r}")
-    return Pairing(row["reference_class"], row["target_attribute"], tuple(row.get("removed_attributes", ())),
-                   guide, images)
+    return Pairing(
+        row["reference_class"], row["target_attribute"], tuple(row.get("removed_attributes", ())), guide, images
+    )
 
 
 def read_pairings(path: str | Path, vocab: Vocabulary | None = None) -> list[Pairing]:
@@ -168,8 +172,9 @@ def read_pairings(path: str | Path, vocab: Vocabulary | None = None) -> list[Pai
             try:
                 pairing = _row_pairing(json.loads(line))
             except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
-                raise UsageError(f"expected a JSON object with reference_class and target_attribute ({err})",
-                                 file=path, line=n) from None
+                raise UsageError(
+                    f"expected a JSON object with reference_class and target_attribute ({err})", file=path, line=n
+                ) from None
         else:
             parts = [p.strip() for p in line.split(",")]
             if len(parts) != 2:
@@ -178,13 +183,21 @@ def read_pairings(path: str | Path, vocab: Vocabulary | None = None) -> list[Pai
         try:
             cls = vocab.classes[vocab.class_index(pairing.reference_class)]
         except KeyError:
-            raise UsageError(f"unknown CUB class {pairing.reference_class!r}"
-                             f"{suggest(pairing.reference_class, vocab.classes)}", file=path, line=n) from None
+            raise UsageError(
+                f"unknown CUB class {pairing.reference_class!r}{suggest(pairing.reference_class, vocab.classes)}",
+                file=path,
+                line=n,
+            ) from None
         if not vocab.is_attribute(pairing.target_attribute):
-            raise UsageError(f"unknown CUB attribute {pairing.target_attribute!r}"
-                             f"{suggest(pairing.target_attribute, vocab.attributes)}", file=path, line=n)
-        out.append(Pairing(cls, pairing.target_attribute, pairing.removed_attributes, pairing.guide_bird,
-                           pairing.images))
+            raise UsageError(
+                f"unknown CUB attribute {pairing.target_attribute!r}"
+                f"{suggest(pairing.target_attribute, vocab.attributes)}",
+                file=path,
+                line=n,
+            )
+        out.append(
+            Pairing(cls, pairing.target_attribute, pairing.removed_attributes, pairing.guide_bird, pairing.images)
+        )
     return out
 
 

@@ -155,9 +155,7 @@ def tdg_prompts(
         )
     guide = guide_bird or vocab.sub_guidance_birds.get(attribute)
     if not guide:
-        raise ValueError(
-            f"guide_bird: SUB App. B lists no guide bird for {attribute!r}; pass guide_bird= explicitly"
-        )
+        raise ValueError(f"guide_bird: SUB App. B lists no guide bird for {attribute!r}; pass guide_bird= explicitly")
     if category == "shape":
         reference = f"A photo of a {name} with the body of a {name} and a beak like a {guide}"
         return TDGPrompts(reference, f"A photo of a {guide}", name, attribute, category, guide)

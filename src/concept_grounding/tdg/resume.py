@@ -45,12 +45,17 @@ _FLAGS = flags(GenerateConfig)
 #: (declared once, on :class:`~.generate_config.GenerateConfig`), or the flags a recorded value
 #: comes from
 MANIFEST_ARGUMENTS = {
-    **{name: _FLAGS[name] for name in ("seed", "method", "num_inference_steps", "guidance_scale", "size",
-                                       "save_guides", "batch_size")},
-    "model": "--model/--tiny", "dtype": "--dtype", "max_sequence_length": "--tiny/--model",
+    **{
+        name: _FLAGS[name]
+        for name in ("seed", "method", "num_inference_steps", "guidance_scale", "size", "save_guides", "batch_size")
+    },
+    "model": "--model/--tiny",
+    "dtype": "--dtype",
+    "max_sequence_length": "--tiny/--model",
     "schedule": "/".join(_FLAGS[name] for name in ("t_min", "t_max", "k")),
     "pairings": f"{_FLAGS['classes']}/{_FLAGS['attributes']}/--pairings/{_FLAGS['images_per_pairing']}",
-    "cache": "--cache", "compile": "--compile",
+    "cache": "--cache",
+    "compile": "--compile",
 }
 
 
@@ -94,15 +99,20 @@ class ManifestMismatchError(UsageError):
         differences: ``(setting, value in the folder, value now)`` per differing setting.
     """
 
-    def __init__(self, out_dir: Path, differences: list[tuple[str, Any, Any]],
-                 labels: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, out_dir: Path, differences: list[tuple[str, Any, Any]], labels: dict[str, str] | None = None
+    ) -> None:
         self.differences = differences
         labels = labels or {}
-        listed = "; ".join(_describe_difference(k + (f" ({labels[k]})" if k in labels else ""), old, new)
-                           for k, old, new in differences)
+        listed = "; ".join(
+            _describe_difference(k + (f" ({labels[k]})" if k in labels else ""), old, new)
+            for k, old, new in differences
+        )
         super().__init__(
             f"the folder was generated with other settings, and resuming would mix datasets. Differing: {listed}",
-            file=out_dir, hint="rerun with the folder's settings, or write to another output folder")
+            file=out_dir,
+            hint="rerun with the folder's settings, or write to another output folder",
+        )
 
 
 def _describe_difference(key: str, old: Any, new: Any) -> str:
@@ -153,9 +163,13 @@ def generation_manifest(jobs: Sequence[GenerationJob], config: GenerateConfig, m
         "batch_size": config.batch_size,
         "image_seeds": seeds,
         "pairings": [
-            {"reference_class": p.reference_class, "target_attribute": p.target_attribute,
-             "removed_attributes": list(p.removed_attributes), "images": n,
-             **({"guide_bird": p.guide_bird or config.guide_bird} if p.guide_bird or config.guide_bird else {})}
+            {
+                "reference_class": p.reference_class,
+                "target_attribute": p.target_attribute,
+                "removed_attributes": list(p.removed_attributes),
+                "images": n,
+                **({"guide_bird": p.guide_bird or config.guide_bird} if p.guide_bird or config.guide_bird else {}),
+            }
             for p, n in counts.items()
         ],
     }
@@ -177,18 +191,28 @@ def check_manifest(out_dir: str | Path, manifest: dict[str, Any], labels: dict[s
     if not path.is_file():
         parts = out_dir / PARTS_DIR
         if parts.is_dir() and any(parts.iterdir()):
-            raise UsageError("holds generated images but no manifest of their settings (an older version made "
-                             "them), so a resume cannot be checked", file=out_dir,
-                             hint="write to another output folder")
+            raise UsageError(
+                "holds generated images but no manifest of their settings (an older version made "
+                "them), so a resume cannot be checked",
+                file=out_dir,
+                hint="write to another output folder",
+            )
         return False
     try:
         found = json.loads(read_text_file(path))
     except json.JSONDecodeError as err:
-        raise UsageError(f"not valid JSON ({err.msg})", file=path, line=err.lineno,
-                         hint="restore it or write to another output folder") from None
+        raise UsageError(
+            f"not valid JSON ({err.msg})",
+            file=path,
+            line=err.lineno,
+            hint="restore it or write to another output folder",
+        ) from None
     found = upgrade_manifest(found, manifest)  # a folder written by an older version: in today's keys
-    differences = [(k, found.get(k), manifest.get(k)) for k in sorted(set(found) | set(manifest))
-                   if found.get(k) != manifest.get(k)]
+    differences = [
+        (k, found.get(k), manifest.get(k))
+        for k in sorted(set(found) | set(manifest))
+        if found.get(k) != manifest.get(k)
+    ]
     if "seed" in found and "seed" in manifest:  # image_seeds follow from the base seed and the pairings
         differences = [d for d in differences if d[0] != "image_seeds"]
     if differences:

@@ -87,8 +87,11 @@ def check_pipeline_class(folder: str, argument: str) -> None:
     name = json.loads(index.read_text()).get("_class_name")
     if name not in TIED_PIPELINES:
         supported = ", ".join(n for n in TIED_PIPELINES if not n.startswith("Tied"))
-        raise UsageError(f"{folder} holds a {name}, which TDG does not support", argument=argument,
-                         hint=f"give a folder or Hub id of a {supported}")
+        raise UsageError(
+            f"{folder} holds a {name}, which TDG does not support",
+            argument=argument,
+            hint=f"give a folder or Hub id of a {supported}",
+        )
 
 
 @dataclass(frozen=True)
@@ -192,8 +195,11 @@ class ClassTablePairings:
     def plan(self, attributes: Sequence[str] | None) -> PlannedPairings:
         table = self.load()
         names = table.class_names
-        return PlannedPairings(plan_pairings(names, table.class_attributes, attributes), names,
-                               self.description.replace("{num_classes}", str(len(names))))
+        return PlannedPairings(
+            plan_pairings(names, table.class_attributes, attributes),
+            names,
+            self.description.replace("{num_classes}", str(len(names))),
+        )
 
 
 @dataclass(frozen=True)
@@ -204,12 +210,14 @@ class PairingsFile:
 
     def plan(self, attributes: Sequence[str] | None) -> PlannedPairings:
         pairings = read_pairings(self.path)
-        return PlannedPairings(pairings, sorted({p.reference_class for p in pairings}),
-                               f"the pairings file {self.path}")
+        return PlannedPairings(
+            pairings, sorted({p.reference_class for p in pairings}), f"the pairings file {self.path}"
+        )
 
 
-def select_pairings(planned: PlannedPairings, classes: Sequence[str] | None,
-                    attributes: Sequence[str] | None) -> list[Pairing]:
+def select_pairings(
+    planned: PlannedPairings, classes: Sequence[str] | None, attributes: Sequence[str] | None
+) -> list[Pairing]:
     """The planned pairings of ``classes`` and ``attributes`` (empty or ``None``: all).
 
     Raises:
@@ -220,14 +228,20 @@ def select_pairings(planned: PlannedPairings, classes: Sequence[str] | None,
         known, chosen = set(names), set(classes)
         missing = [c for c in classes if c not in known]
         if missing:
-            raise UsageError(f"{missing} not among the classes of {source}", argument=named("classes"),
-                             hint=f"choose from {list(names)[:6]}...")
+            raise UsageError(
+                f"{missing} not among the classes of {source}",
+                argument=named("classes"),
+                hint=f"choose from {list(names)[:6]}...",
+            )
         pairings = [p for p in pairings if p.reference_class in chosen]
     if attributes:
         targets = set(attributes)
         pairings = [p for p in pairings if p.target_attribute in targets]
     if not pairings:
-        raise UsageError(f"no (class, attribute) pairing is left to generate from {source}: every selected class "
-                         "already has every selected attribute", argument=named("classes", "attributes"),
-                         hint="choose other classes or attributes")
+        raise UsageError(
+            f"no (class, attribute) pairing is left to generate from {source}: every selected class "
+            "already has every selected attribute",
+            argument=named("classes", "attributes"),
+            hint="choose other classes or attributes",
+        )
     return pairings

@@ -149,8 +149,9 @@ def tie_pair(
     return torch.where(mask, mean, e_r), torch.where(mask, mean, e_g)
 
 
-def tie_batch(prediction: torch.Tensor, t: float, schedule: Callable[[float], float],
-              granularity: Granularity = "element") -> tuple[torch.Tensor, float]:
+def tie_batch(
+    prediction: torch.Tensor, t: float, schedule: Callable[[float], float], granularity: Granularity = "element"
+) -> tuple[torch.Tensor, float]:
     """One TDG step on a batch ``[references; guides]``: SUB Eqs. 5-6 at ``eta = schedule(t)`` (Eq. 4).
 
     Args:

@@ -44,7 +44,7 @@ class Spread:
     max: float
 
     @classmethod
-    def of(cls, values: list[float]) -> "Spread":
+    def of(cls, values: list[float]) -> Spread:
         if not values:
             raise ValueError("no values to summarise")
         return cls(float(statistics.median(values)), float(min(values)), float(max(values)))
@@ -104,11 +104,15 @@ class Interleaved:
         for name, timing in self.timings.items():
             out["seconds"][name] = {clock: vars(timing.spread(clock)) for clock in CLOCKS}
         for label, (a, b) in (ratios or {}).items():
-            out["ratios"][label] = {clock: {**vars(self.ratio(a, b, clock)), "of_minima": self.ratio_of_minima(a, b, clock)}
-                                    for clock in CLOCKS}
+            out["ratios"][label] = {
+                clock: {**vars(self.ratio(a, b, clock)), "of_minima": self.ratio_of_minima(a, b, clock)}
+                for clock in CLOCKS
+            }
         return out
 
-    def report(self, ratios: Mapping[str, tuple[str, str]] | None = None, unit: float = 1.0, unit_name: str = "s") -> str:
+    def report(
+        self, ratios: Mapping[str, tuple[str, str]] | None = None, unit: float = 1.0, unit_name: str = "s"
+    ) -> str:
         """Lines of text: each callable's CPU and wall seconds (divided by ``unit``, e.g. pairs
         per call) as ``median [min, max]``, then each named ratio on both clocks."""
         width = max(len(name) for name in self.timings)
@@ -118,9 +122,11 @@ class Interleaved:
             wall = Spread.of([s / unit for s in timing.wall_s]).format(3, f" {unit_name}")
             lines.append(f"  {name:<{width}}  CPU {cpu}   wall {wall}")
         for label, (a, b) in (ratios or {}).items():
-            lines.append(f"  {label}: CPU {self.ratio(a, b, 'cpu').format(3, 'x')} "
-                         f"(of minima {self.ratio_of_minima(a, b, 'cpu'):.3f}x), "
-                         f"wall {self.ratio(a, b, 'wall').format(3, 'x')} (of minima {self.ratio_of_minima(a, b, 'wall'):.3f}x)")
+            lines.append(
+                f"  {label}: CPU {self.ratio(a, b, 'cpu').format(3, 'x')} "
+                f"(of minima {self.ratio_of_minima(a, b, 'cpu'):.3f}x), "
+                f"wall {self.ratio(a, b, 'wall').format(3, 'x')} (of minima {self.ratio_of_minima(a, b, 'wall'):.3f}x)"
+            )
         return "\n".join(lines)
 
 
@@ -160,7 +166,7 @@ def interleave(
     enabled = gc.isenabled()
     try:
         for r in range(rounds):
-            this_round = names[r % len(names):] + names[: r % len(names)]
+            this_round = names[r % len(names) :] + names[: r % len(names)]
             order.append(this_round)
             gc.collect()
             for name in this_round:

@@ -81,6 +81,7 @@ def on_gpu(fn: F | None = None, *, duration: int = 120) -> Any:
     Usable bare (``@on_gpu``) or with arguments (``@on_gpu(duration=60)``); ``duration`` is the
     longest call in seconds that ZeroGPU reserves a GPU for.
     """
+
     def decorate(function: F) -> F:
         gpu = _spaces_gpu()
         return function if gpu is None else gpu(duration=duration)(function)

@@ -24,25 +24,46 @@ __all__ = [
 ]
 
 
-def vit_b16_open_clip_visual(seed: int = 0) -> "nn.Module":
+def vit_b16_open_clip_visual(seed: int = 0) -> nn.Module:
     """The ViT-B/16 image tower geometry (224 px, 197 tokens, 12 layers, width 768), random."""
     return tiny_open_clip(224, 16, 768, 12, 12, 512, seed=seed, with_text=False)
 
 
 def tiny_transformers_clip(
-    image_size: int = 32, patch_size: int = 8, width: int = 32, layers: int = 2, heads: int = 4,
-    embed_dim: int = 16, seed: int = 0, vision_only: bool = False,
-) -> "nn.Module":
+    image_size: int = 32,
+    patch_size: int = 8,
+    width: int = 32,
+    layers: int = 2,
+    heads: int = 4,
+    embed_dim: int = 16,
+    seed: int = 0,
+    vision_only: bool = False,
+) -> nn.Module:
     """A transformers ``CLIPModel`` (or ``CLIPVisionModelWithProjection``), random, eval mode."""
     import torch
     from transformers import CLIPConfig, CLIPModel, CLIPVisionConfig, CLIPVisionModelWithProjection
 
-    vcfg = dict(hidden_size=width, intermediate_size=4 * width, num_hidden_layers=layers,
-                num_attention_heads=heads, image_size=image_size, patch_size=patch_size,
-                projection_dim=embed_dim)
-    tcfg = dict(hidden_size=width, intermediate_size=4 * width, num_hidden_layers=1, num_attention_heads=heads,
-                vocab_size=1000, max_position_embeddings=32, projection_dim=embed_dim,
-                bos_token_id=998, eos_token_id=999, pad_token_id=1)
+    vcfg = dict(
+        hidden_size=width,
+        intermediate_size=4 * width,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        image_size=image_size,
+        patch_size=patch_size,
+        projection_dim=embed_dim,
+    )
+    tcfg = dict(
+        hidden_size=width,
+        intermediate_size=4 * width,
+        num_hidden_layers=1,
+        num_attention_heads=heads,
+        vocab_size=1000,
+        max_position_embeddings=32,
+        projection_dim=embed_dim,
+        bos_token_id=998,
+        eos_token_id=999,
+        pad_token_id=1,
+    )
     with torch.random.fork_rng(devices=[]):  # the caller's global RNG is left as it was
         torch.manual_seed(seed)
         if vision_only:
@@ -50,7 +71,7 @@ def tiny_transformers_clip(
         return CLIPModel(CLIPConfig(text_config=tcfg, vision_config=vcfg, projection_dim=embed_dim)).eval()
 
 
-def save_clip_bpe_tokenizer(folder: "str | Path", model_max_length: int = 32) -> tuple[Any, dict[str, int]]:
+def save_clip_bpe_tokenizer(folder: str | Path, model_max_length: int = 32) -> tuple[Any, dict[str, int]]:
     """Write open_clip's bundled BPE (the real CLIP vocabulary, 49408 tokens) to ``folder`` as a
     transformers ``CLIPTokenizer``'s ``vocab.json`` + ``merges.txt``; returns that tokenizer and
     the vocabulary written (offline: the files ship with open_clip)."""
@@ -63,8 +84,10 @@ def save_clip_bpe_tokenizer(folder: "str | Path", model_max_length: int = 32) ->
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     bpe = SimpleTokenizer()
-    vocab = {{"<start_of_text>": "<|startoftext|>", "<end_of_text>": "<|endoftext|>"}.get(k, k): v
-             for k, v in bpe.encoder.items()}
+    vocab = {
+        {"<start_of_text>": "<|startoftext|>", "<end_of_text>": "<|endoftext|>"}.get(k, k): v
+        for k, v in bpe.encoder.items()
+    }
     (folder / "vocab.json").write_text(json.dumps(vocab))
     merges = sorted(bpe.bpe_ranks, key=bpe.bpe_ranks.get)
     (folder / "merges.txt").write_text("#version: 0.2\n" + "\n".join(" ".join(m) for m in merges) + "\n")
@@ -72,7 +95,7 @@ def save_clip_bpe_tokenizer(folder: "str | Path", model_max_length: int = 32) ->
     return tokenizer, vocab
 
 
-def save_tiny_transformers_clip(folder: "str | Path", image_size: int = 32, seed: int = 1) -> "Path":
+def save_tiny_transformers_clip(folder: str | Path, image_size: int = 32, seed: int = 1) -> Path:
     """Save a config-built transformers ``CLIPModel`` with a ``CLIPProcessor`` whose tokenizer
     files are open_clip's bundled BPE (the real CLIP vocabulary, 49408 tokens), like a Hub
     checkpoint: ``CLIPModel.from_pretrained(folder)`` and ``CLIPProcessor.from_pretrained(folder)``
@@ -84,9 +107,12 @@ def save_tiny_transformers_clip(folder: "str | Path", image_size: int = 32, seed
 
     folder = Path(folder)
     tokenizer, vocab = save_clip_bpe_tokenizer(folder, model_max_length=32)
-    processor = CLIPProcessor(image_processor=CLIPImageProcessor(size={"shortest_edge": image_size},
-                                                                 crop_size={"height": image_size, "width": image_size}),
-                              tokenizer=tokenizer)
+    processor = CLIPProcessor(
+        image_processor=CLIPImageProcessor(
+            size={"shortest_edge": image_size}, crop_size={"height": image_size, "width": image_size}
+        ),
+        tokenizer=tokenizer,
+    )
     model = tiny_transformers_clip(image_size=image_size)
     text = model.config.text_config
     text.vocab_size = len(vocab)
@@ -100,7 +126,7 @@ def save_tiny_transformers_clip(folder: "str | Path", image_size: int = 32, seed
     return folder
 
 
-def known_answer_open_clip(image_size: int = 16, patch_size: int = 4, gain: float = 10.0) -> "nn.Module":
+def known_answer_open_clip(image_size: int = 16, patch_size: int = 4, gain: float = 10.0) -> nn.Module:
     """A one-layer open_clip ViT whose CLS output depends only on *red* patches.
 
     Width 4, one head. Red pixels (channel 0) embed to ``r = [1, 1, -1, -1]``, blue pixels

@@ -27,8 +27,12 @@ def tiny_flux_ip_adapter(transformer: Any, seed: int = 0, num_tokens: int = 4) -
     def rand(*shape: int) -> Any:
         return torch.randn(*shape, generator=generator) * 0.1
 
-    image_proj = {"proj.weight": rand(num_tokens * text, config.pooled_projection_dim),
-                  "proj.bias": rand(num_tokens * text), "norm.weight": torch.ones(text), "norm.bias": torch.zeros(text)}
+    image_proj = {
+        "proj.weight": rand(num_tokens * text, config.pooled_projection_dim),
+        "proj.bias": rand(num_tokens * text),
+        "norm.weight": torch.ones(text),
+        "norm.bias": torch.zeros(text),
+    }
     ip_adapter = {}
     for i in range(config.num_layers):
         for name in ("to_k_ip", "to_v_ip"):

@@ -41,27 +41,64 @@ def tiny_chat_tokenizer() -> Any:
     vocab = {token: i for i, token in enumerate(_SPECIALS + list(dict.fromkeys(_CHARS)))}
     backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     backend.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
-    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", unk_token="<unk>", bos_token="<s>",
-                                   eos_token="</s>", chat_template=_CHAT_TEMPLATE, truncation_side="left",
-                                   model_max_length=512)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        pad_token="<pad>",
+        unk_token="<unk>",
+        bos_token="<s>",
+        eos_token="</s>",
+        chat_template=_CHAT_TEMPLATE,
+        truncation_side="left",
+        model_max_length=512,
+    )
 
 
 def _text_encoder(klein: bool, vocab_size: int) -> Any:
     if klein:
         from transformers import Qwen3Config, Qwen3ForCausalLM
 
-        return Qwen3ForCausalLM(Qwen3Config(hidden_size=16, intermediate_size=16, num_hidden_layers=27,
-                                            num_attention_heads=2, num_key_value_heads=2, head_dim=8,
-                                            vocab_size=vocab_size, max_position_embeddings=512, pad_token_id=0))
+        return Qwen3ForCausalLM(
+            Qwen3Config(
+                hidden_size=16,
+                intermediate_size=16,
+                num_hidden_layers=27,
+                num_attention_heads=2,
+                num_key_value_heads=2,
+                head_dim=8,
+                vocab_size=vocab_size,
+                max_position_embeddings=512,
+                pad_token_id=0,
+            )
+        )
     from transformers import Mistral3Config, Mistral3ForConditionalGeneration
 
     config = Mistral3Config(
-        text_config={"model_type": "mistral", "vocab_size": vocab_size, "hidden_size": 16, "intermediate_size": 37,
-                     "max_position_embeddings": 512, "num_attention_heads": 4, "num_hidden_layers": 30,
-                     "num_key_value_heads": 2, "head_dim": 4, "sliding_window": None, "pad_token_id": 0},
-        vision_config={"model_type": "pixtral", "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 4,
-                       "intermediate_size": 37, "image_size": 30, "patch_size": 6, "num_channels": 3},
-        image_token_index=1, image_seq_length=4, vision_feature_layer=-1,
+        text_config={
+            "model_type": "mistral",
+            "vocab_size": vocab_size,
+            "hidden_size": 16,
+            "intermediate_size": 37,
+            "max_position_embeddings": 512,
+            "num_attention_heads": 4,
+            "num_hidden_layers": 30,
+            "num_key_value_heads": 2,
+            "head_dim": 4,
+            "sliding_window": None,
+            "pad_token_id": 0,
+        },
+        vision_config={
+            "model_type": "pixtral",
+            "hidden_size": 16,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 4,
+            "intermediate_size": 37,
+            "image_size": 30,
+            "patch_size": 6,
+            "num_channels": 3,
+        },
+        image_token_index=1,
+        image_seq_length=4,
+        vision_feature_layer=-1,
     )
     return Mistral3ForConditionalGeneration(config)
 
@@ -78,22 +115,42 @@ def tiny_flux2_components(seed: int = 0, *, klein: bool = False) -> dict[str, An
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         transformer = Flux2Transformer2DModel(
-            patch_size=1, in_channels=4, num_layers=1, num_single_layers=1, attention_head_dim=16,
-            num_attention_heads=2, joint_attention_dim=48, timestep_guidance_channels=256,
-            axes_dims_rope=[4, 4, 4, 4], guidance_embeds=not klein,
+            patch_size=1,
+            in_channels=4,
+            num_layers=1,
+            num_single_layers=1,
+            attention_head_dim=16,
+            num_attention_heads=2,
+            joint_attention_dim=48,
+            timestep_guidance_channels=256,
+            axes_dims_rope=[4, 4, 4, 4],
+            guidance_embeds=not klein,
         )
         torch.manual_seed(seed + 1)
         text_encoder = _text_encoder(klein, len(tokenizer))
         torch.manual_seed(seed + 2)
         vae = AutoencoderKLFlux2(
-            sample_size=32, in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",),
-            up_block_types=("UpDecoderBlock2D",), block_out_channels=(4,), layers_per_block=1, latent_channels=1,
-            norm_num_groups=1, use_quant_conv=False, use_post_quant_conv=False,
+            sample_size=32,
+            in_channels=3,
+            out_channels=3,
+            down_block_types=("DownEncoderBlock2D",),
+            up_block_types=("UpDecoderBlock2D",),
+            block_out_channels=(4,),
+            layers_per_block=1,
+            latent_channels=1,
+            norm_num_groups=1,
+            use_quant_conv=False,
+            use_post_quant_conv=False,
         )
     for module in (transformer, text_encoder, vae):
         module.eval()
-    return {"scheduler": FlowMatchEulerDiscreteScheduler(), "text_encoder": text_encoder, "tokenizer": tokenizer,
-            "transformer": transformer, "vae": vae}
+    return {
+        "scheduler": FlowMatchEulerDiscreteScheduler(),
+        "text_encoder": text_encoder,
+        "tokenizer": tokenizer,
+        "transformer": transformer,
+        "vae": vae,
+    }
 
 
 def tiny_flux2_pipeline(pipeline_cls: type | None = None, seed: int = 0, *, klein: bool | None = None) -> Any:

@@ -28,9 +28,34 @@ __all__ = ["TINY_INPAINT_WORDS", "save_tiny_inpainting_pipeline"]
 _CHARS = string.ascii_lowercase + string.digits + ".,'-"
 #: words the merges make single tokens (other words tokenise as smaller pieces / single characters)
 TINY_INPAINT_WORDS: tuple[str, ...] = (
-    "photo", "of", "the", "in", "on", "with", "and", "background", "forest", "beach", "sky",
-    "city", "street", "grass", "snow", "sea", "desert", "room", "field", "mountain", "water",
-    "blue", "green", "red", "white", "sunny", "night", "bird",
+    "photo",
+    "of",
+    "the",
+    "in",
+    "on",
+    "with",
+    "and",
+    "background",
+    "forest",
+    "beach",
+    "sky",
+    "city",
+    "street",
+    "grass",
+    "snow",
+    "sea",
+    "desert",
+    "room",
+    "field",
+    "mountain",
+    "water",
+    "blue",
+    "green",
+    "red",
+    "white",
+    "sunny",
+    "night",
+    "bird",
 )
 
 
@@ -119,8 +144,12 @@ def save_tiny_inpainting_pipeline(folder: str | os.PathLike[str], seed: int = 0)
             )
         )
     scheduler = DDIMScheduler(  # Stable Diffusion's schedule
-        beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear", clip_sample=False,
-        set_alpha_to_one=False, steps_offset=1,
+        beta_start=0.00085,
+        beta_end=0.012,
+        beta_schedule="scaled_linear",
+        clip_sample=False,
+        set_alpha_to_one=False,
+        steps_offset=1,
     )
     pipe = StableDiffusionInpaintPipeline(
         vae=vae.eval(),

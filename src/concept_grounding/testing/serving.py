@@ -26,8 +26,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_until_serving(proc: subprocess.Popen, url: str, *, timeout: float = 120.0, log: Path | None = None,
-                       poll: float = 0.2) -> float:
+def wait_until_serving(
+    proc: subprocess.Popen, url: str, *, timeout: float = 120.0, log: Path | None = None, poll: float = 0.2
+) -> float:
     """Poll ``url`` until it answers HTTP 200; returns the seconds waited.
 
     Raises:
@@ -59,8 +60,15 @@ def stop_server(proc: subprocess.Popen, timeout: float = 10.0) -> None:
         proc.kill()
 
 
-def http_request(url: str, data: bytes | None = None, headers: dict[str, str] | list[tuple[str, str]] | None = None, *,
-                 source: str | None = None, chunked: bool = False, timeout: float = 60.0) -> tuple[int, bytes]:
+def http_request(
+    url: str,
+    data: bytes | None = None,
+    headers: dict[str, str] | list[tuple[str, str]] | None = None,
+    *,
+    source: str | None = None,
+    chunked: bool = False,
+    timeout: float = 60.0,
+) -> tuple[int, bytes]:
     """``(status, body)`` of one HTTP request to ``url`` (POST when ``data`` is given, GET
     otherwise), sent from the local address ``source`` (e.g. ``"127.0.0.2"``, another peer
     on the loopback network) when given; ``headers`` as a list may repeat a name; ``chunked``
@@ -68,15 +76,20 @@ def http_request(url: str, data: bytes | None = None, headers: dict[str, str] | 
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
-    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout,
-                                            source_address=(source, 0) if source else None)
+    connection = http.client.HTTPConnection(
+        parts.hostname, parts.port, timeout=timeout, source_address=(source, 0) if source else None
+    )
     try:
-        connection.putrequest("POST" if data is not None else "GET", parts.path + (f"?{parts.query}" if parts.query else ""))
+        connection.putrequest(
+            "POST" if data is not None else "GET", parts.path + (f"?{parts.query}" if parts.query else "")
+        )
         pairs = headers.items() if isinstance(headers, dict) else (headers or [])
         for name, value in pairs:
             connection.putheader(name, value)
         if data is not None:
-            connection.putheader("Transfer-Encoding" if chunked else "Content-Length", "chunked" if chunked else str(len(data)))
+            connection.putheader(
+                "Transfer-Encoding" if chunked else "Content-Length", "chunked" if chunked else str(len(data))
+            )
         connection.endheaders()
         if data is not None:
             connection.send(b"%x\r\n%s\r\n0\r\n\r\n" % (len(data), data) if chunked else data)

@@ -57,8 +57,8 @@ def tiny_vlm_words() -> list[str]:
     """
     from tokenizers.pre_tokenizers import Whitespace
 
-    from ..vocabulary import load_vocabulary
     from ..tdg.filter import group_options, vqa_question
+    from ..vocabulary import load_vocabulary
 
     vocab = load_vocabulary()
     texts = [vqa_question(g, group_options(g, vocab)) for g in vocab.groups]
@@ -168,8 +168,12 @@ def save_tiny_vlm(folder: str | Path, seed: int = 0, chat_template: bool = True)
 
 
 #: InternVL's image tokens (transformers' converted checkpoints), then a video token the processor requires
-INTERNVL_TOKENS = {"start_image_token": "<img>", "end_image_token": "</img>", "context_image_token": "<IMG_CONTEXT>",
-                   "video_token": "<video>"}
+INTERNVL_TOKENS = {
+    "start_image_token": "<img>",
+    "end_image_token": "</img>",
+    "context_image_token": "<IMG_CONTEXT>",
+    "video_token": "<video>",
+}
 
 
 def save_tiny_internvl(folder: str | Path, seed: int = 0) -> Path:
@@ -200,23 +204,50 @@ def save_tiny_internvl(folder: str | Path, seed: int = 0) -> Path:
     raw = Tokenizer(WordLevel(vocab, unk_token="<unk>"))
     raw.pre_tokenizer = Whitespace()
     raw.add_special_tokens(specials)
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=raw, pad_token="<pad>", unk_token="<unk>", bos_token="<s>",
-                                        eos_token="</s>", extra_special_tokens=dict(INTERNVL_TOKENS))
-    vision = InternVLVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                                  image_size=[IMAGE_SIZE, IMAGE_SIZE], patch_size=[4, 4])
-    text = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                       pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
-                       eos_token_id=tokenizer.eos_token_id)
-    config = InternVLConfig(vision_config=vision, text_config=text, image_token_id=tokenizer.context_image_token_id,
-                            image_seq_length=4, downsample_ratio=0.5)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=raw,
+        pad_token="<pad>",
+        unk_token="<unk>",
+        bos_token="<s>",
+        eos_token="</s>",
+        extra_special_tokens=dict(INTERNVL_TOKENS),
+    )
+    vision = InternVLVisionConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        image_size=[IMAGE_SIZE, IMAGE_SIZE],
+        patch_size=[4, 4],
+    )
+    text = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    config = InternVLConfig(
+        vision_config=vision,
+        text_config=text,
+        image_token_id=tokenizer.context_image_token_id,
+        image_seq_length=4,
+        downsample_ratio=0.5,
+    )
     with torch.random.fork_rng(devices=[]):  # the caller's global RNG is left as it was
         torch.manual_seed(seed)
         model = InternVLForConditionalGeneration(config).eval()
     size = {"height": IMAGE_SIZE, "width": IMAGE_SIZE}
     processor = InternVLProcessor(
         image_processor=GotOcr2ImageProcessor(size=size, crop_to_patches=False),
-        tokenizer=tokenizer, video_processor=InternVLVideoProcessor(size=size), image_seq_length=4,
+        tokenizer=tokenizer,
+        video_processor=InternVLVideoProcessor(size=size),
+        image_seq_length=4,
         chat_template=TINY_VLM_CHAT_TEMPLATE.replace(IMAGE_TOKEN, INTERNVL_TOKENS["context_image_token"]),
     )
     folder = Path(folder)

@@ -61,8 +61,11 @@ def _sky(h, w, rng):
 def _foliage(h, w, rng):
     light = smooth_field(rng, h, w, 5)
     leaves = smooth_field(rng, h, w, 14)
-    base = _mix(np.full((h, w, 3), (36, 84, 38), np.float32), np.full(3, (96, 150, 64), np.float32),
-                np.clip(0.5 + 0.45 * light, 0, 1))
+    base = _mix(
+        np.full((h, w, 3), (36, 84, 38), np.float32),
+        np.full(3, (96, 150, 64), np.float32),
+        np.clip(0.5 + 0.45 * light, 0, 1),
+    )
     spots = np.clip(leaves * 1.6 - 0.6, 0, 1)
     return _mix(base, np.asarray((150, 190, 90), np.float32), spots * 0.6)
 
@@ -72,14 +75,19 @@ def _water(h, w, rng):
     yy = np.arange(h, dtype=np.float32)[:, None]
     warp = smooth_field(rng, h, w, 2) * 2.5
     freq = 2 * np.pi / max(4.0, h / 12)
-    ripples = np.clip(np.sin(yy * freq + warp) * 1.4 - 0.8, 0, 1) * np.clip(0.6 + 0.5 * smooth_field(rng, h, w, 6), 0, 1)
+    ripples = np.clip(np.sin(yy * freq + warp) * 1.4 - 0.8, 0, 1) * np.clip(
+        0.6 + 0.5 * smooth_field(rng, h, w, 6), 0, 1
+    )
     return _mix(img, np.asarray((190, 220, 235), np.float32), ripples * 0.7)
 
 
 def _ground(h, w, rng, horizon):
     img = _gradient(h, (150, 190, 225), (205, 215, 215), w)
-    soil = _mix(np.full((h, w, 3), (150, 120, 80), np.float32), np.asarray((95, 75, 50), np.float32),
-                np.clip(0.5 + 0.5 * smooth_field(rng, h, w, 8), 0, 1))
+    soil = _mix(
+        np.full((h, w, 3), (150, 120, 80), np.float32),
+        np.asarray((95, 75, 50), np.float32),
+        np.clip(0.5 + 0.5 * smooth_field(rng, h, w, 8), 0, 1),
+    )
     yy = np.arange(h, dtype=np.float32)[:, None] - horizon
     t = np.clip(yy + 0.5, 0, 1) * np.ones((1, w), np.float32)
     return _mix(img, soil, t)

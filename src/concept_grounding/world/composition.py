@@ -44,8 +44,18 @@ from .canvas import Canvas
 from .config import Pose, WorldConfig
 from .render import draw_bird, light, part_centres
 
-__all__ = ["CATEGORIES", "COUNT_WORDS", "RELATIONS", "ACTIONS", "PROMPT_GRAMMAR", "CompositionPrompt", "Composition",
-           "composition_config", "flock_poses", "render_flock"]
+__all__ = [
+    "CATEGORIES",
+    "COUNT_WORDS",
+    "RELATIONS",
+    "ACTIONS",
+    "PROMPT_GRAMMAR",
+    "CompositionPrompt",
+    "Composition",
+    "composition_config",
+    "flock_poses",
+    "render_flock",
+]
 
 #: ConceptBed's composition categories, in the paper's order.
 CATEGORIES: tuple[str, ...] = ("relation", "action", "attribute", "counting")
@@ -53,7 +63,10 @@ CATEGORIES: tuple[str, ...] = ("relation", "action", "attribute", "counting")
 COUNT_WORDS: dict[int, str] = {1: "a", 2: "two", 3: "three"}
 #: Scene (a varied world's background) -> the relation a caption names it with.
 RELATIONS: dict[str, str] = {
-    "sky": "in the sky", "foliage": "on a branch", "water": "by the water", "ground": "on the ground",
+    "sky": "in the sky",
+    "foliage": "on a branch",
+    "water": "by the water",
+    "ground": "on the ground",
     "reeds": "in the reeds",
 }
 #: Facing -> the action a caption names it with.
@@ -70,7 +83,9 @@ _PROMPT = re.compile(
 
 #: Per count: the birds' size (times the sample's) and their horizontal slots (fractions of the width).
 _FLOCK_LAYOUT: dict[int, tuple[float, tuple[float, ...]]] = {
-    1: (1.0, (0.5,)), 2: (0.52, (0.29, 0.71)), 3: (0.38, (0.18, 0.5, 0.82)),
+    1: (1.0, (0.5,)),
+    2: (0.52, (0.29, 0.71)),
+    3: (0.38, (0.18, 0.5, 0.82)),
 }
 
 
@@ -121,7 +136,7 @@ class CompositionPrompt:
         return " ".join(words)
 
     @classmethod
-    def parse(cls, prompt: str) -> "CompositionPrompt | None":
+    def parse(cls, prompt: str) -> CompositionPrompt | None:
         """The parts of ``prompt`` (lower case, as :attr:`text` writes it); ``None`` if it is not in the grammar."""
         m = _PROMPT.match(prompt)
         if m is None:
@@ -171,7 +186,7 @@ class Composition:
         return ACTIONS[self.facing]
 
 
-def composition_config(config: "WorldConfig") -> "WorldConfig":
+def composition_config(config: WorldConfig) -> WorldConfig:
     """The world config compositions are drawn in: ``config`` with varied pose and scene."""
     return replace(config, pose="varied", scene="varied")
 
@@ -195,13 +210,15 @@ def flock_poses(pose: Pose, count: int, image_size: int, rng: np.random.Generato
     for slot in slots:
         x = image_size * (slot + rng.uniform(-0.03, 0.03))
         y = image_size * (0.5 + rng.uniform(-0.1, 0.1))
-        out.append(replace(pose, scale=pose.scale * shrink, center=(float(x), float(y)),
-                           angle=float(rng.uniform(-8.0, 8.0))))
+        out.append(
+            replace(pose, scale=pose.scale * shrink, center=(float(x), float(y)), angle=float(rng.uniform(-8.0, 8.0)))
+        )
     return out
 
 
-def render_flock(traits: Mapping[str, str], poses: Sequence[Pose], image_size: int, noise_seed: int
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def render_flock(
+    traits: Mapping[str, str], poses: Sequence[Pose], image_size: int, noise_seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Draw one bird with ``traits`` in each of ``poses`` over the first pose's scene (its perch
     or horizon under the first bird), later birds in front; lit by the first pose.
 

@@ -57,10 +57,21 @@ class WorldConfig:
     ValueError: pose must be one of ('varied', 'canonical'), got 'sideways'
     """
 
-    image_size: int = setting(128, "image side in pixels (>= 32)", parse=int_at_least(32), flag="--size",
-                              aliases=("--image-size", "--world-size"))
-    class_names: tuple[str, ...] | None = setting(None, "CUB class folder names or names like 'Blue Jay' (default: SUB's 33)",
-                                                  parse=class_name, flag="--classes", nargs="*", convert=tuple_or_none)
+    image_size: int = setting(
+        128,
+        "image side in pixels (>= 32)",
+        parse=int_at_least(32),
+        flag="--size",
+        aliases=("--image-size", "--world-size"),
+    )
+    class_names: tuple[str, ...] | None = setting(
+        None,
+        "CUB class folder names or names like 'Blue Jay' (default: SUB's 33)",
+        parse=class_name,
+        flag="--classes",
+        nargs="*",
+        convert=tuple_or_none,
+    )
     deviation_rate: float = setting(0.1, "per-image, per-group label deviation rate", parse=closed_unit_interval)
     seed: int = setting(0, "world seed (same seed, same birds)", parse=int)
     pose: str = "varied"
@@ -148,8 +159,15 @@ def pose_for(config: WorldConfig, varied: Pose) -> Pose:
         scale = CANONICAL_SCALE * float(config.zoom)
         px = scale * config.image_size / 4.7  # pixels per canonical unit (canvas.pixels_per_unit)
         centre = config.image_size / 2.0
-        pose = replace(pose, facing="right", scale=scale, angle=0.0, brightness=1.0, cast=(1.0, 1.0, 1.0),
-                       center=(centre - _BIRD_BOX_CENTRE[0] * px, centre - _BIRD_BOX_CENTRE[1] * px))
+        pose = replace(
+            pose,
+            facing="right",
+            scale=scale,
+            angle=0.0,
+            brightness=1.0,
+            cast=(1.0, 1.0, 1.0),
+            center=(centre - _BIRD_BOX_CENTRE[0] * px, centre - _BIRD_BOX_CENTRE[1] * px),
+        )
     elif config.zoom != 1.0:
         pose = replace(pose, scale=pose.scale * float(config.zoom))
     if config.scene == "plain":

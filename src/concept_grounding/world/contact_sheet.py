@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-
 if TYPE_CHECKING:
     from PIL import Image
 
@@ -20,17 +19,43 @@ __all__ = ["contact_sheet"]
 
 #: One dot colour per CUB part (same order as ``vocab.parts``).
 PART_COLORS: tuple[tuple[int, int, int], ...] = (
-    (230, 25, 75), (255, 225, 25), (60, 180, 75), (245, 130, 48), (145, 30, 180),
-    (70, 240, 240), (240, 50, 230), (210, 245, 60), (250, 190, 212), (0, 128, 128),
-    (220, 190, 255), (170, 110, 40), (255, 250, 200), (128, 0, 0), (170, 255, 195),
+    (230, 25, 75),
+    (255, 225, 25),
+    (60, 180, 75),
+    (245, 130, 48),
+    (145, 30, 180),
+    (70, 240, 240),
+    (240, 50, 230),
+    (210, 245, 60),
+    (250, 190, 212),
+    (0, 128, 128),
+    (220, 190, 255),
+    (170, 110, 40),
+    (255, 250, 200),
+    (128, 0, 0),
+    (170, 255, 195),
 )
 #: Short labels drawn next to the dots.
 PART_ABBREV: tuple[str, ...] = (
-    "back", "beak", "bel", "br", "cr", "fh", "lEye", "lLeg", "lW", "nape", "rEye", "rLeg", "rW", "tail", "thr",
+    "back",
+    "beak",
+    "bel",
+    "br",
+    "cr",
+    "fh",
+    "lEye",
+    "lLeg",
+    "lW",
+    "nape",
+    "rEye",
+    "rLeg",
+    "rW",
+    "tail",
+    "thr",
 )
 
 
-def _tile(sample: "BirdSample", scale: int, labels: bool, caption: str | None):
+def _tile(sample: BirdSample, scale: int, labels: bool, caption: str | None):
     from PIL import Image, ImageDraw
 
     img = Image.fromarray(sample.image).resize(
@@ -42,7 +67,9 @@ def _tile(sample: "BirdSample", scale: int, labels: bool, caption: str | None):
             x, y = (float(c) * scale + scale / 2 - 0.5 for c in sample.part_xy[i])
             r = max(2.0, scale * 1.3)
             draw.ellipse((x - r, y - r, x + r, y + r), fill=PART_COLORS[i], outline=(0, 0, 0))
-            draw.text((x + r + 1, y - r - 2), PART_ABBREV[i], fill=PART_COLORS[i], stroke_width=1, stroke_fill=(0, 0, 0))
+            draw.text(
+                (x + r + 1, y - r - 2), PART_ABBREV[i], fill=PART_COLORS[i], stroke_width=1, stroke_fill=(0, 0, 0)
+            )
     if caption:
         draw.rectangle((0, img.height - 14, img.width, img.height), fill=(0, 0, 0))
         draw.text((3, img.height - 13), caption[: img.width // 6], fill=(255, 255, 255))
@@ -50,13 +77,13 @@ def _tile(sample: "BirdSample", scale: int, labels: bool, caption: str | None):
 
 
 def contact_sheet(
-    samples: Sequence["BirdSample"],
-    counterfactuals: Sequence["Counterfactual"] = (),
+    samples: Sequence[BirdSample],
+    counterfactuals: Sequence[Counterfactual] = (),
     columns: int = 6,
     scale: int = 2,
     part_labels: bool = True,
     class_names: Sequence[str] | None = None,
-) -> "Image.Image":
+) -> Image.Image:
     """Grid of ``samples`` with visible part centres drawn as coloured, labelled dots,
     followed by rows of original | counterfactual pairs captioned with S+.
 

@@ -47,7 +47,12 @@ def substitution(
 
 
 def render_sample(
-    rendered: RenderedVocabulary, index: int, label: int, traits: Mapping[str, str], pose: Pose, image_size: int,
+    rendered: RenderedVocabulary,
+    index: int,
+    label: int,
+    traits: Mapping[str, str],
+    pose: Pose,
+    image_size: int,
     noise_seed: int,
 ) -> BirdSample:
     """Render the bird with ``traits`` in ``pose`` with background/grain ``noise_seed``, with

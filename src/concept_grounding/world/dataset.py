@@ -117,20 +117,24 @@ def _check_count(name: str, value: int) -> int:
     return int(value)
 
 
-def _split(world: ExportableWorld, start: int, count: int, is_train: bool, desc: str,
-           progress: bool = True) -> "datasets.Dataset":
+def _split(
+    world: ExportableWorld, start: int, count: int, is_train: bool, desc: str, progress: bool = True
+) -> datasets.Dataset:
     import datasets
 
     features = cub_features(world.class_names, world.vocab)
     indices = [c + k * world.num_classes for k in range(start, start + count) for c in range(world.num_classes)]
-    rows = [sample_row(world, s, is_train) for s in tqdm(world.samples(indices), total=len(indices), desc=desc, leave=False,
-                                                             disable=not progress)]
+    rows = [
+        sample_row(world, s, is_train)
+        for s in tqdm(world.samples(indices), total=len(indices), desc=desc, leave=False, disable=not progress)
+    ]
     columns = {name: [r[name] for r in rows] for name in features}
     return datasets.Dataset.from_dict(columns, features=features)
 
 
-def world_dataset_dict(world: ExportableWorld, train_per_class: int = 10, test_per_class: int = 5,
-                       progress: bool = True) -> "datasets.DatasetDict":
+def world_dataset_dict(
+    world: ExportableWorld, train_per_class: int = 10, test_per_class: int = 5, progress: bool = True
+) -> datasets.DatasetDict:
     """Render ``train_per_class`` + ``test_per_class`` images per class into a DatasetDict
     (``progress``: show the render bars)."""
     import datasets
@@ -146,9 +150,11 @@ def world_dataset_dict(world: ExportableWorld, train_per_class: int = 10, test_p
 
 
 def world_sub_dataset(
-    world: ExportableWorld, per_pairing: int = 2, pairings: list[tuple[str, str]] | None = None,
+    world: ExportableWorld,
+    per_pairing: int = 2,
+    pairings: list[tuple[str, str]] | None = None,
     progress: bool = True,
-) -> "datasets.Dataset":
+) -> datasets.Dataset:
     """SUB-schema counterfactuals: ``per_pairing`` edited birds per (class, S+) pairing.
 
     Sources are the class's samples ``c, c + C, c + 2C, ...`` in order, skipping any

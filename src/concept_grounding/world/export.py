@@ -36,9 +36,15 @@ __all__ = ["WorldExportConfig", "run_world_export", "write_world_summary"]
 FORMATS = ("hf", "cub", "sub", "all")
 #: SUB targets drawn on the contact sheet, in order
 SHOWCASE_TARGETS = (
-    "has_crown_color::pink", "has_bill_shape::needle", "has_underparts_color::red",
-    "has_breast_pattern::spotted", "has_wing_color::white", "has_tail_pattern::multi-colored",
-    "has_eye_color::yellow", "has_primary_color::blue", "has_throat_color::yellow",
+    "has_crown_color::pink",
+    "has_bill_shape::needle",
+    "has_underparts_color::red",
+    "has_breast_pattern::spotted",
+    "has_wing_color::white",
+    "has_tail_pattern::multi-colored",
+    "has_eye_color::yellow",
+    "has_primary_color::blue",
+    "has_throat_color::yellow",
 )
 #: birds rendered to measure the render speed (and drawn on the sheet, the first 18)
 PROBE_IMAGES = 60
@@ -64,16 +70,21 @@ class WorldExportConfig:
     train_per_class: int = setting(10, "training images per class", parse=nonnegative_int)
     test_per_class: int = setting(5, "test images per class", parse=nonnegative_int)
     per_pairing: int = setting(1, "SUB images per (class, attribute) pairing", parse=positive_int)
-    formats: str = setting("hf", "hf: the DatasetDict only (hf/); cub: also CUB_200_2011/; sub: also SUB/; all: all three",
-                           flag="--format", choices=FORMATS)
+    formats: str = setting(
+        "hf",
+        "hf: the DatasetDict only (hf/); cub: also CUB_200_2011/; sub: also SUB/; all: all three",
+        flag="--format",
+        choices=FORMATS,
+    )
     out: Path | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.formats not in FORMATS:
             raise ValueError(f"formats must be one of {FORMATS}, got {self.formats!r}")
         if self.train_per_class < 0 or self.test_per_class < 0:
-            raise ValueError("train_per_class and test_per_class must be >= 0, "
-                             f"got {self.train_per_class} and {self.test_per_class}")
+            raise ValueError(
+                f"train_per_class and test_per_class must be >= 0, got {self.train_per_class} and {self.test_per_class}"
+            )
         if self.per_pairing < 1:
             raise ValueError(f"per_pairing must be >= 1, got {self.per_pairing}")
 
@@ -233,6 +244,12 @@ def write_world_summary(export: WorldExport, out: str | Path | None = None) -> P
     out = export.out if out is None else Path(out)
     out.mkdir(parents=True, exist_ok=True)
     export.sheet.save(out / "contact_sheet.png")
-    _, path = write_report(out, export.summary(), summary_markdown(export), results_name="summary.json",
-                           report_name="summary.md", nan_as_null=False)
+    _, path = write_report(
+        out,
+        export.summary(),
+        summary_markdown(export),
+        results_name="summary.json",
+        report_name="summary.md",
+        nan_as_null=False,
+    )
     return path

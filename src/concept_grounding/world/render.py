@@ -40,14 +40,27 @@ __all__ = ["Rendering"]
 
 #: CUB part order (``vocab.parts``); the part map stores index + 1.
 PART_NAMES: tuple[str, ...] = (
-    "back", "beak", "belly", "breast", "crown", "forehead", "left eye", "left leg",
-    "left wing", "nape", "right eye", "right leg", "right wing", "tail", "throat",
+    "back",
+    "beak",
+    "belly",
+    "breast",
+    "crown",
+    "forehead",
+    "left eye",
+    "left leg",
+    "left wing",
+    "nape",
+    "right eye",
+    "right leg",
+    "right wing",
+    "tail",
+    "throat",
 )
 _P = {name: i + 1 for i, name in enumerate(PART_NAMES)}
 
 # ---------------------------------------------------------------- canonical geometry
-_BODY = (0.0, 0.05, 1.05, 0.58, -0.2)          # centre u, v, semi-axes a, b, angle (rad)
-_HEAD = (0.92, -0.62, 0.44)                    # centre u, v, radius
+_BODY = (0.0, 0.05, 1.05, 0.58, -0.2)  # centre u, v, semi-axes a, b, angle (rad)
+_HEAD = (0.92, -0.62, 0.44)  # centre u, v, radius
 _EYE = (_HEAD[0] + 0.3 * _HEAD[2], _HEAD[1] - 0.12 * _HEAD[2], 0.115)
 _WING = (-0.28, 0.0, 0.8, 0.3, -0.22)
 _WING_TIP = ((-0.55, -0.12), (-0.62, 0.2), (-1.42, 0.34))
@@ -63,21 +76,34 @@ _BILLS: dict[str, list] = {
     "all-purpose": [("poly", ((1.2, -0.72), (1.2, -0.5), (1.92, -0.6)))],
     "dagger": [("poly", ((1.2, -0.71), (1.2, -0.51), (2.3, -0.6)))],
     "needle": [("poly", ((1.2, -0.66), (1.2, -0.56), (2.55, -0.6)))],
-    "hooked": [("poly", ((1.2, -0.8), (1.2, -0.48), (1.82, -0.66))),
-               ("poly", ((1.64, -0.74), (1.9, -0.66), (1.82, -0.46)))],
-    "curved_(up_or_down)": [("cap", (1.25, -0.62), (1.65, -0.58), 0.06),
-                            ("cap", (1.65, -0.58), (1.98, -0.46), 0.045),
-                            ("cap", (1.98, -0.46), (2.18, -0.26), 0.03)],
-    "spatulate": [("poly", ((1.2, -0.7), (1.2, -0.48), (1.84, -0.5), (1.84, -0.68))),
-                  ("cap", (1.84, -0.59), (1.84, -0.59), 0.1)],
-    "hooked_seabird": [("poly", ((1.2, -0.72), (1.2, -0.5), (2.12, -0.55), (2.12, -0.66))),
-                       ("poly", ((2.0, -0.7), (2.26, -0.62), (2.12, -0.42)))],
+    "hooked": [
+        ("poly", ((1.2, -0.8), (1.2, -0.48), (1.82, -0.66))),
+        ("poly", ((1.64, -0.74), (1.9, -0.66), (1.82, -0.46))),
+    ],
+    "curved_(up_or_down)": [
+        ("cap", (1.25, -0.62), (1.65, -0.58), 0.06),
+        ("cap", (1.65, -0.58), (1.98, -0.46), 0.045),
+        ("cap", (1.98, -0.46), (2.18, -0.26), 0.03),
+    ],
+    "spatulate": [
+        ("poly", ((1.2, -0.7), (1.2, -0.48), (1.84, -0.5), (1.84, -0.68))),
+        ("cap", (1.84, -0.59), (1.84, -0.59), 0.1),
+    ],
+    "hooked_seabird": [
+        ("poly", ((1.2, -0.72), (1.2, -0.5), (2.12, -0.55), (2.12, -0.66))),
+        ("poly", ((2.0, -0.7), (2.26, -0.62), (2.12, -0.42))),
+    ],
 }
 #: bill shape -> canonical beak centre (midpoint of the visible bill).
 _BILL_CENTRES = {
-    "cone": (1.52, -0.6), "all-purpose": (1.6, -0.6), "dagger": (1.78, -0.6),
-    "needle": (1.9, -0.6), "hooked": (1.58, -0.63), "curved_(up_or_down)": (1.72, -0.56),
-    "spatulate": (1.62, -0.59), "hooked_seabird": (1.74, -0.6),
+    "cone": (1.52, -0.6),
+    "all-purpose": (1.6, -0.6),
+    "dagger": (1.78, -0.6),
+    "needle": (1.9, -0.6),
+    "hooked": (1.58, -0.63),
+    "curved_(up_or_down)": (1.72, -0.56),
+    "spatulate": (1.62, -0.59),
+    "hooked_seabird": (1.74, -0.6),
 }
 
 #: canonical part centres for a bird facing right (near = right side).
@@ -209,7 +235,7 @@ def _draw_wing(cv: Canvas, t: Mapping[str, str], part: int) -> None:
     cu, cvv, a, b, ang = geo
     d = shapes.union(shapes.ellipse(u, v, cu, cvv, a, b, ang), shapes.convex_polygon(u, v, tip))
     c, s = np.cos(ang), np.sin(ang)
-    along = (u - cu) * c + (v - cvv) * s          # towards the shoulder (+), tip (-)
+    along = (u - cu) * c + (v - cvv) * s  # towards the shoulder (+), tip (-)
     across = -(u - cu) * s + (v - cvv) * c
     pat = t["wing_pattern"]
     if pat == "striped":
@@ -262,8 +288,12 @@ def _draw_head(cv: Canvas, t: Mapping[str, str]) -> None:
     part = np.full(u.shape, _P["crown"], np.uint8)
     part[forehead], part[throat], part[nape] = _P["forehead"], _P["throat"], _P["nape"]
     table = np.zeros((16, 3), np.float32)
-    for name, group in (("crown", "crown_color"), ("forehead", "forehead_color"),
-                        ("throat", "throat_color"), ("nape", "nape_color")):
+    for name, group in (
+        ("crown", "crown_color"),
+        ("forehead", "forehead_color"),
+        ("throat", "throat_color"),
+        ("nape", "nape_color"),
+    ):
         table[_P[name]] = _rgb(t[group])
     cv.paint(win, d, table[part] * _light(v), part)
 
@@ -366,6 +396,6 @@ def part_centres(cv: Canvas, traits: Mapping[str, str], near: str, far: str):
     for i in range(len(PART_NAMES)):
         xi, yi = int(round(float(x[i]))), int(round(float(y[i])))
         if 0 <= xi < size and 0 <= yi < size:
-            patch = cv.pmap[max(yi - 1, 0): yi + 2, max(xi - 1, 0): xi + 2]
+            patch = cv.pmap[max(yi - 1, 0) : yi + 2, max(xi - 1, 0) : xi + 2]
             visible[i] = bool((patch == i + 1).any())
     return xy, visible

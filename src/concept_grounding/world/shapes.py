@@ -58,7 +58,9 @@ def convex_polygon(u: np.ndarray, v: np.ndarray, points: Sequence[tuple[float, f
     return np.maximum(d, box)
 
 
-def capsule(u: np.ndarray, v: np.ndarray, p0: tuple[float, float], p1: tuple[float, float], radius: float) -> np.ndarray:
+def capsule(
+    u: np.ndarray, v: np.ndarray, p0: tuple[float, float], p1: tuple[float, float], radius: float
+) -> np.ndarray:
     """Segment p0-p1 thickened by ``radius`` (exact distance)."""
     ax, ay = p0
     bx, by = p1

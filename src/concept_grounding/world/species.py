@@ -109,11 +109,11 @@ BILL_SHAPES: tuple[str, ...] = (
 
 #: Group -> the values the world can draw, for base and derived groups.
 RENDERED_VALUES: dict[str, tuple[str, ...]] = {
-    **{g: _COLOR_NAMES for g in COLOR_GROUPS},
+    **dict.fromkeys(COLOR_GROUPS, _COLOR_NAMES),
     "eye_color": _EYE_COLORS,
     "bill_shape": BILL_SHAPES,
-    **{g: _PATTERNS for g in PATTERN_GROUPS},
-    **{g: _COLOR_NAMES for g in DERIVED_GROUPS},
+    **dict.fromkeys(PATTERN_GROUPS, _PATTERNS),
+    **dict.fromkeys(DERIVED_GROUPS, _COLOR_NAMES),
 }
 
 
@@ -137,7 +137,7 @@ class RenderedVocabulary:
     attributes: tuple[int, ...]
 
     @classmethod
-    def of(cls, vocab: Vocabulary) -> "RenderedVocabulary":
+    def of(cls, vocab: Vocabulary) -> RenderedVocabulary:
         """The rendered subset of ``vocab`` (per :data:`RENDERED_VALUES`)."""
         groups = tuple(g for g in vocab.groups if g in RENDERED_VALUES)
         indices = sorted(vocab.attribute_index(f"has_{g}::{v}") for g in groups for v in RENDERED_VALUES[g])
@@ -174,8 +174,7 @@ def substitute(traits: Mapping[str, str], group: str, value: str) -> dict[str, s
     """
     if group not in RENDERED_VALUES:
         raise ValueError(
-            f"attribute group {group!r} is not rendered by the bird world; "
-            f"rendered groups: {sorted(RENDERED_VALUES)}"
+            f"attribute group {group!r} is not rendered by the bird world; rendered groups: {sorted(RENDERED_VALUES)}"
         )
     if value not in RENDERED_VALUES[group]:
         raise ValueError(
@@ -206,19 +205,66 @@ def _pick(rng: np.random.Generator, table: Mapping[str, float]) -> str:
     return names[int(rng.choice(len(names), p=p / p.sum()))]
 
 
-_MAIN = {"brown": 4, "grey": 4, "black": 3, "olive": 2, "blue": 2, "green": 2, "red": 1.5,
-         "yellow": 1.5, "rufous": 1, "buff": 1, "white": 1, "iridescent": 1, "purple": 0.7,
-         "orange": 0.7, "pink": 0.3}
-_UNDER = {"white": 4, "buff": 2, "grey": 2, "yellow": 2, "red": 1, "orange": 1, "rufous": 1,
-          "brown": 1, "black": 0.7, "pink": 0.5, "blue": 0.5, "green": 0.5}
-_HEAD = {"black": 3, "red": 1.5, "blue": 1, "white": 1, "grey": 1.5, "yellow": 1, "brown": 1,
-         "rufous": 0.7, "green": 0.7, "iridescent": 0.5, "purple": 0.5, "orange": 0.5, "pink": 0.3}
+_MAIN = {
+    "brown": 4,
+    "grey": 4,
+    "black": 3,
+    "olive": 2,
+    "blue": 2,
+    "green": 2,
+    "red": 1.5,
+    "yellow": 1.5,
+    "rufous": 1,
+    "buff": 1,
+    "white": 1,
+    "iridescent": 1,
+    "purple": 0.7,
+    "orange": 0.7,
+    "pink": 0.3,
+}
+_UNDER = {
+    "white": 4,
+    "buff": 2,
+    "grey": 2,
+    "yellow": 2,
+    "red": 1,
+    "orange": 1,
+    "rufous": 1,
+    "brown": 1,
+    "black": 0.7,
+    "pink": 0.5,
+    "blue": 0.5,
+    "green": 0.5,
+}
+_HEAD = {
+    "black": 3,
+    "red": 1.5,
+    "blue": 1,
+    "white": 1,
+    "grey": 1.5,
+    "yellow": 1,
+    "brown": 1,
+    "rufous": 0.7,
+    "green": 0.7,
+    "iridescent": 0.5,
+    "purple": 0.5,
+    "orange": 0.5,
+    "pink": 0.3,
+}
 _DARK = {"black": 3, "grey": 2, "brown": 2, "white": 0.7, "blue": 0.5, "olive": 0.5}
 _EYE = {"black": 6, "brown": 3, "red": 1, "yellow": 1, "white": 0.7, "blue": 0.5, "orange": 0.5}
 _LEG = {"grey": 3, "black": 3, "pink": 2, "brown": 2, "yellow": 1, "orange": 1, "red": 0.3}
 _BILL = {"black": 4, "grey": 3, "yellow": 1.5, "orange": 1.5, "pink": 1, "brown": 1, "red": 0.7}
-_SHAPE = {"cone": 3, "all-purpose": 4, "dagger": 1.5, "needle": 1, "hooked": 1,
-          "curved_(up_or_down)": 1, "spatulate": 1, "hooked_seabird": 0.7}
+_SHAPE = {
+    "cone": 3,
+    "all-purpose": 4,
+    "dagger": 1.5,
+    "needle": 1,
+    "hooked": 1,
+    "curved_(up_or_down)": 1,
+    "spatulate": 1,
+    "hooked_seabird": 0.7,
+}
 _BREAST_PAT = {"solid": 5, "striped": 2, "spotted": 1.5, "multi-colored": 1}
 _WING_PAT = {"solid": 4, "multi-colored": 3.5, "striped": 1.5, "spotted": 1}
 _TAIL_PAT = {"solid": 5, "multi-colored": 2.5, "striped": 1.2, "spotted": 0.8}

@@ -33,10 +33,23 @@ __all__ = ["STYLES", "stylise"]
 STYLES: tuple[str, ...] = ("photo", "art_painting", "cartoon", "sketch")
 
 #: the art painting's warm palette (RGB)
-_PALETTE = np.array([
-    [38, 28, 22], [92, 58, 36], [150, 96, 52], [204, 152, 88], [238, 214, 160], [250, 240, 214],
-    [64, 84, 60], [110, 140, 90], [70, 96, 140], [140, 170, 200], [180, 60, 40], [220, 120, 60],
-], dtype=np.float32)
+_PALETTE = np.array(
+    [
+        [38, 28, 22],
+        [92, 58, 36],
+        [150, 96, 52],
+        [204, 152, 88],
+        [238, 214, 160],
+        [250, 240, 214],
+        [64, 84, 60],
+        [110, 140, 90],
+        [70, 96, 140],
+        [140, 170, 200],
+        [180, 60, 40],
+        [220, 120, 60],
+    ],
+    dtype=np.float32,
+)
 
 
 def _grey(image: np.ndarray) -> np.ndarray:
@@ -63,7 +76,11 @@ def _texture(shape: tuple[int, int], period: int, seed: int) -> np.ndarray:
 
 def _photo(image: np.ndarray, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
-    out = image.astype(np.float32) + rng.normal(0.0, 6.0, image.shape) + 4.0 * _texture(image.shape[:2], 7, seed)[..., None]
+    out = (
+        image.astype(np.float32)
+        + rng.normal(0.0, 6.0, image.shape)
+        + 4.0 * _texture(image.shape[:2], 7, seed)[..., None]
+    )
     return out
 
 

@@ -104,7 +104,7 @@ class BirdWorld:
         """The :class:`Pose` sample ``index`` is drawn in, without rendering it."""
         return self._draw(index)[1]
 
-    def composition(self, index: int, count: int = 1) -> "Composition":
+    def composition(self, index: int, count: int = 1) -> Composition:
         """Sample ``index`` drawn as a composition of ``count`` (1-3) birds with its scene,
         facing and traits (see :mod:`.composition`); deterministic in (seed, index, count)."""
         from .composition import Composition, flock_poses, render_flock
@@ -113,9 +113,18 @@ class BirdWorld:
         rng = np.random.default_rng([self.config.seed, int(index), 101, int(count)])
         poses = flock_poses(pose, int(count), self.config.image_size, rng)
         image, masks, xy = render_flock(traits, poses, self.config.image_size, noise_seed)
-        return Composition(index=int(index), label=label, count=int(count), scene=pose.background_name,
-                           facing=pose.facing, image=image, mask=masks.any(axis=0), bird_masks=masks,
-                           part_xy=xy, attributes=trait_labels(traits, self.vocab))
+        return Composition(
+            index=int(index),
+            label=label,
+            count=int(count),
+            scene=pose.background_name,
+            facing=pose.facing,
+            image=image,
+            mask=masks.any(axis=0),
+            bird_masks=masks,
+            part_xy=xy,
+            attributes=trait_labels(traits, self.vocab),
+        )
 
     # ------------------------------------------------------------ counterfactuals
     def counterfactual(self, sample: BirdSample, target_attribute: str) -> Counterfactual:
@@ -141,15 +150,17 @@ class BirdWorld:
         return render_sample(self.rendered, index, label, traits, pose, self.config.image_size, noise_seed), removed
 
     # ------------------------------------------------------------------- exports
-    def to_dataset_dict(self, train_per_class: int = 10, test_per_class: int = 5,
-                        progress: bool = True) -> "datasets.DatasetDict":
+    def to_dataset_dict(
+        self, train_per_class: int = 10, test_per_class: int = 5, progress: bool = True
+    ) -> datasets.DatasetDict:
         """``"train"``/``"test"`` splits with :func:`concept_grounding.schema.cub_features`."""
         from .dataset import world_dataset_dict
 
         return world_dataset_dict(self, train_per_class, test_per_class, progress=progress)
 
-    def sub_dataset(self, per_pairing: int = 2, pairings: list[tuple[str, str]] | None = None,
-                    progress: bool = True) -> "datasets.Dataset":
+    def sub_dataset(
+        self, per_pairing: int = 2, pairings: list[tuple[str, str]] | None = None, progress: bool = True
+    ) -> datasets.Dataset:
         """SUB-schema counterfactual set (:func:`concept_grounding.schema.sub_features`)."""
         from .dataset import world_sub_dataset
 

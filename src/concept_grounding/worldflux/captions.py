@@ -34,7 +34,7 @@ _PHRASE_GROUPS = (
 _PATTERN_GROUPS = ("breast_pattern", "wing_pattern", "tail_pattern")
 
 
-def held_out_matrix(world: "BirdWorld") -> np.ndarray:
+def held_out_matrix(world: BirdWorld) -> np.ndarray:
     """(C, 312) bool: ``True`` at (class, attribute) for every SUB pairing of the world."""
     out = np.zeros((world.num_classes, world.vocab.num_attributes), bool)
     for name, attribute in world.default_pairings():
@@ -47,7 +47,7 @@ def is_held_out_free(labels: np.ndarray, label: int, held_out: np.ndarray) -> bo
     return not bool(np.any(held_out[label] & (np.asarray(labels) > 0)))
 
 
-def phrase_attributes(labels: np.ndarray, world: "BirdWorld") -> list[str]:
+def phrase_attributes(labels: np.ndarray, world: BirdWorld) -> list[str]:
     """CUB attribute names the image shows that have a TDG phrase, in vocabulary order."""
     vocab = world.vocab
     out = []
@@ -58,7 +58,7 @@ def phrase_attributes(labels: np.ndarray, world: "BirdWorld") -> list[str]:
     return out
 
 
-def _species_with(world: "BirdWorld", attribute: str) -> list[str]:
+def _species_with(world: BirdWorld, attribute: str) -> list[str]:
     j = world.vocab.attribute_index(attribute)
     return [class_display_name(c) for c, row in zip(world.class_names, world.class_attributes) if row[j]]
 
@@ -90,8 +90,9 @@ def caption_thresholds(guide_rate: float = GUIDE_CAPTION_RATE) -> tuple[float, f
     return (species * k, attributes * k, end, end + (pattern - guide_end) * k, end + (shape - guide_end) * k)
 
 
-def make_caption(labels: np.ndarray, label: int, world: "BirdWorld", rng: np.random.Generator,
-                 guide_rate: float = GUIDE_CAPTION_RATE) -> str:
+def make_caption(
+    labels: np.ndarray, label: int, world: BirdWorld, rng: np.random.Generator, guide_rate: float = GUIDE_CAPTION_RATE
+) -> str:
     """One caption for an image of class ``label`` with (312,) exact ``labels`` (see module
     doc); the colour guide form is drawn with probability ``guide_rate``."""
     name = class_display_name(world.class_names[label])
@@ -164,8 +165,9 @@ def compose_caption(caption: str, count: int, scene: str, facing: str, rng: np.r
     else:
         relation = action = False
     noun, _, attribute = caption.removeprefix(_ONE_BIRD).partition(" with ")
-    return CompositionPrompt(noun, count, attribute or None, scene if relation and scene in RELATIONS else None,
-                             facing if action else None).text
+    return CompositionPrompt(
+        noun, count, attribute or None, scene if relation and scene in RELATIONS else None, facing if action else None
+    ).text
 
 
 def caption_phrase(attribute: str) -> str:
@@ -186,7 +188,7 @@ def _words(text: str) -> list[str]:
     return [w for w, _ in Whitespace().pre_tokenize_str(text.lower())]
 
 
-def caption_vocabulary(world: "BirdWorld", compositions: bool = False) -> list[str]:
+def caption_vocabulary(world: BirdWorld, compositions: bool = False) -> list[str]:
     """Every word a caption or a TDG prompt of the world's pairings can contain, sorted; with
     ``compositions``, also the words of :func:`compose_caption`'s counts, relations and actions."""
     words: set[str] = set(_words("a photo of a bird with the body of and beak like"))

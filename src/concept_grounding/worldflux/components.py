@@ -61,8 +61,9 @@ class FluxTrainConfig:
 
     world: WorldConfig = TRAINING_WORLD
     per_class: int = setting(400, "training renders per species", parse=int)
-    vae_blocks: tuple[int, ...] = setting((16, 32, 64), "AutoencoderKL block widths, e.g. 32,64,128",
-                                          parse=positive_int_list)
+    vae_blocks: tuple[int, ...] = setting(
+        (16, 32, 64), "AutoencoderKL block widths, e.g. 32,64,128", parse=positive_int_list
+    )
     latent_channels: int = setting(8, "VAE latent channels", parse=int)
     vae_steps: int = setting(800, "VAE training steps (0 with --init-from: keep its VAE)", parse=int)
     vae_batch: int = setting(32, "VAE batch size", parse=int)
@@ -75,8 +76,9 @@ class FluxTrainConfig:
     single_layers: int = setting(4, "single-stream transformer blocks", parse=int)
     heads: int = setting(4, "transformer attention heads", parse=int)
     head_dim: int = setting(32, "transformer width per head (multiple of 4)", parse=int)
-    steps: int | None = setting(None, "transformer steps (default: fit --minutes; 0 with --init-from: keep its "
-                                      "transformer)", parse=int)
+    steps: int | None = setting(
+        None, "transformer steps (default: fit --minutes; 0 with --init-from: keep its transformer)", parse=int
+    )
     minutes: float = setting(42.0, "transformer wall-time budget when --steps is not given", parse=float)
     batch: int = setting(32, "transformer batch size", parse=int)
     lr: float = setting(8e-4, "transformer peak learning rate (cosine schedule)", parse=float)
@@ -84,25 +86,46 @@ class FluxTrainConfig:
     ema: float = 0.999
     caption_dropout: float = 0.1
     checkpoint_every: int = setting(200, "transformer steps between checkpoints", parse=int)
-    vae_deviant_per_class: int = setting(0, "deviation-rate-1 renders per class added to the VAE's training set "
-                                            "(attributes drawn independently of the species)", parse=int)
-    vae_part_weight: float = setting(0.0, "lambda of the VAE's part-weighted pixel loss (every part gets the same "
-                                          "extra weight; 0: plain)", parse=float)
-    init_from: str | None = setting(None, "FluxPipeline folder of the same sizes (e.g. the shipped world Flux) to "
-                                           "start from", parse=str)
-    vae_decoder_only: bool = setting(False, "fit only the --init-from VAE's decoder (its encoder and latent space are "
-                                            "kept, so its transformer stays valid)", action="store_true")
-    guide_captions: float = setting(0.20, "probability of TDG's colour guide caption 'a photo of a bird with {S}' "
-                                          "(the other forms keep their proportions)", parse=float)
-    compositions: float = setting(0.0, "composition renders per species, as a fraction of --per-class: 1-3 birds in a "
-                                       "varied scene and facing, captioned with their count, relation and action "
-                                       "(ConceptBed's categories; 0: none)", parse=float)
+    vae_deviant_per_class: int = setting(
+        0,
+        "deviation-rate-1 renders per class added to the VAE's training set "
+        "(attributes drawn independently of the species)",
+        parse=int,
+    )
+    vae_part_weight: float = setting(
+        0.0,
+        "lambda of the VAE's part-weighted pixel loss (every part gets the same extra weight; 0: plain)",
+        parse=float,
+    )
+    init_from: str | None = setting(
+        None, "FluxPipeline folder of the same sizes (e.g. the shipped world Flux) to start from", parse=str
+    )
+    vae_decoder_only: bool = setting(
+        False,
+        "fit only the --init-from VAE's decoder (its encoder and latent space are "
+        "kept, so its transformer stays valid)",
+        action="store_true",
+    )
+    guide_captions: float = setting(
+        0.20,
+        "probability of TDG's colour guide caption 'a photo of a bird with {S}' "
+        "(the other forms keep their proportions)",
+        parse=float,
+    )
+    compositions: float = setting(
+        0.0,
+        "composition renders per species, as a fraction of --per-class: 1-3 birds in a "
+        "varied scene and facing, captioned with their count, relation and action "
+        "(ConceptBed's categories; 0: none)",
+        parse=float,
+    )
 
     def __post_init__(self) -> None:
         down = 2 ** (len(self.vae_blocks) - 1) * 2
         if self.world.image_size % down:
-            raise ValueError(f"image_size must be a multiple of {down} for vae_blocks={self.vae_blocks}, "
-                             f"got {self.world.image_size}")
+            raise ValueError(
+                f"image_size must be a multiple of {down} for vae_blocks={self.vae_blocks}, got {self.world.image_size}"
+            )
         if self.vae_steps < 0 or (self.vae_steps == 0 and not self.init_from):
             raise ValueError(f"vae_steps must be > 0 (or 0 with init_from: keep its VAE), got {self.vae_steps}")
         for name in ("per_class", "vae_batch", "batch", "max_length", "checkpoint_every"):
@@ -135,14 +158,24 @@ class FluxTrainConfig:
         (``image_size``, ``class_names``, ``seed``, ``pose``, ``zoom``, ``scene``; ``deviation_rate``
         only when not the default), in the order of the files written before the world was nested."""
         w = self.world
-        world = {"image_size": w.image_size, "class_names": list(w.class_names) if w.class_names is not None else None,
-                 "seed": w.seed, "pose": w.pose, "zoom": w.zoom, "scene": w.scene}
+        world = {
+            "image_size": w.image_size,
+            "class_names": list(w.class_names) if w.class_names is not None else None,
+            "seed": w.seed,
+            "pose": w.pose,
+            "zoom": w.zoom,
+            "scene": w.scene,
+        }
         if w.deviation_rate != WorldConfig.deviation_rate:
             world["deviation_rate"] = w.deviation_rate
         own = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "world"}
         own["vae_blocks"] = list(self.vae_blocks)
-        later = {k: own.pop(k) for k in ("vae_deviant_per_class", "vae_part_weight", "init_from", "vae_decoder_only")}  # the attribute-preserving VAE's
-        if own["guide_captions"] == FluxTrainConfig.guide_captions:  # version 3's; absent from the files of earlier runs
+        later = {
+            k: own.pop(k) for k in ("vae_deviant_per_class", "vae_part_weight", "init_from", "vae_decoder_only")
+        }  # the attribute-preserving VAE's
+        if (
+            own["guide_captions"] == FluxTrainConfig.guide_captions
+        ):  # version 3's; absent from the files of earlier runs
             own.pop("guide_captions")
         else:
             later["guide_captions"] = own.pop("guide_captions")
@@ -150,11 +183,17 @@ class FluxTrainConfig:
             own.pop("compositions")
         else:
             later["compositions"] = own.pop("compositions")
-        return {"image_size": world.pop("image_size"), "per_class": own.pop("per_class"),
-                "class_names": world.pop("class_names"), **own, **world, **later}
+        return {
+            "image_size": world.pop("image_size"),
+            "per_class": own.pop("per_class"),
+            "class_names": world.pop("class_names"),
+            **own,
+            **world,
+            **later,
+        }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "FluxTrainConfig":
+    def from_dict(cls, d: dict[str, Any]) -> FluxTrainConfig:
         """Inverse of :meth:`to_dict` (unknown keys, such as the ``extra`` of older files, are
         ignored); a log written before the world settings existed was trained on the varied world."""
         d = {"pose": "varied", "scene": "varied", **d}

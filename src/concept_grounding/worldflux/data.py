@@ -47,8 +47,9 @@ COUNT_PROBABILITIES = (0.4, 0.3, 0.3)
 def composition_counts(seed: int, indices: list[int]) -> np.ndarray:
     """(N,) bird counts of the composition renders ``indices`` (:data:`COUNT_PROBABILITIES`),
     a function of ``(seed, index)``."""
-    return np.asarray([int(np.random.default_rng([seed, i, 202]).choice(3, p=COUNT_PROBABILITIES)) + 1
-                       for i in indices], np.int64)
+    return np.asarray(
+        [int(np.random.default_rng([seed, i, 202]).choice(3, p=COUNT_PROBABILITIES)) + 1 for i in indices], np.int64
+    )
 
 
 def render_training_set(cfg: FluxTrainConfig, progress: bool = True, workers: int = 1) -> dict[str, np.ndarray]:
@@ -75,16 +76,28 @@ def render_training_set(cfg: FluxTrainConfig, progress: bool = True, workers: in
         return data
     plain = "plain" if world.config.scene == "plain" else ""
     facing = "right" if world.config.pose == "canonical" else ""
-    base = {"composed": np.zeros(len(chosen), bool), "count": np.ones(len(chosen), np.int64),
-            "scene": np.asarray([plain] * len(chosen), "<U8"), "facing": np.asarray([facing] * len(chosen), "<U8")}
+    base = {
+        "composed": np.zeros(len(chosen), bool),
+        "count": np.ones(len(chosen), np.int64),
+        "scene": np.asarray([plain] * len(chosen), "<U8"),
+        "facing": np.asarray([facing] * len(chosen), "<U8"),
+    }
     if not plain or not facing:  # a varied training world: read its scenes and facings back
-        rendered = render_fields(world.config, chosen, ("scene", "facing"), workers, "truth", progress,
-                                 counts=[1] * len(chosen))
+        rendered = render_fields(
+            world.config, chosen, ("scene", "facing"), workers, "truth", progress, counts=[1] * len(chosen)
+        )
         base["scene"], base["facing"] = rendered["scene"].astype("<U8"), rendered["facing"].astype("<U8")
     extra = _held_out_free_indices(world, n_comp, skip=cfg.per_class)
     counts = composition_counts(world.config.seed, extra)
-    comp = render_fields(composition_config(world.config), extra, ("image", "label", "attributes", "scene", "facing"), workers,
-                         "compositions", progress, counts=counts.tolist())
+    comp = render_fields(
+        composition_config(world.config),
+        extra,
+        ("image", "label", "attributes", "scene", "facing"),
+        workers,
+        "compositions",
+        progress,
+        counts=counts.tolist(),
+    )
     return {
         "images": np.concatenate([data["images"], comp["image"]]),
         "labels": np.concatenate([data["labels"], comp["label"].astype(np.int64)]),
@@ -97,13 +110,20 @@ def render_training_set(cfg: FluxTrainConfig, progress: bool = True, workers: in
     }
 
 
-def batch_captions(data: dict[str, np.ndarray], indices: list[int], flipped: list[bool], world: Any,
-                   rng: np.random.Generator, cfg: FluxTrainConfig) -> list[str]:
+def batch_captions(
+    data: dict[str, np.ndarray],
+    indices: list[int],
+    flipped: list[bool],
+    world: Any,
+    rng: np.random.Generator,
+    cfg: FluxTrainConfig,
+) -> list[str]:
     """One training caption per drawn image ``indices[j]`` (mirrored where ``flipped[j]``):
     :func:`make_caption` (``""`` with ``cfg.caption_dropout``), and for a composition render
     :func:`compose_caption` with its count, scene and the facing the (mirrored) image shows."""
     prompts = [
-        "" if rng.random() < cfg.caption_dropout
+        ""
+        if rng.random() < cfg.caption_dropout
         else make_caption(data["attributes"][i], int(data["labels"][i]), world, rng, cfg.guide_captions)
         for i in indices
     ]

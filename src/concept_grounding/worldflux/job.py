@@ -19,7 +19,6 @@ the pipeline folder, ``loss_curve.png``, ``samples.png``, ``train_log.json`` and
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -58,15 +57,18 @@ class TrainFluxConfig:
     work_dir: Path = setting(help="checkpoint / cache folder (resume from here)", parse=Path)
     tiny: bool = setting(False, "2 classes, 8 images, 2 steps per stage: a smoke test", action="store_true")
     size: int = setting(32, "image side in pixels", parse=int)
-    threads: int = setting(1, "torch CPU threads (1: on a shared 2-core machine one thread ran 5x faster than two)",
-                           parse=int)
+    threads: int = setting(
+        1, "torch CPU threads (1: on a shared 2-core machine one thread ran 5x faster than two)", parse=int
+    )
     pose: str = setting("canonical", "pose of the training renders (WorldConfig.pose)", choices=("canonical", "varied"))
     zoom: float = setting(1.0, "bird size factor of the training renders (WorldConfig.zoom)", parse=float)
     scene: str = setting("plain", "background of the training renders (WorldConfig.scene)", choices=("plain", "varied"))
     seed: int = setting(0, "seed of the renders and the training", parse=int)
     workers: int = setting(1, "processes rendering the training sets (same renders for any count)", parse=int)
-    device: str = setting("cpu", "torch device of the VAE, latents and transformer training (e.g. cuda; rendering "
-                                 "and export stay on the CPU)")
+    device: str = setting(
+        "cpu",
+        "torch device of the VAE, latents and transformer training (e.g. cuda; rendering and export stay on the CPU)",
+    )
     progress: bool = setting(True, "show no progress bars", flag="--no-progress", action="store_false")
     out: Path | None = None
     train: FluxTrainConfig = nested(FluxTrainConfig, given=_trained_world)
@@ -98,10 +100,23 @@ class TrainFluxConfig:
         t = self.train
         if self.tiny:
             return replace(
-                t, world=replace(TRAINING_WORLD, class_names=("017.Cardinal", "073.Blue_Jay"), seed=self.seed),
-                per_class=4, vae_blocks=(8, 16), latent_channels=4, vae_steps=0 if t.vae_steps == 0 else 2,
-                vae_batch=4, text_width=16, text_layers=1, layers=1, single_layers=1, heads=2, head_dim=16, batch=4,
-                warmup=1, checkpoint_every=1, steps=0 if t.steps == 0 else 2,
+                t,
+                world=replace(TRAINING_WORLD, class_names=("017.Cardinal", "073.Blue_Jay"), seed=self.seed),
+                per_class=4,
+                vae_blocks=(8, 16),
+                latent_channels=4,
+                vae_steps=0 if t.vae_steps == 0 else 2,
+                vae_batch=4,
+                text_width=16,
+                text_layers=1,
+                layers=1,
+                single_layers=1,
+                heads=2,
+                head_dim=16,
+                batch=4,
+                warmup=1,
+                checkpoint_every=1,
+                steps=0 if t.steps == 0 else 2,
             )
         return replace(t, world=self.world())
 
@@ -132,8 +147,10 @@ class TrainFluxResult:
 
     def summary(self) -> dict[str, Any]:
         """The headline numbers the command prints."""
-        return {k: self.record[k] for k in ("parameters", "bytes_on_disk", "flux_steps", "flux_seconds",
-                                            "final_loss_mean_last_100")}
+        return {
+            k: self.record[k]
+            for k in ("parameters", "bytes_on_disk", "flux_steps", "flux_seconds", "final_loss_mean_last_100")
+        }
 
 
 def run_train_flux(config: TrainFluxConfig) -> TrainFluxResult:
@@ -148,6 +165,13 @@ def run_train_flux(config: TrainFluxConfig) -> TrainFluxResult:
     training = config.training_config()
     from .train import train_world_flux
 
-    record = train_world_flux(training, config.out, config.work_dir, progress=config.progress,
-                              threads=config.threads, device=config.device, workers=config.workers)
+    record = train_world_flux(
+        training,
+        config.out,
+        config.work_dir,
+        progress=config.progress,
+        threads=config.threads,
+        device=config.device,
+        workers=config.workers,
+    )
     return TrainFluxResult(config, Path(config.out), record)

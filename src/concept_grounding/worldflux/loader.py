@@ -20,8 +20,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["WORLD_FLUX_DIR", "WORLD_TRUE_CFG", "WORLD_STEPS", "WORLD_TDG_EXPECTATION", "WorldFluxSettings",
-           "world_flux_settings", "world_flux_path", "load_world_flux", "world_flux_call_kwargs", "trained_world_config"]
+__all__ = [
+    "WORLD_FLUX_DIR",
+    "WORLD_TRUE_CFG",
+    "WORLD_STEPS",
+    "WORLD_TDG_EXPECTATION",
+    "WorldFluxSettings",
+    "world_flux_settings",
+    "world_flux_path",
+    "load_world_flux",
+    "world_flux_call_kwargs",
+    "trained_world_config",
+]
 
 #: The shipped pipeline folder (package data).
 WORLD_FLUX_DIR = Path(__file__).resolve().parent.parent / "assets" / "world_flux"
@@ -43,7 +53,9 @@ WORLD_TDG_EXPECTATION = (
 def world_flux_path() -> Path:
     """The shipped pipeline folder; raises ``FileNotFoundError`` if the weights are missing."""
     if not (WORLD_FLUX_DIR / "model_index.json").is_file():
-        raise FileNotFoundError(f"world Flux weights not found in {WORLD_FLUX_DIR} (train them with `concept-grounding train-flux`)")
+        raise FileNotFoundError(
+            f"world Flux weights not found in {WORLD_FLUX_DIR} (train them with `concept-grounding train-flux`)"
+        )
     return WORLD_FLUX_DIR
 
 
@@ -70,7 +82,9 @@ class WorldFluxSettings:
         """The call arguments beyond size, prompt length and steps: ``true_cfg_scale``, ``negative_prompt``."""
         return {"true_cfg_scale": self.true_cfg_scale, "negative_prompt": self.negative_prompt}
 
-    def call_kwargs(self, *, true_cfg_scale: float | None = None, num_inference_steps: int | None = None) -> dict[str, Any]:
+    def call_kwargs(
+        self, *, true_cfg_scale: float | None = None, num_inference_steps: int | None = None
+    ) -> dict[str, Any]:
         """``height``, ``width``, ``max_sequence_length``, ``true_cfg_scale``, ``num_inference_steps``
         (the settings' own unless given; ``negative_prompt`` must be passed beside them)."""
         return {
@@ -78,7 +92,9 @@ class WorldFluxSettings:
             "width": int(self.size),
             "max_sequence_length": int(self.max_sequence_length),
             "true_cfg_scale": float(self.true_cfg_scale if true_cfg_scale is None else true_cfg_scale),
-            "num_inference_steps": int(self.num_inference_steps if num_inference_steps is None else num_inference_steps),
+            "num_inference_steps": int(
+                self.num_inference_steps if num_inference_steps is None else num_inference_steps
+            ),
         }
 
 
@@ -113,13 +129,16 @@ def load_world_flux(path: str | Path | None = None, pipeline_cls: type | None = 
     return load_flux_pipeline(world_flux_folder(path), torch_dtype or "float32", pipeline_cls)
 
 
-def world_flux_call_kwargs(pipe: Any, true_cfg_scale: float = WORLD_TRUE_CFG, num_inference_steps: int = WORLD_STEPS) -> dict[str, Any]:
+def world_flux_call_kwargs(
+    pipe: Any, true_cfg_scale: float = WORLD_TRUE_CFG, num_inference_steps: int = WORLD_STEPS
+) -> dict[str, Any]:
     """Keyword arguments a loaded world-Flux ``pipe`` needs (:meth:`WorldFluxSettings.call_kwargs`
     of its trained resolution and prompt length): ``height``, ``width``, ``max_sequence_length``,
     ``true_cfg_scale``, ``num_inference_steps`` (``negative_prompt=""`` must be passed beside them).
     """
-    settings = WorldFluxSettings(size=int(pipe.vae.config.sample_size),
-                                 max_sequence_length=int(pipe.tokenizer_2.model_max_length))
+    settings = WorldFluxSettings(
+        size=int(pipe.vae.config.sample_size), max_sequence_length=int(pipe.tokenizer_2.model_max_length)
+    )
     return settings.call_kwargs(true_cfg_scale=true_cfg_scale, num_inference_steps=num_inference_steps)
 
 

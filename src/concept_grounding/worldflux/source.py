@@ -48,9 +48,16 @@ class WorldFlux:
     def resolve(self) -> FluxModel:
         settings = world_flux_settings(self.path)
         name = WORLD_MODEL if self.path is None else str(Path(self.path).resolve())
-        return FluxModel(name, "float32", settings.size, settings.max_sequence_length,
-                         partial(_load_world_tdg, self.path), settings.extra(),
-                         default_steps=settings.num_inference_steps, uses_guidance=False)
+        return FluxModel(
+            name,
+            "float32",
+            settings.size,
+            settings.max_sequence_length,
+            partial(_load_world_tdg, self.path),
+            settings.extra(),
+            default_steps=settings.num_inference_steps,
+            uses_guidance=False,
+        )
 
 
 def _bird_world() -> Any:

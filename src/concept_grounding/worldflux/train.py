@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from .captions import caption_vocabulary, word_tokenizers
-from .data import batch_captions, render_training_set
 from .components import FluxTrainConfig, build_scheduler, build_text_encoders, build_transformer
+from .data import batch_captions, render_training_set
 from .training_utils import atomic_save, cosine_lr, grow_vocabulary, training_world
 from .vae import encode_latents, train_vae
 
@@ -49,7 +50,14 @@ def _flush_losses(losses: list, pending: list, step: int) -> None:
 
 
 def flow_matching_loss(
-    transformer: Any, x0: Any, noise: Any, t: Any, prompt_embeds: Any, pooled: Any, img_ids: Any, txt_ids: Any,
+    transformer: Any,
+    x0: Any,
+    noise: Any,
+    t: Any,
+    prompt_embeds: Any,
+    pooled: Any,
+    img_ids: Any,
+    txt_ids: Any,
     guidance: Any = None,
 ) -> Any:
     """Rectified-flow MSE in FluxPipeline's convention.
@@ -83,12 +91,16 @@ def flow_matching_loss(
     return ((pred - FluxPipeline._pack_latents(target, b, c, h, w)) ** 2).mean()
 
 
-def encode_prompts(tokenizers: tuple[Any, Any], encoders: tuple[Any, Any], prompts: list[str], max_length: int) -> tuple[Any, Any]:
+def encode_prompts(
+    tokenizers: tuple[Any, Any], encoders: tuple[Any, Any], prompts: list[str], max_length: int
+) -> tuple[Any, Any]:
     """(T5 states (B, L, D), CLIP pooled (B, D)) exactly as FluxPipeline.encode_prompt computes
     them (on the encoders' device)."""
     clip_tok, t5_tok = tokenizers
     clip, t5 = encoders
-    ids = clip_tok(prompts, padding="max_length", max_length=clip_tok.model_max_length, truncation=True, return_tensors="pt").input_ids
+    ids = clip_tok(
+        prompts, padding="max_length", max_length=clip_tok.model_max_length, truncation=True, return_tensors="pt"
+    ).input_ids
     pooled = clip(ids.to(clip.device), output_hidden_states=False).pooler_output
     ids2 = t5_tok(prompts, padding="max_length", max_length=max_length, truncation=True, return_tensors="pt").input_ids
     states = t5(ids2.to(t5.device), output_hidden_states=False)[0]
@@ -104,8 +116,11 @@ def _load_initial(modules: Any, folder: Path, vocabulary: dict[str, int]) -> Non
     from transformers import CLIPTextModel, T5EncoderModel
 
     old_vocab = json.loads((folder / "tokenizer" / "tokenizer.json").read_text())["model"]["vocab"]
-    sources = {"transformer": (FluxTransformer2DModel, "transformer"), "clip": (CLIPTextModel, "text_encoder"),
-               "t5": (T5EncoderModel, "text_encoder_2")}
+    sources = {
+        "transformer": (FluxTransformer2DModel, "transformer"),
+        "clip": (CLIPTextModel, "text_encoder"),
+        "t5": (T5EncoderModel, "text_encoder_2"),
+    }
     for key, (cls, sub) in sources.items():
         state = {k: v.float() for k, v in cls.from_pretrained(folder / sub).state_dict().items()}
         if key != "transformer":
@@ -150,7 +165,9 @@ def _train_flux(
     if cfg.steps == 0:  # keep init_from's transformer and text encoders (e.g. after a decoder-only VAE fit)
         return transformer, clip, t5, {"step": 0, "losses": [], "total": 0, "seconds": 0.0, "done": True}
     ema = {k: v.detach().clone() for k, v in modules.state_dict().items()}
-    opt = torch.optim.AdamW(modules.parameters(), lr=cfg.lr, weight_decay=0.01, fused=torch.device(device).type == "cuda" or None)
+    opt = torch.optim.AdamW(
+        modules.parameters(), lr=cfg.lr, weight_decay=0.01, fused=torch.device(device).type == "cuda" or None
+    )
     state: dict[str, Any] = {"step": 0, "losses": [], "total": cfg.steps, "seconds": 0.0}
     if path.exists():
         ck = torch.load(path, map_location=device, weights_only=True)
@@ -180,7 +197,11 @@ def _train_flux(
     bar = tqdm(desc="flux", disable=not progress, initial=step, total=state["total"])
     while state["total"] is None or step < state["total"]:
         g = torch.Generator().manual_seed(cfg.world.seed * 1_000_003 + 7 + step)
-        g_dev = g if torch.device(device).type == "cpu" else torch.Generator(device).manual_seed(cfg.world.seed * 1_000_003 + 7 + step)
+        g_dev = (
+            g
+            if torch.device(device).type == "cpu"
+            else torch.Generator(device).manual_seed(cfg.world.seed * 1_000_003 + 7 + step)
+        )
         rng = np.random.default_rng([cfg.world.seed, 7, step])
         idx = torch.randint(n, (cfg.batch,), generator=g)
         flip = ((torch.rand(cfg.batch, generator=g) < 0.5) & cfg.mirror_augment)[:, None, None, None]
@@ -223,8 +244,11 @@ def _train_flux(
         if step == _CALIBRATION_START:
             t_calibration = time.perf_counter()
         if state["total"] is None and step == _CALIBRATION_END:
-            per_step = ((time.perf_counter() - t_calibration) / (_CALIBRATION_END - _CALIBRATION_START)
-                        if t_calibration is not None else state["seconds"] / step)
+            per_step = (
+                (time.perf_counter() - t_calibration) / (_CALIBRATION_END - _CALIBRATION_START)
+                if t_calibration is not None
+                else state["seconds"] / step
+            )
             state["total"] = max(step + 1, int((cfg.minutes * 60 - state["seconds"]) / per_step) + step)
             bar.total = state["total"]
             log("calibration", {"seconds_per_step": per_step, "steps": state["total"]})
@@ -254,8 +278,14 @@ def _plot_losses(losses: list, vae_losses: list, path: Path) -> None:
         axes[0].plot(a[:, 0], a[:, 1], alpha=0.25, lw=0.5)
         axes[0].plot(a[k - 1 :, 0], smooth, lw=1.5)
     else:
-        axes[0].text(0.5, 0.5, "no transformer steps\n(kept from --init-from)", ha="center", va="center",
-                     transform=axes[0].transAxes)
+        axes[0].text(
+            0.5,
+            0.5,
+            "no transformer steps\n(kept from --init-from)",
+            ha="center",
+            va="center",
+            transform=axes[0].transAxes,
+        )
     axes[0].set(title="Flux rectified-flow loss", xlabel="step", ylabel="MSE", yscale="log" if losses else "linear")
     if vae_losses:
         v = np.asarray(vae_losses, float)
@@ -282,9 +312,8 @@ def export_pipeline(components: dict[str, Any], out_dir: Path) -> int:
 
 def _sample_sheet(out_dir: Path, world: Any, path: Path, seed: int) -> None:
     import torch
-    from PIL import Image
-
     from diffusers import FluxPipeline
+    from PIL import Image
 
     from .loader import load_world_flux, world_flux_call_kwargs
 
@@ -308,8 +337,15 @@ def _sample_sheet(out_dir: Path, world: Any, path: Path, seed: int) -> None:
 _RESUME_FREE = ("minutes", "checkpoint_every", "vae_steps")
 
 
-def train_world_flux(cfg: FluxTrainConfig, out_dir: str | Path, work_dir: str | Path, progress: bool = True,
-                     threads: int | None = None, device: str = "cpu", workers: int = 1) -> dict[str, Any]:
+def train_world_flux(
+    cfg: FluxTrainConfig,
+    out_dir: str | Path,
+    work_dir: str | Path,
+    progress: bool = True,
+    threads: int | None = None,
+    device: str = "cpu",
+    workers: int = 1,
+) -> dict[str, Any]:
     """Run every stage (see module docstring); return the training log dict.
 
     ``out_dir`` receives the pipeline folder, ``loss_curve.png``, ``samples.png`` and
@@ -335,7 +371,9 @@ def train_world_flux(cfg: FluxTrainConfig, out_dir: str | Path, work_dir: str | 
         for free in _RESUME_FREE:  # may change between a run and its resumption
             old.pop(free), new.pop(free)
         if old != new:
-            raise ValueError(f"work_dir: {work} holds a run with another config; use a fresh --work-dir or the same settings")
+            raise ValueError(
+                f"work_dir: {work} holds a run with another config; use a fresh --work-dir or the same settings"
+            )
     else:
         cfg_path.write_text(json.dumps(cfg.to_dict(), indent=1))
     log_path = work / "log.json"
@@ -353,11 +391,13 @@ def train_world_flux(cfg: FluxTrainConfig, out_dir: str | Path, work_dir: str | 
     else:
         data = render_training_set(cfg, progress, workers)
         np.savez_compressed(data_path, **data)
-        log("data", {"images": int(len(data["labels"])), "seconds": time.perf_counter() - t0})
+        log("data", {"images": len(data["labels"]), "seconds": time.perf_counter() - t0})
     t1 = time.perf_counter()
     vae = train_vae(cfg, data, work, progress, log, device=device, workers=workers)
     vae.eval()
-    lat = encode_latents(vae, data, work, progress, mirror=cfg.mirror_augment, device=device) if cfg.steps != 0 else None
+    lat = (
+        encode_latents(vae, data, work, progress, mirror=cfg.mirror_augment, device=device) if cfg.steps != 0 else None
+    )
     t2 = time.perf_counter()
     world = training_world(cfg)
     tokenizers = word_tokenizers(caption_vocabulary(world, cfg.compositions > 0), cfg.max_length)
@@ -394,12 +434,24 @@ def train_world_flux(cfg: FluxTrainConfig, out_dir: str | Path, work_dir: str | 
         flux_seconds=state["seconds"],
         final_loss_mean_last_100=float(np.mean([l for _, l in state["losses"][-100:]])) if state["losses"] else None,
         vocabulary_size=len(tokenizers[0]),
-        session_seconds={"data": t1 - t0, "vae_and_latents": t2 - t1, "flux": t3 - t2, "export": time.perf_counter() - t3},
+        session_seconds={
+            "data": t1 - t0,
+            "vae_and_latents": t2 - t1,
+            "flux": t3 - t2,
+            "export": time.perf_counter() - t3,
+        },
         torch_threads=torch.get_num_threads(),
         device=torch.cuda.get_device_name(device) if torch.device(device).type == "cuda" else "cpu",
     )
     log_path.write_text(json.dumps(record, indent=1))
-    slim = {k: v for k, v in record.items()}
+    slim = dict(record.items())
     (out / "train_log.json").write_text(json.dumps(slim, indent=1))
-    (out / "loss_history.json").write_text(json.dumps({"flux": state["losses"][:: max(1, len(state["losses"]) // 500)], "vae": vae_state.get("losses", [])[:: max(1, len(vae_state.get("losses", [])) // 200)]}))
+    (out / "loss_history.json").write_text(
+        json.dumps(
+            {
+                "flux": state["losses"][:: max(1, len(state["losses"]) // 500)],
+                "vae": vae_state.get("losses", [])[:: max(1, len(vae_state.get("losses", [])) // 200)],
+            }
+        )
+    )
     return record

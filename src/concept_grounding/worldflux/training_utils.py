@@ -24,8 +24,9 @@ def training_world(cfg: FluxTrainConfig) -> Any:
     return BirdWorld(cfg.world)
 
 
-def _render_chunk(config: Any, indices: Sequence[int], fields: tuple[str, ...],
-                  counts: Sequence[int] | None = None) -> dict[str, np.ndarray]:
+def _render_chunk(
+    config: Any, indices: Sequence[int], fields: tuple[str, ...], counts: Sequence[int] | None = None
+) -> dict[str, np.ndarray]:
     """Render ``indices`` of ``BirdWorld(config)`` (as compositions of ``counts`` birds, when
     given); stack each of ``fields`` (a worker's job)."""
     from ..world import BirdWorld
@@ -38,9 +39,15 @@ def _render_chunk(config: Any, indices: Sequence[int], fields: tuple[str, ...],
     return {f: np.stack([np.asarray(getattr(s, f)) for s in drawn]) for f in fields}
 
 
-def render_fields(config: Any, indices: Sequence[int], fields: tuple[str, ...], workers: int = 1,
-                  desc: str = "render", progress: bool = True, counts: Sequence[int] | None = None
-                  ) -> dict[str, np.ndarray]:
+def render_fields(
+    config: Any,
+    indices: Sequence[int],
+    fields: tuple[str, ...],
+    workers: int = 1,
+    desc: str = "render",
+    progress: bool = True,
+    counts: Sequence[int] | None = None,
+) -> dict[str, np.ndarray]:
     """Render world samples ``indices`` of ``BirdWorld(config)`` and stack ``fields`` of each.
 
     Args:
@@ -65,7 +72,9 @@ def render_fields(config: Any, indices: Sequence[int], fields: tuple[str, ...], 
     indices = [int(i) for i in indices]
     size = 256
     chunks = [indices[i : i + size] for i in range(0, len(indices), size)] or [[]]
-    count_chunks = [None] * len(chunks) if counts is None else [list(counts[i : i + size]) for i in range(0, len(indices), size)]
+    count_chunks = (
+        [None] * len(chunks) if counts is None else [list(counts[i : i + size]) for i in range(0, len(indices), size)]
+    )
     bar = tqdm(total=len(indices), desc=desc, disable=not progress)
     parts: list[dict[str, np.ndarray]] = []
     if workers <= 1 or len(chunks) == 1:
@@ -130,8 +139,9 @@ def _word_rows(old_vocab: dict[str, int], new_vocab: dict[str, int]) -> tuple[li
     return [new_vocab[w] for w in shared], [old_vocab[w] for w in shared]
 
 
-def grow_vocabulary(state: dict[str, Any], target: dict[str, Any], old_vocab: dict[str, int],
-                    new_vocab: dict[str, int]) -> dict[str, Any]:
+def grow_vocabulary(
+    state: dict[str, Any], target: dict[str, Any], old_vocab: dict[str, int], new_vocab: dict[str, int]
+) -> dict[str, Any]:
     """``state`` (a text encoder's weights for ``old_vocab``) fitted to ``target`` (the same
     encoder for ``new_vocab``, a superset): every token-embedding row, shape
     ``(len(old_vocab), D)``, moves to its word's id in ``new_vocab``; the new words keep
@@ -150,8 +160,12 @@ def grow_vocabulary(state: dict[str, Any], target: dict[str, Any], old_vocab: di
     out = dict(state)
     for key, value in state.items():
         want = target.get(key)
-        if want is not None and value.shape[0] == len(old_vocab) and want.shape[0] == len(new_vocab) \
-                and value.shape[1:] == want.shape[1:]:
+        if (
+            want is not None
+            and value.shape[0] == len(old_vocab)
+            and want.shape[0] == len(new_vocab)
+            and value.shape[1:] == want.shape[1:]
+        ):
             grown = want.detach().clone().to(value.dtype)
             grown[new_ids] = value[old_ids]
             out[key] = grown

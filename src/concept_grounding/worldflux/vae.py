@@ -11,9 +11,10 @@ Why, and the weights' formula: the world Flux's model card (``assets/world_flux/
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -57,8 +58,9 @@ def part_weights(part_maps: np.ndarray, strength: float) -> np.ndarray:
     return weights / weights.mean(axis=(1, 2), keepdims=True)
 
 
-def _training_part_maps(config: Any, data: dict[str, np.ndarray], workers: int, progress: bool
-                        ) -> tuple[np.ndarray, np.ndarray]:
+def _training_part_maps(
+    config: Any, data: dict[str, np.ndarray], workers: int, progress: bool
+) -> tuple[np.ndarray, np.ndarray]:
     """``(images, part_maps)`` of the transformer's renders ``data``, re-rendered: a single
     bird's exact part map; a composition render's birds (``data["composed"]``) count as one
     part (1 on any bird), so its small birds weigh as much as its background."""
@@ -73,13 +75,22 @@ def _training_part_maps(config: Any, data: dict[str, np.ndarray], workers: int, 
         images[single], maps[single] = base["image"], base["part_map"]
     flock = np.flatnonzero(composed)
     if len(flock):
-        comp = render_fields(composition_config(config), data["indices"][flock], ("image", "mask"), workers,
-                             "vae compositions", progress, counts=data["count"][flock].tolist())
+        comp = render_fields(
+            composition_config(config),
+            data["indices"][flock],
+            ("image", "mask"),
+            workers,
+            "vae compositions",
+            progress,
+            counts=data["count"][flock].tolist(),
+        )
         images[flock], maps[flock] = comp["image"], comp["mask"].astype(np.uint8)
     return images, maps
 
 
-def render_vae_set(cfg: FluxTrainConfig, data: dict[str, np.ndarray], progress: bool = True, workers: int = 1) -> dict[str, np.ndarray]:
+def render_vae_set(
+    cfg: FluxTrainConfig, data: dict[str, np.ndarray], progress: bool = True, workers: int = 1
+) -> dict[str, np.ndarray]:
     """The VAE's training images when an attribute-preserving setting is on.
 
     Returns:
@@ -95,14 +106,21 @@ def render_vae_set(cfg: FluxTrainConfig, data: dict[str, np.ndarray], progress: 
         deviant = type(world)(replace(world.config, deviation_rate=1.0), world.vocab)
         C = deviant.num_classes
         rounds = range(VAE_DEVIANT_START, VAE_DEVIANT_START + cfg.vae_deviant_per_class)
-        extra = render_fields(deviant.config, [c + k * C for k in rounds for c in range(C)], ("image", "part_map"), workers,
-                              "vae deviant", progress)
+        extra = render_fields(
+            deviant.config,
+            [c + k * C for k in rounds for c in range(C)],
+            ("image", "part_map"),
+            workers,
+            "vae deviant",
+            progress,
+        )
         images, maps = np.concatenate([images, extra["image"]]), np.concatenate([maps, extra["part_map"]])
     return {"images": images, "part_maps": maps}
 
 
-def _vae_training_set(cfg: FluxTrainConfig, data: dict[str, np.ndarray], work: Path, progress: bool,
-                      workers: int = 1) -> tuple[Any, Any]:
+def _vae_training_set(
+    cfg: FluxTrainConfig, data: dict[str, np.ndarray], work: Path, progress: bool, workers: int = 1
+) -> tuple[Any, Any]:
     """``(x, weights)``: image tensor in [-1, 1] and per-pixel weights ``(N, 1, H, W)`` or
     ``None`` for the plain loss; the rendered set is cached as ``vae_data.npz`` (compressed
     images and part maps; a cache of an older run may hold the weights themselves)."""
@@ -132,7 +150,9 @@ def _initial_vae(cfg: FluxTrainConfig) -> Any:
         try:
             vae.load_state_dict({k: v.float() for k, v in source.state_dict().items()})
         except RuntimeError:
-            raise ValueError(f"--init-from: {cfg.init_from}'s VAE does not match --vae-blocks/--latent-channels") from None
+            raise ValueError(
+                f"--init-from: {cfg.init_from}'s VAE does not match --vae-blocks/--latent-channels"
+            ) from None
         vae.register_to_config(shift_factor=source.config.shift_factor, scaling_factor=source.config.scaling_factor)
     return vae
 
@@ -149,7 +169,9 @@ def _trainable(vae: Any, cfg: FluxTrainConfig) -> list[Any]:
     return [p for module in decoder for p in module.parameters()]
 
 
-def _latent_factors(vae: Any, cfg: FluxTrainConfig, data: dict[str, np.ndarray], device: str = "cpu") -> tuple[float, float]:
+def _latent_factors(
+    vae: Any, cfg: FluxTrainConfig, data: dict[str, np.ndarray], device: str = "cpu"
+) -> tuple[float, float]:
     """``(shift, scale)``: the mean and 1 / std of the posterior means of (up to 2,048 of) the
     training renders, or the initial VAE's own when only its decoder was fitted."""
     import torch
@@ -158,13 +180,24 @@ def _latent_factors(vae: Any, cfg: FluxTrainConfig, data: dict[str, np.ndarray],
         return float(vae.config.shift_factor), float(vae.config.scaling_factor)
     x_data = to_tensor(data["images"])
     with torch.no_grad():
-        means = torch.cat([vae.encode(x_data[i : i + 256].to(device)).latent_dist.mean.cpu()
-                           for i in range(0, min(len(x_data), 2048), 256)])
+        means = torch.cat(
+            [
+                vae.encode(x_data[i : i + 256].to(device)).latent_dist.mean.cpu()
+                for i in range(0, min(len(x_data), 2048), 256)
+            ]
+        )
     return float(means.mean()), float(1.0 / means.std())
 
 
-def train_vae(cfg: FluxTrainConfig, data: dict[str, np.ndarray], work: Path, progress: bool, log: Callable,
-              device: str = "cpu", workers: int = 1) -> Any:
+def train_vae(
+    cfg: FluxTrainConfig,
+    data: dict[str, np.ndarray],
+    work: Path,
+    progress: bool,
+    log: Callable,
+    device: str = "cpu",
+    workers: int = 1,
+) -> Any:
     """Fit the VAE (resuming ``work / "vae.pt"``); set ``shift_factor`` / ``scaling_factor`` to
     the mean and 1/std of the latent means, as FluxPipeline decodes ``z / scaling + shift``.
 
@@ -179,8 +212,15 @@ def train_vae(cfg: FluxTrainConfig, data: dict[str, np.ndarray], work: Path, pro
     vae = _initial_vae(cfg).to(device)
     if cfg.vae_steps == 0:  # keep init_from's VAE (weights and latent factors): a transformer-only run
         vae.eval()
-        log("vae", {"steps": 0, "kept_from": cfg.init_from, "shift_factor": vae.config.shift_factor,
-                    "scaling_factor": vae.config.scaling_factor})
+        log(
+            "vae",
+            {
+                "steps": 0,
+                "kept_from": cfg.init_from,
+                "shift_factor": vae.config.shift_factor,
+                "scaling_factor": vae.config.scaling_factor,
+            },
+        )
         return vae
     params = _trainable(vae, cfg)
     opt = torch.optim.AdamW(params, lr=cfg.vae_lr, weight_decay=0.0)
@@ -226,18 +266,41 @@ def train_vae(cfg: FluxTrainConfig, data: dict[str, np.ndarray], work: Path, pro
         losses.append([step, l1.item(), mse.item(), kl.item()])
         bar.set_postfix(l1=f"{losses[-1][1]:.4f}", mse=f"{losses[-1][2]:.4f}")
         if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.vae_steps:
-            atomic_save({"model": vae.state_dict(), "opt": opt.state_dict(), "step": step + 1, "losses": losses, "done": False}, path)
+            atomic_save(
+                {"model": vae.state_dict(), "opt": opt.state_dict(), "step": step + 1, "losses": losses, "done": False},
+                path,
+            )
     vae.eval()
     shift, scale = _latent_factors(vae, cfg, data, device)
     vae.register_to_config(shift_factor=shift, scaling_factor=scale)
-    atomic_save({"model": vae.state_dict(), "step": cfg.vae_steps, "losses": losses, "done": True, "shift": shift, "scale": scale}, path)
-    log("vae", {"steps": cfg.vae_steps, "images": n, "shift_factor": shift, "scaling_factor": scale,
-                "decoder_only": cfg.vae_decoder_only, "final_l1": losses[-1][1] if losses else None})
+    atomic_save(
+        {
+            "model": vae.state_dict(),
+            "step": cfg.vae_steps,
+            "losses": losses,
+            "done": True,
+            "shift": shift,
+            "scale": scale,
+        },
+        path,
+    )
+    log(
+        "vae",
+        {
+            "steps": cfg.vae_steps,
+            "images": n,
+            "shift_factor": shift,
+            "scaling_factor": scale,
+            "decoder_only": cfg.vae_decoder_only,
+            "final_l1": losses[-1][1] if losses else None,
+        },
+    )
     return vae
 
 
-def encode_latents(vae: Any, data: dict[str, np.ndarray], work: Path, progress: bool, mirror: bool = True,
-                   device: str = "cpu") -> dict[str, Any]:
+def encode_latents(
+    vae: Any, data: dict[str, np.ndarray], work: Path, progress: bool, mirror: bool = True, device: str = "cpu"
+) -> dict[str, Any]:
     """Posterior ``mean`` and ``std`` ``(N, c, h, w)`` of every training render and, with
     ``mirror``, of its mirror image (``mean_flip``, ``std_flip``), cached as ``latents.pt``
     (CPU tensors; ``vae`` runs on ``device``)."""

@@ -16,15 +16,39 @@
 from .backends import BACKENDS, ClipBackend, backend_for, model_device
 from .handle import ClipHandle
 from .loading import load_clip, load_named_clip, world_clip_handle
-from .prompts import (NONE_PROMPT, attribute_phrase_for_prompt, attribute_prompt, caption_for_attributes,
-                      class_caption, group_prompts)
+from .prompts import (
+    NONE_PROMPT,
+    attribute_phrase_for_prompt,
+    attribute_prompt,
+    caption_for_attributes,
+    class_caption,
+    group_prompts,
+)
 from .scoring import clip_group_predict, clip_group_scores, clip_score
 from .world import WordTokenizer, WorldCLIP, caption_matches, clip_loss, fit_clip, train_world_clip
 
 __all__ = [
-    "ClipHandle", "ClipBackend", "BACKENDS", "backend_for", "load_clip", "load_named_clip", "world_clip_handle",
-    "NONE_PROMPT", "attribute_phrase_for_prompt", "attribute_prompt", "caption_for_attributes", "class_caption",
-    "group_prompts", "clip_group_predict", "clip_group_scores", "clip_score", "model_device",
-    "WordTokenizer", "WorldCLIP", "caption_matches", "clip_loss",
-    "train_world_clip", "fit_clip",
+    "ClipHandle",
+    "ClipBackend",
+    "BACKENDS",
+    "backend_for",
+    "load_clip",
+    "load_named_clip",
+    "world_clip_handle",
+    "NONE_PROMPT",
+    "attribute_phrase_for_prompt",
+    "attribute_prompt",
+    "caption_for_attributes",
+    "class_caption",
+    "group_prompts",
+    "clip_group_predict",
+    "clip_group_scores",
+    "clip_score",
+    "model_device",
+    "WordTokenizer",
+    "WorldCLIP",
+    "caption_matches",
+    "clip_loss",
+    "train_world_clip",
+    "fit_clip",
 ]

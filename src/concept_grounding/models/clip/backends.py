@@ -66,8 +66,10 @@ class ClipBackend:
     def check_towers(self, model: Any) -> None:
         """Raise ``ValueError`` unless ``model`` has both towers of this library."""
         if not (hasattr(model, self.text_method) and hasattr(model, self.image_method)):
-            raise ValueError(f"{type(model).__name__} is not CLIP-like: it needs {self.image_method} / "
-                             f"{self.text_method} ({self.name})")
+            raise ValueError(
+                f"{type(model).__name__} is not CLIP-like: it needs {self.image_method} / "
+                f"{self.text_method} ({self.name})"
+            )
 
     def encode_text(self, model: Any, tokenizer: Callable | None, texts: Sequence[str] | torch.Tensor) -> torch.Tensor:
         """``(T, E)`` raw (unnormalised) text-tower output of strings (through ``tokenizer``) or token ids."""
@@ -178,5 +180,7 @@ def backend_for(model: Any) -> ClipBackend:
     for backend in (OPEN_CLIP, TRANSFORMERS):
         if hasattr(model, backend.image_method) or hasattr(model, backend.text_method):
             return backend
-    raise ValueError(f"{type(model).__name__} is not CLIP-like: it needs encode_image / encode_text (open_clip) "
-                     "or get_image_features / get_text_features (transformers)")
+    raise ValueError(
+        f"{type(model).__name__} is not CLIP-like: it needs encode_image / encode_text (open_clip) "
+        "or get_image_features / get_text_features (transformers)"
+    )

@@ -74,9 +74,14 @@ class ClipHandle:
     def encode_images(self, pixels: torch.Tensor, batch_size: int = 256) -> torch.Tensor:
         """``(N, D)`` L2-normalised float32 CPU embeddings of a preprocessed batch."""
         device = self.device
-        return torch.cat([
-            F.normalize(self.backend.encode_image(self.model, pixels[i : i + batch_size].to(device)).float(), dim=-1).cpu()
-            for i in range(0, len(pixels), batch_size)])
+        return torch.cat(
+            [
+                F.normalize(
+                    self.backend.encode_image(self.model, pixels[i : i + batch_size].to(device)).float(), dim=-1
+                ).cpu()
+                for i in range(0, len(pixels), batch_size)
+            ]
+        )
 
     def encode_texts(self, texts: Sequence[str]) -> torch.Tensor:
         """``(T, D)`` L2-normalised float32 embeddings of ``texts`` (SUB's prompt scoring)."""

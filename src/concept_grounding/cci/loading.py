@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
+from ..hub import SHIPPED_MODELS
 
 if TYPE_CHECKING:  # pragma: no cover
     from concept_grounding.models.clip import ClipHandle
@@ -36,7 +37,7 @@ WORLD_CLIP = "world-clip"
 #: the name that asks for a tiny random-weight CLIP on purpose (``random-clip:<seed>`` picks its seed)
 RANDOM_CLIP = "random-clip"
 #: where the shipped world CLIP lives (trained on the bird world; ``space_build.json`` holds its recipe)
-SHIPPED_WORLD_CLIP = Path(__file__).resolve().parents[1] / "assets" / "space_world_clip"
+SHIPPED_WORLD_CLIP = SHIPPED_MODELS[WORLD_CLIP].path
 
 
 def builtin_clip(name: str | None) -> bool:

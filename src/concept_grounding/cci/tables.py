@@ -82,22 +82,51 @@ def expand_model_names(names: Sequence[str]) -> list[str]:
     return out
 
 
+def resolve_table_model(name: str, argument: str = "--models") -> None:
+    """Check that one ``--models`` entry (module docstring) can load, through the one resolver
+    (:func:`~concept_grounding.hub.resolve_model_spec`) and without loading it: one line naming
+    ``argument`` otherwise."""
+    from ..hub import IMAGENET_CLASSIFIERS, resolve_model_spec
+    from .loading import RANDOM_CLIP, builtin_clip, random_clip_seed
+
+    if name == "tiny" or name.startswith("tiny:"):
+        raise UsageError(
+            f"{name!r} is now spelled {RANDOM_CLIP}{name[4:]} (random weights: mechanics only)", argument=argument
+        )
+    if builtin_clip(name):
+        if name.startswith(RANDOM_CLIP):
+            random_clip_seed(name, argument)
+        return
+    if name in IMAGENET_CLASSIFIERS:
+        resolve_model_spec(name, argument)
+        return
+    arch, _, pretrained = name.partition(":")
+    if pretrained and not Path(name).exists() and not arch.endswith(".py"):  # arch:tag, not file.py:factory
+        resolve_model_spec(arch, argument, pretrained=pretrained, accept=("folder", "name"), shipped=("clip",))
+        return
+    resolve_model_spec(name, argument, accept=("folder", "name"), shipped=("clip",))
+
+
+def resolve_table_models(names: Sequence[str], argument: str = "--models") -> None:
+    """:func:`resolve_table_model` of every entry, presets expanded (none: ``UsageError``)."""
+    names = expand_model_names(names)
+    if not names:
+        raise UsageError("name at least one model", argument=argument)
+    for name in names:
+        resolve_table_model(name, argument)
+
+
 def load_table_model(name: str, image_size: int = 64, device: str = "cpu") -> ClipHandle:
     """One ``--models`` entry as a :class:`~concept_grounding.models.clip.ClipHandle` (module
     docstring); ``UsageError`` naming ``--models`` when it cannot load offline."""
     from ..hub import IMAGENET_CLASSIFIERS
-    from .loading import RANDOM_CLIP, builtin_clip, load_explainable_clip
+    from .loading import builtin_clip, load_explainable_clip
 
+    resolve_table_model(name)
     if name in IMAGENET_CLASSIFIERS:  # a CNN classifier: Table 1's Grad-CAM and random rows (.classifier)
-        from ..hub import resolve_model_spec
         from ..models.imagenet import load_imagenet_classifier
 
-        resolve_model_spec(name, "--models")
         return load_imagenet_classifier(name, device)
-    if name == "tiny" or name.startswith("tiny:"):
-        raise UsageError(
-            f"{name!r} is now spelled {RANDOM_CLIP}{name[4:]} (random weights: mechanics only)", argument="--models"
-        )
     if builtin_clip(name):
         return load_explainable_clip(name, image_size, device, argument="--models")
     try:

@@ -3,7 +3,8 @@
 :func:`run_cci_bench` reads a given data set (every image checked readable, whatever its size),
 loads every model (a name that cannot load offline fails before any work), or exports the bird
 world in the task's layout under ``config.out / "data"``,
-and runs :func:`~.tables.classification_table` or :func:`~.tables.retrieval_table`;
+runs the whole job once on the first image (a model or method that cannot run fails in seconds), then
+:func:`~.tables.classification_table` or :func:`~.tables.retrieval_table`;
 :meth:`CciBenchResult.save` writes ``results.json`` and ``report.md``
 (:func:`~.tables.write_cci_tables`). The command ``concept-grounding cci-bench`` derives its
 flags from :class:`CciBenchConfig`.
@@ -210,31 +211,59 @@ def report_header(
     return header
 
 
-def run_cci_bench(config: CciBenchConfig) -> CciBenchResult:
-    """Table 1 or Table 2 for every model x method; writes nothing but a world export under ``config.out``.
+#: the first check's size: images of the data set and deletion / insertion steps (one interior fraction)
+CHECK_IMAGES, CHECK_STEPS = 1, 2
 
-    Steps: (1) a given folder read and every image checked readable (``UsageError`` naming the flag and
-    the file); (2) every model loaded (``UsageError`` naming ``--models``); (3) the world exported when no
-    folder is given; (4) the table; (5) the report's header.
-    """
+
+def first_images(data: ImageFolder | CaptionedImages, count: int = CHECK_IMAGES) -> ImageFolder | CaptionedImages:
+    """The first ``count`` images of ``data`` as a data set of the same kind (every class name kept)."""
+    from dataclasses import replace
+
+    from .layouts import ImageFolder
+
+    if isinstance(data, ImageFolder):
+        return replace(
+            data,
+            paths=data.paths[:count],
+            labels=data.labels[:count],
+            masks=data.masks[:count] if data.masks is not None else None,
+        )
+    return replace(data, paths=data.paths[:count], captions=data.captions[:count])
+
+
+def table_rows(
+    config: CciBenchConfig,
+    models: list[tuple[str, ClipHandle]],
+    data: ImageFolder | CaptionedImages,
+    *,
+    steps: int,
+    progress: bool,
+) -> list[TableRow]:
+    """Table 1 or Table 2 (``config.task``) of every model x method on ``data`` at ``steps``."""
     from .faithfulness import Replacement
-    from .tables import classification_table, load_table_models, retrieval_table
+    from .tables import classification_table, retrieval_table
 
-    data = table_data(config) if config.images is not None or config.coco is not None else None
-    models = load_table_models(config.models, image_size=config.size, device=config.device)
-    data = data if data is not None else table_data(config)
     table = classification_table if config.task == "classification" else retrieval_table
-    rows = table(
+    return table(
         models,
         data,
         methods=config.methods,
-        steps=config.steps,
+        steps=steps,
         clusters=config.clusters,
         seed=config.seed,
         batch_size=config.batch_size,
         replacement=Replacement(config.replacement, seed=config.seed),
-        progress=config.progress,
+        progress=progress,
     )
+
+
+def bench_result(
+    config: CciBenchConfig,
+    models: list[tuple[str, ClipHandle]],
+    data: ImageFolder | CaptionedImages,
+    rows: list[TableRow],
+) -> CciBenchResult:
+    """The result of ``rows`` on ``data``: the report's header and the models with random weights."""
     candidates = len(data.class_names) if config.task == "classification" else len(data.paths)
     return CciBenchResult(
         config,
@@ -242,3 +271,34 @@ def run_cci_bench(config: CciBenchConfig) -> CciBenchResult:
         report_header(config, models, len(data.paths), candidates),
         [name for name, handle in models if handle.random_weights],
     )
+
+
+def check_whole_path(
+    config: CciBenchConfig, models: list[tuple[str, ClipHandle]], data: ImageFolder | CaptionedImages
+) -> None:
+    """Run the whole job on the first image at :data:`CHECK_STEPS` steps, report written to a
+    temporary folder, so that a model or method that cannot run fails in seconds, not after the table."""
+    import tempfile
+
+    small = first_images(data)
+    result = bench_result(config, models, small, table_rows(config, models, small, steps=CHECK_STEPS, progress=False))
+    with tempfile.TemporaryDirectory() as tmp:
+        result.save(tmp)
+
+
+def run_cci_bench(config: CciBenchConfig) -> CciBenchResult:
+    """Table 1 or Table 2 for every model x method; writes nothing but a world export under ``config.out``.
+
+    Steps: (1) a given folder read and every image checked readable (``UsageError`` naming the flag and
+    the file); (2) every model loaded (``UsageError`` naming ``--models``); (3) the world exported when no
+    folder is given; (4) the whole job run once on the first image (:func:`check_whole_path`); (5) the
+    table; (6) the report's header.
+    """
+    from .tables import load_table_models
+
+    data = table_data(config) if config.images is not None or config.coco is not None else None
+    models = load_table_models(config.models, image_size=config.size, device=config.device)
+    data = data if data is not None else table_data(config)
+    check_whole_path(config, models, data)
+    rows = table_rows(config, models, data, steps=config.steps, progress=config.progress)
+    return bench_result(config, models, data, rows)

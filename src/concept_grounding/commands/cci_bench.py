@@ -37,6 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from concept_grounding.cci.tables import resolve_table_models
+
+    resolve_table_models(args.models)  # first, before torch: a model that cannot be loaded fails within seconds
     report = JOB(settings.from_args(CciBenchConfig, args, out=args.out), args.out)
     print(f"wrote {report}")
     return 0

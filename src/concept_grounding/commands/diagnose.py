@@ -48,9 +48,11 @@ def config_from_args(args: argparse.Namespace) -> DiagnoseConfig:
 
 
 def run(args: argparse.Namespace) -> int:
+    from concept_grounding.cci.tables import resolve_table_models
     from concept_grounding.hub import resolve_model_spec
 
     check_segmenter_pair(args)  # before any name is resolved
+    resolve_table_models(args.models)
     for flag in ("detector", "segmenter"):
         if getattr(args, flag):
             setattr(args, flag, resolve_model_spec(getattr(args, flag), f"--{flag}", family="hub").target)

@@ -107,11 +107,14 @@ class ImageNetClassifier:
             ``(B, 1280, 7, 7)``, ``forward_head`` the logits.
         name: its ``--models`` name.
         description: one line for reports.
+        random_weights: always ``False``: the classifier loads its trained weights (the same
+            attribute as a CLIP handle's, so reports ask every model alike).
     """
 
     model: Any
     name: str = "efficientnet_lite0"
     description: str = ""
+    random_weights: bool = False
 
     @property
     def class_names(self) -> list[str]:

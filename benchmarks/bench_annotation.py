@@ -143,7 +143,8 @@ def main() -> None:
     per_image = _check_store(store, args)
     n, s = np.array(next_ms), np.array(submit_ms)
     print(
-        f"{args.study} study: {args.annotators} concurrent annotators, {wall:.1f} s: {len(s)} submits ({len(s) / wall:.0f}/s), "
+        f"{args.study} study: {args.annotators} concurrent annotators, {wall:.1f} s: "
+        f"{len(s)} submits ({len(s) / wall:.0f}/s), "
         f"{len(per_image)} images answered"
     )
     print(f"next_image ms: p50 {np.percentile(n, 50):.2f}  p95 {np.percentile(n, 95):.2f}  max {n.max():.2f}")
@@ -247,7 +248,8 @@ def _client_process(job: tuple[str, str, str, float, float, str]) -> tuple[list[
 
 
 def _init_client(barrier, gradio_client: bool) -> None:
-    """A pool process's initializer: the shared start line and the client kind kept, the client imported before the clock."""
+    """A pool process's initializer: the shared start line and the client kind kept, the client
+    imported before the clock."""
     global _BARRIER, _GRADIO_CLIENT
     import httpx  # noqa: F401
 
@@ -390,7 +392,8 @@ def _start_server(folder: Path, args: argparse.Namespace):
         "--study",
         args.study,
     ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(folder / "server.log", "w"))
+    with open(folder / "server.log", "w") as log:  # the server writes to its own copy of the handle
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
     url = f"http://127.0.0.1:{port}/"
     from concept_grounding.testing.serving import wait_until_serving
 
@@ -483,7 +486,8 @@ def http_main(args: argparse.Namespace) -> None:
     cpus = os.cpu_count() or 1
     kind = "gradio_client" if args.gradio_client else "PageClient"
     print(
-        f"{args.study} study: {args.annotators} concurrent annotators over HTTP ({kind}, {where}, all on this machine), "
+        f"{args.study} study: {args.annotators} concurrent annotators over HTTP "
+        f"({kind}, {where}, all on this machine), "
         f"{args.seconds:g} s, {args.think:g} s pause after each reply: {len(ms)} submits "
         f"(load average {os.getloadavg()[0]:.1f} on {cpus} CPUs)"
     )
@@ -575,7 +579,8 @@ def breakdown(app, store, image: Path, folder: Path, args: argparse.Namespace, n
     app.close()
     trip, handler, api, counted = rows[False]
     print(
-        f"{args.study} study: one annotator, {n} sequential submits, ms (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs):"
+        f"{args.study} study: one annotator, {n} sequential submits, ms "
+        f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs):"
     )
     print(f"  round trip with the image download     {_pcts(rows[True][0])}")
     print(f"  round trip without the download        {_pcts(trip)}")

@@ -28,7 +28,7 @@ import numpy as np
 def attributes_45(vocab) -> list[str]:
     """SUB's 32 substitution attributes, then the first value of other groups, up to 45."""
     chosen = list(dict.fromkeys(vocab.sub_substitutions.values()))
-    for group, columns in vocab.groups.items():
+    for columns in vocab.groups.values():
         if len(chosen) >= 45:
             break
         name = vocab.attributes[columns[0]]

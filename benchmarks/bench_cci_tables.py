@@ -56,7 +56,11 @@ def per_image_loop(models, data, methods, steps: int) -> None:
             for explainer in explainers.values():
                 maps = explainer(px, classes[label]).maps
                 classification_curves(
-                    lambda x: F.normalize(be.encode_image(x).float(), dim=-1) @ classes.T, px, maps, label, steps=steps
+                    lambda x, be=be, classes=classes: F.normalize(be.encode_image(x).float(), dim=-1) @ classes.T,
+                    px,
+                    maps,
+                    label,
+                    steps=steps,
                 )
 
 
@@ -151,12 +155,14 @@ def report(
     batched = best["harness, batched"]
     for arm in ("per-image loop", "harness, per image"):
         print(
-            f"ratio {arm} / harness batched: wall {best[arm][0] / batched[0]:.2f}x, CPU {best[arm][1] / batched[1]:.2f}x"
+            f"ratio {arm} / harness batched: wall {best[arm][0] / batched[0]:.2f}x, "
+            f"CPU {best[arm][1] / batched[1]:.2f}x"
         )
     floor = best["scoring floor"]
     print(
         f"scoring floor: {floor[0] / batched[0]:.0%} of the batched harness's wall time; ceiling per-image loop / "
-        f"scoring floor: wall {best['per-image loop'][0] / floor[0]:.2f}x, CPU {best['per-image loop'][1] / floor[1]:.2f}x"
+        f"scoring floor: wall {best['per-image loop'][0] / floor[0]:.2f}x, "
+        f"CPU {best['per-image loop'][1] / floor[1]:.2f}x"
     )
 
 

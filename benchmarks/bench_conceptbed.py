@@ -57,9 +57,9 @@ def _vqa(world, images: np.ndarray, repeats: int) -> None:
         for qs in prompts:  # per prompt: the best of each path, summed over the prompts
             (batched, loop, single), (b, lo, q) = _interleaved(
                 [
-                    lambda: vqa.p_yes(images, qs, 0, world),
-                    lambda: np.concatenate([vqa.p_yes(images[i : i + 1], qs, 0, world) for i in range(n)]),
-                    lambda: np.concatenate(
+                    lambda qs=qs: vqa.p_yes(images, qs, 0, world),
+                    lambda qs=qs: np.concatenate([vqa.p_yes(images[i : i + 1], qs, 0, world) for i in range(n)]),
+                    lambda qs=qs: np.concatenate(
                         [
                             np.concatenate([vqa.p_yes(images[i : i + 1], [q], 0, world) for q in qs], axis=1)
                             for i in range(n)

@@ -27,7 +27,8 @@ narrower and shallower (a smoke test; its figures mean nothing).
 
     python benchmarks/bench_learners.py --steps 20                 # world Flux, about 4 minutes on 2 cores
     python benchmarks/bench_learners.py --flux-dev-size --steps 3 --json dev.json     # CUDA
-    python benchmarks/bench_learners.py --flux-dev-size --width-divisor 24 --device cpu --size 64 --text-tokens 16 --steps 1
+    python benchmarks/bench_learners.py --flux-dev-size --width-divisor 24 --device cpu --size 64 \\
+        --text-tokens 16 --steps 1
 """
 
 from __future__ import annotations

@@ -237,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     n, n_loop = args.images, min(args.loop_images, args.images)
     scale = n / n_loop
     print(
-        f"CUB scale: {n} images, {N_CONCEPTS} concepts, {N_CLASSES} classes, {MAP}x{MAP} maps -> {IMAGE}x{IMAGE}, l = 5; "
+        f"CUB scale: {n} images, {N_CONCEPTS} concepts, {N_CLASSES} classes, "
+        f"{MAP}x{MAP} maps -> {IMAGE}x{IMAGE}, l = 5; "
         f"threads: torch {torch.get_num_threads()}, OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}"
     )
     rows = []

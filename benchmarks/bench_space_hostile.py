@@ -37,6 +37,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
@@ -64,7 +65,7 @@ class Visitor:
     """One hostile visitor: raw HTTP calls from one ``X-Forwarded-For`` address."""
 
     #: answers (of every visitor) naming a folder of :data:`HIDDEN` (none expected)
-    leaks: list[str] = []
+    leaks: ClassVar[list[str]] = []
     #: the server's folders no answer should name (set by :func:`main`: the Gradio cache folder)
     HIDDEN: tuple[str, ...] = ()
 
@@ -296,7 +297,8 @@ def main() -> None:
         print("p95 latency per endpoint (s), 10 concurrent clients:")
         for endpoint, values in sorted(latencies.items()):
             print(
-                f"  {endpoint:14s} n={len(values):4d}  median {np.median(values):6.2f}  p95 {np.percentile(values, 95):6.2f}"
+                f"  {endpoint:14s} n={len(values):4d}  median {np.median(values):6.2f}  "
+                f"p95 {np.percentile(values, 95):6.2f}"
             )
         print(f"a client on 127.0.0.9 rotating X-Forwarded-For: {escaped} upload(s) past its 64 MB quota")
         for line in crashes[:10]:

@@ -234,7 +234,8 @@ def overhead(pipe: TiedDiffusionPipeline, kw: dict[str, Any], label: str, args: 
     if device == "cuda":
         out["peak_gib"] = {name: peak_memory_gib(fn) for name, fn in calls.items()}
         print(
-            f"  peak GPU memory: TDG {out['peak_gib']['tdg']:.2f} GiB, FluxPipeline batch-2 {out['peak_gib']['flux']:.2f} GiB"
+            f"  peak GPU memory: TDG {out['peak_gib']['tdg']:.2f} GiB, "
+            f"FluxPipeline batch-2 {out['peak_gib']['flux']:.2f} GiB"
         )
     return out
 
@@ -357,18 +358,21 @@ def acceleration(
         }
         ratio = result.ratio("tdg", "flux")
         print(
-            f"  {name:<9} TDG pair CPU {tdg_s.format(3, ' s')}, wall {result.timings['tdg'].spread('wall').format(3, ' s')}; "
-            f"TDG / FluxPipeline batch-2 CPU {ratio.format(3, 'x')}, wall {result.ratio('tdg', 'flux', 'wall').format(3, 'x')}; "
+            f"  {name:<9} TDG pair CPU {tdg_s.format(3, ' s')}, "
+            f"wall {result.timings['tdg'].spread('wall').format(3, ' s')}; "
+            f"TDG / FluxPipeline batch-2 CPU {ratio.format(3, 'x')}, "
+            f"wall {result.ratio('tdg', 'flux', 'wall').format(3, 'x')}; "
             f"first two calls {first:.1f} s; drift {rows[name]['drift']['mean_abs_pixel']:.2f} / 255"
             + (
-                f", species {rows[name]['drift']['species_agreement']:.2f}, attributes {rows[name]['drift']['attribute_agreement']:.2f}"
+                f", species {rows[name]['drift']['species_agreement']:.2f}, "
+                f"attributes {rows[name]['drift']['attribute_agreement']:.2f}"
                 if judge is not None
                 else ""
             ),
             flush=True,
         )
     base = rows["plain"]["seconds"]["tdg"]["cpu"]["median"]
-    for name, row in rows.items():
+    for row in rows.values():
         row["speedup_vs_plain"] = base / row["seconds"]["tdg"]["cpu"]["median"]
     print(
         "  speed-up of a TDG pair over plain (CPU medians): "

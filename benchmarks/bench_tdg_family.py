@@ -245,7 +245,8 @@ def time_klein_size(
         print(result.report(ratios))
         if "peak_gib" in figures:
             print(
-                f"  peak GPU memory: TDG {figures['peak_gib']['tdg']:.2f} GiB, base batch-2 {figures['peak_gib']['base']:.2f} GiB"
+                f"  peak GPU memory: TDG {figures['peak_gib']['tdg']:.2f} GiB, "
+                f"base batch-2 {figures['peak_gib']['base']:.2f} GiB"
             )
         out[label] = figures
     return out

@@ -65,7 +65,7 @@ def main() -> None:
     images = [world.sample(i).image for i in range(m)]
     for level in (PNG_COMPRESS_LEVEL, 6):
         sizes: list[int] = []
-        seconds = _cpu_seconds(lambda: sizes.extend(_png_size(a, level) for a in images))
+        seconds = _cpu_seconds(lambda sizes=sizes, level=level: sizes.extend(_png_size(a, level) for a in images))
         print(
             f"PNG zlib level {level}: {seconds / m * 1e3:.2f} ms and {sum(sizes) / len(sizes) / 1e3:.1f} kB "
             f"per {args.size} px image (CPU)"

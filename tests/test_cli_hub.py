@@ -203,7 +203,7 @@ def test_offline_mode_fails_at_once_without_a_probe(online, tmp_path, monkeypatc
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(hub, "probe_hub", lambda *a, **k: pytest.fail("no probe in offline mode"))
     with pytest.raises(ModelUnavailableError, match="not in the local Hugging Face cache and HF_HUB_OFFLINE=1"):
-        hub.resolve_model_spec("someone/x", "--vlm-model", family="hub").target
+        hub.resolve_model_spec("someone/x", "--vlm-model", family="hub").target  # noqa: B018 - the lookup raises
     _fake_cached(Path(constants.HF_HUB_CACHE), "someone/x")
     assert hub.resolve_model_spec("someone/x", family="hub").target == "someone/x"
 
@@ -211,7 +211,7 @@ def test_offline_mode_fails_at_once_without_a_probe(online, tmp_path, monkeypatc
 def test_a_hub_that_has_no_such_model_says_so(online, not_found_endpoint):
     online(not_found_endpoint)
     with pytest.raises(ModelUnavailableError, match=r"the Hub has no model 'someone/typo' .*\(HTTP 404\)"):
-        hub.resolve_model_spec("someone/typo", family="hub").target
+        hub.resolve_model_spec("someone/typo", family="hub").target  # noqa: B018 - the lookup raises
 
 
 def test_local_folders_and_paths(tmp_path):
@@ -219,9 +219,9 @@ def test_local_folders_and_paths(tmp_path):
     folder.mkdir()
     assert hub.resolve_model_spec(str(folder), family="hub").target == str(folder.resolve())
     with pytest.raises(ModelUnavailableError, match="--vlm-model: no such folder or file './gone'"):
-        hub.resolve_model_spec("./gone", "--vlm-model", family="hub").target
+        hub.resolve_model_spec("./gone", "--vlm-model", family="hub").target  # noqa: B018 - the lookup raises
     with pytest.raises(ModelUnavailableError, match="neither an existing folder nor a valid Hub id"):
-        hub.resolve_model_spec("two words", family="hub").target
+        hub.resolve_model_spec("two words", family="hub").target  # noqa: B018 - the lookup raises
 
 
 def test_space_named_models_fail_within_10_s_when_the_hub_does_not_answer(online, silent_endpoint, monkeypatch):

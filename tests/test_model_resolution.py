@@ -16,8 +16,8 @@ BAD = {
     "'org/name'",
     "nope.py:build": "no such file 'nope.py' (of the factory 'nope.py:build')",
     "not a valid id": "'not a valid id' is neither an existing folder nor a valid Hub id ('org/name')",
-    "someone/missing-model": "model 'someone/missing-model' is not in the local Hugging Face cache and HF_HUB_OFFLINE=1 "
-    "forbids downloading it; download it where there is network (`hf download "
+    "someone/missing-model": "model 'someone/missing-model' is not in the local Hugging Face cache and "
+    "HF_HUB_OFFLINE=1 forbids downloading it; download it where there is network (`hf download "
     "someone/missing-model`) and copy the Hugging Face cache (HF_HOME) here, or pass a local "
     "folder",
 }

@@ -264,8 +264,8 @@ out = metric.compute(predictions=[[0.2, 0.9], [0.7, 0.4]], reference_classes=["0
 assert (out["s_plus"], out["s_minus"]) == (0.5, 0.5), out
 
 tiny_flux_pipeline().save_pretrained({str(tmp_path / "tiny_flux")!r})
-pipe = DiffusionPipeline.from_pretrained({str(tmp_path / "tiny_flux")!r}, custom_pipeline=hub + "/models/tied_diffusion",
-                                         trust_remote_code=True)
+pipe = DiffusionPipeline.from_pretrained({str(tmp_path / "tiny_flux")!r},
+                                         custom_pipeline=hub + "/models/tied_diffusion", trust_remote_code=True)
 assert type(pipe).__name__ == "TiedDiffusionPipeline", type(pipe)
 
 for name, split in (("bird-world", None), ("bird-world-sub", "test")):

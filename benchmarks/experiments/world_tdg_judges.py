@@ -127,7 +127,8 @@ def export_judge(judge: Any, validation: Any, results: dict, folder: Path, cost:
                 "",
                 "## Validation on held-out exact edits and renders (raw, and after the world VAE's round trip)",
                 "",
-                "Also in `validation.json`; `concept_grounding.judge.judge_validated_groups()` reads the groups that meet",
+                "Also in `validation.json`; `concept_grounding.judge.judge_validated_groups()` reads the groups "
+                "that meet",
                 "every bar (verdicts on the other groups are not findings).",
                 "",
                 validation.to_markdown(),

@@ -334,7 +334,8 @@ def filter_agreement(world: Any, sub: dict, clip: Any, settings: WorldTDGSetting
         ims = sub["images"][method]
 
         def probs_for(recs: list[dict], question: str, options: list[str]) -> np.ndarray:
-            return scorer.score([ims[r["image_id"]] for r in recs], question, options, recs[0]["group"])
+            # filter_records below calls it within this method's iteration
+            return scorer.score([ims[r["image_id"]] for r in recs], question, options, recs[0]["group"])  # noqa: B023
 
         result = filter_records(rows, probs_for, keep_fraction=0.1, vocab=vocab)
         kept_ids = {r["image_id"] for r in result.kept}

@@ -50,7 +50,8 @@ def mark_guide_positive(records: list[dict]) -> None:
     """Set each record's ``pairing_guide_positive``: a pairing's guide "shows S+" when most of
     TDG's guide images for it do (``guide_s_plus`` of its ``method == "tdg"`` records; a tie is not a majority).
 
-    >>> recs = [{"reference_class": "x", "target_attribute": "a", "method": "tdg", "guide_s_plus": g} for g in (1, 1, 0)]
+    >>> recs = [{"reference_class": "x", "target_attribute": "a", "method": "tdg", "guide_s_plus": g}
+    ...         for g in (1, 1, 0)]
     >>> mark_guide_positive(recs); recs[0]["pairing_guide_positive"]
     True
     """
@@ -256,7 +257,8 @@ def write_world_tdg_report(results: dict, path: Path) -> None:
             "## VQA filter (world-CLIP scorer) vs the judge",
             "",
             f"The scorer on {f['scorer_validation']['edits']} exact edits: AUROC {sv['auroc']:.3f} (edit vs original), "
-            f"S+ top answer on edits {100 * sv['s_plus_accuracy']:.1f} %, on originals {100 * sv['false_s_plus']:.1f} %.",
+            f"S+ top answer on edits {100 * sv['s_plus_accuracy']:.1f} %, "
+            f"on originals {100 * sv['false_s_plus']:.1f} %.",
             "",
             markdown_table(
                 [

@@ -1,4 +1,5 @@
-"""Concept Confidence Deviation (CCD, ConceptBed, Patel et al., 2023): does an oracle trust generated images as much as real ones?"""
+"""Concept Confidence Deviation (CCD, ConceptBed, Patel et al., 2023): does an oracle trust generated images
+as much as real ones?"""
 
 from typing import ClassVar, Literal
 
@@ -16,7 +17,8 @@ generated images as on the real ones; positive: they deviate. Lower is better.
 Configurations: "classifier" (default; predictions are oracle softmax rows) and "vqa"
 (predictions are VQA probabilities of "yes" to existence questions, references the question
 group). `reduction="pooled"` compares the mean over all generated images with the mean over
-all real images, as the ConceptBed reference code (`DeltaNew`) does. Accuracy, MSP and ECE on the generated images come alongside.
+all real images, as the ConceptBed reference code (`DeltaNew`) does. Accuracy, MSP and ECE on the generated
+images come alongside.
 """
 
 _KWARGS_DESCRIPTION = """

@@ -1,4 +1,5 @@
-"""Concept global importance metric (CGIM, Aysel et al., 2025): do the classifier's concept weights agree with the class-level ground truth?"""
+"""Concept global importance metric (CGIM, Aysel et al., 2025): do the classifier's concept weights agree with the
+class-level ground truth?"""
 
 from typing import ClassVar, Literal
 

@@ -34,7 +34,8 @@ Args:
     rank_within_part_concepts, return_ranks: see `concept_grounding.metrics.concept_location`.
 Returns:
     `location@{l}_alpha{alpha}` (and `..._correct`), `top_concepts`, `evaluated`, `hits`,
-    `centre_rank` (with return_ranks=True), `region_sizes`, `skipped_no_part`, `skipped_invisible`, `images_without_evaluated`.
+    `centre_rank` (with return_ranks=True), `region_sizes`, `skipped_no_part`, `skipped_invisible`,
+    `images_without_evaluated`.
 Examples:
     >>> import evaluate
     >>> metric = evaluate.load("concept_location")

@@ -1,4 +1,5 @@
-"""SUB accuracy (Bader et al., 2025): does a concept model see a substituted attribute, and stop seeing the removed one?"""
+"""SUB accuracy (Bader et al., 2025): does a concept model see a substituted attribute, and stop seeing the
+removed one?"""
 
 from typing import ClassVar, Literal
 

@@ -236,7 +236,8 @@ def _print_next(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 ok, 2 user error, 1 bug, 130 interrupted). Progress bars
-    written to a log rather than a terminal redraw once a minute (:func:`~concept_grounding.progress.quiet_off_terminal`)."""
+    written to a log rather than a terminal redraw once a minute
+    (:func:`~concept_grounding.progress.quiet_off_terminal`)."""
     from .progress import quiet_off_terminal
 
     with quiet_off_terminal():

@@ -23,7 +23,8 @@ command line.
 >>> DemoConfig(stages="world,nest").stage_names
 Traceback (most recent call last):
 ...
-concept_grounding.errors.UsageError: --stages: unknown stage(s) ['nest']; known: ['world', 'bench', 'candidates', 'tdg', 'cci', 'human', 'conceptbed']
+concept_grounding.errors.UsageError: --stages: unknown stage(s) ['nest']; known: ['world', 'bench', 'candidates',
+    'tdg', 'cci', 'human', 'conceptbed']
 """
 
 from __future__ import annotations
@@ -412,7 +413,8 @@ def _stage_human(out: Path, config: DemoConfig) -> str:
         if res.human is None
         # a score with no image to count is "–", as in the reports
         else (
-            f"; Human rows s+/s- binary {percent(res.human['binary']['s_plus'])}/{percent(res.human['binary']['s_minus'])},"
+            f"; Human rows s+/s- binary "
+            f"{percent(res.human['binary']['s_plus'])}/{percent(res.human['binary']['s_minus'])},"
             f" group {percent(res.human['group']['s_plus'])}/{percent(res.human['group']['s_minus'])}"
         )
     )

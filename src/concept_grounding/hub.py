@@ -405,7 +405,8 @@ def resolve_model_spec(
     >>> resolve_model_spec("./no/such/folder").kind
     Traceback (most recent call last):
     ...
-    concept_grounding.errors.ModelUnavailableError: --model: no such folder or file './no/such/folder'; pass an existing folder or a Hub model id like 'org/name'
+    concept_grounding.errors.ModelUnavailableError: --model: no such folder or file './no/such/folder'; pass an
+    existing folder or a Hub model id like 'org/name'
     >>> resolve_model_spec("nope.py:build", "--models")
     Traceback (most recent call last):
     ...
@@ -413,7 +414,8 @@ def resolve_model_spec(
     >>> resolve_model_spec("two words", "--vlm-model", family="hub")
     Traceback (most recent call last):
     ...
-    concept_grounding.errors.ModelUnavailableError: --vlm-model: 'two words' is neither an existing folder nor a valid Hub id ('org/name')
+    concept_grounding.errors.ModelUnavailableError: --vlm-model: 'two words' is neither an existing folder nor a
+    valid Hub id ('org/name')
     """
     if isinstance(spec, ModelSpec):  # resolved already: not checked twice
         return spec

@@ -136,7 +136,8 @@ WITHOUT_OUT = frozenset({"annotate"})
 
 
 def next_line(args: argparse.Namespace, prog: str | None = None) -> str | None:
-    """``next: <command>`` for the command ``args`` ran (``None`` for commands without a chain, or without ``--out``)."""
+    """``next: <command>`` for the command ``args`` ran (``None`` for commands without a chain, or without
+    ``--out``)."""
     command = getattr(args, "command", "")
     step = NEXT.get(command)
     if step is None or (command not in WITHOUT_OUT and getattr(args, "out", None) is None):

@@ -141,7 +141,8 @@ def test_hooks_removed_after_exception(models):
     backend = get_backend(models["open_clip"])
     mask = torch.zeros(1, backend.num_tokens, dtype=torch.bool)
     mask[0, 1:4] = True
-    with pytest.raises(RuntimeError, match="boom"), ClusterMask(backend, mask) as ctx:
+    # the error is raised inside the mask's block: the block is the test
+    with pytest.raises(RuntimeError, match="boom"), ClusterMask(backend, mask) as ctx:  # noqa: PT012
         assert len(backend.encoder._forward_pre_hooks) == 1 and ctx.active
         raise RuntimeError("boom")
     assert len(backend.encoder._forward_pre_hooks) == 0 and not ctx.active
@@ -279,9 +280,9 @@ def test_bad_inputs(models):
     )
     with pytest.raises(ValueError, match="not a VisionTransformer"):
         ConceptClusterImportance(resnet)
-    with pytest.raises(ValueError, match="not a transformers CLIP"):
-        from transformers import BertConfig, BertModel
+    from transformers import BertConfig, BertModel
 
+    with pytest.raises(ValueError, match="not a transformers CLIP"):
         ConceptClusterImportance(
             BertModel(
                 BertConfig(

@@ -430,7 +430,8 @@ def test_the_guide_cci_bench_and_covar_lines_parse(tmp_path):
 @pytest.mark.slow
 def test_the_trained_world_clip_loses_accuracy_on_the_hard_counter_animals_subset(world_clip_folder, tmp_path):
     """The world CLIP was trained on the world's own scenes; on held-out birds pasted onto
-    procedural backgrounds of another kind ('hard', out of its training distribution) the trained CLIP's accuracy drops, and diagnose reports it per subset."""
+    procedural backgrounds of another kind ('hard', out of its training distribution) the trained CLIP's accuracy
+    drops, and diagnose reports it per subset."""
     from concept_grounding.cci.layouts import export_world_counter_animals
 
     folder, classes = world_clip_folder

@@ -41,7 +41,7 @@ def test_real_images_draw_exactly_what_is_asked(world):
     from concept_grounding.world.composition import ACTIONS
 
     scene = {v: k for k, v in RELATIONS.items()}
-    for category, prompt, attribute in concept_prompts(world, 1):
+    for _, prompt, attribute in concept_prompts(world, 1):
         images = real_images(world, 1, prompt, attribute, 2)
         assert images.shape == (2, 32, 32, 3)
         q = {x.kind: x.value for x in questions(prompt)}

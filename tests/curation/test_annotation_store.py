@@ -344,7 +344,7 @@ def test_full_disk_on_submit_one_line_nothing_written(tmp_path):
     con.execute(f"PRAGMA max_page_count={con.execute('PRAGMA page_count').fetchone()[0]}")
     submits = [(f"{'x' * 60}{a}", f"1:c{i}") for i in range(40) for a in range(3)]
     before = None
-    with pytest.raises(AnnotationError) as err:
+    with pytest.raises(AnnotationError) as err:  # noqa: PT012 - submits until one is refused
         for name, image in submits:
             before = store.rows()
             store.submit(name, image, {"q1": "yes", "q2": "no"})

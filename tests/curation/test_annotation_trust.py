@@ -63,7 +63,7 @@ def test_no_token_or_a_typed_name_is_refused_and_nothing_is_written(served):
 
 
 def test_only_images_reach_the_page_no_file_route_into_the_folder(served):
-    url, store, _, root = served
+    url, _, _, root = served
     for name in ("truth.jsonl", "metadata.jsonl", "a.db", "bird.png"):
         for route in ("gradio_api/file=", "file="):
             response = httpx.get(f"{url}{route}{root / name}")

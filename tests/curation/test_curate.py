@@ -72,7 +72,7 @@ def test_task_breaks_what_it_says(world_task):
 
 
 def test_discard_rules_drop_exactly_what_the_world_marks_bad(world_task, tmp_path):
-    folder, rows, truth = world_task
+    _, rows, truth = world_task
     perfect = [SimulatedAnnotator(f"p{i}", 1.0, seed=i) for i in range(3)]
     store = _annotate(tmp_path, rows, truth, perfect, k=3)
     answers, cands = answers_frame(store.rows()), candidates_frame(rows)
@@ -169,7 +169,7 @@ def test_alpha_matches_the_library_on_a_hand_made_table():
 
 def test_human_rows_of_a_perfect_annotator_are_100(world_task, tmp_path):
     folder, rows, truth = world_task
-    store = _annotate(tmp_path, rows, truth, [SimulatedAnnotator("perfect", 1.0)], k=1)
+    _annotate(tmp_path, rows, truth, [SimulatedAnnotator("perfect", 1.0)], k=1)
     res = _curate(tmp_path / "out", CurateConfig(folder, tmp_path / "a.db", truth=folder / "truth.jsonl"))
     for mode in ("binary", "group"):
         assert res.human[mode]["s_plus"] == 1.0 and res.human[mode]["s_minus"] == 1.0, mode

@@ -47,7 +47,7 @@ def drawn(tmp_path_factory):
 
 
 def test_the_judge_finds_what_was_drawn_and_not_a_false_claim(drawn):
-    folder, rows, records = drawn
+    _, rows, records = drawn
     judge = load_world_judge()
     captions, verdicts = judge_captions(judge, [r["image"] for r in rows], records)
     assert verdicts["success"].all() and captions[0] == ("S+ found, species kept", True)

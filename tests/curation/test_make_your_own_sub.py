@@ -97,7 +97,7 @@ def test_make_your_own_sub_chain_runs_on_the_world(tmp_path, capsys, monkeypatch
 
     # 2. generate: the plan's size, an estimate, the images with the asked truth, a contact sheet
     lines = _run(capsys, *generate_cmd[1:], "--steps", "1", "--batch-size", "4")
-    err = capsys.readouterr().err
+    capsys.readouterr()
     gen = tmp_path / "cand-gen"
     generated = _rows(gen / "metadata.jsonl")
     assert len(generated) == 4 and lines[0].startswith("wrote 4 new images (4 planned)")

@@ -80,7 +80,7 @@ def _oracle(world, columns, *, background: bool):
 def test_oracle_feature_maps_give_the_known_existence_and_location(world, columns, background):
     from concept_grounding.evaluation.posthoc import analyse_posthoc
 
-    model, V = _oracle(world, columns, background=background)
+    model, _ = _oracle(world, columns, background=background)
     result = analyse_posthoc(model, world, image_size=SIZE, progress=False)
     assert set(result.existence_by_ranking) == set(result.location_by_ranking) == {"theta_u", "theta", "u"}
     by_u = result.existence_by_ranking["u"]

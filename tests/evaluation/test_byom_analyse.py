@@ -187,14 +187,13 @@ def test_a_plain_torchvision_trunk_with_cavs_and_no_classifier_via_the_cli(cub_r
 def test_bad_inputs_are_clear_errors(posthoc, tmp_path, capsys):
     from concept_grounding.evaluation.loading import load_posthoc_model
 
-    model, _ = posthoc
     with pytest.raises(ValueError, match="concept_names for"):
         feature_map_posthoc_cbm(lambda x: x, torch.zeros(3, 8), ["has_crown_color::black"])
     user = feature_map_posthoc_cbm(lambda x: (x, x), torch.zeros(1, 8), ["has_crown_color::black"])
     with pytest.raises(ValueError, match="features="):
         user(torch.rand(1, 3, 8, 8))
     with pytest.raises(ValueError, match="no classifier"):
-        user.theta
+        user.theta  # noqa: B018 - the property raises
     cbm = tmp_path / "cbm"
     from concept_grounding.models import ConceptBottleneckModel
 

@@ -78,7 +78,7 @@ def test_every_registered_judge_answers_in_its_declared_shapes_and_validates(nam
 
 
 def test_an_unknown_name_fails_in_one_line_naming_the_known_ones():
-    with pytest.raises(ValueError) as err:
+    with pytest.raises(ValueError, match="unknown name") as err:
         create_judge("wrold")
     message = str(err.value)
     assert "\n" not in message and message.startswith("judge: unknown name 'wrold'; known: ")

@@ -212,7 +212,7 @@ def test_without_s_minus_source_warns_and_leaves_it_empty(tmp_path):
 def write_csv_copy(tmp_path, header, rows):
     folder = tmp_path / "csvsub"
     (folder / "imgs").mkdir(parents=True)
-    for k, row in enumerate(rows):
+    for k in range(len(rows)):
         buf = io.BytesIO()
         tiny_image(20 + k).save(buf, format="PNG")
         (folder / "imgs" / f"{k}.png").write_bytes(buf.getvalue())

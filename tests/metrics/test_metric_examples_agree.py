@@ -6,6 +6,7 @@ The calls are read, not run (``ast``): names they use (``names = [...]``) are th
 from __future__ import annotations
 
 import ast
+import contextlib
 import doctest
 import importlib.util
 import re
@@ -24,14 +25,13 @@ def _first_compute(code: str) -> dict:
     names: dict = {}
     for node in ast.parse(code).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            try:
+            # not a literal (evaluate.load(...), a compute call): not an input
+            with contextlib.suppress(Exception):
                 names[node.targets[0].id] = eval(
                     compile(ast.Expression(node.value), "<example>", "eval"),
                     {"__builtins__": {}},
                     dict(names),
                 )
-            except Exception:  # noqa: BLE001 - not a literal (evaluate.load(...), a compute call): not an input
-                pass
         for call in ast.walk(node):
             if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "compute":
                 return {

@@ -233,7 +233,7 @@ def test_module_bad_input_raises_value_error():
     metric = load("concept_existence")
     with pytest.raises(ValueError, match="theta"):
         metric.compute(predictions=[0], references=[0], concept_scores=[[1.0]], concept_labels=[[1]])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="must have the same length"):
         load("concept_existence").add_batch(
             predictions=[0, 1], references=[0], concept_scores=[[1.0]], concept_labels=[[1]]
         )

@@ -199,7 +199,7 @@ def test_random_hflip_and_schedules():
     for schedule in ("onecycle", "cosine"):
         w = torch.nn.Parameter(torch.zeros(1))
         hist = fit(
-            lambda b: ((w - 3.0) ** 2).mean() + 0 * b[0].sum(),
+            lambda b, w=w: ((w - 3.0) ** 2).mean() + 0 * b[0].sum(),
             [w],
             (torch.zeros(8),),
             epochs=200,

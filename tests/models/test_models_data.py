@@ -55,9 +55,9 @@ def test_missing_columns_and_bad_arguments_are_clear_errors(toy):
         to_tensors(toy.remove_columns("class_attributes"), None, 16, label_source="class")
     with pytest.raises(ValueError, match="label_source"):
         to_tensors(toy, None, 16, label_source="both")
-    with pytest.raises(ValueError, match="DatasetDict"):
-        import datasets
+    import datasets
 
+    with pytest.raises(ValueError, match="DatasetDict"):
         to_tensors(datasets.DatasetDict({"train": toy}), None, 16)
     with pytest.raises(KeyError, match="unknown attribute"):
         to_tensors(toy, ["has_crown_color::tartan"], 16)

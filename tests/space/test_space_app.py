@@ -282,7 +282,7 @@ def test_concurrent_tdg_and_sub_requests_equal_sequential(file_client):
     for batch in (jobs, [jobs[0]] * 4 + [jobs[4]] * 4):
         barrier = threading.Barrier(len(batch))
         with ThreadPoolExecutor(max_workers=len(batch)) as pool:
-            together = list(pool.map(lambda job: call(job, barrier), batch))
+            together = list(pool.map(lambda job, barrier=barrier: call(job, barrier), batch))
         for (api_name, args), b in zip(batch, together):
             a = alone[jobs.index((api_name, args))]
             assert len(a) == len(b)
@@ -936,7 +936,8 @@ def test_no_response_shows_where_the_server_keeps_its_files(server, tmp_path):
         ("concepts", "[null, 3, 3]"),
         (
             "metrics",
-            f'["concept_confidence_deviation", {json.dumps({"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}})}]',
+            '["concept_confidence_deviation", '
+            f"{json.dumps({'path': '/etc/passwd', 'meta': {'_type': 'gradio.FileData'}})}]",
         ),
     ]:
         posted, stream = _raw_stream(url, api, f'{{"data": {data}}}', visitor="93.184.216.50")

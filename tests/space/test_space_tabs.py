@@ -185,7 +185,7 @@ def test_models_are_loaded_from_an_artifacts_folder(store, tmp_path):
     model, size = store.get("concept_model", tab_sub.build_concept_model)
     model.save_pretrained(tmp_path / "models" / "cbm-joint")
     other = ResourceStore(artifacts=tmp_path, image_size=store.build.concept_size)
-    loaded, loaded_size = other.get("concept_model", tab_sub.build_concept_model)
+    _, loaded_size = other.get("concept_model", tab_sub.build_concept_model)
     assert loaded_size == size == store.build.concept_size
     assert other.status()["concept_model"][0].startswith("loaded from")
     out_a = tab_sub.explore(store, "017.Cardinal|has_crown_color::black", 0)

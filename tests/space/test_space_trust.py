@@ -192,7 +192,7 @@ def test_the_alias_is_rewritten_in_file_paths_only(space):
 def test_every_request_body_is_capped(space):
     from concept_grounding.space.limits import SpaceLimits
 
-    url, log, _ = space
+    url, _, _ = space
     cap = SpaceLimits().max_request_bytes
     body = json.dumps({"data": [None, 0, "a bird " * (cap // 7 + 1), 3, [], ""]}).encode()
     for chunked in (False, True):

@@ -284,10 +284,8 @@ def test_precomputed_embeddings_from_a_text_only_pipeline_equal_the_prompts(memb
     text_only = member.tdg(
         **{name: (module if "text" in name or "token" in name else None) for name, module in tdg.components.items()}
     )
-    if member.tdg is TiedFlux2KleinPipeline:
-        extra = {"guidance_scale": 1.0}  # CFG would need negative_prompt_embeds (its own test below)
-    else:
-        extra = {}
+    # CFG would need negative_prompt_embeds (its own test below)
+    extra = {"guidance_scale": 1.0} if member.tdg is TiedFlux2KleinPipeline else {}
     embeds = _side(_encode(text_only, member, R), "reference") | _side(_encode(text_only, member, G), "guide")
     from_embeds = tdg(eta_schedule=EtaSchedule(0.2, 0.9, 1.0), generator=_gen(4), **embeds, **extra, **_kw(member))
     from_text = tdg(R, G, eta_schedule=EtaSchedule(0.2, 0.9, 1.0), generator=_gen(4), **extra, **_kw(member))

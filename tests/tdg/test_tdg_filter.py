@@ -45,7 +45,7 @@ def test_select_discards_wrong_ranks_and_keeps_top_fraction():
     assert select_pairing(probs, 1).tolist() == [7, 12]  # keep 2 of 20; tie 0.95 broken by index
     assert select_pairing(probs, 1, keep_fraction=0.25).tolist() == [7, 12, 3, 19, 11]
     assert select_pairing(probs, 1, keep_fraction=0.3).tolist() == []  # 5 correct < 6 needed: dropped
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="0 <= target < K"):
         select_pairing(probs, 3)
 
 
@@ -77,7 +77,7 @@ def test_filter_records_report_counts(tmp_path):
     }
     assert pairings["017.Cardinal"]["dropped"] and pairings["017.Cardinal"]["kept"] == 0
     assert result.report["kept_per_attribute"] == {"has_eye_color::red": 2}
-    json_path, md_path = write_filter_report(result.report, tmp_path)
+    _, md_path = write_filter_report(result.report, tmp_path)
     assert "| 073.Blue_Jay | has_eye_color::red | 10 | 4 | 2 |" in md_path.read_text()
 
 

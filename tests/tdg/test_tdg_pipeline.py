@@ -140,7 +140,7 @@ def test_concurrent_calls_from_threads_equal_the_calls_alone(pipe):
     for _ in range(2):
         barrier = threading.Barrier(len(jobs))
         with ThreadPoolExecutor(len(jobs)) as pool:
-            together = list(pool.map(lambda job: call(job, barrier), jobs))
+            together = list(pool.map(lambda job, barrier=barrier: call(job, barrier), jobs))
         for a, b in zip(alone, together):
             assert torch.equal(a.reference_images, b.reference_images) and torch.equal(a.guide_images, b.guide_images)
             assert a.eta_per_step == b.eta_per_step and a.t_per_step == b.t_per_step

@@ -171,7 +171,7 @@ def test_schedule_validation():
         EtaSchedule(k=-1)
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         EtaSchedule(t_max=1.5)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
         ConstantEta(2.0)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -87,7 +88,7 @@ def test_word_tokenizers_pad_to_the_trained_length():
 def test_cosine_lr_warms_up_and_decays():
     lrs = [cosine_lr(s, 100, 1.0, 10) for s in range(101)]
     assert lrs[9] == pytest.approx(1.0) and lrs[0] == pytest.approx(0.1)
-    assert all(a >= b for a, b in zip(lrs[10:], lrs[11:]))
+    assert all(a >= b for a, b in itertools.pairwise(lrs[10:]))
     assert lrs[100] == pytest.approx(0.0, abs=1e-12)
 
 

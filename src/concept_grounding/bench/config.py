@@ -61,7 +61,8 @@ def check_classes(classes: Sequence[str] | None, name: str = "classes") -> None:
     >>> check_classes(["017.Cardinal"])
     Traceback (most recent call last):
     ...
-    ValueError: classes: a bench run needs at least 2 different classes (s+ is measured on attributes another class shows), got 1: ['017.Cardinal']
+    ValueError: classes: a bench run needs at least 2 different classes (s+ is measured on attributes
+    another class shows), got 1: ['017.Cardinal']
     """
     if classes is not None and len(set(classes)) < MIN_CLASSES:
         raise ValueError(

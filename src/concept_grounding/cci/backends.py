@@ -15,7 +15,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, ContextManager
+from typing import TYPE_CHECKING, Any
 
 from .attention import check_batch, key_bias, library_attention, multihead_attention, transformers_key_mask
 
@@ -127,7 +127,7 @@ class VisionBackend:
         """The user's own image forward, ``(B, 3, H, W) -> (B, E)`` (key masks apply)."""
         return self.clip.encode_image(self.model, pixel_values)
 
-    def mask_keys(self, key_mask: torch.Tensor) -> ContextManager[None]:
+    def mask_keys(self, key_mask: torch.Tensor) -> contextlib.AbstractContextManager[None]:
         """Context in which the model's own image forwards cut ``key_mask``'s keys out of
         every layer's and head's attention.
 

@@ -375,8 +375,9 @@ def evaluate_covar(
         judge: Fine-Er judge (see :mod:`.diagnosis`).
         threshold: map binarisation threshold.
         batch_size: rows per step.
-        pixels: list of PIL images -> model inputs; default :func:`~concept_grounding.models.clip.preprocess.to_pixel_values` (CLIP
-            normalisation at the model's input size).
+        pixels: list of PIL images -> model inputs; default
+            :func:`~concept_grounding.models.clip.preprocess.to_pixel_values` (CLIP normalisation at the
+            model's input size).
     """
     import torch
     import torch.nn.functional as F

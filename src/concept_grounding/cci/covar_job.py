@@ -503,7 +503,8 @@ def report_markdown(result: CovarResult) -> str:
     )
     warning = " with a RANDOM-WEIGHT model (mechanics only, the numbers mean nothing)" if result.random_weights else ""
     lines = [
-        f"# COVAR on {source}{warning}\n\nModel: {result.model}. {len(result.dataset) // (VARIANTS * result.num_backgrounds)} objects x "
+        f"# COVAR on {source}{warning}\n\n"
+        f"Model: {result.model}. {len(result.dataset) // (VARIANTS * result.num_backgrounds)} objects x "
         f"{result.num_backgrounds} {kind} backgrounds x {VARIANTS} variants"
         f" = {len(result.dataset)} images; K = {c.clusters}; "
         f"judge: {c.judge}.\n",
@@ -551,7 +552,7 @@ def write_covar_report(result: CovarResult, out: str | Path) -> Path:
     )
     rows = result.overlays
     save_panel_grid(
-        [sum(rows[j : j + 3], []) for j in range(0, len(rows), 3)],
+        [[cell for row in rows[j : j + 3] for cell in row] for j in range(0, len(rows), 3)],
         out / "overlays.png",
         title="COVAR variants: image, CCI of the predicted class, mask",
     )

@@ -201,7 +201,7 @@ def pointing_game(
     """
     import torch
 
-    b, h, w = maps.shape
+    _, _, w = maps.shape
     idx = maps.flatten(1).argmax(1)
     peak = torch.stack([(idx % w).float(), torch.div(idx, w, rounding_mode="floor").float()], dim=-1)
     dist = (part_xy.float() - peak[:, None, :]).norm(dim=-1)

@@ -47,7 +47,7 @@ def builtin_clip(name: str | None) -> bool:
         return True
     if Path(name).exists():
         return False
-    return name == WORLD_CLIP or name == RANDOM_CLIP or name.startswith(RANDOM_CLIP + ":")
+    return name in (WORLD_CLIP, RANDOM_CLIP) or name.startswith(RANDOM_CLIP + ":")
 
 
 def random_clip_seed(name: str, argument: str = "--model") -> int:
@@ -69,9 +69,9 @@ def tiny_open_clip_handle(
     embed_dim: int = 32,
     seed: int = 0,
 ) -> ClipHandle:
-    """A tiny config-built open_clip CLIP (random weights, :func:`~concept_grounding.models.clip.tiny.tiny_open_clip`) with
-    open_clip's bundled BPE tokenizer and CLIP's pixel statistics
-    (:func:`~concept_grounding.models.clip.preprocess.to_pixel_values`, ``image_size`` px)."""
+    """A tiny config-built open_clip CLIP (random weights,
+    :func:`~concept_grounding.models.clip.tiny.tiny_open_clip`) with open_clip's bundled BPE tokenizer and CLIP's
+    pixel statistics (:func:`~concept_grounding.models.clip.preprocess.to_pixel_values`, ``image_size`` px)."""
     import open_clip
 
     from concept_grounding.models.clip import ClipHandle

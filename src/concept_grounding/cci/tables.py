@@ -231,7 +231,8 @@ def classification_table(
         ops = be.blocks()
 
         def score_fn(x: torch.Tensor) -> torch.Tensor:
-            return F.normalize(image_embeds(be, x, ops).float(), dim=-1) @ classes.to(x.device).T
+            # called only inside this model's iteration (curve_endpoints, classification_curves)
+            return F.normalize(image_embeds(be, x, ops).float(), dim=-1) @ classes.to(x.device).T  # noqa: B023
 
         sums = {m: dict.fromkeys(CLASSIFICATION_COLUMNS, 0.0) for m in methods}
         times = dict.fromkeys(methods, 0.0)
@@ -301,7 +302,8 @@ def retrieval_table(
         px = torch.cat([handle.pixels(data.images(range(s, min(s + batch_size, n)))) for s in range(0, n, batch_size)])
 
         def embed(x: torch.Tensor) -> torch.Tensor:
-            return torch.cat([be.encode_image(x[s : s + batch_size]) for s in range(0, len(x), batch_size)])
+            # called only inside this model's iteration (the clean scores and retrieval_curves)
+            return torch.cat([be.encode_image(x[s : s + batch_size]) for s in range(0, len(x), batch_size)])  # noqa: B023
 
         with torch.no_grad():
             sim = F.normalize(embed(px).float(), dim=-1) @ F.normalize(texts.float(), dim=-1).to(px.device).T

@@ -4,7 +4,8 @@ Pairings come from the bird world's class vectors (default), from CUB's class-le
 labels (``--cub-root``), or from a file (``--pairings``). Run it again with the same
 arguments to resume; launch it with ``accelerate launch`` to shard across processes/GPUs.
 The job lives in :mod:`concept_grounding.tdg.generate_job` (``run_generate`` of a
-:class:`~concept_grounding.tdg.generate.GenerateConfig`); this module parses the arguments, maps them onto the config and prints.
+:class:`~concept_grounding.tdg.generate.GenerateConfig`); this module parses the arguments, maps them onto the config
+and prints.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The composition CLIP: a :class:`~concept_grounding.models.clip.WorldCLIP` that reads ConceptBed's composition prompts.
+"""The composition CLIP: a :class:`~concept_grounding.models.clip.WorldCLIP` that reads ConceptBed's composition
+prompts.
 
 The Explain tab's world CLIP (``assets/space_world_clip``) was trained on single birds with
 attribute captions: its tokenizer has no "two", "sky" or "facing", so every composition prompt
@@ -269,8 +270,8 @@ def _alternatives(category: str, count: int) -> list[str]:
 def validate_composition_clip(handle: Any, data: CompositionClipData) -> dict[str, dict[str, float]]:
     """Per category (count, relation, action): zero-shot ``accuracy`` of the true caption among
     its alternatives (:func:`_alternatives`; ``chance`` = 1 / their number), and the mean
-    CLIPScore (:func:`~concept_grounding.models.clip.scoring.clip_score`) of the matching prompt (``clip_match``) and of the
-    mismatching ones (``clip_mismatch``), their difference ``clip_gap``; ``n`` images (relation:
+    CLIPScore (:func:`~concept_grounding.models.clip.scoring.clip_score`) of the matching prompt (``clip_match``) and
+    of the mismatching ones (``clip_mismatch``), their difference ``clip_gap``; ``n`` images (relation:
     those in a scene with one).
 
     ``handle``: a :class:`~concept_grounding.models.clip.ClipHandle` (:func:`load_composition_clip`).
@@ -345,7 +346,7 @@ def ship_composition_clip(
     }
     (out / "validation.json").write_text(json.dumps(record, indent=1) + "\n")
     (out / "README.md").write_text(_card(record, per_class, canonical_per_class, epochs, seed))
-    print(_validation_lines(validation))
+    print(_validation_lines(validation))  # noqa: T201 - the maintainer's command (docstring): the table is its output
     return record
 
 

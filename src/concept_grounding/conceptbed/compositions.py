@@ -83,7 +83,8 @@ def questions(prompt: str) -> list[Question]:
     [('concept', 'V*'), ('attribute', 'a blue colored crown')]
     >>> questions("a painting of a V* eating")
     Traceback (most recent call last):
-    ValueError: prompt: cannot make questions of 'a painting of a V* eating': the world's prompts read 'a photo of {a|two|three} V*[ with ...][ in the sky|on a branch|...][ facing left|right]'
+    ValueError: prompt: cannot make questions of 'a painting of a V* eating': the world's prompts read
+    'a photo of {a|two|three} V*[ with ...][ in the sky|on a branch|...][ facing left|right]'
     """
     asked = CompositionPrompt.parse(prompt.strip().lower().replace("v*", "V*"))
     if asked is None:

@@ -82,7 +82,7 @@ document.addEventListener('keydown', (e) => {
   if (e.key === 'Enter') { const b = shown('#submit, #submit2, #submit3'); if (b) b.click(); }
 });
 </script>
-"""
+"""  # noqa: UP031 - the script's own braces rule out format()
     % KEYS
 )
 
@@ -243,7 +243,7 @@ def answer_radio():
 
     # Gradio's component metaclass writes a ``.pyi`` stub beside the module that defines a
     # component class (for its own custom-component tooling): not into an installed package.
-    with mock.patch.object(gradio.component_meta, "create_or_modify_pyi", lambda *args: None):
+    with mock.patch.object(gradio.component_meta, "create_or_modify_pyi", return_value=None):
 
         class AnswerRadio(gr.Radio):
             is_template = True

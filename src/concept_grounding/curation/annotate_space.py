@@ -51,7 +51,8 @@ sys.exit(main({args!r}))
 
 
 def _copy_candidates(rows: list[dict], root: Path, dest: Path) -> None:
-    """``rows``' images under ``dest`` (relative names kept, absolute ones put in ``images/``) and their ``metadata.jsonl``."""
+    """``rows``' images under ``dest`` (relative names kept, absolute ones put in ``images/``) and their
+    ``metadata.jsonl``."""
     dest.mkdir(parents=True, exist_ok=True)
     out = []
     for row in rows:

@@ -12,7 +12,8 @@ rule is refused in one line that quotes at most :data:`QUOTE` of its characters.
 >>> annotator_id("x" * 500)
 Traceback (most recent call last):
 ...
-concept_grounding.curation.annotation_items.AnnotationError: annotator id 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx… (500 characters)' is too long: at most 64 characters
+concept_grounding.curation.annotation_items.AnnotationError: annotator id
+    'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx… (500 characters)' is too long: at most 64 characters
 >>> token_hash("abc")[:12]
 'ba7816bf8f01'
 """

@@ -8,7 +8,8 @@ tokens, locks and one-line refusals) with the rating study's calls beside SUB's:
 
 >>> import tempfile, os
 >>> store = RatingStore(os.path.join(tempfile.mkdtemp(), "a.db"), k=2)
->>> store.add_rating_items([RatingItem("r-1", "caption", "LoRA", "composition", "c0", "images/r-1.png", (), "V* on a branch")])
+>>> store.add_rating_items([RatingItem("r-1", "caption", "LoRA", "composition", "c0", "images/r-1.png", (),
+...                                    "V* on a branch")])
 1
 >>> store.next_rating("ann").id
 'r-1'
@@ -222,9 +223,10 @@ class RatingStore(AnnotationStore):
         """:meth:`rating_progress` counted from the ratings and items themselves (a scan of the
         open items: what the trigger-kept counts of :data:`.rating_study.RATING_COUNTERS` spare)."""
         done, open_, rated_open, leased_full = self._read(
-            "SELECT (SELECT COUNT(*) FROM ratings WHERE rater = ?1), (SELECT COUNT(*) FROM rating_items WHERE taken < ?2), "
-            "(SELECT COUNT(*) FROM ratings x JOIN rating_items r ON r.item = x.item WHERE x.rater = ?1 AND r.taken < ?2), "
-            + _LEASED_FULL,
+            "SELECT (SELECT COUNT(*) FROM ratings WHERE rater = ?1), "
+            "(SELECT COUNT(*) FROM rating_items WHERE taken < ?2), "
+            "(SELECT COUNT(*) FROM ratings x JOIN rating_items r ON r.item = x.item "
+            "WHERE x.rater = ?1 AND r.taken < ?2), " + _LEASED_FULL,
             (rater, self.k),
         )[0]
         return int(done), int(done + open_ - rated_open + leased_full)

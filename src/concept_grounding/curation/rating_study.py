@@ -9,7 +9,8 @@ Krippendorff's alpha (interval) of raters x items.
 Traceback (most recent call last):
 ...
 concept_grounding.curation.annotation_items.AnnotationError: rating '6' is not one of 1-5
->>> round(interval_alpha([("a", "i1", 1), ("b", "i1", 1), ("a", "i2", 2), ("b", "i2", 2), ("a", "i3", 3), ("b", "i3", 4)]), 6)
+>>> round(interval_alpha([("a", "i1", 1), ("b", "i1", 1), ("a", "i2", 2), ("b", "i2", 2),
+...                       ("a", "i3", 3), ("b", "i3", 4)]), 6)
 0.878049
 """
 

@@ -1,5 +1,5 @@
-"""SUB App. E's discard thresholds (docs/human_validation.md) of the curation (no pandas: the ``curate`` command's flags are
-declared from them when the command line parses; :mod:`.curate` applies them).
+"""SUB App. E's discard thresholds (docs/human_validation.md) of the curation (no pandas: the ``curate`` command's
+flags are declared from them when the command line parses; :mod:`.curate` applies them).
 
 >>> CurationRules().min_yes
 0.9

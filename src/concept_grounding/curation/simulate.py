@@ -244,7 +244,8 @@ def asked_truth(rows: Iterable[dict]) -> dict[str, Candidate]:
     for: S+ applied (``applied``), the reference class kept (``deviates`` False), S+ present in its group.
 
     >>> t = asked_truth([{"file_name": "a.png", "reference_class": "017.Cardinal",
-    ...                   "target_attribute": "has_crown_color::black", "removed_attributes": ["has_crown_color::red"]}])
+    ...                   "target_attribute": "has_crown_color::black",
+    ...                   "removed_attributes": ["has_crown_color::red"]}])
     >>> t["a.png"].applied, t["a.png"].deviates, t["a.png"].present, t["a.png"].group
     (True, False, 'has_crown_color::black', 'crown_color')
     """

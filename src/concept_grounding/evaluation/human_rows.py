@@ -52,8 +52,8 @@ def human_rows(
         answers: ``annotator, image, study, answer`` and ``candidate`` (the id after ``":"`` of
             ``image``; :func:`~concept_grounding.curation.curate.answers_frame`); only
             ``study == 2`` rows are used.
-        candidates: indexed by candidate id (:func:`~concept_grounding.curation.curate.candidates_frame`: ``target_attribute``,
-            ``removed_attributes``, ``reference_class`` per candidate id).
+        candidates: indexed by candidate id (:func:`~concept_grounding.curation.curate.candidates_frame`:
+            ``target_attribute``, ``removed_attributes``, ``reference_class`` per candidate id).
         kept: candidate ids to score (the curated set); default every candidate.
         vocab: the vocabulary (default CUB's).
 

@@ -163,8 +163,8 @@ def load_model(
     """A :class:`~.adapters.SubModel` from a ``--model`` string (module docstring).
 
     ``pretrained`` is the weights tag of an open_clip architecture (refused without one:
-    :func:`concept_grounding.hub.require_open_clip_weights`). ``overrides`` (``concept_names``, ``output``, ``outputs``, ``mean``, ``std``, ...) replace
-    what a factory returned. ``spec`` is checked first by the one resolver,
+    :func:`concept_grounding.hub.require_open_clip_weights`). ``overrides`` (``concept_names``, ``output``,
+    ``outputs``, ``mean``, ``std``, ...) replace what a factory returned. ``spec`` is checked first by the one resolver,
     :func:`concept_grounding.hub.resolve_model_spec` (a bad folder, factory or name fails
     there in one line naming ``argument``, before any model is loaded; a
     :class:`~concept_grounding.hub.ModelSpec` it returned is not checked again); a ``ValueError``

@@ -71,7 +71,7 @@ def paired_sample_size(p1: float, p2: float, alpha: float = 0.05, power: float =
     z_a, z_b = NormalDist().inv_cdf(1 - alpha / 2), NormalDist().inv_cdf(power)
     pbar = (p1 + p2) / 2
     num = (z_a * math.sqrt(2 * pbar * (1 - pbar)) + z_b * math.sqrt(p1 * (1 - p1) + p2 * (1 - p2))) ** 2
-    return int(math.ceil(num / (p1 - p2) ** 2))
+    return math.ceil(num / (p1 - p2) ** 2)
 
 
 def detectable_difference(n: int, p: float, alpha: float = 0.05, power: float = 0.8) -> float:

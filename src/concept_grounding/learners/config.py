@@ -14,7 +14,8 @@ method               trained                                                    
 Steps and learning rates are Table 5's (LoRA: diffusers' DreamBooth-LoRA Flux example's), used
 when ``steps`` / ``lr`` are left ``None``.
 
->>> LearnConfig(method="lora", images="birds").resolved_steps(), LearnConfig(method="lora", images="birds").resolved_lr()
+>>> (LearnConfig(method="lora", images="birds").resolved_steps(),
+...  LearnConfig(method="lora", images="birds").resolved_lr())
 (500, 0.0001)
 >>> LearnConfig(method="textual_inversion", images="birds", steps=5).prompt()
 'a photo of <v*>'

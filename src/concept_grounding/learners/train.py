@@ -259,10 +259,12 @@ def _check_out(config: LearnConfig, out: Path) -> None:
     """Record the config in ``out`` or refuse one that holds another run's."""
     path = out / "config.json"
     text = config.to_json()
-    same = lambda a, b: (
-        {k: v for k, v in a.items() if k not in _RESUME_FREE} == {k: v for k, v in b.items() if k not in _RESUME_FREE}
-    )
-    if path.exists() and not same(json.loads(path.read_text()), json.loads(text)):
+
+    def settled(settings: dict) -> dict:
+        """The settings a resumed run must keep."""
+        return {k: v for k, v in settings.items() if k not in _RESUME_FREE}
+
+    if path.exists() and settled(json.loads(path.read_text())) != settled(json.loads(text)):
         raise UsageError(
             "holds a learner run with another config; use a fresh folder or the same settings", argument=named("out")
         )

@@ -81,8 +81,5 @@ def class_level_labels(
     n1 = np.bincount(cell[present], minlength=num_classes * a).reshape(num_classes, a)
     n0 = np.bincount(cell[votes_absent], minlength=num_classes * a).reshape(num_classes, a)
     class_attributes = (n1 >= n0).astype(np.uint8)
-    if min_class_count is None:
-        keep = np.ones(a, dtype=bool)
-    else:
-        keep = class_attributes.sum(axis=0) >= int(min_class_count)
+    keep = np.ones(a, dtype=bool) if min_class_count is None else class_attributes.sum(axis=0) >= int(min_class_count)
     return class_attributes, keep

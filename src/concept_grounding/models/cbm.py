@@ -228,7 +228,8 @@ def train_cbm(
         epochs: epochs of the image-side training (concept predictor, or everything for joint;
             default 10).
         seed: seeds initialisation and shuffling (default 0).
-        backbone, per_concept, per_concept_channels, per_concept_downsample, bottleneck, label_hidden: see :class:`ConceptBottleneckModel`.
+        backbone, per_concept, per_concept_channels, per_concept_downsample, bottleneck, label_hidden: see
+            :class:`ConceptBottleneckModel`.
         label_epochs: epochs of the label predictor alone (independent / sequential;
             default ``max(30, 3 * epochs)``, cheap: it trains on cached concept vectors).
         concept_model: a trained CBM whose concept predictor is reused (copied, not retrained)
@@ -326,9 +327,12 @@ def train_cbm(
     else:
         if concept_model is None:
             if val_tensors is not None:
-                val_fn = lambda: float(
-                    concept_bce(model.concept_logits_from_embeddings(model.backbone(v_images).pooled), v_concepts)
-                )
+
+                def val_fn() -> float:
+                    return float(
+                        concept_bce(model.concept_logits_from_embeddings(model.backbone(v_images).pooled), v_concepts)
+                    )
+
             history["concepts"] = _train_concept_predictor(
                 model, images, concepts, epochs=epochs, lr=lr, val_fn=val_fn, patience=patience, **common, **image_side
             )

@@ -127,7 +127,8 @@ def train_cem(
     :func:`~.training.fit`; ``epochs`` default 10, ``seed`` 0, ``progress`` ``True``;
     ``augment``: random horizontal flips of the training images; ``train``: a
     :class:`~.training.TrainConfig` instead of the loose ``epochs``, ``seed``, ``batch_size``,
-    ``lr`` and ``progress`` (a knob given both ways is refused). Returns the model in eval mode; ``model.history["joint"]`` is its :class:`~.training.TrainHistory`.
+    ``lr`` and ``progress`` (a knob given both ways is refused). Returns the model in eval mode;
+    ``model.history["joint"]`` is its :class:`~.training.TrainHistory`.
     """
     knobs = train_settings(train, epochs=epochs, seed=seed, batch_size=batch_size, lr=lr, progress=progress)
     epochs, seed, progress = knobs.epochs, knobs.seed, knobs.progress

@@ -102,7 +102,8 @@ def publish_command(config: PublishConfig) -> str:
 
     >>> from concept_grounding.world import WorldConfig
     >>> publish_command(PublishConfig("me", Path("hub"), WorldSpec(WorldConfig(image_size=64))))
-    'concept-grounding publish --namespace me --out hub --size 64 --train-per-class 10 --test-per-class 5 --per-pairing 1 --seed 0 --deviation-rate 0.1'
+    'concept-grounding publish --namespace me --out hub --size 64 --train-per-class 10 --test-per-class 5
+     --per-pairing 1 --seed 0 --deviation-rate 0.1'
     """
     spec, w = config.world, config.world.world
     parts = [

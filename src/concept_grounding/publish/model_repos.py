@@ -229,7 +229,8 @@ def build_bench_model(
             f"# {name} on the bird world",
             "",
             f"A {'CLIP-like model' if model.kind == 'clip' else 'concept model'} trained by `concept-grounding bench` "
-            f"(published with concept-grounding {version}) for SUB's {'Table 2' if model.kind == 'clip' else 'Table 1'} (Bader et al., 2025). Weights: "
+            f"(published with concept-grounding {version}) for SUB's "
+            f"{'Table 2' if model.kind == 'clip' else 'Table 1'} (Bader et al., 2025). Weights: "
             "`model.safetensors`; architecture and concept names: `config.json`.",
             "",
             "## Use",
@@ -241,7 +242,8 @@ def build_bench_model(
             f"Data: {source}, classes: {classes}; {config.get('train_per_class')} training and "
             f"{config.get('test_per_class')} test images per class at {config.get('image_size')} px "
             f"(published as [`{datasets[0]}`](https://huggingface.co/datasets/{datasets[0]}) when the settings match), "
-            f"evaluated on its SUB-style counterfactuals [`{datasets[1]}`](https://huggingface.co/datasets/{datasets[1]}). "
+            f"evaluated on its SUB-style counterfactuals "
+            f"[`{datasets[1]}`](https://huggingface.co/datasets/{datasets[1]}). "
             "The exact command (every setting of the run):",
             "",
             f"```bash\n{bench_command(config)}\n```",
@@ -251,7 +253,8 @@ def build_bench_model(
             results,
             "",
             "s+: the substituted attribute is detected; s-: a removed attribute is no longer detected "
-            "(`concept_grounding.metrics.sub_accuracy`). Figures come from the run's `results.json`, not re-measured here.",
+            "(`concept_grounding.metrics.sub_accuracy`). Figures come from the run's `results.json`, "
+            "not re-measured here.",
         ]
     )
     save_card(make_card(ModelCard, data, body), folder)

@@ -72,7 +72,8 @@ class PackageWheel:
 
     @classmethod
     def read(cls, path: Path, flag: str = "--wheel") -> PackageWheel:
-        """The wheel's metadata; a one-line ``ValueError`` naming ``flag`` unless it is a ``concept-grounding`` wheel."""
+        """The wheel's metadata; a one-line ``ValueError`` naming ``flag`` unless it is a ``concept-grounding``
+        wheel."""
         path = Path(path)
         try:
             with zipfile.ZipFile(path) as archive:
@@ -176,7 +177,8 @@ def check_space_requirements(lines: list[str], repo_id: str, wheel: PackageWheel
     >>> check_space_requirements(["concept-grounding==0.1.0"], "me/x", wheel)
     Traceback (most recent call last):
     ...
-    ValueError: Space me/x: requirement 'concept-grounding==0.1.0' is on no package index; require the wheel the Space carries (https://huggingface.co/spaces/me/x/resolve/main/wheels/concept_grounding-0.1.0-py3-none-any.whl)
+    ValueError: Space me/x: requirement 'concept-grounding==0.1.0' is on no package index; require the wheel the
+    Space carries (https://huggingface.co/spaces/me/x/resolve/main/wheels/concept_grounding-0.1.0-py3-none-any.whl)
     """
     from packaging.requirements import InvalidRequirement, Requirement
 

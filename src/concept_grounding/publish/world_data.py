@@ -159,9 +159,9 @@ def _how_made(command: str, spec: WorldSpec, version: str) -> str:
         f"Rendered procedurally by `concept-grounding` {version} (`concept_grounding.world`), seed **{w.seed}**; "
         "the same settings give the same bytes. The exact command:\n\n"
         f"```bash\n{command}\n```\n\n"
-        f"World settings: {w.image_size} px, {spec.train_per_class} train + {spec.test_per_class} test images per class, "
-        f"{spec.per_pairing} counterfactual(s) per (class, substituted attribute) pairing, label deviation rate "
-        f"{w.deviation_rate}, classes: {classes}. The same birds as files: `{spec.command()}`.\n"
+        f"World settings: {w.image_size} px, {spec.train_per_class} train + {spec.test_per_class} test images "
+        f"per class, {spec.per_pairing} counterfactual(s) per (class, substituted attribute) pairing, label deviation "
+        f"rate {w.deviation_rate}, classes: {classes}. The same birds as files: `{spec.command()}`.\n"
     )
 
 
@@ -207,11 +207,11 @@ def build_world_dataset(
             "# Bird world",
             "",
             "Procedurally rendered birds with **exact** ground truth, in the layout of CUB-200-2011: the colours of 13 "
-            "body regions, bill shape, breast / tail / wing patterns and more, in varied poses, scenes and lighting. Each "
-            "image carries its per-image attribute labels, the class-level attribute vector, the 15 CUB part centres with "
-            "visibility, a foreground mask and a part map. It is the world `concept-grounding` checks every concept metric "
-            f"on before real data; its SUB-style counterfactuals are [`{sub_repo_id}`](https://huggingface.co/datasets/"
-            f"{sub_repo_id}).",
+            "body regions, bill shape, breast / tail / wing patterns and more, in varied poses, scenes and lighting. "
+            "Each image carries its per-image attribute labels, the class-level attribute vector, the 15 CUB part "
+            "centres with visibility, a foreground mask and a part map. It is the world `concept-grounding` checks "
+            "every concept metric on before real data; its SUB-style counterfactuals are "
+            f"[`{sub_repo_id}`](https://huggingface.co/datasets/{sub_repo_id}).",
             "",
             markdown_table(["split", "images"], [[s, len(d)] for s, d in dd.items()], spaced=True),
             "",
@@ -266,9 +266,10 @@ def build_sub_dataset(
         [
             "# Bird world: SUB-style counterfactuals",
             "",
-            f"{len(sub)} exact counterfactuals of the [bird world](https://huggingface.co/datasets/{world_repo_id}): a bird "
-            "of the reference class re-rendered with one attribute substituted (S+), everything else unchanged. It has "
-            "the schema of SUB's own Hub dataset ([`Jessica-bader/SUB`](https://huggingface.co/datasets/Jessica-bader/SUB), "
+            f"{len(sub)} exact counterfactuals of the [bird world](https://huggingface.co/datasets/{world_repo_id}): "
+            "a bird of the reference class re-rendered with one attribute substituted (S+), everything else unchanged. "
+            "It has the schema of SUB's own Hub dataset "
+            "([`Jessica-bader/SUB`](https://huggingface.co/datasets/Jessica-bader/SUB), "
             "Bader et al., 2025), so code written for SUB runs on it unchanged.",
             "",
             "## Columns",
@@ -301,7 +302,8 @@ def build_sub_dataset(
             "```python",
             "from datasets import load_dataset",
             "",
-            f'sub = load_dataset("{repo_id}", split="test")          # as for load_dataset("Jessica-bader/SUB", split="test")',
+            f'sub = load_dataset("{repo_id}", split="test")          '
+            '# as for load_dataset("Jessica-bader/SUB", split="test")',
             'print(sub.features["attr_label"].int2str(sub[0]["attr_label"]))',
             "",
             "from concept_grounding.loaders import load_sub",

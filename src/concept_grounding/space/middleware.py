@@ -14,7 +14,8 @@ upload checks.
 
 A refusal is one line of JSON (``{"error": "<field>: <reason>"}``) and one log line.
 
->>> upload_names(b'--b\\r\\nContent-Disposition: form-data; name="files"; filename="a.png"\\r\\n\\r\\nx\\r\\n--b--\\r\\n',
+>>> upload_names(b'--b\\r\\nContent-Disposition: form-data; name="files"; filename="a.png"\\r\\n'
+...              b'\\r\\nx\\r\\n--b--\\r\\n',
 ...              [(b"content-type", b"multipart/form-data; boundary=b")])
 ['a.png']
 >>> repeated_parameter('multipart/form-data; boundary=a; BOUNDARY="b"')

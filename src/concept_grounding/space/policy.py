@@ -13,7 +13,9 @@ policy", and the Space's README.
 >>> policy.check("clip", "/etc")
 Traceback (most recent call last):
 ...
-concept_grounding.space.inputs.UserInputError: This Space does not load the CLIP model '/etc'. Choose one of: openai/clip-vit-base-patch32 (the operator lists models with --clip-model, or allows any with --allow-any-model).
+concept_grounding.space.inputs.UserInputError: This Space does not load the CLIP model '/etc'. Choose one of:
+    openai/clip-vit-base-patch32 (the operator lists models with --clip-model, or allows any with
+    --allow-any-model).
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ is the shutdown's: nothing a visitor caused stays on disk.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from pathlib import Path
 from typing import Any
@@ -78,10 +79,8 @@ def delete_served() -> int:
             gone += 1
         except FileNotFoundError:
             pass
-        try:
+        with contextlib.suppress(OSError):
             path.parent.rmdir()
-        except OSError:
-            pass
         _SERVED.discard(path)
     return gone
 

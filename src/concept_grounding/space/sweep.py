@@ -13,6 +13,7 @@ one log line per sweep (:func:`sweep`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import stat
@@ -77,10 +78,8 @@ def sweep(blocks: Any, age: float | None, now: Callable[[], float] = time.time) 
             except Exception as err:  # noqa: BLE001 - one entry never stops the sweep
                 report.skipped.append((str(entry), type(err).__name__))
                 continue
-            try:
+            with contextlib.suppress(OSError):
                 Path(entry).parent.rmdir()  # Gradio's per-file hash folder, when empty
-            except OSError:
-                pass
         files -= done
     return report
 
@@ -113,10 +112,8 @@ def sweep_lifespan(every_s: float, age_s: float, inner: Callable[[Any], Any] | N
                 yield (await stack.enter_async_context(inner(app))) if inner is not None else None
         finally:
             task.cancel()
-            try:
+            with contextlib.suppress(BaseException):  # cancelled, as asked
                 await task
-            except BaseException:  # noqa: BLE001 - cancelled, as asked
-                pass
             _sweep_logged(app.get_blocks(), None)
 
     return lifespan

@@ -179,7 +179,7 @@ class TransformerCache:
         given = dict(self.options)
         unknown = sorted(set(given) - set(fields))
         if unknown:
-            public = sorted(k for k, f in fields.items() if not k.endswith("callback"))
+            public = sorted(k for k in fields if not k.endswith("callback"))
             raise UsageError(
                 f"{self.kind.config} has no option {unknown[0]!r}",
                 argument="--cache",

@@ -4,8 +4,9 @@
 the scorer (a named model is resolved before its library loads) and (3) keeps the top ``keep_fraction``
 per pairing (:func:`~concept_grounding.tdg.filter.filter_records`); its result's ``save(out)`` (4) writes
 the kept ``metadata.jsonl``, the report, every image's evidence and the contact sheet (SUB Fig. 5).
-:func:`run_filter` does both. Scorers: ``FilterConfig.scorer`` (``oracle`` takes a judge's name or folder; docs/judges.md). Errors name the command-line argument
-behind each setting. Manual: docs/tdg.md, "VQA filter"; the evidence: docs/sub_curation.md.
+:func:`run_filter` does both. Scorers: ``FilterConfig.scorer`` (``oracle`` takes a judge's name or folder;
+docs/judges.md). Errors name the command-line argument behind each setting. Manual: docs/tdg.md, "VQA filter";
+the evidence: docs/sub_curation.md.
 
 >>> FilterConfig(input=Path("gen"), out=Path("kept"), scorer="tiny-clip").keep_fraction
 0.1

@@ -56,7 +56,8 @@ def time_estimate(seconds: float, measured: int, remaining: int) -> str:
     ``remaining`` images of this run would take at that rate. An estimate, and said to be one.
 
     >>> time_estimate(6.0, 4, 96)
-    'estimate: 1.5 s an image (measured on the first batch of 4, warm-up included), so about 2 min for the 96 images left in this run'
+    'estimate: 1.5 s an image (measured on the first batch of 4, warm-up included), so about 2 min for the 96
+     images left in this run'
     >>> time_estimate(3600.0, 1, 2_681_499)[-60:]
     'about 111,729 days for the 2,681,499 images left in this run'
     """
@@ -230,7 +231,9 @@ def finalize(out_dir: str | Path, jobs: Sequence[GenerationJob]) -> Path:
         else:
             missing += 1
     if missing:
-        warnings.warn(f"{missing} of {len(jobs)} images are not generated yet; metadata.jsonl lists the others")
+        warnings.warn(
+            f"{missing} of {len(jobs)} images are not generated yet; metadata.jsonl lists the others", stacklevel=2
+        )
     path = out_dir / "metadata.jsonl"
     atomic_write_bytes(path, "".join(line + "\n" for line in lines).encode())
     return path

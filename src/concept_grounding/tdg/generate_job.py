@@ -80,7 +80,8 @@ def announce_plan(jobs: Sequence[GenerationJob], config: GenerateConfig, model_n
     >>> announce_plan(jobs, GenerateConfig(out=Path("x"), budget=100), "world")
     Traceback (most recent call last):
     ...
-    concept_grounding.errors.UsageError: --budget: this run would make 600 new images (over the budget of 100); pass --yes to run it, or make fewer with --max-images / --images-per-pairing (a run resumes where it stopped)
+    concept_grounding.errors.UsageError: --budget: this run would make 600 new images (over the budget of 100);
+    pass --yes to run it, or make fewer with --max-images / --images-per-pairing (a run resumes where it stopped)
     """
     pairings = len({job.pairing for job in jobs})
     todo = len(jobs) if len(jobs) <= config.budget else sum(not is_done(config.out, j) for j in jobs)
@@ -115,7 +116,7 @@ def run_generate(config: GenerateConfig) -> GenerateResult:
     # expanding every (pairing, image) job takes seconds at the paper's N = 500: after the checks
     jobs = plan_jobs(pairings, config.images_per_pairing, config.seed)
     check_manifest(config.out, generation_manifest(jobs, config, model), MANIFEST_ARGUMENTS)
-    print(announce_plan(jobs, config, model.name), file=sys.stderr, flush=True)
+    print(announce_plan(jobs, config, model.name), file=sys.stderr, flush=True)  # noqa: T201 - the command's plan line
 
     # 2. the pipeline, on this process's device
     import torch

@@ -28,7 +28,8 @@ TIED_PIPELINES: dict[str, tuple[str, str]] = {
 
 
 def tied_pipeline_class(class_name: str) -> type:
-    """The TDG pipeline class for a diffusers pipeline class name (``"Flux2KleinPipeline"`` -> ``TiedFlux2KleinPipeline``).
+    """The TDG pipeline class for a diffusers pipeline class name (``"Flux2KleinPipeline"`` ->
+    ``TiedFlux2KleinPipeline``).
 
     Raises:
         ValueError: one line naming the unsupported class and the supported ones.
@@ -38,7 +39,8 @@ def tied_pipeline_class(class_name: str) -> type:
     >>> tied_pipeline_class("StableDiffusionPipeline")
     Traceback (most recent call last):
     ...
-    ValueError: TDG does not support StableDiffusionPipeline: it supports FluxPipeline, Flux2Pipeline, Flux2KleinPipeline
+    ValueError: TDG does not support StableDiffusionPipeline: it supports FluxPipeline, Flux2Pipeline,
+    Flux2KleinPipeline
     """
     import importlib
 

@@ -62,7 +62,8 @@ def pair_batch(
 
     >>> pair_batch(["a red bird", "a blue bird"], ["a bird", "a bird"], {}).prompt
     ['a red bird', 'a blue bird', 'a bird', 'a bird']
-    >>> pair_batch(None, None, {"prompt_embeds": (torch.zeros(1, 4, 8), torch.ones(1, 4, 8))}).embeds["prompt_embeds"].shape
+    >>> batch = pair_batch(None, None, {"prompt_embeds": (torch.zeros(1, 4, 8), torch.ones(1, 4, 8))})
+    >>> batch.embeds["prompt_embeds"].shape
     torch.Size([2, 4, 8])
     >>> pair_batch(None, None, {"prompt_embeds": (torch.zeros(1, 4, 8), torch.ones(1, 5, 8))})
     Traceback (most recent call last):

@@ -14,7 +14,8 @@ Chunks. Jobs are grouped into fixed *chunks* (consecutive images of one pairing,
 pipeline call each); a chunk is redone whole on resume, so batch composition, and with it
 every pixel, is the same as in an uninterrupted run.
 
->>> image_seed(0, "073.Blue_Jay", "has_crown_color::yellow", 0) == image_seed(0, "073.Blue_Jay", "has_crown_color::yellow", 0)
+>>> image_seed(0, "073.Blue_Jay", "has_crown_color::yellow", 0) == image_seed(
+...     0, "073.Blue_Jay", "has_crown_color::yellow", 0)
 True
 >>> image_file_name("073.Blue_Jay", "has_bill_shape::curved_(up_or_down)", 7)
 '073.Blue_Jay/bill_shape-curved_up_or_down_0007.png'

@@ -7,8 +7,9 @@ latent tokens) and the flow-matching Euler scheduler. The text encoder is a Mist
 (``Flux2Pipeline``) or a Qwen 3 (``Flux2KleinPipeline``, FLUX.2 [klein]), 16 wide and just deep
 enough (30 / 27 layers) for the pipelines' default ``text_encoder_out_layers`` ((10, 20, 30) /
 (9, 18, 27)), so the transformer reads 3 x 16 = 48-wide text and calls need no extra argument
-(pass a short ``max_sequence_length``, :data:`TINY_FLUX2_CALL`); the tokenizer is character-level with a chat template, built in memory, and truncates on the
-left so that a short ``max_sequence_length`` keeps the prompt after FLUX.2's system message.
+(pass a short ``max_sequence_length``, :data:`TINY_FLUX2_CALL`); the tokenizer is character-level with a chat
+template, built in memory, and truncates on the left so that a short ``max_sequence_length`` keeps the prompt
+after FLUX.2's system message.
 Outputs are noise-like: the models exist to test pipeline mechanics.
 """
 
@@ -154,15 +155,17 @@ def tiny_flux2_components(seed: int = 0, *, klein: bool = False) -> dict[str, An
 
 
 def tiny_flux2_pipeline(pipeline_cls: type | None = None, seed: int = 0, *, klein: bool | None = None) -> Any:
-    """A tiny FLUX.2 pipeline of class ``pipeline_cls`` (default: the TDG pipeline, :class:`~concept_grounding.tdg.TiedFlux2Pipeline`
-    or, with ``klein=True``, :class:`~concept_grounding.tdg.TiedFlux2KleinPipeline`).
+    """A tiny FLUX.2 pipeline of class ``pipeline_cls`` (default: the TDG pipeline,
+    :class:`~concept_grounding.tdg.TiedFlux2Pipeline` or, with ``klein=True``,
+    :class:`~concept_grounding.tdg.TiedFlux2KleinPipeline`).
 
     ``klein`` (default: whether ``pipeline_cls`` is a ``Flux2KleinPipeline``) picks the Qwen 3
     text encoder and a transformer without guidance embedding. Call it with
     ``**TINY_FLUX2_CALL`` and small ``height``/``width`` (multiples of 2).
 
     >>> pipe = tiny_flux2_pipeline(klein=True)
-    >>> out = pipe("a red bird", "a bird", height=16, width=16, num_inference_steps=2, output_type="pt", **TINY_FLUX2_CALL)
+    >>> out = pipe("a red bird", "a bird", height=16, width=16, num_inference_steps=2, output_type="pt",
+    ...            **TINY_FLUX2_CALL)
     >>> tuple(out.images.shape), tuple(out.guide_images.shape)
     ((1, 3, 16, 16), (1, 3, 16, 16))
     """

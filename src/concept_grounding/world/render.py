@@ -394,7 +394,7 @@ def part_centres(cv: Canvas, traits: Mapping[str, str], near: str, far: str):
     visible = np.zeros(len(PART_NAMES), bool)
     size = cv.size
     for i in range(len(PART_NAMES)):
-        xi, yi = int(round(float(x[i]))), int(round(float(y[i])))
+        xi, yi = round(float(x[i])), round(float(y[i]))
         if 0 <= xi < size and 0 <= yi < size:
             patch = cv.pmap[max(yi - 1, 0) : yi + 2, max(xi - 1, 0) : xi + 2]
             visible[i] = bool((patch == i + 1).any())

@@ -1,4 +1,5 @@
-"""A Flux-architecture text-to-image pipeline trained on the bird world (docs/world.md; its card: assets/world_flux/README.md).
+"""A Flux-architecture text-to-image pipeline trained on the bird world (docs/world.md; its card:
+assets/world_flux/README.md).
 
 ``concept-grounding train-flux`` trains it (:mod:`.train`); :func:`load_world_flux` loads
 the shipped weights from ``concept_grounding/assets/world_flux``.

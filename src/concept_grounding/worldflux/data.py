@@ -71,7 +71,7 @@ def render_training_set(cfg: FluxTrainConfig, progress: bool = True, workers: in
         "attributes": out["attributes"].astype(np.uint8),
         "indices": np.asarray(chosen, np.int64),
     }
-    n_comp = int(round(cfg.per_class * cfg.compositions))
+    n_comp = round(cfg.per_class * cfg.compositions)
     if n_comp == 0:
         return data
     plain = "plain" if world.config.scene == "plain" else ""

@@ -10,7 +10,8 @@ black crown"), optionally plus a "none" prompt ("a photo of a bird").
 >>> attribute_prompt("has_size::very_large_(32_-_72_in)")
 'a photo of a very large bird'
 >>> group_prompts("bill_length", include_none=True)
-['a photo of a bird with a bill about the same as head', 'a photo of a bird with a bill longer than head', 'a photo of a bird with a bill shorter than head', 'a photo of a bird']
+['a photo of a bird with a bill about the same as head', 'a photo of a bird with a bill longer than head',
+ 'a photo of a bird with a bill shorter than head', 'a photo of a bird']
 """
 
 from __future__ import annotations

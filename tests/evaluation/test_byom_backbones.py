@@ -8,13 +8,12 @@ import pytest
 import torch
 
 from concept_grounding.models.backbone import (
-    CUBAugment,
     StandardBackbone,
     backbone_config,
     build_backbone,
     drop_init_weights,
-    load_backbone_weights,
 )
+from concept_grounding.models.backbone_standard import CUBAugment, load_backbone_weights
 
 
 @pytest.mark.parametrize(

@@ -116,7 +116,7 @@ class ConceptBank:
             meta = f.metadata() or {}
             if meta.get("format") != "concept-grounding/concept-bank":
                 raise ValueError(f"{path} is not a concept bank written by ConceptBank.save")
-            tensors = {k: f.get_tensor(k) for k in f}
+            tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open is not iterable)
         return cls(
             tensors["vectors"],
             tensors["intercepts"],

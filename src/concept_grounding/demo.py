@@ -339,10 +339,28 @@ def _stage_human(out: Path, config: DemoConfig) -> str:
             f"[SUB accuracy](human/sub/report.md) of {which}: s+ {percent(scored.s_plus)}, s- {percent(scored.s_minus)}")
 
 
+#: the ConceptBed learners of the default demo: one that trains only V*'s embedding, one that trains the
+#: transformer (``--full``: all four)
+DEMO_LEARNERS: tuple[str, ...] = ("Textual Inversion", "LoRA")
+#: Table 8's oracle capacities in the default demo (``--full``: all three; the large oracle is the costliest)
+DEMO_TABLE8: tuple[str, ...] = ("small", "medium")
+
+
+def dropped(config: DemoConfig) -> str | None:
+    """What the default demo leaves out to fit 12 minutes on two cores, and the command that runs it;
+    ``None`` for ``--full`` and ``--quick`` runs."""
+    if config.full or config.quick or "conceptbed" not in config.stage_names:
+        return None
+    return (f"This default run keeps ConceptBed to {' and '.join(DEMO_LEARNERS)} (not DreamBooth or Custom"
+            f" Diffusion) and Table 8 to the {' and '.join(DEMO_TABLE8)} oracles (not the large one);"
+            " `concept-grounding demo --full` runs everything (docs/guide/demo.md).")
+
+
 def conceptbed_config(out: Path, config: DemoConfig) -> "ConceptBedConfig":
-    """The ConceptBed stage: ``conceptbed --quick`` with the four learners, the Original row and
-    the compositions (Tables 1, 2, 7, 8); ``--quick``: the reference learners on a 12-class world
-    with small oracles (seconds)."""
+    """The ConceptBed stage: ``conceptbed --quick`` with the Original row and the compositions
+    (Tables 1, 2, 7, 8) and :data:`DEMO_LEARNERS` on :data:`DEMO_TABLE8` (``--full``: the four
+    learners and three capacities); ``--quick``: the reference learners on a 12-class world with
+    small oracles (seconds)."""
     from .conceptbed import ConceptBedConfig, task_species
     from .vocabulary import load_vocabulary
 
@@ -353,8 +371,11 @@ def conceptbed_config(out: Path, config: DemoConfig) -> "ConceptBedConfig":
                                 oracle_per_class=30, oracle_epochs=8, capacity="small", table8=("small",),
                                 classes=classes, seed=config.seed, cache=str(out / "oracles"),
                                 tasks=("domain", "object", "fine_grained_object", "composition"))
-    return ConceptBedConfig(quick=True, seed=config.seed, cache=str(out / "oracles"), work=str(out / "learned"),
+    full = ConceptBedConfig(quick=True, seed=config.seed, cache=str(out / "oracles"), work=str(out / "learned"),
                             tasks=("domain", "object", "fine_grained_object", "fine_grained_attribute", "composition"))
+    if config.full:
+        return full
+    return replace(full, learners=(*DEMO_LEARNERS, "Original"), table8=DEMO_TABLE8)
 
 
 def _stage_conceptbed(out: Path, config: DemoConfig) -> str:
@@ -388,6 +409,8 @@ class DemoConfig:
     test_per_class: int = setting(6, "world test images per class", parse=positive_int)
     seed: int = setting(0, "seed of every stage", parse=int)
     quick: bool = setting(False, "tiny settings everywhere (tests, smoke runs)", action="store_true")
+    full: bool = setting(False, "every ConceptBed learner and oracle capacity (the default leaves out two learners and"
+                         " the large oracle to fit 12 minutes on two cores)", action="store_true")
     resume: bool = setting(False, "skip stages that finished in an earlier run", action="store_true")
     stages: str = setting(",".join(STAGES), f"comma-separated subset of: {', '.join(STAGES)}")
 
@@ -414,9 +437,10 @@ class DemoResult:
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         (out / "timings.json").write_text(json.dumps(self.timings, indent=2))
+        note = dropped(self.config)
         (out / "README.md").write_text(
-            "# concept-grounding demo report\n\n" + "\n".join(self.lines) + "\n\nStage timings (s): "
-            + ", ".join(f"{k} {v}" for k, v in self.timings.items()) + "\n"
+            "# concept-grounding demo report\n\n" + "\n".join(self.lines) + ("" if note is None else f"\n\n{note}")
+            + "\n\nStage timings (s): " + ", ".join(f"{k} {v}" for k, v in self.timings.items()) + "\n"
         )
         return out / "README.md"
 

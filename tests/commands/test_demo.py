@@ -31,3 +31,17 @@ def test_quick_demo_writes_every_stage_and_resumes(tmp_path):
     assert main(["demo", "--quick", "--resume", "--out", str(out)]) == 0
     assert (out / "bench" / "report.md").read_text() == "kept"
     assert json.loads((out / "timings.json").read_text()) == timings
+
+
+def test_the_default_demo_leaves_out_two_learners_and_the_large_oracle_and_says_so(tmp_path):
+    from concept_grounding.conceptbed.job import DEFAULT_LEARNERS
+    from concept_grounding.demo import DemoConfig, DemoResult, conceptbed_config, dropped
+
+    default, full = conceptbed_config(tmp_path, DemoConfig()), conceptbed_config(tmp_path, DemoConfig(full=True))
+    assert default.learners == ("Textual Inversion", "LoRA", "Original") and default.table8 == ("small", "medium")
+    assert full.learners == DEFAULT_LEARNERS and full.table8 == ("small", "medium", "large")
+    assert (default.tasks, default.quick, default.cache) == (full.tasks, full.quick, full.cache)
+    index = DemoResult(DemoConfig(), ["- a stage"], {"world": 1.0}).save(tmp_path / "d").read_text()
+    assert "DreamBooth" in index and "`concept-grounding demo --full` runs everything" in index
+    for config in (DemoConfig(full=True), DemoConfig(quick=True), DemoConfig(stages="world,bench")):
+        assert dropped(config) is None

@@ -33,15 +33,21 @@ def test_quick_demo_writes_every_stage_and_resumes(tmp_path):
     assert json.loads((out / "timings.json").read_text()) == timings
 
 
-def test_the_default_demo_leaves_out_two_learners_and_the_large_oracle_and_says_so(tmp_path):
+def test_the_default_demo_leaves_out_repeated_rows_two_learners_and_the_large_oracle_and_says_so(tmp_path):
+    from concept_grounding.bench.config import MODEL_VARIANTS
     from concept_grounding.conceptbed.job import DEFAULT_LEARNERS
-    from concept_grounding.demo import DemoConfig, DemoResult, conceptbed_config, dropped
+    from concept_grounding.demo import REPEATED_MODELS, DemoConfig, DemoResult, bench_config, conceptbed_config, dropped
+
+    bench, bench_full = bench_config(DemoConfig()), bench_config(DemoConfig(full=True))
+    assert bench_full.models == tuple(MODEL_VARIANTS) and set(bench.models) == set(MODEL_VARIANTS) - set(REPEATED_MODELS)
+    assert len(REPEATED_MODELS) == 2 and bench.world == bench_full.world and bench.epochs == bench_full.epochs
 
     default, full = conceptbed_config(tmp_path, DemoConfig()), conceptbed_config(tmp_path, DemoConfig(full=True))
     assert default.learners == ("Textual Inversion", "LoRA", "Original") and default.table8 == ("small", "medium")
     assert full.learners == DEFAULT_LEARNERS and full.table8 == ("small", "medium", "large")
     assert (default.tasks, default.quick, default.cache) == (full.tasks, full.quick, full.cache)
     index = DemoResult(DemoConfig(), ["- a stage"], {"world": 1.0}).save(tmp_path / "d").read_text()
-    assert "DreamBooth" in index and "`concept-grounding demo --full` runs everything" in index
-    for config in (DemoConfig(full=True), DemoConfig(quick=True), DemoConfig(stages="world,bench")):
+    assert "DreamBooth" in index and "soft per-img." in index and "`concept-grounding demo --full` runs everything" in index
+    assert "soft per-img." not in dropped(DemoConfig(stages="conceptbed")) and "Table 8" not in dropped(DemoConfig(stages="bench"))
+    for config in (DemoConfig(full=True), DemoConfig(quick=True), DemoConfig(stages="world,tdg")):
         assert dropped(config) is None

@@ -32,11 +32,13 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .bench.artifacts import WORLD_CLIP_MODEL, BenchArtifacts
+from .cpu import choose_threads, limited_threads, set_threads
 from .errors import UsageError
 from .settings import setting
 from .validators import int_at_least, positive_int
@@ -460,25 +462,59 @@ class DemoResult:
         return out / "README.md"
 
 
+#: stages that read no other stage's output and train on one thread: with two free cores they run in a
+#: second process beside the others
+BESIDE: tuple[str, ...] = ("conceptbed",)
+
+
+def _run_stage(name: str, out: Path, config: DemoConfig, threads: int | None = None) -> tuple[str, float]:
+    """Run stage ``name`` into ``out/name`` (at ``threads`` CPU threads if given) and mark it done
+    (``.done``: its index line and seconds); returns both."""
+    if threads is not None:
+        set_threads(threads)
+    logger.info("== %s ==", name)
+    start = time.perf_counter()
+    line = STAGES[name](out / name, config)
+    seconds = round(time.perf_counter() - start, 2)
+    (out / name / ".done").write_text(json.dumps([line, seconds]))
+    logger.info("%s done in %.1f s", name, seconds)
+    return line, seconds
+
+
+def _beside(todo: list[str]) -> list[str]:
+    """The stages of ``todo`` to run in a second process: :data:`BESIDE`'s, when other stages run too and
+    this process may use two threads or more (:func:`~concept_grounding.cpu.choose_threads`)."""
+    threads = choose_threads().threads
+    beside = [name for name in todo if name in BESIDE]
+    return beside if threads is not None and threads >= 2 and len(beside) < len(todo) else []
+
+
 def run_demo(config: DemoConfig) -> DemoResult:
     """Run the configured stages into ``config.out/<stage>`` (each marks itself done with
-    ``.done``: its index line and seconds, which ``resume`` reads back)."""
+    ``.done``: its index line and seconds, which ``resume`` reads back). With two free cores the
+    :data:`BESIDE` stages run in a second process, one thread each."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
     stages = config.stage_names
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     result = DemoResult(config)
+    done: dict[str, tuple[str, float]] = {}
     for name in stages:
-        done = out / name / ".done"
-        if config.resume and done.is_file():
+        if config.resume and (out / name / ".done").is_file():
             logger.info("== %s == (done in an earlier run, skipped)", name)
-            line, result.timings[name] = json.loads(done.read_text())
-            result.lines.append(f"- {line}")
-            continue
-        logger.info("== %s ==", name)
-        start = time.perf_counter()
-        line = STAGES[name](out / name, config)
-        result.timings[name] = round(time.perf_counter() - start, 2)
-        done.write_text(json.dumps([line, result.timings[name]]))
+            done[name] = tuple(json.loads((out / name / ".done").read_text()))
+    todo = [name for name in stages if name not in done]
+    beside = _beside(todo)
+    with ProcessPoolExecutor(1, mp_context=get_context("spawn")) if beside else nullcontext() as pool:
+        futures = {name: pool.submit(_run_stage, name, out, config, 1) for name in beside}
+        with limited_threads(1) if beside else nullcontext():
+            for name in todo:
+                if name not in futures:
+                    done[name] = _run_stage(name, out, config)
+        done.update({name: future.result() for name, future in futures.items()})
+    for name in stages:
+        line, result.timings[name] = done[name]
         result.lines.append(f"- {line}")
-        logger.info("%s done in %.1f s", name, result.timings[name])
     return result

@@ -51,3 +51,21 @@ def test_the_default_demo_leaves_out_repeated_rows_two_learners_and_the_large_or
     assert "soft per-img." not in dropped(DemoConfig(stages="conceptbed")) and "Table 8" not in dropped(DemoConfig(stages="bench"))
     for config in (DemoConfig(full=True), DemoConfig(quick=True), DemoConfig(stages="world,tdg")):
         assert dropped(config) is None
+
+
+def test_with_two_free_cores_conceptbed_runs_in_a_second_process_beside_the_others(tmp_path, monkeypatch):
+    import os
+
+    from concept_grounding import demo
+    from concept_grounding.cpu import THREADS_ENV
+
+    monkeypatch.setenv(THREADS_ENV, "2")
+    assert demo._beside(["world", "conceptbed"]) == ["conceptbed"] and demo._beside(["conceptbed"]) == []
+    ran_here = []
+    monkeypatch.setitem(demo.STAGES, "world", lambda out, config: ran_here.append(os.getpid()) or out.mkdir() or "the world")
+    result = demo.run_demo(demo.DemoConfig(out=tmp_path / "d", quick=True, stages="conceptbed,world"))
+    assert result.lines[0].startswith("- [ConceptBed](conceptbed/report.md)") and result.lines[1] == "- the world"
+    assert list(result.timings) == ["conceptbed", "world"] and ran_here == [os.getpid()]
+    assert json.loads((tmp_path / "d" / "conceptbed" / ".done").read_text())[0] == result.lines[0][2:]
+    monkeypatch.setenv(THREADS_ENV, "1")
+    assert demo._beside(["world", "conceptbed"]) == []

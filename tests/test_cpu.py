@@ -120,3 +120,12 @@ def test_limited_threads_pins_torch_and_blas_and_restores_them():
     with pytest.raises(ValueError, match="threads must be >= 1"):
         with cpu.limited_threads(0):
             pass
+
+
+def test_set_threads_reaches_a_torch_imported_later_and_child_processes():
+    env = {k: v for k, v in os.environ.items() if k not in _NO_VARS}
+    code = ("import os; from concept_grounding.cpu import set_threads; set_threads(1); import torch; "
+            "print(torch.get_num_threads(), os.environ['OMP_NUM_THREADS'])")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["1", "1"]

@@ -159,15 +159,22 @@ def configure_threads(env: MutableMapping[str, str] | None = None) -> ThreadChoi
     for name in THREAD_VARS:
         env.setdefault(name, str(choice.threads))
     if env is os.environ:
-        set_threads(choice.threads)
+        _set_pools(choice.threads)
     return choice
 
 
 def set_threads(threads: int) -> None:
     """Set torch's intra-op pool and the loaded BLAS / OpenMP pools (``threadpoolctl``) to ``threads``,
-    for the rest of the process (:func:`limited_threads` restores them after a block)."""
+    and :data:`THREAD_VARS` for the pools not started yet and child processes, for the rest of the
+    process (:func:`limited_threads` restores the pools after a block)."""
     if int(threads) < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
+    os.environ.update({name: str(int(threads)) for name in THREAD_VARS})
+    _set_pools(int(threads))
+
+
+def _set_pools(threads: int) -> None:
+    """torch's intra-op pool and the loaded BLAS / OpenMP pools at ``threads``, where loaded."""
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(int(threads))
     if "numpy" in sys.modules:

@@ -252,12 +252,14 @@ def _main(argv: list[str] | None = None) -> int:
             args = build_parser().parse_args(argv)
     except SystemExit as done:  # --help, or a usage error argparse already printed
         return done.code if isinstance(done.code, int) else (0 if done.code is None else 2)
+    from .cpu import configure_threads
     from .errors import internal_summary, user_message
 
     debug = _debug_requested(args)
 
     try:
         _require_extra(args.command)
+        configure_threads()  # before a command imports torch: threads sized to the free cores, idle ones asleep
         with _flags_of(args), warnings.catch_warnings():
             if not debug:
                 warnings.showwarning = _show_warning

@@ -33,11 +33,13 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .bench.artifacts import WORLD_CLIP_MODEL, BenchArtifacts
+from .cpu import choose_threads, limited_threads, set_threads
 from .errors import UsageError
 from .settings import setting
 from .validators import int_at_least, positive_int
@@ -94,10 +96,15 @@ def world_config(config: DemoConfig) -> WorldExportConfig:
     )
 
 
+#: Table 1 rows the default demo leaves out: on the world every annotation is certain, so these
+#: soft-label models are the per-image ones number for number (docs/sub_curation.md, Tables)
+REPEATED_MODELS: tuple[str, ...] = ("CBM (ind., soft per-img.)", "CBM (joint, soft per-img.)")
+
+
 def bench_config(config: DemoConfig) -> BenchConfig:
-    """The bench stage's config: the defaults, or with ``--quick`` a 32 px, one-epoch run of
-    three Table 1 models on :data:`QUICK_CLASSES`."""
-    from .bench.config import BENCH_WORLD, BenchConfig
+    """The bench stage's config: the defaults less :data:`REPEATED_MODELS` (``--full``: the defaults),
+    or with ``--quick`` a 32 px, one-epoch run of three Table 1 models on :data:`QUICK_CLASSES`."""
+    from .bench.config import BENCH_WORLD, MODEL_VARIANTS, BenchConfig
     from .world.config import WorldConfig
 
     if config.quick:
@@ -109,7 +116,8 @@ def bench_config(config: DemoConfig) -> BenchConfig:
             clip_epochs=1,
             models=("CBM (ind.)", "CBM (joint)", "CBM (ind., per-img.)"),
         )
-    return BenchConfig(replace(BENCH_WORLD, seed=config.seed))
+    models = tuple(MODEL_VARIANTS) if config.full else tuple(m for m in MODEL_VARIANTS if m not in REPEATED_MODELS)
+    return BenchConfig(replace(BENCH_WORLD, seed=config.seed), models=models)
 
 
 def _stage_world(out: Path, config: DemoConfig) -> str:
@@ -424,10 +432,42 @@ def _stage_human(out: Path, config: DemoConfig) -> str:
     )
 
 
+#: the ConceptBed learners of the default demo: one that trains only V*'s embedding, one that trains the
+#: transformer (``--full``: all four)
+DEMO_LEARNERS: tuple[str, ...] = ("Textual Inversion", "LoRA")
+#: Table 8's judge capacities in the default demo (``--full``: all three; the large judge is the costliest)
+DEMO_TABLE8: tuple[str, ...] = ("small", "medium")
+
+
+def dropped(config: DemoConfig) -> str | None:
+    """What the default demo leaves out to fit 12 minutes on two cores, and the command that runs it;
+    ``None`` for ``--full`` and ``--quick`` runs and when no stage it shortens runs."""
+    if config.full or config.quick:
+        return None
+    left_out = []
+    if "bench" in config.stage_names:
+        left_out.append(
+            f"Table 1's {' and '.join(REPEATED_MODELS)} rows (on the world they are the per-image"
+            " rows number for number)"
+        )
+    if "conceptbed" in config.stage_names:
+        left_out.append(
+            "ConceptBed's DreamBooth and Custom Diffusion learners and Table 8's large judge (it keeps"
+            f" {' and '.join(DEMO_LEARNERS)}, and the {' and '.join(DEMO_TABLE8)} judges)"
+        )
+    if not left_out:
+        return None
+    return (
+        f"To fit 12 minutes on two cores this run leaves out {'; and '.join(left_out)}."
+        " `concept-grounding demo --full` runs everything (docs/guide/demo.md)."
+    )
+
+
 def conceptbed_config(out: Path, config: DemoConfig) -> ConceptBedConfig:
-    """The ConceptBed stage: ``conceptbed --quick`` with the four learners, the Original row and
-    the compositions (Tables 1, 2, 7, 8); ``--quick``: the reference learners on a 12-class world
-    with small oracles (seconds)."""
+    """The ConceptBed stage: ``conceptbed --quick`` with the Original row and the compositions
+    (Tables 1, 2, 7, 8) and :data:`DEMO_LEARNERS` on :data:`DEMO_TABLE8` (``--full``: the four
+    learners and three capacities); ``--quick``: the reference learners on a 12-class world with
+    small oracles (seconds)."""
     from .conceptbed import ConceptBedConfig, task_species
     from .vocabulary import load_vocabulary
 
@@ -449,13 +489,16 @@ def conceptbed_config(out: Path, config: DemoConfig) -> ConceptBedConfig:
             cache=str(out / "oracles"),
             tasks=("domain", "object", "fine_grained_object", "composition"),
         )
-    return ConceptBedConfig(
+    full = ConceptBedConfig(
         quick=True,
         seed=config.seed,
         cache=str(out / "oracles"),
         work=str(out / "learned"),
         tasks=("domain", "object", "fine_grained_object", "fine_grained_attribute", "composition"),
     )
+    if config.full:
+        return full
+    return replace(full, learners=(*DEMO_LEARNERS, "Original"), table8=DEMO_TABLE8)
 
 
 def _stage_conceptbed(out: Path, config: DemoConfig) -> str:
@@ -491,6 +534,13 @@ class DemoConfig:
     test_per_class: int = setting(6, "world test images per class", parse=positive_int)
     seed: int = setting(0, "seed of every stage", parse=int)
     quick: bool = setting(False, "tiny settings everywhere (tests, smoke runs)", action="store_true")
+    full: bool = setting(
+        False,
+        "every Table 1 model, ConceptBed learner and judge capacity (the default leaves out"
+        " two repeated Table 1 rows, two learners and the large judge to fit 12 minutes on two"
+        " cores)",
+        action="store_true",
+    )
     resume: bool = setting(False, "skip stages that finished in an earlier run", action="store_true")
     stages: str = setting(",".join(STAGES), f"comma-separated subset of: {', '.join(STAGES)}")
 
@@ -517,9 +567,11 @@ class DemoResult:
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         (out / "timings.json").write_text(json.dumps(self.timings, indent=2))
+        note = dropped(self.config)
         (out / "README.md").write_text(
             "# concept-grounding demo report\n\n"
             + "\n".join(self.lines)
+            + ("" if note is None else f"\n\n{note}")
             + "\n\nStage timings (s): "
             + ", ".join(f"{k} {v}" for k, v in self.timings.items())
             + "\n"
@@ -527,25 +579,79 @@ class DemoResult:
         return out / "README.md"
 
 
+#: stages that read no other stage's output and train on one thread: with two free cores they run in a
+#: second process beside the others
+BESIDE: tuple[str, ...] = ("conceptbed",)
+
+
+def _run_stage(name: str, out: Path, config: DemoConfig, threads: int | None = None) -> tuple[str, float]:
+    """Run stage ``name`` into ``out/name`` (at ``threads`` CPU threads if given) and mark it done
+    (``.done``: its index line and seconds); returns both."""
+    if threads is not None:
+        set_threads(threads)
+    logger.info("== %s ==", name)
+    start = time.perf_counter()
+    line = STAGES[name](out / name, config)
+    seconds = round(time.perf_counter() - start, 2)
+    (out / name / ".done").write_text(json.dumps([line, seconds, config.full]))
+    logger.info("%s done in %.1f s", name, seconds)
+    return line, seconds
+
+
+def finished_stage(folder: Path, full: bool) -> tuple[str, float] | None:
+    """The index line and seconds of the stage run in ``folder`` if it finished at the same scope
+    (``--full`` or not), else ``None``: a default run's shortened stage is not a ``--full`` run's.
+    A ``.done`` of two entries predates the default run's shortening, so it was a full run.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     _ = (Path(tmp) / ".done").write_text('["bench: ok", 1.5, false]')
+    ...     finished_stage(Path(tmp), full=False), finished_stage(Path(tmp), full=True)
+    (('bench: ok', 1.5), None)
+    """
+    marker = folder / ".done"
+    if not marker.is_file():
+        return None
+    line, seconds, *scope = json.loads(marker.read_text())
+    ran_full = scope[0] if scope else True
+    return (line, seconds) if ran_full == full else None
+
+
+def _beside(todo: list[str]) -> list[str]:
+    """The stages of ``todo`` to run in a second process: :data:`BESIDE`'s, when other stages run too and
+    this process may use two threads or more (:func:`~concept_grounding.cpu.choose_threads`)."""
+    threads = choose_threads().threads
+    beside = [name for name in todo if name in BESIDE]
+    return beside if threads is not None and threads >= 2 and len(beside) < len(todo) else []
+
+
 def run_demo(config: DemoConfig) -> DemoResult:
     """Run the configured stages into ``config.out/<stage>`` (each marks itself done with
-    ``.done``: its index line and seconds, which ``resume`` reads back)."""
+    ``.done``: its index line and seconds, which ``resume`` reads back). With two free cores the
+    :data:`BESIDE` stages run in a second process, one thread each."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
     stages = config.stage_names
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     result = DemoResult(config)
+    done: dict[str, tuple[str, float]] = {}
     for name in stages:
-        done = out / name / ".done"
-        if config.resume and done.is_file():
+        finished = finished_stage(out / name, config.full) if config.resume else None
+        if finished is not None:
             logger.info("== %s == (done in an earlier run, skipped)", name)
-            line, result.timings[name] = json.loads(done.read_text())
-            result.lines.append(f"- {line}")
-            continue
-        logger.info("== %s ==", name)
-        start = time.perf_counter()
-        line = STAGES[name](out / name, config)
-        result.timings[name] = round(time.perf_counter() - start, 2)
-        done.write_text(json.dumps([line, result.timings[name]]))
+            done[name] = finished
+    todo = [name for name in stages if name not in done]
+    beside = _beside(todo)
+    with ProcessPoolExecutor(1, mp_context=get_context("spawn")) if beside else nullcontext() as pool:
+        futures = {name: pool.submit(_run_stage, name, out, config, 1) for name in beside}
+        with limited_threads(1) if beside else nullcontext():
+            for name in todo:
+                if name not in futures:
+                    done[name] = _run_stage(name, out, config)
+        done.update({name: future.result() for name, future in futures.items()})
+    for name in stages:
+        line, result.timings[name] = done[name]
         result.lines.append(f"- {line}")
-        logger.info("%s done in %.1f s", name, result.timings[name])
     return result

@@ -43,3 +43,51 @@ def test_quick_demo_writes_every_stage_and_resumes(tmp_path):
     assert main(["demo", "--quick", "--resume", "--out", str(out)]) == 0
     assert (out / "bench" / "report.md").read_text() == "kept"
     assert json.loads((out / "timings.json").read_text()) == timings
+
+
+def test_the_default_demo_leaves_out_repeated_rows_two_learners_and_the_large_oracle_and_says_so(tmp_path):
+    from concept_grounding.bench.config import MODEL_VARIANTS
+    from concept_grounding.conceptbed.job import DEFAULT_LEARNERS
+    from concept_grounding.demo import REPEATED_MODELS, DemoConfig, DemoResult, bench_config, conceptbed_config, dropped
+
+    bench, bench_full = bench_config(DemoConfig()), bench_config(DemoConfig(full=True))
+    assert bench_full.models == tuple(MODEL_VARIANTS) and set(bench.models) == set(MODEL_VARIANTS) - set(
+        REPEATED_MODELS
+    )
+    assert len(REPEATED_MODELS) == 2 and bench.world == bench_full.world and bench.epochs == bench_full.epochs
+
+    default, full = conceptbed_config(tmp_path, DemoConfig()), conceptbed_config(tmp_path, DemoConfig(full=True))
+    assert default.learners == ("Textual Inversion", "LoRA", "Original") and default.table8 == ("small", "medium")
+    assert full.learners == DEFAULT_LEARNERS and full.table8 == ("small", "medium", "large")
+    assert (default.tasks, default.quick, default.cache) == (full.tasks, full.quick, full.cache)
+    index = DemoResult(DemoConfig(), ["- a stage"], {"world": 1.0}).save(tmp_path / "d").read_text()
+    assert (
+        "DreamBooth" in index
+        and "soft per-img." in index
+        and "`concept-grounding demo --full` runs everything" in index
+    )
+    assert "soft per-img." not in dropped(DemoConfig(stages="conceptbed")) and "Table 8" not in dropped(
+        DemoConfig(stages="bench")
+    )
+    for config in (DemoConfig(full=True), DemoConfig(quick=True), DemoConfig(stages="world,tdg")):
+        assert dropped(config) is None
+
+
+def test_with_two_free_cores_conceptbed_runs_in_a_second_process_beside_the_others(tmp_path, monkeypatch):
+    import os
+
+    from concept_grounding import demo
+    from concept_grounding.cpu import THREADS_ENV
+
+    monkeypatch.setenv(THREADS_ENV, "2")
+    assert demo._beside(["world", "conceptbed"]) == ["conceptbed"] and demo._beside(["conceptbed"]) == []
+    ran_here = []
+    monkeypatch.setitem(
+        demo.STAGES, "world", lambda out, config: ran_here.append(os.getpid()) or out.mkdir() or "the world"
+    )
+    result = demo.run_demo(demo.DemoConfig(out=tmp_path / "d", quick=True, stages="conceptbed,world"))
+    assert result.lines[0].startswith("- [ConceptBed](conceptbed/report.md)") and result.lines[1] == "- the world"
+    assert list(result.timings) == ["conceptbed", "world"] and ran_here == [os.getpid()]
+    assert json.loads((tmp_path / "d" / "conceptbed" / ".done").read_text())[0] == result.lines[0][2:]
+    monkeypatch.setenv(THREADS_ENV, "1")
+    assert demo._beside(["world", "conceptbed"]) == []

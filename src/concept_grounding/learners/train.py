@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ..cpu import limited_threads
 from ..errors import UsageError, named
 from .config import LearnConfig, image_files, model_folder
 from .methods import add_placeholder, save_learned, trainable_parameters
@@ -283,19 +284,13 @@ def learn(config: LearnConfig, out: str | Path) -> Path:
     Raises:
         UsageError: bad input (:meth:`LearnConfig.check`), or ``out`` holding another run.
     """
-    import torch
-
     config.check()
     out = Path(out)
     _check_out(config, out)
     if (out / "learned.json").is_file():
         return out
-    threads = torch.get_num_threads()
-    torch.set_num_threads(config.threads)
-    try:
+    with limited_threads(config.threads):
         fit(config, out)
-    finally:
-        torch.set_num_threads(threads)
     return out
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from ..cpu import limited_threads
 from .train_config import DEFAULT_THREADS, TrainConfig
 
 __all__ = ["fit", "TrainConfig", "TrainHistory", "reproducible", "DEFAULT_THREADS"]
@@ -69,18 +70,14 @@ def reproducible(seed: int, threads: int = DEFAULT_THREADS) -> Iterator[None]:
     >>> torch.get_num_threads() == before, torch.are_deterministic_algorithms_enabled()
     (True, False)
     """
-    from threadpoolctl import threadpool_limits
-
     if int(threads) < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
-    old_threads = torch.get_num_threads()
     old_deterministic = torch.are_deterministic_algorithms_enabled()
     old_warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
     old_mkldnn = torch.backends.mkldnn.deterministic
     old_benchmark = torch.backends.cudnn.benchmark
-    with threadpool_limits(limits=int(threads)), torch.random.fork_rng(devices=[]):
+    with limited_threads(int(threads)), torch.random.fork_rng(devices=[]):
         try:
-            torch.set_num_threads(int(threads))
             torch.use_deterministic_algorithms(True, warn_only=True)
             torch.backends.mkldnn.deterministic = True
             torch.backends.cudnn.benchmark = False
@@ -90,7 +87,6 @@ def reproducible(seed: int, threads: int = DEFAULT_THREADS) -> Iterator[None]:
             torch.backends.cudnn.benchmark = old_benchmark
             torch.backends.mkldnn.deterministic = old_mkldnn
             torch.use_deterministic_algorithms(old_deterministic, warn_only=old_warn_only)
-            torch.set_num_threads(old_threads)
 
 
 def random_hflip(images: torch.Tensor, p: float = 0.5) -> torch.Tensor:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..cpu import set_threads
 from .captions import caption_vocabulary, word_tokenizers
 from .components import FluxTrainConfig, build_scheduler, build_text_encoders, build_transformer
 from .data import batch_captions, render_training_set
@@ -361,7 +362,7 @@ def train_world_flux(
         torch.backends.cudnn.allow_tf32 = True
 
     if threads:
-        torch.set_num_threads(int(threads))
+        set_threads(threads)
     out, work = Path(out_dir), Path(work_dir)
     work.mkdir(parents=True, exist_ok=True)
     cfg_path = work / "config.json"

@@ -24,7 +24,7 @@ from torch import nn
 from ..world.composition import ACTIONS, COUNT_WORDS, composition_config
 from ..world.config import BACKGROUNDS
 from .base import JudgeReport, as_image_array, from_pretrained_quietly, to_unit
-from .model import layout_trunk, shift_images
+from .model import fit_judge, layout_trunk
 from .registry import register_judge
 
 if TYPE_CHECKING:
@@ -158,34 +158,25 @@ def train_composition_judge(
     """Fit a :class:`CompositionJudge` through the shared :func:`~concept_grounding.models.training.fit`
     (sum of the heads' cross-entropies, AdamW, one-cycle with 15 % warm-up, one-pixel random
     shifts); deterministic in ``seed`` on the CPU; the caller's global RNG state is restored."""
-    from ..models.training import fit
-
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         judge = CompositionJudge(data.images.shape[1], num_classes).to(device)
     names = tuple(data.targets)
     x = to_unit(data.images).to(device)
     y = tuple(torch.as_tensor(data.targets[k], dtype=torch.long, device=device) for k in names)
-    shifts = torch.Generator().manual_seed(seed)
 
     def loss(batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
         out = judge(batch[0])
         return sum(nn.functional.cross_entropy(out[k], target) for k, target in zip(names, batch[1:]))
 
-    fit(
+    fit_judge(
+        judge,
         loss,
-        judge.parameters(),
         (x, *y),
         epochs=epochs,
         batch_size=batch_size,
         lr=lr,
-        weight_decay=1e-4,
-        schedule="onecycle",
-        optimiser="adamw",
-        warmup=0.15,
-        augment=lambda im: shift_images(im, shifts),
         seed=seed,
-        module=judge,
         desc="composition judge",
         progress=progress,
     )

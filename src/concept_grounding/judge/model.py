@@ -19,7 +19,7 @@ makes the verdicts robust to a generator's small misplacements.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -249,6 +249,43 @@ def shift_images(x: torch.Tensor, g: torch.Generator, pixels: int = 1) -> torch.
     return torch.stack([padded[i, :, dy : dy + h, dx : dx + w] for i, (dy, dx) in enumerate(offsets.tolist())])
 
 
+def fit_judge(
+    judge: nn.Module,
+    loss: Callable[[tuple[torch.Tensor, ...]], torch.Tensor],
+    tensors: tuple[torch.Tensor, ...],
+    *,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    seed: int,
+    desc: str,
+    progress: bool,
+) -> None:
+    """The judges' one training recipe through the shared :func:`~concept_grounding.models.training.fit`:
+    AdamW (weight decay 1e-4), one-cycle decay with a 15 % warm-up, each image shifted by up to one pixel
+    (:func:`shift_images`, its own generator seeded by ``seed``); ``tensors`` share their first axis."""
+    from ..models.training import fit
+
+    shifts = torch.Generator().manual_seed(int(seed))
+    fit(
+        loss,
+        judge.parameters(),
+        tensors,
+        epochs=epochs,
+        batch_size=batch_size,
+        lr=lr,
+        weight_decay=1e-4,
+        schedule="onecycle",
+        optimiser="adamw",
+        warmup=0.15,
+        augment=lambda x: shift_images(x, shifts),
+        seed=seed,
+        module=judge,
+        desc=desc,
+        progress=progress,
+    )
+
+
 def train_judge(
     data: JudgeSet,
     class_names: Sequence[str],
@@ -263,8 +300,6 @@ def train_judge(
     (:attr:`JudgeSet.trains_attributes`), each base group's cross-entropy with inverse-frequency
     value weights; AdamW with one-cycle decay (15 % warm-up), images shifted by up to one pixel.
     Deterministic in ``seed``; the caller's global RNG state is restored."""
-    from ..models.training import fit
-
     x_all = to_unit(data.images)
     y_species = torch.from_numpy(data.labels).long()
     trains = torch.from_numpy(data.trains_attributes)
@@ -272,21 +307,14 @@ def train_judge(
         torch.manual_seed(int(seed))
         judge = WorldJudge(data.images.shape[1], class_names)
     y_traits = torch.from_numpy(judge.traits.targets(data.attributes)).long()
-    shifts = torch.Generator().manual_seed(int(seed))
-    fit(
+    fit_judge(
+        judge,
         _judge_loss(judge, y_traits[trains]),
-        judge.parameters(),
         (x_all, y_traits, y_species, trains),
         epochs=epochs,
         batch_size=batch_size,
         lr=lr,
-        weight_decay=1e-4,
-        schedule="onecycle",
-        optimiser="adamw",
-        warmup=0.15,
-        augment=lambda x: shift_images(x, shifts),
         seed=seed,
-        module=judge,
         desc="judge",
         progress=progress,
     )

@@ -46,7 +46,7 @@ def _vqa(world, images: np.ndarray, repeats: int) -> None:
     from concept_grounding.conceptbed.compositions import VQAJudge, concept_prompts, questions
     from concept_grounding.judge import create_judge
 
-    vqa = VQAJudge(create_judge("composition"), create_judge("world"))
+    vqa = VQAJudge(create_judge("composition-judge"), create_judge("world-judge"))
     n = len(images)
     workloads = {
         "'a photo of two V* in the sky' (count, scene)": [questions("a photo of two V* in the sky")[1:]],

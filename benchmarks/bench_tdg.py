@@ -401,7 +401,7 @@ def main() -> None:
     parser.add_argument("--drift-pairs", type=int, default=4)
     parser.add_argument(
         "--judge",
-        default="world",
+        default="world-judge",
         help="a registered judge (concept_grounding.judge.list_judges()) or MODULE:CALLABLE, images -> "
         "(species (N,), attribute probs (N, A)); default: the shipped world judge (validated on exact "
         "edits, assets/world_judge); '' for none",

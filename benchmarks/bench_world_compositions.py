@@ -61,11 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.train_judge:
         from concept_grounding.judge import create_judge
 
-        judge = create_judge("composition")
+        judge = create_judge("composition-judge")
     elif (folder / "config.json").is_file():
         from concept_grounding.judge import create_judge
 
-        judge = create_judge("composition", path=folder)
+        judge = create_judge("composition-judge", path=folder)
     else:
         train = composition_set(world, args.judge_per_class, 0, seed=args.seed)
         judge = train_composition_judge(

@@ -45,7 +45,7 @@ def cached_judge(world: Any, settings: WorldTDGSettings) -> Any:
 
     folder = judge_folder(world, settings)
     if (folder / "config.json").is_file():
-        return create_judge("world", path=folder)
+        return create_judge("world-judge", path=folder)
     t0 = time.perf_counter()
     data = judge_training_set(world, settings.judge_per_class, seed=settings.seed)
     t1 = time.perf_counter()
@@ -119,7 +119,7 @@ def export_judge(judge: Any, validation: Any, results: dict, folder: Path, cost:
                 "",
                 "A `concept_grounding.judge.WorldJudge` (a small CNN: species head and one softmax per base attribute",
                 "group) trained on typical renders, their exact counterfactual edits and deviation-rate-1 renders of",
-                f'the world `{results["world"]}`. Load it with `concept_grounding.judge.create_judge("world")`.',
+                f'the world `{results["world"]}`. Load it with `concept_grounding.judge.create_judge("world-judge")`.',
                 "",
                 f"Made by (deterministic for a given --threads: float sums differ across thread counts{cost}):",
                 "",

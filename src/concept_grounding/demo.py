@@ -193,7 +193,7 @@ def _tdg_sheet(images: Path, prompting: Path, path: Path) -> list[dict]:
     from .plotting import verdict_sheet
     from .vocabulary import attribute_phrase, class_display_name, load_vocabulary
 
-    vocab, judge, validated = load_vocabulary(), create_judge("world"), judge_validated_groups()
+    vocab, judge, validated = load_vocabulary(), create_judge("world-judge"), judge_validated_groups()
     records = _read_records(images)
     if not records:  # nothing generated: no sheet
         return records

@@ -42,7 +42,7 @@ def _kwargs(name: str, concept_model_folder) -> dict:
 
 def _validation_world(judge) -> BirdWorld | None:
     """The shipped world judge on its first three species (same order, so labels agree); else the default."""
-    if judge.name == "world":
+    if judge.name == "world-judge":
         return BirdWorld(
             WorldConfig(image_size=judge.image_size, class_names=judge.class_names[:3], pose="canonical", scene="plain")
         )
@@ -51,12 +51,12 @@ def _validation_world(judge) -> BirdWorld | None:
 
 def test_the_package_s_judges_are_registered():
     assert list_judges() == [
-        "composition",
+        "composition-judge",
         "concept-model",
         "conceptbed-attributes",
         "conceptbed-species",
         "conceptbed-style",
-        "world",
+        "world-judge",
     ]
 
 
@@ -86,8 +86,8 @@ def test_an_unknown_name_fails_in_one_line_naming_the_known_ones():
 
 
 def test_a_name_registers_once():
-    with pytest.raises(ValueError, match="'world' is already registered"):
-        register_judge("world")(lambda: None)
+    with pytest.raises(ValueError, match="'world-judge' is already registered"):
+        register_judge("world-judge")(lambda: None)
 
 
 def test_the_report_is_a_small_typed_record():
@@ -107,16 +107,18 @@ def test_a_folder_resolves_to_its_judge_and_the_filter_reads_its_attributes(conc
     from PIL import Image
 
     assert judge_of(str(concept_model_folder), image_size=16).name == "concept-model"
-    create_judge("world").save_pretrained(tmp_path / "world")
-    assert judge_of(str(tmp_path / "world")).name == "world"
+    create_judge("world-judge").save_pretrained(tmp_path / "world")
+    assert judge_of(str(tmp_path / "world")).name == "world-judge"
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "config.json").write_text('{"layers": 2}')
     with pytest.raises(ValueError, match="holds no saved judge or concept model"):
         judge_of(str(tmp_path / "other"))
-    probs = attribute_judge("world")([Image.new("RGB", (64, 64), (200, 30, 30))] * 2)  # resized to the judge's side
+    probs = attribute_judge("world-judge")(
+        [Image.new("RGB", (64, 64), (200, 30, 30))] * 2
+    )  # resized to the judge's side
     assert probs.shape == (2, 312)
-    with pytest.raises(ValueError, match="'composition' has no attributes head"):
-        attribute_judge("composition")
+    with pytest.raises(ValueError, match="'composition-judge' has no attributes head"):
+        attribute_judge("composition-judge")
 
 
 def test_the_filter_takes_a_judge_by_name_and_refuses_an_unknown_one_in_one_line(tmp_path):
@@ -125,7 +127,9 @@ def test_the_filter_takes_a_judge_by_name_and_refuses_an_unknown_one_in_one_line
     from concept_grounding.tdg.filter import AttributeJudgeScorer
     from concept_grounding.tdg.filter_job import FilterConfig, build_scorer
 
-    config = FilterConfig(input=tmp_path, out=tmp_path, scorer="oracle", oracle="world", judge_loader=attribute_judge)
+    config = FilterConfig(
+        input=tmp_path, out=tmp_path, scorer="oracle", oracle="world-judge", judge_loader=attribute_judge
+    )
     assert isinstance(build_scorer(config), AttributeJudgeScorer)
     assert isinstance(
         build_scorer(FilterConfig(input=tmp_path, out=tmp_path, scorer="world-judge", judge_loader=attribute_judge)),

@@ -71,7 +71,7 @@ class CompositionRun:
         from ..judge import create_judge
         from .composition_clip import load_composition_clip
 
-        vqa = VQAJudge(create_judge("composition"), create_judge("world"), species_judge)
+        vqa = VQAJudge(create_judge("composition-judge"), create_judge("world-judge"), species_judge)
         logger.info("%s", vqa.validate(cw.world, [c.label for c in concepts]))
         run = cls(cw, vqa, per_prompt=max(1, images // 8), seed=seed, model=model, ratings=ratings)
         run.clip = load_composition_clip()

@@ -58,7 +58,7 @@ def _indices(predicted: Sequence[Any], class_names: Sequence[str]) -> np.ndarray
 def _judge_classifier(folder: str | None, class_names: Sequence[str]) -> Classifier:
     from ..judge import create_judge
 
-    judge = create_judge("world", path=folder)
+    judge = create_judge("world-judge", path=folder)
     to_ours = _indices(judge.class_names, class_names)
 
     def classify(images: Sequence[Any]) -> np.ndarray:
@@ -101,7 +101,7 @@ def world_judge_scorer(folder: str | None = None) -> Any:
     from ..judge import attribute_judge
     from ..tdg.filter import AttributeJudgeScorer
 
-    return AttributeJudgeScorer(attribute_judge(folder or "world"))
+    return AttributeJudgeScorer(attribute_judge(folder or "world-judge"))
 
 
 def load_classifier(spec: str | None, class_names: Sequence[str], device: str = "cpu") -> Classifier:

@@ -96,7 +96,7 @@ def contact_sheet(
     width = max(len(r) for r in rows)
     pictures = [[Image.open(folder / r["file_name"]).convert("RGB") for r in row] for row in rows]
     if judge:
-        model, validated = create_judge("world"), judge_validated_groups()
+        model, validated = create_judge("world-judge"), judge_validated_groups()
         flat, _ = judge_captions(model, [p for row in pictures for p in row], [r for row in rows for r in row])
         captions, start = [], 0
         for row in rows:

@@ -52,7 +52,8 @@ class JudgeReport:
 
     def __str__(self) -> str:
         heads = ", ".join(f"{k} {100 * v:.1f} %" for k, v in self.accuracy.items())
-        return f"{self.judge} judge: {heads} (bar {100 * self.bar:.0f} %): {'passed' if self.passed else 'FAILS'}"
+        name = self.judge.removesuffix("-judge")
+        return f"{name} judge: {heads} (bar {100 * self.bar:.0f} %): {'passed' if self.passed else 'FAILS'}"
 
     def to_dict(self) -> dict[str, Any]:
         return {

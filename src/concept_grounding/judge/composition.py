@@ -77,7 +77,7 @@ class CompositionJudge(nn.Module, PyTorchModelHubMixin, library_name="concept-gr
         h = self.neck(self.trunk((images - self.mean) / self.std))
         return {k: head(h) for k, head in self.heads.items()}
 
-    name = "composition"
+    name = "composition-judge"
     bar = COMPOSITION_BAR
 
     @property
@@ -228,7 +228,7 @@ def ship_composition_judge(
     return validation
 
 
-@register_judge("composition")
+@register_judge("composition-judge")
 def load_composition_judge(path: str | Path | None = None) -> CompositionJudge:
     """A saved :class:`CompositionJudge` (default: the shipped one), float32, in eval mode."""
     return from_pretrained_quietly(CompositionJudge, Path(path) if path is not None else COMPOSITION_JUDGE_DIR).float()

@@ -116,7 +116,7 @@ class WorldJudge(nn.Module, PyTorchModelHubMixin, library_name="concept-groundin
         docstring); 0.5 on attributes the world never draws."""
         return self.traits.attribute_probabilities(trait_logits)
 
-    name = "world"
+    name = "world-judge"
     #: every raw measure of :func:`~.validation.validate_judge` must reach it (docs/tdg_world/validation.md)
     bar = 0.95
 
@@ -352,7 +352,7 @@ def _judge_loss(judge: WorldJudge, trained_traits: torch.Tensor):
     return loss
 
 
-@register_judge("world")
+@register_judge("world-judge")
 def load_world_judge(path: str | Path | None = None) -> WorldJudge:
     """A saved :class:`WorldJudge` folder (default: the shipped one, trained and validated on
     the shipped world Flux's world by ``benchmarks/bench_tdg_world.py``), in eval mode."""

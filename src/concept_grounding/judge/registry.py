@@ -1,11 +1,11 @@
 """One registry of image judges, as timm's ``create_model``: ``@register_judge("name")`` on a
 factory, ``create_judge(name, **kwargs)``, ``list_judges()`` (docs/judges.md).
 
->>> "world" in list_judges() and "composition" in list_judges()
+>>> "world-judge" in list_judges() and "composition-judge" in list_judges()
 True
 >>> create_judge("no-such-judge")
 Traceback (most recent call last):
-ValueError: judge: unknown name 'no-such-judge'; known: composition, concept-model, conceptbed-attributes, ...
+ValueError: judge: unknown name 'no-such-judge'; known: composition-judge, concept-model, conceptbed-attributes, ...
 """
 
 from __future__ import annotations
@@ -85,9 +85,9 @@ def _folder_judge(folder: Any) -> str | None:
         return "concept-model"
     keys = set(json.loads((folder / "config.json").read_text()))
     if {"class_names", "image_size"} <= keys:
-        return "world"
+        return "world-judge"
     if {"num_classes", "image_size", "width"} <= keys:
-        return "composition"
+        return "composition-judge"
     return None
 
 

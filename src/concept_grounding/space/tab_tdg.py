@@ -315,7 +315,7 @@ def build_world_judge(store: ResourceStore) -> tuple[Any, str]:
     from ..worldflux.loader import trained_world_config
 
     return (
-        create_judge("world"),
+        create_judge("world-judge"),
         BirdWorld(trained_world_config()),
         judge_validated_groups(),
     ), "world judge (package data)"

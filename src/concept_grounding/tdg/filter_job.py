@@ -263,7 +263,7 @@ def build_scorer(config: FilterConfig) -> OptionScorer:
     if config.scorer == "oracle":
         return _oracle_scorer(config)
     if config.scorer == "world-judge":
-        return _loaded_judge(config, "world")
+        return _loaded_judge(config, "world-judge")
     from ..hub import resolve_model_spec
 
     name = resolve_model_spec(config.vlm_model, "--vlm-model", family="hub").target  # before transformers: fail fast

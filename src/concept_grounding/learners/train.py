@@ -38,7 +38,7 @@ from .methods import add_placeholder, save_learned, trainable_parameters
 
 __all__ = [
     "Latents",
-    "Learner",
+    "PreparedLearner",
     "prepare_learner",
     "flow_loss",
     "training_step",
@@ -61,7 +61,7 @@ class Latents:
 
 
 @dataclass
-class Learner:
+class PreparedLearner:
     """One method set up on one pipeline (:func:`prepare_learner`), ready for :func:`training_step`.
 
     Attributes:
@@ -79,7 +79,7 @@ class Learner:
     max_length: int
 
 
-def _encode(learner: Learner, prompt: str, batch: int) -> tuple[Any, Any]:
+def _encode(learner: PreparedLearner, prompt: str, batch: int) -> tuple[Any, Any]:
     """(T5 states (B, L, D), pooled (B, D)) of ``prompt`` repeated ``batch`` times."""
     from ..worldflux.train import encode_prompts
 
@@ -95,7 +95,7 @@ def _encode(learner: Learner, prompt: str, batch: int) -> tuple[Any, Any]:
     )
 
 
-def prepare_learner(pipe: Any, config: LearnConfig) -> Learner:
+def prepare_learner(pipe: Any, config: LearnConfig) -> PreparedLearner:
     """Add V* to ``pipe``, freeze it, unfreeze / add what ``config.method`` trains, make AdamW.
 
     ``pipe`` is changed in place (tokens, hooks, adapters); its device and dtype are kept.
@@ -112,7 +112,7 @@ def prepare_learner(pipe: Any, config: LearnConfig) -> Learner:
     on_cuda = next(iter(params.values())).device.type == "cuda"
     # fused on CUDA: no full-size temporaries (a full fine-tune of a 12 B transformer fits 141 GB)
     optimizer = torch.optim.AdamW(params.values(), lr=config.resolved_lr(), weight_decay=1e-2, fused=on_cuda or None)
-    learner = Learner(pipe, config, rows, params, optimizer, None, max_length)
+    learner = PreparedLearner(pipe, config, rows, params, optimizer, None, max_length)
     if not trains_row:
         with torch.no_grad():
             learner.embeds = {p: _encode(learner, p, 1) for p in (config.prompt(), config.class_prompt)}
@@ -133,7 +133,7 @@ def _draw(latents: Latents, batch: int, g: Any, shift: float, scale: float) -> t
     return x0, noise, t
 
 
-def flow_loss(learner: Learner, latents: Latents, prompt: str, g: Any) -> Any:
+def flow_loss(learner: PreparedLearner, latents: Latents, prompt: str, g: Any) -> Any:
     """The rectified-flow loss of ``config.batch`` images of ``latents`` captioned ``prompt``,
     drawn with the CPU generator ``g`` (a scalar tensor)."""
     import torch
@@ -158,7 +158,7 @@ def flow_loss(learner: Learner, latents: Latents, prompt: str, g: Any) -> Any:
     return flow_matching_loss(pipe.transformer, x0, noise, t, states, pooled, img_ids, txt_ids, guidance)
 
 
-def training_step(learner: Learner, step: int, instance: Latents, prior: Latents | None = None) -> Any:
+def training_step(learner: PreparedLearner, step: int, instance: Latents, prior: Latents | None = None) -> Any:
     """One AdamW step (gradient norm clipped to 1); returns the detached loss.
 
     Draws follow ``(config.seed, step)`` only, so step ``s`` is the same in any run.
@@ -294,9 +294,9 @@ def learn(config: LearnConfig, out: str | Path) -> Path:
     return out
 
 
-def fit(config: LearnConfig, out: str | Path) -> Learner:
+def fit(config: LearnConfig, out: str | Path) -> PreparedLearner:
     """:func:`learn`'s work on an unfinished ``out``: train (resuming from ``out``'s checkpoint),
-    save, and return the trained :class:`Learner` (its pipeline in memory, V* hooked in)."""
+    save, and return the trained :class:`PreparedLearner` (its pipeline in memory, V* hooked in)."""
     import torch
     from diffusers import FluxPipeline
     from tqdm.auto import tqdm

@@ -32,7 +32,7 @@ from ..settings import default
 from ..tdg.generate_config import GenerateConfig
 from ..tdg.zerogpu import GPU_DTYPE, on_gpu, on_spaces_gpu
 from ..worldflux.loader import WORLD_STEPS, WORLD_TDG_EXPECTATION
-from .common import attribute_label, class_label, figure_to_image
+from .common import Cancelled, attribute_label, class_label, figure_to_image
 from .inputs import UserInputError, whole_number
 from .limits import SpaceLimits
 from .policy import TDG_MODELS_ENV, ModelPolicy
@@ -219,10 +219,6 @@ def get_pipeline(store: ResourceStore, model: str) -> Any:
         return store.get("tdg:tiny", build_default_pipeline)
     name = store.policy.check("tdg", model)
     return store.get(f"tdg:{name}", _build_named(name), evictable=True)
-
-
-class Cancelled(Exception):
-    """The request was abandoned: :func:`generate` stopped between two denoising steps."""
 
 
 def _stop_when(cancelled: Callable[[], bool], steps: int) -> Callable[..., dict]:

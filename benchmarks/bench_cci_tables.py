@@ -104,7 +104,8 @@ def main() -> None:
     import torch
 
     from concept_grounding.cci.layouts import export_world_image_folder, read_image_folder
-    from concept_grounding.cci.tables import classification_table, load_table_models
+    from concept_grounding.cci.table_models import load_table_models
+    from concept_grounding.cci.tables import classification_table
     from concept_grounding.vocabulary import load_vocabulary
 
     classes = load_vocabulary().sub_classes[: args.classes]

@@ -171,7 +171,8 @@ def test_the_job_runs_from_the_library_and_saves_the_same_bytes_twice(image_fold
 
 def test_batched_table_equals_the_per_image_table(image_folder):
     from concept_grounding.cci.layouts import read_image_folder
-    from concept_grounding.cci.tables import classification_table, load_table_models
+    from concept_grounding.cci.table_models import load_table_models
+    from concept_grounding.cci.tables import classification_table
 
     data = read_image_folder(image_folder, image_folder / "class_names.txt")
     models = load_table_models(["random-clip"], image_size=SIZE)
@@ -222,7 +223,8 @@ def test_attention_pooled_towers_are_refused_rows_with_the_reason(image_folder, 
     from transformers import SiglipConfig, SiglipModel
 
     from concept_grounding.cci.layouts import read_image_folder
-    from concept_grounding.cci.tables import classification_table, load_table_models
+    from concept_grounding.cci.table_models import load_table_models
+    from concept_grounding.cci.tables import classification_table
     from concept_grounding.models.clip import ClipHandle
 
     config = SiglipConfig(
@@ -460,7 +462,7 @@ def test_the_trained_world_clip_loses_accuracy_on_the_hard_counter_animals_subse
 
 
 def _tiny_model():
-    from concept_grounding.cci.tables import load_table_models
+    from concept_grounding.cci.table_models import load_table_models
 
     return load_table_models(["random-clip"], image_size=SIZE)[0][1].model
 

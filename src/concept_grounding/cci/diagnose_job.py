@@ -72,7 +72,7 @@ class DiagnoseConfig:
     Args:
         images: an ImageNet-style folder, or CounterAnimals' layout (module docstring).
         class_names: its class names file (``None``: the folder names).
-        models: CLIPs as :func:`~.tables.load_table_models` takes them (open_clip ``arch[:pretrained]``,
+        models: CLIPs as :func:`~.table_models.load_table_models` takes them (open_clip ``arch[:pretrained]``,
             transformers id or folder, WorldCLIP folder, ``world-clip`` (the default), ``random-clip[:seed]``
             (random weights, on purpose), the preset ``paper``).
         detector, segmenter: a grounded segmenter's checkpoints (resolved names or folders), both
@@ -327,7 +327,7 @@ def run_diagnose(config: DiagnoseConfig) -> DiagnoseResult:
     Steps: (1) load every model (presets expanded) before any work; (2) the grounded segmenter,
     when configured, shared by every model (masks computed once, cached); (3) one diagnosis per model.
     """
-    from .tables import load_table_models
+    from .table_models import load_table_models
 
     models = [handle for _, handle in load_table_models(list(config.models), image_size=config.size)]
     segmenter = None

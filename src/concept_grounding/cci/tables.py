@@ -3,10 +3,10 @@
 Table 1 (:func:`classification_table`): zero-shot classification on an image folder, Del@1/@5 and
 Ins@1/@5 of the top-1 / top-5 accuracy as pixels are deleted or inserted in each map's order. Table 2
 (:func:`retrieval_table`): image-text retrieval on a COCO Karpathy split, Del/Ins TR@k and IR@k.
-Rows are models (:func:`load_table_models`, :data:`PRESETS`) x methods (:data:`METHODS`: CCI and every
-baseline); a tower CCI cannot mask is a refused row, with the reason. Batches are averaged weighted by
-their size; Table 2 embeds the whole split at each fraction. Manual: docs/guide/cci.md; the curves:
-docs/cci.md.
+Rows are models (:func:`~.table_models.load_table_models`, :data:`~.table_models.PRESETS`) x methods
+(:data:`METHODS`: CCI and every baseline); a tower CCI cannot mask is a refused row, with the reason.
+Batches are averaged weighted by their size; Table 2 embeds the whole split at each fraction. Manual:
+docs/guide/cci.md; the curves: docs/cci.md.
 """
 
 from __future__ import annotations
@@ -28,9 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "METHODS",
-    "PRESETS",
     "TableRow",
-    "load_table_models",
     "classification_table",
     "retrieval_table",
     "write_cci_tables",
@@ -38,22 +36,6 @@ __all__ = [
 
 #: explanation methods in table order: CCI, then :data:`~.baselines.BASELINES` (:data:`~.explainers.EXPLAINERS`).
 METHODS = EXPLAINERS
-
-#: named model lists for ``--models``. ``paper``: the CLIP variants the CCI / COVAR summary in
-#: ``shared/seeds`` names (open_clip ``arch:pretrained``); the paper compares 18, the summary
-#: names these, so the preset is partial.
-PRESETS: dict[str, tuple[str, ...]] = {
-    "paper": (
-        "ViT-B-32:openai",
-        "ViT-B-16:openai",
-        "ViT-L-14:openai",
-        "ViT-B-32:datacomp_xl_s13b_b90k",
-        "ViT-B-16:datacomp_xl_s13b_b90k",
-        "ViT-L-14:datacomp_xl_s13b_b90k",
-        "ViT-H-14-quickgelu:dfn5b",
-        "ViT-bigG-14:laion2b_s39b_b160k",
-    ),
-}
 
 CLASSIFICATION_COLUMNS = ("Del@1", "Del@5", "Ins@1", "Ins@5")
 RETRIEVAL_COLUMNS = ("Del-IR@5", "Del-TR@5", "Ins-IR@5", "Ins-TR@5", "Del-IR@1", "Del-TR@1", "Ins-IR@1", "Ins-TR@1")
@@ -71,86 +53,6 @@ class TableRow:
     refused: str = ""
     accuracy: float = float("nan")
     seconds: float = 0.0
-
-
-# --------------------------------------------------------------------------- models
-def expand_model_names(names: Sequence[str]) -> list[str]:
-    """``--models`` with presets expanded (a preset name stands for its list)."""
-    out: list[str] = []
-    for name in names:
-        out += list(PRESETS.get(name, (name,)))
-    return out
-
-
-def resolve_table_model(name: str, argument: str = "--models") -> None:
-    """Check that one ``--models`` entry (module docstring) can load, through the one resolver
-    (:func:`~concept_grounding.hub.resolve_model_spec`) and without loading it: one line naming
-    ``argument`` otherwise."""
-    from ..hub import IMAGENET_CLASSIFIERS, resolve_model_spec
-    from .loading import RANDOM_CLIP, builtin_clip, random_clip_seed
-
-    if name == "tiny" or name.startswith("tiny:"):
-        raise UsageError(
-            f"{name!r} is now spelled {RANDOM_CLIP}{name[4:]} (random weights: mechanics only)", argument=argument
-        )
-    if builtin_clip(name):
-        if name.startswith(RANDOM_CLIP):
-            random_clip_seed(name, argument)
-        return
-    if name in IMAGENET_CLASSIFIERS:
-        resolve_model_spec(name, argument)
-        return
-    arch, _, pretrained = name.partition(":")
-    if pretrained and not Path(name).exists() and not arch.endswith(".py"):  # arch:tag, not file.py:factory
-        resolve_model_spec(arch, argument, pretrained=pretrained, accept=("folder", "name"), shipped=("clip",))
-        return
-    resolve_model_spec(name, argument, accept=("folder", "name"), shipped=("clip",))
-
-
-def resolve_table_models(names: Sequence[str], argument: str = "--models") -> None:
-    """:func:`resolve_table_model` of every entry, presets expanded (none: ``UsageError``)."""
-    names = expand_model_names(names)
-    if not names:
-        raise UsageError("name at least one model", argument=argument)
-    for name in names:
-        resolve_table_model(name, argument)
-
-
-def load_table_model(name: str, image_size: int = 64, device: str = "cpu") -> ClipHandle:
-    """One ``--models`` entry as a :class:`~concept_grounding.models.clip.ClipHandle` (module
-    docstring); ``UsageError`` naming ``--models`` when it cannot load offline."""
-    from ..hub import IMAGENET_CLASSIFIERS
-    from .loading import builtin_clip, load_explainable_clip
-
-    resolve_table_model(name)
-    if name in IMAGENET_CLASSIFIERS:  # a CNN classifier: Table 1's Grad-CAM and random rows (.classifier)
-        from ..models.imagenet import load_imagenet_classifier
-
-        return load_imagenet_classifier(name, device)
-    if builtin_clip(name):
-        return load_explainable_clip(name, image_size, device, argument="--models")
-    try:
-        from ..models.clip.loading import load_named_clip
-
-        arch, _, pretrained = name.partition(":")
-        if pretrained and not Path(name).exists() and not arch.endswith(".py"):  # arch:tag, not file.py:factory
-            return load_named_clip(arch, "--models", pretrained=pretrained, device=device)
-        return load_named_clip(name, "--models", device=device)
-    except UsageError:
-        raise
-    except Exception as err:  # noqa: BLE001 - every loader failure becomes one line naming the flag
-        raise UsageError(
-            f"{name!r} cannot be loaded offline: {str(err).splitlines()[0] if str(err) else type(err).__name__}",
-            argument="--models",
-        ) from None
-
-
-def load_table_models(names: Sequence[str], image_size: int = 64, device: str = "cpu") -> list[tuple[str, ClipHandle]]:
-    """Every ``--models`` entry loaded before any work starts (presets expanded)."""
-    names = expand_model_names(names)
-    if not names:
-        raise UsageError("name at least one model", argument="--models")
-    return [(name, load_table_model(name, image_size, device)) for name in names]
 
 
 # --------------------------------------------------------------------------- methods

@@ -49,7 +49,7 @@ class CciBenchConfig:
         task: ``"classification"`` (Table 1) or ``"retrieval"`` (Table 2).
         images, class_names: an ImageNet-style folder and its class-name file (Table 1).
         coco, split: a COCO folder with Karpathy's ``dataset_coco.json`` and the split (Table 2).
-        models: ``--models`` entries (:func:`~.tables.load_table_models`; presets expanded).
+        models: ``--models`` entries (:func:`~.table_models.load_table_models`; presets expanded).
         methods: explanation methods (:data:`~.tables.METHODS`).
         steps, clusters, batch_size, replacement, seed: as in :func:`~.tables.classification_table`.
         max_images: first N images per class (Table 1) or of the split (Table 2).
@@ -294,7 +294,7 @@ def run_cci_bench(config: CciBenchConfig) -> CciBenchResult:
     folder is given; (4) the whole job run once on the first image (:func:`check_whole_path`); (5) the
     table; (6) the report's header.
     """
-    from .tables import load_table_models
+    from .table_models import load_table_models
 
     data = table_data(config) if config.images is not None or config.coco is not None else None
     models = load_table_models(config.models, image_size=config.size, device=config.device)

@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from concept_grounding.cci.tables import resolve_table_models
+    from concept_grounding.cci.table_models import resolve_table_models
 
     resolve_table_models(args.models)  # first, before torch: a model that cannot be loaded fails within seconds
     report = JOB(settings.from_args(CciBenchConfig, args, out=args.out), args.out)

@@ -48,7 +48,7 @@ def config_from_args(args: argparse.Namespace) -> DiagnoseConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    from concept_grounding.cci.tables import resolve_table_models
+    from concept_grounding.cci.table_models import resolve_table_models
     from concept_grounding.hub import resolve_model_spec
 
     check_segmenter_pair(args)  # before any name is resolved

@@ -91,7 +91,8 @@ def make_study(folder: Path, images: int, annotators: int, study2_every: int, se
 def main() -> None:
     import concept_grounding.curation.curate  # noqa: F401 (the job imports these lazily: loaded before the clock,
     import concept_grounding.evaluation.human_rows  # noqa: F401  as when curate_job imported them at its top)
-    from concept_grounding.curation.curate_job import CurateConfig, run_curate
+    from concept_grounding.curation.curate_inputs import CurateConfig
+    from concept_grounding.curation.curate_job import run_curate
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=38400)

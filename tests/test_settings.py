@@ -331,7 +331,7 @@ def test_train_flux_flags_come_from_its_config_and_tiny_overrides_the_sizes():
 
 def test_curate_holds_one_curation_rules_and_world_seed_none_is_not_the_world(tmp_path):
     from concept_grounding.commands import curate
-    from concept_grounding.curation.curate_job import CurateConfig
+    from concept_grounding.curation.curate_inputs import CurateConfig
     from concept_grounding.curation.rules import CurationRules
 
     (tmp_path / "a.db").touch()

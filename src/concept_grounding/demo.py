@@ -384,7 +384,8 @@ def _stage_human(out: Path, config: DemoConfig) -> str:
     1 % of them (:data:`~concept_grounding.worldflux.loader.WORLD_TDG_EXPECTATION`), so a
     truthful curation would keep none."""
     from .curation.annotations import AnnotationStore
-    from .curation.curate_job import CurateConfig, run_curate
+    from .curation.curate_inputs import CurateConfig
+    from .curation.curate_job import run_curate
     from .curation.sampling import study_items
     from .curation.simulate import SimulatedAnnotator, run_annotators
     from .evaluation import evaluate_sub

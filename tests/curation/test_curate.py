@@ -20,7 +20,9 @@ from concept_grounding.curation.curate import (
     class_agreement,
     pairing_scores,
 )
-from concept_grounding.curation.curate_job import CurateConfig, CurateResult, gold_answers, run_curate
+from concept_grounding.curation.curate_inputs import CurateConfig, gold_answers
+from concept_grounding.curation.curate_job import run_curate
+from concept_grounding.curation.curate_report import CurateResult
 from concept_grounding.curation.sampling import study_items
 from concept_grounding.curation.simulate import (
     SimulatedAnnotator,

@@ -13,7 +13,8 @@ import pytest
 
 from concept_grounding.curation.annotations import AnnotationStore
 from concept_grounding.curation.curate import answers_frame, candidates_frame, pairing_scores
-from concept_grounding.curation.curate_job import CurateConfig, run_curate
+from concept_grounding.curation.curate_inputs import CurateConfig
+from concept_grounding.curation.curate_job import run_curate
 from concept_grounding.errors import UsageError
 
 RED, BLUE, PINK = "has_crown_color::red", "has_crown_color::blue", "has_crown_color::pink"

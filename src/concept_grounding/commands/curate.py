@@ -5,7 +5,7 @@ Reads the candidates (``--candidates``: a ``generate`` / ``filter`` folder with
 export), applies SUB App. E's rules (docs/human_validation.md) and writes the curated dataset in SUB's Hub layout
 (``<out>/dataset``, which ``load_sub`` reads), the report, Figs. 6 and 9 and the annotations
 as Parquet. The job is :func:`concept_grounding.curation.curate_job.run_curate`
-(``CurateConfig`` declares the flags).
+(:class:`~concept_grounding.curation.curate_inputs.CurateConfig` declares the flags).
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ import argparse
 from pathlib import Path
 
 from concept_grounding import settings
-from concept_grounding.curation.curate_job import CurateConfig, CurateResult, run_curate
+from concept_grounding.curation.curate_inputs import CurateConfig
+from concept_grounding.curation.curate_job import run_curate
+from concept_grounding.curation.curate_report import CurateResult
 from concept_grounding.jobs import Job, add_job_arguments
 
 __all__ = ["JOB", "add_arguments", "run"]

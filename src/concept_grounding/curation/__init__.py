@@ -18,7 +18,8 @@ The human validation of Sec. 4.3 / App. E (docs/human_validation.md):
   alpha, annotator accuracy;
 * the Human rows of Tables 1-2 from study-2 answers via ``sub_accuracy`` live in
   :mod:`concept_grounding.evaluation.human_rows` (below ``bench``, which shows them);
-* :mod:`.figures` -- Figs. 6 and 9; :mod:`.curate_job` -- the ``curate`` job (report, dataset).
+* :mod:`.figures` -- Figs. 6 and 9; :mod:`.curate_job` -- the ``curate`` job (its settings and
+  readers in :mod:`.curate_inputs`, its report and dataset in :mod:`.curate_report`).
 
 ConceptBed's human study (Patel et al., App. G; docs/human_validation.md), in the same store and app:
 

@@ -63,7 +63,7 @@ def open_studies(config: AnnotateConfig, echo: Echo, rater: RaterFactory | None 
     """Check ``config``, fill the store (SUB's study images, the rating items), then what it asks besides the app:
     simulated answers (``rater`` makes the rating study's raters), the Parquet export, the status, the annotators'
     links and the Space folder."""
-    from .curate_job import read_candidates
+    from .curate_inputs import read_candidates
     from .rating_store import RatingStore
     from .sampling import study_items
 

@@ -229,7 +229,7 @@ def test_every_shipped_model_name_resolves_in_every_command_that_takes_a_model(p
 
 
 def test_the_walk_covers_every_shipped_name():
-    from concept_grounding.hub import SHIPPED_MODELS
+    from concept_grounding.shipped_models import SHIPPED_MODELS
 
     walked = {name for _, names in SHIPPED_WALK for name in names.split()}
     assert walked == set(SHIPPED_MODELS) - {"composition-judge"}  # no option names the composition judge
@@ -239,9 +239,9 @@ def test_each_loader_of_a_shipped_model_reads_the_folder_its_name_resolves_to():
     """The modules that load a shipped model by its folder agree with the resolver's table."""
     from concept_grounding.cci.loading import SHIPPED_WORLD_CLIP
     from concept_grounding.conceptbed.composition_clip import COMPOSITION_CLIP_DIR
-    from concept_grounding.hub import SHIPPED_MODELS
     from concept_grounding.judge.composition import COMPOSITION_JUDGE_DIR
     from concept_grounding.judge.model import WORLD_JUDGE_DIR
+    from concept_grounding.shipped_models import SHIPPED_MODELS
     from concept_grounding.space.tab_concepts import SHIPPED_POSTHOC
     from concept_grounding.space.tab_explain import SHIPPED_CLIP
     from concept_grounding.space.tab_sub import SHIPPED_MODEL
@@ -262,7 +262,7 @@ def test_each_loader_of_a_shipped_model_reads_the_folder_its_name_resolves_to():
 
 
 def test_a_shipped_name_of_another_kind_is_one_line_naming_what_the_option_takes(offline, tmp_path, capsys):
-    from concept_grounding.hub import SHIPPED_MODELS
+    from concept_grounding.shipped_models import SHIPPED_MODELS
 
     assert {m.kind for m in SHIPPED_MODELS.values()} == {"clip", "concept-model", "judge", "flux"}
     assert all(m.path.is_dir() and any(m.path.iterdir()) for m in SHIPPED_MODELS.values())

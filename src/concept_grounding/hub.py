@@ -1,8 +1,8 @@
 """One resolution step for every named model or dataset a command loads: local, cached, or fail fast.
 
 :func:`resolve_model_spec` is the one entry for a user's model or dataset argument: an existing
-folder or file, a shipped model's name (:data:`SHIPPED_MODELS`: its folder in the package), a
-``file.py:factory`` / ``package.module:factory``, or a name of a ``family``
+folder or file, a shipped model's name (:data:`~concept_grounding.shipped_models.SHIPPED_MODELS`:
+its folder in the package), a ``file.py:factory`` / ``package.module:factory``, or a name of a ``family``
 (``"clip"``, ``"hub"`` or ``"dataset"``). A name that is neither local nor cached gets one short
 probe of the Hub (:func:`probe_timeout`) instead of ``from_pretrained``'s minutes of retries; each
 kind of bad argument fails in one line naming it, before any model library loads. The steps:
@@ -19,6 +19,7 @@ from typing import Literal
 
 from .errors import ModelUnavailableError, UsageError, suggest
 from .hub_probe import TIMEOUT_ENV, go_offline, hub_offline, probe_hub  # noqa: F401 (TIMEOUT_ENV: hub's setting)
+from .shipped_models import shipped_model
 
 __all__ = [
     "resolve_open_clip",
@@ -28,9 +29,6 @@ __all__ = [
     "ModelSpec",
     "resolve_model_spec",
     "IMAGENET_CLASSIFIERS",
-    "SHIPPED_MODELS",
-    "ShippedModel",
-    "shipped_model",
 ]
 
 logger = logging.getLogger(__name__)
@@ -247,64 +245,6 @@ def _check_classifier(name: str, argument: str) -> str:
     return name
 
 
-#: the package's folder of trained models (the model cards: ``assets/<folder>/README.md``)
-ASSETS = Path(__file__).resolve().parent / "assets"
-
-
-@dataclass(frozen=True)
-class ShippedModel:
-    """A trained model shipped in the package, by the name every command takes.
-
-    Attributes:
-        folder: its folder under :data:`ASSETS`.
-        kind: ``"clip"``, ``"concept-model"`` (a CBM or post-hoc CBM), ``"judge"`` or ``"flux"``.
-        about: one line for messages.
-    """
-
-    folder: str
-    kind: str
-    about: str
-
-    @property
-    def path(self) -> Path:
-        return ASSETS / self.folder
-
-
-#: every shipped model by name (docs/guide/install.md lists them); a name resolves to its folder
-SHIPPED_MODELS: dict[str, ShippedModel] = {
-    "world-clip": ShippedModel("space_world_clip", "clip", "the world CLIP (64 px, trained on the bird world)"),
-    "composition-clip": ShippedModel(
-        "composition_clip", "clip", "the composition CLIP (32 px, ConceptBed's CLIPScore)"
-    ),
-    "world-cbm": ShippedModel("space_concept_model", "concept-model", "the Space's concept bottleneck model"),
-    "world-posthoc-cbm": ShippedModel("space_posthoc_cbm", "concept-model", "the Space's post-hoc CBM"),
-    "world-judge": ShippedModel("world_judge", "judge", "the world judge (species and attributes)"),
-    "composition-judge": ShippedModel("composition_judge", "judge", "the composition judge (count, pose, scene)"),
-    "world": ShippedModel("world_flux", "flux", "the world Flux (32 px text-to-image)"),
-}
-#: the shipped kinds each family of model argument loads (a judge goes through its own ``--scorer``)
-_SHIPPED_KINDS = {"clip": ("clip", "concept-model"), "hub": ("flux",), "dataset": ()}
-
-
-def shipped_model(
-    name: str, argument: str = "--model", family: str = "clip", kinds: tuple[str, ...] | None = None
-) -> ShippedModel | None:
-    """The shipped model called ``name`` (``None`` for any other name); ``UsageError`` naming
-    ``argument`` when it is of a kind this argument does not load (``kinds``, default by ``family``)."""
-    shipped = SHIPPED_MODELS.get(name)
-    if shipped is None:
-        return None
-    kinds = _SHIPPED_KINDS[family] if kinds is None else kinds
-    if shipped.kind not in kinds:
-        takes = sorted(n for n, m in SHIPPED_MODELS.items() if m.kind in kinds)
-        raise UsageError(
-            f"{name!r} is {shipped.about}, a {shipped.kind}; the shipped models this takes: "
-            f"{', '.join(takes) or 'none'}",
-            argument=argument,
-        )
-    return shipped
-
-
 #: what each kind of model argument is, for messages
 _KIND_TEXT = {
     "folder": "a local folder or file",
@@ -377,7 +317,8 @@ def resolve_model_spec(
     """The one resolver of a model (or dataset) argument: what ``spec`` is, checked before any
     loading (a :class:`ModelSpec` is returned as it is).
 
-    1. an existing local folder or file, or a name of :data:`SHIPPED_MODELS` -> ``"folder"`` (absolute path);
+    1. an existing local folder or file, or a name of
+       :data:`~concept_grounding.shipped_models.SHIPPED_MODELS` -> ``"folder"`` (absolute path);
     2. ``file.py:factory`` / ``package.module:factory`` -> ``"factory"`` (the file or module
        must exist; the factory is not imported here); a ``"hub"`` / ``"dataset"`` argument
        reads it so only when ``accept`` has ``"factory"``;
@@ -397,8 +338,8 @@ def resolve_model_spec(
             ``pretrained=``, or its flag inside :func:`~concept_grounding.errors.options_as_flags`).
         accept: the kinds the caller can load (default: all three for ``"clip"``, ``"folder"``
             and ``"name"`` otherwise); another kind (once checked) is refused in one line.
-        shipped: the kinds of :data:`SHIPPED_MODELS` the caller can load (default: by ``family``); a
-            shipped name of another kind is refused in one line.
+        shipped: the kinds of :data:`~concept_grounding.shipped_models.SHIPPED_MODELS` the caller can
+            load (default: by ``family``); a shipped name of another kind is refused in one line.
     Raises:
         UsageError / ModelUnavailableError: one line naming ``argument``.
 

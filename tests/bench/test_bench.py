@@ -266,7 +266,7 @@ def test_table2_scores_several_named_models_in_one_run_with_chance_for_every_col
     import numpy as np
     import torch
 
-    from concept_grounding.bench.runner import group_mode_chance
+    from concept_grounding.bench.tables import group_mode_chance
     from concept_grounding.models.clip import WorldCLIP
     from concept_grounding.vocabulary import load_vocabulary
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
-from ..hub import SHIPPED_MODELS
+from ..shipped_models import SHIPPED_MODELS
 
 if TYPE_CHECKING:  # pragma: no cover
     from concept_grounding.models.clip import ClipHandle

@@ -282,7 +282,7 @@ def test_explain_flags_come_from_explain_config():
 
 
 def test_covar_flags_come_from_covar_config_and_the_judge_follows_images(tmp_path):
-    from concept_grounding.cci.covar_job import CovarConfig
+    from concept_grounding.cci.covar_config import CovarConfig
     from concept_grounding.commands import covar
 
     parser = argparse.ArgumentParser()

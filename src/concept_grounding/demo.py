@@ -294,7 +294,8 @@ def _stage_tdg(out: Path, config: DemoConfig) -> str:
 
 def _stage_cci(out: Path, config: DemoConfig) -> str:
     """CCI maps and COVAR on the CLIP the bench stage trained (a random tiny CLIP without it)."""
-    from .cci.covar_job import CovarConfig, run_covar, write_covar_report
+    from .cci.covar_config import CovarConfig
+    from .cci.covar_job import run_covar, write_covar_report
     from .cci.explain_job import ExplainConfig, run_explain, write_explain_report
 
     bench = BenchArtifacts(out.parent / "bench")

@@ -153,7 +153,7 @@ def test_explain_config_refuses_bad_values(kwargs, message):
     ],
 )
 def test_covar_config_refuses_bad_values(kwargs, message):
-    from concept_grounding.cci.covar_job import CovarConfig
+    from concept_grounding.cci.covar_config import CovarConfig
 
     with pytest.raises(ValueError, match=message):
         CovarConfig(**kwargs)

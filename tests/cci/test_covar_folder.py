@@ -26,7 +26,7 @@ def folder(tmp_path_factory):
 
 
 def test_folder_objects_are_the_world_birds_with_their_exact_masks(folder):
-    from concept_grounding.cci.covar_job import folder_objects
+    from concept_grounding.cci.covar_folder import folder_objects
     from concept_grounding.world import BirdWorld, WorldConfig
 
     world = BirdWorld(WorldConfig(image_size=SIZE, class_names=CLASSES))

@@ -10,8 +10,8 @@ text embeddings); (4) on the untransformed birds, the known-truth checks for CCI
 baselines: share of importance inside the bird mask and the pointing game against the
 visible parts, plus Deletion/Insertion AUCs. Writes under ``--out``: ``accuracy_bg_er.png``,
 ``shares.png``, ``overlays.png``, ``covar.json``, ``report.md`` (and ``dataset/`` with
-``--save-dataset``). The job lives in :mod:`concept_grounding.cci.covar_job` (``CovarConfig``,
-``run_covar``, ``CovarResult.save``).
+``--save-dataset``). The job lives in :mod:`concept_grounding.cci.covar_job` (``run_covar``,
+``CovarResult.save``), its settings in :mod:`concept_grounding.cci.covar_config` (``CovarConfig``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from __future__ import annotations
 import argparse
 
 from concept_grounding import settings
-from concept_grounding.cci.covar_job import CovarConfig, run_covar
+from concept_grounding.cci.covar_config import CovarConfig
+from concept_grounding.cci.covar_job import run_covar
 from concept_grounding.jobs import Job, add_job_arguments
 
 __all__ = ["JOB", "add_arguments", "run", "config_from_args"]
@@ -28,7 +29,7 @@ JOB = Job("covar", CovarConfig, run_covar)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--out`` and the settings :class:`~concept_grounding.cci.covar_job.CovarConfig` declares (the
+    """``--out`` and the settings :class:`~concept_grounding.cci.covar_config.CovarConfig` declares (the
     judge's default follows ``--images``)."""
     add_job_arguments(parser, JOB)
     parser.set_defaults(judge=None)  # config_from_args picks it: text with --images, else attributes

@@ -2,7 +2,7 @@
 
 CUB-sized by default: 11,788 images x 45 attributes (SUB's 32 substitution attributes and
 the first values of further groups, 45 in all), answered by the tiny random open_clip
-CLIP scorer (:func:`~concept_grounding.tdg.filter.tiny_clip_scorer`, 32 px, no download).
+CLIP scorer (:func:`~concept_grounding.tdg.filter_scorers.tiny_clip_scorer`, 32 px, no download).
 
 * **batched**: :func:`~concept_grounding.tdg.candidates.attribute_probabilities`, one
   question per group asked of ``--batch-size`` images per call;
@@ -49,7 +49,7 @@ def main() -> None:
     from PIL import Image
 
     from concept_grounding.tdg.candidates import attribute_probabilities, select_attributes
-    from concept_grounding.tdg.filter import tiny_clip_scorer
+    from concept_grounding.tdg.filter_scorers import tiny_clip_scorer
     from concept_grounding.vocabulary import load_vocabulary
 
     torch.set_num_threads(args.threads)

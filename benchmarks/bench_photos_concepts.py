@@ -5,7 +5,7 @@ The ``photos`` folder (``--photos``, written with ``concept-grounding photos``) 
 classes, each on several backgrounds. ``analyse --photos`` trains its CAVs on one composite of each
 cut-out per subset and tests on the others (the same animal, other backgrounds); here the cut-outs
 alternate between train and test (sorted by name), so each test animal is one no CAV was learned on.
-One CAV per concept (:func:`~concept_grounding.models.posthoc.learn_cavs`, ``N_p = N_n = 100``, ``C = 1``)
+One CAV per concept (:func:`~concept_grounding.models.concept_bank.learn_cavs`, ``N_p = N_n = 100``, ``C = 1``)
 on the pooled feature map, the ROC AUC of its score ``c . f + b`` for the concept's presence on the
 held-out images (class-level truth, :mod:`concept_grounding.photos.concepts`).
 
@@ -24,9 +24,10 @@ def main() -> None:
     from PIL import Image
     from sklearn.metrics import roc_auc_score
 
+    from concept_grounding.models.concept_bank import bank_scores, embed_images, learn_cavs
     from concept_grounding.models.data import images_to_tensor
     from concept_grounding.models.imagenet import CROP, load_imagenet_classifier
-    from concept_grounding.models.posthoc import FeatureMapBackbone, bank_scores, embed_images, learn_cavs
+    from concept_grounding.models.posthoc import FeatureMapBackbone
     from concept_grounding.photos.concepts import CONCEPTS, class_concept_matrix
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

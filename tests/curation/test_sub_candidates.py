@@ -18,7 +18,8 @@ from concept_grounding.tdg.candidates import (
     select_classes,
     threshold_accuracy,
 )
-from concept_grounding.tdg.filter import AttributeJudgeScorer, group_options
+from concept_grounding.tdg.filter import group_options
+from concept_grounding.tdg.filter_scorers import AttributeJudgeScorer
 from concept_grounding.tdg.plan import read_pairings
 from concept_grounding.vocabulary import load_vocabulary
 

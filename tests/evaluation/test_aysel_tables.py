@@ -140,8 +140,8 @@ def test_every_ranking_is_the_metric_function_with_that_ranking(world, columns):
 def test_the_sweep_rebuilds_the_model_of_each_setting(world):
     from concept_grounding.evaluation.posthoc import cav_sweep, default_concept_columns
     from concept_grounding.models import fit_sparse_classifier, to_tensors, train_backbone, train_posthoc_cbm
+    from concept_grounding.models.concept_bank import embed_images
     from concept_grounding.models.data import images_to_tensor
-    from concept_grounding.models.posthoc import embed_images
     from concept_grounding.vocabulary import load_vocabulary
 
     cols = default_concept_columns(world["train"], load_vocabulary())

@@ -247,7 +247,7 @@ def test_judge_round_trips_through_save_pretrained(world, tmp_path):
 # ----------------------------------------------------------------------------- scorer validation
 def test_scorer_validation_ranks_an_oracle_perfectly_and_a_blind_scorer_at_chance(world, pairings, truth):
     from concept_grounding.judge import validate_scorer_on_world
-    from concept_grounding.tdg.filter import AttributeJudgeScorer
+    from concept_grounding.tdg.filter_scorers import AttributeJudgeScorer
 
     lookup = {k: v[1] for k, v in truth.items()}
     oracle = AttributeJudgeScorer(lambda ims: np.stack([lookup[np.asarray(i).tobytes()] for i in ims]).astype(float))

@@ -124,8 +124,8 @@ def test_a_folder_resolves_to_its_judge_and_the_filter_reads_its_attributes(conc
 def test_the_filter_takes_a_judge_by_name_and_refuses_an_unknown_one_in_one_line(tmp_path):
     from concept_grounding.errors import UsageError
     from concept_grounding.judge import attribute_judge
-    from concept_grounding.tdg.filter import AttributeJudgeScorer
     from concept_grounding.tdg.filter_job import FilterConfig, build_scorer
+    from concept_grounding.tdg.filter_scorers import AttributeJudgeScorer
 
     config = FilterConfig(
         input=tmp_path, out=tmp_path, scorer="oracle", oracle="world-judge", judge_loader=attribute_judge

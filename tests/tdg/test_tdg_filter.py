@@ -5,15 +5,14 @@ import pytest
 
 from concept_grounding import load_vocabulary
 from concept_grounding.tdg.filter import (
-    AttributeJudgeScorer,
     filter_records,
     group_options,
     keep_count,
     select_pairing,
-    tiny_clip_scorer,
     vqa_question,
     write_filter_report,
 )
+from concept_grounding.tdg.filter_scorers import AttributeJudgeScorer, tiny_clip_scorer
 
 VOCAB = load_vocabulary()
 

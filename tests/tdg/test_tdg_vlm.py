@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from concept_grounding.tdg.filter import VisionLanguageScorer, group_options, vqa_question
+from concept_grounding.tdg.filter import group_options, vqa_question
+from concept_grounding.tdg.filter_scorers import VisionLanguageScorer
 from concept_grounding.testing import save_tiny_vlm
 
 GROUP = "tail_pattern"

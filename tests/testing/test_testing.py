@@ -30,7 +30,7 @@ def _inpaint(seed, tmp_path):
 
 
 def _filter_scorer(seed):
-    from concept_grounding.tdg.filter import tiny_clip_scorer
+    from concept_grounding.tdg.filter_scorers import tiny_clip_scorer
 
     return tiny_clip_scorer(seed=seed).clip.model
 
@@ -43,7 +43,7 @@ BUILDERS = {
     "tiny_transformers_clip(vision_only)": lambda seed: testing.tiny_transformers_clip(seed=seed, vision_only=True),
     "tiny_world_clip": lambda seed: testing.tiny_world_clip(image_size=16, seed=seed),
     "tiny_clip_handle": lambda seed: testing.tiny_clip_handle(image_size=16, seed=seed).model,
-    "tdg.filter.tiny_clip_scorer": _filter_scorer,
+    "tdg.filter_scorers.tiny_clip_scorer": _filter_scorer,
 }
 FILE_BUILDERS = {"save_tiny_vlm": _vlm, "save_tiny_inpainting_pipeline": _inpaint}
 

@@ -97,9 +97,9 @@ def as_classifier(predict: Callable[[Sequence[Any]], Sequence[Any]], class_names
 
 def world_judge_scorer(folder: str | None = None) -> Any:
     """The world judge's attribute head (default: the shipped one) as a VQA scorer
-    (:class:`~concept_grounding.tdg.filter.AttributeJudgeScorer`), its inputs resized to its side."""
+    (:class:`~concept_grounding.tdg.filter_scorers.AttributeJudgeScorer`), its inputs resized to its side."""
     from ..judge import attribute_judge
-    from ..tdg.filter import AttributeJudgeScorer
+    from ..tdg.filter_scorers import AttributeJudgeScorer
 
     return AttributeJudgeScorer(attribute_judge(folder or "world-judge"))
 

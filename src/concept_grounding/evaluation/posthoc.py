@@ -91,7 +91,8 @@ def feature_map_posthoc_cbm(
             with :meth:`~concept_grounding.models.PostHocCBM.set_classifier` when ``None``.
         mean, std: per-channel normalisation applied to [0, 1] images before ``backbone``.
     """
-    from ..models.posthoc import ConceptBank, FeatureMapBackbone
+    from ..models.concept_bank import ConceptBank
+    from ..models.posthoc import FeatureMapBackbone
 
     vectors = torch.as_tensor(np.asarray(concept_vectors), dtype=torch.float32)
     if vectors.ndim != 2:
@@ -175,12 +176,13 @@ def imagenet_posthoc_cbm(
 ) -> PostHocCBM:
     """A post-hoc CBM on a trained ImageNet classifier's last feature map
     (:class:`~concept_grounding.models.imagenet.ImageNetClassifier`, e.g. EfficientNet-Lite0's
-    ``(B, 1280, 7, 7)``), frozen: CAVs (:func:`~concept_grounding.models.posthoc.learn_cavs`,
+    ``(B, 1280, 7, 7)``), frozen: CAVs (:func:`~concept_grounding.models.concept_bank.learn_cavs`,
     paper ``N_p = N_n = 100``, ``C = 1``) on the pooled features of ``train`` with its
     ``attributes[:, columns]`` labels, inputs normalised as the classifier's, ``(x - 0.5) / 0.5``.
     The classifier on ``u`` is fitted later (:func:`fit_missing_parts`, in :func:`aysel_analysis`)."""
+    from ..models.concept_bank import embed_images, learn_cavs
     from ..models.data import images_to_tensor
-    from ..models.posthoc import FeatureMapBackbone, embed_images, learn_cavs
+    from ..models.posthoc import FeatureMapBackbone
 
     half = (0.5, 0.5, 0.5)
     maps = classifier.feature_maps

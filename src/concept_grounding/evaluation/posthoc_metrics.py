@@ -239,7 +239,7 @@ def cav_sweep(
 ) -> CavSweep:
     """Aysel et al.'s Table 3 on ``model``'s frozen backbone: for each SVM ``C`` (their lambda)
     and each ``N_p = N_n`` in ``sizes``, learn the CAVs on the training split
-    (:func:`~concept_grounding.models.posthoc.learn_cavs`), fit the sparse classifier on
+    (:func:`~concept_grounding.models.concept_bank.learn_cavs`), fit the sparse classifier on
     ``u`` (:func:`~concept_grounding.models.fit_sparse_classifier`, the model's own
     ``"dot"`` / ``"margin"`` score) and score the test split; plus the no-bottleneck baseline
     (:class:`CavSweep`). The backbone embeds each split once.
@@ -250,7 +250,8 @@ def cav_sweep(
     """
     from tqdm.auto import tqdm
 
-    from ..models.posthoc import bank_scores, embed_images, fit_sparse_classifier, learn_cavs
+    from ..models.concept_bank import bank_scores, embed_images, learn_cavs
+    from ..models.posthoc import fit_sparse_classifier
 
     if not Cs or not sizes or min(Cs) <= 0 or min(sizes) < 1:
         raise ValueError(f"the sweep needs C > 0 and N_p = N_n >= 1, got C {list(Cs)} and N {list(sizes)}")

@@ -14,7 +14,7 @@ The API the benchmark builds on::
 * :mod:`.cbm`: :class:`ConceptBottleneckModel`, :func:`train_cbm` (independent / sequential /
   joint, hard / soft bottleneck, per-concept).
 * :mod:`.cem`: :class:`ConceptEmbeddingModel`, :func:`train_cem` (RandInt).
-* :mod:`.posthoc`: :func:`learn_cavs`, :class:`ConceptBank`, :class:`PostHocCBM`,
+* :mod:`.concept_bank`: :func:`learn_cavs`, :class:`ConceptBank`; :mod:`.posthoc`: :class:`PostHocCBM`,
   :func:`train_posthoc_cbm`; :mod:`.coam`: CoAM maps and overlays.
 * :mod:`.clip` (a package): :class:`ClipHandle` (the one CLIP handle), :func:`clip_group_scores`,
   :func:`load_clip`, :class:`WorldCLIP`, :func:`train_world_clip`.

@@ -14,7 +14,8 @@ from .clip import (
     train_world_clip,
 )
 from .coam import concept_activation_maps, overlay_heatmap, save_coam_gallery, upsample_maps
+from .concept_bank import ConceptBank, embed_images, learn_cavs
 from .data import ConceptTensors, to_tensors, toy_concept_dataset
-from .posthoc import ConceptBank, PostHocCBM, embed_images, fit_sparse_classifier, learn_cavs, train_posthoc_cbm
+from .posthoc import PostHocCBM, fit_sparse_classifier, train_posthoc_cbm
 from .train_config import TrainConfig
 from .training import TrainHistory, fit

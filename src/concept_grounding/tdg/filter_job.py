@@ -26,15 +26,8 @@ from ..errors import UsageError, named, read_text_file
 from ..settings import setting
 from ..validators import existing_dir, output_dir, unit_interval
 from ..vocabulary import load_vocabulary
-from .filter import (
-    AttributeJudgeScorer,
-    CLIPScorer,
-    OptionScorer,
-    VisionLanguageScorer,
-    filter_records,
-    tiny_clip_scorer,
-    write_filter_report,
-)
+from .filter import OptionScorer, filter_records, write_filter_report
+from .filter_scorers import AttributeJudgeScorer, CLIPScorer, VisionLanguageScorer, tiny_clip_scorer
 
 __all__ = ["DEFAULT_VLM", "SCORERS", "FilterConfig", "FilterJobResult", "build_scorer", "filter_folder", "run_filter"]
 

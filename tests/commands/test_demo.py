@@ -48,7 +48,8 @@ def test_quick_demo_writes_every_stage_and_resumes(tmp_path):
 def test_the_default_demo_leaves_out_repeated_rows_two_learners_and_the_large_oracle_and_says_so(tmp_path):
     from concept_grounding.bench.config import MODEL_VARIANTS
     from concept_grounding.conceptbed.job import DEFAULT_LEARNERS
-    from concept_grounding.demo import REPEATED_MODELS, DemoConfig, DemoResult, bench_config, conceptbed_config, dropped
+    from concept_grounding.demo import DemoResult, dropped
+    from concept_grounding.demo_config import REPEATED_MODELS, DemoConfig, bench_config, conceptbed_config
 
     bench, bench_full = bench_config(DemoConfig()), bench_config(DemoConfig(full=True))
     assert bench_full.models == tuple(MODEL_VARIANTS) and set(bench.models) == set(MODEL_VARIANTS) - set(
@@ -76,18 +77,27 @@ def test_the_default_demo_leaves_out_repeated_rows_two_learners_and_the_large_or
 def test_with_two_free_cores_conceptbed_runs_in_a_second_process_beside_the_others(tmp_path, monkeypatch):
     import os
 
-    from concept_grounding import demo
+    from concept_grounding import demo, demo_stages
     from concept_grounding.cpu import THREADS_ENV
+    from concept_grounding.demo_config import DemoConfig
 
     monkeypatch.setenv(THREADS_ENV, "2")
     assert demo._beside(["world", "conceptbed"]) == ["conceptbed"] and demo._beside(["conceptbed"]) == []
     ran_here = []
     monkeypatch.setitem(
-        demo.STAGES, "world", lambda out, config: ran_here.append(os.getpid()) or out.mkdir() or "the world"
+        demo_stages.STAGES, "world", lambda out, config: ran_here.append(os.getpid()) or out.mkdir() or "the world"
     )
-    result = demo.run_demo(demo.DemoConfig(out=tmp_path / "d", quick=True, stages="conceptbed,world"))
+    result = demo.run_demo(DemoConfig(out=tmp_path / "d", quick=True, stages="conceptbed,world"))
     assert result.lines[0].startswith("- [ConceptBed](conceptbed/report.md)") and result.lines[1] == "- the world"
     assert list(result.timings) == ["conceptbed", "world"] and ran_here == [os.getpid()]
     assert json.loads((tmp_path / "d" / "conceptbed" / ".done").read_text())[0] == result.lines[0][2:]
     monkeypatch.setenv(THREADS_ENV, "1")
     assert demo._beside(["world", "conceptbed"]) == []
+
+
+def test_the_stage_table_and_the_stage_names_agree():
+    """``--stages`` is parsed against ``STAGE_NAMES`` (below the stages in the layers) and run from ``STAGES``."""
+    from concept_grounding.demo_config import STAGE_NAMES
+    from concept_grounding.demo_stages import STAGES
+
+    assert tuple(STAGES) == STAGE_NAMES

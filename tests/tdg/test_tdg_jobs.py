@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from concept_grounding import demo
+from concept_grounding import demo_config
 from concept_grounding.cli import main
 from concept_grounding.commands import filter as filter_command
 from concept_grounding.commands import generate as generate_command
@@ -361,9 +361,9 @@ def test_demo_builds_the_configs_the_old_command_lines_gave(tmp_path):
             "--seed",
             "3",
             "--classes",
-            *demo.TDG_CLASSES,
+            *demo_config.TDG_CLASSES,
             "--attributes",
-            *demo.TDG_ATTRIBUTES,
+            *demo_config.TDG_ATTRIBUTES,
             "--images-per-pairing",
             per_pairing,
             "--steps",
@@ -371,19 +371,24 @@ def test_demo_builds_the_configs_the_old_command_lines_gave(tmp_path):
             "--size",
             "32",
         ]
-        assert demo.generate_config(tmp_path, args) == generate_command.config_from_args(_parse(generate_command, argv))
-    tiny = demo.filter_config(tmp_path, tmp_path / "f", tmp_path / "no-bench-model")
+        assert demo_config.generate_config(tmp_path, args) == generate_command.config_from_args(
+            _parse(generate_command, argv)
+        )
+    tiny = demo_config.filter_config(tmp_path, tmp_path / "f", tmp_path / "no-bench-model")
     assert tiny == FilterConfig(input=tmp_path, out=tmp_path / "f", scorer="tiny-clip")
-    oracle = demo.filter_config(tmp_path, tmp_path / "f", tmp_path)
+    oracle = demo_config.filter_config(tmp_path, tmp_path / "f", tmp_path)
     assert (oracle.scorer, oracle.oracle, oracle.judge_loader.__name__) == ("oracle", str(tmp_path), "attribute_judge")
 
 
 def test_demo_does_not_import_the_command_line():
     import grimp
 
-    imported = grimp.build_graph("concept_grounding", cache_dir=None).find_modules_directly_imported_by(
-        "concept_grounding.demo"
-    )
+    graph = grimp.build_graph("concept_grounding", cache_dir=None)
+    imported = {
+        m
+        for module in ("concept_grounding.demo", "concept_grounding.demo_stages", "concept_grounding.demo_config")
+        for m in graph.find_modules_directly_imported_by(module)
+    }
     assert "concept_grounding.tdg.generate_job" in imported and "concept_grounding.tdg.filter_job" in imported
     assert not {
         m

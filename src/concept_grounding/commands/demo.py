@@ -2,8 +2,9 @@
 
 Runs each stage into its own sub-folder of ``--out`` and writes an index ``README.md`` that
 links them. A stage that fails stops the demo with its error; stages already written stay on
-disk. The job and its stages live in :mod:`concept_grounding.demo` (``DemoConfig``,
-``run_demo``); this module parses the arguments and logs.
+disk. The job lives in :mod:`concept_grounding.demo` (``run_demo``), its settings in
+:mod:`concept_grounding.demo_config` (``DemoConfig``) and its stages in
+:mod:`concept_grounding.demo_stages`; this module parses the arguments and logs.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import argparse
 import logging
 
 from concept_grounding import settings
-from concept_grounding.demo import DemoConfig, run_demo
+from concept_grounding.demo import run_demo
+from concept_grounding.demo_config import DemoConfig
 from concept_grounding.jobs import Job, add_job_arguments
 from concept_grounding.progress import log_lines
 

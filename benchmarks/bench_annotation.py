@@ -347,7 +347,7 @@ def _check_store(store, args: argparse.Namespace) -> dict[str, int]:
 def serve(folder: Path, port: int, k: int, max_threads: int, study: str = "sub") -> None:
     """The app over ``folder``'s store on 127.0.0.1:``port`` until killed (the ``--http``
     arm's server process, started by :func:`http_main`)."""
-    from concept_grounding.curation.annotate_app import serve_app
+    from concept_grounding.curation.annotate_serve import serve_app
 
     store = _store_class(argparse.Namespace(study=study))(folder / "bench.db", k=k, timeout=60)
     image = str(folder / "bird.png")
@@ -429,7 +429,7 @@ def http_main(args: argparse.Namespace) -> None:
     ]
     results: list[tuple[list[float], float]] = []
     if args.in_process:
-        from concept_grounding.curation.annotate_app import serve_app
+        from concept_grounding.curation.annotate_serve import serve_app
 
         port = _free_port()
         served = _store_class(args)(folder / "bench.db", k=args.k, timeout=60)
@@ -519,7 +519,8 @@ def breakdown(app, store, image: Path, folder: Path, args: argparse.Namespace, n
     from gradio.blocks import Blocks
     from gradio_client import Client
 
-    from concept_grounding.curation.annotate_app import AnnotationHandlers, launch_app
+    from concept_grounding.curation.annotate_app import AnnotationHandlers
+    from concept_grounding.curation.annotate_serve import launch_app
     from concept_grounding.curation.rating_app import RatingHandlers
 
     rating = args.study == "rating"

@@ -14,7 +14,7 @@ from concept_grounding.conceptbed import (
     run_conceptbed,
     task_species,
 )
-from concept_grounding.conceptbed.job import render_report
+from concept_grounding.conceptbed.report import render_report
 from concept_grounding.errors import UsageError
 from concept_grounding.loaders import load_conceptbed_layout, load_concepts
 from concept_grounding.loaders.errors import DatasetFormatError

@@ -215,7 +215,7 @@ def _free_port() -> int:
 
 
 def _serve(store, image):
-    from concept_grounding.curation.annotate_app import serve_app
+    from concept_grounding.curation.annotate_serve import serve_app
 
     port = _free_port()
     app = serve_app(store, lambda item: str(image), port=port, prevent_thread_lock=True, quiet=True)

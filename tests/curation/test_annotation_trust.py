@@ -28,7 +28,7 @@ def served(tmp_path):
     beside them, 3 study-1 images and one annotator with a link; yields (url, store, token, root)."""
     from PIL import Image
 
-    from concept_grounding.curation.annotate_app import serve_app
+    from concept_grounding.curation.annotate_serve import serve_app
     from concept_grounding.testing.serving import free_port
 
     root = tmp_path / "cands"
@@ -123,7 +123,7 @@ def test_on_a_space_only_the_verified_login_annotates(tmp_path, monkeypatch):
     import gradio.oauth as oauth
     from PIL import Image
 
-    from concept_grounding.curation.annotate_app import serve_app
+    from concept_grounding.curation.annotate_serve import serve_app
     from concept_grounding.testing.serving import free_port
 
     secret = "space-secret"

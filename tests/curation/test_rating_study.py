@@ -342,7 +342,7 @@ def served(store, items_folder):
     """The app with only the rating tab, two raters with links; yields (url, store, tokens)."""
     pytest.importorskip("gradio")
     client_mod = pytest.importorskip("gradio_client")
-    from concept_grounding.curation.annotate_app import serve_app
+    from concept_grounding.curation.annotate_serve import serve_app
     from concept_grounding.curation.rating_app import rating_tab
     from concept_grounding.testing.serving import free_port
 

@@ -29,8 +29,6 @@ __all__ = [
     "identify_annotator",
     "answer_radio",
     "build_app",
-    "launch_app",
-    "serve_app",
     "image_html",
     "SHORTCUTS_JS",
     "KEYS",
@@ -274,7 +272,7 @@ def build_app(
 
     spaces = on_spaces() if spaces is None else spaces
     radio = answer_radio()
-    head = {} if _gradio_major() >= 6 else {"head": SHORTCUTS_JS}  # Gradio 6 takes head= in launch()
+    head = {} if gradio_major() >= 6 else {"head": SHORTCUTS_JS}  # Gradio 6 takes head= in launch()
     with gr.Blocks(title=title, **head) as app:
         gr.Markdown(f"# {title}")
         if spaces:
@@ -390,36 +388,7 @@ def _html(path: str | None) -> str:
     return image_html(str(path)) if path else ""
 
 
-def _gradio_major() -> int:
+def gradio_major() -> int:
     import gradio as gr
 
     return int(gr.__version__.split(".")[0])
-
-
-def launch_app(app, **kwargs) -> None:
-    """``app.launch(**kwargs)`` with the keyboard shortcuts in the page head (where this Gradio takes them)."""
-    if _gradio_major() >= 6:
-        kwargs.setdefault("head", SHORTCUTS_JS)
-    app.launch(**kwargs)
-
-
-def serve_app(
-    store: AnnotationStore,
-    image_path: Callable[[ImageItem], str | Path],
-    *,
-    port: int,
-    private: Sequence[str | Path] = (),
-    studies: Sequence[int] = (1, 2),
-    tabs: Sequence[Callable] = (),
-    **kwargs,
-):
-    """Build and launch the app on ``port``; returns it (``prevent_thread_lock=True`` to keep
-    going). No file route serves anything of ours: the images travel inline, so no folder is
-    an allowed path, and ``private`` (e.g. the candidates folder with its truth and metadata) and
-    the store's files are blocked paths, which win over anything Gradio serves by default.
-    ``studies`` and ``tabs``: as :func:`build_app`'s."""
-    app = build_app(store, image_path, studies=studies, tabs=tabs)
-    db = store.path.resolve()
-    blocked = sorted({str(Path(p).resolve()) for p in private} | {str(db), f"{db}-wal", f"{db}-shm", f"{db}-journal"})
-    launch_app(app, server_port=port, allowed_paths=[], blocked_paths=blocked, **kwargs)
-    return app

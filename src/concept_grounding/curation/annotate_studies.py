@@ -120,7 +120,8 @@ def serve_studies(config: AnnotateConfig, studies: Studies) -> None:
     """Serve the app over the store to its token holders (SUB's studies, the rating study's tab); with
     ``hub_repo``, push the answers to the Hub as they come."""
     from ..extras import require_extra
-    from .annotate_app import on_spaces, serve_app
+    from .annotate_app import on_spaces
+    from .annotate_serve import serve_app
     from .sampling import candidate_id
 
     require_extra("space", "concept-grounding annotate's app (without --simulate or --export)")

@@ -1,0 +1,41 @@
+"""Serving the annotation app (:func:`serve_app`): Gradio's launch with the keyboard shortcuts and no file route
+that reaches the store or the private candidates folder (docs/human_validation.md, "Who annotates")."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from .annotate_app import SHORTCUTS_JS, build_app, gradio_major
+from .annotations import AnnotationStore, ImageItem
+
+__all__ = ["launch_app", "serve_app"]
+
+
+def launch_app(app, **kwargs) -> None:
+    """``app.launch(**kwargs)`` with the keyboard shortcuts in the page head (where this Gradio takes them)."""
+    if gradio_major() >= 6:
+        kwargs.setdefault("head", SHORTCUTS_JS)
+    app.launch(**kwargs)
+
+
+def serve_app(
+    store: AnnotationStore,
+    image_path: Callable[[ImageItem], str | Path],
+    *,
+    port: int,
+    private: Sequence[str | Path] = (),
+    studies: Sequence[int] = (1, 2),
+    tabs: Sequence[Callable] = (),
+    **kwargs,
+):
+    """Build and launch the app on ``port``; returns it (``prevent_thread_lock=True`` to keep
+    going). No file route serves anything of ours: the images travel inline, so no folder is
+    an allowed path, and ``private`` (e.g. the candidates folder with its truth and metadata) and
+    the store's files are blocked paths, which win over anything Gradio serves by default.
+    ``studies`` and ``tabs``: as :func:`build_app`'s."""
+    app = build_app(store, image_path, studies=studies, tabs=tabs)
+    db = store.path.resolve()
+    blocked = sorted({str(Path(p).resolve()) for p in private} | {str(db), f"{db}-wal", f"{db}-shm", f"{db}-journal"})
+    launch_app(app, server_port=port, allowed_paths=[], blocked_paths=blocked, **kwargs)
+    return app

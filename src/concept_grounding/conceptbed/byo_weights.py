@@ -27,6 +27,7 @@ __all__ = [
     "base_shapes",
     "check_weights",
     "load_into",
+    "lora_layers",
 ]
 
 LORA_FILE = "pytorch_lora_weights.safetensors"
@@ -213,7 +214,7 @@ def check_weights(folder: Path, base: BaseShapes) -> LearnedFiles:
     return LearnedFiles(folder, lora, embeddings, pipeline, _token(folder))
 
 
-def _lora_layers(transformer: Any) -> int:
+def lora_layers(transformer: Any) -> int:
     """How many modules of ``transformer`` carry a LoRA layer (peft's ``lora_A``)."""
     return sum(1 for name, _ in transformer.named_modules() if name.endswith(".lora_A"))
 
@@ -225,7 +226,7 @@ def load_into(pipe: Any, files: LearnedFiles) -> Any:
 
     if files.lora is not None:
         pipe.load_lora_weights(str(files.folder), weight_name=files.lora.name)
-        if not _lora_layers(pipe.transformer):
+        if not lora_layers(pipe.transformer):
             raise UsageError("loaded no LoRA layer into the transformer", argument=_FLAG, file=files.lora)
     encoders = {"clip_l": (pipe.text_encoder, pipe.tokenizer), "t5": (pipe.text_encoder_2, pipe.tokenizer_2)}
     for path in files.embeddings:

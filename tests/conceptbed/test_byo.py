@@ -163,6 +163,33 @@ def test_diffusers_lora_files_load_generate_and_score_as_a_row(cache, tmp_path):
     assert not np.array_equal(images, base.generate(CONCEPTS[0].prompts, 2, 0))
 
 
+def test_pivotal_embeddings_and_a_pipeline_folder_load_and_score(cache, tmp_path):
+    """Concept 1: a pivotal-tuning ``*_emb.safetensors`` (two vectors per encoder, keys clip_l / t5) through
+    ``load_textual_inversion``; concept 2: a whole pipeline folder (the world Flux itself, so its images are the
+    base model's exactly)."""
+    import torch
+    from diffusers import FluxPipeline
+    from safetensors.torch import save_file
+
+    from concept_grounding.conceptbed.learners import FluxLearner
+    from concept_grounding.worldflux import load_world_flux
+
+    root = tmp_path / "learned" / "object"
+    first, second = (root / c.name for c in CONCEPTS)
+    first.mkdir(parents=True)
+    g = torch.Generator().manual_seed(0)
+    rows = {"clip_l": torch.randn(2, 128, generator=g), "t5": torch.randn(2, 128, generator=g)}
+    save_file(rows, first / "concept_emb.safetensors")
+    load_world_flux(pipeline_cls=FluxPipeline).save_pretrained(second)
+    result = _run(cache, learners=(), learned=str(tmp_path / "learned"), name="brought", images=2)
+    assert np.isfinite(result.results["table1"]["brought"]["object"])
+    embedded, piped = result.generated["brought", "object"]
+    base = FluxLearner("base")
+    base.pipe = base.base_pipeline()
+    assert np.array_equal(piped, base.generate(CONCEPTS[1].prompts, 2, 0))
+    assert not np.array_equal(embedded, base.generate(CONCEPTS[0].prompts, 2, 0))
+
+
 # ---- bad input: one line naming the path, before any oracle trains, nothing written
 
 

@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ..jobs import JobResult
 from .byo_weights import PLACEHOLDER
-from .concepts import Concept
+from .concepts import Concept, ConceptWorld
+from .job import ConceptBedConfig, _concept_tasks, run_conceptbed
 
 __all__ = ["CLASS_PROMPT", "ExportedConcepts", "concept_record", "export_concepts", "export_or_run"]
 
@@ -94,12 +96,9 @@ class ExportedConcepts:
         return self.root
 
 
-def export_or_run(config: Any) -> Any:
+def export_or_run(config: ConceptBedConfig) -> JobResult:
     """The ``conceptbed`` job: :class:`ExportedConcepts` of the run's concepts with ``--export-concepts`` (the
     concepts the same flags score), else :func:`~.job.run_conceptbed`."""
-    from .concepts import ConceptWorld
-    from .job import _concept_tasks, run_conceptbed
-
     if config.export_concepts is None:
         return run_conceptbed(config)
     if config.generated or config.learned:

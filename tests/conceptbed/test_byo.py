@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -322,3 +323,31 @@ def test_a_bad_generated_folder_on_the_command_line_writes_nothing(tmp_path, cap
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and f"--generated: {gen / 'objects'}: not a task (did you mean 'object'?)" in err
     assert not (tmp_path / "o").exists()
+
+
+def test_a_concept_folder_exports_scores_back_and_is_checked_before_its_oracle_trains(tmp_path, monkeypatch):
+    """``--concept-folder``: the export writes the folder's concepts; their training images, brought back as
+    generated images, score CCD ~ 0; a missing concept is refused before the folder's oracle trains."""
+    from concept_grounding.conceptbed import export_world_concepts
+    from concept_grounding.conceptbed.byo_export import export_or_run
+
+    species = task_species(VOCAB, "object")[:3]
+    export_world_concepts(tmp_path / "folder", ConceptWorld(m=4, real=10, classes=species).concepts("object", 3))
+    sizes = dict(concepts=3, m=4, images=4, capacity="medium", oracle_epochs=20, tasks=("object",))
+    config = ConceptBedConfig(concept_folder=str(tmp_path / "folder"), learners=(), **sizes)
+    export_or_run(replace(config, export_concepts=str(tmp_path / "x"))).save(tmp_path / "unused")
+    assert sorted(p.name for p in (tmp_path / "x" / "object").iterdir()) == sorted(species)
+    for name in species:
+        shutil.copytree(tmp_path / "x" / "object" / name / "train", tmp_path / "gen" / "object" / name)
+    r = run_conceptbed(replace(config, generated=str(tmp_path / "gen"), name="mine")).results
+    assert abs(r["table1"]["mine"]["object"]) < 0.1, r["table1"]
+
+    import concept_grounding.conceptbed.folder as folder_module
+
+    def trained(*args, **kwargs):
+        raise AssertionError("the oracle trained before the check")
+
+    monkeypatch.setattr(folder_module, "folder_oracle", trained)
+    shutil.rmtree(tmp_path / "gen" / "object" / species[1])
+    with pytest.raises(UsageError, match=f"missing: the run scores concept '{species[1]}'"):
+        run_conceptbed(replace(config, generated=str(tmp_path / "gen"), name="mine"))

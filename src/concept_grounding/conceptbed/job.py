@@ -129,7 +129,7 @@ class ConceptBedConfig:
     name: str | None = setting(None, "the table row of --generated or --learned (a name no learner has)")
     keep_generated: bool = setting(
         True,
-        "keep no generated images (default: OUT/generated/<learner>/<task>/<concept>/*.png, the layout "
+        "do not keep the generated images (kept as OUT/generated/<learner>/<task>/<concept>/*.png, the layout "
         "--generated reads)",
         flag="--no-keep-generated",
         action="store_false",
@@ -297,7 +297,8 @@ def _folder_setup(
     found = folder_concepts(config.concept_folder, config.m, config.image_size, tasks)
     if source is not None:
         known = {t: [c.name for c in items] for t, items in found.items()}
-        check_source(source, {t: items[: config.concepts] for t, items in found.items()}, known, config.images)
+        chosen = {t: items[: config.concepts] for t, items in found.items()}
+        check_source(source, chosen, known, config.images, config.model)
     oracles, concepts = {}, {}
     for task, items in found.items():
         oracle, held = folder_oracle(task, items, config.capacity, config.oracle_epochs, config.seed)

@@ -257,6 +257,13 @@ def _bad_learned(root, case):
         key = "transformer.transformer_blocks.0.attn.to_q"
         save_file({f"{key}.lora_A.weight": torch.zeros(4, 3072), f"{key}.lora_B.weight": torch.zeros(3072, 4)}, lora)
         return lora
+    if case == "a deeper model's LoRA":
+        import torch
+        from safetensors.torch import save_file
+
+        key = "transformer.transformer_blocks.7.attn.to_q"
+        save_file({f"{key}.lora_A.weight": torch.zeros(4, 256), f"{key}.lora_B.weight": torch.zeros(256, 4)}, lora)
+        return lora
     if case == "a Stable Diffusion LoRA":
         import torch
         from safetensors.torch import save_file
@@ -278,6 +285,7 @@ def _bad_learned(root, case):
 LEARNED_CASES = {
     "unreadable weights": "unreadable safetensors file",
     "another base model's LoRA": "does not fit transformer_blocks.0.attn.to_q",
+    "a deeper model's LoRA": "the transformer has no linear module 'transformer_blocks.7.attn.to_q'",
     "a Stable Diffusion LoRA": "not diffusers' Flux LoRA format",
     "no weights": "holds none of pytorch_lora_weights.safetensors",
     "foreign embeddings": "clip_l [2, 768]: the base model's clip_l embeddings are 128 wide",

@@ -7,7 +7,8 @@ images; (4) score them with the task's oracle (CCD and Table 7 through
 :func:`concept_grounding.metrics.concept_confidence_deviation`), the DINO-style cosine with
 ``--encoder`` and, for Table 8, the species tasks' CCD under each oracle capacity; (5) the Fig. 5
 sensitivity: CCD of real images under growing Gaussian noise. ``save`` writes ``results.json``,
-``report.md``, ``fig4_contact_sheet.png`` and ``fig5_sensitivity.png``.
+``report.md``, ``fig4_contact_sheet.png``, ``fig5_sensitivity.png`` and ``generated/<learner>/<task>/<concept>/``.
+A row brought from elsewhere (``--generated`` / ``--learned``, :mod:`.byo`) is scored beside the learners.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from ..judge.conceptbed_spec import CAPACITIES
 from ..loaders.conceptbed import TASKS
 from ..settings import manifest, setting
 from ..validators import choice_of, int_at_least, positive_int
+from ..world.styles import STYLES
+from .byo import ByoSource, byo_source, check_source, learner_factory, save_generated
 from .concepts import TASK_JUDGE, Concept, ConceptWorld
 from .learners import FLUX_LEARNERS, check_learners, make_learner
 from .report import render_report
@@ -50,10 +53,12 @@ class ConceptBedConfig:
     """Settings of a ConceptBed run (``--quick``: 2 concepts per task, 8 real and 4 generated
     images each, 30 learner steps)."""
 
-    learners: tuple[str, ...] = setting(
-        DEFAULT_LEARNERS,
-        "learners to evaluate (the four diffusers learners, 'Original', and the references 'another species', 'exact')",
-        nargs="+",
+    learners: tuple[str, ...] | None = setting(
+        None,
+        "learners to evaluate (the four diffusers learners, 'Original', and the references 'another species', "
+        "'exact'; default: the four and 'Original', or only 'Original' beside --generated / --learned; may be empty "
+        "with those)",
+        nargs="*",
         convert=tuple,
     )
     tasks: tuple[str, ...] = setting(
@@ -102,11 +107,41 @@ class ConceptBedConfig:
         "people's ratings of OUT/ratings (the Parquet `annotate --items OUT/ratings "
         "--export` writes) for Table 3 (default: simulated raters, said so)",
     )
+    export_concepts: str | None = setting(
+        None,
+        "write each task's concepts for training elsewhere (DIR/<task>/<concept>/train/*.png and concept.json) "
+        "and stop: nothing is trained",
+        metavar="DIR",
+    )
+    generated: str | None = setting(
+        None,
+        "score images made by any method, DIR/<task>/<concept>/*.png (the first --images of each, sorted), as "
+        "the row --name of every table",
+        metavar="DIR",
+    )
+    learned: str | None = setting(
+        None,
+        "load each concept's diffusers weights, DIR/<task>/<concept>/ (pytorch_lora_weights.safetensors, "
+        "*_emb.safetensors, learned_embeds.safetensors or a pipeline folder), into --model; generate and score "
+        "them as the row --name",
+        metavar="DIR",
+    )
+    name: str | None = setting(None, "the table row of --generated or --learned (a name no learner has)")
+    keep_generated: bool = setting(
+        True,
+        "do not keep the generated images (kept as OUT/generated/<learner>/<task>/<concept>/*.png, the layout "
+        "--generated reads)",
+        flag="--no-keep-generated",
+        action="store_false",
+    )
     work: str | None = None
     classes: tuple[str, ...] | None = None
 
     def effective(self) -> ConceptBedConfig:
-        """The config with ``--quick``'s sizes applied."""
+        """The config with the default learners resolved and ``--quick``'s sizes applied."""
+        if self.learners is None:
+            brought = self.generated or self.learned
+            return replace(self, learners=("Original",) if brought else DEFAULT_LEARNERS).effective()
         if not self.quick:
             return self
         return replace(
@@ -126,6 +161,7 @@ class ConceptBedResult:
     results: dict[str, Any]
     sheet: list[tuple[str, np.ndarray]] = field(default_factory=list, repr=False)
     ratings: RatingCollector | None = field(default=None, repr=False)
+    generated: dict[tuple[str, str], list[np.ndarray]] = field(default_factory=dict, repr=False)
 
     def save(self, out: str | Path) -> Path:
         from .figures import contact_sheet, sensitivity_plot
@@ -137,6 +173,8 @@ class ConceptBedResult:
         sensitivity_plot(self.results["sensitivity"], out / "fig5_sensitivity.png")
         if self.ratings is not None:
             self.ratings.save(out / "ratings")
+        if self.config.keep_generated:
+            save_generated(out, self.generated, self.results["concepts"])
         report = out / "report.md"
         report.write_text(render_report(self.results), encoding="utf-8")
         self.write_eval_results(out)
@@ -238,11 +276,11 @@ def _truth(
 
 
 def _folder_setup(
-    config: ConceptBedConfig, learners: tuple[str, ...], tasks: list[str]
+    config: ConceptBedConfig, learners: tuple[str, ...], tasks: list[str], source: ByoSource | None = None
 ) -> tuple[dict[str, ConceptBedJudge], dict[str, list[Concept]]]:
     """``--concept-folder``: each task's oracle trained on the folder and validated on its
     held-out real images (refused below the bar), and the concepts with those as their real
-    references (:mod:`.folder`)."""
+    references (:mod:`.folder`); ``source`` is checked before any oracle trains."""
     from ..judge.conceptbed import require_valid
     from .folder import FOLDER_LEARNERS_REFUSED, folder_concepts, folder_oracle, relabel
 
@@ -257,6 +295,10 @@ def _folder_setup(
             f"learners {world_only} draw from the world's truth; a concept folder has none", argument="--learners"
         )
     found = folder_concepts(config.concept_folder, config.m, config.image_size, tasks)
+    if source is not None:
+        known = {t: [c.name for c in items] for t, items in found.items()}
+        chosen = {t: items[: config.concepts] for t, items in found.items()}
+        check_source(source, chosen, known, config.images, config.model)
     oracles, concepts = {}, {}
     for task, items in found.items():
         oracle, held = folder_oracle(task, items, config.capacity, config.oracle_epochs, config.seed)
@@ -277,17 +319,25 @@ def run_conceptbed(config: ConceptBedConfig) -> ConceptBedResult:
     from tqdm.auto import tqdm
 
     config = config.effective()
-    learners = check_learners(config.learners)
+    learners = check_learners(config.learners or ())
+    source = byo_source(config.generated, config.learned, config.name, learners)
+    if not learners and source is None:
+        raise UsageError(
+            "no learner to score: name one, or bring a row with --generated / --learned", argument="--learners"
+        )
     tasks = _concept_tasks(config)
     table_tasks = [t for t in config.tasks if t != COMPOSITION]
     cw = ConceptWorld(m=config.m, real=config.real, seed=config.seed, classes=config.classes)
     if config.concept_folder:
-        oracles, concepts = _folder_setup(config, learners, tasks)
+        oracles, concepts = _folder_setup(config, learners, tasks, source)
         table8_oracles: dict[str, ConceptBedJudge] = {}
     else:
+        concepts = {t: cw.concepts(t, config.concepts) for t in tasks}
+        if source is not None:  # checked before any oracle trains
+            known = {t: STYLES if t == "domain" else cw.held_out(t) for t in tasks}
+            check_source(source, concepts, known, config.images, config.model)
         kinds, table8_oracles = _oracles(config)
         oracles = {t: kinds[TASK_JUDGE[t]] for t in tasks}
-        concepts = {t: cw.concepts(t, config.concepts) for t in tasks}
     collector = RatingCollector()
     composition = (
         CompositionRun.setup(
@@ -304,13 +354,15 @@ def run_conceptbed(config: ConceptBedConfig) -> ConceptBedResult:
         "device": config.device,
         "prior_cache": str(work / "priors") if work else None,
     }  # one set of prior images per run
+    make = learner_factory(source, lambda name: make_learner(name, cw, concepts, settings), settings)
+    learners = (*learners, source.name) if source is not None else learners
     scored = {(l, t): Scored(_mode(oracles[t])) for l in learners for t in tasks}
     scored8 = {(cap, l): Scored("classifier") for cap in table8_oracles for l in learners}
     generated: dict[tuple[str, str], list[np.ndarray]] = {}
     sheet: list[tuple[str, np.ndarray]] = []
     jobs = [(l, t, c) for l in learners for t in tasks for c in concepts[t]]
     for learner_name, task, concept in tqdm(jobs, desc="conceptbed", leave=False):
-        learner = make_learner(learner_name, cw, concepts, settings)
+        learner = make(learner_name)
         folder = (work / learner_name.replace(" ", "_") / task / concept.name) if work else Path(".")
         learner.fit(concept, folder)
         images = learner.generate(concept.prompts, config.images, config.seed)
@@ -323,7 +375,7 @@ def run_conceptbed(config: ConceptBedConfig) -> ConceptBedResult:
             collector.add_concept(
                 learner_name, task, concept, images, _truth(table8_oracles, oracles[task], config.capacity, cw, concept)
             )
-        if composition is not None and task == "object":
+        if composition is not None and task == "object" and (source is None or learner_name != source.name):
             composition.score(learner_name, learner, concept)
         if concept is concepts[task][0]:
             if learner_name == learners[0]:
@@ -359,4 +411,4 @@ def run_conceptbed(config: ConceptBedConfig) -> ConceptBedResult:
     detail = collector.table(results, config.ratings, config.seed)
     results["table3"] = detail.pop("table3")
     results["table3_detail"] = detail
-    return ConceptBedResult(config, results, sheet, collector)
+    return ConceptBedResult(config, results, sheet, collector, generated)

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import UsageError
 from ..judge.conceptbed_spec import CAPACITIES
 from ..loaders.conceptbed import TASKS
 from ..settings import manifest, setting
@@ -240,27 +239,19 @@ def _truth(
 def _folder_setup(
     config: ConceptBedConfig, learners: tuple[str, ...], tasks: list[str]
 ) -> tuple[dict[str, ConceptBedJudge], dict[str, list[Concept]]]:
-    """``--concept-folder``: each task's oracle trained on the folder and validated on its
-    held-out real images (refused below the bar), and the concepts with those as their real
-    references (:mod:`.folder`)."""
-    from ..judge.conceptbed import require_valid
-    from .folder import FOLDER_LEARNERS_REFUSED, folder_concepts, folder_oracle, relabel
+    """``--concept-folder``: every check first (:func:`.folder.check_concept_folder`, then the loaders'
+    image checks), then each task's oracle trained on the folder until it meets its bar on the
+    held-out real images (or refused), and the concepts with those as their real references."""
+    from .folder import check_concept_folder, folder_concepts, folder_oracle, relabel
 
-    if COMPOSITION in config.tasks:
-        raise UsageError(
-            "the compositions are judged against the world's exact drawings; a concept folder has none",
-            argument="--tasks",
-        )
-    world_only = [l for l in learners if l in FOLDER_LEARNERS_REFUSED]
-    if world_only:
-        raise UsageError(
-            f"learners {world_only} draw from the world's truth; a concept folder has none", argument="--learners"
-        )
-    found = folder_concepts(config.concept_folder, config.m, config.image_size, tasks)
+    check_concept_folder(config.concept_folder, m=config.m, real=config.real, tasks=config.tasks, learners=learners)
+    found = folder_concepts(config.concept_folder, config.m, config.image_size, tasks, config.real)
     oracles, concepts = {}, {}
     for task, items in found.items():
-        oracle, held = folder_oracle(task, items, config.capacity, config.oracle_epochs, config.seed)
-        oracles[task] = require_valid(oracle, "--concept-folder")
+        oracle, held = folder_oracle(
+            task, items, config.capacity, config.oracle_epochs, config.seed, config.concept_folder
+        )
+        oracles[task] = oracle
         concepts[task] = relabel(items, held)[: config.concepts]
     return oracles, concepts
 

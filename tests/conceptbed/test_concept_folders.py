@@ -178,7 +178,7 @@ def test_an_unreadable_image_is_refused_before_any_training(tmp_path, capsys, mo
     bad = root / "imagenet" / CLASSES[2] / "05.png"
     bad.write_bytes(b"not a png")
     assert main(["conceptbed", "--concept-folder", str(root), "--out", str(tmp_path / "o"), "--tasks", "object"]) == 2
-    assert f"{bad}: not a readable image" in capsys.readouterr().err
+    assert f"error: --concept-folder: {bad}: not a readable image" in capsys.readouterr().err
 
 
 def test_the_oracle_trains_until_it_meets_its_bar(tmp_path):

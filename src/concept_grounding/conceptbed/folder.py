@@ -22,6 +22,7 @@ from ..errors import UsageError
 from ..judge.conceptbed import ConceptBedJudge, ConceptBedJudgeSpec, train_classifier
 from ..judge.conceptbed_spec import CONCEPTBED_BAR
 from ..loaders.conceptbed import PUBLISHED_TASKS, image_files, published_root
+from ..loaders.errors import DatasetFormatError
 from ..loaders.ratings import REFERENCES
 from .concepts import Concept
 
@@ -240,7 +241,10 @@ def folder_concepts(
     from ..loaders import load_conceptbed_layout, load_concepts
 
     root = Path(root)
-    data = load_concepts(root, m) if (root / "concepts.jsonl").is_file() else load_conceptbed_layout(root, m)
+    try:
+        data = load_concepts(root, m) if (root / "concepts.jsonl").is_file() else load_conceptbed_layout(root, m)
+    except DatasetFormatError as error:
+        raise UsageError(error.reason, argument="--concept-folder", file=error.file, line=error.line) from None
     grouped: dict[tuple[str, str], dict] = {}
     for row in data:
         entry = grouped.setdefault(

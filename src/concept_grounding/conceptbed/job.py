@@ -65,7 +65,11 @@ class ConceptBedConfig:
     )
     concepts: int = setting(4, "concepts per task", parse=positive_int)
     m: int = setting(8, "training images per concept", parse=positive_int)
-    real: int = setting(16, "held-out real images per concept", parse=positive_int)
+    real: int = setting(
+        16,
+        "held-out real images per concept (--concept-folder: at most this many, as many more train its oracle)",
+        parse=positive_int,
+    )
     images: int = setting(16, "generated images per concept (N)", parse=positive_int)
     oracle_per_class: int = setting(40, "oracle training renders per species", parse=int_at_least(2))
     oracle_epochs: int = setting(8, "oracle training epochs", parse=positive_int)

@@ -224,3 +224,11 @@ def test_a_flux_learner_accepts_the_runs_m(monkeypatch, tmp_path):
     with pytest.raises(StopIteration):
         FluxLearner("LoRA").fit(concept, tmp_path)
     assert seen == {"min_images": 4}
+
+
+def test_real_caps_the_real_images_a_folder_concept_reads(twelve):
+    """--real 1: two real images (one trains the oracle, one is held out) of the four after --m 8."""
+    capped = folder_concepts(twelve, 8, 32, ("object",), real=1)["object"]
+    every = folder_concepts(twelve, 8, 32, ("object",))["object"]
+    assert [len(c.real) for c in capped] == [2, 2, 2] and [len(c.real) for c in every] == [4, 4, 4]
+    assert np.array_equal(capped[0].real, every[0].real[:2]) and np.array_equal(capped[0].train, every[0].train)

@@ -222,11 +222,12 @@ def check_concept_folder(
     return {t: found[t] for t in tasks}
 
 
-def _square(image: object, size: int) -> np.ndarray:
-    """``(size, size, 3)`` uint8: the image's centre square, resized (bicubic)."""
+def _square(path: str, size: int) -> np.ndarray:
+    """``(size, size, 3)`` uint8: the centre square of the image at ``path``, resized (bicubic)."""
     from PIL import Image
 
-    im = image.convert("RGB") if hasattr(image, "convert") else Image.fromarray(np.asarray(image)).convert("RGB")
+    with Image.open(path) as image:
+        im = image.convert("RGB")
     side = min(im.size)
     left, top = (im.width - side) // 2, (im.height - side) // 2
     return np.asarray(im.crop((left, top, left + side, top + side)).resize((size, size), Image.BICUBIC))
@@ -238,6 +239,8 @@ def folder_concepts(
     """The concepts of ``root`` per task in ``tasks`` (module docstring): ``m`` training images and at
     most ``2 * real`` real images each (every one when ``real`` is ``None``; :func:`folder_oracle`
     splits them). Check the folder with :func:`check_concept_folder` first."""
+    from datasets import Image
+
     from ..loaders import load_conceptbed_layout, load_concepts
 
     root = Path(root)
@@ -246,7 +249,7 @@ def folder_concepts(
     except DatasetFormatError as error:
         raise UsageError(error.reason, argument="--concept-folder", file=error.file, line=error.line) from None
     grouped: dict[tuple[str, str], dict] = {}
-    for row in data:
+    for row in data.cast_column("image", Image(decode=False)):  # decode only the images kept
         entry = grouped.setdefault(
             (row["task"], row["concept"]),
             {"label": row["label"], "prompts": {}, "train": [], "real": [], "style": row["style"]},
@@ -254,7 +257,7 @@ def folder_concepts(
         entry["species"] = row["species"]
         entry["prompts"].setdefault(row["prompt"] or "a photo of V*", None)
         if real is None or row["split"] == "train" or len(entry["real"]) < 2 * real:
-            entry[row["split"]].append(_square(row["image"], size))
+            entry[row["split"]].append(_square(row["image"]["path"], size))
     out: dict[str, list[Concept]] = {t: [] for t in tasks}
     for (task, name), e in sorted(grouped.items(), key=lambda kv: (kv[0][0], kv[1]["label"])):
         if task in out:

@@ -232,3 +232,14 @@ def test_real_caps_the_real_images_a_folder_concept_reads(twelve):
     every = folder_concepts(twelve, 8, 32, ("object",))["object"]
     assert [len(c.real) for c in capped] == [2, 2, 2] and [len(c.real) for c in every] == [4, 4, 4]
     assert np.array_equal(capped[0].real, every[0].real[:2]) and np.array_equal(capped[0].train, every[0].train)
+
+
+def test_an_image_size_the_learners_flux_cannot_draw_is_refused_before_any_training(
+    twelve, tmp_path, capsys, monkeypatch
+):
+    pytest.importorskip("peft")
+    no_training(monkeypatch)
+    args = ["--concept-folder", str(twelve), "--tasks", "object", "--learners", "LoRA", "--image-size", "30"]
+    assert main(["conceptbed", *args, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--image-size: 30 px: " in err[0] and err[0].endswith("; use 28 or 32"), err

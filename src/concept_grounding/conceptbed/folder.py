@@ -152,6 +152,26 @@ def _check_flags(tasks: Sequence[str], learners: Sequence[str], found: Sequence[
         )
 
 
+def _check_image_size(size: int, learners: Sequence[str], model: str | None) -> None:
+    """Refuse an ``--image-size`` the diffusers learners' Flux cannot generate: its sides must be
+    multiples of the VAE's downsampling times Flux's 2 x 2 packing."""
+    from .learners import FLUX_LEARNERS
+
+    if not any(name in FLUX_LEARNERS for name in learners):
+        return
+    from ..learners.config import WORLD_MODEL, model_folder
+
+    folder = model_folder(model or WORLD_MODEL)
+    vae = json.loads((folder / "vae" / "config.json").read_text(encoding="utf-8"))
+    multiple = 2 ** len(vae["block_out_channels"])
+    if size % multiple:
+        raise UsageError(
+            f"{size} px: the learners' Flux ({folder}) draws sides that are multiples of {multiple}",
+            argument="--image-size",
+            hint=f"use {max(multiple, size - size % multiple)} or {size + multiple - size % multiple}",
+        )
+
+
 def _existing(path: Path) -> Path:
     """``path``, or its nearest folder above that exists (what an error message can point at)."""
     while not path.exists() and path != path.parent:
@@ -192,11 +212,19 @@ def _check_counts(concept: FolderConcept, m: int, real: int) -> None:
 
 
 def check_concept_folder(
-    root: str | Path, *, m: int, real: int, tasks: Sequence[str], learners: Sequence[str]
+    root: str | Path,
+    *,
+    m: int,
+    real: int,
+    tasks: Sequence[str],
+    learners: Sequence[str],
+    image_size: int = 32,
+    model: str | None = None,
 ) -> dict[str, list[FolderConcept]]:
     """Every check of a ``--concept-folder`` run that reads no pixel, before anything trains: its
     layout, the learners and tasks a folder can give, at least two concepts per task (its oracle's
-    classes) and each concept's counts given ``--m`` and ``--real``. The images' readability and
+    classes), each concept's counts given ``--m`` and ``--real``, and an ``--image-size`` the
+    learners' Flux (``model``, default the world Flux) can draw. The images' readability and
     sizes are checked by the loaders (:func:`folder_concepts`), also before training.
 
     Returns:
@@ -207,6 +235,7 @@ def check_concept_folder(
     """
     found, where = scan_concept_folder(root)
     _check_flags(tasks, learners, list(found))
+    _check_image_size(image_size, learners, model)
     for task in tasks:
         concepts = found.get(task, [])
         if len(concepts) < 2:

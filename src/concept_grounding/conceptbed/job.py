@@ -248,7 +248,15 @@ def _folder_setup(
     held-out real images (or refused), and the concepts with those as their real references."""
     from .folder import check_concept_folder, folder_concepts, folder_oracle, relabel
 
-    check_concept_folder(config.concept_folder, m=config.m, real=config.real, tasks=config.tasks, learners=learners)
+    check_concept_folder(
+        config.concept_folder,
+        m=config.m,
+        real=config.real,
+        tasks=config.tasks,
+        learners=learners,
+        image_size=config.image_size,
+        model=config.model,
+    )
     found = folder_concepts(config.concept_folder, config.m, config.image_size, tasks, config.real)
     oracles, concepts = {}, {}
     for task, items in found.items():

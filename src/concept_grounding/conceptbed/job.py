@@ -71,7 +71,11 @@ class ConceptBedConfig:
     )
     concepts: int = setting(4, "concepts per task", parse=positive_int)
     m: int = setting(8, "training images per concept", parse=positive_int)
-    real: int = setting(16, "held-out real images per concept", parse=positive_int)
+    real: int = setting(
+        16,
+        "held-out real images per concept (--concept-folder: at most this many, as many more train its oracle)",
+        parse=positive_int,
+    )
     images: int = setting(16, "generated images per concept (N)", parse=positive_int)
     oracle_per_class: int = setting(40, "oracle training renders per species", parse=int_at_least(2))
     oracle_epochs: int = setting(8, "oracle training epochs", parse=positive_int)
@@ -278,31 +282,31 @@ def _truth(
 def _folder_setup(
     config: ConceptBedConfig, learners: tuple[str, ...], tasks: list[str], source: ByoSource | None = None
 ) -> tuple[dict[str, ConceptBedJudge], dict[str, list[Concept]]]:
-    """``--concept-folder``: each task's oracle trained on the folder and validated on its
-    held-out real images (refused below the bar), and the concepts with those as their real
-    references (:mod:`.folder`); ``source`` is checked before any oracle trains."""
-    from ..judge.conceptbed import require_valid
-    from .folder import FOLDER_LEARNERS_REFUSED, folder_concepts, folder_oracle, relabel
+    """``--concept-folder``: every check first (:func:`.folder.check_concept_folder`, then the loaders'
+    image checks, and ``source``'s), then each task's oracle trained on the folder until it meets its bar on the
+    held-out real images (or refused), and the concepts with those as their real references."""
+    from .folder import check_concept_folder, folder_concepts, folder_oracle, relabel
 
-    if COMPOSITION in config.tasks:
-        raise UsageError(
-            "the compositions are judged against the world's exact drawings; a concept folder has none",
-            argument="--tasks",
-        )
-    world_only = [l for l in learners if l in FOLDER_LEARNERS_REFUSED]
-    if world_only:
-        raise UsageError(
-            f"learners {world_only} draw from the world's truth; a concept folder has none", argument="--learners"
-        )
-    found = folder_concepts(config.concept_folder, config.m, config.image_size, tasks)
+    check_concept_folder(
+        config.concept_folder,
+        m=config.m,
+        real=config.real,
+        tasks=config.tasks,
+        learners=learners,
+        image_size=config.image_size,
+        model=config.model,
+    )
+    found = folder_concepts(config.concept_folder, config.m, config.image_size, tasks, config.real)
     if source is not None:
         known = {t: [c.name for c in items] for t, items in found.items()}
         chosen = {t: items[: config.concepts] for t, items in found.items()}
         check_source(source, chosen, known, config.images, config.model)
     oracles, concepts = {}, {}
     for task, items in found.items():
-        oracle, held = folder_oracle(task, items, config.capacity, config.oracle_epochs, config.seed)
-        oracles[task] = require_valid(oracle, "--concept-folder")
+        oracle, held = folder_oracle(
+            task, items, config.capacity, config.oracle_epochs, config.seed, config.concept_folder
+        )
+        oracles[task] = oracle
         concepts[task] = relabel(items, held)[: config.concepts]
     return oracles, concepts
 

@@ -143,6 +143,7 @@ class FluxLearner:
             method=method,
             model=self.model_path(),
             images=images,
+            min_images=len(concept.train),
             token=self.token,
             init_word=self.init_word,
             class_prompt=self.class_prompt,

@@ -24,9 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from ..loaders.ratings import REFERENCES
 from .human_ratings import table3
 
-__all__ = ["ITEMS_PER_CONCEPT", "RatingCollector", "table3_markdown"]
+__all__ = ["ITEMS_PER_CONCEPT", "RatingCollector", "references", "table3_markdown"]
 
 #: Generated images per learner, task and concept that become concept-similarity items.
 ITEMS_PER_CONCEPT = 2
@@ -44,9 +45,9 @@ class RatingCollector:
         self, learner: str, task: str, concept: Any, images: np.ndarray, truth: Callable[[np.ndarray], np.ndarray]
     ) -> None:
         """Concept-similarity items: the first :data:`ITEMS_PER_CONCEPT` of ``images`` against
-        ``concept.real[:3]``; ``truth(images) -> (N,)`` in [0, 1]."""
+        :func:`references` of ``concept``; ``truth(images) -> (N,)`` in [0, 1]."""
         chosen = images[:ITEMS_PER_CONCEPT]
-        refs = [np.asarray(r) for r in concept.real[:3]]
+        refs = references(concept)
         for image, t in zip(chosen, truth(chosen)):
             self.records.append(
                 {
@@ -119,6 +120,22 @@ class RatingCollector:
         from .human_ratings import export_rating_items
 
         return export_rating_items(out, self.records) if self.records else None
+
+
+def references(concept: Any) -> list[np.ndarray]:
+    """The real images of ``concept`` shown beside its items (App. G: three): its held-out real
+    images first, then its training images where it holds fewer (a concept folder's small concept).
+
+    Raises:
+        ValueError: the concept has fewer than :data:`~concept_grounding.loaders.ratings.REFERENCES`
+            real and training images together.
+    """
+    refs = [np.asarray(r) for r in (*concept.real, *concept.train)][:REFERENCES]
+    if len(refs) < REFERENCES:
+        raise ValueError(
+            f"concept {concept.name!r}: a rating item shows {REFERENCES} real images, it has {len(refs)} in all"
+        )
+    return refs
 
 
 def table3_markdown(t3: dict[str, Any]) -> list[str]:

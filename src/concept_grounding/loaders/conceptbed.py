@@ -19,15 +19,24 @@ from .errors import DatasetFormatError
 if TYPE_CHECKING:
     import datasets
 
-__all__ = ["CONCEPT_COLUMNS", "TASKS", "load_concepts", "load_conceptbed_layout", "concept_features"]
+__all__ = [
+    "CONCEPT_COLUMNS",
+    "TASKS",
+    "PUBLISHED_TASKS",
+    "load_concepts",
+    "load_conceptbed_layout",
+    "concept_features",
+    "image_files",
+    "published_root",
+]
 
 #: ConceptBed's concept-alignment tasks on the world (ConceptBed Sec. 4): Table 1's columns.
 TASKS: tuple[str, ...] = ("domain", "object", "fine_grained_object", "fine_grained_attribute")
 #: the rows' columns
 CONCEPT_COLUMNS: tuple[str, ...] = ("task", "concept", "split", "image", "label", "species", "style", "prompt")
-_IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".webp"}
-#: published folder -> task
-_PUBLISHED = {"imagenet": "object", "pacs": "domain", "cub": "fine_grained_object"}
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".webp"}
+#: ConceptBed's published folder -> task
+PUBLISHED_TASKS = {"imagenet": "object", "pacs": "domain", "cub": "fine_grained_object"}
 
 
 def concept_features() -> datasets.Features:
@@ -49,8 +58,9 @@ def concept_features() -> datasets.Features:
     )
 
 
-def _images_in(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.suffix.lower() in _IMAGE_SUFFIXES) if folder.is_dir() else []
+def image_files(folder: Path) -> list[Path]:
+    """The image files directly in ``folder``, sorted by name (``[]`` when it is not a folder)."""
+    return sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES) if folder.is_dir() else []
 
 
 def _check_sizes(files: Sequence[Path], concept: Path) -> None:
@@ -90,6 +100,7 @@ def _rows(
     style: str = "",
     prompt: str = "",
 ) -> list[dict]:
+    """One row per image; a ``{cls}`` in ``prompt`` becomes the name of the image's class folder."""
     return [
         {
             "task": task,
@@ -99,7 +110,7 @@ def _rows(
             "label": int(label),
             "species": species,
             "style": style,
-            "prompt": prompt,
+            "prompt": prompt.replace("{cls}", p.parent.name.replace("_", " ")),
         }
         for split, files in (("train", train), ("real", real))
         for p in files
@@ -148,7 +159,7 @@ def load_concepts(root: str | Path, m: int = 8, tasks: Sequence[str] | None = No
         if tasks is not None and task not in tasks:
             continue
         folder = root / task / concept
-        train, real = _images_in(folder / "train"), _images_in(folder / "real")
+        train, real = image_files(folder / "train"), image_files(folder / "real")
         _check_counts(train, real, m, folder)
         _check_sizes([*train[:m], *real], folder)
         rows += _rows(
@@ -166,7 +177,8 @@ def load_concepts(root: str | Path, m: int = 8, tasks: Sequence[str] | None = No
     return _dataset(rows)
 
 
-def _published_root(root: Path, name: str) -> Path | None:
+def published_root(root: Path, name: str) -> Path | None:
+    """The folder ``name`` (a key of :data:`PUBLISHED_TASKS`, any capitalisation) under ``root``, if there."""
     for child in sorted(root.iterdir()) if root.is_dir() else []:
         if child.is_dir() and child.name.lower() == name:
             return child
@@ -178,8 +190,8 @@ def load_conceptbed_layout(root: str | Path, m: int = 8) -> datasets.Dataset:
     ``cub/`` under ``root``, each optional, at least one present."""
     m, root = _m(m), Path(root)
     rows: list[dict] = []
-    for name, task in _PUBLISHED.items():
-        base = _published_root(root, name)
+    for name, task in PUBLISHED_TASKS.items():
+        base = published_root(root, name)
         if base is None:
             continue
         if name == "pacs":
@@ -189,10 +201,10 @@ def load_conceptbed_layout(root: str | Path, m: int = 8) -> datasets.Dataset:
         else:
             concepts = {d.name: [d] for d in sorted(base.iterdir()) if d.is_dir()}
         for label, (concept, folders) in enumerate(sorted(concepts.items())):
-            files = [p for f in folders for p in _images_in(f)]
+            files = [p for f in folders for p in image_files(f)]
             _check_counts(files[:m], files[m:], m, base / concept)
             _check_sizes(files, base / concept)
-            prompt = "a photo of a {} in the style of V*" if task == "domain" else "a photo of V*"
+            prompt = "a photo of a {cls} in the style of V*" if task == "domain" else "a photo of V*"
             rows += _rows(
                 task,
                 concept,

@@ -401,6 +401,9 @@ def test_export_one_row_per_response_with_fields_and_metadata_and_parquet(tmp_pa
     store.add_records("sub-1", [_sub1(0)])
     store.submit("ann", "sub-1", "1:c0", {"q1": "yes", "q2": "no"})
     sub = store.export("sub-1")
-    assert long_answers(sub, SUB_STUDY_1) == [("ann", "1:c0", "q1", "yes"), ("ann", "1:c0", "q2", "no")]
+    assert long_answers(sub, [SUB_STUDY_1]) == [
+        ("ann", "1:c0", "sub-1", "q1", "yes"),
+        ("ann", "1:c0", "sub-1", "q2", "no"),
+    ]
     assert sub[0]["plus"] == "pink crown" and sub[0]["image"] == "c0"
     assert len(store.export("sub-2")) == 0

@@ -30,7 +30,7 @@ from concept_grounding.curation.simulate import (
     world_candidates,
     write_candidates,
 )
-from concept_grounding.curation.study import sub_record
+from concept_grounding.curation.study import sub_records
 from concept_grounding.curation.study_store import StudyStore
 from concept_grounding.evaluation.human_rows import human_rows, human_table_rows
 
@@ -62,9 +62,8 @@ def world_task(tmp_path_factory):
 
 def _annotate(tmp_path, rows, truth, annotators, k):
     store = StudyStore(tmp_path / "a.db", k=k)
-    records = [sub_record(it) for it in study_items(rows, seed=0)]
-    for study in SUB:
-        store.add_records(study, [r for r in records if r.study == study])
+    for study, records in sub_records(study_items(rows, seed=0)).items():
+        store.add_records(study, records)
     simulate_sub(store, annotators, truth)
     return store
 

@@ -69,7 +69,7 @@ def open_studies(config: AnnotateConfig, echo: Echo, rater: RaterFactory | None 
     links and the Space folder."""
     from .curate_inputs import read_candidates
     from .sampling import study_items
-    from .study import rating_record, sub_record
+    from .study import rating_record, sub_records
     from .study_store import StudyStore
 
     check_config(config)
@@ -80,13 +80,8 @@ def open_studies(config: AnnotateConfig, echo: Echo, rater: RaterFactory | None 
     store = StudyStore(config.db, k=config.k)  # created once every input has been read
     studies = Studies(store, rows, root, items)
     if config.candidates is not None:
-        records = [
-            sub_record(it)
-            for it in study_items(
-                rows, per_attribute=config.per_attribute, per_pairing=config.per_pairing, seed=config.seed
-            )
-        ]
-        added = sum(store.add_records(s, [r for r in records if r.study == s]) for s in SUB)
+        items = study_items(rows, per_attribute=config.per_attribute, per_pairing=config.per_pairing, seed=config.seed)
+        added = sum(store.add_records(s, records) for s, records in sub_records(items).items())
         echo(
             f"{added} new images in {config.db} (study 1: {store.complete(SUB[0])[1]}, "
             f"study 2: {store.complete(SUB[1])[1]})"

@@ -1,7 +1,8 @@
 """The one export of a study's responses (docs/human_validation.md, "The export"): one row per response, with the
 annotator, the record's id, its fields, each question's answer and the record's metadata, as a ``datasets.Dataset``
 (and Parquet, :meth:`.study_store.StudyStore.to_parquet`). ``curate``, ConceptBed's Table 3 and the ratings loader read
-it; :func:`long_answers` gives SUB's one row per answered question, :func:`rating_rows` the rating study's rows.
+it; :func:`long_answers` gives SUB's one row per answered question (the rating study's rows:
+:func:`concept_grounding.loaders.ratings.ratings_frame`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 
     from .study_store import StudyStore
 
-__all__ = ["FIXED_COLUMNS", "export", "export_columns", "long_answers", "rating_rows"]
+__all__ = ["FIXED_COLUMNS", "export", "export_columns", "long_answers"]
 
 #: the first columns of every export.
 FIXED_COLUMNS: tuple[str, ...] = ("annotator", "study", "record")
@@ -92,11 +93,3 @@ def long_answers(table: Any, studies: Sequence[Study]) -> list[tuple[str, str, s
         for q in asks.get(row["study"], ())
         if isinstance(row.get(q), str)
     ]
-
-
-def rating_rows(table: Any) -> list[tuple[str, str, str, str, str, str, int]]:
-    """The rating study's export as :data:`~concept_grounding.loaders.ratings.RATING_COLUMNS` tuples (``rater, item,
-    kind, learner, task, concept, rating``), the rating an int."""
-    frame = table.to_pandas() if hasattr(table, "to_pandas") else table
-    cols = ["annotator", "record", "kind", "learner", "task", "concept", "rating"]
-    return [(*row[:-1], int(row[-1])) for row in frame[cols].itertuples(index=False, name=None)]

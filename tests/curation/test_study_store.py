@@ -185,12 +185,21 @@ def _progress_by_definition(store, annotator, study):
 
 
 def _counts_by_definition(store):
+    """Every count the store keeps equals the one counted from the rows."""
     con = store.connection()
     for study, rec, n, taken in con.execute("SELECT study, id, n, taken FROM records"):
         responses = con.execute("SELECT COUNT(*) FROM responses WHERE study = ? AND record = ?", (study, rec))
         leases = con.execute("SELECT COUNT(*) FROM leases WHERE study = ? AND record = ?", (study, rec))
         got = responses.fetchone()[0]
         assert (n, taken) == (got, got + leases.fetchone()[0]), (study, rec)
+    open_ = dict(con.execute("SELECT study, SUM(taken < ?) FROM records GROUP BY study", (store.k,)))
+    assert dict(con.execute("SELECT study, n FROM open_records")) == open_
+    answered = con.execute(
+        "SELECT r.annotator, r.study, COUNT(*), SUM(c.taken < ?) FROM responses r JOIN records c ON c.study = r.study "
+        "AND c.id = r.record GROUP BY r.annotator, r.study ORDER BY 1, 2",
+        (store.k,),
+    ).fetchall()
+    assert con.execute("SELECT * FROM annotator_counts ORDER BY 1, 2").fetchall() == answered
 
 
 def test_progress_and_counts_match_their_definition_through_leases_refusals_and_expiry(tmp_path):

@@ -417,3 +417,34 @@ def test_export_one_row_per_response_with_fields_and_metadata_and_parquet(tmp_pa
     ]
     assert sub[0]["plus"] == "pink crown" and sub[0]["image"] == "c0"
     assert len(store.export("sub-2")) == 0
+
+
+def test_agreement_per_question_by_its_level():
+    import krippendorff
+    import numpy as np
+
+    from concept_grounding.curation.agreement import study_alpha
+    from concept_grounding.curation.study import Response
+
+    likert = [["yes", "yes", "no", "somewhat"], ["yes", "somewhat", "no", "no"], ["no", "yes", "somewhat", "no"]]
+    responses = [
+        Response(f"a{a}", "sub-1", f"1:c{i}", {"q1": v, "q2": "no" if i % 2 else "yes"})
+        for a, row in enumerate(likert)
+        for i, v in enumerate(row)
+    ]
+    out = study_alpha(SUB_STUDY_1, responses)
+    ranks = np.array([[{"yes": 0, "somewhat": 1, "no": 2}[v] for v in row] for row in likert], float)
+    assert out["q1"] == pytest.approx(krippendorff.alpha(reliability_data=ranks, level_of_measurement="ordinal"))
+    assert out["q1"] != pytest.approx(krippendorff.alpha(reliability_data=ranks, level_of_measurement="nominal"))
+    assert out["q2"] == pytest.approx(1.0)  # every annotator agrees on every record
+    ratings = [
+        Response(a, "conceptbed-rating", f"r{i}", {"rating": str(v)})
+        for a, vs in (("a", "1234"), ("b", "1244"))
+        for i, v in enumerate(vs)
+    ]
+    assert study_alpha(CONCEPTBED_RATING, ratings)["rating"] == pytest.approx(
+        krippendorff.alpha(
+            reliability_data=np.array([[1, 2, 3, 4], [1, 2, 4, 4]], float), level_of_measurement="interval"
+        )
+    )
+    assert study_alpha(SUB_STUDY_2, []) == {"present": None}

@@ -97,7 +97,7 @@ def test_local_identity_is_the_token_holder_only(store):
             h.identify(bad, oauth_username="ann")
     fresh = store.issue_token("ann", replace=True)
     assert h.identify(fresh) == "ann" and store.annotator_for_token(token) is None
-    assert token not in {v for r in store._read("SELECT * FROM tokens") for v in r}  # only its hash is kept
+    assert token not in {v for r in store._read("SELECT * FROM annotators") for v in r}  # only its hash is kept
 
 
 def test_shortcuts_cover_both_studies_and_every_option():

@@ -10,7 +10,7 @@ The human validation of Sec. 4.3 / App. E (docs/human_validation.md):
 * :mod:`.annotations` -- the SQLite annotation store (k annotators per image, resumable, export;
   its connection layer in :mod:`.annotation_db`);
 * :mod:`.sampling` -- which candidates each study shows (40 per attribute, 3 per pairing);
-* :mod:`.annotate_app` -- the Gradio app over the store (``concept-grounding annotate``, whose
+* :mod:`.annotate_app` -- the one Gradio app, any study a tab (``concept-grounding annotate``, whose
   settings :mod:`.annotate_job` declares and :mod:`.annotate_studies` runs);
 * :mod:`.hub_sync` -- optional push of the answers to a Hub dataset repo (CommitScheduler);
 * :mod:`.simulate` -- bird-world candidates with known failures and simulated annotators;
@@ -24,8 +24,7 @@ The human validation of Sec. 4.3 / App. E (docs/human_validation.md):
 ConceptBed's human study (Patel et al., App. G; docs/human_validation.md), in the same store and app:
 
 * :mod:`.rating_study` -- its tables, wording, the 1-5 check and Krippendorff's alpha (interval);
-* :mod:`.rating_store` -- :class:`~.rating_store.RatingStore`, the store with the rating calls;
-* :mod:`.rating_app` -- the app's "Rating" tab (``annotate --items``).
+* :mod:`.rating_store` -- :class:`~.rating_store.RatingStore`, the store with the rating calls.
 
 This package sits above ``tdg``, ``judge``, ``worldflux``, the world and the loaders, which
 it joins (``pyproject.toml``'s import contracts); the human validation of Sec. 4.3

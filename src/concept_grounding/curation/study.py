@@ -18,9 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
-from .annotation_items import DEFAULT_K, LIKERT, AnnotationError, quote
+from .annotation_items import DEFAULT_K, LIKERT, AnnotationError, ImageItem, quote
+
+if TYPE_CHECKING:
+    from ..loaders.ratings import RatingItem
 
 __all__ = [
     "FieldKind",
@@ -38,6 +41,11 @@ __all__ = [
     "CONCEPTBED_RATING",
     "STUDIES",
     "study_named",
+    "SUB_KEYS",
+    "sub_record",
+    "image_item",
+    "rating_record",
+    "rating_item",
 ]
 
 #: what a field shows: one image (a path or URL), several images, or text.
@@ -236,3 +244,85 @@ def study_named(name: str) -> Study:
     if name not in STUDIES:
         raise AnnotationError(f"no study {quote(name)}; declared: {', '.join(STUDIES)}")
     return STUDIES[name]
+
+
+#: the metadata keys a SUB record derives from its :class:`~.annotation_items.ImageItem` (the rest is its ``meta``)
+SUB_KEYS: tuple[str, ...] = ("reference_class", "target_attribute", "plus", "reference")
+
+
+def sub_record(item: ImageItem) -> Record:
+    """SUB's study-1 or study-2 image as a record of :data:`SUB_STUDY_1` / :data:`SUB_STUDY_2`: the field ``image``
+    is its candidate's id (``meta["candidate"]``, else the image id), study 2's choices its ``present`` options, and
+    the metadata the reference class, S+ and their wording (App. E, Figs. 7-8) besides the item's ``meta``."""
+    from ..vocabulary import attribute_phrase, class_display_name
+
+    if item.study not in (1, 2):
+        raise AnnotationError(f"image {quote(item.image)}: study must be 1 or 2, got {item.study!r}")
+    if item.study == 2 and len(item.choices) < 2:
+        raise AnnotationError(f"image {quote(item.image)}: study 2 needs at least 2 choices")
+    metadata = {
+        **dict(item.meta),
+        "reference_class": item.reference_class,
+        "target_attribute": item.target_attribute,
+        "plus": attribute_phrase(item.target_attribute),
+        "reference": class_display_name(item.reference_class),
+    }
+    options = {"present": tuple(item.choices)} if item.study == 2 else {}
+    field_image = str(item.meta.get("candidate", item.image))
+    return Record(item.image, f"sub-{item.study}", {"image": field_image}, options, metadata)
+
+
+def image_item(record: Record) -> ImageItem:
+    """The :class:`~.annotation_items.ImageItem` a SUB record was made from (:func:`sub_record`'s inverse)."""
+    meta = {k: v for k, v in record.metadata.items() if k not in SUB_KEYS}
+    study = 1 if record.study == SUB_STUDY_1.name else 2
+    return ImageItem(
+        record.id,
+        study,
+        str(record.metadata["reference_class"]),
+        str(record.metadata["target_attribute"]),
+        tuple(record.options.get("present", ())),
+        meta,
+    )
+
+
+def rating_record(item: RatingItem) -> Record:
+    """ConceptBed's rating item as a record of :data:`CONCEPTBED_RATING`: the image, its reference images and its
+    caption as fields (those it has), its kind, learner, task, concept and question wording (App. G) as metadata."""
+    from ..loaders.ratings import RATING_KINDS
+    from .rating_study import rating_question
+
+    if item.kind not in RATING_KINDS:
+        raise AnnotationError(f"item {quote(item.id)}: kind must be one of {list(RATING_KINDS)}")
+    fields: dict[str, object] = {"image": item.file_name}
+    if item.references:
+        fields["references"] = list(item.references)
+    if item.caption is not None:
+        fields["caption"] = item.caption
+    metadata = {
+        "kind": item.kind,
+        "learner": item.learner,
+        "task": item.task,
+        "concept": item.concept,
+        "question": rating_question(item.kind),
+    }
+    return Record(item.id, CONCEPTBED_RATING.name, fields, {}, metadata)
+
+
+def rating_item(record: Record) -> RatingItem:
+    """The rating item a record of :data:`CONCEPTBED_RATING` was made from (:func:`rating_record`'s inverse)."""
+    from ..loaders.ratings import RatingItem
+
+    meta, fields = record.metadata, record.fields
+    refs = fields.get("references") or ()
+    caption = fields.get("caption")
+    return RatingItem(
+        record.id,
+        str(meta["kind"]),
+        str(meta["learner"]),
+        str(meta["task"]),
+        str(meta["concept"]),
+        str(fields["image"]),
+        tuple(str(r) for r in refs),  # type: ignore[union-attr]
+        None if caption is None else str(caption),
+    )

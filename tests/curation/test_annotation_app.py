@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-from collections.abc import Mapping
 
 import pytest
 
@@ -20,7 +18,7 @@ from concept_grounding.curation.annotate_app import (
     option_label,
     shortcut_keys,
 )
-from concept_grounding.curation.annotation_items import AnnotationError, annotator_id
+from concept_grounding.curation.annotation_items import AnnotationError
 from concept_grounding.curation.study import (
     CONCEPTBED_RATING,
     STUDIES,
@@ -30,62 +28,9 @@ from concept_grounding.curation.study import (
     Record,
     Study,
 )
+from concept_grounding.curation.study_store import StudyStore
 
 CHOICES = ("has_crown_color::pink", "has_crown_color::blue")
-
-
-class MemoryBackend:
-    """A :class:`~concept_grounding.curation.study.StudyBackend` in a dict, finish-first, one lease per annotator and
-    study, for the handlers' unit tests (the served app's tests run on the real store)."""
-
-    def __init__(self, records, k=2):
-        self.records, self.k, self.lock = {(r.study, r.id): r for r in records}, k, threading.Lock()
-        self.answers: dict[tuple[str, str], dict[str, Mapping[str, str]]] = {}
-        self.leases: dict[tuple[str, str], str] = {}
-        self.tokens: dict[str, str] = {}
-
-    def issue_token(self, name):
-        token = f"tok-{annotator_id(name)}-{len(self.tokens)}"
-        self.tokens[token] = annotator_id(name)
-        return token
-
-    def annotator_for_token(self, token):
-        return self.tokens.get(token) if isinstance(token, str) else None
-
-    def _mine(self, study):
-        return [r for (s, _), r in self.records.items() if s == study]
-
-    def next_record(self, annotator, study):
-        with self.lock:
-            open_id = self.leases.get((annotator, study))
-            if open_id is not None:
-                return self.records[(study, open_id)]
-            for r in self._mine(study):
-                done = self.answers.get((study, r.id), {})
-                if annotator not in done and len(done) < self.k:
-                    self.leases[(annotator, study)] = r.id
-                    return r
-            return None
-
-    def open_record(self, annotator, study):
-        return self.leases.get((annotator, study))
-
-    def submit(self, annotator, study, record, answers):
-        with self.lock:
-            if self.leases.get((annotator, study)) != record:
-                raise AnnotationError("not stored: stale", brief="stale or repeated")
-            checked = STUDIES[study].check(self.records[(study, record)], answers)
-            self.answers.setdefault((study, record), {})[annotator] = checked
-            del self.leases[(annotator, study)]
-
-    def progress(self, annotator, study):
-        done = sum(annotator in a for (s, _), a in self.answers.items() if s == study)
-        return done, len(self._mine(study))
-
-    def rows(self):
-        return sorted(
-            (who, s, r, q, v) for (s, r), a in self.answers.items() for who, ans in a.items() for q, v in ans.items()
-        )
 
 
 def sub_records(n=4):
@@ -101,8 +46,21 @@ def sub_records(n=4):
 
 
 @pytest.fixture
-def store():
-    return MemoryBackend(sub_records(), k=2)
+def store(tmp_path):
+    s = StudyStore(tmp_path / "a.db", k=2)
+    for study in STUDIES.values():
+        s.add_records(study, [r for r in sub_records() if r.study == study.name])
+    return s
+
+
+def rows(store):
+    """Every stored answer: (annotator, study, record, question, answer), sorted."""
+    return sorted(
+        (r.annotator, r.study, r.record, q, a)
+        for s in STUDIES
+        for r in store.responses(s)
+        for q, a in r.answers.items()
+    )
 
 
 def test_two_annotators_at_once_finish_their_batches(store):
@@ -114,7 +72,7 @@ def test_two_annotators_at_once_finish_their_batches(store):
         for n, v in views.items():
             if v.record_id:
                 views[n] = h.submit(n, SUB_STUDY_1, v.record_id, {"q1": "yes", "q2": "somewhat"})
-    assert len(store.rows()) == 2 * 4 * 2
+    assert len(rows(store)) == 2 * 4 * 2
     assert views["ann"].message.startswith("All done") and views["ann"].progress == "ann: 4 / 4 images"
 
 
@@ -125,8 +83,8 @@ def test_one_handlers_object_answers_every_study(store):
     assert h.submit("ann", SUB_STUDY_2, two.record_id, {"present": CHOICES[1]}).message.startswith("All done")
     rate = h.current("ann", CONCEPTBED_RATING)
     assert h.submit("ann", CONCEPTBED_RATING, rate.record_id, {"rating": "4"}).record is None
-    assert ("ann", "conceptbed-rating", "r0", "rating", "4") in store.rows()
-    assert ("ann", "sub-2", "2:c0", "present", CHOICES[1]) in store.rows()
+    assert ("ann", "conceptbed-rating", "r0", "rating", "4") in rows(store)
+    assert ("ann", "sub-2", "2:c0", "present", CHOICES[1]) in rows(store)
 
 
 def test_refusal_keeps_the_record_and_says_why_in_one_line(store, caplog):
@@ -146,7 +104,7 @@ def test_refusal_keeps_the_record_and_says_why_in_one_line(store, caplog):
         "annotate: refused a sub-1 submit by 'ann': answer to q1 outside its choices",
         "annotate: refused a sub-1 submit by 'ann': unknown question",
     ]
-    assert store.rows() == []
+    assert rows(store) == []
 
 
 def test_a_double_submit_is_refused_the_first_answer_kept(store):
@@ -155,7 +113,7 @@ def test_a_double_submit_is_refused_the_first_answer_kept(store):
     after = h.submit("ann", SUB_STUDY_1, first.record_id, {"q1": "yes", "q2": "no"})
     again = h.submit("ann", SUB_STUDY_1, first.record_id, {"q1": "no", "q2": "yes"})
     assert again.message.startswith("not stored") and again.record_id == after.record_id != first.record_id
-    assert store.rows() == [("ann", "sub-1", "1:c0", "q1", "yes"), ("ann", "sub-1", "1:c0", "q2", "no")]
+    assert rows(store) == [("ann", "sub-1", "1:c0", "q1", "yes"), ("ann", "sub-1", "1:c0", "q2", "no")]
 
 
 def test_identity_is_the_token_holder_locally_and_the_login_on_a_space(store):

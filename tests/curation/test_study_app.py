@@ -29,7 +29,9 @@ def _records() -> dict[str, list[Record]]:
             Record(
                 f"r{i}",
                 "conceptbed-rating",
-                {"image": "bird.png", "references": ["bird.png"] * 3} if i % 2 else {"image": "bird.png", "caption": "V*"},
+                {"image": "bird.png", "references": ["bird.png"] * 3}
+                if i % 2
+                else {"image": "bird.png", "caption": "V*"},
                 metadata={"question": "How similar is the concept?" if i % 2 else "Does the caption match?"},
             )
             for i in range(N)
@@ -153,9 +155,9 @@ def test_a_malformed_answer_is_refused_in_one_line_logged_without_its_value(serv
         view = client.predict(tokens["ann"], two, "has_crown_color::green", api_name=_api("sub-2", "submit"))
         assert "present: 'has_crown_color::green' is not one of" in view[3]
     lines = [r.getMessage() for r in caplog.records if r.name == "concept_grounding.annotate"]
-    assert lines == ["annotate: refused a conceptbed-rating submit by 'ann': answer to rating outside its choices"] * 5 + [
-        "annotate: refused a sub-2 submit by 'ann': answer to present outside its choices"
-    ]
+    assert lines == [
+        "annotate: refused a conceptbed-rating submit by 'ann': answer to rating outside its choices"
+    ] * 5 + ["annotate: refused a sub-2 submit by 'ann': answer to present outside its choices"]
     out, err = capfd.readouterr()
     assert "ZZZZZZZZZZ" not in out + err and "Traceback" not in out + err
     assert client.predict(tokens["ann"], shown, None, api_name=submit)[5] == "answer rating first"

@@ -256,12 +256,13 @@ class StudyStore(StudyDatabase):
         """``(answered, answered + still available)`` records of ``study`` for ``annotator`` (available: not answered
         by them, and leased to them or held by fewer than ``k``), from four index lookups, not a scan of the records."""
         who, name = annotator_id(annotator), self.study(study).name
+        # CROSS JOIN fixes SQLite's join order: from this annotator's rows, not from every open record (a scan)
         done, open_, answered_open, leased_full = self.read(
             "SELECT (SELECT COUNT(*) FROM responses WHERE annotator = ?1 AND study = ?2), "
             "(SELECT COUNT(*) FROM records WHERE study = ?2 AND taken < ?3), "
-            "(SELECT COUNT(*) FROM responses r JOIN records c ON c.study = r.study AND c.id = r.record "
+            "(SELECT COUNT(*) FROM responses r CROSS JOIN records c ON c.study = r.study AND c.id = r.record "
             "WHERE r.annotator = ?1 AND r.study = ?2 AND c.taken < ?3), "
-            "(SELECT COUNT(*) FROM leases l JOIN records c ON c.study = l.study AND c.id = l.record "
+            "(SELECT COUNT(*) FROM leases l CROSS JOIN records c ON c.study = l.study AND c.id = l.record "
             "WHERE l.annotator = ?1 AND l.study = ?2 AND c.taken >= ?3)",
             (who, name, self.k),
         )[0]

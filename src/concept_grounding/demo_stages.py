@@ -273,19 +273,21 @@ def _stage_human(out: Path, config: DemoConfig) -> str:
     without the bench stage). The world Flux's TDG images are not used: TDG succeeds on about
     1 % of them (:data:`~concept_grounding.worldflux.loader.WORLD_TDG_EXPECTATION`), so a
     truthful curation would keep none."""
-    from .curation.annotations import AnnotationStore
     from .curation.curate_inputs import CurateConfig
     from .curation.curate_job import run_curate
     from .curation.sampling import study_items
-    from .curation.simulate import SimulatedAnnotator, run_annotators
+    from .curation.simulate import SimulatedAnnotator, simulate_sub
+    from .curation.study import sub_records
+    from .curation.study_store import StudyStore
     from .evaluation import evaluate_sub
     from .evaluation.report import percent
     from .loaders import load_sub
 
     truth, kept = _human_candidates(out, config.seed)
-    store = AnnotationStore(out / "annotations.db", k=len(HUMAN_ANNOTATORS))
-    store.add_images(study_items(kept, seed=config.seed))
-    answers = run_annotators(
+    store = StudyStore(out / "annotations.db", k=len(HUMAN_ANNOTATORS))
+    for study, records in sub_records(study_items(kept, seed=config.seed)).items():
+        store.add_records(study, records)
+    answers = simulate_sub(
         store,
         [SimulatedAnnotator(f"sim{i}-{a:g}", a, seed=config.seed + i) for i, a in enumerate(HUMAN_ANNOTATORS)],
         truth,

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from concept_grounding.curation.annotations import AnnotationStore, study1_item
+from concept_grounding.curation.annotation_items import study1_item
 from concept_grounding.curation.hub_sync import EXPORT_PATH, RATINGS_PATH, AnnotationSync
-from concept_grounding.curation.rating_store import RatingItem, RatingStore
+from concept_grounding.curation.study import rating_record, sub_record
+from concept_grounding.curation.study_store import StudyStore
+from concept_grounding.loaders.ratings import RatingItem
 
 
 @dataclass
@@ -44,9 +46,11 @@ class LocalHubApi:
 
 
 def test_sync_pushes_snapshots_of_the_store(tmp_path):
-    store = AnnotationStore(tmp_path / "a.db", k=2)
-    store.add_images([study1_item(f"1:c{i}", "017.Cardinal", "has_crown_color::pink") for i in range(3)])
-    store.submit("ann", "1:c0", {"q1": "yes", "q2": "no"})
+    store = StudyStore(tmp_path / "a.db", k=2)
+    store.add_records(
+        "sub-1", [sub_record(study1_item(f"1:c{i}", "017.Cardinal", "has_crown_color::pink")) for i in range(3)]
+    )
+    store.submit("ann", "sub-1", "1:c0", {"q1": "yes", "q2": "no"})
     api = LocalHubApi(tmp_path / "hub")
     sync = AnnotationSync(store, repo_id="me/sub-annotations", folder=tmp_path / "sync", every=60, hf_api=api)
     try:
@@ -59,24 +63,23 @@ def test_sync_pushes_snapshots_of_the_store(tmp_path):
         commits = api.commits
         assert sync.trigger().result() is None and api.commits == commits  # nothing new: no commit
         remote = tmp_path / "hub" / "me/sub-annotations" / EXPORT_PATH
-        assert pd.read_parquet(remote).values.tolist() == [
-            ["ann", "1:c0", 1, "q1", "yes"],
-            ["ann", "1:c0", 1, "q2", "no"],
-        ]
-        store.submit("bob", "1:c0", {"q1": "no", "q2": "no"})
+        assert pd.read_parquet(remote)[["annotator", "study", "record", "q1", "q2"]].values.tolist() == [
+            ["ann", "sub-1", "1:c0", "yes", "no"]
+        ]  # the study store's export: one row per response
+        store.submit("bob", "sub-1", "1:c0", {"q1": "no", "q2": "no"})
         sync.trigger().result()
-        assert len(pd.read_parquet(remote)) == 4 and api.commits == commits + 1
+        assert len(pd.read_parquet(remote)) == 2 and api.commits == commits + 1
+        assert not (tmp_path / "hub" / "me/sub-annotations" / RATINGS_PATH).exists()  # no rating study here
     finally:
         sync.stop()
     assert not [p for p in (tmp_path / "sync").rglob("*") if p.name.startswith(".")]  # no temporary left
 
 
 def test_sync_pushes_the_rating_studys_ratings_too(tmp_path):
-    store = RatingStore(tmp_path / "a.db", k=2)
-    store.add_rating_items(
-        [RatingItem(f"r-{i}", "caption", "LoRA", "composition", "c0", "x.png", (), "V*") for i in range(2)]
-    )
-    store.submit_rating("ann", store.next_rating("ann").id, 4)
+    store = StudyStore(tmp_path / "a.db", k=2)
+    items = [RatingItem(f"r-{i}", "caption", "LoRA", "composition", "c0", "x.png", (), "V*") for i in range(2)]
+    store.add_records("conceptbed-rating", [rating_record(it) for it in items])
+    store.submit("ann", "conceptbed-rating", store.next_record("ann", "conceptbed-rating").id, {"rating": 4})
     api = LocalHubApi(tmp_path / "hub")
     sync = AnnotationSync(store, repo_id="me/ratings", folder=tmp_path / "sync", every=60, hf_api=api)
     try:
@@ -86,9 +89,9 @@ def test_sync_pushes_the_rating_studys_ratings_too(tmp_path):
             time.sleep(0.01)
         sync.last_future.result()
         remote = tmp_path / "hub" / "me/ratings" / RATINGS_PATH
-        assert pd.read_parquet(remote)[["rater", "rating"]].values.tolist() == [["ann", 4]]
-        store.submit_rating("bob", store.next_rating("bob").id, 2)
+        assert pd.read_parquet(remote)[["annotator", "rating"]].values.tolist() == [["ann", "4"]]
+        store.submit("bob", "conceptbed-rating", store.next_record("bob", "conceptbed-rating").id, {"rating": 2})
         sync.trigger().result()
-        assert sorted(pd.read_parquet(remote)["rating"]) == [2, 4]
+        assert sorted(pd.read_parquet(remote)["rating"]) == ["2", "4"]
     finally:
         sync.stop()

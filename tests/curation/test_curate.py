@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from concept_grounding.curation.annotations import AnnotationStore
 from concept_grounding.curation.curate import (
     agreement,
     annotator_accuracy,
@@ -27,14 +26,17 @@ from concept_grounding.curation.sampling import study_items
 from concept_grounding.curation.simulate import (
     SimulatedAnnotator,
     WorldTask,
-    run_annotators,
+    simulate_sub,
     world_candidates,
     write_candidates,
 )
+from concept_grounding.curation.study import sub_records
+from concept_grounding.curation.study_store import StudyStore
 from concept_grounding.evaluation.human_rows import human_rows, human_table_rows
 
 FAILED = "has_breast_color::white"
 DEVIATING = ("159.Black_and_white_Warbler", "has_crown_color::grey")
+SUB = ("sub-1", "sub-2")
 TASK = WorldTask(
     classes=4, images_per_pairing=12, same_pairings=1, failed_attributes=(FAILED,), deviating_pairings=(DEVIATING,)
 )
@@ -59,10 +61,16 @@ def world_task(tmp_path_factory):
 
 
 def _annotate(tmp_path, rows, truth, annotators, k):
-    store = AnnotationStore(tmp_path / "a.db", k=k)
-    store.add_images(study_items(rows, seed=0))
-    run_annotators(store, annotators, truth)
+    store = StudyStore(tmp_path / "a.db", k=k)
+    for study, records in sub_records(study_items(rows, seed=0)).items():
+        store.add_records(study, records)
+    simulate_sub(store, annotators, truth)
     return store
+
+
+def _rows(store):
+    """The store's answers to SUB's studies (its export), as ``curate`` reads them."""
+    return answers_frame(store.export(SUB))
 
 
 def test_task_breaks_what_it_says(world_task):
@@ -77,10 +85,10 @@ def test_discard_rules_drop_exactly_what_the_world_marks_bad(world_task, tmp_pat
     _, rows, truth = world_task
     perfect = [SimulatedAnnotator(f"p{i}", 1.0, seed=i) for i in range(3)]
     store = _annotate(tmp_path, rows, truth, perfect, k=3)
-    answers, cands = answers_frame(store.rows()), candidates_frame(rows)
+    answers, cands = _rows(store), candidates_frame(rows)
     attrs = attribute_scores(answers, cands)
 
-    sampled = {it.meta["candidate"] for it in store.images(1)}
+    sampled = {r.metadata["candidate"] for r in store.records("sub-1")}
     applied = pd.Series({c.id: c.applied for c in truth.values()})
     by_attr = pd.Series({c.id: c.target_attribute for c in truth.values()})
     truth_bad_attrs = set(applied[list(sampled)].groupby(by_attr[list(sampled)]).mean().loc[lambda s: s < 0.9].index)
@@ -110,7 +118,7 @@ def test_curation_recovers_each_annotators_accuracy(world_task, tmp_path):
     accuracies = {"a70": 0.70, "a85": 0.85, "a95": 0.95, "a100": 1.0}
     anns = [SimulatedAnnotator(n, a, seed=7) for n, a in accuracies.items()]
     store = _annotate(tmp_path, rows, truth, anns, k=len(anns))
-    measured = annotator_accuracy(answers_frame(store.rows()), gold_answers(folder / "truth.jsonl"))
+    measured = annotator_accuracy(_rows(store), gold_answers(folder / "truth.jsonl"))
     for name, acc in accuracies.items():
         row = measured.loc[name]
         assert row.low <= acc <= row.high, (name, acc, row.to_dict())
@@ -225,7 +233,7 @@ def test_human_rows_of_a_noisy_annotator_follow_its_accuracy(world_task, tmp_pat
         and not c.deviates
         and (c.reference_class, c.target_attribute) in {(r["reference_class"], r["target_attribute"]) for r in rows}
     ]
-    res = human_rows(answers_frame(store.rows()), cands, kept=good)
+    res = human_rows(_rows(store), cands, kept=good)
     n = res["binary"]["n_s_plus"]
     low, high = 0.5 - 2.6 * np.sqrt(0.25 / n), 0.5 + 2.6 * np.sqrt(0.25 / n)
     assert low <= res["binary"]["s_plus"] <= high
@@ -237,7 +245,7 @@ def test_curate_writes_a_dataset_load_sub_reads(world_task, tmp_path):
 
     folder, rows, truth = world_task
     store = _annotate(tmp_path, rows, truth, [SimulatedAnnotator(f"p{i}", 1.0, seed=i) for i in range(3)], k=3)
-    store.to_parquet(tmp_path / "ann.parquet")
+    store.to_parquet(SUB, tmp_path / "ann.parquet")
     res = _curate(tmp_path / "out", CurateConfig(folder, tmp_path / "ann.parquet"))
     ds = load_sub(tmp_path / "out" / "dataset")
     assert len(ds) == len(res.kept) > 0
@@ -327,7 +335,7 @@ def test_study2_answer_outside_the_group_is_refused():
 def test_attributes_without_answers_are_dropped_and_named(world_task, tmp_path):
     folder, rows, truth = world_task
     store = _annotate(tmp_path, rows, truth, [SimulatedAnnotator("perfect", 1.0)], k=1)
-    answers = answers_frame(store.rows())
+    answers = _rows(store)
     only = answers[answers.candidate.map(lambda c: truth[c].target_attribute == FAILED)]
     only[["annotator", "image", "study", "question", "answer"]].to_parquet(tmp_path / "only.parquet", index=False)
     res = _curate(tmp_path / "out", CurateConfig(folder, tmp_path / "only.parquet"))

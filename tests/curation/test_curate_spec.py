@@ -11,10 +11,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from concept_grounding.curation.annotations import AnnotationStore
 from concept_grounding.curation.curate import answers_frame, candidates_frame, pairing_scores
 from concept_grounding.curation.curate_inputs import CurateConfig
 from concept_grounding.curation.curate_job import run_curate
+from concept_grounding.curation.study_store import StudyStore
 from concept_grounding.errors import UsageError
 
 RED, BLUE, PINK = "has_crown_color::red", "has_crown_color::blue", "has_crown_color::pink"
@@ -100,7 +100,7 @@ def test_bad_inputs_are_one_line(tmp_path):
             for c, t in (("annotator", str), ("image", str), ("study", int), ("question", str), ("answer", str))
         }
     ).to_parquet(empty)
-    store = AnnotationStore(tmp_path / "empty.db")
+    store = StudyStore(tmp_path / "empty.db")
     store.close()
     for path in (empty, tmp_path / "empty.db"):
         with pytest.raises(UsageError, match="no answers") as err:

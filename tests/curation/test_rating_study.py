@@ -5,20 +5,29 @@ store migration and the ``annotate --items`` command."""
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 
 import numpy as np
 import pytest
 
 from concept_grounding.conceptbed.human_ratings import SimulatedRater, export_rating_items, simulate_ratings, table3
-from concept_grounding.curation.annotations import SCHEMA_VERSION, AnnotationError, AnnotationStore, study1_item
-from concept_grounding.curation.rating_store import RatingStore, run_raters
-from concept_grounding.curation.rating_study import interval_alpha
-from concept_grounding.loaders.ratings import RATING_COLUMNS, read_rating_items, read_rating_truth
+from concept_grounding.curation.agreement import alpha, study_alpha
+from concept_grounding.curation.annotation_items import AnnotationError
+from concept_grounding.curation.rating_store import RatingStore
+from concept_grounding.curation.simulate import run_annotators
+from concept_grounding.curation.study import CONCEPTBED_RATING, rating_item, rating_record
+from concept_grounding.curation.study_store import StudyStore
+from concept_grounding.loaders.ratings import (
+    RATING_COLUMNS,
+    ratings_frame,
+    read_rating_items,
+    read_rating_truth,
+    read_ratings,
+)
 from concept_grounding.world import BirdWorld, WorldConfig
 
 LEARNERS = ("exact", "another species")
+RATING = CONCEPTBED_RATING.name
 
 
 def _records(per: int = 2) -> list[dict]:
@@ -63,11 +72,27 @@ def items_folder(tmp_path_factory):
     return export_rating_items(tmp_path_factory.mktemp("items"), _records())
 
 
-@pytest.fixture
-def store(tmp_path, items_folder):
-    s = RatingStore(tmp_path / "a.db", k=2)
-    s.add_rating_items(read_rating_items(items_folder))
+def _study_store(path, items_folder, k=2) -> StudyStore:
+    s = StudyStore(path, k=k)
+    s.add_records(RATING, [rating_record(it) for it in read_rating_items(items_folder)])
     return s
+
+
+@pytest.fixture
+def study(tmp_path, items_folder):
+    """The study store holding the items folder's rating items (k = 2)."""
+    return _study_store(tmp_path / "a.db", items_folder)
+
+
+@pytest.fixture
+def store(study):
+    """The same store through the rating tab's calls (the served app's)."""
+    return RatingStore(study.path)
+
+
+def _rate(store, raters, rate, limit=None) -> int:
+    """Simulated raters' ``rate(name, item)`` through the one simulator's loop."""
+    return run_annotators(store, RATING, raters, lambda n, rec: {"rating": rate(n, rating_item(rec))}, limit)
 
 
 def test_items_folder_round_trip_dedupes_references_and_refuses_bad_records(items_folder, tmp_path):
@@ -91,59 +116,66 @@ def test_items_folder_round_trip_dedupes_references_and_refuses_bad_records(item
         assert "\n" not in str(err.value) and not (tmp_path / "bad" / "items.jsonl").exists()
 
 
-def test_each_rater_meets_every_item_once_in_their_own_fixed_order(store, tmp_path, items_folder):
+def test_each_rater_meets_every_item_once_in_their_own_fixed_order(study, tmp_path, items_folder):
     orders = {}
     for rater in ("ann", "bob"):
         seen = []
-        while (item := store.next_rating(rater)) is not None:
-            assert store.next_rating(rater).id == item.id  # leased: the same until rated
-            store.submit_rating(rater, item.id, 3)
-            seen.append(item.id)
+        while (record := study.next_record(rater, RATING)) is not None:
+            assert study.next_record(rater, RATING).id == record.id  # leased: the same until rated
+            study.submit(rater, RATING, record.id, {"rating": 3})
+            seen.append(record.id)
         orders[rater] = seen
-    ids = {it.id for it in store.rating_items()}
+    ids = {r.id for r in study.records(RATING)}
     assert set(orders["ann"]) == set(orders["bob"]) == ids and len(orders["ann"]) == len(ids)
     assert orders["ann"] != orders["bob"]  # shuffled per rater
-    assert store.next_rating("carol") is None and store.rating_complete() == (10, 10)  # k = 2 honoured
-    again = RatingStore(tmp_path / "b.db", k=2)
-    again.add_rating_items(read_rating_items(items_folder))
-    assert again.next_rating("ann").id == orders["ann"][0]  # deterministic
+    assert study.next_record("carol", RATING) is None and study.complete(RATING) == (10, 10)  # k = 2 honoured
+    again = _study_store(tmp_path / "b.db", items_folder)
+    assert again.next_record("ann", RATING).id == orders["ann"][0]  # deterministic
 
 
-def test_out_of_range_rating_refused_in_one_line_nothing_lost(store):
-    item = store.next_rating("ann")
-    for bad in (0, 6, "7", "", "3.5", "x" * 10_000, True, None, -1):
-        with pytest.raises(AnnotationError, match="is not one of 1-5") as err:
-            store.submit_rating("ann", item.id, bad)
+def test_out_of_range_rating_refused_in_one_line_nothing_lost(study, store):
+    record = study.next_record("ann", RATING)
+    for bad in (0, 6, "7", "3.5", "x" * 10_000, True, None, -1):
+        with pytest.raises(AnnotationError, match="is not one of|answer rating before submitting") as err:
+            study.submit("ann", RATING, record.id, {"rating": bad})
         assert "\n" not in str(err.value) and len(str(err.value)) < 200
-    assert store.rating_rows() == [] and store.open_rating("ann") == item.id
-    store.submit_rating("ann", item.id, "5")
-    with pytest.raises(AnnotationError, match="already rated it"):
-        store.submit_rating("ann", item.id, 4)
+        with pytest.raises(AnnotationError, match="is not one of 1-5"):  # the rating tab's wording
+            store.submit_rating("ann", record.id, bad)
+    assert study.response_count() == 0 and study.open_record("ann", RATING) == record.id
+    study.submit("ann", RATING, record.id, {"rating": "5"})
+    with pytest.raises(AnnotationError, match="already answered it"):
+        study.submit("ann", RATING, record.id, {"rating": 4})
     with pytest.raises(AnnotationError, match="forged or stale"):
-        store.submit_rating("ann", "r-forged", 4)
+        study.submit("ann", RATING, "r-forged", {"rating": 4})
     assert [r[-1] for r in store.rating_rows()] == [5]
 
 
-def test_export_round_trip_parquet_and_dataset(store, tmp_path):
+def test_export_round_trip_parquet_and_dataset(study, tmp_path):
     import pandas as pd
 
+    from concept_grounding.conceptbed.table3 import RatingCollector
+
     raters = {n: SimulatedRater(n, noise=0.3) for n in ("ann", "bob")}
-    assert run_raters(store, list(raters), lambda n, it: raters[n].rate(it, 1.0 if "c0" in it.concept else 0.0)) == 20
-    ds = store.export_ratings()
-    assert tuple(ds.column_names) == RATING_COLUMNS and len(ds) == 20
-    back = pd.read_parquet(store.ratings_to_parquet(tmp_path / "r.parquet"))
-    assert [tuple(r) for r in back.itertuples(index=False)] == store.rating_rows()
-    assert interval_alpha(back[["rater", "item", "rating"]].itertuples(index=False)) == store.rating_alpha()
+    assert _rate(study, list(raters), lambda n, it: raters[n].rate(it, 1.0 if "c0" in it.concept else 0.0)) == 20
+    ds = study.export(RATING)
+    assert len(ds) == 20 and {"annotator", "record", "image", "references", "caption", "rating"} <= set(ds.column_names)
+    path = study.to_parquet(RATING, tmp_path / "r.parquet")
+    back = ratings_frame(pd.read_parquet(path))
+    assert tuple(back.columns) == RATING_COLUMNS and back.values.tolist() == ratings_frame(ds).values.tolist()
+    assert RatingCollector().ratings(str(path), 0)[0].equals(back)  # Table 3 reads the export
+    assert alpha(back[["rater", "item", "rating"]].itertuples(index=False), "interval") == pytest.approx(
+        study_alpha(CONCEPTBED_RATING, study.responses(RATING))["rating"]
+    )
 
 
 def test_alpha_known_answers():
     same = [(r, f"i{j}", v) for r in ("a", "b", "c") for j, v in enumerate([1, 3, 5, 2, 4])]
-    assert interval_alpha(same) == pytest.approx(1.0)
+    assert alpha(same, "interval") == pytest.approx(1.0)
     # by hand: values 1,1 | 2,2 | 3,4 -> D_o = 2/6, D_e = 82/30, alpha = 1 - 5/41
     small = [("a", "i1", 1), ("b", "i1", 1), ("a", "i2", 2), ("b", "i2", 2), ("a", "i3", 3), ("b", "i3", 4)]
-    assert interval_alpha(small) == pytest.approx(36 / 41)
-    assert interval_alpha(small + [("c", "i9", 5)]) == pytest.approx(36 / 41)  # a lone rating is not pairable
-    assert interval_alpha([("a", "i1", 3), ("b", "i1", 3)]) is None
+    assert alpha(small, "interval") == pytest.approx(36 / 41)
+    assert alpha(small + [("c", "i9", 5)], "interval") == pytest.approx(36 / 41)  # a lone rating is not pairable
+    assert alpha([("a", "i1", 3), ("b", "i1", 3)], "interval") is None
 
 
 def test_table3_known_answers():
@@ -180,111 +212,27 @@ def test_simulated_raters_follow_the_worlds_truth(items_folder):
     assert set(random) <= {1, 2, 3, 4, 5} and len(set(random)) > 1
 
 
-def test_older_stores_gain_the_rating_tables(tmp_path, items_folder):
-    path = tmp_path / "old.db"
-    old = AnnotationStore(path, k=2)
-    old.add_images([study1_item("1:c0", "017.Cardinal", "has_crown_color::pink", candidate="c0")])
-    old.submit("ann", old.next_image("ann", 1).image, {"q1": "yes", "q2": "no"})
-    old.close()
-    with sqlite3.connect(path) as con:  # as version 2 wrote it
-        con.executescript(
-            "DROP TABLE rating_leases; DROP TABLE ratings; DROP TABLE rating_items; PRAGMA user_version=2;"
-        )
-    readonly = RatingStore(path, read_only=True)
-    assert readonly.rating_rows() == [] and readonly.rating_complete() == (0, 0) and len(readonly.rows()) == 2
-    store = RatingStore(path)
-    assert store.k == 2 and len(store.rows()) == 2
-    assert store.add_rating_items(read_rating_items(items_folder)) == 10
-    with sqlite3.connect(path) as con:
-        assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
-
-
-def _counted_everywhere(store: RatingStore, raters) -> None:
-    """Each rater's progress from the trigger-kept counts equals the one counted from the rows."""
-    for rater in raters:
-        assert store.rating_progress(rater) == store._progress_counted(rater), rater
-
-
-def test_progress_counts_follow_leases_submits_refusals_and_expiry(tmp_path, items_folder):
-    now = [0.0]
-    store = RatingStore(tmp_path / "p.db", k=2, lease_seconds=10, clock=lambda: now[0])
-    store.add_rating_items(read_rating_items(items_folder))
-    raters = [f"r{i}" for i in range(4)]
-    rng = np.random.default_rng(0)
-    for _ in range(120):
-        rater = raters[int(rng.integers(len(raters)))]
-        item = store.next_rating(rater)
-        if item is not None and rng.random() < 0.7:
-            store.submit_rating(rater, item.id, int(rng.integers(1, 6)))
-        elif item is not None and rng.random() < 0.5:  # an item not leased to them: stored, or refused
-            other = store.rating_items()[int(rng.integers(10))].id
-            try:
-                store.submit_rating(rater, other, 3)
-            except AnnotationError as err:
-                assert err.brief in ("a second submit", "item full")  # noqa: PT017 - the submit may be stored instead
-        now[0] += float(rng.uniform(0, 4))  # leases run out now and then: taken goes down again
-        _counted_everywhere(store, raters)
-    assert store.rating_count() > 10 and store.rating_complete()[0] > 0
-    assert sum(n for (n,) in store._read("SELECT items FROM rating_taken")) == 10
-
-
-def test_version_3_store_gains_filled_counts(tmp_path, items_folder):
-    path = tmp_path / "v3.db"
-    store = RatingStore(path, k=2)
-    store.add_rating_items(read_rating_items(items_folder))
-    run_raters(store, ["a", "b"], lambda n, it: 3, limit=4)
-    store.next_rating("c")  # a lease open
-    expected = {r: store.rating_progress(r) for r in "abc"}
-    store.close()
-    with sqlite3.connect(path) as con:  # as version 3 wrote it: no counts, no triggers
-        con.executescript(
-            "DROP TABLE rating_taken; DROP TABLE rating_rater_taken; DROP INDEX ratings_by_item; "
-            + "".join(
-                f"DROP TRIGGER {t};"
-                for t in (
-                    "rating_items_added",
-                    "rating_items_removed",
-                    "rating_items_retaken",
-                    "ratings_added",
-                    "ratings_removed",
-                )
-            )
-            + "PRAGMA user_version=3;"
-        )
-    readonly = RatingStore(path, read_only=True)
-    assert {r: readonly.rating_progress(r) for r in "abc"} == expected  # counted from the rows
-    upgraded = RatingStore(path)
-    assert {r: upgraded.rating_progress(r) for r in "abc"} == expected
-    run_raters(upgraded, ["c", "d"], lambda n, it: 5, limit=3)
-    _counted_everywhere(upgraded, "abcd")
-    with sqlite3.connect(path) as con:
-        assert con.execute("PRAGMA user_version").fetchone()[0] == 4
-
-
 def test_concurrent_raters_never_exceed_k(tmp_path, items_folder):
-    store = RatingStore(tmp_path / "c.db", k=2)
-    store.add_rating_items(read_rating_items(items_folder))
+    study = _study_store(tmp_path / "c.db", items_folder)
     done = []
 
     def rate(name):
-        own = RatingStore(tmp_path / "c.db")
-        done.append(run_raters(own, [name], lambda n, it: 4))
+        done.append(_rate(StudyStore(tmp_path / "c.db"), [name], lambda n, it: 4))
 
     threads = [threading.Thread(target=rate, args=(f"r{i}",)) for i in range(5)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    rows = store.rating_rows()
+    responses = study.responses(RATING)
     per = {}
-    for r in rows:
-        per[r[1]] = per.get(r[1], 0) + 1
-    assert sum(done) == len(rows) == 20 and set(per.values()) == {2}
-    assert len({(r[0], r[1]) for r in rows}) == len(rows)
+    for r in responses:
+        per[r.record] = per.get(r.record, 0) + 1
+    assert sum(done) == len(responses) == 20 and set(per.values()) == {2}
+    assert len({(r.annotator, r.record) for r in responses}) == len(responses)
 
 
 def test_annotate_command_rating_study(tmp_path, items_folder, capsys):
-    import pandas as pd
 
     from concept_grounding.cli import main
 
@@ -311,7 +259,7 @@ def test_annotate_command_rating_study(tmp_path, items_folder, capsys):
     out = capsys.readouterr().out
     assert "30 ratings submitted by 3 simulated raters (not people)" in out
     assert "Krippendorff's alpha (interval) 1.000" in out and "rating: 10 of 10 images have their 3 raters" in out
-    ratings = pd.read_parquet(tmp_path / "r.parquet")
+    ratings = read_ratings(tmp_path / "r.parquet")  # the study store's export
     truth = read_rating_truth(items_folder)
     assert (ratings["rating"] == 1 + 4 * ratings["item"].map(truth)).all()
     empty = tmp_path / "empty"

@@ -373,7 +373,8 @@ def test_sub_and_rating_items_round_trip_as_records():
 def test_export_one_row_per_response_with_fields_and_metadata_and_parquet(tmp_path):
     import pandas as pd
 
-    from concept_grounding.curation.study_export import export_columns, long_answers, rating_rows
+    from concept_grounding.curation.study_export import export_columns, long_answers
+    from concept_grounding.loaders.ratings import ratings_frame
 
     store = StudyStore(tmp_path / "a.db", k=2)
     items = [
@@ -392,15 +393,18 @@ def test_export_one_row_per_response_with_fields_and_metadata_and_parquet(tmp_pa
         and ds[0]["caption"] == "V* on a branch"
         and ds[1]["references"] == ["a.png", "b.png", "c.png"]
     )
-    assert rating_rows(ds) == [
-        ("ann", "r-2", "caption", "DreamBooth", "composition", "c1", 4),
-        ("bob", "r-1", "concept", "LoRA", "object", "c0", 2),
+    assert ratings_frame(ds).values.tolist() == [
+        ["ann", "r-2", "caption", "DreamBooth", "composition", "c1", 4],
+        ["bob", "r-1", "concept", "LoRA", "object", "c0", 2],
     ]
     back = pd.read_parquet(store.to_parquet("conceptbed-rating", tmp_path / "r.parquet"))
-    assert rating_rows(back) == rating_rows(ds)
+    assert ratings_frame(back).equals(ratings_frame(ds))
     store.add_records("sub-1", [_sub1(0)])
     store.submit("ann", "sub-1", "1:c0", {"q1": "yes", "q2": "no"})
     sub = store.export("sub-1")
-    assert long_answers(sub, SUB_STUDY_1) == [("ann", "1:c0", "q1", "yes"), ("ann", "1:c0", "q2", "no")]
+    assert long_answers(sub, [SUB_STUDY_1]) == [
+        ("ann", "1:c0", "sub-1", "q1", "yes"),
+        ("ann", "1:c0", "sub-1", "q2", "no"),
+    ]
     assert sub[0]["plus"] == "pink crown" and sub[0]["image"] == "c0"
     assert len(store.export("sub-2")) == 0

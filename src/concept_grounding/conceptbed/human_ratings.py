@@ -152,18 +152,11 @@ def pearson_r(x: Sequence[float], y: Sequence[float]) -> float | None:
 
 
 def _frame(ratings: object):
-    """``ratings`` (rows, a ``datasets.Dataset`` or a DataFrame) as a DataFrame, its columns checked."""
-    import pandas as pd
+    """``ratings`` (rows, a ``datasets.Dataset`` or a DataFrame; the study store's export or
+    :data:`~concept_grounding.loaders.ratings.RATING_COLUMNS` rows) as a checked DataFrame."""
+    from ..loaders.ratings import ratings_frame
 
-    frame = (
-        ratings.to_pandas()
-        if hasattr(ratings, "to_pandas")
-        else pd.DataFrame(list(ratings) if not isinstance(ratings, pd.DataFrame) else ratings)
-    )
-    missing = [c for c in ("item", "learner", "task", "rating") if c not in frame.columns]
-    if missing:
-        raise ValueError(f"ratings lack the columns {missing} (expected {list(RATING_COLUMNS)})")
-    return frame
+    return ratings_frame(ratings)
 
 
 def _cells(
@@ -184,9 +177,8 @@ def table3(ratings: object, metrics: Mapping[str, Mapping[str, Mapping[str, floa
     """ConceptBed's Table 3 from 1-5 ratings.
 
     Args:
-        ratings: rows with :data:`~concept_grounding.loaders.ratings.RATING_COLUMNS` (at least
-            item, learner, task, rating): the annotation store's export, its Parquet read back,
-            or :func:`simulate_ratings`' rows.
+        ratings: the study store's export of the rating study (its Parquet read back), or rows
+            with :data:`~concept_grounding.loaders.ratings.RATING_COLUMNS` (:func:`simulate_ratings`').
         metrics: metric name (:data:`METRICS`: ``"ccd"``, ``"dino"``, ``"clip"``) ->
             ``{learner: {task: value}}`` (e.g. ``results.json``'s ``table1`` and ``baselines.dino``).
 

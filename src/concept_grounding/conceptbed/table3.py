@@ -79,9 +79,9 @@ class RatingCollector:
     def ratings(self, path: str | None, seed: int) -> tuple[Any, str]:
         """(rating rows, who rated): the Parquet at ``path`` (people), else simulated raters."""
         if path is not None:
-            import pandas as pd
+            from ..loaders.ratings import read_ratings
 
-            return pd.read_parquet(path), f"people ({path})"
+            return read_ratings(path), f"people ({path})"
         from ..loaders.ratings import RatingItem
         from .human_ratings import simulate_ratings
 

@@ -17,6 +17,10 @@ from .annotate_job import AnnotateConfig
 
 __all__ = ["Studies", "open_studies", "serve_studies"]
 
+#: SUB's two studies (App. E) and ConceptBed's rating study (App. G), by their names in the store.
+SUB: tuple[str, ...] = ("sub-1", "sub-2")
+RATING = "conceptbed-rating"
+
 #: where a status line goes (the command passes ``print``)
 Echo = Callable[[str], Any]
 #: ``(name, accuracy, noise, seed) -> rater`` with ``rate(item, truth)``: a simulated rater of the rating
@@ -64,24 +68,27 @@ def open_studies(config: AnnotateConfig, echo: Echo, rater: RaterFactory | None 
     simulated answers (``rater`` makes the rating study's raters), the Parquet export, the status, the annotators'
     links and the Space folder."""
     from .curate_inputs import read_candidates
-    from .rating_store import RatingStore
     from .sampling import study_items
+    from .study import rating_record, sub_records
+    from .study_store import StudyStore
 
     check_config(config)
     if config.world_task:
         write_world_task(config.candidates)
     rows, root = read_candidates(config.candidates) if config.candidates is not None else ([], None)
     items = rating_items(config.items) if config.items is not None else []
-    store = RatingStore(config.db, k=config.k)  # created once every input has been read
+    store = StudyStore(config.db, k=config.k)  # created once every input has been read
     studies = Studies(store, rows, root, items)
     if config.candidates is not None:
-        added = store.add_images(
-            study_items(rows, per_attribute=config.per_attribute, per_pairing=config.per_pairing, seed=config.seed)
+        items = study_items(rows, per_attribute=config.per_attribute, per_pairing=config.per_pairing, seed=config.seed)
+        added = sum(store.add_records(s, records) for s, records in sub_records(items).items())
+        echo(
+            f"{added} new images in {config.db} (study 1: {store.complete(SUB[0])[1]}, "
+            f"study 2: {store.complete(SUB[1])[1]})"
         )
-        echo(f"{added} new images in {config.db} (study 1: {store.complete(1)[1]}, study 2: {store.complete(2)[1]})")
     if studies.items:
-        added = store.add_rating_items(studies.items)
-        echo(f"{added} new rating items in {config.db} ({store.rating_complete()[1]} in the rating study)")
+        added = store.add_records(RATING, [rating_record(it) for it in studies.items])
+        echo(f"{added} new rating items in {config.db} ({store.complete(RATING)[1]} in the rating study)")
     if config.simulate is not None:
         if rows:
             simulate_sub(config, studies, echo)
@@ -125,7 +132,10 @@ def serve_studies(config: AnnotateConfig, studies: Studies) -> None:
     from .sampling import candidate_id
 
     require_extra("space", "concept-grounding annotate's app (without --simulate or --export)")
-    store, root = studies.store, studies.root
+    from .rating_store import RatingStore
+
+    root = studies.root
+    store = RatingStore(config.db)  # the app's calls over the same store, until the app reads the study store
     if not on_spaces() and not store.token_holders():
         raise UsageError(
             "no annotator has a personal link yet: name them (--annotators ann,bob); each gets a "
@@ -175,7 +185,7 @@ def simulate_sub(config: AnnotateConfig, studies: Studies, echo: Echo) -> None:
     """SUB's simulated annotators (of ``--simulate``'s accuracies) answer every study image, by the
     candidates' ``truth.jsonl`` or, for generated candidates without one, by what generate was
     asked (S+ applied, the reference bird kept)."""
-    from .simulate import SimulatedAnnotator, asked_truth, read_truth, run_annotators
+    from .simulate import SimulatedAnnotator, asked_truth, read_truth, simulate_sub
 
     truth_file = Path(config.truth) if config.truth else studies.root / "truth.jsonl"
     if config.truth and not truth_file.is_file():
@@ -189,16 +199,16 @@ def simulate_sub(config: AnnotateConfig, studies: Studies, echo: Echo) -> None:
             "reference bird kept)"
         )
     anns = [SimulatedAnnotator(f"sim{i}-{a:g}", a, seed=i) for i, a in enumerate(config.simulate)]
-    echo(
-        f"{run_annotators(studies.store, anns, truth)} answers submitted by {_count(len(anns), 'simulated annotator')}"
-    )
+    n = simulate_sub(studies.store, anns, truth)
+    echo(f"{n} answers submitted by {_count(len(anns), 'simulated annotator')}")
 
 
 def simulate_ratings(config: AnnotateConfig, studies: Studies, rater: RaterFactory, echo: Echo) -> None:
     """Simulated raters (not people; one per ``--simulate`` accuracy, ``--rating-noise``) rate every
     item by the items folder's ``truth.jsonl``."""
     from ..loaders.ratings import read_rating_truth
-    from .rating_store import run_raters
+    from .simulate import run_annotators
+    from .study import rating_item
 
     items = studies.items
     truth = read_rating_truth(config.items)
@@ -213,12 +223,20 @@ def simulate_ratings(config: AnnotateConfig, studies: Studies, rater: RaterFacto
         r.name: r
         for r in (rater(f"sim{i}-{a:g}", a, config.rating_noise, config.seed) for i, a in enumerate(config.simulate))
     }
-    n = run_raters(studies.store, list(raters), lambda name, item: raters[name].rate(item, truth[item.id]))
+    n = run_annotators(
+        studies.store,
+        RATING,
+        list(raters),
+        lambda name, record: {"rating": raters[name].rate(rating_item(record), truth[record.id])},
+    )
     echo(f"{n} ratings submitted by {_count(len(raters), 'simulated rater')} (not people)")
 
 
 def _alpha_text(store: Any) -> str:
-    alpha = store.rating_alpha()
+    from .agreement import study_alpha
+    from .study import CONCEPTBED_RATING
+
+    alpha = study_alpha(CONCEPTBED_RATING, store.responses(RATING))["rating"]
     return "Krippendorff's alpha (interval) " + (
         "n/a (no item has two ratings that vary)" if alpha is None else f"{alpha:.3f}"
     )
@@ -226,35 +244,42 @@ def _alpha_text(store: Any) -> str:
 
 def export(config: AnnotateConfig, store: Any, echo: Echo) -> None:
     """SUB's answers to ``--export`` and the ratings to it (rating study only) or beside it."""
-    ratings = store.rating_complete()[1] > 0
-    sub = bool(store.images()) or not ratings
+    ratings = store.complete(RATING)[1] > 0
+    sub = _has_sub(store) or not ratings
     if sub:
-        echo(f"answers: {store.to_parquet(config.export)}")
+        echo(f"answers: {store.to_parquet(SUB, config.export)}")
     if ratings:
         path = Path(config.export)
         target = path.with_name(f"{path.stem}-ratings{path.suffix or '.parquet'}") if sub else path
-        echo(f"ratings: {store.ratings_to_parquet(target)} ({_alpha_text(store)})")
+        echo(f"ratings: {store.to_parquet(RATING, target)} ({_alpha_text(store)})")
 
 
 def status(store: Any, echo: Echo) -> None:
     """Each study's completion and each annotator's progress."""
-    ratings = store.rating_complete()
-    if store.images() or not ratings[1]:
-        for study in (1, 2):
+    ratings = store.complete(RATING)
+    answered = store.annotators()
+    if _has_sub(store) or not ratings[1]:
+        for number, study in enumerate(SUB, 1):
             done, total = store.complete(study)
-            echo(f"study {study}: {done} of {total} images have their {_count(store.k, 'annotator')}")
-        people = store.annotators()
+            echo(f"study {number}: {done} of {total} images have their {_count(store.k, 'annotator')}")
+        people = {name: {s: n for s, n in counts.items() if s in SUB} for name, counts in answered.items()}
+        people = {name: counts for name, counts in people.items() if counts}
         echo(f"{_count(len(people), 'annotator')} answered so far")
         for name, counts in people.items():
-            echo(f"  {name}: " + ", ".join(f"study {s} {_count(n, 'image')}" for s, n in counts.items()))
+            echo(f"  {name}: " + ", ".join(f"study {s[-1]} {_count(n, 'image')}" for s, n in counts.items()))
     if ratings[1]:
-        raters = store.raters()
+        raters = {name: counts[RATING] for name, counts in answered.items() if RATING in counts}
         echo(
             f"rating: {ratings[0]} of {ratings[1]} images have their {_count(store.k, 'rater')}; "
             f"{_alpha_text(store)}; {_count(len(raters), 'rater')} so far"
         )
         for name, n in raters.items():
             echo(f"  {name}: rating {_count(n, 'image')}")
+
+
+def _has_sub(store: Any) -> bool:
+    """Whether the store holds records of SUB's studies."""
+    return any(store.complete(s)[1] for s in SUB)
 
 
 def _count(n: int, noun: str) -> str:

@@ -15,8 +15,11 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .annotations import LIKERT, STUDIES
+from .agreement import MAX_DENSE, alpha, question_values
+from .annotation_items import LIKERT, STUDIES
 from .rules import MAX_DEVIATION, MIN_PAIRING_SCORE, MIN_YES, CurationRules
+from .study import SUB_STUDY_1, SUB_STUDY_2, Question
+from .study_export import long_answers
 
 __all__ = [
     "MAX_DENSE",
@@ -36,16 +39,21 @@ __all__ = [
     "class_agreement",
 ]
 
+#: SUB's two studies (App. E), whose export curate reads.
+SUB = (SUB_STUDY_1, SUB_STUDY_2)
 #: Fig. 6's score of each study-1 answer.
 LIKERT_SCORE: dict[str, float] = {"yes": 1.0, "somewhat": 0.5, "no": 0.0}
 
 
 def answers_frame(rows) -> pd.DataFrame:
-    """Answers (a ``datasets.Dataset``, a DataFrame or ``(annotator, image, study, question,
-    answer)`` tuples) -> a DataFrame with those columns and ``candidate`` (the id after ``":"``)."""
+    """Answers (the study store's export of SUB's studies, :func:`.study_export.export`, as a ``datasets.Dataset`` or
+    a DataFrame; or ``(annotator, image, study, question, answer)`` rows) -> a DataFrame with those five columns
+    (``study`` 1 or 2) and ``candidate`` (the id after ``":"``)."""
     if hasattr(rows, "to_pandas"):
-        df = rows.to_pandas()
-    elif isinstance(rows, pd.DataFrame):
+        rows = rows.to_pandas()
+    if isinstance(rows, pd.DataFrame) and "record" in rows.columns:  # the export: one row per response
+        rows = [(a, r, int(s.removeprefix("sub-")), q, v) for a, r, s, q, v in long_answers(rows, SUB)]
+    if isinstance(rows, pd.DataFrame):
         df = rows.copy()
     else:
         df = pd.DataFrame(list(rows), columns=["annotator", "image", "study", "question", "answer"])
@@ -198,29 +206,15 @@ def _majority(s2: pd.DataFrame) -> pd.Series:
     return unique
 
 
-_ORDINAL = {a: i for i, a in enumerate(reversed(LIKERT))}  # no 0 < somewhat 1 < yes 2
-
-
-#: the largest units x values^2 the library's dense coincidence tensor is given at once (~1.6 GB of float64).
-MAX_DENSE = 2 * 10**8
-
-
-def _alpha(part: pd.DataFrame, codes: pd.Series, level: str) -> float | None:
-    """``krippendorff.alpha`` of one question's answers (annotators x images), or ``None``
-    when no image has two annotators or only one value occurs."""
-    import krippendorff
-
-    table = pd.DataFrame({"a": part["annotator"], "i": part["image"], "v": codes}).pivot(
-        index="a", columns="i", values="v"
-    )
-    if table.shape[1] < 2 or codes.nunique() < 2 or int(table.notna().sum(0).max()) < 2:
-        return None
-    return float(krippendorff.alpha(reliability_data=table.to_numpy(), level_of_measurement=level))
+def _alpha(part: pd.DataFrame, question: Question, max_dense: int = MAX_DENSE) -> float | None:
+    """:func:`.agreement.alpha` of one question's answers at its level (annotators x images)."""
+    values = question_values(question, part["answer"])
+    return alpha(zip(part["annotator"], part["image"], values), question.level, max_dense)
 
 
 def agreement(answers: pd.DataFrame, max_dense: int = MAX_DENSE) -> dict[str, float]:
-    """Krippendorff's alpha per question, from ``krippendorff.alpha`` on the annotators x images
-    reliability table (NaN where an annotator did not see an image):
+    """Krippendorff's alpha per question (:func:`.agreement.alpha`, each question at its level in
+    :data:`~.study.SUB_STUDY_1` / :data:`~.study.SUB_STUDY_2`):
 
     * ``"study1/q1"``, ``"study1/q2"``: ordinal (no < somewhat < yes);
     * ``"study2/present"``: nominal over every answer, and ``"study2/present/<group>"`` per S+
@@ -232,24 +226,19 @@ def agreement(answers: pd.DataFrame, max_dense: int = MAX_DENSE) -> dict[str, fl
     single value throughout is left out.
     """
     out: dict[str, float] = {}
-    for (study, question), part in answers.groupby(["study", "question"]):
+    for (study, name), part in answers.groupby(["study", "question"]):
+        question = (SUB_STUDY_1 if study == 1 else SUB_STUDY_2).question(name)
+        value = _alpha(part, question, max_dense)
+        if value is not None:
+            out[f"study{study}/{name}"] = value
         if study == 1:
-            alpha = _alpha(part, part["answer"].map(_ORDINAL).astype(float), "ordinal")
-            if alpha is not None:
-                out[f"study{study}/{question}"] = alpha
             continue
-        codes = pd.Series(pd.factorize(part["answer"])[0], index=part.index).astype(float)
-        if part["image"].nunique() * codes.nunique() ** 2 <= max_dense:
-            alpha = _alpha(part, codes, "nominal")
-            if alpha is not None:
-                out[f"study{study}/{question}"] = alpha
         groups = part["answer"].str.split("::").str[0].str.removeprefix("has_")
         by_image = groups.groupby(part["image"]).agg(lambda g: g.iloc[0])  # an image's answers share its group
         for group, images in by_image.groupby(by_image):
-            sub = part[part["image"].isin(images.index)]
-            alpha = _alpha(sub, codes[sub.index], "nominal")
-            if alpha is not None:
-                out[f"study{study}/{question}/{group}"] = alpha
+            value = _alpha(part[part["image"].isin(images.index)], question)
+            if value is not None:
+                out[f"study{study}/{name}/{group}"] = value
     return out
 
 

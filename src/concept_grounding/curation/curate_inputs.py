@@ -11,11 +11,13 @@ from typing import TYPE_CHECKING
 from ..errors import UsageError, read_text_file
 from ..settings import nested, setting
 from ..validators import existing_dir, existing_file, optional_int
-from .annotations import AnnotationStore
 from .rules import CurationRules
 
 if TYPE_CHECKING:  # pandas loads when the job runs, not when the command line parses
     import pandas as pd
+
+#: the studies ``curate`` reads (SUB App. E, studies 1-2).
+SUB_NAMES = ("sub-1", "sub-2")
 
 __all__ = ["CurateConfig", "read_candidates", "read_answers", "gold_answers"]
 
@@ -82,7 +84,7 @@ def read_candidates(folder: Path) -> tuple[list[dict], Path]:
 
 
 def read_answers(path: Path) -> pd.DataFrame:
-    """Answers from a store (``.db``, opened read-only) or a Parquet export."""
+    """SUB's answers from a study store (``.db``, opened read-only) or its Parquet export (:mod:`.study_export`)."""
     import pandas as pd
 
     from .curate import answers_frame
@@ -93,7 +95,9 @@ def read_answers(path: Path) -> pd.DataFrame:
     try:
         if path.suffix.lower() == ".parquet":
             return answers_frame(pd.read_parquet(path))
-        return answers_frame(AnnotationStore(path, read_only=True).rows())
+        from .study_store import StudyStore
+
+        return answers_frame(StudyStore(path, read_only=True).export(SUB_NAMES))
     except (ValueError, OSError) as err:
         if isinstance(err, UsageError):
             raise

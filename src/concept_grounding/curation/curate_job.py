@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import UsageError
-from .annotations import AnnotationStore
 from .curate_inputs import CurateConfig, gold_answers, read_answers, read_candidates
 from .curate_report import CurateResult
 
@@ -114,8 +113,9 @@ def run_curate(config: CurateConfig) -> CurateResult:
 def _store_k(path: Path) -> int:
     """Annotators per image: the store's own k, or SUB App. E's default for a Parquet export."""
     from .annotation_items import DEFAULT_K
+    from .study_store import StudyStore
 
-    return DEFAULT_K if Path(path).suffix.lower() == ".parquet" else AnnotationStore(path, read_only=True).k
+    return DEFAULT_K if Path(path).suffix.lower() == ".parquet" else StudyStore(path, read_only=True).k
 
 
 def _below_k(answers: pd.DataFrame, k: int) -> dict[int, list[str]]:

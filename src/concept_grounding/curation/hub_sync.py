@@ -1,10 +1,9 @@
 """Optional sync of the annotation store to a Hub dataset repo (docs/human_validation.md), with
 ``huggingface_hub``'s :class:`~huggingface_hub.CommitScheduler`.
 
-:class:`AnnotationSync` snapshots the store's answers to ``<folder>/data/annotations.parquet``
-(the :meth:`~.annotations.AnnotationStore.export` columns) and, for a store with ConceptBed's
-rating study (:class:`~.rating_store.RatingStore` with items), its ratings to
-``<folder>/data/ratings.parquet`` under the scheduler's lock, then
+:class:`AnnotationSync` snapshots the study store's export (:mod:`.study_export`) of SUB's studies to
+``<folder>/data/annotations.parquet`` and, for a store with ConceptBed's rating study, that study's
+to ``<folder>/data/ratings.parquet`` under the scheduler's lock, then
 lets the scheduler commit the changed files, every ``every`` minutes and once more at exit.
 The SQLite file stays the source of truth; the repo holds its latest export, which ``curate
 --annotations`` reads after a download. Pass ``hf_api`` to commit elsewhere (the tests use an
@@ -18,8 +17,7 @@ from typing import Any
 
 from huggingface_hub import CommitScheduler
 
-from .annotations import AnnotationStore
-from .rating_store import RatingStore
+from .study_store import StudyStore
 
 __all__ = ["EXPORT_PATH", "RATINGS_PATH", "AnnotationSync"]
 
@@ -27,6 +25,8 @@ __all__ = ["EXPORT_PATH", "RATINGS_PATH", "AnnotationSync"]
 EXPORT_PATH = "data/annotations.parquet"
 #: where the rating study's snapshot goes.
 RATINGS_PATH = "data/ratings.parquet"
+#: the studies of each snapshot.
+SNAPSHOTS: dict[str, tuple[str, ...]] = {EXPORT_PATH: ("sub-1", "sub-2"), RATINGS_PATH: ("conceptbed-rating",)}
 
 
 class AnnotationSync(CommitScheduler):
@@ -43,7 +43,7 @@ class AnnotationSync(CommitScheduler):
 
     def __init__(
         self,
-        store: AnnotationStore,
+        store: StudyStore,
         *,
         repo_id: str,
         folder: str | Path,
@@ -53,7 +53,7 @@ class AnnotationSync(CommitScheduler):
         **kwargs: Any,
     ):
         self.store = store
-        self._snapshot_of: tuple[int, int] | None = None  # (answers, ratings) of the last snapshot (append-only)
+        self._snapshot_of: dict[str, int] = {}  # responses per snapshot at its last writing (append-only)
         super().__init__(
             repo_id=repo_id,
             folder_path=folder,
@@ -69,11 +69,11 @@ class AnnotationSync(CommitScheduler):
         """Snapshot the store when it has new answers (under the lock: never a half-written
         file), then commit what changed (nothing when nothing did)."""
         with self.lock:
-            ratings = isinstance(self.store, RatingStore) and self.store.rating_complete()[1] > 0
-            count = (self.store.answer_count(), self.store.rating_count() if ratings else 0)
-            if count != self._snapshot_of:
-                self.store.to_parquet(self.folder_path / EXPORT_PATH)
-                if ratings:
-                    self.store.ratings_to_parquet(self.folder_path / RATINGS_PATH)
-                self._snapshot_of = count
+            for path, studies in SNAPSHOTS.items():
+                if not any(self.store.complete(s)[1] for s in studies):
+                    continue  # a study this store does not hold
+                count = sum(self.store.response_count(s) for s in studies)
+                if count != self._snapshot_of.get(path):
+                    self.store.to_parquet(studies, self.folder_path / path)
+                    self._snapshot_of[path] = count
         return super().push_to_hub()

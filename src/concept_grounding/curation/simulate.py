@@ -18,8 +18,9 @@ Sec. 4.3's validation:
 * :func:`truth_answers` -- those truths as study answers (Q1 yes/no, Q2 yes/no, the group's
   present attribute): what a perfect annotator says.
 * :class:`SimulatedAnnotator` -- says the truth with probability ``accuracy``, otherwise
-  one of the other allowed answers uniformly; it drives the same
-  :class:`~.annotations.AnnotationStore` calls as the app (:func:`run_annotators`).
+  one of the other allowed answers uniformly (any study); :func:`run_annotators` drives the
+  same :class:`~.study.StudyBackend` calls as the app for any study, from an answer function
+  (SUB's: :func:`sub_answers`; the rating study's: ConceptBed's simulated raters).
 
 >>> cands = world_candidates(WorldTask(classes=2, attributes=("has_crown_color::pink",), images_per_pairing=2))
 >>> len(cands), cands[0].applied, cands[0].deviates
@@ -29,7 +30,7 @@ Sec. 4.3's validation:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -37,7 +38,7 @@ import numpy as np
 
 from ..fileio import atomic_write_lines
 from ..world import BirdWorld, WorldConfig
-from .annotations import LIKERT, STUDIES, AnnotationStore, ImageItem
+from .study import SUB_STUDY_1, SUB_STUDY_2, Record, Study, StudyBackend
 
 __all__ = [
     "WorldTask",
@@ -50,7 +51,10 @@ __all__ = [
     "asked_truth",
     "truth_answers",
     "SimulatedAnnotator",
+    "AnswerFn",
     "run_annotators",
+    "sub_answers",
+    "simulate_sub",
 ]
 
 
@@ -272,17 +276,17 @@ def asked_truth(rows: Iterable[dict]) -> dict[str, Candidate]:
     return out
 
 
-def truth_answers(item: ImageItem, truth: Candidate) -> dict[str, str]:
-    """A perfect annotator's answers to ``item`` (SUB App. E's questions) from the world's truth."""
-    if item.study == 1:
+def truth_answers(record: Record, truth: Candidate) -> dict[str, str]:
+    """A perfect annotator's answers to SUB's ``record`` (App. E's questions) from the world's truth."""
+    if record.study == SUB_STUDY_1.name:
         return {"q1": "yes" if truth.applied else "no", "q2": "yes" if truth.deviates else "no"}
     return {"present": truth.present}
 
 
 @dataclass
 class SimulatedAnnotator:
-    """An annotator who gives the true answer with probability ``accuracy`` per question,
-    else one of the other allowed answers uniformly (seeded by ``seed``)."""
+    """An annotator who gives the true answer with probability ``accuracy`` per question, else one of the other
+    answers the question allows for the record uniformly (seeded by ``seed``); for any study."""
 
     name: str
     accuracy: float
@@ -293,38 +297,61 @@ class SimulatedAnnotator:
             raise ValueError(f"accuracy must be in [0, 1], got {self.accuracy}")
         self._rng = np.random.default_rng([self.seed, sum(map(ord, self.name))])
 
-    def answer(self, item: ImageItem, truth: Candidate) -> dict[str, str]:
-        true = truth_answers(item, truth)
+    def answer(self, study: Study, record: Record, true: Mapping[str, str]) -> dict[str, str]:
+        """This annotator's answers to ``record`` of ``study`` whose true answers are ``true``."""
         out = {}
-        for q in STUDIES[item.study]:
-            options = LIKERT if item.study == 1 else item.choices
+        for q in study.questions:
             if self._rng.random() < self.accuracy:
-                out[q] = true[q]
+                out[q.name] = true[q.name]
             else:
-                wrong = [o for o in options if o != true[q]]
-                out[q] = wrong[int(self._rng.integers(len(wrong)))]
+                wrong = [o for o in q.allowed(record) if o != true[q.name]]
+                out[q.name] = wrong[int(self._rng.integers(len(wrong)))]
         return out
 
 
+#: ``(annotator, record) -> answers``: how one simulated annotator answers a record of one study
+AnswerFn = Callable[[str, Record], Mapping[str, object]]
+
+
 def run_annotators(
-    store: AnnotationStore,
-    annotators: Iterable[SimulatedAnnotator],
-    truth: dict[str, Candidate],
-    studies: Sequence[int] = (1, 2),
+    store: StudyBackend, study: str, annotators: Iterable[str], answer: AnswerFn, limit: int | None = None
+) -> int:
+    """Each annotator in turn takes :meth:`~.study.StudyBackend.next_record` of ``study`` and submits ``answer(name,
+    record)`` until none is left (or ``limit`` records each): the app's calls, for any study. Returns the submits."""
+    n = 0
+    for name in annotators:
+        done = 0
+        while limit is None or done < limit:
+            record = store.next_record(name, study)
+            if record is None:
+                break
+            store.submit(name, study, record.id, answer(name, record))
+            done += 1
+            n += 1
+    return n
+
+
+def sub_answers(annotators: Iterable[SimulatedAnnotator], truth: Mapping[str, Candidate]) -> AnswerFn:
+    """SUB's simulated answers: each annotator's :meth:`SimulatedAnnotator.answer` to the truth of the record's
+    candidate (``truth``: candidate id -> :class:`Candidate`, the record's ``metadata["candidate"]``)."""
+    by_name = {a.name: a for a in annotators}
+
+    def answer(name: str, record: Record) -> Mapping[str, str]:
+        study = SUB_STUDY_1 if record.study == SUB_STUDY_1.name else SUB_STUDY_2
+        return by_name[name].answer(study, record, truth_answers(record, truth[str(record.metadata["candidate"])]))
+
+    return answer
+
+
+def simulate_sub(
+    store: StudyBackend,
+    annotators: Sequence[SimulatedAnnotator],
+    truth: Mapping[str, Candidate],
+    studies: Sequence[str] = (SUB_STUDY_1.name, SUB_STUDY_2.name),
     limit: int | None = None,
 ) -> int:
-    """Each annotator in turn takes ``next_image`` and submits until none is left (or
-    ``limit`` images each); ``truth`` maps a candidate id to its :class:`Candidate` (an item's
-    ``meta["candidate"]``). Returns the number of submits."""
-    n = 0
-    for ann in annotators:
-        for study in studies:
-            done = 0
-            while limit is None or done < limit:
-                item = store.next_image(ann.name, study)
-                if item is None:
-                    break
-                store.submit(ann.name, item.image, ann.answer(item, truth[str(item.meta["candidate"])]))
-                done += 1
-                n += 1
-    return n
+    """SUB's simulated annotators answer each study in turn (:func:`run_annotators` with :func:`sub_answers`);
+    returns the submits."""
+    answer = sub_answers(annotators, truth)
+    names = [a.name for a in annotators]
+    return sum(run_annotators(store, study, names, answer, limit) for study in studies)

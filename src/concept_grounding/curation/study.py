@@ -16,7 +16,7 @@ concept_grounding.curation.annotation_items.AnnotationError: present: 'c' is not
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -43,6 +43,7 @@ __all__ = [
     "study_named",
     "SUB_KEYS",
     "sub_record",
+    "sub_records",
     "image_item",
     "rating_record",
     "rating_item",
@@ -270,6 +271,15 @@ def sub_record(item: ImageItem) -> Record:
     options = {"present": tuple(item.choices)} if item.study == 2 else {}
     field_image = str(item.meta.get("candidate", item.image))
     return Record(item.image, f"sub-{item.study}", {"image": field_image}, options, metadata)
+
+
+def sub_records(items: Iterable[ImageItem]) -> dict[str, list[Record]]:
+    """SUB's images as records (:func:`sub_record`) by study name, in order (what ``add_records`` takes per study)."""
+    out: dict[str, list[Record]] = {SUB_STUDY_1.name: [], SUB_STUDY_2.name: []}
+    for item in items:
+        record = sub_record(item)
+        out[record.study].append(record)
+    return out
 
 
 def image_item(record: Record) -> ImageItem:

@@ -1,7 +1,8 @@
 """The one export of a study's responses (docs/human_validation.md, "The export"): one row per response, with the
 annotator, the record's id, its fields, each question's answer and the record's metadata, as a ``datasets.Dataset``
 (and Parquet, :meth:`.study_store.StudyStore.to_parquet`). ``curate``, ConceptBed's Table 3 and the ratings loader read
-it; :func:`long_answers` gives SUB's one row per answered question, :func:`rating_rows` the rating study's rows.
+it; :func:`long_answers` gives SUB's one row per answered question (the rating study's rows:
+:func:`concept_grounding.loaders.ratings.ratings_frame`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 
     from .study_store import StudyStore
 
-__all__ = ["FIXED_COLUMNS", "export", "export_columns", "long_answers", "rating_rows"]
+__all__ = ["FIXED_COLUMNS", "export", "export_columns", "long_answers"]
 
 #: the first columns of every export.
 FIXED_COLUMNS: tuple[str, ...] = ("annotator", "study", "record")
@@ -46,60 +47,49 @@ def _metadata_value(value: object) -> str | None:
     return json.dumps(value, sort_keys=True)
 
 
-def export_columns(study: Study, metadata_keys: Sequence[str] = ()) -> tuple[str, ...]:
-    """The columns of ``study``'s export: :data:`FIXED_COLUMNS`, its fields, its questions, then ``metadata_keys``."""
-    return (
-        FIXED_COLUMNS
-        + tuple(f.name for f in study.fields)
-        + tuple(q.name for q in study.questions)
-        + tuple(metadata_keys)
-    )
+def export_columns(study: Study | Sequence[Study], metadata_keys: Sequence[str] = ()) -> tuple[str, ...]:
+    """The columns of an export of ``study`` (or of several, their columns in turn, each once):
+    :data:`FIXED_COLUMNS`, the fields, the questions, then ``metadata_keys``."""
+    studies = [study] if isinstance(study, Study) else list(study)
+    own = [f.name for s in studies for f in s.fields] + [q.name for s in studies for q in s.questions]
+    return tuple(dict.fromkeys([*FIXED_COLUMNS, *own, *metadata_keys]))
 
 
-def export(store: StudyStore, study: str | Study) -> datasets.Dataset:
-    """``study``'s responses in submit order, one row each: :func:`export_columns` (fields of kind ``images`` a list
-    of text, every other column text; a metadata value that is not text is its JSON; what a record lacks is empty)."""
+def export(store: StudyStore, study: str | Study | Sequence[str | Study]) -> datasets.Dataset:
+    """The responses to ``study`` (or to several studies, one after the other) in submit order, one row each:
+    :func:`export_columns` (a field of kind ``images`` a list of text, every other column text; a metadata value that
+    is not text is its JSON; what a record or its study lacks is empty)."""
     import datasets
 
-    spec = store.study(study)
-    records = {r.id: r for r in store.records(spec)}
-    responses = store.responses(spec)
-    named = {f.name for f in spec.fields} | {q.name for q in spec.questions} | set(FIXED_COLUMNS)
-    meta_cols = _metadata_columns((records[r.record].metadata for r in responses), named)
-    columns: dict[str, list[object]] = {c: [] for c in export_columns(spec, tuple(meta_cols.values()))}
-    for response in responses:
-        record = records[response.record]
-        columns["annotator"].append(response.annotator)
-        columns["study"].append(spec.name)
-        columns["record"].append(record.id)
+    specs = [store.study(s) for s in ([study] if isinstance(study, (str, Study)) else study)]
+    responses = [(spec, r) for spec in specs for r in store.responses(spec)]
+    records = {(spec.name, r.id): r for spec in specs for r in store.records(spec)}
+    named = set(export_columns(specs))
+    meta_cols = _metadata_columns((records[s.name, r.record].metadata for s, r in responses), named)
+    columns: dict[str, list[object]] = {c: [] for c in export_columns(specs, tuple(meta_cols.values()))}
+    for spec, response in responses:
+        record = records[spec.name, response.record]
+        row: dict[str, object] = {"annotator": response.annotator, "study": spec.name, "record": record.id}
         for f in spec.fields:
             value = record.fields.get(f.name)
-            columns[f.name].append([str(v) for v in value] if f.kind == "images" and value else value)  # type: ignore[union-attr]
-        for q in spec.questions:
-            columns[q.name].append(response.answers.get(q.name))
-        for key, column in meta_cols.items():
-            columns[column].append(_metadata_value(record.metadata.get(key)))
+            row[f.name] = [str(v) for v in value] if f.kind == "images" and value else value  # type: ignore[union-attr]
+        row.update({q.name: response.answers.get(q.name) for q in spec.questions})
+        row.update({col: _metadata_value(record.metadata.get(key)) for key, col in meta_cols.items()})
+        for column, values in columns.items():
+            values.append(row.get(column))
     features = {c: datasets.Value("string") for c in columns}
-    features.update({f.name: _field_feature(f) for f in spec.fields})
+    features.update({f.name: _field_feature(f) for spec in specs for f in spec.fields})
     return datasets.Dataset.from_dict(columns, features=datasets.Features(features))
 
 
-def long_answers(table: Any, study: Study) -> list[tuple[str, str, str, str]]:
-    """An export (a ``Dataset`` or a pandas frame) as ``(annotator, record, question, answer)`` rows, one per answered
-    question, in the export's order and the study's question order."""
+def long_answers(table: Any, studies: Sequence[Study]) -> list[tuple[str, str, str, str, str]]:
+    """An export (a ``Dataset`` or a pandas frame) of ``studies`` as ``(annotator, record, study, question, answer)``
+    rows, one per answered question, in the export's order and each study's question order."""
     frame = table.to_pandas() if hasattr(table, "to_pandas") else table
-    names = [q.name for q in study.questions]
+    asks = {s.name: [q.name for q in s.questions] for s in studies}
     return [
-        (row["annotator"], row["record"], q, row[q])
-        for row in frame[["annotator", "record", *names]].to_dict("records")
-        for q in names
-        if row[q] is not None
+        (row["annotator"], row["record"], row["study"], q, row[q])
+        for row in frame.to_dict("records")
+        for q in asks.get(row["study"], ())
+        if isinstance(row.get(q), str)
     ]
-
-
-def rating_rows(table: Any) -> list[tuple[str, str, str, str, str, str, int]]:
-    """The rating study's export as :data:`~concept_grounding.loaders.ratings.RATING_COLUMNS` tuples (``rater, item,
-    kind, learner, task, concept, rating``), the rating an int."""
-    frame = table.to_pandas() if hasattr(table, "to_pandas") else table
-    cols = ["annotator", "record", "kind", "learner", "task", "concept", "rating"]
-    return [(*row[:-1], int(row[-1])) for row in frame[cols].itertuples(index=False, name=None)]

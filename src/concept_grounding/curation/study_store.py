@@ -20,7 +20,7 @@ import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -335,14 +335,14 @@ class StudyStore(StudyDatabase):
             return int(self.read("SELECT COUNT(*) FROM responses")[0][0])
         return int(self.read("SELECT COUNT(*) FROM responses WHERE study = ?", (self.study(study).name,))[0][0])
 
-    def export(self, study: str | Study) -> datasets.Dataset:
-        """``study``'s responses as a ``datasets.Dataset``, one row per response with its record's fields and
-        metadata (:func:`.study_export.export`)."""
+    def export(self, study: str | Study | Sequence[str | Study]) -> datasets.Dataset:
+        """``study``'s responses (or several studies') as a ``datasets.Dataset``, one row per response with its
+        record's fields and metadata (:func:`.study_export.export`)."""
         from .study_export import export
 
         return export(self, study)
 
-    def to_parquet(self, study: str | Study, path: str | Path) -> Path:
+    def to_parquet(self, study: str | Study | Sequence[str | Study], path: str | Path) -> Path:
         """Write :meth:`export` to ``path`` (Parquet, replaced atomically) and return it."""
         from ..fileio import write_parquet
 

@@ -14,7 +14,8 @@ similarity) or against its caption (image-text alignment).
 
 An item's id is a digest of its content (kind, learner, task, concept, caption, image bytes),
 so writing the same records again gives the same ids and a store never mixes two items under
-one id. Ratings, whoever gives them, have the columns :data:`RATING_COLUMNS`.
+one id. Ratings, whoever gives them, have the columns :data:`RATING_COLUMNS`; :func:`read_ratings` reads them from
+the study store's export of the rating study (or a table with those columns).
 
 >>> import numpy as np, tempfile
 >>> im = np.zeros((8, 8, 3), np.uint8)
@@ -47,6 +48,9 @@ __all__ = [
     "write_rating_items",
     "read_rating_items",
     "read_rating_truth",
+    "EXPORT_NAMES",
+    "ratings_frame",
+    "read_ratings",
 ]
 
 #: what an item asks: concept similarity (vs three references) or image-text alignment (vs its caption)
@@ -243,3 +247,48 @@ def read_rating_truth(folder: str | Path) -> dict[str, float]:
             raise DatasetFormatError(f"truth must be a number in [0, 1], got {value!r:.40}", file=path, line=n)
         out[str(row.get("id"))] = float(value)
     return out
+
+
+#: the study store's export columns of the rating study (:mod:`concept_grounding.curation.study_export`) -> ours
+EXPORT_NAMES: dict[str, str] = {"annotator": "rater", "record": "item"}
+
+
+def ratings_frame(table: object):
+    """Ratings as a ``pandas.DataFrame`` with :data:`RATING_COLUMNS` (``rating`` an int): from the study store's
+    export of the rating study (a ``datasets.Dataset`` or a frame: ``annotator``, ``record``, the metadata columns and
+    ``rating``), a table that has those columns already, or rows (dicts or tuples in that order).
+
+    >>> ratings_frame([{"annotator": "ann", "record": "r-1", "kind": "concept", "learner": "LoRA",
+    ...                 "task": "object", "concept": "c0", "rating": "4"}]).values.tolist()
+    [['ann', 'r-1', 'concept', 'LoRA', 'object', 'c0', 4]]
+    """
+    import pandas as pd
+
+    if hasattr(table, "to_pandas"):
+        table = table.to_pandas()
+    if not isinstance(table, pd.DataFrame):
+        rows = list(table)  # type: ignore[call-overload]
+        table = (
+            pd.DataFrame(rows)
+            if not rows or isinstance(rows[0], Mapping)
+            else pd.DataFrame(rows, columns=RATING_COLUMNS)
+        )
+    frame = table.rename(columns=EXPORT_NAMES)
+    missing = [c for c in RATING_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ValueError(f"ratings lack the columns {missing} (expected {list(RATING_COLUMNS)} or the study export)")
+    frame = frame[list(RATING_COLUMNS)].copy()
+    frame["rating"] = frame["rating"].astype(int)
+    return frame
+
+
+def read_ratings(path: str | Path):
+    """The ratings of a Parquet file (the study store's export of the rating study, ``annotate --items ... --export``,
+    or a table with :data:`RATING_COLUMNS`) as :func:`ratings_frame`; one line naming the file when it is neither."""
+    import pandas as pd
+
+    path = Path(path)
+    try:
+        return ratings_frame(pd.read_parquet(path))
+    except (OSError, ValueError) as err:
+        raise DatasetFormatError(str(err).splitlines()[0] if str(err) else type(err).__name__, file=path) from None

@@ -227,6 +227,9 @@ def _unit(study: Study) -> str:
 
 # ---------------------------------------------------------------------------------------------- the page
 
+#: a record with no options (a label or rating question's options do not depend on the record)
+_NO_RECORD = Record("", "", {})
+
 
 def shortcut_keys(study: Study) -> dict[str, str]:
     """Each question's keys, in option order (see :data:`KEYS`); a choice question must come last.
@@ -242,9 +245,6 @@ def shortcut_keys(study: Study) -> dict[str, str]:
         end = len(KEYS) if q.kind == "choice" else start + len(q.allowed(_NO_RECORD))
         keys[q.name], start = KEYS[start:end], end
     return keys
-
-
-_NO_RECORD = Record("", "", {})
 
 
 def option_label(key: str, option: str) -> str:
@@ -276,7 +276,7 @@ def field_html(field: Field, record: Record | None, file_path: FilePath) -> str:
     if field.kind == "image":
         return title + image_html(str(file_path(record, str(value))))
     if field.kind == "images":
-        paths = [value] if isinstance(value, str) else list(value)  # type: ignore[call-overload]
+        paths = [value] if isinstance(value, str) else list(value)
         row = "".join(
             f'<div style="display:inline-block;margin:4px">{image_html(str(file_path(record, str(p))), 160)}</div>'
             for p in paths
@@ -294,9 +294,12 @@ def _wording(study: Study, q: Question, record: Record | None) -> str:
 
 def _guidelines(study: Study, keys: Mapping[str, str]) -> str:
     """The study's title and guidelines, then its keys ("Keys: 1-3 q1, 4-6 q2, Enter submits.")."""
-    spans = [f"{k[0]}-{k[-1]} {q}" if len(k) > 1 else f"{k} {q}" for q, k in keys.items() if k]
-    if any(q.kind == "choice" for q in study.questions):
-        spans = ["the one shown on each option"]
+    choice = {q.name for q in study.questions if q.kind == "choice"}
+    spans = [
+        f"the one shown on each option of {q}" if q in choice else f"{k[0]}-{k[-1]} {q}" if len(k) > 1 else f"{k} {q}"
+        for q, k in keys.items()
+        if k
+    ]
     return f"**{study.title}.** {study.guidelines} Keys: {', '.join(spans)}, Enter submits."
 
 

@@ -3,8 +3,9 @@
 :class:`StudyDatabase` opens one file (WAL journal, ``PRAGMA user_version`` = :data:`SCHEMA_VERSION`), keeps one
 connection per thread, settles ``k`` with the file, runs every write in one ``BEGIN IMMEDIATE`` transaction behind a
 process-wide lock per file, and turns every SQLite failure into a one-line
-:class:`~.annotation_items.AnnotationError` naming the file. Files of versions 1-4 are converted in one transaction
-when opened for writing (:mod:`.study_migrate`) and read through a converted in-memory copy when opened read-only.
+:class:`~.annotation_items.AnnotationError` naming the file. Files of older versions are converted in one
+transaction when opened for writing (:meth:`StudyDatabase.convert`; the store's is :mod:`.study_migrate`) and read
+through a converted in-memory copy when opened read-only.
 """
 
 from __future__ import annotations
@@ -189,19 +190,25 @@ class StudyDatabase:
             con.close()
             self._local.con = None
 
-    def _init_schema(self) -> None:
-        from .study_migrate import OLDER, migrate
+    #: the older schema versions :meth:`convert` turns into this one (none here; the store's subclass names them)
+    older_versions: tuple[int, ...] = ()
 
+    @staticmethod
+    def convert(con: sqlite3.Connection) -> None:
+        """Turn an open file of one of :attr:`older_versions` into this version in one transaction."""
+        raise NotImplementedError("StudyDatabase converts no older version")
+
+    def _init_schema(self) -> None:
         con = self.connection()
         try:
             version = con.execute("PRAGMA user_version").fetchone()[0]
             tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             if version == 0 and not tables and not self.read_only:
                 con.executescript(SCHEMA + f"PRAGMA user_version={SCHEMA_VERSION};")  # idempotent if raced
-            elif version in OLDER and not self.read_only:
-                self._with_lock(lambda: migrate(con))
-            elif version in OLDER:
-                self._convert_in_memory(con, migrate)
+            elif version in self.older_versions and not self.read_only:
+                self._with_lock(lambda: self.convert(con))
+            elif version in self.older_versions:
+                self._convert_in_memory(con, self.convert)
             elif version != SCHEMA_VERSION:
                 raise AnnotationError(
                     f"{self.path}: schema version {version}, this concept-grounding reads versions 1-"

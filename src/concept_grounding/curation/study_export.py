@@ -9,16 +9,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from .study import Field, Study
+from .study import Field, Record, Response, Study
 
 if TYPE_CHECKING:
     import datasets
 
-    from .study_store import StudyStore
 
-__all__ = ["FIXED_COLUMNS", "export", "export_columns", "long_answers"]
+class StudyReader(Protocol):
+    """What the export reads of a store (:class:`~.study_store.StudyStore`)."""
+
+    def study(self, study: str | Study) -> Study: ...
+
+    def records(self, study: str | Study) -> list[Record]: ...
+
+    def responses(self, study: str | Study) -> list[Response]: ...
+
+
+__all__ = ["FIXED_COLUMNS", "StudyReader", "export", "export_columns", "long_answers"]
 
 #: the first columns of every export.
 FIXED_COLUMNS: tuple[str, ...] = ("annotator", "study", "record")
@@ -55,7 +64,7 @@ def export_columns(study: Study | Sequence[Study], metadata_keys: Sequence[str] 
     return tuple(dict.fromkeys([*FIXED_COLUMNS, *own, *metadata_keys]))
 
 
-def export(store: StudyStore, study: str | Study | Sequence[str | Study]) -> datasets.Dataset:
+def export(store: StudyReader, study: str | Study | Sequence[str | Study]) -> datasets.Dataset:
     """The responses to ``study`` (or to several studies, one after the other) in submit order, one row each:
     :func:`export_columns` (a field of kind ``images`` a list of text, every other column text; a metadata value that
     is not text is its JSON; what a record or its study lacks is empty)."""

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from .annotation_items import AnnotationError, annotator_id, new_token, quote, token_hash
 from .study import STUDIES, Record, Response, Study
 from .study_db import LEASE_SECONDS, SCHEMA_VERSION, StudyDatabase
-from .study_migrate import SHUFFLE_PRIME, shuffle_number
+from .study_migrate import OLDER, SHUFFLE_PRIME, migrate, shuffle_number
 
 if TYPE_CHECKING:
     import datasets
@@ -72,6 +72,9 @@ class StudyStore(StudyDatabase):
         clock: seconds now (``time.time``; tests pass their own).
         studies: the studies this store serves, by name (default: every declared one, :data:`~.study.STUDIES`).
     """
+
+    older_versions = OLDER
+    convert = staticmethod(migrate)
 
     def __init__(
         self,

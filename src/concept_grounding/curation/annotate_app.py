@@ -334,10 +334,9 @@ class StudyTab:
         """The outputs of a refused identity: the message only, the radios left as they are."""
         import gradio as gr
 
+        questions = self.study.questions
         blank = ["" for _ in self.study.fields]
-        return [*blank, "", "", inspect.cleandoc(str(err)), *("" for _ in self.study.questions)] + [
-            gr.update() for _ in self.study.questions
-        ]
+        return [*blank, "", "", inspect.cleandoc(str(err)), *("" for _ in questions), *(gr.update() for _ in questions)]
 
 
 def _text(payload: object) -> str | None:
@@ -374,8 +373,9 @@ def build_app(
     submit takes the token, the record id and one answer per question, in the study's order."""
     import gradio as gr
 
-    if not studies:
-        raise ValueError("build_app needs at least one study")
+    names = [s.name for s in studies]
+    if not names or len(set(names)) != len(names):
+        raise ValueError(f"build_app needs one or more studies, each once; got {names}")
     spaces = on_spaces() if spaces is None else spaces
     handlers = StudyHandlers(store, spaces=spaces)
     ids = _elem_ids(studies)

@@ -166,6 +166,9 @@ def test_the_page_renders_every_declared_study_with_its_keys_and_ids(store):
     assert len(fns) == 6 and all(not fn.preprocess and not fn.postprocess for fn in fns)
     assert all(fn.concurrency_limit == CONCURRENCY and fn.show_progress == "hidden" for fn in app.fns.values())
     assert app._queue.ANAYLTICS_CACHE_FREQUENCY == 1000 and app._queue.ANALYTICS_MAX_EVENTS == 1000
+    for bad in ([], [SUB_STUDY_1, SUB_STUDY_1]):
+        with pytest.raises(ValueError, match="each once"):
+            build_app(store, bad, lambda record, name: name)
 
 
 def test_annotate_simulate_then_curate_commands(tmp_path, capsys):

@@ -54,3 +54,21 @@ def test_bad_input_one_line_nothing_written(tmp_path, image, answers, words):
         store.submit("a", image, answers)
     assert words in str(err.value) and "\n" not in str(err.value)
     assert store.rows() == []
+
+
+def test_curate_reads_the_same_answers_from_the_export_and_from_its_parquet(tmp_path):
+    import pandas as pd
+
+    from concept_grounding.curation.curate import answers_frame
+
+    store = _store(tmp_path, n=3, k=2)
+    for name in ("ann", "bob"):
+        while (item := store.next_image(name, 1)) is not None:
+            store.submit(name, item.image, {"q1": "somewhat", "q2": "yes" if name == "ann" else "no"})
+        store.submit(name, "2:c0", {"present": CHOICES[1]})
+    columns = ["annotator", "image", "study", "question", "answer", "candidate"]
+    by_rows = answers_frame(store.rows())[columns].sort_values(columns).values.tolist()
+    assert len(by_rows) == 2 * 3 * 2 + 2
+    assert answers_frame(store.export(("sub-1", "sub-2")))[columns].sort_values(columns).values.tolist() == by_rows
+    parquet = pd.read_parquet(store.to_parquet(("sub-1", "sub-2"), tmp_path / "a.parquet"))
+    assert answers_frame(parquet)[columns].sort_values(columns).values.tolist() == by_rows

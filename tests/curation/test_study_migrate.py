@@ -239,12 +239,14 @@ def test_older_file_opened_for_writing_keeps_everything(tmp_path, version):
     assert _version(path) == SCHEMA_VERSION
     _kept(store, version)
     tables = {r[0] for r in store.read("SELECT name FROM sqlite_master WHERE type IN ('table', 'trigger')")}
-    assert tables == {"settings", "records", "responses", "leases", "annotators"}
+    assert tables == {"settings", "records", "responses", "leases", "annotators", "open_records", "annotator_counts"}
     _kept(StudyStore(path, k=2), version)  # reopened: nothing converted twice
     assert store.next_record("bob", "sub-1").id == "1:c1"  # and it goes on: bob joins carol on 1:c1
     assert store.next_record("dan", "sub-1") is None  # k = 2: 1:c0 full, 1:c1 held by carol and bob
     store.submit("carol", "sub-1", "1:c1", {"q1": "no", "q2": "no"})
-    assert store.progress("carol", "sub-1") == (1, 1)
+    assert store.progress("carol", "sub-1") == (1, 1) and store.progress("bob", "sub-1") == (1, 2)
+    rating = [("conceptbed-rating", 1)] if version >= 3 else []
+    assert store.read("SELECT * FROM open_records ORDER BY study") == [*rating, ("sub-1", 0), ("sub-2", 1)]
 
 
 @pytest.mark.parametrize("version", [1, 2, 3, 4])

@@ -185,12 +185,21 @@ def _progress_by_definition(store, annotator, study):
 
 
 def _counts_by_definition(store):
+    """Every count the store keeps equals the one counted from the rows."""
     con = store.connection()
     for study, rec, n, taken in con.execute("SELECT study, id, n, taken FROM records"):
         responses = con.execute("SELECT COUNT(*) FROM responses WHERE study = ? AND record = ?", (study, rec))
         leases = con.execute("SELECT COUNT(*) FROM leases WHERE study = ? AND record = ?", (study, rec))
         got = responses.fetchone()[0]
         assert (n, taken) == (got, got + leases.fetchone()[0]), (study, rec)
+    open_ = dict(con.execute("SELECT study, SUM(taken < ?) FROM records GROUP BY study", (store.k,)))
+    assert dict(con.execute("SELECT study, n FROM open_records")) == open_
+    answered = con.execute(
+        "SELECT r.annotator, r.study, COUNT(*), SUM(c.taken < ?) FROM responses r JOIN records c ON c.study = r.study "
+        "AND c.id = r.record GROUP BY r.annotator, r.study ORDER BY 1, 2",
+        (store.k,),
+    ).fetchall()
+    assert con.execute("SELECT * FROM annotator_counts ORDER BY 1, 2").fetchall() == answered
 
 
 def test_progress_and_counts_match_their_definition_through_leases_refusals_and_expiry(tmp_path):
@@ -408,3 +417,34 @@ def test_export_one_row_per_response_with_fields_and_metadata_and_parquet(tmp_pa
     ]
     assert sub[0]["plus"] == "pink crown" and sub[0]["image"] == "c0"
     assert len(store.export("sub-2")) == 0
+
+
+def test_agreement_per_question_by_its_level():
+    import krippendorff
+    import numpy as np
+
+    from concept_grounding.curation.agreement import study_alpha
+    from concept_grounding.curation.study import Response
+
+    likert = [["yes", "yes", "no", "somewhat"], ["yes", "somewhat", "no", "no"], ["no", "yes", "somewhat", "no"]]
+    responses = [
+        Response(f"a{a}", "sub-1", f"1:c{i}", {"q1": v, "q2": "no" if i % 2 else "yes"})
+        for a, row in enumerate(likert)
+        for i, v in enumerate(row)
+    ]
+    out = study_alpha(SUB_STUDY_1, responses)
+    ranks = np.array([[{"yes": 0, "somewhat": 1, "no": 2}[v] for v in row] for row in likert], float)
+    assert out["q1"] == pytest.approx(krippendorff.alpha(reliability_data=ranks, level_of_measurement="ordinal"))
+    assert out["q1"] != pytest.approx(krippendorff.alpha(reliability_data=ranks, level_of_measurement="nominal"))
+    assert out["q2"] == pytest.approx(1.0)  # every annotator agrees on every record
+    ratings = [
+        Response(a, "conceptbed-rating", f"r{i}", {"rating": str(v)})
+        for a, vs in (("a", "1234"), ("b", "1244"))
+        for i, v in enumerate(vs)
+    ]
+    assert study_alpha(CONCEPTBED_RATING, ratings)["rating"] == pytest.approx(
+        krippendorff.alpha(
+            reliability_data=np.array([[1, 2, 3, 4], [1, 2, 4, 4]], float), level_of_measurement="interval"
+        )
+    )
+    assert study_alpha(SUB_STUDY_2, []) == {"present": None}

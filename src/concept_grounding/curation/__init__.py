@@ -7,13 +7,17 @@
 
 The human validation of Sec. 4.3 / App. E (docs/human_validation.md):
 
-* :mod:`.annotations` -- the SQLite annotation store (k annotators per image, resumable, export;
-  its connection layer in :mod:`.annotation_db`);
+* :mod:`.study` -- the annotation model (a study's fields, typed questions and distribution;
+  records and responses) and SUB's and ConceptBed's studies declared on it;
+* :mod:`.study_store` -- the one SQLite store of any study (k responses per record, leases, hashed
+  tokens; its SQLite layer :mod:`.study_db`, older files converted by :mod:`.study_migrate`), its
+  export (:mod:`.study_export`) and Krippendorff's alpha per question (:mod:`.agreement`);
+* :mod:`.annotations` -- the annotation app's SUB calls over the store (until the app reads it);
 * :mod:`.sampling` -- which candidates each study shows (40 per attribute, 3 per pairing);
 * :mod:`.annotate_app` -- the one Gradio app, any study a tab (``concept-grounding annotate``, whose
   settings :mod:`.annotate_job` declares and :mod:`.annotate_studies` runs);
 * :mod:`.hub_sync` -- optional push of the answers to a Hub dataset repo (CommitScheduler);
-* :mod:`.simulate` -- bird-world candidates with known failures and simulated annotators;
+* :mod:`.simulate` -- bird-world candidates with known failures and the one simulator of any study;
 * :mod:`.curate` -- human scores, discard rules (thresholds in :mod:`.rules`), Krippendorff's
   alpha, annotator accuracy;
 * the Human rows of Tables 1-2 from study-2 answers via ``sub_accuracy`` live in
@@ -23,8 +27,8 @@ The human validation of Sec. 4.3 / App. E (docs/human_validation.md):
 
 ConceptBed's human study (Patel et al., App. G; docs/human_validation.md), in the same store and app:
 
-* :mod:`.rating_study` -- its tables, wording, the 1-5 check and Krippendorff's alpha (interval);
-* :mod:`.rating_store` -- :class:`~.rating_store.RatingStore`, the store with the rating calls.
+* :mod:`.rating_study` -- its wording and the 1-5 check;
+* :mod:`.rating_store` -- the rating study's calls over the store (the app renders the study itself).
 
 This package sits above ``tdg``, ``judge``, ``worldflux``, the world and the loaders, which
 it joins (``pyproject.toml``'s import contracts); the human validation of Sec. 4.3

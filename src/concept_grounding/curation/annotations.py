@@ -69,13 +69,10 @@ class AnnotationStore(StudyStore):
 
     def image(self, image: object) -> ImageItem:
         """The stored image ``image``; an unknown id raises :class:`AnnotationError`."""
-        for study in _SUB:
-            if (
-                self.read("SELECT 1 FROM records WHERE study = ? AND id = ?", (study, image))
-                if isinstance(image, str) and len(image) <= 1000
-                else []
-            ):
-                return image_item(self.record(study, image))
+        if isinstance(image, str) and len(image) <= 1000:
+            for study in _SUB:
+                if self.read("SELECT 1 FROM records WHERE study = ? AND id = ?", (study, image)):
+                    return image_item(self.record(study, image))
         raise AnnotationError(f"image {quote(image)}: not in {self.path} (a forged or stale id)", brief="unknown image")
 
     def images(self, study: int | None = None) -> list[ImageItem]:

@@ -25,9 +25,11 @@ SCHEMA_VERSION = 5
 #: seconds a record handed to an annotator stays reserved for them.
 LEASE_SECONDS = 600.0
 
-#: records (``n``: responses, ``taken``: responses + live leases, both kept by the store's Python writes), one row
-#: per response (its answers one JSON object, written and read whole), leases, annotators (a token's SHA-256 only)
-#: and the settings (``k``).
+#: records (``n``: responses, ``taken``: responses + live leases), one row per response (its answers one JSON object,
+#: written and read whole), leases, annotators (a token's SHA-256 only) and the settings (``k``); and the tallies an
+#: annotator's progress reads instead of scanning the records: ``open_records`` (records with ``taken < k`` per study)
+#: and ``annotator_counts`` (per annotator and study: responses, and those on records with ``taken < k``). Every count
+#: is kept by the store's own Python writes (:mod:`.study_store`), in the transaction that moves it; no trigger.
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS settings (
     key TEXT PRIMARY KEY,
@@ -67,6 +69,17 @@ CREATE TABLE IF NOT EXISTS leases (
 );
 CREATE INDEX IF NOT EXISTS leases_expiry ON leases (expires);
 CREATE INDEX IF NOT EXISTS leases_by_record ON leases (study, record);
+CREATE TABLE IF NOT EXISTS open_records (
+    study TEXT PRIMARY KEY,
+    n INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS annotator_counts (
+    annotator TEXT NOT NULL,
+    study TEXT NOT NULL,
+    answered INTEGER NOT NULL,
+    answered_open INTEGER NOT NULL,
+    PRIMARY KEY (annotator, study)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS annotators (
     annotator TEXT PRIMARY KEY,
     token_hash TEXT UNIQUE,

@@ -5,7 +5,8 @@
 Everything is kept: each image becomes a record of ``sub-1`` / ``sub-2`` (:func:`~.study.sub_record`), each rating
 item one of ``conceptbed-rating`` (:func:`~.study.rating_record`, its shuffle number kept), an annotator's answers to
 an image one response, each rating one response, every lease (its expiry kept) and every token hash; the counts are
-recomputed from the responses and leases (the version-4 count tables and triggers are dropped, their numbers derived).
+recomputed from the responses and leases (the version-4 count tables and triggers are dropped, the new tallies
+derived from the rows).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import json
 import sqlite3
 from collections.abc import Iterable
 
-from .annotation_items import ImageItem
+from .annotation_items import DEFAULT_K, ImageItem
 from .study import CONCEPTBED_RATING, Record, rating_record, sub_record
 from .study_db import SCHEMA, SCHEMA_VERSION, statements
 
@@ -93,11 +94,21 @@ def _convert(con: sqlite3.Connection) -> None:
 
 
 def recount(con: sqlite3.Connection) -> None:
-    """Every record's ``n`` (responses) and ``taken`` (responses + leases) counted from the rows."""
+    """Every count of the schema (:data:`~.study_db.SCHEMA`'s note) computed from the rows, with the file's ``k``."""
+    row = con.execute("SELECT value FROM settings WHERE key = 'k'").fetchone()
+    k = int(row[0]) if row else DEFAULT_K
     con.execute(
         "UPDATE records SET n = (SELECT COUNT(*) FROM responses r WHERE r.study = records.study AND r.record = "
         "records.id), taken = (SELECT COUNT(*) FROM responses r WHERE r.study = records.study AND r.record = "
         "records.id) + (SELECT COUNT(*) FROM leases l WHERE l.study = records.study AND l.record = records.id)"
+    )
+    con.execute("DELETE FROM open_records")
+    con.execute("INSERT INTO open_records SELECT study, SUM(taken < ?) FROM records GROUP BY study", (k,))
+    con.execute("DELETE FROM annotator_counts")
+    con.execute(
+        "INSERT INTO annotator_counts SELECT r.annotator, r.study, COUNT(*), SUM(c.taken < ?) FROM responses r "
+        "JOIN records c ON c.study = r.study AND c.id = r.record GROUP BY r.annotator, r.study",
+        (k,),
     )
 
 

@@ -127,6 +127,10 @@ class StudyStore(StudyDatabase):
                     ),
                 )
                 added += cur.rowcount
+            con.execute(
+                "INSERT INTO open_records VALUES (?, ?) ON CONFLICT (study) DO UPDATE SET n = n + excluded.n",
+                (spec.name, added),
+            )
 
         self.write(insert)
         return added
@@ -172,7 +176,7 @@ class StudyStore(StudyDatabase):
 
         def lease(con: sqlite3.Connection) -> None:
             now = self.clock()
-            _expire(con, now)
+            _expire(con, self.k, now)
             held = con.execute(
                 "SELECT record FROM leases WHERE annotator = ? AND study = ? LIMIT 1", (who, spec.name)
             ).fetchone()
@@ -186,7 +190,7 @@ class StudyStore(StudyDatabase):
             row = self._pick(con, who, spec)
             if row:
                 con.execute("INSERT INTO leases VALUES (?, ?, ?, ?)", (who, spec.name, row, now + self.lease_seconds))
-                con.execute("UPDATE records SET taken = taken + 1 WHERE study = ? AND id = ?", (spec.name, row))
+                _retake(con, self.k, spec.name, row, +1)
                 found.append(row)
 
         self.write(lease)
@@ -246,25 +250,30 @@ class StudyStore(StudyDatabase):
                     raise AnnotationError(
                         f"record {stored.id!r}: already has its {self.k} annotators", brief="record full"
                     )
-                con.execute("UPDATE records SET taken = taken + 1 WHERE study = ? AND id = ?", key)
+                _retake(con, self.k, *key, +1)
             con.execute(
                 "INSERT INTO responses (annotator, study, record, answers) VALUES (?, ?, ?, ?)", (who, *key, checked)
             )
             con.execute("UPDATE records SET n = n + 1 WHERE study = ? AND id = ?", key)
+            taken = con.execute("SELECT taken FROM records WHERE study = ? AND id = ?", key).fetchone()
+            con.execute(
+                "INSERT INTO annotator_counts VALUES (?, ?, 1, ?) ON CONFLICT (annotator, study) DO UPDATE SET "
+                "answered = answered + 1, answered_open = answered_open + excluded.answered_open",
+                (who, spec.name, int(taken[0] < self.k)),
+            )
             con.execute("INSERT OR IGNORE INTO annotators (annotator) VALUES (?)", (who,))
 
         self.write(insert)
 
     def progress(self, annotator: str, study: str) -> tuple[int, int]:
         """``(answered, answered + still available)`` records of ``study`` for ``annotator`` (available: not answered
-        by them, and leased to them or held by fewer than ``k``), from four index lookups, not a scan of the records."""
+        by them, and leased to them or held by fewer than ``k``), from the kept tallies (:data:`~.study_db.SCHEMA`) and
+        the annotator's own leases: a few index lookups, not a scan of the records."""
         who, name = annotator_id(annotator), self.study(study).name
-        # CROSS JOIN fixes SQLite's join order: from this annotator's rows, not from every open record (a scan)
         done, open_, answered_open, leased_full = self.read(
-            "SELECT (SELECT COUNT(*) FROM responses WHERE annotator = ?1 AND study = ?2), "
-            "(SELECT COUNT(*) FROM records WHERE study = ?2 AND taken < ?3), "
-            "(SELECT COUNT(*) FROM responses r CROSS JOIN records c ON c.study = r.study AND c.id = r.record "
-            "WHERE r.annotator = ?1 AND r.study = ?2 AND c.taken < ?3), "
+            "SELECT (SELECT COALESCE(SUM(answered), 0) FROM annotator_counts WHERE annotator = ?1 AND study = ?2), "
+            "(SELECT COALESCE(SUM(n), 0) FROM open_records WHERE study = ?2), "
+            "(SELECT COALESCE(SUM(answered_open), 0) FROM annotator_counts WHERE annotator = ?1 AND study = ?2), "
             "(SELECT COUNT(*) FROM leases l CROSS JOIN records c ON c.study = l.study AND c.id = l.record "
             "WHERE l.annotator = ?1 AND l.study = ?2 AND c.taken >= ?3)",
             (who, name, self.k),
@@ -369,14 +378,27 @@ def _check_record(spec: Study, record: Record) -> None:
             raise AnnotationError(f"record {quote(record.id)}: question {q.name!r} needs at least 2 options")
 
 
-def _expire(con: sqlite3.Connection, now: float) -> None:
-    """Free the leases that ran out (their records go back to the pool)."""
+def _retake(con: sqlite3.Connection, k: int, study: str, record: str, delta: int) -> None:
+    """Move ``record``'s ``taken`` by ``delta``; when that opens or fills it (``taken`` crossing ``k``), move the
+    study's open records and the open answered records of each of its annotators with it."""
+    con.execute("UPDATE records SET taken = taken + ? WHERE study = ? AND id = ?", (delta, study, record))
+    new = con.execute("SELECT taken FROM records WHERE study = ? AND id = ?", (study, record)).fetchone()[0]
+    old = new - delta
+    if (old < k) == (new < k):
+        return
+    step = 1 if new < k else -1
+    con.execute("UPDATE open_records SET n = n + ? WHERE study = ?", (step, study))
     con.execute(
-        "UPDATE records SET taken = taken - (SELECT COUNT(*) FROM leases l WHERE l.study = records.study AND "
-        "l.record = records.id AND l.expires < ?1) WHERE (study, id) IN (SELECT study, record FROM leases "
-        "WHERE expires < ?1)",
-        (now,),
+        "UPDATE annotator_counts SET answered_open = answered_open + ? WHERE study = ? AND annotator IN "
+        "(SELECT annotator FROM responses WHERE study = ? AND record = ?)",
+        (step, study, study, record),
     )
+
+
+def _expire(con: sqlite3.Connection, k: int, now: float) -> None:
+    """Free the leases that ran out (their records go back to the pool)."""
+    for study, record in con.execute("SELECT study, record FROM leases WHERE expires < ?", (now,)).fetchall():
+        _retake(con, k, study, record, -1)
     con.execute("DELETE FROM leases WHERE expires < ?", (now,))
 
 

@@ -13,7 +13,6 @@ import time
 
 import pytest
 
-from concept_grounding.curation.annotations import AnnotationStore
 from concept_grounding.curation.study import SUB_STUDY_1, Record
 from concept_grounding.curation.study_store import StudyStore
 
@@ -206,7 +205,7 @@ def test_space_folder_has_oauth_card_requirements_and_no_truth(tmp_path, capsys)
     assert "hf_oauth: true" in (space / "README.md").read_text()
     assert "gradio[oauth]" in (space / "requirements.txt").read_text()
     assert (space / "candidates" / "metadata.jsonl").is_file() and not list(space.rglob("truth*"))
-    assert AnnotationStore(space / "annotations.db").complete(1) == AnnotationStore(db).complete(1)
+    assert StudyStore(space / "annotations.db").complete("sub-1") == StudyStore(db).complete("sub-1")
     assert "annotate" in (space / "app.py").read_text()
 
 
@@ -234,5 +233,5 @@ def test_serving_without_links_is_refused_in_one_line_and_links_print(tmp_path, 
     assert main(args + ["--annotators", "ann,bob", "--status"]) == 0
     out = capsys.readouterr().out
     links = [line.split("?token=")[1] for line in out.splitlines() if "?token=" in line]
-    store = AnnotationStore(db)
+    store = StudyStore(db)
     assert len(links) == 2 and [store.annotator_for_token(t) for t in links] == ["ann", "bob"]

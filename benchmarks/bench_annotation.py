@@ -1,10 +1,10 @@
-"""Time the annotation store under concurrent annotators (SUB's human studies).
+"""Time the one annotation store and app under concurrent annotators (SUB's study 1 or ConceptBed's rating study).
 
 ``--annotators`` threads (default 10, as a Gradio server serves them), each with its own
-SQLite connection to one WAL store of ``--images`` study-1 images (k = 3), loop
-``next_image`` -> ``submit`` for ``--seconds``; prints the latency percentiles of
-``next_image`` and of ``submit`` (ms), the submits per second, and checks that no image got
-more than k answers and no annotator saw an image twice.
+SQLite connection to one WAL :class:`~concept_grounding.curation.study_store.StudyStore` of ``--images`` records
+(k = 3), loop ``next_record`` -> ``submit`` for ``--seconds``; prints the latency percentiles of
+``next_record`` and of ``submit`` (ms), the submits per second, and checks that no record got
+more than k answers and no annotator saw a record twice.
 
 ``--http`` measures what an annotator waits for instead: the Gradio app
 (:func:`~concept_grounding.curation.annotate_app.build_app`) is served on 127.0.0.1 in its own
@@ -23,17 +23,16 @@ CPU seconds of the server and of the clients, and checks the store: every submit
 image over k, no duplicate answer.
 
 ``--http --breakdown`` splits one annotator's round trip (sequential submits) into where the
-time goes: our handler (store ``submit`` + ``next_image``), the rest of Gradio's server-side
+time goes: our handler (store ``next_record`` + ``submit`` + ``next_record``), the rest of Gradio's server-side
 processing (``process_api``: pre/post-processing, the image copied into its cache), the
 queue + HTTP transport + client (the round trip without the image download), and the image
 download (a second HTTP request the client makes, as a browser does), with gradio_client; then
 the round trip of the page's own requests (:class:`PageClient`, no 50 ms poll) and the part of
 our handler that counts the annotator's progress.
 
-``--study rating`` times ConceptBed's rating study instead (the app's rating tab, one
+``--study rating`` times ConceptBed's rating study instead (the same app rendering that study, one
 1-5 rating per submit, each rater's own shuffled order, a 224 px image with three references
-inline): the same arms (``--breakdown`` included: its handler is the rating tab's submit),
-``--images`` rating items; the target is p95 submit -> next item <= 200 ms with 10 raters.
+inline): the same arms, ``--images`` rating records; the target is p95 submit -> next item <= 200 ms with 10 raters.
 
 Usage: ``python benchmarks/bench_annotation.py [--annotators 10] [--images 38400] [--seconds 20]
 [--study sub|rating] [--http [--think 2] [--gradio-client | --in-process] [--breakdown]]``
@@ -98,7 +97,7 @@ def main() -> None:
         return http_main(args)
 
     db = Path(tempfile.mkdtemp()) / "bench.db"
-    store = _store_class(args)(db, k=args.k, timeout=60)
+    store = _open_store(db, args.k)
     t0 = time.perf_counter()
     _add_items(store, args)
     print(f"store: {args.images} {args.study} items added in {time.perf_counter() - t0:.2f} s ({db})")
@@ -109,22 +108,19 @@ def main() -> None:
     stop = time.perf_counter() + args.seconds
 
     def annotate(name: str) -> None:
-        own = _store_class(args)(db, k=args.k, timeout=60)
+        own = _open_store(db, args.k)
         rng = np.random.default_rng(sum(map(ord, name)))
         mine_next, mine_submit = [], []
-        rating = args.study == "rating"
+        study = _study(args.study)
         while time.perf_counter() < stop:
             t = time.perf_counter()
-            item = own.next_rating(name) if rating else own.next_image(name, 1)
+            record = own.next_record(name, study.name)
             mine_next.append(1e3 * (time.perf_counter() - t))
-            if item is None:
+            if record is None:
                 break
             t = time.perf_counter()
             try:
-                if rating:
-                    own.submit_rating(name, item.id, int(rng.integers(1, 6)))
-                else:
-                    own.submit(name, item.image, {"q1": ("yes", "somewhat", "no")[int(rng.integers(3))], "q2": "no"})
+                own.submit(name, study.name, record.id, _random_answers(study, rng))
             except Exception as exc:
                 if "already has its" not in str(exc):
                     raise
@@ -145,10 +141,10 @@ def main() -> None:
     print(
         f"{args.study} study: {args.annotators} concurrent annotators, {wall:.1f} s: "
         f"{len(s)} submits ({len(s) / wall:.0f}/s), "
-        f"{len(per_image)} images answered"
+        f"{len(per_image)} records answered"
     )
-    print(f"next_image ms: p50 {np.percentile(n, 50):.2f}  p95 {np.percentile(n, 95):.2f}  max {n.max():.2f}")
-    print(f"submit     ms: p50 {np.percentile(s, 50):.2f}  p95 {np.percentile(s, 95):.2f}  max {s.max():.2f}")
+    print(f"next_record ms: p50 {np.percentile(n, 50):.2f}  p95 {np.percentile(n, 95):.2f}  max {n.max():.2f}")
+    print(f"submit      ms: p50 {np.percentile(s, 50):.2f}  p95 {np.percentile(s, 95):.2f}  max {s.max():.2f}")
 
 
 class PageClient:
@@ -223,10 +219,8 @@ def _http_session(
         client = Client(url, verbose=False)
     else:
         client = PageClient(url)
-    start, submit, answers = (
-        ("/rate_start", "/rate_submit", ("3",)) if study == "rating" else ("/on_start", "/on_submit", ("yes", "no"))
-    )
-    shown = client.predict(token, api_name=start)[1]  # the personal link's token; the open image's id
+    start, submit, answers, at = _api(study)
+    shown = client.predict(token, api_name=start)[at]  # the personal link's token; the open record's id
     if barrier is not None:
         barrier.wait()
     cpu0 = clock()
@@ -235,7 +229,7 @@ def _http_session(
     time.sleep(think * rng.uniform(0, 1))
     while time.perf_counter() < stop:
         t = time.perf_counter()
-        shown = client.predict(token, shown, *answers, api_name=submit)[1]  # the next image's id
+        shown = client.predict(token, shown, *answers, api_name=submit)[at]  # the next record's id
         out.append(1e3 * (time.perf_counter() - t))
         time.sleep(think * rng.uniform(0.5, 1.5))
     return out, clock() - cpu0
@@ -276,7 +270,7 @@ def _bench_store(args: argparse.Namespace) -> tuple[Path, Path]:
     Image.fromarray(world.sample(0).image).save(image)
     for j in range(1, 4):  # the rating study's three references of the concept
         Image.fromarray(world.sample(j * world.num_classes).image).save(folder / f"ref{j}.png")
-    store = _store_class(args)(folder / "bench.db", k=args.k, timeout=60)
+    store = _open_store(folder / "bench.db", args.k)
     _add_items(store, args)
     names = [f"annotator{i}" for i in range(args.annotators)] + ["breakdown-True", "breakdown-False", "breakdown-page"]
     TOKENS.update({n: store.issue_token(n) for n in names})  # each annotator's personal link
@@ -288,60 +282,71 @@ def _bench_store(args: argparse.Namespace) -> tuple[Path, Path]:
 TOKENS: dict[str, str] = {}
 
 
-def _store_class(args: argparse.Namespace):
-    """The store of ``--study``: SUB's :class:`AnnotationStore` or the :class:`RatingStore`."""
-    from concept_grounding.curation.annotations import AnnotationStore
-    from concept_grounding.curation.rating_store import RatingStore
+def _open_store(path: Path, k: int):
+    from concept_grounding.curation.study_store import StudyStore
 
-    return RatingStore if args.study == "rating" else AnnotationStore
+    return StudyStore(path, k=k, timeout=60)
+
+
+def _study(name: str):
+    """``--study``'s declaration: SUB's study 1 or ConceptBed's rating study."""
+    from concept_grounding.curation.study import CONCEPTBED_RATING, SUB_STUDY_1
+
+    return CONCEPTBED_RATING if name == "rating" else SUB_STUDY_1
+
+
+def _api(name: str) -> tuple[str, str, tuple[str, ...], int]:
+    """The study's start and submit API names, the answers every client gives, and where the record id sits in the
+    outputs (after the study's fields)."""
+    study = _study(name)
+    api = study.name.replace("-", "_")
+    answers = ("3",) if name == "rating" else ("yes", "no")
+    return f"/{api}_start", f"/{api}_submit", answers, len(study.fields)
+
+
+def _random_answers(study, rng) -> dict[str, str]:
+    """A random allowed answer to each of ``study``'s label and rating questions (the benched studies ask no
+    choice question)."""
+    from concept_grounding.curation.study import Record
+
+    blank = Record("", study.name, {})
+    return {q.name: str(rng.choice(q.allowed(blank))) for q in study.questions}
 
 
 def _add_items(store, args: argparse.Namespace) -> None:
-    """``--images`` study-1 images, or rating items (half concept similarity with the three
+    """``--images`` study-1 records, or rating records (half concept similarity with the three
     references ``ref1-3.png``, half image-text alignment), all showing ``bird.png``."""
-    if args.study == "rating":
-        from concept_grounding.curation.rating_store import RatingItem
+    from concept_grounding.curation.study import Record
 
-        refs = ("ref1.png", "ref2.png", "ref3.png")
-        learners = ("Textual Inversion", "DreamBooth", "LoRA", "Custom Diffusion", "Original")
-        store.add_rating_items(
-            RatingItem(
+    study = _study(args.study)
+    if args.study == "rating":
+        refs = ["ref1.png", "ref2.png", "ref3.png"]
+        records = (
+            Record(
                 f"r-{i:06d}",
-                "concept" if i % 2 else "caption",
-                learners[i % 5],
-                "object",
-                f"c{i % 7}",
-                "bird.png",
-                refs if i % 2 else (),
-                None if i % 2 else "a photo of V* on a branch",
+                study.name,
+                {"image": "bird.png", "references": refs}
+                if i % 2
+                else {"image": "bird.png", "caption": "V* on a branch"},
+                metadata={"question": "How similar is the concept?" if i % 2 else "Does the caption match?"},
             )
             for i in range(args.images)
         )
-        return
-    from concept_grounding.curation.annotations import study1_item
-
-    store.add_images(
-        study1_item(f"1:c{i:06d}", "017.Cardinal", "has_crown_color::pink", candidate=f"c{i:06d}")
-        for i in range(args.images)
-    )
+    else:
+        meta = {"plus": "pink crown color", "reference": "Cardinal"}
+        records = (Record(f"1:c{i:06d}", study.name, {"image": "bird.png"}, metadata=meta) for i in range(args.images))
+    store.add_records(study, records)
 
 
 def _check_store(store, args: argparse.Namespace) -> dict[str, int]:
-    """Answers per image; asserts no image over k and no duplicate answer."""
-    per_image: dict[str, int] = {}
-    if args.study == "rating":
-        rows = store.rating_rows()
-        for _rater, item, *_ in rows:
-            per_image[item] = per_image.get(item, 0) + 1
-        assert len({(r[0], r[1]) for r in rows}) == len(rows), "a duplicate rating"
-    else:
-        rows = store.rows()
-        for _ann, image, _study, q, _a in rows:
-            if q == "q1":
-                per_image[image] = per_image.get(image, 0) + 1
-        assert len({(r[0], r[1], r[3]) for r in rows}) == len(rows), "a duplicate answer"
-    assert not per_image or max(per_image.values()) <= args.k, "an image got more than k annotators"
-    return per_image
+    """Answers per record; asserts no record over k and no duplicate answer."""
+    responses = store.responses(_study(args.study))
+    per_record: dict[str, int] = {}
+    for r in responses:
+        per_record[r.record] = per_record.get(r.record, 0) + 1
+    assert len({(r.annotator, r.record) for r in responses}) == len(responses), "a duplicate answer"
+    assert not per_record or max(per_record.values()) <= args.k, "a record got more than k annotators"
+    return per_record
 
 
 def serve(folder: Path, port: int, k: int, max_threads: int, study: str = "sub") -> None:
@@ -349,26 +354,15 @@ def serve(folder: Path, port: int, k: int, max_threads: int, study: str = "sub")
     arm's server process, started by :func:`http_main`)."""
     from concept_grounding.curation.annotate_serve import serve_app
 
-    store = _store_class(argparse.Namespace(study=study))(folder / "bench.db", k=k, timeout=60)
-    image = str(folder / "bird.png")
     serve_app(
-        store,
-        lambda item: image,
+        _open_store(folder / "bench.db", k),
+        lambda record, name: folder / name,
         port=port,
+        studies=[_study(study)],
         server_name="127.0.0.1",
         quiet=True,
         max_threads=max_threads,
-        **_study_tabs(store, folder, study),
     )
-
-
-def _study_tabs(store, folder: Path, study: str) -> dict:
-    """``serve_app``'s ``studies`` / ``tabs`` for ``study``: the rating tab alone, or SUB's studies."""
-    if study != "rating":
-        return {}
-    from concept_grounding.curation.rating_app import rating_tab
-
-    return {"studies": (), "tabs": [rating_tab(store, lambda name: str(folder / name))]}
 
 
 def _start_server(folder: Path, args: argparse.Namespace):
@@ -421,8 +415,8 @@ def http_main(args: argparse.Namespace) -> None:
     if args.breakdown:
         from concept_grounding.curation.annotate_app import build_app
 
-        store = _store_class(args)(folder / "bench.db", k=args.k, timeout=60)
-        app = build_app(store, lambda item: str(image), **_study_tabs(store, folder, args.study))
+        store = _open_store(folder / "bench.db", args.k)
+        app = build_app(store, [_study(args.study)], lambda record, name: folder / name)
         return breakdown(app, store, image, folder, args)
     jobs = [
         (f"annotator{i}", TOKENS[f"annotator{i}"], args.seconds, args.think, args.study) for i in range(args.annotators)
@@ -432,16 +426,15 @@ def http_main(args: argparse.Namespace) -> None:
         from concept_grounding.curation.annotate_serve import serve_app
 
         port = _free_port()
-        served = _store_class(args)(folder / "bench.db", k=args.k, timeout=60)
         app = serve_app(
-            served,
-            lambda item: str(image),
+            _open_store(folder / "bench.db", args.k),
+            lambda record, name: folder / name,
+            studies=[_study(args.study)],
             port=port,
             prevent_thread_lock=True,
             server_name="127.0.0.1",
             quiet=True,
             max_threads=max(40, args.annotators),
-            **_study_tabs(served, folder, args.study),
         )
         url = f"http://127.0.0.1:{port}/"
         lock = threading.Lock()
@@ -492,17 +485,18 @@ def http_main(args: argparse.Namespace) -> None:
         f"(load average {os.getloadavg()[0]:.1f} on {cpus} CPUs)"
     )
     print(
-        f"submit -> next image ms: p50 {np.percentile(ms, 50):.1f}  p95 {np.percentile(ms, 95):.1f}  max {ms.max():.1f}"
+        f"submit -> next record ms: p50 {np.percentile(ms, 50):.1f}  p95 {np.percentile(ms, 95):.1f}  "
+        f"max {ms.max():.1f}"
     )
     print(
         f"CPU over {wall:.1f} s ({cpus * wall:.0f} CPU-s available): server {server_cpu:.1f} s "
         f"({1e3 * server_cpu / max(len(ms), 1):.1f} ms per submit), clients {clients_cpu:.1f} s "
         f"({1e3 * clients_cpu / max(len(ms), 1):.1f} ms per submit)"
     )
-    store = _store_class(args)(folder / "bench.db", k=args.k, timeout=60)
+    store = _open_store(folder / "bench.db", args.k)
     stored = sum(_check_store(store, args).values())
     assert stored == len(ms), f"{len(ms)} submits but {stored} answers stored"
-    print(f"store: {stored} answers stored, {len(ms)} submitted (no image over k, no duplicate)")
+    print(f"store: {stored} answers stored, {len(ms)} submitted (no record over k, no duplicate)")
 
 
 def _pcts(ms: list[float]) -> str:
@@ -519,20 +513,16 @@ def breakdown(app, store, image: Path, folder: Path, args: argparse.Namespace, n
     from gradio.blocks import Blocks
     from gradio_client import Client
 
-    from concept_grounding.curation.annotate_app import AnnotationHandlers
+    from concept_grounding.curation.annotate_app import StudyHandlers
     from concept_grounding.curation.annotate_serve import launch_app
-    from concept_grounding.curation.rating_app import RatingHandlers
 
-    rating = args.study == "rating"
-    handlers = RatingHandlers if rating else AnnotationHandlers
-    start_api, submit_api, answers = (
-        ("/rate_start", "/rate_submit", ("3",)) if rating else ("/on_start", "/on_submit", ("yes", "no"))
-    )
+    handlers = StudyHandlers
+    start_api, submit_api, answers, at = _api(args.study)
     handler_ms: list[float] = []
     api_ms: list[float] = []
     progress_ms: list[float] = []
     submit = handlers.submit
-    progress_name = "rating_progress" if rating else "progress"
+    progress_name = "progress"
     progress = getattr(type(store), progress_name)
 
     def timed_progress(self, *a, **k):
@@ -569,12 +559,12 @@ def breakdown(app, store, image: Path, folder: Path, args: argparse.Namespace, n
     for download in (True, False, "page"):
         client = PageClient(url) if download == "page" else Client(url, verbose=False, download_files=download)
         token = TOKENS[f"breakdown-{download}"]
-        shown = client.predict(token, api_name=start_api)[1]
+        shown = client.predict(token, api_name=start_api)[at]
         handler_ms.clear(), api_ms.clear(), progress_ms.clear()
         trip = []
         for _ in range(n):
             t = time.perf_counter()
-            shown = client.predict(token, shown, *answers, api_name=submit_api)[1]
+            shown = client.predict(token, shown, *answers, api_name=submit_api)[at]
             trip.append(1e3 * (time.perf_counter() - t))
         rows[download] = (trip, list(handler_ms), list(api_ms), list(progress_ms))
     app.close()
@@ -586,7 +576,7 @@ def breakdown(app, store, image: Path, folder: Path, args: argparse.Namespace, n
     print(f"  round trip with the image download     {_pcts(rows[True][0])}")
     print(f"  round trip without the download        {_pcts(trip)}")
     print(f"  server process_api (Gradio + handler)  {_pcts(api)}")
-    print(f"  our handler (store submit + next)      {_pcts(handler)}")
+    print(f"  our handler (store next, submit, next)  {_pcts(handler)}")
     print(f"  of which the progress count            {_pcts(counted)}")
     print(f"  round trip, PageClient (the page's)    {_pcts(rows['page'][0])}  (handler {_pcts(rows['page'][1])})")
     print(

@@ -1,133 +1,174 @@
-"""The annotation app's handlers, without a browser: two annotators at once, each
-finishing a batch, a refusal keeps the image, a restart resumes; plus the commands. The served
-app's identity, file and edge checks are in test_annotation_trust.py."""
+"""The one annotation app's handlers and page, without a server: any study through :class:`StudyHandlers` (two
+annotators at once, a refusal keeps the record, a stale submit refused), the keys generated from the questions, the
+page built for every declared study; plus the ``annotate`` / ``curate`` commands. The served app: test_study_app.py
+and test_annotation_trust.py."""
 
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
-from concept_grounding.curation.annotate_app import KEYS, SHORTCUTS_JS, AnnotationHandlers, option_label
-from concept_grounding.curation.annotations import AnnotationError, AnnotationStore, study1_item, study2_item
+from concept_grounding.curation.annotate_app import (
+    KEYS,
+    SHORTCUTS_JS,
+    StudyHandlers,
+    build_app,
+    option_label,
+    shortcut_keys,
+)
+from concept_grounding.curation.annotation_items import AnnotationError
+from concept_grounding.curation.study import (
+    CONCEPTBED_RATING,
+    STUDIES,
+    SUB_STUDY_1,
+    SUB_STUDY_2,
+    Question,
+    Record,
+    Study,
+)
+from concept_grounding.curation.study_store import StudyStore
 
 CHOICES = ("has_crown_color::pink", "has_crown_color::blue")
 
 
+def sub_records(n=4):
+    meta = {"plus": "pink crown color", "reference": "017.Cardinal"}
+    ones = [Record(f"1:c{i}", "sub-1", {"image": f"c{i}.png"}, metadata=meta) for i in range(n)]
+    twos = [Record("2:c0", "sub-2", {"image": "c0.png"}, options={"present": CHOICES})]
+    rating = [
+        Record(
+            "r0", "conceptbed-rating", {"image": "g0.png", "caption": "a photo of V*"}, metadata={"question": "Match?"}
+        )
+    ]
+    return ones + twos + rating
+
+
 @pytest.fixture
 def store(tmp_path):
-    s = AnnotationStore(tmp_path / "a.db", k=2)
-    s.add_images(
-        [study1_item(f"1:c{i}", "017.Cardinal", CHOICES[0], candidate=f"c{i}") for i in range(4)]
-        + [study2_item("2:c0", "017.Cardinal", CHOICES[0], CHOICES, candidate="c0")]
-    )
+    s = StudyStore(tmp_path / "a.db", k=2)
+    for study in STUDIES.values():
+        s.add_records(study, [r for r in sub_records() if r.study == study.name])
     return s
 
 
-def _path(item):
-    return f"/images/{item.meta['candidate']}.png"
+def rows(store):
+    """Every stored answer: (annotator, study, record, question, answer), sorted."""
+    return sorted(
+        (r.annotator, r.study, r.record, q, a)
+        for s in STUDIES
+        for r in store.responses(s)
+        for q, a in r.answers.items()
+    )
 
 
 def test_two_annotators_at_once_finish_their_batches(store):
-    h = AnnotationHandlers(store, 1, _path)
-    views = {n: h.current(h.identify(store.issue_token(n))) for n in ("ann", "bob")}
-    assert "faithfully applied" in views["ann"].questions["q1"] and "Cardinal" in views["ann"].questions["q2"]
-    assert views["ann"].progress == "ann: 0 / 4 images"
-    while any(v.image_id for v in views.values()):
+    h = StudyHandlers(store)
+    views = {n: h.current(h.identify(store.issue_token(n)), SUB_STUDY_1) for n in ("ann", "bob")}
+    q1, q2 = (q.text(views["ann"].record) for q in SUB_STUDY_1.questions)
+    assert "pink crown color" in q1 and "Cardinal" in q2 and views["ann"].progress == "ann: 0 / 4 images"
+    while any(v.record_id for v in views.values()):
         for n, v in views.items():
-            if v.image_id:
-                views[n] = h.submit(n, v.image_id, {"q1": "yes", "q2": "somewhat"})
-    rows = store.rows()
-    assert len(rows) == 2 * 4 * 2 and len(set(rows)) == len(rows)
+            if v.record_id:
+                views[n] = h.submit(n, SUB_STUDY_1, v.record_id, {"q1": "yes", "q2": "somewhat"})
+    assert len(rows(store)) == 2 * 4 * 2
     assert views["ann"].message.startswith("All done") and views["ann"].progress == "ann: 4 / 4 images"
 
 
-def test_refusal_keeps_the_image_and_says_why(store):
-    h = AnnotationHandlers(store, 1, _path)
-    first = h.current("ann")
-    again = h.submit("ann", first.image_id, {"q1": "yes", "q2": None})
-    assert again.image_id == first.image_id and again.message == "answer q2 first"
-    forged = h.submit("ann", "1:forged", {"q1": "yes", "q2": "no"})
-    assert forged.message.startswith("not stored") and forged.image_id == first.image_id
-    assert store.rows() == []
+def test_one_handlers_object_answers_every_study(store):
+    h = StudyHandlers(store)
+    two = h.current("ann", SUB_STUDY_2)
+    assert two.record.options["present"] == CHOICES
+    assert h.submit("ann", SUB_STUDY_2, two.record_id, {"present": CHOICES[1]}).message.startswith("All done")
+    rate = h.current("ann", CONCEPTBED_RATING)
+    assert h.submit("ann", CONCEPTBED_RATING, rate.record_id, {"rating": "4"}).record is None
+    assert ("ann", "conceptbed-rating", "r0", "rating", "4") in rows(store)
+    assert ("ann", "sub-2", "2:c0", "present", CHOICES[1]) in rows(store)
 
 
-def test_app_second_submit_and_out_of_set_answer_one_line_nothing_lost(store):
-    """A double click (the same image id submitted twice) and a forged radio value: one line
-    each, the first answer kept, nothing else written."""
-    h = AnnotationHandlers(store, 1, _path)
-    first = h.current("ann")
-    bad = h.submit("ann", first.image_id, {"q1": "definitely", "q2": "no"})
-    assert bad.image_id == first.image_id and "'definitely'" in bad.message and "\n" not in bad.message
-    assert store.rows() == []
-    after = h.submit("ann", first.image_id, {"q1": "yes", "q2": "no"})
-    again = h.submit("ann", first.image_id, {"q1": "no", "q2": "yes"})
-    assert again.message.startswith("not stored") and "\n" not in again.message and again.image_id == after.image_id
-    assert store.rows() == [("ann", first.image_id, 1, "q1", "yes"), ("ann", first.image_id, 1, "q2", "no")]
-    assert store.open_image("ann", 1) == after.image_id  # the next image is still open, unanswered
+def test_refusal_keeps_the_record_and_says_why_in_one_line(store, caplog):
+    h = StudyHandlers(store)
+    first = h.current("ann", SUB_STUDY_1)
+    again = h.submit("ann", SUB_STUDY_1, first.record_id, {"q1": "yes", "q2": None})
+    assert again.record_id == first.record_id and again.message == "answer q2 first"
+    with caplog.at_level(logging.WARNING, logger="concept_grounding.annotate"):
+        forged = h.submit("ann", SUB_STUDY_1, "1:forged", {"q1": "yes", "q2": "no"})
+        bad = h.submit("ann", SUB_STUDY_1, first.record_id, {"q1": "Z" * 10_000, "q2": "no"})
+        extra = h.submit("ann", SUB_STUDY_1, first.record_id, {"q1": "yes", "q2": "no", "q9": "x"})
+    assert forged.message.startswith("not stored") and forged.record_id == first.record_id
+    assert "is not one of yes, somewhat, no" in bad.message and len(bad.message) < 300 and "\n" not in bad.message
+    assert "asks no question 'q9'" in extra.message
+    assert [r.getMessage() for r in caplog.records] == [
+        "annotate: refused a sub-1 submit by 'ann': stale or repeated",
+        "annotate: refused a sub-1 submit by 'ann': answer to q1 outside its choices",
+        "annotate: refused a sub-1 submit by 'ann': unknown question",
+    ]
+    assert rows(store) == []
 
 
-def test_restart_resumes_where_each_left_off(store, tmp_path):
-    h = AnnotationHandlers(store, 1, _path)
-    done = h.current("ann").image_id
-    h.submit("ann", done, {"q1": "no", "q2": "no"})
-    store.close()
-    restarted = AnnotationHandlers(AnnotationStore(tmp_path / "a.db", k=2), 1, _path)
-    view = restarted.current("ann")
-    assert view.image_id != done and view.progress == "ann: 1 / 4 images"
-    assert restarted.current("bob").image_id == done
+def test_a_double_submit_is_refused_the_first_answer_kept(store):
+    h = StudyHandlers(store)
+    first = h.current("ann", SUB_STUDY_1)
+    after = h.submit("ann", SUB_STUDY_1, first.record_id, {"q1": "yes", "q2": "no"})
+    again = h.submit("ann", SUB_STUDY_1, first.record_id, {"q1": "no", "q2": "yes"})
+    assert again.message.startswith("not stored") and again.record_id == after.record_id != first.record_id
+    assert rows(store) == [("ann", "sub-1", "1:c0", "q1", "yes"), ("ann", "sub-1", "1:c0", "q2", "no")]
 
 
-def test_study2_choices_and_oauth_identity(store):
-    """On a Space the id is the OAuth username (normalised); a token or a missing login is no id."""
-    h = AnnotationHandlers(store, 2, _path, spaces=True)
-    view = h.current(h.identify(store.issue_token("ann"), oauth_username="HF-User"))
-    assert view.choices == CHOICES and view.image == "/images/c0.png"
-    assert h.submit("hf-user", view.image_id, {"present": CHOICES[1]}).message.startswith("All done")
-    with pytest.raises(AnnotationError, match="sign in with Hugging Face"):
-        h.identify(store.issue_token("bob"), oauth_username=None)
-
-
-def test_local_identity_is_the_token_holder_only(store):
-    h = AnnotationHandlers(store, 1, _path)
+def test_identity_is_the_token_holder_locally_and_the_login_on_a_space(store):
+    local, space = StudyHandlers(store), StudyHandlers(store, spaces=True)
     token = store.issue_token("Ann ")
-    assert h.identify(token) == "ann" and store.issue_token("ann") is None  # one link per annotator
-    for bad in (None, "", "ann", token[:-1] + "x", "x" * 10**6):
+    assert local.identify(token) == "ann"
+    for bad in (None, "", "ann", token + "x", {"token": token}, "x" * 10**6):
         with pytest.raises(AnnotationError, match="personal link"):
-            h.identify(bad, oauth_username="ann")
-    fresh = store.issue_token("ann", replace=True)
-    assert h.identify(fresh) == "ann" and store.annotator_for_token(token) is None
-    assert token not in {v for r in store._read("SELECT * FROM annotators") for v in r}  # only its hash is kept
+            local.identify(bad, oauth_username="ann")
+    assert space.identify(token, oauth_username="HF-User") == "hf-user"
+    with pytest.raises(AnnotationError, match="sign in with Hugging Face"):
+        space.identify(token, oauth_username=None)
 
 
-def test_shortcuts_cover_both_studies_and_every_option():
-    """Study 2's groups have up to 15 options: each has a key, shown on its button."""
-    for needle in ("'q1'", "'q2'", "'present'", "Enter", "#submit", KEYS):
-        assert needle in SHORTCUTS_JS
-    colours = [f"has_crown_color::{c}" for c in range(15)]
-    labels = [option_label(i, c) for i, c in enumerate(colours)]
+def test_keys_are_generated_from_the_questions():
+    """Each question takes the next keys; a choice question (up to 15 attributes in SUB's groups) the rest."""
+    assert shortcut_keys(SUB_STUDY_1) == {"q1": "123", "q2": "456"}
+    assert shortcut_keys(SUB_STUDY_2) == {"present": KEYS} and shortcut_keys(CONCEPTBED_RATING) == {"rating": "12345"}
+    three = Study("t", "T", "", (), (Question("a", "label", "A", ("x", "y")), Question("b", "rating", "B")))
+    assert shortcut_keys(three) == {"a": "12", "b": "34567"}
+    bad = Study("t", "T", "", (), (Question("a", "choice", "A"), Question("b", "rating", "B")))
+    with pytest.raises(ValueError, match="must be the last"):
+        shortcut_keys(bad)
+    labels = [option_label(KEYS[i], f"has_crown_color::{c}") for i, c in enumerate(range(15))]
     assert len({lab.split(" · ")[0] for lab in labels}) == 15 and labels[9].startswith("a · ")
+    for needle in ("cg-keys-", "cg-submit", "Enter", "input[type=radio]"):
+        assert needle in SHORTCUTS_JS
 
 
-def test_build_app_constructs(store):
+def test_the_page_renders_every_declared_study_with_its_keys_and_ids(store):
+    """One tab per study; each radio carries its keys, each submit the class Enter clicks; every event runs
+    CONCURRENCY at once without Gradio's per-component processing or progress overlay, and the queue recomputes its
+    monitoring summary once per 1,000 events."""
     pytest.importorskip("gradio")
-    from concept_grounding.curation.annotate_app import build_app
+    from concept_grounding.curation.annotate_app import CONCURRENCY
 
-    app = build_app(store, _path)
-    assert app is not None
-
-
-def test_build_app_serves_submits_concurrently_without_per_event_analytics(store):
-    """Every event of the app runs CONCURRENCY at once with no progress overlay, and Gradio's
-    queue recomputes its monitoring summary once per 1,000 events, not after every submit."""
-    pytest.importorskip("gradio")
-    from concept_grounding.curation.annotate_app import CONCURRENCY, build_app
-
-    app = build_app(store, _path)
-    deps = [d for d in app.config["dependencies"] if d.get("api_name", "").startswith("on_")]
-    assert len(deps) == 4 and CONCURRENCY >= 10
+    app = build_app(store, list(STUDIES.values()), lambda record, name: f"/images/{name}")
+    blocks = {b.get("props", {}).get("elem_id"): b["props"] for b in app.config["components"]}
+    assert blocks["q1"]["elem_classes"] == ["cg-keys-123"] and blocks["q2"]["elem_classes"] == ["cg-keys-456"]
+    assert blocks["rating"]["elem_classes"] == ["cg-keys-12345"] and blocks["present"]["elem_classes"] == [
+        f"cg-keys-{KEYS}"
+    ]
+    assert [blocks[s]["elem_classes"] for s in ("submit", "submit2", "submit3")] == [["cg-submit"]] * 3
+    assert {"image1", "image2", "image3", "references3", "caption3", "shown1", "shown3"} <= set(blocks)
+    apis = sorted(
+        d["api_name"] for d in app.config["dependencies"] if d.get("api_name", "").endswith(("_start", "_submit"))
+    )
+    assert apis == sorted(f"{s.replace('-', '_')}_{e}" for s in STUDIES for e in ("start", "submit"))
+    fns = [fn for fn in app.fns.values() if fn.api_name and fn.api_name.endswith(("_start", "_submit"))]
+    assert len(fns) == 6 and all(not fn.preprocess and not fn.postprocess for fn in fns)
     assert all(fn.concurrency_limit == CONCURRENCY and fn.show_progress == "hidden" for fn in app.fns.values())
     assert app._queue.ANAYLTICS_CACHE_FREQUENCY == 1000 and app._queue.ANALYTICS_MAX_EVENTS == 1000
+    for bad in ([], [SUB_STUDY_1, SUB_STUDY_1]):
+        with pytest.raises(ValueError, match="each once"):
+            build_app(store, bad, lambda record, name: name)
 
 
 def test_annotate_simulate_then_curate_commands(tmp_path, capsys):
@@ -204,57 +245,3 @@ def test_curate_command_bad_store_one_line(tmp_path, capsys):
     )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not an annotation database" in err[0]
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _serve(store, image):
-    from concept_grounding.curation.annotate_serve import serve_app
-
-    port = _free_port()
-    app = serve_app(store, lambda item: str(image), port=port, prevent_thread_lock=True, quiet=True)
-    return app, f"http://127.0.0.1:{port}/"
-
-
-def test_served_app_two_sessions_then_restart_resumes(store, tmp_path):
-    """The real server over HTTP (gradio_client; no browser here): two annotators in two
-    sessions at once, each finishing part of a batch; the server stops and a new one resumes."""
-    pytest.importorskip("gradio")
-    client_mod = pytest.importorskip("gradio_client")
-    from PIL import Image
-
-    image = tmp_path / "bird.png"
-    Image.new("RGB", (16, 16)).save(image)
-    tokens = {n: store.issue_token(n) for n in ("ann", "bob")}
-    app, url = _serve(store, image)
-    try:
-        ann, bob = client_mod.Client(url, verbose=False), client_mod.Client(url, verbose=False)
-        shown = {
-            "ann": ann.predict(tokens["ann"], api_name="/on_start"),
-            "bob": bob.predict(tokens["bob"], api_name="/on_start"),
-        }
-        assert shown["ann"][2] == "ann: 0 / 4 images" and shown["bob"][2] == "bob: 0 / 4 images"
-        for _ in range(2):
-            shown["ann"] = ann.predict(tokens["ann"], shown["ann"][1], "yes", "no", api_name="/on_submit")
-            shown["bob"] = bob.predict(tokens["bob"], shown["bob"][1], "somewhat", "no", api_name="/on_submit")
-    finally:
-        app.close()
-    first = store.rows()
-    assert len(first) == 2 * 2 * 2 and len(set(first)) == len(first)
-    app, url = _serve(AnnotationStore(tmp_path / "a.db", k=2), image)
-    try:
-        ann = client_mod.Client(url, verbose=False)
-        view = ann.predict(tokens["ann"], api_name="/on_start")
-        assert view[2] == "ann: 2 / 4 images"
-        for _ in range(2):
-            view = ann.predict(tokens["ann"], view[1], "no", "yes", api_name="/on_submit")
-        assert view[2] == "ann: 4 / 4 images" and view[3].startswith("All done")
-    finally:
-        app.close()
-    assert store.progress("ann", 1) == (4, 4) and len(store.rows()) == len(first) + 2 * 2

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from concept_grounding.curation.annotations import AnnotationStore
+from concept_grounding.curation.study_store import StudyStore
 from concept_grounding.testing.serving import free_port, wait_until_serving
 
 CHROMIUM = "/usr/bin/chromium"
@@ -84,6 +84,14 @@ def _serve(candidates: Path, db: Path, log: Path, names=("ann", "bob")) -> tuple
     return proc, url, tokens
 
 
+def _answers(db: Path) -> list[tuple[str, str, str, str]]:
+    """Study 1's stored answers: (annotator, record, Q1, Q2)."""
+    return [
+        (r.annotator, r.record, r.answers["q1"], r.answers["q2"])
+        for r in StudyStore(db, read_only=True).responses("sub-1")
+    ]
+
+
 def _sign_in(page, link: str, name: str, expect, timeout: int) -> None:
     page.goto(link, wait_until="domcontentloaded")  # the personal link: its token is read from the URL
     page.get_by_role("button", name="Start / resume").click()
@@ -142,11 +150,11 @@ def test_two_annotators_in_two_browsers_then_kill_and_resume(tmp_path):
                     expect(page.get_by_text(f"{n}: {k} / {IMAGES} images")).to_be_visible(timeout=timeout)
             open_before = {n: _shown_image(page) for n, page in pages.items()}
             browser.close()
-        rows = AnnotationStore(db, read_only=True).rows()
-        assert len(rows) == len(set(rows)) == len(names) * BATCH * 2  # two questions each, none twice, none lost
+        rows = _answers(db)
+        assert len(rows) == len(set(rows)) == len(names) * BATCH  # none twice, none lost
         assert {r[0] for r in rows} == set(names)
-        assert {r[4] for r in rows if r[0] == "ann" and r[3] == "q2"} == {"no"}
-        assert {r[4] for r in rows if r[0] == "bob" and r[3] == "q2"} == {"somewhat"}
+        assert {r[2:] for r in rows if r[0] == "ann"} == {("yes", "no")}  # keys 1 and 6
+        assert {r[2:] for r in rows if r[0] == "bob"} == {("yes", "somewhat")}  # keys 1 and 5
 
         proc.kill()  # no clean shutdown: the store must not depend on one
         proc.wait(timeout=10)
@@ -169,8 +177,8 @@ def test_two_annotators_in_two_browsers_then_kill_and_resume(tmp_path):
     finally:
         proc.kill()
         proc.wait(timeout=10)
-    store = AnnotationStore(db, read_only=True)
-    rows = store.rows()
-    assert len(rows) == len(set(rows)) == len(names) * IMAGES * 2
-    assert all(store.progress(n, 1) == (IMAGES, IMAGES) for n in names)
-    assert store.complete(1) == (IMAGES, IMAGES)
+    store = StudyStore(db, read_only=True)
+    rows = _answers(db)
+    assert len(rows) == len({r[:2] for r in rows}) == len(names) * IMAGES
+    assert all(store.progress(n, "sub-1") == (IMAGES, IMAGES) for n in names)
+    assert store.complete("sub-1") == (IMAGES, IMAGES)

@@ -13,13 +13,23 @@ import time
 
 import pytest
 
-from concept_grounding.curation.annotations import AnnotationStore, study1_item
+from concept_grounding.curation.study import SUB_STUDY_1, Record
+from concept_grounding.curation.study_store import StudyStore
 
 pytest.importorskip("gradio")
 client_mod = pytest.importorskip("gradio_client")
 httpx = pytest.importorskip("httpx")
 
-CHOICES = ("has_crown_color::pink", "has_crown_color::blue")
+META = {"plus": "pink crown color", "reference": "017.Cardinal"}
+START, SUBMIT = "/sub_1_start", "/sub_1_submit"
+
+
+def _study1(store: StudyStore, n: int) -> None:
+    store.add_records(SUB_STUDY_1, [Record(f"1:c{i}", "sub-1", {"image": "bird.png"}, metadata=META) for i in range(n)])
+
+
+def _rows(store: StudyStore) -> list[tuple[str, str, str, str]]:
+    return [(r.annotator, r.record, q, a) for r in store.responses("sub-1") for q, a in sorted(r.answers.items())]
 
 
 @pytest.fixture
@@ -36,12 +46,12 @@ def served(tmp_path):
     Image.new("RGB", (8, 8)).save(root / "bird.png")
     (root / "truth.jsonl").write_text('{"id": "c0", "applied": true}\n')
     (root / "metadata.jsonl").write_text('{"file_name": "bird.png"}\n')
-    store = AnnotationStore(root / "a.db", k=2)
-    store.add_images([study1_item(f"1:c{i}", "017.Cardinal", CHOICES[0], candidate=f"c{i}") for i in range(3)])
+    store = StudyStore(root / "a.db", k=2)
+    _study1(store, 3)
     token = store.issue_token("ann")
     port = free_port()
     app = serve_app(
-        store, lambda item: str(root / "bird.png"), port=port, private=[root], prevent_thread_lock=True, quiet=True
+        store, lambda record, name: root / name, port=port, private=[root], prevent_thread_lock=True, quiet=True
     )
     try:
         yield f"http://127.0.0.1:{port}/", store, token, root
@@ -53,12 +63,12 @@ def test_no_token_or_a_typed_name_is_refused_and_nothing_is_written(served):
     url, store, token, _ = served
     client = client_mod.Client(url, verbose=False)
     for forged in ("", "ann", "Ann", token.upper(), "x" * 300):
-        view = client.predict(forged, api_name="/on_start")
+        view = client.predict(forged, api_name=START)
         assert "personal link" in view[3] and view[1] == "" and "ann" not in view[2]
-        submit = client.predict(forged, "1:c0", "yes", "no", api_name="/on_submit")
+        submit = client.predict(forged, "1:c0", "yes", "no", api_name=SUBMIT)
         assert "personal link" in submit[3]
-    assert store.rows() == [] and store.open_image("ann", 1) is None
-    view = client.predict(token, api_name="/on_start")
+    assert _rows(store) == [] and store.open_record("ann", "sub-1") is None
+    view = client.predict(token, api_name=START)
     assert view[2] == "ann: 0 / 3 images" and view[1] == "1:c0"
 
 
@@ -74,30 +84,30 @@ def test_only_images_reach_the_page_no_file_route_into_the_folder(served):
 def test_repeated_or_stale_submit_is_refused_never_applied_to_another_image(served):
     url, store, token, _ = served
     client = client_mod.Client(url, verbose=False)
-    first = client.predict(token, api_name="/on_start")
-    second = client.predict(token, first[1], "yes", "no", api_name="/on_submit")
+    first = client.predict(token, api_name=START)
+    second = client.predict(token, first[1], "yes", "no", api_name=SUBMIT)
     assert second[1] == "1:c1"
-    again = client.predict(token, first[1], "no", "yes", api_name="/on_submit")  # a double click's second half
+    again = client.predict(token, first[1], "no", "yes", api_name=SUBMIT)  # a double click's second half
     assert again[3].startswith("not stored") and again[1] == "1:c1"
-    other = client.predict(token, "1:c2", "no", "yes", api_name="/on_submit")  # an image never shown
+    other = client.predict(token, "1:c2", "no", "yes", api_name=SUBMIT)  # an image never shown
     assert other[3].startswith("not stored")
-    assert store.rows() == [("ann", "1:c0", 1, "q1", "yes"), ("ann", "1:c0", 1, "q2", "no")]
-    assert store.open_image("ann", 1) == "1:c1"
+    assert _rows(store) == [("ann", "1:c0", "q1", "yes"), ("ann", "1:c0", "q2", "no")]
+    assert store.open_record("ann", "sub-1") == "1:c1"
 
 
 def test_a_huge_or_forged_answer_is_one_log_line_without_the_value(served, caplog, capfd):
     url, store, token, _ = served
     client = client_mod.Client(url, verbose=False)
-    shown = client.predict(token, api_name="/on_start")[1]
+    shown = client.predict(token, api_name=START)[1]
     huge = "Z" * 1_000_000
     with caplog.at_level(logging.WARNING, logger="concept_grounding.annotate"):
-        view = client.predict(token, shown, huge, "no", api_name="/on_submit")
+        view = client.predict(token, shown, huge, "no", api_name=SUBMIT)
     assert "not one of" in view[3] and len(view[3]) < 300 and view[1] == shown
     lines = [r.getMessage() for r in caplog.records if r.name == "concept_grounding.annotate"]
-    assert lines == ["annotate: refused a study-1 submit by 'ann': answer to q1 outside its choices"]
+    assert lines == ["annotate: refused a sub-1 submit by 'ann': answer to q1 outside its choices"]
     out, err = capfd.readouterr()
     assert "ZZZZZZZZZZ" not in out + err and "Traceback" not in out + err
-    assert store.rows() == []
+    assert _rows(store) == []
 
 
 def _session_cookie(secret: str, username: str) -> str:
@@ -146,29 +156,27 @@ def test_on_a_space_only_the_verified_login_annotates(tmp_path, monkeypatch):
 
     monkeypatch.setattr(http_server, "get_space", lambda: None)  # no hot reloader (it needs that package too)
     Image.new("RGB", (8, 8)).save(tmp_path / "bird.png")
-    store = AnnotationStore(tmp_path / "a.db", k=2)
-    store.add_images([study1_item(f"1:c{i}", "017.Cardinal", CHOICES[0], candidate=f"c{i}") for i in range(2)])
+    store = StudyStore(tmp_path / "a.db", k=2)
+    _study1(store, 2)
     token = store.issue_token("alice")
     port = free_port()
-    app = serve_app(store, lambda item: str(tmp_path / "bird.png"), port=port, prevent_thread_lock=True, quiet=True)
+    app = serve_app(store, lambda record, name: tmp_path / name, port=port, prevent_thread_lock=True, quiet=True)
     url = f"http://127.0.0.1:{port}/"
     try:
         anonymous = client_mod.Client(url, verbose=False)
         for field in ("alice", token):
-            assert "sign in with Hugging Face" in anonymous.predict(field, api_name="/on_start")[3]
-            assert (
-                "sign in with Hugging Face" in anonymous.predict(field, "1:c0", "yes", "no", api_name="/on_submit")[3]
-            )
-        assert store.rows() == []
+            assert "sign in with Hugging Face" in anonymous.predict(field, api_name=START)[3]
+            assert "sign in with Hugging Face" in anonymous.predict(field, "1:c0", "yes", "no", api_name=SUBMIT)[3]
+        assert _rows(store) == []
         forged = client_mod.Client(url, verbose=False, headers={"Cookie": f"session={_session_cookie('x', 'alice')}"})
-        assert "sign in with Hugging Face" in forged.predict("", api_name="/on_start")[3]  # wrong signing key
+        assert "sign in with Hugging Face" in forged.predict("", api_name=START)[3]  # wrong signing key
         bob = client_mod.Client(url, verbose=False, headers={"Cookie": f"session={_session_cookie(secret, 'Bob')}"})
-        view = bob.predict("alice", api_name="/on_start")  # the field says alice; the login says Bob
+        view = bob.predict("alice", api_name=START)  # the field says alice; the login says Bob
         assert view[2] == "bob: 0 / 2 images"
-        bob.predict("alice", view[1], "yes", "no", api_name="/on_submit")
+        bob.predict("alice", view[1], "yes", "no", api_name=SUBMIT)
     finally:
         app.close()
-    assert {r[0] for r in store.rows()} == {"bob"}
+    assert {r[0] for r in _rows(store)} == {"bob"}
 
 
 def test_space_folder_has_oauth_card_requirements_and_no_truth(tmp_path, capsys):
@@ -197,7 +205,7 @@ def test_space_folder_has_oauth_card_requirements_and_no_truth(tmp_path, capsys)
     assert "hf_oauth: true" in (space / "README.md").read_text()
     assert "gradio[oauth]" in (space / "requirements.txt").read_text()
     assert (space / "candidates" / "metadata.jsonl").is_file() and not list(space.rglob("truth*"))
-    assert AnnotationStore(space / "annotations.db").complete(1) == AnnotationStore(db).complete(1)
+    assert StudyStore(space / "annotations.db").complete("sub-1") == StudyStore(db).complete("sub-1")
     assert "annotate" in (space / "app.py").read_text()
 
 
@@ -225,5 +233,5 @@ def test_serving_without_links_is_refused_in_one_line_and_links_print(tmp_path, 
     assert main(args + ["--annotators", "ann,bob", "--status"]) == 0
     out = capsys.readouterr().out
     links = [line.split("?token=")[1] for line in out.splitlines() if "?token=" in line]
-    store = AnnotationStore(db)
+    store = StudyStore(db)
     assert len(links) == 2 and [store.annotator_for_token(t) for t in links] == ["ann", "bob"]

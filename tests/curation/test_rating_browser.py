@@ -1,6 +1,7 @@
 """ConceptBed's rating study in a real browser: ``concept-grounding annotate --items``
 served in a subprocess, two raters in two Chromium contexts at once, each rating every image
-with the keys 1-5 and Enter, one image per screen; the store holds both, kept apart, k = 2.
+with the keys 1-5 and Enter, one image per screen (the one app rendering the rating study alone: tab 1); the
+store holds both, kept apart, k = 2.
 
 Needs Debian's ``/usr/bin/chromium`` and playwright (skipped without them)."""
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from concept_grounding.conceptbed.human_ratings import export_rating_items
-from concept_grounding.curation.rating_store import RatingStore
+from concept_grounding.curation.study_store import StudyStore
 from concept_grounding.testing.serving import free_port, wait_until_serving
 
 CHROMIUM = "/usr/bin/chromium"
@@ -112,8 +113,8 @@ def test_two_raters_in_two_browsers_rate_every_image_with_the_keys(tmp_path):
             shown = {n: [] for n in given}
             for k in range(1, 5):  # both raters at once: each key press sent before either page waits
                 for n, page in pages.items():
-                    expect(page.locator("#image3 img")).to_have_count(1, timeout=timeout)  # one image per screen
-                    shown[n].append(page.locator("#image3 img").first.get_attribute("data-file"))
+                    expect(page.locator("#image1 img")).to_have_count(1, timeout=timeout)  # one image per screen
+                    shown[n].append(page.locator("#image1 img").first.get_attribute("data-file"))
                     page.locator("body").click(position={"x": 5, "y": 5})
                     page.keyboard.press(given[n])
                     page.keyboard.press("Enter")
@@ -125,8 +126,8 @@ def test_two_raters_in_two_browsers_rate_every_image_with_the_keys(tmp_path):
     finally:
         proc.kill()
         proc.wait(timeout=10)
-    store = RatingStore(db, read_only=True)
-    rows = store.rating_rows()
-    assert len(rows) == len({(r[0], r[1]) for r in rows}) == 8
-    assert {(r[0], r[6]) for r in rows} == {("ann", 5), ("bob", 2)}
-    assert all(len(set(v)) == 4 for v in shown.values()) and store.rating_complete() == (4, 4)
+    store = StudyStore(db, read_only=True)
+    rows = store.responses("conceptbed-rating")
+    assert len(rows) == len({(r.annotator, r.record) for r in rows}) == 8
+    assert {(r.annotator, r.answers["rating"]) for r in rows} == {("ann", "5"), ("bob", "2")}
+    assert all(len(set(v)) == 4 for v in shown.values()) and store.complete("conceptbed-rating") == (4, 4)

@@ -1,12 +1,10 @@
-"""ConceptBed's rating study (App. G) in the annotation store and app: the items folder,
-two raters at once through the served app (each sees every item once, ratings kept apart, k per
-item, a per-rater order), refusals in one line with nothing lost, the export round trip,
+"""ConceptBed's rating study (App. G) in the annotation store: the items folder (the served app:
+test_study_app.py), refusals in one line with nothing lost, the export round trip,
 Krippendorff's alpha and Table 3 on known answers, simulated raters on the world's truth, the
 store migration and the ``annotate --items`` command."""
 
 from __future__ import annotations
 
-import logging
 import threading
 
 import numpy as np
@@ -280,86 +278,3 @@ def test_annotate_command_rating_study(tmp_path, items_folder, capsys):
     assert main(["annotate", "--items", str(tmp_path / "broken"), "--db", str(db), "--status"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "items.jsonl" in err[0]
-
-
-# ---------------------------------------------------------------- the served app
-
-
-@pytest.fixture
-def served(store, items_folder):
-    """The app with only the rating tab, two raters with links; yields (url, store, tokens)."""
-    pytest.importorskip("gradio")
-    client_mod = pytest.importorskip("gradio_client")
-    from concept_grounding.curation.annotate_serve import serve_app
-    from concept_grounding.curation.rating_app import rating_tab
-    from concept_grounding.testing.serving import free_port
-
-    tokens = {n: store.issue_token(n) for n in ("ann", "bob", "carol")}
-    port = free_port()
-    app = serve_app(
-        store,
-        lambda item: "",
-        port=port,
-        studies=(),
-        prevent_thread_lock=True,
-        quiet=True,
-        tabs=[rating_tab(store, lambda name: str(items_folder / name))],
-        private=[items_folder / "truth.jsonl"],
-    )
-    try:
-        yield f"http://127.0.0.1:{port}/", store, tokens, client_mod
-    finally:
-        app.close()
-
-
-def test_two_raters_at_once_through_the_served_app(served):
-    url, store, tokens, client_mod = served
-    seen: dict[str, list[str]] = {}
-    given = {"ann": "5", "bob": "2"}
-
-    def rate(name):
-        client = client_mod.Client(url, verbose=False)
-        view = client.predict(tokens[name], api_name="/rate_start")
-        ids = []
-        while view[1]:
-            assert "data-file" in view[0] and ("Reference images" in view[2] or "Caption" in view[2])
-            assert view[0].count("<img") == 1  # one generated image per screen: learners never side by side
-            ids.append(view[1])
-            view = client.predict(tokens[name], view[1], given[name], api_name="/rate_submit")
-        assert view[5].startswith("All done") and view[4] == f"{name}: 10 / 10 images"
-        seen[name] = ids
-
-    threads = [threading.Thread(target=rate, args=(n,)) for n in given]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    everything = {it.id for it in store.rating_items()}
-    assert set(seen["ann"]) == set(seen["bob"]) == everything and all(len(v) == 10 for v in seen.values())
-    rows = store.rating_rows()
-    assert len(rows) == 20 and {(r[0], r[6]) for r in rows} == {("ann", 5), ("bob", 2)}  # kept apart
-    carol = client_mod.Client(url, verbose=False).predict(tokens["carol"], api_name="/rate_start")
-    assert carol[1] == "" and carol[5].startswith("All done")  # k = 2: nothing left for a third rater
-
-
-def test_served_app_refuses_out_of_range_forged_and_stale_in_one_line(served, caplog):
-    url, store, tokens, client_mod = served
-    client = client_mod.Client(url, verbose=False)
-    shown = client.predict(tokens["ann"], api_name="/rate_start")[1]
-    with caplog.at_level(logging.WARNING, logger="concept_grounding.annotate"):
-        for bad in ("9", "0", "Z" * 100_000):
-            view = client.predict(tokens["ann"], shown, bad, api_name="/rate_submit")
-            assert "is not one of 1-5" in view[5] and view[1] == shown and len(view[5]) < 300
-    lines = [r.getMessage() for r in caplog.records if r.name == "concept_grounding.annotate"]
-    assert lines == ["annotate: refused a rating submit by 'ann': rating outside 1-5"] * 3
-    assert client.predict(tokens["ann"], shown, None, api_name="/rate_submit")[5] == "choose a rating (1-5) first"
-    assert "personal link" in client.predict("ann", shown, "3", api_name="/rate_submit")[5]
-    # the events skip Gradio's preprocess: inputs of other JSON types are read as the components would
-    assert "personal link" in client.predict({"token": tokens["ann"]}, shown, "3", api_name="/rate_submit")[5]
-    assert client.predict(tokens["ann"], shown, [3], api_name="/rate_submit")[5] == "choose a rating (1-5) first"
-    assert client.predict(tokens["ann"], [shown], "3", api_name="/rate_submit")[5].startswith("not stored")
-    assert store.rating_rows() == []
-    nxt = client.predict(tokens["ann"], shown, "3", api_name="/rate_submit")
-    again = client.predict(tokens["ann"], shown, "1", api_name="/rate_submit")  # a double click's second half
-    assert again[5].startswith("not stored") and again[1] == nxt[1]
-    assert [(r[1], r[6]) for r in store.rating_rows()] == [(shown, 3)]

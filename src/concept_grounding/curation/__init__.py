@@ -14,7 +14,7 @@ The human validation of Sec. 4.3 / App. E (docs/human_validation.md):
   export (:mod:`.study_export`) and Krippendorff's alpha per question (:mod:`.agreement`);
 * :mod:`.annotations` -- the annotation app's SUB calls over the store (until the app reads it);
 * :mod:`.sampling` -- which candidates each study shows (40 per attribute, 3 per pairing);
-* :mod:`.annotate_app` -- the Gradio app over the store (``concept-grounding annotate``, whose
+* :mod:`.annotate_app` -- the one Gradio app, any study a tab (``concept-grounding annotate``, whose
   settings :mod:`.annotate_job` declares and :mod:`.annotate_studies` runs);
 * :mod:`.hub_sync` -- optional push of the answers to a Hub dataset repo (CommitScheduler);
 * :mod:`.simulate` -- bird-world candidates with known failures and the one simulator of any study;
@@ -27,9 +27,8 @@ The human validation of Sec. 4.3 / App. E (docs/human_validation.md):
 
 ConceptBed's human study (Patel et al., App. G; docs/human_validation.md), in the same store and app:
 
-* :mod:`.rating_study` -- its wording and the 1-5 check of the rating tab;
-* :mod:`.rating_store` -- the rating tab's calls over the store (until the app reads it);
-* :mod:`.rating_app` -- the app's "Rating" tab (``annotate --items``).
+* :mod:`.rating_study` -- its wording and the 1-5 check;
+* :mod:`.rating_store` -- the rating study's calls over the store (the app renders the study itself).
 
 This package sits above ``tdg``, ``judge``, ``worldflux``, the world and the loaders, which
 it joins (``pyproject.toml``'s import contracts); the human validation of Sec. 4.3

@@ -1,35 +1,35 @@
-"""The annotation app of SUB's human studies (App. E, Figs. 7-8): a thin Gradio shell over
-:class:`~.annotations.AnnotationStore`.
+"""The annotation app: one Gradio page that renders any :class:`~.study.Study` over a :class:`~.study.StudyBackend`.
 
-:class:`AnnotationHandlers` holds everything the app does, as plain functions of strings (testable
-without a browser: :meth:`~AnnotationHandlers.identify`, :meth:`~AnnotationHandlers.current`,
-:meth:`~AnnotationHandlers.submit`); :func:`build_app` wires them to Gradio components with keyboard
-shortcuts (:data:`SHORTCUTS_JS`; the keys: docs/human_validation.md, "The studies").
-Who annotates is decided by the server on every event (a personal link's token locally, the
-Hugging Face sign-in on a Space), and a stale or repeated submit is refused: docs/human_validation.md,
-"Who annotates".
+:class:`StudyHandlers` is what the app does, as plain functions (identify, current, submit: testable without a
+browser); :func:`build_app` gives each study a tab (its fields by kind, its questions by kind with keyboard keys
+generated from them, progress and guidelines). docs/human_validation.md, "The studies" and "Who annotates".
 """
 
 from __future__ import annotations
 
 import base64
 import html
+import inspect
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
-from .annotations import LIKERT, STUDIES, AnnotationError, AnnotationStore, ImageItem, annotator_id, question_text
+from .annotation_items import AnnotationError, annotator_id, quote
+from .study import Field, Question, Record, Study, StudyBackend
 
 __all__ = [
     "View",
-    "AnnotationHandlers",
+    "StudyHandlers",
+    "FilePath",
     "identify_annotator",
-    "answer_radio",
     "build_app",
     "image_html",
+    "shortcut_keys",
+    "option_label",
     "SHORTCUTS_JS",
     "KEYS",
     "on_spaces",
@@ -39,65 +39,71 @@ __all__ = [
 #: where refusals are logged, one line each, without the refused value
 LOG = logging.getLogger("concept_grounding.annotate")
 
-#: which study each tab shows, with the paper's instruction (App. E).
-INSTRUCTIONS = {
-    1: "Study 1 (SUB App. E, Fig. 7). The image was made from a reference bird with one attribute substituted. "
-    "Answer both questions: yes, somewhat or no.",
-    2: "Study 2 (SUB App. E, Fig. 8). Pick the attribute of this group that is present in the bird.",
-}
-
-#: study 2's option keys, in option order (a group has up to 15 attributes; each option shows its key)
+#: the keys a study's options take, in order: each question takes the next ones (a label question as many as it
+#: has options, a rating 1-5, a choice question -- whose options come with each record -- all that are left).
 KEYS = "123456789abcdefghijklmnopqrstuvwxyz"
 
 #: submits served at once (Gradio's default is 1 per event, which queues every annotator behind one
-#: another; the store is safe with many writers: one SQLite connection per worker thread, writes
-#: taking turns on a lock per file).
+#: another; the store is safe with many writers).
 CONCURRENCY = 16
 
 #: Gradio's queue settings read from the environment when the queue is made (defaults kept if set):
 #: after every event Gradio recomputes its monitoring summary with pandas over the last
 #: ``GRADIO_ANALYTICS_MAX_EVENTS`` events (default 10,000, every ``..._CACHE_FREQUENCY`` = 1
-#: event), a cost per submit that grew with the submits served (benchmarks/bench_annotation.py);
-#: here over the last 1,000 events, once per 1,000.
+#: event), a cost per submit that grows with the submits served; here over the last 1,000 events, once per 1,000.
 GRADIO_ENV = {"GRADIO_ANALYTICS_MAX_EVENTS": "1000", "GRADIO_ANALYTICS_CACHE_FREQUENCY": "1000"}
 
-SHORTCUTS_JS = (
-    """
+#: the CSS class prefix that carries a radio's keys (``cg-keys-123``) and the class of every submit button
+KEYS_CLASS, SUBMIT_CLASS = "cg-keys-", "cg-submit"
+
+#: the page's keyboard shortcuts, the same script for every study: a key picks the option of the visible radio whose
+#: ``cg-keys-...`` class lists it (:func:`shortcut_keys` writes those classes), Enter clicks the visible submit.
+SHORTCUTS_JS = """
 <script>
 document.addEventListener('keydown', (e) => {
   const t = e.target;
   if (t && ((t.tagName === 'INPUT' && t.type === 'text') || t.tagName === 'TEXTAREA')) return;
-  if (e.ctrlKey || e.metaKey || e.altKey) return;
-  const shown = (sel) => Array.from(document.querySelectorAll(sel)).find((el) => el.offsetParent !== null);
-  const pick = (id, i) => { const box = shown('#' + id); if (!box) return false;
-    const r = box.querySelectorAll('input[type=radio]'); if (r[i]) r[i].click(); return true; };
-  const n = parseInt(e.key, 10);
-  if (n >= 1 && n <= 3) pick('q1', n - 1);
-  if (n >= 4 && n <= 6) pick('q2', n - 4);
-  if (n >= 1 && n <= 5) pick('rating', n - 1);
-  const k = '%s'.indexOf((e.key || '').toLowerCase());
-  if (e.key && e.key.length === 1 && k >= 0) pick('present', k);
-  if (e.key === 'Enter') { const b = shown('#submit, #submit2, #submit3'); if (b) b.click(); }
+  if (e.ctrlKey || e.metaKey || e.altKey || !e.key) return;
+  const visible = (el) => el.offsetParent !== null;
+  if (e.key === 'Enter') {
+    const b = Array.from(document.querySelectorAll('.%(submit)s')).find(visible);
+    if (b) b.click();
+    return;
+  }
+  const key = e.key.toLowerCase();
+  if (key.length !== 1) return;
+  for (const box of document.querySelectorAll('[class*="%(keys)s"]')) {
+    if (!visible(box)) continue;
+    const keys = Array.from(box.classList).find((c) => c.startsWith('%(keys)s')).slice(%(n)d);
+    const radios = box.querySelectorAll('input[type=radio]');
+    const i = keys.indexOf(key);
+    if (i >= 0 && radios[i]) radios[i].click();
+  }
 });
 </script>
-"""  # noqa: UP031 - the script's own braces rule out format()
-    % KEYS
-)
+""" % {"submit": SUBMIT_CLASS, "keys": KEYS_CLASS, "n": len(KEYS_CLASS)}  # noqa: UP031 - the script's braces
 
 #: the page's own link's token, read into the hidden token field when the page loads
 TOKEN_JS = "() => new URLSearchParams(window.location.search).get('token') || ''"
 
-
 #: image types the page embeds (by file suffix)
 MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp": "image/webp", ".gif": "image/gif"}
+
+#: where the file a record's field names lives: ``file_path(record, value)`` (e.g. the candidates folder / value)
+FilePath = Callable[[Record, str], "str | Path"]
+
+#: what a stale or repeated submit is told (its answers were not stored)
+STALE = (
+    "not stored: that answer was for an image that is no longer open for you (answered already, or open too "
+    "long); your open image is shown"
+)
 
 
 @lru_cache(maxsize=512)
 def image_html(path: str, height: int = 384) -> str:
-    """The image at ``path`` as an ``<img>`` with its bytes inline (a base64 data URI), encoded
-    once per file (LRU cache of 512): the page gets the image in the submit's own reply, with
-    no second request for the file and no copy into Gradio's cache per submit (what a
-    ``gr.Image`` output does). ``data-file`` names the file (tests and screenshots read it).
+    """The image at ``path`` as an ``<img>`` with its bytes inline (a base64 data URI), encoded once per file (LRU
+    cache of 512): the page gets the image in the submit's own reply, with no second request and no file route.
+    ``data-file`` names the file (tests and screenshots read it).
 
     >>> image_html.__wrapped__("/no/such.png").startswith("<p")
     True
@@ -119,36 +125,10 @@ def on_spaces() -> bool:
     return bool(os.environ.get("SPACE_ID"))
 
 
-def option_label(index: int, attribute: str) -> str:
-    """Study 2's option ``index`` as the page shows it: its key, then the attribute in words.
-
-    >>> option_label(9, "has_crown_color::pink")
-    'a · pink crown color'
-    """
-    from ..vocabulary import attribute_phrase
-
-    return f"{KEYS[index]} · {attribute_phrase(attribute)}" if index < len(KEYS) else attribute_phrase(attribute)
-
-
-@dataclass(frozen=True)
-class View:
-    """What the page shows: ``image`` (a file path or ``None`` when done), the store's
-    ``image_id`` (the page sends it back with the answers), the ``questions`` (id -> wording),
-    study 2's ``choices``, ``progress`` ("12 / 40 images") and ``message`` (one line: a refusal,
-    or "all done")."""
-
-    image: str | None
-    image_id: str | None
-    questions: dict[str, str]
-    choices: tuple[str, ...]
-    progress: str
-    message: str = ""
-
-
-def identify_annotator(store: AnnotationStore, token: str | None, oauth_username: str | None, spaces: bool) -> str:
-    """Who is asking, decided by the server: on a Space (``spaces``) the verified OAuth username
-    (``token`` ignored), locally the holder of ``token`` in ``store`` (``oauth_username``
-    ignored); else :class:`AnnotationError` in one line. Every study's handlers use this rule."""
+def identify_annotator(store: StudyBackend, token: object, oauth_username: str | None, spaces: bool) -> str:
+    """Who is asking, decided by the server: on a Space (``spaces``) the verified OAuth username (``token``
+    ignored), locally the holder of ``token`` in ``store`` (``oauth_username`` ignored); else a one-line
+    :class:`AnnotationError`."""
     if spaces:
         if not oauth_username:
             raise AnnotationError("sign in with Hugging Face first (the button above)", brief="not signed in")
@@ -163,115 +143,242 @@ def identify_annotator(store: AnnotationStore, token: str | None, oauth_username
     return who
 
 
-#: what a stale or repeated submit is told (its answers were not stored)
-STALE = (
-    "not stored: that answer was for an image that is no longer open for you (answered already, or "
-    "open for more than {minutes:g} min); your open image is shown"
-)
+def checked_answers(study: Study, record: Record, answers: Mapping[str, object]) -> dict[str, str]:
+    """:meth:`.study.Study.check` whose refusal's ``brief`` names the question refused, never the value."""
+    extra = sorted(str(name) for name in set(answers) - {q.name for q in study.questions})
+    if extra:
+        raise AnnotationError(f"study {study.name!r} asks no question {quote(extra[0])}", brief="unknown question")
+    checked = {}
+    for q in study.questions:
+        try:
+            checked[q.name] = q.check(record, answers.get(q.name))
+        except AnnotationError as err:
+            raise AnnotationError(str(err), brief=f"answer to {q.name} outside its choices") from None
+    return checked
 
 
-class AnnotationHandlers:
-    """The app's behaviour over ``store`` for ``study``; ``image_path(item)`` locates an image's
-    file; ``spaces``: annotators are Hugging Face users (OAuth), else holders of a token."""
+@dataclass(frozen=True)
+class View:
+    """What a study's tab shows: the ``record`` open for the annotator (``None`` when done or refused),
+    ``progress`` ("12 / 40 images") and ``message`` (one line: a refusal, or "all done")."""
 
-    def __init__(
-        self, store: AnnotationStore, study: int, image_path: Callable[[ImageItem], str | Path], spaces: bool = False
-    ):
-        if study not in (1, 2):
-            raise ValueError(f"study must be 1 or 2, got {study!r}")
-        self.store, self.study, self.image_path, self.spaces = store, study, image_path, spaces
+    record: Record | None
+    progress: str
+    message: str = ""
 
-    def identify(self, token: str | None, oauth_username: str | None = None) -> str:
-        """The annotator asking: on a Space the verified OAuth username (``token`` ignored),
-        locally the holder of ``token`` (``oauth_username`` ignored); else :class:`AnnotationError`."""
+    @property
+    def record_id(self) -> str:
+        """The open record's id (the page sends it back with the answers), ``""`` when none."""
+        return self.record.id if self.record is not None else ""
+
+
+class StudyHandlers:
+    """The app's behaviour over ``store`` for any study; ``spaces``: annotators are Hugging Face users (OAuth),
+    else holders of a personal link's token."""
+
+    def __init__(self, store: StudyBackend, spaces: bool = False):
+        self.store, self.spaces = store, spaces
+
+    def identify(self, token: object, oauth_username: str | None = None) -> str:
+        """The annotator asking (:func:`identify_annotator`)."""
         return identify_annotator(self.store, token, oauth_username, self.spaces)
 
-    def _progress(self, annotator: str) -> str:
-        done, total = self.store.progress(annotator, self.study)
-        return f"{annotator}: {done} / {total} images"
+    def progress(self, annotator: str, study: Study) -> str:
+        """``"ann: 3 / 40 images"``."""
+        done, total = self.store.progress(annotator, study.name)
+        return f"{annotator}: {done} / {total} {_unit(study)}"
 
-    def current(self, annotator: str, message: str = "") -> View:
-        """The annotator's next image (the same one until it is answered: resumable)."""
-        item = self.store.next_image(annotator, self.study)
-        if item is None:
-            return View(None, None, {}, (), self._progress(annotator), message or "All done: no image is left for you.")
-        return View(
-            str(self.image_path(item)),
-            item.image,
-            {q: question_text(item, q) for q in STUDIES[self.study]},
-            item.choices,
-            self._progress(annotator),
-            message,
-        )
+    def current(self, annotator: str, study: Study, message: str = "") -> View:
+        """The annotator's open record of ``study`` (the same one until it is answered: resumable)."""
+        record = self.store.next_record(annotator, study.name)
+        if record is None:
+            message = message or f"All done: no {_unit(study)[:-1]} is left for you."
+        return View(record, self.progress(annotator, study), message)
 
-    def refuse(self, annotator: str, err: AnnotationError) -> View:
-        """``err`` logged in one line (its ``brief``: no value the client sent) and shown on the open image."""
-        LOG.warning("annotate: refused a study-%d submit by %r: %s", self.study, annotator, err.brief)
-        return self.current(annotator, str(err))
+    def refuse(self, annotator: str, study: Study, err: AnnotationError) -> View:
+        """``err`` logged in one line (its ``brief``: no value the client sent) and shown on the open record."""
+        LOG.warning("annotate: refused a %s submit by %r: %s", study.name, annotator, err.brief)
+        return self.current(annotator, study, str(err))
 
-    def submit(self, annotator: str, image_id: str | None, answers: dict[str, str | None]) -> View:
-        """Store ``answers`` to ``image_id`` (the image the page showed) and return the next
-        view; a refusal keeps the open image and says why in ``message``. Refused: an image
-        that is not the one open for ``annotator`` (a repeated or stale submit), a missing
-        answer, an answer outside the image's choices."""
-        if not image_id:
-            return self.current(annotator)
-        if self.store.open_image(annotator, self.study) != image_id:
-            minutes = self.store.lease_seconds / 60
-            return self.refuse(annotator, AnnotationError(STALE.format(minutes=minutes), brief="stale or repeated"))
-        missing = [q for q, a in answers.items() if not a]
+    def submit(self, annotator: str, study: Study, record_id: object, answers: Mapping[str, object]) -> View:
+        """Store ``answers`` to ``record_id`` (the record the page showed) and return the next view; a refusal
+        keeps the open record and says why in ``message``. Refused: a record that is not the one open for
+        ``annotator`` (a repeated or stale submit), an answer outside the question's options; a missing answer
+        is asked for."""
+        if not record_id:
+            return self.current(annotator, study)
+        record = self.store.next_record(annotator, study.name)
+        if record is None or record.id != record_id:
+            return self.refuse(annotator, study, AnnotationError(STALE, brief="stale or repeated"))
+        missing = [q.name for q in study.questions if answers.get(q.name) in (None, "")]
         if missing:
-            return self.current(annotator, f"answer {', '.join(missing)} first")
+            return View(record, self.progress(annotator, study), f"answer {', '.join(missing)} first")
         try:
-            self.store.submit(annotator, image_id, {q: a if isinstance(a, str) else str(a) for q, a in answers.items()})
+            self.store.submit(annotator, study.name, record.id, checked_answers(study, record, answers))
         except AnnotationError as err:
-            return self.refuse(annotator, err)
-        return self.current(annotator)
+            return self.refuse(annotator, study, err)
+        return self.current(annotator, study)
 
 
-@lru_cache(maxsize=1)
-def answer_radio():
-    """``gr.Radio`` whose server side passes any text through to the handler (which refuses an
-    answer outside the image's choices in one line): Gradio's own check raises with the value
-    in its message and logs a traceback per refusal. The page is Gradio's radio (a template)."""
-    from unittest import mock
+def _unit(study: Study) -> str:
+    """What the progress counts: images where the study shows one, else records."""
+    return "images" if study.fields and study.fields[0].kind == "image" else "records"
 
-    import gradio as gr
-    import gradio.component_meta
 
-    # Gradio's component metaclass writes a ``.pyi`` stub beside the module that defines a
-    # component class (for its own custom-component tooling): not into an installed package.
-    with mock.patch.object(gradio.component_meta, "create_or_modify_pyi", return_value=None):
+# ---------------------------------------------------------------------------------------------- the page
 
-        class AnswerRadio(gr.Radio):
-            is_template = True
+#: a record with no options (a label or rating question's options do not depend on the record)
+_NO_RECORD = Record("", "", {})
 
-            def preprocess(self, payload):
-                return payload if isinstance(payload, str) else None
 
-    return AnswerRadio
+def shortcut_keys(study: Study) -> dict[str, str]:
+    """Each question's keys, in option order (see :data:`KEYS`); a choice question must come last.
+
+    >>> from concept_grounding.curation.study import SUB_STUDY_1, CONCEPTBED_RATING
+    >>> shortcut_keys(SUB_STUDY_1), shortcut_keys(CONCEPTBED_RATING)
+    ({'q1': '123', 'q2': '456'}, {'rating': '12345'})
+    """
+    keys, start = {}, 0
+    for i, q in enumerate(study.questions):
+        if q.kind == "choice" and i != len(study.questions) - 1:
+            raise ValueError(f"study {study.name!r}: a choice question ({q.name}) must be the last, its keys the rest")
+        end = len(KEYS) if q.kind == "choice" else start + len(q.allowed(_NO_RECORD))
+        keys[q.name], start = KEYS[start:end], end
+    return keys
+
+
+def option_label(key: str, option: str) -> str:
+    """An option as its radio shows it: its key, then the option (an attribute in words).
+
+    >>> option_label("a", "has_crown_color::pink"), option_label("3", "3"), option_label("", "no")
+    ('a · pink crown color', '3', 'no')
+    """
+    text = option
+    if "::" in option:
+        from ..vocabulary import attribute_phrase
+
+        text = attribute_phrase(option)
+    return text if key in ("", text) else f"{key} · {text}"
+
+
+def _choices(question: Question, keys: str, record: Record | None) -> list[tuple[str, str]]:
+    options = question.allowed(record if record is not None else _NO_RECORD)
+    return [(option_label(keys[i] if i < len(keys) else "", o), o) for i, o in enumerate(options)]
+
+
+def field_html(field: Field, record: Record | None, file_path: FilePath) -> str:
+    """``record``'s ``field`` as the page shows it: an image inline, a row of images, or text (``""`` when the
+    record has none)."""
+    value = record.fields.get(field.name) if record is not None else None
+    if record is None or value in (None, "", (), []):
+        return ""
+    title = f"<p><b>{html.escape(field.title)}</b></p>" if field.title else ""
+    if field.kind == "image":
+        return title + image_html(str(file_path(record, str(value))))
+    if field.kind == "images":
+        paths = [value] if isinstance(value, str) else list(value)
+        row = "".join(
+            f'<div style="display:inline-block;margin:4px">{image_html(str(file_path(record, str(p))), 160)}</div>'
+            for p in paths
+        )
+        return f'{title}<div class="{html.escape(field.name)}">{row}</div>'
+    return f'{title}<p class="{html.escape(field.name)}">{html.escape(str(value))}</p>'
+
+
+def _wording(study: Study, q: Question, record: Record | None) -> str:
+    if record is None:
+        return ""
+    text = q.text(record)
+    return f"**{q.name.upper()}.** {text}" if len(study.questions) > 1 else f"**{text}**"
+
+
+def _guidelines(study: Study, keys: Mapping[str, str]) -> str:
+    """The study's title and guidelines, then its keys ("Keys: 1-3 q1, 4-6 q2, Enter submits.")."""
+    choice = {q.name for q in study.questions if q.kind == "choice"}
+    spans = [
+        f"the one shown on each option of {q}" if q in choice else f"{k[0]}-{k[-1]} {q}" if len(k) > 1 else f"{k} {q}"
+        for q, k in keys.items()
+        if k
+    ]
+    return f"**{study.title}.** {study.guidelines} Keys: {', '.join(spans)}, Enter submits."
+
+
+@dataclass(frozen=True)
+class StudyTab:
+    """One study's tab: how a :class:`View` becomes its outputs (plain values, as each component's
+    ``postprocess`` would give them: the events skip Gradio's per-component processing)."""
+
+    study: Study
+    keys: Mapping[str, str]
+    file_path: FilePath
+
+    def outputs(self, view: View) -> list[Any]:
+        """Fields, the record id, progress, message, each question's wording and its radio (cleared)."""
+        import gradio as gr
+
+        record = view.record
+        radios = [
+            gr.update(choices=_choices(q, self.keys[q.name], record), value=None) if q.kind == "choice" else None
+            for q in self.study.questions
+        ]
+        return [
+            *(field_html(f, record, self.file_path) for f in self.study.fields),
+            view.record_id,
+            inspect.cleandoc(view.progress),
+            inspect.cleandoc(view.message),
+            *(_wording(self.study, q, record) for q in self.study.questions),
+            *radios,
+        ]
+
+    def refused(self, err: AnnotationError) -> list[Any]:
+        """The outputs of a refused identity: the message only, the radios left as they are."""
+        import gradio as gr
+
+        questions = self.study.questions
+        blank = ["" for _ in self.study.fields]
+        return [*blank, "", "", inspect.cleandoc(str(err)), *("" for _ in questions), *(gr.update() for _ in questions)]
+
+
+def _text(payload: object) -> str | None:
+    """A textbox's value as its ``preprocess`` gives it (``None`` or ``str``)."""
+    return None if payload is None else str(payload)
+
+
+def _elem_ids(studies: Sequence[Study]) -> dict[tuple[str, str], str]:
+    """Each question's element id: its name, or ``study-name`` where two studies ask a question of that name."""
+    names = [q.name for s in studies for q in s.questions]
+    return {
+        (s.name, q.name): q.name if names.count(q.name) == 1 else f"{s.name}-{q.name}"
+        for s in studies
+        for q in s.questions
+    }
 
 
 def build_app(
-    store: AnnotationStore,
-    image_path: Callable[[ImageItem], str | Path],
+    store: StudyBackend,
+    studies: Sequence[Study],
+    file_path: FilePath,
     *,
-    title: str = "SUB annotation",
+    title: str = "Annotation",
     spaces: bool | None = None,
-    studies: Sequence[int] = (1, 2),
-    tabs: Sequence[Callable] = (),
 ):
-    """The Gradio Blocks: one tab per study, each showing the image, the questions
-    (:data:`~.annotations.LIKERT` answers or the group's attributes, each with its key),
-    progress and a submit button (keyboard shortcuts in :data:`SHORTCUTS_JS`). ``spaces``
-    (default :func:`on_spaces`): sign in with Hugging Face, else the personal link's token.
-    ``studies``: SUB's studies shown; ``tabs``: more tabs, each ``tab(token, start, spaces)``
-    called inside the Blocks with the token field and the start button (e.g.
-    :func:`.rating_app.rating_tab`, ConceptBed's rating study)."""
+    """The Gradio Blocks: a tab per study (its guidelines with its keys, progress, its fields by kind, its
+    questions as radios with keys, a submit button); one "Start / resume" button starts every tab. ``spaces``
+    (default :func:`on_spaces`): sign in with Hugging Face, else the personal link's token. The keyboard shortcuts
+    (:data:`SHORTCUTS_JS`) go into the page head where this Gradio takes them (:func:`.annotate_serve.launch_app`).
+
+    Element ids: tab ``n`` (from 1) shows field ``f`` as ``#{f}{n}`` (``#image1``), the record id in ``#shown{n}``,
+    a question's radio as ``#{name}`` and its wording as ``#{name}-text``, the submit as ``#submit`` (tab 1) or
+    ``#submit{n}``. API names: ``/{study}_start`` and ``/{study}_submit`` (the study's name, ``-`` as ``_``); a
+    submit takes the token, the record id and one answer per question, in the study's order."""
     import gradio as gr
 
+    names = [s.name for s in studies]
+    if not names or len(set(names)) != len(names):
+        raise ValueError(f"build_app needs one or more studies, each once; got {names}")
     spaces = on_spaces() if spaces is None else spaces
-    radio = answer_radio()
+    handlers = StudyHandlers(store, spaces=spaces)
+    ids = _elem_ids(studies)
     head = {} if gradio_major() >= 6 else {"head": SHORTCUTS_JS}  # Gradio 6 takes head= in launch()
     with gr.Blocks(title=title, **head) as app:
         gr.Markdown(f"# {title}")
@@ -280,115 +387,69 @@ def build_app(
         token = gr.Textbox(visible="hidden", elem_id="token")  # the link's token, filled by TOKEN_JS
         app.load(None, None, [token], js=TOKEN_JS, show_progress="hidden", concurrency_limit=CONCURRENCY)
         start = gr.Button("Start / resume")
-        for study in studies:
-            handlers = AnnotationHandlers(store, study, image_path, spaces=spaces)
-            with gr.Tab(f"Study {study}"):
-                gr.Markdown(
-                    INSTRUCTIONS[study]
-                    + " Keys: "
-                    + ("1-3 Q1, 4-6 Q2" if study == 1 else "the one shown on each option")
-                    + ", Enter submits."
-                )
-                progress = gr.Markdown()
-                message = gr.Markdown()
-                image = gr.HTML(elem_id=f"image{study}")  # image_html: the bytes inline, one round trip
-                shown = gr.Textbox(visible="hidden", elem_id=f"shown{study}")  # the image the answers are for
-                if study == 1:  # each question's wording (it names S+ and R) in a Markdown above its radio
-                    texts, radios = [], []
-                    for q in ("q1", "q2"):
-                        texts.append(gr.Markdown(elem_id=f"{q}-text"))
-                        radios.append(radio(list(LIKERT), label=q.upper(), elem_id=q))
-                    qids = ("q1", "q2")
-                else:
-                    texts = []
-                    radios = [radio([], label=question_text(None, "present"), elem_id="present")]
-                    qids = ("present",)
-                button = gr.Button("Submit", variant="primary", elem_id="submit" if study == 1 else "submit2")
-
-                def show(view: View, qids=qids, study=study):
-                    """The outputs of a view. Study 1 returns plain values (the radios cleared, the
-                    wording as Markdown): a ``gr.update`` makes Gradio rebuild the component's
-                    config on every submit (13 ms of a 50 ms server turn, measured by
-                    benchmarks/bench_annotation.py); study 2's choices change per image, so it updates them."""
-                    if study == 2:
-                        options = gr.update(
-                            choices=[(option_label(i, c), c) for i, c in enumerate(view.choices)], value=None
-                        )
-                        return [_html(view.image), view.image_id or "", view.progress, view.message, options]
-                    wording = [f"**{q.upper()}.** {view.questions[q]}" if q in view.questions else "" for q in qids]
-                    return [
-                        _html(view.image),
-                        view.image_id or "",
-                        view.progress,
-                        view.message,
-                        *wording,
-                        *(None for _ in qids),
-                    ]
-
-                outputs = [image, shown, progress, message, *texts, *radios]
-
-                on_start, on_submit = _events(handlers, show, [gr.update() for _ in texts + radios], qids)
-                start.click(
-                    on_start, inputs=[token], outputs=outputs, concurrency_limit=CONCURRENCY, show_progress="hidden"
-                )
-                button.click(
-                    on_submit,
-                    inputs=[token, shown, *radios],
-                    outputs=outputs,
-                    concurrency_limit=CONCURRENCY,
-                    show_progress="hidden",
-                )
-        for tab in tabs:
-            tab(token, start, spaces)
+        for n, study in enumerate(studies, start=1):
+            tab = StudyTab(study, shortcut_keys(study), file_path)
+            with gr.Tab(study.title.split(" (")[0]):
+                _render(tab, n, ids, handlers, token, start)
     for key, value in GRADIO_ENV.items():
         os.environ.setdefault(key, value)
     return app.queue(default_concurrency_limit=CONCURRENCY)  # the queue made again, with GRADIO_ENV
 
 
-def _events(h: AnnotationHandlers, show: Callable[[View], list], keep: list, qids: tuple[str, ...]):
-    """A study's ``on_start(token, profile)`` and ``on_submit(token, image_id, *answers, profile)``:
-    each decides who asks (:meth:`AnnotationHandlers.identify`) from the login Gradio injects
-    (a parameter typed ``gr.OAuthProfile | None``) or the token, on every event. ``on_submit``
-    names each answer (Gradio puts the login at the ``profile`` parameter's position)."""
+def _render(tab: StudyTab, n: int, ids: Mapping[tuple[str, str], str], handlers: StudyHandlers, token, start) -> None:
+    """One study's components and its start and submit events (inside its ``gr.Tab``)."""
     import gradio as gr
 
-    def refused(err: AnnotationError, what: str) -> list:
-        LOG.warning("annotate: refused a %s: %s", what, err.brief)
-        return ["", "", "", str(err), *keep]
+    study = tab.study
+    gr.Markdown(_guidelines(study, tab.keys))
+    progress, message = gr.Markdown(), gr.Markdown()
+    fields = [gr.HTML(elem_id=f"{f.name}{n}") for f in study.fields]  # image_html: the bytes inline
+    shown = gr.Textbox(visible="hidden", elem_id=f"shown{n}")  # the record the answers are for
+    texts, radios = [], []
+    for q in study.questions:
+        qid = ids[(study.name, q.name)]
+        texts.append(gr.Markdown(elem_id=f"{qid}-text"))
+        keys = tab.keys[q.name]
+        radios.append(
+            gr.Radio(
+                _choices(q, keys, None),
+                label=q.name.capitalize(),
+                elem_id=qid,
+                elem_classes=[f"{KEYS_CLASS}{keys}"] if keys else None,
+            )
+        )
+    button = gr.Button(
+        "Submit", variant="primary", elem_id="submit" if n == 1 else f"submit{n}", elem_classes=[SUBMIT_CLASS]
+    )
+    outputs = [*fields, shown, progress, message, *texts, *radios]
+    names = [q.name for q in study.questions]
 
-    def on_start(key, profile=None):
+    def on_start(profile, key):
         try:
-            annotator = h.identify(key, getattr(profile, "username", None))
+            annotator = handlers.identify(_text(key), getattr(profile, "username", None))
         except AnnotationError as err:
-            return refused(err, "sign-in")
-        return show(h.current(annotator))
+            LOG.warning("annotate: refused a %s start: %s", study.name, err.brief)
+            return tab.refused(err)
+        return tab.outputs(handlers.current(annotator, study))
 
-    def answer(key, current, values, profile) -> list:
+    def on_submit(profile, key, record_id, *answers):
         try:
-            annotator = h.identify(key, getattr(profile, "username", None))
+            annotator = handlers.identify(_text(key), getattr(profile, "username", None))
         except AnnotationError as err:
-            return refused(err, "submit")
-        return show(h.submit(annotator, current, dict(zip(qids, values))))
-
-    if len(qids) == 2:
-
-        def on_submit(key, current, first, second, profile=None):
-            return answer(key, current, (first, second), profile)
-    else:
-
-        def on_submit(key, current, first, profile=None):
-            return answer(key, current, (first,), profile)
+            LOG.warning("annotate: refused a %s submit: %s", study.name, err.brief)
+            return tab.refused(err)
+        return tab.outputs(handlers.submit(annotator, study, _text(record_id), dict(zip(names, answers))))
 
     for fn in (on_start, on_submit):  # the type Gradio injects the login by (a real type, not a string)
         fn.__annotations__["profile"] = gr.OAuthProfile | None
-    return on_start, on_submit
-
-
-def _html(path: str | None) -> str:
-    return image_html(str(path)) if path else ""
+    api = study.name.replace("-", "_")
+    raw = {"preprocess": False, "postprocess": False, "concurrency_limit": CONCURRENCY, "show_progress": "hidden"}
+    start.click(on_start, inputs=[token], outputs=outputs, api_name=f"{api}_start", **raw)
+    button.click(on_submit, inputs=[token, shown, *radios], outputs=outputs, api_name=f"{api}_submit", **raw)
 
 
 def gradio_major() -> int:
+    """Gradio's major version (6 takes the page head in ``launch``)."""
     import gradio as gr
 
     return int(gr.__version__.split(".")[0])

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .annotate_app import SHORTCUTS_JS, build_app, gradio_major
 from .annotations import AnnotationStore, ImageItem
+from .study import SUB_STUDY_1, SUB_STUDY_2
 
 __all__ = ["launch_app", "serve_app"]
 
@@ -25,7 +26,7 @@ def serve_app(
     *,
     port: int,
     private: Sequence[str | Path] = (),
-    studies: Sequence[int] = (1, 2),
+    studies: Sequence = (SUB_STUDY_1, SUB_STUDY_2),
     tabs: Sequence[Callable] = (),
     **kwargs,
 ):
@@ -34,7 +35,7 @@ def serve_app(
     an allowed path, and ``private`` (e.g. the candidates folder with its truth and metadata) and
     the store's files are blocked paths, which win over anything Gradio serves by default.
     ``studies`` and ``tabs``: as :func:`build_app`'s."""
-    app = build_app(store, image_path, studies=studies, tabs=tabs)
+    app = build_app(store, studies, image_path)
     db = store.path.resolve()
     blocked = sorted({str(Path(p).resolve()) for p in private} | {str(db), f"{db}-wal", f"{db}-shm", f"{db}-journal"})
     launch_app(app, server_port=port, allowed_paths=[], blocked_paths=blocked, **kwargs)

@@ -124,18 +124,18 @@ def _issue_links(config: AnnotateConfig, store: Any, echo: Echo) -> None:
 
 
 def serve_studies(config: AnnotateConfig, studies: Studies) -> None:
-    """Serve the app over the store to its token holders (SUB's studies, the rating study's tab); with
-    ``hub_repo``, push the answers to the Hub as they come."""
+    """Serve the one app over the store to its token holders (SUB's studies, the rating study); with ``hub_repo``,
+    push the answers to the Hub as they come."""
     from ..extras import require_extra
     from .annotate_app import on_spaces
     from .annotate_serve import serve_app
     from .sampling import candidate_id
+    from .study import CONCEPTBED_RATING, SUB_STUDY_1, SUB_STUDY_2, Record
+    from .study_store import StudyStore
 
     require_extra("space", "concept-grounding annotate's app (without --simulate or --export)")
-    from .rating_store import RatingStore
-
     root = studies.root
-    store = RatingStore(config.db)  # the app's calls over the same store, until the app reads the study store
+    store = StudyStore(config.db)
     if not on_spaces() and not store.token_holders():
         raise UsageError(
             "no annotator has a personal link yet: name them (--annotators ann,bob); each gets a "
@@ -143,10 +143,14 @@ def serve_studies(config: AnnotateConfig, studies: Studies) -> None:
             argument="--annotators",
         )
     paths = {candidate_id(r): r["file_name"] for r in studies.rows}
+    items = Path(config.items) if config.items is not None else None
 
-    def image_path(item: Any) -> str:
-        p = paths[str(item.meta["candidate"])]
-        return p if Path(p).is_absolute() else str(root / p)
+    def file_path(record: Record, name: str) -> Path:
+        """A SUB record's field names its candidate (the file from metadata.jsonl), a rating record's its file."""
+        if record.study == CONCEPTBED_RATING.name and items is not None:
+            return items / name
+        p = Path(paths[name])
+        return p if p.is_absolute() else root / p
 
     if config.hub_repo:
         from .hub_sync import AnnotationSync
@@ -154,21 +158,12 @@ def serve_studies(config: AnnotateConfig, studies: Studies) -> None:
         AnnotationSync(
             store, repo_id=config.hub_repo, folder=Path(config.db).parent / "hub-sync", every=config.hub_every
         )
-    tabs, private = [], [root] if root is not None else []
-    if config.items is not None:
-        from .rating_app import rating_tab
-
-        folder = Path(config.items)
-        tabs.append(rating_tab(store, lambda name: str(folder / name)))
-        private.append(folder / "truth.jsonl")
-    serve_app(
-        store,
-        image_path,
-        port=config.port,
-        private=private,
-        tabs=tabs,
-        studies=(1, 2) if config.candidates is not None else (),
-    )
+    shown = [SUB_STUDY_1, SUB_STUDY_2] if config.candidates is not None else []
+    private = [root] if root is not None else []
+    if items is not None:
+        shown.append(CONCEPTBED_RATING)
+        private.append(items / "truth.jsonl")
+    serve_app(store, file_path, port=config.port, private=private, studies=shown)
 
 
 def rating_items(folder: Path) -> list[Any]:

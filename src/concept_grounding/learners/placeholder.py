@@ -102,12 +102,16 @@ def add_placeholder(pipe: Any, token: str, init_word: str | None, generator: Any
     Args:
         init_word: the word whose embedding starts the rows; ``None``: random rows drawn with ``generator``.
     """
+    import torch
+
     rows: dict[str, Any] = {}
     for enc_name, tok_name in ENCODERS:
         encoder, tokenizer = getattr(pipe, enc_name), getattr(pipe, tok_name)
         row = init_row(encoder, tokenizer, init_word, generator)
-        pipe.load_textual_inversion(
-            {token: row.to(encoder.dtype)}, token=token, tokenizer=tokenizer, text_encoder=encoder
-        )
+        cuda = [encoder.device.index or 0] if encoder.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=cuda):  # resizing the table draws its new row from the global generator
+            pipe.load_textual_inversion(
+                {token: row.to(encoder.dtype)}, token=token, tokenizer=tokenizer, text_encoder=encoder
+            )
         rows[enc_name] = row
     return Placeholder(pipe, token, rows)

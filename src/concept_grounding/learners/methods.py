@@ -1,8 +1,8 @@
 """One object per concept learner: what it trains on a ``FluxPipeline``, its defaults, its files.
 
-:data:`METHODS` maps a method's name to its class; :func:`make_method` builds one from a
-:class:`~.config.LearnConfig`. Each saves exactly the files diffusers' own training scripts write,
-so diffusers' loaders read them with no project code (docs/guide/learners.md).
+:data:`METHODS` maps a method's name to its class; :meth:`~.config.LearnConfig.learner_method` builds
+one from a learner's settings. Each saves exactly the files diffusers' own training scripts write, so
+diffusers' loaders read them with no project code (docs/guide/learners.md).
 """
 
 from __future__ import annotations
@@ -10,12 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from .placeholder import EMBED_KEYS, ENCODERS, Placeholder
-
-if TYPE_CHECKING:
-    from .config import LearnConfig
 
 __all__ = [
     "LearnerMethod",
@@ -26,7 +23,6 @@ __all__ = [
     "METHODS",
     "METHOD_DEFAULTS",
     "LORA_TARGETS",
-    "make_method",
     "custom_diffusion_parameters",
     "embeddings_file",
     "load_learned",
@@ -228,19 +224,6 @@ class CustomDiffusion(LearnerMethod):
 METHODS: dict[str, type[LearnerMethod]] = {m.name: m for m in (TextualInversion, DreamBooth, LoRA, CustomDiffusion)}
 #: method -> (Table 5 steps, Table 5 learning rate), read from the classes.
 METHOD_DEFAULTS = {name: (cls.steps, cls.lr) for name, cls in METHODS.items()}
-
-
-def make_method(config: LearnConfig) -> LearnerMethod:
-    """The method object of ``config`` (LoRA: peft's ``LoraConfig`` of rank ``config.rank``, alpha = rank)."""
-    cls = METHODS[config.method]
-    if cls is LoRA:
-        from peft import LoraConfig
-
-        lora = LoraConfig(
-            r=config.rank, lora_alpha=config.rank, init_lora_weights="gaussian", target_modules=list(LORA_TARGETS)
-        )
-        return LoRA(lora=lora)
-    return cls()
 
 
 def save_embeddings(placeholder: Placeholder, folder: Path) -> list[str]:

@@ -343,7 +343,13 @@ def learn(config: LearnConfig, out: str | Path) -> Path:
 
 
 def _save_checkpoint(trainer: Trainer, folder: Path) -> None:
-    """``accelerator.save_state`` into ``folder``, swapped in whole (an interruption keeps the previous one)."""
+    """``accelerator.save_state`` into ``folder``, swapped in whole (an interruption keeps the previous one).
+
+    accelerate writes a state from the main process only: under :func:`learn_many`'s sharding the
+    other processes' concepts keep no checkpoint (an interrupted one restarts, with the same result).
+    """
+    if not trainer.accelerator.is_main_process:
+        return
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     trainer.accelerator.save_state(str(tmp))

@@ -15,10 +15,10 @@ the encoders' cost is not FLUX.1-dev's, their embedding rows are what TI trains)
 1024 x 1024 images as random 16 x 128 x 128 latents (64 x 64 = 4,096 packed tokens; the VAE is
 not run), 512 T5 tokens. Each method is set up with the learners' own
 ``prepare_trainer`` / ``training_step`` (the code ``learn`` runs) on a fresh transformer:
-TI, LoRA rank 16, DreamBooth (a full fine-tune: bf16 weights, gradients and torch's fused
-AdamW with bf16 moments, 2 x 12 B x 2 B = 48 GB of moments, about 96 GB with weights and
-gradients, which fits 141 GB; no 8-bit optimiser, bitsandbytes is not a dependency) and Custom
-Diffusion, with gradient checkpointing, batch ``--batch`` (DreamBooth and Custom Diffusion add a
+TI, LoRA rank 16, DreamBooth (a full fine-tune with float32 master weights under bf16 autocast,
+as diffusers' ``train_dreambooth_flux.py``: 12 B x (4 + 4 + 8) B = 192 GB of weights, gradients
+and AdamW moments, more than one 141 GB GPU holds; no 8-bit optimiser, bitsandbytes is not a
+dependency) and Custom Diffusion, with gradient checkpointing, batch ``--batch`` (DreamBooth and Custom Diffusion add a
 prior batch each step, as ``learn`` does). Printed: s/step (mean of ``--steps`` timed steps
 after one untimed), peak GPU memory, and the estimated seconds per concept at Table 5's step
 counts (steps only, and with 200 prior images sampled at 28 steps, timed from one forward pass).

@@ -120,16 +120,14 @@ def make_accelerator(config: LearnConfig, work: Path | None = None) -> Any:
     Raises:
         UsageError: this process already runs accelerate with another precision.
     """
-    import torch
     from accelerate import Accelerator
 
     mixed = "bf16" if config.dtype == "bfloat16" else "no"
-    try:
+    try:  # the pipeline stays on config.device: accelerate places nothing
         return Accelerator(
             mixed_precision=mixed,
             gradient_accumulation_steps=config.gradient_accumulation,
             device_placement=False,
-            cpu=torch.device(config.device).type == "cpu",
             project_dir=str(work) if work is not None else None,
         )
     except ValueError:
@@ -251,7 +249,9 @@ def chunk_losses(trainer: Trainer, chunks: Sequence[tuple[Latents, str]], g: Any
         if transformer.config.guidance_embeds
         else None
     )
-    with trainer.accelerator.autocast():
+    # accelerate's bf16 autocast, on the transformer's device (which may not be the accelerator's)
+    bf16 = trainer.accelerator.mixed_precision == "bf16"
+    with torch.autocast(x0.device.type, dtype=torch.bfloat16, enabled=bf16):
         pred = transformer(
             hidden_states=packed,
             timestep=t,

@@ -22,7 +22,7 @@ from typing import Any
 from ..errors import UsageError, named
 from ..settings import setting
 from ..validators import float_range, int_at_least, nonnegative_int, positive_int
-from .methods import LORA_TARGETS, METHOD_DEFAULTS, METHODS, LearnerMethod, LoRA
+from .methods import METHOD_DEFAULTS, METHODS, LearnerMethod
 
 __all__ = ["METHODS", "METHOD_DEFAULTS", "IMAGE_SUFFIXES", "LearnConfig", "check_images", "model_folder", "check_token"]
 
@@ -133,17 +133,8 @@ class LearnConfig:
     progress: bool = setting(True, "show no progress bars", flag="--no-progress", action="store_false")
 
     def learner_method(self) -> LearnerMethod:
-        """The method object (:mod:`.methods`) these settings build (LoRA: peft's ``LoraConfig``,
-        rank ``rank``, alpha = rank, gaussian init, diffusers' Flux targets)."""
-        cls = METHODS[self.method]
-        if cls is not LoRA:
-            return cls()
-        from peft import LoraConfig
-
-        lora = LoraConfig(
-            r=self.rank, lora_alpha=self.rank, init_lora_weights="gaussian", target_modules=list(LORA_TARGETS)
-        )
-        return LoRA(lora=lora)
+        """The method object (:mod:`.methods`) these settings build."""
+        return METHODS[self.method].from_config(self)
 
     def resolved_steps(self) -> int:
         """``steps``, or the method's Table 5 count."""

@@ -65,6 +65,11 @@ class LearnerMethod:
     trains_rows: ClassVar[bool] = False
     uses_prior: ClassVar[bool] = False
 
+    @classmethod
+    def from_config(cls, config: Any) -> LearnerMethod:
+        """The method of a :class:`~.config.LearnConfig` (its own settings taken from it)."""
+        return cls()
+
     def trainable(self, pipe: Any, placeholder: Placeholder, seed: int) -> dict[str, Any]:
         """Unfreeze (or add) what this method trains on the frozen ``pipe``; name -> parameter.
 
@@ -127,10 +132,10 @@ class DreamBooth(LearnerMethod):
         pipe.register_modules(transformer=trained.to(transformer.device))
 
 
-def _default_lora() -> Any:
+def _default_lora(rank: int = 16) -> Any:
     from peft import LoraConfig
 
-    return LoraConfig(r=16, lora_alpha=16, init_lora_weights="gaussian", target_modules=list(LORA_TARGETS))
+    return LoraConfig(r=rank, lora_alpha=rank, init_lora_weights="gaussian", target_modules=list(LORA_TARGETS))
 
 
 @dataclass
@@ -146,6 +151,11 @@ class LoRA(LearnerMethod):
     lr: ClassVar[float] = 1e-4
     world_lr: ClassVar[float] = 1e-3
     lora: Any = field(default_factory=_default_lora)
+
+    @classmethod
+    def from_config(cls, config: Any) -> LearnerMethod:
+        """peft's ``LoraConfig`` of rank ``config.rank``, alpha = rank, gaussian init, diffusers' Flux targets."""
+        return cls(lora=_default_lora(config.rank))
 
     def trainable(self, pipe: Any, placeholder: Placeholder, seed: int) -> dict[str, Any]:
         import torch

@@ -116,8 +116,12 @@ def test_method_trains_only_its_parameters_and_its_files_load_in_diffusers(metho
         assert torch.allclose(_sample(learner.pipe), _sample(loaded), atol=1e-5)
 
 
-def test_resume_after_an_interruption_equals_an_uninterrupted_run(concept_dir, tmp_path, monkeypatch):
-    config = _config("custom_diffusion", concept_dir, steps=4, checkpoint_every=2)
+@pytest.mark.parametrize(
+    ("method", "loop"),
+    [("custom_diffusion", {}), ("lora", {"gradient_accumulation": 2, "lr_scheduler": "linear", "batch": 1})],
+)
+def test_resume_after_an_interruption_equals_an_uninterrupted_run(method, loop, concept_dir, tmp_path, monkeypatch):
+    config = _config(method, concept_dir, steps=4, checkpoint_every=2, **loop)
     learn(config, tmp_path / "straight")
 
     from concept_grounding.learners import train

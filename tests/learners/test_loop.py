@@ -181,3 +181,15 @@ def test_class_images_of_another_size_are_refused_naming_the_flag(concept_dir, t
     with pytest.raises(UsageError) as err:
         config.check()
     assert str(err.value).startswith("class_data_dir: ") and "\n" not in str(err.value)
+
+
+def test_a_lora_method_takes_peft_s_lora_config_as_is():
+    from peft import LoraConfig
+
+    from concept_grounding.learners import LoRA
+
+    lora = LoraConfig(r=3, lora_alpha=6, init_lora_weights="gaussian", target_modules=["to_q", "to_v"])
+    trainer = prepare_trainer(_tiny(), _config("lora"), method=LoRA(lora=lora))
+    shapes = {n.split(".lora_A")[0].rsplit(".", 1)[-1]: p.shape for n, p in trainer.params.items() if "lora_A" in n}
+    assert set(shapes) == {"to_q", "to_v"} and all(s[0] == 3 for s in shapes.values())
+    assert _config("lora", rank=5).learner_method().lora.r == 5  # --rank builds the same object

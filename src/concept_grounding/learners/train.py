@@ -153,17 +153,20 @@ def _encode(trainer: Trainer, prompts: Sequence[str], batch: int) -> tuple[Any, 
     return states, pooled
 
 
-def prepare_trainer(pipe: Any, config: LearnConfig, accelerator: Any | None = None) -> Trainer:
+def prepare_trainer(
+    pipe: Any, config: LearnConfig, accelerator: Any | None = None, method: LearnerMethod | None = None
+) -> Trainer:
     """Add V* to ``pipe``, freeze it, unfreeze / add what the method trains, make AdamW and its schedule.
 
     ``pipe`` is changed in place (token, hooks, adapters); frozen weights keep their device and
-    dtype, trained ones are float32 (the master copy under bf16 autocast).
+    dtype, trained ones are float32 (the master copy under bf16 autocast). ``method``: a method object
+    of one's own (e.g. ``LoRA(lora=LoraConfig(...))``; default: the one ``config`` builds).
     """
     import torch
     from diffusers.optimization import get_scheduler
     from diffusers.training_utils import cast_training_params
 
-    method = config.learner_method()
+    method = method if method is not None else config.learner_method()
     rows_from = config.init_word if method.trains_rows else None
     placeholder = add_placeholder(pipe, config.token, rows_from, torch.Generator().manual_seed(config.seed * 7919 + 11))
     for enc in ("text_encoder", "text_encoder_2", "transformer"):

@@ -14,11 +14,11 @@ small random text encoders (one-layer CLIP 768-wide and T5 4096-wide, word-level
 the encoders' cost is not FLUX.1-dev's, their embedding rows are what TI trains), and
 1024 x 1024 images as random 16 x 128 x 128 latents (64 x 64 = 4,096 packed tokens; the VAE is
 not run), 512 T5 tokens. Each method is set up with the learners' own
-``prepare_learner`` / ``training_step`` (the code ``learn`` runs) on a fresh transformer:
-TI, LoRA rank 16, DreamBooth (a full fine-tune: bf16 weights, gradients and torch's fused
-AdamW with bf16 moments, 2 x 12 B x 2 B = 48 GB of moments, about 96 GB with weights and
-gradients, which fits 141 GB; no 8-bit optimiser, bitsandbytes is not a dependency) and Custom
-Diffusion, with gradient checkpointing, batch ``--batch`` (DreamBooth and Custom Diffusion add a
+``prepare_trainer`` / ``training_step`` (the code ``learn`` runs) on a fresh transformer:
+TI, LoRA rank 16, DreamBooth (a full fine-tune with float32 master weights under bf16 autocast,
+as diffusers' ``train_dreambooth_flux.py``: 12 B x (4 + 4 + 8) B = 192 GB of weights, gradients
+and AdamW moments, more than one 141 GB GPU holds; no 8-bit optimiser, bitsandbytes is not a
+dependency) and Custom Diffusion, with gradient checkpointing, batch ``--batch`` (DreamBooth and Custom Diffusion add a
 prior batch each step, as ``learn`` does). Printed: s/step (mean of ``--steps`` timed steps
 after one untimed), peak GPU memory, and the estimated seconds per concept at Table 5's step
 counts (steps only, and with 200 prior images sampled at 28 steps, timed from one forward pass).
@@ -218,7 +218,7 @@ def bench_dev_size(
     """Each method's s/step and peak memory on the FLUX.1-dev-shaped pipeline."""
     import torch
 
-    from concept_grounding.learners.train import Latents, flow_loss, prepare_learner, training_step
+    from concept_grounding.learners.train import Latents, flow_loss, prepare_trainer, training_step
 
     cuda = device.startswith("cuda")
     side = size // 8  # FLUX.1's VAE downsamples 8x: 1024 px -> 128 x 128 latents -> 64 x 64 packed tokens
@@ -255,7 +255,7 @@ def bench_dev_size(
             class_prompt="a photo of a bird",
             init_word="bird",
         )
-        learner = prepare_learner(pipe, config)
+        learner = prepare_trainer(pipe, config)
         prior = lat if config.uses_prior() else None
         training_step(learner, 0, lat, prior)  # untimed: allocation, kernel selection
         _sync(device)

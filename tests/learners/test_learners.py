@@ -116,8 +116,12 @@ def test_method_trains_only_its_parameters_and_its_files_load_in_diffusers(metho
         assert torch.allclose(_sample(learner.pipe), _sample(loaded), atol=1e-5)
 
 
-def test_resume_after_an_interruption_equals_an_uninterrupted_run(concept_dir, tmp_path, monkeypatch):
-    config = _config("custom_diffusion", concept_dir, steps=4, checkpoint_every=2)
+@pytest.mark.parametrize(
+    ("method", "loop"),
+    [("custom_diffusion", {}), ("lora", {"gradient_accumulation": 2, "lr_scheduler": "linear", "batch": 1})],
+)
+def test_resume_after_an_interruption_equals_an_uninterrupted_run(method, loop, concept_dir, tmp_path, monkeypatch):
+    config = _config(method, concept_dir, steps=4, checkpoint_every=2, **loop)
     learn(config, tmp_path / "straight")
 
     from concept_grounding.learners import train
@@ -133,13 +137,15 @@ def test_resume_after_an_interruption_equals_an_uninterrupted_run(concept_dir, t
     monkeypatch.setattr(train, "training_step", interrupted)
     with pytest.raises(KeyboardInterrupt):
         learn(config, tmp_path / "resumed")
-    assert (tmp_path / "resumed" / ".work" / "checkpoint.pt").exists()
+    saved = tmp_path / "resumed" / ".work" / "checkpoint"  # accelerator.save_state's folder
+    assert (saved / "optimizer.bin").is_file() and (saved / "custom_checkpoint_1.pkl").is_file()
     monkeypatch.setattr(train, "training_step", original)
     learn(config, tmp_path / "resumed")
     a, b = (json.loads((tmp_path / d / "learned.json").read_text()) for d in ("straight", "resumed"))
-    assert a["losses"] == b["losses"] and a["files"] == b["files"]
-    for name in a["files"]:
-        assert (tmp_path / "straight" / name).read_bytes() == (tmp_path / "resumed" / name).read_bytes()
+    # the pivotal-tuning file is named after its folder ({name}_emb.safetensors, as diffusers' script names it)
+    assert a["losses"] == b["losses"] and [f.replace("straight", "resumed") for f in a["files"]] == b["files"]
+    for x, y in zip(a["files"], b["files"]):
+        assert (tmp_path / "straight" / x).read_bytes() == (tmp_path / "resumed" / y).read_bytes()
 
 
 @pytest.mark.parametrize(
@@ -221,13 +227,13 @@ def test_a_shared_prior_cache_draws_the_prior_images_once(concept_dir, tmp_path,
     files = list(cache.glob("prior-*.npy"))
     assert len(files) == 1 and not list(cache.glob(".*tmp"))
     drawn = []
-    original = train_module._prior_images
+    original = train_module.class_images
 
     def counting(pipe, cfg, side, work):
         drawn.append(cfg.method)
         return original(pipe, cfg, side, work)
 
-    monkeypatch.setattr(train_module, "_prior_images", counting)
+    monkeypatch.setattr(train_module, "class_images", counting)
     mtime = files[0].stat().st_mtime_ns
     learn(_config("custom_diffusion", concept_dir, prior_cache=str(cache)), tmp_path / "cd")
     assert drawn == ["custom_diffusion"] and files[0].stat().st_mtime_ns == mtime  # read, not drawn again

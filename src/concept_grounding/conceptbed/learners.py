@@ -49,8 +49,6 @@ FLUX_LEARNERS: dict[str, str] = {
 }
 REFERENCE_LEARNERS: tuple[str, ...] = ("Original", "another species", "exact")
 LEARNER_NAMES: tuple[str, ...] = (*FLUX_LEARNERS, *REFERENCE_LEARNERS)
-#: learning rate of each method unless given (scaled for the world Flux)
-DEFAULT_LR = {"textual_inversion": 5e-3, "dreambooth": 1e-4, "lora": 1e-3, "custom_diffusion": 1e-4}
 
 
 class Learner(Protocol):
@@ -108,14 +106,15 @@ class FluxLearner:
     Attributes:
         name: the Table 1 name (a key of :data:`FLUX_LEARNERS`).
         model: a diffusers Flux folder (default: the shipped world Flux).
-        steps, lr, batch, seed, device: the ``LearnConfig``'s; ``lr`` ``None``: :data:`DEFAULT_LR`.
+        steps, lr, batch, seed, device: the ``LearnConfig``'s; ``None``: the method's defaults, the one
+            table ``concept_grounding.learners.METHOD_DEFAULTS`` (its world-Flux rate on the world Flux).
         token, init_word, class_prompt: the placeholder token and its initialisation.
         inference_steps, guidance: the generation call's.
     """
 
     name: str
     model: str | None = None
-    steps: int = 400
+    steps: int | None = None
     lr: float | None = None
     batch: int = 4
     seed: int = 0
@@ -138,17 +137,16 @@ class FluxLearner:
         images.mkdir(parents=True, exist_ok=True)
         for i, image in enumerate(concept.train):
             Image.fromarray(image).save(images / f"{i:04d}.png")
-        method = FLUX_LEARNERS[self.name]
         config = LearnConfig(
-            method=method,
-            model=self.model_path(),
+            method=FLUX_LEARNERS[self.name],
+            model="world" if self.model is None else str(self.model),
             images=images,
             min_images=len(concept.train),
             token=self.token,
             init_word=self.init_word,
             class_prompt=self.class_prompt,
             steps=self.steps,
-            lr=DEFAULT_LR[method] if self.lr is None else self.lr,
+            lr=self.lr,
             batch=self.batch,
             seed=self.seed,
             device=self.device,

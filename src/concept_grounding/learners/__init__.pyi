@@ -1,3 +1,12 @@
-from .config import METHOD_DEFAULTS, METHODS, LearnConfig
-from .methods import load_learned
-from .train import learn, learn_many
+from .config import LearnConfig
+from .methods import (
+    METHOD_DEFAULTS,
+    METHODS,
+    CustomDiffusion,
+    DreamBooth,
+    LearnerMethod,
+    LoRA,
+    TextualInversion,
+    load_learned,
+)
+from .train import Trainer, learn, learn_many

@@ -1,22 +1,13 @@
 """What a concept learner learns from: :class:`LearnConfig` (one ``learn`` run) and its checks.
 
-The four learners of ConceptBed's Table 5 (Patel et al.; docs/guide/conceptbed.md), each a ``method`` of one job:
+The four learners of ConceptBed's Table 5 (Patel et al.; docs/guide/learners.md), each a ``method``
+object of :mod:`.methods` (its steps and learning rates, Table 5's and the world Flux's, are the one
+table :data:`~.methods.METHOD_DEFAULTS`, used when ``steps`` / ``lr`` are left ``None``).
 
-==================== ================================================================ ===== ======
-method               trained                                                          steps lr
-==================== ================================================================ ===== ======
-``textual_inversion`` V*'s embedding row in every text encoder                         3000  5e-4
-``dreambooth``       the whole transformer (with prior-preservation images)            400   5e-6
-``lora``             peft LoRA adapters on the transformer's attention projections    500   1e-4
-``custom_diffusion`` V*'s rows + the key/value projections that read text (prior too)  250   1e-5
-==================== ================================================================ ===== ======
-
-Steps and learning rates are Table 5's (LoRA: diffusers' DreamBooth-LoRA Flux example's), used
-when ``steps`` / ``lr`` are left ``None``.
-
->>> (LearnConfig(method="lora", images="birds").resolved_steps(),
+>>> (LearnConfig(method="lora", images="birds", model="flux-dev/").resolved_steps(),
+...  LearnConfig(method="lora", images="birds", model="flux-dev/").resolved_lr(),
 ...  LearnConfig(method="lora", images="birds").resolved_lr())
-(500, 0.0001)
+(500, 0.0001, 0.001)
 >>> LearnConfig(method="textual_inversion", images="birds", steps=5).prompt()
 'a photo of <v*>'
 """
@@ -31,19 +22,10 @@ from typing import Any
 from ..errors import UsageError, named
 from ..settings import setting
 from ..validators import float_range, int_at_least, nonnegative_int, positive_int
+from .methods import METHOD_DEFAULTS, METHODS, LearnerMethod
 
 __all__ = ["METHODS", "METHOD_DEFAULTS", "IMAGE_SUFFIXES", "LearnConfig", "check_images", "model_folder", "check_token"]
 
-METHODS = ("textual_inversion", "dreambooth", "lora", "custom_diffusion")
-#: method -> (optimisation steps, learning rate): ConceptBed's Table 5 (LoRA: diffusers' Flux LoRA example).
-METHOD_DEFAULTS = {
-    "textual_inversion": (3000, 5e-4),
-    "dreambooth": (400, 5e-6),
-    "lora": (500, 1e-4),
-    "custom_diffusion": (250, 1e-5),
-}
-#: methods trained with DreamBooth's prior-preservation loss (Table 5's "Regularizer").
-PRIOR_METHODS = ("dreambooth", "custom_diffusion")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
 #: ``model`` naming the shipped world Flux.
 WORLD_MODEL = "world"
@@ -72,10 +54,15 @@ class LearnConfig:
         steps, lr: optimisation steps and AdamW learning rate (``None``: :data:`METHOD_DEFAULTS`).
         batch: training images per step (and prior images per step).
         seed: every random draw (batches, noise, timesteps, LoRA init, prior images) follows it.
-        device, dtype: torch device and the pipeline's precision (trained LoRA / V* rows stay float32).
+        device, dtype: torch device and the frozen weights' precision; under ``bfloat16`` the forward
+            runs in bf16 autocast and every trained weight keeps a float32 master copy.
         min_images: ``m``: the fewest training images accepted (default 8; Patel et al., Sec. 3, use 100 per concept).
         num_prior, prior_weight, prior_steps: prior images generated from ``class_prompt``, the
             prior loss's weight lambda, and their sampling steps.
+        class_data_dir: the user's own class images (prior preservation); missing ones are drawn by the model.
+        gradient_accumulation: micro-batches per optimisation step (each ``batch`` images).
+        lr_scheduler, lr_warmup_steps: ``diffusers.optimization.get_scheduler``'s schedule and warm-up.
+        weighting_scheme: the timestep density of ``diffusers.training_utils``.
         rank: LoRA rank (alpha = rank).
         guidance: the guidance embedding's value for a guidance-distilled Flux (FLUX.1-dev).
         checkpoint_every: steps between resumable checkpoints.
@@ -84,7 +71,7 @@ class LearnConfig:
         progress: progress bars.
     """
 
-    method: str = setting(help="the learner", choices=METHODS)
+    method: str = setting(help="the learner", choices=tuple(METHODS))
     images: str | Path = setting(help="folder of the concept's training images (one size)", parse=Path)
     model: str | Path = setting(WORLD_MODEL, "'world' (the shipped world Flux) or a diffusers FluxPipeline folder")
     token: str = setting("<v*>", "the placeholder V*: a new token of both tokenizers")
@@ -95,7 +82,9 @@ class LearnConfig:
         None, "optimisation steps (none: the method's Table 5 count)", parse=_optional(positive_int)
     )
     lr: float | None = setting(
-        None, "AdamW learning rate (none: the method's Table 5 rate)", parse=_optional(float_range(0.0, low_open=True))
+        None,
+        "AdamW learning rate (none: the method's rate, Table 5's or the world Flux's)",
+        parse=_optional(float_range(0.0, low_open=True)),
     )
     batch: int = setting(4, "training images per step (and prior images per step)", parse=positive_int)
     seed: int = setting(0, "seed of every random draw", parse=nonnegative_int)
@@ -112,6 +101,24 @@ class LearnConfig:
         "folder of prior images shared by runs (the same model, prompt, count, "
         "steps, seed and size draw the same images; default: the run's own)",
     )
+    class_data_dir: str | None = setting(
+        None,
+        "folder of the user's own class (prior-preservation) images, one size as --images; "
+        "the model draws the missing ones up to --num-prior",
+    )
+    gradient_accumulation: int = setting(1, "micro-batches summed into one optimisation step", parse=positive_int)
+    lr_scheduler: str = setting(
+        "constant",
+        "learning-rate schedule (diffusers.optimization.get_scheduler)",
+        choices=("constant", "constant_with_warmup", "linear", "cosine", "cosine_with_restarts", "polynomial"),
+    )
+    lr_warmup_steps: int = setting(0, "warm-up steps of --lr-scheduler", parse=nonnegative_int)
+    weighting_scheme: str = setting(
+        "logit_normal",
+        "timestep density (diffusers.training_utils.compute_density_for_timestep_sampling; "
+        "logit_normal: t = sigmoid(N(0, 1)))",
+        choices=("logit_normal", "mode", "uniform"),
+    )
     rank: int = setting(16, "LoRA rank (alpha = rank)", parse=positive_int)
     guidance: float = setting(
         1.0, "guidance embedding value of a guidance-distilled Flux (ignored otherwise)", parse=float_range(0.0)
@@ -125,13 +132,20 @@ class LearnConfig:
     )
     progress: bool = setting(True, "show no progress bars", flag="--no-progress", action="store_false")
 
+    def learner_method(self) -> LearnerMethod:
+        """The method object (:mod:`.methods`) these settings build."""
+        return METHODS[self.method].from_config(self)
+
     def resolved_steps(self) -> int:
         """``steps``, or the method's Table 5 count."""
-        return int(self.steps if self.steps is not None else METHOD_DEFAULTS[self.method][0])
+        return int(self.steps if self.steps is not None else METHODS[self.method].steps)
 
     def resolved_lr(self) -> float:
-        """``lr``, or the method's Table 5 rate."""
-        return float(self.lr if self.lr is not None else METHOD_DEFAULTS[self.method][1])
+        """``lr``, or the method's rate: Table 5's, or its world-Flux rate on the shipped world Flux."""
+        if self.lr is not None:
+            return float(self.lr)
+        cls = METHODS[self.method]
+        return float(cls.world_lr if str(self.model) == WORLD_MODEL else cls.lr)
 
     def prompt(self) -> str:
         """The training caption (``instance_prompt`` with ``{token}`` filled in)."""
@@ -139,7 +153,7 @@ class LearnConfig:
 
     def uses_prior(self) -> bool:
         """Whether the method trains with prior-preservation images."""
-        return self.method in PRIOR_METHODS and self.prior_weight > 0
+        return METHODS[self.method].uses_prior and self.prior_weight > 0
 
     def to_json(self) -> str:
         """The config as JSON (paths as strings; ``progress`` left out: it changes no result)."""
@@ -160,6 +174,13 @@ class LearnConfig:
         if "{token}" not in self.instance_prompt:
             raise UsageError("must contain {token}", argument=named("instance_prompt"))
         width, height = check_images(self.images, self.min_images)
+        if self.class_data_dir is not None:
+            size = check_images(self.class_data_dir, 1, "class_data_dir")
+            if size != (width, height):
+                raise UsageError(
+                    f"{size[0]}x{size[1]} class images, {width}x{height} concept images: give one size",
+                    argument=named("class_data_dir"),
+                )
         folder = model_folder(self.model)
         vae = json.loads((folder / "vae" / "config.json").read_text())
         multiple = 2 ** len(vae["block_out_channels"])  # the VAE's downsampling x Flux's 2 x 2 packing
@@ -196,7 +217,7 @@ def image_files(folder: str | Path) -> list[Path]:
     return sorted(p for p in Path(folder).iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
 
 
-def check_images(folder: str | Path, min_images: int) -> tuple[int, int]:
+def check_images(folder: str | Path, min_images: int, argument: str = "images") -> tuple[int, int]:
     """The common ``(width, height)`` of ``folder``'s images (headers only).
 
     Raises:
@@ -206,12 +227,12 @@ def check_images(folder: str | Path, min_images: int) -> tuple[int, int]:
 
     path = Path(folder)
     if not path.is_dir():
-        raise UsageError(f"no such folder: {path}", argument=named("images"))
+        raise UsageError(f"no such folder: {path}", argument=named(argument))
     files = image_files(path)
     if len(files) < min_images:
         raise UsageError(
             f"{path} holds {len(files)} images, fewer than m = {min_images}",
-            argument=named("images"),
+            argument=named(argument),
             hint="add images or lower min_images",
         )
     sizes: dict[tuple[int, int], str] = {}
@@ -223,7 +244,7 @@ def check_images(folder: str | Path, min_images: int) -> tuple[int, int]:
             raise UsageError("not a readable image", file=f) from None
     if len(sizes) > 1:
         shown = ", ".join(f"{w}x{h} ({name})" for (w, h), name in list(sizes.items())[:3])
-        raise UsageError(f"{path} mixes image sizes: {shown}", argument=named("images"))
+        raise UsageError(f"{path} mixes image sizes: {shown}", argument=named(argument))
     return next(iter(sizes))
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -118,7 +119,21 @@ def test_method_trains_only_its_parameters_and_its_files_load_in_diffusers(metho
 
 @pytest.mark.parametrize(
     ("method", "loop"),
-    [("custom_diffusion", {}), ("lora", {"gradient_accumulation": 2, "lr_scheduler": "linear", "batch": 1})],
+    [
+        ("custom_diffusion", {}),
+        (
+            "lora",
+            {
+                "gradient_accumulation": 2,
+                "lr_scheduler": "linear",
+                "batch": 1,
+                "validation_prompt": "a photo of {token}",
+                "validation_steps": 3,
+                "num_validation_images": 2,
+                "validation_inference_steps": 2,
+            },
+        ),
+    ],
 )
 def test_resume_after_an_interruption_equals_an_uninterrupted_run(method, loop, concept_dir, tmp_path, monkeypatch):
     config = _config(method, concept_dir, steps=4, checkpoint_every=2, **loop)
@@ -146,6 +161,45 @@ def test_resume_after_an_interruption_equals_an_uninterrupted_run(method, loop, 
     assert a["losses"] == b["losses"] and [f.replace("straight", "resumed") for f in a["files"]] == b["files"]
     for x, y in zip(a["files"], b["files"]):
         assert (tmp_path / "straight" / x).read_bytes() == (tmp_path / "resumed" / y).read_bytes()
+    # validation images (after steps 3 and 4) drawn again after the resume are the same images
+    shown = sorted(p.relative_to(tmp_path / "straight") for p in (tmp_path / "straight").rglob("validation/*/*.png"))
+    assert shown == sorted(
+        p.relative_to(tmp_path / "resumed") for p in (tmp_path / "resumed").rglob("validation/*/*.png")
+    )
+    assert len(shown) == (4 if config.validation_prompt else 0)
+    for rel in shown:
+        assert (tmp_path / "straight" / rel).read_bytes() == (tmp_path / "resumed" / rel).read_bytes()
+
+
+def test_validation_images_follow_the_weights_and_leave_the_training_alone(concept_dir, tmp_path):
+    from PIL import Image
+
+    plain = _config("lora", concept_dir, steps=3)
+    shown = _config(
+        "lora",
+        concept_dir,
+        steps=3,
+        validation_prompt="a photo of {token} on a branch",
+        validation_steps=2,
+        num_validation_images=3,
+        validation_inference_steps=2,
+    )
+    learn(plain, tmp_path / "plain")
+    learn(shown, tmp_path / "shown")
+    assert not (tmp_path / "plain" / "validation").exists()
+    a, b = (json.loads((tmp_path / d / "learned.json").read_text()) for d in ("plain", "shown"))
+    assert a["losses"] == b["losses"]  # validation draws no training noise
+    for x, y in zip(a["files"], b["files"]):
+        assert (tmp_path / "plain" / x).read_bytes() == (tmp_path / "shown" / y).read_bytes()
+    folders = sorted(p.name for p in (tmp_path / "shown" / "validation").iterdir())
+    assert folders == ["step-000002", "step-000003"]  # every 2 steps and at the end
+    step2, step3 = (
+        np.stack([np.asarray(Image.open(f)) for f in sorted((tmp_path / "shown" / "validation" / d).glob("*.png"))])
+        for d in folders
+    )
+    assert step2.shape == (3, 32, 32, 3) and step3.shape == step2.shape
+    assert not np.array_equal(step2[0], step2[1])  # one noise seed per image
+    assert not np.array_equal(step2, step3)  # drawn with the weights of their step
 
 
 @pytest.mark.parametrize(

@@ -66,6 +66,10 @@ class LearnConfig:
         rank: LoRA rank (alpha = rank).
         guidance: the guidance embedding's value for a guidance-distilled Flux (FLUX.1-dev).
         checkpoint_every: steps between resumable checkpoints.
+        validation_prompt, num_validation_images, validation_steps, validation_inference_steps: images drawn
+            with the current weights every ``validation_steps`` steps and at the end (``None``: none), as
+            diffusers' scripts' ``--validation_prompt`` (``{token}`` replaced by ``token``); image ``i`` has the
+            same noise at every step (docs/guide/learners.md, "Validation images").
         gradient_checkpointing: recompute the transformer's activations in backward (large models).
         threads: torch CPU threads while learning (restored afterwards).
         progress: progress bars.
@@ -124,6 +128,12 @@ class LearnConfig:
         1.0, "guidance embedding value of a guidance-distilled Flux (ignored otherwise)", parse=float_range(0.0)
     )
     checkpoint_every: int = setting(50, "steps between resumable checkpoints", parse=int_at_least(1))
+    validation_prompt: str | None = setting(
+        None, "prompt of validation images drawn while learning ({token} is replaced by --token; none: no images)"
+    )
+    num_validation_images: int = setting(4, "validation images per --validation-prompt", parse=positive_int)
+    validation_steps: int = setting(100, "steps between validation images (and at the end)", parse=positive_int)
+    validation_inference_steps: int = setting(28, "sampling steps of the validation images", parse=positive_int)
     gradient_checkpointing: bool = setting(
         False, "recompute transformer activations in backward (large models)", action="store_true"
     )
@@ -150,6 +160,10 @@ class LearnConfig:
     def prompt(self) -> str:
         """The training caption (``instance_prompt`` with ``{token}`` filled in)."""
         return self.instance_prompt.replace("{token}", self.token)
+
+    def validation(self) -> str | None:
+        """The validation prompt (``{token}`` filled in), or ``None``: no validation images."""
+        return None if self.validation_prompt is None else self.validation_prompt.replace("{token}", self.token)
 
     def uses_prior(self) -> bool:
         """Whether the method trains with prior-preservation images."""

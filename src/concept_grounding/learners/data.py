@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ import numpy as np
 
 from .config import LearnConfig, image_files
 
-__all__ = ["Latents", "MAX_SEQUENCE_LENGTH", "load_images", "class_images", "encode_images"]
+__all__ = ["Latents", "MAX_SEQUENCE_LENGTH", "load_images", "draw_images", "class_images", "encode_images"]
 
 #: largest T5 prompt length trained (FluxPipeline's default ``max_sequence_length``).
 MAX_SEQUENCE_LENGTH = 512
@@ -59,8 +60,11 @@ def _drawn_path(cfg: LearnConfig, side: tuple[int, int], count: int, work: Path)
     return Path(cfg.prior_cache) / f"prior-{hashlib.sha256(key.encode()).hexdigest()[:16]}.npy"
 
 
-def _draw_class_images(pipe: Any, cfg: LearnConfig, side: tuple[int, int], count: int) -> np.ndarray:
-    """``count`` images the base pipeline draws from ``class_prompt`` (image ``i``: noise seeded by ``(seed, i)``)."""
+def draw_images(
+    pipe: Any, prompt: str, seeds: Sequence[int], side: tuple[int, int], steps: int, batch: int
+) -> np.ndarray:
+    """(N, H, W, 3) uint8 images ``pipe`` draws from ``prompt``, image ``i`` from noise seeded by ``seeds[i]``
+    (CPU generators of its own: no global random state is used), ``batch`` at a time."""
     import torch
 
     from ..worldflux.loader import WORLD_TRUE_CFG
@@ -68,7 +72,7 @@ def _draw_class_images(pipe: Any, cfg: LearnConfig, side: tuple[int, int], count
     kwargs: dict[str, Any] = {
         "height": side[0],
         "width": side[1],
-        "num_inference_steps": cfg.prior_steps,
+        "num_inference_steps": steps,
         "max_sequence_length": min(int(pipe.tokenizer_2.model_max_length), MAX_SEQUENCE_LENGTH),
         "output_type": "np",
     }
@@ -78,12 +82,17 @@ def _draw_class_images(pipe: Any, cfg: LearnConfig, side: tuple[int, int], count
         kwargs.update(true_cfg_scale=WORLD_TRUE_CFG, negative_prompt="")
     out = []
     with torch.no_grad():
-        for i in range(0, count, cfg.batch):
-            n = min(cfg.batch, count - i)
-            gens = [torch.Generator().manual_seed(cfg.seed * 100_003 + i + k) for k in range(n)]
-            ims = pipe([cfg.class_prompt] * n, generator=gens, **kwargs).images
+        for i in range(0, len(seeds), batch):
+            gens = [torch.Generator().manual_seed(s) for s in seeds[i : i + batch]]
+            ims = pipe([prompt] * len(gens), generator=gens, **kwargs).images
             out.append((np.clip(ims, 0, 1) * 255).round().astype(np.uint8))
     return np.concatenate(out)
+
+
+def _draw_class_images(pipe: Any, cfg: LearnConfig, side: tuple[int, int], count: int) -> np.ndarray:
+    """``count`` images the base pipeline draws from ``class_prompt`` (image ``i``: noise seeded by ``(seed, i)``)."""
+    seeds = [cfg.seed * 100_003 + i for i in range(count)]
+    return draw_images(pipe, cfg.class_prompt, seeds, side, cfg.prior_steps, cfg.batch)
 
 
 def class_images(pipe: Any, cfg: LearnConfig, side: tuple[int, int], work: Path) -> np.ndarray:

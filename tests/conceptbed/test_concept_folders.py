@@ -110,15 +110,21 @@ def no_training(monkeypatch):
 
 
 def test_twelve_images_a_concept_run_to_the_report(twelve, tmp_path, capsys):
-    """The default --m 8 leaves 2 held-out real images: the rating items show them and a training image."""
+    """The default --m 8 leaves 2 held-out real images: the rating items show them and a training image.
+    With no --tasks the run takes the folder's own tasks (imagenet/: object, pacs/: domain; no cub/)."""
     out = tmp_path / "o"
     args = ["conceptbed", "--concept-folder", str(twelve), "--out", str(out), "--learners", "Original"]
-    assert main([*args, "--tasks", "object", "domain", "--images", "4"]) == 0, capsys.readouterr().err
-    assert (out / "report.md").is_file()
+    assert main([*args, "--images", "4"]) == 0, capsys.readouterr().err
     items = [json.loads(line) for line in (out / "ratings" / "items.jsonl").read_text().splitlines()]
     assert items and all(len(item["references"]) == 3 for item in items if item["kind"] == "concept")
     results = json.loads((out / "results.json").read_text())
+    assert results["config"]["tasks"] == ["domain", "object"]
     assert results["table1"]["Original"] == {"object": 0.0, "domain": 0.0}
+    # each oracle's schedule (the epochs that met the bar) and accuracy, in results.json and the report
+    report = (out / "report.md").read_text()
+    for task, oracle in results["oracles"].items():
+        assert oracle["epochs"] in (8, 16, 32, 64) and oracle["accuracy"] >= CONCEPTBED_BAR
+        assert f"- {task}: {oracle['kind']} oracle (medium, {oracle['epochs']} epochs), " in report
 
 
 def test_pacs_prompts_name_each_class(twelve):

@@ -33,6 +33,7 @@ __all__ = [
     "MIN_REAL",
     "FolderConcept",
     "scan_concept_folder",
+    "folder_tasks",
     "check_concept_folder",
     "folder_concepts",
     "folder_oracle",
@@ -133,6 +134,22 @@ def scan_concept_folder(root: str | Path) -> tuple[dict[str, list[FolderConcept]
             argument="--concept-folder",
         )
     return found, where
+
+
+def folder_tasks(root: str | Path) -> tuple[str, ...]:
+    """The tasks of :data:`FOLDER_TASKS` that ``root`` holds concepts of (a run's default ``--tasks``).
+
+    Raises:
+        UsageError: ``root`` holds no layout, or no concept of those tasks (naming ``--concept-folder``).
+    """
+    found, _ = scan_concept_folder(root)
+    tasks = tuple(t for t in FOLDER_TASKS if found.get(t))
+    if not tasks:
+        raise UsageError(
+            f"{root} holds no concept of the tasks a folder is judged on {list(FOLDER_TASKS)}",
+            argument="--concept-folder",
+        )
+    return tasks
 
 
 def _check_flags(tasks: Sequence[str], learners: Sequence[str], found: Sequence[str]) -> None:

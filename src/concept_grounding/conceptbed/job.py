@@ -61,10 +61,11 @@ class ConceptBedConfig:
         nargs="*",
         convert=tuple,
     )
-    tasks: tuple[str, ...] = setting(
-        TASKS,
+    tasks: tuple[str, ...] | None = setting(
+        None,
         "tasks (Table 1's columns; 'composition': Table 2, the object concepts "
-        "composed with relations, actions, attributes and counts)",
+        "composed with relations, actions, attributes and counts; default: every task of Table 1, "
+        "or the tasks --concept-folder holds)",
         nargs="+",
         choices=(*TASKS, COMPOSITION),
         convert=tuple,
@@ -142,7 +143,11 @@ class ConceptBedConfig:
     classes: tuple[str, ...] | None = None
 
     def effective(self) -> ConceptBedConfig:
-        """The config with the default learners resolved and ``--quick``'s sizes applied."""
+        """The config with the default learners and tasks resolved and ``--quick``'s sizes applied."""
+        if self.tasks is None:
+            from .folder import folder_tasks
+
+            return replace(self, tasks=folder_tasks(self.concept_folder) if self.concept_folder else TASKS).effective()
         if self.learners is None:
             brought = self.generated or self.learned
             return replace(self, learners=("Original",) if brought else DEFAULT_LEARNERS).effective()
@@ -400,7 +405,12 @@ def run_conceptbed(config: ConceptBedConfig) -> ConceptBedResult:
         "table8": {cap: {l: scored8[cap, l].result()["ccd"] for l in learners} for cap in table8_oracles},
         "baselines": {"dino": dino, "encoder": config.encoder},
         "oracles": {
-            t: {"kind": oracles[t].spec.kind, "capacity": oracles[t].spec.capacity, "accuracy": oracles[t].accuracy}
+            t: {
+                "kind": oracles[t].spec.kind,
+                "capacity": oracles[t].spec.capacity,
+                "epochs": oracles[t].spec.epochs,  # a folder's oracle: the schedule that met the bar
+                "accuracy": oracles[t].accuracy,
+            }
             for t in tasks
         },
         "table8_oracles": {cap: o.accuracy for cap, o in table8_oracles.items()},

@@ -28,7 +28,7 @@ def render_report(results: dict[str, Any]) -> str:
         "",
     ]
     lines += [
-        f"- {t}: {o['kind']} oracle ({o['capacity']}), {100 * o['accuracy']:.1f} %"
+        f"- {t}: {o['kind']} oracle ({o['capacity']}, {o['epochs']} epochs), {100 * o['accuracy']:.1f} %"
         for t, o in results["oracles"].items()
         if t != "vqa"
     ]

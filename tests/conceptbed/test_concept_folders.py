@@ -249,3 +249,33 @@ def test_an_image_size_the_learners_flux_cannot_draw_is_refused_before_any_train
     assert main(["conceptbed", *args, "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--image-size: 30 px: " in err[0] and err[0].endswith("; use 28 or 32"), err
+
+
+def test_a_concept_of_mixed_image_sizes_is_cropped_and_resized_like_any_other(tmp_path, capsys):
+    """Real ImageNet / CUB folders mix sizes within a concept: the run reads each through the one
+    centre-crop-and-resize (``folder._square``) and scores them."""
+    from concept_grounding.conceptbed.folder import _square
+
+    root = published_folder(tmp_path / "mixed", 12)
+    concept = root / "imagenet" / CLASSES[0]
+    for name, size in (("01.png", (48, 40)), ("09.png", (64, 64)), ("10.png", (24, 30))):
+        with Image.open(concept / name) as image:
+            image.resize(size, Image.BICUBIC).save(concept / name)
+    found = folder_concepts(root, 8, 32, ("object",))["object"]
+    first = next(c for c in found if c.name == CLASSES[0])
+    assert first.train.shape == (8, 32, 32, 3) and first.real.shape == (4, 32, 32, 3)
+    assert np.array_equal(first.train[1], _square(str(concept / "01.png"), 32))
+    out = tmp_path / "o"
+    args = ["conceptbed", "--concept-folder", str(root), "--out", str(out), "--learners", "Original"]
+    assert main([*args, "--tasks", "object", "--images", "4"]) == 0, capsys.readouterr().err
+    assert json.loads((out / "results.json").read_text())["table1"]["Original"] == {"object": 0.0}
+
+
+def test_an_image_whose_pixels_do_not_decode_is_one_line_naming_it(tmp_path, capsys):
+    root = published_folder(tmp_path / "cut", 12)
+    bad = root / "imagenet" / CLASSES[1] / "10.png"
+    bad.write_bytes(bad.read_bytes()[:120])  # the header opens, the pixels are cut off
+    out = tmp_path / "o"
+    assert main(["conceptbed", "--concept-folder", str(root), "--out", str(out), "--tasks", "object"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"error: --concept-folder: {bad}: not a readable image" in err[0] and not out.exists()

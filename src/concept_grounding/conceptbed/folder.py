@@ -241,8 +241,9 @@ def check_concept_folder(
     """Every check of a ``--concept-folder`` run that reads no pixel, before anything trains: its
     layout, the learners and tasks a folder can give, at least two concepts per task (its oracle's
     classes), each concept's counts given ``--m`` and ``--real``, and an ``--image-size`` the
-    learners' Flux (``model``, default the world Flux) can draw. The images' readability and
-    sizes are checked by the loaders (:func:`folder_concepts`), also before training.
+    learners' Flux (``model``, default the world Flux) can draw. The images' readability is checked
+    by the loaders (:func:`folder_concepts`), also before training; their sizes may differ (each is
+    centre-cropped and resized to ``--image-size``).
 
     Returns:
         the asked tasks' concepts (:class:`FolderConcept`).
@@ -272,8 +273,11 @@ def _square(path: str, size: int) -> np.ndarray:
     """``(size, size, 3)`` uint8: the centre square of the image at ``path``, resized (bicubic)."""
     from PIL import Image
 
-    with Image.open(path) as image:
-        im = image.convert("RGB")
+    try:
+        with Image.open(path) as image:
+            im = image.convert("RGB")
+    except OSError as error:  # a header that opens over pixels that do not decode
+        raise UsageError(f"not a readable image ({error})", argument="--concept-folder", file=path) from None
     side = min(im.size)
     left, top = (im.width - side) // 2, (im.height - side) // 2
     return np.asarray(im.crop((left, top, left + side, top + side)).resize((size, size), Image.BICUBIC))
@@ -291,7 +295,11 @@ def folder_concepts(
 
     root = Path(root)
     try:
-        data = load_concepts(root, m) if (root / "concepts.jsonl").is_file() else load_conceptbed_layout(root, m)
+        # every image is cropped and resized to ``size`` (:func:`_square`): a concept may mix sizes
+        if (root / "concepts.jsonl").is_file():
+            data = load_concepts(root, m, same_size=False)
+        else:
+            data = load_conceptbed_layout(root, m, same_size=False)
     except DatasetFormatError as error:
         raise UsageError(error.reason, argument="--concept-folder", file=error.file, line=error.line) from None
     grouped: dict[tuple[str, str], dict] = {}

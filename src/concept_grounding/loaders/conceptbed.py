@@ -3,7 +3,8 @@
 A *concept* is ``m`` training images (what a learner learns ``V*`` from) plus held-out real images
 of it (what the oracle compares generated images with). Two layouts, ours (:func:`load_concepts`) and
 ConceptBed's published one (:func:`load_conceptbed_layout`), read into the same rows
-(:data:`CONCEPT_COLUMNS`); each refuses a short or mixed-size concept, an unknown task or a missing
+(:data:`CONCEPT_COLUMNS`); each refuses a short concept, an unreadable image, a mixed-size concept (unless
+the reader resizes), an unknown task or a missing
 layout, naming the folder or file. The layouts: docs/guide/conceptbed.md, "Concept folders".
 """
 
@@ -63,7 +64,8 @@ def image_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES) if folder.is_dir() else []
 
 
-def _check_sizes(files: Sequence[Path], concept: Path) -> None:
+def _check_sizes(files: Sequence[Path], concept: Path, same_size: bool = True) -> None:
+    """Refuse an unreadable image and, with ``same_size``, a concept of mixed image sizes (naming the file)."""
     from PIL import Image
 
     sizes: dict[tuple[int, int], Path] = {}
@@ -74,7 +76,7 @@ def _check_sizes(files: Sequence[Path], concept: Path) -> None:
         except OSError as error:
             raise DatasetFormatError(f"not a readable image ({error})", file=path) from None
         sizes.setdefault(size, path)
-        if len(sizes) > 1:
+        if same_size and len(sizes) > 1:
             (a, pa), (b, _) = list(sizes.items())[:2]
             raise DatasetFormatError(
                 f"images of mixed sizes in concept {concept.name!r}: {b[0]}x{b[1]} here, "
@@ -129,10 +131,14 @@ def _m(m: int) -> int:
     return m
 
 
-def load_concepts(root: str | Path, m: int = 8, tasks: Sequence[str] | None = None) -> datasets.Dataset:
+def load_concepts(
+    root: str | Path, m: int = 8, tasks: Sequence[str] | None = None, *, same_size: bool = True
+) -> datasets.Dataset:
     """Read our layout (docs/guide/conceptbed.md) into one Dataset; ``tasks`` keeps those tasks only.
 
-    Each concept's first ``m`` training images are kept (the folder may hold more).
+    Each concept's first ``m`` training images are kept (the folder may hold more). ``same_size=False``
+    accepts a concept of mixed image sizes (for a reader that resizes every image, as a
+    ``conceptbed --concept-folder`` run does); an unreadable image is refused either way.
     """
     m, root = _m(m), Path(root)
     index = root / "concepts.jsonl"
@@ -161,7 +167,7 @@ def load_concepts(root: str | Path, m: int = 8, tasks: Sequence[str] | None = No
         folder = root / task / concept
         train, real = image_files(folder / "train"), image_files(folder / "real")
         _check_counts(train, real, m, folder)
-        _check_sizes([*train[:m], *real], folder)
+        _check_sizes([*train[:m], *real], folder, same_size)
         rows += _rows(
             task,
             concept,
@@ -185,9 +191,9 @@ def published_root(root: Path, name: str) -> Path | None:
     return None
 
 
-def load_conceptbed_layout(root: str | Path, m: int = 8) -> datasets.Dataset:
+def load_conceptbed_layout(root: str | Path, m: int = 8, *, same_size: bool = True) -> datasets.Dataset:
     """Read ConceptBed's published layout (docs/guide/conceptbed.md): ``imagenet/``, ``pacs/`` and
-    ``cub/`` under ``root``, each optional, at least one present."""
+    ``cub/`` under ``root``, each optional, at least one present (``same_size``: as :func:`load_concepts`)."""
     m, root = _m(m), Path(root)
     rows: list[dict] = []
     for name, task in PUBLISHED_TASKS.items():
@@ -203,7 +209,7 @@ def load_conceptbed_layout(root: str | Path, m: int = 8) -> datasets.Dataset:
         for label, (concept, folders) in enumerate(sorted(concepts.items())):
             files = [p for f in folders for p in image_files(f)]
             _check_counts(files[:m], files[m:], m, base / concept)
-            _check_sizes(files, base / concept)
+            _check_sizes(files, base / concept, same_size)
             prompt = "a photo of a {cls} in the style of V*" if task == "domain" else "a photo of V*"
             rows += _rows(
                 task,

@@ -115,11 +115,21 @@ def test_twelve_images_a_concept_run_to_the_report(twelve, tmp_path, capsys):
     out = tmp_path / "o"
     args = ["conceptbed", "--concept-folder", str(twelve), "--out", str(out), "--learners", "Original"]
     assert main([*args, "--images", "4"]) == 0, capsys.readouterr().err
+    # the default --concepts 4 asks more than either task holds: each scores every concept it holds, said so
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("--concepts 4: ")]
+    assert said == [
+        "--concepts 4: domain holds 2 concept(s); its cells score those 2",
+        "--concepts 4: object holds 3 concept(s); its cells score those 3",
+    ]
     items = [json.loads(line) for line in (out / "ratings" / "items.jsonl").read_text().splitlines()]
     assert items and all(len(item["references"]) == 3 for item in items if item["kind"] == "concept")
     results = json.loads((out / "results.json").read_text())
     assert results["config"]["tasks"] == ["domain", "object"]
     assert results["table1"]["Original"] == {"object": 0.0, "domain": 0.0}
+    assert results["short_tasks"] == {"domain": 2, "object": 3} and len(results["concepts"]["object"]) == 3
+    assert (
+        "Fewer concepts than --concepts 4 (every one it holds): domain 2, object 3." in (out / "report.md").read_text()
+    )
     # each oracle's schedule (the epochs that met the bar) and accuracy, in results.json and the report
     report = (out / "report.md").read_text()
     for task, oracle in results["oracles"].items():

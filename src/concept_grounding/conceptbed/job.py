@@ -316,6 +316,19 @@ def _folder_setup(
     return oracles, concepts
 
 
+def _short_tasks(asked: int, concepts: dict[str, list[Concept]]) -> dict[str, int]:
+    """Tasks holding fewer than ``asked`` (``--concepts``) concepts -> how many they hold, each said in one line.
+
+    Such a task scores every concept it holds rather than refusing the run: a run's tasks differ in
+    size (the world's ``domain`` holds its four styles, a folder what it holds), and one small task
+    should not stop the others; the report says which cells rest on fewer concepts.
+    """
+    short = {t: len(items) for t, items in concepts.items() if len(items) < asked}
+    for task, n in short.items():
+        logger.warning("--concepts %d: %s holds %d concept(s); its cells score those %d", asked, task, n, n)
+    return short
+
+
 def _concept_tasks(config: ConceptBedConfig) -> list[str]:
     """The concept tasks a run learns concepts of (compositions compose the object concepts)."""
     tasks = [t for t in config.tasks if t != COMPOSITION]
@@ -347,6 +360,7 @@ def run_conceptbed(config: ConceptBedConfig) -> ConceptBedResult:
             check_source(source, concepts, known, config.images, config.model)
         kinds, table8_oracles = _oracles(config)
         oracles = {t: kinds[TASK_JUDGE[t]] for t in tasks}
+    short = _short_tasks(config.concepts, concepts)  # before any learner runs
     collector = RatingCollector()
     composition = (
         CompositionRun.setup(
@@ -415,6 +429,8 @@ def run_conceptbed(config: ConceptBedConfig) -> ConceptBedResult:
         },
         "table8_oracles": {cap: o.accuracy for cap, o in table8_oracles.items()},
         "concepts": {t: [c.name for c in concepts[t]] for t in tasks},
+        "concepts_asked": config.concepts,
+        "short_tasks": short,
         "sensitivity": _sensitivity(oracles, cw, {t: concepts[t] for t in table_tasks}, config.seed),
     }
     if composition is not None:

@@ -32,6 +32,9 @@ def render_report(results: dict[str, Any]) -> str:
         for t, o in results["oracles"].items()
         if t != "vqa"
     ]
+    if results.get("short_tasks"):
+        held = ", ".join(f"{t} {n}" for t, n in results["short_tasks"].items())
+        lines += ["", f"Fewer concepts than --concepts {results['concepts_asked']} (every one it holds): {held}."]
     lines += ["", "## Table 1: CCD per learner and task", ""] + _table(results["table1"], tasks)
     t7 = results["table7"]
     lines += ["", f"## Table 7: accuracy, MSP, ECE and CCD ({results['table7_task']})", ""]

@@ -2,7 +2,7 @@
 
 Launches ``spaces/concept-grounding/app.py`` on 127.0.0.1 only (offline, no artifacts, the
 tiny model builds of ``CONCEPT_GROUNDING_SPACE_BUILD=tiny``, the default
-:class:`~concept_grounding.space.limits.SpaceLimits`, 127.0.0.1 its one trusted proxy), then
+:class:`~concept_grounding.web.limits.WebLimits`, 127.0.0.1 its one trusted proxy), then
 ``--clients`` threads, each one visitor (its own ``X-Forwarded-For`` address, sent through
 that proxy), send ``--rounds`` rounds of a fixed list of requests: hostile ones (a 2,000-item
 baseline list, a 100 kB string where a choice is expected, NaN, a 3000 x 3000 PNG, a path
@@ -312,9 +312,9 @@ def main() -> None:
 def _rotating_client(url: str) -> int:
     """19 MB uploads from 127.0.0.9 (not a trusted proxy), each under a new ``X-Forwarded-For``,
     until one is refused; how many were accepted past the per-visitor quota (0: no escape)."""
-    from concept_grounding.space.limits import SpaceLimits
+    from concept_grounding.web.limits import WebLimits
 
-    quota, chunk = SpaceLimits().visitor_upload_bytes, b"\0" * (19 * 2**20)
+    quota, chunk = WebLimits().visitor_upload_bytes, b"\0" * (19 * 2**20)
     accepted = 0
     for i in range(quota // len(chunk) + 3):
         kind, _ = Visitor(url, f"198.18.0.{i + 1}", source="127.0.0.9").upload([("rotate.bin", os.urandom(64) + chunk)])

@@ -152,7 +152,7 @@ print(json.dumps([m for m in ("torch", "torchvision", "diffusers", "transformers
 
 
 def test_the_subpackages_are_all_found():
-    assert len(SUBPACKAGES) == 18 and {"evaluation", "models", "world", "commands"} <= set(SUBPACKAGES)
+    assert len(SUBPACKAGES) == 19 and {"evaluation", "models", "world", "commands"} <= set(SUBPACKAGES)
 
 
 @pytest.mark.parametrize("package", SUBPACKAGES)

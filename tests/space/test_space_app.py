@@ -50,7 +50,7 @@ def server(tmp_path_factory, launch_space):
 
 @pytest.fixture(scope="module")
 def default_server(tmp_path_factory, launch_space):
-    """The Space with the default :class:`SpaceLimits` and no trusted proxy: (url, start-up
+    """The Space with the default :class:`WebLimits` and no trusted proxy: (url, start-up
     seconds, log, cache, process)."""
     yield from launch_space(tmp_path_factory)
 
@@ -99,7 +99,7 @@ def test_api_metrics_known_answer(client, tmp_path):
 
 def _on_server(served: str, cache: Path) -> Path:
     """Where the file the Space names ``/space-files/<...>`` lies in its cache folder."""
-    from concept_grounding.space.paths import ALIAS
+    from concept_grounding.web.paths import ALIAS
 
     assert served.startswith(ALIAS + "/"), served
     return Path(cache) / served[len(ALIAS) + 1 :]
@@ -136,7 +136,7 @@ def test_uploads_are_bounded_at_the_server_and_an_oversized_one_is_not_stored(se
 
 
 def test_the_cache_is_swept_on_a_schedule_and_a_served_image_counts_as_new(tmp_path, monkeypatch):
-    """The demo's limits carry the sweep's schedule (:mod:`~.space.sweep`, in place
+    """The demo's limits carry the sweep's schedule (:mod:`~.web.sweep`, in place
     of Gradio's ``delete_cache``), and an image served again is young again for it (a sweep
     never deletes a file a request is being answered with)."""
     from concept_grounding.space import build_demo
@@ -563,7 +563,7 @@ def test_explain_refuses_more_baselines_than_the_limit(tiny_space_store):
     """At the handler (the page offers fewer baselines than the limit): distinct
     names beyond ``max_list_items`` are refused in one line naming the field and the limit."""
     from concept_grounding.space import tab_explain
-    from concept_grounding.space.limits import Gate, Refused, SpaceLimits
+    from concept_grounding.web.limits import Gate, Refused, WebLimits
 
     with pytest.raises(Refused, match=r"^Baselines: at most 2 items per request, got 3\.$"):
         tab_explain.explain(
@@ -573,7 +573,7 @@ def test_explain_refuses_more_baselines_than_the_limit(tiny_space_store):
             "a bird",
             clusters=3,
             baselines=["random", "saliency", "x"],
-            gate=Gate(SpaceLimits(max_list_items=2)),
+            gate=Gate(WebLimits(max_list_items=2)),
         )
 
 
@@ -583,12 +583,12 @@ def test_an_image_with_too_many_pixels_is_refused_before_decoding(client, tmp_pa
     from gradio_client import handle_file
     from gradio_client.exceptions import AppError
 
-    from concept_grounding.space.limits import SpaceLimits
+    from concept_grounding.web.limits import WebLimits
 
     path = tmp_path / "flat.png"
     Image.new("L", (3000, 3000)).save(path)
     assert path.stat().st_size < 100_000
-    limit = f"{SpaceLimits().max_pixels:,}"
+    limit = f"{WebLimits().max_pixels:,}"
     with pytest.raises(AppError, match=rf"Image: at most {limit} pixels after decoding, got 3000 x 3000"):
         client.predict(handle_file(str(path)), 0, "a bird", 3, [], "", api_name="/explain")
 
@@ -614,12 +614,12 @@ def test_uploads_with_an_empty_or_right_to_left_name_or_too_many_files_are_refus
     """An empty file name once gave HTTP 500; a name with U+202E was
     stored and shown as sent; one request could carry 1,000 files. Each is refused (400)
     with one line naming the field, and nothing is stored."""
-    from concept_grounding.space.limits import SpaceLimits
+    from concept_grounding.web.limits import WebLimits
 
     url, _, _, cache = server
     stored = lambda: {p for p in cache.rglob("*") if p.is_file()}  # noqa: E731
     before = stored()
-    too_many = SpaceLimits().max_files_per_upload + 1
+    too_many = WebLimits().max_files_per_upload + 1
     for parts, reason in [
         ([("", b"abc")], "the file name is empty"),
         ([("bird\u202egnp.exe", b"abc")], "control or bidirectional formatting characters"),
@@ -634,9 +634,9 @@ def test_upload_bytes_are_limited_per_visitor(server):
     """Each upload below the per-file limit, but one visitor may keep only
     ``visitor_upload_bytes`` in the cache; the next is refused (429) and another visitor
     still uploads."""
-    from concept_grounding.space.limits import SpaceLimits
+    from concept_grounding.web.limits import WebLimits
 
-    limits = SpaceLimits()
+    limits = WebLimits()
     url, *_ = server
     chunk = b"\0" * (limits.max_upload_bytes - 4096)
     sent = 0
@@ -852,10 +852,10 @@ def test_one_visitor_runs_at_most_the_limit_of_requests_at_once(default_server):
     held everyone else out. With two long runs going, the same visitor's third request is
     refused at once in one line, while another visitor is served."""
 
-    from concept_grounding.space.limits import SpaceLimits
+    from concept_grounding.web.limits import WebLimits
 
     url, *_ = default_server
-    assert SpaceLimits().visitor_requests == 2
+    assert WebLimits().visitor_requests == 2
     pages = [_join_long_tdg(url, f"busy-visitor-{i}") for i in range(2)]
     try:
         body = json.dumps({"data": ["017.Cardinal|has_crown_color::black", 0]})

@@ -1,4 +1,4 @@
-"""The Space's declared limits: :class:`SpaceLimits` and the :class:`Gate` that
+"""The Space's declared limits: :class:`WebLimits` and the :class:`Gate` that
 enforces them, with known answers (a fake clock for the cache age)."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import threading
 
 import pytest
 
-from concept_grounding.space.limits import (
+from concept_grounding.web.limits import (
     SPACE_PROXIES,
     Gate,
     Refused,
-    SpaceLimits,
+    WebLimits,
     trusted_proxies,
     unsafe_name,
     visitor_of,
@@ -30,7 +30,7 @@ class Clock:
 
 def test_upload_bytes_are_limited_per_visitor_and_in_total_until_the_cache_drops_them():
     clock = Clock()
-    limits = SpaceLimits(
+    limits = WebLimits(
         max_upload_bytes=10 * MB,
         visitor_upload_bytes=15 * MB,
         total_upload_bytes=25 * MB,
@@ -56,7 +56,7 @@ def test_upload_bytes_are_limited_per_visitor_and_in_total_until_the_cache_drops
 
 
 def test_a_visitor_holds_at_most_its_slots_and_gets_them_back():
-    gate = Gate(SpaceLimits(visitor_requests=2))
+    gate = Gate(WebLimits(visitor_requests=2))
     with gate.slot("a"), gate.slot("a"):
         with (
             pytest.raises(
@@ -74,7 +74,7 @@ def test_a_visitor_holds_at_most_its_slots_and_gets_them_back():
 
 
 def test_slots_are_counted_right_under_threads():
-    gate = Gate(SpaceLimits(visitor_requests=3))
+    gate = Gate(WebLimits(visitor_requests=3))
     held, refused, barrier = [], [], threading.Barrier(8)
 
     def visit() -> None:
@@ -95,7 +95,7 @@ def test_slots_are_counted_right_under_threads():
 
 
 def test_lists_pixels_and_names():
-    gate = Gate(SpaceLimits(max_list_items=2, max_pixels=100))
+    gate = Gate(WebLimits(max_list_items=2, max_pixels=100))
     assert gate.check_items("Baselines", ["x"] * 1000) == ["x"]
     gate.check_pixels("Image", 10, 10)
     with pytest.raises(Refused, match=r"^Image: at most 100 pixels after decoding, got 11 x 10\.$"):
@@ -125,7 +125,7 @@ def test_the_visitor_is_the_client_the_server_resolved_and_proxies_are_named_by_
 
 def test_a_visitor_may_name_only_the_files_granted_to_them_until_the_sweep_may_have_taken_them():
     clock = Clock()
-    gate = Gate(SpaceLimits(cache_age_s=60, sweep_every_s=30), clock=clock)
+    gate = Gate(WebLimits(cache_age_s=60, sweep_every_s=30), clock=clock)
     gate.grant("a", ["/cache/ab/x.png", "/cache/cd/../ef/y.png"])
     assert gate.granted("a", "/cache/ab/x.png") and gate.granted("a", "/cache//ef/./y.png")
     assert not gate.granted("b", "/cache/ab/x.png") and not gate.granted("a", "/cache/ab")
@@ -138,12 +138,12 @@ def test_a_visitor_may_name_only_the_files_granted_to_them_until_the_sweep_may_h
 
 def test_limits_are_checked_and_read_from_the_environment():
     with pytest.raises(ValueError, match="visitor_requests must be an integer >= 1"):
-        SpaceLimits(visitor_requests=0)
+        WebLimits(visitor_requests=0)
     with pytest.raises(ValueError, match="sweep_every_s must be at most cache_age_s"):
-        SpaceLimits(cache_age_s=10, sweep_every_s=20)
-    limits = SpaceLimits.from_env({"CONCEPT_GROUNDING_LIMIT_CACHE_AGE_S": "1200", "UNRELATED": "x"})
+        WebLimits(cache_age_s=10, sweep_every_s=20)
+    limits = WebLimits.from_env({"CONCEPT_GROUNDING_LIMIT_CACHE_AGE_S": "1200", "UNRELATED": "x"})
     assert limits.cache_age_s == 1200 and limits.delete_cache == (300, 1200)
-    assert SpaceLimits().delete_cache == (300, 900)
+    assert WebLimits().delete_cache == (300, 900)
 
 
 def test_the_space_app_binds_loopback_unless_told_otherwise():

@@ -172,7 +172,7 @@ def test_the_running_space_sweeps_its_cache_after_a_request_named_a_cache_folder
     deadline = time.monotonic() + CACHE_AGE_S + 4 * SWEEP_EVERY_S + 10
     while path.exists() and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert not path.exists() and "space: cache sweep deleted" in log.read_text()
+    assert not path.exists() and "web: cache sweep deleted" in log.read_text()
     assert "Traceback" not in log.read_text()
 
 
@@ -190,10 +190,10 @@ def test_the_alias_is_rewritten_in_file_paths_only(space):
 
 
 def test_every_request_body_is_capped(space):
-    from concept_grounding.space.limits import SpaceLimits
+    from concept_grounding.web.limits import WebLimits
 
     url, _, _ = space
-    cap = SpaceLimits().max_request_bytes
+    cap = WebLimits().max_request_bytes
     body = json.dumps({"data": [None, 0, "a bird " * (cap // 7 + 1), 3, [], ""]}).encode()
     for chunked in (False, True):
         status, answer = http_request(
@@ -230,7 +230,7 @@ def test_forwarded_for_names_the_visitor_only_from_the_trusted_proxy(space):
 
 
 def test_the_gate_reads_uploads_as_gradio_s_parser_does():
-    from concept_grounding.space.middleware import repeated_parameter, upload_names
+    from concept_grounding.web.middleware import repeated_parameter, upload_names
 
     kind = [(b"content-type", b"multipart/form-data; boundary=b")]
     body = (
@@ -252,7 +252,7 @@ def test_the_gate_reads_uploads_as_gradio_s_parser_does():
 
 
 def test_the_sweep_skips_what_it_cannot_delete_and_logs_it(tmp_path, caplog):
-    from concept_grounding.space.sweep import _sweep_logged, sweep
+    from concept_grounding.web.sweep import _sweep_logged, sweep
 
     old, young, folder, gone = (
         tmp_path / "ab" / "old.png",
@@ -278,15 +278,15 @@ def test_the_sweep_skips_what_it_cannot_delete_and_logs_it(tmp_path, caplog):
     files.add(str(young))
     created = young.stat().st_ctime
     assert sweep(blocks, 10, now=lambda: created + 5).deleted == 0 and young.exists()
-    with caplog.at_level(logging.INFO, logger="concept_grounding.space.sweep"):
+    with caplog.at_level(logging.INFO, logger="concept_grounding.web.sweep"):
         files.add(str(folder))
         _sweep_logged(blocks, None)
     assert not young.exists() and kept.exists() and folder.is_dir()
-    assert caplog.messages == ["space: cache sweep deleted 1 file(s), skipped 1 (ef: not a regular file)"]
+    assert caplog.messages == ["web: cache sweep deleted 1 file(s), skipped 1 (ef: not a regular file)"]
 
 
 def test_the_alias_goes_back_to_the_folder_in_file_paths_only():
-    from concept_grounding.space.paths import HideServerPaths
+    from concept_grounding.web.paths import HideServerPaths
 
     hide = HideServerPaths(None, "/srv/cache")
     body = b'{"data": [{"path": "/space-files/a/b.png", "url": "/space-files/a/b.png"}, "/space-files/c", NaN]}'

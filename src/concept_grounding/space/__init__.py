@@ -33,48 +33,26 @@ def launch(
     proxies: tuple[str, ...] | None = None,
     **kwargs: Any,
 ) -> Any:
-    """Queue and launch a demo the way the Space does: bounded concurrency, every request body
-    capped (:class:`~.middleware.BodyCap`), uploads checked against the demo's
-    :class:`~.limits.SpaceLimits` before Gradio stores them (:class:`~.middleware.UploadGate`),
-    the file cache's absolute path never shown to a visitor (:class:`~.paths.HideServerPaths`),
-    the cache swept on schedule (:func:`~.sweep.sweep_lifespan`), no SSR, no share link, quiet
-    API docs.
+    """Queue and launch a demo in the project's web shell (:func:`concept_grounding.web.shell.launch_blocks`:
+    body cap, read timeouts, uploads checked against the demo's :class:`~concept_grounding.web.limits.WebLimits`,
+    each visitor's share of the queue, no ``deep_link``, no server path shown, the cache swept, no SSR,
+    no share link), with bounded concurrency and quiet API docs.
 
-    ``proxies`` (default :func:`~.limits.trusted_proxies`: ``$CONCEPT_GROUNDING_TRUSTED_PROXIES``)
-    are the only peers whose ``X-Forwarded-For`` names the visitor: they become the web
-    server's ``FORWARDED_ALLOW_IPS`` (uvicorn trusts 127.0.0.1 by default), so that one
-    place decides who a visitor is.
+    ``proxies`` (default :func:`~concept_grounding.web.limits.trusted_proxies`:
+    ``$CONCEPT_GROUNDING_TRUSTED_PROXIES``) are the only peers whose ``X-Forwarded-For`` names the visitor.
 
     ``warm`` builds every tab's default model in a background thread at launch
     (:func:`~.blocks.warm_up`). A SIGTERM (a hosted Space stopping, ``kill``) closes the
     demo as Ctrl-C does, so the sweep's shutdown deletes the files it stored.
     """
-    import os
     import signal
     import threading
 
-    from starlette.middleware import Middleware
-
-    from .blocks import CONCURRENCY_LIMIT, warm_up
-    from .limits import Gate, trusted_proxies
-    from .middleware import BodyCap, UploadGate
-    from .sweep import sweep_lifespan
+    from ..web.limits import Gate
+    from ..web.shell import launch_blocks
+    from .blocks import CONCURRENCY_LIMIT, delete_served, warm_up
 
     gate = getattr(demo, "space_gate", None) or Gate()
-    os.environ["FORWARDED_ALLOW_IPS"] = ",".join(trusted_proxies() if proxies is None else proxies)  # read by uvicorn
-    demo.queue(default_concurrency_limit=CONCURRENCY_LIMIT, max_size=64)
-    app_kwargs = dict(kwargs.pop("app_kwargs", None) or {})
-    from gradio.utils import get_upload_folder
-
-    from .paths import HideServerPaths
-
-    app_kwargs["middleware"] = [
-        Middleware(BodyCap, gate=gate),  # first: nothing below buffers an oversized body
-        Middleware(HideServerPaths, root=get_upload_folder()),  # every response
-        *app_kwargs.get("middleware", []),
-        Middleware(UploadGate, gate=gate),
-    ]
-    app_kwargs["lifespan"] = sweep_lifespan(*gate.limits.delete_cache, inner=app_kwargs.get("lifespan"))
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)
     store = getattr(demo, "space_store", None)
@@ -83,29 +61,12 @@ def launch(
         store.warming = True  # before the first page can open
         threading.Thread(target=warm_up, args=(store,), name="space-warm-up", daemon=True).start()
     launched = dict(
-        server_name=host,
-        server_port=port,
-        share=False,
-        ssr_mode=False,
-        show_error=True,
-        footer_links=["api"],
-        max_file_size=gate.limits.max_upload_bytes,
-        app_kwargs=app_kwargs,
-        **kwargs,
+        server_name=host, server_port=port, show_error=True, footer_links=["api"], proxies=proxies, **kwargs
     )
-    import inspect
-
-    if "_frontend" in inspect.signature(demo.launch).parameters:
-        # Gradio's self-check (a HEAD of the page, 3 s timeout) only decides whether a share link is
-        # needed, which the Space never makes; under load, with first visitors already served, it timed
-        # out and stopped the Space ("When localhost is not accessible...", benchmarks/bench_space_hostile.py)
-        launched["_frontend"] = False
     if kwargs.get("prevent_thread_lock"):  # returns at once: the caller closes the Space
-        return demo.launch(**launched)
-    from .blocks import delete_served
-
-    try:
-        return demo.launch(**launched)  # blocks until Ctrl-C or SIGTERM
+        return launch_blocks(demo, gate=gate, takes_uploads=True, concurrency_limit=CONCURRENCY_LIMIT, **launched)
+    try:  # blocks until Ctrl-C or SIGTERM
+        return launch_blocks(demo, gate=gate, takes_uploads=True, concurrency_limit=CONCURRENCY_LIMIT, **launched)
     except KeyboardInterrupt:  # before Gradio's own wait began (it was still checking its URL): close as it would
         server = getattr(demo, "server", None)
         if server is not None:

@@ -12,12 +12,12 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from ..web.limits import Gate, WebLimits
 from .builds import SpaceBuild
 from .env import artifacts_dir, configure_environment
 from .guard import ALIVE_CHECK_SECONDS, guarded, space_blocks
 from .inputs import redact_paths
 from .layout import tab_concepts_ui, tab_explain_ui, tab_metrics_ui, tab_sub_ui, tab_tdg_ui
-from .limits import Gate, SpaceLimits
 from .policy import ModelPolicy
 from .resources import ResourceStore
 from .served import delete_served, served_png
@@ -41,11 +41,11 @@ logger = logging.getLogger(__name__)
 #: its own scheduler, so a request gets the same result as alone (no per-model lock needed,
 #: and a slow TDG request does not hold up a SUB explorer one).
 CONCURRENCY_LIMIT = 4
-#: The cache sweep's ``(every, age)`` (seconds) of the default :class:`~.limits.SpaceLimits`: every 5
+#: The cache sweep's ``(every, age)`` (seconds) of the default :class:`~.limits.WebLimits`: every 5
 #: minutes, files the Space stored (uploads, the images it served) that are more than 15 minutes
 #: old are deleted; all of them at shutdown (a SIGTERM too): :mod:`.sweep`, installed by
 #: :func:`concept_grounding.space.launch` in place of Gradio's ``delete_cache``.
-DELETE_CACHE = SpaceLimits().delete_cache
+DELETE_CACHE = WebLimits().delete_cache
 #: While the tabs' models are being prepared (:func:`warm_up`), an open page asks for the
 #: status line this often (seconds); it stops asking once the warm-up is over.
 STATUS_POLL_SECONDS = 2.0
@@ -66,7 +66,7 @@ def build_demo(
     store: ResourceStore | None = None,
     policy: ModelPolicy | None = None,
     build: SpaceBuild | None = None,
-    limits: SpaceLimits | None = None,
+    limits: WebLimits | None = None,
 ) -> Any:
     """The Space as a ``gr.Blocks`` (not launched, no queue set).
 
@@ -79,7 +79,7 @@ def build_demo(
         build: sizes of the models the Space trains when the artifacts have none; default
             :meth:`SpaceBuild.from_env` (``CONCEPT_GROUNDING_SPACE_BUILD=tiny`` for tests).
         limits: what a request, a visitor and the Space may use; default
-            :meth:`SpaceLimits.from_env`. The demo's :class:`~.limits.Gate` is ``demo.space_gate``
+            :meth:`WebLimits.from_env`. The demo's :class:`~.limits.Gate` is ``demo.space_gate``
             (:func:`concept_grounding.space.launch` puts its upload checks in front of Gradio's).
     """
     configure_environment()
@@ -90,7 +90,7 @@ def build_demo(
     store = store or ResourceStore(
         artifacts_dir(artifacts), policy=policy or ModelPolicy.from_env(), build=build or SpaceBuild.from_env()
     )
-    gate = Gate(limits or SpaceLimits.from_env())
+    gate = Gate(limits or WebLimits.from_env())
     blocks = space_blocks(gr, gate)
     with blocks(title="concept-grounding", analytics_enabled=False) as demo:  # the cache sweep: launch()
         gr.Markdown(INTRO + "\n" + gate.limits.markdown())

@@ -27,8 +27,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from ..web.limits import Gate, visitor_of
 from .inputs import redact_paths
-from .limits import Gate, visitor_of
 from .resources import FeatureUnavailable
 
 __all__ = [

@@ -16,7 +16,7 @@ here imports Gradio, so the tab handlers stay plain functions the tests call dir
 >>> whole_number(2.5, "Steps", 1, 50)
 Traceback (most recent call last):
 ...
-concept_grounding.space.inputs.UserInputError: Steps must be a whole number from 1 to 50, got 2.5.
+concept_grounding.web.visitor_input.UserInputError: Steps must be a whole number from 1 to 50, got 2.5.
 >>> redact_paths("[Errno 21] Is a directory: '/tmp/gradio/ab12/upload'")
 "[Errno 21] Is a directory: 'upload'"
 """
@@ -28,7 +28,6 @@ import io
 import json
 import math
 import os
-import re
 import reprlib
 import tempfile
 from collections.abc import Callable
@@ -36,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ..web.visitor_input import UserInputError, redact_paths
 
 __all__ = [
     "MAX_IMAGE_SIDE",
@@ -60,10 +61,6 @@ MAX_UPLOAD_BYTES = 20 * 1024 * 1024
 MAX_TEXTS = 8
 
 
-class UserInputError(ValueError):
-    """Bad input from a visitor; its message is shown in the page (server paths redacted)."""
-
-
 def whole_number(value: Any, field: str, low: int, high: int) -> int:
     """A visitor's numeric field as an ``int`` in ``[low, high]``.
 
@@ -83,16 +80,6 @@ def whole_number(value: Any, field: str, low: int, high: int) -> int:
     if not low <= number <= high:
         raise refused
     return int(number)
-
-
-#: An absolute POSIX path (not the path part of a URL or a Hub id): its last part is group 1.
-_PATH = re.compile(r"(?<![\w:/.~-])/(?:[^\s'\"(),:/]+/)*([^\s'\"(),:/]+)")
-
-
-def redact_paths(text: str) -> str:
-    """``text`` with every absolute path replaced by its last part, so that no message shown
-    to a visitor tells them where the server keeps its files."""
-    return _PATH.sub(lambda m: m.group(1), text)
 
 
 def to_rgb(image: Any, max_side: int = MAX_IMAGE_SIDE) -> np.ndarray:

@@ -8,8 +8,8 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from ..web.limits import Gate
 from .guard import guarded, run_while_wanted
-from .limits import Gate
 from .resources import ResourceStore
 from .served import big_png, or_zero, served_png, upload_path
 

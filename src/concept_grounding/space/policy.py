@@ -13,7 +13,7 @@ policy", and the Space's README.
 >>> policy.check("clip", "/etc")
 Traceback (most recent call last):
 ...
-concept_grounding.space.inputs.UserInputError: This Space does not load the CLIP model '/etc'. Choose one of:
+concept_grounding.web.visitor_input.UserInputError: This Space does not load the CLIP model '/etc'. Choose one of:
     openai/clip-vit-base-patch32 (the operator lists models with --clip-model, or allows any with
     --allow-any-model).
 """

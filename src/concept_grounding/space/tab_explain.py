@@ -25,9 +25,9 @@ from ..cci.baselines import BASELINES as _BASELINE_FUNCTIONS
 from ..cci.baselines import baseline_caption
 from ..cci.explain_job import ExplainConfig
 from ..settings import default
+from ..web.limits import Gate
 from .common import Cancelled, get_world, label_overlay, overlay_heatmap, stopper
 from .inputs import UserInputError, load_image, parse_texts, to_rgb, whole_number
-from .limits import Gate
 from .resources import ResourceStore
 from .shipped import ASSETS, shipped_folder, write_shipped
 

@@ -31,10 +31,10 @@ from ..fileio import markdown_table
 from ..settings import default
 from ..tdg.generate_config import GenerateConfig
 from ..tdg.zerogpu import GPU_DTYPE, on_gpu, on_spaces_gpu
+from ..web.limits import WebLimits
 from ..worldflux.loader import WORLD_STEPS, WORLD_TDG_EXPECTATION
 from .common import Cancelled, attribute_label, class_label, figure_to_image
 from .inputs import UserInputError, whole_number
-from .limits import SpaceLimits
 from .policy import TDG_MODELS_ENV, ModelPolicy
 from .resources import FeatureUnavailable, ResourceStore
 
@@ -66,7 +66,7 @@ WORLD_MODEL = "world Flux (trained on the bird world)"
 #: the setting it was measured at, model card).
 DEFAULT_STEPS = WORLD_STEPS
 #: Most sampling steps a visitor may ask for, and the largest seed (both checked by :func:`generate`).
-MAX_STEPS = SpaceLimits().max_steps
+MAX_STEPS = WebLimits().max_steps
 MAX_SEED = 2**32 - 1
 DEFAULT_MODEL = WORLD_MODEL
 #: The pairing (reference class, S+) and seed the tab opens on: with the world Flux at

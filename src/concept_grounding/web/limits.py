@@ -1,18 +1,18 @@
-"""The Space's limits: one declared policy (:class:`SpaceLimits`), enforced in one place (:class:`Gate`).
+"""The web apps' limits: one declared policy (:class:`WebLimits`), enforced in one place (:class:`Gate`).
 
-Every limit a visitor can meet (per request, per visitor, in total) is a field of :class:`SpaceLimits`;
+Every limit a visitor can meet (per request, per visitor, in total) is a field of :class:`WebLimits`;
 :class:`Gate` holds the running counts, and the handlers, the ASGI middlewares of :mod:`.middleware`
-and the Blocks check through it. A refusal is one line naming the field and the limit (:class:`Refused`).
-A visitor is the request's address (:func:`visitor_of`); ``X-Forwarded-For`` counts only from a trusted
-proxy (:func:`trusted_proxies`). Manual: docs/guide/errors.md, "Space limits".
+and :mod:`.events` and the Blocks check through it. A refusal is one line naming the field and the
+limit (:class:`Refused`). A visitor is the request's address (:func:`visitor_of`); ``X-Forwarded-For``
+counts only from a trusted proxy (:func:`trusted_proxies`). Manual: docs/guide/web_shell.md.
 
->>> gate = Gate(SpaceLimits(max_list_items=3))
+>>> gate = Gate(WebLimits(max_list_items=3))
 >>> gate.check_items("Baselines", ["random", "random", "saliency"])
 ['random', 'saliency']
 >>> gate.check_items("Baselines", ["a", "b", "c", "d"])
 Traceback (most recent call last):
 ...
-concept_grounding.space.limits.Refused: Baselines: at most 3 items per request, got 4.
+concept_grounding.web.limits.Refused: Baselines: at most 3 items per request, got 4.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from typing import Any
 
-from .inputs import UserInputError
+from .visitor_input import UserInputError
 
 __all__ = [
-    "SpaceLimits",
+    "WebLimits",
     "Refused",
     "Gate",
     "visitor_of",
@@ -60,8 +60,8 @@ _MIB = 2**20
 
 
 @dataclass(frozen=True)
-class SpaceLimits:
-    """What one request, one visitor and the whole Space may use (docs/guide/errors.md).
+class WebLimits:
+    """What one request, one visitor and the whole app may use (docs/guide/web_shell.md).
 
     Attributes:
         max_list_items: items in a list field (baselines, texts) per request.
@@ -76,6 +76,11 @@ class SpaceLimits:
         total_upload_bytes: upload bytes of all visitors kept in the cache.
         cache_age_s: seconds a stored file is kept (uploads and served images).
         sweep_every_s: seconds between two sweeps of the cache.
+        queue_size: events waiting in the app's queue, all visitors together.
+        visitor_queue_events: events of one visitor waiting or running in the queue at once.
+        visitor_sessions: page sessions (Gradio session hashes) one visitor may open within ``cache_age_s``.
+        header_timeout_s: seconds a connection may take to send a request's headers.
+        body_timeout_s: seconds a request may take to send its whole body.
     """
 
     max_list_items: int = 8
@@ -89,22 +94,29 @@ class SpaceLimits:
     total_upload_bytes: int = 1024 * _MIB
     cache_age_s: int = 900
     sweep_every_s: int = 300
+    queue_size: int = 64
+    visitor_queue_events: int = 8
+    visitor_sessions: int = 64
+    header_timeout_s: int = 10
+    body_timeout_s: int = 30
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"SpaceLimits.{f.name} must be an integer >= 1, got {value!r}")
+                raise ValueError(f"WebLimits.{f.name} must be an integer >= 1, got {value!r}")
         if self.sweep_every_s > self.cache_age_s:
-            raise ValueError("SpaceLimits.sweep_every_s must be at most cache_age_s")
+            raise ValueError("WebLimits.sweep_every_s must be at most cache_age_s")
+        if self.visitor_queue_events > self.queue_size:
+            raise ValueError("WebLimits.visitor_queue_events must be at most queue_size")
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> SpaceLimits:
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> WebLimits:
         """The defaults, with every ``CONCEPT_GROUNDING_LIMIT_<FIELD>`` set in ``environ``.
 
-        >>> SpaceLimits.from_env({"CONCEPT_GROUNDING_LIMIT_VISITOR_REQUESTS": "4"}).visitor_requests
+        >>> WebLimits.from_env({"CONCEPT_GROUNDING_LIMIT_VISITOR_REQUESTS": "4"}).visitor_requests
         4
-        >>> SpaceLimits.from_env({"CONCEPT_GROUNDING_LIMIT_MAX_PIXELS": "lots"})
+        >>> WebLimits.from_env({"CONCEPT_GROUNDING_LIMIT_MAX_PIXELS": "lots"})
         Traceback (most recent call last):
         ...
         ValueError: CONCEPT_GROUNDING_LIMIT_MAX_PIXELS must be an integer >= 1, got 'lots'
@@ -136,7 +148,7 @@ class SpaceLimits:
 
 
 class Refused(UserInputError):
-    """A request over one of the :class:`SpaceLimits`; the message names the field and the limit."""
+    """A request over one of the :class:`WebLimits`; the message names the field and the limit."""
 
 
 def visitor_of(client: Any) -> str:
@@ -211,10 +223,10 @@ def unsafe_name(name: str) -> str | None:
 
 
 class Gate:
-    """Counts what visitors use and refuses what is over :class:`SpaceLimits` (thread-safe)."""
+    """Counts what visitors use and refuses what is over :class:`WebLimits` (thread-safe)."""
 
-    def __init__(self, limits: SpaceLimits | None = None, clock: Any = time.monotonic) -> None:
-        self.limits = limits if limits is not None else SpaceLimits()
+    def __init__(self, limits: WebLimits | None = None, clock: Any = time.monotonic) -> None:
+        self.limits = limits if limits is not None else WebLimits()
         self._clock = clock
         self._lock = threading.Lock()
         self._running: dict[str, int] = {}
@@ -224,12 +236,16 @@ class Gate:
         #: refusals so far, by field (the benchmark reads it)
         self.refusals: dict[str, int] = {}
 
+    def now(self) -> float:
+        """The gate's clock (seconds)."""
+        return self._clock()
+
     def refuse(self, field: str, reason: str, visitor: str | None = None) -> Refused:
-        """A :class:`Refused` ``"<field>: <reason>"``, logged as one line."""
+        """A :class:`Refused` ``"<field>: <reason>"``, logged as one line (the visitor as a short hash)."""
         message = f"{field}: {reason}"
         with self._lock:
             self.refusals[field] = self.refusals.get(field, 0) + 1
-        logger.warning("space: refused (visitor %s) %s", _tag(visitor) if visitor else "-", message[:300])
+        logger.warning("web: refused (visitor %s) %s", _tag(visitor) if visitor else "-", message[:300])
         return Refused(message)
 
     # per request -------------------------------------------------------------------------

@@ -1,6 +1,9 @@
-"""The Space's cache sweep: every ``sweep_every_s`` seconds, the files Gradio stored for the
-Space (uploads, the images it served) that are older than ``cache_age_s`` are deleted; all of
-them when the server stops.
+"""The cache sweep of every web app: every ``sweep_every_s`` seconds, the files Gradio stored for
+the app (uploads, the images it served) that are older than ``cache_age_s`` are deleted; all of
+them when the server stops. Gradio's file components also leave an empty ``tmp*`` file in the
+cache folder for every event that names a file (their ``filepath`` preprocessing opens one and never
+uses it): :func:`sweep_stray_temp_files` deletes those at each queue join (:class:`~.events.EventGate`)
+and at every sweep.
 
 Gradio's own sweep (``delete_cache``) stops for good at the first entry it cannot delete (a
 folder named as a file: ``IsADirectoryError``), silently, and its shutdown deletion then fails
@@ -24,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .inputs import redact_paths
+from .visitor_input import redact_paths
 
-__all__ = ["SweepReport", "sweep", "sweep_lifespan"]
+__all__ = ["SweepReport", "sweep", "sweep_lifespan", "sweep_stray_temp_files"]
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +43,7 @@ class SweepReport:
 
     def log_line(self) -> str:
         """One line for the log, paths reduced to their last part (:func:`~.inputs.redact_paths`)."""
-        line = f"space: cache sweep deleted {self.deleted} file(s)"
+        line = f"web: cache sweep deleted {self.deleted} file(s)"
         if self.skipped:
             shown = "; ".join(f"{redact_paths(path)}: {why}" for path, why in self.skipped[:5])
             more = f" and {len(self.skipped) - 5} more" if len(self.skipped) > 5 else ""
@@ -84,27 +87,51 @@ def sweep(blocks: Any, age: float | None, now: Callable[[], float] = time.time) 
     return report
 
 
-def _sweep_logged(blocks: Any, age: float | None) -> None:
+def sweep_stray_temp_files(folder: str | os.PathLike[str]) -> int:
+    """Delete the empty regular files named ``tmp*`` directly in ``folder`` (Gradio's cache folder;
+    what its file components' preprocessing leaves); return how many went. Never raises."""
+    gone = 0
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    for entry in entries:
+        if not entry.name.startswith("tmp"):
+            continue
+        with contextlib.suppress(OSError):
+            info = entry.stat(follow_symlinks=False)
+            if stat.S_ISREG(info.st_mode) and info.st_size == 0:
+                os.remove(entry.path)
+                gone += 1
+    return gone
+
+
+def _sweep_logged(blocks: Any, age: float | None, folder: str | None = None) -> None:
     try:
         report = sweep(blocks, age)
+        if folder is not None:
+            report.deleted += sweep_stray_temp_files(folder)
     except Exception as err:  # noqa: BLE001 - the schedule goes on
-        logger.error("space: cache sweep failed: %s", redact_paths(f"{type(err).__name__}: {err}")[:300])
+        logger.error("web: cache sweep failed: %s", redact_paths(f"{type(err).__name__}: {err}")[:300])
         return
     if report.deleted or report.skipped:
         (logger.warning if report.skipped else logger.info)(report.log_line())
 
 
-def sweep_lifespan(every_s: float, age_s: float, inner: Callable[[Any], Any] | None = None) -> Callable[[Any], Any]:
+def sweep_lifespan(
+    every_s: float, age_s: float, inner: Callable[[Any], Any] | None = None, folder: str | None = None
+) -> Callable[[Any], Any]:
     """A Starlette ``lifespan`` for Gradio's app: :func:`sweep` with ``age_s`` every
     ``every_s`` seconds (in a worker thread), and with no age at shutdown; ``inner`` (another
-    lifespan, from the caller's ``app_kwargs``) runs inside it."""
+    lifespan, from the caller's ``app_kwargs``) runs inside it. With ``folder`` (Gradio's cache
+    folder), each sweep also deletes its stray temp files (:func:`sweep_stray_temp_files`)."""
 
     @asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[Any]:
         async def schedule() -> None:
             while True:
                 await asyncio.sleep(every_s)
-                await asyncio.to_thread(_sweep_logged, app.get_blocks(), age_s)
+                await asyncio.to_thread(_sweep_logged, app.get_blocks(), age_s, folder)
 
         task = asyncio.create_task(schedule())
         try:
@@ -114,6 +141,6 @@ def sweep_lifespan(every_s: float, age_s: float, inner: Callable[[Any], Any] | N
             task.cancel()
             with contextlib.suppress(BaseException):  # cancelled, as asked
                 await task
-            _sweep_logged(app.get_blocks(), None)
+            _sweep_logged(app.get_blocks(), None, folder)
 
     return lifespan

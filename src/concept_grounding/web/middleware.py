@@ -1,8 +1,7 @@
-"""The Space's ASGI middlewares in front of Gradio: a cap on every request body, and the
-upload checks.
+"""The ASGI middlewares in front of Gradio: a cap on every request body, and the upload checks.
 
 * :class:`BodyCap` answers HTTP 413 to any request whose body (declared or sent) is over
-  :attr:`~.limits.SpaceLimits.max_request_bytes`, before a byte of it is kept; the upload
+  :attr:`~.limits.WebLimits.max_request_bytes`, before a byte of it is kept; the upload
   route is capped by :class:`UploadGate` at ``max_upload_bytes`` instead.
 * :class:`UploadGate` reads an upload (at most ``max_upload_bytes``), parses it with the
   parser Gradio's upload route uses (python-multipart's ``MultipartParser`` over the
@@ -30,7 +29,17 @@ from typing import Any
 
 from .limits import Gate, Refused, visitor_of
 
-__all__ = ["BodyCap", "UploadGate", "upload_names", "repeated_parameter"]
+__all__ = [
+    "BodyCap",
+    "UploadGate",
+    "NoUploads",
+    "upload_names",
+    "repeated_parameter",
+    "reply",
+    "drain",
+    "is_upload",
+    "replaying",
+]
 
 _MIB = 2**20
 #: ``; name=value`` of a header's parameters, a quoted value taken whole.
@@ -48,7 +57,7 @@ def repeated_parameter(header: str) -> str | None:
     return None
 
 
-def _is_upload(scope: dict) -> bool:
+def is_upload(scope: dict) -> bool:
     return scope.get("method") == "POST" and scope.get("path", "").endswith("/upload")
 
 
@@ -133,7 +142,7 @@ class BodyCap:
         self.gate = gate
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope.get("type") != "http" or _is_upload(scope):
+        if scope.get("type") != "http" or is_upload(scope):
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
@@ -147,7 +156,7 @@ class BodyCap:
             refusal = self.gate.refuse(
                 "request", f"at most {_size(limit)} per request body, got {_size(int(declared))}.", visitor
             )
-            await _drain(receive, self.gate.limits.max_upload_bytes)
+            await drain(receive, self.gate.limits.max_upload_bytes)
         else:
             chunks, total, more = [], 0, True
             while more and refusal is None:
@@ -160,11 +169,11 @@ class BodyCap:
                 if total > limit:
                     refusal = self.gate.refuse("request", f"at most {_size(limit)} per request body.", visitor)
                     if more:
-                        await _drain(receive, self.gate.limits.max_upload_bytes)
+                        await drain(receive, self.gate.limits.max_upload_bytes)
         if refusal is not None:
-            await _reply(send, 413, str(refusal))
+            await reply(send, 413, str(refusal))
             return
-        await self.app(scope, _replaying(b"".join(chunks), receive), send)
+        await self.app(scope, replaying(b"".join(chunks), receive), send)
 
 
 class UploadGate:
@@ -177,7 +186,7 @@ class UploadGate:
         self.gate = gate
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope.get("type") != "http" or not _is_upload(scope):
+        if scope.get("type") != "http" or not is_upload(scope):
             await self.app(scope, receive, send)
             return
         raw = list(scope.get("headers") or [])
@@ -195,8 +204,8 @@ class UploadGate:
             self.gate.admit_upload(visitor, len(body))
         except Refused as err:
             if body is None:
-                await _drain(receive, self.gate.limits.max_upload_bytes)
-            await _reply(send, _status(str(err)), str(err))
+                await drain(receive, self.gate.limits.max_upload_bytes)
+            await reply(send, _status(str(err)), str(err))
             return
         answer: dict[str, Any] = {"chunks": []}
 
@@ -207,7 +216,7 @@ class UploadGate:
                 answer["chunks"].append(message.get("body", b""))
             await send(message)
 
-        await self.app(scope, _replaying(body, receive), watch)
+        await self.app(scope, replaying(body, receive), watch)
         if answer.get("code") == 200:
             self.gate.record_upload(visitor, len(body))
             self.gate.grant(visitor, _stored_paths(b"".join(answer["chunks"])))
@@ -228,6 +237,23 @@ class UploadGate:
                 return b"".join(chunks)
 
 
+class NoUploads:
+    """ASGI middleware for an app that takes no files: every ``POST …/upload`` is refused (HTTP 403,
+    one line) before a byte of it is stored."""
+
+    def __init__(self, app: Any, gate: Gate) -> None:
+        self.app = app
+        self.gate = gate
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope.get("type") != "http" or not is_upload(scope):
+            await self.app(scope, receive, send)
+            return
+        refusal = self.gate.refuse("files", "this app takes no uploads.", visitor_of(scope.get("client")))
+        await drain(receive, self.gate.limits.max_request_bytes)
+        await reply(send, 403, str(refusal), close=True)  # the rest of the body is never read
+
+
 def _stored_paths(answer: bytes) -> list[str]:
     """The paths Gradio's upload route answered (a JSON list of strings), ``[]`` otherwise."""
     try:
@@ -237,7 +263,7 @@ def _stored_paths(answer: bytes) -> list[str]:
     return [p for p in paths if isinstance(p, str)] if isinstance(paths, list) else []
 
 
-def _replaying(body: bytes, receive: Any) -> Any:
+def replaying(body: bytes, receive: Any) -> Any:
     """A ``receive`` that gives ``body`` whole first, then whatever ``receive`` gives (the disconnect)."""
     sent = []
 
@@ -250,7 +276,7 @@ def _replaying(body: bytes, receive: Any) -> Any:
     return replay
 
 
-async def _drain(receive: Any, limit: int) -> None:
+async def drain(receive: Any, limit: int) -> None:
     """Read and drop a refused request's body (up to ``limit`` bytes), so that the client,
     still sending, reads the refusal instead of a reset connection."""
     total = 0
@@ -269,13 +295,18 @@ def _status(message: str) -> int:
     return 400
 
 
-async def _reply(send: Any, status: int, message: str) -> None:
+async def reply(send: Any, status: int, message: str, *, close: bool = False) -> None:
+    """Answer one line of JSON, ``{"error": message}``, with ``status`` (and ``Connection: close`` when ``close``)."""
     body = json.dumps({"error": message}).encode()
     await send(
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *([(b"connection", b"close")] if close else []),
+            ],
         }
     )
     await send({"type": "http.response.body", "body": body})

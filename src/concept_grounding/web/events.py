@@ -1,0 +1,194 @@
+"""The queue's door: every event a visitor sends to a Gradio app is checked before Gradio reads it.
+
+:class:`EventGate` (ASGI middleware, mounted by :func:`~.shell.launch_blocks`) reads the JSON of
+``POST …/queue/join`` and refuses, in one line of JSON and one log line that never carries the
+values sent (docs/guide/web_shell.md):
+
+* an event that is not a JSON object, names no known ``fn_index``, or sends fewer inputs than the
+  event takes (HTTP 422; Gradio would log its traceback with every value received, or answer 500);
+* a visitor with ``visitor_queue_events`` events already waiting or running (HTTP 429), so that one
+  visitor cannot fill the queue that all visitors share;
+* a visitor opening more than ``visitor_sessions`` page sessions within ``cache_age_s`` (HTTP 429):
+  Gradio keeps the state of every session hash it is sent.
+
+Each join also deletes the empty temp files earlier events left in the cache folder
+(:func:`~.sweep.sweep_stray_temp_files`). ``GET …/deep_link`` (Gradio's snapshot of a session's
+components, written to a file under the cache and served to anyone holding its name) is answered
+HTTP 404 in every app.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from .limits import Gate, Refused, visitor_of
+from .middleware import replaying, reply
+from .sweep import sweep_stray_temp_files
+
+__all__ = ["EventGate", "is_join", "is_deep_link"]
+
+
+def is_join(scope: dict) -> bool:
+    """Whether the request joins Gradio's queue (``POST …/queue/join``)."""
+    return scope.get("method") == "POST" and scope.get("path", "").rstrip("/").endswith("/queue/join")
+
+
+def is_deep_link(scope: dict) -> bool:
+    """Whether the request asks Gradio to write a session's snapshot (``…/deep_link``)."""
+    return scope.get("path", "").rstrip("/").endswith("/deep_link")
+
+
+class EventGate:
+    """ASGI middleware: the checks of the module docstring on every queue join of ``blocks``.
+
+    Args:
+        app: the ASGI app (Gradio's).
+        gate: the app's :class:`~.limits.Gate` (its limits and its one-line refusals).
+        blocks: the ``gr.Blocks`` served (its events, and its queue's live events).
+        folder: Gradio's cache folder, whose stray temp files each join deletes (``None``: none).
+    """
+
+    def __init__(self, app: Any, gate: Gate, blocks: Any, folder: str | None = None) -> None:
+        self.app = app
+        self.folder = folder
+        self.gate = gate
+        self.blocks = blocks
+        self._lock = threading.Lock()
+        self._events: dict[str, set[str]] = {}  # visitor -> event ids the queue answered
+        self._joining: dict[str, int] = {}  # visitor -> joins being answered now
+        self._sessions: dict[str, OrderedDict[str, float]] = {}  # visitor -> {session hash: last join}
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        visitor = visitor_of(scope.get("client"))
+        if is_deep_link(scope):
+            await reply(send, 404, str(self.gate.refuse("deep_link", "this app keeps no session snapshots.", visitor)))
+            return
+        if not is_join(scope):
+            await self.app(scope, receive, send)
+            return
+        body = await _read_all(receive)
+        if self.folder is not None:
+            await asyncio.to_thread(sweep_stray_temp_files, self.folder)
+        try:
+            session = self.check_event(body, visitor)
+            self._enter(visitor, session)
+        except Refused as err:
+            await reply(send, 429 if "per visitor" in str(err) else 422, str(err))
+            return
+        answer: dict[str, Any] = {"chunks": []}
+
+        async def watch(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                answer["code"] = message["status"]
+            elif message["type"] == "http.response.body" and answer.get("code") == 200:
+                answer["chunks"].append(message.get("body", b""))
+            await send(message)
+
+        try:
+            await self.app(scope, replaying(body, receive), watch)
+        finally:
+            self._leave(visitor, _event_id(b"".join(answer["chunks"])) if answer.get("code") == 200 else None)
+
+    def check_event(self, body: bytes, visitor: str) -> str:
+        """The session hash of a well-formed join for one of the app's events (else :class:`Refused`)."""
+        try:
+            event = json.loads(body)
+        except ValueError:
+            event = None
+        if not isinstance(event, dict):
+            raise self.gate.refuse("event", "not a JSON object.", visitor)
+        fn_index, data = event.get("fn_index"), event.get("data")
+        fns = getattr(self.blocks, "fns", {})
+        if isinstance(fn_index, bool) or not isinstance(fn_index, int) or fn_index not in fns:
+            raise self.gate.refuse("event", "no such event in this app.", visitor)
+        wanted = len(getattr(fns[fn_index], "inputs", ()) or ())
+        if not isinstance(data, list) or len(data) < wanted:
+            got = len(data) if isinstance(data, list) else "no list of"
+            raise self.gate.refuse("event", f"this event takes {wanted} inputs, got {got}.", visitor)
+        session = event.get("session_hash")
+        return session if isinstance(session, str) else ""
+
+    def _enter(self, visitor: str, session: str) -> None:
+        limits = self.gate.limits
+        now = self.gate.now()
+        with self._lock:
+            live = self._live(visitor) + self._joining.get(visitor, 0)
+            full = live >= limits.visitor_queue_events
+            sessions = self._sessions.setdefault(visitor, OrderedDict())
+            while sessions and now - next(iter(sessions.values())) > limits.cache_age_s:
+                sessions.popitem(last=False)
+            new_session = bool(session) and session not in sessions
+            too_many = new_session and len(sessions) >= limits.visitor_sessions
+            if not full and not too_many:
+                self._joining[visitor] = self._joining.get(visitor, 0) + 1
+                if session:
+                    sessions[session] = now
+                    sessions.move_to_end(session)
+        if full:
+            raise self.gate.refuse(
+                "queue",
+                f"at most {limits.visitor_queue_events} events per visitor in the queue; wait for one.",
+                visitor,
+            )
+        if too_many:
+            raise self.gate.refuse(
+                "session",
+                f"at most {limits.visitor_sessions} page sessions per visitor within {limits.cache_age_s // 60} "
+                "minutes.",
+                visitor,
+            )
+
+    def _leave(self, visitor: str, event_id: str | None) -> None:
+        with self._lock:
+            left = self._joining.get(visitor, 1) - 1
+            if left:
+                self._joining[visitor] = left
+            else:
+                self._joining.pop(visitor, None)
+            if event_id:
+                self._events.setdefault(visitor, set()).add(event_id)
+
+    def _live(self, visitor: str) -> int:
+        """The visitor's events the queue still holds (waiting or running); forgets the others."""
+        mine = self._events.get(visitor)
+        if not mine:
+            return 0
+        queue = getattr(self.blocks, "_queue", None)  # Gradio's queue: no public view of its live events
+        live_ids = getattr(queue, "event_ids_to_events", {})
+        mine &= set(live_ids)
+        if not mine:
+            del self._events[visitor]
+        return len(mine)
+
+    def queued(self, visitor: str) -> int:
+        """The visitor's events waiting or running now (the tests and the benchmark read it)."""
+        with self._lock:
+            return self._live(visitor)
+
+
+def _event_id(answer: bytes) -> str | None:
+    try:
+        value = json.loads(answer)
+    except ValueError:
+        return None
+    event_id = value.get("event_id") if isinstance(value, dict) else None
+    return event_id if isinstance(event_id, str) else None
+
+
+async def _read_all(receive: Any) -> bytes:
+    """The whole request body (already capped by :class:`~.middleware.BodyCap`)."""
+    chunks, more = [], True
+    while more:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        more = message.get("more_body", False)
+    return b"".join(chunks)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 from collections import OrderedDict
 from typing import Any
@@ -29,12 +30,23 @@ from .limits import Gate, Refused, visitor_of
 from .middleware import replaying, reply
 from .sweep import sweep_stray_temp_files
 
-__all__ = ["EventGate", "is_join", "is_deep_link"]
+__all__ = ["EventGate", "is_join", "is_deep_link", "api_call"]
+
+#: ``…/call/<name>`` and ``…/run/<name>``: Gradio's API routes, which join the queue by event name.
+_API_CALL = re.compile(r"/(?:call|run)/([^/]+)/?$")
 
 
 def is_join(scope: dict) -> bool:
     """Whether the request joins Gradio's queue (``POST …/queue/join``)."""
     return scope.get("method") == "POST" and scope.get("path", "").rstrip("/").endswith("/queue/join")
+
+
+def api_call(scope: dict) -> str | None:
+    """The event name of a ``POST …/call/<name>`` or ``…/run/<name>`` (they join the queue too), else ``None``."""
+    if scope.get("method") != "POST":
+        return None
+    match = _API_CALL.search(scope.get("path", ""))
+    return match.group(1) if match else None
 
 
 def is_deep_link(scope: dict) -> bool:
@@ -70,14 +82,15 @@ class EventGate:
         if is_deep_link(scope):
             await reply(send, 404, str(self.gate.refuse("deep_link", "this app keeps no session snapshots.", visitor)))
             return
-        if not is_join(scope):
+        named = api_call(scope)
+        if named is None and not is_join(scope):
             await self.app(scope, receive, send)
             return
         body = await _read_all(receive)
         if self.folder is not None:
             await asyncio.to_thread(sweep_stray_temp_files, self.folder)
         try:
-            session = self.check_event(body, visitor)
+            session = self.check_event(body, visitor) if named is None else self.check_name(named, visitor)
             self._enter(visitor, session)
         except Refused as err:
             await reply(send, 429 if "per visitor" in str(err) else 422, str(err))
@@ -114,6 +127,13 @@ class EventGate:
             raise self.gate.refuse("event", f"this event takes {wanted} inputs, got {got}.", visitor)
         session = event.get("session_hash")
         return session if isinstance(session, str) else ""
+
+    def check_name(self, name: str, visitor: str) -> str:
+        """``""`` (no session) when the app has an event called ``name`` (else :class:`Refused`);
+        Gradio fills or refuses the inputs of such a call itself."""
+        if not any(getattr(fn, "api_name", None) == name for fn in getattr(self.blocks, "fns", {}).values()):
+            raise self.gate.refuse("event", "no such event in this app.", visitor)
+        return ""
 
     def _enter(self, visitor: str, session: str) -> None:
         limits = self.gate.limits

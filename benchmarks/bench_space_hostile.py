@@ -217,8 +217,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=10, help="concurrent visitors")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of the request list per visitor")
+    parser.add_argument("--app", choices=("space", "annotate", "both"), default="both", help="which app to attack")
+    parser.add_argument("--serve-annotate", nargs=2, metavar=("PORT", "FOLDER"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve_annotate:
+        serve_annotate(int(args.serve_annotate[0]), Path(args.serve_annotate[1]))
+        return
+    if args.app in ("space", "both"):
+        space_half(args)
+    if args.app in ("annotate", "both"):
+        annotate_half()
 
+
+def space_half(args: argparse.Namespace) -> None:
+    """The Space's half: the visitors of the module docstring, then the rotating client, then SIGTERM."""
     port, cache = free_port(), Path(tempfile.mkdtemp(prefix="hostile-cache-"))
     log = Path(tempfile.mkdtemp()) / "server.log"
     env = {
@@ -322,6 +334,194 @@ def _rotating_client(url: str) -> int:
             break
         accepted += 1
     return max(0, accepted - quota // len(chunk))
+
+
+# ---- the annotation app ----------------------------------------------------------------------------------
+
+#: The rater's personal token in the annotate half (what a leaking log would show).
+ANNOTATE_TOKEN_NAME = "rater"
+
+
+def serve_annotate(port: int, folder: Path) -> None:
+    """Serve ``annotate``'s app (SUB study 1, 50 images, one rater) on 127.0.0.1:``port`` until SIGTERM;
+    the rater's token is written to ``folder / "token"``."""
+    import signal
+
+    from PIL import Image
+
+    from concept_grounding.curation.annotate_serve import serve_app
+    from concept_grounding.curation.annotations import AnnotationStore, study1_item
+
+    Image.new("RGB", (64, 64), (180, 40, 40)).save(folder / "bird.png")
+    store = AnnotationStore(folder / "a.db", k=3)
+    store.add_images(
+        [study1_item(f"1:c{i}", "017.Cardinal", "has_crown_color::black", candidate=f"c{i}") for i in range(50)]
+    )
+    (folder / "token").write_text(store.issue_token(ANNOTATE_TOKEN_NAME))
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    serve_app(store, lambda item: str(folder / "bird.png"), port=port, server_name="127.0.0.1", quiet=True)
+
+
+class Tally:
+    """Per attack: sent, refused (an HTTP 4xx of one line), closed (the server closed the connection before
+    the client had sent its body: refused unread), accepted, 5xx."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+
+    def add(self, attack: str, status: int) -> None:
+        row = self.rows[attack]
+        row["sent"] += 1
+        row[
+            "refused" if 400 <= status < 500 else "closed" if status == 0 else "5xx" if status >= 500 else "accepted"
+        ] += 1
+
+    def print(self) -> None:
+        for attack, row in self.rows.items():
+            print(
+                f"  {attack:41s} sent {row['sent']:5d}  refused {row['refused']:4d}  closed {row['closed']:2d}"
+                f"  accepted {row['accepted']:4d}  5xx {row['5xx']:2d}"
+            )
+
+
+def _post_json(url: str, body: bytes, visitor: str, timeout: float = 60) -> int:
+    headers = {"Content-Type": "application/json", "X-Forwarded-For": visitor}
+    try:
+        return http_request(url, body, headers, timeout=timeout)[0]
+    except OSError:
+        return 0
+
+
+def _seconds_to_close(port: int, payload: bytes, limit: float = 60.0) -> float:
+    """Seconds until the server closes a connection that sent ``payload`` and nothing more (``inf``: never)."""
+    import socket
+
+    start = time.perf_counter()
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(payload)
+        sock.settimeout(limit)
+        try:
+            while sock.recv(4096):
+                pass
+        except TimeoutError:
+            return float("inf")
+    return time.perf_counter() - start
+
+
+def _rater_seconds(url: str, token: str) -> float:
+    """Seconds for the rater's start (``/call/on_start`` and its answer), from its own address."""
+    headers = {"Content-Type": "application/json", "X-Forwarded-For": "192.0.2.200"}
+    start = time.perf_counter()
+    status, posted = http_request(f"{url}gradio_api/call/on_start", json.dumps({"data": [token]}).encode(), headers)
+    if status == 200:
+        http_request(f"{url}gradio_api/call/on_start/{json.loads(posted)['event_id']}", headers=headers, timeout=60)
+    return time.perf_counter() - start
+
+
+def annotate_half() -> None:
+    """The issue's attacks on the annotation app (served as ``annotate`` serves it, default limits, 127.0.0.1
+    its trusted proxy): uploads, a 20 MB join, 1,000 new sessions and a 200-join burst from one visitor,
+    malformed events carrying the rater's token, ``deep_link``, half a header, a trickled body; then SIGTERM.
+    Printed: per attack sent / refused / accepted, a rater's start before and after, RSS, log lines and
+    tracebacks, whether the token reached the log, files in the cache."""
+    from concept_grounding.web.limits import WebLimits
+
+    limits = WebLimits()
+    port, folder = free_port(), Path(tempfile.mkdtemp(prefix="hostile-annotate-"))
+    cache = folder / "cache"
+    cache.mkdir()
+    log = folder / "server.log"
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "GRADIO_ANALYTICS_ENABLED": "False",
+        "GRADIO_TEMP_DIR": str(cache),
+        "PYTHONPATH": str(ROOT / "src"),
+        "CONCEPT_GROUNDING_TRUSTED_PROXIES": "127.0.0.1",
+    }
+    url = f"http://127.0.0.1:{port}/"
+    with open(log, "w") as out:
+        command = [sys.executable, __file__, "--serve-annotate", str(port), str(folder)]
+        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    tally = Tally()
+    try:
+        try:
+            wait_until_serving(proc, url, timeout=180, log=log)
+        except RuntimeError as err:
+            raise SystemExit(f"the annotation app did not start: {err}") from None
+        token = (folder / "token").read_text()
+        config = json.loads(http_request(f"{url}config")[1])
+        fn = next(d["id"] for d in config["dependencies"] if d.get("api_name") == "on_start")  # takes the token
+        before = [_rater_seconds(url, token) for _ in range(5)]
+        rss_before, log_before = _rss_mb(proc.pid), len(log.read_text().splitlines())
+        start = time.perf_counter()
+        hostile = Visitor(url, "192.0.2.66")
+        for _ in range(5):
+            kind, _ = hostile.upload([("big.bin", os.urandom(64) + b"\0" * (30 * 2**20))])
+            tally.add("upload 30 MB (no token)", {"ok": 200, "refused": 403}.get(kind, 0))
+        join = f"{url}gradio_api/queue/join"
+        big = json.dumps({"data": ["Z" * (20 * 2**20)], "fn_index": fn, "session_hash": "big"}).encode()
+        for _ in range(3):
+            tally.add("queue/join of 20 MB", _post_json(join, big, "192.0.2.66"))
+        for i in range(1000):
+            body = json.dumps({"data": [""], "fn_index": fn, "session_hash": f"flood{i}"}).encode()
+            tally.add("queue/join, a new session each (x1000)", _post_json(join, body, "192.0.2.67"))
+        burst = json.dumps({"data": [""], "fn_index": fn, "session_hash": "burst"}).encode()
+        with ThreadPoolExecutor(max_workers=20) as pool:
+            for status in pool.map(lambda _: _post_json(join, burst, "192.0.2.68"), range(200)):
+                tally.add("queue/join burst, one visitor (x200)", status)
+        for body in (
+            {"data": [], "fn_index": fn, "session_hash": "m1", "note": token},  # too few inputs
+            {"data": [token], "fn_index": 99, "session_hash": "m2"},  # no such event
+            {"data": token, "fn_index": fn, "session_hash": "m3"},  # not a list
+        ):
+            for _ in range(10):
+                tally.add(
+                    "malformed / unknown-fn join with a token",
+                    _post_json(join, json.dumps(body).encode(), "192.0.2.69"),
+                )
+        for i in range(40):
+            status = http_request(
+                f"{url}gradio_api/deep_link?session_hash=flood{i}", headers={"X-Forwarded-For": "192.0.2.70"}
+            )[0]
+            tally.add("deep_link", status)
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            head = pool.submit(_seconds_to_close, port, b"GET / HTTP/1.1\r\nHost: x\r\n")
+            trickle = pool.submit(
+                _seconds_to_close,
+                port,
+                b"POST /gradio_api/queue/join HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 100000\r\n\r\n{",
+            )
+            head_s, trickle_s = head.result(), trickle.result()
+        wall = time.perf_counter() - start
+        after = [_rater_seconds(url, token) for _ in range(5)]
+        rss_after, stored = _rss_mb(proc.pid), _stored_bytes(cache)
+        text = log.read_text()
+        new_lines = text.splitlines()[log_before:]
+    finally:
+        stop_server(proc, timeout=15)
+    left = [p for p in cache.rglob("*") if p.is_file()]
+    refused = sum(row["refused"] for row in tally.rows.values())
+    print(f"annotation app, hostile visitors ({wall:.1f} s wall):")
+    tally.print()
+    print(
+        f"half a header: closed after {head_s:.1f} s; a trickled body: closed after {trickle_s:.1f} s"
+        f" (limits {limits.header_timeout_s} s / {limits.body_timeout_s} s)"
+    )
+    print(f"a rater's start: median {np.median(before):.2f} s before, {np.median(after):.2f} s after")
+    print(f"server RSS: {rss_before:.0f} MB before, {rss_after:.0f} MB after; bytes in the cache: {stored:,}")
+    print(
+        f"log lines written: {len(new_lines)} ({len(new_lines) / max(1, refused):.2f} per refusal); "
+        f"tracebacks {sum('Traceback' in line for line in new_lines)}; the rater's token in the log: {token in text}; "
+        f"'Received inputs' in the log: {'Received inputs' in text}"
+    )
+    written = (cache / "deep_links").exists()
+    print(f"deep_links folder written: {written}; files left in the cache after SIGTERM: {len(left)}")
 
 
 if __name__ == "__main__":

@@ -95,7 +95,7 @@ class WebLimits:
     cache_age_s: int = 900
     sweep_every_s: int = 300
     queue_size: int = 64
-    visitor_queue_events: int = 8
+    visitor_queue_events: int = 16
     visitor_sessions: int = 64
     header_timeout_s: int = 10
     body_timeout_s: int = 30

@@ -109,6 +109,7 @@ def slow_app(monkeypatch):
         seconds, out, file = gr.Number(value=0), gr.Textbox(), gr.File(type="filepath")
         gr.Button().click(nap, seconds, out, api_name="nap")
         gr.Button().click(size, file, out, api_name="size")
+        gr.Button().click(lambda: "hi", None, out, api_name="hello", queue=False)  # the page posts to run/predict
     limits = WebLimits(visitor_queue_events=2, visitor_sessions=3, header_timeout_s=1, body_timeout_s=1, queue_size=16)
     port = free_port()
     launch_blocks(
@@ -150,6 +151,19 @@ def test_one_visitor_opens_a_bounded_number_of_sessions(slow_app):
     assert codes == [200, 200, 200, 429, 429]
     again = _join(url, {"data": [0], "fn_index": nap, "session_hash": "sess0"})  # a known session goes on
     assert again.status_code == 200
+
+
+def test_an_unqueued_event_is_checked_by_its_fn_index(slow_app):
+    url, blocks = slow_app
+    headers = {"content-type": "application/json"}
+    predict = f"{url}/gradio_api/run/predict"
+    good = {"data": [], "fn_index": _fn(blocks, "hello"), "session_hash": "u1"}
+    answer = httpx.post(predict, content=json.dumps(good), headers=headers, timeout=30)
+    assert answer.status_code == 200 and answer.json()["data"] == ["hi"]
+    bad = httpx.post(predict, content=json.dumps(dict(good, fn_index=99)), headers=headers, timeout=30)
+    assert bad.status_code == 422 and bad.json() == {"error": "event: no such event in this app."}
+    unknown = httpx.post(f"{url}/gradio_api/call/nothing", content='{"data": []}', headers=headers, timeout=30)
+    assert unknown.status_code == 422
 
 
 def _closed_within(sock: socket.socket, seconds: float) -> tuple[bool, bytes]:

@@ -32,8 +32,8 @@ from .sweep import sweep_stray_temp_files
 
 __all__ = ["EventGate", "is_join", "is_deep_link", "api_call"]
 
-#: ``…/call/<name>`` and ``…/run/<name>``: Gradio's API routes, which join the queue by event name.
-_API_CALL = re.compile(r"/(?:call|run)/([^/]+)/?$")
+#: ``…/call/<name>``, ``…/run/<name>`` and ``…/api/<name>``: Gradio's API routes, by event name.
+_API_CALL = re.compile(r"/(?:call|run|api)/([^/]+)/?$")
 
 
 def is_join(scope: dict) -> bool:
@@ -42,7 +42,8 @@ def is_join(scope: dict) -> bool:
 
 
 def api_call(scope: dict) -> str | None:
-    """The event name of a ``POST …/call/<name>`` or ``…/run/<name>`` (they join the queue too), else ``None``."""
+    """The event name of a ``POST …/call/<name>``, ``…/run/<name>`` or ``…/api/<name>`` (Gradio's API routes;
+    the page's unqueued events post to ``…/run/predict`` with a ``fn_index``), else ``None``."""
     if scope.get("method") != "POST":
         return None
     match = _API_CALL.search(scope.get("path", ""))
@@ -90,7 +91,7 @@ class EventGate:
         if self.folder is not None:
             await asyncio.to_thread(sweep_stray_temp_files, self.folder)
         try:
-            session = self.check_event(body, visitor) if named is None else self.check_name(named, visitor)
+            session = self.check_event(body, visitor) if _by_index(named, body) else self.check_name(named, visitor)
             self._enter(visitor, session)
         except Refused as err:
             await reply(send, 429 if "per visitor" in str(err) else 422, str(err))
@@ -200,6 +201,20 @@ def _event_id(answer: bytes) -> str | None:
         return None
     event_id = value.get("event_id") if isinstance(value, dict) else None
     return event_id if isinstance(event_id, str) else None
+
+
+def _by_index(name: str | None, body: bytes) -> bool:
+    """Whether Gradio finds the event by the body's ``fn_index`` (a queue join, or an API route's body
+    that gives one: Gradio then ignores the name), not by ``name``."""
+    if name is None:
+        return True
+    if b'"fn_index"' not in body:
+        return False
+    try:
+        event = json.loads(body)
+    except ValueError:
+        return True  # refused as not a JSON object
+    return not isinstance(event, dict) or event.get("fn_index") is not None
 
 
 async def _read_all(receive: Any) -> bytes:

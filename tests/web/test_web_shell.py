@@ -215,5 +215,10 @@ def test_a_file_event_leaves_no_temp_file(slow_app):
         time.sleep(0.1)  # the event runs: gr.File's preprocessing opens an empty tmp file and leaves it
     left = strays() - before
     assert left, "the attack did not happen: no empty tmp file"
+    young = folder / "tmp-an-upload-being-written"
+    young.touch()  # Gradio's upload route writes each upload into such a file first: a young one stays
+    for name in left:
+        os.utime(folder / name, (time.time() - 120, time.time() - 120))  # a minute and more without a write
     assert _join(url, {"data": [0], "fn_index": _fn(blocks, "nap"), "session_hash": "f2"}).is_success
-    assert not left & strays()  # the next join swept it
+    assert not left & strays() and young.exists()  # the next join swept the old ones
+    young.unlink()

@@ -2,8 +2,8 @@
 the app (uploads, the images it served) that are older than ``cache_age_s`` are deleted; all of
 them when the server stops. Gradio's file components also leave an empty ``tmp*`` file in the
 cache folder for every event that names a file (their ``filepath`` preprocessing opens one and never
-uses it): :func:`sweep_stray_temp_files` deletes those at each queue join (:class:`~.events.EventGate`)
-and at every sweep.
+uses it): :func:`sweep_stray_temp_files` deletes those once a minute old, at each queue join
+(:class:`~.events.EventGate`) and at every sweep, and all of them at shutdown.
 
 Gradio's own sweep (``delete_cache``) stops for good at the first entry it cannot delete (a
 folder named as a file: ``IsADirectoryError``), silently, and its shutdown deletion then fails
@@ -29,7 +29,7 @@ from typing import Any
 
 from .visitor_input import redact_paths
 
-__all__ = ["SweepReport", "sweep", "sweep_lifespan", "sweep_stray_temp_files"]
+__all__ = ["SweepReport", "sweep", "sweep_lifespan", "sweep_stray_temp_files", "STRAY_AGE_S"]
 
 logger = logging.getLogger(__name__)
 
@@ -87,9 +87,17 @@ def sweep(blocks: Any, age: float | None, now: Callable[[], float] = time.time) 
     return report
 
 
-def sweep_stray_temp_files(folder: str | os.PathLike[str]) -> int:
+#: An empty ``tmp*`` file younger than this (seconds since it was last written) is left alone: Gradio's
+#: upload route writes each upload into such a file before moving it into place.
+STRAY_AGE_S = 60.0
+
+
+def sweep_stray_temp_files(
+    folder: str | os.PathLike[str], min_age_s: float | None = STRAY_AGE_S, now: Callable[[], float] = time.time
+) -> int:
     """Delete the empty regular files named ``tmp*`` directly in ``folder`` (Gradio's cache folder;
-    what its file components' preprocessing leaves); return how many went. Never raises."""
+    what its file components' preprocessing leaves) not written for ``min_age_s`` seconds (``None``:
+    all, at shutdown); return how many went. Never raises."""
     gone = 0
     try:
         entries = list(os.scandir(folder))
@@ -100,7 +108,8 @@ def sweep_stray_temp_files(folder: str | os.PathLike[str]) -> int:
             continue
         with contextlib.suppress(OSError):
             info = entry.stat(follow_symlinks=False)
-            if stat.S_ISREG(info.st_mode) and info.st_size == 0:
+            old = min_age_s is None or now() - info.st_mtime > min_age_s
+            if stat.S_ISREG(info.st_mode) and info.st_size == 0 and old:
                 os.remove(entry.path)
                 gone += 1
     return gone
@@ -110,7 +119,7 @@ def _sweep_logged(blocks: Any, age: float | None, folder: str | None = None) -> 
     try:
         report = sweep(blocks, age)
         if folder is not None:
-            report.deleted += sweep_stray_temp_files(folder)
+            report.deleted += sweep_stray_temp_files(folder, None if age is None else STRAY_AGE_S)
     except Exception as err:  # noqa: BLE001 - the schedule goes on
         logger.error("web: cache sweep failed: %s", redact_paths(f"{type(err).__name__}: {err}")[:300])
         return

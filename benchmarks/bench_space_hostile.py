@@ -1,4 +1,4 @@
-"""The Space against hostile visitors: what they can make it do, store and print.
+"""The Space and the annotation app against hostile visitors: what they can make them do, store and print.
 
 Launches ``spaces/concept-grounding/app.py`` on 127.0.0.1 only (offline, no artifacts, the
 tiny model builds of ``CONCEPT_GROUNDING_SPACE_BUILD=tiny``, the default
@@ -19,8 +19,16 @@ answer "Something went wrong", more than one line, or the server gone), bytes th
 stored under its Gradio cache at the end, answers that name the cache folder (a server path),
 the server's RSS before and after (``/proc``), log lines per refused request, the p95 latency
 per endpoint, how many of the rotating client's uploads got past its quota, and the files left
-in the cache after a SIGTERM (the shutdown sweep). Run from the repository
-root: ``python benchmarks/bench_space_hostile.py`` (about a minute on 2 cores).
+in the cache after a SIGTERM (the shutdown sweep).
+
+Both apps then meet the web shell's attacks (:func:`shell_attacks`, docs/guide/web_shell.md): a 20 MB
+queue join, 1,000 new sessions from one visitor, a 200-join burst from another, malformed and
+unknown-event joins carrying a secret, ``deep_link``, half a header and a trickled body; the annotation
+app (``annotate``'s, served in its own process: :func:`annotate_half`) also 30 MB uploads, and a rater's
+start is timed before and after. Printed per attack: sent, refused, closed, accepted, 5xx; then the
+seconds to close the slow connections, log lines, tracebacks and whether the secret reached the log.
+Run from the repository root: ``python benchmarks/bench_space_hostile.py [--app space|annotate|both]``
+(about three minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -47,6 +55,8 @@ ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "spaces" / "concept-grounding" / "app.py"
 TINY = "tiny (built-in, random weights)"
 PAIRING = "017.Cardinal|has_crown_color::black"
+#: What a malformed event carries (a log that shows values would show it).
+SECRET = "tok-SECRET-hostile-0123456789"
 
 
 def _rss_mb(pid: int) -> float:
@@ -230,7 +240,10 @@ def main() -> None:
 
 
 def space_half(args: argparse.Namespace) -> None:
-    """The Space's half: the visitors of the module docstring, then the rotating client, then SIGTERM."""
+    """The Space's half: the visitors of the module docstring, the rotating client, the web shell's
+    attacks (:func:`shell_attacks`), then SIGTERM."""
+    from concept_grounding.web.limits import WebLimits
+
     port, cache = free_port(), Path(tempfile.mkdtemp(prefix="hostile-cache-"))
     log = Path(tempfile.mkdtemp()) / "server.log"
     env = {
@@ -290,6 +303,11 @@ def space_half(args: argparse.Namespace) -> None:
         rss_after = _rss_mb(proc.pid) if alive else float("nan")
         log_lines = len(log.read_text().splitlines()) - log_before
         escaped = _rotating_client(url)
+        config = json.loads(http_request(f"{url}config")[1])
+        fn = next(d["id"] for d in config["dependencies"] if d.get("api_name") == "sub_explore")
+        shell, log_shell = Tally(), len(log.read_text().splitlines())
+        head_s, trickle_s = shell_attacks(url, port, fn, [PAIRING, 0], SECRET, shell)
+        shell_lines = log.read_text().splitlines()[log_shell:]
         print(
             f"hostile visitors: {args.clients} clients x {args.rounds} rounds x {len(plan)} requests, {wall:.1f} s wall"
         )
@@ -315,6 +333,17 @@ def space_half(args: argparse.Namespace) -> None:
         print(f"a client on 127.0.0.9 rotating X-Forwarded-For: {escaped} upload(s) past its 64 MB quota")
         for line in crashes[:10]:
             print("  crash:", line)
+        limits = WebLimits()
+        print("the web shell's attacks on the Space:")
+        shell.print()
+        print(
+            f"half a header: closed after {head_s:.1f} s; a trickled body: closed after {trickle_s:.1f} s"
+            f" (limits {limits.header_timeout_s} s / {limits.body_timeout_s} s); log lines "
+            f"{len(shell_lines)}, tracebacks {sum('Traceback' in x for x in shell_lines)}, the secret in the log: "
+            f"{any(SECRET in x for x in shell_lines)}, 'Received inputs': "
+            f"{any('Received inputs' in x for x in shell_lines)};"
+            f" deep_links folder written: {(cache / 'deep_links').exists()}"
+        )
     finally:
         stop_server(proc, timeout=15)
     left = sorted(str(p.relative_to(cache)) for p in cache.rglob("*") if p.is_file())
@@ -422,6 +451,47 @@ def _rater_seconds(url: str, token: str) -> float:
     return time.perf_counter() - start
 
 
+def shell_attacks(url: str, port: int, fn: int, data: list, secret: str, tally: Tally) -> tuple[float, float]:
+    """The web shell's attacks, the same on every app: a 20 MB join, 1,000 new sessions from one visitor,
+    a 200-join burst from another, malformed and unknown-event joins carrying ``secret``, 40 ``deep_link``
+    calls, half a header and a trickled body. ``fn`` / ``data``: a well-formed event of the app.
+    Returns the seconds until the half header's and the trickled body's connections were closed."""
+    join = f"{url}gradio_api/queue/join"
+    big = json.dumps({"data": ["Z" * (20 * 2**20)], "fn_index": fn, "session_hash": "big"}).encode()
+    for _ in range(3):
+        tally.add("queue/join of 20 MB", _post_json(join, big, "192.0.2.66"))
+    for i in range(1000):
+        body = json.dumps({"data": data, "fn_index": fn, "session_hash": f"flood{i}"}).encode()
+        tally.add("queue/join, a new session each (x1000)", _post_json(join, body, "192.0.2.67"))
+    burst = json.dumps({"data": data, "fn_index": fn, "session_hash": "burst"}).encode()
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        for status in pool.map(lambda _: _post_json(join, burst, "192.0.2.68"), range(200)):
+            tally.add("queue/join burst, one visitor (x200)", status)
+    for body in (
+        {"data": [], "fn_index": fn, "session_hash": "m1", "note": secret},  # too few inputs
+        {"data": [secret], "fn_index": 99, "session_hash": "m2"},  # no such event
+        {"data": secret, "fn_index": fn, "session_hash": "m3"},  # not a list
+    ):
+        for _ in range(10):
+            tally.add(
+                "malformed / unknown-fn join with a secret", _post_json(join, json.dumps(body).encode(), "192.0.2.69")
+            )
+    for i in range(40):
+        status = http_request(
+            f"{url}gradio_api/deep_link?session_hash=flood{i}", headers={"X-Forwarded-For": "192.0.2.70"}
+        )[0]
+        tally.add("deep_link", status)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        head = pool.submit(_seconds_to_close, port, b"GET / HTTP/1.1\r\nHost: x\r\n")
+        trickle = pool.submit(
+            _seconds_to_close,
+            port,
+            b"POST /gradio_api/queue/join HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 100000\r\n\r\n{",
+        )
+        return head.result(), trickle.result()
+
+
 def annotate_half() -> None:
     """The issue's attacks on the annotation app (served as ``annotate`` serves it, default limits, 127.0.0.1
     its trusted proxy): uploads, a 20 MB join, 1,000 new sessions and a 200-join burst from one visitor,
@@ -463,41 +533,7 @@ def annotate_half() -> None:
         for _ in range(5):
             kind, _ = hostile.upload([("big.bin", os.urandom(64) + b"\0" * (30 * 2**20))])
             tally.add("upload 30 MB (no token)", {"ok": 200, "refused": 403}.get(kind, 0))
-        join = f"{url}gradio_api/queue/join"
-        big = json.dumps({"data": ["Z" * (20 * 2**20)], "fn_index": fn, "session_hash": "big"}).encode()
-        for _ in range(3):
-            tally.add("queue/join of 20 MB", _post_json(join, big, "192.0.2.66"))
-        for i in range(1000):
-            body = json.dumps({"data": [""], "fn_index": fn, "session_hash": f"flood{i}"}).encode()
-            tally.add("queue/join, a new session each (x1000)", _post_json(join, body, "192.0.2.67"))
-        burst = json.dumps({"data": [""], "fn_index": fn, "session_hash": "burst"}).encode()
-        with ThreadPoolExecutor(max_workers=20) as pool:
-            for status in pool.map(lambda _: _post_json(join, burst, "192.0.2.68"), range(200)):
-                tally.add("queue/join burst, one visitor (x200)", status)
-        for body in (
-            {"data": [], "fn_index": fn, "session_hash": "m1", "note": token},  # too few inputs
-            {"data": [token], "fn_index": 99, "session_hash": "m2"},  # no such event
-            {"data": token, "fn_index": fn, "session_hash": "m3"},  # not a list
-        ):
-            for _ in range(10):
-                tally.add(
-                    "malformed / unknown-fn join with a token",
-                    _post_json(join, json.dumps(body).encode(), "192.0.2.69"),
-                )
-        for i in range(40):
-            status = http_request(
-                f"{url}gradio_api/deep_link?session_hash=flood{i}", headers={"X-Forwarded-For": "192.0.2.70"}
-            )[0]
-            tally.add("deep_link", status)
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            head = pool.submit(_seconds_to_close, port, b"GET / HTTP/1.1\r\nHost: x\r\n")
-            trickle = pool.submit(
-                _seconds_to_close,
-                port,
-                b"POST /gradio_api/queue/join HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                b"Content-Length: 100000\r\n\r\n{",
-            )
-            head_s, trickle_s = head.result(), trickle.result()
+        head_s, trickle_s = shell_attacks(url, port, fn, [""], token, tally)
         wall = time.perf_counter() - start
         after = [_rater_seconds(url, token) for _ in range(5)]
         rss_after, stored = _rss_mb(proc.pid), _stored_bytes(cache)

@@ -41,7 +41,7 @@ logger = logging.getLogger(__name__)
 #: its own scheduler, so a request gets the same result as alone (no per-model lock needed,
 #: and a slow TDG request does not hold up a SUB explorer one).
 CONCURRENCY_LIMIT = 4
-#: The cache sweep's ``(every, age)`` (seconds) of the default :class:`~.limits.WebLimits`: every 5
+#: The cache sweep's ``(every, age)`` (seconds) of the default :class:`~concept_grounding.web.limits.WebLimits`: every 5
 #: minutes, files the Space stored (uploads, the images it served) that are more than 15 minutes
 #: old are deleted; all of them at shutdown (a SIGTERM too): :mod:`.sweep`, installed by
 #: :func:`concept_grounding.space.launch` in place of Gradio's ``delete_cache``.
@@ -79,7 +79,7 @@ def build_demo(
         build: sizes of the models the Space trains when the artifacts have none; default
             :meth:`SpaceBuild.from_env` (``CONCEPT_GROUNDING_SPACE_BUILD=tiny`` for tests).
         limits: what a request, a visitor and the Space may use; default
-            :meth:`WebLimits.from_env`. The demo's :class:`~.limits.Gate` is ``demo.space_gate``
+            :meth:`WebLimits.from_env`. The demo's :class:`~concept_grounding.web.limits.Gate` is ``demo.space_gate``
             (:func:`concept_grounding.space.launch` puts its upload checks in front of Gradio's).
     """
     configure_environment()

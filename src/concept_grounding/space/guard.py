@@ -4,7 +4,7 @@
 :func:`concept_grounding.errors.user_message`): a user error (a bad value, a file that is not
 what it should be, a model that cannot be loaded) reaches the page as the one line the CLI
 prints after ``error:``, server paths redacted; any other exception is a bug: one line in the
-log, a generic line in the page, never a traceback. With a :class:`~.limits.Gate`, the handler
+log, a generic line in the page, never a traceback. With a :class:`~concept_grounding.web.limits.Gate`, the handler
 runs in one of its visitor's slots.
 
 :func:`space_blocks` is the ``gr.Blocks`` of the Space: a value Gradio refuses reads as one
@@ -53,7 +53,7 @@ def guarded(fn: Callable[..., Any], gate: Gate | None = None) -> Callable[..., A
     of ``gr.Error`` text, with server paths redacted (:func:`~.inputs.redact_paths`).
 
     With a ``gate``, the handler also takes Gradio's ``gr.Request`` (last argument) and runs
-    inside one of its visitor's slots (:meth:`~.limits.Gate.slot`): a visitor with
+    inside one of its visitor's slots (:meth:`~concept_grounding.web.limits.Gate.slot`): a visitor with
     ``visitor_requests`` requests running is refused in one line."""
     import gradio as gr
 
@@ -122,7 +122,8 @@ def page_message(err: BaseException, handler: str = "handler") -> str:
 
 
 def request_visitor(request: Any) -> str:
-    """The visitor (:func:`~.limits.visitor_of`) of a ``gr.Request`` (``"unknown"`` for ``None``)."""
+    """The visitor (:func:`~concept_grounding.web.limits.visitor_of`) of a ``gr.Request``
+    (``"unknown"`` for ``None``)."""
     return visitor_of(getattr(request, "client", None))
 
 
@@ -156,9 +157,9 @@ def space_blocks(gr: Any, gate: Gate) -> type:
     field, without the value or a server path, and the log one line, not a traceback.
 
     A request may only name files the Space gave its visitor: uploaded by them
-    (:class:`~.middleware.UploadGate` grants those) or returned to them by an earlier request
+    (:class:`~concept_grounding.web.middleware.UploadGate` grants those) or returned to them by an earlier request
     (granted here, after each answer); any other path, a cache folder or another visitor's
-    file included, is refused before Gradio touches it (:meth:`~.limits.Gate.granted`)."""
+    file included, is refused before Gradio touches it (:meth:`~concept_grounding.web.limits.Gate.granted`)."""
     import inspect as _inspect
 
     from gradio_client.utils import traverse

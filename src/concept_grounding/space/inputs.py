@@ -136,7 +136,7 @@ def load_image(
     Raises :class:`UserInputError` for a missing upload, a file that is not an image
     (PDF, text, a truncated PNG), or a file above :data:`MAX_UPLOAD_BYTES`.
     ``check_pixels("Image", width, height)`` (the Space passes its
-    :meth:`~.limits.Gate.check_pixels`) sees the size that will be decoded, from the
+    :meth:`~concept_grounding.web.limits.Gate.check_pixels`) sees the size that will be decoded, from the
     header, before a pixel is decoded (a JPEG at the reduced scale it is decoded at).
     """
     from PIL import Image, UnidentifiedImageError

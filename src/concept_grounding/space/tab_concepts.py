@@ -111,7 +111,7 @@ def concepts(
     cancelled: Callable[[], bool] | None = None,
 ) -> dict[str, Any]:
     """Top concepts of the image with CoAM overlays; ground-truth checks on world birds.
-    An upload is held to ``gate``'s pixel limit (:class:`~.limits.Gate`, default limits).
+    An upload is held to ``gate``'s pixel limit (:class:`~concept_grounding.web.limits.Gate`, default limits).
     ``cancelled`` is asked before each stage (the model, its forward pass, the CoAMs, the
     checks, every overlay); once it answers true the call stops with :class:`~.common.Cancelled`.
 

@@ -189,7 +189,7 @@ def explain(
     the default model or the named CLIP ``model_name``.
 
     ``baselines`` are taken once each (repeats dropped) and refused beyond ``gate``'s
-    ``max_list_items`` (:class:`~.limits.Gate`, default limits). ``cancelled`` is asked
+    ``max_list_items`` (:class:`~concept_grounding.web.limits.Gate`, default limits). ``cancelled`` is asked
     before each stage (the model, CCI, the texts, the drops, every overlay and baseline);
     once it answers true the call stops with :class:`~.common.Cancelled` (the Space asks
     whether the visitor is still there).

@@ -84,6 +84,12 @@ def test_annotate_malformed_events_are_one_line_without_the_value(annotate, capl
     out, err = capfd.readouterr()
     assert SECRET not in out + err + "".join(lines) and "Traceback" not in out + err
     assert "Received inputs" not in out + err
+    headers = {"content-type": "application/json"}
+    for route in ("call", "run"):  # Gradio's API routes, by event name
+        named = httpx.post(f"{url}/gradio_api/{route}/on_start", content='{"data": []}', headers=headers, timeout=30)
+        assert named.status_code == 422 and named.json() == {"error": "event: this event takes 1 inputs, got 0."}
+    out, err = capfd.readouterr()
+    assert "Traceback" not in out + err and "Received inputs" not in out + err
     ok = _join(url, {"data": [""], "fn_index": fn, "session_hash": "s3"})  # a well-formed event still joins
     assert ok.status_code == 200 and "event_id" in ok.json(), ok.text
 

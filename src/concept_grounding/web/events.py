@@ -4,8 +4,10 @@
 ``POST …/queue/join`` and refuses, in one line of JSON and one log line that never carries the
 values sent (docs/guide/web_shell.md):
 
-* an event that is not a JSON object, names no known ``fn_index``, or sends fewer inputs than the
-  event takes (HTTP 422; Gradio would log its traceback with every value received, or answer 500);
+* an event that is not a JSON object, names no known ``fn_index`` (or, on Gradio's API routes
+  ``…/call/<name>``, ``…/run/<name>``, ``…/api/<name>``, no known event name), or sends fewer inputs
+  than the event takes (HTTP 422; Gradio would log its traceback with every value received, or
+  answer 500);
 * a visitor with ``visitor_queue_events`` events already waiting or running (HTTP 429), so that one
   visitor cannot fill the queue that all visitors share;
 * a visitor opening more than ``visitor_sessions`` page sessions within ``cache_age_s`` (HTTP 429):
@@ -91,7 +93,9 @@ class EventGate:
         if self.folder is not None:
             await asyncio.to_thread(sweep_stray_temp_files, self.folder)
         try:
-            session = self.check_event(body, visitor) if _by_index(named, body) else self.check_name(named, visitor)
+            session = (
+                self.check_event(body, visitor) if _by_index(named, body) else self.check_name(named, body, visitor)
+            )
             self._enter(visitor, session)
         except Refused as err:
             await reply(send, 429 if "per visitor" in str(err) else 422, str(err))
@@ -112,29 +116,40 @@ class EventGate:
 
     def check_event(self, body: bytes, visitor: str) -> str:
         """The session hash of a well-formed join for one of the app's events (else :class:`Refused`)."""
+        event = self._object(body, visitor)
+        fn_index = event.get("fn_index")
+        fns = getattr(self.blocks, "fns", {})
+        if isinstance(fn_index, bool) or not isinstance(fn_index, int) or fn_index not in fns:
+            raise self.gate.refuse("event", "no such event in this app.", visitor)
+        self._check_inputs(fns[fn_index], event.get("data"), visitor)
+        session = event.get("session_hash")
+        return session if isinstance(session, str) else ""
+
+    def check_name(self, name: str, body: bytes, visitor: str) -> str:
+        """``""`` (no session) for a well-formed call of the app's event called ``name`` (else :class:`Refused`)."""
+        event = self._object(body, visitor)
+        fn = next((f for f in getattr(self.blocks, "fns", {}).values() if getattr(f, "api_name", None) == name), None)
+        if fn is None:
+            raise self.gate.refuse("event", "no such event in this app.", visitor)
+        self._check_inputs(fn, event.get("data"), visitor)
+        return ""
+
+    def _object(self, body: bytes, visitor: str) -> dict:
         try:
             event = json.loads(body)
         except ValueError:
             event = None
         if not isinstance(event, dict):
             raise self.gate.refuse("event", "not a JSON object.", visitor)
-        fn_index, data = event.get("fn_index"), event.get("data")
-        fns = getattr(self.blocks, "fns", {})
-        if isinstance(fn_index, bool) or not isinstance(fn_index, int) or fn_index not in fns:
-            raise self.gate.refuse("event", "no such event in this app.", visitor)
-        wanted = len(getattr(fns[fn_index], "inputs", ()) or ())
-        if not isinstance(data, list) or len(data) < wanted:
-            got = len(data) if isinstance(data, list) else "no list of"
-            raise self.gate.refuse("event", f"this event takes {wanted} inputs, got {got}.", visitor)
-        session = event.get("session_hash")
-        return session if isinstance(session, str) else ""
+        return event
 
-    def check_name(self, name: str, visitor: str) -> str:
-        """``""`` (no session) when the app has an event called ``name`` (else :class:`Refused`);
-        Gradio fills or refuses the inputs of such a call itself."""
-        if not any(getattr(fn, "api_name", None) == name for fn in getattr(self.blocks, "fns", {}).values()):
-            raise self.gate.refuse("event", "no such event in this app.", visitor)
-        return ""
+    def _check_inputs(self, fn: Any, data: Any, visitor: str) -> None:
+        """Refuse ``data`` unless it is a list of at least as many values as ``fn`` takes inputs."""
+        wanted = len(getattr(fn, "inputs", ()) or ())
+        if not isinstance(data, list):
+            raise self.gate.refuse("event", f"this event takes a list of {wanted} inputs.", visitor)
+        if len(data) < wanted:
+            raise self.gate.refuse("event", f"this event takes {wanted} inputs, got {len(data)}.", visitor)
 
     def _enter(self, visitor: str, session: str) -> None:
         limits = self.gate.limits

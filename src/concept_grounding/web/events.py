@@ -34,6 +34,8 @@ from .sweep import sweep_stray_temp_files
 
 __all__ = ["EventGate", "is_join", "is_deep_link", "api_call"]
 
+#: The refusals that are a visitor's quota (HTTP 429); the others are a malformed event (HTTP 422).
+_QUOTA_FIELDS = ("queue:", "session:")
 #: ``…/call/<name>``, ``…/run/<name>`` and ``…/api/<name>``: Gradio's API routes, by event name.
 _API_CALL = re.compile(r"/(?:call|run|api)/([^/]+)/?$")
 
@@ -76,29 +78,32 @@ class EventGate:
         self._events: dict[str, set[str]] = {}  # visitor -> event ids the queue answered
         self._joining: dict[str, int] = {}  # visitor -> joins being answered now
         self._sessions: dict[str, OrderedDict[str, float]] = {}  # visitor -> {session hash: last join}
+        self._joins = 0
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope.get("type") != "http":
             await self.app(scope, receive, send)
             return
         visitor = visitor_of(scope.get("client"))
+        named = api_call(scope)
         if is_deep_link(scope):
             await reply(send, 404, str(self.gate.refuse("deep_link", "this app keeps no session snapshots.", visitor)))
-            return
-        named = api_call(scope)
-        if named is None and not is_join(scope):
+        elif named is not None or is_join(scope):
+            await self._event(scope, receive, send, visitor, named)
+        else:
             await self.app(scope, receive, send)
-            return
+
+    async def _event(self, scope: dict, receive: Any, send: Any, visitor: str, named: str | None) -> None:
+        """One event: checked, counted against the visitor while Gradio answers, its event id kept."""
         body = await _read_all(receive)
         if self.folder is not None:
             await asyncio.to_thread(sweep_stray_temp_files, self.folder)
         try:
-            session = (
-                self.check_event(body, visitor) if _by_index(named, body) else self.check_name(named, body, visitor)
-            )
-            self._enter(visitor, session)
+            by_index = _by_index(named, body)
+            session = self.check_event(body, visitor) if by_index else self.check_name(str(named), body, visitor)
+            self.admit(visitor, session)
         except Refused as err:
-            await reply(send, 429 if "per visitor" in str(err) else 422, str(err))
+            await reply(send, 429 if str(err).startswith(_QUOTA_FIELDS) else 422, str(err))
             return
         answer: dict[str, Any] = {"chunks": []}
 
@@ -112,7 +117,7 @@ class EventGate:
         try:
             await self.app(scope, replaying(body, receive), watch)
         finally:
-            self._leave(visitor, _event_id(b"".join(answer["chunks"])) if answer.get("code") == 200 else None)
+            self.release(visitor, _event_id(b"".join(answer["chunks"])) if answer.get("code") == 200 else None)
 
     def check_event(self, body: bytes, visitor: str) -> str:
         """The session hash of a well-formed join for one of the app's events (else :class:`Refused`)."""
@@ -151,10 +156,14 @@ class EventGate:
         if len(data) < wanted:
             raise self.gate.refuse("event", f"this event takes {wanted} inputs, got {len(data)}.", visitor)
 
-    def _enter(self, visitor: str, session: str) -> None:
+    def admit(self, visitor: str, session: str) -> None:
+        """Count a join of ``visitor`` in ``session`` (``""``: none), or refuse it over their share."""
         limits = self.gate.limits
         now = self.gate.now()
         with self._lock:
+            self._joins += 1
+            if self._joins % 256 == 0:
+                self._forget(now)
             live = self._live(visitor) + self._joining.get(visitor, 0)
             full = live >= limits.visitor_queue_events
             sessions = self._sessions.setdefault(visitor, OrderedDict())
@@ -181,7 +190,9 @@ class EventGate:
                 visitor,
             )
 
-    def _leave(self, visitor: str, event_id: str | None) -> None:
+    def release(self, visitor: str, event_id: str | None) -> None:
+        """A join of ``visitor`` was answered; ``event_id`` (the queue's, when it took the event) counts
+        against them until the queue lets it go."""
         with self._lock:
             left = self._joining.get(visitor, 1) - 1
             if left:
@@ -190,6 +201,15 @@ class EventGate:
                 self._joining.pop(visitor, None)
             if event_id:
                 self._events.setdefault(visitor, set()).add(event_id)
+
+    def _forget(self, now: float) -> None:
+        """Drop the visitors whose sessions all expired and whose events all ended (under the lock)."""
+        for visitor in list(self._sessions):
+            sessions = self._sessions[visitor]
+            if all(now - seen > self.gate.limits.cache_age_s for seen in sessions.values()):
+                del self._sessions[visitor]
+        for visitor in list(self._events):
+            self._live(visitor)
 
     def _live(self, visitor: str) -> int:
         """The visitor's events the queue still holds (waiting or running); forgets the others."""

@@ -367,6 +367,8 @@ def _rotating_client(url: str) -> int:
 
 # ---- the annotation app ----------------------------------------------------------------------------------
 
+#: The annotation app's start event of SUB's study 1 (it takes the annotator's token).
+START_API = "sub_1_start"
 #: The rater's personal token in the annotate half (what a leaking log would show).
 ANNOTATE_TOKEN_NAME = "rater"
 
@@ -379,12 +381,14 @@ def serve_annotate(port: int, folder: Path) -> None:
     from PIL import Image
 
     from concept_grounding.curation.annotate_serve import serve_app
-    from concept_grounding.curation.annotations import AnnotationStore, study1_item
+    from concept_grounding.curation.study import SUB_STUDY_1, Record
+    from concept_grounding.curation.study_store import StudyStore
 
     Image.new("RGB", (64, 64), (180, 40, 40)).save(folder / "bird.png")
-    store = AnnotationStore(folder / "a.db", k=3)
-    store.add_images(
-        [study1_item(f"1:c{i}", "017.Cardinal", "has_crown_color::black", candidate=f"c{i}") for i in range(50)]
+    store = StudyStore(folder / "a.db", k=3)
+    meta = {"plus": "black crown color", "reference": "017.Cardinal"}
+    store.add_records(
+        SUB_STUDY_1, [Record(f"1:c{i}", "sub-1", {"image": "bird.png"}, metadata=meta) for i in range(50)]
     )
     (folder / "token").write_text(store.issue_token(ANNOTATE_TOKEN_NAME))
 
@@ -392,7 +396,7 @@ def serve_annotate(port: int, folder: Path) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop)
-    serve_app(store, lambda item: str(folder / "bird.png"), port=port, server_name="127.0.0.1", quiet=True)
+    serve_app(store, lambda record, name: folder / name, port=port, server_name="127.0.0.1", quiet=True)
 
 
 class Tally:
@@ -442,12 +446,12 @@ def _seconds_to_close(port: int, payload: bytes, limit: float = 60.0) -> float:
 
 
 def _rater_seconds(url: str, token: str) -> float:
-    """Seconds for the rater's start (``/call/on_start`` and its answer), from its own address."""
+    """Seconds for the rater's start (``/call/sub_1_start`` and its answer), from its own address."""
     headers = {"Content-Type": "application/json", "X-Forwarded-For": "192.0.2.200"}
     start = time.perf_counter()
-    status, posted = http_request(f"{url}gradio_api/call/on_start", json.dumps({"data": [token]}).encode(), headers)
+    status, posted = http_request(f"{url}gradio_api/call/{START_API}", json.dumps({"data": [token]}).encode(), headers)
     if status == 200:
-        http_request(f"{url}gradio_api/call/on_start/{json.loads(posted)['event_id']}", headers=headers, timeout=60)
+        http_request(f"{url}gradio_api/call/{START_API}/{json.loads(posted)['event_id']}", headers=headers, timeout=60)
     return time.perf_counter() - start
 
 
@@ -525,7 +529,7 @@ def annotate_half() -> None:
             raise SystemExit(f"the annotation app did not start: {err}") from None
         token = (folder / "token").read_text()
         config = json.loads(http_request(f"{url}config")[1])
-        fn = next(d["id"] for d in config["dependencies"] if d.get("api_name") == "on_start")  # takes the token
+        fn = next(d["id"] for d in config["dependencies"] if d.get("api_name") == START_API)  # takes the token
         before = [_rater_seconds(url, token) for _ in range(5)]
         rss_before, log_before = _rss_mb(proc.pid), len(log.read_text().splitlines())
         start = time.perf_counter()

@@ -27,15 +27,17 @@ def annotate(tmp_path):
     from PIL import Image
 
     from concept_grounding.curation.annotate_serve import serve_app
-    from concept_grounding.curation.annotations import AnnotationStore, study1_item
+    from concept_grounding.curation.study import SUB_STUDY_1, Record
+    from concept_grounding.curation.study_store import StudyStore
     from concept_grounding.testing.serving import free_port
 
     Image.new("RGB", (8, 8)).save(tmp_path / "bird.png")
-    store = AnnotationStore(tmp_path / "a.db", k=2)
-    store.add_images([study1_item("1:c0", "017.Cardinal", "has_crown_color::pink", candidate="c0")])
+    store = StudyStore(tmp_path / "a.db", k=2)
+    meta = {"plus": "pink crown color", "reference": "017.Cardinal"}
+    store.add_records(SUB_STUDY_1, [Record("1:c0", "sub-1", {"image": "bird.png"}, metadata=meta)])
     store.issue_token("ann")
     port = free_port()
-    app = serve_app(store, lambda item: str(tmp_path / "bird.png"), port=port, prevent_thread_lock=True, quiet=True)
+    app = serve_app(store, lambda record, name: tmp_path / name, port=port, prevent_thread_lock=True, quiet=True)
     try:
         yield f"http://127.0.0.1:{port}", app
     finally:
@@ -43,8 +45,8 @@ def annotate(tmp_path):
 
 
 def _start_fn(app) -> int:
-    """The fn_index of the app's ``/on_start`` event."""
-    return next(i for i, fn in app.fns.items() if fn.api_name == "on_start")
+    """The fn_index of the app's first study's start event (it takes the annotator's token)."""
+    return next(i for i, fn in app.fns.items() if str(fn.api_name).endswith("_start"))
 
 
 def _join(url: str, body: object, **kw) -> httpx.Response:
@@ -85,8 +87,9 @@ def test_annotate_malformed_events_are_one_line_without_the_value(annotate, capl
     assert SECRET not in out + err + "".join(lines) and "Traceback" not in out + err
     assert "Received inputs" not in out + err
     headers = {"content-type": "application/json"}
+    start = app.fns[fn].api_name
     for route in ("call", "run"):  # Gradio's API routes, by event name
-        named = httpx.post(f"{url}/gradio_api/{route}/on_start", content='{"data": []}', headers=headers, timeout=30)
+        named = httpx.post(f"{url}/gradio_api/{route}/{start}", content='{"data": []}', headers=headers, timeout=30)
         assert named.status_code == 422 and named.json() == {"error": "event: this event takes 1 inputs, got 0."}
     out, err = capfd.readouterr()
     assert "Traceback" not in out + err and "Received inputs" not in out + err

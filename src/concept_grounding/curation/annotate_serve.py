@@ -4,13 +4,13 @@ keyboard shortcuts, no uploads and no file route that reaches the store or the p
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .annotate_app import CONCURRENCY, SHORTCUTS_JS, build_app, gradio_major
-from .annotations import AnnotationStore, ImageItem
-from .study import SUB_STUDY_1, SUB_STUDY_2
+from .annotate_app import CONCURRENCY, SHORTCUTS_JS, FilePath, build_app, gradio_major
+from .study import SUB_STUDY_1, SUB_STUDY_2, Study
+from .study_store import StudyStore
 
 __all__ = ["launch_app", "serve_app"]
 
@@ -27,20 +27,19 @@ def launch_app(app: Any, *, gate: Any = None, **kwargs: Any) -> Any:
 
 
 def serve_app(
-    store: AnnotationStore,
-    image_path: Callable[[ImageItem], str | Path],
+    store: StudyStore,
+    image_path: FilePath,
     *,
     port: int,
     private: Sequence[str | Path] = (),
-    studies: Sequence = (SUB_STUDY_1, SUB_STUDY_2),
-    tabs: Sequence[Callable] = (),
-    **kwargs,
-):
+    studies: Sequence[Study] = (SUB_STUDY_1, SUB_STUDY_2),
+    **kwargs: Any,
+) -> Any:
     """Build and launch the app on ``port``; returns it (``prevent_thread_lock=True`` to keep
     going). No file route serves anything of ours: the images travel inline, so no folder is
     an allowed path, and ``private`` (e.g. the candidates folder with its truth and metadata) and
     the store's files are blocked paths, which win over anything Gradio serves by default.
-    ``studies`` and ``tabs``: as :func:`build_app`'s; ``kwargs``: :func:`launch_app`'s."""
+    ``image_path`` and ``studies``: as :func:`build_app`'s; ``kwargs``: :func:`launch_app`'s."""
     app = build_app(store, studies, image_path)
     db = store.path.resolve()
     blocked = sorted({str(Path(p).resolve()) for p in private} | {str(db), f"{db}-wal", f"{db}-shm", f"{db}-journal"})

@@ -24,7 +24,7 @@ RATING = "conceptbed-rating"
 #: where a status line goes (the command passes ``print``)
 Echo = Callable[[str], Any]
 #: ``(name, accuracy, noise, seed) -> rater`` with ``rate(item, truth)``: a simulated rater of the rating
-#: study (the command passes ConceptBed's ``SimulatedRater``, a package beside this one)
+#: study (the command passes ConceptBed's ``SimulatedRater``, of a package above this one)
 RaterFactory = Callable[[str, float, float, int], Any]
 
 

@@ -95,29 +95,25 @@ class StudyStore(StudyDatabase):
 
     # ------------------------------------------------------------------ k per study
     def _settle_k(self, k: int | None) -> None:
-        for spec in self.studies.values():
-            self._settle_study_k(spec)
+        self._settle(list(self.studies.values()))
 
-    def _settle_study_k(self, spec: Study) -> int:
-        """``spec``'s k: the file's, else kept now (``k_given``, else the declared one); another ``k_given`` than the
-        file's is one line."""
-        found = self._read_k(spec.name)
-        if found is None:
-            value = self.k_given if self.k_given is not None else spec.distribution.k
-            if self.read_only:
-                found = value
-            else:
-                self.write(
-                    lambda con: con.execute("INSERT OR IGNORE INTO settings VALUES (?, ?)", (k_key(spec.name), value))
+    def _settle(self, specs: Sequence[Study]) -> None:
+        """Each study's k: the file's, else kept now in one transaction (``k_given``, else the declared one); another
+        ``k_given`` than the file's is one line."""
+        found = {s.name: self._read_k(s.name) for s in specs}
+        fresh = [s for s in specs if found[s.name] is None]
+        if fresh and not self.read_only:
+            rows = [(k_key(s.name), self.k_given or s.distribution.k) for s in fresh]
+            self.write(lambda con: con.executemany("INSERT OR IGNORE INTO settings VALUES (?, ?)", rows))
+            found.update({s.name: self._read_k(s.name) for s in fresh})
+        for spec in specs:
+            value = found[spec.name] or self.k_given or spec.distribution.k
+            if self.k_given is not None and value != self.k_given:
+                raise AnnotationError(
+                    f"{self.path}: made for k = {value} annotators per record of {spec.name!r}, opened with "
+                    f"k = {self.k_given}; pass k = {value} (or nothing) or start another file"
                 )
-                found = self._read_k(spec.name) or value
-        if self.k_given is not None and found != self.k_given:
-            raise AnnotationError(
-                f"{self.path}: made for k = {found} annotators per record of {spec.name!r}, opened with "
-                f"k = {self.k_given}; pass k = {found} (or nothing) or start another file"
-            )
-        self._ks[spec.name] = found
-        return found
+            self._ks[spec.name] = value
 
     def _read_k(self, study: str) -> int | None:
         try:
@@ -147,7 +143,7 @@ class StudyStore(StudyDatabase):
         if isinstance(study, Study):
             if study.name not in self.studies:
                 self.studies[study.name] = study
-                self._settle_study_k(study)
+                self._settle([study])
             return self.studies[study.name]
         if not isinstance(study, str) or study not in self.studies:
             raise AnnotationError(f"no study {quote(study)}; this store serves {', '.join(self.studies)}")

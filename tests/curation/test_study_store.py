@@ -343,6 +343,58 @@ def test_locked_read_only_corrupt_other_version_and_full_disk_one_line(tmp_path)
         StudyStore(tmp_path / "a.db")
 
 
+def _pair_study(k: int):
+    """A study declared with ``k`` responses per record (a label question)."""
+    from concept_grounding.curation.study import Distribution, Field, Question, Study
+
+    return Study(
+        "pairs",
+        "Pairs",
+        "Pick one.",
+        (Field("image", "image"),),
+        (Question("pick", "label", "Which?", ("a", "b")),),
+        Distribution(k=k),
+    )
+
+
+def test_each_study_keeps_its_declared_k_unless_the_file_was_made_with_another(tmp_path):
+    pairs = _pair_study(1)
+    store = StudyStore(tmp_path / "a.db", studies=[pairs])
+    store.add_records(pairs, [Record(f"p{i}", "pairs", {"image": f"p{i}.png"}) for i in range(2)])
+    store.add_records("sub-1", [_sub1(i) for i in range(2)])
+    assert store.k_of(pairs) == 1 and store.k_of("sub-1") == 3 == SUB_STUDY_1.distribution.k
+    assert _drain(store, "ann", "sub-1") == ["1:c0", "1:c1"]
+    for name in ("ann", "bob"):
+        while (record := store.next_record(name, "pairs")) is not None:
+            store.submit(name, "pairs", record.id, {"pick": "a"})
+    assert store.complete("pairs") == (2, 2) and len(store.responses("pairs")) == 2  # k = 1: one answer a record
+    assert store.complete("sub-1") == (0, 2) and store.progress("bob", "sub-1") == (0, 2)  # k = 3: still open
+    with pytest.raises(AnnotationError, match="studies differ in k") as err:
+        store.k  # noqa: B018
+    assert "\n" not in str(err.value)
+    store.add_records(pairs, [Record("p9", "pairs", {"image": "p9.png"})])
+    with pytest.raises(AnnotationError, match="already has its 1 annotators"):
+        store.submit("carol", "pairs", "p0", {"pick": "b"})
+    # the file keeps the k each study was served with: a later declaration does not change it
+    again = StudyStore(tmp_path / "a.db", studies=[_pair_study(4)])
+    assert again.k_of("pairs") == 1 and again.k_of("sub-1") == 3
+    with pytest.raises(AnnotationError, match="made for k = 1 annotators per record of 'pairs', opened with k = 3"):
+        StudyStore(tmp_path / "a.db", k=3, studies=[pairs])
+    # a file made with k (annotate --k) keeps it for every study it serves, a study served later too
+    made = StudyStore(tmp_path / "b.db", k=2)
+    assert {made.k_of(s) for s in ("sub-1", "sub-2", "conceptbed-rating")} == {2} == {made.k}
+    later = StudyStore(tmp_path / "b.db", studies=[pairs])
+    assert later.k_of(pairs) == 1 and later.k_of("sub-2") == 2
+    with pytest.raises(AnnotationError, match="of 'pairs', opened with k = 2"):
+        StudyStore(tmp_path / "b.db", k=2, studies=[pairs])
+    # a file made before each study kept its own k: its one k holds for all of them
+    old = StudyStore(tmp_path / "c.db", k=2)
+    old.write(lambda con: con.execute("DELETE FROM settings"))
+    old.write(lambda con: con.execute("INSERT INTO settings VALUES ('k', '4')"))
+    assert StudyStore(tmp_path / "c.db", studies=[pairs]).k_of(pairs) == 4 == StudyStore(tmp_path / "c.db").k
+    assert StudyStore(tmp_path / "c.db", read_only=True).k_of("conceptbed-rating") == 4
+
+
 def test_read_only_file(tmp_path):
     store = _store(tmp_path)
     store.close()

@@ -2,9 +2,10 @@
 docs/guide/conceptbed.md).
 
 Raters score generated images 1-5, each on its own: the items folder (:func:`export_rating_items`),
-**simulated raters, not people** (:func:`simulate_ratings`: the world's truth plus noise; every report
-of them must say so) and Table 3 (:func:`table3`: Pearson r, over learners, of each metric with the
-mean human score; CCD's r is expected negative).
+**simulated raters, not people** (:func:`simulate_ratings`: the world's truth plus noise, rated through the
+study store by the one simulator, ``curation.simulate.run_annotators``; every report of them must say so) and
+Table 3 (:func:`table3`: Pearson r, over learners, of each metric with the mean human score; CCD's r is expected
+negative).
 
 >>> items = [RatingItem(f"i{j}", "concept", learner, "object", "c0", "x.png") for j, learner in enumerate("AABBCC")]
 >>> truth = {"A": 1.0, "B": 0.5, "C": 0.0}
@@ -103,34 +104,39 @@ def simulate_ratings(
     items: Sequence[RatingItem], k: int, noise: float, seed: int, truth_fn: Callable[[RatingItem], float]
 ) -> list[dict[str, Any]]:
     """``k`` simulated raters (``sim0`` ... ``sim{k-1}``; **not people**) rate every item:
-    ``truth_rating(truth_fn(item), noise)`` each. For concept similarity pass a truth that is
+    ``truth_rating(truth_fn(item), noise)`` each, through the study store and the one simulator
+    (:func:`~concept_grounding.curation.simulate.run_annotators` on a
+    :class:`~concept_grounding.curation.study_store.StudyStore` in a temporary file: the calls
+    ``annotate --simulate --items`` makes). For concept similarity pass a truth that is
     independent of the metrics being validated (e.g. a validated judge's probability that the
     image shows the concept), for image-text alignment e.g. the fraction of the caption's
-    elements the world drew. Returns rows with :data:`~concept_grounding.loaders.ratings.RATING_COLUMNS`."""
+    elements the world drew. Returns rows with :data:`~concept_grounding.loaders.ratings.RATING_COLUMNS`,
+    item by item, each item's raters in turn."""
+    import tempfile
+
+    from ..curation.simulate import run_annotators
+    from ..curation.study import CONCEPTBED_RATING, Record, rating_item, rating_record
+    from ..curation.study_store import StudyStore
+
     if k < 1:
         raise ValueError(f"k must be >= 1 raters per item, got {k!r}")
-    raters = [SimulatedRater(f"sim{i}", 1.0, noise, seed) for i in range(k)]
-    rows = []
-    for item in items:
-        truth = float(truth_fn(item))
-        for rater in raters:
-            rows.append(
-                dict(
-                    zip(
-                        RATING_COLUMNS,
-                        (
-                            rater.name,
-                            item.id,
-                            item.kind,
-                            item.learner,
-                            item.task,
-                            item.concept,
-                            rater.rate(item, truth),
-                        ),
-                    )
-                )
-            )
-    return rows
+    raters = {f"sim{i}": SimulatedRater(f"sim{i}", 1.0, noise, seed) for i in range(k)}
+    truth = {item.id: float(truth_fn(item)) for item in items}
+
+    def rate(name: str, record: Record) -> dict[str, int]:
+        return {"rating": raters[name].rate(rating_item(record), truth[record.id])}
+
+    with tempfile.TemporaryDirectory(prefix="simulated-ratings-") as folder:
+        store = StudyStore(Path(folder) / "ratings.db", k=k)
+        store.add_records(CONCEPTBED_RATING, [rating_record(item) for item in items])
+        run_annotators(store, CONCEPTBED_RATING.name, list(raters), rate)
+        given = {(r.annotator, r.record): int(r.answers["rating"]) for r in store.responses(CONCEPTBED_RATING)}
+        store.close()
+    return [
+        dict(zip(RATING_COLUMNS, (name, it.id, it.kind, it.learner, it.task, it.concept, given[name, it.id])))
+        for it in items
+        for name in raters
+    ]
 
 
 def pearson_r(x: Sequence[float], y: Sequence[float]) -> float | None:

@@ -7,7 +7,8 @@ alignment, ``V*`` read as ``bird``). ``save`` writes them as the folder ``annota
 serves to people. Table 3 then comes from:
 
 * ``--ratings FILE``: people's ratings (the Parquet ``annotate --export`` writes), or else
-* **simulated raters** (:func:`~.human_ratings.simulate_ratings`, ``k = 3``, noise 0.5): each rating
+* **simulated raters** (:func:`~.human_ratings.simulate_ratings`, ``k = 3``, noise 0.5; through the study store
+  and the one simulator of ``annotate --simulate``): each rating
   follows an *instrument's* probability that the image shows what was asked: Table 8's other
   capacity of the species oracle (or the task's own oracle where there is one capacity) for
   concept similarity, the VQA oracle's mean P(yes) of the composition questions for alignment.

@@ -12,7 +12,6 @@ The human validation of Sec. 4.3 / App. E (docs/human_validation.md):
 * :mod:`.study_store` -- the one SQLite store of any study (k responses per record, leases, hashed
   tokens; its SQLite layer :mod:`.study_db`, older files converted by :mod:`.study_migrate`), its
   export (:mod:`.study_export`) and Krippendorff's alpha per question (:mod:`.agreement`);
-* :mod:`.annotations` -- the annotation app's SUB calls over the store (until the app reads it);
 * :mod:`.sampling` -- which candidates each study shows (40 per attribute, 3 per pairing);
 * :mod:`.annotate_app` -- the one Gradio app, any study a tab (``concept-grounding annotate``, whose
   settings :mod:`.annotate_job` declares and :mod:`.annotate_studies` runs);
@@ -27,8 +26,7 @@ The human validation of Sec. 4.3 / App. E (docs/human_validation.md):
 
 ConceptBed's human study (Patel et al., App. G; docs/human_validation.md), in the same store and app:
 
-* :mod:`.rating_study` -- its wording and the 1-5 check;
-* :mod:`.rating_store` -- the rating study's calls over the store (the app renders the study itself).
+* :mod:`.rating_study` -- the wording of its question per kind; the study is declared in :mod:`.study`.
 
 This package sits above ``tdg``, ``judge``, ``worldflux``, the world and the loaders, which
 it joins (``pyproject.toml``'s import contracts); the human validation of Sec. 4.3

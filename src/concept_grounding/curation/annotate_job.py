@@ -3,7 +3,7 @@
 
 ``concept-grounding annotate`` samples SUB's studies' images from ``candidates`` and adds the
 rating study's items from ``items`` (:mod:`concept_grounding.loaders.ratings`) into ``db``,
-and then serves the Gradio app (:mod:`.annotate_app`, :mod:`.rating_app`) or, with
+and then serves the one Gradio app (:mod:`.annotate_app`, each study a tab) or, with
 ``simulate``, lets simulated annotators answer (:mod:`.simulate`; simulated raters for the
 rating study); ``export`` / ``status`` read the store. Every flag is declared once here
 (:class:`AnnotateConfig`); :mod:`.annotate_studies` runs them.
@@ -77,7 +77,10 @@ class AnnotateConfig:
         parse=float_range(0.0),
     )
     k: int | None = setting(
-        None, "annotators per image (default: 3 for a new --db, else the one it was made with)", parse=int_at_least(1)
+        None,
+        "annotators per image of every study (default: each study's declared k, 3, for a new --db; else the one it "
+        "was made with)",
+        parse=int_at_least(1),
     )
     per_attribute: int = setting(40, "study-1 images per attribute", parse=int_at_least(1))
     per_pairing: int = setting(3, "study-2 images per pairing", parse=int_at_least(0))

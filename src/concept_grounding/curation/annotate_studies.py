@@ -24,7 +24,7 @@ RATING = "conceptbed-rating"
 #: where a status line goes (the command passes ``print``)
 Echo = Callable[[str], Any]
 #: ``(name, accuracy, noise, seed) -> rater`` with ``rate(item, truth)``: a simulated rater of the rating
-#: study (the command passes ConceptBed's ``SimulatedRater``, a package beside this one)
+#: study (the command passes ConceptBed's ``SimulatedRater``, of a package above this one)
 RaterFactory = Callable[[str, float, float, int], Any]
 
 
@@ -256,7 +256,7 @@ def status(store: Any, echo: Echo) -> None:
     if _has_sub(store) or not ratings[1]:
         for number, study in enumerate(SUB, 1):
             done, total = store.complete(study)
-            echo(f"study {number}: {done} of {total} images have their {_count(store.k, 'annotator')}")
+            echo(f"study {number}: {done} of {total} images have their {_count(store.k_of(study), 'annotator')}")
         people = {name: {s: n for s, n in counts.items() if s in SUB} for name, counts in answered.items()}
         people = {name: counts for name, counts in people.items() if counts}
         echo(f"{_count(len(people), 'annotator')} answered so far")
@@ -265,7 +265,7 @@ def status(store: Any, echo: Echo) -> None:
     if ratings[1]:
         raters = {name: counts[RATING] for name, counts in answered.items() if RATING in counts}
         echo(
-            f"rating: {ratings[0]} of {ratings[1]} images have their {_count(store.k, 'rater')}; "
+            f"rating: {ratings[0]} of {ratings[1]} images have their {_count(store.k_of(RATING), 'rater')}; "
             f"{_alpha_text(store)}; {_count(len(raters), 'rater')} so far"
         )
         for name, n in raters.items():

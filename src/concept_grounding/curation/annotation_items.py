@@ -1,6 +1,6 @@
 """What SUB's human studies show and who answers them (Bader et al., App. E): the images to
-annotate (:class:`ImageItem`), the questions' wording, and the annotator ids and their secret
-tokens. :mod:`.annotations` stores them.
+annotate (:class:`ImageItem`), the questions' ids and answers, and the annotator ids and their secret
+tokens. :mod:`.study` makes the images records of SUB's studies; :mod:`.study_store` stores them.
 
 Annotator ids follow one rule (:func:`annotator_id`): Unicode NFKC, surrounding whitespace
 stripped, inner whitespace runs made one space, case folded; 1 to :data:`MAX_ANNOTATOR`
@@ -39,7 +39,6 @@ __all__ = [
     "ImageItem",
     "study1_item",
     "study2_item",
-    "question_text",
     "annotator_id",
     "quote",
     "new_token",
@@ -131,10 +130,6 @@ class ImageItem:
     choices: tuple[str, ...] = ()
     meta: Mapping[str, object] = field(default_factory=dict)
 
-    def allowed(self, question: str) -> tuple[str, ...]:
-        """The answers accepted for ``question``."""
-        return LIKERT if self.study == 1 else self.choices
-
 
 def study1_item(image: str, reference_class: str, target_attribute: str, **meta: object) -> ImageItem:
     """A study-1 image (App. E, Fig. 7)."""
@@ -148,18 +143,3 @@ def study2_item(
     if target_attribute not in choices:
         raise ValueError(f"choices must contain the target attribute {target_attribute!r}")
     return ImageItem(image, 2, reference_class, target_attribute, tuple(choices), dict(meta))
-
-
-def question_text(item: ImageItem | None, question: str) -> str:
-    """The wording shown for ``question`` (Bader et al., App. E, Figs. 7-8; Sec. 4.3's wording of Q2); study 2's
-    question is the same for every image (``item`` may be ``None``)."""
-    from ..vocabulary import attribute_phrase, class_display_name
-
-    if question == "present":
-        return "Which of these attributes is present in the image?"
-    plus = attribute_phrase(item.target_attribute)
-    ref = class_display_name(item.reference_class)
-    return {
-        "q1": f"Is “{plus}” faithfully applied?",
-        "q2": f"Does the bird deviate significantly from the reference bird ({ref})?",
-    }[question]

@@ -1,7 +1,7 @@
 """SUB's curation by human answers (Bader et al., Sec. 4.3, App. E, Figs. 6 and 9; docs/human_validation.md).
 
 Inputs are two tables: the candidates (rows of a ``generate`` / ``filter`` ``metadata.jsonl``) and the
-answers (the :mod:`.annotations` export; ``image`` is ``"<study>:<candidate id>"``). Attribute and
+answers (the :mod:`.study_store` export of SUB's studies; ``image`` is ``"<study>:<candidate id>"``). Attribute and
 pairing scores with the paper's discard rules (:func:`attribute_scores`, :func:`pairing_scores`),
 Krippendorff's alpha (:func:`agreement`), annotator accuracy, Fig. 9 (:func:`bird_faithfulness`) and
 Fig. 6's CUB side (:func:`class_agreement`), each a vectorised ``pandas.DataFrame`` function. The

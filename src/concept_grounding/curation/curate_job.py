@@ -111,11 +111,14 @@ def run_curate(config: CurateConfig) -> CurateResult:
 
 
 def _store_k(path: Path) -> int:
-    """Annotators per image: the store's own k, or SUB App. E's default for a Parquet export."""
-    from .annotation_items import DEFAULT_K
+    """Annotators per image of SUB's studies: the store's k of study 1 (its declared k unless the file keeps another),
+    or the declared one for a Parquet export."""
+    from .study import SUB_STUDY_1
     from .study_store import StudyStore
 
-    return DEFAULT_K if Path(path).suffix.lower() == ".parquet" else StudyStore(path, read_only=True).k
+    if Path(path).suffix.lower() == ".parquet":
+        return SUB_STUDY_1.distribution.k
+    return StudyStore(path, read_only=True).k_of(SUB_STUDY_1)
 
 
 def _below_k(answers: pd.DataFrame, k: int) -> dict[int, list[str]]:

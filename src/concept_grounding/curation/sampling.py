@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..vocabulary import Vocabulary, load_vocabulary
-from .annotations import ImageItem, study1_item, study2_item
+from .annotation_items import ImageItem, study1_item, study2_item
 
 __all__ = ["PER_ATTRIBUTE", "PER_PAIRING", "candidate_id", "study_items", "group_choices"]
 
@@ -58,7 +58,7 @@ def study_items(
     seed: int = 0,
     vocab: Vocabulary | None = None,
 ) -> list[ImageItem]:
-    """Study-1 then study-2 :class:`~.annotations.ImageItem` s for ``rows`` (see the module docstring)."""
+    """Study-1 then study-2 :class:`~.annotation_items.ImageItem` s for ``rows`` (see the module docstring)."""
     vocab = vocab or load_vocabulary()
     rng = np.random.default_rng(seed)
     pairings = _by_pairing(rows)

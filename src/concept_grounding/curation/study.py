@@ -111,9 +111,10 @@ class Question:
 
 @dataclass(frozen=True)
 class Distribution:
-    """Who sees which record: ``k`` responses per record (then it leaves the queue); ``order``: ``finish-first`` hands
-    every annotator the records closest to ``k`` responses first (in insertion order), ``shuffled`` hands each
-    annotator the open records in their own fixed pseudo-random order (no two annotators alike)."""
+    """Who sees which record: ``k`` responses per record (then it leaves the queue; a store file keeps the k a study
+    was first served with, or the one it was made with: :class:`~.study_store.StudyStore`); ``order``:
+    ``finish-first`` hands every annotator the records closest to ``k`` responses first (in insertion order),
+    ``shuffled`` hands each annotator the open records in their own fixed pseudo-random order (no two alike)."""
 
     k: int = DEFAULT_K
     order: Literal["finish-first", "shuffled"] = "finish-first"

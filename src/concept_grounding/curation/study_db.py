@@ -1,7 +1,7 @@
 """The SQLite layer of the study store (:class:`~.study_store.StudyStore`; docs/human_validation.md, "The store").
 
 :class:`StudyDatabase` opens one file (WAL journal, ``PRAGMA user_version`` = :data:`SCHEMA_VERSION`), keeps one
-connection per thread, settles ``k`` with the file, runs every write in one ``BEGIN IMMEDIATE`` transaction behind a
+connection per thread, runs every write in one ``BEGIN IMMEDIATE`` transaction behind a
 process-wide lock per file, and turns every SQLite failure into a one-line
 :class:`~.annotation_items.AnnotationError` naming the file. Files of older versions are converted in one
 transaction when opened for writing (:meth:`StudyDatabase.convert`; the store's is :mod:`.study_migrate`) and read
@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .annotation_items import DEFAULT_K, AnnotationError
+from .annotation_items import AnnotationError
 
-__all__ = ["SCHEMA_VERSION", "LEASE_SECONDS", "SCHEMA", "StudyDatabase", "statements"]
+__all__ = ["SCHEMA_VERSION", "LEASE_SECONDS", "SCHEMA", "StudyDatabase", "statements", "k_key", "stored_k"]
 
 #: the tables' version; versions 1-4 (SUB's and the rating study's own tables) are converted, others refused.
 SCHEMA_VERSION = 5
@@ -26,7 +26,8 @@ SCHEMA_VERSION = 5
 LEASE_SECONDS = 600.0
 
 #: records (``n``: responses, ``taken``: responses + live leases), one row per response (its answers one JSON object,
-#: written and read whole), leases, annotators (a token's SHA-256 only) and the settings (``k``); and the tallies an
+#: written and read whole), leases, annotators (a token's SHA-256 only) and the settings (each study's ``k`` under
+#: :func:`k_key`; a file made before the studies kept their own holds one ``k`` for all); and the tallies an
 #: annotator's progress reads instead of scanning the records: ``open_records`` (records with ``taken < k`` per study)
 #: and ``annotator_counts`` (per annotator and study: responses, and those on records with ``taken < k``). Every count
 #: is kept by the store's own Python writes (:mod:`.study_store`), in the transaction that moves it; no trigger.
@@ -88,6 +89,20 @@ CREATE TABLE IF NOT EXISTS annotators (
 """
 
 
+def k_key(study: str) -> str:
+    """The ``settings`` key of ``study``'s k (responses per record)."""
+    return f"k:{study}"
+
+
+def stored_k(con: sqlite3.Connection, study: str) -> int | None:
+    """The k the file keeps for ``study``: its own, else the one ``k`` of a file made before each study kept its own,
+    else ``None`` (not settled yet)."""
+    row = con.execute(
+        "SELECT value FROM settings WHERE key IN (?, 'k') ORDER BY key = 'k' LIMIT 1", (k_key(study),)
+    ).fetchone()
+    return int(row[0]) if row else None
+
+
 def statements(script: str) -> list[str]:
     """``script``'s SQL statements one by one (a trigger's body kept whole), to run inside one transaction."""
     out, pending = [], ""
@@ -130,7 +145,7 @@ class StudyDatabase:
         if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
             raise AnnotationError(f"k must be a positive int (annotators per record), got {k!r}")
         self.path = Path(path)
-        self.k = k if k is not None else DEFAULT_K
+        self.k_given = k
         self.timeout = float(timeout)
         self.read_only = read_only
         self.lease_seconds = float(lease_seconds)
@@ -245,18 +260,7 @@ class StudyDatabase:
         self._local.con = None
 
     def _settle_k(self, k: int | None) -> None:
-        """Store ``k`` in a new file; check it against an existing file's (``None``: take the file's)."""
-        stored = self.read("SELECT value FROM settings WHERE key = 'k'")
-        if stored:
-            if k is not None and int(stored[0][0]) != k:
-                raise AnnotationError(
-                    f"{self.path}: made for k = {stored[0][0]} annotators per record, opened with "
-                    f"k = {k}; pass k = {stored[0][0]} (or nothing) or start another file"
-                )
-            self.k = int(stored[0][0])
-        elif not self.read_only:
-            self.write(lambda con: con.execute("INSERT OR IGNORE INTO settings VALUES ('k', ?)", (str(self.k),)))
-            self.k = int(self.read("SELECT value FROM settings WHERE key = 'k'")[0][0])
+        """Settle ``k`` with the file once it is open (the store's studies each keep theirs: :mod:`.study_store`)."""
 
     def _with_lock(self, action: Callable[[], None]) -> None:
         if not self._lock.acquire(timeout=self.timeout):

@@ -16,8 +16,8 @@ import sqlite3
 from collections.abc import Iterable
 
 from .annotation_items import DEFAULT_K, ImageItem
-from .study import CONCEPTBED_RATING, Record, rating_record, sub_record
-from .study_db import SCHEMA, SCHEMA_VERSION, statements
+from .study import CONCEPTBED_RATING, STUDIES, Record, rating_record, sub_record
+from .study_db import SCHEMA, SCHEMA_VERSION, statements, stored_k
 
 __all__ = ["OLDER", "migrate", "shuffle_number"]
 
@@ -94,22 +94,24 @@ def _convert(con: sqlite3.Connection) -> None:
 
 
 def recount(con: sqlite3.Connection) -> None:
-    """Every count of the schema (:data:`~.study_db.SCHEMA`'s note) computed from the rows, with the file's ``k``."""
-    row = con.execute("SELECT value FROM settings WHERE key = 'k'").fetchone()
-    k = int(row[0]) if row else DEFAULT_K
+    """Every count of the schema (:data:`~.study_db.SCHEMA`'s note) computed from the rows, with each study's ``k``
+    (the file's, else the declared one)."""
     con.execute(
         "UPDATE records SET n = (SELECT COUNT(*) FROM responses r WHERE r.study = records.study AND r.record = "
         "records.id), taken = (SELECT COUNT(*) FROM responses r WHERE r.study = records.study AND r.record = "
         "records.id) + (SELECT COUNT(*) FROM leases l WHERE l.study = records.study AND l.record = records.id)"
     )
     con.execute("DELETE FROM open_records")
-    con.execute("INSERT INTO open_records SELECT study, SUM(taken < ?) FROM records GROUP BY study", (k,))
     con.execute("DELETE FROM annotator_counts")
-    con.execute(
-        "INSERT INTO annotator_counts SELECT r.annotator, r.study, COUNT(*), SUM(c.taken < ?) FROM responses r "
-        "JOIN records c ON c.study = r.study AND c.id = r.record GROUP BY r.annotator, r.study",
-        (k,),
-    )
+    for (study,) in con.execute("SELECT DISTINCT study FROM records").fetchall():
+        declared = STUDIES[study].distribution.k if study in STUDIES else DEFAULT_K
+        k = stored_k(con, study) or declared
+        con.execute("INSERT INTO open_records SELECT ?1, SUM(taken < ?2) FROM records WHERE study = ?1", (study, k))
+        con.execute(
+            "INSERT INTO annotator_counts SELECT r.annotator, r.study, COUNT(*), SUM(c.taken < ?2) FROM responses r "
+            "JOIN records c ON c.study = r.study AND c.id = r.record WHERE r.study = ?1 GROUP BY r.annotator",
+            (study, k),
+        )
 
 
 def _q(n: int) -> str:

@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .annotation_items import AnnotationError, annotator_id, new_token, quote, token_hash
+from .annotation_items import DEFAULT_K, AnnotationError, annotator_id, new_token, quote, token_hash
 from .study import STUDIES, Record, Response, Study
-from .study_db import LEASE_SECONDS, SCHEMA_VERSION, StudyDatabase
+from .study_db import LEASE_SECONDS, SCHEMA_VERSION, StudyDatabase, k_key, stored_k
 from .study_migrate import OLDER, SHUFFLE_PRIME, migrate, shuffle_number
 
 if TYPE_CHECKING:
@@ -63,8 +63,10 @@ class StudyStore(StudyDatabase):
     Args:
         path: the database file (created with its folder when missing; a file of versions 1-4 is converted when
             opened for writing, read through a converted copy when opened read-only).
-        k: responses per record (default 3, docs/human_validation.md); kept in the file when it is created, and
-            ``None`` (or the same value) when reopening it: another value is refused.
+        k: responses per record of every study this store serves, instead of each study's
+            :attr:`.Distribution.k` (docs/human_validation.md, "The store"). A study's k is kept in the file the first
+            time a store serves it (this ``k``, else its declared one); reopening takes the file's (``None``), and
+            another ``k`` than a kept one is refused in one line.
         timeout: seconds a writer waits for another's lock before :class:`AnnotationError`.
         read_only: open without writing (the export of a store on a read-only disk).
         lease_seconds: how long a record handed out by :meth:`next_record` stays reserved for its annotator (an
@@ -87,14 +89,62 @@ class StudyStore(StudyDatabase):
         clock: Callable[[], float] = time.time,
         studies: Iterable[Study] = (),
     ):
-        super().__init__(path, k=k, timeout=timeout, read_only=read_only, lease_seconds=lease_seconds, clock=clock)
         self.studies: dict[str, Study] = {**STUDIES, **{s.name: s for s in studies}}
+        self._ks: dict[str, int] = {}
+        super().__init__(path, k=k, timeout=timeout, read_only=read_only, lease_seconds=lease_seconds, clock=clock)
+
+    # ------------------------------------------------------------------ k per study
+    def _settle_k(self, k: int | None) -> None:
+        self._settle(list(self.studies.values()))
+
+    def _settle(self, specs: Sequence[Study]) -> None:
+        """Each study's k: the file's, else kept now in one transaction (``k_given``, else the declared one); another
+        ``k_given`` than the file's is one line."""
+        found = {s.name: self._read_k(s.name) for s in specs}
+        fresh = [s for s in specs if found[s.name] is None]
+        if fresh and not self.read_only:
+            rows = [(k_key(s.name), self.k_given or s.distribution.k) for s in fresh]
+            self.write(lambda con: con.executemany("INSERT OR IGNORE INTO settings VALUES (?, ?)", rows))
+            found.update({s.name: self._read_k(s.name) for s in fresh})
+        for spec in specs:
+            value = found[spec.name] or self.k_given or spec.distribution.k
+            if self.k_given is not None and value != self.k_given:
+                raise AnnotationError(
+                    f"{self.path}: made for k = {value} annotators per record of {spec.name!r}, opened with "
+                    f"k = {self.k_given}; pass k = {value} (or nothing) or start another file"
+                )
+            self._ks[spec.name] = value
+
+    def _read_k(self, study: str) -> int | None:
+        try:
+            return stored_k(self.connection(), study)
+        except sqlite3.Error as err:
+            raise self.fail(err) from None
+
+    def _lease_k(self, con: sqlite3.Connection, study: str) -> int:
+        """The k of ``study`` inside a transaction: this store's, else the file's (a study another store serves)."""
+        return self._ks.get(study) or stored_k(con, study) or DEFAULT_K
+
+    def k_of(self, study: str | Study) -> int:
+        """Responses per record of ``study`` (its declared :attr:`.Distribution.k` unless the file keeps another)."""
+        return self._ks[self.study(study).name]
+
+    @property
+    def k(self) -> int:
+        """The k of every study this store serves; one line when they differ (then ask :meth:`k_of`)."""
+        ks = set(self._ks.values())
+        if len(ks) != 1:
+            raise AnnotationError(f"{self.path}: its studies differ in k ({self._ks}); ask k_of(study)")
+        return ks.pop()
 
     # ------------------------------------------------------------------ studies and records
     def study(self, study: str | Study) -> Study:
         """The study ``study`` (or its name) this store serves; one line listing them otherwise."""
         if isinstance(study, Study):
-            return self.studies.setdefault(study.name, study)
+            if study.name not in self.studies:
+                self.studies[study.name] = study
+                self._settle([study])
+            return self.studies[study.name]
         if not isinstance(study, str) or study not in self.studies:
             raise AnnotationError(f"no study {quote(study)}; this store serves {', '.join(self.studies)}")
         return self.studies[study]
@@ -172,11 +222,12 @@ class StudyStore(StudyDatabase):
         ``d``-th pick is the first open record at or after a point drawn from ``(annotator, d)`` among the records'
         shuffle numbers (wrapping round; a seek on an index, not a sort). A record they answered never comes back."""
         who, spec = annotator_id(annotator), self.study(study)
+        k = self.k_of(spec)
         found: list[str] = []
 
         def lease(con: sqlite3.Connection) -> None:
             now = self.clock()
-            _expire(con, self.k, now)
+            _expire(con, self._lease_k, now)
             held = con.execute(
                 "SELECT record FROM leases WHERE annotator = ? AND study = ? LIMIT 1", (who, spec.name)
             ).fetchone()
@@ -190,7 +241,7 @@ class StudyStore(StudyDatabase):
             row = self._pick(con, who, spec)
             if row:
                 con.execute("INSERT INTO leases VALUES (?, ?, ?, ?)", (who, spec.name, row, now + self.lease_seconds))
-                _retake(con, self.k, spec.name, row, +1)
+                _retake(con, k, spec.name, row, +1)
                 found.append(row)
 
         self.write(lease)
@@ -199,14 +250,14 @@ class StudyStore(StudyDatabase):
     def _pick(self, con: sqlite3.Connection, who: str, spec: Study) -> str | None:
         order = spec.distribution.order
         if order == "finish-first":
-            row = con.execute(_PICK[order], (spec.name, self.k, who)).fetchone()
+            row = con.execute(_PICK[order], (spec.name, self.k_of(spec), who)).fetchone()
             return row[0] if row else None
         done = con.execute(
             "SELECT COUNT(*) FROM responses WHERE annotator = ? AND study = ?", (who, spec.name)
         ).fetchone()[0]
         row = (
-            con.execute(_PICK[order], (spec.name, self.k, who, _point(who, done))).fetchone()
-            or con.execute(_PICK[order], (spec.name, self.k, who, 0)).fetchone()
+            con.execute(_PICK[order], (spec.name, self.k_of(spec), who, _point(who, done))).fetchone()
+            or con.execute(_PICK[order], (spec.name, self.k_of(spec), who, 0)).fetchone()
         )
         return row[0] if row else None
 
@@ -232,7 +283,7 @@ class StudyStore(StudyDatabase):
                 brief="answers not a mapping",
             )
         checked = json.dumps(spec.check(stored, answers), sort_keys=True)
-        key = (spec.name, stored.id)
+        key, k = (spec.name, stored.id), self.k_of(spec)
 
         def insert(con: sqlite3.Connection) -> None:
             if con.execute(
@@ -246,11 +297,9 @@ class StudyStore(StudyDatabase):
             ).rowcount
             if not leased:
                 taken = con.execute("SELECT taken FROM records WHERE study = ? AND id = ?", key).fetchone()[0]
-                if taken >= self.k:
-                    raise AnnotationError(
-                        f"record {stored.id!r}: already has its {self.k} annotators", brief="record full"
-                    )
-                _retake(con, self.k, *key, +1)
+                if taken >= k:
+                    raise AnnotationError(f"record {stored.id!r}: already has its {k} annotators", brief="record full")
+                _retake(con, k, *key, +1)
             con.execute(
                 "INSERT INTO responses (annotator, study, record, answers) VALUES (?, ?, ?, ?)", (who, *key, checked)
             )
@@ -259,7 +308,7 @@ class StudyStore(StudyDatabase):
             con.execute(
                 "INSERT INTO annotator_counts VALUES (?, ?, 1, ?) ON CONFLICT (annotator, study) DO UPDATE SET "
                 "answered = answered + 1, answered_open = answered_open + excluded.answered_open",
-                (who, spec.name, int(taken[0] < self.k)),
+                (who, spec.name, int(taken[0] < k)),
             )
             con.execute("INSERT OR IGNORE INTO annotators (annotator) VALUES (?)", (who,))
 
@@ -276,13 +325,14 @@ class StudyStore(StudyDatabase):
             "(SELECT COALESCE(SUM(answered_open), 0) FROM annotator_counts WHERE annotator = ?1 AND study = ?2), "
             "(SELECT COUNT(*) FROM leases l CROSS JOIN records c ON c.study = l.study AND c.id = l.record "
             "WHERE l.annotator = ?1 AND l.study = ?2 AND c.taken >= ?3)",
-            (who, name, self.k),
+            (who, name, self.k_of(name)),
         )[0]
         return int(done), int(done + open_ - answered_open + leased_full)
 
     def complete(self, study: str | Study) -> tuple[int, int]:
         """``(records with k responses, records)`` of ``study``."""
-        row = self.read("SELECT SUM(n >= ?), COUNT(*) FROM records WHERE study = ?", (self.k, self.study(study).name))
+        name = self.study(study).name
+        row = self.read("SELECT SUM(n >= ?), COUNT(*) FROM records WHERE study = ?", (self.k_of(name), name))
         return int(row[0][0] or 0), int(row[0][1])
 
     # ------------------------------------------------------------------ annotators and tokens
@@ -395,10 +445,10 @@ def _retake(con: sqlite3.Connection, k: int, study: str, record: str, delta: int
     )
 
 
-def _expire(con: sqlite3.Connection, k: int, now: float) -> None:
-    """Free the leases that ran out (their records go back to the pool)."""
+def _expire(con: sqlite3.Connection, k_of: Callable[[sqlite3.Connection, str], int], now: float) -> None:
+    """Free the leases that ran out (their records go back to the pool); ``k_of(con, study)``: the study's k."""
     for study, record in con.execute("SELECT study, record FROM leases WHERE expires < ?", (now,)).fetchall():
-        _retake(con, k, study, record, -1)
+        _retake(con, k_of(con, study), study, record, -1)
     con.execute("DELETE FROM leases WHERE expires < ?", (now,))
 
 

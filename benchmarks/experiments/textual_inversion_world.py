@@ -161,9 +161,13 @@ def prepare_variant(pipe: Any, variant: Variant, images: np.ndarray) -> tuple[An
         generator_state = torch.random.get_rng_state()
         torch.manual_seed(0)  # peft draws the adapters' A matrices from torch's global generator
         pipe.transformer.add_adapter(
-            LoraConfig(r=variant.lora_rank, lora_alpha=variant.lora_rank, init_lora_weights="gaussian",
-                       target_modules=list(LORA_TARGETS))
-        )  # fmt: skip
+            LoraConfig(
+                r=variant.lora_rank,
+                lora_alpha=variant.lora_rank,
+                init_lora_weights="gaussian",
+                target_modules=list(LORA_TARGETS),
+            )
+        )
         torch.random.set_rng_state(generator_state)
         lora = {n: p for n, p in pipe.transformer.named_parameters() if p.requires_grad}
         learner.params.update(lora)
@@ -325,22 +329,33 @@ def concepts(cw: Any) -> dict[str, tuple[str, int, np.ndarray]]:
     return out
 
 
-def run_one(oracle: Any, concept: tuple[str, int, np.ndarray], variant: Variant, settings: GenerationSettings,
-            learnt: set[str]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:  # fmt: skip
-    """Train one variant on one concept; its record and its images before / after."""
+def run_one(
+    oracle: Any,
+    concept: tuple[str, int, np.ndarray],
+    variant: Variant,
+    settings: GenerationSettings,
+    learnt: set[str],
+    before: dict[tuple[str, str, str], np.ndarray],
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """Train one variant on one concept; its record and its images before / after. ``before`` caches
+    the untrained draws by (concept, init word, prompt): every variant starts from the same pipeline."""
     name, label, images = concept
     pipe = load_world_pipeline()
     learner, latents = prepare_variant(pipe, variant, images)
     caption = learner.config.prompt()
-    prompts = dict.fromkeys([CONCEPTBED_CAPTION.format(token=TOKEN), caption])
-    drawn = {f"before {p}": generate(pipe, p, settings) for p in prompts}
+    prompts = list(dict.fromkeys([CONCEPTBED_CAPTION.format(token=TOKEN), caption]))
+    drawn = {}
+    for p in prompts:
+        key = (name, variant.init_word, p)
+        if key not in before:
+            before[key] = generate(pipe, p, settings)
+        drawn[f"before {p}"] = before[key]
     record: dict[str, Any] = {"concept": name, "variant": asdict(variant), "tokens": tokenisation(pipe, caption)}
     record["training"] = train_variant(learner, latents, variant.steps, retract=variant.retract)
     drawn.update({f"after {p}": generate(pipe, p, settings) for p in prompts})
     record["verdicts"] = {k: species_verdict(oracle, v, label, learnt) for k, v in drawn.items()}
     if variant.rows and not variant.lora_rank and variant.caption == CONCEPTBED_CAPTION:
-        prompt = CONCEPTBED_CAPTION.format(token=TOKEN)
-        record["loader_max_diff"] = loader_roundtrip(learner, prompt, settings, drawn[f"after {prompt}"])
+        record["loader_max_diff"] = loader_roundtrip(learner, prompts[0], settings, drawn[f"after {prompts[0]}"])
     return record, drawn
 
 
@@ -361,8 +376,34 @@ def contact_sheet(rows: list[tuple[str, np.ndarray]], path: Any, per_row: int = 
     plt.close(fig)
 
 
+def merge(out: Any, stems: list[str], name: str) -> dict[str, Any]:
+    """Join runs written under ``out`` by several processes (``--only``) into ``NAME.json`` and
+    ``NAME.png`` (per concept its training images and V* before training, then each run's V* after)."""
+    results: dict[str, Any] = {"runs": []}
+    images: dict[str, np.ndarray] = {}
+    for stem in stems:
+        part = json.loads((out / f"{stem}.json").read_text())
+        results["runs"] += part.pop("runs")
+        results.update({k: v for k, v in part.items() if k not in results})
+        with np.load(out / f"{stem}.npz") as arrays:
+            images.update({k: arrays[k] for k in arrays.files})
+    results["runs"].sort(key=lambda r: r["index"])
+    (out / f"{name}.json").write_text(json.dumps(results, indent=1))
+    prompt = CONCEPTBED_CAPTION.format(token=TOKEN)
+    rows, seen = [], set()
+    for r in results["runs"]:
+        if r["concept"] not in seen:
+            seen.add(r["concept"])
+            rows.append((f"{r['concept']}: training images", images[f"train|{r['concept']}"]))
+            rows.append((f"{r['concept']}: '{prompt}' before training", images[f"{r['index']}|before {prompt}"]))
+        rows.append((f"{r['concept']}: {r['variant']['name']}, after", images[f"{r['index']}|after {prompt}"]))
+    contact_sheet(rows, out / f"{name}.png")
+    return results
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Run the variants; write ``OUT/NAME.json`` and ``OUT/NAME.png``."""
+    """Run the variants, writing ``OUT/NAME.json`` and ``OUT/NAME.npz`` (the images) after each;
+    ``--merge`` joins several such files instead."""
     import argparse
     from pathlib import Path
 
@@ -379,10 +420,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--steps", type=int, default=300, help="optimisation steps of every variant")
     parser.add_argument("--images", type=int, default=16, help="images drawn per verdict")
     parser.add_argument("--named-images", type=int, default=8, help="images per learnt species' name (0: none)")
-    parser.add_argument("--name", default="textual_inversion_world", help="stem of the JSON and PNG files")
+    parser.add_argument("--name", default="textual_inversion_world", help="stem of the output files")
     parser.add_argument("--only", type=int, nargs="*", default=None, help="indices of variants() to run")
+    parser.add_argument("--merge", nargs="+", default=None, help="stems under OUT to join into NAME")
     args = parser.parse_args(argv)
+    if args.merge:
+        return merge(args.out, args.merge, args.name)
     torch.set_num_threads(1)
+    args.out.mkdir(parents=True, exist_ok=True)
     settings = GenerationSettings(n=args.images)
     oracle = create_judge("conceptbed-species", cache=args.oracle_cache)
     cw = ConceptWorld()
@@ -394,17 +439,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.named_images:
         named = GenerationSettings(n=args.named_images)
         results["named_learnt_species"] = named_species_verdicts(base, oracle, sorted(learnt), named, learnt)
-    sheet = []
+    images: dict[str, np.ndarray] = {}
+    before: dict[tuple[str, str, str], np.ndarray] = {}
     runs = variants(args.steps)
     for k in args.only if args.only is not None else range(len(runs)):
         key, variant = runs[k]
-        record, drawn = run_one(oracle, picked[key], variant, settings, learnt)
-        results["runs"].append({"task": key, **record})
-        sheet += [(f"{picked[key][0]} | {variant.name} | {p}", im) for p, im in drawn.items()]
-        print(json.dumps({k: record[k] for k in ("concept", "verdicts")} | {"variant": variant.name}), flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
+        record, drawn = run_one(oracle, picked[key], variant, settings, learnt, before)
+        results["runs"].append({"index": k, "task": key, **record})
+        images[f"train|{record['concept']}"] = picked[key][2]
+        images.update({f"{k}|{p}": im for p, im in drawn.items()})
+        (args.out / f"{args.name}.json").write_text(json.dumps(results, indent=1))
+        np.savez_compressed(args.out / f"{args.name}.npz", **images)
+        print(json.dumps({"variant": variant.name, "concept": record["concept"], "verdicts": record["verdicts"]}))
     (args.out / f"{args.name}.json").write_text(json.dumps(results, indent=1))
-    contact_sheet(sheet, args.out / f"{args.name}.png")
     return results
 
 

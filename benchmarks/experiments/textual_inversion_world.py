@@ -401,6 +401,31 @@ def merge(out: Any, stems: list[str], name: str) -> dict[str, Any]:
     return results
 
 
+def results_markdown(results: dict[str, Any]) -> str:
+    """The report's tables from a results JSON: per run the oracle's verdict on ``a photo of V*``
+    before / after, and each row's norm, distance moved and nearest word after training."""
+    prompt = CONCEPTBED_CAPTION.format(token=TOKEN)
+    lines = [
+        "| concept | variant | accuracy before -> after | p(concept) after | classed as a learnt species "
+        "| top class after | CLIP row norm (moved) | T5 row norm (moved) | nearest word CLIP / T5 "
+        "| loss first -> last 50 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results["runs"]:
+        before, after = r["verdicts"][f"before {prompt}"], r["verdicts"][f"after {prompt}"]
+        last = r["training"]["trace"][-1]
+        clip, t5 = last["text_encoder"], last["text_encoder_2"]
+        losses = r["training"]["losses"]
+        lines.append(
+            f"| {r['concept']} | {r['variant']['name']} | {before['accuracy']:.2f} -> {after['accuracy']:.2f} "
+            f"| {after['p_concept']:.3f} | {after['classed_learnt']:.2f} | {after['top'][0][0]} ({after['top'][0][1]}) "
+            f"| {clip['norm']:.2f} ({clip['moved']:.2f}) | {t5['norm']:.2f} ({t5['moved']:.2f}) "
+            f"| {clip['nearest']} {clip['cosine']:.2f} / {t5['nearest']} {t5['cosine']:.2f} "
+            f"| {np.mean(losses[:50]):.3f} -> {np.mean(losses[-50:]):.3f} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the variants, writing ``OUT/NAME.json`` and ``OUT/NAME.npz`` (the images) after each;
     ``--merge`` joins several such files instead."""
@@ -425,7 +450,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--merge", nargs="+", default=None, help="stems under OUT to join into NAME")
     args = parser.parse_args(argv)
     if args.merge:
-        return merge(args.out, args.merge, args.name)
+        merged = merge(args.out, args.merge, args.name)
+        print(results_markdown(merged))
+        return merged
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
     settings = GenerationSettings(n=args.images)

@@ -385,13 +385,17 @@ def merge(out: Any, stems: list[str], name: str) -> dict[str, Any]:
         part = json.loads((out / f"{stem}.json").read_text())
         results["runs"] += part.pop("runs")
         results.update({k: v for k, v in part.items() if k not in results})
-        with np.load(out / f"{stem}.npz") as arrays:
-            images.update({k: arrays[k] for k in arrays.files})
+        if (out / f"{stem}.npz").is_file():  # a part that ran no variant (the named species only) has none
+            with np.load(out / f"{stem}.npz") as arrays:
+                images.update({k: arrays[k] for k in arrays.files})
     results["runs"].sort(key=lambda r: r["index"])
     (out / f"{name}.json").write_text(json.dumps(results, indent=1))
     prompt = CONCEPTBED_CAPTION.format(token=TOKEN)
-    rows, seen = [], set()
+    first = {}
     for r in results["runs"]:
+        first.setdefault(r["concept"], r["index"])
+    rows, seen = [], set()
+    for r in sorted(results["runs"], key=lambda r: (first[r["concept"]], r["index"])):
         if r["concept"] not in seen:
             seen.add(r["concept"])
             rows.append((f"{r['concept']}: training images", images[f"train|{r['concept']}"]))

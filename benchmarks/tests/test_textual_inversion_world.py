@@ -61,3 +61,35 @@ def test_lora_alone_trains_no_row(images):
     assert len(record["losses"]) == 2
     assert all(r[enc]["moved"] == 0.0 for r in record["trace"] for enc in ("text_encoder", "text_encoder_2"))
     assert SimpleNamespace(**record["trace"][-1]).text_encoder["nearest"] == "bird"
+
+
+def _part(index, concept, accuracy):
+    """One run's record as ``main`` writes it (only what ``merge`` and ``results_markdown`` read)."""
+    row = {"norm": 1.0, "moved": 0.5, "grad": 0.1, "nearest": "bird", "cosine": 0.9}
+    verdict = {"accuracy": accuracy, "p_concept": accuracy, "classed_learnt": 0.0, "top": [[concept, 16]]}
+    prompt = "a photo of <v*>"
+    return {
+        "index": index,
+        "concept": concept,
+        "variant": {"name": f"v{index}"},
+        "training": {"losses": [5.0, 4.0], "trace": [{"step": 2, "text_encoder": row, "text_encoder_2": row}]},
+        "verdicts": {f"before {prompt}": {**verdict, "accuracy": 0.0}, f"after {prompt}": verdict},
+    }
+
+
+def test_merge_joins_parts_in_run_order_and_tabulates_them(tmp_path):
+    import json
+
+    image = np.zeros((8, 4, 4, 3), np.uint8)
+    for stem, runs in {"p1": [_part(2, "b", 1.0)], "p2": [_part(0, "a", 0.5), _part(3, "a", 0.25)]}.items():
+        (tmp_path / f"{stem}.json").write_text(json.dumps({"runs": runs, "tables": {}}))
+        arrays = {f"train|{r['concept']}": image for r in runs}
+        arrays |= {f"{r['index']}|{when} a photo of <v*>": image for r in runs for when in ("before", "after")}
+        np.savez(tmp_path / f"{stem}.npz", **arrays)
+    (tmp_path / "named.json").write_text(json.dumps({"runs": [], "named_learnt_species": {"x": 1}}))
+    merged = tiw.merge(tmp_path, ["named", "p1", "p2"], "all")
+    assert [r["index"] for r in merged["runs"]] == [0, 2, 3]
+    assert merged["named_learnt_species"] == {"x": 1}
+    assert (tmp_path / "all.png").is_file()
+    table = tiw.results_markdown(merged).splitlines()
+    assert len(table) == 5 and "| a | v0 | 0.00 -> 0.50 |" in table[2]

@@ -93,3 +93,20 @@ def test_merge_joins_parts_in_run_order_and_tabulates_them(tmp_path):
     assert (tmp_path / "all.png").is_file()
     table = tiw.results_markdown(merged).splitlines()
     assert len(table) == 5 and "| a | v0 | 0.00 -> 0.50 |" in table[2]
+
+
+def test_the_pooled_clip_output_and_the_t5_states_see_v_star(images):
+    """The world CLIP pools at its first <eos> (eos id 3), after V*: the pooled vector alone carries a
+    gradient to V*'s CLIP row, and the T5 states one to its T5 row (the hook on T5's shared table fires)."""
+    from concept_grounding.worldflux.train import encode_prompts
+
+    pipe = tiw.load_world_pipeline()
+    learner, _ = tiw.prepare_variant(pipe, tiw.Variant("base", steps=1), images)
+    encoders = (pipe.text_encoder, pipe.text_encoder_2)
+    states, pooled = encode_prompts((pipe.tokenizer, pipe.tokenizer_2), encoders, ["a photo of <v*>"], 24)
+    pooled.square().sum().backward(retain_graph=True)
+    assert learner.rows["text_encoder"].grad.norm() > 1e-3
+    assert learner.rows["text_encoder_2"].grad is None  # the pooled vector is CLIP's alone
+    states.square().sum().backward()
+    assert learner.rows["text_encoder_2"].grad.norm() > 1e-3
+    assert pipe.text_encoder_2.encoder.embed_tokens is pipe.text_encoder_2.shared

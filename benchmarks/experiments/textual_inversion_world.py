@@ -1,19 +1,22 @@
 """Why Textual Inversion's V* does not move on the world Flux: each suspect measured on one run.
 
-Trains V* with today's learner (:func:`concept_grounding.learners.prepare_learner` and
+Trains V* with today's learner (:func:`~concept_grounding.learners.train.prepare_learner` and
 :func:`~concept_grounding.learners.train.training_step`, the rows hooked into both text encoders)
 on a concept's world renders and records, every few steps, each encoder's row (norm, gradient, the
 vocabulary word it is closest to); then draws ``a photo of V*`` as ConceptBed does (32 px, 20 steps,
 true CFG 4) and asks ConceptBed's species oracle which species it sees. Variants change one thing
-each: the caption, a per-encoder learning rate, the rate, and pivotal tuning (V* + LoRA, as
-diffusers' advanced Flux script's ``--train_text_encoder_ti``). Findings: docs/conceptbed/textual_inversion.md.
+each: the caption, per-encoder learning rates, diffusers' retraction of the rows, pivotal tuning (V* + LoRA,
+as diffusers' advanced Flux script's ``--train_text_encoder_ti``) and LoRA alone; a species the world Flux
+learnt is the control. Findings: docs/conceptbed/textual_inversion.md.
 """
 
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,6 +32,15 @@ __all__ = [
     "generate",
     "species_verdict",
     "named_species_verdicts",
+    "retract_rows",
+    "loader_roundtrip",
+    "variants",
+    "concepts",
+    "run_one",
+    "contact_sheet",
+    "merge",
+    "results_markdown",
+    "main",
 ]
 
 #: ConceptBed's placeholder and its training caption (``conceptbed.learners.FluxLearner``).
@@ -173,17 +185,9 @@ def prepare_variant(pipe: Any, variant: Variant, images: np.ndarray) -> tuple[An
         learner.params.update(lora)
         groups.append({"params": list(lora.values()), "lr": variant.lora_lr})
     learner.optimizer = torch.optim.AdamW(groups, weight_decay=1e-2)
-    with torch.no_grad():
-        lat = encode_latents(pipe.vae, {"images": images}, _scratch(), False, mirror=False)
+    with torch.no_grad(), tempfile.TemporaryDirectory(prefix="ti-world-") as work:  # encode_latents caches there
+        lat = encode_latents(pipe.vae, {"images": images}, Path(work), False, mirror=False)
     return learner, Latents(lat["mean"], lat["std"])
-
-
-def _scratch() -> Any:
-    """A fresh temporary folder (``encode_latents`` caches its result in one)."""
-    import tempfile
-    from pathlib import Path
-
-    return Path(tempfile.mkdtemp(prefix="ti-world-"))
 
 
 def _row_record(learner: Any, init: dict[str, Any]) -> dict[str, Any]:
@@ -285,15 +289,15 @@ def loader_roundtrip(learner: Any, prompt: str, settings: GenerationSettings, im
     from concept_grounding.learners import load_learned
     from concept_grounding.learners.methods import save_learned
 
-    folder = _scratch()
-    files = save_learned(learner.pipe, "textual_inversion", TOKEN, learner.rows, learner.params, folder)
-    (folder / "learned.json").write_text(json.dumps({"method": "textual_inversion", "files": files}))
-    fresh = load_learned(load_world_pipeline(), folder)
+    with tempfile.TemporaryDirectory(prefix="ti-world-") as work:
+        folder = Path(work)
+        files = save_learned(learner.pipe, "textual_inversion", TOKEN, learner.rows, learner.params, folder)
+        (folder / "learned.json").write_text(json.dumps({"method": "textual_inversion", "files": files}))
+        fresh = load_learned(load_world_pipeline(), folder)
     return float(np.abs(generate(fresh, prompt, settings).astype(int) - images.astype(int)).max())
 
 
 # ----------------------------------------------------------------------------- the run
-#: the runs: (concept key, variant); concept keys name :func:`concepts`' entries
 def variants(steps: int) -> list[tuple[str, Variant]]:
     """Every (concept, variant) the report's table holds."""
     base = Variant("Textual Inversion as conceptbed runs it", steps=steps)
@@ -438,7 +442,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the variants, writing ``OUT/NAME.json`` and ``OUT/NAME.npz`` (the images) after each;
     ``--merge`` joins several such files instead."""
     import argparse
-    from pathlib import Path
 
     import torch
 

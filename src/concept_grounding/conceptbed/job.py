@@ -28,7 +28,7 @@ from ..validators import choice_of, int_at_least, positive_int
 from .concepts import TASK_JUDGE, Concept, ConceptWorld
 from .learners import FLUX_LEARNERS, check_learners, make_learner
 from .report import render_report
-from .scoring import Scored, clip_image_embedder, pairwise_cosine, table7_row
+from .scoring import STATISTICS, Scored, clip_image_embedder, pairwise_cosine, split_half_cosine, table7_row
 from .table2 import CompositionRun
 from .table3 import RatingCollector
 
@@ -265,6 +265,30 @@ def _folder_setup(
     return oracles, concepts
 
 
+def _intervals(
+    scored: dict[tuple[str, str], Scored],
+    scored8: dict[tuple[str, str], Scored],
+    learners: tuple[str, ...],
+    tasks: list[str],
+    t7_task: str,
+    seed: int,
+) -> dict[str, Any]:
+    """``[lo, hi]`` 95 % bootstrap intervals over concepts and images of Tables 1, 7 and 8 (:mod:`.intervals`)."""
+    caps = list(dict.fromkeys(cap for cap, _ in scored8))
+    return {
+        "table1": {l: {t: scored[l, t].interval("ccd", seed=seed) for t in tasks} for l in learners},
+        "table7": {l: {m: scored[l, t7_task].interval(m, seed=seed) for m in STATISTICS} for l in learners},
+        "table8": {cap: {l: scored8[cap, l].interval("ccd", seed=seed) for l in learners} for cap in caps},
+    }
+
+
+def _threads() -> int:
+    """The torch CPU threads this run computed with (its floating-point sums may depend on them)."""
+    import torch
+
+    return int(torch.get_num_threads())
+
+
 def _concept_tasks(config: ConceptBedConfig) -> list[str]:
     """The concept tasks a run learns concepts of (compositions compose the object concepts)."""
     tasks = [t for t in config.tasks if t != COMPOSITION]
@@ -335,14 +359,17 @@ def run_conceptbed(config: ConceptBedConfig) -> ConceptBedResult:
         l: {t: pairwise_cosine(embed, generated[l, t], [c.real for c in concepts[t]]) for t in table_tasks}
         for l in learners
     }
+    ceiling = {t: split_half_cosine(embed, [c.real for c in concepts[t]]) for t in table_tasks}
     t7_task = next(t for t in ("object", "fine_grained_object", "domain", "fine_grained_attribute") if t in tasks)
     results = {
-        "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in manifest(config).items()},
+        "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in manifest(config).items()}
+        | {"threads": _threads()},
         "table1": table1,
         "table7_task": t7_task,
         "table7": {l: table7_row(scored[l, t7_task].result()) for l in learners},
         "table8": {cap: {l: scored8[cap, l].result()["ccd"] for l in learners} for cap in table8_oracles},
-        "baselines": {"dino": dino, "encoder": config.encoder},
+        "intervals": _intervals(scored, scored8, learners, table_tasks, t7_task, config.seed),
+        "baselines": {"dino": dino, "dino_ceiling": ceiling, "encoder": config.encoder},
         "oracles": {
             t: {"kind": oracles[t].spec.kind, "capacity": oracles[t].spec.capacity, "accuracy": oracles[t].accuracy}
             for t in tasks
@@ -354,6 +381,7 @@ def run_conceptbed(config: ConceptBedConfig) -> ConceptBedResult:
     if composition is not None:
         comp = composition.results()
         results["oracles"]["vqa"] = comp.pop("vqa")
+        results["intervals"]["table2"] = comp.pop("table2_intervals")
         results.update(comp)
         sheet += composition.sheet
     detail = collector.table(results, config.ratings, config.seed)

@@ -43,12 +43,15 @@ NOISE_LEVELS: tuple[float, ...] = (0.0, 16.0, 32.0, 64.0, 96.0, 128.0)
 DEFAULT_LEARNERS = (*FLUX_LEARNERS, "Original")
 #: The task of Table 2 (compositional reasoning over the object concepts).
 COMPOSITION = "composition"
+#: ``--quick``'s learner steps: where the convergence figure (docs/conceptbed/convergence.md) shows the learners
+#: that move at all leaving step 0, within ``--quick``'s time on two cores
+QUICK_STEPS = 30
 
 
 @dataclass(frozen=True)
 class ConceptBedConfig:
     """Settings of a ConceptBed run (``--quick``: 2 concepts per task, 8 real and 4 generated
-    images each, 30 learner steps)."""
+    images each, :data:`QUICK_STEPS` learner steps)."""
 
     learners: tuple[str, ...] = setting(
         DEFAULT_LEARNERS,
@@ -114,7 +117,7 @@ class ConceptBedConfig:
             concepts=min(self.concepts, 2),
             real=min(self.real, 8),
             images=min(self.images, 4),
-            steps=min(self.steps, 30),
+            steps=min(self.steps, QUICK_STEPS),
         )
 
 

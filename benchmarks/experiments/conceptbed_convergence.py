@@ -20,7 +20,7 @@ from concept_grounding.conceptbed.concepts import TASK_JUDGE, Concept, ConceptWo
 from concept_grounding.conceptbed.learners import DEFAULT_LR, FLUX_LEARNERS, FluxLearner
 from concept_grounding.conceptbed.scoring import Scored
 
-__all__ = ["ConvergenceConfig", "run_convergence", "convergence_plot", "moved_budget"]
+__all__ = ["ConvergenceConfig", "run_convergence", "convergence_plot", "moved_budget", "moved_at"]
 
 
 @dataclass(frozen=True)
@@ -140,6 +140,16 @@ def moved_budget(results: dict[str, Any]) -> int | None:
     return None
 
 
+def moved_at(results: dict[str, Any]) -> dict[str, int | None]:
+    """Per learner, the fewest steps whose CCD interval excludes its step-0 CCD (``None``: never within the run)."""
+    steps = results["config"]["steps"]
+    out: dict[str, int | None] = {}
+    for name, ccd in results["ccd"].items():
+        bounds = results["interval"][name]
+        out[name] = next((int(s) for s, (lo, hi) in zip(steps, bounds) if s and not lo <= ccd[0] <= hi), None)
+    return out
+
+
 def _at(results: dict[str, Any], k: int) -> list[tuple[list[float], list[float]]]:
     return [(results["ccd"][name], results["interval"][name][k]) for name in results["ccd"]]
 
@@ -197,6 +207,7 @@ def main(argv: list[str] | None = None) -> None:
     results = run_convergence(config)
     results["cost"] = {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}
     results["moved_budget"] = moved_budget(results)
+    results["moved_at"] = moved_at(results)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "convergence.json").write_text(json.dumps(results, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     convergence_plot(results, args.out / "convergence.png")

@@ -20,7 +20,7 @@ from concept_grounding.conceptbed.concepts import TASK_JUDGE, Concept, ConceptWo
 from concept_grounding.conceptbed.learners import DEFAULT_LR, FLUX_LEARNERS, FluxLearner
 from concept_grounding.conceptbed.scoring import Scored
 
-__all__ = ["ConvergenceConfig", "run_convergence", "convergence_plot", "moved_budget", "moved_at"]
+__all__ = ["ConvergenceConfig", "run_convergence", "collect", "convergence_plot", "moved_budget", "moved_at"]
 
 
 @dataclass(frozen=True)
@@ -93,33 +93,66 @@ def _images_at(name: str, steps: int, concept: Concept, config: ConvergenceConfi
     return learner.generate(concept.prompts, config.images, config.seed)
 
 
-def run_convergence(config: ConvergenceConfig, progress: bool = True) -> dict[str, Any]:
-    """``{"config", "ccd": {learner: [per step]}, "interval": {learner: [[lo, hi] per step]}, "seconds", ...}``."""
+def run_convergence(config: ConvergenceConfig, progress: bool = True) -> list[dict[str, Any]]:
+    """One point per (learner, steps): ``{"learner", "steps", "ccd", "interval", "per_concept", "seconds"}``, each
+    also appended to ``work/points.jsonl`` as soon as it is measured (an interrupted run keeps what it measured)."""
+    import json
+
     from concept_grounding.cpu import limited_threads
 
+    log = Path(config.work) / "points.jsonl"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    points = []
     with limited_threads(config.threads):
         oracle = _oracle(config)
-        cw = ConceptWorld(m=config.m, real=config.real, seed=config.seed)
-        concepts = cw.concepts(config.task, config.concepts)
-        out: dict[str, Any] = {"ccd": {}, "interval": {}, "seconds": {}, "per_concept": {}}
+        concepts = ConceptWorld(m=config.m, real=config.real, seed=config.seed).concepts(config.task, config.concepts)
         for name in config.learners:
-            for key in out:
-                out[key][name] = []
             for steps in config.steps:
                 t0 = time.perf_counter()
                 scored = Scored("classifier")
                 for concept in concepts:
                     images = _images_at(name, steps, concept, config)
                     scored.add(oracle.scores(images), oracle.scores(concept.real), concept.label)
-                out["ccd"][name].append(scored.result()["ccd"])
-                out["interval"][name].append(scored.interval("ccd", config.boot, config.seed))
-                out["per_concept"][name].append([float(v) for v in scored.result()["per_concept_ccd"]])
-                out["seconds"][name].append(time.perf_counter() - t0)
+                result = scored.result()
+                point = {
+                    "learner": name,
+                    "steps": steps,
+                    "ccd": result["ccd"],
+                    "interval": scored.interval("ccd", config.boot, config.seed),
+                    "per_concept": [float(v) for v in result["per_concept_ccd"]],
+                    "seconds": time.perf_counter() - t0,
+                    "concepts": [c.name for c in concepts],
+                    "oracle_accuracy": oracle.accuracy,
+                }
+                points.append(point)
+                with log.open("a", encoding="utf-8") as f:
+                    f.write(json.dumps(point) + "\n")
                 if progress:
-                    print(f"{name} @ {steps}: CCD {out['ccd'][name][-1]:.4f} {out['interval'][name][-1]}", flush=True)
-    out["config"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in config.__dict__.items()}
-    out["concepts"] = [c.name for c in concepts]
-    out["oracle_accuracy"] = oracle.accuracy
+                    print(f"{name} @ {steps}: CCD {point['ccd']:.4f} {point['interval']}", flush=True)
+    return points
+
+
+def collect(points: Sequence[dict[str, Any]], config: ConvergenceConfig) -> dict[str, Any]:
+    """The figure's JSON from points (of one or more runs): ``ccd`` / ``interval`` / ``seconds`` per learner and
+    step (``None`` where a step was not measured), the steps measured, the budget rule's answers.
+
+    >>> pts = [{"learner": "A", "steps": 0, "ccd": 0.9, "interval": [0.8, 1.0]},
+    ...        {"learner": "A", "steps": 30, "ccd": 0.5, "interval": [0.4, 0.6]}]
+    >>> r = collect(pts, ConvergenceConfig(steps=(0, 30, 100)))
+    >>> r["ccd"], r["moved_at"]
+    ({'A': [0.9, 0.5, None]}, {'A': 30})
+    """
+    steps = sorted({int(p["steps"]) for p in points} | set(config.steps))
+    learners = list(dict.fromkeys(p["learner"] for p in points))
+    at = {(p["learner"], int(p["steps"])): p for p in points}
+    out: dict[str, Any] = {"ccd": {}, "interval": {}, "seconds": {}, "per_concept": {}}
+    for name in learners:
+        for key in out:
+            out[key][name] = [at[name, s].get(key) if (name, s) in at else None for s in steps]
+    out["config"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in config.__dict__.items()} | {"steps": steps}
+    out["concepts"] = next((p["concepts"] for p in points if "concepts" in p), [])
+    out["oracle_accuracy"] = next((p["oracle_accuracy"] for p in points if "oracle_accuracy" in p), None)
+    out["moved_budget"], out["moved_at"] = moved_budget(out), moved_at(out)
     return out
 
 
@@ -135,7 +168,8 @@ def moved_budget(results: dict[str, Any]) -> int | None:
     for k, s in enumerate(steps):
         if s == 0:
             continue
-        if all(not (lo <= ccd[0] <= hi) for ccd, (lo, hi) in _at(results, k)):
+        cells = _at(results, k)
+        if all(bounds is not None and not bounds[0] <= ccd[0] <= bounds[1] for ccd, bounds in cells):
             return int(s)
     return None
 
@@ -146,11 +180,13 @@ def moved_at(results: dict[str, Any]) -> dict[str, int | None]:
     out: dict[str, int | None] = {}
     for name, ccd in results["ccd"].items():
         bounds = results["interval"][name]
-        out[name] = next((int(s) for s, (lo, hi) in zip(steps, bounds) if s and not lo <= ccd[0] <= hi), None)
+        out[name] = next(
+            (int(s) for s, b in zip(steps, bounds) if s and b is not None and not b[0] <= ccd[0] <= b[1]), None
+        )
     return out
 
 
-def _at(results: dict[str, Any], k: int) -> list[tuple[list[float], list[float]]]:
+def _at(results: dict[str, Any], k: int) -> list[tuple[list[float], list[float] | None]]:
     return [(results["ccd"][name], results["interval"][name][k]) for name in results["ccd"]]
 
 
@@ -164,9 +200,11 @@ def convergence_plot(results: dict[str, Any], path: Path) -> Path:
     steps: Sequence[int] = results["config"]["steps"]
     fig, ax = plt.subplots(figsize=(5.0, 3.4))
     for name, values in results["ccd"].items():
-        lo, hi = np.asarray(results["interval"][name]).T
-        line = ax.plot(steps, values, marker="o", label=name)[0]
-        ax.fill_between(steps, lo, hi, color=line.get_color(), alpha=0.15)
+        keep = [k for k, v in enumerate(values) if v is not None]
+        x = [steps[k] for k in keep]
+        lo, hi = np.asarray([results["interval"][name][k] for k in keep]).T
+        line = ax.plot(x, [values[k] for k in keep], marker="o", label=name)[0]
+        ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.15)
     ax.set_xscale("symlog", linthresh=30)
     ax.set_xticks(list(steps), [str(s) for s in steps])
     ax.set_xlabel("learner steps")
@@ -193,6 +231,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--concepts", type=int, default=ConvergenceConfig.concepts)
     p.add_argument("--images", type=int, default=ConvergenceConfig.images)
     p.add_argument("--threads", type=int, default=ConvergenceConfig.threads)
+    p.add_argument("--points", type=Path, nargs="*", default=[], help="points.jsonl of earlier runs to plot beside")
     args = p.parse_args(argv)
     config = ConvergenceConfig(
         concepts=args.concepts,
@@ -203,11 +242,10 @@ def main(argv: list[str] | None = None) -> None:
         work=str(args.work),
         threads=args.threads,
     )
+    earlier = [json.loads(line) for path in args.points for line in path.read_text(encoding="utf-8").splitlines()]
     t0, c0 = time.perf_counter(), time.process_time()
-    results = run_convergence(config)
+    results = collect(earlier + run_convergence(config), config)
     results["cost"] = {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}
-    results["moved_budget"] = moved_budget(results)
-    results["moved_at"] = moved_at(results)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "convergence.json").write_text(json.dumps(results, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     convergence_plot(results, args.out / "convergence.png")

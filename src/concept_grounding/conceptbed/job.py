@@ -44,7 +44,7 @@ DEFAULT_LEARNERS = (*FLUX_LEARNERS, "Original")
 #: The task of Table 2 (compositional reasoning over the object concepts).
 COMPOSITION = "composition"
 #: ``--quick``'s learner steps. By 30 steps LoRA leaves its step-0 CCD, DreamBooth by 100, Textual Inversion and
-#: Custom Diffusion not within 300 / 100 (docs/conceptbed/convergence.md); 100 would pass ``--quick``'s 10 minutes
+#: Custom Diffusion not within 300 (docs/conceptbed/convergence.md); 100 would pass ``--quick``'s 10 minutes
 QUICK_STEPS = 30
 
 

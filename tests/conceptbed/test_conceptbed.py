@@ -72,6 +72,8 @@ def test_results_hold_every_table_and_oracles_pass(run, tmp_path):
     assert all(o["accuracy"] >= 0.95 for t, o in r["oracles"].items() if t != "vqa")
     dino = r["baselines"]["dino"]
     assert dino["Original"]["object"] > dino["another species"]["object"]
+    ceiling = r["baselines"]["dino_ceiling"]
+    assert set(ceiling) == set(r["table1"]["Original"]) and ceiling["object"] > dino["another species"]["object"]
     assert abs(r["sensitivity"]["object"][0]) < 1e-12 < r["sensitivity"]["object"][-1]
     report = run.save(tmp_path)
     assert report.name == "report.md" and (tmp_path / "fig4_contact_sheet.png").is_file()
@@ -139,6 +141,26 @@ def test_conceptbed_published_layout(tmp_path):
     assert ds["split"].count("train") == 6 and ds["split"].count("real") == 3
     with pytest.raises(DatasetFormatError, match="fewer than m = 5"):
         load_conceptbed_layout(tmp_path, m=5)
+
+
+def test_every_cell_has_its_interval(run):
+    """Tables 1, 7, 8 and 2: a ``[lo, hi]`` per cell around the value (ECE's may lie above it:
+    docs/conceptbed/intervals.md); the report prints ``value [lo, hi]``."""
+    r, bounds = run.results, run.results["intervals"]
+    for learner, row in r["table1"].items():
+        for task, value in row.items():
+            lo, hi = bounds["table1"][learner][task]
+            assert lo <= value + 1e-12 and value - 1e-12 <= hi, (learner, task, lo, value, hi)
+    for learner, row in r["table7"].items():
+        assert set(bounds["table7"][learner]) == set(row)
+        lo, hi = bounds["table7"][learner]["ccd"]
+        assert lo <= row["ccd"] + 1e-12 <= hi + 2e-12, learner
+    assert {c: set(v) for c, v in bounds["table8"].items()} == {c: set(v) for c, v in r["table8"].items()}
+    t2 = bounds["table2"]["another species"]["relation"]
+    assert t2["ccd"][0] <= r["table2"]["another species"]["relation"]["ccd"] <= t2["ccd"][1]
+    lo, hi = bounds["table1"]["another species"]["object"]
+    assert f"{r['table1']['another species']['object']:.4f} [{lo:.4f}, {hi:.4f}]" in render_report(r)
+    assert isinstance(r["config"]["threads"], int) and "real minus generated" in render_report(r)
 
 
 def test_table2_original_is_the_reference_and_compositions_are_judged(run):

@@ -31,7 +31,7 @@ from .byo import ByoSource, byo_source, check_source, learner_factory, save_gene
 from .concepts import TASK_JUDGE, Concept, ConceptWorld
 from .learners import FLUX_LEARNERS, check_learners, make_learner
 from .report import render_report
-from .scoring import Scored, clip_image_embedder, pairwise_cosine, table7_row
+from .scoring import STATISTICS, Scored, clip_image_embedder, pairwise_cosine, split_half_cosine, table7_row
 from .table2 import CompositionRun
 from .table3 import RatingCollector
 
@@ -46,12 +46,15 @@ NOISE_LEVELS: tuple[float, ...] = (0.0, 16.0, 32.0, 64.0, 96.0, 128.0)
 DEFAULT_LEARNERS = (*FLUX_LEARNERS, "Original")
 #: The task of Table 2 (compositional reasoning over the object concepts).
 COMPOSITION = "composition"
+#: ``--quick``'s learner steps. By 30 steps LoRA leaves its step-0 CCD, DreamBooth by 100, Textual Inversion and
+#: Custom Diffusion not within 300 (docs/conceptbed/convergence.md); 100 would pass ``--quick``'s 10 minutes
+QUICK_STEPS = 30
 
 
 @dataclass(frozen=True)
 class ConceptBedConfig:
     """Settings of a ConceptBed run (``--quick``: 2 concepts per task, 8 real and 4 generated
-    images each, 30 learner steps)."""
+    images each, :data:`QUICK_STEPS` learner steps)."""
 
     learners: tuple[str, ...] | None = setting(
         None,
@@ -158,7 +161,7 @@ class ConceptBedConfig:
             concepts=min(self.concepts, 2),
             real=min(self.real, 8),
             images=min(self.images, 4),
-            steps=min(self.steps, 30),
+            steps=min(self.steps, QUICK_STEPS),
         )
 
 
@@ -329,6 +332,30 @@ def _short_tasks(asked: int, concepts: dict[str, list[Concept]]) -> dict[str, in
     return short
 
 
+def _intervals(
+    scored: dict[tuple[str, str], Scored],
+    scored8: dict[tuple[str, str], Scored],
+    learners: tuple[str, ...],
+    tasks: list[str],
+    t7_task: str,
+    seed: int,
+) -> dict[str, Any]:
+    """``[lo, hi]`` 95 % bootstrap intervals over concepts and images of Tables 1, 7 and 8 (:mod:`.intervals`)."""
+    caps = list(dict.fromkeys(cap for cap, _ in scored8))
+    return {
+        "table1": {l: {t: scored[l, t].interval("ccd", seed=seed) for t in tasks} for l in learners},
+        "table7": {l: {m: scored[l, t7_task].interval(m, seed=seed) for m in STATISTICS} for l in learners},
+        "table8": {cap: {l: scored8[cap, l].interval("ccd", seed=seed) for l in learners} for cap in caps},
+    }
+
+
+def _threads() -> int:
+    """The torch CPU threads this run computed with (its floating-point sums may depend on them)."""
+    import torch
+
+    return int(torch.get_num_threads())
+
+
 def _concept_tasks(config: ConceptBedConfig) -> list[str]:
     """The concept tasks a run learns concepts of (compositions compose the object concepts)."""
     tasks = [t for t in config.tasks if t != COMPOSITION]
@@ -410,14 +437,17 @@ def run_conceptbed(config: ConceptBedConfig) -> ConceptBedResult:
         l: {t: pairwise_cosine(embed, generated[l, t], [c.real for c in concepts[t]]) for t in table_tasks}
         for l in learners
     }
+    ceiling = {t: split_half_cosine(embed, [c.real for c in concepts[t]]) for t in table_tasks}
     t7_task = next(t for t in ("object", "fine_grained_object", "domain", "fine_grained_attribute") if t in tasks)
     results = {
-        "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in manifest(config).items()},
+        "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in manifest(config).items()}
+        | {"threads": _threads()},
         "table1": table1,
         "table7_task": t7_task,
         "table7": {l: table7_row(scored[l, t7_task].result()) for l in learners},
         "table8": {cap: {l: scored8[cap, l].result()["ccd"] for l in learners} for cap in table8_oracles},
-        "baselines": {"dino": dino, "encoder": config.encoder},
+        "intervals": _intervals(scored, scored8, learners, table_tasks, t7_task, config.seed),
+        "baselines": {"dino": dino, "dino_ceiling": ceiling, "encoder": config.encoder},
         "oracles": {
             t: {
                 "kind": oracles[t].spec.kind,
@@ -436,6 +466,7 @@ def run_conceptbed(config: ConceptBedConfig) -> ConceptBedResult:
     if composition is not None:
         comp = composition.results()
         results["oracles"]["vqa"] = comp.pop("vqa")
+        results["intervals"]["table2"] = comp.pop("table2_intervals")
         results.update(comp)
         sheet += composition.sheet
     detail = collector.table(results, config.ratings, config.seed)

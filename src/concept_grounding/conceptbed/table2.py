@@ -8,12 +8,14 @@ world's exact drawings of each prompt, **another species** with another species'
 the **Base model** (the untouched world Flux with ``V*`` read as ``bird``). CLIPScore is the
 composition CLIP's (:mod:`.composition_clip`, validated on held-out compositions: its model
 card), which reads counts, relations and actions; the Explain tab's world CLIP knows none of
-their words and scored every composition prompt 0.
+their words and scored every composition prompt 0. Each cell's bootstrap 95 % interval over concepts and images:
+:func:`table2_intervals` (:mod:`.intervals`).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,8 +33,9 @@ from .compositions import (
     table2,
 )
 from .concepts import Concept, ConceptWorld
+from .intervals import BOOT, Group, bootstrap_interval
 
-__all__ = ["CompositionRun"]
+__all__ = ["CompositionRun", "table2_intervals"]
 
 logger = logging.getLogger(__name__)
 #: The Table 2 row of the untouched generator.
@@ -54,6 +57,8 @@ class CompositionRun:
     base: Any = None
     based: set = field(default_factory=set)
     ratings: Any = None  # a RatingCollector: the first image of each prompt becomes an alignment item
+    #: learner -> category -> concept -> ``(n, 1 + questions + 1)`` rows: P(yes) of each question, then CLIPScore
+    by_concept: dict[str, dict[str, dict[str, list[np.ndarray]]]] = field(default_factory=dict)
 
     @classmethod
     def setup(
@@ -113,7 +118,10 @@ class CompositionRun:
             block = images[j * k : (j + 1) * k]
             p = self.vqa.p_yes(block, qs, concept.label, self.cw.world)
             p[:, [i for i, q in enumerate(qs) if q.kind not in valid]] = np.nan  # unvalidated kinds: no verdict
-            scores.add(category, p, clip_scores(self.clip, block, [prompt] * len(block)))
+            clip = clip_scores(self.clip, block, [prompt] * len(block))
+            scores.add(category, p, clip)
+            per_concept = self.by_concept.setdefault(name, {}).setdefault(category, {})
+            per_concept.setdefault(concept.name, []).append(np.column_stack([p, clip]).astype(np.float64))
             if self.ratings is not None and p.shape[1] > 1 and not np.isnan(p[0, 1:]).all():
                 self.ratings.add_caption(name, concept.name, prompt, block[0], float(np.nanmean(p[0, 1:])))
         if not any(label.startswith("composition:") and label.endswith(name) for label, _ in self.sheet):
@@ -125,6 +133,7 @@ class CompositionRun:
         composition_kinds = {k: v for k, v in val.items() if k != "concept"}
         return {
             "table2": table2(self.scores),
+            "table2_intervals": table2_intervals(self.by_concept, seed=self.seed),
             "table2_categories": list(CATEGORIES),
             "vqa": {
                 "accuracy": min(composition_kinds.values()) if composition_kinds else None,
@@ -134,15 +143,78 @@ class CompositionRun:
         }
 
 
-def table2_markdown(results: dict[str, Any]) -> list[str]:
-    """Report lines of Table 2 (CLIPScore, VQA accuracy, CCD per learner and category; the
-    concept question's P(yes)) with the VQA judge's validation beside it."""
+def _answered(rows: np.ndarray) -> np.ndarray:
+    """The composition questions' P(yes) of ``rows`` (the concept question and CLIPScore left out)."""
+    return rows[:, 1:-1]
 
-    def cell(v: float | None, fmt: str) -> str:
-        return "-" if v is None else fmt.format(v)
+
+def _p_yes(rows: np.ndarray) -> float:
+    q = _answered(rows)
+    return float(np.nanmean(q)) if (~np.isnan(q)).any() else float("nan")
+
+
+def _table2_ccd(groups: Sequence[Group]) -> float:
+    """Table 2's CCD (the reference's pooled mean P(yes) minus the learner's) of groups ``(learner, reference)``."""
+    return _p_yes(np.concatenate([g[1] for g in groups])) - _p_yes(np.concatenate([g[0] for g in groups]))
+
+
+def _table2_accuracy(groups: Sequence[Group]) -> float:
+    q = _answered(np.concatenate([g[0] for g in groups]))
+    return float(np.nanmean(np.where(np.isnan(q), np.nan, q > 0.5))) if (~np.isnan(q)).any() else float("nan")
+
+
+def _table2_clip(groups: Sequence[Group]) -> float:
+    return float(np.concatenate([g[0] for g in groups])[:, -1].mean())
+
+
+def _cell(value: list[float]) -> list[float] | None:
+    return None if np.isnan(value).any() else value
+
+
+def table2_intervals(
+    by_concept: dict[str, dict[str, dict[str, list[np.ndarray]]]],
+    reference: str = "Original",
+    boot: int = BOOT,
+    seed: int = 0,
+) -> dict[str, dict[str, dict[str, list[float] | None]]]:
+    """``[learner][category]`` = ``{"clip", "accuracy", "ccd"}``: ``[lo, hi]`` 95 % bootstrap intervals over
+    concepts and images (:func:`~.intervals.bootstrap_interval`; the reference's images of a drawn concept are
+    resampled beside the learner's), ``None`` where the cell has no value (no reference, no answered question)."""
+    ref = by_concept.get(reference, {})
+    out: dict[str, dict[str, dict[str, list[float] | None]]] = {}
+    for learner, categories in by_concept.items():
+        out[learner] = {}
+        for category, concepts in categories.items():
+            own = [(np.concatenate(rows),) for rows in concepts.values()]
+            cell: dict[str, list[float] | None] = {
+                "clip": _cell(list(bootstrap_interval(own, _table2_clip, boot, seed))),
+                "accuracy": _cell(list(bootstrap_interval(own, _table2_accuracy, boot, seed))),
+                "ccd": None,
+            }
+            theirs = ref.get(category, {})
+            if all(name in theirs for name in concepts):
+                pairs = [(np.concatenate(rows), np.concatenate(theirs[name])) for name, rows in concepts.items()]
+                cell["ccd"] = _cell(list(bootstrap_interval(pairs, _table2_ccd, boot, seed)))
+            out[learner][category] = cell
+    return out
+
+
+def table2_markdown(results: dict[str, Any]) -> list[str]:
+    """Report lines of Table 2 (CLIPScore, VQA accuracy, CCD per learner and category, each with its bootstrap
+    interval where the run has one; the concept question's P(yes)) with the VQA judge's validation beside it."""
+
+    def cell(v: float | None, fmt: str, interval: list[float] | None = None) -> str:
+        if v is None:
+            return "-"
+        return (
+            fmt.format(v)
+            if interval is None
+            else f"{fmt.format(v)} [{fmt.format(interval[0])}, {fmt.format(interval[1])}]"
+        )
 
     cats = results["table2_categories"]
     vqa = results["oracles"]["vqa"]
+    bounds = results.get("intervals", {}).get("table2", {})
     lines = [
         "",
         "## Table 2: compositional reasoning (CLIPScore / VQA accuracy / CCD; V*: an object concept)",
@@ -151,9 +223,12 @@ def table2_markdown(results: dict[str, Any]) -> list[str]:
         "|---" * (len(cats) + 2) + "|",
     ]
     for learner, row in results["table2"].items():
+        own = bounds.get(learner, {})
         cells = [
-            f"{cell(row[c]['clip'], '{:.1f}')} / {cell(row[c]['accuracy'], '{:.2f}')} / "
-            f"{cell(row[c]['ccd'], '{:+.3f}')}"
+            " / ".join(
+                cell(row[c][metric], fmt, own.get(c, {}).get(metric))
+                for metric, fmt in (("clip", "{:.1f}"), ("accuracy", "{:.2f}"), ("ccd", "{:+.3f}"))
+            )
             for c in cats
         ]
         concept = [row[c]["concept"] for c in cats if row[c]["concept"] is not None]

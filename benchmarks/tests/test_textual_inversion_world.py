@@ -57,6 +57,7 @@ def test_per_table_rate_scales_each_row_by_its_table(images):
 def test_lora_alone_trains_no_row(images):
     pipe = tiw.load_world_pipeline()
     trainer, latents = tiw.prepare_variant(pipe, tiw.Variant("lora", rows=False, lora_rank=2, steps=2), images)
+    assert [group["lr"] for group in trainer.optimizer.param_groups] == [1e-3]  # the adapters alone
     record = tiw.train_variant(trainer, latents, steps=2, every=1)
     assert len(record["losses"]) == 2
     assert all(r[enc]["moved"] == 0.0 for r in record["trace"] for enc in ("text_encoder", "text_encoder_2"))
@@ -113,7 +114,7 @@ def test_the_pooled_clip_output_and_the_t5_states_see_v_star(images):
 
 
 def test_a_saved_and_reloaded_v_star_draws_the_same_images(images):
-    """What conceptbed generates from (``save_learned`` / ``load_learned``) is the trained, hooked V*."""
+    """What conceptbed generates from (the method's own files, read by ``load_learned``) is the trained, hooked V*."""
     pipe = tiw.load_world_pipeline()
     trainer, latents = tiw.prepare_variant(pipe, tiw.Variant("base", lr=5e-2, steps=2), images)
     tiw.train_variant(trainer, latents, steps=2)

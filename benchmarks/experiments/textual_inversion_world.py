@@ -1,6 +1,6 @@
 """Why Textual Inversion's V* does not move on the world Flux: each suspect measured on one run.
 
-Trains V* with today's learner (:func:`~concept_grounding.learners.train.prepare_learner` and
+Trains V* with the learners' own loop (:func:`~concept_grounding.learners.train.prepare_trainer` and
 :func:`~concept_grounding.learners.train.training_step`, the rows hooked into both text encoders)
 on a concept's world renders and records, every few steps, each encoder's row (norm, gradient, the
 vocabulary word it is closest to); then draws ``a photo of V*`` as ConceptBed does (32 px, 20 steps,
@@ -17,17 +17,21 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from concept_grounding.learners.methods import LORA_TARGETS, LearnerMethod, LoRA, TextualInversion
+
 __all__ = [
     "Variant",
+    "PivotalTuning",
     "GenerationSettings",
     "load_world_pipeline",
     "tokenisation",
     "embedding_tables",
     "prepare_variant",
+    "set_param_groups",
     "train_variant",
     "generate",
     "species_verdict",
@@ -139,15 +143,62 @@ def _nearest_word(pipe: Any, enc_name: str, tok_name: str, row: Any) -> tuple[st
     return tok.convert_ids_to_tokens(best), float(cos[best])
 
 
-def prepare_variant(pipe: Any, variant: Variant, images: np.ndarray) -> tuple[Any, Any]:
-    """Add V* to ``pipe`` and set up ``variant``'s optimiser; (the learner, the images' latents)."""
+@dataclass
+class PivotalTuning(LoRA):
+    """V*'s rows and peft LoRA adapters trained together: diffusers' advanced Flux script's pivotal tuning
+    (``--train_text_encoder_ti``); with ``train_rows=False``, LoRA alone with V* held at its init word's rows."""
+
+    name: ClassVar[str] = "pivotal_tuning"
+    trains_rows: ClassVar[bool] = True
+    train_rows: bool = True
+
+    def trainable(self, pipe: Any, placeholder: Any, seed: int) -> dict[str, Any]:
+        rows = LearnerMethod.trainable(self, pipe, placeholder, seed)
+        if not self.train_rows:
+            for row in rows.values():
+                row.requires_grad_(False)
+            rows = {}
+        return {**rows, **LoRA.trainable(self, pipe, placeholder, seed)}
+
+
+def set_param_groups(trainer: Any, groups: list[dict[str, Any]]) -> None:
+    """Give ``trainer`` AdamW over ``groups`` (each ``{"params": [...], "lr": rate}``; the learners' weight decay)
+    and its ``config.lr_scheduler`` schedule: the learners build one group of one rate."""
     import torch
+    from diffusers.optimization import get_scheduler
+
+    config = trainer.config
+    optimizer = torch.optim.AdamW(groups, weight_decay=1e-2)
+    trainer.scheduler = get_scheduler(
+        config.lr_scheduler,
+        optimizer=optimizer,
+        num_warmup_steps=config.lr_warmup_steps,
+        num_training_steps=config.resolved_steps(),
+    )
+    trainer.optimizer = trainer.accelerator.prepare(optimizer)
+
+
+def _method(variant: Variant) -> Any:
+    """The learner object of ``variant``: Textual Inversion, or :class:`PivotalTuning` when it trains LoRA."""
     from peft import LoraConfig
 
+    if not variant.lora_rank:
+        return TextualInversion()
+    lora = LoraConfig(
+        r=variant.lora_rank,
+        lora_alpha=variant.lora_rank,
+        init_lora_weights="gaussian",
+        target_modules=list(LORA_TARGETS),
+    )
+    return PivotalTuning(lora=lora, train_rows=variant.rows)
+
+
+def prepare_variant(pipe: Any, variant: Variant, images: np.ndarray) -> tuple[Any, Any]:
+    """Add V* to ``pipe`` and set up ``variant``'s optimiser; (the :class:`~concept_grounding.learners.train.Trainer`,
+    the images' latents)."""
     from concept_grounding.learners import LearnConfig
-    from concept_grounding.learners.methods import LORA_TARGETS
-    from concept_grounding.learners.train import Latents, prepare_learner
-    from concept_grounding.worldflux.vae import encode_latents
+    from concept_grounding.learners.data import encode_images
+    from concept_grounding.learners.train import prepare_trainer
 
     config = LearnConfig(
         method="textual_inversion",
@@ -158,81 +209,74 @@ def prepare_variant(pipe: Any, variant: Variant, images: np.ndarray) -> tuple[An
         lr=variant.lr,
         steps=variant.steps,
     )
-    learner = prepare_learner(pipe, config)
+    trainer = prepare_trainer(pipe, config, method=_method(variant))
     tables = embedding_tables(pipe)
     groups = []
     if variant.rows:
-        for key, row in learner.rows.items():
+        for key, row in trainer.rows.items():
             scale = tables[key]["rms"] / tables["text_encoder_2"]["rms"] if variant.per_table_lr else 1.0
             groups.append({"params": [row], "lr": variant.lr * scale})
-    else:  # V*'s rows stay at their start
-        for row in learner.rows.values():
-            row.requires_grad_(False)
-        learner.params = {}
-    if variant.lora_rank:
-        generator_state = torch.random.get_rng_state()
-        torch.manual_seed(0)  # peft draws the adapters' A matrices from torch's global generator
-        pipe.transformer.add_adapter(
-            LoraConfig(
-                r=variant.lora_rank,
-                lora_alpha=variant.lora_rank,
-                init_lora_weights="gaussian",
-                target_modules=list(LORA_TARGETS),
-            )
-        )
-        torch.random.set_rng_state(generator_state)
-        lora = {n: p for n, p in pipe.transformer.named_parameters() if p.requires_grad}
-        learner.params.update(lora)
-        groups.append({"params": list(lora.values()), "lr": variant.lora_lr})
-    learner.optimizer = torch.optim.AdamW(groups, weight_decay=1e-2)
-    with torch.no_grad(), tempfile.TemporaryDirectory(prefix="ti-world-") as work:  # encode_latents caches there
-        lat = encode_latents(pipe.vae, {"images": images}, Path(work), False, mirror=False)
-    return learner, Latents(lat["mean"], lat["std"])
+    lora = [p for name, p in trainer.params.items() if not name.startswith("row.")]
+    if lora:
+        groups.append({"params": lora, "lr": variant.lora_lr})
+    set_param_groups(trainer, groups)
+    with tempfile.TemporaryDirectory(prefix="ti-world-") as work:  # encode_images caches there
+        latents = encode_images(pipe, images, Path(work), "cpu", False)
+    return trainer, latents
 
 
-def _row_record(learner: Any, init: dict[str, Any]) -> dict[str, Any]:
-    """Per trained row: norm, gradient norm (after the learner's clipping), distance moved, nearest word."""
-    pipe = learner.pipe
+def _row_record(trainer: Any, init: dict[str, Any], grads: dict[str, float]) -> dict[str, Any]:
+    """Per row: norm, its last step's gradient norm (before the loop's clipping; ``grads``), distance moved,
+    nearest word."""
+    pipe = trainer.pipe
     out = {}
     for enc_name, tok_name in (("text_encoder", "tokenizer"), ("text_encoder_2", "tokenizer_2")):
-        row = learner.rows[enc_name]
+        row = trainer.rows[enc_name]
         word, cos = _nearest_word(pipe, enc_name, tok_name, row)
-        grad = getattr(row, "grad", None)
+        grad = grads.get(enc_name)
         out[enc_name] = {
             "norm": float(row.detach().norm()),
             "moved": float((row.detach() - init[enc_name]).norm()),
-            "grad": None if grad is None else float(grad.norm()),
+            "grad": grad,
             "nearest": word,
             "cosine": cos,
         }
     return out
 
 
-def retract_rows(learner: Any, table_std: dict[str, float]) -> None:
+def retract_rows(trainer: Any, table_std: dict[str, float]) -> None:
     """diffusers' advanced Flux script's retraction: each row times ``(table std / row std) ** 0.1``."""
     import torch
 
     with torch.no_grad():
-        for key, row in learner.rows.items():
+        for key, row in trainer.rows.items():
             row.mul_((table_std[key] / row.std()) ** 0.1)
 
 
-def train_variant(learner: Any, latents: Any, steps: int, every: int = 25, retract: bool = False) -> dict[str, Any]:
-    """``steps`` of the learner's own :func:`training_step` (then :func:`retract_rows` if ``retract``);
+def train_variant(trainer: Any, latents: Any, steps: int, every: int = 25, retract: bool = False) -> dict[str, Any]:
+    """``steps`` of the trainer's own :func:`training_step` (then :func:`retract_rows` if ``retract``);
     the loss per step and the rows every ``every``."""
     from concept_grounding.learners.train import training_step
 
-    init = {k: v.detach().clone() for k, v in learner.rows.items()}
-    pipe = learner.pipe
+    init = {k: v.detach().clone() for k, v in trainer.rows.items()}
+    pipe = trainer.pipe
     table_std = {k: float(getattr(pipe, k).get_input_embeddings().weight.detach()[:-1].std()) for k in init}
-    losses, trace = [], [{"step": 0, **_row_record(learner, init)}]
+    grads: dict[str, float] = {}  # the loop sets gradients to None after each step: read them as they arrive
+    handles = [
+        row.register_hook(lambda g, key=key: grads.__setitem__(key, float(g.norm())))
+        for key, row in trainer.rows.items()
+        if row.requires_grad
+    ]
+    losses, trace = [], [{"step": 0, **_row_record(trainer, init, grads)}]
     start = time.process_time()
     for step in range(steps):
-        losses.append(float(training_step(learner, step, latents)))
+        losses.append(float(training_step(trainer, step, latents)))
         if retract:
-            retract_rows(learner, table_std)
+            retract_rows(trainer, table_std)
         if (step + 1) % every == 0 or step + 1 == steps:
-            trace.append({"step": step + 1, **_row_record(learner, init)})
+            trace.append({"step": step + 1, **_row_record(trainer, init, grads)})
+    for handle in handles:
+        handle.remove()
     return {"losses": losses, "trace": trace, "cpu_seconds": time.process_time() - start}
 
 
@@ -282,17 +326,17 @@ def named_species_verdicts(
     return out
 
 
-def loader_roundtrip(learner: Any, prompt: str, settings: GenerationSettings, images: np.ndarray) -> float:
-    """Largest uint8 difference between ``images`` (the trained pipeline, V* hooked in) and the same draw
-    after :func:`~concept_grounding.learners.save_learned` / :func:`~concept_grounding.learners.load_learned`
-    into a fresh world Flux: what ConceptBed generates from."""
+def loader_roundtrip(trainer: Any, prompt: str, settings: GenerationSettings, images: np.ndarray) -> float:
+    """Largest uint8 difference between ``images`` (the trained pipeline, V* hooked in) and the same draw after
+    the method's own files (``trainer.method.save``) are read by
+    :func:`~concept_grounding.learners.load_learned` into a fresh world Flux: what ConceptBed generates from."""
     from concept_grounding.learners import load_learned
-    from concept_grounding.learners.methods import save_learned
 
     with tempfile.TemporaryDirectory(prefix="ti-world-") as work:
         folder = Path(work)
-        files = save_learned(learner.pipe, "textual_inversion", TOKEN, learner.rows, learner.params, folder)
-        (folder / "learned.json").write_text(json.dumps({"method": "textual_inversion", "files": files}))
+        files = trainer.method.save(trainer.pipe, trainer.placeholder, trainer.params, folder)
+        manifest = {"method": trainer.method.name, "token": TOKEN, "files": files}
+        (folder / "learned.json").write_text(json.dumps(manifest))
         fresh = load_learned(load_world_pipeline(), folder)
     return float(np.abs(generate(fresh, prompt, settings).astype(int) - images.astype(int)).max())
 
@@ -345,8 +389,8 @@ def run_one(
     the untrained draws by (concept, init word, prompt): every variant starts from the same pipeline."""
     name, label, images = concept
     pipe = load_world_pipeline()
-    learner, latents = prepare_variant(pipe, variant, images)
-    caption = learner.config.prompt()
+    trainer, latents = prepare_variant(pipe, variant, images)
+    caption = trainer.config.prompt()
     prompts = list(dict.fromkeys([CONCEPTBED_CAPTION.format(token=TOKEN), caption]))
     drawn = {}
     for p in prompts:
@@ -355,11 +399,11 @@ def run_one(
             before[key] = generate(pipe, p, settings)
         drawn[f"before {p}"] = before[key]
     record: dict[str, Any] = {"concept": name, "variant": asdict(variant), "tokens": tokenisation(pipe, caption)}
-    record["training"] = train_variant(learner, latents, variant.steps, retract=variant.retract)
+    record["training"] = train_variant(trainer, latents, variant.steps, retract=variant.retract)
     drawn.update({f"after {p}": generate(pipe, p, settings) for p in prompts})
     record["verdicts"] = {k: species_verdict(oracle, v, label, learnt) for k, v in drawn.items()}
     if variant.rows and not variant.lora_rank and variant.caption == CONCEPTBED_CAPTION:
-        record["loader_max_diff"] = loader_roundtrip(learner, prompts[0], settings, drawn[f"after {prompts[0]}"])
+        record["loader_max_diff"] = loader_roundtrip(trainer, prompts[0], settings, drawn[f"after {prompts[0]}"])
     return record, drawn
 
 

@@ -46,9 +46,9 @@ def test_v_star_is_one_token_of_both_world_tokenizers(images):
 
 def test_per_table_rate_scales_each_row_by_its_table(images):
     pipe = tiw.load_world_pipeline()
-    learner, _ = tiw.prepare_variant(pipe, tiw.Variant("scaled", lr=1e-2, per_table_lr=True, steps=1), images)
+    trainer, _ = tiw.prepare_variant(pipe, tiw.Variant("scaled", lr=1e-2, per_table_lr=True, steps=1), images)
     tables = tiw.embedding_tables(pipe)
-    clip_lr, t5_lr = (group["lr"] for group in learner.optimizer.param_groups)
+    clip_lr, t5_lr = (group["lr"] for group in trainer.optimizer.param_groups)
     assert t5_lr == 1e-2
     assert clip_lr == pytest.approx(1e-2 * tables["text_encoder"]["rms"] / tables["text_encoder_2"]["rms"])
     assert clip_lr < t5_lr / 10  # the world's CLIP rows are ~50x smaller than its T5 rows
@@ -56,8 +56,9 @@ def test_per_table_rate_scales_each_row_by_its_table(images):
 
 def test_lora_alone_trains_no_row(images):
     pipe = tiw.load_world_pipeline()
-    learner, latents = tiw.prepare_variant(pipe, tiw.Variant("lora", rows=False, lora_rank=2, steps=2), images)
-    record = tiw.train_variant(learner, latents, steps=2, every=1)
+    trainer, latents = tiw.prepare_variant(pipe, tiw.Variant("lora", rows=False, lora_rank=2, steps=2), images)
+    assert [group["lr"] for group in trainer.optimizer.param_groups] == [1e-3]  # the adapters alone
+    record = tiw.train_variant(trainer, latents, steps=2, every=1)
     assert len(record["losses"]) == 2
     assert all(r[enc]["moved"] == 0.0 for r in record["trace"] for enc in ("text_encoder", "text_encoder_2"))
     assert SimpleNamespace(**record["trace"][-1]).text_encoder["nearest"] == "bird"
@@ -101,24 +102,38 @@ def test_the_pooled_clip_output_and_the_t5_states_see_v_star(images):
     from concept_grounding.worldflux.train import encode_prompts
 
     pipe = tiw.load_world_pipeline()
-    learner, _ = tiw.prepare_variant(pipe, tiw.Variant("base", steps=1), images)
+    trainer, _ = tiw.prepare_variant(pipe, tiw.Variant("base", steps=1), images)
     encoders = (pipe.text_encoder, pipe.text_encoder_2)
     states, pooled = encode_prompts((pipe.tokenizer, pipe.tokenizer_2), encoders, ["a photo of <v*>"], 24)
     pooled.square().sum().backward(retain_graph=True)
-    assert learner.rows["text_encoder"].grad.norm() > 1e-3
-    assert learner.rows["text_encoder_2"].grad is None  # the pooled vector is CLIP's alone
+    assert trainer.rows["text_encoder"].grad.norm() > 1e-3
+    assert trainer.rows["text_encoder_2"].grad is None  # the pooled vector is CLIP's alone
     states.square().sum().backward()
-    assert learner.rows["text_encoder_2"].grad.norm() > 1e-3
+    assert trainer.rows["text_encoder_2"].grad.norm() > 1e-3
     assert pipe.text_encoder_2.encoder.embed_tokens is pipe.text_encoder_2.shared
 
 
 def test_a_saved_and_reloaded_v_star_draws_the_same_images(images):
-    """What conceptbed generates from (``save_learned`` / ``load_learned``) is the trained, hooked V*."""
+    """What conceptbed generates from (the method's own files, read by ``load_learned``) is the trained, hooked V*."""
     pipe = tiw.load_world_pipeline()
-    learner, latents = tiw.prepare_variant(pipe, tiw.Variant("base", lr=5e-2, steps=2), images)
-    tiw.train_variant(learner, latents, steps=2)
+    trainer, latents = tiw.prepare_variant(pipe, tiw.Variant("base", lr=5e-2, steps=2), images)
+    tiw.train_variant(trainer, latents, steps=2)
     settings = tiw.GenerationSettings(n=2, steps=2)
     drawn = tiw.generate(pipe, "a photo of <v*>", settings)
-    assert tiw.loader_roundtrip(learner, "a photo of <v*>", settings, drawn) == 0.0
+    assert tiw.loader_roundtrip(trainer, "a photo of <v*>", settings, drawn) == 0.0
     untrained = tiw.generate(tiw.load_world_pipeline(), "a photo of a bird", settings)
     assert np.abs(untrained.astype(int) - drawn.astype(int)).max() > 0  # the check can fail
+
+
+def test_pivotal_tuning_trains_rows_and_adapters_at_their_own_rates(images):
+    pipe = tiw.load_world_pipeline()
+    variant = tiw.Variant("pivotal", lora_rank=2, lora_lr=1e-3, steps=2)
+    trainer, latents = tiw.prepare_variant(pipe, variant, images)
+    assert isinstance(trainer.method, tiw.PivotalTuning)
+    assert [group["lr"] for group in trainer.optimizer.param_groups] == [5e-3, 5e-3, 1e-3]
+    lora = trainer.optimizer.param_groups[2]["params"]
+    start = [p.detach().clone() for p in lora]
+    record = tiw.train_variant(trainer, latents, steps=2, every=1)
+    last = record["trace"][-1]
+    assert all(last[enc]["moved"] > 0 and last[enc]["grad"] > 0 for enc in ("text_encoder", "text_encoder_2"))
+    assert any((p.detach() - s).abs().max() > 0 for p, s in zip(lora, start))

@@ -1,6 +1,6 @@
 """CCD of each ConceptBed learner against its training steps on the bird world (docs/conceptbed/convergence.md).
 
-Per learner and concept, the learner at step 0 (``prepare_learner``: V* added, nothing trained) and after each
+Per learner and concept, the learner at step 0 (``prepare_trainer``: V* added, nothing trained) and after each
 budget of ``--learn-steps`` (a fresh ``FluxLearner.fit``, the path ``conceptbed`` runs) generates images that the
 task's oracle scores (ConceptBed Eq. 3 through :class:`~concept_grounding.conceptbed.scoring.Scored`); each point
 carries its bootstrap 95 % interval over concepts and images (:mod:`concept_grounding.conceptbed.intervals`).
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from concept_grounding.conceptbed.concepts import TASK_JUDGE, Concept, ConceptWorld
-from concept_grounding.conceptbed.learners import DEFAULT_LR, FLUX_LEARNERS, FluxLearner
+from concept_grounding.conceptbed.learners import FLUX_LEARNERS, FluxLearner
 from concept_grounding.conceptbed.scoring import Scored
 
 __all__ = ["ConvergenceConfig", "run_convergence", "collect", "convergence_plot", "moved_budget", "moved_at"]
@@ -57,7 +57,8 @@ def _oracle(config: ConvergenceConfig) -> Any:
 def _untrained(name: str, learner: FluxLearner, concept: Concept, folder: Path) -> FluxLearner:
     """``learner`` at step 0: V* added to the base pipeline as the learner's own set-up adds it, nothing trained."""
     from concept_grounding.learners import LearnConfig
-    from concept_grounding.learners.train import prepare_learner
+    from concept_grounding.learners.methods import METHODS
+    from concept_grounding.learners.train import prepare_trainer
 
     method = FLUX_LEARNERS[name]
     config = LearnConfig(
@@ -68,11 +69,11 @@ def _untrained(name: str, learner: FluxLearner, concept: Concept, folder: Path) 
         init_word=learner.init_word,
         class_prompt=learner.class_prompt,
         steps=1,
-        lr=DEFAULT_LR[method],
+        lr=METHODS[method].world_lr,
         seed=learner.seed,
     )
     learner.size = int(concept.train.shape[1])
-    learner.pipe = prepare_learner(learner.base_pipeline(), config).pipe
+    learner.pipe = prepare_trainer(learner.base_pipeline(), config).pipe
     return learner
 
 

@@ -50,7 +50,7 @@ __all__ = [
 #: ConceptBed's placeholder and its training caption (``conceptbed.learners.FluxLearner``).
 TOKEN = "<v*>"
 CONCEPTBED_CAPTION = "a photo of {token}"
-#: conceptbed's rate for Textual Inversion on the world Flux (``conceptbed.learners.DEFAULT_LR``).
+#: conceptbed's rate for Textual Inversion on the world Flux (``learners.methods.TextualInversion.world_lr``).
 CONCEPTBED_TI_LR = 5e-3
 
 

@@ -29,7 +29,7 @@ from collections import OrderedDict
 from typing import Any
 
 from .limits import Gate, Refused, visitor_of
-from .middleware import replaying, reply
+from .middleware import Watched, replaying, reply
 from .sweep import sweep_stray_temp_files
 
 __all__ = ["EventGate", "is_join", "is_deep_link", "api_call"]
@@ -105,19 +105,12 @@ class EventGate:
         except Refused as err:
             await reply(send, 429 if str(err).startswith(_QUOTA_FIELDS) else 422, str(err))
             return
-        answer: dict[str, Any] = {"chunks": []}
-
-        async def watch(message: dict) -> None:
-            if message["type"] == "http.response.start":
-                answer["code"] = message["status"]
-            elif message["type"] == "http.response.body" and answer.get("code") == 200:
-                answer["chunks"].append(message.get("body", b""))
-            await send(message)
-
+        watch = Watched(send)
         try:
             await self.app(scope, replaying(body, receive), watch)
         finally:
-            self.release(visitor, _event_id(b"".join(answer["chunks"])) if answer.get("code") == 200 else None)
+            joined = watch.ok_body()
+            self.release(visitor, _event_id(joined) if joined is not None else None)
 
     def check_event(self, body: bytes, visitor: str) -> str:
         """The session hash of a well-formed join for one of the app's events (else :class:`Refused`)."""

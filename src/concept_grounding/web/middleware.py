@@ -39,6 +39,7 @@ __all__ = [
     "drain",
     "is_upload",
     "replaying",
+    "Watched",
 ]
 
 _MIB = 2**20
@@ -207,19 +208,12 @@ class UploadGate:
                 await drain(receive, self.gate.limits.max_upload_bytes)
             await reply(send, _status(str(err)), str(err))
             return
-        answer: dict[str, Any] = {"chunks": []}
-
-        async def watch(message: dict) -> None:
-            if message["type"] == "http.response.start":
-                answer["code"] = message["status"]
-            elif message["type"] == "http.response.body" and answer.get("code") == 200:
-                answer["chunks"].append(message.get("body", b""))
-            await send(message)
-
+        watch = Watched(send)
         await self.app(scope, replaying(body, receive), watch)
-        if answer.get("code") == 200:
+        stored = watch.ok_body()
+        if stored is not None:
             self.gate.record_upload(visitor, len(body))
-            self.gate.grant(visitor, _stored_paths(b"".join(answer["chunks"])))
+            self.gate.grant(visitor, _stored_paths(stored))
 
     async def _read(self, receive: Any, visitor: str) -> bytes:
         limit = self.gate.limits.max_upload_bytes
@@ -261,6 +255,26 @@ def _stored_paths(answer: bytes) -> list[str]:
     except ValueError:
         return []
     return [p for p in paths if isinstance(p, str)] if isinstance(paths, list) else []
+
+
+class Watched:
+    """An ASGI ``send`` that passes every message on and keeps the response's status and, when it is 200, its body."""
+
+    def __init__(self, send: Any) -> None:
+        self.send = send
+        self.code: int | None = None
+        self.chunks: list[bytes] = []
+
+    async def __call__(self, message: dict) -> None:
+        if message["type"] == "http.response.start":
+            self.code = message["status"]
+        elif message["type"] == "http.response.body" and self.code == 200:
+            self.chunks.append(message.get("body", b""))
+        await self.send(message)
+
+    def ok_body(self) -> bytes | None:
+        """The body sent so far when the status is 200, else ``None``."""
+        return b"".join(self.chunks) if self.code == 200 else None
 
 
 def replaying(body: bytes, receive: Any) -> Any:

@@ -27,9 +27,10 @@ from typing import Any
 from ..cpu import limited_threads
 from ..errors import UsageError, named
 from .config import LearnConfig, check_images, model_folder
-from .data import MAX_SEQUENCE_LENGTH, Latents, class_images, draw_images, encode_images, load_images
+from .data import MAX_SEQUENCE_LENGTH, Latents, class_images, encode_images, load_images
 from .methods import LearnerMethod
 from .placeholder import Placeholder, add_placeholder
+from .validation import save_validation_images, validation_due
 
 __all__ = [
     "Latents",
@@ -42,8 +43,6 @@ __all__ = [
     "fit",
     "learn_many",
     "load_images",
-    "validation_due",
-    "save_validation_images",
 ]
 
 #: timestep density parameters of diffusers' Flux scripts (``--logit_mean``, ``--logit_std``, ``--mode_scale``).
@@ -316,8 +315,6 @@ _RESUME_FREE = (
     "validation_steps",
     "validation_inference_steps",
 )
-#: where :func:`fit` writes validation images: ``out/validation/step-NNNNNN/NN.png``
-VALIDATION = "validation"
 
 
 def _check_out(config: LearnConfig, out: Path) -> None:
@@ -371,39 +368,6 @@ def _save_checkpoint(trainer: Trainer, folder: Path) -> None:
     trainer.accelerator.save_state(str(tmp))
     shutil.rmtree(folder, ignore_errors=True)
     tmp.rename(folder)
-
-
-def validation_due(config: LearnConfig, step: int) -> bool:
-    """Whether validation images are drawn after optimisation step ``step`` (1-based): every
-    ``validation_steps`` steps and at the last one, when ``validation_prompt`` is set."""
-    if config.validation() is None:
-        return False
-    return step % config.validation_steps == 0 or step == config.resolved_steps()
-
-
-def save_validation_images(trainer: Trainer, out: Path, step: int, side: tuple[int, int]) -> Path:
-    """Draw ``num_validation_images`` images of the validation prompt with the current weights (as
-    diffusers' scripts' ``log_validation``, in the training precision) into ``out/validation/step-NNNNNN/``.
-
-    Image ``i`` has noise seeded by ``(seed, i)`` at every step, from a generator of its own: the
-    training draws (:func:`_generator`) are untouched, so a resumed run stays identical. Returns the folder.
-    """
-    import torch
-    from PIL import Image
-
-    cfg, pipe = trainer.config, trainer.pipe
-    prompt = cfg.validation()
-    if prompt is None:
-        raise ValueError("save_validation_images: the config has no validation_prompt")
-    seeds = [cfg.seed * 1_000_033 + 23 + i for i in range(cfg.num_validation_images)]
-    bf16 = trainer.accelerator.mixed_precision == "bf16"
-    with torch.autocast(pipe.transformer.device.type, dtype=torch.bfloat16, enabled=bf16):
-        images = draw_images(pipe, prompt, seeds, side, cfg.validation_inference_steps, cfg.batch)
-    folder = out / VALIDATION / f"step-{step:06d}"
-    folder.mkdir(parents=True, exist_ok=True)
-    for i, image in enumerate(images):
-        Image.fromarray(image).save(folder / f"{i:02d}.png")
-    return folder
 
 
 def _data(pipe: Any, config: LearnConfig, work: Path) -> tuple[Latents, Latents | None]:

@@ -43,7 +43,7 @@ from ..world.composition import CATEGORIES as WORLD_CATEGORIES
 __all__ = [
     "CATEGORIES",
     "VQA_BAR",
-    "Question",
+    "ExistenceQuestion",
     "questions",
     "questions_of",
     "concept_prompts",
@@ -59,7 +59,7 @@ VQA_BAR = 0.90
 
 
 @dataclass(frozen=True)
-class Question:
+class ExistenceQuestion:
     """One boolean existence question of a prompt (its answer is always yes).
 
     Attributes:
@@ -73,7 +73,7 @@ class Question:
     value: Any
 
 
-def questions(prompt: str) -> list[Question]:
+def questions(prompt: str) -> list[ExistenceQuestion]:
     """ConceptBed App. E.3: the prompt's salient words (noun, count, attribute, relation, action; read by
     :meth:`~concept_grounding.world.composition.CompositionPrompt.parse`) turned into existence questions.
 
@@ -92,21 +92,21 @@ def questions(prompt: str) -> list[Question]:
             f"prompt: cannot make questions of {prompt!r}: the world's prompts read "
             "'a photo of {a|two|three} V*[ with ...][ in the sky|on a branch|...][ facing left|right]'"
         )
-    out = [Question(f"is there a {asked.noun}?", "concept", asked.noun)]
+    out = [ExistenceQuestion(f"is there a {asked.noun}?", "concept", asked.noun)]
     if asked.count > 1:
-        out.append(Question(f"are there {COUNT_WORDS[asked.count]} birds?", "count", asked.count))
+        out.append(ExistenceQuestion(f"are there {COUNT_WORDS[asked.count]} birds?", "count", asked.count))
     if asked.attribute:
-        out.append(Question(f"is there {asked.attribute}?", "attribute", asked.attribute))
+        out.append(ExistenceQuestion(f"is there {asked.attribute}?", "attribute", asked.attribute))
     if asked.scene is not None:
-        out.append(Question(f"is the bird {RELATIONS[asked.scene]}?", "scene", asked.scene))
+        out.append(ExistenceQuestion(f"is the bird {RELATIONS[asked.scene]}?", "scene", asked.scene))
     if asked.facing is not None:
-        out.append(Question(f"is the bird {ACTIONS[asked.facing]}?", "facing", asked.facing))
+        out.append(ExistenceQuestion(f"is the bird {ACTIONS[asked.facing]}?", "facing", asked.facing))
     return out
 
 
-def questions_of(prompts: Sequence[str]) -> list[list[Question]]:
+def questions_of(prompts: Sequence[str]) -> list[list[ExistenceQuestion]]:
     """:func:`questions` of every prompt, each unique prompt parsed once (a scoring run asks the
-    same few prompts of many images); the lists are fresh, the :class:`Question` s shared.
+    same few prompts of many images); the lists are fresh, the :class:`ExistenceQuestion` s shared.
 
     >>> a, b, c = questions_of(["a photo of two V*", "a photo of a V* facing left", "a photo of two V*"])
     >>> [q.text for q in c] == [q.text for q in a] and a is not c, [q.kind for q in b]
@@ -116,7 +116,7 @@ def questions_of(prompts: Sequence[str]) -> list[list[Question]]:
     return [list(parsed[p]) for p in prompts]
 
 
-def _category(qs: list[Question]) -> str:
+def _category(qs: list[ExistenceQuestion]) -> str:
     kinds = [q.kind for q in qs if q.kind != "concept"]
     names = {"count": "counting", "scene": "relation", "facing": "action", "attribute": "attribute"}
     return names[kinds[0]] if len(kinds) == 1 else "composite"
@@ -205,7 +205,7 @@ class VQAJudge:
     species: Any = None
     validation: Any = None
 
-    def p_yes(self, images: np.ndarray, qs: list[Question], label: int, world: Any) -> np.ndarray:
+    def p_yes(self, images: np.ndarray, qs: list[ExistenceQuestion], label: int, world: Any) -> np.ndarray:
         """``(N, Q)`` probability of yes to each of ``qs`` on uint8 ``(N, S, S, 3)`` ``images``
         of concept ``label`` (a class of ``world``). Each judge runs once over all ``images`` (only
         the ones ``qs`` ask), its output shared by every question of its kind."""

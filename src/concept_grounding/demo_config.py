@@ -138,7 +138,7 @@ def conceptbed_config(out: Path, config: DemoConfig) -> ConceptBedConfig:
     learners and three capacities); ``--quick``: the reference learners on a 12-class world with
     small oracles (seconds)."""
     from .conceptbed import ConceptBedConfig, task_species
-    from .conceptbed.job import DEFAULT_LEARNERS
+    from .conceptbed.config import DEFAULT_LEARNERS
     from .vocabulary import load_vocabulary
 
     if config.quick:

@@ -47,7 +47,7 @@ def test_quick_demo_writes_every_stage_and_resumes(tmp_path):
 
 def test_the_default_demo_leaves_out_repeated_rows_two_learners_and_the_large_oracle_and_says_so(tmp_path):
     from concept_grounding.bench.config import MODEL_VARIANTS
-    from concept_grounding.conceptbed.job import DEFAULT_LEARNERS
+    from concept_grounding.conceptbed.config import DEFAULT_LEARNERS
     from concept_grounding.demo import DemoResult, dropped
     from concept_grounding.demo_config import REPEATED_MODELS, DemoConfig, bench_config, conceptbed_config
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from concept_grounding import settings
 from concept_grounding.conceptbed.byo_export import ExportedConcepts, export_or_run
-from concept_grounding.conceptbed.job import ConceptBedConfig
+from concept_grounding.conceptbed.config import ConceptBedConfig
 from concept_grounding.jobs import Job, add_job_arguments
 
 __all__ = ["JOB", "add_arguments", "run", "config_from_args"]
@@ -26,7 +26,7 @@ JOB = Job("conceptbed", ConceptBedConfig, export_or_run)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--out`` and the settings of :class:`~concept_grounding.conceptbed.job.ConceptBedConfig`."""
+    """``--out`` and the settings of :class:`~concept_grounding.conceptbed.config.ConceptBedConfig`."""
     add_job_arguments(parser, JOB)
 
 

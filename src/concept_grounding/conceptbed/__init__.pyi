@@ -1,4 +1,5 @@
 from .concepts import Concept, ConceptWorld, export_world_concepts, family, task_species
+from .config import ConceptBedConfig
 from .human_ratings import (
     METRICS,
     SimulatedRater,
@@ -8,7 +9,7 @@ from .human_ratings import (
     table3,
     truth_rating,
 )
-from .job import ConceptBedConfig, ConceptBedResult, run_conceptbed
+from .job import ConceptBedResult, run_conceptbed
 from .learners import (
     FLUX_LEARNERS,
     LEARNER_NAMES,

@@ -16,7 +16,8 @@ from ..errors import UsageError
 from ..jobs import JobResult
 from .byo_weights import PLACEHOLDER
 from .concepts import Concept, ConceptWorld
-from .job import ConceptBedConfig, _concept_tasks, run_conceptbed
+from .config import ConceptBedConfig, concept_tasks
+from .job import run_conceptbed
 
 __all__ = ["CLASS_PROMPT", "ExportedConcepts", "concept_record", "export_concepts", "export_or_run"]
 
@@ -107,7 +108,7 @@ def export_or_run(config: ConceptBedConfig) -> JobResult:
             argument="--export-concepts",
         )
     config = config.effective()
-    tasks = _concept_tasks(config)
+    tasks = concept_tasks(config)
     if config.concept_folder:
         from .folder import folder_concepts
 

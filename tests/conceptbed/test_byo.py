@@ -232,17 +232,6 @@ GENERATED_CASES = {
 }
 
 
-@pytest.mark.parametrize("case", GENERATED_CASES)
-def test_bad_generated_folder_is_one_line_naming_the_path(case, tmp_path):
-    path = _bad_generated(tmp_path / "gen", case)
-    with pytest.raises(UsageError) as err:
-        _run(str(tmp_path / "cache"), learners=(), generated=str(tmp_path / "gen"), name="x")
-    message = str(err.value)
-    assert "\n" not in message and message.startswith(f"--generated: {path}: "), message
-    assert GENERATED_CASES[case] in message, message
-    assert not (tmp_path / "cache").exists()
-
-
 def _bad_learned(root, case):
     _lora_folder(root, [c.name for c in CONCEPTS])
     first = root / "object" / CONCEPTS[0].name
@@ -292,14 +281,20 @@ LEARNED_CASES = {
 }
 
 
-@pytest.mark.parametrize("case", LEARNED_CASES)
-def test_bad_weights_are_one_line_naming_the_file(case, tmp_path):
-    path = _bad_learned(tmp_path / "w", case)
+BAD_INPUTS = [("generated", case, message) for case, message in GENERATED_CASES.items()] + [
+    ("learned", case, message) for case, message in LEARNED_CASES.items()
+]
+
+
+@pytest.mark.parametrize(("flag", "case", "expected"), BAD_INPUTS, ids=[f"{f}: {c}" for f, c, _ in BAD_INPUTS])
+def test_a_bad_brought_row_is_one_line_naming_the_path(flag, case, expected, tmp_path):
+    """A bad ``--generated`` folder or ``--learned`` weights: one line naming the path, before any oracle trains."""
+    path = (_bad_generated if flag == "generated" else _bad_learned)(tmp_path / "in", case)
     with pytest.raises(UsageError) as err:
-        _run(str(tmp_path / "cache"), learners=(), learned=str(tmp_path / "w"), name="x")
+        _run(str(tmp_path / "cache"), learners=(), name="x", **{flag: str(tmp_path / "in")})
     message = str(err.value)
-    assert "\n" not in message and message.startswith(f"--learned: {path}: "), message
-    assert LEARNED_CASES[case] in message, message
+    assert "\n" not in message and message.startswith(f"--{flag}: {path}: "), message
+    assert expected in message, message
     assert not (tmp_path / "cache").exists()
 
 

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from concept_grounding.testing.serving import http_request
+from concept_grounding.testing.serving import closed_within, http_request
 
 pytestmark = pytest.mark.slow  # one Space start-up (10-40 s on a loaded machine)
 
@@ -72,27 +72,16 @@ def test_one_visitor_holds_at_most_its_share_of_the_queue(space):
     assert codes[:2] == [200, 200] and 429 in codes[2:], codes
 
 
-def _closed_within(sock: socket.socket, seconds: float) -> tuple[bool, bytes]:
-    sock.settimeout(seconds)
-    got = b""
-    try:
-        while chunk := sock.recv(4096):
-            got += chunk
-    except TimeoutError:
-        return False, got
-    return True, got
-
-
 def test_half_a_header_or_a_trickled_body_is_closed(space):
     url, _, _ = space
     port = int(url.rstrip("/").rsplit(":", 1)[1])
     with socket.create_connection(("127.0.0.1", port)) as head:
         head.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")
-        assert _closed_within(head, 8)[0]
+        assert closed_within(head, 8)[0]
     with socket.create_connection(("127.0.0.1", port)) as body:
         body.sendall(b"POST /gradio_api/call/explain HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n")
         body.sendall(b"Content-Length: 1000\r\n\r\n{")
-        closed, answer = _closed_within(body, 8)
+        closed, answer = closed_within(body, 8)
     assert closed and answer.startswith(b"HTTP/1.1 408"), answer[:200]
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from concept_grounding.testing.serving import closed_within
+
 pytest.importorskip("gradio")
 httpx = pytest.importorskip("httpx")
 
@@ -175,33 +177,21 @@ def test_an_unqueued_event_is_checked_by_its_fn_index(slow_app):
     assert unknown.status_code == 422
 
 
-def _closed_within(sock: socket.socket, seconds: float) -> tuple[bool, bytes]:
-    """Whether the server closed ``sock`` within ``seconds`` (and what it answered first)."""
-    sock.settimeout(seconds)
-    got = b""
-    try:
-        while chunk := sock.recv(4096):
-            got += chunk
-    except TimeoutError:
-        return False, got
-    return True, got
-
-
 def test_half_a_header_or_a_trickled_body_is_closed(slow_app):
     url, _ = slow_app
     port = int(url.rsplit(":", 1)[1])
     start = time.perf_counter()
     with socket.create_connection(("127.0.0.1", port)) as head:
         head.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")
-        closed, _ = _closed_within(head, 6)
+        closed, _ = closed_within(head, 6)
     assert closed and time.perf_counter() - start < 5
     with socket.create_connection(("127.0.0.1", port)) as body:
         body.sendall(b"POST /gradio_api/queue/join HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n")
         body.sendall(b"Content-Length: 1000\r\n\r\n{")
-        closed, answer = _closed_within(body, 6)
+        closed, answer = closed_within(body, 6)
     assert closed and answer.startswith(b"HTTP/1.1 408") and b"within 1 s" in answer
     with socket.create_connection(("127.0.0.1", port)) as silent:  # opened, nothing sent
-        closed, _ = _closed_within(silent, 6)
+        closed, _ = closed_within(silent, 6)
     assert closed
 
 

@@ -16,7 +16,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-__all__ = ["free_port", "wait_until_serving", "stop_server", "http_request"]
+__all__ = ["free_port", "wait_until_serving", "stop_server", "http_request", "closed_within"]
 
 
 def free_port() -> int:
@@ -97,3 +97,15 @@ def http_request(
         return response.status, response.read()
     finally:
         connection.close()
+
+
+def closed_within(sock: socket.socket, seconds: float) -> tuple[bool, bytes]:
+    """Whether the server closed ``sock`` within ``seconds`` (and what it answered first)."""
+    sock.settimeout(seconds)
+    got = b""
+    try:
+        while chunk := sock.recv(4096):
+            got += chunk
+    except TimeoutError:
+        return False, got
+    return True, got

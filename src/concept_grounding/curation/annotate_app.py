@@ -2,7 +2,8 @@
 
 :class:`StudyHandlers` is what the app does, as plain functions (identify, current, submit: testable without a
 browser); :func:`build_app` gives each study a tab (its fields by kind, its questions by kind with keyboard keys
-generated from them, progress and guidelines). docs/human_validation.md, "The studies" and "Who annotates".
+generated from them, progress and guidelines; their HTML and keys: :mod:`.annotate_page`).
+docs/human_validation.md, "The studies" and "Who annotates".
 """
 
 from __future__ import annotations

@@ -10,11 +10,12 @@ The human validation of Sec. 4.3 / App. E (docs/human_validation.md):
 * :mod:`.study` -- the annotation model (a study's fields, typed questions and distribution;
   records and responses) and SUB's and ConceptBed's studies declared on it;
 * :mod:`.study_store` -- the one SQLite store of any study (k responses per record, leases, hashed
-  tokens; its SQLite layer :mod:`.study_db`, older files converted by :mod:`.study_migrate`), its
-  export (:mod:`.study_export`) and Krippendorff's alpha per question (:mod:`.agreement`);
+  tokens in :mod:`.study_tokens`; its SQLite layer :mod:`.study_db`, older files converted by
+  :mod:`.study_migrate`), its export (:mod:`.study_export`) and Krippendorff's alpha per question
+  (:mod:`.agreement`);
 * :mod:`.sampling` -- which candidates each study shows (40 per attribute, 3 per pairing);
-* :mod:`.annotate_app` -- the one Gradio app, any study a tab (``concept-grounding annotate``, whose
-  settings :mod:`.annotate_job` declares and :mod:`.annotate_studies` runs);
+* :mod:`.annotate_app` -- the one Gradio app, any study a tab (its page's HTML and keys in :mod:`.annotate_page`;
+  ``concept-grounding annotate``, whose settings :mod:`.annotate_job` declares and :mod:`.annotate_studies` runs);
 * :mod:`.hub_sync` -- optional push of the answers to a Hub dataset repo (CommitScheduler);
 * :mod:`.simulate` -- bird-world candidates with known failures and the one simulator of any study;
 * :mod:`.curate` -- human scores, discard rules (thresholds in :mod:`.rules`), Krippendorff's

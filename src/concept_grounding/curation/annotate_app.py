@@ -2,24 +2,35 @@
 
 :class:`StudyHandlers` is what the app does, as plain functions (identify, current, submit: testable without a
 browser); :func:`build_app` gives each study a tab (its fields by kind, its questions by kind with keyboard keys
-generated from them, progress and guidelines). docs/human_validation.md, "The studies" and "Who annotates".
+generated from them, progress and guidelines; their HTML and keys: :mod:`.annotate_page`).
+docs/human_validation.md, "The studies" and "Who annotates".
 """
 
 from __future__ import annotations
 
-import base64
-import html
 import inspect
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
+from .annotate_page import (
+    KEYS,
+    KEYS_CLASS,
+    SHORTCUTS_JS,
+    SUBMIT_CLASS,
+    FilePath,
+    field_html,
+    guidelines_text,
+    image_html,
+    option_choices,
+    option_label,
+    question_wording,
+    shortcut_keys,
+)
 from .annotation_items import AnnotationError, annotator_id, quote
-from .study import Field, Question, Record, Study, StudyBackend
+from .study import Record, Study, StudyBackend
 
 __all__ = [
     "View",
@@ -39,10 +50,6 @@ __all__ = [
 #: where refusals are logged, one line each, without the refused value
 LOG = logging.getLogger("concept_grounding.annotate")
 
-#: the keys a study's options take, in order: each question takes the next ones (a label question as many as it
-#: has options, a rating 1-5, a choice question -- whose options come with each record -- all that are left).
-KEYS = "123456789abcdefghijklmnopqrstuvwxyz"
-
 #: submits served at once (Gradio's default is 1 per event, which queues every annotator behind one
 #: another; the store is safe with many writers).
 CONCURRENCY = 16
@@ -53,71 +60,14 @@ CONCURRENCY = 16
 #: event), a cost per submit that grows with the submits served; here over the last 1,000 events, once per 1,000.
 GRADIO_ENV = {"GRADIO_ANALYTICS_MAX_EVENTS": "1000", "GRADIO_ANALYTICS_CACHE_FREQUENCY": "1000"}
 
-#: the CSS class prefix that carries a radio's keys (``cg-keys-123``) and the class of every submit button
-KEYS_CLASS, SUBMIT_CLASS = "cg-keys-", "cg-submit"
-
-#: the page's keyboard shortcuts, the same script for every study: a key picks the option of the visible radio whose
-#: ``cg-keys-...`` class lists it (:func:`shortcut_keys` writes those classes), Enter clicks the visible submit.
-SHORTCUTS_JS = """
-<script>
-document.addEventListener('keydown', (e) => {
-  const t = e.target;
-  if (t && ((t.tagName === 'INPUT' && t.type === 'text') || t.tagName === 'TEXTAREA')) return;
-  if (e.ctrlKey || e.metaKey || e.altKey || !e.key) return;
-  const visible = (el) => el.offsetParent !== null;
-  if (e.key === 'Enter') {
-    const b = Array.from(document.querySelectorAll('.%(submit)s')).find(visible);
-    if (b) b.click();
-    return;
-  }
-  const key = e.key.toLowerCase();
-  if (key.length !== 1) return;
-  for (const box of document.querySelectorAll('[class*="%(keys)s"]')) {
-    if (!visible(box)) continue;
-    const keys = Array.from(box.classList).find((c) => c.startsWith('%(keys)s')).slice(%(n)d);
-    const radios = box.querySelectorAll('input[type=radio]');
-    const i = keys.indexOf(key);
-    if (i >= 0 && radios[i]) radios[i].click();
-  }
-});
-</script>
-""" % {"submit": SUBMIT_CLASS, "keys": KEYS_CLASS, "n": len(KEYS_CLASS)}  # noqa: UP031 - the script's braces
-
 #: the page's own link's token, read into the hidden token field when the page loads
 TOKEN_JS = "() => new URLSearchParams(window.location.search).get('token') || ''"
-
-#: image types the page embeds (by file suffix)
-MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp": "image/webp", ".gif": "image/gif"}
-
-#: where the file a record's field names lives: ``file_path(record, value)`` (e.g. the candidates folder / value)
-FilePath = Callable[[Record, str], "str | Path"]
 
 #: what a stale or repeated submit is told (its answers were not stored)
 STALE = (
     "not stored: that answer was for an image that is no longer open for you (answered already, or open too "
     "long); your open image is shown"
 )
-
-
-@lru_cache(maxsize=512)
-def image_html(path: str, height: int = 384) -> str:
-    """The image at ``path`` as an ``<img>`` with its bytes inline (a base64 data URI), encoded once per file (LRU
-    cache of 512): the page gets the image in the submit's own reply, with no second request and no file route.
-    ``data-file`` names the file (tests and screenshots read it).
-
-    >>> image_html.__wrapped__("/no/such.png").startswith("<p")
-    True
-    """
-    file = Path(path)
-    try:
-        data = file.read_bytes()
-    except OSError as err:
-        return f"<p>cannot read the image {html.escape(file.name)} ({html.escape(err.strerror or 'error')})</p>"
-    mime = MIME.get(file.suffix.lower(), "application/octet-stream")
-    return (
-        f'<img src="data:{mime};base64,{base64.b64encode(data).decode()}" data-file="{html.escape(file.name)}" '
-        f'alt="the image to annotate" style="height:{height}px;width:auto;image-rendering:auto">'
-    )
 
 
 def on_spaces() -> bool:
@@ -225,84 +175,6 @@ def _unit(study: Study) -> str:
     return "images" if study.fields and study.fields[0].kind == "image" else "records"
 
 
-# ---------------------------------------------------------------------------------------------- the page
-
-#: a record with no options (a label or rating question's options do not depend on the record)
-_NO_RECORD = Record("", "", {})
-
-
-def shortcut_keys(study: Study) -> dict[str, str]:
-    """Each question's keys, in option order (see :data:`KEYS`); a choice question must come last.
-
-    >>> from concept_grounding.curation.study import SUB_STUDY_1, CONCEPTBED_RATING
-    >>> shortcut_keys(SUB_STUDY_1), shortcut_keys(CONCEPTBED_RATING)
-    ({'q1': '123', 'q2': '456'}, {'rating': '12345'})
-    """
-    keys, start = {}, 0
-    for i, q in enumerate(study.questions):
-        if q.kind == "choice" and i != len(study.questions) - 1:
-            raise ValueError(f"study {study.name!r}: a choice question ({q.name}) must be the last, its keys the rest")
-        end = len(KEYS) if q.kind == "choice" else start + len(q.allowed(_NO_RECORD))
-        keys[q.name], start = KEYS[start:end], end
-    return keys
-
-
-def option_label(key: str, option: str) -> str:
-    """An option as its radio shows it: its key, then the option (an attribute in words).
-
-    >>> option_label("a", "has_crown_color::pink"), option_label("3", "3"), option_label("", "no")
-    ('a · pink crown color', '3', 'no')
-    """
-    text = option
-    if "::" in option:
-        from ..vocabulary import attribute_phrase
-
-        text = attribute_phrase(option)
-    return text if key in ("", text) else f"{key} · {text}"
-
-
-def _choices(question: Question, keys: str, record: Record | None) -> list[tuple[str, str]]:
-    options = question.allowed(record if record is not None else _NO_RECORD)
-    return [(option_label(keys[i] if i < len(keys) else "", o), o) for i, o in enumerate(options)]
-
-
-def field_html(field: Field, record: Record | None, file_path: FilePath) -> str:
-    """``record``'s ``field`` as the page shows it: an image inline, a row of images, or text (``""`` when the
-    record has none)."""
-    value = record.fields.get(field.name) if record is not None else None
-    if record is None or value in (None, "", (), []):
-        return ""
-    title = f"<p><b>{html.escape(field.title)}</b></p>" if field.title else ""
-    if field.kind == "image":
-        return title + image_html(str(file_path(record, str(value))))
-    if field.kind == "images":
-        paths = [value] if isinstance(value, str) else list(value)
-        row = "".join(
-            f'<div style="display:inline-block;margin:4px">{image_html(str(file_path(record, str(p))), 160)}</div>'
-            for p in paths
-        )
-        return f'{title}<div class="{html.escape(field.name)}">{row}</div>'
-    return f'{title}<p class="{html.escape(field.name)}">{html.escape(str(value))}</p>'
-
-
-def _wording(study: Study, q: Question, record: Record | None) -> str:
-    if record is None:
-        return ""
-    text = q.text(record)
-    return f"**{q.name.upper()}.** {text}" if len(study.questions) > 1 else f"**{text}**"
-
-
-def _guidelines(study: Study, keys: Mapping[str, str]) -> str:
-    """The study's title and guidelines, then its keys ("Keys: 1-3 q1, 4-6 q2, Enter submits.")."""
-    choice = {q.name for q in study.questions if q.kind == "choice"}
-    spans = [
-        f"the one shown on each option of {q}" if q in choice else f"{k[0]}-{k[-1]} {q}" if len(k) > 1 else f"{k} {q}"
-        for q, k in keys.items()
-        if k
-    ]
-    return f"**{study.title}.** {study.guidelines} Keys: {', '.join(spans)}, Enter submits."
-
-
 @dataclass(frozen=True)
 class StudyTab:
     """One study's tab: how a :class:`View` becomes its outputs (plain values, as each component's
@@ -318,7 +190,7 @@ class StudyTab:
 
         record = view.record
         radios = [
-            gr.update(choices=_choices(q, self.keys[q.name], record), value=None) if q.kind == "choice" else None
+            gr.update(choices=option_choices(q, self.keys[q.name], record), value=None) if q.kind == "choice" else None
             for q in self.study.questions
         ]
         return [
@@ -326,7 +198,7 @@ class StudyTab:
             view.record_id,
             inspect.cleandoc(view.progress),
             inspect.cleandoc(view.message),
-            *(_wording(self.study, q, record) for q in self.study.questions),
+            *(question_wording(self.study, q, record) for q in self.study.questions),
             *radios,
         ]
 
@@ -401,7 +273,7 @@ def _render(tab: StudyTab, n: int, ids: Mapping[tuple[str, str], str], handlers:
     import gradio as gr
 
     study = tab.study
-    gr.Markdown(_guidelines(study, tab.keys))
+    gr.Markdown(guidelines_text(study, tab.keys))
     progress, message = gr.Markdown(), gr.Markdown()
     fields = [gr.HTML(elem_id=f"{f.name}{n}") for f in study.fields]  # image_html: the bytes inline
     shown = gr.Textbox(visible="hidden", elem_id=f"shown{n}")  # the record the answers are for
@@ -412,7 +284,7 @@ def _render(tab: StudyTab, n: int, ids: Mapping[tuple[str, str], str], handlers:
         keys = tab.keys[q.name]
         radios.append(
             gr.Radio(
-                _choices(q, keys, None),
+                option_choices(q, keys, None),
                 label=q.name.capitalize(),
                 elem_id=qid,
                 elem_classes=[f"{KEYS_CLASS}{keys}"] if keys else None,

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .annotate_app import CONCURRENCY, SHORTCUTS_JS, FilePath, build_app, gradio_major
+from .annotate_app import CONCURRENCY, build_app, gradio_major
+from .annotate_page import SHORTCUTS_JS, FilePath
 from .study import SUB_STUDY_1, SUB_STUDY_2, Study
 from .study_store import StudyStore
 

@@ -24,10 +24,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .annotation_items import DEFAULT_K, AnnotationError, annotator_id, new_token, quote, token_hash
+from .annotation_items import DEFAULT_K, AnnotationError, annotator_id, quote
 from .study import STUDIES, Record, Response, Study
-from .study_db import LEASE_SECONDS, SCHEMA_VERSION, StudyDatabase, k_key, stored_k
+from .study_db import LEASE_SECONDS, SCHEMA_VERSION, k_key, stored_k
 from .study_migrate import OLDER, SHUFFLE_PRIME, migrate, shuffle_number
+from .study_tokens import AnnotatorTokens
 
 if TYPE_CHECKING:
     import datasets
@@ -57,7 +58,7 @@ def _point(annotator: str, done: int) -> int:
     return int.from_bytes(digest, "little") % SHUFFLE_PRIME
 
 
-class StudyStore(StudyDatabase):
+class StudyStore(AnnotatorTokens):
     """SQLite store of any studies' records and responses; safe to share between threads and processes.
 
     Args:
@@ -334,51 +335,6 @@ class StudyStore(StudyDatabase):
         name = self.study(study).name
         row = self.read("SELECT SUM(n >= ?), COUNT(*) FROM records WHERE study = ?", (self.k_of(name), name))
         return int(row[0][0] or 0), int(row[0][1])
-
-    # ------------------------------------------------------------------ annotators and tokens
-    def annotators(self) -> dict[str, dict[str, int]]:
-        """Records answered per annotator and study: ``{annotator: {study: records}}``."""
-        out: dict[str, dict[str, int]] = {}
-        for name, study, n in self.read(
-            "SELECT annotator, study, COUNT(*) FROM responses GROUP BY annotator, study ORDER BY annotator, study"
-        ):
-            out.setdefault(name, {})[study] = int(n)
-        return out
-
-    def issue_token(self, annotator: str, *, replace: bool = False) -> str | None:
-        """A new secret token for ``annotator``'s personal link, its SHA-256 stored (the token is returned once and
-        never stored); ``None`` when they already have one and not ``replace``."""
-        who, token = annotator_id(annotator), new_token()
-        issued: list[bool] = []
-
-        def put(con: sqlite3.Connection) -> None:
-            keep = "" if replace else " WHERE annotators.token_hash IS NULL"
-            cur = con.execute(
-                "INSERT INTO annotators (annotator, token_hash) VALUES (?, ?) ON CONFLICT (annotator) "
-                f"DO UPDATE SET token_hash = excluded.token_hash{keep}",
-                (who, token_hash(token)),
-            )
-            issued.append(bool(cur.rowcount))
-
-        self.write(put)
-        return token if issued[0] else None
-
-    def annotator_for_token(self, token: object) -> str | None:
-        """The annotator whose personal link carries ``token`` (compared by hash); ``None`` for a missing or unknown
-        one."""
-        if not isinstance(token, str) or not 16 <= len(token) <= 128:
-            return None
-        rows = self.read("SELECT annotator FROM annotators WHERE token_hash = ?", (token_hash(token),))
-        return rows[0][0] if rows else None
-
-    def token_holders(self) -> list[str]:
-        """The annotators who have a personal link."""
-        return [
-            r[0]
-            for r in self.read(
-                "SELECT annotator FROM annotators WHERE token_hash IS NOT NULL ORDER BY created, annotator"
-            )
-        ]
 
     # ------------------------------------------------------------------ responses and export
     def responses(self, study: str | Study) -> list[Response]:

@@ -17,3 +17,24 @@ def concept_dir(tmp_path_factory):
     for i, sample in enumerate(world.samples(range(8))):
         Image.fromarray(sample.image).save(folder / f"{i:02d}.png")
     return folder
+
+
+@pytest.fixture(scope="session")
+def sample():
+    """``sample(pipe)``: the pipeline's latents for "a photo of <v*>" (2 steps, 32 px, fixed noise)."""
+    import torch
+
+    def latents(pipe):
+        return pipe(
+            "a photo of <v*>",
+            negative_prompt="",
+            true_cfg_scale=4.0,
+            num_inference_steps=2,
+            height=32,
+            width=32,
+            max_sequence_length=24,
+            output_type="latent",
+            generator=torch.Generator().manual_seed(0),
+        ).images
+
+    return latents

@@ -19,20 +19,6 @@ def _base():
     return pipe
 
 
-def _sample(pipe):
-    return pipe(
-        PROMPT,
-        negative_prompt="",
-        true_cfg_scale=4.0,
-        num_inference_steps=2,
-        height=32,
-        width=32,
-        max_sequence_length=24,
-        output_type="latent",
-        generator=torch.Generator().manual_seed(0),
-    ).images
-
-
 def _learn(method, images, out):
     from concept_grounding.learners import LearnConfig, learn
 
@@ -64,18 +50,18 @@ def _bird_rows(pipe):
         pipe.load_textual_inversion({TOKEN: row}, token=TOKEN, text_encoder=encoder, tokenizer=tokenizer)
 
 
-def test_lora_loads_with_load_lora_weights(concept_dir, tmp_path):
+def test_lora_loads_with_load_lora_weights(sample, concept_dir, tmp_path):
     out = _learn("lora", concept_dir, tmp_path / "lora")
     assert (out / "pytorch_lora_weights.safetensors").is_file() and (out / "lora_emb.safetensors").is_file()
     pipe = _base()
     _load_rows(pipe, out / "lora_emb.safetensors")
-    before = _sample(pipe)
+    before = sample(pipe)
     pipe.load_lora_weights(str(out), weight_name="pytorch_lora_weights.safetensors")
-    assert not torch.allclose(_sample(pipe), before, atol=1e-5)
+    assert not torch.allclose(sample(pipe), before, atol=1e-5)
 
 
 @pytest.mark.parametrize("loader", ["pivotal_tuning_file", "learned_embeds"])
-def test_textual_inversion_loads_with_load_textual_inversion(loader, concept_dir, tmp_path):
+def test_textual_inversion_loads_with_load_textual_inversion(loader, sample, concept_dir, tmp_path):
     out = _learn("textual_inversion", concept_dir, tmp_path / "ti")
     start = _base()
     _bird_rows(start)
@@ -93,10 +79,10 @@ def test_textual_inversion_loads_with_load_textual_inversion(loader, concept_dir
     else:
         _load_rows(pipe, out / "ti_emb.safetensors")
     assert pipe.tokenizer.convert_tokens_to_ids(TOKEN) == len(pipe.tokenizer) - 1
-    assert not torch.allclose(_sample(pipe), _sample(start), atol=1e-5)
+    assert not torch.allclose(sample(pipe), sample(start), atol=1e-5)
 
 
-def test_dreambooth_loads_with_from_pretrained(concept_dir, tmp_path):
+def test_dreambooth_loads_with_from_pretrained(sample, concept_dir, tmp_path):
     from diffusers import FluxPipeline, FluxTransformer2DModel
 
     from concept_grounding.worldflux.loader import world_flux_path
@@ -108,4 +94,4 @@ def test_dreambooth_loads_with_from_pretrained(concept_dir, tmp_path):
     base = _base()
     for p in (pipe, base):
         _load_rows(p, out / "db_emb.safetensors")
-    assert not torch.allclose(_sample(pipe), _sample(base), atol=1e-5)
+    assert not torch.allclose(sample(pipe), sample(base), atol=1e-5)

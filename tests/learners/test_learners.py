@@ -43,28 +43,12 @@ def _config(method, images, **kw):
     return LearnConfig(**{**base, **kw})
 
 
-def _sample(pipe):
-    """The pipeline's latents for PROMPT (2 steps, fixed noise)."""
-    out = pipe(
-        PROMPT,
-        negative_prompt="",
-        true_cfg_scale=4.0,
-        num_inference_steps=2,
-        height=32,
-        width=32,
-        max_sequence_length=24,
-        output_type="latent",
-        generator=torch.Generator().manual_seed(0),
-    )
-    return out.images
-
-
 def _changed(before: dict, after: dict) -> set[str]:
     return {k for k in before if k in after and not torch.equal(before[k], after[k].to(before[k].dtype))}
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_method_trains_only_its_parameters_and_its_files_load_in_diffusers(method, concept_dir, tmp_path):
+def test_method_trains_only_its_parameters_and_its_files_load_in_diffusers(method, sample, concept_dir, tmp_path):
     base = _pipe()
     before = {
         name: {k: v.clone() for k, v in getattr(base, name).state_dict().items()}
@@ -114,7 +98,7 @@ def test_method_trains_only_its_parameters_and_its_files_load_in_diffusers(metho
         assert any("lora_A" in k for k in transformer)
     # the saved files reproduce the in-memory model
     with torch.no_grad():
-        assert torch.allclose(_sample(learner.pipe), _sample(loaded), atol=1e-5)
+        assert torch.allclose(sample(learner.pipe), sample(loaded), atol=1e-5)
 
 
 @pytest.mark.parametrize(

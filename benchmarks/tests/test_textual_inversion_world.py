@@ -99,7 +99,7 @@ def test_merge_joins_parts_in_run_order_and_tabulates_them(tmp_path):
 def test_the_pooled_clip_output_and_the_t5_states_see_v_star(images):
     """The world CLIP pools at its first <eos> (eos id 3), after V*: the pooled vector alone carries a
     gradient to V*'s CLIP row, and the T5 states one to its T5 row (the hook on T5's shared table fires)."""
-    from concept_grounding.worldflux.train import encode_prompts
+    from concept_grounding.worldflux.objective import encode_prompts
 
     pipe = tiw.load_world_pipeline()
     trainer, _ = tiw.prepare_variant(pipe, tiw.Variant("base", steps=1), images)

@@ -26,6 +26,7 @@ from typing import Any
 
 from ..cpu import limited_threads
 from ..errors import UsageError, named
+from .checkpoint import CHECKPOINT, check_out, save_checkpoint
 from .config import LearnConfig, check_images, model_folder
 from .data import MAX_SEQUENCE_LENGTH, Latents, class_images, encode_images, load_images
 from .methods import LearnerMethod
@@ -47,7 +48,6 @@ __all__ = [
 
 #: timestep density parameters of diffusers' Flux scripts (``--logit_mean``, ``--logit_std``, ``--mode_scale``).
 LOGIT_MEAN, LOGIT_STD, MODE_SCALE = 0.0, 1.0, 1.29
-CHECKPOINT = "checkpoint"
 
 
 @dataclass
@@ -304,37 +304,6 @@ def training_step(trainer: Trainer, step: int, instance: Latents, prior: Latents
 
 
 # ----------------------------------------------------------------------------- the job
-#: settings a resumed run may change (where it runs, how often it checkpoints)
-_RESUME_FREE = (
-    "device",
-    "checkpoint_every",
-    "threads",
-    "prior_cache",
-    "validation_prompt",
-    "num_validation_images",
-    "validation_steps",
-    "validation_inference_steps",
-)
-
-
-def _check_out(config: LearnConfig, out: Path) -> None:
-    """Record the config in ``out`` or refuse one that holds another run's."""
-    path = out / "config.json"
-    text = config.to_json()
-
-    def settled(settings: dict) -> dict:
-        """The settings a resumed run must keep."""
-        return {k: v for k, v in settings.items() if k not in _RESUME_FREE}
-
-    if path.exists() and settled(json.loads(path.read_text())) != settled(json.loads(text)):
-        raise UsageError(
-            "holds a learner run with another config; use a fresh folder or the same settings", argument=named("out")
-        )
-    out.mkdir(parents=True, exist_ok=True)
-    if not path.exists():
-        path.write_text(text)
-
-
 def learn(config: LearnConfig, out: str | Path) -> Path:
     """Learn the concept of ``config.images`` with ``config.method``; save it in ``out``.
 
@@ -347,27 +316,12 @@ def learn(config: LearnConfig, out: str | Path) -> Path:
     """
     config.check()
     out = Path(out)
-    _check_out(config, out)
+    check_out(config, out)
     if (out / "learned.json").is_file():
         return out
     with limited_threads(config.threads), fit(config, out):
         pass
     return out
-
-
-def _save_checkpoint(trainer: Trainer, folder: Path) -> None:
-    """``accelerator.save_state`` into ``folder``, swapped in whole (an interruption keeps the previous one).
-
-    accelerate writes a state from the main process only: under :func:`learn_many`'s sharding the
-    other processes' concepts keep no checkpoint (an interrupted one restarts, with the same result).
-    """
-    if not trainer.accelerator.is_main_process:
-        return
-    tmp = folder.with_name(folder.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    trainer.accelerator.save_state(str(tmp))
-    shutil.rmtree(folder, ignore_errors=True)
-    tmp.rename(folder)
 
 
 def _data(pipe: Any, config: LearnConfig, work: Path) -> tuple[Latents, Latents | None]:
@@ -391,7 +345,7 @@ def fit(config: LearnConfig, out: str | Path) -> Trainer:
     from ..tdg.loading import load_flux_pipeline
 
     out = Path(out)
-    _check_out(config, out)
+    check_out(config, out)
     if torch.device(config.device).type == "cuda" and not torch.cuda.is_available():
         raise UsageError(f"{config.device} asked for but torch sees no CUDA device", argument=named("device"))
     work = out / ".work"
@@ -418,7 +372,7 @@ def fit(config: LearnConfig, out: str | Path) -> Trainer:
         if validation_due(config, state.step):  # before the checkpoint: a checkpoint's steps have their images
             save_validation_images(trainer, out, state.step, (height, width))
         if state.step % config.checkpoint_every == 0 and state.step < total:
-            _save_checkpoint(trainer, ckpt)
+            save_checkpoint(trainer.accelerator, ckpt)
     bar.close()
     files = trainer.method.save(pipe, trainer.placeholder, trainer.params, out)
     manifest = {
